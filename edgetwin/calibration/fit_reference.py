@@ -1,0 +1,237 @@
+"""Fit a device profile to a measured table in the results schema.
+
+The twin itself is the model being fitted: for a candidate parameter vector
+the twin runs every configuration of the table, and scipy's least squares
+moves the timing parameters to minimise the log error of the compute,
+staging, communication and total columns. Power per state then follows by
+non-negative least squares: the twin reports how long each device spent in
+each state, and energy is linear in the powers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+from scipy.optimize import least_squares, nnls
+
+from edgetwin.errors import InputError
+from edgetwin.profile import DeviceProfile
+from edgetwin.results import parse_number, read_table
+from edgetwin.scenario import (
+    Configuration,
+    DeviceSpec,
+    Scenario,
+    Strict,
+    load_scenario,
+    read_yaml_mapping,
+    validation_error,
+)
+from edgetwin.sim.device import STATES
+from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
+
+TIMING_METRICS = ("compute_ms", "staging_ms", "comm_ms", "total_ms")
+TOTAL_WEIGHT = 2.0  # the total matters most to a user; components keep the split honest
+
+# (path in the profile, lower bound, upper bound, start)
+TIMING_PARAMETERS: tuple[tuple[str, float, float, float], ...] = (
+    ("compute.throughput_gflops", 10.0, 1e6, 500.0),
+    ("compute.launch_floor_ms", 0.0, 50.0, 1.0),
+    ("compute.sync_host_ms", 0.0, 100.0, 5.0),
+    ("compute.sync_host_ms_per_mb", 0.0, 1000.0, 5.0),
+    ("staging.fixed_ms", 0.0, 50.0, 0.5),
+    ("staging.ms_per_mb", 0.0, 1000.0, 5.0),
+    ("staging.size_exponent", 0.2, 1.2, 0.8),
+    ("network.message_overhead_ms", 0.0, 50.0, 0.5),
+    ("network.bandwidth_efficiency", 0.1, 2.0, 1.0),
+)
+
+
+class ProfileFacts(Strict):
+    """What is known about the device without fitting."""
+
+    name: str
+    description: str = ""
+    ram_mb: float
+    battery_wh: float | None = None
+
+
+class CalibrationSpec(Strict):
+    """A calibration job: facts, the measured table and the scenario giving model and network."""
+
+    profile: ProfileFacts
+    reference: str
+    scenario: str
+
+
+@dataclass(frozen=True)
+class MeasuredRow:
+    config: Configuration
+    values: dict[str, float]  # metric -> measured value (present ones only)
+
+
+def load_spec(path: Path) -> CalibrationSpec:
+    raw = read_yaml_mapping(path)
+    try:
+        return CalibrationSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise validation_error(exc, path) from None
+
+
+def read_measured(path: Path) -> list[MeasuredRow]:
+    """Rows of a measured table; a malformed cell names file, line and column."""
+    if not path.is_file():
+        raise InputError(path, None, "file not found")
+    rows = []
+    for line, raw in enumerate(read_table(path), start=2):
+        try:
+            values = {
+                m: v
+                for m in (*TIMING_METRICS, "energy_j")
+                if (v := parse_number(raw.get(m))) is not None
+            }
+            segments = parse_number(raw.get("segments"))
+            config = Configuration(
+                strategy=raw["strategy"],
+                devices=int(float(raw["devices"])),
+                batch=int(float(raw["batch"])),
+                bandwidth_mbps=float(raw["bandwidth_mbps"]),
+                segments=None if segments is None else int(segments),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(path, f"line {line}", f"cannot read row: {exc}") from None
+        rows.append(MeasuredRow(config, values))
+    if not rows:
+        raise InputError(path, None, "no rows")
+    return rows
+
+
+def fit_profile(spec_path: Path) -> DeviceProfile:
+    """Fit timing then power parameters; the profile records residuals and provenance."""
+    spec = load_spec(spec_path)
+    base = spec_path.parent
+    reference = (base / spec.reference).resolve()
+    scenario_path = (base / spec.scenario).resolve()
+    scenario = load_scenario(scenario_path)
+    measured = read_measured(reference)
+    start = [p[3] for p in TIMING_PARAMETERS]
+    bounds = ([p[1] for p in TIMING_PARAMETERS], [p[2] for p in TIMING_PARAMETERS])
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        profile = _profile(spec.profile, x, _unit_power())
+        errors = []
+        for row in measured:
+            predicted = _simulate(scenario, profile, row.config).row
+            for metric in TIMING_METRICS:
+                value = row.values.get(metric)
+                if value is not None and value > 0:
+                    weight = TOTAL_WEIGHT if metric == "total_ms" else 1.0
+                    errors.append(weight * math.log(max(getattr(predicted, metric), 1e-9) / value))
+        return np.array(errors)
+
+    fit = least_squares(residuals, start, bounds=bounds, x_scale="jac", diff_step=1e-4)
+    timing_only = _profile(spec.profile, fit.x, _unit_power())
+    power = _fit_power(scenario, timing_only, measured)
+    profile = _profile(spec.profile, fit.x, power)
+    report = _residual_report(scenario, profile, measured)
+    return profile.model_copy(
+        update={
+            "fit": {
+                "method": "scipy.optimize.least_squares on log errors of the twin's columns "
+                f"(total weighted {TOTAL_WEIGHT}); power by non-negative least squares",
+                "sources": [
+                    {"file": reference.name, "sha256": _sha256(reference)},
+                    {"file": scenario_path.name, "sha256": _sha256(scenario_path)},
+                ],
+                "command": f"edgetwin calibrate {_display_path(spec_path)} --out <profile.yaml>",
+                **report,
+            }
+        }
+    )
+
+
+def _simulate(scenario: Scenario, profile: DeviceProfile, config: Configuration) -> RunOutcome:
+    spec = DeviceSpec(name="dev", profile=profile.name, count=config.devices)
+    fleet = [FleetMember(f"dev-{i}", spec, profile) for i in range(config.devices)]
+    return simulate(scenario, fleet, config, index=0, rep=0)
+
+
+def _unit_power() -> dict[str, float]:
+    return {f"{state}_w": 1.0 for state in STATES}
+
+
+def _profile(
+    facts: ProfileFacts, x: Sequence[float] | np.ndarray, power: dict[str, float]
+) -> DeviceProfile:
+    sections: dict[str, dict[str, Any]] = {"compute": {}, "staging": {}, "network": {}}
+    for (path, *_), value in zip(TIMING_PARAMETERS, x, strict=True):
+        section, key = path.split(".")
+        sections[section][key] = round(float(value), 6)
+    return DeviceProfile.model_validate({**facts.model_dump(), **sections, "power": power})
+
+
+def _fit_power(
+    scenario: Scenario, profile: DeviceProfile, measured: list[MeasuredRow]
+) -> dict[str, float]:
+    """Watts per state from rows with energy: relative non-negative least squares."""
+    rows, targets = [], []
+    for row in measured:
+        energy = row.values.get("energy_j")
+        if energy is None or energy <= 0:
+            continue
+        outcome = _simulate(scenario, profile, row.config)
+        seconds = [
+            sum(t[state] for t in outcome.time_by_state_ms.values()) / 1e3 for state in STATES
+        ]
+        rows.append(np.array(seconds) / energy)
+        targets.append(1.0)
+    if not rows:
+        raise InputError(None, "energy_j", "the measured table has no energy to fit power from")
+    watts, _ = nnls(np.array(rows), np.array(targets))
+    return {f"{state}_w": round(float(w), 4) for state, w in zip(STATES, watts, strict=True)}
+
+
+def _residual_report(
+    scenario: Scenario, profile: DeviceProfile, measured: list[MeasuredRow]
+) -> dict[str, Any]:
+    points: list[dict[str, Any]] = []
+    errors: dict[str, list[float]] = {m: [] for m in (*TIMING_METRICS, "energy_j")}
+    for row in measured:
+        predicted = _simulate(scenario, profile, row.config).row
+        for metric, value in row.values.items():
+            if value <= 0:
+                continue
+            estimate = float(getattr(predicted, metric))
+            error_pct = 100.0 * (estimate / value - 1.0)
+            errors[metric].append(abs(error_pct))
+            points.append(
+                {
+                    "strategy": row.config.strategy,
+                    "batch": row.config.batch,
+                    "segments": row.config.segments,
+                    "metric": metric,
+                    "measured": value,
+                    "predicted": round(estimate, 3),
+                    "error_pct": round(error_pct, 2),
+                }
+            )
+    summary = {m: round(float(np.median(e)), 2) for m, e in errors.items() if e}
+    return {"median_abs_error_pct": summary, "residuals": points}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _display_path(path: Path) -> str:
+    """The path relative to the working directory when it lies below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,174 @@
+"""Command line: ``edgetwin run|report|calibrate``.
+
+Bad input exits with status 2 and one message naming the file and field;
+nothing half-written is left in the output folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from edgetwin.calibration.fit_reference import fit_profile
+from edgetwin.calibration.profile_io import write_profile
+from edgetwin.errors import InputError
+from edgetwin.reports import write_report
+from edgetwin.results import write_results
+from edgetwin.scenario import Scenario, configurations, dump_resolved, load_scenario
+from edgetwin.sim.runner import FleetMember, RunOutcome, build_fleet, run_scenario
+from edgetwin.sim.trace import chrome_trace
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except InputError as exc:
+        print(f"edgetwin: error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("edgetwin: interrupted; nothing was written", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="edgetwin", description=__doc__)
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run a scenario and write results, report, scenario")
+    run.add_argument("scenario", type=Path)
+    run.add_argument("--out", type=Path, required=True, help="output folder")
+    run.add_argument("--seed", type=int, help="override the scenario's seed")
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario field, e.g. --set network.latency_ms=2",
+    )
+    run.add_argument(
+        "--mode", choices=["twin", "emu", "local"], help="override the scenario's mode"
+    )
+    run.add_argument("--trace", action="store_true", help="also write trace.json (Chrome trace)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(handler=_run)
+
+    report = commands.add_parser("report", help="(re)write DIR/report.html from DIR/results.csv")
+    report.add_argument("dir", type=Path)
+    report.set_defaults(handler=_report)
+
+    calibrate = commands.add_parser("calibrate", help="fit a device profile to a measured table")
+    calibrate.add_argument("spec", type=Path, help="calibration spec (YAML)")
+    calibrate.add_argument("--out", type=Path, required=True, help="profile file to write")
+    calibrate.set_defaults(handler=_calibrate)
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    overrides = list(args.set)
+    if args.seed is not None:
+        overrides.append(f"seed={args.seed}")
+    if args.mode is not None:
+        overrides.append(f"mode={args.mode}")
+    scenario = load_scenario(args.scenario, overrides)
+    if scenario.mode != "twin":
+        raise InputError(
+            args.scenario,
+            "mode",
+            f"mode {scenario.mode!r} is not available in this version of edgetwin; use mode 'twin'",
+        )
+    scenario_dir = args.scenario.resolve().parent
+    fleet = build_fleet(scenario, scenario_dir)
+    reference = _reference_path(scenario, args.scenario)
+    outcomes = _simulate_with_progress(scenario, fleet, args.trace, args.quiet)
+    with _staging_dir(args.out) as staging:
+        write_results(staging / "results.csv", [o.row for o in outcomes])
+        (staging / "scenario.resolved.yaml").write_text(dump_resolved(scenario))
+        if reference is not None:
+            shutil.copyfile(reference, staging / "reference.csv")
+        if args.trace:
+            (staging / "trace.json").write_text(json.dumps(chrome_trace(outcomes)))
+        write_report(staging, title=f"edgetwin: {scenario.name}")
+        _publish(staging, args.out)
+    failed = sum(o.row.status != "ok" for o in outcomes)
+    print(f"{len(outcomes)} runs ({failed} failed) -> {args.out}/results.csv, report.html")
+    return 0
+
+
+def _simulate_with_progress(
+    scenario: Scenario, fleet: list[FleetMember], trace: bool, quiet: bool
+) -> list[RunOutcome]:
+    total = len(configurations(scenario)) * scenario.repetitions
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, transient=True, disable=quiet) as progress:
+        task = progress.add_task(f"twin {scenario.name}", total=total)
+        return list(
+            run_scenario(
+                scenario, fleet, record_intervals=trace, on_progress=lambda: progress.advance(task)
+            )
+        )
+
+
+def _reference_path(scenario: Scenario, scenario_path: Path) -> Path | None:
+    if scenario.reference is None:
+        return None
+    path = scenario_path.resolve().parent / scenario.reference
+    if not path.is_file():
+        raise InputError(scenario_path, "reference", f"file not found: {path}")
+    return path
+
+
+class _staging_dir:
+    """A temporary folder beside the output folder, removed whatever happens."""
+
+    def __init__(self, out: Path) -> None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        self.path = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+
+    def __enter__(self) -> Path:
+        return self.path
+
+    def __exit__(self, *_exc: object) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _publish(staging: Path, out: Path) -> None:
+    """Move every finished file into ``out`` (rename within one file system)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for path in sorted(staging.iterdir()):
+        path.replace(out / path.name)
+
+
+def _report(args: argparse.Namespace) -> int:
+    if not (args.dir / "results.csv").is_file():
+        raise InputError(args.dir / "results.csv", None, "file not found")
+    path = write_report(args.dir)
+    print(f"wrote {path}")
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    profile = fit_profile(args.spec)
+    write_profile(profile, args.out)
+    medians = profile.fit.get("median_abs_error_pct", {})
+    print(
+        f"wrote {args.out}; median |error| %: " + ", ".join(f"{k} {v}" for k, v in medians.items())
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""User-facing errors: bad input is reported as one clear message, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class InputError(Exception):
+    """Bad user input: names the file and the field, and says what is wrong."""
+
+    exit_code = 2
+
+    def __init__(self, path: Path | str | None, field: str | None, problem: str) -> None:
+        self.path = None if path is None else str(path)
+        self.field = field
+        self.problem = problem
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        where = self.path or "<input>"
+        if self.field:
+            where += f": field '{self.field}'"
+        return f"{where}: {self.problem}"

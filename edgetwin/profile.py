@@ -1,0 +1,120 @@
+"""Device profiles: the fitted, physical parameters of one kind of device.
+
+A profile is a YAML file (schema: ``DeviceProfile``; documented in
+docs/profiles.md). Shipped profiles live in ``edgetwin/calibration/profiles``
+and are named by file stem; a scenario may also give a path. The cost
+functions here are pure: the twin's event loop calls them, the calibration
+fits their parameters.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError
+
+from edgetwin.errors import InputError
+from edgetwin.scenario import (
+    NonNegativeFloat,
+    PositiveFloat,
+    Strict,
+    read_yaml_mapping,
+    validation_error,
+)
+
+PROFILE_DIR = Path(__file__).parent / "calibration" / "profiles"
+MB = 1e6
+
+
+class ComputeParams(Strict):
+    """GPU kernel time and the host-side time that bounds a synchronised block.
+
+    gpu_ms = launch_floor_ms + flops / throughput. When a device synchronises
+    with its peers every block (any distributed strategy), the block's host
+    side (dispatch plus handling of the received tensors) can no longer run
+    ahead of the GPU: the block takes max(gpu_ms, host_ms).
+    """
+
+    throughput_gflops: PositiveFloat
+    launch_floor_ms: NonNegativeFloat
+    sync_host_ms: NonNegativeFloat
+    sync_host_ms_per_mb: NonNegativeFloat
+
+    def gpu_ms(self, flops: float) -> float:
+        return self.launch_floor_ms + flops / (self.throughput_gflops * 1e6)
+
+    def sync_host_ms_for(self, received_bytes: float) -> float:
+        return self.sync_host_ms + self.sync_host_ms_per_mb * received_bytes / MB
+
+
+class StagingParams(Strict):
+    """GPU<->host copy of one tensor: fixed + cost_ms_per_mb * MB ** size_exponent.
+
+    An exponent below 1 means the effective copy bandwidth grows with the
+    transfer size (pinned DMA and host-side handling amortise better).
+    """
+
+    fixed_ms: NonNegativeFloat
+    ms_per_mb: NonNegativeFloat
+    size_exponent: Annotated[float, Field(gt=0, le=1.5)] = 1.0
+
+    def copy_ms(self, nbytes: float) -> float:
+        if nbytes <= 0:
+            return 0.0
+        scaled: float = (nbytes / MB) ** self.size_exponent
+        return self.fixed_ms + self.ms_per_mb * scaled
+
+
+class NetworkParams(Strict):
+    """The device's network stack: cost per message and achieved share of the link rate."""
+
+    message_overhead_ms: NonNegativeFloat
+    bandwidth_efficiency: Annotated[float, Field(gt=0, le=2)] = 1.0
+
+
+class PowerParams(Strict):
+    """Power draw in each state the twin visits, in watts."""
+
+    idle_w: NonNegativeFloat
+    compute_w: NonNegativeFloat
+    host_w: NonNegativeFloat
+    staging_w: NonNegativeFloat
+    comm_w: NonNegativeFloat
+    load_w: NonNegativeFloat = 0
+
+    def of(self, state: str) -> float:
+        watts: float = getattr(self, f"{state}_w")
+        return watts
+
+
+class DeviceProfile(Strict):
+    """Everything the twin needs to know about one kind of device."""
+
+    name: str
+    description: str = ""
+    ram_mb: PositiveFloat
+    battery_wh: PositiveFloat | None = None
+    compute: ComputeParams
+    staging: StagingParams
+    network: NetworkParams
+    power: PowerParams
+    fit: dict[str, Any] = Field(default_factory=dict)
+
+
+def load_profile(name_or_path: str, relative_to: Path | None = None) -> DeviceProfile:
+    """A shipped profile by name, or a profile file (relative to ``relative_to``)."""
+    path = PROFILE_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        candidate = Path(name_or_path)
+        if relative_to is not None and not candidate.is_absolute():
+            candidate = relative_to / candidate
+        if not candidate.is_file():
+            known = sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+            raise InputError(None, "profile", f"no profile {name_or_path!r} (shipped: {known})")
+        path = candidate
+    raw = read_yaml_mapping(path)
+    try:
+        return DeviceProfile.model_validate(raw)
+    except ValidationError as exc:
+        raise validation_error(exc, path) from None

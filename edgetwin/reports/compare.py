@@ -1,0 +1,102 @@
+"""Measured versus predicted: signed % error per configuration and metric."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from statistics import fmean, median
+from typing import TypedDict
+
+from edgetwin.results import ResultRow, parse_number, row_key
+
+METRICS: tuple[str, ...] = ("total_ms", "compute_ms", "staging_ms", "comm_ms", "energy_j")
+
+RowKey = tuple[str, int, int, float, str]
+
+
+class ComparisonPoint(TypedDict):
+    """One metric of one configuration; ``error_pct`` is None when measured is 0."""
+
+    key: RowKey
+    metric: str
+    measured: float
+    predicted: float
+    error_pct: float | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Compared points, median absolute % error per metric, unmatched reference keys."""
+
+    points: list[ComparisonPoint]
+    median_abs_error_pct: dict[str, float]
+    unmatched_keys: list[RowKey]
+
+
+def error_pct(measured: float, predicted: float) -> float | None:
+    """Signed error of predicted relative to measured, in %."""
+    return None if measured == 0 else (predicted - measured) / measured * 100.0
+
+
+def _predicted(results_rows: Iterable[ResultRow]) -> dict[tuple[RowKey, str], float]:
+    values: dict[tuple[RowKey, str], list[float]] = defaultdict(list)
+    for row in results_rows:
+        if row.status != "ok":
+            continue
+        record = asdict(row)
+        key = row_key(record)
+        for metric in METRICS:
+            if record[metric] is not None:
+                values[(key, metric)].append(float(record[metric]))
+    return {slot: fmean(found) for slot, found in values.items()}
+
+
+def compare_to_reference(
+    results_rows: Iterable[ResultRow], reference_rows: Iterable[Mapping[str, str]]
+) -> Comparison:
+    """Join reference rows to the rep means of the ``ok`` results by ``row_key``.
+
+    A reference row with an empty metric, or with no predicted value for it,
+    is left out for that metric. Points are ordered by metric, then reference row.
+    """
+    predicted = _predicted(results_rows)
+    reference = list(reference_rows)
+    points: list[ComparisonPoint] = []
+    for metric in METRICS:
+        for record in reference:
+            measured = parse_number(record.get(metric))
+            key = row_key(record)
+            if measured is None or (key, metric) not in predicted:
+                continue
+            value = predicted[(key, metric)]
+            points.append(
+                ComparisonPoint(
+                    key=key,
+                    metric=metric,
+                    measured=measured,
+                    predicted=value,
+                    error_pct=error_pct(measured, value),
+                )
+            )
+    predicted_keys = {key for key, _ in predicted}
+    unmatched = [row_key(r) for r in reference if row_key(r) not in predicted_keys]
+    return Comparison(points, _median_abs_errors(points), unmatched)
+
+
+def _median_abs_errors(points: Iterable[ComparisonPoint]) -> dict[str, float]:
+    errors: dict[str, list[float]] = defaultdict(list)
+    for point in points:
+        if point["error_pct"] is not None:
+            errors[point["metric"]].append(abs(point["error_pct"]))
+    return {metric: median(errors[metric]) for metric in METRICS if metric in errors}
+
+
+def key_label(key: RowKey) -> str:
+    """A configuration key as text, e.g. ``prism, 2 dev, 10 seg, batch 32, 400 Mbit/s``."""
+    strategy, devices, batch, bandwidth_mbps, segments = key
+    parts = [strategy, f"{devices} dev"]
+    if segments:
+        parts.append(f"{segments} seg")
+    parts += [f"batch {batch}", f"{bandwidth_mbps:g} Mbit/s"]
+    return ", ".join(parts)

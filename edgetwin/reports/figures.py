@@ -1,0 +1,236 @@
+"""Report figures: pure functions from rep means (or a comparison) to plotly figures.
+
+Each returns None when the run lacks the data for that figure.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from edgetwin.reports.compare import Comparison, ComparisonPoint, key_label
+from edgetwin.reports.rows import Config, Point, config_labels, most_common_bandwidth
+
+HEIGHT_PX = 460
+BATCH_AXIS = "Batch size (samples)"
+COMPONENTS = (
+    ("compute_ms", "compute", "#4c78a8"),
+    ("staging_ms", "staging", "#f58518"),
+    ("comm_ms", "communication", "#54a24b"),
+)
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def _colors(labels: dict[Config, str]) -> dict[Config, str]:
+    palette = qualitative.Plotly
+    return {config: palette[i % len(palette)] for i, config in enumerate(labels)}
+
+
+def _figure(title: str, fig: go.Figure | None = None) -> go.Figure:
+    fig = go.Figure() if fig is None else fig
+    fig.update_layout(title=title, height=HEIGHT_PX, template="plotly_white", hovermode="closest")
+    return fig
+
+
+def _log_ticks(values: Sequence[float]) -> dict[str, object]:
+    ticks = sorted(set(values))
+    return {"type": "log", "tickvals": ticks, "ticktext": [f"{v:g}" for v in ticks]}
+
+
+def _at_common_bandwidth(points: Sequence[Point]) -> tuple[float, list[Point]] | None:
+    bandwidth_mbps = most_common_bandwidth(points)
+    if bandwidth_mbps is None:
+        return None
+    return bandwidth_mbps, [p for p in points if p.bandwidth_mbps == bandwidth_mbps]
+
+
+def latency_breakdown_figure(points: Sequence[Point]) -> go.Figure | None:
+    """Stacked compute / staging / comm ms per batch and configuration."""
+    common = _at_common_bandwidth(points)
+    if common is None:
+        return None
+    bandwidth_mbps, chosen = common
+    labels = config_labels(p.config for p in points)
+    x = [[labels[p.config] for p in chosen], [f"batch {p.batch}" for p in chosen]]
+    fig = _figure(f"Latency breakdown per batch at {bandwidth_mbps:g} Mbit/s")
+    for attr, name, color in COMPONENTS:
+        fig.add_bar(
+            x=x,
+            y=[getattr(p, attr) for p in chosen],
+            name=name,
+            marker_color=color,
+            hovertemplate=f"%{{x}}<br>{name}: %{{y:.1f}} ms<extra></extra>",
+        )
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title="Configuration / batch size (samples)")
+    fig.update_yaxes(title="Latency per batch (ms)")
+    return fig
+
+
+def _by_config(points: Sequence[Point]) -> dict[Config, list[Point]]:
+    grouped: dict[Config, list[Point]] = defaultdict(list)
+    for point in points:
+        grouped[point.config].append(point)
+    return grouped
+
+
+def per_sample_figure(points: Sequence[Point]) -> go.Figure | None:
+    """Per-sample latency (ms) against batch size, one line per configuration."""
+    common = _at_common_bandwidth(points)
+    if common is None:
+        return None
+    bandwidth_mbps, chosen = common
+    labels = config_labels(p.config for p in points)
+    colors = _colors(labels)
+    fig = _figure(f"Per-sample latency vs batch size at {bandwidth_mbps:g} Mbit/s")
+    for config, line in _by_config(chosen).items():
+        fig.add_scatter(
+            x=[p.batch for p in line],
+            y=[p.per_sample_ms for p in line],
+            name=labels[config],
+            mode="lines+markers",
+            line_color=colors[config],
+            hovertemplate="batch %{x}: %{y:.2f} ms per sample<extra>" + labels[config] + "</extra>",
+        )
+    fig.update_xaxes(title=BATCH_AXIS, **_log_ticks([p.batch for p in chosen]))
+    fig.update_yaxes(title="Latency per sample (ms)", rangemode="tozero")
+    return fig
+
+
+def energy_figure(points: Sequence[Point]) -> go.Figure | None:
+    """Energy per batch and per sample (J) against batch size, one line per configuration."""
+    common = _at_common_bandwidth([p for p in points if p.energy_j is not None])
+    if common is None:
+        return None
+    bandwidth_mbps, chosen = common
+    labels = config_labels(p.config for p in points)
+    colors = _colors(labels)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Per batch", "Per sample"))
+    _figure(f"Energy vs batch size at {bandwidth_mbps:g} Mbit/s", fig)
+    for config, line in _by_config(chosen).items():
+        for col, values in (
+            (1, [p.energy_j for p in line]),
+            (2, [p.energy_per_sample_j for p in line]),
+        ):
+            fig.add_scatter(
+                x=[p.batch for p in line],
+                y=values,
+                name=labels[config],
+                legendgroup=labels[config],
+                showlegend=col == 1,
+                mode="lines+markers",
+                line_color=colors[config],
+                hovertemplate="batch %{x}: %{y:.3g} J<extra>" + labels[config] + "</extra>",
+                row=1,
+                col=col,
+            )
+    fig.update_xaxes(title=BATCH_AXIS, **_log_ticks([p.batch for p in chosen]))
+    fig.update_yaxes(title="Energy per batch (J)", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title="Energy per sample (J)", rangemode="tozero", row=1, col=2)
+    return fig
+
+
+def bandwidth_figure(points: Sequence[Point]) -> go.Figure | None:
+    """Total latency (ms) against bandwidth for each configuration and batch run at several."""
+    lines: dict[tuple[Config, int], list[Point]] = defaultdict(list)
+    for point in points:
+        lines[(point.config, point.batch)].append(point)
+    swept = {slot: line for slot, line in lines.items() if len(line) > 1}
+    if not swept:
+        return None
+    labels = config_labels(p.config for p in points)
+    colors = _colors(labels)
+    batches = sorted({batch for _, batch in swept})
+    fig = _figure("Total latency vs bandwidth")
+    for (config, batch), line in swept.items():
+        name = f"{labels[config]}, batch {batch}"
+        fig.add_scatter(
+            x=[p.bandwidth_mbps for p in line],
+            y=[p.total_ms for p in line],
+            name=name,
+            mode="lines+markers",
+            line={"color": colors[config], "dash": DASHES[batches.index(batch) % len(DASHES)]},
+            hovertemplate="%{x:g} Mbit/s: %{y:.1f} ms<extra>" + name + "</extra>",
+        )
+    bandwidths = [p.bandwidth_mbps for line in swept.values() for p in line]
+    fig.update_xaxes(title="Bandwidth (Mbit/s)", **_log_ticks(bandwidths))
+    fig.update_yaxes(title="Total latency per batch (ms)", rangemode="tozero")
+    return fig
+
+
+def _add_parity(fig: go.Figure, points: list[ComparisonPoint], unit: str, col: int) -> None:
+    by_metric: dict[str, list[ComparisonPoint]] = defaultdict(list)
+    for point in points:
+        by_metric[point["metric"]].append(point)
+    for metric, group in by_metric.items():
+        fig.add_scatter(
+            x=[p["measured"] for p in group],
+            y=[p["predicted"] for p in group],
+            text=[key_label(p["key"]) for p in group],
+            customdata=[p["error_pct"] for p in group],
+            name=metric,
+            mode="markers",
+            marker_size=9,
+            hovertemplate="%{text}<br>measured %{x:.3g} "
+            + unit
+            + ", predicted %{y:.3g} "
+            + unit
+            + "<br>error %{customdata:+.1f}%<extra>"
+            + metric
+            + "</extra>",
+            row=1,
+            col=col,
+        )
+    values = [v for p in points for v in (p["measured"], p["predicted"])]
+    low, high = min(values) / 1.2, max(values) * 1.2
+    fig.add_scatter(
+        x=[low, high],
+        y=[low, high],
+        name="predicted = measured",
+        legendgroup="identity",
+        showlegend=col == 1,
+        mode="lines",
+        line={"color": "gray", "dash": "dash"},
+        hoverinfo="skip",
+        row=1,
+        col=col,
+    )
+    fig.update_xaxes(title=f"Measured ({unit})", type="log", row=1, col=col)
+    fig.update_yaxes(title=f"Predicted ({unit})", type="log", row=1, col=col)
+
+
+def comparison_figure(comparison: Comparison) -> go.Figure | None:
+    """Predicted against measured on log axes with the identity line; ms and J apart."""
+    positive = [p for p in comparison.points if p["measured"] > 0 and p["predicted"] > 0]
+    panels = [
+        (unit, group)
+        for unit, group in (
+            ("ms", [p for p in positive if p["metric"].endswith("_ms")]),
+            ("J", [p for p in positive if p["metric"].endswith("_j")]),
+        )
+        if group
+    ]
+    if not panels:
+        return None
+    titles = [("Latency" if unit == "ms" else "Energy") + " per batch" for unit, _ in panels]
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=titles)
+    _figure("Predicted vs measured", fig)
+    for col, (unit, group) in enumerate(panels, start=1):
+        _add_parity(fig, group, unit, col)
+    return fig
+
+
+def report_figures(points: Sequence[Point], comparison: Comparison | None) -> list[go.Figure]:
+    """Every figure the data allows, in report order."""
+    figures = [
+        latency_breakdown_figure(points),
+        per_sample_figure(points),
+        energy_figure(points),
+        bandwidth_figure(points),
+        comparison_figure(comparison) if comparison is not None else None,
+    ]
+    return [fig for fig in figures if fig is not None]

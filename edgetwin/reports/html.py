@@ -1,0 +1,113 @@
+"""The self-contained HTML report of a run directory."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from html import escape
+from pathlib import Path
+
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from edgetwin.atomic import write_text_atomic
+from edgetwin.reports.compare import Comparison, compare_to_reference, key_label
+from edgetwin.reports.figures import HEIGHT_PX, report_figures
+from edgetwin.reports.rows import average_reps, load_results
+from edgetwin.results import ResultRow, read_table
+
+REPORT_NAME = "report.html"
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 0 auto; padding: 1em 2em;
+       max-width: 1200px; box-sizing: border-box; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th:first-child, td:first-child, .text { text-align: left; }
+section.figure { margin: 1.5em 0; }
+"""
+
+
+def _values(rows: Sequence[ResultRow], attr: str) -> str:
+    return ", ".join(sorted({str(getattr(row, attr)) for row in rows})) or "none"
+
+
+def _summary(rows: Sequence[ResultRow]) -> str:
+    statuses = Counter(row.status for row in rows)
+    status_text = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
+    items = [
+        ("Scenario", _values(rows, "scenario")),
+        ("Mode", _values(rows, "mode")),
+        ("Rows", f"{len(rows)} ({status_text or 'none'})"),
+        ("Strategies", _values(rows, "strategy")),
+    ]
+    body = "".join(f"<li><b>{name}:</b> {escape(text)}</li>" for name, text in items)
+    return f"<ul class='summary'>{body}</ul>"
+
+
+def _figures_html(rows: Sequence[ResultRow], comparison: Comparison | None) -> str:
+    figures = report_figures(average_reps(rows), comparison)
+    if not figures:
+        return "<p>No successful rows to plot.</p>"
+    return "".join(
+        "<section class='figure'>"
+        + pio.to_html(
+            fig,
+            full_html=False,
+            include_plotlyjs=False,
+            default_height=f"{HEIGHT_PX}px",
+            config={"displaylogo": False},
+        )
+        + "</section>"
+        for fig in figures
+    )
+
+
+def _comparison_html(comparison: Comparison) -> str:
+    medians = "".join(
+        f"<tr><td>{escape(metric)}</td><td>{value:.1f}</td></tr>"
+        for metric, value in comparison.median_abs_error_pct.items()
+    )
+    points = "".join(
+        f"<tr><td>{escape(p['metric'])}</td><td class='text'>{escape(key_label(p['key']))}</td>"
+        f"<td>{p['measured']:.4g}</td><td>{p['predicted']:.4g}</td>"
+        f"<td>{'n/a' if p['error_pct'] is None else format(p['error_pct'], '+.1f')}</td></tr>"
+        for p in comparison.points
+    )
+    unmatched = ""
+    if comparison.unmatched_keys:
+        keys = "; ".join(key_label(key) for key in comparison.unmatched_keys)
+        unmatched = f"<p>Reference rows with no successful result: {escape(keys)}.</p>"
+    return (
+        "<h2>Error against reference</h2>"
+        "<p>Error = (predicted &minus; measured) / measured; n/a where measured is 0.</p>"
+        "<table><tr><th>Metric</th><th>Median |error| (%)</th></tr>"
+        f"{medians}</table>"
+        "<table><tr><th>Metric</th><th class='text'>Configuration</th><th>Measured</th>"
+        f"<th>Predicted</th><th>Error (%)</th></tr>{points}</table>{unmatched}"
+    )
+
+
+def render_report(title: str, rows: Sequence[ResultRow], comparison: Comparison | None) -> str:
+    """The report page as one HTML string, with plotly.js inlined once."""
+    compared = "" if comparison is None else _comparison_html(comparison)
+    return (
+        "<!DOCTYPE html>\n<html lang='en'>\n<head>"
+        f"<meta charset='utf-8'><title>{escape(title)}</title><style>{STYLE}</style>"
+        f"<script>{get_plotlyjs()}</script></head>\n<body>"
+        f"<h1>{escape(title)}</h1>{_summary(rows)}{_figures_html(rows, comparison)}{compared}"
+        "</body>\n</html>\n"
+    )
+
+
+def write_report(run_dir: Path, title: str | None = None) -> Path:
+    """Write ``run_dir/report.html`` from ``results.csv`` (and ``reference.csv``)."""
+    rows = load_results(run_dir / "results.csv")
+    reference_path = run_dir / "reference.csv"
+    comparison = (
+        compare_to_reference(rows, read_table(reference_path)) if reference_path.exists() else None
+    )
+    if title is None:
+        title = f"edgetwin report: {_values(rows, 'scenario')}"
+    path = run_dir / REPORT_NAME
+    write_text_atomic(path, render_report(title, rows, comparison))
+    return path

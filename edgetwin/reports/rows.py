@@ -1,0 +1,148 @@
+"""Results rows for the report: parsing, configuration labels, rep means."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import fmean
+
+from edgetwin.results import STRATEGIES, ResultRow, parse_number, read_table
+
+
+@dataclass(frozen=True)
+class Config:
+    """A strategy configuration: what a line or bar group in a figure stands for."""
+
+    strategy: str
+    devices: int
+    cr: float | None
+    segments: int | None
+
+
+@dataclass(frozen=True)
+class Point:
+    """Mean over the ``ok`` reps of one configuration at one batch and bandwidth."""
+
+    config: Config
+    batch: int
+    bandwidth_mbps: float
+    compute_ms: float
+    staging_ms: float
+    comm_ms: float
+    total_ms: float
+    per_sample_ms: float
+    energy_j: float | None
+    reps: int
+
+    @property
+    def energy_per_sample_j(self) -> float | None:
+        """Energy of the batch divided by its samples."""
+        return None if self.energy_j is None else self.energy_j / self.batch
+
+
+def _int_or_none(text: str | None) -> int | None:
+    value = parse_number(text)
+    return None if value is None else int(value)
+
+
+def _float(text: str | None) -> float:
+    value = parse_number(text)
+    if value is None:
+        raise ValueError("required number is empty")
+    return value
+
+
+def parse_result(record: Mapping[str, str]) -> ResultRow:
+    """One ``results.csv`` record (as read by ``read_table``) as a ResultRow."""
+    return ResultRow(
+        scenario=record["scenario"],
+        mode=record["mode"],
+        strategy=record["strategy"],
+        devices=int(_float(record["devices"])),
+        batch=int(_float(record["batch"])),
+        bandwidth_mbps=_float(record["bandwidth_mbps"]),
+        cr=parse_number(record.get("cr")),
+        segments=_int_or_none(record.get("segments")),
+        rep=int(_float(record["rep"])),
+        compute_ms=_float(record["compute_ms"]),
+        staging_ms=_float(record["staging_ms"]),
+        comm_ms=_float(record["comm_ms"]),
+        total_ms=_float(record["total_ms"]),
+        per_sample_ms=_float(record["per_sample_ms"]),
+        energy_j=parse_number(record.get("energy_j")),
+        status=record.get("status") or "ok",
+        bytes_sent=_int_or_none(record.get("bytes_sent")) or 0,
+        gflops_per_device=parse_number(record.get("gflops_per_device")),
+    )
+
+
+def load_results(path: Path) -> list[ResultRow]:
+    """Read a ``results.csv`` into ResultRows."""
+    return [parse_result(record) for record in read_table(path)]
+
+
+def config_of(row: ResultRow) -> Config:
+    """The configuration a row belongs to."""
+    return Config(row.strategy, row.devices, row.cr, row.segments)
+
+
+def config_order(config: Config) -> tuple[int, str, int, float, int]:
+    """Sort key: strategies in STRATEGIES order, then devices, CR, segments."""
+    rank = STRATEGIES.index(config.strategy) if config.strategy in STRATEGIES else len(STRATEGIES)
+    return (rank, config.strategy, config.devices, config.cr or 0.0, config.segments or 0)
+
+
+def average_reps(rows: Iterable[ResultRow]) -> list[Point]:
+    """Mean of the ``ok`` reps per configuration, batch and bandwidth, sorted."""
+    groups: dict[tuple[Config, int, float], list[ResultRow]] = defaultdict(list)
+    for row in rows:
+        if row.status == "ok":
+            groups[(config_of(row), row.batch, round(row.bandwidth_mbps, 3))].append(row)
+    points = []
+    for (config, batch, bandwidth_mbps), reps in groups.items():
+        energies = [r.energy_j for r in reps if r.energy_j is not None]
+        points.append(
+            Point(
+                config=config,
+                batch=batch,
+                bandwidth_mbps=bandwidth_mbps,
+                compute_ms=fmean(r.compute_ms for r in reps),
+                staging_ms=fmean(r.staging_ms for r in reps),
+                comm_ms=fmean(r.comm_ms for r in reps),
+                total_ms=fmean(r.total_ms for r in reps),
+                per_sample_ms=fmean(r.per_sample_ms for r in reps),
+                energy_j=fmean(energies) if energies else None,
+                reps=len(reps),
+            )
+        )
+    return sorted(points, key=lambda p: (config_order(p.config), p.batch, p.bandwidth_mbps))
+
+
+def _short_label(config: Config) -> str:
+    return config.strategy if config.cr is None else f"{config.strategy} CR {config.cr:g}"
+
+
+def config_labels(configs: Iterable[Config]) -> dict[Config, str]:
+    """Labels like ``prism CR 9.9``; devices and segments are added only when needed."""
+    unique = sorted(set(configs), key=config_order)
+    shared = Counter(_short_label(c) for c in unique)
+    labels = {}
+    for config in unique:
+        label = _short_label(config)
+        if shared[label] > 1:
+            extra = f"{config.devices} dev"
+            if config.segments is not None:
+                extra += f", {config.segments} seg"
+            label = f"{label} ({extra})"
+        labels[config] = label
+    return labels
+
+
+def most_common_bandwidth(points: Sequence[Point]) -> float | None:
+    """The bandwidth with the most points (the highest on a tie), or None."""
+    counts = Counter(p.bandwidth_mbps for p in points)
+    if not counts:
+        return None
+    return max(counts, key=lambda bw: (counts[bw], bw))

@@ -1,0 +1,389 @@
+"""Scenario files: a frozen, validated model loaded from YAML, with overrides.
+
+A scenario names the devices (by profile or inline), the network, the model,
+the strategies with their parameters and the sweeps to run. Every error names
+the file, the field and what is wrong (see ``InputError``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from edgetwin.errors import InputError
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class Strict(BaseModel):
+    """Base: unknown keys are errors, instances are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+MODEL_PRESETS: dict[str, dict[str, Any]] = {
+    "vit_b16": dict(
+        tokens=197,
+        width=768,
+        blocks=12,
+        heads=12,
+        mlp_ratio=4,
+        patch_size=16,
+        channels=3,
+        classes=10,
+    ),
+    "vit_l16": dict(
+        tokens=197,
+        width=1024,
+        blocks=24,
+        heads=16,
+        mlp_ratio=4,
+        patch_size=16,
+        channels=3,
+        classes=10,
+    ),
+    "bert_base": dict(
+        tokens=128, width=768, blocks=12, heads=12, mlp_ratio=4, patch_size=0, channels=0, classes=2
+    ),
+    "gpt2_small": dict(
+        tokens=1024,
+        width=768,
+        blocks=12,
+        heads=12,
+        mlp_ratio=4,
+        patch_size=0,
+        channels=0,
+        classes=2,
+    ),
+    "gpt2_medium": dict(
+        tokens=1024,
+        width=1024,
+        blocks=24,
+        heads=16,
+        mlp_ratio=4,
+        patch_size=0,
+        channels=0,
+        classes=2,
+    ),
+    "gpt2_large": dict(
+        tokens=1024,
+        width=1280,
+        blocks=36,
+        heads=20,
+        mlp_ratio=4,
+        patch_size=0,
+        channels=0,
+        classes=2,
+    ),
+}
+
+
+class ModelSpec(Strict):
+    """A Transformer encoder: tokens N, width D, blocks, heads; patch embedding if a ViT."""
+
+    preset: str | None = None
+    tokens: PositiveInt = 197
+    width: PositiveInt = 768
+    blocks: PositiveInt = 12
+    heads: PositiveInt = 12
+    mlp_ratio: PositiveFloat = 4
+    patch_size: Annotated[int, Field(ge=0)] = 16
+    channels: Annotated[int, Field(ge=0)] = 3
+    classes: PositiveInt = 10
+    bytes_per_element: PositiveInt = 4
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("preset") is not None:
+            preset = data["preset"]
+            if preset not in MODEL_PRESETS:
+                raise ValueError(f"unknown preset {preset!r}; known: {sorted(MODEL_PRESETS)}")
+            return {**MODEL_PRESETS[preset], **data}
+        return data
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> ModelSpec:
+        if self.width % self.heads:
+            raise ValueError(f"width {self.width} is not divisible by heads {self.heads}")
+        return self
+
+
+class ConstantDist(Strict):
+    kind: Literal["constant"]
+    value_s: NonNegativeFloat
+
+
+class ExponentialDist(Strict):
+    kind: Literal["exponential"]
+    mean_s: PositiveFloat
+
+
+class WeibullDist(Strict):
+    kind: Literal["weibull"]
+    shape: PositiveFloat
+    scale_s: PositiveFloat
+
+
+class LognormalDist(Strict):
+    kind: Literal["lognormal"]
+    median_s: PositiveFloat
+    sigma: NonNegativeFloat
+
+
+Distribution = Annotated[
+    ConstantDist | ExponentialDist | WeibullDist | LognormalDist,
+    Field(discriminator="kind"),
+]
+
+
+class Availability(Strict):
+    """Up/down renewal process of a device (a volunteer coming and going)."""
+
+    up: Distribution
+    down: Distribution
+    start_up: bool = True
+
+
+class DeviceSpec(Strict):
+    """One device class of the fleet: a profile (name or file) and overrides."""
+
+    name: str = Field(min_length=1)
+    profile: str = Field(min_length=1)
+    count: PositiveInt = 1
+    ram_mb: PositiveFloat | None = None
+    battery_wh: PositiveFloat | None = None
+    availability: Availability | None = None
+
+
+class BandwidthStep(Strict):
+    at_ms: NonNegativeFloat
+    bandwidth_mbps: PositiveFloat
+
+
+class NetworkSpec(Strict):
+    """Bandwidth (constant, or a schedule over simulated time), latency, medium."""
+
+    bandwidth_mbps: PositiveFloat = 400
+    latency_ms: NonNegativeFloat = 0
+    medium: Literal["dedicated", "shared"] = "dedicated"
+    schedule: tuple[BandwidthStep, ...] = ()
+
+
+class StrategySpec(Strict):
+    """A strategy and its parameters; prism takes ``cr`` or ``segments`` (lists sweep)."""
+
+    name: Literal["single", "voltage", "prism", "tensor_parallel"]
+    cr: tuple[PositiveFloat, ...] = ()
+    segments: tuple[PositiveInt, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _listify(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            for key in ("cr", "segments"):
+                if isinstance(data.get(key), int | float):
+                    data[key] = [data[key]]
+        return data
+
+    @model_validator(mode="after")
+    def _check_params(self) -> StrategySpec:
+        if self.name == "prism":
+            if bool(self.cr) == bool(self.segments):
+                raise ValueError("prism needs exactly one of 'cr' or 'segments'")
+        elif self.cr or self.segments:
+            raise ValueError(f"{self.name} takes no 'cr' or 'segments'")
+        return self
+
+
+class SweepSpec(Strict):
+    """A cartesian product of values; a scenario may list several sweeps."""
+
+    batch: tuple[PositiveInt, ...] = (1,)
+    bandwidth_mbps: tuple[PositiveFloat, ...] = ()
+    devices: tuple[Annotated[int, Field(ge=2)], ...] = (2,)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _listify(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: [v] if isinstance(v, int | float) else v for k, v in data.items()}
+        return data
+
+
+class Scenario(Strict):
+    """A whole scenario file."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    mode: Literal["twin", "emu", "local"] = "twin"
+    seed: Annotated[int, Field(ge=0)] = 0
+    repetitions: PositiveInt = 1
+    noise_cv: Annotated[float, Field(ge=0, le=1)] = 0
+    input_source: Literal["terminal", "replicated"] = "terminal"
+    model: ModelSpec = ModelSpec()
+    devices: tuple[DeviceSpec, ...] = Field(min_length=1)
+    network: NetworkSpec = NetworkSpec()
+    strategies: tuple[StrategySpec, ...] = Field(min_length=1)
+    sweeps: tuple[SweepSpec, ...] = (SweepSpec(),)
+    reference: str | None = None
+
+    @model_validator(mode="after")
+    def _check_fleet(self) -> Scenario:
+        fleet = sum(d.count for d in self.devices)
+        names = [d.name for d in self.devices]
+        if len(set(names)) != len(names):
+            raise ValueError("device names must be unique")
+        for i, sweep in enumerate(self.sweeps):
+            if max(sweep.devices) > fleet:
+                wanted = max(sweep.devices)
+                raise ValueError(f"sweeps[{i}].devices asks for {wanted}; the fleet has {fleet}")
+        return self
+
+
+class Configuration(BaseModel):
+    """One point of the sweep: what a single results row describes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    strategy: str
+    devices: int
+    batch: int
+    bandwidth_mbps: float
+    cr: float | None = None
+    segments: int | None = None
+
+
+def configurations(scenario: Scenario) -> list[Configuration]:
+    """Expand strategies x sweeps into unique configurations, in file order."""
+    seen: dict[Configuration, None] = {}
+    for sweep in scenario.sweeps:
+        bandwidths = sweep.bandwidth_mbps or (scenario.network.bandwidth_mbps,)
+        for strategy in scenario.strategies:
+            for batch, bw, devices in itertools.product(sweep.batch, bandwidths, sweep.devices):
+                for params in _strategy_params(strategy):
+                    n_devices = 1 if strategy.name == "single" else devices
+                    config = Configuration(
+                        strategy=strategy.name,
+                        devices=n_devices,
+                        batch=batch,
+                        bandwidth_mbps=bw,
+                        **params,
+                    )
+                    seen.setdefault(config)
+    return list(seen)
+
+
+def _strategy_params(strategy: StrategySpec) -> Iterator[dict[str, Any]]:
+    if strategy.cr:
+        for cr in strategy.cr:
+            yield {"cr": cr}
+    elif strategy.segments:
+        for segments in strategy.segments:
+            yield {"segments": segments}
+    else:
+        yield {}
+
+
+# ---------------------------------------------------------------- loading
+
+
+def load_scenario(path: Path, overrides: Sequence[str] = ()) -> Scenario:
+    """Read, override (``key.sub=value``) and validate a scenario file."""
+    raw = read_yaml_mapping(path)
+    for item in overrides:
+        apply_override(raw, item, path)
+    return validate_scenario(raw, path)
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping, or an InputError."""
+    if not path.is_file():
+        raise InputError(path, None, "file not found")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(path, None, f"malformed YAML{where}: {problem}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(path, None, f"cannot read: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(path, None, "the top level must be a mapping of keys to values")
+    return data
+
+
+def validate_scenario(raw: dict[str, Any], path: Path) -> Scenario:
+    """Validate a raw mapping; the first error becomes one InputError."""
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as exc:
+        raise validation_error(exc, path) from None
+
+
+def validation_error(exc: ValidationError, path: Path | str) -> InputError:
+    """The first pydantic error as an InputError naming its field."""
+    error = exc.errors()[0]
+    loc = [str(part) for part in error["loc"] if not _is_union_tag(part)]
+    field = ".".join(loc) or None
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif error["type"] == "missing":
+        message = "required key is missing"
+    if "input" in error and error["type"] not in ("missing", "extra_forbidden"):
+        shown = repr(error["input"])
+        message += f" (got {shown[:60]})" if len(shown) <= 60 else ""
+    return InputError(path, field, message)
+
+
+def _is_union_tag(part: object) -> bool:
+    return isinstance(part, str) and part in ("constant", "exponential", "weibull", "lognormal")
+
+
+def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
+    """Apply ``a.b.c=value`` (value parsed as YAML) to a raw scenario mapping."""
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+        raise InputError(path, None, f"--set {item!r}: expected key=value")
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise InputError(path, key, f"--set value {text!r} is not valid YAML") from None
+    node: Any = raw
+    parts = key.split(".")
+    for depth, part in enumerate(parts[:-1]):
+        node = _child(node, part, ".".join(parts[: depth + 1]), path)
+    last = parts[-1]
+    if isinstance(node, list):
+        node[_index(node, last, key, path)] = value
+    else:
+        node[last] = value
+
+
+def _child(node: Any, part: str, field: str, path: Path) -> Any:
+    if isinstance(node, list):
+        return node[_index(node, part, field, path)]
+    if isinstance(node, dict):
+        return node.setdefault(part, {})
+    raise InputError(path, field, "--set goes inside a value that is not a mapping or list")
+
+
+def _index(node: list[Any], part: str, field: str, path: Path) -> int:
+    if not part.isdigit() or int(part) >= len(node):
+        raise InputError(path, field, f"--set index {part!r} out of range (list has {len(node)})")
+    return int(part)
+
+
+def dump_resolved(scenario: Scenario) -> str:
+    """The validated scenario as YAML, every default filled in."""
+    return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,202 @@
+"""A device of the twin: power states, energy, RAM, battery and availability.
+
+The device keeps the state it is in (idle, compute, host, staging, comm,
+load) and integrates energy from the power of each state actually visited.
+A battery empties at the power of the current state; when it is empty the
+device leaves. An availability process takes the device down and up again.
+Leaving interrupts whatever process the device is serving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from edgetwin.profile import DeviceProfile
+from edgetwin.scenario import (
+    Availability,
+    ConstantDist,
+    ExponentialDist,
+    LognormalDist,
+    WeibullDist,
+)
+
+STATES = ("idle", "compute", "host", "staging", "comm", "load")
+WH_TO_J = 3600.0
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One stretch of time a device spent in one state (for traces and conservation)."""
+
+    device: str
+    state: str
+    start_ms: float
+    end_ms: float
+    label: str
+
+
+class DeviceLeft(Exception):
+    """Cause given to an interrupt when a device leaves (down or battery empty)."""
+
+    def __init__(self, device: str, reason: str) -> None:
+        super().__init__(f"{device}: {reason}")
+        self.device = device
+        self.reason = reason
+
+
+class Device:
+    """One simulated device, driven by the processes that use it."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        name: str,
+        profile: DeviceProfile,
+        ram_mb: float | None = None,
+        battery_wh: float | None = None,
+    ) -> None:
+        self.env = env
+        self.name = name
+        self.profile = profile
+        self.ram_mb = ram_mb or profile.ram_mb
+        capacity_wh = battery_wh or profile.battery_wh
+        self.battery_j: float | None = None if capacity_wh is None else capacity_wh * WH_TO_J
+        self.resident_mb = 0.0
+        self.peak_resident_mb = 0.0
+        self.up = True
+        self.state = "idle"
+        self.label = ""
+        self._since_ms = env.now
+        self.energy_j = {state: 0.0 for state in STATES}
+        self.time_ms = {state: 0.0 for state in STATES}
+        self.intervals: list[Interval] = []
+        self.record_intervals = False
+        self._drain_generation = 0
+        self.on_leave: list[Callable[[DeviceLeft], None]] = []
+        self._schedule_drain()
+
+    # ------------------------------------------------------------ states
+    def enter(self, state: str, label: str = "") -> None:
+        """Switch to ``state``, booking the time and energy of the previous one."""
+        self._book()
+        self.state = state
+        self.label = label
+        self._schedule_drain()
+
+    def busy(
+        self, state: str, duration_ms: float, label: str = ""
+    ) -> Generator[simpy.Event, object, None]:
+        """Spend ``duration_ms`` in ``state``, then return to idle."""
+        self.enter(state, label)
+        try:
+            yield self.env.timeout(duration_ms)
+        finally:
+            self.enter("idle")
+
+    def _book(self) -> None:
+        now = self.env.now
+        elapsed = now - self._since_ms
+        if elapsed > 0:
+            joules = self.profile.power.of(self.state) * elapsed / 1e3
+            self.energy_j[self.state] += joules
+            self.time_ms[self.state] += elapsed
+            if self.battery_j is not None:
+                self.battery_j -= joules
+            if self.record_intervals:
+                self.intervals.append(
+                    Interval(self.name, self.state, self._since_ms, now, self.label)
+                )
+        self._since_ms = now
+
+    def close(self) -> None:
+        """Book the time up to now (call at the end of a run)."""
+        self._book()
+
+    @property
+    def total_energy_j(self) -> float:
+        return sum(self.energy_j.values())
+
+    # ------------------------------------------------------------ battery
+    def _schedule_drain(self) -> None:
+        self._drain_generation += 1
+        if self.battery_j is None or not self.up:
+            return
+        power_w = self.profile.power.of(self.state)
+        if power_w <= 0:
+            return
+        generation = self._drain_generation
+        timer = self.env.timeout(max(0.0, self.battery_j) / power_w * 1e3)
+        timer.callbacks.append(lambda _e: self._on_drained(generation))
+
+    def _on_drained(self, generation: int) -> None:
+        if generation == self._drain_generation and self.up:
+            self._book()
+            self.battery_j = 0.0
+            self.leave("battery empty")
+
+    # ------------------------------------------------------------ RAM
+    def load(self, size_mb: float) -> bool:
+        """Make ``size_mb`` resident; False (nothing changes) when it does not fit."""
+        if self.resident_mb + size_mb > self.ram_mb:
+            return False
+        self.resident_mb += size_mb
+        self.peak_resident_mb = max(self.peak_resident_mb, self.resident_mb)
+        return True
+
+    def unload(self, size_mb: float) -> None:
+        self.resident_mb = max(0.0, self.resident_mb - size_mb)
+
+    # ------------------------------------------------------------ leaving
+    def leave(self, reason: str) -> None:
+        """The device goes away: notify its users (who interrupt their processes)."""
+        if not self.up:
+            return
+        self.enter("idle")
+        self.up = False
+        cause = DeviceLeft(self.name, reason)
+        for callback in list(self.on_leave):
+            callback(cause)
+
+    @property
+    def drained(self) -> bool:
+        return self.battery_j is not None and self.battery_j <= 0
+
+    def rejoin(self) -> None:
+        if not self.drained:
+            self.up = True
+            self.enter("idle")
+
+    def availability(
+        self, spec: Availability, rng: np.random.Generator
+    ) -> Generator[simpy.Event, object, None]:
+        """Renewal process: up for a drawn time, down for a drawn time, repeat."""
+        if not spec.start_up:
+            self.leave("not available at start")
+        while True:
+            if self.up:
+                yield self.env.timeout(draw_ms(spec.up, rng))
+                self.leave("went away")
+            elif self.drained:
+                return
+            else:
+                yield self.env.timeout(draw_ms(spec.down, rng))
+                self.rejoin()
+
+
+def draw_ms(
+    dist: ConstantDist | ExponentialDist | WeibullDist | LognormalDist, rng: np.random.Generator
+) -> float:
+    """One draw from a scenario distribution, in milliseconds."""
+    if isinstance(dist, ConstantDist):
+        seconds = dist.value_s
+    elif isinstance(dist, ExponentialDist):
+        seconds = rng.exponential(dist.mean_s)
+    elif isinstance(dist, WeibullDist):
+        seconds = dist.scale_s * rng.weibull(dist.shape)
+    else:
+        seconds = dist.median_s * float(np.exp(rng.normal(0.0, dist.sigma)))
+    return float(seconds) * 1e3

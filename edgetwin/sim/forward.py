@@ -1,0 +1,170 @@
+"""One batch's forward through a partitioned model, as SimPy processes.
+
+Each rank is a process walking the blocks of the plan: staging GPU->host,
+the collective over the network, staging host->GPU, then the block's
+compute. Collectives are rendezvous: the last rank to arrive starts a ring
+of transfers, every rank waits for it to finish. Per rank, the time in each
+phase is kept (compute, staging, comm), as a profiler would split it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+
+import simpy
+
+from edgetwin.sim.collectives import run_collective
+from edgetwin.sim.costs import Exchange, Plan
+from edgetwin.sim.device import Device
+from edgetwin.sim.network import Network
+
+PHASES = ("compute", "staging", "comm")
+
+
+@dataclass
+class RankTimes:
+    """Milliseconds one rank spent in each phase."""
+
+    compute_ms: float = 0.0
+    staging_ms: float = 0.0
+    comm_ms: float = 0.0
+    finished_ms: float = 0.0
+
+    def add(self, phase: str, duration_ms: float) -> None:
+        setattr(self, f"{phase}_ms", getattr(self, f"{phase}_ms") + duration_ms)
+
+
+@dataclass
+class _Rendezvous:
+    arrived: int
+    done: simpy.Event
+
+
+@dataclass
+class Forward:
+    """A forward of ``batch`` samples of ``plan`` over ``devices`` (rank order)."""
+
+    env: simpy.Environment
+    plan: Plan
+    devices: list[Device]
+    network: Network
+    batch: int
+    blocks: int
+    row_bytes: int  # bytes of one token row (width x bytes per element)
+    jitter: Callable[[], float] = lambda: 1.0
+    times: list[RankTimes] = field(default_factory=list)
+    _rendezvous: dict[tuple[int, int], _Rendezvous] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.times = [RankTimes() for _ in self.devices]
+
+    @property
+    def distributed(self) -> bool:
+        return len(self.devices) > 1
+
+    def rank_process(self, rank: int) -> Generator[simpy.Event, object, None]:
+        """Everything rank ``rank`` does in one forward."""
+        device = self.devices[rank]
+        if self.plan.embed_flops_per_sample[rank] > 0:
+            yield from self._compute(rank, self.plan.embed_flops_per_sample[rank], 0.0, "embed")
+        if self.plan.scatter_rows is not None:
+            yield from self._distribute_input(rank, self.plan.scatter_rows)
+        for block in range(self.blocks):
+            if self.plan.exchange_before_block is not None:
+                yield from self._exchange(rank, (block, 0), self.plan.exchange_before_block)
+            for index, step in enumerate(self.plan.block_steps[rank]):
+                received = (
+                    self._received_bytes(rank, self.plan.exchange_before_block)
+                    if index == 0
+                    else 0.0
+                )
+                yield from self._compute(rank, step.flops_per_sample, received, f"block {block}")
+                if step.exchange_after is not None:
+                    yield from self._exchange(rank, (block, index + 1), step.exchange_after)
+        if rank == 0:
+            yield from self._compute(rank, self.plan.head_flops_per_sample, 0.0, "head")
+        self.times[rank].finished_ms = self.env.now
+        device.enter("idle")
+
+    # ------------------------------------------------------------ phases
+    def _phase(
+        self, rank: int, phase: str, state: str, duration_ms: float, label: str
+    ) -> Generator[simpy.Event, object, None]:
+        duration_ms *= self.jitter()
+        yield from self.devices[rank].busy(state, duration_ms, label)
+        self.times[rank].add(phase, duration_ms)
+
+    def _compute(
+        self, rank: int, flops_per_sample: float, received_bytes: float, label: str
+    ) -> Generator[simpy.Event, object, None]:
+        """GPU work; a synchronised rank is bounded by its host side (max of the two)."""
+        compute = self.devices[rank].profile.compute
+        gpu_ms = compute.gpu_ms(flops_per_sample * self.batch)
+        yield from self._phase(rank, "compute", "compute", gpu_ms, label)
+        if self.distributed:
+            host_ms = compute.sync_host_ms_for(received_bytes)
+            if host_ms > gpu_ms:
+                yield from self._phase(rank, "compute", "host", host_ms - gpu_ms, label)
+
+    def _staging(
+        self, rank: int, nbytes: float, label: str
+    ) -> Generator[simpy.Event, object, None]:
+        copy_ms = self.devices[rank].profile.staging.copy_ms(nbytes)
+        if copy_ms > 0:
+            yield from self._phase(rank, "staging", "staging", copy_ms, label)
+
+    def _exchange(
+        self, rank: int, key: tuple[int, int], exchange: Exchange
+    ) -> Generator[simpy.Event, object, None]:
+        """Stage own piece to host, join the collective, stage the result back."""
+        own_bytes = exchange.rows_per_rank[rank] * self.batch * self.row_bytes
+        yield from self._staging(rank, own_bytes, f"d2h {exchange.collective}")
+        yield from self._collective(rank, key, exchange)
+        result_bytes = (
+            own_bytes
+            if exchange.collective == "allreduce"
+            else sum(exchange.rows_per_rank) * self.batch * self.row_bytes
+        )
+        yield from self._staging(rank, result_bytes, f"h2d {exchange.collective}")
+
+    def _collective(
+        self, rank: int, key: tuple[int, int], exchange: Exchange
+    ) -> Generator[simpy.Event, object, None]:
+        device = self.devices[rank]
+        start = self.env.now
+        device.enter("comm", exchange.collective)
+        meeting = self._rendezvous.setdefault(key, _Rendezvous(0, self.env.event()))
+        meeting.arrived += 1
+        if meeting.arrived == len(self.devices):
+            piece_bytes = [rows * self.batch * self.row_bytes for rows in exchange.rows_per_rank]
+            finished = self.env.process(
+                run_collective(
+                    self.env, self.network, self.devices, exchange.collective, piece_bytes
+                )
+            )
+            finished.callbacks.append(lambda _e: _succeed(meeting.done))
+        yield meeting.done
+        device.enter("idle")
+        self.times[rank].add("comm", self.env.now - start)
+
+    def _distribute_input(
+        self, rank: int, rows: tuple[int, ...]
+    ) -> Generator[simpy.Event, object, None]:
+        """The terminal sends each rank its input rows (its partition, or all rows)."""
+        if rank == 0:
+            outgoing = sum(rows[1:]) * self.batch * self.row_bytes
+            yield from self._staging(0, outgoing, "d2h scatter")
+        yield from self._collective(rank, (-1, 0), Exchange("scatter", rows))
+        if rank > 0:
+            yield from self._staging(rank, rows[rank] * self.batch * self.row_bytes, "h2d scatter")
+
+    def _received_bytes(self, rank: int, exchange: Exchange | None) -> float:
+        if exchange is None:
+            return 0.0
+        others = sum(exchange.rows_per_rank) - exchange.rows_per_rank[rank]
+        return float(others * self.batch * self.row_bytes)
+
+
+def _succeed(event: simpy.Event) -> None:
+    event.succeed()

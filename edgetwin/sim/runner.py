@@ -1,0 +1,210 @@
+"""Run a scenario in the twin: one SimPy environment per configuration and repetition."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import simpy
+
+from edgetwin.profile import MB, DeviceProfile, load_profile
+from edgetwin.results import ResultRow
+from edgetwin.scenario import Configuration, DeviceSpec, Scenario, configurations
+from edgetwin.sim.costs import Plan, plan, segments_for_cr
+from edgetwin.sim.device import Device, DeviceLeft, Interval
+from edgetwin.sim.forward import Forward
+from edgetwin.sim.network import Network
+
+
+@dataclass(frozen=True)
+class FleetMember:
+    """One device of the expanded fleet (a device class with count n gives n members)."""
+
+    name: str
+    spec: DeviceSpec
+    profile: DeviceProfile
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """A results row plus what the twin saw on the way (for traces and checks)."""
+
+    config: Configuration
+    row: ResultRow
+    intervals: tuple[Interval, ...]
+    energy_by_state_j: dict[str, dict[str, float]]
+    time_by_state_ms: dict[str, dict[str, float]]
+    bytes_received: float
+
+
+def build_fleet(scenario: Scenario, scenario_dir: Path | None) -> list[FleetMember]:
+    """Expand device classes into members, loading each profile once."""
+    members = []
+    for spec in scenario.devices:
+        profile = load_profile(spec.profile, scenario_dir)
+        for i in range(spec.count):
+            name = spec.name if spec.count == 1 else f"{spec.name}-{i}"
+            members.append(FleetMember(name, spec, profile))
+    return members
+
+
+def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | None, float | None]:
+    """Segments L and compression ratio CR of a configuration (prism only)."""
+    tokens = scenario.model.tokens
+    if config.strategy != "prism":
+        return None, None
+    if config.segments is not None:
+        return config.segments, round(tokens / (config.segments * config.devices), 2)
+    assert config.cr is not None
+    return segments_for_cr(tokens, config.devices, config.cr), config.cr
+
+
+def run_scenario(
+    scenario: Scenario,
+    fleet: list[FleetMember],
+    record_intervals: bool = False,
+    on_progress: Callable[[], None] | None = None,
+) -> Iterator[RunOutcome]:
+    """Every configuration x repetition of the scenario, in a stable order."""
+    for index, config in enumerate(configurations(scenario)):
+        for rep in range(scenario.repetitions):
+            yield simulate(scenario, fleet, config, index, rep, record_intervals)
+            if on_progress is not None:
+                on_progress()
+
+
+def simulate(
+    scenario: Scenario,
+    fleet: list[FleetMember],
+    config: Configuration,
+    index: int,
+    rep: int,
+    record_intervals: bool = False,
+) -> RunOutcome:
+    """One batch of one configuration in a fresh environment."""
+    rng = np.random.default_rng(np.random.SeedSequence([scenario.seed, index, rep]))
+    env = simpy.Environment()
+    members = fleet[: config.devices]
+    devices = [Device(env, m.name, m.profile, m.spec.ram_mb, m.spec.battery_wh) for m in members]
+    for device in devices:
+        device.record_intervals = record_intervals
+    network = Network(env, scenario.network, config.bandwidth_mbps, [d.name for d in devices])
+    segments, cr = resolve_segments(scenario, config)
+    work = plan(scenario.model, config.strategy, config.devices, segments, scenario.input_source)
+    row_bytes = scenario.model.width * scenario.model.bytes_per_element
+    status = _load_model(devices, work, config.batch, row_bytes)
+    forward = Forward(
+        env,
+        work,
+        devices,
+        network,
+        config.batch,
+        scenario.model.blocks,
+        row_bytes,
+        jitter=_jitter(rng, scenario.noise_cv),
+    )
+    if status == "ok":
+        status = _run_forward(env, forward, devices, members, rng)
+    for device in devices:
+        device.close()
+    row = _row(scenario, config, rep, segments, cr, forward, devices, network, work, status)
+    return RunOutcome(
+        config=config,
+        row=row,
+        intervals=tuple(i for d in devices for i in d.intervals),
+        energy_by_state_j={d.name: dict(d.energy_j) for d in devices},
+        time_by_state_ms={d.name: dict(d.time_ms) for d in devices},
+        bytes_received=sum(network.bytes_received.values()),
+    )
+
+
+def _load_model(devices: list[Device], work: Plan, batch: int, row_bytes: int) -> str:
+    """Make weights and activations resident; a device they do not fit fails the run."""
+    for rank, device in enumerate(devices):
+        own = work.partition_tokens[rank]
+        activations = batch * row_bytes * (2 * work.kv_tokens[rank] + 4 * own)
+        if not device.load((work.weight_bytes_per_device + activations) / MB):
+            return f"out of memory on {device.name}"
+    return "ok"
+
+
+def _run_forward(
+    env: simpy.Environment,
+    forward: Forward,
+    devices: list[Device],
+    members: list[FleetMember],
+    rng: np.random.Generator,
+) -> str:
+    """Run the ranks to the end, or until a device leaves (the batch is then lost)."""
+    status = ["ok"]
+
+    def guarded(rank: int) -> Generator[simpy.Event, object, None]:
+        try:
+            yield from forward.rank_process(rank)
+        except simpy.Interrupt as stop:
+            cause = stop.cause
+            if isinstance(cause, DeviceLeft) and status[0] == "ok":
+                status[0] = f"device lost: {cause}"
+
+    ranks = [env.process(guarded(rank)) for rank in range(len(devices))]
+
+    def stop_all(cause: DeviceLeft) -> None:
+        for process in ranks:
+            if process.is_alive and process is not env.active_process:
+                process.interrupt(cause)
+
+    for device, member in zip(devices, members, strict=True):
+        device.on_leave.append(stop_all)
+        if member.spec.availability is not None:
+            env.process(device.availability(member.spec.availability, rng))
+    env.run(until=env.all_of(ranks))
+    return status[0]
+
+
+def _jitter(rng: np.random.Generator, cv: float) -> Callable[[], float]:
+    """Multiplicative lognormal noise with mean 1 and coefficient of variation ``cv``."""
+    if cv <= 0:
+        return lambda: 1.0
+    sigma = math.sqrt(math.log1p(cv * cv))
+    return lambda: float(rng.lognormal(-sigma * sigma / 2, sigma))
+
+
+def _row(
+    scenario: Scenario,
+    config: Configuration,
+    rep: int,
+    segments: int | None,
+    cr: float | None,
+    forward: Forward,
+    devices: list[Device],
+    network: Network,
+    work: Plan,
+    status: str,
+) -> ResultRow:
+    terminal = forward.times[0]
+    ok = status == "ok"
+    total_ms = max(t.finished_ms for t in forward.times) if ok else math.nan
+    gflops = [work.flops_per_sample(r, scenario.model.blocks) / 1e9 for r in range(len(devices))]
+    return ResultRow(
+        scenario=scenario.name,
+        mode="twin",
+        strategy=config.strategy,
+        devices=config.devices,
+        batch=config.batch,
+        bandwidth_mbps=config.bandwidth_mbps,
+        cr=cr,
+        segments=segments,
+        rep=rep,
+        compute_ms=terminal.compute_ms if ok else math.nan,
+        staging_ms=terminal.staging_ms if ok else math.nan,
+        comm_ms=terminal.comm_ms if ok else math.nan,
+        total_ms=total_ms,
+        per_sample_ms=total_ms / config.batch,
+        energy_j=sum(d.total_energy_j for d in devices) if ok else math.nan,
+        status=status,
+        bytes_sent=round(sum(network.bytes_sent.values())),
+        gflops_per_device=sum(gflops) / len(gflops),
+    )

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs everything edgetwin and its tests need on a fresh Debian machine:
+# Debian packages (Chromium for the report test) and a virtual environment
+# in .venv with edgetwin and its development tools. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "setup: chromium is missing and this is not root; the browser test will be skipped" >&2
+  fi
+fi
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[dev]'

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Set up (idempotent), then lint, type-check and run the test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+.venv/bin/ruff check edgetwin tests benchmarks
+.venv/bin/ruff format --check edgetwin tests benchmarks
+.venv/bin/mypy edgetwin
+.venv/bin/python -m pytest -q "$@"
