@@ -161,7 +161,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    profile = fit_profile(args.spec)
+    profile = fit_profile(args.spec, f"edgetwin calibrate {args.spec} --out {args.out}")
     write_profile(profile, args.out)
     medians = profile.fit.get("median_abs_error_pct", {})
     print(

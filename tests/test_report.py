@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from edgetwin.comparison import compare_to_reference
 from edgetwin.reports import write_report
-from edgetwin.reports.compare import compare_to_reference
 from edgetwin.reports.figures import bandwidth_figure
 from edgetwin.reports.rows import average_reps, load_results
 from edgetwin.results import ResultRow, write_results

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import ValidationError
 from scipy.optimize import least_squares, nnls
 
+from edgetwin.comparison import compare_to_reference, key_label
 from edgetwin.errors import InputError
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import parse_number, read_table
@@ -112,8 +113,8 @@ def read_measured(path: Path) -> list[MeasuredRow]:
     return rows
 
 
-def fit_profile(spec_path: Path) -> DeviceProfile:
-    """Fit timing then power parameters; the profile records residuals and provenance."""
+def fit_profile(spec_path: Path, command: str) -> DeviceProfile:
+    """Fit timing then power parameters; the profile records residuals, provenance, ``command``."""
     spec = load_spec(spec_path)
     base = spec_path.parent
     reference = (base / spec.reference).resolve()
@@ -139,7 +140,7 @@ def fit_profile(spec_path: Path) -> DeviceProfile:
     timing_only = _profile(spec.profile, fit.x, _unit_power())
     power = _fit_power(scenario, timing_only, measured)
     profile = _profile(spec.profile, fit.x, power)
-    report = _residual_report(scenario, profile, measured)
+    report = _residual_report(scenario, profile, measured, reference)
     return profile.model_copy(
         update={
             "fit": {
@@ -149,7 +150,7 @@ def fit_profile(spec_path: Path) -> DeviceProfile:
                     {"file": reference.name, "sha256": _sha256(reference)},
                     {"file": scenario_path.name, "sha256": _sha256(scenario_path)},
                 ],
-                "command": f"edgetwin calibrate {_display_path(spec_path)} --out <profile.yaml>",
+                "command": command,
                 **report,
             }
         }
@@ -198,40 +199,23 @@ def _fit_power(
 
 
 def _residual_report(
-    scenario: Scenario, profile: DeviceProfile, measured: list[MeasuredRow]
+    scenario: Scenario, profile: DeviceProfile, measured: list[MeasuredRow], reference: Path
 ) -> dict[str, Any]:
-    points: list[dict[str, Any]] = []
-    errors: dict[str, list[float]] = {m: [] for m in (*TIMING_METRICS, "energy_j")}
-    for row in measured:
-        predicted = _simulate(scenario, profile, row.config).row
-        for metric, value in row.values.items():
-            if value <= 0:
-                continue
-            estimate = float(getattr(predicted, metric))
-            error_pct = 100.0 * (estimate / value - 1.0)
-            errors[metric].append(abs(error_pct))
-            points.append(
-                {
-                    "strategy": row.config.strategy,
-                    "batch": row.config.batch,
-                    "segments": row.config.segments,
-                    "metric": metric,
-                    "measured": value,
-                    "predicted": round(estimate, 3),
-                    "error_pct": round(error_pct, 2),
-                }
-            )
-    summary = {m: round(float(np.median(e)), 2) for m, e in errors.items() if e}
-    return {"median_abs_error_pct": summary, "residuals": points}
+    rows = [_simulate(scenario, profile, row.config).row for row in measured]
+    comparison = compare_to_reference(rows, read_table(reference))
+    points = [
+        {
+            "configuration": key_label(p["key"]),
+            "metric": p["metric"],
+            "measured": p["measured"],
+            "predicted": round(p["predicted"], 3),
+            "error_pct": None if p["error_pct"] is None else round(p["error_pct"], 2),
+        }
+        for p in comparison.points
+    ]
+    medians = {m: round(v, 2) for m, v in comparison.median_abs_error_pct.items()}
+    return {"median_abs_error_pct": medians, "residuals": points}
 
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _display_path(path: Path) -> str:
-    """The path relative to the working directory when it lies below it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from edgetwin.reports.compare import Comparison, ComparisonPoint, key_label
+from edgetwin.comparison import Comparison, ComparisonPoint, key_label
 from edgetwin.reports.rows import Config, Point, config_labels, most_common_bandwidth
 
 HEIGHT_PX = 460

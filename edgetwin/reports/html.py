@@ -11,7 +11,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.reports.compare import Comparison, compare_to_reference, key_label
+from edgetwin.comparison import Comparison, compare_to_reference, key_label
 from edgetwin.reports.figures import HEIGHT_PX, report_figures
 from edgetwin.reports.rows import average_reps, load_results
 from edgetwin.results import ResultRow, read_table

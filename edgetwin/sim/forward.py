@@ -67,23 +67,19 @@ class Forward:
         """Everything rank ``rank`` does in one forward."""
         device = self.devices[rank]
         if self.plan.embed_flops_per_sample[rank] > 0:
-            yield from self._compute(rank, self.plan.embed_flops_per_sample[rank], 0.0, "embed")
+            yield from self._compute(rank, self.plan.embed_flops_per_sample[rank], "embed")
         if self.plan.scatter_rows is not None:
             yield from self._distribute_input(rank, self.plan.scatter_rows)
         for block in range(self.blocks):
             if self.plan.exchange_before_block is not None:
                 yield from self._exchange(rank, (block, 0), self.plan.exchange_before_block)
             for index, step in enumerate(self.plan.block_steps[rank]):
-                received = (
-                    self._received_bytes(rank, self.plan.exchange_before_block)
-                    if index == 0
-                    else 0.0
-                )
-                yield from self._compute(rank, step.flops_per_sample, received, f"block {block}")
+                host_ms = self._block_host_ms(rank, index)
+                yield from self._compute(rank, step.flops_per_sample, f"block {block}", host_ms)
                 if step.exchange_after is not None:
                     yield from self._exchange(rank, (block, index + 1), step.exchange_after)
         if rank == 0:
-            yield from self._compute(rank, self.plan.head_flops_per_sample, 0.0, "head")
+            yield from self._compute(rank, self.plan.head_flops_per_sample, "head")
         self.times[rank].finished_ms = self.env.now
         device.enter("idle")
 
@@ -96,16 +92,21 @@ class Forward:
         self.times[rank].add(phase, duration_ms)
 
     def _compute(
-        self, rank: int, flops_per_sample: float, received_bytes: float, label: str
+        self, rank: int, flops_per_sample: float, label: str, host_ms: float = 0.0
     ) -> Generator[simpy.Event, object, None]:
-        """GPU work; a synchronised rank is bounded by its host side (max of the two)."""
-        compute = self.devices[rank].profile.compute
-        gpu_ms = compute.gpu_ms(flops_per_sample * self.batch)
+        """GPU work, then whatever the host side needs beyond it (the block takes the max)."""
+        gpu_ms = self.devices[rank].profile.compute.gpu_ms(flops_per_sample * self.batch)
         yield from self._phase(rank, "compute", "compute", gpu_ms, label)
-        if self.distributed:
-            host_ms = compute.sync_host_ms_for(received_bytes)
-            if host_ms > gpu_ms:
-                yield from self._phase(rank, "compute", "host", host_ms - gpu_ms, label)
+        if host_ms > gpu_ms:
+            yield from self._phase(rank, "compute", "host", host_ms - gpu_ms, label)
+
+    def _block_host_ms(self, rank: int, step_index: int) -> float:
+        """Host time of a block step on a rank that synchronises with peers (0 when alone)."""
+        if not self.distributed:
+            return 0.0
+        exchange = self.plan.exchange_before_block if step_index == 0 else None
+        received = self._received_bytes(rank, exchange)
+        return self.devices[rank].profile.compute.sync_host_ms_for(received)
 
     def _staging(
         self, rank: int, nbytes: float, label: str

@@ -27,7 +27,7 @@ class _Flow:
     done: simpy.Event
 
 
-@dataclass
+@dataclass(eq=False)
 class Channel:
     """A link or a shared medium: capacity split equally among active flows."""
 

@@ -1,0 +1,74 @@
+"""Shared fixtures: tiny hand-checkable profiles and scenarios."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from edgetwin.profile import DeviceProfile
+from edgetwin.scenario import Scenario
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Round numbers: 3840 FLOPs take 1 ms, every copy 0.5 ms, every message 1 ms.
+TOY_PROFILE: dict[str, Any] = {
+    "name": "toy",
+    "ram_mb": 1000,
+    "compute": {
+        "throughput_gflops": 0.00384,
+        "launch_floor_ms": 0.0,
+        "sync_host_ms": 0.0,
+        "sync_host_ms_per_mb": 0.0,
+    },
+    "staging": {"fixed_ms": 0.5, "ms_per_mb": 0.0, "size_exponent": 1.0},
+    "network": {"message_overhead_ms": 1.0, "bandwidth_efficiency": 1.0},
+    "power": {
+        "idle_w": 1.0,
+        "compute_w": 10.0,
+        "host_w": 2.0,
+        "staging_w": 3.0,
+        "comm_w": 4.0,
+    },
+}
+
+# Four tokens of width 8, one block, no patch embedding: a block on two
+# devices is 3840 FLOPs for voltage (q = 2 rows, kv = 4 rows).
+TOY_MODEL: dict[str, Any] = {
+    "tokens": 4,
+    "width": 8,
+    "blocks": 1,
+    "heads": 2,
+    "patch_size": 0,
+    "channels": 0,
+    "classes": 2,
+}
+
+
+@pytest.fixture
+def toy_profile_path(tmp_path: Path) -> Path:
+    path = tmp_path / "toy.yaml"
+    path.write_text(yaml.safe_dump(TOY_PROFILE))
+    return path
+
+
+@pytest.fixture
+def toy_profile() -> DeviceProfile:
+    return DeviceProfile.model_validate(TOY_PROFILE)
+
+
+def toy_scenario(profile_path: Path, **overrides: Any) -> Scenario:
+    """Two toy devices, one block, 512 bits per partition exchanged at 0.512 Mbps (1 ms)."""
+    raw: dict[str, Any] = {
+        "name": "toy",
+        "model": TOY_MODEL,
+        "input_source": "replicated",
+        "devices": [{"name": "dev", "profile": str(profile_path), "count": 2}],
+        "network": {"bandwidth_mbps": 0.512},
+        "strategies": [{"name": "voltage"}],
+        "sweeps": [{"batch": [1], "devices": [2]}],
+    }
+    raw.update(overrides)
+    return Scenario.model_validate(raw)

@@ -1,0 +1,107 @@
+"""Exact event traces of tiny scenarios, worked out by hand (see conftest's toy numbers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edgetwin.scenario import configurations
+from edgetwin.sim.runner import RunOutcome, build_fleet, simulate
+from tests.conftest import toy_scenario
+
+HEAD_MS = 32 / 3840  # classifier head: 2 x width 8 x 2 classes FLOPs on the terminal
+
+
+def run_toy(profile_path: Path, **overrides: object) -> RunOutcome:
+    scenario = toy_scenario(profile_path, **overrides)
+    config = configurations(scenario)[0]
+    return simulate(scenario, build_fleet(scenario, None), config, 0, 0, record_intervals=True)
+
+
+def timeline(outcome: RunOutcome, device: str) -> list[tuple[str, float, float]]:
+    return [
+        (i.state, round(i.start_ms, 9), round(i.end_ms, 9))
+        for i in outcome.intervals
+        if i.device == device and i.state != "idle"
+    ]
+
+
+def test_voltage_two_devices_one_block_exact_trace(toy_profile_path: Path) -> None:
+    outcome = run_toy(toy_profile_path)
+    # d2h 0.5 ms; allgather: 1 ms message overhead + 512 bits at 512 bit/ms;
+    # h2d 0.5 ms; block 3840 FLOPs at 3840 FLOP/ms; the terminal adds the head.
+    expected_both = [
+        ("staging", 0.0, 0.5),
+        ("comm", 0.5, 2.5),
+        ("staging", 2.5, 3.0),
+        ("compute", 3.0, 4.0),
+    ]
+    assert timeline(outcome, "dev-0") == [*expected_both, ("compute", 4.0, round(4 + HEAD_MS, 9))]
+    assert timeline(outcome, "dev-1") == expected_both
+    row = outcome.row
+    assert row.total_ms == pytest.approx(4 + HEAD_MS)
+    assert (row.compute_ms, row.staging_ms, row.comm_ms) == pytest.approx((1 + HEAD_MS, 1, 2))
+    assert row.bytes_sent == 128  # each device sends its 2 rows x 8 x 4 bytes once
+    # joules: staging 1 ms x 3 W, comm 2 ms x 4 W, compute x 10 W, dev-1 idles during the head
+    expected_mj = 2 * (3 + 8 + 10) + 10 * HEAD_MS + 1 * HEAD_MS
+    assert row.energy_j == pytest.approx(expected_mj / 1e3)
+
+
+def test_shared_medium_halves_each_senders_rate(toy_profile_path: Path) -> None:
+    outcome = run_toy(toy_profile_path, network={"bandwidth_mbps": 0.512, "medium": "shared"})
+    # both 512-bit messages on one 512 bit/ms channel at once: 2 ms instead of 1
+    assert timeline(outcome, "dev-1") == [
+        ("staging", 0.0, 0.5),
+        ("comm", 0.5, 3.5),
+        ("staging", 3.5, 4.0),
+        ("compute", 4.0, 5.0),
+    ]
+
+
+def test_prism_one_segment_exchanges_means_only(toy_profile_path: Path) -> None:
+    outcome = run_toy(toy_profile_path, strategies=[{"name": "prism", "segments": 1}])
+    # 1 row (256 bits) each way: 1 ms overhead + 0.5 ms; block over q=2, kv=3 rows
+    # is 3520 FLOPs plus 8 additions for the mean.
+    compute_ms = 3528 / 3840
+    assert timeline(outcome, "dev-1") == [
+        ("staging", 0.0, 0.5),
+        ("comm", 0.5, 2.0),
+        ("staging", 2.0, 2.5),
+        ("compute", 2.5, round(2.5 + compute_ms, 9)),
+    ]
+    assert outcome.row.bytes_sent == 64
+
+
+def test_latency_and_message_overhead_add_per_message(toy_profile_path: Path) -> None:
+    outcome = run_toy(toy_profile_path, network={"bandwidth_mbps": 0.512, "latency_ms": 2.0})
+    assert timeline(outcome, "dev-1")[1] == ("comm", 0.5, 4.5)
+
+
+def test_bandwidth_schedule_applies_during_the_transfer(toy_profile_path: Path) -> None:
+    network = {"bandwidth_mbps": 0.512, "schedule": [{"at_ms": 2.0, "bandwidth_mbps": 0.256}]}
+    outcome = run_toy(toy_profile_path, network=network)
+    # bits start at 1.5 ms; 256 bits by 2.0 ms, the other 256 at 256 bit/ms: done at 3.0 ms
+    assert timeline(outcome, "dev-1")[1] == ("comm", 0.5, 3.0)
+
+
+def test_host_bound_block_waits_for_the_host(toy_profile_path: Path, tmp_path: Path) -> None:
+    profile = toy_profile_path.read_text().replace("sync_host_ms: 0.0", "sync_host_ms: 3.0")
+    path = tmp_path / "host_bound.yaml"
+    path.write_text(profile)
+    outcome = run_toy(path)
+    # the block needs 1 ms of GPU but 3 ms on the host: 1 ms compute, then 2 ms host-bound
+    states = timeline(outcome, "dev-1")[-2:]
+    assert states == [("compute", 3.0, 4.0), ("host", 4.0, 6.0)]
+    assert outcome.row.compute_ms == pytest.approx(3 + HEAD_MS)
+
+
+def test_single_device_has_no_staging_or_comm(toy_profile_path: Path) -> None:
+    outcome = run_toy(toy_profile_path, strategies=[{"name": "single"}])
+    # whole block on one device: q = kv = 4 rows: 2 x (640 x 4 + 512 x 2 + 256) FLOPs
+    block_ms = 2 * (640 * 4 + 64 * 2 * 4 + 2 * 4 * 4 * 8) / 3840
+    assert timeline(outcome, "dev-0") == [
+        ("compute", 0.0, round(block_ms, 9)),
+        ("compute", round(block_ms, 9), round(block_ms + HEAD_MS, 9)),
+    ]
+    assert outcome.row.staging_ms == 0 and outcome.row.comm_ms == 0
