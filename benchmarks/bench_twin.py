@@ -1,0 +1,67 @@
+"""Benchmark: wall time of the full prism_jetson sweep, and simulated / wall time.
+
+Run on demand (not part of the test suite):
+
+    .venv/bin/python benchmarks/bench_twin.py [--repeat 5] [--devices 8]
+
+``--devices N`` also times a bigger what-if (N boards, every strategy, more
+batches and bandwidths) to show how the twin scales with devices and events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+from edgetwin.scenario import Scenario, load_scenario
+from edgetwin.sim.runner import build_fleet, run_scenario
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIO = REPO / "scenarios/prism_jetson.yaml"
+
+
+def time_sweep(scenario: Scenario, repeat: int) -> tuple[float, float, int]:
+    """Median wall seconds, simulated seconds and number of runs of one sweep."""
+    fleet = build_fleet(scenario, SCENARIO.parent)
+    walls, simulated, runs = [], 0.0, 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        rows = [o.row for o in run_scenario(scenario, fleet)]
+        walls.append(time.perf_counter() - start)
+        simulated = sum(r.total_ms for r in rows if r.status == "ok") / 1e3
+        runs = len(rows)
+    return statistics.median(walls), simulated, runs
+
+
+def report(label: str, scenario: Scenario, repeat: int) -> None:
+    wall_s, simulated_s, runs = time_sweep(scenario, repeat)
+    print(
+        f"{label}: {runs} runs, wall {wall_s:.3f} s (median of {repeat}), "
+        f"{wall_s / runs * 1e3:.2f} ms/run, simulated {simulated_s:.1f} s, "
+        f"simulated/wall {simulated_s / wall_s:.1f}x"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--devices", type=int, default=8)
+    args = parser.parse_args()
+    report("prism_jetson full sweep", load_scenario(SCENARIO), args.repeat)
+    bigger = load_scenario(
+        SCENARIO,
+        [
+            f"devices.0.count={args.devices}",
+            f"sweeps=[{{batch: [1, 4, 16, 64], bandwidth_mbps: [200, 500, 900], "
+            f"devices: [2, {args.devices // 2}, {args.devices}]}}]",
+            "strategies=[{name: single}, {name: voltage}, {name: prism, cr: [9.9, 3.3]}, "
+            "{name: tensor_parallel}]",
+        ],
+    )
+    report(f"what-if up to {args.devices} boards", bigger, max(1, args.repeat // 2))
+
+
+if __name__ == "__main__":
+    main()
