@@ -55,6 +55,7 @@ class ResultRow:
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
 REQUIRED_COLUMNS: tuple[str, ...] = COLUMNS[:15]
+TIMING_COLUMNS = ("compute_ms", "staging_ms", "comm_ms", "total_ms", "per_sample_ms")
 
 
 def _format(value: object) -> str:
@@ -86,6 +87,38 @@ def parse_number(text: str | None) -> float | None:
     if text is None or text.strip() == "":
         return None
     return float(text)
+
+
+def read_results(path: Path) -> list[ResultRow]:
+    """A ``results.csv`` as rows; empty timing cells (failed runs) read as NaN."""
+    return [parse_result(record) for record in read_table(path)]
+
+
+def parse_result(record: Mapping[str, str]) -> ResultRow:
+    """One record of ``results.csv`` (as read by ``read_table``) as a ResultRow."""
+    timings = {name: _number_or_nan(record.get(name)) for name in TIMING_COLUMNS}
+    segments = parse_number(record.get("segments"))
+    return ResultRow(
+        scenario=record["scenario"],
+        mode=record["mode"],
+        strategy=record["strategy"],
+        devices=int(float(record["devices"])),
+        batch=int(float(record["batch"])),
+        bandwidth_mbps=float(record["bandwidth_mbps"]),
+        cr=parse_number(record.get("cr")),
+        segments=None if segments is None else int(segments),
+        rep=int(float(record["rep"])),
+        **timings,
+        energy_j=parse_number(record.get("energy_j")),
+        status=record.get("status") or "ok",
+        bytes_sent=int(parse_number(record.get("bytes_sent")) or 0),
+        gflops_per_device=parse_number(record.get("gflops_per_device")),
+    )
+
+
+def _number_or_nan(text: str | None) -> float:
+    value = parse_number(text)
+    return math.nan if value is None else value
 
 
 def row_key(row: Mapping[str, object]) -> tuple[str, int, int, float, str]:

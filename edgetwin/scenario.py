@@ -207,9 +207,9 @@ class StrategySpec(Strict):
 class SweepSpec(Strict):
     """A cartesian product of values; a scenario may list several sweeps."""
 
-    batch: tuple[PositiveInt, ...] = (1,)
+    batch: tuple[PositiveInt, ...] = Field((1,), min_length=1)
     bandwidth_mbps: tuple[PositiveFloat, ...] = ()
-    devices: tuple[Annotated[int, Field(ge=2)], ...] = (2,)
+    devices: tuple[Annotated[int, Field(ge=2)], ...] = Field((2,), min_length=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -245,7 +245,7 @@ class Scenario(Strict):
         for i, sweep in enumerate(self.sweeps):
             if max(sweep.devices) > fleet:
                 wanted = max(sweep.devices)
-                raise ValueError(f"sweeps[{i}].devices asks for {wanted}; the fleet has {fleet}")
+                raise ValueError(f"sweeps.{i}.devices asks for {wanted}; the fleet has {fleet}")
         return self
 
 
@@ -366,8 +366,10 @@ def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
     last = parts[-1]
     if isinstance(node, list):
         node[_index(node, last, key, path)] = value
-    else:
+    elif isinstance(node, dict):
         node[last] = value
+    else:
+        raise InputError(path, key, "--set goes inside a value that is not a mapping or list")
 
 
 def _child(node: Any, part: str, field: str, path: Path) -> Any:

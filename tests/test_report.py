@@ -16,8 +16,8 @@ import pytest
 from edgetwin.comparison import compare_to_reference
 from edgetwin.reports import write_report
 from edgetwin.reports.figures import bandwidth_figure
-from edgetwin.reports.rows import average_reps, load_results
-from edgetwin.results import ResultRow, write_results
+from edgetwin.reports.rows import average_reps
+from edgetwin.results import ResultRow, read_results, write_results
 
 PROBE_ID = "edgetwin-test-probe"
 PROBE = """<script>
@@ -120,7 +120,7 @@ def report(run_dir: Path) -> Path:
 
 
 def test_comparison_errors_by_hand(run_dir: Path) -> None:
-    comparison = compare_to_reference(load_results(run_dir / "results.csv"), REFERENCE)
+    comparison = compare_to_reference(read_results(run_dir / "results.csv"), REFERENCE)
     found = {(p["key"][0], p["metric"]): p for p in comparison.points}
     total = found[("single", "total_ms")]
     assert (total["measured"], total["predicted"]) == (100.0, 110.0)
@@ -149,7 +149,7 @@ def test_report_is_self_contained(report: Path) -> None:
 
 
 def test_bandwidth_figure_needs_two_bandwidths(run_dir: Path) -> None:
-    rows = [r for r in load_results(run_dir / "results.csv") if r.bandwidth_mbps == 400]
+    rows = [r for r in read_results(run_dir / "results.csv") if r.bandwidth_mbps == 400]
     assert bandwidth_figure(average_reps(rows)) is None
 
 

@@ -128,3 +128,11 @@ def test_device_books_idle_time_and_energy(toy_profile: DeviceProfile) -> None:
     device.close()
     assert device.time_ms["idle"] == pytest.approx(2) and device.time_ms["compute"] == 3
     assert device.total_energy_j == pytest.approx((2 * 1 + 3 * 10) / 1e3)
+
+
+def test_channel_finishes_late_in_a_long_run_despite_clock_rounding() -> None:
+    env = simpy.Environment(initial_time=1e9)  # a million seconds in: ms clock has ~1e-7 ms grain
+    channel = Channel(env, capacity_mbps=1e-3)
+    done = channel.send(1.0)  # 8 bits at 1 bit/ms
+    env.run(until=done)
+    assert env.now == pytest.approx(1e9 + 8)

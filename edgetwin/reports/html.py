@@ -13,8 +13,8 @@ from plotly.offline import get_plotlyjs
 from edgetwin.atomic import write_text_atomic
 from edgetwin.comparison import Comparison, compare_to_reference, key_label
 from edgetwin.reports.figures import HEIGHT_PX, report_figures
-from edgetwin.reports.rows import average_reps, load_results
-from edgetwin.results import ResultRow, read_table
+from edgetwin.reports.rows import average_reps
+from edgetwin.results import ResultRow, read_results, read_table
 
 REPORT_NAME = "report.html"
 STYLE = """
@@ -101,7 +101,7 @@ def render_report(title: str, rows: Sequence[ResultRow], comparison: Comparison 
 
 def write_report(run_dir: Path, title: str | None = None) -> Path:
     """Write ``run_dir/report.html`` from ``results.csv`` (and ``reference.csv``)."""
-    rows = load_results(run_dir / "results.csv")
+    rows = read_results(run_dir / "results.csv")
     reference_path = run_dir / "reference.csv"
     comparison = (
         compare_to_reference(rows, read_table(reference_path)) if reference_path.exists() else None

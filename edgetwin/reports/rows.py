@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from statistics import fmean
 
-from edgetwin.results import STRATEGIES, ResultRow, parse_number, read_table
+from edgetwin.results import STRATEGIES, ResultRow
 
 
 @dataclass(frozen=True)
@@ -40,47 +39,6 @@ class Point:
     def energy_per_sample_j(self) -> float | None:
         """Energy of the batch divided by its samples."""
         return None if self.energy_j is None else self.energy_j / self.batch
-
-
-def _int_or_none(text: str | None) -> int | None:
-    value = parse_number(text)
-    return None if value is None else int(value)
-
-
-def _float(text: str | None) -> float:
-    value = parse_number(text)
-    if value is None:
-        raise ValueError("required number is empty")
-    return value
-
-
-def parse_result(record: Mapping[str, str]) -> ResultRow:
-    """One ``results.csv`` record (as read by ``read_table``) as a ResultRow."""
-    return ResultRow(
-        scenario=record["scenario"],
-        mode=record["mode"],
-        strategy=record["strategy"],
-        devices=int(_float(record["devices"])),
-        batch=int(_float(record["batch"])),
-        bandwidth_mbps=_float(record["bandwidth_mbps"]),
-        cr=parse_number(record.get("cr")),
-        segments=_int_or_none(record.get("segments")),
-        rep=int(_float(record["rep"])),
-        compute_ms=_float(record["compute_ms"]),
-        staging_ms=_float(record["staging_ms"]),
-        comm_ms=_float(record["comm_ms"]),
-        total_ms=_float(record["total_ms"]),
-        per_sample_ms=_float(record["per_sample_ms"]),
-        energy_j=parse_number(record.get("energy_j")),
-        status=record.get("status") or "ok",
-        bytes_sent=_int_or_none(record.get("bytes_sent")) or 0,
-        gflops_per_device=parse_number(record.get("gflops_per_device")),
-    )
-
-
-def load_results(path: Path) -> list[ResultRow]:
-    """Read a ``results.csv`` into ResultRows."""
-    return [parse_result(record) for record in read_table(path)]
 
 
 def config_of(row: ResultRow) -> Config:

@@ -74,7 +74,7 @@ class Channel:
             self.bits_delivered += moved
 
     def _reschedule(self) -> None:
-        finished = [k for k, f in self._flows.items() if self._finish_ms(f) <= TOLERANCE_MS]
+        finished = [k for k, f in self._flows.items() if self._is_done(f)]
         for key in finished:
             flow = self._flows.pop(key)
             self.bits_delivered += flow.remaining_bits
@@ -86,6 +86,11 @@ class Channel:
         generation = self._generation
         wakeup = self.env.timeout(wait_ms)
         wakeup.callbacks.append(lambda _event: self._on_wakeup(generation))
+
+    def _is_done(self, flow: _Flow) -> bool:
+        """Done, up to float rounding of the flow or of the clock itself."""
+        finish_ms = self._finish_ms(flow)
+        return finish_ms <= TOLERANCE_MS or self.env.now + finish_ms == self.env.now
 
     def _finish_ms(self, flow: _Flow) -> float:
         return flow.remaining_bits / self._rate_bits_per_ms(flow)

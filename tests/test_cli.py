@@ -1,0 +1,254 @@
+"""``edgetwin run`` and ``edgetwin report`` end to end on a tiny scenario."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import yaml
+
+from edgetwin.cli import main
+from edgetwin.profile import PROFILE_DIR
+from edgetwin.scenario import load_scenario
+
+OUTPUTS = ("results.csv", "scenario.resolved.yaml", "report.html")
+
+TINY = """\
+name: tiny
+model:
+  preset: vit_b16
+devices:
+  - name: jetson
+    profile: jetson_orin_nano
+    count: 2
+network:
+  bandwidth_mbps: 400
+strategies:
+  - name: single
+  - name: voltage
+  - name: prism
+    cr: 9.9
+sweeps:
+  - batch: [1, 2]
+"""
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY)
+    return path
+
+
+def run(scenario: Path, out: Path, *args: str) -> None:
+    """``edgetwin run`` in-process; it must succeed."""
+    code = main(["run", str(scenario), "--out", str(out), "--quiet", *args])
+    assert code == 0
+
+
+def rows(out: Path) -> list[dict[str, str]]:
+    with (out / "results.csv").open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_run_writes_results_scenario_and_report(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main(["run", str(tiny), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "6 runs (0 failed)" in captured.out
+    assert "Traceback" not in captured.err
+    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUTS)
+    table = rows(out)
+    got = {(r["strategy"], r["devices"], r["batch"], r["cr"]) for r in table}
+    assert got == {
+        ("single", "1", "1", ""),
+        ("single", "1", "2", ""),
+        ("voltage", "2", "1", ""),
+        ("voltage", "2", "2", ""),
+        ("prism", "2", "1", "9.9"),
+        ("prism", "2", "2", "9.9"),
+    }
+    assert all(r["status"] == "ok" and r["scenario"] == "tiny" for r in table)
+    assert all(float(r["total_ms"]) > 0 and r["bandwidth_mbps"] == "400" for r in table)
+    report = (out / "report.html").read_text()
+    assert report.lstrip().lower().startswith("<!doctype html")
+    assert "tiny" in report
+    # no staging folder or temp file left beside the output folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "tiny.yaml"]
+
+
+def test_run_as_a_subprocess(tiny: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "edgetwin.cli", "run", str(tiny), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert all((out / name).is_file() for name in OUTPUTS)
+
+
+@pytest.mark.parametrize("args", [("--set", "seed=3"), ("--seed", "3")], ids=["set", "seed"])
+def test_seed_override_is_in_the_resolved_scenario(
+    tiny: Path, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    run(tiny, tmp_path / "out", *args)
+    resolved = yaml.safe_load((tmp_path / "out" / "scenario.resolved.yaml").read_text())
+    assert resolved["seed"] == 3
+
+
+def test_set_overrides_reach_the_results(tiny: Path, tmp_path: Path) -> None:
+    run(tiny, tmp_path / "out", "--set", "network.bandwidth_mbps=200", "--set", "sweeps.0.batch=4")
+    table = rows(tmp_path / "out")
+    assert {r["bandwidth_mbps"] for r in table} == {"200"}
+    assert {r["batch"] for r in table} == {"4"}
+    resolved = yaml.safe_load((tmp_path / "out" / "scenario.resolved.yaml").read_text())
+    assert resolved["network"]["bandwidth_mbps"] == 200
+    assert resolved["sweeps"] == [{"batch": [4], "bandwidth_mbps": [], "devices": [2]}]
+
+
+def test_resolved_scenario_reloads_and_reproduces(tiny: Path, tmp_path: Path) -> None:
+    first, again, replay = tmp_path / "first", tmp_path / "again", tmp_path / "replay"
+    run(tiny, first)
+    run(tiny, again)
+    resolved = first / "scenario.resolved.yaml"
+    assert load_scenario(resolved) == load_scenario(tiny)
+    run(resolved, replay)
+    results = (first / "results.csv").read_bytes()
+    assert (again / "results.csv").read_bytes() == results
+    assert (replay / "results.csv").read_bytes() == results
+    assert (replay / "scenario.resolved.yaml").read_bytes() == resolved.read_bytes()
+
+
+def test_noisy_runs_are_reproducible_per_seed(tiny: Path, tmp_path: Path) -> None:
+    noisy = ("--set", "noise_cv=0.2", "--set", "repetitions=2")
+    run(tiny, tmp_path / "a", *noisy, "--seed", "7")
+    run(tiny, tmp_path / "b", *noisy, "--seed", "7")
+    run(tiny, tmp_path / "c", *noisy, "--seed", "8")
+    a, b, c = ((tmp_path / d / "results.csv").read_bytes() for d in "abc")
+    assert a == b
+    assert a != c
+    table = rows(tmp_path / "a")
+    assert len(table) == 12
+    assert {r["rep"] for r in table} == {"0", "1"}
+
+
+def test_trace_has_one_thread_per_device(tiny: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run(tiny, out, "--trace")
+    trace = json.loads((out / "trace.json").read_text())
+    events = trace["traceEvents"]
+    table = rows(out)
+    thread_names: dict[tuple[int, int], str] = {}
+    for e in events:
+        if e["ph"] == "M" and e["name"] == "thread_name":
+            thread_names[(e["pid"], e["tid"])] = e["args"]["name"]
+    busy: dict[int, set[int]] = defaultdict(set)
+    for e in events:
+        if e["ph"] == "X":
+            assert e["dur"] >= 0 and e["ts"] >= 0
+            assert (e["pid"], e["tid"]) in thread_names
+            busy[e["pid"]].add(e["tid"])
+    assert sorted(busy) == list(range(len(table)))  # one process per results row
+    for pid, row in enumerate(table):
+        names = [thread_names[(pid, tid)] for tid in sorted(busy[pid])]
+        assert len(names) == int(row["devices"]) == len(set(names))
+        assert set(names) <= {"jetson-0", "jetson-1"}
+    # without --trace there is no trace
+    run(tiny, tmp_path / "plain")
+    assert not (tmp_path / "plain" / "trace.json").exists()
+
+
+def test_report_rewrites_report_html(tiny: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run(tiny, out)
+    fresh = (out / "report.html").read_bytes()
+    results = (out / "results.csv").read_bytes()
+    (out / "report.html").write_text("stale")
+    assert main(["report", str(out)]) == 0
+    rewritten = (out / "report.html").read_bytes()
+    assert rewritten != b"stale"
+    assert rewritten.lstrip().lower().startswith(b"<!doctype html")
+    assert len(rewritten) > len(fresh) // 2
+    assert (out / "results.csv").read_bytes() == results
+
+
+@pytest.mark.parametrize("exists", [True, False], ids=["empty-folder", "no-folder"])
+def test_report_without_results_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], exists: bool
+) -> None:
+    folder = tmp_path / "empty"
+    if exists:
+        folder.mkdir()
+    assert main(["report", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert "results.csv" in err and "file not found" in err
+    assert folder.exists() == exists
+    if exists:
+        assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", ["emu", "local"])
+def test_other_modes_exit_2(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    out = tmp_path / "out"
+    assert main(["run", str(tiny), "--out", str(out), "--mode", mode]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert "tiny.yaml" in err and "'mode'" in err and f"'{mode}'" in err
+    assert "not available" in err
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.yaml"]
+
+
+def test_existing_out_dir_keeps_unrelated_files(tiny: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    (out / "results.csv").write_text("stale\n")
+    run(tiny, out)
+    assert (out / "notes.txt").read_text() == "mine\n"
+    assert all((out / name).is_file() for name in OUTPUTS)
+    assert (out / "results.csv").read_text().startswith("scenario,")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "tiny.yaml"]
+    # a second run into the same folder replaces the results and keeps the rest
+    run(tiny, out, "--trace")
+    assert sorted(p.name for p in out.iterdir()) == sorted([*OUTPUTS, "notes.txt", "trace.json"])
+
+
+def test_out_dir_parents_are_created(tiny: Path, tmp_path: Path) -> None:
+    out = tmp_path / "a" / "b" / "out"
+    run(tiny, out)
+    assert all((out / name).is_file() for name in OUTPUTS)
+
+
+def test_profile_file_is_found_beside_the_scenario(tiny: Path, tmp_path: Path) -> None:
+    """A profile given as a path is read relative to the scenario file, not the cwd."""
+    folder = tmp_path / "scenarios"
+    folder.mkdir()
+    (folder / "board.yaml").write_text((PROFILE_DIR / "jetson_orin_nano.yaml").read_text())
+    (folder / "s.yaml").write_text(TINY.replace("profile: jetson_orin_nano", "profile: board.yaml"))
+    run(folder / "s.yaml", tmp_path / "by_file")
+    run(tiny, tmp_path / "by_name")
+    by_file = (tmp_path / "by_file" / "results.csv").read_bytes()
+    assert by_file == (tmp_path / "by_name" / "results.csv").read_bytes()
+
+
+def test_failed_configurations_are_reported_not_crashed(tiny: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run(tiny, out, "--set", "devices.0.ram_mb=1")
+    assert all((out / name).is_file() for name in OUTPUTS)
+    assert all(r["status"].startswith("out of memory") for r in rows(out))

@@ -1,0 +1,513 @@
+"""Bad input through the real command line: exit 2, one clear line, nothing half-written.
+
+Every case runs ``edgetwin run`` in-process (``edgetwin.cli.main``); a few also run it as
+a subprocess to prove that no traceback reaches a user. A hypothesis test mutates a valid
+scenario at random: the run either succeeds or fails cleanly, never anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from edgetwin.cli import main
+from edgetwin.profile import PROFILE_DIR
+
+OUTPUTS = ("results.csv", "scenario.resolved.yaml", "report.html")
+SCENARIO = "scenario.yaml"
+DELETE = object()  # marks a key to remove in ``scenario_text``
+
+VALID: dict[str, Any] = {
+    "name": "tiny",
+    "model": {"preset": "vit_b16"},
+    "devices": [{"name": "jetson", "profile": "jetson_orin_nano", "count": 2}],
+    "network": {"bandwidth_mbps": 400},
+    "strategies": [{"name": "single"}, {"name": "voltage"}, {"name": "prism", "cr": 9.9}],
+    "sweeps": [{"batch": [1, 2]}],
+}
+
+
+def scenario_text(**changes: Any) -> str:
+    """VALID as YAML with dotted-path changes (``network__latency_ms`` style keys)."""
+    raw = copy.deepcopy(VALID)
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("__")
+        node: Any = raw
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+        if value is DELETE:
+            del node[last]
+        else:
+            node[last] = value
+    return yaml.safe_dump(raw, sort_keys=False)
+
+
+def bad_profile_text(**changes: Any) -> str:
+    """The shipped Jetson profile with dotted-path changes."""
+    raw = yaml.safe_load((PROFILE_DIR / "jetson_orin_nano.yaml").read_text())
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("__")
+        node = raw
+        for part in parents:
+            node = node[part]
+        node[last] = value
+    return yaml.safe_dump(raw, sort_keys=False)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One kind of bad input and what the error line must say."""
+
+    id: str
+    text: str | None  # the scenario file; None: it does not exist
+    expect: tuple[str, ...]  # fragments of the message: field path and problem
+    args: tuple[str, ...] = ()  # extra command-line arguments
+    names: str = SCENARIO  # the file the message must name
+    files: dict[str, str] = field(default_factory=dict)  # more files beside the scenario
+
+
+MALFORMED = "name: tiny\nseed: 0\ndevices:\n  - name: jetson\n    profile: x\n   count: 2\n"
+
+CASES = [
+    # ------------------------------------------------------------ the file itself
+    Case("malformed-yaml", MALFORMED, ("malformed YAML", "line 6")),
+    Case("unclosed-flow", "name: tiny\nstrategies: [{name: single}\ndevices: []\n", ("line 3",)),
+    Case("top-level-list", "- name: tiny\n- seed: 1\n", ("top level must be a mapping",)),
+    Case("top-level-scalar", "just words\n", ("top level must be a mapping",)),
+    Case("empty-file", "", ("top level must be a mapping",)),
+    Case("missing-file", None, ("file not found",)),
+    # ------------------------------------------------------------ keys
+    Case("unknown-top-key", scenario_text(colour="red"), ("'colour'", "unknown key")),
+    Case(
+        "unknown-nested-key",
+        scenario_text(network__bandwith_mbps=400),
+        ("'network.bandwith_mbps'", "unknown key"),
+    ),
+    Case(
+        "unknown-device-key",
+        scenario_text(devices__0__rammb=512),
+        ("'devices.0.rammb'", "unknown key"),
+    ),
+    Case(
+        "missing-required-key",
+        scenario_text(strategies=DELETE),
+        ("'strategies'", "required key is missing"),
+    ),
+    Case(
+        "missing-device-profile",
+        scenario_text(devices__0__profile=DELETE),
+        ("'devices.0.profile'", "required key is missing"),
+    ),
+    # ------------------------------------------------------------ types and ranges
+    Case("wrong-type", scenario_text(repetitions="many"), ("'repetitions'", "valid integer")),
+    Case(
+        "wrong-type-container",
+        scenario_text(devices="jetson"),
+        ("'devices'", "valid tuple"),
+    ),
+    Case(
+        "negative-bandwidth",
+        scenario_text(network__bandwidth_mbps=-5),
+        ("'network.bandwidth_mbps'", "greater than 0", "-5"),
+    ),
+    Case("noise-cv-2", scenario_text(noise_cv=2), ("'noise_cv'", "less than or equal to 1")),
+    Case(
+        "zero-batch",
+        scenario_text(sweeps=[{"batch": [1, 0]}]),
+        ("'sweeps.0.batch.1'", "greater than 0"),
+    ),
+    Case(
+        "empty-batch-list",
+        scenario_text(sweeps=[{"batch": []}]),
+        ("'sweeps.0.batch'", "at least 1"),
+    ),
+    Case(
+        "empty-devices-sweep",
+        scenario_text(sweeps=[{"batch": [1], "devices": []}]),
+        ("'sweeps.0.devices'", "at least 1"),
+    ),
+    Case(
+        "devices-sweep-beyond-fleet",
+        scenario_text(sweeps=[{"batch": [1], "devices": [2, 3]}]),
+        ("sweeps.0.devices", "asks for 3", "fleet has 2"),
+    ),
+    Case("negative-seed", scenario_text(seed=-1), ("'seed'", "greater than or equal to 0")),
+    Case("bad-name", scenario_text(name="two words"), ("'name'", "pattern")),
+    Case("bad-mode", scenario_text(mode="cloud"), ("'mode'",)),
+    Case(
+        "bad-availability-kind",
+        scenario_text(
+            devices__0__availability={"up": {"kind": "poisson"}, "down": {"kind": "constant"}}
+        ),
+        ("'devices.0.availability.up'",),
+    ),
+    # ------------------------------------------------------------ strategies and model
+    Case(
+        "prism-cr-and-segments",
+        scenario_text(strategies__2__segments=[4]),
+        ("'strategies.2'", "exactly one of 'cr' or 'segments'"),
+    ),
+    Case(
+        "prism-neither",
+        scenario_text(strategies__2__cr=DELETE),
+        ("'strategies.2'", "exactly one of 'cr' or 'segments'"),
+    ),
+    Case(
+        "voltage-with-cr",
+        scenario_text(strategies__1__cr=2.0),
+        ("'strategies.1'", "voltage takes no 'cr'"),
+    ),
+    Case(
+        "unknown-strategy",
+        scenario_text(strategies__0__name="pipeline"),
+        ("'strategies.0.name'", "'pipeline'"),
+    ),
+    Case(
+        "negative-cr",
+        scenario_text(strategies__2__cr=[9.9, -1]),
+        ("'strategies.2.cr.1'", "greater than 0"),
+    ),
+    Case(
+        "unknown-preset",
+        scenario_text(model={"preset": "vit_x99"}),
+        ("'model'", "unknown preset 'vit_x99'"),
+    ),
+    Case(
+        "width-not-divisible-by-heads",
+        scenario_text(model={"width": 100, "heads": 12}),
+        ("'model'", "width 100 is not divisible by heads 12"),
+    ),
+    # ------------------------------------------------------------ profiles
+    Case(
+        "unknown-profile",
+        scenario_text(devices__0__profile="jetson_nano_9000"),
+        ("'devices.0.profile'", "no profile 'jetson_nano_9000'"),
+    ),
+    Case(
+        "profile-bad-field",
+        scenario_text(devices__0__profile="bad_profile.yaml"),
+        ("'compute.throughput_gflops'", "greater than 0"),
+        names="bad_profile.yaml",
+        files={"bad_profile.yaml": bad_profile_text(compute__throughput_gflops=-1)},
+    ),
+    Case(
+        "profile-unknown-key",
+        scenario_text(devices__0__profile="bad_profile.yaml"),
+        ("'power.standby_w'", "unknown key"),
+        names="bad_profile.yaml",
+        files={"bad_profile.yaml": bad_profile_text(power__standby_w=1.0)},
+    ),
+    Case(
+        "profile-malformed",
+        scenario_text(devices__0__profile="bad_profile.yaml"),
+        ("malformed YAML", "line 2"),
+        names="bad_profile.yaml",
+        files={"bad_profile.yaml": "name: x\n  ram_mb: [\n"},
+    ),
+    # ------------------------------------------------------------ reference and mode
+    Case(
+        "reference-missing",
+        scenario_text(reference="data/nope.csv"),
+        ("'reference'", "file not found", "nope.csv"),
+    ),
+    Case("mode-emu-in-file", scenario_text(mode="emu"), ("'mode'", "'emu'", "not available")),
+    # ------------------------------------------------------------ --set and --seed
+    Case("set-without-equals", scenario_text(), ("--set 'seed'", "key=value"), ("--set", "seed")),
+    Case("set-empty-key", scenario_text(), ("--set '=3'", "key=value"), ("--set", "=3")),
+    Case(
+        "set-unknown-key",
+        scenario_text(),
+        ("'network.bandwith_mbps'", "unknown key"),
+        ("--set", "network.bandwith_mbps=300"),
+    ),
+    Case(
+        "set-out-of-range",
+        scenario_text(),
+        ("'noise_cv'", "less than or equal to 1"),
+        ("--set", "noise_cv=2"),
+    ),
+    Case(
+        "set-wrong-type",
+        scenario_text(),
+        ("'network.bandwidth_mbps'", "valid number"),
+        ("--set", "network.bandwidth_mbps=fast"),
+    ),
+    Case(
+        "set-index-out-of-range",
+        scenario_text(),
+        ("'strategies.7'", "out of range", "list has 3"),
+        ("--set", "strategies.7.name=single"),
+    ),
+    Case(
+        "set-index-not-a-number",
+        scenario_text(),
+        ("'strategies.first'", "out of range"),
+        ("--set", "strategies.first.name=single"),
+    ),
+    Case(
+        "set-last-index-out-of-range",
+        scenario_text(),
+        ("'sweeps.0.batch.5'", "out of range", "list has 2"),
+        ("--set", "sweeps.0.batch.5=4"),
+    ),
+    Case(
+        "set-inside-a-scalar",
+        scenario_text(),
+        ("'name.first'", "not a mapping or list"),
+        ("--set", "name.first=1"),
+    ),
+    Case(
+        "set-inside-a-scalar-deep",
+        scenario_text(),
+        ("'network.bandwidth_mbps.x'", "not a mapping or list"),
+        ("--set", "network.bandwidth_mbps.x.y=1"),
+    ),
+    Case(
+        "set-inside-null",
+        scenario_text(model=None),
+        ("'model.preset'", "not a mapping or list"),
+        ("--set", "model.preset=vit_b16"),
+    ),
+    Case(
+        "set-invalid-yaml-value",
+        scenario_text(),
+        ("'seed'", "not valid YAML"),
+        ("--set", "seed=[1"),
+    ),
+    Case(
+        "set-second-of-several-bad",
+        scenario_text(),
+        ("'network.latency_ms'", "greater than or equal to 0"),
+        ("--set", "seed=4", "--set", "network.latency_ms=-1"),
+    ),
+    Case(
+        "set-out-of-range-in-list",
+        scenario_text(),
+        ("'sweeps.0.batch.0'", "greater than 0"),
+        ("--set", "sweeps.0.batch.0=0"),
+    ),
+    Case(
+        "set-on-missing-file",
+        None,
+        ("file not found",),
+        ("--set", "seed=1"),
+    ),
+    Case(
+        "seed-negative", scenario_text(), ("'seed'", "greater than or equal to 0"), ("--seed=-1",)
+    ),
+]
+
+
+def _listing(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder`` (hidden ones too) with its bytes (None for folders)."""
+    return {
+        str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+def _prepare(case: Case, tmp_path: Path, existing_out: bool) -> tuple[Path, Path]:
+    scenario = tmp_path / SCENARIO
+    if case.text is not None:
+        scenario.write_text(case.text)
+    for name, text in case.files.items():
+        (tmp_path / name).write_text(text)
+    out = tmp_path / "out"
+    if existing_out:
+        out.mkdir()
+        (out / "old.txt").write_text("from an earlier run\n")
+        (out / "results.csv").write_text("old,results\n")
+    return scenario, out
+
+
+def assert_clean_failure(
+    code: int, stderr: str, case: Case, before: dict[str, bytes | None], tmp_path: Path
+) -> None:
+    assert code == 2, stderr
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    line = lines[0]
+    assert line.startswith("edgetwin: error: "), line
+    assert case.names in line, line
+    for fragment in case.expect:
+        assert fragment in line, f"{fragment!r} not in {line!r}"
+    # nothing written, nothing moved, no temp folder left beside the output folder
+    assert _listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("existing_out", [False, True], ids=["new-out", "existing-out"])
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_exits_2_with_one_line(
+    case: Case, existing_out: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario, out = _prepare(case, tmp_path, existing_out)
+    before = _listing(tmp_path)
+    code = main(["run", str(scenario), "--out", str(out), "--quiet", *case.args])
+    captured = capsys.readouterr()
+    assert_clean_failure(code, captured.err, case, before, tmp_path)
+    assert captured.out == ""
+    assert out.exists() == existing_out
+
+
+SUBPROCESS_IDS = {"malformed-yaml", "unknown-nested-key", "unknown-profile", "set-inside-null"}
+SUBPROCESS_CASES = [c for c in CASES if c.id in SUBPROCESS_IDS | {"missing-file"}]
+
+
+@pytest.mark.parametrize("case", SUBPROCESS_CASES, ids=[c.id for c in SUBPROCESS_CASES])
+def test_bad_input_as_a_user_sees_it(case: Case, tmp_path: Path) -> None:
+    scenario, out = _prepare(case, tmp_path, existing_out=False)
+    before = _listing(tmp_path)
+    argv = ["run", str(scenario), "--out", str(out), *case.args]
+    proc = subprocess.run(
+        [sys.executable, "-m", "edgetwin.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert_clean_failure(proc.returncode, proc.stderr, case, before, tmp_path)
+    assert not out.exists()
+
+
+def test_out_is_an_existing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / SCENARIO).write_text(scenario_text())
+    (tmp_path / "out").write_text("not a folder\n")
+    before = _listing(tmp_path)
+    code = main(["run", str(tmp_path / SCENARIO), "--out", str(tmp_path / "out"), "--quiet"])
+    case = Case("out-file", None, ("not a folder",), names="out")
+    assert_clean_failure(code, capsys.readouterr().err, case, before, tmp_path)
+
+
+def test_out_below_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / SCENARIO).write_text(scenario_text())
+    (tmp_path / "blocker").write_text("a file where a folder should be\n")
+    out = tmp_path / "blocker" / "out"
+    before = _listing(tmp_path)
+    code = main(["run", str(tmp_path / SCENARIO), "--out", str(out), "--quiet"])
+    case = Case("out-below-file", None, ("cannot create the output folder",), names="out")
+    assert_clean_failure(code, capsys.readouterr().err, case, before, tmp_path)
+
+
+# ---------------------------------------------------------------- mutation testing
+
+SMALL: dict[str, Any] = {
+    "name": "mutant",
+    "seed": 0,
+    "devices": [
+        {"name": "a", "profile": "jetson_orin_nano"},
+        {"name": "b", "profile": "jetson_orin_nano", "count": 1},
+    ],
+    "network": {"bandwidth_mbps": 400, "latency_ms": 0},
+    "strategies": [{"name": "single"}, {"name": "voltage"}, {"name": "prism", "cr": [9.9]}],
+    "sweeps": [{"batch": [1, 2]}],
+}
+
+# Values of a wrong type, or out of range for (nearly) every field of SMALL. Large positive
+# numbers are left out on purpose: they are valid, and only make the run slow.
+WRONG_VALUES = st.one_of(
+    st.sampled_from([-1, 0, -0.5, 1.5, 2, -1e9, float("nan"), float("inf"), True, None]),
+    st.text(max_size=6),
+    st.lists(st.integers(-2, 2), max_size=2),
+    st.dictionaries(st.sampled_from(["a", "kind", "name"]), st.integers(-1, 1), max_size=2),
+)
+UNKNOWN_KEYS = st.sampled_from(["colour", "bandwith_mbps", "nme", "Name", "cr_", "extra"])
+
+Mutation = Callable[[st.DataObject, dict[str, Any]], None]
+
+
+def _nodes(tree: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path below the root of a scenario tree."""
+    found: list[tuple[Any, ...]] = []
+    children: list[tuple[Any, Any]] = []
+    if isinstance(tree, dict):
+        children = list(tree.items())
+    elif isinstance(tree, list):
+        children = list(enumerate(tree))
+    for key, child in children:
+        found.append((*path, key))
+        found.extend(_nodes(child, (*path, key)))
+    return found
+
+
+def _get(tree: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        tree = tree[key]
+    return tree
+
+
+def _parent(tree: Any, path: tuple[Any, ...]) -> Any:
+    return _get(tree, path[:-1])
+
+
+def _replace(data: st.DataObject, tree: dict[str, Any]) -> None:
+    path = data.draw(st.sampled_from(_nodes(tree)), label="replace at")
+    _parent(tree, path)[path[-1]] = data.draw(WRONG_VALUES, label="with")
+
+
+def _delete(data: st.DataObject, tree: dict[str, Any]) -> None:
+    path = data.draw(st.sampled_from(_nodes(tree)), label="delete")
+    del _parent(tree, path)[path[-1]]
+
+
+def _add_key(data: st.DataObject, tree: dict[str, Any]) -> None:
+    mappings = [()] + [p for p in _nodes(tree) if isinstance(_get(tree, p), dict)]
+    path = data.draw(st.sampled_from(mappings), label="add key in")
+    _get(tree, path)[data.draw(UNKNOWN_KEYS, label="key")] = data.draw(WRONG_VALUES, label="value")
+
+
+MUTATIONS: list[Mutation] = [_replace, _replace, _delete, _add_key]
+
+
+def _run_quietly(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_small_scenario_is_valid() -> None:
+    """The mutation test's starting point runs cleanly (else every mutant would fail)."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        (root / SCENARIO).write_text(yaml.safe_dump(SMALL))
+        code, _, err = _run_quietly(["run", str(root / SCENARIO), "--out", str(root / "out")])
+        assert code == 0, err
+        assert all((root / "out" / name).is_file() for name in OUTPUTS)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_mutated_scenarios_succeed_or_fail_cleanly(data: st.DataObject) -> None:
+    tree = copy.deepcopy(SMALL)
+    for _ in range(data.draw(st.integers(1, 2), label="mutations")):
+        if not _nodes(tree):
+            break
+        data.draw(st.sampled_from(MUTATIONS), label="mutation")(data, tree)
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        scenario, out = root / SCENARIO, root / "out"
+        scenario.write_text(yaml.safe_dump(tree))
+        before = _listing(root)
+        code, stdout, stderr = _run_quietly(["run", str(scenario), "--out", str(out), "--quiet"])
+        event(f"exit {code}")
+        if code == 0:
+            assert all((out / name).is_file() for name in OUTPUTS), stdout
+            assert stderr == ""
+        else:
+            case = Case("mutant", None, ())
+            assert_clean_failure(code, stderr, case, before, root)
+            assert not out.exists()
