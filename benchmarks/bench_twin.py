@@ -24,7 +24,7 @@ SCENARIO = REPO / "scenarios/prism_jetson.yaml"
 
 def time_sweep(scenario: Scenario, repeat: int) -> tuple[float, float, int]:
     """Median wall seconds, simulated seconds and number of runs of one sweep."""
-    fleet = build_fleet(scenario, SCENARIO.parent)
+    fleet = build_fleet(scenario, SCENARIO)
     walls, simulated, runs = [], 0.0, 0
     for _ in range(repeat):
         start = time.perf_counter()

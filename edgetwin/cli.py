@@ -19,7 +19,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from edgetwin.calibration.fit_reference import fit_profile
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.errors import InputError
-from edgetwin.profile import load_profile
 from edgetwin.reports import write_report
 from edgetwin.results import write_results
 from edgetwin.scenario import Scenario, configurations, dump_resolved, load_scenario
@@ -88,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.out.exists() and not args.out.is_dir():
         raise InputError(args.out, None, "--out exists and is not a folder")
-    fleet = _build_fleet(scenario, args.scenario)
+    fleet = build_fleet(scenario, args.scenario)
     reference = _reference_path(scenario, args.scenario)
     outcomes = _simulate_with_progress(scenario, fleet, args.trace, args.quiet)
     with _staging_dir(args.out) as staging:
@@ -122,19 +121,6 @@ def _simulate_with_progress(
                 scenario, fleet, record_intervals=trace, on_progress=lambda: progress.advance(task)
             )
         )
-
-
-def _build_fleet(scenario: Scenario, scenario_path: Path) -> list[FleetMember]:
-    """The fleet; a profile that is not found is reported against the scenario's device."""
-    scenario_dir = scenario_path.resolve().parent
-    for i, spec in enumerate(scenario.devices):
-        try:
-            load_profile(spec.profile, scenario_dir)
-        except InputError as exc:
-            if exc.path is not None:
-                raise
-            raise InputError(scenario_path, f"devices.{i}.profile", exc.problem) from None
-    return build_fleet(scenario, scenario_dir)
 
 
 def _reference_path(scenario: Scenario, scenario_path: Path) -> Path | None:

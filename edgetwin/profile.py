@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError
 
 from edgetwin.errors import InputError
-from edgetwin.scenario import (
+from edgetwin.schema import (
     NonNegativeFloat,
     PositiveFloat,
     Strict,

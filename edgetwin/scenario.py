@@ -13,20 +13,26 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    model_validator,
+)
 
 from edgetwin.errors import InputError
-
-PositiveFloat = Annotated[float, Field(gt=0)]
-NonNegativeFloat = Annotated[float, Field(ge=0)]
-PositiveInt = Annotated[int, Field(gt=0)]
-
-
-class Strict(BaseModel):
-    """Base: unknown keys are errors, instances are immutable."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+from edgetwin.profile import DeviceProfile
+from edgetwin.schema import (
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    Strict,
+    read_yaml_mapping,
+    validation_error,
+)
 
 MODEL_PRESETS: dict[str, dict[str, Any]] = {
     "vit_b16": dict(
@@ -152,11 +158,22 @@ class Availability(Strict):
     start_up: bool = True
 
 
+def _profile_kind(value: Any) -> str:
+    return "profile_inline" if isinstance(value, dict | DeviceProfile) else "profile_name"
+
+
+ProfileRef = Annotated[
+    Annotated[Annotated[str, Field(min_length=1)], Tag("profile_name")]
+    | Annotated[DeviceProfile, Tag("profile_inline")],
+    Discriminator(_profile_kind),
+]
+
+
 class DeviceSpec(Strict):
-    """One device class of the fleet: a profile (name or file) and overrides."""
+    """One device class of the fleet: a profile (shipped name, file, or inline) and overrides."""
 
     name: str = Field(min_length=1)
-    profile: str = Field(min_length=1)
+    profile: ProfileRef
     count: PositiveInt = 1
     ram_mb: PositiveFloat | None = None
     battery_wh: PositiveFloat | None = None
@@ -304,50 +321,12 @@ def load_scenario(path: Path, overrides: Sequence[str] = ()) -> Scenario:
     return validate_scenario(raw, path)
 
 
-def read_yaml_mapping(path: Path) -> dict[str, Any]:
-    """A YAML file whose top level is a mapping, or an InputError."""
-    if not path.is_file():
-        raise InputError(path, None, "file not found")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(path, None, f"malformed YAML{where}: {problem}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(path, None, f"cannot read: {exc}") from None
-    if not isinstance(data, dict):
-        raise InputError(path, None, "the top level must be a mapping of keys to values")
-    return data
-
-
 def validate_scenario(raw: dict[str, Any], path: Path) -> Scenario:
     """Validate a raw mapping; the first error becomes one InputError."""
     try:
         return Scenario.model_validate(raw)
     except ValidationError as exc:
         raise validation_error(exc, path) from None
-
-
-def validation_error(exc: ValidationError, path: Path | str) -> InputError:
-    """The first pydantic error as an InputError naming its field."""
-    error = exc.errors()[0]
-    loc = [str(part) for part in error["loc"] if not _is_union_tag(part)]
-    field = ".".join(loc) or None
-    message = error["msg"].removeprefix("Value error, ")
-    if error["type"] == "extra_forbidden":
-        message = "unknown key"
-    elif error["type"] == "missing":
-        message = "required key is missing"
-    if "input" in error and error["type"] not in ("missing", "extra_forbidden"):
-        shown = repr(error["input"])
-        message += f" (got {shown[:60]})" if len(shown) <= 60 else ""
-    return InputError(path, field, message)
-
-
-def _is_union_tag(part: object) -> bool:
-    return isinstance(part, str) and part in ("constant", "exponential", "weibull", "lognormal")
 
 
 def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:

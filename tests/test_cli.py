@@ -252,3 +252,48 @@ def test_failed_configurations_are_reported_not_crashed(tiny: Path, tmp_path: Pa
     run(tiny, out, "--set", "devices.0.ram_mb=1")
     assert all((out / name).is_file() for name in OUTPUTS)
     assert all(r["status"].startswith("out of memory") for r in rows(out))
+
+
+def test_inline_profile_runs_like_the_same_profile_from_a_file(tmp_path: Path) -> None:
+    from edgetwin.profile import load_profile
+
+    profile = load_profile("jetson_orin_nano").model_dump(mode="json")
+    profile["compute"]["throughput_gflops"] = 300.0
+    text = yaml.safe_dump(
+        {
+            "name": "inline",
+            "devices": [{"name": "board", "count": 2, "profile": profile}],
+            "strategies": [{"name": "single"}, {"name": "voltage"}],
+            "sweeps": [{"batch": [4]}],
+        }
+    )
+    scenario = tmp_path / "inline.yaml"
+    scenario.write_text(text)
+    (tmp_path / "slow.yaml").write_text(yaml.safe_dump(profile))
+    by_file = tmp_path / "by_file.yaml"
+    devices = [{"name": "board", "count": 2, "profile": "slow.yaml"}]
+    by_file.write_text(yaml.safe_dump({**yaml.safe_load(text), "devices": devices}))
+    assert main(["run", str(scenario), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert main(["run", str(by_file), "--out", str(tmp_path / "b"), "--quiet"]) == 0
+    a = (tmp_path / "a" / "results.csv").read_text().replace("inline", "X")
+    b = (tmp_path / "b" / "results.csv").read_text().replace("inline", "X")
+    assert a == b
+
+
+def test_inline_profile_with_a_bad_field_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = {"name": "p", "ram_mb": -1}
+    scenario = tmp_path / "bad.yaml"
+    scenario.write_text(
+        yaml.safe_dump(
+            {
+                "name": "bad",
+                "devices": [{"name": "d", "profile": profile}],
+                "strategies": [{"name": "single"}],
+            }
+        )
+    )
+    assert main(["run", str(scenario), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "devices.0.profile.ram_mb" in err and "bad.yaml" in err

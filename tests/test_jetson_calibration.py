@@ -22,7 +22,7 @@ REFERENCE = REPO / "data/reference/prism-jetson/measurements.csv"
 @pytest.fixture(scope="module")
 def jetson_rows() -> list[ResultRow]:
     scenario = load_scenario(SCENARIO)
-    return [o.row for o in run_scenario(scenario, build_fleet(scenario, SCENARIO.parent))]
+    return [o.row for o in run_scenario(scenario, build_fleet(scenario, SCENARIO))]
 
 
 def lookup(
@@ -88,7 +88,7 @@ def test_unmeasured_batches_and_more_boards_come_from_the_model() -> None:
             "strategies=[{name: prism, segments: 10}, {name: voltage}]",
         ],
     )
-    rows = [o.row for o in run_scenario(scenario, build_fleet(scenario, SCENARIO.parent))]
+    rows = [o.row for o in run_scenario(scenario, build_fleet(scenario, SCENARIO))]
     assert all(r.status == "ok" for r in rows)
     prism = {r.devices: r for r in rows if r.strategy == "prism"}
     # more boards: fewer FLOPs per board, more bytes on the air

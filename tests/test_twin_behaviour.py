@@ -22,13 +22,13 @@ def jetson_scenario(**overrides: object) -> Scenario:
 
 
 def rows_of(scenario: Scenario) -> list[dict[str, object]]:
-    fleet = build_fleet(scenario, REPO / "scenarios")
+    fleet = build_fleet(scenario, REPO / "scenarios/prism_jetson.yaml")
     return [asdict(o.row) for o in run_scenario(scenario, fleet)]
 
 
 def test_energy_is_power_times_time_in_each_state() -> None:
     scenario = load_scenario(REPO / "scenarios/prism_jetson.yaml", ["devices.0.count=4"])
-    fleet = build_fleet(scenario, REPO / "scenarios")
+    fleet = build_fleet(scenario, REPO / "scenarios/prism_jetson.yaml")
     for strategy, devices in (("voltage", 4), ("prism", 3), ("tensor_parallel", 2)):
         config = configurations(scenario)[0].model_copy(
             update={"strategy": strategy, "devices": devices, "batch": 4, "segments": 10}
@@ -47,7 +47,7 @@ def test_energy_is_power_times_time_in_each_state() -> None:
 
 def test_bytes_sent_equal_bytes_received_and_match_the_exchange() -> None:
     scenario = jetson_scenario()
-    fleet = build_fleet(scenario, REPO / "scenarios")
+    fleet = build_fleet(scenario, REPO / "scenarios/prism_jetson.yaml")
     config = configurations(scenario)[0].model_copy(
         update={"strategy": "prism", "devices": 2, "batch": 2, "segments": 10}
     )

@@ -25,15 +25,8 @@ from edgetwin.comparison import compare_to_reference, key_label
 from edgetwin.errors import InputError
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import parse_number, read_table
-from edgetwin.scenario import (
-    Configuration,
-    DeviceSpec,
-    Scenario,
-    Strict,
-    load_scenario,
-    read_yaml_mapping,
-    validation_error,
-)
+from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
+from edgetwin.schema import Strict, read_yaml_mapping, validation_error
 from edgetwin.sim.device import STATES
 from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
 
@@ -158,7 +151,7 @@ def fit_profile(spec_path: Path, command: str) -> DeviceProfile:
 
 
 def _simulate(scenario: Scenario, profile: DeviceProfile, config: Configuration) -> RunOutcome:
-    spec = DeviceSpec(name="dev", profile=profile.name, count=config.devices)
+    spec = DeviceSpec(name="dev", profile=profile, count=config.devices)
     fleet = [FleetMember(f"dev-{i}", spec, profile) for i in range(config.devices)]
     return simulate(scenario, fleet, config, index=0, rep=0)
 

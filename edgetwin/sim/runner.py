@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import simpy
 
+from edgetwin.errors import InputError
 from edgetwin.profile import MB, DeviceProfile, load_profile
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, configurations
@@ -40,15 +41,27 @@ class RunOutcome:
     bytes_received: float
 
 
-def build_fleet(scenario: Scenario, scenario_dir: Path | None) -> list[FleetMember]:
-    """Expand device classes into members, loading each profile once."""
+def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMember]:
+    """Expand device classes into members; profile paths are relative to the scenario file."""
     members = []
-    for spec in scenario.devices:
-        profile = load_profile(spec.profile, scenario_dir)
-        for i in range(spec.count):
-            name = spec.name if spec.count == 1 else f"{spec.name}-{i}"
+    for i, spec in enumerate(scenario.devices):
+        profile = _device_profile(spec, i, scenario_path)
+        for k in range(spec.count):
+            name = spec.name if spec.count == 1 else f"{spec.name}-{k}"
             members.append(FleetMember(name, spec, profile))
     return members
+
+
+def _device_profile(spec: DeviceSpec, index: int, scenario_path: Path | None) -> DeviceProfile:
+    if isinstance(spec.profile, DeviceProfile):
+        return spec.profile
+    base = None if scenario_path is None else scenario_path.resolve().parent
+    try:
+        return load_profile(spec.profile, base)
+    except InputError as exc:
+        if exc.path is not None:  # the profile file itself is wrong: it names itself
+            raise
+        raise InputError(scenario_path, f"devices.{index}.profile", exc.problem) from None
 
 
 def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | None, float | None]:
