@@ -34,60 +34,17 @@ from edgetwin.schema import (
     validation_error,
 )
 
+_PRESET_FIELDS = ("tokens", "width", "blocks", "heads", "patch_size", "channels", "classes")
+_PRESET_VALUES = {
+    "vit_b16": (197, 768, 12, 12, 16, 3, 10),
+    "vit_l16": (197, 1024, 24, 16, 16, 3, 10),
+    "bert_base": (128, 768, 12, 12, 0, 0, 2),
+    "gpt2_small": (1024, 768, 12, 12, 0, 0, 2),
+    "gpt2_medium": (1024, 1024, 24, 16, 0, 0, 2),
+    "gpt2_large": (1024, 1280, 36, 20, 0, 0, 2),
+}
 MODEL_PRESETS: dict[str, dict[str, Any]] = {
-    "vit_b16": dict(
-        tokens=197,
-        width=768,
-        blocks=12,
-        heads=12,
-        mlp_ratio=4,
-        patch_size=16,
-        channels=3,
-        classes=10,
-    ),
-    "vit_l16": dict(
-        tokens=197,
-        width=1024,
-        blocks=24,
-        heads=16,
-        mlp_ratio=4,
-        patch_size=16,
-        channels=3,
-        classes=10,
-    ),
-    "bert_base": dict(
-        tokens=128, width=768, blocks=12, heads=12, mlp_ratio=4, patch_size=0, channels=0, classes=2
-    ),
-    "gpt2_small": dict(
-        tokens=1024,
-        width=768,
-        blocks=12,
-        heads=12,
-        mlp_ratio=4,
-        patch_size=0,
-        channels=0,
-        classes=2,
-    ),
-    "gpt2_medium": dict(
-        tokens=1024,
-        width=1024,
-        blocks=24,
-        heads=16,
-        mlp_ratio=4,
-        patch_size=0,
-        channels=0,
-        classes=2,
-    ),
-    "gpt2_large": dict(
-        tokens=1024,
-        width=1280,
-        blocks=36,
-        heads=20,
-        mlp_ratio=4,
-        patch_size=0,
-        channels=0,
-        classes=2,
-    ),
+    name: dict(zip(_PRESET_FIELDS, values, strict=True)) for name, values in _PRESET_VALUES.items()
 }
 
 
