@@ -1,0 +1,1 @@
+"""Policies: scheduling and selection, shared by the twin and the real code paths."""
