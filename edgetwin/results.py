@@ -15,6 +15,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from edgetwin.atomic import write_text_atomic
 
@@ -51,10 +52,26 @@ class ResultRow:
     status: str = "ok"
     bytes_sent: int = 0
     gflops_per_device: float | None = None
+    # real code paths (mode local / emu)
+    max_abs_diff_vs_single: float | None = None
+    top1_agreement_vs_single: float | None = None
+    # crowd runs (CROWDio pipeline)
+    inputs: int | None = None
+    stages: int | None = None
+    scheduler: str | None = None
+    peak_rss_mb: float | None = None
+    battery_mah: float | None = None
+    cold_loads: int | None = None
+    warm_loads: int | None = None
+    evictions: int | None = None
+    bytes_moved: int | None = None
+    tasks_redispatched: int | None = None
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
-REQUIRED_COLUMNS: tuple[str, ...] = COLUMNS[:15]
+_FIELD_TYPES = {f.name: str(f.type) for f in fields(ResultRow)}
+REQUIRED_COLUMNS: tuple[str, ...] = (*COLUMNS[:15], "status", "bytes_sent", "gflops_per_device")
+OPTIONAL_COLUMNS: tuple[str, ...] = COLUMNS[len(REQUIRED_COLUMNS) :]
 TIMING_COLUMNS = ("compute_ms", "staging_ms", "comm_ms", "total_ms", "per_sample_ms")
 
 
@@ -67,12 +84,18 @@ def _format(value: object) -> str:
 
 
 def write_results(path: Path, rows: Iterable[ResultRow]) -> None:
-    """Write rows atomically, floats to 7 significant digits (stable across runs)."""
+    """Write rows atomically, floats to 7 significant digits (stable across runs).
+
+    Optional columns (real-run and crowd columns) appear only when some row has a value.
+    """
+    records = [asdict(row) for row in rows]
+    used = [c for c in OPTIONAL_COLUMNS if any(r[c] is not None for r in records)]
+    columns = [*REQUIRED_COLUMNS, *used]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(COLUMNS)
-    for row in rows:
-        writer.writerow([_format(v) for v in asdict(row).values()])
+    writer.writerow(columns)
+    for record in records:
+        writer.writerow([_format(record[c]) for c in columns])
     write_text_atomic(path, buffer.getvalue())
 
 
@@ -113,7 +136,19 @@ def parse_result(record: Mapping[str, str]) -> ResultRow:
         status=record.get("status") or "ok",
         bytes_sent=int(parse_number(record.get("bytes_sent")) or 0),
         gflops_per_device=parse_number(record.get("gflops_per_device")),
+        **{c: _optional(c, record.get(c)) for c in OPTIONAL_COLUMNS},
     )
+
+
+def _optional(column: str, text: str | None) -> Any:
+    """An optional column's cell, typed as the ResultRow field says."""
+    if text is None or text == "":
+        return None
+    kind = _FIELD_TYPES[column]
+    if "str" in kind:
+        return text
+    value = float(text)
+    return int(value) if kind.startswith("int") else value
 
 
 def _number_or_nan(text: str | None) -> float:
