@@ -72,7 +72,6 @@ COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
 _FIELD_TYPES = {f.name: str(f.type) for f in fields(ResultRow)}
 REQUIRED_COLUMNS: tuple[str, ...] = (*COLUMNS[:15], "status", "bytes_sent", "gflops_per_device")
 OPTIONAL_COLUMNS: tuple[str, ...] = COLUMNS[len(REQUIRED_COLUMNS) :]
-TIMING_COLUMNS = ("compute_ms", "staging_ms", "comm_ms", "total_ms", "per_sample_ms")
 
 
 def _format(value: object) -> str:
@@ -119,7 +118,6 @@ def read_results(path: Path) -> list[ResultRow]:
 
 def parse_result(record: Mapping[str, str]) -> ResultRow:
     """One record of ``results.csv`` (as read by ``read_table``) as a ResultRow."""
-    timings = {name: _number_or_nan(record.get(name)) for name in TIMING_COLUMNS}
     segments = parse_number(record.get("segments"))
     return ResultRow(
         scenario=record["scenario"],
@@ -131,7 +129,11 @@ def parse_result(record: Mapping[str, str]) -> ResultRow:
         cr=parse_number(record.get("cr")),
         segments=None if segments is None else int(segments),
         rep=int(float(record["rep"])),
-        **timings,
+        compute_ms=_number_or_nan(record.get("compute_ms")),
+        staging_ms=_number_or_nan(record.get("staging_ms")),
+        comm_ms=_number_or_nan(record.get("comm_ms")),
+        total_ms=_number_or_nan(record.get("total_ms")),
+        per_sample_ms=_number_or_nan(record.get("per_sample_ms")),
         energy_j=parse_number(record.get("energy_j")),
         status=record.get("status") or "ok",
         bytes_sent=int(parse_number(record.get("bytes_sent")) or 0),
