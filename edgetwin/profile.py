@@ -67,10 +67,19 @@ class StagingParams(Strict):
 
 
 class NetworkParams(Strict):
-    """The device's network stack: cost per message and achieved share of the link rate."""
+    """The device's network stack: cost per message, achieved share of the link, limits.
+
+    ``stack_mbps``: the most the stack sends whatever the link allows (and the
+    rate a token bucket's burst runs at); ``loss_window_kb`` and
+    ``loss_goodput``: beyond that many bytes of one message, only that share of
+    the link time carries new data.
+    """
 
     message_overhead_ms: NonNegativeFloat
     bandwidth_efficiency: Annotated[float, Field(gt=0, le=2)] = 1.0
+    stack_mbps: PositiveFloat | None = None
+    loss_window_kb: PositiveFloat | None = None
+    loss_goodput: Annotated[float, Field(gt=0, le=1)] = 1.0
 
 
 class PowerParams(Strict):

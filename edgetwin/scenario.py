@@ -148,6 +148,7 @@ class NetworkSpec(Strict):
     bandwidth_mbps: PositiveFloat = 400
     latency_ms: NonNegativeFloat = 0
     medium: Literal["dedicated", "shared"] = "dedicated"
+    burst_kb: PositiveFloat | None = None  # token bucket (tc htb burst); None: none
     schedule: tuple[BandwidthStep, ...] = ()
 
 
@@ -203,6 +204,7 @@ class Scenario(Strict):
     repetitions: PositiveInt = 1
     noise_cv: Annotated[float, Field(ge=0, le=1)] = 0
     input_source: Literal["terminal", "replicated"] = "terminal"
+    warmup_batches: Annotated[int, Field(ge=0, le=100)] = 0
     model: ModelSpec = ModelSpec()
     devices: tuple[DeviceSpec, ...] = Field(min_length=1)
     network: NetworkSpec = NetworkSpec()

@@ -136,3 +136,53 @@ def test_channel_finishes_late_in_a_long_run_despite_clock_rounding() -> None:
     done = channel.send(1.0)  # 8 bits at 1 bit/ms
     env.run(until=done)
     assert env.now == pytest.approx(1e9 + 8)
+
+
+def finish_times(
+    channel: Channel, sends: list[tuple[float, float]], **kwargs: float
+) -> list[float]:
+    """Send (at_ms, nbytes) pairs on ``channel``; the time each one finishes."""
+    env = channel.env
+    done: list[float] = [0.0] * len(sends)
+
+    def sender(i: int, at_ms: float, nbytes: float) -> simpy.events.ProcessGenerator:
+        yield env.timeout(at_ms)
+        yield channel.send(nbytes, **kwargs)
+        done[i] = env.now
+
+    for i, (at_ms, nbytes) in enumerate(sends):
+        env.process(sender(i, at_ms, nbytes))
+    env.run()
+    return done
+
+
+def test_stack_rate_caps_a_faster_link() -> None:
+    channel = Channel(simpy.Environment(), capacity_mbps=1.0, stack_mbps=0.5)
+    assert finish_times(channel, [(0, 125)]) == pytest.approx([2.0])  # 1000 bits at 500 bit/ms
+
+
+def test_token_bucket_bursts_at_the_stack_rate_then_refills() -> None:
+    channel = Channel(simpy.Environment(), 1.0, burst_bytes=250, stack_mbps=4.0)
+    # 8000 bits: 4000 bit/ms while 2000 bits of tokens drain at 3000 bit/ms (2/3 ms,
+    # 2667 bits sent), the other 5333 bits at 1000 bit/ms: done at 6 ms, not 8.
+    # Idle until 7 ms refills 1000 bits; the next 1000 bits go at 4000 bit/ms: 0.25 ms.
+    assert finish_times(channel, [(0, 1000), (7, 125)]) == pytest.approx([6.0, 7.25])
+
+
+def test_loss_window_slows_what_a_message_sends_beyond_it() -> None:
+    channel = Channel(simpy.Environment(), capacity_mbps=1.0)
+    # 800 bits inside the window at 1000 bit/ms, the next 800 at half goodput
+    times = finish_times(channel, [(0, 200)], window_bytes=100, loss_goodput=0.5)
+    assert times == pytest.approx([2.4])
+
+
+def test_warmup_batches_are_run_but_not_measured(toy_profile_path: Path) -> None:
+    cold = toy_scenario(toy_profile_path)
+    warm = toy_scenario(toy_profile_path, warmup_batches=2)
+    fleet = build_fleet(cold, None)
+    config = configurations(cold)[0]
+    cold_out = simulate(cold, fleet, config, 0, 0, record_intervals=True)
+    warm_out = simulate(warm, fleet, config, 0, 0, record_intervals=True)
+    assert warm_out.row.total_ms == pytest.approx(cold_out.row.total_ms)
+    assert warm_out.row.energy_j == pytest.approx(cold_out.row.energy_j)
+    assert min(i.start_ms for i in warm_out.intervals) == pytest.approx(2 * cold_out.row.total_ms)

@@ -26,7 +26,7 @@ def run_collective(
     """Run one collective to completion over ``devices`` (rank order)."""
     for step in _steps(kind, piece_bytes):
         transfers = [
-            env.process(_send(network, devices[src], devices[dst], nbytes))
+            env.process(network.transfer(devices[src].name, devices[dst].name, nbytes))
             for src, dst, nbytes in step
             if nbytes > 0
         ]
@@ -47,12 +47,3 @@ def _steps(kind: str, piece_bytes: Sequence[float]) -> list[list[tuple[int, int,
         chunk = piece_bytes[0] / ranks
         return [[(i, (i + 1) % ranks, chunk) for i in range(ranks)] for _ in range(2 * (ranks - 1))]
     raise ValueError(f"unknown collective {kind!r}")
-
-
-def _send(
-    network: Network, src: Device, dst: Device, nbytes: float
-) -> Generator[simpy.Event, object, None]:
-    params = src.profile.network
-    yield from network.transfer(
-        src.name, dst.name, nbytes, params.message_overhead_ms, params.bandwidth_efficiency
-    )

@@ -112,6 +112,13 @@ class Device:
                 )
         self._since_ms = now
 
+    def start_measuring(self) -> None:
+        """Forget the time, energy and intervals booked so far (after warm-up)."""
+        self._book()
+        self.energy_j = {state: 0.0 for state in STATES}
+        self.time_ms = {state: 0.0 for state in STATES}
+        self.intervals.clear()
+
     def close(self) -> None:
         """Book the time up to now (call at the end of a run)."""
         self._book()

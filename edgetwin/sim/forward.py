@@ -53,6 +53,7 @@ class Forward:
     blocks: int
     row_bytes: int  # bytes of one token row (width x bytes per element)
     jitter: Callable[[], float] = lambda: 1.0
+    start_ms: float = 0.0
     times: list[RankTimes] = field(default_factory=list)
     _rendezvous: dict[tuple[int, int], _Rendezvous] = field(default_factory=dict)
 

@@ -1,53 +1,98 @@
 """The network of the twin: fluid processor-sharing channels and transfers.
 
-A channel has a capacity (Mbps) that may change during a run; every flow
-active on it at once gets an equal share (WiFi airtime on a shared medium, a
-NIC's uplink on a dedicated link). A transfer pays the per-message latency
-first, then moves its bits through its channel.
+A channel serves bits at its link rate, split equally among the flows active
+on it (WiFi airtime on a shared medium, a NIC's uplink on a dedicated link).
+The rate may change during a run (a bandwidth schedule). Three optional
+pieces of real links and stacks shape it further:
+
+- a token bucket (tc htb ``burst``): while it holds tokens the channel may
+  send at the sender's stack rate, above the configured rate; tokens refill
+  at the configured rate, so the long-run rate never exceeds it;
+- a stack rate: the most the sending software stack pushes, whatever the
+  link allows (GLOO over loopback, say);
+- a loss window: once a flow has sent that many bytes, only a fraction of the
+  link time it uses carries new data (queue overflow and retransmission on a
+  shallow shaped queue).
+
+A transfer pays the per-message latency and overhead first, then moves its
+bits through the sender's channel.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import count
 
 import simpy
 
+from edgetwin.profile import NetworkParams
 from edgetwin.scenario import NetworkSpec
 
 BITS_PER_BYTE = 8
-TOLERANCE_MS = 1e-9  # a flow this close to done is done (float rounding)
+TOLERANCE_MS = 1e-9  # an event this close is now (float rounding)
 
 
 @dataclass
 class _Flow:
     remaining_bits: float
+    sent_bits: float
     efficiency: float
+    window_bits: float
+    loss_goodput: float
     done: simpy.Event
 
+    def goodput_factor(self) -> float:
+        inside = self.sent_bits < self.window_bits
+        return self.efficiency * (1.0 if inside else self.loss_goodput)
 
-@dataclass(eq=False)
+
 class Channel:
-    """A link or a shared medium: capacity split equally among active flows."""
+    """A link or a shared medium: link time split equally among active flows."""
 
-    env: simpy.Environment
-    capacity_mbps: float
-    name: str = "channel"
-    _flows: dict[int, _Flow] = field(default_factory=dict)
-    _ids: count[int] = field(default_factory=count)
-    _last_update_ms: float = 0.0
-    _generation: int = 0
-    bits_delivered: float = 0.0
+    def __init__(
+        self,
+        env: simpy.Environment,
+        capacity_mbps: float,
+        name: str = "channel",
+        burst_bytes: float | None = None,
+        stack_mbps: float | None = None,
+    ) -> None:
+        self.env = env
+        self.capacity_mbps = capacity_mbps
+        self.name = name
+        self.burst_bits = 0.0 if burst_bytes is None else burst_bytes * BITS_PER_BYTE
+        self.bucket_bits = self.burst_bits
+        self.stack_mbps = math.inf if stack_mbps is None else stack_mbps
+        self.bits_delivered = 0.0
+        self._flows: dict[int, _Flow] = {}
+        self._ids = count()
+        self._last_update_ms = env.now
+        self._generation = 0
 
-    def send(self, nbytes: float, efficiency: float = 1.0) -> simpy.Event:
+    def send(
+        self,
+        nbytes: float,
+        efficiency: float = 1.0,
+        window_bytes: float = math.inf,
+        loss_goodput: float = 1.0,
+    ) -> simpy.Event:
         """An event that fires when ``nbytes`` have crossed the channel."""
         done = self.env.event()
         if nbytes <= 0:
             done.succeed()
             return done
         self._advance()
-        self._flows[next(self._ids)] = _Flow(nbytes * BITS_PER_BYTE, efficiency, done)
+        flow = _Flow(
+            nbytes * BITS_PER_BYTE,
+            0.0,
+            efficiency,
+            window_bytes * BITS_PER_BYTE,
+            loss_goodput,
+            done,
+        )
+        self._flows[next(self._ids)] = flow
         self._reschedule()
         return done
 
@@ -60,40 +105,77 @@ class Channel:
     def active_flows(self) -> int:
         return len(self._flows)
 
-    def _rate_bits_per_ms(self, flow: _Flow) -> float:
-        return self.capacity_mbps * 1e3 * flow.efficiency / len(self._flows)
+    # ------------------------------------------------------------ rates
+    def _refill_bits_per_ms(self) -> float:
+        return self.capacity_mbps * 1e3
 
+    def _link_bits_per_ms(self) -> float:
+        """Link time in use: the stack rate while tokens last, else the configured rate."""
+        bursting = math.isfinite(self.stack_mbps) and self.stack_mbps > self.capacity_mbps
+        if bursting and self.bucket_bits > 0:
+            return self.stack_mbps * 1e3
+        return min(self.capacity_mbps, self.stack_mbps) * 1e3
+
+    def _goodput_bits_per_ms(self, flow: _Flow) -> float:
+        return self._link_bits_per_ms() / len(self._flows) * flow.goodput_factor()
+
+    # ------------------------------------------------------------ fluid steps
     def _advance(self) -> None:
         elapsed_ms = self.env.now - self._last_update_ms
         self._last_update_ms = self.env.now
-        if elapsed_ms <= 0 or not self._flows:
+        if elapsed_ms <= 0:
             return
+        used_bits_per_ms = self._link_bits_per_ms() if self._flows else 0.0
         for flow in self._flows.values():
-            moved = min(flow.remaining_bits, self._rate_bits_per_ms(flow) * elapsed_ms)
+            moved = min(flow.remaining_bits, self._goodput_bits_per_ms(flow) * elapsed_ms)
             flow.remaining_bits -= moved
+            flow.sent_bits += moved
             self.bits_delivered += moved
+        net_refill = (self._refill_bits_per_ms() - used_bits_per_ms) * elapsed_ms
+        self.bucket_bits = min(self.burst_bits, max(0.0, self.bucket_bits + net_refill))
 
     def _reschedule(self) -> None:
-        finished = [k for k, f in self._flows.items() if self._is_done(f)]
-        for key in finished:
-            flow = self._flows.pop(key)
-            self.bits_delivered += flow.remaining_bits
-            flow.done.succeed()
+        self._snap_to_boundaries()
         self._generation += 1
         if not self._flows:
             return
-        wait_ms = min(self._finish_ms(f) for f in self._flows.values())
+        wait_ms = min(self._boundaries_ms())
         generation = self._generation
         wakeup = self.env.timeout(wait_ms)
         wakeup.callbacks.append(lambda _event: self._on_wakeup(generation))
 
-    def _is_done(self, flow: _Flow) -> bool:
-        """Done, up to float rounding of the flow or of the clock itself."""
-        finish_ms = self._finish_ms(flow)
-        return finish_ms <= TOLERANCE_MS or self.env.now + finish_ms == self.env.now
+    def _boundaries_ms(self) -> list[float]:
+        """Time to every state change: a flow ends or leaves its window, tokens run out."""
+        times = []
+        for flow in self._flows.values():
+            rate = self._goodput_bits_per_ms(flow)
+            times.append(flow.remaining_bits / rate)
+            if flow.sent_bits < flow.window_bits:
+                times.append((flow.window_bits - flow.sent_bits) / rate)
+        drain = self._link_bits_per_ms() - self._refill_bits_per_ms()
+        if self.bucket_bits > 0 and drain > 0:
+            times.append(self.bucket_bits / drain)
+        return times
 
-    def _finish_ms(self, flow: _Flow) -> float:
-        return flow.remaining_bits / self._rate_bits_per_ms(flow)
+    def _snap_to_boundaries(self) -> None:
+        """Settle what float rounding left a hair away from a boundary, then end done flows."""
+        drain = self._link_bits_per_ms() - self._refill_bits_per_ms()
+        if self._flows and drain > 0 and self._is_now(self.bucket_bits / drain):
+            self.bucket_bits = 0.0
+        for key in list(self._flows):
+            flow = self._flows[key]
+            rate = self._goodput_bits_per_ms(flow)
+            if flow.sent_bits < flow.window_bits and self._is_now(
+                (flow.window_bits - flow.sent_bits) / rate
+            ):
+                flow.sent_bits = flow.window_bits
+            if self._is_now(flow.remaining_bits / rate):
+                del self._flows[key]
+                self.bits_delivered += flow.remaining_bits
+                flow.done.succeed()
+
+    def _is_now(self, wait_ms: float) -> bool:
+        return wait_ms <= TOLERANCE_MS or self.env.now + wait_ms == self.env.now
 
     def _on_wakeup(self, generation: int) -> None:
         if generation == self._generation:
@@ -109,26 +191,34 @@ class Network:
         env: simpy.Environment,
         spec: NetworkSpec,
         bandwidth_mbps: float,
-        device_names: list[str],
+        stacks: dict[str, NetworkParams],
     ) -> None:
         self.env = env
         self.spec = spec
+        self.stacks = stacks
+        burst_bytes = None if spec.burst_kb is None else spec.burst_kb * 1024
         if spec.medium == "shared":
-            shared = Channel(env, bandwidth_mbps, "wifi")
-            self.channels = {name: shared for name in device_names}
+            slowest = min((s.stack_mbps or math.inf) for s in stacks.values())
+            shared = Channel(env, bandwidth_mbps, "wifi", burst_bytes, _finite(slowest))
+            self.channels = {name: shared for name in stacks}
         else:
-            self.channels = {n: Channel(env, bandwidth_mbps, f"{n}-uplink") for n in device_names}
-        self.bytes_sent: dict[str, float] = {name: 0.0 for name in device_names}
-        self.bytes_received: dict[str, float] = {name: 0.0 for name in device_names}
+            self.channels = {
+                name: Channel(env, bandwidth_mbps, f"{name}-uplink", burst_bytes, s.stack_mbps)
+                for name, s in stacks.items()
+            }
+        self.bytes_sent: dict[str, float] = {name: 0.0 for name in stacks}
+        self.bytes_received: dict[str, float] = {name: 0.0 for name in stacks}
         if spec.schedule:
             env.process(self._apply_schedule())
 
-    def transfer(
-        self, src: str, dst: str, nbytes: float, overhead_ms: float, efficiency: float
-    ) -> Generator[simpy.Event, object, None]:
+    def transfer(self, src: str, dst: str, nbytes: float) -> Generator[simpy.Event, object, None]:
         """Send ``nbytes`` from ``src`` to ``dst``: latency + overhead, then the bits."""
-        yield self.env.timeout(self.spec.latency_ms + overhead_ms)
-        yield self.channels[src].send(nbytes, efficiency)
+        stack = self.stacks[src]
+        yield self.env.timeout(self.spec.latency_ms + stack.message_overhead_ms)
+        window_bytes = math.inf if stack.loss_window_kb is None else stack.loss_window_kb * 1024
+        yield self.channels[src].send(
+            nbytes, stack.bandwidth_efficiency, window_bytes, stack.loss_goodput
+        )
         self.bytes_sent[src] += nbytes
         self.bytes_received[dst] += nbytes
 
@@ -138,3 +228,7 @@ class Network:
                 yield self.env.timeout(step.at_ms - self.env.now)
             for channel in dict.fromkeys(self.channels.values()):
                 channel.set_capacity(step.bandwidth_mbps)
+
+
+def _finite(value: float) -> float | None:
+    return None if math.isinf(value) else value

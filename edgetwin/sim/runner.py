@@ -104,23 +104,20 @@ def simulate(
     devices = [Device(env, m.name, m.profile, m.spec.ram_mb, m.spec.battery_wh) for m in members]
     for device in devices:
         device.record_intervals = record_intervals
-    network = Network(env, scenario.network, config.bandwidth_mbps, [d.name for d in devices])
+    stacks = {d.name: d.profile.network for d in devices}
+    network = Network(env, scenario.network, config.bandwidth_mbps, stacks)
     segments, cr = resolve_segments(scenario, config)
     work = plan(scenario.model, config.strategy, config.devices, segments, scenario.input_source)
     row_bytes = scenario.model.width * scenario.model.bytes_per_element
     status = _load_model(devices, work, config.batch, row_bytes)
-    forward = Forward(
-        env,
-        work,
-        devices,
-        network,
-        config.batch,
-        scenario.model.blocks,
-        row_bytes,
-        jitter=_jitter(rng, scenario.noise_cv),
-    )
+    jitter = _jitter(rng, scenario.noise_cv)
+    forwards = [
+        Forward(env, work, devices, network, config.batch, scenario.model.blocks, row_bytes, jitter)
+        for _ in range(scenario.warmup_batches + 1)
+    ]
+    forward = forwards[-1]
     if status == "ok":
-        status = _run_forward(env, forward, devices, members, rng)
+        status = _run_batches(env, forwards, devices, members, rng)
     for device in devices:
         device.close()
     row = _row(scenario, config, rep, segments, cr, forward, devices, network, work, status)
@@ -144,17 +141,18 @@ def _load_model(devices: list[Device], work: Plan, batch: int, row_bytes: int) -
     return "ok"
 
 
-def _run_forward(
+def _run_batches(
     env: simpy.Environment,
-    forward: Forward,
+    forwards: list[Forward],
     devices: list[Device],
     members: list[FleetMember],
     rng: np.random.Generator,
 ) -> str:
-    """Run the ranks to the end, or until a device leaves (the batch is then lost)."""
+    """Run warm-up batches, then the measured one (the last), unless a device leaves."""
     status = ["ok"]
+    running: list[simpy.Process] = []
 
-    def guarded(rank: int) -> Generator[simpy.Event, object, None]:
+    def guarded(forward: Forward, rank: int) -> Generator[simpy.Event, object, None]:
         try:
             yield from forward.rank_process(rank)
         except simpy.Interrupt as stop:
@@ -162,10 +160,8 @@ def _run_forward(
             if isinstance(cause, DeviceLeft) and status[0] == "ok":
                 status[0] = f"device lost: {cause}"
 
-    ranks = [env.process(guarded(rank)) for rank in range(len(devices))]
-
     def stop_all(cause: DeviceLeft) -> None:
-        for process in ranks:
+        for process in running:
             if process.is_alive and process is not env.active_process:
                 process.interrupt(cause)
 
@@ -173,7 +169,15 @@ def _run_forward(
         device.on_leave.append(stop_all)
         if member.spec.availability is not None:
             env.process(device.availability(member.spec.availability, rng))
-    env.run(until=env.all_of(ranks))
+    for forward in forwards:
+        if forward is forwards[-1]:
+            for device in devices:
+                device.start_measuring()
+        forward.start_ms = env.now
+        running[:] = [env.process(guarded(forward, rank)) for rank in range(len(devices))]
+        env.run(until=env.all_of(running))
+        if status[0] != "ok":
+            break
     return status[0]
 
 
@@ -199,7 +203,7 @@ def _row(
 ) -> ResultRow:
     terminal = forward.times[0]
     ok = status == "ok"
-    total_ms = max(t.finished_ms for t in forward.times) if ok else math.nan
+    total_ms = max(t.finished_ms for t in forward.times) - forward.start_ms if ok else math.nan
     gflops = [work.flops_per_sample(r, scenario.model.blocks) / 1e9 for r in range(len(devices))]
     return ResultRow(
         scenario=scenario.name,

@@ -1,0 +1,153 @@
+"""Checked CSV reading shared by the readers: header, row width and typed cells.
+
+Every problem is an InputError naming the file, the column (as the field)
+and the line, e.g. ``vit_latency.csv: field 'latency_ms': line 7: 'x' is not a number``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgetwin.errors import InputError
+
+
+def read_text(path: Path) -> str:
+    """A file's text (UTF-8, optional BOM); unreadable or non-UTF-8 bytes are InputErrors."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(path, None, f"line {line}: not UTF-8 text") from None
+
+
+def read_header(path: Path) -> list[str]:
+    """The column names of a CSV file's first line."""
+    try:
+        first = next(csv.reader(io.StringIO(read_text(path), newline="")), [])
+    except csv.Error as exc:
+        raise InputError(path, None, f"line 1: malformed CSV: {exc}") from None
+    return [name.strip() for name in first]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One data row: cells by column name, with typed, checked accessors."""
+
+    path: Path
+    line: int
+    cells: dict[str, str]
+
+    def error(self, column: str, problem: str) -> InputError:
+        return InputError(self.path, column, f"line {self.line}: {problem}")
+
+    def optional_text(self, column: str) -> str | None:
+        text = self.cells.get(column, "").strip()
+        return text or None
+
+    def text(self, column: str) -> str:
+        text = self.optional_text(column)
+        if text is None:
+            raise self.error(column, "empty cell")
+        return text
+
+    def choice(self, column: str, options: Collection[str]) -> str:
+        text = self.text(column)
+        if text not in options:
+            raise self.error(column, f"{text!r} is not one of {', '.join(sorted(options))}")
+        return text
+
+    def optional_number(
+        self, column: str, minimum: float | None = None, maximum: float | None = None
+    ) -> float | None:
+        text = self.optional_text(column)
+        if text is None:
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            raise self.error(column, f"{text[:40]!r} is not a number") from None
+        if not math.isfinite(value):
+            raise self.error(column, f"{text[:40]!r} is not a finite number")
+        if minimum is not None and value < minimum:
+            raise self.error(column, f"{value:g} is below the minimum {minimum:g}")
+        if maximum is not None and value > maximum:
+            raise self.error(column, f"{value:g} is above the maximum {maximum:g}")
+        return value
+
+    def number(
+        self, column: str, minimum: float | None = None, maximum: float | None = None
+    ) -> float:
+        value = self.optional_number(column, minimum, maximum)
+        if value is None:
+            raise self.error(column, "empty cell")
+        return value
+
+    def optional_integer(self, column: str, minimum: int | None = None) -> int | None:
+        value = self.optional_number(column, minimum)
+        if value is None:
+            return None
+        if not value.is_integer():
+            raise self.error(column, f"{value:g} is not a whole number")
+        try:
+            return int(self.cells[column])  # exact for large integers
+        except ValueError:
+            return int(value)
+
+    def integer(self, column: str, minimum: int | None = None) -> int:
+        value = self.optional_integer(column, minimum)
+        if value is None:
+            raise self.error(column, "empty cell")
+        return value
+
+
+def read_rows(path: Path, required: Sequence[str], optional: Sequence[str] = ()) -> list[Row]:
+    """Data rows of a CSV whose header has every ``required`` column.
+
+    Columns beyond ``required`` and ``optional`` are kept in ``Row.cells`` but not checked.
+    Blank lines are skipped; a file with no data row is an error.
+    """
+    text = read_text(path)
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        if not text.strip():
+            raise InputError(path, None, f"empty file; expected columns {', '.join(required)}")
+        header = [name.strip() for name in next(reader, [])]
+        if not any(header):
+            raise InputError(path, None, f"line 1: no header; expected {', '.join(required)}")
+        _check_header(path, header, required)
+        rows = []
+        for cells in reader:
+            if not cells:
+                continue
+            if len(cells) != len(header):
+                raise InputError(
+                    path,
+                    None,
+                    f"line {reader.line_num}: {len(cells)} cells, the header has {len(header)}",
+                )
+            rows.append(Row(path, reader.line_num, dict(zip(header, cells, strict=True))))
+    except csv.Error as exc:
+        raise InputError(path, None, f"line {reader.line_num}: malformed CSV: {exc}") from None
+    if not rows:
+        raise InputError(path, None, "no data rows after the header")
+    return rows
+
+
+def _check_header(path: Path, header: list[str], required: Sequence[str]) -> None:
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            raise InputError(path, name, "line 1: column appears twice in the header")
+        seen.add(name)
+    for name in required:
+        if name not in seen:
+            raise InputError(path, name, f"line 1: missing column (header: {', '.join(header)})")
