@@ -30,7 +30,10 @@ MB = 1e6
 class ComputeParams(Strict):
     """GPU kernel time and the host-side time that bounds a synchronised block.
 
-    gpu_ms = launch_floor_ms + flops / throughput. When a device synchronises
+    gpu_ms = launch_floor_ms + flops / throughput x (1 + rows_half_util / rows):
+    a kernel group over few rows (a small batch, a short partition) under-uses
+    the GPU; at ``rows_half_util`` rows it runs at half its throughput. When a
+    device synchronises
     with its peers every block (any distributed strategy), the block's host
     side (dispatch plus handling of the received tensors) can no longer run
     ahead of the GPU: the block takes max(gpu_ms, host_ms).
@@ -40,9 +43,11 @@ class ComputeParams(Strict):
     launch_floor_ms: NonNegativeFloat
     sync_host_ms: NonNegativeFloat
     sync_host_ms_per_mb: NonNegativeFloat
+    rows_half_util: NonNegativeFloat = 0.0
 
-    def gpu_ms(self, flops: float) -> float:
-        return self.launch_floor_ms + flops / (self.throughput_gflops * 1e6)
+    def gpu_ms(self, flops: float, rows: float) -> float:
+        utilisation_penalty = 1.0 + self.rows_half_util / max(rows, 1.0)
+        return self.launch_floor_ms + flops / (self.throughput_gflops * 1e6) * utilisation_penalty
 
     def sync_host_ms_for(self, received_bytes: float) -> float:
         return self.sync_host_ms + self.sync_host_ms_per_mb * received_bytes / MB

@@ -67,8 +67,9 @@ class Forward:
     def rank_process(self, rank: int) -> Generator[simpy.Event, object, None]:
         """Everything rank ``rank`` does in one forward."""
         device = self.devices[rank]
+        rows = self.plan.partition_tokens[rank]
         if self.plan.embed_flops_per_sample[rank] > 0:
-            yield from self._compute(rank, self.plan.embed_flops_per_sample[rank], "embed")
+            yield from self._compute(rank, self.plan.embed_flops_per_sample[rank], rows, "embed")
         if self.plan.scatter_rows is not None:
             yield from self._distribute_input(rank, self.plan.scatter_rows)
         for block in range(self.blocks):
@@ -76,11 +77,12 @@ class Forward:
                 yield from self._exchange(rank, (block, 0), self.plan.exchange_before_block)
             for index, step in enumerate(self.plan.block_steps[rank]):
                 host_ms = self._block_host_ms(rank, index)
-                yield from self._compute(rank, step.flops_per_sample, f"block {block}", host_ms)
+                label = f"block {block}"
+                yield from self._compute(rank, step.flops_per_sample, rows, label, host_ms)
                 if step.exchange_after is not None:
                     yield from self._exchange(rank, (block, index + 1), step.exchange_after)
         if rank == 0:
-            yield from self._compute(rank, self.plan.head_flops_per_sample, "head")
+            yield from self._compute(rank, self.plan.head_flops_per_sample, 1, "head")
         self.times[rank].finished_ms = self.env.now
         device.enter("idle")
 
@@ -93,10 +95,16 @@ class Forward:
         self.times[rank].add(phase, duration_ms)
 
     def _compute(
-        self, rank: int, flops_per_sample: float, label: str, host_ms: float = 0.0
+        self,
+        rank: int,
+        flops_per_sample: float,
+        rows_per_sample: int,
+        label: str,
+        host_ms: float = 0.0,
     ) -> Generator[simpy.Event, object, None]:
         """GPU work, then whatever the host side needs beyond it (the block takes the max)."""
-        gpu_ms = self.devices[rank].profile.compute.gpu_ms(flops_per_sample * self.batch)
+        compute = self.devices[rank].profile.compute
+        gpu_ms = compute.gpu_ms(flops_per_sample * self.batch, rows_per_sample * self.batch)
         yield from self._phase(rank, "compute", "compute", gpu_ms, label)
         if host_ms > gpu_ms:
             yield from self._phase(rank, "compute", "host", host_ms - gpu_ms, label)
