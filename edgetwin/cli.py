@@ -7,6 +7,7 @@ nothing half-written is left in the output folder.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import shutil
 import sys
@@ -16,12 +17,15 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from edgetwin.calibration.fit_reference import fit_profile
+from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_table
 from edgetwin.calibration.profile_io import write_profile
+from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_batch_out
 from edgetwin.errors import InputError
 from edgetwin.reports import write_report
+from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import write_results
 from edgetwin.scenario import Scenario, configurations, dump_resolved, load_scenario
+from edgetwin.schema import read_yaml_mapping
 from edgetwin.sim.runner import FleetMember, RunOutcome, build_fleet, run_scenario
 from edgetwin.sim.trace import chrome_trace
 
@@ -69,6 +73,13 @@ def _parser() -> argparse.ArgumentParser:
     calibrate.add_argument("spec", type=Path, help="calibration spec (YAML)")
     calibrate.add_argument("--out", type=Path, required=True, help="profile file to write")
     calibrate.set_defaults(handler=_calibrate)
+
+    validate = commands.add_parser(
+        "validate", help="leave-one-batch-out: refit without each batch and predict it"
+    )
+    validate.add_argument("spec", type=Path, help="calibration spec (YAML)")
+    validate.add_argument("--out", type=Path, required=True, help="output folder")
+    validate.set_defaults(handler=_validate)
     return parser
 
 
@@ -164,13 +175,47 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spec_kind(spec: Path) -> str:
+    kind = read_yaml_mapping(spec).get("kind", "table")
+    if kind not in ("table", "traces"):
+        raise InputError(spec, "kind", f"unknown calibration kind {kind!r}: table or traces")
+    return str(kind)
+
+
 def _calibrate(args: argparse.Namespace) -> int:
-    profile = fit_profile(args.spec, f"edgetwin calibrate {args.spec} --out {args.out}")
+    command = f"edgetwin calibrate {args.spec} --out {args.out}"
+    if _spec_kind(args.spec) == "traces":
+        profile = calibrate_from_traces(args.spec, command)
+    else:
+        profile = fit_profile(args.spec, command)
     write_profile(profile, args.out)
     medians = profile.fit.get("median_abs_error_pct", {})
     print(
         f"wrote {args.out}; median |error| %: " + ", ".join(f"{k} {v}" for k, v in medians.items())
     )
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    if _spec_kind(args.spec) == "traces":
+        points = leave_one_batch_out(args.spec)
+    else:
+        points = leave_one_batch_out_table(args.spec)
+    summary = summarise(points)
+    with _staging_dir(args.out) as staging:
+        with (staging / "validation.csv").open("w", newline="") as handle:
+            columns = ["metric", "point", "measured", "predicted", "error_pct"]
+            writer = csv.DictWriter(handle, columns, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(points)
+        (staging / "validation.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_validation_report(staging, f"edgetwin validation: {args.spec.name}", points)
+        _publish(staging, args.out)
+    for metric, stats in summary.items():
+        print(
+            f"{metric}: {stats['points']:.0f} held-out points, MAPE {stats['mape_pct']:.1f} %, "
+            f"median {stats['median_abs_error_pct']:.1f} %, max {stats['max_abs_error_pct']:.1f} %"
+        )
     return 0
 
 

@@ -63,12 +63,21 @@ class StagingParams(Strict):
     fixed_ms: NonNegativeFloat
     ms_per_mb: NonNegativeFloat
     size_exponent: Annotated[float, Field(gt=0, le=1.5)] = 1.0
+    concat_ms_per_mb: NonNegativeFloat = 0.0  # host-side concatenation of gathered pieces
+    # pageable host buffers above a size are mapped fresh (glibc's mmap threshold):
+    large_copy_kb: PositiveFloat | None = None
+    large_copy_ms: NonNegativeFloat = 0.0
+
+    def gathered_ms(self, nbytes: float) -> float:
+        """Concatenate gathered pieces on the host, then copy them host->GPU."""
+        return self.copy_ms(nbytes) + self.concat_ms_per_mb * nbytes / MB
 
     def copy_ms(self, nbytes: float) -> float:
         if nbytes <= 0:
             return 0.0
         scaled: float = (nbytes / MB) ** self.size_exponent
-        return self.fixed_ms + self.ms_per_mb * scaled
+        large = self.large_copy_kb is not None and nbytes > self.large_copy_kb * 1024
+        return self.fixed_ms + self.ms_per_mb * scaled + (self.large_copy_ms if large else 0.0)
 
 
 class NetworkParams(Strict):
@@ -85,6 +94,13 @@ class NetworkParams(Strict):
     stack_mbps: PositiveFloat | None = None
     loss_window_kb: PositiveFloat | None = None
     loss_goodput: Annotated[float, Field(gt=0, le=1)] = 1.0
+    large_message_kb: PositiveFloat | None = None  # messages above this pay large_message_ms
+    large_message_ms: NonNegativeFloat = 0.0
+
+    def overhead_ms(self, nbytes: float) -> float:
+        """Software cost of one message before its bits move."""
+        large = self.large_message_kb is not None and nbytes > self.large_message_kb * 1024
+        return self.message_overhead_ms + (self.large_message_ms if large else 0.0)
 
 
 class PowerParams(Strict):

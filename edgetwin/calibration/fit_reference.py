@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import ValidationError
@@ -24,7 +24,7 @@ from scipy.optimize import least_squares, nnls
 from edgetwin.comparison import compare_to_reference, key_label
 from edgetwin.errors import InputError
 from edgetwin.profile import DeviceProfile
-from edgetwin.results import parse_number, read_table
+from edgetwin.results import parse_number, read_table, row_key
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
 from edgetwin.schema import Strict, read_yaml_mapping, validation_error
 from edgetwin.sim.device import STATES
@@ -59,6 +59,7 @@ class ProfileFacts(Strict):
 class CalibrationSpec(Strict):
     """A calibration job: facts, the measured table and the scenario giving model and network."""
 
+    kind: Literal["table"] = "table"
     profile: ProfileFacts
     reference: str
     scenario: str
@@ -114,6 +115,57 @@ def fit_profile(spec_path: Path, command: str) -> DeviceProfile:
     scenario_path = (base / spec.scenario).resolve()
     scenario = load_scenario(scenario_path)
     measured = read_measured(reference)
+    profile = _fit_measured(spec, scenario, measured)
+    report = _residual_report(scenario, profile, measured, reference)
+    return profile.model_copy(
+        update={
+            "fit": {
+                "method": "scipy.optimize.least_squares on log errors of the twin's columns "
+                f"(total weighted {TOTAL_WEIGHT}); power by non-negative least squares",
+                "sources": [
+                    {"file": reference.name, "sha256": _sha256(reference)},
+                    {"file": scenario_path.name, "sha256": _sha256(scenario_path)},
+                ],
+                "command": command,
+                **report,
+            }
+        }
+    )
+
+
+def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
+    """Refit without each batch size of the measured table and predict that batch's rows."""
+    spec = load_spec(spec_path)
+    scenario = load_scenario((spec_path.parent / spec.scenario).resolve())
+    measured = read_measured((spec_path.parent / spec.reference).resolve())
+    points: list[dict[str, Any]] = []
+    for batch in sorted({row.config.batch for row in measured}):
+        kept = [row for row in measured if row.config.batch != batch]
+        profile = _fit_measured(spec, scenario, kept)
+        for row in measured:
+            if row.config.batch != batch:
+                continue
+            predicted = _simulate(scenario, profile, row.config).row
+            label = key_label(row_key({**row.config.model_dump(), "segments": row.config.segments}))
+            for metric, value in row.values.items():
+                if value > 0:
+                    estimate = float(getattr(predicted, metric))
+                    points.append(
+                        {
+                            "metric": metric,
+                            "point": label,
+                            "measured": value,
+                            "predicted": round(estimate, 4),
+                            "error_pct": round(100.0 * (estimate / value - 1.0), 2),
+                        }
+                    )
+    return points
+
+
+def _fit_measured(
+    spec: CalibrationSpec, scenario: Scenario, measured: list[MeasuredRow]
+) -> DeviceProfile:
+    """Timing parameters by least squares through the twin, then power (when energy is there)."""
     start = [p[3] for p in TIMING_PARAMETERS]
     bounds = ([p[1] for p in TIMING_PARAMETERS], [p[2] for p in TIMING_PARAMETERS])
 
@@ -131,23 +183,9 @@ def fit_profile(spec_path: Path, command: str) -> DeviceProfile:
 
     fit = least_squares(residuals, start, bounds=bounds, x_scale="jac", diff_step=1e-4)
     timing_only = _profile(spec.profile, fit.x, _unit_power())
-    power = _fit_power(scenario, timing_only, measured)
-    profile = _profile(spec.profile, fit.x, power)
-    report = _residual_report(scenario, profile, measured, reference)
-    return profile.model_copy(
-        update={
-            "fit": {
-                "method": "scipy.optimize.least_squares on log errors of the twin's columns "
-                f"(total weighted {TOTAL_WEIGHT}); power by non-negative least squares",
-                "sources": [
-                    {"file": reference.name, "sha256": _sha256(reference)},
-                    {"file": scenario_path.name, "sha256": _sha256(scenario_path)},
-                ],
-                "command": command,
-                **report,
-            }
-        }
-    )
+    has_energy = any(row.values.get("energy_j") for row in measured)
+    power = _fit_power(scenario, timing_only, measured) if has_energy else _unit_power()
+    return _profile(spec.profile, fit.x, power)
 
 
 def _simulate(scenario: Scenario, profile: DeviceProfile, config: Configuration) -> RunOutcome:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
+import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
@@ -44,22 +45,33 @@ def _summary(rows: Sequence[ResultRow]) -> str:
     return f"<ul class='summary'>{body}</ul>"
 
 
+def figure_html(fig: go.Figure) -> str:
+    """One figure as an HTML section (plotly.js is inlined once by ``page``)."""
+    body = pio.to_html(
+        fig,
+        full_html=False,
+        include_plotlyjs=False,
+        default_height=f"{HEIGHT_PX}px",
+        config={"displaylogo": False},
+    )
+    return f"<section class='figure'>{body}</section>"
+
+
+def page(title: str, body: str) -> str:
+    """A self-contained HTML page: styles and plotly.js inlined, works offline."""
+    return (
+        "<!DOCTYPE html>\n<html lang='en'>\n<head>"
+        f"<meta charset='utf-8'><title>{escape(title)}</title><style>{STYLE}</style>"
+        f"<script>{get_plotlyjs()}</script></head>\n<body>"
+        f"<h1>{escape(title)}</h1>{body}</body>\n</html>\n"
+    )
+
+
 def _figures_html(rows: Sequence[ResultRow], comparison: Comparison | None) -> str:
     figures = report_figures(average_reps(rows), comparison)
     if not figures:
         return "<p>No successful rows to plot.</p>"
-    return "".join(
-        "<section class='figure'>"
-        + pio.to_html(
-            fig,
-            full_html=False,
-            include_plotlyjs=False,
-            default_height=f"{HEIGHT_PX}px",
-            config={"displaylogo": False},
-        )
-        + "</section>"
-        for fig in figures
-    )
+    return "".join(figure_html(fig) for fig in figures)
 
 
 def _comparison_html(comparison: Comparison) -> str:
@@ -90,13 +102,7 @@ def _comparison_html(comparison: Comparison) -> str:
 def render_report(title: str, rows: Sequence[ResultRow], comparison: Comparison | None) -> str:
     """The report page as one HTML string, with plotly.js inlined once."""
     compared = "" if comparison is None else _comparison_html(comparison)
-    return (
-        "<!DOCTYPE html>\n<html lang='en'>\n<head>"
-        f"<meta charset='utf-8'><title>{escape(title)}</title><style>{STYLE}</style>"
-        f"<script>{get_plotlyjs()}</script></head>\n<body>"
-        f"<h1>{escape(title)}</h1>{_summary(rows)}{_figures_html(rows, comparison)}{compared}"
-        "</body>\n</html>\n"
-    )
+    return page(title, f"{_summary(rows)}{_figures_html(rows, comparison)}{compared}")
 
 
 def write_report(run_dir: Path, title: str | None = None) -> Path:

@@ -131,12 +131,13 @@ class Forward:
         own_bytes = exchange.rows_per_rank[rank] * self.batch * self.row_bytes
         yield from self._staging(rank, own_bytes, f"d2h {exchange.collective}")
         yield from self._collective(rank, key, exchange)
-        result_bytes = (
-            own_bytes
-            if exchange.collective == "allreduce"
-            else sum(exchange.rows_per_rank) * self.batch * self.row_bytes
-        )
-        yield from self._staging(rank, result_bytes, f"h2d {exchange.collective}")
+        staging = self.devices[rank].profile.staging
+        if exchange.collective == "allreduce":
+            h2d_ms = staging.copy_ms(own_bytes)
+        else:
+            h2d_ms = staging.gathered_ms(sum(exchange.rows_per_rank) * self.batch * self.row_bytes)
+        if h2d_ms > 0:
+            yield from self._phase(rank, "staging", "staging", h2d_ms, f"h2d {exchange.collective}")
 
     def _collective(
         self, rank: int, key: tuple[int, int], exchange: Exchange

@@ -214,7 +214,7 @@ class Network:
     def transfer(self, src: str, dst: str, nbytes: float) -> Generator[simpy.Event, object, None]:
         """Send ``nbytes`` from ``src`` to ``dst``: latency + overhead, then the bits."""
         stack = self.stacks[src]
-        yield self.env.timeout(self.spec.latency_ms + stack.message_overhead_ms)
+        yield self.env.timeout(self.spec.latency_ms + stack.overhead_ms(nbytes))
         window_bytes = math.inf if stack.loss_window_kb is None else stack.loss_window_kb * 1024
         yield self.channels[src].send(
             nbytes, stack.bandwidth_efficiency, window_bytes, stack.loss_goodput

@@ -31,8 +31,11 @@ def read_text(path: Path) -> str:
 
 def read_header(path: Path) -> list[str]:
     """The column names of a CSV file's first line."""
+    text = read_text(path)
+    if not text.strip():
+        raise InputError(path, None, "empty file")
     try:
-        first = next(csv.reader(io.StringIO(read_text(path), newline="")), [])
+        first = next(csv.reader(io.StringIO(text, newline="")), [])
     except csv.Error as exc:
         raise InputError(path, None, f"line 1: malformed CSV: {exc}") from None
     return [name.strip() for name in first]
@@ -91,6 +94,18 @@ class Row:
             raise self.error(column, "empty cell")
         return value
 
+    def optional_positive(self, column: str) -> float | None:
+        value = self.optional_number(column)
+        if value is not None and value <= 0:
+            raise self.error(column, f"{value:g} must be above 0")
+        return value
+
+    def positive(self, column: str) -> float:
+        value = self.optional_positive(column)
+        if value is None:
+            raise self.error(column, "empty cell")
+        return value
+
     def optional_integer(self, column: str, minimum: int | None = None) -> int | None:
         value = self.optional_number(column, minimum)
         if value is None:
@@ -116,10 +131,10 @@ def read_rows(path: Path, required: Sequence[str], optional: Sequence[str] = ())
     Blank lines are skipped; a file with no data row is an error.
     """
     text = read_text(path)
+    if not text.strip():
+        raise InputError(path, None, f"empty file; expected columns {', '.join(required)}")
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
-        if not text.strip():
-            raise InputError(path, None, f"empty file; expected columns {', '.join(required)}")
         header = [name.strip() for name in next(reader, [])]
         if not any(header):
             raise InputError(path, None, f"line 1: no header; expected {', '.join(required)}")

@@ -1,0 +1,236 @@
+"""Fit profile components from hardware traces, with bootstrap uncertainty.
+
+Each component has its own data and its own prediction, built from the same
+cost code the twin runs:
+
+- compute: encoder / whole-model latency vs batch and tokens -> the GPU time
+  of ``ComputeParams.gpu_ms`` summed over the model's kernel groups;
+- staging: the GPU->host and host->GPU phases of a staged exchange ->
+  ``StagingParams.copy_ms`` of the piece sent and of the gathered tensor;
+- network: the communication phase of a staged exchange -> the twin's own
+  ``Channel`` replaying the traced loop (the measured copies as gaps between
+  messages), so a token bucket and the stack rate act as they do in a run.
+
+Parameters are fitted by least squares on the log error of group means; the
+uncertainty comes from a bootstrap over repetitions (reps resampled within
+each group, the fit repeated). The parameter sets of the bootstrap are kept
+so the twin can sample them for prediction intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import simpy
+from scipy.optimize import least_squares
+
+from edgetwin.calibration.readers.gpu_bench import VitLatency
+from edgetwin.calibration.readers.staged_exchange import StagedExchange
+from edgetwin.profile import ComputeParams, NetworkParams, StagingParams
+from edgetwin.scenario import ModelSpec
+from edgetwin.sim.costs import block_flops, embed_flops
+from edgetwin.sim.network import Channel
+
+LOOPBACK_MBPS = 100_000.0  # nominal rate of an unshaped loopback/veth link: the stack limits
+MIN_STACK_MBPS = 10.0
+
+GroupKey = tuple[Any, ...]
+# name -> (lower, upper, start)
+Bounds = Mapping[str, tuple[float, float, float]]
+COMPUTE_BOUNDS: Bounds = {
+    "throughput_gflops": (10.0, 1e6, 20_000.0),
+    "launch_floor_ms": (0.0, 20.0, 0.2),
+    "rows_half_util": (0.0, 1e5, 50.0),
+}
+STAGING_BOUNDS: Bounds = {
+    "fixed_ms": (0.0, 20.0, 0.02),
+    "ms_per_mb": (1e-4, 100.0, 0.2),
+    "size_exponent": (0.3, 1.2, 0.9),
+    "concat_ms_per_mb": (0.0, 100.0, 0.05),
+    "large_copy_ms": (0.0, 50.0, 0.05),
+}
+NETWORK_BOUNDS: Bounds = {
+    "message_overhead_ms": (0.0, 20.0, 0.2),
+    "stack_mbps": (MIN_STACK_MBPS, 1e6, 2_000.0),
+    "loss_window_kb": (1.0, 1e6, 1_000.0),
+    "loss_goodput": (0.05, 1.0, 0.8),
+    "large_message_ms": (0.0, 50.0, 0.05),
+}
+
+
+@dataclass(frozen=True)
+class ComponentFit:
+    """Fitted parameters of one profile section, their bootstrap spread and residuals."""
+
+    section: str
+    params: dict[str, float]
+    stderr: dict[str, float]
+    samples: list[dict[str, float]]
+    residuals: list[dict[str, Any]]
+
+    def summary(self) -> dict[str, Any]:
+        errors = [abs(r["error_pct"]) for r in self.residuals]
+        return {
+            "params": self.params,
+            "stderr": self.stderr,
+            "median_abs_error_pct": round(float(np.median(errors)), 2),
+            "residuals": self.residuals,
+        }
+
+
+Predictor = Callable[[dict[str, float], GroupKey], float]
+
+
+def fit_groups(
+    section: str,
+    groups: Mapping[GroupKey, Sequence[float]],
+    predict: Predictor,
+    bounds: Bounds,
+    fixed: Mapping[str, float],
+    bootstrap: int,
+    rng: np.random.Generator,
+) -> ComponentFit:
+    """Least squares on group means, then a bootstrap over the reps of each group."""
+    names = [n for n in bounds if n not in fixed]
+    keys = list(groups)
+
+    def solve(means: Mapping[GroupKey, float]) -> dict[str, float]:
+        def residuals(x: np.ndarray) -> list[float]:
+            params = {**fixed, **dict(zip(names, map(float, x), strict=True))}
+            return [math.log(max(predict(params, k), 1e-12) / means[k]) for k in keys]
+
+        start = [bounds[n][2] for n in names]
+        limits = ([bounds[n][0] for n in names], [bounds[n][1] for n in names])
+        result = least_squares(
+            residuals, start, bounds=limits, x_scale="jac", loss="soft_l1", f_scale=0.1
+        )
+        return {**fixed, **{n: float(v) for n, v in zip(names, result.x, strict=True)}}
+
+    means = {k: float(np.mean(groups[k])) for k in keys}
+    params = solve(means)
+    samples = []
+    for _ in range(bootstrap):
+        resampled = {
+            k: float(np.mean(rng.choice(np.asarray(groups[k]), len(groups[k])))) for k in keys
+        }
+        samples.append({n: round(v, 6) for n, v in solve(resampled).items()})
+    stderr = {n: round(float(np.std([s[n] for s in samples])), 6) for n in names} if samples else {}
+    residuals = [
+        {
+            "point": _label(k),
+            "measured": round(means[k], 4),
+            "predicted": round(predict(params, k), 4),
+            "error_pct": round(100.0 * (predict(params, k) / means[k] - 1.0), 2),
+        }
+        for k in keys
+    ]
+    rounded = {n: round(v, 6) for n, v in params.items()}
+    return ComponentFit(section, rounded, stderr, samples, residuals)
+
+
+def _label(key: GroupKey) -> str:
+    return " ".join(str(part) for part in key)
+
+
+# ---------------------------------------------------------------- compute
+
+
+def compute_groups(latencies: Sequence[VitLatency]) -> dict[GroupKey, list[float]]:
+    groups: dict[GroupKey, list[float]] = defaultdict(list)
+    for record in latencies:
+        groups[(record.kernel, record.batch, record.tokens)].append(record.latency_ms)
+    return dict(groups)
+
+
+def compute_predictor(model: ModelSpec) -> Predictor:
+    """Latency of ``vit_full`` (embed, blocks, head) or ``encoder_tokens`` (blocks only)."""
+
+    def predict(params: dict[str, float], key: GroupKey) -> float:
+        kind, batch, tokens = key
+        compute = ComputeParams(**{"sync_host_ms": 0.0, "sync_host_ms_per_mb": 0.0, **params})
+        block = compute.gpu_ms(batch * block_flops(model, tokens, tokens), batch * tokens)
+        total = model.blocks * block
+        if kind == "vit_full":
+            total += compute.gpu_ms(batch * embed_flops(model), batch * (tokens - 1))
+            total += compute.gpu_ms(batch * 2.0 * model.width * model.classes, batch)
+        return float(total)
+
+    return predict
+
+
+# ---------------------------------------------------------------- staged exchange
+
+
+def exchange_key(record: StagedExchange) -> GroupKey:
+    """(bandwidth, batch, rows, bytes per rank) of an exchange; loopback at its nominal rate."""
+    bandwidth = record.bandwidth_mbps or LOOPBACK_MBPS
+    return (bandwidth, record.batch, record.rows, record.bytes_per_rank)
+
+
+def exchange_groups(exchanges: Sequence[StagedExchange], phase: str) -> dict[GroupKey, list[float]]:
+    """Per-block ``phase`` time (d2h_ms, h2d_ms, comm_ms) by exchange key."""
+    groups: dict[GroupKey, list[float]] = defaultdict(list)
+    for record in exchanges:
+        groups[exchange_key(record)].append(getattr(record, phase) / record.blocks)
+    return dict(groups)
+
+
+def staging_predictor(phase: str, ranks: int = 2) -> Predictor:
+    """d2h copies the piece a rank sends; h2d copies back the gathered tensor."""
+
+    def predict(params: dict[str, float], key: GroupKey) -> float:
+        _bw, _batch, _rows, piece_bytes = key
+        staging = StagingParams(**params)
+        if phase == "d2h_ms":
+            return staging.copy_ms(piece_bytes)
+        return staging.gathered_ms(ranks * piece_bytes)
+
+    return predict
+
+
+def network_predictor(
+    gaps_ms: Mapping[GroupKey, float], burst_kb: float | None, blocks: int
+) -> Predictor:
+    """Mean comm time per block of the traced loop, replayed on the twin's Channel.
+
+    Each block: the measured copies (a gap in which tokens refill), then a
+    message of the piece's size. One warm-up forward runs first, as in the trace.
+    """
+
+    def predict(params: dict[str, float], key: GroupKey) -> float:
+        bandwidth_mbps, _batch, _rows, piece_bytes = key
+        stack = NetworkParams(**params)
+        env = simpy.Environment()
+        burst = None if burst_kb is None else burst_kb * 1024
+        channel = Channel(env, bandwidth_mbps, burst_bytes=burst, stack_mbps=params["stack_mbps"])
+        comm_ms: list[float] = []
+
+        def loop() -> simpy.events.ProcessGenerator:
+            for _ in range(2 * blocks):
+                yield env.timeout(gaps_ms[key])
+                start = env.now
+                yield env.timeout(stack.overhead_ms(piece_bytes))
+                yield channel.send(
+                    piece_bytes,
+                    window_bytes=params["loss_window_kb"] * 1024,
+                    loss_goodput=params["loss_goodput"],
+                )
+                comm_ms.append(env.now - start)
+
+        env.process(loop())
+        env.run()
+        return float(np.mean(comm_ms[blocks:]))
+
+    return predict
+
+
+def exchange_gaps(exchanges: Sequence[StagedExchange]) -> dict[GroupKey, float]:
+    """Mean copy time per block (d2h + h2d) of every exchange group."""
+    d2h = exchange_groups(exchanges, "d2h_ms")
+    h2d = exchange_groups(exchanges, "h2d_ms")
+    return {k: float(np.mean(d2h[k]) + np.mean(h2d[k])) for k in d2h}

@@ -1,0 +1,99 @@
+"""The single-GPU benchmark CSVs of ``collect.py`` (H200 loopback traces).
+
+- ``vit_latency.csv``: kernel, batch, tokens, rep, latency_ms (CUDA events).
+- ``staging_copy.csv``: direction (d2h|h2d), pinned (0|1), batch, rows, bytes, rep,
+  latency_ms (one [batch, rows, 768] fp32 copy, wall clock with synchronize).
+- ``vit_energy.csv``: kernel, batch, reps, wall_s, energy_mj (NVML energy counter
+  over ``reps`` forwards; coarse, prefer integrating power samples).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, cast
+
+from edgetwin.calibration.readers._csv import read_rows
+
+VIT_LATENCY_COLUMNS = ("kernel", "batch", "tokens", "rep", "latency_ms")
+STAGING_COPY_COLUMNS = ("direction", "pinned", "batch", "rows", "bytes", "rep", "latency_ms")
+VIT_ENERGY_COLUMNS = ("kernel", "batch", "reps", "wall_s", "energy_mj")
+
+
+@dataclass(frozen=True)
+class VitLatency:
+    """One timed forward: ``vit_full`` (whole model) or ``encoder_tokens`` (12 blocks)."""
+
+    kernel: str
+    batch: int
+    tokens: int
+    rep: int
+    latency_ms: float
+
+
+@dataclass(frozen=True)
+class StagingCopy:
+    """One GPU<->host copy of ``size_bytes``; ``pinned`` host memory or pageable."""
+
+    direction: Literal["d2h", "h2d"]
+    pinned: bool
+    batch: int
+    rows: int
+    size_bytes: int
+    rep: int
+    latency_ms: float
+
+
+@dataclass(frozen=True)
+class CounterEnergy:
+    """Energy-counter difference over ``reps`` timed forwards lasting ``wall_s``."""
+
+    kernel: str
+    batch: int
+    reps: int
+    wall_s: float
+    energy_mj: float
+
+
+def read_vit_latency(path: Path) -> list[VitLatency]:
+    """Rows of a ``vit_latency.csv``."""
+    return [
+        VitLatency(
+            kernel=row.text("kernel"),
+            batch=row.integer("batch", minimum=1),
+            tokens=row.integer("tokens", minimum=1),
+            rep=row.integer("rep", minimum=0),
+            latency_ms=row.number("latency_ms", minimum=0.0),
+        )
+        for row in read_rows(path, VIT_LATENCY_COLUMNS)
+    ]
+
+
+def read_staging_copy(path: Path) -> list[StagingCopy]:
+    """Rows of a ``staging_copy.csv``."""
+    return [
+        StagingCopy(
+            direction=cast(Literal["d2h", "h2d"], row.choice("direction", ("d2h", "h2d"))),
+            pinned=row.choice("pinned", ("0", "1")) == "1",
+            batch=row.integer("batch", minimum=1),
+            rows=row.integer("rows", minimum=1),
+            size_bytes=row.integer("bytes", minimum=0),
+            rep=row.integer("rep", minimum=0),
+            latency_ms=row.number("latency_ms", minimum=0.0),
+        )
+        for row in read_rows(path, STAGING_COPY_COLUMNS)
+    ]
+
+
+def read_vit_energy(path: Path) -> list[CounterEnergy]:
+    """Rows of a ``vit_energy.csv``."""
+    return [
+        CounterEnergy(
+            kernel=row.text("kernel"),
+            batch=row.integer("batch", minimum=1),
+            reps=row.integer("reps", minimum=1),
+            wall_s=row.number("wall_s", minimum=0.0),
+            energy_mj=row.number("energy_mj", minimum=0.0),
+        )
+        for row in read_rows(path, VIT_ENERGY_COLUMNS)
+    ]

@@ -1,0 +1,76 @@
+"""Published reference tables that are not timing tables.
+
+- CROWDio Android ``measurements.csv``: metric, mean, std, unit, notes (one aggregate
+  per row, mean +- std over runs; std and notes may be empty).
+- Prism Jetson ``model_costs.csv``: strategy, devices, gflops_per_device,
+  compute_speedup_pct (required); cr, segments, comm_reduction_pct, cifar10_top1_pct
+  (optional, may be empty).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgetwin.calibration.readers._csv import read_rows
+from edgetwin.results import STRATEGIES
+
+METRIC_COLUMNS = ("metric", "mean", "std", "unit")
+MODEL_COST_COLUMNS = ("strategy", "devices", "gflops_per_device", "compute_speedup_pct")
+MODEL_COST_OPTIONAL = ("cr", "segments", "comm_reduction_pct", "cifar10_top1_pct")
+
+
+@dataclass(frozen=True)
+class PublishedMetric:
+    """One published aggregate, e.g. ``cold_load`` = 48 +- 4 s."""
+
+    metric: str
+    mean: float
+    std: float | None
+    unit: str
+    notes: str | None
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """Per-device GFLOPs of one forward for a strategy, and what it saves."""
+
+    strategy: str
+    devices: int
+    cr: float | None
+    segments: int | None
+    gflops_per_device: float
+    compute_speedup_pct: float | None
+    comm_reduction_pct: float | None
+    cifar10_top1_pct: float | None
+
+
+def read_published_metrics(path: Path) -> list[PublishedMetric]:
+    """Rows of a metric/mean/std/unit table."""
+    return [
+        PublishedMetric(
+            metric=row.text("metric"),
+            mean=row.number("mean"),
+            std=row.optional_number("std", minimum=0.0),
+            unit=row.text("unit"),
+            notes=row.optional_text("notes"),
+        )
+        for row in read_rows(path, METRIC_COLUMNS, optional=("notes",))
+    ]
+
+
+def read_model_costs(path: Path) -> list[ModelCost]:
+    """Rows of a ``model_costs.csv``."""
+    return [
+        ModelCost(
+            strategy=row.choice("strategy", STRATEGIES),
+            devices=row.integer("devices", minimum=1),
+            cr=row.optional_positive("cr"),
+            segments=row.optional_integer("segments", minimum=1),
+            gflops_per_device=row.number("gflops_per_device", minimum=0.0),
+            compute_speedup_pct=row.optional_number("compute_speedup_pct"),
+            comm_reduction_pct=row.optional_number("comm_reduction_pct"),
+            cifar10_top1_pct=row.optional_number("cifar10_top1_pct", 0.0, 100.0),
+        )
+        for row in read_rows(path, MODEL_COST_COLUMNS, MODEL_COST_OPTIONAL)
+    ]

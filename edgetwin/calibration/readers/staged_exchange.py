@@ -1,0 +1,68 @@
+"""GLOO-staged AllGather timings: ``gloo_staged_allgather.csv`` and ``..._bw.csv``.
+
+Each row is one forward's 12 (``blocks``) exchanges of a [batch, rows, 768] fp32
+tensor per rank: GPU->host (``d2h_ms``), GLOO all_gather (``comm_ms``), concatenate
+and copy back (``h2d_ms``), summed over the blocks; ``total_ms`` is their wall time.
+
+- loopback (``gloo_staged_allgather.csv``): rank, batch, rows, bytes_per_rank, blocks,
+  rep, d2h_ms, comm_ms, h2d_ms, total_ms.
+- shaped link (``gloo_staged_allgather_bw.csv``): bandwidth_mbps instead of rank
+  (rank 0's timings).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgetwin.calibration.readers._csv import Row, read_rows
+
+TIMING_COLUMNS = ("batch", "rows", "bytes_per_rank", "blocks", "rep")
+PHASE_COLUMNS = ("d2h_ms", "comm_ms", "h2d_ms", "total_ms")
+LOOPBACK_COLUMNS = ("rank", *TIMING_COLUMNS, *PHASE_COLUMNS)
+BANDWIDTH_COLUMNS = ("bandwidth_mbps", *TIMING_COLUMNS, *PHASE_COLUMNS)
+
+
+@dataclass(frozen=True)
+class StagedExchange:
+    """One forward's staged exchanges; ``bandwidth_mbps`` is None on loopback (unshaped)."""
+
+    rank: int
+    bandwidth_mbps: float | None
+    batch: int
+    rows: int
+    bytes_per_rank: int
+    blocks: int
+    rep: int
+    d2h_ms: float
+    comm_ms: float
+    h2d_ms: float
+    total_ms: float
+
+
+def read_staged_allgather(path: Path) -> list[StagedExchange]:
+    """Rows of a loopback ``gloo_staged_allgather.csv``."""
+    rows = read_rows(path, LOOPBACK_COLUMNS)
+    return [_exchange(row, row.integer("rank", minimum=0), None) for row in rows]
+
+
+def read_staged_allgather_bw(path: Path) -> list[StagedExchange]:
+    """Rows of a shaped-link ``gloo_staged_allgather_bw.csv`` (rank 0)."""
+    rows = read_rows(path, BANDWIDTH_COLUMNS)
+    return [_exchange(row, 0, row.positive("bandwidth_mbps")) for row in rows]
+
+
+def _exchange(row: Row, rank: int, bandwidth_mbps: float | None) -> StagedExchange:
+    return StagedExchange(
+        rank=rank,
+        bandwidth_mbps=bandwidth_mbps,
+        batch=row.integer("batch", minimum=1),
+        rows=row.integer("rows", minimum=1),
+        bytes_per_rank=row.integer("bytes_per_rank", minimum=0),
+        blocks=row.integer("blocks", minimum=1),
+        rep=row.integer("rep", minimum=0),
+        d2h_ms=row.number("d2h_ms", minimum=0.0),
+        comm_ms=row.number("comm_ms", minimum=0.0),
+        h2d_ms=row.number("h2d_ms", minimum=0.0),
+        total_ms=row.number("total_ms", minimum=0.0),
+    )

@@ -1,0 +1,271 @@
+"""A device profile from a folder of hardware traces (``kind: traces`` specs).
+
+The spec names the folder, the model the traces ran, the link's token
+bucket, which profile sections to fit, fixed values for what the traces do
+not show, and a base profile for the sections not fitted. Files are found
+by name: ``vit_latency.csv`` (compute), ``gloo_staged_allgather.csv`` or
+``gloo_staged_allgather_bw.csv`` (staging and network),
+``power_samples.csv`` (power).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, ValidationError
+
+from edgetwin.calibration.fit_traces import (
+    COMPUTE_BOUNDS,
+    NETWORK_BOUNDS,
+    STAGING_BOUNDS,
+    ComponentFit,
+    GroupKey,
+    compute_groups,
+    compute_predictor,
+    exchange_gaps,
+    exchange_groups,
+    exchange_key,
+    fit_groups,
+    network_predictor,
+    staging_predictor,
+)
+from edgetwin.calibration.readers.energy import energy_by_phase
+from edgetwin.calibration.readers.gpu_bench import VitLatency, read_vit_latency
+from edgetwin.calibration.readers.power import read_nvml_power
+from edgetwin.calibration.readers.staged_exchange import (
+    StagedExchange,
+    read_staged_allgather,
+    read_staged_allgather_bw,
+)
+from edgetwin.errors import InputError
+from edgetwin.profile import DeviceProfile, load_profile
+from edgetwin.scenario import ModelSpec
+from edgetwin.schema import Strict, read_yaml_mapping, validation_error
+
+Section = Literal["compute", "staging", "network", "power"]
+
+
+class TraceProfileFacts(Strict):
+    name: str
+    description: str = ""
+    ram_mb: float = Field(gt=0)
+    battery_wh: float | None = None
+
+
+class TraceCalibrationSpec(Strict):
+    """A ``kind: traces`` calibration job."""
+
+    kind: Literal["traces"]
+    profile: TraceProfileFacts
+    traces: str
+    base: str | None = None
+    model: ModelSpec = ModelSpec()
+    burst_kb: float | None = Field(default=None, gt=0)
+    fit: tuple[Section, ...] = ("compute", "staging", "network", "power")
+    fixed: dict[str, float] = Field(default_factory=dict)
+    bootstrap: int = Field(default=30, ge=0, le=1000)
+    seed: int = Field(default=0, ge=0)
+
+
+def load_trace_spec(path: Path) -> TraceCalibrationSpec:
+    try:
+        return TraceCalibrationSpec.model_validate(read_yaml_mapping(path))
+    except ValidationError as exc:
+        raise validation_error(exc, path) from None
+
+
+class TraceData:
+    """What a trace folder holds, read by the readers (empty lists when absent)."""
+
+    def __init__(self, folder: Path) -> None:
+        if not folder.is_dir():
+            raise InputError(folder, None, "trace folder not found")
+        self.folder = folder
+        self.files: list[Path] = []
+        self.latencies: list[VitLatency] = self._read("vit_latency.csv", read_vit_latency)
+        loopback = self._read("gloo_staged_allgather.csv", read_staged_allgather)
+        shaped = self._read("gloo_staged_allgather_bw.csv", read_staged_allgather_bw)
+        self.exchanges: list[StagedExchange] = [e for e in loopback if e.rank == 0] + shaped
+        self.power = self._read("power_samples.csv", read_nvml_power)
+
+    def _read(self, name: str, reader: Any) -> list[Any]:
+        path = self.folder / name
+        if not path.is_file():
+            return []
+        self.files.append(path)
+        records: list[Any] = reader(path)
+        return records
+
+
+def fit_sections(
+    spec: TraceCalibrationSpec, data: TraceData, exclude: int | None = None
+) -> dict[str, ComponentFit]:
+    """Fit every requested section the data allows; ``exclude`` drops one batch size."""
+    rng = np.random.default_rng(spec.seed)
+    latencies = [r for r in data.latencies if r.batch != exclude]
+    exchanges = [r for r in data.exchanges if r.batch != exclude]
+    fits: dict[str, ComponentFit] = {}
+
+    def fixed(section: str) -> dict[str, float]:
+        prefix = f"{section}."
+        return {k.removeprefix(prefix): v for k, v in spec.fixed.items() if k.startswith(prefix)}
+
+    if "compute" in spec.fit and latencies:
+        fits["compute"] = fit_groups(
+            "compute",
+            compute_groups(latencies),
+            compute_predictor(spec.model),
+            COMPUTE_BOUNDS,
+            fixed("compute"),
+            spec.bootstrap,
+            rng,
+        )
+    if "staging" in spec.fit and exchanges:
+        groups = {("d2h", *k): v for k, v in exchange_groups(exchanges, "d2h_ms").items()} | {
+            ("h2d", *k): v for k, v in exchange_groups(exchanges, "h2d_ms").items()
+        }
+        d2h, h2d = staging_predictor("d2h_ms"), staging_predictor("h2d_ms")
+
+        def staging(params: dict[str, float], key: GroupKey) -> float:
+            predict = d2h if key[0] == "d2h" else h2d
+            return predict(params, key[1:])
+
+        fits["staging"] = fit_groups(
+            "staging", groups, staging, STAGING_BOUNDS, fixed("staging"), spec.bootstrap, rng
+        )
+    if "network" in spec.fit and exchanges:
+        blocks = exchanges[0].blocks
+        predict = network_predictor(exchange_gaps(exchanges), spec.burst_kb, blocks)
+        fits["network"] = fit_groups(
+            "network",
+            exchange_groups(exchanges, "comm_ms"),
+            predict,
+            NETWORK_BOUNDS,
+            fixed("network"),
+            spec.bootstrap,
+            rng,
+        )
+    return fits
+
+
+def power_from_samples(data: TraceData) -> dict[str, float]:
+    """Power per state from labelled NVML samples.
+
+    idle: the samples before the first labelled work (later "idle" stretches
+    hold warm-up work); compute: the largest-batch ViT phase (a fully used
+    GPU); staging and comm: the exchange phase (``gloo``).
+    """
+    first_work = next(i for i, s in enumerate(data.power) if s.phase != "idle")
+    idle_w = energy_by_phase(data.power[:first_work])[0].mean_power_w
+    by_phase = {p.phase: p for p in energy_by_phase(data.power)}
+    largest = max((n for n in by_phase if n and n.startswith("vit_b")), key=lambda n: int(n[5:]))
+    exchange_w = by_phase["gloo"].mean_power_w
+    return {
+        "idle_w": round(idle_w, 3),
+        "compute_w": round(by_phase[largest].mean_power_w, 3),
+        "host_w": round(idle_w, 3),
+        "staging_w": round(exchange_w, 3),
+        "comm_w": round(exchange_w, 3),
+        "load_w": round(idle_w, 3),
+    }
+
+
+def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
+    """The profile a ``kind: traces`` spec describes, with fit report and provenance."""
+    spec = load_trace_spec(spec_path)
+    data = TraceData((spec_path.parent / spec.traces).resolve())
+    fits = fit_sections(spec, data)
+    sections: dict[str, Any] = {}
+    if spec.base is not None:
+        base = load_profile(spec.base, spec_path.parent)
+        sections = base.model_dump(include={"compute", "staging", "network", "power"})
+    for name, fit in fits.items():
+        sections[name] = {**sections.get(name, {}), **fit.params}
+    for key, value in spec.fixed.items():
+        section, param = key.split(".", 1)
+        sections.setdefault(section, {})[param] = value
+    if "power" in spec.fit and data.power:
+        sections["power"] = power_from_samples(data)
+    missing = [s for s in ("compute", "staging", "network", "power") if s not in sections]
+    if missing:
+        raise InputError(spec_path, "fit", f"no data and no base profile for {missing}")
+    fit_report = {
+        "method": "per-section least squares on log errors of group means (scipy); "
+        f"bootstrap over repetitions, {spec.bootstrap} resamples; power = mean of labelled "
+        "NVML samples",
+        "sources": [{"file": p.name, "sha256": _sha256(p)} for p in data.files],
+        "command": command,
+        "median_abs_error_pct": {
+            name: fit.summary()["median_abs_error_pct"] for name, fit in fits.items()
+        },
+        "sections": {name: fit.summary() for name, fit in fits.items()},
+        "bootstrap_samples": {name: fit.samples for name, fit in fits.items()},
+    }
+    try:
+        return DeviceProfile.model_validate(
+            {**spec.profile.model_dump(), **sections, "fit": fit_report}
+        )
+    except ValidationError as exc:
+        raise validation_error(exc, spec_path) from None
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def leave_one_batch_out(spec_path: Path) -> list[dict[str, Any]]:
+    """Refit without each traced batch size and predict it: whole-model latency and the
+    staged exchange total of a forward (12 blocks of copies and messages)."""
+    spec = load_trace_spec(spec_path).model_copy(update={"bootstrap": 0})
+    data = TraceData((spec_path.parent / spec.traces).resolve())
+    batches = sorted({r.batch for r in data.latencies} | {r.batch for r in data.exchanges})
+    points: list[dict[str, Any]] = []
+    for batch in batches:
+        fits = fit_sections(spec, data, exclude=batch)
+        if "compute" in fits:
+            predict = compute_predictor(spec.model)
+            for key, reps in compute_groups(data.latencies).items():
+                if key[0] == "vit_full" and key[1] == batch:
+                    points.append(
+                        _point("vit_full_ms", key, reps, predict(fits["compute"].params, key))
+                    )
+        if {"staging", "network"} <= fits.keys():
+            points += _exchange_points(spec, data, fits, batch)
+    return points
+
+
+def _exchange_points(
+    spec: TraceCalibrationSpec, data: TraceData, fits: dict[str, ComponentFit], batch: int
+) -> list[dict[str, Any]]:
+    blocks = data.exchanges[0].blocks
+    comm = network_predictor(exchange_gaps(data.exchanges), spec.burst_kb, blocks)
+    d2h, h2d = staging_predictor("d2h_ms"), staging_predictor("h2d_ms")
+    totals: dict[GroupKey, list[float]] = {}
+    for record in data.exchanges:
+        if record.batch == batch:
+            key = exchange_key(record)
+            totals.setdefault(key, []).append(record.total_ms)
+    staging, network = fits["staging"].params, fits["network"].params
+    return [
+        _point(
+            "exchange_total_ms",
+            key,
+            reps,
+            blocks * (d2h(staging, key) + comm(network, key) + h2d(staging, key)),
+        )
+        for key, reps in totals.items()
+    ]
+
+
+def _point(metric: str, key: GroupKey, reps: list[float], predicted: float) -> dict[str, Any]:
+    measured = float(np.mean(reps))
+    return {
+        "metric": metric,
+        "point": " ".join(str(k) for k in key),
+        "measured": round(measured, 4),
+        "predicted": round(predicted, 4),
+        "error_pct": round(100.0 * (predicted / measured - 1.0), 2),
+    }

@@ -1,0 +1,93 @@
+"""The held-out validation page: predicted vs measured for points left out of the fit."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from edgetwin.atomic import write_text_atomic
+from edgetwin.reports.html import figure_html, page
+
+
+def summarise(points: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per metric: number of points, mean, median and max absolute % error."""
+    errors: dict[str, list[float]] = defaultdict(list)
+    for point in points:
+        errors[str(point["metric"])].append(abs(float(point["error_pct"])))
+    return {
+        metric: {
+            "points": len(values),
+            "mape_pct": round(float(np.mean(values)), 2),
+            "median_abs_error_pct": round(float(np.median(values)), 2),
+            "max_abs_error_pct": round(float(np.max(values)), 2),
+        }
+        for metric, values in errors.items()
+    }
+
+
+def _parity_figure(points: Sequence[Mapping[str, Any]]) -> go.Figure:
+    fig = go.Figure()
+    by_metric: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for point in points:
+        by_metric[str(point["metric"])].append(point)
+    for metric, group in by_metric.items():
+        fig.add_trace(
+            go.Scatter(
+                x=[p["measured"] for p in group],
+                y=[p["predicted"] for p in group],
+                mode="markers",
+                name=metric,
+                text=[f"{p['point']}: {p['error_pct']:+.1f}%" for p in group],
+            )
+        )
+    values = [float(p["measured"]) for p in points] + [float(p["predicted"]) for p in points]
+    low, high = min(values), max(values)
+    fig.add_trace(
+        go.Scatter(
+            x=[low, high],
+            y=[low, high],
+            mode="lines",
+            name="predicted = measured",
+            line={"dash": "dash", "color": "grey"},
+        )
+    )
+    fig.update_layout(
+        title="Held-out points: predicted vs measured",
+        template="plotly_white",
+        xaxis={"title": "measured", "type": "log"},
+        yaxis={"title": "predicted", "type": "log"},
+    )
+    return fig
+
+
+def write_validation_report(out_dir: Path, title: str, points: Sequence[Mapping[str, Any]]) -> Path:
+    """Write ``validation.html`` with the summary, the parity figure and every point."""
+    summary = summarise(points)
+    rows = "".join(
+        f"<tr><td>{escape(m)}</td><td>{s['points']:.0f}</td><td>{s['mape_pct']:.1f}</td>"
+        f"<td>{s['median_abs_error_pct']:.1f}</td><td>{s['max_abs_error_pct']:.1f}</td></tr>"
+        for m, s in summary.items()
+    )
+    detail = "".join(
+        f"<tr><td>{escape(str(p['metric']))}</td><td class='text'>{escape(str(p['point']))}</td>"
+        f"<td>{p['measured']:.4g}</td><td>{p['predicted']:.4g}</td>"
+        f"<td>{p['error_pct']:+.1f}</td></tr>"
+        for p in points
+    )
+    body = (
+        "<p>Each point was predicted by a profile fitted without its batch size.</p>"
+        "<table><tr><th>Metric</th><th>Points</th><th>MAPE (%)</th><th>Median |error| (%)</th>"
+        f"<th>Max |error| (%)</th></tr>{rows}</table>"
+        f"{figure_html(_parity_figure(points)) if points else ''}"
+        "<table><tr><th>Metric</th><th class='text'>Point</th><th>Measured</th><th>Predicted</th>"
+        f"<th>Error (%)</th></tr>{detail}</table>"
+    )
+    path = out_dir / "validation.html"
+    write_text_atomic(path, page(title, body))
+    return path

@@ -1,0 +1,55 @@
+"""Profiles from hardware traces: the H200 loopback fit and its held-out check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_batch_out
+from edgetwin.profile import load_profile
+from tests.conftest import REPO
+
+SPEC = REPO / "edgetwin/calibration/specs/h200_loopback.yaml"
+
+
+def test_shipped_h200_profile_is_what_the_documented_command_fits() -> None:
+    fitted = calibrate_from_traces(SPEC, "test")
+    shipped = load_profile("h200_loopback")
+    for section in ("compute", "staging", "network", "power"):
+        assert getattr(fitted, section).model_dump(exclude_none=True) == pytest.approx(
+            getattr(shipped, section).model_dump(exclude_none=True), rel=1e-3, abs=1e-3
+        ), section
+    assert fitted.fit["sections"]["compute"]["stderr"]["throughput_gflops"] > 0
+    assert len(fitted.fit["bootstrap_samples"]["network"]) == 30
+
+
+def test_whole_model_latency_of_an_unseen_batch_within_ten_percent() -> None:
+    points = leave_one_batch_out(SPEC)
+    errors = [abs(p["error_pct"]) for p in points if p["metric"] == "vit_full_ms"]
+    assert len(errors) == 4
+    assert float(np.median(errors)) < 10.0
+
+
+def test_missing_trace_folder_is_a_clear_error(tmp_path: Path) -> None:
+    from edgetwin.errors import InputError
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.read_text().replace("../../../data/traces/", str(tmp_path) + "/nope/"))
+    with pytest.raises(InputError, match="trace folder not found"):
+        calibrate_from_traces(spec, "test")
+
+
+def test_validate_command_writes_held_out_errors(tmp_path: Path) -> None:
+    import json
+
+    from edgetwin.cli import main
+
+    spec = REPO / "edgetwin/calibration/specs/jetson_orin_nano.yaml"
+    assert main(["validate", str(spec), "--out", str(tmp_path / "v")]) == 0
+    summary = json.loads((tmp_path / "v" / "validation.json").read_text())
+    assert summary["total_ms"]["points"] == 10  # every reference row predicted once, unseen
+    assert summary["total_ms"]["median_abs_error_pct"] < 5.0
+    assert (tmp_path / "v" / "validation.html").stat().st_size > 100_000  # plotly inlined
+    assert (tmp_path / "v" / "validation.csv").read_text().startswith("metric,point,")
