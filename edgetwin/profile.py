@@ -132,6 +132,18 @@ class DeviceProfile(Strict):
     fit: dict[str, Any] = Field(default_factory=dict)
 
 
+def bootstrap_variant(profile: DeviceProfile, index: int) -> DeviceProfile:
+    """The profile with every fitted section replaced by its ``index``-th bootstrap sample
+    (cycling); unchanged when the fit kept no samples."""
+    samples: dict[str, list[dict[str, float]]] = profile.fit.get("bootstrap_samples", {})
+    update: dict[str, Any] = {}
+    for section, sets in samples.items():
+        if sets:
+            current = getattr(profile, section)
+            update[section] = current.model_copy(update=sets[index % len(sets)])
+    return profile.model_copy(update=update) if update else profile
+
+
 def load_profile(name_or_path: str, relative_to: Path | None = None) -> DeviceProfile:
     """A shipped profile by name, or a profile file (relative to ``relative_to``)."""
     path = PROFILE_DIR / f"{name_or_path}.yaml"

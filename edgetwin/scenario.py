@@ -155,7 +155,9 @@ class NetworkSpec(Strict):
 class StrategySpec(Strict):
     """A strategy and its parameters; prism takes ``cr`` or ``segments`` (lists sweep)."""
 
-    name: Literal["single", "voltage", "prism", "tensor_parallel"]
+    name: Literal[
+        "single", "voltage", "prism", "tensor_parallel", "crowdio_streaming", "crowdio_barrier"
+    ]
     cr: tuple[PositiveFloat, ...] = ()
     segments: tuple[PositiveInt, ...] = ()
 
@@ -194,6 +196,102 @@ class SweepSpec(Strict):
         return data
 
 
+# ---------------------------------------------------------------- crowd (CROWDio pipeline)
+
+CROWD_STRATEGIES = ("crowdio_streaming", "crowdio_barrier")
+_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
+Percent = Annotated[float, Field(ge=0, le=100)]
+
+
+class PhoneClassSpec(Strict):
+    """A class of phones in a crowd fleet: a phone profile and how many (count or share)."""
+
+    name: str = Field(min_length=1, pattern=_NAME_PATTERN)
+    profile: str = Field(min_length=1)
+    count: PositiveInt | None = None
+    share: Annotated[float, Field(gt=0, le=1)] | None = None
+    ram_mb: PositiveFloat | None = None
+    battery_start_pct: tuple[Percent, Percent] = (100.0, 100.0)
+    availability: Availability | None = None
+
+    @model_validator(mode="after")
+    def _check_size(self) -> PhoneClassSpec:
+        if (self.count is None) == (self.share is None):
+            raise ValueError("a phone class needs exactly one of 'count' or 'share'")
+        low, high = self.battery_start_pct
+        if low > high or high == 0:
+            raise ValueError("battery_start_pct is [low, high] with 0 <= low <= high, high > 0")
+        return self
+
+
+class StageSpec(Strict):
+    """One ordered stage (partition) of the pipelined model."""
+
+    name: str = Field(min_length=1, pattern=_NAME_PATTERN)
+    size_mb: PositiveFloat
+    ram_mb: PositiveFloat
+    load_peak_mb: PositiveFloat | None = None
+    gflops: NonNegativeFloat
+
+    @model_validator(mode="after")
+    def _check_peak(self) -> StageSpec:
+        if self.load_peak_mb is not None and self.load_peak_mb < self.ram_mb:
+            raise ValueError("load_peak_mb must be at least ram_mb")
+        return self
+
+
+class CrowdJobSpec(Strict):
+    """A pipeline job: N inputs through S stages, and how often one arrives."""
+
+    inputs: PositiveInt = 5
+    stages: tuple[StageSpec, ...] = Field(min_length=1)
+    input_bytes: PositiveInt = 512
+    activation_bytes: PositiveInt = 3072
+    compression_saving_pct: Annotated[float, Field(ge=0, lt=100)] = 0
+    result_bytes: PositiveInt = 8
+    aggregation_ms_per_input: NonNegativeFloat = 1.0
+    first_at_s: NonNegativeFloat = 0
+    interarrival: Distribution | None = None
+
+    @model_validator(mode="after")
+    def _check_stages(self) -> CrowdJobSpec:
+        names = [stage.name for stage in self.stages]
+        if len(set(names)) != len(names):
+            raise ValueError("stage names must be unique")
+        return self
+
+
+class CrowdSpec(Strict):
+    """Phones, the job, the schedulers to compare and the horizon of a crowd run."""
+
+    fleet: tuple[PhoneClassSpec, ...] = Field(min_length=1)
+    fleet_size: PositiveInt | None = None
+    job: CrowdJobSpec
+    schedulers: tuple[Annotated[str, Field(pattern=r"^[a-z_]+$")], ...] = Field(
+        ("affinity",), min_length=1
+    )
+    cache: Literal["cold", "warm"] = "cold"
+    availability_trace: str | None = None
+    horizon_s: PositiveFloat = 3600
+    drain_s: NonNegativeFloat = 600
+
+    @model_validator(mode="after")
+    def _check_fleet(self) -> CrowdSpec:
+        names = [phone_class.name for phone_class in self.fleet]
+        if len(set(names)) != len(names):
+            raise ValueError("phone class names must be unique")
+        if len(set(self.schedulers)) != len(self.schedulers):
+            raise ValueError("schedulers must be unique")
+        shares = [c.share for c in self.fleet if c.share is not None]
+        if shares and self.fleet_size is None:
+            raise ValueError("a phone class with 'share' needs crowd.fleet_size")
+        if sum(shares) > 1 + 1e-9:
+            raise ValueError(f"phone class shares add up to {sum(shares):g} (at most 1)")
+        if self.job.first_at_s >= self.horizon_s:
+            raise ValueError("the first job arrives after horizon_s")
+        return self
+
+
 class Scenario(Strict):
     """A whole scenario file."""
 
@@ -205,15 +303,34 @@ class Scenario(Strict):
     noise_cv: Annotated[float, Field(ge=0, le=1)] = 0
     input_source: Literal["terminal", "replicated"] = "terminal"
     warmup_batches: Annotated[int, Field(ge=0, le=100)] = 0
+    sample_profiles: bool = False  # repetition r runs with bootstrap sample r of each profile
     model: ModelSpec = ModelSpec()
-    devices: tuple[DeviceSpec, ...] = Field(min_length=1)
+    devices: tuple[DeviceSpec, ...] = ()
     network: NetworkSpec = NetworkSpec()
     strategies: tuple[StrategySpec, ...] = Field(min_length=1)
     sweeps: tuple[SweepSpec, ...] = (SweepSpec(),)
     reference: str | None = None
+    crowd: CrowdSpec | None = None
+
+    @model_validator(mode="after")
+    def _check_crowd(self) -> Scenario:
+        crowd_strategies = [s.name for s in self.strategies if s.name in CROWD_STRATEGIES]
+        if self.crowd is None:
+            if crowd_strategies:
+                raise ValueError(f"strategy {crowd_strategies[0]} needs a 'crowd' section")
+            if not self.devices:
+                raise ValueError("'devices' needs at least one device class")
+            return self
+        if len(crowd_strategies) != len(self.strategies):
+            raise ValueError(f"a 'crowd' scenario runs only the strategies {CROWD_STRATEGIES}")
+        if self.devices:
+            raise ValueError("a 'crowd' scenario lists its phones in crowd.fleet, not 'devices'")
+        return self
 
     @model_validator(mode="after")
     def _check_fleet(self) -> Scenario:
+        if self.crowd is not None:
+            return self
         fleet = sum(d.count for d in self.devices)
         names = [d.name for d in self.devices]
         if len(set(names)) != len(names):

@@ -53,3 +53,21 @@ def test_validate_command_writes_held_out_errors(tmp_path: Path) -> None:
     assert summary["total_ms"]["median_abs_error_pct"] < 5.0
     assert (tmp_path / "v" / "validation.html").stat().st_size > 100_000  # plotly inlined
     assert (tmp_path / "v" / "validation.csv").read_text().startswith("metric,point,")
+
+
+def test_sampling_the_bootstrap_gives_prediction_intervals() -> None:
+    from edgetwin.scenario import load_scenario
+    from edgetwin.sim.runner import build_fleet, run_scenario
+
+    path = REPO / "scenarios/h200_loopback.yaml"
+    overrides = ["repetitions=4", "sweeps=[{batch: [8]}]", "strategies=[{name: voltage}]"]
+
+    def totals(extra: list[str]) -> list[float]:
+        scenario = load_scenario(path, overrides + extra)
+        return [o.row.total_ms for o in run_scenario(scenario, build_fleet(scenario, path))]
+
+    point = totals([])
+    sampled = totals(["sample_profiles=true"])
+    assert len(set(point)) == 1
+    assert len(set(sampled)) == 4 and sampled == totals(["sample_profiles=true"])
+    assert min(sampled) < point[0] * 1.05 and max(sampled) > point[0] * 0.95

@@ -11,7 +11,7 @@ import numpy as np
 import simpy
 
 from edgetwin.errors import InputError
-from edgetwin.profile import MB, DeviceProfile, load_profile
+from edgetwin.profile import MB, DeviceProfile, bootstrap_variant, load_profile
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, configurations
 from edgetwin.sim.costs import Plan, plan, segments_for_cr
@@ -101,7 +101,16 @@ def simulate(
     rng = np.random.default_rng(np.random.SeedSequence([scenario.seed, index, rep]))
     env = simpy.Environment()
     members = fleet[: config.devices]
-    devices = [Device(env, m.name, m.profile, m.spec.ram_mb, m.spec.battery_wh) for m in members]
+    devices = [
+        Device(
+            env,
+            m.name,
+            _profile_for_rep(scenario, m.profile, rep),
+            m.spec.ram_mb,
+            m.spec.battery_wh,
+        )
+        for m in members
+    ]
     for device in devices:
         device.record_intervals = record_intervals
     stacks = {d.name: d.profile.network for d in devices}
@@ -129,6 +138,10 @@ def simulate(
         time_by_state_ms={d.name: dict(d.time_ms) for d in devices},
         bytes_received=sum(network.bytes_received.values()),
     )
+
+
+def _profile_for_rep(scenario: Scenario, profile: DeviceProfile, rep: int) -> DeviceProfile:
+    return bootstrap_variant(profile, rep) if scenario.sample_profiles else profile
 
 
 def _load_model(devices: list[Device], work: Plan, batch: int, row_bytes: int) -> str:
