@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_table
 from edgetwin.calibration.profile_io import write_profile
-from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_batch_out
+from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
 from edgetwin.errors import InputError
 from edgetwin.reports import write_report
 from edgetwin.reports.validation import summarise, write_validation_report
@@ -79,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("spec", type=Path, help="calibration spec (YAML)")
     validate.add_argument("--out", type=Path, required=True, help="output folder")
+    validate.add_argument(
+        "--by",
+        choices=["batch", "bandwidth"],
+        default="batch",
+        help="what to leave out in turn (bandwidth: traces with a shaped link)",
+    )
     validate.set_defaults(handler=_validate)
     return parser
 
@@ -198,9 +204,13 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     if _spec_kind(args.spec) == "traces":
-        points = leave_one_batch_out(args.spec)
-    else:
+        points = leave_one_out(args.spec, args.by)
+    elif args.by == "batch":
         points = leave_one_batch_out_table(args.spec)
+    else:
+        raise InputError(args.spec, "--by", "a measured table is validated by batch only")
+    if not points:
+        raise InputError(args.spec, "--by", f"no data to leave out by {args.by}")
     summary = summarise(points)
     with _staging_dir(args.out) as staging:
         with (staging / "validation.csv").open("w", newline="") as handle:

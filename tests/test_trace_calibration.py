@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_batch_out
+from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
 from edgetwin.profile import load_profile
 from tests.conftest import REPO
 
@@ -26,7 +26,7 @@ def test_shipped_h200_profile_is_what_the_documented_command_fits() -> None:
 
 
 def test_whole_model_latency_of_an_unseen_batch_within_ten_percent() -> None:
-    points = leave_one_batch_out(SPEC)
+    points = leave_one_out(SPEC, "batch")
     errors = [abs(p["error_pct"]) for p in points if p["metric"] == "vit_full_ms"]
     assert len(errors) == 4
     assert float(np.median(errors)) < 10.0

@@ -11,6 +11,7 @@ by name: ``vit_latency.csv`` (compute), ``gloo_staged_allgather.csv`` or
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -101,12 +102,12 @@ class TraceData:
 
 
 def fit_sections(
-    spec: TraceCalibrationSpec, data: TraceData, exclude: int | None = None
+    spec: TraceCalibrationSpec, data: TraceData, holdout: Holdout | None = None
 ) -> dict[str, ComponentFit]:
-    """Fit every requested section the data allows; ``exclude`` drops one batch size."""
+    """Fit every requested section the data allows, without the ``holdout`` records."""
     rng = np.random.default_rng(spec.seed)
-    latencies = [r for r in data.latencies if r.batch != exclude]
-    exchanges = [r for r in data.exchanges if r.batch != exclude]
+    latencies = [r for r in data.latencies if holdout is None or not holdout.covers(r)]
+    exchanges = [r for r in data.exchanges if holdout is None or not holdout.covers(r)]
     fits: dict[str, ComponentFit] = {}
 
     def fixed(section: str) -> dict[str, float]:
@@ -216,38 +217,58 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def leave_one_batch_out(spec_path: Path) -> list[dict[str, Any]]:
-    """Refit without each traced batch size and predict it: whole-model latency and the
-    staged exchange total of a forward (12 blocks of copies and messages)."""
+@dataclass(frozen=True)
+class Holdout:
+    """Records left out of a fit: one batch size, or one link bandwidth."""
+
+    by: Literal["batch", "bandwidth"]
+    value: float
+
+    def covers(self, record: VitLatency | StagedExchange) -> bool:
+        if self.by == "batch":
+            return record.batch == self.value
+        return isinstance(record, StagedExchange) and record.bandwidth_mbps == self.value
+
+
+def leave_one_out(spec_path: Path, by: Literal["batch", "bandwidth"]) -> list[dict[str, Any]]:
+    """Refit without each batch size (or bandwidth) and predict what was left out: the
+    whole-model latency and the staged exchange total of a forward."""
     spec = load_trace_spec(spec_path).model_copy(update={"bootstrap": 0})
     data = TraceData((spec_path.parent / spec.traces).resolve())
-    batches = sorted({r.batch for r in data.latencies} | {r.batch for r in data.exchanges})
+    values: set[float]
+    if by == "batch":
+        values = {r.batch for r in data.latencies} | {r.batch for r in data.exchanges}
+    else:
+        values = {r.bandwidth_mbps for r in data.exchanges if r.bandwidth_mbps is not None}
     points: list[dict[str, Any]] = []
-    for batch in batches:
-        fits = fit_sections(spec, data, exclude=batch)
+    for value in sorted(values):
+        holdout = Holdout(by, value)
+        fits = fit_sections(spec, data, holdout)
         if "compute" in fits:
             predict = compute_predictor(spec.model)
             for key, reps in compute_groups(data.latencies).items():
-                if key[0] == "vit_full" and key[1] == batch:
-                    points.append(
-                        _point("vit_full_ms", key, reps, predict(fits["compute"].params, key))
-                    )
+                record = VitLatency(key[0], key[1], key[2], 0, 0.0)
+                if key[0] == "vit_full" and holdout.covers(record):
+                    params = fits["compute"].params
+                    points.append(_point("vit_full_ms", key, reps, predict(params, key)))
         if {"staging", "network"} <= fits.keys():
-            points += _exchange_points(spec, data, fits, batch)
+            points += _exchange_points(spec, data, fits, holdout)
     return points
 
 
 def _exchange_points(
-    spec: TraceCalibrationSpec, data: TraceData, fits: dict[str, ComponentFit], batch: int
+    spec: TraceCalibrationSpec,
+    data: TraceData,
+    fits: dict[str, ComponentFit],
+    holdout: Holdout,
 ) -> list[dict[str, Any]]:
     blocks = data.exchanges[0].blocks
     comm = network_predictor(exchange_gaps(data.exchanges), spec.burst_kb, blocks)
     d2h, h2d = staging_predictor("d2h_ms"), staging_predictor("h2d_ms")
     totals: dict[GroupKey, list[float]] = {}
     for record in data.exchanges:
-        if record.batch == batch:
-            key = exchange_key(record)
-            totals.setdefault(key, []).append(record.total_ms)
+        if holdout.covers(record):
+            totals.setdefault(exchange_key(record), []).append(record.total_ms)
     staging, network = fits["staging"].params, fits["network"].params
     return [
         _point(
