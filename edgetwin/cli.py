@@ -12,7 +12,8 @@ import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -20,13 +21,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_table
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, RunFailed
 from edgetwin.reports import write_report
 from edgetwin.reports.validation import summarise, write_validation_report
-from edgetwin.results import write_results
+from edgetwin.results import ResultRow, write_results
 from edgetwin.scenario import Scenario, configurations, dump_resolved, load_scenario
 from edgetwin.schema import read_yaml_mapping
-from edgetwin.sim.runner import FleetMember, RunOutcome, build_fleet, run_scenario
+from edgetwin.sim.runner import build_fleet, run_scenario
 from edgetwin.sim.trace import chrome_trace
 
 
@@ -37,6 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except InputError as exc:
         print(f"edgetwin: error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except RunFailed as exc:
+        print(f"edgetwin: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("edgetwin: interrupted; nothing was written", file=sys.stderr)
@@ -96,34 +100,54 @@ def _run(args: argparse.Namespace) -> int:
     if args.mode is not None:
         overrides.append(f"mode={args.mode}")
     scenario = load_scenario(args.scenario, overrides)
-    if scenario.mode != "twin":
+    if scenario.mode == "emu":
         raise InputError(
             args.scenario,
             "mode",
-            f"mode {scenario.mode!r} is not available in this version of edgetwin; use mode 'twin'",
+            "mode 'emu' (Mininet) is not available in this version of edgetwin; "
+            "use 'twin' or 'local' (real processes on loopback)",
         )
     if args.out.exists() and not args.out.is_dir():
         raise InputError(args.out, None, "--out exists and is not a folder")
-    fleet = build_fleet(scenario, args.scenario)
     reference = _reference_path(scenario, args.scenario)
-    outcomes = _simulate_with_progress(scenario, fleet, args.trace, args.quiet)
+    runner = _run_twin if scenario.mode == "twin" else _run_local
     with _staging_dir(args.out) as staging:
-        write_results(staging / "results.csv", [o.row for o in outcomes])
+        rows = runner(scenario, args, staging)
+        write_results(staging / "results.csv", rows)
         (staging / "scenario.resolved.yaml").write_text(dump_resolved(scenario))
         if reference is not None:
             shutil.copyfile(reference, staging / "reference.csv")
-        if args.trace:
-            (staging / "trace.json").write_text(json.dumps(chrome_trace(outcomes)))
         write_report(staging, title=f"edgetwin: {scenario.name}")
         _publish(staging, args.out)
-    failed = sum(o.row.status != "ok" for o in outcomes)
-    print(f"{len(outcomes)} runs ({failed} failed) -> {args.out}/results.csv, report.html")
+    failed = sum(row.status != "ok" for row in rows)
+    print(f"{len(rows)} runs ({failed} failed) -> {args.out}/results.csv, report.html")
     return 0
 
 
-def _simulate_with_progress(
-    scenario: Scenario, fleet: list[FleetMember], trace: bool, quiet: bool
-) -> list[RunOutcome]:
+def _run_twin(scenario: Scenario, args: argparse.Namespace, staging: Path) -> list[ResultRow]:
+    fleet = build_fleet(scenario, args.scenario)
+    with _progress(f"twin {scenario.name}", scenario, args.quiet) as advance:
+        outcomes = list(
+            run_scenario(scenario, fleet, record_intervals=args.trace, on_progress=advance)
+        )
+    if args.trace:
+        (staging / "trace.json").write_text(json.dumps(chrome_trace(outcomes)))
+    return [o.row for o in outcomes]
+
+
+def _run_local(scenario: Scenario, args: argparse.Namespace, staging: Path) -> list[ResultRow]:
+    """Real code paths as local processes on loopback (torch is imported only here)."""
+    from edgetwin.emu.local import check_runnable, run_local
+
+    check_runnable(scenario, args.scenario)
+    trace_dir = staging / "traces" if args.trace else None
+    with _progress(f"local {scenario.name}", scenario, args.quiet) as advance:
+        return run_local(scenario, advance, trace_dir=trace_dir)
+
+
+@contextmanager
+def _progress(label: str, scenario: Scenario, quiet: bool) -> Iterator[Callable[[], None]]:
+    """A progress bar over every configuration x repetition; yields the advance callback."""
     total = len(configurations(scenario)) * scenario.repetitions
     columns = (
         TextColumn("{task.description}"),
@@ -132,12 +156,8 @@ def _simulate_with_progress(
         TimeRemainingColumn(),
     )
     with Progress(*columns, transient=True, disable=quiet) as progress:
-        task = progress.add_task(f"twin {scenario.name}", total=total)
-        return list(
-            run_scenario(
-                scenario, fleet, record_intervals=trace, on_progress=lambda: progress.advance(task)
-            )
-        )
+        task = progress.add_task(label, total=total)
+        yield lambda: progress.advance(task)
 
 
 def _reference_path(scenario: Scenario, scenario_path: Path) -> Path | None:

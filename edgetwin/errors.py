@@ -5,6 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 
+class RunFailed(RuntimeError):
+    """A run that started but could not finish (a process died, a deadline passed): exit 1."""
+
+    exit_code = 1
+
+
 class InputError(Exception):
     """Bad user input: names the file and the field, and says what is wrong."""
 

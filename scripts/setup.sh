@@ -15,4 +15,6 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
+# the CPU build of torch first (a bare "torch" could pull a multi-GB CUDA build)
+.venv/bin/python -m pip install -q torch==2.13.0
 .venv/bin/python -m pip install -q -e '.[dev,emu]'

@@ -1,0 +1,227 @@
+"""Run a scenario as real local processes (mode ``local``): the real ViT code paths.
+
+Configurations of one strategy and device count run in one launch of
+``devices`` ranks on loopback (``emu.vit.launcher``) where they can: each
+configuration gets warm-up forwards, then one timed forward per repetition.
+Every rank gets the same share of the cores, single's too (one device's
+compute). Rows carry what rank 0 measured (waiting for peers counts as comm),
+the bytes every rank put into sends and collectives, and how the logits
+compare with the whole model on the same input and weights. Local mode does
+not shape the network: a row's ``bandwidth_mbps`` is the scenario's nominal
+value, not what loopback gave.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from edgetwin.emu.vit.launcher import available_cores, launch_local
+from edgetwin.emu.vit.model import image_side
+from edgetwin.emu.vit.records import RunRecord
+from edgetwin.emu.vit.worker import model_args
+from edgetwin.errors import InputError
+from edgetwin.results import ResultRow
+from edgetwin.scenario import Configuration, Scenario, configurations
+from edgetwin.sim.costs import plan
+from edgetwin.sim.runner import resolve_segments
+
+REAL_STRATEGIES = ("single", "voltage", "prism")
+ELEMENT_BYTES = 4  # the real code paths run fp32
+STARTUP_ALLOWANCE_S = 120.0  # imports, model build and process-group set-up of one launch
+SLOWEST_HOST_FLOPS_PER_S = 2e9  # for the launch deadline: a slow host, all ranks on its cores
+
+Device = Literal["cpu", "cuda"]
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    """One configuration as measured: one ``RunRecord`` per rank (rank order)."""
+
+    config: Configuration
+    ranks: tuple[RunRecord, ...]
+
+
+def check_runnable(scenario: Scenario, path: Path | None = None) -> None:
+    """Raise ``InputError`` (naming ``path`` and the field) if local mode cannot run it."""
+    try:
+        image_side(scenario.model)
+    except ValueError as exc:
+        raise InputError(path, "model", f"local mode runs a ViT: {exc}") from None
+    if scenario.model.bytes_per_element != ELEMENT_BYTES:
+        problem = f"local mode runs fp32 ({ELEMENT_BYTES} bytes per element)"
+        raise InputError(path, "model.bytes_per_element", problem)
+    for index, strategy in enumerate(scenario.strategies):
+        if strategy.name not in REAL_STRATEGIES:
+            problem = f"{strategy.name} has no real code path; local mode runs {REAL_STRATEGIES}"
+            raise InputError(path, f"strategies.{index}.name", problem)
+    for index, sweep in enumerate(scenario.sweeps):
+        if max(sweep.devices) > scenario.model.tokens:
+            problem = f"{max(sweep.devices)} devices for {scenario.model.tokens} tokens"
+            raise InputError(path, f"sweeps.{index}.devices", problem)
+
+
+def run_local(
+    scenario: Scenario,
+    on_progress: Callable[[], None] | None = None,
+    *,
+    weights: Path | None = None,
+    device: Device = "cpu",
+    warmup: int = 2,
+    timeout_s: float | None = None,
+    trace_dir: Path | None = None,
+    threads: int | None = None,
+) -> list[ResultRow]:
+    """Every configuration x repetition as real processes; rows in configuration order.
+
+    ``weights``: a state_dict (timm ViT names) instead of seeded random weights.
+    ``timeout_s``: deadline of each launch (default: generous, from the FLOPs to do).
+    ``trace_dir``: also write a PyTorch profiler Chrome trace per rank and configuration.
+    ``threads``: torch threads per rank (default: an equal share for every device, see
+    ``device_threads``).
+    Raises ``InputError`` for what local mode cannot run and ``LaunchError`` if a rank fails.
+    """
+    rows_by_config: dict[Configuration, list[ResultRow]] = {}
+    runs = measure_local(scenario, weights, device, warmup, timeout_s, trace_dir, threads=threads)
+    for run in runs:
+        rows_by_config[run.config] = result_rows(scenario, run)
+        for _ in rows_by_config[run.config]:
+            if on_progress is not None:
+                on_progress()
+    return [row for config in configurations(scenario) for row in rows_by_config[config]]
+
+
+def measure_local(
+    scenario: Scenario,
+    weights: Path | None = None,
+    device: Device = "cpu",
+    warmup: int = 2,
+    timeout_s: float | None = None,
+    trace_dir: Path | None = None,
+    trace_batch: int | None = None,
+    echo_rank0: bool = False,
+    threads: int | None = None,
+) -> Iterator[LocalRun]:
+    """The measurements behind ``run_local``, launch by launch.
+
+    ``trace_batch``: trace only configurations of this batch size. ``echo_rank0``: rank 0
+    prints one line per configuration to stdout (progress).
+    """
+    check_runnable(scenario)
+    if weights is not None and not weights.is_file():
+        raise InputError(weights, None, "weights file not found")
+    threads = threads or device_threads(scenario)
+    for launch in _launches(scenario):
+        args = [
+            *("--strategy", launch.strategy, "--batch", *map(str, launch.batches)),
+            *(("--segments", *map(str, launch.segments)) if launch.segments != (None,) else ()),
+            *("--reps", str(scenario.repetitions), "--warmup", str(warmup)),
+            *("--seed", str(scenario.seed), "--input-source", scenario.input_source),
+            *("--device", device),
+            *(() if weights is None else ("--weights", str(weights))),
+            *(() if trace_dir is None else ("--trace-dir", str(trace_dir))),
+            *(() if trace_batch is None else ("--trace-batch", str(trace_batch))),
+            *model_args(scenario.model),
+        ]
+        deadline_s = timeout_s or _deadline_s(scenario, launch, warmup)
+        records = launch_local(args, launch.devices, deadline_s, threads, echo_rank0)
+        for index, config in enumerate(launch.configs):
+            yield LocalRun(config, tuple(record.runs[index] for record in records))
+
+
+def device_threads(scenario: Scenario) -> int:
+    """Torch threads of every rank: the cores shared evenly by the most devices any
+    configuration uses, so every rank, single's included, emulates a device of equal
+    compute."""
+    most = max(config.devices for config in configurations(scenario))
+    return max(1, available_cores() // most)
+
+
+def result_rows(scenario: Scenario, run: LocalRun) -> list[ResultRow]:
+    """One results row per repetition: rank 0's phases, every rank's bytes, vs single."""
+    config, terminal = run.config, run.ranks[0]
+    segments, cr = resolve_segments(scenario, config)
+    work = plan(scenario.model, config.strategy, config.devices, segments, scenario.input_source)
+    gflops = [work.flops_per_sample(r, scenario.model.blocks) / 1e9 for r in range(config.devices)]
+    return [
+        ResultRow(
+            scenario=scenario.name,
+            mode="local",
+            strategy=config.strategy,
+            devices=config.devices,
+            batch=config.batch,
+            bandwidth_mbps=config.bandwidth_mbps,
+            cr=cr,
+            segments=segments,
+            rep=rep,
+            compute_ms=timing.phase_ms("compute"),
+            staging_ms=timing.staging_ms,
+            comm_ms=timing.phase_ms("comm"),
+            total_ms=timing.total_ms,
+            per_sample_ms=timing.total_ms / config.batch,
+            energy_j=None,
+            bytes_sent=sum(rank.bytes_sent_per_forward for rank in run.ranks),
+            gflops_per_device=statistics.fmean(gflops),
+            max_abs_diff_vs_single=terminal.max_abs_diff_vs_single,
+            top1_agreement_vs_single=terminal.top1_agreement_vs_single,
+        )
+        for rep, timing in enumerate(terminal.reps)
+    ]
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """One launch: runs are every ``segments`` value x every ``batches`` entry, in that
+    order, one configuration each (``configs`` in the same order)."""
+
+    strategy: str
+    devices: int
+    segments: tuple[int | None, ...]
+    batches: tuple[int, ...]
+    configs: tuple[Configuration, ...]
+
+
+def _launches(scenario: Scenario) -> list[_Launch]:
+    """Configurations grouped into as few launches as the worker's runs (a product) allow.
+
+    A batch size appears once per configuration (a configuration differing only in its
+    nominal bandwidth is a run of its own); segment values with the same batch list share
+    a launch.
+    """
+    per_segments: dict[tuple[str, int, int | None], list[Configuration]] = {}
+    for config in configurations(scenario):
+        segments, _ = resolve_segments(scenario, config)
+        per_segments.setdefault((config.strategy, config.devices, segments), []).append(config)
+    grouped: dict[tuple[str, int, tuple[int, ...]], list[tuple[int | None, list[Configuration]]]]
+    grouped = {}
+    for (strategy, devices, segments), configs in per_segments.items():
+        batches = tuple(config.batch for config in configs)
+        grouped.setdefault((strategy, devices, batches), []).append((segments, configs))
+    return [
+        _Launch(
+            strategy,
+            devices,
+            tuple(segments for segments, _ in members),
+            batches,
+            tuple(config for _, configs in members for config in configs),
+        )
+        for (strategy, devices, batches), members in grouped.items()
+    ]
+
+
+def _deadline_s(scenario: Scenario, launch: _Launch, warmup: int) -> float:
+    """Start-up allowance plus every forward of the launch (and rank 0's single reference)
+    at the speed of a slow host."""
+    model = scenario.model
+    single = plan(model, "single", 1).flops_per_sample(0, model.blocks)
+    forwards = warmup + scenario.repetitions + 1  # + one traced forward
+    flops = 0.0
+    for config in launch.configs:
+        segments, _ = resolve_segments(scenario, config)
+        work = plan(model, config.strategy, config.devices, segments, scenario.input_source)
+        per_sample = sum(work.flops_per_sample(r, model.blocks) for r in range(config.devices))
+        flops += config.batch * (forwards * per_sample + single)
+    return STARTUP_ALLOWANCE_S + flops / SLOWEST_HOST_FLOPS_PER_S

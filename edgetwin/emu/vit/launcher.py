@@ -1,0 +1,150 @@
+"""Start P ranks as local processes on loopback; fail cleanly and leave nothing behind.
+
+Each rank is ``python -m edgetwin.emu.vit.worker`` with its own command line,
+the same command a Mininet host or a real board runs. The launcher picks a
+free port, waits with a deadline, and kills every rank still running when one
+fails, when the deadline passes, or on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import edgetwin
+from edgetwin.emu.vit.records import RankRecord, read_record
+from edgetwin.errors import RunFailed
+
+LOOPBACK_ADDR = "127.0.0.1"
+LOOPBACK_IFACE = "lo"
+POLL_S = 0.05
+LOG_TAIL_LINES = 12
+
+
+class LaunchError(RunFailed):
+    """A rank failed or the ranks did not finish in time; every rank has been stopped."""
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK_ADDR, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def launch_local(
+    worker_args: Sequence[str],
+    world: int,
+    timeout_s: float,
+    threads: int | None = None,
+    echo_rank0: bool = False,
+) -> list[RankRecord]:
+    """Run ``world`` ranks with ``worker_args`` (all but rank, world, address, result).
+
+    ``threads``: torch threads per rank (default: the cores this process may use, shared
+    evenly). ``echo_rank0``: let rank 0 print to this process's stdout (progress lines).
+    Raises ``LaunchError`` naming the rank and showing the end of its log.
+    """
+    threads = threads or max(1, available_cores() // world)
+    common = [
+        *worker_args,
+        "--world",
+        str(world),
+        "--master-addr",
+        LOOPBACK_ADDR,
+        "--master-port",
+        str(free_port()),
+        "--iface",
+        LOOPBACK_IFACE,
+        "--timeout-s",
+        str(timeout_s),
+        "--threads",
+        str(threads),
+    ]
+    with tempfile.TemporaryDirectory(prefix="edgetwin-vit-") as tmp:
+        folder = Path(tmp)
+        ranks: list[subprocess.Popen[bytes]] = []
+        try:
+            for rank in range(world):
+                ranks.append(_start(rank, common, folder, echo_rank0 and rank == 0))
+            _wait(ranks, folder, timeout_s)
+        finally:
+            _stop(ranks)
+        return [read_record(folder / f"rank{rank}.json") for rank in range(world)]
+
+
+def _start(rank: int, common: list[str], folder: Path, echo: bool) -> subprocess.Popen[bytes]:
+    command = [
+        sys.executable,
+        "-m",
+        "edgetwin.emu.vit.worker",
+        "--rank",
+        str(rank),
+        "--result",
+        str(folder / f"rank{rank}.json"),
+        *common,
+    ]
+    package_root = str(Path(edgetwin.__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+    with (folder / f"rank{rank}.log").open("wb") as log:
+        return subprocess.Popen(
+            command, stdout=None if echo else log, stderr=log, stdin=subprocess.DEVNULL, env=env
+        )
+
+
+def _wait(ranks: list[subprocess.Popen[bytes]], folder: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        codes = [rank.poll() for rank in ranks]
+        failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
+        if failed:
+            reasons = "; ".join(f"rank {rank} {_describe(codes[rank])}" for rank in failed)
+            raise LaunchError(f"{reasons}; all ranks stopped.{_log_tails(failed, folder)}")
+        if all(code == 0 for code in codes):
+            return
+        if time.monotonic() > deadline:
+            running = [rank for rank, code in enumerate(codes) if code is None]
+            raise LaunchError(
+                f"rank(s) {running} still running after {timeout_s:g} s (hung, or the "
+                f"timeout is too short); all ranks killed.{_log_tails(running, folder)}"
+            )
+        time.sleep(POLL_S)
+
+
+def _stop(ranks: list[subprocess.Popen[bytes]]) -> None:
+    """Kill every rank still running and reap them all."""
+    for rank in ranks:
+        if rank.poll() is None:
+            rank.kill()
+    for rank in ranks:
+        rank.wait()
+
+
+def _describe(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with status {code}"
+
+
+def _log_tails(ranks: list[int], folder: Path) -> str:
+    """The last lines each rank wrote (ranks that wrote nothing are left out)."""
+    tails = ""
+    for rank in ranks:
+        lines = (folder / f"rank{rank}.log").read_text(errors="replace").splitlines()
+        if lines:
+            shown = "\n  ".join(lines[-LOG_TAIL_LINES:])
+            tails += f"\n--- end of rank {rank}'s log:\n  {shown}"
+    return tails

@@ -1,0 +1,252 @@
+"""One rank as a process; runs on loopback (see ``launcher``) or on a real board.
+
+    python -m edgetwin.emu.vit.worker --rank R --world P --master-addr A --master-port N \\
+        --strategy prism --segments 10 --batch 8 [--iface eth0] [--result rank.json]
+
+Every rank builds the same weights (seeded, or ``--weights``). Runs are the
+product of ``--segments`` (or ``--cr``) and ``--batch``, in that order; each
+has ``--warmup`` untimed forwards, then ``--reps`` timed ones, with a barrier
+between forwards. Rank 0 then compares its last logits with the whole model
+run in its own process on the same input, and prints one line per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from pydantic import ValidationError
+from torch import Tensor
+
+from edgetwin.emu.vit.forward import RankForward
+from edgetwin.emu.vit.layout import STRATEGIES, make_layout
+from edgetwin.emu.vit.model import ViT, build_vit, image_side, make_images
+from edgetwin.emu.vit.phases import ForwardTiming, PhaseClock
+from edgetwin.emu.vit.records import RankRecord, RunRecord, write_record
+from edgetwin.scenario import ModelSpec
+from edgetwin.sim.costs import segments_for_cr
+
+MODEL_FLAGS = {
+    "tokens": int,
+    "width": int,
+    "blocks": int,
+    "heads": int,
+    "mlp_ratio": float,
+    "patch_size": int,
+    "channels": int,
+    "classes": int,
+}
+
+
+def model_args(spec: ModelSpec) -> list[str]:
+    """The worker flags that describe ``spec``."""
+    args = []
+    for name in MODEL_FLAGS:
+        args += [f"--{name.replace('_', '-')}", str(getattr(spec, name))]
+    return args
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m edgetwin.emu.vit.worker", description=__doc__.split("\n\n")[0]
+    )
+    where = parser.add_argument_group("process group")
+    where.add_argument("--rank", type=int, required=True)
+    where.add_argument("--world", type=int, required=True, help="number of ranks P")
+    where.add_argument("--master-addr", default="127.0.0.1", help="address of rank 0")
+    where.add_argument("--master-port", type=int, default=29500)
+    where.add_argument("--iface", help="network interface for GLOO (sets GLOO_SOCKET_IFNAME)")
+    where.add_argument("--timeout-s", type=float, default=300.0, help="GLOO operation timeout")
+    what = parser.add_argument_group("what to run")
+    what.add_argument("--strategy", choices=STRATEGIES, required=True)
+    per_block = what.add_mutually_exclusive_group()
+    per_block.add_argument("--segments", type=int, nargs="+", help="prism: segments L")
+    per_block.add_argument("--cr", type=float, nargs="+", help="prism: compression ratio N/(LP)")
+    what.add_argument("--batch", type=int, nargs="+", default=[1])
+    what.add_argument("--warmup", type=int, default=1, help="untimed forwards per run")
+    what.add_argument("--reps", type=int, default=5, help="timed forwards per run")
+    what.add_argument("--input-source", choices=("terminal", "replicated"), default="terminal")
+    model = parser.add_argument_group("model (default: ViT-B/16 shape, 10 classes)")
+    model.add_argument("--preset", help="a model preset of the scenario schema, e.g. vit_b16")
+    for name, kind in MODEL_FLAGS.items():
+        model.add_argument(f"--{name.replace('_', '-')}", type=kind)
+    model.add_argument("--weights", type=Path, help="state_dict to load (timm ViT names)")
+    model.add_argument("--seed", type=int, default=0, help="random weights and input images")
+    run = parser.add_argument_group("execution and output")
+    run.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    run.add_argument("--threads", type=int, help="torch intra-op threads of this rank")
+    run.add_argument("--result", type=Path, help="write this rank's measurements here (JSON)")
+    run.add_argument("--trace-dir", type=Path, help="write PyTorch profiler Chrome traces here")
+    run.add_argument("--trace-batch", type=int, help="trace only runs of this batch size")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cli = parser()
+    args = cli.parse_args(argv)
+    try:
+        spec = ModelSpec.model_validate(
+            {"preset": args.preset}
+            | {name: getattr(args, name) for name in MODEL_FLAGS if getattr(args, name) is not None}
+        )
+    except ValidationError as exc:
+        cli.error(f"bad model: {exc.errors()[0]['msg']}")
+    if not 0 <= args.rank < args.world:
+        cli.error(f"--rank must be in [0, {args.world})")
+    if args.reps < 1 or args.warmup < 0:
+        cli.error("--reps must be >= 1 and --warmup >= 0")
+    segment_values: list[int | None] = [None]
+    if args.cr:
+        segment_values = [segments_for_cr(spec.tokens, args.world, cr) for cr in args.cr]
+    elif args.segments:
+        segment_values = list(args.segments)
+    try:
+        image_side(spec)
+        for segments in segment_values:
+            make_layout(args.strategy, spec.tokens, args.world, segments)
+    except ValueError as exc:
+        cli.error(str(exc))
+    if args.device == "cuda" and not torch.cuda.is_available():
+        cli.error("--device cuda, but torch sees no CUDA GPU")
+    if args.iface:
+        os.environ["GLOO_SOCKET_IFNAME"] = args.iface
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    record = run_rank(args, spec, segment_values)
+    if args.result is not None:
+        write_record(args.result, record)
+    return 0
+
+
+def run_rank(
+    args: argparse.Namespace, spec: ModelSpec, segment_values: list[int | None]
+) -> RankRecord:
+    """Join the process group, do every run (segments x batch), leave the group."""
+    device = torch.device(args.device)
+    model = build_vit(spec, args.seed, args.weights, device)
+    if args.world > 1:
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://{args.master_addr}:{args.master_port}",
+            rank=args.rank,
+            world_size=args.world,
+            timeout=timedelta(seconds=args.timeout_s),
+        )
+    try:
+        with torch.inference_mode():
+            runs = tuple(
+                _run(args, model, device, batch, segments)
+                for segments in segment_values
+                for batch in args.batch
+            )
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return RankRecord(
+        args.rank, args.world, args.strategy, str(device), torch.get_num_threads(), runs
+    )
+
+
+def _run(
+    args: argparse.Namespace, model: ViT, device: torch.device, batch: int, segments: int | None
+) -> RunRecord:
+    layout = make_layout(args.strategy, model.spec.tokens, args.world, segments)
+    clock = PhaseClock(device)
+    forward = RankForward(model, layout, args.rank, batch, clock, args.input_source)
+    embeds_here = args.rank == 0 or args.input_source == "replicated"
+    images = make_images(model.spec, batch, args.seed).to(device) if embeds_here else None
+    for _ in range(args.warmup):
+        forward(images)
+        _barrier(args.world)
+    reps: list[ForwardTiming] = []
+    logits = None
+    for _ in range(args.reps):
+        clock.start()
+        logits = forward(images)
+        reps.append(clock.stop())
+        _barrier(args.world)
+    if args.trace_dir is not None and args.trace_batch in (None, batch):
+        _trace(args, forward, clock, images, segments)
+    record = RunRecord(batch, segments, tuple(reps), forward.bytes_sent)
+    if logits is None:
+        return record
+    record = _compare_with_single(record, model, images, logits, args.world)
+    _print_summary(args, record)
+    return record
+
+
+def _barrier(world: int) -> None:
+    if world > 1:
+        dist.barrier()
+
+
+def _trace(
+    args: argparse.Namespace,
+    forward: RankForward,
+    clock: PhaseClock,
+    images: Tensor | None,
+    segments: int | None,
+) -> None:
+    """One more forward under the PyTorch profiler, phases labelled, as a Chrome trace."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if clock.device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    clock.label_phases = True
+    with torch.profiler.profile(activities=activities) as profiler:
+        clock.start()
+        forward(images)
+        clock.stop()
+    clock.label_phases = False
+    _barrier(args.world)
+    name = args.strategy + ("" if segments is None else f"_L{segments}")
+    args.trace_dir.mkdir(parents=True, exist_ok=True)
+    path = args.trace_dir / f"trace_{name}_b{forward.batch}_rank{args.rank}.json"
+    profiler.export_chrome_trace(str(path))
+
+
+def _compare_with_single(
+    record: RunRecord, model: ViT, images: Tensor | None, logits: Tensor, world: int
+) -> RunRecord:
+    """Rank 0: keep the logits and, if distributed, compare them with the whole model's."""
+    record = replace(record, logits=tuple(tuple(row) for row in logits.tolist()))
+    if world == 1 or images is None:
+        return record
+    reference = model(images)
+    return replace(
+        record,
+        max_abs_diff_vs_single=float((logits - reference).abs().max()),
+        top1_agreement_vs_single=float((logits.argmax(-1) == reference.argmax(-1)).float().mean()),
+    )
+
+
+def _print_summary(args: argparse.Namespace, record: RunRecord) -> None:
+    def median(values: list[float]) -> float:
+        return statistics.median(values) if values else float("nan")
+
+    name = args.strategy + ("" if record.segments is None else f" L={record.segments}")
+    total = median([rep.total_ms for rep in record.reps])
+    compute = median([rep.phase_ms("compute") for rep in record.reps])
+    staging = median([rep.staging_ms for rep in record.reps])
+    comm = median([rep.phase_ms("comm") for rep in record.reps])
+    line = (
+        f"{name} P={args.world} batch {record.batch}: total {total:.1f} ms (compute {compute:.1f}"
+        f", staging {staging:.1f}, comm {comm:.1f}; median of {len(record.reps)})"
+    )
+    if record.max_abs_diff_vs_single is not None:
+        line += (
+            f"; vs single: max |logit diff| {record.max_abs_diff_vs_single:.3g}"
+            f", top-1 agreement {record.top1_agreement_vs_single:.2f}"
+        )
+    print(line, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

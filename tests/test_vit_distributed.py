@@ -1,0 +1,233 @@
+"""The real split over GLOO: P local processes on loopback against one-process references.
+
+Tiny ViT (17 tokens: partitions of unequal size for P = 2, 3, 4), fp32.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import psutil
+import pytest
+import torch
+
+from edgetwin.emu.vit.forward import segment_means
+from edgetwin.emu.vit.launcher import LaunchError, launch_local
+from edgetwin.emu.vit.layout import Layout, make_layout
+from edgetwin.emu.vit.model import ViT, build_vit, make_images
+from edgetwin.emu.vit.records import RankRecord
+from edgetwin.emu.vit.worker import main as worker_main
+from edgetwin.emu.vit.worker import model_args
+from edgetwin.scenario import ModelSpec
+
+TINY = ModelSpec(tokens=17, width=32, blocks=2, heads=4, patch_size=2, classes=5)
+BATCH = 3
+SEED = 5
+TIGHT = {"atol": 1e-6, "rtol": 1e-5}
+LAUNCH_TIMEOUT_S = 120
+
+
+def launch(world: int, *args: str) -> list[RankRecord]:
+    common = ["--batch", str(BATCH), "--reps", "2", "--seed", str(SEED), *model_args(TINY)]
+    return launch_local([*args, *common], world, LAUNCH_TIMEOUT_S)
+
+
+def logits(record: RankRecord, run: int = 0) -> torch.Tensor:
+    rows = record.runs[run].logits
+    assert rows is not None
+    return torch.tensor(rows)
+
+
+@pytest.fixture(scope="module")
+def model() -> ViT:
+    return build_vit(TINY, seed=SEED)
+
+
+@pytest.fixture(scope="module")
+def single_logits(model: ViT) -> torch.Tensor:
+    with torch.inference_mode():
+        return model(make_images(TINY, BATCH, SEED))
+
+
+@pytest.fixture(scope="module")
+def voltage_p3() -> list[RankRecord]:
+    return launch(3, "--strategy", "voltage")
+
+
+@pytest.fixture(scope="module")
+def prism_p3() -> list[RankRecord]:
+    """Two runs: L = 1000 (capped at the partition: segment size 1), then L = 4."""
+    return launch(3, "--strategy", "prism", "--segments", "1000", "4")
+
+
+def test_single_process_run_is_the_model(single_logits: torch.Tensor) -> None:
+    (record,) = launch(1, "--strategy", "single")
+    assert torch.equal(logits(record), single_logits)
+    assert record.runs[0].max_abs_diff_vs_single is None
+    assert record.runs[0].bytes_sent_per_forward == 0
+
+
+def test_voltage_equals_single_on_three_ranks(
+    voltage_p3: list[RankRecord], single_logits: torch.Tensor
+) -> None:
+    torch.testing.assert_close(logits(voltage_p3[0]), single_logits, **TIGHT)
+    run = voltage_p3[0].runs[0]
+    assert run.max_abs_diff_vs_single is not None and run.max_abs_diff_vs_single < 1e-5
+    assert run.top1_agreement_vs_single == 1.0
+    assert [r.runs[0].logits for r in voltage_p3[1:]] == [None, None]
+
+
+def test_voltage_equals_single_on_two_ranks(single_logits: torch.Tensor) -> None:
+    records = launch(2, "--strategy", "voltage")
+    torch.testing.assert_close(logits(records[0]), single_logits, **TIGHT)
+
+
+def test_voltage_on_four_ranks_with_replicated_input_equals_single(
+    single_logits: torch.Tensor,
+) -> None:
+    records = launch(4, "--strategy", "voltage", "--input-source", "replicated")
+    torch.testing.assert_close(logits(records[0]), single_logits, **TIGHT)
+    layout = make_layout("voltage", TINY.tokens, 4)  # 5, 4, 4, 4 rows
+    per_block = BATCH * layout.padded_rows * TINY.width * 4  # no scatter: every rank embeds
+    assert [r.runs[0].bytes_sent_per_forward for r in records] == [TINY.blocks * per_block] * 4
+
+
+def test_bytes_sent_are_scatter_plus_padded_all_gathers(voltage_p3: list[RankRecord]) -> None:
+    layout = make_layout("voltage", TINY.tokens, 3)  # 6, 6, 5 rows
+    row_bytes = BATCH * TINY.width * 4
+    gathers = TINY.blocks * layout.padded_rows * row_bytes
+    scatter = (6 + 5) * row_bytes
+    sent = [r.runs[0].bytes_sent_per_forward for r in voltage_p3]
+    assert sent == [scatter + gathers, gathers, gathers]
+
+
+def test_prism_with_segment_size_one_is_voltage(
+    prism_p3: list[RankRecord], voltage_p3: list[RankRecord]
+) -> None:
+    assert torch.equal(logits(prism_p3[0], run=0), logits(voltage_p3[0]))
+    sent = [records[0].runs[0].bytes_sent_per_forward for records in (prism_p3, voltage_p3)]
+    assert sent[0] == sent[1]
+
+
+def prism_by_repetition(model: ViT, images: torch.Tensor, layout: Layout) -> torch.Tensor:
+    """Prism in one process with no log bias: each received mean repeated (segment size)
+    times among the keys/values, plain softmax."""
+    assert layout.segment_rows is not None
+    rows = model.embed_rows(images, 0, layout.tokens)
+    parts = [rows[:, slice(*layout.bounds(rank))] for rank in range(layout.world)]
+    for block in model.encoder_blocks():
+        inputs = [block.attention_input(part) for part in parts]
+        repeated = [
+            segment_means(own, sizes).repeat_interleave(torch.tensor(sizes), dim=1)
+            for own, sizes in zip(inputs, layout.segment_rows, strict=True)
+        ]
+        contexts = [
+            torch.cat([inputs[q] if q == rank else repeated[q] for q in range(layout.world)], 1)
+            for rank in range(layout.world)
+        ]
+        parts = [
+            block.finish(parts[rank], inputs[rank], contexts[rank]) for rank in range(layout.world)
+        ]
+    return model.classify(parts[0][:, 0])
+
+
+def test_prism_log_bias_equals_repeating_each_mean(
+    prism_p3: list[RankRecord], model: ViT, single_logits: torch.Tensor
+) -> None:
+    layout = make_layout("prism", TINY.tokens, 3, segments=4)
+    assert layout.segment_rows == ((2, 2, 1, 1), (2, 2, 1, 1), (2, 1, 1, 1))
+    with torch.inference_mode():
+        reference = prism_by_repetition(model, make_images(TINY, BATCH, SEED), layout)
+    distributed = logits(prism_p3[0], run=1)
+    torch.testing.assert_close(distributed, reference, **TIGHT)
+    # not vacuous: averaging changes the output well beyond the tolerance
+    assert (distributed - single_logits).abs().max() > 20 * TIGHT["atol"]
+
+
+# ---------------------------------------------------------------- failures
+
+
+def rank_processes() -> dict[int, psutil.Process]:
+    """Worker processes started by this test process, by rank."""
+    found = {}
+    for child in psutil.Process().children(recursive=True):
+        try:
+            command = child.cmdline()
+        except psutil.NoSuchProcess:
+            continue
+        if "edgetwin.emu.vit.worker" in command:
+            found[int(command[command.index("--rank") + 1])] = child
+    return found
+
+
+def in_process_group(process: psutil.Process) -> bool:
+    """Connected to rank 0's store and to its GLOO peer."""
+    connections = process.net_connections(kind="tcp")
+    return sum(c.status == psutil.CONN_ESTABLISHED for c in connections) >= 2
+
+
+def fail_one_rank(harm: Callable[[psutil.Process], None], timeout_s: float) -> tuple[str, list]:
+    """Launch 2 ranks that would run for ever, harm rank 1 once both exist; return the
+    launcher's error message and the rank processes."""
+    outcome: dict[str, BaseException] = {}
+
+    def run() -> None:
+        try:
+            launch_local(
+                ["--strategy", "voltage", "--reps", "1000000", *model_args(TINY)], 2, timeout_s
+            )
+        except LaunchError as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 60
+    ranks = rank_processes()
+    while len(ranks) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        ranks = rank_processes()
+    assert len(ranks) == 2, "the ranks did not start"
+    while not in_process_group(ranks[1]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert in_process_group(ranks[1]), "rank 1 did not join the process group"
+    time.sleep(0.5)  # well into the forward loop
+    harm(ranks[1])
+    thread.join(timeout_s + 30)
+    assert not thread.is_alive(), "the launcher did not return"
+    return str(outcome["error"]), list(ranks.values())
+
+
+def test_a_killed_rank_fails_the_launch_and_stops_the_others() -> None:
+    message, ranks = fail_one_rank(lambda process: process.kill(), timeout_s=120)
+    assert "rank 1 was killed by SIGKILL" in message
+    assert "all ranks stopped" in message
+    assert not any(process.is_running() for process in ranks)
+    assert rank_processes() == {}
+
+
+def test_a_hung_rank_times_out_and_every_rank_is_killed() -> None:
+    message, ranks = fail_one_rank(lambda process: process.suspend(), timeout_s=8)
+    assert "still running after 8 s" in message and "all ranks killed" in message
+    assert not any(process.is_running() for process in ranks)
+    assert rank_processes() == {}
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["--world", "2", "--strategy", "single"], "single cannot run on 2 rank(s)"),
+        (["--world", "2", "--strategy", "voltage", "--segments", "3"], "prism needs segments"),
+        (["--world", "2", "--rank", "2", "--strategy", "voltage"], "--rank must be in [0, 2)"),
+        (["--world", "1", "--strategy", "single", "--tokens", "18"], "a ViT needs"),
+    ],
+)
+def test_worker_refuses_inconsistent_arguments(
+    args: list[str], problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = args if "--rank" in args else ["--rank", "0", *args]
+    with pytest.raises(SystemExit) as exit_:
+        worker_main(command)
+    assert exit_.value.code == 2
+    assert problem in capsys.readouterr().err

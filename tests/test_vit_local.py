@@ -1,0 +1,119 @@
+"""``run_local``: a scenario's configurations as real processes (mode local)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from edgetwin.emu.local import check_runnable, run_local
+from edgetwin.emu.vit.layout import make_layout
+from edgetwin.errors import InputError
+from edgetwin.results import ResultRow
+from edgetwin.scenario import Scenario, configurations, load_scenario
+from edgetwin.sim.costs import plan
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO / "scenarios/emu_smoke.yaml"
+
+
+@pytest.fixture(scope="module")
+def smoke() -> Scenario:
+    return load_scenario(SMOKE)
+
+
+@pytest.fixture(scope="module")
+def smoke_rows(smoke: Scenario) -> list[ResultRow]:
+    progress: list[None] = []
+    rows = run_local(smoke, on_progress=lambda: progress.append(None))
+    assert len(progress) == len(rows)
+    return rows
+
+
+def test_smoke_scenario_is_vit_b16_cut_to_two_blocks(smoke: Scenario) -> None:
+    model = smoke.model
+    assert (model.tokens, model.width, model.heads, model.patch_size, model.blocks) == (
+        197,
+        768,
+        12,
+        16,
+        2,
+    )
+    assert smoke.mode == "local"
+    check_runnable(smoke, SMOKE)
+
+
+def test_one_row_per_configuration_and_rep(smoke: Scenario, smoke_rows: list[ResultRow]) -> None:
+    keys = [(r.strategy, r.devices, r.bandwidth_mbps, r.cr, r.rep) for r in smoke_rows]
+    expected = [
+        (c.strategy, c.devices, c.bandwidth_mbps, c.cr, rep)
+        for c in configurations(smoke)
+        for rep in range(smoke.repetitions)
+    ]
+    assert keys == expected
+    for row in smoke_rows:
+        assert row.mode == "local" and row.status == "ok" and row.energy_j is None
+        assert row.total_ms > 0 and row.per_sample_ms == row.total_ms / row.batch
+        assert row.compute_ms + row.staging_ms + row.comm_ms <= row.total_ms
+        segments = row.segments if row.strategy == "prism" else None
+        work = plan(smoke.model, row.strategy, row.devices, segments, smoke.input_source)
+        gflops = [work.flops_per_sample(r, smoke.model.blocks) / 1e9 for r in range(row.devices)]
+        assert row.gflops_per_device == pytest.approx(statistics.fmean(gflops))
+
+
+def test_bytes_sent_are_measured_per_strategy(smoke_rows: list[ResultRow]) -> None:
+    row_bytes = 2 * 768 * 4  # batch 2, fp32
+    scatter = 98 * row_bytes
+    voltage = make_layout("voltage", 197, 2).padded_rows  # 99 rows each, padded
+    prism = make_layout("prism", 197, 2, segments=10).padded_rows  # 10 means each
+    expected = {
+        "single": 0,
+        "voltage": scatter + 2 * 2 * voltage * row_bytes,
+        "prism": scatter + 2 * 2 * prism * row_bytes,
+    }
+    assert {row.strategy: row.bytes_sent for row in smoke_rows} == expected
+
+
+def test_comparison_with_single_device(smoke_rows: list[ResultRow]) -> None:
+    """Voltage is exact; prism at CR 9.9 is reported as measured (random weights)."""
+    by_strategy = {row.strategy: row for row in smoke_rows}
+    assert by_strategy["single"].max_abs_diff_vs_single is None
+    voltage = by_strategy["voltage"]
+    assert voltage.max_abs_diff_vs_single is not None and voltage.max_abs_diff_vs_single < 1e-4
+    assert voltage.top1_agreement_vs_single == 1.0
+    prism = by_strategy["prism"]
+    assert prism.segments == 10 and prism.cr == 9.9
+    assert prism.max_abs_diff_vs_single is not None and prism.max_abs_diff_vs_single >= 0
+    assert prism.top1_agreement_vs_single is not None
+    assert 0 <= prism.top1_agreement_vs_single <= 1
+    print(
+        f"prism CR 9.9 vs single (ViT-B/16 width, 2 blocks, batch 2): max |logit diff| "
+        f"{prism.max_abs_diff_vs_single:.3g}, top-1 agreement {prism.top1_agreement_vs_single}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("override", "field", "problem"),
+    [
+        ({"model": {"preset": "bert_base"}}, "model", "local mode runs a ViT"),
+        (
+            {"model": {"preset": "vit_b16", "bytes_per_element": 2}},
+            "model.bytes_per_element",
+            "fp32",
+        ),
+        (
+            {"strategies": [{"name": "single"}, {"name": "tensor_parallel"}]},
+            "strategies.1.name",
+            "no real code path",
+        ),
+    ],
+)
+def test_what_local_mode_cannot_run_is_named(
+    smoke: Scenario, override: dict[str, object], field: str, problem: str
+) -> None:
+    scenario = Scenario.model_validate({**smoke.model_dump(), **override})
+    with pytest.raises(InputError) as caught:
+        check_runnable(scenario, SMOKE)
+    assert caught.value.field == field and problem in caught.value.problem
+    assert caught.value.path == str(SMOKE)
