@@ -13,7 +13,6 @@ value, not what loopback gave.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from edgetwin.errors import InputError
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
 from edgetwin.sim.costs import plan
-from edgetwin.sim.runner import resolve_segments
+from edgetwin.sim.runner import configuration_columns, resolve_segments
 
 REAL_STRATEGIES = ("single", "voltage", "prism")
 ELEMENT_BYTES = 4  # the real code paths run fp32
@@ -143,19 +142,10 @@ def device_threads(scenario: Scenario) -> int:
 def result_rows(scenario: Scenario, run: LocalRun) -> list[ResultRow]:
     """One results row per repetition: rank 0's phases, every rank's bytes, vs single."""
     config, terminal = run.config, run.ranks[0]
-    segments, cr = resolve_segments(scenario, config)
-    work = plan(scenario.model, config.strategy, config.devices, segments, scenario.input_source)
-    gflops = [work.flops_per_sample(r, scenario.model.blocks) / 1e9 for r in range(config.devices)]
     return [
         ResultRow(
-            scenario=scenario.name,
+            **configuration_columns(scenario, config),
             mode="local",
-            strategy=config.strategy,
-            devices=config.devices,
-            batch=config.batch,
-            bandwidth_mbps=config.bandwidth_mbps,
-            cr=cr,
-            segments=segments,
             rep=rep,
             compute_ms=timing.phase_ms("compute"),
             staging_ms=timing.staging_ms,
@@ -164,7 +154,6 @@ def result_rows(scenario: Scenario, run: LocalRun) -> list[ResultRow]:
             per_sample_ms=timing.total_ms / config.batch,
             energy_j=None,
             bytes_sent=sum(rank.bytes_sent_per_forward for rank in run.ranks),
-            gflops_per_device=statistics.fmean(gflops),
             max_abs_diff_vs_single=terminal.max_abs_diff_vs_single,
             top1_agreement_vs_single=terminal.top1_agreement_vs_single,
         )

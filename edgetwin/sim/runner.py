@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import simpy
@@ -115,7 +116,7 @@ def simulate(
         device.record_intervals = record_intervals
     stacks = {d.name: d.profile.network for d in devices}
     network = Network(env, scenario.network, config.bandwidth_mbps, stacks)
-    segments, cr = resolve_segments(scenario, config)
+    segments, _ = resolve_segments(scenario, config)
     work = plan(scenario.model, config.strategy, config.devices, segments, scenario.input_source)
     row_bytes = scenario.model.width * scenario.model.bytes_per_element
     status = _load_model(devices, work, config.batch, row_bytes)
@@ -129,7 +130,7 @@ def simulate(
         status = _run_batches(env, forwards, devices, members, rng)
     for device in devices:
         device.close()
-    row = _row(scenario, config, rep, segments, cr, forward, devices, network, work, status)
+    row = _row(scenario, config, rep, forward, devices, network, status)
     return RunOutcome(
         config=config,
         row=row,
@@ -206,27 +207,17 @@ def _row(
     scenario: Scenario,
     config: Configuration,
     rep: int,
-    segments: int | None,
-    cr: float | None,
     forward: Forward,
     devices: list[Device],
     network: Network,
-    work: Plan,
     status: str,
 ) -> ResultRow:
     terminal = forward.times[0]
     ok = status == "ok"
     total_ms = max(t.finished_ms for t in forward.times) - forward.start_ms if ok else math.nan
-    gflops = [work.flops_per_sample(r, scenario.model.blocks) / 1e9 for r in range(len(devices))]
     return ResultRow(
-        scenario=scenario.name,
+        **configuration_columns(scenario, config),
         mode="twin",
-        strategy=config.strategy,
-        devices=config.devices,
-        batch=config.batch,
-        bandwidth_mbps=config.bandwidth_mbps,
-        cr=cr,
-        segments=segments,
         rep=rep,
         compute_ms=terminal.compute_ms if ok else math.nan,
         staging_ms=terminal.staging_ms if ok else math.nan,
@@ -236,5 +227,21 @@ def _row(
         energy_j=sum(d.total_energy_j for d in devices) if ok else math.nan,
         status=status,
         bytes_sent=round(sum(network.bytes_sent.values())),
-        gflops_per_device=sum(gflops) / len(gflops),
     )
+
+
+def configuration_columns(scenario: Scenario, config: Configuration) -> dict[str, Any]:
+    """The columns that name a configuration, and the mean GFLOPs a device does per sample."""
+    segments, cr = resolve_segments(scenario, config)
+    work = plan(scenario.model, config.strategy, config.devices, segments, scenario.input_source)
+    gflops = [work.flops_per_sample(r, scenario.model.blocks) / 1e9 for r in range(config.devices)]
+    return {
+        "scenario": scenario.name,
+        "strategy": config.strategy,
+        "devices": config.devices,
+        "batch": config.batch,
+        "bandwidth_mbps": config.bandwidth_mbps,
+        "cr": cr,
+        "segments": segments,
+        "gflops_per_device": sum(gflops) / len(gflops),
+    }
