@@ -63,14 +63,16 @@ class StagingParams(Strict):
     fixed_ms: NonNegativeFloat
     ms_per_mb: NonNegativeFloat
     size_exponent: Annotated[float, Field(gt=0, le=1.5)] = 1.0
-    concat_ms_per_mb: NonNegativeFloat = 0.0  # host-side concatenation of gathered pieces
+    # concatenating the gathered pieces on the host touches every byte again: the
+    # host->GPU staging of a gathered tensor costs this multiple of a plain copy
+    gathered_factor: Annotated[float, Field(ge=1, le=20)] = 1.0
     # pageable host buffers above a size are mapped fresh (glibc's mmap threshold):
     large_copy_kb: PositiveFloat | None = None
     large_copy_ms: NonNegativeFloat = 0.0
 
     def gathered_ms(self, nbytes: float) -> float:
         """Concatenate gathered pieces on the host, then copy them host->GPU."""
-        return self.copy_ms(nbytes) + self.concat_ms_per_mb * nbytes / MB
+        return self.gathered_factor * self.copy_ms(nbytes)
 
     def copy_ms(self, nbytes: float) -> float:
         if nbytes <= 0:

@@ -51,7 +51,7 @@ STAGING_BOUNDS: Bounds = {
     "fixed_ms": (0.0, 20.0, 0.02),
     "ms_per_mb": (1e-4, 100.0, 0.2),
     "size_exponent": (0.3, 1.2, 0.9),
-    "concat_ms_per_mb": (0.0, 100.0, 0.05),
+    "gathered_factor": (1.0, 20.0, 2.0),
     "large_copy_ms": (0.0, 50.0, 0.05),
 }
 NETWORK_BOUNDS: Bounds = {
