@@ -18,6 +18,11 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from edgetwin.calibration.fit_android import (
+    fit_android_profiles,
+    is_android_spec,
+    write_android_profiles,
+)
 from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_table
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
@@ -27,6 +32,7 @@ from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import ResultRow, write_results
 from edgetwin.scenario import Scenario, configurations, dump_resolved, load_scenario
 from edgetwin.schema import read_yaml_mapping
+from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.runner import build_fleet, run_scenario
 from edgetwin.sim.trace import chrome_trace
 
@@ -110,7 +116,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise InputError(args.out, None, "--out exists and is not a folder")
     reference = _reference_path(scenario, args.scenario)
-    runner = _run_twin if scenario.mode == "twin" else _run_local
+    if scenario.crowd is not None:
+        runner = _run_crowd
+    else:
+        runner = _run_twin if scenario.mode == "twin" else _run_local
     with _staging_dir(args.out) as staging:
         rows = runner(scenario, args, staging)
         write_results(staging / "results.csv", rows)
@@ -126,7 +135,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_twin(scenario: Scenario, args: argparse.Namespace, staging: Path) -> list[ResultRow]:
     fleet = build_fleet(scenario, args.scenario)
-    with _progress(f"twin {scenario.name}", scenario, args.quiet) as advance:
+    total = len(configurations(scenario)) * scenario.repetitions
+    with _progress(f"twin {scenario.name}", total, args.quiet) as advance:
         outcomes = list(
             run_scenario(scenario, fleet, record_intervals=args.trace, on_progress=advance)
         )
@@ -141,14 +151,24 @@ def _run_local(scenario: Scenario, args: argparse.Namespace, staging: Path) -> l
 
     check_runnable(scenario, args.scenario)
     trace_dir = staging / "traces" if args.trace else None
-    with _progress(f"local {scenario.name}", scenario, args.quiet) as advance:
+    total = len(configurations(scenario)) * scenario.repetitions
+    with _progress(f"local {scenario.name}", total, args.quiet) as advance:
         return run_local(scenario, advance, trace_dir=trace_dir)
 
 
+def _run_crowd(scenario: Scenario, args: argparse.Namespace, staging: Path) -> list[ResultRow]:
+    """The CROWDio pipeline over a fleet of phones in the twin."""
+    with _progress(f"crowd {scenario.name}", len(crowd_runs(scenario)), args.quiet) as advance:
+        rows = run_crowd(scenario, args.scenario, on_progress=advance)
+    if args.trace:
+        timeline = crowd_timelines(scenario, args.scenario).records()
+        (staging / "timeline.json").write_text(json.dumps(timeline))
+    return rows
+
+
 @contextmanager
-def _progress(label: str, scenario: Scenario, quiet: bool) -> Iterator[Callable[[], None]]:
-    """A progress bar over every configuration x repetition; yields the advance callback."""
-    total = len(configurations(scenario)) * scenario.repetitions
+def _progress(label: str, total: int, quiet: bool) -> Iterator[Callable[[], None]]:
+    """A progress bar over ``total`` runs; yields the advance callback."""
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -202,6 +222,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _spec_kind(spec: Path) -> str:
+    if is_android_spec(spec):
+        return "android"
     kind = read_yaml_mapping(spec).get("kind", "table")
     if kind not in ("table", "traces"):
         raise InputError(spec, "kind", f"unknown calibration kind {kind!r}: table or traces")
@@ -210,7 +232,12 @@ def _spec_kind(spec: Path) -> str:
 
 def _calibrate(args: argparse.Namespace) -> int:
     command = f"edgetwin calibrate {args.spec} --out {args.out}"
-    if _spec_kind(args.spec) == "traces":
+    kind = _spec_kind(args.spec)
+    if kind == "android":
+        paths = write_android_profiles(fit_android_profiles(args.spec, command), args.out)
+        print("wrote " + ", ".join(str(p) for p in paths))
+        return 0
+    if kind == "traces":
         profile = calibrate_from_traces(args.spec, command)
     else:
         profile = fit_profile(args.spec, command)
@@ -223,7 +250,10 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    if _spec_kind(args.spec) == "traces":
+    kind = _spec_kind(args.spec)
+    if kind == "android":
+        raise InputError(args.spec, None, "an Android spec is checked by its scenario's tests")
+    if kind == "traces":
         points = leave_one_out(args.spec, args.by)
     elif args.by == "batch":
         points = leave_one_batch_out_table(args.spec)

@@ -258,6 +258,8 @@ class CrowdJobSpec(Strict):
         names = [stage.name for stage in self.stages]
         if len(set(names)) != len(names):
             raise ValueError("stage names must be unique")
+        if isinstance(self.interarrival, ConstantDist) and self.interarrival.value_s == 0:
+            raise ValueError("a constant interarrival must be more than 0 s")
         return self
 
 

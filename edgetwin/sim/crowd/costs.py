@@ -1,0 +1,69 @@
+"""Cost model of the CROWDio pipeline: pure functions, no event loop.
+
+Durations are in milliseconds and sizes in bytes unless a name says otherwise.
+A partition travels as a base64 blob inside the protocol's JSON messages, so
+downloading it moves 4/3 of its file size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from edgetwin.scenario import CrowdJobSpec, StageSpec
+from edgetwin.sim.crowd.phone_profile import PhoneProfile
+
+BASE64_OVERHEAD = 4.0 / 3.0
+MB = 1e6
+J_PER_WH = 3600.0
+
+
+def inference_ms(phone: PhoneProfile, stage: StageSpec) -> float:
+    """One input through one stage: the session-run floor plus FLOPs at the CPU's rate."""
+    return phone.inference_floor_ms + stage.gflops * 1e3 / phone.cpu_gflops
+
+
+def warm_load_ms(phone: PhoneProfile) -> float:
+    """Creating a session from a partition on storage (the download of a cold load aside)."""
+    return phone.session.warm_load_s * 1e3
+
+
+def blob_bytes(stage: StageSpec) -> float:
+    """Bytes on the wire to download a stage's partition."""
+    return stage.size_mb * MB * BASE64_OVERHEAD
+
+
+def compressed_activation_bytes(job: CrowdJobSpec) -> int:
+    """An intermediate activation after zlib (``compression_saving_pct`` less)."""
+    return max(1, round(job.activation_bytes * (1.0 - job.compression_saving_pct / 100.0)))
+
+
+def task_input_bytes(job: CrowdJobSpec, stage_index: int) -> int:
+    """What the foreman sends with a task: the raw input, or the upstream activation."""
+    return job.input_bytes if stage_index == 0 else compressed_activation_bytes(job)
+
+
+def task_output_bytes(job: CrowdJobSpec, stage_index: int) -> int:
+    """What a worker returns: an activation, or the logits of the last stage."""
+    last = stage_index == len(job.stages) - 1
+    return job.result_bytes if last else compressed_activation_bytes(job)
+
+
+def aggregation_ms(job: CrowdJobSpec) -> float:
+    """Averaging the logits of the N inputs and taking the majority class, at the foreman."""
+    return job.aggregation_ms_per_input * job.inputs
+
+
+def mah_from_joules(energy_j: float, voltage_v: float) -> float:
+    """Charge drawn from a battery at its nominal voltage."""
+    return energy_j / J_PER_WH / voltage_v * 1e3
+
+
+def lognormal_factor(rng: np.random.Generator, cv: float) -> Callable[[], float]:
+    """Multiplicative noise with mean 1 and coefficient of variation ``cv`` (1 when cv is 0)."""
+    if cv <= 0:
+        return lambda: 1.0
+    sigma = math.sqrt(math.log1p(cv * cv))
+    return lambda: float(rng.lognormal(-sigma * sigma / 2, sigma))

@@ -1,0 +1,75 @@
+"""The crowd's phones: classes resolved to profiles, expanded to named phones."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edgetwin.errors import InputError
+from edgetwin.scenario import CrowdSpec, PhoneClassSpec
+from edgetwin.sim.crowd.phone_profile import PhoneProfile, load_phone_profile
+
+
+@dataclass(frozen=True)
+class PhoneClass:
+    """A class of the fleet with its profile loaded."""
+
+    spec: PhoneClassSpec
+    profile: PhoneProfile
+
+
+@dataclass(frozen=True)
+class PhoneSetup:
+    """One phone of the expanded fleet."""
+
+    name: str
+    phone_class: PhoneClass
+    battery_start_pct: float
+
+
+def resolve_classes(crowd: CrowdSpec, scenario_path: Path | None) -> list[PhoneClass]:
+    """Load each class's profile (a shipped name, or a path relative to the scenario)."""
+    base = None if scenario_path is None else scenario_path.resolve().parent
+    classes = []
+    for i, spec in enumerate(crowd.fleet):
+        try:
+            profile = load_phone_profile(spec.profile, base)
+        except InputError as exc:
+            if exc.path is not None:  # the profile file itself is wrong: it names itself
+                raise
+            raise InputError(scenario_path, f"crowd.fleet.{i}.profile", exc.problem) from None
+        classes.append(PhoneClass(spec, profile))
+    return classes
+
+
+def class_counts(crowd: CrowdSpec) -> list[int]:
+    """Phones per class: ``count``, or ``share`` of ``fleet_size`` by largest remainder."""
+    counts = [spec.count or 0 for spec in crowd.fleet]
+    shared = [i for i, spec in enumerate(crowd.fleet) if spec.share is not None]
+    if not shared:
+        return counts
+    size = crowd.fleet_size or 0
+    exact = {i: (crowd.fleet[i].share or 0.0) * size for i in shared}
+    for i in shared:
+        counts[i] = math.floor(exact[i])
+    missing = round(sum(exact.values())) - sum(counts[i] for i in shared)
+    for i in sorted(shared, key=lambda i: (counts[i] - exact[i], i))[:missing]:
+        counts[i] += 1
+    return counts
+
+
+def expand_fleet(
+    crowd: CrowdSpec, classes: list[PhoneClass], rng: np.random.Generator
+) -> list[PhoneSetup]:
+    """Named phones (class name, or name-k when a class has several), starting battery drawn."""
+    phones = []
+    for phone_class, count in zip(classes, class_counts(crowd), strict=True):
+        low, high = phone_class.spec.battery_start_pct
+        for k in range(count):
+            name = phone_class.spec.name if count == 1 else f"{phone_class.spec.name}-{k}"
+            level = low if low == high else float(rng.uniform(low, high))
+            phones.append(PhoneSetup(name, phone_class, level))
+    return phones

@@ -1,0 +1,245 @@
+"""A volunteer phone running the worker app: residency, storage cache and the work it does.
+
+The phone's power states, battery and RAM are a generic ``Device``; this
+module adds what a CROWDio worker is: at most one resident ONNX session
+(loading another stage unloads the resident one first), partitions cached on
+storage (least recently used go first), and the pieces of work the foreman
+asks for (load a stage, receive a task's input, run it, send the result).
+Each piece is a generator for a SimPy process the foreman owns (which puts
+the phone back to idle when the process ends); a phone that leaves
+interrupts it.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+
+import simpy
+
+from edgetwin.policies.scheduling import WorkerView
+from edgetwin.scenario import StageSpec
+from edgetwin.sim.crowd.costs import blob_bytes, inference_ms, warm_load_ms
+from edgetwin.sim.crowd.phone_profile import PhoneProfile, device_profile
+from edgetwin.sim.crowd.records import Recorder
+from edgetwin.sim.device import WH_TO_J, Device, DeviceLeft
+from edgetwin.sim.network import Channel
+
+
+class OutOfMemory(Exception):
+    """A stage's session did not fit the phone's free RAM."""
+
+
+class PhoneDevice(Device):
+    """A ``Device`` that also tells its users when it comes back."""
+
+    def __init__(
+        self, env: simpy.Environment, name: str, profile: PhoneProfile, ram_mb: float | None
+    ) -> None:
+        super().__init__(env, name, device_profile(profile, ram_mb))
+        self.on_rejoin: list[Callable[[], None]] = []
+
+    def rejoin(self) -> None:
+        was_up = self.up
+        super().rejoin()
+        if self.up and not was_up:
+            for callback in list(self.on_rejoin):
+                callback()
+
+
+@dataclass(frozen=True)
+class Load:
+    """What making a stage resident took."""
+
+    cold: bool
+    evicted: bool
+    duration_ms: float
+    peak_mb: float
+
+
+@dataclass(frozen=True)
+class Link:
+    """The phone's path to the foreman: its channel, latency and network stack."""
+
+    channel: Channel
+    latency_ms: float
+    overhead_ms: float
+    efficiency: float
+
+
+class Phone:
+    """One worker phone, driven by the foreman."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        name: str,
+        profile: PhoneProfile,
+        ram_mb: float | None,
+        link: Link,
+        noise: Callable[[], float],
+        load_noise: Callable[[], float],
+        recorder: Recorder,
+    ) -> None:
+        self.env = env
+        self.name = name
+        self.profile = profile
+        self.device = PhoneDevice(env, name, profile, ram_mb)
+        self.link = link
+        self.noise = noise
+        self.load_noise = load_noise
+        self.recorder = recorder
+        self.resident: StageSpec | None = None
+        self.cached: OrderedDict[str, float] = OrderedDict()
+        self.busy = False
+        self.process: simpy.Process | None = None
+        self.tasks_assigned = 0
+        self.tasks_done = 0
+        self.loads = {"cold": 0, "warm": 0}
+        self.joined_order = 0
+        self.version = 0
+        self.banned: set[str] = set()  # stages whose session failed to fit here
+        self.away_since_ms: float | None = None
+        self.emptied_at_j: float | None = None  # energy drawn when the battery ran empty
+        self.device.on_leave.append(self._note_empty)
+        self.view = self.make_view()
+
+    # ------------------------------------------------------------ state
+    @property
+    def available(self) -> bool:
+        """Connected and not working: the scheduler may give it a task."""
+        return self.device.up and not self.busy
+
+    @property
+    def budget_mb(self) -> float:
+        return self.device.ram_mb
+
+    def set_battery_level(self, level_pct: float) -> None:
+        capacity_j = self._capacity_j()
+        self.device.battery_j = capacity_j * level_pct / 100.0
+        self.device.enter("idle")  # books nothing yet; reschedules the drain from this level
+
+    def battery_pct(self) -> float:
+        self.device.close()
+        return max(0.0, self.device.battery_j or 0.0) / self._capacity_j() * 100.0
+
+    def energy_j(self) -> float:
+        """Energy drawn since the start of the run, up to now (an empty phone draws no more)."""
+        if self.emptied_at_j is not None:
+            return self.emptied_at_j
+        self.device.close()
+        return self.device.total_energy_j
+
+    def _note_empty(self, _cause: DeviceLeft) -> None:
+        if self.device.drained:
+            self.emptied_at_j = self.device.total_energy_j
+
+    def _capacity_j(self) -> float:
+        return self.profile.battery.capacity_mah * self.profile.battery.voltage_v / 1e3 * WH_TO_J
+
+    def make_view(self) -> WorkerView:
+        """What the worker last reported to the foreman (battery as of now)."""
+        return WorkerView(
+            worker_id=self.name,
+            resident_stage=None if self.resident is None else self.resident.name,
+            cached_stages=frozenset(self.cached),
+            free_ram_mb=self.budget_mb,
+            battery_pct=self.battery_pct(),
+            success_rate=self.tasks_done / self.tasks_assigned if self.tasks_assigned else 1.0,
+            has_gpu=self.profile.has_gpu,
+            tasks_done=self.tasks_done,
+            joined_order=self.joined_order,
+        )
+
+    def fill_cache(self, stages: tuple[StageSpec, ...]) -> None:
+        """Partitions already on storage at the start (a warm run)."""
+        for stage in stages:
+            self._cache(stage)
+
+    def lose_session(self) -> None:
+        """The app was stopped (the phone left): nothing stays resident; storage stays."""
+        self.resident = None
+        self.device.unload(self.device.resident_mb)
+        self.recorder.rss(self.name, 0.0)
+
+    # ------------------------------------------------------------ work
+    def make_resident(
+        self, stage: StageSpec, job: int | None, item: int | None
+    ) -> Generator[simpy.Event, object, Load | None]:
+        """UNLOAD the resident stage, then LOAD ``stage`` (downloading it if not cached).
+
+        Returns None when ``stage`` was already resident; raises OutOfMemory
+        when its session does not fit.
+        """
+        if self.resident is stage:
+            if stage.name in self.cached:
+                self.cached.move_to_end(stage.name)
+            return None
+        start = self.env.now
+        evicted = self.resident is not None
+        if evicted:
+            self.recorder.event(
+                self.name, "unload", job, item, self.resident.name if self.resident else None
+            )
+            self.lose_session()
+        cold = stage.name not in self.cached
+        self.recorder.event(self.name, "load_cold" if cold else "load_warm", job, item, stage.name)
+        self.device.enter("load", stage.name)
+        try:
+            if cold:
+                yield self.env.timeout(self.link.latency_ms + self.link.overhead_ms)
+                yield self.link.channel.send(blob_bytes(stage), self.link.efficiency)
+                self._cache(stage)
+            else:
+                self.cached.move_to_end(stage.name)
+            peak_mb = stage.load_peak_mb or stage.ram_mb
+            if not self.device.load(peak_mb):
+                self.recorder.event(self.name, "out_of_memory", job, item, stage.name)
+                raise OutOfMemory(stage.name)
+            self.recorder.rss(self.name, self.device.resident_mb)
+            yield self.env.timeout(warm_load_ms(self.profile) * self.load_noise())
+            self.device.unload(peak_mb - stage.ram_mb)
+            self.resident = stage
+            self.recorder.rss(self.name, self.device.resident_mb)
+        finally:
+            kind = "cold" if cold else "warm"
+            self.recorder.activity(self.name, "load", start, job, item, stage.name, kind)
+            if self.recorder.enabled:
+                self.recorder.level(self.name, self.battery_pct())
+        self.recorder.event(self.name, "loaded", job, item, stage.name)
+        self.loads["cold" if cold else "warm"] += 1
+        return Load(cold, evicted, self.env.now - start, peak_mb)
+
+    def transfer(
+        self, nbytes: int, direction: str, job: int, item: int, stage: str
+    ) -> Generator[simpy.Event, object, float]:
+        """Receive a task's input (``in``) or send its result (``out``); returns ms taken."""
+        start = self.env.now
+        self.device.enter("comm", direction)
+        try:
+            yield self.env.timeout((self.link.latency_ms + self.link.overhead_ms) * self.noise())
+            yield self.link.channel.send(nbytes, self.link.efficiency)
+        finally:
+            self.recorder.activity(self.name, "transfer", start, job, item, stage, direction)
+        return self.env.now - start
+
+    def infer(self, stage: StageSpec, job: int, item: int) -> Generator[simpy.Event, object, float]:
+        """Run one input through the resident session; returns ms taken."""
+        start = self.env.now
+        self.recorder.event(self.name, "infer", job, item, stage.name)
+        self.device.enter("compute", stage.name)
+        try:
+            yield self.env.timeout(inference_ms(self.profile, stage) * self.noise())
+        finally:
+            self.recorder.activity(self.name, "infer", start, job, item, stage.name)
+        return self.env.now - start
+
+    def _cache(self, stage: StageSpec) -> None:
+        """Keep a downloaded partition on storage, dropping the least recently used."""
+        if stage.size_mb > self.profile.cache_mb:
+            return
+        self.cached[stage.name] = stage.size_mb
+        self.cached.move_to_end(stage.name)
+        while sum(self.cached.values()) > self.profile.cache_mb:
+            self.cached.popitem(last=False)

@@ -1,0 +1,125 @@
+"""Phone profiles: the fitted parameters of one class of Android handset.
+
+A phone profile is a YAML file (schema: ``PhoneProfile``; documented in
+docs/crowd.md), written by ``fit_android_profiles`` into
+``edgetwin/calibration/profiles/android_*.yaml``. A crowd scenario names one
+per phone class, by file stem or by a path relative to the scenario file.
+The twin drives each phone through the generic ``Device`` (power states,
+battery, RAM), so ``device_profile`` maps a phone profile onto that schema.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError
+
+from edgetwin.errors import InputError
+from edgetwin.profile import PROFILE_DIR, DeviceProfile
+from edgetwin.schema import (
+    NonNegativeFloat,
+    PositiveFloat,
+    Strict,
+    read_yaml_mapping,
+    validation_error,
+)
+
+
+class SessionParams(Strict):
+    """Creating an ONNX Runtime session for a partition already on the phone's storage."""
+
+    warm_load_s: PositiveFloat
+    load_cv: Annotated[float, Field(ge=0, le=1)] = 0.0
+
+
+class PhoneNetworkParams(Strict):
+    """The phone's network stack: cost per message and achieved share of the WiFi rate."""
+
+    message_overhead_ms: NonNegativeFloat
+    bandwidth_efficiency: Annotated[float, Field(gt=0, le=2)]
+
+
+class BatteryParams(Strict):
+    capacity_mah: PositiveFloat
+    voltage_v: PositiveFloat = 3.85
+
+
+class PhonePowerParams(Strict):
+    """Power drawn in each state of the worker app, in watts."""
+
+    idle_w: NonNegativeFloat
+    inference_w: NonNegativeFloat
+    load_w: NonNegativeFloat
+    transfer_w: NonNegativeFloat
+
+
+class PhoneProfile(Strict):
+    """Everything the crowd twin needs to know about one class of phone."""
+
+    name: str
+    description: str = ""
+    ram_mb: PositiveFloat
+    os_reserved_mb: NonNegativeFloat
+    cpu_gflops: PositiveFloat
+    inference_floor_ms: NonNegativeFloat
+    has_gpu: bool = False
+    cache_mb: PositiveFloat
+    session: SessionParams
+    network: PhoneNetworkParams
+    battery: BatteryParams
+    power: PhonePowerParams
+    fit: dict[str, Any] = Field(default_factory=dict)
+
+    def session_budget_mb(self, ram_mb: float | None = None) -> float:
+        """RAM the worker app can give a session: installed RAM less what Android keeps."""
+        return max(0.0, (ram_mb or self.ram_mb) - self.os_reserved_mb)
+
+
+def device_profile(phone: PhoneProfile, ram_mb: float | None = None) -> DeviceProfile:
+    """The phone as a generic ``Device`` profile (its RAM is the session budget)."""
+    power = phone.power
+    budget_mb = phone.session_budget_mb(ram_mb)
+    return DeviceProfile.model_validate(
+        {
+            "name": phone.name,
+            "ram_mb": max(budget_mb, 1e-6),
+            "battery_wh": phone.battery.capacity_mah * phone.battery.voltage_v / 1e3,
+            "compute": {
+                "throughput_gflops": phone.cpu_gflops,
+                "launch_floor_ms": phone.inference_floor_ms,
+                "sync_host_ms": 0.0,
+                "sync_host_ms_per_mb": 0.0,
+            },
+            "staging": {"fixed_ms": 0.0, "ms_per_mb": 0.0},
+            "network": phone.network.model_dump(),
+            "power": {
+                "idle_w": power.idle_w,
+                "compute_w": power.inference_w,
+                "host_w": power.inference_w,
+                "staging_w": power.load_w,
+                "comm_w": power.transfer_w,
+                "load_w": power.load_w,
+            },
+        }
+    )
+
+
+def load_phone_profile(name_or_path: str, relative_to: Path | None = None) -> PhoneProfile:
+    """A shipped phone profile by name, or a profile file (relative to ``relative_to``)."""
+    path = PROFILE_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        candidate = Path(name_or_path)
+        if relative_to is not None and not candidate.is_absolute():
+            candidate = relative_to / candidate
+        if not candidate.is_file():
+            known = sorted(p.stem for p in PROFILE_DIR.glob("android_*.yaml"))
+            raise InputError(
+                None, "profile", f"no phone profile {name_or_path!r} (shipped: {known})"
+            )
+        path = candidate
+    raw = read_yaml_mapping(path)
+    try:
+        return PhoneProfile.model_validate(raw)
+    except ValidationError as exc:
+        raise validation_error(exc, path) from None

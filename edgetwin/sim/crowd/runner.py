@@ -1,0 +1,394 @@
+"""Run a crowd scenario: one SimPy environment per strategy, scheduler and repetition.
+
+Each run builds the phones, the shared network and the foreman, submits jobs
+as the arrival process says, and ends when every job that arrived before
+``horizon_s`` is finished (or ``drain_s`` later). It returns one results row
+per job. Random streams are split so that every strategy and scheduler of a
+repetition sees the same phones, the same churn and the same job arrivals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+import numpy as np
+import simpy
+from simpy.events import NORMAL, EventPriority
+
+from edgetwin.errors import InputError
+from edgetwin.policies.scheduling import make_scheduler
+from edgetwin.profile import NetworkParams
+from edgetwin.results import ResultRow
+from edgetwin.scenario import CROWD_STRATEGIES, Scenario
+from edgetwin.sim.crowd.availability import Absence, read_trace, replay
+from edgetwin.sim.crowd.costs import lognormal_factor, mah_from_joules
+from edgetwin.sim.crowd.fleet import PhoneClass, class_counts, expand_fleet, resolve_classes
+from edgetwin.sim.crowd.foreman import Foreman
+from edgetwin.sim.crowd.phone import Link, Phone
+from edgetwin.sim.crowd.records import (
+    Activity,
+    BatterySample,
+    RamSample,
+    Recorder,
+    TraceEvent,
+    with_idle,
+)
+from edgetwin.sim.crowd.tasks import MODES, Job
+from edgetwin.sim.device import draw_ms
+from edgetwin.sim.network import Network
+
+FLEET, ARRIVALS, AVAILABILITY, DYNAMICS = range(4)  # random streams of a repetition
+
+
+class CountingEnvironment(simpy.Environment):
+    """A SimPy environment that counts the events it schedules."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scheduled = 0
+
+    def schedule(
+        self, event: simpy.Event, priority: EventPriority = NORMAL, delay: float = 0
+    ) -> None:
+        self.scheduled += 1
+        super().schedule(event, priority, delay)
+
+
+@dataclass(frozen=True)
+class CrowdRun:
+    """One run: a dependency mode (strategy), a scheduler and a repetition."""
+
+    strategy: str
+    scheduler: str
+    rep: int
+
+
+@dataclass(frozen=True)
+class CrowdSetup:
+    """What a crowd scenario needs from files: phone profiles and the availability trace."""
+
+    classes: list[PhoneClass]
+    absences: dict[str, list[Absence]]
+
+
+@dataclass(frozen=True)
+class PhoneSummary:
+    """One phone over a whole run."""
+
+    phone: str
+    phone_class: str
+    peak_rss_mb: float
+    drawn_mah: float
+    cold_loads: int
+    warm_loads: int
+    tasks_done: int
+    battery_empty: bool
+
+
+@dataclass(frozen=True)
+class CrowdOutcome:
+    """Rows plus what the twin saw on the way (records when asked for)."""
+
+    run: CrowdRun
+    rows: list[ResultRow]
+    jobs: list[Job]
+    phones: list[PhoneSummary]
+    recorder: Recorder
+    events_scheduled: int
+    end_s: float
+
+
+def crowd_runs(scenario: Scenario) -> list[CrowdRun]:
+    """Every strategy x scheduler x repetition of a crowd scenario, in a stable order."""
+    assert scenario.crowd is not None
+    return [
+        CrowdRun(strategy.name, scheduler, rep)
+        for strategy in scenario.strategies
+        for scheduler in scenario.crowd.schedulers
+        for rep in range(scenario.repetitions)
+    ]
+
+
+def prepare_crowd(scenario: Scenario, scenario_path: Path | None) -> CrowdSetup:
+    """Resolve profiles, schedulers and the availability trace; errors name the field."""
+    crowd = scenario.crowd
+    if crowd is None:
+        raise InputError(scenario_path, "crowd", "the scenario has no 'crowd' section")
+    for i, name in enumerate(crowd.schedulers):
+        try:
+            make_scheduler(name)
+        except KeyError as exc:
+            raise InputError(scenario_path, f"crowd.schedulers.{i}", str(exc.args[0])) from None
+    if sum(class_counts(crowd)) == 0:
+        raise InputError(scenario_path, "crowd.fleet", "the fleet has no phones")
+    classes = resolve_classes(crowd, scenario_path)
+    absences: dict[str, list[Absence]] = {}
+    if crowd.availability_trace is not None:
+        base = Path.cwd() if scenario_path is None else scenario_path.resolve().parent
+        names = {p.name for p in expand_fleet(crowd, classes, np.random.default_rng(0))}
+        absences = read_trace(base / crowd.availability_trace, names)
+    return CrowdSetup(classes, absences)
+
+
+def run_crowd(
+    scenario: Scenario,
+    scenario_path: Path | None,
+    on_progress: Callable[[], None] | None = None,
+) -> list[ResultRow]:
+    """Every run of a crowd scenario; one row per job, in run order then job order."""
+    setup = prepare_crowd(scenario, scenario_path)
+    rows: list[ResultRow] = []
+    for run in crowd_runs(scenario):
+        rows.extend(simulate_crowd(scenario, setup, run).rows)
+        if on_progress is not None:
+            on_progress()
+    return rows
+
+
+def _stream(scenario: Scenario, run: CrowdRun, *keys: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([scenario.seed, run.rep, *keys]))
+
+
+def simulate_crowd(
+    scenario: Scenario, setup: CrowdSetup, run: CrowdRun, record: bool = False
+) -> CrowdOutcome:
+    """One run in a fresh environment."""
+    crowd = scenario.crowd
+    assert crowd is not None
+    env = CountingEnvironment()
+    recorder = Recorder(env, record)
+    strategy_index = CROWD_STRATEGIES.index(run.strategy)
+    scheduler_index = crowd.schedulers.index(run.scheduler)
+    dynamics = _stream(scenario, run, DYNAMICS, strategy_index, scheduler_index)
+    setups = expand_fleet(crowd, setup.classes, _stream(scenario, run, FLEET))
+    stacks = {s.name: NetworkParams(**s.phone_class.profile.network.model_dump()) for s in setups}
+    network = Network(env, scenario.network, scenario.network.bandwidth_mbps, stacks)
+    noise = lognormal_factor(dynamics, scenario.noise_cv)
+    phones = []
+    for phone_setup in setups:
+        profile = phone_setup.phone_class.profile
+        link = Link(
+            network.channels[phone_setup.name],
+            scenario.network.latency_ms,
+            profile.network.message_overhead_ms,
+            profile.network.bandwidth_efficiency,
+        )
+        load_noise = lognormal_factor(dynamics, profile.session.load_cv)
+        phone = Phone(
+            env,
+            phone_setup.name,
+            profile,
+            phone_setup.phone_class.spec.ram_mb,
+            link,
+            noise,
+            load_noise,
+            recorder,
+        )
+        phone.set_battery_level(phone_setup.battery_start_pct)
+        if crowd.cache == "warm":
+            phone.fill_cache(crowd.job.stages)
+        recorder.rss(phone.name, 0.0)
+        recorder.level(phone.name, phone.battery_pct())
+        phones.append(phone)
+    stop = env.event()
+    arrivals_over = [False]
+
+    def job_finished(_job: Job) -> None:
+        if arrivals_over[0] and all(j.finished for j in foreman.jobs) and not stop.triggered:
+            stop.succeed()
+
+    foreman = Foreman(
+        env,
+        crowd.job,
+        MODES[run.strategy],
+        make_scheduler(run.scheduler),
+        phones,
+        dynamics,
+        recorder,
+        job_finished,
+    )
+    for k, (phone, phone_setup) in enumerate(zip(phones, setups, strict=True)):
+        availability = phone_setup.phone_class.spec.availability
+        if availability is not None:
+            churn = _stream(scenario, run, AVAILABILITY, k)
+            env.process(phone.device.availability(availability, churn))
+        if phone.name in setup.absences:
+            env.process(replay(env, phone.device, setup.absences[phone.name]))
+
+    def arrivals() -> Generator[simpy.Event, object, None]:
+        spec = crowd.job
+        gaps = _stream(scenario, run, ARRIVALS)
+        yield env.timeout(spec.first_at_s * 1e3)
+        while True:
+            foreman.submit()
+            if spec.interarrival is None:
+                break
+            yield env.timeout(draw_ms(spec.interarrival, gaps))
+            if env.now >= crowd.horizon_s * 1e3:
+                break
+        arrivals_over[0] = True
+        job_finished(foreman.jobs[-1])
+
+    def deadline() -> Generator[simpy.Event, object, None]:
+        yield env.timeout((crowd.horizon_s + crowd.drain_s) * 1e3)
+        if not stop.triggered:
+            stop.succeed()
+
+    env.process(arrivals())
+    env.process(deadline())
+    env.run(until=stop)
+    for phone in phones:
+        if phone.away_since_ms is not None:
+            recorder.activity(phone.name, "away", phone.away_since_ms)
+        phone.device.close()
+    rows = [_row(scenario, run, job, len(phones), phones) for job in foreman.jobs]
+    return CrowdOutcome(
+        run,
+        rows,
+        foreman.jobs,
+        [_summary(phone, s.phone_class.spec.name) for phone, s in zip(phones, setups, strict=True)],
+        recorder,
+        env.scheduled,
+        env.now / 1e3,
+    )
+
+
+def _summary(phone: Phone, phone_class: str) -> PhoneSummary:
+    return PhoneSummary(
+        phone.name,
+        phone_class,
+        phone.device.peak_resident_mb,
+        mah_from_joules(phone.energy_j(), phone.profile.battery.voltage_v),
+        phone.loads["cold"],
+        phone.loads["warm"],
+        phone.tasks_done,
+        phone.device.drained,
+    )
+
+
+def _row(
+    scenario: Scenario, run: CrowdRun, job: Job, devices: int, phones: list[Phone]
+) -> ResultRow:
+    """A job's row: latency and, along its critical input, inference, loads and transfers."""
+    spec = job.spec
+    ok = job.finished_ms is not None
+    nan = math.nan
+    compute_ms = staging_ms = comm_ms = total_ms = energy_j = nan
+    battery_mah: float | None = None
+    if job.finished_ms is not None:
+        total_ms = job.finished_ms - job.submitted_ms
+        chain = max(job.tasks, key=lambda tasks: tasks[-1].done_ms)
+        compute_ms = sum(task.infer_ms for task in chain)
+        staging_ms = sum(task.load_ms for task in chain)
+        if chain[0].load_ms == 0 and chain[0].worker is not None:
+            staging_ms += job.broadcast_load_ms.get(chain[0].worker, 0.0)
+        comm_ms = sum(task.comm_ms for task in chain)
+        energy_j = sum(job.energy_j.values())
+        voltage = {phone.name: phone.profile.battery.voltage_v for phone in phones}
+        battery_mah = fmean(mah_from_joules(j, voltage[n]) for n, j in job.energy_j.items())
+    items_done = job.items_done
+    status = "ok" if ok else f"incomplete: {items_done} of {spec.inputs} inputs done"
+    participants = max(1, len(job.energy_start_j))
+    return ResultRow(
+        scenario=scenario.name,
+        mode="twin",
+        strategy=run.strategy,
+        devices=devices,
+        batch=spec.inputs,
+        bandwidth_mbps=scenario.network.bandwidth_mbps,
+        cr=None,
+        segments=None,
+        rep=run.rep,
+        compute_ms=compute_ms,
+        staging_ms=staging_ms,
+        comm_ms=comm_ms,
+        total_ms=total_ms,
+        per_sample_ms=total_ms / spec.inputs,
+        energy_j=energy_j,
+        status=status,
+        bytes_sent=job.bytes_sent,
+        gflops_per_device=job.gflops / participants,
+        inputs=spec.inputs,
+        stages=len(spec.stages),
+        scheduler=run.scheduler,
+        peak_rss_mb=job.peak_rss_mb,
+        battery_mah=battery_mah,
+        cold_loads=job.cold_loads,
+        warm_loads=job.warm_loads,
+        evictions=job.evictions,
+        bytes_moved=job.bytes_moved,
+        tasks_redispatched=job.redispatched,
+    )
+
+
+# ---------------------------------------------------------------- timelines
+
+
+@dataclass(frozen=True)
+class CrowdTimeline:
+    """Per-phone records of one run, for Gantt, RAM, battery and latency figures."""
+
+    run: CrowdRun
+    phones: list[str]
+    activities: list[Activity]  # load, infer, transfer, idle, away
+    ram: list[RamSample]
+    battery: list[BatterySample]
+    events: list[TraceEvent]
+    rows: list[ResultRow]
+    summaries: list[PhoneSummary]
+
+    def records(self) -> dict[str, list[dict[str, Any]]]:
+        """Everything as plain dicts (JSON-ready)."""
+        return {
+            "activities": [asdict(a) for a in self.activities],
+            "ram": [asdict(r) for r in self.ram],
+            "battery": [asdict(b) for b in self.battery],
+            "events": [asdict(e) for e in self.events],
+            "rows": [asdict(r) for r in self.rows],
+            "phones": [asdict(p) for p in self.summaries],
+        }
+
+
+def crowd_timelines(
+    scenario: Scenario,
+    scenario_path: Path | None,
+    strategy: str | None = None,
+    scheduler: str | None = None,
+    rep: int = 0,
+) -> CrowdTimeline:
+    """Re-run one configuration (the first by default) with recording on."""
+    setup = prepare_crowd(scenario, scenario_path)
+    runs = crowd_runs(scenario)
+    chosen = [
+        r
+        for r in runs
+        if (strategy is None or r.strategy == strategy)
+        and (scheduler is None or r.scheduler == scheduler)
+        and r.rep == rep
+    ]
+    if not chosen:
+        raise InputError(
+            scenario_path, "strategies", f"no run {strategy} / {scheduler} / rep {rep}"
+        )
+    return timeline_of(simulate_crowd(scenario, setup, chosen[0], record=True))
+
+
+def timeline_of(outcome: CrowdOutcome) -> CrowdTimeline:
+    """The records of a run simulated with ``record=True``."""
+    recorder = outcome.recorder
+    names = [summary.phone for summary in outcome.phones]
+    return CrowdTimeline(
+        outcome.run,
+        names,
+        with_idle(recorder.activities, names, outcome.end_s),
+        recorder.ram,
+        recorder.battery,
+        recorder.events,
+        outcome.rows,
+        outcome.phones,
+    )

@@ -1,0 +1,205 @@
+"""Faults: a session that does not fit, a battery that runs empty, phones that come and go."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from edgetwin.errors import InputError
+from edgetwin.scenario import Scenario
+from edgetwin.sim.crowd.runner import CrowdOutcome, CrowdRun, prepare_crowd, simulate_crowd
+from edgetwin.sim.crowd.tasks import TaskState
+from tests.test_crowd_events import STAGE, events, simulate, toy_crowd, toy_phone_file
+
+
+def assert_exactly_once(outcome: CrowdOutcome) -> None:
+    """Every task of every job done once; every job aggregated once."""
+    done = Counter((e.job, e.item, e.stage) for e in events(outcome, "done"))
+    for job in outcome.jobs:
+        assert job.finished, f"job {job.job_id} unfinished"
+        assert job.items_done == job.spec.inputs
+        for tasks in job.tasks:
+            for task in tasks:
+                assert task.state is TaskState.DONE
+                assert done[(job.job_id, task.item, task.stage.name)] == 1
+    assert sum(done.values()) == sum(j.spec.inputs * j.stages for j in outcome.jobs)
+    assert Counter(e.job for e in events(outcome, "finished")) == {
+        j.job_id: 1 for j in outcome.jobs
+    }
+    lost = len(events(outcome, "lost", "rescheduled"))
+    assert sum(row.tasks_redispatched or 0 for row in outcome.rows) == lost
+    assert all(row.status == "ok" for row in outcome.rows)
+
+
+def test_a_stage_that_does_not_fit_fails_there_and_is_rescheduled(tmp_path: Path) -> None:
+    phone = toy_phone_file(tmp_path)
+    fleet = [
+        {"name": "small", "profile": phone, "count": 1, "ram_mb": 2000},  # 1000 MB for sessions
+        {"name": "big", "profile": phone, "count": 1, "ram_mb": 4000},  # 3000 MB
+    ]
+    stages = [{"name": "s0", **STAGE}, {"name": "s1", **STAGE, "load_peak_mb": 1500}]
+    outcome = simulate(toy_crowd(fleet, stages=stages), scheduler="fifo")
+    oom = events(outcome, "out_of_memory")
+    assert [(e.phone, e.stage) for e in oom] == [("small", "s1")]  # fifo tries "small" first
+    assert {e.phone for e in events(outcome, "done") if e.stage == "s1"} == {"big"}
+    assert outcome.rows[0].tasks_redispatched == 1
+    assert outcome.rows[0].peak_rss_mb == 1500  # the session's peak while it was created
+    assert_exactly_once(outcome)
+
+
+def test_a_phone_whose_battery_runs_empty_leaves_and_its_work_moves(tmp_path: Path) -> None:
+    weak = toy_phone_file(tmp_path, "weak", battery__capacity_mah=0.5)  # 7.2 J
+    strong = toy_phone_file(tmp_path, "strong")
+    fleet = [
+        {"name": "weak", "profile": weak, "count": 1},
+        {"name": "strong", "profile": strong, "count": 1},
+    ]
+    stages = [{"name": f"s{k}", **STAGE} for k in range(3)]
+    outcome = simulate(toy_crowd(fleet, inputs=3, stages=stages))
+    left = events(outcome, "left")
+    assert [(e.phone, e.stage) for e in left] == [("weak", "battery empty")]
+    summary = {s.phone: s for s in outcome.phones}
+    assert summary["weak"].battery_empty and not summary["strong"].battery_empty
+    assert summary["weak"].drawn_mah == pytest.approx(0.5)  # all it had, and no more
+    # 7.2 J: the 5 J broadcast load, then 2.2 J at 10 W (inference) or less
+    assert left[0].t_s < 1.6
+    assert not [e for e in outcome.recorder.events if e.phone == "weak" and e.t_s > left[0].t_s]
+    assert_exactly_once(outcome)
+
+
+def test_a_lost_task_goes_to_an_idle_survivor_at_once(tmp_path: Path) -> None:
+    phone = toy_phone_file(tmp_path)
+    raw = toy_crowd([{"name": "toy", "profile": phone, "count": 2}], inputs=1)
+    raw["crowd"]["availability_trace"] = _trace_file(tmp_path, [("toy-0", 1.05, None)])
+    outcome = simulate(raw)
+    # toy-0 runs the only input and leaves during its inference; toy-1 is idle with s0
+    # resident, so it takes the task at once: 1.05 + 20 + 100 + 20 ms
+    assert [(e.phone, e.t_s) for e in events(outcome, "lost")] == [("toy-0", 1.05)]
+    done = events(outcome, "done")
+    assert (done[0].phone, done[0].stage) == ("toy-1", "s0")
+    assert done[0].t_s == pytest.approx(1.19)
+    assert_exactly_once(outcome)
+
+
+def _trace_file(folder: Path, absences: list[tuple[str, float, float | None]]) -> str:
+    lines = ["device,t_leave_s,t_return_s"]
+    lines += [f"{name},{leave},{'' if back is None else back}" for name, leave, back in absences]
+    path = folder / "trace.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+PHONES = [f"toy-{k}" for k in range(4)]
+
+absence_plans = st.lists(
+    st.lists(
+        st.tuples(st.floats(0.0, 2.0), st.one_of(st.none(), st.floats(0.05, 3.0))),
+        max_size=3,
+    ),
+    min_size=4,
+    max_size=4,
+)
+
+
+def _absences(
+    plans: list[list[tuple[float, float | None]]],
+) -> list[tuple[str, float, float | None]]:
+    """Absolute absences per phone; toy-0 always comes back, so the jobs can finish."""
+    absences = []
+    for name, plan in zip(PHONES, plans, strict=True):
+        t = 0.0
+        for gap, away in plan:
+            if away is None and name == "toy-0":
+                away = 1.0
+            leave = round(t + gap, 3)
+            back = None if away is None else round(leave + away, 3)
+            absences.append((name, leave, back))
+            if back is None:
+                break
+            t = back + 0.001
+    return absences
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(plans=absence_plans, strategy=st.sampled_from(["crowdio_streaming", "crowdio_barrier"]))
+def test_every_input_completes_exactly_once_under_churn(
+    tmp_path: Path, plans: list[list[tuple[float, float | None]]], strategy: str
+) -> None:
+    phone = toy_phone_file(tmp_path)
+    stages = [{"name": f"s{k}", **STAGE} for k in range(3)]
+    raw = toy_crowd(
+        [{"name": "toy", "profile": phone, "count": 4}], strategy, inputs=4, stages=stages
+    )
+    raw["crowd"]["job"]["interarrival"] = {"kind": "constant", "value_s": 0.7}
+    raw["crowd"]["horizon_s"] = 2.0  # three jobs, at 0, 0.7 and 1.4 s
+    raw["crowd"]["drain_s"] = 600
+    raw["crowd"]["availability_trace"] = _trace_file(tmp_path, _absences(plans))
+    raw["crowd"]["schedulers"] = ["affinity"]
+    scenario = Scenario.model_validate(raw)
+    outcome = simulate_crowd(
+        scenario, prepare_crowd(scenario, None), CrowdRun(strategy, "affinity", 0), record=True
+    )
+    assert len(outcome.jobs) == 3
+    lost = len(events(outcome, "lost"))
+    event(f"tasks lost to churn: {'3 or more' if lost >= 3 else lost}")
+    assert_exactly_once(outcome)
+
+
+def test_churn_from_renewal_processes_loses_nothing(tmp_path: Path) -> None:
+    phone = toy_phone_file(tmp_path)
+    availability = {
+        "up": {"kind": "exponential", "mean_s": 0.8},
+        "down": {"kind": "exponential", "mean_s": 0.3},
+    }
+    fleet = [{"name": "toy", "profile": phone, "count": 5, "availability": availability}]
+    stages = [{"name": f"s{k}", **STAGE} for k in range(3)]
+    raw = toy_crowd(fleet, inputs=5, stages=stages)
+    raw["crowd"]["job"]["interarrival"] = {"kind": "exponential", "mean_s": 1.0}
+    raw["crowd"]["horizon_s"] = 20.0
+    outcome = simulate(raw)
+    assert len(outcome.jobs) > 10
+    assert events(outcome, "lost")  # churn did hit tasks in flight
+    assert_exactly_once(outcome)
+
+
+@pytest.mark.parametrize(
+    ("rows", "where", "problem"),
+    [
+        (["toy-9,1,2"], "line 2", "unknown device 'toy-9'"),
+        (["toy-0,1,x"], "line 2", "must be numbers"),
+        (["toy-0,2,1"], "line 2", "after t_leave_s"),
+        (["toy-0,-1,1"], "line 2", ">= 0"),
+        (["toy-0,1,3", "toy-0,2,4"], None, "overlap"),
+        (["toy-0,1,", "toy-0,5,6"], None, "overlap"),
+    ],
+)
+def test_bad_availability_traces_name_the_file_and_line(
+    tmp_path: Path, rows: list[str], where: str | None, problem: str
+) -> None:
+    phone = toy_phone_file(tmp_path)
+    trace = tmp_path / "trace.csv"
+    trace.write_text("device,t_leave_s,t_return_s\n" + "\n".join(rows) + "\n")
+    raw = toy_crowd([{"name": "toy", "profile": phone, "count": 2}])
+    raw["crowd"]["availability_trace"] = "trace.csv"
+    scenario_path = tmp_path / "scenario.yaml"
+    scenario_path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(InputError) as caught:
+        prepare_crowd(Scenario.model_validate(raw), scenario_path)
+    assert caught.value.path == str(trace)
+    assert caught.value.field == where
+    assert problem in caught.value.problem
+
+
+def test_a_missing_trace_file_is_named(tmp_path: Path) -> None:
+    phone = toy_phone_file(tmp_path)
+    raw = toy_crowd([{"name": "toy", "profile": phone, "count": 2}])
+    raw["crowd"]["availability_trace"] = "nowhere.csv"
+    with pytest.raises(InputError, match=r"nowhere\.csv: file not found"):
+        prepare_crowd(Scenario.model_validate(raw), tmp_path / "scenario.yaml")

@@ -1,0 +1,286 @@
+"""Crowd scenarios: validation with named fields, determinism, rows, timelines, indexes."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edgetwin.errors import InputError
+from edgetwin.policies.scheduling import SCHEDULERS, TaskView, WorkerView, make_scheduler
+from edgetwin.results import write_results
+from edgetwin.scenario import Scenario, load_scenario, validate_scenario
+from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
+from edgetwin.sim.crowd.candidates import make_index
+from edgetwin.sim.crowd.records import ACTIVITY_KINDS
+from tests.conftest import REPO
+from tests.test_crowd_events import toy_crowd, toy_phone_file
+
+ANDROID = REPO / "scenarios/crowdio_android.yaml"
+
+
+def _raw(tmp_path: Path, **crowd: Any) -> dict[str, Any]:
+    raw = toy_crowd([{"name": "toy", "profile": toy_phone_file(tmp_path), "count": 3}])
+    raw["crowd"].update(crowd)
+    return raw
+
+
+def _error(raw: dict[str, Any]) -> InputError:
+    with pytest.raises(InputError) as caught:
+        validate_scenario(raw, Path("crowd.yaml"))
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "problem"),
+    [
+        (lambda r: r["crowd"]["fleet"][0].update(share=0.5), "crowd.fleet.0", "exactly one of"),
+        (lambda r: r["crowd"]["fleet"][0].pop("count"), "crowd.fleet.0", "exactly one of"),
+        (lambda r: r["crowd"]["fleet"][0].update(count=0), "crowd.fleet.0.count", "greater than 0"),
+        (
+            lambda r: r["crowd"]["fleet"][0].update(battery_start_pct=[90, 10]),
+            "crowd.fleet.0",
+            "low <= high",
+        ),
+        (lambda r: r["crowd"]["fleet"].append(dict(r["crowd"]["fleet"][0])), "crowd", "unique"),
+        (
+            lambda r: r["crowd"]["fleet"][0].update(count=None, share=0.5),
+            "crowd",
+            "needs crowd.fleet_size",
+        ),
+        (lambda r: r["crowd"]["job"].update(inputs=0), "crowd.job.inputs", "greater than 0"),
+        (lambda r: r["crowd"]["job"].update(stages=[]), "crowd.job.stages", "at least 1"),
+        (
+            lambda r: r["crowd"]["job"]["stages"].append(dict(r["crowd"]["job"]["stages"][0])),
+            "crowd.job",
+            "stage names must be unique",
+        ),
+        (
+            lambda r: r["crowd"]["job"]["stages"][0].update(ram_mb=-1),
+            "crowd.job.stages.0.ram_mb",
+            "greater than 0",
+        ),
+        (
+            lambda r: r["crowd"]["job"]["stages"][0].update(load_peak_mb=1),
+            "crowd.job.stages.0",
+            "at least ram_mb",
+        ),
+        (
+            lambda r: r["crowd"]["job"].update(compression_saving_pct=100),
+            "crowd.job.compression_saving_pct",
+            "less than 100",
+        ),
+        (
+            lambda r: r["crowd"]["job"].update(interarrival={"kind": "poisson"}),
+            "crowd.job.interarrival",
+            "",
+        ),
+        (
+            lambda r: r["crowd"]["job"].update(interarrival={"kind": "constant", "value_s": 0}),
+            "crowd.job",
+            "more than 0 s",
+        ),
+        (lambda r: r["crowd"].update(cache="lukewarm"), "crowd.cache", "'cold' or 'warm'"),
+        (lambda r: r["crowd"].update(colour=1), "crowd.colour", "unknown key"),
+        (lambda r: r.pop("crowd"), None, "needs a 'crowd' section"),
+        (
+            lambda r: r.update(devices=[{"name": "j", "profile": "jetson_orin_nano"}]),
+            None,
+            "not 'devices'",
+        ),
+        (lambda r: r["strategies"].append({"name": "single"}), None, "runs only the strategies"),
+    ],
+)
+def test_bad_crowd_specs_name_the_field(
+    tmp_path: Path, change: Any, field: str | None, problem: str
+) -> None:
+    raw = _raw(tmp_path)
+    change(raw)
+    error = _error(raw)
+    assert error.field == field
+    assert problem in error.problem
+
+
+def test_unknown_scheduler_and_profile_are_named(tmp_path: Path) -> None:
+    raw = _raw(tmp_path, schedulers=["affinity", "clever"])
+    with pytest.raises(InputError) as caught:
+        run_crowd(Scenario.model_validate(raw), tmp_path / "s.yaml")
+    assert caught.value.field == "crowd.schedulers.1"
+    assert "known" in caught.value.problem
+    raw = _raw(tmp_path)
+    raw["crowd"]["fleet"][0]["profile"] = "android_potato"
+    with pytest.raises(InputError) as caught:
+        run_crowd(Scenario.model_validate(raw), tmp_path / "s.yaml")
+    assert caught.value.field == "crowd.fleet.0.profile"
+    assert "android_low" in caught.value.problem
+
+
+def test_a_fleet_of_no_phones_is_named(tmp_path: Path) -> None:
+    raw = _raw(tmp_path, fleet_size=1)
+    raw["crowd"]["fleet"][0].update(count=None, share=0.1)
+    with pytest.raises(InputError) as caught:
+        run_crowd(Scenario.model_validate(raw), tmp_path / "s.yaml")
+    assert (caught.value.field, caught.value.problem) == ("crowd.fleet", "the fleet has no phones")
+
+
+def test_non_crowd_scenarios_still_need_devices() -> None:
+    raw = {"name": "x", "strategies": [{"name": "single"}]}
+    assert "'devices' needs at least one device class" in _error(raw).problem
+
+
+def test_same_seed_same_bytes_and_another_seed_differs(tmp_path: Path) -> None:
+    def csv_bytes(seed: int) -> bytes:
+        scenario = load_scenario(ANDROID, [f"seed={seed}", "repetitions=2"])
+        out = tmp_path / f"results-{seed}-{len(list(tmp_path.iterdir()))}.csv"
+        write_results(out, run_crowd(scenario, ANDROID))
+        return out.read_bytes()
+
+    assert csv_bytes(0) == csv_bytes(0)
+    assert csv_bytes(0) != csv_bytes(1)
+    # recording a timeline does not change what happens
+    scenario = load_scenario(ANDROID, ["repetitions=1"])
+    timeline = crowd_timelines(scenario, ANDROID, strategy="crowdio_barrier")
+    rows = [r for r in run_crowd(scenario, ANDROID) if r.strategy == "crowdio_barrier"]
+    assert timeline.rows == rows
+
+
+def test_rows_one_per_job_with_crowd_columns(tmp_path: Path) -> None:
+    raw = _raw(tmp_path, schedulers=["affinity", "fifo"])
+    raw["strategies"] = [{"name": "crowdio_streaming"}, {"name": "crowdio_barrier"}]
+    raw["repetitions"] = 2
+    raw["crowd"]["job"]["interarrival"] = {"kind": "constant", "value_s": 5}
+    raw["crowd"]["horizon_s"] = 12
+    scenario = Scenario.model_validate(raw)
+    progress: list[None] = []
+    rows = run_crowd(scenario, tmp_path / "s.yaml", on_progress=lambda: progress.append(None))
+    assert len(progress) == len(crowd_runs(scenario)) == 2 * 2 * 2
+    assert len(rows) == 8 * 3  # jobs at 0, 5 and 10 s
+    assert {(r.strategy, r.scheduler) for r in rows} == {
+        (s, k) for s in ("crowdio_streaming", "crowdio_barrier") for k in ("affinity", "fifo")
+    }
+    for row in rows:
+        assert row.status == "ok" and row.mode == "twin"
+        assert (row.inputs, row.stages, row.devices, row.batch) == (2, 2, 3, 2)
+        assert row.total_ms >= row.compute_ms + row.comm_ms
+        assert row.per_sample_ms == pytest.approx(row.total_ms / 2)
+        assert row.peak_rss_mb == 10 and (row.battery_mah or 0) > 0
+        assert row.bytes_moved is not None and row.bytes_moved >= row.bytes_sent > 0
+
+
+def test_timelines_cover_every_phone_without_overlap() -> None:
+    scenario = load_scenario(ANDROID, ["repetitions=1"])
+    timeline = crowd_timelines(scenario, ANDROID, strategy="crowdio_barrier")
+    assert timeline.run.strategy == "crowdio_barrier"
+    end_s = max(a.end_s for a in timeline.activities)
+    for phone in timeline.phones:
+        mine = [a for a in timeline.activities if a.phone == phone]
+        assert {a.kind for a in mine} <= set(ACTIVITY_KINDS)
+        assert mine[0].start_s == 0 and mine[-1].end_s == pytest.approx(end_s)
+        for before, after in pairwise(mine):
+            assert after.start_s == pytest.approx(before.end_s)
+    records = timeline.records()
+    assert set(records) == {"activities", "ram", "battery", "events", "rows", "phones"}
+    levels = [b.level_pct for b in timeline.battery if b.phone == timeline.phones[0]]
+    assert levels == sorted(levels, reverse=True) and levels[0] == 100
+
+
+# ---------------------------------------------------------------- candidate indexes
+
+views = st.builds(
+    lambda resident, cached, ram, battery, success, gpu, done: (
+        resident,
+        frozenset(cached),
+        ram,
+        battery,
+        success,
+        gpu,
+        done,
+    ),
+    st.sampled_from([None, "a", "b", "c"]),
+    st.sets(st.sampled_from(["a", "b", "c"])),
+    st.sampled_from([5.0, 50.0, 500.0, 5000.0]),
+    st.sampled_from([None, 10.0, 50.0, 90.0]),
+    st.sampled_from([0.5, 0.9, 1.0]),
+    st.booleans(),
+    st.integers(0, 5),
+)
+
+
+class _FakePhone:
+    """Just what an index reads of a phone (a real Phone needs a whole environment)."""
+
+    def __init__(self, view: WorkerView, busy: bool) -> None:
+        self.name = view.worker_id
+        self.view = view
+        self.joined_order = view.joined_order
+        self.version = 0
+        self.busy = busy
+        self.banned: set[str] = set()
+
+    @property
+    def available(self) -> bool:
+        return not self.busy
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    fields=st.lists(st.tuples(views, st.booleans()), min_size=1, max_size=12),
+    stage=st.sampled_from(["a", "b", "c"]),
+    name=st.sampled_from(sorted(SCHEDULERS)),
+)
+def test_shortlists_contain_the_schedulers_choice(
+    fields: list[tuple[tuple[Any, ...], bool]], stage: str, name: str
+) -> None:
+    phones = [
+        _FakePhone(WorkerView(f"w{i}", *f[:5], f[5], f[6], joined_order=i), busy)
+        for i, (f, busy) in enumerate(fields)
+    ]
+    stages = [TaskView(s, s, 40.0) for s in ("a", "b", "c")]
+    index = make_index(name, phones, stages)  # type: ignore[arg-type]
+    for phone in phones:
+        index.update(phone)  # type: ignore[arg-type]
+    task = stages[["a", "b", "c"].index(stage)]
+    scheduler = make_scheduler(name)
+    everyone = [p.view for p in phones if p.available]
+    shown = index.shortlist(task, np.random.default_rng(0))
+    choice = scheduler.choose(task, shown, np.random.default_rng(1)) if shown else None
+    full = scheduler.choose(task, everyone, np.random.default_rng(1))
+    if name == "random":  # same support: a uniform draw among the eligible
+        assert (choice is None) == (full is None)
+        if choice is not None:
+            assert choice in {w.worker_id for w in everyone}
+    else:
+        assert choice == full
+
+
+def test_an_unknown_scheduler_is_shown_every_idle_phone() -> None:
+    phones = [
+        _FakePhone(WorkerView(f"w{i}", None, frozenset(), 100.0, None, 1.0, False, 0, i), i == 1)
+        for i in range(3)
+    ]
+    index = make_index("someone_elses", phones, [TaskView("a", "a", 1.0)])  # type: ignore[arg-type]
+    for phone in phones:
+        index.update(phone)  # type: ignore[arg-type]
+    shown = index.shortlist(TaskView("t", "a", 1.0), np.random.default_rng(0))
+    assert [w.worker_id for w in shown] == ["w0", "w2"]
+
+
+def test_what_ifs_by_override_more_phones_more_inputs_a_2_gb_phone() -> None:
+    scenario = load_scenario(
+        ANDROID,
+        [
+            "repetitions=1",
+            "crowd.fleet.0.count=20",
+            "crowd.job.inputs=20",
+            "crowd.fleet.2.ram_mb=2048",
+        ],
+    )
+    rows = run_crowd(scenario, ANDROID)
+    assert {r.devices for r in rows} == {20 + 2 + 1} and {r.inputs for r in rows} == {20}
+    assert all(r.status == "ok" for r in rows)
+    assert {r.peak_rss_mb for r in rows} == {43.0}  # a 2 GB phone still holds cell_a
