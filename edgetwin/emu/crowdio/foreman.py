@@ -1,0 +1,408 @@
+"""The foreman: an asyncio TCP server that enrols workers, takes one job at a time and runs it.
+
+Every connection opens with a hello that carries the shared token (checked in
+constant time; a wrong token is refused and the connection closed). Until then
+frames are limited to ``hello_max_bytes``; after, to ``max_message_bytes``. A peer
+that sends an oversized or malformed frame, or a reply that does not fit what it
+was asked, gets an ERROR and is disconnected; a worker's tasks are re-dispatched.
+
+    python -m edgetwin.emu.crowdio.foreman --host H --port P --token T [--store DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hmac
+import itertools
+import os
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgetwin.atomic import write_text_atomic
+from edgetwin.emu.crowdio.codec import PayloadError
+from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState
+from edgetwin.emu.crowdio.filestore import FileStore, StoreError
+from edgetwin.emu.crowdio.framing import HEADER_BYTES, FrameError, read_frame, write_frame
+from edgetwin.emu.crowdio.job import Job, JobRejection, Outbox, job_stages
+from edgetwin.emu.crowdio.protocol import (
+    TOKEN_ENV,
+    ClientHello,
+    ErrorMessage,
+    JobAccepted,
+    JobEvent,
+    JobFailed,
+    JobRejected,
+    JobResult,
+    Message,
+    ModelFailed,
+    ModelLoaded,
+    ModelUnloaded,
+    ProtocolError,
+    SubmitPipelineJob,
+    TaskFailed,
+    TaskResult,
+    Welcome,
+    WorkerHello,
+    encode_message,
+    parse_message,
+)
+from edgetwin.emu.crowdio.records import Event
+
+PEER_ERRORS = (ProtocolError, FrameError, StoreError, PayloadError)
+CLOSE_GRACE_S = 2.0
+
+
+@dataclass(frozen=True)
+class ForemanConfig:
+    """Where the foreman listens and what it accepts."""
+
+    token: str
+    host: str = "127.0.0.1"
+    port: int = 0
+    store_dir: Path | None = None  # shared file store; None: payloads travel inline
+    inline_max_bytes: int = 64 * 1024
+    max_message_bytes: int = 512 * 2**20
+    hello_max_bytes: int = 64 * 1024
+    hello_timeout_s: float = 10.0
+
+
+class Peer:
+    """One connection's outgoing frames, written in order by their own task."""
+
+    def __init__(self, writer: asyncio.StreamWriter, on_sent: Callable[[int], None]) -> None:
+        self.writer = writer
+        self.on_sent = on_sent
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.task = asyncio.create_task(self._pump())
+
+    def send(self, frame: bytes) -> None:
+        self.queue.put_nowait(frame)
+
+    def close(self, reason: str | None = None) -> None:
+        """Send an ERROR first when there is a reason, then close once the queue is out."""
+        if reason is not None:
+            self.send(encode_message(ErrorMessage(reason=reason)))
+        self.queue.put_nowait(None)
+
+    async def _pump(self) -> None:
+        try:
+            while (frame := await self.queue.get()) is not None:
+                await write_frame(self.writer, frame)
+                self.on_sent(len(frame))
+        except ConnectionError:
+            pass
+        finally:
+            self.writer.close()
+
+
+@dataclass
+class PendingJob:
+    """A submitted job: waiting for workers, then running."""
+
+    submit: SubmitPipelineJob
+    stages: list[JobStage]
+    client: Peer
+    done: asyncio.Future[None]
+    job: Job | None = None
+
+
+class Foreman:
+    """The server; ``start`` binds and returns the port, ``close`` stops it."""
+
+    def __init__(self, config: ForemanConfig) -> None:
+        self.config = config
+        self.store = None if config.store_dir is None else FileStore(config.store_dir, "foreman")
+        self.workers: dict[str, WorkerState] = {}
+        self.peers: dict[str, Peer] = {}
+        self.pending: PendingJob | None = None
+        self.job_ids: set[str] = set()  # every job id accepted so far; ids are not reused
+        self._joined = itertools.count()
+        self._clients = itertools.count(1)
+        self._server: asyncio.Server | None = None
+        self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(
+            self._on_connection, self.config.host, self.config.port
+        )
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def close(self) -> None:
+        """Stop listening, let peers flush and close, then close what is left."""
+        if self._server is not None:
+            self._server.close()
+        for peer in list(self.peers.values()):
+            peer.close()
+        if self.pending is not None:
+            self.pending.client.close()
+        if self._connections:
+            _, left = await asyncio.wait(self._connections, timeout=CLOSE_GRACE_S)
+            for task in left:
+                self._connections[task].close()
+            if left:
+                await asyncio.wait(left, timeout=CLOSE_GRACE_S)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    @property
+    def job(self) -> Job | None:
+        return None if self.pending is None else self.pending.job
+
+    async def _on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections[task] = writer
+        try:
+            await self._serve(reader, writer)
+        finally:
+            del self._connections[task]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            body = await asyncio.wait_for(
+                read_frame(reader, self.config.hello_max_bytes), self.config.hello_timeout_s
+            )
+            hello = parse_message(body)
+            if not isinstance(hello, WorkerHello | ClientHello):
+                raise ProtocolError(f"the first message must be a hello, not {hello.type}")
+            if not hmac.compare_digest(hello.token.encode(), self.config.token.encode()):
+                raise ProtocolError("wrong token: this peer is not enrolled")
+        except PEER_ERRORS as exc:
+            with contextlib.suppress(ConnectionError):
+                await write_frame(writer, encode_message(ErrorMessage(reason=str(exc))))
+            writer.close()
+            return
+        except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
+            writer.close()
+            return
+        if isinstance(hello, WorkerHello):
+            await self._serve_worker(hello, reader, writer)
+        else:
+            await self._serve_client(reader, writer)
+
+    async def _serve_worker(
+        self, hello: WorkerHello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        worker_id = hello.name
+        for n in itertools.count(2):
+            if worker_id not in self.workers:
+                break
+            worker_id = f"{hello.name}.{n}"
+        worker = WorkerState(worker_id, next(self._joined), hello.has_gpu, hello.status)
+        worker.cached.update(hello.cached)
+        peer = Peer(writer, self._count_wire)
+        self.workers[worker_id] = worker
+        self.peers[worker_id] = peer
+        store_dir = None if self.store is None else str(self.store.root)
+        welcome = Welcome(
+            peer_id=worker_id, store_dir=store_dir, inline_max_bytes=self.config.inline_max_bytes
+        )
+        peer.send(encode_message(welcome))
+        if self.job is not None:
+            self.job.add_worker(worker)
+            self._send(self.job.dispatch())
+        self._start_when_ready()
+        reason = None
+        try:
+            while True:
+                body = await read_frame(reader, self.config.max_message_bytes)
+                self._count_wire(len(body))
+                self._on_worker_message(worker, parse_message(body))
+        except PEER_ERRORS as exc:
+            reason = str(exc)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            peer.close(reason)
+            del self.workers[worker_id], self.peers[worker_id]
+            if self.job is not None:
+                self._send(self.job.on_worker_lost(worker))
+                self._settle()
+            await peer.task
+
+    def _on_worker_message(self, worker: WorkerState, message: Message) -> None:
+        if not isinstance(
+            message, ModelLoaded | ModelUnloaded | ModelFailed | TaskResult | TaskFailed
+        ):
+            raise ProtocolError(f"unexpected {message.type} from a worker")
+        worker.status = message.status
+        if isinstance(message, ModelLoaded):
+            worker.cached.add(message.sha256)
+        elif isinstance(message, ModelFailed):
+            worker.cached.discard(message.sha256)
+            if worker.resident_sha == message.sha256:  # else another load is already queued
+                worker.resident_sha = worker.resident_name = None
+        job = self.job
+        if job is None:
+            return
+        if isinstance(message, TaskResult | TaskFailed) and message.job_id != job.job_id:
+            return  # a task of a job that was abandoned (job ids are never reused)
+        job.on_status(worker, message.status)
+        if isinstance(message, ModelLoaded):
+            job.on_loaded(worker, message)
+        elif isinstance(message, ModelUnloaded):
+            job.on_unloaded(worker, message)
+        elif isinstance(message, ModelFailed):
+            job.on_load_failed(worker, message)
+        elif isinstance(message, TaskResult):
+            self._send(job.on_result(worker, message))
+        else:
+            self._send(job.on_failed(worker, message))
+        self._settle()
+
+    async def _serve_client(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        peer = Peer(writer, self._count_wire)
+        welcome = Welcome(
+            peer_id=f"client-{next(self._clients)}", store_dir=None, inline_max_bytes=0
+        )
+        peer.send(encode_message(welcome))
+        reason = None
+        try:
+            body = await read_frame(reader, self.config.max_message_bytes)
+            self._count_wire(len(body))
+            submit = parse_message(body)
+            if not isinstance(submit, SubmitPipelineJob):
+                raise ProtocolError(f"a client sends SUBMIT_PIPELINE_JOB, not {submit.type}")
+            await self._run_job(submit, peer, reader)
+        except PEER_ERRORS as exc:
+            reason = str(exc)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            peer.close(reason)
+        await peer.task
+
+    async def _run_job(
+        self, submit: SubmitPipelineJob, peer: Peer, reader: asyncio.StreamReader
+    ) -> None:
+        try:
+            if self.pending is not None:
+                raise JobRejection("the foreman is running another job")
+            if submit.job_id in self.job_ids:
+                raise JobRejection(f"job id {submit.job_id} was used before")
+            stages = job_stages(submit)
+        except JobRejection as exc:
+            peer.send(encode_message(JobRejected(job_id=submit.job_id, reason=str(exc))))
+            return
+        self.job_ids.add(submit.job_id)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        pending = PendingJob(submit, stages, peer, done)
+        self.pending = pending
+        tasks = len(stages) * len(submit.inputs)
+        peer.send(encode_message(JobAccepted(job_id=submit.job_id, tasks=tasks)))
+        self._start_when_ready()
+        client_gone = asyncio.create_task(_until_closed(reader))
+        try:
+            await asyncio.wait({client_gone, done}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            client_gone.cancel()
+            self._drop(pending)
+        job = pending.job
+        if done.done() and job is not None:
+            if job.failure is None:
+                reply: Message = JobResult(summary=job.summary())
+            else:
+                reply = JobFailed(job_id=job.job_id, reason=job.failure)
+            peer.send(encode_message(reply))
+
+    def _start_when_ready(self) -> None:
+        pending = self.pending
+        if pending is None or pending.job is not None:
+            return
+        if len(self.workers) < pending.submit.min_workers:
+            return
+        job = Job(
+            pending.submit, pending.stages, self.workers, self.store, self._forward_event(pending)
+        )
+        pending.job = job
+        self._send(job.start())
+
+    def _forward_event(self, pending: PendingJob) -> Callable[[Event], None]:
+        def forward(event: Event) -> None:
+            pending.client.send(encode_message(JobEvent(event=event)))
+
+        return forward
+
+    def _settle(self) -> None:
+        """Resolve the job once it has finished or failed."""
+        pending = self.pending
+        if pending is None or pending.job is None or pending.done.done():
+            return
+        if pending.job.finished or pending.job.failure is not None:
+            pending.done.set_result(None)
+
+    def _drop(self, pending: PendingJob) -> None:
+        """Forget a job; workers still running its tasks are free (late results are ignored)."""
+        if self.pending is pending:
+            self.pending = None
+        for worker in self.workers.values():
+            worker.task = None
+
+    def _send(self, outbox: Outbox) -> None:
+        for worker, frame in outbox:
+            peer = self.peers.get(worker.worker_id)
+            if peer is not None:
+                peer.send(frame)
+
+    def _count_wire(self, body_bytes: int) -> None:
+        if self.job is not None:
+            self.job.wire_bytes += HEADER_BYTES + body_bytes
+
+
+async def _until_closed(reader: asyncio.StreamReader) -> None:
+    """Returns when the peer closes or sends anything (a client has nothing more to send)."""
+    await reader.read(1)
+
+
+async def serve(config: ForemanConfig, port_file: Path | None) -> None:
+    """Run a foreman until SIGINT or SIGTERM."""
+    foreman = Foreman(config)
+    port = await foreman.start()
+    print(f"foreman listening on {config.host}:{port}", file=sys.stderr, flush=True)
+    if port_file is not None:
+        write_text_atomic(port_file, f"{port}\n")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    await foreman.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m edgetwin.emu.crowdio.foreman", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--port", type=int, default=7070)
+    parser.add_argument("--token", default=os.environ.get(TOKEN_ENV), help=f"or ${TOKEN_ENV}")
+    parser.add_argument("--store", type=Path, help="shared file-store folder for large payloads")
+    parser.add_argument("--inline-max-kb", type=float, default=64.0)
+    parser.add_argument("--max-message-mb", type=float, default=512.0)
+    parser.add_argument("--port-file", type=Path, help="write the bound port here")
+    args = parser.parse_args(argv)
+    if not args.token:
+        parser.error(f"--token (or ${TOKEN_ENV}) is required")
+    config = ForemanConfig(
+        token=args.token,
+        host=args.host,
+        port=args.port,
+        store_dir=args.store,
+        inline_max_bytes=int(args.inline_max_kb * 1024),
+        max_message_bytes=int(args.max_message_mb * 2**20),
+    )
+    asyncio.run(serve(config, args.port_file))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

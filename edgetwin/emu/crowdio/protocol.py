@@ -1,0 +1,219 @@
+"""The CROWDio messages: JSON objects tagged by ``type``, one per frame.
+
+Every connection opens with a hello carrying the shared token: ``HELLO`` from a
+worker, ``CLIENT_HELLO`` from a submitter. Unknown types, unknown or missing fields
+and wrong types are refused as malformed.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from edgetwin.emu.crowdio.records import (
+    Count,
+    Event,
+    Millis,
+    Mode,
+    Name,
+    Payload,
+    PipelineSummary,
+    Sha256,
+    TaskReport,
+    WorkerStatus,
+)
+from edgetwin.schema import Strict
+
+Token = Annotated[str, Field(min_length=1, max_length=256)]
+TOKEN_ENV = "CROWDIO_TOKEN"  # where the foreman and workers look for the token
+
+
+class ProtocolError(Exception):
+    """A message that is malformed, out of place or from a peer that is not enrolled."""
+
+
+class WorkerHello(Strict):
+    type: Literal["HELLO"] = "HELLO"
+    token: Token
+    name: Name
+    cached: Annotated[tuple[Sha256, ...], Field(max_length=4096)]  # stage blobs on disk
+    has_gpu: bool
+    status: WorkerStatus
+
+
+class ClientHello(Strict):
+    type: Literal["CLIENT_HELLO"] = "CLIENT_HELLO"
+    token: Token
+
+
+class Welcome(Strict):
+    type: Literal["WELCOME"] = "WELCOME"
+    peer_id: str  # the worker id (or client id) the foreman knows this connection by
+    store_dir: str | None  # the shared file store; None: payloads travel inline
+    inline_max_bytes: Count  # payloads larger than this go through the store
+
+
+class LoadModel(Strict):
+    type: Literal["LOAD_MODEL"] = "LOAD_MODEL"
+    job_id: Name
+    stage: Name
+    sha256: Sha256
+    blob_b64: str | None  # None: the worker has the blob in its cache
+
+
+class UnloadModel(Strict):
+    type: Literal["UNLOAD_MODEL"] = "UNLOAD_MODEL"
+    job_id: Name
+    stage: Name
+
+
+class RunTask(Strict):
+    type: Literal["RUN_TASK"] = "RUN_TASK"
+    job_id: Name
+    input_index: Count
+    stage_index: Count
+    stage: Name
+    sha256: Sha256
+    attempt: Annotated[int, Field(ge=1)]
+    payload: Payload
+
+
+class ModelLoaded(Strict):
+    type: Literal["MODEL_LOADED"] = "MODEL_LOADED"
+    stage: Name
+    sha256: Sha256
+    load_kind: Literal["warm", "cold"]
+    load_ms: Millis
+    status: WorkerStatus
+
+
+class ModelUnloaded(Strict):
+    type: Literal["MODEL_UNLOADED"] = "MODEL_UNLOADED"
+    stage: Name
+    status: WorkerStatus
+
+
+class ModelFailed(Strict):
+    type: Literal["MODEL_FAILED"] = "MODEL_FAILED"
+    stage: Name
+    sha256: Sha256
+    error: str
+    status: WorkerStatus
+
+
+class TaskResult(Strict):
+    type: Literal["TASK_RESULT"] = "TASK_RESULT"
+    job_id: Name
+    input_index: Count
+    stage_index: Count
+    attempt: Annotated[int, Field(ge=1)]
+    payload: Payload
+    report: TaskReport
+    status: WorkerStatus
+
+
+class TaskFailed(Strict):
+    type: Literal["TASK_FAILED"] = "TASK_FAILED"
+    job_id: Name
+    input_index: Count
+    stage_index: Count
+    attempt: Annotated[int, Field(ge=1)]
+    error: str
+    status: WorkerStatus
+
+
+class StageBlob(Strict):
+    name: Name
+    sha256: Sha256
+    blob_b64: str
+    ram_mb: Annotated[float, Field(ge=0)]
+
+
+class DagSpec(Strict):
+    nodes: tuple[Name, ...]
+    edges: tuple[tuple[Name, Name], ...]
+
+
+class SubmitPipelineJob(Strict):
+    type: Literal["SUBMIT_PIPELINE_JOB"] = "SUBMIT_PIPELINE_JOB"
+    job_id: Name
+    mode: Mode
+    scheduler: str
+    seed: int
+    min_workers: Count  # the job starts once this many workers are enrolled
+    stages: Annotated[tuple[StageBlob, ...], Field(min_length=1, max_length=64)]
+    dag: DagSpec
+    inputs: Annotated[tuple[Payload, ...], Field(min_length=1)]
+
+
+class JobAccepted(Strict):
+    type: Literal["JOB_ACCEPTED"] = "JOB_ACCEPTED"
+    job_id: str
+    tasks: Count
+
+
+class JobRejected(Strict):
+    type: Literal["JOB_REJECTED"] = "JOB_REJECTED"
+    job_id: str
+    reason: str
+
+
+class JobEvent(Strict):
+    type: Literal["JOB_EVENT"] = "JOB_EVENT"
+    event: Event
+
+
+class JobResult(Strict):
+    type: Literal["JOB_RESULT"] = "JOB_RESULT"
+    summary: PipelineSummary
+
+
+class JobFailed(Strict):
+    type: Literal["JOB_FAILED"] = "JOB_FAILED"
+    job_id: str
+    reason: str
+
+
+class ErrorMessage(Strict):
+    type: Literal["ERROR"] = "ERROR"
+    reason: str
+
+
+Message = Annotated[
+    WorkerHello
+    | ClientHello
+    | Welcome
+    | LoadModel
+    | UnloadModel
+    | RunTask
+    | ModelLoaded
+    | ModelUnloaded
+    | ModelFailed
+    | TaskResult
+    | TaskFailed
+    | SubmitPipelineJob
+    | JobAccepted
+    | JobRejected
+    | JobEvent
+    | JobResult
+    | JobFailed
+    | ErrorMessage,
+    Field(discriminator="type"),
+]
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+def parse_message(body: bytes) -> Message:
+    """A frame body as a message; ProtocolError names what is malformed."""
+    try:
+        return _MESSAGE.validate_json(body)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or "message"
+        raise ProtocolError(f"malformed message: {where}: {error['msg']}") from None
+
+
+def encode_message(message: Message) -> bytes:
+    """A message as a frame body (UTF-8 JSON)."""
+    return message.model_dump_json().encode()

@@ -1,0 +1,173 @@
+"""Values carried inside CROWDio messages: payloads, worker status, task reports, summaries."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from edgetwin.schema import Strict
+
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+Count = Annotated[int, Field(ge=0)]
+Millis = Annotated[float, Field(ge=0)]
+DType = Literal["float32", "float16", "int64", "int32"]
+Mode = Literal["streaming", "barrier"]
+LoadKind = Literal["resident", "warm", "cold"]
+
+
+class Payload(Strict):
+    """A zlib-compressed array that says what it is: inline (base64) or a file-store name."""
+
+    codec: Literal["zlib"] = "zlib"
+    dtype: DType
+    shape: Annotated[tuple[Count, ...], Field(max_length=8)]
+    data_b64: str | None = None
+    ref: str | None = None
+
+    @model_validator(mode="after")
+    def _inline_or_ref(self) -> Payload:
+        if (self.data_b64 is None) == (self.ref is None):
+            raise ValueError("a payload has exactly one of data_b64 and ref")
+        return self
+
+
+class WorkerStatus(Strict):
+    """A worker's resources as it reports them with every reply."""
+
+    rss_mb: Annotated[float, Field(ge=0)]
+    free_ram_mb: Annotated[float, Field(ge=0)]
+    battery_mah: Annotated[float, Field(ge=0)]  # drained since the worker started
+    energy_j: Annotated[float, Field(ge=0)]  # the same drain as energy
+    battery_pct: Annotated[float, Field(ge=0, le=100)] | None  # None: mains powered
+
+
+class TaskReport(Strict):
+    """A worker's timings for one task; ``load_*`` is the load that made its stage resident."""
+
+    load_kind: LoadKind
+    load_ms: Millis
+    decode_ms: Millis
+    compute_ms: Millis
+    encode_ms: Millis
+    bytes_in: Count  # compressed input payload
+    bytes_out: Count  # compressed output payload
+
+
+EventKind = Literal[
+    "job_start",
+    "load",
+    "loaded",
+    "load_failed",
+    "unload",
+    "release",
+    "dispatch",
+    "complete",
+    "task_failed",
+    "disconnect",
+    "requeue",
+    "job_done",
+]
+
+
+class Event(Strict):
+    """Something the foreman did or saw during a job, ``t_ms`` after the job started."""
+
+    t_ms: float
+    kind: EventKind
+    worker: str | None = None
+    stage: str | None = None
+    stage_index: int | None = None
+    input_index: int | None = None
+    detail: str | None = None
+
+
+class TaskTiming(Strict):
+    """One task as it finished: where, when (foreman clock) and the worker's report."""
+
+    input_index: Count
+    stage_index: Count
+    stage: str
+    worker: str
+    attempts: Annotated[int, Field(ge=1)]
+    ready_ms: float
+    dispatch_ms: float
+    done_ms: float
+    report: TaskReport
+
+
+class WorkerSummary(Strict):
+    """One worker's part in a job."""
+
+    worker: str
+    peak_rss_mb: float
+    battery_mah: float  # drained during the job, up to the worker's last reply
+    energy_j: float  # the same drain as energy
+    cold_loads: Count
+    warm_loads: Count
+    evictions: Count
+    tasks_done: Count
+    disconnected: bool
+
+
+class BoundaryBytes(Strict):
+    """Activations one stage produced over the job: raw and zlib-compressed bytes."""
+
+    stage: str
+    shape: tuple[int, ...]
+    raw_bytes: Count
+    compressed_bytes: Count
+
+
+class PipelineSummary(Strict):
+    """What a finished job measured; built by the foreman, returned to the submitter."""
+
+    job_id: str
+    mode: Mode
+    scheduler: str
+    inputs: Count
+    stages: tuple[str, ...]
+    pipeline_latency_ms: float
+    tasks: tuple[TaskTiming, ...]
+    workers: tuple[WorkerSummary, ...]
+    cold_loads: Count
+    warm_loads: Count
+    evictions: Count
+    tasks_redispatched: Count
+    model_bytes_sent: Count
+    wire_bytes: Count  # every frame the foreman sent or received during the job
+    boundaries: tuple[BoundaryBytes, ...]
+    logits: tuple[tuple[float, ...], ...]
+    input_classes: tuple[int, ...]
+    mean_logits: tuple[float, ...]
+    majority_class: int
+    events: tuple[Event, ...]
+
+    @property
+    def activation_bytes(self) -> int:
+        """Compressed activation bytes that moved between stages and back to the foreman."""
+        return sum(b.compressed_bytes for b in self.boundaries)
+
+    @property
+    def bytes_moved(self) -> int:
+        """Everything moved for the job: model blobs, task inputs and results (compressed)."""
+        payloads = sum(t.report.bytes_in + t.report.bytes_out for t in self.tasks)
+        return self.model_bytes_sent + payloads
+
+    @property
+    def hidden_state_compression_ratio(self) -> float:
+        """Raw / zlib bytes over the hidden states (every boundary but the logits)."""
+        hidden = self.boundaries[:-1]
+        compressed = sum(b.compressed_bytes for b in hidden)
+        return sum(b.raw_bytes for b in hidden) / compressed if compressed else float("nan")
+
+    @property
+    def peak_rss_mb(self) -> float:
+        """The largest peak RSS of any worker."""
+        return max((w.peak_rss_mb for w in self.workers), default=0.0)
+
+
+def task_id(job_id: str, input_index: int, stage: str) -> str:
+    """A task's id in logs and scheduler views: ``job-1/i0/cell_a``."""
+    return f"{job_id}/i{input_index}/{stage}"

@@ -1,0 +1,64 @@
+"""A CROWDio run summary as a results-table row.
+
+The columns mean what they mean for the crowd twin (docs/crowd.md), so the two
+join. ``total_ms`` is the pipeline latency (per batch: the job's N inputs through
+all S stages). The breakdown follows the input whose result came last, task by
+task: ``compute_ms`` its inference, ``staging_ms`` its stage loads, ``comm_ms`` the
+rest of its tasks' time on the foreman's clock (payload encoding and decoding, the
+input's and the result's trips); queueing and barrier waits are the rest of
+``total_ms``. ``energy_j`` is the simulated drain of every worker, ``battery_mah``
+its mean per worker, ``peak_rss_mb`` the largest worker peak; ``bytes_sent`` the
+compressed results the workers sent, ``bytes_moved`` everything moved for the job
+(model blobs, inputs to tasks, results).
+"""
+
+from __future__ import annotations
+
+from edgetwin.emu.crowdio.records import PipelineSummary
+from edgetwin.results import ResultRow
+
+
+def summary_row(
+    summary: PipelineSummary,
+    *,
+    scenario: str,
+    bandwidth_mbps: float,
+    rep: int = 0,
+    mode: str = "local",
+) -> ResultRow:
+    """One row, strategy ``crowdio_streaming`` or ``crowdio_barrier``."""
+    last = max(summary.tasks, key=lambda t: t.done_ms).input_index
+    chain = [t for t in summary.tasks if t.input_index == last]
+    total_ms = summary.pipeline_latency_ms
+    compute_ms = sum(t.report.compute_ms for t in chain)
+    staging_ms = sum(t.report.load_ms for t in chain)
+    task_ms = sum(t.done_ms - t.dispatch_ms for t in chain)
+    battery_mah = [w.battery_mah for w in summary.workers]
+    return ResultRow(
+        scenario=scenario,
+        mode=mode,
+        strategy=f"crowdio_{summary.mode}",
+        devices=len(summary.workers),
+        batch=summary.inputs,
+        bandwidth_mbps=bandwidth_mbps,
+        cr=None,
+        segments=None,
+        rep=rep,
+        compute_ms=compute_ms,
+        staging_ms=staging_ms,
+        comm_ms=max(task_ms - compute_ms - staging_ms, 0.0),
+        total_ms=total_ms,
+        per_sample_ms=total_ms / summary.inputs,
+        energy_j=sum(w.energy_j for w in summary.workers),
+        bytes_sent=sum(t.report.bytes_out for t in summary.tasks),
+        inputs=summary.inputs,
+        stages=len(summary.stages),
+        scheduler=summary.scheduler,
+        peak_rss_mb=summary.peak_rss_mb,
+        battery_mah=sum(battery_mah) / len(battery_mah),
+        cold_loads=summary.cold_loads,
+        warm_loads=summary.warm_loads,
+        evictions=summary.evictions,
+        bytes_moved=summary.bytes_moved,
+        tasks_redispatched=summary.tasks_redispatched,
+    )

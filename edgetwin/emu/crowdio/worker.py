@@ -1,0 +1,350 @@
+"""The worker: enrols with a foreman, loads the stage it is told to, runs tasks one at a time.
+
+It handles messages in order: LOAD_MODEL (the blob, checked against its SHA-256
+and cached on disk, or the cached copy: a warm load), UNLOAD_MODEL, RUN_TASK
+(decode the payload, run the resident stage, encode the output inline or into the
+file store). Each reply carries its RSS and simulated battery; each event goes to
+its telemetry log. A bad blob, a payload that does not decode or a file-store
+reference outside the store fails that load or task, not the worker.
+
+    python -m edgetwin.emu.crowdio.worker --foreman H:P --token T --cache DIR [--telemetry CSV]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import binascii
+import contextlib
+import os
+import re
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from edgetwin.emu.crowdio.codec import PayloadError, compressed_bytes, decode_payload, encode_array
+from edgetwin.emu.crowdio.filestore import FileStore, StoreError
+from edgetwin.emu.crowdio.framing import FrameError, read_frame_length, write_frame
+from edgetwin.emu.crowdio.protocol import (
+    TOKEN_ENV,
+    ErrorMessage,
+    LoadModel,
+    Message,
+    ModelFailed,
+    ModelLoaded,
+    ModelUnloaded,
+    ProtocolError,
+    RunTask,
+    TaskFailed,
+    TaskResult,
+    UnloadModel,
+    Welcome,
+    WorkerHello,
+    encode_message,
+    parse_message,
+)
+from edgetwin.emu.crowdio.records import LoadKind, TaskReport, WorkerStatus, task_id
+from edgetwin.emu.crowdio.sessions import ModelCache, ModelError, Resident, SessionSlot
+from edgetwin.emu.crowdio.telemetry import BatteryMeter, LogEvent, PowerModel, WorkerLog, rss_mb
+
+
+class WorkerRefused(Exception):
+    """The foreman refused this worker or broke the protocol (the reason is the message)."""
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """How a worker reaches its foreman and what it reports about itself."""
+
+    host: str
+    port: int
+    token: str
+    cache_dir: Path
+    name: str
+    telemetry_path: Path | None = None
+    threads: int = 1  # ONNX Runtime intra-op threads
+    ram_mb: float | None = None  # a RAM budget (a phone's): free = budget - RSS; None: free RAM
+    power: PowerModel = field(default_factory=PowerModel)
+    task_delay_ms: float = 0.0  # added to every inference: a slower device
+    max_message_bytes: int = 512 * 2**20
+
+
+class Worker:
+    """One worker's state: model cache, session slot, battery, log."""
+
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = config
+        self.cache = ModelCache(config.cache_dir)
+        self.slot = SessionSlot(config.threads)
+        self.meter = BatteryMeter(config.power)
+        self.store: FileStore | None = None
+        self.inline_max_bytes = 0
+        self.log: WorkerLog | None = None
+        self.last_load: tuple[LoadKind, float] = ("resident", 0.0)  # not yet reported
+
+    def status(self) -> WorkerStatus:
+        rss = rss_mb()
+        if self.config.ram_mb is None:
+            free = psutil.virtual_memory().available / 2**20
+        else:
+            free = max(self.config.ram_mb - rss, 0.0)
+        return WorkerStatus(
+            rss_mb=rss,
+            free_ram_mb=free,
+            battery_mah=self.meter.drained_mah(),
+            energy_j=self.meter.drained_j(),
+            battery_pct=self.meter.pct(),
+        )
+
+    async def run(self) -> None:
+        """Serve the foreman until it closes the connection; WorkerRefused when refused."""
+        config = self.config
+        reader, writer = await asyncio.open_connection(config.host, config.port)
+        try:
+            hello = WorkerHello(
+                token=config.token,
+                name=config.name,
+                cached=tuple(self.cache.checksums()),
+                has_gpu=False,  # sessions run on ONNX Runtime's CPU provider
+                status=self.status(),
+            )
+            await self._send(writer, hello)
+            welcome, _ = await self._receive(reader)
+            if not isinstance(welcome, Welcome):
+                raise WorkerRefused(_reason(welcome))
+            self._enrol(welcome)
+            while True:
+                message, receive_s = await self._receive(reader)
+                await self._handle(message, receive_s, writer)
+        except asyncio.IncompleteReadError:
+            return  # the foreman closed the connection
+        except (ProtocolError, FrameError) as exc:
+            with contextlib.suppress(ConnectionError):
+                await self._send(writer, ErrorMessage(reason=str(exc)))
+            raise WorkerRefused(str(exc)) from None
+        finally:
+            writer.close()
+            if self.log is not None:
+                self.log.close()
+
+    def _enrol(self, welcome: Welcome) -> None:
+        if welcome.store_dir is not None:
+            prefix = f"{welcome.peer_id}-{os.getpid()}"
+            self.store = FileStore(Path(welcome.store_dir), prefix)
+        self.inline_max_bytes = welcome.inline_max_bytes
+        if self.config.telemetry_path is not None:
+            self.log = WorkerLog(self.config.telemetry_path, welcome.peer_id, self.meter)
+
+    async def _handle(
+        self, message: Message, receive_s: float, writer: asyncio.StreamWriter
+    ) -> None:
+        if isinstance(message, LoadModel):
+            await self._send(writer, self._load(message, receive_s))
+        elif isinstance(message, UnloadModel):
+            await self._send(writer, self._unload(message))
+        elif isinstance(message, RunTask):
+            await self._run(message, writer)
+        elif isinstance(message, ErrorMessage):
+            raise WorkerRefused(message.reason)
+        else:
+            raise ProtocolError(f"unexpected {message.type} from the foreman")
+
+    def _load(self, message: LoadModel, receive_s: float) -> ModelLoaded | ModelFailed:
+        start = time.monotonic()
+        kind: LoadKind = "warm" if message.blob_b64 is None else "cold"
+        try:
+            if message.blob_b64 is None:
+                blob = self.cache.get(message.sha256)
+            else:
+                blob = _b64decode(message.blob_b64)
+                self.cache.put(message.sha256, blob)
+            self.slot.load(message.stage, message.sha256, blob)
+        except ModelError as exc:
+            self.meter.spend("load", time.monotonic() - start)
+            return ModelFailed(
+                stage=message.stage, sha256=message.sha256, error=str(exc), status=self.status()
+            )
+        end = time.monotonic()
+        self.meter.spend("load", end - start)
+        if kind == "cold":  # a cold load includes the download
+            start -= receive_s
+        self.last_load = (kind, (end - start) * 1e3)
+        if self.log is not None:
+            size = len(blob) if kind == "cold" else None
+            event: LogEvent = "load_cold" if kind == "cold" else "load_warm"
+            self.log.write(event, message.job_id, message.stage, start, end, size_bytes=size)
+        return ModelLoaded(
+            stage=message.stage,
+            sha256=message.sha256,
+            load_kind=kind,
+            load_ms=(end - start) * 1e3,
+            status=self.status(),
+        )
+
+    def _unload(self, message: UnloadModel) -> ModelUnloaded:
+        """Unload the stage if it is resident (it may not be, after a failed load)."""
+        resident = self.slot.resident
+        if resident is None or resident.stage != message.stage:
+            return ModelUnloaded(stage=message.stage, status=self.status())
+        start = time.monotonic()
+        self.slot.unload()
+        end = time.monotonic()
+        self.meter.spend("load", end - start)
+        if self.log is not None:
+            self.log.write("unload", message.job_id, message.stage, start, end)
+        return ModelUnloaded(stage=message.stage, status=self.status())
+
+    async def _run(self, task: RunTask, writer: asyncio.StreamWriter) -> None:
+        start = time.monotonic()
+        try:
+            if self.slot.resident != Resident(task.stage, task.sha256):
+                raise ModelError(f"{task.stage} is not resident")
+            bytes_in = compressed_bytes(task.payload, self.store)
+            array = decode_payload(task.payload, self.store)
+            decoded = time.monotonic()
+            output = self.slot.run(array)
+            if self.config.task_delay_ms > 0:
+                await asyncio.sleep(self.config.task_delay_ms / 1e3)
+            computed = time.monotonic()
+            payload = encode_array(output, self.store, self.inline_max_bytes)
+            encoded = time.monotonic()
+        except (ModelError, PayloadError, StoreError) as exc:
+            self.meter.spend("compute", time.monotonic() - start)
+            failed = TaskFailed(
+                job_id=task.job_id,
+                input_index=task.input_index,
+                stage_index=task.stage_index,
+                attempt=task.attempt,
+                error=str(exc),
+                status=self.status(),
+            )
+            await self._send(writer, failed)
+            return
+        self.meter.spend("compute", encoded - start)
+        load_kind, load_ms = self.last_load
+        self.last_load = ("resident", 0.0)
+        bytes_out = compressed_bytes(payload, self.store)
+        report = TaskReport(
+            load_kind=load_kind,
+            load_ms=load_ms,
+            decode_ms=(decoded - start) * 1e3,
+            compute_ms=(computed - decoded) * 1e3,
+            encode_ms=(encoded - computed) * 1e3,
+            bytes_in=bytes_in,
+            bytes_out=bytes_out,
+        )
+        result = TaskResult(
+            job_id=task.job_id,
+            input_index=task.input_index,
+            stage_index=task.stage_index,
+            attempt=task.attempt,
+            payload=payload,
+            report=report,
+            status=self.status(),
+        )
+        send_s = await self._send(writer, result)
+        if self.log is not None:
+            name = task_id(task.job_id, task.input_index, task.stage)
+            log, job, stage, index = self.log, task.job_id, task.stage, task.input_index
+            log.write("infer", job, stage, start, computed, task=name, input_index=index)
+            sent = encoded + send_s
+            log.write(
+                "transfer",
+                job,
+                stage,
+                computed,
+                sent,
+                task=name,
+                input_index=index,
+                size_bytes=bytes_out,
+            )
+
+    async def _send(self, writer: asyncio.StreamWriter, message: Message) -> float:
+        """Send a message; the seconds it took (charged as transmit)."""
+        start = time.monotonic()
+        await write_frame(writer, encode_message(message))
+        seconds = time.monotonic() - start
+        self.meter.spend("transmit", seconds)
+        return seconds
+
+    async def _receive(self, reader: asyncio.StreamReader) -> tuple[Message, float]:
+        """The next message and the seconds its body took to arrive (charged as transmit)."""
+        length = await read_frame_length(reader, self.config.max_message_bytes)
+        start = time.monotonic()
+        body = await reader.readexactly(length)
+        seconds = time.monotonic() - start
+        self.meter.spend("transmit", seconds)
+        return parse_message(body), seconds
+
+
+def _b64decode(text: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error:
+        raise ModelError("the model blob is not valid base64") from None
+
+
+def _reason(message: Message) -> str:
+    if isinstance(message, ErrorMessage):
+        return message.reason
+    return f"expected WELCOME, got {message.type}"
+
+
+def default_name() -> str:
+    """``<hostname>-<pid>``, reduced to the characters a worker name may have."""
+    host = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname())[:40].strip("-.") or "worker"
+    return f"{host}-{os.getpid()}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m edgetwin.emu.crowdio.worker", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--foreman", required=True, metavar="HOST:PORT")
+    parser.add_argument("--token", default=os.environ.get(TOKEN_ENV), help=f"or ${TOKEN_ENV}")
+    parser.add_argument("--cache", type=Path, required=True, help="model cache folder")
+    parser.add_argument("--name", default=default_name())
+    parser.add_argument("--telemetry", type=Path, help="write the worker log (CSV) here")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--ram-mb", type=float)
+    parser.add_argument("--power", default="", help="e.g. compute_w=2.5,capacity_mah=4500")
+    parser.add_argument("--task-delay-ms", type=float, default=0.0)
+    parser.add_argument("--max-message-mb", type=float, default=512.0)
+    args = parser.parse_args(argv)
+    host, _, port = args.foreman.rpartition(":")
+    if not host or not port.isdigit():
+        parser.error(f"--foreman must be HOST:PORT, got {args.foreman!r}")
+    if not args.token:
+        parser.error(f"--token (or ${TOKEN_ENV}) is required")
+    try:
+        power = PowerModel.parse(args.power)
+    except ValueError as exc:
+        parser.error(f"--power: {exc}")
+    config = WorkerConfig(
+        host=host,
+        port=int(port),
+        token=args.token,
+        cache_dir=args.cache,
+        name=args.name,
+        telemetry_path=args.telemetry,
+        threads=args.threads,
+        ram_mb=args.ram_mb,
+        power=power,
+        task_delay_ms=args.task_delay_ms,
+        max_message_bytes=int(args.max_message_mb * 2**20),
+    )
+    try:
+        asyncio.run(Worker(config).run())
+    except (WorkerRefused, OSError) as exc:
+        print(f"worker {config.name}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""The CROWDio pipeline end to end: a foreman and worker processes on loopback.
+
+Tiny DistilBERT; ``task_delay_ms`` makes workers slow enough for ordering to be
+observable (and a kill to land mid-task). Every test checks that no process is
+left behind.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from edgetwin.calibration.readers.android import COLUMNS, read_worker_log
+from edgetwin.emu.crowdio.launcher import KillPlan, run_pipeline_local
+from edgetwin.emu.crowdio.model import FULL, TINY, distilbert_job, reference_logits
+from edgetwin.emu.crowdio.records import Event, PipelineSummary
+from edgetwin.emu.crowdio.rows import summary_row
+from edgetwin.emu.crowdio.sdk import PipelineJob, pipeline_job
+from edgetwin.emu.crowdio.telemetry import LOG_COLUMNS
+from edgetwin.results import read_results, write_results
+
+SLOW_WORKER = [0.0, 0.0, 600.0]  # worker-2 takes 0.6 s per task
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind() -> Iterator[None]:
+    yield
+    deadline = time.monotonic() + 5
+    while (children := psutil.Process().children(recursive=True)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert children == [], f"processes left behind: {children}"
+
+
+@pytest.fixture(scope="module")
+def streaming_job() -> PipelineJob:
+    return distilbert_job(TINY, inputs=3, stages=3, mode="streaming", seed=0)
+
+
+def _barrier(job: PipelineJob) -> PipelineJob:
+    return pipeline_job(job.stages, job.inputs, mode="barrier", seed=job.seed)
+
+
+def _times(summary: PipelineSummary, kind: str, stage_index: int) -> list[float]:
+    return [e.t_ms for e in summary.events if e.kind == kind and e.stage_index == stage_index]
+
+
+def _positions(summary: PipelineSummary, kind: str, stage_index: int) -> list[int]:
+    """Where events of a kind and stage are in the event log."""
+    events = summary.events
+    return [i for i, e in enumerate(events) if e.kind == kind and e.stage_index == stage_index]
+
+
+def _completions(summary: PipelineSummary) -> Counter[tuple[int | None, int | None]]:
+    return Counter((e.input_index, e.stage_index) for e in summary.events if e.kind == "complete")
+
+
+def _assert_reference_result(summary: PipelineSummary, job: PipelineJob) -> None:
+    reference = reference_logits(TINY, job.seed, job.inputs)
+    np.testing.assert_allclose(np.array(summary.logits), reference, atol=1e-5)
+    classes = reference.argmax(axis=1)
+    counts = Counter(int(c) for c in classes)
+    assert summary.input_classes == tuple(int(c) for c in classes)
+    assert summary.majority_class == max(counts, key=lambda c: (counts[c], reference.mean(0)[c]))
+
+
+def test_streaming_lets_a_fast_input_finish_before_a_slow_one_starts_its_second_stage(
+    streaming_job: PipelineJob, tmp_path: Path
+) -> None:
+    summary = run_pipeline_local(
+        streaming_job, workers=3, task_delay_ms=SLOW_WORKER, telemetry_dir=tmp_path
+    )
+    _assert_reference_result(summary, streaming_job)
+    assert _completions(summary) == Counter({(i, s): 1 for i in range(3) for s in range(3)})
+    # some input went through every stage while stage 0 of the slow input still ran
+    assert min(_times(summary, "complete", 2)) < max(_times(summary, "complete", 0))
+    assert summary.tasks_redispatched == 0 and len(summary.tasks) == 9
+
+    # the workers' telemetry is the Android worker log, and reads back with its reader
+    assert LOG_COLUMNS == COLUMNS
+    logs = {w.worker: read_worker_log(tmp_path / f"{w.worker}.csv") for w in summary.workers}
+    inferred = sorted(e.task_id or "" for log in logs.values() for e in log if e.event == "infer")
+    assert inferred == sorted(f"job-1/i{t.input_index}/{t.stage}" for t in summary.tasks)
+    for worker, log in logs.items():
+        assert all(e.worker_id == worker and e.job_id == "job-1" for e in log)
+        assert [e.start_s for e in log] == sorted(e.start_s for e in log)
+        cold = [e for e in log if e.event == "load_cold"]
+        assert len(cold) == next(w.cold_loads for w in summary.workers if w.worker == worker)
+        assert all(e.size_bytes and e.size_bytes > 0 for e in cold)
+        assert all(e.battery_mah is not None and e.battery_mah < 4000 for e in log)
+
+
+def test_barrier_holds_each_stage_until_the_previous_one_is_done(
+    streaming_job: PipelineJob,
+) -> None:
+    job = _barrier(streaming_job)
+    summary = run_pipeline_local(job, workers=3, task_delay_ms=SLOW_WORKER)
+    _assert_reference_result(summary, job)
+    for stage in (1, 2):
+        assert max(_times(summary, "complete", stage - 1)) < min(_times(summary, "dispatch", stage))
+
+
+def test_loads_are_jit_and_a_worker_holds_one_stage_at_a_time(
+    streaming_job: PipelineJob, tmp_path: Path
+) -> None:
+    job = _barrier(streaming_job)
+    summary = run_pipeline_local(job, workers=3, task_delay_ms=SLOW_WORKER, telemetry_dir=tmp_path)
+    events = summary.events
+    first_dispatch = next(i for i, e in enumerate(events) if e.kind == "dispatch")
+    # cell_a goes to every worker at once, before any task
+    broadcast = [e for e in events[:first_dispatch] if e.kind == "load"]
+    assert sorted(str(e.worker) for e in broadcast) == ["worker-0", "worker-1", "worker-2"]
+    assert {e.stage for e in broadcast} == {"cell_a"}
+    # a later stage's load waits for the first completion upstream ...
+    for stage in (1, 2):
+        released = _positions(summary, "release", stage)
+        assert released == [min(_positions(summary, "complete", stage - 1)) + 1]
+        assert min(_positions(summary, "load", stage)) > released[0]
+    # ... and then goes to idle workers ahead of the barrier (the slow worker still on cell_a)
+    assert min(_positions(summary, "load", 1)) < max(_positions(summary, "complete", 0))
+
+    # each worker's own log: load, unload, load, ... (never a second stage beside the first)
+    for worker in summary.workers:
+        assert worker.evictions == worker.cold_loads + worker.warm_loads - 1
+        logged = [e.event for e in read_worker_log(tmp_path / f"{worker.worker}.csv")]
+        loads = [e for e in logged if e not in ("infer", "transfer")]
+        assert loads[0].startswith("load_")
+        assert all((a == "unload") != (b == "unload") for a, b in itertools.pairwise(loads))
+
+
+def test_a_worker_killed_mid_task_loses_nothing(streaming_job: PipelineJob) -> None:
+    job = distilbert_job(TINY, inputs=5, stages=3, mode="streaming", seed=3)
+    summary = run_pipeline_local(
+        job, workers=3, task_delay_ms=300.0, kill=KillPlan(stage_index=1, after_s=0.1)
+    )
+    _assert_reference_result(summary, job)
+    assert _completions(summary) == Counter({(i, s): 1 for i in range(5) for s in range(3)})
+    victim = _victim(summary)
+    assert [w.worker for w in summary.workers if w.disconnected] == [victim]
+    assert summary.tasks_redispatched >= 1
+    lost = next(e for e in summary.events if e.kind == "disconnect")
+    requeued = [(e.input_index, e.stage_index) for e in summary.events if e.kind == "requeue"]
+    assert requeued and all(
+        t.attempts == 2 and t.worker != victim
+        for t in summary.tasks
+        if (t.input_index, t.stage_index) in requeued
+    )
+    # tasks running on survivors when the victim left finished where they were
+    in_flight = [
+        t for t in summary.tasks if t.worker != victim and t.dispatch_ms < lost.t_ms < t.done_ms
+    ]
+    assert in_flight and all(t.attempts == 1 for t in in_flight)
+
+
+def _victim(summary: PipelineSummary) -> str:
+    first: Event = next(e for e in summary.events if e.kind == "dispatch" and e.stage_index == 1)
+    return str(first.worker)
+
+
+def test_a_second_run_loads_from_the_workers_cache(
+    streaming_job: PipelineJob, tmp_path: Path
+) -> None:
+    cold = run_pipeline_local(streaming_job, workers=2, cache_root=tmp_path)
+    warm = run_pipeline_local(streaming_job, workers=2, cache_root=tmp_path)
+    # the first run downloads each stage a worker loads (a reload after an eviction is warm)
+    first_run = _loads(cold)
+    assert {kinds[0] for kinds in first_run.values()} == {"cold"}
+    # the second run loads those from disk, without their blobs; only stages new to a worker
+    # (never held by it in the first run) come cold
+    second_run = _loads(warm)
+    assert all(set(second_run[key]) == {"warm"} for key in second_run.keys() & first_run.keys())
+    assert all(second_run[key][0] == "cold" for key in second_run.keys() - first_run.keys())
+    assert warm.warm_loads >= 2 and warm.model_bytes_sent < cold.model_bytes_sent
+    assert warm.majority_class == cold.majority_class
+
+
+def _loads(summary: PipelineSummary) -> dict[tuple[str | None, str | None], list[str | None]]:
+    """Kinds (cold, warm) of every load of each (worker, stage), in order."""
+    loads: dict[tuple[str | None, str | None], list[str | None]] = {}
+    for e in summary.events:
+        if e.kind == "loaded":
+            loads.setdefault((e.worker, e.stage), []).append(e.detail)
+    return loads
+
+
+@pytest.mark.parametrize("scheduler", ["fifo", "random", "least_loaded"])
+def test_every_scheduler_completes_the_job(streaming_job: PipelineJob, scheduler: str) -> None:
+    job = pipeline_job(streaming_job.stages, streaming_job.inputs, scheduler=scheduler)
+    summary = run_pipeline_local(job, workers=2, inline_max_bytes=0)  # payloads via the store
+    assert summary.scheduler == scheduler
+    _assert_reference_result(summary, job)
+
+
+def test_summary_becomes_a_results_row(streaming_job: PipelineJob, tmp_path: Path) -> None:
+    summary = run_pipeline_local(streaming_job, workers=2)
+    row = summary_row(summary, scenario="crowdio_local", bandwidth_mbps=1000.0)
+    assert (row.strategy, row.mode, row.devices, row.batch) == ("crowdio_streaming", "local", 2, 3)
+    assert (row.inputs, row.stages, row.scheduler) == (3, 3, "affinity")
+    assert row.total_ms == summary.pipeline_latency_ms
+    assert 0 < row.compute_ms + row.staging_ms + row.comm_ms <= row.total_ms  # + queueing
+    assert row.bytes_sent == sum(t.report.bytes_out for t in summary.tasks)
+    assert row.cold_loads == summary.cold_loads and row.bytes_moved == summary.bytes_moved
+    assert row.energy_j is not None and row.energy_j > 0
+    assert row.peak_rss_mb is not None and row.peak_rss_mb > 10
+    assert summary.hidden_state_compression_ratio > 1.0
+    write_results(tmp_path / "results.csv", [row])
+    assert read_results(tmp_path / "results.csv")[0].tasks_redispatched == 0
+
+
+@pytest.mark.slow
+def test_full_size_distilbert_streaming_on_five_workers() -> None:
+    job = distilbert_job(FULL, inputs=5, stages=3, mode="streaming")
+    summary = run_pipeline_local(job, workers=5, timeout_s=600)
+    reference = reference_logits(FULL, 0, job.inputs)
+    np.testing.assert_allclose(np.array(summary.logits), reference, atol=1e-4)
+    assert summary.boundaries[0].shape == (1, FULL.seq_len, FULL.dim)

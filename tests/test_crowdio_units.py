@@ -1,0 +1,281 @@
+"""CROWDio building blocks without processes: codec, file store, DAG, SDK, tasks, placement."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgetwin.emu.crowdio.codec import (
+    PayloadError,
+    compressed_bytes,
+    decode_payload,
+    encode_array,
+    raw_bytes,
+)
+from edgetwin.emu.crowdio.dag import Dag, GraphError, check_linear, linear_dag, topological_order
+from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState, assignments, prefetches
+from edgetwin.emu.crowdio.filestore import FileStore, StoreError
+from edgetwin.emu.crowdio.model import TINY, export_stages
+from edgetwin.emu.crowdio.records import Payload, TaskReport, WorkerStatus
+from edgetwin.emu.crowdio.sessions import ModelCache, ModelError, SessionSlot
+from edgetwin.emu.crowdio.tasks import TaskState, TaskTable
+from edgetwin.emu.crowdio.telemetry import BatteryMeter, PowerModel
+from edgetwin.policies.scheduling import make_scheduler
+
+REPORT = TaskReport(
+    load_kind="resident",
+    load_ms=0,
+    decode_ms=0,
+    compute_ms=0,
+    encode_ms=0,
+    bytes_in=0,
+    bytes_out=0,
+)
+STATUS = WorkerStatus(rss_mb=50, free_ram_mb=1000, battery_mah=0, energy_j=0, battery_pct=90)
+
+
+@pytest.fixture(scope="module")
+def tiny_stages() -> list[bytes]:
+    return [stage.blob for stage in export_stages(TINY, 3, seed=0)]
+
+
+def _inline(value: float = 0.0) -> Payload:
+    return encode_array(np.full((1, 4), value, dtype=np.float32), None, 0)
+
+
+# --- payload codec and file store ---------------------------------------------------------
+
+
+def test_payload_round_trips_inline_and_through_the_store(tmp_path: Path) -> None:
+    store = FileStore(tmp_path, "w")
+    hidden = np.random.default_rng(0).standard_normal((1, 16, 32)).astype(np.float32)
+    inline = encode_array(hidden, store, inline_max_bytes=1 << 20)
+    stored = encode_array(hidden, store, inline_max_bytes=16)
+    assert inline.data_b64 is not None and inline.ref is None
+    assert stored.ref == "w-1.z" and (tmp_path / "w-1.z").is_file()
+    for payload in (inline, stored):
+        assert payload.dtype == "float32" and payload.shape == (1, 16, 32)
+        np.testing.assert_array_equal(decode_payload(payload, store), hidden)
+        assert raw_bytes(payload) == hidden.nbytes
+    assert compressed_bytes(inline, store) == compressed_bytes(stored, store)
+    assert compressed_bytes(stored, store) == len(zlib.compress(hidden.tobytes(), 6))
+
+
+def test_payload_that_inflates_beyond_its_shape_is_refused() -> None:
+    bomb = base64.b64encode(zlib.compress(bytes(10_000_000))).decode()  # 10 MB in ~13 kB
+    with pytest.raises(PayloadError, match="larger than its shape allows"):
+        decode_payload(Payload(dtype="float32", shape=(1, 4), data_b64=bomb), None)
+    with pytest.raises(PayloadError, match="other than 16384 bytes"):  # stops at 16 kB + 1
+        decode_payload(Payload(dtype="float32", shape=(1, 4096), data_b64=bomb), None)
+    short = Payload(
+        dtype="float32", shape=(1, 4), data_b64=base64.b64encode(zlib.compress(bytes(8))).decode()
+    )
+    with pytest.raises(PayloadError, match="other than 16 bytes"):
+        decode_payload(short, None)
+    with pytest.raises(PayloadError, match="not valid base64"):
+        decode_payload(Payload(dtype="int64", shape=(1,), data_b64="!!!"), None)
+    with pytest.raises(PayloadError, match="elements"):
+        raw_bytes(Payload(dtype="int64", shape=(1 << 20, 1 << 20), data_b64=""))
+
+
+def test_payload_needs_exactly_one_of_inline_and_reference() -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        Payload(dtype="float32", shape=(1,), data_b64="AA==", ref="x")
+    with pytest.raises(ValueError, match="exactly one"):
+        Payload(dtype="float32", shape=(1,))
+
+
+@pytest.mark.parametrize(
+    "name", ["../outside.z", "..", "/etc/passwd", "sub/entry.z", "a..b", ".hidden", "", "x\x00"]
+)
+def test_file_store_refuses_names_that_could_leave_it(tmp_path: Path, name: str) -> None:
+    store = FileStore(tmp_path / "store", "w")
+    with pytest.raises(StoreError):
+        store.get(name, 1 << 20)
+
+
+def test_file_store_refuses_a_symlink_out_of_the_store(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for workers")
+    store = FileStore(tmp_path / "store", "w")
+    (store.root / "link.z").symlink_to(secret)
+    with pytest.raises(StoreError, match="escapes"):
+        store.get("link.z", 1 << 20)
+    payload = Payload(dtype="float32", shape=(1,), ref="link.z")
+    with pytest.raises(StoreError):
+        decode_payload(payload, store)
+
+
+def test_file_store_refuses_entries_over_the_size_a_payload_may_have(tmp_path: Path) -> None:
+    store = FileStore(tmp_path, "w")
+    name = store.put(zlib.compress(np.random.default_rng(0).bytes(1 << 16), 0))
+    with pytest.raises(StoreError, match="over"):
+        decode_payload(Payload(dtype="float32", shape=(4,), ref=name), store)
+    with pytest.raises(StoreError, match="does not exist"):
+        store.get("w-99.z", 100)
+
+
+# --- the pipeline graph and the SDK ---------------------------------------------------------
+
+
+def test_linear_dag_roles() -> None:
+    dag = linear_dag(["cell_a", "cell_b", "cell_c"])
+    assert dag.edges == (("cell_a", "cell_b"), ("cell_b", "cell_c"))
+    assert dag.roles() == {"cell_a": "source", "cell_b": "intermediate", "cell_c": "sink"}
+    assert linear_dag(["only"]).roles() == {"only": "source_sink"}
+    assert topological_order(dag) == ["cell_a", "cell_b", "cell_c"]
+
+
+def test_explicit_graphs_must_be_acyclic_and_the_stage_chain() -> None:
+    names = ["cell_a", "cell_b", "cell_c"]
+    cyclic = Dag(tuple(names), (("cell_a", "cell_b"), ("cell_b", "cell_c"), ("cell_c", "cell_a")))
+    with pytest.raises(GraphError, match="cycle"):
+        check_linear(cyclic, names)
+    with pytest.raises(GraphError, match="cycle"):
+        topological_order(Dag(("x",), (("x", "x"),)))
+    skipping = Dag(tuple(names), (("cell_a", "cell_c"), ("cell_c", "cell_b")))
+    with pytest.raises(GraphError, match="not the linear pipeline"):
+        check_linear(skipping, names)
+    with pytest.raises(GraphError, match="not in the graph"):
+        check_linear(Dag(tuple(names), (("cell_a", "cell_z"),)), names)
+    check_linear(Dag(tuple(names), (("cell_b", "cell_c"), ("cell_a", "cell_b"))), names)
+
+
+# --- task records and the dependency manager ------------------------------------------------
+
+
+def _run_to_end(table: TaskTable, order: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """Complete tasks in ``order`` (each must be ready); the ready queue after each step."""
+    queues = []
+    for step, key in enumerate(order):
+        assert key in table.ready(), (key, table.ready())
+        table.assign(key, "w", float(step))
+        table.complete(key, _inline(step), REPORT, float(step))
+        queues.append(table.ready())
+    return queues
+
+
+def test_streaming_releases_each_input_on_its_own() -> None:
+    table = TaskTable([_inline(0), _inline(1)], stages=3, mode="streaming")
+    assert table.ready() == [(0, 0), (1, 0)]
+    queues = _run_to_end(table, [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)])
+    assert queues == [[(1, 0), (0, 1)], [(1, 0), (0, 2)], [(1, 0)], [(1, 1)], [(1, 2)], []]
+    assert table.finished
+
+
+def test_barrier_releases_a_stage_when_the_previous_one_is_done() -> None:
+    table = TaskTable([_inline(0), _inline(1)], stages=2, mode="barrier")
+    queues = _run_to_end(table, [(0, 0), (1, 0), (1, 1), (0, 1)])
+    assert queues == [[(1, 0)], [(0, 1), (1, 1)], [(0, 1)], []]
+    assert table.records[(1, 1)].payload == _inline(1)  # the upstream result, injected
+
+
+def test_a_task_taken_back_goes_first_with_its_input() -> None:
+    table = TaskTable([_inline(0), _inline(1)], stages=2, mode="streaming")
+    table.assign((0, 0), "lost", 0.0)
+    assert table.running_on("lost") == [(0, 0)] and table.unassigned(0) == 1
+    table.take_back((0, 0), failed=False)
+    record = table.records[(0, 0)]
+    assert table.ready() == [(0, 0), (1, 0)]
+    assert record.state is TaskState.READY and record.payload == _inline(0)
+    assert record.failures == 0 and record.attempts == 1
+
+
+# --- placement: the scheduler over workers, JIT prefetch -------------------------------------
+
+
+def _stage(index: int) -> JobStage:
+    return JobStage(index, f"cell_{'abc'[index]}", f"{index:064x}", "", 100, 1.0)
+
+
+def _worker(name: str, order: int, resident: int | None = None) -> WorkerState:
+    worker = WorkerState(name, order, False, STATUS)
+    if resident is not None:
+        worker.resident_sha, worker.resident_name = _stage(resident).sha256, f"s{resident}"
+    return worker
+
+
+def test_affinity_assignment_prefers_the_worker_with_the_stage_resident() -> None:
+    stages = [_stage(0), _stage(1)]
+    table = TaskTable([_inline(0), _inline(1)], stages=2, mode="streaming")
+    table.assign((0, 0), "x", 0)
+    table.complete((0, 0), _inline(), REPORT, 1)
+    table.assign((1, 0), "x", 0)
+    workers = [_worker("first", 0, resident=0), _worker("second", 1, resident=1)]
+    chosen = assignments(
+        "j", table, stages, workers, make_scheduler("affinity"), np.random.default_rng(0)
+    )
+    assert [(key, w.worker_id) for key, w in chosen] == [((0, 1), "second")]
+    fifo = assignments(
+        "j", table, stages, workers, make_scheduler("fifo"), np.random.default_rng(0)
+    )
+    assert [(key, w.worker_id) for key, w in fifo] == [((0, 1), "first")]
+
+
+def test_prefetch_loads_a_released_stage_on_workers_left_without_work() -> None:
+    stages = [_stage(0), _stage(1)]
+    table = TaskTable([_inline(0), _inline(1), _inline(2)], stages=2, mode="barrier")
+    busy, done, idle = _worker("busy", 0, 0), _worker("done", 1, 0), _worker("idle", 2, 0)
+    for key, worker in (((0, 0), busy), ((1, 0), done), ((2, 0), idle)):
+        table.assign(key, worker.worker_id, 0)
+        worker.task = key
+    for key, worker in (((1, 0), done), ((2, 0), idle)):
+        table.complete(key, _inline(), REPORT, 1)
+        worker.task = None
+    workers = [busy, done, idle]
+    assert prefetches(table, {0}, stages, workers) == []  # stage 1 not released yet
+    chosen = prefetches(table, {0, 1}, stages, workers)
+    assert [(w.worker_id, index) for w, index in chosen] == [("done", 1), ("idle", 1)]
+    done.resident_sha = idle.resident_sha = stages[1].sha256
+    more, extra = _worker("more", 3, 0), _worker("extra", 4, 0)
+    chosen = prefetches(table, {0, 1}, stages, [*workers, more, extra])
+    assert [(w.worker_id, index) for w, index in chosen] == [("more", 1)]  # 3 tasks, 3 holders
+
+
+# --- worker pieces: model cache, single residency, battery ----------------------------------
+
+
+def test_model_cache_checks_blobs_on_the_way_in_and_out(tmp_path: Path) -> None:
+    cache = ModelCache(tmp_path)
+    blob = b"not really onnx"
+    sha = hashlib.sha256(blob).hexdigest()
+    with pytest.raises(ModelError, match="checksum mismatch"):
+        cache.put("0" * 64, blob)
+    cache.put(sha, blob)
+    assert cache.checksums() == [sha] and cache.get(sha) == blob
+    (tmp_path / f"{sha}.onnx").write_bytes(b"tampered")
+    with pytest.raises(ModelError, match="corrupt"):
+        cache.get(sha)
+    assert cache.checksums() == []
+    with pytest.raises(ModelError, match="not a SHA-256"):
+        cache.get("../../etc/passwd")
+
+
+def test_session_slot_holds_one_stage(tiny_stages: list[bytes]) -> None:
+    slot = SessionSlot(threads=1)
+    slot.load("cell_a", "a" * 64, tiny_stages[0])
+    with pytest.raises(ModelError, match="cell_a is resident: unload it first"):
+        slot.load("cell_b", "b" * 64, tiny_stages[1])
+    assert slot.unload().stage == "cell_a" and slot.resident is None
+    slot.load("cell_b", "b" * 64, tiny_stages[1])
+    assert slot.resident is not None and slot.resident.stage == "cell_b"
+    with pytest.raises(ModelError, match="cannot load"):
+        SessionSlot(1).load("junk", "c" * 64, b"junk")
+
+
+def test_battery_drains_by_state() -> None:
+    now = [0.0]
+    power = PowerModel.parse("idle_w=1, compute_w=4, voltage_v=4, capacity_mah=10")
+    meter = BatteryMeter(power, clock=lambda: now[0])
+    now[0] = 10.0
+    meter.spend("compute", 3.6)  # 3.6 s at 4 W and 6.4 s idle at 1 W: 20.8 J
+    assert meter.drained_j() == pytest.approx(20.8)
+    assert meter.drained_mah() == pytest.approx(20.8 / (4 * 3.6))
+    assert meter.pct() == pytest.approx(100 * (1 - 20.8 / 14.4 / 10))
+    with pytest.raises(ValueError, match="unknown power-model field"):
+        PowerModel.parse("turbo_w=9")
