@@ -84,6 +84,14 @@ def _parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--out", type=Path, required=True, help="profile file to write")
     calibrate.set_defaults(handler=_calibrate)
 
+    machine = commands.add_parser(
+        "calibrate-machine",
+        help="profile this machine: run the real code paths, write traces, fit a profile",
+    )
+    machine.add_argument("--out", type=Path, required=True, help="output folder")
+    machine.add_argument("--quick", action="store_true", help="a small model, a few seconds")
+    machine.set_defaults(handler=_calibrate_machine)
+
     validate = commands.add_parser(
         "validate", help="leave-one-batch-out: refit without each batch and predict it"
     )
@@ -245,6 +253,23 @@ def _calibrate(args: argparse.Namespace) -> int:
     medians = profile.fit.get("median_abs_error_pct", {})
     print(
         f"wrote {args.out}; median |error| %: " + ", ".join(f"{k} {v}" for k, v in medians.items())
+    )
+    return 0
+
+
+def _calibrate_machine(args: argparse.Namespace) -> int:
+    """Traces, spec and profile of this machine in ``--out`` (torch is imported only here)."""
+    from edgetwin.calibration.machine import FULL, QUICK, calibrate_machine, summary
+
+    command = f"edgetwin calibrate-machine --out {args.out}" + (" --quick" if args.quick else "")
+    if args.out.exists() and not args.out.is_dir():
+        raise InputError(args.out, None, "--out exists and is not a folder")
+    with _staging_dir(args.out) as staging:
+        profile = calibrate_machine(staging, QUICK if args.quick else FULL, command)
+        _publish(staging, args.out)
+    print(
+        f"wrote {args.out}/profile.yaml (median |error|: {summary(profile)}), "
+        f"traces in {args.out}/traces, spec in {args.out}/spec.yaml"
     )
     return 0
 

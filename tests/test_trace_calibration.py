@@ -72,3 +72,27 @@ def test_sampling_the_bootstrap_gives_prediction_intervals() -> None:
     assert len(set(point)) == 1
     assert len(set(sampled)) == 4 and sampled == totals(["sample_profiles=true"])
     assert min(sampled) < point[0] * 1.05 and max(sampled) > point[0] * 0.95
+
+
+def test_calibrate_machine_profiles_this_machine(tmp_path: Path) -> None:
+    from edgetwin.cli import main
+    from edgetwin.scenario import load_scenario
+    from edgetwin.sim.runner import build_fleet, run_scenario
+
+    out = tmp_path / "machine"
+    assert main(["calibrate-machine", "--quick", "--out", str(out)]) == 0
+    profile = load_profile(str(out / "profile.yaml"))
+    assert profile.compute.throughput_gflops > 0
+    assert {"compute", "staging", "network"} <= set(profile.fit["median_abs_error_pct"])
+    traces = out / "traces"
+    assert (traces / "vit_latency.csv").read_text().startswith("kernel,batch,tokens,rep,")
+    # the fitted profile drives the twin as any shipped one does
+    scenario_path = tmp_path / "here.yaml"
+    scenario_path.write_text(
+        "name: here\nmodel: {tokens: 65, width: 192, blocks: 4, heads: 3}\n"
+        "devices: [{name: me, profile: machine/profile.yaml, count: 2}]\n"
+        "strategies: [{name: single}, {name: prism, segments: [4]}]\n"
+    )
+    scenario = load_scenario(scenario_path)
+    rows = [o.row for o in run_scenario(scenario, build_fleet(scenario, scenario_path))]
+    assert all(r.status == "ok" and r.total_ms > 0 for r in rows)

@@ -1,0 +1,227 @@
+"""Profile the machine you are on: run the real code paths, write traces, fit a profile.
+
+``edgetwin calibrate-machine --out DIR`` times the real ViT (whole model vs
+batch, encoder blocks vs tokens) and a GLOO staged exchange between two
+local processes over loopback, writes them in the trace formats of
+docs/traces.md (``DIR/traces/vit_latency.csv``,
+``DIR/traces/gloo_staged_allgather.csv``), writes the calibration spec
+(``DIR/spec.yaml``) and fits ``DIR/profile.yaml`` from it with the same
+``traces`` fitter as every shipped trace profile. On a CPU there is no power
+meter: the profile's powers are zero and its energies are not predictions.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import yaml
+from torch.multiprocessing.spawn import spawn
+
+from edgetwin.atomic import write_text_atomic
+from edgetwin.calibration.profile_io import write_profile
+from edgetwin.calibration.trace_profile import calibrate_from_traces
+from edgetwin.emu.vit.launcher import LOOPBACK_ADDR, free_port
+from edgetwin.emu.vit.model import build_vit, make_images
+from edgetwin.profile import DeviceProfile
+from edgetwin.scenario import ModelSpec
+
+BLOCKS = 12
+POWER_STATES = ("idle", "compute", "host", "staging", "comm", "load")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to measure: the model, batch sizes, token counts, exchanged rows, repetitions."""
+
+    model: ModelSpec
+    batches: tuple[int, ...]
+    token_counts: tuple[int, ...]
+    exchange_rows: tuple[int, ...]
+    reps: int
+    warmup: int
+
+
+FULL = Plan(ModelSpec(preset="vit_b16"), (1, 2, 4, 8), (99, 109, 197), (10, 98), 10, 2)
+QUICK = Plan(
+    ModelSpec(tokens=65, width=192, blocks=4, heads=3, patch_size=16, channels=3),
+    (1, 2, 4),
+    (33, 43, 65),
+    (4, 32),
+    3,
+    1,
+)
+
+
+def calibrate_machine(out_dir: Path, plan: Plan, command: str) -> DeviceProfile:
+    """Measure, write the traces and the spec, fit and write the profile; return it."""
+    traces = out_dir / "traces"
+    traces.mkdir(parents=True, exist_ok=True)
+    write_vit_latency(traces / "vit_latency.csv", plan)
+    write_staged_exchange(traces / "gloo_staged_allgather.csv", plan)
+    spec_path = out_dir / "spec.yaml"
+    write_text_atomic(spec_path, yaml.safe_dump(machine_spec(plan), sort_keys=False))
+    profile = calibrate_from_traces(spec_path, command)
+    write_profile(profile, out_dir / "profile.yaml")
+    return profile
+
+
+def machine_spec(plan: Plan) -> dict[str, Any]:
+    """A ``traces`` spec for this machine's traces (relative paths: the folder moves whole)."""
+    fixed: dict[str, float] = {"compute.sync_host_ms": 0.0, "compute.sync_host_ms_per_mb": 0.0}
+    fixed |= {f"power.{state}_w": 0.0 for state in POWER_STATES}
+    return {
+        "kind": "traces",
+        "profile": {
+            "name": f"machine_{os.uname().nodename}",
+            "description": f"{os.uname().machine} host, {os.cpu_count()} cores, torch "
+            f"{torch.__version__}, GLOO over loopback; no power meter (powers are 0)",
+            "ram_mb": _ram_mb(),
+        },
+        "traces": "traces",
+        "model": plan.model.model_dump(exclude={"preset"}),
+        "fit": ["compute", "staging", "network"],
+        "fixed": fixed,
+        "bootstrap": 10,
+        "seed": 0,
+    }
+
+
+def _ram_mb() -> float:
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return round(pages / 2**20)
+
+
+def _timed_ms(fn: Callable[[], object], reps: int, warmup: int) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def write_vit_latency(path: Path, plan: Plan) -> None:
+    """Whole-model latency per batch, and the encoder blocks alone per batch and tokens."""
+    model = build_vit(plan.model)
+    width = plan.model.width
+    rows: list[tuple[object, ...]] = []
+    with torch.inference_mode():
+        for batch in plan.batches:
+            images = make_images(plan.model, batch)
+
+            def whole(images: torch.Tensor = images) -> torch.Tensor:
+                logits: torch.Tensor = model(images)
+                return logits
+
+            times = _timed_ms(whole, plan.reps, plan.warmup)
+            rows += [
+                ("vit_full", batch, plan.model.tokens, rep, round(ms, 4))
+                for rep, ms in enumerate(times)
+            ]
+            for tokens in plan.token_counts:
+                hidden = torch.randn(batch, tokens, width)
+
+                def encoder(hidden: torch.Tensor = hidden) -> torch.Tensor:
+                    for block in model.encoder_blocks():
+                        hidden = block(hidden)
+                    return hidden
+
+                times = _timed_ms(encoder, plan.reps, plan.warmup)
+                rows += [
+                    ("encoder_tokens", batch, tokens, rep, round(ms, 4))
+                    for rep, ms in enumerate(times)
+                ]
+    _write_csv(path, ("kernel", "batch", "tokens", "rep", "latency_ms"), rows)
+
+
+def write_staged_exchange(path: Path, plan: Plan) -> None:
+    """Two local processes exchange [batch, rows, width] per block over GLOO, staged."""
+    port = free_port()
+    spawn(_exchange_rank, args=(port, plan, str(path)), nprocs=2, join=True)  # type: ignore[no-untyped-call]
+
+
+def _exchange_rank(rank: int, port: int, plan: Plan, path: str) -> None:
+    os.environ |= {"MASTER_ADDR": LOOPBACK_ADDR, "MASTER_PORT": str(port)}
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    rows: list[tuple[object, ...]] = []
+    try:
+        for batch in plan.batches:
+            for exchanged in plan.exchange_rows:
+                rows += _exchange_reps(rank, batch, exchanged, plan)
+    finally:
+        dist.destroy_process_group()
+    if rank == 0:
+        columns = (
+            "rank",
+            "batch",
+            "rows",
+            "bytes_per_rank",
+            "blocks",
+            "rep",
+            "d2h_ms",
+            "comm_ms",
+            "h2d_ms",
+            "total_ms",
+        )
+        _write_csv(Path(path), columns, rows)
+
+
+def _exchange_reps(rank: int, batch: int, rows: int, plan: Plan) -> list[tuple[object, ...]]:
+    piece = torch.randn(batch, rows, plan.model.width)
+    gathered = [torch.empty_like(piece) for _ in range(2)]
+    result = torch.empty(2 * batch, rows, plan.model.width)
+    records: list[tuple[object, ...]] = []
+    for rep in range(-plan.warmup, plan.reps):
+        dist.barrier()
+        phases = {"d2h": 0.0, "comm": 0.0, "h2d": 0.0}
+        start = time.perf_counter()
+        for _ in range(BLOCKS):
+            t0 = time.perf_counter()
+            host = piece.clone()  # the device->host copy; on a CPU, a host copy
+            t1 = time.perf_counter()
+            dist.all_gather(gathered, host)
+            t2 = time.perf_counter()
+            result.copy_(torch.cat(gathered))  # concatenate, then host->device
+            t3 = time.perf_counter()
+            phases["d2h"] += t1 - t0
+            phases["comm"] += t2 - t1
+            phases["h2d"] += t3 - t2
+        total = time.perf_counter() - start
+        if rep >= 0:
+            records.append(
+                (
+                    rank,
+                    batch,
+                    rows,
+                    piece.nbytes,
+                    BLOCKS,
+                    rep,
+                    *(round(phases[p] * 1e3, 4) for p in ("d2h", "comm", "h2d")),
+                    round(total * 1e3, 4),
+                )
+            )
+    return records
+
+
+def _write_csv(path: Path, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+
+
+def summary(profile: DeviceProfile) -> str:
+    """One line per fitted section: its median error."""
+    medians = profile.fit.get("median_abs_error_pct", {})
+    return ", ".join(f"{name} {value:.1f} %" for name, value in medians.items()) or "no fit"
