@@ -29,7 +29,7 @@ import numpy as np
 import simpy
 from scipy.optimize import least_squares
 
-from edgetwin.calibration.readers.gpu_bench import VitLatency
+from edgetwin.calibration.readers.gpu_bench import StagingCopy, VitLatency
 from edgetwin.calibration.readers.staged_exchange import StagedExchange
 from edgetwin.profile import ComputeParams, NetworkParams, StagingParams
 from edgetwin.scenario import ModelSpec
@@ -53,6 +53,9 @@ STAGING_BOUNDS: Bounds = {
     "size_exponent": (0.3, 1.2, 0.9),
     "gathered_factor": (1.0, 20.0, 2.0),
     "large_copy_ms": (0.0, 50.0, 0.05),
+}
+COPY_BOUNDS: Bounds = {
+    name: STAGING_BOUNDS[name] for name in ("fixed_ms", "ms_per_mb", "size_exponent")
 }
 NETWORK_BOUNDS: Bounds = {
     "message_overhead_ms": (0.0, 20.0, 0.2),
@@ -191,6 +194,19 @@ def staging_predictor(phase: str, ranks: int = 2) -> Predictor:
         return staging.gathered_ms(ranks * piece_bytes)
 
     return predict
+
+
+def copy_groups(copies: Sequence[StagingCopy]) -> dict[GroupKey, list[float]]:
+    """Plain copy latency by (direction, bytes)."""
+    groups: dict[GroupKey, list[float]] = defaultdict(list)
+    for copy in copies:
+        groups[(copy.direction, copy.size_bytes)].append(copy.latency_ms)
+    return dict(groups)
+
+
+def copy_predictor(params: dict[str, float], key: GroupKey) -> float:
+    """One plain GPU<->host copy of ``key[1]`` bytes (either direction, one cost law)."""
+    return StagingParams(**params).copy_ms(key[1])
 
 
 def network_predictor(

@@ -20,12 +20,15 @@ from pydantic import Field, ValidationError
 
 from edgetwin.calibration.fit_traces import (
     COMPUTE_BOUNDS,
+    COPY_BOUNDS,
     NETWORK_BOUNDS,
     STAGING_BOUNDS,
     ComponentFit,
     GroupKey,
     compute_groups,
     compute_predictor,
+    copy_groups,
+    copy_predictor,
     exchange_gaps,
     exchange_groups,
     exchange_key,
@@ -34,7 +37,12 @@ from edgetwin.calibration.fit_traces import (
     staging_predictor,
 )
 from edgetwin.calibration.readers.energy import energy_by_phase
-from edgetwin.calibration.readers.gpu_bench import VitLatency, read_vit_latency
+from edgetwin.calibration.readers.gpu_bench import (
+    StagingCopy,
+    VitLatency,
+    read_staging_copy,
+    read_vit_latency,
+)
 from edgetwin.calibration.readers.power import read_nvml_power
 from edgetwin.calibration.readers.staged_exchange import (
     StagedExchange,
@@ -47,6 +55,7 @@ from edgetwin.scenario import ModelSpec
 from edgetwin.schema import Strict, read_yaml_mapping, validation_error
 
 Section = Literal["compute", "staging", "network", "power"]
+PROFILE_SECTIONS = ("compute", "staging", "network", "power")
 
 
 class TraceProfileFacts(Strict):
@@ -91,6 +100,7 @@ class TraceData:
         shaped = self._read("gloo_staged_allgather_bw.csv", read_staged_allgather_bw)
         self.exchanges: list[StagedExchange] = [e for e in loopback if e.rank == 0] + shaped
         self.power = self._read("power_samples.csv", read_nvml_power)
+        self.copies: list[StagingCopy] = self._read("staging_copy.csv", read_staging_copy)
 
     def _read(self, name: str, reader: Any) -> list[Any]:
         path = self.folder / name
@@ -106,6 +116,7 @@ def fit_sections(
 ) -> dict[str, ComponentFit]:
     """Fit every requested section the data allows, without the ``holdout`` records."""
     rng = np.random.default_rng(spec.seed)
+    excluded_batch = holdout.value if holdout is not None and holdout.by == "batch" else None
     latencies = [r for r in data.latencies if holdout is None or not holdout.covers(r)]
     exchanges = [r for r in data.exchanges if holdout is None or not holdout.covers(r)]
     fits: dict[str, ComponentFit] = {}
@@ -137,6 +148,14 @@ def fit_sections(
         fits["staging"] = fit_groups(
             "staging", groups, staging, STAGING_BOUNDS, fixed("staging"), spec.bootstrap, rng
         )
+    if "staging" in spec.fit:
+        for pinned in (True, False):
+            copies = [c for c in data.copies if c.pinned == pinned and c.batch != excluded_batch]
+            if copies:
+                name = "copy_pinned" if pinned else "copy_pageable"
+                fits[name] = fit_groups(
+                    name, copy_groups(copies), copy_predictor, COPY_BOUNDS, {}, spec.bootstrap, rng
+                )
     if "network" in spec.fit and exchanges:
         blocks = exchanges[0].blocks
         predict = network_predictor(exchange_gaps(exchanges), spec.burst_kb, blocks)
@@ -184,7 +203,8 @@ def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
         base = load_profile(spec.base, spec_path.parent)
         sections = base.model_dump(include={"compute", "staging", "network", "power"})
     for name, fit in fits.items():
-        sections[name] = {**sections.get(name, {}), **fit.params}
+        if name in PROFILE_SECTIONS:  # plain copy fits are reported, not used by the twin
+            sections[name] = {**sections.get(name, {}), **fit.params}
     for key, value in spec.fixed.items():
         section, param = key.split(".", 1)
         sections.setdefault(section, {})[param] = value
