@@ -140,7 +140,7 @@ def bootstrap_variant(profile: DeviceProfile, index: int) -> DeviceProfile:
     samples: dict[str, list[dict[str, float]]] = profile.fit.get("bootstrap_samples", {})
     update: dict[str, Any] = {}
     for section, sets in samples.items():
-        if sets:
+        if sets and section in DeviceProfile.model_fields:
             current = getattr(profile, section)
             update[section] = current.model_copy(update=sets[index % len(sets)])
     return profile.model_copy(update=update) if update else profile
