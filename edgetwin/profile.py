@@ -146,17 +146,23 @@ def bootstrap_variant(profile: DeviceProfile, index: int) -> DeviceProfile:
     return profile.model_copy(update=update) if update else profile
 
 
+def profile_path(name_or_path: str, relative_to: Path | None, shipped_glob: str = "*.yaml") -> Path:
+    """A shipped profile file by name, else a path (relative to ``relative_to``)."""
+    path = PROFILE_DIR / f"{name_or_path}.yaml"
+    if path.is_file():
+        return path
+    candidate = Path(name_or_path)
+    if relative_to is not None and not candidate.is_absolute():
+        candidate = relative_to / candidate
+    if not candidate.is_file():
+        known = sorted(p.stem for p in PROFILE_DIR.glob(shipped_glob))
+        raise InputError(None, "profile", f"no profile {name_or_path!r} (shipped: {known})")
+    return candidate
+
+
 def load_profile(name_or_path: str, relative_to: Path | None = None) -> DeviceProfile:
     """A shipped profile by name, or a profile file (relative to ``relative_to``)."""
-    path = PROFILE_DIR / f"{name_or_path}.yaml"
-    if not path.is_file():
-        candidate = Path(name_or_path)
-        if relative_to is not None and not candidate.is_absolute():
-            candidate = relative_to / candidate
-        if not candidate.is_file():
-            known = sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
-            raise InputError(None, "profile", f"no profile {name_or_path!r} (shipped: {known})")
-        path = candidate
+    path = profile_path(name_or_path, relative_to)
     raw = read_yaml_mapping(path)
     try:
         return DeviceProfile.model_validate(raw)

@@ -22,22 +22,10 @@ from typing import Literal
 
 import psutil
 
+from edgetwin.calibration.readers.android import COLUMNS as LOG_COLUMNS
+from edgetwin.calibration.readers.android import Event as LogEvent
+
 State = Literal["load", "compute", "transmit"]
-LogEvent = Literal["load_cold", "load_warm", "infer", "transfer", "unload"]
-LOG_COLUMNS = (
-    "worker_id",
-    "task_id",
-    "job_id",
-    "input_index",
-    "stage",
-    "event",
-    "start_s",
-    "end_s",
-    "rss_mb",
-    "battery_pct",
-    "battery_mah",
-    "bytes",
-)
 
 
 @dataclass(frozen=True)

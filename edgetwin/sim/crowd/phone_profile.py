@@ -15,8 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 
-from edgetwin.errors import InputError
-from edgetwin.profile import PROFILE_DIR, DeviceProfile
+from edgetwin.profile import DeviceProfile, profile_path
 from edgetwin.schema import (
     NonNegativeFloat,
     PositiveFloat,
@@ -107,17 +106,7 @@ def device_profile(phone: PhoneProfile, ram_mb: float | None = None) -> DevicePr
 
 def load_phone_profile(name_or_path: str, relative_to: Path | None = None) -> PhoneProfile:
     """A shipped phone profile by name, or a profile file (relative to ``relative_to``)."""
-    path = PROFILE_DIR / f"{name_or_path}.yaml"
-    if not path.is_file():
-        candidate = Path(name_or_path)
-        if relative_to is not None and not candidate.is_absolute():
-            candidate = relative_to / candidate
-        if not candidate.is_file():
-            known = sorted(p.stem for p in PROFILE_DIR.glob("android_*.yaml"))
-            raise InputError(
-                None, "profile", f"no phone profile {name_or_path!r} (shipped: {known})"
-            )
-        path = candidate
+    path = profile_path(name_or_path, relative_to, "android_*.yaml")
     raw = read_yaml_mapping(path)
     try:
         return PhoneProfile.model_validate(raw)
