@@ -1,4 +1,4 @@
-"""Command line: ``edgetwin run|report|calibrate``.
+"""Command line: ``edgetwin run|report|calibrate|calibrate-machine|validate|evaluate``.
 
 Bad input exits with status 2 and one message naming the file and field;
 nothing half-written is left in the output folder.
@@ -27,7 +27,9 @@ from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
 from edgetwin.errors import InputError, RunFailed
+from edgetwin.policies.evaluate_adaptive import evaluate, load_eval_inputs
 from edgetwin.reports import write_report
+from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import ResultRow, write_results
 from edgetwin.scenario import Scenario, configurations, dump_resolved, load_scenario
@@ -91,6 +93,21 @@ def _parser() -> argparse.ArgumentParser:
     machine.add_argument("--out", type=Path, required=True, help="output folder")
     machine.add_argument("--quick", action="store_true", help="a small model, a few seconds")
     machine.set_defaults(handler=_calibrate_machine)
+
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="profile a performance map, score the deployment policies at held-out conditions",
+    )
+    evaluate.add_argument("spec", type=Path, help="evaluation file (YAML), e.g. *.eval.yaml")
+    evaluate.add_argument("--out", type=Path, required=True, help="output folder")
+    evaluate.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override an evaluation field, e.g. --set objective=energy",
+    )
+    evaluate.set_defaults(handler=_evaluate)
 
     validate = commands.add_parser(
         "validate", help="leave-one-batch-out: refit without each batch and predict it"
@@ -271,6 +288,24 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
         f"wrote {args.out}/profile.yaml (median |error|: {summary(profile)}), "
         f"traces in {args.out}/traces, spec in {args.out}/spec.yaml"
     )
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    """Map, held-out twin runs and policy scores of an evaluation file."""
+    inputs = load_eval_inputs(args.spec, tuple(args.set))
+    if args.out.exists() and not args.out.is_dir():
+        raise InputError(args.out, None, "--out exists and is not a folder")
+    result = evaluate(inputs.scenario, inputs.scenario_path, inputs.settings, inputs.map_table)
+    with _staging_dir(args.out) as staging:
+        write_evaluation(staging, result)
+        _publish(staging, args.out)
+    for name, score in result.scores.items():
+        print(
+            f"{name}: accuracy {score.decision_accuracy:.3f}, regret mean "
+            f"{score.mean_regret_pct:.2f} % max {score.max_regret_pct:.2f} %"
+        )
+    print(f"-> {args.out}/evaluation.json, evaluation.html, performance_map.json")
     return 0
 
 

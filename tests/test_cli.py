@@ -297,3 +297,17 @@ def test_inline_profile_with_a_bad_field_names_it(
     assert main(["run", str(scenario), "--out", str(tmp_path / "o"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "devices.0.profile.ram_mb" in err and "bad.yaml" in err
+
+
+def test_evaluate_writes_the_policy_scores(tmp_path: Path) -> None:
+    evaluation = Path(__file__).resolve().parents[1] / "scenarios/adaptive_prism.eval.yaml"
+    out = tmp_path / "adaptive"
+    assert main(["evaluate", str(evaluation), "--out", str(out)]) == 0
+    result = json.loads((out / "evaluation.json").read_text())
+    assert result["decision_accuracy"] >= 0.95 and result["mean_regret_pct"] < 2.0
+    assert (out / "performance_map.json").is_file() and (out / "evaluation.html").is_file()
+    assert (
+        main(["evaluate", str(evaluation), "--out", str(tmp_path / "x"), "--set", "objective=fast"])
+        == 2
+    )
+    assert not (tmp_path / "x").exists()

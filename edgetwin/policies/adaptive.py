@@ -1,0 +1,211 @@
+"""Deployment selection at run time: single device, or distributed with the best CR.
+
+One interface for every selection policy: given the observed batch and
+bandwidth (and optionally how many devices are up), a policy names a
+candidate of the performance map and the latency and energy the map expects
+for it. Policies are registered by name:
+
+- ``adaptive``: the candidate with the lowest objective, each candidate's
+  latency and energy interpolated from the map (see ``perf_map``).
+- ``always_single``: one device, always.
+- ``always_distributed``: the one distributed candidate that is best over the
+  whole map (lowest geometric mean of its objective relative to single's).
+- ``flop_heuristic``: distributed iff the compute time the FLOPs saved per
+  device would take outweighs the time to send that device's bytes at the
+  observed bandwidth (rule in ``FlopHeuristicPolicy``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Literal, Protocol, Self
+
+from edgetwin.policies.perf_map import Candidate, Estimate, PerformanceMap, read_map
+
+ObjectiveKind = Literal["latency", "energy", "weighted"]
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What to minimise. ``weighted``: weight x latency + (1 - weight) x energy, each
+    relative to single's at the same condition (weight 1 is latency, 0 is energy)."""
+
+    kind: ObjectiveKind = "latency"
+    weight: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.weight <= 1:
+            raise ValueError(f"weight must be in [0, 1], got {self.weight}")
+
+    def cost(self, estimate: Estimate, single: Estimate) -> float:
+        """Lower is better; NaN (a failed or missing value) becomes +inf."""
+        if self.kind == "latency":
+            value = estimate.latency_ms
+        elif self.kind == "energy":
+            value = estimate.energy_j
+        else:
+            value = self.weight * estimate.latency_ms / single.latency_ms + (1 - self.weight) * (
+                estimate.energy_j / single.energy_j
+            )
+        return math.inf if math.isnan(value) else value
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The candidate a policy picked and what the map expects of it."""
+
+    strategy: str
+    devices: int
+    cr: float | None
+    segments: int | None
+    expected_latency_ms: float
+    expected_energy_j: float
+    label: str
+
+
+class SelectionPolicy(Protocol):
+    """Picks a deployment for the observed batch and bandwidth (devices: how many are up)."""
+
+    name: ClassVar[str]
+
+    def choose(
+        self, batch: float, bandwidth_mbps: float, devices: int | None = None
+    ) -> Decision: ...
+
+
+class _MapPolicy:
+    """Shared by the policies: the map, the objective, candidates and decisions."""
+
+    name: ClassVar[str]
+
+    def __init__(self, perf_map: PerformanceMap, objective: Objective = Objective()) -> None:
+        self.map = perf_map
+        self.objective = objective
+
+    @classmethod
+    def from_map(cls, path: Path, objective: Objective = Objective()) -> Self:
+        """The policy over the map stored at ``path`` (InputError names a bad field)."""
+        return cls(read_map(path), objective)
+
+    def candidates(self, devices: int | None) -> list[Candidate]:
+        """Single and the distributed candidates on ``devices`` devices (None: any)."""
+        chosen = [
+            c
+            for c in self.map.candidates
+            if c.strategy == "single" or devices is None or c.devices == devices
+        ]
+        if len(chosen) == 1 and devices is not None:
+            known = sorted({c.devices for c in self.map.candidates if c.strategy != "single"})
+            raise ValueError(f"the map has no candidate on {devices} devices; it has {known}")
+        return chosen
+
+    def costs(self, batch: float, bandwidth_mbps: float, devices: int | None) -> list[float]:
+        """The objective of each of ``candidates(devices)`` as the map predicts it."""
+        single = self.map.estimate(self.map.single, batch, bandwidth_mbps)
+        return [
+            self.objective.cost(self.map.estimate(c, batch, bandwidth_mbps), single)
+            for c in self.candidates(devices)
+        ]
+
+    def decide(self, candidate: Candidate, batch: float, bandwidth_mbps: float) -> Decision:
+        estimate = self.map.estimate(candidate, batch, bandwidth_mbps)
+        return Decision(
+            strategy=candidate.strategy,
+            devices=candidate.devices,
+            cr=candidate.cr,
+            segments=candidate.segments,
+            expected_latency_ms=estimate.latency_ms,
+            expected_energy_j=estimate.energy_j,
+            label=candidate.label,
+        )
+
+
+class AdaptivePolicy(_MapPolicy):
+    """The candidate with the lowest interpolated objective (ties: the first in the map)."""
+
+    name: ClassVar[str] = "adaptive"
+
+    def choose(self, batch: float, bandwidth_mbps: float, devices: int | None = None) -> Decision:
+        candidates = self.candidates(devices)
+        costs = self.costs(batch, bandwidth_mbps, devices)
+        best = min(range(len(candidates)), key=costs.__getitem__)
+        return self.decide(candidates[best], batch, bandwidth_mbps)
+
+
+class AlwaysSinglePolicy(_MapPolicy):
+    """One device, whatever the condition."""
+
+    name: ClassVar[str] = "always_single"
+
+    def choose(self, batch: float, bandwidth_mbps: float, devices: int | None = None) -> Decision:
+        return self.decide(self.map.single, batch, bandwidth_mbps)
+
+
+class AlwaysDistributedPolicy(_MapPolicy):
+    """The distributed candidate with the lowest geometric mean, over the map's grid, of its
+    objective relative to single's (an infeasible grid point counts as infinitely worse)."""
+
+    name: ClassVar[str] = "always_distributed"
+
+    def choose(self, batch: float, bandwidth_mbps: float, devices: int | None = None) -> Decision:
+        distributed = [c for c in self.candidates(devices) if c.strategy != "single"]
+        if not distributed:
+            raise ValueError("the map has no distributed candidate")
+        best = min(distributed, key=self._overall_log_ratio)
+        return self.decide(best, batch, bandwidth_mbps)
+
+    def _overall_log_ratio(self, candidate: Candidate) -> float:
+        total = 0.0
+        for batch in self.map.batches:
+            for bw in self.map.bandwidths_mbps:
+                single = self.map.estimate(self.map.single, batch, bw)
+                cost = self.objective.cost(self.map.estimate(candidate, batch, bw), single)
+                total += math.log(cost / self.objective.cost(single, single))
+        return total
+
+
+class FlopHeuristicPolicy(_MapPolicy):
+    """Distributed iff saved compute time beats transfer time, ignoring staging and overheads.
+
+    For each distributed candidate c at batch B and bandwidth W (Mbit/s):
+    saved_s = (G_single - G_c) x B / R, with G the GFLOPs per device per sample and
+    R = G_single x B / latency_single the GFLOP/s one device achieves at this batch (from the
+    map); transfer_s = bytes_c / devices_c x 8 / (W x 1e6). The candidate with the largest
+    saved_s - transfer_s is chosen if that margin is positive, else single. The objective
+    is not used: this is the textbook latency rule the adaptive policy is compared against.
+    """
+
+    name: ClassVar[str] = "flop_heuristic"
+
+    def choose(self, batch: float, bandwidth_mbps: float, devices: int | None = None) -> Decision:
+        single = self.map.single
+        single_s = self.map.estimate(single, batch, bandwidth_mbps).latency_ms / 1000
+        g_single = single.gflops_per_device
+        best: tuple[float, Candidate] = (0.0, single)
+        for c in self.candidates(devices):
+            if c.strategy == "single" or g_single is None or c.gflops_per_device is None:
+                continue
+            rate_gflops = g_single * batch / single_s
+            saved_s = (g_single - c.gflops_per_device) * batch / rate_gflops
+            transfer_s = self.map.bytes_sent(c, batch) / c.devices * 8 / (bandwidth_mbps * 1e6)
+            if saved_s - transfer_s > best[0]:
+                best = (saved_s - transfer_s, c)
+        return self.decide(best[1], batch, bandwidth_mbps)
+
+
+POLICIES: dict[str, Callable[[PerformanceMap, Objective], SelectionPolicy]] = {
+    cls.name: cls
+    for cls in (AdaptivePolicy, AlwaysSinglePolicy, AlwaysDistributedPolicy, FlopHeuristicPolicy)
+}
+
+
+def make_policy(
+    name: str, perf_map: PerformanceMap, objective: Objective = Objective()
+) -> SelectionPolicy:
+    """A selection policy by its registered name (KeyError names the known ones)."""
+    if name not in POLICIES:
+        raise KeyError(f"unknown policy {name!r}; known: {sorted(POLICIES)}")
+    return POLICIES[name](perf_map, objective)

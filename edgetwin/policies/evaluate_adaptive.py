@@ -1,0 +1,293 @@
+"""Evaluate selection policies against the twin at held-out conditions.
+
+The map is profiled from the scenario's own sweeps (or read from a results
+table). The ground truth is the scenario run again in the twin at the
+held-out conditions: the oracle is the candidate with the lowest objective
+there. A policy's regret at a condition is how much worse (%) the candidate
+it picked actually is than the oracle's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError, field_validator
+
+from edgetwin.errors import InputError
+from edgetwin.policies.adaptive import POLICIES, Objective, make_policy
+from edgetwin.policies.perf_map import Estimate, PerformanceMap, map_from_table, profile_twin
+from edgetwin.results import ResultRow
+from edgetwin.scenario import Scenario, SweepSpec, apply_override, load_scenario
+from edgetwin.schema import Strict, read_yaml_mapping, validation_error
+from edgetwin.sim.runner import build_fleet, run_scenario
+
+TIE_PCT = 1e-9  # a pick this close to the oracle's objective counts as correct
+
+
+class EvalSettings(Strict):
+    """An evaluation file: the scenario profiled for the map, and the held-out conditions."""
+
+    scenario: str = Field(min_length=1)  # relative to the evaluation file
+    held_out: SweepSpec
+    objective: Literal["latency", "energy", "weighted"] = "latency"
+    weight: Annotated[float, Field(ge=0, le=1)] = 0.5
+    policies: tuple[str, ...] = tuple(POLICIES)
+    map_table: str | None = None  # results table to build the map from instead of the twin
+
+    @field_validator("policies")
+    @classmethod
+    def _known(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [n for n in names if n not in POLICIES]
+        if unknown:
+            raise ValueError(f"unknown policy {unknown[0]!r}; known: {sorted(POLICIES)}")
+        if "adaptive" not in names:
+            raise ValueError("policies must include 'adaptive'")
+        return names
+
+    @property
+    def objective_spec(self) -> Objective:
+        return Objective(self.objective, self.weight)
+
+
+@dataclass(frozen=True)
+class EvalInputs:
+    """An evaluation file resolved: its scenario, settings and map table."""
+
+    scenario: Scenario
+    scenario_path: Path
+    settings: EvalSettings
+    map_table: Path | None
+
+
+def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
+    """Read an evaluation file (``--set key=value`` overrides); paths are relative to it."""
+    raw = read_yaml_mapping(path)
+    for item in overrides:
+        apply_override(raw, item, path)
+    try:
+        settings = EvalSettings.model_validate(raw)
+    except ValidationError as exc:
+        raise validation_error(exc, path) from None
+    base = path.resolve().parent
+    scenario_path = base / settings.scenario
+    if not scenario_path.is_file():
+        raise InputError(path, "scenario", f"file not found: {scenario_path}")
+    table = None if settings.map_table is None else base / settings.map_table
+    if table is not None and not table.is_file():
+        raise InputError(path, "map_table", f"file not found: {table}")
+    return EvalInputs(load_scenario(scenario_path), scenario_path, settings, table)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What a policy picked at a condition and how it turned out in the twin."""
+
+    label: str
+    cost: float
+    regret_pct: float
+
+
+@dataclass(frozen=True)
+class ConditionResult:
+    """One held-out condition: the twin's value of every candidate, the oracle, the picks."""
+
+    batch: int
+    bandwidth_mbps: float
+    devices: int
+    in_map: bool
+    truth: dict[str, Estimate]
+    oracle: str
+    oracle_cost: float
+    choices: dict[str, Choice]
+
+    def distributed_wins(self, policy: str | None) -> bool:
+        """Whether the oracle (policy None) or the policy picked a distributed candidate."""
+        label = self.oracle if policy is None else self.choices[policy].label
+        return label != "single"
+
+
+@dataclass(frozen=True)
+class PolicyScore:
+    """A policy over all held-out conditions."""
+
+    decision_accuracy: float
+    mode_accuracy: float
+    mean_regret_pct: float
+    max_regret_pct: float
+    confusion: dict[str, dict[str, int]]  # oracle label -> chosen label -> count
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Everything ``evaluate`` measured; ``to_json`` is what evaluation.json holds."""
+
+    scenario: str
+    settings: EvalSettings
+    perf_map: PerformanceMap
+    conditions: tuple[ConditionResult, ...]
+    scores: dict[str, PolicyScore]
+
+    def crossover_batch(self) -> list[dict[str, Any]]:
+        """Per bandwidth and device count: the smallest batch where distributed wins."""
+        groups = sorted({(c.bandwidth_mbps, c.devices) for c in self.conditions})
+        rows = []
+        for bw, devices in groups:
+            here = sorted(
+                (c for c in self.conditions if (c.bandwidth_mbps, c.devices) == (bw, devices)),
+                key=lambda c: c.batch,
+            )
+            row: dict[str, Any] = {"bandwidth_mbps": bw, "devices": devices}
+            for who in ("oracle", *self.scores):
+                policy = None if who == "oracle" else who
+                row[who] = next((c.batch for c in here if c.distributed_wins(policy)), None)
+            rows.append(row)
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        adaptive = self.scores["adaptive"]
+        return {
+            "scenario": self.scenario,
+            "objective": self.settings.objective,
+            "weight": self.settings.weight if self.settings.objective == "weighted" else None,
+            "map": {
+                "source": self.perf_map.source,
+                "batches": list(self.perf_map.batches),
+                "bandwidths_mbps": list(self.perf_map.bandwidths_mbps),
+                "candidates": [c.label for c in self.perf_map.candidates],
+            },
+            "held_out": self.settings.held_out.model_dump(mode="json"),
+            "conditions_count": len(self.conditions),
+            "decision_accuracy": adaptive.decision_accuracy,
+            "mean_regret_pct": adaptive.mean_regret_pct,
+            "max_regret_pct": adaptive.max_regret_pct,
+            "policies": {name: _score_json(score) for name, score in self.scores.items()},
+            "crossover_batch": self.crossover_batch(),
+            "conditions": [_condition_json(c) for c in self.conditions],
+        }
+
+
+def evaluate(
+    scenario: Scenario,
+    scenario_path: Path | None,
+    settings: EvalSettings,
+    map_table: Path | None = None,
+) -> Evaluation:
+    """Profile (or read) the map, run the held-out conditions in the twin, score each policy."""
+    perf_map = (
+        profile_twin(scenario, scenario_path) if map_table is None else map_from_table(map_table)
+    )
+    held_out = scenario.model_copy(update={"sweeps": (settings.held_out,)})
+    rows = [o.row for o in run_scenario(held_out, build_fleet(held_out, scenario_path))]
+    objective = settings.objective_spec
+    policies = {name: make_policy(name, perf_map, objective) for name in settings.policies}
+    conditions = []
+    for (batch, bw, devices), truth in _truth_by_condition(rows).items():
+        single = truth["single"]
+        costs = {label: objective.cost(value, single) for label, value in truth.items()}
+        oracle = min(costs, key=costs.__getitem__)
+        choices = {}
+        for name, policy in policies.items():
+            try:
+                label = policy.choose(batch, bw, devices).label
+            except ValueError as exc:
+                raise InputError(map_table, "held_out.devices", str(exc)) from None
+            if label not in costs:
+                raise InputError(
+                    map_table, None, f"{name} picked {label}, not run at batch {batch}"
+                )
+            choices[name] = Choice(label, costs[label], regret_pct(costs[label], costs[oracle]))
+        in_map = batch in perf_map.batches and bw in perf_map.bandwidths_mbps
+        conditions.append(
+            ConditionResult(batch, bw, devices, in_map, truth, oracle, costs[oracle], choices)
+        )
+    scores = {name: score_policy(name, conditions) for name in policies}
+    return Evaluation(scenario.name, settings, perf_map, tuple(conditions), scores)
+
+
+def _truth_by_condition(rows: list[ResultRow]) -> dict[tuple[int, float, int], dict[str, Estimate]]:
+    """Held-out rows as condition -> candidate label -> latency and energy (NaN: failed)."""
+    distributed = sorted({(r.batch, r.bandwidth_mbps, r.devices) for r in rows if r.devices > 1})
+    single = {(r.batch, r.bandwidth_mbps): _estimate(r) for r in rows if r.strategy == "single"}
+    truth: dict[tuple[int, float, int], dict[str, Estimate]] = {}
+    for batch, bw, devices in distributed:
+        here = {"single": single[(batch, bw)]}
+        for r in rows:
+            if (r.batch, r.bandwidth_mbps, r.devices) == (batch, bw, devices):
+                here[_label(r)] = _estimate(r)
+        truth[(batch, bw, devices)] = here
+    return truth
+
+
+def _label(row: ResultRow) -> str:
+    cr = "" if row.cr is None else f" cr {row.cr:g}"
+    return f"{row.strategy}{cr} x{row.devices}"
+
+
+def _estimate(row: ResultRow) -> Estimate:
+    ok = row.status == "ok"
+    energy = row.energy_j if ok and row.energy_j is not None else math.nan
+    return Estimate(latency_ms=row.total_ms if ok else math.nan, energy_j=energy)
+
+
+def regret_pct(cost: float, oracle_cost: float) -> float:
+    """How much worse (%) a pick's objective is than the oracle's (0 when it is the oracle)."""
+    if cost == oracle_cost:
+        return 0.0
+    return 100 * (cost - oracle_cost) / oracle_cost
+
+
+def score_policy(name: str, conditions: Sequence[ConditionResult]) -> PolicyScore:
+    """Accuracy, regret and confusion matrix of policy ``name`` over ``conditions``."""
+    regrets = [c.choices[name].regret_pct for c in conditions]
+    correct = [
+        c.choices[name].label == c.oracle or regret <= TIE_PCT
+        for c, regret in zip(conditions, regrets, strict=True)
+    ]
+    same_mode = [c.distributed_wins(None) == c.distributed_wins(name) for c in conditions]
+    confusion: dict[str, dict[str, int]] = {}
+    for c in conditions:
+        row = confusion.setdefault(c.oracle, {})
+        row[c.choices[name].label] = row.get(c.choices[name].label, 0) + 1
+    return PolicyScore(
+        decision_accuracy=sum(correct) / len(conditions),
+        mode_accuracy=sum(same_mode) / len(conditions),
+        mean_regret_pct=sum(regrets) / len(regrets),
+        max_regret_pct=max(regrets),
+        confusion=confusion,
+    )
+
+
+def _score_json(score: PolicyScore) -> dict[str, Any]:
+    return {
+        "decision_accuracy": round(score.decision_accuracy, 6),
+        "mode_accuracy": round(score.mode_accuracy, 6),
+        "mean_regret_pct": round(score.mean_regret_pct, 6),
+        "max_regret_pct": round(score.max_regret_pct, 6),
+        "confusion": score.confusion,
+    }
+
+
+def _condition_json(c: ConditionResult) -> dict[str, Any]:
+    return {
+        "batch": c.batch,
+        "bandwidth_mbps": c.bandwidth_mbps,
+        "devices": c.devices,
+        "in_map": c.in_map,
+        "oracle": c.oracle,
+        "truth": {
+            label: {"latency_ms": _num(e.latency_ms), "energy_j": _num(e.energy_j)}
+            for label, e in c.truth.items()
+        },
+        "choices": {
+            name: {"label": ch.label, "regret_pct": round(ch.regret_pct, 6)}
+            for name, ch in c.choices.items()
+        },
+    }
+
+
+def _num(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, 6)

@@ -1,0 +1,201 @@
+"""The adaptive-deployment evaluation: evaluation.json, evaluation.html, performance_map.json."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from html import escape
+from pathlib import Path
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from edgetwin.atomic import write_text_atomic
+from edgetwin.policies.evaluate_adaptive import ConditionResult, Evaluation
+from edgetwin.policies.perf_map import Candidate, write_map
+from edgetwin.reports.figures import HEIGHT_PX
+from edgetwin.reports.html import figure_html, page
+
+BANDWIDTH_AXIS = "Bandwidth (Mbit/s)"
+
+
+def write_evaluation(out_dir: Path, evaluation: Evaluation) -> list[Path]:
+    """Write evaluation.json, evaluation.html and performance_map.json into ``out_dir``."""
+    paths = [out_dir / n for n in ("evaluation.json", "evaluation.html", "performance_map.json")]
+    write_text_atomic(paths[0], json.dumps(evaluation.to_json(), indent=1) + "\n")
+    write_text_atomic(paths[1], render_evaluation(evaluation))
+    write_map(paths[2], evaluation.perf_map)
+    return paths
+
+
+def render_evaluation(evaluation: Evaluation) -> str:
+    """The evaluation page: scores, best mode vs chosen, regret, crossover batch."""
+    figures = [
+        *(_mode_heatmaps(evaluation, devices) for devices in _device_counts(evaluation)),
+        _regret_figure(evaluation),
+        _crossover_figure(evaluation),
+    ]
+    body = (
+        _settings_html(evaluation)
+        + _scores_html(evaluation)
+        + "".join(figure_html(fig) for fig in figures)
+        + _confusion_html(evaluation, "adaptive")
+    )
+    return page(f"edgetwin adaptive deployment: {evaluation.scenario}", body)
+
+
+def _device_counts(evaluation: Evaluation) -> list[int]:
+    return sorted({c.devices for c in evaluation.conditions})
+
+
+def _settings_html(evaluation: Evaluation) -> str:
+    s = evaluation.settings
+    m = evaluation.perf_map
+    objective = s.objective + (
+        f" (weight {s.weight:g} on latency)" if s.objective == "weighted" else ""
+    )
+    items = [
+        ("Objective", objective),
+        ("Map", f"{m.source}; batch {_join(m.batches)}; {_join(m.bandwidths_mbps)} Mbit/s"),
+        ("Held out", f"batch {_join(s.held_out.batch)}; {_join(s.held_out.bandwidth_mbps)} Mbit/s"),
+        ("Conditions", str(len(evaluation.conditions))),
+    ]
+    body = "".join(f"<li><b>{k}:</b> {escape(v)}</li>" for k, v in items)
+    return f"<ul class='summary'>{body}</ul>"
+
+
+def _join(values: Sequence[float]) -> str:
+    return ", ".join(f"{v:g}" for v in values)
+
+
+def _scores_html(evaluation: Evaluation) -> str:
+    rows = "".join(
+        f"<tr><td>{escape(name)}</td><td>{s.decision_accuracy:.3f}</td>"
+        f"<td>{s.mode_accuracy:.3f}</td><td>{s.mean_regret_pct:.2f}</td>"
+        f"<td>{s.max_regret_pct:.2f}</td></tr>"
+        for name, s in evaluation.scores.items()
+    )
+    return (
+        "<h2>Policies against the twin at the held-out conditions</h2>"
+        "<table><tr><th>Policy</th><th>Decision accuracy</th><th>Mode accuracy</th>"
+        f"<th>Mean regret (%)</th><th>Max regret (%)</th></tr>{rows}</table>"
+    )
+
+
+def _confusion_html(evaluation: Evaluation, policy: str) -> str:
+    confusion = evaluation.scores[policy].confusion
+    labels = [c.label for c in evaluation.perf_map.candidates]
+    head = "".join(f"<th>{escape(label)}</th>" for label in labels)
+    rows = "".join(
+        f"<tr><td>{escape(best)}</td>"
+        + "".join(f"<td>{confusion[best].get(chosen, 0)}</td>" for chosen in labels)
+        + "</tr>"
+        for best in labels
+        if best in confusion
+    )
+    return (
+        f"<h2>Confusion matrix of {escape(policy)}</h2><p>Rows: best in the twin; "
+        f"columns: chosen.</p><table><tr><th>best \\ chosen</th>{head}</tr>{rows}</table>"
+    )
+
+
+def _mode_heatmaps(evaluation: Evaluation, devices: int) -> go.Figure:
+    """Best candidate (twin) and the adaptive pick over batch x bandwidth."""
+    labels = [c.label for c in evaluation.perf_map.candidates]
+    here = [c for c in evaluation.conditions if c.devices == devices]
+    batches = sorted({c.batch for c in here})
+    bandwidths = sorted({c.bandwidth_mbps for c in here})
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Best in the twin", "Adaptive picks"))
+    palette = qualitative.Plotly
+    steps = max(len(labels) - 1, 1)
+    scale = [[i / steps, palette[i % len(palette)]] for i in range(len(labels))]
+    short = {c.label: _short(c) for c in evaluation.perf_map.candidates}
+    for col, pick in ((1, _oracle_label), (2, _adaptive_label)):
+        grid = {(c.batch, c.bandwidth_mbps): pick(c) for c in here}
+        text = [[grid.get((b, bw), "") for b in batches] for bw in bandwidths]
+        fig.add_trace(
+            go.Heatmap(
+                x=[str(b) for b in batches],
+                y=[f"{bw:g}" for bw in bandwidths],
+                z=[[labels.index(t) if t else None for t in row] for row in text],
+                text=[[short.get(t, "") for t in row] for row in text],
+                texttemplate="%{text}",
+                customdata=text,
+                zmin=0,
+                zmax=steps,
+                colorscale=scale,
+                showscale=False,
+                hovertemplate="batch %{x}, %{y} Mbit/s: %{customdata}<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+        fig.update_xaxes(title_text="Batch size (samples)", type="category", row=1, col=col)
+        fig.update_yaxes(title_text=BANDWIDTH_AXIS, type="category", row=1, col=col)
+    key = ", ".join(f"{short[label]} = {label}" for label in labels)
+    fig.update_layout(
+        title=f"Best mode vs chosen, {devices} devices ({key})",
+        height=HEIGHT_PX,
+        template="plotly_white",
+    )
+    return fig
+
+
+def _short(candidate: Candidate) -> str:
+    """A cell label: S, V, TP, or P and the CR."""
+    if candidate.strategy == "prism":
+        return f"P{candidate.cr:g}" if candidate.cr is not None else "P"
+    return {"single": "S", "voltage": "V"}.get(candidate.strategy, "TP")
+
+
+def _oracle_label(condition: ConditionResult) -> str:
+    return condition.oracle
+
+
+def _adaptive_label(condition: ConditionResult) -> str:
+    return condition.choices["adaptive"].label
+
+
+def _regret_figure(evaluation: Evaluation) -> go.Figure:
+    """Regret of each policy at each held-out condition."""
+    fig = go.Figure()
+    x = [f"b{c.batch} {c.bandwidth_mbps:g} Mb/s x{c.devices}" for c in evaluation.conditions]
+    for name in evaluation.scores:
+        fig.add_trace(
+            go.Bar(x=x, y=[c.choices[name].regret_pct for c in evaluation.conditions], name=name)
+        )
+    fig.update_layout(
+        title="Regret per held-out condition (% of the objective lost vs the best in the twin)",
+        height=HEIGHT_PX,
+        template="plotly_white",
+        barmode="group",
+        yaxis_title="Regret (%)",
+    )
+    return fig
+
+
+def _crossover_figure(evaluation: Evaluation) -> go.Figure:
+    """Smallest batch where distributed wins (twin) or is picked (policies), per bandwidth."""
+    fig = go.Figure()
+    rows = evaluation.crossover_batch()
+    for devices in _device_counts(evaluation):
+        mine = [r for r in rows if r["devices"] == devices]
+        for who in ("oracle", *evaluation.scores):
+            fig.add_trace(
+                go.Scatter(
+                    x=[r["bandwidth_mbps"] for r in mine],
+                    y=[r[who] for r in mine],
+                    mode="lines+markers",
+                    name=f"{'best in the twin' if who == 'oracle' else who} x{devices}",
+                    line={"dash": "solid" if who == "oracle" else "dot"},
+                )
+            )
+    fig.update_layout(
+        title="Crossover batch: smallest batch where distributed wins (gaps: never)",
+        height=HEIGHT_PX,
+        template="plotly_white",
+        xaxis_title=BANDWIDTH_AXIS,
+        yaxis={"title": "Batch size (samples)", "type": "log"},
+    )
+    return fig

@@ -1,0 +1,129 @@
+"""Evaluating the selection policies against the twin at held-out conditions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from edgetwin.errors import InputError
+from edgetwin.policies.evaluate_adaptive import (
+    Choice,
+    ConditionResult,
+    Evaluation,
+    evaluate,
+    load_eval_inputs,
+    regret_pct,
+    score_policy,
+)
+from edgetwin.policies.perf_map import Estimate
+from edgetwin.reports.adaptive import write_evaluation
+
+REPO = Path(__file__).resolve().parents[1]
+EVAL = REPO / "scenarios" / "adaptive_prism.eval.yaml"
+
+
+@pytest.fixture(scope="module")
+def evaluation() -> Evaluation:
+    inputs = load_eval_inputs(EVAL)
+    return evaluate(inputs.scenario, inputs.scenario_path, inputs.settings, inputs.map_table)
+
+
+def test_acceptance_on_the_shipped_scenario(evaluation: Evaluation) -> None:
+    """Map at 200-800 Mbit/s; held out at 300, 500, 700, 900 Mbit/s (900: outside the map)."""
+    assert evaluation.perf_map.bandwidths_mbps == (200, 400, 600, 800)
+    assert {c.bandwidth_mbps for c in evaluation.conditions} == {300, 500, 700, 900}
+    assert any(c.batch not in evaluation.perf_map.batches for c in evaluation.conditions)
+    adaptive = evaluation.scores["adaptive"]
+    assert adaptive.decision_accuracy >= 0.95
+    assert adaptive.mean_regret_pct < 2
+    for baseline in ("always_single", "always_distributed", "flop_heuristic"):
+        assert evaluation.scores[baseline].mean_regret_pct > adaptive.mean_regret_pct
+
+
+def test_crossover_batch_per_bandwidth(evaluation: Evaluation) -> None:
+    rows = evaluation.crossover_batch()
+    assert [r["bandwidth_mbps"] for r in rows] == [300, 500, 700, 900]
+    for row in rows:
+        assert row["always_single"] is None
+        assert row["always_distributed"] == 1
+        best = [c for c in evaluation.conditions if c.bandwidth_mbps == row["bandwidth_mbps"]]
+        first = min(c.batch for c in best if c.oracle != "single")
+        assert row["oracle"] == first
+        assert all(c.oracle == "single" for c in best if c.batch < first)
+
+
+def _condition(batch: int, costs: dict[str, float], picks: dict[str, str]) -> ConditionResult:
+    oracle = min(costs, key=costs.__getitem__)
+    truth = {label: Estimate(latency_ms=cost, energy_j=1.0) for label, cost in costs.items()}
+    choices = {
+        name: Choice(label, costs[label], regret_pct(costs[label], costs[oracle]))
+        for name, label in picks.items()
+    }
+    return ConditionResult(batch, 400, 2, False, truth, oracle, costs[oracle], choices)
+
+
+def test_regret_on_a_hand_example() -> None:
+    conditions = [
+        _condition(1, {"single": 100, "prism cr 9.9 x2": 150}, {"p": "single"}),
+        _condition(8, {"single": 500, "prism cr 9.9 x2": 400}, {"p": "single"}),
+        _condition(16, {"single": 1000, "prism cr 9.9 x2": 800}, {"p": "prism cr 9.9 x2"}),
+    ]
+    score = score_policy("p", conditions)
+    assert score.decision_accuracy == pytest.approx(2 / 3)
+    assert score.mode_accuracy == pytest.approx(2 / 3)
+    assert score.max_regret_pct == pytest.approx(25.0)  # 500 vs 400
+    assert score.mean_regret_pct == pytest.approx(25.0 / 3)
+    assert score.confusion == {
+        "single": {"single": 1},
+        "prism cr 9.9 x2": {"single": 1, "prism cr 9.9 x2": 1},
+    }
+
+
+def test_write_evaluation_is_deterministic(tmp_path: Path, evaluation: Evaluation) -> None:
+    inputs = load_eval_inputs(EVAL)
+    again = evaluate(inputs.scenario, inputs.scenario_path, inputs.settings)
+    first = write_evaluation(tmp_path / "a", evaluation)
+    second = write_evaluation(tmp_path / "b", again)
+    for a, b in zip(first, second, strict=True):
+        if a.suffix == ".json":  # the page differs only in plotly's random element ids
+            assert a.read_bytes() == b.read_bytes()
+    data = json.loads((tmp_path / "a" / "evaluation.json").read_text())
+    for key in ("decision_accuracy", "mean_regret_pct", "max_regret_pct"):
+        assert data[key] == data["policies"]["adaptive"][key]
+        assert all(key in policy for policy in data["policies"].values())
+    html = (tmp_path / "a" / "evaluation.html").read_text()
+    assert "Best mode vs chosen" in html and "Crossover batch" in html
+    assert "<script src=" not in html  # self-contained
+
+
+def test_objective_from_overrides() -> None:
+    inputs = load_eval_inputs(EVAL, ("objective=energy",))
+    result = evaluate(inputs.scenario, inputs.scenario_path, inputs.settings)
+    assert all(c.oracle == "single" for c in result.conditions)
+    assert result.scores["always_single"].decision_accuracy == 1.0
+
+
+def test_bad_evaluation_files(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as exc:
+        load_eval_inputs(EVAL, ("policies=[adaptive, psychic]",))
+    assert exc.value.field == "policies"
+    assert "psychic" in exc.value.problem
+    with pytest.raises(InputError) as exc:
+        load_eval_inputs(EVAL, ("weight=2",))
+    assert exc.value.field == "weight"
+    # three boards, but the map profiles two: the held-out devices are refused
+    scenario = (REPO / "scenarios" / "adaptive_prism.yaml").read_text()
+    (tmp_path / "three.yaml").write_text(scenario.replace("count: 2", "count: 3"))
+    path = tmp_path / "three.eval.yaml"
+    path.write_text("scenario: three.yaml\nheld_out: {batch: [8], devices: [3]}\n")
+    inputs = load_eval_inputs(path)
+    with pytest.raises(InputError, match="no candidate on 3 devices") as exc:
+        evaluate(inputs.scenario, inputs.scenario_path, inputs.settings)
+    assert exc.value.field == "held_out.devices"
+    path = tmp_path / "eval.yaml"
+    path.write_text("scenario: missing.yaml\nheld_out: {batch: [1]}\n")
+    with pytest.raises(InputError, match="file not found") as exc:
+        load_eval_inputs(path)
+    assert (exc.value.path, exc.value.field) == (str(path), "scenario")
