@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from html import escape
@@ -13,6 +14,7 @@ from plotly.offline import get_plotlyjs
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.comparison import Comparison, compare_to_reference, key_label
+from edgetwin.reports.crowd import Records, crowd_figures, is_crowd
 from edgetwin.reports.figures import HEIGHT_PX, report_figures
 from edgetwin.reports.rows import average_reps
 from edgetwin.results import ResultRow, read_results, read_table
@@ -99,14 +101,24 @@ def _comparison_html(comparison: Comparison) -> str:
     )
 
 
-def render_report(title: str, rows: Sequence[ResultRow], comparison: Comparison | None) -> str:
+def render_report(
+    title: str,
+    rows: Sequence[ResultRow],
+    comparison: Comparison | None,
+    crowd_records: Records | None = None,
+) -> str:
     """The report page as one HTML string, with plotly.js inlined once."""
     compared = "" if comparison is None else _comparison_html(comparison)
-    return page(title, f"{_summary(rows)}{_figures_html(rows, comparison)}{compared}")
+    if is_crowd(rows):
+        figures = "".join(figure_html(fig) for fig in crowd_figures(rows, crowd_records))
+    else:
+        figures = _figures_html(rows, comparison)
+    return page(title, f"{_summary(rows)}{figures}{compared}")
 
 
 def write_report(run_dir: Path, title: str | None = None) -> Path:
-    """Write ``run_dir/report.html`` from ``results.csv`` (and ``reference.csv``)."""
+    """Write ``run_dir/report.html`` from ``results.csv`` (and ``reference.csv``; for crowd
+    runs, ``timeline.json``)."""
     rows = read_results(run_dir / "results.csv")
     reference_path = run_dir / "reference.csv"
     comparison = (
@@ -114,6 +126,8 @@ def write_report(run_dir: Path, title: str | None = None) -> Path:
     )
     if title is None:
         title = f"edgetwin report: {_values(rows, 'scenario')}"
+    timeline_path = run_dir / "timeline.json"
+    records = json.loads(timeline_path.read_text()) if timeline_path.exists() else None
     path = run_dir / REPORT_NAME
-    write_text_atomic(path, render_report(title, rows, comparison))
+    write_text_atomic(path, render_report(title, rows, comparison, records))
     return path

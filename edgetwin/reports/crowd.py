@@ -1,0 +1,125 @@
+"""Figures of crowd runs (CROWDio over phones): latency distribution, per-phone timelines.
+
+The latency figure reads results rows; the timeline figures read the records
+``edgetwin run --trace`` writes for a crowd scenario (``timeline.json``:
+activities, RAM and battery samples per phone).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+from edgetwin.reports.figures import HEIGHT_PX
+from edgetwin.results import ResultRow
+
+CROWD_STRATEGIES = ("crowdio_streaming", "crowdio_barrier")
+ACTIVITY_COLORS = {
+    "load": "#d62728",
+    "infer": "#1f77b4",
+    "transfer": "#2ca02c",
+    "idle": "#dddddd",
+    "away": "#7f7f7f",
+}
+Records = Mapping[str, Sequence[Mapping[str, Any]]]
+
+
+def is_crowd(rows: Sequence[ResultRow]) -> bool:
+    return bool(rows) and all(row.strategy in CROWD_STRATEGIES for row in rows)
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
+    fig.update_layout(
+        title=title,
+        height=HEIGHT_PX,
+        template="plotly_white",
+        xaxis={"title": x},
+        yaxis={"title": y},
+    )
+    return fig
+
+
+def latency_distribution_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
+    """Job latency (s) per dependency mode and scheduler, over repetitions and jobs."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        if row.status == "ok" and row.strategy in CROWD_STRATEGIES:
+            label = row.strategy.removeprefix("crowdio_")
+            groups[f"{label} / {row.scheduler}" if row.scheduler else label].append(
+                row.total_ms / 1e3
+            )
+    if not groups:
+        return None
+    fig = go.Figure(
+        [go.Box(y=values, name=name, boxpoints="all") for name, values in groups.items()]
+    )
+    return _layout(fig, "Pipeline latency per mode", "mode / scheduler", "job latency (s)")
+
+
+def gantt_figure(records: Records) -> go.Figure | None:
+    """One row per phone: load, infer, transfer, idle and away stretches over time."""
+    activities = records.get("activities", [])
+    if not activities:
+        return None
+    fig = go.Figure()
+    for kind, color in ACTIVITY_COLORS.items():
+        spans = [a for a in activities if a["kind"] == kind]
+        if spans:
+            fig.add_trace(
+                go.Bar(
+                    y=[a["phone"] for a in spans],
+                    x=[a["end_s"] - a["start_s"] for a in spans],
+                    base=[a["start_s"] for a in spans],
+                    orientation="h",
+                    name=kind,
+                    marker_color=color,
+                    hovertext=[f"{a.get('stage') or ''} {a.get('detail') or ''}" for a in spans],
+                )
+            )
+    fig.update_layout(barmode="overlay")
+    return _layout(fig, "What each phone did (first run)", "time (s)", "phone")
+
+
+def _per_phone_lines(samples: Sequence[Mapping[str, Any]], value: str) -> go.Figure:
+    by_phone: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for sample in samples:
+        by_phone[str(sample["phone"])].append(sample)
+    return go.Figure(
+        [
+            go.Scatter(
+                x=[s["t_s"] for s in points],
+                y=[s[value] for s in points],
+                name=phone,
+                mode="lines",
+                line_shape="hv",
+            )
+            for phone, points in by_phone.items()
+        ]
+    )
+
+
+def ram_figure(records: Records) -> go.Figure | None:
+    samples = records.get("ram", [])
+    if not samples:
+        return None
+    fig = _per_phone_lines(samples, "rss_mb")
+    return _layout(fig, "Resident memory per phone (first run)", "time (s)", "RSS (MB)")
+
+
+def battery_figure(records: Records) -> go.Figure | None:
+    samples = records.get("battery", [])
+    if not samples:
+        return None
+    fig = _per_phone_lines(samples, "level_pct")
+    return _layout(fig, "Battery per phone (first run)", "time (s)", "battery (%)")
+
+
+def crowd_figures(rows: Sequence[ResultRow], records: Records | None) -> list[go.Figure]:
+    """Every crowd figure the data allows."""
+    candidates = [latency_distribution_figure(rows)]
+    if records is not None:
+        candidates += [gantt_figure(records), ram_figure(records), battery_figure(records)]
+    return [fig for fig in candidates if fig is not None]

@@ -1,0 +1,50 @@
+"""The report of a crowd run: latency per mode and per-phone timelines, in a real browser."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from edgetwin.cli import main
+from tests.conftest import REPO
+from tests.test_report import _probe
+
+SCENARIO = REPO / "scenarios/crowdio_android.yaml"
+
+
+def test_crowd_report_draws_latency_gantt_ram_and_battery(tmp_path: Path) -> None:
+    out = tmp_path / "crowd"
+    assert (
+        main(
+            [
+                "run",
+                str(SCENARIO),
+                "--out",
+                str(out),
+                "--trace",
+                "--quiet",
+                "--set",
+                "repetitions=2",
+            ]
+        )
+        == 0
+    )
+    timeline = json.loads((out / "timeline.json").read_text())
+    assert {"activities", "ram", "battery"} <= timeline.keys()
+    page = (out / "report.html").read_text()
+    for title in (
+        "Pipeline latency per mode",
+        "What each phone did",
+        "Resident memory",
+        "Battery per phone",
+    ):
+        assert title in page
+    probe = _probe(out / "report.html", tmp_path)
+    assert probe == {"graphs": 4, "rendered": 4, "errors": []}
+
+
+def test_crowd_report_without_trace_has_the_latency_figure(tmp_path: Path) -> None:
+    out = tmp_path / "crowd"
+    assert main(["run", str(SCENARIO), "--out", str(out), "--quiet"]) == 0
+    page = (out / "report.html").read_text()
+    assert "Pipeline latency per mode" in page and "What each phone did" not in page
