@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -87,6 +87,14 @@ class Scheduler(Protocol):
     ) -> str | None: ...
 
 
+def _best(
+    task: TaskView, available: Sequence[WorkerView], key: Callable[[WorkerView], Any]
+) -> str | None:
+    """The worker with the smallest ``key`` among those the task fits on, or None."""
+    candidates = [w for w in available if fits(task, w)]
+    return min(candidates, key=key).worker_id if candidates else None
+
+
 class AffinityScheduler:
     """Four-tier affinity: resident, cached, idle, evict; best health score within a tier."""
 
@@ -95,11 +103,7 @@ class AffinityScheduler:
     def choose(
         self, task: TaskView, available: Sequence[WorkerView], rng: np.random.Generator
     ) -> str | None:
-        candidates = [w for w in available if fits(task, w)]
-        if not candidates:
-            return None
-        best = min(candidates, key=lambda w: (tier(task, w), -health_score(w), w.joined_order))
-        return best.worker_id
+        return _best(task, available, lambda w: (tier(task, w), -health_score(w), w.joined_order))
 
 
 class FifoScheduler:
@@ -110,8 +114,7 @@ class FifoScheduler:
     def choose(
         self, task: TaskView, available: Sequence[WorkerView], rng: np.random.Generator
     ) -> str | None:
-        candidates = [w for w in available if fits(task, w)]
-        return min(candidates, key=lambda w: w.joined_order).worker_id if candidates else None
+        return _best(task, available, lambda w: w.joined_order)
 
 
 class RandomScheduler:
@@ -134,10 +137,7 @@ class LeastLoadedScheduler:
     def choose(
         self, task: TaskView, available: Sequence[WorkerView], rng: np.random.Generator
     ) -> str | None:
-        candidates = [w for w in available if fits(task, w)]
-        if not candidates:
-            return None
-        return min(candidates, key=lambda w: (w.tasks_done, w.joined_order)).worker_id
+        return _best(task, available, lambda w: (w.tasks_done, w.joined_order))
 
 
 SCHEDULERS: dict[str, Callable[[], Scheduler]] = {
