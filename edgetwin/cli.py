@@ -1,4 +1,5 @@
-"""Command line: ``edgetwin run|report|calibrate|calibrate-machine|validate|evaluate``.
+"""Command line: ``edgetwin run | report | calibrate | calibrate-machine | validate``,
+``evaluate`` and ``evaluate-affinity``.
 
 Bad input exits with status 2 and one message naming the file and field;
 nothing half-written is left in the output folder.
@@ -28,8 +29,10 @@ from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
 from edgetwin.errors import InputError, RunFailed
 from edgetwin.policies.evaluate_adaptive import evaluate, load_eval_inputs
+from edgetwin.policies.evaluate_affinity import evaluate_affinity, load_affinity_settings
 from edgetwin.reports import write_report
 from edgetwin.reports.adaptive import write_evaluation
+from edgetwin.reports.affinity import write_affinity_report
 from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import ResultRow, write_results
 from edgetwin.scenario import Scenario, configurations, dump_resolved, load_scenario
@@ -108,6 +111,13 @@ def _parser() -> argparse.ArgumentParser:
         help="override an evaluation field, e.g. --set objective=energy",
     )
     evaluate.set_defaults(handler=_evaluate)
+
+    affinity = commands.add_parser(
+        "evaluate-affinity", help="crowd schedulers vs the offline optimum on small instances"
+    )
+    affinity.add_argument("spec", type=Path, help="evaluation file, e.g. *.eval.yaml")
+    affinity.add_argument("--out", type=Path, required=True, help="output folder")
+    affinity.set_defaults(handler=_evaluate_affinity)
 
     validate = commands.add_parser(
         "validate", help="leave-one-batch-out: refit without each batch and predict it"
@@ -306,6 +316,23 @@ def _evaluate(args: argparse.Namespace) -> int:
             f"{score.mean_regret_pct:.2f} % max {score.max_regret_pct:.2f} %"
         )
     print(f"-> {args.out}/evaluation.json, evaluation.html, performance_map.json")
+    return 0
+
+
+def _evaluate_affinity(args: argparse.Namespace) -> int:
+    """Schedulers in the crowd twin vs the offline optimum, per small instance."""
+    settings, scenarios = load_affinity_settings(args.spec)
+    if args.out.exists() and not args.out.is_dir():
+        raise InputError(args.out, None, "--out exists and is not a folder")
+    result = evaluate_affinity(settings, scenarios)
+    with _staging_dir(args.out) as staging:
+        write_affinity_report(staging, result)
+        _publish(staging, args.out)
+    for instance in result.instances:
+        optimum_s = instance.optimum.schedule.makespan_ms / 1e3
+        regrets = ", ".join(f"{n} {s.regret_pct:.1f} %" for n, s in instance.schedulers.items())
+        print(f"{instance.name} ({instance.strategy}): optimum {optimum_s:.2f} s; {regrets}")
+    print(f"-> {args.out}/affinity.json, affinity.html")
     return 0
 
 

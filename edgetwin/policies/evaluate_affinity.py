@@ -1,0 +1,236 @@
+"""Evaluate the crowd schedulers against the offline optimum on small instances.
+
+Each instance is the settings' scenario with a few ``--set`` overrides (phones,
+inputs, stages, cache). Every scheduler runs it in the crowd twin
+(``repetitions`` runs; with ``deterministic`` the load and run-to-run noise
+are off, so only ``random`` varies); ``optimum.py`` finds the best plan of
+the same job offline. Regret = (mean makespan - optimum) / optimum, in %.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from statistics import fmean
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError, field_validator
+
+from edgetwin.errors import InputError
+from edgetwin.policies.optimum import Optimum, build_instance, optimum
+from edgetwin.policies.scheduling import SCHEDULERS
+from edgetwin.scenario import Scenario, apply_override, validate_scenario
+from edgetwin.schema import Strict, read_yaml_mapping, validation_error
+from edgetwin.sim.crowd.fleet import PhoneClass
+from edgetwin.sim.crowd.runner import CrowdRun, CrowdSetup, prepare_crowd, simulate_crowd
+
+
+class InstanceSpec(Strict):
+    """One small instance: a name and overrides of the base scenario."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    set: tuple[str, ...] = ()
+
+
+class AffinitySettings(Strict):
+    """An affinity evaluation file."""
+
+    scenario: str = Field(min_length=1)  # relative to the evaluation file
+    schedulers: tuple[str, ...] = tuple(SCHEDULERS)
+    repetitions: Annotated[int, Field(ge=1, le=100)] = 5
+    deterministic: bool = True
+    node_limit: Annotated[int, Field(ge=1)] = 2_000_000
+    instances: tuple[InstanceSpec, ...] = Field(min_length=1)
+
+    @field_validator("schedulers")
+    @classmethod
+    def _known(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [n for n in names if n not in SCHEDULERS]
+        if unknown:
+            raise ValueError(f"unknown scheduler {unknown[0]!r}; known: {sorted(SCHEDULERS)}")
+        return names
+
+
+@dataclass(frozen=True)
+class SchedulerResult:
+    """One scheduler on one instance, means over the repetitions."""
+
+    makespan_s: float
+    makespan_max_s: float
+    cold_loads: float
+    warm_loads: float
+    evictions: float
+    bytes_moved: float
+    regret_pct: float  # vs the optimum with prefetch (a lower bound in the model)
+    regret_dispatch_pct: float  # vs the optimum loading at dispatch, as the twin's tasks do
+
+
+@dataclass(frozen=True)
+class InstanceResult:
+    """One instance and strategy: its size, the optimum and every scheduler."""
+
+    name: str
+    strategy: str
+    phones: tuple[str, ...]
+    inputs: int
+    stages: int
+    cache: str
+    optimum: Optimum
+    optimum_dispatch: Optimum
+    schedulers: dict[str, SchedulerResult]
+
+
+@dataclass(frozen=True)
+class AffinityEvaluation:
+    """Everything ``evaluate_affinity`` measured; ``to_json`` is affinity.json."""
+
+    settings: AffinitySettings
+    instances: tuple[InstanceResult, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "repetitions": self.settings.repetitions,
+            "deterministic": self.settings.deterministic,
+            "instances": [_instance_json(r) for r in self.instances],
+        }
+
+
+def load_affinity_settings(path: Path) -> tuple[AffinitySettings, list[tuple[Scenario, Path]]]:
+    """Read an evaluation file and build each instance's scenario; errors name the field."""
+    raw = read_yaml_mapping(path)
+    try:
+        settings = AffinitySettings.model_validate(raw)
+    except ValidationError as exc:
+        raise validation_error(exc, path) from None
+    scenario_path = path.resolve().parent / settings.scenario
+    if not scenario_path.is_file():
+        raise InputError(path, "scenario", f"file not found: {scenario_path}")
+    base = read_yaml_mapping(scenario_path)
+    scenarios = []
+    for k, instance in enumerate(settings.instances):
+        raw_instance = _deep_copy(base)
+        for item in instance.set:
+            apply_override(raw_instance, item, scenario_path)
+        raw_instance["repetitions"] = settings.repetitions
+        scenario = validate_scenario(raw_instance, scenario_path)
+        crowd = scenario.crowd
+        if crowd is None:
+            raise InputError(path, f"instances.{k}", "the scenario has no 'crowd' section")
+        if crowd.job.interarrival is not None or crowd.availability_trace is not None:
+            raise InputError(path, f"instances.{k}", "one job without churn only (no optimum)")
+        if any(c.availability is not None for c in crowd.fleet):
+            raise InputError(path, f"instances.{k}", "churn is not modelled by the optimum")
+        scenario = scenario.model_copy(
+            update={"crowd": crowd.model_copy(update={"schedulers": settings.schedulers})}
+        )
+        scenarios.append((scenario, scenario_path))
+    return settings, scenarios
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+def _noiseless(setup: CrowdSetup) -> CrowdSetup:
+    """The same phones with no session-load noise (the optimum uses mean costs)."""
+    classes = []
+    for c in setup.classes:
+        session = c.profile.session.model_copy(update={"load_cv": 0.0})
+        classes.append(PhoneClass(c.spec, c.profile.model_copy(update={"session": session})))
+    return replace(setup, classes=classes)
+
+
+def evaluate_affinity(
+    settings: AffinitySettings, scenarios: list[tuple[Scenario, Path]]
+) -> AffinityEvaluation:
+    """Run every scheduler on every instance in the twin and find each optimum offline."""
+    results = []
+    for spec, (scenario, path) in zip(settings.instances, scenarios, strict=True):
+        if settings.deterministic:
+            scenario = scenario.model_copy(update={"noise_cv": 0.0})
+        setup = prepare_crowd(scenario, path)
+        if settings.deterministic:
+            setup = _noiseless(setup)
+        crowd = scenario.crowd
+        assert crowd is not None
+        for strategy in (s.name for s in scenario.strategies):
+            inst = build_instance(scenario, setup, strategy)
+            best = optimum(inst, settings.node_limit)
+            dispatch = optimum(inst, settings.node_limit, prefetch=False)
+            optimum_s = best.schedule.makespan_ms / 1e3
+            dispatch_s = dispatch.schedule.makespan_ms / 1e3
+            per_scheduler = {}
+            for name in settings.schedulers:
+                rows = [
+                    simulate_crowd(scenario, setup, CrowdRun(strategy, name, rep)).rows[0]
+                    for rep in range(settings.repetitions)
+                ]
+                mean_s = fmean(r.total_ms for r in rows) / 1e3
+                per_scheduler[name] = SchedulerResult(
+                    makespan_s=mean_s,
+                    makespan_max_s=max(r.total_ms for r in rows) / 1e3,
+                    cold_loads=fmean(r.cold_loads or 0 for r in rows),
+                    warm_loads=fmean(r.warm_loads or 0 for r in rows),
+                    evictions=fmean(r.evictions or 0 for r in rows),
+                    bytes_moved=fmean(r.bytes_moved or 0 for r in rows),
+                    regret_pct=100 * (mean_s - optimum_s) / optimum_s,
+                    regret_dispatch_pct=100 * (mean_s - dispatch_s) / dispatch_s,
+                )
+            results.append(
+                InstanceResult(
+                    spec.name,
+                    strategy,
+                    tuple(p.name for p in inst.phones),
+                    crowd.job.inputs,
+                    len(crowd.job.stages),
+                    crowd.cache,
+                    best,
+                    dispatch,
+                    per_scheduler,
+                )
+            )
+    return AffinityEvaluation(settings, tuple(results))
+
+
+def _optimum_json(found: Optimum, phones: tuple[str, ...]) -> dict[str, Any]:
+    best = found.schedule
+    return {
+        "makespan_s": round(best.makespan_ms / 1e3, 6),
+        "cold_loads": best.cold_loads,
+        "warm_loads": best.warm_loads,
+        "evictions": best.evictions,
+        "bytes_moved": best.bytes_moved,
+        "proved": found.proved,
+        "nodes": found.nodes,
+        "plan": {p: [list(t) for t in tasks] for p, tasks in zip(phones, best.plan, strict=True)},
+    }
+
+
+def _instance_json(r: InstanceResult) -> dict[str, Any]:
+    return {
+        "instance": r.name,
+        "strategy": r.strategy,
+        "phones": list(r.phones),
+        "inputs": r.inputs,
+        "stages": r.stages,
+        "cache": r.cache,
+        "optimum": _optimum_json(r.optimum, r.phones),
+        "optimum_dispatch": _optimum_json(r.optimum_dispatch, r.phones),
+        "schedulers": {
+            name: {
+                "makespan_s": round(s.makespan_s, 6),
+                "makespan_max_s": round(s.makespan_max_s, 6),
+                "cold_loads": s.cold_loads,
+                "warm_loads": s.warm_loads,
+                "evictions": s.evictions,
+                "bytes_moved": s.bytes_moved,
+                "regret_pct": round(s.regret_pct, 4),
+                "regret_dispatch_pct": round(s.regret_dispatch_pct, 4),
+            }
+            for name, s in r.schedulers.items()
+        },
+    }

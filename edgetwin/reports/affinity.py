@@ -1,0 +1,96 @@
+"""The affinity evaluation: affinity.json and affinity.html."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from pathlib import Path
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from edgetwin.atomic import write_text_atomic
+from edgetwin.policies.evaluate_affinity import AffinityEvaluation, InstanceResult
+from edgetwin.reports.figures import HEIGHT_PX
+from edgetwin.reports.html import figure_html, page
+
+
+def write_affinity_report(out_dir: Path, evaluation: AffinityEvaluation) -> list[Path]:
+    """Write affinity.json and affinity.html into ``out_dir``."""
+    paths = [out_dir / "affinity.json", out_dir / "affinity.html"]
+    write_text_atomic(paths[0], json.dumps(evaluation.to_json(), indent=1) + "\n")
+    write_text_atomic(paths[1], render_affinity(evaluation))
+    return paths
+
+
+def _label(r: InstanceResult) -> str:
+    return f"{r.name} ({r.strategy.removeprefix('crowdio_')})"
+
+
+def render_affinity(evaluation: AffinityEvaluation) -> str:
+    """Makespan and cold loads per scheduler, the optimum marked, per instance; a table."""
+    body = _table_html(evaluation) + figure_html(_figure(evaluation))
+    return page("edgetwin schedulers vs the offline optimum", body)
+
+
+def _figure(evaluation: AffinityEvaluation) -> go.Figure:
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Makespan (s)", "Cold loads"))
+    x = [_label(r) for r in evaluation.instances]
+    for name in evaluation.settings.schedulers:
+        here = [r.schedulers[name] for r in evaluation.instances]
+        for col, values in ((1, [s.makespan_s for s in here]), (2, [s.cold_loads for s in here])):
+            fig.add_trace(
+                go.Bar(x=x, y=values, name=name, legendgroup=name, showlegend=col == 1),
+                row=1,
+                col=col,
+            )
+    for col, key, title in ((1, "makespan_ms", "optimum"), (2, "cold_loads", "optimum")):
+        values = [getattr(r.optimum.schedule, key) for r in evaluation.instances]
+        if key == "makespan_ms":
+            values = [v / 1e3 for v in values]
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=values,
+                mode="markers",
+                marker={"symbol": "diamond", "size": 12, "color": "black"},
+                name=title,
+                legendgroup=title,
+                showlegend=col == 1,
+            ),
+            row=1,
+            col=col,
+        )
+    fig.update_layout(
+        title="Schedulers in the twin (bars, mean of the runs) and the offline optimum (diamonds)",
+        height=HEIGHT_PX,
+        template="plotly_white",
+        barmode="group",
+    )
+    return fig
+
+
+def _table_html(evaluation: AffinityEvaluation) -> str:
+    rows = []
+    for r in evaluation.instances:
+        best = r.optimum.schedule
+        proved = "" if r.optimum.proved else " (not proved)"
+        rows.append(
+            f"<tr><td>{escape(_label(r))}</td><td>optimum{proved}</td>"
+            f"<td>{best.makespan_ms / 1e3:.2f}</td><td>{best.cold_loads}</td>"
+            f"<td>{best.evictions}</td><td>0</td><td></td></tr>"
+        )
+        for name, s in r.schedulers.items():
+            rows.append(
+                f"<tr><td>{escape(_label(r))}</td><td>{escape(name)}</td>"
+                f"<td>{s.makespan_s:.2f}</td><td>{s.cold_loads:g}</td><td>{s.evictions:g}</td>"
+                f"<td>{s.regret_pct:.1f}</td><td>{s.regret_dispatch_pct:.1f}</td></tr>"
+            )
+    return (
+        "<p>Regret = (mean makespan - optimum) / optimum. The optimum may prefetch a "
+        "phone's next stage; the dispatch regret is against the optimum that loads a stage "
+        "only when its task is dispatched, as the twin's tasks do. See docs/affinity.md.</p>"
+        "<table><tr><th>Instance</th><th>Scheduler</th><th>Makespan (s)</th>"
+        "<th>Cold loads</th><th>Evictions</th><th>Regret (%)</th>"
+        f"<th>Regret vs dispatch optimum (%)</th></tr>{''.join(rows)}</table>"
+    )

@@ -1,0 +1,140 @@
+"""Schedulers vs the offline optimum (docs/affinity.md)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from edgetwin.errors import InputError
+from edgetwin.policies.evaluate_affinity import (
+    _noiseless,
+    evaluate_affinity,
+    load_affinity_settings,
+)
+from edgetwin.policies.optimum import (
+    Instance,
+    _State,
+    build_instance,
+    evaluate_plan,
+    optimum,
+    plan_of,
+)
+from edgetwin.reports.affinity import write_affinity_report
+from edgetwin.scenario import load_scenario
+from edgetwin.sim.crowd.runner import CrowdRun, prepare_crowd, simulate_crowd
+
+ROOT = Path(__file__).resolve().parents[1]
+EVAL = ROOT / "scenarios" / "affinity_small.eval.yaml"
+SCENARIO = ROOT / "scenarios" / "affinity_small.yaml"
+
+
+def _instance(*sets: str, strategy: str = "crowdio_streaming") -> tuple[Instance, object]:
+    scenario = load_scenario(SCENARIO, [*sets, "noise_cv=0"])
+    setup = _noiseless(prepare_crowd(scenario, SCENARIO))
+    return build_instance(scenario, setup, strategy), (scenario, setup)
+
+
+def _exhaustive_ms(inst: Instance) -> float:
+    """Every list of (input, phone) decisions, no pruning."""
+    best = math.inf
+
+    def search(state: _State) -> None:
+        nonlocal best
+        if state.done(inst):
+            best = min(best, state.schedule(inst).makespan_ms)
+            return
+        for item in range(inst.inputs):
+            stage = state.next_stage[item]
+            if stage == inst.stages or (inst.barrier and stage and state.stage_left[stage - 1]):
+                continue
+            for phone in range(len(inst.phones)):
+                search(state.place(inst, item, phone, prefetch=True))
+
+    search(_State(inst))
+    return best
+
+
+def test_evaluation_optimum_below_every_scheduler(tmp_path: Path) -> None:
+    settings, scenarios = load_affinity_settings(EVAL)
+    evaluation = evaluate_affinity(settings, scenarios)
+    for r in evaluation.instances:
+        assert r.optimum.proved
+        best_s = r.optimum.schedule.makespan_ms / 1e3
+        assert best_s <= r.optimum_dispatch.schedule.makespan_ms / 1e3 + 1e-9
+        for s in r.schedulers.values():
+            assert best_s <= s.makespan_s + 1e-9
+            assert s.regret_pct >= 0
+    write_affinity_report(tmp_path, evaluation)
+    assert "plotly" in (tmp_path / "affinity.html").read_text()
+    again = evaluate_affinity(settings, scenarios)
+    assert again.to_json() == evaluation.to_json()
+
+
+@pytest.mark.parametrize("strategy", ["crowdio_streaming", "crowdio_barrier"])
+def test_branch_and_bound_matches_enumeration(strategy: str) -> None:
+    inst, _ = _instance(
+        "crowd.fleet=[{name: low, profile: android_low, count: 1},"
+        " {name: high, profile: android_high, count: 1}]",
+        "crowd.job.inputs=2",
+        "crowd.job.stages=[{name: a, size_mb: 180.4, ram_mb: 43.0, gflops: 2.757},"
+        " {name: b, size_mb: 85.05, ram_mb: 20.27, gflops: 0.04253}]",
+        strategy=strategy,
+    )
+    assert optimum(inst).schedule.makespan_ms == pytest.approx(_exhaustive_ms(inst), abs=1e-6)
+
+
+def test_optimum_by_hand_one_phone() -> None:
+    inst, _ = _instance(
+        "crowd.fleet=[{name: high, profile: android_high, count: 1}]", "crowd.job.inputs=2"
+    )
+    phone = inst.phones[0]
+    by_hand = (
+        phone.broadcast_ms
+        + 2 * phone.work_ms[0]
+        + phone.warm_load_ms
+        + 2 * phone.work_ms[1]
+        + phone.warm_load_ms
+        + 2 * phone.work_ms[2]
+        + inst.aggregation_ms
+    )
+    best = optimum(inst).schedule
+    assert best.makespan_ms == pytest.approx(by_hand)
+    assert (best.cold_loads, best.warm_loads, best.evictions) == (0, 3, 2)
+
+
+@pytest.mark.parametrize("scheduler", ["affinity", "fifo", "least_loaded", "random"])
+def test_offline_agrees_with_twin_for_its_plan(scheduler: str) -> None:
+    inst, (scenario, setup) = _instance("crowd.job.inputs=3")
+    outcome = simulate_crowd(scenario, setup, CrowdRun("crowdio_streaming", scheduler, 0))  # type: ignore[arg-type]
+    offline = evaluate_plan(inst, plan_of(outcome, inst))
+    assert offline.makespan_ms == pytest.approx(outcome.rows[0].total_ms, rel=1e-9)
+    assert offline.cold_loads == outcome.rows[0].cold_loads
+
+
+def test_bad_settings_name_file_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.eval.yaml"
+    bad.write_text(
+        f"scenario: {SCENARIO}\nschedulers: [affinity, nope]\ninstances: [{{name: a}}]\n"
+    )
+    with pytest.raises(InputError) as err:
+        load_affinity_settings(bad)
+    assert err.value.path == str(bad) and err.value.field == "schedulers"
+    bad.write_text(f"scenario: {SCENARIO}\ninstances: [{{name: a, set: [crowd.job.inputs=0]}}]\n")
+    with pytest.raises(InputError) as err:
+        load_affinity_settings(bad)
+    assert err.value.field == "crowd.job.inputs"
+    bad.write_text("scenario: missing.yaml\ninstances: [{name: a}]\n")
+    with pytest.raises(InputError) as err:
+        load_affinity_settings(bad)
+    assert err.value.field == "scenario"
+
+
+def test_evaluate_affinity_command_writes_json_and_page(tmp_path: Path) -> None:
+    from edgetwin.cli import main
+
+    spec = Path(__file__).resolve().parents[1] / "scenarios/affinity_small.eval.yaml"
+    assert main(["evaluate-affinity", str(spec), "--out", str(tmp_path / "a")]) == 0
+    assert (tmp_path / "a" / "affinity.json").is_file()
+    assert (tmp_path / "a" / "affinity.html").is_file()
