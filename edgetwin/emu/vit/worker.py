@@ -31,6 +31,8 @@ from edgetwin.emu.vit.layout import STRATEGIES, make_layout
 from edgetwin.emu.vit.model import ViT, build_vit, image_side, make_images
 from edgetwin.emu.vit.phases import ForwardTiming, PhaseClock
 from edgetwin.emu.vit.records import RankRecord, RunRecord, write_record
+from edgetwin.errors import InputError
+from edgetwin.policies.adaptive import AdaptivePolicy
 from edgetwin.scenario import ModelSpec
 from edgetwin.sim.costs import segments_for_cr
 
@@ -66,7 +68,13 @@ def parser() -> argparse.ArgumentParser:
     where.add_argument("--iface", help="network interface for GLOO (sets GLOO_SOCKET_IFNAME)")
     where.add_argument("--timeout-s", type=float, default=300.0, help="GLOO operation timeout")
     what = parser.add_argument_group("what to run")
-    what.add_argument("--strategy", choices=STRATEGIES, required=True)
+    what.add_argument("--strategy", choices=(*STRATEGIES, "adaptive"), required=True)
+    what.add_argument(
+        "--policy-map",
+        type=Path,
+        help="adaptive: the performance map (JSON) the terminal decides from at run time",
+    )
+    what.add_argument("--bandwidth-mbps", type=float, help="adaptive: the bandwidth observed now")
     per_block = what.add_mutually_exclusive_group()
     per_block.add_argument("--segments", type=int, nargs="+", help="prism: segments L")
     per_block.add_argument("--cr", type=float, nargs="+", help="prism: compression ratio N/(LP)")
@@ -103,6 +111,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli.error(f"--rank must be in [0, {args.world})")
     if args.reps < 1 or args.warmup < 0:
         cli.error("--reps must be >= 1 and --warmup >= 0")
+    if args.strategy == "adaptive":
+        _decide(cli, args)
+        if args.strategy == "single" and args.rank > 0:
+            print(f"rank {args.rank}: idle, the policy chose one device")
+            return 0
+        if args.strategy == "single":
+            args.world = 1
     segment_values: list[int | None] = [None]
     if args.cr:
         segment_values = [segments_for_cr(spec.tokens, args.world, cr) for cr in args.cr]
@@ -124,6 +139,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.result is not None:
         write_record(args.result, record)
     return 0
+
+
+def _decide(cli: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Replace ``--strategy adaptive`` by the policy's choice for this batch and bandwidth.
+
+    Every rank reads the same map and gets the same decision, so no message is needed.
+    """
+    if args.policy_map is None or args.bandwidth_mbps is None or len(args.batch) != 1:
+        cli.error("--strategy adaptive needs --policy-map, --bandwidth-mbps and one --batch")
+    try:
+        policy = AdaptivePolicy.from_map(args.policy_map)
+    except InputError as exc:
+        cli.error(exc.message)
+    decision = policy.choose(args.batch[0], args.bandwidth_mbps, args.world)
+    if decision.strategy != "single" and decision.devices != args.world:
+        cli.error(f"the policy chose {decision.devices} devices; this run has {args.world}")
+    args.strategy = decision.strategy
+    args.segments = None if decision.segments is None else [decision.segments]
+    args.cr = None
+    if args.rank == 0:
+        print(f"policy: {decision.label} (expected {decision.expected_latency_ms:.1f} ms)")
 
 
 def run_rank(

@@ -1,0 +1,72 @@
+"""The real ViT code path decides at run time with the same adaptive policy object."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edgetwin.emu.vit.launcher import launch_local
+from edgetwin.emu.vit.records import read_record
+from edgetwin.emu.vit.worker import main as worker_main
+from edgetwin.emu.vit.worker import model_args
+from edgetwin.policies.adaptive import AdaptivePolicy
+from edgetwin.policies.perf_map import profile_twin, write_map
+from edgetwin.scenario import ModelSpec, load_scenario
+from tests.conftest import REPO
+
+TINY = ModelSpec(tokens=65, width=32, blocks=1, heads=4, patch_size=2, classes=5)
+SCENARIO = REPO / "scenarios/adaptive_prism.yaml"
+
+
+@pytest.fixture(scope="module")
+def policy_map(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("map") / "map.json"
+    write_map(path, profile_twin(load_scenario(SCENARIO), SCENARIO))
+    return path
+
+
+def adaptive_args(policy_map: Path, batch: int) -> list[str]:
+    return [
+        "--strategy",
+        "adaptive",
+        "--policy-map",
+        str(policy_map),
+        "--bandwidth-mbps",
+        "400",
+        "--batch",
+        str(batch),
+        "--reps",
+        "1",
+        "--warmup",
+        "0",
+        *model_args(TINY),
+    ]
+
+
+def test_small_batch_runs_on_the_terminal_alone(
+    policy_map: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert AdaptivePolicy.from_map(policy_map).choose(1, 400.0, 2).strategy == "single"
+    args = adaptive_args(policy_map, 1)
+    assert worker_main(["--rank", "1", "--world", "2", *args]) == 0
+    assert "idle" in capsys.readouterr().out
+    result = tmp_path / "rank0.json"
+    assert worker_main(["--rank", "0", "--world", "2", "--result", str(result), *args]) == 0
+    record = read_record(result)
+    assert (record.strategy, record.world) == ("single", 1)
+
+
+def test_large_batch_runs_the_policys_distributed_choice(policy_map: Path) -> None:
+    decision = AdaptivePolicy.from_map(policy_map).choose(32, 400.0, 2)
+    assert decision.strategy != "single"
+    records = launch_local(adaptive_args(policy_map, 32), 2, 120)
+    assert {r.strategy for r in records} == {decision.strategy}
+    assert records[0].runs[0].segments == decision.segments
+
+
+def test_adaptive_without_a_map_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        worker_main(["--rank", "0", "--world", "2", "--strategy", "adaptive", "--batch", "1"])
+    assert stop.value.code == 2
+    assert "--policy-map" in capsys.readouterr().err
