@@ -1,5 +1,5 @@
 """Command line: ``edgetwin run | report | calibrate | calibrate-machine | validate``,
-``evaluate`` and ``evaluate-affinity``.
+``evaluate``, ``evaluate-affinity`` and ``plan``.
 
 Bad input exits with status 2 and one message naming the file and field;
 nothing half-written is left in the output folder.
@@ -28,6 +28,7 @@ from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
 from edgetwin.errors import InputError, RunFailed
+from edgetwin.plan.command import add_plan_arguments, plan_command
 from edgetwin.policies.evaluate_adaptive import evaluate, load_eval_inputs
 from edgetwin.policies.evaluate_affinity import evaluate_affinity, load_affinity_settings
 from edgetwin.reports import write_report
@@ -54,7 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"edgetwin: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("edgetwin: interrupted; nothing was written", file=sys.stderr)
+        print(
+            "edgetwin: interrupted; no output was published (plan keeps finished "
+            "configurations for a rerun)",
+            file=sys.stderr,
+        )
         return 130
 
 
@@ -111,6 +116,12 @@ def _parser() -> argparse.ArgumentParser:
         help="override an evaluation field, e.g. --set objective=energy",
     )
     evaluate.set_defaults(handler=_evaluate)
+
+    plan = commands.add_parser(
+        "plan", help="answer a what-if question (QUESTION.yaml) with a sweep in the twin"
+    )
+    add_plan_arguments(plan)
+    plan.set_defaults(handler=plan_command)
 
     affinity = commands.add_parser(
         "evaluate-affinity", help="crowd schedulers vs the offline optimum on small instances"

@@ -311,3 +311,8 @@ def test_evaluate_writes_the_policy_scores(tmp_path: Path) -> None:
         == 2
     )
     assert not (tmp_path / "x").exists()
+
+
+def test_plan_subcommand_reports_bad_input(tmp_path: Path) -> None:
+    assert main(["plan", str(tmp_path / "missing.plan.yaml"), "--out", str(tmp_path / "p")]) == 2
+    assert not (tmp_path / "p").exists()

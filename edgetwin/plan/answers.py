@@ -1,0 +1,266 @@
+"""Answers to the questions from the rows of a sweep (JSON-ready dicts).
+
+Statistics are over repetitions of a configuration: the mean for crossover
+and best mode, the 95th percentile (numpy's linear method) for the fleet
+question. A configuration with any failed repetition (out of memory, a
+device lost) counts as not meeting anything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from edgetwin.plan.questions import BestMode, Crossover, PlanQuestion, SmallestFleet
+from edgetwin.results import ResultRow
+
+CandidateKey = tuple[str, int, float | None, int | None]
+Cell = tuple[int, float]  # batch, bandwidth_mbps
+
+
+def label(strategy: str, devices: int, cr: float | None, segments: int | None) -> str:
+    """``single``, ``prism cr 9.9 x2``, ``prism L10 x4``, ``voltage x2``."""
+    if strategy == "single":
+        return "single"
+    param = f" cr {cr:g}" if cr is not None else ""
+    param = f" L{segments}" if cr is None and segments is not None else param
+    return f"{strategy}{param} x{devices}"
+
+
+def group(rows: Iterable[ResultRow]) -> dict[CandidateKey, dict[Cell, list[ResultRow]]]:
+    """Rows by candidate (strategy, devices, cr, segments), then by (batch, bandwidth)."""
+    grouped: dict[CandidateKey, dict[Cell, list[ResultRow]]] = defaultdict(dict)
+    for row in rows:
+        key = (row.strategy, row.devices, row.cr, row.segments)
+        grouped[key].setdefault((row.batch, row.bandwidth_mbps), []).append(row)
+    return dict(grouped)
+
+
+def mean_of(rows: Sequence[ResultRow], column: str) -> float | None:
+    """Mean of a column over repetitions; None if a repetition failed."""
+    if any(r.status != "ok" for r in rows):
+        return None
+    return float(np.mean([getattr(r, column) for r in rows]))
+
+
+def p95_ms(rows: Sequence[ResultRow]) -> float | None:
+    """95th percentile of total_ms over repetitions; None if a repetition failed."""
+    if any(r.status != "ok" for r in rows):
+        return None
+    return float(np.percentile([r.total_ms for r in rows], 95))
+
+
+def answer(question: PlanQuestion, rows: Sequence[ResultRow]) -> dict[str, Any]:
+    """The answer to ``question`` from its sweep's rows."""
+    kind = question.question
+    axes = question.axes
+    grouped = group(rows)
+    base = {"question": question.name, "kind": kind.kind}
+    if isinstance(kind, SmallestFleet):
+        return base | smallest_fleet(kind, grouped, axes.batch, axes.bandwidth_mbps)
+    if isinstance(kind, Crossover):
+        return base | crossover(kind, grouped, axes.batch, axes.bandwidth_mbps, axes.devices)
+    assert isinstance(kind, BestMode)
+    return base | best_mode(grouped, axes.batch, axes.bandwidth_mbps)
+
+
+def smallest_fleet(
+    kind: SmallestFleet,
+    grouped: dict[CandidateKey, dict[Cell, list[ResultRow]]],
+    batches: Sequence[int],
+    bandwidths: Sequence[float],
+) -> dict[str, Any]:
+    """Per batch: p95 over devices x bandwidth and the smallest fleet / bandwidth meeting it."""
+    target = kind.target_p95_ms
+    by_devices = {key[1]: cells for key, cells in grouped.items()}
+    devices = sorted(by_devices)
+    per_batch = []
+    for batch in batches:
+        grid = [[p95_ms(by_devices[d][(batch, bw)]) for bw in bandwidths] for d in devices]
+        meets = [
+            (d, bw)
+            for d, row in zip(devices, grid, strict=True)
+            for bw, value in zip(bandwidths, row, strict=True)
+            if value is not None and value <= target
+        ]
+        fleet = min(meets, key=lambda m: (m[0], m[1]), default=None)
+        link = min(meets, key=lambda m: (m[1], m[0]), default=None)
+        per_batch.append(
+            {
+                "batch": batch,
+                "p95_ms": grid,
+                "min_bandwidth_mbps_by_devices": [
+                    min((bw for dd, bw in meets if dd == d), default=None) for d in devices
+                ],
+                "smallest_fleet": _point(fleet),
+                "smallest_bandwidth": _point(link),
+            }
+        )
+    strategy = kind.strategy
+    cr = strategy.cr[0] if strategy.cr else None
+    seg = strategy.segments[0] if strategy.segments else None
+    return {
+        "target_p95_ms": target,
+        "strategy": label(strategy.name, 0, cr, seg).removesuffix(" x0"),
+        "devices": devices,
+        "bandwidths_mbps": list(bandwidths),
+        "per_batch": per_batch,
+    }
+
+
+def _point(point: tuple[int, float] | None) -> dict[str, float] | None:
+    return None if point is None else {"devices": point[0], "bandwidth_mbps": point[1]}
+
+
+def crossover(
+    kind: Crossover,
+    grouped: dict[CandidateKey, dict[Cell, list[ResultRow]]],
+    batches: Sequence[int],
+    bandwidths: Sequence[float],
+    fleet_sizes: Sequence[int],
+) -> dict[str, Any]:
+    """Per batch and fleet size: the bandwidth from which the best variant beats one device."""
+    bws = sorted(bandwidths)
+    single = next(cells for key, cells in grouped.items() if key[0] == "single")
+    curves = []
+    for devices in sorted(fleet_sizes):
+        variants = {
+            k: cells for k, cells in grouped.items() if k[0] != "single" and k[1] == devices
+        }
+        for batch in batches:
+            single_ms = [mean_of(single[(batch, bw)], "total_ms") for bw in bws]
+            best = [_best(variants, (batch, bw)) for bw in bws]
+            curves.append(
+                {
+                    "batch": batch,
+                    "devices": devices,
+                    "bandwidths_mbps": bws,
+                    "single_ms": single_ms,
+                    "distributed_ms": [b[1] for b in best],
+                    "best_variant": [b[0] for b in best],
+                    **crossing(bws, single_ms, [b[1] for b in best]),
+                }
+            )
+    return {"strategy": kind.strategy.name, "curves": curves}
+
+
+def _best(
+    variants: dict[CandidateKey, dict[Cell, list[ResultRow]]], cell: Cell
+) -> tuple[str | None, float | None]:
+    """The fastest variant (by mean latency) at a cell, and its latency."""
+    scored = [
+        (value, label(*key))
+        for key, cells in variants.items()
+        if (value := mean_of(cells[cell], "total_ms")) is not None
+    ]
+    if not scored:
+        return None, None
+    value, name = min(scored)
+    return name, value
+
+
+def crossing(
+    bandwidths: Sequence[float], single_ms: Sequence[float | None], other_ms: Sequence[float | None]
+) -> dict[str, Any]:
+    """Where ``other`` starts beating ``single`` for good (linear between grid points).
+
+    ``status``: ``crossover`` (``crossover_mbps`` set), ``always`` (wins at every swept
+    bandwidth) or ``never`` (loses at the highest one).
+    """
+    diff = [
+        math.inf if s is None or o is None else o - s
+        for s, o in zip(single_ms, other_ms, strict=True)
+    ]
+    first = len(diff)
+    while first > 0 and diff[first - 1] < 0:
+        first -= 1
+    if first == len(diff):
+        return {"status": "never", "crossover_mbps": None}
+    if first == 0:
+        return {"status": "always", "crossover_mbps": None}
+    lo, hi = diff[first - 1], diff[first]
+    b0, b1 = bandwidths[first - 1], bandwidths[first]
+    at = b1 if math.isinf(lo) else b0 + (b1 - b0) * lo / (lo - hi)
+    return {"status": "crossover", "crossover_mbps": round(at, 3)}
+
+
+def best_mode(
+    grouped: dict[CandidateKey, dict[Cell, list[ResultRow]]],
+    batches: Sequence[int],
+    bandwidths: Sequence[float],
+) -> dict[str, Any]:
+    """Fastest candidate per (batch, bandwidth); Pareto front of batch latency vs J/sample."""
+    best = [[_best(grouped, (b, bw)) for bw in bandwidths] for b in batches]
+    points = []
+    for key, cells in grouped.items():
+        for (batch, bw), reps in cells.items():
+            latency = mean_of(reps, "total_ms")
+            energy = mean_of(reps, "energy_j")
+            if latency is not None and energy is not None:
+                points.append(
+                    {
+                        "candidate": label(*key),
+                        "batch": batch,
+                        "bandwidth_mbps": bw,
+                        "latency_ms": latency,
+                        "energy_j_per_sample": energy / batch,
+                    }
+                )
+    return {
+        "batches": list(batches),
+        "bandwidths_mbps": list(bandwidths),
+        "best": [[name for name, _ in row] for row in best],
+        "best_ms": [[value for _, value in row] for row in best],
+        "pareto": pareto_front(points),
+    }
+
+
+def pareto_front(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Points no other point beats on both latency and energy, by increasing latency."""
+    front: list[dict[str, Any]] = []
+    ordered = sorted(points, key=lambda p: (p["latency_ms"], p["energy_j_per_sample"]))
+    for point in ordered:
+        if not front or point["energy_j_per_sample"] < front[-1]["energy_j_per_sample"]:
+            front.append(point)
+    return front
+
+
+def describe(result: dict[str, Any]) -> list[str]:
+    """The answer in a few lines of text (for the terminal and the report)."""
+    if result["kind"] == "smallest_fleet":
+        target = result["target_p95_ms"]
+        lines = []
+        for entry in result["per_batch"]:
+            fleet, link = entry["smallest_fleet"], entry["smallest_bandwidth"]
+            head = f"batch {entry['batch']}, p95 <= {target:g} ms with {result['strategy']}: "
+            if fleet is None:
+                lines.append(head + "not met anywhere in the sweep")
+                continue
+            lines.append(
+                head + f"smallest fleet {fleet['devices']} devices "
+                f"(from {fleet['bandwidth_mbps']:g} Mbit/s); smallest bandwidth "
+                f"{link['bandwidth_mbps']:g} Mbit/s (with {link['devices']} devices)"
+            )
+        return lines
+    if result["kind"] == "crossover":
+        lines = []
+        for curve in result["curves"]:
+            head = f"batch {curve['batch']}, {curve['devices']} devices: {result['strategy']} "
+            if curve["status"] == "crossover":
+                lines.append(head + f"beats one device from {curve['crossover_mbps']:g} Mbit/s")
+            elif curve["status"] == "always":
+                lines.append(head + "beats one device at every swept bandwidth")
+            else:
+                lines.append(head + "does not beat one device at the highest swept bandwidth")
+        return lines
+    counts: dict[str, int] = defaultdict(int)
+    for row in result["best"]:
+        for name in row:
+            counts[str(name)] += 1
+    cells = ", ".join(f"{name} {n}" for name, n in sorted(counts.items(), key=lambda x: -x[1]))
+    front = len(result["pareto"])
+    return [f"fastest per cell: {cells}", f"Pareto front (latency vs J/sample): {front} points"]

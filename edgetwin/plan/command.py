@@ -1,0 +1,68 @@
+"""``edgetwin plan QUESTION.yaml --out DIR [--workers N] [--scheduler tcp://...]``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from edgetwin.errors import InputError
+from edgetwin.plan.answers import describe
+from edgetwin.plan.executors import DaskExecutor, Executor, PoolExecutor, SerialExecutor
+from edgetwin.plan.questions import load_question
+from edgetwin.plan.run import run_plan
+from edgetwin.scenario import configurations
+
+
+def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of the ``plan`` subcommand."""
+    parser.add_argument("question", type=Path, help="question file (YAML), e.g. *.plan.yaml")
+    parser.add_argument("--out", type=Path, required=True, help="output folder (resumable)")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="local worker processes (default: CPU count)"
+    )
+    parser.add_argument("--scheduler", help="a Dask scheduler, e.g. tcp://host:8786")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a question field, e.g. --set question.target_p95_ms=150",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def executor_for(workers: int | None, scheduler: str | None) -> Executor:
+    """Dask if a scheduler is named, else a process pool (one worker: this process)."""
+    if scheduler is not None:
+        return DaskExecutor(scheduler)
+    count = workers if workers is not None else os.cpu_count() or 1
+    if count < 1:
+        raise InputError(None, "--workers", "must be at least 1")
+    return SerialExecutor() if count == 1 else PoolExecutor(count)
+
+
+def plan_command(args: argparse.Namespace) -> int:
+    """Handler of ``edgetwin plan``."""
+    loaded = load_question(args.question, tuple(args.set))
+    executor = executor_for(args.workers, args.scheduler)
+    total = len(configurations(loaded.scenario)) * loaded.scenario.repetitions
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, transient=True, disable=args.quiet) as progress:
+        task = progress.add_task(f"plan {loaded.question.name}", total=total)
+        outcome = run_plan(loaded, args.out, executor, lambda: progress.advance(task))
+    for line in describe(outcome.answer):
+        print(line)
+    print(
+        f"{outcome.configurations} configurations ({outcome.ran_now} run now, "
+        f"{outcome.configurations - outcome.ran_now} resumed) -> "
+        f"{args.out}/answer.json, plan.html, results.csv"
+    )
+    return 0

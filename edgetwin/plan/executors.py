@@ -1,0 +1,105 @@
+"""Where chunks of a sweep run: in this process, a local process pool, or a Dask cluster.
+
+Every executor calls ``on_done`` in the calling process as each configuration
+finishes (in any order); the rows do not depend on the executor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any, Protocol
+
+from edgetwin.errors import InputError
+from edgetwin.plan.sweep import ConfigResult, SweepPayload, chunks, run_chunk
+
+OnDone = Callable[[ConfigResult], None]
+MAX_CHUNK = 64  # configurations per task: small enough to resume and balance, big enough to batch
+
+
+class Executor(Protocol):
+    """Runs configurations of a sweep and reports each one as it finishes."""
+
+    def run(self, payload: SweepPayload, indexes: Sequence[int], on_done: OnDone) -> None: ...
+
+
+def chunk_size(total: int, workers: int) -> int:
+    """About eight tasks per worker, at most ``MAX_CHUNK`` configurations each."""
+    return max(1, min(MAX_CHUNK, math.ceil(total / (8 * max(1, workers)))))
+
+
+class SerialExecutor:
+    """Everything in this process, in index order."""
+
+    def run(self, payload: SweepPayload, indexes: Sequence[int], on_done: OnDone) -> None:
+        for chunk in chunks(indexes, MAX_CHUNK):
+            for result in run_chunk(payload, chunk):
+                on_done(result)
+
+
+class PoolExecutor:
+    """A local ``ProcessPoolExecutor`` of ``workers`` processes, fed in chunks."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+
+    def run(self, payload: SweepPayload, indexes: Sequence[int], on_done: OnDone) -> None:
+        size = chunk_size(len(indexes), self.workers)
+        with ProcessPoolExecutor(max_workers=self.workers) as pool:
+            futures = [pool.submit(run_chunk, payload, c) for c in chunks(indexes, size)]
+            try:
+                for future in as_completed(futures):
+                    for result in future.result():
+                        on_done(result)
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+
+
+class DaskExecutor:
+    """A Dask distributed cluster: a scheduler address (``tcp://host:8786``) or a client.
+
+    Workers need edgetwin installed (and the scenario's profile files at the same paths).
+    """
+
+    def __init__(self, scheduler: str | Any) -> None:
+        self.scheduler = scheduler
+
+    def run(self, payload: SweepPayload, indexes: Sequence[int], on_done: OnDone) -> None:
+        try:
+            # without the dask extra installed, mypy has no module to check
+            import distributed  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            raise InputError(
+                None, "--scheduler", "Dask is not installed: pip install 'edgetwin[dask]'"
+            ) from None
+        if isinstance(self.scheduler, str):
+            try:
+                connect: Any = distributed.Client
+                client = connect(self.scheduler, timeout="10s")
+            except OSError as exc:
+                raise InputError(None, "--scheduler", f"cannot connect: {exc}") from None
+            with client:
+                self._submit(client, distributed.as_completed, payload, indexes, on_done)
+        else:
+            self._submit(self.scheduler, distributed.as_completed, payload, indexes, on_done)
+
+    @staticmethod
+    def _submit(
+        client: Any,
+        completed: Any,
+        payload: SweepPayload,
+        indexes: Sequence[int],
+        on_done: OnDone,
+    ) -> None:
+        workers = max(1, len(client.scheduler_info().get("workers", {})))
+        parts = chunks(indexes, chunk_size(len(indexes), workers))
+        futures = client.map(run_chunk, [payload] * len(parts), parts, pure=False)
+        try:
+            for future in completed(futures):
+                for result in future.result():
+                    on_done(result)
+        finally:
+            client.cancel(futures)

@@ -1,0 +1,87 @@
+"""Resumable sweeps: finished configurations appended to ``DIR/partial/rows.jsonl``.
+
+One line per finished configuration (all its repetitions), flushed as it
+arrives; a line is the configuration's completion marker, and a torn last
+line (a run killed mid-write) is dropped on reading. ``sweep.json`` holds a
+fingerprint of the swept scenario so that a journal is never resumed by a
+different sweep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO
+
+from edgetwin.atomic import write_text_atomic
+from edgetwin.errors import InputError
+from edgetwin.plan.sweep import ConfigResult
+from edgetwin.results import ResultRow
+
+PARTIAL = "partial"
+
+
+def fingerprint(scenario_json: str) -> str:
+    """SHA-256 of the swept scenario (as JSON)."""
+    return hashlib.sha256(scenario_json.encode()).hexdigest()
+
+
+class Journal:
+    """The append-only store of finished configurations of one sweep in ``out``."""
+
+    def __init__(self, out: Path, sweep_fingerprint: str) -> None:
+        self.folder = out / PARTIAL
+        self.rows_path = self.folder / "rows.jsonl"
+        marker = self.folder / "sweep.json"
+        if marker.is_file():
+            found = json.loads(marker.read_text()).get("fingerprint")
+            if found != sweep_fingerprint:
+                raise InputError(
+                    self.folder, None, "holds a different sweep; remove it or use another --out"
+                )
+        else:
+            write_text_atomic(marker, json.dumps({"fingerprint": sweep_fingerprint}) + "\n")
+        self._handle: IO[str] | None = None
+
+    def finished(self) -> dict[int, ConfigResult]:
+        """Configurations already done, by index; drops a torn last line from the file."""
+        if not self.rows_path.is_file():
+            return {}
+        done: dict[int, ConfigResult] = {}
+        good_bytes = 0
+        with self.rows_path.open("rb") as handle:
+            for line in handle:
+                try:
+                    record = json.loads(line) if line.endswith(b"\n") else None
+                except ValueError:
+                    record = None
+                if record is None:
+                    break
+                rows = tuple(ResultRow(**row) for row in record["rows"])
+                done[record["index"]] = ConfigResult(record["index"], rows)
+                good_bytes += len(line)
+        with self.rows_path.open("r+b") as handle:
+            handle.truncate(good_bytes)
+        return done
+
+    def append(self, result: ConfigResult) -> None:
+        """Record one finished configuration (one line, flushed)."""
+        if self._handle is None:
+            self._handle = self.rows_path.open("a", encoding="utf-8")
+        record = {"index": result.index, "rows": [asdict(row) for row in result.rows]}
+        self._handle.write(json.dumps(record) + "\n")
+        self._handle.flush()
+
+    def close(self) -> None:
+        """Close the file; the journal stays for a later resume."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def remove(self) -> None:
+        """Delete the journal once the sweep's results are written."""
+        self.close()
+        shutil.rmtree(self.folder, ignore_errors=True)

@@ -1,0 +1,92 @@
+"""Run a question: resume the sweep from its journal, answer, write the folder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edgetwin.atomic import write_text_atomic
+from edgetwin.errors import InputError
+from edgetwin.plan.answers import answer
+from edgetwin.plan.executors import Executor
+from edgetwin.plan.journal import Journal, fingerprint
+from edgetwin.plan.questions import LoadedQuestion
+from edgetwin.plan.sweep import ConfigResult, payload_for
+from edgetwin.results import ResultRow, write_results
+from edgetwin.scenario import configurations, dump_resolved
+
+Progress = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """What a plan run produced: rows in sweep order, the answer, how much it ran now."""
+
+    rows: list[ResultRow]
+    answer: dict[str, Any]
+    configurations: int
+    ran_now: int
+
+
+def journal_for(loaded: LoadedQuestion, out: Path) -> Journal:
+    """The journal of this question's sweep in ``out/partial``."""
+    payload = payload_for(loaded.scenario, loaded.scenario_path)
+    return Journal(out, fingerprint(payload.scenario_json))
+
+
+def sweep_rows(
+    loaded: LoadedQuestion,
+    journal: Journal,
+    executor: Executor,
+    on_progress: Progress | None = None,
+) -> tuple[list[ResultRow], int]:
+    """Rows of every configuration x repetition in ``run_scenario`` order, and how many
+    configurations ran now (the others came from the journal)."""
+    scenario = loaded.scenario
+    payload = payload_for(scenario, loaded.scenario_path)
+    total = len(configurations(scenario))
+    done = journal.finished()
+    missing = [i for i in range(total) if i not in done]
+
+    def record(result: ConfigResult) -> None:
+        journal.append(result)
+        done[result.index] = result
+        if on_progress is not None:
+            for _ in result.rows:
+                on_progress()
+
+    if on_progress is not None:
+        for _ in range(scenario.repetitions * (total - len(missing))):
+            on_progress()
+    try:
+        executor.run(payload, missing, record)
+    finally:
+        journal.close()
+    rows = [row for i in range(total) for row in done[i].rows]
+    return rows, len(missing)
+
+
+def run_plan(
+    loaded: LoadedQuestion,
+    out: Path,
+    executor: Executor,
+    on_progress: Progress | None = None,
+) -> PlanOutcome:
+    """Sweep (resuming), answer and write ``results.csv``, ``answer.json``, ``plan.html``
+    and ``scenario.resolved.yaml`` in ``out``; the journal is removed at the end."""
+    from edgetwin.reports.plan import write_plan_report
+
+    if out.exists() and not out.is_dir():
+        raise InputError(out, None, "--out exists and is not a folder")
+    journal = journal_for(loaded, out)
+    rows, ran_now = sweep_rows(loaded, journal, executor, on_progress)
+    result = answer(loaded.question, rows)
+    write_results(out / "results.csv", rows)
+    write_text_atomic(out / "answer.json", json.dumps(result, indent=2) + "\n")
+    write_text_atomic(out / "scenario.resolved.yaml", dump_resolved(loaded.scenario))
+    write_plan_report(out, loaded.question, result)
+    journal.remove()
+    return PlanOutcome(rows, result, len(configurations(loaded.scenario)), ran_now)

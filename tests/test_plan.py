@@ -1,0 +1,208 @@
+"""edgetwin plan: question files, answers vs direct runs, executors, resume, report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from edgetwin.errors import InputError
+from edgetwin.plan.executors import PoolExecutor, SerialExecutor
+from edgetwin.plan.questions import LoadedQuestion, load_question
+from edgetwin.plan.run import journal_for, run_plan, sweep_rows
+from edgetwin.results import ResultRow, write_results
+from edgetwin.sim.runner import build_fleet, run_scenario
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIO = REPO / "scenarios" / "prism_jetson.yaml"
+
+
+def question_file(tmp_path: Path, **changes: Any) -> Path:
+    raw: dict[str, Any] = {
+        "name": "q",
+        "scenario": str(SCENARIO),
+        "set": ["devices.0.count=4", "repetitions=5", "noise_cv=0.1"],
+        "axes": {"batch": [4, 16], "bandwidth_mbps": [100, 400, 900], "devices": [2, 4]},
+        "question": {"kind": "crossover", "strategy": {"name": "prism", "cr": [9.9, 4.95]}},
+    }
+    raw.update(changes)
+    path = tmp_path / "q.plan.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def direct_rows(loaded: LoadedQuestion) -> list[ResultRow]:
+    fleet = build_fleet(loaded.scenario, loaded.scenario_path)
+    return [o.row for o in run_scenario(loaded.scenario, fleet)]
+
+
+def table_bytes(rows: list[ResultRow], path: Path) -> bytes:
+    write_results(path, rows)
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "problem"),
+    [
+        ({"colour": "red"}, "colour", "unknown key"),
+        ({"question": {"kind": "fastest"}}, "question", "kind"),
+        (
+            {"question": {"kind": "crossover", "strategy": {"name": "single"}}},
+            "question.crossover.strategy",
+            "distributed",
+        ),
+        ({"axes": {"batch": [0], "bandwidth_mbps": [100]}}, "axes.batch.0", "greater than 0"),
+        ({"scenario": "missing.yaml"}, "scenario", "file not found"),
+        ({"set": ["repetitions=0"]}, "repetitions", "greater than 0"),
+        (
+            {"set": []},
+            "axes.devices",
+            "fleet has 2",
+        ),
+    ],
+)
+def test_question_errors_name_file_and_field(
+    tmp_path: Path, changes: dict[str, Any], field: str, problem: str
+) -> None:
+    path = question_file(tmp_path, **changes)
+    with pytest.raises(InputError) as caught:
+        load_question(path)
+    assert caught.value.path is not None and str(path) in caught.value.path
+    assert caught.value.field is not None and caught.value.field.startswith(field)
+    assert problem in caught.value.message
+
+
+def test_cli_exits_2_on_bad_question(tmp_path: Path) -> None:
+    path = question_file(tmp_path, axes={"batch": [1]})
+    done = subprocess.run(
+        [sys.executable, "-m", "edgetwin.plan", str(path), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "axes.bandwidth_mbps" in done.stderr and str(path) in done.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_crossover_matches_direct_runs(tmp_path: Path) -> None:
+    loaded = load_question(question_file(tmp_path))
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor())
+    direct = direct_rows(loaded)
+    assert outcome.rows == direct
+    for curve in outcome.answer["curves"]:
+        batch, devices = curve["batch"], curve["devices"]
+        for bw, single_ms, best_ms in zip(
+            curve["bandwidths_mbps"], curve["single_ms"], curve["distributed_ms"], strict=True
+        ):
+            at = [r for r in direct if r.batch == batch and r.bandwidth_mbps == bw]
+            single = np.mean([r.total_ms for r in at if r.strategy == "single"])
+            prism = [r for r in at if r.strategy == "prism" and r.devices == devices]
+            best = min(np.mean([r.total_ms for r in prism if r.cr == cr]) for cr in (9.9, 4.95))
+            assert single_ms == pytest.approx(single) and best_ms == pytest.approx(best)
+        wins = [b < s for b, s in zip(curve["distributed_ms"], curve["single_ms"], strict=True)]
+        if curve["status"] == "crossover":
+            low, high = curve["crossover_mbps"], max(curve["bandwidths_mbps"])
+            assert wins[-1] and not wins[0] and 100 <= low <= high
+        assert (curve["status"] == "always") == all(wins)
+    assert (tmp_path / "out" / "plan.html").read_text().count("<section class='figure'>") == 2
+    assert not (tmp_path / "out" / "partial").exists()
+
+
+def test_smallest_fleet_matches_direct_p95(tmp_path: Path) -> None:
+    question = {
+        "kind": "smallest_fleet",
+        "target_p95_ms": 600,
+        "strategy": {"name": "prism", "cr": 9.9},
+    }
+    loaded = load_question(question_file(tmp_path, question=question))
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor())
+    direct = direct_rows(loaded)
+    for entry in outcome.answer["per_batch"]:
+        meets = []
+        for d in (2, 4):
+            for bw in (100, 400, 900):
+                reps = [
+                    r.total_ms
+                    for r in direct
+                    if r.batch == entry["batch"] and r.devices == d and r.bandwidth_mbps == bw
+                ]
+                p95 = float(np.percentile(reps, 95))
+                assert entry["p95_ms"][(2, 4).index(d)][(100, 400, 900).index(bw)] == p95
+                if p95 <= 600:
+                    meets.append((d, bw))
+        expected = min(meets, default=None)
+        got = entry["smallest_fleet"]
+        assert (None if got is None else (got["devices"], got["bandwidth_mbps"])) == expected
+    answer = json.loads((tmp_path / "out" / "answer.json").read_text())
+    assert answer["per_batch"][0]["smallest_fleet"] == {"devices": 2, "bandwidth_mbps": 100.0}
+    assert answer["per_batch"][1]["smallest_fleet"] == {"devices": 4, "bandwidth_mbps": 400.0}
+
+
+def test_best_mode_heatmap_and_pareto(tmp_path: Path) -> None:
+    loaded = load_question(question_file(tmp_path, question={"kind": "best_mode"}))
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor())
+    assert outcome.answer["best"][0][0] == "single"  # batch 4 at 100 Mbit/s
+    front = outcome.answer["pareto"]
+    energies = [p["energy_j_per_sample"] for p in front]
+    assert energies == sorted(energies, reverse=True) and len(front) >= 2
+    assert "Pareto front" in (tmp_path / "out" / "plan.html").read_text()
+
+
+def test_pool_and_serial_rows_are_identical(tmp_path: Path) -> None:
+    loaded = load_question(question_file(tmp_path))
+    serial, _ = sweep_rows(loaded, journal_for(loaded, tmp_path / "s"), SerialExecutor())
+    pooled, _ = sweep_rows(loaded, journal_for(loaded, tmp_path / "p"), PoolExecutor(2))
+    assert table_bytes(serial, tmp_path / "s.csv") == table_bytes(pooled, tmp_path / "p.csv")
+
+
+def test_dask_rows_equal_local_rows(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed")
+    from edgetwin.plan.executors import DaskExecutor
+
+    loaded = load_question(question_file(tmp_path))
+    serial, _ = sweep_rows(loaded, journal_for(loaded, tmp_path / "s"), SerialExecutor())
+    with (
+        distributed.LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        dask_rows, _ = sweep_rows(loaded, journal_for(loaded, tmp_path / "d"), DaskExecutor(client))
+    assert table_bytes(serial, tmp_path / "s.csv") == table_bytes(dask_rows, tmp_path / "d.csv")
+
+
+def test_resume_runs_only_missing_configurations(tmp_path: Path) -> None:
+    loaded = load_question(question_file(tmp_path))
+    whole = run_plan(loaded, tmp_path / "whole", SerialExecutor())
+    out = tmp_path / "resumed"
+    calls = [0]
+
+    def interrupt_midway() -> None:
+        calls[0] += 1
+        if calls[0] == 5 * 7:  # 7 configurations of 5 repetitions each
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_plan(loaded, out, SerialExecutor(), interrupt_midway)
+    assert not (out / "results.csv").exists()
+    rows_path = out / "partial" / "rows.jsonl"
+    assert len(rows_path.read_text().splitlines()) == 7
+    with rows_path.open("a") as handle:
+        handle.write('{"index": 9, "rows": [')  # torn last line: killed mid-write
+    resumed = run_plan(loaded, out, PoolExecutor(2))
+    assert resumed.ran_now == whole.configurations - 7
+    assert (out / "results.csv").read_bytes() == (tmp_path / "whole" / "results.csv").read_bytes()
+    assert (out / "answer.json").read_bytes() == (tmp_path / "whole" / "answer.json").read_bytes()
+
+
+def test_journal_of_another_sweep_is_refused(tmp_path: Path) -> None:
+    loaded = load_question(question_file(tmp_path))
+    journal_for(loaded, tmp_path / "out")
+    other = load_question(question_file(tmp_path, set=["devices.0.count=4", "seed=1"]))
+    with pytest.raises(InputError, match="different sweep"):
+        journal_for(other, tmp_path / "out")
