@@ -12,15 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from edgetwin.errors import InputError
 from edgetwin.schema import (
     NonNegativeFloat,
     PositiveFloat,
     Strict,
-    read_yaml_mapping,
-    validation_error,
+    load_yaml_model,
 )
 
 PROFILE_DIR = Path(__file__).parent / "calibration" / "profiles"
@@ -162,9 +161,4 @@ def profile_path(name_or_path: str, relative_to: Path | None, shipped_glob: str 
 
 def load_profile(name_or_path: str, relative_to: Path | None = None) -> DeviceProfile:
     """A shipped profile by name, or a profile file (relative to ``relative_to``)."""
-    path = profile_path(name_or_path, relative_to)
-    raw = read_yaml_mapping(path)
-    try:
-        return DeviceProfile.model_validate(raw)
-    except ValidationError as exc:
-        raise validation_error(exc, path) from None
+    return load_yaml_model(profile_path(name_or_path, relative_to), DeviceProfile)

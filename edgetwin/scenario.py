@@ -19,19 +19,17 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
-    ValidationError,
     model_validator,
 )
 
-from edgetwin.errors import InputError
 from edgetwin.profile import DeviceProfile
 from edgetwin.schema import (
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
     Strict,
-    read_yaml_mapping,
-    validation_error,
+    load_yaml_model,
+    validate_model,
 )
 
 _PRESET_FIELDS = ("tokens", "width", "blocks", "heads", "patch_size", "channels", "classes")
@@ -393,54 +391,12 @@ def _strategy_params(strategy: StrategySpec) -> Iterator[dict[str, Any]]:
 
 def load_scenario(path: Path, overrides: Sequence[str] = ()) -> Scenario:
     """Read, override (``key.sub=value``) and validate a scenario file."""
-    raw = read_yaml_mapping(path)
-    for item in overrides:
-        apply_override(raw, item, path)
-    return validate_scenario(raw, path)
+    return load_yaml_model(path, Scenario, overrides)
 
 
 def validate_scenario(raw: dict[str, Any], path: Path) -> Scenario:
     """Validate a raw mapping; the first error becomes one InputError."""
-    try:
-        return Scenario.model_validate(raw)
-    except ValidationError as exc:
-        raise validation_error(exc, path) from None
-
-
-def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
-    """Apply ``a.b.c=value`` (value parsed as YAML) to a raw scenario mapping."""
-    key, sep, text = item.partition("=")
-    if not sep or not key:
-        raise InputError(path, None, f"--set {item!r}: expected key=value")
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise InputError(path, key, f"--set value {text!r} is not valid YAML") from None
-    node: Any = raw
-    parts = key.split(".")
-    for depth, part in enumerate(parts[:-1]):
-        node = _child(node, part, ".".join(parts[: depth + 1]), path)
-    last = parts[-1]
-    if isinstance(node, list):
-        node[_index(node, last, key, path)] = value
-    elif isinstance(node, dict):
-        node[last] = value
-    else:
-        raise InputError(path, key, "--set goes inside a value that is not a mapping or list")
-
-
-def _child(node: Any, part: str, field: str, path: Path) -> Any:
-    if isinstance(node, list):
-        return node[_index(node, part, field, path)]
-    if isinstance(node, dict):
-        return node.setdefault(part, {})
-    raise InputError(path, field, "--set goes inside a value that is not a mapping or list")
-
-
-def _index(node: list[Any], part: str, field: str, path: Path) -> int:
-    if not part.isdigit() or int(part) >= len(node):
-        raise InputError(path, field, f"--set index {part!r} out of range (list has {len(node)})")
-    return int(part)
+    return validate_model(Scenario, raw, path)
 
 
 def dump_resolved(scenario: Scenario) -> str:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -59,3 +60,58 @@ def validation_error(exc: ValidationError, path: Path | str) -> InputError:
 
 def _is_union_tag(part: object) -> bool:
     return isinstance(part, str) and part in UNION_TAGS
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def load_yaml_model(path: Path, model: type[ModelT], overrides: Sequence[str] = ()) -> ModelT:
+    """A YAML file, with ``key.sub=value`` overrides applied, validated as ``model``."""
+    raw = read_yaml_mapping(path)
+    for item in overrides:
+        apply_override(raw, item, path)
+    return validate_model(model, raw, path)
+
+
+def validate_model(model: type[ModelT], raw: Any, path: Path | str) -> ModelT:
+    """``raw`` validated as ``model``; the first error becomes one InputError."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise validation_error(exc, path) from None
+
+
+def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
+    """Apply ``a.b.c=value`` (value parsed as YAML) to a raw scenario mapping."""
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+        raise InputError(path, None, f"--set {item!r}: expected key=value")
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise InputError(path, key, f"--set value {text!r} is not valid YAML") from None
+    node: Any = raw
+    parts = key.split(".")
+    for depth, part in enumerate(parts[:-1]):
+        node = _child(node, part, ".".join(parts[: depth + 1]), path)
+    last = parts[-1]
+    if isinstance(node, list):
+        node[_index(node, last, key, path)] = value
+    elif isinstance(node, dict):
+        node[last] = value
+    else:
+        raise InputError(path, key, "--set goes inside a value that is not a mapping or list")
+
+
+def _child(node: Any, part: str, field: str, path: Path) -> Any:
+    if isinstance(node, list):
+        return node[_index(node, part, field, path)]
+    if isinstance(node, dict):
+        return node.setdefault(part, {})
+    raise InputError(path, field, "--set goes inside a value that is not a mapping or list")
+
+
+def _index(node: list[Any], part: str, field: str, path: Path) -> int:
+    if not part.isdigit() or int(part) >= len(node):
+        raise InputError(path, field, f"--set index {part!r} out of range (list has {len(node)})")
+    return int(part)

@@ -35,14 +35,18 @@ from statistics import fmean, pstdev
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 from scipy.optimize import brentq
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import InputError
 from edgetwin.results import read_table
 from edgetwin.scenario import Scenario, load_scenario
-from edgetwin.schema import PositiveFloat, Strict, read_yaml_mapping, validation_error
+from edgetwin.schema import (
+    PositiveFloat,
+    Strict,
+    load_yaml_model,
+    read_yaml_mapping,
+)
 from edgetwin.sim.crowd.costs import compressed_activation_bytes
 from edgetwin.sim.crowd.fleet import PhoneClass
 from edgetwin.sim.crowd.phone_profile import PhoneProfile
@@ -111,11 +115,7 @@ def is_android_spec(path: Path) -> bool:
 
 
 def load_android_spec(path: Path) -> AndroidSpec:
-    raw = read_yaml_mapping(path)
-    try:
-        return AndroidSpec.model_validate(raw)
-    except ValidationError as exc:
-        raise validation_error(exc, path) from None
+    return load_yaml_model(path, AndroidSpec)
 
 
 def read_reference(path: Path) -> dict[str, Measure]:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import ValidationError
 from scipy.optimize import least_squares, nnls
 
 from edgetwin.comparison import compare_to_reference, key_label
@@ -26,7 +25,7 @@ from edgetwin.errors import InputError
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import parse_number, read_table, row_key
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
-from edgetwin.schema import Strict, read_yaml_mapping, validation_error
+from edgetwin.schema import Strict, load_yaml_model
 from edgetwin.sim.device import STATES
 from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
 
@@ -72,11 +71,7 @@ class MeasuredRow:
 
 
 def load_spec(path: Path) -> CalibrationSpec:
-    raw = read_yaml_mapping(path)
-    try:
-        return CalibrationSpec.model_validate(raw)
-    except ValidationError as exc:
-        raise validation_error(exc, path) from None
+    return load_yaml_model(path, CalibrationSpec)
 
 
 def read_measured(path: Path) -> list[MeasuredRow]:

@@ -52,7 +52,7 @@ from edgetwin.calibration.readers.staged_exchange import (
 from edgetwin.errors import InputError
 from edgetwin.profile import DeviceProfile, load_profile
 from edgetwin.scenario import ModelSpec
-from edgetwin.schema import Strict, read_yaml_mapping, validation_error
+from edgetwin.schema import Strict, load_yaml_model, validation_error
 
 Section = Literal["compute", "staging", "network", "power"]
 PROFILE_SECTIONS = ("compute", "staging", "network", "power")
@@ -81,10 +81,7 @@ class TraceCalibrationSpec(Strict):
 
 
 def load_trace_spec(path: Path) -> TraceCalibrationSpec:
-    try:
-        return TraceCalibrationSpec.model_validate(read_yaml_mapping(path))
-    except ValidationError as exc:
-        raise validation_error(exc, path) from None
+    return load_yaml_model(path, TraceCalibrationSpec)
 
 
 class TraceData:

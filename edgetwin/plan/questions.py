@@ -13,8 +13,16 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from edgetwin.errors import InputError
-from edgetwin.scenario import Scenario, StrategySpec, apply_override
-from edgetwin.schema import PositiveFloat, PositiveInt, Strict, read_yaml_mapping, validation_error
+from edgetwin.scenario import Scenario, StrategySpec
+from edgetwin.schema import (
+    PositiveFloat,
+    PositiveInt,
+    Strict,
+    apply_override,
+    load_yaml_model,
+    read_yaml_mapping,
+    validation_error,
+)
 
 DISTRIBUTED = ("voltage", "prism", "tensor_parallel")
 
@@ -99,13 +107,7 @@ class LoadedQuestion:
 
 def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion:
     """Read and validate a question file and build the scenario it sweeps."""
-    raw = read_yaml_mapping(path)
-    for item in overrides:
-        apply_override(raw, item, path)
-    try:
-        question = PlanQuestion.model_validate(raw)
-    except ValidationError as exc:
-        raise validation_error(exc, path) from None
+    question = load_yaml_model(path, PlanQuestion, overrides)
     scenario_path = path.resolve().parent / question.scenario
     if not scenario_path.is_file():
         raise InputError(path, "scenario", f"file not found: {scenario_path}")

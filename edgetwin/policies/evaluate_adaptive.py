@@ -15,14 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
 from edgetwin.errors import InputError
 from edgetwin.policies.adaptive import POLICIES, Objective, make_policy
 from edgetwin.policies.perf_map import Estimate, PerformanceMap, map_from_table, profile_twin
 from edgetwin.results import ResultRow
-from edgetwin.scenario import Scenario, SweepSpec, apply_override, load_scenario
-from edgetwin.schema import Strict, read_yaml_mapping, validation_error
+from edgetwin.scenario import Scenario, SweepSpec, load_scenario
+from edgetwin.schema import (
+    Strict,
+    load_yaml_model,
+)
 from edgetwin.sim.runner import build_fleet, run_scenario
 
 TIE_PCT = 1e-9  # a pick this close to the oracle's objective counts as correct
@@ -65,13 +68,7 @@ class EvalInputs:
 
 def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
     """Read an evaluation file (``--set key=value`` overrides); paths are relative to it."""
-    raw = read_yaml_mapping(path)
-    for item in overrides:
-        apply_override(raw, item, path)
-    try:
-        settings = EvalSettings.model_validate(raw)
-    except ValidationError as exc:
-        raise validation_error(exc, path) from None
+    settings = load_yaml_model(path, EvalSettings, overrides)
     base = path.resolve().parent
     scenario_path = base / settings.scenario
     if not scenario_path.is_file():

@@ -19,8 +19,8 @@ from pydantic import Field, ValidationError, field_validator
 from edgetwin.errors import InputError
 from edgetwin.policies.optimum import Optimum, build_instance, optimum
 from edgetwin.policies.scheduling import SCHEDULERS
-from edgetwin.scenario import Scenario, apply_override, validate_scenario
-from edgetwin.schema import Strict, read_yaml_mapping, validation_error
+from edgetwin.scenario import Scenario, validate_scenario
+from edgetwin.schema import Strict, apply_override, read_yaml_mapping, validation_error
 from edgetwin.sim.crowd.fleet import PhoneClass
 from edgetwin.sim.crowd.runner import CrowdRun, CrowdSetup, prepare_crowd, simulate_crowd
 

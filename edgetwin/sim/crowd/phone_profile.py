@@ -13,15 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from edgetwin.profile import DeviceProfile, profile_path
 from edgetwin.schema import (
     NonNegativeFloat,
     PositiveFloat,
     Strict,
-    read_yaml_mapping,
-    validation_error,
+    load_yaml_model,
 )
 
 
@@ -107,8 +106,4 @@ def device_profile(phone: PhoneProfile, ram_mb: float | None = None) -> DevicePr
 def load_phone_profile(name_or_path: str, relative_to: Path | None = None) -> PhoneProfile:
     """A shipped phone profile by name, or a profile file (relative to ``relative_to``)."""
     path = profile_path(name_or_path, relative_to, "android_*.yaml")
-    raw = read_yaml_mapping(path)
-    try:
-        return PhoneProfile.model_validate(raw)
-    except ValidationError as exc:
-        raise validation_error(exc, path) from None
+    return load_yaml_model(path, PhoneProfile)
