@@ -1,5 +1,5 @@
 """Command line: ``edgetwin run | report | calibrate | calibrate-machine | validate``,
-``evaluate``, ``evaluate-affinity`` and ``plan``.
+``evaluate``, ``evaluate-affinity``, ``plan`` and ``emu-cleanup``.
 
 Bad input exits with status 2 and one message naming the file and field;
 nothing half-written is left in the output folder.
@@ -142,6 +142,11 @@ def _parser() -> argparse.ArgumentParser:
         help="what to leave out in turn (bandwidth: traces with a shaped link)",
     )
     validate.set_defaults(handler=_validate)
+
+    cleanup = commands.add_parser(
+        "emu-cleanup", help="remove the emulator's leftovers (processes, links) of a crashed run"
+    )
+    cleanup.set_defaults(handler=_emu_cleanup)
     return parser
 
 
@@ -152,17 +157,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.mode is not None:
         overrides.append(f"mode={args.mode}")
     scenario = load_scenario(args.scenario, overrides)
-    if scenario.mode == "emu":
-        raise InputError(
-            args.scenario,
-            "mode",
-            "mode 'emu' (Mininet) is not available in this version of edgetwin; "
-            "use 'twin' or 'local' (real processes on loopback)",
-        )
     if args.out.exists() and not args.out.is_dir():
         raise InputError(args.out, None, "--out exists and is not a folder")
     reference = _reference_path(scenario, args.scenario)
-    if scenario.crowd is not None:
+    if scenario.mode == "emu":
+        runner = _run_emu
+    elif scenario.crowd is not None:
         runner = _run_crowd
     else:
         runner = _run_twin if scenario.mode == "twin" else _run_local
@@ -200,6 +200,30 @@ def _run_local(scenario: Scenario, args: argparse.Namespace, staging: Path) -> l
     total = len(configurations(scenario)) * scenario.repetitions
     with _progress(f"local {scenario.name}", total, args.quiet) as advance:
         return run_local(scenario, advance, trace_dir=trace_dir)
+
+
+def _run_emu(scenario: Scenario, args: argparse.Namespace, staging: Path) -> list[ResultRow]:
+    """Real code paths on Mininet hosts over shaped links; ``link_check.csv`` beside."""
+    from edgetwin.emu.mininet.checks import write_link_checks
+    from edgetwin.emu.mininet.runner import check_emulatable, run_emu
+
+    check_emulatable(scenario, args.scenario)
+    total = len(configurations(scenario)) * scenario.repetitions
+    with _progress(f"emu {scenario.name}", total, args.quiet) as advance:
+        run = run_emu(scenario, args.scenario, advance)
+    write_link_checks(staging / "link_check.csv", run.links)
+    if scenario.network.latency_ms > 0 and not all(c.latency_emulated for c in run.links):
+        print("edgetwin: warning: this kernel has no netem; latency_ms was not emulated")
+    return run.rows
+
+
+def _emu_cleanup(_args: argparse.Namespace) -> int:
+    """Remove what a crashed emulator run left: its processes, interfaces and bridge."""
+    from edgetwin.emu.mininet.net import cleanup_leftovers
+
+    left = cleanup_leftovers()
+    print(f"emu-cleanup: killed {len(left.processes)} processes, removed {len(left.links)} links")
+    return 0
 
 
 def _run_crowd(scenario: Scenario, args: argparse.Namespace, staging: Path) -> list[ResultRow]:

@@ -199,21 +199,6 @@ def test_report_without_results_exits_2(
         assert list(folder.iterdir()) == []
 
 
-def test_emulator_mode_exits_2(
-    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    mode = "emu"
-    out = tmp_path / "out"
-    assert main(["run", str(tiny), "--out", str(out), "--mode", mode]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1
-    assert "tiny.yaml" in err and "'mode'" in err and f"'{mode}'" in err
-    assert "not available" in err
-    assert not out.exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.yaml"]
-
-
 def test_existing_out_dir_keeps_unrelated_files(tiny: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()

@@ -223,7 +223,11 @@ CASES = [
         scenario_text(reference="data/nope.csv"),
         ("'reference'", "file not found", "nope.csv"),
     ),
-    Case("mode-emu-in-file", scenario_text(mode="emu"), ("'mode'", "'emu'", "not available")),
+    Case(
+        "emu-with-shared-medium",
+        scenario_text(mode="emu", network__medium="shared"),
+        ("'network.medium'", "dedicated links only"),
+    ),
     # ------------------------------------------------------------ --set and --seed
     Case("set-without-equals", scenario_text(), ("--set 'seed'", "key=value"), ("--set", "seed")),
     Case("set-empty-key", scenario_text(), ("--set '=3'", "key=value"), ("--set", "=3")),

@@ -13,14 +13,14 @@ value, not what loopback gave.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from edgetwin.emu.vit.launcher import available_cores, launch_local
 from edgetwin.emu.vit.model import image_side
-from edgetwin.emu.vit.records import RunRecord
+from edgetwin.emu.vit.records import RankRecord, RunRecord
 from edgetwin.emu.vit.worker import model_args
 from edgetwin.errors import InputError
 from edgetwin.results import ResultRow
@@ -34,6 +34,8 @@ STARTUP_ALLOWANCE_S = 120.0  # imports, model build and process-group set-up of 
 SLOWEST_HOST_FLOPS_PER_S = 2e9  # for the launch deadline: a slow host, all ranks on its cores
 
 Device = Literal["cpu", "cuda"]
+# starts the ranks of one launch: (worker args, world, timeout_s, threads, echo_rank0)
+Launcher = Callable[[Sequence[str], int, float, int | None, bool], list[RankRecord]]
 
 
 @dataclass(frozen=True)
@@ -103,20 +105,24 @@ def measure_local(
     trace_batch: int | None = None,
     echo_rank0: bool = False,
     threads: int | None = None,
+    *,
+    configs: Sequence[Configuration] | None = None,
+    launch: Launcher = launch_local,
 ) -> Iterator[LocalRun]:
     """The measurements behind ``run_local``, launch by launch.
 
     ``trace_batch``: trace only configurations of this batch size. ``echo_rank0``: rank 0
-    prints one line per configuration to stdout (progress).
+    prints one line per configuration to stdout (progress). ``configs``: only these of the
+    scenario's configurations. ``launch``: what starts the ranks (the emulator's hosts).
     """
     check_runnable(scenario)
     if weights is not None and not weights.is_file():
         raise InputError(weights, None, "weights file not found")
     threads = threads or device_threads(scenario)
-    for launch in _launches(scenario):
+    for group in _launches(scenario, configs):
         args = [
-            *("--strategy", launch.strategy, "--batch", *map(str, launch.batches)),
-            *(("--segments", *map(str, launch.segments)) if launch.segments != (None,) else ()),
+            *("--strategy", group.strategy, "--batch", *map(str, group.batches)),
+            *(("--segments", *map(str, group.segments)) if group.segments != (None,) else ()),
             *("--reps", str(scenario.repetitions), "--warmup", str(warmup)),
             *("--seed", str(scenario.seed), "--input-source", scenario.input_source),
             *("--device", device),
@@ -125,9 +131,9 @@ def measure_local(
             *(() if trace_batch is None else ("--trace-batch", str(trace_batch))),
             *model_args(scenario.model),
         ]
-        deadline_s = timeout_s or _deadline_s(scenario, launch, warmup)
-        records = launch_local(args, launch.devices, deadline_s, threads, echo_rank0)
-        for index, config in enumerate(launch.configs):
+        deadline_s = timeout_s or _deadline_s(scenario, group, warmup)
+        records = launch(args, group.devices, deadline_s, threads, echo_rank0)
+        for index, config in enumerate(group.configs):
             yield LocalRun(config, tuple(record.runs[index] for record in records))
 
 
@@ -173,15 +179,16 @@ class _Launch:
     configs: tuple[Configuration, ...]
 
 
-def _launches(scenario: Scenario) -> list[_Launch]:
-    """Configurations grouped into as few launches as the worker's runs (a product) allow.
+def _launches(scenario: Scenario, configs: Sequence[Configuration] | None = None) -> list[_Launch]:
+    """Configurations (default: all the scenario's) grouped into as few launches as the
+    worker's runs (a product) allow.
 
     A batch size appears once per configuration (a configuration differing only in its
     nominal bandwidth is a run of its own); segment values with the same batch list share
     a launch.
     """
     per_segments: dict[tuple[str, int, int | None], list[Configuration]] = {}
-    for config in configurations(scenario):
+    for config in configurations(scenario) if configs is None else configs:
         segments, _ = resolve_segments(scenario, config)
         per_segments.setdefault((config.strategy, config.devices, segments), []).append(config)
     grouped: dict[tuple[str, int, tuple[int, ...]], list[tuple[int | None, list[Configuration]]]]

@@ -79,9 +79,9 @@ def launch_local(
         try:
             for rank in range(world):
                 ranks.append(_start(rank, common, folder, echo_rank0 and rank == 0))
-            _wait(ranks, folder, timeout_s)
+            wait_ranks(ranks, folder, timeout_s)
         finally:
-            _stop(ranks)
+            stop_ranks(ranks)
         return [read_record(folder / f"rank{rank}.json") for rank in range(world)]
 
 
@@ -105,7 +105,7 @@ def _start(rank: int, common: list[str], folder: Path, echo: bool) -> subprocess
         )
 
 
-def _wait(ranks: list[subprocess.Popen[bytes]], folder: Path, timeout_s: float) -> None:
+def wait_ranks(ranks: list[subprocess.Popen[bytes]], folder: Path, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         codes = [rank.poll() for rank in ranks]
@@ -124,7 +124,7 @@ def _wait(ranks: list[subprocess.Popen[bytes]], folder: Path, timeout_s: float) 
         time.sleep(POLL_S)
 
 
-def _stop(ranks: list[subprocess.Popen[bytes]]) -> None:
+def stop_ranks(ranks: list[subprocess.Popen[bytes]]) -> None:
     """Kill every rank still running and reap them all."""
     for rank in ranks:
         if rank.poll() is None:

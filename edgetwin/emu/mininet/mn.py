@@ -1,0 +1,55 @@
+"""Load Debian's Mininet (``apt-get install mininet``) into this interpreter, untyped.
+
+Debian installs Mininet for its own Python, which a virtual environment does not
+see; this loads that one package (not the rest of ``dist-packages``) under its own
+name, so ``import mininet.net`` works here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+DEBIAN_MININET = Path("/usr/lib/python3/dist-packages/mininet")
+TOOLS = ("mnexec", "tc", "ip", "brctl", "ifconfig", "iperf3")  # what the emulator runs
+INSTALL_HINT = "apt-get install -y mininet bridge-utils iperf3"
+
+
+def missing_requirements() -> list[str]:
+    """What stops the emulator on this machine (empty: nothing), each said in a few words."""
+    missing = []
+    if os.geteuid() != 0:
+        missing.append("root (Mininet creates network namespaces; run edgetwin as root)")
+    if not _mininet_found():
+        missing.append(f"Mininet's Python package ({INSTALL_HINT})")
+    tools = [tool for tool in TOOLS if shutil.which(tool) is None]
+    if tools:
+        missing.append(f"the programs {', '.join(tools)} ({INSTALL_HINT})")
+    return missing
+
+
+def mininet_module(name: str) -> Any:
+    """``mininet.<name>`` (e.g. ``net``, ``nodelib``), loading Debian's package if needed."""
+    if "mininet" not in sys.modules and importlib.util.find_spec("mininet") is None:
+        init = DEBIAN_MININET / "__init__.py"
+        spec = importlib.util.spec_from_file_location(
+            "mininet", init, submodule_search_locations=[str(DEBIAN_MININET)]
+        )
+        if spec is None or spec.loader is None:
+            raise ModuleNotFoundError(f"Mininet not found ({INSTALL_HINT})")
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["mininet"] = package
+        spec.loader.exec_module(package)
+    return importlib.import_module(f"mininet.{name}")
+
+
+def _mininet_found() -> bool:
+    return "mininet" in sys.modules or (
+        importlib.util.find_spec("mininet") is not None
+        or (DEBIAN_MININET / "__init__.py").is_file()
+    )

@@ -1,0 +1,208 @@
+"""Build the Mininet network of a topology and always tear it down; clean up after crashes.
+
+``emulated_network`` removes leftovers of an earlier run, builds the hosts on a
+Linux bridge (no controller), shapes every link, and on the way out (normal exit,
+exception, Ctrl-C or SIGTERM) kills every process it started, stops Mininet and
+removes whatever is left. ``cleanup_leftovers`` finds this package's leftovers by
+name (``etw`` hosts, bridge and interfaces) and by a marker in the environment of
+the processes it starts in hosts; it touches nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from edgetwin.emu.mininet.mn import mininet_module
+from edgetwin.emu.mininet.topology import (
+    PREFIX,
+    PREFIX_LEN,
+    EmuTopology,
+    TcCommand,
+    is_leftover_link,
+    netem_probe,
+    rate_commands,
+    shaping_commands,
+)
+from edgetwin.errors import RunFailed
+from edgetwin.scenario import NetworkSpec
+
+MARKER_ENV = "EDGETWIN_EMU"  # set to PREFIX on every process started in a host
+_SHELL_MARK = f"mininet:{PREFIX}".encode()  # Mininet's node shells: bash ... mininet:etwh0
+_EXIT_WAIT_S = 2.0
+
+
+class EmuError(RunFailed):
+    """The emulated network could not be built or configured; it has been torn down."""
+
+
+@dataclass
+class EmuNetwork:
+    """A running emulated network: run commands in nodes, start processes in hosts."""
+
+    topology: EmuTopology
+    network: NetworkSpec
+    netem: bool
+    _mininet: Any
+    _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def run(self, command: TcCommand) -> None:
+        """Run ``command`` in its node's namespace; ``EmuError`` if it fails."""
+        code, err = self._exec(command)
+        if code != 0:
+            raise EmuError(f"{' '.join(command.argv)} on {command.node} failed: {err.strip()}")
+
+    def set_bandwidth(self, bandwidth_mbps: float) -> None:
+        """Put every link at ``bandwidth_mbps`` (the scenario's burst kept)."""
+        for command in rate_commands(self.topology, bandwidth_mbps, self.network.burst_kb):
+            self.run(command)
+
+    def popen(
+        self, rank: int, argv: Sequence[str], log: Path | None, env: Mapping[str, str] = {}
+    ) -> subprocess.Popen[bytes]:
+        """Start ``argv`` in host ``rank`` (marked for cleanup, ``env`` added to ours); stdout
+        and stderr to ``log``, else kept as pipes."""
+        host = self._mininet.get(self.topology.hosts[rank].name)
+        env = {**os.environ, **env, "PYTHONUNBUFFERED": "1", MARKER_ENV: PREFIX}
+        if log is None:
+            process: subprocess.Popen[bytes] = host.popen(list(argv), env=env)
+        else:
+            with log.open("wb") as out:
+                process = host.popen(
+                    list(argv), stdout=out, stderr=out, stdin=subprocess.DEVNULL, env=env
+                )
+        self._processes.append(process)
+        return process
+
+    def stop_processes(self) -> None:
+        """Kill every process started in a host that is still running, and reap it."""
+        for process in self._processes:
+            if process.poll() is None:
+                process.kill()
+        for process in self._processes:
+            process.wait()
+        self._processes.clear()
+
+    def _exec(self, command: TcCommand) -> tuple[int, str]:
+        _, err, code = self._mininet.get(command.node).pexec(list(command.argv))
+        return int(code), str(err)
+
+
+@contextmanager
+def emulated_network(
+    topology: EmuTopology, network: NetworkSpec, bandwidth_mbps: float
+) -> Iterator[EmuNetwork]:
+    """The network of ``topology``, every link at ``bandwidth_mbps``; torn down on exit."""
+    cleanup_leftovers()
+    net = _mininet(topology)
+    emu: EmuNetwork | None = None
+    previous = _raise_on_sigterm()
+    try:
+        net.build()
+        net.start()
+        emu = EmuNetwork(topology, network, _has_netem(net, topology, network), net)
+        for command in shaping_commands(topology, network, bandwidth_mbps, emu.netem):
+            emu.run(command)
+        yield emu
+    finally:
+        try:
+            if emu is not None:
+                emu.stop_processes()
+            net.stop()
+        finally:
+            cleanup_leftovers()
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """What ``cleanup_leftovers`` removed."""
+
+    processes: tuple[int, ...]
+    links: tuple[str, ...]
+
+
+def cleanup_leftovers() -> Leftovers:
+    """Kill this package's processes (Mininet shells of ``etw`` nodes, processes started in
+    hosts) and delete its interfaces and bridge; what a crashed run left behind."""
+    pids = leftover_processes()
+    for pid in pids:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + _EXIT_WAIT_S
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    links = leftover_links()
+    for name in links:
+        subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
+    return Leftovers(tuple(pids), tuple(links))
+
+
+def leftover_processes() -> list[int]:
+    """Pids of this package's processes, other than this one."""
+    marker = f"{MARKER_ENV}={PREFIX}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if _SHELL_MARK in cmdline or marker in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def leftover_links() -> list[str]:
+    """This package's interfaces and bridge in the root namespace."""
+    listing = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True)
+    names = [line.split(":")[1].strip().split("@")[0] for line in listing.stdout.splitlines()]
+    return [name for name in names if is_leftover_link(name)]
+
+
+def _mininet(topology: EmuTopology) -> Any:
+    """An unbuilt Mininet network of ``topology``: hosts, a Linux bridge, plain veth links."""
+    mininet_net, nodelib, link = (mininet_module(n) for n in ("net", "nodelib", "link"))
+    mininet_module("log").setLogLevel("error")  # not its notes on bridge netfilter settings
+    net = mininet_net.Mininet(
+        topo=None, switch=nodelib.LinuxBridge, controller=None, link=link.Link, build=False
+    )
+    bridge = net.addSwitch(topology.bridge)
+    for host in topology.hosts:
+        node = net.addHost(host.name, ip=f"{host.ip}/{PREFIX_LEN}")
+        net.addLink(node, bridge, intfName1=host.iface, intfName2=host.bridge_port)
+    return net
+
+
+def _has_netem(net: Any, topology: EmuTopology, network: NetworkSpec) -> bool:
+    """Probe for netem only when the scenario asks for latency."""
+    if network.latency_ms <= 0:
+        return False
+    add, remove = netem_probe(topology.hosts[0].iface)
+    _, _, code = net.get(add.node).pexec(list(add.argv))
+    if code == 0:
+        net.get(remove.node).pexec(list(remove.argv))
+    return int(code) == 0
+
+
+def _raise_on_sigterm() -> Any:
+    """Make SIGTERM raise KeyboardInterrupt (so ``finally`` tears down); the old handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)

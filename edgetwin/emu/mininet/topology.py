@@ -1,0 +1,204 @@
+"""Topology and traffic-control commands from a scenario: pure data, testable without root.
+
+One host per device (rank r on host r), all on one Linux bridge. Every host's link
+is shaped in both directions by an htb class at the configuration's bandwidth: on
+the host's interface (host -> bridge) and on the bridge's port (bridge -> host).
+A packet between two hosts crosses two shaped queues, so each adds half the
+scenario's one-way ``latency_ms`` (netem, only where the kernel has it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from edgetwin.scenario import NetworkSpec
+
+PREFIX = "etw"  # every host, bridge and interface name starts with it (cleanup finds them)
+SUBNET = "10.77.0"  # hosts are SUBNET.1, SUBNET.2, ...
+PREFIX_LEN = 24
+HTB_HANDLE = "5:"
+HTB_CLASS = "5:1"
+NETEM_HANDLE = "10:"
+_LEFTOVER = re.compile(rf"^{PREFIX}[hs]\d+(-eth\d+)?$")
+
+
+@dataclass(frozen=True)
+class EmuHost:
+    """One device: its host, address and interface (``iface``), and the bridge port facing it."""
+
+    rank: int
+    name: str
+    ip: str
+    iface: str
+    bridge_port: str
+
+
+@dataclass(frozen=True)
+class EmuTopology:
+    """Hosts in rank order, all on ``bridge``."""
+
+    bridge: str
+    hosts: tuple[EmuHost, ...]
+
+
+@dataclass(frozen=True)
+class TcCommand:
+    """A command and the node whose network namespace runs it (a host, or the bridge's: root)."""
+
+    node: str
+    argv: tuple[str, ...]
+
+
+def build_topology(devices: int) -> EmuTopology:
+    """``devices`` hosts on one bridge; host r is ``etwh{r}`` at SUBNET.(r+1)."""
+    if not 1 <= devices <= 250:
+        raise ValueError(f"the emulator builds 1 to 250 hosts, not {devices}")
+    bridge = f"{PREFIX}s0"
+    hosts = tuple(
+        EmuHost(
+            rank=rank,
+            name=f"{PREFIX}h{rank}",
+            ip=f"{SUBNET}.{rank + 1}",
+            iface=f"{PREFIX}h{rank}-eth0",
+            bridge_port=f"{bridge}-eth{rank + 1}",
+        )
+        for rank in range(devices)
+    )
+    return EmuTopology(bridge, hosts)
+
+
+def is_leftover_link(name: str) -> bool:
+    """Whether an interface name (``ip link``, without ``@peer``) is one this package makes."""
+    return bool(_LEFTOVER.match(name))
+
+
+def _queues(topology: EmuTopology) -> list[tuple[str, str]]:
+    """(node, interface) of every shaped egress queue: both ends of every host's link."""
+    queues = []
+    for host in topology.hosts:
+        queues += [(host.name, host.iface), (topology.bridge, host.bridge_port)]
+    return queues
+
+
+def _rate(bandwidth_mbps: float, burst_kb: float | None) -> tuple[str, ...]:
+    rate = ("rate", f"{bandwidth_mbps:g}mbit", "ceil", f"{bandwidth_mbps:g}mbit")
+    if burst_kb is None:
+        return rate
+    return (*rate, "burst", f"{burst_kb:g}kb", "cburst", f"{burst_kb:g}kb")
+
+
+def shaping_commands(
+    topology: EmuTopology, network: NetworkSpec, bandwidth_mbps: float, netem: bool
+) -> list[TcCommand]:
+    """Set up every queue: an htb root with one class at ``bandwidth_mbps`` (and the
+    scenario's ``burst_kb``), then half the latency on it if ``netem`` (the kernel has it)."""
+    commands = []
+    for node, iface in _queues(topology):
+        dev = ("dev", iface)
+        commands += [
+            TcCommand(
+                node,
+                (
+                    "tc",
+                    "qdisc",
+                    "replace",
+                    *dev,
+                    "root",
+                    "handle",
+                    HTB_HANDLE,
+                    "htb",
+                    "default",
+                    "1",
+                ),
+            ),
+            TcCommand(
+                node,
+                (
+                    "tc",
+                    "class",
+                    "replace",
+                    *dev,
+                    "parent",
+                    HTB_HANDLE,
+                    "classid",
+                    HTB_CLASS,
+                    "htb",
+                    *_rate(bandwidth_mbps, network.burst_kb),
+                ),
+            ),
+        ]
+        if netem and network.latency_ms > 0:
+            delay = f"{network.latency_ms / 2:g}ms"
+            commands.append(
+                TcCommand(
+                    node,
+                    (
+                        "tc",
+                        "qdisc",
+                        "replace",
+                        *dev,
+                        "parent",
+                        HTB_CLASS,
+                        "handle",
+                        NETEM_HANDLE,
+                        "netem",
+                        "delay",
+                        delay,
+                    ),
+                )
+            )
+    return commands
+
+
+def rate_commands(
+    topology: EmuTopology, bandwidth_mbps: float, burst_kb: float | None = None
+) -> list[TcCommand]:
+    """Change every queue's rate in place (the htb root stays; traffic is not interrupted)."""
+    return [
+        TcCommand(
+            node,
+            (
+                "tc",
+                "class",
+                "change",
+                "dev",
+                iface,
+                "parent",
+                HTB_HANDLE,
+                "classid",
+                HTB_CLASS,
+                "htb",
+                *_rate(bandwidth_mbps, burst_kb),
+            ),
+        )
+        for node, iface in _queues(topology)
+    ]
+
+
+def bandwidth_at(network: NetworkSpec, bandwidth_mbps: float, t_ms: float) -> float:
+    """The rate in force at ``t_ms`` into a run: the last schedule step at or before it,
+    else the configuration's ``bandwidth_mbps``."""
+    rate = bandwidth_mbps
+    for step in sorted(network.schedule, key=lambda step: step.at_ms):
+        if step.at_ms <= t_ms:
+            rate = step.bandwidth_mbps
+    return rate
+
+
+def schedule_commands(
+    topology: EmuTopology, network: NetworkSpec, bandwidth_mbps: float, t_ms: float
+) -> list[TcCommand]:
+    """The commands that put the links at the schedule's rate for ``t_ms``."""
+    rate = bandwidth_at(network, bandwidth_mbps, t_ms)
+    return rate_commands(topology, rate, network.burst_kb)
+
+
+def netem_probe(iface: str) -> tuple[TcCommand, TcCommand]:
+    """Add, then remove, a netem root on ``iface``: whether the add works says if the
+    kernel has netem (``sch_netem``)."""
+    node = iface.split("-")[0]
+    return (
+        TcCommand(node, ("tc", "qdisc", "add", "dev", iface, "root", "netem", "delay", "1ms")),
+        TcCommand(node, ("tc", "qdisc", "del", "dev", iface, "root")),
+    )

@@ -1,0 +1,102 @@
+"""The emulator for real (root, Mininet): a small ViT over shaped links, and no leftovers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from edgetwin.emu.mininet.mn import missing_requirements
+from edgetwin.emu.mininet.net import (
+    MARKER_ENV,
+    cleanup_leftovers,
+    leftover_links,
+    leftover_processes,
+)
+from edgetwin.emu.mininet.runner import EmuRun, run_emu
+from edgetwin.scenario import Scenario, validate_scenario
+
+pytestmark = pytest.mark.skipif(
+    bool(missing_requirements()), reason=f"emulator needs: {missing_requirements()}"
+)
+
+# ViT-B/16's sequence at half its width, one block, batch 4: Voltage moves ~1.2 MB
+# per forward (the terminal's scatter and one AllGather), ~48 ms at 200 Mbps.
+SMALL = {
+    "name": "emu_small",
+    "repetitions": 1,
+    "model": {"tokens": 197, "width": 384, "heads": 6, "blocks": 1},
+    "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 2}],
+    "strategies": [{"name": "voltage"}],
+    "sweeps": [{"batch": [4], "bandwidth_mbps": [200, 800], "devices": [2]}],
+}
+
+
+def _links() -> set[str]:
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return {line.split(":")[1].strip() for line in out.splitlines()}
+
+
+@pytest.fixture(scope="module")
+def small() -> Scenario:
+    return validate_scenario(SMALL, Path("emu_small.yaml"))
+
+
+@pytest.fixture(scope="module")
+def run(small: Scenario) -> EmuRun:
+    before = _links()
+    result = run_emu(small, warmup=1, link_check_s=1)
+    assert _links() == before and not leftover_links() and not leftover_processes()
+    return result
+
+
+def test_rows_are_emu_and_comm_grows_as_bandwidth_drops(run: EmuRun) -> None:
+    assert [(r.strategy, r.bandwidth_mbps, r.mode) for r in run.rows] == [
+        ("voltage", 200, "emu"),
+        ("voltage", 800, "emu"),
+    ]
+    slow, fast = run.rows
+    assert slow.status == fast.status == "ok" and slow.bytes_sent == fast.bytes_sent > 1e6
+    assert slow.comm_ms > 2 * fast.comm_ms
+    # both directions carry half the bytes on average: the busier one takes at least this long
+    assert slow.comm_ms > 0.8 * slow.bytes_sent / 2 * 8 / 200e3
+
+
+def test_links_carry_the_set_rate(run: EmuRun) -> None:
+    assert sorted((c.bandwidth_mbps, c.sender) for c in run.links) == [
+        (200, "etwh0"),
+        (200, "etwh1"),
+        (800, "etwh0"),
+        (800, "etwh1"),
+    ]
+    for check in run.links:
+        assert check.within_tolerance, check
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_torn_down_after_an_error_mid_run(small: Scenario, error: type[BaseException]) -> None:
+    before = _links()
+
+    def fail() -> None:
+        raise error
+
+    with pytest.raises(error):
+        run_emu(small, on_progress=fail, warmup=0, link_check_s=1)
+    assert _links() == before and not leftover_links() and not leftover_processes()
+
+
+def test_cleanup_removes_leftovers_of_a_crashed_run() -> None:
+    subprocess.run(["ip", "link", "add", "etws0", "type", "bridge"], check=True)
+    stray = subprocess.Popen(["sleep", "60"], env={**os.environ, MARKER_ENV: "etw"})
+    try:
+        assert "etws0" in leftover_links() and stray.pid in leftover_processes()
+        left = cleanup_leftovers()
+        assert stray.pid in left.processes and "etws0" in left.links
+        assert stray.wait(timeout=5) != 0
+        assert not leftover_links() and not leftover_processes()
+    finally:
+        stray.kill()
+        stray.wait()
+        subprocess.run(["ip", "link", "del", "etws0"], capture_output=True)

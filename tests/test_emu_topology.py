@@ -1,0 +1,119 @@
+"""The emulator's pure builders: topology, tc commands, link checks, readiness (no root)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from edgetwin import cli
+from edgetwin.emu.mininet import mn
+from edgetwin.emu.mininet.checks import client_argv, goodput_mbps, link_check
+from edgetwin.emu.mininet.topology import (
+    bandwidth_at,
+    build_topology,
+    is_leftover_link,
+    netem_probe,
+    rate_commands,
+    schedule_commands,
+    shaping_commands,
+)
+from edgetwin.scenario import NetworkSpec
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_one_host_per_device_on_one_bridge() -> None:
+    topology = build_topology(3)
+    assert topology.bridge == "etws0"
+    assert [h.name for h in topology.hosts] == ["etwh0", "etwh1", "etwh2"]
+    assert [h.ip for h in topology.hosts] == ["10.77.0.1", "10.77.0.2", "10.77.0.3"]
+    assert [h.iface for h in topology.hosts] == ["etwh0-eth0", "etwh1-eth0", "etwh2-eth0"]
+    assert [h.bridge_port for h in topology.hosts] == ["etws0-eth1", "etws0-eth2", "etws0-eth3"]
+    assert all(len(h.iface) <= 15 and len(h.bridge_port) <= 15 for h in topology.hosts)
+    with pytest.raises(ValueError):
+        build_topology(0)
+
+
+def test_leftover_names_are_only_ours() -> None:
+    assert all(is_leftover_link(n) for n in ("etws0", "etwh1-eth0", "etws0-eth12"))
+    assert not any(is_leftover_link(n) for n in ("eth0", "lo", "etwx", "ifb0", "etw", "etwh"))
+
+
+def test_shaping_both_ends_of_every_link_with_htb() -> None:
+    topology = build_topology(2)
+    commands = shaping_commands(topology, NetworkSpec(), 200, netem=False)
+    assert len(commands) == 2 * 2 * 2  # 2 links x 2 ends x (qdisc, class)
+    assert commands[0].node == "etwh0"
+    assert " ".join(commands[0].argv) == (
+        "tc qdisc replace dev etwh0-eth0 root handle 5: htb default 1"
+    )
+    assert " ".join(commands[1].argv) == (
+        "tc class replace dev etwh0-eth0 parent 5: classid 5:1 htb rate 200mbit ceil 200mbit"
+    )
+    assert (commands[3].node, commands[3].argv[4]) == ("etws0", "etws0-eth1")
+
+
+def test_burst_and_latency_when_netem() -> None:
+    network = NetworkSpec(burst_kb=64, latency_ms=3)
+    commands = shaping_commands(build_topology(1), network, 400, netem=True)
+    assert commands[1].argv[-4:] == ("burst", "64kb", "cburst", "64kb")
+    assert " ".join(commands[2].argv) == (
+        "tc qdisc replace dev etwh0-eth0 parent 5:1 handle 10: netem delay 1.5ms"
+    )  # two queues on the way: half the one-way latency each
+    without = shaping_commands(build_topology(1), network, 400, netem=False)
+    assert not any("netem" in c.argv for c in without)
+    add, remove = netem_probe("etwh0-eth0")
+    assert add.node == remove.node == "etwh0" and "netem" in add.argv
+
+
+def test_rate_change_and_schedule() -> None:
+    topology = build_topology(2)
+    change = rate_commands(topology, 800)
+    assert len(change) == 4 and all(c.argv[:3] == ("tc", "class", "change") for c in change)
+    assert all("800mbit" in c.argv for c in change)
+    network = NetworkSpec.model_validate(
+        {"schedule": [{"at_ms": 100, "bandwidth_mbps": 300}, {"at_ms": 50, "bandwidth_mbps": 600}]}
+    )
+    assert [bandwidth_at(network, 200, t) for t in (0, 50, 99, 100, 1e6)] == [
+        200,
+        600,
+        600,
+        300,
+        300,
+    ]
+    assert all("300mbit" in c.argv for c in schedule_commands(topology, network, 200, 120))
+
+
+def test_link_check_compares_the_wire_rate() -> None:
+    check = link_check(200, "etwh1", "etwh0", goodput_mbps=191.2)
+    assert check.wire_mbps == pytest.approx(191.2 * 1514 / 1448)
+    assert abs(check.error_pct) < 0.1 and check.within_tolerance
+    assert not link_check(800, "a", "b", goodput_mbps=700).within_tolerance
+    report = json.dumps({"end": {"sum_received": {"bits_per_second": 1.5e8}}})
+    assert goodput_mbps(report) == 150
+    with pytest.raises(ValueError, match="unable to connect"):
+        goodput_mbps(json.dumps({"error": "unable to connect to server"}))
+    assert "--reverse" in client_argv("10.77.0.1", 2, reverse=True)
+
+
+def test_emu_without_root_exits_2_naming_what_is_missing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(mn.os, "geteuid", lambda: 1000)
+    out = tmp_path / "out"
+    code = cli.main(
+        ["run", str(REPO / "scenarios/emu_smoke.yaml"), "--mode", "emu", "--out", str(out)]
+    )
+    message = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in message
+    assert "field 'mode'" in message and "root" in message
+    assert not out.exists()
+
+
+def test_missing_mininet_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mn, "_mininet_found", lambda: False)
+    monkeypatch.setattr(mn.shutil, "which", lambda _tool: None)
+    missing = " ".join(mn.missing_requirements())
+    assert "Mininet" in missing and "apt-get install -y mininet bridge-utils iperf3" in missing
