@@ -1,5 +1,5 @@
 """Command line: ``edgetwin run | report | calibrate | calibrate-machine | validate``,
-``evaluate``, ``evaluate-affinity``, ``plan`` and ``emu-cleanup``.
+``evaluate``, ``evaluate-affinity``, ``plan``, ``compare`` and ``emu-cleanup``.
 
 Bad input exits with status 2 and one message naming the file and field;
 nothing half-written is left in the output folder.
@@ -27,6 +27,7 @@ from edgetwin.calibration.fit_android import (
 from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_table
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
+from edgetwin.comparison import compare_to_reference, key_label
 from edgetwin.errors import InputError, RunFailed
 from edgetwin.plan.command import add_plan_arguments, plan_command
 from edgetwin.policies.evaluate_adaptive import evaluate, load_eval_inputs
@@ -34,8 +35,9 @@ from edgetwin.policies.evaluate_affinity import evaluate_affinity, load_affinity
 from edgetwin.reports import write_report
 from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.reports.affinity import write_affinity_report
+from edgetwin.reports.html import write_comparison_report
 from edgetwin.reports.validation import summarise, write_validation_report
-from edgetwin.results import ResultRow, write_results
+from edgetwin.results import ResultRow, read_results, read_table, write_results
 from edgetwin.scenario import Scenario, configurations, dump_resolved, load_scenario
 from edgetwin.schema import read_yaml_mapping
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
@@ -84,6 +86,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", action="store_true", help="also write trace.json (Chrome trace)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(handler=_run)
+
+    compare = commands.add_parser(
+        "compare", help="one run's results vs another's (e.g. twin vs emulator), point by point"
+    )
+    compare.add_argument("predicted", type=Path, help="run folder taken as the prediction")
+    compare.add_argument("measured", type=Path, help="run folder taken as the measurement")
+    compare.add_argument("--out", type=Path, help="also write DIR/comparison.html and .csv")
+    compare.set_defaults(handler=_compare)
 
     report = commands.add_parser("report", help="(re)write DIR/report.html from DIR/results.csv")
     report.add_argument("dir", type=Path)
@@ -281,6 +291,40 @@ def _publish(staging: Path, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for path in sorted(staging.iterdir()):
         path.replace(out / path.name)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """Join two runs on the configuration; error of the first relative to the second."""
+    for folder in (args.predicted, args.measured):
+        if not (folder / "results.csv").is_file():
+            raise InputError(folder / "results.csv", None, "file not found")
+    predicted = read_results(args.predicted / "results.csv")
+    measured = read_table(args.measured / "results.csv")
+    comparison = compare_to_reference(predicted, measured)
+    if not comparison.points:
+        raise InputError(args.measured / "results.csv", None, "no configuration in common")
+    for metric, median in comparison.median_abs_error_pct.items():
+        count = sum(p["metric"] == metric and p["error_pct"] is not None for p in comparison.points)
+        print(f"{metric}: median |error| {median:.1f} % over {count} points")
+    if args.out is not None:
+        with _staging_dir(args.out) as staging:
+            with (staging / "comparison.csv").open("w", newline="") as handle:
+                writer = csv.writer(handle, lineterminator="\n")
+                writer.writerow(["configuration", "metric", "measured", "predicted", "error_pct"])
+                for p in comparison.points:
+                    writer.writerow(
+                        [
+                            key_label(p["key"]),
+                            p["metric"],
+                            p["measured"],
+                            p["predicted"],
+                            p["error_pct"],
+                        ]
+                    )
+            title = f"edgetwin: {args.predicted.name} vs {args.measured.name}"
+            write_comparison_report(staging, title, comparison)
+            _publish(staging, args.out)
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:

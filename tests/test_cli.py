@@ -301,3 +301,20 @@ def test_evaluate_writes_the_policy_scores(tmp_path: Path) -> None:
 def test_plan_subcommand_reports_bad_input(tmp_path: Path) -> None:
     assert main(["plan", str(tmp_path / "missing.plan.yaml"), "--out", str(tmp_path / "p")]) == 2
     assert not (tmp_path / "p").exists()
+
+
+def test_compare_joins_two_runs_point_by_point(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(tiny, tmp_path / "a")
+    run(tiny, tmp_path / "b", "--set", "noise_cv=0.1")
+    capsys.readouterr()
+    assert (
+        main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "c")])
+        == 0
+    )
+    assert "total_ms: median |error|" in capsys.readouterr().out
+    lines = (tmp_path / "c" / "comparison.csv").read_text().splitlines()
+    assert lines[0] == "configuration,metric,measured,predicted,error_pct" and len(lines) > 6
+    assert (tmp_path / "c" / "comparison.html").is_file()
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "nope")]) == 2

@@ -15,7 +15,7 @@ from plotly.offline import get_plotlyjs
 from edgetwin.atomic import write_text_atomic
 from edgetwin.comparison import Comparison, compare_to_reference, key_label
 from edgetwin.reports.crowd import Records, crowd_figures, is_crowd
-from edgetwin.reports.figures import HEIGHT_PX, report_figures
+from edgetwin.reports.figures import HEIGHT_PX, comparison_figure, report_figures
 from edgetwin.reports.rows import average_reps
 from edgetwin.results import ResultRow, read_results, read_table
 
@@ -99,6 +99,15 @@ def _comparison_html(comparison: Comparison) -> str:
         "<table><tr><th>Metric</th><th class='text'>Configuration</th><th>Measured</th>"
         f"<th>Predicted</th><th>Error (%)</th></tr>{points}</table>{unmatched}"
     )
+
+
+def write_comparison_report(out_dir: Path, title: str, comparison: Comparison) -> Path:
+    """``comparison.html``: predicted vs measured, the figure and every point's error."""
+    figure = comparison_figure(comparison)
+    body = (figure_html(figure) if figure is not None else "") + _comparison_html(comparison)
+    path = out_dir / "comparison.html"
+    write_text_atomic(path, page(title, body))
+    return path
 
 
 def render_report(
