@@ -26,7 +26,6 @@ come out of the twin and are reported next to the published figures.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ import yaml
 from scipy.optimize import brentq
 
 from edgetwin.atomic import write_text_atomic
+from edgetwin.calibration.profile_io import source_record
 from edgetwin.errors import InputError
 from edgetwin.results import read_table
 from edgetwin.scenario import Scenario, load_scenario
@@ -172,8 +172,8 @@ def fit_android_profiles(
         "assumptions": spec.assumptions.model_dump(),
         "derived": derived,
         "sources": [
-            {"file": reference_path.name, "sha256": _sha256(reference_path)},
-            {"file": scenario_path.name, "sha256": _sha256(scenario_path)},
+            source_record(reference_path),
+            source_record(scenario_path),
         ],
         "command": command,
         "comparison": compare_to_reference(scenario, profiles, spec, reference),
@@ -419,7 +419,3 @@ def compare_to_reference(
 
 def _round(value: float) -> float:
     return float(f"{value:.6g}")
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -10,7 +10,6 @@ each state, and energy is linear in the powers.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.optimize import least_squares, nnls
 
+from edgetwin.calibration.profile_io import source_record
 from edgetwin.comparison import compare_to_reference, key_label
 from edgetwin.errors import InputError
 from edgetwin.profile import DeviceProfile
@@ -118,8 +118,8 @@ def fit_profile(spec_path: Path, command: str) -> DeviceProfile:
                 "method": "scipy.optimize.least_squares on log errors of the twin's columns "
                 f"(total weighted {TOTAL_WEIGHT}); power by non-negative least squares",
                 "sources": [
-                    {"file": reference.name, "sha256": _sha256(reference)},
-                    {"file": scenario_path.name, "sha256": _sha256(scenario_path)},
+                    source_record(reference),
+                    source_record(scenario_path),
                 ],
                 "command": command,
                 **report,
@@ -241,7 +241,3 @@ def _residual_report(
     ]
     medians = {m: round(v, 2) for m, v in comparison.median_abs_error_pct.items()}
     return {"median_abs_error_pct": medians, "residuals": points}
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -10,7 +10,6 @@ by name: ``vit_latency.csv`` (compute), ``gloo_staged_allgather.csv`` or
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +35,7 @@ from edgetwin.calibration.fit_traces import (
     network_predictor,
     staging_predictor,
 )
+from edgetwin.calibration.profile_io import source_record
 from edgetwin.calibration.readers.energy import energy_by_phase
 from edgetwin.calibration.readers.gpu_bench import (
     StagingCopy,
@@ -214,7 +214,7 @@ def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
         "method": "per-section least squares on log errors of group means (scipy); "
         f"bootstrap over repetitions, {spec.bootstrap} resamples; power = mean of labelled "
         "NVML samples",
-        "sources": [{"file": p.name, "sha256": _sha256(p)} for p in data.files],
+        "sources": [source_record(p) for p in data.files],
         "command": command,
         "median_abs_error_pct": {
             name: fit.summary()["median_abs_error_pct"] for name, fit in fits.items()
@@ -228,10 +228,6 @@ def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
         )
     except ValidationError as exc:
         raise validation_error(exc, spec_path) from None
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @dataclass(frozen=True)
