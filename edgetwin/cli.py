@@ -167,8 +167,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.mode is not None:
         overrides.append(f"mode={args.mode}")
     scenario = load_scenario(args.scenario, overrides)
-    if args.out.exists() and not args.out.is_dir():
-        raise InputError(args.out, None, "--out exists and is not a folder")
     reference = _reference_path(scenario, args.scenario)
     if scenario.mode == "emu":
         runner = _run_emu
@@ -176,14 +174,13 @@ def _run(args: argparse.Namespace) -> int:
         runner = _run_crowd
     else:
         runner = _run_twin if scenario.mode == "twin" else _run_local
-    with _staging_dir(args.out) as staging:
+    with _output_folder(args.out) as staging:
         rows = runner(scenario, args, staging)
         write_results(staging / "results.csv", rows)
         (staging / "scenario.resolved.yaml").write_text(dump_resolved(scenario))
         if reference is not None:
             shutil.copyfile(reference, staging / "reference.csv")
         write_report(staging, title=f"edgetwin: {scenario.name}")
-        _publish(staging, args.out)
     failed = sum(row.status != "ok" for row in rows)
     print(f"{len(rows)} runs ({failed} failed) -> {args.out}/results.csv, report.html")
     return 0
@@ -269,28 +266,27 @@ def _reference_path(scenario: Scenario, scenario_path: Path) -> Path | None:
     return path
 
 
-class _staging_dir:
-    """A temporary folder beside the output folder, removed whatever happens."""
+@contextmanager
+def _output_folder(out: Path) -> Iterator[Path]:
+    """A temporary folder beside ``out``; on success every file in it moves into ``out``.
 
-    def __init__(self, out: Path) -> None:
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            self.path = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-        except OSError as exc:
-            raise InputError(out, None, f"cannot create the output folder: {exc}") from None
-
-    def __enter__(self) -> Path:
-        return self.path
-
-    def __exit__(self, *_exc: object) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
-
-
-def _publish(staging: Path, out: Path) -> None:
-    """Move every finished file into ``out`` (rename within one file system)."""
-    out.mkdir(parents=True, exist_ok=True)
-    for path in sorted(staging.iterdir()):
-        path.replace(out / path.name)
+    Nothing is half-written: on any error the temporary folder is removed and ``out``
+    keeps what it had.
+    """
+    if out.exists() and not out.is_dir():
+        raise InputError(out, None, "--out exists and is not a folder")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    except OSError as exc:
+        raise InputError(out, None, f"cannot create the output folder: {exc}") from None
+    try:
+        yield staging
+        out.mkdir(parents=True, exist_ok=True)
+        for path in sorted(staging.iterdir()):
+            path.replace(out / path.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -307,7 +303,7 @@ def _compare(args: argparse.Namespace) -> int:
         count = sum(p["metric"] == metric and p["error_pct"] is not None for p in comparison.points)
         print(f"{metric}: median |error| {median:.1f} % over {count} points")
     if args.out is not None:
-        with _staging_dir(args.out) as staging:
+        with _output_folder(args.out) as staging:
             with (staging / "comparison.csv").open("w", newline="") as handle:
                 writer = csv.writer(handle, lineterminator="\n")
                 writer.writerow(["configuration", "metric", "measured", "predicted", "error_pct"])
@@ -323,7 +319,6 @@ def _compare(args: argparse.Namespace) -> int:
                     )
             title = f"edgetwin: {args.predicted.name} vs {args.measured.name}"
             write_comparison_report(staging, title, comparison)
-            _publish(staging, args.out)
     return 0
 
 
@@ -368,11 +363,8 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
     from edgetwin.calibration.machine import FULL, QUICK, calibrate_machine, summary
 
     command = f"edgetwin calibrate-machine --out {args.out}" + (" --quick" if args.quick else "")
-    if args.out.exists() and not args.out.is_dir():
-        raise InputError(args.out, None, "--out exists and is not a folder")
-    with _staging_dir(args.out) as staging:
+    with _output_folder(args.out) as staging:
         profile = calibrate_machine(staging, QUICK if args.quick else FULL, command)
-        _publish(staging, args.out)
     print(
         f"wrote {args.out}/profile.yaml (median |error|: {summary(profile)}), "
         f"traces in {args.out}/traces, spec in {args.out}/spec.yaml"
@@ -383,12 +375,9 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     """Map, held-out twin runs and policy scores of an evaluation file."""
     inputs = load_eval_inputs(args.spec, tuple(args.set))
-    if args.out.exists() and not args.out.is_dir():
-        raise InputError(args.out, None, "--out exists and is not a folder")
-    result = evaluate(inputs.scenario, inputs.scenario_path, inputs.settings, inputs.map_table)
-    with _staging_dir(args.out) as staging:
+    with _output_folder(args.out) as staging:
+        result = evaluate(inputs.scenario, inputs.scenario_path, inputs.settings, inputs.map_table)
         write_evaluation(staging, result)
-        _publish(staging, args.out)
     for name, score in result.scores.items():
         print(
             f"{name}: accuracy {score.decision_accuracy:.3f}, regret mean "
@@ -401,12 +390,9 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _evaluate_affinity(args: argparse.Namespace) -> int:
     """Schedulers in the crowd twin vs the offline optimum, per small instance."""
     settings, scenarios = load_affinity_settings(args.spec)
-    if args.out.exists() and not args.out.is_dir():
-        raise InputError(args.out, None, "--out exists and is not a folder")
-    result = evaluate_affinity(settings, scenarios)
-    with _staging_dir(args.out) as staging:
+    with _output_folder(args.out) as staging:
+        result = evaluate_affinity(settings, scenarios)
         write_affinity_report(staging, result)
-        _publish(staging, args.out)
     for instance in result.instances:
         optimum_s = instance.optimum.schedule.makespan_ms / 1e3
         regrets = ", ".join(f"{n} {s.regret_pct:.1f} %" for n, s in instance.schedulers.items())
@@ -428,7 +414,7 @@ def _validate(args: argparse.Namespace) -> int:
     if not points:
         raise InputError(args.spec, "--by", f"no data to leave out by {args.by}")
     summary = summarise(points)
-    with _staging_dir(args.out) as staging:
+    with _output_folder(args.out) as staging:
         with (staging / "validation.csv").open("w", newline="") as handle:
             columns = ["metric", "point", "measured", "predicted", "error_pct"]
             writer = csv.DictWriter(handle, columns, lineterminator="\n")
@@ -436,7 +422,6 @@ def _validate(args: argparse.Namespace) -> int:
             writer.writerows(points)
         (staging / "validation.json").write_text(json.dumps(summary, indent=2) + "\n")
         write_validation_report(staging, f"edgetwin validation: {args.spec.name}", points)
-        _publish(staging, args.out)
     for metric, stats in summary.items():
         print(
             f"{metric}: {stats['points']:.0f} held-out points, MAPE {stats['mape_pct']:.1f} %, "
