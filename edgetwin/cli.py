@@ -226,8 +226,13 @@ def _run_emu(scenario: Scenario, args: argparse.Namespace, staging: Path) -> lis
 
 def _emu_cleanup(_args: argparse.Namespace) -> int:
     """Remove what a crashed emulator run left: its processes, interfaces and bridge."""
+    from edgetwin.emu.mininet.lock import LOCK_PATH, emulator_busy
     from edgetwin.emu.mininet.net import cleanup_leftovers
 
+    owner = emulator_busy()
+    if owner is not None:
+        problem = f"an emulator run ({owner}) is live and cleans up after itself; not touching it"
+        raise InputError(LOCK_PATH, None, problem)
     left = cleanup_leftovers()
     print(f"emu-cleanup: killed {len(left.processes)} processes, removed {len(left.links)} links")
     return 0

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from edgetwin.emu.mininet.lock import emulator_lock
 from edgetwin.emu.mininet.mn import mininet_module
 from edgetwin.emu.mininet.topology import (
     PREFIX,
@@ -101,7 +102,16 @@ class EmuNetwork:
 def emulated_network(
     topology: EmuTopology, network: NetworkSpec, bandwidth_mbps: float
 ) -> Iterator[EmuNetwork]:
-    """The network of ``topology``, every link at ``bandwidth_mbps``; torn down on exit."""
+    """The network of ``topology``, every link at ``bandwidth_mbps``; torn down on exit.
+
+    Holds the machine's emulator lock throughout: a second run waits for this one."""
+    with emulator_lock():
+        yield from _network_of(topology, network, bandwidth_mbps)
+
+
+def _network_of(
+    topology: EmuTopology, network: NetworkSpec, bandwidth_mbps: float
+) -> Iterator[EmuNetwork]:
     cleanup_leftovers()
     net = _mininet(topology)
     emu: EmuNetwork | None = None
