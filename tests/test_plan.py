@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
+from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.plan.executors import PoolExecutor, SerialExecutor
 from edgetwin.plan.questions import LoadedQuestion, load_question
@@ -174,6 +175,23 @@ def test_dask_rows_equal_local_rows(tmp_path: Path) -> None:
     ):
         dask_rows, _ = sweep_rows(loaded, journal_for(loaded, tmp_path / "d"), DaskExecutor(client))
     assert table_bytes(serial, tmp_path / "s.csv") == table_bytes(dask_rows, tmp_path / "d.csv")
+
+
+def test_tcp_scheduler_through_cli_equals_local_pool(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed")
+    question = question_file(tmp_path)
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    assert main(["plan", str(question), "--out", str(local), "--workers", "2", "--quiet"]) == 0
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        address = cluster.scheduler_address
+        assert address.startswith("tcp://")
+        args = ["plan", str(question), "--out", str(remote), "--scheduler", address, "--quiet"]
+        assert main(args) == 0
+    for name in ("results.csv", "answer.json"):
+        assert (remote / name).read_bytes() == (local / name).read_bytes(), name
+    assert not (remote / "partial").exists()
 
 
 def test_resume_runs_only_missing_configurations(tmp_path: Path) -> None:
