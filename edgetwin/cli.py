@@ -24,6 +24,7 @@ from edgetwin.calibration.fit_android import (
     is_android_spec,
     write_android_profiles,
 )
+from edgetwin.calibration.fit_emu import calibrate_from_emu, calibrate_machine_from_emu
 from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_table
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
@@ -110,6 +111,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     machine.add_argument("--out", type=Path, required=True, help="output folder")
     machine.add_argument("--quick", action="store_true", help="a small model, a few seconds")
+    machine.add_argument(
+        "--emu",
+        type=Path,
+        metavar="RUN_DIR",
+        help="fit from this `edgetwin run --mode emu` folder instead of measuring",
+    )
     machine.set_defaults(handler=_calibrate_machine)
 
     evaluate = commands.add_parser(
@@ -339,8 +346,8 @@ def _spec_kind(spec: Path) -> str:
     if is_android_spec(spec):
         return "android"
     kind = read_yaml_mapping(spec).get("kind", "table")
-    if kind not in ("table", "traces"):
-        raise InputError(spec, "kind", f"unknown calibration kind {kind!r}: table or traces")
+    if kind not in ("table", "traces", "emu"):
+        raise InputError(spec, "kind", f"unknown calibration kind {kind!r}: table, traces or emu")
     return str(kind)
 
 
@@ -353,6 +360,8 @@ def _calibrate(args: argparse.Namespace) -> int:
         return 0
     if kind == "traces":
         profile = calibrate_from_traces(args.spec, command)
+    elif kind == "emu":
+        profile = calibrate_from_emu(args.spec, command)
     else:
         profile = fit_profile(args.spec, command)
     write_profile(profile, args.out)
@@ -364,7 +373,10 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _calibrate_machine(args: argparse.Namespace) -> int:
-    """Traces, spec and profile of this machine in ``--out`` (torch is imported only here)."""
+    """Traces, spec and profile of this machine in ``--out`` (torch is imported only here);
+    with ``--emu``, spec and profile fitted from an emulator run."""
+    if args.emu is not None:
+        return _calibrate_machine_from_emu(args)
     from edgetwin.calibration.machine import FULL, QUICK, calibrate_machine, summary
 
     command = f"edgetwin calibrate-machine --out {args.out}" + (" --quick" if args.quick else "")
@@ -373,6 +385,19 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
     print(
         f"wrote {args.out}/profile.yaml (median |error|: {summary(profile)}), "
         f"traces in {args.out}/traces, spec in {args.out}/spec.yaml"
+    )
+    return 0
+
+
+def _calibrate_machine_from_emu(args: argparse.Namespace) -> int:
+    command = f"edgetwin calibrate-machine --emu {args.emu} --out {args.out}"
+    with _output_folder(args.out) as staging:
+        profile = calibrate_machine_from_emu(args.emu, staging, command)
+    medians = profile.fit["median_abs_error_pct"]
+    print(
+        f"wrote {args.out}/profile.yaml (in-sample median |error| %: "
+        + ", ".join(f"{k} {v}" for k, v in medians.items())
+        + f"), spec in {args.out}/spec.yaml"
     )
     return 0
 

@@ -11,7 +11,7 @@ each state, and energy is linear in the powers.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -33,7 +33,8 @@ TIMING_METRICS = ("compute_ms", "staging_ms", "comm_ms", "total_ms")
 TOTAL_WEIGHT = 2.0  # the total matters most to a user; components keep the split honest
 
 # (path in the profile, lower bound, upper bound, start)
-TIMING_PARAMETERS: tuple[tuple[str, float, float, float], ...] = (
+Parameter = tuple[str, float, float, float]
+TIMING_PARAMETERS: tuple[Parameter, ...] = (
     ("compute.throughput_gflops", 10.0, 1e6, 500.0),
     ("compute.launch_floor_ms", 0.0, 50.0, 1.0),
     ("compute.sync_host_ms", 0.0, 100.0, 5.0),
@@ -110,8 +111,8 @@ def fit_profile(spec_path: Path, command: str) -> DeviceProfile:
     scenario_path = (base / spec.scenario).resolve()
     scenario = load_scenario(scenario_path)
     measured = read_measured(reference)
-    profile = _fit_measured(spec, scenario, measured)
-    report = _residual_report(scenario, profile, measured, reference)
+    profile = fit_measured(spec.profile, scenario, measured)
+    report = residual_report(scenario, profile, measured, reference)
     return profile.model_copy(
         update={
             "fit": {
@@ -136,7 +137,7 @@ def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
     points: list[dict[str, Any]] = []
     for batch in sorted({row.config.batch for row in measured}):
         kept = [row for row in measured if row.config.batch != batch]
-        profile = _fit_measured(spec, scenario, kept)
+        profile = fit_measured(spec.profile, scenario, kept)
         for row in measured:
             if row.config.batch != batch:
                 continue
@@ -157,15 +158,26 @@ def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
     return points
 
 
-def _fit_measured(
-    spec: CalibrationSpec, scenario: Scenario, measured: list[MeasuredRow]
+def fit_measured(
+    facts: ProfileFacts,
+    scenario: Scenario,
+    measured: Sequence[MeasuredRow],
+    parameters: Sequence[Parameter] = TIMING_PARAMETERS,
+    fixed: Mapping[str, float] | None = None,
 ) -> DeviceProfile:
-    """Timing parameters by least squares through the twin, then power (when energy is there)."""
-    start = [p[3] for p in TIMING_PARAMETERS]
-    bounds = ([p[1] for p in TIMING_PARAMETERS], [p[2] for p in TIMING_PARAMETERS])
+    """Timing ``parameters`` (less the ``fixed`` ones) by least squares through the twin,
+    then power when the rows have energy (else 1 W per state, unless ``fixed``)."""
+    fixed = dict(fixed or {})
+    free = [p for p in parameters if p[0] not in fixed]
+    start = [p[3] for p in free]
+    bounds = ([p[1] for p in free], [p[2] for p in free])
+
+    def profile_at(x: Sequence[float] | np.ndarray, power: dict[str, float]) -> DeviceProfile:
+        values = {path: float(v) for (path, *_), v in zip(free, x, strict=True)}
+        return _profile(facts, {**values, **power, **fixed})
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        profile = _profile(spec.profile, x, _unit_power())
+        profile = profile_at(x, _unit_power())
         errors = []
         for row in measured:
             predicted = _simulate(scenario, profile, row.config).row
@@ -177,10 +189,10 @@ def _fit_measured(
         return np.array(errors)
 
     fit = least_squares(residuals, start, bounds=bounds, x_scale="jac", diff_step=1e-4)
-    timing_only = _profile(spec.profile, fit.x, _unit_power())
+    timing_only = profile_at(fit.x, _unit_power())
     has_energy = any(row.values.get("energy_j") for row in measured)
     power = _fit_power(scenario, timing_only, measured) if has_energy else _unit_power()
-    return _profile(spec.profile, fit.x, power)
+    return profile_at(fit.x, power)
 
 
 def _simulate(scenario: Scenario, profile: DeviceProfile, config: Configuration) -> RunOutcome:
@@ -190,21 +202,20 @@ def _simulate(scenario: Scenario, profile: DeviceProfile, config: Configuration)
 
 
 def _unit_power() -> dict[str, float]:
-    return {f"{state}_w": 1.0 for state in STATES}
+    return {f"power.{state}_w": 1.0 for state in STATES}
 
 
-def _profile(
-    facts: ProfileFacts, x: Sequence[float] | np.ndarray, power: dict[str, float]
-) -> DeviceProfile:
+def _profile(facts: ProfileFacts, values: Mapping[str, float]) -> DeviceProfile:
+    """A profile from its facts and ``section.parameter`` values."""
     sections: dict[str, dict[str, Any]] = {"compute": {}, "staging": {}, "network": {}}
-    for (path, *_), value in zip(TIMING_PARAMETERS, x, strict=True):
+    for path, value in values.items():
         section, key = path.split(".")
-        sections[section][key] = round(float(value), 6)
-    return DeviceProfile.model_validate({**facts.model_dump(), **sections, "power": power})
+        sections.setdefault(section, {})[key] = round(float(value), 6)
+    return DeviceProfile.model_validate({**facts.model_dump(), **sections})
 
 
 def _fit_power(
-    scenario: Scenario, profile: DeviceProfile, measured: list[MeasuredRow]
+    scenario: Scenario, profile: DeviceProfile, measured: Sequence[MeasuredRow]
 ) -> dict[str, float]:
     """Watts per state from rows with energy: relative non-negative least squares."""
     rows, targets = [], []
@@ -221,11 +232,11 @@ def _fit_power(
     if not rows:
         raise InputError(None, "energy_j", "the measured table has no energy to fit power from")
     watts, _ = nnls(np.array(rows), np.array(targets))
-    return {f"{state}_w": round(float(w), 4) for state, w in zip(STATES, watts, strict=True)}
+    return {f"power.{state}_w": round(float(w), 4) for state, w in zip(STATES, watts, strict=True)}
 
 
-def _residual_report(
-    scenario: Scenario, profile: DeviceProfile, measured: list[MeasuredRow], reference: Path
+def residual_report(
+    scenario: Scenario, profile: DeviceProfile, measured: Sequence[MeasuredRow], reference: Path
 ) -> dict[str, Any]:
     rows = [_simulate(scenario, profile, row.config).row for row in measured]
     comparison = compare_to_reference(rows, read_table(reference))

@@ -26,7 +26,7 @@ import yaml
 from torch.multiprocessing.spawn import spawn
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.calibration.profile_io import write_profile
+from edgetwin.calibration.profile_io import host_ram_mb, write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces
 from edgetwin.emu.vit.launcher import LOOPBACK_ADDR, free_port
 from edgetwin.emu.vit.model import build_vit, make_images
@@ -83,7 +83,7 @@ def machine_spec(plan: Plan) -> dict[str, Any]:
             "name": f"machine_{os.uname().nodename}",
             "description": f"{os.uname().machine} host, {os.cpu_count()} cores, torch "
             f"{torch.__version__}, GLOO over loopback; no power meter (powers are 0)",
-            "ram_mb": _ram_mb(),
+            "ram_mb": host_ram_mb(),
         },
         "traces": "traces",
         "model": plan.model.model_dump(exclude={"preset"}),
@@ -92,11 +92,6 @@ def machine_spec(plan: Plan) -> dict[str, Any]:
         "bootstrap": 10,
         "seed": 0,
     }
-
-
-def _ram_mb() -> float:
-    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return round(pages / 2**20)
 
 
 def _timed_ms(fn: Callable[[], object], reps: int, warmup: int) -> list[float]:

@@ -1,8 +1,9 @@
-"""Writing device profiles (YAML), atomically and in a stable key order."""
+"""Writing device profiles (YAML), atomically and in a stable key order; input provenance."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import yaml
@@ -22,3 +23,8 @@ def write_profile(profile: DeviceProfile, path: Path) -> None:
 def source_record(path: Path) -> dict[str, str]:
     """Provenance of one input file: its name and SHA-256."""
     return {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def host_ram_mb() -> float:
+    """This machine's physical memory, in MB (the ``ram_mb`` of a profile of it)."""
+    return round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**20)

@@ -1,0 +1,146 @@
+"""A profile of this machine from an emulator run (``kind: emu`` calibration specs).
+
+The folder ``edgetwin run --mode emu`` writes holds what the fit needs:
+``results.csv`` (rank 0's compute, staging and communication per configuration
+and repetition), ``link_check.csv`` (what iperf3 carried over each shaped link)
+and ``scenario.resolved.yaml`` (the model and network the ranks ran). The
+link check gives the share of the link rate a TCP stream carries (htb shapes
+whole frames: headers take ~4.4 %), which is fixed, not fitted. The timing
+parameters are fitted as for a measured table (``fit_reference``): the twin
+replays every emulated configuration and least squares moves the parameters.
+Every rank of the emulator runs on this machine's CPU cores, so the
+parameters are those of a CPU: the host is the device (no separate host side
+of a block, no GPU copy), host copies cost linearly in bytes, and there is no
+power meter (powers are 0).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from statistics import median
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field
+
+from edgetwin.atomic import write_text_atomic
+from edgetwin.calibration.fit_reference import (
+    MeasuredRow,
+    Parameter,
+    ProfileFacts,
+    fit_measured,
+    read_measured,
+    residual_report,
+)
+from edgetwin.calibration.profile_io import host_ram_mb, source_record, write_profile
+from edgetwin.errors import InputError
+from edgetwin.profile import DeviceProfile
+from edgetwin.results import parse_number, read_table
+from edgetwin.scenario import load_scenario
+from edgetwin.schema import Strict, load_yaml_model
+from edgetwin.sim.device import STATES
+
+RUN_FILES = ("results.csv", "link_check.csv", "scenario.resolved.yaml")
+
+# (path in the profile, lower bound, upper bound, start)
+EMU_PARAMETERS: tuple[Parameter, ...] = (
+    ("compute.throughput_gflops", 1.0, 1e5, 50.0),
+    ("compute.launch_floor_ms", 0.0, 100.0, 1.0),
+    ("compute.rows_half_util", 0.0, 1e4, 10.0),
+    ("staging.fixed_ms", 0.0, 50.0, 0.05),
+    ("staging.ms_per_mb", 0.0, 100.0, 0.5),
+    ("network.message_overhead_ms", 0.0, 50.0, 0.5),
+)
+CPU_FIXED: dict[str, float] = {
+    "compute.sync_host_ms": 0.0,
+    "compute.sync_host_ms_per_mb": 0.0,
+    "staging.size_exponent": 1.0,
+    **{f"power.{state}_w": 0.0 for state in STATES},
+}
+
+
+class EmuCalibrationSpec(Strict):
+    """A ``kind: emu`` calibration job: facts, the emulator run folder, fixed values."""
+
+    kind: Literal["emu"]
+    profile: ProfileFacts
+    run: str  # an `edgetwin run --mode emu` output folder, relative to the spec
+    fixed: dict[str, float] = Field(default_factory=dict)
+
+
+def calibrate_from_emu(spec_path: Path, command: str) -> DeviceProfile:
+    """The profile an emu spec describes, with its residuals and the inputs' SHA-256."""
+    spec = load_yaml_model(spec_path, EmuCalibrationSpec)
+    run = (spec_path.parent / spec.run).resolve()
+    for name in RUN_FILES:
+        if not (run / name).is_file():
+            raise InputError(run / name, None, "not found: the spec's run is not an emulator run")
+    scenario = load_scenario(run / "scenario.resolved.yaml")
+    measured = read_emu_rows(run / "results.csv")
+    efficiency = goodput_share(run / "link_check.csv")
+    fixed = CPU_FIXED | {"network.bandwidth_efficiency": efficiency} | spec.fixed
+    profile = fit_measured(spec.profile, scenario, measured, EMU_PARAMETERS, fixed)
+    report = residual_report(scenario, profile, measured, run / "results.csv")
+    fit = {
+        "method": "scipy.optimize.least_squares on log errors of the twin's compute, staging, "
+        "comm and total (total weighted 2) over every row of an emulator run; "
+        "bandwidth_efficiency = median iperf3 goodput / set rate of link_check.csv",
+        "sources": [source_record(run / name) for name in RUN_FILES],
+        "command": command,
+        "rows": {"mode": "emu", "count": len(measured)},
+        "fixed": fixed,
+        **report,
+    }
+    return profile.model_copy(update={"fit": fit})
+
+
+def calibrate_machine_from_emu(run_dir: Path, out_dir: Path, command: str) -> DeviceProfile:
+    """``out_dir/spec.yaml`` (this machine's facts, the run) and the profile fitted from it."""
+    spec_path = out_dir / "spec.yaml"
+    spec = machine_emu_spec(Path(os.path.relpath(run_dir.resolve(), out_dir.resolve())))
+    write_text_atomic(spec_path, yaml.safe_dump(spec, sort_keys=False))
+    profile = calibrate_from_emu(spec_path, command)
+    write_profile(profile, out_dir / "profile.yaml")
+    return profile
+
+
+def machine_emu_spec(run: Path) -> dict[str, Any]:
+    """An emu spec for this machine and the emulator run at ``run`` (relative to the spec)."""
+    host = os.uname()
+    return {
+        "kind": "emu",
+        "profile": {
+            "name": f"machine_emu_{host.nodename}",
+            "description": f"{host.machine} host, {os.cpu_count()} cores; every emulated device "
+            "runs on its CPU cores; GLOO over htb-shaped Mininet links; no power meter "
+            "(powers are 0)",
+            "ram_mb": host_ram_mb(),
+        },
+        "run": str(run),
+    }
+
+
+def read_emu_rows(path: Path) -> list[MeasuredRow]:
+    """The rows of an emulator run; a row of another mode or a failed one is an error."""
+    for line, row in enumerate(read_table(path), start=2):
+        if row.get("mode") != "emu":
+            problem = f"line {line}: mode {row.get('mode')!r}; an emu fit reads emulator rows only"
+            raise InputError(path, "mode", problem)
+        if row.get("status", "ok") != "ok":
+            raise InputError(path, "status", f"line {line}: a failed run: {row['status']}")
+    return read_measured(path)
+
+
+def goodput_share(path: Path) -> float:
+    """Median of iperf3's TCP goodput over the set rate, every bandwidth and direction."""
+    shares = []
+    for line, row in enumerate(read_table(path), start=2):
+        goodput = parse_number(row.get("goodput_mbps"))
+        rate = parse_number(row.get("bandwidth_mbps"))
+        if goodput is None or rate is None or goodput <= 0 or rate <= 0:
+            raise InputError(path, f"line {line}", "needs positive goodput_mbps, bandwidth_mbps")
+        shares.append(goodput / rate)
+    if not shares:
+        raise InputError(path, None, "no rows")
+    return round(median(shares), 4)
