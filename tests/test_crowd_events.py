@@ -121,9 +121,9 @@ def test_one_phone_streaming_exact_trace(tmp_path: Path) -> None:
     ]
     row = outcome.rows[0]
     assert row.total_ms == pytest.approx(2562)  # + aggregation of 2 inputs
-    # critical input i1: inferences 2 x 100; loads: the broadcast's 1000 (its s0 phone);
-    # transfers 4 x 20
-    assert (row.compute_ms, row.staging_ms, row.comm_ms) == pytest.approx((200, 1000, 80))
+    # critical input i1: inferences 2 x 100; no load (each of its tasks found its stage
+    # resident, as the worker reports it: the load just before the task); transfers 4 x 20
+    assert (row.compute_ms, row.staging_ms, row.comm_ms) == pytest.approx((200, 0, 80))
     # load 2 s x 5 W, inference 0.4 s x 10 W, transfers 0.16 s x 2 W, idle 2 ms x 1 W
     assert row.energy_j == pytest.approx(10 + 4 + 0.32 + 0.002)
     assert row.battery_mah == pytest.approx((10 + 4 + 0.32 + 0.002) / 3.6 / 4.0)
@@ -138,29 +138,30 @@ def test_two_phones_barrier_exact_trace_with_deferred_load(tmp_path: Path) -> No
     phone = toy_phone_file(tmp_path)
     raw = toy_crowd([{"name": "toy", "profile": phone, "count": 2}], "crowdio_barrier")
     outcome = simulate(raw)
-    # Both load s0 (broadcast) and run one input each. toy-0 finishes first, which
-    # releases s1: nothing is ready (barrier), so toy-0 is sent the deferred LOAD s1.
-    # toy-1's completion lifts the barrier: (i0, s1) goes to toy-1 (the only idle
-    # phone, which must load s1), (i1, s1) to toy-0 once s1 is resident there.
+    # Both are sent LOAD s0 (broadcast) and, while loading, one input each (they count as
+    # holding s0). toy-0's completion releases s1: nothing is ready (barrier) and toy-0 has
+    # no s0 task left, so it is sent the deferred LOAD s1. toy-1's completion, at the same
+    # time, lifts the barrier: (i0, s1) goes to toy-0 (s1 queued: the resident tier) and
+    # (i1, s1) to toy-1 (s1 cached), which must load it.
     assert gantt(outcome, "toy-0") == [
         ("load", 0, 1000, "s0 warm"),
         ("transfer", 1000, 1020, "i0 s0 in"),
         ("infer", 1020, 1120, "i0 s0"),
         ("transfer", 1120, 1140, "i0 s0 out"),
         ("load", 1140, 2140, "s1 warm"),
-        ("transfer", 2140, 2160, "i1 s1 in"),
-        ("infer", 2160, 2260, "i1 s1"),
-        ("transfer", 2260, 2280, "i1 s1 out"),
+        ("transfer", 2140, 2160, "i0 s1 in"),
+        ("infer", 2160, 2260, "i0 s1"),
+        ("transfer", 2260, 2280, "i0 s1 out"),
     ]
     assert gantt(outcome, "toy-1") == [
         ("load", 0, 1000, "s0 warm"),
         ("transfer", 1000, 1020, "i1 s0 in"),
         ("infer", 1020, 1120, "i1 s0"),
         ("transfer", 1120, 1140, "i1 s0 out"),
-        ("load", 1140, 2140, "i0 s1 warm"),
-        ("transfer", 2140, 2160, "i0 s1 in"),
-        ("infer", 2160, 2260, "i0 s1"),
-        ("transfer", 2260, 2280, "i0 s1 out"),
+        ("load", 1140, 2140, "i1 s1 warm"),
+        ("transfer", 2140, 2160, "i1 s1 in"),
+        ("infer", 2160, 2260, "i1 s1"),
+        ("transfer", 2260, 2280, "i1 s1 out"),
     ]
     assert [(e.phone, e.event, e.stage) for e in events(outcome, "release", "deferred_load")] == [
         ("foreman", "release", "s1"),

@@ -1,17 +1,22 @@
 """The foreman: job records, the dependency manager, dispatch, JIT loading and churn.
 
-On submission a job gets N x S task records, its first-stage tasks are queued
-and the first stage is broadcast: every idle connected phone that does not
-hold it resident loads it. Later stages are released one by one, at the first
-completion of the stage before (JIT deferred loading): the phone whose task
-released a stage is sent its load instruction if it is still idle once the
-ready tasks are dispatched. The dependency manager injects each result into
-the tasks it unblocks (streaming or barrier) and queues them; queued tasks go,
-oldest first, to the worker the scheduler picks among the idle phones (see
-``candidates``). A phone that leaves loses its task, which is queued again; a
-task whose session does not fit a phone is queued again and that phone is not
-offered the stage again. When the last stage of every input is done the
-foreman aggregates the logits (its cost is modelled) and the job is finished.
+It takes the real foreman's decisions (``edgetwin.emu.crowdio.job`` and
+``dispatch``), on simulated phones. On submission a job gets N x S task
+records, its first-stage tasks are queued and the first stage is broadcast:
+every connected phone without a task that does not hold it is sent its LOAD.
+Queued tasks go, oldest first, to the phone the scheduler picks among the
+connected phones without a task (see ``candidates``); a phone that is still
+loading counts, and is seen as holding the stage it loads, as the real
+foreman sees a worker whose LOAD is queued. A phone is sent UNLOAD + LOAD
+when it does not hold the task's stage, then RUN_TASK, and handles them in
+order. Later stages are released one by one, at the first completion of the
+stage before, and loaded ahead of their tasks by the JIT rule of ``jit``. The
+dependency manager injects each result into the tasks it unblocks (streaming
+or barrier) and queues them. A phone that leaves loses its task, which is
+queued again; a task whose session does not fit a phone is queued again and
+that phone is not offered the stage again. When the last stage of every input
+is done the foreman aggregates the logits (its cost is modelled) and the job
+is finished.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ from edgetwin.sim.crowd.costs import (
     task_input_bytes,
     task_output_bytes,
 )
-from edgetwin.sim.crowd.phone import Load, OutOfMemory, Phone
+from edgetwin.sim.crowd.jit import StageCounts
+from edgetwin.sim.crowd.phone import Load, LoadStage, OutOfMemory, Phone, RunTask
 from edgetwin.sim.crowd.records import Recorder
 from edgetwin.sim.crowd.tasks import Job, TaskRecord, TaskState, unblocked_by
 from edgetwin.sim.device import DeviceLeft
@@ -62,12 +68,15 @@ class Foreman:
         self.recorder = recorder
         self.on_job_finished = on_job_finished
         self.jobs: list[Job] = []
+        self.in_flight: list[Job] = []  # submitted and not finished, oldest first
         self.pending: list[tuple[int, TaskRecord]] = []  # (seq, task), oldest first
+        self.counts = StageCounts(len(spec.stages))
+        self.stage_index = {stage.name: k for k, stage in enumerate(spec.stages)}
         self._seq = count()
         self._joined = count()
         stage_views = [TaskView(stage.name, stage.name, stage.ram_mb) for stage in spec.stages]
         self.index = make_index(scheduler.name, self.phones, stage_views)
-        self._broadcast_targets: set[str] = set()  # idle phones without the first stage resident
+        self._broadcast_targets: set[str] = set()  # no task, first stage not held
         for phone in self.phones:
             phone.device.on_leave.append(partial(self._phone_left, phone))
             phone.device.on_rejoin.append(partial(self._phone_joined, phone))
@@ -77,28 +86,20 @@ class Foreman:
 
     # ------------------------------------------------------------ jobs
     def submit(self) -> Job:
-        """A new job: queue its first stage and broadcast the first partition."""
+        """A new job: queue its first stage, broadcast the first partition, dispatch."""
         job = Job.create(len(self.jobs), self.spec, self.env.now)
         self.jobs.append(job)
+        self.in_flight.append(job)
         self.recorder.event("foreman", "submit", job.job_id)
+        for s in range(job.stages):
+            self.counts.add(s, self.spec.inputs, job.released[s])
         for item in range(self.spec.inputs):
             self._enqueue(job.tasks[item][0])
         first = self.spec.stages[0]
-        targets = sorted(
-            self._broadcast_targets, key=lambda name: self.index.phones[name].joined_order
-        )
-        for name in targets:
-            self._start(
-                self.index.phones[name],
-                self._load_for(self.index.phones[name], first, job, broadcast=True),
-            )
+        for phone in self._by_join_order(self._broadcast_targets):
+            self._send_load(phone, LoadStage(first, job, None, "broadcast"))
         self._dispatch()
         return job
-
-    @staticmethod
-    def _wants(phone: Phone, stage: StageSpec) -> bool:
-        """Whether an idle phone should be sent a load instruction for ``stage``."""
-        return phone.available and phone.resident is not stage and stage.name not in phone.banned
 
     def _enqueue(self, task: TaskRecord) -> None:
         if task.seq < 0:
@@ -107,7 +108,7 @@ class Foreman:
         bisect.insort(self.pending, (task.seq, task), key=lambda entry: entry[0])
 
     def _dispatch(self) -> None:
-        """Give queued tasks, oldest first, to the workers the scheduler picks."""
+        """Queued tasks, oldest first, to the phones the scheduler picks; then JIT loads."""
         waiting = []
         for entry in self.pending:
             task = entry[1]
@@ -119,79 +120,113 @@ class Foreman:
             if choice is None:
                 waiting.append(entry)
                 continue
-            phone = self.index.phones[choice]
-            phone.tasks_assigned += 1
-            task.state, task.worker = TaskState.RUNNING, phone.name
-            self._join(task.job, phone)
-            self.recorder.event(phone.name, "assign", task.job.job_id, task.item, task.stage.name)
-            self._start(phone, self._run_task(phone, task))
+            self._assign(task, self.index.phones[choice])
         self.pending = waiting
+        self._jit_loads()
+
+    def _assign(self, task: TaskRecord, phone: Phone) -> None:
+        """UNLOAD + LOAD when the phone does not hold the task's stage, then RUN_TASK."""
+        job, s = task.job, task.stage_index
+        phone.tasks_assigned += 1
+        phone.task = task
+        task.state, task.worker = TaskState.RUNNING, phone.name
+        job.unassigned[s] -= 1
+        self.counts.add(s, -1, job.released[s])
+        self.recorder.event(phone.name, "assign", job.job_id, task.item, task.stage.name)
+        if phone.target is not task.stage:
+            self._send_load(phone, LoadStage(task.stage, job, task.item, "task"))
+        self._send(phone, job, RunTask(task))
+
+    def _jit_loads(self) -> None:
+        """Idle phones with nothing left on their stage load a released stage short of holders."""
+        if not self.counts.any_wanted():
+            return
+        for phone in self._by_join_order(self.index.available):
+            current = None if phone.target is None else self.stage_index[phone.target.name]
+            banned = {self.stage_index[name] for name in phone.banned}
+            stage = self.counts.stage_to_load(current, banned)
+            if stage is not None:
+                job = next(j for j in self.in_flight if j.released[stage] and j.unassigned[stage])
+                self._send_load(
+                    phone, LoadStage(self.spec.stages[stage], job, None, "deferred_load")
+                )
+                if not self.counts.any_wanted():
+                    return
+
+    def _by_join_order(self, names: set[str]) -> list[Phone]:
+        return sorted((self.index.phones[name] for name in names), key=lambda p: p.joined_order)
 
     # ------------------------------------------------------------ work on phones
-    def _start(self, phone: Phone, work: Generator[simpy.Event, object, None]) -> None:
-        phone.busy = True
-        phone.process = self.env.process(work)
-        self._refresh(phone)
+    def _send_load(self, phone: Phone, load: LoadStage) -> None:
+        if load.why != "task":
+            self.recorder.event(phone.name, load.why, load.job.job_id, None, load.stage.name)
+        self._hold(phone, load.stage)
+        self._send(phone, load.job, load)
 
-    def _finish(self, phone: Phone) -> None:
-        phone.device.enter("idle")
-        phone.busy = False
-        phone.process = None
-        self._refresh(phone)
-
-    def _run_task(self, phone: Phone, task: TaskRecord) -> Generator[simpy.Event, object, None]:
-        job, s = task.job, task.stage_index
-        ids = (job.job_id, task.item, task.stage.name)
-        try:
-            load = yield from phone.make_resident(task.stage, *ids[:2])
-            task.load_ms = self._count_load(job, phone, load, task.stage)
-            comm_ms = yield from phone.transfer(task_input_bytes(self.spec, s), "in", *ids)
-            task.infer_ms = yield from phone.infer(task.stage, *ids[:2])
-            job.gflops += task.stage.gflops
-            out_bytes = task_output_bytes(self.spec, s)
-            task.comm_ms = comm_ms + (yield from phone.transfer(out_bytes, "out", *ids))
-            job.bytes_sent += out_bytes
-            job.bytes_moved += task_input_bytes(self.spec, s) + out_bytes
-        except simpy.Interrupt:
-            self._requeue(task, phone, "lost")
-            self._finish(phone)
-            self._dispatch()
-            return
-        except OutOfMemory:
-            phone.banned.add(task.stage.name)
-            self._requeue(task, phone, "rescheduled")
-            self._finish(phone)
-            self._dispatch()
-            return
-        released = self._complete(task, phone)
-        self._finish(phone)
-        self._dispatch()
-        if released is not None and self._wants(phone, released):
-            self._start(phone, self._load_for(phone, released, job, broadcast=False))
-
-    def _load_for(
-        self, phone: Phone, stage: StageSpec, job: Job, broadcast: bool
-    ) -> Generator[simpy.Event, object, None]:
-        """A load instruction: the eager broadcast, or a released stage's deferred load."""
+    def _send(self, phone: Phone, job: Job, instruction: LoadStage | RunTask) -> None:
+        """Put an instruction in the phone's inbox; start handling it if the phone is idle."""
         self._join(job, phone)
-        self.recorder.event(
-            phone.name, "broadcast" if broadcast else "deferred_load", job.job_id, None, stage.name
-        )
+        phone.inbox.append(instruction)
+        if phone.process is None:
+            phone.process = self.env.process(self._work(phone))
+        self._refresh(phone)
+
+    def _work(self, phone: Phone) -> Generator[simpy.Event, object, None]:
+        """The phone handles its inbox in order, as a worker handles its connection."""
         try:
-            load = yield from phone.make_resident(stage, job.job_id, None)
-            loaded_ms = self._count_load(job, phone, load, stage)
-            if broadcast:
-                job.broadcast_load_ms[phone.name] = loaded_ms
+            while phone.inbox:
+                instruction = phone.inbox.popleft()
+                if isinstance(instruction, LoadStage):
+                    yield from self._load(phone, instruction)
+                else:
+                    yield from self._run(phone, instruction.task)
         except simpy.Interrupt:
-            pass
+            phone.inbox.clear()
+            phone.device.enter("idle")
+            phone.process = None
+            if phone.task is not None:
+                self._requeue(phone, "lost")
+            return
+        phone.device.enter("idle")
+        phone.process = None
+
+    def _load(self, phone: Phone, load: LoadStage) -> Generator[simpy.Event, object, None]:
+        job, stage = load.job, load.stage
+        try:
+            done = yield from phone.make_resident(stage, job.job_id, load.item)
         except OutOfMemory:
             phone.banned.add(stage.name)
-        self._finish(phone)
+            if phone.target is stage:
+                self._hold(phone, None)
+            self._refresh(phone)
+            return
+        phone.last_load_ms = self._count_load(job, phone, done, stage)
+        if load.why == "broadcast":
+            job.broadcast_load_ms[phone.name] = phone.last_load_ms
+
+    def _run(self, phone: Phone, task: TaskRecord) -> Generator[simpy.Event, object, None]:
+        job, s = task.job, task.stage_index
+        if phone.resident is not task.stage:  # its load did not fit: the task fails there
+            self._requeue(phone, "rescheduled")
+            return
+        ids = (job.job_id, task.item, task.stage.name)
+        phone.use(task.stage)
+        job.peak_rss_mb = max(job.peak_rss_mb, task.stage.ram_mb)
+        task.load_ms, phone.last_load_ms = phone.last_load_ms, 0.0
+        comm_ms = yield from phone.transfer(task_input_bytes(self.spec, s), "in", *ids)
+        task.infer_ms = yield from phone.infer(task.stage, *ids[:2])
+        job.gflops += task.stage.gflops
+        out_bytes = task_output_bytes(self.spec, s)
+        task.comm_ms = comm_ms + (yield from phone.transfer(out_bytes, "out", *ids))
+        job.bytes_sent += out_bytes
+        job.bytes_moved += task_input_bytes(self.spec, s) + out_bytes
+        self._complete(task, phone)
+        phone.task = None
+        self._refresh(phone)
         self._dispatch()
 
     def _count_load(self, job: Job, phone: Phone, load: Load | None, stage: StageSpec) -> float:
         if load is None:
-            job.peak_rss_mb = max(job.peak_rss_mb, stage.ram_mb)
             return 0.0
         job.cold_loads += load.cold
         job.warm_loads += not load.cold
@@ -201,35 +236,41 @@ class Foreman:
             job.bytes_moved += round(blob_bytes(stage))
         return load.duration_ms
 
-    def _requeue(self, task: TaskRecord, phone: Phone, why: str) -> None:
+    def _requeue(self, phone: Phone, why: str) -> None:
+        """The phone's task goes back to the queue (it left, or the stage did not fit)."""
+        task = phone.task
+        assert task is not None
+        phone.task = None
         self.recorder.event(phone.name, why, task.job.job_id, task.item, task.stage.name)
         task.job.redispatched += 1
+        task.job.unassigned[task.stage_index] += 1
+        self.counts.add(task.stage_index, 1, task.job.released[task.stage_index])
         task.worker = None
         self._enqueue(task)
+        self._refresh(phone)
+        self._dispatch()
 
-    def _complete(self, task: TaskRecord, phone: Phone) -> StageSpec | None:
-        """The dependency manager: record the result, queue what it unblocks.
-
-        Returns the stage this completion released, if it released one.
-        """
+    def _complete(self, task: TaskRecord, phone: Phone) -> None:
+        """The dependency manager: record a result, release the next stage, queue what is ready."""
         job, s = task.job, task.stage_index
         assert task.state is TaskState.RUNNING and task.worker == phone.name
         task.state, task.done_ms = TaskState.DONE, self.env.now
         phone.tasks_done += 1
         job.done_per_stage[s] += 1
         self.recorder.event(phone.name, "done", job.job_id, task.item, task.stage.name)
-        released = None
         if s + 1 < job.stages and not job.released[s + 1]:
             job.released[s + 1] = True
-            released = job.spec.stages[s + 1]
-            self.recorder.event("foreman", "release", job.job_id, None, released.name)
+            self.counts.release(s + 1, job.unassigned[s + 1])
+            self.recorder.event(
+                "foreman", "release", job.job_id, None, self.spec.stages[s + 1].name
+            )
         for unblocked in unblocked_by(task, self.mode):
             self._enqueue(unblocked)
         if s + 1 == job.stages:
             job.items_done += 1
             if job.items_done == job.spec.inputs:
+                self.in_flight.remove(job)
                 self.env.process(self._aggregate(job))
-        return released
 
     def _aggregate(self, job: Job) -> Generator[simpy.Event, object, None]:
         self.recorder.event("foreman", "aggregate", job.job_id)
@@ -245,17 +286,28 @@ class Foreman:
         if phone.name not in job.energy_start_j:
             job.energy_start_j[phone.name] = phone.energy_j()
 
-    # ------------------------------------------------------------ churn
+    # ------------------------------------------------------------ phones' state
+    def _hold(self, phone: Phone, stage: StageSpec | None) -> None:
+        """The stage the foreman sees on ``phone`` (resident or queued) is now ``stage``."""
+        index = self.stage_index.get
+        self.counts.hold(
+            None if phone.target is None else index(phone.target.name),
+            None if stage is None else index(stage.name),
+        )
+        phone.target = stage
+
     def _refresh(self, phone: Phone) -> None:
         phone.view = phone.make_view()
         self.index.update(phone)
-        if self._wants(phone, self.spec.stages[0]):
+        first = self.spec.stages[0]
+        if phone.available and phone.target is not first and first.name not in phone.banned:
             self._broadcast_targets.add(phone.name)
         else:
             self._broadcast_targets.discard(phone.name)
 
     def _phone_left(self, phone: Phone, cause: DeviceLeft) -> None:
         phone.lose_session()
+        self._hold(phone, None)
         phone.away_since_ms = self.env.now
         self.recorder.event(phone.name, "left", stage=cause.reason)
         process = phone.process

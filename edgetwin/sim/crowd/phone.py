@@ -5,14 +5,15 @@ module adds what a CROWDio worker is: at most one resident ONNX session
 (loading another stage unloads the resident one first), partitions cached on
 storage (least recently used go first), and the pieces of work the foreman
 asks for (load a stage, receive a task's input, run it, send the result).
-Each piece is a generator for a SimPy process the foreman owns (which puts
-the phone back to idle when the process ends); a phone that leaves
-interrupts it.
+Like the worker app on its connection, a phone handles the foreman's
+instructions (``LoadStage``, ``RunTask``) one after the other from its
+inbox, in one SimPy process the foreman owns; a phone that leaves interrupts
+it.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from edgetwin.scenario import StageSpec
 from edgetwin.sim.crowd.costs import blob_bytes, inference_ms, warm_load_ms
 from edgetwin.sim.crowd.phone_profile import PhoneProfile, device_profile
 from edgetwin.sim.crowd.records import Recorder
+from edgetwin.sim.crowd.tasks import Job, TaskRecord
 from edgetwin.sim.device import WH_TO_J, Device, DeviceLeft
 from edgetwin.sim.network import Channel
 
@@ -59,6 +61,26 @@ class Load:
 
 
 @dataclass(frozen=True)
+class LoadStage:
+    """UNLOAD_MODEL of the resident stage, then LOAD_MODEL of ``stage``."""
+
+    stage: StageSpec
+    job: Job
+    item: int | None  # the task it is loaded for; None: the broadcast or a JIT load
+    why: str  # "task", "broadcast" or "deferred_load"
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """RUN_TASK: the task's input in, one inference, its result out."""
+
+    task: TaskRecord
+
+
+Instruction = LoadStage | RunTask
+
+
+@dataclass(frozen=True)
 class Link:
     """The phone's path to the foreman: its channel, latency and network stack."""
 
@@ -90,10 +112,13 @@ class Phone:
         self.noise = noise
         self.load_noise = load_noise
         self.recorder = recorder
-        self.resident: StageSpec | None = None
+        self.resident: StageSpec | None = None  # the session it holds now
+        self.target: StageSpec | None = None  # resident or queued into its session (foreman's view)
         self.cached: OrderedDict[str, float] = OrderedDict()
-        self.busy = False
-        self.process: simpy.Process | None = None
+        self.task: TaskRecord | None = None  # the one task it is given at a time
+        self.inbox: deque[Instruction] = deque()  # the foreman's instructions, handled in order
+        self.process: simpy.Process | None = None  # handling the inbox
+        self.last_load_ms = 0.0  # the last load, reported with the next task (as a worker does)
         self.tasks_assigned = 0
         self.tasks_done = 0
         self.loads = {"cold": 0, "warm": 0}
@@ -108,8 +133,8 @@ class Phone:
     # ------------------------------------------------------------ state
     @property
     def available(self) -> bool:
-        """Connected and not working: the scheduler may give it a task."""
-        return self.device.up and not self.busy
+        """Connected and without a task (it may be loading): the scheduler may give it one."""
+        return self.device.up and self.task is None
 
     @property
     def budget_mb(self) -> float:
@@ -142,7 +167,7 @@ class Phone:
         """What the worker last reported to the foreman (battery as of now)."""
         return WorkerView(
             worker_id=self.name,
-            resident_stage=None if self.resident is None else self.resident.name,
+            resident_stage=None if self.target is None else self.target.name,
             cached_stages=frozenset(self.cached),
             free_ram_mb=self.budget_mb,
             battery_pct=self.battery_pct(),
@@ -173,8 +198,7 @@ class Phone:
         when its session does not fit.
         """
         if self.resident is stage:
-            if stage.name in self.cached:
-                self.cached.move_to_end(stage.name)
+            self.use(stage)
             return None
         start = self.env.now
         evicted = self.resident is not None
@@ -210,6 +234,11 @@ class Phone:
         self.recorder.event(self.name, "loaded", job, item, stage.name)
         self.loads["cold" if cold else "warm"] += 1
         return Load(cold, evicted, self.env.now - start, peak_mb)
+
+    def use(self, stage: StageSpec) -> None:
+        """The resident session is used: its partition is the most recently used one."""
+        if stage.name in self.cached:
+            self.cached.move_to_end(stage.name)
 
     def transfer(
         self, nbytes: int, direction: str, job: int, item: int, stage: str

@@ -285,8 +285,6 @@ def _row(
         chain = max(job.tasks, key=lambda tasks: tasks[-1].done_ms)
         compute_ms = sum(task.infer_ms for task in chain)
         staging_ms = sum(task.load_ms for task in chain)
-        if chain[0].load_ms == 0 and chain[0].worker is not None:
-            staging_ms += job.broadcast_load_ms.get(chain[0].worker, 0.0)
         comm_ms = sum(task.comm_ms for task in chain)
         energy_j = sum(job.energy_j.values())
         voltage = {phone.name: phone.profile.battery.voltage_v for phone in phones}

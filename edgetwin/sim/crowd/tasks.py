@@ -50,6 +50,7 @@ class Job:
     submitted_ms: float
     tasks: list[list[TaskRecord]] = field(default_factory=list)  # [item][stage]
     done_per_stage: list[int] = field(default_factory=list)
+    unassigned: list[int] = field(default_factory=list)  # per stage: not given to a phone yet
     released: list[bool] = field(default_factory=list)
     items_done: int = 0
     finished_ms: float | None = None
@@ -83,6 +84,7 @@ class Job:
             for item in range(spec.inputs)
         ]
         job.done_per_stage = [0] * stages
+        job.unassigned = [spec.inputs] * stages
         job.released = [s == 0 for s in range(stages)]
         return job
 
