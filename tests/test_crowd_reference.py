@@ -10,10 +10,14 @@ import pytest
 from edgetwin.calibration.fit_android import (
     fit_android_profiles,
     is_android_spec,
+    load_android_spec,
     read_reference,
+    run_once,
     write_android_profiles,
 )
 from edgetwin.errors import InputError
+from edgetwin.scenario import load_scenario
+from edgetwin.sim.crowd.costs import inference_ms
 from edgetwin.sim.crowd.phone_profile import load_phone_profile
 from tests.conftest import REPO
 
@@ -66,18 +70,70 @@ def test_fitted_figures_match_the_published_ones(comparison: dict[str, dict[str,
     assert abs(compression["predicted_mean"] - 62) <= 4  # 3072 -> 1167 bytes
 
 
+def _band(row: dict[str, Any]) -> tuple[float, float]:
+    return row["published_mean"] - 2 * row["published_std"], (
+        row["published_mean"] + 2 * row["published_std"]
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="not fitted: 20.77 +- 1.51 s over the 10 runs of seed 0, 0.17 s above the band "
+    "(docs/crowd.md, 'Reading the gaps'); passes, and so fails here, if the twin moves into it",
+)
+def test_streaming_makespan_within_two_published_std(
+    comparison: dict[str, dict[str, Any]],
+) -> None:
+    low, high = _band(comparison["pipeline_latency_streaming"])
+    assert low <= comparison["pipeline_latency_streaming"]["predicted_mean"] <= high
+
+
 def test_latencies_come_out_of_the_model(comparison: dict[str, dict[str, Any]]) -> None:
-    """Not fitted. The makespan is 3 serial session loads on the slowest phones (docs/crowd.md):
-    it lands 10-15 % above the published figure, just outside its 2-std band; the mean
-    latency of an input lands inside it."""
+    """Not fitted. The makespan is three serial session loads on the slowest phones, less
+    when the fastest phone is free with the last stage resident first (docs/crowd.md): it
+    lands within one published std above the band; the mean latency of an input (of a
+    phone: each input stays on one) lands inside it. Barrier comes from the same profiles."""
     streaming = comparison["pipeline_latency_streaming"]
-    published, std = streaming["published_mean"], streaming["published_std"]
-    assert published <= streaming["predicted_mean"] <= 1.15 * published
+    low, high = _band(streaming)
+    assert high < streaming["predicted_mean"] <= high + streaming["published_std"]
     per_input = comparison["input_latency_streaming"]
-    assert abs(per_input["predicted_mean"] - published) <= 2 * std
+    assert low <= per_input["predicted_mean"] <= high
     barrier = comparison["pipeline_latency_barrier"]
     assert barrier["published_mean"] is None
     assert barrier["predicted_mean"] > streaming["predicted_mean"]
+
+
+def test_battery_per_phone_class(comparison: dict[str, dict[str, Any]]) -> None:
+    """Per class, predicted: slower phones load longer, so they draw more in a warm run."""
+    warm = [comparison[f"battery_per_warm_run_{name}"]["predicted_mean"] for name in CLASSES]
+    assert warm == sorted(warm, reverse=True)
+    cold = [comparison[f"battery_per_cold_run_{name}"]["predicted_mean"] for name in CLASSES]
+    assert all(c > w for c, w in zip(cold, warm, strict=True))
+
+
+@pytest.mark.parametrize("strategy", ["crowdio_streaming", "crowdio_barrier"])
+def test_each_phone_carries_its_own_input_through_the_stages(strategy: str) -> None:
+    """Without noise: the broadcast gives every phone cell_a and one input while it loads;
+    when its task is done it is the only idle phone, so it loads cell_b, then cell_c, for
+    the same input. The makespan is the slow phones' three loads and their tasks."""
+    spec = load_android_spec(SPEC)
+    scenario = load_scenario(REPO / "scenarios/crowdio_android.yaml")
+    profiles = [load_phone_profile(name) for name in CLASSES]
+    outcome = run_once(scenario, profiles, spec, "warm", noise=False, strategy=strategy)
+    job = outcome.jobs[0]
+    workers = {tuple(task.worker for task in tasks) for tasks in job.tasks}
+    assert workers == {(p, p, p) for p in ("low-0", "low-1", "mid-0", "mid-1", "high")}
+    loads = [
+        (e.phone, e.stage)
+        for e in outcome.recorder.events
+        if e.event == "load_warm" and e.phone == "low-0"
+    ]
+    assert loads == [("low-0", "cell_a"), ("low-0", "cell_b"), ("low-0", "cell_c")]
+    low = profiles[0]
+    tasks_ms = sum(inference_ms(low, stage) for stage in scenario.crowd.job.stages)  # type: ignore[union-attr]
+    three_loads_ms = 3 * low.session.warm_load_s * 1e3
+    transfers_ms = outcome.rows[0].total_ms - three_loads_ms - tasks_ms
+    assert 0 < transfers_ms < 300  # six messages of ~22 ms and the aggregation
 
 
 def test_a_reference_without_a_metric_is_refused(tmp_path: Path) -> None:

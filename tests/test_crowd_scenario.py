@@ -17,6 +17,7 @@ from edgetwin.results import write_results
 from edgetwin.scenario import Scenario, load_scenario, validate_scenario
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.crowd.candidates import make_index
+from edgetwin.sim.crowd.phone_profile import load_phone_profile
 from edgetwin.sim.crowd.records import ACTIVITY_KINDS
 from tests.conftest import REPO
 from tests.test_crowd_events import toy_crowd, toy_phone_file
@@ -268,6 +269,23 @@ def test_an_unknown_scheduler_is_shown_every_idle_phone() -> None:
         index.update(phone)  # type: ignore[arg-type]
     shown = index.shortlist(TaskView("t", "a", 1.0), np.random.default_rng(0))
     assert [w.worker_id for w in shown] == ["w0", "w2"]
+
+
+def test_six_stage_what_if_runs_and_loads_each_stage_in_series() -> None:
+    """The 6-stage scenario is the reference's fleet and job with DistilBERT cut finer:
+    smaller sessions, but each input still loads every stage on its phone in series."""
+    six = REPO / "scenarios/crowdio_6stage.yaml"
+    scenario = load_scenario(six, ["repetitions=2"])
+    three = load_scenario(ANDROID, ["repetitions=2"])
+    assert scenario.crowd is not None and three.crowd is not None
+    assert scenario.crowd.fleet == three.crowd.fleet and scenario.network == three.network
+    rows = run_crowd(scenario, six)
+    assert all(r.status == "ok" and r.stages == 6 for r in rows)
+    assert {r.peak_rss_mb for r in rows} == {29.5}  # s1, the embeddings and layer 0
+    slowest_load_s = load_phone_profile("android_low").session.warm_load_s  # six in series
+    assert all(r.total_ms > 0.8 * 6 * slowest_load_s * 1e3 for r in rows)
+    three_stage = max(r.total_ms for r in run_crowd(three, ANDROID))
+    assert min(r.total_ms for r in rows) > three_stage
 
 
 def test_what_ifs_by_override_more_phones_more_inputs_a_2_gb_phone() -> None:

@@ -47,7 +47,7 @@ from edgetwin.schema import (
     load_yaml_model,
     read_yaml_mapping,
 )
-from edgetwin.sim.crowd.costs import compressed_activation_bytes
+from edgetwin.sim.crowd.costs import compressed_activation_bytes, mah_from_joules
 from edgetwin.sim.crowd.fleet import PhoneClass
 from edgetwin.sim.crowd.phone_profile import PhoneProfile
 from edgetwin.sim.crowd.runner import CrowdOutcome, CrowdRun, CrowdSetup, simulate_crowd
@@ -363,6 +363,18 @@ def compare_to_reference(
     def battery(outcomes: list[CrowdOutcome]) -> list[float]:
         return [o.rows[0].battery_mah or math.nan for o in outcomes]
 
+    profile_of = {c.name: c.profile for c in _crowd(scenario).fleet}
+    voltage_v = {p.name: p.battery.voltage_v for p in profiles}
+
+    def battery_of_class(outcomes: list[CrowdOutcome], profile: str) -> list[float]:
+        """mAh drawn for the job by each phone of one class, every run."""
+        return [
+            mah_from_joules(o.jobs[0].energy_j[phone.phone], voltage_v[profile])
+            for o in outcomes
+            for phone in o.phones
+            if profile_of[phone.phone_class] == profile
+        ]
+
     warm_loads = [d for o in warm_streaming for d in load_durations_s(o, "warm")]
     broadcast = [d / 1e3 for o in cold_streaming for d in o.jobs[0].broadcast_load_ms.values()]
     job = _crowd(scenario).job
@@ -400,6 +412,13 @@ def compare_to_reference(
         "battery_per_warm_run": (battery(warm_streaming), "mAh", "prediction"),
         "activation_compression": ([saving], "pct", "input: the scenario's zlib saving"),
     }
+    for facts in spec.phone_classes:
+        for cache, outcomes in (("cold", cold_streaming), ("warm", warm_streaming)):
+            predicted[f"battery_per_{cache}_run_{facts.name}"] = (
+                battery_of_class(outcomes, facts.name),
+                "mAh",
+                f"prediction: one {facts.name} phone, streaming, {cache} run",
+            )
     table = []
     for metric, (values, unit, role) in predicted.items():
         published = reference.get(metric.replace("input_", "pipeline_"))
