@@ -52,6 +52,8 @@ class ResultRow:
     status: str = "ok"
     bytes_sent: int = 0
     gflops_per_device: float | None = None
+    # sequence length, when a profile varies it (performance maps)
+    tokens: int | None = None
     # real code paths (mode local / emu)
     max_abs_diff_vs_single: float | None = None
     top1_agreement_vs_single: float | None = None

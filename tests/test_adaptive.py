@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from edgetwin.errors import InputError
@@ -18,14 +19,17 @@ from edgetwin.policies.adaptive import (
 )
 from edgetwin.policies.perf_map import (
     PerformanceMap,
+    along_tokens,
     map_from_table,
     profile_twin,
     read_map,
+    rows_at_tokens,
     validate_map,
     write_map,
 )
 from edgetwin.results import write_results
 from edgetwin.scenario import load_scenario
+from edgetwin.sim.costs import segments_for_cr
 from edgetwin.sim.runner import build_fleet, run_scenario
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,10 +37,11 @@ SCENARIO = REPO / "scenarios" / "adaptive_prism.yaml"
 
 
 def hand_map() -> dict[str, Any]:
-    """Batch 1 and 4, 100 and 300 Mbit/s: prism gains with batch and bandwidth."""
+    """197 tokens, batch 1 and 4, 100 and 300 Mbit/s: prism gains with batch and bandwidth."""
     return {
         "scenario": "hand",
         "source": "hand",
+        "tokens": [197],
         "batches": [1, 4],
         "bandwidths_mbps": [100, 300],
         "candidates": [
@@ -44,19 +49,18 @@ def hand_map() -> dict[str, Any]:
                 "strategy": "single",
                 "devices": 1,
                 "gflops_per_device": 10.0,
-                "bytes_sent": [0, 0],
-                "latency_ms": [[100, 100], [400, 400]],
-                "energy_j": [[1, 1], [4, 4]],
+                "bytes_sent": [[0, 0]],
+                "latency_ms": [[[100, 100], [400, 400]]],
+                "energy_j": [[[1, 1], [4, 4]]],
             },
             {
                 "strategy": "prism",
                 "devices": 2,
                 "cr": 9.9,
-                "segments": 10,
                 "gflops_per_device": 6.0,
-                "bytes_sent": [1e5, 4e5],
-                "latency_ms": [[200, 120], [420, 300]],
-                "energy_j": [[2, 1.5], [5, 4.4]],
+                "bytes_sent": [[1e5, 4e5]],
+                "latency_ms": [[[200, 120], [420, 300]]],
+                "energy_j": [[[2, 1.5], [5, 4.4]]],
             },
         ],
     }
@@ -67,32 +71,44 @@ def twin_map() -> PerformanceMap:
     return profile_twin(load_scenario(SCENARIO), SCENARIO)
 
 
-def test_interpolation_is_exact_on_grid_points(twin_map: PerformanceMap) -> None:
-    for c in twin_map.candidates:
-        for i, batch in enumerate(twin_map.batches):
-            for j, bw in enumerate(twin_map.bandwidths_mbps):
-                estimate = twin_map.estimate(c, batch, bw)
-                assert estimate.latency_ms == c.latency_ms[i][j]
-                assert estimate.energy_j == c.energy_j[i][j]
+@pytest.fixture(scope="module")
+def tokens_map() -> PerformanceMap:
+    """The shipped scenario at batch 1, 8, 32 x 200, 800 Mbit/s x 101, 197, 325 tokens."""
+    scenario = load_scenario(
+        SCENARIO, ["sweeps.0.batch=[1, 8, 32]", "sweeps.0.bandwidth_mbps=[200, 800]"]
+    )
+    return profile_twin(scenario, SCENARIO, (101, 197, 325))
+
+
+def test_interpolation_is_exact_on_grid_points(tokens_map: PerformanceMap) -> None:
+    for c in tokens_map.candidates:
+        for k, tokens in enumerate(tokens_map.tokens):
+            for i, batch in enumerate(tokens_map.batches):
+                for j, bw in enumerate(tokens_map.bandwidths_mbps):
+                    estimate = tokens_map.estimate(c, batch, bw, tokens)
+                    assert estimate.latency_ms == c.latency_ms[k][i][j]
+                    assert estimate.energy_j == c.energy_j[k][i][j]
 
 
 def test_interpolation_is_linear_in_log_batch_and_bandwidth() -> None:
     perf_map = validate_map(hand_map(), None)
     prism = perf_map.candidates[1]
     # batch 2 is halfway between 1 and 4 in log2; 200 Mbit/s halfway between 100 and 300
-    assert perf_map.estimate(prism, 2, 100).latency_ms == pytest.approx(310)
-    assert perf_map.estimate(prism, 1, 200).latency_ms == pytest.approx(160)
-    assert perf_map.estimate(prism, 2, 200).latency_ms == pytest.approx((200 + 120 + 420 + 300) / 4)
-    assert perf_map.bytes_sent(prism, 2) == pytest.approx(2.5e5)
+    assert perf_map.estimate(prism, 2, 100, 197).latency_ms == pytest.approx(310)
+    assert perf_map.estimate(prism, 1, 200, 197).latency_ms == pytest.approx(160)
+    assert perf_map.estimate(prism, 2, 200, 197).latency_ms == pytest.approx(
+        (200 + 120 + 420 + 300) / 4
+    )
+    assert perf_map.bytes_sent(prism, 2, 197) == pytest.approx(2.5e5)
 
 
 def test_outside_the_grid_is_clamped_to_the_edge() -> None:
     perf_map = validate_map(hand_map(), None)
     prism = perf_map.candidates[1]
-    assert perf_map.estimate(prism, 0.5, 50).latency_ms == 200
-    assert perf_map.estimate(prism, 64, 1000).latency_ms == 300
-    assert perf_map.estimate(prism, 64, 50).energy_j == 5
-    assert perf_map.estimate(prism, 1, 1000).energy_j == 1.5
+    assert perf_map.estimate(prism, 0.5, 50, 197).latency_ms == 200
+    assert perf_map.estimate(prism, 64, 1000, 197).latency_ms == 300
+    assert perf_map.estimate(prism, 64, 50, 197).energy_j == 5
+    assert perf_map.estimate(prism, 1, 1000, 197).energy_j == 1.5
 
 
 def test_adaptive_picks_the_lowest_interpolated_objective() -> None:
@@ -160,25 +176,33 @@ def test_map_round_trips_through_json(tmp_path: Path, twin_map: PerformanceMap) 
         assert stored.choose(batch, bw) == live.choose(batch, bw)
 
 
+def _assert_same_grids(a: PerformanceMap, b: PerformanceMap) -> None:
+    assert (a.tokens, a.batches, a.bandwidths_mbps) == (b.tokens, b.batches, b.bandwidths_mbps)
+    for x, y in zip(a.candidates, b.candidates, strict=True):
+        assert x.label == y.label
+        assert np.array(x.latency_ms) == pytest.approx(np.array(y.latency_ms), rel=1e-6)
+
+
 def test_map_from_a_results_table_matches_the_twin(
-    tmp_path: Path, twin_map: PerformanceMap
+    tmp_path: Path, twin_map: PerformanceMap, tokens_map: PerformanceMap
 ) -> None:
     scenario = load_scenario(SCENARIO)
     rows = [o.row for o in run_scenario(scenario, build_fleet(scenario, SCENARIO))]
     table = tmp_path / "results.csv"
-    write_results(table, rows)
-    from_table = map_from_table(table)
-    assert from_table.batches == twin_map.batches
-    assert from_table.bandwidths_mbps == twin_map.bandwidths_mbps
-    for a, b in zip(from_table.candidates, twin_map.candidates, strict=True):
-        assert a.label == b.label
-        for row_a, row_b in zip(a.latency_ms, b.latency_ms, strict=True):
-            assert row_a == pytest.approx(row_b, rel=1e-6)
+    write_results(table, rows)  # no tokens column: the rows ran at the given length
+    _assert_same_grids(map_from_table(table, 197), twin_map)
     write_results(table, [r for r in rows if not (r.strategy == "voltage" and r.batch == 8)])
-    with pytest.raises(InputError, match="no row at batch 8") as exc:
-        map_from_table(table)
+    with pytest.raises(InputError, match="no row at tokens 197, batch 8") as exc:
+        map_from_table(table, 197)
     assert exc.value.path == str(table)
     assert exc.value.field == "voltage devices=2"
+
+    swept = load_scenario(
+        SCENARIO, ["sweeps.0.batch=[1, 8, 32]", "sweeps.0.bandwidth_mbps=[200, 800]"]
+    )
+    write_results(table, rows_at_tokens(swept, SCENARIO, swept.sweeps[0], (101, 197, 325)))
+    assert "tokens" in table.read_text().splitlines()[0].split(",")
+    _assert_same_grids(map_from_table(table, 197), tokens_map)
 
 
 def _write(tmp_path: Path, raw: Any) -> Path:
@@ -189,17 +213,23 @@ def _write(tmp_path: Path, raw: Any) -> Path:
 
 def test_bad_map_files_name_the_file_and_field(tmp_path: Path) -> None:
     raw = hand_map()
-    raw["candidates"][1]["latency_ms"][0][1] = "fast"
+    raw["candidates"][1]["latency_ms"][0][0][1] = "fast"
     path = _write(tmp_path, raw)
     with pytest.raises(InputError) as exc:
         AdaptivePolicy.from_map(path)
     assert exc.value.path == str(path)
-    assert exc.value.field == "candidates.1.latency_ms.0.1"
+    assert exc.value.field == "candidates.1.latency_ms.0.0.1"
 
     raw = hand_map()
-    raw["candidates"][0]["energy_j"] = [[1, 1]]
-    with pytest.raises(InputError, match=r"candidates\.0\.energy_j must be 2 x 2"):
+    raw["candidates"][0]["energy_j"] = [[[1, 1]]]
+    with pytest.raises(InputError, match=r"candidates\.0\.energy_j must be 1 x 2 x 2"):
         read_map(_write(tmp_path, raw))
+
+    raw = hand_map()
+    raw["version"] = 1
+    with pytest.raises(InputError, match="version 1 maps are not read") as exc:
+        read_map(_write(tmp_path, raw))
+    assert (exc.value.path, exc.value.field) == (str(path), "version")
 
     raw = hand_map()
     del raw["candidates"][0]
@@ -227,8 +257,48 @@ def test_bad_map_files_name_the_file_and_field(tmp_path: Path) -> None:
 
 def test_a_failed_cell_is_never_chosen() -> None:
     raw = hand_map()
-    raw["candidates"][1]["latency_ms"][1][1] = None  # out of memory, say
+    raw["candidates"][1]["latency_ms"][0][1][1] = None  # out of memory, say
     policy = AdaptivePolicy(validate_map(raw, None))
     decision = policy.choose(4, 300)
     assert decision.strategy == "single"
-    assert math.isnan(policy.map.estimate(policy.map.candidates[1], 4, 300).latency_ms)
+    assert math.isnan(policy.map.estimate(policy.map.candidates[1], 4, 300, 197).latency_ms)
+
+
+def two_lengths_map() -> dict[str, Any]:
+    """The hand map at 100 and 200 tokens; at 200 every value doubles."""
+    raw = hand_map()
+    raw["tokens"] = [100, 200]
+    for c in raw["candidates"]:
+        for key in ("bytes_sent", "latency_ms", "energy_j"):
+            c[key] = [c[key][0], (2 * np.array(c[key][0])).tolist()]
+    return raw
+
+
+def test_tokens_are_interpolated_and_extrapolated_linearly() -> None:
+    perf_map = validate_map(two_lengths_map(), None)
+    prism = perf_map.candidates[1]
+    assert perf_map.estimate(prism, 4, 300, 150).latency_ms == pytest.approx(450)
+    assert perf_map.estimate(prism, 4, 300, 400).latency_ms == pytest.approx(1200)
+    assert perf_map.estimate(prism, 4, 300, 50).latency_ms == pytest.approx(150)
+    assert perf_map.estimate(prism, 4, 300, 10).latency_ms == pytest.approx(30)
+    assert perf_map.bytes_sent(prism, 4, 300) == pytest.approx(1.2e6)
+    assert along_tokens(1, [100, 200], [10.0, 100.0]) == 0.0  # never below zero
+    assert math.isnan(along_tokens(300, [100, 200], [math.nan, 1.0]))
+
+
+def test_decision_follows_the_sequence_length() -> None:
+    policy = AdaptivePolicy(validate_map(two_lengths_map(), None))
+    with pytest.raises(ValueError, match="give the query's tokens"):
+        policy.choose(4, 300)
+    for tokens in (64, 100, 150, 577):
+        decision = policy.choose(4, 300, tokens=tokens)
+        assert decision.segments == segments_for_cr(tokens, 2, 9.9)
+        assert decision.expected_latency_ms == pytest.approx(300 * tokens / 100)
+
+
+def test_tokens_change_the_twin_decision(tokens_map: PerformanceMap) -> None:
+    """Longer sequences make splitting pay at smaller batches (compute grows faster
+    than the fixed per-message costs)."""
+    policy = AdaptivePolicy(tokens_map)
+    picks = [policy.choose(8, 200, tokens=n).strategy for n in (101, 197, 325)]
+    assert picks[0] == "single" and picks[-1] == "prism"

@@ -22,6 +22,7 @@ from edgetwin.reports.adaptive import write_evaluation
 
 REPO = Path(__file__).resolve().parents[1]
 EVAL = REPO / "scenarios" / "adaptive_prism.eval.yaml"
+TOKENS_EVAL = REPO / "scenarios" / "adaptive_tokens.eval.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,7 @@ def _condition(batch: int, costs: dict[str, float], picks: dict[str, str]) -> Co
         name: Choice(label, costs[label], regret_pct(costs[label], costs[oracle]))
         for name, label in picks.items()
     }
-    return ConditionResult(batch, 400, 2, False, truth, oracle, costs[oracle], choices)
+    return ConditionResult(batch, 400, 2, 197, False, truth, oracle, costs[oracle], choices)
 
 
 def test_regret_on_a_hand_example() -> None:
@@ -127,3 +128,44 @@ def test_bad_evaluation_files(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="file not found") as exc:
         load_eval_inputs(path)
     assert (exc.value.path, exc.value.field) == (str(path), "scenario")
+
+
+def test_held_out_sequence_lengths_per_axis(tmp_path: Path) -> None:
+    """A map at 101 and 325 tokens; held out at 65, 197 (between) and 401 (beyond)."""
+    overrides = (
+        "map_tokens=[101, 325]",
+        "held_out.tokens=[65, 197, 401]",
+        "held_out.batch=[2, 3, 6, 12]",
+        "held_out.bandwidth_mbps=[300, 700]",
+    )
+    inputs = load_eval_inputs(TOKENS_EVAL, overrides)
+    result = evaluate(inputs.scenario, inputs.scenario_path, inputs.settings)
+    assert result.perf_map.tokens == (101, 325)
+    assert len(result.conditions) == 3 * 4 * 2 and not any(c.in_map for c in result.conditions)
+    # the best mode depends on the sequence length at some held-out batch and bandwidth
+    by_tokens = {
+        (c.batch, c.bandwidth_mbps): {
+            d.oracle
+            for d in result.conditions
+            if d.batch == c.batch and d.bandwidth_mbps == c.bandwidth_mbps
+        }
+        for c in result.conditions
+    }
+    assert any(len(oracles) > 1 for oracles in by_tokens.values())
+    adaptive = result.scores["adaptive"]
+    assert adaptive.decision_accuracy >= 0.9 and adaptive.mean_regret_pct < 2
+    for baseline in ("always_single", "always_distributed"):
+        assert result.scores[baseline].mean_regret_pct > adaptive.mean_regret_pct
+    tokens = result.by_axis("adaptive")["tokens"]
+    assert [(t["tokens"], t["in_map"], t["conditions"]) for t in tokens] == [
+        (65, False, 8),
+        (197, False, 8),
+        (401, False, 8),
+    ]
+    batches = {b["batch"]: b["in_map"] for b in result.by_axis("adaptive")["batch"]}
+    assert batches == {2: True, 3: False, 6: False, 12: False}
+    write_evaluation(tmp_path, result)
+    data = json.loads((tmp_path / "evaluation.json").read_text())
+    assert data["map"]["tokens"] == [101, 325] and data["by_axis"]["tokens"] == tokens
+    assert {row["tokens"] for row in data["crossover_batch"]} == {65, 197, 401}
+    assert "per axis value" in (tmp_path / "evaluation.html").read_text()

@@ -47,7 +47,7 @@ def adaptive_args(policy_map: Path, batch: int) -> list[str]:
 def test_small_batch_runs_on_the_terminal_alone(
     policy_map: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert AdaptivePolicy.from_map(policy_map).choose(1, 400.0, 2).strategy == "single"
+    assert AdaptivePolicy.from_map(policy_map).choose(1, 400.0, 2, TINY.tokens).strategy == "single"
     args = adaptive_args(policy_map, 1)
     assert worker_main(["--rank", "1", "--world", "2", *args]) == 0
     assert "idle" in capsys.readouterr().out
@@ -58,7 +58,7 @@ def test_small_batch_runs_on_the_terminal_alone(
 
 
 def test_large_batch_runs_the_policys_distributed_choice(policy_map: Path) -> None:
-    decision = AdaptivePolicy.from_map(policy_map).choose(32, 400.0, 2)
+    decision = AdaptivePolicy.from_map(policy_map).choose(32, 400.0, 2, TINY.tokens)
     assert decision.strategy != "single"
     records = launch_local(adaptive_args(policy_map, 32), 2, 120)
     assert {r.strategy for r in records} == {decision.strategy}

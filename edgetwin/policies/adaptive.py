@@ -1,9 +1,9 @@
 """Deployment selection at run time: single device, or distributed with the best CR.
 
-One interface for every selection policy: given the observed batch and
-bandwidth (and optionally how many devices are up), a policy names a
-candidate of the performance map and the latency and energy the map expects
-for it. Policies are registered by name:
+One interface for every selection policy: given the observed batch,
+bandwidth and sequence length (tokens; optional when the map has one) and
+optionally how many devices are up, a policy names a candidate of the
+performance map and the latency and energy the map expects for it. Policies are registered by name:
 
 - ``adaptive``: the candidate with the lowest objective, each candidate's
   latency and energy interpolated from the map (see ``perf_map``).
@@ -17,6 +17,7 @@ for it. Policies are registered by name:
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,12 +68,17 @@ class Decision:
 
 
 class SelectionPolicy(Protocol):
-    """Picks a deployment for the observed batch and bandwidth (devices: how many are up)."""
+    """Picks a deployment for the observed batch, bandwidth and sequence length (tokens;
+    None: the map's only one); devices: how many are up (None: any)."""
 
     name: ClassVar[str]
 
     def choose(
-        self, batch: float, bandwidth_mbps: float, devices: int | None = None
+        self,
+        batch: float,
+        bandwidth_mbps: float,
+        devices: int | None = None,
+        tokens: float | None = None,
     ) -> Decision: ...
 
 
@@ -102,21 +108,25 @@ class _MapPolicy:
             raise ValueError(f"the map has no candidate on {devices} devices; it has {known}")
         return chosen
 
-    def costs(self, batch: float, bandwidth_mbps: float, devices: int | None) -> list[float]:
+    def costs(
+        self, batch: float, bandwidth_mbps: float, devices: int | None, tokens: float
+    ) -> list[float]:
         """The objective of each of ``candidates(devices)`` as the map predicts it."""
-        single = self.map.estimate(self.map.single, batch, bandwidth_mbps)
+        single = self.map.estimate(self.map.single, batch, bandwidth_mbps, tokens)
         return [
-            self.objective.cost(self.map.estimate(c, batch, bandwidth_mbps), single)
+            self.objective.cost(self.map.estimate(c, batch, bandwidth_mbps, tokens), single)
             for c in self.candidates(devices)
         ]
 
-    def decide(self, candidate: Candidate, batch: float, bandwidth_mbps: float) -> Decision:
-        estimate = self.map.estimate(candidate, batch, bandwidth_mbps)
+    def decide(
+        self, candidate: Candidate, batch: float, bandwidth_mbps: float, tokens: float
+    ) -> Decision:
+        estimate = self.map.estimate(candidate, batch, bandwidth_mbps, tokens)
         return Decision(
             strategy=candidate.strategy,
             devices=candidate.devices,
             cr=candidate.cr,
-            segments=candidate.segments,
+            segments=candidate.segments(tokens),
             expected_latency_ms=estimate.latency_ms,
             expected_energy_j=estimate.energy_j,
             label=candidate.label,
@@ -128,11 +138,18 @@ class AdaptivePolicy(_MapPolicy):
 
     name: ClassVar[str] = "adaptive"
 
-    def choose(self, batch: float, bandwidth_mbps: float, devices: int | None = None) -> Decision:
+    def choose(
+        self,
+        batch: float,
+        bandwidth_mbps: float,
+        devices: int | None = None,
+        tokens: float | None = None,
+    ) -> Decision:
+        tokens = self.map.resolve_tokens(tokens)
         candidates = self.candidates(devices)
-        costs = self.costs(batch, bandwidth_mbps, devices)
+        costs = self.costs(batch, bandwidth_mbps, devices, tokens)
         best = min(range(len(candidates)), key=costs.__getitem__)
-        return self.decide(candidates[best], batch, bandwidth_mbps)
+        return self.decide(candidates[best], batch, bandwidth_mbps, tokens)
 
 
 class AlwaysSinglePolicy(_MapPolicy):
@@ -140,8 +157,15 @@ class AlwaysSinglePolicy(_MapPolicy):
 
     name: ClassVar[str] = "always_single"
 
-    def choose(self, batch: float, bandwidth_mbps: float, devices: int | None = None) -> Decision:
-        return self.decide(self.map.single, batch, bandwidth_mbps)
+    def choose(
+        self,
+        batch: float,
+        bandwidth_mbps: float,
+        devices: int | None = None,
+        tokens: float | None = None,
+    ) -> Decision:
+        tokens = self.map.resolve_tokens(tokens)
+        return self.decide(self.map.single, batch, bandwidth_mbps, tokens)
 
 
 class AlwaysDistributedPolicy(_MapPolicy):
@@ -150,20 +174,27 @@ class AlwaysDistributedPolicy(_MapPolicy):
 
     name: ClassVar[str] = "always_distributed"
 
-    def choose(self, batch: float, bandwidth_mbps: float, devices: int | None = None) -> Decision:
+    def choose(
+        self,
+        batch: float,
+        bandwidth_mbps: float,
+        devices: int | None = None,
+        tokens: float | None = None,
+    ) -> Decision:
+        tokens = self.map.resolve_tokens(tokens)
         distributed = [c for c in self.candidates(devices) if c.strategy != "single"]
         if not distributed:
             raise ValueError("the map has no distributed candidate")
         best = min(distributed, key=self._overall_log_ratio)
-        return self.decide(best, batch, bandwidth_mbps)
+        return self.decide(best, batch, bandwidth_mbps, tokens)
 
     def _overall_log_ratio(self, candidate: Candidate) -> float:
         total = 0.0
-        for batch in self.map.batches:
-            for bw in self.map.bandwidths_mbps:
-                single = self.map.estimate(self.map.single, batch, bw)
-                cost = self.objective.cost(self.map.estimate(candidate, batch, bw), single)
-                total += math.log(cost / self.objective.cost(single, single))
+        grid = itertools.product(self.map.tokens, self.map.batches, self.map.bandwidths_mbps)
+        for tokens, batch, bw in grid:
+            single = self.map.estimate(self.map.single, batch, bw, tokens)
+            cost = self.objective.cost(self.map.estimate(candidate, batch, bw, tokens), single)
+            total += math.log(cost / self.objective.cost(single, single))
         return total
 
 
@@ -180,9 +211,16 @@ class FlopHeuristicPolicy(_MapPolicy):
 
     name: ClassVar[str] = "flop_heuristic"
 
-    def choose(self, batch: float, bandwidth_mbps: float, devices: int | None = None) -> Decision:
+    def choose(
+        self,
+        batch: float,
+        bandwidth_mbps: float,
+        devices: int | None = None,
+        tokens: float | None = None,
+    ) -> Decision:
+        tokens = self.map.resolve_tokens(tokens)
         single = self.map.single
-        single_s = self.map.estimate(single, batch, bandwidth_mbps).latency_ms / 1000
+        single_s = self.map.estimate(single, batch, bandwidth_mbps, tokens).latency_ms / 1000
         g_single = single.gflops_per_device
         best: tuple[float, Candidate] = (0.0, single)
         for c in self.candidates(devices):
@@ -190,10 +228,11 @@ class FlopHeuristicPolicy(_MapPolicy):
                 continue
             rate_gflops = g_single * batch / single_s
             saved_s = (g_single - c.gflops_per_device) * batch / rate_gflops
-            transfer_s = self.map.bytes_sent(c, batch) / c.devices * 8 / (bandwidth_mbps * 1e6)
+            sent = self.map.bytes_sent(c, batch, tokens)
+            transfer_s = sent / c.devices * 8 / (bandwidth_mbps * 1e6)
             if saved_s - transfer_s > best[0]:
                 best = (saved_s - transfer_s, c)
-        return self.decide(best[1], batch, bandwidth_mbps)
+        return self.decide(best[1], batch, bandwidth_mbps, tokens)
 
 
 POLICIES: dict[str, Callable[[PerformanceMap, Objective], SelectionPolicy]] = {

@@ -1,10 +1,10 @@
 """Evaluate selection policies against the twin at held-out conditions.
 
-The map is profiled from the scenario's own sweeps (or read from a results
-table). The ground truth is the scenario run again in the twin at the
-held-out conditions: the oracle is the candidate with the lowest objective
-there. A policy's regret at a condition is how much worse (%) the candidate
-it picked actually is than the oracle's.
+The map is profiled from the scenario's own sweeps at the sequence lengths
+``map_tokens`` (or read from a results table). The ground truth is the
+scenario run again in the twin at the held-out conditions: the oracle is the
+candidate with the lowest objective there. A policy's regret at a condition
+is how much worse (%) the candidate it picked actually is than the oracle's.
 """
 
 from __future__ import annotations
@@ -19,23 +19,39 @@ from pydantic import Field, field_validator
 
 from edgetwin.errors import InputError
 from edgetwin.policies.adaptive import POLICIES, Objective, make_policy
-from edgetwin.policies.perf_map import Estimate, PerformanceMap, map_from_table, profile_twin
+from edgetwin.policies.perf_map import (
+    Estimate,
+    PerformanceMap,
+    map_from_table,
+    profile_twin,
+    rows_at_tokens,
+)
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, SweepSpec, load_scenario
-from edgetwin.schema import (
-    Strict,
-    load_yaml_model,
-)
-from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.schema import PositiveInt, Strict, load_yaml_model
 
 TIE_PCT = 1e-9  # a pick this close to the oracle's objective counts as correct
+
+
+TokenCounts = tuple[PositiveInt, ...]  # sequence lengths; empty: the scenario model's own
+
+
+class HeldOutSpec(SweepSpec):
+    """Held-out conditions: batch x bandwidth x devices x sequence length (tokens)."""
+
+    tokens: TokenCounts = ()
+
+    def sweep(self) -> SweepSpec:
+        """The scenario sweep of one sequence length."""
+        return SweepSpec.model_validate(self.model_dump(exclude={"tokens"}))
 
 
 class EvalSettings(Strict):
     """An evaluation file: the scenario profiled for the map, and the held-out conditions."""
 
     scenario: str = Field(min_length=1)  # relative to the evaluation file
-    held_out: SweepSpec
+    map_tokens: TokenCounts = ()  # sequence lengths the map is profiled at
+    held_out: HeldOutSpec
     objective: Literal["latency", "energy", "weighted"] = "latency"
     weight: Annotated[float, Field(ge=0, le=1)] = 0.5
     policies: tuple[str, ...] = tuple(POLICIES)
@@ -95,6 +111,7 @@ class ConditionResult:
     batch: int
     bandwidth_mbps: float
     devices: int
+    tokens: int
     in_map: bool
     truth: dict[str, Estimate]
     oracle: str
@@ -129,20 +146,50 @@ class Evaluation:
     scores: dict[str, PolicyScore]
 
     def crossover_batch(self) -> list[dict[str, Any]]:
-        """Per bandwidth and device count: the smallest batch where distributed wins."""
-        groups = sorted({(c.bandwidth_mbps, c.devices) for c in self.conditions})
+        """Per bandwidth, device count and tokens: the smallest batch where distributed wins."""
+        groups = sorted({(c.bandwidth_mbps, c.devices, c.tokens) for c in self.conditions})
         rows = []
-        for bw, devices in groups:
+        for group in groups:
             here = sorted(
-                (c for c in self.conditions if (c.bandwidth_mbps, c.devices) == (bw, devices)),
+                (c for c in self.conditions if (c.bandwidth_mbps, c.devices, c.tokens) == group),
                 key=lambda c: c.batch,
             )
-            row: dict[str, Any] = {"bandwidth_mbps": bw, "devices": devices}
+            row: dict[str, Any] = dict(
+                zip(("bandwidth_mbps", "devices", "tokens"), group, strict=True)
+            )
             for who in ("oracle", *self.scores):
                 policy = None if who == "oracle" else who
                 row[who] = next((c.batch for c in here if c.distributed_wins(policy)), None)
             rows.append(row)
         return rows
+
+    def by_axis(self, policy: str) -> dict[str, list[dict[str, Any]]]:
+        """Accuracy and regret of ``policy`` per value of each axis; ``in_map``: the value is
+        a grid point of the map on that axis (else the policy interpolated or extrapolated)."""
+        grid = {
+            "batch": self.perf_map.batches,
+            "bandwidth_mbps": self.perf_map.bandwidths_mbps,
+            "tokens": self.perf_map.tokens,
+            "devices": tuple(sorted({c.devices for c in self.perf_map.candidates})),
+        }
+        table: dict[str, list[dict[str, Any]]] = {}
+        for axis, profiled in grid.items():
+            values = sorted({getattr(c, axis) for c in self.conditions})
+            table[axis] = []
+            for value in values:
+                here = [c for c in self.conditions if getattr(c, axis) == value]
+                score = score_policy(policy, here)
+                table[axis].append(
+                    {
+                        axis: value,
+                        "in_map": value in profiled,
+                        "conditions": len(here),
+                        "decision_accuracy": round(score.decision_accuracy, 6),
+                        "mean_regret_pct": round(score.mean_regret_pct, 6),
+                        "max_regret_pct": round(score.max_regret_pct, 6),
+                    }
+                )
+        return table
 
     def to_json(self) -> dict[str, Any]:
         adaptive = self.scores["adaptive"]
@@ -152,6 +199,7 @@ class Evaluation:
             "weight": self.settings.weight if self.settings.objective == "weighted" else None,
             "map": {
                 "source": self.perf_map.source,
+                "tokens": list(self.perf_map.tokens),
                 "batches": list(self.perf_map.batches),
                 "bandwidths_mbps": list(self.perf_map.bandwidths_mbps),
                 "candidates": [c.label for c in self.perf_map.candidates],
@@ -161,6 +209,7 @@ class Evaluation:
             "decision_accuracy": adaptive.decision_accuracy,
             "mean_regret_pct": adaptive.mean_regret_pct,
             "max_regret_pct": adaptive.max_regret_pct,
+            "by_axis": self.by_axis("adaptive"),
             "policies": {name: _score_json(score) for name, score in self.scores.items()},
             "crossover_batch": self.crossover_batch(),
             "conditions": [_condition_json(c) for c in self.conditions],
@@ -175,21 +224,23 @@ def evaluate(
 ) -> Evaluation:
     """Profile (or read) the map, run the held-out conditions in the twin, score each policy."""
     perf_map = (
-        profile_twin(scenario, scenario_path) if map_table is None else map_from_table(map_table)
+        profile_twin(scenario, scenario_path, settings.map_tokens)
+        if map_table is None
+        else map_from_table(map_table, scenario.model.tokens)
     )
-    held_out = scenario.model_copy(update={"sweeps": (settings.held_out,)})
-    rows = [o.row for o in run_scenario(held_out, build_fleet(held_out, scenario_path))]
+    held_out = settings.held_out
+    rows = rows_at_tokens(scenario, scenario_path, held_out.sweep(), held_out.tokens)
     objective = settings.objective_spec
     policies = {name: make_policy(name, perf_map, objective) for name in settings.policies}
     conditions = []
-    for (batch, bw, devices), truth in _truth_by_condition(rows).items():
+    for (batch, bw, devices, tokens), truth in _truth_by_condition(rows).items():
         single = truth["single"]
         costs = {label: objective.cost(value, single) for label, value in truth.items()}
         oracle = min(costs, key=costs.__getitem__)
         choices = {}
         for name, policy in policies.items():
             try:
-                label = policy.choose(batch, bw, devices).label
+                label = policy.choose(batch, bw, devices, tokens).label
             except ValueError as exc:
                 raise InputError(map_table, "held_out.devices", str(exc)) from None
             if label not in costs:
@@ -197,26 +248,36 @@ def evaluate(
                     map_table, None, f"{name} picked {label}, not run at batch {batch}"
                 )
             choices[name] = Choice(label, costs[label], regret_pct(costs[label], costs[oracle]))
-        in_map = batch in perf_map.batches and bw in perf_map.bandwidths_mbps
+        in_map = (
+            batch in perf_map.batches
+            and bw in perf_map.bandwidths_mbps
+            and tokens in perf_map.tokens
+        )
         conditions.append(
-            ConditionResult(batch, bw, devices, in_map, truth, oracle, costs[oracle], choices)
+            ConditionResult(
+                batch, bw, devices, tokens, in_map, truth, oracle, costs[oracle], choices
+            )
         )
     scores = {name: score_policy(name, conditions) for name in policies}
     return Evaluation(scenario.name, settings, perf_map, tuple(conditions), scores)
 
 
-def _truth_by_condition(rows: list[ResultRow]) -> dict[tuple[int, float, int], dict[str, Estimate]]:
+ConditionKey = tuple[int, float, int, int]  # batch, bandwidth_mbps, devices, tokens
+
+
+def _truth_by_condition(rows: list[ResultRow]) -> dict[ConditionKey, dict[str, Estimate]]:
     """Held-out rows as condition -> candidate label -> latency and energy (NaN: failed)."""
-    distributed = sorted({(r.batch, r.bandwidth_mbps, r.devices) for r in rows if r.devices > 1})
-    single = {(r.batch, r.bandwidth_mbps): _estimate(r) for r in rows if r.strategy == "single"}
-    truth: dict[tuple[int, float, int], dict[str, Estimate]] = {}
-    for batch, bw, devices in distributed:
-        here = {"single": single[(batch, bw)]}
-        for r in rows:
-            if (r.batch, r.bandwidth_mbps, r.devices) == (batch, bw, devices):
-                here[_label(r)] = _estimate(r)
-        truth[(batch, bw, devices)] = here
-    return truth
+    truth: dict[ConditionKey, dict[str, Estimate]] = {}
+    single = {
+        (r.batch, r.bandwidth_mbps, r.tokens): _estimate(r) for r in rows if r.strategy == "single"
+    }
+    for r in rows:
+        if r.devices > 1:
+            assert r.tokens is not None  # rows_at_tokens tags every row
+            key = (r.batch, r.bandwidth_mbps, r.devices, r.tokens)
+            here = truth.setdefault(key, {"single": single[(r.batch, r.bandwidth_mbps, r.tokens)]})
+            here[_label(r)] = _estimate(r)
+    return dict(sorted(truth.items()))
 
 
 def _label(row: ResultRow) -> str:
@@ -273,6 +334,7 @@ def _condition_json(c: ConditionResult) -> dict[str, Any]:
         "batch": c.batch,
         "bandwidth_mbps": c.bandwidth_mbps,
         "devices": c.devices,
+        "tokens": c.tokens,
         "in_map": c.in_map,
         "oracle": c.oracle,
         "truth": {

@@ -1,11 +1,13 @@
-"""The performance map: latency and energy of every candidate over (batch, bandwidth).
+"""The performance map: latency and energy of every candidate over (tokens, batch, bandwidth).
 
 Profiled once (in the twin, or read from a results table in the results
 schema: an emulator run or a hardware table), stored as JSON on the terminal
 device, read at run time by the selection policies. Between grid points a
-candidate's latency and energy are interpolated linearly in log2(batch) and
-in bandwidth; outside the grid the query is clamped to the nearest edge (the
-edge value is held constant). Schema: docs/adaptive.md.
+candidate's latency and energy are interpolated linearly in bandwidth, in
+log2(batch) and in the sequence length (tokens); outside the grid batch and
+bandwidth are clamped to the nearest edge, tokens extrapolated linearly from
+the two nearest profiled lengths (see ``TOKENS_OUTSIDE``). Schema:
+docs/adaptive.md.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
 import numpy as np
 from pydantic import Field, ValidationError, model_validator
@@ -24,25 +27,37 @@ from pydantic import Field, ValidationError, model_validator
 from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import InputError
 from edgetwin.results import ResultRow, read_results
-from edgetwin.scenario import Scenario
+from edgetwin.scenario import Scenario, SweepSpec
 from edgetwin.schema import PositiveFloat, PositiveInt, Strict, validation_error
+from edgetwin.sim.costs import segments_for_cr
 from edgetwin.sim.runner import build_fleet, run_scenario
 
 SELECTABLE = ("single", "voltage", "prism", "tensor_parallel")
+VERSION: Literal[2] = 2
 Cell = Annotated[float, Field(ge=0)] | None  # None: failed run or not measured
+Grid = tuple[tuple[tuple[Cell, ...], ...], ...]  # [tokens][batch][bandwidth]
 
 
 class Candidate(Strict):
-    """One deployment the policy can pick, with its profiled grid ([batch][bandwidth])."""
+    """One deployment the policy can pick, with its profiled grid ([tokens][batch][bandwidth]).
+
+    A Prism candidate is identified by its CR; its segments follow the sequence length
+    (L = round(tokens / (CR x devices)), as the twin and the real code resolve a CR).
+    """
 
     strategy: Literal["single", "voltage", "prism", "tensor_parallel"]
     devices: PositiveInt
     cr: PositiveFloat | None = None
-    segments: PositiveInt | None = None
-    gflops_per_device: Annotated[float, Field(ge=0)] | None = None  # per sample
-    bytes_sent: tuple[Annotated[float, Field(ge=0)], ...]  # per batch, over all devices
-    latency_ms: tuple[tuple[Cell, ...], ...]
-    energy_j: tuple[tuple[Cell, ...], ...]
+    gflops_per_device: Annotated[float, Field(ge=0)] | None = None  # per sample, first length
+    bytes_sent: tuple[tuple[Annotated[float, Field(ge=0)], ...], ...]  # [tokens][batch]
+    latency_ms: Grid
+    energy_j: Grid
+
+    def segments(self, tokens: float) -> int | None:
+        """Segments L of a Prism candidate at a sequence length (None otherwise)."""
+        if self.strategy != "prism" or self.cr is None:
+            return None
+        return segments_for_cr(round(tokens), self.devices, self.cr)
 
     @property
     def label(self) -> str:
@@ -54,29 +69,37 @@ class Candidate(Strict):
 
 
 class PerformanceMap(Strict):
-    """Candidates profiled on one grid of batch x bandwidth (JSON on the terminal)."""
+    """Candidates profiled on one grid of tokens x batch x bandwidth (JSON on the terminal)."""
 
     format: Literal["edgetwin-performance-map"] = "edgetwin-performance-map"
-    version: Literal[1] = 1
+    version: Literal[2] = VERSION
     scenario: str
     source: str
+    tokens: tuple[PositiveInt, ...] = Field(min_length=1)
     batches: tuple[PositiveInt, ...] = Field(min_length=1)
     bandwidths_mbps: tuple[PositiveFloat, ...] = Field(min_length=1)
     candidates: tuple[Candidate, ...] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _check_grid(self) -> PerformanceMap:
-        for name, axis in (("batches", self.batches), ("bandwidths_mbps", self.bandwidths_mbps)):
+        axes = {
+            "tokens": self.tokens,
+            "batches": self.batches,
+            "bandwidths_mbps": self.bandwidths_mbps,
+        }
+        for name, axis in axes.items():
             if list(axis) != sorted(set(axis)):
                 raise ValueError(f"{name} must be strictly increasing")
-        shape = (len(self.batches), len(self.bandwidths_mbps))
+        shape = tuple(len(axis) for axis in axes.values())
         for i, c in enumerate(self.candidates):
-            if len(c.bytes_sent) != shape[0]:
-                raise ValueError(f"candidates.{i}.bytes_sent needs {shape[0]} values (batches)")
-            for key in ("latency_ms", "energy_j"):
-                grid = getattr(c, key)
-                if len(grid) != shape[0] or any(len(row) != shape[1] for row in grid):
-                    raise ValueError(f"candidates.{i}.{key} must be {shape[0]} x {shape[1]}")
+            for key, dims in (
+                ("bytes_sent", shape[:2]),
+                ("latency_ms", shape),
+                ("energy_j", shape),
+            ):
+                if not _has_shape(getattr(c, key), dims):
+                    size = " x ".join(map(str, dims))
+                    raise ValueError(f"candidates.{i}.{key} must be {size} (tokens x batch ...)")
         if not any(c.strategy == "single" for c in self.candidates):
             raise ValueError("the map needs a 'single' candidate")
         if len({c.label for c in self.candidates}) != len(self.candidates):
@@ -87,24 +110,62 @@ class PerformanceMap(Strict):
     def single(self) -> Candidate:
         return next(c for c in self.candidates if c.strategy == "single")
 
-    def estimate(self, candidate: Candidate, batch: float, bandwidth_mbps: float) -> Estimate:
-        """Latency and energy of ``candidate`` at a condition (interpolated, clamped)."""
+    def resolve_tokens(self, tokens: float | None) -> float:
+        """The sequence length of a query; None is allowed when the map has only one."""
+        if tokens is not None:
+            return tokens
+        if len(self.tokens) > 1:
+            raise ValueError(f"the map spans tokens {list(self.tokens)}; give the query's tokens")
+        return self.tokens[0]
+
+    def estimate(
+        self, candidate: Candidate, batch: float, bandwidth_mbps: float, tokens: float
+    ) -> Estimate:
+        """Latency and energy of ``candidate`` at a condition (interpolated; see the module)."""
         return Estimate(
-            latency_ms=self._interpolate(candidate.latency_ms, batch, bandwidth_mbps),
-            energy_j=self._interpolate(candidate.energy_j, batch, bandwidth_mbps),
+            latency_ms=self._interpolate(candidate.latency_ms, tokens, batch, bandwidth_mbps),
+            energy_j=self._interpolate(candidate.energy_j, tokens, batch, bandwidth_mbps),
         )
 
-    def bytes_sent(self, candidate: Candidate, batch: float) -> float:
-        """Bytes a batch moves over all devices (interpolated in log2 batch, clamped)."""
+    def bytes_sent(self, candidate: Candidate, batch: float, tokens: float) -> float:
+        """Bytes a batch moves over all devices (interpolated like latency)."""
         log_batches = np.log2(self.batches)
-        return float(np.interp(math.log2(batch), log_batches, candidate.bytes_sent))
+        per_tokens = [
+            float(np.interp(math.log2(batch), log_batches, b)) for b in candidate.bytes_sent
+        ]
+        return along_tokens(tokens, self.tokens, per_tokens)
 
-    def _interpolate(
-        self, grid: tuple[tuple[float | None, ...], ...], batch: float, bandwidth_mbps: float
-    ) -> float:
-        values = np.array([[math.nan if v is None else v for v in row] for row in grid])
-        along_bw = [float(np.interp(bandwidth_mbps, self.bandwidths_mbps, row)) for row in values]
-        return float(np.interp(math.log2(batch), np.log2(self.batches), along_bw))
+    def _interpolate(self, grid: Grid, tokens: float, batch: float, bandwidth_mbps: float) -> float:
+        per_tokens = []
+        for plane in grid:
+            values = np.array([[math.nan if v is None else v for v in row] for row in plane])
+            along_bw = [float(np.interp(bandwidth_mbps, self.bandwidths_mbps, r)) for r in values]
+            per_tokens.append(float(np.interp(math.log2(batch), np.log2(self.batches), along_bw)))
+        return along_tokens(tokens, self.tokens, per_tokens)
+
+
+def along_tokens(tokens: float, grid: Sequence[float], values: Sequence[float]) -> float:
+    """Linear in tokens between profiled lengths; outside, extrapolated from the nearest two
+    (latency and bytes grow about linearly with the sequence length), never below 0."""
+    if tokens in grid:
+        return values[list(grid).index(tokens)]
+    if len(grid) == 1:
+        return values[0]
+    k = int(np.clip(np.searchsorted(grid, tokens), 1, len(grid) - 1))
+    slope = (values[k] - values[k - 1]) / (grid[k] - grid[k - 1])
+    value = values[k - 1] + slope * (tokens - grid[k - 1])
+    return 0.0 if value < 0 else value
+
+
+def _has_shape(values: object, dims: Sequence[int]) -> bool:
+    """Whether nested tuples ``values`` have exactly the lengths ``dims``."""
+    if not dims:
+        return True
+    return (
+        isinstance(values, tuple)
+        and len(values) == dims[0]
+        and all(_has_shape(v, dims[1:]) for v in values)
+    )
 
 
 class Estimate(Strict):
@@ -114,68 +175,119 @@ class Estimate(Strict):
     energy_j: float
 
 
-def profile_twin(scenario: Scenario, scenario_path: Path | None) -> PerformanceMap:
-    """Run the scenario's sweeps in the twin; its configurations become the map."""
-    rows = [o.row for o in run_scenario(scenario, build_fleet(scenario, scenario_path))]
-    return map_from_rows(rows, scenario.name, "twin", scenario_path)
+def rows_at_tokens(
+    scenario: Scenario, scenario_path: Path | None, sweep: SweepSpec, tokens: Sequence[int]
+) -> list[ResultRow]:
+    """Run ``sweep`` in the twin once per sequence length (the scenario's model with that
+    many tokens); every row carries its ``tokens``. Empty ``tokens``: the model's own."""
+    fleet = build_fleet(scenario, scenario_path)
+    rows = []
+    for count in tokens or (scenario.model.tokens,):
+        model = scenario.model.model_copy(update={"tokens": count})
+        at = scenario.model_copy(update={"model": model, "sweeps": (sweep,)})
+        rows += [replace(o.row, tokens=count) for o in run_scenario(at, fleet)]
+    return rows
 
 
-def map_from_table(path: Path) -> PerformanceMap:
-    """A map from a results table (twin, emulator, or measured rows in the results schema)."""
+def profile_twin(
+    scenario: Scenario, scenario_path: Path | None, tokens: Sequence[int] = ()
+) -> PerformanceMap:
+    """Run the scenario's sweeps in the twin at each sequence length; they become the map."""
+    rows = [
+        r
+        for sweep in scenario.sweeps
+        for r in rows_at_tokens(scenario, scenario_path, sweep, tokens)
+    ]
+    return map_from_rows(rows, scenario.name, "twin", scenario_path, scenario.model.tokens)
+
+
+def map_from_table(path: Path, default_tokens: int) -> PerformanceMap:
+    """A map from a results table (twin, emulator, or measured rows in the results schema);
+    rows without a ``tokens`` value ran at ``default_tokens``."""
     try:
         rows = read_results(path)
     except (KeyError, ValueError) as exc:
         raise InputError(path, None, f"not a results table: {exc}") from None
-    return map_from_rows(rows, path.stem, f"table {path.name}", path)
+    return map_from_rows(rows, path.stem, f"table {path.name}", path, default_tokens)
+
+
+CandidateKey = tuple[str, int, float | None]
+
+
+class Axes(NamedTuple):
+    """The profiled values of each axis, increasing."""
+
+    tokens: list[int]
+    batches: list[int]
+    bandwidths_mbps: list[float]
+
+
+GridCell = tuple[int, int, float]  # tokens, batch, bandwidth_mbps
 
 
 def map_from_rows(
-    rows: Iterable[ResultRow], scenario: str, source: str, path: Path | None
+    rows: Iterable[ResultRow],
+    scenario: str,
+    source: str,
+    path: Path | None,
+    default_tokens: int,
 ) -> PerformanceMap:
     """Group rows by candidate and grid cell; repetitions are averaged, failed runs are null."""
-    cells: dict[CandidateKey, dict[tuple[int, float], list[ResultRow]]] = defaultdict(dict)
+    cells: dict[CandidateKey, dict[GridCell, list[ResultRow]]] = defaultdict(dict)
     for row in rows:
         if row.strategy in SELECTABLE:
-            key = (row.strategy, row.devices, row.cr, row.segments)
-            cells[key].setdefault((row.batch, row.bandwidth_mbps), []).append(row)
-    batches = sorted({b for grid in cells.values() for b, _ in grid})
-    bandwidths = sorted({bw for grid in cells.values() for _, bw in grid})
-    candidates = [_candidate(key, grid, batches, bandwidths, path) for key, grid in cells.items()]
+            tokens = default_tokens if row.tokens is None else row.tokens
+            cell = (tokens, row.batch, row.bandwidth_mbps)
+            cells[(row.strategy, row.devices, row.cr)].setdefault(cell, []).append(row)
+    axes = Axes(
+        sorted({t for grid in cells.values() for t, _, _ in grid}),
+        sorted({b for grid in cells.values() for _, b, _ in grid}),
+        sorted({bw for grid in cells.values() for _, _, bw in grid}),
+    )
+    candidates = [_candidate(key, grid, axes, path) for key, grid in cells.items()]
     raw = {
         "scenario": scenario,
         "source": source,
-        "batches": batches,
-        "bandwidths_mbps": bandwidths,
+        "tokens": axes.tokens,
+        "batches": axes.batches,
+        "bandwidths_mbps": axes.bandwidths_mbps,
         "candidates": sorted(candidates, key=lambda c: (c["devices"], c["strategy"] != "single")),
     }
     return validate_map(raw, path)
 
 
-CandidateKey = tuple[str, int, float | None, int | None]
-
-
 def _candidate(
     key: CandidateKey,
-    grid: dict[tuple[int, float], list[ResultRow]],
-    batches: Sequence[int],
-    bandwidths: Sequence[float],
+    grid: dict[GridCell, list[ResultRow]],
+    axes: Axes,
     path: Path | None,
 ) -> dict[str, object]:
-    strategy, devices, cr, segments = key
-    for batch, bw in itertools.product(batches, bandwidths):
-        if (batch, bw) not in grid:
+    strategy, devices, cr = key
+    tokens, batches, bandwidths = axes
+    for cell in itertools.product(tokens, batches, bandwidths):
+        if cell not in grid:
             field = f"{strategy} devices={devices}" + ("" if cr is None else f" cr={cr:g}")
-            raise InputError(path, field, f"no row at batch {batch}, bandwidth {bw:g} Mbps")
-    first = grid[(batches[0], bandwidths[0])][0]
+            where = f"tokens {cell[0]:g}, batch {cell[1]:g}, bandwidth {cell[2]:g} Mbps"
+            raise InputError(path, field, f"no row at {where}")
+
+    def over_grid(column: str) -> list[list[list[float | None]]]:
+        return [
+            [[_ok_mean(grid[(t, b, bw)], column) for bw in bandwidths] for b in batches]
+            for t in tokens
+        ]
+
+    first = grid[(tokens[0], batches[0], bandwidths[0])][0]
     return {
         "strategy": strategy,
         "devices": devices,
         "cr": cr,
-        "segments": segments,
         "gflops_per_device": first.gflops_per_device,
-        "bytes_sent": [_mean([r.bytes_sent for r in grid[(b, bandwidths[0])]]) for b in batches],
-        "latency_ms": [[_ok_mean(grid[(b, bw)], "total_ms") for bw in bandwidths] for b in batches],
-        "energy_j": [[_ok_mean(grid[(b, bw)], "energy_j") for bw in bandwidths] for b in batches],
+        "bytes_sent": [
+            [_mean([r.bytes_sent for r in grid[(t, b, bandwidths[0])]]) for b in batches]
+            for t in tokens
+        ],
+        "latency_ms": over_grid("total_ms"),
+        "energy_j": over_grid("energy_j"),
     }
 
 
@@ -191,7 +303,17 @@ def _ok_mean(rows: Sequence[ResultRow], column: str) -> float | None:
 
 
 def validate_map(raw: object, path: Path | None) -> PerformanceMap:
-    """Validate a raw map; the first error becomes one InputError naming its field."""
+    """Validate a raw map; the first error becomes one InputError naming its field.
+
+    A version-1 map (batch x bandwidth, no tokens axis) is refused with a clear error."""
+    if isinstance(raw, dict) and raw.get("version", VERSION) != VERSION:
+        found = raw.get("version")
+        raise InputError(
+            path,
+            "version",
+            f"version {found!r} maps are not read; this edgetwin reads version {VERSION} "
+            "(a tokens axis): profile the map again (edgetwin evaluate)",
+        )
     try:
         return PerformanceMap.model_validate(raw)
     except ValidationError as exc:

@@ -32,21 +32,23 @@ def write_evaluation(out_dir: Path, evaluation: Evaluation) -> list[Path]:
 def render_evaluation(evaluation: Evaluation) -> str:
     """The evaluation page: scores, best mode vs chosen, regret, crossover batch."""
     figures = [
-        *(_mode_heatmaps(evaluation, devices) for devices in _device_counts(evaluation)),
+        *(_mode_heatmaps(evaluation, *group) for group in _groups(evaluation)),
         _regret_figure(evaluation),
         _crossover_figure(evaluation),
     ]
     body = (
         _settings_html(evaluation)
         + _scores_html(evaluation)
+        + _by_axis_html(evaluation, "adaptive")
         + "".join(figure_html(fig) for fig in figures)
         + _confusion_html(evaluation, "adaptive")
     )
     return page(f"edgetwin adaptive deployment: {evaluation.scenario}", body)
 
 
-def _device_counts(evaluation: Evaluation) -> list[int]:
-    return sorted({c.devices for c in evaluation.conditions})
+def _groups(evaluation: Evaluation) -> list[tuple[int, int]]:
+    """(devices, tokens) pairs of the held-out conditions."""
+    return sorted({(c.devices, c.tokens) for c in evaluation.conditions})
 
 
 def _settings_html(evaluation: Evaluation) -> str:
@@ -57,8 +59,16 @@ def _settings_html(evaluation: Evaluation) -> str:
     )
     items = [
         ("Objective", objective),
-        ("Map", f"{m.source}; batch {_join(m.batches)}; {_join(m.bandwidths_mbps)} Mbit/s"),
-        ("Held out", f"batch {_join(s.held_out.batch)}; {_join(s.held_out.bandwidth_mbps)} Mbit/s"),
+        (
+            "Map",
+            f"{m.source}; tokens {_join(m.tokens)}; batch {_join(m.batches)}; "
+            f"{_join(m.bandwidths_mbps)} Mbit/s",
+        ),
+        (
+            "Held out",
+            f"tokens {_join(sorted({c.tokens for c in evaluation.conditions}))}; "
+            f"batch {_join(s.held_out.batch)}; {_join(s.held_out.bandwidth_mbps)} Mbit/s",
+        ),
         ("Conditions", str(len(evaluation.conditions))),
     ]
     body = "".join(f"<li><b>{k}:</b> {escape(v)}</li>" for k, v in items)
@@ -83,6 +93,23 @@ def _scores_html(evaluation: Evaluation) -> str:
     )
 
 
+def _by_axis_html(evaluation: Evaluation, policy: str) -> str:
+    rows = "".join(
+        f"<tr><td>{escape(axis)}</td><td>{entry[axis]:g}</td>"
+        f"<td>{'yes' if entry['in_map'] else 'no'}</td><td>{entry['conditions']}</td>"
+        f"<td>{entry['decision_accuracy']:.3f}</td><td>{entry['mean_regret_pct']:.2f}</td>"
+        f"<td>{entry['max_regret_pct']:.2f}</td></tr>"
+        for axis, entries in evaluation.by_axis(policy).items()
+        for entry in entries
+    )
+    return (
+        f"<h2>{escape(policy)} per axis value</h2><p>In map: the value is a grid point of "
+        "the map on that axis (else interpolated or extrapolated).</p><table><tr><th>Axis</th>"
+        "<th>Value</th><th>In map</th><th>Conditions</th><th>Decision accuracy</th>"
+        f"<th>Mean regret (%)</th><th>Max regret (%)</th></tr>{rows}</table>"
+    )
+
+
 def _confusion_html(evaluation: Evaluation, policy: str) -> str:
     confusion = evaluation.scores[policy].confusion
     labels = [c.label for c in evaluation.perf_map.candidates]
@@ -100,10 +127,10 @@ def _confusion_html(evaluation: Evaluation, policy: str) -> str:
     )
 
 
-def _mode_heatmaps(evaluation: Evaluation, devices: int) -> go.Figure:
+def _mode_heatmaps(evaluation: Evaluation, devices: int, tokens: int) -> go.Figure:
     """Best candidate (twin) and the adaptive pick over batch x bandwidth."""
     labels = [c.label for c in evaluation.perf_map.candidates]
-    here = [c for c in evaluation.conditions if c.devices == devices]
+    here = [c for c in evaluation.conditions if (c.devices, c.tokens) == (devices, tokens)]
     batches = sorted({c.batch for c in here})
     bandwidths = sorted({c.bandwidth_mbps for c in here})
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Best in the twin", "Adaptive picks"))
@@ -135,7 +162,7 @@ def _mode_heatmaps(evaluation: Evaluation, devices: int) -> go.Figure:
         fig.update_yaxes(title_text=BANDWIDTH_AXIS, type="category", row=1, col=col)
     key = ", ".join(f"{short[label]} = {label}" for label in labels)
     fig.update_layout(
-        title=f"Best mode vs chosen, {devices} devices ({key})",
+        title=f"Best mode vs chosen, {devices} devices, {tokens} tokens ({key})",
         height=HEIGHT_PX,
         template="plotly_white",
     )
@@ -160,7 +187,10 @@ def _adaptive_label(condition: ConditionResult) -> str:
 def _regret_figure(evaluation: Evaluation) -> go.Figure:
     """Regret of each policy at each held-out condition."""
     fig = go.Figure()
-    x = [f"b{c.batch} {c.bandwidth_mbps:g} Mb/s x{c.devices}" for c in evaluation.conditions]
+    x = [
+        f"b{c.batch} {c.bandwidth_mbps:g} Mb/s x{c.devices} N{c.tokens}"
+        for c in evaluation.conditions
+    ]
     for name in evaluation.scores:
         fig.add_trace(
             go.Bar(x=x, y=[c.choices[name].regret_pct for c in evaluation.conditions], name=name)
@@ -179,15 +209,15 @@ def _crossover_figure(evaluation: Evaluation) -> go.Figure:
     """Smallest batch where distributed wins (twin) or is picked (policies), per bandwidth."""
     fig = go.Figure()
     rows = evaluation.crossover_batch()
-    for devices in _device_counts(evaluation):
-        mine = [r for r in rows if r["devices"] == devices]
+    for devices, tokens in _groups(evaluation):
+        mine = [r for r in rows if (r["devices"], r["tokens"]) == (devices, tokens)]
         for who in ("oracle", *evaluation.scores):
             fig.add_trace(
                 go.Scatter(
                     x=[r["bandwidth_mbps"] for r in mine],
                     y=[r[who] for r in mine],
                     mode="lines+markers",
-                    name=f"{'best in the twin' if who == 'oracle' else who} x{devices}",
+                    name=f"{'best in the twin' if who == 'oracle' else who} x{devices} N{tokens}",
                     line={"dash": "solid" if who == "oracle" else "dot"},
                 )
             )

@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.reps < 1 or args.warmup < 0:
         cli.error("--reps must be >= 1 and --warmup >= 0")
     if args.strategy == "adaptive":
-        _decide(cli, args)
+        _decide(cli, args, spec.tokens)
         if args.strategy == "single" and args.rank > 0:
             print(f"rank {args.rank}: idle, the policy chose one device")
             return 0
@@ -141,8 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _decide(cli: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Replace ``--strategy adaptive`` by the policy's choice for this batch and bandwidth.
+def _decide(cli: argparse.ArgumentParser, args: argparse.Namespace, tokens: int) -> None:
+    """Replace ``--strategy adaptive`` by the policy's choice for this batch, bandwidth and
+    sequence length.
 
     Every rank reads the same map and gets the same decision, so no message is needed.
     """
@@ -152,7 +153,7 @@ def _decide(cli: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         policy = AdaptivePolicy.from_map(args.policy_map)
     except InputError as exc:
         cli.error(exc.message)
-    decision = policy.choose(args.batch[0], args.bandwidth_mbps, args.world)
+    decision = policy.choose(args.batch[0], args.bandwidth_mbps, args.world, tokens)
     if decision.strategy != "single" and decision.devices != args.world:
         cli.error(f"the policy chose {decision.devices} devices; this run has {args.world}")
     args.strategy = decision.strategy
