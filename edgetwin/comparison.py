@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import csv
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from statistics import fmean, median
 from typing import TypedDict
 
@@ -100,3 +102,14 @@ def key_label(key: RowKey) -> str:
         parts.append(f"{segments} seg")
     parts += [f"batch {batch}", f"{bandwidth_mbps:g} Mbit/s"]
     return ", ".join(parts)
+
+
+def write_comparison_csv(path: Path, comparison: Comparison) -> None:
+    """One row per configuration and metric: measured, predicted, signed error in %."""
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["configuration", "metric", "measured", "predicted", "error_pct"])
+        for p in comparison.points:
+            writer.writerow(
+                [key_label(p["key"]), p["metric"], p["measured"], p["predicted"], p["error_pct"]]
+            )

@@ -164,9 +164,14 @@ def fit_measured(
     measured: Sequence[MeasuredRow],
     parameters: Sequence[Parameter] = TIMING_PARAMETERS,
     fixed: Mapping[str, float] | None = None,
+    robust: bool = False,
 ) -> DeviceProfile:
     """Timing ``parameters`` (less the ``fixed`` ones) by least squares through the twin,
-    then power when the rows have energy (else 1 W per state, unless ``fixed``)."""
+    then power when the rows have energy (else 1 W per state, unless ``fixed``).
+
+    ``robust``: soft-L1 loss (log errors past 0.1 count linearly), so a few disturbed
+    rows do not pull the fit.
+    """
     fixed = dict(fixed or {})
     free = [p for p in parameters if p[0] not in fixed]
     start = [p[3] for p in free]
@@ -188,7 +193,8 @@ def fit_measured(
                     errors.append(weight * math.log(max(getattr(predicted, metric), 1e-9) / value))
         return np.array(errors)
 
-    fit = least_squares(residuals, start, bounds=bounds, x_scale="jac", diff_step=1e-4)
+    loss = {"loss": "soft_l1", "f_scale": 0.1} if robust else {}
+    fit = least_squares(residuals, start, bounds=bounds, x_scale="jac", diff_step=1e-4, **loss)
     timing_only = profile_at(fit.x, _unit_power())
     has_energy = any(row.values.get("energy_j") for row in measured)
     power = _fit_power(scenario, timing_only, measured) if has_energy else _unit_power()

@@ -1,0 +1,95 @@
+"""The emu fit without root: a run folder the twin wrote with a known profile is fitted
+back to that profile, and rows that are not the emulator's are refused."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from edgetwin.calibration.fit_emu import calibrate_from_emu
+from edgetwin.cli import main
+from edgetwin.errors import InputError
+from edgetwin.results import write_results
+from edgetwin.scenario import dump_resolved, validate_scenario
+from edgetwin.sim.runner import build_fleet, run_scenario
+
+EFFICIENCY = 0.955
+# A CPU-like profile inside the emu fit's family (what calibrate-machine --emu fitted here).
+TRUTH: dict[str, Any] = {
+    "name": "truth",
+    "ram_mb": 8000,
+    "compute": {
+        "throughput_gflops": 88.0,
+        "launch_floor_ms": 0.5,
+        "sync_host_ms": 0.0,
+        "sync_host_ms_per_mb": 0.0,
+        "rows_half_util": 15.0,
+    },
+    "staging": {"fixed_ms": 0.03, "ms_per_mb": 0.12, "size_exponent": 1.0},
+    "network": {"message_overhead_ms": 1.0, "bandwidth_efficiency": EFFICIENCY},
+    "power": {"idle_w": 0, "compute_w": 0, "host_w": 0, "staging_w": 0, "comm_w": 0},
+}
+FIT_SWEEP: dict[str, Any] = {
+    "name": "fake_emu",
+    "mode": "emu",
+    "model": {"tokens": 197, "width": 384, "heads": 6, "blocks": 2},
+    "devices": [{"name": "board", "profile": TRUTH, "count": 2}],
+    "strategies": [{"name": "single"}, {"name": "voltage"}, {"name": "prism", "cr": 9.9}],
+    "sweeps": [{"batch": [1, 4], "bandwidth_mbps": [200, 800], "devices": [2]}],
+}
+
+
+def fake_emu_run(folder: Path) -> Path:
+    """What ``edgetwin run --mode emu`` writes, made by the twin with ``TRUTH``."""
+    scenario = validate_scenario(FIT_SWEEP, folder / "fake.yaml")
+    rows = [replace(o.row, mode="emu") for o in run_scenario(scenario, build_fleet(scenario, None))]
+    folder.mkdir()
+    write_results(folder / "results.csv", rows)
+    (folder / "scenario.resolved.yaml").write_text(dump_resolved(scenario))
+    with (folder / "link_check.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["bandwidth_mbps", "sender", "receiver", "goodput_mbps"])
+        for rate in (200, 800):
+            writer.writerow([rate, "etwh0", "etwh1", rate * EFFICIENCY])
+    return folder
+
+
+def spec_for(run: Path) -> Path:
+    spec = run.parent / "spec.yaml"
+    facts = {"name": "fitted", "ram_mb": 8000}
+    spec.write_text(yaml.safe_dump({"kind": "emu", "profile": facts, "run": run.name}))
+    return spec
+
+
+def test_fit_recovers_the_profile_that_made_the_rows(tmp_path: Path) -> None:
+    run = fake_emu_run(tmp_path / "run")
+    profile = calibrate_from_emu(spec_for(run), "test")
+    assert profile.network.bandwidth_efficiency == EFFICIENCY  # from the link check
+    assert profile.compute.throughput_gflops == pytest.approx(88.0, rel=0.02)
+    assert profile.network.message_overhead_ms == pytest.approx(1.0, rel=0.05)
+    assert max(profile.fit["median_abs_error_pct"].values()) < 1.0
+    hashes = {s["file"]: s["sha256"] for s in profile.fit["sources"]}
+    assert hashes["results.csv"] == hashlib.sha256((run / "results.csv").read_bytes()).hexdigest()
+    assert set(hashes) == {"results.csv", "link_check.csv", "scenario.resolved.yaml"}
+    assert profile.fit["rows"] == {"mode": "emu", "count": 12}
+
+
+def test_rows_of_another_mode_are_refused_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = fake_emu_run(tmp_path / "run")
+    results = run / "results.csv"
+    text = results.read_text().splitlines()
+    text[3] = text[3].replace(",emu,", ",twin,")
+    results.write_text("\n".join(text) + "\n")
+    with pytest.raises(InputError, match="line 4: mode 'twin'"):
+        calibrate_from_emu(spec_for(run), "test")
+    assert main(["calibrate-machine", "--emu", str(run), "--out", str(tmp_path / "m")]) == 2
+    assert "emulator rows only" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
