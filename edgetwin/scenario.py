@@ -292,6 +292,45 @@ class CrowdSpec(Strict):
         return self
 
 
+# ---------------------------------------------------------------- emulator (mode emu only)
+
+
+class LinkDownFault(Strict):
+    """Take host ``host``'s link down ``at_s`` after the job is submitted, up ``for_s`` later."""
+
+    kind: Literal["link_down"]
+    host: Annotated[int, Field(ge=0)]
+    at_s: NonNegativeFloat
+    for_s: PositiveFloat
+
+
+class KillWorkerFault(Strict):
+    """SIGKILL the worker on host ``host`` (1 or more: host 0 is the foreman's) at ``at_s``."""
+
+    kind: Literal["kill_worker"]
+    host: Annotated[int, Field(ge=1)]
+    at_s: NonNegativeFloat
+
+
+Fault = Annotated[LinkDownFault | KillWorkerFault, Field(discriminator="kind")]
+
+
+class EmulatorSpec(Strict):
+    """What only the emulator reads: the real model of a crowd run, host limits, faults.
+
+    A phone's host gets ``cpu_cores_fastest`` x its class's ``cpu_gflops`` / the fleet's
+    fastest ``cpu_gflops`` cores (a CFS quota); ``memory_limits`` caps a worker's memory
+    at its phone's session budget (RAM less what Android keeps). ``task_delay_ms``
+    stretches every task of every worker (so faults land mid-task on a tiny model)."""
+
+    model: Literal["tiny", "full"] = "tiny"
+    cpu_limits: bool = True
+    cpu_cores_fastest: PositiveFloat = 1.0
+    memory_limits: bool = True
+    task_delay_ms: NonNegativeFloat = 0
+    faults: tuple[Fault, ...] = ()
+
+
 class Scenario(Strict):
     """A whole scenario file."""
 
@@ -311,6 +350,7 @@ class Scenario(Strict):
     sweeps: tuple[SweepSpec, ...] = (SweepSpec(),)
     reference: str | None = None
     crowd: CrowdSpec | None = None
+    emulator: EmulatorSpec = EmulatorSpec()
 
     @model_validator(mode="after")
     def _check_crowd(self) -> Scenario:

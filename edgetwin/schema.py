@@ -11,7 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from edgetwin.errors import InputError
 
-UNION_TAGS = ("constant", "exponential", "weibull", "lognormal", "profile_name", "profile_inline")
+UNION_TAGS = (
+    *("constant", "exponential", "weibull", "lognormal", "profile_name", "profile_inline"),
+    *("link_down", "kill_worker"),
+)
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]

@@ -1,24 +1,29 @@
-"""A foreman and K worker processes on loopback: submit one job, return its summary, clean up.
+"""A foreman and K worker processes: submit one job, return its summary, clean up.
 
 Every process is started with ``python -m`` (the same entry points as on real
 machines), shares a temporary file store, and is stopped (terminate, then kill)
-and its temporary folders removed however the run ends. ``kill`` is fault
-injection: SIGKILL the worker that receives a chosen task, as a volunteer
-leaving mid-task would.
+and its temporary folders removed however the run ends. A ``Placement`` says where
+a process starts and where the foreman listens: on loopback (``run_pipeline_local``)
+or on emulated hosts (``edgetwin.emu.mininet.crowd``). ``kill`` is fault injection:
+SIGKILL the worker that receives a chosen task, as a volunteer leaving mid-task
+would; more generally a ``Watch`` sees the worker processes and then every event of
+the job (timed faults start at its first).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import secrets
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from edgetwin.emu.crowdio.protocol import TOKEN_ENV
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
@@ -38,6 +43,51 @@ class KillPlan:
 
     stage_index: int
     after_s: float = 0.2
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """One worker: its name, an extra delay per task, a RAM budget and its power model
+    (``PowerModel.parse`` overrides, e.g. ``compute_w=2.5``)."""
+
+    name: str
+    task_delay_ms: float = 0.0
+    ram_mb: float | None = None
+    power: str = ""
+
+
+class Placement(Protocol):
+    """Where the processes of a run start: host 0 runs the foreman, host i + 1 worker i."""
+
+    @property
+    def foreman_address(self) -> str:
+        """The address the foreman listens on, and workers and the SDK connect to."""
+        ...
+
+    def spawn(
+        self, host: int, argv: list[str], env: dict[str, str], log: Path
+    ) -> subprocess.Popen[bytes]:
+        """Start ``argv`` on ``host`` with ``env``, stdout and stderr to ``log``."""
+        ...
+
+
+@dataclass(frozen=True)
+class LocalPlacement:
+    """Every process on this machine, the foreman on loopback."""
+
+    foreman_address: str = HOST
+
+    def spawn(
+        self, host: int, argv: list[str], env: dict[str, str], log: Path
+    ) -> subprocess.Popen[bytes]:
+        with log.open("wb") as handle:
+            return subprocess.Popen(
+                argv, env=env, stdin=subprocess.DEVNULL, stdout=handle, stderr=handle
+            )
+
+
+Processes = Mapping[str, subprocess.Popen[bytes]]
+Watch = Callable[[Processes], Callable[[Event], None]]  # worker processes -> event callback
 
 
 def run_pipeline_local(
@@ -63,7 +113,6 @@ def run_pipeline_local(
     JobError when the foreman refuses or fails it, LaunchError when a process does
     not start; each with the tail of the process logs.
     """
-    names = [f"worker-{i}" for i in range(workers)]
     delays_ms = (
         [float(task_delay_ms)] * workers
         if isinstance(task_delay_ms, float | int)
@@ -71,33 +120,68 @@ def run_pipeline_local(
     )
     if len(delays_ms) != workers:
         raise ValueError(f"task_delay_ms has {len(delays_ms)} values for {workers} workers")
+    specs = [WorkerSpec(f"worker-{i}", delay_ms) for i, delay_ms in enumerate(delays_ms)]
+    return run_pipeline(
+        job,
+        specs,
+        LocalPlacement(),
+        timeout_s=timeout_s,
+        inline_max_bytes=inline_max_bytes,
+        threads=threads,
+        cache_root=cache_root,
+        telemetry_dir=telemetry_dir,
+        job_id=job_id,
+        watch=None if kill is None else functools.partial(_killer, kill),
+    )
+
+
+def run_pipeline(
+    job: PipelineJob,
+    workers: Sequence[WorkerSpec],
+    placement: Placement,
+    *,
+    timeout_s: float = 120.0,
+    inline_max_bytes: int = 64 * 1024,
+    threads: int = 1,
+    cache_root: Path | None = None,
+    telemetry_dir: Path | None = None,
+    job_id: str = "job-1",
+    watch: Watch | None = None,
+) -> PipelineSummary:
+    """Run ``job`` on a foreman and one process per worker, started by ``placement``.
+
+    As ``run_pipeline_local``; ``watch`` gets the worker processes by name, and what it
+    returns every event of the job, on the SDK's event loop."""
     with tempfile.TemporaryDirectory(prefix="crowdio-") as tmp:
         root = Path(tmp)
         token = secrets.token_hex(16)
         env = {**os.environ, TOKEN_ENV: token}
         processes: list[subprocess.Popen[bytes]] = []
+        address = placement.foreman_address
         try:
-            foreman, port = _start_foreman(root, env, inline_max_bytes, processes)
-            for name, delay_ms in zip(names, delays_ms, strict=True):
-                cache = (cache_root or root / "cache") / name
+            foreman, port = _start_foreman(root, env, inline_max_bytes, placement, processes)
+            for host, worker in enumerate(workers, start=1):
+                cache = (cache_root or root / "cache") / worker.name
                 command = [
                     *_module("worker"),
-                    *("--foreman", f"{HOST}:{port}", "--cache", str(cache), "--name", name),
-                    *("--threads", str(threads), "--task-delay-ms", str(delay_ms)),
+                    *("--foreman", f"{address}:{port}", "--cache", str(cache)),
+                    *("--name", worker.name, "--threads", str(threads)),
+                    *("--task-delay-ms", str(worker.task_delay_ms), "--power", worker.power),
+                    *(() if worker.ram_mb is None else ("--ram-mb", str(worker.ram_mb))),
                 ]
                 if telemetry_dir is not None:
-                    command += ["--telemetry", str(telemetry_dir / f"{name}.csv")]
-                processes.append(_spawn(command, env, root / f"{name}.log"))
-            by_name = dict(zip(names, processes[1:], strict=True))
+                    command += ["--telemetry", str(telemetry_dir / f"{worker.name}.csv")]
+                processes.append(placement.spawn(host, command, env, root / f"{worker.name}.log"))
+            by_name = {w.name: p for w, p in zip(workers, processes[1:], strict=True)}
             submit = submit_job(
-                HOST,
+                address,
                 port,
                 token,
                 job,
                 job_id=job_id,
-                min_workers=workers,
+                min_workers=len(workers),
                 timeout_s=timeout_s,
-                on_event=None if kill is None else _killer(kill, by_name),
+                on_event=None if watch is None else watch(by_name),
             )
             try:
                 return asyncio.run(submit)
@@ -111,23 +195,20 @@ def _module(name: str) -> list[str]:
     return [sys.executable, "-m", f"edgetwin.emu.crowdio.{name}"]
 
 
-def _spawn(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as handle:
-        return subprocess.Popen(
-            command, env=env, stdin=subprocess.DEVNULL, stdout=handle, stderr=handle
-        )
-
-
 def _start_foreman(
-    root: Path, env: dict[str, str], inline_max_bytes: int, processes: list[subprocess.Popen[bytes]]
+    root: Path,
+    env: dict[str, str],
+    inline_max_bytes: int,
+    placement: Placement,
+    processes: list[subprocess.Popen[bytes]],
 ) -> tuple[subprocess.Popen[bytes], int]:
     port_file = root / "foreman.port"
     command = [
         *_module("foreman"),
-        *("--host", HOST, "--port", "0", "--store", str(root / "store")),
+        *("--host", placement.foreman_address, "--port", "0", "--store", str(root / "store")),
         *("--inline-max-kb", str(inline_max_bytes / 1024), "--port-file", str(port_file)),
     ]
-    foreman = _spawn(command, env, root / "foreman.log")
+    foreman = placement.spawn(0, command, env, root / "foreman.log")
     processes.append(foreman)
     deadline = time.monotonic() + 60.0
     while not port_file.exists():
@@ -137,7 +218,7 @@ def _start_foreman(
     return foreman, int(port_file.read_text())
 
 
-def _killer(plan: KillPlan, by_name: dict[str, subprocess.Popen[bytes]]) -> Callable[[Event], None]:
+def _killer(plan: KillPlan, by_name: Processes) -> Callable[[Event], None]:
     killed: list[str] = []
 
     def on_event(event: Event) -> None:

@@ -22,13 +22,17 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import edgetwin
+from edgetwin.emu.mininet.cgroups import join, leftover_groups, limit_memory, remove_groups
 from edgetwin.emu.mininet.lock import emulator_lock
 from edgetwin.emu.mininet.mn import mininet_module
 from edgetwin.emu.mininet.topology import (
     PREFIX,
     PREFIX_LEN,
     EmuTopology,
+    HostLimits,
     TcCommand,
+    client_address_command,
     is_leftover_link,
     netem_probe,
     rate_commands,
@@ -40,6 +44,14 @@ from edgetwin.scenario import NetworkSpec
 MARKER_ENV = "EDGETWIN_EMU"  # set to PREFIX on every process started in a host
 _SHELL_MARK = f"mininet:{PREFIX}".encode()  # Mininet's node shells: bash ... mininet:etwh0
 _EXIT_WAIT_S = 2.0
+
+
+def package_env() -> dict[str, str]:
+    """``PYTHONPATH`` with this package's root first: ``python -m edgetwin...`` in a host."""
+    package_root = str(Path(edgetwin.__file__).resolve().parents[1])
+    return {
+        "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    }
 
 
 class EmuError(RunFailed):
@@ -54,6 +66,7 @@ class EmuNetwork:
     network: NetworkSpec
     netem: bool
     _mininet: Any
+    _memory_groups: dict[int, Path] = field(default_factory=dict)
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def run(self, command: TcCommand) -> None:
@@ -82,6 +95,8 @@ class EmuNetwork:
                     list(argv), stdout=out, stderr=out, stdin=subprocess.DEVNULL, env=env
                 )
         self._processes.append(process)
+        if rank in self._memory_groups:
+            join(self._memory_groups[rank], process.pid)
         return process
 
     def stop_processes(self) -> None:
@@ -100,28 +115,40 @@ class EmuNetwork:
 
 @contextmanager
 def emulated_network(
-    topology: EmuTopology, network: NetworkSpec, bandwidth_mbps: float
+    topology: EmuTopology,
+    network: NetworkSpec,
+    bandwidth_mbps: float,
+    limits: Sequence[HostLimits] = (),
 ) -> Iterator[EmuNetwork]:
     """The network of ``topology``, every link at ``bandwidth_mbps``; torn down on exit.
 
-    Holds the machine's emulator lock throughout: a second run waits for this one."""
+    Host r gets ``limits[r]`` (CPU and memory) where given. This process reaches the
+    hosts through the bridge. Holds the machine's emulator lock throughout: a second
+    run waits for this one."""
     with emulator_lock():
-        yield from _network_of(topology, network, bandwidth_mbps)
+        yield from _network_of(topology, network, bandwidth_mbps, limits)
 
 
 def _network_of(
-    topology: EmuTopology, network: NetworkSpec, bandwidth_mbps: float
+    topology: EmuTopology,
+    network: NetworkSpec,
+    bandwidth_mbps: float,
+    limits: Sequence[HostLimits],
 ) -> Iterator[EmuNetwork]:
     cleanup_leftovers()
-    net = _mininet(topology)
+    net = _mininet(topology, limits)
     emu: EmuNetwork | None = None
     previous = _raise_on_sigterm()
     try:
         net.build()
         net.start()
         emu = EmuNetwork(topology, network, _has_netem(net, topology, network), net)
+        for rank, limit in enumerate(limits):
+            if limit.memory_mb is not None:
+                emu._memory_groups[rank] = limit_memory(topology.hosts[rank].name, limit.memory_mb)
         for command in shaping_commands(topology, network, bandwidth_mbps, emu.netem):
             emu.run(command)
+        emu.run(client_address_command(topology))
         yield emu
     finally:
         try:
@@ -155,6 +182,7 @@ def cleanup_leftovers() -> Leftovers:
     links = leftover_links()
     for name in links:
         subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
+    remove_groups(leftover_groups())
     return Leftovers(tuple(pids), tuple(links))
 
 
@@ -182,17 +210,22 @@ def leftover_links() -> list[str]:
     return [name for name in names if is_leftover_link(name)]
 
 
-def _mininet(topology: EmuTopology) -> Any:
-    """An unbuilt Mininet network of ``topology``: hosts, a Linux bridge, plain veth links."""
-    mininet_net, nodelib, link = (mininet_module(n) for n in ("net", "nodelib", "link"))
+def _mininet(topology: EmuTopology, limits: Sequence[HostLimits]) -> Any:
+    """An unbuilt Mininet network of ``topology``: hosts (CPU-limited where ``limits`` say),
+    a Linux bridge, plain veth links."""
+    mininet_net, nodelib, link, node = (
+        mininet_module(n) for n in ("net", "nodelib", "link", "node")
+    )
     mininet_module("log").setLogLevel("error")  # not its notes on bridge netfilter settings
     net = mininet_net.Mininet(
         topo=None, switch=nodelib.LinuxBridge, controller=None, link=link.Link, build=False
     )
     bridge = net.addSwitch(topology.bridge)
     for host in topology.hosts:
-        node = net.addHost(host.name, ip=f"{host.ip}/{PREFIX_LEN}")
-        net.addLink(node, bridge, intfName1=host.iface, intfName2=host.bridge_port)
+        fraction = limits[host.rank].cpu_fraction if host.rank < len(limits) else None
+        cpu = {} if fraction is None else {"cls": node.CPULimitedHost, "cpu": fraction}
+        added = net.addHost(host.name, ip=f"{host.ip}/{PREFIX_LEN}", **cpu)
+        net.addLink(added, bridge, intfName1=host.iface, intfName2=host.bridge_port)
     return net
 
 

@@ -1,4 +1,5 @@
-"""Run a scenario in the emulator (mode ``emu``): the real ViT ranks on Mininet hosts.
+"""Run a scenario in the emulator (mode ``emu``): the real ViT ranks on Mininet hosts,
+or a crowd scenario's CROWDio foreman and workers (``crowd.run_crowd_emu``).
 
 One network for the whole scenario, with as many hosts as the largest configuration
 has devices. Configurations run bandwidth by bandwidth: the links are set to the
@@ -6,28 +7,36 @@ rate, iperf3 checks what they carry, then the configurations at that rate run as
 local mode (``emu.local``), rank r on host r, GLOO bound to the host's shaped
 interface, rank 0's address as the master. Single runs on host 0 alone. Rows are
 local mode's with ``mode`` = ``emu``; ``bandwidth_mbps`` is the links' set rate.
+A ``network.schedule`` plays during every launch (from its start; the links go back
+to the configuration's rate after it) and is recorded in ``EmuRun.faults``.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import edgetwin
 from edgetwin.emu.local import check_runnable, measure_local, result_rows
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
+from edgetwin.emu.mininet.crowd import (
+    JOB_TIMEOUT_S,
+    check_crowd_emulatable,
+    crowd_bandwidths,
+    run_crowd_emu,
+)
+from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.mn import missing_requirements
-from edgetwin.emu.mininet.net import EmuNetwork, emulated_network
+from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env
 from edgetwin.emu.mininet.topology import build_topology
 from edgetwin.emu.vit.launcher import stop_ranks, wait_ranks
 from edgetwin.emu.vit.records import RankRecord, read_record
 from edgetwin.errors import InputError
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
+from edgetwin.sim.crowd.runner import crowd_runs
 
 MASTER_PORT = 29500
 LINK_CHECK_S = 2.0  # iperf3 seconds per direction, after a one-second warm-up
@@ -35,25 +44,35 @@ LINK_CHECK_S = 2.0  # iperf3 seconds per direction, after a one-second warm-up
 
 @dataclass(frozen=True)
 class EmuRun:
-    """Rows in configuration order, and the link checks (per bandwidth, per direction)."""
+    """Rows in configuration order, the link checks (per bandwidth, per direction), and
+    the faults and bandwidth changes applied during the runs."""
 
     rows: list[ResultRow]
     links: list[LinkCheck]
+    faults: list[FaultRecord] = field(default_factory=list)
 
 
 def check_emulatable(scenario: Scenario, path: Path | None = None) -> None:
     """``InputError`` naming the field if the emulator cannot run ``scenario`` here."""
     if scenario.crowd is not None:
-        raise InputError(path, "mode", "the CROWDio pipeline does not run in the emulator yet")
-    check_runnable(scenario, path)
+        check_crowd_emulatable(scenario, path)
+    else:
+        check_runnable(scenario, path)
+        if scenario.emulator.faults:
+            problem = "faults play during CROWDio jobs only (a 'crowd' scenario)"
+            raise InputError(path, "emulator.faults", problem)
     if scenario.network.medium != "dedicated":
         raise InputError(path, "network.medium", "the emulator has dedicated links only")
-    if scenario.network.schedule:
-        problem = "bandwidth schedules are not applied during an emulator run yet"
-        raise InputError(path, "network.schedule", problem)
     missing = missing_requirements()
     if missing:
         raise InputError(path, "mode", "mode 'emu' needs " + "; ".join(missing))
+
+
+def emu_runs(scenario: Scenario) -> int:
+    """How many rows ``run_emu`` makes (for progress)."""
+    if scenario.crowd is not None:
+        return len(crowd_bandwidths(scenario)) * len(crowd_runs(scenario))
+    return len(configurations(scenario)) * scenario.repetitions
 
 
 def run_emu(
@@ -71,6 +90,10 @@ def run_emu(
     fails and ``EmuError`` if the network cannot be built.
     """
     check_emulatable(scenario, scenario_path)
+    if scenario.crowd is not None:
+        crowd = run_crowd_emu(scenario, scenario_path, on_progress, link_check_s=link_check_s,
+                              timeout_s=timeout_s or JOB_TIMEOUT_S)  # fmt: skip
+        return EmuRun(crowd.rows, crowd.links, crowd.faults)
     by_bandwidth: dict[float, list[Configuration]] = {}
     for config in configurations(scenario):
         by_bandwidth.setdefault(config.bandwidth_mbps, []).append(config)
@@ -82,6 +105,7 @@ def run_emu(
         launch = _HostLauncher(net)
         for bandwidth_mbps, group in by_bandwidth.items():
             net.set_bandwidth(bandwidth_mbps)
+            launch.bandwidth_mbps = bandwidth_mbps
             hosts = max(config.devices for config in group)
             links += measure_links(net, bandwidth_mbps, range(1, hosts), link_check_s)
             runs = measure_local(scenario, warmup=warmup, timeout_s=timeout_s, configs=group,
@@ -91,15 +115,20 @@ def run_emu(
                 for _ in rows[run.config]:
                     if on_progress is not None:
                         on_progress()
-    return EmuRun([row for config in configurations(scenario) for row in rows[config]], links)
+    ordered = [row for config in configurations(scenario) for row in rows[config]]
+    return EmuRun(ordered, links, launch.faults)
 
 
 class _HostLauncher:
-    """Starts the ranks of one launch on the hosts (rank r on host r); a ``Launcher``."""
+    """Starts the ranks of one launch on the hosts (rank r on host r), the bandwidth
+    schedule playing from their start; a ``Launcher``."""
 
     def __init__(self, net: EmuNetwork) -> None:
         self._net = net
         self._launches = 0
+        self._schedule = timeline(net.topology, net.network)
+        self.bandwidth_mbps = 0.0  # the rate of the configurations launched now
+        self.faults: list[FaultRecord] = []
 
     def __call__(
         self,
@@ -117,12 +146,13 @@ class _HostLauncher:
             *("--master-port", str(MASTER_PORT + self._launches), "--timeout-s", str(timeout_s)),
             *(() if threads is None else ("--threads", str(threads))),
         ]
-        package_root = str(Path(edgetwin.__file__).resolve().parents[1])
-        path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+        label = f"launch {self._launches} at {self.bandwidth_mbps:g} Mbps"
+        clock = FaultClock(label, self._schedule, self._apply)
         with tempfile.TemporaryDirectory(prefix="edgetwin-emu-") as tmp:
             folder = Path(tmp)
             ranks = []
             try:
+                clock.start()
                 for rank in range(world):
                     result = str(folder / f"rank{rank}.json")
                     argv = [
@@ -130,8 +160,16 @@ class _HostLauncher:
                         *("--iface", hosts[rank].iface, "--result", result, *common),
                     ]
                     log = folder / f"rank{rank}.log"
-                    ranks.append(self._net.popen(rank, argv, log, {"PYTHONPATH": path}))
+                    ranks.append(self._net.popen(rank, argv, log, package_env()))
                 wait_ranks(ranks, folder, timeout_s)
             finally:
                 stop_ranks(ranks)
+                applied = clock.stop()
+                if applied:
+                    self._net.set_bandwidth(self.bandwidth_mbps)
+                self.faults += applied
             return [read_record(folder / f"rank{rank}.json") for rank in range(world)]
+
+    def _apply(self, action: Action) -> None:
+        for command in action.commands:
+            self._net.run(command)

@@ -202,3 +202,25 @@ def netem_probe(iface: str) -> tuple[TcCommand, TcCommand]:
         TcCommand(node, ("tc", "qdisc", "add", "dev", iface, "root", "netem", "delay", "1ms")),
         TcCommand(node, ("tc", "qdisc", "del", "dev", iface, "root")),
     )
+
+
+@dataclass(frozen=True)
+class HostLimits:
+    """A host's share of the machine: ``cpu_fraction`` of all cores (a CFS quota) and
+    ``memory_mb`` (a memory cgroup); None: unlimited."""
+
+    cpu_fraction: float | None = None
+    memory_mb: float | None = None
+
+
+def client_address_command(topology: EmuTopology) -> TcCommand:
+    """Give the bridge an address (SUBNET.254) so this process reaches the hosts (the SDK)."""
+    address = f"{SUBNET}.254/{PREFIX_LEN}"
+    return TcCommand(topology.bridge, ("ip", "addr", "add", address, "dev", topology.bridge))
+
+
+def link_state_command(topology: EmuTopology, rank: int, up: bool) -> TcCommand:
+    """Take host ``rank``'s link down (or up) at the bridge's port: both directions stop,
+    the host keeps its address, routes and queues."""
+    port = topology.hosts[rank].bridge_port
+    return TcCommand(topology.bridge, ("ip", "link", "set", "dev", port, "up" if up else "down"))

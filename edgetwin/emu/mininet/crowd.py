@@ -1,0 +1,278 @@
+"""A crowd scenario in the emulator: the real CROWDio foreman and workers on Mininet hosts.
+
+The foreman runs on host 0, phone i's worker on host i + 1 (phones in fleet order,
+named as in the twin), each link shaped to the bandwidth as for ViT. A phone's host
+is CPU-limited by its class's speed and memory-limited to its session budget
+(``HostLimits`` from ``phone_limits``); its worker reports battery and free RAM with
+its profile's power model and budget. This process submits every job with the real
+SDK over the bridge. Runs go bandwidth by bandwidth (the scenario's sweep bandwidths,
+else ``network.bandwidth_mbps``), then strategy x scheduler x repetition as in the
+twin; the scenario's faults and bandwidth schedule play during every job, from its
+start, and the links are restored after it.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import numpy as np
+
+from edgetwin.emu.crowdio.launcher import Processes, WorkerSpec, run_pipeline
+from edgetwin.emu.crowdio.model import FULL, TINY, export_stages, make_inputs
+from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary
+from edgetwin.emu.crowdio.rows import summary_row
+from edgetwin.emu.crowdio.sdk import PipelineJob, pipeline_job
+from edgetwin.emu.mininet.checks import LinkCheck, measure_links
+from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
+from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env
+from edgetwin.emu.mininet.topology import HostLimits, build_topology, link_state_command
+from edgetwin.errors import InputError
+from edgetwin.results import ResultRow
+from edgetwin.scenario import EmulatorSpec, Scenario
+from edgetwin.sim.crowd.fleet import PhoneSetup, expand_fleet, resolve_classes
+from edgetwin.sim.crowd.runner import crowd_runs, prepare_crowd
+
+MODELS = {"tiny": TINY, "full": FULL}
+JOB_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class CrowdEmuRun:
+    """Rows in run order, the link checks, what the faults did, and every job's summary."""
+
+    rows: list[ResultRow]
+    links: list[LinkCheck]
+    faults: list[FaultRecord]
+    summaries: list[PipelineSummary]
+
+
+@dataclass(frozen=True)
+class HostPlacement:
+    """The foreman on host 0, worker i on host i + 1 of an emulated network."""
+
+    net: EmuNetwork
+
+    @property
+    def foreman_address(self) -> str:
+        return self.net.topology.hosts[0].ip
+
+    def spawn(
+        self, host: int, argv: list[str], env: dict[str, str], log: Path
+    ) -> subprocess.Popen[bytes]:
+        return self.net.popen(host, argv, log, {**env, **package_env()})
+
+
+def check_crowd_emulatable(scenario: Scenario, scenario_path: Path | None) -> None:
+    """``InputError`` naming the field if the emulator cannot run this crowd scenario."""
+    crowd = scenario.crowd
+    assert crowd is not None
+    prepare_crowd(scenario, scenario_path)  # schedulers, fleet and profiles, as the twin
+    config = MODELS[scenario.emulator.model]
+    if len(crowd.job.stages) > config.layers + 1:
+        problem = f"the {scenario.emulator.model} DistilBERT makes at most {config.layers + 1}"
+        raise InputError(scenario_path, "crowd.job.stages", problem + " stages")
+    hosts = len(crowd_phones(scenario, scenario_path)) + 1
+    for i, fault in enumerate(scenario.emulator.faults):
+        if fault.host >= hosts:
+            problem = f"no host {fault.host}: 0 is the foreman's, 1 to {hosts - 1} the phones'"
+            raise InputError(scenario_path, f"emulator.faults.{i}.host", problem)
+
+
+def crowd_phones(scenario: Scenario, scenario_path: Path | None) -> list[PhoneSetup]:
+    """The scenario's phones in fleet order, named as in the twin."""
+    assert scenario.crowd is not None
+    classes = resolve_classes(scenario.crowd, scenario_path)
+    return expand_fleet(scenario.crowd, classes, np.random.default_rng(scenario.seed))
+
+
+def phone_limits(
+    phones: Sequence[PhoneSetup], emulator: EmulatorSpec, cores: int
+) -> list[HostLimits]:
+    """Host limits, host 0 (the foreman) unlimited: phone i's host gets ``cpu_cores_fastest``
+    x its ``cpu_gflops`` / the fastest phone's, as a fraction of ``cores``, and its session
+    budget (RAM less what Android keeps) as memory."""
+    fastest = max(phone.phone_class.profile.cpu_gflops for phone in phones)
+    limits = [HostLimits()]
+    for phone in phones:
+        profile = phone.phone_class.profile
+        share = emulator.cpu_cores_fastest * profile.cpu_gflops / fastest / cores
+        budget_mb = profile.session_budget_mb(phone.phone_class.spec.ram_mb)
+        limits.append(
+            HostLimits(
+                cpu_fraction=min(share, 1.0) if emulator.cpu_limits else None,
+                memory_mb=budget_mb if emulator.memory_limits else None,
+            )
+        )
+    return limits
+
+
+def worker_specs(phones: Sequence[PhoneSetup], task_delay_ms: float = 0.0) -> list[WorkerSpec]:
+    """One worker per phone: its name, session budget, power model and extra task delay."""
+    specs = []
+    for phone in phones:
+        profile = phone.phone_class.profile
+        power, battery = profile.power, profile.battery
+        model = (
+            f"idle_w={power.idle_w},load_w={power.load_w},compute_w={power.inference_w},"
+            f"transmit_w={power.transfer_w},voltage_v={battery.voltage_v},"
+            f"capacity_mah={battery.capacity_mah}"
+        )
+        budget_mb = profile.session_budget_mb(phone.phone_class.spec.ram_mb)
+        specs.append(WorkerSpec(phone.name, task_delay_ms, budget_mb, model))
+    return specs
+
+
+def crowd_bandwidths(scenario: Scenario) -> list[float]:
+    """The sweeps' bandwidths in file order, else the network's."""
+    swept = [bw for sweep in scenario.sweeps for bw in sweep.bandwidth_mbps]
+    return list(dict.fromkeys(swept)) or [scenario.network.bandwidth_mbps]
+
+
+def run_crowd_emu(
+    scenario: Scenario,
+    scenario_path: Path | None = None,
+    on_progress: Callable[[], None] | None = None,
+    *,
+    link_check_s: float = 2.0,
+    timeout_s: float = JOB_TIMEOUT_S,
+) -> CrowdEmuRun:
+    """Every bandwidth x run of a crowd scenario in the emulator; always torn down.
+
+    ``link_check_s`` 0 skips the iperf3 link checks."""
+    crowd = scenario.crowd
+    assert crowd is not None
+    phones = crowd_phones(scenario, scenario_path)
+    config = MODELS[scenario.emulator.model]
+    stages = export_stages(config, len(crowd.job.stages), scenario.seed)
+    inputs = make_inputs(config, crowd.job.inputs, scenario.seed)
+    limits = phone_limits(phones, scenario.emulator, os.cpu_count() or 1)
+    bandwidths = crowd_bandwidths(scenario)
+    topology = build_topology(len(phones) + 1)
+    result = CrowdEmuRun([], [], [], [])
+    with (
+        emulated_network(topology, scenario.network, bandwidths[0], limits) as net,
+        TemporaryDirectory(prefix="edgetwin-crowd-cache-") as caches,
+    ):
+        workers = worker_specs(phones, scenario.emulator.task_delay_ms)
+        jobs = _JobRunner(net, workers, scenario, timeout_s)
+        cache_root = Path(caches) if crowd.cache == "warm" else None
+        if cache_root is not None:  # warm runs: every stage on the phones' storage first
+            jobs.warm_up(pipeline_job(stages, inputs, seed=scenario.seed), cache_root)
+        for bandwidth_mbps in bandwidths:
+            net.set_bandwidth(bandwidth_mbps)
+            if link_check_s > 0:
+                phone_hosts = range(1, len(phones) + 1)
+                result.links.extend(measure_links(net, bandwidth_mbps, phone_hosts, link_check_s))
+            for run in crowd_runs(scenario):
+                mode: Mode = "streaming" if run.strategy == "crowdio_streaming" else "barrier"
+                job = pipeline_job(
+                    stages, inputs, mode=mode, scheduler=run.scheduler, seed=scenario.seed
+                )
+                label = f"{run.strategy} {run.scheduler} {bandwidth_mbps:g} Mbps rep {run.rep}"
+                summary, records = jobs.run(job, label, bandwidth_mbps, cache_root)
+                result.summaries.append(summary)
+                result.faults.extend(records)
+                row = summary_row(
+                    summary,
+                    scenario=scenario.name,
+                    bandwidth_mbps=bandwidth_mbps,
+                    rep=run.rep,
+                    mode="emu",
+                )
+                result.rows.append(row)
+                if on_progress is not None:
+                    on_progress()
+    return result
+
+
+class _JobRunner:
+    """Runs one job on the network with the scenario's faults and schedule playing."""
+
+    def __init__(
+        self, net: EmuNetwork, workers: list[WorkerSpec], scenario: Scenario, timeout_s: float
+    ) -> None:
+        self._net = net
+        self._workers = workers
+        self._host_of = {worker.name: host for host, worker in enumerate(workers, start=1)}
+        self._actions = timeline(net.topology, scenario.network, scenario.emulator.faults)
+        self._timeout_s = timeout_s
+
+    def warm_up(self, job: PipelineJob, cache_root: Path) -> None:
+        """One job, not recorded and without faults, that leaves every stage in the caches."""
+        run_pipeline(
+            job, self._workers, HostPlacement(self._net), cache_root=cache_root,
+            timeout_s=self._timeout_s,
+        )  # fmt: skip
+
+    def run(
+        self, job: PipelineJob, label: str, bandwidth_mbps: float, cache_root: Path | None
+    ) -> tuple[PipelineSummary, list[FaultRecord]]:
+        clocks: list[FaultClock] = []
+
+        def watch(processes: Processes) -> Callable[[Event], None]:
+            def apply(action: Action) -> None:
+                for command in action.commands:
+                    self._net.run(command)
+                if action.kind == "kill_worker":
+                    processes[self._workers[(action.host or 1) - 1].name].kill()
+
+            def on_event(_event: Event) -> None:
+                if not clocks:  # the job's first event: it has started
+                    clocks.append(FaultClock(label, self._actions, apply))
+                    clocks[0].start()
+
+            return on_event
+
+        try:
+            summary = run_pipeline(
+                job,
+                self._workers,
+                HostPlacement(self._net),
+                cache_root=cache_root,
+                timeout_s=self._timeout_s,
+                watch=watch if self._actions else None,
+            )
+        finally:
+            records = clocks[0].stop() if clocks else []
+            if records:
+                self._restore(bandwidth_mbps)
+        return summary, [
+            replace(r, effect=r.effect or _effect(r, summary, self._workers)) for r in records
+        ]
+
+    def _restore(self, bandwidth_mbps: float) -> None:
+        """Every link up and at ``bandwidth_mbps`` again."""
+        for rank in range(len(self._net.topology.hosts)):
+            self._net.run(link_state_command(self._net.topology, rank, up=True))
+        self._net.set_bandwidth(bandwidth_mbps)
+
+
+def _effect(record: FaultRecord, summary: PipelineSummary, workers: Sequence[WorkerSpec]) -> str:
+    """What the foreman's records show of a fault."""
+    if record.kind == "bandwidth":
+        return f"links at {record.detail}"
+    if record.host is None or record.kind == "link_up":
+        return ""
+    if record.host == 0:
+        return f"foreman's link; job done in {summary.pipeline_latency_ms:.0f} ms"
+    worker = workers[record.host - 1].name
+    requeued = sum(1 for e in summary.events if e.kind == "requeue")
+    if record.kind == "kill_worker":
+        lost = [e.t_ms for e in summary.events if e.kind == "disconnect" and e.worker == worker]
+        seen = (
+            f"{worker} disconnected at {lost[0] / 1e3:.2f} s"
+            if lost
+            else f"{worker} not seen to leave"
+        )
+        return f"{seen}; {requeued} tasks re-dispatched"
+    spans = [t.done_ms - t.dispatch_ms for t in summary.tasks if t.worker == worker]
+    others = [t.done_ms - t.dispatch_ms for t in summary.tasks if t.worker != worker]
+    slowest = f"slowest task on {worker} {max(spans):.0f} ms" if spans else f"no task on {worker}"
+    typical = f", median elsewhere {statistics.median(others):.0f} ms" if others else ""
+    return f"{slowest}{typical}; {requeued} tasks re-dispatched"

@@ -1,0 +1,131 @@
+"""Faults and bandwidth changes during a run: a timeline built from the scenario (pure),
+played by a clock thread, recorded as ``faults.csv``.
+
+Times count from the start of what runs: a CROWDio job's submission, a ViT launch.
+``link_down`` takes a host's link down at the bridge (both directions) and up again
+``for_s`` later; ``kill_worker`` SIGKILLs the worker process on a host; ``bandwidth``
+is a ``network.schedule`` step (every link to the new rate, ``tc class change``).
+"""
+
+from __future__ import annotations
+
+import csv
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Literal
+
+from edgetwin.emu.mininet.topology import (
+    EmuTopology,
+    TcCommand,
+    link_state_command,
+    rate_commands,
+)
+from edgetwin.scenario import Fault, NetworkSpec
+
+ActionKind = Literal["link_down", "link_up", "kill_worker", "bandwidth"]
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing to do ``at_s`` into a run: commands to run, or a host's worker to kill."""
+
+    at_s: float
+    kind: ActionKind
+    host: int | None
+    detail: str
+    commands: tuple[TcCommand, ...] = ()
+
+
+@dataclass(frozen=True)
+class FaultRecord:
+    """What was done, when (planned and applied, s from the run's start), and its effect;
+    a row of ``faults.csv``."""
+
+    run: str
+    kind: ActionKind
+    host: int | None
+    detail: str
+    at_s: float
+    applied_s: float
+    effect: str = ""
+
+
+def timeline(
+    topology: EmuTopology,
+    network: NetworkSpec,
+    faults: Sequence[Fault] = (),
+) -> list[Action]:
+    """The scenario's faults and bandwidth schedule as actions, in time order."""
+    actions = [
+        Action(
+            step.at_ms / 1e3,
+            "bandwidth",
+            None,
+            f"{step.bandwidth_mbps:g} Mbps",
+            tuple(rate_commands(topology, step.bandwidth_mbps, network.burst_kb)),
+        )
+        for step in network.schedule
+    ]
+    for fault in faults:
+        if fault.kind == "kill_worker":
+            actions.append(Action(fault.at_s, "kill_worker", fault.host, "SIGKILL"))
+            continue
+        down = (link_state_command(topology, fault.host, up=False),)
+        up = (link_state_command(topology, fault.host, up=True),)
+        actions.append(Action(fault.at_s, "link_down", fault.host, f"for {fault.for_s:g} s", down))
+        actions.append(Action(fault.at_s + fault.for_s, "link_up", fault.host, "", up))
+    return sorted(actions, key=lambda action: action.at_s)
+
+
+class FaultClock:
+    """Plays a timeline in a thread from ``start()``; ``stop()`` ends it and returns what ran.
+
+    ``apply`` does one action (runs its commands, kills its worker); an action that fails
+    is recorded with its error as the effect, and the run goes on."""
+
+    def __init__(self, run: str, actions: Sequence[Action], apply: Callable[[Action], None]):
+        self._run = run
+        self._actions = list(actions)
+        self._apply = apply
+        self._stopped = threading.Event()
+        self._records: list[FaultRecord] = []
+        self._thread = threading.Thread(target=self._play, name="edgetwin-faults", daemon=True)
+        self._start = 0.0
+
+    def start(self) -> None:
+        self._start = time.monotonic()
+        self._thread.start()
+
+    def stop(self) -> list[FaultRecord]:
+        """Stop playing (actions not due yet are dropped); the records of those that ran."""
+        self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        return list(self._records)
+
+    def _play(self) -> None:
+        for action in self._actions:
+            if self._stopped.wait(max(self._start + action.at_s - time.monotonic(), 0.0)):
+                return
+            applied_s = time.monotonic() - self._start
+            effect = ""
+            try:
+                self._apply(action)
+            except Exception as exc:  # recorded, not raised: a fault must not stop the run
+                effect = f"failed: {exc}"
+            record = FaultRecord(
+                self._run, action.kind, action.host, action.detail, action.at_s, applied_s, effect
+            )
+            self._records.append(record)
+
+
+def write_faults(path: Path, records: Sequence[FaultRecord]) -> None:
+    """``faults.csv``: one row per action applied."""
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[f.name for f in fields(FaultRecord)])
+        writer.writeheader()
+        for record in records:
+            writer.writerow(asdict(record))

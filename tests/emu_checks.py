@@ -1,0 +1,60 @@
+"""Teardown checks for emulator tests that hold while other emulator runs come and go.
+
+``teardown_checked`` wraps the emulator lock: interfaces are listed right after a run
+takes the lock (no other run is live then) and again after it has torn its network
+down, before it lets the lock go, so another run's interfaces never count.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pytest
+
+from edgetwin.emu.mininet import net
+from edgetwin.emu.mininet.cgroups import leftover_groups
+from edgetwin.emu.mininet.lock import emulator_lock
+
+
+def links() -> set[str]:
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return {line.split(":")[1].strip() for line in out.splitlines()}
+
+
+@dataclass
+class Teardown:
+    """Interfaces before and after each network, and what was left (empty: all clean)."""
+
+    networks: int = 0
+    added: set[str] | None = None
+    leftovers: list[object] | None = None
+
+    def assert_clean(self, networks: int = 1) -> None:
+        assert self.networks == networks
+        assert self.added == set() and self.leftovers == [], (self.added, self.leftovers)
+
+
+@contextmanager
+def teardown_checked() -> Iterator[Teardown]:
+    """Every emulated network built inside is checked when it has been torn down."""
+    seen = Teardown(added=set(), leftovers=[])
+
+    @contextmanager
+    def checking_lock() -> Iterator[None]:
+        with emulator_lock():
+            before = links()
+            try:
+                yield
+            finally:
+                seen.networks += 1
+                assert seen.added is not None and seen.leftovers is not None
+                seen.added |= links() - before
+                seen.leftovers += [*net.leftover_links(), *net.leftover_processes()]
+                seen.leftovers += leftover_groups()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(net, "emulator_lock", checking_lock)
+        yield seen

@@ -1,0 +1,103 @@
+"""CROWDio in the emulator for real (root, Mininet): the shipped small scenario, host limits,
+and no leftovers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from emu_checks import teardown_checked
+
+from edgetwin.emu.crowdio.model import TINY, make_inputs, reference_logits
+from edgetwin.emu.crowdio.records import PipelineSummary
+from edgetwin.emu.mininet.crowd import CrowdEmuRun, run_crowd_emu
+from edgetwin.emu.mininet.mn import missing_requirements
+from edgetwin.emu.mininet.net import emulated_network
+from edgetwin.emu.mininet.topology import HostLimits, build_topology
+from edgetwin.scenario import NetworkSpec, Scenario, load_scenario
+
+pytestmark = pytest.mark.skipif(
+    bool(missing_requirements()), reason=f"emulator needs: {missing_requirements()}"
+)
+
+SCENARIO = Path(__file__).resolve().parents[1] / "scenarios/emu_crowdio.yaml"
+
+
+def assert_exactly_once(summary: PipelineSummary) -> None:
+    """Every (input, stage) completed once, by the foreman's records, and the result is the
+    whole model's."""
+    done = Counter((e.input_index, e.stage_index) for e in summary.events if e.kind == "complete")
+    expected = {(i, s): 1 for i in range(summary.inputs) for s in range(len(summary.stages))}
+    assert done == Counter(expected)
+    reference = reference_logits(TINY, 0, make_inputs(TINY, summary.inputs, 0))
+    np.testing.assert_allclose(np.array(summary.logits), reference, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def scenario() -> Scenario:
+    return load_scenario(SCENARIO)
+
+
+@pytest.fixture(scope="module")
+def run(scenario: Scenario) -> CrowdEmuRun:
+    with teardown_checked() as teardown:
+        result = run_crowd_emu(scenario, SCENARIO, link_check_s=1, timeout_s=120)
+    teardown.assert_clean()
+    return result
+
+
+def test_rows_are_the_crowd_rows_with_mode_emu(run: CrowdEmuRun) -> None:
+    assert [(r.strategy, r.bandwidth_mbps, r.mode) for r in run.rows] == [
+        ("crowdio_streaming", 10, "emu"),
+        ("crowdio_barrier", 10, "emu"),
+        ("crowdio_streaming", 100, "emu"),
+        ("crowdio_barrier", 100, "emu"),
+    ]
+    for row, summary in zip(run.rows, run.summaries, strict=True):
+        assert row.status == "ok" and (row.devices, row.batch, row.stages) == (3, 5, 3)
+        assert row.total_ms == summary.pipeline_latency_ms and row.cold_loads >= 3
+        assert row.energy_j is not None and row.energy_j > 0 and row.peak_rss_mb is not None
+        assert_exactly_once(summary)
+
+
+def test_the_stages_cross_the_shaped_links(run: CrowdEmuRun) -> None:
+    for slow, fast, summary in zip(run.rows[:2], run.rows[2:], run.summaries[:2], strict=True):
+        # every stage a worker loads leaves the foreman's host over its 10 Mbps link
+        assert slow.total_ms > 0.8 * summary.model_bytes_sent * 8 / 10e3
+        assert slow.total_ms > 1.5 * fast.total_ms
+    hosts = {(c.bandwidth_mbps, c.sender, c.receiver) for c in run.links}
+    assert len(hosts) == 2 * 3 * 2  # both bandwidths, every phone, both directions
+    assert all(abs(c.error_pct) < 15 for c in run.links), run.links
+
+
+def test_hosts_get_their_cpu_quota_and_memory_limit() -> None:
+    limits = [HostLimits(), HostLimits(0.125, 300.0), HostLimits(0.25, None)]
+    busy = "import os, time\nt = time.monotonic()\nwhile time.monotonic() - t < 1.5: pass\n"
+    report = "print(os.times().user + os.times().system, open('/proc/self/cgroup').read())"
+    with (
+        teardown_checked() as teardown,
+        emulated_network(build_topology(3), NetworkSpec(), 100, limits) as net,
+    ):
+        hosts = [net.popen(r, [sys.executable, "-c", busy + report], None) for r in (1, 2)]
+        outputs = [host.communicate()[0].decode() for host in hosts]
+    teardown.assert_clean()
+    cores = os.cpu_count() or 1
+    for limit, output in zip(limits[1:], outputs, strict=True):
+        cpu_s = float(output.split()[0])
+        assert limit.cpu_fraction is not None
+        assert cpu_s < 1.5 * limit.cpu_fraction * cores * 1.2  # at most the quota (+ slack)
+    low_groups = dict(line.split(":")[1:] for line in outputs[0].split()[1:] if ":" in line)
+    assert low_groups["cpu"] == "/etwh1" and low_groups["memory"].endswith("/etwh1")
+
+
+def test_torn_down_after_an_error_mid_run(scenario: Scenario) -> None:
+    def fail() -> None:
+        raise KeyboardInterrupt
+
+    with teardown_checked() as teardown, pytest.raises(KeyboardInterrupt):
+        run_crowd_emu(scenario, SCENARIO, on_progress=fail, link_check_s=0, timeout_s=60)
+    teardown.assert_clean()

@@ -1,0 +1,114 @@
+"""Faults, schedules and host limits as data (no root): the scenario section, its errors,
+the timeline of actions, the CPU and memory rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from edgetwin import cli
+from edgetwin.emu.mininet.crowd import crowd_bandwidths, crowd_phones, phone_limits
+from edgetwin.emu.mininet.faults import timeline
+from edgetwin.emu.mininet.runner import check_emulatable
+from edgetwin.emu.mininet.topology import build_topology, link_state_command
+from edgetwin.errors import InputError
+from edgetwin.scenario import BandwidthStep, EmulatorSpec, NetworkSpec, validate_scenario
+
+REPO = Path(__file__).resolve().parents[1]
+CROWD = REPO / "scenarios/emu_crowdio.yaml"
+
+
+def _crowd(**emulator: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = yaml.safe_load(CROWD.read_text())
+    raw["emulator"] = {**raw.get("emulator", {}), **emulator}
+    return raw
+
+
+def test_link_state_is_set_at_the_bridge_port() -> None:
+    down = link_state_command(build_topology(3), 2, up=False)
+    assert (down.node, " ".join(down.argv)) == ("etws0", "ip link set dev etws0-eth3 down")
+    assert link_state_command(build_topology(3), 2, up=True).argv[-1] == "up"
+
+
+def test_timeline_orders_faults_and_schedule_steps() -> None:
+    topology = build_topology(3)
+    network = NetworkSpec(
+        schedule=(
+            BandwidthStep(at_ms=1500, bandwidth_mbps=50),
+            BandwidthStep(at_ms=0, bandwidth_mbps=5),
+        )
+    )
+    spec = EmulatorSpec.model_validate(
+        {"faults": [
+            {"kind": "link_down", "host": 1, "at_s": 0.5, "for_s": 2},
+            {"kind": "kill_worker", "host": 2, "at_s": 1.0},
+        ]}
+    )  # fmt: skip
+    actions = timeline(topology, network, spec.faults)
+    assert [(a.at_s, a.kind, a.host) for a in actions] == [
+        (0.0, "bandwidth", None),
+        (0.5, "link_down", 1),
+        (1.0, "kill_worker", 2),
+        (1.5, "bandwidth", None),
+        (2.5, "link_up", 1),
+    ]
+    assert [" ".join(c.argv) for c in actions[1].commands] == ["ip link set dev etws0-eth2 down"]
+    assert actions[2].commands == ()
+    # a schedule step changes both ends of every link in place
+    rates = [c.argv for c in actions[3].commands]
+    assert len(rates) == 2 * 3 and all(a[:3] == ("tc", "class", "change") for a in rates)
+    assert all("50mbit" in a for a in rates)
+
+
+def test_cpu_share_follows_the_class_speed_and_memory_the_session_budget() -> None:
+    scenario = validate_scenario(_crowd(cpu_cores_fastest=1.0), CROWD)
+    phones = crowd_phones(scenario, CROWD)
+    assert [p.name for p in phones] == ["low", "mid", "high"]
+    limits = phone_limits(phones, scenario.emulator, cores=2)
+    assert limits[0].cpu_fraction is None and limits[0].memory_mb is None  # the foreman's host
+    # android_low/mid/high: 4, 8, 16 GFLOPS -> 0.25, 0.5, 1 core of 2
+    assert [lim.cpu_fraction for lim in limits[1:]] == [0.125, 0.25, 0.5]
+    # RAM less what Android keeps: 3300 - 1536 for the low class
+    assert limits[1].memory_mb == pytest.approx(3300 - 1536)
+    off = validate_scenario(_crowd(cpu_limits=False, memory_limits=False), CROWD).emulator
+    assert all(lim == limits[0] for lim in phone_limits(phones, off, cores=2))
+    assert crowd_bandwidths(scenario) == [10, 100]
+
+
+@pytest.mark.parametrize(
+    ("faults", "field", "words"),
+    [
+        ([{"kind": "unplug", "host": 1, "at_s": 1}], "emulator.faults.0", "kind"),
+        ([{"kind": "link_down", "host": 1, "at_s": 1}], "emulator.faults.0.for_s", "missing"),
+        ([{"kind": "kill_worker", "host": 0, "at_s": 1}], "emulator.faults.0.host", "greater"),
+        ([{"kind": "kill_worker", "host": 1, "at_s": -1}], "emulator.faults.0.at_s", "greater"),
+        ([{"kind": "kill_worker", "host": 9, "at_s": 1}], "emulator.faults.0.host", "no host 9"),
+    ],
+)
+def test_bad_faults_exit_2_naming_file_and_field(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    faults: list[dict[str, Any]],
+    field: str,
+    words: str,
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(_crowd(faults=faults)))
+    out = tmp_path / "out"
+    code = cli.main(["run", str(path), "--mode", "emu", "--out", str(out), "--quiet"])
+    message = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in message
+    assert str(path) in message and f"field '{field}'" in message and words in message
+    assert not out.exists()
+
+
+def test_faults_need_a_crowd_scenario() -> None:
+    raw: dict[str, Any] = yaml.safe_load((REPO / "scenarios/emu_smoke.yaml").read_text())
+    raw["emulator"] = {"faults": [{"kind": "kill_worker", "host": 1, "at_s": 1}]}
+    scenario = validate_scenario(raw, Path("vit.yaml"))
+    with pytest.raises(InputError) as error:
+        check_emulatable(scenario, Path("vit.yaml"))
+    assert error.value.field == "emulator.faults" and "crowd" in error.value.problem
