@@ -202,7 +202,7 @@ def test_resume_runs_only_missing_configurations(tmp_path: Path) -> None:
 
     def interrupt_midway() -> None:
         calls[0] += 1
-        if calls[0] == 5 * 7:  # 7 configurations of 5 repetitions each
+        if calls[0] == 7:  # progress counts configurations (all their repetitions)
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):

@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from edgetwin.plan.questions import BestMode, Crossover, PlanQuestion, SmallestFleet
+from edgetwin.plan.capacity import crowd_capacity, describe_capacity
+from edgetwin.plan.questions import (
+    BestMode,
+    Crossover,
+    CrowdAxes,
+    CrowdCapacity,
+    LoadedQuestion,
+    SmallestFleet,
+)
 from edgetwin.results import ResultRow
 
 CandidateKey = tuple[str, int, float | None, int | None]
@@ -54,12 +62,16 @@ def p95_ms(rows: Sequence[ResultRow]) -> float | None:
     return float(np.percentile([r.total_ms for r in rows], 95))
 
 
-def answer(question: PlanQuestion, rows: Sequence[ResultRow]) -> dict[str, Any]:
-    """The answer to ``question`` from its sweep's rows."""
+def answer(loaded: LoadedQuestion, rows: Sequence[ResultRow]) -> dict[str, Any]:
+    """The answer to the question from its sweep's rows."""
+    question = loaded.question
     kind = question.question
     axes = question.axes
-    grouped = group(rows)
     base = {"question": question.name, "kind": kind.kind}
+    if isinstance(axes, CrowdAxes):
+        assert isinstance(kind, CrowdCapacity)
+        return base | crowd_capacity(kind, loaded.scenario, axes.fleet_size, rows)
+    grouped = group(rows)
     if isinstance(kind, SmallestFleet):
         return base | smallest_fleet(kind, grouped, axes.batch, axes.bandwidth_mbps)
     if isinstance(kind, Crossover):
@@ -231,6 +243,8 @@ def pareto_front(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def describe(result: dict[str, Any]) -> list[str]:
     """The answer in a few lines of text (for the terminal and the report)."""
+    if result["kind"] == "crowd_capacity":
+        return describe_capacity(result)
     if result["kind"] == "smallest_fleet":
         target = result["target_p95_ms"]
         lines = []

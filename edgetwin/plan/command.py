@@ -13,7 +13,7 @@ from edgetwin.plan.answers import describe
 from edgetwin.plan.executors import DaskExecutor, Executor, PoolExecutor, SerialExecutor
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import run_plan
-from edgetwin.scenario import configurations
+from edgetwin.plan.sweep import payload_for
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +48,7 @@ def plan_command(args: argparse.Namespace) -> int:
     """Handler of ``edgetwin plan``."""
     loaded = load_question(args.question, tuple(args.set))
     executor = executor_for(args.workers, args.scheduler)
-    total = len(configurations(loaded.scenario)) * loaded.scenario.repetitions
+    total = payload_for(loaded).units()
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -61,7 +61,7 @@ def plan_command(args: argparse.Namespace) -> int:
     for line in describe(outcome.answer):
         print(line)
     print(
-        f"{outcome.configurations} configurations ({outcome.ran_now} run now, "
+        f"{outcome.configurations} sweep units ({outcome.ran_now} run now, "
         f"{outcome.configurations - outcome.ran_now} resumed) -> "
         f"{args.out}/answer.json, plan.html, results.csv"
     )

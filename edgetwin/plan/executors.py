@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Protocol
 
 from edgetwin.errors import InputError
-from edgetwin.plan.sweep import ConfigResult, SweepPayload, chunks, run_chunk
+from edgetwin.plan.sweep import ConfigResult, Payload, chunks, run_chunk
 
 OnDone = Callable[[ConfigResult], None]
 MAX_CHUNK = 64  # configurations per task: small enough to resume and balance, big enough to batch
@@ -21,7 +21,7 @@ MAX_CHUNK = 64  # configurations per task: small enough to resume and balance, b
 class Executor(Protocol):
     """Runs configurations of a sweep and reports each one as it finishes."""
 
-    def run(self, payload: SweepPayload, indexes: Sequence[int], on_done: OnDone) -> None: ...
+    def run(self, payload: Payload, indexes: Sequence[int], on_done: OnDone) -> None: ...
 
 
 def chunk_size(total: int, workers: int) -> int:
@@ -32,7 +32,7 @@ def chunk_size(total: int, workers: int) -> int:
 class SerialExecutor:
     """Everything in this process, in index order."""
 
-    def run(self, payload: SweepPayload, indexes: Sequence[int], on_done: OnDone) -> None:
+    def run(self, payload: Payload, indexes: Sequence[int], on_done: OnDone) -> None:
         for chunk in chunks(indexes, MAX_CHUNK):
             for result in run_chunk(payload, chunk):
                 on_done(result)
@@ -44,7 +44,7 @@ class PoolExecutor:
     def __init__(self, workers: int) -> None:
         self.workers = workers
 
-    def run(self, payload: SweepPayload, indexes: Sequence[int], on_done: OnDone) -> None:
+    def run(self, payload: Payload, indexes: Sequence[int], on_done: OnDone) -> None:
         size = chunk_size(len(indexes), self.workers)
         with ProcessPoolExecutor(max_workers=self.workers) as pool:
             futures = [pool.submit(run_chunk, payload, c) for c in chunks(indexes, size)]
@@ -67,7 +67,7 @@ class DaskExecutor:
     def __init__(self, scheduler: str | Any) -> None:
         self.scheduler = scheduler
 
-    def run(self, payload: SweepPayload, indexes: Sequence[int], on_done: OnDone) -> None:
+    def run(self, payload: Payload, indexes: Sequence[int], on_done: OnDone) -> None:
         try:
             # without the dask extra installed, mypy has no module to check
             import distributed  # type: ignore[import-not-found,unused-ignore]
@@ -90,7 +90,7 @@ class DaskExecutor:
     def _submit(
         client: Any,
         completed: Any,
-        payload: SweepPayload,
+        payload: Payload,
         indexes: Sequence[int],
         on_done: OnDone,
     ) -> None:

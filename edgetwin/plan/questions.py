@@ -10,10 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from edgetwin.errors import InputError
-from edgetwin.scenario import Scenario, StrategySpec
+from edgetwin.scenario import ConstantDist, Scenario, StrategySpec
 from edgetwin.schema import (
     PositiveFloat,
     PositiveInt,
@@ -40,6 +47,19 @@ class Axes(Strict):
         if isinstance(data, dict):
             return {k: [v] if isinstance(v, int | float) else v for k, v in data.items()}
         return data
+
+
+class CrowdAxes(Strict):
+    """The sweep of a crowd question: fleet sizes (phones; the classes keep their shares)."""
+
+    fleet_size: tuple[PositiveInt, ...] = Field(min_length=1)
+
+    @field_validator("fleet_size")
+    @classmethod
+    def _increasing(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        if list(sizes) != sorted(set(sizes)):
+            raise ValueError("fleet sizes must be strictly increasing")
+        return sizes
 
 
 def _distributed(strategy: StrategySpec) -> StrategySpec:
@@ -81,7 +101,33 @@ class BestMode(Strict):
     kind: Literal["best_mode"]
 
 
-QuestionKind = Annotated[SmallestFleet | Crossover | BestMode, Field(discriminator="kind")]
+class CrowdCapacity(Strict):
+    """The smallest crowd fleet that keeps up with jobs arriving every T s (plan/capacity.py
+    defines "keeps up"); ``target_p95_s`` defaults to T."""
+
+    kind: Literal["crowd_capacity"]
+    strategy: Literal["crowdio_streaming", "crowdio_barrier"] = "crowdio_streaming"
+    scheduler: str = Field("affinity", pattern=r"^[a-z_]+$")
+    target_p95_s: PositiveFloat | None = None
+
+
+QuestionKind = Annotated[
+    SmallestFleet | Crossover | BestMode | CrowdCapacity, Field(discriminator="kind")
+]
+
+
+AXES_TAGS = ("devices", "crowd")
+
+
+def _axes_kind(value: Any) -> str:
+    crowd = isinstance(value, CrowdAxes) or (isinstance(value, dict) and "fleet_size" in value)
+    return AXES_TAGS[crowd]
+
+
+SweepAxes = Annotated[
+    Annotated[Axes, Tag(AXES_TAGS[0])] | Annotated[CrowdAxes, Tag(AXES_TAGS[1])],
+    Discriminator(_axes_kind),
+]
 
 
 class PlanQuestion(Strict):
@@ -91,8 +137,21 @@ class PlanQuestion(Strict):
     description: str = ""
     scenario: str = Field(min_length=1)  # relative to the question file
     set: tuple[str, ...] = ()  # --set overrides of the scenario, applied in order
-    axes: Axes
+    axes: SweepAxes
     question: QuestionKind
+
+    @model_validator(mode="after")
+    def _axes_fit_the_question(self) -> PlanQuestion:
+        crowd = isinstance(self.question, CrowdCapacity)
+        if crowd != isinstance(self.axes, CrowdAxes):
+            wanted = "fleet_size" if crowd else "batch and bandwidth_mbps"
+            raise ValueError(f"axes of a {self.question.kind} question are {wanted}")
+        return self
+
+    @property
+    def crowd(self) -> bool:
+        """Whether the question sweeps a crowd scenario (fleet sizes in the crowd twin)."""
+        return isinstance(self.question, CrowdCapacity)
 
 
 @dataclass(frozen=True)
@@ -107,14 +166,20 @@ class LoadedQuestion:
 
 def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion:
     """Read and validate a question file and build the scenario it sweeps."""
-    question = load_yaml_model(path, PlanQuestion, overrides)
+    try:
+        question = load_yaml_model(path, PlanQuestion, overrides)
+    except InputError as exc:
+        raise _without_axes_tag(exc) from None
     scenario_path = path.resolve().parent / question.scenario
     if not scenario_path.is_file():
         raise InputError(path, "scenario", f"file not found: {scenario_path}")
     scenario_raw = read_yaml_mapping(scenario_path)
     for item in question.set:
         apply_override(scenario_raw, item, path)
-    scenario_raw["sweeps"] = [question.axes.model_dump(mode="json")]
+    if isinstance(question.axes, CrowdAxes):
+        _as_crowd_sweep(scenario_raw, question, path)
+    else:
+        scenario_raw["sweeps"] = [question.axes.model_dump(mode="json")]
     strategies = _strategies(question.question)
     if strategies is not None:
         scenario_raw["strategies"] = strategies
@@ -122,9 +187,47 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
         scenario = Scenario.model_validate(scenario_raw)
     except ValidationError as exc:
         raise _as_swept(validation_error(exc, path), question.scenario) from None
-    if scenario.crowd is not None:
-        raise InputError(path, "scenario", "plan sweeps device fleets, not crowd scenarios")
+    if question.crowd:
+        _check_crowd(scenario, path)
+    elif scenario.crowd is not None:
+        raise InputError(path, "scenario", "a crowd scenario answers only crowd_capacity")
     return LoadedQuestion(path, question, scenario, scenario_path)
+
+
+def _as_crowd_sweep(scenario_raw: dict[str, Any], question: PlanQuestion, path: Path) -> None:
+    """The scenario at the largest swept fleet, with the question's scheduler."""
+    assert isinstance(question.axes, CrowdAxes) and isinstance(question.question, CrowdCapacity)
+    crowd = scenario_raw.get("crowd")
+    if not isinstance(crowd, dict):
+        raise InputError(path, "scenario", "crowd_capacity needs a crowd scenario")
+    crowd["fleet_size"] = question.axes.fleet_size[-1]
+    crowd["schedulers"] = [question.question.scheduler]
+
+
+def _check_crowd(scenario: Scenario, path: Path) -> None:
+    """A crowd question needs share-sized classes and jobs arriving at a constant interval."""
+    crowd = scenario.crowd
+    assert crowd is not None  # _as_crowd_sweep checked
+    shares = [c.share for c in crowd.fleet]
+    if None in shares or abs(sum(s or 0 for s in shares) - 1) > 1e-9:
+        raise InputError(
+            path, "crowd.fleet", "crowd_capacity scales classes given by 'share', adding up to 1"
+        )
+    if not isinstance(crowd.job.interarrival, ConstantDist):
+        raise InputError(
+            path, "crowd.job.interarrival", "crowd_capacity needs {kind: constant, value_s: T}"
+        )
+
+
+def _without_axes_tag(error: InputError) -> InputError:
+    """``axes.devices.batch.0`` -> ``axes.batch.0``: the kind of axes is not a key."""
+    field = error.field or ""
+    for tag in AXES_TAGS:
+        if field.startswith(f"axes.{tag}."):
+            return InputError(
+                error.path, "axes." + field.removeprefix(f"axes.{tag}."), error.problem
+            )
+    return error
 
 
 def _as_swept(error: InputError, scenario: str) -> InputError:
@@ -137,8 +240,12 @@ def _as_swept(error: InputError, scenario: str) -> InputError:
     return InputError(error.path, field, f"{problem} (scenario {scenario} with 'set' applied)")
 
 
-def _strategies(kind: SmallestFleet | Crossover | BestMode) -> list[dict[str, Any]] | None:
+def _strategies(
+    kind: SmallestFleet | Crossover | BestMode | CrowdCapacity,
+) -> list[dict[str, Any]] | None:
     """The strategies the sweep runs; None keeps the scenario's own."""
+    if isinstance(kind, CrowdCapacity):
+        return [{"name": kind.strategy}]
     if isinstance(kind, SmallestFleet):
         return [kind.strategy.model_dump(mode="json", exclude_defaults=True)]
     if isinstance(kind, Crossover):

@@ -16,7 +16,7 @@ from edgetwin.plan.journal import Journal, fingerprint
 from edgetwin.plan.questions import LoadedQuestion
 from edgetwin.plan.sweep import ConfigResult, payload_for
 from edgetwin.results import ResultRow, write_results
-from edgetwin.scenario import configurations, dump_resolved
+from edgetwin.scenario import dump_resolved
 
 Progress = Callable[[], None]
 
@@ -33,8 +33,7 @@ class PlanOutcome:
 
 def journal_for(loaded: LoadedQuestion, out: Path) -> Journal:
     """The journal of this question's sweep in ``out/partial``."""
-    payload = payload_for(loaded.scenario, loaded.scenario_path)
-    return Journal(out, fingerprint(payload.scenario_json))
+    return Journal(out, fingerprint(payload_for(loaded).identity))
 
 
 def sweep_rows(
@@ -43,11 +42,11 @@ def sweep_rows(
     executor: Executor,
     on_progress: Progress | None = None,
 ) -> tuple[list[ResultRow], int]:
-    """Rows of every configuration x repetition in ``run_scenario`` order, and how many
-    configurations ran now (the others came from the journal)."""
-    scenario = loaded.scenario
-    payload = payload_for(scenario, loaded.scenario_path)
-    total = len(configurations(scenario))
+    """Rows of every unit of the sweep in index order (device sweeps: ``run_scenario``
+    order), and how many units ran now (the others came from the journal).
+    ``on_progress`` is called once per unit."""
+    payload = payload_for(loaded)
+    total = payload.units()
     done = journal.finished()
     missing = [i for i in range(total) if i not in done]
 
@@ -55,11 +54,10 @@ def sweep_rows(
         journal.append(result)
         done[result.index] = result
         if on_progress is not None:
-            for _ in result.rows:
-                on_progress()
+            on_progress()
 
     if on_progress is not None:
-        for _ in range(scenario.repetitions * (total - len(missing))):
+        for _ in range(total - len(missing)):
             on_progress()
     try:
         executor.run(payload, missing, record)
@@ -83,10 +81,10 @@ def run_plan(
         raise InputError(out, None, "--out exists and is not a folder")
     journal = journal_for(loaded, out)
     rows, ran_now = sweep_rows(loaded, journal, executor, on_progress)
-    result = answer(loaded.question, rows)
+    result = answer(loaded, rows)
     write_results(out / "results.csv", rows)
     write_text_atomic(out / "answer.json", json.dumps(result, indent=2) + "\n")
     write_text_atomic(out / "scenario.resolved.yaml", dump_resolved(loaded.scenario))
     write_plan_report(out, loaded.question, result)
     journal.remove()
-    return PlanOutcome(rows, result, len(configurations(loaded.scenario)), ran_now)
+    return PlanOutcome(rows, result, payload_for(loaded).units(), ran_now)

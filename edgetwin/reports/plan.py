@@ -135,7 +135,52 @@ def best_mode_figures(result: dict[str, Any]) -> list[go.Figure]:
     return [heat, pareto]
 
 
+def capacity_figures(result: dict[str, Any]) -> list[go.Figure]:
+    """p95 job latency and the largest backlog of every run against the fleet size."""
+    fleets = result["fleets"]
+    runs = [(fleet["fleet_size"], run) for fleet in fleets for run in fleet["runs"]]
+    keeps = ["keeps up" if run["keeps_up"] else "falls behind" for _, run in runs]
+    latency = go.Figure()
+    for what, symbol in (("keeps up", "circle"), ("falls behind", "x")):
+        mine = [(n, run) for (n, run), k in zip(runs, keeps, strict=True) if k == what]
+        latency.add_trace(
+            go.Scatter(
+                x=[n for n, _ in mine],
+                y=[run["p95_s"] for _, run in mine],
+                text=[f"rep {run['rep']}, {run['unfinished']} unfinished" for _, run in mine],
+                mode="markers",
+                marker={"symbol": symbol, "size": 9},
+                name=f"run: {what}",
+            )
+        )
+    latency.add_hline(y=result["target_p95_s"], line_dash="dash", annotation_text="target p95")
+    if result["smallest_fleet"] is not None:
+        latency.add_vline(
+            x=result["smallest_fleet"], line_dash="dot", annotation_text="smallest fleet"
+        )
+    latency.update_layout(
+        title=f"p95 job latency per run, a job every {result['interarrival_s']:g} s",
+        xaxis_title="phones in the fleet",
+        yaxis={"title": "p95 job latency (s)", "type": "log"},
+    )
+    backlog = go.Figure(
+        go.Scatter(
+            x=[n for n, _ in runs],
+            y=[run["max_backlog"] for _, run in runs],
+            mode="markers",
+            name="largest backlog",
+        )
+    )
+    backlog.update_layout(
+        title="Largest backlog a job met on arrival (jobs still in the system)",
+        xaxis_title="phones in the fleet",
+        yaxis_title="jobs",
+    )
+    return [latency, backlog]
+
+
 FIGURES = {
+    "crowd_capacity": capacity_figures,
     "smallest_fleet": fleet_figures,
     "crossover": crossover_figures,
     "best_mode": best_mode_figures,

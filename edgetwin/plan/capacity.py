@@ -1,0 +1,138 @@
+"""How many phones keep up with a job every T seconds under churn (crowd twin sweeps).
+
+A run (fleet size n, repetition r) submits job k at s_k = first_at + k T until
+the horizon; L_k is its latency (submission to result) and f_k = s_k + L_k
+(never, for a job unfinished when the run ends). The backlog met by job k
+is b_k = #{j < k : f_j > s_k}, the jobs still in the system when it arrives.
+The fleet **keeps up** in the run iff
+
+1. every submitted job finished (none left when the run ends, ``drain_s``
+   after the horizon),
+2. the 95th percentile of L_k (numpy's linear method) is at most the target
+   (default T: a job is, as a rule, done before the next one arrives), and
+3. the backlog does not grow: a least-squares line through b_k rises by at
+   most one job from the first job to the last (``GROWTH_JOBS``; a fleet
+   that falls behind piles up jobs in proportion to the run's length).
+
+A fleet size keeps up iff it keeps up in every repetition. The answer is the
+smallest swept size from which every larger swept size keeps up too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from edgetwin.plan.questions import CrowdCapacity
+from edgetwin.results import ResultRow
+from edgetwin.scenario import ConstantDist, Scenario
+
+GROWTH_JOBS = 1.0  # tolerated rise of the backlog over a run (one job: noise, not a trend)
+
+
+def backlog(submitted_s: Sequence[float], finished_s: Sequence[float]) -> list[int]:
+    """b_k: earlier jobs not finished when job k arrives (unfinished: ``inf``)."""
+    return [
+        sum(1 for j in range(k) if finished_s[j] > submitted_s[k]) for k in range(len(submitted_s))
+    ]
+
+
+def backlog_growth(waiting: Sequence[int]) -> float:
+    """Rise of a least-squares line through the backlogs, from the first job to the last."""
+    if len(waiting) < 2:
+        return 0.0
+    slope = np.polyfit(np.arange(len(waiting)), waiting, 1)[0]
+    return float(slope * (len(waiting) - 1))
+
+
+def judge_run(
+    rows: Sequence[ResultRow], interval_s: float, first_s: float, target_s: float
+) -> dict[str, Any]:
+    """Whether one run (its jobs' rows, in submission order) keeps up, and why."""
+    latency_s = [r.total_ms / 1e3 if r.status == "ok" else float("inf") for r in rows]
+    submitted = [first_s + k * interval_s for k in range(len(rows))]
+    waiting = backlog(submitted, [s + lat for s, lat in zip(submitted, latency_s, strict=True)])
+    finished = [lat for lat in latency_s if lat != float("inf")]
+    p95_s = float(np.percentile(finished, 95)) if finished else None
+    unfinished = len(rows) - len(finished)
+    growth = backlog_growth(waiting)
+    growing = growth > GROWTH_JOBS
+    keeps_up = unfinished == 0 and p95_s is not None and p95_s <= target_s and not growing
+    return {
+        "rep": rows[0].rep,
+        "jobs": len(rows),
+        "unfinished": unfinished,
+        "p95_s": p95_s,
+        "median_s": float(np.median(finished)) if finished else None,
+        "max_backlog": max(waiting),
+        "backlog_growth_jobs": round(growth, 3),
+        "backlog_grows": growing,
+        "keeps_up": keeps_up,
+    }
+
+
+def crowd_capacity(
+    kind: CrowdCapacity, scenario: Scenario, fleet_sizes: Sequence[int], rows: Sequence[ResultRow]
+) -> dict[str, Any]:
+    """Per fleet size: each run judged; the smallest size that keeps up for good."""
+    crowd = scenario.crowd
+    assert crowd is not None and isinstance(crowd.job.interarrival, ConstantDist)
+    interval_s = crowd.job.interarrival.value_s
+    target_s = kind.target_p95_s or interval_s
+    fleets = []
+    for size in fleet_sizes:
+        runs = [
+            judge_run(
+                [r for r in rows if (r.devices, r.rep) == (size, rep)],
+                interval_s,
+                crowd.job.first_at_s,
+                target_s,
+            )
+            for rep in range(scenario.repetitions)
+        ]
+        p95 = [run["p95_s"] for run in runs]
+        fleets.append(
+            {
+                "fleet_size": size,
+                "keeps_up": all(run["keeps_up"] for run in runs),
+                "runs_keeping_up": sum(run["keeps_up"] for run in runs),
+                "worst_p95_s": None if None in p95 else max(p95),
+                "runs": runs,
+            }
+        )
+    smallest = None
+    for fleet in reversed(fleets):
+        if not fleet["keeps_up"]:
+            break
+        smallest = fleet["fleet_size"]
+    return {
+        "interarrival_s": interval_s,
+        "target_p95_s": target_s,
+        "horizon_s": crowd.horizon_s,
+        "strategy": scenario.strategies[0].name,
+        "scheduler": crowd.schedulers[0],
+        "repetitions": scenario.repetitions,
+        "fleets": fleets,
+        "smallest_fleet": smallest,
+    }
+
+
+def describe_capacity(result: dict[str, Any]) -> list[str]:
+    """The answer in a few lines."""
+    head = (
+        f"a job every {result['interarrival_s']:g} s ({result['strategy']}, "
+        f"{result['scheduler']}), p95 <= {result['target_p95_s']:g} s, no backlog growth, "
+        f"in all {result['repetitions']} runs: "
+    )
+    smallest = result["smallest_fleet"]
+    lines = [head + ("no swept fleet keeps up" if smallest is None else f"{smallest} phones")]
+    for fleet in result["fleets"]:
+        p95 = fleet["worst_p95_s"]
+        shown = "a job unfinished" if p95 is None else f"worst p95 {p95:.1f} s"
+        lines.append(
+            f"{fleet['fleet_size']} phones: {fleet['runs_keeping_up']} of "
+            f"{len(fleet['runs'])} runs keep up, {shown}"
+        )
+    return lines

@@ -1,0 +1,143 @@
+"""edgetwin plan, crowd capacity: how many phones keep up with a job every T s under churn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from edgetwin.errors import InputError
+from edgetwin.plan.capacity import backlog, backlog_growth, judge_run
+from edgetwin.plan.executors import PoolExecutor, SerialExecutor
+from edgetwin.plan.questions import load_question
+from edgetwin.plan.run import journal_for, run_plan, sweep_rows
+from edgetwin.plan.sweep import crowd_of_size
+from edgetwin.results import ResultRow
+from edgetwin.sim.crowd.runner import run_crowd
+
+REPO = Path(__file__).resolve().parents[1]
+CHURN = "{up: {kind: exponential, mean_s: 900}, down: {kind: exponential, mean_s: 300}}"
+
+
+def capacity_question(tmp_path: Path, **changes: Any) -> Path:
+    """crowd_city's mix, 100-input jobs every 60 s, 15 min of jobs, warm caches."""
+    raw: dict[str, Any] = {
+        "name": "capacity",
+        "scenario": str(REPO / "scenarios" / "crowd_city.yaml"),
+        "set": [
+            "repetitions=2",
+            "crowd.horizon_s=900",
+            "crowd.drain_s=600",
+            "crowd.cache=warm",
+            "crowd.job.inputs=100",
+            "crowd.job.interarrival.value_s=60",
+            *(f"crowd.fleet.{i}.availability={CHURN}" for i in range(3)),
+        ],
+        "axes": {"fleet_size": [2, 3, 6]},
+        "question": {"kind": "crowd_capacity"},
+    }
+    raw.update(changes)
+    path = tmp_path / "capacity.plan.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def job(latency_s: float | None, rep: int = 0) -> ResultRow:
+    total_ms = float("nan") if latency_s is None else latency_s * 1e3
+    status = "ok" if latency_s is not None else "incomplete: 0 of 5 inputs done"
+    return ResultRow(
+        "q", "twin", "crowdio_streaming", 3, 5, 50, None, None, rep,
+        0, 0, 0, total_ms, total_ms / 5, 0, status,
+    )  # fmt: skip
+
+
+def test_backlog_counts_jobs_still_in_the_system() -> None:
+    submitted = [0, 60, 120, 180]
+    assert backlog(submitted, [50, 190, 200, 230]) == [0, 0, 1, 2]
+    assert backlog(submitted, [50, float("inf"), 170, 230]) == [0, 0, 1, 1]
+    assert backlog_growth([0, 1, 2, 3]) == pytest.approx(3)
+    assert 0 < backlog_growth([0, 1] * 10) < 0.5  # alternating: no trend
+
+
+def test_each_condition_of_keeping_up_can_fail() -> None:
+    steady = [job(30) for _ in range(20)]
+    assert judge_run(steady, 60, 0, 60)["keeps_up"]
+    assert not judge_run([*steady[:-1], job(None)], 60, 0, 60)["keeps_up"]  # unfinished
+    slow = judge_run([job(30)] * 10 + [job(70)] * 10, 60, 0, 60)
+    assert slow["p95_s"] == pytest.approx(70) and not slow["keeps_up"]
+    noisy = judge_run([job(30), job(70)] * 10, 60, 0, 80)  # one job waits now and then
+    assert noisy["max_backlog"] == 1 and not noisy["backlog_grows"] and noisy["keeps_up"]
+    # jobs pile up in the second half only: p95 within a loose target, but the backlog grows
+    growing = judge_run([job(30)] * 10 + [job(30 + 40 * k) for k in range(10)], 60, 0, 400)
+    assert growing["p95_s"] <= 400 and growing["backlog_grows"] and not growing["keeps_up"]
+
+
+def test_capacity_answer_from_the_crowd_twin(tmp_path: Path) -> None:
+    loaded = load_question(capacity_question(tmp_path))
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor())
+    answer = outcome.answer
+    sizes = [f["fleet_size"] for f in answer["fleets"]]
+    assert sizes == [2, 3, 6] and outcome.configurations == 3 * 2
+    # the plan's rows are the crowd twin's own runs of each fleet size, same seeds
+    for size in sizes:
+        direct = run_crowd(crowd_of_size(loaded.scenario, size), loaded.scenario_path)
+        assert [r for r in outcome.rows if r.devices == size] == direct
+    smallest = answer["smallest_fleet"]
+    assert smallest is not None and smallest > sizes[0]  # two phones cannot keep up
+    for fleet in answer["fleets"]:
+        assert fleet["keeps_up"] == (fleet["fleet_size"] >= smallest)
+        if fleet["keeps_up"]:
+            for rep in range(2):
+                mine = [r for r in outcome.rows if (r.devices, r.rep) == (fleet["fleet_size"], rep)]
+                assert all(r.status == "ok" for r in mine) and len(mine) == 15
+                assert np.percentile([r.total_ms for r in mine], 95) <= 60_000
+    page = (tmp_path / "out" / "plan.html").read_text()
+    assert "p95 job latency per run" in page and "Largest backlog" in page
+
+
+def test_crowd_sweep_is_the_same_on_a_pool(tmp_path: Path) -> None:
+    loaded = load_question(capacity_question(tmp_path, axes={"fleet_size": [2, 4]}))
+    serial, _ = sweep_rows(loaded, journal_for(loaded, tmp_path / "s"), SerialExecutor())
+    pooled, _ = sweep_rows(loaded, journal_for(loaded, tmp_path / "p"), PoolExecutor(2))
+    assert serial == pooled
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "problem"),
+    [
+        ({"axes": {"batch": [1], "bandwidth_mbps": [100]}}, None, "axes of a crowd_capacity"),
+        (
+            {"question": {"kind": "best_mode"}, "axes": {"fleet_size": [2]}},
+            None,
+            "axes of a best_mode",
+        ),
+        ({"axes": {"fleet_size": [4, 2]}}, "axes.fleet_size", "increasing"),
+        (
+            {"set": ["crowd.job.interarrival={kind: exponential, mean_s: 60}"]},
+            "crowd.job.interarrival",
+            "constant",
+        ),
+        (
+            {"scenario": str(REPO / "scenarios" / "crowdio_android.yaml"), "set": []},
+            "crowd.fleet",
+            "share",
+        ),
+        (
+            {"scenario": str(REPO / "scenarios" / "prism_jetson.yaml"), "set": []},
+            "scenario",
+            "crowd scenario",
+        ),
+    ],
+)
+def test_capacity_question_errors(
+    tmp_path: Path, changes: dict[str, Any], field: str | None, problem: str
+) -> None:
+    path = capacity_question(tmp_path, **changes)
+    with pytest.raises(InputError, match=problem) as exc:
+        load_question(path)
+    assert exc.value.path == str(path)
+    if field is not None:
+        assert exc.value.field == field
