@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
+from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.plan.capacity import backlog, backlog_growth, judge_run
 from edgetwin.plan.executors import PoolExecutor, SerialExecutor
@@ -141,3 +142,17 @@ def test_capacity_question_errors(
     assert exc.value.path == str(path)
     if field is not None:
         assert exc.value.field == field
+
+
+def test_crowd_sweep_on_a_tcp_scheduler_equals_local(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed")
+    question = str(capacity_question(tmp_path, axes={"fleet_size": [2, 4]}))
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    assert main(["plan", question, "--out", str(local), "--workers", "1", "--quiet"]) == 0
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        args = ["--out", str(remote), "--scheduler", cluster.scheduler_address, "--quiet"]
+        assert main(["plan", question, *args]) == 0
+    for name in ("results.csv", "answer.json"):
+        assert (remote / name).read_bytes() == (local / name).read_bytes(), name
