@@ -22,7 +22,7 @@ is finished.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from functools import partial
 from itertools import count
 
@@ -74,6 +74,7 @@ class Foreman:
         self.stage_index = {stage.name: k for k, stage in enumerate(spec.stages)}
         self._seq = count()
         self._joined = count()
+        self._join_order: dict[str, Phone] = {}  # connected phones, first joined first
         stage_views = [TaskView(stage.name, stage.name, stage.ram_mb) for stage in spec.stages]
         self.index = make_index(scheduler.name, self.phones, stage_views)
         self._broadcast_targets: set[str] = set()  # no task, first stage not held
@@ -82,6 +83,7 @@ class Foreman:
             phone.device.on_rejoin.append(partial(self._phone_joined, phone))
             if phone.device.up:
                 phone.joined_order = next(self._joined)
+                self._join_order[phone.name] = phone
             self._refresh(phone)
 
     # ------------------------------------------------------------ jobs
@@ -96,7 +98,7 @@ class Foreman:
         for item in range(self.spec.inputs):
             self._enqueue(job.tasks[item][0])
         first = self.spec.stages[0]
-        for phone in self._by_join_order(self._broadcast_targets):
+        for phone in list(self._in_join_order(self._broadcast_targets)):
             self._send_load(phone, LoadStage(first, job, None, "broadcast"))
         self._dispatch()
         return job
@@ -141,7 +143,7 @@ class Foreman:
         """Idle phones with nothing left on their stage load a released stage short of holders."""
         if not self.counts.any_wanted():
             return
-        for phone in self._by_join_order(self.index.available):
+        for phone in self._in_join_order(self.index.available):
             current = None if phone.target is None else self.stage_index[phone.target.name]
             banned = {self.stage_index[name] for name in phone.banned}
             stage = self.counts.stage_to_load(current, banned)
@@ -153,8 +155,8 @@ class Foreman:
                 if not self.counts.any_wanted():
                     return
 
-    def _by_join_order(self, names: set[str]) -> list[Phone]:
-        return sorted((self.index.phones[name] for name in names), key=lambda p: p.joined_order)
+    def _in_join_order(self, names: set[str]) -> Iterator[Phone]:
+        return (phone for name, phone in self._join_order.items() if name in names)
 
     # ------------------------------------------------------------ work on phones
     def _send_load(self, phone: Phone, load: LoadStage) -> None:
@@ -320,6 +322,8 @@ class Foreman:
             self.recorder.activity(phone.name, "away", phone.away_since_ms)
         phone.away_since_ms = None
         phone.joined_order = next(self._joined)
+        self._join_order.pop(phone.name, None)
+        self._join_order[phone.name] = phone
         self.recorder.event(phone.name, "joined")
         self._refresh(phone)
         self._dispatch()
