@@ -1,0 +1,105 @@
+"""Faults during emulator runs for real (root, Mininet): a killed worker and a downed link
+leave every CROWDio input done exactly once; a bandwidth schedule slows a ViT exchange."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from emu_checks import teardown_checked
+from test_emu_crowdio import assert_exactly_once
+
+from edgetwin import cli
+from edgetwin.emu.mininet.crowd import run_crowd_emu
+from edgetwin.emu.mininet.mn import missing_requirements
+from edgetwin.emu.mininet.runner import run_emu
+from edgetwin.scenario import validate_scenario
+
+pytestmark = pytest.mark.skipif(
+    bool(missing_requirements()), reason=f"emulator needs: {missing_requirements()}"
+)
+
+FAULTS = Path(__file__).resolve().parents[1] / "scenarios/emu_crowdio_faults.yaml"
+
+
+def _streaming(faults: list[dict[str, Any]]) -> dict[str, Any]:
+    raw: dict[str, Any] = yaml.safe_load(FAULTS.read_text())
+    raw["strategies"] = [{"name": "crowdio_streaming"}]
+    raw["emulator"]["faults"] = faults
+    return raw
+
+
+def test_a_killed_worker_loses_nothing_and_the_record_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "kill.yaml"
+    path.write_text(yaml.safe_dump(_streaming([{"kind": "kill_worker", "host": 1, "at_s": 0.6}])))
+    scenario = validate_scenario(yaml.safe_load(path.read_text()), path)
+    with teardown_checked() as teardown:
+        run = run_crowd_emu(scenario, path, link_check_s=0, timeout_s=60)
+    teardown.assert_clean()
+    (summary,) = run.summaries
+    assert_exactly_once(summary)
+    assert [w.worker for w in summary.workers if w.disconnected] == ["low"]
+    assert summary.tasks_redispatched >= 1 and run.rows[0].tasks_redispatched >= 1
+    requeued = {(e.input_index, e.stage_index) for e in summary.events if e.kind == "requeue"}
+    redone = [t for t in summary.tasks if (t.input_index, t.stage_index) in requeued]
+    assert redone and all(t.attempts == 2 and t.worker != "low" for t in redone)
+    (record,) = run.faults
+    assert (record.kind, record.host) == ("kill_worker", 1)
+    assert 0.6 <= record.applied_s < 0.8 and "low disconnected" in record.effect
+
+
+def test_a_downed_link_stalls_its_worker_and_loses_nothing() -> None:
+    fault = {"kind": "link_down", "host": 2, "at_s": 0.5, "for_s": 1.5}
+    scenario = validate_scenario(_streaming([fault]), FAULTS)
+    with teardown_checked() as teardown:
+        run = run_crowd_emu(scenario, FAULTS, link_check_s=0, timeout_s=60)
+    teardown.assert_clean()
+    (summary,) = run.summaries
+    assert_exactly_once(summary)
+    assert not any(w.disconnected for w in summary.workers)
+    down, up = run.faults
+    assert (down.kind, down.host, up.kind) == ("link_down", 2, "link_up")
+    assert up.applied_s - down.applied_s == pytest.approx(1.5, abs=0.1)
+    # the mid phone's task in flight waited for its link: longer than the outage
+    slowest = max(t.done_ms - t.dispatch_ms for t in summary.tasks if t.worker == "mid")
+    assert slowest > 1000 and "slowest task on mid" in down.effect
+
+
+def test_the_cli_writes_faults_csv(tmp_path: Path) -> None:
+    path = tmp_path / "kill.yaml"
+    path.write_text(yaml.safe_dump(_streaming([{"kind": "kill_worker", "host": 3, "at_s": 0.5}])))
+    out = tmp_path / "out"
+    assert cli.main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    with (out / "faults.csv").open() as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert (row["kind"], row["host"], row["at_s"]) == ("kill_worker", "3", "0.5")
+    assert "high disconnected" in row["effect"]
+    with (out / "results.csv").open() as handle:
+        (result,) = list(csv.DictReader(handle))
+    assert (result["mode"], result["status"]) == ("emu", "ok")
+
+
+def test_a_bandwidth_schedule_plays_during_a_vit_launch() -> None:
+    raw = {
+        "name": "emu_schedule",
+        "repetitions": 1,
+        "model": {"tokens": 197, "width": 384, "heads": 6, "blocks": 1},
+        "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 2}],
+        "network": {"schedule": [{"at_ms": 0, "bandwidth_mbps": 100}]},
+        "strategies": [{"name": "voltage"}],
+        "sweeps": [{"batch": [4], "bandwidth_mbps": [800], "devices": [2]}],
+    }
+    scenario = validate_scenario(raw, Path("emu_schedule.yaml"))
+    with teardown_checked() as teardown:
+        run = run_emu(scenario, warmup=1, link_check_s=0)
+    teardown.assert_clean()
+    (row,) = run.rows
+    assert row.status == "ok" and row.bandwidth_mbps == 800
+    # the exchange ran at the scheduled 100 Mbps, not at the configured 800
+    assert row.comm_ms > 0.8 * row.bytes_sent / 2 * 8 / 100e3
+    assert [(r.kind, r.detail) for r in run.faults] == [("bandwidth", "100 Mbps")]
