@@ -70,6 +70,7 @@ def spec_for(run: Path) -> Path:
 def test_fit_recovers_the_profile_that_made_the_rows(tmp_path: Path) -> None:
     run = fake_emu_run(tmp_path / "run")
     profile = calibrate_from_emu(spec_for(run), "test")
+    assert calibrate_from_emu(spec_for(run), "test") == profile  # same inputs, same profile
     assert profile.network.bandwidth_efficiency == EFFICIENCY  # from the link check
     assert profile.compute.throughput_gflops == pytest.approx(88.0, rel=0.02)
     assert profile.network.message_overhead_ms == pytest.approx(1.0, rel=0.05)

@@ -164,13 +164,14 @@ def fit_measured(
     measured: Sequence[MeasuredRow],
     parameters: Sequence[Parameter] = TIMING_PARAMETERS,
     fixed: Mapping[str, float] | None = None,
-    robust: bool = False,
+    expectile: float = 0.5,
 ) -> DeviceProfile:
     """Timing ``parameters`` (less the ``fixed`` ones) by least squares through the twin,
     then power when the rows have energy (else 1 W per state, unless ``fixed``).
 
-    ``robust``: soft-L1 loss (log errors past 0.1 count linearly), so a few disturbed
-    rows do not pull the fit.
+    ``expectile`` below 0.5: asymmetric least squares, a measurement slower than the
+    prediction weighs ``expectile``, a faster one ``1 - expectile``; where other load only
+    ever slows runs down, the fit follows the undisturbed ones.
     """
     fixed = dict(fixed or {})
     free = [p for p in parameters if p[0] not in fixed]
@@ -190,11 +191,12 @@ def fit_measured(
                 value = row.values.get(metric)
                 if value is not None and value > 0:
                     weight = TOTAL_WEIGHT if metric == "total_ms" else 1.0
-                    errors.append(weight * math.log(max(getattr(predicted, metric), 1e-9) / value))
+                    error = math.log(max(getattr(predicted, metric), 1e-9) / value)
+                    share = expectile if error < 0 else 1.0 - expectile
+                    errors.append(weight * math.sqrt(2 * share) * error)
         return np.array(errors)
 
-    loss = {"loss": "soft_l1", "f_scale": 0.1} if robust else {}
-    fit = least_squares(residuals, start, bounds=bounds, x_scale="jac", diff_step=1e-4, **loss)
+    fit = least_squares(residuals, start, bounds=bounds, x_scale="jac", diff_step=1e-4)
     timing_only = profile_at(fit.x, _unit_power())
     has_energy = any(row.values.get("energy_j") for row in measured)
     power = _fit_power(scenario, timing_only, measured) if has_energy else _unit_power()
