@@ -270,9 +270,9 @@ def _effect(record: FaultRecord, summary: PipelineSummary, workers: Sequence[Wor
             if lost
             else f"{worker} not seen to leave"
         )
-        return f"{seen}; {requeued} tasks re-dispatched"
+        return f"{seen}; tasks re-dispatched: {requeued}"
     spans = [t.done_ms - t.dispatch_ms for t in summary.tasks if t.worker == worker]
     others = [t.done_ms - t.dispatch_ms for t in summary.tasks if t.worker != worker]
     slowest = f"slowest task on {worker} {max(spans):.0f} ms" if spans else f"no task on {worker}"
     typical = f", median elsewhere {statistics.median(others):.0f} ms" if others else ""
-    return f"{slowest}{typical}; {requeued} tasks re-dispatched"
+    return f"{slowest}{typical}; tasks re-dispatched: {requeued}"
