@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from edgetwin.emu.mininet.lock import emulator_lock
 from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.net import (
     MARKER_ENV,
@@ -88,15 +89,16 @@ def test_torn_down_after_an_error_mid_run(small: Scenario, error: type[BaseExcep
 
 
 def test_cleanup_removes_leftovers_of_a_crashed_run() -> None:
-    subprocess.run(["ip", "link", "add", "etws0", "type", "bridge"], check=True)
-    stray = subprocess.Popen(["sleep", "60"], env={**os.environ, MARKER_ENV: "etw"})
-    try:
-        assert "etws0" in leftover_links() and stray.pid in leftover_processes()
-        left = cleanup_leftovers()
-        assert stray.pid in left.processes and "etws0" in left.links
-        assert stray.wait(timeout=5) != 0
-        assert not leftover_links() and not leftover_processes()
-    finally:
-        stray.kill()
-        stray.wait()
-        subprocess.run(["ip", "link", "del", "etws0"], capture_output=True)
+    with emulator_lock():  # cleanup must not touch another engineer's live run
+        subprocess.run(["ip", "link", "add", "etws0", "type", "bridge"], check=True)
+        stray = subprocess.Popen(["sleep", "60"], env={**os.environ, MARKER_ENV: "etw"})
+        try:
+            assert "etws0" in leftover_links() and stray.pid in leftover_processes()
+            left = cleanup_leftovers()
+            assert stray.pid in left.processes and "etws0" in left.links
+            assert stray.wait(timeout=5) != 0
+            assert not leftover_links() and not leftover_processes()
+        finally:
+            stray.kill()
+            stray.wait()
+            subprocess.run(["ip", "link", "del", "etws0"], capture_output=True)
