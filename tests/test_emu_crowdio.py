@@ -4,19 +4,29 @@ and no leftovers."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 from emu_checks import teardown_checked
 
 from edgetwin.emu.crowdio.model import TINY, make_inputs, reference_logits
 from edgetwin.emu.crowdio.records import PipelineSummary
+from edgetwin.emu.mininet.cgroups import leftover_groups, memory_parent
 from edgetwin.emu.mininet.crowd import CrowdEmuRun, run_crowd_emu
+from edgetwin.emu.mininet.lock import emulator_lock
 from edgetwin.emu.mininet.mn import missing_requirements
-from edgetwin.emu.mininet.net import emulated_network
+from edgetwin.emu.mininet.net import (
+    cleanup_leftovers,
+    emulated_network,
+    leftover_links,
+    leftover_processes,
+)
 from edgetwin.emu.mininet.topology import HostLimits, build_topology
 from edgetwin.scenario import NetworkSpec, Scenario, load_scenario
 
@@ -84,7 +94,12 @@ def test_hosts_get_their_cpu_quota_and_memory_limit() -> None:
     ):
         hosts = [net.popen(r, [sys.executable, "-c", busy + report], None) for r in (1, 2)]
         outputs = [host.communicate()[0].decode() for host in hosts]
+        parent = memory_parent()
+        assert parent is not None
+        limit_bytes = int((parent / "etwh1" / "memory.limit_in_bytes").read_text())
+        assert not (parent / "etwh2").exists()  # no memory limit asked for host 2
     teardown.assert_clean()
+    assert limit_bytes == 300 * 2**20
     cores = os.cpu_count() or 1
     for limit, output in zip(limits[1:], outputs, strict=True):
         cpu_s = float(output.split()[0])
@@ -101,3 +116,28 @@ def test_torn_down_after_an_error_mid_run(scenario: Scenario) -> None:
     with teardown_checked() as teardown, pytest.raises(KeyboardInterrupt):
         run_crowd_emu(scenario, SCENARIO, on_progress=fail, link_check_s=0, timeout_s=60)
     teardown.assert_clean()
+
+
+def test_leftovers_of_a_killed_run_are_removed_by_the_next(scenario: Scenario) -> None:
+    code = (
+        "from pathlib import Path\n"
+        "from edgetwin.emu.mininet.crowd import run_crowd_emu\n"
+        "from edgetwin.scenario import load_scenario\n"
+        f"path = Path({str(SCENARIO)!r})\n"
+        "run_crowd_emu(load_scenario(path), path, link_check_s=0, timeout_s=60)\n"
+    )
+    run = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 600  # another engineer's run may hold the lock first
+        while len(psutil.Process(run.pid).children(recursive=True)) < 8:  # shells, workers
+            assert run.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        time.sleep(1)
+    finally:
+        run.kill()  # SIGKILL: no teardown at all
+        run.wait()
+    with emulator_lock():
+        left = [*leftover_links(), *leftover_processes(), *leftover_groups()]
+        assert "etws0" in left and any(isinstance(g, Path) for g in left)
+        cleanup_leftovers()  # what the next run does first
+        assert not leftover_links() and not leftover_processes() and not leftover_groups()
