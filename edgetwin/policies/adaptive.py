@@ -82,8 +82,19 @@ class SelectionPolicy(Protocol):
     ) -> Decision: ...
 
 
+@dataclass(frozen=True)
+class Condition:
+    """An observed condition, its sequence length resolved against the map."""
+
+    batch: float
+    bandwidth_mbps: float
+    devices: int | None
+    tokens: float
+
+
 class _MapPolicy:
-    """Shared by the policies: the map, the objective, candidates and decisions."""
+    """Shared by the policies: the map, the objective, candidates and decisions; each
+    policy implements ``pick``."""
 
     name: ClassVar[str]
 
@@ -95,6 +106,19 @@ class _MapPolicy:
     def from_map(cls, path: Path, objective: Objective = Objective()) -> Self:
         """The policy over the map stored at ``path`` (InputError names a bad field)."""
         return cls(read_map(path), objective)
+
+    def choose(
+        self,
+        batch: float,
+        bandwidth_mbps: float,
+        devices: int | None = None,
+        tokens: float | None = None,
+    ) -> Decision:
+        """The policy's decision at an observed condition (see ``SelectionPolicy``)."""
+        return self.pick(Condition(batch, bandwidth_mbps, devices, self.map.resolve_tokens(tokens)))
+
+    def pick(self, at: Condition) -> Decision:
+        raise NotImplementedError
 
     def candidates(self, devices: int | None) -> list[Candidate]:
         """Single and the distributed candidates on ``devices`` devices (None: any)."""
@@ -108,25 +132,24 @@ class _MapPolicy:
             raise ValueError(f"the map has no candidate on {devices} devices; it has {known}")
         return chosen
 
-    def costs(
-        self, batch: float, bandwidth_mbps: float, devices: int | None, tokens: float
-    ) -> list[float]:
-        """The objective of each of ``candidates(devices)`` as the map predicts it."""
-        single = self.map.estimate(self.map.single, batch, bandwidth_mbps, tokens)
+    def estimate(self, candidate: Candidate, at: Condition) -> Estimate:
+        """What the map predicts for ``candidate`` at ``at``."""
+        return self.map.estimate(candidate, at.batch, at.bandwidth_mbps, at.tokens)
+
+    def costs(self, at: Condition) -> list[float]:
+        """The objective of each of ``candidates(at.devices)`` as the map predicts it."""
+        single = self.estimate(self.map.single, at)
         return [
-            self.objective.cost(self.map.estimate(c, batch, bandwidth_mbps, tokens), single)
-            for c in self.candidates(devices)
+            self.objective.cost(self.estimate(c, at), single) for c in self.candidates(at.devices)
         ]
 
-    def decide(
-        self, candidate: Candidate, batch: float, bandwidth_mbps: float, tokens: float
-    ) -> Decision:
-        estimate = self.map.estimate(candidate, batch, bandwidth_mbps, tokens)
+    def decide(self, candidate: Candidate, at: Condition) -> Decision:
+        estimate = self.estimate(candidate, at)
         return Decision(
             strategy=candidate.strategy,
             devices=candidate.devices,
             cr=candidate.cr,
-            segments=candidate.segments(tokens),
+            segments=candidate.segments(at.tokens),
             expected_latency_ms=estimate.latency_ms,
             expected_energy_j=estimate.energy_j,
             label=candidate.label,
@@ -138,18 +161,11 @@ class AdaptivePolicy(_MapPolicy):
 
     name: ClassVar[str] = "adaptive"
 
-    def choose(
-        self,
-        batch: float,
-        bandwidth_mbps: float,
-        devices: int | None = None,
-        tokens: float | None = None,
-    ) -> Decision:
-        tokens = self.map.resolve_tokens(tokens)
-        candidates = self.candidates(devices)
-        costs = self.costs(batch, bandwidth_mbps, devices, tokens)
+    def pick(self, at: Condition) -> Decision:
+        candidates = self.candidates(at.devices)
+        costs = self.costs(at)
         best = min(range(len(candidates)), key=costs.__getitem__)
-        return self.decide(candidates[best], batch, bandwidth_mbps, tokens)
+        return self.decide(candidates[best], at)
 
 
 class AlwaysSinglePolicy(_MapPolicy):
@@ -157,15 +173,8 @@ class AlwaysSinglePolicy(_MapPolicy):
 
     name: ClassVar[str] = "always_single"
 
-    def choose(
-        self,
-        batch: float,
-        bandwidth_mbps: float,
-        devices: int | None = None,
-        tokens: float | None = None,
-    ) -> Decision:
-        tokens = self.map.resolve_tokens(tokens)
-        return self.decide(self.map.single, batch, bandwidth_mbps, tokens)
+    def pick(self, at: Condition) -> Decision:
+        return self.decide(self.map.single, at)
 
 
 class AlwaysDistributedPolicy(_MapPolicy):
@@ -174,19 +183,12 @@ class AlwaysDistributedPolicy(_MapPolicy):
 
     name: ClassVar[str] = "always_distributed"
 
-    def choose(
-        self,
-        batch: float,
-        bandwidth_mbps: float,
-        devices: int | None = None,
-        tokens: float | None = None,
-    ) -> Decision:
-        tokens = self.map.resolve_tokens(tokens)
-        distributed = [c for c in self.candidates(devices) if c.strategy != "single"]
+    def pick(self, at: Condition) -> Decision:
+        distributed = [c for c in self.candidates(at.devices) if c.strategy != "single"]
         if not distributed:
             raise ValueError("the map has no distributed candidate")
         best = min(distributed, key=self._overall_log_ratio)
-        return self.decide(best, batch, bandwidth_mbps, tokens)
+        return self.decide(best, at)
 
     def _overall_log_ratio(self, candidate: Candidate) -> float:
         total = 0.0
@@ -211,28 +213,21 @@ class FlopHeuristicPolicy(_MapPolicy):
 
     name: ClassVar[str] = "flop_heuristic"
 
-    def choose(
-        self,
-        batch: float,
-        bandwidth_mbps: float,
-        devices: int | None = None,
-        tokens: float | None = None,
-    ) -> Decision:
-        tokens = self.map.resolve_tokens(tokens)
+    def pick(self, at: Condition) -> Decision:
         single = self.map.single
-        single_s = self.map.estimate(single, batch, bandwidth_mbps, tokens).latency_ms / 1000
+        single_s = self.estimate(single, at).latency_ms / 1000
         g_single = single.gflops_per_device
         best: tuple[float, Candidate] = (0.0, single)
-        for c in self.candidates(devices):
+        for c in self.candidates(at.devices):
             if c.strategy == "single" or g_single is None or c.gflops_per_device is None:
                 continue
-            rate_gflops = g_single * batch / single_s
-            saved_s = (g_single - c.gflops_per_device) * batch / rate_gflops
-            sent = self.map.bytes_sent(c, batch, tokens)
-            transfer_s = sent / c.devices * 8 / (bandwidth_mbps * 1e6)
+            rate_gflops = g_single * at.batch / single_s
+            saved_s = (g_single - c.gflops_per_device) * at.batch / rate_gflops
+            sent = self.map.bytes_sent(c, at.batch, at.tokens)
+            transfer_s = sent / c.devices * 8 / (at.bandwidth_mbps * 1e6)
             if saved_s - transfer_s > best[0]:
                 best = (saved_s - transfer_s, c)
-        return self.decide(best[1], batch, bandwidth_mbps, tokens)
+        return self.decide(best[1], at)
 
 
 POLICIES: dict[str, Callable[[PerformanceMap, Objective], SelectionPolicy]] = {
