@@ -22,6 +22,10 @@ class InputError(Exception):
         self.problem = problem
         super().__init__(self.message)
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[str | None, str | None, str]]:
+        """Pickles with its fields, so that it crosses from a pool or Dask worker intact."""
+        return (type(self), (self.path, self.field, self.problem))
+
     @property
     def message(self) -> str:
         where = self.path or "<input>"

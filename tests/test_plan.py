@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -192,6 +193,12 @@ def test_tcp_scheduler_through_cli_equals_local_pool(tmp_path: Path) -> None:
     for name in ("results.csv", "answer.json"):
         assert (remote / name).read_bytes() == (local / name).read_bytes(), name
     assert not (remote / "partial").exists()
+
+
+def test_input_error_survives_pickling_to_and_from_workers() -> None:
+    error = pickle.loads(pickle.dumps(InputError("q.yaml", "axes.batch", "bad")))
+    assert isinstance(error, InputError)
+    assert (error.path, error.field, error.message) == ("q.yaml", "axes.batch", str(error))
 
 
 def test_resume_runs_only_missing_configurations(tmp_path: Path) -> None:

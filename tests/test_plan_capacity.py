@@ -117,6 +117,11 @@ def test_crowd_sweep_is_the_same_on_a_pool(tmp_path: Path) -> None:
         ),
         ({"axes": {"fleet_size": [4, 2]}}, "axes.fleet_size", "increasing"),
         (
+            {"question": {"kind": "crowd_capacity", "scheduler": "psychic"}},
+            "question.crowd_capacity.scheduler",
+            "unknown scheduler",
+        ),
+        (
             {"set": ["crowd.job.interarrival={kind: exponential, mean_s: 60}"]},
             "crowd.job.interarrival",
             "constant",

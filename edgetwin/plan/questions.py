@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from edgetwin.errors import InputError
+from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.scenario import ConstantDist, Scenario, StrategySpec
 from edgetwin.schema import (
     PositiveFloat,
@@ -30,6 +31,7 @@ from edgetwin.schema import (
     read_yaml_mapping,
     validation_error,
 )
+from edgetwin.sim.crowd.runner import prepare_crowd
 
 DISTRIBUTED = ("voltage", "prism", "tensor_parallel")
 
@@ -110,6 +112,13 @@ class CrowdCapacity(Strict):
     scheduler: str = Field("affinity", pattern=r"^[a-z_]+$")
     target_p95_s: PositiveFloat | None = None
 
+    @field_validator("scheduler")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in SCHEDULERS:
+            raise ValueError(f"unknown scheduler {name!r}; known: {sorted(SCHEDULERS)}")
+        return name
+
 
 QuestionKind = Annotated[
     SmallestFleet | Crossover | BestMode | CrowdCapacity, Field(discriminator="kind")
@@ -189,6 +198,7 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
         raise _as_swept(validation_error(exc, path), question.scenario) from None
     if question.crowd:
         _check_crowd(scenario, path)
+        prepare_crowd(scenario, scenario_path)  # profiles and trace: errors before any run
     elif scenario.crowd is not None:
         raise InputError(path, "scenario", "a crowd scenario answers only crowd_capacity")
     return LoadedQuestion(path, question, scenario, scenario_path)
