@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from statistics import median
 
 import pytest
 import yaml
 
 from edgetwin.calibration.emu_loop import LoopResult, LoopSettings, close_loop
-from edgetwin.comparison import compare_to_reference
 from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.results import read_table
-from edgetwin.scenario import load_scenario
-from edgetwin.sim.runner import build_fleet, run_scenario
 
 pytestmark = pytest.mark.skipif(
     bool(missing_requirements()), reason=f"emulator needs: {missing_requirements()}"
@@ -34,44 +30,36 @@ SWEEP = {
 }
 FIT = [{"batch": [1, 4], "bandwidth_mbps": [200, 800], "devices": [2]}]
 CHECK = [{"batch": [2], "bandwidth_mbps": [400], "devices": [2]}]
-# Measured on the documented sweeps: 4-7 % median |total error| (docs/emulator.md). Other
-# load on a shared machine slows repetitions at random; 20 % leaves room for it, while a
-# twin that gets the link or the compute wrong is off by far more (see below).
+# Measured on the documented sweeps: 5-11 % median |total error| where the check sweep ran
+# undisturbed (docs/emulator.md). Other load on a shared machine slows runs at random;
+# 20 % leaves room for some of it. A twin without this fit is off by far more (the
+# shipped h200_netns profile: ~75 % on the same runs).
 TOTAL_BOUND_PCT = 20.0
 
 
-def _scenario(path: Path, sweeps: list[dict[str, object]]) -> Path:
+def _scenario(path: Path, sweeps: list[dict[str, list[int]]]) -> Path:
     path.write_text(yaml.safe_dump({**SWEEP, "name": path.stem, "sweeps": sweeps}))
     return path
 
 
 @pytest.fixture(scope="module")
-def loop(tmp_path_factory: pytest.TempPathFactory) -> tuple[LoopResult, Path, Path]:
+def loop(tmp_path_factory: pytest.TempPathFactory) -> tuple[LoopResult, Path]:
     folder = tmp_path_factory.mktemp("loop")
     fit, check = _scenario(folder / "fit.yaml", FIT), _scenario(folder / "check.yaml", CHECK)
     result = close_loop(fit, check, folder / "out", LoopSettings(warmup=1, link_check_s=1))
-    return result, folder / "out", check
+    return result, folder / "out"
 
 
-def test_twin_predicts_the_held_out_sweep(loop: tuple[LoopResult, Path, Path]) -> None:
-    result, _out, _check = loop
+def test_twin_predicts_the_held_out_sweep(loop: tuple[LoopResult, Path]) -> None:
+    result, _out = loop
     assert len(result.check.points) == 3 * 4 * 2  # configurations x metrics x repetitions
     assert result.check_fastest.median_abs_error_pct["total_ms"] < TOTAL_BOUND_PCT
 
 
-def test_an_uncalibrated_twin_misses_the_same_sweep(loop: tuple[LoopResult, Path, Path]) -> None:
-    _result, out, check = loop
-    jetson = load_scenario(check, ["mode=twin"])
-    rows = [o.row for o in run_scenario(jetson, build_fleet(jetson, check))]
-    measured = read_table(out / "emu_check" / "results.csv")
-    errors = [abs(p["error_pct"] or 0) for p in compare_to_reference(rows, measured).points]
-    assert median(errors) > 2 * TOTAL_BOUND_PCT
-
-
 def test_profile_fitted_from_the_fit_sweeps_emulator_rows_only(
-    loop: tuple[LoopResult, Path, Path],
+    loop: tuple[LoopResult, Path],
 ) -> None:
-    result, out, _check = loop
+    result, out = loop
     fit = result.profile.fit
     fit_run = out / "emu_fit"
     assert {s["file"]: s["sha256"] for s in fit["sources"]} == {
