@@ -153,7 +153,16 @@ def capacity_figures(result: dict[str, Any]) -> list[go.Figure]:
                 name=f"run: {what}",
             )
         )
-    latency.add_hline(y=result["target_p95_s"], line_dash="dash", annotation_text="target p95")
+    sizes = [fleet["fleet_size"] for fleet in fleets]
+    latency.add_trace(  # a trace, not add_hline: its annotation breaks a log axis's range
+        go.Scatter(
+            x=[sizes[0], sizes[-1]],
+            y=[result["target_p95_s"]] * 2,
+            mode="lines",
+            line={"dash": "dash", "color": "black"},
+            name=f"target p95 ({result['target_p95_s']:g} s)",
+        )
+    )
     if result["smallest_fleet"] is not None:
         latency.add_vline(
             x=result["smallest_fleet"], line_dash="dot", annotation_text="smallest fleet"
