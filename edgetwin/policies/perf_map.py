@@ -6,7 +6,7 @@ device, read at run time by the selection policies. Between grid points a
 candidate's latency and energy are interpolated linearly in bandwidth, in
 log2(batch) and in the sequence length (tokens); outside the grid batch and
 bandwidth are clamped to the nearest edge, tokens extrapolated linearly from
-the two nearest profiled lengths (see ``TOKENS_OUTSIDE``). Schema:
+the two nearest profiled lengths (``along_tokens``). Schema:
 docs/adaptive.md.
 """
 
@@ -48,7 +48,8 @@ class Candidate(Strict):
     strategy: Literal["single", "voltage", "prism", "tensor_parallel"]
     devices: PositiveInt
     cr: PositiveFloat | None = None
-    gflops_per_device: Annotated[float, Field(ge=0)] | None = None  # per sample, first length
+    # per sample at the first length (the heuristic uses only its ratio to single's)
+    gflops_per_device: Annotated[float, Field(ge=0)] | None = None
     bytes_sent: tuple[tuple[Annotated[float, Field(ge=0)], ...], ...]  # [tokens][batch]
     latency_ms: Grid
     energy_j: Grid
