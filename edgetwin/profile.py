@@ -87,11 +87,14 @@ class NetworkParams(Strict):
     ``stack_mbps``: the most the stack sends whatever the link allows (and the
     rate a token bucket's burst runs at); ``loss_window_kb`` and
     ``loss_goodput``: beyond that many bytes of one message, only that share of
-    the link time carries new data.
+    the link time carries new data; ``duplex_efficiency``: the share a message
+    gets while its receiver sends too (an AllGather step), since the
+    acknowledgements of one direction queue behind the other's data.
     """
 
     message_overhead_ms: NonNegativeFloat
     bandwidth_efficiency: Annotated[float, Field(gt=0, le=2)] = 1.0
+    duplex_efficiency: Annotated[float, Field(gt=0, le=1)] = 1.0
     stack_mbps: PositiveFloat | None = None
     loss_window_kb: PositiveFloat | None = None
     loss_goodput: Annotated[float, Field(gt=0, le=1)] = 1.0

@@ -16,8 +16,9 @@ from edgetwin.calibration.fit_emu import calibrate_from_emu
 from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.results import write_results
-from edgetwin.scenario import dump_resolved, validate_scenario
+from edgetwin.scenario import DeviceSpec, dump_resolved, validate_scenario
 from edgetwin.sim.runner import build_fleet, run_scenario
+from tests.conftest import TOY_PROFILE, toy_scenario
 
 EFFICIENCY = 0.955
 # A CPU-like profile inside the emu fit's family (what calibrate-machine --emu fitted here).
@@ -32,7 +33,11 @@ TRUTH: dict[str, Any] = {
         "rows_half_util": 15.0,
     },
     "staging": {"fixed_ms": 0.03, "ms_per_mb": 0.12, "size_exponent": 1.0},
-    "network": {"message_overhead_ms": 1.0, "bandwidth_efficiency": EFFICIENCY},
+    "network": {
+        "message_overhead_ms": 1.0,
+        "bandwidth_efficiency": EFFICIENCY,
+        "duplex_efficiency": 0.8,
+    },
     "power": {"idle_w": 0, "compute_w": 0, "host_w": 0, "staging_w": 0, "comm_w": 0},
 }
 FIT_SWEEP: dict[str, Any] = {
@@ -74,6 +79,7 @@ def test_fit_recovers_the_profile_that_made_the_rows(tmp_path: Path) -> None:
     assert profile.network.bandwidth_efficiency == EFFICIENCY  # from the link check
     assert profile.compute.throughput_gflops == pytest.approx(88.0, rel=0.02)
     assert profile.network.message_overhead_ms == pytest.approx(1.0, rel=0.05)
+    assert profile.network.duplex_efficiency == pytest.approx(0.8, rel=0.02)
     assert max(profile.fit["median_abs_error_pct"].values()) < 1.0
     hashes = {s["file"]: s["sha256"] for s in profile.fit["sources"]}
     assert hashes["results.csv"] == hashlib.sha256((run / "results.csv").read_bytes()).hexdigest()
@@ -94,3 +100,17 @@ def test_rows_of_another_mode_are_refused_exit_2(
     assert main(["calibrate-machine", "--emu", str(run), "--out", str(tmp_path / "m")]) == 2
     assert "emulator rows only" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
+
+
+def test_duplex_transfers_get_their_share_and_a_scatter_none(toy_profile_path: Path) -> None:
+    """Voltage on the toy: a 1 ms scatter, then a 1 ms AllGather each way; at duplex share
+    0.5 the AllGather (both ranks send) takes 2 ms, the scatter (rank 0 alone) still 1 ms."""
+    times = {}
+    for share in (1.0, 0.5):
+        profile = {**TOY_PROFILE, "network": {**TOY_PROFILE["network"], "duplex_efficiency": share}}
+        scenario = toy_scenario(toy_profile_path, input_source="terminal").model_copy(
+            update={"devices": (DeviceSpec(name="dev", profile=profile, count=2),)}
+        )
+        times[share] = next(run_scenario(scenario, build_fleet(scenario, None))).row.comm_ms
+    gather_ms = 1.0
+    assert times[0.5] - times[1.0] == pytest.approx(gather_ms)

@@ -54,6 +54,7 @@ EMU_PARAMETERS: tuple[Parameter, ...] = (
     ("staging.fixed_ms", 0.0, 50.0, 0.05),
     ("staging.ms_per_mb", 0.0, 100.0, 0.5),
     ("network.message_overhead_ms", 0.0, 50.0, 0.5),
+    ("network.duplex_efficiency", 0.2, 1.0, 0.9),
 )
 # Other load on the machine slows a run and never speeds it up: a measurement slower than
 # the twin's prediction weighs 0.1, a faster one 0.9 (the fit follows undisturbed runs).

@@ -3,7 +3,8 @@
 - allgather: P-1 steps; in step k rank i forwards piece (i - k) mod P to i+1.
 - allreduce: reduce-scatter then allgather, 2(P-1) steps of 1/P of the tensor.
 - scatter: the terminal (rank 0) sends every other rank its piece at once.
-Within a step all transfers run concurrently and share their channels.
+Within a step all transfers run concurrently and share their channels; a transfer
+whose receiver also sends in that step is duplex (``NetworkParams.duplex_efficiency``).
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ def run_collective(
 ) -> Generator[simpy.Event, object, None]:
     """Run one collective to completion over ``devices`` (rank order)."""
     for step in _steps(kind, piece_bytes):
+        senders = {src for src, _dst, nbytes in step if nbytes > 0}
         transfers = [
-            env.process(network.transfer(devices[src].name, devices[dst].name, nbytes))
+            env.process(
+                network.transfer(devices[src].name, devices[dst].name, nbytes, dst in senders)
+            )
             for src, dst, nbytes in step
             if nbytes > 0
         ]

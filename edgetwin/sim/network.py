@@ -211,14 +211,19 @@ class Network:
         if spec.schedule:
             env.process(self._apply_schedule())
 
-    def transfer(self, src: str, dst: str, nbytes: float) -> Generator[simpy.Event, object, None]:
-        """Send ``nbytes`` from ``src`` to ``dst``: latency + overhead, then the bits."""
+    def transfer(
+        self, src: str, dst: str, nbytes: float, duplex: bool = False
+    ) -> Generator[simpy.Event, object, None]:
+        """Send ``nbytes`` from ``src`` to ``dst``: latency + overhead, then the bits.
+
+        ``duplex``: ``dst`` sends at the same time (its acknowledgements of these bits
+        wait behind its own data): the message gets ``duplex_efficiency`` of its share.
+        """
         stack = self.stacks[src]
         yield self.env.timeout(self.spec.latency_ms + stack.overhead_ms(nbytes))
         window_bytes = math.inf if stack.loss_window_kb is None else stack.loss_window_kb * 1024
-        yield self.channels[src].send(
-            nbytes, stack.bandwidth_efficiency, window_bytes, stack.loss_goodput
-        )
+        efficiency = stack.bandwidth_efficiency * (stack.duplex_efficiency if duplex else 1.0)
+        yield self.channels[src].send(nbytes, efficiency, window_bytes, stack.loss_goodput)
         self.bytes_sent[src] += nbytes
         self.bytes_received[dst] += nbytes
 
