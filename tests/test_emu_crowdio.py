@@ -15,7 +15,7 @@ import psutil
 import pytest
 from emu_checks import teardown_checked
 
-from edgetwin.emu.crowdio.model import TINY, make_inputs, reference_logits
+from edgetwin.emu.crowdio.model import FULL, TINY, DistilBertConfig, make_inputs, reference_logits
 from edgetwin.emu.crowdio.records import PipelineSummary
 from edgetwin.emu.mininet.cgroups import leftover_groups, memory_parent
 from edgetwin.emu.mininet.crowd import CrowdEmuRun, run_crowd_emu
@@ -37,14 +37,14 @@ pytestmark = pytest.mark.skipif(
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios/emu_crowdio.yaml"
 
 
-def assert_exactly_once(summary: PipelineSummary) -> None:
+def assert_exactly_once(summary: PipelineSummary, config: DistilBertConfig = TINY) -> None:
     """Every (input, stage) completed once, by the foreman's records, and the result is the
     whole model's."""
     done = Counter((e.input_index, e.stage_index) for e in summary.events if e.kind == "complete")
     expected = {(i, s): 1 for i in range(summary.inputs) for s in range(len(summary.stages))}
     assert done == Counter(expected)
-    reference = reference_logits(TINY, 0, make_inputs(TINY, summary.inputs, 0))
-    np.testing.assert_allclose(np.array(summary.logits), reference, atol=1e-5)
+    reference = reference_logits(config, 0, make_inputs(config, summary.inputs, 0))
+    np.testing.assert_allclose(np.array(summary.logits), reference, atol=1e-4)
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +141,13 @@ def test_leftovers_of_a_killed_run_are_removed_by_the_next(scenario: Scenario) -
         assert "etws0" in left and any(isinstance(g, Path) for g in left)
         cleanup_leftovers()  # what the next run does first
         assert not leftover_links() and not leftover_processes() and not leftover_groups()
+
+
+@pytest.mark.slow
+def test_full_size_distilbert_on_five_emulated_phones() -> None:
+    path = SCENARIO.with_name("emu_crowdio_full.yaml")
+    run = run_crowd_emu(load_scenario(path), path, link_check_s=1, timeout_s=600)
+    assert [r.strategy for r in run.rows] == ["crowdio_streaming", "crowdio_barrier"]
+    for row, summary in zip(run.rows, run.summaries, strict=True):
+        assert row.status == "ok" and row.devices == 5 and row.warm_loads > 0
+        assert_exactly_once(summary, FULL)

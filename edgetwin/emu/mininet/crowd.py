@@ -198,17 +198,16 @@ class _JobRunner:
         self, net: EmuNetwork, workers: list[WorkerSpec], scenario: Scenario, timeout_s: float
     ) -> None:
         self._net = net
+        self._placement = HostPlacement(net)
         self._workers = workers
-        self._host_of = {worker.name: host for host, worker in enumerate(workers, start=1)}
         self._actions = timeline(net.topology, scenario.network, scenario.emulator.faults)
         self._timeout_s = timeout_s
 
     def warm_up(self, job: PipelineJob, cache_root: Path) -> None:
         """One job, not recorded and without faults, that leaves every stage in the caches."""
         run_pipeline(
-            job, self._workers, HostPlacement(self._net), cache_root=cache_root,
-            timeout_s=self._timeout_s,
-        )  # fmt: skip
+            job, self._workers, self._placement, cache_root=cache_root, timeout_s=self._timeout_s
+        )
 
     def run(
         self, job: PipelineJob, label: str, bandwidth_mbps: float, cache_root: Path | None
@@ -219,8 +218,8 @@ class _JobRunner:
             def apply(action: Action) -> None:
                 for command in action.commands:
                     self._net.run(command)
-                if action.kind == "kill_worker":
-                    processes[self._workers[(action.host or 1) - 1].name].kill()
+                if action.kind == "kill_worker" and action.host is not None:
+                    processes[self._workers[action.host - 1].name].kill()
 
             def on_event(_event: Event) -> None:
                 if not clocks:  # the job's first event: it has started
@@ -233,7 +232,7 @@ class _JobRunner:
             summary = run_pipeline(
                 job,
                 self._workers,
-                HostPlacement(self._net),
+                self._placement,
                 cache_root=cache_root,
                 timeout_s=self._timeout_s,
                 watch=watch if self._actions else None,
