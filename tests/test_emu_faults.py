@@ -1,5 +1,6 @@
 """Faults during emulator runs for real (root, Mininet): a killed worker and a downed link
-leave every CROWDio input done exactly once; a bandwidth schedule slows a ViT exchange."""
+leave every CROWDio input done exactly once; a bandwidth schedule slows a CROWDio job and
+a ViT exchange."""
 
 from __future__ import annotations
 
@@ -68,6 +69,22 @@ def test_a_downed_link_stalls_its_worker_and_loses_nothing() -> None:
     # the mid phone's task in flight waited for its link: longer than the outage
     slowest = max(t.done_ms - t.dispatch_ms for t in summary.tasks if t.worker == "mid")
     assert slowest > 1000 and "slowest task on mid" in down.effect
+
+
+def test_a_bandwidth_schedule_plays_during_a_crowdio_job() -> None:
+    raw = _streaming([])
+    raw["emulator"]["task_delay_ms"] = 0
+    raw["network"]["schedule"] = [{"at_ms": 0, "bandwidth_mbps": 5}]
+    scenario = validate_scenario(raw, FAULTS)
+    with teardown_checked() as teardown:
+        run = run_crowd_emu(scenario, FAULTS, link_check_s=0, timeout_s=60)
+    teardown.assert_clean()
+    (summary,) = run.summaries
+    assert_exactly_once(summary)
+    assert run.rows[0].bandwidth_mbps == 100
+    # every stage's blob left the foreman's host at the scheduled 5 Mbps, not at 100
+    assert summary.pipeline_latency_ms > 0.8 * summary.model_bytes_sent * 8 / 5e3
+    assert [(r.kind, r.effect) for r in run.faults] == [("bandwidth", "links at 5 Mbps")]
 
 
 def test_the_cli_writes_faults_csv(tmp_path: Path) -> None:
