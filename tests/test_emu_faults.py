@@ -14,7 +14,7 @@ from emu_checks import teardown_checked
 from test_emu_crowdio import assert_exactly_once
 
 from edgetwin import cli
-from edgetwin.emu.mininet.crowd import run_crowd_emu
+from edgetwin.emu.mininet.crowd import CrowdJobFailed, run_crowd_emu
 from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.runner import run_emu
 from edgetwin.scenario import validate_scenario
@@ -85,6 +85,14 @@ def test_a_bandwidth_schedule_plays_during_a_crowdio_job() -> None:
     # every stage's blob left the foreman's host at the scheduled 5 Mbps, not at 100
     assert summary.pipeline_latency_ms > 0.8 * summary.model_bytes_sent * 8 / 5e3
     assert [(r.kind, r.effect) for r in run.faults] == [("bandwidth", "links at 5 Mbps")]
+
+
+def test_a_job_that_loses_every_worker_fails_cleanly() -> None:
+    kills = [{"kind": "kill_worker", "host": host, "at_s": 0.3} for host in (1, 2, 3)]
+    scenario = validate_scenario(_streaming(kills), FAULTS)
+    with teardown_checked() as teardown, pytest.raises(CrowdJobFailed, match="timed out"):
+        run_crowd_emu(scenario, FAULTS, link_check_s=0, timeout_s=4)
+    teardown.assert_clean()
 
 
 def test_the_cli_writes_faults_csv(tmp_path: Path) -> None:

@@ -23,16 +23,16 @@ from tempfile import TemporaryDirectory
 
 import numpy as np
 
-from edgetwin.emu.crowdio.launcher import Processes, WorkerSpec, run_pipeline
+from edgetwin.emu.crowdio.launcher import LaunchError, Processes, WorkerSpec, run_pipeline
 from edgetwin.emu.crowdio.model import FULL, TINY, export_stages, make_inputs
 from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary
 from edgetwin.emu.crowdio.rows import summary_row
-from edgetwin.emu.crowdio.sdk import PipelineJob, pipeline_job
+from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, pipeline_job
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env
 from edgetwin.emu.mininet.topology import HostLimits, build_topology, link_state_command
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, RunFailed
 from edgetwin.results import ResultRow
 from edgetwin.scenario import EmulatorSpec, Scenario
 from edgetwin.sim.crowd.fleet import PhoneSetup, expand_fleet, resolve_classes
@@ -40,6 +40,10 @@ from edgetwin.sim.crowd.runner import crowd_runs, prepare_crowd
 
 MODELS = {"tiny": TINY, "full": FULL}
 JOB_TIMEOUT_S = 600.0
+
+
+class CrowdJobFailed(RunFailed):
+    """A job did not finish (a deadline passed, the foreman failed it, a process died)."""
 
 
 @dataclass(frozen=True)
@@ -237,6 +241,9 @@ class _JobRunner:
                 timeout_s=self._timeout_s,
                 watch=watch if self._actions else None,
             )
+        except (TimeoutError, JobError, LaunchError) as exc:
+            problem = "timed out" if isinstance(exc, TimeoutError) else "failed"
+            raise CrowdJobFailed(f"CROWDio job {label} {problem}: {exc}") from exc
         finally:
             records = clocks[0].stop() if clocks else []
             if records:
