@@ -94,12 +94,16 @@ def test_hosts_get_their_cpu_quota_and_memory_limit() -> None:
     ):
         hosts = [net.popen(r, [sys.executable, "-c", busy + report], None) for r in (1, 2)]
         outputs = [host.communicate()[0].decode() for host in hosts]
+        grab = "b = bytearray(500 * 2**20); b[::4096] = b'x' * len(b[::4096])"
+        over = [net.popen(r, [sys.executable, "-c", grab], None) for r in (1, 2)]
+        codes = [process.wait() for process in over]
         parent = memory_parent()
         assert parent is not None
         limit_bytes = int((parent / "etwh1" / "memory.limit_in_bytes").read_text())
         assert not (parent / "etwh2").exists()  # no memory limit asked for host 2
     teardown.assert_clean()
     assert limit_bytes == 300 * 2**20
+    assert codes[0] != 0 and codes[1] == 0  # 500 MB: over host 1's 300, host 2 has no limit
     cores = os.cpu_count() or 1
     for limit, output in zip(limits[1:], outputs, strict=True):
         cpu_s = float(output.split()[0])
