@@ -29,6 +29,7 @@ from pydantic import Field
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.calibration.fit_reference import (
+    TIMING_PARAMETERS,
     MeasuredRow,
     Parameter,
     ProfileFacts,
@@ -46,14 +47,10 @@ from edgetwin.sim.device import STATES
 
 RUN_FILES = ("results.csv", "link_check.csv", "scenario.resolved.yaml")
 
-# (path in the profile, lower bound, upper bound, start)
+# The table fit's timing parameters (less those fixed below or measured), and two more.
 EMU_PARAMETERS: tuple[Parameter, ...] = (
-    ("compute.throughput_gflops", 1.0, 1e5, 50.0),
-    ("compute.launch_floor_ms", 0.0, 100.0, 1.0),
+    *TIMING_PARAMETERS,
     ("compute.rows_half_util", 0.0, 1e4, 10.0),
-    ("staging.fixed_ms", 0.0, 50.0, 0.05),
-    ("staging.ms_per_mb", 0.0, 100.0, 0.5),
-    ("network.message_overhead_ms", 0.0, 50.0, 0.5),
     ("network.duplex_efficiency", 0.2, 1.0, 0.9),
 )
 # Other load on the machine slows a run and never speeds it up: a measurement slower than
