@@ -93,9 +93,9 @@ def test_optimum_by_hand_one_phone() -> None:
     by_hand = (
         phone.broadcast_ms
         + 2 * phone.work_ms[0]
-        + phone.warm_load_ms
+        + phone.warm_load_ms[1]
         + 2 * phone.work_ms[1]
-        + phone.warm_load_ms
+        + phone.warm_load_ms[2]
         + 2 * phone.work_ms[2]
         + inst.aggregation_ms
     )

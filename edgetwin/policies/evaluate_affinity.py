@@ -4,21 +4,25 @@ Each instance is the settings' scenario with a few ``--set`` overrides (phones,
 inputs, stages, cache). Every scheduler runs it in the crowd twin
 (``repetitions`` runs; with ``deterministic`` the load and run-to-run noise
 are off, so only ``random`` varies); ``optimum.py`` finds the best plan of
-the same job offline. Regret = (mean makespan - optimum) / optimum, in %.
+the same job offline. With ``mode: emu`` the runs are the real foreman's in the
+emulator and the optimum's costs are measured in them
+(``evaluate_affinity_emu``). Regret = (mean makespan - optimum) / optimum, in %.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import fmean
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
 from edgetwin.errors import InputError
 from edgetwin.policies.optimum import Optimum, build_instance, optimum
 from edgetwin.policies.scheduling import SCHEDULERS
+from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, validate_scenario
 from edgetwin.schema import Strict, apply_override, read_yaml_mapping, validation_error
 from edgetwin.sim.crowd.fleet import PhoneClass
@@ -36,6 +40,7 @@ class AffinitySettings(Strict):
     """An affinity evaluation file."""
 
     scenario: str = Field(min_length=1)  # relative to the evaluation file
+    mode: Literal["twin", "emu"] = "twin"  # emu: the real foreman on Mininet hosts
     schedulers: tuple[str, ...] = tuple(SCHEDULERS)
     repetitions: Annotated[int, Field(ge=1, le=100)] = 5
     deterministic: bool = True
@@ -63,6 +68,51 @@ class SchedulerResult:
     bytes_moved: float
     regret_pct: float  # vs the optimum with prefetch (a lower bound in the model)
     regret_dispatch_pct: float  # vs the optimum loading at dispatch, as the twin's tasks do
+    model_makespan_s: float | None = None  # emu: its plans timed in the offline model
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """One run of a scheduler, from a twin row or an emulator job."""
+
+    makespan_s: float
+    cold_loads: int
+    warm_loads: int
+    evictions: int
+    bytes_moved: int
+
+    @classmethod
+    def of_row(cls, row: ResultRow) -> RunFigures:
+        return cls(
+            row.total_ms / 1e3,
+            row.cold_loads or 0,
+            row.warm_loads or 0,
+            row.evictions or 0,
+            row.bytes_moved or 0,
+        )
+
+
+def scheduler_result(
+    runs: Sequence[RunFigures],
+    best: Optimum,
+    dispatch: Optimum,
+    model_makespan_s: float | None = None,
+) -> SchedulerResult:
+    """Means over a scheduler's runs and its regret against both optima."""
+    mean_s = fmean(r.makespan_s for r in runs)
+    optimum_s = best.schedule.makespan_ms / 1e3
+    dispatch_s = dispatch.schedule.makespan_ms / 1e3
+    return SchedulerResult(
+        makespan_s=mean_s,
+        makespan_max_s=max(r.makespan_s for r in runs),
+        cold_loads=fmean(r.cold_loads for r in runs),
+        warm_loads=fmean(r.warm_loads for r in runs),
+        evictions=fmean(r.evictions for r in runs),
+        bytes_moved=fmean(r.bytes_moved for r in runs),
+        regret_pct=100 * (mean_s - optimum_s) / optimum_s,
+        regret_dispatch_pct=100 * (mean_s - dispatch_s) / dispatch_s,
+        model_makespan_s=model_makespan_s,
+    )
 
 
 @dataclass(frozen=True)
@@ -78,6 +128,7 @@ class InstanceResult:
     optimum: Optimum
     optimum_dispatch: Optimum
     schedulers: dict[str, SchedulerResult]
+    placements_measured: tuple[int, int] | None = None  # emu: (phone, stage) pairs measured, of all
 
 
 @dataclass(frozen=True)
@@ -89,15 +140,21 @@ class AffinityEvaluation:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "mode": self.settings.mode,
             "repetitions": self.settings.repetitions,
             "deterministic": self.settings.deterministic,
             "instances": [_instance_json(r) for r in self.instances],
         }
 
 
-def load_affinity_settings(path: Path) -> tuple[AffinitySettings, list[tuple[Scenario, Path]]]:
-    """Read an evaluation file and build each instance's scenario; errors name the field."""
+def load_affinity_settings(
+    path: Path, mode: Literal["twin", "emu"] | None = None
+) -> tuple[AffinitySettings, list[tuple[Scenario, Path]]]:
+    """Read an evaluation file (``mode`` overrides its own) and build each instance's
+    scenario; errors name the field."""
     raw = read_yaml_mapping(path)
+    if mode is not None:
+        raw["mode"] = mode
     try:
         settings = AffinitySettings.model_validate(raw)
     except ValidationError as exc:
@@ -123,6 +180,10 @@ def load_affinity_settings(path: Path) -> tuple[AffinitySettings, list[tuple[Sce
         scenario = scenario.model_copy(
             update={"crowd": crowd.model_copy(update={"schedulers": settings.schedulers})}
         )
+        if settings.mode == "emu":
+            from edgetwin.policies.evaluate_affinity_emu import check_emu_instance
+
+            check_emu_instance(scenario, scenario_path, (path, f"instances.{k}"))
         scenarios.append((scenario, scenario_path))
     return settings, scenarios
 
@@ -147,53 +208,56 @@ def _noiseless(setup: CrowdSetup) -> CrowdSetup:
 def evaluate_affinity(
     settings: AffinitySettings, scenarios: list[tuple[Scenario, Path]]
 ) -> AffinityEvaluation:
-    """Run every scheduler on every instance in the twin and find each optimum offline."""
+    """Run every scheduler on every instance (twin or emulator) and find each optimum."""
     results = []
     for spec, (scenario, path) in zip(settings.instances, scenarios, strict=True):
-        if settings.deterministic:
-            scenario = scenario.model_copy(update={"noise_cv": 0.0})
-        setup = prepare_crowd(scenario, path)
-        if settings.deterministic:
-            setup = _noiseless(setup)
-        crowd = scenario.crowd
-        assert crowd is not None
-        for strategy in (s.name for s in scenario.strategies):
-            inst = build_instance(scenario, setup, strategy)
-            best = optimum(inst, settings.node_limit)
-            dispatch = optimum(inst, settings.node_limit, prefetch=False)
-            optimum_s = best.schedule.makespan_ms / 1e3
-            dispatch_s = dispatch.schedule.makespan_ms / 1e3
-            per_scheduler = {}
-            for name in settings.schedulers:
-                rows = [
-                    simulate_crowd(scenario, setup, CrowdRun(strategy, name, rep)).rows[0]
-                    for rep in range(settings.repetitions)
-                ]
-                mean_s = fmean(r.total_ms for r in rows) / 1e3
-                per_scheduler[name] = SchedulerResult(
-                    makespan_s=mean_s,
-                    makespan_max_s=max(r.total_ms for r in rows) / 1e3,
-                    cold_loads=fmean(r.cold_loads or 0 for r in rows),
-                    warm_loads=fmean(r.warm_loads or 0 for r in rows),
-                    evictions=fmean(r.evictions or 0 for r in rows),
-                    bytes_moved=fmean(r.bytes_moved or 0 for r in rows),
-                    regret_pct=100 * (mean_s - optimum_s) / optimum_s,
-                    regret_dispatch_pct=100 * (mean_s - dispatch_s) / dispatch_s,
-                )
-            results.append(
-                InstanceResult(
-                    spec.name,
-                    strategy,
-                    tuple(p.name for p in inst.phones),
-                    crowd.job.inputs,
-                    len(crowd.job.stages),
-                    crowd.cache,
-                    best,
-                    dispatch,
-                    per_scheduler,
-                )
-            )
+        if settings.mode == "emu":
+            from edgetwin.policies.evaluate_affinity_emu import evaluate_instance_emu
+
+            results += evaluate_instance_emu(spec.name, scenario, path, settings.node_limit)
+        else:
+            results += _evaluate_instance_twin(spec.name, scenario, path, settings)
     return AffinityEvaluation(settings, tuple(results))
+
+
+def _evaluate_instance_twin(
+    name: str, scenario: Scenario, path: Path, settings: AffinitySettings
+) -> list[InstanceResult]:
+    if settings.deterministic:
+        scenario = scenario.model_copy(update={"noise_cv": 0.0})
+    setup = prepare_crowd(scenario, path)
+    if settings.deterministic:
+        setup = _noiseless(setup)
+    crowd = scenario.crowd
+    assert crowd is not None
+    results = []
+    for strategy in (s.name for s in scenario.strategies):
+        inst = build_instance(scenario, setup, strategy)
+        best = optimum(inst, settings.node_limit)
+        dispatch = optimum(inst, settings.node_limit, prefetch=False)
+        per_scheduler = {}
+        for scheduler in settings.schedulers:
+            runs = [
+                RunFigures.of_row(
+                    simulate_crowd(scenario, setup, CrowdRun(strategy, scheduler, rep)).rows[0]
+                )
+                for rep in range(settings.repetitions)
+            ]
+            per_scheduler[scheduler] = scheduler_result(runs, best, dispatch)
+        results.append(
+            InstanceResult(
+                name,
+                strategy,
+                tuple(p.name for p in inst.phones),
+                crowd.job.inputs,
+                len(crowd.job.stages),
+                crowd.cache,
+                best,
+                dispatch,
+                per_scheduler,
+            )
+        )
+    return results
 
 
 def _optimum_json(found: Optimum, phones: tuple[str, ...]) -> dict[str, Any]:
@@ -218,6 +282,7 @@ def _instance_json(r: InstanceResult) -> dict[str, Any]:
         "inputs": r.inputs,
         "stages": r.stages,
         "cache": r.cache,
+        "placements_measured": r.placements_measured,
         "optimum": _optimum_json(r.optimum, r.phones),
         "optimum_dispatch": _optimum_json(r.optimum_dispatch, r.phones),
         "schedulers": {
@@ -230,6 +295,7 @@ def _instance_json(r: InstanceResult) -> dict[str, Any]:
                 "bytes_moved": s.bytes_moved,
                 "regret_pct": round(s.regret_pct, 4),
                 "regret_dispatch_pct": round(s.regret_dispatch_pct, 4),
+                "model_makespan_s": s.model_makespan_s,
             }
             for name, s in r.schedulers.items()
         },

@@ -1,21 +1,25 @@
 """Offline optimum of a small crowd job: the best task-to-phone plan, found exhaustively.
 
-The model is the crowd twin's foreman protocol for one job, with every cost
-taken from the twin (``sim/crowd/costs.py`` and its ``Channel``): at
-submission every phone loads the first stage (the broadcast; a cold one
-downloads it over the shared medium, simulated exactly); a task (i, s) on a
+The model is the foreman's protocol for one job, as the crowd twin runs it: at
+submission every phone loads the first stage (the broadcast; in the twin a cold
+one downloads it over the shared medium, simulated with its ``Channel``); a task (i, s) on a
 phone makes its stage resident (unload, then a warm load, after a download
 if the partition is not on storage), receives its input, runs and sends its
 result. Streaming: (i, s+1) waits for (i, s); barrier: for all of stage s.
 The job ends when the last result is in, plus the aggregation.
 
-Unlike the twin, a phone may load its next stage as soon as it is free
-(prefetch, ``prefetch=True``), and transfers after the broadcast never share
-the medium. Churn, noise and out-of-memory retries are not modelled (phones
-whose session does not fit a stage are never given it). The search
-enumerates, branch and bound, every list of (stage, phone) decisions whose
-completions do not decrease; inputs are identical, so a stage's next task is
-the ready input whose upstream result came first.
+Two optima: with ``prefetch=True`` a phone may load its next stage as soon as
+it is free; with ``prefetch=False`` only when its task is dispatched. The twin,
+like the real foreman, gives a first-stage task to a phone still loading it and
+prefetches only by the foreman's JIT rule (an idle phone whose stage has no work
+left loads a released stage), so the first optimum bounds it from below and the
+second may be beaten by it. Transfers after the broadcast never share the
+medium. Churn, noise and out-of-memory retries are not modelled (phones whose
+session does not fit a stage are never given it). The search enumerates, branch
+and bound, every list of (stage, phone) decisions whose completions do not
+decrease; inputs are identical, so a stage's next task is the ready input whose
+upstream result came first. ``build_instance`` takes the costs from the twin;
+``emu_costs.measured_instance`` from the records of emulator runs.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ class PhoneCosts:
 
     name: str
     kind: str  # class name: phones of one class with equal state are interchangeable
-    warm_load_ms: float
+    warm_load_ms: tuple[float, ...]  # per stage: load from storage
     download_ms: tuple[float, ...]  # a cold load's download alone on the medium
     work_ms: tuple[float, ...]  # receive the input, run, send the result
     fits: tuple[bool, ...]  # the stage's session fits the phone's budget
@@ -153,7 +157,7 @@ def build_instance(scenario: Scenario, setup: CrowdSetup, strategy: str) -> Inst
             PhoneCosts(
                 name=p.name,
                 kind=p.phone_class.spec.name,
-                warm_load_ms=warm_load_ms(profile),
+                warm_load_ms=(warm_load_ms(profile),) * len(job.stages),
                 download_ms=tuple(alone_ms(blob_bytes(s)) for s in job.stages),
                 work_ms=tuple(
                     alone_ms(task_input_bytes(job, k))
@@ -237,7 +241,7 @@ class _State:
         start = new.free[phone] if prefetch else max(new.free[phone], ready)
         if new.resident[phone] != stage:
             cold = stage not in new.cached[phone]
-            start += p.warm_load_ms + (p.download_ms[stage] if cold else 0.0)
+            start += p.warm_load_ms[stage] + (p.download_ms[stage] if cold else 0.0)
             new.counts[0 if cold else 1] += 1
             new.counts[2] += new.resident[phone] >= 0
             new.counts[3] += inst.blob_bytes[stage] if cold else 0

@@ -61,8 +61,9 @@ def _figure(evaluation: AffinityEvaluation) -> go.Figure:
             row=1,
             col=col,
         )
+    where = "the emulator" if evaluation.settings.mode == "emu" else "the twin"
     fig.update_layout(
-        title="Schedulers in the twin (bars, mean of the runs) and the offline optimum (diamonds)",
+        title=f"Schedulers in {where} (bars, mean of the runs) and the offline optimum (diamonds)",
         height=HEIGHT_PX,
         template="plotly_white",
         barmode="group",
@@ -71,26 +72,39 @@ def _figure(evaluation: AffinityEvaluation) -> go.Figure:
 
 
 def _table_html(evaluation: AffinityEvaluation) -> str:
+    emu = evaluation.settings.mode == "emu"
     rows = []
     for r in evaluation.instances:
         best = r.optimum.schedule
         proved = "" if r.optimum.proved else " (not proved)"
+        measured = ""
+        if r.placements_measured is not None:
+            measured = " ({} of {} placements measured)".format(*r.placements_measured)
         rows.append(
-            f"<tr><td>{escape(_label(r))}</td><td>optimum{proved}</td>"
-            f"<td>{best.makespan_ms / 1e3:.2f}</td><td>{best.cold_loads}</td>"
-            f"<td>{best.evictions}</td><td>0</td><td></td></tr>"
+            f"<tr><td>{escape(_label(r))}</td>"
+            f"<td>optimum{proved}{measured}</td>"
+            f"<td>{best.makespan_ms / 1e3:.4f}</td><td>{best.cold_loads}</td>"
+            f"<td>{best.evictions}</td><td>0</td><td></td>" + ("<td></td>" if emu else "") + "</tr>"
         )
         for name, s in r.schedulers.items():
+            model = "" if s.model_makespan_s is None else f"<td>{s.model_makespan_s:.4f}</td>"
             rows.append(
                 f"<tr><td>{escape(_label(r))}</td><td>{escape(name)}</td>"
-                f"<td>{s.makespan_s:.2f}</td><td>{s.cold_loads:g}</td><td>{s.evictions:g}</td>"
-                f"<td>{s.regret_pct:.1f}</td><td>{s.regret_dispatch_pct:.1f}</td></tr>"
+                f"<td>{s.makespan_s:.4f}</td><td>{s.cold_loads:g}</td><td>{s.evictions:g}</td>"
+                f"<td>{s.regret_pct:.1f}</td><td>{s.regret_dispatch_pct:.1f}</td>{model}</tr>"
             )
+    costs = (
+        "The optimum's costs were measured in the emulator's runs of each instance; the last "
+        "column is the scheduler's own plans timed with those costs (loads at dispatch). "
+        if emu
+        else ""
+    )
+    model_header = "<th>Its plans in the model (s)</th>" if emu else ""
     return (
         "<p>Regret = (mean makespan - optimum) / optimum. The optimum may prefetch a "
         "phone's next stage; the dispatch regret is against the optimum that loads a stage "
-        "only when its task is dispatched, as the twin's tasks do. See docs/affinity.md.</p>"
+        f"only when its task is dispatched. {costs}See docs/affinity.md.</p>"
         "<table><tr><th>Instance</th><th>Scheduler</th><th>Makespan (s)</th>"
         "<th>Cold loads</th><th>Evictions</th><th>Regret (%)</th>"
-        f"<th>Regret vs dispatch optimum (%)</th></tr>{''.join(rows)}</table>"
+        f"<th>Regret vs dispatch optimum (%)</th>{model_header}</tr>{''.join(rows)}</table>"
     )

@@ -1,0 +1,130 @@
+"""The affinity evaluation on the real foreman: costs from its records, the optimum under them,
+and (root + Mininet) the emulator evaluation end to end (docs/affinity.md)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from emu_checks import teardown_checked
+
+from edgetwin.emu.crowdio.launcher import run_pipeline_local
+from edgetwin.emu.crowdio.model import TINY, export_stages, make_inputs
+from edgetwin.emu.crowdio.records import PipelineSummary
+from edgetwin.emu.crowdio.sdk import pipeline_job
+from edgetwin.emu.mininet.mn import missing_requirements
+from edgetwin.errors import InputError
+from edgetwin.policies.emu_costs import (
+    MeasuredSamples,
+    measured_instance,
+    plan_of_summary,
+)
+from edgetwin.policies.evaluate_affinity import load_affinity_settings
+from edgetwin.policies.optimum import evaluate_plan, optimum
+
+ROOT = Path(__file__).resolve().parents[1]
+EVAL = ROOT / "scenarios" / "affinity_emu.eval.yaml"
+WORKERS = ("worker-0", "worker-1", "worker-2")
+STAGES = export_stages(TINY, 3, 0)
+needs_emulator = pytest.mark.skipif(
+    bool(missing_requirements()), reason=f"emulator needs: {missing_requirements()}"
+)
+
+
+def assert_each_task_once(summary: PipelineSummary) -> None:
+    """Every (input, stage) completed exactly once, by the foreman's records."""
+    done = Counter((e.input_index, e.stage_index) for e in summary.events if e.kind == "complete")
+    stages = len(summary.stages)
+    assert done == Counter({(i, s): 1 for i in range(summary.inputs) for s in range(stages)})
+
+
+def assert_cold_loads_from_workers(summary: PipelineSummary) -> None:
+    """The job's cold loads are the workers' own ``loaded ... cold`` replies, and with empty
+    caches every stage a worker ran was first loaded cold there."""
+    replies = [e for e in summary.events if e.kind == "loaded"]
+    assert summary.cold_loads == sum(e.detail == "cold" for e in replies)
+    cold = {(e.worker, e.stage_index) for e in replies if e.detail == "cold"}
+    assert {(t.worker, t.stage_index) for t in summary.tasks} <= cold
+
+
+@pytest.fixture(scope="module")
+def local_runs() -> list[PipelineSummary]:
+    """Two schedulers on the real foreman over loopback, cold caches, uneven workers."""
+    inputs = make_inputs(TINY, 2, 0)
+    return [
+        run_pipeline_local(
+            pipeline_job(STAGES, inputs, scheduler=scheduler),
+            workers=len(WORKERS),
+            task_delay_ms=[40.0, 10.0, 0.0],
+        )
+        for scheduler in ("fifo", "least_loaded")
+    ]
+
+
+def test_optimum_of_measured_costs_is_below_every_plan(local_runs: list[PipelineSummary]) -> None:
+    samples = MeasuredSamples()
+    for summary in local_runs:
+        assert_each_task_once(summary)
+        assert_cold_loads_from_workers(summary)
+        samples.add(summary, WORKERS)
+    measured = measured_instance(samples, WORKERS, [len(s.blob) for s in STAGES], False, 2)
+    inst = measured.instance
+    best = optimum(inst)
+    assert best.proved and measured.placements_measured >= 3
+    for summary in local_runs:
+        plan = plan_of_summary(summary, WORKERS)
+        assert sorted(t for tasks in plan for t in tasks) == [
+            (i, s) for i in (0, 1) for s in (0, 1, 2)
+        ]
+        used = {(w, s) for w, tasks in enumerate(plan) for _, s in tasks}
+        assert all(inst.phones[w].fits[s] for w, s in used)  # every placement it used measured
+        replayed = evaluate_plan(inst, plan, prefetch=True)
+        assert best.schedule.makespan_ms <= replayed.makespan_ms + 1e-9
+    # the task delay is in the measured work: the slow worker's tasks take >= 40 ms
+    slow = [inst.phones[0].work_ms[s] for s in range(3) if inst.phones[0].fits[s]]
+    assert all(w >= 40.0 for w in slow)
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [("crowd.cache=warm", "cold"), ("'sweeps=[{bandwidth_mbps: [10, 100]}]'", "one bandwidth")],
+)
+def test_emu_settings_refuse_what_the_optimum_cannot_model(
+    tmp_path: Path, override: str, says: str
+) -> None:
+    spec = tmp_path / "bad.eval.yaml"
+    spec.write_text(
+        f"scenario: {ROOT / 'scenarios' / 'affinity_emu.yaml'}\nmode: emu\n"
+        f"instances: [{{name: bad, set: [{override}]}}]\n"
+    )
+    with pytest.raises(InputError) as err:
+        load_affinity_settings(spec)
+    assert err.value.field == "instances.0" and says in err.value.message
+    assert load_affinity_settings(spec, "twin")[0].mode == "twin"  # the twin takes it
+
+
+@needs_emulator
+def test_emulator_evaluation_end_to_end() -> None:
+    from edgetwin.emu.mininet.crowd import run_crowd_emu
+    from edgetwin.policies.evaluate_affinity_emu import evaluate_runs_emu
+
+    settings, scenarios = load_affinity_settings(EVAL)
+    scenario, path = scenarios[0]
+    scenario = scenario.model_copy(update={"repetitions": 1})
+    with teardown_checked() as teardown:
+        summaries = run_crowd_emu(scenario, path, link_check_s=0, timeout_s=120).summaries
+    teardown.assert_clean()
+    assert [s.scheduler for s in summaries] == list(settings.schedulers)
+    for summary in summaries:
+        assert_each_task_once(summary)
+        assert_cold_loads_from_workers(summary)
+    (result,) = evaluate_runs_emu("p3_n2_s3", scenario, path, summaries, settings.node_limit)
+    assert result.optimum.proved
+    best_s = result.optimum.schedule.makespan_ms / 1e3
+    assert best_s <= result.optimum_dispatch.schedule.makespan_ms / 1e3 + 1e-12
+    for name, summary in zip(settings.schedulers, summaries, strict=True):
+        figures = result.schedulers[name]
+        assert figures.cold_loads == summary.cold_loads
+        assert figures.makespan_s == summary.pipeline_latency_ms / 1e3
+        assert figures.model_makespan_s is not None and best_s <= figures.model_makespan_s
