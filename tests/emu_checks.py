@@ -1,4 +1,5 @@
-"""Teardown checks for emulator tests that hold while other emulator runs come and go.
+"""Teardown checks for emulator tests that hold while other emulator runs come and go,
+and the mark that skips emulator tests where root or Mininet is missing.
 
 ``teardown_checked`` wraps the emulator lock: interfaces are listed right after a run
 takes the lock (no other run is live then) and again after it has torn its network
@@ -17,6 +18,11 @@ import pytest
 from edgetwin.emu.mininet import net
 from edgetwin.emu.mininet.cgroups import leftover_groups
 from edgetwin.emu.mininet.lock import emulator_lock
+from edgetwin.emu.mininet.mn import missing_requirements
+
+needs_emulator = pytest.mark.skipif(
+    bool(missing_requirements()), reason=f"emulator needs: {missing_requirements()}"
+)
 
 
 def links() -> set[str]:

@@ -13,14 +13,13 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from emu_checks import teardown_checked
+from emu_checks import needs_emulator, teardown_checked
 
 from edgetwin.emu.crowdio.model import FULL, TINY, DistilBertConfig, make_inputs, reference_logits
 from edgetwin.emu.crowdio.records import PipelineSummary
 from edgetwin.emu.mininet.cgroups import leftover_groups, memory_parent
 from edgetwin.emu.mininet.crowd import CrowdEmuRun, run_crowd_emu
 from edgetwin.emu.mininet.lock import emulator_lock
-from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.net import (
     cleanup_leftovers,
     emulated_network,
@@ -30,9 +29,7 @@ from edgetwin.emu.mininet.net import (
 from edgetwin.emu.mininet.topology import HostLimits, build_topology
 from edgetwin.scenario import NetworkSpec, Scenario, load_scenario
 
-pytestmark = pytest.mark.skipif(
-    bool(missing_requirements()), reason=f"emulator needs: {missing_requirements()}"
-)
+pytestmark = needs_emulator
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios/emu_crowdio.yaml"
 

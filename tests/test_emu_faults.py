@@ -10,18 +10,15 @@ from typing import Any
 
 import pytest
 import yaml
-from emu_checks import teardown_checked
+from emu_checks import needs_emulator, teardown_checked
 from test_emu_crowdio import assert_exactly_once
 
 from edgetwin import cli
 from edgetwin.emu.mininet.crowd import CrowdJobFailed, run_crowd_emu
-from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.runner import run_emu
 from edgetwin.scenario import validate_scenario
 
-pytestmark = pytest.mark.skipif(
-    bool(missing_requirements()), reason=f"emulator needs: {missing_requirements()}"
-)
+pytestmark = needs_emulator
 
 FAULTS = Path(__file__).resolve().parents[1] / "scenarios/emu_crowdio_faults.yaml"
 
