@@ -28,7 +28,7 @@ from edgetwin.calibration.fit_emu import calibrate_from_emu, calibrate_machine_f
 from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_table
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
-from edgetwin.comparison import compare_to_reference, key_label
+from edgetwin.comparison import compare_to_reference, write_comparison_csv
 from edgetwin.errors import InputError, RunFailed
 from edgetwin.plan.command import add_plan_arguments, plan_command
 from edgetwin.policies.evaluate_adaptive import evaluate, load_eval_inputs
@@ -145,6 +145,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     affinity.add_argument("spec", type=Path, help="evaluation file, e.g. *.eval.yaml")
     affinity.add_argument("--out", type=Path, required=True, help="output folder")
+    affinity.add_argument(
+        "--mode", choices=["twin", "emu"], help="overrides the file's mode (emu: Mininet, root)"
+    )
     affinity.set_defaults(handler=_evaluate_affinity)
 
     validate = commands.add_parser(
@@ -217,15 +220,18 @@ def _run_local(scenario: Scenario, args: argparse.Namespace, staging: Path) -> l
 
 
 def _run_emu(scenario: Scenario, args: argparse.Namespace, staging: Path) -> list[ResultRow]:
-    """Real code paths on Mininet hosts over shaped links; ``link_check.csv`` beside."""
+    """Real code paths on Mininet hosts over shaped links; ``link_check.csv`` beside, and
+    ``faults.csv`` when faults or a bandwidth schedule played."""
     from edgetwin.emu.mininet.checks import write_link_checks
-    from edgetwin.emu.mininet.runner import check_emulatable, run_emu
+    from edgetwin.emu.mininet.faults import write_faults
+    from edgetwin.emu.mininet.runner import check_emulatable, emu_runs, run_emu
 
     check_emulatable(scenario, args.scenario)
-    total = len(configurations(scenario)) * scenario.repetitions
-    with _progress(f"emu {scenario.name}", total, args.quiet) as advance:
+    with _progress(f"emu {scenario.name}", emu_runs(scenario), args.quiet) as advance:
         run = run_emu(scenario, args.scenario, advance)
     write_link_checks(staging / "link_check.csv", run.links)
+    if run.faults:
+        write_faults(staging / "faults.csv", run.faults)
     if scenario.network.latency_ms > 0 and not all(c.latency_emulated for c in run.links):
         print("edgetwin: warning: this kernel has no netem; latency_ms was not emulated")
     return run.rows
@@ -316,19 +322,7 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"{metric}: median |error| {median:.1f} % over {count} points")
     if args.out is not None:
         with _output_folder(args.out) as staging:
-            with (staging / "comparison.csv").open("w", newline="") as handle:
-                writer = csv.writer(handle, lineterminator="\n")
-                writer.writerow(["configuration", "metric", "measured", "predicted", "error_pct"])
-                for p in comparison.points:
-                    writer.writerow(
-                        [
-                            key_label(p["key"]),
-                            p["metric"],
-                            p["measured"],
-                            p["predicted"],
-                            p["error_pct"],
-                        ]
-                    )
+            write_comparison_csv(staging / "comparison.csv", comparison)
             title = f"edgetwin: {args.predicted.name} vs {args.measured.name}"
             write_comparison_report(staging, title, comparison)
     return 0
@@ -418,15 +412,15 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _evaluate_affinity(args: argparse.Namespace) -> int:
-    """Schedulers in the crowd twin vs the offline optimum, per small instance."""
-    settings, scenarios = load_affinity_settings(args.spec)
+    """Schedulers in the crowd twin or the emulator vs the offline optimum, per instance."""
+    settings, scenarios = load_affinity_settings(args.spec, args.mode)
     with _output_folder(args.out) as staging:
         result = evaluate_affinity(settings, scenarios)
         write_affinity_report(staging, result)
     for instance in result.instances:
         optimum_s = instance.optimum.schedule.makespan_ms / 1e3
         regrets = ", ".join(f"{n} {s.regret_pct:.1f} %" for n, s in instance.schedulers.items())
-        print(f"{instance.name} ({instance.strategy}): optimum {optimum_s:.2f} s; {regrets}")
+        print(f"{instance.name} ({instance.strategy}): optimum {optimum_s:.4g} s; {regrets}")
     print(f"-> {args.out}/affinity.json, affinity.html")
     return 0
 
