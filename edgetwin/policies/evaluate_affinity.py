@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator
 
 from edgetwin.errors import InputError
-from edgetwin.policies.optimum import Optimum, build_instance, optimum
+from edgetwin.policies.optimum import Optimum, Plan, build_instance, optimum
 from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, validate_scenario
@@ -69,6 +69,7 @@ class SchedulerResult:
     regret_pct: float  # vs the optimum with prefetch (a lower bound in the model)
     regret_dispatch_pct: float  # vs the optimum loading at dispatch, as the twin's tasks do
     model_makespan_s: float | None = None  # emu: its plans timed in the offline model
+    plans: tuple[Plan, ...] = ()  # emu: per run, each phone's tasks in order
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ def scheduler_result(
     best: Optimum,
     dispatch: Optimum,
     model_makespan_s: float | None = None,
+    plans: tuple[Plan, ...] = (),
 ) -> SchedulerResult:
     """Means over a scheduler's runs and its regret against both optima."""
     mean_s = fmean(r.makespan_s for r in runs)
@@ -112,6 +114,7 @@ def scheduler_result(
         regret_pct=100 * (mean_s - optimum_s) / optimum_s,
         regret_dispatch_pct=100 * (mean_s - dispatch_s) / dispatch_s,
         model_makespan_s=model_makespan_s,
+        plans=plans,
     )
 
 
@@ -270,8 +273,12 @@ def _optimum_json(found: Optimum, phones: tuple[str, ...]) -> dict[str, Any]:
         "bytes_moved": best.bytes_moved,
         "proved": found.proved,
         "nodes": found.nodes,
-        "plan": {p: [list(t) for t in tasks] for p, tasks in zip(phones, best.plan, strict=True)},
+        "plan": _plan_json(best.plan, phones),
     }
+
+
+def _plan_json(plan: Plan, phones: tuple[str, ...]) -> dict[str, list[list[int]]]:
+    return {p: [list(t) for t in tasks] for p, tasks in zip(phones, plan, strict=True)}
 
 
 def _instance_json(r: InstanceResult) -> dict[str, Any]:
@@ -296,6 +303,7 @@ def _instance_json(r: InstanceResult) -> dict[str, Any]:
                 "regret_pct": round(s.regret_pct, 4),
                 "regret_dispatch_pct": round(s.regret_dispatch_pct, 4),
                 "model_makespan_s": s.model_makespan_s,
+                "plans": [_plan_json(plan, r.phones) for plan in s.plans],
             }
             for name, s in r.schedulers.items()
         },

@@ -21,9 +21,10 @@ from edgetwin.policies.emu_costs import MeasuredSamples, measured_instance, plan
 from edgetwin.policies.evaluate_affinity import (
     InstanceResult,
     RunFigures,
+    SchedulerResult,
     scheduler_result,
 )
-from edgetwin.policies.optimum import evaluate_plan, optimum
+from edgetwin.policies.optimum import Instance, Optimum, evaluate_plan, optimum
 from edgetwin.scenario import Scenario
 from edgetwin.sim.crowd.runner import crowd_runs
 from edgetwin.sim.crowd.tasks import MODES
@@ -93,21 +94,26 @@ def evaluate_runs_emu(
                 best,
                 dispatch,
                 {
-                    scheduler: scheduler_result(
-                        [_figures(s) for s in runs],
-                        best,
-                        dispatch,
-                        fmean(
-                            evaluate_plan(inst, plan_of_summary(s, names)).makespan_ms for s in runs
-                        )
-                        / 1e3,
-                    )
+                    scheduler: _scheduler_result(inst, names, runs, best, dispatch)
                     for scheduler, runs in per_scheduler.items()
                 },
                 (measured.placements_measured, measured.placements),
             )
         )
     return results
+
+
+def _scheduler_result(
+    inst: Instance,
+    phones: Sequence[str],
+    runs: Sequence[PipelineSummary],
+    best: Optimum,
+    dispatch: Optimum,
+) -> SchedulerResult:
+    """A scheduler's measured runs, and its plans timed in the model (loads at dispatch)."""
+    plans = tuple(plan_of_summary(s, phones) for s in runs)
+    model_s = fmean(evaluate_plan(inst, plan).makespan_ms for plan in plans) / 1e3
+    return scheduler_result([_figures(s) for s in runs], best, dispatch, model_s, plans)
 
 
 def _figures(summary: PipelineSummary) -> RunFigures:
