@@ -15,7 +15,6 @@ same emulator folder gives the same profile and the same predictions.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,9 +55,8 @@ def close_loop(
     check: Path,
     out: Path,
     settings: LoopSettings = LoopSettings(),
-    overrides: Sequence[str] = (),
 ) -> LoopResult:
-    """Steps 1-5 above; ``overrides`` (``key=value``) apply to both scenarios."""
+    """Steps 1-5 above."""
     wall_s: dict[str, float] = {}
     start = time.perf_counter()
 
@@ -67,18 +65,18 @@ def close_loop(
         wall_s[step] = round(time.perf_counter() - start, 1)
         start = time.perf_counter()
 
-    run_emulator(load_scenario(fit, [*overrides, "mode=emu"]), fit, out / "emu_fit", settings)
+    run_emulator(load_scenario(fit, ["mode=emu"]), fit, out / "emu_fit", settings)
     lap("emulator, fit sweep")
     command = f"edgetwin calibrate-machine --emu {out / 'emu_fit'} --out {out / 'machine'}"
     (out / "machine").mkdir(parents=True, exist_ok=True)
     profile = calibrate_machine_from_emu(out / "emu_fit", out / "machine", command)
     lap("calibration")
     profile_path = (out / "machine" / "profile.yaml").resolve()
-    twin = load_scenario(check, [*overrides, "mode=twin", f"devices.0.profile={profile_path}"])
+    twin = load_scenario(check, ["mode=twin", f"devices.0.profile={profile_path}"])
     twin_rows = [o.row for o in run_scenario(twin, build_fleet(twin, check))]
     _write_run(out / "twin_check", twin, twin_rows)
     lap("twin, check sweep")
-    run_emulator(load_scenario(check, [*overrides, "mode=emu"]), check, out / "emu_check", settings)
+    run_emulator(load_scenario(check, ["mode=emu"]), check, out / "emu_check", settings)
     lap("emulator, check sweep")
     emulated = read_table(out / "emu_check" / "results.csv")
     comparison = compare_to_reference(twin_rows, emulated)
