@@ -10,12 +10,10 @@ import pytest
 import yaml
 
 from edgetwin.calibration.emu_loop import LoopResult, LoopSettings, close_loop
-from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.results import read_table
+from tests.emu_checks import needs_emulator
 
-pytestmark = pytest.mark.skipif(
-    bool(missing_requirements()), reason=f"emulator needs: {missing_requirements()}"
-)
+pytestmark = needs_emulator
 
 # ViT-B/16's sequence at half its width, 2 blocks: ~0.75 GFLOP per sample and block;
 # Voltage moves ~0.3 MB per rank and block at batch 1. Fit on batch 1, 4 x 200, 800 Mbps;
