@@ -128,3 +128,16 @@ def test_emulator_evaluation_end_to_end() -> None:
         assert figures.cold_loads == summary.cold_loads
         assert figures.makespan_s == summary.pipeline_latency_ms / 1e3
         assert figures.model_makespan_s is not None and best_s <= figures.model_makespan_s
+
+
+def test_cli_mode_emu_overrides_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from edgetwin.cli import main
+
+    twin_file = ROOT / "scenarios" / "affinity_small.eval.yaml"  # warm caches, shared WiFi
+    out = tmp_path / "out"
+    assert main(["evaluate-affinity", str(twin_file), "--mode", "emu", "--out", str(out)]) == 2
+    message = capsys.readouterr().err
+    assert str(twin_file) in message and "instances.0" in message and "cold" in message
+    assert not out.exists()
