@@ -1,11 +1,11 @@
 """Offline optimum of a small crowd job: the best task-to-phone plan, found exhaustively.
 
-The model is the foreman's protocol for one job, as the crowd twin runs it: at
-submission every phone loads the first stage (the broadcast; in the twin a cold
-one downloads it over the shared medium, simulated with its ``Channel``); a task (i, s) on a
-phone makes its stage resident (unload, then a warm load, after a download
-if the partition is not on storage), receives its input, runs and sends its
-result. Streaming: (i, s+1) waits for (i, s); barrier: for all of stage s.
+The model is the foreman's protocol for one job, as the crowd twin runs it:
+at submission every phone loads the first stage (the broadcast; in the twin a
+cold one downloads it over the shared medium, simulated with its ``Channel``);
+a task (i, s) on a phone makes its stage resident (unload, then a warm load,
+after a download if the partition is not on storage), receives its input, runs
+and sends its result. Streaming: (i, s+1) waits for (i, s); barrier: for all of stage s.
 The job ends when the last result is in, plus the aggregation.
 
 Two optima: with ``prefetch=True`` a phone may load its next stage as soon as
