@@ -271,7 +271,9 @@ async def worker_under_test(tmp_path: Path) -> AsyncIterator[tuple[Streams, asyn
     reader, writer = await asyncio.wait_for(connected.get(), 10)
     hello = await receive(reader)
     assert isinstance(hello, WorkerHello) and hello.token == TOKEN
-    welcome = Welcome(peer_id="under-test", store_dir=str(tmp_path / "store"), inline_max_bytes=0)
+    welcome = Welcome(
+        peer_id="under-test", store_dir=str(tmp_path / "store"), inline_max_bytes=0, heartbeat_s=1.0
+    )
     await send(writer, welcome)
     try:
         yield (reader, writer), worker
@@ -361,7 +363,11 @@ def _framed(body: bytes) -> bytes:
         ((LIMIT * 8 + 1).to_bytes(4, "big"), "over the limit"),
         (_framed(b"garbage"), "malformed message"),
         (
-            _framed(encode_message(Welcome(peer_id="x", store_dir=None, inline_max_bytes=0))),
+            _framed(
+                encode_message(
+                    Welcome(peer_id="x", store_dir=None, inline_max_bytes=0, heartbeat_s=1.0)
+                )
+            ),
             "unexpected WELCOME",
         ),
         (_framed(encode_message(ErrorMessage(reason="go away"))), "go away"),

@@ -5,6 +5,10 @@ constant time; a wrong token is refused and the connection closed). Until then
 frames are limited to ``hello_max_bytes``; after, to ``max_message_bytes``. A peer
 that sends an oversized or malformed frame, or a reply that does not fit what it
 was asked, gets an ERROR and is disconnected; a worker's tasks are re-dispatched.
+A worker silent for longer than the liveness rule's timeout (``liveness.py``) is
+declared lost: its connection is dropped and its tasks re-dispatched as on a
+disconnect; whatever it sends later is never read. Worker ids are never reused, so a
+worker that comes back enrols as a fresh one.
 
     python -m edgetwin.emu.crowdio.foreman --host H --port P --token T [--store DIR]
 """
@@ -18,9 +22,11 @@ import hmac
 import itertools
 import os
 import signal
+import socket
+import struct
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgetwin.atomic import write_text_atomic
@@ -29,10 +35,12 @@ from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState
 from edgetwin.emu.crowdio.filestore import FileStore, StoreError
 from edgetwin.emu.crowdio.framing import HEADER_BYTES, FrameError, read_frame, write_frame
 from edgetwin.emu.crowdio.job import Job, JobRejection, Outbox, job_stages
+from edgetwin.emu.crowdio.liveness import LivenessRule, SilenceWatch
 from edgetwin.emu.crowdio.protocol import (
     TOKEN_ENV,
     ClientHello,
     ErrorMessage,
+    Heartbeat,
     JobAccepted,
     JobEvent,
     JobFailed,
@@ -69,6 +77,7 @@ class ForemanConfig:
     max_message_bytes: int = 512 * 2**20
     hello_max_bytes: int = 64 * 1024
     hello_timeout_s: float = 10.0
+    liveness: LivenessRule = field(default_factory=LivenessRule)
 
 
 class Peer:
@@ -121,21 +130,27 @@ class Foreman:
         self.peers: dict[str, Peer] = {}
         self.pending: PendingJob | None = None
         self.job_ids: set[str] = set()  # every job id accepted so far; ids are not reused
+        self.worker_ids: set[str] = set()  # every worker id given so far; ids are not reused
+        self.silence = SilenceWatch(config.liveness)
         self._joined = itertools.count()
         self._clients = itertools.count(1)
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        self._watchdog: asyncio.Task[None] | None = None
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(
             self._on_connection, self.config.host, self.config.port
         )
+        self._watchdog = asyncio.create_task(self._watch_silence())
         return int(self._server.sockets[0].getsockname()[1])
 
     async def close(self) -> None:
         """Stop listening, let peers flush and close, then close what is left."""
         if self._server is not None:
             self._server.close()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         for peer in list(self.peers.values()):
             peer.close()
         if self.pending is not None:
@@ -192,9 +207,11 @@ class Foreman:
     ) -> None:
         worker_id = hello.name
         for n in itertools.count(2):
-            if worker_id not in self.workers:
+            if worker_id not in self.worker_ids:
                 break
             worker_id = f"{hello.name}.{n}"
+        self.worker_ids.add(worker_id)
+        self.silence.heard(worker_id)
         worker = WorkerState(worker_id, next(self._joined), hello.has_gpu, hello.status)
         worker.cached.update(hello.cached)
         peer = Peer(writer, self._count_wire)
@@ -202,7 +219,10 @@ class Foreman:
         self.peers[worker_id] = peer
         store_dir = None if self.store is None else str(self.store.root)
         welcome = Welcome(
-            peer_id=worker_id, store_dir=store_dir, inline_max_bytes=self.config.inline_max_bytes
+            peer_id=worker_id,
+            store_dir=store_dir,
+            inline_max_bytes=self.config.inline_max_bytes,
+            heartbeat_s=self.config.liveness.heartbeat_s,
         )
         peer.send(encode_message(welcome))
         if self.job is not None:
@@ -213,6 +233,9 @@ class Foreman:
         try:
             while True:
                 body = await read_frame(reader, self.config.max_message_bytes)
+                if self.workers.get(worker_id) is not worker:
+                    break  # declared lost: what it sends now is not read
+                self.silence.heard(worker_id)
                 self._count_wire(len(body))
                 self._on_worker_message(worker, parse_message(body))
         except PEER_ERRORS as exc:
@@ -221,13 +244,32 @@ class Foreman:
             pass
         finally:
             peer.close(reason)
-            del self.workers[worker_id], self.peers[worker_id]
-            if self.job is not None:
-                self._send(self.job.on_worker_lost(worker))
-                self._settle()
+            self._forget(worker)
             await peer.task
 
+    def _forget(self, worker: WorkerState, detail: str | None = None) -> None:
+        """Take a worker out (once); its tasks are re-dispatched."""
+        worker_id = worker.worker_id
+        if self.workers.get(worker_id) is not worker:
+            return
+        del self.workers[worker_id], self.peers[worker_id]
+        self.silence.forget(worker_id)
+        if self.job is not None:
+            self._send(self.job.on_worker_lost(worker, detail))
+            self._settle()
+
+    async def _watch_silence(self) -> None:
+        """Declare workers lost that have been silent for longer than the timeout."""
+        while True:
+            await asyncio.sleep(self.config.liveness.check_every_s)
+            for worker_id, silence_s in self.silence.silent():
+                worker, peer = self.workers[worker_id], self.peers[worker_id]
+                self._forget(worker, f"silent for {silence_s:.1f} s")
+                _reset(peer.writer)
+
     def _on_worker_message(self, worker: WorkerState, message: Message) -> None:
+        if isinstance(message, Heartbeat):
+            return
         if not isinstance(
             message, ModelLoaded | ModelUnloaded | ModelFailed | TaskResult | TaskFailed
         ):
@@ -262,7 +304,10 @@ class Foreman:
     ) -> None:
         peer = Peer(writer, self._count_wire)
         welcome = Welcome(
-            peer_id=f"client-{next(self._clients)}", store_dir=None, inline_max_bytes=0
+            peer_id=f"client-{next(self._clients)}",
+            store_dir=None,
+            inline_max_bytes=0,
+            heartbeat_s=self.config.liveness.heartbeat_s,
         )
         peer.send(encode_message(welcome))
         reason = None
@@ -358,6 +403,15 @@ class Foreman:
             self.job.wire_bytes += HEADER_BYTES + body_bytes
 
 
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Drop a connection with a reset (not a close): the worker, if it ever hears of it,
+    knows it was cut off rather than told to stop, and enrols again."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
 async def _until_closed(reader: asyncio.StreamReader) -> None:
     """Returns when the peer closes or sends anything (a client has nothing more to send)."""
     await reader.read(1)
@@ -389,9 +443,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inline-max-kb", type=float, default=64.0)
     parser.add_argument("--max-message-mb", type=float, default=512.0)
     parser.add_argument("--port-file", type=Path, help="write the bound port here")
+    parser.add_argument("--heartbeat-s", type=float, default=LivenessRule.heartbeat_s)
+    parser.add_argument(
+        "--silence-timeout-s",
+        type=float,
+        default=LivenessRule.silence_timeout_s,
+        help="a worker silent for longer is declared lost",
+    )
     args = parser.parse_args(argv)
     if not args.token:
         parser.error(f"--token (or ${TOKEN_ENV}) is required")
+    try:
+        liveness = LivenessRule(args.heartbeat_s, args.silence_timeout_s)
+    except ValueError as exc:
+        parser.error(str(exc))
     config = ForemanConfig(
         token=args.token,
         host=args.host,
@@ -399,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         store_dir=args.store,
         inline_max_bytes=int(args.inline_max_kb * 1024),
         max_message_bytes=int(args.max_message_mb * 2**20),
+        liveness=liveness,
     )
     asyncio.run(serve(config, args.port_file))
     return 0

@@ -259,9 +259,10 @@ class Job:
             return []
         return self.dispatch()
 
-    def on_worker_lost(self, worker: WorkerState) -> Outbox:
-        """Re-dispatch a lost worker's tasks; tasks running elsewhere carry on."""
-        self._event("disconnect", worker)
+    def on_worker_lost(self, worker: WorkerState, detail: str | None = None) -> Outbox:
+        """Re-dispatch a lost worker's tasks (it disconnected, or ``detail`` says why it was
+        declared lost); tasks running elsewhere carry on."""
+        self._event("disconnect", worker, detail=detail)
         if worker.worker_id in self.stats:
             self.stats[worker.worker_id].disconnected = True
         for key in self.table.running_on(worker.worker_id):

@@ -6,8 +6,9 @@ and its temporary folders removed however the run ends. A ``Placement`` says whe
 a process starts and where the foreman listens: on loopback (``run_pipeline_local``)
 or on emulated hosts (``edgetwin.emu.mininet.crowd``). ``kill`` is fault injection:
 SIGKILL the worker that receives a chosen task, as a volunteer leaving mid-task
-would; more generally a ``Watch`` sees the worker processes and then every event of
-the job (timed faults start at its first).
+would (or SIGSTOP it, SIGCONT it later: a phone gone silent); more generally a
+``Watch`` sees the worker processes and then every event of the job (timed faults
+start at its first).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import asyncio
 import functools
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.protocol import TOKEN_ENV
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
 from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, submit_job
@@ -39,10 +42,13 @@ class LaunchError(RuntimeError):
 
 @dataclass(frozen=True)
 class KillPlan:
-    """SIGKILL the worker that receives the first task of ``stage_index``, ``after_s`` later."""
+    """Send ``signum`` (SIGKILL) to the worker that receives the first task of
+    ``stage_index``, ``after_s`` later; SIGCONT it ``cont_after_s`` after that, if given."""
 
     stage_index: int
     after_s: float = 0.2
+    signum: int = signal.SIGKILL
+    cont_after_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,7 @@ def run_pipeline_local(
     cache_root: Path | None = None,
     telemetry_dir: Path | None = None,
     job_id: str = "job-1",
+    liveness: LivenessRule | None = None,
 ) -> PipelineSummary:
     """Run ``job`` on a local foreman and ``workers`` worker processes.
 
@@ -132,6 +139,7 @@ def run_pipeline_local(
         telemetry_dir=telemetry_dir,
         job_id=job_id,
         watch=None if kill is None else functools.partial(_killer, kill),
+        liveness=liveness,
     )
 
 
@@ -147,11 +155,14 @@ def run_pipeline(
     telemetry_dir: Path | None = None,
     job_id: str = "job-1",
     watch: Watch | None = None,
+    liveness: LivenessRule | None = None,
 ) -> PipelineSummary:
     """Run ``job`` on a foreman and one process per worker, started by ``placement``.
 
     As ``run_pipeline_local``; ``watch`` gets the worker processes by name, and what it
-    returns every event of the job, on the SDK's event loop."""
+    returns every event of the job, on the SDK's event loop. ``liveness`` is the
+    foreman's heartbeat rule (None: its default); a worker cut off from the foreman
+    tries to enrol again until ``timeout_s``."""
     with tempfile.TemporaryDirectory(prefix="crowdio-") as tmp:
         root = Path(tmp)
         token = secrets.token_hex(16)
@@ -159,7 +170,8 @@ def run_pipeline(
         processes: list[subprocess.Popen[bytes]] = []
         address = placement.foreman_address
         try:
-            foreman, port = _start_foreman(root, env, inline_max_bytes, placement, processes)
+            rule = liveness or LivenessRule()
+            foreman, port = _start_foreman(root, env, inline_max_bytes, rule, placement, processes)
             for host, worker in enumerate(workers, start=1):
                 cache = (cache_root or root / "cache") / worker.name
                 command = [
@@ -167,6 +179,7 @@ def run_pipeline(
                     *("--foreman", f"{address}:{port}", "--cache", str(cache)),
                     *("--name", worker.name, "--threads", str(threads)),
                     *("--task-delay-ms", str(worker.task_delay_ms), "--power", worker.power),
+                    *("--rejoin-s", str(timeout_s)),
                     *(() if worker.ram_mb is None else ("--ram-mb", str(worker.ram_mb))),
                 ]
                 if telemetry_dir is not None:
@@ -199,6 +212,7 @@ def _start_foreman(
     root: Path,
     env: dict[str, str],
     inline_max_bytes: int,
+    liveness: LivenessRule,
     placement: Placement,
     processes: list[subprocess.Popen[bytes]],
 ) -> tuple[subprocess.Popen[bytes], int]:
@@ -207,6 +221,8 @@ def _start_foreman(
         *_module("foreman"),
         *("--host", placement.foreman_address, "--port", "0", "--store", str(root / "store")),
         *("--inline-max-kb", str(inline_max_bytes / 1024), "--port-file", str(port_file)),
+        *("--heartbeat-s", str(liveness.heartbeat_s)),
+        *("--silence-timeout-s", str(liveness.silence_timeout_s)),
     ]
     foreman = placement.spawn(0, command, env, root / "foreman.log")
     processes.append(foreman)
@@ -226,7 +242,10 @@ def _killer(plan: KillPlan, by_name: Processes) -> Callable[[Event], None]:
             return
         victim = by_name[str(event.worker)]
         killed.append(str(event.worker))
-        asyncio.get_running_loop().call_later(plan.after_s, victim.kill)
+        loop = asyncio.get_running_loop()
+        loop.call_later(plan.after_s, victim.send_signal, plan.signum)
+        if plan.cont_after_s is not None:
+            loop.call_later(plan.after_s + plan.cont_after_s, victim.send_signal, signal.SIGCONT)
 
     return on_event
 

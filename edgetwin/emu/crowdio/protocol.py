@@ -52,6 +52,7 @@ class Welcome(Strict):
     peer_id: str  # the worker id (or client id) the foreman knows this connection by
     store_dir: str | None  # the shared file store; None: payloads travel inline
     inline_max_bytes: Count  # payloads larger than this go through the store
+    heartbeat_s: Annotated[float, Field(gt=0)]  # a worker sends HEARTBEAT this often
 
 
 class LoadModel(Strict):
@@ -123,6 +124,12 @@ class TaskFailed(Strict):
     status: WorkerStatus
 
 
+class Heartbeat(Strict):
+    """A worker is alive (sent every ``heartbeat_s``, whatever it is doing)."""
+
+    type: Literal["HEARTBEAT"] = "HEARTBEAT"
+
+
 class StageBlob(Strict):
     name: Name
     sha256: Sha256
@@ -192,6 +199,7 @@ Message = Annotated[
     | ModelFailed
     | TaskResult
     | TaskFailed
+    | Heartbeat
     | SubmitPipelineJob
     | JobAccepted
     | JobRejected

@@ -7,6 +7,11 @@ file store). Each reply carries its RSS and simulated battery; each event goes t
 its telemetry log. A bad blob, a payload that does not decode or a file-store
 reference outside the store fails that load or task, not the worker.
 
+While enrolled it sends a HEARTBEAT every ``heartbeat_s`` the foreman asks for; loads and
+inference run in a thread, so beats go out while it works. When its connection breaks
+(the foreman declared it lost and reset it, or the network failed) it enrols again as a
+fresh worker (nothing resident, its cache kept), trying for ``--rejoin-s`` (0: it exits).
+
     python -m edgetwin.emu.crowdio.worker --foreman H:P --token T --cache DIR [--telemetry CSV]
 """
 
@@ -34,6 +39,7 @@ from edgetwin.emu.crowdio.framing import FrameError, read_frame_length, write_fr
 from edgetwin.emu.crowdio.protocol import (
     TOKEN_ENV,
     ErrorMessage,
+    Heartbeat,
     LoadModel,
     Message,
     ModelFailed,
@@ -52,6 +58,8 @@ from edgetwin.emu.crowdio.protocol import (
 from edgetwin.emu.crowdio.records import LoadKind, TaskReport, WorkerStatus, task_id
 from edgetwin.emu.crowdio.sessions import ModelCache, ModelError, Resident, SessionSlot
 from edgetwin.emu.crowdio.telemetry import BatteryMeter, PowerModel, WorkerLog, rss_mb
+
+REJOIN_WAIT_S = 0.5
 
 
 class WorkerRefused(Exception):
@@ -73,6 +81,7 @@ class WorkerConfig:
     power: PowerModel = field(default_factory=PowerModel)
     task_delay_ms: float = 0.0  # added to every inference: a slower device
     max_message_bytes: int = 512 * 2**20
+    rejoin_s: float = 0.0  # how long to try to enrol again after the connection breaks
 
 
 class Worker:
@@ -87,6 +96,7 @@ class Worker:
         self.inline_max_bytes = 0
         self.log: WorkerLog | None = None
         self.last_load: tuple[LoadKind, float] = ("resident", 0.0)  # not yet reported
+        self.enrolled = False  # the current connection got its WELCOME
 
     def status(self) -> WorkerStatus:
         rss = rss_mb()
@@ -103,9 +113,39 @@ class Worker:
         )
 
     async def run(self) -> None:
-        """Serve the foreman until it closes the connection; WorkerRefused when refused."""
+        """Serve the foreman until it closes the connection; WorkerRefused when refused.
+
+        A connection that breaks after enrolment is replaced by a fresh enrolment, tried
+        every REJOIN_WAIT_S for ``rejoin_s``; ConnectionError when that does not work."""
+        try:
+            await self._serve_until_closed()
+        finally:
+            if self.log is not None:
+                self.log.close()
+
+    async def _serve_until_closed(self) -> None:
+        give_up_s = 0.0
+        while True:
+            self.enrolled = False
+            try:
+                await self._serve()
+                return
+            except ConnectionError as exc:
+                now = time.monotonic()
+                if self.enrolled:
+                    give_up_s = now + self.config.rejoin_s
+                    print(f"worker {self.config.name}: {exc!r}; enrolling again", file=sys.stderr)
+                if now >= give_up_s:
+                    raise
+            if self.slot.resident is not None:
+                self.slot.unload()  # a fresh worker: the foreman will load what it wants
+            await asyncio.sleep(REJOIN_WAIT_S)
+
+    async def _serve(self) -> None:
+        """One connection: enrol, then handle the foreman's messages until it closes."""
         config = self.config
         reader, writer = await asyncio.open_connection(config.host, config.port)
+        beat: asyncio.Task[None] | None = None
         try:
             hello = WorkerHello(
                 token=config.token,
@@ -119,6 +159,7 @@ class Worker:
             if not isinstance(welcome, Welcome):
                 raise WorkerRefused(_reason(welcome))
             self._enrol(welcome)
+            beat = asyncio.create_task(_beat(writer, welcome.heartbeat_s))
             while True:
                 message, receive_s = await self._receive(reader)
                 await self._handle(message, receive_s, writer)
@@ -129,23 +170,24 @@ class Worker:
                 await self._send(writer, ErrorMessage(reason=str(exc)))
             raise WorkerRefused(str(exc)) from None
         finally:
+            if beat is not None:
+                beat.cancel()
             writer.close()
-            if self.log is not None:
-                self.log.close()
 
     def _enrol(self, welcome: Welcome) -> None:
+        self.enrolled = True
         if welcome.store_dir is not None:
             prefix = f"{welcome.peer_id}-{os.getpid()}"
             self.store = FileStore(Path(welcome.store_dir), prefix)
         self.inline_max_bytes = welcome.inline_max_bytes
-        if self.config.telemetry_path is not None:
+        if self.config.telemetry_path is not None and self.log is None:
             self.log = WorkerLog(self.config.telemetry_path, welcome.peer_id, self.meter)
 
     async def _handle(
         self, message: Message, receive_s: float, writer: asyncio.StreamWriter
     ) -> None:
         if isinstance(message, LoadModel):
-            await self._send(writer, self._load(message, receive_s))
+            await self._send(writer, await asyncio.to_thread(self._load, message, receive_s))
         elif isinstance(message, UnloadModel):
             await self._send(writer, self._unload(message))
         elif isinstance(message, RunTask):
@@ -208,7 +250,7 @@ class Worker:
             bytes_in = compressed_bytes(task.payload, self.store)
             array = decode_payload(task.payload, self.store)
             decoded = time.monotonic()
-            output = self.slot.run(array)
+            output = await asyncio.to_thread(self.slot.run, array)
             if self.config.task_delay_ms > 0:
                 await asyncio.sleep(self.config.task_delay_ms / 1e3)
             computed = time.monotonic()
@@ -283,6 +325,15 @@ class Worker:
         return parse_message(body), seconds
 
 
+async def _beat(writer: asyncio.StreamWriter, period_s: float) -> None:
+    """A HEARTBEAT every ``period_s`` until the connection breaks (or the task is cancelled)."""
+    frame = encode_message(Heartbeat())
+    with contextlib.suppress(ConnectionError):
+        while True:
+            await asyncio.sleep(period_s)
+            await write_frame(writer, frame)
+
+
 def _b64decode(text: str) -> bytes:
     try:
         return base64.b64decode(text, validate=True)
@@ -316,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--power", default="", help="e.g. compute_w=2.5,capacity_mah=4500")
     parser.add_argument("--task-delay-ms", type=float, default=0.0)
     parser.add_argument("--max-message-mb", type=float, default=512.0)
+    parser.add_argument(
+        "--rejoin-s", type=float, default=0.0, help="try this long to enrol again when cut off"
+    )
     args = parser.parse_args(argv)
     host, _, port = args.foreman.rpartition(":")
     if not host or not port.isdigit():
@@ -338,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         power=power,
         task_delay_ms=args.task_delay_ms,
         max_message_bytes=int(args.max_message_mb * 2**20),
+        rejoin_s=args.rejoin_s,
     )
     try:
         asyncio.run(Worker(config).run())
