@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
-from edgetwin.policies.optimum import Instance, PhoneCosts, Plan, Task
+from edgetwin.policies.optimum import Instance, PhoneCosts, Plan, Schedule, Task, evaluate_plan
 
 UNMEASURED_MS = float("inf")  # a placement the runs never showed
 
@@ -162,3 +162,13 @@ def plan_of_summary(summary: PipelineSummary, phones: Sequence[str]) -> Plan:
         tuple((e.input_index or 0, e.stage_index or 0) for e in done if e.worker == name)
         for name in phones
     )
+
+
+def replay_with_own_costs(
+    summary: PipelineSummary, phones: Sequence[str], stage_blob_bytes: Sequence[int], barrier: bool
+) -> Schedule:
+    """A job's plan timed in the model with the costs that job alone measured."""
+    samples = MeasuredSamples()
+    samples.add(summary, phones)
+    own = measured_instance(samples, phones, stage_blob_bytes, barrier, summary.inputs)
+    return evaluate_plan(own.instance, plan_of_summary(summary, phones))

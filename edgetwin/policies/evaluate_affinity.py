@@ -57,6 +57,15 @@ class AffinitySettings(Strict):
 
 
 @dataclass(frozen=True)
+class PlanReplay:
+    """A scheduler's real plans (emulator runs) timed in the offline model, means in s."""
+
+    plans: tuple[Plan, ...]  # per run, each phone's tasks in the order they completed
+    pooled_s: float  # with the costs of all the instance's runs (the optimum's)
+    own_s: float  # each run with the costs it measured alone
+
+
+@dataclass(frozen=True)
 class SchedulerResult:
     """One scheduler on one instance, means over the repetitions."""
 
@@ -68,8 +77,7 @@ class SchedulerResult:
     bytes_moved: float
     regret_pct: float  # vs the optimum with prefetch (a lower bound in the model)
     regret_dispatch_pct: float  # vs the optimum loading at dispatch, as the twin's tasks do
-    model_makespan_s: float | None = None  # emu: its plans timed in the offline model
-    plans: tuple[Plan, ...] = ()  # emu: per run, each phone's tasks in order
+    replay: PlanReplay | None = None  # emu: its real plans timed in the offline model
 
 
 @dataclass(frozen=True)
@@ -97,8 +105,7 @@ def scheduler_result(
     runs: Sequence[RunFigures],
     best: Optimum,
     dispatch: Optimum,
-    model_makespan_s: float | None = None,
-    plans: tuple[Plan, ...] = (),
+    replay: PlanReplay | None = None,
 ) -> SchedulerResult:
     """Means over a scheduler's runs and its regret against both optima."""
     mean_s = fmean(r.makespan_s for r in runs)
@@ -113,8 +120,7 @@ def scheduler_result(
         bytes_moved=fmean(r.bytes_moved for r in runs),
         regret_pct=100 * (mean_s - optimum_s) / optimum_s,
         regret_dispatch_pct=100 * (mean_s - dispatch_s) / dispatch_s,
-        model_makespan_s=model_makespan_s,
-        plans=plans,
+        replay=replay,
     )
 
 
@@ -277,6 +283,16 @@ def _optimum_json(found: Optimum, phones: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
+def _replay_json(replay: PlanReplay | None, phones: tuple[str, ...]) -> dict[str, Any] | None:
+    if replay is None:
+        return None
+    return {
+        "pooled_costs_makespan_s": round(replay.pooled_s, 6),
+        "own_costs_makespan_s": round(replay.own_s, 6),
+        "plans": [_plan_json(plan, phones) for plan in replay.plans],
+    }
+
+
 def _plan_json(plan: Plan, phones: tuple[str, ...]) -> dict[str, list[list[int]]]:
     return {p: [list(t) for t in tasks] for p, tasks in zip(phones, plan, strict=True)}
 
@@ -302,8 +318,7 @@ def _instance_json(r: InstanceResult) -> dict[str, Any]:
                 "bytes_moved": s.bytes_moved,
                 "regret_pct": round(s.regret_pct, 4),
                 "regret_dispatch_pct": round(s.regret_dispatch_pct, 4),
-                "model_makespan_s": s.model_makespan_s,
-                "plans": [_plan_json(plan, r.phones) for plan in s.plans],
+                "replay": _replay_json(s.replay, r.phones),
             }
             for name, s in r.schedulers.items()
         },

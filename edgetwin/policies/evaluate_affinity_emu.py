@@ -5,8 +5,9 @@ real CROWDio foreman on host 0, a worker per phone on its CPU-limited host). The
 optimum is not the twin's: ``emu_costs`` measures the offline model's costs in
 those same runs (every scheduler's jobs of the instance), and the optimum and
 each scheduler's plan are timed with them. Regret = (mean measured makespan -
-optimum) / optimum; ``model_makespan_s`` is the scheduler's own plans timed in
-the model (loads at dispatch), which says how far the model is from the runs.
+optimum) / optimum. Each scheduler's real plans are also timed in the model
+(loads at dispatch): with the costs of all the runs (the optimum's; at least the
+optimum) and each with its own run's costs (how well the model reproduces a run).
 """
 
 from __future__ import annotations
@@ -17,14 +18,21 @@ from statistics import fmean
 
 from edgetwin.emu.crowdio.records import PipelineSummary
 from edgetwin.errors import InputError
-from edgetwin.policies.emu_costs import MeasuredSamples, measured_instance, plan_of_summary
+from edgetwin.policies.emu_costs import (
+    MeasuredInstance,
+    MeasuredSamples,
+    measured_instance,
+    plan_of_summary,
+    replay_with_own_costs,
+)
 from edgetwin.policies.evaluate_affinity import (
     InstanceResult,
+    PlanReplay,
     RunFigures,
     SchedulerResult,
     scheduler_result,
 )
-from edgetwin.policies.optimum import Instance, Optimum, evaluate_plan, optimum
+from edgetwin.policies.optimum import Optimum, evaluate_plan, optimum
 from edgetwin.scenario import Scenario
 from edgetwin.sim.crowd.runner import crowd_runs
 from edgetwin.sim.crowd.tasks import MODES
@@ -94,7 +102,9 @@ def evaluate_runs_emu(
                 best,
                 dispatch,
                 {
-                    scheduler: _scheduler_result(inst, names, runs, best, dispatch)
+                    scheduler: _scheduler_result(
+                        measured, names, runs, (best, dispatch), blob_bytes
+                    )
                     for scheduler, runs in per_scheduler.items()
                 },
                 (measured.placements_measured, measured.placements),
@@ -104,16 +114,24 @@ def evaluate_runs_emu(
 
 
 def _scheduler_result(
-    inst: Instance,
+    measured: MeasuredInstance,
     phones: Sequence[str],
     runs: Sequence[PipelineSummary],
-    best: Optimum,
-    dispatch: Optimum,
+    optima: tuple[Optimum, Optimum],
+    blob_bytes: Sequence[int],
 ) -> SchedulerResult:
     """A scheduler's measured runs, and its plans timed in the model (loads at dispatch)."""
+    inst = measured.instance
     plans = tuple(plan_of_summary(s, phones) for s in runs)
-    model_s = fmean(evaluate_plan(inst, plan).makespan_ms for plan in plans) / 1e3
-    return scheduler_result([_figures(s) for s in runs], best, dispatch, model_s, plans)
+    replay = PlanReplay(
+        plans,
+        pooled_s=fmean(evaluate_plan(inst, plan).makespan_ms for plan in plans) / 1e3,
+        own_s=fmean(
+            replay_with_own_costs(s, phones, blob_bytes, inst.barrier).makespan_ms for s in runs
+        )
+        / 1e3,
+    )
+    return scheduler_result([_figures(s) for s in runs], *optima, replay)
 
 
 def _figures(summary: PipelineSummary) -> RunFigures:

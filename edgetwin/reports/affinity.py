@@ -87,7 +87,7 @@ def _table_html(evaluation: AffinityEvaluation) -> str:
             f"<td>{best.evictions}</td><td>0</td><td></td>" + ("<td></td>" if emu else "") + "</tr>"
         )
         for name, s in r.schedulers.items():
-            model = "" if s.model_makespan_s is None else f"<td>{s.model_makespan_s:.4f}</td>"
+            model = "" if s.replay is None else f"<td>{s.replay.pooled_s:.4f}</td>"
             rows.append(
                 f"<tr><td>{escape(_label(r))}</td><td>{escape(name)}</td>"
                 f"<td>{s.makespan_s:.4f}</td><td>{s.cold_loads:g}</td><td>{s.evictions:g}</td>"
