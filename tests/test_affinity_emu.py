@@ -3,6 +3,7 @@ and (root + Mininet) the emulator evaluation end to end (docs/affinity.md)."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -21,8 +22,9 @@ from edgetwin.policies.emu_costs import (
     plan_of_summary,
     replay_with_own_costs,
 )
-from edgetwin.policies.evaluate_affinity import load_affinity_settings
+from edgetwin.policies.evaluate_affinity import AffinityEvaluation, load_affinity_settings
 from edgetwin.policies.optimum import evaluate_plan, optimum
+from edgetwin.reports.affinity import write_affinity_report
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "scenarios" / "affinity_emu.eval.yaml"
@@ -109,7 +111,7 @@ def test_emu_settings_refuse_what_the_optimum_cannot_model(
 
 
 @needs_emulator
-def test_emulator_evaluation_end_to_end() -> None:
+def test_emulator_evaluation_end_to_end(tmp_path: Path) -> None:
     from edgetwin.emu.mininet.crowd import run_crowd_emu
     from edgetwin.policies.evaluate_affinity_emu import evaluate_runs_emu
 
@@ -134,6 +136,9 @@ def test_emulator_evaluation_end_to_end() -> None:
         assert figures.replay is not None and best_s <= figures.replay.pooled_s
         # measured today: own costs give the run within -14 % to +4 % (CPU quotas, shared cores)
         assert figures.replay.own_s == pytest.approx(figures.makespan_s, rel=0.3)
+    write_affinity_report(tmp_path, AffinityEvaluation(settings, (result,)))
+    assert "Its plans under the measured costs" in (tmp_path / "affinity.html").read_text()
+    assert json.loads((tmp_path / "affinity.json").read_text())["mode"] == "emu"
 
 
 def test_cli_mode_emu_overrides_the_file(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from html import escape
 from pathlib import Path
 
@@ -10,7 +11,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.policies.evaluate_affinity import AffinityEvaluation, InstanceResult
+from edgetwin.policies.evaluate_affinity import (
+    AffinityEvaluation,
+    InstanceResult,
+    SchedulerResult,
+)
+from edgetwin.policies.optimum import Schedule
 from edgetwin.reports.figures import HEIGHT_PX
 from edgetwin.reports.html import figure_html, page
 
@@ -33,29 +39,44 @@ def render_affinity(evaluation: AffinityEvaluation) -> str:
     return page("edgetwin schedulers vs the offline optimum", body)
 
 
+Panel = tuple[str, Callable[[SchedulerResult], float], Callable[[Schedule], float]]
+
+
+def _panels(emu: bool) -> list[Panel]:
+    """(title, a scheduler's value, the optimum's value) per subplot."""
+    panels: list[Panel] = [
+        ("Makespan (s)", lambda s: s.makespan_s, lambda o: o.makespan_ms / 1e3),
+        ("Cold loads", lambda s: s.cold_loads, lambda o: o.cold_loads),
+    ]
+    if emu:
+        panels.insert(
+            1,
+            (
+                "Its plans under the measured costs (s)",
+                lambda s: s.replay.pooled_s if s.replay else float("nan"),
+                lambda o: o.makespan_ms / 1e3,
+            ),
+        )
+    return panels
+
+
 def _figure(evaluation: AffinityEvaluation) -> go.Figure:
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Makespan (s)", "Cold loads"))
+    panels = _panels(evaluation.settings.mode == "emu")
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels])
     x = [_label(r) for r in evaluation.instances]
-    for name in evaluation.settings.schedulers:
-        here = [r.schedulers[name] for r in evaluation.instances]
-        for col, values in ((1, [s.makespan_s for s in here]), (2, [s.cold_loads for s in here])):
-            fig.add_trace(
-                go.Bar(x=x, y=values, name=name, legendgroup=name, showlegend=col == 1),
-                row=1,
-                col=col,
-            )
-    for col, key, title in ((1, "makespan_ms", "optimum"), (2, "cold_loads", "optimum")):
-        values = [getattr(r.optimum.schedule, key) for r in evaluation.instances]
-        if key == "makespan_ms":
-            values = [v / 1e3 for v in values]
+    for col, (_, of_scheduler, of_optimum) in enumerate(panels, start=1):
+        for name in evaluation.settings.schedulers:
+            values = [of_scheduler(r.schedulers[name]) for r in evaluation.instances]
+            bar = go.Bar(x=x, y=values, name=name, legendgroup=name, showlegend=col == 1)
+            fig.add_trace(bar, row=1, col=col)
         fig.add_trace(
             go.Scatter(
                 x=x,
-                y=values,
+                y=[of_optimum(r.optimum.schedule) for r in evaluation.instances],
                 mode="markers",
                 marker={"symbol": "diamond", "size": 12, "color": "black"},
-                name=title,
-                legendgroup=title,
+                name="optimum",
+                legendgroup="optimum",
                 showlegend=col == 1,
             ),
             row=1,
