@@ -296,12 +296,13 @@ class CrowdSpec(Strict):
 
 
 class LinkDownFault(Strict):
-    """Take host ``host``'s link down ``at_s`` after the job is submitted, up ``for_s`` later."""
+    """Take host ``host``'s link down ``at_s`` after the job is submitted, up ``for_s`` later
+    (None: down for the rest of the job)."""
 
     kind: Literal["link_down"]
     host: Annotated[int, Field(ge=0)]
     at_s: NonNegativeFloat
-    for_s: PositiveFloat
+    for_s: PositiveFloat | None = None
 
 
 class KillWorkerFault(Strict):
@@ -321,7 +322,10 @@ class EmulatorSpec(Strict):
     A phone's host gets ``cpu_cores_fastest`` x its class's ``cpu_gflops`` / the fleet's
     fastest ``cpu_gflops`` cores (a CFS quota); ``memory_limits`` caps a worker's memory
     at its phone's session budget (RAM less what Android keeps). ``task_delay_ms``
-    stretches every task of every worker (so faults land mid-task on a tiny model)."""
+    stretches every task of every worker (so faults land mid-task on a tiny model).
+    Workers beat every ``heartbeat_s``; the foreman declares one silent for longer than
+    ``silence_timeout_s`` lost. ``host_cpu_cores`` (ViT scenarios): host r's CPU quota in
+    cores, one value per host; empty: unlimited."""
 
     model: Literal["tiny", "full"] = "tiny"
     cpu_limits: bool = True
@@ -329,6 +333,15 @@ class EmulatorSpec(Strict):
     memory_limits: bool = True
     task_delay_ms: NonNegativeFloat = 0
     faults: tuple[Fault, ...] = ()
+    heartbeat_s: PositiveFloat = 1.0
+    silence_timeout_s: PositiveFloat = 15.0
+    host_cpu_cores: tuple[PositiveFloat, ...] = ()
+
+    @model_validator(mode="after")
+    def _check_liveness(self) -> EmulatorSpec:
+        if self.silence_timeout_s < 2 * self.heartbeat_s:
+            raise ValueError("silence_timeout_s must be at least 2 x heartbeat_s")
+        return self
 
 
 class Scenario(Strict):

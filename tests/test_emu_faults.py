@@ -68,6 +68,31 @@ def test_a_downed_link_stalls_its_worker_and_loses_nothing() -> None:
     assert slowest > 1000 and "slowest task on mid" in down.effect
 
 
+def test_a_link_down_for_good_loses_its_worker_and_nothing_else() -> None:
+    raw = _streaming([{"kind": "link_down", "host": 2, "at_s": 0.5}])
+    raw["emulator"].update(heartbeat_s=0.25, silence_timeout_s=1.5)
+    scenario = validate_scenario(raw, FAULTS)
+    with teardown_checked() as teardown:
+        run = run_crowd_emu(scenario, FAULTS, link_check_s=0, timeout_s=60)
+    teardown.assert_clean()
+    (summary,) = run.summaries
+    assert_exactly_once(summary)
+    assert [w.worker for w in summary.workers if w.disconnected] == ["mid"]
+    (lost,) = [e for e in summary.events if e.kind == "disconnect"]
+    assert lost.worker == "mid" and lost.detail is not None and "silent for" in lost.detail
+    # silent from its last beat before the link went down, for longer than the timeout
+    assert lost.t_ms > (0.5 - 0.25 + 1.5) * 1e3
+    requeued = {(e.input_index, e.stage_index) for e in summary.events if e.kind == "requeue"}
+    assert requeued and all(
+        t.worker != "mid" and t.attempts == 2
+        for t in summary.tasks
+        if (t.input_index, t.stage_index) in requeued
+    )
+    (down,) = run.faults  # no link_up in the job: the link came back after it
+    assert (down.kind, down.host, down.detail) == ("link_down", 2, "for good")
+    assert "mid disconnected" in down.effect and "declared lost" in down.effect
+
+
 def test_a_bandwidth_schedule_plays_during_a_crowdio_job() -> None:
     raw = _streaming([])
     raw["emulator"]["task_delay_ms"] = 0

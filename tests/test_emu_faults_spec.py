@@ -12,7 +12,7 @@ import yaml
 from edgetwin import cli
 from edgetwin.emu.mininet.crowd import crowd_bandwidths, crowd_phones, phone_limits
 from edgetwin.emu.mininet.faults import timeline
-from edgetwin.emu.mininet.runner import check_emulatable
+from edgetwin.emu.mininet.runner import check_emulatable, vit_host_limits
 from edgetwin.emu.mininet.topology import build_topology, link_state_command
 from edgetwin.errors import InputError
 from edgetwin.scenario import BandwidthStep, EmulatorSpec, NetworkSpec, validate_scenario
@@ -63,6 +63,59 @@ def test_timeline_orders_faults_and_schedule_steps() -> None:
     assert all("50mbit" in a for a in rates)
 
 
+def test_a_link_down_without_for_s_stays_down() -> None:
+    spec = EmulatorSpec.model_validate({"faults": [{"kind": "link_down", "host": 2, "at_s": 1}]})
+    (down,) = timeline(build_topology(3), NetworkSpec(), spec.faults)
+    assert (down.at_s, down.kind, down.host, down.detail) == (1.0, "link_down", 2, "for good")
+
+
+def test_a_silence_timeout_under_two_heartbeats_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(_crowd(heartbeat_s=1.0, silence_timeout_s=1.5)))
+    assert cli.main(["run", str(path), "--mode", "emu", "--out", str(tmp_path / "o")]) == 2
+    message = capsys.readouterr().err
+    assert str(path) in message and "field 'emulator'" in message and "heartbeat_s" in message
+
+
+def _vit(**emulator: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = yaml.safe_load((REPO / "scenarios/emu_smoke.yaml").read_text())
+    raw["emulator"] = emulator
+    return raw
+
+
+def test_vit_hosts_are_unlimited_unless_given_cores() -> None:
+    assert vit_host_limits(validate_scenario(_vit(), Path("v.yaml")), machine_cores=2) == []
+    limited = validate_scenario(_vit(host_cpu_cores=[1.0, 0.25]), Path("v.yaml"))
+    fractions = [lim.cpu_fraction for lim in vit_host_limits(limited, machine_cores=2)]
+    assert fractions == [0.5, 0.125]
+
+
+@pytest.mark.parametrize(
+    ("cores", "field", "words"),
+    [
+        ([1.0], "emulator.host_cpu_cores", "1 values for 2 hosts"),
+        ([1.0, 0], "emulator.host_cpu_cores.1", "greater"),
+        ([1.0, 999.0], "emulator.host_cpu_cores.1", "999 cores on a machine"),
+    ],
+)
+def test_bad_host_cores_are_refused_naming_the_field(
+    cores: list[float], field: str, words: str
+) -> None:
+    path = Path("vit.yaml")
+    with pytest.raises(InputError) as error:
+        check_emulatable(validate_scenario(_vit(host_cpu_cores=cores), path), path)
+    assert field in str(error.value) and words in str(error.value)
+
+
+def test_host_cores_are_for_vit_scenarios() -> None:
+    scenario = validate_scenario(_crowd(host_cpu_cores=[1.0]), CROWD)
+    with pytest.raises(InputError) as error:
+        check_emulatable(scenario, CROWD)
+    assert error.value.field == "emulator.host_cpu_cores" and "phone" in error.value.problem
+
+
 def test_cpu_share_follows_the_class_speed_and_memory_the_session_budget() -> None:
     scenario = validate_scenario(_crowd(cpu_cores_fastest=1.0), CROWD)
     phones = crowd_phones(scenario, CROWD)
@@ -82,7 +135,11 @@ def test_cpu_share_follows_the_class_speed_and_memory_the_session_budget() -> No
     ("faults", "field", "words"),
     [
         ([{"kind": "unplug", "host": 1, "at_s": 1}], "emulator.faults.0", "kind"),
-        ([{"kind": "link_down", "host": 1, "at_s": 1}], "emulator.faults.0.for_s", "missing"),
+        (
+            [{"kind": "link_down", "host": 1, "at_s": 1, "for_s": 0}],
+            "emulator.faults.0.for_s",
+            "greater",
+        ),
         ([{"kind": "kill_worker", "host": 0, "at_s": 1}], "emulator.faults.0.host", "greater"),
         ([{"kind": "kill_worker", "host": 1, "at_s": -1}], "emulator.faults.0.at_s", "greater"),
         ([{"kind": "kill_worker", "host": 9, "at_s": 1}], "emulator.faults.0.host", "no host 9"),

@@ -24,6 +24,7 @@ from tempfile import TemporaryDirectory
 import numpy as np
 
 from edgetwin.emu.crowdio.launcher import LaunchError, Processes, WorkerSpec, run_pipeline
+from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.model import FULL, TINY, export_stages, make_inputs
 from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary
 from edgetwin.emu.crowdio.rows import summary_row
@@ -206,11 +207,18 @@ class _JobRunner:
         self._workers = workers
         self._actions = timeline(net.topology, scenario.network, scenario.emulator.faults)
         self._timeout_s = timeout_s
+        emulator = scenario.emulator
+        self._liveness = LivenessRule(emulator.heartbeat_s, emulator.silence_timeout_s)
 
     def warm_up(self, job: PipelineJob, cache_root: Path) -> None:
         """One job, not recorded and without faults, that leaves every stage in the caches."""
         run_pipeline(
-            job, self._workers, self._placement, cache_root=cache_root, timeout_s=self._timeout_s
+            job,
+            self._workers,
+            self._placement,
+            cache_root=cache_root,
+            timeout_s=self._timeout_s,
+            liveness=self._liveness,
         )
 
     def run(
@@ -240,6 +248,7 @@ class _JobRunner:
                 cache_root=cache_root,
                 timeout_s=self._timeout_s,
                 watch=watch if self._actions else None,
+                liveness=self._liveness,
             )
         except (TimeoutError, JobError, LaunchError) as exc:
             problem = "timed out" if isinstance(exc, TimeoutError) else "failed"
@@ -269,14 +278,13 @@ def _effect(record: FaultRecord, summary: PipelineSummary, workers: Sequence[Wor
         return f"foreman's link; job done in {summary.pipeline_latency_ms:.0f} ms"
     worker = workers[record.host - 1].name
     requeued = sum(1 for e in summary.events if e.kind == "requeue")
-    if record.kind == "kill_worker":
-        lost = [e.t_ms for e in summary.events if e.kind == "disconnect" and e.worker == worker]
-        seen = (
-            f"{worker} disconnected at {lost[0] / 1e3:.2f} s"
-            if lost
-            else f"{worker} not seen to leave"
-        )
+    lost = [e for e in summary.events if e.kind == "disconnect" and e.worker == worker]
+    if lost:
+        why = f" ({lost[0].detail}: declared lost)" if lost[0].detail else ""
+        seen = f"{worker} disconnected at {lost[0].t_ms / 1e3:.2f} s{why}"
         return f"{seen}; tasks re-dispatched: {requeued}"
+    if record.kind == "kill_worker":
+        return f"{worker} not seen to leave; tasks re-dispatched: {requeued}"
     spans = [t.done_ms - t.dispatch_ms for t in summary.tasks if t.worker == worker]
     others = [t.done_ms - t.dispatch_ms for t in summary.tasks if t.worker != worker]
     slowest = f"slowest task on {worker} {max(spans):.0f} ms" if spans else f"no task on {worker}"

@@ -3,8 +3,9 @@ played by a clock thread, recorded as ``faults.csv``.
 
 Times count from the start of what runs: a CROWDio job's submission, a ViT launch.
 ``link_down`` takes a host's link down at the bridge (both directions) and up again
-``for_s`` later; ``kill_worker`` SIGKILLs the worker process on a host; ``bandwidth``
-is a ``network.schedule`` step (every link to the new rate, ``tc class change``).
+``for_s`` later (without ``for_s`` it stays down until the run ends); ``kill_worker``
+SIGKILLs the worker process on a host; ``bandwidth`` is a ``network.schedule`` step
+(every link to the new rate, ``tc class change``).
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ def timeline(
             actions.append(Action(fault.at_s, "kill_worker", fault.host, "SIGKILL"))
             continue
         down = (link_state_command(topology, fault.host, up=False),)
+        if fault.for_s is None:
+            actions.append(Action(fault.at_s, "link_down", fault.host, "for good", down))
+            continue
         up = (link_state_command(topology, fault.host, up=True),)
         actions.append(Action(fault.at_s, "link_down", fault.host, f"for {fault.for_s:g} s", down))
         actions.append(Action(fault.at_s + fault.for_s, "link_up", fault.host, "", up))
