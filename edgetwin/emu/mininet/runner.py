@@ -9,10 +9,13 @@ interface, rank 0's address as the master. Single runs on host 0 alone. Rows are
 local mode's with ``mode`` = ``emu``; ``bandwidth_mbps`` is the links' set rate.
 A ``network.schedule`` plays during every launch (from its start; the links go back
 to the configuration's rate after it) and is recorded in ``EmuRun.faults``.
+``emulator.host_cpu_cores`` gives host r a CFS quota of that many cores (heterogeneous
+devices); without it no ViT host is limited.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -30,7 +33,7 @@ from edgetwin.emu.mininet.crowd import (
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env
-from edgetwin.emu.mininet.topology import build_topology
+from edgetwin.emu.mininet.topology import HostLimits, build_topology
 from edgetwin.emu.vit.launcher import stop_ranks, wait_ranks
 from edgetwin.emu.vit.records import RankRecord, read_record
 from edgetwin.errors import InputError
@@ -61,11 +64,36 @@ def check_emulatable(scenario: Scenario, path: Path | None = None) -> None:
         if scenario.emulator.faults:
             problem = "faults play during CROWDio jobs only (a 'crowd' scenario)"
             raise InputError(path, "emulator.faults", problem)
+        _check_host_cores(scenario, path)
+    if scenario.crowd is not None and scenario.emulator.host_cpu_cores:
+        problem = "a crowd scenario's hosts are limited by their phone classes (cpu_limits)"
+        raise InputError(path, "emulator.host_cpu_cores", problem)
     if scenario.network.medium != "dedicated":
         raise InputError(path, "network.medium", "the emulator has dedicated links only")
     missing = missing_requirements()
     if missing:
         raise InputError(path, "mode", "mode 'emu' needs " + "; ".join(missing))
+
+
+def _check_host_cores(scenario: Scenario, path: Path | None) -> None:
+    """One value per host, each at most this machine's cores."""
+    cores = scenario.emulator.host_cpu_cores
+    if not cores:
+        return
+    hosts = max(config.devices for config in configurations(scenario))
+    if len(cores) != hosts:
+        problem = f"{len(cores)} values for {hosts} hosts (one per host, rank order)"
+        raise InputError(path, "emulator.host_cpu_cores", problem)
+    machine = os.cpu_count() or 1
+    for index, host_cores in enumerate(cores):
+        if host_cores > machine:
+            problem = f"{host_cores:g} cores on a machine with {machine}"
+            raise InputError(path, f"emulator.host_cpu_cores.{index}", problem)
+
+
+def vit_host_limits(scenario: Scenario, machine_cores: int) -> list[HostLimits]:
+    """Host r's CPU quota as a fraction of the machine: ``host_cpu_cores[r]`` / its cores."""
+    return [HostLimits(cpu_fraction=c / machine_cores) for c in scenario.emulator.host_cpu_cores]
 
 
 def emu_runs(scenario: Scenario) -> int:
@@ -102,7 +130,8 @@ def run_emu(
     rows: dict[Configuration, list[ResultRow]] = {}
     links: list[LinkCheck] = []
     first = next(iter(by_bandwidth))
-    with emulated_network(build_topology(most), scenario.network, first) as net:
+    limits = vit_host_limits(scenario, os.cpu_count() or 1)
+    with emulated_network(build_topology(most), scenario.network, first, limits) as net:
         launch = _HostLauncher(net)
         for bandwidth_mbps, group in by_bandwidth.items():
             net.set_bandwidth(bandwidth_mbps)
