@@ -154,11 +154,48 @@ def test_baselines() -> None:
         make_policy("oracle", perf_map)
 
 
-def test_devices_filter_the_candidates() -> None:
-    policy = AdaptivePolicy(validate_map(hand_map(), None))
-    assert policy.choose(4, 300, devices=2).strategy == "prism"
-    with pytest.raises(ValueError, match="no candidate on 3 devices"):
-        policy.choose(4, 300, devices=3)
+def two_and_four_map() -> dict[str, Any]:
+    """The hand map plus Prism on four devices: slower at batch 1, fastest at batch 4."""
+    raw = hand_map()
+    four = dict(raw["candidates"][1], devices=4, gflops_per_device=4.0)
+    four["latency_ms"] = [[[260, 150], [300, 180]]]
+    raw["candidates"].append(four)
+    return raw
+
+
+def test_devices_up_allow_every_profiled_count_up_to_them() -> None:
+    """A map on 2 and 4 devices: with N up the policy deploys on a profiled count <= N."""
+    policy = AdaptivePolicy(validate_map(two_and_four_map(), None))
+    on = {up: [c.label for c in policy.candidates(up)] for up in (1, 2, 3, 4, 5)}
+    assert on[1] == ["single"]
+    assert on[2] == on[3] == ["single", "prism cr 9.9 x2"]
+    assert on[4] == on[5] == ["single", "prism cr 9.9 x2", "prism cr 9.9 x4"]
+    # batch 4 at 300 Mbit/s: four devices are best (180 ms), two next (300), one last (400)
+    picks = {up: policy.choose(4, 300, devices=up).label for up in (None, 1, 2, 3, 4, 5)}
+    assert picks == {
+        None: "prism cr 9.9 x4",
+        1: "single",
+        2: "prism cr 9.9 x2",
+        3: "prism cr 9.9 x2",  # three up: two of them, not an unprofiled three
+        4: "prism cr 9.9 x4",
+        5: "prism cr 9.9 x4",  # more up than the map's largest count: the largest
+    }
+    with pytest.raises(ValueError, match="at least 1"):
+        policy.choose(4, 300, devices=0)
+
+
+def test_baselines_respect_the_devices_up() -> None:
+    perf_map = validate_map(two_and_four_map(), None)
+    distributed = make_policy("always_distributed", perf_map)
+    assert distributed.choose(4, 300, devices=1).label == "single"  # nothing else fits
+    assert distributed.choose(4, 300, devices=3).devices == 2
+    heuristic = make_policy("flop_heuristic", perf_map)
+    assert heuristic.choose(4, 300).devices == 4  # more FLOPs saved per device on four
+    assert heuristic.choose(4, 300, devices=3).devices == 2
+    raw = hand_map()
+    del raw["candidates"][1]
+    with pytest.raises(ValueError, match="no distributed candidate"):
+        make_policy("always_distributed", validate_map(raw, None)).choose(4, 300)
 
 
 def test_weight_outside_0_1_is_refused() -> None:

@@ -17,12 +17,15 @@ from edgetwin.policies.evaluate_adaptive import (
     regret_pct,
     score_policy,
 )
-from edgetwin.policies.perf_map import Estimate
+from edgetwin.policies.perf_map import Estimate, candidate_label
 from edgetwin.reports.adaptive import write_evaluation
+from edgetwin.scenario import load_scenario
+from edgetwin.sim.runner import build_fleet, run_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 EVAL = REPO / "scenarios" / "adaptive_prism.eval.yaml"
 TOKENS_EVAL = REPO / "scenarios" / "adaptive_tokens.eval.yaml"
+DEVICES_EVAL = REPO / "scenarios" / "adaptive_devices.eval.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +65,8 @@ def _condition(batch: int, costs: dict[str, float], picks: dict[str, str]) -> Co
         name: Choice(label, costs[label], regret_pct(costs[label], costs[oracle]))
         for name, label in picks.items()
     }
-    return ConditionResult(batch, 400, 2, 197, False, truth, oracle, costs[oracle], choices)
+    best = Choice(oracle, costs[oracle], 0.0)
+    return ConditionResult(batch, 400, 2, 197, False, truth, oracle, costs[oracle], choices, best)
 
 
 def test_regret_on_a_hand_example() -> None:
@@ -114,15 +118,10 @@ def test_bad_evaluation_files(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         load_eval_inputs(EVAL, ("weight=2",))
     assert exc.value.field == "weight"
-    # three boards, but the map profiles two: the held-out devices are refused
-    scenario = (REPO / "scenarios" / "adaptive_prism.yaml").read_text()
-    (tmp_path / "three.yaml").write_text(scenario.replace("count: 2", "count: 3"))
-    path = tmp_path / "three.eval.yaml"
-    path.write_text("scenario: three.yaml\nheld_out: {batch: [8], devices: [3]}\n")
-    inputs = load_eval_inputs(path)
-    with pytest.raises(InputError, match="no candidate on 3 devices") as exc:
-        evaluate(inputs.scenario, inputs.scenario_path, inputs.settings)
-    assert exc.value.field == "held_out.devices"
+    # more devices up than the scenario's fleet has cannot be run in the twin
+    with pytest.raises(InputError, match=r"3 devices up, but adaptive_prism\.yaml has 2") as exc:
+        load_eval_inputs(EVAL, ("held_out.devices=[2, 3]",))
+    assert (exc.value.path, exc.value.field) == (str(EVAL), "held_out.devices")
     path = tmp_path / "eval.yaml"
     path.write_text("scenario: missing.yaml\nheld_out: {batch: [1]}\n")
     with pytest.raises(InputError, match="file not found") as exc:
@@ -169,3 +168,83 @@ def test_held_out_sequence_lengths_per_axis(tmp_path: Path) -> None:
     assert data["map"]["tokens"] == [101, 325] and data["by_axis"]["tokens"] == tokens
     assert {row["tokens"] for row in data["crossover_batch"]} == {65, 197, 401}
     assert "per axis value" in (tmp_path / "evaluation.html").read_text()
+
+
+def test_three_up_on_a_two_device_map(tmp_path: Path) -> None:
+    """Formerly refused ("no candidate on 3 devices"): with three boards up the policy now
+    deploys on two of them, and the oracle may use all three."""
+    scenario = (REPO / "scenarios" / "adaptive_prism.yaml").read_text()
+    (tmp_path / "three.yaml").write_text(scenario.replace("count: 2", "count: 3"))
+    path = tmp_path / "three.eval.yaml"
+    path.write_text("scenario: three.yaml\nheld_out: {batch: [8, 32], devices: [3]}\n")
+    inputs = load_eval_inputs(path)
+    result = evaluate(inputs.scenario, inputs.scenario_path, inputs.settings)
+    for c in result.conditions:
+        assert {_devices(label) for label in c.truth} == {1, 2, 3}
+        assert all(_devices(choice.label) <= 2 for choice in c.choices.values())
+
+
+def _devices(label: str) -> int:
+    """Devices of a candidate label (``single``, ``prism cr 9.9 x3``)."""
+    return 1 if label == "single" else int(label.rsplit("x", 1)[1])
+
+
+def _twin_latency_ms(overrides: list[str]) -> dict[tuple[int, float, str], float]:
+    """The adaptive_devices scenario run directly in the twin: (batch, bw, label) -> ms."""
+    path = REPO / "scenarios" / "adaptive_devices.yaml"
+    scenario = load_scenario(path, overrides)
+    rows = [o.row for o in run_scenario(scenario, build_fleet(scenario, path))]
+    return {
+        (r.batch, r.bandwidth_mbps, candidate_label(r.strategy, r.cr, r.devices)): r.total_ms
+        for r in rows
+    }
+
+
+def test_the_oracle_at_n_up_is_the_best_run_on_at_most_n_devices() -> None:
+    held_out = {"batch": [2, 8, 32], "bandwidth_mbps": [300, 900], "devices": [2, 3, 5]}
+    overrides = tuple(f"held_out.{k}={v}" for k, v in held_out.items())
+    inputs = load_eval_inputs(DEVICES_EVAL, overrides)
+    result = evaluate(inputs.scenario, inputs.scenario_path, inputs.settings)
+    sweep = [f"sweeps.0.{k}={v}" for k, v in held_out.items() if k != "devices"]
+    twin = _twin_latency_ms([*sweep, "sweeps.0.devices=[2, 3, 4, 5]"])
+    oracle_ms = {}
+    for c in result.conditions:
+        runnable = {
+            label: ms
+            for (batch, bw, label), ms in twin.items()
+            if (batch, bw) == (c.batch, c.bandwidth_mbps) and _devices(label) <= c.devices
+        }
+        assert set(c.truth) == set(runnable)
+        assert c.oracle_cost == min(runnable.values())
+        oracle_ms[(c.batch, c.bandwidth_mbps, c.devices)] = c.oracle_cost
+        for choice in c.choices.values():  # every pick fits on the devices up, and was profiled
+            assert _devices(choice.label) <= c.devices and _devices(choice.label) != 3
+        assert c.best_in_map.regret_pct <= c.choices["adaptive"].regret_pct
+    for (batch, bw, up), ms in oracle_ms.items():  # more devices up never hurts the oracle
+        assert all(ms <= oracle_ms[(batch, bw, fewer)] for fewer in (2, 3) if fewer < up)
+    # with 3 up the best is sometimes on all three, which the map (2 and 4) cannot pick
+    three = [c for c in result.conditions if c.devices == 3]
+    assert any(c.oracle.endswith("x3") for c in three)
+    assert all(_devices(c.choices["adaptive"].label) <= 2 for c in three)
+
+
+def test_shipped_devices_evaluation_scores_each_device_count(tmp_path: Path) -> None:
+    inputs = load_eval_inputs(DEVICES_EVAL)
+    result = evaluate(inputs.scenario, inputs.scenario_path, inputs.settings)
+    assert result.perf_map.devices == (1, 2, 4)
+    devices = result.by_axis("adaptive")["devices"]
+    assert [(d["devices"], d["in_map"], d["conditions"]) for d in devices] == [
+        (2, True, 40),
+        (3, False, 40),
+        (4, True, 40),
+        (5, False, 40),
+    ]
+    for row in devices:  # the map's gap is a floor under the policy's regret
+        assert row["map_gap_mean_pct"] <= row["mean_regret_pct"]
+    adaptive = result.scores["adaptive"]
+    for baseline in ("always_single", "always_distributed", "flop_heuristic"):
+        assert result.scores[baseline].mean_regret_pct > adaptive.mean_regret_pct
+    write_evaluation(tmp_path, result)
+    data = json.loads((tmp_path / "evaluation.json").read_text())
+    assert data["map"]["devices"] == [1, 2, 4] and data["by_axis"]["devices"] == devices
+    assert "P9.9x3" in (tmp_path / "evaluation.html").read_text()  # an unprofiled best

@@ -3,7 +3,11 @@
 One interface for every selection policy: given the observed batch,
 bandwidth and sequence length (tokens; optional when the map has one) and
 optionally how many devices are up, a policy names a candidate of the
-performance map and the latency and energy the map expects for it. Policies are registered by name:
+performance map and the latency and energy the map expects for it. With N
+devices up a policy may deploy on any profiled device count <= N (a subset of
+the devices that are up) or on one; more up than the map's largest count
+means the largest (unprofiled counts are not extrapolated). Policies are
+registered by name:
 
 - ``adaptive``: the candidate with the lowest objective, each candidate's
   latency and energy interpolated from the map (see ``perf_map``).
@@ -69,7 +73,8 @@ class Decision:
 
 class SelectionPolicy(Protocol):
     """Picks a deployment for the observed batch, bandwidth and sequence length (tokens;
-    None: the map's only one); devices: how many are up (None: any)."""
+    None: the map's only one); devices: how many are up, the pick uses at most that many
+    (None: any)."""
 
     name: ClassVar[str]
 
@@ -88,7 +93,7 @@ class Condition:
 
     batch: float
     bandwidth_mbps: float
-    devices: int | None
+    devices_up: int | None
     tokens: float
 
 
@@ -120,28 +125,21 @@ class _MapPolicy:
     def pick(self, at: Condition) -> Decision:
         raise NotImplementedError
 
-    def candidates(self, devices: int | None) -> list[Candidate]:
-        """Single and the distributed candidates on ``devices`` devices (None: any)."""
-        chosen = [
-            c
-            for c in self.map.candidates
-            if c.strategy == "single" or devices is None or c.devices == devices
-        ]
-        if len(chosen) == 1 and devices is not None:
-            known = sorted({c.devices for c in self.map.candidates if c.strategy != "single"})
-            raise ValueError(f"the map has no candidate on {devices} devices; it has {known}")
-        return chosen
+    def candidates(self, devices_up: int | None) -> list[Candidate]:
+        """The candidates on at most ``devices_up`` devices, single included (None: all)."""
+        if devices_up is not None and devices_up < 1:
+            raise ValueError(f"devices up must be at least 1, got {devices_up}")
+        return [c for c in self.map.candidates if devices_up is None or c.devices <= devices_up]
 
     def estimate(self, candidate: Candidate, at: Condition) -> Estimate:
         """What the map predicts for ``candidate`` at ``at``."""
         return self.map.estimate(candidate, at.batch, at.bandwidth_mbps, at.tokens)
 
     def costs(self, at: Condition) -> list[float]:
-        """The objective of each of ``candidates(at.devices)`` as the map predicts it."""
+        """The objective of each of ``candidates(at.devices_up)`` as the map predicts it."""
         single = self.estimate(self.map.single, at)
-        return [
-            self.objective.cost(self.estimate(c, at), single) for c in self.candidates(at.devices)
-        ]
+        candidates = self.candidates(at.devices_up)
+        return [self.objective.cost(self.estimate(c, at), single) for c in candidates]
 
     def decide(self, candidate: Candidate, at: Condition) -> Decision:
         estimate = self.estimate(candidate, at)
@@ -162,7 +160,7 @@ class AdaptivePolicy(_MapPolicy):
     name: ClassVar[str] = "adaptive"
 
     def pick(self, at: Condition) -> Decision:
-        candidates = self.candidates(at.devices)
+        candidates = self.candidates(at.devices_up)
         costs = self.costs(at)
         best = min(range(len(candidates)), key=costs.__getitem__)
         return self.decide(candidates[best], at)
@@ -179,15 +177,16 @@ class AlwaysSinglePolicy(_MapPolicy):
 
 class AlwaysDistributedPolicy(_MapPolicy):
     """The distributed candidate with the lowest geometric mean, over the map's grid, of its
-    objective relative to single's (an infeasible grid point counts as infinitely worse)."""
+    objective relative to single's (an infeasible grid point counts as infinitely worse),
+    among those that fit on the devices up; single when none does."""
 
     name: ClassVar[str] = "always_distributed"
 
     def pick(self, at: Condition) -> Decision:
-        distributed = [c for c in self.candidates(at.devices) if c.strategy != "single"]
-        if not distributed:
+        if all(c.strategy == "single" for c in self.map.candidates):
             raise ValueError("the map has no distributed candidate")
-        best = min(distributed, key=self._overall_log_ratio)
+        distributed = [c for c in self.candidates(at.devices_up) if c.strategy != "single"]
+        best = min(distributed, key=self._overall_log_ratio, default=self.map.single)
         return self.decide(best, at)
 
     def _overall_log_ratio(self, candidate: Candidate) -> float:
@@ -218,7 +217,7 @@ class FlopHeuristicPolicy(_MapPolicy):
         single_s = self.estimate(single, at).latency_ms / 1000
         g_single = single.gflops_per_device
         best: tuple[float, Candidate] = (0.0, single)
-        for c in self.candidates(at.devices):
+        for c in self.candidates(at.devices_up):
             if c.strategy == "single" or g_single is None or c.gflops_per_device is None:
                 continue
             rate_gflops = g_single * at.batch / single_s

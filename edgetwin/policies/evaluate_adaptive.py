@@ -2,9 +2,11 @@
 
 The map is profiled from the scenario's own sweeps at the sequence lengths
 ``map_tokens`` (or read from a results table). The ground truth is the
-scenario run again in the twin at the held-out conditions: the oracle is the
-candidate with the lowest objective there. A policy's regret at a condition
-is how much worse (%) the candidate it picked actually is than the oracle's.
+scenario run again in the twin at the held-out conditions: with N devices up,
+every candidate on at most N devices (single, and each strategy on 2..N, also
+counts the map never profiled); the oracle is the one with the lowest
+objective there. A policy's regret at a condition is how much worse (%) the
+candidate it picked actually is than the oracle's.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from edgetwin.errors import InputError
-from edgetwin.policies.adaptive import POLICIES, Objective, make_policy
+from edgetwin.policies.adaptive import POLICIES, Objective, SelectionPolicy, make_policy
 from edgetwin.policies.perf_map import (
     Estimate,
     PerformanceMap,
+    candidate_label,
     map_from_table,
     profile_twin,
     rows_at_tokens,
@@ -37,13 +40,15 @@ TokenCounts = tuple[PositiveInt, ...]  # sequence lengths; empty: the scenario m
 
 
 class HeldOutSpec(SweepSpec):
-    """Held-out conditions: batch x bandwidth x devices x sequence length (tokens)."""
+    """Held-out conditions: batch x bandwidth x devices up x sequence length (tokens)."""
 
     tokens: TokenCounts = ()
 
     def sweep(self) -> SweepSpec:
-        """The scenario sweep of one sequence length."""
-        return SweepSpec.model_validate(self.model_dump(exclude={"tokens"}))
+        """The twin sweep of one sequence length: every device count from 2 to the most
+        devices up (with N up, the oracle may deploy on any count <= N)."""
+        runnable = tuple(range(2, max(self.devices) + 1))
+        return SweepSpec.model_validate(self.model_dump(exclude={"tokens"}) | {"devices": runnable})
 
 
 class EvalSettings(Strict):
@@ -92,7 +97,14 @@ def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
     table = None if settings.map_table is None else base / settings.map_table
     if table is not None and not table.is_file():
         raise InputError(path, "map_table", f"file not found: {table}")
-    return EvalInputs(load_scenario(scenario_path), scenario_path, settings, table)
+    scenario = load_scenario(scenario_path)
+    fleet = sum(d.count for d in scenario.devices)
+    if max(settings.held_out.devices) > fleet:
+        up = max(settings.held_out.devices)
+        raise InputError(
+            path, "held_out.devices", f"{up} devices up, but {scenario_path.name} has {fleet}"
+        )
+    return EvalInputs(scenario, scenario_path, settings, table)
 
 
 @dataclass(frozen=True)
@@ -110,13 +122,14 @@ class ConditionResult:
 
     batch: int
     bandwidth_mbps: float
-    devices: int
+    devices: int  # how many are up; truth holds every candidate on at most that many
     tokens: int
     in_map: bool
     truth: dict[str, Estimate]
     oracle: str
     oracle_cost: float
     choices: dict[str, Choice]
+    best_in_map: Choice  # the best candidate the map profiled; its regret: the map's gap
 
     def distributed_wins(self, policy: str | None) -> bool:
         """Whether the oracle (policy None) or the policy picked a distributed candidate."""
@@ -170,7 +183,7 @@ class Evaluation:
             "batch": self.perf_map.batches,
             "bandwidth_mbps": self.perf_map.bandwidths_mbps,
             "tokens": self.perf_map.tokens,
-            "devices": tuple(sorted({c.devices for c in self.perf_map.candidates})),
+            "devices": self.perf_map.devices,
         }
         table: dict[str, list[dict[str, Any]]] = {}
         for axis, profiled in grid.items():
@@ -187,6 +200,7 @@ class Evaluation:
                         "decision_accuracy": round(score.decision_accuracy, 6),
                         "mean_regret_pct": round(score.mean_regret_pct, 6),
                         "max_regret_pct": round(score.max_regret_pct, 6),
+                        **map_gap(here),
                     }
                 )
         return table
@@ -200,6 +214,7 @@ class Evaluation:
             "map": {
                 "source": self.perf_map.source,
                 "tokens": list(self.perf_map.tokens),
+                "devices": list(self.perf_map.devices),
                 "batches": list(self.perf_map.batches),
                 "bandwidths_mbps": list(self.perf_map.bandwidths_mbps),
                 "candidates": [c.label for c in self.perf_map.candidates],
@@ -209,6 +224,7 @@ class Evaluation:
             "decision_accuracy": adaptive.decision_accuracy,
             "mean_regret_pct": adaptive.mean_regret_pct,
             "max_regret_pct": adaptive.max_regret_pct,
+            **map_gap(self.conditions),
             "by_axis": self.by_axis("adaptive"),
             "policies": {name: _score_json(score) for name, score in self.scores.items()},
             "crossover_batch": self.crossover_batch(),
@@ -232,57 +248,77 @@ def evaluate(
     rows = rows_at_tokens(scenario, scenario_path, held_out.sweep(), held_out.tokens)
     objective = settings.objective_spec
     policies = {name: make_policy(name, perf_map, objective) for name in settings.policies}
-    conditions = []
-    for (batch, bw, devices, tokens), truth in _truth_by_condition(rows).items():
-        single = truth["single"]
-        costs = {label: objective.cost(value, single) for label, value in truth.items()}
-        oracle = min(costs, key=costs.__getitem__)
-        choices = {}
-        for name, policy in policies.items():
-            try:
-                label = policy.choose(batch, bw, devices, tokens).label
-            except ValueError as exc:
-                raise InputError(map_table, "held_out.devices", str(exc)) from None
-            if label not in costs:
-                raise InputError(
-                    map_table, None, f"{name} picked {label}, not run at batch {batch}"
-                )
-            choices[name] = Choice(label, costs[label], regret_pct(costs[label], costs[oracle]))
-        in_map = (
-            batch in perf_map.batches
-            and bw in perf_map.bandwidths_mbps
-            and tokens in perf_map.tokens
-        )
-        conditions.append(
-            ConditionResult(
-                batch, bw, devices, tokens, in_map, truth, oracle, costs[oracle], choices
-            )
-        )
+    truth = _truth_by_condition(rows, held_out.devices)
+    conditions = [
+        _score_condition(key, here, perf_map, objective, policies, map_table)
+        for key, here in truth.items()
+    ]
     scores = {name: score_policy(name, conditions) for name in policies}
     return Evaluation(scenario.name, settings, perf_map, tuple(conditions), scores)
 
 
-ConditionKey = tuple[int, float, int, int]  # batch, bandwidth_mbps, devices, tokens
+ConditionKey = tuple[int, float, int, int]  # batch, bandwidth_mbps, devices up, tokens
+Cell = tuple[int, float, int]  # batch, bandwidth_mbps, tokens
 
 
-def _truth_by_condition(rows: list[ResultRow]) -> dict[ConditionKey, dict[str, Estimate]]:
-    """Held-out rows as condition -> candidate label -> latency and energy (NaN: failed)."""
-    truth: dict[ConditionKey, dict[str, Estimate]] = {}
-    single = {
-        (r.batch, r.bandwidth_mbps, r.tokens): _estimate(r) for r in rows if r.strategy == "single"
+def _score_condition(
+    key: ConditionKey,
+    truth: dict[str, Estimate],
+    perf_map: PerformanceMap,
+    objective: Objective,
+    policies: dict[str, SelectionPolicy],
+    map_table: Path | None,
+) -> ConditionResult:
+    """The oracle, each policy's pick and the best profiled candidate at one condition."""
+    batch, bw, devices, tokens = key
+    costs = {label: objective.cost(value, truth["single"]) for label, value in truth.items()}
+    oracle = min(costs, key=costs.__getitem__)
+    picks = {}
+    for name, policy in policies.items():
+        try:
+            picks[name] = policy.choose(batch, bw, devices, tokens).label
+        except ValueError as exc:
+            raise InputError(map_table, "policies", f"{name}: {exc}") from None
+        if picks[name] not in costs:
+            where = f"batch {batch}, {bw:g} Mbit/s, {devices} devices up, {tokens} tokens"
+            raise InputError(map_table, None, f"{name} picked {picks[name]}, not run at {where}")
+    profiled = [label for label in costs if label in {c.label for c in perf_map.candidates}]
+    best = min(profiled, key=costs.__getitem__)
+    in_map = (
+        batch in perf_map.batches
+        and bw in perf_map.bandwidths_mbps
+        and tokens in perf_map.tokens
+        and devices in perf_map.devices
+    )
+
+    def choice(label: str) -> Choice:
+        return Choice(label, costs[label], regret_pct(costs[label], costs[oracle]))
+
+    choices = {name: choice(label) for name, label in picks.items()}
+    return ConditionResult(
+        batch, bw, devices, tokens, in_map, truth, oracle, costs[oracle], choices, choice(best)
+    )
+
+
+def _truth_by_condition(
+    rows: list[ResultRow], devices_up: Sequence[int]
+) -> dict[ConditionKey, dict[str, Estimate]]:
+    """Held-out rows as condition -> candidate label -> latency and energy (NaN: failed);
+    with N devices up, every candidate run on at most N devices, fewest devices first."""
+    by_cell: dict[Cell, list[ResultRow]] = {}
+    for r in sorted(rows, key=lambda r: r.devices):
+        assert r.tokens is not None  # rows_at_tokens tags every row
+        by_cell.setdefault((r.batch, r.bandwidth_mbps, r.tokens), []).append(r)
+    truth = {
+        (batch, bw, up, tokens): {_label(r): _estimate(r) for r in here if r.devices <= up}
+        for (batch, bw, tokens), here in by_cell.items()
+        for up in devices_up
     }
-    for r in rows:
-        if r.devices > 1:
-            assert r.tokens is not None  # rows_at_tokens tags every row
-            key = (r.batch, r.bandwidth_mbps, r.devices, r.tokens)
-            here = truth.setdefault(key, {"single": single[(r.batch, r.bandwidth_mbps, r.tokens)]})
-            here[_label(r)] = _estimate(r)
     return dict(sorted(truth.items()))
 
 
 def _label(row: ResultRow) -> str:
-    cr = "" if row.cr is None else f" cr {row.cr:g}"
-    return f"{row.strategy}{cr} x{row.devices}"
+    return candidate_label(row.strategy, row.cr, row.devices)
 
 
 def _estimate(row: ResultRow) -> Estimate:
@@ -319,6 +355,16 @@ def score_policy(name: str, conditions: Sequence[ConditionResult]) -> PolicyScor
     )
 
 
+def map_gap(conditions: Sequence[ConditionResult]) -> dict[str, float]:
+    """Mean and max regret (%) of the best candidate the map profiled: the part of any
+    map policy's regret that comes from what the map lacks (e.g. a device count)."""
+    gaps = [c.best_in_map.regret_pct for c in conditions]
+    return {
+        "map_gap_mean_pct": round(sum(gaps) / len(gaps), 6),
+        "map_gap_max_pct": round(max(gaps), 6),
+    }
+
+
 def _score_json(score: PolicyScore) -> dict[str, Any]:
     return {
         "decision_accuracy": round(score.decision_accuracy, 6),
@@ -341,11 +387,13 @@ def _condition_json(c: ConditionResult) -> dict[str, Any]:
             label: {"latency_ms": _num(e.latency_ms), "energy_j": _num(e.energy_j)}
             for label, e in c.truth.items()
         },
-        "choices": {
-            name: {"label": ch.label, "regret_pct": round(ch.regret_pct, 6)}
-            for name, ch in c.choices.items()
-        },
+        "choices": {name: _choice_json(ch) for name, ch in c.choices.items()},
+        "best_in_map": _choice_json(c.best_in_map),
     }
+
+
+def _choice_json(choice: Choice) -> dict[str, Any]:
+    return {"label": choice.label, "regret_pct": round(choice.regret_pct, 6)}
 
 
 def _num(value: float) -> float | None:

@@ -63,10 +63,14 @@ class Candidate(Strict):
     @property
     def label(self) -> str:
         """Short name: ``single``, ``voltage x2``, ``prism cr 9.9 x2``."""
-        if self.strategy == "single":
-            return "single"
-        cr = "" if self.cr is None else f" cr {self.cr:g}"
-        return f"{self.strategy}{cr} x{self.devices}"
+        return candidate_label(self.strategy, self.cr, self.devices)
+
+
+def candidate_label(strategy: str, cr: float | None, devices: int) -> str:
+    """A candidate's name: ``single``, ``voltage x2``, ``prism cr 9.9 x2``."""
+    if strategy == "single":
+        return "single"
+    return f"{strategy}{'' if cr is None else f' cr {cr:g}'} x{devices}"
 
 
 class PerformanceMap(Strict):
@@ -110,6 +114,11 @@ class PerformanceMap(Strict):
     @property
     def single(self) -> Candidate:
         return next(c for c in self.candidates if c.strategy == "single")
+
+    @property
+    def devices(self) -> tuple[int, ...]:
+        """The device counts the map profiled (1: single), increasing."""
+        return tuple(sorted({c.devices for c in self.candidates}))
 
     def resolve_tokens(self, tokens: float | None) -> float:
         """The sequence length of a query; None is allowed when the map has only one."""

@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.policies.evaluate_adaptive import ConditionResult, Evaluation
-from edgetwin.policies.perf_map import Candidate, write_map
+from edgetwin.policies.perf_map import write_map
 from edgetwin.reports.figures import HEIGHT_PX
 from edgetwin.reports.html import figure_html, page
 
@@ -98,21 +98,35 @@ def _by_axis_html(evaluation: Evaluation, policy: str) -> str:
         f"<tr><td>{escape(axis)}</td><td>{entry[axis]:g}</td>"
         f"<td>{'yes' if entry['in_map'] else 'no'}</td><td>{entry['conditions']}</td>"
         f"<td>{entry['decision_accuracy']:.3f}</td><td>{entry['mean_regret_pct']:.2f}</td>"
-        f"<td>{entry['max_regret_pct']:.2f}</td></tr>"
+        f"<td>{entry['max_regret_pct']:.2f}</td><td>{entry['map_gap_mean_pct']:.2f}</td>"
+        f"<td>{entry['map_gap_max_pct']:.2f}</td></tr>"
         for axis, entries in evaluation.by_axis(policy).items()
         for entry in entries
     )
     return (
         f"<h2>{escape(policy)} per axis value</h2><p>In map: the value is a grid point of "
-        "the map on that axis (else interpolated or extrapolated).</p><table><tr><th>Axis</th>"
+        "the map on that axis (else interpolated or extrapolated; a device count is never "
+        "extrapolated: with N up the policy deploys on a profiled count &le; N). Map gap: "
+        "regret of the best candidate the map profiled, which no policy over this map "
+        "avoids.</p><table><tr><th>Axis</th>"
         "<th>Value</th><th>In map</th><th>Conditions</th><th>Decision accuracy</th>"
-        f"<th>Mean regret (%)</th><th>Max regret (%)</th></tr>{rows}</table>"
+        "<th>Mean regret (%)</th><th>Max regret (%)</th><th>Map gap, mean (%)</th>"
+        f"<th>Map gap, max (%)</th></tr>{rows}</table>"
     )
+
+
+def _labels(evaluation: Evaluation) -> list[str]:
+    """The map's candidates, then those the twin ran that the map never profiled (a best
+    candidate at a device count the map lacks)."""
+    labels = [c.label for c in evaluation.perf_map.candidates]
+    for condition in evaluation.conditions:
+        labels += [label for label in condition.truth if label not in labels]
+    return labels
 
 
 def _confusion_html(evaluation: Evaluation, policy: str) -> str:
     confusion = evaluation.scores[policy].confusion
-    labels = [c.label for c in evaluation.perf_map.candidates]
+    labels = _labels(evaluation)
     head = "".join(f"<th>{escape(label)}</th>" for label in labels)
     rows = "".join(
         f"<tr><td>{escape(best)}</td>"
@@ -129,7 +143,7 @@ def _confusion_html(evaluation: Evaluation, policy: str) -> str:
 
 def _mode_heatmaps(evaluation: Evaluation, devices: int, tokens: int) -> go.Figure:
     """Best candidate (twin) and the adaptive pick over batch x bandwidth."""
-    labels = [c.label for c in evaluation.perf_map.candidates]
+    labels = _labels(evaluation)
     here = [c for c in evaluation.conditions if (c.devices, c.tokens) == (devices, tokens)]
     batches = sorted({c.batch for c in here})
     bandwidths = sorted({c.bandwidth_mbps for c in here})
@@ -137,7 +151,7 @@ def _mode_heatmaps(evaluation: Evaluation, devices: int, tokens: int) -> go.Figu
     palette = qualitative.Plotly
     steps = max(len(labels) - 1, 1)
     scale = [[i / steps, palette[i % len(palette)]] for i in range(len(labels))]
-    short = {c.label: _short(c) for c in evaluation.perf_map.candidates}
+    short = {label: _short(label) for label in labels}
     for col, pick in ((1, _oracle_label), (2, _adaptive_label)):
         grid = {(c.batch, c.bandwidth_mbps): pick(c) for c in here}
         text = [[grid.get((b, bw), "") for b in batches] for bw in bandwidths]
@@ -169,11 +183,14 @@ def _mode_heatmaps(evaluation: Evaluation, devices: int, tokens: int) -> go.Figu
     return fig
 
 
-def _short(candidate: Candidate) -> str:
-    """A cell label: S, V, TP, or P and the CR."""
-    if candidate.strategy == "prism":
-        return f"P{candidate.cr:g}" if candidate.cr is not None else "P"
-    return {"single": "S", "voltage": "V"}.get(candidate.strategy, "TP")
+def _short(label: str) -> str:
+    """A cell label from a candidate's: S, V2, TP4, P9.9x2 (strategy, CR, devices)."""
+    if label == "single":
+        return "S"
+    strategy, *rest = label.split()
+    letter = {"voltage": "V", "prism": "P"}.get(strategy, "TP")
+    cr = rest[1] + "x" if rest[0] == "cr" else ""
+    return f"{letter}{cr}{rest[-1].removeprefix('x')}"
 
 
 def _oracle_label(condition: ConditionResult) -> str:
