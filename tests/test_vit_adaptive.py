@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from edgetwin.emu.vit.launcher import launch_local
+from edgetwin.emu.vit.launcher import (
+    LOOPBACK_ADDR,
+    LOOPBACK_IFACE,
+    free_port,
+    launch_local,
+    stop_ranks,
+    wait_ranks,
+)
 from edgetwin.emu.vit.records import read_record
 from edgetwin.emu.vit.worker import main as worker_main
 from edgetwin.emu.vit.worker import model_args
@@ -70,3 +79,37 @@ def test_adaptive_without_a_map_is_refused(capsys: pytest.CaptureFixture[str]) -
         worker_main(["--rank", "0", "--world", "2", "--strategy", "adaptive", "--batch", "1"])
     assert stop.value.code == 2
     assert "--policy-map" in capsys.readouterr().err
+
+
+def test_three_up_runs_on_the_two_the_map_profiled(policy_map: Path, tmp_path: Path) -> None:
+    """Three ranks up, a map on two devices: ranks 0 and 1 run the policy's choice as a
+    group of two, rank 2 stays idle."""
+    decision = AdaptivePolicy.from_map(policy_map).choose(32, 400.0, 3, TINY.tokens)
+    assert (decision.strategy, decision.devices) != ("single", 1)
+    common = [
+        *adaptive_args(policy_map, 32),
+        *("--world", "3", "--master-addr", LOOPBACK_ADDR, "--master-port", str(free_port())),
+        *("--iface", LOOPBACK_IFACE, "--timeout-s", "120", "--threads", "1"),
+    ]
+    ranks: list[subprocess.Popen[bytes]] = []
+    try:
+        for rank in range(3):
+            with (tmp_path / f"rank{rank}.log").open("wb") as log:
+                command = ["--rank", str(rank), "--result", str(tmp_path / f"rank{rank}.json")]
+                ranks.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "edgetwin.emu.vit.worker", *command, *common],
+                        stdout=log,
+                        stderr=log,
+                        stdin=subprocess.DEVNULL,
+                        cwd=REPO,
+                    )
+                )
+        wait_ranks(ranks, tmp_path, 120)
+    finally:
+        stop_ranks(ranks)
+    records = [read_record(tmp_path / f"rank{rank}.json") for rank in (0, 1)]
+    assert {(r.strategy, r.world) for r in records} == {(decision.strategy, decision.devices)}
+    assert records[0].runs[0].segments == decision.segments
+    assert not (tmp_path / "rank2.json").exists()
+    assert "idle, the policy chose 2 device(s)" in (tmp_path / "rank2.log").read_text()

@@ -113,11 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli.error("--reps must be >= 1 and --warmup >= 0")
     if args.strategy == "adaptive":
         _decide(cli, args, spec.tokens)
-        if args.strategy == "single" and args.rank > 0:
-            print(f"rank {args.rank}: idle, the policy chose one device")
+        if args.rank >= args.world:
+            print(f"rank {args.rank}: idle, the policy chose {args.world} device(s)")
             return 0
-        if args.strategy == "single":
-            args.world = 1
     segment_values: list[int | None] = [None]
     if args.cr:
         segment_values = [segments_for_cr(spec.tokens, args.world, cr) for cr in args.cr]
@@ -146,6 +144,7 @@ def _decide(cli: argparse.ArgumentParser, args: argparse.Namespace, tokens: int)
     sequence length.
 
     Every rank reads the same map and gets the same decision, so no message is needed.
+    The policy may use fewer devices than the ranks up: ``args.world`` becomes its count.
     """
     if args.policy_map is None or args.bandwidth_mbps is None or len(args.batch) != 1:
         cli.error("--strategy adaptive needs --policy-map, --bandwidth-mbps and one --batch")
@@ -154,8 +153,7 @@ def _decide(cli: argparse.ArgumentParser, args: argparse.Namespace, tokens: int)
     except InputError as exc:
         cli.error(exc.message)
     decision = policy.choose(args.batch[0], args.bandwidth_mbps, args.world, tokens)
-    if decision.strategy != "single" and decision.devices != args.world:
-        cli.error(f"the policy chose {decision.devices} devices; this run has {args.world}")
+    args.world = decision.devices  # at most the ranks up: ranks 0 .. devices-1 run it
     args.strategy = decision.strategy
     args.segments = None if decision.segments is None else [decision.segments]
     args.cr = None
