@@ -8,6 +8,7 @@ left behind.
 from __future__ import annotations
 
 import itertools
+import signal
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ import pytest
 
 from edgetwin.calibration.readers.android import COLUMNS, read_worker_log
 from edgetwin.emu.crowdio.launcher import KillPlan, run_pipeline_local
+from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.model import FULL, TINY, distilbert_job, reference_logits
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
 from edgetwin.emu.crowdio.rows import summary_row
@@ -156,6 +158,36 @@ def test_a_worker_killed_mid_task_loses_nothing(streaming_job: PipelineJob) -> N
         t for t in summary.tasks if t.worker != victim and t.dispatch_ms < lost.t_ms < t.done_ms
     ]
     assert in_flight and all(t.attempts == 1 for t in in_flight)
+
+
+def test_a_silent_worker_is_lost_and_comes_back_as_a_fresh_one() -> None:
+    """SIGSTOPped mid-task: declared lost after the silence timeout; SIGCONTed, it enrols
+    again under a fresh id and nothing it finished after it was lost counts."""
+    inputs, stages = 10, 3
+    job = distilbert_job(TINY, inputs=inputs, stages=stages, mode="streaming", seed=5)
+    rule = LivenessRule(heartbeat_s=0.2, silence_timeout_s=1.0)
+    stop = KillPlan(stage_index=1, after_s=0.1, signum=signal.SIGSTOP, cont_after_s=2.0)
+    summary = run_pipeline_local(job, workers=3, task_delay_ms=300.0, kill=stop, liveness=rule)
+    _assert_reference_result(summary, job)
+    assert _completions(summary) == Counter(
+        {(i, s): 1 for i in range(inputs) for s in range(stages)}
+    )
+    assert len(summary.tasks) == inputs * stages
+    # the stopped worker: declared lost once silent for the timeout, its task re-dispatched
+    first_stage_1 = next(e for e in summary.events if e.kind == "dispatch" and e.stage_index == 1)
+    victim = _victim(summary)
+    (lost,) = [e for e in summary.events if e.kind == "disconnect"]
+    assert lost.worker == victim and lost.detail is not None and "silent for" in lost.detail
+    assert lost.t_ms - first_stage_1.t_ms > 100 + rule.silence_timeout_s * 1e3
+    assert summary.tasks_redispatched >= 1
+    requeued = {(e.input_index, e.stage_index) for e in summary.events if e.kind == "requeue"}
+    assert (first_stage_1.input_index, 1) in requeued
+    # nothing it finished after it was lost counts; it came back under a fresh id
+    assert all(t.done_ms < lost.t_ms for t in summary.tasks if t.worker == victim)
+    by_name = {w.worker: w for w in summary.workers}
+    assert by_name[victim].disconnected
+    assert not by_name[f"{victim}.2"].disconnected
+    assert any(e.kind == "dispatch" and e.worker == f"{victim}.2" for e in summary.events)
 
 
 def _victim(summary: PipelineSummary) -> str:

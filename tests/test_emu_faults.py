@@ -14,7 +14,8 @@ from emu_checks import needs_emulator, teardown_checked
 from test_emu_crowdio import assert_exactly_once
 
 from edgetwin import cli
-from edgetwin.emu.mininet.crowd import CrowdJobFailed, run_crowd_emu
+from edgetwin.emu.crowdio.records import PipelineSummary
+from edgetwin.emu.mininet.crowd import CrowdEmuRun, CrowdJobFailed, run_crowd_emu
 from edgetwin.emu.mininet.runner import run_emu
 from edgetwin.scenario import validate_scenario
 
@@ -30,17 +31,23 @@ def _streaming(faults: list[dict[str, Any]]) -> dict[str, Any]:
     return raw
 
 
-def test_a_killed_worker_loses_nothing_and_the_record_says_so(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = tmp_path / "kill.yaml"
-    path.write_text(yaml.safe_dump(_streaming([{"kind": "kill_worker", "host": 1, "at_s": 0.6}])))
-    scenario = validate_scenario(yaml.safe_load(path.read_text()), path)
+def _run_once(raw: dict[str, Any], path: Path = FAULTS) -> tuple[CrowdEmuRun, PipelineSummary]:
+    """The scenario's one job, run and torn down cleanly, every input done exactly once."""
+    scenario = validate_scenario(raw, path)
     with teardown_checked() as teardown:
         run = run_crowd_emu(scenario, path, link_check_s=0, timeout_s=60)
     teardown.assert_clean()
     (summary,) = run.summaries
     assert_exactly_once(summary)
+    return run, summary
+
+
+def test_a_killed_worker_loses_nothing_and_the_record_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "kill.yaml"
+    path.write_text(yaml.safe_dump(_streaming([{"kind": "kill_worker", "host": 1, "at_s": 0.6}])))
+    run, summary = _run_once(yaml.safe_load(path.read_text()), path)
     assert [w.worker for w in summary.workers if w.disconnected] == ["low"]
     assert summary.tasks_redispatched >= 1 and run.rows[0].tasks_redispatched >= 1
     requeued = {(e.input_index, e.stage_index) for e in summary.events if e.kind == "requeue"}
@@ -53,12 +60,7 @@ def test_a_killed_worker_loses_nothing_and_the_record_says_so(
 
 def test_a_downed_link_stalls_its_worker_and_loses_nothing() -> None:
     fault = {"kind": "link_down", "host": 2, "at_s": 0.5, "for_s": 1.5}
-    scenario = validate_scenario(_streaming([fault]), FAULTS)
-    with teardown_checked() as teardown:
-        run = run_crowd_emu(scenario, FAULTS, link_check_s=0, timeout_s=60)
-    teardown.assert_clean()
-    (summary,) = run.summaries
-    assert_exactly_once(summary)
+    run, summary = _run_once(_streaming([fault]))
     assert not any(w.disconnected for w in summary.workers)
     down, up = run.faults
     assert (down.kind, down.host, up.kind) == ("link_down", 2, "link_up")
@@ -71,12 +73,7 @@ def test_a_downed_link_stalls_its_worker_and_loses_nothing() -> None:
 def test_a_link_down_for_good_loses_its_worker_and_nothing_else() -> None:
     raw = _streaming([{"kind": "link_down", "host": 2, "at_s": 0.5}])
     raw["emulator"].update(heartbeat_s=0.25, silence_timeout_s=1.5)
-    scenario = validate_scenario(raw, FAULTS)
-    with teardown_checked() as teardown:
-        run = run_crowd_emu(scenario, FAULTS, link_check_s=0, timeout_s=60)
-    teardown.assert_clean()
-    (summary,) = run.summaries
-    assert_exactly_once(summary)
+    run, summary = _run_once(raw)
     assert [w.worker for w in summary.workers if w.disconnected] == ["mid"]
     (lost,) = [e for e in summary.events if e.kind == "disconnect"]
     assert lost.worker == "mid" and lost.detail is not None and "silent for" in lost.detail
@@ -93,16 +90,27 @@ def test_a_link_down_for_good_loses_its_worker_and_nothing_else() -> None:
     assert "mid disconnected" in down.effect and "declared lost" in down.effect
 
 
+def test_a_worker_cut_off_past_the_timeout_comes_back_as_a_fresh_one() -> None:
+    raw = _streaming([{"kind": "link_down", "host": 2, "at_s": 0.5, "for_s": 1.5}])
+    raw["crowd"]["job"]["inputs"] = 20  # the job outlasts the outage and TCP's next retry
+    raw["emulator"].update(heartbeat_s=0.25, silence_timeout_s=0.75)
+    run, summary = _run_once(raw)
+    (lost,) = [e for e in summary.events if e.kind == "disconnect"]
+    assert lost.worker == "mid" and lost.t_ms < 2000  # declared lost before its link was up
+    assert all(t.done_ms < lost.t_ms for t in summary.tasks if t.worker == "mid")
+    # its late frames met a reset once the link was up: it enrolled again, and worked
+    back = {w.worker: w for w in summary.workers}["mid.2"]
+    assert not back.disconnected and back.tasks_done >= 1
+    first = next(e for e in summary.events if e.worker == "mid.2")
+    assert first.t_ms > 2000
+    assert "mid disconnected" in run.faults[0].effect
+
+
 def test_a_bandwidth_schedule_plays_during_a_crowdio_job() -> None:
     raw = _streaming([])
     raw["emulator"]["task_delay_ms"] = 0
     raw["network"]["schedule"] = [{"at_ms": 0, "bandwidth_mbps": 5}]
-    scenario = validate_scenario(raw, FAULTS)
-    with teardown_checked() as teardown:
-        run = run_crowd_emu(scenario, FAULTS, link_check_s=0, timeout_s=60)
-    teardown.assert_clean()
-    (summary,) = run.summaries
-    assert_exactly_once(summary)
+    run, summary = _run_once(raw)
     assert run.rows[0].bandwidth_mbps == 100
     # every stage's blob left the foreman's host at the scheduled 5 Mbps, not at 100
     assert summary.pipeline_latency_ms > 0.8 * summary.model_bytes_sent * 8 / 5e3

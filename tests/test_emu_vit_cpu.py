@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from emu_checks import needs_emulator, teardown_checked
+from test_emu_run import SMALL
 
 from edgetwin.emu.mininet.runner import run_emu
 from edgetwin.scenario import validate_scenario
@@ -16,12 +17,10 @@ pytestmark = needs_emulator
 def _single_compute_ms(host_cpu_cores: float) -> float:
     """The fastest of three single-device forwards on host 0 at that many cores."""
     raw = {
-        "name": "emu_vit_cpu",
+        **SMALL,
         "repetitions": 3,
-        "model": {"tokens": 197, "width": 384, "heads": 6, "blocks": 1},
-        "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 2}],
-        "strategies": [{"name": "single"}],
-        "sweeps": [{"batch": [4], "bandwidth_mbps": [100], "devices": [2]}],  # single: host 0
+        "strategies": [{"name": "single"}],  # on host 0
+        "sweeps": [{"batch": [4], "bandwidth_mbps": [100], "devices": [2]}],
         "emulator": {"host_cpu_cores": [host_cpu_cores]},
     }
     scenario = validate_scenario(raw, Path("emu_vit_cpu.yaml"))
