@@ -62,12 +62,13 @@ def _settings_html(evaluation: Evaluation) -> str:
         (
             "Map",
             f"{m.source}; tokens {_join(m.tokens)}; batch {_join(m.batches)}; "
-            f"{_join(m.bandwidths_mbps)} Mbit/s",
+            f"{_join(m.bandwidths_mbps)} Mbit/s; devices {_join(m.devices)}",
         ),
         (
             "Held out",
             f"tokens {_join(sorted({c.tokens for c in evaluation.conditions}))}; "
-            f"batch {_join(s.held_out.batch)}; {_join(s.held_out.bandwidth_mbps)} Mbit/s",
+            f"batch {_join(s.held_out.batch)}; {_join(s.held_out.bandwidth_mbps)} Mbit/s; "
+            f"{_join(s.held_out.devices)} devices up",
         ),
         ("Conditions", str(len(evaluation.conditions))),
     ]
@@ -116,11 +117,12 @@ def _by_axis_html(evaluation: Evaluation, policy: str) -> str:
 
 
 def _labels(evaluation: Evaluation) -> list[str]:
-    """The map's candidates, then those the twin ran that the map never profiled (a best
-    candidate at a device count the map lacks)."""
+    """The map's candidates, then the best ones in the twin that the map never profiled
+    (e.g. on a device count the map lacks)."""
     labels = [c.label for c in evaluation.perf_map.candidates]
     for condition in evaluation.conditions:
-        labels += [label for label in condition.truth if label not in labels]
+        if condition.oracle not in labels:
+            labels.append(condition.oracle)
     return labels
 
 
@@ -176,7 +178,7 @@ def _mode_heatmaps(evaluation: Evaluation, devices: int, tokens: int) -> go.Figu
         fig.update_yaxes(title_text=BANDWIDTH_AXIS, type="category", row=1, col=col)
     key = ", ".join(f"{short[label]} = {label}" for label in labels)
     fig.update_layout(
-        title=f"Best mode vs chosen, {devices} devices, {tokens} tokens ({key})",
+        title=f"Best mode vs chosen, {devices} devices up, {tokens} tokens ({key})",
         height=HEIGHT_PX,
         template="plotly_white",
     )
