@@ -152,3 +152,5 @@ def test_full_size_distilbert_on_five_emulated_phones() -> None:
     for row, summary in zip(run.rows, run.summaries, strict=True):
         assert row.status == "ok" and row.devices == 5 and row.warm_loads > 0
         assert_exactly_once(summary, FULL)
+        # beats went out while full-size stages loaded: no worker was taken for lost
+        assert not any(w.disconnected for w in summary.workers) and row.tasks_redispatched == 0
