@@ -28,6 +28,7 @@ from edgetwin.schema import (
     PositiveFloat,
     PositiveInt,
     Strict,
+    StrictSweep,
     load_yaml_model,
     validate_model,
 )
@@ -179,19 +180,12 @@ class StrategySpec(Strict):
         return self
 
 
-class SweepSpec(Strict):
+class SweepSpec(StrictSweep):
     """A cartesian product of values; a scenario may list several sweeps."""
 
     batch: tuple[PositiveInt, ...] = Field((1,), min_length=1)
     bandwidth_mbps: tuple[PositiveFloat, ...] = ()
     devices: tuple[Annotated[int, Field(ge=2)], ...] = Field((2,), min_length=1)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _listify(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            return {k: [v] if isinstance(v, int | float) else v for k, v in data.items()}
-        return data
 
 
 # ---------------------------------------------------------------- crowd (CROWDio pipeline)

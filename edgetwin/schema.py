@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from edgetwin.errors import InputError
 
@@ -25,6 +25,17 @@ class Strict(BaseModel):
     """Base: unknown keys are errors, instances are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StrictSweep(Strict):
+    """Base of the sweeps: every field is a list of values; one number stands for a list of it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_value_as_list(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: [v] if isinstance(v, int | float) else v for k, v in data.items()}
+        return data
 
 
 def read_yaml_mapping(path: Path) -> dict[str, Any]:

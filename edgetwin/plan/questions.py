@@ -26,6 +26,7 @@ from edgetwin.schema import (
     PositiveFloat,
     PositiveInt,
     Strict,
+    StrictSweep,
     apply_override,
     load_yaml_model,
     read_yaml_mapping,
@@ -36,19 +37,12 @@ from edgetwin.sim.crowd.runner import prepare_crowd
 DISTRIBUTED = ("voltage", "prism", "tensor_parallel")
 
 
-class Axes(Strict):
+class Axes(StrictSweep):
     """The sweep: a cartesian product of batch x bandwidth x devices (distributed only)."""
 
     batch: tuple[PositiveInt, ...] = Field(min_length=1)
     bandwidth_mbps: tuple[PositiveFloat, ...] = Field(min_length=1)
     devices: tuple[Annotated[int, Field(ge=2)], ...] = Field((2,), min_length=1)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _listify(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            return {k: [v] if isinstance(v, int | float) else v for k, v in data.items()}
-        return data
 
 
 class CrowdAxes(Strict):
