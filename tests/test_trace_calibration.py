@@ -14,15 +14,11 @@ from tests.conftest import REPO
 SPEC = REPO / "edgetwin/calibration/specs/h200_loopback.yaml"
 
 
-def test_shipped_h200_profile_is_what_the_documented_command_fits() -> None:
-    fitted = calibrate_from_traces(SPEC, "test")
+def test_the_shipped_h200_profile_keeps_its_uncertainty() -> None:
+    """(Its bytes are the documented command's: tests/test_shipped_profiles.py.)"""
     shipped = load_profile("h200_loopback")
-    for section in ("compute", "staging", "network", "power"):
-        assert getattr(fitted, section).model_dump(exclude_none=True) == pytest.approx(
-            getattr(shipped, section).model_dump(exclude_none=True), rel=1e-3, abs=1e-3
-        ), section
-    assert fitted.fit["sections"]["compute"]["stderr"]["throughput_gflops"] > 0
-    assert len(fitted.fit["bootstrap_samples"]["network"]) == 30
+    assert shipped.fit["sections"]["compute"]["stderr"]["throughput_gflops"] > 0
+    assert len(shipped.fit["bootstrap_samples"]["network"]) == 30
 
 
 def test_unseen_batches_are_predicted_within_ten_percent() -> None:
