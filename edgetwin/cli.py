@@ -247,7 +247,10 @@ def _emu_cleanup(_args: argparse.Namespace) -> int:
         problem = f"an emulator run ({owner}) is live and cleans up after itself; not touching it"
         raise InputError(LOCK_PATH, None, problem)
     left = cleanup_leftovers()
-    print(f"emu-cleanup: killed {len(left.processes)} processes, removed {len(left.links)} links")
+    print(
+        f"emu-cleanup: killed {len(left.processes)} processes, removed {len(left.links)} links"
+        f" and {len(left.folders)} folders"
+    )
     return 0
 
 

@@ -19,7 +19,6 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from tempfile import TemporaryDirectory
 
 import numpy as np
 
@@ -31,7 +30,7 @@ from edgetwin.emu.crowdio.rows import summary_row
 from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, pipeline_job
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
-from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env
+from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
 from edgetwin.emu.mininet.topology import HostLimits, build_topology, link_state_command
 from edgetwin.errors import InputError, RunFailed
 from edgetwin.results import ResultRow
@@ -162,7 +161,7 @@ def run_crowd_emu(
     result = CrowdEmuRun([], [], [], [])
     with (
         emulated_network(topology, scenario.network, bandwidths[0], limits) as net,
-        TemporaryDirectory(prefix="edgetwin-crowd-cache-") as caches,
+        run_folder("crowd-cache") as caches,
     ):
         workers = worker_specs(phones, scenario.emulator.task_delay_ms)
         jobs = _JobRunner(net, workers, scenario, timeout_s)

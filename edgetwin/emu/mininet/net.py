@@ -4,15 +4,19 @@
 Linux bridge (no controller), shapes every link, and on the way out (normal exit,
 exception, Ctrl-C or SIGTERM) kills every process it started, stops Mininet and
 removes whatever is left. ``cleanup_leftovers`` finds this package's leftovers by
-name (``etw`` hosts, bridge and interfaces) and by a marker in the environment of
-the processes it starts in hosts; it touches nothing else.
+name (``etw`` hosts, bridge and interfaces), by a marker in the environment of
+the processes it starts in hosts, and by the pid in the names of its temporary
+folders (``run_folder``, left when a run is SIGKILLed); it touches nothing else.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -44,6 +48,7 @@ from edgetwin.scenario import NetworkSpec
 MARKER_ENV = "EDGETWIN_EMU"  # set to PREFIX on every process started in a host
 _SHELL_MARK = f"mininet:{PREFIX}".encode()  # Mininet's node shells: bash ... mininet:etwh0
 _EXIT_WAIT_S = 2.0
+_RUN_FOLDER = re.compile(r"^edgetwin-emu-(\d+)-")  # run_folder's names: the owner's pid
 
 
 def package_env() -> dict[str, str]:
@@ -167,6 +172,7 @@ class Leftovers:
 
     processes: tuple[int, ...]
     links: tuple[str, ...]
+    folders: tuple[Path, ...] = ()
 
 
 def cleanup_leftovers() -> Leftovers:
@@ -183,7 +189,26 @@ def cleanup_leftovers() -> Leftovers:
     for name in links:
         subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
     remove_groups(leftover_groups())
-    return Leftovers(tuple(pids), tuple(links))
+    folders = leftover_folders()
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    return Leftovers(tuple(pids), tuple(links), tuple(folders))
+
+
+def run_folder(purpose: str) -> tempfile.TemporaryDirectory[str]:
+    """A temporary folder of this run, removed on exit; its name carries this process's
+    pid, so that the next run removes it if this one is killed before it could."""
+    return tempfile.TemporaryDirectory(prefix=f"edgetwin-emu-{os.getpid()}-{purpose}-")
+
+
+def leftover_folders() -> list[Path]:
+    """``run_folder`` folders whose run is gone (no process has the pid in their name)."""
+    found = []
+    for entry in Path(tempfile.gettempdir()).glob("edgetwin-emu-*"):
+        match = _RUN_FOLDER.match(entry.name)
+        if match and entry.is_dir() and not Path(f"/proc/{match.group(1)}").exists():
+            found.append(entry)
+    return found
 
 
 def leftover_processes() -> list[int]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,7 +31,7 @@ from edgetwin.emu.mininet.crowd import (
 )
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.mn import missing_requirements
-from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env
+from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
 from edgetwin.emu.mininet.topology import HostLimits, build_topology
 from edgetwin.emu.vit.launcher import stop_ranks, wait_ranks
 from edgetwin.emu.vit.records import RankRecord, read_record
@@ -179,7 +178,7 @@ class _HostLauncher:
         ]
         label = f"launch {self._launches} at {self.bandwidth_mbps:g} Mbps"
         clock = FaultClock(label, self._schedule, self._apply)
-        with tempfile.TemporaryDirectory(prefix="edgetwin-emu-") as tmp:
+        with run_folder("ranks") as tmp:
             folder = Path(tmp)
             ranks = []
             try:
