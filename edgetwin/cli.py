@@ -30,6 +30,7 @@ from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
 from edgetwin.comparison import compare_to_reference, write_comparison_csv
 from edgetwin.errors import InputError, RunFailed
+from edgetwin.links import within_tolerance
 from edgetwin.plan.command import add_plan_arguments, plan_command
 from edgetwin.policies.evaluate_adaptive import evaluate, load_eval_inputs
 from edgetwin.policies.evaluate_affinity import evaluate_affinity, load_affinity_settings
@@ -192,7 +193,13 @@ def _run(args: argparse.Namespace) -> int:
             shutil.copyfile(reference, staging / "reference.csv")
         write_report(staging, title=f"edgetwin: {scenario.name}")
     failed = sum(row.status != "ok" for row in rows)
-    print(f"{len(rows)} runs ({failed} failed) -> {args.out}/results.csv, report.html")
+    short = sum(
+        r.link_error_pct is not None and not within_tolerance(r.link_error_pct) for r in rows
+    )
+    on_short_links = f", {short} on links short of their rate" if short else ""
+    print(
+        f"{len(rows)} runs ({failed} failed{on_short_links}) -> {args.out}/results.csv, report.html"
+    )
     return 0
 
 
@@ -234,6 +241,10 @@ def _run_emu(scenario: Scenario, args: argparse.Namespace, staging: Path) -> lis
         write_faults(staging / "faults.csv", run.faults)
     if scenario.network.latency_ms > 0 and not all(c.latency_emulated for c in run.links):
         print("edgetwin: warning: this kernel has no netem; latency_ms was not emulated")
+    for check in run.links:
+        warning = check.warning()
+        if warning is not None:
+            print(f"edgetwin: warning: {warning}")
     return run.rows
 
 

@@ -57,6 +57,9 @@ class ResultRow:
     # real code paths (mode local / emu)
     max_abs_diff_vs_single: float | None = None
     top1_agreement_vs_single: float | None = None
+    # emulator runs: the link check's error furthest from zero at this row's bandwidth
+    # (wire rate vs set rate, %); outside edgetwin.links.TOLERANCE_PCT the link fell short
+    link_error_pct: float | None = None
     # crowd runs (CROWDio pipeline)
     inputs: int | None = None
     stages: int | None = None

@@ -28,6 +28,7 @@ from edgetwin.emu.mininet.net import (
     leftover_processes,
 )
 from edgetwin.emu.mininet.topology import HostLimits, build_topology
+from edgetwin.links import TOLERANCE_PCT
 from edgetwin.scenario import NetworkSpec, Scenario, load_scenario
 
 pytestmark = needs_emulator
@@ -73,13 +74,18 @@ def test_rows_are_the_crowd_rows_with_mode_emu(run: CrowdEmuRun) -> None:
 
 
 def test_the_stages_cross_the_shaped_links(run: CrowdEmuRun) -> None:
-    for slow, fast, summary in zip(run.rows[:2], run.rows[2:], run.summaries[:2], strict=True):
-        # every stage a worker loads leaves the foreman's host over its 10 Mbps link
+    for slow, summary in zip(run.rows[:2], run.summaries[:2], strict=True):
+        # every stage a worker loads leaves the foreman's host over its 10 Mbps link: at
+        # least this long (other load only adds to it); unshaped it would take a tenth
         assert slow.total_ms > 0.8 * summary.model_bytes_sent * 8 / 10e3
-        assert slow.total_ms > 1.5 * fast.total_ms
     hosts = {(c.bandwidth_mbps, c.sender, c.receiver) for c in run.links}
     assert len(hosts) == 2 * 3 * 2  # both bandwidths, every phone, both directions
-    assert all(abs(c.error_pct) < 15 for c in run.links), run.links
+    # the shaper holds every direction to its rate (below it, on a busy machine, is reported)
+    assert all(c.shaped_mbps == c.bandwidth_mbps for c in run.links), run.links
+    assert all(c.error_pct <= TOLERANCE_PCT for c in run.links), run.links
+    for row in run.rows:
+        errors = [c.error_pct for c in run.links if c.bandwidth_mbps == row.bandwidth_mbps]
+        assert row.link_error_pct == max(errors, key=abs)
 
 
 def test_hosts_get_their_cpu_quota_and_memory_limit() -> None:
@@ -149,6 +155,7 @@ def test_leftovers_of_a_killed_run_are_removed_by_the_next(scenario: Scenario) -
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_full_size_distilbert_on_five_emulated_phones() -> None:
     path = SCENARIO.with_name("emu_crowdio_full.yaml")
     run = run_crowd_emu(load_scenario(path), path, link_check_s=1, timeout_s=600)

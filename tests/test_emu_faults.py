@@ -55,7 +55,8 @@ def test_a_killed_worker_loses_nothing_and_the_record_says_so(
     assert redone and all(t.attempts == 2 and t.worker != "low" for t in redone)
     (record,) = run.faults
     assert (record.kind, record.host) == ("kill_worker", 1)
-    assert 0.6 <= record.applied_s < 0.8 and "low disconnected" in record.effect
+    # applied when due, or later on a busy machine: never early
+    assert record.applied_s >= 0.6 and "low disconnected" in record.effect
 
 
 def test_a_downed_link_stalls_its_worker_and_loses_nothing() -> None:
@@ -64,7 +65,7 @@ def test_a_downed_link_stalls_its_worker_and_loses_nothing() -> None:
     assert not any(w.disconnected for w in summary.workers)
     down, up = run.faults
     assert (down.kind, down.host, up.kind) == ("link_down", 2, "link_up")
-    assert up.applied_s - down.applied_s == pytest.approx(1.5, abs=0.1)
+    assert down.applied_s >= 0.5 and up.applied_s >= 0.5 + 1.5  # when due, never early
     # the mid phone's task in flight waited for its link: longer than the outage
     slowest = max(t.done_ms - t.dispatch_ms for t in summary.tasks if t.worker == "mid")
     assert slowest > 1000 and "slowest task on mid" in down.effect
@@ -91,19 +92,21 @@ def test_a_link_down_for_good_loses_its_worker_and_nothing_else() -> None:
 
 
 def test_a_worker_cut_off_past_the_timeout_comes_back_as_a_fresh_one() -> None:
-    raw = _streaming([{"kind": "link_down", "host": 2, "at_s": 0.5, "for_s": 1.5}])
-    raw["crowd"]["job"]["inputs"] = 20  # the job outlasts the outage and TCP's next retry
+    # declared lost ~1.25 s into the job, 1.75 s before its link is up again
+    raw = _streaming([{"kind": "link_down", "host": 2, "at_s": 0.5, "for_s": 2.5}])
+    raw["crowd"]["job"]["inputs"] = 30  # the job outlasts the outage and TCP's next retry
     raw["emulator"].update(heartbeat_s=0.25, silence_timeout_s=0.75)
     run, summary = _run_once(raw)
+    down, up = run.faults
     (lost,) = [e for e in summary.events if e.kind == "disconnect"]
-    assert lost.worker == "mid" and lost.t_ms < 2000  # declared lost before its link was up
+    assert lost.worker == "mid" and lost.detail is not None and "silent for" in lost.detail
     assert all(t.done_ms < lost.t_ms for t in summary.tasks if t.worker == "mid")
     # its late frames met a reset once the link was up: it enrolled again, and worked
     back = {w.worker: w for w in summary.workers}["mid.2"]
     assert not back.disconnected and back.tasks_done >= 1
     first = next(e for e in summary.events if e.worker == "mid.2")
-    assert first.t_ms > 2000
-    assert "mid disconnected" in run.faults[0].effect
+    assert first.t_ms > (0.5 + 2.5) * 1e3  # after its link was up again, never before
+    assert up.kind == "link_up" and "mid disconnected" in down.effect
 
 
 def test_a_bandwidth_schedule_plays_during_a_crowdio_job() -> None:

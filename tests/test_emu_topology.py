@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from edgetwin import cli
 from edgetwin.emu.mininet import mn
-from edgetwin.emu.mininet.checks import client_argv, goodput_mbps, link_check
+from edgetwin.emu.mininet.checks import client_argv, goodput_mbps, link_check, write_link_checks
 from edgetwin.emu.mininet.topology import (
     bandwidth_at,
     build_topology,
+    class_show_command,
     is_leftover_link,
     netem_probe,
+    parse_class_rate_mbps,
+    path_queues,
     rate_commands,
     schedule_commands,
     shaping_commands,
 )
+from edgetwin.links import read_link_warnings, worst_error_pct
+from edgetwin.reports import write_report
+from edgetwin.results import ResultRow, read_results, write_results
 from edgetwin.scenario import NetworkSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,3 +124,35 @@ def test_missing_mininet_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(mn.shutil, "which", lambda _tool: None)
     missing = " ".join(mn.missing_requirements())
     assert "Mininet" in missing and "apt-get install -y mininet bridge-utils iperf3" in missing
+
+
+def test_a_shaping_class_reads_back_as_its_rate() -> None:
+    listing = "class htb 5:1 root prio 0 rate 200Mbit ceil 200Mbit burst 1600b cburst 1600b"
+    assert parse_class_rate_mbps(listing) == 200
+    assert parse_class_rate_mbps("class htb 5:1 root rate 1500Kbit ceil 1500Kbit") == 1.5
+    assert parse_class_rate_mbps("class htb 5:1 root rate 1Tbit ceil 1Tbit") == 1e6
+    with pytest.raises(ValueError, match="no rate"):
+        parse_class_rate_mbps("")
+    topology = build_topology(3)
+    assert path_queues(topology, 2, 0) == [("etwh2", "etwh2-eth0"), ("etws0", "etws0-eth1")]
+    assert class_show_command("etwh2", "etwh2-eth0").argv[:4] == ("tc", "class", "show", "dev")
+
+
+def test_a_link_short_of_its_rate_is_a_warning_in_the_csv_and_the_report(tmp_path: Path) -> None:
+    short = link_check(200, "etwh1", "etwh0", goodput_mbps=170, shaped_mbps=200)
+    fine = link_check(200, "etwh0", "etwh1", goodput_mbps=191)
+    assert fine.warning() is None and not short.within_tolerance
+    assert short.warning() == (
+        "link etwh1 -> etwh0 set to 200 Mbps carried 177.7 Mbps on the wire (-11.1 %, "
+        "tolerance 5 %): times at 200 Mbps are not the link's alone"
+    )
+    write_link_checks(tmp_path / "link_check.csv", [short, fine])
+    assert read_link_warnings(tmp_path / "link_check.csv") == [short.warning()]
+    assert read_link_warnings(tmp_path / "none.csv") == []
+    assert worst_error_pct([fine.error_pct, short.error_pct]) == short.error_pct
+    assert worst_error_pct([]) is None
+    row = ResultRow("s", "emu", "voltage", 2, 1, 200, None, None, 0, 1, 0, 1, 2, 2, None)
+    write_results(tmp_path / "results.csv", [replace(row, link_error_pct=short.error_pct)])
+    assert read_results(tmp_path / "results.csv")[0].link_error_pct == pytest.approx(-11.1, abs=0.1)
+    html = (write_report(tmp_path)).read_text()
+    assert html.count("<b>Warning:</b> link etwh1 -&gt; etwh0 set to 200 Mbps") == 1

@@ -14,6 +14,7 @@ from plotly.offline import get_plotlyjs
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.comparison import Comparison, compare_to_reference, key_label
+from edgetwin.links import read_link_warnings
 from edgetwin.reports.crowd import Records, crowd_figures, is_crowd
 from edgetwin.reports.figures import HEIGHT_PX, comparison_figure, report_figures
 from edgetwin.reports.rows import average_reps
@@ -27,11 +28,17 @@ table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th:first-child, td:first-child, .text { text-align: left; }
 section.figure { margin: 1.5em 0; }
+.warning { background: #fff3cd; border: 1px solid #e0b400; padding: 0.5em 1em; }
 """
 
 
 def _values(rows: Sequence[ResultRow], attr: str) -> str:
     return ", ".join(sorted({str(getattr(row, attr)) for row in rows})) or "none"
+
+
+def _warnings_html(warnings: Sequence[str]) -> str:
+    """One highlighted line per warning (links that fell short of their rate)."""
+    return "".join(f"<p class='warning'><b>Warning:</b> {escape(w)}</p>" for w in warnings)
 
 
 def _summary(rows: Sequence[ResultRow]) -> str:
@@ -115,19 +122,20 @@ def render_report(
     rows: Sequence[ResultRow],
     comparison: Comparison | None,
     crowd_records: Records | None = None,
+    warnings: Sequence[str] = (),
 ) -> str:
-    """The report page as one HTML string, with plotly.js inlined once."""
+    """The report page as one HTML string, with plotly.js inlined once; ``warnings`` on top."""
     compared = "" if comparison is None else _comparison_html(comparison)
     if is_crowd(rows):
         figures = "".join(figure_html(fig) for fig in crowd_figures(rows, crowd_records))
     else:
         figures = _figures_html(rows, comparison)
-    return page(title, f"{_summary(rows)}{figures}{compared}")
+    return page(title, f"{_warnings_html(warnings)}{_summary(rows)}{figures}{compared}")
 
 
 def write_report(run_dir: Path, title: str | None = None) -> Path:
     """Write ``run_dir/report.html`` from ``results.csv`` (and ``reference.csv``; for crowd
-    runs, ``timeline.json``)."""
+    runs, ``timeline.json``; for emulator runs, ``link_check.csv``'s warnings)."""
     rows = read_results(run_dir / "results.csv")
     reference_path = run_dir / "reference.csv"
     comparison = (
@@ -138,5 +146,6 @@ def write_report(run_dir: Path, title: str | None = None) -> Path:
     timeline_path = run_dir / "timeline.json"
     records = json.loads(timeline_path.read_text()) if timeline_path.exists() else None
     path = run_dir / REPORT_NAME
-    write_text_atomic(path, render_report(title, rows, comparison, records))
+    warnings = read_link_warnings(run_dir / "link_check.csv")
+    write_text_atomic(path, render_report(title, rows, comparison, records, warnings))
     return path

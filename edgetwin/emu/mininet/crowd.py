@@ -33,6 +33,7 @@ from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timelin
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
 from edgetwin.emu.mininet.topology import HostLimits, build_topology, link_state_command
 from edgetwin.errors import InputError, RunFailed
+from edgetwin.links import worst_error_pct
 from edgetwin.results import ResultRow
 from edgetwin.scenario import EmulatorSpec, Scenario
 from edgetwin.sim.crowd.fleet import PhoneSetup, expand_fleet, resolve_classes
@@ -170,9 +171,12 @@ def run_crowd_emu(
             jobs.warm_up(pipeline_job(stages, inputs, seed=scenario.seed), cache_root)
         for bandwidth_mbps in bandwidths:
             net.set_bandwidth(bandwidth_mbps)
+            checks = []
             if link_check_s > 0:
                 phone_hosts = range(1, len(phones) + 1)
-                result.links.extend(measure_links(net, bandwidth_mbps, phone_hosts, link_check_s))
+                checks = measure_links(net, bandwidth_mbps, phone_hosts, link_check_s)
+                result.links.extend(checks)
+            link_error = worst_error_pct(c.error_pct for c in checks)
             for run in crowd_runs(scenario):
                 mode: Mode = "streaming" if run.strategy == "crowdio_streaming" else "barrier"
                 job = pipeline_job(
@@ -189,7 +193,7 @@ def run_crowd_emu(
                     rep=run.rep,
                     mode="emu",
                 )
-                result.rows.append(row)
+                result.rows.append(replace(row, link_error_pct=link_error))
                 if on_progress is not None:
                     on_progress()
     return result

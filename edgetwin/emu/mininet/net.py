@@ -76,9 +76,15 @@ class EmuNetwork:
 
     def run(self, command: TcCommand) -> None:
         """Run ``command`` in its node's namespace; ``EmuError`` if it fails."""
-        code, err = self._exec(command)
+        self.output(command)
+
+    def output(self, command: TcCommand) -> str:
+        """Run ``command`` in its node's namespace and return what it printed; ``EmuError``
+        if it fails."""
+        out, err, code = self._mininet.get(command.node).pexec(list(command.argv))
         if code != 0:
             raise EmuError(f"{' '.join(command.argv)} on {command.node} failed: {err.strip()}")
+        return str(out)
 
     def set_bandwidth(self, bandwidth_mbps: float) -> None:
         """Put every link at ``bandwidth_mbps`` (the scenario's burst kept)."""
@@ -112,10 +118,6 @@ class EmuNetwork:
         for process in self._processes:
             process.wait()
         self._processes.clear()
-
-    def _exec(self, command: TcCommand) -> tuple[int, str]:
-        _, err, code = self._mininet.get(command.node).pexec(list(command.argv))
-        return int(code), str(err)
 
 
 @contextmanager

@@ -36,6 +36,7 @@ from edgetwin.emu.mininet.topology import HostLimits, build_topology
 from edgetwin.emu.vit.launcher import stop_ranks, wait_ranks
 from edgetwin.emu.vit.records import RankRecord, read_record
 from edgetwin.errors import InputError
+from edgetwin.links import worst_error_pct
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
 from edgetwin.sim.crowd.runner import crowd_runs
@@ -136,12 +137,18 @@ def run_emu(
             net.set_bandwidth(bandwidth_mbps)
             launch.bandwidth_mbps = bandwidth_mbps
             hosts = max(config.devices for config in group)
+            checks = []
             if link_check_s > 0:
-                links += measure_links(net, bandwidth_mbps, range(1, hosts), link_check_s)
+                checks = measure_links(net, bandwidth_mbps, range(1, hosts), link_check_s)
+                links += checks
+            link_error = worst_error_pct(c.error_pct for c in checks)
             runs = measure_local(scenario, warmup=warmup, timeout_s=timeout_s, configs=group,
                                  launch=launch)  # fmt: skip
             for run in runs:
-                rows[run.config] = [replace(r, mode="emu") for r in result_rows(scenario, run)]
+                rows[run.config] = [
+                    replace(r, mode="emu", link_error_pct=link_error)
+                    for r in result_rows(scenario, run)
+                ]
                 for _ in rows[run.config]:
                     if on_progress is not None:
                         on_progress()

@@ -176,6 +176,33 @@ def rate_commands(
     ]
 
 
+_TC_RATE = re.compile(r"\brate (\d+(?:\.\d+)?)([KMGT]?)bit\b")
+_TC_UNIT_MBPS = {"": 1e-6, "K": 1e-3, "M": 1.0, "G": 1e3, "T": 1e6}
+
+
+def class_show_command(node: str, iface: str) -> TcCommand:
+    """List the shaping class of ``iface`` (``tc class show``), to read its rate back."""
+    return TcCommand(node, ("tc", "class", "show", "dev", iface, "classid", HTB_CLASS))
+
+
+def parse_class_rate_mbps(listing: str) -> float:
+    """The rate of a ``tc class show`` line (``... rate 200Mbit ceil ...``), in Mbps."""
+    match = _TC_RATE.search(listing)
+    if match is None:
+        raise ValueError(f"no rate in tc's listing: {listing.strip()!r}")
+    return float(match.group(1)) * _TC_UNIT_MBPS[match.group(2)]
+
+
+def path_queues(topology: EmuTopology, sender: int, receiver: int) -> list[tuple[str, str]]:
+    """(node, interface) of the two shaped queues a packet from ``sender`` to ``receiver``
+    crosses: the sender's interface, then the bridge's port facing the receiver."""
+    hosts = topology.hosts
+    return [
+        (hosts[sender].name, hosts[sender].iface),
+        (topology.bridge, hosts[receiver].bridge_port),
+    ]
+
+
 def bandwidth_at(network: NetworkSpec, bandwidth_mbps: float, t_ms: float) -> float:
     """The rate in force at ``t_ms`` into a run: the last schedule step at or before it,
     else the configuration's ``bandwidth_mbps``."""
