@@ -147,7 +147,7 @@ class NetworkSpec(Strict):
     bandwidth_mbps: PositiveFloat = 400
     latency_ms: NonNegativeFloat = 0
     medium: Literal["dedicated", "shared"] = "dedicated"
-    burst_kb: PositiveFloat | None = None  # token bucket (tc htb burst); None: none
+    burst_kb: PositiveFloat | None = None  # htb token bucket; None: tc's (one packet)
     schedule: tuple[BandwidthStep, ...] = ()
 
 
