@@ -7,11 +7,17 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, settings
 
 from edgetwin.profile import DeviceProfile
 from edgetwin.scenario import Scenario
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Hypothesis's per-example deadline (200 ms) and its too-slow health check are wall-clock
+# bounds: on a busy shared machine they fail by chance. Tests bound time with pytest-timeout.
+settings.register_profile("edgetwin", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("edgetwin")
 
 # Round numbers: 3840 FLOPs take 1 ms, every copy 0.5 ms, every message 1 ms.
 TOY_PROFILE: dict[str, Any] = {

@@ -126,7 +126,9 @@ def _absences(
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(plans=absence_plans, strategy=st.sampled_from(["crowdio_streaming", "crowdio_barrier"]))
 def test_every_input_completes_exactly_once_under_churn(

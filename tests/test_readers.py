@@ -314,7 +314,9 @@ SMALL_CSVS: list[tuple[Reader, str]] = [
 
 
 @settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     case=st.sampled_from(range(len(SMALL_CSVS))),
@@ -338,7 +340,9 @@ def test_random_byte_corruption_is_an_input_error_or_a_parse(
 
 
 @settings(
-    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     edits=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.binary(max_size=2)), max_size=3)
