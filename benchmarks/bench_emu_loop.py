@@ -24,6 +24,7 @@ from pathlib import Path
 from edgetwin.calibration.emu_loop import close_loop
 from edgetwin.comparison import METRICS
 from edgetwin.emu.mininet.mn import missing_requirements
+from edgetwin.links import read_link_warnings
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -60,6 +61,9 @@ def main() -> int:
         )
     print("wall s: " + ", ".join(f"{step} {s:.0f}" for step, s in result.wall_s.items()))
     print("load average at the end (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in load))
+    for sweep in ("emu_fit", "emu_check"):  # links that fell short make every figure suspect
+        for warning in read_link_warnings(args.out / sweep / "link_check.csv"):
+            print(f"warning: {sweep}: {warning}")
     summary = {
         "fit_median_abs_error_pct": in_sample,
         "check_median_abs_error_pct": held_out,
