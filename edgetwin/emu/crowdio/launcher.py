@@ -156,14 +156,16 @@ def run_pipeline(
     job_id: str = "job-1",
     watch: Watch | None = None,
     liveness: LivenessRule | None = None,
+    work_root: Path | None = None,
 ) -> PipelineSummary:
     """Run ``job`` on a foreman and one process per worker, started by ``placement``.
 
     As ``run_pipeline_local``; ``watch`` gets the worker processes by name, and what it
     returns every event of the job, on the SDK's event loop. ``liveness`` is the
     foreman's heartbeat rule (None: its default); a worker cut off from the foreman
-    tries to enrol again until ``timeout_s``."""
-    with tempfile.TemporaryDirectory(prefix="crowdio-") as tmp:
+    tries to enrol again until ``timeout_s``. The job's logs, port file and store live
+    in a temporary folder under ``work_root`` (None: the system's)."""
+    with tempfile.TemporaryDirectory(prefix="crowdio-", dir=work_root) as tmp:
         root = Path(tmp)
         token = secrets.token_hex(16)
         env = {**os.environ, TOKEN_ENV: token}

@@ -162,12 +162,13 @@ def run_crowd_emu(
     result = CrowdEmuRun([], [], [], [])
     with (
         emulated_network(topology, scenario.network, bandwidths[0], limits) as net,
-        run_folder("crowd-cache") as caches,
+        run_folder("crowd") as scratch,  # the jobs' folders and the phones' caches
     ):
         workers = worker_specs(phones, scenario.emulator.task_delay_ms)
-        jobs = _JobRunner(net, workers, scenario, timeout_s)
-        cache_root = Path(caches) if crowd.cache == "warm" else None
+        jobs = _JobRunner(net, workers, scenario, timeout_s, Path(scratch))
+        cache_root = Path(scratch) / "cache" if crowd.cache == "warm" else None
         if cache_root is not None:  # warm runs: every stage on the phones' storage first
+            cache_root.mkdir()
             jobs.warm_up(pipeline_job(stages, inputs, seed=scenario.seed), cache_root)
         for bandwidth_mbps in bandwidths:
             net.set_bandwidth(bandwidth_mbps)
@@ -203,9 +204,15 @@ class _JobRunner:
     """Runs one job on the network with the scenario's faults and schedule playing."""
 
     def __init__(
-        self, net: EmuNetwork, workers: list[WorkerSpec], scenario: Scenario, timeout_s: float
+        self,
+        net: EmuNetwork,
+        workers: list[WorkerSpec],
+        scenario: Scenario,
+        timeout_s: float,
+        work_root: Path,
     ) -> None:
         self._net = net
+        self._work_root = work_root
         self._placement = HostPlacement(net)
         self._workers = workers
         self._actions = timeline(net.topology, scenario.network, scenario.emulator.faults)
@@ -222,6 +229,7 @@ class _JobRunner:
             cache_root=cache_root,
             timeout_s=self._timeout_s,
             liveness=self._liveness,
+            work_root=self._work_root,
         )
 
     def run(
@@ -252,6 +260,7 @@ class _JobRunner:
                 timeout_s=self._timeout_s,
                 watch=watch if self._actions else None,
                 liveness=self._liveness,
+                work_root=self._work_root,
             )
         except (TimeoutError, JobError, LaunchError) as exc:
             problem = "timed out" if isinstance(exc, TimeoutError) else "failed"
