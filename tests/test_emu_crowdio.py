@@ -147,8 +147,11 @@ def test_leftovers_of_a_killed_run_are_removed_by_the_next(scenario: Scenario) -
     with emulator_lock():
         left = [*leftover_links(), *leftover_processes(), *leftover_groups()]
         assert "etws0" in left and any(isinstance(g, Path) for g in left)
-        (scratch,) = leftover_folders()  # the killed run's folder, its job's folder inside
-        assert str(run.pid) in scratch.name and any(scratch.glob("crowdio-*/foreman.log"))
+        # the killed run's folder, its job's folder inside (another killed run's may be there)
+        (scratch,) = [
+            f for f in leftover_folders() if f.name.startswith(f"edgetwin-emu-{run.pid}-")
+        ]
+        assert any(scratch.glob("crowdio-*/foreman.log"))
         cleanup_leftovers()  # what the next run does first
         assert not leftover_links() and not leftover_processes() and not leftover_groups()
         assert not leftover_folders() and not scratch.exists()
