@@ -149,7 +149,7 @@ def test_leftovers_of_a_killed_run_are_removed_by_the_next(scenario: Scenario) -
         assert "etws0" in left and any(isinstance(g, Path) for g in left)
         # the killed run's folder, its job's folder inside (another killed run's may be there)
         (scratch,) = [
-            f for f in leftover_folders() if f.name.startswith(f"edgetwin-emu-{run.pid}-")
+            f for f in leftover_folders() if f.name.startswith(f"edgetwin-emu-{run.pid}.")
         ]
         assert any(scratch.glob("crowdio-*/foreman.log"))
         cleanup_leftovers()  # what the next run does first

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,6 +15,7 @@ import pytest
 from edgetwin import cli
 from edgetwin.emu.mininet import mn
 from edgetwin.emu.mininet.checks import client_argv, goodput_mbps, link_check, write_link_checks
+from edgetwin.emu.mininet.net import leftover_folders, run_folder
 from edgetwin.emu.mininet.topology import (
     bandwidth_at,
     build_topology,
@@ -156,3 +161,23 @@ def test_a_link_short_of_its_rate_is_a_warning_in_the_csv_and_the_report(tmp_pat
     assert read_results(tmp_path / "results.csv")[0].link_error_pct == pytest.approx(-11.1, abs=0.1)
     html = (write_report(tmp_path)).read_text()
     assert html.count("<b>Warning:</b> link etwh1 -&gt; etwh0 set to 200 Mbps") == 1
+
+
+def test_a_run_folder_is_a_leftover_once_its_process_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    # a run killed before its folder is removed (os._exit: no clean-up, as after SIGKILL)
+    code = "import os\nfrom edgetwin.emu.mininet.net import run_folder\nf = run_folder('x')\n"
+    code += "os._exit(0)"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    child = subprocess.run([sys.executable, "-c", code], env=env, check=False)
+    (gone,) = tmp_path.iterdir()
+    with run_folder("mine") as mine:
+        found = leftover_folders()
+        assert Path(mine) not in found  # a live run's folder stays
+        # a folder named after this pid but another start time: a process that had the pid
+        reused = tmp_path / f"edgetwin-emu-{os.getpid()}.1-x-abc"
+        reused.mkdir()
+        assert reused in leftover_folders()
+    assert child.returncode == 0 and gone in found

@@ -48,7 +48,8 @@ from edgetwin.scenario import NetworkSpec
 MARKER_ENV = "EDGETWIN_EMU"  # set to PREFIX on every process started in a host
 _SHELL_MARK = f"mininet:{PREFIX}".encode()  # Mininet's node shells: bash ... mininet:etwh0
 _EXIT_WAIT_S = 2.0
-_RUN_FOLDER = re.compile(r"^edgetwin-emu-(\d+)-")  # run_folder's names: the owner's pid
+# run_folder's names: the owner's pid and start time (pids are reused, often within minutes)
+_RUN_FOLDER = re.compile(r"^edgetwin-emu-(\d+)\.(\d+)-")
 
 
 def package_env() -> dict[str, str]:
@@ -199,18 +200,28 @@ def cleanup_leftovers() -> Leftovers:
 
 def run_folder(purpose: str) -> tempfile.TemporaryDirectory[str]:
     """A temporary folder of this run, removed on exit; its name carries this process's
-    pid, so that the next run removes it if this one is killed before it could."""
-    return tempfile.TemporaryDirectory(prefix=f"edgetwin-emu-{os.getpid()}-{purpose}-")
+    pid and start time, so that the next run removes it if this one is killed first."""
+    owner = f"{os.getpid()}.{_start_ticks(os.getpid())}"
+    return tempfile.TemporaryDirectory(prefix=f"edgetwin-emu-{owner}-{purpose}-")
 
 
 def leftover_folders() -> list[Path]:
-    """``run_folder`` folders whose run is gone (no process has the pid in their name)."""
+    """``run_folder`` folders whose run is gone (no process with their pid and start time)."""
     found = []
     for entry in Path(tempfile.gettempdir()).glob("edgetwin-emu-*"):
         match = _RUN_FOLDER.match(entry.name)
-        if match and entry.is_dir() and not Path(f"/proc/{match.group(1)}").exists():
+        if match and entry.is_dir() and _start_ticks(int(match.group(1))) != match.group(2):
             found.append(entry)
     return found
+
+
+def _start_ticks(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat), None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22; the name before ")" may hold spaces
 
 
 def leftover_processes() -> list[int]:
