@@ -5,8 +5,8 @@ Linux bridge (no controller), shapes every link, and on the way out (normal exit
 exception, Ctrl-C or SIGTERM) kills every process it started, stops Mininet and
 removes whatever is left. ``cleanup_leftovers`` finds this package's leftovers by
 name (``etw`` hosts, bridge and interfaces), by a marker in the environment of
-the processes it starts in hosts, and by the pid in the names of its temporary
-folders (``run_folder``, left when a run is SIGKILLed); it touches nothing else.
+the processes it starts in hosts, and by the pid and start time in the names of its
+temporary folders (``run_folder``, left when a run is SIGKILLed); it touches nothing else.
 """
 
 from __future__ import annotations
