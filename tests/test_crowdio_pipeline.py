@@ -18,7 +18,7 @@ import numpy as np
 import psutil
 import pytest
 
-from edgetwin.calibration.readers.android import COLUMNS, read_worker_log
+from edgetwin.calibration.readers.android import read_worker_log
 from edgetwin.emu.crowdio.launcher import KillPlan, run_pipeline_local
 from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.model import FULL, TINY, distilbert_job, reference_logits
@@ -27,6 +27,7 @@ from edgetwin.emu.crowdio.rows import summary_row
 from edgetwin.emu.crowdio.sdk import PipelineJob, pipeline_job
 from edgetwin.emu.crowdio.telemetry import LOG_COLUMNS
 from edgetwin.results import read_results, write_results
+from edgetwin.worker_log import COLUMNS
 
 SLOW_WORKER = [0.0, 0.0, 600.0]  # worker-2 takes 0.6 s per task
 

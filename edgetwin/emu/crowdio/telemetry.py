@@ -22,8 +22,8 @@ from typing import Literal
 
 import psutil
 
-from edgetwin.calibration.readers.android import COLUMNS as LOG_COLUMNS
-from edgetwin.calibration.readers.android import Event as LogEvent
+from edgetwin.worker_log import COLUMNS as LOG_COLUMNS
+from edgetwin.worker_log import Event as LogEvent
 
 State = Literal["load", "compute", "transmit"]
 

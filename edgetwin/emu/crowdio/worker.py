@@ -32,7 +32,6 @@ from pathlib import Path
 
 import psutil
 
-from edgetwin.calibration.readers.android import Event as LogEvent
 from edgetwin.emu.crowdio.codec import PayloadError, compressed_bytes, decode_payload, encode_array
 from edgetwin.emu.crowdio.filestore import FileStore, StoreError
 from edgetwin.emu.crowdio.framing import FrameError, read_frame_length, write_frame
@@ -58,6 +57,7 @@ from edgetwin.emu.crowdio.protocol import (
 from edgetwin.emu.crowdio.records import LoadKind, TaskReport, WorkerStatus, task_id
 from edgetwin.emu.crowdio.sessions import ModelCache, ModelError, Resident, SessionSlot
 from edgetwin.emu.crowdio.telemetry import BatteryMeter, PowerModel, WorkerLog, rss_mb
+from edgetwin.worker_log import Event as LogEvent
 
 REJOIN_WAIT_S = 0.5
 
