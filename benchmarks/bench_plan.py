@@ -16,6 +16,7 @@ import yaml
 from edgetwin.plan.executors import PoolExecutor
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import run_plan
+from edgetwin.reports.plan import write_plan_report
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTION = {
@@ -43,7 +44,7 @@ def main() -> None:
         path.write_text(yaml.safe_dump(QUESTION))
         loaded = load_question(path)
         start = time.perf_counter()
-        outcome = run_plan(loaded, Path(tmp) / "out", PoolExecutor(args.workers))
+        outcome = run_plan(loaded, Path(tmp) / "out", PoolExecutor(args.workers), write_plan_report)
         wall_s = time.perf_counter() - start
     per_ms = 1000 * wall_s / outcome.configurations
     print(

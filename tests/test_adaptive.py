@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from edgetwin.errors import InputError
+from edgetwin.evaluate.profiling import profile_twin, rows_at_tokens
 from edgetwin.policies.adaptive import (
     POLICIES,
     AdaptivePolicy,
@@ -21,9 +22,7 @@ from edgetwin.policies.perf_map import (
     PerformanceMap,
     along_tokens,
     map_from_table,
-    profile_twin,
     read_map,
-    rows_at_tokens,
     validate_map,
     write_map,
 )

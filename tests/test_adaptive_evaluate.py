@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from edgetwin.errors import InputError
-from edgetwin.policies.evaluate_adaptive import (
+from edgetwin.evaluate.adaptive import (
     Choice,
     ConditionResult,
     Evaluation,

@@ -16,14 +16,14 @@ from edgetwin.emu.crowdio.records import PipelineSummary
 from edgetwin.emu.crowdio.sdk import pipeline_job
 from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.errors import InputError
-from edgetwin.policies.emu_costs import (
+from edgetwin.evaluate.affinity import AffinityEvaluation, load_affinity_settings
+from edgetwin.evaluate.emu_costs import (
     MeasuredSamples,
     measured_instance,
     plan_of_summary,
     replay_with_own_costs,
 )
-from edgetwin.policies.evaluate_affinity import AffinityEvaluation, load_affinity_settings
-from edgetwin.policies.optimum import evaluate_plan, optimum
+from edgetwin.evaluate.optimum import evaluate_plan, optimum
 from edgetwin.reports.affinity import write_affinity_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,7 +115,7 @@ def test_emu_settings_refuse_what_the_optimum_cannot_model(
 @needs_emulator
 def test_emulator_evaluation_end_to_end(tmp_path: Path) -> None:
     from edgetwin.emu.mininet.crowd import run_crowd_emu
-    from edgetwin.policies.evaluate_affinity_emu import evaluate_runs_emu
+    from edgetwin.evaluate.affinity_emu import evaluate_runs_emu
 
     settings, scenarios = load_affinity_settings(EVAL)
     scenario, path = scenarios[0]

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from edgetwin.errors import InputError
-from edgetwin.policies.evaluate_affinity import (
+from edgetwin.evaluate.affinity import (
     _noiseless,
     evaluate_affinity,
     load_affinity_settings,
 )
-from edgetwin.policies.optimum import (
+from edgetwin.evaluate.optimum import (
     Instance,
     _State,
     build_instance,

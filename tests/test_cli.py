@@ -87,7 +87,7 @@ def test_run_writes_results_scenario_and_report(
 def test_run_as_a_subprocess(tiny: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "edgetwin.cli", "run", str(tiny), "--out", str(out)],
+        [sys.executable, "-m", "edgetwin", "run", str(tiny), "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=120,

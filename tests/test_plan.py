@@ -18,6 +18,7 @@ from edgetwin.errors import InputError
 from edgetwin.plan.executors import PoolExecutor, SerialExecutor
 from edgetwin.plan.questions import LoadedQuestion, load_question
 from edgetwin.plan.run import journal_for, run_plan, sweep_rows
+from edgetwin.reports.plan import write_plan_report
 from edgetwin.results import ResultRow, write_results
 from edgetwin.sim.runner import build_fleet, run_scenario
 
@@ -83,7 +84,7 @@ def test_question_errors_name_file_and_field(
 def test_cli_exits_2_on_bad_question(tmp_path: Path) -> None:
     path = question_file(tmp_path, axes={"batch": [1]})
     done = subprocess.run(
-        [sys.executable, "-m", "edgetwin.plan", str(path), "--out", str(tmp_path / "o")],
+        [sys.executable, "-m", "edgetwin", "plan", str(path), "--out", str(tmp_path / "o")],
         capture_output=True,
         text=True,
         check=False,
@@ -95,7 +96,7 @@ def test_cli_exits_2_on_bad_question(tmp_path: Path) -> None:
 
 def test_crossover_matches_direct_runs(tmp_path: Path) -> None:
     loaded = load_question(question_file(tmp_path))
-    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor())
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor(), write_plan_report)
     direct = direct_rows(loaded)
     assert outcome.rows == direct
     for curve in outcome.answer["curves"]:
@@ -124,7 +125,7 @@ def test_smallest_fleet_matches_direct_p95(tmp_path: Path) -> None:
         "strategy": {"name": "prism", "cr": 9.9},
     }
     loaded = load_question(question_file(tmp_path, question=question))
-    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor())
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor(), write_plan_report)
     direct = direct_rows(loaded)
     for entry in outcome.answer["per_batch"]:
         meets = []
@@ -149,7 +150,7 @@ def test_smallest_fleet_matches_direct_p95(tmp_path: Path) -> None:
 
 def test_best_mode_heatmap_and_pareto(tmp_path: Path) -> None:
     loaded = load_question(question_file(tmp_path, question={"kind": "best_mode"}))
-    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor())
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor(), write_plan_report)
     assert outcome.answer["best"][0][0] == "single"  # batch 4 at 100 Mbit/s
     front = outcome.answer["pareto"]
     energies = [p["energy_j_per_sample"] for p in front]
@@ -203,7 +204,7 @@ def test_input_error_survives_pickling_to_and_from_workers() -> None:
 
 def test_resume_runs_only_missing_configurations(tmp_path: Path) -> None:
     loaded = load_question(question_file(tmp_path))
-    whole = run_plan(loaded, tmp_path / "whole", SerialExecutor())
+    whole = run_plan(loaded, tmp_path / "whole", SerialExecutor(), write_plan_report)
     out = tmp_path / "resumed"
     calls = [0]
 
@@ -213,13 +214,13 @@ def test_resume_runs_only_missing_configurations(tmp_path: Path) -> None:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_plan(loaded, out, SerialExecutor(), interrupt_midway)
+        run_plan(loaded, out, SerialExecutor(), write_plan_report, interrupt_midway)
     assert not (out / "results.csv").exists()
     rows_path = out / "partial" / "rows.jsonl"
     assert len(rows_path.read_text().splitlines()) == 7
     with rows_path.open("a") as handle:
         handle.write('{"index": 9, "rows": [')  # torn last line: killed mid-write
-    resumed = run_plan(loaded, out, PoolExecutor(2))
+    resumed = run_plan(loaded, out, PoolExecutor(2), write_plan_report)
     assert resumed.ran_now == whole.configurations - 7
     assert (out / "results.csv").read_bytes() == (tmp_path / "whole" / "results.csv").read_bytes()
     assert (out / "answer.json").read_bytes() == (tmp_path / "whole" / "answer.json").read_bytes()

@@ -16,6 +16,7 @@ from edgetwin.plan.executors import PoolExecutor, SerialExecutor
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import journal_for, run_plan, sweep_rows
 from edgetwin.plan.sweep import crowd_of_size
+from edgetwin.reports.plan import write_plan_report
 from edgetwin.results import ResultRow
 from edgetwin.sim.crowd.runner import run_crowd
 
@@ -78,7 +79,7 @@ def test_each_condition_of_keeping_up_can_fail() -> None:
 
 def test_capacity_answer_from_the_crowd_twin(tmp_path: Path) -> None:
     loaded = load_question(capacity_question(tmp_path))
-    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor())
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor(), write_plan_report)
     answer = outcome.answer
     sizes = [f["fleet_size"] for f in answer["fleets"]]
     assert sizes == [2, 3, 6] and outcome.configurations == 3 * 2

@@ -377,7 +377,7 @@ def test_bad_input_as_a_user_sees_it(case: Case, tmp_path: Path) -> None:
     before = _listing(tmp_path)
     argv = ["run", str(scenario), "--out", str(out), *case.args]
     proc = subprocess.run(
-        [sys.executable, "-m", "edgetwin.cli", *argv],
+        [sys.executable, "-m", "edgetwin", *argv],
         capture_output=True,
         text=True,
         timeout=120,

@@ -19,8 +19,9 @@ from edgetwin.emu.vit.launcher import (
 from edgetwin.emu.vit.records import read_record
 from edgetwin.emu.vit.worker import main as worker_main
 from edgetwin.emu.vit.worker import model_args
+from edgetwin.evaluate.profiling import profile_twin
 from edgetwin.policies.adaptive import AdaptivePolicy
-from edgetwin.policies.perf_map import profile_twin, write_map
+from edgetwin.policies.perf_map import write_map
 from edgetwin.scenario import ModelSpec, load_scenario
 from tests.conftest import REPO
 

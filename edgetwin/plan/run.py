@@ -13,12 +13,13 @@ from edgetwin.errors import InputError
 from edgetwin.plan.answers import answer
 from edgetwin.plan.executors import Executor
 from edgetwin.plan.journal import Journal, fingerprint
-from edgetwin.plan.questions import LoadedQuestion
+from edgetwin.plan.questions import LoadedQuestion, PlanQuestion
 from edgetwin.plan.sweep import ConfigResult, payload_for
 from edgetwin.results import ResultRow, write_results
 from edgetwin.scenario import dump_resolved
 
 Progress = Callable[[], None]
+ReportWriter = Callable[[Path, PlanQuestion, dict[str, Any]], object]
 
 
 @dataclass(frozen=True)
@@ -71,12 +72,12 @@ def run_plan(
     loaded: LoadedQuestion,
     out: Path,
     executor: Executor,
+    write_report: ReportWriter,
     on_progress: Progress | None = None,
 ) -> PlanOutcome:
-    """Sweep (resuming), answer and write ``results.csv``, ``answer.json``, ``plan.html``
-    and ``scenario.resolved.yaml`` in ``out``; the journal is removed at the end."""
-    from edgetwin.reports.plan import write_plan_report
-
+    """Sweep (resuming), answer and write ``results.csv``, ``answer.json``,
+    ``scenario.resolved.yaml`` and the report (``write_report``, e.g. reports' ``plan.html``)
+    in ``out``; the journal is removed at the end."""
     if out.exists() and not out.is_dir():
         raise InputError(out, None, "--out exists and is not a folder")
     journal = journal_for(loaded, out)
@@ -85,6 +86,6 @@ def run_plan(
     write_results(out / "results.csv", rows)
     write_text_atomic(out / "answer.json", json.dumps(result, indent=2) + "\n")
     write_text_atomic(out / "scenario.resolved.yaml", dump_resolved(loaded.scenario))
-    write_plan_report(out, loaded.question, result)
+    write_report(out, loaded.question, result)
     journal.remove()
     return PlanOutcome(rows, result, payload_for(loaded).units(), ran_now)

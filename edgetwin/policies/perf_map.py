@@ -17,7 +17,6 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Literal, NamedTuple
 
@@ -27,10 +26,8 @@ from pydantic import Field, ValidationError, model_validator
 from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import InputError
 from edgetwin.results import ResultRow, read_results
-from edgetwin.scenario import Scenario, SweepSpec
 from edgetwin.schema import PositiveFloat, PositiveInt, Strict, validation_error
 from edgetwin.sim.costs import segments_for_cr
-from edgetwin.sim.runner import build_fleet, run_scenario
 
 SELECTABLE = ("single", "voltage", "prism", "tensor_parallel")
 VERSION: Literal[2] = 2
@@ -183,32 +180,6 @@ class Estimate(Strict):
 
     latency_ms: float
     energy_j: float
-
-
-def rows_at_tokens(
-    scenario: Scenario, scenario_path: Path | None, sweep: SweepSpec, tokens: Sequence[int]
-) -> list[ResultRow]:
-    """Run ``sweep`` in the twin once per sequence length (the scenario's model with that
-    many tokens); every row carries its ``tokens``. Empty ``tokens``: the model's own."""
-    fleet = build_fleet(scenario, scenario_path)
-    rows = []
-    for count in tokens or (scenario.model.tokens,):
-        model = scenario.model.model_copy(update={"tokens": count})
-        at = scenario.model_copy(update={"model": model, "sweeps": (sweep,)})
-        rows += [replace(o.row, tokens=count) for o in run_scenario(at, fleet)]
-    return rows
-
-
-def profile_twin(
-    scenario: Scenario, scenario_path: Path | None, tokens: Sequence[int] = ()
-) -> PerformanceMap:
-    """Run the scenario's sweeps in the twin at each sequence length; they become the map."""
-    rows = [
-        r
-        for sweep in scenario.sweeps
-        for r in rows_at_tokens(scenario, scenario_path, sweep, tokens)
-    ]
-    return map_from_rows(rows, scenario.name, "twin", scenario_path, scenario.model.tokens)
 
 
 def map_from_table(path: Path, default_tokens: int) -> PerformanceMap:

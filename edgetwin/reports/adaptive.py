@@ -12,7 +12,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.policies.evaluate_adaptive import ConditionResult, Evaluation
+from edgetwin.evaluate.adaptive import ConditionResult, Evaluation
 from edgetwin.policies.perf_map import write_map
 from edgetwin.reports.figures import HEIGHT_PX
 from edgetwin.reports.html import figure_html, page

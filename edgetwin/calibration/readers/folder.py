@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edgetwin import worker_log
 from edgetwin.calibration.readers import (
     android,
     gpu_bench,
@@ -113,7 +114,7 @@ CSV_KINDS = (
         reference.read_model_costs,
     ),
     _CsvKind("published_metrics", (), reference.METRIC_COLUMNS, reference.read_published_metrics),
-    _CsvKind("worker_logs", (), android.COLUMNS, android.read_worker_log),
+    _CsvKind("worker_logs", (), worker_log.COLUMNS, android.read_worker_log),
 )
 FIELDS = tuple(dict.fromkeys(["chrome_traces", *(kind.field for kind in CSV_KINDS)]))
 

@@ -18,21 +18,21 @@ from statistics import fmean
 
 from edgetwin.emu.crowdio.records import PipelineSummary
 from edgetwin.errors import InputError
-from edgetwin.policies.emu_costs import (
-    MeasuredInstance,
-    MeasuredSamples,
-    measured_instance,
-    plan_of_summary,
-    replay_with_own_costs,
-)
-from edgetwin.policies.evaluate_affinity import (
+from edgetwin.evaluate.affinity import (
     InstanceResult,
     PlanReplay,
     RunFigures,
     SchedulerResult,
     scheduler_result,
 )
-from edgetwin.policies.optimum import Optimum, evaluate_plan, optimum
+from edgetwin.evaluate.emu_costs import (
+    MeasuredInstance,
+    MeasuredSamples,
+    measured_instance,
+    plan_of_summary,
+    replay_with_own_costs,
+)
+from edgetwin.evaluate.optimum import Optimum, evaluate_plan, optimum
 from edgetwin.scenario import Scenario
 from edgetwin.sim.crowd.runner import crowd_runs
 from edgetwin.sim.crowd.tasks import MODES

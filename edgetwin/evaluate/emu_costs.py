@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
-from edgetwin.policies.optimum import Instance, PhoneCosts, Plan, Schedule, Task, evaluate_plan
+from edgetwin.evaluate.optimum import Instance, PhoneCosts, Plan, Schedule, Task, evaluate_plan
 
 UNMEASURED_MS = float("inf")  # a placement the runs never showed
 

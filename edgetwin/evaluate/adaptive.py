@@ -20,14 +20,13 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from edgetwin.errors import InputError
+from edgetwin.evaluate.profiling import profile_twin, rows_at_tokens
 from edgetwin.policies.adaptive import POLICIES, Objective, SelectionPolicy, make_policy
 from edgetwin.policies.perf_map import (
     Estimate,
     PerformanceMap,
     candidate_label,
     map_from_table,
-    profile_twin,
-    rows_at_tokens,
 )
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, SweepSpec, load_scenario

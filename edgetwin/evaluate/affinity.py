@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator
 
 from edgetwin.errors import InputError
-from edgetwin.policies.optimum import Optimum, Plan, build_instance, optimum
+from edgetwin.evaluate.optimum import Optimum, Plan, build_instance, optimum
 from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, validate_scenario
@@ -190,7 +190,7 @@ def load_affinity_settings(
             update={"crowd": crowd.model_copy(update={"schedulers": settings.schedulers})}
         )
         if settings.mode == "emu":
-            from edgetwin.policies.evaluate_affinity_emu import check_emu_instance
+            from edgetwin.evaluate.affinity_emu import check_emu_instance
 
             check_emu_instance(scenario, scenario_path, (path, f"instances.{k}"))
         scenarios.append((scenario, scenario_path))
@@ -221,7 +221,7 @@ def evaluate_affinity(
     results = []
     for spec, (scenario, path) in zip(settings.instances, scenarios, strict=True):
         if settings.mode == "emu":
-            from edgetwin.policies.evaluate_affinity_emu import evaluate_instance_emu
+            from edgetwin.evaluate.affinity_emu import evaluate_instance_emu
 
             results += evaluate_instance_emu(spec.name, scenario, path, settings.node_limit)
         else:

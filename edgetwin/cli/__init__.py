@@ -28,12 +28,12 @@ from edgetwin.calibration.fit_emu import calibrate_from_emu, calibrate_machine_f
 from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_table
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
+from edgetwin.cli.plan import add_plan_arguments, plan_command
 from edgetwin.comparison import compare_to_reference, write_comparison_csv
 from edgetwin.errors import InputError, RunFailed
+from edgetwin.evaluate.adaptive import evaluate, load_eval_inputs
+from edgetwin.evaluate.affinity import evaluate_affinity, load_affinity_settings
 from edgetwin.links import within_tolerance
-from edgetwin.plan.command import add_plan_arguments, plan_command
-from edgetwin.policies.evaluate_adaptive import evaluate, load_eval_inputs
-from edgetwin.policies.evaluate_affinity import evaluate_affinity, load_affinity_settings
 from edgetwin.reports import write_report
 from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.reports.affinity import write_affinity_report
@@ -466,7 +466,3 @@ def _validate(args: argparse.Namespace) -> int:
             f"median {stats['median_abs_error_pct']:.1f} %, max {stats['max_abs_error_pct']:.1f} %"
         )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

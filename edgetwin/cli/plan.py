@@ -14,6 +14,7 @@ from edgetwin.plan.executors import DaskExecutor, Executor, PoolExecutor, Serial
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import run_plan
 from edgetwin.plan.sweep import payload_for
+from edgetwin.reports.plan import write_plan_report
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +58,9 @@ def plan_command(args: argparse.Namespace) -> int:
     )
     with Progress(*columns, transient=True, disable=args.quiet) as progress:
         task = progress.add_task(f"plan {loaded.question.name}", total=total)
-        outcome = run_plan(loaded, args.out, executor, lambda: progress.advance(task))
+        outcome = run_plan(
+            loaded, args.out, executor, write_plan_report, lambda: progress.advance(task)
+        )
     for line in describe(outcome.answer):
         print(line)
     print(

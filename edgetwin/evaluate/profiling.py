@@ -1,0 +1,38 @@
+"""The twin profiles a scenario into a performance map: its sweeps at each sequence length."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from edgetwin.policies.perf_map import PerformanceMap, map_from_rows
+from edgetwin.results import ResultRow
+from edgetwin.scenario import Scenario, SweepSpec
+from edgetwin.sim.runner import build_fleet, run_scenario
+
+
+def rows_at_tokens(
+    scenario: Scenario, scenario_path: Path | None, sweep: SweepSpec, tokens: Sequence[int]
+) -> list[ResultRow]:
+    """Run ``sweep`` in the twin once per sequence length (the scenario's model with that
+    many tokens); every row carries its ``tokens``. Empty ``tokens``: the model's own."""
+    fleet = build_fleet(scenario, scenario_path)
+    rows = []
+    for count in tokens or (scenario.model.tokens,):
+        model = scenario.model.model_copy(update={"tokens": count})
+        at = scenario.model_copy(update={"model": model, "sweeps": (sweep,)})
+        rows += [replace(o.row, tokens=count) for o in run_scenario(at, fleet)]
+    return rows
+
+
+def profile_twin(
+    scenario: Scenario, scenario_path: Path | None, tokens: Sequence[int] = ()
+) -> PerformanceMap:
+    """Run the scenario's sweeps in the twin at each sequence length; they become the map."""
+    rows = [
+        r
+        for sweep in scenario.sweeps
+        for r in rows_at_tokens(scenario, scenario_path, sweep, tokens)
+    ]
+    return map_from_rows(rows, scenario.name, "twin", scenario_path, scenario.model.tokens)
