@@ -11,6 +11,11 @@ class RunFailed(RuntimeError):
     exit_code = 1
 
 
+class LaunchError(RunFailed):
+    """A process of a run (a rank, the foreman, a worker) did not start or stopped early;
+    the others have been stopped and the message shows the end of its log."""
+
+
 class InputError(Exception):
     """Bad user input: names the file and the field, and says what is wrong."""
 

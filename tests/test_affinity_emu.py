@@ -19,11 +19,11 @@ from edgetwin.errors import InputError
 from edgetwin.evaluate.affinity import AffinityEvaluation, load_affinity_settings
 from edgetwin.evaluate.emu_costs import (
     MeasuredSamples,
+    assignment_of_summary,
     measured_instance,
-    plan_of_summary,
     replay_with_own_costs,
 )
-from edgetwin.evaluate.optimum import evaluate_plan, optimum
+from edgetwin.evaluate.optimum import evaluate_assignment, optimum
 from edgetwin.reports.affinity import write_affinity_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,13 +76,13 @@ def test_optimum_of_measured_costs_is_below_every_plan(local_runs: list[Pipeline
     best = optimum(inst)
     assert best.proved and measured.placements_measured >= 3
     for summary in local_runs:
-        plan = plan_of_summary(summary, WORKERS)
-        assert sorted(t for tasks in plan for t in tasks) == [
+        assignment = assignment_of_summary(summary, WORKERS)
+        assert sorted(t for tasks in assignment for t in tasks) == [
             (i, s) for i in (0, 1) for s in (0, 1, 2)
         ]
-        used = {(w, s) for w, tasks in enumerate(plan) for _, s in tasks}
+        used = {(w, s) for w, tasks in enumerate(assignment) for _, s in tasks}
         assert all(inst.phones[w].fits[s] for w, s in used)  # every placement it used measured
-        replayed = evaluate_plan(inst, plan, prefetch=True)
+        replayed = evaluate_assignment(inst, assignment, prefetch=True)
         assert best.schedule.makespan_ms <= replayed.makespan_ms + 1e-9
         # with its own costs, the model gives the run's makespan (measured: within 3 %,
         # docs/affinity.md); the foreman's own overhead is not in the model, and other load
@@ -140,7 +140,7 @@ def test_emulator_evaluation_end_to_end(tmp_path: Path) -> None:
         # other load adds overhead the model does not have, so only the upper side is held
         assert 0 < figures.replay.own_s <= 1.1 * figures.makespan_s
     write_affinity_report(tmp_path, AffinityEvaluation(settings, (result,)))
-    assert "Its plans under the measured costs" in (tmp_path / "affinity.html").read_text()
+    assert "Its assignments under the measured costs" in (tmp_path / "affinity.html").read_text()
     assert json.loads((tmp_path / "affinity.json").read_text())["mode"] == "emu"
 
 

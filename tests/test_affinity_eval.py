@@ -16,10 +16,10 @@ from edgetwin.evaluate.affinity import (
 from edgetwin.evaluate.optimum import (
     Instance,
     _State,
+    assignment_of,
     build_instance,
-    evaluate_plan,
+    evaluate_assignment,
     optimum,
-    plan_of,
 )
 from edgetwin.reports.affinity import write_affinity_report
 from edgetwin.scenario import load_scenario
@@ -108,7 +108,7 @@ def test_optimum_by_hand_one_phone() -> None:
 def test_offline_agrees_with_twin_for_its_plan(scheduler: str) -> None:
     inst, (scenario, setup) = _instance("crowd.job.inputs=3")
     outcome = simulate_crowd(scenario, setup, CrowdRun("crowdio_streaming", scheduler, 0))  # type: ignore[arg-type]
-    offline = evaluate_plan(inst, plan_of(outcome, inst))
+    offline = evaluate_assignment(inst, assignment_of(outcome, inst))
     assert offline.makespan_ms == pytest.approx(outcome.rows[0].total_ms, rel=1e-9)
     assert offline.cold_loads == outcome.rows[0].cold_loads
 

@@ -14,12 +14,13 @@ import pytest
 import torch
 
 from edgetwin.emu.vit.forward import segment_means
-from edgetwin.emu.vit.launcher import LaunchError, launch_local
+from edgetwin.emu.vit.launcher import launch_local
 from edgetwin.emu.vit.layout import Layout, make_layout
 from edgetwin.emu.vit.model import ViT, build_vit, make_images
 from edgetwin.emu.vit.records import RankRecord
 from edgetwin.emu.vit.worker import main as worker_main
 from edgetwin.emu.vit.worker import model_args
+from edgetwin.errors import LaunchError
 from edgetwin.scenario import ModelSpec
 
 TINY = ModelSpec(tokens=17, width=32, blocks=2, heads=4, patch_size=2, classes=5)

@@ -38,7 +38,7 @@ POWER_STATES = ("idle", "compute", "host", "staging", "comm", "load")
 
 
 @dataclass(frozen=True)
-class Plan:
+class MeasurementPlan:
     """What to measure: the model, batch sizes, token counts, exchanged rows, repetitions."""
 
     model: ModelSpec
@@ -49,8 +49,8 @@ class Plan:
     warmup: int
 
 
-FULL = Plan(ModelSpec(preset="vit_b16"), (1, 2, 4, 8), (99, 109, 197), (10, 98), 10, 2)
-QUICK = Plan(
+FULL = MeasurementPlan(ModelSpec(preset="vit_b16"), (1, 2, 4, 8), (99, 109, 197), (10, 98), 10, 2)
+QUICK = MeasurementPlan(
     ModelSpec(tokens=65, width=192, blocks=4, heads=3, patch_size=16, channels=3),
     (1, 2, 4),
     (33, 43, 65),
@@ -60,7 +60,7 @@ QUICK = Plan(
 )
 
 
-def calibrate_machine(out_dir: Path, plan: Plan, command: str) -> DeviceProfile:
+def calibrate_machine(out_dir: Path, plan: MeasurementPlan, command: str) -> DeviceProfile:
     """Measure, write the traces and the spec, fit and write the profile; return it."""
     traces = out_dir / "traces"
     traces.mkdir(parents=True, exist_ok=True)
@@ -73,7 +73,7 @@ def calibrate_machine(out_dir: Path, plan: Plan, command: str) -> DeviceProfile:
     return profile
 
 
-def machine_spec(plan: Plan) -> dict[str, Any]:
+def machine_spec(plan: MeasurementPlan) -> dict[str, Any]:
     """A ``traces`` spec for this machine's traces (relative paths: the folder moves whole)."""
     fixed: dict[str, float] = {"compute.sync_host_ms": 0.0, "compute.sync_host_ms_per_mb": 0.0}
     fixed |= {f"power.{state}_w": 0.0 for state in POWER_STATES}
@@ -105,7 +105,7 @@ def _timed_ms(fn: Callable[[], object], reps: int, warmup: int) -> list[float]:
     return times
 
 
-def write_vit_latency(path: Path, plan: Plan) -> None:
+def write_vit_latency(path: Path, plan: MeasurementPlan) -> None:
     """Whole-model latency per batch, and the encoder blocks alone per batch and tokens."""
     model = build_vit(plan.model)
     width = plan.model.width
@@ -139,13 +139,13 @@ def write_vit_latency(path: Path, plan: Plan) -> None:
     _write_csv(path, ("kernel", "batch", "tokens", "rep", "latency_ms"), rows)
 
 
-def write_staged_exchange(path: Path, plan: Plan) -> None:
+def write_staged_exchange(path: Path, plan: MeasurementPlan) -> None:
     """Two local processes exchange [batch, rows, width] per block over GLOO, staged."""
     port = free_port()
     spawn(_exchange_rank, args=(port, plan, str(path)), nprocs=2, join=True)  # type: ignore[no-untyped-call]
 
 
-def _exchange_rank(rank: int, port: int, plan: Plan, path: str) -> None:
+def _exchange_rank(rank: int, port: int, plan: MeasurementPlan, path: str) -> None:
     os.environ |= {"MASTER_ADDR": LOOPBACK_ADDR, "MASTER_PORT": str(port)}
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=2)
@@ -172,7 +172,9 @@ def _exchange_rank(rank: int, port: int, plan: Plan, path: str) -> None:
         _write_csv(Path(path), columns, rows)
 
 
-def _exchange_reps(rank: int, batch: int, rows: int, plan: Plan) -> list[tuple[object, ...]]:
+def _exchange_reps(
+    rank: int, batch: int, rows: int, plan: MeasurementPlan
+) -> list[tuple[object, ...]]:
     piece = torch.randn(batch, rows, plan.model.width)
     gathered = [torch.empty_like(piece) for _ in range(2)]
     result = torch.empty(2 * batch, rows, plan.model.width)

@@ -3,7 +3,7 @@
 Each instance is the settings' scenario with a few ``--set`` overrides (phones,
 inputs, stages, cache). Every scheduler runs it in the crowd twin
 (``repetitions`` runs; with ``deterministic`` the load and run-to-run noise
-are off, so only ``random`` varies); ``optimum.py`` finds the best plan of
+are off, so only ``random`` varies); ``optimum.py`` finds the best assignment of
 the same job offline. With ``mode: emu`` the runs are the real foreman's in the
 emulator and the optimum's costs are measured in them
 (``evaluate_affinity_emu``). Regret = (mean makespan - optimum) / optimum, in %.
@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator
 
 from edgetwin.errors import InputError
-from edgetwin.evaluate.optimum import Optimum, Plan, build_instance, optimum
+from edgetwin.evaluate.optimum import Assignment, Optimum, build_instance, optimum
 from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, validate_scenario
@@ -57,10 +57,10 @@ class AffinitySettings(Strict):
 
 
 @dataclass(frozen=True)
-class PlanReplay:
-    """A scheduler's real plans (emulator runs) timed in the offline model, means in s."""
+class AssignmentReplay:
+    """A scheduler's real assignments (emulator runs) timed in the offline model, means in s."""
 
-    plans: tuple[Plan, ...]  # per run, each phone's tasks in the order they completed
+    assignments: tuple[Assignment, ...]  # per run, each phone's tasks in the order they completed
     pooled_s: float  # with the costs of all the instance's runs (the optimum's)
     own_s: float  # each run with the costs it measured alone
 
@@ -77,7 +77,7 @@ class SchedulerResult:
     bytes_moved: float
     regret_pct: float  # vs the optimum with prefetch (a lower bound in the model)
     regret_dispatch_pct: float  # vs the optimum loading at dispatch, as the twin's tasks do
-    replay: PlanReplay | None = None  # emu: its real plans timed in the offline model
+    replay: AssignmentReplay | None = None  # emu: its real assignments timed in the offline model
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def scheduler_result(
     runs: Sequence[RunFigures],
     best: Optimum,
     dispatch: Optimum,
-    replay: PlanReplay | None = None,
+    replay: AssignmentReplay | None = None,
 ) -> SchedulerResult:
     """Means over a scheduler's runs and its regret against both optima."""
     mean_s = fmean(r.makespan_s for r in runs)
@@ -279,22 +279,22 @@ def _optimum_json(found: Optimum, phones: tuple[str, ...]) -> dict[str, Any]:
         "bytes_moved": best.bytes_moved,
         "proved": found.proved,
         "nodes": found.nodes,
-        "plan": _plan_json(best.plan, phones),
+        "plan": _assignment_json(best.assignment, phones),
     }
 
 
-def _replay_json(replay: PlanReplay | None, phones: tuple[str, ...]) -> dict[str, Any] | None:
+def _replay_json(replay: AssignmentReplay | None, phones: tuple[str, ...]) -> dict[str, Any] | None:
     if replay is None:
         return None
     return {
         "pooled_costs_makespan_s": round(replay.pooled_s, 6),
         "own_costs_makespan_s": round(replay.own_s, 6),
-        "plans": [_plan_json(plan, phones) for plan in replay.plans],
+        "plans": [_assignment_json(assignment, phones) for assignment in replay.assignments],
     }
 
 
-def _plan_json(plan: Plan, phones: tuple[str, ...]) -> dict[str, list[list[int]]]:
-    return {p: [list(t) for t in tasks] for p, tasks in zip(phones, plan, strict=True)}
+def _assignment_json(assignment: Assignment, phones: tuple[str, ...]) -> dict[str, list[list[int]]]:
+    return {p: [list(t) for t in tasks] for p, tasks in zip(phones, assignment, strict=True)}
 
 
 def _instance_json(r: InstanceResult) -> dict[str, Any]:

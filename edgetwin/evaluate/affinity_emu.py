@@ -4,8 +4,8 @@ Each instance runs once per scheduler and repetition with ``run_crowd_emu`` (the
 real CROWDio foreman on host 0, a worker per phone on its CPU-limited host). The
 optimum is not the twin's: ``emu_costs`` measures the offline model's costs in
 those same runs (every scheduler's jobs of the instance), and the optimum and
-each scheduler's plan are timed with them. Regret = (mean measured makespan -
-optimum) / optimum. Each scheduler's real plans are also timed in the model
+each scheduler's assignment are timed with them. Regret = (mean measured makespan -
+optimum) / optimum. Each scheduler's real assignments are also timed in the model
 (loads at dispatch): with the costs of all the runs (the optimum's; at least the
 optimum) and each with its own run's costs (how well the model reproduces a run).
 """
@@ -19,8 +19,8 @@ from statistics import fmean
 from edgetwin.emu.crowdio.records import PipelineSummary
 from edgetwin.errors import InputError
 from edgetwin.evaluate.affinity import (
+    AssignmentReplay,
     InstanceResult,
-    PlanReplay,
     RunFigures,
     SchedulerResult,
     scheduler_result,
@@ -28,11 +28,11 @@ from edgetwin.evaluate.affinity import (
 from edgetwin.evaluate.emu_costs import (
     MeasuredInstance,
     MeasuredSamples,
+    assignment_of_summary,
     measured_instance,
-    plan_of_summary,
     replay_with_own_costs,
 )
-from edgetwin.evaluate.optimum import Optimum, evaluate_plan, optimum
+from edgetwin.evaluate.optimum import Optimum, evaluate_assignment, optimum
 from edgetwin.scenario import Scenario
 from edgetwin.sim.crowd.runner import crowd_runs
 from edgetwin.sim.crowd.tasks import MODES
@@ -120,12 +120,15 @@ def _scheduler_result(
     optima: tuple[Optimum, Optimum],
     blob_bytes: Sequence[int],
 ) -> SchedulerResult:
-    """A scheduler's measured runs, and its plans timed in the model (loads at dispatch)."""
+    """A scheduler's measured runs, and its assignments timed in the model (loads at dispatch)."""
     inst = measured.instance
-    plans = tuple(plan_of_summary(s, phones) for s in runs)
-    replay = PlanReplay(
-        plans,
-        pooled_s=fmean(evaluate_plan(inst, plan).makespan_ms for plan in plans) / 1e3,
+    assignments = tuple(assignment_of_summary(s, phones) for s in runs)
+    replay = AssignmentReplay(
+        assignments,
+        pooled_s=fmean(
+            evaluate_assignment(inst, assignment).makespan_ms for assignment in assignments
+        )
+        / 1e3,
         own_s=fmean(
             replay_with_own_costs(s, phones, blob_bytes, inst.barrier).makespan_ms for s in runs
         )

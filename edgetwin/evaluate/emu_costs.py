@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
-from edgetwin.evaluate.optimum import Instance, PhoneCosts, Plan, Schedule, Task, evaluate_plan
+from edgetwin.evaluate.optimum import (
+    Assignment,
+    Instance,
+    PhoneCosts,
+    Schedule,
+    Task,
+    evaluate_assignment,
+)
 
 UNMEASURED_MS = float("inf")  # a placement the runs never showed
 
@@ -155,8 +162,8 @@ def measured_instance(
     return MeasuredInstance(instance, measured, len(costs) * len(stages))
 
 
-def plan_of_summary(summary: PipelineSummary, phones: Sequence[str]) -> Plan:
-    """The plan a real job followed: per phone, its tasks by completion."""
+def assignment_of_summary(summary: PipelineSummary, phones: Sequence[str]) -> Assignment:
+    """The assignment a real job followed: per phone, its tasks by completion."""
     done = [e for e in summary.events if e.kind == "complete"]
     return tuple(
         tuple((e.input_index or 0, e.stage_index or 0) for e in done if e.worker == name)
@@ -167,8 +174,8 @@ def plan_of_summary(summary: PipelineSummary, phones: Sequence[str]) -> Plan:
 def replay_with_own_costs(
     summary: PipelineSummary, phones: Sequence[str], stage_blob_bytes: Sequence[int], barrier: bool
 ) -> Schedule:
-    """A job's plan timed in the model with the costs that job alone measured."""
+    """A job's assignment timed in the model with the costs that job alone measured."""
     samples = MeasuredSamples()
     samples.add(summary, phones)
     own = measured_instance(samples, phones, stage_blob_bytes, barrier, summary.inputs)
-    return evaluate_plan(own.instance, plan_of_summary(summary, phones))
+    return evaluate_assignment(own.instance, assignment_of_summary(summary, phones))

@@ -1,4 +1,4 @@
-"""Offline optimum of a small crowd job: the best task-to-phone plan, found exhaustively.
+"""Offline optimum of a small crowd job: the best task-to-phone assignment, found exhaustively.
 
 The model is the foreman's protocol for one job, as the crowd twin runs it:
 at submission every phone loads the first stage (the broadcast; in the twin a
@@ -48,7 +48,7 @@ from edgetwin.sim.network import Network
 TIE_MS = 1e-9  # completions this close count as simultaneous
 
 Task = tuple[int, int]  # (input, stage)
-Plan = tuple[tuple[Task, ...], ...]  # per phone, the tasks it runs in order
+Assignment = tuple[tuple[Task, ...], ...]  # per phone, the tasks it runs in order
 
 
 @dataclass(frozen=True)
@@ -86,9 +86,9 @@ class Instance:
 
 @dataclass(frozen=True)
 class Schedule:
-    """A plan's outcome in the offline model."""
+    """An assignment's outcome in the offline model."""
 
-    plan: Plan
+    assignment: Assignment
     makespan_ms: float
     cold_loads: int
     warm_loads: int
@@ -189,13 +189,13 @@ class _State:
     """A partial schedule; ``place`` returns a new state with one more task."""
 
     __slots__ = (
+        "assignment",
         "cached",
         "counts",
         "free",
         "item_ms",
         "last_ms",
         "next_stage",
-        "plan",
         "resident",
         "stage_left",
         "stage_ms",
@@ -215,7 +215,7 @@ class _State:
         cold = sum(p.broadcast_cold for p in inst.phones)
         self.counts = [cold, len(inst.phones) - cold, 0, n * sum(inst.task_bytes)]
         self.counts[3] += cold * inst.blob_bytes[0]
-        self.plan: list[tuple[Task, ...]] = [() for _ in inst.phones]
+        self.assignment: list[tuple[Task, ...]] = [() for _ in inst.phones]
 
     def copy(self) -> _State:
         new = _State.__new__(_State)
@@ -253,7 +253,7 @@ class _State:
         new.stage_left[stage] -= 1
         new.stage_ms[stage] = max(new.stage_ms[stage], end)
         new.last_ms = end
-        new.plan[phone] = (*new.plan[phone], (item, stage))
+        new.assignment[phone] = (*new.assignment[phone], (item, stage))
         return new
 
     def done(self, inst: Instance) -> bool:
@@ -261,7 +261,7 @@ class _State:
 
     def schedule(self, inst: Instance) -> Schedule:
         return Schedule(
-            tuple(self.plan),
+            tuple(self.assignment),
             max(self.item_ms) + inst.aggregation_ms,
             *self.counts,
         )
@@ -283,14 +283,14 @@ def _lru(
     return tuple(order)
 
 
-def evaluate_plan(inst: Instance, plan: Plan, prefetch: bool = False) -> Schedule:
-    """A fixed plan (per phone, its tasks in order) timed in the offline model."""
+def evaluate_assignment(inst: Instance, assignment: Assignment, prefetch: bool = False) -> Schedule:
+    """A fixed assignment (per phone, its tasks in order) timed in the offline model."""
     state = _State(inst)
-    position = [0] * len(plan)
-    remaining = sum(len(tasks) for tasks in plan)
+    position = [0] * len(assignment)
+    remaining = sum(len(tasks) for tasks in assignment)
     while remaining:
         progressed = False
-        for phone, tasks in enumerate(plan):
+        for phone, tasks in enumerate(assignment):
             if position[phone] == len(tasks):
                 continue
             item, stage = tasks[position[phone]]
@@ -303,7 +303,7 @@ def evaluate_plan(inst: Instance, plan: Plan, prefetch: bool = False) -> Schedul
             remaining -= 1
             progressed = True
         if not progressed:
-            raise ValueError("the plan's task order is not feasible")
+            raise ValueError("the assignment's task order is not feasible")
     return state.schedule(inst)
 
 
@@ -324,7 +324,7 @@ def _phone_key(inst: Instance, state: _State, phone: int) -> tuple[object, ...]:
 
 
 def optimum(inst: Instance, node_limit: int = 2_000_000, prefetch: bool = True) -> Optimum:
-    """The plan with the smallest makespan, by branch and bound."""
+    """The assignment with the smallest makespan, by branch and bound."""
     best: list[Schedule | None] = [None]
     nodes = [0]
     infeasible = [s for s in range(inst.stages) if not any(p.fits[s] for p in inst.phones)]
@@ -368,8 +368,8 @@ def optimum(inst: Instance, node_limit: int = 2_000_000, prefetch: bool = True) 
     return Optimum(found, nodes[0] <= node_limit, nodes[0])
 
 
-def plan_of(outcome: CrowdOutcome, inst: Instance) -> Plan:
-    """The plan the twin followed in its first job: per phone, its tasks by completion."""
+def assignment_of(outcome: CrowdOutcome, inst: Instance) -> Assignment:
+    """The assignment the twin followed in its first job: per phone, its tasks by completion."""
     job = outcome.jobs[0]
     names = [p.name for p in inst.phones]
     per_phone: list[list[tuple[float, Task]]] = [[] for _ in names]

@@ -31,13 +31,10 @@ from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.protocol import TOKEN_ENV
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
 from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, submit_job
+from edgetwin.errors import LaunchError
 
 HOST = "127.0.0.1"
 STOP_GRACE_S = 5.0
-
-
-class LaunchError(RuntimeError):
-    """A process of the local run did not start or stopped early (the message has its log)."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgetwin.emu.crowdio.launcher import LaunchError, Processes, WorkerSpec, run_pipeline
+from edgetwin.emu.crowdio.launcher import Processes, WorkerSpec, run_pipeline
 from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.model import FULL, TINY, export_stages, make_inputs
 from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary
@@ -32,7 +32,7 @@ from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
 from edgetwin.emu.mininet.topology import HostLimits, build_topology, link_state_command
-from edgetwin.errors import InputError, RunFailed
+from edgetwin.errors import InputError, LaunchError, RunFailed
 from edgetwin.links import worst_error_pct
 from edgetwin.results import ResultRow
 from edgetwin.scenario import EmulatorSpec, Scenario

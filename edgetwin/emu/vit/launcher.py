@@ -20,16 +20,12 @@ from pathlib import Path
 
 import edgetwin
 from edgetwin.emu.vit.records import RankRecord, read_record
-from edgetwin.errors import RunFailed
+from edgetwin.errors import LaunchError
 
 LOOPBACK_ADDR = "127.0.0.1"
 LOOPBACK_IFACE = "lo"
 POLL_S = 0.05
 LOG_TAIL_LINES = 12
-
-
-class LaunchError(RunFailed):
-    """A rank failed or the ranks did not finish in time; every rank has been stopped."""
 
 
 def available_cores() -> int:
