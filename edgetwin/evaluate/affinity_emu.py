@@ -18,7 +18,7 @@ from statistics import fmean
 
 from edgetwin.emu.crowdio.records import PipelineSummary
 from edgetwin.errors import InputError
-from edgetwin.evaluate.affinity import (
+from edgetwin.evaluate.affinity_results import (
     AssignmentReplay,
     InstanceResult,
     RunFigures,

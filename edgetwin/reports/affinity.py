@@ -11,11 +11,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.evaluate.affinity import (
-    AffinityEvaluation,
-    InstanceResult,
-    SchedulerResult,
-)
+from edgetwin.evaluate.affinity import AffinityEvaluation
+from edgetwin.evaluate.affinity_results import InstanceResult, SchedulerResult
 from edgetwin.evaluate.optimum import Schedule
 from edgetwin.reports.figures import HEIGHT_PX
 from edgetwin.reports.html import figure_html, page
