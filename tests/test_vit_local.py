@@ -12,6 +12,7 @@ from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, configurations, load_scenario
+from edgetwin.sim.runner import build_fleet, run_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "scenarios/emu_smoke.yaml"
@@ -74,6 +75,17 @@ def test_bytes_sent_are_measured_per_strategy(smoke_rows: list[ResultRow]) -> No
         "prism": scatter + 2 * 2 * prism * row_bytes,
     }
     assert {row.strategy: row.bytes_sent for row in smoke_rows} == expected
+
+
+def test_twin_bytes_sent_equal_the_local_runs(smoke: Scenario, smoke_rows: list[ResultRow]) -> None:
+    """The twin's exchanges carry the rows of the one layout, padding included."""
+    twin = [outcome.row for outcome in run_scenario(smoke, build_fleet(smoke, SMOKE))]
+
+    def bytes_by_run(rows: list[ResultRow]) -> dict[tuple[object, ...], int]:
+        return {(r.strategy, r.devices, r.bandwidth_mbps, r.cr, r.rep): r.bytes_sent for r in rows}
+
+    assert bytes_by_run(twin) == bytes_by_run(smoke_rows)
+    assert {r.strategy for r in twin} == {s.name for s in smoke.strategies}
 
 
 def test_comparison_with_single_device(smoke_rows: list[ResultRow]) -> None:

@@ -124,7 +124,7 @@ def position_wise_plan(
     embed: tuple[float, ...] = (embed_flops(model),)
     scatter: tuple[int, ...] | None = None
     if layout.world > 1:
-        exchange = Exchange("allgather", sent)
+        exchange = Exchange("allgather", sent, layout.padded_rows)
         if input_source == "terminal":
             embed += (0.0,) * (layout.world - 1)
             scatter = sizes
