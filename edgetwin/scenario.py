@@ -154,7 +154,8 @@ class NetworkSpec(Strict):
 
 
 class StrategySpec(Strict):
-    """A strategy and its parameters; prism takes ``cr`` or ``segments`` (lists sweep)."""
+    """A registered strategy and the parameters its definition takes (prism: ``cr`` or
+    ``segments``; lists sweep)."""
 
     name: str
     cr: tuple[PositiveFloat, ...] = ()
@@ -202,7 +203,7 @@ class SweepSpec(StrictSweep):
 
 # ---------------------------------------------------------------- crowd (CROWDio pipeline)
 
-
+# the shipped crowd pipelines in registry order (the crowd twin seeds by this index)
 CROWD_STRATEGIES = tuple(s.name for s in registry.BUILTIN if s.pipeline is not None)
 
 
