@@ -19,14 +19,6 @@ from typing import Any
 
 from edgetwin.atomic import write_text_atomic
 
-STRATEGIES = (
-    "single",
-    "voltage",
-    "prism",
-    "tensor_parallel",
-    "crowdio_streaming",
-    "crowdio_barrier",
-)
 MODES = ("twin", "local", "emu", "measured")
 
 

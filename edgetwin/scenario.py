@@ -19,9 +19,12 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
+    field_validator,
     model_validator,
 )
 
+from edgetwin.model_spec import ModelSpec
+from edgetwin.models import registry
 from edgetwin.profile import DeviceProfile
 from edgetwin.schema import (
     NonNegativeFloat,
@@ -32,50 +35,6 @@ from edgetwin.schema import (
     load_yaml_model,
     validate_model,
 )
-
-_PRESET_FIELDS = ("tokens", "width", "blocks", "heads", "patch_size", "channels", "classes")
-_PRESET_VALUES = {
-    "vit_b16": (197, 768, 12, 12, 16, 3, 10),
-    "vit_l16": (197, 1024, 24, 16, 16, 3, 10),
-    "bert_base": (128, 768, 12, 12, 0, 0, 2),
-    "gpt2_small": (1024, 768, 12, 12, 0, 0, 2),
-    "gpt2_medium": (1024, 1024, 24, 16, 0, 0, 2),
-    "gpt2_large": (1024, 1280, 36, 20, 0, 0, 2),
-}
-MODEL_PRESETS: dict[str, dict[str, Any]] = {
-    name: dict(zip(_PRESET_FIELDS, values, strict=True)) for name, values in _PRESET_VALUES.items()
-}
-
-
-class ModelSpec(Strict):
-    """A Transformer encoder: tokens N, width D, blocks, heads; patch embedding if a ViT."""
-
-    preset: str | None = None
-    tokens: PositiveInt = 197
-    width: PositiveInt = 768
-    blocks: PositiveInt = 12
-    heads: PositiveInt = 12
-    mlp_ratio: PositiveFloat = 4
-    patch_size: Annotated[int, Field(ge=0)] = 16
-    channels: Annotated[int, Field(ge=0)] = 3
-    classes: PositiveInt = 10
-    bytes_per_element: PositiveInt = 4
-
-    @model_validator(mode="before")
-    @classmethod
-    def _apply_preset(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("preset") is not None:
-            preset = data["preset"]
-            if preset not in MODEL_PRESETS:
-                raise ValueError(f"unknown preset {preset!r}; known: {sorted(MODEL_PRESETS)}")
-            return {**MODEL_PRESETS[preset], **data}
-        return data
-
-    @model_validator(mode="after")
-    def _check_heads(self) -> ModelSpec:
-        if self.width % self.heads:
-            raise ValueError(f"width {self.width} is not divisible by heads {self.heads}")
-        return self
 
 
 class ConstantDist(Strict):
@@ -152,11 +111,10 @@ class NetworkSpec(Strict):
 
 
 class StrategySpec(Strict):
-    """A strategy and its parameters; prism takes ``cr`` or ``segments`` (lists sweep)."""
+    """A registered strategy and the parameters its definition takes (prism: ``cr`` or
+    ``segments``; lists sweep)."""
 
-    name: Literal[
-        "single", "voltage", "prism", "tensor_parallel", "crowdio_streaming", "crowdio_barrier"
-    ]
+    name: str
     cr: tuple[PositiveFloat, ...] = ()
     segments: tuple[PositiveInt, ...] = ()
 
@@ -170,14 +128,26 @@ class StrategySpec(Strict):
                     data[key] = [data[key]]
         return data
 
+    @field_validator("name")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        registry.strategy(name)
+        return name
+
     @model_validator(mode="after")
     def _check_params(self) -> StrategySpec:
-        if self.name == "prism":
-            if bool(self.cr) == bool(self.segments):
-                raise ValueError("prism needs exactly one of 'cr' or 'segments'")
-        elif self.cr or self.segments:
+        given = [key for key in ("cr", "segments") if getattr(self, key)]
+        takes = registry.strategy(self.name).params
+        if takes:
+            if len(given) != 1 or given[0] not in takes:
+                raise ValueError(f"{self.name} needs exactly one of {_quoted(takes)}")
+        elif given:
             raise ValueError(f"{self.name} takes no 'cr' or 'segments'")
         return self
+
+
+def _quoted(keys: Sequence[str]) -> str:
+    return " or ".join(f"'{key}'" for key in keys)
 
 
 class SweepSpec(StrictSweep):
@@ -190,7 +160,14 @@ class SweepSpec(StrictSweep):
 
 # ---------------------------------------------------------------- crowd (CROWDio pipeline)
 
-CROWD_STRATEGIES = ("crowdio_streaming", "crowdio_barrier")
+# the shipped crowd pipelines in registry order (the crowd twin seeds by this index)
+CROWD_STRATEGIES = tuple(s.name for s in registry.BUILTIN if s.pipeline is not None)
+
+
+def _is_crowd(name: str) -> bool:
+    return registry.strategy(name).pipeline is not None
+
+
 _NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
 Percent = Annotated[float, Field(ge=0, le=100)]
 
@@ -361,7 +338,7 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _check_crowd(self) -> Scenario:
-        crowd_strategies = [s.name for s in self.strategies if s.name in CROWD_STRATEGIES]
+        crowd_strategies = [s.name for s in self.strategies if _is_crowd(s.name)]
         if self.crowd is None:
             if crowd_strategies:
                 raise ValueError(f"strategy {crowd_strategies[0]} needs a 'crowd' section")
@@ -369,7 +346,8 @@ class Scenario(Strict):
                 raise ValueError("'devices' needs at least one device class")
             return self
         if len(crowd_strategies) != len(self.strategies):
-            raise ValueError(f"a 'crowd' scenario runs only the strategies {CROWD_STRATEGIES}")
+            crowd = tuple(s.name for s in registry.strategies() if s.pipeline is not None)
+            raise ValueError(f"a 'crowd' scenario runs only the strategies {crowd}")
         if self.devices:
             raise ValueError("a 'crowd' scenario lists its phones in crowd.fleet, not 'devices'")
         return self
@@ -410,7 +388,7 @@ def configurations(scenario: Scenario) -> list[Configuration]:
         for strategy in scenario.strategies:
             for batch, bw, devices in itertools.product(sweep.batch, bandwidths, sweep.devices):
                 for params in _strategy_params(strategy):
-                    n_devices = 1 if strategy.name == "single" else devices
+                    n_devices = 1 if registry.strategy(strategy.name).one_device else devices
                     config = Configuration(
                         strategy=strategy.name,
                         devices=n_devices,

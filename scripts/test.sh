@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 .venv/bin/ruff check edgetwin tests benchmarks
 .venv/bin/ruff format --check edgetwin tests benchmarks
 .venv/bin/mypy edgetwin
+.venv/bin/lint-imports --no-cache --no-logo
 .venv/bin/python -m pytest -q "$@"

@@ -12,6 +12,7 @@ import pytest
 
 from edgetwin.errors import InputError
 from edgetwin.evaluate.profiling import profile_twin, rows_at_tokens
+from edgetwin.models.layout import segments_for_cr
 from edgetwin.policies.adaptive import (
     POLICIES,
     AdaptivePolicy,
@@ -28,7 +29,6 @@ from edgetwin.policies.perf_map import (
 )
 from edgetwin.results import write_results
 from edgetwin.scenario import load_scenario
-from edgetwin.sim.costs import segments_for_cr
 from edgetwin.sim.runner import build_fleet, run_scenario
 
 REPO = Path(__file__).resolve().parents[1]

@@ -17,7 +17,8 @@ from edgetwin.evaluate.adaptive import (
     regret_pct,
     score_policy,
 )
-from edgetwin.policies.perf_map import Estimate, candidate_label
+from edgetwin.models.registry import candidate_label
+from edgetwin.policies.perf_map import Estimate
 from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.scenario import load_scenario
 from edgetwin.sim.runner import build_fleet, run_scenario
@@ -195,7 +196,7 @@ def _twin_latency_ms(overrides: list[str]) -> dict[tuple[int, float, str], float
     scenario = load_scenario(path, overrides)
     rows = [o.row for o in run_scenario(scenario, build_fleet(scenario, path))]
     return {
-        (r.batch, r.bandwidth_mbps, candidate_label(r.strategy, r.cr, r.devices)): r.total_ms
+        (r.batch, r.bandwidth_mbps, candidate_label(r.strategy, r.devices, r.cr)): r.total_ms
         for r in rows
     }
 

@@ -20,9 +20,10 @@ from edgetwin.emu.vit.records import read_record
 from edgetwin.emu.vit.worker import main as worker_main
 from edgetwin.emu.vit.worker import model_args
 from edgetwin.evaluate.profiling import profile_twin
+from edgetwin.model_spec import ModelSpec
 from edgetwin.policies.adaptive import AdaptivePolicy
 from edgetwin.policies.perf_map import write_map
-from edgetwin.scenario import ModelSpec, load_scenario
+from edgetwin.scenario import load_scenario
 from tests.conftest import REPO
 
 TINY = ModelSpec(tokens=65, width=32, blocks=1, heads=4, patch_size=2, classes=5)

@@ -15,13 +15,14 @@ import torch
 
 from edgetwin.emu.vit.forward import segment_means
 from edgetwin.emu.vit.launcher import launch_local
-from edgetwin.emu.vit.layout import Layout, make_layout
 from edgetwin.emu.vit.model import ViT, build_vit, make_images
 from edgetwin.emu.vit.records import RankRecord
 from edgetwin.emu.vit.worker import main as worker_main
 from edgetwin.emu.vit.worker import model_args
 from edgetwin.errors import LaunchError
-from edgetwin.scenario import ModelSpec
+from edgetwin.model_spec import ModelSpec
+from edgetwin.models import registry
+from edgetwin.models.layout import Layout
 
 TINY = ModelSpec(tokens=17, width=32, blocks=2, heads=4, patch_size=2, classes=5)
 BATCH = 3
@@ -90,13 +91,13 @@ def test_voltage_on_four_ranks_with_replicated_input_equals_single(
 ) -> None:
     records = launch(4, "--strategy", "voltage", "--input-source", "replicated")
     torch.testing.assert_close(logits(records[0]), single_logits, **TIGHT)
-    layout = make_layout("voltage", TINY.tokens, 4)  # 5, 4, 4, 4 rows
+    layout = registry.layout("voltage", TINY.tokens, 4)  # 5, 4, 4, 4 rows
     per_block = BATCH * layout.padded_rows * TINY.width * 4  # no scatter: every rank embeds
     assert [r.runs[0].bytes_sent_per_forward for r in records] == [TINY.blocks * per_block] * 4
 
 
 def test_bytes_sent_are_scatter_plus_padded_all_gathers(voltage_p3: list[RankRecord]) -> None:
-    layout = make_layout("voltage", TINY.tokens, 3)  # 6, 6, 5 rows
+    layout = registry.layout("voltage", TINY.tokens, 3)  # 6, 6, 5 rows
     row_bytes = BATCH * TINY.width * 4
     gathers = TINY.blocks * layout.padded_rows * row_bytes
     scatter = (6 + 5) * row_bytes
@@ -137,7 +138,7 @@ def prism_by_repetition(model: ViT, images: torch.Tensor, layout: Layout) -> tor
 def test_prism_log_bias_equals_repeating_each_mean(
     prism_p3: list[RankRecord], model: ViT, single_logits: torch.Tensor
 ) -> None:
-    layout = make_layout("prism", TINY.tokens, 3, segments=4)
+    layout = registry.layout("prism", TINY.tokens, 3, segments=4)
     assert layout.segment_rows == ((2, 2, 1, 1), (2, 2, 1, 1), (2, 1, 1, 1))
     with torch.inference_mode():
         reference = prism_by_repetition(model, make_images(TINY, BATCH, SEED), layout)
@@ -219,7 +220,7 @@ def test_a_hung_rank_times_out_and_every_rank_is_killed() -> None:
     ("args", "problem"),
     [
         (["--world", "2", "--strategy", "single"], "single cannot run on 2 rank(s)"),
-        (["--world", "2", "--strategy", "voltage", "--segments", "3"], "prism needs segments"),
+        (["--world", "2", "--strategy", "voltage", "--segments", "3"], "voltage takes no segments"),
         (["--world", "2", "--rank", "2", "--strategy", "voltage"], "--rank must be in [0, 2)"),
         (["--world", "1", "--strategy", "single", "--tokens", "18"], "a ViT needs"),
     ],

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from edgetwin.emu.local import check_runnable, run_local
-from edgetwin.emu.vit.layout import make_layout
 from edgetwin.errors import InputError
+from edgetwin.models import registry
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, configurations, load_scenario
-from edgetwin.sim.costs import plan
+from edgetwin.sim.runner import build_fleet, run_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "scenarios/emu_smoke.yaml"
@@ -57,7 +57,9 @@ def test_one_row_per_configuration_and_rep(smoke: Scenario, smoke_rows: list[Res
         assert row.total_ms > 0 and row.per_sample_ms == row.total_ms / row.batch
         assert row.compute_ms + row.staging_ms + row.comm_ms <= row.total_ms
         segments = row.segments if row.strategy == "prism" else None
-        work = plan(smoke.model, row.strategy, row.devices, segments, smoke.input_source)
+        work = registry.cost_plan(
+            smoke.model, row.strategy, row.devices, segments, smoke.input_source
+        )
         gflops = [work.flops_per_sample(r, smoke.model.blocks) / 1e9 for r in range(row.devices)]
         assert row.gflops_per_device == pytest.approx(statistics.fmean(gflops))
 
@@ -65,14 +67,25 @@ def test_one_row_per_configuration_and_rep(smoke: Scenario, smoke_rows: list[Res
 def test_bytes_sent_are_measured_per_strategy(smoke_rows: list[ResultRow]) -> None:
     row_bytes = 2 * 768 * 4  # batch 2, fp32
     scatter = 98 * row_bytes
-    voltage = make_layout("voltage", 197, 2).padded_rows  # 99 rows each, padded
-    prism = make_layout("prism", 197, 2, segments=10).padded_rows  # 10 means each
+    voltage = registry.layout("voltage", 197, 2).padded_rows  # 99 rows each, padded
+    prism = registry.layout("prism", 197, 2, segments=10).padded_rows  # 10 means each
     expected = {
         "single": 0,
         "voltage": scatter + 2 * 2 * voltage * row_bytes,
         "prism": scatter + 2 * 2 * prism * row_bytes,
     }
     assert {row.strategy: row.bytes_sent for row in smoke_rows} == expected
+
+
+def test_twin_bytes_sent_equal_the_local_runs(smoke: Scenario, smoke_rows: list[ResultRow]) -> None:
+    """The twin's exchanges carry the rows of the one layout, padding included."""
+    twin = [outcome.row for outcome in run_scenario(smoke, build_fleet(smoke, SMOKE))]
+
+    def bytes_by_run(rows: list[ResultRow]) -> dict[tuple[object, ...], int]:
+        return {(r.strategy, r.devices, r.bandwidth_mbps, r.cr, r.rep): r.bytes_sent for r in rows}
+
+    assert bytes_by_run(twin) == bytes_by_run(smoke_rows)
+    assert {r.strategy for r in twin} == {s.name for s in smoke.strategies}
 
 
 def test_comparison_with_single_device(smoke_rows: list[ResultRow]) -> None:

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from edgetwin.emu.vit.forward import segment_means
-from edgetwin.emu.vit.layout import make_layout
 from edgetwin.emu.vit.model import build_vit, image_side, make_images
-from edgetwin.scenario import ModelSpec
+from edgetwin.model_spec import ModelSpec
+from edgetwin.models import registry
 
 TINY = ModelSpec(tokens=17, width=32, blocks=2, heads=4, patch_size=2, classes=5)
 
@@ -77,15 +77,15 @@ def test_segment_means_of_unequal_segments() -> None:
 
 
 def test_layout_of_vit_b16_on_two_ranks() -> None:
-    voltage = make_layout("voltage", 197, 2)
+    voltage = registry.layout("voltage", 197, 2)
     assert voltage.partition_rows == (99, 98)
     assert voltage.padded_rows == 99
-    prism = make_layout("prism", 197, 2, segments=10)
+    prism = registry.layout("prism", 197, 2, segments=10)
     assert prism.segment_rows == ((10,) * 9 + (9,), (10,) * 8 + (9,) * 2)
     counts = prism.context_log_counts(0)
     assert counts is not None and counts[:99] == (0.0,) * 99
     assert counts[99:] == (math.log(10),) * 8 + (math.log(9),) * 2
-    assert make_layout("prism", 197, 2, segments=99).context_log_counts(0) is None
+    assert registry.layout("prism", 197, 2, segments=99).context_log_counts(0) is None
 
 
 @pytest.mark.parametrize(
@@ -96,14 +96,14 @@ def test_layout_refuses_inconsistent_requests(
     strategy: str, world: int, segments: int | None
 ) -> None:
     with pytest.raises(ValueError):
-        make_layout(strategy, 17, world, segments)
+        registry.layout(strategy, 17, world, segments)
 
 
 @given(tokens=st.integers(2, 300), world=st.integers(2, 8), segments=st.integers(1, 200))
 def test_prism_layout_accounts_for_every_token(tokens: int, world: int, segments: int) -> None:
     if world > tokens:
         return
-    layout = make_layout("prism", tokens, world, segments)
+    layout = registry.layout("prism", tokens, world, segments)
     assert layout.segment_rows is not None
     for rank, sizes in enumerate(layout.segment_rows):
         assert sum(sizes) == layout.partition_rows[rank]

@@ -39,6 +39,7 @@ from scipy.optimize import brentq
 from edgetwin.atomic import write_text_atomic
 from edgetwin.calibration.profile_io import source_record
 from edgetwin.errors import InputError
+from edgetwin.models.strategies.crowdio import CROWDIO_BARRIER, CROWDIO_STREAMING
 from edgetwin.results import read_table
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.schema import (
@@ -302,7 +303,7 @@ def run_once(
     spec: AndroidSpec,
     cache: str,
     noise: bool,
-    strategy: str = "crowdio_streaming",
+    strategy: str = CROWDIO_STREAMING,
     rep: int = 0,
 ) -> CrowdOutcome:
     """One run of the calibration scenario with these profiles (recording on)."""
@@ -346,11 +347,11 @@ def compare_to_reference(
         (strategy, cache): [
             run_once(scenario, profiles, spec, cache, True, strategy, rep) for rep in range(reps)
         ]
-        for strategy in ("crowdio_streaming", "crowdio_barrier")
+        for strategy in (CROWDIO_STREAMING, CROWDIO_BARRIER)
         for cache in ("warm", "cold")
     }
-    warm_streaming = runs[("crowdio_streaming", "warm")]
-    cold_streaming = runs[("crowdio_streaming", "cold")]
+    warm_streaming = runs[(CROWDIO_STREAMING, "warm")]
+    cold_streaming = runs[(CROWDIO_STREAMING, "cold")]
 
     def latency_s(outcomes: list[CrowdOutcome]) -> list[float]:
         return [o.rows[0].total_ms / 1e3 for o in outcomes]
@@ -387,12 +388,12 @@ def compare_to_reference(
             "prediction: mean over the inputs, not the job's makespan",
         ),
         "pipeline_latency_barrier": (
-            latency_s(runs[("crowdio_barrier", "warm")]),
+            latency_s(runs[(CROWDIO_BARRIER, "warm")]),
             "s",
             "prediction (not published in the reference)",
         ),
         "input_latency_barrier": (
-            input_latency_s(runs[("crowdio_barrier", "warm")]),
+            input_latency_s(runs[(CROWDIO_BARRIER, "warm")]),
             "s",
             "prediction: mean over the inputs",
         ),

@@ -31,9 +31,9 @@ from scipy.optimize import least_squares
 
 from edgetwin.calibration.readers.gpu_bench import StagingCopy, VitLatency
 from edgetwin.calibration.readers.staged_exchange import StagedExchange
+from edgetwin.model_spec import ModelSpec
+from edgetwin.models.costs import block_flops, embed_flops
 from edgetwin.profile import ComputeParams, NetworkParams, StagingParams
-from edgetwin.scenario import ModelSpec
-from edgetwin.sim.costs import block_flops, embed_flops
 from edgetwin.sim.network import Channel
 
 LOOPBACK_MBPS = 100_000.0  # nominal rate of an unshaped loopback/veth link: the stack limits

@@ -28,10 +28,13 @@ from torch.multiprocessing.spawn import spawn
 from edgetwin.atomic import write_text_atomic
 from edgetwin.calibration.profile_io import host_ram_mb, write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces
+from edgetwin.emu.vit.exchange import HOST, GlooExchange
 from edgetwin.emu.vit.launcher import LOOPBACK_ADDR, free_port
 from edgetwin.emu.vit.model import build_vit, make_images
+from edgetwin.emu.vit.phases import PhaseClock
+from edgetwin.model_spec import ModelSpec
+from edgetwin.models.layout import full_rows
 from edgetwin.profile import DeviceProfile
-from edgetwin.scenario import ModelSpec
 
 BLOCKS = 12
 POWER_STATES = ("idle", "compute", "host", "staging", "comm", "load")
@@ -140,7 +143,8 @@ def write_vit_latency(path: Path, plan: MeasurementPlan) -> None:
 
 
 def write_staged_exchange(path: Path, plan: MeasurementPlan) -> None:
-    """Two local processes exchange [batch, rows, width] per block over GLOO, staged."""
+    """Two local processes exchange [batch, rows, width] per block over GLOO, staged, with
+    the real code's exchange (``GlooExchange``) on a two-partition layout."""
     port = free_port()
     spawn(_exchange_rank, args=(port, plan, str(path)), nprocs=2, join=True)  # type: ignore[no-untyped-call]
 
@@ -175,37 +179,29 @@ def _exchange_rank(rank: int, port: int, plan: MeasurementPlan, path: str) -> No
 def _exchange_reps(
     rank: int, batch: int, rows: int, plan: MeasurementPlan
 ) -> list[tuple[object, ...]]:
+    """Each rank holds ``rows`` rows and all-gathers them once per block, ``BLOCKS`` times."""
+    clock = PhaseClock(HOST)
+    exchange = GlooExchange(full_rows(2 * rows, 2), rank, clock)
     piece = torch.randn(batch, rows, plan.model.width)
-    gathered = [torch.empty_like(piece) for _ in range(2)]
-    result = torch.empty(2 * batch, rows, plan.model.width)
     records: list[tuple[object, ...]] = []
     for rep in range(-plan.warmup, plan.reps):
         dist.barrier()
-        phases = {"d2h": 0.0, "comm": 0.0, "h2d": 0.0}
-        start = time.perf_counter()
-        for _ in range(BLOCKS):
-            t0 = time.perf_counter()
-            host = piece.clone()  # the device->host copy; on a CPU, a host copy
-            t1 = time.perf_counter()
-            dist.all_gather(gathered, host)
-            t2 = time.perf_counter()
-            result.copy_(torch.cat(gathered))  # concatenate, then host->device
-            t3 = time.perf_counter()
-            phases["d2h"] += t1 - t0
-            phases["comm"] += t2 - t1
-            phases["h2d"] += t3 - t2
-        total = time.perf_counter() - start
+        sent = exchange.bytes_sent
+        clock.start()
+        for block in range(BLOCKS):
+            exchange.gather_context(f"block{block}", piece, piece)
+        timing = clock.stop()
         if rep >= 0:
             records.append(
                 (
                     rank,
                     batch,
                     rows,
-                    piece.nbytes,
+                    (exchange.bytes_sent - sent) // BLOCKS,
                     BLOCKS,
                     rep,
-                    *(round(phases[p] * 1e3, 4) for p in ("d2h", "comm", "h2d")),
-                    round(total * 1e3, 4),
+                    *(round(timing.phase_ms(p), 4) for p in ("stage_out", "comm", "stage_in")),
+                    round(timing.total_ms, 4),
                 )
             )
     return records

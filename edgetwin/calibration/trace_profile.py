@@ -50,8 +50,8 @@ from edgetwin.calibration.readers.staged_exchange import (
     read_staged_allgather_bw,
 )
 from edgetwin.errors import InputError
+from edgetwin.model_spec import ModelSpec
 from edgetwin.profile import DeviceProfile, load_profile
-from edgetwin.scenario import ModelSpec
 from edgetwin.schema import Strict, load_yaml_model, validation_error
 
 Section = Literal["compute", "staging", "network", "power"]

@@ -21,14 +21,13 @@ from typing import Literal
 from edgetwin.emu.vit.launcher import available_cores, launch_local
 from edgetwin.emu.vit.model import image_side
 from edgetwin.emu.vit.records import RankRecord, RunRecord
-from edgetwin.emu.vit.worker import model_args
+from edgetwin.emu.vit.worker import model_args, real_strategies
 from edgetwin.errors import InputError
+from edgetwin.models import registry
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
-from edgetwin.sim.costs import plan
 from edgetwin.sim.runner import configuration_columns, resolve_segments
 
-REAL_STRATEGIES = ("single", "voltage", "prism")
 ELEMENT_BYTES = 4  # the real code paths run fp32
 STARTUP_ALLOWANCE_S = 120.0  # imports, model build and process-group set-up of one launch
 SLOWEST_HOST_FLOPS_PER_S = 2e9  # for the launch deadline: a slow host, all ranks on its cores
@@ -56,8 +55,8 @@ def check_runnable(scenario: Scenario, path: Path | None = None) -> None:
         problem = f"local mode runs fp32 ({ELEMENT_BYTES} bytes per element)"
         raise InputError(path, "model.bytes_per_element", problem)
     for index, strategy in enumerate(scenario.strategies):
-        if strategy.name not in REAL_STRATEGIES:
-            problem = f"{strategy.name} has no real code path; local mode runs {REAL_STRATEGIES}"
+        if strategy.name not in real_strategies():
+            problem = f"{strategy.name} has no real code path; local mode runs {real_strategies()}"
             raise InputError(path, f"strategies.{index}.name", problem)
     for index, sweep in enumerate(scenario.sweeps):
         if max(sweep.devices) > scenario.model.tokens:
@@ -212,12 +211,16 @@ def _deadline_s(scenario: Scenario, launch: _Launch, warmup: int) -> float:
     """Start-up allowance plus every forward of the launch (and rank 0's single reference)
     at the speed of a slow host."""
     model = scenario.model
-    single = plan(model, "single", 1).flops_per_sample(0, model.blocks)
+    single = registry.cost_plan(model, registry.baseline().name, 1).flops_per_sample(
+        0, model.blocks
+    )
     forwards = warmup + scenario.repetitions + 1  # + one traced forward
     flops = 0.0
     for config in launch.configs:
         segments, _ = resolve_segments(scenario, config)
-        work = plan(model, config.strategy, config.devices, segments, scenario.input_source)
+        work = registry.cost_plan(
+            model, config.strategy, config.devices, segments, scenario.input_source
+        )
         per_sample = sum(work.flops_per_sample(r, model.blocks) for r in range(config.devices))
         flops += config.batch * (forwards * per_sample + single)
     return STARTUP_ALLOWANCE_S + flops / SLOWEST_HOST_FLOPS_PER_S

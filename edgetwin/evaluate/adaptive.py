@@ -21,11 +21,12 @@ from pydantic import Field, field_validator
 
 from edgetwin.errors import InputError
 from edgetwin.evaluate.profiling import profile_twin, rows_at_tokens
+from edgetwin.models import registry
+from edgetwin.models.registry import CandidateKey
 from edgetwin.policies.adaptive import POLICIES, Objective, SelectionPolicy, make_policy
 from edgetwin.policies.perf_map import (
     Estimate,
     PerformanceMap,
-    candidate_label,
     map_from_table,
 )
 from edgetwin.results import ResultRow
@@ -133,7 +134,7 @@ class ConditionResult:
     def distributed_wins(self, policy: str | None) -> bool:
         """Whether the oracle (policy None) or the policy picked a distributed candidate."""
         label = self.oracle if policy is None else self.choices[policy].label
-        return label != "single"
+        return label != _baseline_label()
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,7 @@ class Evaluation:
     perf_map: PerformanceMap
     conditions: tuple[ConditionResult, ...]
     scores: dict[str, PolicyScore]
+    candidates: dict[str, CandidateKey]  # every label above -> what it stands for
 
     def crossover_batch(self) -> list[dict[str, Any]]:
         """Per bandwidth, device count and tokens: the smallest batch where distributed wins."""
@@ -253,7 +255,15 @@ def evaluate(
         for key, here in truth.items()
     ]
     scores = {name: score_policy(name, conditions) for name in policies}
-    return Evaluation(scenario.name, settings, perf_map, tuple(conditions), scores)
+    keys = [_key(r) for r in rows] + [
+        CandidateKey(c.strategy, c.devices, c.cr) for c in perf_map.candidates
+    ]
+    candidates = {key.label: key for key in keys}
+    return Evaluation(scenario.name, settings, perf_map, tuple(conditions), scores, candidates)
+
+
+def _baseline_label() -> str:
+    return registry.candidate_label(registry.baseline().name)
 
 
 ConditionKey = tuple[int, float, int, int]  # batch, bandwidth_mbps, devices up, tokens
@@ -270,7 +280,8 @@ def _score_condition(
 ) -> ConditionResult:
     """The oracle, each policy's pick and the best profiled candidate at one condition."""
     batch, bw, devices, tokens = key
-    costs = {label: objective.cost(value, truth["single"]) for label, value in truth.items()}
+    baseline = truth[_baseline_label()]
+    costs = {label: objective.cost(value, baseline) for label, value in truth.items()}
     oracle = min(costs, key=costs.__getitem__)
     picks = {}
     for name, policy in policies.items():
@@ -309,15 +320,16 @@ def _truth_by_condition(
         assert r.tokens is not None  # rows_at_tokens tags every row
         by_cell.setdefault((r.batch, r.bandwidth_mbps, r.tokens), []).append(r)
     truth = {
-        (batch, bw, up, tokens): {_label(r): _estimate(r) for r in here if r.devices <= up}
+        (batch, bw, up, tokens): {_key(r).label: _estimate(r) for r in here if r.devices <= up}
         for (batch, bw, tokens), here in by_cell.items()
         for up in devices_up
     }
     return dict(sorted(truth.items()))
 
 
-def _label(row: ResultRow) -> str:
-    return candidate_label(row.strategy, row.cr, row.devices)
+def _key(row: ResultRow) -> CandidateKey:
+    """A row's candidate (by CR, as the map knows it, not by the segments it resolves to)."""
+    return CandidateKey(row.strategy, row.devices, row.cr)
 
 
 def _estimate(row: ResultRow) -> Estimate:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from edgetwin.models import registry
 from edgetwin.plan.capacity import crowd_capacity, describe_capacity
 from edgetwin.plan.questions import (
     BestMode,
@@ -30,13 +31,8 @@ CandidateKey = tuple[str, int, float | None, int | None]
 Cell = tuple[int, float]  # batch, bandwidth_mbps
 
 
-def label(strategy: str, devices: int, cr: float | None, segments: int | None) -> str:
-    """``single``, ``prism cr 9.9 x2``, ``prism L10 x4``, ``voltage x2``."""
-    if strategy == "single":
-        return "single"
-    param = f" cr {cr:g}" if cr is not None else ""
-    param = f" L{segments}" if cr is None and segments is not None else param
-    return f"{strategy}{param} x{devices}"
+def _one_device(key: CandidateKey) -> bool:
+    return registry.strategy(key[0]).one_device
 
 
 def group(rows: Iterable[ResultRow]) -> dict[CandidateKey, dict[Cell, list[ResultRow]]]:
@@ -117,7 +113,7 @@ def smallest_fleet(
     seg = strategy.segments[0] if strategy.segments else None
     return {
         "target_p95_ms": target,
-        "strategy": label(strategy.name, 0, cr, seg).removesuffix(" x0"),
+        "strategy": registry.candidate_label(strategy.name, None, cr, seg),
         "devices": devices,
         "bandwidths_mbps": list(bandwidths),
         "per_batch": per_batch,
@@ -137,11 +133,11 @@ def crossover(
 ) -> dict[str, Any]:
     """Per batch and fleet size: the bandwidth from which the best variant beats one device."""
     bws = sorted(bandwidths)
-    single = next(cells for key, cells in grouped.items() if key[0] == "single")
+    single = next(cells for key, cells in grouped.items() if _one_device(key))
     curves = []
     for devices in sorted(fleet_sizes):
         variants = {
-            k: cells for k, cells in grouped.items() if k[0] != "single" and k[1] == devices
+            k: cells for k, cells in grouped.items() if not _one_device(k) and k[1] == devices
         }
         for batch in batches:
             single_ms = [mean_of(single[(batch, bw)], "total_ms") for bw in bws]
@@ -165,7 +161,7 @@ def _best(
 ) -> tuple[str | None, float | None]:
     """The fastest variant (by mean latency) at a cell, and its latency."""
     scored = [
-        (value, label(*key))
+        (value, registry.candidate_label(*key))
         for key, cells in variants.items()
         if (value := mean_of(cells[cell], "total_ms")) is not None
     ]
@@ -215,7 +211,7 @@ def best_mode(
             if latency is not None and energy is not None:
                 points.append(
                     {
-                        "candidate": label(*key),
+                        "candidate": registry.candidate_label(*key),
                         "batch": batch,
                         "bandwidth_mbps": bw,
                         "latency_ms": latency,

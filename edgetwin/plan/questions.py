@@ -20,6 +20,8 @@ from pydantic import (
 )
 
 from edgetwin.errors import InputError
+from edgetwin.models import registry
+from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.scenario import ConstantDist, Scenario, StrategySpec
 from edgetwin.schema import (
@@ -33,8 +35,6 @@ from edgetwin.schema import (
     validation_error,
 )
 from edgetwin.sim.crowd.runner import prepare_crowd
-
-DISTRIBUTED = ("voltage", "prism", "tensor_parallel")
 
 
 class Axes(StrictSweep):
@@ -59,8 +59,12 @@ class CrowdAxes(Strict):
 
 
 def _distributed(strategy: StrategySpec) -> StrategySpec:
-    if strategy.name not in DISTRIBUTED:
-        raise ValueError(f"strategy must be distributed: one of {DISTRIBUTED}")
+    """A strategy the twin runs on several devices."""
+    distributed = tuple(
+        s.name for s in registry.strategies() if s.cost_plan is not None and not s.one_device
+    )
+    if strategy.name not in distributed:
+        raise ValueError(f"strategy must be distributed: one of {distributed}")
     return strategy
 
 
@@ -102,9 +106,16 @@ class CrowdCapacity(Strict):
     defines "keeps up"); ``target_p95_s`` defaults to T."""
 
     kind: Literal["crowd_capacity"]
-    strategy: Literal["crowdio_streaming", "crowdio_barrier"] = "crowdio_streaming"
+    strategy: str = CROWDIO_STREAMING
     scheduler: str = Field("affinity", pattern=r"^[a-z_]+$")
     target_p95_s: PositiveFloat | None = None
+
+    @field_validator("strategy")
+    @classmethod
+    def _pipeline(cls, name: str) -> str:
+        if registry.strategy(name).pipeline is None:
+            raise ValueError(f"{name} is not a crowd pipeline")
+        return name
 
     @field_validator("scheduler")
     @classmethod
@@ -253,5 +264,6 @@ def _strategies(
     if isinstance(kind, SmallestFleet):
         return [kind.strategy.model_dump(mode="json", exclude_defaults=True)]
     if isinstance(kind, Crossover):
-        return [{"name": "single"}, kind.strategy.model_dump(mode="json", exclude_defaults=True)]
+        baseline = {"name": registry.baseline().name}
+        return [baseline, kind.strategy.model_dump(mode="json", exclude_defaults=True)]
     return None

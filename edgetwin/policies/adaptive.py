@@ -183,9 +183,9 @@ class AlwaysDistributedPolicy(_MapPolicy):
     name: ClassVar[str] = "always_distributed"
 
     def pick(self, at: Condition) -> Decision:
-        if all(c.strategy == "single" for c in self.map.candidates):
+        if all(c.one_device for c in self.map.candidates):
             raise ValueError("the map has no distributed candidate")
-        distributed = [c for c in self.candidates(at.devices_up) if c.strategy != "single"]
+        distributed = [c for c in self.candidates(at.devices_up) if not c.one_device]
         best = min(distributed, key=self._overall_log_ratio, default=self.map.single)
         return self.decide(best, at)
 
@@ -218,7 +218,7 @@ class FlopHeuristicPolicy(_MapPolicy):
         g_single = single.gflops_per_device
         best: tuple[float, Candidate] = (0.0, single)
         for c in self.candidates(at.devices_up):
-            if c.strategy == "single" or g_single is None or c.gflops_per_device is None:
+            if c.one_device or g_single is None or c.gflops_per_device is None:
                 continue
             rate_gflops = g_single * at.batch / single_s
             saved_s = (g_single - c.gflops_per_device) * at.batch / rate_gflops

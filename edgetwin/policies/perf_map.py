@@ -21,15 +21,15 @@ from pathlib import Path
 from typing import Annotated, Literal, NamedTuple
 
 import numpy as np
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import InputError
+from edgetwin.models import registry
+from edgetwin.models.layout import segments_for_cr
 from edgetwin.results import ResultRow, read_results
 from edgetwin.schema import PositiveFloat, PositiveInt, Strict, validation_error
-from edgetwin.sim.costs import segments_for_cr
 
-SELECTABLE = ("single", "voltage", "prism", "tensor_parallel")
 VERSION: Literal[2] = 2
 Cell = Annotated[float, Field(ge=0)] | None  # None: failed run or not measured
 Grid = tuple[tuple[tuple[Cell, ...], ...], ...]  # [tokens][batch][bandwidth]
@@ -42,7 +42,7 @@ class Candidate(Strict):
     (L = round(tokens / (CR x devices)), as the twin and the real code resolve a CR).
     """
 
-    strategy: Literal["single", "voltage", "prism", "tensor_parallel"]
+    strategy: str
     devices: PositiveInt
     cr: PositiveFloat | None = None
     # per sample at the first length (the heuristic uses only its ratio to single's)
@@ -51,23 +51,27 @@ class Candidate(Strict):
     latency_ms: Grid
     energy_j: Grid
 
+    @field_validator("strategy")
+    @classmethod
+    def _selectable(cls, name: str) -> str:
+        if not registry.strategy(name).selectable:
+            raise ValueError(f"{name} is not a strategy the adaptive policy may pick")
+        return name
+
     def segments(self, tokens: float) -> int | None:
-        """Segments L of a Prism candidate at a sequence length (None otherwise)."""
-        if self.strategy != "prism" or self.cr is None:
+        """Segments L of a candidate with a CR at a sequence length (None otherwise)."""
+        if self.cr is None:
             return None
         return segments_for_cr(round(tokens), self.devices, self.cr)
 
     @property
+    def one_device(self) -> bool:
+        return registry.strategy(self.strategy).one_device
+
+    @property
     def label(self) -> str:
-        """Short name: ``single``, ``voltage x2``, ``prism cr 9.9 x2``."""
-        return candidate_label(self.strategy, self.cr, self.devices)
-
-
-def candidate_label(strategy: str, cr: float | None, devices: int) -> str:
-    """A candidate's name: ``single``, ``voltage x2``, ``prism cr 9.9 x2``."""
-    if strategy == "single":
-        return "single"
-    return f"{strategy}{'' if cr is None else f' cr {cr:g}'} x{devices}"
+        """``single``, ``voltage x2``, ``prism cr 9.9 x2`` (``registry.candidate_label``)."""
+        return registry.candidate_label(self.strategy, self.devices, self.cr)
 
 
 class PerformanceMap(Strict):
@@ -102,15 +106,15 @@ class PerformanceMap(Strict):
                 if not _has_shape(getattr(c, key), dims):
                     size = " x ".join(map(str, dims))
                     raise ValueError(f"candidates.{i}.{key} must be {size} (tokens x batch ...)")
-        if not any(c.strategy == "single" for c in self.candidates):
-            raise ValueError("the map needs a 'single' candidate")
+        if not any(c.one_device for c in self.candidates):
+            raise ValueError(f"the map needs a '{registry.baseline().name}' candidate")
         if len({c.label for c in self.candidates}) != len(self.candidates):
             raise ValueError("candidates must be unique (strategy, cr, devices)")
         return self
 
     @property
     def single(self) -> Candidate:
-        return next(c for c in self.candidates if c.strategy == "single")
+        return next(c for c in self.candidates if c.one_device)
 
     @property
     def devices(self) -> tuple[int, ...]:
@@ -216,7 +220,7 @@ def map_from_rows(
     """Group rows by candidate and grid cell; repetitions are averaged, failed runs are null."""
     cells: dict[CandidateKey, dict[GridCell, list[ResultRow]]] = defaultdict(dict)
     for row in rows:
-        if row.strategy in SELECTABLE:
+        if row.strategy in registry.names() and registry.strategy(row.strategy).selectable:
             tokens = default_tokens if row.tokens is None else row.tokens
             cell = (tokens, row.batch, row.bandwidth_mbps)
             cells[(row.strategy, row.devices, row.cr)].setdefault(cell, []).append(row)
@@ -225,14 +229,15 @@ def map_from_rows(
         sorted({b for grid in cells.values() for _, b, _ in grid}),
         sorted({bw for grid in cells.values() for _, _, bw in grid}),
     )
-    candidates = [_candidate(key, grid, axes, path) for key, grid in cells.items()]
+    by_devices = sorted(cells.items(), key=lambda item: item[0][1])  # single first
+    candidates = [_candidate(key, grid, axes, path) for key, grid in by_devices]
     raw = {
         "scenario": scenario,
         "source": source,
         "tokens": axes.tokens,
         "batches": axes.batches,
         "bandwidths_mbps": axes.bandwidths_mbps,
-        "candidates": sorted(candidates, key=lambda c: (c["devices"], c["strategy"] != "single")),
+        "candidates": candidates,
     }
     return validate_map(raw, path)
 

@@ -153,7 +153,7 @@ def _mode_heatmaps(evaluation: Evaluation, devices: int, tokens: int) -> go.Figu
     palette = qualitative.Plotly
     steps = max(len(labels) - 1, 1)
     scale = [[i / steps, palette[i % len(palette)]] for i in range(len(labels))]
-    short = {label: _short(label) for label in labels}
+    short = {label: evaluation.candidates[label].short_label for label in labels}
     for col, pick in ((1, _oracle_label), (2, _adaptive_label)):
         grid = {(c.batch, c.bandwidth_mbps): pick(c) for c in here}
         text = [[grid.get((b, bw), "") for b in batches] for bw in bandwidths]
@@ -183,16 +183,6 @@ def _mode_heatmaps(evaluation: Evaluation, devices: int, tokens: int) -> go.Figu
         template="plotly_white",
     )
     return fig
-
-
-def _short(label: str) -> str:
-    """A cell label from a candidate's: S, V2, TP4, P9.9x2 (strategy, CR, devices)."""
-    if label == "single":
-        return "S"
-    strategy, *rest = label.split()
-    letter = {"voltage": "V", "prism": "P"}.get(strategy, "TP")
-    cr = rest[1] + "x" if rest[0] == "cr" else ""
-    return f"{letter}{cr}{rest[-1].removeprefix('x')}"
 
 
 def _oracle_label(condition: ConditionResult) -> str:

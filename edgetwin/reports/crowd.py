@@ -13,10 +13,10 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from edgetwin.models import registry
 from edgetwin.reports.figures import HEIGHT_PX
 from edgetwin.results import ResultRow
 
-CROWD_STRATEGIES = ("crowdio_streaming", "crowdio_barrier")
 ACTIVITY_COLORS = {
     "load": "#d62728",
     "infer": "#1f77b4",
@@ -28,7 +28,12 @@ Records = Mapping[str, Sequence[Mapping[str, Any]]]
 
 
 def is_crowd(rows: Sequence[ResultRow]) -> bool:
-    return bool(rows) and all(row.strategy in CROWD_STRATEGIES for row in rows)
+    return bool(rows) and all(_pipeline(row.strategy) is not None for row in rows)
+
+
+def _pipeline(strategy: str) -> str | None:
+    """The dependency mode of a crowd strategy (None: not a crowd strategy)."""
+    return registry.strategy(strategy).pipeline if strategy in registry.names() else None
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
@@ -46,8 +51,8 @@ def latency_distribution_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
     """Job latency (s) per dependency mode and scheduler, over repetitions and jobs."""
     groups: dict[str, list[float]] = defaultdict(list)
     for row in rows:
-        if row.status == "ok" and row.strategy in CROWD_STRATEGIES:
-            label = row.strategy.removeprefix("crowdio_")
+        label = _pipeline(row.strategy)
+        if row.status == "ok" and label is not None:
             groups[f"{label} / {row.scheduler}" if row.scheduler else label].append(
                 row.total_ms / 1e3
             )

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import fmean
 
-from edgetwin.results import STRATEGIES, ResultRow
+from edgetwin.models import registry
+from edgetwin.results import ResultRow
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,9 @@ def config_of(row: ResultRow) -> Config:
 
 
 def config_order(config: Config) -> tuple[int, str, int, float, int]:
-    """Sort key: strategies in STRATEGIES order, then devices, CR, segments."""
-    rank = STRATEGIES.index(config.strategy) if config.strategy in STRATEGIES else len(STRATEGIES)
+    """Sort key: strategies in registry order, then devices, CR, segments."""
+    known = registry.names()
+    rank = known.index(config.strategy) if config.strategy in known else len(known)
     return (rank, config.strategy, config.devices, config.cr or 0.0, config.segments or 0)
 
 
@@ -78,24 +80,17 @@ def average_reps(rows: Iterable[ResultRow]) -> list[Point]:
     return sorted(points, key=lambda p: (config_order(p.config), p.batch, p.bandwidth_mbps))
 
 
-def _short_label(config: Config) -> str:
-    return config.strategy if config.cr is None else f"{config.strategy} CR {config.cr:g}"
-
-
 def config_labels(configs: Iterable[Config]) -> dict[Config, str]:
-    """Labels like ``prism CR 9.9``; devices and segments are added only when needed."""
+    """Candidate labels (``prism cr 9.9``); devices and segments only where needed."""
     unique = sorted(set(configs), key=config_order)
-    shared = Counter(_short_label(c) for c in unique)
-    labels = {}
-    for config in unique:
-        label = _short_label(config)
-        if shared[label] > 1:
-            extra = f"{config.devices} dev"
-            if config.segments is not None:
-                extra += f", {config.segments} seg"
-            label = f"{label} ({extra})"
-        labels[config] = label
-    return labels
+    short = {c: registry.candidate_label(c.strategy, cr=c.cr) for c in unique}
+    shared = Counter(short.values())
+    return {
+        c: registry.candidate_label(c.strategy, c.devices, c.cr, c.segments)
+        if shared[short[c]] > 1
+        else short[c]
+        for c in unique
+    }
 
 
 def most_common_bandwidth(points: Sequence[Point]) -> float | None:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import simpy
 
+from edgetwin.models.costs import CostPlan, Exchange
 from edgetwin.sim.collectives import run_collective
-from edgetwin.sim.costs import Exchange, Plan
 from edgetwin.sim.device import Device
 from edgetwin.sim.network import Network
 
@@ -46,7 +46,7 @@ class Forward:
     """A forward of ``batch`` samples of ``plan`` over ``devices`` (rank order)."""
 
     env: simpy.Environment
-    plan: Plan
+    plan: CostPlan
     devices: list[Device]
     network: Network
     batch: int
@@ -148,7 +148,10 @@ class Forward:
         meeting = self._rendezvous.setdefault(key, _Rendezvous(0, self.env.event()))
         meeting.arrived += 1
         if meeting.arrived == len(self.devices):
-            piece_bytes = [rows * self.batch * self.row_bytes for rows in exchange.rows_per_rank]
+            piece_bytes = [
+                exchange.wire_rows(piece) * self.batch * self.row_bytes
+                for piece in range(len(self.devices))
+            ]
             finished = self.env.process(
                 run_collective(
                     self.env, self.network, self.devices, exchange.collective, piece_bytes

@@ -12,10 +12,12 @@ import numpy as np
 import simpy
 
 from edgetwin.errors import InputError
+from edgetwin.models import registry
+from edgetwin.models.costs import CostPlan
+from edgetwin.models.layout import segments_for_cr
 from edgetwin.profile import MB, DeviceProfile, bootstrap_variant, load_profile
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, configurations
-from edgetwin.sim.costs import Plan, plan, segments_for_cr
 from edgetwin.sim.device import Device, DeviceLeft, Interval
 from edgetwin.sim.forward import Forward
 from edgetwin.sim.network import Network
@@ -66,9 +68,9 @@ def _device_profile(spec: DeviceSpec, index: int, scenario_path: Path | None) ->
 
 
 def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | None, float | None]:
-    """Segments L and compression ratio CR of a configuration (prism only)."""
+    """Segments L and compression ratio CR of a configuration (strategies taking them)."""
     tokens = scenario.model.tokens
-    if config.strategy != "prism":
+    if not registry.strategy(config.strategy).params:
         return None, None
     if config.segments is not None:
         return config.segments, round(tokens / (config.segments * config.devices), 2)
@@ -117,7 +119,9 @@ def simulate(
     stacks = {d.name: d.profile.network for d in devices}
     network = Network(env, scenario.network, config.bandwidth_mbps, stacks)
     segments, _ = resolve_segments(scenario, config)
-    work = plan(scenario.model, config.strategy, config.devices, segments, scenario.input_source)
+    work = registry.cost_plan(
+        scenario.model, config.strategy, config.devices, segments, scenario.input_source
+    )
     row_bytes = scenario.model.width * scenario.model.bytes_per_element
     status = _load_model(devices, work, config.batch, row_bytes)
     jitter = _jitter(rng, scenario.noise_cv)
@@ -145,7 +149,7 @@ def _profile_for_rep(scenario: Scenario, profile: DeviceProfile, rep: int) -> De
     return bootstrap_variant(profile, rep) if scenario.sample_profiles else profile
 
 
-def _load_model(devices: list[Device], work: Plan, batch: int, row_bytes: int) -> str:
+def _load_model(devices: list[Device], work: CostPlan, batch: int, row_bytes: int) -> str:
     """Make weights and activations resident; a device they do not fit fails the run."""
     for rank, device in enumerate(devices):
         own = work.partition_tokens[rank]
@@ -233,7 +237,9 @@ def _row(
 def configuration_columns(scenario: Scenario, config: Configuration) -> dict[str, Any]:
     """The columns that name a configuration, and the mean GFLOPs a device does per sample."""
     segments, cr = resolve_segments(scenario, config)
-    work = plan(scenario.model, config.strategy, config.devices, segments, scenario.input_source)
+    work = registry.cost_plan(
+        scenario.model, config.strategy, config.devices, segments, scenario.input_source
+    )
     gflops = [work.flops_per_sample(r, scenario.model.blocks) / 1e9 for r in range(config.devices)]
     return {
         "scenario": scenario.name,

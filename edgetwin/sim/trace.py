@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from edgetwin.models.registry import candidate_label
 from edgetwin.sim.runner import RunOutcome
 
 PHASE_OF_STATE = {
@@ -25,9 +26,8 @@ def chrome_trace(outcomes: Iterable[RunOutcome]) -> dict[str, Any]:
     events: list[dict[str, Any]] = []
     for pid, outcome in enumerate(outcomes):
         row = outcome.row
-        label = f"{row.strategy} P={row.devices} b={row.batch} {row.bandwidth_mbps:g} Mbps"
-        if row.segments is not None:
-            label += f" L={row.segments}"
+        candidate = candidate_label(row.strategy, row.devices, row.cr, row.segments)
+        label = f"{candidate} b={row.batch} {row.bandwidth_mbps:g} Mbps"
         events.append(
             {
                 "ph": "M",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgetwin.calibration.readers._csv import read_rows
-from edgetwin.results import STRATEGIES
+from edgetwin.models import registry
 
 METRIC_COLUMNS = ("metric", "mean", "std", "unit")
 MODEL_COST_COLUMNS = ("strategy", "devices", "gflops_per_device", "compute_speedup_pct")
@@ -63,7 +63,7 @@ def read_model_costs(path: Path) -> list[ModelCost]:
     """Rows of a ``model_costs.csv``."""
     return [
         ModelCost(
-            strategy=row.choice("strategy", STRATEGIES),
+            strategy=row.choice("strategy", registry.names()),
             devices=row.integer("devices", minimum=1),
             cr=row.optional_positive("cr"),
             segments=row.optional_integer("segments", minimum=1),

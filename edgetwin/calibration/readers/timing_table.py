@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgetwin.calibration.readers._csv import Row, read_rows
-from edgetwin.results import MODES, STRATEGIES, row_key
+from edgetwin.models import registry
+from edgetwin.results import MODES, row_key
 
 REQUIRED_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps", "total_ms")
 METRIC_COLUMNS = ("compute_ms", "staging_ms", "comm_ms", "total_ms", "per_sample_ms", "energy_j")
@@ -74,7 +75,7 @@ def read_timing_table(path: Path) -> list[TimingRecord]:
 def _record(row: Row) -> TimingRecord:
     metrics = {c: row.optional_number(c, minimum=0.0) for c in METRIC_COLUMNS}
     return TimingRecord(
-        strategy=row.choice("strategy", STRATEGIES),
+        strategy=row.choice("strategy", registry.names()),
         devices=row.integer("devices", minimum=1),
         batch=row.integer("batch", minimum=1),
         bandwidth_mbps=row.number("bandwidth_mbps", minimum=0.0),

@@ -15,6 +15,7 @@ compressed results the workers sent, ``bytes_moved`` everything moved for the jo
 from __future__ import annotations
 
 from edgetwin.emu.crowdio.records import PipelineSummary
+from edgetwin.models import registry
 from edgetwin.results import ResultRow
 
 
@@ -37,7 +38,7 @@ def summary_row(
     return ResultRow(
         scenario=scenario,
         mode=mode,
-        strategy=f"crowdio_{summary.mode}",
+        strategy=registry.pipeline_strategy(summary.mode).name,
         devices=len(summary.workers),
         batch=summary.inputs,
         bandwidth_mbps=bandwidth_mbps,

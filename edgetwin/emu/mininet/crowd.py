@@ -34,6 +34,7 @@ from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, 
 from edgetwin.emu.mininet.topology import HostLimits, build_topology, link_state_command
 from edgetwin.errors import InputError, LaunchError, RunFailed
 from edgetwin.links import worst_error_pct
+from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.results import ResultRow
 from edgetwin.scenario import EmulatorSpec, Scenario
 from edgetwin.sim.crowd.fleet import PhoneSetup, expand_fleet, resolve_classes
@@ -179,7 +180,7 @@ def run_crowd_emu(
                 result.links.extend(checks)
             link_error = worst_error_pct(c.error_pct for c in checks)
             for run in crowd_runs(scenario):
-                mode: Mode = "streaming" if run.strategy == "crowdio_streaming" else "barrier"
+                mode: Mode = "streaming" if run.strategy == CROWDIO_STREAMING else "barrier"
                 job = pipeline_job(
                     stages, inputs, mode=mode, scheduler=run.scheduler, seed=scenario.seed
                 )

@@ -13,8 +13,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from edgetwin.emu.vit.layout import Layout
 from edgetwin.emu.vit.phases import PhaseClock
+from edgetwin.models.layout import Layout
 
 HOST = torch.device("cpu")
 

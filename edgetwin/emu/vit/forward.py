@@ -17,9 +17,9 @@ import torch
 from torch import Tensor
 
 from edgetwin.emu.vit.exchange import GlooExchange
-from edgetwin.emu.vit.layout import Layout
 from edgetwin.emu.vit.model import EncoderBlock, ViT
 from edgetwin.emu.vit.phases import PhaseClock
+from edgetwin.models.layout import Layout
 
 InputSource = Literal["terminal", "replicated"]
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from edgetwin.scenario import ModelSpec
+from edgetwin.model_spec import ModelSpec
 
 LAYER_NORM_EPS = 1e-6
 INIT_STD = 0.02

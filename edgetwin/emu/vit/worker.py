@@ -27,14 +27,15 @@ from pydantic import ValidationError
 from torch import Tensor
 
 from edgetwin.emu.vit.forward import RankForward
-from edgetwin.emu.vit.layout import STRATEGIES, make_layout
 from edgetwin.emu.vit.model import ViT, build_vit, image_side, make_images
 from edgetwin.emu.vit.phases import ForwardTiming, PhaseClock
 from edgetwin.emu.vit.records import RankRecord, RunRecord, write_record
 from edgetwin.errors import InputError
+from edgetwin.model_spec import ModelSpec
+from edgetwin.models import registry
+from edgetwin.models.layout import segments_for_cr
+from edgetwin.models.strategy import VIT_WORKER
 from edgetwin.policies.adaptive import AdaptivePolicy
-from edgetwin.scenario import ModelSpec
-from edgetwin.sim.costs import segments_for_cr
 
 MODEL_FLAGS = {
     "tokens": int,
@@ -56,6 +57,11 @@ def model_args(spec: ModelSpec) -> list[str]:
     return args
 
 
+def real_strategies() -> tuple[str, ...]:
+    """The strategies this worker runs."""
+    return tuple(s.name for s in registry.strategies() if s.entry_point == VIT_WORKER)
+
+
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m edgetwin.emu.vit.worker", description=__doc__.split("\n\n")[0]
@@ -68,7 +74,7 @@ def parser() -> argparse.ArgumentParser:
     where.add_argument("--iface", help="network interface for GLOO (sets GLOO_SOCKET_IFNAME)")
     where.add_argument("--timeout-s", type=float, default=300.0, help="GLOO operation timeout")
     what = parser.add_argument_group("what to run")
-    what.add_argument("--strategy", choices=(*STRATEGIES, "adaptive"), required=True)
+    what.add_argument("--strategy", choices=(*real_strategies(), "adaptive"), required=True)
     what.add_argument(
         "--policy-map",
         type=Path,
@@ -124,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         image_side(spec)
         for segments in segment_values:
-            make_layout(args.strategy, spec.tokens, args.world, segments)
+            registry.layout(args.strategy, spec.tokens, args.world, segments)
     except ValueError as exc:
         cli.error(str(exc))
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -193,7 +199,7 @@ def run_rank(
 def _run(
     args: argparse.Namespace, model: ViT, device: torch.device, batch: int, segments: int | None
 ) -> RunRecord:
-    layout = make_layout(args.strategy, model.spec.tokens, args.world, segments)
+    layout = registry.layout(args.strategy, model.spec.tokens, args.world, segments)
     clock = PhaseClock(device)
     forward = RankForward(model, layout, args.rank, batch, clock, args.input_source)
     embeds_here = args.rank == 0 or args.input_source == "replicated"

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from edgetwin.models.strategies.crowdio import CROWDIO_BARRIER, CROWDIO_STREAMING
 from edgetwin.policies.scheduling import TaskView
 from edgetwin.scenario import CrowdJobSpec, StageSpec
 
-MODES = {"crowdio_streaming": "streaming", "crowdio_barrier": "barrier"}
+MODES = {CROWDIO_STREAMING: "streaming", CROWDIO_BARRIER: "barrier"}
 
 
 class TaskState(Enum):

@@ -1,8 +1,11 @@
-"""Which token rows each rank holds and what it sends per block (pure; no torch).
+"""Which token rows each rank holds and sends per block: the one partition layout.
 
 Partitions are contiguous and the terminal (rank 0) takes the remainder and
 the CLS token (``partition_sizes``). Prism splits each partition into
-min(L, rows) contiguous segments the same way and sends their means.
+min(L, rows) contiguous segments the same way and sends their means. An
+all-gather needs equal shapes: every contribution crosses the wire padded to
+``padded_rows`` and is cut back to its true rows on arrival. The twin's cost
+plan, the real exchange and the machine calibration all read this layout.
 """
 
 from __future__ import annotations
@@ -10,16 +13,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from edgetwin.sim.costs import partition_sizes
 
-STRATEGIES = ("single", "voltage", "prism")
+def partition_sizes(tokens: int, devices: int) -> tuple[int, ...]:
+    """Contiguous partitions; the first ones (the terminal first) take the remainder."""
+    base, extra = divmod(tokens, devices)
+    return tuple(base + (1 if p < extra else 0) for p in range(devices))
+
+
+def segments_for_cr(tokens: int, devices: int, cr: float) -> int:
+    """Segments per partition L for a compression ratio CR = N / (L P)."""
+    return max(1, round(tokens / (cr * devices)))
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Rows per rank; for prism also each rank's segment sizes (``None``: full rows are sent)."""
+    """Rows per rank; for segment means also each rank's segment sizes (``None``: full rows)."""
 
-    strategy: str
     partition_rows: tuple[int, ...]
     segment_rows: tuple[tuple[int, ...], ...] | None = None
 
@@ -37,20 +46,23 @@ class Layout:
         return start, start + self.partition_rows[rank]
 
     def sent_rows(self, rank: int) -> int:
-        """Rows ``rank`` contributes to each block's all_gather."""
+        """True rows ``rank`` contributes to each block's all-gather (padding excluded)."""
         if self.segment_rows is None:
             return self.partition_rows[rank]
         return len(self.segment_rows[rank])
 
     @property
+    def sent_rows_per_rank(self) -> tuple[int, ...]:
+        return tuple(self.sent_rows(rank) for rank in range(self.world))
+
+    @property
     def padded_rows(self) -> int:
-        """all_gather needs equal shapes: every contribution is padded to this many rows."""
-        return max(self.sent_rows(rank) for rank in range(self.world))
+        """Rows every contribution crosses the wire as (all-gather needs equal shapes)."""
+        return max(self.sent_rows_per_rank)
 
     def context_rows(self, rank: int) -> int:
         """Rows ``rank``'s keys/values are computed over (own rows plus what it receives)."""
-        received = sum(self.sent_rows(q) for q in range(self.world) if q != rank)
-        return self.partition_rows[rank] + received
+        return self.partition_rows[rank] + sum(self.sent_rows_per_rank) - self.sent_rows(rank)
 
     def context_log_counts(self, rank: int) -> tuple[float, ...] | None:
         """log(tokens a context row stands for), in rank order; ``None`` when every row is one."""
@@ -67,20 +79,16 @@ class Layout:
         return tuple(counts)
 
 
-def make_layout(strategy: str, tokens: int, world: int, segments: int | None = None) -> Layout:
-    """The layout of ``strategy`` on ``world`` ranks (prism needs ``segments`` L >= 1)."""
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; the real code paths: {STRATEGIES}")
-    if (strategy == "single") != (world == 1):
-        raise ValueError(f"{strategy} cannot run on {world} rank(s)")
+def full_rows(tokens: int, world: int) -> Layout:
+    """Every rank sends its whole partition (full exchange; one rank: nothing is sent)."""
     if world > tokens:
         raise ValueError(f"{tokens} tokens cannot be split over {world} ranks")
-    if (strategy == "prism") != (segments is not None):
-        raise ValueError("prism needs segments; the other strategies take none")
-    rows = partition_sizes(tokens, world)
-    if segments is None:
-        return Layout(strategy, rows)
+    return Layout(partition_sizes(tokens, world))
+
+
+def segment_means(tokens: int, world: int, segments: int) -> Layout:
+    """Every rank sends the means of min(L, rows) contiguous segments of its partition."""
     if segments < 1:
         raise ValueError(f"segments must be >= 1 (got {segments})")
-    sizes = tuple(partition_sizes(own, min(segments, own)) for own in rows)
-    return Layout(strategy, rows, sizes)
+    rows = full_rows(tokens, world).partition_rows
+    return Layout(rows, tuple(partition_sizes(own, min(segments, own)) for own in rows))

@@ -1,0 +1,54 @@
+"""The model a scenario runs: a Transformer by preset (``vit_b16``, ``bert_base``, ...)
+or by its dimensions. The scenario schema and the cost models both read it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, model_validator
+
+from edgetwin.schema import PositiveFloat, PositiveInt, Strict
+
+_PRESET_FIELDS = ("tokens", "width", "blocks", "heads", "patch_size", "channels", "classes")
+_PRESET_VALUES = {
+    "vit_b16": (197, 768, 12, 12, 16, 3, 10),
+    "vit_l16": (197, 1024, 24, 16, 16, 3, 10),
+    "bert_base": (128, 768, 12, 12, 0, 0, 2),
+    "gpt2_small": (1024, 768, 12, 12, 0, 0, 2),
+    "gpt2_medium": (1024, 1024, 24, 16, 0, 0, 2),
+    "gpt2_large": (1024, 1280, 36, 20, 0, 0, 2),
+}
+MODEL_PRESETS: dict[str, dict[str, Any]] = {
+    name: dict(zip(_PRESET_FIELDS, values, strict=True)) for name, values in _PRESET_VALUES.items()
+}
+
+
+class ModelSpec(Strict):
+    """A Transformer encoder: tokens N, width D, blocks, heads; patch embedding if a ViT."""
+
+    preset: str | None = None
+    tokens: PositiveInt = 197
+    width: PositiveInt = 768
+    blocks: PositiveInt = 12
+    heads: PositiveInt = 12
+    mlp_ratio: PositiveFloat = 4
+    patch_size: Annotated[int, Field(ge=0)] = 16
+    channels: Annotated[int, Field(ge=0)] = 3
+    classes: PositiveInt = 10
+    bytes_per_element: PositiveInt = 4
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("preset") is not None:
+            preset = data["preset"]
+            if preset not in MODEL_PRESETS:
+                raise ValueError(f"unknown preset {preset!r}; known: {sorted(MODEL_PRESETS)}")
+            return {**MODEL_PRESETS[preset], **data}
+        return data
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> ModelSpec:
+        if self.width % self.heads:
+            raise ValueError(f"width {self.width} is not divisible by heads {self.heads}")
+        return self

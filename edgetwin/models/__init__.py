@@ -1,0 +1,1 @@
+"""Pure models the twin and the real code share: cost plans, layouts, the strategy registry."""

@@ -1,0 +1,147 @@
+"""Cost plans: what a strategy's forward costs, as pure data (no event loop).
+
+For a model and a strategy on P devices a ``CostPlan`` says, per device and
+per block, how many FLOPs the device does (from the tokens it computes
+queries for and the tokens it attends over) and which tensors cross the
+network. FLOPs count a multiply-add as two. Each strategy builds its plan
+(``edgetwin.models.strategies``); the twin runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from edgetwin.model_spec import ModelSpec
+from edgetwin.models.layout import Layout
+
+Collective = Literal["allgather", "allreduce", "scatter"]
+InputSource = Literal["terminal", "replicated"]
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One collective; ``rows_per_rank`` is each rank's true contribution (per sample).
+
+    ``padded_rows``: an all-gather needs equal shapes, so every contribution crosses the
+    wire as this many rows (``None``: as its true rows).
+    """
+
+    collective: Collective
+    rows_per_rank: tuple[int, ...]
+    padded_rows: int | None = None
+
+    def wire_rows(self, rank: int) -> int:
+        """Rows of ``rank``'s contribution on the wire (per sample)."""
+        return self.rows_per_rank[rank] if self.padded_rows is None else self.padded_rows
+
+
+@dataclass(frozen=True)
+class BlockStep:
+    """A piece of a block on one device: FLOPs per sample, then an optional exchange."""
+
+    flops_per_sample: float
+    exchange_after: Exchange | None = None
+
+
+@dataclass(frozen=True)
+class CostPlan:
+    """Work of a whole forward: per-device block steps plus embedding and head on rank 0."""
+
+    strategy: str
+    partition_tokens: tuple[int, ...]
+    kv_tokens: tuple[int, ...]
+    segments: int | None
+    block_steps: tuple[tuple[BlockStep, ...], ...]  # [device][step]
+    embed_flops_per_sample: tuple[float, ...]  # per device
+    head_flops_per_sample: float
+    exchange_before_block: Exchange | None
+    weight_bytes_per_device: float
+    scatter_rows: tuple[int, ...] | None  # rows the terminal sends each device, if it does
+
+    @property
+    def devices(self) -> int:
+        return len(self.partition_tokens)
+
+    def flops_per_sample(self, rank: int, blocks: int) -> float:
+        """All FLOPs of one sample's forward on one device."""
+        per_block = sum(step.flops_per_sample for step in self.block_steps[rank])
+        head = self.head_flops_per_sample if rank == 0 else 0.0
+        return blocks * per_block + self.embed_flops_per_sample[rank] + head
+
+
+def block_flops(model: ModelSpec, q_tokens: float, kv_tokens: float) -> float:
+    """FLOPs of one encoder block: Q, output and MLP on q rows; K, V on kv rows; attention."""
+    d = model.width
+    dense_per_q = (2 + 2 * model.mlp_ratio) * d * d  # Q, output projection, MLP up and down
+    kv_proj = 2 * d * d * kv_tokens
+    attention = 2 * q_tokens * kv_tokens * d  # QK^T and AV
+    return 2 * (dense_per_q * q_tokens + kv_proj + attention)
+
+
+def embed_flops(model: ModelSpec) -> float:
+    """Patch embedding of a ViT (zero for token-embedding models)."""
+    patches = model.tokens - 1
+    return 2.0 * patches * model.width * model.patch_size**2 * model.channels
+
+
+def head_flops(model: ModelSpec) -> float:
+    """The classifier head on the CLS token."""
+    return 2.0 * model.width * model.classes
+
+
+def weight_bytes(model: ModelSpec, shards: int = 1) -> float:
+    """Parameter bytes held by one device (blocks split over ``shards`` for tensor parallel)."""
+    d = model.width
+    per_block = (4 + 2 * model.mlp_ratio) * d * d + (9 + 2 * model.mlp_ratio) * d
+    rest = model.patch_size**2 * model.channels * d + model.tokens * d + d * model.classes
+    return model.bytes_per_element * (model.blocks * per_block / shards + rest)
+
+
+def position_wise_plan(
+    strategy: str,
+    model: ModelSpec,
+    layout: Layout,
+    segments: int | None,
+    input_source: InputSource,
+) -> CostPlan:
+    """Tokens partitioned by ``layout``: one all-gather of its (padded) rows per block.
+
+    ``input_source`` "terminal": the terminal embeds the whole input and sends each
+    device its rows; "replicated": every device already holds the input and embeds only
+    the rows it needs. On one rank nothing is exchanged.
+    """
+    n, sizes = model.tokens, layout.partition_rows
+    sent = layout.sent_rows_per_rank
+    kv = tuple(layout.context_rows(p) for p in range(layout.world))
+    steps = tuple(
+        (BlockStep(block_flops(model, own, kv[p]) + _mean_flops(model, own, sent[p])),)
+        for p, own in enumerate(sizes)
+    )
+    exchange: Exchange | None = None
+    embed: tuple[float, ...] = (embed_flops(model),)
+    scatter: tuple[int, ...] | None = None
+    if layout.world > 1:
+        exchange = Exchange("allgather", sent, layout.padded_rows)
+        if input_source == "terminal":
+            embed += (0.0,) * (layout.world - 1)
+            scatter = sizes
+        else:
+            embed = tuple(embed_flops(model) * own / n for own in sizes)
+    return CostPlan(
+        strategy,
+        sizes,
+        kv,
+        segments,
+        steps,
+        embed,
+        head_flops(model),
+        exchange,
+        weight_bytes(model),
+        scatter,
+    )
+
+
+def _mean_flops(model: ModelSpec, own: int, segments: int) -> float:
+    """Additions to reduce ``own`` rows to ``segments`` means (zero when they are the rows)."""
+    return float((own - segments) * model.width)

@@ -1,0 +1,1 @@
+"""The shipped strategies, one module each; ``edgetwin.models.registry`` lists them."""

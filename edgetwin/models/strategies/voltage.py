@@ -1,0 +1,25 @@
+"""voltage (full exchange): one all-gather per block of every partition's token rows."""
+
+from __future__ import annotations
+
+from edgetwin.model_spec import ModelSpec
+from edgetwin.models.costs import CostPlan, InputSource, position_wise_plan
+from edgetwin.models.layout import Layout, full_rows
+from edgetwin.models.strategy import VIT_WORKER, Strategy
+
+NAME = "voltage"
+
+
+def _layout(tokens: int, world: int, segments: int | None) -> Layout:
+    return full_rows(tokens, world)
+
+
+def _cost_plan(
+    model: ModelSpec, devices: int, segments: int | None, input_source: InputSource
+) -> CostPlan:
+    return position_wise_plan(NAME, model, _layout(model.tokens, devices, None), None, input_source)
+
+
+VOLTAGE = Strategy(
+    NAME, "V", cost_plan=_cost_plan, layout=_layout, entry_point=VIT_WORKER, selectable=True
+)
