@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from edgetwin.configuration import configuration_columns, resolve_segments
 from edgetwin.emu.vit.launcher import available_cores, launch_local
 from edgetwin.emu.vit.model import image_side
 from edgetwin.emu.vit.records import RankRecord, RunRecord
@@ -26,7 +27,6 @@ from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
-from edgetwin.sim.runner import configuration_columns, resolve_segments
 
 ELEMENT_BYTES = 4  # the real code paths run fp32
 STARTUP_ALLOWANCE_S = 120.0  # imports, model build and process-group set-up of one launch

@@ -6,15 +6,14 @@ import math
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import simpy
 
+from edgetwin.configuration import configuration_columns, resolve_segments
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
-from edgetwin.models.layout import segments_for_cr
 from edgetwin.profile import MB, DeviceProfile, bootstrap_variant, load_profile
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, configurations
@@ -65,17 +64,6 @@ def _device_profile(spec: DeviceSpec, index: int, scenario_path: Path | None) ->
         if exc.path is not None:  # the profile file itself is wrong: it names itself
             raise
         raise InputError(scenario_path, f"devices.{index}.profile", exc.problem) from None
-
-
-def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | None, float | None]:
-    """Segments L and compression ratio CR of a configuration (strategies taking them)."""
-    tokens = scenario.model.tokens
-    if not registry.strategy(config.strategy).params:
-        return None, None
-    if config.segments is not None:
-        return config.segments, round(tokens / (config.segments * config.devices), 2)
-    assert config.cr is not None
-    return segments_for_cr(tokens, config.devices, config.cr), config.cr
 
 
 def run_scenario(
@@ -232,22 +220,3 @@ def _row(
         status=status,
         bytes_sent=round(sum(network.bytes_sent.values())),
     )
-
-
-def configuration_columns(scenario: Scenario, config: Configuration) -> dict[str, Any]:
-    """The columns that name a configuration, and the mean GFLOPs a device does per sample."""
-    segments, cr = resolve_segments(scenario, config)
-    work = registry.cost_plan(
-        scenario.model, config.strategy, config.devices, segments, scenario.input_source
-    )
-    gflops = [work.flops_per_sample(r, scenario.model.blocks) / 1e9 for r in range(config.devices)]
-    return {
-        "scenario": scenario.name,
-        "strategy": config.strategy,
-        "devices": config.devices,
-        "batch": config.batch,
-        "bandwidth_mbps": config.bandwidth_mbps,
-        "cr": cr,
-        "segments": segments,
-        "gflops_per_device": sum(gflops) / len(gflops),
-    }

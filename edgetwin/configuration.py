@@ -1,0 +1,42 @@
+"""What names a configuration of a scenario: its segments L and CR, and its result columns.
+
+The twin (``sim.runner``) and the real code (``emu.local``) both label their rows with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgetwin.models import registry
+from edgetwin.models.layout import segments_for_cr
+from edgetwin.scenario import Configuration, Scenario
+
+
+def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | None, float | None]:
+    """Segments L and compression ratio CR of a configuration (strategies taking them)."""
+    tokens = scenario.model.tokens
+    if not registry.strategy(config.strategy).params:
+        return None, None
+    if config.segments is not None:
+        return config.segments, round(tokens / (config.segments * config.devices), 2)
+    assert config.cr is not None
+    return segments_for_cr(tokens, config.devices, config.cr), config.cr
+
+
+def configuration_columns(scenario: Scenario, config: Configuration) -> dict[str, Any]:
+    """The columns that name a configuration, and the mean GFLOPs a device does per sample."""
+    segments, cr = resolve_segments(scenario, config)
+    work = registry.cost_plan(
+        scenario.model, config.strategy, config.devices, segments, scenario.input_source
+    )
+    gflops = [work.flops_per_sample(r, scenario.model.blocks) / 1e9 for r in range(config.devices)]
+    return {
+        "scenario": scenario.name,
+        "strategy": config.strategy,
+        "devices": config.devices,
+        "batch": config.batch,
+        "bandwidth_mbps": config.bandwidth_mbps,
+        "cr": cr,
+        "segments": segments,
+        "gflops_per_device": sum(gflops) / len(gflops),
+    }
