@@ -251,14 +251,17 @@ def simulate_crowd(
         run,
         rows,
         foreman.jobs,
-        [_summary(phone, s.phone_class.spec.name) for phone, s in zip(phones, setups, strict=True)],
+        [
+            _summary(phone, s.phone_class.spec.name, foreman.tasks_done(phone.name))
+            for phone, s in zip(phones, setups, strict=True)
+        ],
         recorder,
         env.scheduled,
         env.now / 1e3,
     )
 
 
-def _summary(phone: Phone, phone_class: str) -> PhoneSummary:
+def _summary(phone: Phone, phone_class: str, tasks_done: int) -> PhoneSummary:
     return PhoneSummary(
         phone.name,
         phone_class,
@@ -266,7 +269,7 @@ def _summary(phone: Phone, phone_class: str) -> PhoneSummary:
         mah_from_joules(phone.energy_j(), phone.profile.battery.voltage_v),
         phone.loads["cold"],
         phone.loads["warm"],
-        phone.tasks_done,
+        tasks_done,
         phone.device.drained,
     )
 
