@@ -20,8 +20,9 @@ order, each worker handling its own in order. The core decides:
   worker that keeps failing one task cannot push that task ahead of the rest.
 - a worker whose load of a stage failed is not offered that stage again.
 
-Several jobs may be in flight; their tasks share one queue (oldest first) and
-the JIT counts are summed by stage key.
+Several jobs may be in flight, each with its scheduler and random stream;
+their tasks share one queue (oldest first) and the JIT counts are summed by
+stage key.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from itertools import count
 import numpy as np
 
 from edgetwin.models.crowd.events import Decision, Kind, LoadWhy, RequeueWhy
-from edgetwin.models.crowd.index import HeldGroups, make_index
+from edgetwin.models.crowd.index import CandidateIndex, HeldGroups, make_index
 from edgetwin.models.crowd.jit import StageCounts
 from edgetwin.models.crowd.table import Job, Mode, Stage, Task, TaskState
 from edgetwin.models.crowd.views import Scheduler, TaskView
@@ -48,7 +49,7 @@ class Load:
 
     worker: str
     stage: Stage
-    evicts: str | None  # key of the stage it held
+    evicts: Stage | None  # the stage it held
     job: Job
     item: int | None  # the task it is loaded for; None: the broadcast or a JIT load
     why: LoadWhy
@@ -70,17 +71,14 @@ class CrowdCore:
 
     def __init__(
         self,
-        scheduler: Scheduler,
-        rng: np.random.Generator,
         facts: Callable[[str], Facts],
         on_decision: Callable[[Decision], None] | None = None,
     ) -> None:
-        self.scheduler = scheduler
-        self.rng = rng
         self.facts = facts
         self.on_decision = on_decision
         self.workers: dict[str, Worker] = {}
-        self.index = make_index(scheduler, self.workers)
+        self.idle: set[str] = set()  # connected workers without a task
+        self.indexes: dict[str, CandidateIndex] = {}  # per scheduler name
         self.groups = HeldGroups(self.workers)
         self.stages: dict[str, Stage] = {}  # by key, in the order first seen
         self.counts = StageCounts()
@@ -98,7 +96,8 @@ class CrowdCore:
                 self.stages[stage.key] = stage
                 self.counts.add_stage(stage.key)
                 self.queues[stage.key] = []
-                self.index.add_stage(TaskView(stage.key, stage.key, stage.ram_mb))
+                for index in self.indexes.values():
+                    index.add_stage(self._stage_view(stage))
 
     def join(self, worker_id: str) -> Worker:
         """A worker connected (or came back, holding nothing): last in join order."""
@@ -122,24 +121,43 @@ class CrowdCore:
         worker = self.workers[worker_id]
         worker.version += 1
         worker.view = worker.make_view(self.facts(worker_id))
-        self.index.update(worker)
+        if worker.available:
+            self.idle.add(worker_id)
+        else:
+            self.idle.discard(worker_id)
+        for index in self.indexes.values():
+            index.update(worker)
         self.groups.update(worker)
 
-    def load_failed(self, worker_id: str, key: str) -> None:
-        """A stage's load did not fit (or failed) there: never offer it that stage again."""
+    def load_failed(self, worker_id: str, key: str, lasting: bool) -> None:
+        """A stage's load failed there; a ``lasting`` failure (the session does not fit)
+        means the worker is never offered that stage again."""
         worker = self.workers[worker_id]
-        worker.banned.add(key)
+        if lasting:
+            worker.banned.add(key)
         if worker.held == key:
             self._hold(worker, None)
         self.refresh(worker_id)
 
     # ------------------------------------------------------------ jobs
+    @property
+    def next_job_id(self) -> int:
+        return len(self.jobs)
+
     def submit(
-        self, label: str, stages: Sequence[Stage], inputs: int, mode: Mode, now_ms: float
+        self,
+        label: str,
+        stages: Sequence[Stage],
+        inputs: int,
+        mode: Mode,
+        scheduler: Scheduler,
+        rng: np.random.Generator,
+        now_ms: float,
     ) -> tuple[Job, list[Order]]:
-        """A new job: queue its first stage, broadcast it, dispatch."""
+        """A new job (id ``next_job_id``): queue its first stage, broadcast it, dispatch."""
         self.register(stages)
-        job = Job(len(self.jobs), label, mode, tuple(stages), inputs, now_ms)
+        self.add_scheduler(scheduler)
+        job = Job(self.next_job_id, label, mode, tuple(stages), inputs, now_ms, scheduler, rng)
         self.jobs.append(job)
         self.in_flight.append(job)
         self._decide("submit", job)
@@ -164,15 +182,16 @@ class CrowdCore:
         heads = [(queue[0][0], key) for key, queue in self.queues.items() if queue]
         heapq.heapify(heads)
         cursor: dict[str, int] = {}
-        while heads and self.index.available:
+        while heads and self.idle:
             _, key = heapq.heappop(heads)
             queue, i = self.queues[key], cursor.get(key, 0)
             task = queue[i][1]
+            job = task.job
             view = TaskView(task.task_id, key, task.stage.ram_mb)
-            shown = self.index.shortlist(view, self.rng)
+            shown = self.indexes[job.scheduler.name].shortlist(view, job.rng)
             if not shown:
                 continue  # no worker for this stage in this pass
-            choice = self.scheduler.choose(view, shown, self.rng)
+            choice = job.scheduler.choose(view, shown, job.rng)
             if choice is None:
                 i += 1
             else:
@@ -240,6 +259,20 @@ class CrowdCore:
                 self.refresh(worker.worker_id)
 
     # ------------------------------------------------------------ inside
+    def _stage_view(self, stage: Stage) -> TaskView:
+        return TaskView(stage.key, stage.key, stage.ram_mb)
+
+    def add_scheduler(self, scheduler: Scheduler) -> None:
+        """Keep an index for ``scheduler`` from now on (done at a job's submission if not
+        before; the twin does it up front so its index sees every change in order)."""
+        if scheduler.name in self.indexes:
+            return
+        index = self.indexes[scheduler.name] = make_index(scheduler, self.workers)
+        for stage in self.stages.values():
+            index.add_stage(self._stage_view(stage))
+        for worker in sorted(self.workers.values(), key=lambda w: w.joined_order):
+            index.update(worker)
+
     def _enqueue(self, task: Task, now_ms: float) -> None:
         if task.seq < 0:
             task.seq = next(self._seq)
@@ -289,7 +322,8 @@ class CrowdCore:
         orders: list[Order],
     ) -> None:
         self._decide("load", job, item, stage, worker.worker_id, why)
-        orders.append(Load(worker.worker_id, stage, worker.held, job, item, why))
+        held = None if worker.held is None else self.stages[worker.held]
+        orders.append(Load(worker.worker_id, stage, held, job, item, why))
         self._hold(worker, stage.key)
         self.refresh(worker.worker_id)
 

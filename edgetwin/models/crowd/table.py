@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal
 
+import numpy as np
+
+from edgetwin.models.crowd.views import Scheduler
+
 Mode = Literal["streaming", "barrier"]
 
 
@@ -76,6 +80,8 @@ class Job:
     stages: tuple[Stage, ...]
     inputs: int
     submitted_ms: float
+    scheduler: Scheduler  # picks the workers of its tasks
+    rng: np.random.Generator  # the scheduler's random stream
     tasks: list[list[Task]] = field(default_factory=list)  # [item][stage]
     done_per_stage: list[int] = field(default_factory=list)
     unassigned: list[int] = field(default_factory=list)  # per stage: not given to a worker yet

@@ -41,6 +41,16 @@ from edgetwin.sim.device import DeviceLeft
 TRACE_NAMES = {"submit": "submit", "assign": "assign", "release": "release", "done": "done"}
 
 
+def trace_name(d: Decision) -> tuple[str, str] | None:
+    """(phone or "foreman", trace event name) a decision is recorded under; None: not recorded
+    (a task's own load is seen in the phone's load events; aggregation when it starts)."""
+    if d.kind in TRACE_NAMES:
+        return d.worker or "foreman", TRACE_NAMES[d.kind]
+    if (d.kind == "load" and d.detail != "task") or d.kind == "requeue":
+        return str(d.worker), str(d.detail)
+    return None
+
+
 class Foreman:
     """SimPy around the decision core: phones' work, churn and aggregation."""
 
@@ -65,8 +75,10 @@ class Foreman:
         self.specs = {stage.name: stage for stage in spec.stages}
         self.stages = tuple(Stage(s.name, s.name, s.ram_mb) for s in spec.stages)
         trace = self._trace if recorder.enabled else None
-        self.core = CrowdCore(scheduler, rng, self._facts, trace)
+        self.scheduler, self.rng = scheduler, rng
+        self.core = CrowdCore(self._facts, trace)
         self.core.register(self.stages)
+        self.core.add_scheduler(scheduler)
         for phone in phones:
             phone.device.on_leave.append(partial(self._phone_left, phone))
             phone.device.on_rejoin.append(partial(self._phone_joined, phone))
@@ -82,7 +94,7 @@ class Foreman:
         """A new job: the core queues it, broadcasts its first stage and dispatches."""
         label = f"j{len(self.jobs)}"
         core_job, orders = self.core.submit(
-            label, self.stages, self.spec.inputs, self.mode, self.env.now
+            label, self.stages, self.spec.inputs, self.mode, self.scheduler, self.rng, self.env.now
         )
         job = Job(core_job, self.spec)
         self.jobs.append(job)
@@ -117,11 +129,9 @@ class Foreman:
         )
 
     def _trace(self, d: Decision) -> None:
-        if d.kind in TRACE_NAMES:
-            phone = d.worker or "foreman"
-            self.recorder.event(phone, TRACE_NAMES[d.kind], d.job, d.item, d.stage)
-        elif (d.kind == "load" and d.detail != "task") or d.kind == "requeue":
-            self.recorder.event(str(d.worker), str(d.detail), d.job, d.item, d.stage)
+        named = trace_name(d)
+        if named is not None:
+            self.recorder.event(*named, d.job, d.item, d.stage)
 
     # ------------------------------------------------------------ work on phones
     def _work(self, phone: Phone) -> Generator[simpy.Event, object, None]:
@@ -148,7 +158,7 @@ class Foreman:
         try:
             done = yield from phone.make_resident(stage, job.job_id, load.item)
         except OutOfMemory:
-            self.core.load_failed(phone.name, stage.name)
+            self.core.load_failed(phone.name, stage.name, lasting=True)
             return
         phone.last_load_ms = self._count_load(job, done, stage)
         if load.why == "broadcast":
