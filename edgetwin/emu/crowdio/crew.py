@@ -188,7 +188,7 @@ class Crew:
         return outbox
 
     def _decided(self, d: Decision) -> None:
-        job = None if d.job is None else self.jobs.get(d.job)
+        job = self.jobs.get(d.job)
         if job is None or (d.kind == "requeue" and d.detail == "failed"):
             return  # a failed attempt is written as task_failed, with the worker's error
         now_ms = self.now_ms()

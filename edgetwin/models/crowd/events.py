@@ -17,11 +17,11 @@ RequeueWhy = Literal["lost", "rescheduled", "failed"]
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """One decision: ``kind`` for a job, input, stage (name) and worker where they apply;
+    """One decision: ``kind`` for a job and, where they apply, an input, stage (name), worker;
     ``detail`` says why a load was sent or a task requeued."""
 
     kind: Kind
-    job: int | None = None
+    job: int
     item: int | None = None
     stage: str | None = None
     worker: str | None = None
