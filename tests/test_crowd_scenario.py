@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from edgetwin.errors import InputError
-from edgetwin.results import write_results
+from edgetwin.results import read_results, write_results
 from edgetwin.scenario import Scenario, load_scenario, validate_scenario
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.crowd.phone_profile import load_phone_profile
@@ -166,6 +166,23 @@ def test_rows_one_per_job_with_crowd_columns(tmp_path: Path) -> None:
         assert row.per_sample_ms == pytest.approx(row.total_ms / 2)
         assert row.peak_rss_mb == 10 and (row.battery_mah or 0) > 0
         assert row.bytes_moved is not None and row.bytes_moved >= row.bytes_sent > 0
+        assert row.staging_ms == 0 and row.load_ms is not None
+    assert any((row.load_ms or 0) > 0 for row in rows)  # the first inputs wait for loads
+
+
+def test_old_crowd_rows_with_loads_in_staging_ms_still_read(tmp_path: Path) -> None:
+    scenario = Scenario.model_validate(_raw(tmp_path))
+    (row,) = run_crowd(scenario, None)
+    write_results(tmp_path / "new.csv", [row])
+    lines = (tmp_path / "new.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    cells = dict(zip(header, lines[1].split(","), strict=True))
+    cells["staging_ms"] = cells.pop("load_ms")  # as a file written before load_ms
+    old = tmp_path / "old.csv"
+    old.write_text(",".join(cells) + "\n" + ",".join(cells.values()) + "\n")
+    (again,) = read_results(old)
+    assert again == read_results(tmp_path / "new.csv")[0]
+    assert again.load_ms == row.load_ms == 2000 and again.staging_ms == 0
 
 
 def test_timelines_cover_every_phone_without_overlap() -> None:
@@ -183,9 +200,6 @@ def test_timelines_cover_every_phone_without_overlap() -> None:
     assert set(records) == {"activities", "ram", "battery", "events", "rows", "phones"}
     levels = [b.level_pct for b in timeline.battery if b.phone == timeline.phones[0]]
     assert levels == sorted(levels, reverse=True) and levels[0] == 100
-
-
-# ---------------------------------------------------------------- candidate indexes
 
 
 def test_six_stage_what_if_runs_and_loads_each_stage_in_series() -> None:
