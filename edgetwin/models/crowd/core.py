@@ -171,6 +171,7 @@ class CrowdCore:
         def broadcast(worker: Worker) -> bool:
             if first.key not in worker.banned:
                 self._load(worker, first, job, None, "broadcast", orders)
+                self.refresh(worker.worker_id)
             return True
 
         self.groups.visit([None, *(k for k in self.stages if k != first.key)], broadcast)
@@ -307,6 +308,7 @@ class CrowdCore:
                 return True
             job = next(j for j in self.in_flight if j.wants(key))
             self._load(worker, self.stages[key], job, None, "deferred_load", orders)
+            self.refresh(worker.worker_id)
             return self.counts.any_wanted()
 
         groups = [None, *(k for k in self.stages if not self.counts.busy(k))]
@@ -325,7 +327,6 @@ class CrowdCore:
         held = None if worker.held is None else self.stages[worker.held]
         orders.append(Load(worker.worker_id, stage, held, job, item, why))
         self._hold(worker, stage.key)
-        self.refresh(worker.worker_id)
 
     def _hold(self, worker: Worker, key: str | None) -> None:
         """The stage the core sees on ``worker`` (resident or queued) is now ``key``."""
