@@ -9,6 +9,10 @@ The affinity scheduler prefers, in order of residency tier: a worker with
 the task's stage resident in its session, one with the stage cached on
 storage, an idle worker with nothing resident, and last a worker that must
 evict another stage. Within a tier it takes the best-scored worker.
+
+The views, tiers and the ``Scheduler`` protocol are the crowd decision core's
+(``edgetwin.models.crowd.views``); a scheduler that picks the smallest ``rank``
+says so, and the core shows it one worker from an index instead of every one.
 """
 
 from __future__ import annotations
