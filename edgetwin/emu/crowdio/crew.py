@@ -153,7 +153,7 @@ class Crew:
         """Start a job: broadcast its first stage to every idle worker, then dispatch."""
         now_ms = self.now_ms()
         job = Job(submit, stages, self.store, on_event, now_ms)
-        self.jobs[self.core.next_job_id] = job
+        self.jobs[self.core.submitted] = job
         self.by_label[job.job_id] = job
         for worker in self.workers.values():
             job.add_worker(worker)
@@ -193,16 +193,14 @@ class Crew:
             return  # a failed attempt is written as task_failed, with the worker's error
         now_ms = self.now_ms()
         stage = None if d.stage is None else job.by_name[d.stage]
-        detail = d.detail
+        detail: str | None = None
         if d.kind == "submit":
             detail = f"{len(self.workers)} workers"
         elif d.kind == "load":
             worker = self.workers[str(d.worker)]
             detail = "from cache" if stage and stage.sha256 in worker.cached else "blob sent"
-        elif d.kind == "assign" and stage is not None and d.item is not None:
-            detail = f"attempt {self.core.jobs[d.job].tasks[d.item][stage.index].attempts}"
-        elif d.kind == "requeue":
-            detail = None
+        elif d.kind == "assign":
+            detail = f"attempt {d.detail}"
         elif d.kind == "aggregate":
             job.end_ms = now_ms - job.start_ms
         job.event(now_ms, EVENT_OF[d.kind], d.worker, stage, d.item, detail)

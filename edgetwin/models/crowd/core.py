@@ -83,7 +83,7 @@ class CrowdCore:
         self.stages: dict[str, Stage] = {}  # by key, in the order first seen
         self.counts = StageCounts()
         self.queues: dict[str, list[tuple[int, Task]]] = {}  # per stage key, by seq
-        self.jobs: list[Job] = []
+        self.submitted = 0  # jobs so far (the next job's id)
         self.in_flight: list[Job] = []  # submitted, not all done, oldest first
         self._seq = count()
         self._joined = count()
@@ -140,10 +140,6 @@ class CrowdCore:
         self.refresh(worker_id)
 
     # ------------------------------------------------------------ jobs
-    @property
-    def next_job_id(self) -> int:
-        return len(self.jobs)
-
     def submit(
         self,
         label: str,
@@ -154,11 +150,11 @@ class CrowdCore:
         rng: np.random.Generator,
         now_ms: float,
     ) -> tuple[Job, list[Order]]:
-        """A new job (id ``next_job_id``): queue its first stage, broadcast it, dispatch."""
+        """A new job (id ``submitted``): queue its first stage, broadcast it, dispatch."""
         self.register(stages)
         self.add_scheduler(scheduler)
-        job = Job(self.next_job_id, label, mode, tuple(stages), inputs, now_ms, scheduler, rng)
-        self.jobs.append(job)
+        job = Job(self.submitted, label, mode, tuple(stages), inputs, now_ms, scheduler, rng)
+        self.submitted += 1
         self.in_flight.append(job)
         self._decide("submit", job)
         for s, stage in enumerate(job.stages):
@@ -292,7 +288,7 @@ class CrowdCore:
         self.counts.add(task.stage.key, -1, job.released[s])
         if worker.held != task.stage.key:
             self._load(worker, task.stage, job, task.item, "task", orders)
-        self._decide("assign", job, task.item, task.stage, worker.worker_id)
+        self._decide("assign", job, task.item, task.stage, worker.worker_id, task.attempts)
         orders.append(Run(worker.worker_id, task))
         self.refresh(worker.worker_id)
 
@@ -340,7 +336,7 @@ class CrowdCore:
         item: int | None = None,
         stage: Stage | None = None,
         worker: str | None = None,
-        detail: str | None = None,
+        detail: str | int | None = None,
     ) -> None:
         if self.on_decision is not None:
             name = None if stage is None else stage.name

@@ -18,11 +18,12 @@ RequeueWhy = Literal["lost", "rescheduled", "failed"]
 @dataclass(frozen=True, slots=True)
 class Decision:
     """One decision: ``kind`` for a job and, where they apply, an input, stage (name), worker;
-    ``detail`` says why a load was sent or a task requeued."""
+    ``detail`` says why a load was sent or a task requeued, or which attempt an assignment
+    is (1 first)."""
 
     kind: Kind
     job: int
     item: int | None = None
     stage: str | None = None
     worker: str | None = None
-    detail: str | None = None
+    detail: str | int | None = None
