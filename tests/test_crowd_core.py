@@ -66,6 +66,17 @@ def test_a_requeued_task_keeps_its_original_place_in_the_queue() -> None:
     assert _runs(core.dispatch(2.0)) == [("w1", 1, 0)]
 
 
+def test_a_forgotten_worker_leaves_nothing_behind_in_the_indexes() -> None:
+    core = _core(2)
+    assert _runs(_submit(core, 3, 2, "streaming")) == [("w0", 0, 0), ("w1", 1, 0)]
+    core.leave("w0")
+    core.requeue("w0", "lost")
+    core.forget("w0")  # as the real foreman does: a worker that comes back is a new one
+    core.complete("w1", 1.0)
+    assert _runs(core.dispatch(1.0)) == [("w1", 0, 0)]  # the requeued task, oldest first
+    assert "w0" not in core.workers and core.idle == set()
+
+
 def test_broadcast_and_jit_load_a_released_stage_on_an_idle_worker() -> None:
     core = _core(3)
     orders = _submit(core, 2, 2, "barrier")

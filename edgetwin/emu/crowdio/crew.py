@@ -81,6 +81,7 @@ class Crew:
         self.core.leave(worker_id)
         if self.core.workers[worker_id].task is not None:
             self.core.requeue(worker_id, "lost")
+        self.core.forget(worker_id)  # ids are never reused: one that comes back is new
         del self.workers[worker_id]
         return self.dispatch()
 

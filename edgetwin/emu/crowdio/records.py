@@ -6,10 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from edgetwin.models.crowd.table import Mode
+from edgetwin.models.crowd.table import Mode as Mode  # the core's, for the messages
 from edgetwin.schema import Strict
-
-__all__ = ["Mode"]  # the core's, named here for the messages that carry it
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]

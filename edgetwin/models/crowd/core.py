@@ -116,6 +116,13 @@ class CrowdCore:
         self._hold(worker, None)
         self.refresh(worker_id)
 
+    def forget(self, worker_id: str) -> None:
+        """A worker that left will not come back under this id (the real foreman's rule):
+        drop its record. Its task must have been requeued."""
+        worker = self.workers[worker_id]
+        assert not worker.connected and worker.task is None
+        del self.workers[worker_id]
+
     def refresh(self, worker_id: str) -> None:
         """Read the worker's facts again and re-index it."""
         worker = self.workers[worker_id]

@@ -29,6 +29,12 @@ from edgetwin.models.crowd.workers import Worker
 Entry = tuple[Any, int, str]  # (key, version, worker id)
 
 
+def _valid(workers: dict[str, Worker], entry: Entry) -> bool:
+    """An entry stands while its worker is known, of the version it was pushed with, idle."""
+    worker = workers.get(entry[2])
+    return worker is not None and worker.version == entry[1] and worker.available
+
+
 def eligible(worker: Worker, stage: TaskView) -> bool:
     """Available, not banned from the stage, and the stage fits."""
     assert worker.view is not None
@@ -62,8 +68,7 @@ class CandidateIndex:
         """Index an available worker under its new version."""
 
     def valid(self, entry: Entry) -> bool:
-        worker = self.workers[entry[2]]
-        return worker.version == entry[1] and worker.available
+        return _valid(self.workers, entry)
 
     def shortlist(self, task: TaskView, rng: np.random.Generator) -> list[WorkerView]:
         """The workers the scheduler is shown for ``task``."""
@@ -170,8 +175,7 @@ class HeldGroups:
                 heapq.heapify(heap)
 
     def _valid(self, entry: Entry) -> bool:
-        worker = self.workers[entry[2]]
-        return worker.version == entry[1] and worker.available
+        return _valid(self.workers, entry)
 
     def visit(self, groups: Iterable[str | None], visit: Callable[[Worker], bool]) -> None:
         """Call ``visit`` on the idle workers of ``groups`` in join order, each once, until it
