@@ -124,11 +124,12 @@ class CrowdCore:
         del self.workers[worker_id]
 
     def refresh(self, worker_id: str) -> None:
-        """Read the worker's facts again and re-index it."""
+        """Re-index the worker; an idle one's facts are read again (a busy one is shown to no
+        scheduler, so its view waits until it is idle)."""
         worker = self.workers[worker_id]
         worker.version += 1
-        worker.view = worker.make_view(self.facts(worker_id))
         if worker.available:
+            worker.view = worker.make_view(self.facts(worker_id))
             self.idle.add(worker_id)
         else:
             self.idle.discard(worker_id)

@@ -26,13 +26,13 @@ import numpy as np
 from edgetwin.models.crowd.views import Scheduler, TaskView, WorkerView, fits
 from edgetwin.models.crowd.workers import Worker
 
-Entry = tuple[Any, int, str]  # (key, version, worker id)
+Entry = tuple[Any, ...]  # (*key, version, worker id): a flat tuple compares fastest
 
 
 def _valid(workers: dict[str, Worker], entry: Entry) -> bool:
     """An entry stands while its worker is known, of the version it was pushed with, idle."""
-    worker = workers.get(entry[2])
-    return worker is not None and worker.version == entry[1] and worker.available
+    worker = workers.get(entry[-1])
+    return worker is not None and worker.version == entry[-2] and worker.available
 
 
 def eligible(worker: Worker, stage: TaskView) -> bool:
@@ -92,7 +92,7 @@ class RankedIndex(CandidateIndex):
             if eligible(worker, stage):
                 heap = self.heaps.setdefault(stage.stage, [])
                 key = self.rank(stage, worker.view)
-                heapq.heappush(heap, (key, worker.version, worker.worker_id))
+                heapq.heappush(heap, (*key, worker.version, worker.worker_id))
                 if len(heap) > 4 * len(self.available) + 64:
                     heap[:] = [e for e in heap if self.valid(e)]
                     heapq.heapify(heap)
@@ -101,7 +101,7 @@ class RankedIndex(CandidateIndex):
         heap = self.heaps.get(task.stage)
         while heap:
             if self.valid(heap[0]):
-                view = self.workers[heap[0][2]].view
+                view = self.workers[heap[0][-1]].view
                 return [] if view is None else [view]
             heapq.heappop(heap)
         return []
@@ -195,9 +195,9 @@ class HeldGroups:
                     if top == entry:
                         break
                 self._push_head(heads, group)
-                if entry[2] not in seen:
-                    seen.add(entry[2])
-                    if not visit(self.workers[entry[2]]):
+                if entry[-1] not in seen:
+                    seen.add(entry[-1])
+                    if not visit(self.workers[entry[-1]]):
                         return
         finally:
             for entry, group in taken:

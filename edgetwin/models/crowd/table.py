@@ -20,7 +20,7 @@ from edgetwin.models.crowd.views import Scheduler
 Mode = Literal["streaming", "barrier"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Stage:
     """A stage as the core knows it; ``key`` identifies it across jobs (residency carries
     over between jobs that share a key): a name in the twin, a SHA-256 in the real foreman."""

@@ -26,7 +26,7 @@ class Tier(IntEnum):
     EVICT = 3
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkerView:
     """What a scheduler may know of a worker at the moment it decides."""
 
@@ -41,7 +41,7 @@ class WorkerView:
     joined_order: int  # position in the order workers joined
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TaskView:
     """A task waiting for a worker (``stage`` is the stage's key)."""
 

@@ -8,7 +8,7 @@ from edgetwin.models.crowd.table import Task
 from edgetwin.models.crowd.views import WorkerView
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Facts:
     """What only the runtime knows of a worker: its storage cache, RAM, battery, GPU."""
 
