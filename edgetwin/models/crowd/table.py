@@ -44,7 +44,8 @@ def task_id(job_label: str, item: int, stage: str) -> str:
 
 @dataclass(eq=False, slots=True)
 class Task:
-    """One input through one stage, and what its successful attempt cost (runtime-measured)."""
+    """One input through one stage; ``load_ms``, ``infer_ms``, ``comm_ms`` are what its
+    successful attempt cost, as the twin models it (the real foreman keeps the report)."""
 
     job: Job
     item: int
