@@ -18,7 +18,8 @@ order, each worker handling its own in order. The core decides:
   the front. A loss then reorders nothing: the queue is the one the job would
   have had without it, older tasks (of any job) keep their precedence, and a
   worker that keeps failing one task cannot push that task ahead of the rest.
-- a worker whose load of a stage failed is not offered that stage again.
+- a worker whose load of a stage failed lastingly (it does not fit) is not
+  offered that stage again.
 
 Several jobs may be in flight, each with its scheduler and random stream;
 their tasks share one queue (oldest first) and the JIT counts are summed by
