@@ -52,8 +52,10 @@ class ResultRow:
     # emulator runs: the link check's error furthest from zero at this row's bandwidth
     # (wire rate vs set rate, %); outside edgetwin.links.TOLERANCE_PCT the link fell short
     link_error_pct: float | None = None
-    # crowd runs (CROWDio pipeline)
+    # crowd runs (CROWDio pipeline): ``batch`` is the job's inputs too (times are per job);
+    # model loads along the job's critical input are ``load_ms`` (``staging_ms`` is 0)
     inputs: int | None = None
+    load_ms: float | None = None
     stages: int | None = None
     scheduler: str | None = None
     peak_rss_mb: float | None = None
@@ -114,7 +116,11 @@ def read_results(path: Path) -> list[ResultRow]:
 
 
 def parse_result(record: Mapping[str, str]) -> ResultRow:
-    """One record of ``results.csv`` (as read by ``read_table``) as a ResultRow."""
+    """One record of ``results.csv`` (as read by ``read_table``) as a ResultRow.
+
+    A crowd row of a file written before ``load_ms`` had its loads in ``staging_ms``."""
+    if record.get("inputs") and "load_ms" not in record:
+        record = {**record, "load_ms": record.get("staging_ms") or "", "staging_ms": "0"}
     segments = parse_number(record.get("segments"))
     return ResultRow(
         scenario=record["scenario"],

@@ -1,11 +1,14 @@
-"""The real foreman's ``Job`` driven by simulated workers: its decisions, no sockets, no ONNX.
+"""The real foreman's crew (``edgetwin.emu.crowdio.crew``) driven by simulated workers.
 
-Each worker handles the foreman's frames in order, as ``edgetwin.emu.crowdio.worker``
-does over its connection: LOAD_MODEL takes ``load_ms`` (a warm load: every stage is
-on its storage), UNLOAD_MODEL nothing, RUN_TASK ``task_ms[stage]``. Replies reach
-the foreman at once and are handled as ``Foreman._on_worker_message`` handles them.
-The result says which worker ran each task and when it finished, to be set against
-the twin's schedule for the same durations.
+The crew is the real foreman's code between its sockets and the decision core: it
+is fed the workers' replies as ``Foreman._on_worker_message`` feeds them and its
+frames are parsed back, on a virtual clock. Each worker handles the foreman's
+frames in order, as ``edgetwin.emu.crowdio.worker`` does over its connection:
+LOAD_MODEL takes ``load_ms`` (a warm load: every stage is on its storage),
+UNLOAD_MODEL nothing, RUN_TASK ``task_ms[stage]``. Workers may leave for good at
+given times (their connection drops: what they were doing is lost), and several
+jobs may be submitted at given times. The result is every decision the core took,
+with its time, to be set against the twin's for the same durations.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edgetwin.emu.crowdio.codec import encode_array
+from edgetwin.emu.crowdio.crew import Crew
 from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState
-from edgetwin.emu.crowdio.job import Job, Outbox
+from edgetwin.emu.crowdio.job import Outbox
 from edgetwin.emu.crowdio.protocol import (
     DagSpec,
     LoadModel,
@@ -37,6 +41,7 @@ from edgetwin.emu.crowdio.protocol import (
     parse_message,
 )
 from edgetwin.emu.crowdio.records import Mode, TaskReport, WorkerStatus
+from edgetwin.models.crowd.events import Decision
 
 REPORT = TaskReport(
     load_kind="resident", load_ms=0, decode_ms=0, compute_ms=0, encode_ms=0, bytes_in=0, bytes_out=0
@@ -45,12 +50,14 @@ REPORT = TaskReport(
 
 @dataclass(frozen=True)
 class ReplayWorker:
-    """A worker's speed (ms) and the free RAM it reports (its battery reads 100 %)."""
+    """A worker's speed (ms), the free RAM it reports (its battery reads 100 %), and when
+    it leaves for good (None: never)."""
 
     name: str
     load_ms: float
     task_ms: tuple[float, ...]  # per stage: input in, inference, result out
     free_ram_mb: float
+    leave_ms: float | None = None
 
 
 @dataclass
@@ -60,43 +67,57 @@ class _Inbox:
 
 
 def replay_foreman(
-    workers: Sequence[ReplayWorker], stages: int, inputs: int, mode: Mode
-) -> dict[tuple[int, int], tuple[str, float]]:
-    """(input, stage) -> (worker, done ms) as the real foreman schedules the job."""
+    workers: Sequence[ReplayWorker],
+    stages: int,
+    inputs: int,
+    mode: Mode,
+    submit_ms: Sequence[float] = (0.0,),
+) -> list[tuple[float, Decision]]:
+    """(time ms, decision) of every decision the real foreman's core takes, in order."""
     names = [f"cell_{chr(ord('a') + s)}" for s in range(stages)]
-    blobs = [name.encode() for name in names]
     job_stages = [
-        JobStage(s, names[s], hashlib.sha256(b).hexdigest(), base64.b64encode(b).decode(), 1, 1.0)
-        for s, b in enumerate(blobs)
+        JobStage(
+            s,
+            n,
+            hashlib.sha256(n.encode()).hexdigest(),
+            base64.b64encode(n.encode()).decode(),
+            1,
+            1.0,
+        )
+        for s, n in enumerate(names)
     ]
-    submit = SubmitPipelineJob(
-        job_id="replay",
-        mode=mode,
-        scheduler="affinity",
-        seed=0,
-        min_workers=len(workers),
-        stages=tuple(
-            StageBlob(name=s.name, sha256=s.sha256, blob_b64=s.blob_b64, ram_mb=1.0)
-            for s in job_stages
-        ),
-        dag=DagSpec(nodes=tuple(names), edges=tuple(itertools.pairwise(names))),
-        inputs=tuple(encode_array(np.full((1, 4), i, np.float32), None, 0) for i in range(inputs)),
-    )
     speeds = {w.name: w for w in workers}
-    states = {w.name: WorkerState(w.name, k, False, _status(w)) for k, w in enumerate(workers)}
+    clock = [0.0]
+    crew = Crew(None, clock=lambda: clock[0] / 1e3)
+    decisions: list[tuple[float, Decision]] = []
+    record = crew.core.on_decision
+    assert record is not None
+
+    def tee(d: Decision) -> None:
+        decisions.append((clock[0], d))
+        record(d)
+
+    crew.core.on_decision = tee
+    inboxes = {w.name: _Inbox() for w in workers}
+    states = {w.name: WorkerState(w.name, False, _status(w)) for w in workers}
     for state in states.values():
         state.cached.update(s.sha256 for s in job_stages)
-    clock = [0.0]
-    job = Job(submit, job_stages, states, None, lambda _event: None, clock=lambda: clock[0] / 1e3)
-    inboxes = {name: _Inbox() for name in states}
-    pending: list[tuple[float, int, str, Message]] = []  # (time, order, worker, reply)
-    order = iter(range(1 << 30))
+        crew.add_worker(state)
+    # (time, order, what, worker, reply): what is 0 a submission, 1 a departure, 2 a reply
+    pending: list[tuple[float, int, int, str, Message | None]] = []
+    order = itertools.count()
+    for k, at_ms in enumerate(submit_ms):
+        heapq.heappush(pending, (at_ms, next(order), 0, str(k), None))
+    for w in workers:
+        if w.leave_ms is not None:
+            heapq.heappush(pending, (w.leave_ms, next(order), 1, w.name, None))
+    gone: set[str] = set()
 
     def deliver(outbox: Outbox) -> None:
         for worker, frame in outbox:
             inboxes[worker.worker_id].frames.append(parse_message(frame))
         for name, inbox in inboxes.items():
-            if not inbox.busy and inbox.frames:
+            if name not in gone and not inbox.busy and inbox.frames:
                 start_next(name)
 
     def start_next(name: str) -> None:
@@ -129,29 +150,40 @@ def replay_foreman(
                 report=REPORT,
                 status=status,
             )
-        heapq.heappush(pending, (clock[0] + duration, next(order), name, reply))
+        heapq.heappush(pending, (clock[0] + duration, next(order), 2, name, reply))
 
-    deliver(job.start())
-    while pending and not job.finished:
-        clock[0], _, name, reply = heapq.heappop(pending)
-        inboxes[name].busy = False
-        deliver(_handle(job, states[name], reply))
-    return {
-        key: (str(record.worker_id), record.done_ms) for key, record in job.table.records.items()
-    }
+    while pending:
+        clock[0], _, what, name, reply = heapq.heappop(pending)
+        if what == 0:
+            submit = _submit(f"job-{name}", job_stages, inputs, mode, len(workers))
+            deliver(crew.start(submit, job_stages, lambda _event: None)[1])
+        elif what == 1:
+            gone.add(name)
+            deliver(crew.lose_worker(states.pop(name)))
+        elif name not in gone:
+            assert reply is not None
+            inboxes[name].busy = False
+            deliver(crew.on_reply(states[name], reply))  # type: ignore[arg-type]
+    assert not crew.core.in_flight, "every job finished"
+    return decisions
 
 
-def _handle(job: Job, worker: WorkerState, reply: Message) -> Outbox:
-    """What ``Foreman._on_worker_message`` does with a worker's reply."""
-    if isinstance(reply, ModelLoaded):
-        worker.cached.add(reply.sha256)
-        job.on_loaded(worker, reply)
-        return []
-    if isinstance(reply, ModelUnloaded):
-        job.on_unloaded(worker, reply)
-        return []
-    assert isinstance(reply, TaskResult)
-    return job.on_result(worker, reply)
+def _submit(
+    job_id: str, stages: Sequence[JobStage], inputs: int, mode: Mode, workers: int
+) -> SubmitPipelineJob:
+    names = [s.name for s in stages]
+    return SubmitPipelineJob(
+        job_id=job_id,
+        mode=mode,
+        scheduler="affinity",
+        seed=0,
+        min_workers=workers,
+        stages=tuple(
+            StageBlob(name=s.name, sha256=s.sha256, blob_b64=s.blob_b64, ram_mb=1.0) for s in stages
+        ),
+        dag=DagSpec(nodes=tuple(names), edges=tuple(itertools.pairwise(names))),
+        inputs=tuple(encode_array(np.full((1, 4), i, np.float32), None, 0) for i in range(inputs)),
+    )
 
 
 def _status(worker: ReplayWorker) -> WorkerStatus:

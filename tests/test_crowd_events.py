@@ -123,7 +123,8 @@ def test_one_phone_streaming_exact_trace(tmp_path: Path) -> None:
     assert row.total_ms == pytest.approx(2562)  # + aggregation of 2 inputs
     # critical input i1: inferences 2 x 100; no load (each of its tasks found its stage
     # resident, as the worker reports it: the load just before the task); transfers 4 x 20
-    assert (row.compute_ms, row.staging_ms, row.comm_ms) == pytest.approx((200, 0, 80))
+    assert (row.compute_ms, row.load_ms, row.comm_ms) == pytest.approx((200, 0, 80))
+    assert row.staging_ms == 0  # a phone has no staging phase
     # load 2 s x 5 W, inference 0.4 s x 10 W, transfers 0.16 s x 2 W, idle 2 ms x 1 W
     assert row.energy_j == pytest.approx(10 + 4 + 0.32 + 0.002)
     assert row.battery_mah == pytest.approx((10 + 4 + 0.32 + 0.002) / 3.6 / 4.0)

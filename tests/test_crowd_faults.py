@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from edgetwin.errors import InputError
+from edgetwin.models.crowd.table import TaskState
 from edgetwin.scenario import Scenario
 from edgetwin.sim.crowd.runner import CrowdOutcome, CrowdRun, prepare_crowd, simulate_crowd
-from edgetwin.sim.crowd.tasks import TaskState
 from tests.test_crowd_events import STAGE, events, simulate, toy_crowd, toy_phone_file
 
 

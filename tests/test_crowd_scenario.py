@@ -1,4 +1,4 @@
-"""Crowd scenarios: validation with named fields, determinism, rows, timelines, indexes."""
+"""Crowd scenarios: validation with named fields, determinism, rows, timelines."""
 
 from __future__ import annotations
 
@@ -6,17 +6,12 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from edgetwin.errors import InputError
-from edgetwin.policies.scheduling import SCHEDULERS, TaskView, WorkerView, make_scheduler
-from edgetwin.results import write_results
+from edgetwin.results import read_results, write_results
 from edgetwin.scenario import Scenario, load_scenario, validate_scenario
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
-from edgetwin.sim.crowd.candidates import make_index
 from edgetwin.sim.crowd.phone_profile import load_phone_profile
 from edgetwin.sim.crowd.records import ACTIVITY_KINDS
 from tests.conftest import REPO
@@ -171,6 +166,23 @@ def test_rows_one_per_job_with_crowd_columns(tmp_path: Path) -> None:
         assert row.per_sample_ms == pytest.approx(row.total_ms / 2)
         assert row.peak_rss_mb == 10 and (row.battery_mah or 0) > 0
         assert row.bytes_moved is not None and row.bytes_moved >= row.bytes_sent > 0
+        assert row.staging_ms == 0 and row.load_ms is not None
+    assert any((row.load_ms or 0) > 0 for row in rows)  # the first inputs wait for loads
+
+
+def test_old_crowd_rows_with_loads_in_staging_ms_still_read(tmp_path: Path) -> None:
+    scenario = Scenario.model_validate(_raw(tmp_path))
+    (row,) = run_crowd(scenario, None)
+    write_results(tmp_path / "new.csv", [row])
+    lines = (tmp_path / "new.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    cells = dict(zip(header, lines[1].split(","), strict=True))
+    cells["staging_ms"] = cells.pop("load_ms")  # as a file written before load_ms
+    old = tmp_path / "old.csv"
+    old.write_text(",".join(cells) + "\n" + ",".join(cells.values()) + "\n")
+    (again,) = read_results(old)
+    assert again == read_results(tmp_path / "new.csv")[0]
+    assert again.load_ms == row.load_ms == 2000 and again.staging_ms == 0
 
 
 def test_timelines_cover_every_phone_without_overlap() -> None:
@@ -188,87 +200,6 @@ def test_timelines_cover_every_phone_without_overlap() -> None:
     assert set(records) == {"activities", "ram", "battery", "events", "rows", "phones"}
     levels = [b.level_pct for b in timeline.battery if b.phone == timeline.phones[0]]
     assert levels == sorted(levels, reverse=True) and levels[0] == 100
-
-
-# ---------------------------------------------------------------- candidate indexes
-
-views = st.builds(
-    lambda resident, cached, ram, battery, success, gpu, done: (
-        resident,
-        frozenset(cached),
-        ram,
-        battery,
-        success,
-        gpu,
-        done,
-    ),
-    st.sampled_from([None, "a", "b", "c"]),
-    st.sets(st.sampled_from(["a", "b", "c"])),
-    st.sampled_from([5.0, 50.0, 500.0, 5000.0]),
-    st.sampled_from([None, 10.0, 50.0, 90.0]),
-    st.sampled_from([0.5, 0.9, 1.0]),
-    st.booleans(),
-    st.integers(0, 5),
-)
-
-
-class _FakePhone:
-    """Just what an index reads of a phone (a real Phone needs a whole environment)."""
-
-    def __init__(self, view: WorkerView, busy: bool) -> None:
-        self.name = view.worker_id
-        self.view = view
-        self.joined_order = view.joined_order
-        self.version = 0
-        self.busy = busy
-        self.banned: set[str] = set()
-
-    @property
-    def available(self) -> bool:
-        return not self.busy
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    fields=st.lists(st.tuples(views, st.booleans()), min_size=1, max_size=12),
-    stage=st.sampled_from(["a", "b", "c"]),
-    name=st.sampled_from(sorted(SCHEDULERS)),
-)
-def test_shortlists_contain_the_schedulers_choice(
-    fields: list[tuple[tuple[Any, ...], bool]], stage: str, name: str
-) -> None:
-    phones = [
-        _FakePhone(WorkerView(f"w{i}", *f[:5], f[5], f[6], joined_order=i), busy)
-        for i, (f, busy) in enumerate(fields)
-    ]
-    stages = [TaskView(s, s, 40.0) for s in ("a", "b", "c")]
-    index = make_index(name, phones, stages)  # type: ignore[arg-type]
-    for phone in phones:
-        index.update(phone)  # type: ignore[arg-type]
-    task = stages[["a", "b", "c"].index(stage)]
-    scheduler = make_scheduler(name)
-    everyone = [p.view for p in phones if p.available]
-    shown = index.shortlist(task, np.random.default_rng(0))
-    choice = scheduler.choose(task, shown, np.random.default_rng(1)) if shown else None
-    full = scheduler.choose(task, everyone, np.random.default_rng(1))
-    if name == "random":  # same support: a uniform draw among the eligible
-        assert (choice is None) == (full is None)
-        if choice is not None:
-            assert choice in {w.worker_id for w in everyone}
-    else:
-        assert choice == full
-
-
-def test_an_unknown_scheduler_is_shown_every_idle_phone() -> None:
-    phones = [
-        _FakePhone(WorkerView(f"w{i}", None, frozenset(), 100.0, None, 1.0, False, 0, i), i == 1)
-        for i in range(3)
-    ]
-    index = make_index("someone_elses", phones, [TaskView("a", "a", 1.0)])  # type: ignore[arg-type]
-    for phone in phones:
-        index.update(phone)  # type: ignore[arg-type]
-    shown = index.shortlist(TaskView("t", "a", 1.0), np.random.default_rng(0))
-    assert [w.worker_id for w in shown] == ["w0", "w2"]
 
 
 def test_six_stage_what_if_runs_and_loads_each_stage_in_series() -> None:

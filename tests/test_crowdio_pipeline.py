@@ -239,7 +239,8 @@ def test_summary_becomes_a_results_row(streaming_job: PipelineJob, tmp_path: Pat
     assert (row.strategy, row.mode, row.devices, row.batch) == ("crowdio_streaming", "local", 2, 3)
     assert (row.inputs, row.stages, row.scheduler) == (3, 3, "affinity")
     assert row.total_ms == summary.pipeline_latency_ms
-    assert 0 < row.compute_ms + row.staging_ms + row.comm_ms <= row.total_ms  # + queueing
+    assert row.load_ms is not None and row.staging_ms == 0  # loads have their own column
+    assert 0 < row.compute_ms + row.load_ms + row.comm_ms <= row.total_ms  # + queueing
     assert row.bytes_sent == sum(t.report.bytes_out for t in summary.tasks)
     assert row.cold_loads == summary.cold_loads and row.bytes_moved == summary.bytes_moved
     assert row.energy_j is not None and row.energy_j > 0

@@ -18,14 +18,11 @@ from edgetwin.emu.crowdio.codec import (
     raw_bytes,
 )
 from edgetwin.emu.crowdio.dag import Dag, GraphError, check_linear, linear_dag, topological_order
-from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState, assignments, prefetches
 from edgetwin.emu.crowdio.filestore import FileStore, StoreError
 from edgetwin.emu.crowdio.model import TINY, export_stages
 from edgetwin.emu.crowdio.records import Payload, TaskReport, WorkerStatus
 from edgetwin.emu.crowdio.sessions import ModelCache, ModelError, SessionSlot
-from edgetwin.emu.crowdio.tasks import TaskState, TaskTable
 from edgetwin.emu.crowdio.telemetry import BatteryMeter, PowerModel
-from edgetwin.policies.scheduling import make_scheduler
 
 REPORT = TaskReport(
     load_kind="resident",
@@ -147,97 +144,6 @@ def test_explicit_graphs_must_be_acyclic_and_the_stage_chain() -> None:
 
 
 # --- task records and the dependency manager ------------------------------------------------
-
-
-def _run_to_end(table: TaskTable, order: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
-    """Complete tasks in ``order`` (each must be ready); the ready queue after each step."""
-    queues = []
-    for step, key in enumerate(order):
-        assert key in table.ready(), (key, table.ready())
-        table.assign(key, "w", float(step))
-        table.complete(key, _inline(step), REPORT, float(step))
-        queues.append(table.ready())
-    return queues
-
-
-def test_streaming_releases_each_input_on_its_own() -> None:
-    table = TaskTable([_inline(0), _inline(1)], stages=3, mode="streaming")
-    assert table.ready() == [(0, 0), (1, 0)]
-    queues = _run_to_end(table, [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)])
-    assert queues == [[(1, 0), (0, 1)], [(1, 0), (0, 2)], [(1, 0)], [(1, 1)], [(1, 2)], []]
-    assert table.finished
-
-
-def test_barrier_releases_a_stage_when_the_previous_one_is_done() -> None:
-    table = TaskTable([_inline(0), _inline(1)], stages=2, mode="barrier")
-    queues = _run_to_end(table, [(0, 0), (1, 0), (1, 1), (0, 1)])
-    assert queues == [[(1, 0)], [(0, 1), (1, 1)], [(0, 1)], []]
-    assert table.records[(1, 1)].payload == _inline(1)  # the upstream result, injected
-
-
-def test_a_task_taken_back_goes_first_with_its_input() -> None:
-    table = TaskTable([_inline(0), _inline(1)], stages=2, mode="streaming")
-    table.assign((0, 0), "lost", 0.0)
-    assert table.running_on("lost") == [(0, 0)] and table.unassigned(0) == 1
-    table.take_back((0, 0), failed=False)
-    record = table.records[(0, 0)]
-    assert table.ready() == [(0, 0), (1, 0)]
-    assert record.state is TaskState.READY and record.payload == _inline(0)
-    assert record.failures == 0 and record.attempts == 1
-
-
-# --- placement: the scheduler over workers, JIT prefetch -------------------------------------
-
-
-def _stage(index: int) -> JobStage:
-    return JobStage(index, f"cell_{'abc'[index]}", f"{index:064x}", "", 100, 1.0)
-
-
-def _worker(name: str, order: int, resident: int | None = None) -> WorkerState:
-    worker = WorkerState(name, order, False, STATUS)
-    if resident is not None:
-        worker.resident_sha, worker.resident_name = _stage(resident).sha256, f"s{resident}"
-    return worker
-
-
-def test_affinity_assignment_prefers_the_worker_with_the_stage_resident() -> None:
-    stages = [_stage(0), _stage(1)]
-    table = TaskTable([_inline(0), _inline(1)], stages=2, mode="streaming")
-    table.assign((0, 0), "x", 0)
-    table.complete((0, 0), _inline(), REPORT, 1)
-    table.assign((1, 0), "x", 0)
-    workers = [_worker("first", 0, resident=0), _worker("second", 1, resident=1)]
-    chosen = assignments(
-        "j", table, stages, workers, make_scheduler("affinity"), np.random.default_rng(0)
-    )
-    assert [(key, w.worker_id) for key, w in chosen] == [((0, 1), "second")]
-    fifo = assignments(
-        "j", table, stages, workers, make_scheduler("fifo"), np.random.default_rng(0)
-    )
-    assert [(key, w.worker_id) for key, w in fifo] == [((0, 1), "first")]
-
-
-def test_prefetch_loads_a_released_stage_on_workers_left_without_work() -> None:
-    stages = [_stage(0), _stage(1)]
-    table = TaskTable([_inline(0), _inline(1), _inline(2)], stages=2, mode="barrier")
-    busy, done, idle = _worker("busy", 0, 0), _worker("done", 1, 0), _worker("idle", 2, 0)
-    for key, worker in (((0, 0), busy), ((1, 0), done), ((2, 0), idle)):
-        table.assign(key, worker.worker_id, 0)
-        worker.task = key
-    for key, worker in (((1, 0), done), ((2, 0), idle)):
-        table.complete(key, _inline(), REPORT, 1)
-        worker.task = None
-    workers = [busy, done, idle]
-    assert prefetches(table, {0}, stages, workers) == []  # stage 1 not released yet
-    chosen = prefetches(table, {0, 1}, stages, workers)
-    assert [(w.worker_id, index) for w, index in chosen] == [("done", 1), ("idle", 1)]
-    done.resident_sha = idle.resident_sha = stages[1].sha256
-    more, extra = _worker("more", 3, 0), _worker("extra", 4, 0)
-    chosen = prefetches(table, {0, 1}, stages, [*workers, more, extra])
-    assert [(w.worker_id, index) for w, index in chosen] == [("more", 1)]  # 3 tasks, 3 holders
-
-
-# --- worker pieces: model cache, single residency, battery ----------------------------------
 
 
 def test_model_cache_checks_blobs_on_the_way_in_and_out(tmp_path: Path) -> None:

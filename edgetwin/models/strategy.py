@@ -9,10 +9,11 @@ from typing import Literal
 
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models.costs import CostPlan, InputSource
+from edgetwin.models.crowd.table import Mode
 from edgetwin.models.layout import Layout
 
 Param = Literal["cr", "segments"]
-Pipeline = Literal["streaming", "barrier"]
+
 # (model, devices, segments L or None, input source) -> the plan the twin runs
 CostPlanFn = Callable[["ModelSpec", int, "int | None", InputSource], CostPlan]
 # (tokens, ranks, segments L or None) -> which rows each rank holds and sends
@@ -43,4 +44,4 @@ class Strategy:
     layout: LayoutFn | None = None
     entry_point: str | None = None
     selectable: bool = False
-    pipeline: Pipeline | None = None
+    pipeline: Mode | None = None

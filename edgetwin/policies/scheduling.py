@@ -9,82 +9,40 @@ The affinity scheduler prefers, in order of residency tier: a worker with
 the task's stage resident in its session, one with the stage cached on
 storage, an idle worker with nothing resident, and last a worker that must
 evict another stage. Within a tier it takes the best-scored worker.
+
+The views, tiers and the ``Scheduler`` protocol are the crowd decision core's
+(``edgetwin.models.crowd.views``); a scheduler that picks the smallest ``rank``
+says so, and the core shows it one worker from an index instead of every one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from enum import IntEnum
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import numpy as np
 
+from edgetwin.models.crowd.views import (
+    Scheduler,
+    TaskView,
+    Tier,
+    WorkerView,
+    fits,
+    health_score,
+    tier,
+)
 
-class Tier(IntEnum):
-    """Residency tier of a worker for a stage: lower is better."""
-
-    RESIDENT = 0
-    CACHED = 1
-    IDLE = 2
-    EVICT = 3
-
-
-@dataclass(frozen=True)
-class WorkerView:
-    """What a scheduler may know of a worker at the moment it decides."""
-
-    worker_id: str
-    resident_stage: str | None
-    cached_stages: frozenset[str]
-    free_ram_mb: float
-    battery_pct: float | None  # None: mains powered
-    success_rate: float  # completed / assigned, 1.0 before any task
-    has_gpu: bool
-    tasks_done: int
-    joined_order: int  # position in the order workers joined
-
-
-@dataclass(frozen=True)
-class TaskView:
-    """A task waiting for a worker."""
-
-    task_id: str
-    stage: str
-    stage_ram_mb: float
-
-
-def tier(task: TaskView, worker: WorkerView) -> Tier:
-    """Residency tier of ``worker`` for ``task``'s stage."""
-    if worker.resident_stage == task.stage:
-        return Tier.RESIDENT
-    if task.stage in worker.cached_stages:
-        return Tier.CACHED
-    if worker.resident_stage is None:
-        return Tier.IDLE
-    return Tier.EVICT
-
-
-def health_score(worker: WorkerView) -> float:
-    """Higher is better: success rate first, then battery, RAM headroom and a GPU."""
-    battery = 1.0 if worker.battery_pct is None else worker.battery_pct / 100.0
-    ram = min(worker.free_ram_mb / 4096.0, 1.0)
-    return 4.0 * worker.success_rate + 2.0 * battery + ram + (0.5 if worker.has_gpu else 0.0)
-
-
-def fits(task: TaskView, worker: WorkerView) -> bool:
-    """Whether the stage can be made resident (a resident stage is unloaded first)."""
-    return worker.resident_stage == task.stage or worker.free_ram_mb >= task.stage_ram_mb
-
-
-class Scheduler(Protocol):
-    """Picks a worker id among ``available`` for ``task``, or None to keep it waiting."""
-
-    name: ClassVar[str]
-
-    def choose(
-        self, task: TaskView, available: Sequence[WorkerView], rng: np.random.Generator
-    ) -> str | None: ...
+__all__ = [
+    "SCHEDULERS",
+    "Scheduler",
+    "TaskView",
+    "Tier",
+    "WorkerView",
+    "fits",
+    "health_score",
+    "make_scheduler",
+    "tier",
+]
 
 
 def _best(
@@ -95,32 +53,41 @@ def _best(
     return min(candidates, key=key).worker_id if candidates else None
 
 
-class AffinityScheduler:
+class _Ranked:
+    """A scheduler that picks the fitting worker with the smallest ``rank``."""
+
+    def rank(self, task: TaskView, worker: WorkerView) -> tuple[float, ...]:
+        raise NotImplementedError
+
+    def choose(
+        self, task: TaskView, available: Sequence[WorkerView], rng: np.random.Generator
+    ) -> str | None:
+        return _best(task, available, lambda w: self.rank(task, w))
+
+
+class AffinityScheduler(_Ranked):
     """Four-tier affinity: resident, cached, idle, evict; best health score within a tier."""
 
     name: ClassVar[str] = "affinity"
 
-    def choose(
-        self, task: TaskView, available: Sequence[WorkerView], rng: np.random.Generator
-    ) -> str | None:
-        return _best(task, available, lambda w: (tier(task, w), -health_score(w), w.joined_order))
+    def rank(self, task: TaskView, worker: WorkerView) -> tuple[float, ...]:
+        return (tier(task, worker), -health_score(worker), worker.joined_order)
 
 
-class FifoScheduler:
+class FifoScheduler(_Ranked):
     """First available worker in the order workers joined."""
 
     name: ClassVar[str] = "fifo"
 
-    def choose(
-        self, task: TaskView, available: Sequence[WorkerView], rng: np.random.Generator
-    ) -> str | None:
-        return _best(task, available, lambda w: w.joined_order)
+    def rank(self, task: TaskView, worker: WorkerView) -> tuple[float, ...]:
+        return (worker.joined_order,)
 
 
 class RandomScheduler:
     """A uniformly random available worker."""
 
     name: ClassVar[str] = "random"
+    uniform: ClassVar[bool] = True  # the core may draw the one worker it is shown
 
     def choose(
         self, task: TaskView, available: Sequence[WorkerView], rng: np.random.Generator
@@ -129,15 +96,13 @@ class RandomScheduler:
         return candidates[int(rng.integers(len(candidates)))].worker_id if candidates else None
 
 
-class LeastLoadedScheduler:
+class LeastLoadedScheduler(_Ranked):
     """The available worker that has done the fewest tasks so far."""
 
     name: ClassVar[str] = "least_loaded"
 
-    def choose(
-        self, task: TaskView, available: Sequence[WorkerView], rng: np.random.Generator
-    ) -> str | None:
-        return _best(task, available, lambda w: (w.tasks_done, w.joined_order))
+    def rank(self, task: TaskView, worker: WorkerView) -> tuple[float, ...]:
+        return (worker.tasks_done, worker.joined_order)
 
 
 SCHEDULERS: dict[str, Callable[[], Scheduler]] = {

@@ -1,4 +1,4 @@
-"""The foreman: an asyncio TCP server that enrols workers, takes one job at a time and runs it.
+"""The foreman: an asyncio TCP server that enrols workers and runs several jobs at once.
 
 Every connection opens with a hello that carries the shared token (checked in
 constant time; a wrong token is refused and the connection closed). Until then
@@ -8,7 +8,9 @@ was asked, gets an ERROR and is disconnected; a worker's tasks are re-dispatched
 A worker silent for longer than the liveness rule's timeout (``liveness.py``) is
 declared lost: its connection is dropped and its tasks re-dispatched as on a
 disconnect; whatever it sends later is never read. Worker ids are never reused, so a
-worker that comes back enrols as a fresh one.
+worker that comes back enrols as a fresh one. The decisions are the crowd decision
+core's, for every job in flight together (``crew``); a job starts once it has its
+``min_workers``.
 
     python -m edgetwin.emu.crowdio.foreman --host H --port P --token T [--store DIR]
 """
@@ -31,6 +33,7 @@ from pathlib import Path
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.emu.crowdio.codec import PayloadError
+from edgetwin.emu.crowdio.crew import Crew
 from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState
 from edgetwin.emu.crowdio.filestore import FileStore, StoreError
 from edgetwin.emu.crowdio.framing import HEADER_BYTES, FrameError, read_frame, write_frame
@@ -126,13 +129,13 @@ class Foreman:
     def __init__(self, config: ForemanConfig) -> None:
         self.config = config
         self.store = None if config.store_dir is None else FileStore(config.store_dir, "foreman")
-        self.workers: dict[str, WorkerState] = {}
+        self.crew = Crew(self.store)
+        self.workers = self.crew.workers  # enrolled, by id
         self.peers: dict[str, Peer] = {}
-        self.pending: PendingJob | None = None
+        self.pending: dict[str, PendingJob] = {}  # submitted and not over, by job id
         self.job_ids: set[str] = set()  # every job id accepted so far; ids are not reused
         self.worker_ids: set[str] = set()  # every worker id given so far; ids are not reused
         self.silence = SilenceWatch(config.liveness)
-        self._joined = itertools.count()
         self._clients = itertools.count(1)
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
@@ -153,8 +156,8 @@ class Foreman:
             self._watchdog.cancel()
         for peer in list(self.peers.values()):
             peer.close()
-        if self.pending is not None:
-            self.pending.client.close()
+        for pending in self.pending.values():
+            pending.client.close()
         if self._connections:
             _, left = await asyncio.wait(self._connections, timeout=CLOSE_GRACE_S)
             for task in left:
@@ -163,10 +166,6 @@ class Foreman:
                 await asyncio.wait(left, timeout=CLOSE_GRACE_S)
         if self._server is not None:
             await self._server.wait_closed()
-
-    @property
-    def job(self) -> Job | None:
-        return None if self.pending is None else self.pending.job
 
     async def _on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -212,10 +211,9 @@ class Foreman:
             worker_id = f"{hello.name}.{n}"
         self.worker_ids.add(worker_id)
         self.silence.heard(worker_id)
-        worker = WorkerState(worker_id, next(self._joined), hello.has_gpu, hello.status)
+        worker = WorkerState(worker_id, hello.has_gpu, hello.status)
         worker.cached.update(hello.cached)
         peer = Peer(writer, self._count_wire)
-        self.workers[worker_id] = worker
         self.peers[worker_id] = peer
         store_dir = None if self.store is None else str(self.store.root)
         welcome = Welcome(
@@ -225,9 +223,7 @@ class Foreman:
             heartbeat_s=self.config.liveness.heartbeat_s,
         )
         peer.send(encode_message(welcome))
-        if self.job is not None:
-            self.job.add_worker(worker)
-            self._send(self.job.dispatch())
+        self._send(self.crew.add_worker(worker))
         self._start_when_ready()
         reason = None
         try:
@@ -252,11 +248,10 @@ class Foreman:
         worker_id = worker.worker_id
         if self.workers.get(worker_id) is not worker:
             return
-        del self.workers[worker_id], self.peers[worker_id]
+        del self.peers[worker_id]
         self.silence.forget(worker_id)
-        if self.job is not None:
-            self._send(self.job.on_worker_lost(worker, detail))
-            self._settle()
+        self._send(self.crew.lose_worker(worker, detail))
+        self._settle()
 
     async def _watch_silence(self) -> None:
         """Declare workers lost that have been silent for longer than the timeout."""
@@ -274,29 +269,7 @@ class Foreman:
             message, ModelLoaded | ModelUnloaded | ModelFailed | TaskResult | TaskFailed
         ):
             raise ProtocolError(f"unexpected {message.type} from a worker")
-        worker.status = message.status
-        if isinstance(message, ModelLoaded):
-            worker.cached.add(message.sha256)
-        elif isinstance(message, ModelFailed):
-            worker.cached.discard(message.sha256)
-            if worker.resident_sha == message.sha256:  # else another load is already queued
-                worker.resident_sha = worker.resident_name = None
-        job = self.job
-        if job is None:
-            return
-        if isinstance(message, TaskResult | TaskFailed) and message.job_id != job.job_id:
-            return  # a task of a job that was abandoned (job ids are never reused)
-        job.on_status(worker, message.status)
-        if isinstance(message, ModelLoaded):
-            job.on_loaded(worker, message)
-        elif isinstance(message, ModelUnloaded):
-            job.on_unloaded(worker, message)
-        elif isinstance(message, ModelFailed):
-            job.on_load_failed(worker, message)
-        elif isinstance(message, TaskResult):
-            self._send(job.on_result(worker, message))
-        else:
-            self._send(job.on_failed(worker, message))
+        self._send(self.crew.on_reply(worker, message))
         self._settle()
 
     async def _serve_client(
@@ -330,8 +303,6 @@ class Foreman:
         self, submit: SubmitPipelineJob, peer: Peer, reader: asyncio.StreamReader
     ) -> None:
         try:
-            if self.pending is not None:
-                raise JobRejection("the foreman is running another job")
             if submit.job_id in self.job_ids:
                 raise JobRejection(f"job id {submit.job_id} was used before")
             stages = job_stages(submit)
@@ -341,7 +312,7 @@ class Foreman:
         self.job_ids.add(submit.job_id)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         pending = PendingJob(submit, stages, peer, done)
-        self.pending = pending
+        self.pending[submit.job_id] = pending
         tasks = len(stages) * len(submit.inputs)
         peer.send(encode_message(JobAccepted(job_id=submit.job_id, tasks=tasks)))
         self._start_when_ready()
@@ -360,16 +331,13 @@ class Foreman:
             peer.send(encode_message(reply))
 
     def _start_when_ready(self) -> None:
-        pending = self.pending
-        if pending is None or pending.job is not None:
-            return
-        if len(self.workers) < pending.submit.min_workers:
-            return
-        job = Job(
-            pending.submit, pending.stages, self.workers, self.store, self._forward_event(pending)
-        )
-        pending.job = job
-        self._send(job.start())
+        """Start, in the order they came, the jobs that now have their ``min_workers``."""
+        for pending in list(self.pending.values()):
+            if pending.job is None and len(self.workers) >= pending.submit.min_workers:
+                pending.job, outbox = self.crew.start(
+                    pending.submit, pending.stages, self._forward_event(pending)
+                )
+                self._send(outbox)
 
     def _forward_event(self, pending: PendingJob) -> Callable[[Event], None]:
         def forward(event: Event) -> None:
@@ -378,19 +346,19 @@ class Foreman:
         return forward
 
     def _settle(self) -> None:
-        """Resolve the job once it has finished or failed."""
-        pending = self.pending
-        if pending is None or pending.job is None or pending.done.done():
-            return
-        if pending.job.finished or pending.job.failure is not None:
-            pending.done.set_result(None)
+        """Resolve the jobs that have finished or failed."""
+        for pending in self.pending.values():
+            job = pending.job
+            over = job is not None and (job.finished or job.failure is not None)
+            if over and not pending.done.done():
+                pending.done.set_result(None)
 
     def _drop(self, pending: PendingJob) -> None:
         """Forget a job; workers still running its tasks are free (late results are ignored)."""
-        if self.pending is pending:
-            self.pending = None
-        for worker in self.workers.values():
-            worker.task = None
+        if self.pending.get(pending.submit.job_id) is pending:
+            del self.pending[pending.submit.job_id]
+        if pending.job is not None:
+            self._send(self.crew.drop(pending.job))
 
     def _send(self, outbox: Outbox) -> None:
         for worker, frame in outbox:
@@ -399,8 +367,8 @@ class Foreman:
                 peer.send(frame)
 
     def _count_wire(self, body_bytes: int) -> None:
-        if self.job is not None:
-            self.job.wire_bytes += HEADER_BYTES + body_bytes
+        for job in self.crew.jobs.values():  # every job in flight while the frame moved
+            job.wire_bytes += HEADER_BYTES + body_bytes
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:

@@ -1,8 +1,8 @@
-"""One job's bookkeeping on the foreman: tasks, JIT loads, dispatch, statistics, summary.
+"""One job's bookkeeping on the foreman: payloads, frames, statistics, events, summary.
 
-Pure state: every handler updates the job and the workers' states and returns the
-frames to send (an ``Outbox``); the foreman does the I/O. Handlers raise
-ProtocolError when a worker's reply does not fit what it was asked to do.
+The decisions are the core's (``edgetwin.models.crowd``, driven by ``crew``); a job
+here keeps what its tasks carry (input payloads, results, logits), builds its
+frames, counts its statistics and writes its events. Pure state, no I/O.
 """
 
 from __future__ import annotations
@@ -10,26 +10,20 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import time
-from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from edgetwin.emu.crowdio.codec import PayloadError, compressed_bytes, decode_payload, raw_bytes
 from edgetwin.emu.crowdio.dag import Dag, GraphError, check_linear
-from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState, assignments, prefetches
+from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState
 from edgetwin.emu.crowdio.filestore import FileStore, StoreError
 from edgetwin.emu.crowdio.protocol import (
     LoadModel,
-    ModelFailed,
-    ModelLoaded,
-    ModelUnloaded,
     ProtocolError,
     RunTask,
     SubmitPipelineJob,
-    TaskFailed,
     TaskResult,
     UnloadModel,
     encode_message,
@@ -40,12 +34,15 @@ from edgetwin.emu.crowdio.records import (
     EventKind,
     Payload,
     PipelineSummary,
+    TaskReport,
     TaskTiming,
     WorkerStatus,
     WorkerSummary,
 )
-from edgetwin.emu.crowdio.tasks import TaskKey, TaskTable
-from edgetwin.policies.scheduling import SCHEDULERS, Scheduler, make_scheduler
+from edgetwin.models.crowd import table
+from edgetwin.models.crowd.aggregate import aggregate
+from edgetwin.models.crowd.core import Load
+from edgetwin.policies.scheduling import SCHEDULERS
 
 Outbox = list[tuple[WorkerState, bytes]]
 MAX_TASK_FAILURES = 3
@@ -104,31 +101,33 @@ def job_stages(submit: SubmitPipelineJob) -> list[JobStage]:
 
 
 class Job:
-    """A running job over the foreman's current workers (shared, updated in place)."""
+    """A running job: what its tasks carry and what it measured (decisions: ``core``)."""
+
+    core: table.Job  # set by the crew once the core has the job
 
     def __init__(
         self,
         submit: SubmitPipelineJob,
         stages: list[JobStage],
-        workers: Mapping[str, WorkerState],
         store: FileStore | None,
         on_event: Callable[[Event], None],
-        clock: Callable[[], float] = time.monotonic,
+        start_ms: float,
     ) -> None:
         self.job_id = submit.job_id
         self.mode = submit.mode
+        self.scheduler = submit.scheduler
         self.stages = stages
-        self.workers = workers
+        self.by_name = {stage.name: stage for stage in stages}
+        self.by_sha = {stage.sha256: stage for stage in stages}
         self.store = store
         self.on_event = on_event
-        self.clock = clock
-        self.scheduler: Scheduler = make_scheduler(submit.scheduler)
-        self.rng = np.random.default_rng(submit.seed)
-        self.table = TaskTable(submit.inputs, len(stages), submit.mode)
-        self.released: set[int] = set()
+        self.start_ms = start_ms  # on the foreman's clock
+        self.inputs: dict[tuple[int, int], Payload] = {
+            (i, 0): payload for i, payload in enumerate(submit.inputs)
+        }
+        self.reports: dict[tuple[int, int], TaskReport] = {}
         self.events: list[Event] = []
         self.stats: dict[str, WorkerJobStats] = {}
-        self.redispatched = 0
         self.model_bytes_sent = 0
         self.wire_bytes = 0
         self.boundary_raw = [0] * len(stages)
@@ -137,86 +136,64 @@ class Job:
         self.logits: dict[int, np.ndarray] = {}
         self.failure: str | None = None
         self._load_frames: dict[tuple[int, bool], bytes] = {}
-        self._start_s = clock()
         self.end_ms = 0.0
 
     @property
     def finished(self) -> bool:
-        return self.table.finished
+        return self.core.all_done
 
-    def now_ms(self) -> float:
-        return (self.clock() - self._start_s) * 1e3
-
-    def start(self) -> Outbox:
-        """Broadcast stage 0's load to every worker at once, then dispatch."""
-        self._start_s = self.clock()
-        self._event("job_start", detail=f"{len(self.workers)} workers")
-        self.released.add(0)
-        outbox: Outbox = []
-        for worker in self._by_join_order():
-            self.add_worker(worker)
-            outbox += self._load(worker, self.stages[0])
-        return outbox + self.dispatch()
+    def core_stages(self) -> list[table.Stage]:
+        return [table.Stage(s.sha256, s.name, s.ram_mb) for s in self.stages]
 
     def add_worker(self, worker: WorkerState) -> None:
         """Count a worker in the job's statistics (at the start, or when it joins later)."""
         status = worker.status
         self.stats[worker.worker_id] = WorkerJobStats(status, status, status.rss_mb)
 
-    def dispatch(self) -> Outbox:
-        """Assign ready tasks to idle workers, then send released loads to idle workers."""
-        outbox: Outbox = []
-        workers = self._by_join_order()
-        for key, worker in assignments(
-            self.job_id, self.table, self.stages, workers, self.scheduler, self.rng
-        ):
-            stage = self.stages[key[1]]
-            outbox += self._load(worker, stage)
-            record = self.table.assign(key, worker.worker_id, self.now_ms())
-            worker.task = key
-            worker.assigned += 1
-            assert record.payload is not None  # injected before the task became ready
-            run = RunTask(
-                job_id=self.job_id,
-                input_index=key[0],
-                stage_index=key[1],
-                stage=stage.name,
-                sha256=stage.sha256,
-                attempt=record.attempts,
-                payload=record.payload,
-            )
-            outbox.append((worker, encode_message(run)))
-            self._event("dispatch", worker, stage, key[0], detail=f"attempt {record.attempts}")
-        for worker, index in prefetches(self.table, self.released, self.stages, workers):
-            outbox += self._load(worker, self.stages[index])
-        return outbox
-
     def on_status(self, worker: WorkerState, status: WorkerStatus) -> None:
-        worker.status = status
         if worker.worker_id in self.stats:
             self.stats[worker.worker_id].update(status)
 
-    def on_loaded(self, worker: WorkerState, message: ModelLoaded) -> None:
-        stats = self.stats[worker.worker_id]
-        if message.load_kind == "cold":
-            stats.cold_loads += 1
-        else:
-            stats.warm_loads += 1
-        self._event("loaded", worker, self._stage(message.sha256), detail=message.load_kind)
+    def load_frames(self, worker: WorkerState, load: Load) -> list[bytes]:
+        """UNLOAD of the held stage (named), then LOAD, with the blob unless it is cached."""
+        frames = []
+        if load.evicts is not None:
+            unload = UnloadModel(job_id=self.job_id, stage=load.evicts.name)
+            frames.append(encode_message(unload))
+            worker.unload_jobs.append(self.core.job_id)
+        stage = self.by_sha[load.stage.key]
+        with_blob = stage.sha256 not in worker.cached
+        if (stage.index, with_blob) not in self._load_frames:
+            message = LoadModel(
+                job_id=self.job_id,
+                stage=stage.name,
+                sha256=stage.sha256,
+                blob_b64=stage.blob_b64 if with_blob else None,
+            )
+            self._load_frames[(stage.index, with_blob)] = encode_message(message)
+        frames.append(self._load_frames[(stage.index, with_blob)])
+        worker.load_jobs.append(self.core.job_id)
+        self.model_bytes_sent += stage.blob_bytes if with_blob else 0
+        return frames
 
-    def on_unloaded(self, worker: WorkerState, message: ModelUnloaded) -> None:
-        self.stats[worker.worker_id].evictions += 1
-        self._event("unload", worker, detail=message.stage)
+    def run_frame(self, task: table.Task) -> bytes:
+        """RUN_TASK with the task's injected input."""
+        stage = self.stages[task.stage_index]
+        run = RunTask(
+            job_id=self.job_id,
+            input_index=task.item,
+            stage_index=task.stage_index,
+            stage=stage.name,
+            sha256=stage.sha256,
+            attempt=task.attempts,
+            payload=self.inputs[(task.item, task.stage_index)],
+        )
+        return encode_message(run)
 
-    def on_load_failed(self, worker: WorkerState, message: ModelFailed) -> None:
-        """A task queued behind the failed load will fail too, and be requeued."""
-        self._event("load_failed", worker, self._stage(message.sha256), detail=message.error)
-
-    def on_result(self, worker: WorkerState, message: TaskResult) -> Outbox:
-        """Accept a result exactly once, inject it downstream and dispatch what became ready."""
-        key = self._check_assigned(worker, message)
-        payload = message.payload
-        index = key[1]
+    def accept(self, message: TaskResult) -> None:
+        """Take in a result: its bytes, the logits of a sink task, the input downstream."""
+        key = (message.input_index, message.stage_index)
+        payload, index = message.payload, message.stage_index
         sink = index == len(self.stages) - 1
         try:
             raw, packed = raw_bytes(payload), compressed_bytes(payload, self.store)
@@ -231,74 +208,36 @@ class Job:
         if logits is not None:
             self.logits[key[0]] = logits
             self._discard(payload)
-        upstream_input = self.table.records[key].payload
-        self.table.complete(key, payload, message.report, self.now_ms())
-        if index > 0 and upstream_input is not None:
-            self._discard(upstream_input)
-        worker.task = None
-        worker.completed += 1
-        self.stats[worker.worker_id].tasks_done += 1
-        self._event("complete", worker, self.stages[index], key[0])
-        if index + 1 < len(self.stages) and index + 1 not in self.released:
-            self.released.add(index + 1)
-            self._event("release", stage=self.stages[index + 1])
-        if self.finished:
-            self.end_ms = self.now_ms()
-            self._event("job_done")
-            return []
-        return self.dispatch()
-
-    def on_failed(self, worker: WorkerState, message: TaskFailed) -> Outbox:
-        """Put a failed task back; the job fails after MAX_TASK_FAILURES on one task."""
-        key = self._check_assigned(worker, message)
-        self.table.take_back(key, failed=True)
-        worker.task = None
-        self._event("task_failed", worker, self.stages[key[1]], key[0], detail=message.error)
-        if self.table.records[key].failures >= MAX_TASK_FAILURES:
-            self.failure = f"task {key} failed {MAX_TASK_FAILURES} times: {message.error}"
-            return []
-        return self.dispatch()
-
-    def on_worker_lost(self, worker: WorkerState, detail: str | None = None) -> Outbox:
-        """Re-dispatch a lost worker's tasks (it disconnected, or ``detail`` says why it was
-        declared lost); tasks running elsewhere carry on."""
-        self._event("disconnect", worker, detail=detail)
-        if worker.worker_id in self.stats:
-            self.stats[worker.worker_id].disconnected = True
-        for key in self.table.running_on(worker.worker_id):
-            self.table.take_back(key, failed=False)
-            self.redispatched += 1
-            self._event("requeue", worker, self.stages[key[1]], key[0])
-        return self.dispatch()
+        else:
+            self.inputs[(key[0], index + 1)] = payload
+        if index > 0:
+            self._discard(self.inputs[key])
+        self.reports[key] = message.report
 
     def summary(self) -> PipelineSummary:
         """The finished job's figures."""
-        records = sorted(self.table.records.values(), key=lambda r: (r.input_index, r.stage_index))
         tasks = tuple(
             TaskTiming(
-                input_index=r.input_index,
-                stage_index=r.stage_index,
-                stage=self.stages[r.stage_index].name,
-                worker=str(r.worker_id),
-                attempts=r.attempts,
-                ready_ms=r.ready_ms,
-                dispatch_ms=r.dispatch_ms,
-                done_ms=r.done_ms,
-                report=r.report,
+                input_index=t.item,
+                stage_index=t.stage_index,
+                stage=self.stages[t.stage_index].name,
+                worker=str(t.worker),
+                attempts=t.attempts,
+                ready_ms=t.ready_ms - self.start_ms,
+                dispatch_ms=t.dispatch_ms - self.start_ms,
+                done_ms=t.done_ms - self.start_ms,
+                report=self.reports[(t.item, t.stage_index)],
             )
-            for r in records
-            if r.report is not None
+            for row in self.core.tasks
+            for t in row
+            if (t.item, t.stage_index) in self.reports
         )
-        logits = np.stack([self.logits[i] for i in sorted(self.logits)]).astype(np.float64)
-        classes = [int(c) for c in logits.argmax(axis=1)]
-        mean = logits.mean(axis=0)
-        counts = Counter(classes)
-        majority = max(counts, key=lambda c: (counts[c], mean[c]))
+        verdict = aggregate(self.logits)
         stats = self.stats.items()
         return PipelineSummary(
             job_id=self.job_id,
             mode=self.mode,
-            scheduler=self.scheduler.name,
+            scheduler=self.scheduler,
             inputs=len(self.logits),
             stages=tuple(stage.name for stage in self.stages),
             pipeline_latency_ms=self.end_ms,
@@ -320,7 +259,7 @@ class Job:
             cold_loads=sum(s.cold_loads for _, s in stats),
             warm_loads=sum(s.warm_loads for _, s in stats),
             evictions=sum(s.evictions for _, s in stats),
-            tasks_redispatched=self.redispatched,
+            tasks_redispatched=self.core.requeued,
             model_bytes_sent=self.model_bytes_sent,
             wire_bytes=self.wire_bytes,
             boundaries=tuple(
@@ -332,65 +271,27 @@ class Job:
                 )
                 for stage in self.stages
             ),
-            logits=tuple(tuple(float(x) for x in row) for row in logits),
-            input_classes=tuple(classes),
-            mean_logits=tuple(float(x) for x in mean),
-            majority_class=majority,
+            logits=tuple(tuple(float(x) for x in row) for row in verdict.logits),
+            input_classes=verdict.classes,
+            mean_logits=tuple(float(x) for x in verdict.mean),
+            majority_class=verdict.majority,
             events=tuple(self.events),
         )
 
-    def _load(self, worker: WorkerState, stage: JobStage) -> Outbox:
-        """Frames that make ``stage`` resident on ``worker``: unload the old one, load the new."""
-        if worker.resident_sha == stage.sha256:
-            return []
-        outbox: Outbox = []
-        if worker.resident_name is not None:
-            unload = UnloadModel(job_id=self.job_id, stage=worker.resident_name)
-            outbox.append((worker, encode_message(unload)))
-        with_blob = stage.sha256 not in worker.cached
-        if (stage.index, with_blob) not in self._load_frames:
-            load = LoadModel(
-                job_id=self.job_id,
-                stage=stage.name,
-                sha256=stage.sha256,
-                blob_b64=stage.blob_b64 if with_blob else None,
-            )
-            self._load_frames[(stage.index, with_blob)] = encode_message(load)
-        outbox.append((worker, self._load_frames[(stage.index, with_blob)]))
-        self.model_bytes_sent += stage.blob_bytes if with_blob else 0
-        worker.resident_sha, worker.resident_name = stage.sha256, stage.name
-        self._event("load", worker, stage, detail="blob sent" if with_blob else "from cache")
-        return outbox
-
-    def _check_assigned(self, worker: WorkerState, message: TaskResult | TaskFailed) -> TaskKey:
-        key = (message.input_index, message.stage_index)
-        record = self.table.records.get(key)
-        if worker.task != key or record is None or record.attempts != message.attempt:
-            raise ProtocolError(f"{message.type} for task {key}, which is not assigned to it")
-        return key
-
-    def _discard(self, payload: Payload) -> None:
-        if payload.ref is not None and self.store is not None:
-            self.store.delete(payload.ref)
-
-    def _stage(self, sha256: str) -> JobStage | None:
-        return next((stage for stage in self.stages if stage.sha256 == sha256), None)
-
-    def _by_join_order(self) -> list[WorkerState]:
-        return sorted(self.workers.values(), key=lambda w: w.joined_order)
-
-    def _event(
+    def event(
         self,
+        now_ms: float,
         kind: EventKind,
-        worker: WorkerState | None = None,
+        worker: str | None = None,
         stage: JobStage | None = None,
         input_index: int | None = None,
         detail: str | None = None,
     ) -> None:
+        """Record (and forward) an event ``now_ms`` on the foreman's clock."""
         event = Event(
-            t_ms=self.now_ms(),
+            t_ms=now_ms - self.start_ms,
             kind=kind,
-            worker=None if worker is None else worker.worker_id,
+            worker=worker,
             stage=None if stage is None else stage.name,
             stage_index=None if stage is None else stage.index,
             input_index=input_index,
@@ -398,3 +299,7 @@ class Job:
         )
         self.events.append(event)
         self.on_event(event)
+
+    def _discard(self, payload: Payload) -> None:
+        if payload.ref is not None and self.store is not None:
+            self.store.delete(payload.ref)

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from edgetwin.models.crowd.table import Mode as Mode  # the core's, for the messages
 from edgetwin.schema import Strict
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
@@ -13,7 +14,6 @@ Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Count = Annotated[int, Field(ge=0)]
 Millis = Annotated[float, Field(ge=0)]
 DType = Literal["float32", "float16", "int64", "int32"]
-Mode = Literal["streaming", "barrier"]
 LoadKind = Literal["resident", "warm", "cold"]
 
 
@@ -166,8 +166,3 @@ class PipelineSummary(Strict):
     def peak_rss_mb(self) -> float:
         """The largest peak RSS of any worker."""
         return max((w.peak_rss_mb for w in self.workers), default=0.0)
-
-
-def task_id(job_id: str, input_index: int, stage: str) -> str:
-    """A task's id in logs and scheduler views: ``job-1/i0/cell_a``."""
-    return f"{job_id}/i{input_index}/{stage}"

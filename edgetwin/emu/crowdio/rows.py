@@ -3,7 +3,7 @@
 The columns mean what they mean for the crowd twin (docs/crowd.md), so the two
 join. ``total_ms`` is the pipeline latency (per batch: the job's N inputs through
 all S stages). The breakdown follows the input whose result came last, task by
-task: ``compute_ms`` its inference, ``staging_ms`` its stage loads, ``comm_ms`` the
+task: ``compute_ms`` its inference, ``load_ms`` its stage loads, ``comm_ms`` the
 rest of its tasks' time on the foreman's clock (payload encoding and decoding, the
 input's and the result's trips); queueing and barrier waits are the rest of
 ``total_ms``. ``energy_j`` is the simulated drain of every worker, ``battery_mah``
@@ -32,7 +32,7 @@ def summary_row(
     chain = [t for t in summary.tasks if t.input_index == last]
     total_ms = summary.pipeline_latency_ms
     compute_ms = sum(t.report.compute_ms for t in chain)
-    staging_ms = sum(t.report.load_ms for t in chain)
+    load_ms = sum(t.report.load_ms for t in chain)
     task_ms = sum(t.done_ms - t.dispatch_ms for t in chain)
     battery_mah = [w.battery_mah for w in summary.workers]
     return ResultRow(
@@ -46,13 +46,14 @@ def summary_row(
         segments=None,
         rep=rep,
         compute_ms=compute_ms,
-        staging_ms=staging_ms,
-        comm_ms=max(task_ms - compute_ms - staging_ms, 0.0),
+        staging_ms=0.0,
+        comm_ms=max(task_ms - compute_ms - load_ms, 0.0),
         total_ms=total_ms,
         per_sample_ms=total_ms / summary.inputs,
         energy_j=sum(w.energy_j for w in summary.workers),
         bytes_sent=sum(t.report.bytes_out for t in summary.tasks),
         inputs=summary.inputs,
+        load_ms=load_ms,
         stages=len(summary.stages),
         scheduler=summary.scheduler,
         peak_rss_mb=summary.peak_rss_mb,

@@ -54,9 +54,10 @@ from edgetwin.emu.crowdio.protocol import (
     encode_message,
     parse_message,
 )
-from edgetwin.emu.crowdio.records import LoadKind, TaskReport, WorkerStatus, task_id
+from edgetwin.emu.crowdio.records import LoadKind, TaskReport, WorkerStatus
 from edgetwin.emu.crowdio.sessions import ModelCache, ModelError, Resident, SessionSlot
 from edgetwin.emu.crowdio.telemetry import BatteryMeter, PowerModel, WorkerLog, rss_mb
+from edgetwin.models.crowd.table import task_id
 from edgetwin.worker_log import Event as LogEvent
 
 REJOIN_WAIT_S = 0.5

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import simpy
 
-from edgetwin.policies.scheduling import WorkerView
+from edgetwin.models.crowd.table import Task
 from edgetwin.scenario import StageSpec
 from edgetwin.sim.crowd.costs import blob_bytes, inference_ms, warm_load_ms
 from edgetwin.sim.crowd.phone_profile import PhoneProfile, device_profile
 from edgetwin.sim.crowd.records import Recorder
-from edgetwin.sim.crowd.tasks import Job, TaskRecord
+from edgetwin.sim.crowd.tasks import Job
 from edgetwin.sim.device import WH_TO_J, Device, DeviceLeft
 from edgetwin.sim.network import Channel
 
@@ -74,7 +74,7 @@ class LoadStage:
 class RunTask:
     """RUN_TASK: the task's input in, one inference, its result out."""
 
-    task: TaskRecord
+    task: Task
 
 
 Instruction = LoadStage | RunTask
@@ -113,29 +113,16 @@ class Phone:
         self.load_noise = load_noise
         self.recorder = recorder
         self.resident: StageSpec | None = None  # the session it holds now
-        self.target: StageSpec | None = None  # resident or queued into its session (foreman's view)
         self.cached: OrderedDict[str, float] = OrderedDict()
-        self.task: TaskRecord | None = None  # the one task it is given at a time
         self.inbox: deque[Instruction] = deque()  # the foreman's instructions, handled in order
         self.process: simpy.Process | None = None  # handling the inbox
         self.last_load_ms = 0.0  # the last load, reported with the next task (as a worker does)
-        self.tasks_assigned = 0
-        self.tasks_done = 0
         self.loads = {"cold": 0, "warm": 0}
-        self.joined_order = 0
-        self.version = 0
-        self.banned: set[str] = set()  # stages whose session failed to fit here
         self.away_since_ms: float | None = None
         self.emptied_at_j: float | None = None  # energy drawn when the battery ran empty
         self.device.on_leave.append(self._note_empty)
-        self.view = self.make_view()
 
     # ------------------------------------------------------------ state
-    @property
-    def available(self) -> bool:
-        """Connected and without a task (it may be loading): the scheduler may give it one."""
-        return self.device.up and self.task is None
-
     @property
     def budget_mb(self) -> float:
         return self.device.ram_mb
@@ -162,20 +149,6 @@ class Phone:
 
     def _capacity_j(self) -> float:
         return self.profile.battery.capacity_mah * self.profile.battery.voltage_v / 1e3 * WH_TO_J
-
-    def make_view(self) -> WorkerView:
-        """What the worker last reported to the foreman (battery as of now)."""
-        return WorkerView(
-            worker_id=self.name,
-            resident_stage=None if self.target is None else self.target.name,
-            cached_stages=frozenset(self.cached),
-            free_ram_mb=self.budget_mb,
-            battery_pct=self.battery_pct(),
-            success_rate=self.tasks_done / self.tasks_assigned if self.tasks_assigned else 1.0,
-            has_gpu=self.profile.has_gpu,
-            tasks_done=self.tasks_done,
-            joined_order=self.joined_order,
-        )
 
     def fill_cache(self, stages: tuple[StageSpec, ...]) -> None:
         """Partitions already on storage at the start (a warm run)."""

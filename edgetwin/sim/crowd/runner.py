@@ -251,14 +251,17 @@ def simulate_crowd(
         run,
         rows,
         foreman.jobs,
-        [_summary(phone, s.phone_class.spec.name) for phone, s in zip(phones, setups, strict=True)],
+        [
+            _summary(phone, s.phone_class.spec.name, foreman.tasks_done(phone.name))
+            for phone, s in zip(phones, setups, strict=True)
+        ],
         recorder,
         env.scheduled,
         env.now / 1e3,
     )
 
 
-def _summary(phone: Phone, phone_class: str) -> PhoneSummary:
+def _summary(phone: Phone, phone_class: str, tasks_done: int) -> PhoneSummary:
     return PhoneSummary(
         phone.name,
         phone_class,
@@ -266,7 +269,7 @@ def _summary(phone: Phone, phone_class: str) -> PhoneSummary:
         mah_from_joules(phone.energy_j(), phone.profile.battery.voltage_v),
         phone.loads["cold"],
         phone.loads["warm"],
-        phone.tasks_done,
+        tasks_done,
         phone.device.drained,
     )
 
@@ -278,13 +281,13 @@ def _row(
     spec = job.spec
     ok = job.finished_ms is not None
     nan = math.nan
-    compute_ms = staging_ms = comm_ms = total_ms = energy_j = nan
+    compute_ms = load_ms = comm_ms = total_ms = energy_j = nan
     battery_mah: float | None = None
     if job.finished_ms is not None:
         total_ms = job.finished_ms - job.submitted_ms
         chain = max(job.tasks, key=lambda tasks: tasks[-1].done_ms)
         compute_ms = sum(task.infer_ms for task in chain)
-        staging_ms = sum(task.load_ms for task in chain)
+        load_ms = sum(task.load_ms for task in chain)
         comm_ms = sum(task.comm_ms for task in chain)
         energy_j = sum(job.energy_j.values())
         voltage = {phone.name: phone.profile.battery.voltage_v for phone in phones}
@@ -303,7 +306,7 @@ def _row(
         segments=None,
         rep=run.rep,
         compute_ms=compute_ms,
-        staging_ms=staging_ms,
+        staging_ms=0.0 if ok else nan,  # phones have no staging phase; loads are load_ms
         comm_ms=comm_ms,
         total_ms=total_ms,
         per_sample_ms=total_ms / spec.inputs,
@@ -312,6 +315,7 @@ def _row(
         bytes_sent=job.bytes_sent,
         gflops_per_device=job.gflops / participants,
         inputs=spec.inputs,
+        load_ms=load_ms,
         stages=len(spec.stages),
         scheduler=run.scheduler,
         peak_rss_mb=job.peak_rss_mb,
