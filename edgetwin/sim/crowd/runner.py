@@ -246,7 +246,8 @@ def simulate_crowd(
         if phone.away_since_ms is not None:
             recorder.activity(phone.name, "away", phone.away_since_ms)
         phone.device.close()
-    rows = [_row(scenario, run, job, len(phones), phones) for job in foreman.jobs]
+    voltage_v = {phone.name: phone.profile.battery.voltage_v for phone in phones}
+    rows = [_row(scenario, run, job, len(phones), voltage_v) for job in foreman.jobs]
     return CrowdOutcome(
         run,
         rows,
@@ -272,7 +273,7 @@ def _summary(phone: Phone, phone_class: str) -> PhoneSummary:
 
 
 def _row(
-    scenario: Scenario, run: CrowdRun, job: Job, devices: int, phones: list[Phone]
+    scenario: Scenario, run: CrowdRun, job: Job, devices: int, voltage_v: dict[str, float]
 ) -> ResultRow:
     """A job's row: latency and, along its critical input, inference, loads and transfers."""
     spec = job.spec
@@ -287,8 +288,7 @@ def _row(
         staging_ms = sum(task.load_ms for task in chain)
         comm_ms = sum(task.comm_ms for task in chain)
         energy_j = sum(job.energy_j.values())
-        voltage = {phone.name: phone.profile.battery.voltage_v for phone in phones}
-        battery_mah = fmean(mah_from_joules(j, voltage[n]) for n, j in job.energy_j.items())
+        battery_mah = fmean(mah_from_joules(j, voltage_v[n]) for n, j in job.energy_j.items())
     items_done = job.items_done
     status = "ok" if ok else f"incomplete: {items_done} of {spec.inputs} inputs done"
     participants = max(1, len(job.energy_start_j))
