@@ -9,6 +9,7 @@ Leaving interrupts whatever process the device is serving.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
@@ -58,6 +59,7 @@ class Device:
         profile: DeviceProfile,
         ram_mb: float | None = None,
         battery_wh: float | None = None,
+        drain_until_ms: float = math.inf,
     ) -> None:
         self.env = env
         self.name = name
@@ -76,6 +78,7 @@ class Device:
         self.intervals: list[Interval] = []
         self.record_intervals = False
         self._drain_generation = 0
+        self.drain_until_ms = drain_until_ms  # the run ends by then: no battery timer past it
         self.on_leave: list[Callable[[DeviceLeft], None]] = []
         self._schedule_drain()
 
@@ -135,8 +138,11 @@ class Device:
         power_w = self.profile.power.of(self.state)
         if power_w <= 0:
             return
+        delay_ms = max(0.0, self.battery_j) / power_w * 1e3
+        if self.env.now + delay_ms > self.drain_until_ms:
+            return
         generation = self._drain_generation
-        timer = self.env.timeout(max(0.0, self.battery_j) / power_w * 1e3)
+        timer = self.env.timeout(delay_ms)
         timer.callbacks.append(lambda _e: self._on_drained(generation))
 
     def _on_drained(self, generation: int) -> None:

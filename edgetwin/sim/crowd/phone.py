@@ -20,9 +20,10 @@ from dataclasses import dataclass
 import simpy
 
 from edgetwin.policies.scheduling import WorkerView
+from edgetwin.profile import DeviceProfile
 from edgetwin.scenario import StageSpec
 from edgetwin.sim.crowd.costs import blob_bytes, inference_ms, warm_load_ms
-from edgetwin.sim.crowd.phone_profile import PhoneProfile, device_profile
+from edgetwin.sim.crowd.phone_profile import PhoneProfile
 from edgetwin.sim.crowd.records import Recorder
 from edgetwin.sim.crowd.tasks import Job, TaskRecord
 from edgetwin.sim.device import WH_TO_J, Device, DeviceLeft
@@ -37,9 +38,9 @@ class PhoneDevice(Device):
     """A ``Device`` that also tells its users when it comes back."""
 
     def __init__(
-        self, env: simpy.Environment, name: str, profile: PhoneProfile, ram_mb: float | None
+        self, env: simpy.Environment, name: str, profile: DeviceProfile, end_ms: float
     ) -> None:
-        super().__init__(env, name, device_profile(profile, ram_mb))
+        super().__init__(env, name, profile, drain_until_ms=end_ms)
         self.on_rejoin: list[Callable[[], None]] = []
 
     def rejoin(self) -> None:
@@ -98,7 +99,8 @@ class Phone:
         env: simpy.Environment,
         name: str,
         profile: PhoneProfile,
-        ram_mb: float | None,
+        device_profile: DeviceProfile,
+        end_ms: float,
         link: Link,
         noise: Callable[[], float],
         load_noise: Callable[[], float],
@@ -107,7 +109,7 @@ class Phone:
         self.env = env
         self.name = name
         self.profile = profile
-        self.device = PhoneDevice(env, name, profile, ram_mb)
+        self.device = PhoneDevice(env, name, device_profile, end_ms)
         self.link = link
         self.noise = noise
         self.load_noise = load_noise

@@ -30,6 +30,7 @@ from edgetwin.sim.crowd.costs import lognormal_factor, mah_from_joules
 from edgetwin.sim.crowd.fleet import PhoneClass, class_counts, expand_fleet, resolve_classes
 from edgetwin.sim.crowd.foreman import Foreman
 from edgetwin.sim.crowd.phone import Link, Phone
+from edgetwin.sim.crowd.phone_profile import device_profile
 from edgetwin.sim.crowd.records import (
     Activity,
     BatterySample,
@@ -161,6 +162,7 @@ def simulate_crowd(
     crowd = scenario.crowd
     assert crowd is not None
     env = CountingEnvironment()
+    end_ms = (crowd.horizon_s + crowd.drain_s) * 1e3
     recorder = Recorder(env, record)
     strategy_index = CROWD_STRATEGIES.index(run.strategy)
     scheduler_index = crowd.schedulers.index(run.scheduler)
@@ -169,6 +171,7 @@ def simulate_crowd(
     stacks = {s.name: NetworkParams(**s.phone_class.profile.network.model_dump()) for s in setups}
     network = Network(env, scenario.network, scenario.network.bandwidth_mbps, stacks)
     noise = lognormal_factor(dynamics, scenario.noise_cv)
+    devices = {c.spec.name: device_profile(c.profile, c.spec.ram_mb) for c in setup.classes}
     phones = []
     for phone_setup in setups:
         profile = phone_setup.phone_class.profile
@@ -183,7 +186,8 @@ def simulate_crowd(
             env,
             phone_setup.name,
             profile,
-            phone_setup.phone_class.spec.ram_mb,
+            devices[phone_setup.phone_class.spec.name],
+            end_ms,
             link,
             noise,
             load_noise,
@@ -235,7 +239,7 @@ def simulate_crowd(
         job_finished(foreman.jobs[-1])
 
     def deadline() -> Generator[simpy.Event, object, None]:
-        yield env.timeout((crowd.horizon_s + crowd.drain_s) * 1e3)
+        yield env.timeout(end_ms)
         if not stop.triggered:
             stop.succeed()
 
