@@ -64,6 +64,7 @@ class Device:
         self.env = env
         self.name = name
         self.profile = profile
+        self._power_w = {state: profile.power.of(state) for state in STATES}
         self.ram_mb = ram_mb or profile.ram_mb
         capacity_wh = battery_wh or profile.battery_wh
         self.battery_j: float | None = None if capacity_wh is None else capacity_wh * WH_TO_J
@@ -104,9 +105,10 @@ class Device:
         now = self.env.now
         elapsed = now - self._since_ms
         if elapsed > 0:
-            joules = self.profile.power.of(self.state) * elapsed / 1e3
-            self.energy_j[self.state] += joules
-            self.time_ms[self.state] += elapsed
+            state = self.state
+            joules = self._power_w[state] * elapsed / 1e3
+            self.energy_j[state] += joules
+            self.time_ms[state] += elapsed
             if self.battery_j is not None:
                 self.battery_j -= joules
             if self.record_intervals:
@@ -135,7 +137,7 @@ class Device:
         self._drain_generation += 1
         if self.battery_j is None or not self.up:
             return
-        power_w = self.profile.power.of(self.state)
+        power_w = self._power_w[self.state]
         if power_w <= 0:
             return
         delay_ms = max(0.0, self.battery_j) / power_w * 1e3

@@ -114,6 +114,8 @@ class Phone:
         self.noise = noise
         self.load_noise = load_noise
         self.recorder = recorder
+        battery = profile.battery
+        self.capacity_j = battery.capacity_mah * battery.voltage_v / 1e3 * WH_TO_J
         self.resident: StageSpec | None = None  # the session it holds now
         self.target: StageSpec | None = None  # resident or queued into its session (foreman's view)
         self.cached: OrderedDict[str, float] = OrderedDict()
@@ -143,13 +145,12 @@ class Phone:
         return self.device.ram_mb
 
     def set_battery_level(self, level_pct: float) -> None:
-        capacity_j = self._capacity_j()
-        self.device.battery_j = capacity_j * level_pct / 100.0
+        self.device.battery_j = self.capacity_j * level_pct / 100.0
         self.device.enter("idle")  # books nothing yet; reschedules the drain from this level
 
     def battery_pct(self) -> float:
         self.device.close()
-        return max(0.0, self.device.battery_j or 0.0) / self._capacity_j() * 100.0
+        return max(0.0, self.device.battery_j or 0.0) / self.capacity_j * 100.0
 
     def energy_j(self) -> float:
         """Energy drawn since the start of the run, up to now (an empty phone draws no more)."""
@@ -161,9 +162,6 @@ class Phone:
     def _note_empty(self, _cause: DeviceLeft) -> None:
         if self.device.drained:
             self.emptied_at_j = self.device.total_energy_j
-
-    def _capacity_j(self) -> float:
-        return self.profile.battery.capacity_mah * self.profile.battery.voltage_v / 1e3 * WH_TO_J
 
     def make_view(self) -> WorkerView:
         """What the worker last reported to the foreman (battery as of now)."""
