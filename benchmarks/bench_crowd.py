@@ -3,23 +3,28 @@
 Run on demand (not part of the test suite):
 
     .venv/bin/python benchmarks/bench_crowd.py [--hours 24] [--profile]
+    .venv/bin/python benchmarks/bench_crowd.py --fleet 1000 10000 100000 [--repeat 3]
 
 Times one run of ``scenarios/crowd_city.yaml`` (1,000 phones with churn, a
 pipeline job every 30 s, 24 simulated hours) and reports the events the twin
 scheduled per wall second, then a trivial SimPy loop (one process yielding
 timeouts) in the same process as the baseline. ``--profile`` prints the
-hottest functions of the crowd run.
+hottest functions of the crowd run. ``--fleet`` runs the scenario instead at
+each fleet size, each run in a fresh process, and prints its wall seconds
+(profiles, fleet, simulation and rows), events per second and peak RSS.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import multiprocessing
 import pstats
+import resource
 import time
 from collections.abc import Generator
 from pathlib import Path
-from statistics import fmean
+from statistics import fmean, median
 
 import simpy
 
@@ -31,13 +36,18 @@ SCENARIO = REPO / "scenarios/crowd_city.yaml"
 TARGET_S = 60.0
 
 
-def run_city(hours: float, profile: bool) -> tuple[float, CrowdOutcome]:
+def run_city(
+    hours: float, profile: bool, fleet_size: int | None = None
+) -> tuple[float, CrowdOutcome]:
     """Wall seconds and outcome of one crowd_city run over ``hours`` simulated hours."""
-    scenario = load_scenario(SCENARIO, [f"crowd.horizon_s={hours * 3600:g}"])
+    overrides = [f"crowd.horizon_s={hours * 3600:g}"]
+    if fleet_size is not None:
+        overrides.append(f"crowd.fleet_size={fleet_size}")
+    scenario = load_scenario(SCENARIO, overrides)
+    start = time.perf_counter()
     setup = prepare_crowd(scenario, SCENARIO)
     run = crowd_runs(scenario)[0]
     profiler = cProfile.Profile() if profile else None
-    start = time.perf_counter()
     if profiler is not None:
         profiler.enable()
     outcome = simulate_crowd(scenario, setup, run)
@@ -47,6 +57,39 @@ def run_city(hours: float, profile: bool) -> tuple[float, CrowdOutcome]:
     if profiler is not None:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(20)
     return wall_s, outcome
+
+
+def measure_fleet(fleet_size: int, hours: float) -> tuple[float, int, float]:
+    """Wall seconds, events scheduled and this process's peak RSS (MB) of one run."""
+    wall_s, outcome = run_city(hours, False, fleet_size)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return wall_s, outcome.events_scheduled, peak_mb
+
+
+def fleet_series(sizes: list[int], hours: float, repeat: int) -> None:
+    """Each fleet size ``repeat`` times, every run in a fresh process (its own peak RSS)."""
+    context = multiprocessing.get_context("spawn")
+    print(f"crowd_city, {hours:g} h simulated, {repeat} run(s) per fleet size")
+    for size in sizes:
+        runs = []
+        for _ in range(repeat):
+            with context.Pool(1) as pool:
+                runs.append(pool.apply(measure_fleet, (size, hours)))
+        walls = [wall for wall, _events, _peak in runs]
+        events = runs[0][1]
+        rates = [events / wall for wall in walls]
+        peaks = [peak for _wall, _events, peak in runs]
+        print(
+            f"  {size:>7,} phones: wall {_spread(walls, '.1f')} s, {events:,} events, "
+            f"{_spread(rates, ',.0f')} events/s, peak RSS {_spread(peaks, ',.0f')} MB"
+        )
+
+
+def _spread(values: list[float], spec: str) -> str:
+    if len(values) == 1:
+        return format(values[0], spec)
+    low, mid, high = min(values), median(values), max(values)
+    return f"{format(mid, spec)} (min {format(low, spec)}, max {format(high, spec)})"
 
 
 def plain_simpy_events_per_s(events: int = 1_000_000) -> float:
@@ -67,7 +110,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--fleet", type=int, nargs="+", metavar="PHONES")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per fleet size")
     args = parser.parse_args()
+    if args.fleet:
+        fleet_series(args.fleet, args.hours, args.repeat)
+        return
     wall_s, outcome = run_city(args.hours, args.profile)
     rows = outcome.rows
     ok = [r for r in rows if r.status == "ok"]

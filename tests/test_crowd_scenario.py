@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 
@@ -12,6 +15,7 @@ from edgetwin.errors import InputError
 from edgetwin.results import read_results, write_results
 from edgetwin.scenario import Scenario, load_scenario, validate_scenario
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
+from edgetwin.sim.crowd.foreman import Foreman
 from edgetwin.sim.crowd.phone_profile import load_phone_profile
 from edgetwin.sim.crowd.records import ACTIVITY_KINDS
 from tests.conftest import REPO
@@ -143,6 +147,30 @@ def test_same_seed_same_bytes_and_another_seed_differs(tmp_path: Path) -> None:
     timeline = crowd_timelines(scenario, ANDROID, strategy="crowdio_barrier")
     rows = [r for r in run_crowd(scenario, ANDROID) if r.strategy == "crowdio_barrier"]
     assert timeline.rows == rows
+
+
+def test_a_run_pauses_the_garbage_collector_and_leaves_it_as_it_was() -> None:
+    scenario = load_scenario(ANDROID, ["repetitions=1"])
+    seen: list[bool] = []
+    with patch.object(Foreman, "submit", autospec=True, side_effect=_note(seen)):
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            try:
+                run_crowd(scenario, ANDROID)
+                assert gc.isenabled() is enabled
+            finally:
+                gc.enable()
+    assert seen and not any(seen)  # off while the jobs ran
+
+
+def _note(seen: list[bool]) -> Callable[..., object]:
+    submit = Foreman.submit
+
+    def noted(foreman: Foreman) -> object:
+        seen.append(gc.isenabled())
+        return submit(foreman)
+
+    return noted
 
 
 def test_rows_one_per_job_with_crowd_columns(tmp_path: Path) -> None:

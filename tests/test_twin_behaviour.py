@@ -94,6 +94,16 @@ def test_battery_that_empties_ends_the_run(toy_profile_path: Path) -> None:
     assert sum(outcome.time_by_state_ms["dev-0"].values()) == pytest.approx(1.025)
 
 
+def test_no_battery_timer_past_the_end_of_the_run(toy_profile: DeviceProfile) -> None:
+    """3.6 J at 1 W of idle empties at 3.6 s: a run over by 3 s schedules no timer for it."""
+    for until_ms, empties in ((3000.0, False), (4000.0, True)):
+        env = simpy.Environment()
+        device = Device(env, "dev", toy_profile, battery_wh=1e-3, drain_until_ms=until_ms)
+        env.run()
+        assert device.up is not empties
+        assert env.now == pytest.approx(3600.0 if empties else 0.0)
+
+
 def test_model_that_does_not_fit_in_ram_fails(toy_profile_path: Path) -> None:
     scenario = load_scenario(REPO / "scenarios/prism_jetson.yaml", ["devices.0.ram_mb=300"])
     rows = rows_of(scenario)

@@ -9,6 +9,7 @@ Leaving interrupts whatever process the device is serving.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
@@ -58,10 +59,12 @@ class Device:
         profile: DeviceProfile,
         ram_mb: float | None = None,
         battery_wh: float | None = None,
+        drain_until_ms: float = math.inf,
     ) -> None:
         self.env = env
         self.name = name
         self.profile = profile
+        self._power_w = {state: profile.power.of(state) for state in STATES}
         self.ram_mb = ram_mb or profile.ram_mb
         capacity_wh = battery_wh or profile.battery_wh
         self.battery_j: float | None = None if capacity_wh is None else capacity_wh * WH_TO_J
@@ -76,6 +79,7 @@ class Device:
         self.intervals: list[Interval] = []
         self.record_intervals = False
         self._drain_generation = 0
+        self.drain_until_ms = drain_until_ms  # the run ends by then: no battery timer past it
         self.on_leave: list[Callable[[DeviceLeft], None]] = []
         self._schedule_drain()
 
@@ -101,9 +105,10 @@ class Device:
         now = self.env.now
         elapsed = now - self._since_ms
         if elapsed > 0:
-            joules = self.profile.power.of(self.state) * elapsed / 1e3
-            self.energy_j[self.state] += joules
-            self.time_ms[self.state] += elapsed
+            state = self.state
+            joules = self._power_w[state] * elapsed / 1e3
+            self.energy_j[state] += joules
+            self.time_ms[state] += elapsed
             if self.battery_j is not None:
                 self.battery_j -= joules
             if self.record_intervals:
@@ -132,11 +137,14 @@ class Device:
         self._drain_generation += 1
         if self.battery_j is None or not self.up:
             return
-        power_w = self.profile.power.of(self.state)
+        power_w = self._power_w[self.state]
         if power_w <= 0:
             return
+        delay_ms = max(0.0, self.battery_j) / power_w * 1e3
+        if self.env.now + delay_ms > self.drain_until_ms:
+            return
         generation = self._drain_generation
-        timer = self.env.timeout(max(0.0, self.battery_j) / power_w * 1e3)
+        timer = self.env.timeout(delay_ms)
         timer.callbacks.append(lambda _e: self._on_drained(generation))
 
     def _on_drained(self, generation: int) -> None:

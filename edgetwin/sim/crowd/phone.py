@@ -20,9 +20,10 @@ from dataclasses import dataclass
 import simpy
 
 from edgetwin.models.crowd.table import Task
+from edgetwin.profile import DeviceProfile
 from edgetwin.scenario import StageSpec
 from edgetwin.sim.crowd.costs import blob_bytes, inference_ms, warm_load_ms
-from edgetwin.sim.crowd.phone_profile import PhoneProfile, device_profile
+from edgetwin.sim.crowd.phone_profile import PhoneProfile
 from edgetwin.sim.crowd.records import Recorder
 from edgetwin.sim.crowd.tasks import Job
 from edgetwin.sim.device import WH_TO_J, Device, DeviceLeft
@@ -37,9 +38,9 @@ class PhoneDevice(Device):
     """A ``Device`` that also tells its users when it comes back."""
 
     def __init__(
-        self, env: simpy.Environment, name: str, profile: PhoneProfile, ram_mb: float | None
+        self, env: simpy.Environment, name: str, profile: DeviceProfile, end_ms: float
     ) -> None:
-        super().__init__(env, name, device_profile(profile, ram_mb))
+        super().__init__(env, name, profile, drain_until_ms=end_ms)
         self.on_rejoin: list[Callable[[], None]] = []
 
     def rejoin(self) -> None:
@@ -98,7 +99,8 @@ class Phone:
         env: simpy.Environment,
         name: str,
         profile: PhoneProfile,
-        ram_mb: float | None,
+        device_profile: DeviceProfile,
+        end_ms: float,
         link: Link,
         noise: Callable[[], float],
         load_noise: Callable[[], float],
@@ -107,11 +109,13 @@ class Phone:
         self.env = env
         self.name = name
         self.profile = profile
-        self.device = PhoneDevice(env, name, profile, ram_mb)
+        self.device = PhoneDevice(env, name, device_profile, end_ms)
         self.link = link
         self.noise = noise
         self.load_noise = load_noise
         self.recorder = recorder
+        battery = profile.battery
+        self.capacity_j = battery.capacity_mah * battery.voltage_v / 1e3 * WH_TO_J
         self.resident: StageSpec | None = None  # the session it holds now
         self.cached: OrderedDict[str, float] = OrderedDict()
         self.inbox: deque[Instruction] = deque()  # the foreman's instructions, handled in order
@@ -128,13 +132,12 @@ class Phone:
         return self.device.ram_mb
 
     def set_battery_level(self, level_pct: float) -> None:
-        capacity_j = self._capacity_j()
-        self.device.battery_j = capacity_j * level_pct / 100.0
+        self.device.battery_j = self.capacity_j * level_pct / 100.0
         self.device.enter("idle")  # books nothing yet; reschedules the drain from this level
 
     def battery_pct(self) -> float:
         self.device.close()
-        return max(0.0, self.device.battery_j or 0.0) / self._capacity_j() * 100.0
+        return max(0.0, self.device.battery_j or 0.0) / self.capacity_j * 100.0
 
     def energy_j(self) -> float:
         """Energy drawn since the start of the run, up to now (an empty phone draws no more)."""
@@ -146,9 +149,6 @@ class Phone:
     def _note_empty(self, _cause: DeviceLeft) -> None:
         if self.device.drained:
             self.emptied_at_j = self.device.total_energy_j
-
-    def _capacity_j(self) -> float:
-        return self.profile.battery.capacity_mah * self.profile.battery.voltage_v / 1e3 * WH_TO_J
 
     def fill_cache(self, stages: tuple[StageSpec, ...]) -> None:
         """Partitions already on storage at the start (a warm run)."""
