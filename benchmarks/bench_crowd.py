@@ -28,8 +28,9 @@ from statistics import fmean, median
 
 import simpy
 
+from edgetwin.configuration import crowd_runs
 from edgetwin.scenario import load_scenario
-from edgetwin.sim.crowd.runner import CrowdOutcome, crowd_runs, prepare_crowd, simulate_crowd
+from edgetwin.sim.crowd.runner import CrowdOutcome, prepare_crowd, simulate_crowd
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios/crowd_city.yaml"

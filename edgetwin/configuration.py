@@ -1,10 +1,10 @@
-"""What names a configuration of a scenario: its segments L and CR, and its result columns.
-
-The twin (``sim.runner``) and the real code (``emu.local``) both label their rows with it.
+"""What names a configuration of a scenario: its segments L and CR, its result columns,
+and the runs of a crowd scenario. The twin and the real code both label their rows with it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from edgetwin.models import registry
@@ -40,3 +40,23 @@ def configuration_columns(scenario: Scenario, config: Configuration) -> dict[str
         "segments": segments,
         "gflops_per_device": sum(gflops) / len(gflops),
     }
+
+
+@dataclass(frozen=True)
+class CrowdRun:
+    """One run: a dependency mode (strategy), a scheduler and a repetition."""
+
+    strategy: str
+    scheduler: str
+    rep: int
+
+
+def crowd_runs(scenario: Scenario) -> list[CrowdRun]:
+    """Every strategy x scheduler x repetition of a crowd scenario, in a stable order."""
+    assert scenario.crowd is not None
+    return [
+        CrowdRun(strategy.name, scheduler, rep)
+        for strategy in scenario.strategies
+        for scheduler in scenario.crowd.schedulers
+        for rep in range(scenario.repetitions)
+    ]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from edgetwin.configuration import CrowdRun
 from edgetwin.errors import InputError
 from edgetwin.evaluate.affinity import (
     _noiseless,
@@ -23,7 +24,7 @@ from edgetwin.evaluate.optimum import (
 )
 from edgetwin.reports.affinity import write_affinity_report
 from edgetwin.scenario import load_scenario
-from edgetwin.sim.crowd.runner import CrowdRun, prepare_crowd, simulate_crowd
+from edgetwin.sim.crowd.runner import prepare_crowd, simulate_crowd
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "scenarios" / "affinity_small.eval.yaml"

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
+from edgetwin.configuration import CrowdRun
 from edgetwin.scenario import Scenario
 from edgetwin.sim.crowd.records import Activity, TraceEvent
-from edgetwin.sim.crowd.runner import CrowdOutcome, CrowdRun, prepare_crowd, simulate_crowd
+from edgetwin.sim.crowd.runner import CrowdOutcome, prepare_crowd, simulate_crowd
 
 TOY_PHONE: dict[str, Any] = {
     "name": "toy_phone",

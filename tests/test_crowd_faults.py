@@ -10,10 +10,11 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from edgetwin.configuration import CrowdRun
 from edgetwin.errors import InputError
 from edgetwin.models.crowd.table import TaskState
 from edgetwin.scenario import Scenario
-from edgetwin.sim.crowd.runner import CrowdOutcome, CrowdRun, prepare_crowd, simulate_crowd
+from edgetwin.sim.crowd.runner import CrowdOutcome, prepare_crowd, simulate_crowd
 from tests.test_crowd_events import STAGE, events, simulate, toy_crowd, toy_phone_file
 
 

@@ -14,9 +14,9 @@ from edgetwin.calibration.fit_android import (
     run_once,
 )
 from edgetwin.errors import InputError
+from edgetwin.phone_profile import load_phone_profile
 from edgetwin.scenario import load_scenario
 from edgetwin.sim.crowd.costs import inference_ms
-from edgetwin.sim.crowd.phone_profile import load_phone_profile
 from tests.conftest import REPO
 
 SPEC = REPO / "edgetwin/calibration/specs/android_crowdio.yaml"

@@ -12,11 +12,11 @@ from unittest.mock import patch
 import pytest
 
 from edgetwin.errors import InputError
+from edgetwin.phone_profile import load_phone_profile
 from edgetwin.results import read_results, write_results
 from edgetwin.scenario import Scenario, load_scenario, validate_scenario
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.crowd.foreman import Foreman
-from edgetwin.sim.crowd.phone_profile import load_phone_profile
 from edgetwin.sim.crowd.records import ACTIVITY_KINDS
 from tests.conftest import REPO
 from tests.test_crowd_events import toy_crowd, toy_phone_file

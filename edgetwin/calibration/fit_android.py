@@ -38,8 +38,11 @@ from scipy.optimize import brentq
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.calibration.profile_io import source_record
+from edgetwin.configuration import CrowdRun
+from edgetwin.crowd_fleet import PhoneClass
 from edgetwin.errors import InputError
 from edgetwin.models.strategies.crowdio import CROWDIO_BARRIER, CROWDIO_STREAMING
+from edgetwin.phone_profile import PhoneProfile
 from edgetwin.results import read_table
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.schema import (
@@ -49,9 +52,7 @@ from edgetwin.schema import (
     read_yaml_mapping,
 )
 from edgetwin.sim.crowd.costs import compressed_activation_bytes, mah_from_joules
-from edgetwin.sim.crowd.fleet import PhoneClass
-from edgetwin.sim.crowd.phone_profile import PhoneProfile
-from edgetwin.sim.crowd.runner import CrowdOutcome, CrowdRun, CrowdSetup, simulate_crowd
+from edgetwin.sim.crowd.runner import CrowdOutcome, CrowdSetup, simulate_crowd
 
 SPEC_KEY = "phone_classes"  # an Android calibration spec has this key, a Jetson one does not
 STATES = ("idle", "inference", "load", "transfer")

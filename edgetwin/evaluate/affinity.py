@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
+from edgetwin.configuration import CrowdRun
+from edgetwin.crowd_fleet import PhoneClass
 from edgetwin.errors import InputError
 from edgetwin.evaluate.affinity_results import (
     AssignmentReplay,
@@ -28,8 +30,7 @@ from edgetwin.evaluate.optimum import Assignment, Optimum, build_instance, optim
 from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.scenario import Scenario, validate_scenario
 from edgetwin.schema import Strict, apply_override, read_yaml_mapping, validation_error
-from edgetwin.sim.crowd.fleet import PhoneClass
-from edgetwin.sim.crowd.runner import CrowdRun, CrowdSetup, prepare_crowd, simulate_crowd
+from edgetwin.sim.crowd.runner import CrowdSetup, prepare_crowd, simulate_crowd
 
 
 class InstanceSpec(Strict):

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from statistics import fmean
 
+from edgetwin.configuration import crowd_runs
 from edgetwin.emu.crowdio.records import PipelineSummary
 from edgetwin.errors import InputError
 from edgetwin.evaluate.affinity_results import (
@@ -34,7 +35,6 @@ from edgetwin.evaluate.emu_costs import (
 )
 from edgetwin.evaluate.optimum import Optimum, evaluate_assignment, optimum
 from edgetwin.scenario import Scenario
-from edgetwin.sim.crowd.runner import crowd_runs
 from edgetwin.sim.crowd.tasks import MODES
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from edgetwin.crowd_fleet import expand_fleet
 from edgetwin.profile import NetworkParams
 from edgetwin.scenario import Scenario
 from edgetwin.sim.crowd.costs import (
@@ -40,7 +41,6 @@ from edgetwin.sim.crowd.costs import (
     task_output_bytes,
     warm_load_ms,
 )
-from edgetwin.sim.crowd.fleet import expand_fleet
 from edgetwin.sim.crowd.runner import CrowdOutcome, CrowdSetup
 from edgetwin.sim.crowd.tasks import MODES
 from edgetwin.sim.network import Network

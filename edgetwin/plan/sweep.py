@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from edgetwin.configuration import crowd_runs
 from edgetwin.plan.questions import CrowdAxes, LoadedQuestion
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
-from edgetwin.sim.crowd.runner import crowd_runs, prepare_crowd, simulate_crowd
+from edgetwin.sim.crowd.runner import prepare_crowd, simulate_crowd
 from edgetwin.sim.runner import FleetMember, build_fleet, simulate
 
 

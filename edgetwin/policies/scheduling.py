@@ -18,10 +18,12 @@ says so, and the core shows it one worker from an index instead of every one.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
+from edgetwin.errors import InputError
 from edgetwin.models.crowd.views import (
     Scheduler,
     TaskView,
@@ -116,3 +118,11 @@ def make_scheduler(name: str) -> Scheduler:
     if name not in SCHEDULERS:
         raise KeyError(f"unknown scheduler {name!r}; known: {sorted(SCHEDULERS)}")
     return SCHEDULERS[name]()
+
+
+def check_schedulers(names: Sequence[str], scenario_path: Path | None) -> None:
+    """``InputError`` naming ``crowd.schedulers.I`` for the first unknown scheduler."""
+    for i, name in enumerate(names):
+        if name not in SCHEDULERS:
+            problem = f"unknown scheduler {name!r}; known: {sorted(SCHEDULERS)}"
+            raise InputError(scenario_path, f"crowd.schedulers.{i}", problem)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from edgetwin.configuration import crowd_runs
+from edgetwin.crowd_fleet import PhoneSetup, expand_fleet, resolve_classes, resolve_fleet
 from edgetwin.emu.crowdio.launcher import Processes, WorkerSpec, run_pipeline
 from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.model import FULL, TINY, export_stages, make_inputs
@@ -35,10 +37,9 @@ from edgetwin.emu.mininet.topology import HostLimits, build_topology, link_state
 from edgetwin.errors import InputError, LaunchError, RunFailed
 from edgetwin.links import worst_error_pct
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
+from edgetwin.policies.scheduling import check_schedulers
 from edgetwin.results import ResultRow
 from edgetwin.scenario import EmulatorSpec, Scenario
-from edgetwin.sim.crowd.fleet import PhoneSetup, expand_fleet, resolve_classes
-from edgetwin.sim.crowd.runner import crowd_runs, prepare_crowd
 
 MODELS = {"tiny": TINY, "full": FULL}
 JOB_TIMEOUT_S = 600.0
@@ -78,7 +79,8 @@ def check_crowd_emulatable(scenario: Scenario, scenario_path: Path | None) -> No
     """``InputError`` naming the field if the emulator cannot run this crowd scenario."""
     crowd = scenario.crowd
     assert crowd is not None
-    prepare_crowd(scenario, scenario_path)  # schedulers, fleet and profiles, as the twin
+    check_schedulers(crowd.schedulers, scenario_path)
+    resolve_fleet(crowd, scenario_path)  # the twin's phones and profiles
     config = MODELS[scenario.emulator.model]
     if len(crowd.job.stages) > config.layers + 1:
         problem = f"the {scenario.emulator.model} DistilBERT makes at most {config.layers + 1}"

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from edgetwin.configuration import crowd_runs
 from edgetwin.emu.local import check_runnable, measure_local, result_rows
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.crowd import (
@@ -39,7 +40,6 @@ from edgetwin.errors import InputError
 from edgetwin.links import worst_error_pct
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
-from edgetwin.sim.crowd.runner import crowd_runs
 
 MASTER_PORT = 29500
 LINK_CHECK_S = 2.0  # iperf3 seconds per direction, after a one-second warm-up

@@ -5,11 +5,7 @@ Public API (see docs/crowd.md): ``run_crowd`` for results rows,
 runs a scenario has (progress bars).
 """
 
-from edgetwin.sim.crowd.runner import (
-    CrowdTimeline,
-    crowd_runs,
-    crowd_timelines,
-    run_crowd,
-)
+from edgetwin.configuration import crowd_runs
+from edgetwin.sim.crowd.runner import CrowdTimeline, crowd_timelines, run_crowd
 
 __all__ = ["CrowdTimeline", "crowd_runs", "crowd_timelines", "run_crowd"]

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import simpy
 
 from edgetwin.models.crowd.table import Task
+from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import DeviceProfile
 from edgetwin.scenario import StageSpec
 from edgetwin.sim.crowd.costs import blob_bytes, inference_ms, warm_load_ms
-from edgetwin.sim.crowd.phone_profile import PhoneProfile
 from edgetwin.sim.crowd.records import Recorder
 from edgetwin.sim.crowd.tasks import Job
 from edgetwin.sim.device import WH_TO_J, Device, DeviceLeft

@@ -21,17 +21,18 @@ from typing import Any
 import numpy as np
 import simpy
 
+from edgetwin.configuration import CrowdRun, crowd_runs
+from edgetwin.crowd_fleet import PhoneClass, expand_fleet, resolve_fleet
 from edgetwin.errors import InputError
-from edgetwin.policies.scheduling import make_scheduler
+from edgetwin.phone_profile import device_profile
+from edgetwin.policies.scheduling import check_schedulers, make_scheduler
 from edgetwin.profile import NetworkParams
 from edgetwin.results import ResultRow
 from edgetwin.scenario import CROWD_STRATEGIES, Scenario
 from edgetwin.sim.crowd.availability import Absence, read_trace, replay
 from edgetwin.sim.crowd.costs import lognormal_factor, mah_from_joules
-from edgetwin.sim.crowd.fleet import PhoneClass, class_counts, expand_fleet, resolve_classes
 from edgetwin.sim.crowd.foreman import Foreman
 from edgetwin.sim.crowd.phone import Link, Phone
-from edgetwin.sim.crowd.phone_profile import device_profile
 from edgetwin.sim.crowd.records import (
     Activity,
     BatterySample,
@@ -45,15 +46,6 @@ from edgetwin.sim.device import draw_ms
 from edgetwin.sim.network import Network
 
 FLEET, ARRIVALS, AVAILABILITY, DYNAMICS = range(4)  # random streams of a repetition
-
-
-@dataclass(frozen=True)
-class CrowdRun:
-    """One run: a dependency mode (strategy), a scheduler and a repetition."""
-
-    strategy: str
-    scheduler: str
-    rep: int
 
 
 @dataclass(frozen=True)
@@ -91,30 +83,13 @@ class CrowdOutcome:
     end_s: float
 
 
-def crowd_runs(scenario: Scenario) -> list[CrowdRun]:
-    """Every strategy x scheduler x repetition of a crowd scenario, in a stable order."""
-    assert scenario.crowd is not None
-    return [
-        CrowdRun(strategy.name, scheduler, rep)
-        for strategy in scenario.strategies
-        for scheduler in scenario.crowd.schedulers
-        for rep in range(scenario.repetitions)
-    ]
-
-
 def prepare_crowd(scenario: Scenario, scenario_path: Path | None) -> CrowdSetup:
     """Resolve profiles, schedulers and the availability trace; errors name the field."""
     crowd = scenario.crowd
     if crowd is None:
         raise InputError(scenario_path, "crowd", "the scenario has no 'crowd' section")
-    for i, name in enumerate(crowd.schedulers):
-        try:
-            make_scheduler(name)
-        except KeyError as exc:
-            raise InputError(scenario_path, f"crowd.schedulers.{i}", str(exc.args[0])) from None
-    if sum(class_counts(crowd)) == 0:
-        raise InputError(scenario_path, "crowd.fleet", "the fleet has no phones")
-    classes = resolve_classes(crowd, scenario_path)
+    check_schedulers(crowd.schedulers, scenario_path)
+    classes = resolve_fleet(crowd, scenario_path)
     absences: dict[str, list[Absence]] = {}
     if crowd.availability_trace is not None:
         base = Path.cwd() if scenario_path is None else scenario_path.resolve().parent

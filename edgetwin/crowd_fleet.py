@@ -1,4 +1,6 @@
-"""The crowd's phones: classes resolved to profiles, expanded to named phones."""
+"""The crowd's phones: classes resolved to profiles, expanded to named phones.
+
+The twin and the emulator build the same phones from a scenario with it."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from edgetwin.errors import InputError
+from edgetwin.phone_profile import PhoneProfile, load_phone_profile
 from edgetwin.scenario import CrowdSpec, PhoneClassSpec
-from edgetwin.sim.crowd.phone_profile import PhoneProfile, load_phone_profile
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,13 @@ def resolve_classes(crowd: CrowdSpec, scenario_path: Path | None) -> list[PhoneC
             raise InputError(scenario_path, f"crowd.fleet.{i}.profile", exc.problem) from None
         classes.append(PhoneClass(spec, profile))
     return classes
+
+
+def resolve_fleet(crowd: CrowdSpec, scenario_path: Path | None) -> list[PhoneClass]:
+    """``resolve_classes``, after checking that the fleet has phones."""
+    if sum(class_counts(crowd)) == 0:
+        raise InputError(scenario_path, "crowd.fleet", "the fleet has no phones")
+    return resolve_classes(crowd, scenario_path)
 
 
 def class_counts(crowd: CrowdSpec) -> list[int]:
