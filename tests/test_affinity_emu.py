@@ -140,7 +140,7 @@ def test_emulator_evaluation_end_to_end(tmp_path: Path) -> None:
         # other load adds overhead the model does not have, so only the upper side is held
         assert 0 < figures.replay.own_s <= 1.1 * figures.makespan_s
     write_affinity_report(tmp_path, AffinityEvaluation(settings, (result,)))
-    assert "Its assignments under the measured costs" in (tmp_path / "affinity.html").read_text()
+    assert "Its plans under the measured costs" in (tmp_path / "affinity.html").read_text()
     assert json.loads((tmp_path / "affinity.json").read_text())["mode"] == "emu"
 
 
