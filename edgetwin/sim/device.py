@@ -103,7 +103,8 @@ class Device:
 
     def _book(self) -> None:
         now = self.env.now
-        elapsed = now - self._since_ms
+        since = self._since_ms
+        elapsed = now - since
         if elapsed > 0:
             state = self.state
             joules = self._power_w[state] * elapsed / 1e3
@@ -112,9 +113,7 @@ class Device:
             if self.battery_j is not None:
                 self.battery_j -= joules
             if self.record_intervals:
-                self.intervals.append(
-                    Interval(self.name, self.state, self._since_ms, now, self.label)
-                )
+                self.intervals.append(Interval(self.name, state, since, now, self.label))
         self._since_ms = now
 
     def start_measuring(self) -> None:
@@ -134,17 +133,18 @@ class Device:
 
     # ------------------------------------------------------------ battery
     def _schedule_drain(self) -> None:
-        self._drain_generation += 1
-        if self.battery_j is None or not self.up:
+        generation = self._drain_generation = self._drain_generation + 1
+        battery_j = self.battery_j
+        if battery_j is None or not self.up:
             return
         power_w = self._power_w[self.state]
         if power_w <= 0:
             return
-        delay_ms = max(0.0, self.battery_j) / power_w * 1e3
-        if self.env.now + delay_ms > self.drain_until_ms:
+        delay_ms = max(0.0, battery_j) / power_w * 1e3
+        env = self.env
+        if env.now + delay_ms > self.drain_until_ms:
             return
-        generation = self._drain_generation
-        timer = self.env.timeout(delay_ms)
+        timer = env.timeout(delay_ms)
         timer.callbacks.append(lambda _e: self._on_drained(generation))
 
     def _on_drained(self, generation: int) -> None:

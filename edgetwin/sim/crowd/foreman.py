@@ -155,11 +155,15 @@ class Foreman:
 
     def _load(self, phone: Phone, load: LoadStage) -> Generator[simpy.Event, object, None]:
         job, stage = load.job, load.stage
-        try:
-            done = yield from phone.make_resident(stage, job.job_id, load.item)
-        except OutOfMemory:
-            self.core.load_failed(phone.name, stage.name, lasting=True)
-            return
+        if phone.resident is stage:  # what make_resident does then, without its generator
+            phone.use(stage)
+            done = None
+        else:
+            try:
+                done = yield from phone.make_resident(stage, job.job_id, load.item)
+            except OutOfMemory:
+                self.core.load_failed(phone.name, stage.name, lasting=True)
+                return
         phone.last_load_ms = self._count_load(job, done, stage)
         if load.why == "broadcast":
             job.broadcast_load_ms[phone.name] = phone.last_load_ms
