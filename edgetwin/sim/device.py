@@ -78,7 +78,7 @@ class Device:
         self.time_ms = {state: 0.0 for state in STATES}
         self.intervals: list[Interval] = []
         self.record_intervals = False
-        self._drain_generation = 0
+        self._drain_timer: simpy.Timeout | None = None  # the one that may empty it
         self.drain_until_ms = drain_until_ms  # the run ends by then: no battery timer past it
         self.on_leave: list[Callable[[DeviceLeft], None]] = []
         self._schedule_drain()
@@ -133,7 +133,7 @@ class Device:
 
     # ------------------------------------------------------------ battery
     def _schedule_drain(self) -> None:
-        generation = self._drain_generation = self._drain_generation + 1
+        self._drain_timer = None  # a timer scheduled before stands no more
         battery_j = self.battery_j
         if battery_j is None or not self.up:
             return
@@ -144,11 +144,11 @@ class Device:
         env = self.env
         if env.now + delay_ms > self.drain_until_ms:
             return
-        timer = env.timeout(delay_ms)
-        timer.callbacks.append(lambda _e: self._on_drained(generation))
+        timer = self._drain_timer = env.timeout(delay_ms)
+        timer.callbacks.append(self._on_drained)
 
-    def _on_drained(self, generation: int) -> None:
-        if generation == self._drain_generation and self.up:
+    def _on_drained(self, timer: simpy.Event) -> None:
+        if timer is self._drain_timer and self.up:
             self._book()
             self.battery_j = 0.0
             self.leave("battery empty")

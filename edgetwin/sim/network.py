@@ -69,7 +69,7 @@ class Channel:
         self._flows: dict[int, _Flow] = {}
         self._ids = count()
         self._last_update_ms = env.now
-        self._generation = 0
+        self._wakeup: simpy.Timeout | None = None  # the one standing wake-up
 
     def send(
         self,
@@ -144,13 +144,11 @@ class Channel:
 
     def _reschedule(self) -> None:
         self._snap_to_boundaries()
-        self._generation += 1
+        self._wakeup = None  # a wake-up scheduled before stands no more
         if not self._flows:
             return
-        wait_ms = min(self._boundaries_ms())
-        generation = self._generation
-        wakeup = self.env.timeout(wait_ms)
-        wakeup.callbacks.append(lambda _event: self._on_wakeup(generation))
+        wakeup = self._wakeup = self.env.timeout(min(self._boundaries_ms()))
+        wakeup.callbacks.append(self._on_wakeup)
 
     def _boundaries_ms(self) -> list[float]:
         """Time to every state change: a flow ends or leaves its window, tokens run out."""
@@ -200,8 +198,8 @@ class Channel:
                 self.bits_delivered += flow.remaining_bits
                 flow.done.succeed()
 
-    def _on_wakeup(self, generation: int) -> None:
-        if generation == self._generation:
+    def _on_wakeup(self, wakeup: simpy.Event) -> None:
+        if wakeup is self._wakeup:
             self._advance()
             self._reschedule()
 
