@@ -78,7 +78,7 @@ class Device:
         self.time_ms = {state: 0.0 for state in STATES}
         self.intervals: list[Interval] = []
         self.record_intervals = False
-        self._drain_generation = 0
+        self._drain_timer: simpy.Timeout | None = None  # the one that may empty it
         self.drain_until_ms = drain_until_ms  # the run ends by then: no battery timer past it
         self.on_leave: list[Callable[[DeviceLeft], None]] = []
         self._schedule_drain()
@@ -103,7 +103,8 @@ class Device:
 
     def _book(self) -> None:
         now = self.env.now
-        elapsed = now - self._since_ms
+        since = self._since_ms
+        elapsed = now - since
         if elapsed > 0:
             state = self.state
             joules = self._power_w[state] * elapsed / 1e3
@@ -112,9 +113,7 @@ class Device:
             if self.battery_j is not None:
                 self.battery_j -= joules
             if self.record_intervals:
-                self.intervals.append(
-                    Interval(self.name, self.state, self._since_ms, now, self.label)
-                )
+                self.intervals.append(Interval(self.name, state, since, now, self.label))
         self._since_ms = now
 
     def start_measuring(self) -> None:
@@ -134,21 +133,22 @@ class Device:
 
     # ------------------------------------------------------------ battery
     def _schedule_drain(self) -> None:
-        self._drain_generation += 1
-        if self.battery_j is None or not self.up:
+        self._drain_timer = None  # a timer scheduled before stands no more
+        battery_j = self.battery_j
+        if battery_j is None or not self.up:
             return
         power_w = self._power_w[self.state]
         if power_w <= 0:
             return
-        delay_ms = max(0.0, self.battery_j) / power_w * 1e3
-        if self.env.now + delay_ms > self.drain_until_ms:
+        delay_ms = max(0.0, battery_j) / power_w * 1e3
+        env = self.env
+        if env.now + delay_ms > self.drain_until_ms:
             return
-        generation = self._drain_generation
-        timer = self.env.timeout(delay_ms)
-        timer.callbacks.append(lambda _e: self._on_drained(generation))
+        timer = self._drain_timer = env.timeout(delay_ms)
+        timer.callbacks.append(self._on_drained)
 
-    def _on_drained(self, generation: int) -> None:
-        if generation == self._drain_generation and self.up:
+    def _on_drained(self, timer: simpy.Event) -> None:
+        if timer is self._drain_timer and self.up:
             self._book()
             self.battery_j = 0.0
             self.leave("battery empty")

@@ -87,15 +87,25 @@ class RankedIndex(CandidateIndex):
         self.heaps: dict[str, list[Entry]] = {}
 
     def _add(self, worker: Worker, stages: list[TaskView]) -> None:
-        assert worker.view is not None
+        view = worker.view
+        assert view is not None
+        if not worker.available:
+            return
+        # ``eligible`` inlined: the worker is available; not banned, and the stage fits
+        banned, heaps, rank, push = worker.banned, self.heaps, self.rank, heapq.heappush
+        resident, free_mb = view.resident_stage, view.free_ram_mb
+        limit = 4 * len(self.available) + 64
         for stage in stages:
-            if eligible(worker, stage):
-                heap = self.heaps.setdefault(stage.stage, [])
-                key = self.rank(stage, worker.view)
-                heapq.heappush(heap, (*key, worker.version, worker.worker_id))
-                if len(heap) > 4 * len(self.available) + 64:
-                    heap[:] = [e for e in heap if self.valid(e)]
-                    heapq.heapify(heap)
+            key = stage.stage
+            if key in banned or not (resident == key or free_mb >= stage.stage_ram_mb):
+                continue
+            heap = heaps.get(key)
+            if heap is None:
+                heap = heaps[key] = []
+            push(heap, (*rank(stage, view), worker.version, worker.worker_id))
+            if len(heap) > limit:
+                heap[:] = [e for e in heap if self.valid(e)]
+                heapq.heapify(heap)
 
     def shortlist(self, task: TaskView, rng: np.random.Generator) -> list[WorkerView]:
         heap = self.heaps.get(task.stage)

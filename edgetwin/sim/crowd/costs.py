@@ -66,4 +66,5 @@ def lognormal_factor(rng: np.random.Generator, cv: float) -> Callable[[], float]
     if cv <= 0:
         return lambda: 1.0
     sigma = math.sqrt(math.log1p(cv * cv))
-    return lambda: float(rng.lognormal(-sigma * sigma / 2, sigma))
+    mu, lognormal = -sigma * sigma / 2, rng.lognormal
+    return lambda: float(lognormal(mu, sigma))

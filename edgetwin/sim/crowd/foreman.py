@@ -155,11 +155,15 @@ class Foreman:
 
     def _load(self, phone: Phone, load: LoadStage) -> Generator[simpy.Event, object, None]:
         job, stage = load.job, load.stage
-        try:
-            done = yield from phone.make_resident(stage, job.job_id, load.item)
-        except OutOfMemory:
-            self.core.load_failed(phone.name, stage.name, lasting=True)
-            return
+        if phone.resident is stage:  # what make_resident does then, without its generator
+            phone.use(stage)
+            done = None
+        else:
+            try:
+                done = yield from phone.make_resident(stage, job.job_id, load.item)
+            except OutOfMemory:
+                self.core.load_failed(phone.name, stage.name, lasting=True)
+                return
         phone.last_load_ms = self._count_load(job, done, stage)
         if load.why == "broadcast":
             job.broadcast_load_ms[phone.name] = phone.last_load_ms
@@ -174,13 +178,14 @@ class Foreman:
         phone.use(stage)
         job.peak_rss_mb = max(job.peak_rss_mb, stage.ram_mb)
         task.load_ms, phone.last_load_ms = phone.last_load_ms, 0.0
-        comm_ms = yield from phone.transfer(task_input_bytes(self.spec, s), "in", *ids)
+        in_bytes = task_input_bytes(self.spec, s)
+        comm_ms = yield from phone.transfer(in_bytes, "in", *ids)
         task.infer_ms = yield from phone.infer(stage, *ids[:2])
         job.gflops += stage.gflops
         out_bytes = task_output_bytes(self.spec, s)
         task.comm_ms = comm_ms + (yield from phone.transfer(out_bytes, "out", *ids))
         job.bytes_sent += out_bytes
-        job.bytes_moved += task_input_bytes(self.spec, s) + out_bytes
+        job.bytes_moved += in_bytes + out_bytes
         self.core.complete(phone.name, self.env.now)
         if task.job.all_done:
             self.env.process(self._aggregate(job))

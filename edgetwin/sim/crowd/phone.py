@@ -217,11 +217,12 @@ class Phone:
         self, nbytes: int, direction: str, job: int, item: int, stage: str
     ) -> Generator[simpy.Event, object, float]:
         """Receive a task's input (``in``) or send its result (``out``); returns ms taken."""
-        start = self.env.now
+        env, link = self.env, self.link
+        start = env.now
         self.device.enter("comm", direction)
         try:
-            yield self.env.timeout((self.link.latency_ms + self.link.overhead_ms) * self.noise())
-            yield self.link.channel.send(nbytes, self.link.efficiency)
+            yield env.timeout((link.latency_ms + link.overhead_ms) * self.noise())
+            yield link.channel.send(nbytes, link.efficiency)
         finally:
             self.recorder.activity(self.name, "transfer", start, job, item, stage, direction)
         return self.env.now - start
