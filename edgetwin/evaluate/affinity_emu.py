@@ -34,8 +34,8 @@ from edgetwin.evaluate.emu_costs import (
     replay_with_own_costs,
 )
 from edgetwin.evaluate.optimum import Optimum, evaluate_assignment, optimum
+from edgetwin.models import registry
 from edgetwin.scenario import Scenario
-from edgetwin.sim.crowd.tasks import MODES
 
 
 def check_emu_instance(scenario: Scenario, scenario_path: Path, where: tuple[Path, str]) -> None:
@@ -86,7 +86,7 @@ def evaluate_runs_emu(
         for runs in per_scheduler.values():
             for summary in runs:
                 samples.add(summary, names)
-        barrier = MODES[strategy] == "barrier"
+        barrier = registry.pipeline(strategy) == "barrier"
         measured = measured_instance(samples, names, blob_bytes, barrier, crowd.job.inputs)
         inst = measured.instance
         best = optimum(inst, node_limit)

@@ -31,6 +31,7 @@ import numpy as np
 import simpy
 
 from edgetwin.crowd_fleet import expand_fleet
+from edgetwin.models import registry
 from edgetwin.profile import NetworkParams
 from edgetwin.scenario import Scenario
 from edgetwin.sim.crowd.costs import (
@@ -42,7 +43,6 @@ from edgetwin.sim.crowd.costs import (
     warm_load_ms,
 )
 from edgetwin.sim.crowd.runner import CrowdOutcome, CrowdSetup
-from edgetwin.sim.crowd.tasks import MODES
 from edgetwin.sim.network import Network
 
 TIE_MS = 1e-9  # completions this close count as simultaneous
@@ -175,7 +175,7 @@ def build_instance(scenario: Scenario, setup: CrowdSetup, strategy: str) -> Inst
         phones=tuple(costs),
         inputs=job.inputs,
         stage_mb=tuple(s.size_mb for s in job.stages),
-        barrier=MODES[strategy] == "barrier",
+        barrier=registry.pipeline(strategy) == "barrier",
         aggregation_ms=aggregation_ms(job),
         cached_at_start=not cold,
         task_bytes=tuple(

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models.costs import CostPlan, InputSource
+from edgetwin.models.crowd.table import Mode
 from edgetwin.models.layout import Layout
 from edgetwin.models.strategies import crowdio, prism, single, tensor_parallel, voltage
 from edgetwin.models.strategy import Strategy
@@ -60,6 +61,14 @@ def registered(definition: Strategy) -> Iterator[Strategy]:
         yield definition
     finally:
         del _REGISTRY[definition.name]
+
+
+def pipeline(name: str) -> Mode:
+    """The dependency rule (streaming or barrier) of crowd strategy ``name``."""
+    mode = strategy(name).pipeline
+    if mode is None:
+        raise ValueError(f"{name} is not a crowd pipeline")
+    return mode
 
 
 def pipeline_strategy(mode: str) -> Strategy:

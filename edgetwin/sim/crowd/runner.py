@@ -24,6 +24,7 @@ import simpy
 from edgetwin.configuration import CrowdRun, crowd_runs
 from edgetwin.crowd_fleet import PhoneClass, expand_fleet, resolve_fleet
 from edgetwin.errors import InputError
+from edgetwin.models import registry
 from edgetwin.phone_profile import device_profile
 from edgetwin.policies.scheduling import check_schedulers, make_scheduler
 from edgetwin.profile import NetworkParams
@@ -41,7 +42,7 @@ from edgetwin.sim.crowd.records import (
     TraceEvent,
     with_idle,
 )
-from edgetwin.sim.crowd.tasks import MODES, Job
+from edgetwin.sim.crowd.tasks import Job
 from edgetwin.sim.device import draw_ms
 from edgetwin.sim.network import Network
 
@@ -191,7 +192,7 @@ def simulate_crowd(
     foreman = Foreman(
         env,
         crowd.job,
-        MODES[run.strategy],
+        registry.pipeline(run.strategy),
         make_scheduler(run.scheduler),
         phones,
         dynamics,

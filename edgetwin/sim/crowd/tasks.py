@@ -9,14 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from edgetwin.models import registry
 from edgetwin.models.crowd import table
 from edgetwin.scenario import CrowdJobSpec
-
-# a crowd strategy's name -> its dependency rule (streaming or barrier)
-MODES: dict[str, table.Mode] = {
-    s.name: s.pipeline for s in registry.strategies() if s.pipeline is not None
-}
 
 
 @dataclass(eq=False)
