@@ -6,7 +6,7 @@ inputs, stages, cache). Every scheduler runs it in the crowd twin
 are off, so only ``random`` varies); ``optimum.py`` finds the best assignment of
 the same job offline. With ``mode: emu`` the runs are the real foreman's in the
 emulator and the optimum's costs are measured in them
-(``evaluate_affinity_emu``). Regret = (mean makespan - optimum) / optimum, in %.
+(``affinity_emu``). Regret = (mean makespan - optimum) / optimum, in %.
 """
 
 from __future__ import annotations
