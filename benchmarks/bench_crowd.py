@@ -9,7 +9,10 @@ Times one run of ``scenarios/crowd_city.yaml`` (1,000 phones with churn, a
 pipeline job every 30 s, 24 simulated hours) and reports the events the twin
 scheduled per wall second, then a trivial SimPy loop (one process yielding
 timeouts) in the same process as the baseline. ``--profile`` prints the
-hottest functions of the crowd run. ``--fleet`` runs the scenario instead at
+hottest functions of the crowd run. ``--floor`` also prints what plain SimPy
+itself reaches with events already pending (a heap as long as the crowd
+run's: every push and pop then sifts through it) and the crowd run's mean
+number of pending events. ``--fleet`` runs the scenario instead at
 each fleet size, each run in a fresh process, and prints its wall seconds
 (profiles, fleet, simulation and rows), events per second and peak RSS.
 """
@@ -93,24 +96,53 @@ def _spread(values: list[float], spec: str) -> str:
     return f"{format(mid, spec)} (min {format(low, spec)}, max {format(high, spec)})"
 
 
-def plain_simpy_events_per_s(events: int = 1_000_000) -> float:
-    """Events per wall second of one SimPy process yielding ``events`` timeouts."""
+def plain_simpy_events_per_s(events: int = 1_000_000, pending: int = 0) -> float:
+    """Events per wall second of one SimPy process yielding ``events`` timeouts, with
+    ``pending`` other events waiting far in the future (in the heap all along)."""
     env = simpy.Environment()
+    for k in range(pending):
+        env.timeout(1e15 + k)
 
     def loop() -> Generator[simpy.Event, object, None]:
         for _ in range(events):
             yield env.timeout(1)
 
-    env.process(loop())
+    process = env.process(loop())
     start = time.perf_counter()
-    env.run()
+    env.run(until=process)
     return events / (time.perf_counter() - start)
+
+
+def mean_pending_events(hours: float) -> float:
+    """Mean length of SimPy's event heap over one crowd_city run (an untimed pass)."""
+    lengths: list[int] = []
+    step = simpy.Environment.step
+
+    def counting_step(env: simpy.Environment) -> None:
+        lengths.append(len(env._queue))
+        step(env)
+
+    simpy.Environment.step = counting_step  # type: ignore[method-assign,assignment]
+    try:
+        run_city(hours, False)
+    finally:
+        simpy.Environment.step = step  # type: ignore[method-assign]
+    return fmean(lengths)
+
+
+def print_floor(hours: float) -> None:
+    pending = mean_pending_events(hours)
+    print(f"crowd_city run: {pending:,.0f} events pending on average")
+    for count in (1_000, 4_000, 16_000, 64_000):
+        rate = plain_simpy_events_per_s(pending=count)
+        print(f"plain SimPy timeout loop, {count:,} events pending: {rate:,.0f} events/s")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--floor", action="store_true", help="plain SimPy with a full heap")
     parser.add_argument("--fleet", type=int, nargs="+", metavar="PHONES")
     parser.add_argument("--repeat", type=int, default=1, help="runs per fleet size")
     args = parser.parse_args()
@@ -138,6 +170,8 @@ def main() -> None:
         f"plain SimPy timeout loop: {baseline:,.0f} events/s "
         f"(the crowd twin runs at {crowd_rate / baseline:.0%} of it)"
     )
+    if args.floor:
+        print_floor(args.hours)
 
 
 if __name__ == "__main__":
