@@ -50,6 +50,7 @@ from edgetwin.emu.crowdio.records import Event, Payload, PipelineSummary, TaskRe
 from edgetwin.emu.crowdio.sdk import (
     JobError,
     PipelineJob,
+    StageError,
     normalise_stages,
     pipeline_job,
     submit_job,
@@ -173,6 +174,8 @@ BAD_SUBMISSIONS = {
     "ram_mb": _set(("stages", 0, "ram_mb"), float("inf")),
     "not valid base64": _set(("stages", 1, "blob_b64"), NOT_BASE64),
     "input 0: inline payload is not valid base64": _set(("inputs", 0, "data_b64"), NOT_BASE64),
+    "stage cell_b takes float32 (1, 5)": _set(("stages", 1, "input", "shape"), [1, 5]),
+    "input 0: shape (1, 3) is not the declared": _set(("inputs", 0, "shape"), [1, 3]),
 }
 
 
@@ -203,6 +206,33 @@ def test_a_bad_submission_is_refused_and_a_real_job_then_runs_exactly_once(
 def test_a_negative_seed_is_refused_by_the_sdk(job: PipelineJob) -> None:
     with pytest.raises(ValueError, match="seed"):
         pipeline_job(job.stages, job.inputs, seed=-1)
+
+
+@pytest.mark.timeout(30)
+def test_a_reply_the_sdk_cannot_read_is_a_job_error(job: PipelineJob) -> None:
+    """A summary with a NaN logit arrives as JSON null: a JobError, not a ProtocolError."""
+
+    async def foreman(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_frame(reader, 1 << 24)
+        await send(writer, Welcome(peer_id="c", store_dir=None, inline_max_bytes=0, heartbeat_s=1))
+        await read_frame(reader, 1 << 24)
+        await write_frame(writer, b'{"type": "JOB_RESULT", "summary": {"logits": [[null]]}}')
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(foreman, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            with pytest.raises(JobError, match="reply is not understood: malformed message"):
+                await submit_job("127.0.0.1", port, TOKEN, job, timeout_s=20)
+        finally:
+            server.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_stage_of_a_dtype_the_codec_cannot_carry_is_refused() -> None:
+    with pytest.raises(StageError, match="x is float64"):
+        normalise_stages([_identity_stage((1, 4), TensorProto.DOUBLE)])
 
 
 # --- defect 2: non-ASCII base64 is a clean error everywhere ------------------------------
@@ -371,10 +401,10 @@ def test_a_result_of_the_wrong_shape_fails_its_task_when_it_arrives(
 # --- defect 5: byte-identical stages under two names -------------------------------------
 
 
-def _identity_stage(shape: tuple[int, ...]) -> bytes:
-    """An ONNX stage that passes its float32 input through unchanged."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
+def _identity_stage(shape: tuple[int, ...], dtype: int = TensorProto.FLOAT) -> bytes:
+    """An ONNX stage that passes its input through unchanged."""
+    x = helper.make_tensor_value_info("x", dtype, shape)
+    y = helper.make_tensor_value_info("y", dtype, shape)
     graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "identity", [x], [y])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     return onnx.shape_inference.infer_shapes(model).SerializeToString()
