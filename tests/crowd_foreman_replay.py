@@ -40,12 +40,14 @@ from edgetwin.emu.crowdio.protocol import (
     UnloadModel,
     parse_message,
 )
-from edgetwin.emu.crowdio.records import Mode, TaskReport, WorkerStatus
+from edgetwin.emu.crowdio.records import Mode, TaskReport, TensorSpec, WorkerStatus
 from edgetwin.models.crowd.events import Decision
 
 REPORT = TaskReport(
     load_kind="resident", load_ms=0, decode_ms=0, compute_ms=0, encode_ms=0, bytes_in=0, bytes_out=0
 )
+HIDDEN = TensorSpec(dtype="float32", shape=(1, 4))  # every input and hidden state
+LOGITS = TensorSpec(dtype="float32", shape=(1, 2))
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ def replay_foreman(
             base64.b64encode(n.encode()).decode(),
             1,
             1.0,
+            HIDDEN,
+            LOGITS if s == stages - 1 else HIDDEN,
         )
         for s, n in enumerate(names)
     ]
@@ -140,7 +144,7 @@ def replay_foreman(
         else:
             assert isinstance(message, RunTask)
             duration = speed.task_ms[message.stage_index]
-            shape = (1, 2) if message.stage_index == stages - 1 else (1, 4)
+            shape = (LOGITS if message.stage_index == stages - 1 else HIDDEN).shape
             reply = TaskResult(
                 job_id=message.job_id,
                 input_index=message.input_index,
@@ -179,7 +183,15 @@ def _submit(
         seed=0,
         min_workers=workers,
         stages=tuple(
-            StageBlob(name=s.name, sha256=s.sha256, blob_b64=s.blob_b64, ram_mb=1.0) for s in stages
+            StageBlob(
+                name=s.name,
+                sha256=s.sha256,
+                blob_b64=s.blob_b64,
+                ram_mb=1.0,
+                input=s.input,
+                output=s.output,
+            )
+            for s in stages
         ),
         dag=DagSpec(nodes=tuple(names), edges=tuple(itertools.pairwise(names))),
         inputs=tuple(encode_array(np.full((1, 4), i, np.float32), None, 0) for i in range(inputs)),

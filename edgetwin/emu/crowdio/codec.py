@@ -9,7 +9,6 @@ a zlib bomb stops at the expected size).
 from __future__ import annotations
 
 import base64
-import binascii
 import math
 import zlib
 
@@ -81,9 +80,17 @@ def _packed(payload: Payload, store: FileStore | None, max_bytes: int) -> bytes:
     if len(payload.data_b64) > 4 * (max_bytes // 3 + 1):
         raise PayloadError("inline payload is larger than its shape allows")
     try:
-        return base64.b64decode(payload.data_b64, validate=True)
-    except binascii.Error:
+        return decode_base64(payload.data_b64)
+    except PayloadError:
         raise PayloadError("inline payload is not valid base64") from None
+
+
+def decode_base64(text: str) -> bytes:
+    """Strict base64 text as bytes; PayloadError when it is not (a non-ASCII letter too)."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:  # binascii.Error, or the ValueError of a non-ASCII letter
+        raise PayloadError("not valid base64") from None
 
 
 def _store(store: FileStore | None) -> FileStore:

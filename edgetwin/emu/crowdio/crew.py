@@ -6,7 +6,9 @@ tells it what the workers' replies say, turns its orders into frames (an
 events (``job_start``, ``load``, ``dispatch``, ``release``, ``complete``,
 ``requeue``, ``job_done``; the connection adds ``loaded``, ``load_failed``,
 ``unload``, ``task_failed`` and ``disconnect``). Handlers raise ProtocolError
-when a worker's reply does not fit what it was asked to do.
+when a worker's reply does not fit what it was asked to do; a result that is not
+what its stage declares fails its task, as a TASK_FAILED would. Stages are known to
+the core by name and checksum (``stage_key``), as a worker knows what it holds.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState
+from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState, stage_key
 from edgetwin.emu.crowdio.filestore import FileStore
-from edgetwin.emu.crowdio.job import MAX_TASK_FAILURES, Job, Outbox
+from edgetwin.emu.crowdio.job import MAX_TASK_FAILURES, Job, Outbox, ResultRefused
 from edgetwin.emu.crowdio.protocol import (
     ModelFailed,
     ModelLoaded,
@@ -56,7 +58,10 @@ class Crew:
         self.workers: dict[str, WorkerState] = {}
         self.jobs: dict[int, Job] = {}  # running, by the core's job id
         self.by_label: dict[str, Job] = {}
-        self.core = CrowdCore(lambda worker_id: self.workers[worker_id].facts(), self._decided)
+        self.keys_of: dict[str, set[str]] = {}  # the stage keys of each blob's SHA-256
+        self.core = CrowdCore(
+            lambda worker_id: self.workers[worker_id].facts(self.keys_of), self._decided
+        )
 
     def now_ms(self) -> float:
         return self.clock() * 1e3
@@ -91,7 +96,8 @@ class Crew:
             worker.cached.add(message.sha256)
         elif isinstance(message, ModelFailed):
             worker.cached.discard(message.sha256)
-            self.core.load_failed(worker.worker_id, message.sha256, lasting=False)
+            key = stage_key(message.stage, message.sha256)
+            self.core.load_failed(worker.worker_id, key, lasting=False)
         worker.status = message.status
         for running in self.jobs.values():
             running.on_status(worker, message.status)
@@ -109,7 +115,7 @@ class Crew:
         job = self._job_of(worker.load_jobs)
         if job is None:
             return []
-        stage = job.by_sha.get(message.sha256)
+        stage = job.by_key.get(stage_key(message.stage, message.sha256))
         if isinstance(message, ModelLoaded):
             stats = job.stats[worker.worker_id]
             if message.load_kind == "cold":
@@ -126,24 +132,29 @@ class Crew:
         job = self.by_label.get(message.job_id)
         if job is None:
             return []  # a task of a job that was abandoned (job ids are never reused)
-        self._check_assigned(job, worker, message)
-        job.accept(message)
+        task = self._check_assigned(job, worker, message)
+        try:
+            job.accept(message)
+        except ResultRefused as exc:
+            return self._fail(worker, job, task, str(exc))
         job.stats[worker.worker_id].tasks_done += 1
         self.core.complete(worker.worker_id, self.now_ms())
         return self.dispatch()
 
     def _on_failed(self, worker: WorkerState, message: TaskFailed) -> Outbox:
-        """Put a failed task back; the job fails after MAX_TASK_FAILURES on one task."""
         job = self.by_label.get(message.job_id)
         if job is None:
             return []
-        task = self._check_assigned(job, worker, message)
+        return self._fail(worker, job, self._check_assigned(job, worker, message), message.error)
+
+    def _fail(self, worker: WorkerState, job: Job, task: Task, error: str) -> Outbox:
+        """Put a failed task back; the job fails after MAX_TASK_FAILURES on one task."""
         self.core.requeue(worker.worker_id, "failed")
         stage = job.stages[task.stage_index]
-        job.event(self.now_ms(), "task_failed", worker.worker_id, stage, task.item, message.error)
+        job.event(self.now_ms(), "task_failed", worker.worker_id, stage, task.item, error)
         if task.failures >= MAX_TASK_FAILURES:
             job.failure = f"task {(task.item, task.stage_index)} failed {task.failures} times: "
-            job.failure += message.error
+            job.failure += error
             self.drop(job)
         return self.dispatch()
 
@@ -154,6 +165,8 @@ class Crew:
         """Start a job: broadcast its first stage to every idle worker, then dispatch."""
         now_ms = self.now_ms()
         job = Job(submit, stages, self.store, on_event, now_ms)
+        for stage in stages:
+            self.keys_of.setdefault(stage.sha256, set()).add(stage.key)
         self.jobs[self.core.submitted] = job
         self.by_label[job.job_id] = job
         for worker in self.workers.values():

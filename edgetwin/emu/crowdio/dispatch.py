@@ -9,16 +9,23 @@ job each of its outstanding load and unload replies belongs to.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
-from edgetwin.emu.crowdio.records import WorkerStatus
+from edgetwin.emu.crowdio.records import TensorSpec, WorkerStatus
 from edgetwin.models.crowd.workers import Facts
+
+
+def stage_key(name: str, sha256: str) -> str:
+    """A stage's key in the core: its name and checksum, as the worker knows what it holds
+    (residency carries over between jobs that share both; byte-identical stages under
+    two names are two stages)."""
+    return f"{name}:{sha256}"
 
 
 @dataclass(frozen=True)
 class JobStage:
-    """A stage as the foreman keeps it for one job (stages are keyed by their SHA-256, so
-    residency carries over between jobs that share a stage)."""
+    """A stage as the foreman keeps it for one job, with what it declares it takes and gives."""
 
     index: int
     name: str
@@ -26,6 +33,12 @@ class JobStage:
     blob_b64: str
     blob_bytes: int
     ram_mb: float
+    input: TensorSpec
+    output: TensorSpec
+
+    @property
+    def key(self) -> str:
+        return stage_key(self.name, self.sha256)
 
 
 @dataclass
@@ -39,9 +52,10 @@ class WorkerState:
     load_jobs: deque[int] = field(default_factory=deque)  # core job ids of pending LOADs
     unload_jobs: deque[int] = field(default_factory=deque)  # ... of pending UNLOADs
 
-    def facts(self) -> Facts:
+    def facts(self, keys_of: Mapping[str, Set[str]]) -> Facts:
+        """The core's facts; ``keys_of`` gives the stage keys of each blob's SHA-256."""
         return Facts(
-            frozenset(self.cached),
+            frozenset(key for sha256 in self.cached for key in keys_of.get(sha256, ())),
             self.status.free_ram_mb,
             self.status.battery_pct,
             self.has_gpu,

@@ -315,9 +315,9 @@ class Foreman:
         self.pending[submit.job_id] = pending
         tasks = len(stages) * len(submit.inputs)
         peer.send(encode_message(JobAccepted(job_id=submit.job_id, tasks=tasks)))
-        self._start_when_ready()
         client_gone = asyncio.create_task(_until_closed(reader))
-        try:
+        try:  # from here on, whatever happens, the job is dropped when this ends
+            self._start_when_ready()
             await asyncio.wait({client_gone, done}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             client_gone.cancel()

@@ -3,19 +3,31 @@
 The decisions are the core's (``edgetwin.models.crowd``, driven by ``crew``); a job
 here keeps what its tasks carry (input payloads, results, logits), builds its
 frames, counts its statistics and writes its events. Pure state, no I/O.
+
+A result is checked when it arrives: one that does not decode (base64, zlib, store
+reference) breaks the protocol (ProtocolError: its worker is dropped, its task
+re-dispatched); one that decodes but is not what its stage declares (dtype, shape)
+or, from the last stage, logits that are not finite, fails its task (ResultRefused:
+the task is requeued and the job fails after MAX_TASK_FAILURES, naming why).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import contextlib
 import hashlib
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from edgetwin.emu.crowdio.codec import PayloadError, compressed_bytes, decode_payload, raw_bytes
+from edgetwin.emu.crowdio.codec import (
+    PayloadError,
+    compressed_bytes,
+    decode_base64,
+    decode_payload,
+    raw_bytes,
+)
 from edgetwin.emu.crowdio.dag import Dag, GraphError, check_linear
 from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState
 from edgetwin.emu.crowdio.filestore import FileStore, StoreError
@@ -36,6 +48,7 @@ from edgetwin.emu.crowdio.records import (
     PipelineSummary,
     TaskReport,
     TaskTiming,
+    TensorSpec,
     WorkerStatus,
     WorkerSummary,
 )
@@ -50,6 +63,11 @@ MAX_TASK_FAILURES = 3
 
 class JobRejection(ValueError):
     """A submitted job the foreman will not run (the reason is the message)."""
+
+
+class ResultRefused(Exception):
+    """A result that decodes but is not what its stage declares: its task fails (the reason
+    is the message)."""
 
 
 @dataclass
@@ -71,33 +89,60 @@ class WorkerJobStats:
 
 
 def job_stages(submit: SubmitPipelineJob) -> list[JobStage]:
-    """The submitted stages, checked: base64 blobs that match their SHA-256, a linear DAG.
-
-    JobRejection names the first problem.
+    """The submitted stages, checked: base64 blobs that match their SHA-256, a linear DAG,
+    declared tensors that chain (each stage takes what the one before gives) and inputs
+    that are what the first stage takes. JobRejection names the first problem.
     """
     if submit.scheduler not in SCHEDULERS:
         raise JobRejection(f"unknown scheduler {submit.scheduler!r}; known: {sorted(SCHEDULERS)}")
     stages = []
     for index, stage in enumerate(submit.stages):
         try:
-            blob = base64.b64decode(stage.blob_b64, validate=True)
-        except binascii.Error:
+            blob = decode_base64(stage.blob_b64)
+        except PayloadError:
             raise JobRejection(f"stage {stage.name}: blob is not valid base64") from None
         if hashlib.sha256(blob).hexdigest() != stage.sha256:
             raise JobRejection(f"stage {stage.name}: checksum mismatch (SHA-256 of the blob)")
         stages.append(
-            JobStage(index, stage.name, stage.sha256, stage.blob_b64, len(blob), stage.ram_mb)
+            JobStage(
+                index,
+                stage.name,
+                stage.sha256,
+                stage.blob_b64,
+                len(blob),
+                stage.ram_mb,
+                stage.input,
+                stage.output,
+            )
         )
     try:
         check_linear(Dag(submit.dag.nodes, submit.dag.edges), [s.name for s in stages])
     except GraphError as exc:
         raise JobRejection(f"dag: {exc}") from None
+    for upstream, downstream in itertools.pairwise(stages):
+        if upstream.output != downstream.input:
+            raise JobRejection(
+                f"stage {downstream.name} takes {downstream.input}, "
+                f"but {upstream.name} gives {upstream.output}"
+            )
     for index, payload in enumerate(submit.inputs):
+        problem = _unlike(payload, stages[0].input)
+        if problem is not None:
+            raise JobRejection(f"input {index}: {problem} of stage {stages[0].name}")
         try:
             decode_payload(payload, None)
         except (PayloadError, StoreError) as exc:
             raise JobRejection(f"input {index}: {exc}") from None
     return stages
+
+
+def _unlike(payload: Payload, declared: TensorSpec) -> str | None:
+    """How a payload differs from a declared tensor (None: it does not)."""
+    if payload.dtype != declared.dtype:
+        return f"dtype {payload.dtype} is not the declared {declared.dtype}"
+    if payload.shape != declared.shape:
+        return f"shape {payload.shape} is not the declared {declared.shape}"
+    return None
 
 
 class Job:
@@ -118,7 +163,7 @@ class Job:
         self.scheduler = submit.scheduler
         self.stages = stages
         self.by_name = {stage.name: stage for stage in stages}
-        self.by_sha = {stage.sha256: stage for stage in stages}
+        self.by_key = {stage.key: stage for stage in stages}
         self.store = store
         self.on_event = on_event
         self.start_ms = start_ms  # on the foreman's clock
@@ -143,7 +188,7 @@ class Job:
         return self.core.all_done
 
     def core_stages(self) -> list[table.Stage]:
-        return [table.Stage(s.sha256, s.name, s.ram_mb) for s in self.stages]
+        return [table.Stage(s.key, s.name, s.ram_mb) for s in self.stages]
 
     def add_worker(self, worker: WorkerState) -> None:
         """Count a worker in the job's statistics (at the start, or when it joins later)."""
@@ -161,7 +206,7 @@ class Job:
             unload = UnloadModel(job_id=self.job_id, stage=load.evicts.name)
             frames.append(encode_message(unload))
             worker.unload_jobs.append(self.core.job_id)
-        stage = self.by_sha[load.stage.key]
+        stage = self.by_key[load.stage.key]
         with_blob = stage.sha256 not in worker.cached
         if (stage.index, with_blob) not in self._load_frames:
             message = LoadModel(
@@ -191,22 +236,32 @@ class Job:
         return encode_message(run)
 
     def accept(self, message: TaskResult) -> None:
-        """Take in a result: its bytes, the logits of a sink task, the input downstream."""
+        """Take in a result: its bytes, the logits of a sink task, the input downstream.
+
+        ResultRefused when it is not what its stage declares, or its logits are not finite;
+        ProtocolError when it does not decode (every result is decoded here, so that a bad
+        one goes no further than the worker that sent it)."""
         key = (message.input_index, message.stage_index)
         payload, index = message.payload, message.stage_index
+        stage = self.stages[index]
         sink = index == len(self.stages) - 1
+        problem = _unlike(payload, stage.output)
+        if problem is not None:
+            self._discard_refused(payload)
+            raise ResultRefused(f"result of stage {stage.name}: {problem}")
         try:
             raw, packed = raw_bytes(payload), compressed_bytes(payload, self.store)
-            logits = decode_payload(payload, self.store).reshape(-1) if sink else None
+            array = decode_payload(payload, self.store)
         except (PayloadError, StoreError) as exc:
             raise ProtocolError(f"result of task {key}: {exc}") from None
-        if logits is not None and any(x.shape != logits.shape for x in self.logits.values()):
-            raise ProtocolError(f"result of task {key}: logits of another shape than before")
+        if sink and not np.isfinite(array).all():
+            self._discard_refused(payload)
+            raise ResultRefused(f"result of stage {stage.name}: logits are not finite (NaN or inf)")
         self.boundary_raw[index] += raw
         self.boundary_compressed[index] += packed
         self.boundary_shape[index] = payload.shape
-        if logits is not None:
-            self.logits[key[0]] = logits
+        if sink:
+            self.logits[key[0]] = array.reshape(-1)
             self._discard(payload)
         else:
             self.inputs[(key[0], index + 1)] = payload
@@ -303,3 +358,8 @@ class Job:
     def _discard(self, payload: Payload) -> None:
         if payload.ref is not None and self.store is not None:
             self.store.delete(payload.ref)
+
+    def _discard_refused(self, payload: Payload) -> None:
+        """Delete a refused result's file, if its reference is one of the store's."""
+        with contextlib.suppress(StoreError):
+            self._discard(payload)

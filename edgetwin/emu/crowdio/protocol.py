@@ -19,11 +19,12 @@ from edgetwin.emu.crowdio.records import (
     Name,
     Payload,
     PipelineSummary,
+    Record,
     Sha256,
     TaskReport,
+    TensorSpec,
     WorkerStatus,
 )
-from edgetwin.schema import Strict
 
 Token = Annotated[str, Field(min_length=1, max_length=256)]
 TOKEN_ENV = "CROWDIO_TOKEN"  # where the foreman and workers look for the token
@@ -33,7 +34,7 @@ class ProtocolError(Exception):
     """A message that is malformed, out of place or from a peer that is not enrolled."""
 
 
-class WorkerHello(Strict):
+class WorkerHello(Record):
     type: Literal["HELLO"] = "HELLO"
     token: Token
     name: Name
@@ -42,12 +43,12 @@ class WorkerHello(Strict):
     status: WorkerStatus
 
 
-class ClientHello(Strict):
+class ClientHello(Record):
     type: Literal["CLIENT_HELLO"] = "CLIENT_HELLO"
     token: Token
 
 
-class Welcome(Strict):
+class Welcome(Record):
     type: Literal["WELCOME"] = "WELCOME"
     peer_id: str  # the worker id (or client id) the foreman knows this connection by
     store_dir: str | None  # the shared file store; None: payloads travel inline
@@ -55,7 +56,7 @@ class Welcome(Strict):
     heartbeat_s: Annotated[float, Field(gt=0)]  # a worker sends HEARTBEAT this often
 
 
-class LoadModel(Strict):
+class LoadModel(Record):
     type: Literal["LOAD_MODEL"] = "LOAD_MODEL"
     job_id: Name
     stage: Name
@@ -63,13 +64,13 @@ class LoadModel(Strict):
     blob_b64: str | None  # None: the worker has the blob in its cache
 
 
-class UnloadModel(Strict):
+class UnloadModel(Record):
     type: Literal["UNLOAD_MODEL"] = "UNLOAD_MODEL"
     job_id: Name
     stage: Name
 
 
-class RunTask(Strict):
+class RunTask(Record):
     type: Literal["RUN_TASK"] = "RUN_TASK"
     job_id: Name
     input_index: Count
@@ -80,7 +81,7 @@ class RunTask(Strict):
     payload: Payload
 
 
-class ModelLoaded(Strict):
+class ModelLoaded(Record):
     type: Literal["MODEL_LOADED"] = "MODEL_LOADED"
     stage: Name
     sha256: Sha256
@@ -89,13 +90,13 @@ class ModelLoaded(Strict):
     status: WorkerStatus
 
 
-class ModelUnloaded(Strict):
+class ModelUnloaded(Record):
     type: Literal["MODEL_UNLOADED"] = "MODEL_UNLOADED"
     stage: Name
     status: WorkerStatus
 
 
-class ModelFailed(Strict):
+class ModelFailed(Record):
     type: Literal["MODEL_FAILED"] = "MODEL_FAILED"
     stage: Name
     sha256: Sha256
@@ -103,7 +104,7 @@ class ModelFailed(Strict):
     status: WorkerStatus
 
 
-class TaskResult(Strict):
+class TaskResult(Record):
     type: Literal["TASK_RESULT"] = "TASK_RESULT"
     job_id: Name
     input_index: Count
@@ -114,7 +115,7 @@ class TaskResult(Strict):
     status: WorkerStatus
 
 
-class TaskFailed(Strict):
+class TaskFailed(Record):
     type: Literal["TASK_FAILED"] = "TASK_FAILED"
     job_id: Name
     input_index: Count
@@ -124,65 +125,67 @@ class TaskFailed(Strict):
     status: WorkerStatus
 
 
-class Heartbeat(Strict):
+class Heartbeat(Record):
     """A worker is alive (sent every ``heartbeat_s``, whatever it is doing)."""
 
     type: Literal["HEARTBEAT"] = "HEARTBEAT"
 
 
-class StageBlob(Strict):
+class StageBlob(Record):
     name: Name
     sha256: Sha256
     blob_b64: str
     ram_mb: Annotated[float, Field(ge=0)]
+    input: TensorSpec  # what the stage takes ...
+    output: TensorSpec  # ... and gives: a result of another dtype or shape fails its task
 
 
-class DagSpec(Strict):
+class DagSpec(Record):
     nodes: tuple[Name, ...]
     edges: tuple[tuple[Name, Name], ...]
 
 
-class SubmitPipelineJob(Strict):
+class SubmitPipelineJob(Record):
     type: Literal["SUBMIT_PIPELINE_JOB"] = "SUBMIT_PIPELINE_JOB"
     job_id: Name
     mode: Mode
     scheduler: str
-    seed: int
+    seed: Annotated[int, Field(ge=0)]  # the scheduler's random stream (NumPy's seeds are >= 0)
     min_workers: Count  # the job starts once this many workers are enrolled
     stages: Annotated[tuple[StageBlob, ...], Field(min_length=1, max_length=64)]
     dag: DagSpec
     inputs: Annotated[tuple[Payload, ...], Field(min_length=1)]
 
 
-class JobAccepted(Strict):
+class JobAccepted(Record):
     type: Literal["JOB_ACCEPTED"] = "JOB_ACCEPTED"
     job_id: str
     tasks: Count
 
 
-class JobRejected(Strict):
+class JobRejected(Record):
     type: Literal["JOB_REJECTED"] = "JOB_REJECTED"
     job_id: str
     reason: str
 
 
-class JobEvent(Strict):
+class JobEvent(Record):
     type: Literal["JOB_EVENT"] = "JOB_EVENT"
     event: Event
 
 
-class JobResult(Strict):
+class JobResult(Record):
     type: Literal["JOB_RESULT"] = "JOB_RESULT"
     summary: PipelineSummary
 
 
-class JobFailed(Strict):
+class JobFailed(Record):
     type: Literal["JOB_FAILED"] = "JOB_FAILED"
     job_id: str
     reason: str
 
 
-class ErrorMessage(Strict):
+class ErrorMessage(Record):
     type: Literal["ERROR"] = "ERROR"
     reason: str
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from edgetwin.models.crowd.table import Mode as Mode  # the core's, for the messages
 from edgetwin.schema import Strict
@@ -17,7 +17,24 @@ DType = Literal["float32", "float16", "int64", "int32"]
 LoadKind = Literal["resident", "warm", "cold"]
 
 
-class Payload(Strict):
+class Record(Strict):
+    """Base of every CROWDio value and message: strict, and every float finite (a NaN or an
+    infinity is refused as malformed, so none can reach the core or a summary)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class TensorSpec(Record):
+    """The dtype and fixed shape of a stage's input or output, as the stage declares them."""
+
+    dtype: DType
+    shape: Annotated[tuple[Annotated[int, Field(gt=0)], ...], Field(max_length=8)]
+
+    def __str__(self) -> str:
+        return f"{self.dtype} {self.shape}"
+
+
+class Payload(Record):
     """A zlib-compressed array that says what it is: inline (base64) or a file-store name."""
 
     codec: Literal["zlib"] = "zlib"
@@ -33,7 +50,7 @@ class Payload(Strict):
         return self
 
 
-class WorkerStatus(Strict):
+class WorkerStatus(Record):
     """A worker's resources as it reports them with every reply."""
 
     rss_mb: Annotated[float, Field(ge=0)]
@@ -43,7 +60,7 @@ class WorkerStatus(Strict):
     battery_pct: Annotated[float, Field(ge=0, le=100)] | None  # None: mains powered
 
 
-class TaskReport(Strict):
+class TaskReport(Record):
     """A worker's timings for one task; ``load_*`` is the load that made its stage resident."""
 
     load_kind: LoadKind
@@ -71,7 +88,7 @@ EventKind = Literal[
 ]
 
 
-class Event(Strict):
+class Event(Record):
     """Something the foreman did or saw during a job, ``t_ms`` after the job started."""
 
     t_ms: float
@@ -83,7 +100,7 @@ class Event(Strict):
     detail: str | None = None
 
 
-class TaskTiming(Strict):
+class TaskTiming(Record):
     """One task as it finished: where, when (foreman clock) and the worker's report."""
 
     input_index: Count
@@ -97,7 +114,7 @@ class TaskTiming(Strict):
     report: TaskReport
 
 
-class WorkerSummary(Strict):
+class WorkerSummary(Record):
     """One worker's part in a job."""
 
     worker: str
@@ -111,7 +128,7 @@ class WorkerSummary(Strict):
     disconnected: bool
 
 
-class BoundaryBytes(Strict):
+class BoundaryBytes(Record):
     """Activations one stage produced over the job: raw and zlib-compressed bytes."""
 
     stage: str
@@ -120,7 +137,7 @@ class BoundaryBytes(Strict):
     compressed_bytes: Count
 
 
-class PipelineSummary(Strict):
+class PipelineSummary(Record):
     """What a finished job measured; built by the foreman, returned to the submitter."""
 
     job_id: str

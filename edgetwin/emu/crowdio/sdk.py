@@ -2,8 +2,10 @@
 
 Normalising a stage reads its blob (bytes or a file), names it (``cell_a``,
 ``cell_b``, ... unless named), checks it is one ONNX graph with one fixed-shape
-input and one output, and takes its SHA-256. Consecutive stages must fit: stage s's
-output is stage s+1's input, dtype and shape.
+input and one output of a dtype the codec carries, and takes its SHA-256. Consecutive
+stages must fit: stage s's output is stage s+1's input, dtype and shape. Each stage's
+input and output travel with the job: the foreman refuses a result that is not its
+stage's declared output.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from edgetwin.emu.crowdio.codec import encode_array
+from edgetwin.emu.crowdio.codec import SUPPORTED_DTYPES, encode_array
 from edgetwin.emu.crowdio.dag import Dag, check_linear, linear_dag
 from edgetwin.emu.crowdio.framing import read_frame, write_frame
 from edgetwin.emu.crowdio.protocol import (
@@ -34,13 +36,14 @@ from edgetwin.emu.crowdio.protocol import (
     JobFailed,
     JobRejected,
     JobResult,
+    ProtocolError,
     StageBlob,
     SubmitPipelineJob,
     Welcome,
     encode_message,
     parse_message,
 )
-from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary
+from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary, TensorSpec
 from edgetwin.policies.scheduling import SCHEDULERS
 
 StageSource = bytes | Path | tuple[str, bytes | Path]
@@ -55,14 +58,6 @@ class StageError(ValueError):
 
 class JobError(Exception):
     """The foreman refused or failed a job (the reason is the message)."""
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """dtype and fixed shape of a stage's input or output."""
-
-    dtype: str
-    shape: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -149,11 +144,15 @@ def pipeline_job(
     check_linear(dag, names)
     if scheduler not in SCHEDULERS:
         raise ValueError(f"unknown scheduler {scheduler!r}; known: {sorted(SCHEDULERS)}")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, not {seed}")
     expected = stages[0].input
     for index, array in enumerate(inputs):
-        got = TensorSpec(array.dtype.name, tuple(array.shape))
-        if got != expected:
-            raise StageError(f"input {index} is {got}; {stages[0].name} takes {expected}")
+        got = (array.dtype.name, tuple(array.shape))
+        if got != (expected.dtype, expected.shape):
+            raise StageError(
+                f"input {index} is {' '.join(map(str, got))}; {stages[0].name} takes {expected}"
+            )
     return PipelineJob(tuple(stages), tuple(inputs), mode, scheduler, dag, seed)
 
 
@@ -171,6 +170,8 @@ def submit_message(job: PipelineJob, job_id: str, min_workers: int) -> SubmitPip
                 sha256=stage.sha256,
                 blob_b64=base64.b64encode(stage.blob).decode("ascii"),
                 ram_mb=stage.ram_mb,
+                input=stage.input,
+                output=stage.output,
             )
             for stage in job.stages
         ),
@@ -193,7 +194,8 @@ async def submit_job(
     """Submit ``job`` to the foreman at host:port and return its summary.
 
     ``on_event`` sees the job's events as they happen. JobError when the foreman
-    refuses the token or the job, or the job fails; TimeoutError after ``timeout_s``.
+    refuses the token or the job, the job fails, or a reply is malformed; TimeoutError
+    after ``timeout_s``.
     """
     async with asyncio.timeout(timeout_s):
         reader, writer = await asyncio.open_connection(host, port)
@@ -215,6 +217,8 @@ async def submit_job(
                     raise JobError(_reason(message))
         except asyncio.IncompleteReadError:
             raise JobError("the foreman closed the connection") from None
+        except ProtocolError as exc:
+            raise JobError(f"the foreman's reply is not understood: {exc}") from None
         finally:
             writer.close()
 
@@ -257,6 +261,12 @@ def _single_io(name: str, blob: bytes) -> tuple[TensorSpec, TensorSpec]:
 def _tensor_spec(name: str, value: onnx.ValueInfoProto) -> TensorSpec:
     tensor = value.type.tensor_type
     dims = tuple(dim.dim_value for dim in tensor.shape.dim)
-    if not tensor.HasField("shape") or any(dim <= 0 for dim in dims):
-        raise StageError(f"{name}: {value.name} must have a fixed shape")
-    return TensorSpec(helper.tensor_dtype_to_np_dtype(tensor.elem_type).name, dims)
+    if not tensor.HasField("shape") or any(dim <= 0 for dim in dims) or len(dims) > 8:
+        raise StageError(f"{name}: {value.name} must have a fixed shape of at most 8 dimensions")
+    try:
+        dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
+    except KeyError:
+        dtype = f"ONNX type {tensor.elem_type}"
+    if dtype not in SUPPORTED_DTYPES:
+        raise StageError(f"{name}: {value.name} is {dtype}; a stage sends {SUPPORTED_DTYPES}")
+    return TensorSpec(dtype=dtype, shape=dims)

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import binascii
 import contextlib
 import os
 import re
@@ -32,7 +30,13 @@ from pathlib import Path
 
 import psutil
 
-from edgetwin.emu.crowdio.codec import PayloadError, compressed_bytes, decode_payload, encode_array
+from edgetwin.emu.crowdio.codec import (
+    PayloadError,
+    compressed_bytes,
+    decode_base64,
+    decode_payload,
+    encode_array,
+)
 from edgetwin.emu.crowdio.filestore import FileStore, StoreError
 from edgetwin.emu.crowdio.framing import FrameError, read_frame_length, write_frame
 from edgetwin.emu.crowdio.protocol import (
@@ -337,8 +341,8 @@ async def _beat(writer: asyncio.StreamWriter, period_s: float) -> None:
 
 def _b64decode(text: str) -> bytes:
     try:
-        return base64.b64decode(text, validate=True)
-    except binascii.Error:
+        return decode_base64(text)
+    except PayloadError:
         raise ModelError("the model blob is not valid base64") from None
 
 

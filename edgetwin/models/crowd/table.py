@@ -23,7 +23,8 @@ Mode = Literal["streaming", "barrier"]
 @dataclass(frozen=True, slots=True)
 class Stage:
     """A stage as the core knows it; ``key`` identifies it across jobs (residency carries
-    over between jobs that share a key): a name in the twin, a SHA-256 in the real foreman."""
+    over between jobs that share a key): a name in the twin, name and SHA-256 in the real
+    foreman (``dispatch.stage_key``)."""
 
     key: str
     name: str
