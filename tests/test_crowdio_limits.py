@@ -41,13 +41,14 @@ from edgetwin.emu.crowdio.protocol import (
     Message,
     ModelFailed,
     RunTask,
+    SubmitPipelineJob,
     TaskResult,
     Welcome,
     WorkerHello,
     encode_message,
     parse_message,
 )
-from edgetwin.emu.crowdio.records import Payload, TaskReport, WorkerStatus
+from edgetwin.emu.crowdio.records import Payload, TaskReport, TensorSpec, WorkerStatus
 from edgetwin.emu.crowdio.sdk import PipelineJob, submit_job, submit_message
 from edgetwin.emu.crowdio.worker import Worker, WorkerConfig
 
@@ -134,11 +135,20 @@ async def enrolled(port: int) -> Streams:
 # --- limits: checked before anything is decoded (defect 7) ---------------------------------
 
 
+def _declaring(job: PipelineJob, job_id: str, **tensors: TensorSpec) -> SubmitPipelineJob:
+    """The submission of ``job`` with its first stage declaring other tensors."""
+    submit = submit_message(job, job_id, 0)
+    first = submit.stages[0].model_copy(update=tensors)
+    return submit.model_copy(update={"stages": (first, *submit.stages[1:])})
+
+
 @pytest.mark.timeout(60)
 def test_a_submitted_zlib_bomb_is_refused_without_inflating_it(bomb_512_mib: str) -> None:
     job = distilbert_job(TINY, inputs=1, stages=1)
-    bomb = Payload(dtype="int64", shape=(1, 1 << 26), data_b64=bomb_512_mib)  # 512 MiB declared
-    body = encode_message(submit_message(job, "bomb", 0).model_copy(update={"inputs": (bomb,)}))
+    declared = TensorSpec(dtype="int64", shape=(1, 1 << 26))  # 512 MiB, as the bomb says
+    bomb = Payload(dtype="int64", shape=(1, 1 << 26), data_b64=bomb_512_mib)
+    submit = _declaring(job, "bomb", input=declared).model_copy(update={"inputs": (bomb,)})
+    body = encode_message(submit)
 
     async def scenario() -> Message:
         async with running_foreman() as (_, port):
@@ -149,7 +159,9 @@ def test_a_submitted_zlib_bomb_is_refused_without_inflating_it(bomb_512_mib: str
     with traced_peak() as peak:
         reply = asyncio.run(scenario())
     assert isinstance(reply, JobRejected), reply
-    assert reply.reason == f"input 0: payload of {1 << 26} elements is over the limit of {1 << 22}"
+    assert (
+        reply.reason == f"stage cell_a: tensor of {1 << 26} elements is over the limit of {1 << 22}"
+    )
     # the frame and its parse are held a few times over; the 512 MiB never are
     assert peak[0] < 8 * len(body) + Limits().max_tensor_bytes
 
@@ -164,16 +176,30 @@ def test_inflating_stops_at_the_declared_size(bomb_512_mib: str) -> None:
 @pytest.mark.parametrize(
     ("overrides", "problem"),
     [
-        ({}, f"payload of {1 << 23} elements is over the limit of {1 << 22}"),
+        ({}, f"stage cell_a: tensor of {1 << 23} elements is over the limit of {1 << 22}"),
         (
             {"limits": Limits(max_tensor_elements=1 << 24)},
-            f"payload of {32 * MiB} bytes is over the limit",
+            f"stage cell_a: tensor of {32 * MiB} bytes is over the limit of {16 * MiB} bytes",
         ),
     ],
 )
-def test_a_result_over_the_limits_is_refused_undecoded(
-    tmp_path: Path, overrides: dict[str, Any], problem: str
+def test_a_stage_declaring_an_output_over_the_limits_is_refused(
+    overrides: dict[str, Any], problem: str
 ) -> None:
+    job = distilbert_job(TINY, inputs=1, stages=1)
+    submit = _declaring(job, "wide", output=TensorSpec(dtype="float32", shape=(1, 1 << 23)))
+
+    async def scenario() -> Message:
+        async with running_foreman(**overrides) as (_, port):
+            reader, writer = await client(port)
+            await send(writer, submit)
+            return await receive(reader)
+
+    reply = asyncio.run(scenario())
+    assert isinstance(reply, JobRejected) and reply.reason == problem, reply
+
+
+def test_a_result_bomb_is_refused_undecoded(tmp_path: Path) -> None:
     job = distilbert_job(TINY, inputs=1, stages=1)  # the first task is the sink: logits
     zeros = zeros_stream(32 * MiB)
     payload = Payload(dtype="float32", shape=(1, 1 << 23), data_b64=zeros)
@@ -190,10 +216,11 @@ def test_a_result_over_the_limits_is_refused_undecoded(
             status=STATUS,
         )
         await send(writer, result)
-        assert problem in await refused(reader)
+        again = await receive(reader)  # the task failed, and is dispatched again
+        assert isinstance(again, RunTask) and again.attempt == 2, again
 
     with traced_peak() as peak:
-        asyncio.run(_first_task_to_fake_worker(job, act, store_dir=tmp_path, **overrides))
+        asyncio.run(_first_task_to_fake_worker(job, act, store_dir=tmp_path))
     assert peak[0] < 16 * MiB  # 32 MiB were declared, and never made
 
 
