@@ -51,6 +51,7 @@ from edgetwin.emu.crowdio.protocol import (
 from edgetwin.emu.crowdio.records import Payload, TaskReport, TensorSpec, WorkerStatus
 from edgetwin.emu.crowdio.sdk import PipelineJob, submit_job, submit_message
 from edgetwin.emu.crowdio.worker import Worker, WorkerConfig
+from edgetwin.emu.crowdio.worker import main as worker_main
 
 TOKEN = "limits-token"
 STATUS = WorkerStatus(rss_mb=50, free_ram_mb=1000, battery_mah=0, energy_j=0, battery_pct=90)
@@ -302,6 +303,23 @@ def test_foreman_command_line_refuses_bad_limits_and_tls_files(
 ) -> None:
     with pytest.raises(SystemExit) as exit_:
         foreman_main(["--token", "t", "--port", "0", *argv])
+    assert exit_.value.code == 2
+    assert problem in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["--max-tensor-mb", "0"], "max_tensor_bytes must be positive"),
+        (["--foreman-timeout-s", "0"], "--foreman-timeout-s must be positive"),
+        (["--tls-ca", "no-ca.pem"], "no-ca.pem: cannot load the CA certificate"),
+    ],
+)
+def test_worker_command_line_refuses_bad_limits_timeouts_and_tls_files(
+    argv: list[str], problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        worker_main(["--foreman", "127.0.0.1:1", "--token", "t", "--cache", "c", *argv])
     assert exit_.value.code == 2
     assert problem in capsys.readouterr().err
 
