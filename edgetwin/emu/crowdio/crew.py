@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from edgetwin.emu.crowdio.codec import DEFAULT_LIMITS, Limits
 from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState, stage_key
 from edgetwin.emu.crowdio.filestore import FileStore
 from edgetwin.emu.crowdio.job import MAX_TASK_FAILURES, Job, Outbox, ResultRefused
@@ -52,8 +53,14 @@ EVENT_OF: dict[str, EventKind] = {
 class Crew:
     """The enrolled workers (``workers``, updated in place) and the jobs in flight."""
 
-    def __init__(self, store: FileStore | None, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        store: FileStore | None,
+        clock: Callable[[], float] = time.monotonic,
+        limits: Limits = DEFAULT_LIMITS,
+    ):
         self.store = store
+        self.limits = limits
         self.clock = clock
         self.workers: dict[str, WorkerState] = {}
         self.jobs: dict[int, Job] = {}  # running, by the core's job id
@@ -164,7 +171,7 @@ class Crew:
     ) -> tuple[Job, Outbox]:
         """Start a job: broadcast its first stage to every idle worker, then dispatch."""
         now_ms = self.now_ms()
-        job = Job(submit, stages, self.store, on_event, now_ms)
+        job = Job(submit, stages, self.store, on_event, now_ms, self.limits)
         for stage in stages:
             self.keys_of.setdefault(stage.sha256, set()).add(stage.key)
         self.jobs[self.core.submitted] = job

@@ -7,12 +7,21 @@ that sends an oversized or malformed frame, or a reply that does not fit what it
 was asked, gets an ERROR and is disconnected; a worker's tasks are re-dispatched.
 A worker silent for longer than the liveness rule's timeout (``liveness.py``) is
 declared lost: its connection is dropped and its tasks re-dispatched as on a
-disconnect; whatever it sends later is never read. Worker ids are never reused, so a
+disconnect; whatever it sends later is never read. The foreman beats too: a HEARTBEAT to
+every worker each ``heartbeat_s``, so that a worker can tell a frozen foreman from a
+quiet one. A client that sends nothing for ``read_timeout_s`` before its submission is
+complete gets an ERROR and is disconnected. Blobs and tensors over the deployment's
+``Limits`` (``codec.py``) are refused before they are decoded. With a certificate and
+key it speaks TLS (``tls.py``). Worker ids are never reused, so a
 worker that comes back enrols as a fresh one. The decisions are the crowd decision
 core's, for every job in flight together (``crew``); a job starts once it has its
 ``min_workers``.
 
-    python -m edgetwin.emu.crowdio.foreman --host H --port P --token T [--store DIR]
+    python -m edgetwin.emu.crowdio.foreman [--host H] --port P --token T [--store DIR]
+        [--tls-cert PEM --tls-key PEM] [--max-blob-mb MB] [--max-tensor-mb MB] ...
+
+It listens on loopback unless ``--host`` says otherwise, and warns when that is every
+interface.
 """
 
 from __future__ import annotations
@@ -32,11 +41,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.emu.crowdio.codec import PayloadError
+from edgetwin.emu.crowdio.codec import (
+    DEFAULT_LIMITS,
+    Limits,
+    PayloadError,
+    add_limit_arguments,
+    limits_from_arguments,
+)
 from edgetwin.emu.crowdio.crew import Crew
 from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState
 from edgetwin.emu.crowdio.filestore import FileStore, StoreError
-from edgetwin.emu.crowdio.framing import HEADER_BYTES, FrameError, read_frame, write_frame
+from edgetwin.emu.crowdio.framing import (
+    HEADER_BYTES,
+    FrameError,
+    PeerSilent,
+    read_frame,
+    write_frame,
+)
 from edgetwin.emu.crowdio.job import Job, JobRejection, Outbox, job_stages
 from edgetwin.emu.crowdio.liveness import LivenessRule, SilenceWatch
 from edgetwin.emu.crowdio.protocol import (
@@ -63,9 +84,12 @@ from edgetwin.emu.crowdio.protocol import (
     parse_message,
 )
 from edgetwin.emu.crowdio.records import Event
+from edgetwin.emu.crowdio.tls import TlsError, server_context
 
 PEER_ERRORS = (ProtocolError, FrameError, StoreError, PayloadError)
 CLOSE_GRACE_S = 2.0
+ALL_INTERFACES = ("0.0.0.0", "::", "")
+HEARTBEAT_FRAME = encode_message(Heartbeat())
 
 
 @dataclass(frozen=True)
@@ -80,7 +104,11 @@ class ForemanConfig:
     max_message_bytes: int = 512 * 2**20
     hello_max_bytes: int = 64 * 1024
     hello_timeout_s: float = 10.0
+    read_timeout_s: float = 30.0  # a client silent this long before its submission is dropped
     liveness: LivenessRule = field(default_factory=LivenessRule)
+    limits: Limits = DEFAULT_LIMITS
+    tls_cert: Path | None = None  # with tls_key: speak TLS
+    tls_key: Path | None = None
 
 
 class Peer:
@@ -129,7 +157,7 @@ class Foreman:
     def __init__(self, config: ForemanConfig) -> None:
         self.config = config
         self.store = None if config.store_dir is None else FileStore(config.store_dir, "foreman")
-        self.crew = Crew(self.store)
+        self.crew = Crew(self.store, limits=config.limits)
         self.workers = self.crew.workers  # enrolled, by id
         self.peers: dict[str, Peer] = {}
         self.pending: dict[str, PendingJob] = {}  # submitted and not over, by job id
@@ -139,21 +167,35 @@ class Foreman:
         self._clients = itertools.count(1)
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
-        self._watchdog: asyncio.Task[None] | None = None
+        self._watchdogs: list[asyncio.Task[None]] = []
 
     async def start(self) -> int:
+        """Bind and listen; TlsError when the certificate or key cannot be loaded."""
+        config = self.config
+        tls = None
+        if config.tls_cert is not None or config.tls_key is not None:
+            if config.tls_cert is None or config.tls_key is None:
+                raise TlsError("TLS needs both a certificate and its key")
+            tls = server_context(config.tls_cert, config.tls_key)
         self._server = await asyncio.start_server(
-            self._on_connection, self.config.host, self.config.port
+            self._on_connection,
+            config.host,
+            config.port,
+            ssl=tls,
+            ssl_handshake_timeout=None if tls is None else config.hello_timeout_s,
         )
-        self._watchdog = asyncio.create_task(self._watch_silence())
+        self._watchdogs = [
+            asyncio.create_task(self._watch_silence()),
+            asyncio.create_task(self._beat()),
+        ]
         return int(self._server.sockets[0].getsockname()[1])
 
     async def close(self) -> None:
         """Stop listening, let peers flush and close, then close what is left."""
         if self._server is not None:
             self._server.close()
-        if self._watchdog is not None:
-            self._watchdog.cancel()
+        for watchdog in self._watchdogs:
+            watchdog.cancel()
         for peer in list(self.peers.values()):
             peer.close()
         for pending in self.pending.values():
@@ -262,6 +304,15 @@ class Foreman:
                 self._forget(worker, f"silent for {silence_s:.1f} s")
                 _reset(peer.writer)
 
+    async def _beat(self) -> None:
+        """A HEARTBEAT to every worker each ``heartbeat_s`` (to those with nothing queued:
+        a worker receiving a frame knows the foreman is alive)."""
+        while True:
+            await asyncio.sleep(self.config.liveness.heartbeat_s)
+            for peer in self.peers.values():
+                if peer.queue.empty():
+                    peer.send(HEARTBEAT_FRAME)
+
     def _on_worker_message(self, worker: WorkerState, message: Message) -> None:
         if isinstance(message, Heartbeat):
             return
@@ -285,7 +336,8 @@ class Foreman:
         peer.send(encode_message(welcome))
         reason = None
         try:
-            body = await read_frame(reader, self.config.max_message_bytes)
+            config = self.config
+            body = await read_frame(reader, config.max_message_bytes, config.read_timeout_s)
             self._count_wire(len(body))
             submit = parse_message(body)
             if not isinstance(submit, SubmitPipelineJob):
@@ -293,6 +345,8 @@ class Foreman:
             await self._run_job(submit, peer, reader)
         except PEER_ERRORS as exc:
             reason = str(exc)
+        except PeerSilent as exc:
+            reason = f"no job submitted: {exc}"
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
@@ -305,7 +359,7 @@ class Foreman:
         try:
             if submit.job_id in self.job_ids:
                 raise JobRejection(f"job id {submit.job_id} was used before")
-            stages = job_stages(submit)
+            stages = job_stages(submit, self.config.limits)
         except JobRejection as exc:
             peer.send(encode_message(JobRejected(job_id=submit.job_id, reason=str(exc))))
             return
@@ -389,7 +443,8 @@ async def serve(config: ForemanConfig, port_file: Path | None) -> None:
     """Run a foreman until SIGINT or SIGTERM."""
     foreman = Foreman(config)
     port = await foreman.start()
-    print(f"foreman listening on {config.host}:{port}", file=sys.stderr, flush=True)
+    tls = "" if config.tls_cert is None else " (TLS)"
+    print(f"foreman listening on {config.host}:{port}{tls}", file=sys.stderr, flush=True)
     if port_file is not None:
         write_text_atomic(port_file, f"{port}\n")
     stop = asyncio.Event()
@@ -404,12 +459,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m edgetwin.emu.crowdio.foreman", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--host", default="127.0.0.1", help="0.0.0.0: every interface")
     parser.add_argument("--port", type=int, default=7070)
     parser.add_argument("--token", default=os.environ.get(TOKEN_ENV), help=f"or ${TOKEN_ENV}")
     parser.add_argument("--store", type=Path, help="shared file-store folder for large payloads")
     parser.add_argument("--inline-max-kb", type=float, default=64.0)
     parser.add_argument("--max-message-mb", type=float, default=512.0)
+    add_limit_arguments(parser)
     parser.add_argument("--port-file", type=Path, help="write the bound port here")
     parser.add_argument("--heartbeat-s", type=float, default=LivenessRule.heartbeat_s)
     parser.add_argument(
@@ -418,13 +474,35 @@ def main(argv: list[str] | None = None) -> int:
         default=LivenessRule.silence_timeout_s,
         help="a worker silent for longer is declared lost",
     )
+    parser.add_argument(
+        "--read-timeout-s",
+        type=float,
+        default=ForemanConfig.read_timeout_s,
+        help="a client silent for longer before its submission is complete is dropped",
+    )
+    parser.add_argument("--tls-cert", type=Path, help="serve TLS with this certificate (PEM)")
+    parser.add_argument("--tls-key", type=Path, help="the certificate's private key (PEM)")
     args = parser.parse_args(argv)
     if not args.token:
         parser.error(f"--token (or ${TOKEN_ENV}) is required")
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together")
+    if args.read_timeout_s <= 0:
+        parser.error(f"--read-timeout-s must be positive, not {args.read_timeout_s:g}")
     try:
         liveness = LivenessRule(args.heartbeat_s, args.silence_timeout_s)
-    except ValueError as exc:
+        limits = limits_from_arguments(args)
+        if args.tls_cert is not None:
+            server_context(args.tls_cert, args.tls_key)  # refuse bad files before listening
+    except ValueError as exc:  # TlsError is one
         parser.error(str(exc))
+    if args.host in ALL_INTERFACES:
+        print(
+            f"foreman: warning: --host {args.host!r} listens on every interface; "
+            "anyone who can reach this machine can connect",
+            file=sys.stderr,
+            flush=True,
+        )
     config = ForemanConfig(
         token=args.token,
         host=args.host,
@@ -432,7 +510,11 @@ def main(argv: list[str] | None = None) -> int:
         store_dir=args.store,
         inline_max_bytes=int(args.inline_max_kb * 1024),
         max_message_bytes=int(args.max_message_mb * 2**20),
+        read_timeout_s=args.read_timeout_s,
         liveness=liveness,
+        limits=limits,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
     )
     asyncio.run(serve(config, args.port_file))
     return 0

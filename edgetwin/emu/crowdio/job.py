@@ -22,11 +22,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgetwin.emu.crowdio.codec import (
+    DEFAULT_LIMITS,
+    Limits,
     PayloadError,
     compressed_bytes,
     decode_base64,
     decode_payload,
     raw_bytes,
+    tensor_bytes,
 )
 from edgetwin.emu.crowdio.dag import Dag, GraphError, check_linear
 from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState
@@ -88,15 +91,22 @@ class WorkerJobStats:
         self.peak_rss_mb = max(self.peak_rss_mb, status.rss_mb)
 
 
-def job_stages(submit: SubmitPipelineJob) -> list[JobStage]:
-    """The submitted stages, checked: base64 blobs that match their SHA-256, a linear DAG,
-    declared tensors that chain (each stage takes what the one before gives) and inputs
-    that are what the first stage takes. JobRejection names the first problem.
+def job_stages(submit: SubmitPipelineJob, limits: Limits = DEFAULT_LIMITS) -> list[JobStage]:
+    """The submitted stages, checked: base64 blobs within the limits that match their SHA-256,
+    a linear DAG, declared tensors within the limits that chain (each stage takes what the
+    one before gives) and inputs that are what the first stage takes. JobRejection names
+    the first problem.
     """
     if submit.scheduler not in SCHEDULERS:
         raise JobRejection(f"unknown scheduler {submit.scheduler!r}; known: {sorted(SCHEDULERS)}")
     stages = []
     for index, stage in enumerate(submit.stages):
+        try:
+            limits.check_blob("blob", stage.blob_b64)
+            tensor_bytes(stage.input.dtype, stage.input.shape, limits)
+            tensor_bytes(stage.output.dtype, stage.output.shape, limits)
+        except PayloadError as exc:
+            raise JobRejection(f"stage {stage.name}: {exc}") from None
         try:
             blob = decode_base64(stage.blob_b64)
         except PayloadError:
@@ -130,7 +140,7 @@ def job_stages(submit: SubmitPipelineJob) -> list[JobStage]:
         if problem is not None:
             raise JobRejection(f"input {index}: {problem} of stage {stages[0].name}")
         try:
-            decode_payload(payload, None)
+            decode_payload(payload, None, limits)
         except (PayloadError, StoreError) as exc:
             raise JobRejection(f"input {index}: {exc}") from None
     return stages
@@ -157,6 +167,7 @@ class Job:
         store: FileStore | None,
         on_event: Callable[[Event], None],
         start_ms: float,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.job_id = submit.job_id
         self.mode = submit.mode
@@ -165,6 +176,7 @@ class Job:
         self.by_name = {stage.name: stage for stage in stages}
         self.by_key = {stage.key: stage for stage in stages}
         self.store = store
+        self.limits = limits
         self.on_event = on_event
         self.start_ms = start_ms  # on the foreman's clock
         self.inputs: dict[tuple[int, int], Payload] = {
@@ -250,8 +262,8 @@ class Job:
             self._discard_refused(payload)
             raise ResultRefused(f"result of stage {stage.name}: {problem}")
         try:
-            raw, packed = raw_bytes(payload), compressed_bytes(payload, self.store)
-            array = decode_payload(payload, self.store)
+            raw, packed = raw_bytes(payload, self.limits), compressed_bytes(payload, self.store)
+            array = decode_payload(payload, self.store, self.limits)
         except (PayloadError, StoreError) as exc:
             raise ProtocolError(f"result of task {key}: {exc}") from None
         if sink and not np.isfinite(array).all():

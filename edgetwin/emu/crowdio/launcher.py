@@ -159,8 +159,10 @@ def run_pipeline(
 
     As ``run_pipeline_local``; ``watch`` gets the worker processes by name, and what it
     returns every event of the job, on the SDK's event loop. ``liveness`` is the
-    foreman's heartbeat rule (None: its default); a worker cut off from the foreman
-    tries to enrol again until ``timeout_s``. The job's logs, port file and store live
+    foreman's heartbeat rule (None: its default), and a worker takes a foreman silent for
+    its ``silence_timeout_s`` as gone; a worker cut off from the foreman
+    tries to enrol again until ``timeout_s``. The foreman listens on the placement's
+    address, given explicitly. The job's logs, port file and store live
     in a temporary folder under ``work_root`` (None: the system's)."""
     with tempfile.TemporaryDirectory(prefix="crowdio-", dir=work_root) as tmp:
         root = Path(tmp)
@@ -179,6 +181,7 @@ def run_pipeline(
                     *("--name", worker.name, "--threads", str(threads)),
                     *("--task-delay-ms", str(worker.task_delay_ms), "--power", worker.power),
                     *("--rejoin-s", str(timeout_s)),
+                    *("--foreman-timeout-s", str(rule.silence_timeout_s)),
                     *(() if worker.ram_mb is None else ("--ram-mb", str(worker.ram_mb))),
                 ]
                 if telemetry_dir is not None:

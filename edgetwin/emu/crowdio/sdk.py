@@ -5,7 +5,8 @@ Normalising a stage reads its blob (bytes or a file), names it (``cell_a``,
 input and one output of a dtype the codec carries, and takes its SHA-256. Consecutive
 stages must fit: stage s's output is stage s+1's input, dtype and shape. Each stage's
 input and output travel with the job: the foreman refuses a result that is not its
-stage's declared output.
+stage's declared output. Submitting waits at most ``timeout_s`` (``SUBMIT_TIMEOUT_S``
+unless told) for the result; with a CA file it speaks TLS.
 """
 
 from __future__ import annotations
@@ -44,12 +45,14 @@ from edgetwin.emu.crowdio.protocol import (
     parse_message,
 )
 from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary, TensorSpec
+from edgetwin.emu.crowdio.tls import client_context
 from edgetwin.policies.scheduling import SCHEDULERS
 
 StageSource = bytes | Path | tuple[str, bytes | Path]
 STAGE_RAM_FACTOR = 2.0  # an ONNX Runtime session holds the weights plus its arena
 _STAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,63}$")
 RESULT_MAX_BYTES = 256 * 2**20
+SUBMIT_TIMEOUT_S = 120.0
 
 
 class StageError(ValueError):
@@ -188,39 +191,63 @@ async def submit_job(
     *,
     job_id: str = "job-1",
     min_workers: int = 0,
-    timeout_s: float = 600.0,
+    timeout_s: float = SUBMIT_TIMEOUT_S,
     on_event: Callable[[Event], None] | None = None,
+    tls_ca: Path | None = None,
+    max_message_bytes: int = RESULT_MAX_BYTES,
 ) -> PipelineSummary:
     """Submit ``job`` to the foreman at host:port and return its summary.
 
     ``on_event`` sees the job's events as they happen. JobError when the foreman
-    refuses the token or the job, the job fails, or a reply is malformed; TimeoutError
-    after ``timeout_s``.
+    refuses the token or the job, the job fails, or a reply is malformed; TimeoutError,
+    saying so, when there is no result ``timeout_s`` after connecting. ``tls_ca``: speak
+    TLS, the foreman's certificate checked against this CA file. Replies over
+    ``max_message_bytes`` are refused.
     """
-    async with asyncio.timeout(timeout_s):
-        reader, writer = await asyncio.open_connection(host, port)
-        try:
-            await write_frame(writer, encode_message(ClientHello(token=token)))
-            reply = parse_message(await read_frame(reader, RESULT_MAX_BYTES))
-            if not isinstance(reply, Welcome):
-                raise JobError(_reason(reply))
-            submit = submit_message(job, job_id, min_workers)
-            await write_frame(writer, encode_message(submit))
-            while True:
-                message = parse_message(await read_frame(reader, RESULT_MAX_BYTES))
-                if isinstance(message, JobResult):
-                    return message.summary
-                if isinstance(message, JobEvent):
-                    if on_event is not None:
-                        on_event(message.event)
-                elif not isinstance(message, JobAccepted):
-                    raise JobError(_reason(message))
-        except asyncio.IncompleteReadError:
-            raise JobError("the foreman closed the connection") from None
-        except ProtocolError as exc:
-            raise JobError(f"the foreman's reply is not understood: {exc}") from None
-        finally:
-            writer.close()
+    tls = None if tls_ca is None else client_context(tls_ca)
+    submit = submit_message(job, job_id, min_workers)
+    try:
+        async with asyncio.timeout(timeout_s):
+            reader, writer = await asyncio.open_connection(host, port, ssl=tls)
+            try:
+                return await _exchange(reader, writer, token, submit, on_event, max_message_bytes)
+            finally:
+                writer.close()
+    except TimeoutError:
+        raise TimeoutError(
+            f"job {job_id}: no result from the foreman at {host}:{port} within "
+            f"{timeout_s:g} s (submit_job's timeout_s)"
+        ) from None
+
+
+async def _exchange(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    token: str,
+    submit: SubmitPipelineJob,
+    on_event: Callable[[Event], None] | None,
+    max_message_bytes: int,
+) -> PipelineSummary:
+    """Hello, submission, then events until the result."""
+    try:
+        await write_frame(writer, encode_message(ClientHello(token=token)))
+        reply = parse_message(await read_frame(reader, max_message_bytes))
+        if not isinstance(reply, Welcome):
+            raise JobError(_reason(reply))
+        await write_frame(writer, encode_message(submit))
+        while True:
+            message = parse_message(await read_frame(reader, max_message_bytes))
+            if isinstance(message, JobResult):
+                return message.summary
+            if isinstance(message, JobEvent):
+                if on_event is not None:
+                    on_event(message.event)
+            elif not isinstance(message, JobAccepted):
+                raise JobError(_reason(message))
+    except asyncio.IncompleteReadError:
+        raise JobError("the foreman closed the connection") from None
+    except ProtocolError as exc:
+        raise JobError(f"the foreman's reply is not understood: {exc}") from None
 
 
 def _reason(message: object) -> str:

@@ -8,9 +8,13 @@ its telemetry log. A bad blob, a payload that does not decode or a file-store
 reference outside the store fails that load or task, not the worker.
 
 While enrolled it sends a HEARTBEAT every ``heartbeat_s`` the foreman asks for; loads and
-inference run in a thread, so beats go out while it works. When its connection breaks
+inference run in a thread, so beats go out while it works. The foreman beats too: a
+foreman that sends nothing, not even a heartbeat, for ``--foreman-timeout-s`` while the
+worker waits (frozen, or cut off) counts as a broken connection. When its connection breaks
 (the foreman declared it lost and reset it, or the network failed) it enrols again as a
 fresh worker (nothing resident, its cache kept), trying for ``--rejoin-s`` (0: it exits).
+Blobs and tensors over its ``Limits`` (``codec.py``) fail their load or task undecoded.
+With ``--tls-ca`` it speaks TLS and checks the foreman's certificate.
 
     python -m edgetwin.emu.crowdio.worker --foreman H:P --token T --cache DIR [--telemetry CSV]
 """
@@ -31,14 +35,25 @@ from pathlib import Path
 import psutil
 
 from edgetwin.emu.crowdio.codec import (
+    DEFAULT_LIMITS,
+    Limits,
     PayloadError,
+    add_limit_arguments,
     compressed_bytes,
     decode_base64,
     decode_payload,
     encode_array,
+    limits_from_arguments,
 )
 from edgetwin.emu.crowdio.filestore import FileStore, StoreError
-from edgetwin.emu.crowdio.framing import FrameError, read_frame_length, write_frame
+from edgetwin.emu.crowdio.framing import (
+    FrameError,
+    PeerSilent,
+    read_exactly,
+    read_frame_length,
+    write_frame,
+)
+from edgetwin.emu.crowdio.liveness import MIN_HEARTBEATS_PER_TIMEOUT
 from edgetwin.emu.crowdio.protocol import (
     TOKEN_ENV,
     ErrorMessage,
@@ -61,6 +76,7 @@ from edgetwin.emu.crowdio.protocol import (
 from edgetwin.emu.crowdio.records import LoadKind, TaskReport, WorkerStatus
 from edgetwin.emu.crowdio.sessions import ModelCache, ModelError, Resident, SessionSlot
 from edgetwin.emu.crowdio.telemetry import BatteryMeter, PowerModel, WorkerLog, rss_mb
+from edgetwin.emu.crowdio.tls import client_context
 from edgetwin.models.crowd.table import task_id
 from edgetwin.worker_log import Event as LogEvent
 
@@ -87,6 +103,9 @@ class WorkerConfig:
     task_delay_ms: float = 0.0  # added to every inference: a slower device
     max_message_bytes: int = 512 * 2**20
     rejoin_s: float = 0.0  # how long to try to enrol again after the connection breaks
+    foreman_timeout_s: float = 15.0  # a foreman silent this long is frozen or gone
+    limits: Limits = DEFAULT_LIMITS
+    tls_ca: Path | None = None  # speak TLS; the foreman's certificate must chain to this
 
 
 class Worker:
@@ -102,6 +121,7 @@ class Worker:
         self.log: WorkerLog | None = None
         self.last_load: tuple[LoadKind, float] = ("resident", 0.0)  # not yet reported
         self.enrolled = False  # the current connection got its WELCOME
+        self.foreman_timeout_s = config.foreman_timeout_s  # raised to two heartbeats if shorter
 
     def status(self) -> WorkerStatus:
         rss = rss_mb()
@@ -139,7 +159,7 @@ class Worker:
                 now = time.monotonic()
                 if self.enrolled:
                     give_up_s = now + self.config.rejoin_s
-                    print(f"worker {self.config.name}: {exc!r}; enrolling again", file=sys.stderr)
+                    print(f"worker {self.config.name}: {exc}; enrolling again", file=sys.stderr)
                 if now >= give_up_s:
                     raise
             if self.slot.resident is not None:
@@ -149,7 +169,11 @@ class Worker:
     async def _serve(self) -> None:
         """One connection: enrol, then handle the foreman's messages until it closes."""
         config = self.config
-        reader, writer = await asyncio.open_connection(config.host, config.port)
+        tls = None if config.tls_ca is None else client_context(config.tls_ca)
+        handshake_s = None if tls is None else config.foreman_timeout_s
+        reader, writer = await asyncio.open_connection(
+            config.host, config.port, ssl=tls, ssl_handshake_timeout=handshake_s
+        )
         beat: asyncio.Task[None] | None = None
         try:
             hello = WorkerHello(
@@ -170,6 +194,11 @@ class Worker:
                 await self._handle(message, receive_s, writer)
         except asyncio.IncompleteReadError:
             return  # the foreman closed the connection
+        except PeerSilent as exc:
+            raise ConnectionError(
+                f"the foreman at {config.host}:{config.port} sent nothing, not even a "
+                f"heartbeat, for {exc.idle_timeout_s:g} s: it is frozen or cut off"
+            ) from None
         except (ProtocolError, FrameError) as exc:
             with contextlib.suppress(ConnectionError):
                 await self._send(writer, ErrorMessage(reason=str(exc)))
@@ -185,12 +214,17 @@ class Worker:
             prefix = f"{welcome.peer_id}-{os.getpid()}"
             self.store = FileStore(Path(welcome.store_dir), prefix)
         self.inline_max_bytes = welcome.inline_max_bytes
+        self.foreman_timeout_s = max(
+            self.config.foreman_timeout_s, MIN_HEARTBEATS_PER_TIMEOUT * welcome.heartbeat_s
+        )
         if self.config.telemetry_path is not None and self.log is None:
             self.log = WorkerLog(self.config.telemetry_path, welcome.peer_id, self.meter)
 
     async def _handle(
         self, message: Message, receive_s: float, writer: asyncio.StreamWriter
     ) -> None:
+        if isinstance(message, Heartbeat):
+            return
         if isinstance(message, LoadModel):
             await self._send(writer, await asyncio.to_thread(self._load, message, receive_s))
         elif isinstance(message, UnloadModel):
@@ -209,7 +243,7 @@ class Worker:
             if message.blob_b64 is None:
                 blob = self.cache.get(message.sha256)
             else:
-                blob = _b64decode(message.blob_b64)
+                blob = _b64decode(message.blob_b64, self.config.limits)
                 self.cache.put(message.sha256, blob)
             self.slot.load(message.stage, message.sha256, blob)
         except ModelError as exc:
@@ -253,7 +287,7 @@ class Worker:
             if self.slot.resident != Resident(task.stage, task.sha256):
                 raise ModelError(f"{task.stage} is not resident")
             bytes_in = compressed_bytes(task.payload, self.store)
-            array = decode_payload(task.payload, self.store)
+            array = decode_payload(task.payload, self.store, self.config.limits)
             decoded = time.monotonic()
             output = await asyncio.to_thread(self.slot.run, array)
             if self.config.task_delay_ms > 0:
@@ -322,9 +356,10 @@ class Worker:
 
     async def _receive(self, reader: asyncio.StreamReader) -> tuple[Message, float]:
         """The next message and the seconds its body took to arrive (charged as transmit)."""
-        length = await read_frame_length(reader, self.config.max_message_bytes)
+        timeout_s = self.foreman_timeout_s
+        length = await read_frame_length(reader, self.config.max_message_bytes, timeout_s)
         start = time.monotonic()
-        body = await reader.readexactly(length)
+        body = await read_exactly(reader, length, timeout_s)
         seconds = time.monotonic() - start
         self.meter.spend("transmit", seconds)
         return parse_message(body), seconds
@@ -339,7 +374,11 @@ async def _beat(writer: asyncio.StreamWriter, period_s: float) -> None:
             await write_frame(writer, frame)
 
 
-def _b64decode(text: str) -> bytes:
+def _b64decode(text: str, limits: Limits) -> bytes:
+    try:
+        limits.check_blob("the model blob", text)
+    except PayloadError as exc:
+        raise ModelError(str(exc)) from None
     try:
         return decode_base64(text)
     except PayloadError:
@@ -372,9 +411,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--power", default="", help="e.g. compute_w=2.5,capacity_mah=4500")
     parser.add_argument("--task-delay-ms", type=float, default=0.0)
     parser.add_argument("--max-message-mb", type=float, default=512.0)
+    add_limit_arguments(parser)
     parser.add_argument(
         "--rejoin-s", type=float, default=0.0, help="try this long to enrol again when cut off"
     )
+    parser.add_argument(
+        "--foreman-timeout-s",
+        type=float,
+        default=WorkerConfig.foreman_timeout_s,
+        help="a foreman that sends nothing (not even a heartbeat) for this long is frozen or gone",
+    )
+    parser.add_argument("--tls-ca", type=Path, help="speak TLS; the foreman's CA certificate")
     args = parser.parse_args(argv)
     host, _, port = args.foreman.rpartition(":")
     if not host or not port.isdigit():
@@ -385,6 +432,14 @@ def main(argv: list[str] | None = None) -> int:
         power = PowerModel.parse(args.power)
     except ValueError as exc:
         parser.error(f"--power: {exc}")
+    if args.foreman_timeout_s <= 0:
+        parser.error(f"--foreman-timeout-s must be positive, not {args.foreman_timeout_s:g}")
+    try:
+        limits = limits_from_arguments(args)
+        if args.tls_ca is not None:
+            client_context(args.tls_ca)  # refuse a bad file before connecting
+    except ValueError as exc:  # TlsError is one
+        parser.error(str(exc))
     config = WorkerConfig(
         host=host,
         port=int(port),
@@ -398,6 +453,9 @@ def main(argv: list[str] | None = None) -> int:
         task_delay_ms=args.task_delay_ms,
         max_message_bytes=int(args.max_message_mb * 2**20),
         rejoin_s=args.rejoin_s,
+        foreman_timeout_s=args.foreman_timeout_s,
+        limits=limits,
+        tls_ca=args.tls_ca,
     )
     try:
         asyncio.run(Worker(config).run())
