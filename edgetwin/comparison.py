@@ -117,7 +117,7 @@ def write_comparison_csv(path: Path, comparison: Comparison) -> None:
             )
 
 
-def check_reference(path: Path, named_by: Path, field: str) -> None:
+def check_reference(path: Path, named_by: Path, field: str | None) -> None:
     """An InputError (naming ``named_by``, ``field`` and ``path``'s line) unless ``path`` is
     a table ``compare_to_reference`` can join: the key columns, a metric, numbers in them."""
     where = path.name
@@ -136,7 +136,9 @@ def check_reference(path: Path, named_by: Path, field: str) -> None:
         raise InputError(named_by, field, f"cannot read {where}: {shown(str(exc))}") from None
 
 
-def _check_reference_row(record: dict[str, str], where: str, named_by: Path, field: str) -> None:
+def _check_reference_row(
+    record: dict[str, str], where: str, named_by: Path, field: str | None
+) -> None:
     try:
         row_key(record)
         for metric in METRICS:

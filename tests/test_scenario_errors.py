@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -489,6 +490,31 @@ def test_bad_availability_trace(
     code = main(["run", str(tmp_path / SCENARIO), "--out", str(tmp_path / "out"), "--quiet"])
     case = Case("trace", None, expect, names=Path(trace).name[-20:])
     assert_clean_failure(code, capsys.readouterr().err, case, before, tmp_path)
+
+
+@pytest.mark.timeout(120)
+def test_report_and_compare_check_the_reference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``report`` rereads DIR/reference.csv and ``compare`` a measured results.csv: both
+    are checked as results tables (a row without the key columns was a KeyError)."""
+    (tmp_path / SCENARIO).write_text(scenario_text())
+    run = tmp_path / "run"
+    assert main(["run", str(tmp_path / SCENARIO), "--out", str(run), "--quiet"]) == 0
+    capsys.readouterr()
+    (run / "reference.csv").write_text("strategy,devices,total_ms\nsingle,1,80\n")
+    measured = tmp_path / "measured"
+    measured.mkdir()
+    shutil.copyfile(run / "reference.csv", measured / "results.csv")
+    expect = ("is not a results table", "no column batch, bandwidth_mbps")
+    for argv, names in (
+        (["report", str(run)], "reference.csv"),
+        (["compare", str(run), str(measured)], "results.csv"),
+    ):
+        before = _listing(tmp_path)
+        code = main(argv)
+        case = Case(argv[0], None, expect, names=names)
+        assert_clean_failure(code, capsys.readouterr().err, case, before, tmp_path)
 
 
 def test_out_is_an_existing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -30,7 +30,7 @@ from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
 from edgetwin.cli.inputs import add_check_argument, load_run_inputs, report_checked
 from edgetwin.cli.plan import add_plan_arguments, plan_command
-from edgetwin.comparison import compare_to_reference, write_comparison_csv
+from edgetwin.comparison import check_reference, compare_to_reference, write_comparison_csv
 from edgetwin.errors import InputError, RunFailed, shown
 from edgetwin.evaluate.adaptive import evaluate, load_eval_inputs
 from edgetwin.evaluate.affinity import evaluate_affinity, load_affinity_settings
@@ -324,6 +324,7 @@ def _compare(args: argparse.Namespace) -> int:
         if not (folder / "results.csv").is_file():
             raise InputError(folder / "results.csv", None, "file not found")
     predicted = read_results(args.predicted / "results.csv")
+    check_reference(args.measured / "results.csv", args.measured / "results.csv", None)
     measured = read_table(args.measured / "results.csv")
     comparison = compare_to_reference(predicted, measured)
     if not comparison.points:
@@ -342,6 +343,9 @@ def _compare(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     if not (args.dir / "results.csv").is_file():
         raise InputError(args.dir / "results.csv", None, "file not found")
+    reference = args.dir / "reference.csv"
+    if reference.exists():
+        check_reference(reference, reference, None)
     path = write_report(args.dir)
     print(f"wrote {path}")
     return 0
