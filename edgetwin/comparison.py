@@ -10,9 +10,11 @@ from pathlib import Path
 from statistics import fmean, median
 from typing import TypedDict
 
+from edgetwin.errors import InputError, shown
 from edgetwin.results import ResultRow, parse_number, row_key
 
 METRICS: tuple[str, ...] = ("total_ms", "compute_ms", "staging_ms", "comm_ms", "energy_j")
+KEY_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps")  # what row_key joins on
 
 RowKey = tuple[str, int, int, float, str]
 
@@ -113,3 +115,33 @@ def write_comparison_csv(path: Path, comparison: Comparison) -> None:
             writer.writerow(
                 [key_label(p["key"]), p["metric"], p["measured"], p["predicted"], p["error_pct"]]
             )
+
+
+def check_reference(path: Path, named_by: Path, field: str | None) -> None:
+    """An InputError (naming ``named_by``, ``field`` and ``path``'s line) unless ``path`` is
+    a table ``compare_to_reference`` can join: the key columns, a metric, numbers in them."""
+    where = path.name
+    try:
+        with path.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            columns = set(reader.fieldnames or ())
+            missing = [c for c in KEY_COLUMNS if c not in columns]
+            if missing or not columns & set(METRICS):
+                wanted = ", ".join(missing) if missing else "one of " + ", ".join(METRICS)
+                problem = f"{where} is not a results table: no column {wanted}"
+                raise InputError(named_by, field, problem)
+            for line, record in enumerate(reader, start=2):
+                _check_reference_row(record, f"{where} line {line}", named_by, field)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(named_by, field, f"cannot read {where}: {shown(str(exc))}") from None
+
+
+def _check_reference_row(
+    record: dict[str, str], where: str, named_by: Path, field: str | None
+) -> None:
+    try:
+        row_key(record)
+        for metric in METRICS:
+            parse_number(record.get(metric))
+    except (TypeError, ValueError):
+        raise InputError(named_by, field, f"{where}: a key or metric is not a number") from None

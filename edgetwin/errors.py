@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+SHOWN_VALUE_CHARS = 80  # an echoed value (a path, a bad value) is cut to this many characters
+_PATH_CHARS = 160
+_FIELD_CHARS = 80
+_PROBLEM_CHARS = 300
+
 
 class RunFailed(RuntimeError):
     """A run that started but could not finish (a process died, a deadline passed): exit 1."""
@@ -17,7 +22,10 @@ class LaunchError(RunFailed):
 
 
 class InputError(Exception):
-    """Bad user input: names the file and the field, and says what is wrong."""
+    """Bad user input: names the file and the field, and says what is wrong.
+
+    The message is one line of at most a few hundred characters: line breaks become
+    spaces and each part is cut (with an ellipsis) to a fixed length."""
 
     exit_code = 2
 
@@ -33,7 +41,21 @@ class InputError(Exception):
 
     @property
     def message(self) -> str:
-        where = self.path or "<input>"
+        where = shown_text(self.path, _PATH_CHARS) if self.path else "<input>"
         if self.field:
-            where += f": field '{self.field}'"
-        return f"{where}: {self.problem}"
+            where += f": field '{shown_text(self.field, _FIELD_CHARS)}'"
+        return f"{where}: {shown_text(self.problem, _PROBLEM_CHARS)}"
+
+
+def shown_text(text: str, limit: int = SHOWN_VALUE_CHARS) -> str:
+    """``text`` on one line, its middle cut to an ellipsis if longer than ``limit``."""
+    line = " ".join(text.splitlines())
+    if len(line) <= limit:
+        return line
+    head = (limit - 1) * 2 // 3
+    return line[:head] + "…" + line[len(line) - (limit - 1 - head) :]
+
+
+def shown(value: object, limit: int = SHOWN_VALUE_CHARS) -> str:
+    """``repr(value)`` for an error message, cut to ``limit`` characters."""
+    return shown_text(repr(value), limit)

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
+from edgetwin.errors import shown
 from edgetwin.schema import PositiveFloat, PositiveInt, Strict
 
 _PRESET_FIELDS = ("tokens", "width", "blocks", "heads", "patch_size", "channels", "classes")
@@ -42,8 +43,8 @@ class ModelSpec(Strict):
     def _apply_preset(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("preset") is not None:
             preset = data["preset"]
-            if preset not in MODEL_PRESETS:
-                raise ValueError(f"unknown preset {preset!r}; known: {sorted(MODEL_PRESETS)}")
+            if not isinstance(preset, str) or preset not in MODEL_PRESETS:
+                raise ValueError(f"unknown preset {shown(preset)}; known: {sorted(MODEL_PRESETS)}")
             return {**MODEL_PRESETS[preset], **data}
         return data
 

@@ -14,11 +14,12 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, shown
 from edgetwin.schema import (
     NonNegativeFloat,
     PositiveFloat,
     Strict,
+    check_regular_file,
     load_yaml_model,
 )
 
@@ -149,17 +150,38 @@ def bootstrap_variant(profile: DeviceProfile, index: int) -> DeviceProfile:
 
 
 def profile_path(name_or_path: str, relative_to: Path | None, shipped_glob: str = "*.yaml") -> Path:
-    """A shipped profile file by name, else a path (relative to ``relative_to``)."""
+    """A shipped profile file by name, else a path (relative to ``relative_to``) to a regular
+    file; errors name the field ``profile`` (the caller adds the file and the full field)."""
     path = PROFILE_DIR / f"{name_or_path}.yaml"
-    if path.is_file():
+    if _is_regular(path):
         return path
     candidate = Path(name_or_path)
     if relative_to is not None and not candidate.is_absolute():
         candidate = relative_to / candidate
-    if not candidate.is_file():
+    if not _exists(candidate):
         known = sorted(p.stem for p in PROFILE_DIR.glob(shipped_glob))
-        raise InputError(None, "profile", f"no profile {name_or_path!r} (shipped: {known})")
-    return candidate
+        raise InputError(None, "profile", f"no profile {shown(name_or_path)} (shipped: {known})")
+    return check_regular_file(candidate, None, "profile")
+
+
+def _is_regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file (False for a name the system refuses)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _exists(path: Path) -> bool:
+    """Whether ``path`` names something, or a name the system refuses (too long, say: then
+    ``check_regular_file`` says why)."""
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError, ValueError):
+        return False
+    except OSError:
+        pass
+    return True
 
 
 def load_profile(name_or_path: str, relative_to: Path | None = None) -> DeviceProfile:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -9,7 +10,11 @@ from typing import Annotated, Any, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, shown, shown_text
+
+MAX_YAML_BYTES = 16 * 2**20  # a scenario, evaluation, plan or profile file
+MAX_NESTING = 64  # levels of mappings and lists in one file
+MAX_VALUES = 1_000_000  # values in one file, aliases counted at each use
 
 UNION_TAGS = (
     *("constant", "exponential", "weibull", "lognormal", "profile_name", "profile_inline"),
@@ -40,8 +45,9 @@ class StrictSweep(Strict):
 
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
     """A YAML file whose top level is a mapping, or an InputError."""
-    if not path.is_file():
-        raise InputError(path, None, "file not found")
+    check_regular_file(path, path, None)
+    if path.stat().st_size > MAX_YAML_BYTES:
+        raise InputError(path, None, f"larger than {MAX_YAML_BYTES // 2**20} MiB")
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
@@ -49,11 +55,66 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InputError(path, None, f"malformed YAML{where}: {problem}") from None
+    except RecursionError:
+        raise InputError(path, None, f"nested deeper than {MAX_NESTING} levels") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(path, None, f"cannot read: {exc}") from None
+        raise InputError(path, None, f"cannot read: {_reason(exc)}") from None
     if not isinstance(data, dict):
         raise InputError(path, None, "the top level must be a mapping of keys to values")
+    check_nesting(data, path, None)
     return data
+
+
+def check_nesting(data: Any, path: Path | str, field: str | None) -> None:
+    """An InputError if ``data`` nests deeper than ``MAX_NESTING`` or holds more than
+    ``MAX_VALUES`` values (counted through YAML aliases)."""
+    pending: list[tuple[Any, int]] = [(data, 0)]
+    seen = 0
+    while pending:
+        node, depth = pending.pop()
+        seen += 1
+        if depth > MAX_NESTING:
+            raise InputError(path, field, f"nested deeper than {MAX_NESTING} levels")
+        if seen > MAX_VALUES:
+            raise InputError(path, field, f"more than {MAX_VALUES} values (YAML aliases?)")
+        if isinstance(node, dict):
+            pending.extend((child, depth + 1) for child in node.values())
+        elif isinstance(node, list):
+            pending.extend((child, depth + 1) for child in node)
+
+
+def check_regular_file(path: Path, named_by: Path | str | None, field: str | None) -> Path:
+    """``path`` if it is a regular file; else an InputError naming ``named_by`` and
+    ``field`` (the file and key that name ``path``; the file itself when ``field`` is None)."""
+    where = "" if field is None else f": {shown_text(str(path))}"
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise InputError(named_by, field, f"file not found{where}") from None
+    except OSError as exc:
+        raise InputError(named_by, field, f"cannot read{where}: {_reason(exc)}") from None
+    except ValueError:  # a NUL byte in the name
+        raise InputError(named_by, field, "not a valid file name") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(named_by, field, f"a folder, not a file{where}")
+    if not stat.S_ISREG(mode):
+        raise InputError(named_by, field, f"not a regular file{where}")
+    return path
+
+
+def referenced_file(value: str, relative_to: Path, named_by: Path | str, field: str) -> Path:
+    """The regular file ``value`` names (relative to ``relative_to`` unless absolute);
+    errors name ``named_by`` and its ``field``."""
+    if not value:
+        raise InputError(named_by, field, "an empty file name")
+    return check_regular_file(relative_to / value, named_by, field)
+
+
+def _reason(exc: BaseException) -> str:
+    """An OS or decoding error without the (possibly very long) file name."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return shown_text(str(exc))
 
 
 def validation_error(exc: ValidationError, path: Path | str) -> InputError:
@@ -67,8 +128,9 @@ def validation_error(exc: ValidationError, path: Path | str) -> InputError:
     elif error["type"] == "missing":
         message = "required key is missing"
     if "input" in error and error["type"] not in ("missing", "extra_forbidden"):
-        shown = repr(error["input"])
-        message += f" (got {shown[:60]})" if len(shown) <= 60 else ""
+        given = error["input"]
+        if not isinstance(given, dict | list) or len(repr(given)) <= 60:
+            message += f" (got {shown(given)})"
     return InputError(path, field, message)
 
 
@@ -99,11 +161,16 @@ def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
     """Apply ``a.b.c=value`` (value parsed as YAML) to a raw scenario mapping."""
     key, sep, text = item.partition("=")
     if not sep or not key:
-        raise InputError(path, None, f"--set {item!r}: expected key=value")
+        raise InputError(path, None, f"--set {shown(item)}: expected key=value")
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError:
-        raise InputError(path, key, f"--set value {text!r} is not valid YAML") from None
+        raise InputError(path, key, f"--set value {shown(text)} is not valid YAML") from None
+    except RecursionError:
+        raise InputError(
+            path, key, f"--set value nested deeper than {MAX_NESTING} levels"
+        ) from None
+    check_nesting(value, path, key)
     node: Any = raw
     parts = key.split(".")
     for depth, part in enumerate(parts[:-1]):
@@ -126,6 +193,7 @@ def _child(node: Any, part: str, field: str, path: Path) -> Any:
 
 
 def _index(node: list[Any], part: str, field: str, path: Path) -> int:
-    if not part.isdigit() or int(part) >= len(node):
-        raise InputError(path, field, f"--set index {part!r} out of range (list has {len(node)})")
+    if not (part.isascii() and part.isdigit()) or int(part) >= len(node):
+        problem = f"--set index {shown(part)} out of range (list has {len(node)})"
+        raise InputError(path, field, problem)
     return int(part)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,12 @@ from edgetwin.profile import PROFILE_DIR
 OUTPUTS = ("results.csv", "scenario.resolved.yaml", "report.html")
 SCENARIO = "scenario.yaml"
 DELETE = object()  # marks a key to remove in ``scenario_text``
+DEEP = "[" * 3000 + "]" * 3000  # YAML lists nested 3,000 deep
+HUGE = "x" * 1_000_000  # a value of 1 MB
+BAD_REFERENCE = (
+    "strategy,devices,batch,bandwidth_mbps,total_ms\nsingle,1,1,400,80\nsingle,one,1,400,5\n"
+)
+MAX_LINE_CHARS = 600  # an error line is at most this long, whatever the input
 
 VALID: dict[str, Any] = {
     "name": "tiny",
@@ -312,6 +319,77 @@ CASES = [
     Case(
         "seed-negative", scenario_text(), ("'seed'", "greater than or equal to 0"), ("--seed=-1",)
     ),
+    # ------------------------------------------------------------ hostile input (issue 13)
+    Case("deep-nesting", f"name: tiny\nstrategies: {DEEP}\n", ("nested deeper than 64 levels",)),
+    Case(
+        "deep-nesting-in-set",
+        scenario_text(),
+        ("'seed'", "nested deeper than 64 levels"),
+        ("--set", f"seed={DEEP}"),
+    ),
+    Case(
+        "nesting-just-too-deep",
+        f"name: tiny\nstrategies: {'[' * 66}{']' * 66}\n",
+        ("nested deeper than 64 levels",),
+    ),
+    Case("preset-a-list", scenario_text(model={"preset": [1]}), ("'model'", "unknown preset [1]")),
+    Case(
+        "preset-a-mapping", scenario_text(model={"preset": {"a": 1}}), ("unknown preset {'a': 1}",)
+    ),
+    Case(
+        "reference-name-too-long",
+        scenario_text(reference="r" * 300 + ".csv"),
+        ("'reference'", "File name too long"),
+    ),
+    Case(
+        "reference-path-too-long",
+        scenario_text(reference="/".join(["r" * 200] * 25)),
+        ("'reference'", "File name too long"),
+    ),
+    Case(
+        "profile-name-too-long",
+        scenario_text(devices__0__profile="p" * 300 + ".yaml"),
+        ("'devices.0.profile'", "File name too long"),
+    ),
+    Case(
+        "reference-not-a-results-table",
+        scenario_text(reference="/etc/passwd"),
+        ("'reference'", "passwd is not a results table", "no column strategy"),
+    ),
+    Case(
+        "reference-a-folder", scenario_text(reference="."), ("'reference'", "a folder, not a file")
+    ),
+    Case(
+        "reference-a-number-is-not",
+        scenario_text(reference="ref.csv"),
+        ("'reference'", "ref.csv line 3", "not a number"),
+        files={"ref.csv": BAD_REFERENCE},
+    ),
+    Case(
+        "profile-not-a-regular-file",
+        scenario_text(devices__0__profile="/dev/null"),
+        ("'devices.0.profile'", "not a regular file"),
+    ),
+    Case(
+        "profile-a-folder",
+        scenario_text(devices__0__profile="."),
+        ("'devices.0.profile'", "a folder, not a file"),
+    ),
+    Case(
+        "profile-not-a-profile",
+        scenario_text(devices__0__profile="other.yaml"),
+        ("'ram_mb'", "required key is missing"),
+        names="other.yaml",
+        files={"other.yaml": scenario_text()},
+    ),
+    Case(
+        "huge-value-not-echoed-whole",
+        scenario_text(strategies__0__name=HUGE),
+        ("'strategies.0.name'", "unknown strategy 'xxx", "…"),
+    ),
+    Case("huge-preset", scenario_text(model={"preset": HUGE}), ("'model'", "unknown preset", "…")),
+    Case("huge-unknown-key", scenario_text(**{HUGE: 1}), ("unknown key", "…")),
+    Case("huge-set-item", scenario_text(), ("expected key=value", "…"), ("--set", HUGE)),
 ]
 
 
@@ -345,6 +423,7 @@ def assert_clean_failure(
     lines = stderr.strip().splitlines()
     assert len(lines) == 1, stderr
     line = lines[0]
+    assert len(line) <= MAX_LINE_CHARS, line[:500]
     assert line.startswith("edgetwin: error: "), line
     assert case.names in line, line
     for fragment in case.expect:
@@ -368,6 +447,8 @@ def test_bad_input_exits_2_with_one_line(
 
 
 SUBPROCESS_IDS = {"malformed-yaml", "unknown-nested-key", "unknown-profile", "set-inside-null"}
+SUBPROCESS_IDS |= {"deep-nesting", "preset-a-list", "reference-not-a-results-table"}
+SUBPROCESS_IDS |= {"huge-value-not-echoed-whole", "profile-name-too-long"}
 SUBPROCESS_CASES = [c for c in CASES if c.id in SUBPROCESS_IDS | {"missing-file"}]
 
 
@@ -385,6 +466,55 @@ def test_bad_input_as_a_user_sees_it(case: Case, tmp_path: Path) -> None:
     )
     assert_clean_failure(proc.returncode, proc.stderr, case, before, tmp_path)
     assert not out.exists()
+
+
+CROWD_CITY = Path(__file__).resolve().parents[1] / "scenarios" / "crowd_city.yaml"
+TRACE_CASES = [
+    ("t" * 300 + ".csv", ("File name too long",)),
+    (".", ("a folder, not a file",)),
+    ("/dev/null", ("not a regular file",)),
+    ("/etc/passwd", ("expected the columns device, t_leave_s, t_return_s",)),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("trace", "expect"), TRACE_CASES, ids=["long", "folder", "null", "passwd"])
+def test_bad_availability_trace(
+    trace: str, expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A crowd scenario's availability trace is checked as a trace before anything runs."""
+    raw = yaml.safe_load(CROWD_CITY.read_text())
+    raw["crowd"]["availability_trace"] = trace
+    (tmp_path / SCENARIO).write_text(yaml.safe_dump(raw))
+    before = _listing(tmp_path)
+    code = main(["run", str(tmp_path / SCENARIO), "--out", str(tmp_path / "out"), "--quiet"])
+    case = Case("trace", None, expect, names=Path(trace).name[-20:])
+    assert_clean_failure(code, capsys.readouterr().err, case, before, tmp_path)
+
+
+@pytest.mark.timeout(120)
+def test_report_and_compare_check_the_reference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``report`` rereads DIR/reference.csv and ``compare`` a measured results.csv: both
+    are checked as results tables (a row without the key columns was a KeyError)."""
+    (tmp_path / SCENARIO).write_text(scenario_text())
+    run = tmp_path / "run"
+    assert main(["run", str(tmp_path / SCENARIO), "--out", str(run), "--quiet"]) == 0
+    capsys.readouterr()
+    (run / "reference.csv").write_text("strategy,devices,total_ms\nsingle,1,80\n")
+    measured = tmp_path / "measured"
+    measured.mkdir()
+    shutil.copyfile(run / "reference.csv", measured / "results.csv")
+    expect = ("is not a results table", "no column batch, bandwidth_mbps")
+    for argv, names in (
+        (["report", str(run)], "reference.csv"),
+        (["compare", str(run), str(measured)], "results.csv"),
+    ):
+        before = _listing(tmp_path)
+        code = main(argv)
+        case = Case(argv[0], None, expect, names=names)
+        assert_clean_failure(code, capsys.readouterr().err, case, before, tmp_path)
 
 
 def test_out_is_an_existing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -493,7 +623,12 @@ def test_small_scenario_is_valid() -> None:
         assert all((root / "out" / name).is_file() for name in OUTPUTS)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_mutated_scenarios_succeed_or_fail_cleanly(data: st.DataObject) -> None:
     tree = copy.deepcopy(SMALL)

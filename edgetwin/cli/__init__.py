@@ -28,9 +28,10 @@ from edgetwin.calibration.fit_emu import calibrate_from_emu, calibrate_machine_f
 from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_table
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
+from edgetwin.cli.inputs import add_check_argument, load_run_inputs, report_checked
 from edgetwin.cli.plan import add_plan_arguments, plan_command
-from edgetwin.comparison import compare_to_reference, write_comparison_csv
-from edgetwin.errors import InputError, RunFailed
+from edgetwin.comparison import check_reference, compare_to_reference, write_comparison_csv
+from edgetwin.errors import InputError, RunFailed, shown
 from edgetwin.evaluate.adaptive import evaluate, load_eval_inputs
 from edgetwin.evaluate.affinity import evaluate_affinity, load_affinity_settings
 from edgetwin.links import within_tolerance
@@ -40,7 +41,7 @@ from edgetwin.reports.affinity import write_affinity_report
 from edgetwin.reports.html import write_comparison_report
 from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import ResultRow, read_results, read_table, write_results
-from edgetwin.scenario import Scenario, configurations, dump_resolved, load_scenario
+from edgetwin.scenario import Scenario, configurations, dump_resolved
 from edgetwin.schema import read_yaml_mapping
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.runner import build_fleet, run_scenario
@@ -87,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--trace", action="store_true", help="also write trace.json (Chrome trace)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_check_argument(run)
     run.set_defaults(handler=_run)
 
     compare = commands.add_parser(
@@ -133,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override an evaluation field, e.g. --set objective=energy",
     )
+    add_check_argument(evaluate)
     evaluate.set_defaults(handler=_evaluate)
 
     plan = commands.add_parser(
@@ -149,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     affinity.add_argument(
         "--mode", choices=["twin", "emu"], help="overrides the file's mode (emu: Mininet, root)"
     )
+    add_check_argument(affinity)
     affinity.set_defaults(handler=_evaluate_affinity)
 
     validate = commands.add_parser(
@@ -177,8 +181,10 @@ def _run(args: argparse.Namespace) -> int:
         overrides.append(f"seed={args.seed}")
     if args.mode is not None:
         overrides.append(f"mode={args.mode}")
-    scenario = load_scenario(args.scenario, overrides)
-    reference = _reference_path(scenario, args.scenario)
+    inputs = load_run_inputs(args.scenario, overrides)
+    scenario = inputs.scenario
+    if args.check:
+        return report_checked(args.scenario)
     if scenario.mode == "emu":
         runner = _run_emu
     elif scenario.crowd is not None:
@@ -189,8 +195,8 @@ def _run(args: argparse.Namespace) -> int:
         rows = runner(scenario, args, staging)
         write_results(staging / "results.csv", rows)
         (staging / "scenario.resolved.yaml").write_text(dump_resolved(scenario))
-        if reference is not None:
-            shutil.copyfile(reference, staging / "reference.csv")
+        if inputs.reference is not None:
+            shutil.copyfile(inputs.reference, staging / "reference.csv")
         write_report(staging, title=f"edgetwin: {scenario.name}")
     failed = sum(row.status != "ok" for row in rows)
     short = sum(
@@ -289,15 +295,6 @@ def _progress(label: str, total: int, quiet: bool) -> Iterator[Callable[[], None
         yield lambda: progress.advance(task)
 
 
-def _reference_path(scenario: Scenario, scenario_path: Path) -> Path | None:
-    if scenario.reference is None:
-        return None
-    path = scenario_path.resolve().parent / scenario.reference
-    if not path.is_file():
-        raise InputError(scenario_path, "reference", f"file not found: {path}")
-    return path
-
-
 @contextmanager
 def _output_folder(out: Path) -> Iterator[Path]:
     """A temporary folder beside ``out``; on success every file in it moves into ``out``.
@@ -327,6 +324,7 @@ def _compare(args: argparse.Namespace) -> int:
         if not (folder / "results.csv").is_file():
             raise InputError(folder / "results.csv", None, "file not found")
     predicted = read_results(args.predicted / "results.csv")
+    check_reference(args.measured / "results.csv", args.measured / "results.csv", None)
     measured = read_table(args.measured / "results.csv")
     comparison = compare_to_reference(predicted, measured)
     if not comparison.points:
@@ -345,6 +343,9 @@ def _compare(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     if not (args.dir / "results.csv").is_file():
         raise InputError(args.dir / "results.csv", None, "file not found")
+    reference = args.dir / "reference.csv"
+    if reference.exists():
+        check_reference(reference, reference, None)
     path = write_report(args.dir)
     print(f"wrote {path}")
     return 0
@@ -355,7 +356,8 @@ def _spec_kind(spec: Path) -> str:
         return "android"
     kind = read_yaml_mapping(spec).get("kind", "table")
     if kind not in ("table", "traces", "emu"):
-        raise InputError(spec, "kind", f"unknown calibration kind {kind!r}: table, traces or emu")
+        problem = f"unknown calibration kind {shown(kind)}: table, traces or emu"
+        raise InputError(spec, "kind", problem)
     return str(kind)
 
 
@@ -413,6 +415,8 @@ def _calibrate_machine_from_emu(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     """Map, held-out twin runs and policy scores of an evaluation file."""
     inputs = load_eval_inputs(args.spec, tuple(args.set))
+    if args.check:
+        return report_checked(args.spec)
     with _output_folder(args.out) as staging:
         result = evaluate(inputs.scenario, inputs.scenario_path, inputs.settings, inputs.map_table)
         write_evaluation(staging, result)
@@ -428,6 +432,8 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _evaluate_affinity(args: argparse.Namespace) -> int:
     """Schedulers in the crowd twin or the emulator vs the offline optimum, per instance."""
     settings, scenarios = load_affinity_settings(args.spec, args.mode)
+    if args.check:
+        return report_checked(args.spec)
     with _output_folder(args.out) as staging:
         result = evaluate_affinity(settings, scenarios)
         write_affinity_report(staging, result)

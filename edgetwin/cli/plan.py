@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from edgetwin.cli.inputs import add_check_argument, report_checked
 from edgetwin.errors import InputError
 from edgetwin.plan.answers import describe
 from edgetwin.plan.executors import DaskExecutor, Executor, PoolExecutor, SerialExecutor
@@ -33,6 +34,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
         help="override a question field, e.g. --set question.target_p95_ms=150",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_check_argument(parser)
 
 
 def executor_for(workers: int | None, scheduler: str | None) -> Executor:
@@ -48,6 +50,8 @@ def executor_for(workers: int | None, scheduler: str | None) -> Executor:
 def plan_command(args: argparse.Namespace) -> int:
     """Handler of ``edgetwin plan``."""
     loaded = load_question(args.question, tuple(args.set))
+    if args.check:
+        return report_checked(args.question)
     executor = executor_for(args.workers, args.scheduler)
     total = payload_for(loaded).units()
     columns = (

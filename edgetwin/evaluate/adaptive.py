@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
+from edgetwin.comparison import check_reference
 from edgetwin.errors import InputError
 from edgetwin.evaluate.profiling import profile_twin, rows_at_tokens
 from edgetwin.models import registry
@@ -31,7 +32,8 @@ from edgetwin.policies.perf_map import (
 )
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, SweepSpec, load_scenario
-from edgetwin.schema import PositiveInt, Strict, load_yaml_model
+from edgetwin.schema import PositiveInt, Strict, load_yaml_model, referenced_file
+from edgetwin.sim.runner import build_fleet
 
 TIE_PCT = 1e-9  # a pick this close to the oracle's objective counts as correct
 
@@ -91,13 +93,13 @@ def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
     """Read an evaluation file (``--set key=value`` overrides); paths are relative to it."""
     settings = load_yaml_model(path, EvalSettings, overrides)
     base = path.resolve().parent
-    scenario_path = base / settings.scenario
-    if not scenario_path.is_file():
-        raise InputError(path, "scenario", f"file not found: {scenario_path}")
-    table = None if settings.map_table is None else base / settings.map_table
-    if table is not None and not table.is_file():
-        raise InputError(path, "map_table", f"file not found: {table}")
+    scenario_path = referenced_file(settings.scenario, base, path, "scenario")
+    table = None
+    if settings.map_table is not None:
+        table = referenced_file(settings.map_table, base, path, "map_table")
+        check_reference(table, path, "map_table")
     scenario = load_scenario(scenario_path)
+    build_fleet(scenario, scenario_path)  # its device profiles
     fleet = sum(d.count for d in scenario.devices)
     if max(settings.held_out.devices) > fleet:
         up = max(settings.held_out.devices)

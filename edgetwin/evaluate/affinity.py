@@ -29,7 +29,13 @@ from edgetwin.evaluate.affinity_results import (
 from edgetwin.evaluate.optimum import Assignment, Optimum, build_instance, optimum
 from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.scenario import Scenario, validate_scenario
-from edgetwin.schema import Strict, apply_override, read_yaml_mapping, validation_error
+from edgetwin.schema import (
+    Strict,
+    apply_override,
+    read_yaml_mapping,
+    referenced_file,
+    validation_error,
+)
 from edgetwin.sim.crowd.runner import CrowdSetup, prepare_crowd, simulate_crowd
 
 
@@ -88,9 +94,7 @@ def load_affinity_settings(
         settings = AffinitySettings.model_validate(raw)
     except ValidationError as exc:
         raise validation_error(exc, path) from None
-    scenario_path = path.resolve().parent / settings.scenario
-    if not scenario_path.is_file():
-        raise InputError(path, "scenario", f"file not found: {scenario_path}")
+    scenario_path = referenced_file(settings.scenario, path.resolve().parent, path, "scenario")
     base = read_yaml_mapping(scenario_path)
     scenarios = []
     for k, instance in enumerate(settings.instances):
@@ -109,6 +113,7 @@ def load_affinity_settings(
         scenario = scenario.model_copy(
             update={"crowd": crowd.model_copy(update={"schedulers": settings.schedulers})}
         )
+        prepare_crowd(scenario, scenario_path)  # its phone profiles: errors before any run
         if settings.mode == "emu":
             from edgetwin.evaluate.affinity_emu import check_emu_instance
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
+from edgetwin.errors import shown
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models.costs import CostPlan, InputSource
 from edgetwin.models.crowd.table import Mode
@@ -43,7 +44,7 @@ def strategy(name: str) -> Strategy:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown strategy {name!r}; known: {', '.join(_REGISTRY)}") from None
+        raise ValueError(f"unknown strategy {shown(name)}; known: {', '.join(_REGISTRY)}") from None
 
 
 def baseline() -> Strategy:

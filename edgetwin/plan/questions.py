@@ -32,9 +32,11 @@ from edgetwin.schema import (
     apply_override,
     load_yaml_model,
     read_yaml_mapping,
+    referenced_file,
     validation_error,
 )
 from edgetwin.sim.crowd.runner import prepare_crowd
+from edgetwin.sim.runner import build_fleet
 
 
 class Axes(StrictSweep):
@@ -184,9 +186,7 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
         question = load_yaml_model(path, PlanQuestion, overrides)
     except InputError as exc:
         raise _without_axes_tag(exc) from None
-    scenario_path = path.resolve().parent / question.scenario
-    if not scenario_path.is_file():
-        raise InputError(path, "scenario", f"file not found: {scenario_path}")
+    scenario_path = referenced_file(question.scenario, path.resolve().parent, path, "scenario")
     scenario_raw = read_yaml_mapping(scenario_path)
     for item in question.set:
         apply_override(scenario_raw, item, path)
@@ -206,6 +206,8 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
         prepare_crowd(scenario, scenario_path)  # profiles and trace: errors before any run
     elif scenario.crowd is not None:
         raise InputError(path, "scenario", "a crowd scenario answers only crowd_capacity")
+    else:
+        build_fleet(scenario, scenario_path)  # its device profiles: errors before any run
     return LoadedQuestion(path, question, scenario, scenario_path)
 
 
