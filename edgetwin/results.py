@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from edgetwin.atomic import write_text_atomic
+from edgetwin.errors import InputError
 
 MODES = ("twin", "local", "emu", "measured")
 
@@ -98,9 +99,13 @@ def write_results(path: Path, rows: Iterable[ResultRow]) -> None:
 
 
 def read_table(path: Path) -> list[dict[str, str]]:
-    """Read any CSV in (a superset of) the results schema as dicts of strings."""
-    with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
+    """Read any CSV in (a superset of) the results schema as dicts of strings; a file that
+    cannot be read is an ``InputError`` naming it."""
+    try:
+        with path.open(newline="") as handle:
+            return list(csv.DictReader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(path, None, f"cannot read: {exc}") from None
 
 
 def parse_number(text: str | None) -> float | None:
@@ -111,8 +116,17 @@ def parse_number(text: str | None) -> float | None:
 
 
 def read_results(path: Path) -> list[ResultRow]:
-    """A ``results.csv`` as rows; empty timing cells (failed runs) read as NaN."""
-    return [parse_result(record) for record in read_table(path)]
+    """A ``results.csv`` as rows; empty timing cells (failed runs) read as NaN. A missing
+    column or a cell that is not of its column's type is an ``InputError`` naming the line."""
+    rows = []
+    for line, record in enumerate(read_table(path), start=2):
+        try:
+            rows.append(parse_result(record))
+        except KeyError as exc:
+            raise InputError(path, f"line {line}", f"no column {exc}") from None
+        except (TypeError, ValueError) as exc:
+            raise InputError(path, f"line {line}", f"not a results table row: {exc}") from None
+    return rows
 
 
 def parse_result(record: Mapping[str, str]) -> ResultRow:

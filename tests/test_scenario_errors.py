@@ -517,6 +517,39 @@ def test_report_and_compare_check_the_reference(
         assert_clean_failure(code, capsys.readouterr().err, case, before, tmp_path)
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("table", "expect"),
+    [
+        ("scenario,mode\nx,twin\n", ("line 2", "no column 'strategy'")),
+        ("{header}\n{bad_row}\n", ("line 2", "not a results table row")),
+        (b"\xff\xfe\x00bad", ("cannot read",)),
+    ],
+    ids=["missing-columns", "bad-number", "not-text"],
+)
+def test_report_checks_the_results_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], table: str | bytes, expect: tuple[str, ...]
+) -> None:
+    """``report DIR`` on a results.csv that is not a results table: one line, exit 2 (it
+    was a KeyError or ValueError traceback from ``read_results``)."""
+    (tmp_path / SCENARIO).write_text(scenario_text())
+    run = tmp_path / "run"
+    assert main(["run", str(tmp_path / SCENARIO), "--out", str(run), "--quiet"]) == 0
+    capsys.readouterr()
+    results = run / "results.csv"
+    if isinstance(table, bytes):
+        results.write_bytes(table)
+    else:
+        header, first = results.read_text().splitlines()[:2]
+        bad_row = first.split(",")
+        bad_row[header.split(",").index("devices")] = "many"
+        results.write_text(table.format(header=header, bad_row=",".join(bad_row)))
+    before = _listing(tmp_path)
+    code = main(["report", str(run)])
+    case = Case("report-results", None, expect, names="results.csv")
+    assert_clean_failure(code, capsys.readouterr().err, case, before, tmp_path)
+
+
 def test_out_is_an_existing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / SCENARIO).write_text(scenario_text())
     (tmp_path / "out").write_text("not a folder\n")
