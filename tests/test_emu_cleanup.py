@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,10 @@ def _killed_mid_run(scenario: str, module: bytes, tmp_path: Path) -> Killed:
         namespaces = {ns for pid in pids if (ns := _net_namespace(pid)) and ns != ours}
         assert namespaces  # the hosts' namespaces
         ranks = [pid for pid in pids if b"edgetwin.emu.vit.worker" in _cmdline(pid)]
+        for rank in ranks:  # in a host too, the run started it and it watches the run
+            with suppress(psutil.NoSuchProcess):
+                assert psutil.Process(rank).ppid() == run.pid
+            assert f"\0--parent-pid\0{run.pid}\0".encode() in _cmdline(rank)
         time.sleep(1.0)
     finally:
         os.killpg(run.pid, signal.SIGKILL)  # no teardown at all

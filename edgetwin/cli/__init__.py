@@ -165,7 +165,7 @@ def _parser() -> argparse.ArgumentParser:
     validate.set_defaults(handler=_validate)
 
     cleanup = commands.add_parser(
-        "emu-cleanup", help="remove the emulator's leftovers (processes, links) of a crashed run"
+        "emu-cleanup", help="remove what a crashed emulator run left (processes, links, folders)"
     )
     cleanup.set_defaults(handler=_emu_cleanup)
     return parser
