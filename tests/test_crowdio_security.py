@@ -250,8 +250,12 @@ def test_a_result_for_a_task_not_assigned_is_refused(job: PipelineJob, tmp_path:
 
 
 @asynccontextmanager
-async def worker_under_test(tmp_path: Path) -> AsyncIterator[tuple[Streams, asyncio.Task[None]]]:
-    """A real Worker connected to a server played by the test (yields the worker's streams)."""
+async def worker_under_test(
+    tmp_path: Path, welcome_store: Path | None = None, **overrides: Any
+) -> AsyncIterator[tuple[Streams, asyncio.Task[None]]]:
+    """A real Worker (its store ``tmp_path/store`` unless ``overrides`` say) connected to a
+    server played by the test, whose WELCOME names ``welcome_store`` (default: the worker's
+    own store); yields the worker's streams."""
     connected: asyncio.Queue[Streams] = asyncio.Queue()
 
     async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -266,13 +270,15 @@ async def worker_under_test(tmp_path: Path) -> AsyncIterator[tuple[Streams, asyn
         cache_dir=tmp_path / "cache",
         name="under-test",
         max_message_bytes=LIMIT * 8,
+        **({"store_dir": tmp_path / "store"} | overrides),
     )
     worker = asyncio.create_task(Worker(config).run())
     reader, writer = await asyncio.wait_for(connected.get(), 10)
     hello = await receive(reader)
     assert isinstance(hello, WorkerHello) and hello.token == TOKEN
+    named = welcome_store or tmp_path / "store"
     welcome = Welcome(
-        peer_id="under-test", store_dir=str(tmp_path / "store"), inline_max_bytes=0, heartbeat_s=1.0
+        peer_id="under-test", store_dir=str(named), inline_max_bytes=0, heartbeat_s=1.0
     )
     await send(writer, welcome)
     try:

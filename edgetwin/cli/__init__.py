@@ -14,7 +14,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -169,7 +169,7 @@ def _parser() -> argparse.ArgumentParser:
     validate.set_defaults(handler=_validate)
 
     cleanup = commands.add_parser(
-        "emu-cleanup", help="remove the emulator's leftovers (processes, links) of a crashed run"
+        "emu-cleanup", help="remove what a crashed emulator run left (processes, links, folders)"
     )
     cleanup.set_defaults(handler=_emu_cleanup)
     return parser
@@ -191,7 +191,8 @@ def _run(args: argparse.Namespace) -> int:
         runner = _run_crowd
     else:
         runner = _run_twin if scenario.mode == "twin" else _run_local
-    with _output_folder(args.out) as staging:
+    tracked = _removed_if_killed if scenario.mode == "emu" else None
+    with _output_folder(args.out, tracked) as staging:
         rows = runner(scenario, args, staging)
         write_results(staging / "results.csv", rows)
         (staging / "scenario.resolved.yaml").write_text(dump_resolved(scenario))
@@ -255,7 +256,8 @@ def _run_emu(scenario: Scenario, args: argparse.Namespace, staging: Path) -> lis
 
 
 def _emu_cleanup(_args: argparse.Namespace) -> int:
-    """Remove what a crashed emulator run left: its processes, interfaces and bridge."""
+    """Remove what a crashed emulator run left: its processes, interfaces, bridge, cgroups,
+    temporary folders and the staging folder beside its ``--out``."""
     from edgetwin.emu.mininet.lock import LOCK_PATH, emulator_busy
     from edgetwin.emu.mininet.net import cleanup_leftovers
 
@@ -263,11 +265,7 @@ def _emu_cleanup(_args: argparse.Namespace) -> int:
     if owner is not None:
         problem = f"an emulator run ({owner}) is live and cleans up after itself; not touching it"
         raise InputError(LOCK_PATH, None, problem)
-    left = cleanup_leftovers()
-    print(
-        f"emu-cleanup: killed {len(left.processes)} processes, removed {len(left.links)} links"
-        f" and {len(left.folders)} folders"
-    )
+    print(f"emu-cleanup: {cleanup_leftovers()}")
     return 0
 
 
@@ -295,12 +293,22 @@ def _progress(label: str, total: int, quiet: bool) -> Iterator[Callable[[], None
         yield lambda: progress.advance(task)
 
 
+def _removed_if_killed(folder: Path) -> AbstractContextManager[None]:
+    """An emulator run's staging folder, removed by ``emu-cleanup`` if the run is killed."""
+    from edgetwin.emu.mininet.net import removed_if_killed
+
+    return removed_if_killed(folder)
+
+
 @contextmanager
-def _output_folder(out: Path) -> Iterator[Path]:
+def _output_folder(
+    out: Path, tracked: Callable[[Path], AbstractContextManager[None]] | None = None
+) -> Iterator[Path]:
     """A temporary folder beside ``out``; on success every file in it moves into ``out``.
 
     Nothing is half-written: on any error the temporary folder is removed and ``out``
-    keeps what it had.
+    keeps what it had. ``tracked`` (if given) is entered with the temporary folder until
+    it is gone.
     """
     if out.exists() and not out.is_dir():
         raise InputError(out, None, "--out exists and is not a folder")
@@ -309,13 +317,14 @@ def _output_folder(out: Path) -> Iterator[Path]:
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     except OSError as exc:
         raise InputError(out, None, f"cannot create the output folder: {exc}") from None
-    try:
-        yield staging
-        out.mkdir(parents=True, exist_ok=True)
-        for path in sorted(staging.iterdir()):
-            path.replace(out / path.name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with tracked(staging) if tracked is not None else nullcontext():
+        try:
+            yield staging
+            out.mkdir(parents=True, exist_ok=True)
+            for path in sorted(staging.iterdir()):
+                path.replace(out / path.name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _compare(args: argparse.Namespace) -> int:

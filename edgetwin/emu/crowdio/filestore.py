@@ -2,19 +2,33 @@
 
 Entries are flat file names inside the store; a name that is not a plain file name,
 or that resolves outside the store (``..``, an absolute path, a symlink), is refused.
+An entry is read only if it is a regular file: it is opened without following a
+symlink and without waiting for a writer (a FIFO), and the opened descriptor is
+checked, so nothing can be swapped in between the check and the read.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from pathlib import Path
 
 _ENTRY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 class StoreError(Exception):
-    """A file-store name that is unsafe, or an entry that is missing or too large."""
+    """A file-store name that is unsafe, or an entry that is missing, not a regular file or
+    too large."""
 
 
 class FileStore:
@@ -47,17 +61,41 @@ class FileStore:
 
     def size(self, name: str) -> int:
         """The size of an entry in bytes."""
+        descriptor = self._open(name)
         try:
-            return self.path(name).stat().st_size
-        except FileNotFoundError:
-            raise StoreError(f"file-store entry {name!r} does not exist") from None
+            return os.fstat(descriptor).st_size
+        finally:
+            os.close(descriptor)
 
     def get(self, name: str, max_bytes: int) -> bytes:
-        """An entry's bytes; StoreError if it is missing or larger than ``max_bytes``."""
-        if self.size(name) > max_bytes:
+        """An entry's bytes; StoreError if it is missing, not a regular file or larger than
+        ``max_bytes``."""
+        with os.fdopen(self._open(name), "rb") as entry:
+            if os.fstat(entry.fileno()).st_size > max_bytes:
+                raise StoreError(f"file-store entry {name!r} is over {max_bytes} bytes")
+            data = entry.read(max_bytes + 1)
+        if len(data) > max_bytes:  # it grew after the check
             raise StoreError(f"file-store entry {name!r} is over {max_bytes} bytes")
-        return self.path(name).read_bytes()
+        return data
 
     def delete(self, name: str) -> None:
         """Remove an entry if it is there."""
         self.path(name).unlink(missing_ok=True)
+
+    def _open(self, name: str) -> int:
+        """A read-only descriptor of the regular file ``name`` (StoreError otherwise)."""
+        self.path(name)  # the name is safe
+        try:
+            descriptor = os.open(self.root / name, _OPEN_FLAGS)
+        except FileNotFoundError:
+            raise StoreError(f"file-store entry {name!r} does not exist") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise StoreError(f"file-store entry {name!r} is a symlink, not a file") from None
+            raise StoreError(f"file-store entry {name!r} cannot be read: {exc.strerror}") from None
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(descriptor)
+            kind = next((k for test, k in _KINDS if test(mode)), "of no known kind")
+            raise StoreError(f"file-store entry {name!r} is {kind}, not a regular file")
+        return descriptor

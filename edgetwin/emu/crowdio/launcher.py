@@ -35,6 +35,7 @@ from edgetwin.errors import LaunchError
 
 HOST = "127.0.0.1"
 STOP_GRACE_S = 5.0
+STORE = "store"  # the file store foreman and workers share, in the job's folder
 
 
 @dataclass(frozen=True)
@@ -162,12 +163,13 @@ def run_pipeline(
     foreman's heartbeat rule (None: its default), and a worker takes a foreman silent for
     its ``silence_timeout_s`` as gone; a worker cut off from the foreman
     tries to enrol again until ``timeout_s``. The foreman listens on the placement's
-    address, given explicitly. The job's logs, port file and store live
-    in a temporary folder under ``work_root`` (None: the system's)."""
+    address, given explicitly. The job's logs, port file and store (given to the
+    foreman and to every worker), and the processes' own temporary files, live in a
+    temporary folder under ``work_root`` (None: the system's)."""
     with tempfile.TemporaryDirectory(prefix="crowdio-", dir=work_root) as tmp:
         root = Path(tmp)
         token = secrets.token_hex(16)
-        env = {**os.environ, TOKEN_ENV: token}
+        env = {**os.environ, TOKEN_ENV: token, "TMPDIR": str(root)}  # their files go with it
         processes: list[subprocess.Popen[bytes]] = []
         address = placement.foreman_address
         try:
@@ -178,6 +180,7 @@ def run_pipeline(
                 command = [
                     *_module("worker"),
                     *("--foreman", f"{address}:{port}", "--cache", str(cache)),
+                    *("--store", str(root / STORE)),
                     *("--name", worker.name, "--threads", str(threads)),
                     *("--task-delay-ms", str(worker.task_delay_ms), "--power", worker.power),
                     *("--rejoin-s", str(timeout_s)),
@@ -221,7 +224,7 @@ def _start_foreman(
     port_file = root / "foreman.port"
     command = [
         *_module("foreman"),
-        *("--host", placement.foreman_address, "--port", "0", "--store", str(root / "store")),
+        *("--host", placement.foreman_address, "--port", "0", "--store", str(root / STORE)),
         *("--inline-max-kb", str(inline_max_bytes / 1024), "--port-file", str(port_file)),
         *("--heartbeat-s", str(liveness.heartbeat_s)),
         *("--silence-timeout-s", str(liveness.silence_timeout_s)),

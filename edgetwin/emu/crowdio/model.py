@@ -187,14 +187,17 @@ def split_model(model: DistilBert, stages: int) -> list[Stage]:
     ]
 
 
-def export_stages(config: DistilBertConfig, stages: int, seed: int) -> list[StageSpec]:
-    """The model's S stages as normalised ONNX stages ``cell_a``, ``cell_b``, ..."""
+def export_stages(
+    config: DistilBertConfig, stages: int, seed: int, work_root: Path | None = None
+) -> list[StageSpec]:
+    """The model's S stages as normalised ONNX stages ``cell_a``, ``cell_b``, ...; the
+    exporter's temporary folders live under ``work_root`` (None: the system's)."""
     model = build_model(config, seed)
     example = torch.zeros(1, config.seq_len, dtype=torch.int64)
     blobs = []
     with torch.no_grad():
         for stage in split_model(model, stages):
-            blobs.append(_to_onnx(stage, example))
+            blobs.append(_to_onnx(stage, example, work_root))
             example = stage(example)
     return normalise_stages(blobs)
 
@@ -237,10 +240,10 @@ def distilbert_job(
     )
 
 
-def _to_onnx(stage: Stage, example: torch.Tensor) -> bytes:
+def _to_onnx(stage: Stage, example: torch.Tensor, work_root: Path | None) -> bytes:
     input_name = "input_ids" if stage.embeddings is not None else "hidden_in"
     output_name = "logits" if stage.head is not None else "hidden_out"
-    with tempfile.TemporaryDirectory(prefix="crowdio-export-") as folder:
+    with tempfile.TemporaryDirectory(prefix="crowdio-export-", dir=work_root) as folder:
         path = Path(folder) / "stage.onnx"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the TorchScript exporter is deprecated, and works

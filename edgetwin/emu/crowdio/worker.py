@@ -16,7 +16,11 @@ fresh worker (nothing resident, its cache kept), trying for ``--rejoin-s`` (0: i
 Blobs and tensors over its ``Limits`` (``codec.py``) fail their load or task undecoded.
 With ``--tls-ca`` it speaks TLS and checks the foreman's certificate.
 
-    python -m edgetwin.emu.crowdio.worker --foreman H:P --token T --cache DIR [--telemetry CSV]
+The file store is the worker's own (``--store``, the folder it shares with the foreman);
+the folder a foreman's WELCOME names is never created or written.
+
+    python -m edgetwin.emu.crowdio.worker --foreman H:P --token T --cache DIR [--store DIR]
+        [--telemetry CSV]
 """
 
 from __future__ import annotations
@@ -96,6 +100,7 @@ class WorkerConfig:
     token: str
     cache_dir: Path
     name: str
+    store_dir: Path | None = None  # the file store shared with the foreman; None: inline only
     telemetry_path: Path | None = None
     threads: int = 1  # ONNX Runtime intra-op threads
     ram_mb: float | None = None  # a RAM budget (a phone's): free = budget - RSS; None: free RAM
@@ -210,9 +215,16 @@ class Worker:
 
     def _enrol(self, welcome: Welcome) -> None:
         self.enrolled = True
-        if welcome.store_dir is not None:
+        self.store = None
+        if welcome.store_dir is not None and self.config.store_dir is not None:
             prefix = f"{welcome.peer_id}-{os.getpid()}"
-            self.store = FileStore(Path(welcome.store_dir), prefix)
+            self.store = FileStore(self.config.store_dir, prefix)
+        elif welcome.store_dir is not None:
+            print(
+                f"worker {self.config.name}: the foreman uses a file store and this worker"
+                " has none (--store): payloads sent by reference will fail",
+                file=sys.stderr,
+            )
         self.inline_max_bytes = welcome.inline_max_bytes
         self.foreman_timeout_s = max(
             self.config.foreman_timeout_s, MIN_HEARTBEATS_PER_TIMEOUT * welcome.heartbeat_s
@@ -405,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token", default=os.environ.get(TOKEN_ENV), help=f"or ${TOKEN_ENV}")
     parser.add_argument("--cache", type=Path, required=True, help="model cache folder")
     parser.add_argument("--name", default=default_name())
+    parser.add_argument("--store", type=Path, help="file-store folder shared with the foreman")
     parser.add_argument("--telemetry", type=Path, help="write the worker log (CSV) here")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--ram-mb", type=float)
@@ -446,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         token=args.token,
         cache_dir=args.cache,
         name=args.name,
+        store_dir=args.store,
         telemetry_path=args.telemetry,
         threads=args.threads,
         ram_mb=args.ram_mb,

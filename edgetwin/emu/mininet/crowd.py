@@ -157,7 +157,8 @@ def run_crowd_emu(
     assert crowd is not None
     phones = crowd_phones(scenario, scenario_path)
     config = MODELS[scenario.emulator.model]
-    stages = export_stages(config, len(crowd.job.stages), scenario.seed)
+    with run_folder("export") as exporting:  # removed by the next run if this one is killed
+        stages = export_stages(config, len(crowd.job.stages), scenario.seed, Path(exporting))
     inputs = make_inputs(config, crowd.job.inputs, scenario.seed)
     limits = phone_limits(phones, scenario.emulator, os.cpu_count() or 1)
     bandwidths = crowd_bandwidths(scenario)

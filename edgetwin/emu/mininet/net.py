@@ -6,7 +6,9 @@ exception, Ctrl-C or SIGTERM) kills every process it started, stops Mininet and
 removes whatever is left. ``cleanup_leftovers`` finds this package's leftovers by
 name (``etw`` hosts, bridge and interfaces), by a marker in the environment of
 the processes it starts in hosts, and by the pid and start time in the names of its
-temporary folders (``run_folder``, left when a run is SIGKILLed); it touches nothing else.
+temporary folders (``run_folder``, left when a run is SIGKILLed), which also name the
+folders a run makes elsewhere (``removed_if_killed``: the staging folder beside
+``--out``); it touches nothing else. A run's start says on stderr what it removed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -50,6 +53,7 @@ _SHELL_MARK = f"mininet:{PREFIX}".encode()  # Mininet's node shells: bash ... mi
 _EXIT_WAIT_S = 2.0
 # run_folder's names: the owner's pid and start time (pids are reused, often within minutes)
 _RUN_FOLDER = re.compile(r"^edgetwin-emu-(\d+)\.(\d+)-")
+_ELSEWHERE = "folder"  # in a run folder made by removed_if_killed: the path of the folder
 
 
 def package_env() -> dict[str, str]:
@@ -143,7 +147,9 @@ def _network_of(
     bandwidth_mbps: float,
     limits: Sequence[HostLimits],
 ) -> Iterator[EmuNetwork]:
-    cleanup_leftovers()
+    left = cleanup_leftovers()
+    if left:
+        print(f"edgetwin: removed what a killed emulator run left: {left}", file=sys.stderr)
     net = _mininet(topology, limits)
     emu: EmuNetwork | None = None
     previous = _raise_on_sigterm()
@@ -177,6 +183,15 @@ class Leftovers:
     links: tuple[str, ...]
     folders: tuple[Path, ...] = ()
 
+    def __bool__(self) -> bool:
+        return bool(self.processes or self.links or self.folders)
+
+    def __str__(self) -> str:
+        return (
+            f"{len(self.processes)} processes killed, {len(self.links)} links and"
+            f" {len(self.folders)} folders removed"
+        )
+
 
 def cleanup_leftovers() -> Leftovers:
     """Kill this package's processes (Mininet shells of ``etw`` nodes, processes started in
@@ -205,14 +220,33 @@ def run_folder(purpose: str) -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory(prefix=f"edgetwin-emu-{owner}-{purpose}-")
 
 
+@contextmanager
+def removed_if_killed(folder: Path) -> Iterator[None]:
+    """While inside, ``cleanup_leftovers`` removes ``folder`` (made by this run outside the
+    temporary folder) if this run is killed: a run folder names it."""
+    with run_folder("elsewhere") as record:
+        (Path(record) / _ELSEWHERE).write_text(str(folder.resolve()))
+        yield
+
+
 def leftover_folders() -> list[Path]:
-    """``run_folder`` folders whose run is gone (no process with their pid and start time)."""
+    """``run_folder`` folders whose run is gone (no process with their pid and start time),
+    each after the folder it names (``removed_if_killed``) if that is still a folder."""
     found = []
     for entry in Path(tempfile.gettempdir()).glob("edgetwin-emu-*"):
         match = _RUN_FOLDER.match(entry.name)
         if match and entry.is_dir() and _start_ticks(int(match.group(1))) != match.group(2):
-            found.append(entry)
+            found += [*_named_folder(entry), entry]
     return found
+
+
+def _named_folder(record: Path) -> list[Path]:
+    """The folder a ``removed_if_killed`` record names, if it is a folder (not a symlink)."""
+    try:
+        named = Path((record / _ELSEWHERE).read_text())
+    except OSError:
+        return []
+    return [named] if named.is_absolute() and named.is_dir() and not named.is_symlink() else []
 
 
 def _start_ticks(pid: int) -> str | None:

@@ -182,6 +182,7 @@ class _HostLauncher:
             *("--world", str(world), "--master-addr", hosts[0].ip),
             *("--master-port", str(MASTER_PORT + self._launches), "--timeout-s", str(timeout_s)),
             *(() if threads is None else ("--threads", str(threads))),
+            *("--parent-pid", str(os.getpid())),  # a rank outlives no killed run
         ]
         label = f"launch {self._launches} at {self.bandwidth_mbps:g} Mbps"
         clock = FaultClock(label, self._schedule, self._apply)

@@ -68,6 +68,8 @@ def launch_local(
         str(timeout_s),
         "--threads",
         str(threads),
+        "--parent-pid",
+        str(os.getpid()),
     ]
     with tempfile.TemporaryDirectory(prefix="edgetwin-vit-") as tmp:
         folder = Path(tmp)

@@ -7,7 +7,9 @@ Every rank builds the same weights (seeded, or ``--weights``). Runs are the
 product of ``--segments`` (or ``--cr``) and ``--batch``, in that order; each
 has ``--warmup`` untimed forwards, then ``--reps`` timed ones, with a barrier
 between forwards. Rank 0 then compares its last logits with the whole model
-run in its own process on the same input, and prints one line per run.
+run in its own process on the same input, and prints one line per run. With
+``--parent-pid`` the rank exits as soon as that process (its launcher) is no longer its
+parent: a launcher killed outright leaves no rank running.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import argparse
 import os
 import statistics
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
@@ -36,6 +40,9 @@ from edgetwin.models import registry
 from edgetwin.models.layout import segments_for_cr
 from edgetwin.models.strategy import VIT_WORKER
 from edgetwin.policies.adaptive import AdaptivePolicy
+
+PARENT_POLL_S = 0.2
+ORPHANED_EXIT = 3  # the exit status of a rank whose launcher died
 
 MODEL_FLAGS = {
     "tokens": int,
@@ -73,6 +80,7 @@ def parser() -> argparse.ArgumentParser:
     where.add_argument("--master-port", type=int, default=29500)
     where.add_argument("--iface", help="network interface for GLOO (sets GLOO_SOCKET_IFNAME)")
     where.add_argument("--timeout-s", type=float, default=300.0, help="GLOO operation timeout")
+    where.add_argument("--parent-pid", type=int, help="exit when this process is gone")
     what = parser.add_argument_group("what to run")
     what.add_argument("--strategy", choices=(*real_strategies(), "adaptive"), required=True)
     what.add_argument(
@@ -106,6 +114,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     cli = parser()
     args = cli.parse_args(argv)
+    if args.parent_pid is not None:
+        exit_with_parent(args.parent_pid)
     try:
         spec = ModelSpec.model_validate(
             {"preset": args.preset}
@@ -143,6 +153,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.result is not None:
         write_record(args.result, record)
     return 0
+
+
+def exit_with_parent(parent_pid: int) -> None:
+    """Exit (status ORPHANED_EXIT) once ``parent_pid`` is not this process's parent: it died
+    and this process was handed to another. Checked now and every PARENT_POLL_S."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        print(f"rank: its launcher (pid {parent_pid}) is gone; exiting", file=sys.stderr)
+        os._exit(ORPHANED_EXIT)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _decide(cli: argparse.ArgumentParser, args: argparse.Namespace, tokens: int) -> None:
