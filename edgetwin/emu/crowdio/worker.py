@@ -146,7 +146,8 @@ class Worker:
         """Serve the foreman until it closes the connection; WorkerRefused when refused.
 
         A connection that breaks after enrolment is replaced by a fresh enrolment, tried
-        every REJOIN_WAIT_S for ``rejoin_s``; ConnectionError when that does not work."""
+        every REJOIN_WAIT_S for ``rejoin_s`` (a foreman unreachable meanwhile, its link
+        down, is tried again too); the OSError of the last try when that does not work."""
         try:
             await self._serve_until_closed()
         finally:
@@ -160,7 +161,7 @@ class Worker:
             try:
                 await self._serve()
                 return
-            except ConnectionError as exc:
+            except OSError as exc:  # broken, refused, or (link down) host unreachable
                 now = time.monotonic()
                 if self.enrolled:
                     give_up_s = now + self.config.rejoin_s
