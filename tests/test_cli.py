@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from collections import defaultdict
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -318,3 +319,10 @@ def test_compare_joins_two_runs_point_by_point(
     assert lines[0] == "configuration,metric,measured,predicted,error_pct" and len(lines) > 6
     assert (tmp_path / "c" / "comparison.html").is_file()
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "nope")]) == 2
+
+
+def test_version_names_the_installed_package(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["--version"])
+    assert stopped.value.code == 0
+    assert capsys.readouterr().out.strip() == f"edgetwin {version('edgetwin')}"

@@ -15,6 +15,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -68,8 +69,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _version() -> str:
+    """The installed package's version ("unknown" when run from a tree not installed)."""
+    try:
+        return version("edgetwin")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="edgetwin", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"edgetwin {_version()}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run a scenario and write results, report, scenario")
