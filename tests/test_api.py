@@ -8,6 +8,8 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -158,6 +160,20 @@ def test_write_and_load_results_keep_provenance_and_scenario(tmp_path: Path) -> 
     (out / "provenance.json").write_text("[1, 2")
     with pytest.raises(InputError, match=r"provenance\.json"):
         edgetwin.load_results(out)
+
+
+def test_progress_is_told_the_total_and_advanced_once_per_run() -> None:
+    seen: list[object] = []
+
+    @contextmanager
+    def progress(label: str, total: int) -> Iterator[Callable[[], None]]:
+        advanced = []
+        seen.append((label, total))
+        yield lambda: advanced.append(1)
+        seen.append(len(advanced))
+
+    results = edgetwin.run(JETSON, overrides=SMALL, progress=progress)
+    assert seen == [("twin prism_jetson", len(results.rows)), len(results.rows)]
 
 
 def test_bad_input_names_the_field_and_writes_nothing(tmp_path: Path) -> None:

@@ -41,10 +41,10 @@ from edgetwin.reports.html import write_comparison_report
 from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import read_results, read_table
 from edgetwin.schema import read_yaml_mapping
+from edgetwin.workbench import running
 from edgetwin.workbench.inputs import load_run_inputs
 from edgetwin.workbench.output import output_folder as _output_folder
 from edgetwin.workbench.results import FORMATS
-from edgetwin.workbench.running import run, run_overrides
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -189,9 +189,9 @@ def _parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     """``edgetwin.run`` with the command line's options, a progress bar and a summary."""
     if args.check:
-        load_run_inputs(args.scenario, run_overrides(args.set, args.seed, args.mode))
+        load_run_inputs(args.scenario, running.run_overrides(args.set, args.seed, args.mode))
         return report_checked(args.scenario)
-    results = run(
+    results = running.run(
         args.scenario,
         mode=args.mode,
         seed=args.seed,
