@@ -15,11 +15,11 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from edgetwin.atomic import check_out_folder, publish_folder
 from edgetwin.calibration.fit_android import (
     fit_android_profiles,
     is_android_spec,
@@ -29,20 +29,26 @@ from edgetwin.calibration.fit_emu import calibrate_from_emu, calibrate_machine_f
 from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_table
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
-from edgetwin.cli.inputs import add_check_argument, load_run_inputs, report_checked
+from edgetwin.cli.inputs import (
+    add_check_argument,
+    add_force_argument,
+    load_run_inputs,
+    report_checked,
+)
 from edgetwin.cli.plan import add_plan_arguments, plan_command
 from edgetwin.comparison import check_reference, compare_to_reference, write_comparison_csv
 from edgetwin.errors import InputError, RunFailed, shown
 from edgetwin.evaluate.adaptive import evaluate, load_eval_inputs
 from edgetwin.evaluate.affinity import evaluate_affinity, load_affinity_settings
 from edgetwin.links import within_tolerance
+from edgetwin.provenance import edgetwin_version, recording_reads, write_provenance
 from edgetwin.reports import write_report
 from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.reports.affinity import write_affinity_report
 from edgetwin.reports.html import write_comparison_report
 from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import ResultRow, read_results, read_table, write_results
-from edgetwin.scenario import Scenario, configurations, dump_resolved
+from edgetwin.scenario import Scenario, configurations
 from edgetwin.schema import read_yaml_mapping
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.runner import build_fleet, run_scenario
@@ -52,8 +58,10 @@ from edgetwin.sim.trace import chrome_trace
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    args.command = ["edgetwin", *(sys.argv[1:] if argv is None else argv)]
     try:
-        return int(args.handler(args))
+        with recording_reads() as args.reads:  # every file the command reads: its SHA-256
+            return int(args.handler(args))
     except InputError as exc:
         print(f"edgetwin: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
@@ -69,17 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _version() -> str:
-    """The installed package's version ("unknown" when run from a tree not installed)."""
-    try:
-        return version("edgetwin")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="edgetwin", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"edgetwin {_version()}")
+    parser.add_argument("--version", action="version", version=f"edgetwin {edgetwin_version()}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run a scenario and write results, report, scenario")
@@ -99,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", action="store_true", help="also write trace.json (Chrome trace)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     add_check_argument(run)
+    add_force_argument(run)
     run.set_defaults(handler=_run)
 
     compare = commands.add_parser(
@@ -107,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("predicted", type=Path, help="run folder taken as the prediction")
     compare.add_argument("measured", type=Path, help="run folder taken as the measurement")
     compare.add_argument("--out", type=Path, help="also write DIR/comparison.html and .csv")
+    add_force_argument(compare)
     compare.set_defaults(handler=_compare)
 
     report = commands.add_parser("report", help="(re)write DIR/report.html from DIR/results.csv")
@@ -130,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="RUN_DIR",
         help="fit from this `edgetwin run --mode emu` folder instead of measuring",
     )
+    add_force_argument(machine)
     machine.set_defaults(handler=_calibrate_machine)
 
     evaluate = commands.add_parser(
@@ -146,6 +149,7 @@ def _parser() -> argparse.ArgumentParser:
         help="override an evaluation field, e.g. --set objective=energy",
     )
     add_check_argument(evaluate)
+    add_force_argument(evaluate)
     evaluate.set_defaults(handler=_evaluate)
 
     plan = commands.add_parser(
@@ -163,6 +167,7 @@ def _parser() -> argparse.ArgumentParser:
         "--mode", choices=["twin", "emu"], help="overrides the file's mode (emu: Mininet, root)"
     )
     add_check_argument(affinity)
+    add_force_argument(affinity)
     affinity.set_defaults(handler=_evaluate_affinity)
 
     validate = commands.add_parser(
@@ -176,6 +181,7 @@ def _parser() -> argparse.ArgumentParser:
         default="batch",
         help="what to leave out in turn (bandwidth: traces with a shaped link)",
     )
+    add_force_argument(validate)
     validate.set_defaults(handler=_validate)
 
     cleanup = commands.add_parser(
@@ -202,10 +208,11 @@ def _run(args: argparse.Namespace) -> int:
     else:
         runner = _run_twin if scenario.mode == "twin" else _run_local
     tracked = _removed_if_killed if scenario.mode == "emu" else None
-    with _output_folder(args.out, tracked) as staging:
+    with _output_folder(args.out, args.force, tracked) as staging:
         rows = runner(scenario, args, staging)
         write_results(staging / "results.csv", rows)
-        (staging / "scenario.resolved.yaml").write_text(dump_resolved(scenario))
+        (staging / "scenario.resolved.yaml").write_text(inputs.resolved_yaml())
+        write_provenance(staging, command=args.command, seed=scenario.seed, inputs=inputs.files)
         if inputs.reference is not None:
             shutil.copyfile(inputs.reference, staging / "reference.csv")
         write_report(staging, title=f"edgetwin: {scenario.name}")
@@ -312,16 +319,15 @@ def _removed_if_killed(folder: Path) -> AbstractContextManager[None]:
 
 @contextmanager
 def _output_folder(
-    out: Path, tracked: Callable[[Path], AbstractContextManager[None]] | None = None
+    out: Path, force: bool, tracked: Callable[[Path], AbstractContextManager[None]] | None = None
 ) -> Iterator[Path]:
-    """A temporary folder beside ``out``; on success every file in it moves into ``out``.
+    """A temporary folder beside ``out``; on success it replaces ``out`` whole.
 
-    Nothing is half-written: on any error the temporary folder is removed and ``out``
-    keeps what it had. ``tracked`` (if given) is entered with the temporary folder until
-    it is gone.
+    A non-empty ``out`` is refused unless ``force``. Nothing is half-written: on any error
+    the temporary folder is removed and ``out`` keeps what it had. ``tracked`` (if given)
+    is entered with the temporary folder until it is gone.
     """
-    if out.exists() and not out.is_dir():
-        raise InputError(out, None, "--out exists and is not a folder")
+    check_out_folder(out, force)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
@@ -330,9 +336,7 @@ def _output_folder(
     with tracked(staging) if tracked is not None else nullcontext():
         try:
             yield staging
-            out.mkdir(parents=True, exist_ok=True)
-            for path in sorted(staging.iterdir()):
-                path.replace(out / path.name)
+            publish_folder(staging, out)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
@@ -352,10 +356,11 @@ def _compare(args: argparse.Namespace) -> int:
         count = sum(p["metric"] == metric and p["error_pct"] is not None for p in comparison.points)
         print(f"{metric}: median |error| {median:.1f} % over {count} points")
     if args.out is not None:
-        with _output_folder(args.out) as staging:
+        with _output_folder(args.out, args.force) as staging:
             write_comparison_csv(staging / "comparison.csv", comparison)
             title = f"edgetwin: {args.predicted.name} vs {args.measured.name}"
             write_comparison_report(staging, title, comparison)
+            write_provenance(staging, command=args.command, seed=None, inputs=args.reads)
     return 0
 
 
@@ -409,8 +414,9 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
     from edgetwin.calibration.machine import FULL, QUICK, calibrate_machine, summary
 
     command = f"edgetwin calibrate-machine --out {args.out}" + (" --quick" if args.quick else "")
-    with _output_folder(args.out) as staging:
+    with _output_folder(args.out, args.force) as staging:
         profile = calibrate_machine(staging, QUICK if args.quick else FULL, command)
+        write_provenance(staging, command=args.command, seed=None, inputs={})
     print(
         f"wrote {args.out}/profile.yaml (median |error|: {summary(profile)}), "
         f"traces in {args.out}/traces, spec in {args.out}/spec.yaml"
@@ -420,8 +426,9 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
 
 def _calibrate_machine_from_emu(args: argparse.Namespace) -> int:
     command = f"edgetwin calibrate-machine --emu {args.emu} --out {args.out}"
-    with _output_folder(args.out) as staging:
+    with _output_folder(args.out, args.force) as staging:
         profile = calibrate_machine_from_emu(args.emu, staging, command)
+        write_provenance(staging, command=args.command, seed=None, inputs=args.reads)
     medians = profile.fit["median_abs_error_pct"]
     print(
         f"wrote {args.out}/profile.yaml (in-sample median |error| %: "
@@ -436,9 +443,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     inputs = load_eval_inputs(args.spec, tuple(args.set))
     if args.check:
         return report_checked(args.spec)
-    with _output_folder(args.out) as staging:
+    seed = inputs.scenario.seed
+    with _output_folder(args.out, args.force) as staging:
         result = evaluate(inputs.scenario, inputs.scenario_path, inputs.settings, inputs.map_table)
         write_evaluation(staging, result)
+        write_provenance(staging, command=args.command, seed=seed, inputs=args.reads)
     for name, score in result.scores.items():
         print(
             f"{name}: accuracy {score.decision_accuracy:.3f}, regret mean "
@@ -453,9 +462,12 @@ def _evaluate_affinity(args: argparse.Namespace) -> int:
     settings, scenarios = load_affinity_settings(args.spec, args.mode)
     if args.check:
         return report_checked(args.spec)
-    with _output_folder(args.out) as staging:
+    seeds = {scenario.seed for scenario, _ in scenarios}
+    seed = seeds.pop() if len(seeds) == 1 else None  # None: the instances differ
+    with _output_folder(args.out, args.force) as staging:
         result = evaluate_affinity(settings, scenarios)
         write_affinity_report(staging, result)
+        write_provenance(staging, command=args.command, seed=seed, inputs=args.reads)
     for instance in result.instances:
         optimum_s = instance.optimum.schedule.makespan_ms / 1e3
         regrets = ", ".join(f"{n} {s.regret_pct:.1f} %" for n, s in instance.schedulers.items())
@@ -477,7 +489,8 @@ def _validate(args: argparse.Namespace) -> int:
     if not points:
         raise InputError(args.spec, "--by", f"no data to leave out by {args.by}")
     summary = summarise(points)
-    with _output_folder(args.out) as staging:
+    with _output_folder(args.out, args.force) as staging:
+        write_provenance(staging, command=args.command, seed=None, inputs=args.reads)
         with (staging / "validation.csv").open("w", newline="") as handle:
             columns = ["metric", "point", "measured", "predicted", "error_pct"]
             writer = csv.DictWriter(handle, columns, lineterminator="\n")

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgetwin.comparison import check_reference
-from edgetwin.scenario import Scenario, load_scenario
+from edgetwin.provenance import recording_reads
+from edgetwin.scenario import Scenario, dump_resolved, load_scenario, with_absolute_paths
 from edgetwin.schema import referenced_file
 from edgetwin.sim.crowd.runner import prepare_crowd
 from edgetwin.sim.runner import build_fleet
@@ -22,11 +23,21 @@ class RunInputs:
     scenario: Scenario
     path: Path
     reference: Path | None  # the results table to compare against, checked as one
+    files: dict[str, str]  # every file read, as opened: its SHA-256
+
+    def resolved_yaml(self) -> str:
+        """``scenario.resolved.yaml``: every default filled in, every file path absolute."""
+        return dump_resolved(with_absolute_paths(self.scenario, self.path))
 
 
 def load_run_inputs(path: Path, overrides: Sequence[str] = ()) -> RunInputs:
     """Read, override and validate ``path``, then check every file it names; every
     error is an ``InputError`` naming the file and the field."""
+    with recording_reads() as files:
+        return _load_run_inputs(path, overrides, files)
+
+
+def _load_run_inputs(path: Path, overrides: Sequence[str], files: dict[str, str]) -> RunInputs:
     scenario = load_scenario(path, overrides)
     reference = None
     if scenario.reference is not None:
@@ -37,7 +48,7 @@ def load_run_inputs(path: Path, overrides: Sequence[str] = ()) -> RunInputs:
         prepare_crowd(scenario, path)  # phone profiles, schedulers, availability trace
     else:
         build_fleet(scenario, path)  # device profiles
-    return RunInputs(scenario, path, reference)
+    return RunInputs(scenario, path, reference, files)
 
 
 def add_check_argument(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +57,15 @@ def add_check_argument(parser: argparse.ArgumentParser) -> None:
         "--check",
         action="store_true",
         help="check the file and every file it names, then stop (nothing runs or is written)",
+    )
+
+
+def add_force_argument(parser: argparse.ArgumentParser) -> None:
+    """``--force``: replace a non-empty ``--out`` folder whole (else it is refused)."""
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a non-empty --out folder whole (without it, one is refused)",
     )
 
 
