@@ -1,10 +1,14 @@
-"""Atomic file writes: a temp file in the same folder, renamed into place."""
+"""Atomic writes: a file via a temp file in the same folder renamed into place; an output
+folder staged beside and swapped in whole."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
+
+from edgetwin.errors import InputError
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -19,3 +23,36 @@ def write_text_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def check_out_folder(out: Path, force: bool) -> None:
+    """An InputError unless ``out`` is absent or an empty folder, or ``force`` is given
+    (then the caller replaces it whole); any file in it counts, an earlier run's too."""
+    if out.exists() and not out.is_dir():
+        raise InputError(out, None, "--out exists and is not a folder")
+    if force or not out.exists():
+        return
+    try:
+        empty = next(out.iterdir(), None) is None
+    except OSError as exc:
+        raise InputError(out, None, f"cannot read the output folder: {exc.strerror}") from None
+    if not empty:
+        raise InputError(out, None, "--out is not empty; pass --force to replace it whole")
+
+
+def publish_folder(staging: Path, out: Path) -> None:
+    """Put the finished folder ``staging`` in place of ``out`` (which goes, whole): ``out``
+    is renamed aside, ``staging`` renamed in, the old one removed. Both sit in one parent,
+    so each rename is atomic; if the second fails, the old folder is put back."""
+    if not out.exists():
+        staging.rename(out)
+        return
+    aside = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=out.parent))
+    out.rename(aside / out.name)
+    try:
+        staging.rename(out)
+    except BaseException:
+        (aside / out.name).rename(out)
+        aside.rmdir()
+        raise
+    shutil.rmtree(aside, ignore_errors=True)

@@ -11,6 +11,7 @@ from statistics import fmean, median
 from typing import TypedDict
 
 from edgetwin.errors import InputError, shown
+from edgetwin.provenance import note_read
 from edgetwin.results import ResultRow, parse_number, row_key
 
 METRICS: tuple[str, ...] = ("total_ms", "compute_ms", "staging_ms", "comm_ms", "energy_j")
@@ -121,6 +122,7 @@ def check_reference(path: Path, named_by: Path, field: str | None) -> None:
     """An InputError (naming ``named_by``, ``field`` and ``path``'s line) unless ``path`` is
     a table ``compare_to_reference`` can join: the key columns, a metric, numbers in them."""
     where = path.name
+    note_read(path)
     try:
         with path.open(newline="") as handle:
             reader = csv.DictReader(handle)

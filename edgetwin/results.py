@@ -19,6 +19,7 @@ from typing import Any
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import InputError
+from edgetwin.provenance import note_read
 
 MODES = ("twin", "local", "emu", "measured")
 
@@ -107,6 +108,7 @@ def table_columns(records: Sequence[Mapping[str, object]]) -> list[str]:
 def read_table(path: Path) -> list[dict[str, str]]:
     """Read any CSV in (a superset of) the results schema as dicts of strings; a file that
     cannot be read is an ``InputError`` naming it."""
+    note_read(path)
     try:
         with path.open(newline="") as handle:
             return list(csv.DictReader(handle))

@@ -25,7 +25,7 @@ from pydantic import (
 
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
-from edgetwin.profile import DeviceProfile
+from edgetwin.profile import PROFILE_DIR, DeviceProfile, profile_path
 from edgetwin.schema import (
     NonNegativeFloat,
     PositiveFloat,
@@ -427,3 +427,34 @@ def validate_scenario(raw: dict[str, Any], path: Path) -> Scenario:
 def dump_resolved(scenario: Scenario) -> str:
     """The validated scenario as YAML, every default filled in."""
     return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+
+
+def with_absolute_paths(scenario: Scenario, scenario_path: Path) -> Scenario:
+    """The scenario with every file it names (reference, profile files, availability trace)
+    as an absolute path, so that it runs the same from any folder; relative paths were
+    relative to ``scenario_path``'s folder. Shipped profile names stay names."""
+    base = scenario_path.resolve().parent
+
+    def profile(name: str, shipped_glob: str) -> str:
+        path = profile_path(name, base, shipped_glob)
+        return name if path == PROFILE_DIR / f"{name}.yaml" else str(path.resolve())
+
+    devices = tuple(
+        d
+        if isinstance(d.profile, DeviceProfile)
+        else d.model_copy(update={"profile": profile(d.profile, "*.yaml")})
+        for d in scenario.devices
+    )
+    update: dict[str, Any] = {"devices": devices}
+    if scenario.reference is not None:
+        update["reference"] = str((base / scenario.reference).resolve())
+    crowd = scenario.crowd
+    if crowd is not None:
+        fleet = tuple(
+            c.model_copy(update={"profile": profile(c.profile, "android_*.yaml")})
+            for c in crowd.fleet
+        )
+        trace = crowd.availability_trace
+        absolute = None if trace is None else str((base / trace).resolve())
+        update["crowd"] = crowd.model_copy(update={"fleet": fleet, "availability_trace": absolute})
+    return scenario.model_copy(update=update)

@@ -11,6 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from edgetwin.errors import InputError, shown, shown_text
+from edgetwin.provenance import note_read
 
 MAX_YAML_BYTES = 16 * 2**20  # a scenario, evaluation, plan or profile file
 MAX_NESTING = 64  # levels of mappings and lists in one file
@@ -48,6 +49,7 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     check_regular_file(path, path, None)
     if path.stat().st_size > MAX_YAML_BYTES:
         raise InputError(path, None, f"larger than {MAX_YAML_BYTES // 2**20} MiB")
+    note_read(path)
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:

@@ -18,6 +18,7 @@ import pytest
 import edgetwin
 from edgetwin.cli import main
 from edgetwin.errors import InputError
+from edgetwin.provenance import write_provenance
 from edgetwin.workbench.results import DTYPES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,16 +147,12 @@ def test_write_and_load_results_keep_provenance_and_scenario(tmp_path: Path) -> 
         "scenario.resolved.yaml",
     ]
     assert edgetwin.load_results(out).provenance is None
-    record = {
-        "edgetwin_version": "0.1.0",
-        "git_commit": None,
-        "command": "x",
-        "seed": 0,
-        "inputs": {"a.yaml": "0" * 64},
-    }
-    (out / "provenance.json").write_text(json.dumps(record))
+    write_provenance(out, command=["x"], seed=0, inputs={"a.yaml": "0" * 64})
+    record = json.loads((out / "provenance.json").read_text())
     loaded = edgetwin.load_results(out)
     assert loaded.provenance == record
+    again = loaded.write(tmp_path / "again")
+    assert edgetwin.load_results(again).provenance == record  # it travels with the results
     assert loaded.scenario == results.scenario
     (out / "provenance.json").write_text("[1, 2")
     with pytest.raises(InputError, match=r"provenance\.json"):

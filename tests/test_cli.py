@@ -17,7 +17,7 @@ from edgetwin.cli import main
 from edgetwin.profile import PROFILE_DIR
 from edgetwin.scenario import load_scenario
 
-OUTPUTS = ("results.csv", "scenario.resolved.yaml", "report.html")
+OUTPUTS = ("results.csv", "scenario.resolved.yaml", "report.html", "provenance.json")
 
 TINY = """\
 name: tiny
@@ -200,19 +200,24 @@ def test_report_without_results_exits_2(
         assert list(folder.iterdir()) == []
 
 
-def test_existing_out_dir_keeps_unrelated_files(tiny: Path, tmp_path: Path) -> None:
+def test_existing_out_dir_is_refused_then_replaced_whole_with_force(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine\n")
     (out / "results.csv").write_text("stale\n")
-    run(tiny, out)
-    assert (out / "notes.txt").read_text() == "mine\n"
-    assert all((out / name).is_file() for name in OUTPUTS)
+    assert main(["run", str(tiny), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--force" in err and str(out) in err
+    assert (out / "results.csv").read_text() == "stale\n"
+    run(tiny, out, "--force", "--trace")
+    assert sorted(p.name for p in out.iterdir()) == sorted([*OUTPUTS, "trace.json"])
     assert (out / "results.csv").read_text().startswith("scenario,")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "tiny.yaml"]
-    # a second run into the same folder replaces the results and keeps the rest
-    run(tiny, out, "--trace")
-    assert sorted(p.name for p in out.iterdir()) == sorted([*OUTPUTS, "notes.txt", "trace.json"])
+    # a second forced run replaces the folder whole: the earlier trace does not survive
+    run(tiny, out, "--force")
+    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUTS)
 
 
 def test_out_dir_parents_are_created(tiny: Path, tmp_path: Path) -> None:

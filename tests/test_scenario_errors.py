@@ -439,7 +439,8 @@ def test_bad_input_exits_2_with_one_line(
 ) -> None:
     scenario, out = _prepare(case, tmp_path, existing_out)
     before = _listing(tmp_path)
-    code = main(["run", str(scenario), "--out", str(out), "--quiet", *case.args])
+    force = ["--force"] if existing_out else []  # a failed forced run keeps the old folder
+    code = main(["run", str(scenario), "--out", str(out), "--quiet", *force, *case.args])
     captured = capsys.readouterr()
     assert_clean_failure(code, captured.err, case, before, tmp_path)
     assert captured.out == ""

@@ -13,7 +13,6 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -27,13 +26,14 @@ from edgetwin.calibration.fit_emu import calibrate_from_emu, calibrate_machine_f
 from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_table
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
-from edgetwin.cli.inputs import add_check_argument, report_checked
+from edgetwin.cli.inputs import add_check_argument, add_force_argument, report_checked
 from edgetwin.cli.plan import add_plan_arguments, plan_command
 from edgetwin.comparison import check_reference, compare_to_reference, write_comparison_csv
 from edgetwin.errors import InputError, RunFailed, shown
 from edgetwin.evaluate.adaptive import evaluate, load_eval_inputs
 from edgetwin.evaluate.affinity import evaluate_affinity, load_affinity_settings
 from edgetwin.links import within_tolerance
+from edgetwin.provenance import edgetwin_version, recording_reads, write_provenance
 from edgetwin.reports import write_report
 from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.reports.affinity import write_affinity_report
@@ -50,8 +50,10 @@ from edgetwin.workbench.results import FORMATS
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    args.command = ["edgetwin", *(sys.argv[1:] if argv is None else argv)]
     try:
-        return int(args.handler(args))
+        with recording_reads() as args.reads:  # every file the command reads: its SHA-256
+            return int(args.handler(args))
     except InputError as exc:
         print(f"edgetwin: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
@@ -67,17 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _version() -> str:
-    """The installed package's version ("unknown" when run from a tree not installed)."""
-    try:
-        return version("edgetwin")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="edgetwin", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"edgetwin {_version()}")
+    parser.add_argument("--version", action="version", version=f"edgetwin {edgetwin_version()}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run a scenario and write results, report, scenario")
@@ -100,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
         "--format", choices=FORMATS, default="csv", help="results.csv, results.parquet or both"
     )
     add_check_argument(run)
+    add_force_argument(run)
     run.set_defaults(handler=_run)
 
     compare = commands.add_parser(
@@ -108,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("predicted", type=Path, help="run folder taken as the prediction")
     compare.add_argument("measured", type=Path, help="run folder taken as the measurement")
     compare.add_argument("--out", type=Path, help="also write DIR/comparison.html and .csv")
+    add_force_argument(compare)
     compare.set_defaults(handler=_compare)
 
     report = commands.add_parser("report", help="(re)write DIR/report.html from DIR/results.csv")
@@ -131,6 +127,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="RUN_DIR",
         help="fit from this `edgetwin run --mode emu` folder instead of measuring",
     )
+    add_force_argument(machine)
     machine.set_defaults(handler=_calibrate_machine)
 
     evaluate = commands.add_parser(
@@ -147,6 +144,7 @@ def _parser() -> argparse.ArgumentParser:
         help="override an evaluation field, e.g. --set objective=energy",
     )
     add_check_argument(evaluate)
+    add_force_argument(evaluate)
     evaluate.set_defaults(handler=_evaluate)
 
     plan = commands.add_parser(
@@ -164,6 +162,7 @@ def _parser() -> argparse.ArgumentParser:
         "--mode", choices=["twin", "emu"], help="overrides the file's mode (emu: Mininet, root)"
     )
     add_check_argument(affinity)
+    add_force_argument(affinity)
     affinity.set_defaults(handler=_evaluate_affinity)
 
     validate = commands.add_parser(
@@ -177,6 +176,7 @@ def _parser() -> argparse.ArgumentParser:
         default="batch",
         help="what to leave out in turn (bandwidth: traces with a shaped link)",
     )
+    add_force_argument(validate)
     validate.set_defaults(handler=_validate)
 
     cleanup = commands.add_parser(
@@ -197,6 +197,8 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
         overrides=args.set,
         out=args.out,
+        force=args.force,
+        command=args.command,
         trace=args.trace,
         format=args.format,
         progress=lambda label, total: _progress(label, total, args.quiet),
@@ -260,10 +262,11 @@ def _compare(args: argparse.Namespace) -> int:
         count = sum(p["metric"] == metric and p["error_pct"] is not None for p in comparison.points)
         print(f"{metric}: median |error| {median:.1f} % over {count} points")
     if args.out is not None:
-        with _output_folder(args.out) as staging:
+        with _output_folder(args.out, args.force) as staging:
             write_comparison_csv(staging / "comparison.csv", comparison)
             title = f"edgetwin: {args.predicted.name} vs {args.measured.name}"
             write_comparison_report(staging, title, comparison)
+            write_provenance(staging, command=args.command, seed=None, inputs=args.reads)
     return 0
 
 
@@ -317,8 +320,9 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
     from edgetwin.calibration.machine import FULL, QUICK, calibrate_machine, summary
 
     command = f"edgetwin calibrate-machine --out {args.out}" + (" --quick" if args.quick else "")
-    with _output_folder(args.out) as staging:
+    with _output_folder(args.out, args.force) as staging:
         profile = calibrate_machine(staging, QUICK if args.quick else FULL, command)
+        write_provenance(staging, command=args.command, seed=None, inputs={})
     print(
         f"wrote {args.out}/profile.yaml (median |error|: {summary(profile)}), "
         f"traces in {args.out}/traces, spec in {args.out}/spec.yaml"
@@ -328,8 +332,9 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
 
 def _calibrate_machine_from_emu(args: argparse.Namespace) -> int:
     command = f"edgetwin calibrate-machine --emu {args.emu} --out {args.out}"
-    with _output_folder(args.out) as staging:
+    with _output_folder(args.out, args.force) as staging:
         profile = calibrate_machine_from_emu(args.emu, staging, command)
+        write_provenance(staging, command=args.command, seed=None, inputs=args.reads)
     medians = profile.fit["median_abs_error_pct"]
     print(
         f"wrote {args.out}/profile.yaml (in-sample median |error| %: "
@@ -344,9 +349,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     inputs = load_eval_inputs(args.spec, tuple(args.set))
     if args.check:
         return report_checked(args.spec)
-    with _output_folder(args.out) as staging:
+    seed = inputs.scenario.seed
+    with _output_folder(args.out, args.force) as staging:
         result = evaluate(inputs.scenario, inputs.scenario_path, inputs.settings, inputs.map_table)
         write_evaluation(staging, result)
+        write_provenance(staging, command=args.command, seed=seed, inputs=args.reads)
     for name, score in result.scores.items():
         print(
             f"{name}: accuracy {score.decision_accuracy:.3f}, regret mean "
@@ -361,9 +368,12 @@ def _evaluate_affinity(args: argparse.Namespace) -> int:
     settings, scenarios = load_affinity_settings(args.spec, args.mode)
     if args.check:
         return report_checked(args.spec)
-    with _output_folder(args.out) as staging:
+    seeds = {scenario.seed for scenario, _ in scenarios}
+    seed = seeds.pop() if len(seeds) == 1 else None  # None: the instances differ
+    with _output_folder(args.out, args.force) as staging:
         result = evaluate_affinity(settings, scenarios)
         write_affinity_report(staging, result)
+        write_provenance(staging, command=args.command, seed=seed, inputs=args.reads)
     for instance in result.instances:
         optimum_s = instance.optimum.schedule.makespan_ms / 1e3
         regrets = ", ".join(f"{n} {s.regret_pct:.1f} %" for n, s in instance.schedulers.items())
@@ -385,7 +395,8 @@ def _validate(args: argparse.Namespace) -> int:
     if not points:
         raise InputError(args.spec, "--by", f"no data to leave out by {args.by}")
     summary = summarise(points)
-    with _output_folder(args.out) as staging:
+    with _output_folder(args.out, args.force) as staging:
+        write_provenance(staging, command=args.command, seed=None, inputs=args.reads)
         with (staging / "validation.csv").open("w", newline="") as handle:
             columns = ["metric", "point", "measured", "predicted", "error_pct"]
             writer = csv.DictWriter(handle, columns, lineterminator="\n")

@@ -16,6 +16,15 @@ def add_check_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_force_argument(parser: argparse.ArgumentParser) -> None:
+    """``--force``: replace a non-empty ``--out`` folder whole (else it is refused)."""
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a non-empty --out folder whole (without it, one is refused)",
+    )
+
+
 def report_checked(path: Path) -> int:
     """What ``--check`` prints once ``path`` and the files it names loaded; exit status 0."""
     print(f"{path}: ok (checked with every file it names; nothing run)")

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from edgetwin.cli.inputs import add_check_argument, report_checked
+from edgetwin.atomic import check_out_folder, publish_folder
+from edgetwin.cli.inputs import add_check_argument, add_force_argument, report_checked
 from edgetwin.errors import InputError
 from edgetwin.plan.answers import describe
 from edgetwin.plan.executors import DaskExecutor, Executor, PoolExecutor, SerialExecutor
+from edgetwin.plan.journal import PARTIAL
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import run_plan
 from edgetwin.plan.sweep import payload_for
+from edgetwin.provenance import write_provenance
 from edgetwin.reports.plan import write_plan_report
 
 
@@ -35,6 +42,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_check_argument(parser)
+    add_force_argument(parser)
 
 
 def executor_for(workers: int | None, scheduler: str | None) -> Executor:
@@ -45,6 +53,26 @@ def executor_for(workers: int | None, scheduler: str | None) -> Executor:
     if count < 1:
         raise InputError(None, "--workers", "must be at least 1")
     return SerialExecutor() if count == 1 else PoolExecutor(count)
+
+
+@contextmanager
+def plan_folder(out: Path, force: bool) -> Iterator[Path]:
+    """Where the sweep runs: ``out`` itself when it is new, empty or holds an unfinished
+    sweep's journal (resumed); with ``force``, a folder staged beside that replaces ``out``
+    whole at the end (a fresh sweep). Any other non-empty ``out`` is refused."""
+    if not force and (out / PARTIAL).is_dir():
+        yield out
+        return
+    check_out_folder(out, force)
+    if not out.exists() or not force:
+        yield out
+        return
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        yield staging
+        publish_folder(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def plan_command(args: argparse.Namespace) -> int:
@@ -60,11 +88,16 @@ def plan_command(args: argparse.Namespace) -> int:
         MofNCompleteColumn(),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, transient=True, disable=args.quiet) as progress:
+    seed = loaded.scenario.seed
+    with (
+        plan_folder(args.out, args.force) as folder,
+        Progress(*columns, transient=True, disable=args.quiet) as progress,
+    ):
         task = progress.add_task(f"plan {loaded.question.name}", total=total)
         outcome = run_plan(
-            loaded, args.out, executor, write_plan_report, lambda: progress.advance(task)
+            loaded, folder, executor, write_plan_report, lambda: progress.advance(task)
         )
+        write_provenance(folder, command=args.command, seed=seed, inputs=args.reads)
     for line in describe(outcome.answer):
         print(line)
     print(

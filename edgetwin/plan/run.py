@@ -16,7 +16,7 @@ from edgetwin.plan.journal import Journal, fingerprint
 from edgetwin.plan.questions import LoadedQuestion, PlanQuestion
 from edgetwin.plan.sweep import ConfigResult, payload_for
 from edgetwin.results import ResultRow, write_results
-from edgetwin.scenario import dump_resolved
+from edgetwin.scenario import dump_resolved, with_absolute_paths
 
 Progress = Callable[[], None]
 ReportWriter = Callable[[Path, PlanQuestion, dict[str, Any]], object]
@@ -85,7 +85,8 @@ def run_plan(
     result = answer(loaded, rows)
     write_results(out / "results.csv", rows)
     write_text_atomic(out / "answer.json", json.dumps(result, indent=2) + "\n")
-    write_text_atomic(out / "scenario.resolved.yaml", dump_resolved(loaded.scenario))
+    resolved = with_absolute_paths(loaded.scenario, loaded.scenario_path)
+    write_text_atomic(out / "scenario.resolved.yaml", dump_resolved(resolved))
     write_report(out, loaded.question, result)
     journal.remove()
     return PlanOutcome(rows, result, payload_for(loaded).units(), ran_now)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from edgetwin import scenario as scenario_file
 from edgetwin.comparison import check_reference
-from edgetwin.profile import PROFILE_DIR
-from edgetwin.scenario import Scenario
+from edgetwin.provenance import recording_reads
+from edgetwin.scenario import Scenario, with_absolute_paths
 from edgetwin.schema import apply_override, referenced_file, validate_model
 from edgetwin.sim.crowd.runner import prepare_crowd
 from edgetwin.sim.runner import build_fleet
@@ -23,12 +23,20 @@ class RunInputs:
     scenario: Scenario
     path: Path | None  # the scenario's file; None for a Scenario built in memory
     reference: Path | None  # the results table to compare against, checked as one
+    files: dict[str, str]  # every file read, as opened: its SHA-256
+
+    @property
+    def named_from(self) -> Path:
+        """The path the scenario's relative file names are relative to (its file, or a
+        stand-in in the current folder for a Scenario built in memory)."""
+        return self.path if self.path is not None else Path.cwd() / "scenario.yaml"
 
 
 def load_run_inputs(path: Path, overrides: Sequence[str] = ()) -> RunInputs:
     """Read, override and validate ``path``, then check every file it names; every
     error is an ``InputError`` naming the file and the field."""
-    return check_run_inputs(scenario_file.load_scenario(path, overrides), path)
+    with recording_reads() as files:
+        return _checked(scenario_file.load_scenario(path, overrides), path, files)
 
 
 def scenario_run_inputs(scenario: Scenario, overrides: Sequence[str] = ()) -> RunInputs:
@@ -40,12 +48,13 @@ def scenario_run_inputs(scenario: Scenario, overrides: Sequence[str] = ()) -> Ru
         for item in overrides:
             apply_override(raw, item, Path(label))
         scenario = validate_model(Scenario, raw, label)
-    return check_run_inputs(scenario, None)
+    with recording_reads() as files:
+        return _checked(scenario, None, files)
 
 
-def check_run_inputs(scenario: Scenario, path: Path | None) -> RunInputs:
+def _checked(scenario: Scenario, path: Path | None, files: dict[str, str]) -> RunInputs:
     """Check every file ``scenario`` names (relative to ``path``'s folder, or to the current
-    folder when there is no file)."""
+    folder when there is no file); ``files`` records what was read."""
     named_by = path if path is not None else Path(f"<scenario {scenario.name}>")
     reference = None
     if scenario.reference is not None:
@@ -56,7 +65,7 @@ def check_run_inputs(scenario: Scenario, path: Path | None) -> RunInputs:
         prepare_crowd(scenario, path)  # phone profiles, schedulers, availability trace
     else:
         build_fleet(scenario, path)  # device profiles
-    return RunInputs(scenario, path, reference)
+    return RunInputs(scenario, path, reference, files)
 
 
 def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
@@ -65,32 +74,4 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     folder."""
     path = Path(path)
     scenario = load_run_inputs(path, overrides).scenario
-    return _with_absolute_files(scenario, path.resolve().parent)
-
-
-def _with_absolute_files(scenario: Scenario, base: Path) -> Scenario:
-    """``scenario`` with its reference, profile files and availability trace made absolute
-    (shipped profile names stay names)."""
-
-    def absolute(name: str) -> str:
-        return name if Path(name).is_absolute() else str(base / name)
-
-    def profile(name: str) -> str:
-        return name if (PROFILE_DIR / f"{name}.yaml").is_file() else absolute(name)
-
-    devices = tuple(
-        d.model_copy(update={"profile": profile(d.profile)}) if isinstance(d.profile, str) else d
-        for d in scenario.devices
-    )
-    update: dict[str, object] = {"devices": devices}
-    if scenario.reference is not None:
-        update["reference"] = absolute(scenario.reference)
-    crowd = scenario.crowd
-    if crowd is not None:
-        fleet = tuple(p.model_copy(update={"profile": profile(p.profile)}) for p in crowd.fleet)
-        trace = crowd.availability_trace
-        crowd_update: dict[str, object] = {"fleet": fleet}
-        if trace is not None:
-            crowd_update["availability_trace"] = absolute(trace)
-        update["crowd"] = crowd.model_copy(update=crowd_update)
-    return scenario.model_copy(update=update)
+    return with_absolute_paths(scenario, path)

@@ -8,21 +8,21 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
+from edgetwin.atomic import check_out_folder, publish_folder
 from edgetwin.errors import InputError
 
 Tracker = Callable[[Path], AbstractContextManager[None]]
 
 
 @contextmanager
-def output_folder(out: Path, tracked: Tracker | None = None) -> Iterator[Path]:
-    """A temporary folder beside ``out``; on success every file in it moves into ``out``.
+def output_folder(out: Path, force: bool = False, tracked: Tracker | None = None) -> Iterator[Path]:
+    """A temporary folder beside ``out``; on success it replaces ``out`` whole.
 
-    Nothing is half-written: on any error the temporary folder is removed and ``out``
-    keeps what it had. ``tracked`` (if given) is entered with the temporary folder until
-    it is gone.
+    A non-empty ``out`` is refused unless ``force``. Nothing is half-written: on any error
+    the temporary folder is removed and ``out`` keeps what it had. ``tracked`` (if given)
+    is entered with the temporary folder until it is gone.
     """
-    if out.exists() and not out.is_dir():
-        raise InputError(out, None, "--out exists and is not a folder")
+    check_out_folder(out, force)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
@@ -31,9 +31,7 @@ def output_folder(out: Path, tracked: Tracker | None = None) -> Iterator[Path]:
     with tracked(staging) if tracked is not None else nullcontext():
         try:
             yield staging
-            out.mkdir(parents=True, exist_ok=True)
-            for path in sorted(staging.iterdir()):
-                path.replace(out / path.name)
+            publish_folder(staging, out)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 

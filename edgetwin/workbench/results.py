@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from edgetwin.errors import InputError
+from edgetwin.provenance import PROVENANCE_FILE, read_provenance
 from edgetwin.reports import write_report
 from edgetwin.results import ResultRow, parse_result, read_results, table_columns, write_results
 from edgetwin.scenario import Scenario, dump_resolved, load_scenario
@@ -54,12 +55,15 @@ class Results:
         data = {c: pd.Series([r[c] for r in records], dtype=DTYPES[c]) for c in columns}
         return pd.DataFrame(data, columns=columns)
 
-    def write(self, out: str | Path, *, format: Format = "csv") -> Path:
-        """Write ``results.csv`` (and/or ``results.parquet``), ``scenario.resolved.yaml``
-        and ``report.html`` into ``out``, all or nothing; returns ``out``."""
+    def write(self, out: str | Path, *, format: Format = "csv", force: bool = False) -> Path:
+        """Write ``results.csv`` (and/or ``results.parquet``), ``scenario.resolved.yaml``,
+        ``report.html`` and the provenance it came with into ``out``, all or nothing (a
+        non-empty ``out`` only with ``force``, replaced whole); returns ``out``."""
         out = Path(out)
-        with output_folder(out) as staging:
+        with output_folder(out, force) as staging:
             self.write_into(staging, format)
+            if self.provenance is not None:
+                (staging / PROVENANCE_FILE).write_text(json.dumps(self.provenance, indent=2))
         return out
 
     def write_into(self, folder: Path, format: Format) -> None:
@@ -97,20 +101,6 @@ def load_results(folder: str | Path) -> Results:
         provenance=read_provenance(folder),
         reference=reference if reference.is_file() else None,
     )
-
-
-def read_provenance(folder: Path) -> dict[str, Any] | None:
-    """``folder/provenance.json`` parsed, or None when there is none."""
-    path = folder / "provenance.json"
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(path, None, f"not a provenance record: {exc}") from None
-    if not isinstance(data, dict):
-        raise InputError(path, None, "not a provenance record: not a JSON object")
-    return data
 
 
 def _read_parquet(path: Path) -> list[ResultRow]:

@@ -10,14 +10,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from edgetwin.provenance import read_provenance, write_provenance
 from edgetwin.results import ResultRow
-from edgetwin.scenario import Scenario, configurations
+from edgetwin.scenario import Scenario, configurations, with_absolute_paths
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.runner import build_fleet, run_scenario
 from edgetwin.sim.trace import chrome_trace
 from edgetwin.workbench.inputs import RunInputs, load_run_inputs, scenario_run_inputs
 from edgetwin.workbench.output import output_folder, removed_if_killed, scratch_folder
-from edgetwin.workbench.results import Format, Results, read_provenance
+from edgetwin.workbench.results import Format, Results
 
 Mode = Literal["twin", "emu", "local"]
 # progress(label, total runs) -> a context that yields the callback called after each run
@@ -48,15 +49,19 @@ def run(
     seed: int | None = None,
     overrides: Sequence[str] = (),
     out: str | Path | None = None,
+    force: bool = False,
     trace: bool = False,
     format: Format = "csv",
     progress: Progress = no_progress,
+    command: Sequence[str] | None = None,
 ) -> Results:
     """Run a scenario (a file or a Scenario) and return its results.
 
     ``overrides`` are ``--set``-style ``key.sub=value`` items; ``seed`` and ``mode`` override
     the scenario's (``mode=None`` keeps the scenario's own). With ``out``, the folder gets
-    what ``edgetwin run`` writes, all or nothing; with ``trace``, the runs' timelines too.
+    what ``edgetwin run`` writes, all or nothing, with ``provenance.json`` (``command``: the
+    command line, else this call); a non-empty ``out`` only with ``force`` (replaced whole).
+    With ``trace``, the runs' timelines too.
     """
     items = run_overrides(overrides, seed, mode)
     if isinstance(scenario, Scenario):
@@ -65,16 +70,25 @@ def run(
         inputs = load_run_inputs(Path(scenario), items)
     chosen = inputs.scenario
     tracked = removed_if_killed if chosen.mode == "emu" else None
-    folder = scratch_folder(tracked) if out is None else output_folder(Path(out), tracked)
+    folder = scratch_folder(tracked) if out is None else output_folder(Path(out), force, tracked)
     with folder as staging:
         context = _Run(inputs, staging, trace, progress)
         rows = _runner(chosen)(context)
+        resolved = with_absolute_paths(chosen, inputs.named_from)  # re-runs from anywhere
         results = Results(
-            tuple(rows), chosen, reference=inputs.reference, warnings=tuple(context.warnings)
+            tuple(rows), resolved, reference=inputs.reference, warnings=tuple(context.warnings)
         )
         if out is not None:
             results.write_into(staging, format)
+            call = command if command is not None else _api_call(scenario, items)
+            write_provenance(staging, command=call, seed=chosen.seed, inputs=inputs.files)
     return results if out is None else replace(results, provenance=read_provenance(Path(out)))
+
+
+def _api_call(scenario: str | Path | Scenario, items: Sequence[str]) -> list[str]:
+    """How a ``run`` call from Python is recorded: the function, the scenario, the overrides."""
+    named = f"<Scenario {scenario.name}>" if isinstance(scenario, Scenario) else str(scenario)
+    return ["edgetwin.run", named, *items]
 
 
 def run_overrides(overrides: Sequence[str], seed: int | None, mode: Mode | None) -> list[str]:

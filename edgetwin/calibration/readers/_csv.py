@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgetwin.errors import InputError
+from edgetwin.provenance import note_read
 
 
 def read_text(path: Path) -> str:
     """A file's text (UTF-8, optional BOM); unreadable or non-UTF-8 bytes are InputErrors."""
+    note_read(path)
     try:
         data = path.read_bytes()
     except OSError as exc:

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from edgetwin.errors import InputError
+from edgetwin.provenance import note_read
 
 
 class Phase(StrEnum):
@@ -175,6 +176,7 @@ def read_chrome_trace(path: Path) -> ChromeTrace:
 
 
 def _load_json(path: Path) -> Any:
+    note_read(path)
     try:
         data = path.read_bytes()
     except OSError as exc:

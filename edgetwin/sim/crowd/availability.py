@@ -18,6 +18,7 @@ from pathlib import Path
 import simpy
 
 from edgetwin.errors import InputError
+from edgetwin.provenance import note_read
 from edgetwin.schema import check_regular_file
 from edgetwin.sim.device import Device
 
@@ -33,6 +34,7 @@ class Absence:
 def read_trace(path: Path, phones: set[str]) -> dict[str, list[Absence]]:
     """Absences per phone, in time order; every problem names the file and the line."""
     check_regular_file(path, path, None)  # a folder, a FIFO or too long a name: said so
+    note_read(path)
     try:
         with path.open(newline="") as handle:
             rows = list(csv.DictReader(handle))

@@ -1,0 +1,131 @@
+"""Provenance of an output folder: ``provenance.json`` says which edgetwin (version, git
+commit, dirty tree), which command, which seed and which input files (SHA-256) made it.
+
+The loading step's readers call ``note_read`` for each file they read; a command records
+them with ``recording_reads`` and hands the mapping to ``write_provenance``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from edgetwin.atomic import write_text_atomic
+from edgetwin.errors import InputError
+
+PROVENANCE_FILE = "provenance.json"
+FIELDS = (
+    *("edgetwin_version", "git_commit", "git_dirty", "command", "seed", "inputs"),
+    "created_utc",
+)
+SOURCE_TREE = Path(__file__).resolve().parent.parent  # the folder that holds edgetwin/
+GIT_TIMEOUT_S = 10
+
+_reads: ContextVar[dict[str, str] | None] = ContextVar("edgetwin_reads", default=None)
+
+
+def edgetwin_version() -> str:
+    """The installed package's version ("unknown" when run from a tree not installed)."""
+    try:
+        return version("edgetwin")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def sha256_file(path: Path) -> str:
+    """The SHA-256 of a file's bytes, in hex."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(2**20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@contextmanager
+def recording_reads() -> Iterator[dict[str, str]]:
+    """Within the block, every ``note_read`` adds {path: sha256} to the yielded mapping."""
+    reads: dict[str, str] = {}
+    token = _reads.set(reads)
+    try:
+        yield reads
+    finally:
+        _reads.reset(token)
+
+
+def note_read(path: Path) -> None:
+    """Record ``path`` (as the reader opened it) with its SHA-256, if a command records."""
+    reads = _reads.get()
+    if reads is None:
+        return
+    with suppress(OSError):  # the reader that opened it says what is wrong
+        reads[str(path)] = sha256_file(path)
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(SOURCE_TREE), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def source_commit() -> tuple[str | None, bool | None]:
+    """``git rev-parse HEAD`` of the tree edgetwin runs from, and whether that tree has
+    changes (tracked or untracked, not ignored); (None, None) when it is no git checkout
+    of its own (an installed package inside another repository counts as none)."""
+    top = _git("rev-parse", "--show-toplevel")
+    if top is None or Path(top.strip()).resolve() != SOURCE_TREE:
+        return None, None
+    head = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain")
+    if head is None:
+        return None, None
+    return head.strip(), None if status is None else bool(status.strip())
+
+
+def write_provenance(
+    folder: Path, *, command: Sequence[str], seed: int | None, inputs: Mapping[str, str]
+) -> Path:
+    """Write ``folder/provenance.json``: version, commit, command, seed, input hashes."""
+    commit, dirty = source_commit()
+    record = {
+        "edgetwin_version": edgetwin_version(),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "command": [str(part) for part in command],
+        "seed": seed,
+        "inputs": dict(sorted(inputs.items())),
+        "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    path = folder / PROVENANCE_FILE
+    write_text_atomic(path, json.dumps(record, indent=2) + "\n")
+    return path
+
+
+def read_provenance(folder: Path) -> dict[str, Any] | None:
+    """``folder/provenance.json`` as a mapping; None if the folder has none (written by an
+    older edgetwin); an InputError if it is not such a record."""
+    path = folder / PROVENANCE_FILE
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(path, None, f"cannot read: {exc}") from None
+    if not isinstance(record, dict) or set(record) != set(FIELDS):
+        raise InputError(path, None, f"not a provenance record (fields: {', '.join(FIELDS)})")
+    return record
