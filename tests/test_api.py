@@ -79,7 +79,11 @@ def test_the_cli_writes_what_the_api_writes(tmp_path: Path) -> None:
         assert (tmp_path / "cli" / name).read_bytes() == (tmp_path / "api" / name).read_bytes()
     assert (tmp_path / "api" / "report.html").is_file()
     assert results.scenario is not None and results.scenario.seed == 3
-    assert results.provenance is None  # no provenance.json in this folder
+    assert results.provenance is not None  # the folder's provenance.json
+    assert results.provenance["command"] == ["edgetwin.run", str(JETSON), "seed=3"]
+    cli = json.loads((tmp_path / "cli" / "provenance.json").read_text())
+    assert cli["command"][:2] == ["edgetwin", "run"]
+    assert cli["inputs"] == results.provenance["inputs"]  # the same files, the same hashes
 
 
 @pytest.mark.timeout(120)
@@ -93,7 +97,8 @@ def test_a_loaded_scenario_runs_from_another_folder(
     from_object = edgetwin.run(scenario, overrides=["network.bandwidth_mbps=200"])
     from_file = edgetwin.run(JETSON, overrides=[*SMALL, "network.bandwidth_mbps=200"])
     assert from_object.rows == from_file.rows
-    assert from_object.reference == from_file.reference
+    assert from_object.reference is not None and from_file.reference is not None
+    assert from_object.reference.resolve() == from_file.reference.resolve()  # the same file
     assert {r.bandwidth_mbps for r in from_object.rows} == {200.0}
 
 
