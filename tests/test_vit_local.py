@@ -109,7 +109,7 @@ def test_comparison_with_single_device(smoke_rows: list[ResultRow]) -> None:
 @pytest.mark.parametrize(
     ("override", "field", "problem"),
     [
-        ({"model": {"preset": "bert_base"}}, "model", "local mode runs a ViT"),
+        ({"model": {"preset": "bert_base"}}, "model", "runs in the twin: use --mode twin"),
         (
             {"model": {"preset": "vit_b16", "bytes_per_element": 2}},
             "model.bytes_per_element",

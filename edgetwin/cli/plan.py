@@ -6,9 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
 from edgetwin.cli.inputs import add_check_argument, report_checked
+from edgetwin.cli.progress import progress
 from edgetwin.errors import InputError
 from edgetwin.plan.answers import describe
 from edgetwin.plan.executors import DaskExecutor, Executor, PoolExecutor, SerialExecutor
@@ -33,7 +32,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a question field, e.g. --set question.target_p95_ms=150",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true", help="no progress")
     add_check_argument(parser)
 
 
@@ -54,17 +53,8 @@ def plan_command(args: argparse.Namespace) -> int:
         return report_checked(args.question)
     executor = executor_for(args.workers, args.scheduler)
     total = payload_for(loaded).units()
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, transient=True, disable=args.quiet) as progress:
-        task = progress.add_task(f"plan {loaded.question.name}", total=total)
-        outcome = run_plan(
-            loaded, args.out, executor, write_plan_report, lambda: progress.advance(task)
-        )
+    with progress(f"plan {loaded.question.name}", total, args.quiet) as advance:
+        outcome = run_plan(loaded, args.out, executor, write_plan_report, advance)
     for line in describe(outcome.answer):
         print(line)
     print(
