@@ -19,6 +19,7 @@ from edgetwin.cli.progress import progress
 from edgetwin.comparison import devices_warning, run_devices
 from edgetwin.evaluate.adaptive import load_eval_inputs
 from edgetwin.plan.questions import load_question
+from edgetwin.results import read_results
 from edgetwin.scenario import dump_resolved, load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -219,3 +220,42 @@ def test_a_piped_run_prints_its_progress_to_stderr(tmp_path: Path) -> None:
         [*argv, str(tmp_path / "b"), "--quiet"], capture_output=True, text=True, env=env
     )
     assert quiet.returncode == 0 and "twin small" not in quiet.stderr
+
+
+@pytest.mark.timeout(60)
+def test_the_cr_column_is_the_cr_used_and_old_tables_still_read(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    scenario = tmp_path / "bert.yaml"
+    scenario.write_text(SMALL.replace("vit_b16", "bert_base"))
+    out = tmp_path / "bert"
+    assert main(["run", str(scenario), "--out", str(out), "--quiet"]) == 0
+    table = out / "results.csv"
+    prism = [r for r in read_results(table) if r.strategy == "prism"]
+    assert {(r.segments, r.cr) for r in prism} == {(6, 10.67)}  # 128 / (6 x 2), not 9.9
+    old = table.read_text().replace(",10.67,", ",9.9,")  # as written before: the CR asked
+    assert ",9.9," in old
+    table.write_text(old)
+    assert {r.cr for r in read_results(table) if r.strategy == "prism"} == {9.9}
+    assert main(["report", str(out)]) == 0
+    assert main(["compare", str(out), str(out)]) == 0
+
+
+@pytest.mark.timeout(120)
+def test_an_evaluation_takes_its_map_from_a_run_that_writes_the_cr_used(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "scenario"]) == 0 and main(["init", "eval"]) == 0
+    assert main(["run", "scenario.yaml", "--out", "first", "--quiet"]) == 0
+    assert ",9.85," in Path("first/results.csv").read_text()
+    argv = [
+        "evaluate",
+        "evaluation.eval.yaml",
+        "--out",
+        "ev",
+        "--set",
+        "map_table=first/results.csv",
+    ]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "adaptive: accuracy" in capsys.readouterr().out
