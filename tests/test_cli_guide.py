@@ -259,3 +259,27 @@ def test_an_evaluation_takes_its_map_from_a_run_that_writes_the_cr_used(
     ]
     assert main(argv) == 0, capsys.readouterr().err
     assert "adaptive: accuracy" in capsys.readouterr().out
+
+
+@pytest.mark.timeout(180)
+def test_piped_plan_and_affinity_evaluations_print_their_progress(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def piped(*argv: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "edgetwin", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    piped("init", "scenario")
+    piped("init", "plan")
+    assert "plan my_plan: 9/9" in piped("plan", "question.plan.yaml", "--out", "p", "--workers=1")
+    spec = str(SCENARIOS / "affinity_small.eval.yaml")
+    err = piped("evaluate-affinity", spec, "--out", "a")
+    assert "instances: 1/6" in err and "instances: 6/6" in err
+    assert "instances" not in piped("evaluate-affinity", spec, "--out", "b", "--quiet")

@@ -1,8 +1,9 @@
 """Command line: ``edgetwin run | report | calibrate | calibrate-machine | validate``,
-``evaluate``, ``evaluate-affinity``, ``plan``, ``compare`` and ``emu-cleanup``.
+``evaluate``, ``evaluate-affinity``, ``plan``, ``compare``, ``init`` and ``emu-cleanup``.
 
 Bad input exits with status 2 and one message naming the file and field;
-nothing half-written is left in the output folder.
+nothing half-written is left in the output folder. ``--help`` is ``_DESCRIPTION`` and
+each subcommand's help and example (plain text).
 """
 
 from __future__ import annotations
