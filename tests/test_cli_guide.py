@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from edgetwin.cli import _parser, main
-from edgetwin.cli.inputs import load_run_inputs
 from edgetwin.cli.progress import progress
 from edgetwin.comparison import devices_warning, run_devices
 from edgetwin.evaluate.adaptive import load_eval_inputs
 from edgetwin.plan.questions import load_question
 from edgetwin.results import read_results
 from edgetwin.scenario import dump_resolved, load_scenario
+from edgetwin.workbench.inputs import load_run_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
-from edgetwin.cli.inputs import load_run_inputs
 from edgetwin.errors import InputError
 from edgetwin.evaluate.adaptive import load_eval_inputs
 from edgetwin.evaluate.affinity import load_affinity_settings
 from edgetwin.plan.questions import load_question
+from edgetwin.workbench.inputs import load_run_inputs
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((REPO / "scenarios").glob("*.yaml"))

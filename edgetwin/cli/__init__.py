@@ -11,11 +11,9 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -29,7 +27,7 @@ from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
 from edgetwin.cli.init import add_init_arguments, init_command
-from edgetwin.cli.inputs import add_check_argument, load_run_inputs, report_checked
+from edgetwin.cli.inputs import add_check_argument, report_checked
 from edgetwin.cli.kinds import Kind, check_kind
 from edgetwin.cli.plan import add_plan_arguments, plan_command
 from edgetwin.cli.progress import progress
@@ -48,12 +46,12 @@ from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.reports.affinity import write_affinity_report
 from edgetwin.reports.html import write_comparison_report
 from edgetwin.reports.validation import summarise, write_validation_report
-from edgetwin.results import ResultRow, read_results, read_table, write_results
-from edgetwin.scenario import Scenario, configurations, dump_resolved
+from edgetwin.results import read_results, read_table
 from edgetwin.schema import read_yaml_mapping
-from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
-from edgetwin.sim.runner import build_fleet, run_scenario
-from edgetwin.sim.trace import chrome_trace
+from edgetwin.workbench import running
+from edgetwin.workbench.inputs import load_run_inputs
+from edgetwin.workbench.output import output_folder as _output_folder
+from edgetwin.workbench.results import FORMATS
 
 _DESCRIPTION = """\
 A digital twin and an emulator for splitting Transformers across edge devices.
@@ -148,6 +146,9 @@ def _parser() -> argparse.ArgumentParser:
         "local run; an emulator run writes none",
     )
     run.add_argument("--quiet", action="store_true", help="no progress")
+    run.add_argument(
+        "--format", choices=FORMATS, default="csv", help="results.csv, results.parquet or both"
+    )
     add_check_argument(run)
     run.set_defaults(handler=_run, input_kind="scenario", input_arg="scenario")
 
@@ -275,83 +276,34 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    overrides = list(args.set)
-    if args.seed is not None:
-        overrides.append(f"seed={args.seed}")
-    if args.mode is not None:
-        overrides.append(f"mode={args.mode}")
-    inputs = load_run_inputs(args.scenario, overrides)
-    scenario = inputs.scenario
+    """``edgetwin.run`` with the command line's options, a progress bar and a summary."""
     if args.check:
+        load_run_inputs(args.scenario, running.run_overrides(args.set, args.seed, args.mode))
         return report_checked(args.scenario)
-    if scenario.mode == "emu":
-        runner = _run_emu
-    elif scenario.crowd is not None:
-        runner = _run_crowd
-    else:
-        runner = _run_twin if scenario.mode == "twin" else _run_local
-    tracked = _removed_if_killed if scenario.mode == "emu" else None
-    with _output_folder(args.out, tracked) as staging:
-        rows = runner(scenario, args, staging)
-        write_results(staging / "results.csv", rows)
-        (staging / "scenario.resolved.yaml").write_text(dump_resolved(scenario))
-        if inputs.reference is not None:
-            shutil.copyfile(inputs.reference, staging / "reference.csv")
-        write_report(staging, title=f"edgetwin: {scenario.name}")
+    results = running.run(
+        args.scenario,
+        mode=args.mode,
+        seed=args.seed,
+        overrides=args.set,
+        out=args.out,
+        trace=args.trace,
+        format=args.format,
+        progress=lambda label, total: _progress(label, total, args.quiet),
+    )
+    rows = results.rows
+    for warning in results.warnings:
+        print(f"edgetwin: warning: {warning}")
     failed = sum(row.status != "ok" for row in rows)
     short = sum(
         r.link_error_pct is not None and not within_tolerance(r.link_error_pct) for r in rows
     )
     on_short_links = f", {short} on links short of their rate" if short else ""
+    files = {"csv": "results.csv", "parquet": "results.parquet", "both": "results.csv, .parquet"}
     print(
-        f"{len(rows)} runs ({failed} failed{on_short_links}) -> {args.out}/results.csv, report.html"
+        f"{len(rows)} runs ({failed} failed{on_short_links}) -> "
+        f"{args.out}/{files[args.format]}, report.html"
     )
     return 0
-
-
-def _run_twin(scenario: Scenario, args: argparse.Namespace, staging: Path) -> list[ResultRow]:
-    fleet = build_fleet(scenario, args.scenario)
-    total = len(configurations(scenario)) * scenario.repetitions
-    with _progress(f"twin {scenario.name}", total, args.quiet) as advance:
-        outcomes = list(
-            run_scenario(scenario, fleet, record_intervals=args.trace, on_progress=advance)
-        )
-    if args.trace:
-        (staging / "trace.json").write_text(json.dumps(chrome_trace(outcomes)))
-    return [o.row for o in outcomes]
-
-
-def _run_local(scenario: Scenario, args: argparse.Namespace, staging: Path) -> list[ResultRow]:
-    """Real code paths as local processes on loopback (torch is imported only here)."""
-    from edgetwin.emu.local import check_runnable, run_local
-
-    check_runnable(scenario, args.scenario)
-    trace_dir = staging / "traces" if args.trace else None
-    total = len(configurations(scenario)) * scenario.repetitions
-    with _progress(f"local {scenario.name}", total, args.quiet) as advance:
-        return run_local(scenario, advance, trace_dir=trace_dir)
-
-
-def _run_emu(scenario: Scenario, args: argparse.Namespace, staging: Path) -> list[ResultRow]:
-    """Real code paths on Mininet hosts over shaped links; ``link_check.csv`` beside, and
-    ``faults.csv`` when faults or a bandwidth schedule played."""
-    from edgetwin.emu.mininet.checks import write_link_checks
-    from edgetwin.emu.mininet.faults import write_faults
-    from edgetwin.emu.mininet.runner import check_emulatable, emu_runs, run_emu
-
-    check_emulatable(scenario, args.scenario)
-    with _progress(f"emu {scenario.name}", emu_runs(scenario), args.quiet) as advance:
-        run = run_emu(scenario, args.scenario, advance)
-    write_link_checks(staging / "link_check.csv", run.links)
-    if run.faults:
-        write_faults(staging / "faults.csv", run.faults)
-    if scenario.network.latency_ms > 0 and not all(c.latency_emulated for c in run.links):
-        print("edgetwin: warning: this kernel has no netem; latency_ms was not emulated")
-    for check in run.links:
-        warning = check.warning()
-        if warning is not None:
-            print(f"edgetwin: warning: {warning}")
-    return run.rows
 
 
 def _emu_cleanup(_args: argparse.Namespace) -> int:
@@ -368,55 +320,11 @@ def _emu_cleanup(_args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_crowd(scenario: Scenario, args: argparse.Namespace, staging: Path) -> list[ResultRow]:
-    """The CROWDio pipeline over a fleet of phones in the twin."""
-    with _progress(f"crowd {scenario.name}", len(crowd_runs(scenario)), args.quiet) as advance:
-        rows = run_crowd(scenario, args.scenario, on_progress=advance)
-    if args.trace:
-        timeline = crowd_timelines(scenario, args.scenario).records()
-        (staging / "timeline.json").write_text(json.dumps(timeline))
-    return rows
-
-
 @contextmanager
 def _progress(label: str, total: int, quiet: bool) -> Iterator[Callable[[], None]]:
     """Progress over ``total`` runs (``cli.progress``); yields the advance callback."""
     with progress(label, total, quiet) as advance:
         yield advance
-
-
-def _removed_if_killed(folder: Path) -> AbstractContextManager[None]:
-    """An emulator run's staging folder, removed by ``emu-cleanup`` if the run is killed."""
-    from edgetwin.emu.mininet.net import removed_if_killed
-
-    return removed_if_killed(folder)
-
-
-@contextmanager
-def _output_folder(
-    out: Path, tracked: Callable[[Path], AbstractContextManager[None]] | None = None
-) -> Iterator[Path]:
-    """A temporary folder beside ``out``; on success every file in it moves into ``out``.
-
-    Nothing is half-written: on any error the temporary folder is removed and ``out``
-    keeps what it had. ``tracked`` (if given) is entered with the temporary folder until
-    it is gone.
-    """
-    if out.exists() and not out.is_dir():
-        raise InputError(out, None, "--out exists and is not a folder")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    except OSError as exc:
-        raise InputError(out, None, f"cannot create the output folder: {exc}") from None
-    with tracked(staging) if tracked is not None else nullcontext():
-        try:
-            yield staging
-            out.mkdir(parents=True, exist_ok=True)
-            for path in sorted(staging.iterdir()):
-                path.replace(out / path.name)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _compare(args: argparse.Namespace) -> int:

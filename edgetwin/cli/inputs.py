@@ -1,43 +1,10 @@
-"""The loading step of ``edgetwin run``: the scenario and every file it names, checked
-before anything runs or is written (``edgetwin run --check`` stops after it)."""
+"""``--check`` on the commands that read an input file: load and check it with every file
+it names, then stop (``edgetwin.workbench.inputs`` is the loading step of ``run``)."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-
-from edgetwin.comparison import check_reference
-from edgetwin.scenario import Scenario, load_scenario
-from edgetwin.schema import referenced_file
-from edgetwin.sim.crowd.runner import prepare_crowd
-from edgetwin.sim.runner import build_fleet
-
-
-@dataclass(frozen=True)
-class RunInputs:
-    """A scenario checked with its files: profiles, availability trace, reference table."""
-
-    scenario: Scenario
-    path: Path
-    reference: Path | None  # the results table to compare against, checked as one
-
-
-def load_run_inputs(path: Path, overrides: Sequence[str] = ()) -> RunInputs:
-    """Read, override and validate ``path``, then check every file it names; every
-    error is an ``InputError`` naming the file and the field."""
-    scenario = load_scenario(path, overrides)
-    reference = None
-    if scenario.reference is not None:
-        base = path.resolve().parent
-        reference = referenced_file(scenario.reference, base, path, "reference")
-        check_reference(reference, path, "reference")
-    if scenario.crowd is not None:
-        prepare_crowd(scenario, path)  # phone profiles, schedulers, availability trace
-    else:
-        build_fleet(scenario, path)  # device profiles
-    return RunInputs(scenario, path, reference)
 
 
 def add_check_argument(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,55 @@
+"""Output folders that are published whole or not at all."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
+
+from edgetwin.errors import InputError
+
+Tracker = Callable[[Path], AbstractContextManager[None]]
+
+
+@contextmanager
+def output_folder(out: Path, tracked: Tracker | None = None) -> Iterator[Path]:
+    """A temporary folder beside ``out``; on success every file in it moves into ``out``.
+
+    Nothing is half-written: on any error the temporary folder is removed and ``out``
+    keeps what it had. ``tracked`` (if given) is entered with the temporary folder until
+    it is gone.
+    """
+    if out.exists() and not out.is_dir():
+        raise InputError(out, None, "--out exists and is not a folder")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    except OSError as exc:
+        raise InputError(out, None, f"cannot create the output folder: {exc}") from None
+    with tracked(staging) if tracked is not None else nullcontext():
+        try:
+            yield staging
+            out.mkdir(parents=True, exist_ok=True)
+            for path in sorted(staging.iterdir()):
+                path.replace(out / path.name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextmanager
+def scratch_folder(tracked: Tracker | None = None) -> Iterator[Path]:
+    """A temporary folder for a run that publishes nothing; removed at the end."""
+    with (
+        tempfile.TemporaryDirectory(prefix="edgetwin-") as name,
+        tracked(Path(name)) if tracked is not None else nullcontext(),
+    ):
+        yield Path(name)
+
+
+def removed_if_killed(folder: Path) -> AbstractContextManager[None]:
+    """An emulator run's staging folder, removed by ``emu-cleanup`` if the run is killed."""
+    from edgetwin.emu.mininet.net import removed_if_killed as emu_removed_if_killed
+
+    return emu_removed_if_killed(folder)

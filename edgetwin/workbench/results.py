@@ -1,0 +1,132 @@
+"""A run's results in Python: the rows, the scenario that made them, the output folder's
+provenance; as a pandas DataFrame with the columns of ``results.csv`` (pandas is imported
+only when a DataFrame is asked for)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from edgetwin.errors import InputError
+from edgetwin.reports import write_report
+from edgetwin.results import ResultRow, parse_result, read_results, table_columns, write_results
+from edgetwin.scenario import Scenario, dump_resolved, load_scenario
+from edgetwin.workbench.output import output_folder
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Format = Literal["csv", "parquet", "both"]
+FORMATS: tuple[Format, ...] = ("csv", "parquet", "both")
+
+# pandas dtype of a ResultRow field's type; missing values are NaN (floats) or <NA>
+_DTYPE_OF_TYPE = {
+    "str": "string",
+    "str | None": "string",
+    "int": "int64",
+    "int | None": "Int64",
+    "float": "float64",
+    "float | None": "float64",
+}
+DTYPES: dict[str, str] = {f.name: _DTYPE_OF_TYPE[str(f.type)] for f in fields(ResultRow)}
+
+
+@dataclass(frozen=True)
+class Results:
+    """The rows of a run (one per configuration and repetition) and what they came from."""
+
+    rows: tuple[ResultRow, ...]
+    scenario: Scenario | None = None  # None: a folder without scenario.resolved.yaml
+    provenance: dict[str, Any] | None = None  # the output folder's provenance.json
+    reference: Path | None = None  # the table the scenario compares against
+    warnings: tuple[str, ...] = ()  # what the run warned about (links short of their rate)
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per configuration and repetition; the columns of ``results.csv`` in its
+        order, typed by ``DTYPES``."""
+        import pandas as pd
+
+        records = [asdict(row) for row in self.rows]
+        columns = table_columns(records)
+        data = {c: pd.Series([r[c] for r in records], dtype=DTYPES[c]) for c in columns}
+        return pd.DataFrame(data, columns=columns)
+
+    def write(self, out: str | Path, *, format: Format = "csv") -> Path:
+        """Write ``results.csv`` (and/or ``results.parquet``), ``scenario.resolved.yaml``
+        and ``report.html`` into ``out``, all or nothing; returns ``out``."""
+        out = Path(out)
+        with output_folder(out) as staging:
+            self.write_into(staging, format)
+        return out
+
+    def write_into(self, folder: Path, format: Format) -> None:
+        """The files of ``write`` in ``folder`` (a staging folder)."""
+        write_results(folder / "results.csv", self.rows)
+        if self.scenario is not None:
+            (folder / "scenario.resolved.yaml").write_text(dump_resolved(self.scenario))
+        if self.reference is not None:
+            shutil.copyfile(self.reference, folder / "reference.csv")
+        write_report(
+            folder, title=None if self.scenario is None else f"edgetwin: {self.scenario.name}"
+        )
+        if format != "csv":
+            self.to_pandas().to_parquet(folder / "results.parquet", index=False)
+        if format == "parquet":
+            (folder / "results.csv").unlink()
+
+
+def load_results(folder: str | Path) -> Results:
+    """A run's output folder: ``results.csv`` (or ``results.parquet``), the scenario in
+    ``scenario.resolved.yaml`` and ``provenance.json`` when they are there."""
+    folder = Path(folder)
+    csv_path, parquet_path = folder / "results.csv", folder / "results.parquet"
+    if csv_path.is_file():
+        rows = read_results(csv_path)
+    elif parquet_path.is_file():
+        rows = _read_parquet(parquet_path)
+    else:
+        raise InputError(csv_path, None, "file not found (nor results.parquet)")
+    resolved = folder / "scenario.resolved.yaml"
+    reference = folder / "reference.csv"
+    return Results(
+        rows=tuple(rows),
+        scenario=load_scenario(resolved) if resolved.is_file() else None,
+        provenance=read_provenance(folder),
+        reference=reference if reference.is_file() else None,
+    )
+
+
+def read_provenance(folder: Path) -> dict[str, Any] | None:
+    """``folder/provenance.json`` parsed, or None when there is none."""
+    path = folder / "provenance.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(path, None, f"not a provenance record: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(path, None, "not a provenance record: not a JSON object")
+    return data
+
+
+def _read_parquet(path: Path) -> list[ResultRow]:
+    """A ``results.parquet`` as rows, through the CSV parser (one reading of a row; a
+    float's ``str`` is its full precision)."""
+    import pandas as pd
+
+    try:
+        records = pd.read_parquet(path).to_dict("records")
+    except (OSError, ValueError) as exc:
+        raise InputError(path, None, f"cannot read: {exc}") from None
+    rows = []
+    for index, record in enumerate(records):
+        try:
+            cells = {str(c): "" if pd.isna(v) else str(v) for c, v in record.items()}
+            rows.append(parse_result(cells))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(path, f"row {index}", f"not a results table row: {exc}") from None
+    return rows

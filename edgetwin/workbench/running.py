@@ -1,0 +1,154 @@
+"""Running a scenario: the runner its mode asks for (twin, crowd twin, local processes,
+emulator), and the output folder (``edgetwin run`` is a thin layer over ``run``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from edgetwin.results import ResultRow
+from edgetwin.scenario import Scenario, configurations
+from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
+from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.sim.trace import chrome_trace
+from edgetwin.workbench.inputs import RunInputs, load_run_inputs, scenario_run_inputs
+from edgetwin.workbench.output import output_folder, removed_if_killed, scratch_folder
+from edgetwin.workbench.results import Format, Results, read_provenance
+
+Mode = Literal["twin", "emu", "local"]
+# progress(label, total runs) -> a context that yields the callback called after each run
+Progress = Callable[[str, int], AbstractContextManager[Callable[[], None]]]
+
+
+@contextmanager
+def no_progress(_label: str, _total: int) -> Iterator[Callable[[], None]]:
+    """Progress that shows nothing."""
+    yield lambda: None
+
+
+@dataclass
+class _Run:
+    """What a runner is given and what it reports besides its rows."""
+
+    inputs: RunInputs
+    staging: Path  # extra files (traces, link checks) go here
+    trace: bool
+    progress: Progress
+    warnings: list[str] = field(default_factory=list)
+
+
+def run(
+    scenario: str | Path | Scenario,
+    *,
+    mode: Mode | None = "twin",
+    seed: int | None = None,
+    overrides: Sequence[str] = (),
+    out: str | Path | None = None,
+    trace: bool = False,
+    format: Format = "csv",
+    progress: Progress = no_progress,
+) -> Results:
+    """Run a scenario (a file or a Scenario) and return its results.
+
+    ``overrides`` are ``--set``-style ``key.sub=value`` items; ``seed`` and ``mode`` override
+    the scenario's (``mode=None`` keeps the scenario's own). With ``out``, the folder gets
+    what ``edgetwin run`` writes, all or nothing; with ``trace``, the runs' timelines too.
+    """
+    items = run_overrides(overrides, seed, mode)
+    if isinstance(scenario, Scenario):
+        inputs = scenario_run_inputs(scenario, items)
+    else:
+        inputs = load_run_inputs(Path(scenario), items)
+    chosen = inputs.scenario
+    tracked = removed_if_killed if chosen.mode == "emu" else None
+    folder = scratch_folder(tracked) if out is None else output_folder(Path(out), tracked)
+    with folder as staging:
+        context = _Run(inputs, staging, trace, progress)
+        rows = _runner(chosen)(context)
+        results = Results(
+            tuple(rows), chosen, reference=inputs.reference, warnings=tuple(context.warnings)
+        )
+        if out is not None:
+            results.write_into(staging, format)
+    return results if out is None else replace(results, provenance=read_provenance(Path(out)))
+
+
+def run_overrides(overrides: Sequence[str], seed: int | None, mode: Mode | None) -> list[str]:
+    """``overrides``, then the seed's and the mode's when given (the last one wins)."""
+    items = [*overrides]
+    if seed is not None:
+        items.append(f"seed={seed}")
+    if mode is not None:
+        items.append(f"mode={mode}")
+    return items
+
+
+def _runner(scenario: Scenario) -> Callable[[_Run], list[ResultRow]]:
+    if scenario.mode == "emu":
+        return _run_emu
+    if scenario.crowd is not None:
+        return _run_crowd
+    return _run_twin if scenario.mode == "twin" else _run_local
+
+
+def _run_twin(run: _Run) -> list[ResultRow]:
+    scenario = run.inputs.scenario
+    fleet = build_fleet(scenario, run.inputs.path)
+    total = len(configurations(scenario)) * scenario.repetitions
+    with run.progress(f"twin {scenario.name}", total) as advance:
+        outcomes = list(
+            run_scenario(scenario, fleet, record_intervals=run.trace, on_progress=advance)
+        )
+    if run.trace:
+        (run.staging / "trace.json").write_text(json.dumps(chrome_trace(outcomes)))
+    return [o.row for o in outcomes]
+
+
+def _run_local(run: _Run) -> list[ResultRow]:
+    """Real code paths as local processes on loopback (torch is imported only here)."""
+    from edgetwin.emu.local import check_runnable, run_local
+
+    scenario = run.inputs.scenario
+    check_runnable(scenario, run.inputs.path)
+    trace_dir = run.staging / "traces" if run.trace else None
+    total = len(configurations(scenario)) * scenario.repetitions
+    with run.progress(f"local {scenario.name}", total) as advance:
+        return run_local(scenario, advance, trace_dir=trace_dir)
+
+
+def _run_emu(run: _Run) -> list[ResultRow]:
+    """Real code paths on Mininet hosts over shaped links; ``link_check.csv`` beside, and
+    ``faults.csv`` when faults or a bandwidth schedule played."""
+    from edgetwin.emu.mininet.checks import write_link_checks
+    from edgetwin.emu.mininet.faults import write_faults
+    from edgetwin.emu.mininet.runner import check_emulatable, emu_runs, run_emu
+
+    scenario, path = run.inputs.scenario, run.inputs.path
+    check_emulatable(scenario, path)
+    with run.progress(f"emu {scenario.name}", emu_runs(scenario)) as advance:
+        result = run_emu(scenario, path, advance)
+    write_link_checks(run.staging / "link_check.csv", result.links)
+    if result.faults:
+        write_faults(run.staging / "faults.csv", result.faults)
+    if scenario.network.latency_ms > 0 and not all(c.latency_emulated for c in result.links):
+        run.warnings.append("this kernel has no netem; latency_ms was not emulated")
+    for check in result.links:
+        warning = check.warning()
+        if warning is not None:
+            run.warnings.append(warning)
+    return result.rows
+
+
+def _run_crowd(run: _Run) -> list[ResultRow]:
+    """The CROWDio pipeline over a fleet of phones in the twin."""
+    scenario, path = run.inputs.scenario, run.inputs.path
+    with run.progress(f"crowd {scenario.name}", len(crowd_runs(scenario))) as advance:
+        rows = run_crowd(scenario, path, on_progress=advance)
+    if run.trace:
+        timeline = crowd_timelines(scenario, path).records()
+        (run.staging / "timeline.json").write_text(json.dumps(timeline))
+    return rows

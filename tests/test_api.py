@@ -1,0 +1,201 @@
+"""The Python API (``edgetwin.run``, ``load_scenario``, ``load_results``, ``Results``):
+the README's example as written, the DataFrame against ``results.csv``, the CLI as a thin
+layer over it, parquet, provenance, and ``import edgetwin`` staying light."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import edgetwin
+from edgetwin.cli import main
+from edgetwin.errors import InputError
+from edgetwin.workbench.results import DTYPES
+
+ROOT = Path(__file__).resolve().parents[1]
+JETSON = ROOT / "scenarios" / "prism_jetson.yaml"
+SMALL = ["sweeps=[{batch: [1, 8]}]"]  # a few configurations of the Jetson study
+
+
+def readme_python_example() -> str:
+    """The code block of the README's "Python API" section."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match is not None, "the README's Python API section has no python block"
+    return match.group(1)
+
+
+def csv_frame(folder: Path) -> pd.DataFrame:
+    """``results.csv`` read by pandas itself, with the dtypes the API documents."""
+    return pd.read_csv(folder / "results.csv", dtype=DTYPES)
+
+
+@pytest.mark.timeout(120)
+def test_the_readme_example_runs_and_its_frame_is_results_csv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "scenarios").symlink_to(ROOT / "scenarios")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {}
+    exec(readme_python_example(), namespace)
+    frame = namespace["frame"]
+    assert isinstance(frame, pd.DataFrame)
+    header = (tmp_path / "out" / "api" / "results.csv").read_text().splitlines()[0]
+    assert list(frame.columns) == header.split(",")
+    assert {c: str(t) for c, t in frame.dtypes.items()} == {c: DTYPES[c] for c in frame.columns}
+    assert str(frame.dtypes["strategy"]) == "string" and str(frame.dtypes["segments"]) == "Int64"
+    # the same values as the CSV (to its 7 significant digits), read back either way
+    on_disk = csv_frame(tmp_path / "out" / "api")
+    pd.testing.assert_frame_equal(frame, on_disk, check_exact=False, rtol=1e-6)
+    again = namespace["again"]
+    assert isinstance(again, edgetwin.Results)
+    pd.testing.assert_frame_equal(again.to_pandas(), on_disk)
+    assert len(frame) == 65  # prism_jetson: 65 configurations, one repetition
+    slow = namespace["slow"]
+    assert isinstance(slow, edgetwin.Results)
+    at_400 = frame[frame["bandwidth_mbps"] == 400]
+    both = slow.to_pandas().merge(at_400, on=["strategy", "cr", "batch"], suffixes=("", "_400"))
+    split = both[both["strategy"] != "single"]
+    assert len(split) == 12  # voltage and prism at 3 CRs, at 3 batch sizes
+    assert (split["total_ms"] > split["total_ms_400"]).all()  # the what-if at 100 Mbps is slower
+
+
+@pytest.mark.timeout(120)
+def test_the_cli_writes_what_the_api_writes(tmp_path: Path) -> None:
+    code = main(["run", str(JETSON), "--out", str(tmp_path / "cli"), "--quiet", "--seed", "3"])
+    assert code == 0
+    results = edgetwin.run(JETSON, mode=None, seed=3, out=tmp_path / "api")
+    for name in ("results.csv", "scenario.resolved.yaml", "reference.csv"):
+        assert (tmp_path / "cli" / name).read_bytes() == (tmp_path / "api" / name).read_bytes()
+    assert (tmp_path / "api" / "report.html").is_file()
+    assert results.scenario is not None and results.scenario.seed == 3
+    assert results.provenance is None  # no provenance.json in this folder
+
+
+@pytest.mark.timeout(120)
+def test_a_loaded_scenario_runs_from_another_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scenario = edgetwin.load_scenario(JETSON, SMALL)
+    assert scenario.reference is not None and Path(scenario.reference).is_absolute()
+    assert scenario.devices[0].profile == "jetson_orin_nano"  # a shipped name stays a name
+    monkeypatch.chdir(tmp_path)
+    from_object = edgetwin.run(scenario, overrides=["network.bandwidth_mbps=200"])
+    from_file = edgetwin.run(JETSON, overrides=[*SMALL, "network.bandwidth_mbps=200"])
+    assert from_object.rows == from_file.rows
+    assert from_object.reference == from_file.reference
+    assert {r.bandwidth_mbps for r in from_object.rows} == {200.0}
+
+
+@pytest.mark.timeout(120)
+def test_parquet_instead_of_or_beside_the_csv(tmp_path: Path) -> None:
+    code = main(
+        [
+            "run",
+            str(JETSON),
+            "--out",
+            str(tmp_path / "pq"),
+            "--quiet",
+            "--format",
+            "parquet",
+            "--set",
+            SMALL[0],
+        ]
+    )
+    assert code == 0
+    assert not (tmp_path / "pq" / "results.csv").exists()
+    assert (tmp_path / "pq" / "report.html").is_file()
+    results = edgetwin.run(JETSON, overrides=SMALL, out=tmp_path / "both", format="both")
+    assert (tmp_path / "both" / "results.csv").is_file()
+    from_parquet = edgetwin.load_results(tmp_path / "pq")
+    assert from_parquet.rows == results.rows  # full precision, every type back
+    pd.testing.assert_frame_equal(from_parquet.to_pandas(), results.to_pandas())
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "both" / "results.parquet"), results.to_pandas()
+    )
+
+
+@pytest.mark.timeout(120)
+def test_a_crowd_run_has_its_columns_typed(tmp_path: Path) -> None:
+    results = edgetwin.run(ROOT / "scenarios" / "crowdio_android.yaml", out=tmp_path / "c")
+    frame = results.to_pandas()
+    header = (tmp_path / "c" / "results.csv").read_text().splitlines()[0].split(",")
+    assert list(frame.columns) == header
+    assert "cold_loads" in header and str(frame.dtypes["cold_loads"]) == "Int64"
+    assert str(frame.dtypes["scheduler"]) == "string"
+    pd.testing.assert_frame_equal(frame, csv_frame(tmp_path / "c"), check_exact=False, rtol=1e-6)
+
+
+@pytest.mark.timeout(120)
+def test_write_and_load_results_keep_provenance_and_scenario(tmp_path: Path) -> None:
+    results = edgetwin.run(JETSON, overrides=SMALL)
+    out = results.write(tmp_path / "w")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "reference.csv",
+        "report.html",
+        "results.csv",
+        "scenario.resolved.yaml",
+    ]
+    assert edgetwin.load_results(out).provenance is None
+    record = {
+        "edgetwin_version": "0.1.0",
+        "git_commit": None,
+        "command": "x",
+        "seed": 0,
+        "inputs": {"a.yaml": "0" * 64},
+    }
+    (out / "provenance.json").write_text(json.dumps(record))
+    loaded = edgetwin.load_results(out)
+    assert loaded.provenance == record
+    assert loaded.scenario == results.scenario
+    (out / "provenance.json").write_text("[1, 2")
+    with pytest.raises(InputError, match=r"provenance\.json"):
+        edgetwin.load_results(out)
+
+
+def test_progress_is_told_the_total_and_advanced_once_per_run() -> None:
+    seen: list[object] = []
+
+    @contextmanager
+    def progress(label: str, total: int) -> Iterator[Callable[[], None]]:
+        advanced = []
+        seen.append((label, total))
+        yield lambda: advanced.append(1)
+        seen.append(len(advanced))
+
+    results = edgetwin.run(JETSON, overrides=SMALL, progress=progress)
+    assert seen == [("twin prism_jetson", len(results.rows)), len(results.rows)]
+
+
+def test_bad_input_names_the_field_and_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"network\.bandwidth_mbps"):
+        edgetwin.run(JETSON, overrides=["network.bandwidth_mbps=-1"], out=tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(InputError, match=r"results\.csv"):
+        edgetwin.load_results(tmp_path)
+
+
+def test_import_edgetwin_stays_light() -> None:
+    """The API is imported on first use: a worker's ``import edgetwin`` pulls nothing."""
+    script = (
+        "import sys, edgetwin\n"
+        "heavy = [m for m in ('edgetwin.workbench', 'pandas', 'simpy') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "assert edgetwin.run.__module__ == 'edgetwin.workbench.running'\n"
+        "assert 'edgetwin.workbench' in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
+        _ = edgetwin.nonesuch  # type: ignore[attr-defined]

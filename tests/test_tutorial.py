@@ -1,0 +1,53 @@
+"""docs/tutorial.ipynb executes from top to bottom (nbclient, a kernel of the interpreter
+running the tests: the venv's, with ipykernel), so it never rots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from ipykernel.kernelspec import write_kernel_spec
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "docs" / "tutorial.ipynb"
+
+
+def text_of(cell: nbformat.NotebookNode) -> str:
+    """What a code cell printed or returned, as plain text."""
+    parts = []
+    for output in cell.get("outputs", []):
+        parts.append(output.get("text", ""))
+        parts.append(output.get("data", {}).get("text/plain", ""))
+    return "".join(parts)
+
+
+def test_the_notebook_is_kept_without_outputs() -> None:
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert code and all(not c.outputs and c.execution_count is None for c in code)
+
+
+@pytest.mark.timeout(600)
+def test_the_tutorial_runs_from_top_to_bottom(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    monkeypatch.setenv("EDGETWIN_TUTORIAL_OUT", str(tmp_path))  # the kernel inherits it
+    # a kernel of this interpreter, whatever else the machine has registered as python3
+    write_kernel_spec(tmp_path / "jupyter" / "kernels" / "edgetwin-test")
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    client = NotebookClient(
+        notebook,
+        timeout=300,  # per cell
+        kernel_name="edgetwin-test",
+        resources={"metadata": {"path": str(NOTEBOOK.parent)}},  # run from docs/, as Jupyter
+    )
+    client.execute()
+    assert (tmp_path / "jetson" / "results.csv").is_file()
+    assert (tmp_path / "jetson" / "report.html").is_file()
+    assert (tmp_path / "jetson_refit.yaml").is_file()
+    outputs = [text_of(c) for c in notebook.cells if c.cell_type == "code"]
+    assert "total_ms" in outputs[-3]  # the calibration's median errors
+    assert "'single, -'" in outputs[-1] and "'prism, CR 9.85'" in outputs[-1]  # traces; the CR used
