@@ -13,6 +13,7 @@ from typing import TypedDict
 from edgetwin.errors import InputError, shown
 from edgetwin.provenance import note_read
 from edgetwin.results import ResultRow, parse_number, row_key
+from edgetwin.schema import read_yaml_mapping
 
 METRICS: tuple[str, ...] = ("total_ms", "compute_ms", "staging_ms", "comm_ms", "energy_j")
 KEY_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps")  # what row_key joins on
@@ -147,3 +148,55 @@ def _check_reference_row(
             parse_number(record.get(metric))
     except (TypeError, ValueError):
         raise InputError(named_by, field, f"{where}: a key or metric is not a number") from None
+
+
+def run_devices(folder: Path) -> str | None:
+    """What a run folder's numbers come from, as read from its ``scenario.resolved.yaml``:
+    ``profile jetson_orin_nano`` for a twin run, ``this machine (mode emu)`` for a real
+    one; None without that file."""
+    resolved = folder / "scenario.resolved.yaml"
+    if not resolved.is_file():
+        return None
+    try:
+        raw = read_yaml_mapping(resolved)
+    except InputError:
+        return None
+    mode = raw.get("mode", "twin")
+    if mode != "twin":
+        return f"this machine (mode {mode})"
+    crowd = raw.get("crowd")
+    classes = crowd.get("fleet", []) if isinstance(crowd, dict) else raw.get("devices", [])
+    refs = [c.get("profile") for c in classes if isinstance(c, dict)]
+    names = sorted({_profile_name(ref, folder) for ref in refs})
+    return "profile " + ", ".join(names)
+
+
+def _profile_name(ref: object, folder: Path) -> str:
+    """A profile's name: inline, shipped, or read from the file a path names."""
+    if isinstance(ref, dict):
+        return str(ref.get("name", "inline"))
+    text = str(ref)
+    path = Path(text) if Path(text).is_absolute() else folder / text
+    if text.endswith((".yaml", ".yml")) and path.is_file():
+        try:
+            return str(read_yaml_mapping(path).get("name", text))
+        except InputError:
+            return text
+    return text
+
+
+def devices_warning(predicted: Path, measured: Path) -> str | None:
+    """A warning when two run folders come from different devices (a Jetson profile
+    against this machine), so their errors mix model error with the device difference;
+    a profile calibrated on a machine (``machine_*``) counts as that machine."""
+    sides = [run_devices(predicted), run_devices(measured)]
+    if None in sides or sides[0] == sides[1]:
+        return None
+    real = [s is not None and s.startswith("this machine") for s in sides]
+    calibrated = [s is not None and s.startswith("profile machine_") for s in sides]
+    if (real[0] and calibrated[1]) or (real[1] and calibrated[0]):
+        return None
+    return (
+        f"{predicted} ran on {sides[0]} but {measured} on {sides[1]}: the errors include "
+        "the difference between the devices"
+    )

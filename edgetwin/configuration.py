@@ -13,14 +13,19 @@ from edgetwin.scenario import Configuration, Scenario
 
 
 def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | None, float | None]:
-    """Segments L and compression ratio CR of a configuration (strategies taking them)."""
+    """Segments L a configuration runs with and the compression ratio CR = N / (L P) that
+    L gives (strategies taking them). A requested CR is resolved to the nearest whole L,
+    so the CR used can differ from it: BERT-base's 128 tokens on 2 devices at CR 9.9 run
+    with 6 segments, CR 10.67."""
     tokens = scenario.model.tokens
     if not registry.strategy(config.strategy).params:
         return None, None
     if config.segments is not None:
-        return config.segments, round(tokens / (config.segments * config.devices), 2)
-    assert config.cr is not None
-    return segments_for_cr(tokens, config.devices, config.cr), config.cr
+        segments = config.segments
+    else:
+        assert config.cr is not None
+        segments = segments_for_cr(tokens, config.devices, config.cr)
+    return segments, round(tokens / (segments * config.devices), 2)
 
 
 def configuration_columns(scenario: Scenario, config: Configuration) -> dict[str, Any]:

@@ -214,8 +214,12 @@ def test_map_round_trips_through_json(tmp_path: Path, twin_map: PerformanceMap) 
 
 def _assert_same_grids(a: PerformanceMap, b: PerformanceMap) -> None:
     assert (a.tokens, a.batches, a.bandwidths_mbps) == (b.tokens, b.batches, b.bandwidths_mbps)
-    for x, y in zip(a.candidates, b.candidates, strict=True):
-        assert x.label == y.label
+    for x, y in zip(a.candidates, b.candidates, strict=True):  # the same deployments
+        assert (x.strategy, x.devices, x.segments(a.tokens[0])) == (
+            y.strategy,
+            y.devices,
+            y.segments(b.tokens[0]),
+        )
         assert np.array(x.latency_ms) == pytest.approx(np.array(y.latency_ms), rel=1e-6)
 
 
@@ -226,7 +230,9 @@ def test_map_from_a_results_table_matches_the_twin(
     rows = [o.row for o in run_scenario(scenario, build_fleet(scenario, SCENARIO))]
     table = tmp_path / "results.csv"
     write_results(table, rows)  # no tokens column: the rows ran at the given length
-    _assert_same_grids(map_from_table(table, 197), twin_map)
+    table_map = map_from_table(table, 197)
+    _assert_same_grids(table_map, twin_map)
+    assert "prism cr 9.85 x2" in {c.label for c in table_map.candidates}  # the CR used
     write_results(table, [r for r in rows if not (r.strategy == "voltage" and r.batch == 8)])
     with pytest.raises(InputError, match="no row at tokens 197, batch 8") as exc:
         map_from_table(table, 197)

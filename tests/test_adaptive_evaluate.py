@@ -194,10 +194,13 @@ def _twin_latency_ms(overrides: list[str]) -> dict[tuple[int, float, str], float
     """The adaptive_devices scenario run directly in the twin: (batch, bw, label) -> ms."""
     path = REPO / "scenarios" / "adaptive_devices.yaml"
     scenario = load_scenario(path, overrides)
-    rows = [o.row for o in run_scenario(scenario, build_fleet(scenario, path))]
-    return {
-        (r.batch, r.bandwidth_mbps, candidate_label(r.strategy, r.devices, r.cr)): r.total_ms
-        for r in rows
+    outcomes = run_scenario(scenario, build_fleet(scenario, path))
+    return {  # a candidate is named by the CR requested (the row's cr is the one used)
+        (o.row.batch, o.row.bandwidth_mbps, candidate_label(o.row.strategy, o.row.devices, cr)): (
+            o.row.total_ms
+        )
+        for o in outcomes
+        for cr in [o.config.cr if o.config.cr is not None else o.row.cr]
     }
 
 

@@ -50,4 +50,4 @@ def test_the_tutorial_runs_from_top_to_bottom(
     assert (tmp_path / "jetson_refit.yaml").is_file()
     outputs = [text_of(c) for c in notebook.cells if c.cell_type == "code"]
     assert "total_ms" in outputs[-3]  # the calibration's median errors
-    assert "'single, -'" in outputs[-1] and "'prism, CR 9.9'" in outputs[-1]  # fig's traces
+    assert "'single, -'" in outputs[-1] and "'prism, CR 9.85'" in outputs[-1]  # traces; the CR used

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from edgetwin.configuration import resolve_segments
 from edgetwin.emu.local import check_runnable, run_local
 from edgetwin.errors import InputError
 from edgetwin.models import registry
@@ -47,7 +48,7 @@ def test_smoke_scenario_is_vit_b16_cut_to_two_blocks(smoke: Scenario) -> None:
 def test_one_row_per_configuration_and_rep(smoke: Scenario, smoke_rows: list[ResultRow]) -> None:
     keys = [(r.strategy, r.devices, r.bandwidth_mbps, r.cr, r.rep) for r in smoke_rows]
     expected = [
-        (c.strategy, c.devices, c.bandwidth_mbps, c.cr, rep)
+        (c.strategy, c.devices, c.bandwidth_mbps, resolve_segments(smoke, c)[1], rep)
         for c in configurations(smoke)
         for rep in range(smoke.repetitions)
     ]
@@ -96,7 +97,7 @@ def test_comparison_with_single_device(smoke_rows: list[ResultRow]) -> None:
     assert voltage.max_abs_diff_vs_single is not None and voltage.max_abs_diff_vs_single < 1e-4
     assert voltage.top1_agreement_vs_single == 1.0
     prism = by_strategy["prism"]
-    assert prism.segments == 10 and prism.cr == 9.9
+    assert prism.segments == 10 and prism.cr == 9.85  # the CR 10 segments give
     assert prism.max_abs_diff_vs_single is not None and prism.max_abs_diff_vs_single >= 0
     assert prism.top1_agreement_vs_single is not None
     assert 0 <= prism.top1_agreement_vs_single <= 1
@@ -109,7 +110,7 @@ def test_comparison_with_single_device(smoke_rows: list[ResultRow]) -> None:
 @pytest.mark.parametrize(
     ("override", "field", "problem"),
     [
-        ({"model": {"preset": "bert_base"}}, "model", "local mode runs a ViT"),
+        ({"model": {"preset": "bert_base"}}, "model", "runs in the twin: use --mode twin"),
         (
             {"model": {"preset": "vit_b16", "bytes_per_element": 2}},
             "model.bytes_per_element",

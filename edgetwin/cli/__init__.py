@@ -1,8 +1,9 @@
 """Command line: ``edgetwin run | report | calibrate | calibrate-machine | validate``,
-``evaluate``, ``evaluate-affinity``, ``plan``, ``compare`` and ``emu-cleanup``.
+``evaluate``, ``evaluate-affinity``, ``plan``, ``compare``, ``init`` and ``emu-cleanup``.
 
 Bad input exits with status 2 and one message naming the file and field;
-nothing half-written is left in the output folder.
+nothing half-written is left in the output folder. ``--help`` is ``_DESCRIPTION`` and
+each subcommand's help and example (plain text).
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
 from edgetwin.calibration.fit_android import (
     fit_android_profiles,
     is_android_spec,
@@ -26,9 +25,17 @@ from edgetwin.calibration.fit_emu import calibrate_from_emu, calibrate_machine_f
 from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_table
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
+from edgetwin.cli.init import add_init_arguments, init_command
 from edgetwin.cli.inputs import add_check_argument, add_force_argument, report_checked
+from edgetwin.cli.kinds import Kind, check_kind
 from edgetwin.cli.plan import add_plan_arguments, plan_command
-from edgetwin.comparison import check_reference, compare_to_reference, write_comparison_csv
+from edgetwin.cli.progress import progress
+from edgetwin.comparison import (
+    check_reference,
+    compare_to_reference,
+    devices_warning,
+    write_comparison_csv,
+)
 from edgetwin.errors import InputError, RunFailed, shown
 from edgetwin.evaluate.adaptive import evaluate, load_eval_inputs
 from edgetwin.evaluate.affinity import evaluate_affinity, load_affinity_settings
@@ -46,6 +53,13 @@ from edgetwin.workbench.inputs import load_run_inputs
 from edgetwin.workbench.output import output_folder as _output_folder
 from edgetwin.workbench.results import FORMATS
 
+_DESCRIPTION = """\
+A digital twin and an emulator for splitting Transformers across edge devices.
+Every command reads one file (a scenario, an evaluation, a plan question or a
+calibration spec) and writes an output folder. Start from a template with
+edgetwin init scenario, then edgetwin run scenario.yaml --out out/first.
+Bad input exits with status 2 and one line naming the file and the field."""
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
@@ -53,6 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.command = ["edgetwin", *(sys.argv[1:] if argv is None else argv)]
     try:
         with recording_reads() as args.reads:  # every file the command reads: its SHA-256
+            expected: Kind | None = getattr(args, "input_kind", None)
+            if expected is not None:
+                check_kind(getattr(args, args.input_arg), expected)
             return int(args.handler(args))
     except InputError as exc:
         print(f"edgetwin: error: {exc.message}", file=sys.stderr)
@@ -69,13 +86,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help_text: str,
+    example: str,
+) -> argparse.ArgumentParser:
+    """A subcommand with plain-text help and one example."""
+    return commands.add_parser(
+        name,
+        help=help_text,
+        description=help_text[0].upper() + help_text[1:] + ".",
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="edgetwin", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="edgetwin",
+        description=_DESCRIPTION,
+        epilog="example:\n  edgetwin run scenarios/prism_jetson.yaml --out out/prism_jetson",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"edgetwin {edgetwin_version()}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    run = commands.add_parser("run", help="run a scenario and write results, report, scenario")
-    run.add_argument("scenario", type=Path)
+    run = _command(
+        commands,
+        "run",
+        "run a scenario and write results.csv, report.html and scenario.resolved.yaml",
+        "edgetwin run scenarios/prism_jetson.yaml --out out/twin",
+    )
+    run.add_argument("scenario", type=Path, help="scenario file (YAML), e.g. scenarios/*.yaml")
     run.add_argument("--out", type=Path, required=True, help="output folder")
     run.add_argument("--seed", type=int, help="override the scenario's seed")
     run.add_argument(
@@ -88,17 +131,27 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--mode", choices=["twin", "emu", "local"], help="override the scenario's mode"
     )
-    run.add_argument("--trace", action="store_true", help="also write trace.json (Chrome trace)")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--trace",
+        action="store_true",
+        help="also write the runs' timelines: trace.json (Chrome trace) for a twin run, "
+        "timeline.json (the crowd twin's event records) for a crowd run in the twin, "
+        "traces/ (a PyTorch profiler Chrome trace per rank and configuration) for a "
+        "local run; an emulator run writes none",
+    )
+    run.add_argument("--quiet", action="store_true", help="no progress")
     run.add_argument(
         "--format", choices=FORMATS, default="csv", help="results.csv, results.parquet or both"
     )
     add_check_argument(run)
     add_force_argument(run)
-    run.set_defaults(handler=_run)
+    run.set_defaults(handler=_run, input_kind="scenario", input_arg="scenario")
 
-    compare = commands.add_parser(
-        "compare", help="one run's results vs another's (e.g. twin vs emulator), point by point"
+    compare = _command(
+        commands,
+        "compare",
+        "one run's results vs another's (e.g. twin vs emulator), point by point",
+        "edgetwin compare out/twin out/emu --out out/twin_vs_emu",
     )
     compare.add_argument("predicted", type=Path, help="run folder taken as the prediction")
     compare.add_argument("measured", type=Path, help="run folder taken as the measurement")
@@ -106,18 +159,30 @@ def _parser() -> argparse.ArgumentParser:
     add_force_argument(compare)
     compare.set_defaults(handler=_compare)
 
-    report = commands.add_parser("report", help="(re)write DIR/report.html from DIR/results.csv")
-    report.add_argument("dir", type=Path)
+    report = _command(
+        commands,
+        "report",
+        "(re)write DIR/report.html from DIR/results.csv",
+        "edgetwin report out/prism_jetson",
+    )
+    report.add_argument("dir", type=Path, help="a run's output folder (holds results.csv)")
     report.set_defaults(handler=_report)
 
-    calibrate = commands.add_parser("calibrate", help="fit a device profile to a measured table")
+    calibrate = _command(
+        commands,
+        "calibrate",
+        "fit a device profile to a measured table or traces",
+        "edgetwin calibrate out/machine/spec.yaml --out out/machine/refit.yaml",
+    )
     calibrate.add_argument("spec", type=Path, help="calibration spec (YAML)")
     calibrate.add_argument("--out", type=Path, required=True, help="profile file to write")
     calibrate.set_defaults(handler=_calibrate)
 
-    machine = commands.add_parser(
+    machine = _command(
+        commands,
         "calibrate-machine",
-        help="profile this machine: run the real code paths, write traces, fit a profile",
+        "profile this machine: run the real code paths, write traces, fit a profile",
+        "edgetwin calibrate-machine --quick --out out/machine",
     )
     machine.add_argument("--out", type=Path, required=True, help="output folder")
     machine.add_argument("--quick", action="store_true", help="a small model, a few seconds")
@@ -125,14 +190,16 @@ def _parser() -> argparse.ArgumentParser:
         "--emu",
         type=Path,
         metavar="RUN_DIR",
-        help="fit from this `edgetwin run --mode emu` folder instead of measuring",
+        help="fit from this 'edgetwin run --mode emu' folder instead of measuring",
     )
     add_force_argument(machine)
     machine.set_defaults(handler=_calibrate_machine)
 
-    evaluate = commands.add_parser(
+    evaluate = _command(
+        commands,
         "evaluate",
-        help="profile a performance map, score the deployment policies at held-out conditions",
+        "profile a performance map, score the deployment policies at held-out conditions",
+        "edgetwin evaluate scenarios/adaptive_prism.eval.yaml --out out/adaptive",
     )
     evaluate.add_argument("spec", type=Path, help="evaluation file (YAML), e.g. *.eval.yaml")
     evaluate.add_argument("--out", type=Path, required=True, help="output folder")
@@ -145,28 +212,38 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_check_argument(evaluate)
     add_force_argument(evaluate)
-    evaluate.set_defaults(handler=_evaluate)
+    evaluate.set_defaults(handler=_evaluate, input_kind="evaluation", input_arg="spec")
 
-    plan = commands.add_parser(
-        "plan", help="answer a what-if question (QUESTION.yaml) with a sweep in the twin"
+    plan = _command(
+        commands,
+        "plan",
+        "answer a what-if question (QUESTION.yaml) with a sweep in the twin",
+        "edgetwin plan scenarios/plan_fleet.plan.yaml --out out/plan_fleet",
     )
     add_plan_arguments(plan)
-    plan.set_defaults(handler=plan_command)
+    plan.set_defaults(handler=plan_command, input_kind="plan", input_arg="question")
 
-    affinity = commands.add_parser(
-        "evaluate-affinity", help="crowd schedulers vs the offline optimum on small instances"
+    affinity = _command(
+        commands,
+        "evaluate-affinity",
+        "crowd schedulers vs the offline optimum on small instances",
+        "edgetwin evaluate-affinity scenarios/affinity_small.eval.yaml --out out/affinity",
     )
     affinity.add_argument("spec", type=Path, help="evaluation file, e.g. *.eval.yaml")
     affinity.add_argument("--out", type=Path, required=True, help="output folder")
     affinity.add_argument(
         "--mode", choices=["twin", "emu"], help="overrides the file's mode (emu: Mininet, root)"
     )
+    affinity.add_argument("--quiet", action="store_true", help="no progress")
     add_check_argument(affinity)
     add_force_argument(affinity)
-    affinity.set_defaults(handler=_evaluate_affinity)
+    affinity.set_defaults(handler=_evaluate_affinity, input_kind="affinity", input_arg="spec")
 
-    validate = commands.add_parser(
-        "validate", help="leave-one-batch-out: refit without each batch and predict it"
+    validate = _command(
+        commands,
+        "validate",
+        "leave-one-batch-out: refit without each batch and predict it",
+        "edgetwin validate out/machine/spec.yaml --out out/validation",
     )
     validate.add_argument("spec", type=Path, help="calibration spec (YAML)")
     validate.add_argument("--out", type=Path, required=True, help="output folder")
@@ -179,8 +256,20 @@ def _parser() -> argparse.ArgumentParser:
     add_force_argument(validate)
     validate.set_defaults(handler=_validate)
 
-    cleanup = commands.add_parser(
-        "emu-cleanup", help="remove what a crashed emulator run left (processes, links, folders)"
+    init = _command(
+        commands,
+        "init",
+        "write a commented file to start from: a scenario, an evaluation or a plan question",
+        "edgetwin init scenario my_scenario.yaml",
+    )
+    add_init_arguments(init)
+    init.set_defaults(handler=init_command)
+
+    cleanup = _command(
+        commands,
+        "emu-cleanup",
+        "remove what a crashed emulator run left (processes, links, folders)",
+        "sudo edgetwin emu-cleanup",
     )
     cleanup.set_defaults(handler=_emu_cleanup)
     return parser
@@ -201,7 +290,7 @@ def _run(args: argparse.Namespace) -> int:
         command=args.command,
         trace=args.trace,
         format=args.format,
-        progress=lambda label, total: _progress(label, total, args.quiet),
+        progress=lambda label, total: progress(label, total, args.quiet),
     )
     rows = results.rows
     for warning in results.warnings:
@@ -233,20 +322,6 @@ def _emu_cleanup(_args: argparse.Namespace) -> int:
     return 0
 
 
-@contextmanager
-def _progress(label: str, total: int, quiet: bool) -> Iterator[Callable[[], None]]:
-    """A progress bar over ``total`` runs; yields the advance callback."""
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, transient=True, disable=quiet) as progress:
-        task = progress.add_task(label, total=total)
-        yield lambda: progress.advance(task)
-
-
 def _compare(args: argparse.Namespace) -> int:
     """Join two runs on the configuration; error of the first relative to the second."""
     for folder in (args.predicted, args.measured):
@@ -256,6 +331,9 @@ def _compare(args: argparse.Namespace) -> int:
     check_reference(args.measured / "results.csv", args.measured / "results.csv", None)
     measured = read_table(args.measured / "results.csv")
     comparison = compare_to_reference(predicted, measured)
+    warning = devices_warning(args.predicted, args.measured)
+    if warning is not None:
+        print(f"edgetwin: warning: {warning}", file=sys.stderr)
     if not comparison.points:
         raise InputError(args.measured / "results.csv", None, "no configuration in common")
     for metric, median in comparison.median_abs_error_pct.items():
@@ -370,8 +448,10 @@ def _evaluate_affinity(args: argparse.Namespace) -> int:
         return report_checked(args.spec)
     seeds = {scenario.seed for scenario, _ in scenarios}
     seed = seeds.pop() if len(seeds) == 1 else None  # None: the instances differ
+    label = f"evaluate-affinity {args.spec.name} ({settings.mode}), instances"
     with _output_folder(args.out, args.force) as staging:
-        result = evaluate_affinity(settings, scenarios)
+        with progress(label, len(scenarios), args.quiet) as advance:
+            result = evaluate_affinity(settings, scenarios, advance)
         write_affinity_report(staging, result)
         write_provenance(staging, command=args.command, seed=seed, inputs=args.reads)
     for instance in result.instances:

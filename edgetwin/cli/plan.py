@@ -10,10 +10,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
 from edgetwin.atomic import check_out_folder, publish_folder
 from edgetwin.cli.inputs import add_check_argument, add_force_argument, report_checked
+from edgetwin.cli.progress import progress
 from edgetwin.errors import InputError
 from edgetwin.plan.answers import describe
 from edgetwin.plan.executors import DaskExecutor, Executor, PoolExecutor, SerialExecutor
@@ -40,7 +39,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a question field, e.g. --set question.target_p95_ms=150",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true", help="no progress")
     add_check_argument(parser)
     add_force_argument(parser)
 
@@ -82,21 +81,12 @@ def plan_command(args: argparse.Namespace) -> int:
         return report_checked(args.question)
     executor = executor_for(args.workers, args.scheduler)
     total = payload_for(loaded).units()
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-    )
     seed = loaded.scenario.seed
     with (
         plan_folder(args.out, args.force) as folder,
-        Progress(*columns, transient=True, disable=args.quiet) as progress,
+        progress(f"plan {loaded.question.name}", total, args.quiet) as advance,
     ):
-        task = progress.add_task(f"plan {loaded.question.name}", total=total)
-        outcome = run_plan(
-            loaded, folder, executor, write_plan_report, lambda: progress.advance(task)
-        )
+        outcome = run_plan(loaded, folder, executor, write_plan_report, advance)
         write_provenance(folder, command=args.command, seed=seed, inputs=args.reads)
     for line in describe(outcome.answer):
         print(line)

@@ -50,7 +50,11 @@ def check_runnable(scenario: Scenario, path: Path | None = None) -> None:
     try:
         image_side(scenario.model)
     except ValueError as exc:
-        raise InputError(path, "model", f"local mode runs a ViT: {exc}") from None
+        problem = (
+            f"mode '{scenario.mode}' runs real code for a ViT only (or a crowd scenario's "
+            f"ONNX stages); this model runs in the twin: use --mode twin ({exc})"
+        )
+        raise InputError(path, "model", problem) from None
     if scenario.model.bytes_per_element != ELEMENT_BYTES:
         problem = f"local mode runs fp32 ({ELEMENT_BYTES} bytes per element)"
         raise InputError(path, "model.bytes_per_element", problem)

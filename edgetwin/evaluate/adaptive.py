@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -249,6 +249,8 @@ def evaluate(
     )
     held_out = settings.held_out
     rows = rows_at_tokens(scenario, scenario_path, held_out.sweep(), held_out.tokens)
+    if map_table is not None:
+        rows = [_named_as_in_map(row, perf_map) for row in rows]
     objective = settings.objective_spec
     policies = {name: make_policy(name, perf_map, objective) for name in settings.policies}
     truth = _truth_by_condition(rows, held_out.devices)
@@ -327,6 +329,20 @@ def _truth_by_condition(
         for up in devices_up
     }
     return dict(sorted(truth.items()))
+
+
+def _named_as_in_map(row: ResultRow, perf_map: PerformanceMap) -> ResultRow:
+    """A twin row named by the CR of the map's candidate that runs its segments: a table
+    names a candidate by the CR it ran (``edgetwin run``'s ``cr`` column: the one used),
+    the twin by the one requested."""
+    if row.cr is None or row.segments is None:
+        return row
+    tokens = row.tokens if row.tokens is not None else perf_map.tokens[0]
+    for candidate in perf_map.candidates:
+        same = (candidate.strategy, candidate.devices) == (row.strategy, row.devices)
+        if same and candidate.segments(tokens) == row.segments:
+            return replace(row, cr=candidate.cr)
+    return row
 
 
 def _key(row: ResultRow) -> CandidateKey:

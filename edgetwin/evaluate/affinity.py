@@ -11,6 +11,7 @@ emulator and the optimum's costs are measured in them
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -140,9 +141,12 @@ def _noiseless(setup: CrowdSetup) -> CrowdSetup:
 
 
 def evaluate_affinity(
-    settings: AffinitySettings, scenarios: list[tuple[Scenario, Path]]
+    settings: AffinitySettings,
+    scenarios: list[tuple[Scenario, Path]],
+    on_instance: Callable[[], None] | None = None,
 ) -> AffinityEvaluation:
-    """Run every scheduler on every instance (twin or emulator) and find each optimum."""
+    """Run every scheduler on every instance (twin or emulator) and find each optimum;
+    ``on_instance`` is called after each instance."""
     results = []
     for spec, (scenario, path) in zip(settings.instances, scenarios, strict=True):
         if settings.mode == "emu":
@@ -151,6 +155,8 @@ def evaluate_affinity(
             results += evaluate_instance_emu(spec.name, scenario, path, settings.node_limit)
         else:
             results += _evaluate_instance_twin(spec.name, scenario, path, settings)
+        if on_instance is not None:
+            on_instance()
     return AffinityEvaluation(settings, tuple(results))
 
 

@@ -9,21 +9,28 @@ from pathlib import Path
 from edgetwin.policies.perf_map import PerformanceMap, map_from_rows
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, SweepSpec
-from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.sim.runner import RunOutcome, build_fleet, run_scenario
 
 
 def rows_at_tokens(
     scenario: Scenario, scenario_path: Path | None, sweep: SweepSpec, tokens: Sequence[int]
 ) -> list[ResultRow]:
     """Run ``sweep`` in the twin once per sequence length (the scenario's model with that
-    many tokens); every row carries its ``tokens``. Empty ``tokens``: the model's own."""
+    many tokens); every row carries its ``tokens`` and the CR requested (not the one its
+    segments give at that length). Empty ``tokens``: the model's own."""
     fleet = build_fleet(scenario, scenario_path)
     rows = []
     for count in tokens or (scenario.model.tokens,):
         model = scenario.model.model_copy(update={"tokens": count})
         at = scenario.model_copy(update={"model": model, "sweeps": (sweep,)})
-        rows += [replace(o.row, tokens=count) for o in run_scenario(at, fleet)]
+        rows += [replace(o.row, tokens=count, cr=_named_cr(o)) for o in run_scenario(at, fleet)]
     return rows
+
+
+def _named_cr(outcome: RunOutcome) -> float | None:
+    """The CR a candidate is named by: the one requested (the same at every sequence
+    length), else the one its segments give."""
+    return outcome.row.cr if outcome.config.cr is None else outcome.config.cr
 
 
 def profile_twin(

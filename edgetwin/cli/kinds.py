@@ -1,0 +1,72 @@
+"""What kind of input file a path holds (scenario, evaluation, plan question), decided from
+its top-level keys and then its suffix, and the command each kind belongs to.
+
+Every command that reads one of these files checks its kind first, so that a file given
+to the wrong command is one line naming the right one, not a missing-field error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from edgetwin.errors import InputError
+from edgetwin.schema import read_yaml_mapping
+
+Kind = Literal["scenario", "evaluation", "affinity", "plan"]
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """How a kind is named in a message and the command that reads it."""
+
+    noun: str
+    command: str
+
+
+KINDS: dict[Kind, KindInfo] = {
+    "scenario": KindInfo("a scenario", "run"),
+    "evaluation": KindInfo("an evaluation of the adaptive policy", "evaluate"),
+    "affinity": KindInfo("an evaluation of crowd schedulers", "evaluate-affinity"),
+    "plan": KindInfo("a plan question", "plan"),
+}
+
+_SCENARIO_KEYS = frozenset({"strategies", "model", "devices", "network", "crowd", "sweeps"})
+
+
+def kind_of_mapping(raw: dict[str, Any], path: Path) -> Kind | None:
+    """The kind of a file's top-level mapping; its suffix decides when the keys do not;
+    None when neither does (the command's own loader then says what is wrong)."""
+    if "axes" in raw or "question" in raw:
+        return "plan"
+    if "instances" in raw or "schedulers" in raw:
+        return "affinity"
+    if "held_out" in raw or "map_table" in raw or "policies" in raw:
+        return "evaluation"
+    if "scenario" not in raw and raw.keys() & _SCENARIO_KEYS:
+        return "scenario"
+    name = path.name.lower()
+    if name.endswith((".plan.yaml", ".plan.yml")):
+        return "plan"
+    if name.endswith((".eval.yaml", ".eval.yml")):
+        return "evaluation"
+    return None
+
+
+def check_kind(path: Path, expected: Kind) -> None:
+    """An ``InputError`` naming the right command when ``path`` holds another kind of file;
+    a file that cannot be read is left to the command's loader."""
+    try:
+        raw = read_yaml_mapping(path)
+    except InputError:
+        return
+    found = kind_of_mapping(raw, path)
+    if found is None or found == expected:
+        return
+    info, wanted = KINDS[found], KINDS[expected]
+    problem = (
+        f"this is {info.noun}: use `edgetwin {info.command} {path}`"
+        f" (`edgetwin {wanted.command}` reads {wanted.noun})"
+    )
+    raise InputError(path, None, problem)

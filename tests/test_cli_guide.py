@@ -1,0 +1,285 @@
+"""A CLI that guides (issue 17): a file given to the wrong command names the right one,
+plain-text help with an example, ``init`` templates that load and run, a warning when a
+comparison crosses devices, ``--trace`` as documented, progress lines off a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgetwin.cli import _parser, main
+from edgetwin.cli.progress import progress
+from edgetwin.comparison import devices_warning, run_devices
+from edgetwin.evaluate.adaptive import load_eval_inputs
+from edgetwin.plan.questions import load_question
+from edgetwin.results import read_results
+from edgetwin.scenario import dump_resolved, load_scenario
+from edgetwin.workbench.inputs import load_run_inputs
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "scenarios"
+SMALL = """\
+name: small
+model: {preset: vit_b16}
+devices: [{name: jetson, profile: jetson_orin_nano, count: 2}]
+strategies: [{name: single}, {name: prism, cr: 9.9}]
+sweeps: [{batch: [1, 2]}]
+"""
+
+
+def _error_of(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """The one error line of a command that must exit 2."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("command", "file", "right"),
+    [
+        ("run", "adaptive_prism.eval.yaml", "evaluate"),
+        ("run", "affinity_small.eval.yaml", "evaluate-affinity"),
+        ("run", "plan_fleet.plan.yaml", "plan"),
+        ("evaluate", "prism_jetson.yaml", "run"),
+        ("evaluate", "affinity_small.eval.yaml", "evaluate-affinity"),
+        ("evaluate", "plan_crossover.plan.yaml", "plan"),
+        ("evaluate-affinity", "affinity_small.yaml", "run"),
+        ("evaluate-affinity", "adaptive_prism.eval.yaml", "evaluate"),
+        ("evaluate-affinity", "plan_crowd_capacity.plan.yaml", "plan"),
+        ("plan", "prism_jetson.yaml", "run"),
+        ("plan", "adaptive_devices.eval.yaml", "evaluate"),
+        ("plan", "affinity_small.eval.yaml", "evaluate-affinity"),
+    ],
+)
+def test_a_wrong_file_kind_names_its_command(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str, file: str, right: str
+) -> None:
+    path = SCENARIOS / file
+    err = _error_of(capsys, [command, str(path), "--out", str(tmp_path / "out")])
+    assert f"use `edgetwin {right} {path}`" in err
+    assert "missing" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_suffix_decides_when_the_keys_do_not(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "q.plan.yaml"
+    path.write_text("name: q\n")
+    assert "use `edgetwin plan" in _error_of(capsys, ["run", str(path), "--out", str(tmp_path)])
+
+
+@pytest.mark.timeout(60)
+def test_a_bert_scenario_in_the_emulator_says_to_use_the_twin(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = ["run", str(SCENARIOS / "prism_jetson.yaml"), "--out", str(tmp_path / "o")]
+    err = _error_of(capsys, [*argv, "--mode", "emu", "--set", "model={preset: bert_base}"])
+    assert "field 'model'" in err and "use --mode twin" in err
+    assert "local mode" not in err
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+@pytest.mark.parametrize("name", sorted(_subcommands()))
+def test_help_is_plain_text_with_an_example_and_described_arguments(name: str) -> None:
+    parser = _subcommands()[name]
+    text = parser.format_help()
+    assert "`" not in text
+    example = text.split("example:\n", 1)[1].strip()
+    assert example.startswith(("edgetwin " + name, "sudo edgetwin " + name))
+    for action in parser._actions:
+        if not action.option_strings:  # a positional argument
+            assert action.help, f"{name} {action.dest} has no description"
+
+
+def test_the_top_level_help_is_plain_text() -> None:
+    text = _parser().format_help()
+    assert "`" not in text and "example:" in text
+
+
+@pytest.mark.timeout(120)
+def test_init_writes_templates_that_load_and_the_scenario_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for kind in ("scenario", "eval", "plan"):
+        assert main(["init", kind]) == 0
+    assert "#" in Path("scenario.yaml").read_text()  # commented
+    load_run_inputs(Path("scenario.yaml"))
+    load_eval_inputs(Path("evaluation.eval.yaml"))
+    load_question(Path("question.plan.yaml"))
+    assert main(["run", "scenario.yaml", "--out", "out", "--quiet"]) == 0
+    assert Path("out/results.csv").read_text().count("\n") > 1
+    for argv in (["evaluate", "evaluation.eval.yaml"], ["plan", "question.plan.yaml"]):
+        assert main([*argv, "--out", "o", "--check"]) == 0
+
+
+def test_init_refuses_to_overwrite_unless_forced(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text("name: mine\n")
+    err = _error_of(capsys, ["init", "scenario", str(path)])
+    assert "--force" in err and path.read_text() == "name: mine\n"
+    assert main(["init", "scenario", str(path), "--force"]) == 0
+    assert load_scenario(path).name == "my_scenario"
+
+
+@pytest.mark.timeout(120)
+def test_compare_warns_when_the_sides_ran_on_different_devices(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL)
+    jetson, h200, again = tmp_path / "jetson", tmp_path / "h200", tmp_path / "again"
+    for out, profile in ((jetson, "jetson_orin_nano"), (h200, "h200_loopback"), (again, None)):
+        extra = [] if profile is None else ["--set", f"devices.0.profile={profile}"]
+        assert main(["run", str(scenario), "--out", str(out), "--quiet", *extra]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(jetson), str(h200)]) == 0
+    err = capsys.readouterr().err
+    assert "warning" in err and "jetson_orin_nano" in err and "h200_loopback" in err
+    assert main(["compare", str(jetson), str(again)]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_real_run_is_this_machine_and_a_machine_profile_matches_it(tmp_path: Path) -> None:
+    smoke = load_scenario(SCENARIOS / "emu_smoke.yaml")
+    real, twin, machine = tmp_path / "real", tmp_path / "twin", tmp_path / "machine"
+    for folder, scenario in (
+        (real, smoke),
+        (twin, smoke.model_copy(update={"mode": "twin"})),
+        (machine, load_scenario(SCENARIOS / "h200_loopback.yaml")),
+    ):
+        folder.mkdir()
+        (folder / "scenario.resolved.yaml").write_text(dump_resolved(scenario))
+    assert run_devices(real) == "this machine (mode local)"
+    assert run_devices(twin) == "profile jetson_orin_nano"
+    warning = devices_warning(twin, real)
+    assert warning is not None and "this machine (mode local)" in warning
+    resolved = machine / "scenario.resolved.yaml"
+    text = resolved.read_text().replace("profile: h200_loopback", "profile: machine_box")
+    resolved.write_text(text)
+    assert devices_warning(machine, real) is None
+    assert devices_warning(tmp_path / "no_run_here", real) is None
+
+
+def test_help_of_trace_names_what_each_kind_of_run_writes() -> None:
+    text = " ".join(_subcommands()["run"].format_help().split())
+    assert "trace.json (Chrome trace) for a twin run" in text
+    assert "timeline.json" in text and "for a crowd run in the twin" in text
+    assert "traces/" in text and "local run" in text
+
+
+@pytest.mark.timeout(120)
+def test_trace_writes_what_help_says_for_a_twin_and_a_crowd_run(tmp_path: Path) -> None:
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL)
+    twin, crowd = tmp_path / "twin", tmp_path / "crowd"
+    assert main(["run", str(scenario), "--out", str(twin), "--quiet", "--trace"]) == 0
+    assert (twin / "trace.json").is_file() and not (twin / "timeline.json").exists()
+    crowd_scenario = str(SCENARIOS / "affinity_small.yaml")
+    assert main(["run", crowd_scenario, "--out", str(crowd), "--quiet", "--trace"]) == 0
+    assert (crowd / "timeline.json").is_file() and not (crowd / "trace.json").exists()
+
+
+def test_progress_off_a_terminal_is_a_line_per_step() -> None:
+    stream = io.StringIO()
+    with progress("twin x", 3, quiet=False, stream=stream) as advance:
+        for _ in range(3):
+            advance()
+    assert stream.getvalue().splitlines() == ["twin x: 1/3", "twin x: 2/3", "twin x: 3/3"]
+    quiet = io.StringIO()
+    with progress("twin x", 3, quiet=True, stream=quiet) as advance:
+        advance()
+    assert quiet.getvalue() == ""
+
+
+@pytest.mark.timeout(120)
+def test_a_piped_run_prints_its_progress_to_stderr(tmp_path: Path) -> None:
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "edgetwin", "run", str(scenario), "--out"]
+    done = subprocess.run([*argv, str(tmp_path / "a")], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "twin small: 1/4" in done.stderr and "twin small: 4/4" in done.stderr
+    quiet = subprocess.run(
+        [*argv, str(tmp_path / "b"), "--quiet"], capture_output=True, text=True, env=env
+    )
+    assert quiet.returncode == 0 and "twin small" not in quiet.stderr
+
+
+@pytest.mark.timeout(60)
+def test_the_cr_column_is_the_cr_used_and_old_tables_still_read(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    scenario = tmp_path / "bert.yaml"
+    scenario.write_text(SMALL.replace("vit_b16", "bert_base"))
+    out = tmp_path / "bert"
+    assert main(["run", str(scenario), "--out", str(out), "--quiet"]) == 0
+    table = out / "results.csv"
+    prism = [r for r in read_results(table) if r.strategy == "prism"]
+    assert {(r.segments, r.cr) for r in prism} == {(6, 10.67)}  # 128 / (6 x 2), not 9.9
+    old = table.read_text().replace(",10.67,", ",9.9,")  # as written before: the CR asked
+    assert ",9.9," in old
+    table.write_text(old)
+    assert {r.cr for r in read_results(table) if r.strategy == "prism"} == {9.9}
+    assert main(["report", str(out)]) == 0
+    assert main(["compare", str(out), str(out)]) == 0
+
+
+@pytest.mark.timeout(120)
+def test_an_evaluation_takes_its_map_from_a_run_that_writes_the_cr_used(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "scenario"]) == 0 and main(["init", "eval"]) == 0
+    assert main(["run", "scenario.yaml", "--out", "first", "--quiet"]) == 0
+    assert ",9.85," in Path("first/results.csv").read_text()
+    argv = [
+        "evaluate",
+        "evaluation.eval.yaml",
+        "--out",
+        "ev",
+        "--set",
+        "map_table=first/results.csv",
+    ]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "adaptive: accuracy" in capsys.readouterr().out
+
+
+@pytest.mark.timeout(180)
+def test_piped_plan_and_affinity_evaluations_print_their_progress(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def piped(*argv: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "edgetwin", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    piped("init", "scenario")
+    piped("init", "plan")
+    assert "plan my_plan: 9/9" in piped("plan", "question.plan.yaml", "--out", "p", "--workers=1")
+    spec = str(SCENARIOS / "affinity_small.eval.yaml")
+    err = piped("evaluate-affinity", spec, "--out", "a")
+    assert "instances: 1/6" in err and "instances: 6/6" in err
+    assert "instances" not in piped("evaluate-affinity", spec, "--out", "b", "--quiet")
