@@ -38,6 +38,7 @@ from edgetwin.reports import write_report
 from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.reports.affinity import write_affinity_report
 from edgetwin.reports.html import write_comparison_report
+from edgetwin.reports.static import FORMATS, write_static_figures
 from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import read_results, read_table
 from edgetwin.schema import read_yaml_mapping
@@ -108,6 +109,9 @@ def _parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="(re)write DIR/report.html from DIR/results.csv")
     report.add_argument("dir", type=Path)
+    report.add_argument(
+        "--static", choices=FORMATS, help="also write each figure as DIR/figures/<name>.FORMAT"
+    )
     report.set_defaults(handler=_report)
 
     calibrate = commands.add_parser("calibrate", help="fit a device profile to a measured table")
@@ -278,6 +282,9 @@ def _report(args: argparse.Namespace) -> int:
         check_reference(reference, reference, None)
     path = write_report(args.dir)
     print(f"wrote {path}")
+    if args.static:
+        figures = write_static_figures(args.dir, args.static)
+        print(f"wrote {len(figures)} figures to {args.dir}/figures")
     return 0
 
 

@@ -14,8 +14,8 @@ from edgetwin.atomic import write_text_atomic
 from edgetwin.evaluate.affinity import AffinityEvaluation
 from edgetwin.evaluate.affinity_results import InstanceResult, SchedulerResult
 from edgetwin.evaluate.optimum import Schedule
-from edgetwin.reports.figures import HEIGHT_PX
 from edgetwin.reports.html import figure_html, page
+from edgetwin.reports.style import styled, title_text
 
 
 def write_affinity_report(out_dir: Path, evaluation: AffinityEvaluation) -> list[Path]:
@@ -81,12 +81,13 @@ def _figure(evaluation: AffinityEvaluation) -> go.Figure:
         )
     where = "the emulator" if evaluation.settings.mode == "emu" else "the twin"
     fig.update_layout(
-        title=f"Schedulers in {where} (bars, mean of the runs) and the offline optimum (diamonds)",
-        height=HEIGHT_PX,
-        template="plotly_white",
+        title=title_text(
+            f"Schedulers in {where} and the offline optimum",
+            "bars: mean of the runs; diamonds: the optimum",
+        ),
         barmode="group",
     )
-    return fig
+    return styled(fig)
 
 
 def _table_html(evaluation: AffinityEvaluation) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from edgetwin.models import registry
-from edgetwin.reports.figures import HEIGHT_PX
+from edgetwin.reports.style import styled
 from edgetwin.results import ResultRow
 
 ACTIVITY_COLORS = {
@@ -37,14 +37,8 @@ def _pipeline(strategy: str) -> str | None:
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
-    fig.update_layout(
-        title=title,
-        height=HEIGHT_PX,
-        template="plotly_white",
-        xaxis={"title": x},
-        yaxis={"title": y},
-    )
-    return fig
+    fig.update_layout(title=title, xaxis={"title": x}, yaxis={"title": y})
+    return styled(fig)
 
 
 def latency_distribution_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
