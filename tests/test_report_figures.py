@@ -3,6 +3,8 @@ heights that grow, heatmaps on the swept values, the link check, error bars, sta
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import re
 import shutil
@@ -12,6 +14,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 import pytest
+from plotly.offline import get_plotlyjs
 
 from edgetwin.cli import main
 from edgetwin.reports import write_report
@@ -139,7 +142,9 @@ def test_adaptive_page_titles_fit_and_every_figure_has_the_template(tmp_path: Pa
     spec = SCENARIOS / "adaptive_devices.eval.yaml"
     assert main(["evaluate", str(spec), "--out", str(out)]) == 0
     page = (out / "evaluation.html").read_text()
-    assert page.count("* plotly.js v") == 1  # plotly.js inlined once per page
+    packed = re.findall(r"<script id='plotly-js-gzip'[^>]*>([^<]*)</script>", page)
+    assert len(packed) == 1  # plotly.js inlined once per page, and whole
+    assert gzip.decompress(base64.b64decode(packed[0])).decode() == get_plotlyjs()
     specs = _figure_specs(page)
     assert len(specs) == page.count('class="plotly-graph-div"') > 0
     for spec in specs:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 import plotly.io as pio
-from plotly.offline import get_plotlyjs
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.comparison import Comparison, compare_to_reference, key_label
@@ -19,6 +18,7 @@ from edgetwin.links import read_link_warnings
 from edgetwin.reports.crowd import Records, crowd_figures, is_crowd
 from edgetwin.reports.figures import comparison_figure, report_figures
 from edgetwin.reports.link_check import link_check_figure, read_link_checks
+from edgetwin.reports.plotly_js import deferred, plotly_js_html
 from edgetwin.reports.rows import average_reps
 from edgetwin.reports.style import FONT, styled
 from edgetwin.results import ResultRow, read_results, read_table
@@ -68,15 +68,15 @@ def figure_html(fig: go.Figure) -> str:
         default_height=f"{fig.layout.height}px",
         config={"displaylogo": False},
     )
-    return f"<section class='figure'>{body}</section>"
+    return f"<section class='figure'>{deferred(body)}</section>"
 
 
 def page(title: str, body: str) -> str:
-    """A self-contained HTML page: styles and plotly.js inlined, works offline."""
+    """A self-contained HTML page: styles and plotly.js (compressed) inlined, works offline."""
     return (
         "<!DOCTYPE html>\n<html lang='en'>\n<head>"
         f"<meta charset='utf-8'><title>{escape(title)}</title><style>{STYLE}</style>"
-        f"<script>{get_plotlyjs()}</script></head>\n<body>"
+        f"{plotly_js_html()}</head>\n<body>"
         f"<h1>{escape(title)}</h1>{body}</body>\n</html>\n"
     )
 
