@@ -208,3 +208,31 @@ def test_report_static_without_a_browser_is_a_clear_error(
     error = capsys.readouterr().err
     assert "no-chromium" in error and "Chromium" in error and "Traceback" not in error
     assert not (tmp_path / "figures").exists() and not list(tmp_path.glob(".figures-*"))
+
+
+@pytest.mark.timeout(120)
+def test_report_static_with_a_browser_that_fails_keeps_the_old_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_results(tmp_path / "results.csv", _results())
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "old.svg").write_text("<svg/>")
+    monkeypatch.setenv("BROWSER_PATH", shutil.which("true") or "/bin/true")
+    assert main(["report", str(tmp_path), "--static", "svg"]) == 1
+    error = capsys.readouterr().err
+    assert "the browser" in error and "failed" in error and "Traceback" not in error
+    assert [p.name for p in (tmp_path / "figures").iterdir()] == ["old.svg"]
+    assert not list(tmp_path.glob(".figures-*"))
+
+
+@pytest.mark.timeout(120)
+def test_affinity_schedulers_keep_their_colour_in_every_panel(tmp_path: Path) -> None:
+    spec = SCENARIOS / "affinity_small.eval.yaml"
+    assert main(["evaluate-affinity", str(spec), "--out", str(tmp_path / "aff")]) == 0
+    (spec_of_page,) = _figure_specs((tmp_path / "aff" / "affinity.html").read_text())
+    colours: dict[str, set[str]] = {}
+    for trace in spec_of_page["data"]:
+        if trace["type"] == "bar":
+            colours.setdefault(trace["name"], set()).add(trace["marker"]["color"])
+    assert len(colours) > 1 and all(len(c) == 1 for c in colours.values())
+    assert len({c for (c,) in colours.values()}) == len(colours)

@@ -10,9 +10,10 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import plotly
 import plotly.graph_objects as go
 
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, RunFailed
 from edgetwin.reports.html import read_run, run_figures
 from edgetwin.reports.style import WIDTH_PX, styled
 
@@ -20,6 +21,7 @@ FORMATS = ("svg", "pdf", "png")
 FIGURES_DIR = "figures"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 _NAME_CHARS = 60
+_PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"  # not the CDN
 
 
 def browser_path() -> str:
@@ -44,6 +46,7 @@ def figure_name(index: int, fig: go.Figure) -> str:
 def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list[Path]:
     """Each figure as ``out_dir/<name>.<fmt>``, in one Chromium session."""
     import kaleido  # deferred: only a static export starts a browser
+    from choreographer.errors import BrowserClosedError, BrowserFailedError, ChannelClosedError
 
     if fmt not in FORMATS:
         raise InputError(None, "--static", f"unknown format {fmt!r}: {', '.join(FORMATS)}")
@@ -54,7 +57,12 @@ def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list
         path = out_dir / f"{figure_name(index, fig)}.{fmt}"
         opts = {"format": fmt, "width": WIDTH_PX, "height": fig.layout.height}
         jobs.append({"fig": fig, "path": path, "opts": opts})
-    kaleido.write_fig_from_object_sync(jobs, kopts={"path": browser_path(), "mathjax": False})
+    browser = browser_path()
+    kopts = {"path": browser, "plotlyjs": str(_PLOTLY_JS), "mathjax": False}
+    try:
+        kaleido.write_fig_from_object_sync(jobs, kopts=kopts)
+    except (BrowserFailedError, BrowserClosedError, ChannelClosedError) as exc:
+        raise RunFailed(f"static figures: the browser {browser} failed: {exc.args[0]}") from None
     return [job["path"] for job in jobs]
 
 
