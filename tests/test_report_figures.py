@@ -236,3 +236,13 @@ def test_affinity_schedulers_keep_their_colour_in_every_panel(tmp_path: Path) ->
             colours.setdefault(trace["name"], set()).add(trace["marker"]["color"])
     assert len(colours) > 1 and all(len(c) == 1 for c in colours.values())
     assert len({c for (c,) in colours.values()}) == len(colours)
+
+
+def test_report_static_takes_only_figure_formats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_results(tmp_path / "results.csv", _results())
+    with pytest.raises(SystemExit) as exited:
+        main(["report", str(tmp_path), "--static", "parquet"])
+    assert exited.value.code == 2
+    assert "choose from svg, pdf, png" in capsys.readouterr().err.replace("'", "")

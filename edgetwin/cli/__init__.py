@@ -38,7 +38,7 @@ from edgetwin.reports import write_report
 from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.reports.affinity import write_affinity_report
 from edgetwin.reports.html import write_comparison_report
-from edgetwin.reports.static import FORMATS, write_static_figures
+from edgetwin.reports.static import STATIC_FORMATS, write_static_figures
 from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import read_results, read_table
 from edgetwin.schema import read_yaml_mapping
@@ -110,7 +110,9 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="(re)write DIR/report.html from DIR/results.csv")
     report.add_argument("dir", type=Path)
     report.add_argument(
-        "--static", choices=FORMATS, help="also write each figure as DIR/figures/<name>.FORMAT"
+        "--static",
+        choices=STATIC_FORMATS,
+        help="also write each figure as DIR/figures/<name>.FORMAT",
     )
     report.set_defaults(handler=_report)
 

@@ -17,7 +17,7 @@ from edgetwin.errors import InputError, RunFailed
 from edgetwin.reports.html import read_run, run_figures
 from edgetwin.reports.style import WIDTH_PX, styled
 
-FORMATS = ("svg", "pdf", "png")
+STATIC_FORMATS = ("svg", "pdf", "png")
 FIGURES_DIR = "figures"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 _NAME_CHARS = 60
@@ -48,8 +48,8 @@ def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list
     import kaleido  # deferred: only a static export starts a browser
     from choreographer.errors import BrowserClosedError, BrowserFailedError, ChannelClosedError
 
-    if fmt not in FORMATS:
-        raise InputError(None, "--static", f"unknown format {fmt!r}: {', '.join(FORMATS)}")
+    if fmt not in STATIC_FORMATS:
+        raise InputError(None, "--static", f"unknown format {fmt!r}: {', '.join(STATIC_FORMATS)}")
     out_dir.mkdir(parents=True, exist_ok=True)
     jobs = []
     for index, fig in enumerate(figures, start=1):
