@@ -16,6 +16,7 @@ import pytest
 from edgetwin.comparison import compare_to_reference
 from edgetwin.reports import write_report
 from edgetwin.reports.figures import bandwidth_figure
+from edgetwin.reports.plotly_js import FIGURE_SCRIPT
 from edgetwin.reports.rows import average_reps
 from edgetwin.results import ResultRow, read_results, write_results
 
@@ -142,7 +143,10 @@ def test_report_is_self_contained(report: Path) -> None:
     assert report == report.parent / "report.html" and report.is_file()
     text = report.read_text(encoding="utf-8")
     assert not re.search(r"<script[^>]*\bsrc\s*=", text, re.IGNORECASE)
-    assert text.count("<script>") == text.count("Plotly.newPlot(") + 1  # plotly.js once
+    assert text.count("id='plotly-js-gzip'") == 1  # plotly.js once, compressed
+    figure_scripts = text.count(f'<script type="{FIGURE_SCRIPT}">')
+    assert figure_scripts == text.count("Plotly.newPlot(") == 5
+    assert len(text.encode()) < 2_500_000  # plotly.js alone is 4.8 MB uncompressed
     assert text.count('class="plotly-graph-div"') == 5
     assert "report-test" in text and "+10.0" in text
     assert not list(report.parent.glob(".report-*"))

@@ -12,8 +12,7 @@ import argparse
 import csv
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 from edgetwin.calibration.fit_android import (
@@ -45,6 +44,7 @@ from edgetwin.reports import write_report
 from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.reports.affinity import write_affinity_report
 from edgetwin.reports.html import write_comparison_report
+from edgetwin.reports.static import STATIC_FORMATS, write_static_figures
 from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import read_results, read_table
 from edgetwin.schema import read_yaml_mapping
@@ -163,9 +163,14 @@ def _parser() -> argparse.ArgumentParser:
         commands,
         "report",
         "(re)write DIR/report.html from DIR/results.csv",
-        "edgetwin report out/prism_jetson",
+        "edgetwin report out/prism_jetson --static svg",
     )
     report.add_argument("dir", type=Path, help="a run's output folder (holds results.csv)")
+    report.add_argument(
+        "--static",
+        choices=STATIC_FORMATS,
+        help="also write each figure as DIR/figures/<name>.FORMAT",
+    )
     report.set_defaults(handler=_report)
 
     calibrate = _command(
@@ -356,6 +361,9 @@ def _report(args: argparse.Namespace) -> int:
         check_reference(reference, reference, None)
     path = write_report(args.dir)
     print(f"wrote {path}")
+    if args.static:
+        figures = write_static_figures(args.dir, args.static)
+        print(f"wrote {len(figures)} figures to {args.dir}/figures")
     return 0
 
 

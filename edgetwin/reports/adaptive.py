@@ -8,14 +8,13 @@ from html import escape
 from pathlib import Path
 
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.evaluate.adaptive import ConditionResult, Evaluation
 from edgetwin.policies.perf_map import write_map
-from edgetwin.reports.figures import HEIGHT_PX
 from edgetwin.reports.html import figure_html, page
+from edgetwin.reports.style import color, dash, legend_key, log_ticks, styled, symbol, title_text
 
 BANDWIDTH_AXIS = "Bandwidth (Mbit/s)"
 
@@ -150,9 +149,8 @@ def _mode_heatmaps(evaluation: Evaluation, devices: int, tokens: int) -> go.Figu
     batches = sorted({c.batch for c in here})
     bandwidths = sorted({c.bandwidth_mbps for c in here})
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Best in the twin", "Adaptive picks"))
-    palette = qualitative.Plotly
     steps = max(len(labels) - 1, 1)
-    scale = [[i / steps, palette[i % len(palette)]] for i in range(len(labels))]
+    scale = [[i / steps, color(i)] for i in range(len(labels))]
     short = {label: evaluation.candidates[label].short_label for label in labels}
     for col, pick in ((1, _oracle_label), (2, _adaptive_label)):
         grid = {(c.batch, c.bandwidth_mbps): pick(c) for c in here}
@@ -178,11 +176,9 @@ def _mode_heatmaps(evaluation: Evaluation, devices: int, tokens: int) -> go.Figu
         fig.update_yaxes(title_text=BANDWIDTH_AXIS, type="category", row=1, col=col)
     key = ", ".join(f"{short[label]} = {label}" for label in labels)
     fig.update_layout(
-        title=f"Best mode vs chosen, {devices} devices up, {tokens} tokens ({key})",
-        height=HEIGHT_PX,
-        template="plotly_white",
+        title=title_text(f"Best mode vs chosen, {devices} devices up, {tokens} tokens", key)
     )
-    return fig
+    return styled(fig)
 
 
 def _oracle_label(condition: ConditionResult) -> str:
@@ -194,47 +190,76 @@ def _adaptive_label(condition: ConditionResult) -> str:
 
 
 def _regret_figure(evaluation: Evaluation) -> go.Figure:
-    """Regret of each policy at each held-out condition."""
+    """Regret of each policy over the held-out conditions: one point per condition (its
+    name on hover), the box of their spread."""
     fig = go.Figure()
-    x = [
-        f"b{c.batch} {c.bandwidth_mbps:g} Mb/s x{c.devices} N{c.tokens}"
+    where = [
+        f"batch {c.batch}, {c.bandwidth_mbps:g} Mbit/s, {c.devices} devices, {c.tokens} tokens"
         for c in evaluation.conditions
     ]
-    for name in evaluation.scores:
+    for index, name in enumerate(evaluation.scores):
         fig.add_trace(
-            go.Bar(x=x, y=[c.choices[name].regret_pct for c in evaluation.conditions], name=name)
+            go.Box(
+                y=[c.choices[name].regret_pct for c in evaluation.conditions],
+                text=where,
+                name=name,
+                boxpoints="all",
+                jitter=0.5,
+                pointpos=0,
+                marker={"color": color(index), "size": 4},
+                hovertemplate="%{text}: %{y:.1f} %<extra>" + name + "</extra>",
+            )
         )
     fig.update_layout(
-        title="Regret per held-out condition (% of the objective lost vs the best in the twin)",
-        height=HEIGHT_PX,
-        template="plotly_white",
-        barmode="group",
+        title=title_text(
+            f"Regret at the {len(evaluation.conditions)} held-out conditions",
+            "% of the objective lost against the best in the twin; a point per condition",
+        ),
+        showlegend=False,
         yaxis_title="Regret (%)",
+        xaxis_title="Policy",
     )
-    return fig
+    return styled(fig)
 
 
 def _crossover_figure(evaluation: Evaluation) -> go.Figure:
     """Smallest batch where distributed wins (twin) or is picked (policies), per bandwidth."""
     fig = go.Figure()
     rows = evaluation.crossover_batch()
-    for devices, tokens in _groups(evaluation):
+    groups = _groups(evaluation)
+    who_all = ("oracle", *evaluation.scores)
+    names = {who: "best in the twin" if who == "oracle" else who for who in who_all}
+    for at, (devices, tokens) in enumerate(groups):
         mine = [r for r in rows if (r["devices"], r["tokens"]) == (devices, tokens)]
-        for who in ("oracle", *evaluation.scores):
+        for index, who in enumerate(who_all):
             fig.add_trace(
                 go.Scatter(
                     x=[r["bandwidth_mbps"] for r in mine],
                     y=[r[who] for r in mine],
                     mode="lines+markers",
-                    name=f"{'best in the twin' if who == 'oracle' else who} x{devices} N{tokens}",
-                    line={"dash": "solid" if who == "oracle" else "dot"},
+                    name=f"{names[who]} x{devices} N{tokens}",
+                    legendgroup=names[who],
+                    showlegend=False,
+                    line={"color": color(index), "dash": dash(at)},
+                    marker_symbol=symbol(at),
                 )
             )
+    for index, who in enumerate(who_all):
+        legend_key(fig, names[who], group="policy", line={"color": color(index)})
+    for at, (devices, tokens) in enumerate(groups):
+        legend_key(
+            fig,
+            f"{devices} devices, {tokens} tokens",
+            group="condition",
+            line={"color": "#555", "dash": dash(at)},
+            marker={"symbol": symbol(at), "color": "#555"},
+        )
+    batches = [r[who] for r in rows for who in who_all]
     fig.update_layout(
-        title="Crossover batch: smallest batch where distributed wins (gaps: never)",
-        height=HEIGHT_PX,
-        template="plotly_white",
-        xaxis_title=BANDWIDTH_AXIS,
-        yaxis={"title": "Batch size (samples)", "type": "log"},
+        title=title_text(
+            "Crossover batch: smallest batch where distributed wins", "gaps: it never does"
+        ),
+        xaxis={"title": BANDWIDTH_AXIS, **log_ticks(r["bandwidth_mbps"] for r in rows)},
+        yaxis={"title": "Batch size (samples)", **log_ticks(batches, swept=True)},
     )
-    return fig
+    return styled(fig)

@@ -14,8 +14,8 @@ from edgetwin.atomic import write_text_atomic
 from edgetwin.evaluate.affinity import AffinityEvaluation
 from edgetwin.evaluate.affinity_results import InstanceResult, SchedulerResult
 from edgetwin.evaluate.optimum import Schedule
-from edgetwin.reports.figures import HEIGHT_PX
 from edgetwin.reports.html import figure_html, page
+from edgetwin.reports.style import color, styled, title_text
 
 
 def write_affinity_report(out_dir: Path, evaluation: AffinityEvaluation) -> list[Path]:
@@ -62,9 +62,16 @@ def _figure(evaluation: AffinityEvaluation) -> go.Figure:
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels])
     x = [_label(r) for r in evaluation.instances]
     for col, (_, of_scheduler, of_optimum) in enumerate(panels, start=1):
-        for name in evaluation.settings.schedulers:
+        for index, name in enumerate(evaluation.settings.schedulers):
             values = [of_scheduler(r.schedulers[name]) for r in evaluation.instances]
-            bar = go.Bar(x=x, y=values, name=name, legendgroup=name, showlegend=col == 1)
+            bar = go.Bar(
+                x=x,
+                y=values,
+                name=name,
+                marker_color=color(index),  # one colour per scheduler in every panel
+                legendgroup=name,
+                showlegend=col == 1,
+            )
             fig.add_trace(bar, row=1, col=col)
         fig.add_trace(
             go.Scatter(
@@ -81,12 +88,13 @@ def _figure(evaluation: AffinityEvaluation) -> go.Figure:
         )
     where = "the emulator" if evaluation.settings.mode == "emu" else "the twin"
     fig.update_layout(
-        title=f"Schedulers in {where} (bars, mean of the runs) and the offline optimum (diamonds)",
-        height=HEIGHT_PX,
-        template="plotly_white",
+        title=title_text(
+            f"Schedulers in {where} and the offline optimum",
+            "bars: mean of the runs; diamonds: the optimum",
+        ),
         barmode="group",
     )
-    return fig
+    return styled(fig)
 
 
 def _table_html(evaluation: AffinityEvaluation) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from edgetwin.models import registry
-from edgetwin.reports.figures import HEIGHT_PX
+from edgetwin.reports.style import styled
 from edgetwin.results import ResultRow
 
 ACTIVITY_COLORS = {
@@ -37,14 +37,8 @@ def _pipeline(strategy: str) -> str | None:
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
-    fig.update_layout(
-        title=title,
-        height=HEIGHT_PX,
-        template="plotly_white",
-        xaxis={"title": x},
-        yaxis={"title": y},
-    )
-    return fig
+    fig.update_layout(title=title, xaxis={"title": x}, yaxis={"title": y})
+    return styled(fig)
 
 
 def latency_distribution_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
@@ -61,7 +55,7 @@ def latency_distribution_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
     fig = go.Figure(
         [go.Box(y=values, name=name, boxpoints="all") for name, values in groups.items()]
     )
-    return _layout(fig, "Pipeline latency per mode", "mode / scheduler", "job latency (s)")
+    return _layout(fig, "Pipeline latency per mode", "Mode / scheduler", "Job latency (s)")
 
 
 def gantt_figure(records: Records) -> go.Figure | None:
@@ -85,7 +79,7 @@ def gantt_figure(records: Records) -> go.Figure | None:
                 )
             )
     fig.update_layout(barmode="overlay")
-    return _layout(fig, "What each phone did (first run)", "time (s)", "phone")
+    return _layout(fig, "What each phone did (first run)", "Time (s)", "Phone")
 
 
 def _per_phone_lines(samples: Sequence[Mapping[str, Any]], value: str) -> go.Figure:
@@ -111,7 +105,7 @@ def ram_figure(records: Records) -> go.Figure | None:
     if not samples:
         return None
     fig = _per_phone_lines(samples, "rss_mb")
-    return _layout(fig, "Resident memory per phone (first run)", "time (s)", "RSS (MB)")
+    return _layout(fig, "Resident memory per phone (first run)", "Time (s)", "RSS (MB)")
 
 
 def battery_figure(records: Records) -> go.Figure | None:
@@ -119,7 +113,7 @@ def battery_figure(records: Records) -> go.Figure | None:
     if not samples:
         return None
     fig = _per_phone_lines(samples, "level_pct")
-    return _layout(fig, "Battery per phone (first run)", "time (s)", "battery (%)")
+    return _layout(fig, "Battery per phone (first run)", "Time (s)", "Battery (%)")
 
 
 def crowd_figures(rows: Sequence[ResultRow], records: Records | None) -> list[go.Figure]:

@@ -7,38 +7,66 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from edgetwin.comparison import Comparison, ComparisonPoint, key_label
 from edgetwin.reports.rows import Config, Point, config_labels, most_common_bandwidth
+from edgetwin.reports.style import (
+    color,
+    dash,
+    legend_key,
+    log_ticks,
+    rows_height,
+    styled,
+    symbol,
+)
 
-HEIGHT_PX = 460
 BATCH_AXIS = "Batch size (samples)"
 COMPONENTS = (
-    ("compute_ms", "compute", "#4c78a8"),
-    ("staging_ms", "staging", "#f58518"),
-    ("comm_ms", "communication", "#54a24b"),
+    ("compute_ms", "compute", "#4e79a7"),
+    ("staging_ms", "staging", "#f28e2b"),
+    ("comm_ms", "communication", "#59a14f"),
 )
-DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
-def _colors(labels: dict[Config, str]) -> dict[Config, str]:
-    palette = qualitative.Plotly
-    return {config: palette[i % len(palette)] for i, config in enumerate(labels)}
+@dataclass(frozen=True)
+class Look:
+    """How one configuration is drawn: its strategy's colour, its own dash and marker."""
+
+    color: str
+    dash: str
+    symbol: str
+
+    def line(self) -> dict[str, str]:
+        return {"color": self.color, "dash": self.dash}
+
+
+def looks(labels: dict[Config, str]) -> dict[Config, Look]:
+    """Strategy by colour; within a strategy, CR or device count by dash and marker."""
+    strategies = list(dict.fromkeys(config.strategy for config in labels))
+    seen: dict[str, int] = defaultdict(int)
+    result = {}
+    for config in labels:
+        within = seen[config.strategy]
+        seen[config.strategy] += 1
+        result[config] = Look(
+            color(strategies.index(config.strategy)), dash(within), symbol(within)
+        )
+    return result
 
 
 def _figure(title: str, fig: go.Figure | None = None) -> go.Figure:
-    fig = go.Figure() if fig is None else fig
-    fig.update_layout(title=title, height=HEIGHT_PX, template="plotly_white", hovermode="closest")
-    return fig
+    return styled(go.Figure() if fig is None else fig).update_layout(title=title)
 
 
-def _log_ticks(values: Sequence[float]) -> dict[str, object]:
-    ticks = sorted(set(values))
-    return {"type": "log", "tickvals": ticks, "ticktext": [f"{v:g}" for v in ticks]}
+def _error_bars(values: Sequence[float | None]) -> dict[str, object] | None:
+    """Error bars of one standard deviation over the reps, where there are several."""
+    if all(v is None for v in values):
+        return None
+    return {"type": "data", "array": [v or 0.0 for v in values], "visible": True, "width": 3}
 
 
 def _at_common_bandwidth(points: Sequence[Point]) -> tuple[float, list[Point]] | None:
@@ -55,19 +83,20 @@ def latency_breakdown_figure(points: Sequence[Point]) -> go.Figure | None:
         return None
     bandwidth_mbps, chosen = common
     labels = config_labels(p.config for p in points)
-    x = [[labels[p.config] for p in chosen], [f"batch {p.batch}" for p in chosen]]
+    y = [[labels[p.config] for p in chosen], [f"batch {p.batch}" for p in chosen]]
     fig = _figure(f"Latency breakdown per batch at {bandwidth_mbps:g} Mbit/s")
-    for attr, name, color in COMPONENTS:
+    for attr, name, colour in COMPONENTS:
         fig.add_bar(
-            x=x,
-            y=[getattr(p, attr) for p in chosen],
+            y=y,
+            x=[getattr(p, attr) for p in chosen],
+            orientation="h",
             name=name,
-            marker_color=color,
-            hovertemplate=f"%{{x}}<br>{name}: %{{y:.1f}} ms<extra></extra>",
+            marker_color=colour,
+            hovertemplate=f"%{{y}}<br>{name}: %{{x:.1f}} ms<extra></extra>",
         )
-    fig.update_layout(barmode="stack")
-    fig.update_xaxes(title="Configuration / batch size (samples)")
-    fig.update_yaxes(title="Latency per batch (ms)")
+    fig.update_layout(barmode="stack", height=rows_height(len(chosen)))
+    fig.update_yaxes(title="Configuration / batch size (samples)", autorange="reversed")
+    fig.update_xaxes(title="Latency per batch (ms)")
     return fig
 
 
@@ -85,18 +114,22 @@ def per_sample_figure(points: Sequence[Point]) -> go.Figure | None:
         return None
     bandwidth_mbps, chosen = common
     labels = config_labels(p.config for p in points)
-    colors = _colors(labels)
+    look = looks(labels)
     fig = _figure(f"Per-sample latency vs batch size at {bandwidth_mbps:g} Mbit/s")
     for config, line in _by_config(chosen).items():
         fig.add_scatter(
             x=[p.batch for p in line],
             y=[p.per_sample_ms for p in line],
+            error_y=_error_bars([p.per_sample_sd_ms for p in line]),
             name=labels[config],
+            legendgroup=config.strategy,
+            legendgrouptitle_text=config.strategy,
             mode="lines+markers",
-            line_color=colors[config],
+            line=look[config].line(),
+            marker_symbol=look[config].symbol,
             hovertemplate="batch %{x}: %{y:.2f} ms per sample<extra>" + labels[config] + "</extra>",
         )
-    fig.update_xaxes(title=BATCH_AXIS, **_log_ticks([p.batch for p in chosen]))
+    fig.update_xaxes(title=BATCH_AXIS, **log_ticks([p.batch for p in chosen], swept=True))
     fig.update_yaxes(title="Latency per sample (ms)", rangemode="tozero")
     return fig
 
@@ -108,7 +141,7 @@ def energy_figure(points: Sequence[Point]) -> go.Figure | None:
         return None
     bandwidth_mbps, chosen = common
     labels = config_labels(p.config for p in points)
-    colors = _colors(labels)
+    look = looks(labels)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Per batch", "Per sample"))
     _figure(f"Energy vs batch size at {bandwidth_mbps:g} Mbit/s", fig)
     for config, line in _by_config(chosen).items():
@@ -120,15 +153,17 @@ def energy_figure(points: Sequence[Point]) -> go.Figure | None:
                 x=[p.batch for p in line],
                 y=values,
                 name=labels[config],
-                legendgroup=labels[config],
+                legendgroup=config.strategy,
+                legendgrouptitle_text=config.strategy,
                 showlegend=col == 1,
                 mode="lines+markers",
-                line_color=colors[config],
+                line=look[config].line(),
+                marker_symbol=look[config].symbol,
                 hovertemplate="batch %{x}: %{y:.3g} J<extra>" + labels[config] + "</extra>",
                 row=1,
                 col=col,
             )
-    fig.update_xaxes(title=BATCH_AXIS, **_log_ticks([p.batch for p in chosen]))
+    fig.update_xaxes(title=BATCH_AXIS, **log_ticks([p.batch for p in chosen], swept=True))
     fig.update_yaxes(title="Energy per batch (J)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title="Energy per sample (J)", rangemode="tozero", row=1, col=2)
     return fig
@@ -142,8 +177,8 @@ def bandwidth_figure(points: Sequence[Point]) -> go.Figure | None:
     swept = {slot: line for slot, line in lines.items() if len(line) > 1}
     if not swept:
         return None
-    labels = config_labels(p.config for p in points)
-    colors = _colors(labels)
+    labels = config_labels(config for config, _ in swept)
+    look = looks(labels)
     batches = sorted({batch for _, batch in swept})
     fig = _figure("Total latency vs bandwidth")
     for (config, batch), line in swept.items():
@@ -151,13 +186,22 @@ def bandwidth_figure(points: Sequence[Point]) -> go.Figure | None:
         fig.add_scatter(
             x=[p.bandwidth_mbps for p in line],
             y=[p.total_ms for p in line],
+            error_y=_error_bars([p.total_sd_ms for p in line]),
             name=name,
+            legendgroup=config.strategy,
+            showlegend=False,
             mode="lines+markers",
-            line={"color": colors[config], "dash": DASHES[batches.index(batch) % len(DASHES)]},
+            line=look[config].line(),
+            marker_symbol=symbol(batches.index(batch)),
             hovertemplate="%{x:g} Mbit/s: %{y:.1f} ms<extra>" + name + "</extra>",
         )
+    for config, label in labels.items():
+        legend_key(fig, label, group=config.strategy, line=look[config].line())
+    for at, batch in enumerate(batches):
+        marker = {"symbol": symbol(at), "color": "#555"}
+        legend_key(fig, f"batch {batch}", group="batch", marker=marker)
     bandwidths = [p.bandwidth_mbps for line in swept.values() for p in line]
-    fig.update_xaxes(title="Bandwidth (Mbit/s)", **_log_ticks(bandwidths))
+    fig.update_xaxes(title="Bandwidth (Mbit/s)", **log_ticks(bandwidths))
     fig.update_yaxes(title="Total latency per batch (ms)", rangemode="tozero")
     return fig
 
@@ -199,8 +243,8 @@ def _add_parity(fig: go.Figure, points: list[ComparisonPoint], unit: str, col: i
         row=1,
         col=col,
     )
-    fig.update_xaxes(title=f"Measured ({unit})", type="log", row=1, col=col)
-    fig.update_yaxes(title=f"Predicted ({unit})", type="log", row=1, col=col)
+    fig.update_xaxes(title=f"Measured ({unit})", **log_ticks(values), row=1, col=col)
+    fig.update_yaxes(title=f"Predicted ({unit})", **log_ticks(values), row=1, col=col)
 
 
 def comparison_figure(comparison: Comparison) -> go.Figure | None:

@@ -5,30 +5,33 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
 import plotly.graph_objects as go
 import plotly.io as pio
-from plotly.offline import get_plotlyjs
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.comparison import Comparison, compare_to_reference, key_label
 from edgetwin.links import read_link_warnings
 from edgetwin.reports.crowd import Records, crowd_figures, is_crowd
-from edgetwin.reports.figures import HEIGHT_PX, comparison_figure, report_figures
+from edgetwin.reports.figures import comparison_figure, report_figures
+from edgetwin.reports.link_check import link_check_figure, read_link_checks
+from edgetwin.reports.plotly_js import deferred, plotly_js_html
 from edgetwin.reports.rows import average_reps
+from edgetwin.reports.style import FONT, styled
 from edgetwin.results import ResultRow, read_results, read_table
 
 REPORT_NAME = "report.html"
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 0 auto; padding: 1em 2em;
-       max-width: 1200px; box-sizing: border-box; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
-th:first-child, td:first-child, .text { text-align: left; }
-section.figure { margin: 1.5em 0; }
-.warning { background: #fff3cd; border: 1px solid #e0b400; padding: 0.5em 1em; }
+STYLE = f"""
+body {{ font-family: {FONT}; margin: 0 auto; padding: 1em 2em;
+       max-width: 1200px; box-sizing: border-box; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }}
+th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }}
+th:first-child, td:first-child, .text {{ text-align: left; }}
+section.figure {{ margin: 1.5em 0; }}
+.warning {{ background: #fff3cd; border: 1px solid #e0b400; padding: 0.5em 1em; }}
 """
 
 
@@ -55,32 +58,27 @@ def _summary(rows: Sequence[ResultRow]) -> str:
 
 
 def figure_html(fig: go.Figure) -> str:
-    """One figure as an HTML section (plotly.js is inlined once by ``page``)."""
+    """One figure, in the edgetwin template, as an HTML section (plotly.js is inlined
+    once by ``page``)."""
+    fig = styled(fig)
     body = pio.to_html(
         fig,
         full_html=False,
         include_plotlyjs=False,
-        default_height=f"{HEIGHT_PX}px",
+        default_height=f"{fig.layout.height}px",
         config={"displaylogo": False},
     )
-    return f"<section class='figure'>{body}</section>"
+    return f"<section class='figure'>{deferred(body)}</section>"
 
 
 def page(title: str, body: str) -> str:
-    """A self-contained HTML page: styles and plotly.js inlined, works offline."""
+    """A self-contained HTML page: styles and plotly.js (compressed) inlined, works offline."""
     return (
         "<!DOCTYPE html>\n<html lang='en'>\n<head>"
         f"<meta charset='utf-8'><title>{escape(title)}</title><style>{STYLE}</style>"
-        f"<script>{get_plotlyjs()}</script></head>\n<body>"
+        f"{plotly_js_html()}</head>\n<body>"
         f"<h1>{escape(title)}</h1>{body}</body>\n</html>\n"
     )
-
-
-def _figures_html(rows: Sequence[ResultRow], comparison: Comparison | None) -> str:
-    figures = report_figures(average_reps(rows), comparison)
-    if not figures:
-        return "<p>No successful rows to plot.</p>"
-    return "".join(figure_html(fig) for fig in figures)
 
 
 def _comparison_html(comparison: Comparison) -> str:
@@ -117,35 +115,58 @@ def write_comparison_report(out_dir: Path, title: str, comparison: Comparison) -
     return path
 
 
-def render_report(
-    title: str,
-    rows: Sequence[ResultRow],
-    comparison: Comparison | None,
-    crowd_records: Records | None = None,
-    warnings: Sequence[str] = (),
-) -> str:
-    """The report page as one HTML string, with plotly.js inlined once; ``warnings`` on top."""
-    compared = "" if comparison is None else _comparison_html(comparison)
-    if is_crowd(rows):
-        figures = "".join(figure_html(fig) for fig in crowd_figures(rows, crowd_records))
-    else:
-        figures = _figures_html(rows, comparison)
-    return page(title, f"{_warnings_html(warnings)}{_summary(rows)}{figures}{compared}")
+@dataclass(frozen=True)
+class RunData:
+    """What a run directory holds for its report."""
+
+    rows: list[ResultRow]
+    comparison: Comparison | None
+    crowd_records: Records | None
+    link_checks: list[dict[str, str]]
+    link_warnings: list[str]
 
 
-def write_report(run_dir: Path, title: str | None = None) -> Path:
-    """Write ``run_dir/report.html`` from ``results.csv`` (and ``reference.csv``; for crowd
-    runs, ``timeline.json``; for emulator runs, ``link_check.csv``'s warnings)."""
+def read_run(run_dir: Path) -> RunData:
+    """``results.csv`` and, where present, ``reference.csv``, ``timeline.json`` (crowd runs)
+    and ``link_check.csv`` (emulator runs)."""
     rows = read_results(run_dir / "results.csv")
     reference_path = run_dir / "reference.csv"
     comparison = (
         compare_to_reference(rows, read_table(reference_path)) if reference_path.exists() else None
     )
-    if title is None:
-        title = f"edgetwin report: {_values(rows, 'scenario')}"
     timeline_path = run_dir / "timeline.json"
     records = json.loads(timeline_path.read_text()) if timeline_path.exists() else None
+    checks = run_dir / "link_check.csv"
+    return RunData(rows, comparison, records, read_link_checks(checks), read_link_warnings(checks))
+
+
+def run_figures(data: RunData) -> list[go.Figure]:
+    """Every figure of a run's page, in page order."""
+    if is_crowd(data.rows):
+        figures = crowd_figures(data.rows, data.crowd_records)
+    else:
+        figures = report_figures(average_reps(data.rows), data.comparison)
+    link_figure = link_check_figure(data.link_checks)
+    return figures + ([link_figure] if link_figure is not None else [])
+
+
+def run_title(data: RunData) -> str:
+    return f"edgetwin report: {_values(data.rows, 'scenario')}"
+
+
+def render_report(data: RunData, title: str) -> str:
+    """The report page as one HTML string, with plotly.js inlined once; the link check's
+    warnings on top."""
+    compared = "" if data.comparison is None else _comparison_html(data.comparison)
+    figures = run_figures(data)
+    shown = "".join(figure_html(fig) for fig in figures) or "<p>No successful rows to plot.</p>"
+    warnings = _warnings_html(data.link_warnings)
+    return page(title, f"{warnings}{_summary(data.rows)}{shown}{compared}")
+
+
+def write_report(run_dir: Path, title: str | None = None) -> Path:
+    """Write ``run_dir/report.html`` from what ``read_run`` reads."""
+    data = read_run(run_dir)
     path = run_dir / REPORT_NAME
-    warnings = read_link_warnings(run_dir / "link_check.csv")
-    write_text_atomic(path, render_report(title, rows, comparison, records, warnings))
+    write_text_atomic(path, render_report(data, title or run_title(data)))
     return path

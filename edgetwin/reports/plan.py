@@ -12,46 +12,68 @@ from edgetwin.atomic import write_text_atomic
 from edgetwin.plan.answers import describe
 from edgetwin.plan.questions import PlanQuestion
 from edgetwin.reports.html import figure_html, page
+from edgetwin.reports.style import (
+    categories,
+    color,
+    dash,
+    legend_key,
+    log_ticks,
+    rows_height,
+    symbol,
+    title_text,
+)
 
 PLAN_REPORT = "plan.html"
 
 
 def fleet_figures(result: dict[str, Any]) -> list[go.Figure]:
-    """Per batch: p95 latency over devices x bandwidth, and the frontier meeting the target."""
+    """Per batch: p95 latency over devices x bandwidth (cells on the swept values only), and
+    the frontier meeting the target."""
     figures = []
+    bandwidths = categories(result["bandwidths_mbps"])
+    devices = [str(n) for n in result["devices"]]
     for entry in result["per_batch"]:
+        frontier = entry["min_bandwidth_mbps_by_devices"]
         fig = go.Figure(
             go.Heatmap(
-                x=result["bandwidths_mbps"],
-                y=result["devices"],
+                x=bandwidths,
+                y=devices,
                 z=entry["p95_ms"],
-                colorbar={"title": "p95 ms"},
+                texttemplate="%{z:.0f}",
+                colorbar={"title": "p95 (ms)"},
                 hovertemplate="%{y} devices, %{x} Mbit/s: p95 %{z:.1f} ms<extra></extra>",
             )
         )
         fig.add_trace(
             go.Scatter(
-                x=entry["min_bandwidth_mbps_by_devices"],
-                y=result["devices"],
+                x=[None if bw is None else f"{bw:g}" for bw in frontier],
+                y=devices,
                 mode="lines+markers",
                 name=f"least bandwidth with p95 <= {result['target_p95_ms']:g} ms",
                 line={"color": "white"},
+                marker={"color": "white", "line": {"color": "black", "width": 1}},
             )
         )
         fig.update_layout(
             title=f"p95 latency, batch {entry['batch']}, {result['strategy']}",
-            xaxis_title="bandwidth (Mbit/s)",
-            yaxis_title="devices",
+            xaxis={"title": "Bandwidth (Mbit/s)", "type": "category", "categoryarray": bandwidths},
+            yaxis={"title": "Devices", "type": "category", "categoryarray": devices},
+            showlegend=True,
+            legend={"orientation": "h", "yanchor": "top", "y": -0.18},
+            height=rows_height(2 * len(devices)),
         )
         figures.append(fig)
     return figures
 
 
 def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
-    """Crossover bandwidth vs batch per fleet size, and the latency curves behind it."""
+    """Crossover bandwidth vs batch per fleet size, and the latency curves behind it: batch by
+    colour, fleet size by dash (one legend entry each, not one per curve)."""
+    fleet_sizes = sorted({c["devices"] for c in result["curves"]})
+    batches = sorted({c["batch"] for c in result["curves"]})
     crossing = go.Figure()
     curves = go.Figure()
-    for devices in sorted({c["devices"] for c in result["curves"]}):
+    for at, devices in enumerate(fleet_sizes):
         mine = [c for c in result["curves"] if c["devices"] == devices]
         crossing.add_trace(
             go.Scatter(
@@ -59,33 +81,53 @@ def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
                 y=[c["crossover_mbps"] for c in mine],
                 mode="lines+markers",
                 name=f"{devices} devices",
+                line={"color": color(at)},
+                marker_symbol=symbol(at),
             )
         )
         for c in mine:
-            name = f"batch {c['batch']}, {devices} devices"
             curves.add_trace(
-                go.Scatter(x=c["bandwidths_mbps"], y=c["distributed_ms"], name=name, mode="lines")
+                go.Scatter(
+                    x=c["bandwidths_mbps"],
+                    y=c["distributed_ms"],
+                    name=f"batch {c['batch']}, {devices} devices",
+                    mode="lines",
+                    line={"color": color(batches.index(c["batch"])), "dash": dash(at)},
+                    showlegend=False,
+                )
             )
+    single_dash = dash(len(fleet_sizes))
     for c in result["curves"]:
-        if c["devices"] == min(x["devices"] for x in result["curves"]):
+        if c["devices"] == fleet_sizes[0]:
             curves.add_trace(
                 go.Scatter(
                     x=c["bandwidths_mbps"],
                     y=c["single_ms"],
                     name=f"single, batch {c['batch']}",
                     mode="lines",
-                    line={"dash": "dot"},
+                    line={"color": color(batches.index(c["batch"])), "dash": single_dash},
+                    showlegend=False,
                 )
             )
+    for index, batch in enumerate(batches):
+        legend_key(curves, f"batch {batch}", group="batch", line={"color": color(index)})
+    for at, devices in enumerate(fleet_sizes):
+        key = {"color": "#555", "dash": dash(at)}
+        legend_key(curves, f"{result['strategy']}, {devices} devices", group="deployment", line=key)
+    legend_key(
+        curves, "single device", group="deployment", line={"color": "#555", "dash": single_dash}
+    )
+    bandwidths = [bw for c in result["curves"] for bw in c["bandwidths_mbps"]]
+    latencies = [ms for c in result["curves"] for ms in (*c["distributed_ms"], *c["single_ms"])]
     crossing.update_layout(
         title=f"Bandwidth from which {result['strategy']} beats one device",
-        xaxis={"title": "batch", "type": "log"},
-        yaxis_title="crossover bandwidth (Mbit/s)",
+        xaxis={"title": "Batch size (samples)", **log_ticks(batches, swept=True)},
+        yaxis_title="Crossover bandwidth (Mbit/s)",
     )
     curves.update_layout(
         title=f"Latency vs bandwidth: best {result['strategy']} variant and single",
-        xaxis_title="bandwidth (Mbit/s)",
-        yaxis={"title": "latency per batch (ms)", "type": "log"},
+        xaxis={"title": "Bandwidth (Mbit/s)", **log_ticks(bandwidths)},
+        yaxis={"title": "Latency per batch (ms)", **log_ticks(latencies)},
     )
     return [crossing, curves]
 
@@ -95,15 +137,14 @@ def best_mode_figures(result: dict[str, Any]) -> list[go.Figure]:
     names = sorted({str(n) for row in result["best"] for n in row})
     code = {name: i for i, name in enumerate(names)}
     steps = max(1, len(names))
-    palette = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6"]
     scale = []
     for i in range(steps):
-        colour = palette[i % len(palette)]
-        scale += [[i / steps, colour], [(i + 1) / steps, colour]]
+        scale += [[i / steps, color(i)], [(i + 1) / steps, color(i)]]
+    batches = [str(b) for b in result["batches"]]
     heat = go.Figure(
         go.Heatmap(
-            x=[f"{bw:g}" for bw in result["bandwidths_mbps"]],
-            y=[str(b) for b in result["batches"]],
+            x=categories(result["bandwidths_mbps"]),
+            y=batches,
             z=[[code[str(n)] for n in row] for row in result["best"]],
             text=result["best"],
             texttemplate="%{text}",
@@ -114,7 +155,12 @@ def best_mode_figures(result: dict[str, Any]) -> list[go.Figure]:
             hovertemplate="batch %{y}, %{x} Mbit/s: %{text}<extra></extra>",
         )
     )
-    heat.update_layout(title="Fastest mode", xaxis_title="bandwidth (Mbit/s)", yaxis_title="batch")
+    heat.update_layout(
+        title="Fastest mode",
+        xaxis={"title": "Bandwidth (Mbit/s)", "type": "category"},
+        yaxis={"title": "Batch size (samples)", "type": "category"},
+        height=rows_height(2 * len(batches)),
+    )
     pareto = go.Figure()
     points = result["pareto"]
     pareto.add_trace(
@@ -128,9 +174,9 @@ def best_mode_figures(result: dict[str, Any]) -> list[go.Figure]:
         )
     )
     pareto.update_layout(
-        title="Pareto front: latency per batch vs energy per sample",
-        xaxis={"title": "latency per batch (ms)", "type": "log"},
-        yaxis_title="energy per sample (J)",
+        title=title_text("Pareto front", "latency per batch against energy per sample"),
+        xaxis={"title": "Latency per batch (ms)", **log_ticks(p["latency_ms"] for p in points)},
+        yaxis_title="Energy per sample (J)",
     )
     return [heat, pareto]
 
@@ -141,7 +187,7 @@ def capacity_figures(result: dict[str, Any]) -> list[go.Figure]:
     runs = [(fleet["fleet_size"], run) for fleet in fleets for run in fleet["runs"]]
     keeps = ["keeps up" if run["keeps_up"] else "falls behind" for _, run in runs]
     latency = go.Figure()
-    for what, symbol in (("keeps up", "circle"), ("falls behind", "x")):
+    for what, marker in (("keeps up", "circle"), ("falls behind", "x")):
         mine = [(n, run) for (n, run), k in zip(runs, keeps, strict=True) if k == what]
         latency.add_trace(
             go.Scatter(
@@ -149,7 +195,7 @@ def capacity_figures(result: dict[str, Any]) -> list[go.Figure]:
                 y=[run["p95_s"] for _, run in mine],
                 text=[f"rep {run['rep']}, {run['unfinished']} unfinished" for _, run in mine],
                 mode="markers",
-                marker={"symbol": symbol, "size": 9},
+                marker={"symbol": marker, "size": 9},
                 name=f"run: {what}",
             )
         )
@@ -169,8 +215,11 @@ def capacity_figures(result: dict[str, Any]) -> list[go.Figure]:
         )
     latency.update_layout(
         title=f"p95 job latency per run, a job every {result['interarrival_s']:g} s",
-        xaxis_title="phones in the fleet",
-        yaxis={"title": "p95 job latency (s)", "type": "log"},
+        xaxis_title="Phones in the fleet",
+        yaxis={
+            "title": "p95 job latency (s)",
+            **log_ticks([*(run["p95_s"] for _, run in runs), result["target_p95_s"]]),
+        },
     )
     backlog = go.Figure(
         go.Scatter(
@@ -181,9 +230,11 @@ def capacity_figures(result: dict[str, Any]) -> list[go.Figure]:
         )
     )
     backlog.update_layout(
-        title="Largest backlog a job met on arrival (jobs still in the system)",
-        xaxis_title="phones in the fleet",
-        yaxis_title="jobs",
+        title=title_text(
+            "Largest backlog a job met on arrival", "jobs still in the system, per run"
+        ),
+        xaxis_title="Phones in the fleet",
+        yaxis_title="Jobs",
     )
     return [latency, backlog]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from statistics import fmean
+from statistics import fmean, stdev
 
 from edgetwin.models import registry
 from edgetwin.results import ResultRow
@@ -35,6 +35,8 @@ class Point:
     per_sample_ms: float
     energy_j: float | None
     reps: int
+    total_sd_ms: float | None = None  # sample standard deviation over the reps (None: one rep)
+    per_sample_sd_ms: float | None = None
 
     @property
     def energy_per_sample_j(self) -> float | None:
@@ -75,9 +77,17 @@ def average_reps(rows: Iterable[ResultRow]) -> list[Point]:
                 per_sample_ms=fmean(r.per_sample_ms for r in reps),
                 energy_j=fmean(energies) if energies else None,
                 reps=len(reps),
+                total_sd_ms=_spread(r.total_ms for r in reps),
+                per_sample_sd_ms=_spread(r.per_sample_ms for r in reps),
             )
         )
     return sorted(points, key=lambda p: (config_order(p.config), p.batch, p.bandwidth_mbps))
+
+
+def _spread(values: Iterable[float]) -> float | None:
+    """Sample standard deviation of the reps; None with fewer than two."""
+    sample = list(values)
+    return stdev(sample) if len(sample) > 1 else None
 
 
 def config_labels(configs: Iterable[Config]) -> dict[Config, str]:

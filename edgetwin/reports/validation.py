@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.reports.html import figure_html, page
+from edgetwin.reports.style import log_ticks
 
 
 def summarise(points: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
@@ -59,9 +60,8 @@ def _parity_figure(points: Sequence[Mapping[str, Any]]) -> go.Figure:
     )
     fig.update_layout(
         title="Held-out points: predicted vs measured",
-        template="plotly_white",
-        xaxis={"title": "measured", "type": "log"},
-        yaxis={"title": "predicted", "type": "log"},
+        xaxis={"title": "measured", **log_ticks(values)},
+        yaxis={"title": "predicted", **log_ticks(values)},
     )
     return fig
 

@@ -1,0 +1,83 @@
+"""Static figure files (SVG, PDF, PNG) of a run's report, drawn by kaleido in the system
+Chromium, offline: no browser is downloaded and no script is fetched (no MathJax)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import plotly
+import plotly.graph_objects as go
+
+from edgetwin.errors import InputError, RunFailed
+from edgetwin.reports.html import read_run, run_figures
+from edgetwin.reports.style import WIDTH_PX, styled
+
+STATIC_FORMATS = ("svg", "pdf", "png")
+FIGURES_DIR = "figures"
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+_NAME_CHARS = 60
+_PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"  # not the CDN
+
+
+def browser_path() -> str:
+    """The Chromium kaleido drives: ``BROWSER_PATH`` if set, else the first on ``PATH``."""
+    path = os.environ.get("BROWSER_PATH") or next(filter(None, map(shutil.which, BROWSERS)), None)
+    if path is None or not Path(path).is_file():
+        problem = (
+            "static figures need Chromium (scripts/setup.sh installs it), set BROWSER_PATH "
+            f"or put one of {', '.join(BROWSERS)} on PATH; none found"
+        )
+        raise InputError(path, None, problem)
+    return path
+
+
+def figure_name(index: int, fig: go.Figure) -> str:
+    """``01_latency_breakdown_per_batch_at_1000_mbit_s``: its place and its title."""
+    title = (fig.layout.title.text or "figure").split("<br>")[0]
+    slug = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")[:_NAME_CHARS].rstrip("_")
+    return f"{index:02d}_{slug or 'figure'}"
+
+
+def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list[Path]:
+    """Each figure as ``out_dir/<name>.<fmt>``, in one Chromium session."""
+    import kaleido  # deferred: only a static export starts a browser
+    from choreographer.errors import BrowserClosedError, BrowserFailedError, ChannelClosedError
+
+    if fmt not in STATIC_FORMATS:
+        raise InputError(None, "--static", f"unknown format {fmt!r}: {', '.join(STATIC_FORMATS)}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jobs = []
+    for index, fig in enumerate(figures, start=1):
+        fig = styled(fig)
+        path = out_dir / f"{figure_name(index, fig)}.{fmt}"
+        opts = {"format": fmt, "width": WIDTH_PX, "height": fig.layout.height}
+        jobs.append({"fig": fig, "path": path, "opts": opts})
+    browser = browser_path()
+    kopts = {"path": browser, "plotlyjs": str(_PLOTLY_JS), "mathjax": False}
+    try:
+        kaleido.write_fig_from_object_sync(jobs, kopts=kopts)
+    except (BrowserFailedError, BrowserClosedError, ChannelClosedError) as exc:
+        raise RunFailed(f"static figures: the browser {browser} failed: {exc.args[0]}") from None
+    return [job["path"] for job in jobs]
+
+
+def write_static_figures(run_dir: Path, fmt: str) -> list[Path]:
+    """The figures of ``run_dir``'s report as ``run_dir/figures/<name>.<fmt>``; the folder
+    is replaced whole, and only once every file is written."""
+    figures = run_figures(read_run(run_dir))
+    staging = Path(tempfile.mkdtemp(prefix=".figures-", dir=run_dir))
+    staging.chmod(0o755)
+    try:
+        names = [path.name for path in write_figures(figures, staging, fmt)]
+        final = run_dir / FIGURES_DIR
+        if final.exists():
+            shutil.rmtree(final)
+        staging.rename(final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [final / name for name in names]

@@ -1,0 +1,156 @@
+"""The one look of every figure edgetwin draws: template, colours, dashes, ticks, sizes.
+
+Every page (run, plan, evaluations, crowd, emulator) and every static file passes its
+figures through ``styled``, so fonts, colours and margins are the same everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from textwrap import wrap
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+TEMPLATE = "edgetwin"
+HEIGHT_PX = 460
+WIDTH_PX = 1000  # the width of a static figure; pages let the figure fill the column
+ROW_PX = 22  # height per category row of a horizontal bar chart or a heatmap
+FONT = "Arial, Helvetica, sans-serif"
+# Tableau 10: ten colours that stay apart in print and for the common colour blindness.
+PALETTE = (
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+)
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star", "hexagon")
+SWEPT_TICKS = 7  # a log axis with at most this many values is labelled at each
+END_TICK_RATIO = 1.3  # a log axis's end is labelled when no 1-2-5 tick is this near
+TITLE_CHARS = 95  # a title's detail line is wrapped at this many characters
+TITLE_LINE_PX = 20
+
+_template = go.layout.Template(pio.templates["plotly_white"])
+_template.layout.update(
+    font={"family": FONT, "size": 13, "color": "#222"},
+    title={
+        "x": 0.0,
+        "xanchor": "left",
+        "xref": "paper",
+        "y": 1.0,
+        "yanchor": "top",
+        "yref": "container",
+        "pad": {"t": 14},
+        "font": {"size": 16},
+    },
+    colorway=PALETTE,
+    legend={"tracegroupgap": 6, "groupclick": "toggleitem"},
+    margin={"t": TITLE_LINE_PX * 2 + 30, "l": 70, "r": 30, "b": 60},
+    hovermode="closest",
+)
+pio.templates[TEMPLATE] = _template
+
+
+def styled(fig: go.Figure) -> go.Figure:
+    """``fig`` in the edgetwin template, at the default height unless it set its own, with
+    room above the plot for every line of its title."""
+    fig.update_layout(template=TEMPLATE)
+    lines = (fig.layout.title.text or "").count("<br>") + 1
+    top = TITLE_LINE_PX * max(lines, 2) + 30 + (20 if fig.layout.annotations else 0)
+    fig.update_layout(margin_t=top)
+    if fig.layout.height is None:
+        fig.update_layout(height=HEIGHT_PX)
+    return fig
+
+
+def title_text(main: str, detail: str | None = None) -> str:
+    """A title that fits: ``main`` on top, ``detail`` smaller below it, wrapped."""
+    if not detail:
+        return main
+    lines = "<br>".join(wrap(detail, TITLE_CHARS))
+    return f"{main}<br><span style='font-size:12px'>{lines}</span>"
+
+
+def color(index: int) -> str:
+    return PALETTE[index % len(PALETTE)]
+
+
+def dash(index: int) -> str:
+    return DASHES[index % len(DASHES)]
+
+
+def symbol(index: int) -> str:
+    return SYMBOLS[index % len(SYMBOLS)]
+
+
+def log_ticks(values: Iterable[float | None], *, swept: bool = False) -> dict[str, object]:
+    """A log axis without crowded minor labels: labelled at the values themselves when they
+    are a few swept ones (``swept``: batch sizes), else at 1-2-3-5, 1-2-5 or decade steps
+    (as it spans one, two or more decades) and at its ends where no step is near them."""
+    positive = sorted({v for v in values if v is not None and v > 0})
+    if not positive:
+        return {"type": "log"}
+    if swept and len(positive) <= SWEPT_TICKS:
+        return {"type": "log", "tickvals": positive, "ticktext": [tick_label(v) for v in positive]}
+    low, high = positive[0], positive[-1]
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    decades = math.log10(high / low)
+    steps = (1, 2, 3, 5) if decades <= 1 else (1, 2, 5) if decades <= 2 else (1,)
+    ticks = [m * 10.0**e for e in range(first, last + 1) for m in steps]
+    ticks = [t for t in ticks if low <= t <= high]
+    for end in (low, high):
+        if all(max(end, t) / min(end, t) > END_TICK_RATIO for t in ticks):
+            ticks.append(end)
+    ticks.sort()
+    return {"type": "log", "tickvals": ticks, "ticktext": [tick_label(t) for t in ticks]}
+
+
+def tick_label(value: float) -> str:
+    """``0.51``, ``17.7``, ``4090``: three significant digits, no exponent."""
+    return f"{value:.3g}" if value < 1000 else f"{round(float(f'{value:.3g}'))}"
+
+
+def rows_height(rows: int, minimum_px: int = HEIGHT_PX) -> int:
+    """The height of a figure with ``rows`` category rows: grows with them."""
+    return max(minimum_px, 160 + ROW_PX * rows)
+
+
+def legend_key(
+    fig: go.Figure,
+    name: str,
+    *,
+    group: str,
+    line: Mapping[str, object] | None = None,
+    marker: Mapping[str, object] | None = None,
+    row: int | None = None,
+    col: int | None = None,
+) -> None:
+    """A legend entry only (no data): one per colour and one per dash, not one per trace."""
+    fig.add_trace(
+        go.Scatter(
+            x=[None],
+            y=[None],
+            name=name,
+            mode="lines+markers" if marker else "lines",
+            line=line or {"color": "#555"},
+            marker=marker or {},
+            legendgroup=group,
+            legendgrouptitle_text=group,
+            hoverinfo="skip",
+        ),
+        row=row,
+        col=col,
+    )
+
+
+def categories(values: Sequence[float]) -> list[str]:
+    """Swept values as category labels (a heatmap's cells on those values only)."""
+    return [f"{v:g}" for v in values]

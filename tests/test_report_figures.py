@@ -1,0 +1,248 @@
+"""Paper-ready figures: one template, grouped legends, readable log ticks, titles that fit,
+heights that grow, heatmaps on the swept values, the link check, error bars, static files."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import pytest
+from plotly.offline import get_plotlyjs
+
+from edgetwin.cli import main
+from edgetwin.reports import write_report
+from edgetwin.reports.figures import latency_breakdown_figure, per_sample_figure
+from edgetwin.reports.html import read_run, run_figures
+from edgetwin.reports.plan import crossover_figures, fleet_figures
+from edgetwin.reports.rows import average_reps
+from edgetwin.reports.style import FONT, TITLE_CHARS, log_ticks, styled
+from edgetwin.results import write_results
+from tests.conftest import REPO
+from tests.test_report import _results, _row
+
+SCENARIOS = REPO / "scenarios"
+LINK_CHECK_CSV = """\
+bandwidth_mbps,sender,receiver,goodput_mbps,wire_mbps,error_pct,within_tolerance,latency_ms,latency_emulated,shaped_mbps
+100,h1,h2,94.1,99.2,-0.8,True,1.0,False,100
+100,h2,h1,80.0,84.3,-15.7,False,1.0,False,100
+"""
+
+
+def _plan_answer(tmp_path: Path, plan: str) -> dict[str, Any]:
+    out = tmp_path / plan
+    assert main(["plan", str(SCENARIOS / f"{plan}.plan.yaml"), "--out", str(out)]) == 0
+    answer: dict[str, Any] = json.loads((out / "answer.json").read_text())
+    return answer
+
+
+def _legend_entries(fig: go.Figure) -> list[str]:
+    return [t.name for t in fig.data if t.showlegend is not False]
+
+
+@pytest.mark.timeout(120)
+def test_crossover_legend_is_grouped_and_no_two_curves_look_alike(tmp_path: Path) -> None:
+    _, curves = crossover_figures(_plan_answer(tmp_path, "plan_crossover"))
+    drawn = [t for t in curves.data if t.x != (None,)]
+    assert len(drawn) == 18  # 6 batches x (2 fleet sizes + single)
+    looks = {(t.line.color, t.line.dash) for t in drawn}
+    assert len(looks) == len(drawn)
+    # a key per batch colour and per deployment dash, not one per curve
+    assert len(_legend_entries(curves)) == 6 + 3
+    assert curves.layout.xaxis.tickvals and curves.layout.yaxis.tickvals
+
+
+@pytest.mark.timeout(120)
+def test_fleet_heatmap_cells_are_the_swept_values_only(tmp_path: Path) -> None:
+    answer = _plan_answer(tmp_path, "plan_fleet")
+    heat = fleet_figures(answer)[0]
+    assert heat.layout.xaxis.type == "category" and heat.layout.yaxis.type == "category"
+    assert list(heat.data[0].x) == [f"{bw:g}" for bw in answer["bandwidths_mbps"]]
+    assert list(heat.data[0].y) == [str(n) for n in answer["devices"]]
+
+
+def test_log_ticks_are_few_and_plain() -> None:
+    ticks = log_ticks([15.5, 80.0, 4903.0])
+    assert ticks["ticktext"] == ["15.5", "100", "1000", "4900"]
+    assert log_ticks([25, 50, 100, 200, 300, 400, 600, 800, 1000])["ticktext"] == [
+        "25",
+        "50",
+        "100",
+        "200",
+        "500",
+        "1000",
+    ]
+    assert log_ticks([1, 2, 4, 8, 16, 32], swept=True)["ticktext"] == [
+        "1",
+        "2",
+        "4",
+        "8",
+        "16",
+        "32",
+    ]
+
+
+def test_breakdown_grows_with_its_rows() -> None:
+    configs = [("single", None), ("voltage", None), ("prism", 9.9), ("prism", 4.95), ("prism", 3.3)]
+    rows = [
+        _row(strategy, batch, 400, 50.0 * batch, cr=cr, segments=None if cr is None else 4)
+        for strategy, cr in configs
+        for batch in (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    ]
+    fig = latency_breakdown_figure(average_reps(rows))
+    assert fig is not None and len(fig.data[0].y[0]) == 45
+    assert fig.layout.height >= 45 * 20  # about 20 px a bar, not 460 px for all
+
+
+def test_per_sample_figure_has_error_bars_over_the_reps() -> None:
+    points = average_reps(_results())
+    fig = per_sample_figure(points)
+    assert fig is not None
+    single = next(t for t in fig.data if t.name == "single")
+    # single batch 1 ran twice: 105 and 115 ms, sample standard deviation 7.07 ms
+    assert single.error_y.array[0] == pytest.approx(7.0711, rel=1e-3)
+    voltage = next(t for t in fig.data if t.name == "voltage")
+    assert voltage.error_y.array is None  # one rep: no interval to draw
+
+
+def test_emulator_run_page_shows_the_link_check(tmp_path: Path) -> None:
+    write_results(tmp_path / "results.csv", _results())
+    (tmp_path / "link_check.csv").write_text(LINK_CHECK_CSV)
+    titles = [fig.layout.title.text for fig in run_figures(read_run(tmp_path))]
+    assert titles[-1].startswith("Link check")
+    text = write_report(tmp_path).read_text()
+    assert "Link check" in text and text.count('class="plotly-graph-div"') == 5
+    assert "h2 -&gt; h1 set to 100 Mbps" in text  # the warning stays on top
+
+
+def _title_lines(fig: go.Figure) -> list[str]:
+    return [re.sub(r"<[^>]+>", "", line) for line in (fig.layout.title.text or "").split("<br>")]
+
+
+def _figure_specs(page: str) -> list[dict[str, Any]]:
+    """Data and layout of every ``Plotly.newPlot("id", data, layout, config)`` on a page."""
+    decoder = json.JSONDecoder()
+    specs = []
+    for call in re.finditer(r"Plotly\.newPlot\(\s*\"[^\"]+\",\s*", page):
+        data, end = decoder.raw_decode(page, call.end())
+        layout, _ = decoder.raw_decode(page, page.index("{", end))
+        specs.append({"data": data, "layout": layout})
+    return specs
+
+
+@pytest.mark.timeout(120)
+def test_adaptive_page_titles_fit_and_every_figure_has_the_template(tmp_path: Path) -> None:
+    out = tmp_path / "eval"
+    spec = SCENARIOS / "adaptive_devices.eval.yaml"
+    assert main(["evaluate", str(spec), "--out", str(out)]) == 0
+    page = (out / "evaluation.html").read_text()
+    packed = re.findall(r"<script id='plotly-js-gzip'[^>]*>([^<]*)</script>", page)
+    assert len(packed) == 1  # plotly.js inlined once per page, and whole
+    assert gzip.decompress(base64.b64decode(packed[0])).decode() == get_plotlyjs()
+    specs = _figure_specs(page)
+    assert len(specs) == page.count('class="plotly-graph-div"') > 0
+    for spec in specs:
+        fig = go.Figure(spec)
+        assert fig.layout.template.layout.font.family == FONT
+        assert all(len(line) <= TITLE_CHARS + 5 for line in _title_lines(fig))
+        lines = len(_title_lines(fig))
+        assert fig.layout.margin.t >= 20 * lines  # room above the plot for every line
+
+
+def test_styled_keeps_a_figure_height() -> None:
+    assert styled(go.Figure(layout={"height": 900})).layout.height == 900
+    assert styled(go.Figure()).layout.height == 460
+
+
+def _static_run(tmp_path: Path) -> Path:
+    if shutil.which("chromium") is None:
+        pytest.skip("chromium is not installed (CI installs it)")
+    run = tmp_path / "run"
+    assert main(["run", str(SCENARIOS / "prism_jetson.yaml"), "--out", str(run), "--quiet"]) == 0
+    return run
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(240)
+def test_report_static_svg_writes_one_parsable_file_per_figure(tmp_path: Path) -> None:
+    run = _static_run(tmp_path)
+    assert main(["report", str(run), "--static", "svg"]) == 0
+    files = sorted((run / "figures").glob("*.svg"))
+    titles = [fig.layout.title.text.split("<br>")[0] for fig in run_figures(read_run(run))]
+    assert (
+        len(files)
+        == len(titles)
+        == (run / "report.html").read_text().count('class="plotly-graph-div"')
+    )
+    for path, title in zip(files, titles, strict=True):
+        root = ET.parse(path).getroot()
+        assert root.tag == "{http://www.w3.org/2000/svg}svg"
+        assert title in "".join(root.itertext())
+    assert not list(run.glob(".figures-*"))
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("fmt, magic", [("png", b"\x89PNG\r\n\x1a\n"), ("pdf", b"%PDF-")])
+def test_report_static_png_and_pdf(tmp_path: Path, fmt: str, magic: bytes) -> None:
+    run = _static_run(tmp_path)
+    assert main(["report", str(run), "--static", fmt]) == 0
+    files = sorted((run / "figures").glob(f"*.{fmt}"))
+    assert len(files) == 5
+    for path in files:
+        assert path.stat().st_size > 1000 and path.read_bytes().startswith(magic)
+
+
+def test_report_static_without_a_browser_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_results(tmp_path / "results.csv", _results())
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium"))
+    assert main(["report", str(tmp_path), "--static", "svg"]) == 2
+    error = capsys.readouterr().err
+    assert "no-chromium" in error and "Chromium" in error and "Traceback" not in error
+    assert not (tmp_path / "figures").exists() and not list(tmp_path.glob(".figures-*"))
+
+
+@pytest.mark.timeout(120)
+def test_report_static_with_a_browser_that_fails_keeps_the_old_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_results(tmp_path / "results.csv", _results())
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "old.svg").write_text("<svg/>")
+    monkeypatch.setenv("BROWSER_PATH", shutil.which("true") or "/bin/true")
+    assert main(["report", str(tmp_path), "--static", "svg"]) == 1
+    error = capsys.readouterr().err
+    assert "the browser" in error and "failed" in error and "Traceback" not in error
+    assert [p.name for p in (tmp_path / "figures").iterdir()] == ["old.svg"]
+    assert not list(tmp_path.glob(".figures-*"))
+
+
+@pytest.mark.timeout(120)
+def test_affinity_schedulers_keep_their_colour_in_every_panel(tmp_path: Path) -> None:
+    spec = SCENARIOS / "affinity_small.eval.yaml"
+    assert main(["evaluate-affinity", str(spec), "--out", str(tmp_path / "aff")]) == 0
+    (spec_of_page,) = _figure_specs((tmp_path / "aff" / "affinity.html").read_text())
+    colours: dict[str, set[str]] = {}
+    for trace in spec_of_page["data"]:
+        if trace["type"] == "bar":
+            colours.setdefault(trace["name"], set()).add(trace["marker"]["color"])
+    assert len(colours) > 1 and all(len(c) == 1 for c in colours.values())
+    assert len({c for (c,) in colours.values()}) == len(colours)
+
+
+def test_report_static_takes_only_figure_formats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_results(tmp_path / "results.csv", _results())
+    with pytest.raises(SystemExit) as exited:
+        main(["report", str(tmp_path), "--static", "parquet"])
+    assert exited.value.code == 2
+    assert "choose from svg, pdf, png" in capsys.readouterr().err.replace("'", "")
