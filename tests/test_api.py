@@ -201,3 +201,9 @@ def test_import_edgetwin_stays_light() -> None:
     assert done.returncode == 0, done.stderr
     with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
         _ = edgetwin.nonesuch  # type: ignore[attr-defined]
+
+
+def test_the_api_names_the_command_of_a_file_of_another_kind() -> None:
+    evaluation = JETSON.with_name("adaptive_prism.eval.yaml")
+    with pytest.raises(InputError, match="edgetwin evaluate"):
+        edgetwin.run(evaluation)

@@ -283,3 +283,28 @@ def test_piped_plan_and_affinity_evaluations_print_their_progress(tmp_path: Path
     err = piped("evaluate-affinity", spec, "--out", "a")
     assert "instances: 1/6" in err and "instances: 6/6" in err
     assert "instances" not in piped("evaluate-affinity", spec, "--out", "b", "--quiet")
+
+
+@pytest.mark.timeout(300)
+def test_piped_evaluate_and_calibrate_machine_print_their_progress(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def piped(*argv: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "edgetwin", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    spec = str(SCENARIOS / "adaptive_prism.eval.yaml")
+    lines = [line for line in piped("evaluate", spec, "--out", "e").splitlines() if line]
+    steps = [line.rsplit(": ", 1)[1] for line in lines if "twin sweeps" in line]
+    total = int(steps[-1].split("/")[1])
+    assert steps == [f"{k}/{total}" for k in range(1, total + 1)]  # a line per sweep, all
+    assert "twin sweeps" not in piped("evaluate", spec, "--out", "q", "--quiet")
+    err = piped("calibrate-machine", "--quick", "--out", "m")
+    assert "fit: 1/3" in err and "fit: 3/3" in err

@@ -63,16 +63,28 @@ QUICK = MeasurementPlan(
 )
 
 
-def calibrate_machine(out_dir: Path, plan: MeasurementPlan, command: str) -> DeviceProfile:
-    """Measure, write the traces and the spec, fit and write the profile; return it."""
+CALIBRATION_STEPS = 3  # ViT latencies, the staged exchange, the fit
+
+
+def calibrate_machine(
+    out_dir: Path,
+    plan: MeasurementPlan,
+    command: str,
+    on_step: Callable[[], None] = lambda: None,
+) -> DeviceProfile:
+    """Measure, write the traces and the spec, fit and write the profile; return it.
+    ``on_step`` is called after each of the CALIBRATION_STEPS."""
     traces = out_dir / "traces"
     traces.mkdir(parents=True, exist_ok=True)
     write_vit_latency(traces / "vit_latency.csv", plan)
+    on_step()
     write_staged_exchange(traces / "gloo_staged_allgather.csv", plan)
+    on_step()
     spec_path = out_dir / "spec.yaml"
     write_text_atomic(spec_path, yaml.safe_dump(machine_spec(plan), sort_keys=False))
     profile = calibrate_from_traces(spec_path, command)
     write_profile(profile, out_dir / "profile.yaml")
+    on_step()
     return profile
 
 

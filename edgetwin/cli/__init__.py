@@ -26,7 +26,6 @@ from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
 from edgetwin.cli.init import add_init_arguments, init_command
 from edgetwin.cli.inputs import add_check_argument, add_force_argument, report_checked
-from edgetwin.cli.kinds import Kind, check_kind
 from edgetwin.cli.plan import add_plan_arguments, plan_command
 from edgetwin.cli.progress import progress
 from edgetwin.comparison import (
@@ -36,8 +35,9 @@ from edgetwin.comparison import (
     write_comparison_csv,
 )
 from edgetwin.errors import InputError, RunFailed, shown
-from edgetwin.evaluate.adaptive import evaluate, load_eval_inputs
+from edgetwin.evaluate.adaptive import evaluate, evaluation_steps, load_eval_inputs
 from edgetwin.evaluate.affinity import evaluate_affinity, load_affinity_settings
+from edgetwin.file_kinds import Kind, check_kind
 from edgetwin.links import within_tolerance
 from edgetwin.provenance import edgetwin_version, recording_reads, write_provenance
 from edgetwin.reports import write_report
@@ -198,6 +198,7 @@ def _parser() -> argparse.ArgumentParser:
         help="fit from this 'edgetwin run --mode emu' folder instead of measuring",
     )
     add_force_argument(machine)
+    machine.add_argument("--quiet", action="store_true", help="no progress")
     machine.set_defaults(handler=_calibrate_machine)
 
     evaluate = _command(
@@ -217,6 +218,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_check_argument(evaluate)
     add_force_argument(evaluate)
+    evaluate.add_argument("--quiet", action="store_true", help="no progress")
     evaluate.set_defaults(handler=_evaluate, input_kind="evaluation", input_arg="spec")
 
     plan = _command(
@@ -403,11 +405,21 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
     with ``--emu``, spec and profile fitted from an emulator run."""
     if args.emu is not None:
         return _calibrate_machine_from_emu(args)
-    from edgetwin.calibration.machine import FULL, QUICK, calibrate_machine, summary
+    from edgetwin.calibration.machine import (
+        CALIBRATION_STEPS,
+        FULL,
+        QUICK,
+        calibrate_machine,
+        summary,
+    )
 
     command = f"edgetwin calibrate-machine --out {args.out}" + (" --quick" if args.quick else "")
-    with _output_folder(args.out, args.force) as staging:
-        profile = calibrate_machine(staging, QUICK if args.quick else FULL, command)
+    label = "calibrate-machine: ViT latencies, staged exchange, fit"
+    with (
+        _output_folder(args.out, args.force) as staging,
+        progress(label, CALIBRATION_STEPS, args.quiet) as advance,
+    ):
+        profile = calibrate_machine(staging, QUICK if args.quick else FULL, command, advance)
         write_provenance(staging, command=args.command, seed=None, inputs={})
     print(
         f"wrote {args.out}/profile.yaml (median |error|: {summary(profile)}), "
@@ -436,8 +448,14 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.check:
         return report_checked(args.spec)
     seed = inputs.scenario.seed
-    with _output_folder(args.out, args.force) as staging:
-        result = evaluate(inputs.scenario, inputs.scenario_path, inputs.settings, inputs.map_table)
+    steps = evaluation_steps(inputs.scenario, inputs.settings, inputs.map_table)
+    with (
+        _output_folder(args.out, args.force) as staging,
+        progress(f"evaluate {args.spec.name}, twin sweeps", steps, args.quiet) as advance,
+    ):
+        result = evaluate(
+            inputs.scenario, inputs.scenario_path, inputs.settings, inputs.map_table, advance
+        )
         write_evaluation(staging, result)
         write_provenance(staging, command=args.command, seed=seed, inputs=args.reads)
     for name, score in result.scores.items():

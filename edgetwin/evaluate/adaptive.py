@@ -12,7 +12,7 @@ candidate it picked actually is than the oracle's.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -21,7 +21,7 @@ from pydantic import Field, field_validator
 
 from edgetwin.comparison import check_reference
 from edgetwin.errors import InputError
-from edgetwin.evaluate.profiling import profile_twin, rows_at_tokens
+from edgetwin.evaluate.profiling import profile_twin, rows_at_tokens, sweep_steps
 from edgetwin.models import registry
 from edgetwin.models.registry import CandidateKey
 from edgetwin.policies.adaptive import POLICIES, Objective, SelectionPolicy, make_policy
@@ -235,20 +235,28 @@ class Evaluation:
         }
 
 
+def evaluation_steps(scenario: Scenario, settings: EvalSettings, map_table: Path | None) -> int:
+    """The twin sweeps ``evaluate`` runs: the map's (unless read from a table), the held-out."""
+    mapped = 0 if map_table is not None else sweep_steps(len(scenario.sweeps), settings.map_tokens)
+    return mapped + sweep_steps(1, settings.held_out.tokens)
+
+
 def evaluate(
     scenario: Scenario,
     scenario_path: Path | None,
     settings: EvalSettings,
     map_table: Path | None = None,
+    on_step: Callable[[], None] = lambda: None,
 ) -> Evaluation:
-    """Profile (or read) the map, run the held-out conditions in the twin, score each policy."""
+    """Profile (or read) the map, run the held-out conditions in the twin, score each policy;
+    ``on_step`` is called after each twin sweep at one sequence length (``evaluation_steps``)."""
     perf_map = (
-        profile_twin(scenario, scenario_path, settings.map_tokens)
+        profile_twin(scenario, scenario_path, settings.map_tokens, on_step)
         if map_table is None
         else map_from_table(map_table, scenario.model.tokens)
     )
     held_out = settings.held_out
-    rows = rows_at_tokens(scenario, scenario_path, held_out.sweep(), held_out.tokens)
+    rows = rows_at_tokens(scenario, scenario_path, held_out.sweep(), held_out.tokens, on_step)
     if map_table is not None:
         rows = [_named_as_in_map(row, perf_map) for row in rows]
     objective = settings.objective_spec

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from edgetwin import scenario as scenario_file
 from edgetwin.comparison import check_reference
+from edgetwin.file_kinds import check_kind
 from edgetwin.provenance import recording_reads
 from edgetwin.scenario import Scenario, with_absolute_paths
 from edgetwin.schema import apply_override, referenced_file, validate_model
@@ -35,6 +36,7 @@ class RunInputs:
 def load_run_inputs(path: Path, overrides: Sequence[str] = ()) -> RunInputs:
     """Read, override and validate ``path``, then check every file it names; every
     error is an ``InputError`` naming the file and the field."""
+    check_kind(path, "scenario")  # an evaluation or a plan names the command it belongs to
     with recording_reads() as files:
         return _checked(scenario_file.load_scenario(path, overrides), path, files)
 
