@@ -9,6 +9,7 @@ import io
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -261,21 +262,22 @@ def test_an_evaluation_takes_its_map_from_a_run_that_writes_the_cr_used(
     assert "adaptive: accuracy" in capsys.readouterr().out
 
 
+def _piped(cwd: Path, *argv: str) -> str:
+    """``python -m edgetwin ARGV`` in ``cwd`` with its output piped (no terminal): stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "edgetwin", *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=cwd,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
 @pytest.mark.timeout(180)
 def test_piped_plan_and_affinity_evaluations_print_their_progress(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-    def piped(*argv: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "edgetwin", *argv],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stderr
-
+    piped = partial(_piped, tmp_path)
     piped("init", "scenario")
     piped("init", "plan")
     assert "plan my_plan: 9/9" in piped("plan", "question.plan.yaml", "--out", "p", "--workers=1")
@@ -287,19 +289,7 @@ def test_piped_plan_and_affinity_evaluations_print_their_progress(tmp_path: Path
 
 @pytest.mark.timeout(300)
 def test_piped_evaluate_and_calibrate_machine_print_their_progress(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-    def piped(*argv: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "edgetwin", *argv],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stderr
-
+    piped = partial(_piped, tmp_path)
     spec = str(SCENARIOS / "adaptive_prism.eval.yaml")
     lines = [line for line in piped("evaluate", spec, "--out", "e").splitlines() if line]
     steps = [line.rsplit(": ", 1)[1] for line in lines if "twin sweeps" in line]
