@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import yaml
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.profile import DeviceProfile
+from edgetwin.provenance import sha256_file
 
 
 def write_profile(profile: DeviceProfile, path: Path) -> None:
@@ -22,7 +22,7 @@ def write_profile(profile: DeviceProfile, path: Path) -> None:
 
 def source_record(path: Path) -> dict[str, str]:
     """Provenance of one input file: its name and SHA-256."""
-    return {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    return {"file": path.name, "sha256": sha256_file(path)}
 
 
 def host_ram_mb() -> float:

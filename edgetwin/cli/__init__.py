@@ -145,7 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_check_argument(run)
     add_force_argument(run)
-    run.set_defaults(handler=_run, input_kind="scenario", input_arg="scenario")
+    run.set_defaults(handler=_run)  # its loading step checks the kind (the API's too)
 
     compare = _command(
         commands,
