@@ -15,9 +15,6 @@ _PRESET_VALUES = {
     "vit_b16": (197, 768, 12, 12, 16, 3, 10),
     "vit_l16": (197, 1024, 24, 16, 16, 3, 10),
     "bert_base": (128, 768, 12, 12, 0, 0, 2),
-    "gpt2_small": (1024, 768, 12, 12, 0, 0, 2),
-    "gpt2_medium": (1024, 1024, 24, 16, 0, 0, 2),
-    "gpt2_large": (1024, 1280, 36, 20, 0, 0, 2),
 }
 MODEL_PRESETS: dict[str, dict[str, Any]] = {
     name: dict(zip(_PRESET_FIELDS, values, strict=True)) for name, values in _PRESET_VALUES.items()
