@@ -454,10 +454,22 @@ def _evaluate(args: argparse.Namespace) -> int:
         progress(f"evaluate {args.spec.name}, twin sweeps", steps, args.quiet) as advance,
     ):
         result = evaluate(
-            inputs.scenario, inputs.scenario_path, inputs.settings, inputs.map_table, advance
+            inputs.scenario,
+            inputs.scenario_path,
+            inputs.settings,
+            inputs.map_table,
+            advance,
+            truth_rows=inputs.truth_rows,
+            truth_table=inputs.truth_table,
         )
         write_evaluation(staging, result)
         write_provenance(staging, command=args.command, seed=seed, inputs=args.reads)
+    print(f"ground truth: {result.truth_source}, {len(result.conditions)} conditions")
+    for cell in result.skipped:
+        print(
+            f"skipped batch {cell.batch}, {cell.bandwidth_mbps:g} Mbps, {cell.tokens} tokens: "
+            f"not measured for {', '.join(cell.missing)}"
+        )
     for name, score in result.scores.items():
         print(
             f"{name}: accuracy {score.decision_accuracy:.3f}, regret mean "

@@ -1,26 +1,35 @@
-"""Evaluate selection policies against the twin at held-out conditions.
+"""Evaluate selection policies against the twin at held-out conditions, or against
+measurements.
 
 The map is profiled from the scenario's own sweeps at the sequence lengths
-``map_tokens`` (or read from a results table). The ground truth is the
-scenario run again in the twin at the held-out conditions: with N devices up,
-every candidate on at most N devices (single, and each strategy on 2..N, also
-counts the map never profiled); the oracle is the one with the lowest
-objective there. A policy's regret at a condition is how much worse (%) the
-candidate it picked actually is than the oracle's.
+``map_tokens`` (or read from a results table). The ground truth is either the
+scenario run again in the twin at the held-out conditions (``held_out``: with N
+devices up, every candidate on at most N devices, single and each strategy on
+2..N, also counts the map never profiled), or a table of measured runs
+(``truth_table``: local, emulator or hardware rows; ``evaluate.measured``). The
+oracle is the candidate with the lowest objective there. A policy's regret at a
+condition is how much worse (%) the candidate it picked actually is than the
+oracle's.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from edgetwin.comparison import check_reference
 from edgetwin.errors import InputError
+from edgetwin.evaluate.measured import (
+    SkippedCell,
+    measured_cells,
+    median_per_configuration,
+    read_measured,
+)
 from edgetwin.evaluate.profiling import profile_twin, rows_at_tokens, sweep_steps
 from edgetwin.models import registry
 from edgetwin.models.registry import CandidateKey
@@ -58,7 +67,8 @@ class EvalSettings(Strict):
 
     scenario: str = Field(min_length=1)  # relative to the evaluation file
     map_tokens: TokenCounts = ()  # sequence lengths the map is profiled at
-    held_out: HeldOutSpec
+    held_out: HeldOutSpec | None = None  # the twin is the ground truth at these
+    truth_table: str | None = None  # or measured runs are (relative to the file)
     objective: Literal["latency", "energy", "weighted"] = "latency"
     weight: Annotated[float, Field(ge=0, le=1)] = 0.5
     policies: tuple[str, ...] = tuple(POLICIES)
@@ -74,6 +84,12 @@ class EvalSettings(Strict):
             raise ValueError("policies must include 'adaptive'")
         return names
 
+    @model_validator(mode="after")
+    def _one_truth(self) -> EvalSettings:
+        if (self.held_out is None) == (self.truth_table is None):
+            raise ValueError("give exactly one ground truth: held_out (the twin) or truth_table")
+        return self
+
     @property
     def objective_spec(self) -> Objective:
         return Objective(self.objective, self.weight)
@@ -81,12 +97,14 @@ class EvalSettings(Strict):
 
 @dataclass(frozen=True)
 class EvalInputs:
-    """An evaluation file resolved: its scenario, settings and map table."""
+    """An evaluation file resolved: its scenario, settings, map table and measured truth."""
 
     scenario: Scenario
     scenario_path: Path
     settings: EvalSettings
     map_table: Path | None
+    truth_rows: tuple[ResultRow, ...] | None = None
+    truth_table: Path | None = None
 
 
 def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
@@ -101,12 +119,17 @@ def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
     scenario = load_scenario(scenario_path)
     build_fleet(scenario, scenario_path)  # its device profiles
     fleet = sum(d.count for d in scenario.devices)
-    if max(settings.held_out.devices) > fleet:
-        up = max(settings.held_out.devices)
+    held_out = settings.held_out
+    if held_out is not None and max(held_out.devices) > fleet:
+        up = max(held_out.devices)
         raise InputError(
             path, "held_out.devices", f"{up} devices up, but {scenario_path.name} has {fleet}"
         )
-    return EvalInputs(scenario, scenario_path, settings, table)
+    if settings.truth_table is None:
+        return EvalInputs(scenario, scenario_path, settings, table)
+    truth = referenced_file(settings.truth_table, base, path, "truth_table")
+    rows = median_per_configuration(read_measured(truth, path, scenario.model.tokens))
+    return EvalInputs(scenario, scenario_path, settings, table, tuple(rows), truth)
 
 
 @dataclass(frozen=True)
@@ -160,6 +183,8 @@ class Evaluation:
     conditions: tuple[ConditionResult, ...]
     scores: dict[str, PolicyScore]
     candidates: dict[str, CandidateKey]  # every label above -> what it stands for
+    truth_source: str = "twin"  # or "table NAME" (measured runs)
+    skipped: tuple[SkippedCell, ...] = ()  # measured cells lacking a candidate
 
     def crossover_batch(self) -> list[dict[str, Any]]:
         """Per bandwidth, device count and tokens: the smallest batch where distributed wins."""
@@ -210,6 +235,7 @@ class Evaluation:
 
     def to_json(self) -> dict[str, Any]:
         adaptive = self.scores["adaptive"]
+        held_out = self.settings.held_out
         return {
             "scenario": self.scenario,
             "objective": self.settings.objective,
@@ -222,7 +248,13 @@ class Evaluation:
                 "bandwidths_mbps": list(self.perf_map.bandwidths_mbps),
                 "candidates": [c.label for c in self.perf_map.candidates],
             },
-            "held_out": self.settings.held_out.model_dump(mode="json"),
+            "held_out": None if held_out is None else held_out.model_dump(mode="json"),
+            "truth": {
+                "source": self.truth_source,
+                "skipped": [
+                    {**asdict(cell), "missing": list(cell.missing)} for cell in self.skipped
+                ],
+            },
             "conditions_count": len(self.conditions),
             "decision_accuracy": adaptive.decision_accuracy,
             "mean_regret_pct": adaptive.mean_regret_pct,
@@ -236,9 +268,11 @@ class Evaluation:
 
 
 def evaluation_steps(scenario: Scenario, settings: EvalSettings, map_table: Path | None) -> int:
-    """The twin sweeps ``evaluate`` runs: the map's (unless read from a table), the held-out."""
+    """The twin sweeps ``evaluate`` runs: the map's (unless read from a table), the held-out
+    (unless measured runs are the truth)."""
     mapped = 0 if map_table is not None else sweep_steps(len(scenario.sweeps), settings.map_tokens)
-    return mapped + sweep_steps(1, settings.held_out.tokens)
+    held_out = settings.held_out
+    return mapped + (0 if held_out is None else sweep_steps(1, held_out.tokens))
 
 
 def evaluate(
@@ -247,21 +281,34 @@ def evaluate(
     settings: EvalSettings,
     map_table: Path | None = None,
     on_step: Callable[[], None] = lambda: None,
+    *,
+    truth_rows: Sequence[ResultRow] | None = None,
+    truth_table: Path | None = None,
 ) -> Evaluation:
-    """Profile (or read) the map, run the held-out conditions in the twin, score each policy;
-    ``on_step`` is called after each twin sweep at one sequence length (``evaluation_steps``)."""
+    """Profile (or read) the map, take the ground truth (the twin at the held-out conditions,
+    or ``truth_rows`` measured, read from ``truth_table``), score each policy; ``on_step``
+    is called after each twin sweep at one sequence length (``evaluation_steps``)."""
     perf_map = (
         profile_twin(scenario, scenario_path, settings.map_tokens, on_step)
         if map_table is None
         else map_from_table(map_table, scenario.model.tokens)
     )
-    held_out = settings.held_out
-    rows = rows_at_tokens(scenario, scenario_path, held_out.sweep(), held_out.tokens, on_step)
-    if map_table is not None:
-        rows = [_named_as_in_map(row, perf_map) for row in rows]
+    skipped: list[SkippedCell] = []
+    if truth_rows is not None:
+        rows = [_named_as_in_map(row, perf_map) for row in truth_rows]
+        perf_map = _measured_candidates(perf_map, rows, truth_table)
+        truth = _measured_truth(rows, perf_map, skipped, truth_table)
+        source = f"table {truth_table.name if truth_table else 'of measured rows'}"
+    else:
+        assert settings.held_out is not None  # EvalSettings: one of the two
+        held_out = settings.held_out
+        rows = rows_at_tokens(scenario, scenario_path, held_out.sweep(), held_out.tokens, on_step)
+        if map_table is not None:
+            rows = [_named_as_in_map(row, perf_map) for row in rows]
+        truth = _truth_by_condition(rows, held_out.devices)
+        source = "twin"
     objective = settings.objective_spec
     policies = {name: make_policy(name, perf_map, objective) for name in settings.policies}
-    truth = _truth_by_condition(rows, held_out.devices)
     conditions = [
         _score_condition(key, here, perf_map, objective, policies, map_table)
         for key, here in truth.items()
@@ -271,7 +318,16 @@ def evaluate(
         CandidateKey(c.strategy, c.devices, c.cr) for c in perf_map.candidates
     ]
     candidates = {key.label: key for key in keys}
-    return Evaluation(scenario.name, settings, perf_map, tuple(conditions), scores, candidates)
+    return Evaluation(
+        scenario.name,
+        settings,
+        perf_map,
+        tuple(conditions),
+        scores,
+        candidates,
+        source,
+        tuple(skipped),
+    )
 
 
 def _baseline_label() -> str:
@@ -337,6 +393,45 @@ def _truth_by_condition(
         for up in devices_up
     }
     return dict(sorted(truth.items()))
+
+
+def _measured_candidates(
+    perf_map: PerformanceMap, rows: Sequence[ResultRow], table: Path | None
+) -> PerformanceMap:
+    """The map cut to the candidates the measurements have (policies pick among them)."""
+    measured = {_key(r).label for r in rows}
+    if _baseline_label() not in measured:
+        raise InputError(table, None, f"no measured row of {_baseline_label()}")
+    kept = tuple(c for c in perf_map.candidates if c.label in measured)
+    return perf_map.model_copy(update={"candidates": kept})
+
+
+def _measured_truth(
+    rows: Sequence[ResultRow],
+    perf_map: PerformanceMap,
+    skipped: list[SkippedCell],
+    table: Path | None,
+) -> dict[ConditionKey, dict[str, Estimate]]:
+    """Measured cells that have every candidate of the map (the others go to ``skipped``),
+    as condition -> candidate label -> latency and energy."""
+    truth: dict[ConditionKey, dict[str, Estimate]] = {}
+    up = max(r.devices for r in rows)  # the set-up's devices, at every cell
+    for batch, bw, tokens in measured_cells(rows):
+        here = {
+            _key(r).label: _estimate(r)
+            for r in rows
+            if (r.batch, r.bandwidth_mbps, r.tokens) == (batch, bw, tokens)
+        }
+        missing = tuple(
+            c.label for c in perf_map.candidates if c.devices <= up and c.label not in here
+        )
+        if missing:
+            skipped.append(SkippedCell(batch, bw, tokens, missing))
+        else:
+            truth[(batch, bw, up, tokens)] = here
+    if not truth:
+        raise InputError(table, None, "no measured cell has every candidate the policies pick from")
+    return truth
 
 
 def _named_as_in_map(row: ResultRow, perf_map: PerformanceMap) -> ResultRow:

@@ -63,16 +63,27 @@ def _settings_html(evaluation: Evaluation) -> str:
             f"{m.source}; tokens {_join(m.tokens)}; batch {_join(m.batches)}; "
             f"{_join(m.bandwidths_mbps)} Mbit/s; devices {_join(m.devices)}",
         ),
-        (
-            "Held out",
-            f"tokens {_join(sorted({c.tokens for c in evaluation.conditions}))}; "
-            f"batch {_join(s.held_out.batch)}; {_join(s.held_out.bandwidth_mbps)} Mbit/s; "
-            f"{_join(s.held_out.devices)} devices up",
-        ),
+        ("Ground truth", _truth_summary(evaluation)),
         ("Conditions", str(len(evaluation.conditions))),
     ]
     body = "".join(f"<li><b>{k}:</b> {escape(v)}</li>" for k, v in items)
     return f"<ul class='summary'>{body}</ul>"
+
+
+def _truth_summary(evaluation: Evaluation) -> str:
+    """Where the ground truth comes from and which conditions it covers."""
+    held_out, conditions = evaluation.settings.held_out, evaluation.conditions
+    tokens = f"tokens {_join(sorted({c.tokens for c in conditions}))}"
+    if held_out is None:
+        cells = "; ".join(
+            f"batch {c.batch}, {c.bandwidth_mbps:g} Mbit/s, {c.devices} up" for c in conditions
+        )
+        skipped = f"; {len(evaluation.skipped)} cells skipped" if evaluation.skipped else ""
+        return f"measured ({evaluation.truth_source}); {tokens}; {cells}{skipped}"
+    return (
+        f"the twin at held-out conditions; {tokens}; batch {_join(held_out.batch)}; "
+        f"{_join(held_out.bandwidth_mbps)} Mbit/s; {_join(held_out.devices)} devices up"
+    )
 
 
 def _join(values: Sequence[float]) -> str:
@@ -87,10 +98,16 @@ def _scores_html(evaluation: Evaluation) -> str:
         for name, s in evaluation.scores.items()
     )
     return (
-        "<h2>Policies against the twin at the held-out conditions</h2>"
+        f"<h2>Policies against {_truth_heading(evaluation)}</h2>"
         "<table><tr><th>Policy</th><th>Decision accuracy</th><th>Mode accuracy</th>"
         f"<th>Mean regret (%)</th><th>Max regret (%)</th></tr>{rows}</table>"
     )
+
+
+def _truth_heading(evaluation: Evaluation) -> str:
+    if evaluation.settings.held_out is None:
+        return f"measured runs ({escape(evaluation.truth_source)})"
+    return "the twin at the held-out conditions"
 
 
 def _by_axis_html(evaluation: Evaluation, policy: str) -> str:

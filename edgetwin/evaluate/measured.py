@@ -1,0 +1,79 @@
+"""Ground truth from measurements: a table of measured runs instead of the twin.
+
+The table is in the results schema, or the part of it a published table has: the key
+columns (strategy, devices, batch, bandwidth_mbps) and ``total_ms`` (``energy_j`` where
+measured; ``cr`` and ``segments`` for Prism; ``tokens`` where the length varies). It can
+be a ``results.csv`` of ``--mode local`` or ``--mode emu`` runs, or a hardware table.
+A configuration measured several times (``rep``) counts with the median of its
+successful repetitions: one slow repetition, disturbed by other work on the machine,
+does not move it.
+
+At each measured cell (batch, bandwidth, tokens) the devices up are the set-up's: the
+most devices any row of the table used. Policies choose among the candidates the table
+measured somewhere. A cell where one of those candidates was not measured cannot be
+scored: it is skipped, and the evaluation lists it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from statistics import median
+
+from edgetwin.comparison import check_reference
+from edgetwin.errors import InputError
+from edgetwin.results import ResultRow, parse_result, read_table
+
+MEASURED_MODE = "measured"  # the mode of a published row that names none
+
+
+@dataclass(frozen=True)
+class SkippedCell:
+    """A measured cell that lacks some candidate the policies may pick."""
+
+    batch: int
+    bandwidth_mbps: float
+    tokens: int
+    missing: tuple[str, ...]
+
+
+def read_measured(path: Path, named_by: Path, default_tokens: int) -> list[ResultRow]:
+    """The rows of a measured table (``InputError`` naming ``named_by``'s ``truth_table``
+    and the line if it is not one); a row with no ``tokens`` ran at ``default_tokens``."""
+    check_reference(path, named_by, "truth_table")
+    rows = []
+    for line, record in enumerate(read_table(path), start=2):
+        filled = {"scenario": path.stem, "mode": MEASURED_MODE, "rep": "0", **record}
+        try:
+            row = parse_result(filled)
+        except (KeyError, TypeError, ValueError) as exc:
+            problem = f"{path.name} line {line} is not a results row: {exc}"
+            raise InputError(named_by, "truth_table", problem) from None
+        rows.append(row if row.tokens is not None else replace(row, tokens=default_tokens))
+    return rows
+
+
+def median_per_configuration(rows: Iterable[ResultRow]) -> list[ResultRow]:
+    """One row per configuration: the median latency and energy of its successful
+    repetitions (a configuration with none keeps its first row, failed)."""
+    groups: dict[tuple[object, ...], list[ResultRow]] = {}
+    for row in rows:
+        key = (row.strategy, row.devices, row.cr, row.segments, row.batch)
+        groups.setdefault((*key, row.bandwidth_mbps, row.tokens), []).append(row)
+    merged = []
+    for group in groups.values():
+        ok = [r for r in group if r.status == "ok" and math.isfinite(r.total_ms)]
+        if not ok:
+            merged.append(group[0])
+            continue
+        energies = [r.energy_j for r in ok if r.energy_j is not None]
+        energy = median(energies) if len(energies) == len(ok) else None
+        merged.append(replace(ok[0], total_ms=median(r.total_ms for r in ok), energy_j=energy))
+    return merged
+
+
+def measured_cells(rows: Sequence[ResultRow]) -> list[tuple[int, float, int]]:
+    """The (batch, bandwidth, tokens) cells the table measured, sorted."""
+    return sorted({(r.batch, r.bandwidth_mbps, r.tokens or 0) for r in rows})

@@ -1,0 +1,125 @@
+"""Scoring the selection policies against measured ground truth (a table of real runs)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgetwin.errors import InputError
+from edgetwin.evaluate.adaptive import Evaluation, evaluate, load_eval_inputs, regret_pct
+
+REPO = Path(__file__).resolve().parents[1]
+JETSON_EVAL = REPO / "scenarios" / "adaptive_jetson_measured.eval.yaml"
+JETSON_ROWS = REPO / "data" / "reference" / "prism-jetson" / "measurements.csv"
+LABELS = {"single": "single", "voltage": "voltage x2", "prism": "prism cr 9.9 x2"}
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _run(path: Path, overrides: tuple[str, ...] = ()) -> Evaluation:
+    inputs = load_eval_inputs(path, overrides)
+    return evaluate(
+        inputs.scenario,
+        inputs.scenario_path,
+        inputs.settings,
+        inputs.map_table,
+        truth_rows=inputs.truth_rows,
+        truth_table=inputs.truth_table,
+    )
+
+
+def _published() -> dict[int, dict[str, float]]:
+    """batch -> candidate label -> published total_ms, read from the table itself."""
+    table: dict[int, dict[str, float]] = {}
+    with JETSON_ROWS.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            table.setdefault(int(row["batch"]), {})[LABELS[row["strategy"]]] = float(
+                row["total_ms"]
+            )
+    return table
+
+
+@pytest.fixture(scope="module")
+def jetson() -> Evaluation:
+    return _run(JETSON_EVAL)
+
+
+def test_the_oracle_and_regrets_are_the_published_figures(jetson: Evaluation) -> None:
+    published = _published()
+    complete = {b for b, here in published.items() if len(here) == len(LABELS)}
+    assert {c.batch for c in jetson.conditions} == complete
+    for condition in jetson.conditions:
+        here = published[condition.batch]
+        assert {k: v.latency_ms for k, v in condition.truth.items()} == here
+        assert condition.oracle == min(here, key=here.__getitem__)
+        for name, choice in condition.choices.items():
+            expected = regret_pct(here[choice.label], here[condition.oracle])
+            assert choice.regret_pct == pytest.approx(expected), name
+    assert jetson.truth_source == "table measurements.csv"
+
+
+def test_a_batch_not_measured_for_every_candidate_is_skipped(jetson: Evaluation) -> None:
+    partial = {b for b, here in _published().items() if len(here) < len(LABELS)}
+    assert partial  # the published table has one (batch 4: single only)
+    assert {cell.batch for cell in jetson.skipped} == partial
+    assert set(jetson.skipped[0].missing) == {LABELS["voltage"], LABELS["prism"]}
+    skipped = jetson.to_json()["truth"]["skipped"]
+    assert [cell["batch"] for cell in skipped] == sorted(partial)
+
+
+def test_policies_pick_only_measured_candidates(jetson: Evaluation) -> None:
+    """The map (adaptive_prism: CR 9.9, 4.95, 3.3) is cut to what the boards measured."""
+    assert {c.label for c in jetson.perf_map.candidates} == set(LABELS.values())
+
+
+def test_repetitions_count_with_their_median(tmp_path: Path) -> None:
+    """Three repetitions of single, one disturbed: the truth is their median."""
+    rows = [
+        "strategy,devices,batch,bandwidth_mbps,cr,segments,rep,total_ms,status",
+        "single,1,8,400,,,0,100,ok",
+        "single,1,8,400,,,1,900,ok",
+        "single,1,8,400,,,2,110,ok",
+        "voltage,2,8,400,,,0,300,ok",
+        "prism,2,8,400,9.9,10,0,105,ok",
+        "prism,2,8,400,9.9,10,1,,failed",
+    ]
+    table = tmp_path / "measured.csv"
+    table.write_text("\n".join(rows) + "\n")
+    result = _run(JETSON_EVAL, (f"truth_table={table}",))
+    (condition,) = result.conditions
+    assert condition.truth["single"].latency_ms == 110
+    assert condition.truth["prism cr 9.9 x2"].latency_ms == 105
+    assert condition.oracle == "prism cr 9.9 x2"
+
+
+def test_bad_ground_truth(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="exactly one ground truth"):
+        load_eval_inputs(JETSON_EVAL, ("held_out={batch: [1]}",))
+    table = tmp_path / "no_single.csv"
+    table.write_text("strategy,devices,batch,bandwidth_mbps,total_ms\nvoltage,2,1,400,300\n")
+    with pytest.raises(InputError, match="no measured row of single"):
+        _run(JETSON_EVAL, (f"truth_table={table}",))
+    table.write_text("name,value\nx,1\n")
+    with pytest.raises(InputError, match="not a results table") as exc:
+        load_eval_inputs(JETSON_EVAL, (f"truth_table={table}",))
+    assert (exc.value.path, exc.value.field) == (str(JETSON_EVAL), "truth_table")
+
+
+def test_the_cli_says_where_the_truth_comes_from(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "edgetwin", "evaluate", str(JETSON_EVAL), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "ground truth: table measurements.csv, 3 conditions" in done.stdout
+    assert "skipped batch 4, 400 Mbps" in done.stdout
+    written = json.loads((out / "evaluation.json").read_text())
+    assert written["held_out"] is None
+    assert "measured runs" in (out / "evaluation.html").read_text()
