@@ -25,7 +25,7 @@ class GenerationClock(PhaseClock):
 
     def start(self) -> None:
         super().start()
-        self._token_ms: list[float] = []
+        self._token_ms = []
 
     def token_held(self) -> None:
         """This rank now holds the next output token of every sequence."""
