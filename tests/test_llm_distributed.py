@@ -20,7 +20,7 @@ import pytest
 
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.emu.llm.launcher import WORKER, launch_decoder, run_decoder
-from edgetwin.emu.llm.records import RankRecord
+from edgetwin.emu.llm.records import RankRecord, measured
 from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.llm.worker import main as worker_main
 from edgetwin.errors import LaunchError
@@ -68,6 +68,7 @@ def test_pipeline_equals_single_and_sends_what_the_contract_says() -> None:
     assert sent[1] == {"prefill": B * INT64, "decode": (OUT - 1) * B * INT64}
 
 
+@pytest.mark.slow
 def test_pipeline_with_an_uneven_split_on_a_gpt2_kind_equals_single() -> None:
     records = launch("pipeline", GPT2_KIND, layer_split=(1, 2))
     assert_equals_single(records)
@@ -99,6 +100,18 @@ def test_voltage_equals_single_over_the_distributed_kv(voltage: list[RankRecord]
     }
 
 
+def test_a_launch_is_summarised_as_rank_0_times_and_every_rank_bytes(
+    voltage: list[RankRecord],
+) -> None:
+    (row,) = measured(voltage)
+    timing = voltage[0].reps[0]
+    assert row.ttft_ms == timing.token_ms[0] and row.total_ms == timing.token_ms[-1]
+    assert row.total_ms == pytest.approx(row.ttft_ms + (OUT - 1) * row.tpot_ms)
+    assert row.comm_ms > 0 and row.compute_ms > 0
+    assert row.bytes_sent == sum(sum(record.bytes_sent.values()) for record in voltage)
+    assert row.tokens_match_single == voltage[-1].tokens_match_single == 1.0
+
+
 def test_prism_reports_agreement_and_sends_less_than_voltage(voltage: list[RankRecord]) -> None:
     records = launch("prism", segments=2)
     last = records[-1]
@@ -113,6 +126,28 @@ def test_prism_reports_agreement_and_sends_less_than_voltage(voltage: list[RankR
 def test_prism_with_segments_of_one_token_is_exact() -> None:
     # a mean of one row is that row: prism's causal context is then voltage's
     assert_equals_single(launch("prism", segments=T))
+
+
+FOUR_KV_HEADS = LLAMA_KIND.model_copy(
+    update={"layers": 3, "kv_heads": 4, "ffn_size": 250, "tied_embeddings": False}
+)  # 4 ranks of tensor_parallel get 63, 63, 62 and 62 FFN columns
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("strategy", "world", "options"),
+    [
+        ("pipeline", 3, {}),  # 3 micro-batches in flight, a middle stage
+        ("voltage", 3, {}),  # 6, 5 and 5 prompt rows
+        ("prism", 3, {"segments": T}),
+        ("tensor_parallel", 4, {}),
+    ],
+)
+def test_more_ranks_equal_single(strategy: str, world: int, options: dict) -> None:
+    records = run_decoder(
+        FOUR_KV_HEADS, strategy, world, T, OUT, B, seed=4, threads=1, timeout_s=180, **options
+    )
+    assert_equals_single(records)
 
 
 def test_a_run_that_cannot_be_done_starts_nothing() -> None:

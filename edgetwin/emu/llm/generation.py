@@ -20,6 +20,8 @@ from edgetwin.emu.llm.model import Decoder, DecoderLayer
 from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.llm.timing import DECODE, PREFILL, GenerationClock
 
+TOKEN_DTYPE = torch.int64  # token ids on the wire
+
 
 @dataclass(frozen=True)
 class Generation:

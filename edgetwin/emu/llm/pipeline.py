@@ -14,12 +14,17 @@ import torch
 from torch import Tensor
 
 from edgetwin.emu.llm.cache import KVCache
-from edgetwin.emu.llm.generation import Generation, RankGenerator, RankSetup, cached_layer, greedy
+from edgetwin.emu.llm.generation import (
+    TOKEN_DTYPE,
+    Generation,
+    RankGenerator,
+    RankSetup,
+    cached_layer,
+    greedy,
+)
 from edgetwin.emu.llm.model import DecoderLayer
 from edgetwin.emu.llm.timing import DECODE, PREFILL, Part
 from edgetwin.models.layout import partition_sizes
-
-TOKEN_DTYPE = torch.int64
 
 
 def micro_batches(batch: int, world: int) -> list[slice]:

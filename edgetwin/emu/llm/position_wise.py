@@ -31,9 +31,8 @@ from edgetwin.emu.llm.attention import (
     partial_attention,
 )
 from edgetwin.emu.llm.cache import KVCache
-from edgetwin.emu.llm.generation import Generation, RankGenerator, RankSetup, greedy
+from edgetwin.emu.llm.generation import TOKEN_DTYPE, Generation, RankGenerator, RankSetup, greedy
 from edgetwin.emu.llm.model import DecoderLayer
-from edgetwin.emu.llm.pipeline import TOKEN_DTYPE
 from edgetwin.emu.llm.timing import DECODE, PREFILL
 from edgetwin.emu.vit.forward import segment_means
 

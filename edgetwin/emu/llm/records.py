@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,9 @@ class GenerationTiming:
         steps = self.decode_ms
         return statistics.fmean(steps) if steps else None
 
-    def phase_ms(self, part: str, phase: str) -> float:
-        return self.parts_ms.get(part, {}).get(phase, 0.0)
+    def phase_ms(self, phase: str) -> float:
+        """ms of ``phase`` over both parts."""
+        return sum(phases.get(phase, 0.0) for phases in self.parts_ms.values())
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,43 @@ class RankRecord:
     tokens: tuple[tuple[int, ...], ...] | None = None
     max_abs_diff_vs_single: float | None = None
     tokens_match_single: float | None = None
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One timed generation as a results row reports it: rank 0's times (the terminal
+    holds every token; waiting for peers counts as comm), every rank's bytes, and the
+    last rank's comparison with one device."""
+
+    ttft_ms: float
+    tpot_ms: float | None
+    total_ms: float  # ttft_ms + (output_tokens - 1) tpot_ms: the last token held
+    compute_ms: float
+    staging_ms: float
+    comm_ms: float
+    bytes_sent: int
+    max_abs_diff_vs_single: float | None
+    tokens_match_single: float | None
+
+
+def measured(records: Sequence[RankRecord]) -> list[Measured]:
+    """One ``Measured`` per timed generation of a launch (records in rank order)."""
+    last = records[-1]
+    sent = sum(sum(record.bytes_sent.values()) for record in records)
+    return [
+        Measured(
+            rep.ttft_ms,
+            rep.tpot_ms,
+            rep.token_ms[-1],
+            rep.phase_ms("compute"),
+            rep.phase_ms("stage_out") + rep.phase_ms("stage_in"),
+            rep.phase_ms("comm"),
+            sent,
+            last.max_abs_diff_vs_single,
+            last.tokens_match_single,
+        )
+        for rep in records[0].reps
+    ]
 
 
 def write_record(path: Path, record: RankRecord) -> None:

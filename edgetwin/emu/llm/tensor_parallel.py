@@ -74,7 +74,7 @@ class TensorParallelRank(RankGenerator):
             with self.clock.phase(part, "compute"):
                 rows = model.embed(ids, positions)
             for index, shard in enumerate(self.shards):
-                rows = self._layer(part, index, shard, rows, positions, cache)
+                rows = self._layer(part, index, shard, rows, first, cache)
             with self.clock.phase(part, "compute"):
                 step_logits = model.logits(rows[:, -1])
                 ids = greedy(step_logits)
@@ -91,10 +91,11 @@ class TensorParallelRank(RankGenerator):
         index: int,
         shard: DecoderLayer,
         rows: Tensor,
-        positions: Tensor,
+        first: int,
         cache: KVCache,
     ) -> Tensor:
-        first, count = int(positions[0]), positions.shape[0]
+        count = rows.shape[1]
+        positions = self.positions(first, count)
         with self.clock.phase(part, "compute"):
             normed = shard.input_layernorm(rows)
             keys, values = shard.self_attn.keys_values(normed, positions)

@@ -31,7 +31,7 @@ from edgetwin.emu.llm.model import Decoder, build_decoder, make_prompt
 from edgetwin.emu.llm.records import GenerationTiming, RankRecord, write_record
 from edgetwin.emu.llm.runs import DecoderRun, add_run_flags, run_from_args
 from edgetwin.emu.llm.strategies import rank_generator
-from edgetwin.emu.llm.timing import GenerationClock
+from edgetwin.emu.llm.timing import DECODE, PREFILL, GenerationClock
 from edgetwin.emu.parent_watch import exit_with_parent
 from edgetwin.models.strategies import single
 
@@ -127,7 +127,7 @@ def run_rank(args: argparse.Namespace, run: DecoderRun, model: Decoder) -> RankR
         str(device),
         torch.get_num_threads(),
         tuple(reps),
-        dict(exchange.bytes_sent) if exchange is not None else {"prefill": 0, "decode": 0},
+        dict(exchange.bytes_sent) if exchange is not None else {PREFILL: 0, DECODE: 0},
         None if generation.tokens is None else tuple(map(tuple, generation.tokens.tolist())),
     )
     if args.rank == run.world - 1 and run.world > 1:
