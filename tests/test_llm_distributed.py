@@ -14,9 +14,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import psutil
 import pytest
+import torch
 
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.emu.llm.launcher import WORKER, launch_decoder, run_decoder
@@ -156,12 +158,28 @@ def test_a_run_that_cannot_be_done_starts_nothing() -> None:
     assert rank_processes() == {}
 
 
-def test_worker_refuses_a_bad_model(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["--model", '{"layers": 0}'], "bad --model: Input should be greater than 0"),
+        (["--model", "{"], "bad --model: Expecting property name"),
+        (["--rank", "1"], "--rank must be in [0, 1)"),
+        (["--weights", "nothing.pt"], "--weights nothing.pt: file not found"),
+        (["--weights", "WRONG"], "state_dict does not fit the model"),
+    ],
+)
+def test_worker_refuses_bad_arguments(
+    args: list[str], problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wrong = tmp_path / "wrong.pt"
+    torch.save({"embed_tokens.weight": torch.zeros(3, 3)}, wrong)
+    args = [str(wrong) if arg == "WRONG" else arg for arg in args]
+    base = ["--rank", "0", "--world", "1", "--strategy", "single", "--prompt-tokens", "4"]
+    base += ["--model", LLAMA_KIND.model_dump_json()]  # later flags win
     with pytest.raises(SystemExit) as exit_:
-        worker_main(["--rank", "0", "--world", "1", "--strategy", "single",
-                     "--prompt-tokens", "4", "--model", '{"layers": 0}'])  # fmt: skip
+        worker_main([*base, *args])
     assert exit_.value.code == 2
-    assert "bad --model" in capsys.readouterr().err
+    assert problem in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- failures

@@ -3,6 +3,8 @@ against a full recompute, the exact combine of partial attentions, and run check
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -95,3 +97,17 @@ def test_a_run_that_cannot_be_done_is_refused(changes: dict, problem: str) -> No
     with pytest.raises(ValueError) as error:
         DecoderRun(**fields)
     assert problem in str(error.value)
+
+
+def test_a_state_dict_loads_and_one_of_another_model_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "weights.pt"
+    torch.save(build_decoder(LLAMA_KIND, seed=7).state_dict(), path)
+    loaded, seeded = build_decoder(LLAMA_KIND, weights=path), build_decoder(LLAMA_KIND, seed=7)
+    theirs = seeded.state_dict()
+    for name, mine in loaded.state_dict().items():
+        assert torch.equal(mine, theirs[name]), name
+    assert not torch.equal(
+        loaded.embed_tokens.weight, build_decoder(LLAMA_KIND).embed_tokens.weight
+    )
+    with pytest.raises(ValueError, match="state_dict does not fit the model"):
+        build_decoder(GPT2_KIND, weights=path)

@@ -4,7 +4,8 @@ GPT-2 kind: LayerNorm, a learned position table, a GELU MLP, biases everywhere. 
 kind: RMSNorm, rotary positions, a SwiGLU MLP, grouped-query attention, no biases
 (Qwen2: biases on Q, K and V). Parameter names follow Hugging Face's Llama
 (``embed_tokens``, ``layers.i.self_attn.q_proj``, ``mlp.down_proj``, ``norm``,
-``lm_head``), so such a state_dict with its ``model.`` prefix removed loads as is. A
+``lm_head``), so such a state_dict with its ``model.`` prefix removed loads as is (its
+outputs differ where the model's rotary base is not ROPE_BASE). A
 tied head reuses ``embed_tokens.weight``. The real code runs fp32 whatever the spec's
 dtypes say.
 """
