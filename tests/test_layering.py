@@ -14,6 +14,7 @@ import sys
 import pytest
 
 BOARD_WORKER = "edgetwin.emu.vit.worker"
+LLM_WORKER = "edgetwin.emu.llm.worker"  # a decoder's rank, on a board too
 PHONE_WORKER = "edgetwin.emu.crowdio.worker"
 
 
@@ -34,6 +35,7 @@ def under(modules: set[str], packages: tuple[str, ...]) -> list[str]:
     ("worker", "forbidden"),
     [
         (BOARD_WORKER, ("simpy", "scipy", "plotly")),
+        (LLM_WORKER, ("simpy", "scipy", "plotly")),
         (
             PHONE_WORKER,
             (
@@ -47,7 +49,7 @@ def under(modules: set[str], packages: tuple[str, ...]) -> list[str]:
             ),
         ),
     ],
-    ids=["board", "phone"],
+    ids=["board", "llm", "phone"],
 )
 def test_a_worker_imports_only_what_it_runs(worker: str, forbidden: tuple[str, ...]) -> None:
     loaded = modules_after_import(worker)

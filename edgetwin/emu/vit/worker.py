@@ -18,8 +18,6 @@ import argparse
 import os
 import statistics
 import sys
-import threading
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
@@ -30,6 +28,7 @@ import torch.distributed as dist
 from pydantic import ValidationError
 from torch import Tensor
 
+from edgetwin.emu.parent_watch import exit_with_parent
 from edgetwin.emu.vit.forward import RankForward
 from edgetwin.emu.vit.model import ViT, build_vit, image_side, make_images
 from edgetwin.emu.vit.phases import ForwardTiming, PhaseClock
@@ -40,9 +39,6 @@ from edgetwin.models import registry
 from edgetwin.models.layout import segments_for_cr
 from edgetwin.models.strategy import VIT_WORKER
 from edgetwin.policies.adaptive import AdaptivePolicy
-
-PARENT_POLL_S = 0.2
-ORPHANED_EXIT = 3  # the exit status of a rank whose launcher died
 
 MODEL_FLAGS = {
     "tokens": int,
@@ -153,19 +149,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.result is not None:
         write_record(args.result, record)
     return 0
-
-
-def exit_with_parent(parent_pid: int) -> None:
-    """Exit (status ORPHANED_EXIT) once ``parent_pid`` is not this process's parent: it died
-    and this process was handed to another. Checked now and every PARENT_POLL_S."""
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(PARENT_POLL_S)
-        print(f"rank: its launcher (pid {parent_pid}) is gone; exiting", file=sys.stderr)
-        os._exit(ORPHANED_EXIT)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _decide(cli: argparse.ArgumentParser, args: argparse.Namespace, tokens: int) -> None:

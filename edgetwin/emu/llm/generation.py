@@ -1,0 +1,127 @@
+"""What every strategy's rank does: its part of greedy generation, and the pieces they
+share (a layer over new positions with its KV cached, greedy decoding in one process).
+
+Prefill runs the prompt's T positions and yields token 0 from the last position; then
+``output_tokens - 1`` decode steps each run one new position per sequence.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from edgetwin.emu.llm.attention import attend, causal_bias, merge_heads
+from edgetwin.emu.llm.cache import ALL, KVCache
+from edgetwin.emu.llm.exchange import Exchange
+from edgetwin.emu.llm.model import Decoder, DecoderLayer
+from edgetwin.emu.llm.runs import DecoderRun
+from edgetwin.emu.llm.timing import DECODE, PREFILL, GenerationClock
+
+TOKEN_DTYPE = torch.int64  # token ids on the wire
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What a rank ends with: the tokens [B, O] and the logits [O, B, V] it holds."""
+
+    tokens: Tensor | None
+    logits: Tensor | None
+
+
+@dataclass(frozen=True)
+class RankSetup:
+    """One rank of a run: the whole model (a rank keeps what its strategy needs), its
+    clock and its exchange (``None`` on one rank)."""
+
+    run: DecoderRun
+    model: Decoder
+    rank: int
+    clock: GenerationClock
+    exchange: Exchange | None
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.embed_tokens.weight.device
+
+    @property
+    def linked(self) -> Exchange:
+        if self.exchange is None:
+            raise ValueError(f"{self.run.strategy} needs a process group")
+        return self.exchange
+
+
+class RankGenerator(ABC):
+    """One rank's part of a strategy's generation."""
+
+    def __init__(self, setup: RankSetup) -> None:
+        self.setup = setup
+        self.run = setup.run
+        self.rank = setup.rank
+        self.clock = setup.clock
+
+    def new_cache(self, layers: int, slots: int, kv_heads: int | None = None) -> KVCache:
+        spec = self.run.spec
+        heads = spec.kv_heads if kv_heads is None else kv_heads
+        return KVCache(layers, self.run.batch, heads, spec.head_dim, slots, self.setup.device)
+
+    def positions(self, first: int, count: int = 1) -> Tensor:
+        return torch.arange(first, first + count, device=self.setup.device)
+
+    @abstractmethod
+    def generate(self, prompt: Tensor) -> Generation:
+        """Run this rank's part for ``prompt`` [B, T] (every rank knows the prompt)."""
+
+
+def cached_layer(
+    layer: DecoderLayer,
+    rows: Tensor,
+    first: int,
+    cache: KVCache,
+    index: int,
+    batch: slice = ALL,
+) -> Tensor:
+    """``layer`` over rows [b, t, D] at positions ``first`` .. + t (slots = positions),
+    attending causally over the cache after storing their keys and values."""
+    count = rows.shape[1]
+    positions = torch.arange(first, first + count, device=rows.device)
+    normed = layer.input_layernorm(rows)
+    keys, values = layer.self_attn.keys_values(normed, positions)
+    cache.put(index, keys, values, first, batch)
+    keys, values = cache.view(index, first + count, batch)
+    every = torch.arange(first + count, device=rows.device)
+    bias = causal_bias(positions, every) if count > 1 else None
+    attended = attend(layer.self_attn.queries(normed, positions), keys, values, bias)
+    rows = rows + layer.self_attn.o_proj(merge_heads(attended))
+    return rows + layer.feed_forward(rows)
+
+
+def greedy(logits: Tensor) -> Tensor:
+    """Token ids [B] from last-position logits [B, V]."""
+    return logits.argmax(dim=-1)
+
+
+class SingleRank(RankGenerator):
+    """single: the whole model in one process; also the reference every strategy meets."""
+
+    def generate(self, prompt: Tensor) -> Generation:
+        model, spec = self.setup.model, self.run.spec
+        total = self.run.prompt_tokens + self.run.output_tokens
+        cache = self.new_cache(spec.layers, total)
+        tokens, logits = [], []
+        rows_in, first, part = prompt, 0, PREFILL
+        for _ in range(self.run.output_tokens):
+            with self.clock.phase(part, "compute"):
+                rows = model.embed(rows_in, self.positions(first, rows_in.shape[1]))
+                for index, layer in enumerate(model.decoder_layers()):
+                    rows = cached_layer(layer, rows, first, cache, index)
+                step_logits = model.logits(rows[:, -1])
+                ids = greedy(step_logits)
+            self.clock.token_held()
+            tokens.append(ids)
+            logits.append(step_logits)
+            first += rows_in.shape[1]
+            rows_in, part = ids[:, None], DECODE
+        return Generation(torch.stack(tokens, dim=1), torch.stack(logits))

@@ -1,0 +1,163 @@
+"""One rank of a real decoder run as a process; on loopback (see ``launcher``), in a
+Mininet host or on a real board.
+
+    python -m edgetwin.emu.llm.worker --rank R --world P --master-addr A --master-port N \\
+        --strategy voltage --model '{"preset": "gpt2_small", "layers": 2}' \\
+        --prompt-tokens 64 --output-tokens 16 [--iface eth0] [--result rank.json]
+
+Every rank builds the same weights (seeded, or ``--weights``) and prompt (seeded random
+token ids) and keeps what its strategy needs. Each of ``--warmup`` untimed and ``--reps``
+timed generations starts after a barrier. The last rank then compares its logits and
+tokens with the whole model generating in its own process. With ``--parent-pid`` the
+rank exits as soon as its launcher is gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from edgetwin.emu.llm.exchange import Exchange
+from edgetwin.emu.llm.generation import Generation, RankSetup, SingleRank
+from edgetwin.emu.llm.model import Decoder, build_decoder, make_prompt
+from edgetwin.emu.llm.records import GenerationTiming, RankRecord, write_record
+from edgetwin.emu.llm.runs import DecoderRun, add_run_flags, run_from_args
+from edgetwin.emu.llm.strategies import rank_generator
+from edgetwin.emu.llm.timing import DECODE, PREFILL, GenerationClock
+from edgetwin.emu.parent_watch import exit_with_parent
+from edgetwin.models.strategies import single
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m edgetwin.emu.llm.worker", description=__doc__.split("\n\n")[0]
+    )
+    where = parser.add_argument_group("process group")
+    where.add_argument("--rank", type=int, required=True)
+    where.add_argument("--master-addr", default="127.0.0.1", help="address of rank 0")
+    where.add_argument("--master-port", type=int, default=29500)
+    where.add_argument("--iface", help="network interface for GLOO (sets GLOO_SOCKET_IFNAME)")
+    where.add_argument("--timeout-s", type=float, default=300.0, help="GLOO operation timeout")
+    where.add_argument("--parent-pid", type=int, help="exit when this process is gone")
+    add_run_flags(parser)
+    run = parser.add_argument_group("execution and output")
+    run.add_argument("--weights", type=Path, help="state_dict to load (Hugging Face Llama names)")
+    run.add_argument("--warmup", type=int, default=1, help="untimed generations")
+    run.add_argument("--reps", type=int, default=1, help="timed generations")
+    run.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    run.add_argument("--threads", type=int, help="torch intra-op threads of this rank")
+    run.add_argument("--result", type=Path, help="write this rank's measurements here (JSON)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cli = parser()
+    args = cli.parse_args(argv)
+    if args.parent_pid is not None:
+        exit_with_parent(args.parent_pid)
+    try:
+        run = run_from_args(args)
+    except ValueError as exc:
+        cli.error(str(exc))
+    if not 0 <= args.rank < run.world:
+        cli.error(f"--rank must be in [0, {run.world})")
+    if args.reps < 1 or args.warmup < 0:
+        cli.error("--reps must be >= 1 and --warmup >= 0")
+    if args.weights is not None and not args.weights.is_file():
+        cli.error(f"--weights {args.weights}: file not found")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        cli.error("--device cuda, but torch sees no CUDA GPU")
+    if args.iface:
+        os.environ["GLOO_SOCKET_IFNAME"] = args.iface
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        model = build_decoder(run.spec, run.seed, args.weights, args.device)
+    except ValueError as exc:
+        cli.error(str(exc))
+    record = run_rank(args, run, model)
+    if args.result is not None:
+        write_record(args.result, record)
+    return 0
+
+
+def run_rank(args: argparse.Namespace, run: DecoderRun, model: Decoder) -> RankRecord:
+    """Join the process group, generate (warm-up, then timed), compare, leave the group."""
+    device = model.embed_tokens.weight.device
+    if run.world > 1:
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://{args.master_addr}:{args.master_port}",
+            rank=args.rank,
+            world_size=run.world,
+            timeout=timedelta(seconds=args.timeout_s),
+        )
+    try:
+        with torch.inference_mode():
+            clock = GenerationClock(device)
+            exchange = Exchange(clock, device) if run.world > 1 else None
+            generator = rank_generator(RankSetup(run, model, args.rank, clock, exchange))
+            prompt = make_prompt(run.spec, run.batch, run.prompt_tokens, run.seed).to(device)
+            reps: list[GenerationTiming] = []
+            for rep in range(args.warmup + args.reps):
+                _barrier(run.world)
+                if exchange is not None:
+                    exchange.reset()
+                clock.start()
+                generation = generator.generate(prompt)
+                timing = clock.stop_generation()
+                if rep >= args.warmup:
+                    reps.append(timing)
+            _barrier(run.world)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    record = RankRecord(
+        args.rank,
+        run.world,
+        run.strategy,
+        str(device),
+        torch.get_num_threads(),
+        tuple(reps),
+        dict(exchange.bytes_sent) if exchange is not None else {PREFILL: 0, DECODE: 0},
+        None if generation.tokens is None else tuple(map(tuple, generation.tokens.tolist())),
+    )
+    if args.rank == run.world - 1 and run.world > 1:
+        record = _compare_with_single(record, run, model, prompt, generation)
+    return record
+
+
+def _barrier(world: int) -> None:
+    if world > 1:
+        dist.barrier()
+
+
+def _compare_with_single(
+    record: RankRecord, run: DecoderRun, model: Decoder, prompt: torch.Tensor, got: Generation
+) -> RankRecord:
+    """The last rank: its logits and tokens against the whole model in this process."""
+    if got.logits is None or got.tokens is None:
+        raise ValueError(f"{run.strategy}: the last rank holds no logits to compare")
+    alone = replace(run, strategy=single.NAME, world=1, segments=None, layer_split=None)
+    device = model.embed_tokens.weight.device
+    setup = RankSetup(alone, model, 0, GenerationClock(device), None)
+    with torch.inference_mode():
+        reference = SingleRank(setup).generate(prompt)
+    assert reference.logits is not None and reference.tokens is not None
+    return replace(
+        record,
+        max_abs_diff_vs_single=float((got.logits - reference.logits).abs().max()),
+        tokens_match_single=float((got.tokens == reference.tokens).float().mean()),
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

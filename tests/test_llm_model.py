@@ -1,0 +1,113 @@
+"""The real decoder in one process: sizes from the published configs, the KV cache
+against a full recompute, the exact combine of partial attentions, and run checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec, parameter_count
+from edgetwin.emu.llm.attention import attend, combine_partials, partial_attention
+from edgetwin.emu.llm.generation import RankSetup, SingleRank
+from edgetwin.emu.llm.model import Decoder, build_decoder, make_prompt
+from edgetwin.emu.llm.runs import DECODER_STRATEGIES, DecoderRun
+from edgetwin.emu.llm.strategies import RANKS
+from edgetwin.emu.llm.timing import GenerationClock
+
+LLAMA_KIND = DecoderSpec(
+    layers=2, width=128, heads=4, kv_heads=2, ffn_size=256, ffn="swiglu", norm="rmsnorm",
+    positions="rope", vocab=500, max_positions=64, bias="qkv", tied_embeddings=False,
+)  # fmt: skip
+GPT2_KIND = DecoderSpec(layers=2, width=128, heads=4, kv_heads=4, ffn_size=256, vocab=500,
+                        max_positions=64)  # fmt: skip
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("preset", sorted(DECODER_PRESETS))
+def test_every_preset_built_in_torch_has_its_published_size(preset: str) -> None:
+    spec = DecoderSpec(preset=preset)
+    with torch.device("meta"):
+        model = Decoder(spec)
+    counted = sum(param.numel() for param in model.parameters())
+    assert counted == parameter_count(spec)
+    assert spec.published_params is not None
+    assert abs(counted - spec.published_params) <= 0.01 * spec.published_params
+    assert counted == spec.published_params  # the configs are the published ones: exact
+
+
+def generate(spec: DecoderSpec, batch: int, prompt_tokens: int, output_tokens: int):
+    run = DecoderRun(spec, "single", 1, prompt_tokens, output_tokens, batch, seed=3)
+    model = build_decoder(spec, seed=3)
+    prompt = make_prompt(spec, batch, prompt_tokens, seed=3)
+    with torch.inference_mode():
+        made = SingleRank(RankSetup(run, model, 0, GenerationClock(CPU), None)).generate(prompt)
+    return model, prompt, made
+
+
+@pytest.mark.parametrize("spec", [LLAMA_KIND, GPT2_KIND], ids=["llama", "gpt2"])
+def test_decoding_with_the_kv_cache_equals_a_full_recompute(spec: DecoderSpec) -> None:
+    model, prompt, made = generate(spec, batch=2, prompt_tokens=10, output_tokens=5)
+    assert made.tokens is not None and made.logits is not None
+    assert made.tokens.shape == (2, 5) and made.logits.shape == (5, 2, spec.vocab)
+    with torch.inference_mode():
+        for step in range(5):
+            # the whole sequence so far, from scratch: prompt plus the tokens before this one
+            sequence = torch.cat([prompt, made.tokens[:, :step]], dim=1)
+            recomputed = model(sequence)[:, -1]
+            torch.testing.assert_close(made.logits[step], recomputed, atol=1e-5, rtol=1e-5)
+            assert torch.equal(made.tokens[:, step], recomputed.argmax(-1))
+    # not vacuous: the tokens depend on the context, not only on the last token
+    assert len(set(made.tokens.flatten().tolist())) > 3
+
+
+def test_partial_attentions_over_shards_combine_to_the_whole() -> None:
+    generator = torch.Generator().manual_seed(0)
+    query = torch.randn(2, 4, 1, 8, generator=generator) * 3
+    keys, values = torch.randn(2, 2, 11, 8, generator=generator), torch.randn(2, 2, 11, 8)
+    whole = attend(query, keys, values, None)
+    cuts = [(0, 4), (4, 5), (5, 11)]  # unequal shards, one of a single key
+    parts = torch.stack(
+        [partial_attention(query, keys[:, :, a:b], values[:, :, a:b]) for a, b in cuts]
+    )
+    assert parts.shape == (3, 2, 4, 8 + 2)
+    torch.testing.assert_close(combine_partials(parts), whole, atol=1e-6, rtol=1e-5)
+
+
+def test_every_decoder_strategy_has_real_code() -> None:
+    assert set(RANKS) == set(DECODER_STRATEGIES)
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"strategy": "pipeline", "layer_split": (1, 2)}, "layer_split [1, 2] must give"),
+        ({"strategy": "tensor_parallel", "world": 4}, "kv_heads (2) divisible by 4"),
+        ({"strategy": "voltage", "segments": 2}, "segments are for prism"),
+        ({"strategy": "prism"}, "segments are for prism"),
+        ({"strategy": "single"}, "single cannot run on 2 rank(s)"),
+        ({"strategy": "voltage", "prompt_tokens": 60, "output_tokens": 8}, "exceeds"),
+        ({"strategy": "voltage", "prompt_tokens": 1}, "1 tokens cannot be split over 2"),
+        ({"strategy": "beam"}, "unknown decoder strategy 'beam'"),
+    ],
+)
+def test_a_run_that_cannot_be_done_is_refused(changes: dict, problem: str) -> None:
+    fields = {"spec": LLAMA_KIND, "world": 2, "prompt_tokens": 16, **changes}
+    with pytest.raises(ValueError) as error:
+        DecoderRun(**fields)
+    assert problem in str(error.value)
+
+
+def test_a_state_dict_loads_and_one_of_another_model_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "weights.pt"
+    torch.save(build_decoder(LLAMA_KIND, seed=7).state_dict(), path)
+    loaded, seeded = build_decoder(LLAMA_KIND, weights=path), build_decoder(LLAMA_KIND, seed=7)
+    theirs = seeded.state_dict()
+    for name, mine in loaded.state_dict().items():
+        assert torch.equal(mine, theirs[name]), name
+    assert not torch.equal(
+        loaded.embed_tokens.weight, build_decoder(LLAMA_KIND).embed_tokens.weight
+    )
+    with pytest.raises(ValueError, match="state_dict does not fit the model"):
+        build_decoder(GPT2_KIND, weights=path)
