@@ -199,12 +199,8 @@ def fit_by_component(
     alone = [row for row in measured if row.config.devices == 1]
     gpu_free = [p for p in GPU_PARAMETERS if p[0] not in fixed]
     if alone and gpu_free:
-        starts = {path: start for path, _, _, start in TABLE_PARAMETERS}
-        others = {
-            path: v
-            for path, v in starts.items()
-            if path not in dict.fromkeys(p[0] for p in gpu_free)
-        }
+        gpu_paths = {path for path, *_ in gpu_free}
+        others = {path: start for path, _, _, start in TABLE_PARAMETERS if path not in gpu_paths}
         gpu = fit_measured(spec.profile, scenario, alone, gpu_free, others | fixed, power=False)
         fixed |= {path: _value(gpu, path) for path, *_ in gpu_free}
     return fit_measured(spec.profile, scenario, measured, TABLE_PARAMETERS, fixed, total_weight=0.0)
