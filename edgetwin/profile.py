@@ -57,7 +57,9 @@ class StagingParams(Strict):
     """GPU<->host copy of one tensor: fixed + cost_ms_per_mb * MB ** size_exponent.
 
     An exponent below 1 means the effective copy bandwidth grows with the
-    transfer size (pinned DMA and host-side handling amortise better).
+    transfer size (pinned DMA and host-side handling amortise better). A
+    GPU->host copy of a tensor to send also waits for the kernel that builds it
+    (``d2h_ms``).
     """
 
     fixed_ms: NonNegativeFloat
@@ -69,6 +71,16 @@ class StagingParams(Strict):
     # pageable host buffers above a size are mapped fresh (glibc's mmap threshold):
     large_copy_kb: PositiveFloat | None = None
     large_copy_ms: NonNegativeFloat = 0.0
+    # a blocking GPU->host copy first waits for the GPU work still queued on the rank's
+    # rows (the kernel that builds the tensor to send from them); profilers book it as staging
+    d2h_wait_ms_per_mb: NonNegativeFloat = 0.0
+
+    def d2h_ms(self, nbytes: float, source_bytes: float) -> float:
+        """Wait for the kernel that builds the tensor from ``source_bytes`` of the rank's
+        rows, then copy its ``nbytes`` GPU->host."""
+        if nbytes <= 0:
+            return 0.0
+        return self.d2h_wait_ms_per_mb * source_bytes / MB + self.copy_ms(nbytes)
 
     def gathered_ms(self, nbytes: float) -> float:
         """Concatenate gathered pieces on the host, then copy them host->GPU."""

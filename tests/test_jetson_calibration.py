@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
+import yaml
 
+from edgetwin.calibration.fit_reference import (
+    MeasuredRow,
+    fit_by_component,
+    leave_one_batch_out_table,
+    load_spec,
+    read_measured,
+)
 from edgetwin.comparison import compare_to_reference
 from edgetwin.profile import load_profile
 from edgetwin.results import ResultRow, read_table
@@ -96,3 +105,54 @@ def test_calibrate_cli_writes_a_loadable_profile(tmp_path: Path) -> None:
     profile = load_profile(str(out))
     assert profile.fit["median_abs_error_pct"]["total_ms"] < 5.0
     assert {p["metric"] for p in profile.fit["residuals"]} >= {"total_ms", "energy_j"}
+
+
+@pytest.mark.timeout(180)
+def test_leave_one_batch_out_each_component_within_twelve_percent() -> None:
+    points = leave_one_batch_out_table(SPEC)
+    medians = {
+        metric: statistics.median(abs(p["error_pct"]) for p in points if p["metric"] == metric)
+        for metric in ("compute_ms", "staging_ms", "comm_ms", "total_ms")
+    }
+    assert max(medians["compute_ms"], medians["staging_ms"], medians["comm_ms"]) <= 12.0, medians
+    assert medians["total_ms"] <= 5.0, medians
+
+
+@pytest.mark.timeout(120)
+def test_gpu_parameters_come_from_the_one_board_rows_alone() -> None:
+    spec = load_spec(SPEC)
+    scenario = load_scenario(SCENARIO)
+    measured = read_measured(REFERENCE)
+    slower = [
+        MeasuredRow(row.config, {**row.values, "compute_ms": 1.5 * row.values["compute_ms"]})
+        if row.config.devices > 1
+        else row
+        for row in measured
+    ]
+    fitted, refitted = (fit_by_component(spec, scenario, rows) for rows in (measured, slower))
+    for name in ("throughput_gflops", "launch_floor_ms"):
+        assert getattr(refitted.compute, name) == getattr(fitted.compute, name)
+    # the distributed compute went to the host side of a synchronised block
+    assert refitted.compute.sync_host_ms > fitted.compute.sync_host_ms
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "problem"),
+    [("staging.bogus_ms", 1.0, "not a parameter"), ("staging.large_copy_kb", -5.0, "greater")],
+)
+def test_a_fixed_value_that_is_no_parameter_value_is_refused(
+    key: str, value: float, problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from edgetwin.cli import main
+
+    spec = yaml.safe_load(SPEC.read_text())
+    spec["reference"] = str(REFERENCE)
+    spec["scenario"] = str(SCENARIO)
+    spec["fixed"] = {key: value}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "profile.yaml"
+    assert main(["calibrate", str(path), "--out", str(out)]) == 2
+    assert not out.exists()
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and f"field 'fixed.{key}'" in error and problem in error

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from edgetwin.scenario import configurations
 from edgetwin.sim.runner import RunOutcome, build_fleet, simulate
@@ -105,3 +106,41 @@ def test_single_device_has_no_staging_or_comm(toy_profile_path: Path) -> None:
         ("compute", round(block_ms, 9), round(block_ms + HEAD_MS, 9)),
     ]
     assert outcome.row.staging_ms == 0 and outcome.row.comm_ms == 0
+
+
+def _toy_with(toy_profile_path: Path, tmp_path: Path, **staging: float) -> Path:
+    profile = yaml.safe_load(toy_profile_path.read_text())
+    profile["staging"].update(staging)
+    path = tmp_path / "staged.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    return path
+
+
+def test_d2h_copy_waits_for_the_kernel_building_its_tensor(
+    toy_profile_path: Path, tmp_path: Path
+) -> None:
+    # each rank's partition: 2 rows x 8 x 4 bytes = 64 bytes; 0.25 ms of wait for them
+    path = _toy_with(toy_profile_path, tmp_path, d2h_wait_ms_per_mb=0.25 * 1e6 / 64)
+    voltage = timeline(run_toy(path), "dev-1")
+    assert voltage == [
+        ("staging", 0.0, 0.75),
+        ("comm", 0.75, 2.75),
+        ("staging", 2.75, 3.25),  # host->GPU: no kernel to wait for
+        ("compute", 3.25, 4.25),
+    ]
+    # prism sends one mean row, but the kernel that builds it reads the whole partition
+    prism = timeline(run_toy(path, strategies=[{"name": "prism", "segments": 1}]), "dev-1")
+    assert prism[0] == ("staging", 0.0, 0.75)
+
+
+def test_only_copies_above_the_large_copy_size_pay_its_extra(
+    toy_profile_path: Path, tmp_path: Path
+) -> None:
+    # own piece 64 bytes (below 102.4), gathered tensor 128 bytes (above)
+    path = _toy_with(toy_profile_path, tmp_path, large_copy_kb=0.1, large_copy_ms=0.25)
+    assert timeline(run_toy(path), "dev-1") == [
+        ("staging", 0.0, 0.5),
+        ("comm", 0.5, 2.5),
+        ("staging", 2.5, 3.25),
+        ("compute", 3.25, 4.25),
+    ]

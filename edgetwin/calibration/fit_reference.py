@@ -2,10 +2,14 @@
 
 The twin itself is the model being fitted: for a candidate parameter vector
 the twin runs every configuration of the table, and scipy's least squares
-moves the timing parameters to minimise the log error of the compute,
-staging, communication and total columns. Power per state then follows by
-non-negative least squares: the twin reports how long each device spent in
-each state, and energy is linear in the powers.
+moves the timing parameters to minimise the log error of the measured
+columns. A table fit goes by component: the GPU (throughput, launch floor)
+from the one-device rows, whose compute is GPU time alone, then every other
+timing parameter from the compute, staging and communication columns, the
+total left out (it is their sum, and weighting it would let one component's
+error pay for another's). Power per state then follows by non-negative least
+squares: the twin reports how long each device spent in each state, and
+energy is linear in the powers.
 """
 
 from __future__ import annotations
@@ -17,33 +21,48 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field, ValidationError
 from scipy.optimize import least_squares, nnls
 
 from edgetwin.calibration.profile_io import source_record
 from edgetwin.comparison import compare_to_reference, key_label
 from edgetwin.errors import InputError
-from edgetwin.profile import DeviceProfile
+from edgetwin.profile import ComputeParams, DeviceProfile, NetworkParams, StagingParams
 from edgetwin.results import parse_number, read_table, row_key
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
 from edgetwin.schema import Strict, load_yaml_model
 from edgetwin.sim.device import STATES
 from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
 
+TIMING_SECTIONS: dict[str, type[Strict]] = {
+    "compute": ComputeParams,
+    "staging": StagingParams,
+    "network": NetworkParams,
+}
 TIMING_METRICS = ("compute_ms", "staging_ms", "comm_ms", "total_ms")
 TOTAL_WEIGHT = 2.0  # the total matters most to a user; components keep the split honest
 
 # (path in the profile, lower bound, upper bound, start)
 Parameter = tuple[str, float, float, float]
-TIMING_PARAMETERS: tuple[Parameter, ...] = (
+GPU_PARAMETERS: tuple[Parameter, ...] = (
     ("compute.throughput_gflops", 10.0, 1e6, 500.0),
     ("compute.launch_floor_ms", 0.0, 50.0, 1.0),
+)
+TIMING_PARAMETERS: tuple[Parameter, ...] = (
+    *GPU_PARAMETERS,
     ("compute.sync_host_ms", 0.0, 100.0, 5.0),
     ("compute.sync_host_ms_per_mb", 0.0, 1000.0, 5.0),
     ("staging.fixed_ms", 0.0, 50.0, 0.5),
     ("staging.ms_per_mb", 0.0, 1000.0, 5.0),
-    ("staging.size_exponent", 0.2, 1.2, 0.8),
     ("network.message_overhead_ms", 0.0, 50.0, 0.5),
     ("network.bandwidth_efficiency", 0.1, 2.0, 1.0),
+)
+# a table of a profiled split also fits the copy's wait for queued GPU work and the extra
+# cost of a copy above the spec's large_copy_kb (copies stay linear in bytes)
+TABLE_PARAMETERS: tuple[Parameter, ...] = (
+    *TIMING_PARAMETERS,
+    ("staging.d2h_wait_ms_per_mb", 0.0, 100.0, 1.0),
+    ("staging.large_copy_ms", 0.0, 50.0, 1.0),
 )
 
 
@@ -63,6 +82,7 @@ class CalibrationSpec(Strict):
     profile: ProfileFacts
     reference: str
     scenario: str
+    fixed: dict[str, float] = Field(default_factory=dict)  # section.parameter: value
 
 
 @dataclass(frozen=True)
@@ -72,7 +92,17 @@ class MeasuredRow:
 
 
 def load_spec(path: Path) -> CalibrationSpec:
-    return load_yaml_model(path, CalibrationSpec)
+    spec = load_yaml_model(path, CalibrationSpec)
+    for key, value in spec.fixed.items():
+        section, _, name = key.partition(".")
+        params = TIMING_SECTIONS.get(section)
+        if params is None or name not in params.model_fields:
+            raise InputError(path, f"fixed.{key}", f"not a parameter of {list(TIMING_SECTIONS)}")
+        try:
+            params.__pydantic_validator__.validate_assignment(params.model_construct(), name, value)
+        except ValidationError as exc:
+            raise InputError(path, f"fixed.{key}", exc.errors()[0]["msg"]) from None
+    return spec
 
 
 def read_measured(path: Path) -> list[MeasuredRow]:
@@ -111,18 +141,20 @@ def fit_profile(spec_path: Path, command: str) -> DeviceProfile:
     scenario_path = (base / spec.scenario).resolve()
     scenario = load_scenario(scenario_path)
     measured = read_measured(reference)
-    profile = fit_measured(spec.profile, scenario, measured)
+    profile = fit_by_component(spec, scenario, measured)
     report = residual_report(scenario, profile, measured, reference)
     return profile.model_copy(
         update={
             "fit": {
-                "method": "scipy.optimize.least_squares on log errors of the twin's columns "
-                f"(total weighted {TOTAL_WEIGHT}); power by non-negative least squares",
+                "method": "scipy.optimize.least_squares on log errors of the twin's columns, "
+                "by component: GPU from the one-device compute, then compute, staging and "
+                "comm (total not weighted); power by non-negative least squares",
                 "sources": [
                     source_record(reference),
                     source_record(scenario_path),
                 ],
                 "command": command,
+                "fixed": spec.fixed,
                 **report,
             }
         }
@@ -137,7 +169,7 @@ def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
     points: list[dict[str, Any]] = []
     for batch in sorted({row.config.batch for row in measured}):
         kept = [row for row in measured if row.config.batch != batch]
-        profile = fit_measured(spec.profile, scenario, kept)
+        profile = fit_by_component(spec, scenario, kept)
         for row in measured:
             if row.config.batch != batch:
                 continue
@@ -158,6 +190,28 @@ def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
     return points
 
 
+def fit_by_component(
+    spec: CalibrationSpec, scenario: Scenario, measured: Sequence[MeasuredRow]
+) -> DeviceProfile:
+    """GPU parameters from the one-device rows (when there are any), then the rest of
+    ``TABLE_PARAMETERS`` from the compute, staging and comm columns of every row."""
+    fixed = dict(spec.fixed)
+    alone = [row for row in measured if row.config.devices == 1]
+    gpu_free = [p for p in GPU_PARAMETERS if p[0] not in fixed]
+    if alone and gpu_free:
+        gpu_paths = {path for path, *_ in gpu_free}
+        others = {path: start for path, _, _, start in TABLE_PARAMETERS if path not in gpu_paths}
+        gpu = fit_measured(spec.profile, scenario, alone, gpu_free, others | fixed, power=False)
+        fixed |= {path: _value(gpu, path) for path, *_ in gpu_free}
+    return fit_measured(spec.profile, scenario, measured, TABLE_PARAMETERS, fixed, total_weight=0.0)
+
+
+def _value(profile: DeviceProfile, path: str) -> float:
+    section, name = path.split(".")
+    value: float = getattr(getattr(profile, section), name)
+    return value
+
+
 def fit_measured(
     facts: ProfileFacts,
     scenario: Scenario,
@@ -165,9 +219,12 @@ def fit_measured(
     parameters: Sequence[Parameter] = TIMING_PARAMETERS,
     fixed: Mapping[str, float] | None = None,
     expectile: float = 0.5,
+    total_weight: float = TOTAL_WEIGHT,
+    power: bool = True,
 ) -> DeviceProfile:
     """Timing ``parameters`` (less the ``fixed`` ones) by least squares through the twin,
-    then power when the rows have energy (else 1 W per state, unless ``fixed``).
+    the total weighted ``total_weight`` against each component's 1; then, if ``power``,
+    power when the rows have energy (else 1 W per state, unless ``fixed``).
 
     ``expectile`` below 0.5: asymmetric least squares, a measurement slower than the
     prediction weighs ``expectile``, a faster one ``1 - expectile``; where other load only
@@ -189,8 +246,8 @@ def fit_measured(
             predicted = _simulate(scenario, profile, row.config).row
             for metric in TIMING_METRICS:
                 value = row.values.get(metric)
-                if value is not None and value > 0:
-                    weight = TOTAL_WEIGHT if metric == "total_ms" else 1.0
+                weight = total_weight if metric == "total_ms" else 1.0
+                if value is not None and value > 0 and weight > 0:
                     error = math.log(max(getattr(predicted, metric), 1e-9) / value)
                     share = expectile if error < 0 else 1.0 - expectile
                     errors.append(weight * math.sqrt(2 * share) * error)
@@ -198,9 +255,9 @@ def fit_measured(
 
     fit = least_squares(residuals, start, bounds=bounds, x_scale="jac", diff_step=1e-4)
     timing_only = profile_at(fit.x, _unit_power())
-    has_energy = any(row.values.get("energy_j") for row in measured)
-    power = _fit_power(scenario, timing_only, measured) if has_energy else _unit_power()
-    return profile_at(fit.x, power)
+    has_energy = power and any(row.values.get("energy_j") for row in measured)
+    watts = _fit_power(scenario, timing_only, measured) if has_energy else _unit_power()
+    return profile_at(fit.x, watts)
 
 
 def _simulate(scenario: Scenario, profile: DeviceProfile, config: Configuration) -> RunOutcome:

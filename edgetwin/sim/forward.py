@@ -129,9 +129,12 @@ class Forward:
     ) -> Generator[simpy.Event, object, None]:
         """Stage own piece to host, join the collective, stage the result back."""
         own_bytes = exchange.rows_per_rank[rank] * self.batch * self.row_bytes
-        yield from self._staging(rank, own_bytes, f"d2h {exchange.collective}")
-        yield from self._collective(rank, key, exchange)
         staging = self.devices[rank].profile.staging
+        source_bytes = self.plan.partition_tokens[rank] * self.batch * self.row_bytes
+        d2h_ms = staging.d2h_ms(own_bytes, source_bytes)
+        if d2h_ms > 0:
+            yield from self._phase(rank, "staging", "staging", d2h_ms, f"d2h {exchange.collective}")
+        yield from self._collective(rank, key, exchange)
         if exchange.collective == "allreduce":
             h2d_ms = staging.copy_ms(own_bytes)
         else:
