@@ -22,7 +22,7 @@ from scipy.optimize import least_squares, nnls
 from edgetwin.calibration.profile_io import source_record
 from edgetwin.comparison import compare_to_reference, key_label
 from edgetwin.errors import InputError
-from edgetwin.profile import DeviceProfile
+from edgetwin.profile import DeviceProfile, MemoryParams
 from edgetwin.results import parse_number, read_table, row_key
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
 from edgetwin.schema import Strict, load_yaml_model
@@ -54,6 +54,7 @@ class ProfileFacts(Strict):
     description: str = ""
     ram_mb: float
     battery_wh: float | None = None
+    memory: MemoryParams | None = None  # a vendor's figure, copied into the profile
 
 
 class CalibrationSpec(Strict):
