@@ -253,7 +253,7 @@ def evaluate(
     perf_map = (
         profile_twin(scenario, scenario_path, settings.map_tokens, on_step)
         if map_table is None
-        else map_from_table(map_table, scenario.model.tokens)
+        else map_from_table(map_table, scenario.encoder.tokens)
     )
     held_out = settings.held_out
     rows = rows_at_tokens(scenario, scenario_path, held_out.sweep(), held_out.tokens, on_step)
