@@ -26,6 +26,7 @@ from pydantic import (
 from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
+from edgetwin.models.decoder_costs import DecoderWorkload
 from edgetwin.profile import PROFILE_DIR, DeviceProfile, profile_path
 from edgetwin.schema import (
     NonNegativeFloat,
@@ -433,6 +434,8 @@ def _check_decoder(scenario: Scenario, model: DecoderSpec) -> None:
         raise ValueError(f"mode '{scenario.mode}': a decoder runs in the twin only (for now)")
     if scenario.input_source != "terminal":
         raise ValueError("input_source: a decoder's token ids are on every device already")
+    if scenario.warmup_batches:
+        raise ValueError("warmup_batches: a decoder's warm-up generations are not modelled")
     workload = scenario.decoder_workload
     for i, strategy in enumerate(scenario.strategies):
         definition = registry.strategy(strategy.name)
@@ -459,19 +462,15 @@ def _check_decoder(scenario: Scenario, model: DecoderSpec) -> None:
 
 
 def _split_problem(strategy: StrategySpec, model: DecoderSpec, devices: int, prompt: int) -> str:
-    """Why ``strategy`` cannot split ``model`` over ``devices`` ('' when it can)."""
-    definition = registry.strategy(strategy.name)
-    if definition.splits_layers:
-        if strategy.layers and len(strategy.layers) != devices:
-            return f"its layers {list(strategy.layers)} are for {len(strategy.layers)} devices"
-        if devices > model.layers:
-            return f"more devices than the model's {model.layers} layers"
-    elif definition.layout is not None and devices > prompt:
-        return f"more devices than the {prompt} prompt tokens"
-    elif definition.layout is None:
-        for field in ("heads", "kv_heads"):
-            if getattr(model, field) % devices:
-                return f"the model's {field} ({getattr(model, field)}) are not divisible by it"
+    """Why ``strategy``'s plan cannot split ``model`` over ``devices`` ('' when it can):
+    the plan itself says (heads not divisible, more ranks than positions or layers)."""
+    segments = 1 if registry.strategy(strategy.name).params else None
+    layers = strategy.layers or None
+    workload = DecoderWorkload(model, devices, 1, prompt, segments, layers)
+    try:
+        registry.decoder_plan(strategy.name, workload)
+    except ValueError as exc:
+        return str(exc)
     return ""
 
 

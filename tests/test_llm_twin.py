@@ -348,7 +348,7 @@ ERRORS = {
             sweeps=[{"devices": [4]}],
             devices=[{"name": "j", "profile": "jetson_orin_nano", "count": 4}],
         ),
-        "sweeps.0.devices: tensor_parallel on 4: the model's heads (14) are not divisible by it",
+        "sweeps.0.devices: tensor_parallel on 4: heads 14 are not divisible by 4 devices",
     ),
     "encoder-only-strategy": (
         _decoder_raw(strategies=[{"name": "single"}, {"name": "encoder_only"}]),
@@ -360,7 +360,7 @@ ERRORS = {
     ),
     "layers-devices": (
         _decoder_raw(strategies=[{"name": "pipeline", "layers": [1, 1, 2]}]),
-        "its layers [1, 1, 2] are for 3 devices",
+        "pipeline on 2: its layers [1, 1, 2] are not 2 sizes adding up to 4",
     ),
     "layers-on-voltage": (
         _decoder_raw(strategies=[{"name": "voltage", "layers": [2, 2]}]),
@@ -370,7 +370,20 @@ ERRORS = {
         _decoder_raw(workload={"prompt_tokens": 1000, "output_tokens": 100}),
         "exceed the model's 1024 positions",
     ),
+    "more-stages-than-layers": (
+        _decoder_raw(
+            sweeps=[{"devices": [5]}],
+            devices=[{"name": "j", "profile": "jetson_orin_nano", "count": 5}],
+            strategies=[{"name": "pipeline"}],
+        ),
+        "pipeline on 5: 4 layers cannot be split over 5 devices",
+    ),
+    "more-ranks-than-prompt": (
+        _decoder_raw(workload={"prompt_tokens": 1}, strategies=[{"name": "voltage"}]),
+        "voltage on 2: 1 tokens cannot be split over 2 ranks",
+    ),
     "local-mode": (_decoder_raw(mode="local"), "a decoder runs in the twin only"),
+    "warm-up": (_decoder_raw(warmup_batches=1), "warm-up generations are not modelled"),
     "workload-on-encoder": (
         {
             **yaml.safe_load((REPO / "scenarios/prism_jetson.yaml").read_text()),
@@ -419,3 +432,22 @@ def test_a_decoder_preset_or_kind_selects_the_decoder() -> None:
     encoder = load_scenario(REPO / "scenarios/prism_jetson.yaml")
     assert encoder.encoder.tokens == 197
     assert all(c.prompt_tokens is None for c in configurations(encoder))
+
+
+@pytest.mark.timeout(60)
+def test_the_adaptive_evaluation_and_a_table_fit_refuse_a_decoder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "llm.yaml").write_text(SMOKE.read_text())
+    held_out = "held_out: {batch: [1], bandwidth_mbps: [300], devices: [2]}\n"
+    (tmp_path / "e.eval.yaml").write_text(f"scenario: llm.yaml\n{held_out}")
+    reference = REPO / "data/reference/prism-jetson/measurements.csv"
+    spec = f"profile: {{name: x, ram_mb: 8192}}\nreference: {reference}\nscenario: llm.yaml\n"
+    (tmp_path / "spec.yaml").write_text(spec)
+    for argv in (
+        ["evaluate", str(tmp_path / "e.eval.yaml"), "--out", str(tmp_path / "e"), "--quiet"],
+        ["calibrate", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "p.yaml")],
+    ):
+        assert main(argv) == 2
+        line = capsys.readouterr().err.strip()
+        assert "field 'scenario': llm.yaml runs a decoder" in line, line

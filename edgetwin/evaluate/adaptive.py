@@ -22,6 +22,7 @@ from pydantic import Field, field_validator
 from edgetwin.comparison import check_reference
 from edgetwin.errors import InputError
 from edgetwin.evaluate.profiling import profile_twin, rows_at_tokens, sweep_steps
+from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.registry import CandidateKey
 from edgetwin.policies.adaptive import POLICIES, Objective, SelectionPolicy, make_policy
@@ -99,6 +100,9 @@ def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
         table = referenced_file(settings.map_table, base, path, "map_table")
         check_reference(table, path, "map_table")
     scenario = load_scenario(scenario_path)
+    if not isinstance(scenario.model, ModelSpec):
+        problem = f"{scenario_path.name} runs a decoder; the adaptive evaluation runs encoders"
+        raise InputError(path, "scenario", problem)
     build_fleet(scenario, scenario_path)  # its device profiles
     fleet = sum(d.count for d in scenario.devices)
     if max(settings.held_out.devices) > fleet:

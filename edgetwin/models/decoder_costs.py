@@ -193,11 +193,9 @@ def head_work(model: DecoderSpec, rows: int) -> Work:
     return Work(2.0 * rows * d * v, memory, rows, "head")
 
 
-def causal_pairs(start: int, stop: int, context: int | None = None) -> float:
-    """(query, key) pairs of positions start..stop-1 under the causal mask (each attends
-    to itself and every position before it), or to ``context`` keys each if given."""
-    if context is not None:
-        return float((stop - start) * context)
+def causal_pairs(start: int, stop: int) -> float:
+    """(query, key) pairs of positions start..stop-1 under the causal mask: each attends
+    to itself and every position before it."""
     return (stop * (stop + 1) - start * (start + 1)) / 2
 
 

@@ -44,9 +44,13 @@ def _decoder_plan(work: DecoderWorkload) -> DecoderPlan:
     """docs/llm.md's pipeline: the hidden states go stage to stage, the last stage's token
     ids back to rank 0; in decode m = min(B, P) micro-batches are in flight."""
     model, world, batch, prompt = work.model, work.devices, work.batch, work.prompt_tokens
+    if world > model.layers:
+        raise ValueError(f"{model.layers} layers cannot be split over {world} devices")
     sizes = work.stage_layers or partition_sizes(model.layers, world)
     if len(sizes) != world or sum(sizes) != model.layers:
-        raise ValueError(f"layers {list(sizes)} must be {world} sizes adding up to {model.layers}")
+        raise ValueError(
+            f"its layers {list(sizes)} are not {world} sizes adding up to {model.layers}"
+        )
     last = world - 1
 
     def stage(rank: int, rows: int, tokens: int, context: int | None) -> list[Op]:

@@ -64,7 +64,7 @@ def _decoder_plan(work: DecoderWorkload) -> DecoderPlan:
     model, world, batch, prompt = work.model, work.devices, work.batch, work.prompt_tokens
     for field, heads in (("heads", model.heads), ("kv_heads", model.kv_heads)):
         if heads % world:
-            raise ValueError(f"{NAME} on {world} devices needs {field} divisible by {world}")
+            raise ValueError(f"{field} {heads} are not divisible by {world} devices")
     share = 1.0 / world
 
     def layer_ops(tokens: int, context: int | None) -> tuple[Op, ...]:
