@@ -228,10 +228,13 @@ def test_position_wise_and_pipeline_split_the_kv_cache() -> None:
 # ------------------------------------------------------------ pipeline stages
 
 
-def test_balanced_layers_follow_speed() -> None:
+def test_balanced_layers_make_the_slowest_stage_fastest() -> None:
     assert balanced_layers(16, [1.0, 1.0, 1.0, 1.0]) == (4, 4, 4, 4)
-    assert balanced_layers(12, [2.0, 1.0]) == (8, 4)
-    assert balanced_layers(3, [100.0, 1.0, 1.0]) == (1, 1, 1)
+    assert balanced_layers(12, [1.0, 2.0]) == (8, 4)  # twice as fast: twice the layers
+    assert balanced_layers(3, [0.01, 1.0, 1.0]) == (1, 1, 1)
+    with_head = balanced_layers(16, [1.0] * 4, [0.0, 0.0, 0.0, 3.0])
+    times = [n + extra for n, extra in zip(with_head, [0, 0, 0, 3], strict=True)]
+    assert sum(with_head) == 16 and max(times) == 5 and with_head[3] < min(with_head[:3])
     with pytest.raises(ValueError, match="cannot be split"):
         balanced_layers(2, [1.0, 1.0, 1.0])
 

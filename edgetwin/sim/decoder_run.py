@@ -9,7 +9,14 @@ from typing import Any
 from edgetwin.configuration import decoder_plan
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
-from edgetwin.models.decoder_costs import DecoderPlan, attention_work, ffn_work
+from edgetwin.models.decoder_costs import (
+    DecoderPlan,
+    Work,
+    attention_work,
+    embed_work,
+    ffn_work,
+    head_work,
+)
 from edgetwin.models.strategies.pipeline import balanced_layers
 from edgetwin.profile import MB
 from edgetwin.scenario import Configuration, Scenario
@@ -18,8 +25,9 @@ from edgetwin.sim.generation import Generation
 
 
 def plan_for(scenario: Scenario, config: Configuration, devices: list[Device]) -> DecoderPlan:
-    """The configuration's plan; a layer split the scenario does not size is balanced by
-    each device's speed on a decode step's layer at the prompt's context."""
+    """The configuration's plan; a layer split the scenario does not size is balanced on
+    the devices' times for a decode step at the prompt's context: one layer each, and
+    the embedding on the first, the LM head on the last."""
     model = scenario.model
     assert isinstance(model, DecoderSpec) and config.prompt_tokens is not None
     given = next(s.layers for s in scenario.strategies if s.name == config.strategy)
@@ -28,9 +36,16 @@ def plan_for(scenario: Scenario, config: Configuration, devices: list[Device]) -
         batch, context = config.batch, config.prompt_tokens
         layer = attention_work(model, batch, batch, batch * (context + 1), batch * context, batch)
         layer += ffn_work(model, batch)
-        times = [d.profile.work_ms(layer.flops, layer.memory_bytes, layer.rows) for d in devices]
-        stages = balanced_layers(model.layers, [1.0 / t for t in times])
+        layer_ms = [_ms(d, layer) for d in devices]
+        fixed_ms = [0.0] * len(devices)
+        fixed_ms[0] += _ms(devices[0], embed_work(model, batch))
+        fixed_ms[-1] += _ms(devices[-1], head_work(model, batch))
+        stages = balanced_layers(model.layers, layer_ms, fixed_ms)
     return decoder_plan(scenario, config, stages)
+
+
+def _ms(device: Device, work: Work) -> float:
+    return device.profile.work_ms(work.flops, work.memory_bytes, work.rows)
 
 
 def memory_status(plan: DecoderPlan, devices: list[Device], tokens: int) -> str:

@@ -25,18 +25,23 @@ from edgetwin.models.strategy import Strategy
 NAME = "pipeline"
 
 
-def balanced_layers(layers: int, speeds: Sequence[float]) -> tuple[int, ...]:
-    """Layers per device in proportion to each device's speed (at least one each), the
-    remainder to the largest fractions: a stage's time is then as even as whole layers
-    allow."""
-    if layers < len(speeds):
-        raise ValueError(f"{layers} layers cannot be split over {len(speeds)} devices")
-    spare = layers - len(speeds)
-    shares = [spare * s / sum(speeds) for s in speeds]
-    sizes = [1 + int(share) for share in shares]
-    by_fraction = sorted(range(len(speeds)), key=lambda i: (-(shares[i] - int(shares[i])), i))
-    for i in by_fraction[: layers - sum(sizes)]:
-        sizes[i] += 1
+def balanced_layers(
+    layers: int, layer_ms: Sequence[float], fixed_ms: Sequence[float] | None = None
+) -> tuple[int, ...]:
+    """Layers per device that make the slowest stage as fast as whole layers allow.
+
+    ``layer_ms``: one layer's time on each device; ``fixed_ms``: what each stage does
+    besides its layers (rank 0 the embedding, the last rank the LM head). Every device
+    takes one layer, then each further layer goes to the stage that stays fastest with
+    it (ties: the earlier one), which minimises the largest stage time.
+    """
+    if layers < len(layer_ms):
+        raise ValueError(f"{layers} layers cannot be split over {len(layer_ms)} devices")
+    fixed = list(fixed_ms) if fixed_ms is not None else [0.0] * len(layer_ms)
+    sizes = [1] * len(layer_ms)
+    for _ in range(layers - len(layer_ms)):
+        after = [fixed[i] + (sizes[i] + 1) * layer_ms[i] for i in range(len(sizes))]
+        sizes[after.index(min(after))] += 1
     return tuple(sizes)
 
 
