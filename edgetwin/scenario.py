@@ -548,8 +548,15 @@ def validate_scenario(raw: dict[str, Any], path: Path) -> Scenario:
 
 
 def dump_resolved(scenario: Scenario) -> str:
-    """The validated scenario as YAML, every default filled in."""
-    return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+    """The validated scenario as YAML, every default filled in (an encoder's without the
+    decoder-only keys, as before decoders)."""
+    raw = scenario.model_dump(mode="json")
+    if not isinstance(scenario.model, DecoderSpec):
+        del raw["workload"]
+        for sweep in raw["sweeps"]:
+            for key in ("prompt_tokens", "output_tokens"):
+                del sweep[key]
+    return yaml.safe_dump(raw, sort_keys=False)
 
 
 def with_absolute_paths(scenario: Scenario, scenario_path: Path) -> Scenario:
