@@ -4,10 +4,13 @@ and the runs of a crowd scenario. The twin and the real code both label their ro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
+from edgetwin.models.decoder_costs import DecoderPlan, DecoderWorkload, Ops, phase_flops
 from edgetwin.models.layout import segments_for_cr
 from edgetwin.scenario import Configuration, Scenario
 
@@ -16,8 +19,11 @@ def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | N
     """Segments L a configuration runs with and the compression ratio CR = N / (L P) that
     L gives (strategies taking them). A requested CR is resolved to the nearest whole L,
     so the CR used can differ from it: BERT-base's 128 tokens on 2 devices at CR 9.9 run
-    with 6 segments, CR 10.67."""
-    tokens = scenario.model.tokens
+    with 6 segments, CR 10.67. A decoder's tokens are its prompt's."""
+    tokens = (
+        config.prompt_tokens if isinstance(scenario.model, DecoderSpec) else scenario.model.tokens
+    )
+    assert tokens is not None
     if not registry.strategy(config.strategy).params:
         return None, None
     if config.segments is not None:
@@ -28,13 +34,24 @@ def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | N
     return segments, round(tokens / (segments * config.devices), 2)
 
 
-def configuration_columns(scenario: Scenario, config: Configuration) -> dict[str, Any]:
-    """The columns that name a configuration, and the mean GFLOPs a device does per sample."""
+def configuration_columns(
+    scenario: Scenario, config: Configuration, phases: Sequence[Ops] | None = None
+) -> dict[str, Any]:
+    """The columns that name a configuration, and the mean GFLOPs a device does per sample
+    (a decoder: per sequence, over the whole generation; ``phases``: its phases, if built)."""
     segments, cr = resolve_segments(scenario, config)
-    work = registry.cost_plan(
-        scenario.model, config.strategy, config.devices, segments, scenario.input_source
-    )
-    gflops = [work.flops_per_sample(r, scenario.model.blocks) / 1e9 for r in range(config.devices)]
+    model = scenario.model
+    decoder: dict[str, Any] = {}
+    if isinstance(model, DecoderSpec):
+        assert config.output_tokens is not None
+        phases = phases or decoder_plan(scenario, config).phases(config.output_tokens)
+        gflops = [phase_flops(phases, r) / config.batch / 1e9 for r in range(config.devices)]
+        decoder = {"prompt_tokens": config.prompt_tokens, "output_tokens": config.output_tokens}
+    else:
+        work = registry.cost_plan(
+            model, config.strategy, config.devices, segments, scenario.input_source
+        )
+        gflops = [work.flops_per_sample(r, model.blocks) / 1e9 for r in range(config.devices)]
     return {
         "scenario": scenario.name,
         "strategy": config.strategy,
@@ -44,7 +61,27 @@ def configuration_columns(scenario: Scenario, config: Configuration) -> dict[str
         "cr": cr,
         "segments": segments,
         "gflops_per_device": sum(gflops) / len(gflops),
+        **decoder,
     }
+
+
+def decoder_plan(
+    scenario: Scenario, config: Configuration, stage_layers: tuple[int, ...] | None = None
+) -> DecoderPlan:
+    """The decoder plan of a configuration; a layer split's sizes from ``stage_layers``,
+    else the scenario's, else equal."""
+    assert isinstance(scenario.model, DecoderSpec) and config.prompt_tokens is not None
+    segments, _ = resolve_segments(scenario, config)
+    given = next(s.layers for s in scenario.strategies if s.name == config.strategy)
+    workload = DecoderWorkload(
+        scenario.model,
+        config.devices,
+        config.batch,
+        config.prompt_tokens,
+        segments,
+        stage_layers or given or None,
+    )
+    return registry.decoder_plan(config.strategy, workload)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
+from edgetwin.decoder_spec import DECODER_PRESETS
 from edgetwin.errors import shown
 from edgetwin.schema import PositiveFloat, PositiveInt, Strict
 
@@ -41,7 +42,8 @@ class ModelSpec(Strict):
         if isinstance(data, dict) and data.get("preset") is not None:
             preset = data["preset"]
             if not isinstance(preset, str) or preset not in MODEL_PRESETS:
-                raise ValueError(f"unknown preset {shown(preset)}; known: {sorted(MODEL_PRESETS)}")
+                known = f"known: {sorted(MODEL_PRESETS)}, decoders {sorted(DECODER_PRESETS)}"
+                raise ValueError(f"unknown preset {shown(preset)}; {known}")
             return {**MODEL_PRESETS[preset], **data}
         return data
 

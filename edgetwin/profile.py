@@ -46,8 +46,12 @@ class ComputeParams(Strict):
     rows_half_util: NonNegativeFloat = 0.0
 
     def gpu_ms(self, flops: float, rows: float) -> float:
+        return self.launch_floor_ms + self.flop_ms(flops, rows)
+
+    def flop_ms(self, flops: float, rows: float) -> float:
+        """Arithmetic time of ``flops`` over ``rows`` rows (no launch floor)."""
         utilisation_penalty = 1.0 + self.rows_half_util / max(rows, 1.0)
-        return self.launch_floor_ms + flops / (self.throughput_gflops * 1e6) * utilisation_penalty
+        return flops / (self.throughput_gflops * 1e6) * utilisation_penalty
 
     def sync_host_ms_for(self, received_bytes: float) -> float:
         return self.sync_host_ms + self.sync_host_ms_per_mb * received_bytes / MB
@@ -135,6 +139,21 @@ class PowerParams(Strict):
         return watts
 
 
+class MemoryParams(Strict):
+    """Device memory bandwidth: the time to move bytes between memory and the cores.
+
+    ``fitted``: False when ``bandwidth_gbps`` is a vendor's figure, not fitted to traces;
+    ``source`` says where it comes from.
+    """
+
+    bandwidth_gbps: PositiveFloat
+    fitted: bool = False
+    source: str = ""
+
+    def traffic_ms(self, nbytes: float) -> float:
+        return nbytes / (self.bandwidth_gbps * 1e6)
+
+
 class DeviceProfile(Strict):
     """Everything the twin needs to know about one kind of device."""
 
@@ -146,7 +165,15 @@ class DeviceProfile(Strict):
     staging: StagingParams
     network: NetworkParams
     power: PowerParams
+    memory: MemoryParams | None = None  # decoders need it (their decode is memory-bound)
     fit: dict[str, Any] = Field(default_factory=dict)
+
+    def work_ms(self, flops: float, memory_bytes: float, rows: float) -> float:
+        """A piece of work: launch floor + the larger of its FLOP and memory-traffic time."""
+        if self.memory is None:
+            raise ValueError(f"profile {self.name} has no memory bandwidth")
+        flop_ms = self.compute.flop_ms(flops, rows)
+        return self.compute.launch_floor_ms + max(flop_ms, self.memory.traffic_ms(memory_bytes))
 
 
 def bootstrap_variant(profile: DeviceProfile, index: int) -> DeviceProfile:

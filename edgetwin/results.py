@@ -48,6 +48,16 @@ class ResultRow:
     gflops_per_device: float | None = None
     # sequence length, when a profile varies it (performance maps)
     tokens: int | None = None
+    # decoder LLMs (docs/llm.md): the workload, time to first token, mean time per later
+    # token, throughput, and the largest per-device weights and peak KV cache
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    tokens_per_s: float | None = None
+    energy_per_token_j: float | None = None
+    weights_mb: float | None = None
+    kv_cache_mb: float | None = None
     # real code paths (mode local / emu)
     max_abs_diff_vs_single: float | None = None
     top1_agreement_vs_single: float | None = None

@@ -23,8 +23,10 @@ from pydantic import (
     model_validator,
 )
 
+from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
+from edgetwin.models.decoder_costs import DecoderWorkload
 from edgetwin.profile import PROFILE_DIR, DeviceProfile, profile_path
 from edgetwin.schema import (
     NonNegativeFloat,
@@ -112,11 +114,13 @@ class NetworkSpec(Strict):
 
 class StrategySpec(Strict):
     """A registered strategy and the parameters its definition takes (prism: ``cr`` or
-    ``segments``; lists sweep)."""
+    ``segments``; lists sweep). ``layers``: layers per device of a strategy that splits
+    them (pipeline; empty: the twin balances them by the devices' speed)."""
 
     name: str
     cr: tuple[PositiveFloat, ...] = ()
     segments: tuple[PositiveInt, ...] = ()
+    layers: tuple[PositiveInt, ...] = ()
 
     @model_validator(mode="before")
     @classmethod
@@ -143,6 +147,8 @@ class StrategySpec(Strict):
                 raise ValueError(f"{self.name} needs exactly one of {_quoted(takes)}")
         elif given:
             raise ValueError(f"{self.name} takes no 'cr' or 'segments'")
+        if self.layers and not registry.strategy(self.name).splits_layers:
+            raise ValueError(f"{self.name} takes no 'layers' (it does not split layers)")
         return self
 
 
@@ -156,6 +162,34 @@ class SweepSpec(StrictSweep):
     batch: tuple[PositiveInt, ...] = Field((1,), min_length=1)
     bandwidth_mbps: tuple[PositiveFloat, ...] = ()
     devices: tuple[Annotated[int, Field(ge=2)], ...] = Field((2,), min_length=1)
+    prompt_tokens: tuple[PositiveInt, ...] = ()  # decoders; empty: the workload's
+    output_tokens: tuple[PositiveInt, ...] = ()
+
+
+class WorkloadSpec(Strict):
+    """What a decoder generates: ``batch`` sequences (the sweeps' batch) of
+    ``prompt_tokens`` each, then ``output_tokens`` tokens; sweeps may list other values."""
+
+    prompt_tokens: PositiveInt = 128
+    output_tokens: PositiveInt = 16
+
+
+def _model_kind(value: Any) -> str:
+    if isinstance(value, DecoderSpec):
+        return "decoder"
+    if isinstance(value, dict):
+        preset = value.get("preset")
+        if value.get("kind") == "decoder" or (
+            isinstance(preset, str) and preset in DECODER_PRESETS
+        ):
+            return "decoder"
+    return "encoder"
+
+
+AnyModel = Annotated[
+    Annotated[ModelSpec, Tag("encoder")] | Annotated[DecoderSpec, Tag("decoder")],
+    Discriminator(_model_kind),
+]
 
 
 # ---------------------------------------------------------------- crowd (CROWDio pipeline)
@@ -327,7 +361,8 @@ class Scenario(Strict):
     input_source: Literal["terminal", "replicated"] = "terminal"
     warmup_batches: Annotated[int, Field(ge=0, le=100)] = 0
     sample_profiles: bool = False  # repetition r runs with bootstrap sample r of each profile
-    model: ModelSpec = ModelSpec()
+    model: AnyModel = ModelSpec()
+    workload: WorkloadSpec | None = None  # decoders only (None: the defaults)
     devices: tuple[DeviceSpec, ...] = ()
     network: NetworkSpec = NetworkSpec()
     strategies: tuple[StrategySpec, ...] = Field(min_length=1)
@@ -366,6 +401,78 @@ class Scenario(Strict):
                 raise ValueError(f"sweeps.{i}.devices asks for {wanted}; the fleet has {fleet}")
         return self
 
+    @model_validator(mode="after")
+    def _check_model_kind(self) -> Scenario:
+        if isinstance(self.model, DecoderSpec):
+            _check_decoder(self, self.model)
+            return self
+        for i, strategy in enumerate(self.strategies):
+            if registry.strategy(strategy.name).splits_layers:
+                raise ValueError(f"strategies.{i}.name: {strategy.name} runs decoder models only")
+        swept = any(s.prompt_tokens or s.output_tokens for s in self.sweeps)
+        if self.workload is not None or swept:
+            raise ValueError("'workload', prompt_tokens and output_tokens are for decoder models")
+        return self
+
+    @property
+    def encoder(self) -> ModelSpec:
+        """The model, for what runs encoders only (a decoder scenario is refused there)."""
+        if not isinstance(self.model, ModelSpec):
+            raise ValueError(f"scenario {self.name} runs a decoder, not an encoder")
+        return self.model
+
+    @property
+    def decoder_workload(self) -> WorkloadSpec:
+        """The workload of a decoder scenario (its defaults where the file gives none)."""
+        return self.workload or WorkloadSpec()
+
+
+def _check_decoder(scenario: Scenario, model: DecoderSpec) -> None:
+    """What a decoder scenario cannot run: strategies without a decoder plan, splits the
+    model's shape does not allow, prompts longer than its positions."""
+    if scenario.mode != "twin":
+        raise ValueError(f"mode '{scenario.mode}': a decoder runs in the twin only (for now)")
+    if scenario.input_source != "terminal":
+        raise ValueError("input_source: a decoder's token ids are on every device already")
+    if scenario.warmup_batches:
+        raise ValueError("warmup_batches: a decoder's warm-up generations are not modelled")
+    workload = scenario.decoder_workload
+    for i, strategy in enumerate(scenario.strategies):
+        definition = registry.strategy(strategy.name)
+        if definition.decoder_plan is None:
+            known = ", ".join(registry.decoder_names())
+            raise ValueError(f"strategies.{i}.name: {strategy.name} runs no decoder ({known} do)")
+        if strategy.layers and sum(strategy.layers) != model.layers:
+            problem = f"add up to {sum(strategy.layers)}; the model has {model.layers}"
+            raise ValueError(f"strategies.{i}.layers {list(strategy.layers)} {problem}")
+        for j, sweep in enumerate(scenario.sweeps):
+            prompts = sweep.prompt_tokens or (workload.prompt_tokens,)
+            outputs = sweep.output_tokens or (workload.output_tokens,)
+            if max(prompts) + max(outputs) > model.max_positions:
+                problem = (
+                    f"prompt + output tokens exceed the model's {model.max_positions} positions"
+                )
+                raise ValueError(f"sweeps.{j}: {problem}")
+            if definition.one_device:
+                continue
+            for devices in sweep.devices:
+                problem = _split_problem(strategy, model, devices, min(prompts))
+                if problem:
+                    raise ValueError(f"sweeps.{j}.devices: {strategy.name} on {devices}: {problem}")
+
+
+def _split_problem(strategy: StrategySpec, model: DecoderSpec, devices: int, prompt: int) -> str:
+    """Why ``strategy``'s plan cannot split ``model`` over ``devices`` ('' when it can):
+    the plan itself says (heads not divisible, more ranks than positions or layers)."""
+    segments = 1 if registry.strategy(strategy.name).params else None
+    layers = strategy.layers or None
+    workload = DecoderWorkload(model, devices, 1, prompt, segments, layers)
+    try:
+        registry.decoder_plan(strategy.name, workload)
+    except ValueError as exc:
+        return str(exc)
+    return ""
+
 
 class Configuration(BaseModel):
     """One point of the sweep: what a single results row describes."""
@@ -378,6 +485,8 @@ class Configuration(BaseModel):
     bandwidth_mbps: float
     cr: float | None = None
     segments: int | None = None
+    prompt_tokens: int | None = None  # decoders
+    output_tokens: int | None = None
 
 
 def configurations(scenario: Scenario) -> list[Configuration]:
@@ -389,15 +498,29 @@ def configurations(scenario: Scenario) -> list[Configuration]:
             for batch, bw, devices in itertools.product(sweep.batch, bandwidths, sweep.devices):
                 for params in _strategy_params(strategy):
                     n_devices = 1 if registry.strategy(strategy.name).one_device else devices
-                    config = Configuration(
-                        strategy=strategy.name,
-                        devices=n_devices,
-                        batch=batch,
-                        bandwidth_mbps=bw,
-                        **params,
-                    )
-                    seen.setdefault(config)
+                    for workload in _workloads(scenario, sweep):
+                        config = Configuration(
+                            strategy=strategy.name,
+                            devices=n_devices,
+                            batch=batch,
+                            bandwidth_mbps=bw,
+                            **params,
+                            **workload,
+                        )
+                        seen.setdefault(config)
     return list(seen)
+
+
+def _workloads(scenario: Scenario, sweep: SweepSpec) -> Iterator[dict[str, int]]:
+    """A decoder's prompt x output lengths in this sweep; one empty one for an encoder."""
+    if not isinstance(scenario.model, DecoderSpec):
+        yield {}
+        return
+    workload = scenario.decoder_workload
+    prompts = sweep.prompt_tokens or (workload.prompt_tokens,)
+    outputs = sweep.output_tokens or (workload.output_tokens,)
+    for prompt, output in itertools.product(prompts, outputs):
+        yield {"prompt_tokens": prompt, "output_tokens": output}
 
 
 def _strategy_params(strategy: StrategySpec) -> Iterator[dict[str, Any]]:
@@ -425,8 +548,15 @@ def validate_scenario(raw: dict[str, Any], path: Path) -> Scenario:
 
 
 def dump_resolved(scenario: Scenario) -> str:
-    """The validated scenario as YAML, every default filled in."""
-    return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+    """The validated scenario as YAML, every default filled in (an encoder's without the
+    decoder-only keys, as before decoders)."""
+    raw = scenario.model_dump(mode="json")
+    if not isinstance(scenario.model, DecoderSpec):
+        del raw["workload"]
+        for sweep in raw["sweeps"]:
+            for key in ("prompt_tokens", "output_tokens"):
+                del sweep[key]
+    return yaml.safe_dump(raw, sort_keys=False)
 
 
 def with_absolute_paths(scenario: Scenario, scenario_path: Path) -> Scenario:

@@ -19,7 +19,7 @@ MAX_VALUES = 1_000_000  # values in one file, aliases counted at each use
 
 UNION_TAGS = (
     *("constant", "exponential", "weibull", "lognormal", "profile_name", "profile_inline"),
-    *("link_down", "kill_worker"),
+    *("link_down", "kill_worker", "encoder", "decoder"),
 )
 
 PositiveFloat = Annotated[float, Field(gt=0)]

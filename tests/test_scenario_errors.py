@@ -179,8 +179,13 @@ CASES = [
     ),
     Case(
         "unknown-strategy",
+        scenario_text(strategies__0__name="ring"),
+        ("'strategies.0.name'", "'ring'"),
+    ),
+    Case(
+        "decoder-strategy-on-an-encoder",
         scenario_text(strategies__0__name="pipeline"),
-        ("'strategies.0.name'", "'pipeline'"),
+        ("strategies.0.name: pipeline runs decoder models only",),
     ),
     Case(
         "negative-cr",

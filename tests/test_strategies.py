@@ -26,6 +26,7 @@ CONTRACT_NAMES = (
     "voltage",
     "prism",
     "tensor_parallel",
+    "pipeline",
     "crowdio_streaming",
     "crowdio_barrier",
 )
@@ -65,8 +66,8 @@ def test_labels_have_one_format() -> None:
 
 
 def test_unknown_names_are_refused_with_the_known_ones() -> None:
-    with pytest.raises(ValueError, match="unknown strategy 'pipeline'; known: single, voltage"):
-        registry.strategy("pipeline")
+    with pytest.raises(ValueError, match="unknown strategy 'ring'; known: single, voltage"):
+        registry.strategy("ring")
     with pytest.raises(ValueError, match="no cost plan"):
         registry.cost_plan(ModelSpec(preset="vit_b16"), "crowdio_streaming", 2)
     with pytest.raises(ValueError, match="not position-wise"):

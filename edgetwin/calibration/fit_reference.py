@@ -26,8 +26,15 @@ from scipy.optimize import least_squares, nnls
 
 from edgetwin.calibration.profile_io import source_record
 from edgetwin.comparison import compare_to_reference, key_label
+from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
-from edgetwin.profile import ComputeParams, DeviceProfile, NetworkParams, StagingParams
+from edgetwin.profile import (
+    ComputeParams,
+    DeviceProfile,
+    MemoryParams,
+    NetworkParams,
+    StagingParams,
+)
 from edgetwin.results import parse_number, read_table, row_key
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
 from edgetwin.schema import Strict, load_yaml_model
@@ -73,6 +80,7 @@ class ProfileFacts(Strict):
     description: str = ""
     ram_mb: float
     battery_wh: float | None = None
+    memory: MemoryParams | None = None  # a vendor's figure, copied into the profile
 
 
 class CalibrationSpec(Strict):
@@ -139,7 +147,7 @@ def fit_profile(spec_path: Path, command: str) -> DeviceProfile:
     base = spec_path.parent
     reference = (base / spec.reference).resolve()
     scenario_path = (base / spec.scenario).resolve()
-    scenario = load_scenario(scenario_path)
+    scenario = _encoder_scenario(spec_path, scenario_path)
     measured = read_measured(reference)
     profile = fit_by_component(spec, scenario, measured)
     report = residual_report(scenario, profile, measured, reference)
@@ -161,10 +169,19 @@ def fit_profile(spec_path: Path, command: str) -> DeviceProfile:
     )
 
 
+def _encoder_scenario(spec_path: Path, scenario_path: Path) -> Scenario:
+    """The spec's scenario; a table fit runs encoder rows (a decoder's are not read yet)."""
+    scenario = load_scenario(scenario_path)
+    if isinstance(scenario.model, DecoderSpec):
+        problem = f"{scenario_path.name} runs a decoder; a table fit runs encoder scenarios"
+        raise InputError(spec_path, "scenario", problem)
+    return scenario
+
+
 def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
     """Refit without each batch size of the measured table and predict that batch's rows."""
     spec = load_spec(spec_path)
-    scenario = load_scenario((spec_path.parent / spec.scenario).resolve())
+    scenario = _encoder_scenario(spec_path, (spec_path.parent / spec.scenario).resolve())
     measured = read_measured((spec_path.parent / spec.reference).resolve())
     points: list[dict[str, Any]] = []
     for batch in sorted({row.config.batch for row in measured}):

@@ -51,7 +51,7 @@ from edgetwin.calibration.readers.staged_exchange import (
 )
 from edgetwin.errors import InputError
 from edgetwin.model_spec import ModelSpec
-from edgetwin.profile import DeviceProfile, load_profile
+from edgetwin.profile import DeviceProfile, MemoryParams, load_profile
 from edgetwin.schema import Strict, load_yaml_model, validation_error
 
 Section = Literal["compute", "staging", "network", "power"]
@@ -63,6 +63,7 @@ class TraceProfileFacts(Strict):
     description: str = ""
     ram_mb: float = Field(gt=0)
     battery_wh: float | None = None
+    memory: MemoryParams | None = None  # a vendor's figure, copied into the profile
 
 
 class TraceCalibrationSpec(Strict):

@@ -48,14 +48,14 @@ class LocalRun:
 def check_runnable(scenario: Scenario, path: Path | None = None) -> None:
     """Raise ``InputError`` (naming ``path`` and the field) if local mode cannot run it."""
     try:
-        image_side(scenario.model)
+        image_side(scenario.encoder)
     except ValueError as exc:
         problem = (
             f"mode '{scenario.mode}' runs real code for a ViT only (or a crowd scenario's "
             f"ONNX stages); this model runs in the twin: use --mode twin ({exc})"
         )
         raise InputError(path, "model", problem) from None
-    if scenario.model.bytes_per_element != ELEMENT_BYTES:
+    if scenario.encoder.bytes_per_element != ELEMENT_BYTES:
         problem = f"local mode runs fp32 ({ELEMENT_BYTES} bytes per element)"
         raise InputError(path, "model.bytes_per_element", problem)
     for index, strategy in enumerate(scenario.strategies):
@@ -63,8 +63,8 @@ def check_runnable(scenario: Scenario, path: Path | None = None) -> None:
             problem = f"{strategy.name} has no real code path; local mode runs {real_strategies()}"
             raise InputError(path, f"strategies.{index}.name", problem)
     for index, sweep in enumerate(scenario.sweeps):
-        if max(sweep.devices) > scenario.model.tokens:
-            problem = f"{max(sweep.devices)} devices for {scenario.model.tokens} tokens"
+        if max(sweep.devices) > scenario.encoder.tokens:
+            problem = f"{max(sweep.devices)} devices for {scenario.encoder.tokens} tokens"
             raise InputError(path, f"sweeps.{index}.devices", problem)
 
 
@@ -132,7 +132,7 @@ def measure_local(
             *(() if weights is None else ("--weights", str(weights))),
             *(() if trace_dir is None else ("--trace-dir", str(trace_dir))),
             *(() if trace_batch is None else ("--trace-batch", str(trace_batch))),
-            *model_args(scenario.model),
+            *model_args(scenario.encoder),
         ]
         deadline_s = timeout_s or _deadline_s(scenario, group, warmup)
         records = launch(args, group.devices, deadline_s, threads, echo_rank0)
@@ -214,7 +214,7 @@ def _launches(scenario: Scenario, configs: Sequence[Configuration] | None = None
 def _deadline_s(scenario: Scenario, launch: _Launch, warmup: int) -> float:
     """Start-up allowance plus every forward of the launch (and rank 0's single reference)
     at the speed of a slow host."""
-    model = scenario.model
+    model = scenario.encoder
     single = registry.cost_plan(model, registry.baseline().name, 1).flops_per_sample(
         0, model.blocks
     )

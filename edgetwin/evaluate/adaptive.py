@@ -31,6 +31,7 @@ from edgetwin.evaluate.measured import (
     read_measured,
 )
 from edgetwin.evaluate.profiling import profile_twin, rows_at_tokens, sweep_steps
+from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.registry import CandidateKey
 from edgetwin.policies.adaptive import POLICIES, Objective, SelectionPolicy, make_policy
@@ -117,6 +118,9 @@ def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
         table = referenced_file(settings.map_table, base, path, "map_table")
         check_reference(table, path, "map_table")
     scenario = load_scenario(scenario_path)
+    if not isinstance(scenario.model, ModelSpec):
+        problem = f"{scenario_path.name} runs a decoder; the adaptive evaluation runs encoders"
+        raise InputError(path, "scenario", problem)
     build_fleet(scenario, scenario_path)  # its device profiles
     fleet = sum(d.count for d in scenario.devices)
     held_out = settings.held_out
@@ -291,7 +295,7 @@ def evaluate(
     perf_map = (
         profile_twin(scenario, scenario_path, settings.map_tokens, on_step)
         if map_table is None
-        else map_from_table(map_table, scenario.model.tokens)
+        else map_from_table(map_table, scenario.encoder.tokens)
     )
     skipped: list[SkippedCell] = []
     if truth_rows is not None:

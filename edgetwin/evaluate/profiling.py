@@ -25,8 +25,8 @@ def rows_at_tokens(
     after each sequence length."""
     fleet = build_fleet(scenario, scenario_path)
     rows = []
-    for count in tokens or (scenario.model.tokens,):
-        model = scenario.model.model_copy(update={"tokens": count})
+    for count in tokens or (scenario.encoder.tokens,):
+        model = scenario.encoder.model_copy(update={"tokens": count})
         at = scenario.model_copy(update={"model": model, "sweeps": (sweep,)})
         rows += [replace(o.row, tokens=count, cr=_named_cr(o)) for o in run_scenario(at, fleet)]
         on_step()
@@ -56,4 +56,4 @@ def profile_twin(
         for sweep in scenario.sweeps
         for r in rows_at_tokens(scenario, scenario_path, sweep, tokens, on_step)
     ]
-    return map_from_rows(rows, scenario.name, "twin", scenario_path, scenario.model.tokens)
+    return map_from_rows(rows, scenario.name, "twin", scenario_path, scenario.encoder.tokens)

@@ -15,8 +15,10 @@ from edgetwin.errors import shown
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models.costs import CostPlan, InputSource
 from edgetwin.models.crowd.table import Mode
+from edgetwin.models.decoder_costs import DecoderPlan, DecoderWorkload
 from edgetwin.models.layout import Layout
 from edgetwin.models.strategies import crowdio, prism, single, tensor_parallel, voltage
+from edgetwin.models.strategies.pipeline import PIPELINE
 from edgetwin.models.strategy import Strategy
 
 BUILTIN = (
@@ -24,6 +26,7 @@ BUILTIN = (
     voltage.VOLTAGE,
     prism.PRISM,
     tensor_parallel.TENSOR_PARALLEL,
+    PIPELINE,
     crowdio.STREAMING,
     crowdio.BARRIER,
 )
@@ -87,10 +90,26 @@ def cost_plan(
     """The cost plan the twin runs for ``name`` on ``devices`` devices."""
     definition = strategy(name)
     if definition.cost_plan is None:
-        raise ValueError(f"{name} has no cost plan (the crowd twin runs it)")
+        runs = "the crowd twin runs it" if definition.pipeline else "it runs decoders only"
+        raise ValueError(f"{name} has no cost plan ({runs})")
     if not definition.one_device and devices < 2:
         raise ValueError(f"{name} needs at least 2 devices")
     return definition.cost_plan(model, devices, segments, input_source)
+
+
+def decoder_plan(name: str, workload: DecoderWorkload) -> DecoderPlan:
+    """The prefill and decode steps the twin runs for ``name`` on a decoder workload."""
+    definition = strategy(name)
+    if definition.decoder_plan is None:
+        raise ValueError(f"{name} has no decoder plan; decoders run {decoder_names()}")
+    if not definition.one_device and workload.devices < 2:
+        raise ValueError(f"{name} needs at least 2 devices")
+    return definition.decoder_plan(workload)
+
+
+def decoder_names() -> tuple[str, ...]:
+    """The strategies that run a decoder LLM."""
+    return tuple(s.name for s in _REGISTRY.values() if s.decoder_plan is not None)
 
 
 def layout(name: str, tokens: int, world: int, segments: int | None = None) -> Layout:

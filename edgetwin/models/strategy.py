@@ -10,6 +10,7 @@ from typing import Literal
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models.costs import CostPlan, InputSource
 from edgetwin.models.crowd.table import Mode
+from edgetwin.models.decoder_costs import DecoderPlan, DecoderWorkload
 from edgetwin.models.layout import Layout
 
 Param = Literal["cr", "segments"]
@@ -18,6 +19,8 @@ Param = Literal["cr", "segments"]
 CostPlanFn = Callable[["ModelSpec", int, "int | None", InputSource], CostPlan]
 # (tokens, ranks, segments L or None) -> which rows each rank holds and sends
 LayoutFn = Callable[[int, int, "int | None"], Layout]
+# a decoder workload -> the prefill and decode steps the twin runs (docs/llm.md)
+DecoderPlanFn = Callable[["DecoderWorkload"], "DecoderPlan"]
 
 VIT_WORKER = "edgetwin.emu.vit.worker"  # real code of the position-wise strategies
 CROWDIO_FOREMAN = "edgetwin.emu.crowdio.foreman"  # real code of the crowd pipelines
@@ -34,6 +37,9 @@ class Strategy:
     rows each rank holds and sends, for position-wise strategies. ``entry_point``: the
     module of its real code (a dotted path: the registry imports no torch). ``selectable``:
     the adaptive policy may pick it. ``abbrev``: its letters in short labels.
+    ``decoder_plan``: what the twin runs for a decoder LLM (``None``: it runs encoders
+    only). ``splits_layers``: it cuts the model into contiguous layer ranges, whose sizes
+    a scenario may give (``layers``).
     """
 
     name: str
@@ -45,3 +51,5 @@ class Strategy:
     entry_point: str | None = None
     selectable: bool = False
     pipeline: Mode | None = None
+    decoder_plan: DecoderPlanFn | None = None
+    splits_layers: bool = False

@@ -101,6 +101,26 @@ class Device:
         finally:
             self.enter("idle")
 
+    def book_ahead(self, stretches: list[tuple[str, float, str]]) -> float:
+        """Book consecutive stretches (state, milliseconds, label) from now on, as if
+        entered one after another, and return their total: the caller waits that long.
+        Only for a device nothing interrupts meanwhile (no battery, no availability)."""
+        assert self.battery_j is None, "a battery may empty during the stretches"
+        self._book()
+        at_ms = self.env.now
+        for state, duration_ms, label in stretches:
+            if duration_ms > 0:
+                self.energy_j[state] += self._power_w[state] * duration_ms / 1e3
+                self.time_ms[state] += duration_ms
+                if self.record_intervals:
+                    self.intervals.append(
+                        Interval(self.name, state, at_ms, at_ms + duration_ms, label)
+                    )
+            at_ms += duration_ms
+        self.state, self.label = stretches[-1][0], stretches[-1][2]
+        self._since_ms = at_ms
+        return at_ms - self.env.now
+
     def _book(self) -> None:
         now = self.env.now
         since = self._since_ms

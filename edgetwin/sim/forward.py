@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from edgetwin.models.costs import CostPlan, Exchange
-from edgetwin.sim.collectives import run_collective
+from edgetwin.sim.collectives import Rendezvous
 from edgetwin.sim.device import Device
 from edgetwin.sim.network import Network
 
@@ -36,12 +36,6 @@ class RankTimes:
 
 
 @dataclass
-class _Rendezvous:
-    arrived: int
-    done: simpy.Event
-
-
-@dataclass
 class Forward:
     """A forward of ``batch`` samples of ``plan`` over ``devices`` (rank order)."""
 
@@ -55,10 +49,10 @@ class Forward:
     jitter: Callable[[], float] = lambda: 1.0
     start_ms: float = 0.0
     times: list[RankTimes] = field(default_factory=list)
-    _rendezvous: dict[tuple[int, int], _Rendezvous] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.times = [RankTimes() for _ in self.devices]
+        self._rendezvous = Rendezvous(self.env, self.network, self.devices)
 
     @property
     def distributed(self) -> bool:
@@ -148,20 +142,11 @@ class Forward:
         device = self.devices[rank]
         start = self.env.now
         device.enter("comm", exchange.collective)
-        meeting = self._rendezvous.setdefault(key, _Rendezvous(0, self.env.event()))
-        meeting.arrived += 1
-        if meeting.arrived == len(self.devices):
-            piece_bytes = [
-                exchange.wire_rows(piece) * self.batch * self.row_bytes
-                for piece in range(len(self.devices))
-            ]
-            finished = self.env.process(
-                run_collective(
-                    self.env, self.network, self.devices, exchange.collective, piece_bytes
-                )
-            )
-            finished.callbacks.append(lambda _e: _succeed(meeting.done))
-        yield meeting.done
+        piece_bytes = [
+            exchange.wire_rows(piece) * self.batch * self.row_bytes
+            for piece in range(len(self.devices))
+        ]
+        yield self._rendezvous.join(key, exchange.collective, piece_bytes)
         device.enter("idle")
         self.times[rank].add("comm", self.env.now - start)
 
@@ -181,7 +166,3 @@ class Forward:
             return 0.0
         others = sum(exchange.rows_per_rank) - exchange.rows_per_rank[rank]
         return float(others * self.batch * self.row_bytes)
-
-
-def _succeed(event: simpy.Event) -> None:
-    event.succeed()

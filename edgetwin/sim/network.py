@@ -232,6 +232,12 @@ class Network:
         if spec.schedule:
             env.process(self._apply_schedule())
 
+    def memoryless(self) -> bool:
+        """Whether a transfer started now takes what it took before from the same state:
+        a constant rate, no token bucket, no other flow on any channel."""
+        idle = all(channel.active_flows == 0 for channel in self.channels.values())
+        return idle and not self.spec.schedule and self.spec.burst_kb is None
+
     def transfer(
         self, src: str, dst: str, nbytes: float, duplex: bool = False
     ) -> Generator[simpy.Event, object, None]:

@@ -11,14 +11,17 @@ import numpy as np
 import simpy
 
 from edgetwin.configuration import configuration_columns, resolve_segments
+from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
 from edgetwin.profile import MB, DeviceProfile, bootstrap_variant, load_profile
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, configurations
+from edgetwin.sim import decoder_run
 from edgetwin.sim.device import Device, DeviceLeft, Interval
 from edgetwin.sim.forward import Forward
+from edgetwin.sim.generation import Generation
 from edgetwin.sim.network import Network
 
 
@@ -48,6 +51,9 @@ def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMem
     members = []
     for i, spec in enumerate(scenario.devices):
         profile = _device_profile(spec, i, scenario_path)
+        if isinstance(scenario.model, DecoderSpec) and profile.memory is None:
+            problem = f"profile {profile.name} has no memory bandwidth (a decoder needs it)"
+            raise InputError(scenario_path, f"devices.{i}.profile", problem)
         for k in range(spec.count):
             name = spec.name if spec.count == 1 else f"{spec.name}-{k}"
             members.append(FleetMember(name, spec, profile))
@@ -106,23 +112,10 @@ def simulate(
         device.record_intervals = record_intervals
     stacks = {d.name: d.profile.network for d in devices}
     network = Network(env, scenario.network, config.bandwidth_mbps, stacks)
-    segments, _ = resolve_segments(scenario, config)
-    work = registry.cost_plan(
-        scenario.model, config.strategy, config.devices, segments, scenario.input_source
-    )
-    row_bytes = scenario.model.width * scenario.model.bytes_per_element
-    status = _load_model(devices, work, config.batch, row_bytes)
-    jitter = _jitter(rng, scenario.noise_cv)
-    forwards = [
-        Forward(env, work, devices, network, config.batch, scenario.model.blocks, row_bytes, jitter)
-        for _ in range(scenario.warmup_batches + 1)
-    ]
-    forward = forwards[-1]
-    if status == "ok":
-        status = _run_batches(env, forwards, devices, members, rng)
-    for device in devices:
-        device.close()
-    row = _row(scenario, config, rep, forward, devices, network, status)
+    if isinstance(scenario.model, DecoderSpec):
+        row = _generate(scenario, config, rep, env, devices, members, network, rng)
+    else:
+        row = _forward(scenario, config, rep, env, devices, members, network, rng)
     return RunOutcome(
         config=config,
         row=row,
@@ -130,6 +123,78 @@ def simulate(
         energy_by_state_j={d.name: dict(d.energy_j) for d in devices},
         time_by_state_ms={d.name: dict(d.time_ms) for d in devices},
         bytes_received=sum(network.bytes_received.values()),
+    )
+
+
+def _forward(
+    scenario: Scenario,
+    config: Configuration,
+    rep: int,
+    env: simpy.Environment,
+    devices: list[Device],
+    members: list[FleetMember],
+    network: Network,
+    rng: np.random.Generator,
+) -> ResultRow:
+    """Warm-up batches and the measured one of an encoder."""
+    model = scenario.encoder
+    segments, _ = resolve_segments(scenario, config)
+    work = registry.cost_plan(
+        model, config.strategy, config.devices, segments, scenario.input_source
+    )
+    row_bytes = model.width * model.bytes_per_element
+    status = _load_model(devices, work, config.batch, row_bytes)
+    jitter = _jitter(rng, scenario.noise_cv)
+    forwards = [
+        Forward(env, work, devices, network, config.batch, model.blocks, row_bytes, jitter)
+        for _ in range(scenario.warmup_batches + 1)
+    ]
+    forward = forwards[-1]
+    if status == "ok":
+        status = _run_batches(env, forwards, devices, members, rng)
+    for device in devices:
+        device.close()
+    return _row(scenario, config, rep, forward, devices, network, status)
+
+
+def _generate(
+    scenario: Scenario,
+    config: Configuration,
+    rep: int,
+    env: simpy.Environment,
+    devices: list[Device],
+    members: list[FleetMember],
+    network: Network,
+    rng: np.random.Generator,
+) -> ResultRow:
+    """A decoder's prefill and decode steps, unless its weights and KV do not fit."""
+    assert config.prompt_tokens is not None and config.output_tokens is not None
+    plan = decoder_run.plan_for(scenario, config, devices)
+    kept = config.prompt_tokens + config.output_tokens - 1
+    status = decoder_run.memory_status(plan, devices, kept)
+    phases = plan.phases(config.output_tokens)
+    quiet = all(d.battery_j is None for d in devices) and all(
+        m.spec.availability is None for m in members
+    )  # nothing interrupts a device: its local phases are booked ahead
+    jitter = _jitter(rng, scenario.noise_cv)
+    generation = Generation(env, phases, devices, network, jitter, book_ahead=quiet)
+    if status == "ok":
+        status = _run_batches(env, [generation], devices, members, rng)
+    for device in devices:
+        device.close()
+    ok = status == "ok"
+    columns = decoder_run.generation_columns(plan, config, generation, devices, ok)
+    total_ms = columns.pop("total_ms", math.nan)
+    return ResultRow(
+        **configuration_columns(scenario, config, phases),
+        mode="twin",
+        rep=rep,
+        total_ms=total_ms,
+        per_sample_ms=total_ms / config.batch,
+        energy_j=columns.pop("energy_j", math.nan),
+        status=status,
+        bytes_sent=round(sum(network.bytes_sent.values())),
+        **columns,
     )
 
 
@@ -149,7 +214,7 @@ def _load_model(devices: list[Device], work: CostPlan, batch: int, row_bytes: in
 
 def _run_batches(
     env: simpy.Environment,
-    forwards: list[Forward],
+    forwards: list[Forward] | list[Generation],
     devices: list[Device],
     members: list[FleetMember],
     rng: np.random.Generator,
@@ -158,7 +223,7 @@ def _run_batches(
     status = ["ok"]
     running: list[simpy.Process] = []
 
-    def guarded(forward: Forward, rank: int) -> Generator[simpy.Event, object, None]:
+    def guarded(forward: Forward | Generation, rank: int) -> Generator[simpy.Event, object, None]:
         try:
             yield from forward.rank_process(rank)
         except simpy.Interrupt as stop:

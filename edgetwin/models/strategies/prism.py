@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models.costs import CostPlan, InputSource, position_wise_plan
+from edgetwin.models.decoder_costs import DecoderPlan, DecoderWorkload, decoder_position_wise
 from edgetwin.models.layout import Layout, segment_means
 from edgetwin.models.strategy import VIT_WORKER, Strategy
 
@@ -23,6 +24,11 @@ def _cost_plan(
     return position_wise_plan(NAME, model, layout, segments, input_source)
 
 
+def _decoder_plan(work: DecoderWorkload) -> DecoderPlan:
+    layout = _layout(work.prompt_tokens, work.devices, work.segments)
+    return decoder_position_wise(NAME, work, layout)
+
+
 PRISM = Strategy(
     NAME,
     "P",
@@ -31,4 +37,5 @@ PRISM = Strategy(
     layout=_layout,
     entry_point=VIT_WORKER,
     selectable=True,
+    decoder_plan=_decoder_plan,
 )

@@ -1,7 +1,9 @@
-"""tensor_parallel (Megatron style): heads and MLP columns split, two all-reduces per block."""
+"""tensor_parallel (Megatron style): heads and MLP columns split, two all-reduces per block
+(encoder) or per layer (decoder)."""
 
 from __future__ import annotations
 
+from edgetwin.decoder_spec import embedding_params, layer_params
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models.costs import (
     BlockStep,
@@ -11,6 +13,19 @@ from edgetwin.models.costs import (
     embed_flops,
     head_flops,
     weight_bytes,
+)
+from edgetwin.models.decoder_costs import (
+    DecoderPlan,
+    DecoderWorkload,
+    Op,
+    Ops,
+    allreduce,
+    attention_work,
+    causal_pairs,
+    embed_work,
+    ffn_work,
+    head_work,
+    weights,
 )
 from edgetwin.models.strategy import Strategy
 
@@ -43,4 +58,43 @@ def _cost_plan(
     )
 
 
-TENSOR_PARALLEL = Strategy(NAME, "TP", cost_plan=_cost_plan, selectable=True)
+def _decoder_plan(work: DecoderWorkload) -> DecoderPlan:
+    """docs/llm.md's tensor parallel: H/P query heads, H_kv/P KV heads and F/P FFN columns
+    per rank; an all-reduce of [B, t, D] after the attention and after the FFN."""
+    model, world, batch, prompt = work.model, work.devices, work.batch, work.prompt_tokens
+    for field, heads in (("heads", model.heads), ("kv_heads", model.kv_heads)):
+        if heads % world:
+            raise ValueError(f"{field} {heads} are not divisible by {world} devices")
+    share = 1.0 / world
+
+    def layer_ops(tokens: int, context: int | None) -> tuple[Op, ...]:
+        rows = batch * tokens
+        if context is None:
+            pairs = causal_pairs(0, tokens)
+            read = tokens
+        else:
+            pairs = read = context + tokens
+        attention = attention_work(model, rows, rows, batch * pairs, batch * read, rows, share)
+        reduce = allreduce(model, world, batch, tokens)
+        return (attention, reduce, ffn_work(model, rows, share), reduce)
+
+    def phase(tokens: int, context: int | None) -> Ops:
+        ops = (embed_work(model, batch * tokens), *layer_ops(tokens, context) * model.layers)
+        return ((*ops, head_work(model, batch)),) * world
+
+    own = model.layers * layer_params(model) * share + embedding_params(model)
+    return DecoderPlan(
+        NAME,
+        work,
+        (weights(model, own),) * world,
+        (model.layers,) * world,
+        (model.kv_width // world,) * world,
+        phase(prompt, None),
+        lambda step: phase(1, prompt + step),
+        lambda rank, tokens: tokens,
+    )
+
+
+TENSOR_PARALLEL = Strategy(
+    NAME, "TP", cost_plan=_cost_plan, selectable=True, decoder_plan=_decoder_plan
+)

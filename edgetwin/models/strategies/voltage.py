@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models.costs import CostPlan, InputSource, position_wise_plan
+from edgetwin.models.decoder_costs import DecoderPlan, DecoderWorkload, decoder_position_wise
 from edgetwin.models.layout import Layout, full_rows
 from edgetwin.models.strategy import VIT_WORKER, Strategy
 
@@ -20,6 +21,16 @@ def _cost_plan(
     return position_wise_plan(NAME, model, _layout(model.tokens, devices, None), None, input_source)
 
 
+def _decoder_plan(work: DecoderWorkload) -> DecoderPlan:
+    return decoder_position_wise(NAME, work, _layout(work.prompt_tokens, work.devices, None))
+
+
 VOLTAGE = Strategy(
-    NAME, "V", cost_plan=_cost_plan, layout=_layout, entry_point=VIT_WORKER, selectable=True
+    NAME,
+    "V",
+    cost_plan=_cost_plan,
+    layout=_layout,
+    entry_point=VIT_WORKER,
+    selectable=True,
+    decoder_plan=_decoder_plan,
 )

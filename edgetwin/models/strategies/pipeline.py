@@ -1,0 +1,122 @@
+"""pipeline: contiguous layer ranges, one per device; activations cross each boundary."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from edgetwin.decoder_spec import layer_params
+from edgetwin.models.decoder_costs import (
+    DecoderPlan,
+    DecoderWorkload,
+    Op,
+    Ops,
+    attention_work,
+    causal_pairs,
+    embed_work,
+    ffn_work,
+    head_work,
+    send,
+    token_ids,
+    weights,
+)
+from edgetwin.models.layout import partition_sizes
+from edgetwin.models.strategy import Strategy
+
+NAME = "pipeline"
+
+
+def balanced_layers(
+    layers: int, layer_ms: Sequence[float], fixed_ms: Sequence[float] | None = None
+) -> tuple[int, ...]:
+    """Layers per device that make the slowest stage as fast as whole layers allow.
+
+    ``layer_ms``: one layer's time on each device; ``fixed_ms``: what each stage does
+    besides its layers (rank 0 the embedding, the last rank the LM head). Every device
+    takes one layer, then each further layer goes to the stage that stays fastest with
+    it (ties: the earlier one), which minimises the largest stage time.
+    """
+    if layers < len(layer_ms):
+        raise ValueError(f"{layers} layers cannot be split over {len(layer_ms)} devices")
+    fixed = list(fixed_ms) if fixed_ms is not None else [0.0] * len(layer_ms)
+    sizes = [1] * len(layer_ms)
+    for _ in range(layers - len(layer_ms)):
+        after = [fixed[i] + (sizes[i] + 1) * layer_ms[i] for i in range(len(sizes))]
+        sizes[after.index(min(after))] += 1
+    return tuple(sizes)
+
+
+def _decoder_plan(work: DecoderWorkload) -> DecoderPlan:
+    """docs/llm.md's pipeline: the hidden states go stage to stage, the last stage's token
+    ids back to rank 0; in decode m = min(B, P) micro-batches are in flight."""
+    model, world, batch, prompt = work.model, work.devices, work.batch, work.prompt_tokens
+    if world > model.layers:
+        raise ValueError(f"{model.layers} layers cannot be split over {world} devices")
+    sizes = work.stage_layers or partition_sizes(model.layers, world)
+    if len(sizes) != world or sum(sizes) != model.layers:
+        raise ValueError(
+            f"its layers {list(sizes)} are not {world} sizes adding up to {model.layers}"
+        )
+    last = world - 1
+
+    def stage(rank: int, rows: int, tokens: int, context: int | None) -> list[Op]:
+        """Rank ``rank``'s layers on ``rows`` rows of ``tokens`` new positions each."""
+        pairs = causal_pairs(0, tokens) if context is None else tokens * (context + 1)
+        read = tokens if context is None else context + tokens
+        seqs = rows // tokens
+        block = attention_work(model, rows, rows, seqs * pairs, seqs * read, rows)
+        return [block + ffn_work(model, rows)] * sizes[rank]
+
+    def forward(rank: int, batch_rows: int, tokens: int, context: int | None) -> list[Op]:
+        """Receive from the stage before (rank 0: embed), run the layers, send on."""
+        rows = batch_rows * tokens
+        shape = (batch_rows, tokens, model.width)
+        ops: list[Op] = [embed_work(model, rows)] if rank == 0 else []
+        if rank > 0:
+            ops.append(send(model, world, rank - 1, rank, shape))
+        ops += stage(rank, rows, tokens, context)
+        if rank < last:
+            ops.append(send(model, world, rank, rank + 1, shape))
+        else:
+            ops += [head_work(model, batch_rows), token_ids(world, last, batch_rows, "send", 0)]
+        return ops
+
+    prefill: list[tuple[Op, ...]] = []
+    for rank in range(world):
+        ops = forward(rank, batch, prompt, None)
+        if rank == 0:
+            ops.append(token_ids(world, last, batch, "send", 0))
+        prefill.append(tuple(ops))
+    micro = partition_sizes(batch, min(batch, world))
+
+    def decode(step: int) -> Ops:
+        ops: list[tuple[Op, ...]] = []
+        for rank in range(world):
+            rank_ops: list[Op] = []
+            for size in micro:
+                if rank == 0 and step > 0:  # the ids of this micro-batch's previous token
+                    rank_ops.append(token_ids(world, last, size, "send", 0))
+                rank_ops += forward(rank, size, 1, prompt + step)
+            ops.append(tuple(rank_ops))
+        return tuple(ops)
+
+    ids_back = tuple(token_ids(world, last, size, "send", 0) for size in micro)
+    finish: Ops = (ids_back, *(((),) * last))
+    table = model.vocab * model.width
+    positions = model.max_positions * model.width if model.positions == "learned" else 0
+    own = [layer_params(model) * size for size in sizes]
+    own[0] += table + positions
+    own[last] += table + (2 if model.norm == "layernorm" else 1) * model.width
+    return DecoderPlan(
+        NAME,
+        work,
+        tuple(weights(model, params) for params in own),
+        tuple(sizes),
+        (model.kv_width,) * world,
+        tuple(prefill),
+        decode,
+        lambda rank, tokens: tokens,
+        finish,
+    )
+
+
+PIPELINE = Strategy(NAME, "PP", decoder_plan=_decoder_plan, splits_layers=True)

@@ -1,0 +1,117 @@
+"""What the twin's runner does for a decoder: the plan (pipeline stages balanced by the
+devices' speed), weights and KV cache against RAM, the phases, and the row's columns."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from edgetwin.configuration import decoder_plan
+from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.models import registry
+from edgetwin.models.decoder_costs import (
+    DecoderPlan,
+    Work,
+    attention_work,
+    embed_work,
+    ffn_work,
+    head_work,
+)
+from edgetwin.models.strategies.pipeline import balanced_layers
+from edgetwin.profile import MB
+from edgetwin.scenario import Configuration, Scenario
+from edgetwin.sim.device import Device
+from edgetwin.sim.generation import Generation
+
+
+def plan_for(scenario: Scenario, config: Configuration, devices: list[Device]) -> DecoderPlan:
+    """The configuration's plan; a layer split the scenario does not size is balanced on
+    the devices' times for a decode step at the prompt's context: one layer each, and
+    the embedding on the first, the LM head on the last."""
+    model = scenario.model
+    assert isinstance(model, DecoderSpec) and config.prompt_tokens is not None
+    given = next(s.layers for s in scenario.strategies if s.name == config.strategy)
+    stages = None
+    if registry.strategy(config.strategy).splits_layers and not given:
+        batch, context = config.batch, config.prompt_tokens
+        layer = attention_work(model, batch, batch, batch * (context + 1), batch * context, batch)
+        layer += ffn_work(model, batch)
+        layer_ms = [_ms(d, layer) for d in devices]
+        fixed_ms = [0.0] * len(devices)
+        fixed_ms[0] += _ms(devices[0], embed_work(model, batch))
+        fixed_ms[-1] += _ms(devices[-1], head_work(model, batch))
+        stages = balanced_layers(model.layers, layer_ms, fixed_ms)
+    return decoder_plan(scenario, config, stages)
+
+
+def _ms(device: Device, work: Work) -> float:
+    return device.profile.work_ms(work.flops, work.memory_bytes, work.rows)
+
+
+def memory_status(plan: DecoderPlan, devices: list[Device], tokens: int) -> str:
+    """Load each device's weights; ``ok`` if they and the KV cache of ``tokens`` positions
+    fit every device, else the out-of-memory status at the first position that does not."""
+    for rank, device in enumerate(devices):
+        if not device.load(plan.weight_bytes[rank] / MB):
+            return f"out of memory on {device.name} (weights)"
+    stops = [
+        (position, device.name)
+        for rank, device in enumerate(devices)
+        if (position := _first_overflow(plan, rank, device, tokens)) is not None
+    ]
+    if not stops:
+        return "ok"
+    position, name = min(stops)
+    return f"out of memory on {name} at token {position}"
+
+
+def _first_overflow(plan: DecoderPlan, rank: int, device: Device, tokens: int) -> int | None:
+    """The first sequence position (1-based) whose KV no longer fits the device's free RAM."""
+    free_bytes = (device.ram_mb - device.resident_mb) * MB
+    if plan.kv_bytes(rank, tokens) <= free_bytes:
+        return None
+    low, high = 1, tokens  # the KV grows with the positions: bisect
+    while low < high:
+        middle = (low + high) // 2
+        if plan.kv_bytes(rank, middle) > free_bytes:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+def generation_columns(
+    plan: DecoderPlan,
+    config: Configuration,
+    generation: Generation,
+    devices: list[Device],
+    ok: bool,
+) -> dict[str, Any]:
+    """The row's timing and memory columns; times NaN unless the run finished."""
+    assert config.prompt_tokens is not None and config.output_tokens is not None
+    kept = config.prompt_tokens + config.output_tokens - 1  # the last token is not fed back
+    memory = {
+        "weights_mb": max(plan.weight_bytes) / MB,
+        "kv_cache_mb": max(plan.kv_bytes(r, kept) for r in range(plan.devices)) / MB,
+    }
+    terminal = generation.times[0]
+    tokens = config.batch * config.output_tokens
+    if not ok:
+        nan = math.nan
+        return {**memory, "compute_ms": nan, "staging_ms": nan, "comm_ms": nan}
+    total_ms = max(t.finished_ms for t in generation.times) - generation.start_ms
+    ttft_ms = generation.phase_end_ms[0][0] - generation.start_ms
+    energy_j = sum(d.total_energy_j for d in devices)
+    later = config.output_tokens - 1
+    return {
+        **memory,
+        "compute_ms": terminal.compute_ms,
+        "staging_ms": terminal.staging_ms,
+        "comm_ms": terminal.comm_ms,
+        "total_ms": total_ms,
+        "ttft_ms": ttft_ms,
+        "tpot_ms": (total_ms - ttft_ms) / later if later else None,
+        "tokens_per_s": tokens / (total_ms / 1e3),
+        "energy_j": energy_j,
+        "energy_per_token_j": energy_j / tokens,
+    }

@@ -1,0 +1,456 @@
+"""Decoder LLMs in the twin: the cost plans' exchanges from the shapes (docs/llm.md),
+memory-bound decode and compute-bound prefill, the KV cache against RAM, pipeline stages
+balanced by speed, determinism, and the scenario errors of a decoder."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import simpy
+import yaml
+
+from edgetwin.cli import main
+from edgetwin.configuration import decoder_plan
+from edgetwin.decoder_spec import DecoderSpec, kv_bytes_per_token, layer_params
+from edgetwin.models import registry
+from edgetwin.models.decoder_costs import (
+    ID_BYTES,
+    DecoderWorkload,
+    Transfer,
+    Work,
+    attention_params,
+    ffn_params,
+)
+from edgetwin.models.strategies.pipeline import balanced_layers
+from edgetwin.models.strategy import Strategy
+from edgetwin.profile import MB, load_profile
+from edgetwin.results import read_results
+from edgetwin.scenario import Configuration, Scenario, configurations, load_scenario
+from edgetwin.sim import decoder_run
+from edgetwin.sim.device import Device
+from edgetwin.sim.generation import Generation
+from edgetwin.sim.network import Network
+from edgetwin.sim.runner import build_fleet, run_scenario, simulate
+from tests.conftest import REPO
+
+SMOKE = REPO / "scenarios/llm_smoke.yaml"
+# a small decoder with grouped-query attention: 4 layers, 8 query heads over 4 KV heads
+MODEL = DecoderSpec(layers=4, width=256, heads=8, kv_heads=4, ffn_size=512, vocab=1000)
+A = 4  # activation bytes (fp32)
+
+
+def transfers(ops: tuple[Any, ...], rank: int) -> list[Transfer]:
+    return [op for op in ops[rank] if isinstance(op, Transfer)]
+
+
+def plan(name: str, devices: int, batch: int = 2, prompt: int = 10, **kw: Any) -> Any:
+    return registry.decoder_plan(name, DecoderWorkload(MODEL, devices, batch, prompt, **kw))
+
+
+# ------------------------------------------------------------ the contract's exchanges
+
+
+def test_pipeline_sends_hidden_states_and_token_ids() -> None:
+    work = plan("pipeline", 2, batch=3)
+    prefill = transfers(work.prefill, 1)
+    assert [(t.kind, t.shape, t.peers) for t in prefill] == [
+        ("send", (3, 10, 256), (0, 1)),
+        ("send", (3,), (1, 0)),
+    ]
+    assert prefill[0].piece_bytes[0] == 3 * 10 * 256 * A
+    assert prefill[1].piece_bytes[1] == 3 * ID_BYTES
+    step = transfers(work.decode(1), 0)  # m = min(B, P) = 2 micro-batches, of 2 and 1
+    assert [(t.shape, t.peers) for t in step] == [
+        ((2,), (1, 0)),
+        ((2, 1, 256), (0, 1)),
+        ((1,), (1, 0)),
+        ((1, 1, 256), (0, 1)),
+    ]
+    assert work.kv_layers == (2, 2)
+
+
+def test_tensor_parallel_all_reduces_twice_per_layer() -> None:
+    work = plan("tensor_parallel", 2)
+    for ops, rows in ((work.prefill, 10), (work.decode(3), 1)):
+        reduces = transfers(ops, 0)
+        assert len(reduces) == 2 * MODEL.layers
+        assert {(t.kind, t.shape, t.piece_bytes) for t in reduces} == {
+            ("allreduce", (2, rows, 256), (2 * rows * 256 * A,) * 2)
+        }
+    assert work.kv_width == (MODEL.kv_width // 2,) * 2
+
+
+def test_voltage_gathers_rows_then_partial_attention() -> None:
+    work = plan("voltage", 3, prompt=10)  # rows 4, 3, 3: padded to 4
+    gathers = transfers(work.prefill, 1)
+    assert len(gathers) == MODEL.layers + 1  # one per layer, then the token broadcast
+    assert gathers[0].shape == (2, 4, 256) and gathers[0].piece_bytes == (2 * 4 * 256 * A,) * 3
+    assert gathers[-1].kind == "broadcast" and gathers[-1].piece_bytes == (0, 0, 2 * ID_BYTES)
+    partial = transfers(work.decode(0), 0)
+    head_dim = MODEL.width // MODEL.heads
+    assert {t.shape for t in partial} == {(2, MODEL.heads, head_dim + 2)}
+    assert partial[0].piece_bytes == (2 * MODEL.heads * (head_dim + 2) * A,) * 3
+
+
+def test_prism_gathers_segment_means_and_attends_causally() -> None:
+    work = plan("prism", 2, prompt=12, segments=2)
+    gather = transfers(work.prefill, 0)[0]
+    assert gather.shape == (2, 2, 256)
+    first, second = (sum(op.flops for op in ops if isinstance(op, Work)) for ops in work.prefill)
+    voltage = plan("voltage", 2, prompt=12)
+    v_first, _ = (sum(op.flops for op in ops if isinstance(op, Work)) for ops in voltage.prefill)
+    assert first < second  # rank 0 sees no means (causal); rank 1 the means of rank 0
+    assert first < v_first
+
+
+def test_layer_pieces_add_up_to_the_layer() -> None:
+    for model in (MODEL, DecoderSpec(preset="gpt2_small"), DecoderSpec(preset="qwen2_5_0_5b")):
+        assert attention_params(model) + ffn_params(model) == layer_params(model)
+
+
+def test_twin_bytes_sent_are_the_ring_sums_of_the_plan(tmp_path: Path) -> None:
+    """allgather: each rank sends P-1 pieces; all-reduce: 2 (P-1) / P of it per rank;
+    broadcast and send: the root's piece to each receiver."""
+    scenario = load_scenario(SMOKE, ["workload.output_tokens=3"])
+    fleet = build_fleet(scenario, SMOKE)
+    for outcome in run_scenario(scenario, fleet):
+        config = outcome.config
+        work = decoder_plan(scenario, config)  # equal stages, as on two equal boards
+        world = config.devices
+        expected = 0.0
+        for ops in work.phases(3):
+            for rank in range(world):
+                for op in transfers(ops, rank):
+                    if rank != op.root and op.kind in ("send", "broadcast"):
+                        continue  # the receiver's side of it
+                    expected += {
+                        "allgather": (world - 1) * op.piece_bytes[rank],
+                        "allreduce": 2 * (world - 1) * op.piece_bytes[rank] / world,
+                        "broadcast": (world - 1) * op.piece_bytes[rank],
+                        "send": op.piece_bytes[rank],
+                    }[op.kind]
+        assert outcome.row.bytes_sent == round(expected), config
+
+
+# ------------------------------------------------------------ memory against compute
+
+
+def _jetson_decoder() -> tuple[DecoderSpec, Any]:
+    model = DecoderSpec(preset="llama3_2_1b", weight_dtype="fp16", kv_dtype="fp16")
+    return model, load_profile("jetson_orin_nano")
+
+
+def test_decode_is_memory_bound_and_a_long_prefill_compute_bound() -> None:
+    model, jetson = _jetson_decoder()
+    work = registry.decoder_plan("single", DecoderWorkload(model, 1, 1, 2048))
+    decode_layer = work.decode(0)[0][1]
+    prefill_layer = work.prefill[0][1]
+    for piece, memory_bound in ((decode_layer, True), (prefill_layer, False)):
+        flop_ms = jetson.compute.flop_ms(piece.flops, piece.rows)
+        assert jetson.memory is not None
+        traffic_ms = jetson.memory.traffic_ms(piece.memory_bytes)
+        assert (traffic_ms > flop_ms) == memory_bound
+
+
+def _single_times(overrides: list[str]) -> tuple[float, float]:
+    path = REPO / "scenarios/llm_jetson.yaml"
+    scenario = load_scenario(path, ["strategies=[{name: single}]", *overrides])
+    config = Configuration(
+        strategy="single",
+        devices=1,
+        batch=1,
+        bandwidth_mbps=400,
+        prompt_tokens=2048,
+        output_tokens=3,
+    )
+    row = simulate(scenario, build_fleet(scenario, path), config, 0, 0).row
+    assert row.ttft_ms is not None and row.tpot_ms is not None
+    return row.ttft_ms, row.tpot_ms
+
+
+@pytest.mark.timeout(120)
+def test_tpot_follows_memory_bandwidth_and_ttft_follows_flops(tmp_path: Path) -> None:
+    profile = yaml.safe_load(
+        (REPO / "edgetwin/calibration/profiles/jetson_orin_nano.yaml").read_text()
+    )
+    variants = {}
+    for name, section, key in (
+        ("slow_memory", "memory", "bandwidth_gbps"),
+        ("slow_flops", "compute", "throughput_gflops"),
+    ):
+        changed = {**profile, section: {**profile[section], key: profile[section][key] / 2}}
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(changed))
+        variants[name] = f"devices.0.profile={tmp_path / name}.yaml"
+    ttft, tpot = _single_times([])
+    ttft_mem, tpot_mem = _single_times([variants["slow_memory"]])
+    ttft_flops, tpot_flops = _single_times([variants["slow_flops"]])
+    assert tpot_mem > 1.3 * tpot and tpot_flops == pytest.approx(tpot, rel=0.02)
+    assert ttft_flops > 1.8 * ttft and ttft_mem == pytest.approx(ttft, rel=0.02)
+
+
+# ------------------------------------------------------------ the KV cache against RAM
+
+
+def test_out_of_memory_at_the_token_the_kv_cache_stops_fitting() -> None:
+    model, _ = _jetson_decoder()
+    path = REPO / "scenarios/llm_jetson.yaml"
+    weights_mb = 2 * 1_235_814_400 / MB
+    per_token = kv_bytes_per_token(model)  # one sequence, every layer
+    batch, fits = 4, 3000  # RAM for the weights and 3000 positions of 4 sequences, not 3001
+    ram_mb = weights_mb + batch * (fits + 0.5) * per_token / MB
+    scenario = load_scenario(path, [f"devices.0.ram_mb={ram_mb}", "strategies=[{name: single}]"])
+    config = Configuration(
+        strategy="single",
+        devices=1,
+        batch=batch,
+        bandwidth_mbps=400,
+        prompt_tokens=2048,
+        output_tokens=1200,
+    )
+    row = simulate(scenario, build_fleet(scenario, path), config, 0, 0).row
+    assert row.status == f"out of memory on jetson-0 at token {fits + 1}"
+    assert math.isnan(row.total_ms) and row.ttft_ms is None
+    fitting = config.model_copy(update={"output_tokens": fits - 2048 + 1})  # keeps 3000
+    assert simulate(scenario, build_fleet(scenario, path), fitting, 0, 0).row.status == "ok"
+
+
+def test_position_wise_and_pipeline_split_the_kv_cache() -> None:
+    tokens = 10 + 7
+    single = plan("single", 1).kv_bytes(0, tokens)
+    for name in ("pipeline", "tensor_parallel", "voltage"):
+        work = plan(name, 2)
+        assert sum(work.kv_bytes(r, tokens) for r in range(2)) == pytest.approx(single), name
+
+
+# ------------------------------------------------------------ pipeline stages
+
+
+def test_balanced_layers_make_the_slowest_stage_fastest() -> None:
+    assert balanced_layers(16, [1.0, 1.0, 1.0, 1.0]) == (4, 4, 4, 4)
+    assert balanced_layers(12, [1.0, 2.0]) == (8, 4)  # twice as fast: twice the layers
+    assert balanced_layers(3, [0.01, 1.0, 1.0]) == (1, 1, 1)
+    with_head = balanced_layers(16, [1.0] * 4, [0.0, 0.0, 0.0, 3.0])
+    times = [n + extra for n, extra in zip(with_head, [0, 0, 0, 3], strict=True)]
+    assert sum(with_head) == 16 and max(times) == 5 and with_head[3] < min(with_head[:3])
+    with pytest.raises(ValueError, match="cannot be split"):
+        balanced_layers(2, [1.0, 1.0, 1.0])
+
+
+@pytest.mark.timeout(60)
+def test_the_twin_gives_a_faster_board_more_layers(tmp_path: Path) -> None:
+    profile = yaml.safe_load(
+        (REPO / "edgetwin/calibration/profiles/jetson_orin_nano.yaml").read_text()
+    )
+    profile["memory"]["bandwidth_gbps"] *= 3
+    profile["compute"]["launch_floor_ms"] /= 10
+    (tmp_path / "fast.yaml").write_text(yaml.safe_dump(profile))
+    raw = yaml.safe_load(SMOKE.read_text())
+    raw["model"]["layers"] = 8
+    raw["devices"] = [
+        {"name": "slow", "profile": "jetson_orin_nano"},
+        {"name": "fast", "profile": str(tmp_path / "fast.yaml")},
+    ]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    scenario = load_scenario(tmp_path / "s.yaml")
+    fleet = build_fleet(scenario, tmp_path / "s.yaml")
+    config = next(c for c in configurations(scenario) if c.strategy == "pipeline")
+    env = simpy.Environment()
+    devices = [Device(env, m.name, m.profile) for m in fleet]
+    work = decoder_run.plan_for(scenario, config, devices)
+    assert work.kv_layers[1] > work.kv_layers[0]
+    given = load_scenario(tmp_path / "s.yaml", ["strategies.1.layers=[6, 2]"])
+    assert decoder_run.plan_for(given, config, devices).kv_layers == (6, 2)
+
+
+@pytest.mark.timeout(60)
+def test_micro_batches_keep_both_stages_busy_at_once() -> None:
+    scenario = load_scenario(SMOKE, ["workload.output_tokens=6"])
+    fleet = build_fleet(scenario, SMOKE)
+    config = next(c for c in configurations(scenario) if c.strategy == "pipeline" and c.batch == 2)
+    outcome = simulate(scenario, fleet, config, 0, 0, record_intervals=True)
+    busy = [
+        [
+            (i.start_ms, i.end_ms)
+            for i in outcome.intervals
+            if i.device == name and i.state == "compute"
+        ]
+        for name in ("jetson-0", "jetson-1")
+    ]
+    overlap = sum(max(0.0, min(a1, b1) - max(a0, b0)) for a0, a1 in busy[0] for b0, b1 in busy[1])
+    assert overlap > 0
+    one = simulate(scenario, fleet, config.model_copy(update={"batch": 1}), 0, 0).row
+    assert outcome.row.total_ms < 2 * one.total_ms
+
+
+# ------------------------------------------------------------ replay, determinism
+
+
+def test_replayed_collectives_and_booked_ahead_phases_give_the_same_generation() -> None:
+    """The two shortcuts of a long decode change no number: each collective run transfer
+    by transfer and each phase waited for on its own give the same times and energy."""
+    scenario = load_scenario(SMOKE, ["workload.output_tokens=4"])
+    fleet = build_fleet(scenario, SMOKE)
+    results = []
+    for config in configurations(scenario):
+        for shortcuts in (False, True):
+            env = simpy.Environment()
+            devices = [Device(env, m.name, m.profile) for m in fleet[: config.devices]]
+            stacks = {d.name: d.profile.network for d in devices}
+            network = Network(env, scenario.network, 400, stacks)
+            work = decoder_run.plan_for(scenario, config, devices)
+            run = Generation(
+                env,
+                work.phases(4),
+                devices,
+                network,
+                replay_collectives=shortcuts,
+                book_ahead=shortcuts,
+            )
+            env.run(env.all_of([env.process(run.rank_process(r)) for r in range(len(devices))]))
+            for device in devices:
+                device.close()
+            energy = [joules for d in devices for joules in d.energy_j.values()]
+            ends = [t for rank in run.phase_end_ms for t in rank]
+            results.append((ends + energy, dict(network.bytes_sent)))
+        (numbers, sent), (again, sent_again) = results[-2:]
+        assert again == pytest.approx(numbers, rel=1e-9) and sent == sent_again, config
+
+
+@pytest.mark.timeout(60)
+def test_same_seed_same_results_and_another_seed_differs(tmp_path: Path) -> None:
+    outs = []
+    for seed in (1, 1, 2):
+        out = tmp_path / f"run{len(outs)}"
+        args = ["run", str(SMOKE), "--out", str(out), "--seed", str(seed), "--quiet"]
+        assert main([*args, "--set", "noise_cv=0.1", "--set", "workload.output_tokens=4"]) == 0
+        outs.append((out / "results.csv").read_bytes())
+    assert outs[0] == outs[1] and outs[0] != outs[2]
+    rows = read_results(tmp_path / "run0" / "results.csv")
+    assert {r.strategy for r in rows} == set(registry.decoder_names())
+    for row in rows:
+        assert row.ttft_ms is not None and row.tpot_ms is not None and row.kv_cache_mb
+        assert row.total_ms == pytest.approx(row.ttft_ms + 3 * row.tpot_ms, rel=1e-6)
+
+
+# ------------------------------------------------------------ scenario errors
+
+
+def _decoder_raw(**changes: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = yaml.safe_load(SMOKE.read_text())
+    raw.update(changes)
+    return raw
+
+
+ERRORS = {
+    "tp-heads": (
+        _decoder_raw(
+            model={"preset": "qwen2_5_0_5b"},
+            sweeps=[{"devices": [4]}],
+            devices=[{"name": "j", "profile": "jetson_orin_nano", "count": 4}],
+        ),
+        "sweeps.0.devices: tensor_parallel on 4: heads 14 are not divisible by 4 devices",
+    ),
+    "encoder-only-strategy": (
+        _decoder_raw(strategies=[{"name": "single"}, {"name": "encoder_only"}]),
+        "strategies.1.name: encoder_only runs no decoder (single, voltage, prism",
+    ),
+    "layers-sum": (
+        _decoder_raw(strategies=[{"name": "pipeline", "layers": [3, 3]}]),
+        "strategies.0.layers [3, 3] add up to 6; the model has 4",
+    ),
+    "layers-devices": (
+        _decoder_raw(strategies=[{"name": "pipeline", "layers": [1, 1, 2]}]),
+        "pipeline on 2: its layers [1, 1, 2] are not 2 sizes adding up to 4",
+    ),
+    "layers-on-voltage": (
+        _decoder_raw(strategies=[{"name": "voltage", "layers": [2, 2]}]),
+        "voltage takes no 'layers'",
+    ),
+    "too-long": (
+        _decoder_raw(workload={"prompt_tokens": 1000, "output_tokens": 100}),
+        "exceed the model's 1024 positions",
+    ),
+    "more-stages-than-layers": (
+        _decoder_raw(
+            sweeps=[{"devices": [5]}],
+            devices=[{"name": "j", "profile": "jetson_orin_nano", "count": 5}],
+            strategies=[{"name": "pipeline"}],
+        ),
+        "pipeline on 5: 4 layers cannot be split over 5 devices",
+    ),
+    "more-ranks-than-prompt": (
+        _decoder_raw(workload={"prompt_tokens": 1}, strategies=[{"name": "voltage"}]),
+        "voltage on 2: 1 tokens cannot be split over 2 ranks",
+    ),
+    "local-mode": (_decoder_raw(mode="local"), "a decoder runs in the twin only"),
+    "warm-up": (_decoder_raw(warmup_batches=1), "warm-up generations are not modelled"),
+    "workload-on-encoder": (
+        {
+            **yaml.safe_load((REPO / "scenarios/prism_jetson.yaml").read_text()),
+            "workload": {"prompt_tokens": 3},
+            "reference": None,
+        },
+        "are for decoder models",
+    ),
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", ERRORS, ids=list(ERRORS))
+def test_bad_decoder_scenario_exits_2_with_one_line(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw, expected = ERRORS[case]
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    voltage = registry.strategy("voltage")
+    with registry.registered(Strategy("encoder_only", "E", cost_plan=voltage.cost_plan)):
+        assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and str(path) in line and expected in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_decoder_on_a_profile_without_memory_bandwidth_names_the_profile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = yaml.safe_load(
+        (REPO / "edgetwin/calibration/profiles/jetson_orin_nano.yaml").read_text()
+    )
+    del profile["memory"]
+    (tmp_path / "board.yaml").write_text(yaml.safe_dump(profile))
+    raw = _decoder_raw(devices=[{"name": "j", "profile": "board.yaml", "count": 2}])
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "devices.0.profile" in line and "no memory bandwidth" in line, line
+
+
+def test_a_decoder_preset_or_kind_selects_the_decoder() -> None:
+    by_preset = Scenario.model_validate(_decoder_raw(model={"preset": "gpt2_small"}))
+    assert isinstance(by_preset.model, DecoderSpec) and by_preset.model.layers == 12
+    encoder = load_scenario(REPO / "scenarios/prism_jetson.yaml")
+    assert encoder.encoder.tokens == 197
+    assert all(c.prompt_tokens is None for c in configurations(encoder))
+
+
+@pytest.mark.timeout(60)
+def test_the_adaptive_evaluation_and_a_table_fit_refuse_a_decoder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "llm.yaml").write_text(SMOKE.read_text())
+    held_out = "held_out: {batch: [1], bandwidth_mbps: [300], devices: [2]}\n"
+    (tmp_path / "e.eval.yaml").write_text(f"scenario: llm.yaml\n{held_out}")
+    reference = REPO / "data/reference/prism-jetson/measurements.csv"
+    spec = f"profile: {{name: x, ram_mb: 8192}}\nreference: {reference}\nscenario: llm.yaml\n"
+    (tmp_path / "spec.yaml").write_text(spec)
+    for argv in (
+        ["evaluate", str(tmp_path / "e.eval.yaml"), "--out", str(tmp_path / "e"), "--quiet"],
+        ["calibrate", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "p.yaml")],
+    ):
+        assert main(argv) == 2
+        line = capsys.readouterr().err.strip()
+        assert "field 'scenario': llm.yaml runs a decoder" in line, line
