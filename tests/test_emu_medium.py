@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from emu_checks import links, needs_emulator, teardown_checked
 
+from edgetwin.calibration.fit_emu import goodput_share
 from edgetwin.emu.mininet.checks import (
     link_check,
     measure_links,
@@ -157,3 +158,17 @@ def test_one_sender_gets_the_medium_two_split_it() -> None:
     assert all(abs(c.wire_mbps / (total / 2) - 1) <= TOLERANCE_PCT / 100 for c in beside), beside
     # a sender alone is not held to a half: it gets more than a share's tolerance above it
     assert all(rate_mbps / 2 * limit < c.wire_mbps <= rate_mbps * limit for c in alone), alone
+
+
+def test_the_fit_reads_a_senders_goodput_against_its_share(tmp_path: Path) -> None:
+    path = tmp_path / "link_check.csv"
+    rows = [link_check(200, "etwh1", "etwh0", goodput_mbps=190)]
+    rows += [
+        link_check(200, f"etwh{s}", f"etwh{r}", goodput_mbps=95, flows=2)
+        for s, r in sharing_pairs(4)
+    ]
+    write_link_checks(path, rows)
+    assert goodput_share(path) == pytest.approx(0.95)  # not 0.475: half the rate is its share
+    old = path.read_text().splitlines()
+    path.write_text("\n".join(line.rsplit(",", 1)[0] for line in old[:2]) + "\n")  # no flows
+    assert "flows" not in path.read_text() and goodput_share(path) == pytest.approx(0.95)

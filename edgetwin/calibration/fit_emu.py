@@ -93,7 +93,7 @@ def calibrate_from_emu(spec_path: Path, command: str) -> DeviceProfile:
         "method": f"scipy.optimize.least_squares, {LOAD_EXPECTILE}-expectile of the log "
         "errors of the twin's compute, staging, comm and total (total weighted 2) against "
         "each configuration's fastest repetition in an emulator run; bandwidth_efficiency = "
-        "median iperf3 goodput / set rate of link_check.csv",
+        "median iperf3 goodput / set rate (its share: the rate / flows) of link_check.csv",
         "sources": [source_record(run / name) for name in RUN_FILES],
         "command": command,
         "rows": {"mode": "emu", "count": len(measured)},
