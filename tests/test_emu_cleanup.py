@@ -146,6 +146,7 @@ def _assert_nothing_left(killed: Killed, tmp_path: Path) -> None:
         ("emu_smoke.yaml", b"edgetwin.emu.vit.worker", ("network.medium=shared",)),
         ("emu_crowdio.yaml", b"edgetwin.emu.crowdio.worker", ()),
     ],
+    ids=["vit", "vit_shared_medium", "crowdio"],
 )
 def test_emu_cleanup_leaves_nothing_of_a_sigkilled_run(
     tmp_path: Path, scenario: str, module: bytes, sets: tuple[str, ...]
