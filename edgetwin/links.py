@@ -27,11 +27,20 @@ def within_tolerance(error_pct: float) -> bool:
 
 
 def link_warning(
-    bandwidth_mbps: float, sender: str, receiver: str, wire_mbps: float, error_pct: float
+    bandwidth_mbps: float,
+    sender: str,
+    receiver: str,
+    wire_mbps: float,
+    error_pct: float,
+    flows: int = 1,
 ) -> str:
-    """The warning for one direction outside the tolerance."""
+    """The warning for one direction outside the tolerance (one of ``flows`` senders at once
+    on a shared medium: against its share)."""
+    share = (
+        "" if flows == 1 else f", one of {flows} senders at once (share {bandwidth_mbps / flows:g})"
+    )
     return (
-        f"link {sender} -> {receiver} set to {bandwidth_mbps:g} Mbps carried "
+        f"link {sender} -> {receiver} set to {bandwidth_mbps:g} Mbps{share} carried "
         f"{wire_mbps:.1f} Mbps on the wire ({error_pct:+.1f} %, tolerance "
         f"{TOLERANCE_PCT:g} %): times at {bandwidth_mbps:g} Mbps are not the link's alone"
     )
@@ -55,6 +64,7 @@ def read_link_warnings(path: Path) -> list[str]:
             row["receiver"],
             float(row["wire_mbps"]),
             float(row["error_pct"]),
+            int(row.get("flows") or 1),  # files before the shared medium have no flows
         )
         for row in rows
         if not within_tolerance(float(row["error_pct"]))

@@ -1,9 +1,10 @@
 """Teardown checks for emulator tests that hold while other emulator runs come and go,
 and the mark that skips emulator tests where root or Mininet is missing.
 
-``teardown_checked`` wraps the emulator lock: interfaces are listed right after a run
-takes the lock (no other run is live then) and again after it has torn its network
-down, before it lets the lock go, so another run's interfaces never count.
+``teardown_checked`` wraps the emulator lock: interfaces (veths, the bridge, the shared
+medium's IFB) are listed right after a run takes the lock (no other run is live then)
+and again after it has torn its network down, before it lets the lock go, so another
+run's interfaces never count.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from emu_checks import links, needs_emulator
 
 from edgetwin.emu.mininet.cgroups import leftover_groups
 from edgetwin.emu.mininet.lock import emulator_busy, emulator_lock
+from edgetwin.emu.mininet.medium import MEDIUM_DEVICE
 from edgetwin.emu.mininet.net import (
     leftover_folders,
     leftover_links,
@@ -61,7 +62,7 @@ def _namespaces_in_use() -> set[str]:
 
 def _mid_run(run: subprocess.Popen[bytes], module: bytes) -> list[int]:
     """Wait until ``run`` holds the emulator lock and a process running ``module`` is up in
-    a host; the run's processes in hosts then."""
+    a host; the run's processes in hosts then (and its interfaces are all up)."""
     deadline = time.monotonic() + START_WAIT_S
     while True:
         assert run.poll() is None, f"the run exited with {run.returncode} before it was killed"
@@ -73,10 +74,13 @@ def _mid_run(run: subprocess.Popen[bytes], module: bytes) -> list[int]:
         time.sleep(0.2)
 
 
-def _run(scenario: str, tmp_path: Path, **popen: Any) -> subprocess.Popen[bytes]:
-    """``edgetwin run`` of ``scenario`` in the emulator, ``$TMPDIR`` ``tmp_path/tmp`` and
-    ``--out`` ``tmp_path/out/D``, in a session of its own."""
+def _run(
+    scenario: str, tmp_path: Path, sets: tuple[str, ...] = (), **popen: Any
+) -> subprocess.Popen[bytes]:
+    """``edgetwin run`` of ``scenario`` (``--set`` each of ``sets``) in the emulator,
+    ``$TMPDIR`` ``tmp_path/tmp`` and ``--out`` ``tmp_path/out/D``, in a session of its own."""
     command = [sys.executable, "-m", "edgetwin", "run", str(SCENARIOS / scenario)]
+    command += [arg for value in sets for arg in ("--set", value)]
     return subprocess.Popen(
         [*command, "--mode", "emu", "--out", str(tmp_path / "out" / "D"), "--quiet"],
         env=_env(tmp_path),
@@ -99,10 +103,14 @@ class Killed:
     namespaces: set[str]
 
 
-def _killed_mid_run(scenario: str, module: bytes, tmp_path: Path) -> Killed:
-    run = _run(scenario, tmp_path)
+def _killed_mid_run(
+    scenario: str, module: bytes, tmp_path: Path, sets: tuple[str, ...] = ()
+) -> Killed:
+    run = _run(scenario, tmp_path, sets)
     try:
         pids = _mid_run(run, module)
+        if "network.medium=shared" in sets:
+            assert MEDIUM_DEVICE in links()  # the shared medium's IFB is there to be left
         ours = _net_namespace(os.getpid())
         namespaces = {ns for pid in pids if (ns := _net_namespace(pid)) and ns != ours}
         assert namespaces  # the hosts' namespaces
@@ -132,16 +140,18 @@ def _assert_nothing_left(killed: Killed, tmp_path: Path) -> None:
 @needs_emulator
 @pytest.mark.timeout(900)  # mostly the wait for another engineer's run; the test itself ~30 s
 @pytest.mark.parametrize(
-    ("scenario", "module"),
+    ("scenario", "module", "sets"),
     [
-        ("emu_smoke.yaml", b"edgetwin.emu.vit.worker"),
-        ("emu_crowdio.yaml", b"edgetwin.emu.crowdio.worker"),
+        ("emu_smoke.yaml", b"edgetwin.emu.vit.worker", ()),
+        ("emu_smoke.yaml", b"edgetwin.emu.vit.worker", ("network.medium=shared",)),
+        ("emu_crowdio.yaml", b"edgetwin.emu.crowdio.worker", ()),
     ],
+    ids=["vit", "vit_shared_medium", "crowdio"],
 )
 def test_emu_cleanup_leaves_nothing_of_a_sigkilled_run(
-    tmp_path: Path, scenario: str, module: bytes
+    tmp_path: Path, scenario: str, module: bytes, sets: tuple[str, ...]
 ) -> None:
-    killed = _killed_mid_run(scenario, module, tmp_path)
+    killed = _killed_mid_run(scenario, module, tmp_path, sets)
     cleanup = subprocess.run(
         [sys.executable, "-m", "edgetwin", "emu-cleanup"],
         env=_env(tmp_path),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from edgetwin.emu.mininet.lock import emulator_lock
+from edgetwin.emu.mininet.medium import MEDIUM_DEVICE
 from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.net import (
     MARKER_ENV,
@@ -89,28 +90,36 @@ def test_links_are_shaped_at_the_set_rate(run: EmuRun) -> None:
 
 
 @pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
-def test_torn_down_after_an_error_mid_run(small: Scenario, error: type[BaseException]) -> None:
+@pytest.mark.parametrize("medium", ["dedicated", "shared"])
+def test_torn_down_after_an_error_mid_run(error: type[BaseException], medium: str) -> None:
+    scenario = validate_scenario({**SMALL, "network": {"medium": medium}}, Path("emu_small.yaml"))
     before = _links()
+    during: set[str] = set()
 
     def fail() -> None:
+        during.update(_links())
         raise error
 
     with pytest.raises(error):
-        run_emu(small, on_progress=fail, warmup=0, link_check_s=1)
+        run_emu(scenario, on_progress=fail, warmup=0, link_check_s=1)
+    assert (MEDIUM_DEVICE in during) == (medium == "shared")  # there to be left behind
     assert _links() == before and not leftover_links() and not leftover_processes()
 
 
 def test_cleanup_removes_leftovers_of_a_crashed_run() -> None:
     with emulator_lock():  # cleanup must not touch another engineer's live run
         subprocess.run(["ip", "link", "add", "etws0", "type", "bridge"], check=True)
+        subprocess.run(["ip", "link", "add", MEDIUM_DEVICE, "type", "ifb"], check=True)
         stray = subprocess.Popen(["sleep", "60"], env={**os.environ, MARKER_ENV: "etw"})
         try:
-            assert "etws0" in leftover_links() and stray.pid in leftover_processes()
+            assert {"etws0", MEDIUM_DEVICE} <= set(leftover_links())
+            assert stray.pid in leftover_processes()
             left = cleanup_leftovers()
-            assert stray.pid in left.processes and "etws0" in left.links
+            assert stray.pid in left.processes and {"etws0", MEDIUM_DEVICE} <= set(left.links)
             assert stray.wait(timeout=5) != 0
             assert not leftover_links() and not leftover_processes()
         finally:
             stray.kill()
             stray.wait()
             subprocess.run(["ip", "link", "del", "etws0"], capture_output=True)
+            subprocess.run(["ip", "link", "del", MEDIUM_DEVICE], capture_output=True)

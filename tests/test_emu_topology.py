@@ -51,6 +51,7 @@ def test_one_host_per_device_on_one_bridge() -> None:
 def test_leftover_names_are_only_ours() -> None:
     assert all(is_leftover_link(n) for n in ("etws0", "etwh1-eth0", "etws0-eth12"))
     assert not any(is_leftover_link(n) for n in ("eth0", "lo", "etwx", "ifb0", "etw", "etwh"))
+    assert is_leftover_link("etwifb0")  # the shared medium's IFB
 
 
 def test_shaping_both_ends_of_every_link_with_htb() -> None:
@@ -107,7 +108,9 @@ def test_link_check_compares_the_wire_rate() -> None:
     assert goodput_mbps(report) == 150
     with pytest.raises(ValueError, match="unable to connect"):
         goodput_mbps(json.dumps({"error": "unable to connect to server"}))
-    assert "--reverse" in client_argv("10.77.0.1", 2, reverse=True)
+    assert client_argv("10.77.0.1", 2, port=5202)[:5] == [
+        *("iperf3", "--client", "10.77.0.1", "--port", "5202"),
+    ]
 
 
 def test_emu_without_root_exits_2_naming_what_is_missing(

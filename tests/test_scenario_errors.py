@@ -235,11 +235,6 @@ CASES = [
         scenario_text(reference="data/nope.csv"),
         ("'reference'", "file not found", "nope.csv"),
     ),
-    Case(
-        "emu-with-shared-medium",
-        scenario_text(mode="emu", network__medium="shared"),
-        ("'network.medium'", "dedicated links only"),
-    ),
     # ------------------------------------------------------------ --set and --seed
     Case("set-without-equals", scenario_text(), ("--set 'seed'", "key=value"), ("--set", "seed")),
     Case("set-empty-key", scenario_text(), ("--set '=3'", "key=value"), ("--set", "=3")),

@@ -93,7 +93,7 @@ def calibrate_from_emu(spec_path: Path, command: str) -> DeviceProfile:
         "method": f"scipy.optimize.least_squares, {LOAD_EXPECTILE}-expectile of the log "
         "errors of the twin's compute, staging, comm and total (total weighted 2) against "
         "each configuration's fastest repetition in an emulator run; bandwidth_efficiency = "
-        "median iperf3 goodput / set rate of link_check.csv",
+        "median iperf3 goodput / set rate (its share: the rate / flows) of link_check.csv",
         "sources": [source_record(run / name) for name in RUN_FILES],
         "command": command,
         "rows": {"mode": "emu", "count": len(measured)},
@@ -153,14 +153,16 @@ def fastest_per_configuration(rows: list[MeasuredRow]) -> list[MeasuredRow]:
 
 
 def goodput_share(path: Path) -> float:
-    """Median of iperf3's TCP goodput over the set rate, every bandwidth and direction."""
+    """Median of iperf3's TCP goodput over the set rate's share (the rate / ``flows``, the
+    senders at once on a shared medium), every bandwidth and direction."""
     shares = []
     for line, row in enumerate(read_table(path), start=2):
         goodput = parse_number(row.get("goodput_mbps"))
         rate = parse_number(row.get("bandwidth_mbps"))
         if goodput is None or rate is None or goodput <= 0 or rate <= 0:
             raise InputError(path, f"line {line}", "needs positive goodput_mbps, bandwidth_mbps")
-        shares.append(goodput / rate)
+        flows = parse_number(row.get("flows")) or 1  # files before the shared medium: 1
+        shares.append(goodput * flows / rate)
     if not shares:
         raise InputError(path, None, "no rows")
     return round(median(shares), 4)

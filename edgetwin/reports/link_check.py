@@ -34,7 +34,7 @@ def link_check_figure(checks: Sequence[Mapping[str, str]]) -> go.Figure | None:
             go.Scatter(
                 x=[f"{float(r['bandwidth_mbps']):g}" for r in rows],
                 y=[float(r["error_pct"]) for r in rows],
-                text=[f"{r['sender']} -> {r['receiver']}" for r in rows],
+                text=[_direction(r) for r in rows],
                 customdata=[float(r["wire_mbps"]) for r in rows],
                 mode="markers",
                 marker={"color": color(2 * index), "size": 9, "symbol": marker},
@@ -54,3 +54,10 @@ def link_check_figure(checks: Sequence[Mapping[str, str]]) -> go.Figure | None:
     fig.update_xaxes(title="Set rate (Mbit/s)", type="category", categoryarray=categories(rates))
     fig.update_yaxes(title="Wire rate error (%)", zeroline=True)
     return styled(fig)
+
+
+def _direction(row: Mapping[str, str]) -> str:
+    """Sender -> receiver, and the senders beside it on a shared medium (``flows`` > 1)."""
+    flows = int(row.get("flows") or 1)  # files before the shared medium have no flows
+    beside = "" if flows == 1 else f" (one of {flows} senders, against its share)"
+    return f"{row['sender']} -> {row['receiver']}{beside}"

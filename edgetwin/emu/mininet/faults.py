@@ -5,7 +5,7 @@ Times count from the start of what runs: a CROWDio job's submission, a ViT launc
 ``link_down`` takes a host's link down at the bridge (both directions) and up again
 ``for_s`` later (without ``for_s`` it stays down until the run ends); ``kill_worker``
 SIGKILLs the worker process on a host; ``bandwidth`` is a ``network.schedule`` step
-(every link to the new rate, ``tc class change``).
+(every link, or the shared medium, to the new rate, ``tc class change``).
 """
 
 from __future__ import annotations
@@ -18,12 +18,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Literal
 
-from edgetwin.emu.mininet.topology import (
-    EmuTopology,
-    TcCommand,
-    link_state_command,
-    rate_commands,
-)
+from edgetwin.emu.mininet.medium import rate_commands_of
+from edgetwin.emu.mininet.topology import EmuTopology, TcCommand, link_state_command
 from edgetwin.scenario import Fault, NetworkSpec
 
 ActionKind = Literal["link_down", "link_up", "kill_worker", "bandwidth"]
@@ -66,7 +62,7 @@ def timeline(
             "bandwidth",
             None,
             f"{step.bandwidth_mbps:g} Mbps",
-            tuple(rate_commands(topology, step.bandwidth_mbps, network.burst_kb)),
+            tuple(rate_commands_of(topology, network, step.bandwidth_mbps)),
         )
         for step in network.schedule
     ]

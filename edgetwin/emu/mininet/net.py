@@ -32,6 +32,7 @@ from typing import Any
 import edgetwin
 from edgetwin.emu.mininet.cgroups import join, leftover_groups, limit_memory, remove_groups
 from edgetwin.emu.mininet.lock import emulator_lock
+from edgetwin.emu.mininet.medium import rate_commands_of, shaping_commands_of
 from edgetwin.emu.mininet.mn import mininet_module
 from edgetwin.emu.mininet.topology import (
     PREFIX,
@@ -42,8 +43,6 @@ from edgetwin.emu.mininet.topology import (
     client_address_command,
     is_leftover_link,
     netem_probe,
-    rate_commands,
-    shaping_commands,
 )
 from edgetwin.errors import RunFailed
 from edgetwin.scenario import NetworkSpec
@@ -92,8 +91,9 @@ class EmuNetwork:
         return str(out)
 
     def set_bandwidth(self, bandwidth_mbps: float) -> None:
-        """Put every link at ``bandwidth_mbps`` (the scenario's burst kept)."""
-        for command in rate_commands(self.topology, bandwidth_mbps, self.network.burst_kb):
+        """Put every link (or the shared medium) at ``bandwidth_mbps`` (the scenario's burst
+        kept)."""
+        for command in rate_commands_of(self.topology, self.network, bandwidth_mbps):
             self.run(command)
 
     def popen(
@@ -160,7 +160,7 @@ def _network_of(
         for rank, limit in enumerate(limits):
             if limit.memory_mb is not None:
                 emu._memory_groups[rank] = limit_memory(topology.hosts[rank].name, limit.memory_mb)
-        for command in shaping_commands(topology, network, bandwidth_mbps, emu.netem):
+        for command in shaping_commands_of(topology, network, bandwidth_mbps, emu.netem):
             emu.run(command)
         emu.run(client_address_command(topology))
         yield emu

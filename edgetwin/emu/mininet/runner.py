@@ -68,8 +68,6 @@ def check_emulatable(scenario: Scenario, path: Path | None = None) -> None:
     if scenario.crowd is not None and scenario.emulator.host_cpu_cores:
         problem = "a crowd scenario's hosts are limited by their phone classes (cpu_limits)"
         raise InputError(path, "emulator.host_cpu_cores", problem)
-    if scenario.network.medium != "dedicated":
-        raise InputError(path, "network.medium", "the emulator has dedicated links only")
     missing = missing_requirements()
     if missing:
         raise InputError(path, "mode", "mode 'emu' needs " + "; ".join(missing))

@@ -20,7 +20,7 @@ PREFIX_LEN = 24
 HTB_HANDLE = "5:"
 HTB_CLASS = "5:1"
 NETEM_HANDLE = "10:"
-_LEFTOVER = re.compile(rf"^{PREFIX}[hs]\d+(-eth\d+)?$")
+_LEFTOVER = re.compile(rf"^{PREFIX}([hs]\d+(-eth\d+)?|ifb\d+)$")
 
 
 @dataclass(frozen=True)
