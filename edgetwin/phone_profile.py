@@ -23,6 +23,8 @@ from edgetwin.schema import (
     load_yaml_model,
 )
 
+MMAP_CEILING_MB = 32 * 2**20 / 1e6  # glibc's largest dynamic mmap threshold (64-bit), MB
+
 
 class SessionParams(Strict):
     """Creating an ONNX Runtime session for a partition already on the phone's storage:
@@ -33,7 +35,7 @@ class SessionParams(Strict):
     floor_s: NonNegativeFloat
     s_per_mb: NonNegativeFloat = 0.0
     s_per_mapped_mb: NonNegativeFloat = 0.0
-    mapped_above_mb: PositiveFloat = 32 * 2**20 / 1e6  # glibc's largest mmap threshold
+    mapped_above_mb: PositiveFloat = MMAP_CEILING_MB
     load_cv: Annotated[float, Field(ge=0, le=1)] = 0.0
 
     def load_s(self, size_mb: float) -> float:

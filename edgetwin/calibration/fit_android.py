@@ -51,7 +51,6 @@ from scipy.optimize import brentq
 from edgetwin.atomic import write_text_atomic
 from edgetwin.calibration.profile_io import source_record
 from edgetwin.calibration.session_load import (
-    MMAP_CEILING_MB,
     SessionLoadFit,
     fit_session_load,
     read_session_loads,
@@ -60,7 +59,7 @@ from edgetwin.configuration import CrowdRun
 from edgetwin.crowd_fleet import PhoneClass
 from edgetwin.errors import InputError
 from edgetwin.models.strategies.crowdio import CROWDIO_BARRIER, CROWDIO_STREAMING
-from edgetwin.phone_profile import PhoneProfile
+from edgetwin.phone_profile import MMAP_CEILING_MB, PhoneProfile
 from edgetwin.results import read_table
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.schema import (

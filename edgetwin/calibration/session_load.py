@@ -42,13 +42,13 @@ import numpy as np
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import InputError
+from edgetwin.phone_profile import MMAP_CEILING_MB
 from edgetwin.results import read_table
 
 if TYPE_CHECKING:
     from edgetwin.emu.crowdio.model import DistilBertConfig
 
 MB = 1e6
-MMAP_CEILING_MB = 32 * 2**20 / MB  # glibc's largest dynamic mmap threshold, 64-bit
 COLUMNS = ("cut", "stage", "size_mb", "nodes", "rep", "read_ms", "session_ms", "load_ms")
 
 
