@@ -483,7 +483,8 @@ def compare_to_reference(
         "warm_load": (
             device_loads,
             "s",
-            "per-device mean over its loads: mean and std fitted (classes + run noise)",
+            "per-device mean over its loads: mean fitted on the twin's schedule; its std "
+            "split into classes and run noise, the twin's spread predicted",
         ),
         "peak_rss": (
             [s.peak_rss_mb for o in warm_streaming for s in o.phones],
