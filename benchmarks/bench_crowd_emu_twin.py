@@ -11,7 +11,9 @@ workers, full-size stages, CPU-limited phones) and keeps every job's summary
 phones from the first folder's task records (``calibration.emu_phones``: loads per
 stage on this machine's measured load model, inference per stage) and runs the twin
 on the same scenario with them; it prints, per mode, the emulator's and the twin's
-latency of every folder (mean and spread over the runs) and the twin's error.
+latency of every folder (mean and spread over the runs) and the twin's error. A job
+with a cold load is left out (and counted): a worker that did not hold a stage in the
+warm-up job has no copy of it, and the twin's warm cache holds every stage.
 """
 
 from __future__ import annotations
@@ -65,13 +67,11 @@ def compare(folders: list[Path], scenario_path: Path) -> None:
     for strategy, predicted in twin.items():
         cells, means = [], []
         for folder in folders:
-            measured = [
-                s.pipeline_latency_ms / 1e3
-                for s in read_summaries(folder)
-                if f"crowdio_{s.mode}" == strategy
-            ]
+            jobs = [s for s in read_summaries(folder) if f"crowdio_{s.mode}" == strategy]
+            measured = [s.pipeline_latency_ms / 1e3 for s in jobs if s.cold_loads == 0]
             means.append(statistics.fmean(measured))
-            cells.append(_spread(measured))
+            cold = len(jobs) - len(measured)
+            cells.append(_spread(measured) + (f", {cold} left out (cold loads)" if cold else ""))
         error = (statistics.fmean(predicted) / statistics.fmean(means) - 1) * 100
         print(
             f"| {strategy} | " + " | ".join(cells) + f" | {_spread(predicted)} | {error:+.1f} % |"
