@@ -23,12 +23,25 @@ from edgetwin.schema import (
     load_yaml_model,
 )
 
+MMAP_CEILING_MB = 32 * 2**20 / 1e6  # glibc's largest dynamic mmap threshold (64-bit), MB
+
 
 class SessionParams(Strict):
-    """Creating an ONNX Runtime session for a partition already on the phone's storage."""
+    """Creating an ONNX Runtime session for a partition already on the phone's storage:
+    ``floor_s + s_per_mb x`` its size, ``+ s_per_mapped_mb x`` its size when it is over
+    ``mapped_above_mb`` (a buffer the allocator maps fresh on every load);
+    ``load_cv`` its run-to-run variation."""
 
-    warm_load_s: PositiveFloat
+    floor_s: NonNegativeFloat
+    s_per_mb: NonNegativeFloat = 0.0
+    s_per_mapped_mb: NonNegativeFloat = 0.0
+    mapped_above_mb: PositiveFloat = MMAP_CEILING_MB
     load_cv: Annotated[float, Field(ge=0, le=1)] = 0.0
+
+    def load_s(self, size_mb: float) -> float:
+        """Seconds to create the session of a partition of ``size_mb``."""
+        mapped = self.s_per_mapped_mb * size_mb if size_mb > self.mapped_above_mb else 0.0
+        return self.floor_s + self.s_per_mb * size_mb + mapped
 
 
 class PhoneNetworkParams(Strict):

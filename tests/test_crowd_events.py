@@ -26,7 +26,7 @@ TOY_PHONE: dict[str, Any] = {
     "cpu_gflops": 1.0,
     "inference_floor_ms": 0,
     "cache_mb": 1000,
-    "session": {"warm_load_s": 1.0, "load_cv": 0},
+    "session": {"floor_s": 1.0, "load_cv": 0},
     "network": {"message_overhead_ms": 10, "bandwidth_efficiency": 1.0},
     "battery": {"capacity_mah": 1000, "voltage_v": 4.0},
     "power": {"idle_w": 1, "inference_w": 10, "load_w": 5, "transfer_w": 2},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,13 @@ from edgetwin.calibration.fit_android import (
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import load_phone_profile
 from edgetwin.scenario import load_scenario
-from edgetwin.sim.crowd.costs import inference_ms
+from edgetwin.sim.crowd.costs import inference_ms, warm_load_ms
 from tests.conftest import REPO
 
 SPEC = REPO / "edgetwin/calibration/specs/android_crowdio.yaml"
 REFERENCE = REPO / "data/reference/crowdio-android/measurements.csv"
 CLASSES = ("android_low", "android_mid", "android_high")
+STAGES = ("cell_a", "cell_b", "cell_c")
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +41,24 @@ def test_fitted_figures_match_the_published_ones(comparison: dict[str, dict[str,
     for metric in ("cold_load", "warm_load", "battery_per_run", "peak_rss"):
         row = comparison[metric]
         assert abs(row["predicted_mean"] - row["published_mean"]) <= 0.05 * row["published_mean"]
-    warm = comparison["warm_load"]
-    assert warm["predicted_std"] == pytest.approx(warm["published_std"], rel=0.25)
     compression = comparison["activation_compression"]
     assert abs(compression["predicted_mean"] - 62) <= 4  # 3072 -> 1167 bytes
+
+
+def test_the_warm_load_std_is_split_into_run_noise_and_phones() -> None:
+    """The published std of a per-device mean load is run noise (the latency's std over the
+    S loads in series) and phone classes; the twin's spread of per-device means is larger,
+    since its schedule gives phones different mixes of stages (a prediction)."""
+    fit = load_phone_profile("android_low").fit
+    derived = {row["metric"]: row for row in fit["comparison"]}
+    run_s = fit["derived"]["sigma_run_of_device_mean_s"]
+    phones_s = fit["derived"]["sigma_between_phones_of_device_mean_s"]
+    warm = derived["warm_load"]
+    assert run_s == pytest.approx(
+        derived["pipeline_latency_streaming"]["published_std"] / 3, abs=1e-4
+    )
+    assert math.hypot(run_s, phones_s) == pytest.approx(warm["published_std"], rel=1e-3)
+    assert warm["predicted_std"] > warm["published_std"]
 
 
 def _band(row: dict[str, Any]) -> tuple[float, float]:
@@ -51,31 +67,25 @@ def _band(row: dict[str, Any]) -> tuple[float, float]:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not fitted: 20.77 +- 1.51 s over the 10 runs of seed 0, 0.17 s above the band "
-    "(docs/crowd.md, 'Reading the gaps'); passes, and so fails here, if the twin moves into it",
-)
-def test_streaming_makespan_within_two_published_std(
-    comparison: dict[str, dict[str, Any]],
-) -> None:
-    low, high = _band(comparison["pipeline_latency_streaming"])
-    assert low <= comparison["pipeline_latency_streaming"]["predicted_mean"] <= high
-
-
 def test_latencies_come_out_of_the_model(comparison: dict[str, dict[str, Any]]) -> None:
-    """Not fitted. The makespan is three serial session loads on the slowest phones, less
-    when the fastest phone is free with the last stage resident first (docs/crowd.md): it
-    lands within one published std above the band; the mean latency of an input (of a
-    phone: each input stays on one) lands inside it. Barrier comes from the same profiles."""
+    """Not fitted. The streaming makespan lands inside the published band (two std); the
+    mean latency of an input is shorter (the fast phones' inputs end first). Barrier comes
+    from the same profiles and is slower (docs/crowd.md, 'Reading the gaps')."""
     streaming = comparison["pipeline_latency_streaming"]
     low, high = _band(streaming)
-    assert high < streaming["predicted_mean"] <= high + streaming["published_std"]
+    assert low <= streaming["predicted_mean"] <= high
     per_input = comparison["input_latency_streaming"]
-    assert low <= per_input["predicted_mean"] <= high
+    assert per_input["predicted_mean"] < streaming["predicted_mean"]
     barrier = comparison["pipeline_latency_barrier"]
     assert barrier["published_mean"] is None
     assert barrier["predicted_mean"] > streaming["predicted_mean"]
+
+
+def test_warm_loads_follow_the_stage_size(comparison: dict[str, dict[str, Any]]) -> None:
+    """cell_a (180 MB) loads longer than cell_b (85 MB), which loads longer than the head."""
+    means = [comparison[f"warm_load_{stage}"]["predicted_mean"] for stage in STAGES]
+    assert means == sorted(means, reverse=True)
+    assert means[0] > 50 * means[2]  # 180 MB against 2.4 MB, no floor to speak of
 
 
 def test_battery_per_phone_class(comparison: dict[str, dict[str, Any]]) -> None:
@@ -86,29 +96,34 @@ def test_battery_per_phone_class(comparison: dict[str, dict[str, Any]]) -> None:
     assert all(c > w for c, w in zip(cold, warm, strict=True))
 
 
-@pytest.mark.parametrize("strategy", ["crowdio_streaming", "crowdio_barrier"])
-def test_each_phone_carries_its_own_input_through_the_stages(strategy: str) -> None:
-    """Without noise: the broadcast gives every phone cell_a and one input while it loads;
-    when its task is done it is the only idle phone, so it loads cell_b, then cell_c, for
-    the same input. The makespan is the slow phones' three loads and their tasks."""
+def test_without_noise_streaming_and_barrier_end_together() -> None:
+    """Without noise the slow phones are the stragglers of every stage: each low phone loads
+    cell_a at the broadcast and runs its input's task, then one of them loads cell_b (85 MB)
+    for the last input; both modes wait for that chain, so they end together."""
     spec = load_android_spec(SPEC)
     scenario = load_scenario(REPO / "scenarios/crowdio_android.yaml")
+    assert scenario.crowd is not None
     profiles = [load_phone_profile(name) for name in CLASSES]
-    outcome = run_once(scenario, profiles, spec, "warm", noise=False, strategy=strategy)
-    job = outcome.jobs[0]
-    workers = {tuple(task.worker for task in tasks) for tasks in job.tasks}
-    assert workers == {(p, p, p) for p in ("low-0", "low-1", "mid-0", "mid-1", "high")}
-    loads = [
-        (e.phone, e.stage)
-        for e in outcome.recorder.events
-        if e.event == "load_warm" and e.phone == "low-0"
-    ]
-    assert loads == [("low-0", "cell_a"), ("low-0", "cell_b"), ("low-0", "cell_c")]
     low = profiles[0]
-    tasks_ms = sum(inference_ms(low, stage) for stage in scenario.crowd.job.stages)  # type: ignore[union-attr]
-    three_loads_ms = 3 * low.session.warm_load_s * 1e3
-    transfers_ms = outcome.rows[0].total_ms - three_loads_ms - tasks_ms
-    assert 0 < transfers_ms < 300  # six messages of ~22 ms and the aggregation
+    cell_a, cell_b, _ = scenario.crowd.job.stages
+    chain_ms = (
+        warm_load_ms(low, cell_a)
+        + inference_ms(low, cell_a)
+        + warm_load_ms(low, cell_b)
+        + inference_ms(low, cell_b)
+    )
+    makespans = []
+    for strategy in ("crowdio_streaming", "crowdio_barrier"):
+        outcome = run_once(scenario, profiles, spec, "warm", noise=False, strategy=strategy)
+        loads = [
+            e.stage
+            for e in outcome.recorder.events
+            if e.event == "load_warm" and e.phone == "low-1"
+        ]
+        assert loads[0] == "cell_a"
+        makespans.append(outcome.rows[0].total_ms)
+        assert 0 < makespans[-1] - chain_ms < 400  # messages, the last head task, aggregation
+    assert makespans[0] == pytest.approx(makespans[1], abs=1.0)
 
 
 def test_a_reference_without_a_metric_is_refused(tmp_path: Path) -> None:

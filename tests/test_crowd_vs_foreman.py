@@ -38,7 +38,7 @@ def _fleet(tmp_path: Path, loads_s: list[float], speeds: list[float]) -> list[di
             f"p{k}",
             ram_mb=3000 - 300 * k,
             cpu_gflops=speed,
-            session__warm_load_s=load_s,
+            session__floor_s=load_s,
         )
         fleet.append({"name": f"p{k}", "profile": profile, "count": 1})
     return fleet

@@ -165,6 +165,7 @@ def test_full_size_distilbert_on_five_emulated_phones() -> None:
     assert [r.strategy for r in run.rows] == ["crowdio_streaming", "crowdio_barrier"]
     for row, summary in zip(run.rows, run.summaries, strict=True):
         assert row.status == "ok" and row.devices == 5 and row.warm_loads > 0
+        assert row.cold_loads == 0  # warm: every stage in every worker's cache first
         assert_exactly_once(summary, FULL)
         # beats went out while full-size stages loaded: no worker was taken for lost
         assert not any(w.disconnected for w in summary.workers) and row.tasks_redispatched == 0

@@ -4,13 +4,25 @@ The reference gives per-device mean +- std over five heterogeneous phones
 and ten runs. The fit is written down in the spec (its distinguishing key is
 ``phone_classes``) and here:
 
-1. Warm load (session creation from storage): the published std is split
-   into run-to-run noise and differences between phones. A streaming run has
-   S loads in series on its critical path, so the published run-to-run std of
-   the pipeline latency bounds the noise of one load: sigma_run =
-   latency_std / sqrt(S). The rest, sigma_dev = sqrt(std^2 - sigma_run^2), is
-   spread over the classes (slowest first in the spec, counts from the
-   scenario's fleet) at equally spaced z-scores of mean 0 and variance 1.
+1. Warm load (session creation from storage). Its shape over the stages is
+   measured: the real worker's warm loads on this machine
+   (``calibration.session_load``) fit ``floor + ms_per_mb x size`` (+ a term
+   for files the allocator maps fresh); a phone
+   class is that machine slower by one factor (every part of a load, reading,
+   hashing, deserialising, is CPU and memory work). The published figure is a
+   per-device mean over the pipeline's stages (each phone loads each stage
+   once in a streaming run) +- its std over phones and runs, split into
+   run-to-run noise and differences between phones. Noise is a coefficient of
+   variation per load; a streaming chain has the S loads in series, so the
+   published run-to-run std of the latency gives it: cv = latency_std /
+   sqrt(sum_s t_s^2) (t_s: each stage's load at the published mean), and the
+   noise of a per-device mean is latency_std / S. The rest, sigma_dev =
+   sqrt(std^2 - (latency_std / S)^2), is spread over the classes (slowest
+   first in the spec, counts from the scenario's fleet) at equally spaced
+   z-scores of mean 0 and variance 1. Phones do not load each stage once
+   (the schedule decides), so one factor on every class is solved (brentq)
+   so that the twin's per-device mean warm load over the scenario's
+   streaming runs is the published mean.
 2. Cold load = downloading the partition over the shared WiFi, then the warm
    load. The published figure is read as the eager broadcast of the first
    stage (every phone downloads it at once); the phones' achieved share of
@@ -38,11 +50,16 @@ from scipy.optimize import brentq
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.calibration.profile_io import source_record
+from edgetwin.calibration.session_load import (
+    SessionLoadFit,
+    fit_session_load,
+    read_session_loads,
+)
 from edgetwin.configuration import CrowdRun
 from edgetwin.crowd_fleet import PhoneClass
 from edgetwin.errors import InputError
 from edgetwin.models.strategies.crowdio import CROWDIO_BARRIER, CROWDIO_STREAMING
-from edgetwin.phone_profile import PhoneProfile
+from edgetwin.phone_profile import MMAP_CEILING_MB, PhoneProfile
 from edgetwin.results import read_table
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.schema import (
@@ -100,6 +117,7 @@ class AndroidSpec(Strict):
 
     reference: str
     scenario: str
+    session_loads: str  # warm loads measured on this machine (calibration.session_load)
     phone_classes: tuple[PhoneClassFacts, ...]  # slowest session creation first
     assumptions: Assumptions
 
@@ -149,33 +167,60 @@ def fit_android_profiles(
     reference = read_reference(reference_path)
     scenario = load_scenario(scenario_path)
     counts = _class_counts(spec, scenario, scenario_path)
+    loads_path = (base / spec.session_loads).resolve()
+    measured = read_session_loads(loads_path)
+    machine, with_nodes = fit_session_load(measured), fit_session_load(measured, per_node=True)
     warm, latency = reference["warm_load"], reference["pipeline_latency_streaming"]
-    stages = len(_crowd(scenario).job.stages)
-    sigma_run = min(warm.std, latency.std / math.sqrt(stages))
+    sizes_mb = [s.size_mb for s in _crowd(scenario).job.stages]
+    machine_mean_ms = fmean(machine.predict_ms(size) for size in sizes_mb)
+    shape = [machine.predict_ms(size) / machine_mean_ms for size in sizes_mb]
+    load_cv = latency.std / (warm.mean * math.sqrt(sum(x * x for x in shape)))
+    sigma_run = min(warm.std, latency.std / len(sizes_mb))  # of a per-device mean
     sigma_dev = math.sqrt(warm.std**2 - sigma_run**2)
     z_scores = _z_scores(counts)
-    warm_s = [warm.mean + z * sigma_dev for z in z_scores]
-    fitter = _Fitter(spec, scenario, warm_s)
+    class_mean_s = [warm.mean + z * sigma_dev for z in z_scores]
+    slowdown = [1e3 * mean_s / machine_mean_ms for mean_s in class_mean_s]
+    fitter = _Fitter(spec, scenario, machine, slowdown)
+    fitter.load_scale = fitter.solve_load_scale(warm.mean, load_cv)
     efficiency = fitter.solve_efficiency(reference["cold_load"].mean)
     power_w = fitter.solve_power(efficiency, reference["battery_per_run"].mean)
-    profiles = fitter.profiles(efficiency, power_w, load_cv=sigma_run / warm.mean)
+    profiles = fitter.profiles(efficiency, power_w, load_cv=load_cv)
+    stage_names = [s.name for s in _crowd(scenario).job.stages]
     derived = {
-        "sigma_run_s": round(sigma_run, 4),
-        "sigma_between_phones_s": round(sigma_dev, 4),
+        "machine_session_load": _fit_record(machine),
+        "machine_session_load_with_nodes": _fit_record(with_nodes),
+        "stage_load_shape": dict(zip(stage_names, map(_round, shape), strict=True)),
+        "slowdown_vs_machine": [_round(k * fitter.load_scale) for k in slowdown],
+        "class_mean_load_s": [round(m * fitter.load_scale, 4) for m in class_mean_s],
+        "load_scale_for_schedule": _round(fitter.load_scale),
+        "sigma_run_s": {
+            name: round(load_cv * warm.mean * fitter.load_scale * x, 4)
+            for name, x in zip(stage_names, shape, strict=True)
+        },
+        "sigma_between_phones_s": {
+            name: round(sigma_dev * fitter.load_scale * x, 4)
+            for name, x in zip(stage_names, shape, strict=True)
+        },
+        "sigma_run_of_device_mean_s": round(sigma_run, 4),
+        "sigma_between_phones_of_device_mean_s": round(sigma_dev, 4),
         "z_scores": [round(z, 4) for z in z_scores],
         "phones_per_class": counts,
         "wifi_share_efficiency": round(efficiency, 6),
         "power_w": {state: round(w, 4) for state, w in power_w.items()},
     }
     fit = {
-        "method": "warm load split into phone classes and run noise (sigma_run = latency std "
-        "/ sqrt(S)); WiFi share solved on the twin's cold broadcast; one power scale "
-        "solved on the twin's cold-run battery; latency not fitted",
+        "method": "warm load per stage: this machine's measured floor + ms per MB (+ per "
+        "mapped MB), slowed by one factor per phone class; the per-device mean split into "
+        "phone classes and run noise (cv from the latency std over the S loads in series), "
+        "its mean solved on the twin's warm streaming runs; WiFi share solved on the twin's "
+        "cold broadcast; one power scale solved on the twin's cold-run battery; latency not "
+        "fitted",
         "assumptions": spec.assumptions.model_dump(),
         "derived": derived,
         "sources": [
             source_record(reference_path),
             source_record(scenario_path),
+            source_record(loads_path),
         ],
         "command": command,
         "comparison": compare_to_reference(scenario, profiles, spec, reference),
@@ -231,10 +276,14 @@ def _z_scores(counts: list[int]) -> list[float]:
 class _Fitter:
     """Builds candidate profiles and runs the twin on them."""
 
-    def __init__(self, spec: AndroidSpec, scenario: Scenario, warm_s: list[float]) -> None:
+    def __init__(
+        self, spec: AndroidSpec, scenario: Scenario, machine: SessionLoadFit, slowdown: list[float]
+    ) -> None:
         self.spec = spec
         self.scenario = scenario
-        self.warm_s = warm_s
+        self.machine = machine  # this machine's load model
+        self.slowdown = slowdown  # per class: how much slower than this machine
+        self.load_scale = 1.0  # on every class, so the twin's schedule gives the published mean
 
     def profiles(
         self, efficiency: float, power_w: dict[str, float], load_cv: float
@@ -251,7 +300,7 @@ class _Fitter:
                     "inference_floor_ms": a.inference_floor_ms,
                     "has_gpu": facts.has_gpu,
                     "cache_mb": a.cache_mb,
-                    "session": {"warm_load_s": _round(warm), "load_cv": _round(load_cv)},
+                    "session": {**session, "load_cv": _round(load_cv)},
                     "network": {
                         "message_overhead_ms": a.message_overhead_ms,
                         "bandwidth_efficiency": _round(efficiency),
@@ -260,11 +309,30 @@ class _Fitter:
                     "power": {f"{s}_w": _round(power_w[s]) for s in STATES},
                 }
             )
-            for facts, warm in zip(self.spec.phone_classes, self.warm_s, strict=True)
+            for facts, session in zip(self.spec.phone_classes, self._sessions(), strict=True)
         ]
 
     def relative_power(self) -> dict[str, float]:
         return self.spec.assumptions.relative_power.model_dump()
+
+    def _sessions(self) -> list[dict[str, float]]:
+        return [_session(self.machine, k * self.load_scale) for k in self.slowdown]
+
+    def solve_load_scale(self, warm_mean_s: float, load_cv: float) -> float:
+        """The factor on every class's loads at which the twin's per-device mean warm load
+        over the scenario's streaming runs (the loads its schedule makes, noise on) is
+        ``warm_mean_s``."""
+
+        def gap(scale: float) -> float:
+            self.load_scale = scale
+            profiles = self.profiles(1.0, self.relative_power(), load_cv)
+            outcomes = [
+                run_once(self.scenario, profiles, self.spec, "warm", True, rep=rep)
+                for rep in range(self.scenario.repetitions)
+            ]
+            return fmean(d for o in outcomes for d in device_mean_loads_s(o)) - warm_mean_s
+
+        return float(brentq(gap, 0.1, 10.0, xtol=1e-6))
 
     def solve_efficiency(self, cold_mean_s: float) -> float:
         """WiFi share at which the cold broadcast of the first stage takes ``cold_mean_s``."""
@@ -327,13 +395,21 @@ def broadcast_load_s(outcome: CrowdOutcome) -> float:
     return fmean(durations) / 1e3
 
 
-def load_durations_s(outcome: CrowdOutcome, kind: str) -> list[float]:
-    """Every cold or warm load of a run, in seconds."""
-    return [
-        a.end_s - a.start_s
-        for a in outcome.recorder.activities
-        if a.kind == "load" and a.detail == kind
-    ]
+def warm_loads_s(outcome: CrowdOutcome) -> dict[tuple[str, str], list[float]]:
+    """Every warm load of a run, in seconds, by (phone, stage)."""
+    loads: dict[tuple[str, str], list[float]] = {}
+    for a in outcome.recorder.activities:
+        if a.kind == "load" and a.detail == "warm":
+            loads.setdefault((a.phone, a.stage or ""), []).append(a.end_s - a.start_s)
+    return loads
+
+
+def device_mean_loads_s(outcome: CrowdOutcome) -> list[float]:
+    """Per phone, the mean of its warm loads in the run (the published per-device mean)."""
+    by_phone: dict[str, list[float]] = {}
+    for (phone, _stage), durations in warm_loads_s(outcome).items():
+        by_phone.setdefault(phone, []).extend(durations)
+    return [fmean(durations) for durations in by_phone.values()]
 
 
 def compare_to_reference(
@@ -377,7 +453,7 @@ def compare_to_reference(
             if profile_of[phone.phone_class] == profile
         ]
 
-    warm_loads = [d for o in warm_streaming for d in load_durations_s(o, "warm")]
+    device_loads = [d for o in warm_streaming for d in device_mean_loads_s(o)]
     broadcast = [d / 1e3 for o in cold_streaming for d in o.jobs[0].broadcast_load_ms.values()]
     job = _crowd(scenario).job
     saving = 100.0 * (1 - compressed_activation_bytes(job) / job.activation_bytes)
@@ -404,7 +480,12 @@ def compare_to_reference(
             "prediction: a first run, nothing cached",
         ),
         "cold_load": (broadcast, "s", "mean fitted (first-stage broadcast); std predicted"),
-        "warm_load": (warm_loads, "s", "mean and std fitted (classes + run noise)"),
+        "warm_load": (
+            device_loads,
+            "s",
+            "per-device mean over its loads: mean fitted on the twin's schedule; its std "
+            "split into classes and run noise, the twin's spread predicted",
+        ),
         "peak_rss": (
             [s.peak_rss_mb for o in warm_streaming for s in o.phones],
             "MB",
@@ -414,6 +495,18 @@ def compare_to_reference(
         "battery_per_warm_run": (battery(warm_streaming), "mAh", "prediction"),
         "activation_compression": ([saving], "pct", "input: the scenario's zlib saving"),
     }
+    for stage in job.stages:
+        predicted[f"warm_load_{stage.name}"] = (
+            [
+                d
+                for o in warm_streaming
+                for (_, name), ds in warm_loads_s(o).items()
+                if name == stage.name
+                for d in ds
+            ],
+            "s",
+            f"prediction: one warm load of {stage.name} ({stage.size_mb:g} MB), any phone",
+        )
     for facts in spec.phone_classes:
         for cache, outcomes in (("cold", cold_streaming), ("warm", warm_streaming)):
             predicted[f"battery_per_{cache}_run_{facts.name}"] = (
@@ -423,7 +516,11 @@ def compare_to_reference(
             )
     table = []
     for metric, (values, unit, role) in predicted.items():
-        published = reference.get(metric.replace("input_", "pipeline_"))
+        published = (
+            None
+            if metric.startswith("warm_load_")
+            else reference.get(metric.replace("input_", "pipeline_"))
+        )
         table.append(
             {
                 "metric": metric,
@@ -436,6 +533,27 @@ def compare_to_reference(
             }
         )
     return table
+
+
+def _session(machine: SessionLoadFit, slowdown: float) -> dict[str, float]:
+    """A phone class's session parameters: this machine's load model ``slowdown`` times."""
+    return {
+        "floor_s": _round(machine.floor_ms * slowdown / 1e3),
+        "s_per_mb": _round(machine.ms_per_mb * slowdown / 1e3),
+        "s_per_mapped_mb": _round(machine.ms_per_mapped_mb * slowdown / 1e3),
+        "mapped_above_mb": _round(MMAP_CEILING_MB),
+    }
+
+
+def _fit_record(fit: SessionLoadFit) -> dict[str, float]:
+    return {
+        "floor_ms": _round(fit.floor_ms),
+        "ms_per_mb": _round(fit.ms_per_mb),
+        "ms_per_mapped_mb": _round(fit.ms_per_mapped_mb),
+        "ms_per_node": _round(fit.ms_per_node),
+        "median_abs_error_pct": round(fit.median_abs_error_pct, 2),
+        "max_abs_error_pct": round(fit.max_abs_error_pct, 2),
+    }
 
 
 def _round(value: float) -> float:

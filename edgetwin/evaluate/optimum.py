@@ -157,7 +157,7 @@ def build_instance(scenario: Scenario, setup: CrowdSetup, strategy: str) -> Inst
             PhoneCosts(
                 name=p.name,
                 kind=p.phone_class.spec.name,
-                warm_load_ms=(warm_load_ms(profile),) * len(job.stages),
+                warm_load_ms=tuple(warm_load_ms(profile, s) for s in job.stages),
                 download_ms=tuple(alone_ms(blob_bytes(s)) for s in job.stages),
                 work_ms=tuple(
                     alone_ms(task_input_bytes(job, k))
@@ -166,7 +166,7 @@ def build_instance(scenario: Scenario, setup: CrowdSetup, strategy: str) -> Inst
                     for k, s in enumerate(job.stages)
                 ),
                 fits=tuple((s.load_peak_mb or s.ram_mb) <= budget for s in job.stages),
-                broadcast_ms=broadcast.get(p.name, 0.0) + warm_load_ms(profile),
+                broadcast_ms=broadcast.get(p.name, 0.0) + warm_load_ms(profile, first),
                 broadcast_cold=cold,
                 cache_mb=profile.cache_mb,
             )

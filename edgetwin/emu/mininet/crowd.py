@@ -29,7 +29,8 @@ from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.model import FULL, TINY, export_stages, make_inputs
 from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary
 from edgetwin.emu.crowdio.rows import summary_row
-from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, pipeline_job
+from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, StageSpec, pipeline_job
+from edgetwin.emu.crowdio.sessions import ModelCache
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
@@ -172,8 +173,7 @@ def run_crowd_emu(
         jobs = _JobRunner(net, workers, scenario, timeout_s, Path(scratch))
         cache_root = Path(scratch) / "cache" if crowd.cache == "warm" else None
         if cache_root is not None:  # warm runs: every stage on the phones' storage first
-            cache_root.mkdir()
-            jobs.warm_up(pipeline_job(stages, inputs, seed=scenario.seed), cache_root)
+            fill_caches(stages, workers, cache_root)
         for bandwidth_mbps in bandwidths:
             net.set_bandwidth(bandwidth_mbps)
             checks = []
@@ -204,6 +204,16 @@ def run_crowd_emu(
     return result
 
 
+def fill_caches(stages: Sequence[StageSpec], workers: Sequence[WorkerSpec], root: Path) -> None:
+    """Every stage in every worker's model cache (``root/<worker>``, as ``run_pipeline``
+    keeps them): a warm run's storage, as the twin's ``cache: warm`` has it. (A warm-up
+    job would leave only the stages each worker happened to load.)"""
+    for worker in workers:
+        cache = ModelCache(root / worker.name)
+        for stage in stages:
+            cache.put(stage.sha256, stage.blob)
+
+
 class _JobRunner:
     """Runs one job on the network with the scenario's faults and schedule playing."""
 
@@ -223,18 +233,6 @@ class _JobRunner:
         self._timeout_s = timeout_s
         emulator = scenario.emulator
         self._liveness = LivenessRule(emulator.heartbeat_s, emulator.silence_timeout_s)
-
-    def warm_up(self, job: PipelineJob, cache_root: Path) -> None:
-        """One job, not recorded and without faults, that leaves every stage in the caches."""
-        run_pipeline(
-            job,
-            self._workers,
-            self._placement,
-            cache_root=cache_root,
-            timeout_s=self._timeout_s,
-            liveness=self._liveness,
-            work_root=self._work_root,
-        )
 
     def run(
         self, job: PipelineJob, label: str, bandwidth_mbps: float, cache_root: Path | None

@@ -25,9 +25,10 @@ def inference_ms(phone: PhoneProfile, stage: StageSpec) -> float:
     return phone.inference_floor_ms + stage.gflops * 1e3 / phone.cpu_gflops
 
 
-def warm_load_ms(phone: PhoneProfile) -> float:
-    """Creating a session from a partition on storage (the download of a cold load aside)."""
-    return phone.session.warm_load_s * 1e3
+def warm_load_ms(phone: PhoneProfile, stage: StageSpec) -> float:
+    """Creating a stage's session from its partition on storage (a cold load's download
+    aside): a floor plus the partition's bytes to read, check and deserialise."""
+    return phone.session.load_s(stage.size_mb) * 1e3
 
 
 def blob_bytes(stage: StageSpec) -> float:

@@ -195,7 +195,7 @@ class Phone:
                 self.recorder.event(self.name, "out_of_memory", job, item, stage.name)
                 raise OutOfMemory(stage.name)
             self.recorder.rss(self.name, self.device.resident_mb)
-            yield self.env.timeout(warm_load_ms(self.profile) * self.load_noise())
+            yield self.env.timeout(warm_load_ms(self.profile, stage) * self.load_noise())
             self.device.unload(peak_mb - stage.ram_mb)
             self.resident = stage
             self.recorder.rss(self.name, self.device.resident_mb)

@@ -1,0 +1,283 @@
+"""Warm ONNX session loads measured on this machine, and the load model fitted to them.
+
+A warm load is what the real worker does with a stage on its storage
+(``worker._load``): read the cached blob and check its SHA-256
+(``ModelCache.get``), then create the ONNX Runtime session (``SessionSlot.load``,
+one intra-op thread, as the emulator's workers run). Both touch every byte of
+the stage's weights (read, hash, deserialise, copy into tensors); session
+creation also initialises each graph node. The model fitted by least squares is
+
+    load_ms = floor_ms + ms_per_mb x size_mb
+              + ms_per_mapped_mb x size_mb   (only for a file over MMAP_CEILING_MB)
+              [+ ms_per_node x nodes: fitted as a check, the twin's stages have no nodes]
+
+over the measured stages of the full-size DistilBERT (three- and six-stage
+cuts of ``emu.crowdio.model``; the embeddings make bytes and nodes separable:
+cell_a and cell_b have about the same nodes, not the same bytes). The mapped
+term: glibc serves a buffer above its largest dynamic mmap threshold (32 MiB
+on 64-bit) with a fresh mapping every time, so the blob of a large stage is
+page-faulted in on every load; smaller buffers come back from the heap. With
+``MALLOC_MMAP_THRESHOLD_`` raised to 1 GB the term fits to 0 (docs/crowd.md).
+
+Regenerate the shipped measurements (a few minutes on 2 cores)::
+
+    python -m edgetwin.calibration.session_load \
+        --out data/traces/onnx-session-load-2026-12/session_load.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from statistics import fmean, pstdev
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from edgetwin.atomic import write_text_atomic
+from edgetwin.errors import InputError
+from edgetwin.phone_profile import MMAP_CEILING_MB
+from edgetwin.results import read_table
+
+if TYPE_CHECKING:
+    from edgetwin.emu.crowdio.model import DistilBertConfig
+
+MB = 1e6
+COLUMNS = ("cut", "stage", "size_mb", "nodes", "rep", "read_ms", "session_ms", "load_ms")
+
+
+@dataclass(frozen=True)
+class LoadSample:
+    """One warm load of one stage: its size, graph nodes and what it took."""
+
+    cut: int  # how many stages the model was cut into
+    stage: str
+    size_mb: float  # the ONNX file (weights and graph), 1e6 bytes
+    nodes: int  # graph nodes to initialise
+    rep: int
+    read_ms: float  # cached blob read and SHA-256 checked
+    session_ms: float  # InferenceSession created
+    load_ms: float  # the two: the worker's warm load
+
+
+@dataclass(frozen=True)
+class SessionLoadFit:
+    """The load model (module docstring) and its relative residuals over the stages."""
+
+    floor_ms: float
+    ms_per_mb: float
+    ms_per_mapped_mb: float
+    ms_per_node: float
+    median_abs_error_pct: float
+    max_abs_error_pct: float
+
+    def predict_ms(self, size_mb: float, nodes: int = 0) -> float:
+        return float(np.array(_regressors(size_mb, nodes)) @ self._coefficients())
+
+    def _coefficients(self) -> np.ndarray:
+        return np.array([self.floor_ms, self.ms_per_mb, self.ms_per_mapped_mb, self.ms_per_node])
+
+
+def _regressors(size_mb: float, nodes: float) -> list[float]:
+    return [1.0, size_mb, size_mb if size_mb > MMAP_CEILING_MB else 0.0, float(nodes)]
+
+
+@dataclass(frozen=True)
+class StageLoad:
+    """Mean and spread of one stage's loads over the repetitions."""
+
+    cut: int
+    stage: str
+    size_mb: float
+    nodes: int
+    runs: int
+    mean_ms: float
+    std_ms: float
+    median_ms: float
+    min_ms: float
+    max_ms: float
+
+
+def stage_loads(samples: Sequence[LoadSample]) -> list[StageLoad]:
+    """Per (cut, stage), in file order: mean, std, median, min and max of the load."""
+    groups: dict[tuple[int, str], list[LoadSample]] = {}
+    for s in samples:
+        groups.setdefault((s.cut, s.stage), []).append(s)
+    out = []
+    for (cut, stage), group in groups.items():
+        loads = [s.load_ms for s in group]
+        first = group[0]
+        out.append(
+            StageLoad(
+                cut,
+                stage,
+                first.size_mb,
+                first.nodes,
+                len(loads),
+                fmean(loads),
+                pstdev(loads),
+                float(np.median(loads)),
+                min(loads),
+                max(loads),
+            )
+        )
+    return out
+
+
+def fit_session_load(samples: Sequence[LoadSample], per_node: bool = False) -> SessionLoadFit:
+    """Non-negative least squares of the load model on every stage's median load.
+
+    ``per_node`` False fits bytes only (what the twin's stages know); True adds
+    the graph nodes, to see whether they explain more. The
+    median per stage keeps a repetition slowed by other work on the machine from
+    pulling the fit; each stage counts once, by relative error (rows divided by
+    the measured time), so the 2 MB head weighs as much as the 180 MB cell_a.
+    """
+    from scipy.optimize import nnls
+
+    groups: dict[tuple[int, str], list[LoadSample]] = {}
+    for s in samples:
+        groups.setdefault((s.cut, s.stage), []).append(s)
+    if len(groups) < 3:
+        raise InputError(None, "session_load", "need at least three stages to fit the load model")
+    rows, measured = [], []
+    for group in groups.values():
+        measured.append(float(np.median([s.load_ms for s in group])))
+        rows.append(_regressors(group[0].size_mb, group[0].nodes if per_node else 0))
+    a = np.array(rows)
+    y = np.array(measured)
+    coef, _ = nnls(a / y[:, None], np.ones_like(y))
+    errors = np.abs(a @ coef / y - 1.0) * 100.0
+    return SessionLoadFit(
+        floor_ms=float(coef[0]),
+        ms_per_mb=float(coef[1]),
+        ms_per_mapped_mb=float(coef[2]),
+        ms_per_node=float(coef[3]),
+        median_abs_error_pct=float(np.median(errors)),
+        max_abs_error_pct=float(errors.max()),
+    )
+
+
+def read_session_loads(path: Path) -> list[LoadSample]:
+    """The measurements file; a bad cell names the file and the line."""
+    if not path.is_file():
+        raise InputError(path, None, "file not found")
+    samples = []
+    types = {f.name: f.type for f in fields(LoadSample)}
+    for line, row in enumerate(read_table(path), start=2):
+        try:
+            values = {k: _cast(types[k], row[k]) for k in COLUMNS}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(path, f"line {line}", f"cannot read row: {exc}") from None
+        samples.append(LoadSample(**values))  # type: ignore[arg-type]
+    if not samples:
+        raise InputError(path, None, "no measurements")
+    return samples
+
+
+def write_session_loads(samples: Sequence[LoadSample], path: Path) -> None:
+    lines = [",".join(COLUMNS)]
+    for s in samples:
+        record = asdict(s)
+        lines.append(",".join(_cell(record[k]) for k in COLUMNS))
+    write_text_atomic(path, "\n".join(lines) + "\n")
+
+
+def measure_session_loads(
+    cuts: Sequence[int] = (3, 6),
+    repeats: int = 5,
+    seed: int = 0,
+    threads: int = 1,
+    config: DistilBertConfig | None = None,
+) -> list[LoadSample]:
+    """Warm loads of every stage of a DistilBERT (None: the full-size one) cut ``cuts``
+    ways, ``repeats`` each.
+
+    Every stage is exported and put in a worker's model cache, then loaded by the
+    worker's own code (cache read + session slot), stage after stage, ``repeats``
+    rounds after one unrecorded round (the files in the page cache: a warm load
+    from storage); round robin, so that other work on the machine slows every
+    stage alike.
+    """
+    import onnx
+
+    from edgetwin.emu.crowdio.model import FULL, export_stages
+    from edgetwin.emu.crowdio.sessions import ModelCache, SessionSlot
+
+    samples = []
+    with tempfile.TemporaryDirectory(prefix="session-load-") as folder:
+        cache = ModelCache(Path(folder) / "cache")
+        stages = []  # (cut, stage, nodes) of every cut, all in the cache
+        for cut in cuts:
+            for stage in export_stages(config or FULL, cut, seed, Path(folder)):
+                cache.put(stage.sha256, stage.blob)
+                stages.append((cut, stage, len(onnx.load_from_string(stage.blob).graph.node)))
+        slot = SessionSlot(threads)
+        for rep in range(-1, repeats):  # rep -1 puts every file in the page cache
+            for cut, stage, nodes in stages:  # round robin: other load hits every stage
+                start = time.perf_counter()
+                blob = cache.get(stage.sha256)
+                read = time.perf_counter()
+                slot.load(stage.name, stage.sha256, blob)
+                end = time.perf_counter()
+                slot.unload()
+                del blob
+                if rep >= 0:
+                    samples.append(
+                        LoadSample(
+                            cut,
+                            stage.name,
+                            round(len(stage.blob) / MB, 4),
+                            nodes,
+                            rep,
+                            round((read - start) * 1e3, 2),
+                            round((end - read) * 1e3, 2),
+                            round((end - start) * 1e3, 2),
+                        )
+                    )
+    return samples
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="CSV of the measurements")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--cuts", type=int, nargs="+", default=[3, 6])
+    args = parser.parse_args(argv)
+    samples = measure_session_loads(args.cuts, args.repeats)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_session_loads(samples, args.out)
+    print(f"{platform.node()}: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    fits = fit_session_load(samples), fit_session_load(samples, per_node=True)
+    for s in stage_loads(samples):
+        print(
+            f"{s.cut} stages {s.stage}: {s.size_mb:7.2f} MB {s.nodes:4d} nodes "
+            f"{s.mean_ms:8.1f} +- {s.std_ms:6.1f} ms (median {s.median_ms:.1f}, "
+            f"{s.min_ms:.1f}-{s.max_ms:.1f}) predicted {fits[0].predict_ms(s.size_mb):.1f}"
+        )
+    for fit in fits:
+        print(fit)
+
+
+def _cast(kind: object, text: str | None) -> object:
+    if text is None:
+        raise ValueError("empty cell")
+    if kind in (int, "int"):
+        return int(text)
+    if kind in (float, "float"):
+        return float(text)
+    return text
+
+
+def _cell(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+if __name__ == "__main__":
+    main()
