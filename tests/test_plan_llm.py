@@ -18,7 +18,7 @@ from edgetwin.plan.executors import SerialExecutor
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import run_plan
 from edgetwin.profile import MB
-from edgetwin.reports.plan import write_plan_report
+from edgetwin.reports.plan import questions_figures, write_plan_report
 from edgetwin.scenario import configurations
 from edgetwin.sim.runner import build_fleet, decoder_memory_status, run_scenario
 from tests.conftest import REPO
@@ -141,3 +141,22 @@ def test_longest_context_needs_a_decoder_and_lists_share_a_sweep(tmp_path: Path)
     unknown = llm_question(tmp_path, question={"kind": "best_mode", "metrics": ["speed"]})
     with pytest.raises(InputError, match="metrics"):
         load_question(unknown)
+
+
+def test_plan_page_figures_follow_the_answer(planned: Any) -> None:
+    _, answer, out = planned
+    figures = questions_figures(answer)
+    best, longest = answer["answers"]
+    titles = [fig.layout.title.text for fig in figures]
+    assert sum(t.startswith("Lowest time to first token") for t in titles) == 1
+    assert sum(t.startswith("Lowest time per output token") for t in titles) == 1
+    bars = figures[-1]
+    entries = longest["candidates"]
+    assert [list(t.y) for t in bars.data if t.type == "bar"] == [
+        [e["longest_prompt_tokens"] for e in entries]
+    ]
+    limit = next(t for t in bars.data if t.type == "scatter")
+    assert set(limit.y) == {longest["max_positions"] - OUTPUT_TOKENS}
+    heat = figures[0].data[0]
+    assert [list(row) for row in heat.text] == best["grids"][0]["best"]
+    assert "Longest prompt that fits" in (out / "plan.html").read_text()

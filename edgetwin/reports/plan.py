@@ -196,8 +196,8 @@ def _pareto(result: dict[str, Any]) -> go.Figure:
 
 
 def longest_context_figures(result: dict[str, Any]) -> list[go.Figure]:
-    """The longest prompt each candidate fits, one bar per batch and output length, and the
-    model's positions (less the output) as the line no candidate can pass."""
+    """The longest prompt each candidate fits, one bar per batch and output length (what
+    stopped it on hover), and the model's positions less the output, which none can pass."""
     entries = result["candidates"]
     labels = list(dict.fromkeys(e["candidate"] for e in entries))
     workloads = list(dict.fromkeys((e["batch"], e["output_tokens"]) for e in entries))
@@ -211,14 +211,15 @@ def longest_context_figures(result: dict[str, Any]) -> list[go.Figure]:
         fig.add_bar(
             x=labels,
             y=[mine[c]["longest_prompt_tokens"] if c in mine else None for c in labels],
-            text=[mine[c]["stopped_by"] if c in mine else "" for c in labels],
+            customdata=[mine[c]["stopped_by"] if c in mine else "" for c in labels],
+            textposition="none",
             name=f"batch {batch}, {output} output tokens",
             marker_color=color(at),
-            hovertemplate="%{x}: %{y} prompt tokens<br>stopped by %{text}<extra></extra>",
+            hovertemplate="%{x}: %{y} prompt tokens<br>then %{customdata}<extra></extra>",
         )
     outputs = sorted({e["output_tokens"] for e in entries})
     for output in outputs:
-        fig.add_trace(  # a trace, not add_hline: its annotation breaks a log axis's range
+        fig.add_trace(  # a trace: one legend entry per output length
             go.Scatter(
                 x=[labels[0], labels[-1]],
                 y=[result["max_positions"] - output] * 2,
@@ -227,14 +228,13 @@ def longest_context_figures(result: dict[str, Any]) -> list[go.Figure]:
                 name=f"model positions - {output} output tokens",
             )
         )
-    values = [e["longest_prompt_tokens"] for e in entries]
     fig.update_layout(
         title=title_text(
             "Longest prompt that fits", "weights + peak KV cache against each device's RAM"
         ),
         barmode="group",
         xaxis={"title": "Candidate", "type": "category"},
-        yaxis={"title": "Prompt tokens", **log_ticks([*values, result["max_positions"]])},
+        yaxis={"title": "Longest prompt (tokens)", "rangemode": "tozero"},
     )
     return [fig]
 
