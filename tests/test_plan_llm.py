@@ -139,7 +139,7 @@ def test_longest_context_needs_a_decoder_and_lists_share_a_sweep(tmp_path: Path)
     with pytest.raises(InputError, match="shares one sweep"):
         load_question(mixed)
     unknown = llm_question(tmp_path, question={"kind": "best_mode", "metrics": ["speed"]})
-    with pytest.raises(InputError, match="metrics"):
+    with pytest.raises(InputError, match=r"unknown metric 'speed'; known: total_ms, ttft_ms"):
         load_question(unknown)
 
 

@@ -85,10 +85,6 @@ class SweepPayload:
             results.append(ConfigResult(index, rows))
         return results
 
-    def grid_units(self) -> int:
-        """How many units are configurations of the grid (the searches come after them)."""
-        return len(_prepared(self)[2])
-
 
 @functools.lru_cache(maxsize=4)
 def _prepared(
