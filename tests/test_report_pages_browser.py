@@ -10,7 +10,9 @@ import pytest
 from edgetwin.cli import main
 from tests.conftest import REPO
 from tests.test_plan_capacity import capacity_question
+from tests.test_plan_llm import llm_question
 from tests.test_report import _probe
+from tests.test_report_llm import llm_run
 
 SCENARIOS = REPO / "scenarios"
 
@@ -37,6 +39,15 @@ def _capacity_plan(out: Path, tmp: Path) -> Path:
     return out / "plan.html"
 
 
+def _llm_run(out: Path, _tmp: Path) -> Path:
+    return llm_run(out) / "report.html"
+
+
+def _llm_plan(out: Path, tmp: Path) -> Path:
+    assert main(["plan", str(llm_question(tmp)), "--out", str(out)]) == 0
+    return out / "plan.html"
+
+
 def _comparison(out: Path, tmp: Path) -> Path:
     scenario = str(SCENARIOS / "prism_jetson.yaml")
     for seed in (1, 2):
@@ -48,7 +59,8 @@ def _comparison(out: Path, tmp: Path) -> Path:
 
 @pytest.mark.browser
 @pytest.mark.parametrize(
-    "write_page", [_adaptive, _affinity, _best_mode_plan, _capacity_plan, _comparison]
+    "write_page",
+    [_adaptive, _affinity, _best_mode_plan, _capacity_plan, _comparison, _llm_run, _llm_plan],
 )
 def test_page_draws_every_figure_without_script_errors(
     write_page: Callable[[Path, Path], Path], tmp_path: Path

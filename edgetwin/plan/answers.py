@@ -15,20 +15,25 @@ from typing import Any
 
 import numpy as np
 
+from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
 from edgetwin.plan.capacity import crowd_capacity, describe_capacity
 from edgetwin.plan.questions import (
+    AnyKind,
     BestMode,
     Crossover,
     CrowdAxes,
     CrowdCapacity,
     LoadedQuestion,
+    LongestContext,
     SmallestFleet,
 )
 from edgetwin.results import ResultRow
+from edgetwin.scenario import Scenario, configurations
 
 CandidateKey = tuple[str, int, float | None, int | None]
 Cell = tuple[int, float]  # batch, bandwidth_mbps
+QUESTIONS = "questions"  # the kind of a file that lists several questions
 
 
 def _one_device(key: CandidateKey) -> bool:
@@ -59,21 +64,31 @@ def p95_ms(rows: Sequence[ResultRow]) -> float | None:
 
 
 def answer(loaded: LoadedQuestion, rows: Sequence[ResultRow]) -> dict[str, Any]:
-    """The answer to the question from its sweep's rows."""
+    """The answer to the question from its sweep's rows (a list of questions: one answer
+    each, under ``answers``)."""
     question = loaded.question
-    kind = question.question
-    axes = question.axes
-    base = {"question": question.name, "kind": kind.kind}
+    answers = [{"kind": kind.kind} | _answer_one(loaded, kind, rows) for kind in question.kinds]
+    if len(answers) == 1:
+        return {"question": question.name} | answers[0]
+    return {"question": question.name, "kind": QUESTIONS, "answers": answers}
+
+
+def _answer_one(loaded: LoadedQuestion, kind: AnyKind, rows: Sequence[ResultRow]) -> dict[str, Any]:
+    axes = loaded.question.axes
     if isinstance(axes, CrowdAxes):
         assert isinstance(kind, CrowdCapacity)
-        return base | crowd_capacity(kind, loaded.scenario, axes.fleet_size, rows)
-    grouped = group(rows)
+        return crowd_capacity(kind, loaded.scenario, axes.fleet_size, rows)
+    grid_rows = len(configurations(loaded.scenario)) * loaded.scenario.repetitions
+    grid, searched = rows[:grid_rows], rows[grid_rows:]  # the searches' units come last
+    if isinstance(kind, LongestContext):
+        return longest_context(searched, loaded.scenario)
+    if isinstance(kind, BestMode):
+        return best_mode(grid, axes.batch, axes.bandwidth_mbps, kind.metrics)
+    grouped = group(grid)
     if isinstance(kind, SmallestFleet):
-        return base | smallest_fleet(kind, grouped, axes.batch, axes.bandwidth_mbps)
-    if isinstance(kind, Crossover):
-        return base | crossover(kind, grouped, axes.batch, axes.bandwidth_mbps, axes.devices)
-    assert isinstance(kind, BestMode)
-    return base | best_mode(grouped, axes.batch, axes.bandwidth_mbps)
+        return smallest_fleet(kind, grouped, axes.batch, axes.bandwidth_mbps)
+    assert isinstance(kind, Crossover)
+    return crossover(kind, grouped, axes.batch, axes.bandwidth_mbps, axes.devices)
 
 
 def smallest_fleet(
@@ -157,13 +172,15 @@ def crossover(
 
 
 def _best(
-    variants: dict[CandidateKey, dict[Cell, list[ResultRow]]], cell: Cell
+    variants: dict[CandidateKey, dict[Cell, list[ResultRow]]],
+    cell: Cell,
+    metric: str = "total_ms",
 ) -> tuple[str | None, float | None]:
-    """The fastest variant (by mean latency) at a cell, and its latency."""
+    """The variant with the lowest mean ``metric`` (latency) at a cell, and its value."""
     scored = [
         (value, registry.candidate_label(*key))
         for key, cells in variants.items()
-        if (value := mean_of(cells[cell], "total_ms")) is not None
+        if (value := mean_of(cells[cell], metric)) is not None
     ]
     if not scored:
         return None, None
@@ -197,14 +214,32 @@ def crossing(
 
 
 def best_mode(
-    grouped: dict[CandidateKey, dict[Cell, list[ResultRow]]],
+    rows: Sequence[ResultRow],
     batches: Sequence[int],
     bandwidths: Sequence[float],
+    metrics: Sequence[str] = ("total_ms",),
 ) -> dict[str, Any]:
-    """Fastest candidate per (batch, bandwidth); Pareto front of batch latency vs J/sample."""
-    best = [[_best(grouped, (b, bw)) for bw in bandwidths] for b in batches]
+    """Per metric and workload (a decoder's prompt and output lengths; one for an encoder):
+    the candidate with the lowest mean per (batch, bandwidth), under ``grids`` (``best`` and
+    ``best_ms``: the first grid's, as before decoders); the Pareto front of batch latency vs
+    J/sample over every swept configuration."""
+    workloads = list(dict.fromkeys((r.prompt_tokens, r.output_tokens) for r in rows))
+    grids = []
+    for prompt, output in workloads:
+        mine = group(r for r in rows if (r.prompt_tokens, r.output_tokens) == (prompt, output))
+        for metric in metrics:
+            best = [[_best(mine, (b, bw), metric) for bw in bandwidths] for b in batches]
+            grids.append(
+                {
+                    "metric": metric,
+                    "prompt_tokens": prompt,
+                    "output_tokens": output,
+                    "best": [[name for name, _ in row] for row in best],
+                    "best_value": [[value for _, value in row] for row in best],
+                }
+            )
     points = []
-    for key, cells in grouped.items():
+    for key, cells in group(rows).items():
         for (batch, bw), reps in cells.items():
             latency = mean_of(reps, "total_ms")
             energy = mean_of(reps, "energy_j")
@@ -221,10 +256,45 @@ def best_mode(
     return {
         "batches": list(batches),
         "bandwidths_mbps": list(bandwidths),
-        "best": [[name for name, _ in row] for row in best],
-        "best_ms": [[value for _, value in row] for row in best],
+        "grids": grids,
+        "best": grids[0]["best"],
+        "best_ms": grids[0]["best_value"],
         "pareto": pareto_front(points),
     }
+
+
+def longest_context(rows: Sequence[ResultRow], scenario: Scenario) -> dict[str, Any]:
+    """Per candidate, batch and output length: the longest prompt whose twin run finished
+    (the search's rows: the longest that fits, and one token more, which ran out of memory),
+    what stopped it (``positions``: the model's, else the out-of-memory status) and its
+    row's memory and times."""
+    model = scenario.model
+    assert isinstance(model, DecoderSpec)
+    searches: dict[tuple[CandidateKey, int, int | None], list[ResultRow]] = defaultdict(list)
+    for row in rows:
+        key = (row.strategy, row.devices, row.cr, row.segments)
+        searches[(key, row.batch, row.output_tokens)].append(row)
+    entries = []
+    for (key, batch, output), found in searches.items():
+        fits = [r for r in found if r.status == "ok"]
+        failed = [r for r in found if r.status != "ok"]
+        longest = max(fits, key=lambda r: r.prompt_tokens or 0, default=None)
+        entries.append(
+            {
+                "candidate": registry.candidate_label(*key),
+                "strategy": key[0],
+                "devices": key[1],
+                "batch": batch,
+                "output_tokens": output,
+                "longest_prompt_tokens": None if longest is None else longest.prompt_tokens,
+                "stopped_by": failed[0].status if failed else "positions",
+                "weights_mb": found[0].weights_mb,
+                "kv_cache_mb": None if longest is None else longest.kv_cache_mb,
+                "ttft_ms": None if longest is None else longest.ttft_ms,
+                "tpot_ms": None if longest is None else longest.tpot_ms,
+            }
+        )
+    return {"max_positions": model.max_positions, "candidates": entries}
 
 
 def pareto_front(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -239,6 +309,10 @@ def pareto_front(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def describe(result: dict[str, Any]) -> list[str]:
     """The answer in a few lines of text (for the terminal and the report)."""
+    if result["kind"] == QUESTIONS:
+        return [line for one in result["answers"] for line in describe(one)]
+    if result["kind"] == "longest_context":
+        return describe_longest(result)
     if result["kind"] == "crowd_capacity":
         return describe_capacity(result)
     if result["kind"] == "smallest_fleet":
@@ -267,10 +341,42 @@ def describe(result: dict[str, Any]) -> list[str]:
             else:
                 lines.append(head + "does not beat one device at the highest swept bandwidth")
         return lines
-    counts: dict[str, int] = defaultdict(int)
-    for row in result["best"]:
-        for name in row:
-            counts[str(name)] += 1
-    cells = ", ".join(f"{name} {n}" for name, n in sorted(counts.items(), key=lambda x: -x[1]))
+    lines = []
+    for grid in result["grids"]:
+        counts: dict[str, int] = defaultdict(int)
+        for row in grid["best"]:
+            for name in row:
+                counts[str(name)] += 1
+        ranked = sorted(counts.items(), key=lambda x: -x[1])
+        cells = ", ".join(f"{name} {n}" for name, n in ranked)
+        lines.append(f"{grid_title(grid)} per cell: {cells}")
     front = len(result["pareto"])
-    return [f"fastest per cell: {cells}", f"Pareto front (latency vs J/sample): {front} points"]
+    return [*lines, f"Pareto front (latency vs J/sample): {front} points"]
+
+
+def grid_title(grid: dict[str, Any]) -> str:
+    """``lowest ttft_ms, prompt 512, 128 output tokens`` (``fastest`` for an encoder's)."""
+    if grid["prompt_tokens"] is None and grid["metric"] == "total_ms":
+        return "fastest"
+    workload = f", prompt {grid['prompt_tokens']}, {grid['output_tokens']} output tokens"
+    return f"lowest {grid['metric']}" + (workload if grid["prompt_tokens"] is not None else "")
+
+
+def describe_longest(result: dict[str, Any]) -> list[str]:
+    """One line per candidate, batch and output length: the longest prompt and its limit."""
+    lines = []
+    for entry in result["candidates"]:
+        tokens = f"{entry['output_tokens']} output tokens"
+        head = f"batch {entry['batch']}, {tokens}, {entry['candidate']}: "
+        longest = entry["longest_prompt_tokens"]
+        if longest is None:
+            lines.append(head + f"no prompt fits ({entry['stopped_by']})")
+        elif entry["stopped_by"] == "positions":
+            lines.append(
+                head + f"every prompt fits, up to {longest} tokens (the model's positions)"
+            )
+        else:
+            lines.append(
+                head + f"longest prompt {longest} tokens (one more: {entry['stopped_by']})"
+            )
+    return lines

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
@@ -40,11 +41,14 @@ from edgetwin.sim.runner import build_fleet
 
 
 class Axes(StrictSweep):
-    """The sweep: a cartesian product of batch x bandwidth x devices (distributed only)."""
+    """The sweep: a cartesian product of batch x bandwidth x devices (distributed only),
+    and for a decoder x prompt x output lengths (empty: the scenario's workload)."""
 
     batch: tuple[PositiveInt, ...] = Field(min_length=1)
     bandwidth_mbps: tuple[PositiveFloat, ...] = Field(min_length=1)
     devices: tuple[Annotated[int, Field(ge=2)], ...] = Field((2,), min_length=1)
+    prompt_tokens: tuple[PositiveInt, ...] = ()
+    output_tokens: tuple[PositiveInt, ...] = ()
 
 
 class CrowdAxes(Strict):
@@ -97,10 +101,36 @@ class Crossover(Strict):
         return _distributed(strategy)
 
 
+# the results columns a best_mode question may minimise, and how a figure names them
+BEST_METRICS = {
+    "total_ms": "latency per batch (ms)",
+    "ttft_ms": "time to first token (ms)",
+    "tpot_ms": "time per output token (ms)",
+    "energy_per_token_j": "energy per token (J)",
+}
+
+
 class BestMode(Strict):
-    """The fastest candidate over batch x bandwidth, and the latency-energy Pareto front."""
+    """The candidate with the lowest mean of each metric per batch x bandwidth (and, for a
+    decoder, per prompt x output length), and the latency-energy Pareto front."""
 
     kind: Literal["best_mode"]
+    metrics: tuple[str, ...] = Field(("total_ms",), min_length=1)
+
+    @field_validator("metrics")
+    @classmethod
+    def _known(cls, metrics: tuple[str, ...]) -> tuple[str, ...]:
+        for metric in metrics:
+            if metric not in BEST_METRICS:
+                raise ValueError(f"unknown metric {metric!r}; known: {', '.join(BEST_METRICS)}")
+        return metrics
+
+
+class LongestContext(Strict):
+    """The longest prompt each decoder candidate fits (weights and peak KV cache against
+    every device's RAM), per batch and output length: a search over ``prompt_tokens``."""
+
+    kind: Literal["longest_context"]
 
 
 class CrowdCapacity(Strict):
@@ -127,9 +157,10 @@ class CrowdCapacity(Strict):
         return name
 
 
-QuestionKind = Annotated[
-    SmallestFleet | Crossover | BestMode | CrowdCapacity, Field(discriminator="kind")
-]
+AnyKind = SmallestFleet | Crossover | BestMode | LongestContext | CrowdCapacity
+QuestionKind = Annotated[AnyKind, Field(discriminator="kind")]
+# questions that may share one sweep of the scenario's own strategies (a list in one file)
+SHARED_SWEEP = ("best_mode", "longest_context")
 
 
 AXES_TAGS = ("devices", "crowd")
@@ -146,6 +177,20 @@ SweepAxes = Annotated[
 ]
 
 
+QUESTION_TAGS = ("one", "list")
+
+
+def _question_kind(value: Any) -> str:
+    return QUESTION_TAGS[isinstance(value, list | tuple)]
+
+
+Questions = Annotated[
+    Annotated[QuestionKind, Tag(QUESTION_TAGS[0])]
+    | Annotated[tuple[QuestionKind, ...], Tag(QUESTION_TAGS[1])],
+    Discriminator(_question_kind),
+]
+
+
 class PlanQuestion(Strict):
     """A whole question file."""
 
@@ -154,20 +199,41 @@ class PlanQuestion(Strict):
     scenario: str = Field(min_length=1)  # relative to the question file
     set: tuple[str, ...] = ()  # --set overrides of the scenario, applied in order
     axes: SweepAxes
-    question: QuestionKind
+    question: Questions  # one question, or a list of questions that share the sweep
 
     @model_validator(mode="after")
     def _axes_fit_the_question(self) -> PlanQuestion:
-        crowd = isinstance(self.question, CrowdCapacity)
+        kinds = self.kinds
+        if not kinds:
+            raise ValueError("question: a list needs at least one question")
+        if len(kinds) > 1 and not all(k.kind in SHARED_SWEEP for k in kinds):
+            raise ValueError(f"question: a list shares one sweep: only {', '.join(SHARED_SWEEP)}")
+        crowd = self.crowd
         if crowd != isinstance(self.axes, CrowdAxes):
             wanted = "fleet_size" if crowd else "batch and bandwidth_mbps"
-            raise ValueError(f"axes of a {self.question.kind} question are {wanted}")
+            raise ValueError(f"axes of a {kinds[0].kind} question are {wanted}")
+        several = isinstance(self.axes, Axes) and (
+            len(self.axes.prompt_tokens) > 1 or len(self.axes.output_tokens) > 1
+        )
+        single_workload = [k.kind for k in kinds if k.kind not in SHARED_SWEEP]
+        if several and single_workload:
+            raise ValueError(f"axes: {single_workload[0]} takes one prompt and output length")
         return self
+
+    @property
+    def kinds(self) -> tuple[AnyKind, ...]:
+        """The questions asked (a file may list several that share the sweep)."""
+        return self.question if isinstance(self.question, tuple) else (self.question,)
 
     @property
     def crowd(self) -> bool:
         """Whether the question sweeps a crowd scenario (fleet sizes in the crowd twin)."""
-        return isinstance(self.question, CrowdCapacity)
+        return isinstance(self.kinds[0], CrowdCapacity)
+
+    @property
+    def searches_context(self) -> bool:
+        """Whether the sweep also searches each candidate's longest context."""
+        return any(isinstance(k, LongestContext) for k in self.kinds)
 
 
 @dataclass(frozen=True)
@@ -185,7 +251,7 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
     try:
         question = load_yaml_model(path, PlanQuestion, overrides)
     except InputError as exc:
-        raise _without_axes_tag(exc) from None
+        raise _without_tags(exc) from None
     scenario_path = referenced_file(question.scenario, path.resolve().parent, path, "scenario")
     scenario_raw = read_yaml_mapping(scenario_path)
     for item in question.set:
@@ -193,8 +259,8 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
     if isinstance(question.axes, CrowdAxes):
         _as_crowd_sweep(scenario_raw, question, path)
     else:
-        scenario_raw["sweeps"] = [question.axes.model_dump(mode="json")]
-    strategies = _strategies(question.question)
+        scenario_raw["sweeps"] = [question.axes.model_dump(mode="json", exclude_defaults=True)]
+    strategies = _strategies(question.kinds[0])
     if strategies is not None:
         scenario_raw["strategies"] = strategies
     try:
@@ -206,6 +272,8 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
         prepare_crowd(scenario, scenario_path)  # profiles and trace: errors before any run
     elif scenario.crowd is not None:
         raise InputError(path, "scenario", "a crowd scenario answers only crowd_capacity")
+    elif question.searches_context and not isinstance(scenario.model, DecoderSpec):
+        raise InputError(path, "question", "longest_context needs a decoder scenario")
     else:
         build_fleet(scenario, scenario_path)  # its device profiles: errors before any run
     return LoadedQuestion(path, question, scenario, scenario_path)
@@ -236,15 +304,16 @@ def _check_crowd(scenario: Scenario, path: Path) -> None:
         )
 
 
-def _without_axes_tag(error: InputError) -> InputError:
-    """``axes.devices.batch.0`` -> ``axes.batch.0``: the kind of axes is not a key."""
+def _without_tags(error: InputError) -> InputError:
+    """``axes.devices.batch.0`` -> ``axes.batch.0``, ``question.one.kind`` ->
+    ``question.kind``, ``question.list.1.kind`` -> ``question.1.kind``: the shape of the
+    axes or the question is not a key."""
     field = error.field or ""
-    for tag in AXES_TAGS:
-        if field.startswith(f"axes.{tag}."):
-            return InputError(
-                error.path, "axes." + field.removeprefix(f"axes.{tag}."), error.problem
-            )
-    return error
+    for key, tags in (("axes", AXES_TAGS), ("question", QUESTION_TAGS)):
+        for tag in tags:
+            if field == f"{key}.{tag}" or field.startswith(f"{key}.{tag}."):
+                field = key + field.removeprefix(f"{key}.{tag}")
+    return InputError(error.path, field or error.field, error.problem)
 
 
 def _as_swept(error: InputError, scenario: str) -> InputError:
@@ -257,9 +326,7 @@ def _as_swept(error: InputError, scenario: str) -> InputError:
     return InputError(error.path, field, f"{problem} (scenario {scenario} with 'set' applied)")
 
 
-def _strategies(
-    kind: SmallestFleet | Crossover | BestMode | CrowdCapacity,
-) -> list[dict[str, Any]] | None:
+def _strategies(kind: AnyKind) -> list[dict[str, Any]] | None:
     """The strategies the sweep runs; None keeps the scenario's own."""
     if isinstance(kind, CrowdCapacity):
         return [{"name": kind.strategy}]

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Protocol
 
 from edgetwin.configuration import crowd_runs
+from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.plan.questions import CrowdAxes, LoadedQuestion
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
 from edgetwin.sim.crowd.runner import prepare_crowd, simulate_crowd
-from edgetwin.sim.runner import FleetMember, build_fleet, simulate
+from edgetwin.sim.runner import FleetMember, build_fleet, decoder_memory_status, simulate
 
 
 @dataclass(frozen=True)
@@ -50,38 +51,92 @@ class Payload(Protocol):
 
 @dataclass(frozen=True)
 class SweepPayload:
-    """A device-fleet sweep: the scenario as JSON and its path."""
+    """A device-fleet sweep: the scenario as JSON and its path. Its units are the
+    configurations, then (``context_search``) one longest-context search per decoder
+    candidate, batch and output length (``context_searches``)."""
 
     scenario_json: str
     scenario_path: str
+    context_search: bool = False
 
     @property
     def identity(self) -> str:
-        return self.scenario_json
+        return self.scenario_json + (" longest context" if self.context_search else "")
 
     def units(self) -> int:
-        return len(_prepared(self)[2])
+        _, _, configs, searches = _prepared(self)
+        return len(configs) + len(searches)
 
     def run(self, indexes: Sequence[int]) -> list[ConfigResult]:
-        scenario, fleet, configs = _prepared(self)
-        return [
-            ConfigResult(
-                index,
-                tuple(
+        scenario, fleet, configs, searches = _prepared(self)
+        results = []
+        for index in indexes:
+            if index < len(configs):
+                rows = tuple(
                     simulate(scenario, fleet, configs[index], index, rep).row
                     for rep in range(scenario.repetitions)
-                ),
-            )
-            for index in indexes
-        ]
+                )
+            else:
+                search = searches[index - len(configs)]
+                rows = tuple(
+                    simulate(scenario, fleet, config, index, 0).row
+                    for config in longest_context(scenario, fleet, search)
+                )
+            results.append(ConfigResult(index, rows))
+        return results
 
 
 @functools.lru_cache(maxsize=4)
-def _prepared(payload: SweepPayload) -> tuple[Scenario, list[FleetMember], list[Configuration]]:
-    """Scenario, fleet and configurations, parsed once per process."""
+def _prepared(
+    payload: SweepPayload,
+) -> tuple[Scenario, list[FleetMember], list[Configuration], list[Configuration]]:
+    """Scenario, fleet, configurations and context searches, parsed once per process."""
     scenario = Scenario.model_validate_json(payload.scenario_json)
     fleet = build_fleet(scenario, Path(payload.scenario_path))
-    return scenario, fleet, configurations(scenario)
+    configs = configurations(scenario)
+    return scenario, fleet, configs, context_searches(configs) if payload.context_search else []
+
+
+def context_searches(configs: Sequence[Configuration]) -> list[Configuration]:
+    """One search per candidate, batch and output length, at the first swept bandwidth
+    (memory does not depend on it) and from the shortest swept prompt (one the scenario
+    checked its split for)."""
+    first: dict[Configuration, Configuration] = {}
+    for config in configs:
+        key = config.model_copy(update={"prompt_tokens": None, "bandwidth_mbps": 0.0})
+        shortest = first.setdefault(key, config)
+        if (config.prompt_tokens or 0) < (shortest.prompt_tokens or 0):
+            first[key] = shortest.model_copy(update={"prompt_tokens": config.prompt_tokens})
+    return list(first.values())
+
+
+def longest_context(
+    scenario: Scenario, fleet: list[FleetMember], search: Configuration
+) -> list[Configuration]:
+    """The configurations at the edge of what fits: the longest prompt T, from the search's
+    own, that runs without running out of memory (bisected on the twin's memory check,
+    which grows with T) and T + 1, which does not; T alone when the model's positions end
+    first; the search's own prompt alone when even it does not fit."""
+    assert isinstance(scenario.model, DecoderSpec)
+    assert search.prompt_tokens is not None and search.output_tokens is not None
+    at = functools.partial(_with_prompt, search)
+    highest = scenario.model.max_positions - search.output_tokens
+    if decoder_memory_status(scenario, fleet, at(highest)) == "ok":
+        return [at(highest)]
+    fits, fails = search.prompt_tokens, highest  # invariant: fits fits, fails does not
+    if decoder_memory_status(scenario, fleet, at(fits)) != "ok":
+        return [at(fits)]
+    while fails - fits > 1:
+        middle = (fits + fails) // 2
+        if decoder_memory_status(scenario, fleet, at(middle)) == "ok":
+            fits = middle
+        else:
+            fails = middle
+    return [at(fits), at(fails)]
+
+
+def _with_prompt(config: Configuration, prompt_tokens: int) -> Configuration:
+    return config.model_copy(update={"prompt_tokens": prompt_tokens})
 
 
 @dataclass(frozen=True)
@@ -131,7 +186,7 @@ def payload_for(loaded: LoadedQuestion) -> SweepPayload | CrowdPayload:
     axes = loaded.question.axes
     if isinstance(axes, CrowdAxes):
         return CrowdPayload(scenario_json, path, axes.fleet_size)
-    return SweepPayload(scenario_json, path)
+    return SweepPayload(scenario_json, path, loaded.question.searches_context)
 
 
 def run_chunk(payload: Payload, indexes: Sequence[int]) -> list[ConfigResult]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from edgetwin.links import read_link_warnings
 from edgetwin.reports.crowd import Records, crowd_figures, is_crowd
 from edgetwin.reports.figures import comparison_figure, report_figures
 from edgetwin.reports.link_check import link_check_figure, read_link_checks
+from edgetwin.reports.llm import device_ram_mb, is_decoder, llm_figures
 from edgetwin.reports.plotly_js import deferred, plotly_js_html
 from edgetwin.reports.rows import average_reps
 from edgetwin.reports.style import FONT, styled
@@ -124,11 +125,12 @@ class RunData:
     crowd_records: Records | None
     link_checks: list[dict[str, str]]
     link_warnings: list[str]
+    device_ram_mb: dict[str, float] = field(default_factory=dict)  # decoders' RAM line
 
 
 def read_run(run_dir: Path) -> RunData:
-    """``results.csv`` and, where present, ``reference.csv``, ``timeline.json`` (crowd runs)
-    and ``link_check.csv`` (emulator runs)."""
+    """``results.csv`` and, where present, ``reference.csv``, ``timeline.json`` (crowd runs),
+    ``link_check.csv`` (emulator runs) and the devices' RAM (decoder runs)."""
     rows = read_results(run_dir / "results.csv")
     reference_path = run_dir / "reference.csv"
     comparison = (
@@ -137,13 +139,17 @@ def read_run(run_dir: Path) -> RunData:
     timeline_path = run_dir / "timeline.json"
     records = json.loads(timeline_path.read_text()) if timeline_path.exists() else None
     checks = run_dir / "link_check.csv"
-    return RunData(rows, comparison, records, read_link_checks(checks), read_link_warnings(checks))
+    warnings = read_link_warnings(checks)
+    ram = device_ram_mb(run_dir) if is_decoder(rows) else {}
+    return RunData(rows, comparison, records, read_link_checks(checks), warnings, ram)
 
 
 def run_figures(data: RunData) -> list[go.Figure]:
     """Every figure of a run's page, in page order."""
     if is_crowd(data.rows):
         figures = crowd_figures(data.rows, data.crowd_records)
+    elif is_decoder(data.rows):
+        figures = llm_figures(data.rows, data.device_ram_mb)
     else:
         figures = report_figures(average_reps(data.rows), data.comparison)
     link_figure = link_check_figure(data.link_checks)

@@ -9,8 +9,8 @@ from typing import Any
 import plotly.graph_objects as go
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.plan.answers import describe
-from edgetwin.plan.questions import PlanQuestion
+from edgetwin.plan.answers import QUESTIONS, describe, grid_title
+from edgetwin.plan.questions import BEST_METRICS, PlanQuestion
 from edgetwin.reports.html import figure_html, page
 from edgetwin.reports.style import (
     categories,
@@ -133,8 +133,13 @@ def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
 
 
 def best_mode_figures(result: dict[str, Any]) -> list[go.Figure]:
-    """Heatmap of the fastest candidate over batch x bandwidth; latency-energy Pareto front."""
-    names = sorted({str(n) for row in result["best"] for n in row})
+    """A heatmap of the best candidate over batch x bandwidth per metric and workload; the
+    latency-energy Pareto front."""
+    return [*(_best_heatmap(result, grid) for grid in result["grids"]), _pareto(result)]
+
+
+def _best_heatmap(result: dict[str, Any], grid: dict[str, Any]) -> go.Figure:
+    names = sorted({str(n) for row in grid["best"] for n in row})
     code = {name: i for i, name in enumerate(names)}
     steps = max(1, len(names))
     scale = []
@@ -145,22 +150,31 @@ def best_mode_figures(result: dict[str, Any]) -> list[go.Figure]:
         go.Heatmap(
             x=categories(result["bandwidths_mbps"]),
             y=batches,
-            z=[[code[str(n)] for n in row] for row in result["best"]],
-            text=result["best"],
+            z=[[code[str(n)] for n in row] for row in grid["best"]],
+            text=grid["best"],
+            customdata=grid["best_value"],
             texttemplate="%{text}",
             zmin=-0.5,
             zmax=steps - 0.5,
             colorscale=scale,
             showscale=False,
-            hovertemplate="batch %{y}, %{x} Mbit/s: %{text}<extra></extra>",
+            hovertemplate="batch %{y}, %{x} Mbit/s: %{text} (%{customdata:.4g})<extra></extra>",
         )
     )
+    title = "Fastest mode"
+    if grid_title(grid) != "fastest":
+        workload = grid_title(grid).partition(", ")[2]
+        title = title_text(f"Lowest {BEST_METRICS[grid['metric']]}", workload or None)
     heat.update_layout(
-        title="Fastest mode",
+        title=title,
         xaxis={"title": "Bandwidth (Mbit/s)", "type": "category"},
         yaxis={"title": "Batch size (samples)", "type": "category"},
         height=rows_height(2 * len(batches)),
     )
+    return heat
+
+
+def _pareto(result: dict[str, Any]) -> go.Figure:
     pareto = go.Figure()
     points = result["pareto"]
     pareto.add_trace(
@@ -178,7 +192,56 @@ def best_mode_figures(result: dict[str, Any]) -> list[go.Figure]:
         xaxis={"title": "Latency per batch (ms)", **log_ticks(p["latency_ms"] for p in points)},
         yaxis_title="Energy per sample (J)",
     )
-    return [heat, pareto]
+    return pareto
+
+
+def longest_context_figures(result: dict[str, Any]) -> list[go.Figure]:
+    """The longest prompt each candidate fits, one bar per batch and output length (what
+    stopped it on hover), and the model's positions less the output, which none can pass."""
+    entries = result["candidates"]
+    labels = list(dict.fromkeys(e["candidate"] for e in entries))
+    workloads = list(dict.fromkeys((e["batch"], e["output_tokens"]) for e in entries))
+    fig = go.Figure()
+    for at, (batch, output) in enumerate(workloads):
+        mine = {
+            e["candidate"]: e
+            for e in entries
+            if (e["batch"], e["output_tokens"]) == (batch, output)
+        }
+        fig.add_bar(
+            x=labels,
+            y=[mine[c]["longest_prompt_tokens"] if c in mine else None for c in labels],
+            customdata=[mine[c]["stopped_by"] if c in mine else "" for c in labels],
+            textposition="none",
+            name=f"batch {batch}, {output} output tokens",
+            marker_color=color(at),
+            hovertemplate="%{x}: %{y} prompt tokens<br>then %{customdata}<extra></extra>",
+        )
+    outputs = sorted({e["output_tokens"] for e in entries})
+    for output in outputs:
+        fig.add_trace(  # a trace: one legend entry per output length
+            go.Scatter(
+                x=[labels[0], labels[-1]],
+                y=[result["max_positions"] - output] * 2,
+                mode="lines",
+                line={"dash": "dash", "color": "black"},
+                name=f"model positions - {output} output tokens",
+            )
+        )
+    fig.update_layout(
+        title=title_text(
+            "Longest prompt that fits", "weights + peak KV cache against each device's RAM"
+        ),
+        barmode="group",
+        xaxis={"title": "Candidate", "type": "category"},
+        yaxis={"title": "Longest prompt (tokens)", "rangemode": "tozero"},
+    )
+    return [fig]
+
+
+def questions_figures(result: dict[str, Any]) -> list[go.Figure]:
+    """Every figure of each question of a file that lists several."""
+    return [fig for one in result["answers"] for fig in FIGURES[one["kind"]](one)]
 
 
 def capacity_figures(result: dict[str, Any]) -> list[go.Figure]:
@@ -244,6 +307,8 @@ FIGURES = {
     "smallest_fleet": fleet_figures,
     "crossover": crossover_figures,
     "best_mode": best_mode_figures,
+    "longest_context": longest_context_figures,
+    QUESTIONS: questions_figures,
 }
 
 

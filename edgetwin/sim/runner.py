@@ -285,3 +285,20 @@ def _row(
         status=status,
         bytes_sent=round(sum(network.bytes_sent.values())),
     )
+
+
+def decoder_memory_status(
+    scenario: Scenario, fleet: list[FleetMember], config: Configuration
+) -> str:
+    """The status a decoder run of ``config`` starts with, without simulating it: ``ok``, or
+    out of memory (its weights and peak KV cache against each device's RAM, as ``simulate``
+    checks them)."""
+    assert config.prompt_tokens is not None and config.output_tokens is not None
+    env = simpy.Environment()
+    members = fleet[: config.devices]
+    devices = [
+        Device(env, m.name, _profile_for_rep(scenario, m.profile, 0), m.spec.ram_mb, None)
+        for m in members
+    ]
+    plan = decoder_run.plan_for(scenario, config, devices)
+    return decoder_run.memory_status(plan, devices, config.prompt_tokens + config.output_tokens - 1)

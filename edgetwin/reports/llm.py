@@ -1,0 +1,192 @@
+"""Figures of a decoder run (docs/llm.md): TTFT and TPOT against the prompt length, tokens/s
+against the bandwidth, and each device's memory against the context with its RAM."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from statistics import fmean
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from edgetwin.errors import InputError
+from edgetwin.profile import DeviceProfile, load_profile
+from edgetwin.reports.figures import looks
+from edgetwin.reports.rows import Config, config_labels, config_of, config_order
+from edgetwin.reports.style import log_ticks, styled
+from edgetwin.results import ResultRow
+from edgetwin.scenario import load_scenario
+
+RESOLVED = "scenario.resolved.yaml"
+
+Slice = tuple[object, ...]  # the values a figure holds fixed (batch, bandwidth, ...)
+
+
+def device_ram_mb(run_dir: Path) -> dict[str, float]:
+    """Each device class's RAM (MB), from the run's ``scenario.resolved.yaml`` and the
+    profiles it names; empty when the folder has no readable one."""
+    try:
+        scenario = load_scenario(run_dir / RESOLVED)
+        return {
+            spec.name: spec.ram_mb or _profile(spec.profile, run_dir).ram_mb
+            for spec in scenario.devices
+        }
+    except InputError:
+        return {}
+
+
+def _profile(profile: str | DeviceProfile, run_dir: Path) -> DeviceProfile:
+    return profile if isinstance(profile, DeviceProfile) else load_profile(profile, run_dir)
+
+
+def is_decoder(rows: Sequence[ResultRow]) -> bool:
+    """Whether the rows are a decoder's (they carry the prompt length)."""
+    return bool(rows) and all(row.prompt_tokens is not None for row in rows)
+
+
+def _mean(rows: Sequence[ResultRow], column: str) -> float | None:
+    values = [getattr(r, column) for r in rows if r.status == "ok"]
+    return fmean(values) if values else None
+
+
+def _line_config(row: ResultRow) -> Config:
+    """A row's configuration; a CR's segments follow the prompt, so a CR is one line."""
+    config = config_of(row)
+    return config if config.cr is None else replace(config, segments=None)
+
+
+def _lines(
+    rows: Sequence[ResultRow],
+    fixed: Callable[[ResultRow], Slice],
+    swept: Callable[[ResultRow], float],
+) -> tuple[Slice, dict[Config, dict[float, list[ResultRow]]]] | None:
+    """The rows of the slice (``fixed``) with the most ``swept`` values, by configuration
+    and swept value (the first such slice on a tie)."""
+    slices: dict[Slice, dict[Config, dict[float, list[ResultRow]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list))
+    )
+    for row in rows:
+        slices[fixed(row)][_line_config(row)][swept(row)].append(row)
+    if not slices:
+        return None
+    chosen = max(slices, key=lambda s: len({x for line in slices[s].values() for x in line}))
+    lines = slices[chosen]
+    return chosen, {c: dict(sorted(lines[c].items())) for c in sorted(lines, key=config_order)}
+
+
+def _add_lines(
+    fig: go.Figure,
+    lines: dict[Config, dict[float, list[ResultRow]]],
+    value: Callable[[list[ResultRow]], float | None],
+    unit: str,
+    col: int | None = None,
+) -> None:
+    """One line per configuration, named by its label, coloured by its strategy."""
+    labels = config_labels(lines)
+    look = looks(labels)
+    for config, points in lines.items():
+        fig.add_scatter(
+            x=list(points),
+            y=[value(reps) for reps in points.values()],
+            name=labels[config],
+            legendgroup=config.strategy,
+            legendgrouptitle_text=config.strategy,
+            showlegend=col in (None, 1),
+            mode="lines+markers",
+            line=look[config].line(),
+            marker_symbol=look[config].symbol,
+            hovertemplate="%{x:g}: %{y:.4g} " + unit + "<extra>" + labels[config] + "</extra>",
+            **({} if col is None else {"row": 1, "col": col}),
+        )
+
+
+def ttft_tpot_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
+    """TTFT and TPOT (ms) against the prompt length, one line per configuration."""
+    found = _lines(
+        rows,
+        lambda r: (r.batch, r.bandwidth_mbps, r.output_tokens),
+        lambda r: float(r.prompt_tokens or 0),
+    )
+    if found is None:
+        return None
+    (batch, bandwidth_mbps, output), lines = found
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Time to first token", "Time per token"))
+    styled(fig).update_layout(
+        title=f"TTFT and TPOT vs prompt length at batch {batch}, {bandwidth_mbps:g} Mbit/s, "
+        f"{output} output tokens"
+    )
+    prompts = [x for points in lines.values() for x in points]
+    for col, column, name in ((1, "ttft_ms", "TTFT"), (2, "tpot_ms", "TPOT")):
+        _add_lines(fig, lines, lambda reps, c=column: _mean(reps, c), "ms", col)  # type: ignore[misc]
+        values = [_mean(reps, column) for points in lines.values() for reps in points.values()]
+        fig.update_xaxes(title="Prompt tokens", **log_ticks(prompts, swept=True), row=1, col=col)
+        fig.update_yaxes(title=f"{name} (ms)", **log_ticks(values), row=1, col=col)
+    return fig
+
+
+def tokens_per_s_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
+    """Generated tokens per second against the bandwidth, one line per configuration."""
+    found = _lines(
+        rows,
+        lambda r: (r.batch, r.prompt_tokens, r.output_tokens),
+        lambda r: r.bandwidth_mbps,
+    )
+    if found is None:
+        return None
+    (batch, prompt, output), lines = found
+    fig = styled(go.Figure()).update_layout(
+        title=f"Tokens/s vs bandwidth at batch {batch}, prompt {prompt}, {output} output tokens"
+    )
+    _add_lines(fig, lines, lambda reps: _mean(reps, "tokens_per_s"), "tokens/s")
+    bandwidths = [x for points in lines.values() for x in points]
+    fig.update_xaxes(title="Bandwidth (Mbit/s)", **log_ticks(bandwidths))
+    fig.update_yaxes(title="Tokens per second (all sequences)", rangemode="tozero")
+    return fig
+
+
+def _memory_mb(reps: list[ResultRow]) -> float | None:
+    """The largest weights plus the largest peak KV cache on a device (any status: a run
+    that does not fit still says how much it needed)."""
+    row = reps[0]
+    if row.weights_mb is None or row.kv_cache_mb is None:
+        return None
+    return row.weights_mb + row.kv_cache_mb
+
+
+def memory_figure(rows: Sequence[ResultRow], ram_mb: Mapping[str, float]) -> go.Figure | None:
+    """Weights + peak KV cache per device against the context (prompt + output tokens), one
+    line per configuration, and each device class's RAM as a dashed line."""
+    found = _lines(
+        rows,
+        lambda r: (r.batch,),
+        lambda r: float((r.prompt_tokens or 0) + (r.output_tokens or 0)),
+    )
+    if found is None:
+        return None
+    (batch,), lines = found
+    fig = styled(go.Figure()).update_layout(
+        title=f"Memory per device vs context at batch {batch}: weights + peak KV cache"
+    )
+    _add_lines(fig, lines, _memory_mb, "MB")
+    contexts = [x for points in lines.values() for x in points]
+    for name, ram in ram_mb.items():
+        fig.add_scatter(  # a trace, not add_hline: its annotation breaks a log axis's range
+            x=[min(contexts), max(contexts)],
+            y=[ram, ram],
+            mode="lines",
+            line={"dash": "dash", "color": "black"},
+            name=f"RAM of {name} ({ram:g} MB)",
+            legendgroup="RAM",
+        )
+    fig.update_xaxes(title="Context (prompt + output tokens)", **log_ticks(contexts, swept=True))
+    fig.update_yaxes(title="Memory per device (MB)", rangemode="tozero")
+    return fig
+
+
+def llm_figures(rows: Sequence[ResultRow], ram_mb: Mapping[str, float]) -> list[go.Figure]:
+    """Every decoder figure the rows allow, in page order."""
+    figures = [ttft_tpot_figure(rows), tokens_per_s_figure(rows), memory_figure(rows, ram_mb)]
+    return [fig for fig in figures if fig is not None]

@@ -1,0 +1,162 @@
+"""Plan questions on a decoder: the lowest TTFT / TPOT per cell follow from the twin's rows,
+and the longest context that fits from the memory arithmetic (docs/llm.md, Memory)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from edgetwin.decoder_spec import DTYPE_BYTES, DecoderSpec, kv_bytes_per_token
+from edgetwin.errors import InputError
+from edgetwin.models import registry
+from edgetwin.plan.executors import SerialExecutor
+from edgetwin.plan.questions import load_question
+from edgetwin.plan.run import run_plan
+from edgetwin.profile import MB
+from edgetwin.reports.plan import questions_figures, write_plan_report
+from edgetwin.scenario import configurations
+from edgetwin.sim.runner import build_fleet, decoder_memory_status, run_scenario
+from tests.conftest import REPO
+
+SCENARIO = REPO / "scenarios" / "llm_jetson.yaml"
+OUTPUT_TOKENS = 4
+
+
+def llm_question(tmp_path: Path, **changes: Any) -> Path:
+    raw: dict[str, Any] = {
+        "name": "q_llm",
+        "scenario": str(SCENARIO),
+        "set": [f"workload.output_tokens={OUTPUT_TOKENS}"],
+        "axes": {
+            "batch": [8],
+            "bandwidth_mbps": [200, 900],
+            "devices": [2],
+            "prompt_tokens": [128],
+        },
+        "question": [
+            {"kind": "best_mode", "metrics": ["ttft_ms", "tpot_ms"]},
+            {"kind": "longest_context"},
+        ],
+    }
+    raw.update(changes)
+    path = tmp_path / "q_llm.plan.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any], Path]:
+    tmp = tmp_path_factory.mktemp("plan_llm")
+    loaded = load_question(llm_question(tmp))
+    outcome = run_plan(loaded, tmp / "out", SerialExecutor(), write_plan_report)
+    return loaded, outcome.answer, tmp / "out"
+
+
+@pytest.mark.timeout(240)
+def test_lowest_ttft_and_tpot_follow_from_the_twin_rows(planned: Any) -> None:
+    loaded, answer, _ = planned
+    best = next(a for a in answer["answers"] if a["kind"] == "best_mode")
+    fleet = build_fleet(loaded.scenario, loaded.scenario_path)
+    rows = [o.row for o in run_scenario(loaded.scenario, fleet)]
+    assert {g["metric"] for g in best["grids"]} == {"ttft_ms", "tpot_ms"}
+    for grid in best["grids"]:
+        for b, batch in enumerate(best["batches"]):
+            for w, bw in enumerate(best["bandwidths_mbps"]):
+                cell = [r for r in rows if (r.batch, r.bandwidth_mbps) == (batch, bw)]
+                scored = {
+                    registry.candidate_label(r.strategy, r.devices, r.cr, r.segments): float(
+                        np.mean(getattr(r, grid["metric"]))
+                    )
+                    for r in cell
+                }
+                winner = min(scored, key=lambda name: scored[name])
+                assert grid["best"][b][w] == winner
+                assert grid["best_value"][b][w] == pytest.approx(scored[winner])
+    ttft = next(g for g in best["grids"] if g["metric"] == "ttft_ms")
+    tpot = next(g for g in best["grids"] if g["metric"] == "tpot_ms")
+    assert ttft["best"] != tpot["best"]  # prefill and decode favour different splits here
+
+
+@pytest.mark.timeout(240)
+def test_longest_context_is_the_memory_arithmetic(planned: Any) -> None:
+    loaded, answer, out = planned
+    longest = next(a for a in answer["answers"] if a["kind"] == "longest_context")
+    model = loaded.scenario.model
+    assert isinstance(model, DecoderSpec)
+    ram_mb = build_fleet(loaded.scenario, loaded.scenario_path)[0].profile.ram_mb
+    by_candidate = {e["candidate"]: e for e in longest["candidates"]}
+    # one board, and tensor parallel (every rank holds a P-th of the KV heads of every
+    # layer and the same weights): positions kept = free RAM / KV per position, and the
+    # peak KV holds prompt + output - 1 positions
+    for label, share in (("single", 1), ("tensor_parallel x2", 2)):
+        entry = by_candidate[label]
+        per_position = 8 * kv_bytes_per_token(model) / share  # batch 8
+        kept = math.floor((ram_mb - entry["weights_mb"]) * MB / per_position)
+        assert entry["longest_prompt_tokens"] == kept - OUTPUT_TOKENS + 1
+        assert entry["stopped_by"] == f"out of memory on jetson-0 at token {kept + 1}"
+    assert kv_bytes_per_token(model) == 2 * 16 * 512 * DTYPE_BYTES["fp16"]
+    # every candidate: its longest prompt fits, one more does not (the twin's own check),
+    # and a split over two boards holds a longer context than one board
+    fleet = build_fleet(loaded.scenario, loaded.scenario_path)
+    rows = (out / "results.csv").read_text().splitlines()
+    configs = configurations(loaded.scenario)
+    for entry in longest["candidates"]:
+        if entry["candidate"] != "single":
+            assert entry["longest_prompt_tokens"] > by_candidate["single"]["longest_prompt_tokens"]
+        config = next(
+            c for c in configs if (c.strategy, c.devices) == (entry["strategy"], entry["devices"])
+        )
+        fits = config.model_copy(update={"prompt_tokens": entry["longest_prompt_tokens"]})
+        more = fits.model_copy(update={"prompt_tokens": entry["longest_prompt_tokens"] + 1})
+        assert decoder_memory_status(loaded.scenario, fleet, fits) == "ok"
+        assert decoder_memory_status(loaded.scenario, fleet, more) == entry["stopped_by"]
+    assert len(rows) == 1 + 5 * 2 + 2 * 5  # the grid, then each search's two edge rows
+
+
+def test_longest_context_needs_a_decoder_and_lists_share_a_sweep(tmp_path: Path) -> None:
+    encoder = llm_question(
+        tmp_path,
+        scenario=str(REPO / "scenarios" / "prism_jetson.yaml"),
+        set=[],
+        axes={"batch": [1], "bandwidth_mbps": [400]},
+        question={"kind": "longest_context"},
+    )
+    with pytest.raises(InputError, match="longest_context needs a decoder") as error:
+        load_question(encoder)
+    assert error.value.field == "question"
+    mixed = llm_question(
+        tmp_path,
+        question=[
+            {"kind": "best_mode"},
+            {"kind": "crossover", "strategy": {"name": "prism", "cr": 4}},
+        ],
+    )
+    with pytest.raises(InputError, match="shares one sweep"):
+        load_question(mixed)
+    unknown = llm_question(tmp_path, question={"kind": "best_mode", "metrics": ["speed"]})
+    with pytest.raises(InputError, match=r"unknown metric 'speed'; known: total_ms, ttft_ms"):
+        load_question(unknown)
+
+
+def test_plan_page_figures_follow_the_answer(planned: Any) -> None:
+    _, answer, out = planned
+    figures = questions_figures(answer)
+    best, longest = answer["answers"]
+    titles = [fig.layout.title.text for fig in figures]
+    assert sum(t.startswith("Lowest time to first token") for t in titles) == 1
+    assert sum(t.startswith("Lowest time per output token") for t in titles) == 1
+    bars = figures[-1]
+    entries = longest["candidates"]
+    assert [list(t.y) for t in bars.data if t.type == "bar"] == [
+        [e["longest_prompt_tokens"] for e in entries]
+    ]
+    limit = next(t for t in bars.data if t.type == "scatter")
+    assert set(limit.y) == {longest["max_positions"] - OUTPUT_TOKENS}
+    heat = figures[0].data[0]
+    assert [list(row) for row in heat.text] == best["grids"][0]["best"]
+    assert "Longest prompt that fits" in (out / "plan.html").read_text()

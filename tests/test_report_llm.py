@@ -1,0 +1,71 @@
+"""The page of a decoder run: TTFT and TPOT vs prompt length, tokens/s vs bandwidth and the
+memory per device vs context with the RAM line, traces named per strategy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edgetwin.cli import main
+from edgetwin.models import registry
+from edgetwin.profile import load_profile
+from edgetwin.reports.html import read_run, run_figures
+from edgetwin.reports.llm import device_ram_mb
+from tests.conftest import REPO
+
+SMOKE = REPO / "scenarios" / "llm_smoke.yaml"
+SWEEP = "sweeps=[{batch: [1], prompt_tokens: [32, 64], bandwidth_mbps: [200, 400], devices: [2]}]"
+
+
+def llm_run(out: Path) -> Path:
+    """llm_smoke in the twin over two prompt lengths and two bandwidths."""
+    assert main(["run", str(SMOKE), "--out", str(out), "--quiet", "--set", SWEEP]) == 0
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_decoder_page_has_its_figures_with_a_line_per_strategy(tmp_path: Path) -> None:
+    data = read_run(llm_run(tmp_path / "run"))
+    figures = run_figures(data)
+    titles = [fig.layout.title.text for fig in figures]
+    assert [t.split(" vs ")[0] for t in titles] == [
+        "TTFT and TPOT",
+        "Tokens/s",
+        "Memory per device",
+    ]
+    strategies = {row.strategy for row in data.rows}
+    assert strategies == set(registry.decoder_names())
+    for fig in figures:
+        named = {trace.legendgroup for trace in fig.data if trace.legendgroup != "RAM"}
+        assert named == strategies
+    ttft, tokens, memory = figures
+    single = next(r for r in data.rows if r.strategy == "single" and r.prompt_tokens == 64)
+    line = next(t for t in ttft.data if t.name == "single" and t.xaxis == "x")
+    assert list(line.x) == [32, 64] and line.y[1] == pytest.approx(single.ttft_ms)
+    rate = next(t for t in tokens.data if t.name == "single")
+    prompt = int(tokens.layout.title.text.split("prompt ")[1].split(",")[0])
+    expected = [
+        r.tokens_per_s
+        for bw in (200, 400)
+        for r in data.rows
+        if (r.strategy, r.prompt_tokens, r.bandwidth_mbps) == ("single", prompt, bw)
+    ]
+    assert list(rate.x) == [200, 400] and list(rate.y) == pytest.approx(expected)
+    memory_line = next(t for t in memory.data if t.name == "single")
+    assert memory_line.y[1] == pytest.approx(single.weights_mb + single.kv_cache_mb)
+    ram = [t for t in memory.data if t.legendgroup == "RAM"]
+    profile_ram_mb = load_profile("jetson_orin_nano").ram_mb
+    assert len(ram) == 1 and set(ram[0].y) == {profile_ram_mb}
+    assert device_ram_mb(tmp_path / "run") == {"jetson": profile_ram_mb}
+
+
+def test_the_ram_line_follows_the_device_spec(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    sweep = "sweeps=[{batch: [1], prompt_tokens: [32, 64], devices: [2]}]"
+    run = ["run", str(SMOKE), "--out", str(out), "--quiet", "--set", sweep]
+    assert (
+        main([*run, "--set", "devices.0.ram_mb=3000", "--set", "strategies=[{name: single}]"]) == 0
+    )
+    memory = run_figures(read_run(out))[-1]
+    assert [set(t.y) for t in memory.data if t.legendgroup == "RAM"] == [{3000.0}]
