@@ -5,7 +5,9 @@ full frame (1514 bytes on the wire) carries 1448 bytes of payload (TCP timestamp
 so goodput is ~4.4 % under the set rate by construction; ``wire_mbps`` adds the headers
 back and is what is compared with the set rate (tolerance and why: ``edgetwin.links``).
 ``shaped_mbps`` is the rate tc reports for the queues the direction crosses (the lower
-of the two): what the shaper was told, read back.
+of the two): what the shaper was told, read back. With latency emulated, ping measures
+it (``latency_measured_ms``: half the mean round trip); with loss, iperf3's UDP probes
+measure it (``loss_measured_pct``, its binomial tolerance: ``edgetwin.emu.mininet.loss``).
 """
 
 from __future__ import annotations
@@ -13,9 +15,17 @@ from __future__ import annotations
 import csv
 import json
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from edgetwin.emu.mininet.delay import mean_rtt_ms, ping_command
+from edgetwin.emu.mininet.loss import (
+    LOSS_PROBES,
+    loss_tolerance_pct,
+    lost_probes,
+    probe_argv,
+    probe_duration_s,
+)
 from edgetwin.emu.mininet.net import EmuError, EmuNetwork
 from edgetwin.emu.mininet.topology import class_show_command, parse_class_rate_mbps, path_queues
 from edgetwin.links import link_warning, within_tolerance
@@ -25,6 +35,7 @@ FRAME_BYTES = 1514  # Ethernet header + 1500-byte IP packet
 PAYLOAD_BYTES = 1448  # 1500 - 20 (IP) - 32 (TCP with timestamps)
 _CONNECT_TRIES = 20
 _CONNECT_WAIT_S = 0.1
+_CLIENT_SETUP_S = 30.0  # an iperf3 client's time beyond its test: connecting, reporting
 
 
 @dataclass(frozen=True)
@@ -41,6 +52,11 @@ class LinkCheck:
     latency_ms: float
     latency_emulated: bool
     shaped_mbps: float | None = None
+    latency_measured_ms: float | None = None
+    loss_pct: float = 0.0
+    loss_measured_pct: float | None = None
+    loss_tolerance_pct: float | None = None
+    loss_within_tolerance: bool | None = None
 
     def warning(self) -> str | None:
         """The warning line when the wire rate is outside the tolerance, else None."""
@@ -48,6 +64,16 @@ class LinkCheck:
             return None
         return link_warning(
             self.bandwidth_mbps, self.sender, self.receiver, self.wire_mbps, self.error_pct
+        )
+
+    def loss_warning(self) -> str | None:
+        """The warning line when the measured loss is outside its tolerance, else None."""
+        if self.loss_within_tolerance is not False:
+            return None
+        return (
+            f"link {self.sender} -> {self.receiver} set to {self.loss_pct:g} % loss lost "
+            f"{self.loss_measured_pct:.2f} % of its probes (tolerance "
+            f"{self.loss_tolerance_pct:.2f} points)"
         )
 
 
@@ -108,15 +134,39 @@ def measure_links(
                 )
                 sender, receiver = (hosts[end].name for end in ends)
                 latency_ms = net.network.latency_ms
-                checks.append(
-                    link_check(
-                        bandwidth_mbps, sender, receiver, goodput, latency_ms, net.netem, shaped
-                    )
-                )
+                check = link_check(bandwidth_mbps, sender, receiver, goodput, latency_ms,
+                                   net.latency_emulated, shaped)  # fmt: skip
+                checks.append(_with_latency_and_loss(net, check, ends, reverse))
         return checks
     finally:
         server.kill()
         server.wait()
+
+
+def _with_latency_and_loss(
+    net: EmuNetwork, check: LinkCheck, ends: tuple[int, int], reverse: bool
+) -> LinkCheck:
+    """``check`` with the latency measured by ping (if emulated) and the loss by UDP probes
+    (if set), from ``ends[0]`` to ``ends[1]``; the iperf3 server is host 0."""
+    hosts = net.topology.hosts
+    sender, receiver = (hosts[end] for end in ends)
+    loss_pct = net.network.loss_pct
+    latency = None
+    if net.latency_emulated:
+        latency = mean_rtt_ms(net.output(ping_command(sender, receiver.ip))) / 2
+    if loss_pct <= 0:
+        return replace(check, latency_measured_ms=latency)
+    client = ends[1] if reverse else ends[0]
+    argv = probe_argv(hosts[0].ip, IPERF_PORT, check.bandwidth_mbps, reverse, LOSS_PROBES)
+    duration_s = probe_duration_s(check.bandwidth_mbps)
+    report = _iperf3(net, client, argv, duration_s, f"UDP probes from host {client}")
+    lost, sent = lost_probes(report)
+    measured = 100 * lost / sent
+    tolerance = loss_tolerance_pct(loss_pct, sent)
+    return replace(
+        check, latency_measured_ms=latency, loss_pct=loss_pct, loss_measured_pct=measured,
+        loss_tolerance_pct=tolerance, loss_within_tolerance=abs(measured - loss_pct) <= tolerance,
+    )  # fmt: skip
 
 
 def write_link_checks(path: Path, checks: list[LinkCheck]) -> None:
@@ -138,12 +188,23 @@ def _class_rate_mbps(net: EmuNetwork, node: str, iface: str) -> float:
 
 def _client(net: EmuNetwork, rank: int, server_ip: str, duration_s: float, reverse: bool) -> float:
     """Run the client, retrying while the server is not listening yet."""
+    argv = client_argv(server_ip, duration_s, reverse)
+    what = f"iperf3 from host {rank} to {server_ip}"
+    return goodput_mbps(_iperf3(net, rank, argv, duration_s, what))
+
+
+def _iperf3(net: EmuNetwork, rank: int, argv: list[str], duration_s: float, what: str) -> str:
+    """The JSON report of the iperf3 client ``argv`` on host ``rank``, retried while the
+    server is not listening yet (or is still busy with the last test)."""
     for _ in range(_CONNECT_TRIES):
-        client = net.popen(rank, client_argv(server_ip, duration_s, reverse), None)
-        out, _ = client.communicate(timeout=duration_s + 30)
+        client = net.popen(rank, argv, None)
+        out, _ = client.communicate(timeout=duration_s + _CLIENT_SETUP_S)
+        report = out.decode()
         try:
-            return goodput_mbps(out.decode())
+            if "error" not in json.loads(report):
+                return report
+            error = json.loads(report)["error"]
         except ValueError as exc:
             error = str(exc)
         time.sleep(_CONNECT_WAIT_S)
-    raise EmuError(f"iperf3 from host {rank} to {server_ip} failed: {error}")
+    raise EmuError(f"{what} failed: {error}")
