@@ -1,6 +1,7 @@
 """After SIGKILL of a whole ``edgetwin run --mode emu`` (root, Mininet), ``edgetwin emu-cleanup``
-leaves no process, interface, network namespace, cgroup or file of the run; a ViT rank
-whose launcher is killed exits by itself (no emulator needed).
+leaves no process (delay lines included), interface, network namespace (with the hosts'
+iptables rules), iptables rule here, cgroup or file of the run; a ViT rank whose launcher
+is killed exits by itself (no emulator needed).
 
 The run gets a temporary folder of its own as ``$TMPDIR`` (emu-cleanup the same), so that
 every file it makes there is its own, whatever other runs do in the system's.
@@ -73,10 +74,13 @@ def _mid_run(run: subprocess.Popen[bytes], module: bytes) -> list[int]:
         time.sleep(0.2)
 
 
-def _run(scenario: str, tmp_path: Path, **popen: Any) -> subprocess.Popen[bytes]:
-    """``edgetwin run`` of ``scenario`` in the emulator, ``$TMPDIR`` ``tmp_path/tmp`` and
-    ``--out`` ``tmp_path/out/D``, in a session of its own."""
+def _run(
+    scenario: str, tmp_path: Path, sets: tuple[str, ...] = (), **popen: Any
+) -> subprocess.Popen[bytes]:
+    """``edgetwin run`` of ``scenario`` (``--set`` each of ``sets``) in the emulator,
+    ``$TMPDIR`` ``tmp_path/tmp`` and ``--out`` ``tmp_path/out/D``, in a session of its own."""
     command = [sys.executable, "-m", "edgetwin", "run", str(SCENARIOS / scenario)]
+    command += [word for key_value in sets for word in ("--set", key_value)]
     return subprocess.Popen(
         [*command, "--mode", "emu", "--out", str(tmp_path / "out" / "D"), "--quiet"],
         env=_env(tmp_path),
@@ -99,8 +103,10 @@ class Killed:
     namespaces: set[str]
 
 
-def _killed_mid_run(scenario: str, module: bytes, tmp_path: Path) -> Killed:
-    run = _run(scenario, tmp_path)
+def _killed_mid_run(
+    scenario: str, module: bytes, tmp_path: Path, sets: tuple[str, ...] = ()
+) -> Killed:
+    run = _run(scenario, tmp_path, sets)
     try:
         pids = _mid_run(run, module)
         ours = _net_namespace(os.getpid())
@@ -124,24 +130,35 @@ def _assert_nothing_left(killed: Killed, tmp_path: Path) -> None:
         assert not [alive for pid in killed.pids if (alive := _alive(pid))]
         assert not leftover_processes() and not leftover_links() and not leftover_groups()
         assert not {name for name in links() if name.startswith("etw")}
+        assert "etw-" not in _root_rules()  # the loss and delay rules live in the hosts only
         assert not killed.namespaces & _namespaces_in_use()
         assert sorted((tmp_path / "tmp").iterdir()) == []  # the run's temporary folders
         assert sorted((tmp_path / "out").iterdir()) == []  # the staging folder beside --out
 
 
+def _root_rules() -> str:
+    return subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
+
+
 @needs_emulator
 @pytest.mark.timeout(900)  # mostly the wait for another engineer's run; the test itself ~30 s
 @pytest.mark.parametrize(
-    ("scenario", "module"),
+    ("scenario", "module", "sets"),
     [
-        ("emu_smoke.yaml", b"edgetwin.emu.vit.worker"),
-        ("emu_crowdio.yaml", b"edgetwin.emu.crowdio.worker"),
+        ("emu_smoke.yaml", b"edgetwin.emu.vit.worker", ()),
+        ("emu_crowdio.yaml", b"edgetwin.emu.crowdio.worker", ()),
+        (  # killed once its delay lines run: latency without netem, and loss
+            "emu_smoke.yaml",
+            b"edgetwin.emu.mininet.delayline",
+            ("network.latency_ms=2", "network.loss_pct=1"),
+        ),
     ],
+    ids=["vit", "crowdio", "loss-and-delay-lines"],
 )
 def test_emu_cleanup_leaves_nothing_of_a_sigkilled_run(
-    tmp_path: Path, scenario: str, module: bytes
+    tmp_path: Path, scenario: str, module: bytes, sets: tuple[str, ...]
 ) -> None:
-    killed = _killed_mid_run(scenario, module, tmp_path)
+    killed = _killed_mid_run(scenario, module, tmp_path, sets)
     cleanup = subprocess.run(
         [sys.executable, "-m", "edgetwin", "emu-cleanup"],
         env=_env(tmp_path),
