@@ -27,7 +27,12 @@ from edgetwin.emu.mininet.loss import (
     probe_duration_s,
 )
 from edgetwin.emu.mininet.net import EmuError, EmuNetwork
-from edgetwin.emu.mininet.topology import class_show_command, parse_class_rate_mbps, path_queues
+from edgetwin.emu.mininet.topology import (
+    EmuHost,
+    class_show_command,
+    parse_class_rate_mbps,
+    path_queues,
+)
 from edgetwin.links import link_warning, within_tolerance
 
 IPERF_PORT = 5201
@@ -151,9 +156,7 @@ def _with_latency_and_loss(
     hosts = net.topology.hosts
     sender, receiver = (hosts[end] for end in ends)
     loss_pct = net.network.loss_pct
-    latency = None
-    if net.latency_emulated:
-        latency = mean_rtt_ms(net.output(ping_command(sender, receiver.ip))) / 2
+    latency = _latency_ms(net, sender, receiver) if net.latency_emulated else None
     if loss_pct <= 0:
         return replace(check, latency_measured_ms=latency)
     client = ends[1] if reverse else ends[0]
@@ -167,6 +170,14 @@ def _with_latency_and_loss(
         check, latency_measured_ms=latency, loss_pct=loss_pct, loss_measured_pct=measured,
         loss_tolerance_pct=tolerance, loss_within_tolerance=abs(measured - loss_pct) <= tolerance,
     )  # fmt: skip
+
+
+def _latency_ms(net: EmuNetwork, sender: EmuHost, receiver: EmuHost) -> float | None:
+    """Half ping's mean round trip; None when no ping came back (ping exits 1: heavy loss)."""
+    try:
+        return mean_rtt_ms(net.output(ping_command(sender, receiver.ip))) / 2
+    except (EmuError, ValueError):
+        return None
 
 
 def write_link_checks(path: Path, checks: list[LinkCheck]) -> None:
