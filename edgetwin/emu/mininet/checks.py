@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
 import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 from edgetwin.emu.mininet.delay import mean_rtt_ms, ping_command
 from edgetwin.emu.mininet.loss import (
     LOSS_PROBES,
+    PROBE_SETUP_S,
     loss_tolerance_pct,
     lost_probes,
     probe_argv,
@@ -162,7 +164,8 @@ def _with_latency_and_loss(
     client = ends[1] if reverse else ends[0]
     argv = probe_argv(hosts[0].ip, IPERF_PORT, check.bandwidth_mbps, reverse, LOSS_PROBES)
     duration_s = probe_duration_s(check.bandwidth_mbps)
-    report = _iperf3(net, client, argv, duration_s, f"UDP probes from host {client}")
+    what = f"UDP probes from host {client}"
+    report = _iperf3(net, client, argv, duration_s, what, PROBE_SETUP_S)
     lost, sent = lost_probes(report)
     measured = 100 * lost / sent
     tolerance = loss_tolerance_pct(loss_pct, sent)
@@ -204,12 +207,26 @@ def _client(net: EmuNetwork, rank: int, server_ip: str, duration_s: float, rever
     return goodput_mbps(_iperf3(net, rank, argv, duration_s, what))
 
 
-def _iperf3(net: EmuNetwork, rank: int, argv: list[str], duration_s: float, what: str) -> str:
+def _iperf3(
+    net: EmuNetwork,
+    rank: int,
+    argv: list[str],
+    duration_s: float,
+    what: str,
+    setup_s: float = _CLIENT_SETUP_S,
+) -> str:
     """The JSON report of the iperf3 client ``argv`` on host ``rank``, retried while the
-    server is not listening yet (or is still busy with the last test)."""
+    server is not listening yet (or is still busy with the last test), or when the client
+    has not reported ``setup_s`` after its test's ``duration_s`` (killed first)."""
     for _ in range(_CONNECT_TRIES):
         client = net.popen(rank, argv, None)
-        out, _ = client.communicate(timeout=duration_s + _CLIENT_SETUP_S)
+        try:
+            out, _ = client.communicate(timeout=duration_s + setup_s)
+        except subprocess.TimeoutExpired:
+            client.kill()
+            client.communicate()
+            error = f"no report {duration_s + setup_s:g} s after it started"
+            continue
         report = out.decode()
         try:
             if "error" not in json.loads(report):
