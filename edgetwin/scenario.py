@@ -103,10 +103,11 @@ class BandwidthStep(Strict):
 
 
 class NetworkSpec(Strict):
-    """Bandwidth (constant, or a schedule over simulated time), latency, medium."""
+    """Bandwidth (constant, or a schedule over simulated time), latency, loss, medium."""
 
     bandwidth_mbps: PositiveFloat = 400
     latency_ms: NonNegativeFloat = 0
+    loss_pct: float = Field(0, ge=0, lt=100)  # per packet, host to host (emulator only)
     medium: Literal["dedicated", "shared"] = "dedicated"
     burst_kb: PositiveFloat | None = None  # htb token bucket; None: tc's (one packet)
     schedule: tuple[BandwidthStep, ...] = ()

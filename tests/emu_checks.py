@@ -2,9 +2,9 @@
 and the mark that skips emulator tests where root or Mininet is missing.
 
 ``teardown_checked`` wraps the emulator lock: interfaces (veths, the bridge, the shared
-medium's IFB) are listed right after a run takes the lock (no other run is live then)
-and again after it has torn its network down, before it lets the lock go, so another
-run's interfaces never count.
+medium's IFB) and this namespace's iptables rules are listed right after a run takes the
+lock (no other run is live then) and again after it has torn its network down, before it
+lets the lock go, so another run's interfaces and rules never count.
 """
 
 from __future__ import annotations
@@ -26,6 +26,12 @@ needs_emulator = pytest.mark.skipif(
 )
 
 
+def root_rules() -> set[str]:
+    """This namespace's iptables rules (``iptables-save``, counters left out)."""
+    out = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
+    return {line for line in out.splitlines() if line.startswith("-A")}
+
+
 def links() -> set[str]:
     out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     return {line.split(":")[1].strip() for line in out.splitlines()}
@@ -33,32 +39,37 @@ def links() -> set[str]:
 
 @dataclass
 class Teardown:
-    """Interfaces before and after each network, and what was left (empty: all clean)."""
+    """Interfaces and iptables rules added by each network, and what was left (empty: all
+    clean)."""
 
     networks: int = 0
     added: set[str] | None = None
     leftovers: list[object] | None = None
+    rules: set[str] | None = None
 
     def assert_clean(self, networks: int = 1) -> None:
         assert self.networks == networks
         assert self.added == set() and self.leftovers == [], (self.added, self.leftovers)
+        assert self.rules == set(), self.rules
 
 
 @contextmanager
 def teardown_checked() -> Iterator[Teardown]:
     """Every emulated network built inside is checked when it has been torn down."""
-    seen = Teardown(added=set(), leftovers=[])
+    seen = Teardown(added=set(), leftovers=[], rules=set())
 
     @contextmanager
     def checking_lock() -> Iterator[None]:
         with emulator_lock():
-            before = links()
+            before, rules_before = links(), root_rules()
             try:
                 yield
             finally:
                 seen.networks += 1
                 assert seen.added is not None and seen.leftovers is not None
+                assert seen.rules is not None
                 seen.added |= links() - before
+                seen.rules |= root_rules() - rules_before
                 seen.leftovers += [*net.leftover_links(), *net.leftover_processes()]
                 seen.leftovers += leftover_groups()
 

@@ -1,6 +1,7 @@
 """After SIGKILL of a whole ``edgetwin run --mode emu`` (root, Mininet), ``edgetwin emu-cleanup``
-leaves no process, interface, network namespace, cgroup or file of the run; a ViT rank
-whose launcher is killed exits by itself (no emulator needed).
+leaves no process (delay lines included), interface, network namespace (with the hosts'
+iptables rules), iptables rule here, cgroup or file of the run; a ViT rank whose launcher
+is killed exits by itself (no emulator needed).
 
 The run gets a temporary folder of its own as ``$TMPDIR`` (emu-cleanup the same), so that
 every file it makes there is its own, whatever other runs do in the system's.
@@ -21,7 +22,7 @@ from typing import Any
 
 import psutil
 import pytest
-from emu_checks import links, needs_emulator
+from emu_checks import links, needs_emulator, root_rules
 
 from edgetwin.emu.mininet.cgroups import leftover_groups
 from edgetwin.emu.mininet.lock import emulator_busy, emulator_lock
@@ -132,6 +133,7 @@ def _assert_nothing_left(killed: Killed, tmp_path: Path) -> None:
         assert not [alive for pid in killed.pids if (alive := _alive(pid))]
         assert not leftover_processes() and not leftover_links() and not leftover_groups()
         assert not {name for name in links() if name.startswith("etw")}
+        assert not [r for r in root_rules() if "etw-" in r]  # the hosts' rules stay in them
         assert not killed.namespaces & _namespaces_in_use()
         assert sorted((tmp_path / "tmp").iterdir()) == []  # the run's temporary folders
         assert sorted((tmp_path / "out").iterdir()) == []  # the staging folder beside --out
@@ -145,8 +147,13 @@ def _assert_nothing_left(killed: Killed, tmp_path: Path) -> None:
         ("emu_smoke.yaml", b"edgetwin.emu.vit.worker", ()),
         ("emu_smoke.yaml", b"edgetwin.emu.vit.worker", ("network.medium=shared",)),
         ("emu_crowdio.yaml", b"edgetwin.emu.crowdio.worker", ()),
+        (  # killed once its delay lines run: latency without netem, and loss
+            "emu_smoke.yaml",
+            b"edgetwin.emu.mininet.delayline",
+            ("network.latency_ms=2", "network.loss_pct=1"),
+        ),
     ],
-    ids=["vit", "vit_shared_medium", "crowdio"],
+    ids=["vit", "vit_shared_medium", "crowdio", "loss-and-delay-lines"],
 )
 def test_emu_cleanup_leaves_nothing_of_a_sigkilled_run(
     tmp_path: Path, scenario: str, module: bytes, sets: tuple[str, ...]

@@ -132,6 +132,7 @@ def test_missing_mininet_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(mn.shutil, "which", lambda _tool: None)
     missing = " ".join(mn.missing_requirements())
     assert "Mininet" in missing and "apt-get install -y mininet bridge-utils iperf3" in missing
+    assert "iptables" in missing and "ethtool" in missing  # loss and latency without netem
 
 
 def test_a_shaping_class_reads_back_as_its_rate() -> None:

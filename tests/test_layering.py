@@ -16,6 +16,7 @@ import pytest
 BOARD_WORKER = "edgetwin.emu.vit.worker"
 LLM_WORKER = "edgetwin.emu.llm.worker"  # a decoder's rank, on a board too
 PHONE_WORKER = "edgetwin.emu.crowdio.worker"
+DELAY_LINE = "edgetwin.emu.mininet.delayline"  # in every emulated host, beside the work
 
 
 def modules_after_import(module: str) -> set[str]:
@@ -48,8 +49,9 @@ def under(modules: set[str], packages: tuple[str, ...]) -> list[str]:
                 "plotly",
             ),
         ),
+        (DELAY_LINE, ("numpy", "torch", "pydantic", "yaml", "edgetwin.scenario")),
     ],
-    ids=["board", "llm", "phone"],
+    ids=["board", "llm", "phone", "delay-line"],
 )
 def test_a_worker_imports_only_what_it_runs(worker: str, forbidden: tuple[str, ...]) -> None:
     loaded = modules_after_import(worker)

@@ -305,6 +305,11 @@ CASES = [
         ("--set", "seed=4", "--set", "network.latency_ms=-1"),
     ),
     Case(
+        "loss-of-every-packet",
+        scenario_text(network__loss_pct=100),
+        ("'network.loss_pct'", "less than 100"),
+    ),
+    Case(
         "set-out-of-range-in-list",
         scenario_text(),
         ("'sweeps.0.batch.0'", "greater than 0"),

@@ -151,9 +151,9 @@ def _run_emu(run: _Run) -> list[ResultRow]:
     if scenario.network.latency_ms > 0 and not all(c.latency_emulated for c in result.links):
         run.warnings.append("this kernel has no netem; latency_ms was not emulated")
     for check in result.links:
-        warning = check.warning()
-        if warning is not None:
-            run.warnings.append(warning)
+        for warning in (check.warning(), check.loss_warning()):
+            if warning is not None:
+                run.warnings.append(warning)
     return result.rows
 
 

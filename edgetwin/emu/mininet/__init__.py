@@ -2,6 +2,7 @@
 
 ``topology`` builds the hosts, addresses and tc commands from the scenario (pure);
 ``medium`` the shared medium's (one IFB for every station's airtime, pure);
-``net`` builds and always tears down the Mininet network; ``checks`` measures the
-shaped links with iperf3; ``runner`` turns configurations into rows.
+``net`` builds and always tears down the Mininet network; ``loss`` and ``delay`` add
+packet loss and latency without netem (iptables, the ``delayline`` helper); ``checks``
+measures the shaped links with iperf3 and ping; ``runner`` turns configurations into rows.
 """

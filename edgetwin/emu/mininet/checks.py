@@ -6,6 +6,9 @@ so goodput is ~4.4 % under the set rate by construction; ``wire_mbps`` adds the 
 back and is what is compared with the set rate (tolerance and why: ``edgetwin.links``).
 ``shaped_mbps`` is the rate tc reports for the queues the direction crosses (the lower
 of the two; the shared medium's one class): what the shaper was told, read back.
+With latency emulated, ping measures it (``latency_measured_ms``: half the mean round
+trip); with loss, iperf3's UDP probes measure it (``loss_measured_pct``, its binomial
+tolerance: ``edgetwin.emu.mininet.loss``).
 
 On the shared medium (``network.medium: shared``) the same one-sender checks show that a
 sender alone gets the whole medium; then two senders at once (``sharing_pairs``: two
@@ -17,13 +20,23 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from edgetwin.emu.mininet.delay import mean_rtt_ms, ping_command
+from edgetwin.emu.mininet.loss import (
+    LOSS_PROBES,
+    PROBE_SETUP_S,
+    loss_tolerance_pct,
+    lost_probes,
+    probe_argv,
+    probe_duration_s,
+)
 from edgetwin.emu.mininet.medium import queues_of
 from edgetwin.emu.mininet.net import EmuError, EmuNetwork
-from edgetwin.emu.mininet.topology import class_show_command, parse_class_rate_mbps
+from edgetwin.emu.mininet.topology import EmuHost, class_show_command, parse_class_rate_mbps
 from edgetwin.links import link_warning, within_tolerance
 
 IPERF_PORT = 5201
@@ -31,6 +44,7 @@ FRAME_BYTES = 1514  # Ethernet header + 1500-byte IP packet
 PAYLOAD_BYTES = 1448  # 1500 - 20 (IP) - 32 (TCP with timestamps)
 _CONNECT_TRIES = 20
 _CONNECT_WAIT_S = 0.1
+_CLIENT_SETUP_S = 30.0  # an iperf3 client's time beyond its test: connecting, reporting
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,11 @@ class LinkCheck:
     latency_emulated: bool
     shaped_mbps: float | None = None
     flows: int = 1
+    latency_measured_ms: float | None = None
+    loss_pct: float = 0.0
+    loss_measured_pct: float | None = None
+    loss_tolerance_pct: float | None = None
+    loss_within_tolerance: bool | None = None
 
     def warning(self) -> str | None:
         """The warning line when the wire rate is outside the tolerance, else None."""
@@ -58,6 +77,16 @@ class LinkCheck:
             self.bandwidth_mbps, self.sender, self.receiver, self.wire_mbps, self.error_pct,
             self.flows,
         )  # fmt: skip
+
+    def loss_warning(self) -> str | None:
+        """The warning line when the measured loss is outside its tolerance, else None."""
+        if self.loss_within_tolerance is not False:
+            return None
+        return (
+            f"link {self.sender} -> {self.receiver} set to {self.loss_pct:g} % loss lost "
+            f"{self.loss_measured_pct:.2f} % of its probes (tolerance "
+            f"{self.loss_tolerance_pct:.2f} points)"
+        )
 
 
 def link_check(
@@ -142,23 +171,56 @@ def _measure_flows(
     ]
     try:
         goodputs = _clients(net, pairs, duration_s)
+        checks = []
+        for (sender, receiver), goodput in zip(pairs, goodputs, strict=True):
+            shaped = min(
+                _class_rate_mbps(net, node, iface)
+                for node, iface in queues_of(net.topology, net.network, sender, receiver)
+            )
+            check = link_check(
+                bandwidth_mbps, hosts[sender].name, hosts[receiver].name, goodput,
+                net.network.latency_ms, net.latency_emulated, shaped, flows=len(pairs),
+            )  # fmt: skip
+            if len(pairs) == 1:  # latency and loss of one path, not of the medium's split
+                check = _with_latency_and_loss(net, check, (sender, receiver), IPERF_PORT)
+            checks.append(check)
+        return checks
     finally:
         for server in servers:
             server.kill()
             server.wait()
-    checks = []
-    for (sender, receiver), goodput in zip(pairs, goodputs, strict=True):
-        shaped = min(
-            _class_rate_mbps(net, node, iface)
-            for node, iface in queues_of(net.topology, net.network, sender, receiver)
-        )
-        checks.append(
-            link_check(
-                bandwidth_mbps, hosts[sender].name, hosts[receiver].name, goodput,
-                net.network.latency_ms, net.netem, shaped, flows=len(pairs),
-            )
-        )  # fmt: skip
-    return checks
+
+
+def _with_latency_and_loss(
+    net: EmuNetwork, check: LinkCheck, ends: tuple[int, int], port: int
+) -> LinkCheck:
+    """``check`` with the latency measured by ping (if emulated) and the loss by UDP probes
+    (if set), from ``ends[0]`` to the iperf3 server on ``ends[1]`` (at ``port``)."""
+    hosts = net.topology.hosts
+    sender, receiver = (hosts[end] for end in ends)
+    loss_pct = net.network.loss_pct
+    latency = _latency_ms(net, sender, receiver) if net.latency_emulated else None
+    if loss_pct <= 0:
+        return replace(check, latency_measured_ms=latency)
+    argv = probe_argv(receiver.ip, port, check.bandwidth_mbps, False, LOSS_PROBES)
+    duration_s = probe_duration_s(check.bandwidth_mbps)
+    what = f"UDP probes from host {ends[0]}"
+    report = _iperf3(net, ends[0], argv, duration_s, what, PROBE_SETUP_S)
+    lost, sent = lost_probes(report)
+    measured = 100 * lost / sent
+    tolerance = loss_tolerance_pct(loss_pct, sent)
+    return replace(
+        check, latency_measured_ms=latency, loss_pct=loss_pct, loss_measured_pct=measured,
+        loss_tolerance_pct=tolerance, loss_within_tolerance=abs(measured - loss_pct) <= tolerance,
+    )  # fmt: skip
+
+
+def _latency_ms(net: EmuNetwork, sender: EmuHost, receiver: EmuHost) -> float | None:
+    """Half ping's mean round trip; None when no ping came back (ping exits 1: heavy loss)."""
+    try:
+        return mean_rtt_ms(net.output(ping_command(sender, receiver.ip))) / 2
+    except (EmuError, ValueError):
+        return None
 
 
 def write_link_checks(path: Path, checks: list[LinkCheck]) -> None:
@@ -187,10 +249,41 @@ def _clients(net: EmuNetwork, pairs: list[tuple[int, int]], duration_s: float) -
         for i, (sender, receiver) in enumerate(pairs):
             argv = client_argv(hosts[receiver].ip, duration_s, IPERF_PORT + i)
             clients.append(net.popen(sender, argv, None))
-        outs = [client.communicate(timeout=duration_s + 30)[0] for client in clients]
+        outs = [client.communicate(timeout=duration_s + _CLIENT_SETUP_S)[0] for client in clients]
         try:
             return [goodput_mbps(out.decode()) for out in outs]
         except ValueError as exc:
             error = str(exc)
         time.sleep(_CONNECT_WAIT_S)
     raise EmuError(f"iperf3 between hosts {pairs} failed: {error}")
+
+
+def _iperf3(
+    net: EmuNetwork,
+    rank: int,
+    argv: list[str],
+    duration_s: float,
+    what: str,
+    setup_s: float = _CLIENT_SETUP_S,
+) -> str:
+    """The JSON report of the iperf3 client ``argv`` on host ``rank``, retried while the
+    server is not listening yet (or is still busy with the last test), or when the client
+    has not reported ``setup_s`` after its test's ``duration_s`` (killed first)."""
+    for _ in range(_CONNECT_TRIES):
+        client = net.popen(rank, argv, None)
+        try:
+            out, _ = client.communicate(timeout=duration_s + setup_s)
+        except subprocess.TimeoutExpired:
+            client.kill()
+            client.communicate()
+            error = f"no report {duration_s + setup_s:g} s after it started"
+            continue
+        report = out.decode()
+        try:
+            if "error" not in json.loads(report):
+                return report
+            error = json.loads(report)["error"]
+        except ValueError as exc:
+            error = str(exc)
+        time.sleep(_CONNECT_WAIT_S)
+    raise EmuError(f"{what} failed: {error}")

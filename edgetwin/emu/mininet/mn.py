@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 DEBIAN_MININET = Path("/usr/lib/python3/dist-packages/mininet")
-TOOLS = ("mnexec", "tc", "ip", "brctl", "ifconfig", "iperf3")  # what the emulator runs
-INSTALL_HINT = "apt-get install -y mininet bridge-utils iperf3"
+# what the emulator runs (iptables, ethtool, ping: loss and latency without netem)
+TOOLS = ("mnexec", "tc", "ip", "brctl", "ifconfig", "iperf3", "iptables", "ethtool", "ping")
+INSTALL_HINT = "apt-get install -y mininet bridge-utils iperf3 iptables ethtool iputils-ping"
 
 
 def missing_requirements() -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -31,7 +32,9 @@ from typing import Any
 
 import edgetwin
 from edgetwin.emu.mininet.cgroups import join, leftover_groups, limit_memory, remove_groups
+from edgetwin.emu.mininet.delay import delay_line_argv, delay_rule_command
 from edgetwin.emu.mininet.lock import emulator_lock
+from edgetwin.emu.mininet.loss import loss_commands
 from edgetwin.emu.mininet.medium import rate_commands_of, shaping_commands_of
 from edgetwin.emu.mininet.mn import mininet_module
 from edgetwin.emu.mininet.topology import (
@@ -50,6 +53,7 @@ from edgetwin.scenario import NetworkSpec
 MARKER_ENV = "EDGETWIN_EMU"  # set to PREFIX on every process started in a host
 _SHELL_MARK = f"mininet:{PREFIX}".encode()  # Mininet's node shells: bash ... mininet:etwh0
 _EXIT_WAIT_S = 2.0
+_DELAY_LINE_READY_S = 30.0  # a fresh interpreter on a busy machine
 # run_folder's names: the owner's pid and start time (pids are reused, often within minutes)
 _RUN_FOLDER = re.compile(r"^edgetwin-emu-(\d+)\.(\d+)-")
 _ELSEWHERE = "folder"  # in a run folder made by removed_if_killed: the path of the folder
@@ -77,6 +81,12 @@ class EmuNetwork:
     _mininet: Any
     _memory_groups: dict[int, Path] = field(default_factory=dict)
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    delay_line: bool = False  # latency by the hosts' delay lines (no netem)
+
+    @property
+    def latency_emulated(self) -> bool:
+        """Whether the links add the scenario's latency (netem, else the delay lines)."""
+        return self.netem or self.delay_line
 
     def run(self, command: TcCommand) -> None:
         """Run ``command`` in its node's namespace; ``EmuError`` if it fails."""
@@ -162,6 +172,10 @@ def _network_of(
                 emu._memory_groups[rank] = limit_memory(topology.hosts[rank].name, limit.memory_mb)
         for command in shaping_commands_of(topology, network, bandwidth_mbps, emu.netem):
             emu.run(command)
+        for command in loss_commands(topology, network.loss_pct):
+            emu.run(command)
+        if network.latency_ms > 0 and not emu.netem:
+            _start_delay_lines(emu)
         emu.run(client_address_command(topology))
         yield emu
     finally:
@@ -310,6 +324,24 @@ def _has_netem(net: Any, topology: EmuTopology, network: NetworkSpec) -> bool:
     if code == 0:
         net.get(remove.node).pexec(list(remove.argv))
     return int(code) == 0
+
+
+def _start_delay_lines(emu: EmuNetwork) -> None:
+    """A delay line in every host (``delay.py``), and the rule that feeds it once it is
+    bound to its queue; ``EmuError`` if one does not come up."""
+    for host in emu.topology.hosts:
+        argv = delay_line_argv(emu.network.latency_ms, os.getpid())
+        line = emu.popen(host.rank, argv, None, package_env())
+        assert line.stdout is not None and line.stderr is not None
+        ready, _, _ = select.select([line.stdout], [], [], _DELAY_LINE_READY_S)
+        if not ready or line.stdout.readline().strip() != b"ready":
+            line.kill()
+            _, err = line.communicate()
+            raise EmuError(f"the delay line on {host.name} did not start: {err.decode().strip()}")
+        emu.run(delay_rule_command(host))
+    emu.delay_line = True
+    print(f"edgetwin: no netem here: latency_ms {emu.network.latency_ms:g} is added by a"
+          " userspace delay line in every host (docs/emulator.md)", file=sys.stderr)  # fmt: skip
 
 
 def _raise_on_sigterm() -> Any:
