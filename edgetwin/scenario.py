@@ -457,12 +457,12 @@ def _check_decoder(scenario: Scenario, model: DecoderSpec) -> None:
             if definition.one_device:
                 continue
             for devices in sweep.devices:
-                problem = _split_problem(strategy, model, devices, min(prompts))
+                problem = split_problem(strategy, model, devices, min(prompts))
                 if problem:
                     raise ValueError(f"sweeps.{j}.devices: {strategy.name} on {devices}: {problem}")
 
 
-def _split_problem(strategy: StrategySpec, model: DecoderSpec, devices: int, prompt: int) -> str:
+def split_problem(strategy: StrategySpec, model: DecoderSpec, devices: int, prompt: int) -> str:
     """Why ``strategy``'s plan cannot split ``model`` over ``devices`` ('' when it can):
     the plan itself says (heads not divisible, more ranks than positions or layers)."""
     segments = 1 if registry.strategy(strategy.name).params else None

@@ -2,7 +2,8 @@
 measurements.
 
 The map is profiled from the scenario's own sweeps at the sequence lengths
-``map_tokens`` (or read from a results table). The ground truth is either the
+``map_tokens`` (a decoder's: its sweeps' prompt and output tokens), or read from a
+results table. The ground truth is either the
 scenario run again in the twin at the held-out conditions (``held_out``: with N
 devices up, every candidate on at most N devices, single and each strategy on
 2..N, also counts the map never profiled), or a table of measured runs
@@ -18,11 +19,12 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
 from edgetwin.comparison import check_reference
+from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
 from edgetwin.evaluate.measured import (
     SkippedCell,
@@ -30,18 +32,32 @@ from edgetwin.evaluate.measured import (
     median_per_configuration,
     read_measured,
 )
-from edgetwin.evaluate.profiling import profile_twin, rows_at_tokens, sweep_steps
-from edgetwin.model_spec import ModelSpec
+from edgetwin.evaluate.profiling import (
+    decoder_rows,
+    decoder_runs,
+    decoder_steps,
+    profile_twin,
+    rows_at_tokens,
+    sweep_steps,
+)
 from edgetwin.models import registry
 from edgetwin.models.registry import CandidateKey
-from edgetwin.policies.adaptive import POLICIES, Objective, SelectionPolicy, make_policy
+from edgetwin.policies.adaptive import (
+    DECODER_OBJECTIVES,
+    POLICIES,
+    Objective,
+    ObjectiveKind,
+    SelectionPolicy,
+    make_policy,
+)
 from edgetwin.policies.perf_map import (
     Estimate,
     PerformanceMap,
+    grid_cell,
     map_from_table,
 )
 from edgetwin.results import ResultRow
-from edgetwin.scenario import Scenario, SweepSpec, load_scenario
+from edgetwin.scenario import Scenario, SweepSpec, configurations, load_scenario
 from edgetwin.schema import PositiveInt, Strict, load_yaml_model, referenced_file
 from edgetwin.sim.runner import build_fleet
 
@@ -52,7 +68,8 @@ TokenCounts = tuple[PositiveInt, ...]  # sequence lengths; empty: the scenario m
 
 
 class HeldOutSpec(SweepSpec):
-    """Held-out conditions: batch x bandwidth x devices up x sequence length (tokens)."""
+    """Held-out conditions: batch x bandwidth x devices up x sequence length (tokens; a
+    decoder's: prompt tokens x output tokens)."""
 
     tokens: TokenCounts = ()
 
@@ -70,7 +87,7 @@ class EvalSettings(Strict):
     map_tokens: TokenCounts = ()  # sequence lengths the map is profiled at
     held_out: HeldOutSpec | None = None  # the twin is the ground truth at these
     truth_table: str | None = None  # or measured runs are (relative to the file)
-    objective: Literal["latency", "energy", "weighted"] = "latency"
+    objective: ObjectiveKind = "latency"
     weight: Annotated[float, Field(ge=0, le=1)] = 0.5
     policies: tuple[str, ...] = tuple(POLICIES)
     map_table: str | None = None  # results table to build the map from instead of the twin
@@ -118,9 +135,7 @@ def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
         table = referenced_file(settings.map_table, base, path, "map_table")
         check_reference(table, path, "map_table")
     scenario = load_scenario(scenario_path)
-    if not isinstance(scenario.model, ModelSpec):
-        problem = f"{scenario_path.name} runs a decoder; the adaptive evaluation runs encoders"
-        raise InputError(path, "scenario", problem)
+    _check_model_kind(settings, scenario, scenario_path.name, path)
     build_fleet(scenario, scenario_path)  # its device profiles
     fleet = sum(d.count for d in scenario.devices)
     held_out = settings.held_out
@@ -132,8 +147,29 @@ def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
     if settings.truth_table is None:
         return EvalInputs(scenario, scenario_path, settings, table)
     truth = referenced_file(settings.truth_table, base, path, "truth_table")
-    rows = median_per_configuration(read_measured(truth, path, scenario.model.tokens))
+    tokens = scenario.model.tokens if not isinstance(scenario.model, DecoderSpec) else 0
+    rows = median_per_configuration(read_measured(truth, path, tokens))
     return EvalInputs(scenario, scenario_path, settings, table, tuple(rows), truth)
+
+
+def _check_model_kind(settings: EvalSettings, scenario: Scenario, name: str, path: Path) -> None:
+    """The fields that are for a decoder only, or for an encoder only."""
+    held_out = settings.held_out
+    if isinstance(scenario.model, DecoderSpec):
+        if settings.map_tokens:
+            problem = f"{name} runs a decoder: its sweeps' prompt_tokens are the map's"
+            raise InputError(path, "map_tokens", problem)
+        if held_out is not None and held_out.tokens:
+            problem = f"{name} runs a decoder: give held_out.prompt_tokens"
+            raise InputError(path, "held_out.tokens", problem)
+        return
+    if settings.objective in DECODER_OBJECTIVES:
+        problem = f"{settings.objective} is a decoder's objective; {name} runs an encoder"
+        raise InputError(path, "objective", problem)
+    for key in ("prompt_tokens", "output_tokens"):
+        if held_out is not None and getattr(held_out, key):
+            problem = f"{name} runs an encoder: give held_out.tokens"
+            raise InputError(path, f"held_out.{key}", problem)
 
 
 @dataclass(frozen=True)
@@ -152,13 +188,14 @@ class ConditionResult:
     batch: int
     bandwidth_mbps: float
     devices: int  # how many are up; truth holds every candidate on at most that many
-    tokens: int
+    tokens: int  # a decoder's: prompt tokens
     in_map: bool
     truth: dict[str, Estimate]
     oracle: str
     oracle_cost: float
     choices: dict[str, Choice]
     best_in_map: Choice  # the best candidate the map profiled; its regret: the map's gap
+    output_tokens: int | None = None  # a decoder's
 
     def distributed_wins(self, policy: str | None) -> bool:
         """Whether the oracle (policy None) or the policy picked a distributed candidate."""
@@ -191,17 +228,22 @@ class Evaluation:
     skipped: tuple[SkippedCell, ...] = ()  # measured cells lacking a candidate
 
     def crossover_batch(self) -> list[dict[str, Any]]:
-        """Per bandwidth, device count and tokens: the smallest batch where distributed wins."""
-        groups = sorted({(c.bandwidth_mbps, c.devices, c.tokens) for c in self.conditions})
+        """Per bandwidth, device count and tokens (a decoder's: and output tokens): the
+        smallest batch where distributed wins."""
+        names: tuple[str, ...] = ("bandwidth_mbps", "devices", "tokens")
+        if self.perf_map.decoder:
+            names += ("output_tokens",)
+
+        def group_of(c: ConditionResult) -> tuple[Any, ...]:
+            return tuple(getattr(c, name) for name in names)
+
+        groups = sorted({group_of(c) for c in self.conditions})
         rows = []
         for group in groups:
             here = sorted(
-                (c for c in self.conditions if (c.bandwidth_mbps, c.devices, c.tokens) == group),
-                key=lambda c: c.batch,
+                (c for c in self.conditions if group_of(c) == group), key=lambda c: c.batch
             )
-            row: dict[str, Any] = dict(
-                zip(("bandwidth_mbps", "devices", "tokens"), group, strict=True)
-            )
+            row: dict[str, Any] = dict(zip(names, group, strict=True))
             for who in ("oracle", *self.scores):
                 policy = None if who == "oracle" else who
                 row[who] = next((c.batch for c in here if c.distributed_wins(policy)), None)
@@ -211,18 +253,23 @@ class Evaluation:
     def by_axis(self, policy: str) -> dict[str, list[dict[str, Any]]]:
         """Accuracy and regret of ``policy`` per value of each axis; ``in_map``: the value is
         a grid point of the map on that axis (else the policy interpolated or extrapolated)."""
-        grid = {
-            "batch": self.perf_map.batches,
-            "bandwidth_mbps": self.perf_map.bandwidths_mbps,
-            "tokens": self.perf_map.tokens,
-            "devices": self.perf_map.devices,
+        m = self.perf_map
+        grid: dict[str, tuple[str, Sequence[float]]] = {  # axis -> condition field, grid
+            "batch": ("batch", m.batches),
+            "bandwidth_mbps": ("bandwidth_mbps", m.bandwidths_mbps),
+            "tokens": ("tokens", m.tokens),
+            "devices": ("devices", m.devices),
         }
+        if m.output_tokens is not None:  # a decoder's tokens are its prompt's
+            del grid["tokens"]
+            grid["prompt_tokens"] = ("tokens", m.tokens)
+            grid["output_tokens"] = ("output_tokens", m.output_tokens)
         table: dict[str, list[dict[str, Any]]] = {}
-        for axis, profiled in grid.items():
-            values = sorted({getattr(c, axis) for c in self.conditions})
+        for axis, (attribute, profiled) in grid.items():
+            values = sorted({getattr(c, attribute) for c in self.conditions})
             table[axis] = []
             for value in values:
-                here = [c for c in self.conditions if getattr(c, axis) == value]
+                here = [c for c in self.conditions if getattr(c, attribute) == value]
                 score = score_policy(policy, here)
                 table[axis].append(
                     {
@@ -247,6 +294,7 @@ class Evaluation:
             "map": {
                 "source": self.perf_map.source,
                 "tokens": list(self.perf_map.tokens),
+                **_decoder_axis(self.perf_map),
                 "devices": list(self.perf_map.devices),
                 "batches": list(self.perf_map.batches),
                 "bandwidths_mbps": list(self.perf_map.bandwidths_mbps),
@@ -255,9 +303,7 @@ class Evaluation:
             "held_out": None if held_out is None else held_out.model_dump(mode="json"),
             "truth": {
                 "source": self.truth_source,
-                "skipped": [
-                    {**asdict(cell), "missing": list(cell.missing)} for cell in self.skipped
-                ],
+                "skipped": [_skipped_json(cell) for cell in self.skipped],
             },
             "conditions_count": len(self.conditions),
             "decision_accuracy": adaptive.decision_accuracy,
@@ -274,8 +320,12 @@ class Evaluation:
 def evaluation_steps(scenario: Scenario, settings: EvalSettings, map_table: Path | None) -> int:
     """The twin sweeps ``evaluate`` runs: the map's (unless read from a table), the held-out
     (unless measured runs are the truth)."""
-    mapped = 0 if map_table is not None else sweep_steps(len(scenario.sweeps), settings.map_tokens)
     held_out = settings.held_out
+    if isinstance(scenario.model, DecoderSpec):  # one step per configuration
+        mapped = 0 if map_table is not None else len(configurations(scenario))
+        truth = 0 if held_out is None else decoder_steps(decoder_runs(scenario, held_out.sweep()))
+        return mapped + truth
+    mapped = 0 if map_table is not None else sweep_steps(len(scenario.sweeps), settings.map_tokens)
     return mapped + (0 if held_out is None else sweep_steps(1, held_out.tokens))
 
 
@@ -291,12 +341,17 @@ def evaluate(
 ) -> Evaluation:
     """Profile (or read) the map, take the ground truth (the twin at the held-out conditions,
     or ``truth_rows`` measured, read from ``truth_table``), score each policy; ``on_step``
-    is called after each twin sweep at one sequence length (``evaluation_steps``)."""
+    is called after each twin sweep at one sequence length, for a decoder after each
+    configuration (``evaluation_steps``)."""
+    decoder = isinstance(scenario.model, DecoderSpec)
     perf_map = (
         profile_twin(scenario, scenario_path, settings.map_tokens, on_step)
         if map_table is None
-        else map_from_table(map_table, scenario.encoder.tokens)
+        else map_from_table(map_table, 0 if decoder else scenario.encoder.tokens)
     )
+    if perf_map.decoder != decoder:
+        kind = "a decoder's" if decoder else "an encoder's"
+        raise InputError(map_table, None, f"the scenario runs {kind} model; the table does not")
     skipped: list[SkippedCell] = []
     if truth_rows is not None:
         rows = [_named_as_in_map(row, perf_map) for row in truth_rows]
@@ -306,7 +361,11 @@ def evaluate(
     else:
         assert settings.held_out is not None  # EvalSettings: one of the two
         held_out = settings.held_out
-        rows = rows_at_tokens(scenario, scenario_path, held_out.sweep(), held_out.tokens, on_step)
+        rows = (
+            decoder_rows(decoder_runs(scenario, held_out.sweep()), scenario_path, on_step)
+            if decoder
+            else rows_at_tokens(scenario, scenario_path, held_out.sweep(), held_out.tokens, on_step)
+        )
         if map_table is not None:
             rows = [_named_as_in_map(row, perf_map) for row in rows]
         truth = _truth_by_condition(rows, held_out.devices)
@@ -338,8 +397,9 @@ def _baseline_label() -> str:
     return registry.candidate_label(registry.baseline().name)
 
 
-ConditionKey = tuple[int, float, int, int]  # batch, bandwidth_mbps, devices up, tokens
-Cell = tuple[int, float, int]  # batch, bandwidth_mbps, tokens
+# batch, bandwidth_mbps, devices up, tokens, output tokens (None: an encoder)
+ConditionKey = tuple[int, float, int, int, int | None]
+Cell = tuple[int, float, int, int | None]  # batch, bandwidth_mbps, tokens, output tokens
 
 
 def _score_condition(
@@ -351,18 +411,19 @@ def _score_condition(
     map_table: Path | None,
 ) -> ConditionResult:
     """The oracle, each policy's pick and the best profiled candidate at one condition."""
-    batch, bw, devices, tokens = key
+    batch, bw, devices, tokens, output = key
     baseline = truth[_baseline_label()]
     costs = {label: objective.cost(value, baseline) for label, value in truth.items()}
     oracle = min(costs, key=costs.__getitem__)
     picks = {}
     for name, policy in policies.items():
         try:
-            picks[name] = policy.choose(batch, bw, devices, tokens).label
+            picks[name] = policy.choose(batch, bw, devices, tokens, output).label
         except ValueError as exc:
             raise InputError(map_table, "policies", f"{name}: {exc}") from None
         if picks[name] not in costs:
-            where = f"batch {batch}, {bw:g} Mbit/s, {devices} devices up, {tokens} tokens"
+            outputs = "" if output is None else f", {output} output tokens"
+            where = f"batch {batch}, {bw:g} Mbit/s, {devices} devices up, {tokens} tokens{outputs}"
             raise InputError(map_table, None, f"{name} picked {picks[name]}, not run at {where}")
     profiled = [label for label in costs if label in {c.label for c in perf_map.candidates}]
     best = min(profiled, key=costs.__getitem__)
@@ -371,6 +432,7 @@ def _score_condition(
         and bw in perf_map.bandwidths_mbps
         and tokens in perf_map.tokens
         and devices in perf_map.devices
+        and (output is None or output in (perf_map.output_tokens or ()))
     )
 
     def choice(label: str) -> Choice:
@@ -378,7 +440,8 @@ def _score_condition(
 
     choices = {name: choice(label) for name, label in picks.items()}
     return ConditionResult(
-        batch, bw, devices, tokens, in_map, truth, oracle, costs[oracle], choices, choice(best)
+        *(batch, bw, devices, tokens, in_map, truth, oracle, costs[oracle], choices, choice(best)),
+        output,
     )
 
 
@@ -389,11 +452,13 @@ def _truth_by_condition(
     with N devices up, every candidate run on at most N devices, fewest devices first."""
     by_cell: dict[Cell, list[ResultRow]] = {}
     for r in sorted(rows, key=lambda r: r.devices):
-        assert r.tokens is not None  # rows_at_tokens tags every row
-        by_cell.setdefault((r.batch, r.bandwidth_mbps, r.tokens), []).append(r)
+        tokens, output, _, _ = grid_cell(r, 0)  # rows_at_tokens tags every encoder row
+        by_cell.setdefault((r.batch, r.bandwidth_mbps, tokens, output), []).append(r)
     truth = {
-        (batch, bw, up, tokens): {_key(r).label: _estimate(r) for r in here if r.devices <= up}
-        for (batch, bw, tokens), here in by_cell.items()
+        (batch, bw, up, tokens, output): {
+            _key(r).label: _estimate(r) for r in here if r.devices <= up
+        }
+        for (batch, bw, tokens, output), here in by_cell.items()
         for up in devices_up
     }
     return dict(sorted(truth.items()))
@@ -420,19 +485,19 @@ def _measured_truth(
     as condition -> candidate label -> latency and energy."""
     truth: dict[ConditionKey, dict[str, Estimate]] = {}
     up = max(r.devices for r in rows)  # the set-up's devices, at every cell
-    for batch, bw, tokens in measured_cells(rows):
+    for batch, bw, tokens, output in measured_cells(rows):
         here = {
             _key(r).label: _estimate(r)
             for r in rows
-            if (r.batch, r.bandwidth_mbps, r.tokens) == (batch, bw, tokens)
+            if (r.batch, r.bandwidth_mbps, r.tokens, r.output_tokens) == (batch, bw, tokens, output)
         }
         missing = tuple(
             c.label for c in perf_map.candidates if c.devices <= up and c.label not in here
         )
         if missing:
-            skipped.append(SkippedCell(batch, bw, tokens, missing))
+            skipped.append(SkippedCell(batch, bw, tokens, missing, output))
         else:
-            truth[(batch, bw, up, tokens)] = here
+            truth[(batch, bw, up, tokens, output)] = here
     if not truth:
         raise InputError(table, None, "no measured cell has every candidate the policies pick from")
     return truth
@@ -444,7 +509,7 @@ def _named_as_in_map(row: ResultRow, perf_map: PerformanceMap) -> ResultRow:
     the twin by the one requested."""
     if row.cr is None or row.segments is None:
         return row
-    tokens = row.tokens if row.tokens is not None else perf_map.tokens[0]
+    tokens = grid_cell(row, perf_map.tokens[0])[0]
     for candidate in perf_map.candidates:
         same = (candidate.strategy, candidate.devices) == (row.strategy, row.devices)
         if same and candidate.segments(tokens) == row.segments:
@@ -459,8 +524,16 @@ def _key(row: ResultRow) -> CandidateKey:
 
 def _estimate(row: ResultRow) -> Estimate:
     ok = row.status == "ok"
-    energy = row.energy_j if ok and row.energy_j is not None else math.nan
-    return Estimate(latency_ms=row.total_ms if ok else math.nan, energy_j=energy)
+
+    def value(measured: float | None) -> float:
+        return measured if ok and measured is not None else math.nan
+
+    return Estimate(
+        latency_ms=value(row.total_ms),
+        energy_j=value(row.energy_j),
+        ttft_ms=value(row.ttft_ms),
+        tpot_ms=value(row.tpot_ms),
+    )
 
 
 def regret_pct(cost: float, oracle_cost: float) -> float:
@@ -512,20 +585,38 @@ def _score_json(score: PolicyScore) -> dict[str, Any]:
 
 
 def _condition_json(c: ConditionResult) -> dict[str, Any]:
+    decoder = c.output_tokens is not None
     return {
         "batch": c.batch,
         "bandwidth_mbps": c.bandwidth_mbps,
         "devices": c.devices,
         "tokens": c.tokens,
+        **({"output_tokens": c.output_tokens} if decoder else {}),
         "in_map": c.in_map,
         "oracle": c.oracle,
-        "truth": {
-            label: {"latency_ms": _num(e.latency_ms), "energy_j": _num(e.energy_j)}
-            for label, e in c.truth.items()
-        },
+        "truth": {label: _estimate_json(e, decoder) for label, e in c.truth.items()},
         "choices": {name: _choice_json(ch) for name, ch in c.choices.items()},
         "best_in_map": _choice_json(c.best_in_map),
     }
+
+
+def _estimate_json(estimate: Estimate, decoder: bool) -> dict[str, float | None]:
+    values = {"latency_ms": _num(estimate.latency_ms), "energy_j": _num(estimate.energy_j)}
+    if decoder:
+        values |= {"ttft_ms": _num(estimate.ttft_ms), "tpot_ms": _num(estimate.tpot_ms)}
+    return values
+
+
+def _decoder_axis(perf_map: PerformanceMap) -> dict[str, list[int]]:
+    """A decoder map's output tokens axis (nothing for an encoder's)."""
+    return {} if perf_map.output_tokens is None else {"output_tokens": list(perf_map.output_tokens)}
+
+
+def _skipped_json(cell: SkippedCell) -> dict[str, Any]:
+    record = {**asdict(cell), "missing": list(cell.missing)}
+    if cell.output_tokens is None:  # an encoder's cell
+        del record["output_tokens"]
+    return record
 
 
 def _choice_json(choice: Choice) -> dict[str, Any]:

@@ -2,16 +2,17 @@
 
 The table is in the results schema, or the part of it a published table has: the key
 columns (strategy, devices, batch, bandwidth_mbps) and ``total_ms`` (``energy_j`` where
-measured; ``cr`` and ``segments`` for Prism; ``tokens`` where the length varies). It can
+measured; ``cr`` and ``segments`` for Prism; ``tokens`` where the length varies; a
+decoder's ``prompt_tokens`` and ``output_tokens``, ``ttft_ms`` and ``tpot_ms``). It can
 be a ``results.csv`` of ``--mode local`` or ``--mode emu`` runs, or a hardware table.
 A configuration measured several times (``rep``) counts with the median of its
 successful repetitions: one slow repetition, disturbed by other work on the machine,
 does not move it.
 
-At each measured cell (batch, bandwidth, tokens) the devices up are the set-up's: the
-most devices any row of the table used. Policies choose among the candidates the table
-measured somewhere. A cell where one of those candidates was not measured cannot be
-scored: it is skipped, and the evaluation lists it.
+At each measured cell (batch, bandwidth, tokens, a decoder's output tokens) the devices
+up are the set-up's: the most devices any row of the table used. Policies choose among
+the candidates the table measured somewhere. A cell where one of those candidates was
+not measured cannot be scored: it is skipped, and the evaluation lists it.
 """
 
 from __future__ import annotations
@@ -37,11 +38,13 @@ class SkippedCell:
     bandwidth_mbps: float
     tokens: int
     missing: tuple[str, ...]
+    output_tokens: int | None = None  # a decoder's
 
 
 def read_measured(path: Path, named_by: Path, default_tokens: int) -> list[ResultRow]:
     """The rows of a measured table (``InputError`` naming ``named_by``'s ``truth_table``
-    and the line if it is not one); a row with no ``tokens`` ran at ``default_tokens``."""
+    and the line if it is not one); a row with no ``tokens`` ran at ``default_tokens``, a
+    decoder's row at its ``prompt_tokens``."""
     check_reference(path, named_by, "truth_table")
     rows = []
     for line, record in enumerate(read_table(path), start=2):
@@ -51,29 +54,46 @@ def read_measured(path: Path, named_by: Path, default_tokens: int) -> list[Resul
         except (KeyError, TypeError, ValueError) as exc:
             problem = f"{path.name} line {line} is not a results row: {exc}"
             raise InputError(named_by, "truth_table", problem) from None
-        rows.append(row if row.tokens is not None else replace(row, tokens=default_tokens))
+        if row.tokens is None:
+            tokens = default_tokens if row.prompt_tokens is None else row.prompt_tokens
+            row = replace(row, tokens=tokens)
+        rows.append(row)
     return rows
 
 
 def median_per_configuration(rows: Iterable[ResultRow]) -> list[ResultRow]:
-    """One row per configuration: the median latency and energy of its successful
-    repetitions (a configuration with none keeps its first row, failed)."""
+    """One row per configuration: the median latency and energy (a decoder's TTFT and
+    TPOT) of its successful repetitions (a configuration with none keeps its first row, failed)."""
     groups: dict[tuple[object, ...], list[ResultRow]] = {}
     for row in rows:
         key = (row.strategy, row.devices, row.cr, row.segments, row.batch)
-        groups.setdefault((*key, row.bandwidth_mbps, row.tokens), []).append(row)
+        where = (row.bandwidth_mbps, row.tokens, row.output_tokens)
+        groups.setdefault((*key, *where), []).append(row)
     merged = []
     for group in groups.values():
         ok = [r for r in group if r.status == "ok" and math.isfinite(r.total_ms)]
         if not ok:
             merged.append(group[0])
             continue
-        energies = [r.energy_j for r in ok if r.energy_j is not None]
-        energy = median(energies) if len(energies) == len(ok) else None
-        merged.append(replace(ok[0], total_ms=median(r.total_ms for r in ok), energy_j=energy))
+        merged.append(
+            replace(
+                ok[0],
+                total_ms=median(r.total_ms for r in ok),
+                energy_j=_median(ok, "energy_j"),
+                ttft_ms=_median(ok, "ttft_ms"),
+                tpot_ms=_median(ok, "tpot_ms"),
+            )
+        )
     return merged
 
 
-def measured_cells(rows: Sequence[ResultRow]) -> list[tuple[int, float, int]]:
-    """The (batch, bandwidth, tokens) cells the table measured, sorted."""
-    return sorted({(r.batch, r.bandwidth_mbps, r.tokens or 0) for r in rows})
+def _median(rows: Sequence[ResultRow], column: str) -> float | None:
+    """The median of a column over rows; None where some row lacks it."""
+    values = [getattr(r, column) for r in rows if getattr(r, column) is not None]
+    return median(values) if len(values) == len(rows) else None
+
+
+def measured_cells(rows: Sequence[ResultRow]) -> list[tuple[int, float, int, int | None]]:
+    """The (batch, bandwidth, tokens, output tokens) cells the table measured, sorted
+    (output tokens: None for an encoder's rows)."""
+    return sorted({(r.batch, r.bandwidth_mbps, r.tokens or 0, r.output_tokens) for r in rows})

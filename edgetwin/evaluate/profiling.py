@@ -1,4 +1,5 @@
-"""The twin profiles a scenario into a performance map: its sweeps at each sequence length."""
+"""The twin profiles a scenario into a performance map: its sweeps at each sequence length
+(a decoder's sweeps list their prompt and output tokens)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.models import registry
 from edgetwin.policies.perf_map import PerformanceMap, map_from_rows
 from edgetwin.results import ResultRow
-from edgetwin.scenario import Scenario, SweepSpec
+from edgetwin.scenario import Scenario, SweepSpec, configurations, split_problem
 from edgetwin.sim.runner import RunOutcome, build_fleet, run_scenario
 
 
@@ -38,6 +41,49 @@ def sweep_steps(sweeps: int, tokens: Sequence[int]) -> int:
     return sweeps * max(1, len(tokens))
 
 
+def decoder_runs(scenario: Scenario, sweep: SweepSpec) -> list[Scenario]:
+    """A decoder ``sweep`` as one scenario per device count, each with the strategies that
+    can split the model on that many devices (tensor parallel needs the heads divisible by
+    them, a split needs as many prompt positions and layers), one-device ones once."""
+    model = scenario.model
+    assert isinstance(model, DecoderSpec)
+    prompt = min(sweep.prompt_tokens or (scenario.decoder_workload.prompt_tokens,))
+    runs = []
+    for index, count in enumerate(sweep.devices):
+        strategies = tuple(
+            s
+            for s in scenario.strategies
+            if (
+                index == 0
+                if registry.strategy(s.name).one_device
+                else not split_problem(s, model, count, prompt)
+            )
+        )
+        at = sweep.model_copy(update={"devices": (count,)})
+        runs.append(scenario.model_copy(update={"strategies": strategies, "sweeps": (at,)}))
+    return runs
+
+
+def decoder_steps(runs: Sequence[Scenario]) -> int:
+    """How many ``on_step`` calls ``decoder_rows`` makes over ``runs`` (one per run)."""
+    return sum(len(configurations(run)) for run in runs)
+
+
+def decoder_rows(
+    runs: Sequence[Scenario],
+    scenario_path: Path | None,
+    on_step: Callable[[], None] = lambda: None,
+) -> list[ResultRow]:
+    """Run ``decoder_runs`` in the twin; every row carries the CR requested.
+    ``on_step`` is called after each configuration."""
+    fleet = build_fleet(runs[0], scenario_path)
+    return [
+        replace(o.row, cr=_named_cr(o))
+        for run in runs
+        for o in run_scenario(run, fleet, on_progress=on_step)
+    ]
+
+
 def _named_cr(outcome: RunOutcome) -> float | None:
     """The CR a candidate is named by: the one requested (the same at every sequence
     length), else the one its segments give."""
@@ -50,7 +96,11 @@ def profile_twin(
     tokens: Sequence[int] = (),
     on_step: Callable[[], None] = lambda: None,
 ) -> PerformanceMap:
-    """Run the scenario's sweeps in the twin at each sequence length; they become the map."""
+    """Run the scenario's sweeps in the twin at each sequence length (a decoder's: as they
+    are, ``on_step`` after each configuration); they become the map."""
+    if isinstance(scenario.model, DecoderSpec):
+        rows = decoder_rows([scenario], scenario_path, on_step)
+        return map_from_rows(rows, scenario.name, "twin", scenario_path, 0)
     rows = [
         r
         for sweep in scenario.sweeps

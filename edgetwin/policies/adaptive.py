@@ -1,8 +1,9 @@
 """Deployment selection at run time: single device, or distributed with the best CR.
 
 One interface for every selection policy: given the observed batch,
-bandwidth and sequence length (tokens; optional when the map has one) and
-optionally how many devices are up, a policy names a candidate of the
+bandwidth and sequence length (tokens; optional when the map has one; a
+decoder's prompt tokens, and its output tokens) and optionally how many
+devices are up, a policy names a candidate of the
 performance map and the latency and energy the map expects for it. With N
 devices up a policy may deploy on any profiled device count <= N (a subset of
 the devices that are up) or on one; more up than the map's largest count
@@ -21,22 +22,26 @@ registered by name:
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal, Protocol, Self
 
-from edgetwin.policies.perf_map import Candidate, Estimate, PerformanceMap, read_map
+from edgetwin.policies.perf_map import Deployment, Estimate, PerformanceMap, read_map
 
-ObjectiveKind = Literal["latency", "energy", "weighted"]
+ObjectiveKind = Literal["latency", "energy", "weighted", "ttft", "tpot"]
+DECODER_OBJECTIVES: tuple[ObjectiveKind, ...] = ("ttft", "tpot")  # a decoder's map only
 
 
 @dataclass(frozen=True)
 class Objective:
-    """What to minimise. ``weighted``: weight x latency + (1 - weight) x energy, each
-    relative to single's at the same condition (weight 1 is latency, 0 is energy)."""
+    """What to minimise. ``latency``: ms per batch (a decoder's: the whole generation);
+    ``energy``: J per batch over every device (for a decoder the ranking and the regret
+    are those of energy per token: the same B x output tokens divide every candidate's);
+    ``ttft``, ``tpot``: a decoder's time to first token, mean time per later token;
+    ``weighted``: weight x latency + (1 - weight) x energy, each relative to single's at
+    the same condition (weight 1 is latency, 0 is energy)."""
 
     kind: ObjectiveKind = "latency"
     weight: float = 0.5
@@ -51,6 +56,10 @@ class Objective:
             value = estimate.latency_ms
         elif self.kind == "energy":
             value = estimate.energy_j
+        elif self.kind == "ttft":
+            value = estimate.ttft_ms
+        elif self.kind == "tpot":
+            value = estimate.tpot_ms
         else:
             value = self.weight * estimate.latency_ms / single.latency_ms + (1 - self.weight) * (
                 estimate.energy_j / single.energy_j
@@ -73,8 +82,8 @@ class Decision:
 
 class SelectionPolicy(Protocol):
     """Picks a deployment for the observed batch, bandwidth and sequence length (tokens;
-    None: the map's only one); devices: how many are up, the pick uses at most that many
-    (None: any)."""
+    None: the map's only one; a decoder's prompt tokens, and its output tokens); devices:
+    how many are up, the pick uses at most that many (None: any)."""
 
     name: ClassVar[str]
 
@@ -84,6 +93,7 @@ class SelectionPolicy(Protocol):
         bandwidth_mbps: float,
         devices: int | None = None,
         tokens: float | None = None,
+        output_tokens: float | None = None,
     ) -> Decision: ...
 
 
@@ -95,6 +105,7 @@ class Condition:
     bandwidth_mbps: float
     devices_up: int | None
     tokens: float
+    output_tokens: float | None = None  # a decoder's
 
 
 class _MapPolicy:
@@ -104,6 +115,8 @@ class _MapPolicy:
     name: ClassVar[str]
 
     def __init__(self, perf_map: PerformanceMap, objective: Objective = Objective()) -> None:
+        if objective.kind in DECODER_OBJECTIVES and not perf_map.decoder:
+            raise ValueError(f"objective {objective.kind} needs a decoder's map")
         self.map = perf_map
         self.objective = objective
 
@@ -118,22 +131,32 @@ class _MapPolicy:
         bandwidth_mbps: float,
         devices: int | None = None,
         tokens: float | None = None,
+        output_tokens: float | None = None,
     ) -> Decision:
         """The policy's decision at an observed condition (see ``SelectionPolicy``)."""
-        return self.pick(Condition(batch, bandwidth_mbps, devices, self.map.resolve_tokens(tokens)))
+        at = Condition(
+            batch,
+            bandwidth_mbps,
+            devices,
+            self.map.resolve_tokens(tokens),
+            self.map.resolve_output_tokens(output_tokens),
+        )
+        return self.pick(at)
 
     def pick(self, at: Condition) -> Decision:
         raise NotImplementedError
 
-    def candidates(self, devices_up: int | None) -> list[Candidate]:
+    def candidates(self, devices_up: int | None) -> list[Deployment]:
         """The candidates on at most ``devices_up`` devices, single included (None: all)."""
         if devices_up is not None and devices_up < 1:
             raise ValueError(f"devices up must be at least 1, got {devices_up}")
         return [c for c in self.map.candidates if devices_up is None or c.devices <= devices_up]
 
-    def estimate(self, candidate: Candidate, at: Condition) -> Estimate:
+    def estimate(self, candidate: Deployment, at: Condition) -> Estimate:
         """What the map predicts for ``candidate`` at ``at``."""
-        return self.map.estimate(candidate, at.batch, at.bandwidth_mbps, at.tokens)
+        return self.map.estimate(
+            candidate, at.batch, at.bandwidth_mbps, at.tokens, at.output_tokens
+        )
 
     def costs(self, at: Condition) -> list[float]:
         """The objective of each of ``candidates(at.devices_up)`` as the map predicts it."""
@@ -141,7 +164,7 @@ class _MapPolicy:
         candidates = self.candidates(at.devices_up)
         return [self.objective.cost(self.estimate(c, at), single) for c in candidates]
 
-    def decide(self, candidate: Candidate, at: Condition) -> Decision:
+    def decide(self, candidate: Deployment, at: Condition) -> Decision:
         estimate = self.estimate(candidate, at)
         return Decision(
             strategy=candidate.strategy,
@@ -189,12 +212,12 @@ class AlwaysDistributedPolicy(_MapPolicy):
         best = min(distributed, key=self._overall_log_ratio, default=self.map.single)
         return self.decide(best, at)
 
-    def _overall_log_ratio(self, candidate: Candidate) -> float:
+    def _overall_log_ratio(self, candidate: Deployment) -> float:
         total = 0.0
-        grid = itertools.product(self.map.tokens, self.map.batches, self.map.bandwidths_mbps)
-        for tokens, batch, bw in grid:
-            single = self.map.estimate(self.map.single, batch, bw, tokens)
-            cost = self.objective.cost(self.map.estimate(candidate, batch, bw, tokens), single)
+        for tokens, output, batch, bw in self.map.grid_points():
+            single = self.map.estimate(self.map.single, batch, bw, tokens, output)
+            mine = self.map.estimate(candidate, batch, bw, tokens, output)
+            cost = self.objective.cost(mine, single)
             total += math.log(cost / self.objective.cost(single, single))
         return total
 
@@ -216,13 +239,13 @@ class FlopHeuristicPolicy(_MapPolicy):
         single = self.map.single
         single_s = self.estimate(single, at).latency_ms / 1000
         g_single = single.gflops_per_device
-        best: tuple[float, Candidate] = (0.0, single)
+        best: tuple[float, Deployment] = (0.0, single)
         for c in self.candidates(at.devices_up):
             if c.one_device or g_single is None or c.gflops_per_device is None:
                 continue
             rate_gflops = g_single * at.batch / single_s
             saved_s = (g_single - c.gflops_per_device) * at.batch / rate_gflops
-            sent = self.map.bytes_sent(c, at.batch, at.tokens)
+            sent = self.map.bytes_sent(c, at.batch, at.tokens, at.output_tokens)
             transfer_s = sent / c.devices * 8 / (at.bandwidth_mbps * 1e6)
             if saved_s - transfer_s > best[0]:
                 best = (saved_s - transfer_s, c)

@@ -1,4 +1,5 @@
-"""The performance map: latency and energy of every candidate over (tokens, batch, bandwidth).
+"""The performance map: latency and energy of every candidate over (tokens, batch, bandwidth);
+a decoder's also over output tokens, with its TTFT and TPOT.
 
 Profiled once (in the twin, or read from a results table in the results
 schema: an emulator run or a hardware table), stored as JSON on the terminal
@@ -6,8 +7,9 @@ device, read at run time by the selection policies. Between grid points a
 candidate's latency and energy are interpolated linearly in bandwidth, in
 log2(batch) and in the sequence length (tokens); outside the grid batch and
 bandwidth are clamped to the nearest edge, tokens extrapolated linearly from
-the two nearest profiled lengths (``along_tokens``). Schema:
-docs/adaptive.md.
+the two nearest profiled lengths (``along_tokens``); a decoder map's tokens are
+its prompt tokens, and its output tokens are interpolated and extrapolated the
+same way (``DecoderPerformanceMap``). Schema: docs/adaptive.md.
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ from pathlib import Path
 from typing import Annotated, Literal, NamedTuple
 
 import numpy as np
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import InputError
@@ -33,23 +42,19 @@ from edgetwin.schema import PositiveFloat, PositiveInt, Strict, validation_error
 VERSION: Literal[2] = 2
 Cell = Annotated[float, Field(ge=0)] | None  # None: failed run or not measured
 Grid = tuple[tuple[tuple[Cell, ...], ...], ...]  # [tokens][batch][bandwidth]
+DecoderGrid = tuple[Grid, ...]  # [prompt tokens][output tokens][batch][bandwidth]
 
 
-class Candidate(Strict):
-    """One deployment the policy can pick, with its profiled grid ([tokens][batch][bandwidth]).
-
-    A Prism candidate is identified by its CR; its segments follow the sequence length
-    (L = round(tokens / (CR x devices)), as the twin and the real code resolve a CR).
-    """
+class Deployment(Strict):
+    """What a candidate deploys; a Prism candidate is identified by its CR, its segments
+    follow the sequence length (L = round(tokens / (CR x devices)), as the twin and the
+    real code resolve a CR; a decoder's tokens are its prompt's)."""
 
     strategy: str
     devices: PositiveInt
     cr: PositiveFloat | None = None
     # per sample at the first length (the heuristic uses only its ratio to single's)
     gflops_per_device: Annotated[float, Field(ge=0)] | None = None
-    bytes_sent: tuple[tuple[Annotated[float, Field(ge=0)], ...], ...]  # [tokens][batch]
-    latency_ms: Grid
-    energy_j: Grid
 
     @field_validator("strategy")
     @classmethod
@@ -74,22 +79,60 @@ class Candidate(Strict):
         return registry.candidate_label(self.strategy, self.devices, self.cr)
 
 
+class Candidate(Deployment):
+    """One deployment the policy can pick, with its profiled grid ([tokens][batch][bandwidth])."""
+
+    bytes_sent: tuple[tuple[Annotated[float, Field(ge=0)], ...], ...]  # [tokens][batch]
+    latency_ms: Grid
+    energy_j: Grid
+
+
+class DecoderCandidate(Deployment):
+    """A decoder deployment: its grids are [prompt tokens][output tokens][batch][bandwidth];
+    latency and energy are the whole generation's, next to its TTFT and TPOT."""
+
+    bytes_sent: tuple[tuple[tuple[Annotated[float, Field(ge=0)], ...], ...], ...]
+    latency_ms: DecoderGrid
+    energy_j: DecoderGrid
+    ttft_ms: DecoderGrid
+    tpot_ms: DecoderGrid
+
+
+DECODER_GRIDS = ("latency_ms", "energy_j", "ttft_ms", "tpot_ms")
+
+
+def _candidate_kind(value: object) -> str:
+    if isinstance(value, DecoderCandidate) or (isinstance(value, dict) and "ttft_ms" in value):
+        return "decoder"
+    return "encoder"
+
+
+AnyCandidate = Annotated[
+    Annotated[Candidate, Tag("encoder")] | Annotated[DecoderCandidate, Tag("decoder")],
+    Discriminator(_candidate_kind),
+]
+
+
 class PerformanceMap(Strict):
-    """Candidates profiled on one grid of tokens x batch x bandwidth (JSON on the terminal)."""
+    """Candidates profiled on one grid of tokens x batch x bandwidth (JSON on the terminal);
+    a decoder's map (``output_tokens`` given) has prompt tokens x output tokens x batch x
+    bandwidth, and TTFT and TPOT next to latency and energy."""
 
     format: Literal["edgetwin-performance-map"] = "edgetwin-performance-map"
     version: Literal[2] = VERSION
     scenario: str
     source: str
-    tokens: tuple[PositiveInt, ...] = Field(min_length=1)
+    tokens: tuple[PositiveInt, ...] = Field(min_length=1)  # a decoder's: prompt tokens
+    output_tokens: tuple[PositiveInt, ...] | None = Field(None, min_length=1)  # decoders
     batches: tuple[PositiveInt, ...] = Field(min_length=1)
     bandwidths_mbps: tuple[PositiveFloat, ...] = Field(min_length=1)
-    candidates: tuple[Candidate, ...] = Field(min_length=1)
+    candidates: tuple[AnyCandidate, ...] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _check_grid(self) -> PerformanceMap:
         axes = {
             "tokens": self.tokens,
+            **({} if self.output_tokens is None else {"output_tokens": self.output_tokens}),
             "batches": self.batches,
             "bandwidths_mbps": self.bandwidths_mbps,
         }
@@ -97,15 +140,19 @@ class PerformanceMap(Strict):
             if list(axis) != sorted(set(axis)):
                 raise ValueError(f"{name} must be strictly increasing")
         shape = tuple(len(axis) for axis in axes.values())
+        kind = "decoder" if self.decoder else "encoder"
+        grids = DECODER_GRIDS if self.decoder else ("latency_ms", "energy_j")
+        axes_names = "prompt x output tokens" if self.decoder else "tokens"
         for i, c in enumerate(self.candidates):
-            for key, dims in (
-                ("bytes_sent", shape[:2]),
-                ("latency_ms", shape),
-                ("energy_j", shape),
-            ):
+            if _candidate_kind(c) != kind:
+                article = "an" if kind == "encoder" else "a"
+                raise ValueError(f"candidates.{i} does not have the grids of {article} {kind} map")
+            for key, dims in (("bytes_sent", shape[:-1]), *((g, shape) for g in grids)):
                 if not _has_shape(getattr(c, key), dims):
                     size = " x ".join(map(str, dims))
-                    raise ValueError(f"candidates.{i}.{key} must be {size} (tokens x batch ...)")
+                    raise ValueError(
+                        f"candidates.{i}.{key} must be {size} ({axes_names} x batch ...)"
+                    )
         if not any(c.one_device for c in self.candidates):
             raise ValueError(f"the map needs a '{registry.baseline().name}' candidate")
         if len({c.label for c in self.candidates}) != len(self.candidates):
@@ -113,7 +160,12 @@ class PerformanceMap(Strict):
         return self
 
     @property
-    def single(self) -> Candidate:
+    def decoder(self) -> bool:
+        """Whether the map is a decoder's (an output tokens axis, TTFT and TPOT)."""
+        return self.output_tokens is not None
+
+    @property
+    def single(self) -> Deployment:
         return next(c for c in self.candidates if c.one_device)
 
     @property
@@ -129,30 +181,94 @@ class PerformanceMap(Strict):
             raise ValueError(f"the map spans tokens {list(self.tokens)}; give the query's tokens")
         return self.tokens[0]
 
+    def resolve_output_tokens(self, output_tokens: float | None) -> float | None:
+        """A decoder query's output tokens (None allowed when the map has only one);
+        None for an encoder's map."""
+        if self.output_tokens is None or output_tokens is not None:
+            return output_tokens if self.output_tokens is not None else None
+        if len(self.output_tokens) > 1:
+            known = list(self.output_tokens)
+            raise ValueError(f"the map spans output tokens {known}; give the query's")
+        return self.output_tokens[0]
+
+    def grid_points(self) -> list[tuple[int, int | None, int, float]]:
+        """Every (tokens, output tokens or None, batch, bandwidth) the map profiled."""
+        outputs: Sequence[int | None] = self.output_tokens or (None,)
+        return list(itertools.product(self.tokens, outputs, self.batches, self.bandwidths_mbps))
+
     def estimate(
-        self, candidate: Candidate, batch: float, bandwidth_mbps: float, tokens: float
+        self,
+        candidate: Deployment,
+        batch: float,
+        bandwidth_mbps: float,
+        tokens: float,
+        output_tokens: float | None = None,
     ) -> Estimate:
-        """Latency and energy of ``candidate`` at a condition (interpolated; see the module)."""
+        """Latency and energy (a decoder's: also TTFT and TPOT) of ``candidate`` at a
+        condition (interpolated; see the module)."""
+        at = (tokens, output_tokens, batch, bandwidth_mbps)
+        if isinstance(candidate, DecoderCandidate):
+            values = {
+                key: self._decoder_value(getattr(candidate, key), *at) for key in DECODER_GRIDS
+            }
+            return Estimate(**values)
+        assert isinstance(candidate, Candidate)
         return Estimate(
             latency_ms=self._interpolate(candidate.latency_ms, tokens, batch, bandwidth_mbps),
             energy_j=self._interpolate(candidate.energy_j, tokens, batch, bandwidth_mbps),
         )
 
-    def bytes_sent(self, candidate: Candidate, batch: float, tokens: float) -> float:
+    def bytes_sent(
+        self, candidate: Deployment, batch: float, tokens: float, output_tokens: float | None = None
+    ) -> float:
         """Bytes a batch moves over all devices (interpolated like latency)."""
         log_batches = np.log2(self.batches)
-        per_tokens = [
-            float(np.interp(math.log2(batch), log_batches, b)) for b in candidate.bytes_sent
-        ]
+
+        def along_batch(values: Sequence[float]) -> float:
+            return float(np.interp(math.log2(batch), log_batches, values))
+
+        if isinstance(candidate, DecoderCandidate):
+            assert self.output_tokens is not None and output_tokens is not None
+            outputs = self.output_tokens
+            per_tokens = [
+                along_tokens(output_tokens, outputs, [along_batch(b) for b in plane])
+                for plane in candidate.bytes_sent
+            ]
+        else:
+            assert isinstance(candidate, Candidate)
+            per_tokens = [along_batch(b) for b in candidate.bytes_sent]
         return along_tokens(tokens, self.tokens, per_tokens)
 
     def _interpolate(self, grid: Grid, tokens: float, batch: float, bandwidth_mbps: float) -> float:
-        per_tokens = []
-        for plane in grid:
-            values = np.array([[math.nan if v is None else v for v in row] for row in plane])
-            along_bw = [float(np.interp(bandwidth_mbps, self.bandwidths_mbps, r)) for r in values]
-            per_tokens.append(float(np.interp(math.log2(batch), np.log2(self.batches), along_bw)))
+        per_tokens = [self._plane(plane, batch, bandwidth_mbps) for plane in grid]
         return along_tokens(tokens, self.tokens, per_tokens)
+
+    def _decoder_value(
+        self,
+        grid: DecoderGrid,
+        tokens: float,
+        output_tokens: float | None,
+        batch: float,
+        bandwidth_mbps: float,
+    ) -> float:
+        """Batch x bandwidth as for an encoder, then along output tokens, then prompt tokens."""
+        assert self.output_tokens is not None and output_tokens is not None
+        outputs = self.output_tokens
+        per_prompt = [
+            along_tokens(
+                output_tokens, outputs, [self._plane(p, batch, bandwidth_mbps) for p in by_output]
+            )
+            for by_output in grid
+        ]
+        return along_tokens(tokens, self.tokens, per_prompt)
+
+    def _plane(
+        self, plane: tuple[tuple[Cell, ...], ...], batch: float, bandwidth_mbps: float
+    ) -> float:
+        """Linear in bandwidth along each profiled batch, then in log2(batch); clamped."""
+        values = np.array([[math.nan if v is None else v for v in row] for row in plane])
+        along_bw = [float(np.interp(bandwidth_mbps, self.bandwidths_mbps, r)) for r in values]
+        return float(np.interp(math.log2(batch), np.log2(self.batches), along_bw))
 
 
 def along_tokens(tokens: float, grid: Sequence[float], values: Sequence[float]) -> float:
@@ -180,15 +296,19 @@ def _has_shape(values: object, dims: Sequence[int]) -> bool:
 
 
 class Estimate(Strict):
-    """Latency and energy of one batch; NaN where the map has no value (infeasible)."""
+    """Latency and energy of one batch (a decoder's generation, and its TTFT and TPOT);
+    NaN where the map has no value (infeasible) or the model is an encoder."""
 
     latency_ms: float
     energy_j: float
+    ttft_ms: float = math.nan
+    tpot_ms: float = math.nan
 
 
 def map_from_table(path: Path, default_tokens: int) -> PerformanceMap:
     """A map from a results table (twin, emulator, or measured rows in the results schema);
-    rows without a ``tokens`` value ran at ``default_tokens``."""
+    rows without a ``tokens`` value ran at ``default_tokens``; rows with ``prompt_tokens``
+    (a decoder's) make a decoder map."""
     try:
         rows = read_results(path)
     except (KeyError, ValueError) as exc:
@@ -200,14 +320,24 @@ CandidateKey = tuple[str, int, float | None]
 
 
 class Axes(NamedTuple):
-    """The profiled values of each axis, increasing."""
+    """The profiled values of each axis, increasing (output tokens: None for an encoder)."""
 
     tokens: list[int]
+    output_tokens: list[int] | None
     batches: list[int]
     bandwidths_mbps: list[float]
 
 
-GridCell = tuple[int, int, float]  # tokens, batch, bandwidth_mbps
+GridCell = tuple[int, int | None, int, float]  # tokens, output tokens, batch, bandwidth_mbps
+
+
+def grid_cell(row: ResultRow, default_tokens: int) -> GridCell:
+    """Where a row sits in a map's grid: a decoder's prompt and output tokens, an encoder's
+    sequence length (``default_tokens`` if the row has none)."""
+    if row.prompt_tokens is not None:
+        return (row.prompt_tokens, row.output_tokens, row.batch, row.bandwidth_mbps)
+    tokens = default_tokens if row.tokens is None else row.tokens
+    return (tokens, None, row.batch, row.bandwidth_mbps)
 
 
 def map_from_rows(
@@ -221,20 +351,23 @@ def map_from_rows(
     cells: dict[CandidateKey, dict[GridCell, list[ResultRow]]] = defaultdict(dict)
     for row in rows:
         if row.strategy in registry.names() and registry.strategy(row.strategy).selectable:
-            tokens = default_tokens if row.tokens is None else row.tokens
-            cell = (tokens, row.batch, row.bandwidth_mbps)
+            cell = grid_cell(row, default_tokens)
             cells[(row.strategy, row.devices, row.cr)].setdefault(cell, []).append(row)
+    outputs = sorted({o for grid in cells.values() for _, o, _, _ in grid if o is not None})
     axes = Axes(
-        sorted({t for grid in cells.values() for t, _, _ in grid}),
-        sorted({b for grid in cells.values() for _, b, _ in grid}),
-        sorted({bw for grid in cells.values() for _, _, bw in grid}),
+        sorted({t for grid in cells.values() for t, _, _, _ in grid}),
+        outputs or None,
+        sorted({b for grid in cells.values() for _, _, b, _ in grid}),
+        sorted({bw for grid in cells.values() for _, _, _, bw in grid}),
     )
     by_devices = sorted(cells.items(), key=lambda item: item[0][1])  # single first
     candidates = [_candidate(key, grid, axes, path) for key, grid in by_devices]
+    decoder = {} if axes.output_tokens is None else {"output_tokens": axes.output_tokens}
     raw = {
         "scenario": scenario,
         "source": source,
         "tokens": axes.tokens,
+        **decoder,
         "batches": axes.batches,
         "bandwidths_mbps": axes.bandwidths_mbps,
         "candidates": candidates,
@@ -249,31 +382,42 @@ def _candidate(
     path: Path | None,
 ) -> dict[str, object]:
     strategy, devices, cr = key
-    tokens, batches, bandwidths = axes
-    for cell in itertools.product(tokens, batches, bandwidths):
+    tokens, outputs, batches, bandwidths = axes
+    for cell in itertools.product(tokens, outputs or (None,), batches, bandwidths):
         if cell not in grid:
             field = f"{strategy} devices={devices}" + ("" if cr is None else f" cr={cr:g}")
-            where = f"tokens {cell[0]:g}, batch {cell[1]:g}, bandwidth {cell[2]:g} Mbps"
+            output = "" if cell[1] is None else f", output tokens {cell[1]:g}"
+            where = f"tokens {cell[0]:g}{output}, batch {cell[2]:g}, bandwidth {cell[3]:g} Mbps"
             raise InputError(path, field, f"no row at {where}")
 
-    def over_grid(column: str) -> list[list[list[float | None]]]:
-        return [
-            [[_ok_mean(grid[(t, b, bw)], column) for bw in bandwidths] for b in batches]
-            for t in tokens
-        ]
+    def over_grid(column: str, t: int, o: int | None) -> list[list[float | None]]:
+        return [[_ok_mean(grid[(t, o, b, bw)], column) for bw in bandwidths] for b in batches]
 
-    first = grid[(tokens[0], batches[0], bandwidths[0])][0]
-    return {
+    def sent(t: int, o: int | None) -> list[float]:
+        return [_mean([r.bytes_sent for r in grid[(t, o, b, bandwidths[0])]]) for b in batches]
+
+    first = grid[(tokens[0], None if outputs is None else outputs[0], batches[0], bandwidths[0])][0]
+    head = {
         "strategy": strategy,
         "devices": devices,
         "cr": cr,
         "gflops_per_device": first.gflops_per_device,
-        "bytes_sent": [
-            [_mean([r.bytes_sent for r in grid[(t, b, bandwidths[0])]]) for b in batches]
-            for t in tokens
-        ],
-        "latency_ms": over_grid("total_ms"),
-        "energy_j": over_grid("energy_j"),
+    }
+    if outputs is None:
+        return {
+            **head,
+            "bytes_sent": [sent(t, None) for t in tokens],
+            "latency_ms": [over_grid("total_ms", t, None) for t in tokens],
+            "energy_j": [over_grid("energy_j", t, None) for t in tokens],
+        }
+    columns = dict(zip(DECODER_GRIDS, ("total_ms", "energy_j", "ttft_ms", "tpot_ms"), strict=True))
+    return {
+        **head,
+        "bytes_sent": [[sent(t, o) for o in outputs] for t in tokens],
+        **{
+            key: [[over_grid(column, t, o) for o in outputs] for t in tokens]
+            for key, column in columns.items()
+        },
     }
 
 
@@ -320,5 +464,6 @@ def read_map(path: Path) -> PerformanceMap:
 
 
 def write_map(path: Path, perf_map: PerformanceMap) -> None:
-    """Write the map as JSON (atomically)."""
-    write_text_atomic(path, perf_map.model_dump_json(indent=1) + "\n")
+    """Write the map as JSON (atomically); an encoder's map has no ``output_tokens`` key."""
+    exclude = None if perf_map.decoder else {"output_tokens"}
+    write_text_atomic(path, perf_map.model_dump_json(indent=1, exclude=exclude) + "\n")

@@ -119,4 +119,4 @@ def _decoder_plan(work: DecoderWorkload) -> DecoderPlan:
     )
 
 
-PIPELINE = Strategy(NAME, "PP", decoder_plan=_decoder_plan, splits_layers=True)
+PIPELINE = Strategy(NAME, "PP", decoder_plan=_decoder_plan, splits_layers=True, selectable=True)
