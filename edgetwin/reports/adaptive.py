@@ -31,7 +31,7 @@ def write_evaluation(out_dir: Path, evaluation: Evaluation) -> list[Path]:
 def render_evaluation(evaluation: Evaluation) -> str:
     """The evaluation page: scores, best mode vs chosen, regret, crossover batch."""
     figures = [
-        *(_mode_heatmaps(evaluation, *group) for group in _groups(evaluation)),
+        *(_mode_heatmaps(evaluation, group) for group in _groups(evaluation)),
         _regret_figure(evaluation),
         _crossover_figure(evaluation),
     ]
@@ -45,9 +45,23 @@ def render_evaluation(evaluation: Evaluation) -> str:
     return page(f"edgetwin adaptive deployment: {evaluation.scenario}", body)
 
 
-def _groups(evaluation: Evaluation) -> list[tuple[int, int]]:
-    """(devices, tokens) pairs of the held-out conditions."""
-    return sorted({(c.devices, c.tokens) for c in evaluation.conditions})
+Group = tuple[int, int, int | None]  # devices up, tokens, output tokens (None: an encoder)
+
+
+def _groups(evaluation: Evaluation) -> list[Group]:
+    """(devices, tokens, output tokens) of the held-out conditions."""
+    return sorted({_group(c) for c in evaluation.conditions})
+
+
+def _group(condition: ConditionResult) -> Group:
+    return (condition.devices, condition.tokens, condition.output_tokens)
+
+
+def _tokens_text(tokens: int, output_tokens: int | None) -> str:
+    """``197 tokens``; a decoder's ``512 prompt, 64 output tokens``."""
+    if output_tokens is None:
+        return f"{tokens} tokens"
+    return f"{tokens} prompt, {output_tokens} output tokens"
 
 
 def _settings_html(evaluation: Evaluation) -> str:
@@ -56,11 +70,14 @@ def _settings_html(evaluation: Evaluation) -> str:
     objective = s.objective + (
         f" (weight {s.weight:g} on latency)" if s.objective == "weighted" else ""
     )
+    tokens = f"tokens {_join(m.tokens)}"
+    if m.output_tokens is not None:
+        tokens = f"prompt tokens {_join(m.tokens)}; output tokens {_join(m.output_tokens)}"
     items = [
         ("Objective", objective),
         (
             "Map",
-            f"{m.source}; tokens {_join(m.tokens)}; batch {_join(m.batches)}; "
+            f"{m.source}; {tokens}; batch {_join(m.batches)}; "
             f"{_join(m.bandwidths_mbps)} Mbit/s; devices {_join(m.devices)}",
         ),
         ("Ground truth", _truth_summary(evaluation)),
@@ -74,6 +91,9 @@ def _truth_summary(evaluation: Evaluation) -> str:
     """Where the ground truth comes from and which conditions it covers."""
     held_out, conditions = evaluation.settings.held_out, evaluation.conditions
     tokens = f"tokens {_join(sorted({c.tokens for c in conditions}))}"
+    outputs = sorted({c.output_tokens for c in conditions if c.output_tokens is not None})
+    if outputs:
+        tokens = f"prompt {tokens}; output tokens {_join(outputs)}"
     if held_out is None:
         cells = "; ".join(
             f"batch {c.batch}, {c.bandwidth_mbps:g} Mbit/s, {c.devices} up" for c in conditions
@@ -159,10 +179,11 @@ def _confusion_html(evaluation: Evaluation, policy: str) -> str:
     )
 
 
-def _mode_heatmaps(evaluation: Evaluation, devices: int, tokens: int) -> go.Figure:
+def _mode_heatmaps(evaluation: Evaluation, group: Group) -> go.Figure:
     """Best candidate (twin) and the adaptive pick over batch x bandwidth."""
     labels = _labels(evaluation)
-    here = [c for c in evaluation.conditions if (c.devices, c.tokens) == (devices, tokens)]
+    devices, tokens, output_tokens = group
+    here = [c for c in evaluation.conditions if _group(c) == group]
     batches = sorted({c.batch for c in here})
     bandwidths = sorted({c.bandwidth_mbps for c in here})
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Best in the twin", "Adaptive picks"))
@@ -193,7 +214,10 @@ def _mode_heatmaps(evaluation: Evaluation, devices: int, tokens: int) -> go.Figu
         fig.update_yaxes(title_text=BANDWIDTH_AXIS, type="category", row=1, col=col)
     key = ", ".join(f"{short[label]} = {label}" for label in labels)
     fig.update_layout(
-        title=title_text(f"Best mode vs chosen, {devices} devices up, {tokens} tokens", key)
+        title=title_text(
+            f"Best mode vs chosen, {devices} devices up, {_tokens_text(tokens, output_tokens)}",
+            key,
+        )
     )
     return styled(fig)
 
@@ -211,7 +235,8 @@ def _regret_figure(evaluation: Evaluation) -> go.Figure:
     name on hover), the box of their spread."""
     fig = go.Figure()
     where = [
-        f"batch {c.batch}, {c.bandwidth_mbps:g} Mbit/s, {c.devices} devices, {c.tokens} tokens"
+        f"batch {c.batch}, {c.bandwidth_mbps:g} Mbit/s, {c.devices} devices, "
+        + _tokens_text(c.tokens, c.output_tokens)
         for c in evaluation.conditions
     ]
     for index, name in enumerate(evaluation.scores):
@@ -246,15 +271,20 @@ def _crossover_figure(evaluation: Evaluation) -> go.Figure:
     groups = _groups(evaluation)
     who_all = ("oracle", *evaluation.scores)
     names = {who: "best in the twin" if who == "oracle" else who for who in who_all}
-    for at, (devices, tokens) in enumerate(groups):
-        mine = [r for r in rows if (r["devices"], r["tokens"]) == (devices, tokens)]
+    for at, (devices, tokens, outputs) in enumerate(groups):
+        mine = [
+            r
+            for r in rows
+            if (r["devices"], r["tokens"], r.get("output_tokens")) == (devices, tokens, outputs)
+        ]
+        suffix = "" if outputs is None else f" O{outputs}"
         for index, who in enumerate(who_all):
             fig.add_trace(
                 go.Scatter(
                     x=[r["bandwidth_mbps"] for r in mine],
                     y=[r[who] for r in mine],
                     mode="lines+markers",
-                    name=f"{names[who]} x{devices} N{tokens}",
+                    name=f"{names[who]} x{devices} N{tokens}{suffix}",
                     legendgroup=names[who],
                     showlegend=False,
                     line={"color": color(index), "dash": dash(at)},
@@ -263,10 +293,10 @@ def _crossover_figure(evaluation: Evaluation) -> go.Figure:
             )
     for index, who in enumerate(who_all):
         legend_key(fig, names[who], group="policy", line={"color": color(index)})
-    for at, (devices, tokens) in enumerate(groups):
+    for at, (devices, tokens, outputs) in enumerate(groups):
         legend_key(
             fig,
-            f"{devices} devices, {tokens} tokens",
+            f"{devices} devices, {_tokens_text(tokens, outputs)}",
             group="condition",
             line={"color": "#555", "dash": dash(at)},
             marker={"symbol": symbol(at), "color": "#555"},
