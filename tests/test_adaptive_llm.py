@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.evaluate.adaptive import Evaluation, evaluate, load_eval_inputs
 from edgetwin.evaluate.measured import median_per_configuration, read_measured
@@ -210,3 +211,19 @@ def test_bad_decoder_evaluation_files() -> None:
     with pytest.raises(InputError) as exc:
         load_eval_inputs(EVAL, ("objective=speed",))
     assert exc.value.field == "objective"
+
+
+def test_edgetwin_evaluate_takes_a_decoder_scenario(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI on the small shipped decoder (one prompt and output length in its map)."""
+    (tmp_path / "llm.yaml").write_text((REPO / "scenarios" / "llm_smoke.yaml").read_text())
+    held_out = "held_out: {batch: [3], bandwidth_mbps: [300], devices: [2]}\n"
+    (tmp_path / "e.eval.yaml").write_text(f"scenario: llm.yaml\nobjective: tpot\n{held_out}")
+    out = tmp_path / "out"
+    assert main(["evaluate", str(tmp_path / "e.eval.yaml"), "--out", str(out), "--quiet"]) == 0
+    assert "ground truth: twin, 1 conditions" in capsys.readouterr().out
+    data = json.loads((out / "evaluation.json").read_text())
+    assert data["map"]["tokens"] == [64] and data["map"]["output_tokens"] == [16]
+    assert data["conditions"][0]["output_tokens"] == 16  # the workload's, as in the map
+    assert read_map(out / "performance_map.json").decoder
