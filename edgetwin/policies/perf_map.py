@@ -9,7 +9,7 @@ log2(batch) and in the sequence length (tokens); outside the grid batch and
 bandwidth are clamped to the nearest edge, tokens extrapolated linearly from
 the two nearest profiled lengths (``along_tokens``); a decoder map's tokens are
 its prompt tokens, and its output tokens are interpolated and extrapolated the
-same way (``DecoderPerformanceMap``). Schema: docs/adaptive.md.
+same way (``DecoderCandidate``). Schema: docs/adaptive.md.
 """
 
 from __future__ import annotations
@@ -184,8 +184,10 @@ class PerformanceMap(Strict):
     def resolve_output_tokens(self, output_tokens: float | None) -> float | None:
         """A decoder query's output tokens (None allowed when the map has only one);
         None for an encoder's map."""
-        if self.output_tokens is None or output_tokens is not None:
-            return output_tokens if self.output_tokens is not None else None
+        if self.output_tokens is None:
+            return None
+        if output_tokens is not None:
+            return output_tokens
         if len(self.output_tokens) > 1:
             known = list(self.output_tokens)
             raise ValueError(f"the map spans output tokens {known}; give the query's")
