@@ -12,13 +12,11 @@ from typing import TypedDict
 
 from edgetwin.errors import InputError, shown
 from edgetwin.provenance import note_read
-from edgetwin.results import ResultRow, parse_number, row_key
+from edgetwin.results import ResultRow, RowKey, parse_number, row_key
 from edgetwin.schema import read_yaml_mapping
 
 METRICS: tuple[str, ...] = ("total_ms", "compute_ms", "staging_ms", "comm_ms", "energy_j")
 KEY_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps")  # what row_key joins on
-
-RowKey = tuple[str, int, int, float, str]
 
 
 class ComparisonPoint(TypedDict):
@@ -100,11 +98,13 @@ def _median_abs_errors(points: Iterable[ComparisonPoint]) -> dict[str, float]:
 
 def key_label(key: RowKey) -> str:
     """A configuration key as text, e.g. ``prism, 2 dev, 10 seg, batch 32, 400 Mbit/s``."""
-    strategy, devices, batch, bandwidth_mbps, segments = key
-    parts = [strategy, f"{devices} dev"]
+    strategy, devices, batch, bandwidth_mbps, segments = key[:5]
+    parts = [str(strategy), f"{devices} dev"]
     if segments:
         parts.append(f"{segments} seg")
     parts += [f"batch {batch}", f"{bandwidth_mbps:g} Mbit/s"]
+    if len(key) == 7:
+        parts.append(f"prompt {key[5]}, {key[6]} out")
     return ", ".join(parts)
 
 

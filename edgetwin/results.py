@@ -61,6 +61,7 @@ class ResultRow:
     # real code paths (mode local / emu)
     max_abs_diff_vs_single: float | None = None
     top1_agreement_vs_single: float | None = None
+    tokens_match_single: float | None = None  # decoders: share of tokens equal to single's
     # emulator runs: the link check's error furthest from zero at this row's bandwidth
     # (wire rate vs set rate, %); outside edgetwin.links.TOLERANCE_PCT the link fell short
     link_error_pct: float | None = None
@@ -193,13 +194,22 @@ def _number_or_nan(text: str | None) -> float:
     return math.nan if value is None else value
 
 
-def row_key(row: Mapping[str, object]) -> tuple[str, int, int, float, str]:
-    """Join key of a configuration: strategy, devices, batch, bandwidth, segments."""
+EncoderKey = tuple[str, int, int, float, str]
+RowKey = EncoderKey | tuple[str, int, int, float, str, int, int]
+
+
+def row_key(row: Mapping[str, object]) -> RowKey:
+    """Join key of a configuration: strategy, devices, batch, bandwidth, segments, and a
+    decoder's prompt and output tokens (rows without them, encoders', keep the first five)."""
     segments = row.get("segments")
-    return (
+    key: EncoderKey = (
         str(row["strategy"]),
         int(float(str(row["devices"]))),
         int(float(str(row["batch"]))),
         round(float(str(row["bandwidth_mbps"])), 3),
         "" if segments in (None, "") else str(int(float(str(segments)))),
     )
+    prompt = row.get("prompt_tokens")
+    if prompt in (None, ""):
+        return key
+    return (*key, int(float(str(prompt))), int(float(str(row.get("output_tokens")))))

@@ -430,9 +430,8 @@ class Scenario(Strict):
 
 def _check_decoder(scenario: Scenario, model: DecoderSpec) -> None:
     """What a decoder scenario cannot run: strategies without a decoder plan, splits the
-    model's shape does not allow, prompts longer than its positions."""
-    if scenario.mode != "twin":
-        raise ValueError(f"mode '{scenario.mode}': a decoder runs in the twin only (for now)")
+    model's shape does not allow, prompts longer than its positions (what only the real
+    decoder cannot run, local mode checks: ``emu.local.check_runnable``)."""
     if scenario.input_source != "terminal":
         raise ValueError("input_source: a decoder's token ids are on every device already")
     if scenario.warmup_batches:

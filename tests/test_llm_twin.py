@@ -111,28 +111,30 @@ def test_layer_pieces_add_up_to_the_layer() -> None:
         assert attention_params(model) + ffn_params(model) == layer_params(model)
 
 
-def test_twin_bytes_sent_are_the_ring_sums_of_the_plan(tmp_path: Path) -> None:
-    """allgather: each rank sends P-1 pieces; all-reduce: 2 (P-1) / P of it per rank;
-    broadcast and send: the root's piece to each receiver."""
-    scenario = load_scenario(SMOKE, ["workload.output_tokens=3"])
+def test_twin_bytes_sent_are_what_each_rank_contributes(tmp_path: Path) -> None:
+    """docs/llm.md's convention: each rank's own piece of an all-gather or all-reduce, a
+    send's or a broadcast's tensor at its root only (the ring forwarding P-1 pieces is
+    not counted)."""
+    overrides = ["workload.output_tokens=3", "devices.0.count=3", "sweeps.0.devices=[2,3]"]
+    scenario = load_scenario(SMOKE, overrides)
     fleet = build_fleet(scenario, SMOKE)
-    for outcome in run_scenario(scenario, fleet):
+    outcomes = list(run_scenario(scenario, fleet))
+    for outcome in outcomes:
         config = outcome.config
-        work = decoder_plan(scenario, config)  # equal stages, as on two equal boards
-        world = config.devices
+        work = decoder_plan(scenario, config)
         expected = 0.0
         for ops in work.phases(3):
-            for rank in range(world):
+            for rank in range(config.devices):
                 for op in transfers(ops, rank):
                     if rank != op.root and op.kind in ("send", "broadcast"):
-                        continue  # the receiver's side of it
-                    expected += {
-                        "allgather": (world - 1) * op.piece_bytes[rank],
-                        "allreduce": 2 * (world - 1) * op.piece_bytes[rank] / world,
-                        "broadcast": (world - 1) * op.piece_bytes[rank],
-                        "send": op.piece_bytes[rank],
-                    }[op.kind]
+                        assert op.piece_bytes[rank] == 0  # the receiver's side of it
+                    expected += op.piece_bytes[rank]
         assert outcome.row.bytes_sent == round(expected), config
+    by_config = {(o.config.strategy, o.config.devices, o.config.batch): o.row for o in outcomes}
+    # every rank puts the whole [B, t, D] into each all-reduce: 3 ranks 3/2 of 2 ranks'
+    # (the ring's wire bytes, 2 (P - 1) tensors, would double)
+    two, three = by_config["tensor_parallel", 2, 2], by_config["tensor_parallel", 3, 2]
+    assert three.bytes_sent * 2 == two.bytes_sent * 3
 
 
 # ------------------------------------------------------------ memory against compute
@@ -385,7 +387,10 @@ ERRORS = {
         _decoder_raw(workload={"prompt_tokens": 1}, strategies=[{"name": "voltage"}]),
         "voltage on 2: 1 tokens cannot be split over 2 ranks",
     ),
-    "local-mode": (_decoder_raw(mode="local"), "a decoder runs in the twin only"),
+    "local-fp16": (
+        _decoder_raw(mode="local", model={**_decoder_raw()["model"], "weight_dtype": "fp16"}),
+        "field 'model.weight_dtype': the real decoder runs fp32 (got fp16)",
+    ),
     "warm-up": (_decoder_raw(warmup_batches=1), "warm-up generations are not modelled"),
     "workload-on-encoder": (
         {

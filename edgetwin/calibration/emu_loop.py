@@ -19,14 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgetwin.calibration.fit_emu import calibrate_machine_from_emu
-from edgetwin.comparison import (
-    Comparison,
-    RowKey,
-    compare_to_reference,
-    write_comparison_csv,
-)
+from edgetwin.comparison import Comparison, compare_to_reference, write_comparison_csv
 from edgetwin.profile import DeviceProfile
-from edgetwin.results import ResultRow, read_table, row_key, write_results
+from edgetwin.results import ResultRow, RowKey, read_table, row_key, write_results
 from edgetwin.scenario import Scenario, dump_resolved, load_scenario
 from edgetwin.sim.runner import build_fleet, run_scenario
 

@@ -1,4 +1,5 @@
-"""Run a scenario as real local processes (mode ``local``): the real ViT code paths.
+"""Run a scenario as real local processes (mode ``local``): the real ViT code paths (a
+decoder scenario: the real decoder, ``emu.llm.local_rows``).
 
 Configurations of one strategy and device count run in one launch of
 ``devices`` ranks on loopback (``emu.vit.launcher``) where they can: each
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Literal
 
 from edgetwin.configuration import configuration_columns, resolve_segments
+from edgetwin.emu.launch_deadline import launch_deadline_s
+from edgetwin.emu.llm.local_rows import check_decoder_runnable, decoder_model, decoder_rows
 from edgetwin.emu.vit.launcher import available_cores, launch_local
 from edgetwin.emu.vit.model import image_side
 from edgetwin.emu.vit.records import RankRecord, RunRecord
@@ -29,8 +32,6 @@ from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
 
 ELEMENT_BYTES = 4  # the real code paths run fp32
-STARTUP_ALLOWANCE_S = 120.0  # imports, model build and process-group set-up of one launch
-SLOWEST_HOST_FLOPS_PER_S = 2e9  # for the launch deadline: a slow host, all ranks on its cores
 
 Device = Literal["cpu", "cuda"]
 # starts the ranks of one launch: (worker args, world, timeout_s, threads, echo_rank0)
@@ -47,6 +48,9 @@ class LocalRun:
 
 def check_runnable(scenario: Scenario, path: Path | None = None) -> None:
     """Raise ``InputError`` (naming ``path`` and the field) if local mode cannot run it."""
+    if decoder_model(scenario) is not None:
+        check_decoder_runnable(scenario, path)
+        return
     try:
         image_side(scenario.encoder)
     except ValueError as exc:
@@ -86,13 +90,28 @@ def run_local(
     ``trace_dir``: also write a PyTorch profiler Chrome trace per rank and configuration.
     ``threads``: torch threads per rank (default: an equal share for every device, see
     ``device_threads``).
+    A decoder scenario runs the real decoder (``emu.llm.local_rows``; no ``trace_dir``).
     Raises ``InputError`` for what local mode cannot run and ``LaunchError`` if a rank fails.
     """
     rows_by_config: dict[Configuration, list[ResultRow]] = {}
-    runs = measure_local(scenario, weights, device, warmup, timeout_s, trace_dir, threads=threads)
-    for run in runs:
-        rows_by_config[run.config] = result_rows(scenario, run)
-        for _ in rows_by_config[run.config]:
+    if decoder_model(scenario) is not None:
+        check_runnable(scenario)
+        if trace_dir is not None:
+            raise InputError(None, "--trace", "the real decoder writes no profiler trace")
+        if weights is not None and not weights.is_file():
+            raise InputError(weights, None, "weights file not found")
+        threads = threads or device_threads(scenario)
+        measured = decoder_rows(
+            scenario, threads, weights=weights, device=device, warmup=warmup, timeout_s=timeout_s
+        )
+    else:
+        runs = measure_local(
+            scenario, weights, device, warmup, timeout_s, trace_dir, threads=threads
+        )
+        measured = ((run.config, result_rows(scenario, run)) for run in runs)
+    for config, rows in measured:
+        rows_by_config[config] = rows
+        for _ in rows:
             if on_progress is not None:
                 on_progress()
     return [row for config in configurations(scenario) for row in rows_by_config[config]]
@@ -227,4 +246,4 @@ def _deadline_s(scenario: Scenario, launch: _Launch, warmup: int) -> float:
         )
         per_sample = sum(work.flops_per_sample(r, model.blocks) for r in range(config.devices))
         flops += config.batch * (forwards * per_sample + single)
-    return STARTUP_ALLOWANCE_S + flops / SLOWEST_HOST_FLOPS_PER_S
+    return launch_deadline_s(flops)

@@ -118,6 +118,20 @@ def phase_flops(phases: Sequence[Ops], rank: int) -> float:
     return sum(op.flops for ops in phases for op in ops[rank] if isinstance(op, Work))
 
 
+def contributed_bytes(phases: Sequence[Ops]) -> float:
+    """docs/llm.md's ``bytes_sent``: what every rank puts into its sends and collectives
+    (its own piece of an all-gather or all-reduce, a send's or a broadcast's tensor at its
+    root), summed over ranks and phases. It does not depend on how a collective moves the
+    pieces on the wire, so the real code counts the same figure."""
+    return sum(
+        op.piece_bytes[rank]
+        for ops in phases
+        for rank, rank_ops in enumerate(ops)
+        for op in rank_ops
+        if isinstance(op, Transfer)
+    )
+
+
 # ------------------------------------------------------------ pieces of a layer
 
 

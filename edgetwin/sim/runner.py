@@ -15,6 +15,7 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
+from edgetwin.models.decoder_costs import contributed_bytes
 from edgetwin.profile import MB, DeviceProfile, bootstrap_variant, load_profile
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, configurations
@@ -193,7 +194,7 @@ def _generate(
         per_sample_ms=total_ms / config.batch,
         energy_j=columns.pop("energy_j", math.nan),
         status=status,
-        bytes_sent=round(sum(network.bytes_sent.values())),
+        bytes_sent=round(contributed_bytes(phases)) if ok else 0,  # docs/llm.md, not the ring
         **columns,
     )
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from edgetwin.calibration.readers._csv import Row, read_rows
 from edgetwin.models import registry
-from edgetwin.results import MODES, row_key
+from edgetwin.results import MODES, RowKey, row_key
 
 REQUIRED_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps", "total_ms")
 METRIC_COLUMNS = ("compute_ms", "staging_ms", "comm_ms", "total_ms", "per_sample_ms", "energy_j")
@@ -54,7 +54,7 @@ class TimingRecord:
     gflops_per_device: float | None
 
     @property
-    def key(self) -> tuple[str, int, int, float, str]:
+    def key(self) -> RowKey:
         """The join key of ``edgetwin.results.row_key``."""
         return row_key(
             {

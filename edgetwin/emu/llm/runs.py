@@ -16,11 +16,10 @@ from pydantic import ValidationError
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models.layout import Layout, partition_sizes
 from edgetwin.models.registry import layout as registry_layout
-from edgetwin.models.strategies import prism, single, tensor_parallel, voltage
+from edgetwin.models.strategies import pipeline, prism, single, tensor_parallel, voltage
 
-PIPELINE = "pipeline"  # layer ranges per device (docs/llm.md); not an encoder strategy
 POSITION_WISE = (voltage.NAME, prism.NAME)
-DECODER_STRATEGIES = (single.NAME, PIPELINE, tensor_parallel.NAME, *POSITION_WISE)
+DECODER_STRATEGIES = (single.NAME, pipeline.NAME, tensor_parallel.NAME, *POSITION_WISE)
 
 
 @dataclass(frozen=True)
@@ -61,9 +60,9 @@ class DecoderRun:
             raise ValueError(f"rotary positions need an even head size ({self.spec.head_dim})")
         if (self.segments is not None) != (self.strategy == prism.NAME):
             raise ValueError(f"segments are for {prism.NAME} (which needs them)")
-        if self.layer_split is not None and self.strategy != PIPELINE:
-            raise ValueError(f"layer_split is for {PIPELINE} only")
-        if self.strategy == PIPELINE:
+        if self.layer_split is not None and self.strategy != pipeline.NAME:
+            raise ValueError(f"layer_split is for {pipeline.NAME} only")
+        if self.strategy == pipeline.NAME:
             self.stage_layers  # noqa: B018  (checks the split)
         if self.strategy == tensor_parallel.NAME:
             spec = self.spec

@@ -5,13 +5,12 @@ from __future__ import annotations
 from edgetwin.emu.llm.generation import RankGenerator, RankSetup, SingleRank
 from edgetwin.emu.llm.pipeline import PipelineRank
 from edgetwin.emu.llm.position_wise import PositionWiseRank
-from edgetwin.emu.llm.runs import PIPELINE
 from edgetwin.emu.llm.tensor_parallel import TensorParallelRank
-from edgetwin.models.strategies import prism, single, tensor_parallel, voltage
+from edgetwin.models.strategies import pipeline, prism, single, tensor_parallel, voltage
 
 RANKS: dict[str, type[RankGenerator]] = {
     single.NAME: SingleRank,
-    PIPELINE: PipelineRank,
+    pipeline.NAME: PipelineRank,
     tensor_parallel.NAME: TensorParallelRank,
     voltage.NAME: PositionWiseRank,
     prism.NAME: PositionWiseRank,

@@ -1,5 +1,5 @@
-"""Run a scenario in the emulator (mode ``emu``): the real ViT ranks on Mininet hosts,
-or a crowd scenario's CROWDio foreman and workers (``crowd.run_crowd_emu``).
+"""Run a scenario in the emulator (mode ``emu``): the real ViT or decoder ranks on Mininet
+hosts, or a crowd scenario's CROWDio foreman and workers (``crowd.run_crowd_emu``).
 
 One network for the whole scenario, with as many hosts as the largest configuration
 has devices. Configurations run bandwidth by bandwidth: the links are set to the
@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 from edgetwin.configuration import crowd_runs
-from edgetwin.emu.local import check_runnable, measure_local, result_rows
+from edgetwin.emu.llm import records as llm_records
+from edgetwin.emu.llm.launcher import group_args, rank_command
+from edgetwin.emu.llm.local_rows import decoder_model, decoder_rows
+from edgetwin.emu.llm.runs import DecoderRun
+from edgetwin.emu.local import check_runnable, device_threads, measure_local, result_rows
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.crowd import (
     JOB_TIMEOUT_S,
@@ -34,8 +39,8 @@ from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timelin
 from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
 from edgetwin.emu.mininet.topology import HostLimits, build_topology
+from edgetwin.emu.vit import records as vit_records
 from edgetwin.emu.vit.launcher import stop_ranks, wait_ranks
-from edgetwin.emu.vit.records import RankRecord, read_record
 from edgetwin.errors import InputError
 from edgetwin.links import worst_error_pct
 from edgetwin.results import ResultRow
@@ -140,23 +145,44 @@ def run_emu(
                 checks = measure_links(net, bandwidth_mbps, range(1, hosts), link_check_s)
                 links += checks
             link_error = worst_error_pct(c.error_pct for c in checks)
-            runs = measure_local(scenario, warmup=warmup, timeout_s=timeout_s, configs=group,
-                                 launch=launch)  # fmt: skip
-            for run in runs:
-                rows[run.config] = [
-                    replace(r, mode="emu", link_error_pct=link_error)
-                    for r in result_rows(scenario, run)
+            for config, config_rows in _measured(scenario, group, launch, warmup, timeout_s):
+                rows[config] = [
+                    replace(r, mode="emu", link_error_pct=link_error) for r in config_rows
                 ]
-                for _ in rows[run.config]:
+                for _ in rows[config]:
                     if on_progress is not None:
                         on_progress()
     ordered = [row for config in configurations(scenario) for row in rows[config]]
     return EmuRun(ordered, links, launch.faults)
 
 
+def _measured(
+    scenario: Scenario,
+    configs: Sequence[Configuration],
+    launch: _HostLauncher,
+    warmup: int,
+    timeout_s: float | None,
+) -> Iterator[tuple[Configuration, list[ResultRow]]]:
+    """Local mode's rows of ``configs``, the ranks started on the hosts: the real decoder
+    for a decoder scenario, else the ViT."""
+    if decoder_model(scenario) is not None:
+        threads = device_threads(scenario)
+        yield from decoder_rows(scenario, threads, warmup=warmup, timeout_s=timeout_s,
+                                configs=configs, launch=launch.decoder)  # fmt: skip
+        return
+    runs = measure_local(scenario, warmup=warmup, timeout_s=timeout_s, configs=configs,
+                         launch=launch)  # fmt: skip
+    for run in runs:
+        yield run.config, result_rows(scenario, run)
+
+
+Record = TypeVar("Record")
+
+
 class _HostLauncher:
     """Starts the ranks of one launch on the hosts (rank r on host r), the bandwidth
-    schedule playing from their start; a ``Launcher``."""
+    schedule playing from their start; a ``Launcher`` (ViT) and, by ``decoder``, a
+    ``DecoderLauncher``."""
 
     def __init__(self, net: EmuNetwork) -> None:
         self._net = net
@@ -172,16 +198,55 @@ class _HostLauncher:
         timeout_s: float,
         threads: int | None = None,
         echo_rank0: bool = False,
-    ) -> list[RankRecord]:
+    ) -> list[vit_records.RankRecord]:
         hosts = self._net.topology.hosts
-        self._launches += 1  # a fresh port per launch: the last one's may be in TIME_WAIT
+        port = self._next_port()
         common = [
             *worker_args,
             *("--world", str(world), "--master-addr", hosts[0].ip),
-            *("--master-port", str(MASTER_PORT + self._launches), "--timeout-s", str(timeout_s)),
+            *("--master-port", str(port), "--timeout-s", str(timeout_s)),
             *(() if threads is None else ("--threads", str(threads))),
             *("--parent-pid", str(os.getpid())),  # a rank outlives no killed run
         ]
+
+        def command(rank: int, result: Path) -> list[str]:
+            return [
+                *(sys.executable, "-m", "edgetwin.emu.vit.worker", "--rank", str(rank)),
+                *("--iface", hosts[rank].iface, "--result", str(result), *common),
+            ]
+
+        return self._run(world, timeout_s, command, vit_records.read_record)
+
+    def decoder(
+        self, run: DecoderRun, timeout_s: float, threads: int, extra_args: Sequence[str]
+    ) -> list[llm_records.RankRecord]:
+        """The real decoder's ranks: each host runs ``launcher.rank_command``."""
+        hosts = self._net.topology.hosts
+        port = self._next_port()
+
+        def command(rank: int, result: Path) -> list[str]:
+            common = [
+                *run.worker_args(),
+                *extra_args,
+                *group_args(hosts[0].ip, port, hosts[rank].iface, timeout_s),
+                *("--threads", str(threads), "--parent-pid", str(os.getpid())),
+            ]
+            return rank_command(rank, common, result)
+
+        return self._run(run.world, timeout_s, command, llm_records.read_record)
+
+    def _next_port(self) -> int:
+        self._launches += 1  # a fresh port per launch: the last one's may be in TIME_WAIT
+        return MASTER_PORT + self._launches
+
+    def _run(
+        self,
+        world: int,
+        timeout_s: float,
+        command: Callable[[int, Path], list[str]],
+        read: Callable[[Path], Record],
+    ) -> list[Record]:
+        """Rank r's ``command`` on host r, waited for with the deadline; their records."""
         label = f"launch {self._launches} at {self.bandwidth_mbps:g} Mbps"
         clock = FaultClock(label, self._schedule, self._apply)
         with run_folder("ranks") as tmp:
@@ -190,11 +255,7 @@ class _HostLauncher:
             try:
                 clock.start()
                 for rank in range(world):
-                    result = str(folder / f"rank{rank}.json")
-                    argv = [
-                        *(sys.executable, "-m", "edgetwin.emu.vit.worker", "--rank", str(rank)),
-                        *("--iface", hosts[rank].iface, "--result", result, *common),
-                    ]
+                    argv = command(rank, folder / f"rank{rank}.json")
                     log = folder / f"rank{rank}.log"
                     ranks.append(self._net.popen(rank, argv, log, package_env()))
                 wait_ranks(ranks, folder, timeout_s)
@@ -204,7 +265,7 @@ class _HostLauncher:
                 if applied:
                     self._net.set_bandwidth(self.bandwidth_mbps)
                 self.faults += applied
-            return [read_record(folder / f"rank{rank}.json") for rank in range(world)]
+            return [read(folder / f"rank{rank}.json") for rank in range(world)]
 
     def _apply(self, action: Action) -> None:
         for command in action.commands:

@@ -1,0 +1,159 @@
+"""A decoder scenario as real processes (mode ``local``; the emulator's hosts too).
+
+Each configuration is one launch of the real decoder (``launcher``): ``warmup`` untimed
+generations, then one timed generation per repetition, one row each. A row carries rank
+0's TTFT, TPOT, total and phases (the terminal holds every token; waiting for peers is
+comm), every rank's bytes (docs/llm.md's convention, as the twin's), and the last rank's
+comparison with one device. ``weights_mb`` and ``kv_cache_mb`` are the contract's
+figures for the split that ran (the plan of that run), the same the twin reports.
+Pipeline runs the scenario's ``layers`` if it gives them, else equal stages (the twin
+balances unsized stages on the profiles; local ranks are equal). Local mode does not
+shape the network: ``bandwidth_mbps`` is the scenario's nominal value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from edgetwin.configuration import configuration_columns, decoder_plan, resolve_segments
+from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.emu.launch_deadline import launch_deadline_s
+from edgetwin.emu.llm.launcher import launch_decoder
+from edgetwin.emu.llm.records import RankRecord, measured
+from edgetwin.emu.llm.runs import DECODER_STRATEGIES, DecoderRun
+from edgetwin.errors import InputError
+from edgetwin.models import registry
+from edgetwin.models.decoder_costs import DecoderWorkload, phase_flops
+from edgetwin.profile import MB
+from edgetwin.results import ResultRow
+from edgetwin.scenario import Configuration, Scenario, configurations
+
+DTYPE_FIELDS = ("weight_dtype", "kv_dtype", "activation_dtype")
+# starts the ranks of one run: (run, timeout_s, threads, extra worker args) -> records
+DecoderLauncher = Callable[[DecoderRun, float, int, Sequence[str]], list[RankRecord]]
+
+
+def decoder_model(scenario: Scenario) -> DecoderSpec | None:
+    """The scenario's decoder, or None for an encoder scenario."""
+    return scenario.model if isinstance(scenario.model, DecoderSpec) else None
+
+
+def check_decoder_runnable(scenario: Scenario, path: Path | None = None) -> None:
+    """``InputError`` naming ``path`` and the field if the real decoder cannot run it."""
+    model = decoder_model(scenario)
+    assert model is not None
+    for name in DTYPE_FIELDS:
+        if getattr(model, name) != "fp32":
+            problem = f"the real decoder runs fp32 (got {getattr(model, name)}); use --mode twin"
+            raise InputError(path, f"model.{name}", problem)
+    index = {strategy.name: i for i, strategy in enumerate(scenario.strategies)}
+    for name, i in index.items():
+        if name not in DECODER_STRATEGIES:
+            problem = f"{name} has no real decoder; local mode runs {', '.join(DECODER_STRATEGIES)}"
+            raise InputError(path, f"strategies.{i}.name", problem)
+    for config in configurations(scenario):
+        try:
+            decoder_run(scenario, config)
+        except ValueError as exc:
+            raise InputError(path, f"strategies.{index[config.strategy]}", str(exc)) from None
+
+
+def decoder_run(scenario: Scenario, config: Configuration) -> DecoderRun:
+    """The real run of a configuration; ``ValueError`` if it cannot be done."""
+    model = decoder_model(scenario)
+    assert model is not None and config.prompt_tokens is not None
+    assert config.output_tokens is not None
+    segments, _ = resolve_segments(scenario, config)
+    layers = next(s.layers for s in scenario.strategies if s.name == config.strategy)
+    return DecoderRun(
+        model,
+        config.strategy,
+        config.devices,
+        config.prompt_tokens,
+        config.output_tokens,
+        config.batch,
+        segments,
+        tuple(layers) if layers else None,
+        scenario.seed,
+    )
+
+
+def decoder_rows(
+    scenario: Scenario,
+    threads: int,
+    *,
+    weights: Path | None = None,
+    device: str = "cpu",
+    warmup: int = 2,
+    timeout_s: float | None = None,
+    configs: Sequence[Configuration] | None = None,
+    launch: DecoderLauncher = launch_decoder,
+) -> Iterator[tuple[Configuration, list[ResultRow]]]:
+    """Each configuration (default: all the scenario's) launched, with its rows.
+
+    ``threads``: torch threads of every rank. ``launch``: what starts the ranks
+    (loopback, or the emulator's hosts). Raises ``LaunchError`` if a rank fails or a
+    launch's deadline (default: from its FLOPs) passes.
+    """
+    extra = ["--warmup", str(warmup), "--reps", str(scenario.repetitions), "--device", device]
+    if weights is not None:
+        extra += ["--weights", str(weights)]
+    for config in configurations(scenario) if configs is None else configs:
+        run = decoder_run(scenario, config)
+        deadline_s = timeout_s or _deadline_s(scenario, config, run, warmup)
+        records = launch(run, deadline_s, threads, extra)
+        yield config, result_rows(scenario, config, run, records)
+
+
+def result_rows(
+    scenario: Scenario, config: Configuration, run: DecoderRun, records: Sequence[RankRecord]
+) -> list[ResultRow]:
+    """One row per timed generation of a launch (records in rank order)."""
+    assert config.output_tokens is not None
+    plan = decoder_plan(scenario, config, _stages(run))
+    kept = run.prompt_tokens + run.output_tokens - 1  # the last token is not fed back
+    tokens = config.batch * config.output_tokens
+    rows = []
+    for rep, got in enumerate(measured(records)):
+        rows.append(
+            ResultRow(
+                **configuration_columns(scenario, config, plan.phases(config.output_tokens)),
+                mode="local",
+                rep=rep,
+                compute_ms=got.compute_ms,
+                staging_ms=got.staging_ms,
+                comm_ms=got.comm_ms,
+                total_ms=got.total_ms,
+                per_sample_ms=got.total_ms / config.batch,
+                energy_j=None,
+                bytes_sent=got.bytes_sent,
+                ttft_ms=got.ttft_ms,
+                tpot_ms=got.tpot_ms,
+                tokens_per_s=tokens / (got.total_ms / 1e3),
+                weights_mb=max(plan.weight_bytes) / MB,
+                kv_cache_mb=max(plan.kv_bytes(r, kept) for r in range(plan.devices)) / MB,
+                max_abs_diff_vs_single=got.max_abs_diff_vs_single,
+                tokens_match_single=got.tokens_match_single,
+            )
+        )
+    return rows
+
+
+def _stages(run: DecoderRun) -> tuple[int, ...] | None:
+    """The layers per rank a layer split ran with (None for other strategies)."""
+    return run.stage_layers if registry.strategy(run.strategy).splits_layers else None
+
+
+def _deadline_s(scenario: Scenario, config: Configuration, run: DecoderRun, warmup: int) -> float:
+    """Every generation of the launch, every rank's FLOPs, and the last rank's
+    single-device reference."""
+    assert config.output_tokens is not None
+    phases = decoder_plan(scenario, config, _stages(run)).phases(config.output_tokens)
+    generations = warmup + scenario.repetitions
+    flops = generations * sum(phase_flops(phases, r) for r in range(config.devices))
+    if config.devices > 1:
+        alone = DecoderWorkload(run.spec, 1, run.batch, run.prompt_tokens)
+        reference = registry.decoder_plan(registry.baseline().name, alone)
+        flops += phase_flops(reference.phases(config.output_tokens), 0)
+    return launch_deadline_s(flops)

@@ -1,0 +1,139 @@
+"""``edgetwin run scenarios/llm_smoke.yaml --mode local``: the real decoder, one launch
+per configuration, rows the twin's can be joined with.
+
+The default suite runs llm_smoke bounded (a 1024-token vocabulary, prompt 16, 4 output
+tokens, batch 2, on 3 ranks so that the bytes convention is not the 2-rank coincidence);
+the full scenario is behind ``slow``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from edgetwin.cli import main
+from edgetwin.comparison import compare_to_reference
+from edgetwin.emu.local import check_runnable, run_local
+from edgetwin.errors import InputError, LaunchError
+from edgetwin.results import ResultRow, read_results, read_table, row_key
+from edgetwin.scenario import configurations, load_scenario
+from edgetwin.workbench import run
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO / "scenarios/llm_smoke.yaml"
+BOUNDED = [
+    *("model.vocab=1024", "workload.prompt_tokens=16", "workload.output_tokens=4"),
+    *("sweeps.0.batch=[2]", "devices.0.count=3", "sweeps.0.devices=[3]"),
+]
+EXACT = ("pipeline", "tensor_parallel", "voltage")
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The bounded smoke scenario in the twin and as real local processes."""
+    root = tmp_path_factory.mktemp("llm_local")
+    for mode in ("twin", "local"):
+        run(SMOKE, mode=mode, overrides=BOUNDED, out=root / mode)
+    return {"twin": root / "twin", "local": root / "local"}
+
+
+def _rows(folder: Path) -> list[ResultRow]:
+    return read_results(folder / "results.csv")
+
+
+def _check_exactness(rows: list[ResultRow]) -> None:
+    for row in rows:
+        assert row.mode == "local" and row.status == "ok", row
+        if row.strategy == "single":
+            assert row.tokens_match_single is None and row.max_abs_diff_vs_single is None
+        elif row.strategy in EXACT:
+            assert row.tokens_match_single == 1.0, row
+            assert row.max_abs_diff_vs_single is not None
+            assert row.max_abs_diff_vs_single <= 1e-4, row
+        else:  # prism: agreement reported, not required
+            assert row.tokens_match_single is not None and 0 <= row.tokens_match_single <= 1
+            assert row.max_abs_diff_vs_single is not None and row.max_abs_diff_vs_single >= 0
+
+
+@pytest.mark.timeout(600)
+def test_local_rows_carry_the_decoder_columns_and_exactness(folders: dict[str, Path]) -> None:
+    rows = _rows(folders["local"])
+    scenario = load_scenario(SMOKE, BOUNDED)
+    assert [(r.strategy, r.devices, r.batch) for r in rows] == [
+        (c.strategy, c.devices, c.batch) for c in configurations(scenario)
+    ]
+    _check_exactness(rows)
+    for row in rows:
+        assert (row.prompt_tokens, row.output_tokens) == (16, 4)
+        assert row.ttft_ms is not None and row.tpot_ms is not None
+        assert 0 < row.ttft_ms < row.total_ms
+        assert row.total_ms == pytest.approx(row.ttft_ms + 3 * row.tpot_ms, rel=1e-5)
+        assert row.tokens_per_s == pytest.approx(2 * 4 / (row.total_ms / 1e3), rel=1e-5)
+        assert row.weights_mb is not None and row.kv_cache_mb is not None
+        assert (row.bytes_sent > 0) == (row.strategy != "single")
+    # the split ones hold less than one device's weights: pipeline's layers, TP's heads
+    weights = {r.strategy: r.weights_mb for r in rows}
+    assert (
+        weights["pipeline"] < weights["single"] and weights["tensor_parallel"] < weights["single"]
+    )
+
+
+@pytest.mark.timeout(600)
+def test_twin_and_real_code_report_the_same_bytes(folders: dict[str, Path]) -> None:
+    twin = {row_key(r.__dict__): r.bytes_sent for r in _rows(folders["twin"])}
+    local = {row_key(r.__dict__): r.bytes_sent for r in _rows(folders["local"])}
+    assert twin == local and len(twin) == 5
+
+
+@pytest.mark.timeout(600)
+def test_compare_joins_decoder_rows(
+    folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "twin_vs_local"
+    assert main(["compare", str(folders["twin"]), str(folders["local"]), "--out", str(out)]) == 0
+    assert "total_ms: median |error|" in capsys.readouterr().out
+    labels = {record["configuration"] for record in read_table(out / "comparison.csv")}
+    assert all(label.endswith("prompt 16, 4 out") for label in labels), labels
+
+
+def test_decoder_keys_of_two_prompt_lengths_do_not_collide(tmp_path: Path) -> None:
+    """Twin rows of prompts 16 and 32 compared with themselves: every point exact (one
+    key for both would mix them)."""
+    overrides = ["workload.output_tokens=2", "sweeps.0.prompt_tokens=[16,32]", "sweeps.0.batch=[1]"]
+    run(SMOKE, overrides=overrides, out=tmp_path / "twin")
+    rows = _rows(tmp_path / "twin")
+    comparison = compare_to_reference(rows, read_table(tmp_path / "twin" / "results.csv"))
+    assert len({row_key(r.__dict__) for r in rows}) == len(rows) == 10
+    totals = [p for p in comparison.points if p["metric"] == "total_ms"]
+    assert len(totals) == 10 and all(p["error_pct"] == pytest.approx(0, abs=1e-4) for p in totals)
+
+
+def test_local_refuses_what_the_real_decoder_cannot_run() -> None:
+    scenario = load_scenario(SMOKE, ["model.kv_dtype=fp16", "mode=local"])
+    with pytest.raises(InputError, match=r"field 'model.kv_dtype': the real decoder runs fp32"):
+        check_runnable(scenario, SMOKE)
+    check_runnable(load_scenario(SMOKE, ["mode=local"]), SMOKE)
+
+
+@pytest.mark.timeout(60)
+def test_a_launch_past_its_deadline_stops_every_rank(tmp_path: Path) -> None:
+    scenario = load_scenario(SMOKE, [*BOUNDED, "mode=local"])
+    with pytest.raises(LaunchError, match=r"still running after 0.5 s .* all ranks killed"):
+        run_local(scenario, timeout_s=0.5)
+    assert main(["run", str(SMOKE), "--mode", "local", "--set", "model.vocab=0",
+                 "--out", str(tmp_path / "out"), "--quiet"]) == 2  # fmt: skip
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_full_smoke_scenario_is_exact_and_agrees_on_bytes(tmp_path: Path) -> None:
+    run(SMOKE, mode="local", out=tmp_path / "local")
+    run(SMOKE, out=tmp_path / "twin")
+    rows = _rows(tmp_path / "local")
+    assert len(rows) == 10 and not any(math.isnan(r.total_ms) for r in rows)
+    _check_exactness(rows)
+    twin = {row_key(r.__dict__): r.bytes_sent for r in _rows(tmp_path / "twin")}
+    assert twin == {row_key(r.__dict__): r.bytes_sent for r in rows}
