@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.emu.llm.attention import attend, causal_bias, merge_heads
+from edgetwin.emu.torch_weights import with_weights
 
 NORM_EPS = 1e-5
 ROPE_BASE = 10_000.0  # the spec has no rotary base: one fixed value (cost and exactness agree)
@@ -185,17 +186,7 @@ def build_decoder(
     device: torch.device | str = "cpu",
 ) -> Decoder:
     """An inference-mode decoder: seeded random weights, or a state_dict from ``weights``."""
-    model = Decoder(spec)
-    if weights is None:
-        _init_random(model, seed)
-    else:
-        state = torch.load(weights, map_location="cpu", weights_only=True)
-        try:
-            model.load_state_dict(state)
-        except RuntimeError as exc:
-            raise ValueError(f"{weights}: state_dict does not fit the model: {exc}") from None
-    model.requires_grad_(False)
-    return model.eval().to(device)
+    return with_weights(Decoder(spec), _init_random, seed, weights, device)
 
 
 def _init_random(model: Decoder, seed: int) -> None:

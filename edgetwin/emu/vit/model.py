@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from edgetwin.emu.torch_weights import with_weights
 from edgetwin.model_spec import ModelSpec
 
 LAYER_NORM_EPS = 1e-6
@@ -182,17 +183,7 @@ def build_vit(
     device: torch.device | str = "cpu",
 ) -> ViT:
     """An inference-mode ViT: seeded random weights, or a state_dict from ``weights``."""
-    model = ViT(spec)
-    if weights is None:
-        _init_random(model, seed)
-    else:
-        state = torch.load(weights, map_location="cpu", weights_only=True)
-        try:
-            model.load_state_dict(state)
-        except RuntimeError as exc:
-            raise ValueError(f"{weights}: state_dict does not fit the model: {exc}") from None
-    model.requires_grad_(False)
-    return model.eval().to(device)
+    return with_weights(ViT(spec), _init_random, seed, weights, device)
 
 
 def _init_random(model: ViT, seed: int) -> None:

@@ -1,0 +1,34 @@
+"""A real model's weights: seeded random ones, or a state_dict from a file; then the
+model is made ready for inference (no gradients, eval mode, on its device)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import torch
+from torch import nn
+
+M = TypeVar("M", bound=nn.Module)
+
+
+def with_weights(
+    model: M,
+    init_random: Callable[[M, int], None],
+    seed: int,
+    weights: Path | None,
+    device: torch.device | str,
+) -> M:
+    """``model`` with ``init_random(model, seed)``'s weights, or those of ``weights``
+    (``ValueError`` naming the file when they do not fit it), ready for inference."""
+    if weights is None:
+        init_random(model, seed)
+    else:
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as exc:
+            raise ValueError(f"{weights}: state_dict does not fit the model: {exc}") from None
+    model.requires_grad_(False)
+    return model.eval().to(device)
