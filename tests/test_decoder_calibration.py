@@ -85,6 +85,38 @@ def test_the_fit_recovers_the_bandwidth_the_twin_ran_with(tmp_path: Path) -> Non
     assert max(abs(r["error_pct"]) for r in fit.residuals) < 0.1  # the twin's own times
 
 
+@pytest.mark.timeout(120)
+def test_compute_and_bandwidth_fitted_together_recover_the_twins(tmp_path: Path) -> None:
+    """ViT latencies and decoder generations of one device, both the twin's own: the
+    joint fit finds its throughput and its bandwidth."""
+    from edgetwin.calibration.fit_decoder import fit_compute_and_memory
+    from edgetwin.calibration.fit_traces import compute_predictor
+    from edgetwin.model_spec import ModelSpec
+
+    profile = _profile(tmp_path)
+    records = _twin_generations(profile, tmp_path)
+    compute = load_profile(str(profile)).compute
+    vit = ModelSpec(tokens=65, width=192, blocks=4, heads=3)
+    predict = compute_predictor(vit)
+    truth = compute.model_dump(include={"throughput_gflops", "launch_floor_ms", "rows_half_util"})
+    groups = {
+        (kind, batch, 65): [predict(truth, (kind, batch, 65))]
+        for kind in ("vit_full", "encoder_tokens")
+        for batch in (1, 2, 4, 8)
+    }
+    fixed = {"sync_host_ms": 0.0, "sync_host_ms_per_mb": 0.0}
+    fits = fit_compute_and_memory(
+        groups, predict, records, DecoderSpec(**MODEL), fixed, 0, np.random.default_rng(0)
+    )
+    compute_fit, memory_fit = fits
+    assert memory_fit.params["bandwidth_gbps"] == pytest.approx(BANDWIDTH_GBPS, rel=1e-2)
+    assert compute_fit.params["throughput_gflops"] == pytest.approx(
+        compute.throughput_gflops, rel=1e-2
+    )
+    assert {r["point"].split()[0] for r in memory_fit.residuals} == {"ttft_ms", "tpot_ms"}
+    assert "bandwidth_gbps" not in compute_fit.params
+
+
 def _trace_spec(tmp_path: Path, records: list[DecoderLatency], **changes: Any) -> Path:
     """A ``traces`` spec: the Jetson profile as base (compute), a decoder trace with
     repetitions slowed by load (the fastest is the twin's)."""

@@ -14,12 +14,19 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from edgetwin.calibration.fit_traces import Bounds, ComponentFit, GroupKey, Predictor, fit_groups
+from edgetwin.calibration.fit_traces import (
+    COMPUTE_BOUNDS,
+    Bounds,
+    ComponentFit,
+    GroupKey,
+    Predictor,
+    fit_groups,
+)
 from edgetwin.calibration.readers.decoder_latency import DecoderLatency
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
@@ -97,6 +104,70 @@ def fit_memory(
         bootstrap,
         rng,
         center=np.min,
+    )
+
+
+def fit_compute_and_memory(
+    latency_groups: Mapping[GroupKey, Sequence[float]],
+    latency_predict: Predictor,
+    records: Sequence[DecoderLatency],
+    model: DecoderSpec,
+    fixed: Mapping[str, float],
+    bootstrap: int,
+    rng: np.random.Generator,
+) -> tuple[ComponentFit, ComponentFit]:
+    """One compute model for the device: its ViT latencies and its decoder generations
+    fitted together (throughput, launch floor, bandwidth). ``rows_half_util`` stays 0
+    unless ``fixed`` sets it: a kernel's FLOPs grow with its rows, so its under-use
+    penalty over a few rows is a time proportional to its weights whatever the batch,
+    as their memory traffic is; decoder rows cannot tell the two apart, and the
+    bandwidth names the cause (the bytes a decode step reads). Each decoder group enters
+    as its fastest repetition (so the bootstrap resamples the ViT reps only)."""
+    fixed = {"rows_half_util": 0.0, **fixed}
+    fastest = {k: [min(v)] for k, v in decoder_groups(records).items()}
+    compute_names = tuple(COMPUTE_BOUNDS)
+
+    @functools.lru_cache(maxsize=4096)
+    def generation(
+        values: tuple[float, ...], key: tuple[int, int, int, int]
+    ) -> tuple[float, float]:
+        params = dict(zip((*compute_names, "bandwidth_gbps"), values, strict=True))
+        compute = ComputeParams(
+            sync_host_ms=0.0, sync_host_ms_per_mb=0.0, **{n: params[n] for n in compute_names}
+        )
+        memory = MemoryParams(bandwidth_gbps=params["bandwidth_gbps"])
+        return single_device_ms(model, compute, memory, key)
+
+    def predict(params: dict[str, float], key: GroupKey) -> float:
+        if key[0] not in METRICS:
+            return latency_predict({n: params[n] for n in compute_names}, key)
+        values = (*(params[n] for n in compute_names), params["bandwidth_gbps"])
+        ttft_ms, tpot_ms = generation(values, tuple(key[1:]))
+        return ttft_ms if key[0] == "ttft_ms" else tpot_ms
+
+    bounds = {**COMPUTE_BOUNDS, **MEMORY_BOUNDS}
+    joint = fit_groups(
+        "compute", {**latency_groups, **fastest}, predict, bounds, fixed, bootstrap, rng
+    )
+    return _part(joint, "compute", compute_names, False), _part(
+        joint, "memory", ("bandwidth_gbps",), True
+    )
+
+
+def _part(fit: ComponentFit, section: str, names: Sequence[str], decoder: bool) -> ComponentFit:
+    """The parameters ``names`` of a joint fit, with the residuals of its decoder groups
+    (``decoder``) or of the others."""
+
+    def keep(mapping: Mapping[str, float]) -> dict[str, float]:
+        return {
+            n: v
+            for n, v in mapping.items()
+            if n in names or (not decoder and n not in MEMORY_BOUNDS)
+        }
+
+    residuals = [r for r in fit.residuals if (r["point"].split()[0] in METRICS) == decoder]
+    return ComponentFit(
+        section, keep(fit.params), keep(fit.stderr), [keep(s) for s in fit.samples], residuals
     )
 
 

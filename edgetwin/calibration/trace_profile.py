@@ -21,6 +21,7 @@ from pydantic import Field, ValidationError
 from edgetwin.calibration.fit_decoder import (
     METRICS,
     decoder_key,
+    fit_compute_and_memory,
     fit_memory,
     memory_section,
     single_device_ms,
@@ -140,7 +141,20 @@ def fit_sections(
         prefix = f"{section}."
         return {k.removeprefix(prefix): v for k, v in spec.fixed.items() if k.startswith(prefix)}
 
-    if "compute" in spec.fit and latencies:
+    decoder = [r for r in data.decoder if holdout is None or not holdout.covers(r)]
+    with_decoder = "memory" in spec.fit and decoder and spec.decoder is not None
+    if "compute" in spec.fit and latencies and with_decoder:
+        assert spec.decoder is not None
+        fits["compute"], fits["memory"] = fit_compute_and_memory(
+            compute_groups(latencies),
+            compute_predictor(spec.model),
+            decoder,
+            spec.decoder,
+            fixed("compute"),
+            spec.bootstrap,
+            rng,
+        )
+    elif "compute" in spec.fit and latencies:
         fits["compute"] = fit_groups(
             "compute",
             compute_groups(latencies),
@@ -183,8 +197,8 @@ def fit_sections(
             spec.bootstrap,
             rng,
         )
-    decoder = [r for r in data.decoder if holdout is None or not holdout.covers(r)]
-    if "memory" in spec.fit and decoder and spec.decoder is not None:
+    if with_decoder and "memory" not in fits:
+        assert spec.decoder is not None
         compute = _compute(fits, base)
         if compute is not None:
             fits["memory"] = fit_memory(decoder, spec.decoder, compute, spec.bootstrap, rng)
