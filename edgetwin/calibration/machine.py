@@ -50,7 +50,10 @@ POWER_STATES = ("idle", "compute", "host", "staging", "comm", "load")
 @dataclass(frozen=True)
 class DecoderMeasurement:
     """Real single-device generations: ``model`` cut to each of ``layers`` blocks, at every
-    batch and prompt length, ``output_tokens`` each, one launch per combination."""
+    batch and prompt length, ``output_tokens`` each: ``rounds`` passes over every
+    combination, one launch of ``reps`` timed generations per combination and pass (other
+    load on the machine comes in stretches of seconds: a combination's repetitions are
+    spread over the measurement, not run back to back)."""
 
     model: DecoderSpec
     layers: tuple[int, ...]
@@ -59,6 +62,7 @@ class DecoderMeasurement:
     output_tokens: int
     reps: int
     warmup: int
+    rounds: int = 1
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,9 @@ FULL = MeasurementPlan(
     (10, 98),
     10,
     2,
-    DecoderMeasurement(DecoderSpec(preset="gpt2_small"), (2, 4), (1, 2, 4), (16, 32, 64), 8, 5, 1),
+    DecoderMeasurement(
+        DecoderSpec(preset="gpt2_small"), (2, 4), (1, 2, 4), (16, 32, 64), 8, 2, 1, rounds=3
+    ),
 )
 QUICK = MeasurementPlan(
     ModelSpec(tokens=65, width=192, blocks=4, heads=3, patch_size=16, channels=3),
@@ -205,8 +211,8 @@ def write_decoder_latency(path: Path, plan: DecoderMeasurement) -> None:
     """TTFT and TPOT of every timed generation of one rank running the whole decoder
     (``single``), with the launcher's threads (this process's cores)."""
     rows: list[tuple[object, ...]] = []
-    shapes = itertools.product(plan.layers, plan.batches, plan.prompt_tokens)
-    for layers, batch, prompt in shapes:
+    shapes = list(itertools.product(plan.layers, plan.batches, plan.prompt_tokens))
+    for round_index, (layers, batch, prompt) in itertools.product(range(plan.rounds), shapes):
         model = plan.model.model_copy(update={"layers": layers})
         records = run_decoder(
             model,
@@ -218,9 +224,9 @@ def write_decoder_latency(path: Path, plan: DecoderMeasurement) -> None:
             warmup=plan.warmup,
             reps=plan.reps,
         )
-        for rep, timing in enumerate(records[0].reps):
+        for index, timing in enumerate(records[0].reps):
             assert timing.tpot_ms is not None  # output_tokens >= 2
-            shape = (layers, batch, prompt, plan.output_tokens, rep)
+            shape = (layers, batch, prompt, plan.output_tokens, round_index * plan.reps + index)
             rows.append((*shape, round(timing.ttft_ms, 4), round(timing.tpot_ms, 4)))
     _write_csv(path, DECODER_LATENCY_COLUMNS, rows)
 
