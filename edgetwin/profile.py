@@ -172,8 +172,15 @@ class DeviceProfile(Strict):
         """A piece of work: launch floor + the larger of its FLOP and memory-traffic time."""
         if self.memory is None:
             raise ValueError(f"profile {self.name} has no memory bandwidth")
-        flop_ms = self.compute.flop_ms(flops, rows)
-        return self.compute.launch_floor_ms + max(flop_ms, self.memory.traffic_ms(memory_bytes))
+        return work_ms(self.compute, self.memory, flops, memory_bytes, rows)
+
+
+def work_ms(
+    compute: ComputeParams, memory: MemoryParams, flops: float, memory_bytes: float, rows: float
+) -> float:
+    """A piece of work: launch floor + the larger of its FLOP and memory-traffic time."""
+    flop_ms = compute.flop_ms(flops, rows)
+    return compute.launch_floor_ms + max(flop_ms, memory.traffic_ms(memory_bytes))
 
 
 def bootstrap_variant(profile: DeviceProfile, index: int) -> DeviceProfile:

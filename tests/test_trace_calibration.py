@@ -79,9 +79,11 @@ def test_calibrate_machine_profiles_this_machine(tmp_path: Path) -> None:
     assert main(["calibrate-machine", "--quick", "--out", str(out)]) == 0
     profile = load_profile(str(out / "profile.yaml"))
     assert profile.compute.throughput_gflops > 0
-    assert {"compute", "staging", "network"} <= set(profile.fit["median_abs_error_pct"])
+    assert {"compute", "staging", "network", "memory"} <= set(profile.fit["median_abs_error_pct"])
+    assert profile.memory is not None and profile.memory.fitted  # from the real decoder
     traces = out / "traces"
     assert (traces / "vit_latency.csv").read_text().startswith("kernel,batch,tokens,rep,")
+    assert (traces / "decoder_latency.csv").read_text().startswith("layers,batch,prompt_tokens,")
     # the fitted profile drives the twin as any shipped one does
     scenario_path = tmp_path / "here.yaml"
     scenario_path.write_text(

@@ -6,13 +6,17 @@ local processes over loopback, writes them in the trace formats of
 docs/traces.md (``DIR/traces/vit_latency.csv``,
 ``DIR/traces/gloo_staged_allgather.csv``), writes the calibration spec
 (``DIR/spec.yaml``) and fits ``DIR/profile.yaml`` from it with the same
-``traces`` fitter as every shipped trace profile. On a CPU there is no power
+``traces`` fitter as every shipped trace profile. It also times real single-device
+decoder generations (``emu.llm.launcher.run_decoder``, two depths of one decoder,
+several batches and prompt lengths: ``DIR/traces/decoder_latency.csv``), from which
+the profile's memory bandwidth is fitted (``fit_decoder``). On a CPU there is no power
 meter: the profile's powers are zero and its energies are not predictions.
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -27,7 +31,10 @@ from torch.multiprocessing.spawn import spawn
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.calibration.profile_io import host_ram_mb, write_profile
+from edgetwin.calibration.readers.decoder_latency import DECODER_LATENCY_COLUMNS
 from edgetwin.calibration.trace_profile import calibrate_from_traces
+from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.emu.llm.launcher import run_decoder
 from edgetwin.emu.vit.exchange import HOST, GlooExchange
 from edgetwin.emu.vit.launcher import LOOPBACK_ADDR, free_port
 from edgetwin.emu.vit.model import build_vit, make_images
@@ -41,8 +48,27 @@ POWER_STATES = ("idle", "compute", "host", "staging", "comm", "load")
 
 
 @dataclass(frozen=True)
+class DecoderMeasurement:
+    """Real single-device generations: ``model`` cut to each of ``layers`` blocks, at every
+    batch and prompt length, ``output_tokens`` each: ``rounds`` passes over every
+    combination, one launch of ``reps`` timed generations per combination and pass (other
+    load on the machine comes in stretches of seconds: a combination's repetitions are
+    spread over the measurement, not run back to back)."""
+
+    model: DecoderSpec
+    layers: tuple[int, ...]
+    batches: tuple[int, ...]
+    prompt_tokens: tuple[int, ...]
+    output_tokens: int
+    reps: int
+    warmup: int
+    rounds: int = 1
+
+
+@dataclass(frozen=True)
 class MeasurementPlan:
-    """What to measure: the model, batch sizes, token counts, exchanged rows, repetitions."""
+    """What to measure: the model, batch sizes, token counts, exchanged rows, repetitions,
+    and the decoder generations (None: not measured, no memory bandwidth fitted)."""
 
     model: ModelSpec
     batches: tuple[int, ...]
@@ -50,9 +76,20 @@ class MeasurementPlan:
     exchange_rows: tuple[int, ...]
     reps: int
     warmup: int
+    decoder: DecoderMeasurement | None = None
 
 
-FULL = MeasurementPlan(ModelSpec(preset="vit_b16"), (1, 2, 4, 8), (99, 109, 197), (10, 98), 10, 2)
+FULL = MeasurementPlan(
+    ModelSpec(preset="vit_b16"),
+    (1, 2, 4, 8),
+    (99, 109, 197),
+    (10, 98),
+    10,
+    2,
+    DecoderMeasurement(
+        DecoderSpec(preset="gpt2_small"), (2, 4), (1, 2, 4), (16, 32, 64), 8, 2, 1, rounds=3
+    ),
+)
 QUICK = MeasurementPlan(
     ModelSpec(tokens=65, width=192, blocks=4, heads=3, patch_size=16, channels=3),
     (1, 2, 4),
@@ -60,10 +97,19 @@ QUICK = MeasurementPlan(
     (4, 32),
     3,
     1,
+    DecoderMeasurement(
+        DecoderSpec(width=192, heads=3, kv_heads=3, ffn_size=768, vocab=4096, max_positions=64),
+        (1, 2),
+        (1, 2),
+        (8,),
+        4,
+        2,
+        1,
+    ),
 )
 
 
-CALIBRATION_STEPS = 3  # ViT latencies, the staged exchange, the fit
+CALIBRATION_STEPS = 4  # ViT latencies, the staged exchange, the decoder generations, the fit
 
 
 def calibrate_machine(
@@ -80,6 +126,9 @@ def calibrate_machine(
     on_step()
     write_staged_exchange(traces / "gloo_staged_allgather.csv", plan)
     on_step()
+    if plan.decoder is not None:
+        write_decoder_latency(traces / "decoder_latency.csv", plan.decoder)
+    on_step()
     spec_path = out_dir / "spec.yaml"
     write_text_atomic(spec_path, yaml.safe_dump(machine_spec(plan), sort_keys=False))
     profile = calibrate_from_traces(spec_path, command)
@@ -92,6 +141,9 @@ def machine_spec(plan: MeasurementPlan) -> dict[str, Any]:
     """A ``traces`` spec for this machine's traces (relative paths: the folder moves whole)."""
     fixed: dict[str, float] = {"compute.sync_host_ms": 0.0, "compute.sync_host_ms_per_mb": 0.0}
     fixed |= {f"power.{state}_w": 0.0 for state in POWER_STATES}
+    decoder = {}
+    if plan.decoder is not None:
+        decoder = {"decoder": plan.decoder.model.model_dump(exclude_defaults=True)}
     return {
         "kind": "traces",
         "profile": {
@@ -102,7 +154,8 @@ def machine_spec(plan: MeasurementPlan) -> dict[str, Any]:
         },
         "traces": "traces",
         "model": plan.model.model_dump(exclude={"preset"}),
-        "fit": ["compute", "staging", "network"],
+        **decoder,
+        "fit": ["compute", "staging", "network", *(["memory"] if decoder else [])],
         "fixed": fixed,
         "bootstrap": 10,
         "seed": 0,
@@ -152,6 +205,30 @@ def write_vit_latency(path: Path, plan: MeasurementPlan) -> None:
                     for rep, ms in enumerate(times)
                 ]
     _write_csv(path, ("kernel", "batch", "tokens", "rep", "latency_ms"), rows)
+
+
+def write_decoder_latency(path: Path, plan: DecoderMeasurement) -> None:
+    """TTFT and TPOT of every timed generation of one rank running the whole decoder
+    (``single``), with the launcher's threads (this process's cores)."""
+    rows: list[tuple[object, ...]] = []
+    shapes = list(itertools.product(plan.layers, plan.batches, plan.prompt_tokens))
+    for round_index, (layers, batch, prompt) in itertools.product(range(plan.rounds), shapes):
+        model = plan.model.model_copy(update={"layers": layers})
+        records = run_decoder(
+            model,
+            "single",
+            1,
+            prompt,
+            plan.output_tokens,
+            batch,
+            warmup=plan.warmup,
+            reps=plan.reps,
+        )
+        for index, timing in enumerate(records[0].reps):
+            assert timing.tpot_ms is not None  # output_tokens >= 2
+            shape = (layers, batch, prompt, plan.output_tokens, round_index * plan.reps + index)
+            rows.append((*shape, round(timing.ttft_ms, 4), round(timing.tpot_ms, 4)))
+    _write_csv(path, DECODER_LATENCY_COLUMNS, rows)
 
 
 def write_staged_exchange(path: Path, plan: MeasurementPlan) -> None:

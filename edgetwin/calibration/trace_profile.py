@@ -5,7 +5,8 @@ bucket, which profile sections to fit, fixed values for what the traces do
 not show, and a base profile for the sections not fitted. Files are found
 by name: ``vit_latency.csv`` (compute), ``gloo_staged_allgather.csv`` or
 ``gloo_staged_allgather_bw.csv`` (staging and network),
-``power_samples.csv`` (power).
+``power_samples.csv`` (power), ``decoder_latency.csv`` (memory: the bandwidth, from
+real decoder generations, ``fit_decoder``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,14 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, ValidationError
 
+from edgetwin.calibration.fit_decoder import (
+    METRICS,
+    decoder_key,
+    fit_compute_and_memory,
+    fit_memory,
+    memory_section,
+    single_device_ms,
+)
 from edgetwin.calibration.fit_traces import (
     COMPUTE_BOUNDS,
     COPY_BOUNDS,
@@ -36,6 +45,7 @@ from edgetwin.calibration.fit_traces import (
     staging_predictor,
 )
 from edgetwin.calibration.profile_io import source_record
+from edgetwin.calibration.readers.decoder_latency import DecoderLatency, read_decoder_latency
 from edgetwin.calibration.readers.energy import energy_by_phase
 from edgetwin.calibration.readers.gpu_bench import (
     StagingCopy,
@@ -49,13 +59,15 @@ from edgetwin.calibration.readers.staged_exchange import (
     read_staged_allgather,
     read_staged_allgather_bw,
 )
+from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
 from edgetwin.model_spec import ModelSpec
-from edgetwin.profile import DeviceProfile, MemoryParams, load_profile
+from edgetwin.profile import ComputeParams, DeviceProfile, MemoryParams, load_profile
 from edgetwin.schema import Strict, load_yaml_model, validation_error
 
-Section = Literal["compute", "staging", "network", "power"]
-PROFILE_SECTIONS = ("compute", "staging", "network", "power")
+Section = Literal["compute", "staging", "network", "power", "memory"]
+PROFILE_SECTIONS = ("compute", "staging", "network", "power", "memory")
+HoldoutBy = Literal["batch", "bandwidth", "prompt"]
 
 
 class TraceProfileFacts(Strict):
@@ -74,6 +86,7 @@ class TraceCalibrationSpec(Strict):
     traces: str
     base: str | None = None
     model: ModelSpec = ModelSpec()
+    decoder: DecoderSpec | None = None  # what decoder_latency.csv ran (its rows: layers)
     burst_kb: float | None = Field(default=None, gt=0)
     fit: tuple[Section, ...] = ("compute", "staging", "network", "power")
     fixed: dict[str, float] = Field(default_factory=dict)
@@ -99,6 +112,7 @@ class TraceData:
         self.exchanges: list[StagedExchange] = [e for e in loopback if e.rank == 0] + shaped
         self.power = self._read("power_samples.csv", read_nvml_power)
         self.copies: list[StagingCopy] = self._read("staging_copy.csv", read_staging_copy)
+        self.decoder: list[DecoderLatency] = self._read("decoder_latency.csv", read_decoder_latency)
 
     def _read(self, name: str, reader: Any) -> list[Any]:
         path = self.folder / name
@@ -110,9 +124,13 @@ class TraceData:
 
 
 def fit_sections(
-    spec: TraceCalibrationSpec, data: TraceData, holdout: Holdout | None = None
+    spec: TraceCalibrationSpec,
+    data: TraceData,
+    holdout: Holdout | None = None,
+    base: DeviceProfile | None = None,
 ) -> dict[str, ComponentFit]:
-    """Fit every requested section the data allows, without the ``holdout`` records."""
+    """Fit every requested section the data allows, without the ``holdout`` records; the
+    memory bandwidth on the fitted compute section (else ``base``'s)."""
     rng = np.random.default_rng(spec.seed)
     excluded_batch = holdout.value if holdout is not None and holdout.by == "batch" else None
     latencies = [r for r in data.latencies if holdout is None or not holdout.covers(r)]
@@ -123,7 +141,20 @@ def fit_sections(
         prefix = f"{section}."
         return {k.removeprefix(prefix): v for k, v in spec.fixed.items() if k.startswith(prefix)}
 
-    if "compute" in spec.fit and latencies:
+    decoder = [r for r in data.decoder if holdout is None or not holdout.covers(r)]
+    with_decoder = "memory" in spec.fit and decoder and spec.decoder is not None
+    if "compute" in spec.fit and latencies and with_decoder:
+        assert spec.decoder is not None
+        fits["compute"], fits["memory"] = fit_compute_and_memory(
+            compute_groups(latencies),
+            compute_predictor(spec.model),
+            decoder,
+            spec.decoder,
+            fixed("compute"),
+            spec.bootstrap,
+            rng,
+        )
+    elif "compute" in spec.fit and latencies:
         fits["compute"] = fit_groups(
             "compute",
             compute_groups(latencies),
@@ -166,7 +197,31 @@ def fit_sections(
             spec.bootstrap,
             rng,
         )
+    if with_decoder and "memory" not in fits:
+        assert spec.decoder is not None
+        compute = _compute(fits, base)
+        if compute is not None:
+            fits["memory"] = fit_memory(decoder, spec.decoder, compute, spec.bootstrap, rng)
     return fits
+
+
+def _compute(fits: dict[str, ComponentFit], base: DeviceProfile | None) -> ComputeParams | None:
+    """The compute section a decoder's prediction runs on: the fitted one, else the base's."""
+    if "compute" in fits:
+        return ComputeParams(
+            **{"sync_host_ms": 0.0, "sync_host_ms_per_mb": 0.0, **fits["compute"].params}
+        )
+    return base.compute if base is not None else None
+
+
+def _base(spec: TraceCalibrationSpec, spec_path: Path) -> DeviceProfile | None:
+    return None if spec.base is None else load_profile(spec.base, spec_path.parent)
+
+
+def _check_decoder(spec: TraceCalibrationSpec, spec_path: Path, data: TraceData) -> None:
+    if "memory" in spec.fit and data.decoder and spec.decoder is None:
+        problem = "decoder_latency.csv needs the decoder it ran (e.g. {preset: gpt2_small})"
+        raise InputError(spec_path, "decoder", problem)
 
 
 def power_from_samples(data: TraceData) -> dict[str, float]:
@@ -195,14 +250,17 @@ def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
     """The profile a ``kind: traces`` spec describes, with fit report and provenance."""
     spec = load_trace_spec(spec_path)
     data = TraceData((spec_path.parent / spec.traces).resolve())
-    fits = fit_sections(spec, data)
+    _check_decoder(spec, spec_path, data)
+    base = _base(spec, spec_path)
+    fits = fit_sections(spec, data, base=base)
     sections: dict[str, Any] = {}
-    if spec.base is not None:
-        base = load_profile(spec.base, spec_path.parent)
+    if base is not None:
         sections = base.model_dump(include={"compute", "staging", "network", "power"})
     for name, fit in fits.items():
         if name in PROFILE_SECTIONS:  # plain copy fits are reported, not used by the twin
             sections[name] = {**sections.get(name, {}), **fit.params}
+    if "memory" in fits:
+        sections["memory"] = memory_section(fits["memory"], command)
     for key, value in spec.fixed.items():
         section, param = key.split(".", 1)
         sections.setdefault(section, {})[param] = value
@@ -233,31 +291,40 @@ def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
 
 @dataclass(frozen=True)
 class Holdout:
-    """Records left out of a fit: one batch size, or one link bandwidth."""
+    """Records left out of a fit: one batch size, one link bandwidth or one decoder
+    prompt length."""
 
-    by: Literal["batch", "bandwidth"]
+    by: HoldoutBy
     value: float
 
-    def covers(self, record: VitLatency | StagedExchange) -> bool:
+    def covers(self, record: VitLatency | StagedExchange | DecoderLatency) -> bool:
         if self.by == "batch":
             return record.batch == self.value
+        if self.by == "prompt":
+            return isinstance(record, DecoderLatency) and record.prompt_tokens == self.value
         return isinstance(record, StagedExchange) and record.bandwidth_mbps == self.value
 
 
-def leave_one_out(spec_path: Path, by: Literal["batch", "bandwidth"]) -> list[dict[str, Any]]:
-    """Refit without each batch size (or bandwidth) and predict what was left out: the
-    whole-model latency and the staged exchange total of a forward."""
+def leave_one_out(spec_path: Path, by: HoldoutBy) -> list[dict[str, Any]]:
+    """Refit without each batch size (or bandwidth, or prompt length) and predict what was
+    left out: the whole-model latency, the staged exchange total of a forward, and a
+    decoder generation's TTFT and TPOT."""
     spec = load_trace_spec(spec_path).model_copy(update={"bootstrap": 0})
     data = TraceData((spec_path.parent / spec.traces).resolve())
+    _check_decoder(spec, spec_path, data)
+    base = _base(spec, spec_path)
     values: set[float]
     if by == "batch":
         values = {r.batch for r in data.latencies} | {r.batch for r in data.exchanges}
+        values |= {r.batch for r in data.decoder}
+    elif by == "prompt":
+        values = {r.prompt_tokens for r in data.decoder}
     else:
         values = {r.bandwidth_mbps for r in data.exchanges if r.bandwidth_mbps is not None}
     points: list[dict[str, Any]] = []
     for value in sorted(values):
         holdout = Holdout(by, value)
-        fits = fit_sections(spec, data, holdout)
+        fits = fit_sections(spec, data, holdout, base)
         if "compute" in fits:
             predict = compute_predictor(spec.model)
             for key, reps in compute_groups(data.latencies).items():
@@ -267,6 +334,35 @@ def leave_one_out(spec_path: Path, by: Literal["batch", "bandwidth"]) -> list[di
                     points.append(_point("vit_full_ms", key, reps, predict(params, key)))
         if {"staging", "network"} <= fits.keys():
             points += _exchange_points(spec, data, fits, holdout)
+        if "memory" in fits:
+            points += _decoder_points(spec, data, fits, holdout, base)
+    return points
+
+
+def _decoder_points(
+    spec: TraceCalibrationSpec,
+    data: TraceData,
+    fits: dict[str, ComponentFit],
+    holdout: Holdout,
+    base: DeviceProfile | None,
+) -> list[dict[str, Any]]:
+    """TTFT and TPOT of each held-out generation group against its fastest repetition."""
+    assert spec.decoder is not None
+    compute = _compute(fits, base)
+    assert compute is not None
+    memory = MemoryParams(**fits["memory"].params)
+    groups: dict[GroupKey, list[DecoderLatency]] = {}
+    for record in data.decoder:
+        if holdout.covers(record):
+            groups.setdefault(decoder_key(record), []).append(record)
+    points = []
+    for key, records in groups.items():
+        predicted = dict(
+            zip(METRICS, single_device_ms(spec.decoder, compute, memory, key), strict=True)
+        )
+        for metric in METRICS:
+            fastest = [min(getattr(r, metric) for r in records)]
+            points.append(_point(metric, key, fastest, predicted[metric]))
     return points
 
 

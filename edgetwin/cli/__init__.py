@@ -13,6 +13,7 @@ import csv
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from edgetwin.calibration.fit_android import (
@@ -192,6 +193,11 @@ def _parser() -> argparse.ArgumentParser:
     machine.add_argument("--out", type=Path, required=True, help="output folder")
     machine.add_argument("--quick", action="store_true", help="a small model, a few seconds")
     machine.add_argument(
+        "--no-decoder",
+        action="store_true",
+        help="skip the decoder generations (no memory bandwidth in the profile)",
+    )
+    machine.add_argument(
         "--emu",
         type=Path,
         metavar="RUN_DIR",
@@ -256,9 +262,10 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("--out", type=Path, required=True, help="output folder")
     validate.add_argument(
         "--by",
-        choices=["batch", "bandwidth"],
+        choices=["batch", "bandwidth", "prompt"],
         default="batch",
-        help="what to leave out in turn (bandwidth: traces with a shaped link)",
+        help="what to leave out in turn (bandwidth: traces with a shaped link; prompt: "
+        "decoder prompt lengths)",
     )
     add_force_argument(validate)
     validate.set_defaults(handler=_validate)
@@ -413,13 +420,22 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
         summary,
     )
 
-    command = f"edgetwin calibrate-machine --out {args.out}" + (" --quick" if args.quick else "")
-    label = "calibrate-machine: ViT latencies, staged exchange, fit"
+    flags = [flag for flag in ("quick", "no_decoder") if getattr(args, flag)]
+    command = " ".join(
+        [
+            f"edgetwin calibrate-machine --out {args.out}",
+            *("--" + f.replace("_", "-") for f in flags),
+        ]
+    )
+    label = "calibrate-machine: ViT latencies, staged exchange, decoder generations, fit"
+    plan = QUICK if args.quick else FULL
+    if args.no_decoder:
+        plan = replace(plan, decoder=None)
     with (
         _output_folder(args.out, args.force) as staging,
         progress(label, CALIBRATION_STEPS, args.quiet) as advance,
     ):
-        profile = calibrate_machine(staging, QUICK if args.quick else FULL, command, advance)
+        profile = calibrate_machine(staging, plan, command, advance)
         write_provenance(staging, command=args.command, seed=None, inputs={})
     print(
         f"wrote {args.out}/profile.yaml (median |error|: {summary(profile)}), "
