@@ -60,7 +60,7 @@ def single_device_ms(
     """The twin's TTFT and TPOT of one device generating (layers, batch, prompt, output)."""
     layers, batch, prompt, output = key
     work = DecoderWorkload(model.model_copy(update={"layers": layers}), 1, batch, prompt)
-    plan = registry.decoder_plan("single", work)
+    plan = registry.decoder_plan(registry.baseline().name, work)
 
     def phase_ms(ops: Ops) -> float:
         return sum(

@@ -40,6 +40,7 @@ from edgetwin.emu.vit.launcher import LOOPBACK_ADDR, free_port
 from edgetwin.emu.vit.model import build_vit, make_images
 from edgetwin.emu.vit.phases import PhaseClock
 from edgetwin.model_spec import ModelSpec
+from edgetwin.models import registry
 from edgetwin.models.layout import full_rows
 from edgetwin.profile import DeviceProfile
 
@@ -216,7 +217,7 @@ def write_decoder_latency(path: Path, plan: DecoderMeasurement) -> None:
         model = plan.model.model_copy(update={"layers": layers})
         records = run_decoder(
             model,
-            "single",
+            registry.baseline().name,
             1,
             prompt,
             plan.output_tokens,
