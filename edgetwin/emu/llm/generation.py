@@ -8,6 +8,7 @@ Prefill runs the prompt's T positions and yields token 0 from the last position;
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -18,9 +19,11 @@ from edgetwin.emu.llm.cache import ALL, KVCache
 from edgetwin.emu.llm.exchange import Exchange
 from edgetwin.emu.llm.model import Decoder, DecoderLayer
 from edgetwin.emu.llm.runs import DecoderRun
-from edgetwin.emu.llm.timing import DECODE, PREFILL, GenerationClock
+from edgetwin.emu.llm.timing import DECODE, PREFILL, GenerationClock, Part
 
 TOKEN_DTYPE = torch.int64  # token ids on the wire
+# a rank's layers over new rows: (part, rows [B, t, D], first position) -> rows
+Layers = Callable[[Part, Tensor, int], Tensor]
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,26 @@ class RankGenerator(ABC):
     def generate(self, prompt: Tensor) -> Generation:
         """Run this rank's part for ``prompt`` [B, T] (every rank knows the prompt)."""
 
+    def greedy_loop(self, prompt: Tensor, layers: Layers) -> Generation:
+        """Prefill over ``prompt``, then one decode step per further token, every rank
+        with the whole embedding and LM head (compute) around its ``layers``."""
+        model = self.setup.model
+        tokens, logits = [], []
+        ids, first, part = prompt, 0, PREFILL
+        for _ in range(self.run.output_tokens):
+            with self.clock.phase(part, "compute"):
+                rows = model.embed(ids, self.positions(first, ids.shape[1]))
+            rows = layers(part, rows, first)
+            with self.clock.phase(part, "compute"):
+                step_logits = model.logits(rows[:, -1])
+                next_ids = greedy(step_logits)
+            self.clock.token_held()
+            tokens.append(next_ids)
+            logits.append(step_logits)
+            first += ids.shape[1]
+            ids, part = next_ids[:, None], DECODE
+        return Generation(torch.stack(tokens, dim=1), torch.stack(logits))
+
 
 def cached_layer(
     layer: DecoderLayer,
@@ -108,20 +131,12 @@ class SingleRank(RankGenerator):
 
     def generate(self, prompt: Tensor) -> Generation:
         model, spec = self.setup.model, self.run.spec
-        total = self.run.prompt_tokens + self.run.output_tokens
-        cache = self.new_cache(spec.layers, total)
-        tokens, logits = [], []
-        rows_in, first, part = prompt, 0, PREFILL
-        for _ in range(self.run.output_tokens):
+        cache = self.new_cache(spec.layers, self.run.prompt_tokens + self.run.output_tokens)
+
+        def layers(part: Part, rows: Tensor, first: int) -> Tensor:
             with self.clock.phase(part, "compute"):
-                rows = model.embed(rows_in, self.positions(first, rows_in.shape[1]))
                 for index, layer in enumerate(model.decoder_layers()):
                     rows = cached_layer(layer, rows, first, cache, index)
-                step_logits = model.logits(rows[:, -1])
-                ids = greedy(step_logits)
-            self.clock.token_held()
-            tokens.append(ids)
-            logits.append(step_logits)
-            first += rows_in.shape[1]
-            rows_in, part = ids[:, None], DECODE
-        return Generation(torch.stack(tokens, dim=1), torch.stack(logits))
+            return rows
+
+        return self.greedy_loop(prompt, layers)

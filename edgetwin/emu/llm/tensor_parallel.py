@@ -14,9 +14,9 @@ from torch import Tensor, nn
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.emu.llm.attention import attend, causal_bias, merge_heads
 from edgetwin.emu.llm.cache import KVCache
-from edgetwin.emu.llm.generation import Generation, RankGenerator, RankSetup, greedy
+from edgetwin.emu.llm.generation import Generation, RankGenerator, RankSetup
 from edgetwin.emu.llm.model import DecoderLayer
-from edgetwin.emu.llm.timing import DECODE, PREFILL, Part
+from edgetwin.emu.llm.timing import Part
 from edgetwin.models.layout import partition_sizes
 
 
@@ -64,26 +64,16 @@ class TensorParallelRank(RankGenerator):
         self.exchange = setup.linked
 
     def generate(self, prompt: Tensor) -> Generation:
-        run, model = self.run, self.setup.model
+        run = self.run
         kv_heads = run.spec.kv_heads // run.world
         cache = self.new_cache(len(self.shards), run.prompt_tokens + run.output_tokens, kv_heads)
-        tokens, logits = [], []
-        ids, first, part = prompt, 0, PREFILL
-        for _ in range(run.output_tokens):
-            positions = self.positions(first, ids.shape[1])
-            with self.clock.phase(part, "compute"):
-                rows = model.embed(ids, positions)
+
+        def layers(part: Part, rows: Tensor, first: int) -> Tensor:
             for index, shard in enumerate(self.shards):
                 rows = self._layer(part, index, shard, rows, first, cache)
-            with self.clock.phase(part, "compute"):
-                step_logits = model.logits(rows[:, -1])
-                ids = greedy(step_logits)
-            self.clock.token_held()
-            tokens.append(ids)
-            logits.append(step_logits)
-            first += positions.shape[0]
-            ids, part = ids[:, None], DECODE
-        return Generation(torch.stack(tokens, dim=1), torch.stack(logits))
+            return rows
+
+        return self.greedy_loop(prompt, layers)
 
     def _layer(
         self,
