@@ -7,11 +7,15 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from statistics import median
 
 import pytest
 
+from edgetwin.calibration.fit_emu import calibrate_from_emu
 from edgetwin.errors import InputError
 from edgetwin.evaluate.adaptive import Evaluation, evaluate, load_eval_inputs, regret_pct
+from edgetwin.profile import load_profile
+from edgetwin.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 JETSON_EVAL = REPO / "scenarios" / "adaptive_jetson_measured.eval.yaml"
@@ -123,3 +127,43 @@ def test_the_cli_says_where_the_truth_comes_from(tmp_path: Path) -> None:
     written = json.loads((out / "evaluation.json").read_text())
     assert written["held_out"] is None
     assert "measured runs" in (out / "evaluation.html").read_text()
+
+
+EMU_EVAL = REPO / "scenarios" / "adaptive_emu.eval.yaml"
+EMU_DATA = REPO / "data" / "traces" / "emu-vit-loop-2026-12"
+
+
+def _emulated_medians() -> dict[tuple[int, float], dict[str, float]]:
+    """(batch, bandwidth) -> candidate label -> median total_ms of the emulator's reps."""
+    labels = {"single": "single", "voltage": "voltage x2", "prism": "prism cr 9.9 x2"}
+    reps: dict[tuple[int, float], dict[str, list[float]]] = {}
+    with (EMU_DATA / "truth" / "results.csv").open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            assert row["mode"] == "emu" and row["status"] == "ok"
+            cell = reps.setdefault((int(row["batch"]), float(row["bandwidth_mbps"])), {})
+            cell.setdefault(labels[row["strategy"]], []).append(float(row["total_ms"]))
+    return {cell: {k: median(v) for k, v in here.items()} for cell, here in reps.items()}
+
+
+def test_the_emulator_evaluation_scores_against_the_emulated_runs() -> None:
+    """The truth is the emulator's medians at every cell; the map is the twin's."""
+    result = _run(EMU_EVAL)
+    measured = _emulated_medians()
+    assert {(c.batch, c.bandwidth_mbps) for c in result.conditions} == set(measured)
+    assert not result.skipped
+    for condition in result.conditions:
+        here = measured[(condition.batch, condition.bandwidth_mbps)]
+        assert {k: v.latency_ms for k, v in condition.truth.items()} == pytest.approx(here)
+        assert condition.oracle == min(here, key=here.__getitem__)
+        assert not condition.in_map  # every cell lies off the map's grid
+
+
+def test_the_emulator_evaluations_profile_is_fitted_from_the_shipped_sweep() -> None:
+    """The map's profile is what calibrating from the shipped emulator sweep gives."""
+    fitted = calibrate_from_emu(EMU_DATA / "machine" / "spec.yaml", "test")
+    shipped = load_profile(str(EMU_DATA / "machine" / "profile.yaml"))
+    for section in ("compute", "staging", "network"):
+        assert getattr(fitted, section) == getattr(shipped, section), section
+    scenario = load_scenario(REPO / "scenarios" / "adaptive_emu.yaml")
+    named = (REPO / "scenarios" / scenario.devices[0].profile).resolve()
+    assert named == (EMU_DATA / "machine" / "profile.yaml").resolve()
