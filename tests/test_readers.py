@@ -529,3 +529,17 @@ def test_folder_recognises_files_by_header_and_lists_the_rest(tmp_path: Path) ->
         read_trace_folder(tmp_path)
     with pytest.raises(InputError, match="not a folder"):
         read_trace_folder(tmp_path / "missing")
+
+
+def test_folder_reads_decoder_generations_by_name_and_by_header(tmp_path: Path) -> None:
+    header = "layers,batch,prompt_tokens,output_tokens,rep,ttft_ms,tpot_ms\n"
+    (tmp_path / "decoder_latency.csv").write_text(header + "2,1,64,8,0,12.5,3.25\n")
+    (tmp_path / "gpu_decode.csv").write_text(header + "2,4,128,8,1,30.0,4.0\n")
+    found = read_trace_folder(tmp_path)
+    assert set(found.decoder_latency) == {"decoder_latency.csv", "gpu_decode.csv"}
+    (first,) = found.decoder_latency["decoder_latency.csv"]
+    assert (first.layers, first.prompt_tokens, first.ttft_ms, first.tpot_ms) == (2, 64, 12.5, 3.25)
+    assert not found.skipped
+    (tmp_path / "decoder_latency.csv").write_text("layers,batch\n2,1\n")
+    with pytest.raises(InputError, match=r"decoder_latency\.csv"):
+        read_trace_folder(tmp_path)

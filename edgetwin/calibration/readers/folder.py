@@ -1,7 +1,8 @@
 """Read every known trace file of a folder (not its sub-folders).
 
 Recognition: ``*.json`` / ``*.json.gz`` files with ``trace`` in the name are profiler
-traces; a ``.csv`` with a known name (``vit_latency.csv``, ``results.csv``, ...) is
+traces; a ``.csv`` with a known name (``vit_latency.csv``, ``decoder_latency.csv``,
+``results.csv``, ...) is
 read as that kind, any other ``.csv`` as the kind whose required columns its header has
 (the one requiring most columns wins). A recognised file that is malformed is an
 InputError; files of no known kind are returned as skipped, with the reason.
@@ -17,6 +18,7 @@ from typing import Any
 from edgetwin import worker_log
 from edgetwin.calibration.readers import (
     android,
+    decoder_latency,
     gpu_bench,
     jtop,
     power,
@@ -27,6 +29,7 @@ from edgetwin.calibration.readers import (
 from edgetwin.calibration.readers._csv import read_header
 from edgetwin.calibration.readers.android import WorkerEvent
 from edgetwin.calibration.readers.chrome_trace import ChromeTrace, read_chrome_trace
+from edgetwin.calibration.readers.decoder_latency import DecoderLatency
 from edgetwin.calibration.readers.gpu_bench import CounterEnergy, StagingCopy, VitLatency
 from edgetwin.calibration.readers.power import PowerSample
 from edgetwin.calibration.readers.reference import ModelCost, PublishedMetric
@@ -51,6 +54,7 @@ class TraceFolder:
     chrome_traces: dict[str, ChromeTrace]
     vit_latency: dict[str, list[VitLatency]]
     staging_copy: dict[str, list[StagingCopy]]
+    decoder_latency: dict[str, list[DecoderLatency]]
     staged_exchange: dict[str, list[StagedExchange]]
     counter_energy: dict[str, list[CounterEnergy]]
     power: dict[str, list[PowerSample]]
@@ -81,6 +85,12 @@ CSV_KINDS = (
         ("staging_copy.csv",),
         gpu_bench.STAGING_COPY_COLUMNS,
         gpu_bench.read_staging_copy,
+    ),
+    _CsvKind(
+        "decoder_latency",
+        ("decoder_latency.csv",),
+        decoder_latency.DECODER_LATENCY_COLUMNS,
+        decoder_latency.read_decoder_latency,
     ),
     _CsvKind(
         "counter_energy",
