@@ -195,6 +195,12 @@ def bootstrap_variant(profile: DeviceProfile, index: int) -> DeviceProfile:
     return profile.model_copy(update=update) if update else profile
 
 
+def bootstrap_count(profile: DeviceProfile) -> int:
+    """How many distinct bootstrap variants the profile has (0: the fit kept none)."""
+    samples: dict[str, list[dict[str, float]]] = profile.fit.get("bootstrap_samples", {})
+    return max((len(sets) for sets in samples.values()), default=0)
+
+
 def profile_path(name_or_path: str, relative_to: Path | None, shipped_glob: str = "*.yaml") -> Path:
     """A shipped profile file by name, else a path (relative to ``relative_to``) to a regular
     file; errors name the field ``profile`` (the caller adds the file and the full field)."""
