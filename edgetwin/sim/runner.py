@@ -85,13 +85,13 @@ def run_scenario(
         for rep in range(scenario.repetitions):
             outcome = simulate(scenario, fleet, config, index, rep, record_intervals)
             if scenario.intervals is not None:
-                outcome = _with_intervals(scenario, fleet, outcome, index, rep)
+                outcome = _with_prediction_intervals(scenario, fleet, outcome, index, rep)
             yield outcome
             if on_progress is not None:
                 on_progress()
 
 
-def _with_intervals(
+def _with_prediction_intervals(
     scenario: Scenario, fleet: list[FleetMember], outcome: RunOutcome, index: int, rep: int
 ) -> RunOutcome:
     """The outcome's row with its prediction intervals: the configuration rerun under each
