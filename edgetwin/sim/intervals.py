@@ -106,6 +106,8 @@ def with_intervals(
             bands[metric] = (value - below, value + above)
         elif value == 0:  # nothing of it happens (one device stages nothing)
             bands[metric] = (0.0, 0.0)
+            if q is None:  # ... or a profile that cannot tell (powers of 0: no meter)
+                not_known.append(metric)
         elif q is None:
             bands[metric] = (min(values) / NOT_KNOWN_FACTOR, max(values) * NOT_KNOWN_FACTOR)
             not_known.append(metric)
