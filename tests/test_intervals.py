@@ -20,7 +20,13 @@ from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.sim.intervals import NOT_KNOWN_FACTOR, log_half_width
 from edgetwin.sim.runner import build_fleet, run_scenario
 from tests.conftest import REPO
-from tests.test_scenario_errors import Case, _listing, assert_clean_failure, scenario_text
+from tests.test_scenario_errors import (
+    Case,
+    _listing,
+    assert_clean_failure,
+    bad_profile_text,
+    scenario_text,
+)
 
 LOOPBACK = REPO / "scenarios" / "h200_loopback.yaml"
 JETSON_SPEC = REPO / "edgetwin" / "calibration" / "specs" / "jetson_orin_nano.yaml"
@@ -168,3 +174,16 @@ def test_a_bad_level_exits_2_naming_the_file_and_field(
     run = ["run", str(tmp_path / "scenario.yaml"), "--out", str(tmp_path / "out"), "--quiet"]
     code = main([*run, *args])
     assert_clean_failure(code, capsys.readouterr().err, case, before, tmp_path)
+
+
+def test_malformed_held_out_residuals_name_the_profile_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = bad_profile_text(fit__held_out__log_residuals__compute_ms=[0.1, 0.2])  # no groups
+    text = scenario_text(devices__0__profile="bad_profile.yaml", intervals=0.9)
+    case = Case("bad-held-out", text, ("'fit'", "held_out.log_residuals"), names="bad_profile.yaml")
+    (tmp_path / "scenario.yaml").write_text(text)
+    (tmp_path / "bad_profile.yaml").write_text(bad)
+    before = _listing(tmp_path)
+    run = ["run", str(tmp_path / "scenario.yaml"), "--out", str(tmp_path / "out"), "--quiet"]
+    assert_clean_failure(main(run), capsys.readouterr().err, case, before, tmp_path)
