@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from edgetwin.errors import InputError, shown
 from edgetwin.schema import (
@@ -168,11 +168,33 @@ class DeviceProfile(Strict):
     memory: MemoryParams | None = None  # decoders need it (their decode is memory-bound)
     fit: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("fit")
+    @classmethod
+    def _check_held_out(cls, fit: dict[str, Any]) -> dict[str, Any]:
+        """``fit.held_out.log_residuals`` (what prediction intervals read): metric ->
+        value held out -> a list of numbers."""
+        residuals = fit.get("held_out", {}).get("log_residuals", {})
+        ok = isinstance(residuals, dict) and all(
+            isinstance(groups, dict)
+            and all(
+                isinstance(values, list) and all(_is_number(v) for v in values)
+                for values in groups.values()
+            )
+            for groups in residuals.values()
+        )
+        if not ok:
+            raise ValueError("held_out.log_residuals: metric -> held-out value -> numbers")
+        return fit
+
     def work_ms(self, flops: float, memory_bytes: float, rows: float) -> float:
         """A piece of work: launch floor + the larger of its FLOP and memory-traffic time."""
         if self.memory is None:
             raise ValueError(f"profile {self.name} has no memory bandwidth")
         return work_ms(self.compute, self.memory, flops, memory_bytes, rows)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def work_ms(
@@ -193,6 +215,12 @@ def bootstrap_variant(profile: DeviceProfile, index: int) -> DeviceProfile:
             current = getattr(profile, section)
             update[section] = current.model_copy(update=sets[index % len(sets)])
     return profile.model_copy(update=update) if update else profile
+
+
+def bootstrap_count(profile: DeviceProfile) -> int:
+    """How many distinct bootstrap variants the profile has (0: the fit kept none)."""
+    samples: dict[str, list[dict[str, float]]] = profile.fit.get("bootstrap_samples", {})
+    return max((len(sets) for sets in samples.values()), default=0)
 
 
 def profile_path(name_or_path: str, relative_to: Path | None, shipped_glob: str = "*.yaml") -> Path:

@@ -78,12 +78,29 @@ class ResultRow:
     evictions: int | None = None
     bytes_moved: int | None = None
     tasks_redispatched: int | None = None
+    # prediction intervals (scenario ``intervals: L``, docs/calibration.md "Prediction
+    # intervals"): the band of each of INTERVAL_METRICS at level L, and the metrics whose
+    # band says "not known" (no held-out residuals: the wide band of NOT_KNOWN_FACTOR)
+    total_ms_lo: float | None = None
+    total_ms_hi: float | None = None
+    compute_ms_lo: float | None = None
+    compute_ms_hi: float | None = None
+    staging_ms_lo: float | None = None
+    staging_ms_hi: float | None = None
+    comm_ms_lo: float | None = None
+    comm_ms_hi: float | None = None
+    energy_j_lo: float | None = None
+    energy_j_hi: float | None = None
+    interval_not_known: str | None = None
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
 _FIELD_TYPES = {f.name: str(f.type) for f in fields(ResultRow)}
 REQUIRED_COLUMNS: tuple[str, ...] = (*COLUMNS[:15], "status", "bytes_sent", "gflops_per_device")
 OPTIONAL_COLUMNS: tuple[str, ...] = COLUMNS[len(REQUIRED_COLUMNS) :]
+# the metrics a twin row may carry a prediction interval for, each as <metric>_lo, <metric>_hi
+INTERVAL_METRICS: tuple[str, ...] = ("total_ms", "compute_ms", "staging_ms", "comm_ms", "energy_j")
+assert all(f"{m}_{end}" in COLUMNS for m in INTERVAL_METRICS for end in ("lo", "hi"))
 
 
 def _format(value: object) -> str:

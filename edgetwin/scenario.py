@@ -362,6 +362,8 @@ class Scenario(Strict):
     input_source: Literal["terminal", "replicated"] = "terminal"
     warmup_batches: Annotated[int, Field(ge=0, le=100)] = 0
     sample_profiles: bool = False  # repetition r runs with bootstrap sample r of each profile
+    # prediction intervals at this level on every twin row (docs/calibration.md)
+    intervals: Annotated[float, Field(gt=0, lt=1)] | None = None
     model: AnyModel = ModelSpec()
     workload: WorkloadSpec | None = None  # decoders only (None: the defaults)
     devices: tuple[DeviceSpec, ...] = ()

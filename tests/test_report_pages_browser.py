@@ -48,6 +48,13 @@ def _llm_plan(out: Path, tmp: Path) -> Path:
     return out / "plan.html"
 
 
+def _intervals_run(out: Path, _tmp: Path) -> Path:
+    """A twin run with prediction intervals: its figures draw them as error bars."""
+    scenario = str(SCENARIOS / "h200_bw.yaml")
+    assert main(["run", scenario, "--set", "intervals=0.9", "--out", str(out), "--quiet"]) == 0
+    return out / "report.html"
+
+
 def _comparison(out: Path, tmp: Path) -> Path:
     scenario = str(SCENARIOS / "prism_jetson.yaml")
     for seed in (1, 2):
@@ -60,7 +67,16 @@ def _comparison(out: Path, tmp: Path) -> Path:
 @pytest.mark.browser
 @pytest.mark.parametrize(
     "write_page",
-    [_adaptive, _affinity, _best_mode_plan, _capacity_plan, _comparison, _llm_run, _llm_plan],
+    [
+        _adaptive,
+        _affinity,
+        _best_mode_plan,
+        _capacity_plan,
+        _comparison,
+        _llm_run,
+        _llm_plan,
+        _intervals_run,
+    ],
 )
 def test_page_draws_every_figure_without_script_errors(
     write_page: Callable[[Path, Path], Path], tmp_path: Path

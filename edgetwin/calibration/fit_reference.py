@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import Field, ValidationError
 from scipy.optimize import least_squares, nnls
 
+from edgetwin.calibration.held_out import held_out_block
 from edgetwin.calibration.profile_io import source_record
 from edgetwin.comparison import compare_to_reference, key_label
 from edgetwin.decoder_spec import DecoderSpec
@@ -164,6 +165,7 @@ def fit_profile(spec_path: Path, command: str) -> DeviceProfile:
                 "command": command,
                 "fixed": spec.fixed,
                 **report,
+                "held_out": held_out_block(leave_one_batch_out_table(spec_path), "batch"),
             }
         }
     )
@@ -202,6 +204,8 @@ def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
                             "measured": value,
                             "predicted": round(estimate, 4),
                             "error_pct": round(100.0 * (estimate / value - 1.0), 2),
+                            "held_out": batch,
+                            "reps": [value],  # a published mean: no repetitions
                         }
                     )
     return points

@@ -44,6 +44,7 @@ from edgetwin.calibration.fit_traces import (
     network_predictor,
     staging_predictor,
 )
+from edgetwin.calibration.held_out import held_out_block, with_base_residuals
 from edgetwin.calibration.profile_io import source_record
 from edgetwin.calibration.readers.decoder_latency import DecoderLatency, read_decoder_latency
 from edgetwin.calibration.readers.energy import energy_by_phase
@@ -280,6 +281,9 @@ def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
         },
         "sections": {name: fit.summary() for name, fit in fits.items()},
         "bootstrap_samples": {name: fit.samples for name, fit in fits.items()},
+        "held_out": with_base_residuals(
+            held_out_block(leave_one_out(spec_path, "batch"), "batch"), base, spec.fit
+        ),
     }
     try:
         return DeviceProfile.model_validate(
@@ -329,9 +333,11 @@ def leave_one_out(spec_path: Path, by: HoldoutBy) -> list[dict[str, Any]]:
             predict = compute_predictor(spec.model)
             for key, reps in compute_groups(data.latencies).items():
                 record = VitLatency(key[0], key[1], key[2], 0, 0.0)
-                if key[0] == "vit_full" and holdout.covers(record):
-                    params = fits["compute"].params
-                    points.append(_point("vit_full_ms", key, reps, predict(params, key)))
+                if holdout.covers(record):
+                    predicted = predict(fits["compute"].params, key)
+                    if key[0] == "vit_full":
+                        points.append(_point("vit_full_ms", key, reps, predicted, value))
+                    points.append(_point("compute_ms", key, reps, predicted, value))
         if {"staging", "network"} <= fits.keys():
             points += _exchange_points(spec, data, fits, holdout)
         if "memory" in fits:
@@ -362,7 +368,7 @@ def _decoder_points(
         )
         for metric in METRICS:
             fastest = [min(getattr(r, metric) for r in records)]
-            points.append(_point(metric, key, fastest, predicted[metric]))
+            points.append(_point(metric, key, fastest, predicted[metric], holdout.value))
     return points
 
 
@@ -375,23 +381,34 @@ def _exchange_points(
     blocks = data.exchanges[0].blocks
     comm = network_predictor(exchange_gaps(data.exchanges), spec.burst_kb, blocks)
     d2h, h2d = staging_predictor("d2h_ms"), staging_predictor("h2d_ms")
-    totals: dict[GroupKey, list[float]] = {}
+    held: dict[GroupKey, list[StagedExchange]] = {}
     for record in data.exchanges:
         if holdout.covers(record):
-            totals.setdefault(exchange_key(record), []).append(record.total_ms)
+            held.setdefault(exchange_key(record), []).append(record)
     staging, network = fits["staging"].params, fits["network"].params
-    return [
-        _point(
-            "exchange_total_ms",
-            key,
-            reps,
-            blocks * (d2h(staging, key) + comm(network, key) + h2d(staging, key)),
-        )
-        for key, reps in totals.items()
-    ]
+    points = []
+    for key, records in held.items():
+        parts = {
+            "staging_ms": blocks * (d2h(staging, key) + h2d(staging, key)),
+            "comm_ms": blocks * comm(network, key),
+        }
+        measured = {
+            "staging_ms": [r.d2h_ms + r.h2d_ms for r in records],
+            "comm_ms": [r.comm_ms for r in records],
+        }
+        total = [r.total_ms for r in records]
+        point = _point("exchange_total_ms", key, total, sum(parts.values()), holdout.value)
+        points.append({**point, "parts": parts})
+        for metric, predicted in parts.items():
+            points.append(_point(metric, key, measured[metric], predicted, holdout.value))
+    return points
 
 
-def _point(metric: str, key: GroupKey, reps: list[float], predicted: float) -> dict[str, Any]:
+def _point(
+    metric: str, key: GroupKey, reps: list[float], predicted: float, held_out: float
+) -> dict[str, Any]:
+    """One held-out group: its mean against the prediction; ``reps`` and ``held_out`` (the
+    value left out of its fit) for the prediction intervals' residuals."""
     measured = float(np.mean(reps))
     return {
         "metric": metric,
@@ -399,4 +416,6 @@ def _point(metric: str, key: GroupKey, reps: list[float], predicted: float) -> d
         "measured": round(measured, 4),
         "predicted": round(predicted, 4),
         "error_pct": round(100.0 * (predicted / measured - 1.0), 2),
+        "held_out": held_out,
+        "reps": reps,
     }

@@ -23,6 +23,7 @@ from edgetwin.calibration.fit_android import (
 )
 from edgetwin.calibration.fit_emu import calibrate_from_emu, calibrate_machine_from_emu
 from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_table
+from edgetwin.calibration.held_out import coverage_text, nested_coverage, with_coverage
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
 from edgetwin.cli.init import add_init_arguments, init_command
@@ -528,19 +529,20 @@ def _validate(args: argparse.Namespace) -> int:
         raise InputError(args.spec, "--by", "a measured table is validated by batch only")
     if not points:
         raise InputError(args.spec, "--by", f"no data to leave out by {args.by}")
-    summary = summarise(points)
+    summary = with_coverage(summarise(points), nested_coverage(points))
     with _output_folder(args.out, args.force) as staging:
         write_provenance(staging, command=args.command, seed=None, inputs=args.reads)
         with (staging / "validation.csv").open("w", newline="") as handle:
-            columns = ["metric", "point", "measured", "predicted", "error_pct"]
-            writer = csv.DictWriter(handle, columns, lineterminator="\n")
+            columns = ["metric", "point", "held_out", "measured", "predicted", "error_pct"]
+            writer = csv.DictWriter(handle, columns, lineterminator="\n", extrasaction="ignore")
             writer.writeheader()
             writer.writerows(points)
         (staging / "validation.json").write_text(json.dumps(summary, indent=2) + "\n")
-        write_validation_report(staging, f"edgetwin validation: {args.spec.name}", points)
+        write_validation_report(staging, f"edgetwin validation: {args.spec.name}", points, summary)
     for metric, stats in summary.items():
         print(
             f"{metric}: {stats['points']:.0f} held-out points, MAPE {stats['mape_pct']:.1f} %, "
             f"median {stats['median_abs_error_pct']:.1f} %, max {stats['max_abs_error_pct']:.1f} %"
+            f"{coverage_text(stats)}"
         )
     return 0

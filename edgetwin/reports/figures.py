@@ -69,6 +69,19 @@ def _error_bars(values: Sequence[float | None]) -> dict[str, object] | None:
     return {"type": "data", "array": [v or 0.0 for v in values], "visible": True, "width": 3}
 
 
+def _band_bars(
+    values: Sequence[float | None], bands: Sequence[tuple[float, float] | None]
+) -> dict[str, object] | None:
+    """Asymmetric error bars from each point's prediction interval (the ``_lo``/``_hi``
+    columns); None unless every point has one."""
+    pairs = [(v, b) for v, b in zip(values, bands, strict=True) if v is not None and b]
+    if not pairs or len(pairs) < len(values):
+        return None
+    above = [b[1] - v for v, b in pairs]
+    below = [v - b[0] for v, b in pairs]
+    return {"type": "data", "symmetric": False, "array": above, "arrayminus": below, "width": 3}
+
+
 def _at_common_bandwidth(points: Sequence[Point]) -> tuple[float, list[Point]] | None:
     bandwidth_mbps = most_common_bandwidth(points)
     if bandwidth_mbps is None:
@@ -107,6 +120,20 @@ def _by_config(points: Sequence[Point]) -> dict[Config, list[Point]]:
     return grouped
 
 
+def _per_sample_bars(line: Sequence[Point]) -> dict[str, object] | None:
+    """A line's prediction intervals per sample where the rows have them, else the reps'
+    standard deviation."""
+    bands = [_per_sample(p.total_band_ms, p) for p in line]
+    return _band_bars([p.per_sample_ms for p in line], bands) or _error_bars(
+        [p.per_sample_sd_ms for p in line]
+    )
+
+
+def _per_sample(band: tuple[float, float] | None, point: Point) -> tuple[float, float] | None:
+    """A band of the whole batch divided by its samples."""
+    return None if band is None else (band[0] / point.batch, band[1] / point.batch)
+
+
 def per_sample_figure(points: Sequence[Point]) -> go.Figure | None:
     """Per-sample latency (ms) against batch size, one line per configuration."""
     common = _at_common_bandwidth(points)
@@ -120,7 +147,7 @@ def per_sample_figure(points: Sequence[Point]) -> go.Figure | None:
         fig.add_scatter(
             x=[p.batch for p in line],
             y=[p.per_sample_ms for p in line],
-            error_y=_error_bars([p.per_sample_sd_ms for p in line]),
+            error_y=_per_sample_bars(line),
             name=labels[config],
             legendgroup=config.strategy,
             legendgrouptitle_text=config.strategy,
@@ -152,6 +179,13 @@ def energy_figure(points: Sequence[Point]) -> go.Figure | None:
             fig.add_scatter(
                 x=[p.batch for p in line],
                 y=values,
+                error_y=_band_bars(
+                    values,
+                    [
+                        p.energy_band_j if col == 1 else _per_sample(p.energy_band_j, p)
+                        for p in line
+                    ],
+                ),
                 name=labels[config],
                 legendgroup=config.strategy,
                 legendgrouptitle_text=config.strategy,
@@ -186,7 +220,8 @@ def bandwidth_figure(points: Sequence[Point]) -> go.Figure | None:
         fig.add_scatter(
             x=[p.bandwidth_mbps for p in line],
             y=[p.total_ms for p in line],
-            error_y=_error_bars([p.total_sd_ms for p in line]),
+            error_y=_band_bars([p.total_ms for p in line], [p.total_band_ms for p in line])
+            or _error_bars([p.total_sd_ms for p in line]),
             name=name,
             legendgroup=config.strategy,
             showlegend=False,

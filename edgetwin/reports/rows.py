@@ -37,6 +37,9 @@ class Point:
     reps: int
     total_sd_ms: float | None = None  # sample standard deviation over the reps (None: one rep)
     per_sample_sd_ms: float | None = None
+    # prediction intervals (total_ms_lo/_hi, energy_j_lo/_hi), enveloped over the reps
+    total_band_ms: tuple[float, float] | None = None
+    energy_band_j: tuple[float, float] | None = None
 
     @property
     def energy_per_sample_j(self) -> float | None:
@@ -79,9 +82,20 @@ def average_reps(rows: Iterable[ResultRow]) -> list[Point]:
                 reps=len(reps),
                 total_sd_ms=_spread(r.total_ms for r in reps),
                 per_sample_sd_ms=_spread(r.per_sample_ms for r in reps),
+                total_band_ms=_band(reps, "total_ms"),
+                energy_band_j=_band(reps, "energy_j"),
             )
         )
     return sorted(points, key=lambda p: (config_order(p.config), p.batch, p.bandwidth_mbps))
+
+
+def _band(reps: Sequence[ResultRow], metric: str) -> tuple[float, float] | None:
+    """The widest of the reps' prediction intervals of ``metric``; None without them."""
+    lows = [getattr(r, f"{metric}_lo") for r in reps]
+    highs = [getattr(r, f"{metric}_hi") for r in reps]
+    if any(v is None for v in (*lows, *highs)):
+        return None
+    return min(lows), max(highs)
 
 
 def _spread(values: Iterable[float]) -> float | None:

@@ -32,6 +32,13 @@ def summarise(points: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]
     }
 
 
+def _coverage_cell(stats: Mapping[str, float]) -> str:
+    """Held-out coverage of the metric's 90 % band ('' without one, 'not known')."""
+    if not stats.get("coverage_repetitions"):
+        return "not known" if "coverage_90_pct" in stats else ""
+    return f"{stats['coverage_90_pct']:.1f} of {stats['coverage_repetitions']:.0f}"
+
+
 def _parity_figure(points: Sequence[Mapping[str, Any]]) -> go.Figure:
     fig = go.Figure()
     by_metric: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
@@ -66,12 +73,19 @@ def _parity_figure(points: Sequence[Mapping[str, Any]]) -> go.Figure:
     return fig
 
 
-def write_validation_report(out_dir: Path, title: str, points: Sequence[Mapping[str, Any]]) -> Path:
-    """Write ``validation.html`` with the summary, the parity figure and every point."""
-    summary = summarise(points)
+def write_validation_report(
+    out_dir: Path,
+    title: str,
+    points: Sequence[Mapping[str, Any]],
+    summary: Mapping[str, Mapping[str, float]] | None = None,
+) -> Path:
+    """Write ``validation.html`` with the summary (``summarise``'s, or one with coverage),
+    the parity figure and every point."""
+    summary = summary or summarise(points)
     rows = "".join(
         f"<tr><td>{escape(m)}</td><td>{s['points']:.0f}</td><td>{s['mape_pct']:.1f}</td>"
-        f"<td>{s['median_abs_error_pct']:.1f}</td><td>{s['max_abs_error_pct']:.1f}</td></tr>"
+        f"<td>{s['median_abs_error_pct']:.1f}</td><td>{s['max_abs_error_pct']:.1f}</td>"
+        f"<td>{_coverage_cell(s)}</td></tr>"
         for m, s in summary.items()
     )
     detail = "".join(
@@ -83,7 +97,8 @@ def write_validation_report(out_dir: Path, title: str, points: Sequence[Mapping[
     body = (
         "<p>Each point was predicted by a profile fitted without its batch size.</p>"
         "<table><tr><th>Metric</th><th>Points</th><th>MAPE (%)</th><th>Median |error| (%)</th>"
-        f"<th>Max |error| (%)</th></tr>{rows}</table>"
+        "<th>Max |error| (%)</th><th>90 % interval coverage (%)</th></tr>"
+        f"{rows}</table>"
         f"{figure_html(_parity_figure(points)) if points else ''}"
         "<table><tr><th>Metric</th><th class='text'>Point</th><th>Measured</th><th>Predicted</th>"
         f"<th>Error (%)</th></tr>{detail}</table>"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -16,13 +16,14 @@ from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
 from edgetwin.models.decoder_costs import contributed_bytes
-from edgetwin.profile import MB, DeviceProfile, bootstrap_variant, load_profile
+from edgetwin.profile import MB, DeviceProfile, bootstrap_count, bootstrap_variant, load_profile
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, configurations
 from edgetwin.sim import decoder_run
 from edgetwin.sim.device import Device, DeviceLeft, Interval
 from edgetwin.sim.forward import Forward
 from edgetwin.sim.generation import Generation
+from edgetwin.sim.intervals import fleet_half_widths, with_intervals
 from edgetwin.sim.network import Network
 
 
@@ -82,9 +83,33 @@ def run_scenario(
     """Every configuration x repetition of the scenario, in a stable order."""
     for index, config in enumerate(configurations(scenario)):
         for rep in range(scenario.repetitions):
-            yield simulate(scenario, fleet, config, index, rep, record_intervals)
+            outcome = simulate(scenario, fleet, config, index, rep, record_intervals)
+            if scenario.intervals is not None:
+                outcome = _with_prediction_intervals(scenario, fleet, outcome, index, rep)
+            yield outcome
             if on_progress is not None:
                 on_progress()
+
+
+def _with_prediction_intervals(
+    scenario: Scenario, fleet: list[FleetMember], outcome: RunOutcome, index: int, rep: int
+) -> RunOutcome:
+    """The outcome's row with its prediction intervals: the configuration rerun under each
+    bootstrap variant of the fleet's profiles (sim/intervals.py)."""
+    assert scenario.intervals is not None
+    members = fleet[: outcome.config.devices]
+    plain = scenario.model_copy(update={"sample_profiles": False})
+    variants = [
+        simulate(plain, _variant_fleet(members, b), outcome.config, index, rep).row
+        for b in range(max(bootstrap_count(m.profile) for m in members))
+    ]
+    decoder = isinstance(scenario.model, DecoderSpec)
+    widths = fleet_half_widths([m.profile for m in members], scenario.intervals, decoder)
+    return replace(outcome, row=with_intervals(outcome.row, variants, widths))
+
+
+def _variant_fleet(members: list[FleetMember], index: int) -> list[FleetMember]:
+    return [FleetMember(m.name, m.spec, bootstrap_variant(m.profile, index)) for m in members]
 
 
 def simulate(

@@ -44,6 +44,7 @@ from edgetwin.sim.crowd.records import (
 )
 from edgetwin.sim.crowd.tasks import Job
 from edgetwin.sim.device import draw_ms
+from edgetwin.sim.intervals import not_known_intervals
 from edgetwin.sim.network import Network
 
 FLEET, ARRIVALS, AVAILABILITY, DYNAMICS = range(4)  # random streams of a repetition
@@ -104,11 +105,15 @@ def run_crowd(
     scenario_path: Path | None,
     on_progress: Callable[[], None] | None = None,
 ) -> list[ResultRow]:
-    """Every run of a crowd scenario; one row per job, in run order then job order."""
+    """Every run of a crowd scenario; one row per job, in run order then job order.
+
+    With ``intervals``, every metric's band is "not known": a phone profile keeps no
+    held-out residuals and no bootstrap (docs/calibration.md, "Prediction intervals")."""
     setup = prepare_crowd(scenario, scenario_path)
     rows: list[ResultRow] = []
     for run in crowd_runs(scenario):
-        rows.extend(simulate_crowd(scenario, setup, run).rows)
+        jobs = simulate_crowd(scenario, setup, run).rows
+        rows.extend(jobs if scenario.intervals is None else map(not_known_intervals, jobs))
         if on_progress is not None:
             on_progress()
     return rows

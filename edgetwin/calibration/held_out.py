@@ -1,0 +1,157 @@
+"""Held-out residuals for the twin's prediction intervals, and their nested coverage.
+
+The points are those of a leave-one-out validation (``trace_profile.leave_one_out``,
+``fit_reference.leave_one_batch_out_table``): each predicted by a fit without the value it
+was ``held_out`` by, with its measured repetitions (``reps``). A residual is
+log(repetition / prediction), so run-to-run noise is inside it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from edgetwin.profile import DeviceProfile
+from edgetwin.results import INTERVAL_METRICS
+from edgetwin.sim.intervals import SECTION_OF_METRIC, log_half_width
+
+COVERAGE_LEVEL = 0.9  # the level validate checks (coverage_90_pct)
+
+Residuals = dict[str, dict[float, list[float]]]  # metric -> held-out value -> residuals
+
+
+def residuals_by_group(points: Sequence[Mapping[str, Any]]) -> Residuals:
+    """Log residuals of every repetition of the points of each twin metric, by the value
+    their fit held out."""
+    residuals: Residuals = defaultdict(lambda: defaultdict(list))
+    for point in points:
+        metric = str(point["metric"])
+        if metric not in INTERVAL_METRICS or float(point["predicted"]) <= 0:
+            continue
+        group = residuals[metric][float(point["held_out"])]
+        group += [math.log(r / float(point["predicted"])) for r in point["reps"] if r > 0]
+    return residuals
+
+
+def held_out_block(points: Sequence[Mapping[str, Any]], by: str) -> dict[str, Any]:
+    """What a profile's ``fit.held_out`` keeps: the residuals by held-out value."""
+    residuals = residuals_by_group(points)
+    return {
+        "by": by,
+        "method": "log(measured repetition / leave-one-out prediction)",
+        "log_residuals": {
+            metric: {_label(v): [round(r, 5) for r in rs] for v, rs in sorted(groups.items())}
+            for metric, groups in residuals.items()
+        },
+    }
+
+
+def _label(value: float) -> str:
+    return format(value, "g")
+
+
+def nested_coverage(
+    points: Sequence[Mapping[str, Any]], level: float = COVERAGE_LEVEL
+) -> dict[str, dict[str, float]]:
+    """Per metric, the share of held-out repetitions inside their band at ``level``; the
+    band of a point held out by value v uses only the residuals of fits without other
+    values (a jackknife over held-out values: never the point's own residuals).
+
+    Only twin columns have bands; a total with ``parts`` (an exchange: staging + comm)
+    has the sum of its parts' bands, as the twin's. Repetitions whose band is not known
+    (too few other residuals) are counted apart (``not_known``)."""
+    residuals = residuals_by_group(points)
+
+    def width(metric: str, held_out: float) -> float | None:
+        others = [r for v, rs in residuals.get(metric, {}).items() if v != held_out for r in rs]
+        return log_half_width(others, level)
+
+    inside: dict[str, list[bool]] = defaultdict(list)
+    unknown: dict[str, int] = defaultdict(int)
+    for point in points:
+        metric, held_out = str(point["metric"]), float(point["held_out"])
+        band = _band(point, lambda m, v=held_out: width(m, v))
+        if band is None:
+            if metric in INTERVAL_METRICS or "parts" in point:
+                unknown[metric] += len(point["reps"])
+            continue
+        inside[metric] += [band[0] <= r <= band[1] for r in point["reps"]]
+    summary = {
+        metric: {
+            "coverage_pct": round(100.0 * sum(flags) / len(flags), 1),
+            "repetitions": len(flags),
+            "groups": len({float(p["held_out"]) for p in points if p["metric"] == metric}),
+        }
+        for metric, flags in inside.items()
+    }
+    for metric, count in unknown.items():
+        summary.setdefault(metric, {"coverage_pct": math.nan, "repetitions": 0, "groups": 0})
+        summary[metric]["not_known"] = count
+    return summary
+
+
+def _band(point: Mapping[str, Any], width: Any) -> tuple[float, float] | None:
+    """The band of one held-out point, or None when some part's width is not known."""
+    parts: Mapping[str, float] = point.get("parts") or {}
+    if parts:
+        widths = {m: width(m) for m in parts}
+        if any(q is None for q in widths.values()):
+            return None
+        low = sum(v * math.exp(-widths[m]) for m, v in parts.items())
+        high = sum(v * math.exp(widths[m]) for m, v in parts.items())
+        return low, high
+    metric = str(point["metric"])
+    if metric not in INTERVAL_METRICS:
+        return None
+    q = width(metric)
+    if q is None:
+        return None
+    predicted = float(point["predicted"])
+    return predicted * math.exp(-q), predicted * math.exp(q)
+
+
+def with_base_residuals(
+    block: dict[str, Any], base: DeviceProfile | None, fitted: Sequence[str]
+) -> dict[str, Any]:
+    """``block`` plus the base profile's residuals of each metric whose section the fit
+    took from the base (not in ``fitted``)."""
+    if base is None:
+        return block
+    inherited = base.fit.get("held_out", {}).get("log_residuals", {})
+    taken = {
+        metric: groups
+        for metric, groups in inherited.items()
+        if SECTION_OF_METRIC.get(metric) not in fitted and metric not in block["log_residuals"]
+    }
+    if not taken:
+        return block
+    note = f"{', '.join(taken)} from the base profile {base.name}"
+    return {**block, "log_residuals": {**block["log_residuals"], **taken}, "inherited": note}
+
+
+def with_coverage(
+    summary: Mapping[str, Mapping[str, float]], coverage: Mapping[str, Mapping[str, float]]
+) -> dict[str, dict[str, float]]:
+    """The validation summary with each metric's coverage (``coverage_90_pct``, the
+    repetitions it counts and those whose band is not known)."""
+    merged = {metric: dict(stats) for metric, stats in summary.items()}
+    for metric, stats in coverage.items():
+        merged[metric]["coverage_90_pct"] = stats["coverage_pct"]
+        merged[metric]["coverage_repetitions"] = stats["repetitions"]
+        if "not_known" in stats:
+            merged[metric]["coverage_not_known"] = stats["not_known"]
+    return merged
+
+
+def coverage_text(stats: Mapping[str, float]) -> str:
+    """The coverage part of a validation line ('' when the metric has no band)."""
+    if "coverage_90_pct" not in stats:
+        return ""
+    if stats["coverage_repetitions"] == 0:
+        return ", 90 % interval: not known (too few held-out residuals)"
+    return (
+        f", 90 % interval covers {stats['coverage_90_pct']:.1f} % of "
+        f"{stats['coverage_repetitions']:.0f} held-out repetitions"
+    )

@@ -1,0 +1,189 @@
+"""Prediction intervals: twin rows' <metric>_lo/_hi, the not-known band, nested coverage."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from edgetwin.calibration.fit_reference import leave_one_batch_out_table
+from edgetwin.calibration.held_out import nested_coverage, residuals_by_group
+from edgetwin.cli import main
+from edgetwin.profile import load_profile
+from edgetwin.reports.figures import bandwidth_figure
+from edgetwin.reports.rows import average_reps
+from edgetwin.results import INTERVAL_METRICS, ResultRow
+from edgetwin.scenario import Scenario, load_scenario
+from edgetwin.sim.intervals import NOT_KNOWN_FACTOR, log_half_width
+from edgetwin.sim.runner import build_fleet, run_scenario
+from tests.conftest import REPO
+from tests.test_scenario_errors import (
+    Case,
+    _listing,
+    assert_clean_failure,
+    bad_profile_text,
+    scenario_text,
+)
+
+LOOPBACK = REPO / "scenarios" / "h200_loopback.yaml"
+JETSON_SPEC = REPO / "edgetwin" / "calibration" / "specs" / "jetson_orin_nano.yaml"
+SMALL = ["sweeps.0.batch=[1, 8]"]
+
+
+def twin_rows(scenario: Scenario, path: Path = LOOPBACK) -> list[ResultRow]:
+    return [o.row for o in run_scenario(scenario, build_fleet(scenario, path))]
+
+
+@pytest.mark.timeout(120)
+def test_twin_rows_get_bands_that_hold_their_values_and_change_nothing_else() -> None:
+    plain = twin_rows(load_scenario(LOOPBACK, SMALL))
+    banded = twin_rows(load_scenario(LOOPBACK, [*SMALL, "intervals=0.9"]))
+    assert all(row.total_ms_lo is None and row.interval_not_known is None for row in plain)
+    for before, after in zip(plain, banded, strict=True):
+        for metric in INTERVAL_METRICS:
+            value, low, high = (getattr(after, f) for f in (metric, f"{metric}_lo", f"{metric}_hi"))
+            assert low is not None and high is not None
+            assert low <= value <= high, (metric, after)
+        # the existing columns are the same numbers
+        added = {f"{m}_{end}" for m in INTERVAL_METRICS for end in ("lo", "hi")}
+        added.add("interval_not_known")
+        kept = {k: v for k, v in asdict(after).items() if k not in added}
+        assert kept == {k: v for k, v in asdict(before).items() if k not in added}
+        # the H200 traces held out compute, staging and comm; not the power model
+        assert after.interval_not_known == "energy_j"
+        assert after.energy_j_hi >= after.energy_j * NOT_KNOWN_FACTOR
+        assert after.energy_j_lo <= after.energy_j / NOT_KNOWN_FACTOR
+        assert after.compute_ms_hi < 2 * after.compute_ms  # a known band is narrow
+    distributed = [r for r in banded if r.devices > 1]
+    assert distributed and all(r.comm_ms_lo < r.comm_ms < r.comm_ms_hi for r in distributed)
+    again = twin_rows(load_scenario(LOOPBACK, [*SMALL, "intervals=0.9"]))
+    assert again == banded  # same seed, same intervals
+
+
+@pytest.mark.timeout(120)
+def test_a_higher_level_gives_a_wider_band() -> None:
+    narrow = twin_rows(load_scenario(LOOPBACK, [*SMALL, "intervals=0.5"]))
+    wide = twin_rows(load_scenario(LOOPBACK, [*SMALL, "intervals=0.95"]))
+    for a, b in zip(narrow, wide, strict=True):
+        assert b.total_ms_lo < a.total_ms_lo and b.total_ms_hi > a.total_ms_hi
+
+
+@pytest.mark.timeout(60)
+def test_a_profile_without_residuals_gets_the_not_known_band(tmp_path: Path) -> None:
+    profile = load_profile("h200_loopback")
+    bare = profile.model_copy(update={"fit": {}})  # a hand-written profile: no fit at all
+    scenario = load_scenario(LOOPBACK, [*SMALL, "intervals=0.9"])
+    devices = tuple(d.model_copy(update={"profile": bare}) for d in scenario.devices)
+    rows = twin_rows(scenario.model_copy(update={"devices": devices}))
+    for row in rows:
+        for metric in ("compute_ms", "energy_j", "total_ms"):
+            value = getattr(row, metric)
+            assert getattr(row, f"{metric}_lo") == pytest.approx(value / NOT_KNOWN_FACTOR)
+            assert getattr(row, f"{metric}_hi") == pytest.approx(value * NOT_KNOWN_FACTOR)
+        assert row.interval_not_known is not None
+        assert {"compute_ms", "energy_j", "total_ms"} <= set(row.interval_not_known.split(";"))
+
+
+def test_conformal_rank_and_the_small_sample_bound() -> None:
+    residuals = [(-1) ** k * k / 100 for k in range(1, 20)]  # |r| = 0.01 .. 0.19
+    assert log_half_width(residuals, 0.9) == pytest.approx(0.18)  # rank ceil(20 x 0.9) = 18
+    few = [0.1, -0.1, 0.1, -0.1]  # rank 5 > 4: Student-t with 4 d.o.f. x rms 0.1
+    assert log_half_width(few, 0.9) == pytest.approx(2.1318 * 0.1, rel=1e-3)
+    assert log_half_width([0.1], 0.9) is None
+
+
+def test_coverage_never_uses_the_points_own_residual() -> None:
+    """Three groups fitted well and one badly: the bad group's band comes from the other
+    three (narrow), so its repetitions fall outside; theirs, from a set with the bad one,
+    are covered."""
+
+    def point(group: float, reps: list[float]) -> dict[str, object]:
+        return {"metric": "comm_ms", "held_out": group, "predicted": 10.0, "reps": reps}
+
+    good = [10.1, 9.9, 10.2, 9.8, 10.05]
+    points = [point(g, good) for g in (1, 2, 3)] + [point(4, [20.0, 21.0, 19.0, 20.5, 22.0])]
+    coverage = nested_coverage(points, level=0.9)["comm_ms"]
+    assert coverage["repetitions"] == 20 and coverage["groups"] == 4
+    assert coverage["coverage_pct"] == pytest.approx(75.0)
+
+
+@pytest.mark.timeout(120)
+def test_jetson_coverage_from_its_leave_one_batch_out_fits() -> None:
+    points = leave_one_batch_out_table(JETSON_SPEC)
+    coverage = nested_coverage(points)
+    residuals = residuals_by_group(points)
+    for metric in INTERVAL_METRICS:
+        # recount by hand: each point against the band of the other batches' residuals
+        inside = 0
+        held = [p for p in points if p["metric"] == metric]
+        for p in held:
+            others = [r for g, rs in residuals[metric].items() if g != p["held_out"] for r in rs]
+            q = log_half_width(others, 0.9)
+            assert q is not None
+            inside += abs(math.log(p["reps"][0] / p["predicted"])) <= q
+        assert coverage[metric]["coverage_pct"] == pytest.approx(100 * inside / len(held), abs=0.1)
+    profile = load_profile("jetson_orin_nano")
+    kept = profile.fit["held_out"]["log_residuals"]
+    assert set(kept) == set(INTERVAL_METRICS)  # the shipped profile keeps them all
+
+
+@pytest.mark.timeout(120)
+def test_validate_prints_and_writes_coverage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["validate", str(JETSON_SPEC), "--out", str(tmp_path / "v")]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((tmp_path / "v" / "validation.json").read_text())
+    for metric in INTERVAL_METRICS:
+        line = next(line for line in printed.splitlines() if line.startswith(f"{metric}:"))
+        assert "90 % interval covers" in line
+        assert f"{summary[metric]['coverage_90_pct']:.1f} %" in line
+    assert "90 % interval coverage" in (tmp_path / "v" / "validation.html").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_the_report_draws_the_bands_as_error_bars() -> None:
+    scenario = load_scenario(REPO / "scenarios" / "h200_bw.yaml", ["intervals=0.9"])
+    rows = twin_rows(scenario, REPO / "scenarios" / "h200_bw.yaml")
+    points = average_reps(rows)
+    figure = bandwidth_figure(points)
+    assert figure is not None
+    drawn = [trace for trace in figure.data if trace.error_y.arrayminus is not None]
+    assert drawn
+    trace = drawn[0]
+    point = next(p for p in points if p.total_ms == trace.y[0])
+    assert point.total_band_ms is not None
+    assert trace.error_y.arrayminus[0] == pytest.approx(point.total_ms - point.total_band_ms[0])
+    assert trace.error_y.array[0] == pytest.approx(point.total_band_ms[1] - point.total_ms)
+
+
+@pytest.mark.parametrize(("value", "problem"), [(1.5, "less than 1"), (0, "greater than 0")])
+@pytest.mark.parametrize("given_by", ["file", "--set"])
+def test_a_bad_level_exits_2_naming_the_file_and_field(
+    value: float, problem: str, given_by: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    in_file = given_by == "file"
+    text = scenario_text(intervals=value) if in_file else scenario_text()
+    case = Case("bad-level", text, ("intervals", problem))
+    (tmp_path / "scenario.yaml").write_text(text)
+    before = _listing(tmp_path)
+    args = [] if in_file else ["--set", f"intervals={value}"]
+    run = ["run", str(tmp_path / "scenario.yaml"), "--out", str(tmp_path / "out"), "--quiet"]
+    code = main([*run, *args])
+    assert_clean_failure(code, capsys.readouterr().err, case, before, tmp_path)
+
+
+def test_malformed_held_out_residuals_name_the_profile_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = bad_profile_text(fit__held_out__log_residuals__compute_ms=[0.1, 0.2])  # no groups
+    text = scenario_text(devices__0__profile="bad_profile.yaml", intervals=0.9)
+    case = Case("bad-held-out", text, ("'fit'", "held_out.log_residuals"), names="bad_profile.yaml")
+    (tmp_path / "scenario.yaml").write_text(text)
+    (tmp_path / "bad_profile.yaml").write_text(bad)
+    before = _listing(tmp_path)
+    run = ["run", str(tmp_path / "scenario.yaml"), "--out", str(tmp_path / "out"), "--quiet"]
+    assert_clean_failure(main(run), capsys.readouterr().err, case, before, tmp_path)
