@@ -12,6 +12,7 @@ from statistics import median
 import pytest
 
 from edgetwin.calibration.fit_emu import calibrate_from_emu
+from edgetwin.cli import main as cli_main
 from edgetwin.errors import InputError
 from edgetwin.evaluate.adaptive import Evaluation, evaluate, load_eval_inputs, regret_pct
 from edgetwin.profile import load_profile
@@ -167,3 +168,14 @@ def test_the_emulator_evaluations_profile_is_fitted_from_the_shipped_sweep() -> 
     scenario = load_scenario(REPO / "scenarios" / "adaptive_emu.yaml")
     named = (REPO / "scenarios" / scenario.devices[0].profile).resolve()
     assert named == (EMU_DATA / "machine" / "profile.yaml").resolve()
+
+
+def test_an_emu_spec_is_not_validated_by_leave_one_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its check is a held-out emulator sweep; validate says so, naming the file and field."""
+    spec = EMU_DATA / "machine" / "spec.yaml"
+    assert cli_main(["validate", str(spec), "--out", str(tmp_path / "v")]) == 2
+    err = capsys.readouterr().err
+    assert f"{spec}: field 'kind'" in err and "bench_emu_loop.py" in err
+    assert not (tmp_path / "v").exists()
