@@ -146,6 +146,10 @@ BAD_HOSTS = [
     ({"hosts__0__compute_slots": 0}, "hosts.0.compute_slots"),
     ({"hosts__0__other_load": -1}, "hosts.0.other_load"),
     ({"devices__0__battery_wh": 5}, "devices.0.battery_wh: a device on a shared host"),
+    (
+        {"model": {"preset": "gpt2_small"}, "strategies": [{"name": "single"}]},
+        "devices.0.host: co-located ranks run encoder models only",
+    ),
 ]
 
 
@@ -175,4 +179,19 @@ def test_bad_host_exits_2_naming_file_and_field(
     assert code == 2
     assert len(err.strip().splitlines()) == 1
     assert str(scenario) in err and expected in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_profile_with_a_battery_on_a_shared_host_exits_2(
+    toy_profile_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = yaml.safe_load(toy_profile_path.read_text())
+    toy_profile_path.write_text(yaml.safe_dump({**profile, "battery_wh": 1.0}))
+    scenario = tmp_path / "phone.yaml"
+    raw = toy_scenario(toy_profile_path, **on_one_gpu(toy_profile_path)).model_dump(mode="json")
+    scenario.write_text(yaml.safe_dump(raw))
+    code = main(["run", str(scenario), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and str(scenario) in err
+    assert "devices.0.host" in err and "profile toy has a battery" in err
     assert not (tmp_path / "out").exists()

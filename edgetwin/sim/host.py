@@ -57,10 +57,6 @@ class SharedAccelerator:
         self._reschedule()
         return done
 
-    @property
-    def running(self) -> int:
-        return len(self._pieces)
-
     def rate(self) -> float:
         """Alone-milliseconds of work each running piece does per millisecond (alone: a
         piece on the otherwise idle host, as its profile was measured)."""
@@ -126,8 +122,3 @@ class Host:
         if self._power_w[rank] < board_w:
             return 0.0
         return board_w / sum(1 for watts in self._power_w.values() if watts == board_w)
-
-    @property
-    def board_w(self) -> float:
-        """What the board draws now."""
-        return max(self._power_w.values())
