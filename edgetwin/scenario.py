@@ -95,6 +95,19 @@ class DeviceSpec(Strict):
     ram_mb: PositiveFloat | None = None
     battery_wh: PositiveFloat | None = None
     availability: Availability | None = None
+    host: str | None = None  # a name in ``hosts``: its ranks share that physical device
+
+
+class HostSpec(Strict):
+    """A physical device that several ranks (or a rank and other load) run on
+    (docs/twin.md, "Co-located ranks"). ``compute_slots``: how many ranks compute at once
+    at full speed (a time-sliced GPU: 1; a CPU: its cores / each rank's threads);
+    ``other_load``: other work sharing the compute as that many always-busy ranks
+    (fair time-slicing; a fraction for work that is busy part of the time)."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    compute_slots: PositiveFloat = 1.0
+    other_load: NonNegativeFloat = 0.0
 
 
 class BandwidthStep(Strict):
@@ -367,6 +380,7 @@ class Scenario(Strict):
     model: AnyModel = ModelSpec()
     workload: WorkloadSpec | None = None  # decoders only (None: the defaults)
     devices: tuple[DeviceSpec, ...] = ()
+    hosts: tuple[HostSpec, ...] = ()  # physical devices that ranks share (none: one each)
     network: NetworkSpec = NetworkSpec()
     strategies: tuple[StrategySpec, ...] = Field(min_length=1)
     sweeps: tuple[SweepSpec, ...] = (SweepSpec(),)
@@ -392,6 +406,7 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _check_fleet(self) -> Scenario:
+        _check_hosts(self)
         if self.crowd is not None:
             return self
         fleet = sum(d.count for d in self.devices)
@@ -428,6 +443,29 @@ class Scenario(Strict):
     def decoder_workload(self) -> WorkloadSpec:
         """The workload of a decoder scenario (its defaults where the file gives none)."""
         return self.workload or WorkloadSpec()
+
+
+def _check_hosts(scenario: Scenario) -> None:
+    """Every device class's ``host`` is declared, every host runs a device class; the twin
+    models a shared host's compute and power, not its battery or its comings and goings."""
+    names = [host.name for host in scenario.hosts]
+    if len(set(names)) != len(names):
+        raise ValueError("host names must be unique")
+    for i, device in enumerate(scenario.devices):
+        if device.host is None:
+            continue
+        if device.host not in names:
+            known = ", ".join(names) or "none declared"
+            raise ValueError(f"devices.{i}.host: unknown host '{device.host}' (hosts: {known})")
+        if isinstance(scenario.model, DecoderSpec):
+            raise ValueError(f"devices.{i}.host: co-located ranks run encoder models only")
+        for key in ("battery_wh", "availability"):
+            if getattr(device, key) is not None:
+                raise ValueError(f"devices.{i}.{key}: a device on a shared host has none")
+    used = {device.host for device in scenario.devices}
+    for i, host in enumerate(scenario.hosts):
+        if host.name not in used:
+            raise ValueError(f"hosts.{i}: no device class runs on host '{host.name}'")
 
 
 def _check_decoder(scenario: Scenario, model: DecoderSpec) -> None:

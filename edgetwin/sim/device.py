@@ -4,7 +4,9 @@ The device keeps the state it is in (idle, compute, host, staging, comm,
 load) and integrates energy from the power of each state actually visited.
 A battery empties at the power of the current state; when it is empty the
 device leaves. An availability process takes the device down and up again.
-Leaving interrupts whatever process the device is serving.
+Leaving interrupts whatever process the device is serving. A rank on a shared host
+(``sim/host.py``) computes on the host's accelerator and books its part of the host's
+power.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from edgetwin.scenario import (
     LognormalDist,
     WeibullDist,
 )
+from edgetwin.sim.host import Host
 
 STATES = ("idle", "compute", "host", "staging", "comm", "load")
 WH_TO_J = 3600.0
@@ -60,6 +63,7 @@ class Device:
         ram_mb: float | None = None,
         battery_wh: float | None = None,
         drain_until_ms: float = math.inf,
+        host: Host | None = None,
     ) -> None:
         self.env = env
         self.name = name
@@ -81,31 +85,47 @@ class Device:
         self._drain_timer: simpy.Timeout | None = None  # the one that may empty it
         self.drain_until_ms = drain_until_ms  # the run ends by then: no battery timer past it
         self.on_leave: list[Callable[[DeviceLeft], None]] = []
+        self.host = host
+        if host is not None:
+            host.join(name, self._book, self._power_w["idle"])
         self._schedule_drain()
 
     # ------------------------------------------------------------ states
     def enter(self, state: str, label: str = "") -> None:
         """Switch to ``state``, booking the time and energy of the previous one."""
-        self._book()
+        host = self.host
+        if host is None:
+            self._book()
+        else:
+            host.book_all()
+            host.set_power(self.name, self._power_w[state])
         self.state = state
         self.label = label
         self._schedule_drain()
 
     def busy(
         self, state: str, duration_ms: float, label: str = ""
-    ) -> Generator[simpy.Event, object, None]:
-        """Spend ``duration_ms`` in ``state``, then return to idle."""
+    ) -> Generator[simpy.Event, object, float]:
+        """Spend ``duration_ms`` in ``state``, then return to idle; return the time taken
+        (on a shared host, compute is ``duration_ms`` of work on its accelerator)."""
         self.enter(state, label)
         try:
-            yield self.env.timeout(duration_ms)
+            if self.host is None or state != "compute":
+                yield self.env.timeout(duration_ms)
+                return duration_ms
+            start_ms = self.env.now
+            slowed = yield self.host.accelerator.run(duration_ms)
+            return self.env.now - start_ms if slowed else duration_ms
         finally:
             self.enter("idle")
 
     def book_ahead(self, stretches: list[tuple[str, float, str]]) -> float:
         """Book consecutive stretches (state, milliseconds, label) from now on, as if
         entered one after another, and return their total: the caller waits that long.
-        Only for a device nothing interrupts meanwhile (no battery, no availability)."""
+        Only for a device nothing interrupts meanwhile (no battery, no availability) and
+        that shares no host."""
         assert self.battery_j is None, "a battery may empty during the stretches"
+        assert self.host is None, "a shared host's power depends on the other ranks"
         self._book()
         at_ms = self.env.now
         for state, duration_ms, label in stretches:
@@ -127,7 +147,8 @@ class Device:
         elapsed = now - since
         if elapsed > 0:
             state = self.state
-            joules = self._power_w[state] * elapsed / 1e3
+            power_w = self._power_w[state] if self.host is None else self.host.share_w(self.name)
+            joules = power_w * elapsed / 1e3
             self.energy_j[state] += joules
             self.time_ms[state] += elapsed
             if self.battery_j is not None:

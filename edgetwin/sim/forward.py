@@ -83,10 +83,12 @@ class Forward:
     # ------------------------------------------------------------ phases
     def _phase(
         self, rank: int, phase: str, state: str, duration_ms: float, label: str
-    ) -> Generator[simpy.Event, object, None]:
+    ) -> Generator[simpy.Event, object, float]:
+        """Spend ``duration_ms`` (jittered) in ``state``; return the time it took."""
         duration_ms *= self.jitter()
-        yield from self.devices[rank].busy(state, duration_ms, label)
-        self.times[rank].add(phase, duration_ms)
+        taken_ms = yield from self.devices[rank].busy(state, duration_ms, label)
+        self.times[rank].add(phase, taken_ms)
+        return taken_ms
 
     def _compute(
         self,
@@ -96,10 +98,13 @@ class Forward:
         label: str,
         host_ms: float = 0.0,
     ) -> Generator[simpy.Event, object, None]:
-        """GPU work, then whatever the host side needs beyond it (the block takes the max)."""
+        """GPU work, then whatever the host side needs beyond it (the block takes the max;
+        on a shared host the GPU work takes longer than alone)."""
         compute = self.devices[rank].profile.compute
         gpu_ms = compute.gpu_ms(flops_per_sample * self.batch, rows_per_sample * self.batch)
-        yield from self._phase(rank, "compute", "compute", gpu_ms, label)
+        taken_ms = yield from self._phase(rank, "compute", "compute", gpu_ms, label)
+        if self.devices[rank].host is not None:
+            gpu_ms = taken_ms  # the shared GPU took longer; the host side ran alongside
         if host_ms > gpu_ms:
             yield from self._phase(rank, "compute", "host", host_ms - gpu_ms, label)
 

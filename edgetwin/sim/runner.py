@@ -23,6 +23,7 @@ from edgetwin.sim import decoder_run
 from edgetwin.sim.device import Device, DeviceLeft, Interval
 from edgetwin.sim.forward import Forward
 from edgetwin.sim.generation import Generation
+from edgetwin.sim.host import Host
 from edgetwin.sim.intervals import fleet_half_widths, with_intervals
 from edgetwin.sim.network import Network
 
@@ -56,6 +57,9 @@ def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMem
         if isinstance(scenario.model, DecoderSpec) and profile.memory is None:
             problem = f"profile {profile.name} has no memory bandwidth (a decoder needs it)"
             raise InputError(scenario_path, f"devices.{i}.profile", problem)
+        if spec.host is not None and profile.battery_wh is not None:
+            problem = f"profile {profile.name} has a battery (a shared host's is not modelled)"
+            raise InputError(scenario_path, f"devices.{i}.host", problem)
         for k in range(spec.count):
             name = spec.name if spec.count == 1 else f"{spec.name}-{k}"
             members.append(FleetMember(name, spec, profile))
@@ -124,6 +128,7 @@ def simulate(
     rng = np.random.default_rng(np.random.SeedSequence([scenario.seed, index, rep]))
     env = simpy.Environment()
     members = fleet[: config.devices]
+    hosts = {spec.name: Host(env, spec) for spec in scenario.hosts}
     devices = [
         Device(
             env,
@@ -131,6 +136,7 @@ def simulate(
             _profile_for_rep(scenario, m.profile, rep),
             m.spec.ram_mb,
             m.spec.battery_wh,
+            host=None if m.spec.host is None else hosts[m.spec.host],
         )
         for m in members
     ]

@@ -1,0 +1,124 @@
+"""A physical device that several ranks share (docs/twin.md, "Co-located ranks").
+
+Compute: the device's accelerator (a GPU time-sliced between processes, or a CPU's
+cores) is a fluid processor-sharing server, as the network's channels are
+(``sim/network.py``). A rank's piece of compute is work in milliseconds alone (what
+its profile says, on the otherwise idle host); while k pieces run at once, beside other
+work as busy as ``other_load`` ranks, each progresses at
+min(1, slots / (k + other_load)) / min(1, slots) of its alone rate (fair time-slicing),
+and the shares are recomputed whenever a piece starts or ends.
+
+Power: the board is powered once. It draws the power of its most active rank's state
+(the largest of the ranks' state powers: a time-sliced GPU busy for two ranks draws
+what it draws busy for one), booked to the ranks in that state in equal parts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import count
+
+import simpy
+
+from edgetwin.scenario import HostSpec
+
+TOLERANCE_MS = 1e-9  # a piece this close to done is done (float rounding)
+
+
+@dataclass
+class _Piece:
+    remaining_ms: float  # alone-time work left
+    slowed: bool  # it ran below its alone rate at some point
+    done: simpy.Event
+
+
+class SharedAccelerator:
+    """Pieces of compute sharing one accelerator (processor sharing, capped at full speed)."""
+
+    def __init__(self, env: simpy.Environment, slots: float, other_load: float = 0.0) -> None:
+        self.env = env
+        self.slots = slots
+        self.other_load = other_load
+        self._pieces: dict[int, _Piece] = {}
+        self._ids = count()
+        self._last_update_ms = env.now
+        self._wakeup: simpy.Timeout | None = None  # the one standing wake-up
+
+    def run(self, work_ms: float) -> simpy.Event:
+        """An event that fires when ``work_ms`` of alone-time work is done; its value says
+        whether the piece ever ran slower than alone (else it took exactly ``work_ms``)."""
+        done = self.env.event()
+        if work_ms <= 0:
+            done.succeed(False)
+            return done
+        self._advance()
+        self._pieces[next(self._ids)] = _Piece(work_ms, False, done)
+        self._reschedule()
+        return done
+
+    def rate(self) -> float:
+        """Alone-milliseconds of work each running piece does per millisecond (alone: a
+        piece on the otherwise idle host, as its profile was measured)."""
+        competing = max(1.0, len(self._pieces) + self.other_load)
+        return min(1.0, self.slots / competing) / min(1.0, self.slots)
+
+    def _advance(self) -> None:
+        now = self.env.now
+        elapsed_ms = now - self._last_update_ms
+        self._last_update_ms = now
+        rate = self.rate()
+        for piece in self._pieces.values():
+            piece.remaining_ms -= elapsed_ms * rate
+            piece.slowed = piece.slowed or (elapsed_ms > 0 and rate < 1.0)
+
+    def _reschedule(self) -> None:
+        rate = self.rate()
+        for key, piece in list(self._pieces.items()):
+            if piece.remaining_ms / rate <= TOLERANCE_MS:
+                del self._pieces[key]
+                piece.done.succeed(piece.slowed)
+        self._wakeup = None  # a wake-up scheduled before stands no more
+        if not self._pieces:
+            return
+        rate = self.rate()
+        first_ms = min(piece.remaining_ms for piece in self._pieces.values()) / rate
+        wakeup = self._wakeup = self.env.timeout(first_ms)
+        wakeup.callbacks.append(self._on_wakeup)
+
+    def _on_wakeup(self, wakeup: simpy.Event) -> None:
+        if wakeup is self._wakeup:
+            self._advance()
+            self._reschedule()
+
+
+class Host:
+    """The physical device of co-located ranks: their shared accelerator and board power.
+
+    Each rank joins with its name and a function that books its time and energy so far;
+    a rank about to change state calls ``book_all`` first (so every rank's last stretch
+    had one board power), then ``set_power`` with its new state's power."""
+
+    def __init__(self, env: simpy.Environment, spec: HostSpec) -> None:
+        self.name = spec.name
+        self.accelerator = SharedAccelerator(env, spec.compute_slots, spec.other_load)
+        self._power_w: dict[str, float] = {}
+        self._bookers: list[Callable[[], None]] = []
+
+    def join(self, rank: str, book: Callable[[], None], power_w: float) -> None:
+        self._power_w[rank] = power_w
+        self._bookers.append(book)
+
+    def book_all(self) -> None:
+        for book in self._bookers:
+            book()
+
+    def set_power(self, rank: str, power_w: float) -> None:
+        self._power_w[rank] = power_w
+
+    def share_w(self, rank: str) -> float:
+        """The part of the board's power booked to ``rank`` now."""
+        board_w = max(self._power_w.values())
+        if self._power_w[rank] < board_w:
+            return 0.0
+        return board_w / sum(1 for watts in self._power_w.values() if watts == board_w)
