@@ -34,7 +34,7 @@ BITS_PER_BYTE = 8
 TOLERANCE_MS = 1e-9  # an event this close is now (float rounding)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Flow:
     remaining_bits: float
     sent_bits: float
@@ -66,6 +66,7 @@ class Channel:
         self.bucket_bits = self.burst_bits
         self.stack_mbps = math.inf if stack_mbps is None else stack_mbps
         self.bits_delivered = 0.0
+        self._set_rates()
         self._flows: dict[int, _Flow] = {}
         self._ids = count()
         self._last_update_ms = env.now
@@ -99,6 +100,7 @@ class Channel:
     def set_capacity(self, capacity_mbps: float) -> None:
         self._advance()
         self.capacity_mbps = capacity_mbps
+        self._set_rates()
         self._reschedule()
 
     @property
@@ -106,17 +108,23 @@ class Channel:
         return len(self._flows)
 
     # ------------------------------------------------------------ rates
+    def _set_rates(self) -> None:
+        """The link's rates in bits per ms, computed once per capacity (not per fluid step)."""
+        self._bursting = math.isfinite(self.stack_mbps) and self.stack_mbps > self.capacity_mbps
+        self._stack_bits_per_ms = self.stack_mbps * 1e3
+        self._steady_bits_per_ms = min(self.capacity_mbps, self.stack_mbps) * 1e3
+        self._refill_bits_per_ms = self.capacity_mbps * 1e3
+
     def _link_bits_per_ms(self) -> float:
         """Link time in use: the stack rate while tokens last, else the configured rate."""
-        bursting = math.isfinite(self.stack_mbps) and self.stack_mbps > self.capacity_mbps
-        if bursting and self.bucket_bits > 0:
-            return self.stack_mbps * 1e3
-        return min(self.capacity_mbps, self.stack_mbps) * 1e3
+        if self._bursting and self.bucket_bits > 0:
+            return self._stack_bits_per_ms
+        return self._steady_bits_per_ms
 
     # ------------------------------------------------------------ fluid steps
     # A flow's goodput is the link time in use, split equally among the flows, times its
     # ``goodput_factor`` (inlined below: the hot path of every transfer); tokens refill at
-    # ``capacity_mbps * 1e3`` bits per ms; an event closer than TOLERANCE_MS is now.
+    # ``_refill_bits_per_ms``; an event closer than TOLERANCE_MS is now.
     def _advance(self) -> None:
         now = self.env.now
         elapsed_ms = now - self._last_update_ms
@@ -139,40 +147,47 @@ class Channel:
             self.bits_delivered = delivered
         else:
             used_bits_per_ms = 0.0
-        net_refill = (self.capacity_mbps * 1e3 - used_bits_per_ms) * elapsed_ms
-        self.bucket_bits = min(self.burst_bits, max(0.0, self.bucket_bits + net_refill))
+        net_refill = (self._refill_bits_per_ms - used_bits_per_ms) * elapsed_ms
+        bucket_bits = self.bucket_bits + net_refill
+        self.bucket_bits = min(self.burst_bits, bucket_bits if bucket_bits > 0.0 else 0.0)
 
     def _reschedule(self) -> None:
-        self._snap_to_boundaries()
         self._wakeup = None  # a wake-up scheduled before stands no more
-        if not self._flows:
-            return
-        wakeup = self._wakeup = self.env.timeout(min(self._boundaries_ms()))
-        wakeup.callbacks.append(self._on_wakeup)
-
-    def _boundaries_ms(self) -> list[float]:
-        """Time to every state change: a flow ends or leaves its window, tokens run out."""
-        times = []
-        link = self._link_bits_per_ms()
-        share = link / len(self._flows)
-        for flow in self._flows.values():
-            inside = flow.sent_bits < flow.window_bits
-            rate = share * (flow.efficiency * (1.0 if inside else flow.loss_goodput))
-            times.append(flow.remaining_bits / rate)
-            if inside:
-                times.append((flow.window_bits - flow.sent_bits) / rate)
-        drain = link - self.capacity_mbps * 1e3
-        if self.bucket_bits > 0 and drain > 0:
-            times.append(self.bucket_bits / drain)
-        return times
-
-    def _snap_to_boundaries(self) -> None:
-        """Settle what float rounding left a hair away from a boundary, then end done flows."""
         flows = self._flows
         if not flows:
             return
+        self._snap_to_boundaries(flows)
+        if not flows:
+            return
+        wakeup = self._wakeup = self.env.timeout(self._next_boundary_ms(flows))
+        wakeup.callbacks.append(self._on_wakeup)
+
+    def _next_boundary_ms(self, flows: dict[int, _Flow]) -> float:
+        """Time to the next state change: a flow ends or leaves its window, tokens run out."""
+        link = self._link_bits_per_ms()
+        share = link / len(flows)
+        soonest = math.inf
+        for flow in flows.values():
+            inside = flow.sent_bits < flow.window_bits
+            rate = share * (flow.efficiency * (1.0 if inside else flow.loss_goodput))
+            ends = flow.remaining_bits / rate
+            if ends < soonest:
+                soonest = ends
+            if inside:
+                leaves = (flow.window_bits - flow.sent_bits) / rate
+                if leaves < soonest:
+                    soonest = leaves
+        drain = link - self._refill_bits_per_ms
+        if self.bucket_bits > 0 and drain > 0:
+            empties = self.bucket_bits / drain
+            if empties < soonest:
+                soonest = empties
+        return soonest
+
+    def _snap_to_boundaries(self, flows: dict[int, _Flow]) -> None:
+        """Settle what float rounding left a hair away from a boundary, then end done flows."""
         now = self.env.now
-        drain = self._link_bits_per_ms() - self.capacity_mbps * 1e3
+        drain = self._link_bits_per_ms() - self._refill_bits_per_ms
         if drain > 0:
             wait_ms = self.bucket_bits / drain
             if wait_ms <= TOLERANCE_MS or now + wait_ms == now:
@@ -180,15 +195,9 @@ class Channel:
         link = self._link_bits_per_ms()
         for key in list(flows):
             flow = flows[key]
-            rate = (
-                link
-                / len(flows)
-                * (
-                    flow.efficiency
-                    * (1.0 if flow.sent_bits < flow.window_bits else flow.loss_goodput)
-                )
-            )
-            if flow.sent_bits < flow.window_bits:
+            inside = flow.sent_bits < flow.window_bits
+            rate = link / len(flows) * (flow.efficiency * (1.0 if inside else flow.loss_goodput))
+            if inside:
                 wait_ms = (flow.window_bits - flow.sent_bits) / rate
                 if wait_ms <= TOLERANCE_MS or now + wait_ms == now:
                     flow.sent_bits = flow.window_bits

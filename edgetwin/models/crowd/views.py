@@ -10,9 +10,8 @@ core then shows it a short list from an index instead of every idle worker.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import IntEnum
-from typing import ClassVar, Protocol
+from typing import ClassVar, NamedTuple, Protocol
 
 import numpy as np
 
@@ -26,9 +25,9 @@ class Tier(IntEnum):
     EVICT = 3
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerView:
-    """What a scheduler may know of a worker at the moment it decides."""
+class WorkerView(NamedTuple):
+    """What a scheduler may know of a worker at the moment it decides (a named tuple: one is
+    built for every idle worker at every change, cheaper than a frozen dataclass)."""
 
     worker_id: str
     resident_stage: str | None
@@ -41,8 +40,7 @@ class WorkerView:
     joined_order: int  # position in the order workers joined
 
 
-@dataclass(frozen=True, slots=True)
-class TaskView:
+class TaskView(NamedTuple):
     """A task waiting for a worker (``stage`` is the stage's key)."""
 
     task_id: str

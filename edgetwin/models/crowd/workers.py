@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from edgetwin.models.crowd.table import Task
 from edgetwin.models.crowd.views import WorkerView
 
 
-@dataclass(frozen=True, slots=True)
-class Facts:
+class Facts(NamedTuple):
     """What only the runtime knows of a worker: its storage cache, RAM, battery, GPU."""
 
     cached: frozenset[str]  # stage keys on its storage
@@ -39,14 +39,14 @@ class Worker:
         return self.connected and self.task is None
 
     def make_view(self, facts: Facts) -> WorkerView:
-        return WorkerView(
-            worker_id=self.worker_id,
-            resident_stage=self.held,
-            cached_stages=facts.cached,
-            free_ram_mb=facts.free_ram_mb,
-            battery_pct=facts.battery_pct,
-            success_rate=self.done / self.assigned if self.assigned else 1.0,
-            has_gpu=facts.has_gpu,
-            tasks_done=self.done,
-            joined_order=self.joined_order,
+        return WorkerView(  # positional: the fields in order (worker_id ... joined_order)
+            self.worker_id,
+            self.held,
+            facts.cached,
+            facts.free_ram_mb,
+            facts.battery_pct,
+            self.done / self.assigned if self.assigned else 1.0,
+            facts.has_gpu,
+            self.done,
+            self.joined_order,
         )
