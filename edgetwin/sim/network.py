@@ -147,9 +147,10 @@ class Channel:
             self.bits_delivered = delivered
         else:
             used_bits_per_ms = 0.0
-        net_refill = (self._refill_bits_per_ms - used_bits_per_ms) * elapsed_ms
-        bucket_bits = self.bucket_bits + net_refill
-        self.bucket_bits = min(self.burst_bits, bucket_bits if bucket_bits > 0.0 else 0.0)
+        if self.burst_bits:  # without a bucket, it stays empty
+            net_refill = (self._refill_bits_per_ms - used_bits_per_ms) * elapsed_ms
+            bucket_bits = self.bucket_bits + net_refill
+            self.bucket_bits = min(self.burst_bits, bucket_bits if bucket_bits > 0.0 else 0.0)
 
     def _reschedule(self) -> None:
         self._wakeup = None  # a wake-up scheduled before stands no more
@@ -177,8 +178,8 @@ class Channel:
                 leaves = (flow.window_bits - flow.sent_bits) / rate
                 if leaves < soonest:
                     soonest = leaves
-        drain = link - self._refill_bits_per_ms
-        if self.bucket_bits > 0 and drain > 0:
+        drain = link - self._refill_bits_per_ms  # tokens drain only while bursting
+        if self._bursting and self.bucket_bits > 0 and drain > 0:
             empties = self.bucket_bits / drain
             if empties < soonest:
                 soonest = empties
@@ -187,9 +188,9 @@ class Channel:
     def _snap_to_boundaries(self, flows: dict[int, _Flow]) -> None:
         """Settle what float rounding left a hair away from a boundary, then end done flows."""
         now = self.env.now
-        drain = self._link_bits_per_ms() - self._refill_bits_per_ms
-        if drain > 0:
-            wait_ms = self.bucket_bits / drain
+        if self._bursting and self.bucket_bits > 0:  # tokens drain only while bursting
+            drain = self._stack_bits_per_ms - self._refill_bits_per_ms
+            wait_ms = self.bucket_bits / drain if drain > 0 else math.inf
             if wait_ms <= TOLERANCE_MS or now + wait_ms == now:
                 self.bucket_bits = 0.0
         link = self._link_bits_per_ms()

@@ -31,8 +31,13 @@ Entry = tuple[Any, ...]  # (*key, version, worker id): a flat tuple compares fas
 
 def _valid(workers: dict[str, Worker], entry: Entry) -> bool:
     """An entry stands while its worker is known, of the version it was pushed with, idle."""
-    worker = workers.get(entry[-1])
-    return worker is not None and worker.version == entry[-2] and worker.available
+    worker = workers.get(entry[-1])  # ``available`` inlined: this runs for every heap entry
+    return (
+        worker is not None
+        and worker.version == entry[-2]
+        and worker.connected
+        and worker.task is None
+    )
 
 
 def eligible(worker: Worker, stage: TaskView) -> bool:
