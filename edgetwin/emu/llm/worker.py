@@ -15,15 +15,12 @@ rank exits as soon as its launcher is gone.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import timedelta
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 from edgetwin.emu.llm.exchange import Exchange
 from edgetwin.emu.llm.generation import Generation, RankSetup, SingleRank
@@ -33,6 +30,13 @@ from edgetwin.emu.llm.runs import DecoderRun, add_run_flags, run_from_args
 from edgetwin.emu.llm.strategies import rank_generator
 from edgetwin.emu.llm.timing import DECODE, PREFILL, GenerationClock
 from edgetwin.emu.parent_watch import exit_with_parent
+from edgetwin.emu.rank_process import (
+    add_execution_flags,
+    add_process_group_flags,
+    apply_execution_flags,
+    barrier,
+    process_group,
+)
 from edgetwin.models.strategies import single
 
 
@@ -40,21 +44,13 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m edgetwin.emu.llm.worker", description=__doc__.split("\n\n")[0]
     )
-    where = parser.add_argument_group("process group")
-    where.add_argument("--rank", type=int, required=True)
-    where.add_argument("--master-addr", default="127.0.0.1", help="address of rank 0")
-    where.add_argument("--master-port", type=int, default=29500)
-    where.add_argument("--iface", help="network interface for GLOO (sets GLOO_SOCKET_IFNAME)")
-    where.add_argument("--timeout-s", type=float, default=300.0, help="GLOO operation timeout")
-    where.add_argument("--parent-pid", type=int, help="exit when this process is gone")
+    add_process_group_flags(parser, world=False)
     add_run_flags(parser)
     run = parser.add_argument_group("execution and output")
     run.add_argument("--weights", type=Path, help="state_dict to load (Hugging Face Llama names)")
     run.add_argument("--warmup", type=int, default=1, help="untimed generations")
     run.add_argument("--reps", type=int, default=1, help="timed generations")
-    run.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    run.add_argument("--threads", type=int, help="torch intra-op threads of this rank")
-    run.add_argument("--result", type=Path, help="write this rank's measurements here (JSON)")
+    add_execution_flags(run)
     return parser
 
 
@@ -73,12 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli.error("--reps must be >= 1 and --warmup >= 0")
     if args.weights is not None and not args.weights.is_file():
         cli.error(f"--weights {args.weights}: file not found")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        cli.error("--device cuda, but torch sees no CUDA GPU")
-    if args.iface:
-        os.environ["GLOO_SOCKET_IFNAME"] = args.iface
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_execution_flags(cli, args)
     try:
         model = build_decoder(run.spec, run.seed, args.weights, args.device)
     except ValueError as exc:
@@ -92,34 +83,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_rank(args: argparse.Namespace, run: DecoderRun, model: Decoder) -> RankRecord:
     """Join the process group, generate (warm-up, then timed), compare, leave the group."""
     device = model.embed_tokens.weight.device
-    if run.world > 1:
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://{args.master_addr}:{args.master_port}",
-            rank=args.rank,
-            world_size=run.world,
-            timeout=timedelta(seconds=args.timeout_s),
-        )
-    try:
-        with torch.inference_mode():
-            clock = GenerationClock(device)
-            exchange = Exchange(clock, device) if run.world > 1 else None
-            generator = rank_generator(RankSetup(run, model, args.rank, clock, exchange))
-            prompt = make_prompt(run.spec, run.batch, run.prompt_tokens, run.seed).to(device)
-            reps: list[GenerationTiming] = []
-            for rep in range(args.warmup + args.reps):
-                _barrier(run.world)
-                if exchange is not None:
-                    exchange.reset()
-                clock.start()
-                generation = generator.generate(prompt)
-                timing = clock.stop_generation()
-                if rep >= args.warmup:
-                    reps.append(timing)
-            _barrier(run.world)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    with process_group(args, run.world), torch.inference_mode():
+        clock = GenerationClock(device)
+        exchange = Exchange(clock, device) if run.world > 1 else None
+        generator = rank_generator(RankSetup(run, model, args.rank, clock, exchange))
+        prompt = make_prompt(run.spec, run.batch, run.prompt_tokens, run.seed).to(device)
+        reps: list[GenerationTiming] = []
+        for rep in range(args.warmup + args.reps):
+            barrier(run.world)
+            if exchange is not None:
+                exchange.reset()
+            clock.start()
+            generation = generator.generate(prompt)
+            timing = clock.stop_generation()
+            if rep >= args.warmup:
+                reps.append(timing)
+        barrier(run.world)
     record = RankRecord(
         args.rank,
         run.world,
@@ -133,11 +112,6 @@ def run_rank(args: argparse.Namespace, run: DecoderRun, model: Decoder) -> RankR
     if args.rank == run.world - 1 and run.world > 1:
         record = _compare_with_single(record, run, model, prompt, generation)
     return record
-
-
-def _barrier(world: int) -> None:
-    if world > 1:
-        dist.barrier()
 
 
 def _compare_with_single(

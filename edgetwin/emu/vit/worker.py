@@ -15,20 +15,24 @@ parent: a launcher killed outright leaves no rank running.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import timedelta
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 from pydantic import ValidationError
 from torch import Tensor
 
 from edgetwin.emu.parent_watch import exit_with_parent
+from edgetwin.emu.rank_process import (
+    add_execution_flags,
+    add_process_group_flags,
+    apply_execution_flags,
+    barrier,
+    process_group,
+)
 from edgetwin.emu.vit.forward import RankForward
 from edgetwin.emu.vit.model import ViT, build_vit, image_side, make_images
 from edgetwin.emu.vit.phases import ForwardTiming, PhaseClock
@@ -69,14 +73,7 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m edgetwin.emu.vit.worker", description=__doc__.split("\n\n")[0]
     )
-    where = parser.add_argument_group("process group")
-    where.add_argument("--rank", type=int, required=True)
-    where.add_argument("--world", type=int, required=True, help="number of ranks P")
-    where.add_argument("--master-addr", default="127.0.0.1", help="address of rank 0")
-    where.add_argument("--master-port", type=int, default=29500)
-    where.add_argument("--iface", help="network interface for GLOO (sets GLOO_SOCKET_IFNAME)")
-    where.add_argument("--timeout-s", type=float, default=300.0, help="GLOO operation timeout")
-    where.add_argument("--parent-pid", type=int, help="exit when this process is gone")
+    add_process_group_flags(parser, world=True)
     what = parser.add_argument_group("what to run")
     what.add_argument("--strategy", choices=(*real_strategies(), "adaptive"), required=True)
     what.add_argument(
@@ -99,9 +96,7 @@ def parser() -> argparse.ArgumentParser:
     model.add_argument("--weights", type=Path, help="state_dict to load (timm ViT names)")
     model.add_argument("--seed", type=int, default=0, help="random weights and input images")
     run = parser.add_argument_group("execution and output")
-    run.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    run.add_argument("--threads", type=int, help="torch intra-op threads of this rank")
-    run.add_argument("--result", type=Path, help="write this rank's measurements here (JSON)")
+    add_execution_flags(run)
     run.add_argument("--trace-dir", type=Path, help="write PyTorch profiler Chrome traces here")
     run.add_argument("--trace-batch", type=int, help="trace only runs of this batch size")
     return parser
@@ -139,12 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             registry.layout(args.strategy, spec.tokens, args.world, segments)
     except ValueError as exc:
         cli.error(str(exc))
-    if args.device == "cuda" and not torch.cuda.is_available():
-        cli.error("--device cuda, but torch sees no CUDA GPU")
-    if args.iface:
-        os.environ["GLOO_SOCKET_IFNAME"] = args.iface
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_execution_flags(cli, args)
     record = run_rank(args, spec, segment_values)
     if args.result is not None:
         write_record(args.result, record)
@@ -179,24 +169,12 @@ def run_rank(
     """Join the process group, do every run (segments x batch), leave the group."""
     device = torch.device(args.device)
     model = build_vit(spec, args.seed, args.weights, device)
-    if args.world > 1:
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://{args.master_addr}:{args.master_port}",
-            rank=args.rank,
-            world_size=args.world,
-            timeout=timedelta(seconds=args.timeout_s),
+    with process_group(args, args.world), torch.inference_mode():
+        runs = tuple(
+            _run(args, model, device, batch, segments)
+            for segments in segment_values
+            for batch in args.batch
         )
-    try:
-        with torch.inference_mode():
-            runs = tuple(
-                _run(args, model, device, batch, segments)
-                for segments in segment_values
-                for batch in args.batch
-            )
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
     return RankRecord(
         args.rank, args.world, args.strategy, str(device), torch.get_num_threads(), runs
     )
@@ -212,14 +190,14 @@ def _run(
     images = make_images(model.spec, batch, args.seed).to(device) if embeds_here else None
     for _ in range(args.warmup):
         forward(images)
-        _barrier(args.world)
+        barrier(args.world)
     reps: list[ForwardTiming] = []
     logits = None
     for _ in range(args.reps):
         clock.start()
         logits = forward(images)
         reps.append(clock.stop())
-        _barrier(args.world)
+        barrier(args.world)
     if args.trace_dir is not None and args.trace_batch in (None, batch):
         _trace(args, forward, clock, images, segments)
     record = RunRecord(batch, segments, tuple(reps), forward.bytes_sent)
@@ -228,11 +206,6 @@ def _run(
     record = _compare_with_single(record, model, images, logits, args.world)
     _print_summary(args, record)
     return record
-
-
-def _barrier(world: int) -> None:
-    if world > 1:
-        dist.barrier()
 
 
 def _trace(
@@ -252,7 +225,7 @@ def _trace(
         forward(images)
         clock.stop()
     clock.label_phases = False
-    _barrier(args.world)
+    barrier(args.world)
     name = args.strategy + ("" if segments is None else f"_L{segments}")
     args.trace_dir.mkdir(parents=True, exist_ok=True)
     path = args.trace_dir / f"trace_{name}_b{forward.batch}_rank{args.rank}.json"

@@ -1,0 +1,69 @@
+"""What every real rank process shares (a ViT's and a decoder's): its flags for the GLOO
+process group and the execution, applying them, and joining and leaving the group."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+
+def add_process_group_flags(parser: argparse.ArgumentParser, *, world: bool) -> None:
+    """The group "process group": rank, ``--world`` where ``world``, rank 0's address,
+    the GLOO interface and timeout, the launcher to exit with."""
+    where = parser.add_argument_group("process group")
+    where.add_argument("--rank", type=int, required=True)
+    if world:
+        where.add_argument("--world", type=int, required=True, help="number of ranks P")
+    where.add_argument("--master-addr", default="127.0.0.1", help="address of rank 0")
+    where.add_argument("--master-port", type=int, default=29500)
+    where.add_argument("--iface", help="network interface for GLOO (sets GLOO_SOCKET_IFNAME)")
+    where.add_argument("--timeout-s", type=float, default=300.0, help="GLOO operation timeout")
+    where.add_argument("--parent-pid", type=int, help="exit when this process is gone")
+
+
+def add_execution_flags(group: argparse._ArgumentGroup) -> None:
+    """``--device``, ``--threads`` and ``--result``, in ``group``."""
+    group.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    group.add_argument("--threads", type=int, help="torch intra-op threads of this rank")
+    group.add_argument("--result", type=Path, help="write this rank's measurements here (JSON)")
+
+
+def apply_execution_flags(cli: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse ``--device cuda`` without a GPU; set the GLOO interface and torch's threads."""
+    if args.device == "cuda" and not torch.cuda.is_available():
+        cli.error("--device cuda, but torch sees no CUDA GPU")
+    if args.iface:
+        os.environ["GLOO_SOCKET_IFNAME"] = args.iface
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+
+@contextmanager
+def process_group(args: argparse.Namespace, world: int) -> Iterator[None]:
+    """Join the GLOO group of ``world`` ranks (none for one rank); leave it on the way out."""
+    if world > 1:
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://{args.master_addr}:{args.master_port}",
+            rank=args.rank,
+            world_size=world,
+            timeout=timedelta(seconds=args.timeout_s),
+        )
+    try:
+        yield
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def barrier(world: int) -> None:
+    """Wait for every rank (nothing to wait for with one)."""
+    if world > 1:
+        dist.barrier()
