@@ -14,8 +14,7 @@ from typing import Any, Literal
 
 from pydantic import model_validator
 
-from edgetwin.errors import shown
-from edgetwin.schema import PositiveInt, Strict
+from edgetwin.schema import PositiveInt, Strict, with_preset
 
 Dtype = Literal["fp32", "fp16", "int8", "int4"]
 DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "fp16": 2.0, "int8": 1.0, "int4": 0.5}
@@ -75,13 +74,10 @@ class DecoderSpec(Strict):
     @model_validator(mode="before")
     @classmethod
     def _apply_preset(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("preset") is not None:
-            preset = data["preset"]
-            if not isinstance(preset, str) or preset not in DECODER_PRESETS:
-                known = sorted(DECODER_PRESETS)
-                raise ValueError(f"unknown decoder preset {shown(preset)}; known: {known}")
-            return {**DECODER_PRESETS[preset], **data}
-        return data
+        known = sorted(DECODER_PRESETS)
+        return with_preset(
+            data, DECODER_PRESETS, lambda name: f"unknown decoder preset {name}; known: {known}"
+        )
 
     @model_validator(mode="after")
     def _check_heads(self) -> DecoderSpec:

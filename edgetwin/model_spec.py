@@ -8,8 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 
 from edgetwin.decoder_spec import DECODER_PRESETS
-from edgetwin.errors import shown
-from edgetwin.schema import PositiveFloat, PositiveInt, Strict
+from edgetwin.schema import PositiveFloat, PositiveInt, Strict, with_preset
 
 _PRESET_FIELDS = ("tokens", "width", "blocks", "heads", "patch_size", "channels", "classes")
 _PRESET_VALUES = {
@@ -39,13 +38,8 @@ class ModelSpec(Strict):
     @model_validator(mode="before")
     @classmethod
     def _apply_preset(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("preset") is not None:
-            preset = data["preset"]
-            if not isinstance(preset, str) or preset not in MODEL_PRESETS:
-                known = f"known: {sorted(MODEL_PRESETS)}, decoders {sorted(DECODER_PRESETS)}"
-                raise ValueError(f"unknown preset {shown(preset)}; {known}")
-            return {**MODEL_PRESETS[preset], **data}
-        return data
+        known = f"known: {sorted(MODEL_PRESETS)}, decoders {sorted(DECODER_PRESETS)}"
+        return with_preset(data, MODEL_PRESETS, lambda name: f"unknown preset {name}; {known}")
 
     @model_validator(mode="after")
     def _check_heads(self) -> ModelSpec:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -42,6 +42,20 @@ class StrictSweep(Strict):
         if isinstance(data, dict):
             return {k: [v] if isinstance(v, int | float) else v for k, v in data.items()}
         return data
+
+
+def with_preset(
+    data: Any, presets: Mapping[str, Mapping[str, Any]], unknown: Callable[[str], str]
+) -> Any:
+    """A model's raw fields over the preset its ``preset`` names (fields given win);
+    ``data`` as it is without one. A name not in ``presets``: ValueError ``unknown(name)``,
+    the name as ``shown`` writes it."""
+    if isinstance(data, dict) and data.get("preset") is not None:
+        preset = data["preset"]
+        if not isinstance(preset, str) or preset not in presets:
+            raise ValueError(unknown(shown(preset)))
+        return {**presets[preset], **data}
+    return data
 
 
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
