@@ -27,7 +27,14 @@ from edgetwin.calibration.held_out import coverage_text, nested_coverage, with_c
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
 from edgetwin.cli.init import add_init_arguments, init_command
-from edgetwin.cli.inputs import add_check_argument, add_force_argument, report_checked
+from edgetwin.cli.inputs import (
+    add_check_argument,
+    add_force_argument,
+    add_out_argument,
+    add_quiet_argument,
+    add_set_argument,
+    report_checked,
+)
 from edgetwin.cli.plan import add_plan_arguments, plan_command
 from edgetwin.cli.progress import progress
 from edgetwin.comparison import (
@@ -121,15 +128,9 @@ def _parser() -> argparse.ArgumentParser:
         "edgetwin run scenarios/prism_jetson.yaml --out out/twin",
     )
     run.add_argument("scenario", type=Path, help="scenario file (YAML), e.g. scenarios/*.yaml")
-    run.add_argument("--out", type=Path, required=True, help="output folder")
+    add_out_argument(run)
     run.add_argument("--seed", type=int, help="override the scenario's seed")
-    run.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a scenario field, e.g. --set network.latency_ms=2",
-    )
+    add_set_argument(run, "override a scenario field, e.g. --set network.latency_ms=2")
     run.add_argument(
         "--mode", choices=["twin", "emu", "local"], help="override the scenario's mode"
     )
@@ -141,7 +142,7 @@ def _parser() -> argparse.ArgumentParser:
         "traces/ (a PyTorch profiler Chrome trace per rank and configuration) for a "
         "local run; an emulator run writes none",
     )
-    run.add_argument("--quiet", action="store_true", help="no progress")
+    add_quiet_argument(run)
     run.add_argument(
         "--format", choices=FORMATS, default="csv", help="results.csv, results.parquet or both"
     )
@@ -182,7 +183,7 @@ def _parser() -> argparse.ArgumentParser:
         "edgetwin calibrate out/machine/spec.yaml --out out/machine/refit.yaml",
     )
     calibrate.add_argument("spec", type=Path, help="calibration spec (YAML)")
-    calibrate.add_argument("--out", type=Path, required=True, help="profile file to write")
+    add_out_argument(calibrate, "profile file to write")
     calibrate.set_defaults(handler=_calibrate)
 
     machine = _command(
@@ -191,7 +192,7 @@ def _parser() -> argparse.ArgumentParser:
         "profile this machine: run the real code paths, write traces, fit a profile",
         "edgetwin calibrate-machine --quick --out out/machine",
     )
-    machine.add_argument("--out", type=Path, required=True, help="output folder")
+    add_out_argument(machine)
     machine.add_argument("--quick", action="store_true", help="a small model, a few seconds")
     machine.add_argument(
         "--no-decoder",
@@ -205,7 +206,7 @@ def _parser() -> argparse.ArgumentParser:
         help="fit from this 'edgetwin run --mode emu' folder instead of measuring",
     )
     add_force_argument(machine)
-    machine.add_argument("--quiet", action="store_true", help="no progress")
+    add_quiet_argument(machine)
     machine.set_defaults(handler=_calibrate_machine)
 
     evaluate = _command(
@@ -215,17 +216,11 @@ def _parser() -> argparse.ArgumentParser:
         "edgetwin evaluate scenarios/adaptive_prism.eval.yaml --out out/adaptive",
     )
     evaluate.add_argument("spec", type=Path, help="evaluation file (YAML), e.g. *.eval.yaml")
-    evaluate.add_argument("--out", type=Path, required=True, help="output folder")
-    evaluate.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override an evaluation field, e.g. --set objective=energy",
-    )
+    add_out_argument(evaluate)
+    add_set_argument(evaluate, "override an evaluation field, e.g. --set objective=energy")
     add_check_argument(evaluate)
     add_force_argument(evaluate)
-    evaluate.add_argument("--quiet", action="store_true", help="no progress")
+    add_quiet_argument(evaluate)
     evaluate.set_defaults(handler=_evaluate, input_kind="evaluation", input_arg="spec")
 
     plan = _command(
@@ -244,11 +239,11 @@ def _parser() -> argparse.ArgumentParser:
         "edgetwin evaluate-affinity scenarios/affinity_small.eval.yaml --out out/affinity",
     )
     affinity.add_argument("spec", type=Path, help="evaluation file, e.g. *.eval.yaml")
-    affinity.add_argument("--out", type=Path, required=True, help="output folder")
+    add_out_argument(affinity)
     affinity.add_argument(
         "--mode", choices=["twin", "emu"], help="overrides the file's mode (emu: Mininet, root)"
     )
-    affinity.add_argument("--quiet", action="store_true", help="no progress")
+    add_quiet_argument(affinity)
     add_check_argument(affinity)
     add_force_argument(affinity)
     affinity.set_defaults(handler=_evaluate_affinity, input_kind="affinity", input_arg="spec")
@@ -260,7 +255,7 @@ def _parser() -> argparse.ArgumentParser:
         "edgetwin validate out/machine/spec.yaml --out out/validation",
     )
     validate.add_argument("spec", type=Path, help="calibration spec (YAML)")
-    validate.add_argument("--out", type=Path, required=True, help="output folder")
+    add_out_argument(validate)
     validate.add_argument(
         "--by",
         choices=["batch", "bandwidth", "prompt"],

@@ -1,10 +1,26 @@
-"""``--check`` on the commands that read an input file: load and check it with every file
-it names, then stop (``edgetwin.workbench.inputs`` is the loading step of ``run``)."""
+"""The arguments the commands share: ``--out``, ``--set``, ``--quiet``, ``--force`` and
+``--check`` on the commands that read an input file: load and check it with every file it
+names, then stop (``edgetwin.workbench.inputs`` is the loading step of ``run``)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+
+def add_out_argument(parser: argparse.ArgumentParser, help_text: str = "output folder") -> None:
+    """``--out`` (required): where the command writes."""
+    parser.add_argument("--out", type=Path, required=True, help=help_text)
+
+
+def add_set_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--set KEY=VALUE`` (repeatable): override a field of the input file."""
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=help_text)
+
+
+def add_quiet_argument(parser: argparse.ArgumentParser) -> None:
+    """``--quiet``: no progress bar."""
+    parser.add_argument("--quiet", action="store_true", help="no progress")
 
 
 def add_check_argument(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from edgetwin.atomic import check_out_folder, publish_folder
-from edgetwin.cli.inputs import add_check_argument, add_force_argument, report_checked
+from edgetwin.cli.inputs import (
+    add_check_argument,
+    add_force_argument,
+    add_out_argument,
+    add_quiet_argument,
+    add_set_argument,
+    report_checked,
+)
 from edgetwin.cli.progress import progress
 from edgetwin.errors import InputError
 from edgetwin.plan.answers import describe
@@ -27,19 +34,13 @@ from edgetwin.reports.plan import write_plan_report
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of the ``plan`` subcommand."""
     parser.add_argument("question", type=Path, help="question file (YAML), e.g. *.plan.yaml")
-    parser.add_argument("--out", type=Path, required=True, help="output folder (resumable)")
+    add_out_argument(parser, "output folder (resumable)")
     parser.add_argument(
         "--workers", type=int, default=None, help="local worker processes (default: CPU count)"
     )
     parser.add_argument("--scheduler", help="a Dask scheduler, e.g. tcp://host:8786")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a question field, e.g. --set question.target_p95_ms=150",
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress")
+    add_set_argument(parser, "override a question field, e.g. --set question.target_p95_ms=150")
+    add_quiet_argument(parser)
     add_check_argument(parser)
     add_force_argument(parser)
 
