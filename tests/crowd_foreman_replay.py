@@ -36,7 +36,6 @@ from edgetwin.emu.crowdio.protocol import (
     RunTask,
     StageBlob,
     SubmitPipelineJob,
-    TaskResult,
     UnloadModel,
     parse_message,
 )
@@ -145,14 +144,8 @@ def replay_foreman(
             assert isinstance(message, RunTask)
             duration = speed.task_ms[message.stage_index]
             shape = (LOGITS if message.stage_index == stages - 1 else HIDDEN).shape
-            reply = TaskResult(
-                job_id=message.job_id,
-                input_index=message.input_index,
-                stage_index=message.stage_index,
-                attempt=message.attempt,
-                payload=encode_array(np.zeros(shape, np.float32), None, 0),
-                report=REPORT,
-                status=status,
+            reply = message.result(
+                encode_array(np.zeros(shape, np.float32), None, 0), REPORT, status
             )
         heapq.heappush(pending, (clock[0] + duration, next(order), 2, name, reply))
 

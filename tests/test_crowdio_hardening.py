@@ -125,15 +125,7 @@ async def answer_tasks(streams: Streams, answer: Answer) -> Message:
             )
             await send(writer, loaded)
         elif isinstance(message, RunTask):
-            result = TaskResult(
-                job_id=message.job_id,
-                input_index=message.input_index,
-                stage_index=message.stage_index,
-                attempt=message.attempt,
-                payload=answer(message),
-                report=REPORT,
-                status=STATUS,
-            )
+            result = message.result(answer(message), REPORT, STATUS)
             await send(writer, result)
         elif isinstance(message, ErrorMessage):
             return message

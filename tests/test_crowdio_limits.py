@@ -42,7 +42,6 @@ from edgetwin.emu.crowdio.protocol import (
     ModelFailed,
     RunTask,
     SubmitPipelineJob,
-    TaskResult,
     Welcome,
     WorkerHello,
     encode_message,
@@ -207,15 +206,7 @@ def test_a_result_bomb_is_refused_undecoded(tmp_path: Path) -> None:
 
     async def act(streams: Streams, task: RunTask) -> None:
         reader, writer = streams
-        result = TaskResult(
-            job_id=task.job_id,
-            input_index=task.input_index,
-            stage_index=task.stage_index,
-            attempt=task.attempt,
-            payload=payload,
-            report=REPORT,
-            status=STATUS,
-        )
+        result = task.result(payload, REPORT, STATUS)
         await send(writer, result)
         again = await receive(reader)  # the task failed, and is dispatched again
         assert isinstance(again, RunTask) and again.attempt == 2, again

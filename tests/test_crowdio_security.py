@@ -213,15 +213,7 @@ def test_a_result_referring_outside_the_store_disconnects_the_worker(
     async def act(streams: Streams, task: RunTask) -> None:
         reader, writer = streams
         payload = Payload(dtype="float32", shape=(1, TINY.seq_len, TINY.dim), ref="../secret.txt")
-        result = TaskResult(
-            job_id=task.job_id,
-            input_index=task.input_index,
-            stage_index=task.stage_index,
-            attempt=task.attempt,
-            payload=payload,
-            report=REPORT,
-            status=STATUS,
-        )
+        result = task.result(payload, REPORT, STATUS)
         await send(writer, result)
         assert "is not a plain file name" in await refused(reader)
 
@@ -402,14 +394,7 @@ def test_a_task_that_keeps_failing_fails_the_job(job: PipelineJob, tmp_path: Pat
             for attempt in (1, 2, 3):
                 task = await receive(reader)
                 assert isinstance(task, RunTask) and task.attempt == attempt
-                failed = TaskFailed(
-                    job_id=task.job_id,
-                    input_index=task.input_index,
-                    stage_index=task.stage_index,
-                    attempt=task.attempt,
-                    error="out of memory",
-                    status=STATUS,
-                )
+                failed = task.failure("out of memory", STATUS)
                 await send(writer, failed)  # the task goes back first in the queue
             with pytest.raises(JobError, match="failed 3 times: out of memory"):
                 await client

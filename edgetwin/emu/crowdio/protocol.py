@@ -80,6 +80,29 @@ class RunTask(Record):
     attempt: Annotated[int, Field(ge=1)]
     payload: Payload
 
+    def result(self, payload: Payload, report: TaskReport, status: WorkerStatus) -> TaskResult:
+        """The reply that this attempt of this task succeeded with ``payload``."""
+        return TaskResult(
+            job_id=self.job_id,
+            input_index=self.input_index,
+            stage_index=self.stage_index,
+            attempt=self.attempt,
+            payload=payload,
+            report=report,
+            status=status,
+        )
+
+    def failure(self, error: str, status: WorkerStatus) -> TaskFailed:
+        """The reply that this attempt of this task failed with ``error``."""
+        return TaskFailed(
+            job_id=self.job_id,
+            input_index=self.input_index,
+            stage_index=self.stage_index,
+            attempt=self.attempt,
+            error=error,
+            status=status,
+        )
+
 
 class ModelLoaded(Record):
     type: Literal["MODEL_LOADED"] = "MODEL_LOADED"

@@ -69,8 +69,6 @@ from edgetwin.emu.crowdio.protocol import (
     ModelUnloaded,
     ProtocolError,
     RunTask,
-    TaskFailed,
-    TaskResult,
     UnloadModel,
     Welcome,
     WorkerHello,
@@ -310,14 +308,7 @@ class Worker:
             encoded = time.monotonic()
         except (ModelError, PayloadError, StoreError) as exc:
             self.meter.spend("compute", time.monotonic() - start)
-            failed = TaskFailed(
-                job_id=task.job_id,
-                input_index=task.input_index,
-                stage_index=task.stage_index,
-                attempt=task.attempt,
-                error=str(exc),
-                status=self.status(),
-            )
+            failed = task.failure(str(exc), self.status())
             await self._send(writer, failed)
             return
         self.meter.spend("compute", encoded - start)
@@ -333,15 +324,7 @@ class Worker:
             bytes_in=bytes_in,
             bytes_out=bytes_out,
         )
-        result = TaskResult(
-            job_id=task.job_id,
-            input_index=task.input_index,
-            stage_index=task.stage_index,
-            attempt=task.attempt,
-            payload=payload,
-            report=report,
-            status=self.status(),
-        )
+        result = task.result(payload, report, self.status())
         send_s = await self._send(writer, result)
         if self.log is not None:
             name = task_id(task.job_id, task.input_index, task.stage)
