@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
+
+from edgetwin.emu.parent_watch import exit_with_parent
 
 
 def add_process_group_flags(parser: argparse.ArgumentParser, *, world: bool) -> None:
@@ -26,6 +28,22 @@ def add_process_group_flags(parser: argparse.ArgumentParser, *, world: bool) -> 
     where.add_argument("--iface", help="network interface for GLOO (sets GLOO_SOCKET_IFNAME)")
     where.add_argument("--timeout-s", type=float, default=300.0, help="GLOO operation timeout")
     where.add_argument("--parent-pid", type=int, help="exit when this process is gone")
+
+
+def parse_rank_args(cli: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The rank's arguments; with ``--parent-pid``, the rank exits once its launcher is gone."""
+    args = cli.parse_args(argv)
+    if args.parent_pid is not None:
+        exit_with_parent(args.parent_pid)
+    return args
+
+
+def check_rank_and_reps(cli: argparse.ArgumentParser, args: argparse.Namespace, world: int) -> None:
+    """Refuse a rank outside ``[0, world)`` and fewer than one timed or negative warm-up reps."""
+    if not 0 <= args.rank < world:
+        cli.error(f"--rank must be in [0, {world})")
+    if args.reps < 1 or args.warmup < 0:
+        cli.error("--reps must be >= 1 and --warmup >= 0")
 
 
 def add_execution_flags(group: argparse._ArgumentGroup) -> None:

@@ -29,12 +29,13 @@ from edgetwin.emu.llm.records import GenerationTiming, RankRecord, write_record
 from edgetwin.emu.llm.runs import DecoderRun, add_run_flags, run_from_args
 from edgetwin.emu.llm.strategies import rank_generator
 from edgetwin.emu.llm.timing import DECODE, PREFILL, GenerationClock
-from edgetwin.emu.parent_watch import exit_with_parent
 from edgetwin.emu.rank_process import (
     add_execution_flags,
     add_process_group_flags,
     apply_execution_flags,
     barrier,
+    check_rank_and_reps,
+    parse_rank_args,
     process_group,
 )
 from edgetwin.models.strategies import single
@@ -56,17 +57,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     cli = parser()
-    args = cli.parse_args(argv)
-    if args.parent_pid is not None:
-        exit_with_parent(args.parent_pid)
+    args = parse_rank_args(cli, argv)
     try:
         run = run_from_args(args)
     except ValueError as exc:
         cli.error(str(exc))
-    if not 0 <= args.rank < run.world:
-        cli.error(f"--rank must be in [0, {run.world})")
-    if args.reps < 1 or args.warmup < 0:
-        cli.error("--reps must be >= 1 and --warmup >= 0")
+    check_rank_and_reps(cli, args, run.world)
     if args.weights is not None and not args.weights.is_file():
         cli.error(f"--weights {args.weights}: file not found")
     apply_execution_flags(cli, args)

@@ -25,12 +25,13 @@ import torch
 from pydantic import ValidationError
 from torch import Tensor
 
-from edgetwin.emu.parent_watch import exit_with_parent
 from edgetwin.emu.rank_process import (
     add_execution_flags,
     add_process_group_flags,
     apply_execution_flags,
     barrier,
+    check_rank_and_reps,
+    parse_rank_args,
     process_group,
 )
 from edgetwin.emu.vit.forward import RankForward
@@ -104,9 +105,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     cli = parser()
-    args = cli.parse_args(argv)
-    if args.parent_pid is not None:
-        exit_with_parent(args.parent_pid)
+    args = parse_rank_args(cli, argv)
     try:
         spec = ModelSpec.model_validate(
             {"preset": args.preset}
@@ -114,10 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except ValidationError as exc:
         cli.error(f"bad model: {exc.errors()[0]['msg']}")
-    if not 0 <= args.rank < args.world:
-        cli.error(f"--rank must be in [0, {args.world})")
-    if args.reps < 1 or args.warmup < 0:
-        cli.error("--reps must be >= 1 and --warmup >= 0")
+    check_rank_and_reps(cli, args, args.world)
     if args.strategy == "adaptive":
         _decide(cli, args, spec.tokens)
         if args.rank >= args.world:
