@@ -49,6 +49,17 @@ class RunOutcome:
     bytes_received: float
 
 
+@dataclass(frozen=True)
+class _World:
+    """What one configuration's run simulates, built fresh for it."""
+
+    env: simpy.Environment
+    devices: list[Device]
+    members: list[FleetMember]
+    network: Network
+    rng: np.random.Generator
+
+
 def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMember]:
     """Expand device classes into members; profile paths are relative to the scenario file."""
     members = []
@@ -144,10 +155,11 @@ def simulate(
         device.record_intervals = record_intervals
     stacks = {d.name: d.profile.network for d in devices}
     network = Network(env, scenario.network, config.bandwidth_mbps, stacks)
+    world = _World(env, devices, members, network, rng)
     if isinstance(scenario.model, DecoderSpec):
-        row = _generate(scenario, config, rep, env, devices, members, network, rng)
+        row = _generate(scenario, config, rep, world)
     else:
-        row = _forward(scenario, config, rep, env, devices, members, network, rng)
+        row = _forward(scenario, config, rep, world)
     return RunOutcome(
         config=config,
         row=row,
@@ -158,16 +170,7 @@ def simulate(
     )
 
 
-def _forward(
-    scenario: Scenario,
-    config: Configuration,
-    rep: int,
-    env: simpy.Environment,
-    devices: list[Device],
-    members: list[FleetMember],
-    network: Network,
-    rng: np.random.Generator,
-) -> ResultRow:
+def _forward(scenario: Scenario, config: Configuration, rep: int, world: _World) -> ResultRow:
     """Warm-up batches and the measured one of an encoder."""
     model = scenario.encoder
     segments, _ = resolve_segments(scenario, config)
@@ -175,47 +178,49 @@ def _forward(
         model, config.strategy, config.devices, segments, scenario.input_source
     )
     row_bytes = model.width * model.bytes_per_element
-    status = _load_model(devices, work, config.batch, row_bytes)
-    jitter = _jitter(rng, scenario.noise_cv)
+    status = _load_model(world.devices, work, config.batch, row_bytes)
+    jitter = _jitter(world.rng, scenario.noise_cv)
     forwards = [
-        Forward(env, work, devices, network, config.batch, model.blocks, row_bytes, jitter)
+        Forward(
+            world.env,
+            work,
+            world.devices,
+            world.network,
+            config.batch,
+            model.blocks,
+            row_bytes,
+            jitter,
+        )
         for _ in range(scenario.warmup_batches + 1)
     ]
     forward = forwards[-1]
     if status == "ok":
-        status = _run_batches(env, forwards, devices, members, rng)
-    for device in devices:
+        status = _run_batches(world, forwards)
+    for device in world.devices:
         device.close()
-    return _row(scenario, config, rep, forward, devices, network, status)
+    return _row(scenario, config, rep, forward, world.devices, world.network, status)
 
 
-def _generate(
-    scenario: Scenario,
-    config: Configuration,
-    rep: int,
-    env: simpy.Environment,
-    devices: list[Device],
-    members: list[FleetMember],
-    network: Network,
-    rng: np.random.Generator,
-) -> ResultRow:
+def _generate(scenario: Scenario, config: Configuration, rep: int, world: _World) -> ResultRow:
     """A decoder's prefill and decode steps, unless its weights and KV do not fit."""
     assert config.prompt_tokens is not None and config.output_tokens is not None
-    plan = decoder_run.plan_for(scenario, config, devices)
+    plan = decoder_run.plan_for(scenario, config, world.devices)
     kept = config.prompt_tokens + config.output_tokens - 1
-    status = decoder_run.memory_status(plan, devices, kept)
+    status = decoder_run.memory_status(plan, world.devices, kept)
     phases = plan.phases(config.output_tokens)
-    quiet = all(d.battery_j is None for d in devices) and all(
-        m.spec.availability is None for m in members
+    quiet = all(d.battery_j is None for d in world.devices) and all(
+        m.spec.availability is None for m in world.members
     )  # nothing interrupts a device: its local phases are booked ahead
-    jitter = _jitter(rng, scenario.noise_cv)
-    generation = Generation(env, phases, devices, network, jitter, book_ahead=quiet)
+    jitter = _jitter(world.rng, scenario.noise_cv)
+    generation = Generation(
+        world.env, phases, world.devices, world.network, jitter, book_ahead=quiet
+    )
     if status == "ok":
-        status = _run_batches(env, [generation], devices, members, rng)
-    for device in devices:
+        status = _run_batches(world, [generation])
+    for device in world.devices:
         device.close()
     ok = status == "ok"
-    columns = decoder_run.generation_columns(plan, config, generation, devices, ok)
+    columns = decoder_run.generation_columns(plan, config, generation, world.devices, ok)
     total_ms = columns.pop("total_ms", math.nan)
     return ResultRow(
         **configuration_columns(scenario, config, phases),
@@ -244,14 +249,9 @@ def _load_model(devices: list[Device], work: CostPlan, batch: int, row_bytes: in
     return "ok"
 
 
-def _run_batches(
-    env: simpy.Environment,
-    forwards: list[Forward] | list[Generation],
-    devices: list[Device],
-    members: list[FleetMember],
-    rng: np.random.Generator,
-) -> str:
+def _run_batches(world: _World, forwards: list[Forward] | list[Generation]) -> str:
     """Run warm-up batches, then the measured one (the last), unless a device leaves."""
+    env, devices, rng = world.env, world.devices, world.rng
     status = ["ok"]
     running: list[simpy.Process] = []
 
@@ -268,7 +268,7 @@ def _run_batches(
             if process.is_alive and process is not env.active_process:
                 process.interrupt(cause)
 
-    for device, member in zip(devices, members, strict=True):
+    for device, member in zip(devices, world.members, strict=True):
         device.on_leave.append(stop_all)
         if member.spec.availability is not None:
             env.process(device.availability(member.spec.availability, rng))
