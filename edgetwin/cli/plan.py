@@ -11,14 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from edgetwin.atomic import check_out_folder, publish_folder
-from edgetwin.cli.inputs import (
-    add_check_argument,
-    add_force_argument,
-    add_out_argument,
-    add_quiet_argument,
-    add_set_argument,
-    report_checked,
-)
+from edgetwin.cli import inputs
 from edgetwin.cli.progress import progress
 from edgetwin.errors import InputError
 from edgetwin.plan.answers import describe
@@ -34,15 +27,17 @@ from edgetwin.reports.plan import write_plan_report
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of the ``plan`` subcommand."""
     parser.add_argument("question", type=Path, help="question file (YAML), e.g. *.plan.yaml")
-    add_out_argument(parser, "output folder (resumable)")
+    inputs.add_out_argument(parser, "output folder (resumable)")
     parser.add_argument(
         "--workers", type=int, default=None, help="local worker processes (default: CPU count)"
     )
     parser.add_argument("--scheduler", help="a Dask scheduler, e.g. tcp://host:8786")
-    add_set_argument(parser, "override a question field, e.g. --set question.target_p95_ms=150")
-    add_quiet_argument(parser)
-    add_check_argument(parser)
-    add_force_argument(parser)
+    inputs.add_set_argument(
+        parser, "override a question field, e.g. --set question.target_p95_ms=150"
+    )
+    inputs.add_quiet_argument(parser)
+    inputs.add_check_argument(parser)
+    inputs.add_force_argument(parser)
 
 
 def executor_for(workers: int | None, scheduler: str | None) -> Executor:
@@ -79,7 +74,7 @@ def plan_command(args: argparse.Namespace) -> int:
     """Handler of ``edgetwin plan``."""
     loaded = load_question(args.question, tuple(args.set))
     if args.check:
-        return report_checked(args.question)
+        return inputs.report_checked(args.question)
     executor = executor_for(args.workers, args.scheduler)
     total = payload_for(loaded).units()
     seed = loaded.scenario.seed

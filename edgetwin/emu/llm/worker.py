@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from edgetwin.emu import rank_process
 from edgetwin.emu.llm.exchange import Exchange
 from edgetwin.emu.llm.generation import Generation, RankSetup, SingleRank
 from edgetwin.emu.llm.model import Decoder, build_decoder, make_prompt
@@ -29,15 +30,6 @@ from edgetwin.emu.llm.records import GenerationTiming, RankRecord, write_record
 from edgetwin.emu.llm.runs import DecoderRun, add_run_flags, run_from_args
 from edgetwin.emu.llm.strategies import rank_generator
 from edgetwin.emu.llm.timing import DECODE, PREFILL, GenerationClock
-from edgetwin.emu.rank_process import (
-    add_execution_flags,
-    add_process_group_flags,
-    apply_execution_flags,
-    barrier,
-    check_rank_and_reps,
-    parse_rank_args,
-    process_group,
-)
 from edgetwin.models.strategies import single
 
 
@@ -45,27 +37,27 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m edgetwin.emu.llm.worker", description=__doc__.split("\n\n")[0]
     )
-    add_process_group_flags(parser, world=False)
+    rank_process.add_process_group_flags(parser, world=False)
     add_run_flags(parser)
     run = parser.add_argument_group("execution and output")
     run.add_argument("--weights", type=Path, help="state_dict to load (Hugging Face Llama names)")
     run.add_argument("--warmup", type=int, default=1, help="untimed generations")
     run.add_argument("--reps", type=int, default=1, help="timed generations")
-    add_execution_flags(run)
+    rank_process.add_execution_flags(run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     cli = parser()
-    args = parse_rank_args(cli, argv)
+    args = rank_process.parse_rank_args(cli, argv)
     try:
         run = run_from_args(args)
     except ValueError as exc:
         cli.error(str(exc))
-    check_rank_and_reps(cli, args, run.world)
+    rank_process.check_rank_and_reps(cli, args, run.world)
     if args.weights is not None and not args.weights.is_file():
         cli.error(f"--weights {args.weights}: file not found")
-    apply_execution_flags(cli, args)
+    rank_process.apply_execution_flags(cli, args)
     try:
         model = build_decoder(run.spec, run.seed, args.weights, args.device)
     except ValueError as exc:
@@ -79,14 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_rank(args: argparse.Namespace, run: DecoderRun, model: Decoder) -> RankRecord:
     """Join the process group, generate (warm-up, then timed), compare, leave the group."""
     device = model.embed_tokens.weight.device
-    with process_group(args, run.world), torch.inference_mode():
+    with rank_process.process_group(args, run.world), torch.inference_mode():
         clock = GenerationClock(device)
         exchange = Exchange(clock, device) if run.world > 1 else None
         generator = rank_generator(RankSetup(run, model, args.rank, clock, exchange))
         prompt = make_prompt(run.spec, run.batch, run.prompt_tokens, run.seed).to(device)
         reps: list[GenerationTiming] = []
         for rep in range(args.warmup + args.reps):
-            barrier(run.world)
+            rank_process.barrier(run.world)
             if exchange is not None:
                 exchange.reset()
             clock.start()
@@ -94,7 +86,7 @@ def run_rank(args: argparse.Namespace, run: DecoderRun, model: Decoder) -> RankR
             timing = clock.stop_generation()
             if rep >= args.warmup:
                 reps.append(timing)
-        barrier(run.world)
+        rank_process.barrier(run.world)
     record = RankRecord(
         args.rank,
         run.world,

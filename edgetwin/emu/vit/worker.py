@@ -25,15 +25,7 @@ import torch
 from pydantic import ValidationError
 from torch import Tensor
 
-from edgetwin.emu.rank_process import (
-    add_execution_flags,
-    add_process_group_flags,
-    apply_execution_flags,
-    barrier,
-    check_rank_and_reps,
-    parse_rank_args,
-    process_group,
-)
+from edgetwin.emu import rank_process
 from edgetwin.emu.vit.forward import RankForward
 from edgetwin.emu.vit.model import ViT, build_vit, image_side, make_images
 from edgetwin.emu.vit.phases import ForwardTiming, PhaseClock
@@ -74,7 +66,7 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m edgetwin.emu.vit.worker", description=__doc__.split("\n\n")[0]
     )
-    add_process_group_flags(parser, world=True)
+    rank_process.add_process_group_flags(parser, world=True)
     what = parser.add_argument_group("what to run")
     what.add_argument("--strategy", choices=(*real_strategies(), "adaptive"), required=True)
     what.add_argument(
@@ -97,7 +89,7 @@ def parser() -> argparse.ArgumentParser:
     model.add_argument("--weights", type=Path, help="state_dict to load (timm ViT names)")
     model.add_argument("--seed", type=int, default=0, help="random weights and input images")
     run = parser.add_argument_group("execution and output")
-    add_execution_flags(run)
+    rank_process.add_execution_flags(run)
     run.add_argument("--trace-dir", type=Path, help="write PyTorch profiler Chrome traces here")
     run.add_argument("--trace-batch", type=int, help="trace only runs of this batch size")
     return parser
@@ -105,7 +97,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     cli = parser()
-    args = parse_rank_args(cli, argv)
+    args = rank_process.parse_rank_args(cli, argv)
     try:
         spec = ModelSpec.model_validate(
             {"preset": args.preset}
@@ -113,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except ValidationError as exc:
         cli.error(f"bad model: {exc.errors()[0]['msg']}")
-    check_rank_and_reps(cli, args, args.world)
+    rank_process.check_rank_and_reps(cli, args, args.world)
     if args.strategy == "adaptive":
         _decide(cli, args, spec.tokens)
         if args.rank >= args.world:
@@ -130,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             registry.layout(args.strategy, spec.tokens, args.world, segments)
     except ValueError as exc:
         cli.error(str(exc))
-    apply_execution_flags(cli, args)
+    rank_process.apply_execution_flags(cli, args)
     record = run_rank(args, spec, segment_values)
     if args.result is not None:
         write_record(args.result, record)
@@ -165,7 +157,7 @@ def run_rank(
     """Join the process group, do every run (segments x batch), leave the group."""
     device = torch.device(args.device)
     model = build_vit(spec, args.seed, args.weights, device)
-    with process_group(args, args.world), torch.inference_mode():
+    with rank_process.process_group(args, args.world), torch.inference_mode():
         runs = tuple(
             _run(args, model, device, batch, segments)
             for segments in segment_values
@@ -186,14 +178,14 @@ def _run(
     images = make_images(model.spec, batch, args.seed).to(device) if embeds_here else None
     for _ in range(args.warmup):
         forward(images)
-        barrier(args.world)
+        rank_process.barrier(args.world)
     reps: list[ForwardTiming] = []
     logits = None
     for _ in range(args.reps):
         clock.start()
         logits = forward(images)
         reps.append(clock.stop())
-        barrier(args.world)
+        rank_process.barrier(args.world)
     if args.trace_dir is not None and args.trace_batch in (None, batch):
         _trace(args, forward, clock, images, segments)
     record = RunRecord(batch, segments, tuple(reps), forward.bytes_sent)
@@ -221,7 +213,7 @@ def _trace(
         forward(images)
         clock.stop()
     clock.label_phases = False
-    barrier(args.world)
+    rank_process.barrier(args.world)
     name = args.strategy + ("" if segments is None else f"_L{segments}")
     args.trace_dir.mkdir(parents=True, exist_ok=True)
     path = args.trace_dir / f"trace_{name}_b{forward.batch}_rank{args.rank}.json"
