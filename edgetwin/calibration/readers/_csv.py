@@ -17,13 +17,18 @@ from edgetwin.errors import InputError
 from edgetwin.provenance import note_read
 
 
-def read_text(path: Path) -> str:
-    """A file's text (UTF-8, optional BOM); unreadable or non-UTF-8 bytes are InputErrors."""
+def read_bytes(path: Path) -> bytes:
+    """A file's bytes, its read recorded (provenance); an unreadable file is an InputError."""
     note_read(path)
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+
+
+def read_text(path: Path) -> str:
+    """A file's text (UTF-8, optional BOM); unreadable or non-UTF-8 bytes are InputErrors."""
+    data = read_bytes(path)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -41,8 +41,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from edgetwin.calibration.readers._csv import read_bytes
 from edgetwin.errors import InputError
-from edgetwin.provenance import note_read
 
 
 class Phase(StrEnum):
@@ -176,11 +176,7 @@ def read_chrome_trace(path: Path) -> ChromeTrace:
 
 
 def _load_json(path: Path) -> Any:
-    note_read(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    data = read_bytes(path)
     if not data:
         raise InputError(path, None, "empty file")
     if data[:2] == b"\x1f\x8b":
