@@ -80,28 +80,18 @@ class RunTask(Record):
     attempt: Annotated[int, Field(ge=1)]
     payload: Payload
 
+    def _reply_key(self) -> dict[str, str | int]:
+        """What a reply names the task by: its job, input, stage and attempt."""
+        keys = ("job_id", "input_index", "stage_index", "attempt")
+        return {key: getattr(self, key) for key in keys}
+
     def result(self, payload: Payload, report: TaskReport, status: WorkerStatus) -> TaskResult:
         """The reply that this attempt of this task succeeded with ``payload``."""
-        return TaskResult(
-            job_id=self.job_id,
-            input_index=self.input_index,
-            stage_index=self.stage_index,
-            attempt=self.attempt,
-            payload=payload,
-            report=report,
-            status=status,
-        )
+        return TaskResult(**self._reply_key(), payload=payload, report=report, status=status)
 
     def failure(self, error: str, status: WorkerStatus) -> TaskFailed:
         """The reply that this attempt of this task failed with ``error``."""
-        return TaskFailed(
-            job_id=self.job_id,
-            input_index=self.input_index,
-            stage_index=self.stage_index,
-            attempt=self.attempt,
-            error=error,
-            status=status,
-        )
+        return TaskFailed(**self._reply_key(), error=error, status=status)
 
 
 class ModelLoaded(Record):
