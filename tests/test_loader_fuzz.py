@@ -26,6 +26,7 @@ from edgetwin.evaluate.adaptive import load_eval_inputs
 from edgetwin.evaluate.affinity import load_affinity_settings
 from edgetwin.plan.questions import load_question
 from edgetwin.workbench.inputs import load_run_inputs
+from tests.conftest import yaml_text
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((REPO / "scenarios").glob("*.yaml"))
@@ -110,8 +111,16 @@ def mutate(raw: dict[str, Any], rng: random.Random) -> tuple[dict[str, Any], str
     return data, "; ".join(done)
 
 
+def test_the_fast_yaml_emitter_writes_what_pyyaml_writes() -> None:
+    """``yaml_text`` (libyaml) makes the texts below: the same as PyYAML's own emitter."""
+    for path in SHIPPED:
+        raw = yaml.safe_load(path.read_text())
+        for data in (raw, {**raw, "zz_long": "x" * 1000, "zz_float": float("-inf")}):
+            assert yaml_text(data) == yaml.safe_dump(data, sort_keys=False), path
+
+
 def as_text(data: dict[str, Any]) -> str:
-    text = yaml.safe_dump(data, sort_keys=False)
+    text = yaml_text(data)
     return text.replace(DEEP, "[" * 3000 + "]" * 3000)
 
 

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from edgetwin.cli import main
 from edgetwin.profile import PROFILE_DIR
+from tests.conftest import yaml_text
 
 OUTPUTS = ("results.csv", "scenario.resolved.yaml", "report.html")
 SCENARIO = "scenario.yaml"
@@ -59,7 +60,7 @@ def scenario_text(**changes: Any) -> str:
             del node[last]
         else:
             node[last] = value
-    return yaml.safe_dump(raw, sort_keys=False)
+    return yaml_text(raw)
 
 
 def bad_profile_text(**changes: Any) -> str:
@@ -71,7 +72,7 @@ def bad_profile_text(**changes: Any) -> str:
         for part in parents:
             node = node[part]
         node[last] = value
-    return yaml.safe_dump(raw, sort_keys=False)
+    return yaml_text(raw)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,14 @@
-"""Every shipped profile is, byte for byte, what the command written in it produces."""
+"""Every shipped profile is, byte for byte, what the command written in it produces.
+
+A trace fit's bootstrap (30 refits per section) is most of its time: the default run
+regenerates such a profile with 2 resamples and checks everything the bootstrap does not
+touch, plus the first section's first resamples; the ``slow`` run checks every byte."""
 
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -12,6 +17,8 @@ from edgetwin import cli
 from tests.conftest import REPO
 
 PROFILES = REPO / "edgetwin/calibration/profiles"
+SPECS = REPO / "edgetwin/calibration/specs"
+BOUNDED_BOOTSTRAP = 2
 
 
 def _by_command() -> dict[str, list[Path]]:
@@ -22,22 +29,82 @@ def _by_command() -> dict[str, list[Path]]:
     return groups
 
 
-@pytest.mark.parametrize(
-    ("command", "profiles"),
-    _by_command().items(),
-    ids=[shlex.split(c)[2].split("/")[-1] for c in _by_command()],
-)
-def test_the_documented_command_writes_the_shipped_bytes(
-    command: str, profiles: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _spec_of(command: str) -> dict[str, Any]:
+    spec: dict[str, Any] = yaml.safe_load((REPO / shlex.split(command)[2]).read_text())
+    return spec
+
+
+def _has_bootstrap(command: str) -> bool:
+    return _spec_of(command).get("kind") == "traces"
+
+
+def _ids(commands: list[str]) -> list[str]:
+    return [shlex.split(c)[2].split("/")[-1] for c in commands]
+
+
+def _run_in(tmp_path: Path, command: str, bootstrap: int | None = None) -> None:
+    """Run ``command`` from a mirror of the repository's inputs with an empty profiles/
+    (its spec's ``bootstrap`` set to ``bootstrap`` where given)."""
     argv = shlex.split(command)
     assert argv[:2] == ["edgetwin", "calibrate"], argv
-    # the command runs from the repository root: mirror its inputs, with an empty profiles/
-    for inputs in ("data", "scenarios", "edgetwin/calibration/specs"):
-        (tmp_path / inputs).parent.mkdir(parents=True, exist_ok=True)
+    for inputs in ("data", "scenarios"):
         (tmp_path / inputs).symlink_to(REPO / inputs)
+    specs = tmp_path / SPECS.relative_to(REPO)
+    specs.mkdir(parents=True)
+    for spec in SPECS.iterdir():
+        (specs / spec.name).symlink_to(spec)
+    if bootstrap is not None:
+        spec_path = tmp_path / argv[2]
+        spec_path.unlink()
+        spec_path.write_text(yaml.safe_dump({**_spec_of(command), "bootstrap": bootstrap}))
     (tmp_path / PROFILES.relative_to(REPO)).mkdir()
-    monkeypatch.chdir(tmp_path)
-    assert cli.main(argv[1:]) == 0
-    for profile in profiles:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        assert cli.main(argv[1:]) == 0
+
+
+SHIPPED = _by_command()
+QUICK = [c for c in SHIPPED if not _has_bootstrap(c)]
+BOOTSTRAPPED = [c for c in SHIPPED if _has_bootstrap(c)]
+
+
+@pytest.mark.parametrize("command", QUICK, ids=_ids(QUICK))
+def test_the_documented_command_writes_the_shipped_bytes(command: str, tmp_path: Path) -> None:
+    _run_in(tmp_path, command)
+    for profile in SHIPPED[command]:
         assert (tmp_path / profile.relative_to(REPO)).read_bytes() == profile.read_bytes(), profile
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", BOOTSTRAPPED, ids=_ids(BOOTSTRAPPED))
+def test_the_documented_trace_fit_writes_the_shipped_bytes(command: str, tmp_path: Path) -> None:
+    test_the_documented_command_writes_the_shipped_bytes(command, tmp_path)
+
+
+def _without_bootstrap(profile: dict[str, Any]) -> dict[str, Any]:
+    """``profile`` less what the bootstrap's resamples decide (and the method line that
+    names their count)."""
+    fit = {k: v for k, v in profile["fit"].items() if k not in ("method", "bootstrap_samples")}
+    fit["sections"] = {
+        name: {k: v for k, v in section.items() if k != "stderr"}
+        for name, section in fit["sections"].items()
+    }
+    return {**profile, "fit": fit}
+
+
+@pytest.mark.parametrize("command", BOOTSTRAPPED, ids=_ids(BOOTSTRAPPED))
+def test_the_documented_trace_fit_with_fewer_resamples_writes_the_shipped_fit(
+    command: str, tmp_path: Path
+) -> None:
+    """The bounded form of the byte check: the point fits, residuals, held-out refits
+    (which never resample) and provenance are the shipped ones; the first section's
+    resamples draw first from the seeded generator, so they are the shipped first ones."""
+    _run_in(tmp_path, command, BOUNDED_BOOTSTRAP)
+    for path in SHIPPED[command]:
+        made = yaml.safe_load((tmp_path / path.relative_to(REPO)).read_text())
+        shipped = yaml.safe_load(path.read_text())
+        assert _without_bootstrap(made) == _without_bootstrap(shipped), path
+        samples = made["fit"]["bootstrap_samples"]
+        assert {len(s) for s in samples.values()} == {BOUNDED_BOOTSTRAP}, path
+        first = next(iter(samples))
+        assert samples[first] == shipped["fit"]["bootstrap_samples"][first][:BOUNDED_BOOTSTRAP]
