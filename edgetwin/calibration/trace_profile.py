@@ -45,7 +45,12 @@ from edgetwin.calibration.fit_traces import (
     staging_predictor,
 )
 from edgetwin.calibration.held_out import held_out_block, with_base_residuals
-from edgetwin.calibration.profile_io import source_record
+from edgetwin.calibration.profile_io import (
+    FIXABLE_SECTIONS,
+    ProfileFacts,
+    check_fixed,
+    source_record,
+)
 from edgetwin.calibration.readers.decoder_latency import DecoderLatency, read_decoder_latency
 from edgetwin.calibration.readers.energy import energy_by_phase
 from edgetwin.calibration.readers.gpu_bench import (
@@ -71,19 +76,11 @@ PROFILE_SECTIONS = ("compute", "staging", "network", "power", "memory")
 HoldoutBy = Literal["batch", "bandwidth", "prompt"]
 
 
-class TraceProfileFacts(Strict):
-    name: str
-    description: str = ""
-    ram_mb: float = Field(gt=0)
-    battery_wh: float | None = None
-    memory: MemoryParams | None = None  # a vendor's figure, copied into the profile
-
-
 class TraceCalibrationSpec(Strict):
     """A ``kind: traces`` calibration job."""
 
     kind: Literal["traces"]
-    profile: TraceProfileFacts
+    profile: ProfileFacts
     traces: str
     base: str | None = None
     model: ModelSpec = ModelSpec()
@@ -96,7 +93,9 @@ class TraceCalibrationSpec(Strict):
 
 
 def load_trace_spec(path: Path) -> TraceCalibrationSpec:
-    return load_yaml_model(path, TraceCalibrationSpec)
+    spec = load_yaml_model(path, TraceCalibrationSpec)
+    check_fixed(path, spec.fixed, FIXABLE_SECTIONS)
+    return spec
 
 
 class TraceData:
