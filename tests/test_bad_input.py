@@ -86,11 +86,20 @@ def test_scenario_text_that_yaml_reads_ambiguously(
     assert_clean_failure(argv, capsys, tmp_path, "scenario.yaml", *expect)
 
 
-def test_set_value_with_a_repeated_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("item", "expect"),
+    [
+        ("network={bandwidth_mbps: 1, bandwidth_mbps: 2}", ("field 'network'", "not valid YAML")),
+        ("sweeps=[]", ("field 'sweeps'", "at least 1 item")),  # was 0 runs and exit 0
+    ],
+    ids=["repeated-key", "no-sweeps"],
+)
+def test_bad_set_value(
+    item: str, expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     scenario = REPO / "scenarios" / "prism_jetson.yaml"
-    argv = ["run", str(scenario), "--out", str(tmp_path / "out"), "--check"]
-    argv += ["--set", "network={bandwidth_mbps: 1, bandwidth_mbps: 2}"]
-    assert_clean_failure(argv, capsys, tmp_path, "field 'network'", "not valid YAML")
+    argv = ["run", str(scenario), "--out", str(tmp_path / "out"), "--set", item]
+    assert_clean_failure(argv, capsys, tmp_path, *expect)
 
 
 # ---------------------------------------------------------------- calibration specs
