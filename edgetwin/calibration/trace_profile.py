@@ -231,10 +231,14 @@ def power_from_samples(data: TraceData) -> dict[str, float]:
     hold warm-up work); compute: the largest-batch ViT phase (a fully used
     GPU); staging and comm: the exchange phase (``gloo``).
     """
-    first_work = next(i for i, s in enumerate(data.power) if s.phase != "idle")
+    first_work = next((i for i, s in enumerate(data.power) if s.phase != "idle"), 0)
+    vit = [s.phase for s in data.power if (s.phase or "").removeprefix("vit_b").isdigit()]
+    if first_work < 2 or not vit or "gloo" not in {s.phase for s in data.power}:
+        problem = "needs two idle samples first, then labelled vit_b<batch> and gloo phases"
+        raise InputError(data.folder / "power_samples.csv", "phase", problem)
     idle_w = energy_by_phase(data.power[:first_work])[0].mean_power_w
     by_phase = {p.phase: p for p in energy_by_phase(data.power)}
-    largest = max((n for n in by_phase if n and n.startswith("vit_b")), key=lambda n: int(n[5:]))
+    largest = max(vit, key=lambda n: int(n[5:]))
     exchange_w = by_phase["gloo"].mean_power_w
     return {
         "idle_w": round(idle_w, 3),
