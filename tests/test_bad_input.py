@@ -204,6 +204,34 @@ def test_bad_measured_table_row(
         )
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("samples", ["one-row", "unlabelled"])
+def test_power_samples_without_the_phases(
+    samples: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A power fit needs idle samples, then vit_b<batch> and gloo phases (a StopIteration or
+    a ValueError traceback from the energy reader)."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shipped = REPO / "data" / "traces" / "h200-loopback-2026-11" / "power_samples.csv"
+    lines = shipped.read_text().splitlines()
+    if samples == "one-row":
+        lines = lines[:2]
+    else:
+        lines = [lines[0]] + [
+            ",".join(["x" if i == 1 else c for i, c in enumerate(line.split(","))])
+            for line in lines[1:]
+        ]
+    (traces / "power_samples.csv").write_text("\n".join(lines) + "\n")
+
+    def power_only(raw: dict[str, Any]) -> None:
+        raw.update(traces=str(traces), fit=["power"], bootstrap=0)
+
+    spec = _spec("h200_loopback", tmp_path, power_only)
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "p.yaml")]
+    assert_clean_failure(argv, capsys, tmp_path, "power_samples.csv: field 'phase'")
+
+
 # ---------------------------------------------------------------- results tables
 
 
@@ -276,6 +304,22 @@ def test_calibrate_machine_emu_folder(
         os.symlink(run, tmp_path / "loop")
     argv = ["calibrate-machine", "--emu", str(run), "--out", str(tmp_path / "out")]
     assert_clean_failure(argv, capsys, tmp_path, "field '--emu'")
+
+
+@pytest.mark.parametrize("command", ["run", "init", "calibrate", "evaluate"])
+def test_out_name_too_long(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An --out name beyond NAME_MAX (255) was an OSError traceback from its lookup."""
+    out = str(tmp_path / ("n" * 300))
+    inputs = {
+        "run": ["run", str(REPO / "scenarios" / "prism_jetson.yaml"), "--out", out],
+        "init": ["init", "scenario", out],
+        "calibrate": ["calibrate", str(SPECS / "android_crowdio.yaml"), "--out", out],
+        "evaluate": ["evaluate", str(REPO / "scenarios" / "adaptive_prism.eval.yaml")],
+    }
+    argv = inputs[command] + (["--out", out] if command == "evaluate" else [])
+    assert_clean_failure(argv, capsys, tmp_path, "File name too long")
 
 
 def test_plan_out_below_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
