@@ -205,6 +205,38 @@ def test_bad_measured_table_row(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("key", "column", "cell", "expect"),
+    [
+        ("reference", "std", "-1", "std >= 0"),
+        ("reference", "mean", "inf", "not a finite number"),
+        ("session_loads", "size_mb", "nan", "not a finite number"),
+    ],
+    ids=["std-negative", "mean-inf", "size-nan"],
+)
+def test_bad_android_table_cell(
+    key: str,
+    column: str,
+    cell: str,
+    expect: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A NaN, inf or negative spread in an Android spec's tables (pydantic and NumPy
+    tracebacks in the fit)."""
+    shipped = yaml.safe_load((SPECS / "android_crowdio.yaml").read_text())[key]
+    lines = (SPECS / shipped).resolve().read_text().splitlines()
+    header = lines[0].split(",")
+    cells = lines[1].split(",")
+    cells[header.index(column)] = cell
+    table = tmp_path / Path(shipped).name
+    table.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    spec = _spec("android_crowdio", tmp_path, _set(key, str(table)))
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "profiles")]
+    assert_clean_failure(argv, capsys, tmp_path, table.name, "line 2", expect)
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("samples", ["one-row", "unlabelled"])
 def test_power_samples_without_the_phases(
     samples: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

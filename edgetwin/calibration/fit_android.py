@@ -61,7 +61,7 @@ from edgetwin.crowd_fleet import PhoneClass
 from edgetwin.errors import InputError, shown
 from edgetwin.models.strategies.crowdio import CROWDIO_BARRIER, CROWDIO_STREAMING
 from edgetwin.phone_profile import MMAP_CEILING_MB, PhoneProfile
-from edgetwin.results import read_table
+from edgetwin.results import parse_number, read_table
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.schema import (
     PositiveFloat,
@@ -149,7 +149,10 @@ def read_reference(path: Path) -> dict[str, Measure]:
     measures = {}
     for line, row in enumerate(read_table(path), start=2):
         try:
-            measures[row["metric"]] = Measure(float(row["mean"]), float(row["std"]), row["unit"])
+            mean, std = parse_number(row["mean"]), parse_number(row["std"])
+            if mean is None or std is None or std < 0:
+                raise ValueError(f"mean and std must be numbers, std >= 0 (got {mean}, {std})")
+            measures[row["metric"]] = Measure(mean, std, row["unit"])
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(path, f"line {line}", f"cannot read row: {exc}") from None
     missing = [m for m in REQUIRED_METRICS if m not in measures]
