@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -25,12 +26,26 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
+def output_stat(path: Path) -> os.stat_result | None:
+    """``path``'s stat, None if there is nothing there (a file where one of its folders
+    should be counts: creating it says so); a path that cannot even be looked up (a name
+    too long, a NUL byte) is an InputError."""
+    try:
+        return path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError) as exc:
+        problem = getattr(exc, "strerror", None) or str(exc)
+        raise InputError(path, None, f"cannot be an output: {problem}") from None
+
+
 def check_out_folder(out: Path, force: bool) -> None:
     """An InputError unless ``out`` is absent or an empty folder, or ``force`` is given
     (then the caller replaces it whole); any file in it counts, an earlier run's too."""
-    if out.exists() and not out.is_dir():
+    found = output_stat(out)
+    if found is not None and not stat.S_ISDIR(found.st_mode):
         raise InputError(out, None, "--out exists and is not a folder")
-    if force or not out.exists():
+    if force or found is None:
         return
     try:
         empty = next(out.iterdir(), None) is None

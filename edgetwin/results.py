@@ -12,13 +12,15 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, shown
+from edgetwin.models import registry
 from edgetwin.provenance import note_read
 
 MODES = ("twin", "local", "emu", "measured")
@@ -97,6 +99,12 @@ class ResultRow:
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
 _FIELD_TYPES = {f.name: str(f.type) for f in fields(ResultRow)}
 REQUIRED_COLUMNS: tuple[str, ...] = (*COLUMNS[:15], "status", "bytes_sent", "gflops_per_device")
+_KEYED_COLUMNS = ("scenario", "mode", "strategy", "devices", "batch", "bandwidth_mbps", "rep")
+_EMPTY: dict[str, Any] = {
+    **dict.fromkeys(("compute_ms", "staging_ms", "comm_ms", "total_ms", "per_sample_ms"), math.nan),
+    "status": "ok",
+    "bytes_sent": 0,
+}
 OPTIONAL_COLUMNS: tuple[str, ...] = COLUMNS[len(REQUIRED_COLUMNS) :]
 # the metrics a twin row may carry a prediction interval for, each as <metric>_lo, <metric>_hi
 INTERVAL_METRICS: tuple[str, ...] = ("total_ms", "compute_ms", "staging_ms", "comm_ms", "energy_j")
@@ -145,70 +153,100 @@ def read_table(path: Path) -> list[dict[str, str]]:
 
 
 def parse_number(text: str | None) -> float | None:
-    """A CSV cell as a float, or None when empty."""
+    """A CSV cell as a finite float, or None when empty; ``ValueError`` if it is not one."""
     if text is None or text.strip() == "":
         return None
-    return float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{shown(text)} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{shown(text)} is not a finite number")
+    return value
+
+
+def _number(text: str) -> float:
+    value = parse_number(text)
+    if value is None:
+        raise ValueError("empty cell")
+    return value
+
+
+def _whole(text: str) -> int:
+    """A cell holding a whole number (``4`` or ``4.0``)."""
+    value = _number(text)
+    if not value.is_integer():
+        raise ValueError(f"{shown(text)} is not a whole number")
+    return int(value)
+
+
+def _strategy_name(text: str) -> str:
+    return registry.strategy(text).name  # ValueError naming the known ones
+
+
+class CellError(ValueError):
+    """A cell of a results table that is missing or not of its column's type."""
+
+    def __init__(self, column: str, problem: str) -> None:
+        self.column = column
+        self.problem = problem
+        super().__init__(f"column {column!r}: {problem}")
+
+
+def _cell(record: Mapping[str, str | None], column: str, parse: Callable[[Any], Any]) -> Any:
+    """``parse`` of ``record[column]``; a missing column or a bad cell is a CellError."""
+    if column not in record:
+        raise CellError(column, "no such column")
+    try:
+        return parse(record[column])
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise CellError(column, str(exc)) from None
 
 
 def read_results(path: Path) -> list[ResultRow]:
     """A ``results.csv`` as rows; empty timing cells (failed runs) read as NaN. A missing
-    column or a cell that is not of its column's type is an ``InputError`` naming the line."""
+    column or a cell that is not of its column's type is an ``InputError`` naming the
+    column and the line."""
     rows = []
     for line, record in enumerate(read_table(path), start=2):
         try:
             rows.append(parse_result(record))
-        except KeyError as exc:
-            raise InputError(path, f"line {line}", f"no column {exc}") from None
-        except (TypeError, ValueError) as exc:
-            raise InputError(path, f"line {line}", f"not a results table row: {exc}") from None
+        except CellError as exc:
+            raise InputError(path, exc.column, f"line {line}: {exc.problem}") from None
     return rows
 
 
 def parse_result(record: Mapping[str, str]) -> ResultRow:
-    """One record of ``results.csv`` (as read by ``read_table``) as a ResultRow.
+    """One record of ``results.csv`` (as read by ``read_table``) as a ResultRow; a
+    missing column or a bad cell is a ``CellError`` naming the column.
 
     A crowd row of a file written before ``load_ms`` had its loads in ``staging_ms``."""
     if record.get("inputs") and "load_ms" not in record:
         record = {**record, "load_ms": record.get("staging_ms") or "", "staging_ms": "0"}
-    segments = parse_number(record.get("segments"))
+    optional = {c: record.get(c) for c in COLUMNS if c not in _KEYED_COLUMNS}
     return ResultRow(
-        scenario=record["scenario"],
-        mode=record["mode"],
-        strategy=record["strategy"],
-        devices=int(float(record["devices"])),
-        batch=int(float(record["batch"])),
-        bandwidth_mbps=float(record["bandwidth_mbps"]),
-        cr=parse_number(record.get("cr")),
-        segments=None if segments is None else int(segments),
-        rep=int(float(record["rep"])),
-        compute_ms=_number_or_nan(record.get("compute_ms")),
-        staging_ms=_number_or_nan(record.get("staging_ms")),
-        comm_ms=_number_or_nan(record.get("comm_ms")),
-        total_ms=_number_or_nan(record.get("total_ms")),
-        per_sample_ms=_number_or_nan(record.get("per_sample_ms")),
-        energy_j=parse_number(record.get("energy_j")),
-        status=record.get("status") or "ok",
-        bytes_sent=int(parse_number(record.get("bytes_sent")) or 0),
-        gflops_per_device=parse_number(record.get("gflops_per_device")),
-        **{c: _optional(c, record.get(c)) for c in OPTIONAL_COLUMNS},
+        scenario=_cell(record, "scenario", str),
+        mode=_cell(record, "mode", str),
+        strategy=_cell(record, "strategy", _strategy_name),
+        devices=_cell(record, "devices", _whole),
+        batch=_cell(record, "batch", _whole),
+        bandwidth_mbps=_cell(record, "bandwidth_mbps", _number),
+        rep=_cell(record, "rep", _whole),
+        **{c: _cell(optional, c, partial(_typed, c)) for c in optional},
     )
 
 
-def _optional(column: str, text: str | None) -> Any:
-    """An optional column's cell, typed as the ResultRow field says."""
-    if text is None or text == "":
-        return None
+def _typed(column: str, text: str | None) -> Any:
+    """A cell of a column that may be empty, typed as the ResultRow field says: an empty
+    timing is NaN (a failed run), an empty status ``ok``, empty bytes 0, else None."""
+    if text is None or text.strip() == "":
+        return _EMPTY.get(column)
     kind = _FIELD_TYPES[column]
     if "str" in kind:
         return text
-    value = float(text)
-    return int(value) if kind.startswith("int") else value
-
-
-def _number_or_nan(text: str | None) -> float:
-    value = parse_number(text)
-    return math.nan if value is None else value
+    if kind.startswith("int"):
+        return _whole(text)
+    return _number(text)
 
 
 EncoderKey = tuple[str, int, int, float, str]
@@ -221,12 +259,12 @@ def row_key(row: Mapping[str, object]) -> RowKey:
     segments = row.get("segments")
     key: EncoderKey = (
         str(row["strategy"]),
-        int(float(str(row["devices"]))),
-        int(float(str(row["batch"]))),
-        round(float(str(row["bandwidth_mbps"])), 3),
-        "" if segments in (None, "") else str(int(float(str(segments)))),
+        _whole(str(row["devices"])),
+        _whole(str(row["batch"])),
+        round(_number(str(row["bandwidth_mbps"])), 3),
+        "" if segments in (None, "") else str(_whole(str(segments))),
     )
     prompt = row.get("prompt_tokens")
     if prompt in (None, ""):
         return key
-    return (*key, int(float(str(prompt))), int(float(str(row.get("output_tokens")))))
+    return (*key, _whole(str(prompt)), _whole(str(row.get("output_tokens"))))

@@ -383,7 +383,7 @@ class Scenario(Strict):
     hosts: tuple[HostSpec, ...] = ()  # physical devices that ranks share (none: one each)
     network: NetworkSpec = NetworkSpec()
     strategies: tuple[StrategySpec, ...] = Field(min_length=1)
-    sweeps: tuple[SweepSpec, ...] = (SweepSpec(),)
+    sweeps: tuple[SweepSpec, ...] = Field((SweepSpec(),), min_length=1)
     reference: str | None = None
     crowd: CrowdSpec | None = None
     emulator: EmulatorSpec = EmulatorSpec()

@@ -65,7 +65,7 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
         raise InputError(path, None, f"larger than {MAX_YAML_BYTES // 2**20} MiB")
     note_read(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(_utf8_text(path))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -79,6 +79,42 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
         raise InputError(path, None, "the top level must be a mapping of keys to values")
     check_nesting(data, path, None)
     return data
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, but a key given twice in one mapping is an error (the safe
+    loader keeps the last silently, so a repeated field would change a run unseen)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                repeated = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the safe loader names it
+                break
+            if repeated:
+                problem = f"key {shown(key)} given twice in one mapping"
+                raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str) -> Any:
+    """``text`` parsed as YAML with the safe loader; a key repeated in a mapping is an error."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no Python objects
+
+
+def _utf8_text(path: Path) -> str:
+    """A file's text as UTF-8 (optional BOM); other bytes are an InputError with the line."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(path, None, f"line {line}: not UTF-8 text") from None
 
 
 def check_nesting(data: Any, path: Path | str, field: str | None) -> None:
@@ -179,7 +215,7 @@ def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
     if not sep or not key:
         raise InputError(path, None, f"--set {shown(item)}: expected key=value")
     try:
-        value = yaml.safe_load(text)
+        value = load_yaml(text)
     except yaml.YAMLError:
         raise InputError(path, key, f"--set value {shown(text)} is not valid YAML") from None
     except RecursionError:

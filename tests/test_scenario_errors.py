@@ -528,8 +528,8 @@ def test_report_and_compare_check_the_reference(
 @pytest.mark.parametrize(
     ("table", "expect"),
     [
-        ("scenario,mode\nx,twin\n", ("line 2", "no column 'strategy'")),
-        ("{header}\n{bad_row}\n", ("line 2", "not a results table row")),
+        ("scenario,mode\nx,twin\n", ("field 'strategy'", "line 2", "no such column")),
+        ("{header}\n{bad_row}\n", ("field 'devices'", "line 2", "'many' is not a number")),
         (b"\xff\xfe\x00bad", ("cannot read",)),
     ],
     ids=["missing-columns", "bad-number", "not-text"],

@@ -32,13 +32,19 @@ from edgetwin.calibration.fit_reference import (
     TIMING_PARAMETERS,
     MeasuredRow,
     Parameter,
-    ProfileFacts,
     fit_measured,
     read_measured,
     residual_report,
 )
-from edgetwin.calibration.profile_io import host_ram_mb, source_record, write_profile
-from edgetwin.errors import InputError
+from edgetwin.calibration.profile_io import (
+    FIXABLE_SECTIONS,
+    ProfileFacts,
+    check_fixed,
+    host_ram_mb,
+    source_record,
+    write_profile,
+)
+from edgetwin.errors import InputError, shown_text
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import parse_number, read_table
 from edgetwin.scenario import Configuration, load_scenario
@@ -76,17 +82,21 @@ class EmuCalibrationSpec(Strict):
 def calibrate_from_emu(spec_path: Path, command: str) -> DeviceProfile:
     """The profile an emu spec describes, with its residuals and the inputs' SHA-256."""
     spec = load_yaml_model(spec_path, EmuCalibrationSpec)
-    run = (spec_path.parent / spec.run).resolve()
-    for name in RUN_FILES:
-        if not (run / name).is_file():
-            raise InputError(run / name, None, "not found: the spec's run is not an emulator run")
+    check_fixed(spec_path, spec.fixed, FIXABLE_SECTIONS)
+    run = _run_folder(spec_path.parent / spec.run, spec_path, "run")
     scenario = load_scenario(run / "scenario.resolved.yaml")
     measured = read_emu_rows(run / "results.csv")
     efficiency = goodput_share(run / "link_check.csv")
     fixed = CPU_FIXED | {"network.bandwidth_efficiency": efficiency} | spec.fixed
     fastest = fastest_per_configuration(measured)
     profile = fit_measured(
-        spec.profile, scenario, fastest, EMU_PARAMETERS, fixed, expectile=LOAD_EXPECTILE
+        spec.profile,
+        scenario,
+        fastest,
+        EMU_PARAMETERS,
+        fixed,
+        expectile=LOAD_EXPECTILE,
+        spec_path=spec_path,
     )
     report = residual_report(scenario, profile, fastest, run / "results.csv")
     fit = {
@@ -103,10 +113,28 @@ def calibrate_from_emu(spec_path: Path, command: str) -> DeviceProfile:
     return profile.model_copy(update={"fit": fit})
 
 
+def _run_folder(run: Path, named_by: Path, field: str) -> Path:
+    """``run`` resolved, if it is an emulator run's output folder (it holds ``RUN_FILES``);
+    else an InputError naming ``named_by`` and ``field``."""
+    try:
+        resolved = run.resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop
+        raise InputError(named_by, field, f"cannot resolve {shown_text(str(run))}: {exc}") from None
+    if not resolved.is_dir():
+        problem = f"{shown_text(str(run))} is not a folder (an 'edgetwin run --mode emu' output)"
+        raise InputError(named_by, field, problem)
+    for name in RUN_FILES:
+        if not (resolved / name).is_file():
+            problem = f"no {name} in {shown_text(str(run))}: not an emulator run's folder"
+            raise InputError(named_by, field, problem)
+    return resolved
+
+
 def calibrate_machine_from_emu(run_dir: Path, out_dir: Path, command: str) -> DeviceProfile:
     """``out_dir/spec.yaml`` (this machine's facts, the run) and the profile fitted from it."""
     spec_path = out_dir / "spec.yaml"
-    spec = machine_emu_spec(Path(os.path.relpath(run_dir.resolve(), out_dir.resolve())))
+    run = _run_folder(run_dir, run_dir, "--emu")
+    spec = machine_emu_spec(Path(os.path.relpath(run, out_dir.resolve())))
     write_text_atomic(spec_path, yaml.safe_dump(spec, sort_keys=False))
     profile = calibrate_from_emu(spec_path, command)
     write_profile(profile, out_dir / "profile.yaml")

@@ -21,20 +21,22 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, ValidationError
+from pydantic import Field
 from scipy.optimize import least_squares, nnls
 
 from edgetwin.calibration.held_out import held_out_block
-from edgetwin.calibration.profile_io import source_record
+from edgetwin.calibration.profile_io import (
+    FIXABLE_SECTIONS,
+    ProfileFacts,
+    check_fixed,
+    source_record,
+)
 from edgetwin.comparison import compare_to_reference, key_label
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
+from edgetwin.models import registry
 from edgetwin.profile import (
-    ComputeParams,
     DeviceProfile,
-    MemoryParams,
-    NetworkParams,
-    StagingParams,
 )
 from edgetwin.results import parse_number, read_table, row_key
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
@@ -42,11 +44,7 @@ from edgetwin.schema import Strict, load_yaml_model
 from edgetwin.sim.device import STATES
 from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
 
-TIMING_SECTIONS: dict[str, type[Strict]] = {
-    "compute": ComputeParams,
-    "staging": StagingParams,
-    "network": NetworkParams,
-}
+TIMING_SECTIONS = {s: FIXABLE_SECTIONS[s] for s in ("compute", "staging", "network")}
 TIMING_METRICS = ("compute_ms", "staging_ms", "comm_ms", "total_ms")
 TOTAL_WEIGHT = 2.0  # the total matters most to a user; components keep the split honest
 
@@ -74,16 +72,6 @@ TABLE_PARAMETERS: tuple[Parameter, ...] = (
 )
 
 
-class ProfileFacts(Strict):
-    """What is known about the device without fitting."""
-
-    name: str
-    description: str = ""
-    ram_mb: float
-    battery_wh: float | None = None
-    memory: MemoryParams | None = None  # a vendor's figure, copied into the profile
-
-
 class CalibrationSpec(Strict):
     """A calibration job: facts, the measured table and the scenario giving model and network."""
 
@@ -102,15 +90,7 @@ class MeasuredRow:
 
 def load_spec(path: Path) -> CalibrationSpec:
     spec = load_yaml_model(path, CalibrationSpec)
-    for key, value in spec.fixed.items():
-        section, _, name = key.partition(".")
-        params = TIMING_SECTIONS.get(section)
-        if params is None or name not in params.model_fields:
-            raise InputError(path, f"fixed.{key}", f"not a parameter of {list(TIMING_SECTIONS)}")
-        try:
-            params.__pydantic_validator__.validate_assignment(params.model_construct(), name, value)
-        except ValidationError as exc:
-            raise InputError(path, f"fixed.{key}", exc.errors()[0]["msg"]) from None
+    check_fixed(path, spec.fixed, TIMING_SECTIONS)
     return spec
 
 
@@ -128,18 +108,30 @@ def read_measured(path: Path) -> list[MeasuredRow]:
             }
             segments = parse_number(raw.get("segments"))
             config = Configuration(
-                strategy=raw["strategy"],
+                strategy=registry.strategy(raw["strategy"]).name,
                 devices=int(float(raw["devices"])),
                 batch=int(float(raw["batch"])),
                 bandwidth_mbps=float(raw["bandwidth_mbps"]),
                 segments=None if segments is None else int(segments),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+            _check_measured(config)
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise InputError(path, f"line {line}", f"cannot read row: {exc}") from None
         rows.append(MeasuredRow(config, values))
     if not rows:
         raise InputError(path, None, "no rows")
     return rows
+
+
+def _check_measured(config: Configuration) -> None:
+    """A ValueError unless the twin can run ``config``: at least one device and one
+    sample, a positive finite bandwidth, the segments of a strategy that takes them."""
+    if config.devices < 1 or config.batch < 1:
+        raise ValueError("devices and batch must be at least 1")
+    if not 0 < config.bandwidth_mbps < math.inf:
+        raise ValueError(f"bandwidth_mbps {config.bandwidth_mbps} is not a positive number")
+    if registry.strategy(config.strategy).params and (config.segments or 0) < 1:
+        raise ValueError(f"a {config.strategy} row needs its segments (at least 1)")
 
 
 def fit_profile(spec_path: Path, command: str) -> DeviceProfile:
@@ -150,7 +142,7 @@ def fit_profile(spec_path: Path, command: str) -> DeviceProfile:
     scenario_path = (base / spec.scenario).resolve()
     scenario = _encoder_scenario(spec_path, scenario_path)
     measured = read_measured(reference)
-    profile = fit_by_component(spec, scenario, measured)
+    profile = fit_by_component(spec, scenario, measured, spec_path)
     report = residual_report(scenario, profile, measured, reference)
     return profile.model_copy(
         update={
@@ -188,7 +180,7 @@ def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
     points: list[dict[str, Any]] = []
     for batch in sorted({row.config.batch for row in measured}):
         kept = [row for row in measured if row.config.batch != batch]
-        profile = fit_by_component(spec, scenario, kept)
+        profile = fit_by_component(spec, scenario, kept, spec_path)
         for row in measured:
             if row.config.batch != batch:
                 continue
@@ -212,19 +204,39 @@ def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
 
 
 def fit_by_component(
-    spec: CalibrationSpec, scenario: Scenario, measured: Sequence[MeasuredRow]
+    spec: CalibrationSpec,
+    scenario: Scenario,
+    measured: Sequence[MeasuredRow],
+    spec_path: Path | None = None,
 ) -> DeviceProfile:
     """GPU parameters from the one-device rows (when there are any), then the rest of
-    ``TABLE_PARAMETERS`` from the compute, staging and comm columns of every row."""
+    ``TABLE_PARAMETERS`` from the compute, staging and comm columns of every row
+    (``spec_path``: the file an error names)."""
     fixed = dict(spec.fixed)
     alone = [row for row in measured if row.config.devices == 1]
     gpu_free = [p for p in GPU_PARAMETERS if p[0] not in fixed]
     if alone and gpu_free:
         gpu_paths = {path for path, *_ in gpu_free}
         others = {path: start for path, _, _, start in TABLE_PARAMETERS if path not in gpu_paths}
-        gpu = fit_measured(spec.profile, scenario, alone, gpu_free, others | fixed, power=False)
+        gpu = fit_measured(
+            spec.profile,
+            scenario,
+            alone,
+            gpu_free,
+            others | fixed,
+            power=False,
+            spec_path=spec_path,
+        )
         fixed |= {path: _value(gpu, path) for path, *_ in gpu_free}
-    return fit_measured(spec.profile, scenario, measured, TABLE_PARAMETERS, fixed, total_weight=0.0)
+    return fit_measured(
+        spec.profile,
+        scenario,
+        measured,
+        TABLE_PARAMETERS,
+        fixed,
+        total_weight=0.0,
+        spec_path=spec_path,
+    )
 
 
 def _value(profile: DeviceProfile, path: str) -> float:
@@ -242,6 +254,7 @@ def fit_measured(
     expectile: float = 0.5,
     total_weight: float = TOTAL_WEIGHT,
     power: bool = True,
+    spec_path: Path | None = None,
 ) -> DeviceProfile:
     """Timing ``parameters`` (less the ``fixed`` ones) by least squares through the twin,
     the total weighted ``total_weight`` against each component's 1; then, if ``power``,
@@ -249,7 +262,9 @@ def fit_measured(
 
     ``expectile`` below 0.5: asymmetric least squares, a measurement slower than the
     prediction weighs ``expectile``, a faster one ``1 - expectile``; where other load only
-    ever slows runs down, the fit follows the undisturbed ones.
+    ever slows runs down, the fit follows the undisturbed ones. A configuration the twin
+    cannot run on the spec's device (it does not fit in ``ram_mb``, its battery is drained)
+    is an InputError naming ``spec_path``'s profile: no fit could explain its row.
     """
     fixed = dict(fixed or {})
     free = [p for p in parameters if p[0] not in fixed]
@@ -274,11 +289,26 @@ def fit_measured(
                     errors.append(weight * math.sqrt(2 * share) * error)
         return np.array(errors)
 
+    _check_runnable(scenario, profile_at(start, _unit_power()), measured, spec_path)
     fit = least_squares(residuals, start, bounds=bounds, x_scale="jac", diff_step=1e-4)
     timing_only = profile_at(fit.x, _unit_power())
     has_energy = power and any(row.values.get("energy_j") for row in measured)
     watts = _fit_power(scenario, timing_only, measured) if has_energy else _unit_power()
     return profile_at(fit.x, watts)
+
+
+def _check_runnable(
+    scenario: Scenario,
+    profile: DeviceProfile,
+    measured: Sequence[MeasuredRow],
+    spec_path: Path | None,
+) -> None:
+    for row in measured:
+        status = _simulate(scenario, profile, row.config).row.status
+        if status != "ok":
+            label = key_label(row_key({**row.config.model_dump(), "segments": row.config.segments}))
+            problem = f"the twin cannot run the measured {label} on this device: {status}"
+            raise InputError(spec_path, "profile", problem)
 
 
 def _simulate(scenario: Scenario, profile: DeviceProfile, config: Configuration) -> RunOutcome:

@@ -45,7 +45,12 @@ from edgetwin.calibration.fit_traces import (
     staging_predictor,
 )
 from edgetwin.calibration.held_out import held_out_block, with_base_residuals
-from edgetwin.calibration.profile_io import source_record
+from edgetwin.calibration.profile_io import (
+    FIXABLE_SECTIONS,
+    ProfileFacts,
+    check_fixed,
+    source_record,
+)
 from edgetwin.calibration.readers.decoder_latency import DecoderLatency, read_decoder_latency
 from edgetwin.calibration.readers.energy import energy_by_phase
 from edgetwin.calibration.readers.gpu_bench import (
@@ -71,19 +76,11 @@ PROFILE_SECTIONS = ("compute", "staging", "network", "power", "memory")
 HoldoutBy = Literal["batch", "bandwidth", "prompt"]
 
 
-class TraceProfileFacts(Strict):
-    name: str
-    description: str = ""
-    ram_mb: float = Field(gt=0)
-    battery_wh: float | None = None
-    memory: MemoryParams | None = None  # a vendor's figure, copied into the profile
-
-
 class TraceCalibrationSpec(Strict):
     """A ``kind: traces`` calibration job."""
 
     kind: Literal["traces"]
-    profile: TraceProfileFacts
+    profile: ProfileFacts
     traces: str
     base: str | None = None
     model: ModelSpec = ModelSpec()
@@ -96,7 +93,9 @@ class TraceCalibrationSpec(Strict):
 
 
 def load_trace_spec(path: Path) -> TraceCalibrationSpec:
-    return load_yaml_model(path, TraceCalibrationSpec)
+    spec = load_yaml_model(path, TraceCalibrationSpec)
+    check_fixed(path, spec.fixed, FIXABLE_SECTIONS)
+    return spec
 
 
 class TraceData:
@@ -232,10 +231,14 @@ def power_from_samples(data: TraceData) -> dict[str, float]:
     hold warm-up work); compute: the largest-batch ViT phase (a fully used
     GPU); staging and comm: the exchange phase (``gloo``).
     """
-    first_work = next(i for i, s in enumerate(data.power) if s.phase != "idle")
+    first_work = next((i for i, s in enumerate(data.power) if s.phase != "idle"), 0)
+    vit = [s.phase for s in data.power if (s.phase or "").removeprefix("vit_b").isdigit()]
+    if first_work < 2 or not vit or "gloo" not in {s.phase for s in data.power}:
+        problem = "needs two idle samples first, then labelled vit_b<batch> and gloo phases"
+        raise InputError(data.folder / "power_samples.csv", "phase", problem)
     idle_w = energy_by_phase(data.power[:first_work])[0].mean_power_w
     by_phase = {p.phase: p for p in energy_by_phase(data.power)}
-    largest = max((n for n in by_phase if n and n.startswith("vit_b")), key=lambda n: int(n[5:]))
+    largest = max(vit, key=lambda n: int(n[5:]))
     exchange_w = by_phase["gloo"].mean_power_w
     return {
         "idle_w": round(idle_w, 3),

@@ -37,13 +37,16 @@ class Journal:
         self.rows_path = self.folder / "rows.jsonl"
         marker = self.folder / "sweep.json"
         if marker.is_file():
-            found = json.loads(marker.read_text()).get("fingerprint")
-            if found != sweep_fingerprint:
+            if _marked_fingerprint(marker) != sweep_fingerprint:
                 raise InputError(
                     self.folder, None, "holds a different sweep; remove it or use another --out"
                 )
         else:
-            write_text_atomic(marker, json.dumps({"fingerprint": sweep_fingerprint}) + "\n")
+            try:
+                write_text_atomic(marker, json.dumps({"fingerprint": sweep_fingerprint}) + "\n")
+            except OSError as exc:
+                problem = f"cannot create the output folder: {exc.strerror or exc}"
+                raise InputError(out, "--out", problem) from None
         self._handle: IO[str] | None = None
 
     def finished(self) -> dict[int, ConfigResult]:
@@ -55,13 +58,14 @@ class Journal:
         with self.rows_path.open("rb") as handle:
             for line in handle:
                 try:
-                    record = json.loads(line) if line.endswith(b"\n") else None
-                except ValueError:
-                    record = None
-                if record is None:
+                    if not line.endswith(b"\n"):
+                        break
+                    record = json.loads(line)
+                    rows = tuple(ResultRow(**row) for row in record["rows"])
+                    index = int(record["index"])
+                except (ValueError, KeyError, TypeError):  # torn, or not a journal line
                     break
-                rows = tuple(ResultRow(**row) for row in record["rows"])
-                done[record["index"]] = ConfigResult(record["index"], rows)
+                done[index] = ConfigResult(index, rows)
                 good_bytes += len(line)
         with self.rows_path.open("r+b") as handle:
             handle.truncate(good_bytes)
@@ -85,3 +89,12 @@ class Journal:
         """Delete the journal once the sweep's results are written."""
         self.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _marked_fingerprint(marker: Path) -> str | None:
+    """The fingerprint a ``sweep.json`` holds; None if it holds none (torn, edited)."""
+    try:
+        found = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found.get("fingerprint") if isinstance(found, dict) else None

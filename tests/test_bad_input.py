@@ -1,0 +1,378 @@
+"""Bad input to the commands beside ``run``: calibration specs and the tables they read,
+results tables given to ``report`` and ``compare``, ``--emu`` folders and output paths.
+
+Each case goes through the real command line in-process (``edgetwin.cli.main``) and must
+exit 2 with one line naming the file and the field, and leave nothing behind. The cases
+are the ones a fuzz of the shipped specs, tables and output paths found tracebacking.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from edgetwin.calibration.fit_android import write_android_profiles
+from edgetwin.calibration.profile_io import write_profile
+from edgetwin.cli import main
+from edgetwin.errors import InputError
+from edgetwin.phone_profile import load_phone_profile
+from edgetwin.profile import load_profile
+
+REPO = Path(__file__).resolve().parents[1]
+SPECS = REPO / "edgetwin" / "calibration" / "specs"
+MAX_LINE_CHARS = 600
+
+
+def _listing(folder: Path) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+def assert_clean_failure(
+    argv: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path, *expect: str
+) -> str:
+    """``main(argv)`` exits 2 with one line holding ``expect``; ``tmp_path`` is unchanged."""
+    before = _listing(tmp_path)
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("edgetwin: error: "), err
+    assert len(lines[0]) <= MAX_LINE_CHARS
+    for fragment in expect:
+        assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
+    assert _listing(tmp_path) == before
+    return lines[0]
+
+
+def _spec(name: str, tmp_path: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    """A shipped calibration spec with absolute paths, changed by ``change``, in tmp_path."""
+    raw = yaml.safe_load((SPECS / f"{name}.yaml").read_text())
+    for key in ("reference", "scenario", "session_loads", "traces"):
+        if key in raw:
+            raw[key] = str((SPECS / raw[key]).resolve())
+    change(raw)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+# ---------------------------------------------------------------- YAML files
+
+
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        ("name: a\nseed: 1\nname: b\n", ("line 3", "key 'name' given twice")),
+        ("name: a\nnetwork: {bandwidth_mbps: 1, bandwidth_mbps: 2}\n", ("line 2", "'bandwidth")),
+        (b"name: caf\xe9\n", ("line 1: not UTF-8 text",)),
+    ],
+    ids=["repeated-key", "repeated-nested-key", "latin-1"],
+)
+def test_scenario_text_that_yaml_reads_ambiguously(
+    text: str | bytes, expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A repeated key was silently the last one's value; non-UTF-8 bytes a codec message."""
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_bytes(text if isinstance(text, bytes) else text.encode())
+    argv = ["run", str(scenario), "--out", str(tmp_path / "out")]
+    assert_clean_failure(argv, capsys, tmp_path, "scenario.yaml", *expect)
+
+
+@pytest.mark.parametrize(
+    ("item", "expect"),
+    [
+        ("network={bandwidth_mbps: 1, bandwidth_mbps: 2}", ("field 'network'", "not valid YAML")),
+        ("sweeps=[]", ("field 'sweeps'", "at least 1 item")),  # was 0 runs and exit 0
+    ],
+    ids=["repeated-key", "no-sweeps"],
+)
+def test_bad_set_value(
+    item: str, expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = REPO / "scenarios" / "prism_jetson.yaml"
+    argv = ["run", str(scenario), "--out", str(tmp_path / "out"), "--set", item]
+    assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
+# ---------------------------------------------------------------- calibration specs
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(raw: dict[str, Any]) -> None:
+        *parents, last = path.split("/")
+        node = raw
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        if value is DROP:
+            del node[int(last) if isinstance(node, list) else last]
+        else:
+            node[last] = value
+
+    return change
+
+
+DROP = object()
+SPEC_CASES = [
+    ("jetson_orin_nano", "profile/ram_mb", -1, ("field 'profile.ram_mb'", "greater than 0")),
+    ("jetson_orin_nano", "profile/ram_mb", 1, ("field 'profile'", "out of memory")),
+    ("jetson_orin_nano", "profile/battery_wh", 0, ("field 'profile.battery_wh'",)),
+    (
+        "h200_loopback",
+        "fixed/network.bandwidth_efficiency",
+        0,
+        ("field 'fixed.network.bandwidth_efficiency'", "greater than 0"),
+    ),
+    ("h200_loopback", "fixed/staging.large_copy_kb", -1, ("field 'fixed.staging.large_copy_kb'",)),
+    ("h200_loopback", "fixed/nothing", 1, ("field 'fixed.nothing'", "not a parameter")),
+    (
+        "android_crowdio",
+        "assumptions/relative_power/inference",
+        0,
+        ("field 'assumptions.relative_power.inference'",),
+    ),
+    (
+        "android_crowdio",
+        "assumptions/inference_floor_ms",
+        float("nan"),
+        ("field 'assumptions.inference_floor_ms'", "finite"),
+    ),
+    ("android_crowdio", "phone_classes/0", DROP, ("field 'crowd.fleet'", "'android_low'")),
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("name", "path", "value", "expect"),
+    SPEC_CASES,
+    ids=[f"{c[0]}-{c[1]}={c[2] if c[2] is not DROP else 'drop'}" for c in SPEC_CASES],
+)
+def test_bad_calibration_spec(
+    name: str,
+    path: str,
+    value: Any,
+    expect: tuple[str, ...],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Facts, fixed values and assumptions are checked as the profile checks them (they
+    were pydantic, SciPy or zip tracebacks after the fit)."""
+    spec = _spec(name, tmp_path, _set(path, value))
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "profile.yaml")]
+    assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
+MEASURED_ROWS = [
+    ("strategy", "magic", "unknown strategy 'magic'"),
+    ("devices", "inf", "cannot read row"),
+    ("batch", "0", "at least 1"),
+    ("segments", "", "needs its segments"),
+    ("total_ms", "nan", "not a finite number"),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("column", "cell", "problem"), MEASURED_ROWS, ids=[r[0] for r in MEASURED_ROWS]
+)
+def test_bad_measured_table_row(
+    column: str, cell: str, problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row of a table spec's measured table that the twin cannot run (an
+    AssertionError, OverflowError or unknown-strategy traceback)."""
+    shipped = (REPO / "data" / "reference" / "prism-jetson" / "measurements.csv").read_text()
+    lines = shipped.splitlines()
+    header = lines[0].split(",")
+    prism = next(i for i, line in enumerate(lines) if line.startswith("prism,"))
+    cells = lines[prism].split(",")
+    cells[header.index(column)] = cell
+    lines[prism] = ",".join(cells)
+    table = tmp_path / "measurements.csv"
+    table.write_text("\n".join(lines) + "\n")
+    spec = _spec("jetson_orin_nano", tmp_path, _set("reference", str(table)))
+    for command, out in (("calibrate", "p.yaml"), ("validate", "v")):
+        argv = [command, str(spec), "--out", str(tmp_path / out)]
+        assert_clean_failure(
+            argv, capsys, tmp_path, "measurements.csv", f"line {prism + 1}", problem
+        )
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("key", "column", "cell", "expect"),
+    [
+        ("reference", "std", "-1", "std >= 0"),
+        ("reference", "mean", "inf", "not a finite number"),
+        ("session_loads", "size_mb", "nan", "not a finite number"),
+    ],
+    ids=["std-negative", "mean-inf", "size-nan"],
+)
+def test_bad_android_table_cell(
+    key: str,
+    column: str,
+    cell: str,
+    expect: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A NaN, inf or negative spread in an Android spec's tables (pydantic and NumPy
+    tracebacks in the fit)."""
+    shipped = yaml.safe_load((SPECS / "android_crowdio.yaml").read_text())[key]
+    lines = (SPECS / shipped).resolve().read_text().splitlines()
+    header = lines[0].split(",")
+    cells = lines[1].split(",")
+    cells[header.index(column)] = cell
+    table = tmp_path / Path(shipped).name
+    table.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    spec = _spec("android_crowdio", tmp_path, _set(key, str(table)))
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "profiles")]
+    assert_clean_failure(argv, capsys, tmp_path, table.name, "line 2", expect)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("samples", ["one-row", "unlabelled"])
+def test_power_samples_without_the_phases(
+    samples: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A power fit needs idle samples, then vit_b<batch> and gloo phases (a StopIteration or
+    a ValueError traceback from the energy reader)."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shipped = REPO / "data" / "traces" / "h200-loopback-2026-11" / "power_samples.csv"
+    lines = shipped.read_text().splitlines()
+    if samples == "one-row":
+        lines = lines[:2]
+    else:
+        lines = [lines[0]] + [
+            ",".join(["x" if i == 1 else c for i, c in enumerate(line.split(","))])
+            for line in lines[1:]
+        ]
+    (traces / "power_samples.csv").write_text("\n".join(lines) + "\n")
+
+    def power_only(raw: dict[str, Any]) -> None:
+        raw.update(traces=str(traces), fit=["power"], bootstrap=0)
+
+    spec = _spec("h200_loopback", tmp_path, power_only)
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "p.yaml")]
+    assert_clean_failure(argv, capsys, tmp_path, "power_samples.csv: field 'phase'")
+
+
+# ---------------------------------------------------------------- results tables
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real twin run of a one-strategy scenario (its results.csv and reference.csv)."""
+    folder = tmp_path_factory.mktemp("run") / "run"
+    scenario = REPO / "scenarios" / "prism_jetson.yaml"
+    argv = ["run", str(scenario), "--out", str(folder), "--quiet"]
+    argv += ["--set", "strategies=[{name: single}]", "--set", "sweeps=[{batch: [1]}]"]
+    assert main(argv) == 0
+    return folder
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("table", "column", "cell", "expect"),
+    [
+        ("results.csv", "strategy", "magic", "field 'strategy': line 2: unknown strategy"),
+        ("results.csv", "devices", "inf", "field 'devices': line 2: 'inf' is not a finite"),
+        ("results.csv", "batch", "1.5", "field 'batch': line 2: '1.5' is not a whole number"),
+        ("results.csv", "compute_ms", "inf", "field 'compute_ms': line 2: 'inf' is not a"),
+        ("results.csv", "energy_j", "lots", "field 'energy_j': line 2: 'lots' is not a number"),
+        ("reference.csv", "total_ms", "inf", "reference.csv line 2: a key or metric"),
+    ],
+    ids=["strategy", "devices-inf", "batch-fraction", "time-inf", "energy-text", "reference-inf"],
+)
+def test_report_and_compare_read_cells_by_column(
+    table: str,
+    column: str,
+    cell: str,
+    expect: str,
+    run_folder: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A bad cell names its column (it was an OverflowError in a figure's axis or an
+    unknown-strategy traceback, or a message without the column)."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for name in ("results.csv", "reference.csv", "scenario.resolved.yaml"):
+        (folder / name).write_bytes((run_folder / name).read_bytes())
+    lines = (folder / table).read_text().splitlines()
+    header = lines[0].split(",")
+    cells = lines[1].split(",")
+    cells[header.index(column)] = cell
+    (folder / table).write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    assert_clean_failure(["report", str(folder)], capsys, tmp_path, table, expect)
+    if table == "results.csv":
+        argv = ["compare", str(folder), str(run_folder), "--out", str(tmp_path / "cmp")]
+        assert_clean_failure(argv, capsys, tmp_path, table, expect)
+
+
+# ---------------------------------------------------------------- folders and outputs
+
+
+@pytest.mark.parametrize("kind", ["missing", "empty-folder", "a-file", "symlink-loop"])
+def test_calibrate_machine_emu_folder(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--emu`` that is not an emulator run's folder names the option (a symlink loop was
+    a RuntimeError traceback)."""
+    run = tmp_path / "run"
+    if kind == "empty-folder":
+        run.mkdir()
+    elif kind == "a-file":
+        run.write_text("x\n")
+    elif kind == "symlink-loop":
+        os.symlink(tmp_path / "loop", run)
+        os.symlink(run, tmp_path / "loop")
+    argv = ["calibrate-machine", "--emu", str(run), "--out", str(tmp_path / "out")]
+    assert_clean_failure(argv, capsys, tmp_path, "field '--emu'")
+
+
+@pytest.mark.parametrize("command", ["run", "init", "calibrate", "evaluate"])
+def test_out_name_too_long(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An --out name beyond NAME_MAX (255) was an OSError traceback from its lookup."""
+    out = str(tmp_path / ("n" * 300))
+    inputs = {
+        "run": ["run", str(REPO / "scenarios" / "prism_jetson.yaml"), "--out", out],
+        "init": ["init", "scenario", out],
+        "calibrate": ["calibrate", str(SPECS / "android_crowdio.yaml"), "--out", out],
+        "evaluate": ["evaluate", str(REPO / "scenarios" / "adaptive_prism.eval.yaml")],
+    }
+    argv = inputs[command] + (["--out", out] if command == "evaluate" else [])
+    assert_clean_failure(argv, capsys, tmp_path, "File name too long")
+
+
+def test_plan_out_below_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """plan writes its journal in ``--out`` first (a NotADirectoryError traceback)."""
+    (tmp_path / "blocker").write_text("a file\n")
+    question = REPO / "scenarios" / "plan_crossover.plan.yaml"
+    argv = ["plan", str(question), "--out", str(tmp_path / "blocker" / "out"), "--quiet"]
+    assert_clean_failure(argv, capsys, tmp_path, "field '--out'", "cannot create")
+
+
+def test_profile_targets_that_cannot_be_written(tmp_path: Path) -> None:
+    """A profile file below a file, or where a folder is; Android profiles into a file."""
+    (tmp_path / "blocker").write_text("a file\n")
+    (tmp_path / "folder").mkdir()
+    profile = load_profile("jetson_orin_nano")
+    for target in (tmp_path / "blocker" / "p.yaml", tmp_path / "folder"):
+        with pytest.raises(InputError) as caught:
+            write_profile(profile, target)
+        assert caught.value.field == "--out" and caught.value.path == str(target)
+    phones = [load_phone_profile("android_low")]
+    with pytest.raises(InputError, match="not a folder"):
+        write_android_profiles(phones, tmp_path / "blocker")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker", "folder"]
+    assert not any((tmp_path / "folder").iterdir())
