@@ -16,16 +16,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from edgetwin.calibration.fit_android import (
-    fit_android_profiles,
-    is_android_spec,
-    write_android_profiles,
-)
-from edgetwin.calibration.fit_emu import calibrate_from_emu, calibrate_machine_from_emu
-from edgetwin.calibration.fit_reference import fit_profile, leave_one_batch_out_table
-from edgetwin.calibration.held_out import coverage_text, nested_coverage, with_coverage
-from edgetwin.calibration.profile_io import write_profile
-from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
 from edgetwin.cli.init import add_init_arguments, init_command
 from edgetwin.cli.inputs import (
     add_check_argument,
@@ -372,7 +362,11 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+# The calibration commands import the fitting code (and SciPy) when they run, not at start-up:
+# every other command starts without it.
 def _spec_kind(spec: Path) -> str:
+    from edgetwin.calibration.fit_android import is_android_spec
+
     if is_android_spec(spec):
         return "android"
     kind = read_yaml_mapping(spec).get("kind", "table")
@@ -383,6 +377,12 @@ def _spec_kind(spec: Path) -> str:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    from edgetwin.calibration.fit_android import fit_android_profiles, write_android_profiles
+    from edgetwin.calibration.fit_emu import calibrate_from_emu
+    from edgetwin.calibration.fit_reference import fit_profile
+    from edgetwin.calibration.profile_io import write_profile
+    from edgetwin.calibration.trace_profile import calibrate_from_traces
+
     command = f"edgetwin calibrate {args.spec} --out {args.out}"
     kind = _spec_kind(args.spec)
     if kind == "android":
@@ -441,6 +441,8 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
 
 
 def _calibrate_machine_from_emu(args: argparse.Namespace) -> int:
+    from edgetwin.calibration.fit_emu import calibrate_machine_from_emu
+
     command = f"edgetwin calibrate-machine --emu {args.emu} --out {args.out}"
     with _output_folder(args.out, args.force) as staging:
         profile = calibrate_machine_from_emu(args.emu, staging, command)
@@ -513,6 +515,10 @@ def _evaluate_affinity(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from edgetwin.calibration.fit_reference import leave_one_batch_out_table
+    from edgetwin.calibration.held_out import coverage_text, nested_coverage, with_coverage
+    from edgetwin.calibration.trace_profile import leave_one_out
+
     kind = _spec_kind(args.spec)
     if kind == "android":
         raise InputError(args.spec, None, "an Android spec is checked by its scenario's tests")
