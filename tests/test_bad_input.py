@@ -264,6 +264,30 @@ def test_power_samples_without_the_phases(
     assert_clean_failure(argv, capsys, tmp_path, "power_samples.csv: field 'phase'")
 
 
+@pytest.mark.timeout(60)
+def test_a_group_timed_at_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The readers take 0 ms (a CPU run stages nothing), but a fit on log errors cannot:
+    a group whose every repetition is 0 ms was a ZeroDivisionError traceback in the fit."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shipped = REPO / "data" / "traces" / "h200-loopback-2026-11" / "vit_latency.csv"
+    header, *rows = shipped.read_text().splitlines()
+    zeroed = [
+        ",".join([*row.split(",")[:-1], "0"]) if row.startswith("vit_full,1,") else row
+        for row in rows
+    ]
+    (traces / "vit_latency.csv").write_text("\n".join([header, *zeroed]) + "\n")
+
+    def compute_only(raw: dict[str, Any]) -> None:
+        raw.update(traces=str(traces), fit=["compute"], bootstrap=0)
+        raw.pop("decoder", None)
+
+    spec = _spec("h200_loopback", tmp_path, compute_only)
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "p.yaml")]
+    expect = ("field 'compute'", "vit_full 1 197", "0 ms or less")
+    assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
 # ---------------------------------------------------------------- results tables
 
 

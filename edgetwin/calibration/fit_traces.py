@@ -89,6 +89,15 @@ class ComponentFit:
 Predictor = Callable[[dict[str, float], GroupKey], float]
 
 
+class NotPositiveTime(ValueError):
+    """A group's measured time is 0 ms or less: a fit on log errors cannot use it."""
+
+    def __init__(self, section: str, point: str) -> None:
+        super().__init__(f"{section} at {point}: the measured time is 0 ms or less")
+        self.section = section
+        self.point = point
+
+
 def fit_groups(
     section: str,
     groups: Mapping[GroupKey, Sequence[float]],
@@ -100,7 +109,8 @@ def fit_groups(
     center: Callable[[np.ndarray], Any] = np.mean,
 ) -> ComponentFit:
     """Least squares on group means (or another ``center``: ``np.min`` for the fastest
-    rep), then a bootstrap over the reps of each group."""
+    rep), then a bootstrap over the reps of each group; ``NotPositiveTime`` when a group's
+    center is not above 0."""
     names = [n for n in bounds if n not in fixed]
     keys = list(groups)
 
@@ -117,6 +127,9 @@ def fit_groups(
         return {**fixed, **{n: float(v) for n, v in zip(names, result.x, strict=True)}}
 
     means = {k: float(center(np.asarray(groups[k]))) for k in keys}
+    for key, mean in means.items():
+        if not mean > 0:
+            raise NotPositiveTime(section, _label(key))
     params = solve(means)
     samples = []
     for _ in range(bootstrap):

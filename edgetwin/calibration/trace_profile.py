@@ -33,6 +33,7 @@ from edgetwin.calibration.fit_traces import (
     STAGING_BOUNDS,
     ComponentFit,
     GroupKey,
+    NotPositiveTime,
     compute_groups,
     compute_predictor,
     copy_groups,
@@ -250,13 +251,28 @@ def power_from_samples(data: TraceData) -> dict[str, float]:
     }
 
 
+def _fit_sections_of(
+    spec_path: Path,
+    spec: TraceCalibrationSpec,
+    data: TraceData,
+    holdout: Holdout | None,
+    base: DeviceProfile | None,
+) -> dict[str, ComponentFit]:
+    """``fit_sections``; a measured time of 0 ms or less is bad input in the traces folder."""
+    try:
+        return fit_sections(spec, data, holdout, base)
+    except NotPositiveTime as error:
+        problem = f"{error}; a fit on log errors needs times above 0 (drop the section from fit)"
+        raise InputError(spec_path.parent / spec.traces, error.section, problem) from None
+
+
 def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
     """The profile a ``kind: traces`` spec describes, with fit report and provenance."""
     spec = load_trace_spec(spec_path)
     data = TraceData((spec_path.parent / spec.traces).resolve())
     _check_decoder(spec, spec_path, data)
     base = _base(spec, spec_path)
-    fits = fit_sections(spec, data, base=base)
+    fits = _fit_sections_of(spec_path, spec, data, None, base)
     sections: dict[str, Any] = {}
     if base is not None:
         sections = base.model_dump(include={"compute", "staging", "network", "power"})
@@ -331,7 +347,7 @@ def leave_one_out(spec_path: Path, by: HoldoutBy) -> list[dict[str, Any]]:
     points: list[dict[str, Any]] = []
     for value in sorted(values):
         holdout = Holdout(by, value)
-        fits = fit_sections(spec, data, holdout, base)
+        fits = _fit_sections_of(spec_path, spec, data, holdout, base)
         if "compute" in fits:
             predict = compute_predictor(spec.model)
             for key, reps in compute_groups(data.latencies).items():
