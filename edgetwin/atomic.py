@@ -8,6 +8,7 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 from edgetwin.errors import InputError
 
@@ -26,24 +27,28 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
-def output_stat(path: Path) -> os.stat_result | None:
-    """``path``'s stat, None if there is nothing there (a file where one of its folders
-    should be counts: creating it says so); a path that cannot even be looked up (a name
-    too long, a NUL byte) is an InputError."""
+def output_kind(path: Path) -> Literal["folder", "file", "other"] | None:
+    """What is at an output ``path``: a folder, a regular file, something else, or None if
+    nothing is there (a file where one of its folders should be counts: creating it says
+    so); a path that cannot even be looked up (a name too long, a NUL byte) is an
+    InputError."""
     try:
-        return path.stat()
+        mode = path.stat().st_mode
     except (FileNotFoundError, NotADirectoryError):
         return None
     except (OSError, ValueError) as exc:
         problem = getattr(exc, "strerror", None) or str(exc)
         raise InputError(path, None, f"cannot be an output: {problem}") from None
+    if stat.S_ISDIR(mode):
+        return "folder"
+    return "file" if stat.S_ISREG(mode) else "other"
 
 
 def check_out_folder(out: Path, force: bool) -> None:
     """An InputError unless ``out`` is absent or an empty folder, or ``force`` is given
     (then the caller replaces it whole); any file in it counts, an earlier run's too."""
-    found = output_stat(out)
-    if found is not None and not stat.S_ISDIR(found.st_mode):
+    found = output_kind(out)
+    if found not in (None, "folder"):
         raise InputError(out, None, "--out exists and is not a folder")
     if force or found is None:
         return

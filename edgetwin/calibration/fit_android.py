@@ -39,7 +39,6 @@ come out of the twin and are reported next to the published figures.
 from __future__ import annotations
 
 import math
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +48,7 @@ from typing import Annotated, Any
 from pydantic import Field
 from scipy.optimize import brentq
 
-from edgetwin.atomic import output_stat
+from edgetwin.atomic import output_kind
 from edgetwin.calibration.profile_io import source_record, write_profile
 from edgetwin.calibration.session_load import (
     SessionLoadFit,
@@ -237,8 +236,7 @@ def fit_android_profiles(
 
 def write_android_profiles(profiles: Sequence[PhoneProfile], out_dir: Path) -> list[Path]:
     """Write ``out_dir/<name>.yaml`` for each profile, with a header naming the command."""
-    found = output_stat(out_dir)
-    if found is not None and not stat.S_ISDIR(found.st_mode):
+    if output_kind(out_dir) not in (None, "folder"):
         raise InputError(
             out_dir,
             "--out",

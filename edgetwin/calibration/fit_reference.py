@@ -35,9 +35,7 @@ from edgetwin.comparison import compare_to_reference, key_label
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
 from edgetwin.models import registry
-from edgetwin.profile import (
-    DeviceProfile,
-)
+from edgetwin.profile import DeviceProfile
 from edgetwin.results import parse_number, read_table, row_key
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
 from edgetwin.schema import Strict, load_yaml_model

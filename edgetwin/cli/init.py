@@ -4,11 +4,10 @@ or a plan question), one that loads and runs as written."""
 from __future__ import annotations
 
 import argparse
-import stat
 from importlib.resources import files
 from pathlib import Path
 
-from edgetwin.atomic import output_stat, write_text_atomic
+from edgetwin.atomic import output_kind, write_text_atomic
 from edgetwin.errors import InputError
 
 # kind -> (template in cli/templates, default file name)
@@ -45,10 +44,10 @@ def add_init_arguments(parser: argparse.ArgumentParser) -> None:
 def init_command(args: argparse.Namespace) -> int:
     """Handler of ``edgetwin init``."""
     path: Path = args.path if args.path is not None else Path(TEMPLATES[args.kind][1])
-    found = output_stat(path)
+    found = output_kind(path)
     if found is not None and not args.force:
         raise InputError(path, None, "exists; pass --force to overwrite it")
-    if found is not None and not stat.S_ISREG(found.st_mode):
+    if found not in (None, "file"):
         raise InputError(path, None, "exists and is not a file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
