@@ -165,7 +165,8 @@ def parse_number(text: str | None) -> float | None:
     return value
 
 
-def _number(text: str) -> float:
+def required_number(text: str | None) -> float:
+    """A CSV cell as a finite float; ``ValueError`` if it is empty or not one."""
     value = parse_number(text)
     if value is None:
         raise ValueError("empty cell")
@@ -174,7 +175,7 @@ def _number(text: str) -> float:
 
 def _whole(text: str) -> int:
     """A cell holding a whole number (``4`` or ``4.0``)."""
-    value = _number(text)
+    value = required_number(text)
     if not value.is_integer():
         raise ValueError(f"{shown(text)} is not a whole number")
     return int(value)
@@ -230,7 +231,7 @@ def parse_result(record: Mapping[str, str]) -> ResultRow:
         strategy=_cell(record, "strategy", _strategy_name),
         devices=_cell(record, "devices", _whole),
         batch=_cell(record, "batch", _whole),
-        bandwidth_mbps=_cell(record, "bandwidth_mbps", _number),
+        bandwidth_mbps=_cell(record, "bandwidth_mbps", required_number),
         rep=_cell(record, "rep", _whole),
         **{c: _cell(optional, c, partial(_typed, c)) for c in optional},
     )
@@ -246,7 +247,7 @@ def _typed(column: str, text: str | None) -> Any:
         return text
     if kind.startswith("int"):
         return _whole(text)
-    return _number(text)
+    return required_number(text)
 
 
 EncoderKey = tuple[str, int, int, float, str]
@@ -261,7 +262,7 @@ def row_key(row: Mapping[str, object]) -> RowKey:
         str(row["strategy"]),
         _whole(str(row["devices"])),
         _whole(str(row["batch"])),
-        round(_number(str(row["bandwidth_mbps"])), 3),
+        round(required_number(str(row["bandwidth_mbps"])), 3),
         "" if segments in (None, "") else str(_whole(str(segments))),
     )
     prompt = row.get("prompt_tokens")

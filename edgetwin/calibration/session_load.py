@@ -43,7 +43,7 @@ import numpy as np
 from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import MMAP_CEILING_MB
-from edgetwin.results import parse_number, read_table
+from edgetwin.results import read_table, required_number
 
 if TYPE_CHECKING:
     from edgetwin.emu.crowdio.model import DistilBertConfig
@@ -271,10 +271,7 @@ def _cast(kind: object, text: str | None) -> object:
     if kind in (int, "int"):
         return int(text)
     if kind in (float, "float"):
-        value = parse_number(text)  # finite: a NaN or inf cell is not a measurement
-        if value is None:
-            raise ValueError("empty cell")
-        return value
+        return required_number(text)  # finite: a NaN or inf cell is not a measurement
     return text
 
 
