@@ -31,6 +31,11 @@ from edgetwin.links import TOLERANCE_PCT, read_link_warnings
 from edgetwin.scenario import NetworkSpec
 
 SHARED = NetworkSpec(medium="shared")
+# Two TCP flows started together on the medium split it 50:50 only on average: over a 2-s
+# test each one's share moved by 1.7 % (rms; 34 pairs on 2 busy cores, largest 4.2 %) as
+# their congestion windows rose and fell. Ten per cent is six of those; a medium that
+# favoured one station would be far outside it.
+SPLIT_TOLERANCE_PCT = 10.0
 
 
 def _lines(commands: list[TcCommand]) -> list[str]:
@@ -155,8 +160,10 @@ def test_one_sender_gets_the_medium_two_split_it() -> None:
     # (dedicated links would carry twice that)
     total = sum(c.wire_mbps for c in beside)
     assert total <= rate_mbps * limit, beside
-    # and splits it: each gets half of what it carried (a slow machine shortens both alike)
-    assert all(abs(c.wire_mbps / (total / 2) - 1) <= TOLERANCE_PCT / 100 for c in beside), beside
+    # and splits it: each gets half of what it carried (a slow machine shortens both alike),
+    # within what TCP's own ups and downs leave over 2 s
+    split_pct = [100 * abs(c.wire_mbps / (total / 2) - 1) for c in beside]
+    assert all(pct <= SPLIT_TOLERANCE_PCT for pct in split_pct), beside
     # a sender alone is not held to a half: it gets more than a share's tolerance above it
     assert all(rate_mbps / 2 * limit < c.wire_mbps <= rate_mbps * limit for c in alone), alone
 

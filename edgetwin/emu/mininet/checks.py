@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
+import tempfile
 import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -45,6 +46,7 @@ PAYLOAD_BYTES = 1448  # 1500 - 20 (IP) - 32 (TCP with timestamps)
 _CONNECT_TRIES = 20
 _CONNECT_WAIT_S = 0.1
 _CLIENT_SETUP_S = 30.0  # an iperf3 client's time beyond its test: connecting, reporting
+_GO_POLL_S = 0.005  # how often a client waiting to start looks for the go file
 
 
 @dataclass(frozen=True)
@@ -245,17 +247,29 @@ def _clients(net: EmuNetwork, pairs: list[tuple[int, int]], duration_s: float) -
     not listening yet (a flow measured alone would not be measured beside the others)."""
     hosts = net.topology.hosts
     for _ in range(_CONNECT_TRIES):
-        clients = []
-        for i, (sender, receiver) in enumerate(pairs):
-            argv = client_argv(hosts[receiver].ip, duration_s, IPERF_PORT + i)
-            clients.append(net.popen(sender, argv, None))
-        outs = [client.communicate(timeout=duration_s + _CLIENT_SETUP_S)[0] for client in clients]
+        with tempfile.TemporaryDirectory(prefix="etw-go-") as folder:
+            go = Path(folder) / "go"
+            clients = []
+            for i, (sender, receiver) in enumerate(pairs):
+                argv = client_argv(hosts[receiver].ip, duration_s, IPERF_PORT + i)
+                clients.append(net.popen(sender, _after(go, argv), None))
+            go.touch()
+            timeout_s = duration_s + _CLIENT_SETUP_S
+            outs = [client.communicate(timeout=timeout_s)[0] for client in clients]
         try:
             return [goodput_mbps(out.decode()) for out in outs]
         except ValueError as exc:
             error = str(exc)
         time.sleep(_CONNECT_WAIT_S)
     raise EmuError(f"iperf3 between hosts {pairs} failed: {error}")
+
+
+def _after(go: Path, argv: list[str]) -> list[str]:
+    """``argv`` run once the file ``go`` exists: clients started one after another (each
+    start takes a host's namespace, tens of ms on a busy machine) then all begin within
+    ``_GO_POLL_S``; otherwise the last to start ends alone on the medium and gets more."""
+    wait = f'until [ -e "$0" ]; do sleep {_GO_POLL_S:g}; done; exec "$@"'
+    return ["sh", "-c", wait, str(go), *argv]
 
 
 def _iperf3(
