@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import stat
+import types
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from edgetwin.errors import InputError, shown, shown_text
 from edgetwin.provenance import note_read
@@ -16,6 +24,7 @@ from edgetwin.provenance import note_read
 MAX_YAML_BYTES = 16 * 2**20  # a scenario, evaluation, plan or profile file
 MAX_NESTING = 64  # levels of mappings and lists in one file
 MAX_VALUES = 1_000_000  # values in one file, aliases counted at each use
+BOOLEAN_NUMBER = "boolean_number"  # the error type of ``true`` where a number belongs
 
 UNION_TAGS = (
     *("constant", "exponential", "weibull", "lognormal", "profile_name", "profile_inline"),
@@ -28,9 +37,31 @@ PositiveInt = Annotated[int, Field(gt=0)]
 
 
 class Strict(BaseModel):
-    """Base: unknown keys are errors, instances are immutable."""
+    """Base: unknown keys are errors, instances are immutable, numbers are finite and are
+    numbers (``true`` is not 1)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_boolean_number(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name, value in data.items():
+                field = cls.model_fields.get(name) if isinstance(value, bool) else None
+                if field is not None and _takes_a_number_not_a_boolean(field.annotation):
+                    raise PydanticCustomError(
+                        BOOLEAN_NUMBER, "must be a number, not {given}",
+                        {"field": name, "given": str(value).lower()},
+                    )  # fmt: skip
+        return data
+
+
+def _takes_a_number_not_a_boolean(annotation: Any) -> bool:
+    """``int``, ``float`` or an optional one: a field pydantic would give True as 1."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        options = get_args(annotation)
+        return bool not in options and any(_takes_a_number_not_a_boolean(o) for o in options)
+    return annotation in (int, float)
 
 
 class StrictSweep(Strict):
@@ -173,13 +204,15 @@ def validation_error(exc: ValidationError, path: Path | str) -> InputError:
     """The first pydantic error as an InputError naming its field."""
     error = exc.errors()[0]
     loc = [str(part) for part in error["loc"] if not _is_union_tag(part)]
+    if error["type"] == BOOLEAN_NUMBER:  # raised by the model, about one of its fields
+        loc.append(error["ctx"]["field"])
     field = ".".join(loc) or None
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
         message = "unknown key"
     elif error["type"] == "missing":
         message = "required key is missing"
-    if "input" in error and error["type"] not in ("missing", "extra_forbidden"):
+    if "input" in error and error["type"] not in ("missing", "extra_forbidden", BOOLEAN_NUMBER):
         given = error["input"]
         if not isinstance(given, dict | list) or len(repr(given)) <= 60:
             message += f" (got {shown(given)})"

@@ -91,8 +91,13 @@ def test_scenario_text_that_yaml_reads_ambiguously(
     [
         ("network={bandwidth_mbps: 1, bandwidth_mbps: 2}", ("field 'network'", "not valid YAML")),
         ("sweeps=[]", ("field 'sweeps'", "at least 1 item")),  # was 0 runs and exit 0
+        # these three ran: true as 1 ms, an endless link, a link of no rate at all
+        ("network.latency_ms=true", ("field 'network.latency_ms'", "a number, not true")),
+        ("devices.0.count=false", ("field 'devices.0.count'", "a number, not false")),
+        ("network.bandwidth_mbps=.inf", ("field 'network.bandwidth_mbps'", "finite number")),
+        ("network.bandwidth_mbps=.nan", ("field 'network.bandwidth_mbps'", "finite number")),
     ],
-    ids=["repeated-key", "no-sweeps"],
+    ids=["repeated-key", "no-sweeps", "true-as-number", "false-as-count", "inf", "nan"],
 )
 def test_bad_set_value(
     item: str, expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]

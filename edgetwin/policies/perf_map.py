@@ -24,6 +24,7 @@ from typing import Annotated, Literal, NamedTuple
 
 import numpy as np
 from pydantic import (
+    ConfigDict,
     Discriminator,
     Field,
     Tag,
@@ -300,6 +301,8 @@ def _has_shape(values: object, dims: Sequence[int]) -> bool:
 class Estimate(Strict):
     """Latency and energy of one batch (a decoder's generation, and its TTFT and TPOT);
     NaN where the map has no value (infeasible) or the model is an encoder."""
+
+    model_config = ConfigDict(allow_inf_nan=True)
 
     latency_ms: float
     energy_j: float

@@ -21,7 +21,6 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import tempfile
 import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -36,7 +35,7 @@ from edgetwin.emu.mininet.loss import (
     probe_duration_s,
 )
 from edgetwin.emu.mininet.medium import queues_of
-from edgetwin.emu.mininet.net import EmuError, EmuNetwork
+from edgetwin.emu.mininet.net import EmuError, EmuNetwork, run_folder
 from edgetwin.emu.mininet.topology import EmuHost, class_show_command, parse_class_rate_mbps
 from edgetwin.links import link_warning, within_tolerance
 
@@ -247,7 +246,7 @@ def _clients(net: EmuNetwork, pairs: list[tuple[int, int]], duration_s: float) -
     not listening yet (a flow measured alone would not be measured beside the others)."""
     hosts = net.topology.hosts
     for _ in range(_CONNECT_TRIES):
-        with tempfile.TemporaryDirectory(prefix="etw-go-") as folder:
+        with run_folder("go") as folder:  # a killed run's is removed by the next
             go = Path(folder) / "go"
             clients = []
             for i, (sender, receiver) in enumerate(pairs):
