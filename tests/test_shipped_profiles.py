@@ -2,7 +2,13 @@
 
 A trace fit's bootstrap (30 refits per section) is most of its time: the default run
 regenerates such a profile with 2 resamples and checks everything the bootstrap does not
-touch, plus the first section's first resamples; the ``slow`` run checks every byte."""
+touch, plus the first section's first resamples; the ``slow`` run checks every byte.
+
+A trace fit is byte for byte only on the BLAS kernel it records (``fit.blas_kernel``).
+On another kernel its numbers agree to the fit's precision, except the network
+section's: its traces leave some network parameters flat, and where least squares stops
+along them moves with the kernel's rounding (docs/calibration.md). There the network
+section, its resamples and the held-out comm times are left out of the check."""
 
 from __future__ import annotations
 
@@ -14,11 +20,17 @@ import pytest
 import yaml
 
 from edgetwin import cli
+from edgetwin.calibration.fit_traces import blas_kernel
 from tests.conftest import REPO
 
 PROFILES = REPO / "edgetwin/calibration/profiles"
 SPECS = REPO / "edgetwin/calibration/specs"
 BOUNDED_BOOTSTRAP = 2
+# what two kernels' fits of the same traces may differ by (outside the network section):
+# last digits of an iterative fit, 3e-5 in a log residual (kept to 1e-5) on the kernels
+# seen so far (OpenBLAS SkylakeX and Haswell)
+KERNEL_REL_TOLERANCE = 1e-3
+KERNEL_ABS_TOLERANCE = 1e-4
 
 
 def _by_command() -> dict[str, list[Path]]:
@@ -78,7 +90,58 @@ def test_the_documented_command_writes_the_shipped_bytes(command: str, tmp_path:
 @pytest.mark.slow
 @pytest.mark.parametrize("command", BOOTSTRAPPED, ids=_ids(BOOTSTRAPPED))
 def test_the_documented_trace_fit_writes_the_shipped_bytes(command: str, tmp_path: Path) -> None:
-    test_the_documented_command_writes_the_shipped_bytes(command, tmp_path)
+    if all(_same_kernel(p) for p in SHIPPED[command]):
+        test_the_documented_command_writes_the_shipped_bytes(command, tmp_path)
+        return
+    _run_in(tmp_path, command)
+    for path in SHIPPED[command]:
+        _assert_close_beside_the_network(_read(tmp_path, path), yaml.safe_load(path.read_text()))
+
+
+def _read(tmp_path: Path, shipped: Path) -> dict[str, Any]:
+    made: dict[str, Any] = yaml.safe_load((tmp_path / shipped.relative_to(REPO)).read_text())
+    return made
+
+
+def _same_kernel(shipped: Path) -> bool:
+    """This process runs the BLAS kernel the shipped trace fit was made on."""
+    return bool(yaml.safe_load(shipped.read_text())["fit"]["blas_kernel"] == blas_kernel())
+
+
+def _leaves(value: Any, path: str = "") -> dict[str, Any]:
+    """Every scalar of a nested profile by its dotted path."""
+    if isinstance(value, dict):
+        return {
+            k: v for key, item in value.items() for k, v in _leaves(item, f"{path}.{key}").items()
+        }
+    if isinstance(value, list):
+        return {
+            k: v for i, item in enumerate(value) for k, v in _leaves(item, f"{path}[{i}]").items()
+        }
+    return {path: value}
+
+
+def _beside_the_network(path: str) -> bool:
+    """A profile entry a fit on another BLAS kernel must reproduce (docstring above)."""
+    network = (".network.", ".sections.network.", ".bootstrap_samples.network", ".comm_ms.")
+    return not any(part in path for part in network) and not path.endswith(
+        (".blas_kernel", ".median_abs_error_pct.network")
+    )
+
+
+def _assert_close_beside_the_network(made: dict[str, Any], shipped: dict[str, Any]) -> None:
+    made_leaves, shipped_leaves = _leaves(made), _leaves(shipped)
+    assert made_leaves.keys() == shipped_leaves.keys()
+    kept = [k for k in shipped_leaves if _beside_the_network(k)]
+    assert len(kept) > len(shipped_leaves) / 2  # most of the profile is checked
+    for key in kept:
+        want = shipped_leaves[key]
+        if isinstance(want, float):
+            assert made_leaves[key] == pytest.approx(
+                want, rel=KERNEL_REL_TOLERANCE, abs=KERNEL_ABS_TOLERANCE
+            ), key
+        else:
+            assert made_leaves[key] == want, key
 
 
 def _without_bootstrap(profile: dict[str, Any]) -> dict[str, Any]:
@@ -101,10 +164,17 @@ def test_the_documented_trace_fit_with_fewer_resamples_writes_the_shipped_fit(
     resamples draw first from the seeded generator, so they are the shipped first ones."""
     _run_in(tmp_path, command, BOUNDED_BOOTSTRAP)
     for path in SHIPPED[command]:
-        made = yaml.safe_load((tmp_path / path.relative_to(REPO)).read_text())
-        shipped = yaml.safe_load(path.read_text())
-        assert _without_bootstrap(made) == _without_bootstrap(shipped), path
+        made, shipped = _read(tmp_path, path), yaml.safe_load(path.read_text())
         samples = made["fit"]["bootstrap_samples"]
         assert {len(s) for s in samples.values()} == {BOUNDED_BOOTSTRAP}, path
         first = next(iter(samples))
-        assert samples[first] == shipped["fit"]["bootstrap_samples"][first][:BOUNDED_BOOTSTRAP]
+        shipped_first = shipped["fit"]["bootstrap_samples"][first][:BOUNDED_BOOTSTRAP]
+        if _same_kernel(path):
+            assert _without_bootstrap(made) == _without_bootstrap(shipped), path
+            assert samples[first] == shipped_first
+        else:
+            _assert_close_beside_the_network(_without_bootstrap(made), _without_bootstrap(shipped))
+            for got, want in zip(samples[first], shipped_first, strict=True):
+                assert got == pytest.approx(
+                    want, rel=KERNEL_REL_TOLERANCE, abs=KERNEL_ABS_TOLERANCE
+                )

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import simpy
 from scipy.optimize import least_squares
+from threadpoolctl import threadpool_info
 
 from edgetwin.calibration.readers.gpu_bench import StagingCopy, VitLatency
 from edgetwin.calibration.readers.staged_exchange import StagedExchange
@@ -149,6 +150,18 @@ def fit_groups(
     ]
     rounded = {n: round(v, 6) for n, v in params.items()}
     return ComponentFit(section, rounded, stderr, samples, residuals)
+
+
+def blas_kernel() -> str:
+    """The BLAS kernels this process runs (OpenBLAS's core name, e.g. ``openblas
+    SkylakeX``). A least-squares fit's last digits depend on them, and so does where it
+    stops along a direction the traces leave flat (docs/calibration.md)."""
+    kernels = {
+        f"{lib['internal_api']} {lib.get('architecture') or 'unknown'}"
+        for lib in threadpool_info()
+        if lib["user_api"] == "blas"
+    }
+    return ", ".join(sorted(kernels)) or "unknown"
 
 
 def _label(key: GroupKey) -> str:

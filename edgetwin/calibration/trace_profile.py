@@ -34,6 +34,7 @@ from edgetwin.calibration.fit_traces import (
     ComponentFit,
     GroupKey,
     NotPositiveTime,
+    blas_kernel,
     compute_groups,
     compute_predictor,
     copy_groups,
@@ -295,6 +296,7 @@ def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
         "NVML samples",
         "sources": [source_record(p) for p in data.files],
         "command": command,
+        "blas_kernel": blas_kernel(),
         "median_abs_error_pct": {
             name: fit.summary()["median_abs_error_pct"] for name, fit in fits.items()
         },
