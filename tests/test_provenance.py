@@ -161,6 +161,15 @@ def test_every_output_folder_records_its_provenance(tiny: Path, tmp_path: Path) 
     assert plan["inputs"][str(tiny.resolve())] == sha256(tiny)
 
 
+# The three slowest shipped scenarios (8-9 s a run) rerun smaller by default (the
+# resolved file then carries the change too); ``-m slow`` reruns them whole.
+SMALLER = {
+    "adaptive_llm.yaml": "sweeps=[{prompt_tokens: [128], output_tokens: [16], batch: [1, 2]}]",
+    "crowd_city.yaml": "crowd.horizon_s=7200",
+    "llm_jetson.yaml": "sweeps=[{batch: [1, 2], devices: [2, 4]}]",
+}
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_resolved_scenario_reruns_to_the_same_results(
@@ -168,8 +177,24 @@ def test_resolved_scenario_reruns_to_the_same_results(
 ) -> None:
     """Every shipped scenario, in the twin (emu and local timings are this machine's, so
     not byte for byte the same twice); the re-run starts in another folder."""
+    smaller = ["--set", SMALLER[name]] if name in SMALLER else []
+    _rerun_resolved(name, smaller, tmp_path, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", sorted(SMALLER))
+def test_resolved_scenario_reruns_whole_to_the_same_results(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _rerun_resolved(name, [], tmp_path, monkeypatch)
+
+
+def _rerun_resolved(
+    name: str, sets: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first, again = tmp_path / "x", tmp_path / "elsewhere" / "y"
-    run("run", str(SCENARIOS / name), "--mode", "twin", "--out", str(first))
+    run("run", str(SCENARIOS / name), "--mode", "twin", "--out", str(first), *sets)
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     run("run", str(first / "scenario.resolved.yaml"), "--out", "y")
