@@ -7,6 +7,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -15,15 +16,26 @@ from edgetwin.errors import InputError
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    write_texts_together({path: text})
+
+
+def write_texts_together(texts: Mapping[Path, str]) -> None:
+    """Write every file of ``texts`` (path -> text), each atomically, and all or none: each
+    goes to a temp file beside it first, and only once all are written are they renamed
+    into place (a failed write leaves every old file as it was)."""
+    temps: dict[Path, str] = {}
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        for path, text in texts.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, temps[path] = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+            os.chmod(temps[path], 0o644)
+        for path, tmp in temps.items():
+            os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        for tmp in temps.values():
+            Path(tmp).unlink(missing_ok=True)
         raise
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from edgetwin.atomic import write_texts_together
 from edgetwin.calibration.fit_android import write_android_profiles
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.cli import main
@@ -405,3 +406,23 @@ def test_profile_targets_that_cannot_be_written(tmp_path: Path) -> None:
         write_android_profiles(phones, tmp_path / "blocker")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker", "folder"]
     assert not any((tmp_path / "folder").iterdir())
+
+
+def test_profiles_written_together_are_all_written_or_none(tmp_path: Path) -> None:
+    """Android classes: a class that cannot be written keeps the others from being written
+    (the first class used to be written before the second failed)."""
+    out = tmp_path / "phones"
+    (out / "android_high.yaml").mkdir(parents=True)  # where the second class would go
+    phones = [load_phone_profile("android_low"), load_phone_profile("android_high")]
+    with pytest.raises(InputError, match="a folder, not a profile file"):
+        write_android_profiles(phones, out)
+    assert [p.name for p in out.iterdir()] == ["android_high.yaml"]
+    # an error while writing (here: a folder below a file) leaves the earlier files as
+    # they were, and no temp file beside them
+    (tmp_path / "blocker").write_text("a file\n")
+    old = out / "old.yaml"
+    old.write_text("old\n")
+    with pytest.raises(OSError):
+        write_texts_together({old: "new\n", tmp_path / "blocker" / "x.yaml": "x\n"})
+    assert old.read_text() == "old\n"
+    assert sorted(p.name for p in out.iterdir()) == ["android_high.yaml", "old.yaml"]

@@ -49,7 +49,7 @@ from pydantic import Field
 from scipy.optimize import brentq
 
 from edgetwin.atomic import output_kind
-from edgetwin.calibration.profile_io import source_record, write_profile
+from edgetwin.calibration.profile_io import source_record, write_profiles
 from edgetwin.calibration.session_load import (
     SessionLoadFit,
     fit_session_load,
@@ -242,10 +242,9 @@ def write_android_profiles(profiles: Sequence[PhoneProfile], out_dir: Path) -> l
             "--out",
             "exists and is not a folder (an Android spec writes one profile per phone class)",
         )
-    paths = [out_dir / f"{profile.name}.yaml" for profile in profiles]
-    for profile, path in zip(profiles, paths, strict=True):
-        write_profile(profile, path)
-    return paths
+    by_path = {out_dir / f"{profile.name}.yaml": profile for profile in profiles}
+    write_profiles(by_path)  # all or none: never some classes new and some old
+    return list(by_path)
 
 
 # ---------------------------------------------------------------- fitting
