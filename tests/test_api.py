@@ -207,3 +207,21 @@ def test_the_api_names_the_command_of_a_file_of_another_kind() -> None:
     evaluation = JETSON.with_name("adaptive_prism.eval.yaml")
     with pytest.raises(InputError, match="edgetwin evaluate"):
         edgetwin.run(evaluation)
+
+
+@pytest.mark.timeout(60)
+def test_a_twin_run_warns_that_only_the_emulator_drops_packets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The twin models no packet loss: a scenario's ``loss_pct`` is a warning there, in the
+    API's ``warnings`` and on the console, and the rows are those of a lossless run."""
+    lossless = edgetwin.run(JETSON, overrides=SMALL)
+    assert lossless.warnings == ()
+    lossy = edgetwin.run(JETSON, overrides=[*SMALL, "network.loss_pct=2.5"])
+    assert lossy.warnings == (
+        "network.loss_pct is 2.5 %, but only --mode emu drops packets: this twin run has no loss",
+    )
+    assert [r.total_ms for r in lossy.rows] == [r.total_ms for r in lossless.rows]
+    lossy_cli = ["--set", SMALL[0], "--set", "network.loss_pct=1", "--out", str(tmp_path)]
+    assert main(["run", str(JETSON), "--quiet", "--force", *lossy_cli]) == 0
+    assert "edgetwin: warning: network.loss_pct is 1 %" in capsys.readouterr().out
