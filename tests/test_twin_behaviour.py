@@ -104,6 +104,33 @@ def test_no_battery_timer_past_the_end_of_the_run(toy_profile: DeviceProfile) ->
         assert env.now == pytest.approx(3600.0 if empties else 0.0)
 
 
+def test_the_battery_empties_on_time_through_many_state_changes_with_one_timer(
+    toy_profile: DeviceProfile,
+) -> None:
+    """36.1 J through cycles of 100 ms of comm (4 W) and 100 ms idle (1 W), 0.5 J a cycle:
+    72 cycles, then 0.1 J lasts 25 ms of comm: empty at 14,425 ms. Every state change
+    moves the moment the battery empties, sooner or later; the device keeps one timer
+    standing for it (a replaced one waits out its time), so SimPy's queue holds a few
+    events, not one per change (92 here when every change set a timer)."""
+    env = simpy.Environment()
+    device = Device(env, "dev", toy_profile, battery_wh=36.1 / 3600)
+    left: list[tuple[float, float | None]] = []  # (when, battery joules left)
+    device.on_leave.append(lambda _cause: left.append((env.now, device.battery_j)))
+    queue_lengths: list[int] = []
+
+    def cycles() -> simpy.events.ProcessGenerator:
+        while device.up:
+            for state in ("comm", "idle"):
+                device.enter(state)
+                queue_lengths.append(len(env._queue))
+                yield env.timeout(100.0)
+
+    env.process(cycles())
+    env.run()
+    assert left == [(pytest.approx(14_425.0), 0.0)]
+    assert len(queue_lengths) == 146 and max(queue_lengths) <= 6, queue_lengths
+
+
 def test_model_that_does_not_fit_in_ram_fails(toy_profile_path: Path) -> None:
     scenario = load_scenario(REPO / "scenarios/prism_jetson.yaml", ["devices.0.ram_mb=300"])
     rows = rows_of(scenario)

@@ -82,7 +82,9 @@ class Device:
         self.time_ms = {state: 0.0 for state in STATES}
         self.intervals: list[Interval] = []
         self.record_intervals = False
-        self._drain_timer: simpy.Timeout | None = None  # the one that may empty it
+        self._drain_timer: simpy.Timeout | None = None  # the one pending timer (or None)
+        self._drain_timer_ms = math.inf  # when it fires
+        self._empty_at_ms = math.inf  # when the battery empties at the present power
         self.drain_until_ms = drain_until_ms  # the run ends by then: no battery timer past it
         self.on_leave: list[Callable[[DeviceLeft], None]] = []
         self.host = host
@@ -174,7 +176,12 @@ class Device:
 
     # ------------------------------------------------------------ battery
     def _schedule_drain(self) -> None:
-        self._drain_timer = None  # a timer scheduled before stands no more
+        """Note when the battery empties at the present state's power. One timer stands per
+        device: a new one only when that moment comes sooner than the standing one (which
+        then waits out its time and does nothing); a later moment waits for the standing
+        timer, which sets itself again. Setting a timer at every change of state filled
+        SimPy's queue with timers hours ahead (docs/crowd.md)."""
+        self._empty_at_ms = math.inf
         battery_j = self.battery_j
         if battery_j is None or not self.up:
             return
@@ -185,14 +192,29 @@ class Device:
         env = self.env
         if env.now + delay_ms > self.drain_until_ms:
             return
-        timer = self._drain_timer = env.timeout(delay_ms)
-        timer.callbacks.append(self._on_drained)
+        self._empty_at_ms = env.now + delay_ms
+        if self._empty_at_ms < self._drain_timer_ms:
+            self._set_drain_timer(delay_ms)
 
-    def _on_drained(self, timer: simpy.Event) -> None:
-        if timer is self._drain_timer and self.up:
-            self._book()
-            self.battery_j = 0.0
-            self.leave("battery empty")
+    def _set_drain_timer(self, delay_ms: float) -> None:
+        timer = self._drain_timer = self.env.timeout(delay_ms)
+        self._drain_timer_ms = self.env.now + delay_ms
+        timer.callbacks.append(self._on_drain_timer)
+
+    def _on_drain_timer(self, timer: simpy.Event) -> None:
+        if timer is not self._drain_timer:
+            return  # a sooner timer replaced it
+        self._drain_timer, self._drain_timer_ms = None, math.inf
+        empty_at_ms = self._empty_at_ms
+        if empty_at_ms == math.inf or not self.up:
+            return
+        if empty_at_ms > self.env.now:  # the moment moved later since it was set
+            self._set_drain_timer(empty_at_ms - self.env.now)
+            self._empty_at_ms = self._drain_timer_ms  # its own rounding: it fires then
+            return
+        self._book()
+        self.battery_j = 0.0
+        self.leave("battery empty")
 
     # ------------------------------------------------------------ RAM
     def load(self, size_mb: float) -> bool:
