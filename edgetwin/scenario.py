@@ -529,6 +529,18 @@ class Configuration(BaseModel):
     output_tokens: int | None = None
 
 
+def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
+    """Warnings for the settings a ``mode`` run does not play: packet loss is dropped packets
+    under real TCP, which neither the twin nor loopback has (docs/twin.md)."""
+    loss_pct = scenario.network.loss_pct
+    if loss_pct == 0 or mode == "emu":
+        return []
+    return [
+        f"network.loss_pct is {loss_pct:g} %, but only --mode emu drops packets: "
+        f"this {mode} run has no loss"
+    ]
+
+
 def configurations(scenario: Scenario) -> list[Configuration]:
     """Expand strategies x sweeps into unique configurations, in file order."""
     seen: dict[Configuration, None] = {}

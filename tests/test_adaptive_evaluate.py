@@ -252,3 +252,17 @@ def test_shipped_devices_evaluation_scores_each_device_count(tmp_path: Path) -> 
     data = json.loads((tmp_path / "evaluation.json").read_text())
     assert data["map"]["devices"] == [1, 2, 4] and data["by_axis"]["devices"] == devices
     assert "P9.9x3" in (tmp_path / "evaluation.html").read_text()  # an unprofiled best
+
+
+def test_an_evaluation_warns_that_its_twin_sweeps_drop_no_packets(evaluation: Evaluation) -> None:
+    """A scenario's ``loss_pct`` is played only by the emulator: the twin's map and held-out
+    runs carry a warning (the CLI prints it), and their scores are those without loss."""
+    assert evaluation.warnings == ()
+    inputs = load_eval_inputs(EVAL)
+    lossy_network = inputs.scenario.network.model_copy(update={"loss_pct": 2.0})
+    lossy = inputs.scenario.model_copy(update={"network": lossy_network})
+    result = evaluate(lossy, inputs.scenario_path, inputs.settings)
+    assert result.warnings == (
+        "network.loss_pct is 2 %, but only --mode emu drops packets: this twin run has no loss",
+    )
+    assert result.scores == evaluation.scores

@@ -120,6 +120,25 @@ def test_crossover_matches_direct_runs(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / "partial").exists()
 
 
+def test_a_plan_warns_that_its_twin_sweeps_drop_no_packets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The twin models no packet loss: a question whose scenario sets ``loss_pct`` answers as
+    without it, and says so in the outcome's ``warnings`` and on the console."""
+    axes = {"batch": [4], "bandwidth_mbps": [100, 900], "devices": [2]}
+    plain = question_file(tmp_path, axes=axes, set=["devices.0.count=2", "repetitions=2"])
+    quiet = run_plan(load_question(plain), tmp_path / "plain", SerialExecutor(), write_plan_report)
+    assert quiet.warnings == ()
+    lossy = ["--set", "set=[devices.0.count=2, repetitions=2, network.loss_pct=3]"]
+    out = tmp_path / "lossy"
+    assert main(["plan", str(plain), *lossy, "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    warning = "edgetwin: warning: network.loss_pct is 3 %, but only --mode emu drops packets"
+    assert warning in printed
+    answer = json.loads((out / "answer.json").read_text())
+    assert answer == json.loads((tmp_path / "plain" / "answer.json").read_text())
+
+
 def test_smallest_fleet_matches_direct_p95(tmp_path: Path) -> None:
     question = {
         "kind": "smallest_fleet",

@@ -478,6 +478,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         )
         write_evaluation(staging, result)
         write_provenance(staging, command=args.command, seed=seed, inputs=args.reads)
+    for warning in result.warnings:
+        print(f"edgetwin: warning: {warning}")
     print(f"ground truth: {result.truth_source}, {len(result.conditions)} conditions")
     for cell in result.skipped:
         print(

@@ -84,6 +84,8 @@ def plan_command(args: argparse.Namespace) -> int:
     ):
         outcome = run_plan(loaded, folder, executor, write_plan_report, advance)
         write_provenance(folder, command=args.command, seed=seed, inputs=args.reads)
+    for warning in outcome.warnings:
+        print(f"edgetwin: warning: {warning}")
     for line in describe(outcome.answer):
         print(line)
     print(

@@ -57,7 +57,13 @@ from edgetwin.policies.perf_map import (
     map_from_table,
 )
 from edgetwin.results import ResultRow
-from edgetwin.scenario import Scenario, SweepSpec, configurations, load_scenario
+from edgetwin.scenario import (
+    Scenario,
+    SweepSpec,
+    configurations,
+    load_scenario,
+    unplayed_settings,
+)
 from edgetwin.schema import PositiveInt, Strict, load_yaml_model, referenced_file
 from edgetwin.sim.runner import build_fleet
 
@@ -226,6 +232,7 @@ class Evaluation:
     candidates: dict[str, CandidateKey]  # every label above -> what it stands for
     truth_source: str = "twin"  # or "table NAME" (measured runs)
     skipped: tuple[SkippedCell, ...] = ()  # measured cells lacking a candidate
+    warnings: tuple[str, ...] = ()  # settings the twin's sweeps do not play (packet loss)
 
     def crossover_batch(self) -> list[dict[str, Any]]:
         """Per bandwidth, device count and tokens (a decoder's: and output tokens): the
@@ -390,6 +397,7 @@ def evaluate(
         candidates,
         source,
         tuple(skipped),
+        tuple(unplayed_settings(scenario, "twin")),
     )
 
 

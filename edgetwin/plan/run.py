@@ -16,7 +16,7 @@ from edgetwin.plan.journal import Journal, fingerprint
 from edgetwin.plan.questions import LoadedQuestion, PlanQuestion
 from edgetwin.plan.sweep import ConfigResult, payload_for
 from edgetwin.results import ResultRow, write_results
-from edgetwin.scenario import dump_resolved, with_absolute_paths
+from edgetwin.scenario import dump_resolved, unplayed_settings, with_absolute_paths
 
 Progress = Callable[[], None]
 ReportWriter = Callable[[Path, PlanQuestion, dict[str, Any]], object]
@@ -30,6 +30,7 @@ class PlanOutcome:
     answer: dict[str, Any]
     configurations: int
     ran_now: int
+    warnings: tuple[str, ...] = ()  # settings the twin's sweeps do not play (packet loss)
 
 
 def journal_for(loaded: LoadedQuestion, out: Path) -> Journal:
@@ -89,4 +90,5 @@ def run_plan(
     write_text_atomic(out / "scenario.resolved.yaml", dump_resolved(resolved))
     write_report(out, loaded.question, result)
     journal.remove()
-    return PlanOutcome(rows, result, payload_for(loaded).units(), ran_now)
+    warnings = tuple(unplayed_settings(loaded.scenario, "twin"))
+    return PlanOutcome(rows, result, payload_for(loaded).units(), ran_now, warnings)

@@ -12,7 +12,7 @@ from typing import Literal
 
 from edgetwin.provenance import read_provenance, write_provenance
 from edgetwin.results import ResultRow
-from edgetwin.scenario import Scenario, configurations, with_absolute_paths
+from edgetwin.scenario import Scenario, configurations, unplayed_settings, with_absolute_paths
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.runner import build_fleet, run_scenario
 from edgetwin.sim.trace import chrome_trace
@@ -72,7 +72,9 @@ def run(
     tracked = removed_if_killed if chosen.mode == "emu" else None
     folder = scratch_folder(tracked) if out is None else output_folder(Path(out), force, tracked)
     with folder as staging:
-        context = _Run(inputs, staging, trace, progress, warnings=_unplayed_settings(chosen))
+        context = _Run(
+            inputs, staging, trace, progress, warnings=unplayed_settings(chosen, chosen.mode)
+        )
         rows = _runner(chosen)(context)
         resolved = with_absolute_paths(chosen, inputs.named_from)  # re-runs from anywhere
         results = Results(
@@ -99,18 +101,6 @@ def run_overrides(overrides: Sequence[str], seed: int | None, mode: Mode | None)
     if mode is not None:
         items.append(f"mode={mode}")
     return items
-
-
-def _unplayed_settings(scenario: Scenario) -> list[str]:
-    """Warnings for the settings only the emulator plays: packet loss is dropped packets
-    under real TCP, which neither the twin nor loopback has (docs/twin.md)."""
-    loss_pct = scenario.network.loss_pct
-    if loss_pct == 0 or scenario.mode == "emu":
-        return []
-    return [
-        f"network.loss_pct is {loss_pct:g} %, but only --mode emu drops packets: "
-        f"this {scenario.mode} run has no loss"
-    ]
 
 
 def _runner(scenario: Scenario) -> Callable[[_Run], list[ResultRow]]:
