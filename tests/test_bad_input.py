@@ -138,6 +138,14 @@ SPEC_CASES = [
     ),
     ("h200_loopback", "fixed/staging.large_copy_kb", -1, ("field 'fixed.staging.large_copy_kb'",)),
     ("h200_loopback", "fixed/nothing", 1, ("field 'fixed.nothing'", "not a parameter")),
+    ("h200_loopback", "from_base", ["network.large_message_ms"], ("'from_base'", "base profile")),
+    ("h200_netns", "from_base", ["network.nothing"], ("field 'from_base.0'", "not a parameter")),
+    (
+        "h200_netns",
+        "fixed/network.large_message_ms",
+        1.0,
+        ("field 'from_base.0'", "also in fixed"),
+    ),
     (
         "android_crowdio",
         "assumptions/relative_power/inference",
@@ -173,6 +181,23 @@ def test_bad_calibration_spec(
     spec = _spec(name, tmp_path, _set(path, value))
     argv = ["calibrate", str(spec), "--out", str(tmp_path / "profile.yaml")]
     assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
+@pytest.mark.timeout(60)
+def test_a_parameter_taken_from_a_base_that_has_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``from_base`` names a parameter the base profile leaves unset (the Jetson's links
+    have no large-message threshold)."""
+
+    def change(raw: dict[str, Any]) -> None:
+        raw["base"] = "jetson_orin_nano"
+        raw["from_base"] = ["network.large_message_kb"]
+        del raw["fixed"]["network.large_message_kb"]
+
+    spec = _spec("h200_netns", tmp_path, change)
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "profile.yaml")]
+    assert_clean_failure(argv, capsys, tmp_path, "field 'from_base.0'", "no value for")
 
 
 MEASURED_ROWS = [

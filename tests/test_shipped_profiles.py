@@ -181,3 +181,17 @@ def test_the_documented_trace_fit_with_fewer_resamples_writes_the_shipped_fit(
             for got, want in zip(samples[first], shipped_first, strict=True):
                 assert got.keys() == want.keys()
                 assert all(_close(got[name], want[name]) for name in want), (got, want)
+
+
+@pytest.mark.timeout(30)
+def test_a_parameter_taken_from_the_base_is_the_bases() -> None:
+    """h200_netns takes GLOO's large-message cost from its base's loopback fit
+    (``from_base``): refitting one without the other shows here."""
+    spec = yaml.safe_load((REPO / "edgetwin/calibration/specs/h200_netns.yaml").read_text())
+    profiles = REPO / "edgetwin/calibration/profiles"
+    netns = yaml.safe_load((profiles / "h200_netns.yaml").read_text())
+    base = yaml.safe_load((profiles / f"{spec['base']}.yaml").read_text())
+    assert spec["from_base"] == ["network.large_message_ms"]
+    assert netns["network"]["large_message_ms"] == base["network"]["large_message_ms"]
+    for sample in netns["fit"]["bootstrap_samples"]["network"]:
+        assert sample["large_message_ms"] == base["network"]["large_message_ms"]

@@ -90,6 +90,8 @@ class TraceCalibrationSpec(Strict):
     burst_kb: float | None = Field(default=None, gt=0)
     fit: tuple[Section, ...] = ("compute", "staging", "network", "power")
     fixed: dict[str, float] = Field(default_factory=dict)
+    # parameters the traces cannot identify, taken from the base profile (not fitted)
+    from_base: tuple[str, ...] = ()
     bootstrap: int = Field(default=30, ge=0, le=1000)
     seed: int = Field(default=0, ge=0)
 
@@ -97,7 +99,28 @@ class TraceCalibrationSpec(Strict):
 def load_trace_spec(path: Path) -> TraceCalibrationSpec:
     spec = load_yaml_model(path, TraceCalibrationSpec)
     check_fixed(path, spec.fixed, FIXABLE_SECTIONS)
+    for k, key in enumerate(spec.from_base):
+        section, _, name = key.partition(".")
+        params = FIXABLE_SECTIONS.get(section)
+        field = f"from_base.{k}"
+        if params is None or name not in params.model_fields:
+            raise InputError(path, field, f"{key!r} is not a parameter of {list(FIXABLE_SECTIONS)}")
+        if key in spec.fixed:
+            raise InputError(path, field, f"{key!r} is also in fixed: give it one source")
+    if spec.from_base and spec.base is None:
+        raise InputError(path, "from_base", "needs a base profile to take them from (base:)")
     return spec
+
+
+def not_fitted_values(spec: TraceCalibrationSpec, base: DeviceProfile | None) -> dict[str, float]:
+    """Every parameter not fitted, as ``section.parameter``: the base's for ``from_base``,
+    then ``fixed``."""
+    taken = {}
+    for key in spec.from_base:
+        assert base is not None  # load_trace_spec checked it
+        section, _, name = key.partition(".")
+        taken[key] = float(getattr(getattr(base, section), name))
+    return {**taken, **spec.fixed}
 
 
 class TraceData:
@@ -138,10 +161,11 @@ def fit_sections(
     latencies = [r for r in data.latencies if holdout is None or not holdout.covers(r)]
     exchanges = [r for r in data.exchanges if holdout is None or not holdout.covers(r)]
     fits: dict[str, ComponentFit] = {}
+    not_fitted = not_fitted_values(spec, base)
 
     def fixed(section: str) -> dict[str, float]:
         prefix = f"{section}."
-        return {k.removeprefix(prefix): v for k, v in spec.fixed.items() if k.startswith(prefix)}
+        return {k.removeprefix(prefix): v for k, v in not_fitted.items() if k.startswith(prefix)}
 
     decoder = [r for r in data.decoder if holdout is None or not holdout.covers(r)]
     with_decoder = "memory" in spec.fit and decoder and spec.decoder is not None
@@ -217,7 +241,16 @@ def _compute(fits: dict[str, ComponentFit], base: DeviceProfile | None) -> Compu
 
 
 def _base(spec: TraceCalibrationSpec, spec_path: Path) -> DeviceProfile | None:
-    return None if spec.base is None else load_profile(spec.base, spec_path.parent)
+    """The base profile; each ``from_base`` parameter must have a value there."""
+    if spec.base is None:
+        return None
+    base = load_profile(spec.base, spec_path.parent)
+    for k, key in enumerate(spec.from_base):
+        section, _, name = key.partition(".")
+        if getattr(getattr(base, section), name) is None:
+            problem = f"the base profile {spec.base!r} has no value for {key!r}"
+            raise InputError(spec_path, f"from_base.{k}", problem)
+    return base
 
 
 def _check_decoder(spec: TraceCalibrationSpec, spec_path: Path, data: TraceData) -> None:
@@ -282,7 +315,7 @@ def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
             sections[name] = {**sections.get(name, {}), **fit.params}
     if "memory" in fits:
         sections["memory"] = memory_section(fits["memory"], command)
-    for key, value in spec.fixed.items():
+    for key, value in not_fitted_values(spec, base).items():
         section, param = key.split(".", 1)
         sections.setdefault(section, {})[param] = value
     if "power" in spec.fit and data.power:
