@@ -1,4 +1,5 @@
-"""What kind of input file a path holds (scenario, evaluation, plan question), decided from
+"""What kind of input file a path holds (scenario, evaluation, plan question, calibration
+spec), decided from
 its top-level keys and then its suffix, and the command each kind belongs to.
 
 Every command that reads one of these files checks its kind first, so that a file given
@@ -14,7 +15,9 @@ from typing import Any, Literal
 from edgetwin.errors import InputError
 from edgetwin.schema import read_yaml_mapping
 
-Kind = Literal["scenario", "evaluation", "affinity", "plan"]
+Kind = Literal["scenario", "evaluation", "affinity", "plan", "calibration"]
+# what a calibration spec's ``kind`` may be (an Android spec has none: its keys tell)
+CALIBRATION_KINDS = ("table", "traces", "emu")
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ KINDS: dict[Kind, KindInfo] = {
     "evaluation": KindInfo("an evaluation of the adaptive policy", "evaluate"),
     "affinity": KindInfo("an evaluation of crowd schedulers", "evaluate-affinity"),
     "plan": KindInfo("a plan question", "plan"),
+    "calibration": KindInfo("a calibration spec", "calibrate"),
 }
 
 _SCENARIO_KEYS = frozenset({"strategies", "model", "devices", "network", "crowd", "sweeps"})
@@ -44,6 +48,10 @@ def kind_of_mapping(raw: dict[str, Any], path: Path) -> Kind | None:
         return "affinity"
     if "held_out" in raw or "map_table" in raw or "policies" in raw:
         return "evaluation"
+    if raw.get("kind") in CALIBRATION_KINDS or "phone_classes" in raw:
+        return "calibration"
+    if "profile" in raw and "strategies" not in raw:  # a table spec (its kind is optional)
+        return "calibration"
     if "scenario" not in raw and raw.keys() & _SCENARIO_KEYS:
         return "scenario"
     name = path.name.lower()
@@ -54,9 +62,10 @@ def kind_of_mapping(raw: dict[str, Any], path: Path) -> Kind | None:
     return None
 
 
-def check_kind(path: Path, expected: Kind) -> None:
-    """An ``InputError`` naming the right command when ``path`` holds another kind of file;
-    a file that cannot be read is left to the command's loader."""
+def check_kind(path: Path, expected: Kind, command: str | None = None) -> None:
+    """An ``InputError`` naming the right command when ``path`` holds another kind of file
+    than ``command`` (by default the one of ``expected``) reads; a file that cannot be read
+    is left to the command's loader."""
     try:
         raw = read_yaml_mapping(path)
     except InputError:
@@ -67,6 +76,6 @@ def check_kind(path: Path, expected: Kind) -> None:
     info, wanted = KINDS[found], KINDS[expected]
     problem = (
         f"this is {info.noun}: use `edgetwin {info.command} {path}`"
-        f" (`edgetwin {wanted.command}` reads {wanted.noun})"
+        f" (`edgetwin {command or wanted.command}` reads {wanted.noun})"
     )
     raise InputError(path, None, problem)

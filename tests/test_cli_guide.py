@@ -58,6 +58,11 @@ def _error_of(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
         ("plan", "prism_jetson.yaml", "run"),
         ("plan", "adaptive_devices.eval.yaml", "evaluate"),
         ("plan", "affinity_small.eval.yaml", "evaluate-affinity"),
+        ("calibrate", "h200_bw.yaml", "run"),
+        ("validate", "adaptive_prism.eval.yaml", "evaluate"),
+        ("run", "../edgetwin/calibration/specs/h200_netns.yaml", "calibrate"),
+        ("run", "../edgetwin/calibration/specs/jetson_orin_nano.yaml", "calibrate"),
+        ("plan", "../edgetwin/calibration/specs/android_crowdio.yaml", "calibrate"),
     ],
 )
 def test_a_wrong_file_kind_names_its_command(

@@ -36,7 +36,7 @@ from edgetwin.comparison import (
 from edgetwin.errors import InputError, RunFailed, shown
 from edgetwin.evaluate.adaptive import evaluate, evaluation_steps, load_eval_inputs
 from edgetwin.evaluate.affinity import evaluate_affinity, load_affinity_settings
-from edgetwin.file_kinds import Kind, check_kind
+from edgetwin.file_kinds import CALIBRATION_KINDS, Kind, check_kind
 from edgetwin.links import within_tolerance
 from edgetwin.provenance import edgetwin_version, recording_reads, write_provenance
 from edgetwin.reports import write_report
@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with recording_reads() as args.reads:  # every file the command reads: its SHA-256
             expected: Kind | None = getattr(args, "input_kind", None)
             if expected is not None:
-                check_kind(getattr(args, args.input_arg), expected)
+                check_kind(getattr(args, args.input_arg), expected, args.subcommand)
             return int(args.handler(args))
     except InputError as exc:
         print(f"edgetwin: error: {exc.message}", file=sys.stderr)
@@ -109,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"edgetwin {edgetwin_version()}")
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND", dest="subcommand")
 
     run = _command(
         commands,
@@ -174,7 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     calibrate.add_argument("spec", type=Path, help="calibration spec (YAML)")
     add_out_argument(calibrate, "profile file to write")
-    calibrate.set_defaults(handler=_calibrate)
+    calibrate.set_defaults(handler=_calibrate, input_kind="calibration", input_arg="spec")
 
     machine = _command(
         commands,
@@ -254,7 +254,7 @@ def _parser() -> argparse.ArgumentParser:
         "decoder prompt lengths)",
     )
     add_force_argument(validate)
-    validate.set_defaults(handler=_validate)
+    validate.set_defaults(handler=_validate, input_kind="calibration", input_arg="spec")
 
     init = _command(
         commands,
@@ -370,8 +370,8 @@ def _spec_kind(spec: Path) -> str:
     if is_android_spec(spec):
         return "android"
     kind = read_yaml_mapping(spec).get("kind", "table")
-    if kind not in ("table", "traces", "emu"):
-        problem = f"unknown calibration kind {shown(kind)}: table, traces or emu"
+    if kind not in CALIBRATION_KINDS:
+        problem = f"unknown calibration kind {shown(kind)}: {', '.join(CALIBRATION_KINDS)}"
         raise InputError(spec, "kind", problem)
     return str(kind)
 
