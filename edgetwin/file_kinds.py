@@ -1,6 +1,6 @@
 """What kind of input file a path holds (scenario, evaluation, plan question, calibration
-spec), decided from
-its top-level keys and then its suffix, and the command each kind belongs to.
+spec), decided from its top-level keys and then its suffix, and the command each kind
+belongs to.
 
 Every command that reads one of these files checks its kind first, so that a file given
 to the wrong command is one line naming the right one, not a missing-field error.

@@ -33,16 +33,26 @@ FIXABLE_SECTIONS: dict[str, type[BaseModel]] = {
 }
 
 
+def parameter_section(
+    path: Path, field: str, key: str, sections: Mapping[str, type[BaseModel]]
+) -> type[BaseModel]:
+    """The section model that ``key`` (``section.parameter``) names a parameter of; else an
+    InputError naming ``field``."""
+    section, _, name = key.partition(".")
+    params = sections.get(section)
+    if params is None or name not in params.model_fields:
+        raise InputError(path, field, f"{key!r} is not a parameter of {list(sections)}")
+    return params
+
+
 def check_fixed(
     path: Path, fixed: Mapping[str, float], sections: Mapping[str, type[BaseModel]]
 ) -> None:
     """An InputError naming ``fixed.<key>`` unless each key is a parameter of one of
     ``sections`` and its value one that parameter takes."""
     for key, value in fixed.items():
-        section, _, name = key.partition(".")
-        params = sections.get(section)
-        if params is None or name not in params.model_fields:
-            raise InputError(path, f"fixed.{key}", f"not a parameter of {list(sections)}")
+        params = parameter_section(path, f"fixed.{key}", key, sections)
+        name = key.partition(".")[2]
         try:
             params.__pydantic_validator__.validate_assignment(params.model_construct(), name, value)
         except ValidationError as exc:

@@ -51,6 +51,7 @@ from edgetwin.calibration.profile_io import (
     FIXABLE_SECTIONS,
     ProfileFacts,
     check_fixed,
+    parameter_section,
     source_record,
 )
 from edgetwin.calibration.readers.decoder_latency import DecoderLatency, read_decoder_latency
@@ -100,13 +101,10 @@ def load_trace_spec(path: Path) -> TraceCalibrationSpec:
     spec = load_yaml_model(path, TraceCalibrationSpec)
     check_fixed(path, spec.fixed, FIXABLE_SECTIONS)
     for k, key in enumerate(spec.from_base):
-        section, _, name = key.partition(".")
-        params = FIXABLE_SECTIONS.get(section)
-        field = f"from_base.{k}"
-        if params is None or name not in params.model_fields:
-            raise InputError(path, field, f"{key!r} is not a parameter of {list(FIXABLE_SECTIONS)}")
+        parameter_section(path, f"from_base.{k}", key, FIXABLE_SECTIONS)
         if key in spec.fixed:
-            raise InputError(path, field, f"{key!r} is also in fixed: give it one source")
+            problem = f"{key!r} is also in fixed: give it one source"
+            raise InputError(path, f"from_base.{k}", problem)
     if spec.from_base and spec.base is None:
         raise InputError(path, "from_base", "needs a base profile to take them from (base:)")
     return spec
@@ -115,12 +113,17 @@ def load_trace_spec(path: Path) -> TraceCalibrationSpec:
 def not_fitted_values(spec: TraceCalibrationSpec, base: DeviceProfile | None) -> dict[str, float]:
     """Every parameter not fitted, as ``section.parameter``: the base's for ``from_base``,
     then ``fixed``."""
-    taken = {}
-    for key in spec.from_base:
-        assert base is not None  # load_trace_spec checked it
-        section, _, name = key.partition(".")
-        taken[key] = float(getattr(getattr(base, section), name))
-    return {**taken, **spec.fixed}
+    if base is None:  # load_trace_spec refuses from_base without a base
+        return dict(spec.fixed)
+    taken = {key: _value_in(base, key) for key in spec.from_base}  # _base: none is None
+    return {**{k: v for k, v in taken.items() if v is not None}, **spec.fixed}
+
+
+def _value_in(profile: DeviceProfile, key: str) -> float | None:
+    """A profile's value of ``section.parameter``."""
+    section, _, name = key.partition(".")
+    value: float | None = getattr(getattr(profile, section), name)
+    return value
 
 
 class TraceData:
@@ -246,8 +249,7 @@ def _base(spec: TraceCalibrationSpec, spec_path: Path) -> DeviceProfile | None:
         return None
     base = load_profile(spec.base, spec_path.parent)
     for k, key in enumerate(spec.from_base):
-        section, _, name = key.partition(".")
-        if getattr(getattr(base, section), name) is None:
+        if _value_in(base, key) is None:
             problem = f"the base profile {spec.base!r} has no value for {key!r}"
             raise InputError(spec_path, f"from_base.{k}", problem)
     return base
