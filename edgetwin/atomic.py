@@ -7,7 +7,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -56,12 +56,16 @@ def output_kind(path: Path) -> Literal["folder", "file", "other"] | None:
     return "file" if stat.S_ISREG(mode) else "other"
 
 
-def check_out_folder(out: Path, force: bool) -> None:
+def check_out_folder(out: Path, force: bool, inputs: Iterable[str] = ()) -> None:
     """An InputError unless ``out`` is absent or an empty folder, or ``force`` is given
-    (then the caller replaces it whole); any file in it counts, an earlier run's too."""
+    (then the caller replaces it whole); any file in it counts, an earlier run's too. A
+    folder that cannot be replaced is refused even with ``force``: the current folder or
+    one holding it, and one holding any of ``inputs`` (the files the command read)."""
     found = output_kind(out)
     if found not in (None, "folder"):
         raise InputError(out, None, "--out exists and is not a folder")
+    if found == "folder":
+        _check_replaceable(out, inputs)
     if force or found is None:
         return
     try:
@@ -70,6 +74,15 @@ def check_out_folder(out: Path, force: bool) -> None:
         raise InputError(out, None, f"cannot read the output folder: {exc.strerror}") from None
     if not empty:
         raise InputError(out, None, "--out is not empty; pass --force to replace it whole")
+
+
+def _check_replaceable(out: Path, inputs: Iterable[str]) -> None:
+    here = out.resolve()
+    if Path.cwd().resolve().is_relative_to(here):
+        raise InputError(out, None, "--out is the current folder or holds it")
+    held = next((p for p in inputs if Path(p).resolve().is_relative_to(here)), None)
+    if held is not None:
+        raise InputError(out, None, f"--out holds an input of this command ({held})")
 
 
 def publish_folder(staging: Path, out: Path) -> None:

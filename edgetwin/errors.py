@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 SHOWN_VALUE_CHARS = 80  # an echoed value (a path, a bad value) is cut to this many characters
 _PATH_CHARS = 160
@@ -59,3 +64,22 @@ def shown_text(text: str, limit: int = SHOWN_VALUE_CHARS) -> str:
 def shown(value: object, limit: int = SHOWN_VALUE_CHARS) -> str:
     """``repr(value)`` for an error message, cut to ``limit`` characters."""
     return shown_text(repr(value), limit)
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so that
+    ``finally`` clauses remove staging folders and stop processes; the old handler comes
+    back after. Off the main thread (where no handler can be set) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

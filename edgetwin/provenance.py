@@ -60,6 +60,11 @@ def recording_reads() -> Iterator[dict[str, str]]:
         _reads.reset(token)
 
 
+def files_read() -> tuple[str, ...]:
+    """The files read so far within ``recording_reads`` (none outside it)."""
+    return tuple(_reads.get() or ())
+
+
 def note_read(path: Path) -> None:
     """Record ``path`` (as the reader opened it) with its SHA-256, if a command records."""
     reads = _reads.get()

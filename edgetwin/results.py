@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.errors import InputError, shown
+from edgetwin.errors import InputError, shown, shown_text
 from edgetwin.models import registry
 from edgetwin.provenance import note_read
 
@@ -106,6 +106,13 @@ _EMPTY: dict[str, Any] = {
     "bytes_sent": 0,
 }
 OPTIONAL_COLUMNS: tuple[str, ...] = COLUMNS[len(REQUIRED_COLUMNS) :]
+# numbers that are counts or sizes of something that runs (more than 0); every other number
+# is a time, an energy, a size or a count of what happened (0 or more), but for one
+_POSITIVE_COLUMNS = frozenset(
+    {"devices", "batch", "bandwidth_mbps", "cr", "segments", "tokens", "inputs", "stages"}
+    | {"prompt_tokens", "output_tokens"}
+)
+_SIGNED_COLUMNS = frozenset(("link_error_pct",))  # the measured link's rate off its target
 # the metrics a twin row may carry a prediction interval for, each as <metric>_lo, <metric>_hi
 INTERVAL_METRICS: tuple[str, ...] = ("total_ms", "compute_ms", "staging_ms", "comm_ms", "energy_j")
 assert all(f"{m}_{end}" in COLUMNS for m in INTERVAL_METRICS for end in ("lo", "hi"))
@@ -141,15 +148,22 @@ def table_columns(records: Sequence[Mapping[str, object]]) -> list[str]:
     return [*REQUIRED_COLUMNS, *used]
 
 
-def read_table(path: Path) -> list[dict[str, str]]:
-    """Read any CSV in (a superset of) the results schema as dicts of strings; a file that
-    cannot be read is an ``InputError`` naming it."""
+def read_table(path: Path, required: Sequence[str] = ()) -> list[dict[str, str]]:
+    """Read a CSV as dicts of strings; a file that cannot be read, or whose header lacks a
+    ``required`` column (an empty file has no header), is an ``InputError`` naming it."""
     note_read(path)
     try:
         with path.open(newline="") as handle:
-            return list(csv.DictReader(handle))
+            reader = csv.DictReader(handle)
+            rows = list(reader)
+            header = reader.fieldnames or []
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(path, None, f"cannot read: {exc}") from None
+    missing = [c for c in required if c not in header]
+    if missing:
+        found = f"header: {', '.join(header)}" if header else "the file has no header"
+        raise InputError(path, missing[0], f"no such column ({shown_text(found)})")
+    return rows
 
 
 def parse_number(text: str | None) -> float | None:
@@ -209,7 +223,7 @@ def read_results(path: Path) -> list[ResultRow]:
     column or a cell that is not of its column's type is an ``InputError`` naming the
     column and the line."""
     rows = []
-    for line, record in enumerate(read_table(path), start=2):
+    for line, record in enumerate(read_table(path, _KEYED_COLUMNS), start=2):
         try:
             rows.append(parse_result(record))
         except CellError as exc:
@@ -229,10 +243,12 @@ def parse_result(record: Mapping[str, str]) -> ResultRow:
         scenario=_cell(record, "scenario", str),
         mode=_cell(record, "mode", str),
         strategy=_cell(record, "strategy", _strategy_name),
-        devices=_cell(record, "devices", _whole),
-        batch=_cell(record, "batch", _whole),
-        bandwidth_mbps=_cell(record, "bandwidth_mbps", required_number),
-        rep=_cell(record, "rep", _whole),
+        devices=_cell(record, "devices", partial(_in_range, "devices", _whole)),
+        batch=_cell(record, "batch", partial(_in_range, "batch", _whole)),
+        bandwidth_mbps=_cell(
+            record, "bandwidth_mbps", partial(_in_range, "bandwidth_mbps", required_number)
+        ),
+        rep=_cell(record, "rep", partial(_in_range, "rep", _whole)),
         **{c: _cell(optional, c, partial(_typed, c)) for c in optional},
     )
 
@@ -245,9 +261,18 @@ def _typed(column: str, text: str | None) -> Any:
     kind = _FIELD_TYPES[column]
     if "str" in kind:
         return text
-    if kind.startswith("int"):
-        return _whole(text)
-    return required_number(text)
+    return _in_range(column, _whole if kind.startswith("int") else required_number, text)
+
+
+def _in_range(column: str, parse: Callable[[str], float], text: str) -> Any:
+    """``parse(text)``, which must be more than 0 for a count or size of what runs and 0
+    or more for other numbers (a link's error may be either sign); else ``ValueError``."""
+    value = parse(text)
+    if column in _POSITIVE_COLUMNS and value <= 0:
+        raise ValueError(f"{shown(text)}: must be more than 0")
+    if column not in _SIGNED_COLUMNS and value < 0:
+        raise ValueError(f"{shown(text)}: must be 0 or more")
+    return value
 
 
 EncoderKey = tuple[str, int, int, float, str]

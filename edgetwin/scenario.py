@@ -8,6 +8,7 @@ the file, the field and what is wrong (see ``InputError``).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -38,15 +39,32 @@ from edgetwin.schema import (
     validate_model,
 )
 
+# Upper bounds past which a run would not fit one machine's memory or a day: a value
+# beyond one is a slip (an extra zero), refused with its field named before anything runs.
+MAX_DEVICES = 1_024  # ranks of one split model: more than a ViT's 197 or BERT's 512 tokens
+MAX_PHONES = 1_000_000  # ten times the benchmarked 100,000-phone crowd (1.3 GB, 157 s)
+MAX_JOB_INPUTS = 100_000  # a job's tasks are its inputs x stages, each a row of the table
+MAX_HORIZON_S = 31 * 86_400.0  # a month of simulated time
+MAX_JOBS = 100_000  # jobs expected to arrive within the horizon (horizon / mean interarrival)
+_MAX_EXPONENT = 700.0  # math.exp overflows a float past about 709
+
 
 class ConstantDist(Strict):
     kind: Literal["constant"]
     value_s: NonNegativeFloat
 
+    @property
+    def expected_s(self) -> float:
+        return self.value_s
+
 
 class ExponentialDist(Strict):
     kind: Literal["exponential"]
     mean_s: PositiveFloat
+
+    @property
+    def expected_s(self) -> float:
+        return self.mean_s
 
 
 class WeibullDist(Strict):
@@ -54,11 +72,21 @@ class WeibullDist(Strict):
     shape: PositiveFloat
     scale_s: PositiveFloat
 
+    @property
+    def expected_s(self) -> float:
+        """scale x Gamma(1 + 1/shape)."""
+        return self.scale_s * math.exp(min(math.lgamma(1 + 1 / self.shape), _MAX_EXPONENT))
+
 
 class LognormalDist(Strict):
     kind: Literal["lognormal"]
     median_s: PositiveFloat
     sigma: NonNegativeFloat
+
+    @property
+    def expected_s(self) -> float:
+        """median x exp(sigma^2 / 2)."""
+        return self.median_s * math.exp(min(self.sigma * self.sigma / 2, _MAX_EXPONENT))
 
 
 Distribution = Annotated[
@@ -91,7 +119,7 @@ class DeviceSpec(Strict):
 
     name: str = Field(min_length=1)
     profile: ProfileRef
-    count: PositiveInt = 1
+    count: Annotated[int, Field(gt=0, le=MAX_DEVICES)] = 1
     ram_mb: PositiveFloat | None = None
     battery_wh: PositiveFloat | None = None
     availability: Availability | None = None
@@ -132,7 +160,8 @@ class StrategySpec(Strict):
     them (pipeline; empty: the twin balances them by the devices' speed)."""
 
     name: str
-    cr: tuple[PositiveFloat, ...] = ()
+    # CR = N / (L P) is at least 1: a partition of N / P rows has at most that many segments
+    cr: tuple[Annotated[float, Field(ge=1)], ...] = ()
     segments: tuple[PositiveInt, ...] = ()
     layers: tuple[PositiveInt, ...] = ()
 
@@ -225,7 +254,7 @@ class PhoneClassSpec(Strict):
 
     name: str = Field(min_length=1, pattern=_NAME_PATTERN)
     profile: str = Field(min_length=1)
-    count: PositiveInt | None = None
+    count: Annotated[int, Field(gt=0, le=MAX_PHONES)] | None = None
     share: Annotated[float, Field(gt=0, le=1)] | None = None
     ram_mb: PositiveFloat | None = None
     battery_start_pct: tuple[Percent, Percent] = (100.0, 100.0)
@@ -260,7 +289,7 @@ class StageSpec(Strict):
 class CrowdJobSpec(Strict):
     """A pipeline job: N inputs through S stages, and how often one arrives."""
 
-    inputs: PositiveInt = 5
+    inputs: Annotated[int, Field(gt=0, le=MAX_JOB_INPUTS)] = 5
     stages: tuple[StageSpec, ...] = Field(min_length=1)
     input_bytes: PositiveInt = 512
     activation_bytes: PositiveInt = 3072
@@ -284,14 +313,14 @@ class CrowdSpec(Strict):
     """Phones, the job, the schedulers to compare and the horizon of a crowd run."""
 
     fleet: tuple[PhoneClassSpec, ...] = Field(min_length=1)
-    fleet_size: PositiveInt | None = None
+    fleet_size: Annotated[int, Field(gt=0, le=MAX_PHONES)] | None = None
     job: CrowdJobSpec
     schedulers: tuple[Annotated[str, Field(pattern=r"^[a-z_]+$")], ...] = Field(
         ("affinity",), min_length=1
     )
     cache: Literal["cold", "warm"] = "cold"
     availability_trace: str | None = None
-    horizon_s: PositiveFloat = 3600
+    horizon_s: Annotated[float, Field(gt=0, le=MAX_HORIZON_S)] = 3600
     drain_s: NonNegativeFloat = 600
 
     @model_validator(mode="after")
@@ -308,6 +337,15 @@ class CrowdSpec(Strict):
             raise ValueError(f"phone class shares add up to {sum(shares):g} (at most 1)")
         if self.job.first_at_s >= self.horizon_s:
             raise ValueError("the first job arrives after horizon_s")
+        phones = sum(c.count or 0 for c in self.fleet) + (self.fleet_size or 0)
+        if phones > MAX_PHONES:
+            raise ValueError(f"the fleet has {phones} phones (at most {MAX_PHONES})")
+        every = self.job.interarrival
+        if every is not None and self.horizon_s / every.expected_s > MAX_JOBS:
+            jobs = f"{self.horizon_s / every.expected_s:.3g}"
+            raise ValueError(
+                f"job.interarrival brings {jobs} jobs in horizon_s (at most {MAX_JOBS})"
+            )
         return self
 
 
@@ -413,6 +451,8 @@ class Scenario(Strict):
         names = [d.name for d in self.devices]
         if len(set(names)) != len(names):
             raise ValueError("device names must be unique")
+        if fleet > MAX_DEVICES:
+            raise ValueError(f"'devices' have {fleet} devices in all (at most {MAX_DEVICES})")
         for i, sweep in enumerate(self.sweeps):
             if max(sweep.devices) > fleet:
                 wanted = max(sweep.devices)

@@ -241,6 +241,8 @@ def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
     key, sep, text = item.partition("=")
     if not sep or not key:
         raise InputError(path, None, f"--set {shown(item)}: expected key=value")
+    if "" in key.split("."):
+        raise InputError(path, "--set", f"{shown(key)}: a dotted key with an empty part")
     try:
         value = load_yaml(text)
     except yaml.YAMLError:

@@ -266,3 +266,35 @@ def test_an_evaluation_warns_that_its_twin_sweeps_drop_no_packets(evaluation: Ev
         "network.loss_pct is 2 %, but only --mode emu drops packets: this twin run has no loss",
     )
     assert result.scores == evaluation.scores
+
+
+def _boards_with_ram(tmp_path: Path, ram_mb: int) -> Path:
+    """adaptive_prism on boards of ``ram_mb``, held out at batch 1 and 32 over 500 Mbit/s."""
+    scenario = (REPO / "scenarios" / "adaptive_prism.yaml").read_text()
+    (tmp_path / "small.yaml").write_text(
+        scenario.replace("count: 2", f"count: 2\n    ram_mb: {ram_mb}")
+    )
+    path = tmp_path / "small.eval.yaml"
+    path.write_text(
+        "scenario: small.yaml\nheld_out: {batch: [1, 32], bandwidth_mbps: [500], devices: [2]}\n"
+    )
+    return path
+
+
+def test_a_condition_where_every_candidate_runs_out_of_memory_is_not_scored(
+    tmp_path: Path,
+) -> None:
+    """Formerly scored as a correct pick with no regret; and always_distributed divided by
+    single's infinite cost on the map's grid (a math domain error)."""
+    inputs = load_eval_inputs(_boards_with_ram(tmp_path, 400))
+    result = evaluate(inputs.scenario, inputs.scenario_path, inputs.settings)
+    assert [c.batch for c in result.conditions] == [1]
+    assert [key[0] for key in result.infeasible] == [32]
+    assert result.to_json()["conditions_infeasible"] == 1
+    assert set(result.scores) == set(inputs.settings.policies)
+
+
+def test_every_condition_out_of_memory_is_refused(tmp_path: Path) -> None:
+    inputs = load_eval_inputs(_boards_with_ram(tmp_path, 300))
+    with pytest.raises(InputError, match="every candidate fails at every held-out condition"):
+        evaluate(inputs.scenario, inputs.scenario_path, inputs.settings)

@@ -125,7 +125,8 @@ def test_bad_settings_name_file_and_field(tmp_path: Path) -> None:
     bad.write_text(f"scenario: {SCENARIO}\ninstances: [{{name: a, set: [crowd.job.inputs=0]}}]\n")
     with pytest.raises(InputError) as err:
         load_affinity_settings(bad)
-    assert err.value.field == "crowd.job.inputs"
+    assert (err.value.path, err.value.field) == (str(bad), "instances.0")
+    assert "scenario field 'crowd.job.inputs'" in err.value.problem
     bad.write_text("scenario: missing.yaml\ninstances: [{name: a}]\n")
     with pytest.raises(InputError) as err:
         load_affinity_settings(bad)

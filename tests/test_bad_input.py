@@ -97,8 +97,14 @@ def test_scenario_text_that_yaml_reads_ambiguously(
         ("devices.0.count=false", ("field 'devices.0.count'", "a number, not false")),
         ("network.bandwidth_mbps=.inf", ("field 'network.bandwidth_mbps'", "finite number")),
         ("network.bandwidth_mbps=.nan", ("field 'network.bandwidth_mbps'", "finite number")),
+        # a 300-digit segments column; a key that named no field
+        ("strategies=[{name: prism, cr: 1.0e-300}]", ("'strategies.0.cr.0'", "greater than or")),
+        (".network=1", ("field '--set'", "'.network': a dotted key with an empty part")),
     ],
-    ids=["repeated-key", "no-sweeps", "true-as-number", "false-as-count", "inf", "nan"],
+    ids=[
+        *("repeated-key", "no-sweeps", "true-as-number", "false-as-count", "inf", "nan"),
+        *("tiny-cr", "empty-key-part"),
+    ],
 )
 def test_bad_set_value(
     item: str, expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -343,8 +349,15 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("results.csv", "compute_ms", "inf", "field 'compute_ms': line 2: 'inf' is not a"),
         ("results.csv", "energy_j", "lots", "field 'energy_j': line 2: 'lots' is not a number"),
         ("reference.csv", "total_ms", "inf", "reference.csv line 2: a key or metric"),
+        # out of range: these were read, and plotted
+        ("results.csv", "devices", "0", "field 'devices': line 2: '0': must be more than 0"),
+        ("results.csv", "total_ms", "-5", "field 'total_ms': line 2: '-5': must be 0 or more"),
+        ("results.csv", "rep", "-1", "field 'rep': line 2: '-1': must be 0 or more"),
     ],
-    ids=["strategy", "devices-inf", "batch-fraction", "time-inf", "energy-text", "reference-inf"],
+    ids=[
+        *("strategy", "devices-inf", "batch-fraction", "time-inf", "energy-text", "reference-inf"),
+        *("no-devices", "negative-time", "negative-rep"),
+    ],
 )
 def test_report_and_compare_read_cells_by_column(
     table: str,

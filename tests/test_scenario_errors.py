@@ -191,7 +191,7 @@ CASES = [
     Case(
         "negative-cr",
         scenario_text(strategies__2__cr=[9.9, -1]),
-        ("'strategies.2.cr.1'", "greater than 0"),
+        ("'strategies.2.cr.1'", "greater than or equal to 1"),
     ),
     Case(
         "unknown-preset",
@@ -528,7 +528,10 @@ def test_report_and_compare_check_the_reference(
 @pytest.mark.parametrize(
     ("table", "expect"),
     [
-        ("scenario,mode\nx,twin\n", ("field 'strategy'", "line 2", "no such column")),
+        (
+            "scenario,mode\nx,twin\n",
+            ("field 'strategy'", "no such column (header: scenario, mode)"),
+        ),
         ("{header}\n{bad_row}\n", ("field 'devices'", "line 2", "'many' is not a number")),
         (b"\xff\xfe\x00bad", ("cannot read",)),
     ],

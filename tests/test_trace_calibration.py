@@ -34,8 +34,9 @@ def test_missing_trace_folder_is_a_clear_error(tmp_path: Path) -> None:
 
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC.read_text().replace("../../../data/traces/", str(tmp_path) + "/nope/"))
-    with pytest.raises(InputError, match="trace folder not found"):
+    with pytest.raises(InputError, match="no trace folder at") as raised:
         calibrate_from_traces(spec, "test")
+    assert (raised.value.path, raised.value.field) == (str(spec), "traces")
 
 
 def test_validate_command_writes_held_out_errors(tmp_path: Path) -> None:

@@ -67,6 +67,7 @@ from edgetwin.schema import (
     Strict,
     load_yaml_model,
     read_yaml_mapping,
+    referenced_file,
 )
 from edgetwin.sim.crowd.costs import compressed_activation_bytes, mah_from_joules
 from edgetwin.sim.crowd.runner import CrowdOutcome, CrowdSetup, simulate_crowd
@@ -146,7 +147,7 @@ def read_reference(path: Path) -> dict[str, Measure]:
     if not path.is_file():
         raise InputError(path, None, "file not found")
     measures = {}
-    for line, row in enumerate(read_table(path), start=2):
+    for line, row in enumerate(read_table(path, ("metric", "mean", "std", "unit")), start=2):
         try:
             mean, std = parse_number(row["mean"]), parse_number(row["std"])
             if mean is None or std is None or std < 0:
@@ -168,12 +169,12 @@ def fit_android_profiles(
     """Fit one profile per phone class; each records the fit, its sources and ``command``."""
     spec = load_android_spec(spec_path)
     base = spec_path.parent
-    reference_path = (base / spec.reference).resolve()
-    scenario_path = (base / spec.scenario).resolve()
+    reference_path = referenced_file(spec.reference, base, spec_path, "reference").resolve()
+    scenario_path = referenced_file(spec.scenario, base, spec_path, "scenario").resolve()
     reference = read_reference(reference_path)
     scenario = load_scenario(scenario_path)
     counts = _class_counts(spec, scenario, scenario_path)
-    loads_path = (base / spec.session_loads).resolve()
+    loads_path = referenced_file(spec.session_loads, base, spec_path, "session_loads").resolve()
     measured = read_session_loads(loads_path)
     machine, with_nodes = fit_session_load(measured), fit_session_load(measured, per_node=True)
     warm, latency = reference["warm_load"], reference["pipeline_latency_streaming"]

@@ -38,7 +38,7 @@ from edgetwin.models import registry
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import parse_number, read_table, row_key
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
-from edgetwin.schema import Strict, load_yaml_model
+from edgetwin.schema import Strict, load_yaml_model, referenced_file
 from edgetwin.sim.device import STATES
 from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
 
@@ -97,7 +97,8 @@ def read_measured(path: Path) -> list[MeasuredRow]:
     if not path.is_file():
         raise InputError(path, None, "file not found")
     rows = []
-    for line, raw in enumerate(read_table(path), start=2):
+    keyed = ("strategy", "devices", "batch", "bandwidth_mbps")
+    for line, raw in enumerate(read_table(path, keyed), start=2):
         try:
             values = {
                 m: v
@@ -136,8 +137,8 @@ def fit_profile(spec_path: Path, command: str) -> DeviceProfile:
     """Fit timing then power parameters; the profile records residuals, provenance, ``command``."""
     spec = load_spec(spec_path)
     base = spec_path.parent
-    reference = (base / spec.reference).resolve()
-    scenario_path = (base / spec.scenario).resolve()
+    reference = referenced_file(spec.reference, base, spec_path, "reference").resolve()
+    scenario_path = referenced_file(spec.scenario, base, spec_path, "scenario").resolve()
     scenario = _encoder_scenario(spec_path, scenario_path)
     measured = read_measured(reference)
     profile = fit_by_component(spec, scenario, measured, spec_path)
@@ -173,8 +174,12 @@ def _encoder_scenario(spec_path: Path, scenario_path: Path) -> Scenario:
 def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
     """Refit without each batch size of the measured table and predict that batch's rows."""
     spec = load_spec(spec_path)
-    scenario = _encoder_scenario(spec_path, (spec_path.parent / spec.scenario).resolve())
-    measured = read_measured((spec_path.parent / spec.reference).resolve())
+    base = spec_path.parent
+    scenario_path = referenced_file(spec.scenario, base, spec_path, "scenario").resolve()
+    scenario = _encoder_scenario(spec_path, scenario_path)
+    measured = read_measured(
+        referenced_file(spec.reference, base, spec_path, "reference").resolve()
+    )
     points: list[dict[str, Any]] = []
     for batch in sorted({row.config.batch for row in measured}):
         kept = [row for row in measured if row.config.batch != batch]

@@ -170,7 +170,7 @@ def read_session_loads(path: Path) -> list[LoadSample]:
         raise InputError(path, None, "file not found")
     samples = []
     types = {f.name: f.type for f in fields(LoadSample)}
-    for line, row in enumerate(read_table(path), start=2):
+    for line, row in enumerate(read_table(path, COLUMNS), start=2):
         try:
             values = {k: _cast(types[k], row[k]) for k in COLUMNS}
         except (KeyError, TypeError, ValueError) as exc:

@@ -69,7 +69,7 @@ from edgetwin.calibration.readers.staged_exchange import (
     read_staged_allgather_bw,
 )
 from edgetwin.decoder_spec import DecoderSpec
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, shown
 from edgetwin.model_spec import ModelSpec
 from edgetwin.profile import ComputeParams, DeviceProfile, MemoryParams, load_profile
 from edgetwin.schema import Strict, load_yaml_model, validation_error
@@ -130,8 +130,6 @@ class TraceData:
     """What a trace folder holds, read by the readers (empty lists when absent)."""
 
     def __init__(self, folder: Path) -> None:
-        if not folder.is_dir():
-            raise InputError(folder, None, "trace folder not found")
         self.folder = folder
         self.files: list[Path] = []
         self.latencies: list[VitLatency] = self._read("vit_latency.csv", read_vit_latency)
@@ -243,11 +241,27 @@ def _compute(fits: dict[str, ComponentFit], base: DeviceProfile | None) -> Compu
     return base.compute if base is not None else None
 
 
+def _trace_data(spec: TraceCalibrationSpec, spec_path: Path) -> TraceData:
+    """The traces folder the spec names, read; one without any trace file is bad input."""
+    folder = (spec_path.parent / spec.traces).resolve()
+    if not folder.is_dir():
+        raise InputError(spec_path, "traces", f"no trace folder at {shown(str(folder))}")
+    data = TraceData(folder)
+    if not data.files:
+        raise InputError(spec_path, "traces", f"no trace file in {shown(str(folder))}")
+    return data
+
+
 def _base(spec: TraceCalibrationSpec, spec_path: Path) -> DeviceProfile | None:
     """The base profile; each ``from_base`` parameter must have a value there."""
     if spec.base is None:
         return None
-    base = load_profile(spec.base, spec_path.parent)
+    try:
+        base = load_profile(spec.base, spec_path.parent)
+    except InputError as exc:
+        if exc.path is not None:  # the base file itself is bad: that file is named
+            raise
+        raise InputError(spec_path, "base", exc.problem) from None
     for k, key in enumerate(spec.from_base):
         if _value_in(base, key) is None:
             problem = f"the base profile {spec.base!r} has no value for {key!r}"
@@ -305,7 +319,7 @@ def _fit_sections_of(
 def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
     """The profile a ``kind: traces`` spec describes, with fit report and provenance."""
     spec = load_trace_spec(spec_path)
-    data = TraceData((spec_path.parent / spec.traces).resolve())
+    data = _trace_data(spec, spec_path)
     _check_decoder(spec, spec_path, data)
     base = _base(spec, spec_path)
     fits = _fit_sections_of(spec_path, spec, data, None, base)
@@ -370,7 +384,7 @@ def leave_one_out(spec_path: Path, by: HoldoutBy) -> list[dict[str, Any]]:
     left out: the whole-model latency, the staged exchange total of a forward, and a
     decoder generation's TTFT and TPOT."""
     spec = load_trace_spec(spec_path).model_copy(update={"bootstrap": 0})
-    data = TraceData((spec_path.parent / spec.traces).resolve())
+    data = _trace_data(spec, spec_path)
     _check_decoder(spec, spec_path, data)
     base = _base(spec, spec_path)
     values: set[float]

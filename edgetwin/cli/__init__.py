@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from edgetwin.atomic import check_out_folder
 from edgetwin.cli.init import add_init_arguments, init_command
 from edgetwin.cli.inputs import (
     add_check_argument,
@@ -33,12 +34,12 @@ from edgetwin.comparison import (
     devices_warning,
     write_comparison_csv,
 )
-from edgetwin.errors import InputError, RunFailed, shown
+from edgetwin.errors import InputError, RunFailed, shown, sigterm_interrupts
 from edgetwin.evaluate.adaptive import evaluate, evaluation_steps, load_eval_inputs
 from edgetwin.evaluate.affinity import evaluate_affinity, load_affinity_settings
 from edgetwin.file_kinds import CALIBRATION_KINDS, Kind, check_kind
 from edgetwin.links import within_tolerance
-from edgetwin.provenance import edgetwin_version, recording_reads, write_provenance
+from edgetwin.provenance import edgetwin_version, files_read, recording_reads, write_provenance
 from edgetwin.reports import write_report
 from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.reports.affinity import write_affinity_report
@@ -65,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.command = ["edgetwin", *(sys.argv[1:] if argv is None else argv)]
     try:
-        with recording_reads() as args.reads:  # every file the command reads: its SHA-256
+        # every file the command reads: its SHA-256; SIGTERM cleans up as Ctrl-C does
+        with sigterm_interrupts(), recording_reads() as args.reads:
             expected: Kind | None = getattr(args, "input_kind", None)
             if expected is not None:
                 check_kind(getattr(args, args.input_arg), expected, args.subcommand)
@@ -481,6 +483,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     for warning in result.warnings:
         print(f"edgetwin: warning: {warning}")
     print(f"ground truth: {result.truth_source}, {len(result.conditions)} conditions")
+    if result.infeasible:
+        print(f"not scored: {len(result.infeasible)} conditions where every candidate fails")
     for cell in result.skipped:
         print(
             f"skipped batch {cell.batch}, {cell.bandwidth_mbps:g} Mbps, {cell.tokens} tokens: "
@@ -527,6 +531,7 @@ def _validate(args: argparse.Namespace) -> int:
     if kind == "emu":
         problem = "an emu spec is checked on a held-out sweep: benchmarks/bench_emu_loop.py"
         raise InputError(args.spec, "kind", problem)
+    check_out_folder(args.out, args.force, files_read())  # before seconds of refitting
     if kind == "traces":
         points = leave_one_out(args.spec, args.by)
     elif args.by == "batch":

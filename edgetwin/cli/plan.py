@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from edgetwin.atomic import check_out_folder, publish_folder
+from edgetwin.atomic import check_out_folder
 from edgetwin.cli import inputs
 from edgetwin.cli.progress import progress
 from edgetwin.errors import InputError
@@ -20,8 +18,9 @@ from edgetwin.plan.journal import PARTIAL
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import run_plan
 from edgetwin.plan.sweep import payload_for
-from edgetwin.provenance import write_provenance
+from edgetwin.provenance import files_read, write_provenance
 from edgetwin.reports.plan import write_plan_report
+from edgetwin.workbench.output import output_folder
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,16 +57,12 @@ def plan_folder(out: Path, force: bool) -> Iterator[Path]:
     if not force and (out / PARTIAL).is_dir():
         yield out
         return
-    check_out_folder(out, force)
+    check_out_folder(out, force, files_read())
     if not out.exists() or not force:
         yield out
         return
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
+    with output_folder(out, force) as staging:
         yield staging
-        publish_folder(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def plan_command(args: argparse.Namespace) -> int:

@@ -233,6 +233,7 @@ class Evaluation:
     truth_source: str = "twin"  # or "table NAME" (measured runs)
     skipped: tuple[SkippedCell, ...] = ()  # measured cells lacking a candidate
     warnings: tuple[str, ...] = ()  # settings the twin's sweeps do not play (packet loss)
+    infeasible: tuple[ConditionKey, ...] = ()  # every candidate failed there: not scored
 
     def crossover_batch(self) -> list[dict[str, Any]]:
         """Per bandwidth, device count and tokens (a decoder's: and output tokens): the
@@ -313,6 +314,7 @@ class Evaluation:
                 "skipped": [_skipped_json(cell) for cell in self.skipped],
             },
             "conditions_count": len(self.conditions),
+            "conditions_infeasible": len(self.infeasible),
             "decision_accuracy": adaptive.decision_accuracy,
             "mean_regret_pct": adaptive.mean_regret_pct,
             "max_regret_pct": adaptive.max_regret_pct,
@@ -378,10 +380,15 @@ def evaluate(
         truth = _truth_by_condition(rows, held_out.devices)
         source = "twin"
     objective = settings.objective_spec
+    infeasible = tuple(key for key, here in truth.items() if _nothing_runs(here, objective))
+    if len(infeasible) == len(truth):
+        where = truth_table if truth_rows is not None else scenario_path
+        raise InputError(where, None, "every candidate fails at every held-out condition")
     policies = {name: make_policy(name, perf_map, objective) for name in settings.policies}
     conditions = [
         _score_condition(key, here, perf_map, objective, policies, map_table)
         for key, here in truth.items()
+        if key not in infeasible
     ]
     scores = {name: score_policy(name, conditions) for name in policies}
     keys = [_key(r) for r in rows] + [
@@ -398,7 +405,14 @@ def evaluate(
         source,
         tuple(skipped),
         tuple(unplayed_settings(scenario, "twin")),
+        infeasible,
     )
+
+
+def _nothing_runs(truth: dict[str, Estimate], objective: Objective) -> bool:
+    """Every candidate failed (ran out of memory): no pick is better, none is scored."""
+    baseline = truth[_baseline_label()]
+    return all(math.isinf(objective.cost(value, baseline)) for value in truth.values())
 
 
 def _baseline_label() -> str:

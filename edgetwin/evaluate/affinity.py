@@ -39,6 +39,8 @@ from edgetwin.schema import (
 )
 from edgetwin.sim.crowd.runner import CrowdSetup, prepare_crowd, simulate_crowd
 
+MAX_OPTIMUM_TASKS = 200  # inputs x stages of one instance: the search recurses once per task
+
 
 class InstanceSpec(Strict):
     """One small instance: a name and overrides of the base scenario."""
@@ -52,7 +54,7 @@ class AffinitySettings(Strict):
 
     scenario: str = Field(min_length=1)  # relative to the evaluation file
     mode: Literal["twin", "emu"] = "twin"  # emu: the real foreman on Mininet hosts
-    schedulers: tuple[str, ...] = tuple(SCHEDULERS)
+    schedulers: tuple[str, ...] = Field(tuple(SCHEDULERS), min_length=1)
     repetitions: Annotated[int, Field(ge=1, le=100)] = 5
     deterministic: bool = True
     node_limit: Annotated[int, Field(ge=1)] = 2_000_000
@@ -96,14 +98,11 @@ def load_affinity_settings(
     except ValidationError as exc:
         raise validation_error(exc, path) from None
     scenario_path = referenced_file(settings.scenario, path.resolve().parent, path, "scenario")
-    base = read_yaml_mapping(scenario_path)
+    base = {**read_yaml_mapping(scenario_path), "repetitions": settings.repetitions}
+    validate_scenario(_deep_copy(base), scenario_path)  # its own errors name it
     scenarios = []
     for k, instance in enumerate(settings.instances):
-        raw_instance = _deep_copy(base)
-        for item in instance.set:
-            apply_override(raw_instance, item, scenario_path)
-        raw_instance["repetitions"] = settings.repetitions
-        scenario = validate_scenario(raw_instance, scenario_path)
+        scenario = _instance_scenario(base, instance, scenario_path, (path, f"instances.{k}"))
         crowd = scenario.crowd
         if crowd is None:
             raise InputError(path, f"instances.{k}", "the scenario has no 'crowd' section")
@@ -111,6 +110,10 @@ def load_affinity_settings(
             raise InputError(path, f"instances.{k}", "one job without churn only (no optimum)")
         if any(c.availability is not None for c in crowd.fleet):
             raise InputError(path, f"instances.{k}", "churn is not modelled by the optimum")
+        tasks = crowd.job.inputs * len(crowd.job.stages)
+        if tasks > MAX_OPTIMUM_TASKS:
+            problem = f"{tasks} tasks (inputs x stages); the optimum takes {MAX_OPTIMUM_TASKS}"
+            raise InputError(path, f"instances.{k}", problem)
         scenario = scenario.model_copy(
             update={"crowd": crowd.model_copy(update={"schedulers": settings.schedulers})}
         )
@@ -121,6 +124,28 @@ def load_affinity_settings(
             check_emu_instance(scenario, scenario_path, (path, f"instances.{k}"))
         scenarios.append((scenario, scenario_path))
     return settings, scenarios
+
+
+def _instance_scenario(
+    base: dict[str, Any], instance: InstanceSpec, scenario_path: Path, where: tuple[Path, str]
+) -> Scenario:
+    """The base scenario with the instance's ``set`` applied. The base is valid, so an
+    error is the instance's: it names the evaluation file and the instance (or its entry)."""
+    path, name = where
+    raw = _deep_copy(base)
+    for j, item in enumerate(instance.set):
+        try:
+            apply_override(raw, item, scenario_path)
+        except InputError as exc:
+            raise InputError(path, f"{name}.set.{j}", _as_scenario_field(exc)) from None
+    try:
+        return validate_scenario(raw, scenario_path)
+    except InputError as exc:
+        raise InputError(path, name, _as_scenario_field(exc)) from None
+
+
+def _as_scenario_field(exc: InputError) -> str:
+    return exc.problem if exc.field is None else f"scenario field {exc.field!r}: {exc.problem}"
 
 
 def _deep_copy(value: Any) -> Any:

@@ -29,6 +29,12 @@ def chunk_size(total: int, workers: int) -> int:
     return max(1, min(MAX_CHUNK, math.ceil(total / (8 * max(1, workers)))))
 
 
+def pool_size(workers: int, tasks: int) -> int:
+    """Processes to start: no more than there are tasks (a pool forks all of its workers
+    at once, so ``--workers 100000`` for nine tasks would start 100,000), and at least one."""
+    return max(1, min(workers, tasks))
+
+
 class SerialExecutor:
     """Everything in this process, in index order."""
 
@@ -45,9 +51,9 @@ class PoolExecutor:
         self.workers = workers
 
     def run(self, payload: Payload, indexes: Sequence[int], on_done: OnDone) -> None:
-        size = chunk_size(len(indexes), self.workers)
-        with ProcessPoolExecutor(max_workers=self.workers) as pool:
-            futures = [pool.submit(run_chunk, payload, c) for c in chunks(indexes, size)]
+        tasks = chunks(indexes, chunk_size(len(indexes), self.workers))
+        with ProcessPoolExecutor(max_workers=pool_size(self.workers, len(tasks))) as pool:
+            futures = [pool.submit(run_chunk, payload, c) for c in tasks]
             try:
                 for future in as_completed(futures):
                     for result in future.result():
@@ -65,16 +71,18 @@ class DaskExecutor:
     """
 
     def __init__(self, scheduler: str | Any) -> None:
+        """An InputError at once (before a sweep starts) if Dask is missing or a string
+        ``scheduler`` is not an address."""
         self.scheduler = scheduler
+        distributed = _distributed()
+        if isinstance(scheduler, str):
+            try:
+                distributed.comm.resolve_address(scheduler)
+            except (OSError, ValueError) as exc:
+                raise InputError(None, "--scheduler", f"not a scheduler address: {exc}") from None
 
     def run(self, payload: Payload, indexes: Sequence[int], on_done: OnDone) -> None:
-        try:
-            # without the dask extra installed, mypy has no module to check
-            import distributed  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:
-            raise InputError(
-                None, "--scheduler", "Dask is not installed: pip install 'edgetwin[dask]'"
-            ) from None
+        distributed = _distributed()
         if isinstance(self.scheduler, str):
             try:
                 connect: Any = distributed.Client
@@ -103,3 +111,14 @@ class DaskExecutor:
                     on_done(result)
         finally:
             client.cancel(futures)
+
+
+def _distributed() -> Any:
+    try:
+        # without the dask extra installed, mypy has no module to check
+        import distributed  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        raise InputError(
+            None, "--scheduler", "Dask is not installed: pip install 'edgetwin[dask]'"
+        ) from None
+    return distributed

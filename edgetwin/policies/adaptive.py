@@ -199,9 +199,10 @@ class AlwaysSinglePolicy(_MapPolicy):
 
 
 class AlwaysDistributedPolicy(_MapPolicy):
-    """The distributed candidate with the lowest geometric mean, over the map's grid, of its
-    objective relative to single's (an infeasible grid point counts as infinitely worse),
-    among those that fit on the devices up; single when none does."""
+    """The distributed candidate with the lowest geometric mean, over the map's grid points
+    where single runs, of its objective relative to single's (a point where it does not
+    run counts as infinitely worse), among those that fit on the devices up; single when
+    none does."""
 
     name: ClassVar[str] = "always_distributed"
 
@@ -217,8 +218,9 @@ class AlwaysDistributedPolicy(_MapPolicy):
         for tokens, output, batch, bw in self.map.grid_points():
             single = self.map.estimate(self.map.single, batch, bw, tokens, output)
             mine = self.map.estimate(candidate, batch, bw, tokens, output)
-            cost = self.objective.cost(mine, single)
-            total += math.log(cost / self.objective.cost(single, single))
+            baseline = self.objective.cost(single, single)
+            if not math.isinf(baseline):  # no ratio to single where single runs out of memory
+                total += math.log(self.objective.cost(mine, single) / baseline)
         return total
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from edgetwin.atomic import check_out_folder, publish_folder
 from edgetwin.errors import InputError
+from edgetwin.provenance import files_read
 
 Tracker = Callable[[Path], AbstractContextManager[None]]
 
@@ -18,14 +19,16 @@ Tracker = Callable[[Path], AbstractContextManager[None]]
 def output_folder(out: Path, force: bool = False, tracked: Tracker | None = None) -> Iterator[Path]:
     """A temporary folder beside ``out``; on success it replaces ``out`` whole.
 
-    A non-empty ``out`` is refused unless ``force``. Nothing is half-written: on any error
+    A non-empty ``out`` is refused unless ``force``, and one that holds the current folder
+    or a file the command read is refused even then. Nothing is half-written: on any error
     the temporary folder is removed and ``out`` keeps what it had. ``tracked`` (if given)
     is entered with the temporary folder until it is gone.
     """
-    check_out_folder(out, force)
+    check_out_folder(out, force, files_read())
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+        staging.chmod(0o755)  # mkdtemp's is 0o700: the published folder is readable, as its files
     except OSError as exc:
         raise InputError(out, None, f"cannot create the output folder: {exc}") from None
     with tracked(staging) if tracked is not None else nullcontext():

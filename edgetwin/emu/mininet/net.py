@@ -21,13 +21,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import edgetwin
@@ -47,7 +45,7 @@ from edgetwin.emu.mininet.topology import (
     is_leftover_link,
     netem_probe,
 )
-from edgetwin.errors import RunFailed
+from edgetwin.errors import RunFailed, sigterm_interrupts
 from edgetwin.scenario import NetworkSpec
 
 MARKER_ENV = "EDGETWIN_EMU"  # set to PREFIX on every process started in a host
@@ -147,7 +145,7 @@ def emulated_network(
     Host r gets ``limits[r]`` (CPU and memory) where given. This process reaches the
     hosts through the bridge. Holds the machine's emulator lock throughout: a second
     run waits for this one."""
-    with emulator_lock():
+    with emulator_lock(), sigterm_interrupts():
         yield from _network_of(topology, network, bandwidth_mbps, limits)
 
 
@@ -162,7 +160,6 @@ def _network_of(
         print(f"edgetwin: removed what a killed emulator run left: {left}", file=sys.stderr)
     net = _mininet(topology, limits)
     emu: EmuNetwork | None = None
-    previous = _raise_on_sigterm()
     try:
         net.build()
         net.start()
@@ -185,8 +182,6 @@ def _network_of(
             net.stop()
         finally:
             cleanup_leftovers()
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass(frozen=True)
@@ -342,14 +337,3 @@ def _start_delay_lines(emu: EmuNetwork) -> None:
     emu.delay_line = True
     print(f"edgetwin: no netem here: latency_ms {emu.network.latency_ms:g} is added by a"
           " userspace delay line in every host (docs/emulator.md)", file=sys.stderr)  # fmt: skip
-
-
-def _raise_on_sigterm() -> Any:
-    """Make SIGTERM raise KeyboardInterrupt (so ``finally`` tears down); the old handler."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupt(_signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGTERM, interrupt)

@@ -1,0 +1,261 @@
+"""Bad input that crashed, hung or was accepted: output folders that cannot be replaced,
+sizes past what one machine can run, empty tables and trace folders, a Dask scheduler
+that is not an address, and a command stopped with SIGTERM.
+
+Each case goes through the real command line (in-process, or a subprocess for SIGTERM)
+and must exit 2 with one line naming the file and the field, leaving nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from edgetwin.cli import main
+from edgetwin.plan.executors import pool_size
+from tests.test_bad_input import assert_clean_failure
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIOS = REPO / "scenarios"
+SPECS = REPO / "edgetwin" / "calibration" / "specs"
+TEMPLATE = REPO / "edgetwin" / "cli" / "templates" / "scenario.yaml"
+
+
+@pytest.mark.timeout(60)
+def test_out_that_is_the_current_folder_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out . --force`` was an OSError traceback that left a ``.-old-*`` folder."""
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(TEMPLATE, work / "s.yaml")
+    monkeypatch.chdir(work)
+    for out in (".", ".."):
+        argv = ["run", "s.yaml", "--out", out, "--force", "--quiet"]
+        assert_clean_failure(argv, capsys, tmp_path, "current folder")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", ["run", "plan"])
+def test_out_that_holds_the_input_is_refused(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``run proj/s.yaml --out proj --force`` deleted the scenario it had just read."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    if command == "run":
+        shutil.copy(TEMPLATE, project / "s.yaml")
+        read = project / "s.yaml"
+    else:
+        shutil.copy(SCENARIOS / "prism_jetson.yaml", project / "prism_jetson.yaml")
+        shutil.copy(SCENARIOS / "plan_fleet.plan.yaml", project / "q.plan.yaml")
+        read = project / "q.plan.yaml"
+    argv = [command, str(read), "--out", str(project), "--force", "--quiet"]
+    assert_clean_failure(argv, capsys, tmp_path, "holds an input", read.name)
+
+
+@pytest.mark.timeout(60)
+def test_published_folder_is_readable_by_others(tmp_path: Path) -> None:
+    """An output folder gets the mode its files get (0o755), not mkdtemp's 0o700."""
+    out = tmp_path / "out"
+    assert main(["run", str(TEMPLATE), "--out", str(out), "--quiet"]) == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755
+
+
+@pytest.mark.parametrize(
+    ("item", "expect"),
+    [
+        ("crowd.fleet_size=10000000", ("field 'crowd.fleet_size'", "less than or equal")),
+        ("crowd.fleet.0.share=null", ("field 'crowd.fleet.0'", "exactly one")),
+        ("crowd.job.inputs=1000000", ("field 'crowd.job.inputs'", "less than or equal")),
+        ("crowd.horizon_s=1e9", ("field 'crowd.horizon_s'", "less than or equal")),
+        (
+            "crowd.job.interarrival={kind: exponential, mean_s: 0.001}",
+            ("field 'crowd'", "job.interarrival brings", "jobs in horizon_s"),
+        ),
+    ],
+    ids=["fleet", "share", "inputs", "horizon", "interarrival"],
+)
+@pytest.mark.timeout(60)
+def test_a_crowd_too_big_for_one_machine(
+    item: str, expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """10^7 phones hung building the fleet; a job every millisecond for a day likewise."""
+    argv = ["run", str(SCENARIOS / "crowd_city.yaml"), "--out", str(tmp_path / "out")]
+    assert_clean_failure([*argv, "--set", item], capsys, tmp_path, *expect)
+
+
+@pytest.mark.timeout(60)
+def test_more_devices_than_a_model_splits_over(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", str(SCENARIOS / "prism_jetson.yaml"), "--out", str(tmp_path / "out")]
+    expect = ("field 'devices.0.count'", "less than or equal to 1024")
+    assert_clean_failure([*argv, "--set", "devices.0.count=10000000"], capsys, tmp_path, *expect)
+
+
+@pytest.mark.timeout(60)
+def test_empty_results_table_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A 0-byte results.csv (no header) is named as bad input by report and compare."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.csv").write_text("")
+    for argv in (["report", str(run)], ["compare", str(run), str(run)]):
+        assert_clean_failure(argv, capsys, tmp_path, "results.csv", "no such column")
+
+
+@pytest.mark.timeout(60)
+def test_empty_trace_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A traces spec naming a folder without trace files wrote the base profile back."""
+    raw = yaml.safe_load((SPECS / "h200_netns.yaml").read_text())
+    raw["base"] = str((SPECS / raw["base"]).resolve())
+    (tmp_path / "traces").mkdir()
+    raw["traces"] = str(tmp_path / "traces")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(raw))
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "profile.yaml")]
+    assert_clean_failure(argv, capsys, tmp_path, "no trace file")
+
+
+def _affinity_file(tmp_path: Path, **changes: object) -> Path:
+    shutil.copy(SCENARIOS / "affinity_small.yaml", tmp_path / "affinity_small.yaml")
+    raw = yaml.safe_load((SCENARIOS / "affinity_small.eval.yaml").read_text())
+    raw.update(changes)
+    path = tmp_path / "a.eval.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.timeout(60)
+def test_affinity_needs_a_scheduler(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _affinity_file(tmp_path, schedulers=[])
+    argv = ["evaluate-affinity", str(path), "--out", str(tmp_path / "out"), "--quiet"]
+    assert_clean_failure(argv, capsys, tmp_path, "field 'schedulers'")
+
+
+@pytest.mark.timeout(60)
+def test_affinity_instance_too_big_for_the_optimum(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job of 1000 inputs was a RecursionError in the branch and bound."""
+    path = _affinity_file(tmp_path, instances=[{"name": "big", "set": ["crowd.job.inputs=1000"]}])
+    argv = ["evaluate-affinity", str(path), "--out", str(tmp_path / "out"), "--quiet"]
+    assert_clean_failure(argv, capsys, tmp_path, "field 'instances.0'", "tasks")
+
+
+@pytest.mark.timeout(60)
+def test_plan_scheduler_that_is_not_an_address(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ValueError traceback, after the sweep's journal was already started."""
+    pytest.importorskip("distributed")
+    argv = ["plan", str(SCENARIOS / "plan_fleet.plan.yaml"), "--out", str(tmp_path / "out")]
+    argv += ["--quiet", "--scheduler", "garbage"]
+    assert_clean_failure(argv, capsys, tmp_path, "--scheduler", "not a scheduler address")
+
+
+def test_a_pool_starts_no_more_processes_than_tasks() -> None:
+    """``--workers 100000`` forked 100,000 processes for a sweep of nine tasks."""
+    assert pool_size(100_000, 9) == 9
+    assert pool_size(4, 9) == 4
+    assert pool_size(4, 0) == 1
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_removes_the_staging_folder(tmp_path: Path) -> None:
+    """Only the emulator turned SIGTERM into a clean stop; a killed twin run left its
+    ``.out-*`` staging folder behind."""
+    argv = [sys.executable, "-m", "edgetwin", "run", str(SCENARIOS / "crowd_city.yaml")]
+    argv += ["--out", str(tmp_path / "out"), "--quiet"]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".out-*")) and proc.poll() is None:
+        assert time.monotonic() < deadline, "no staging folder appeared"
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be stopped"
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted; no output was published" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("spec", "key"),
+    [("android_crowdio", "reference"), ("h200_loopback", "traces"), ("h200_netns", "base")],
+)
+def test_a_file_a_spec_names_that_is_missing(
+    spec: str, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The error named the missing file but neither the spec nor its field."""
+    raw = yaml.safe_load((SPECS / f"{spec}.yaml").read_text())
+    for name in ("reference", "scenario", "traces", "base"):
+        if isinstance(raw.get(name), str) and (SPECS / raw[name]).exists():
+            raw[name] = str((SPECS / raw[name]).resolve())
+    raw[key] = "nowhere/x"
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    argv = ["calibrate", str(path), "--out", str(tmp_path / "profile.yaml")]
+    assert_clean_failure(argv, capsys, tmp_path, f"spec.yaml: field '{key}'")
+
+
+@pytest.mark.timeout(60)
+def test_a_reference_table_without_a_key_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reported as ``field 'line 2': cannot read row: 'strategy'``; now the column."""
+    raw = yaml.safe_load((SPECS / "jetson_orin_nano.yaml").read_text())
+    shipped = (SPECS / raw["reference"]).read_text().splitlines()
+    reference = tmp_path / "measured.csv"
+    reference.write_text("\n".join(line.split(",", 1)[1] for line in shipped) + "\n")
+    raw["reference"] = str(reference)
+    raw["scenario"] = str((SPECS / raw["scenario"]).resolve())
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(raw))
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "profile.yaml")]
+    assert_clean_failure(argv, capsys, tmp_path, "measured.csv: field 'strategy'", "no such column")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("entry", "expect"),
+    [
+        ("crowd.job.inputs=-1", ("field 'instances.0'", "scenario field 'crowd.job.inputs'")),
+        ("no-value", ("field 'instances.0.set.0'", "expected key=value")),
+    ],
+    ids=["bad-value", "malformed"],
+)
+def test_an_affinity_instance_whose_set_is_bad(
+    entry: str, expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The instance's mistake was blamed on the (valid) base scenario file."""
+    path = _affinity_file(tmp_path, instances=[{"name": "bad", "set": [entry]}])
+    argv = ["evaluate-affinity", str(path), "--out", str(tmp_path / "out"), "--quiet"]
+    assert_clean_failure(argv, capsys, tmp_path, "a.eval.yaml", *expect)
+
+
+@pytest.mark.timeout(60)
+def test_validate_refuses_a_full_out_before_refitting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """validate refitted for seconds before it said that --out was not empty."""
+
+    def refit(*args: object) -> None:
+        raise AssertionError("refitted before checking --out")
+
+    monkeypatch.setattr("edgetwin.calibration.trace_profile.leave_one_out", refit)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.txt").write_text("an earlier run\n")
+    argv = ["validate", str(SPECS / "h200_loopback.yaml"), "--by", "batch", "--out", str(out)]
+    assert_clean_failure(argv, capsys, tmp_path, "--out is not empty")
