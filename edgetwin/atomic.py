@@ -23,6 +23,9 @@ def write_texts_together(texts: Mapping[Path, str]) -> None:
     """Write every file of ``texts`` (path -> text), each atomically, and all or none: each
     goes to a temp file beside it first, and only once all are written are they renamed
     into place (a failed write leaves every old file as it was)."""
+    for path in texts:
+        if output_kind(path) not in (None, "file"):
+            raise InputError(path, None, "exists and is not a regular file")
     temps: dict[Path, str] = {}
     try:
         for path, text in texts.items():

@@ -4,6 +4,7 @@ and the runs of a crowd scenario. The twin and the real code both label their ro
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,8 @@ def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | N
     """Segments L a configuration runs with and the compression ratio CR = N / (L P) that
     L gives (strategies taking them). A requested CR is resolved to the nearest whole L,
     so the CR used can differ from it: BERT-base's 128 tokens on 2 devices at CR 9.9 run
-    with 6 segments, CR 10.67. A decoder's tokens are its prompt's."""
+    with 6 segments, CR 10.67. L is at most the largest partition's rows (more segments
+    than rows send every row, as the layout does). A decoder's tokens are its prompt's."""
     tokens = (
         config.prompt_tokens if isinstance(scenario.model, DecoderSpec) else scenario.model.tokens
     )
@@ -31,6 +33,7 @@ def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | N
     else:
         assert config.cr is not None
         segments = segments_for_cr(tokens, config.devices, config.cr)
+    segments = min(segments, math.ceil(tokens / config.devices))
     return segments, round(tokens / (segments * config.devices), 2)
 
 

@@ -45,6 +45,7 @@ MAX_DEVICES = 1_024  # ranks of one split model: more than a ViT's 197 or BERT's
 MAX_PHONES = 1_000_000  # ten times the benchmarked 100,000-phone crowd (1.3 GB, 157 s)
 MAX_JOB_INPUTS = 100_000  # a job's tasks are its inputs x stages, each a row of the table
 MAX_HORIZON_S = 31 * 86_400.0  # a month of simulated time
+MAX_REPETITIONS = 10_000  # of every configuration: a p99 needs a few hundred
 MAX_JOBS = 100_000  # jobs expected to arrive within the horizon (horizon / mean interarrival)
 _MAX_EXPONENT = 700.0  # math.exp overflows a float past about 709
 
@@ -408,7 +409,7 @@ class Scenario(Strict):
     description: str = ""
     mode: Literal["twin", "emu", "local"] = "twin"
     seed: Annotated[int, Field(ge=0)] = 0
-    repetitions: PositiveInt = 1
+    repetitions: Annotated[int, Field(gt=0, le=MAX_REPETITIONS)] = 1
     noise_cv: Annotated[float, Field(ge=0, le=1)] = 0
     input_source: Literal["terminal", "replicated"] = "terminal"
     warmup_batches: Annotated[int, Field(ge=0, le=100)] = 0
@@ -649,6 +650,20 @@ def dump_resolved(scenario: Scenario) -> str:
             for key in ("prompt_tokens", "output_tokens"):
                 del sweep[key]
     return yaml.safe_dump(raw, sort_keys=False)
+
+
+def files_of_runs(scenario: Scenario, scenario_path: Path) -> list[Path]:
+    """Every file the scenario's runs read, which their rows depend on: the device and
+    phone profiles (shipped ones too) and the availability trace (not the reference:
+    it changes no row)."""
+    base = scenario_path.resolve().parent
+    files = [profile_path(d.profile, base) for d in scenario.devices if isinstance(d.profile, str)]
+    crowd = scenario.crowd
+    if crowd is not None:
+        files += [profile_path(c.profile, base, "android_*.yaml") for c in crowd.fleet]
+        if crowd.availability_trace is not None:
+            files.append(base / crowd.availability_trace)
+    return files
 
 
 def with_absolute_paths(scenario: Scenario, scenario_path: Path) -> Scenario:

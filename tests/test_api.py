@@ -225,3 +225,45 @@ def test_a_twin_run_warns_that_only_the_emulator_drops_packets(
     lossy_cli = ["--set", SMALL[0], "--set", "network.loss_pct=1", "--out", str(tmp_path)]
     assert main(["run", str(JETSON), "--quiet", "--force", *lossy_cli]) == 0
     assert "edgetwin: warning: network.loss_pct is 1 %" in capsys.readouterr().out
+
+
+def test_out_that_holds_the_scenario_is_refused(tmp_path: Path) -> None:
+    """The CLI refused it, but from Python ``force=True`` replaced the folder and the
+    scenario it had just read went with it."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text((ROOT / "edgetwin" / "cli" / "templates" / "scenario.yaml").read_text())
+    with pytest.raises(InputError, match="holds an input of this command"):
+        edgetwin.run(scenario, out=tmp_path, force=True)
+    assert [p.name for p in tmp_path.iterdir()] == ["s.yaml"]
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda: edgetwin.run(123), "scenario"),
+        (lambda: edgetwin.run(JETSON, out=5), "out"),
+        (lambda: edgetwin.run(JETSON, overrides="seed=3"), "overrides"),
+        (lambda: edgetwin.run(JETSON, overrides=None), "overrides"),
+        (lambda: edgetwin.run(JETSON, overrides=[1]), "overrides.0"),
+        (lambda: edgetwin.run(JETSON, format="xlsx"), "format"),
+        (lambda: edgetwin.run(JETSON, progress=None), "progress"),
+        (lambda: edgetwin.load_scenario(5), "path"),
+        (lambda: edgetwin.load_scenario(JETSON, overrides="seed=3"), "overrides"),
+        (lambda: edgetwin.load_results(None), "dir"),
+    ],
+    ids=[
+        *("scenario-int", "out-int", "overrides-str", "overrides-none", "overrides-int"),
+        *("format", "progress-none", "load-int", "load-overrides-str", "results-none"),
+    ],
+)
+def test_a_bad_argument_is_named(call: Callable[[], object], field: str) -> None:
+    """These were a TypeError or AttributeError from deep inside (or ran: an unknown
+    format wrote both files; a string of overrides was read one character at a time)."""
+    with pytest.raises(InputError) as raised:
+        call()
+    assert raised.value.field == field
+
+
+def test_load_results_of_a_name_too_long(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot be read: File name too long"):
+        edgetwin.load_results(tmp_path / ("x" * 5000))

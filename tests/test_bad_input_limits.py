@@ -22,6 +22,7 @@ import yaml
 
 from edgetwin.cli import main
 from edgetwin.plan.executors import pool_size
+from edgetwin.results import read_results
 from tests.test_bad_input import assert_clean_failure
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,12 +96,35 @@ def test_a_crowd_too_big_for_one_machine(
 
 
 @pytest.mark.timeout(60)
-def test_more_devices_than_a_model_splits_over(
+@pytest.mark.parametrize(
+    ("item", "expect"),
+    [
+        ("devices.0.count=10000000", ("field 'devices.0.count'", "less than or equal to 1024")),
+        ("repetitions=100000000", ("field 'repetitions'", "less than or equal to 10000")),
+    ],
+    ids=["devices", "repetitions"],
+)
+def test_more_than_one_machine_runs(
+    item: str, expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both ran until killed."""
+    argv = ["run", str(SCENARIOS / "prism_jetson.yaml"), "--out", str(tmp_path / "out")]
+    assert_clean_failure([*argv, "--set", item], capsys, tmp_path, *expect)
+
+
+@pytest.mark.timeout(60)
+def test_compare_refuses_its_out_before_comparing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["run", str(SCENARIOS / "prism_jetson.yaml"), "--out", str(tmp_path / "out")]
-    expect = ("field 'devices.0.count'", "less than or equal to 1024")
-    assert_clean_failure([*argv, "--set", "devices.0.count=10000000"], capsys, tmp_path, *expect)
+    """``compare A B --out A`` printed its whole summary, then refused."""
+    run = tmp_path / "run"
+    assert main(["run", str(TEMPLATE), "--out", str(run), "--quiet"]) == 0
+    capsys.readouterr()
+    argv = ["compare", str(run), str(run), "--out", str(run), "--force"]
+    code = main(argv)
+    printed = capsys.readouterr()
+    assert code == 2 and "holds an input" in printed.err
+    assert printed.out == ""
 
 
 @pytest.mark.timeout(60)
@@ -259,3 +283,39 @@ def test_validate_refuses_a_full_out_before_refitting(
     (out / "old.txt").write_text("an earlier run\n")
     argv = ["validate", str(SPECS / "h200_loopback.yaml"), "--by", "batch", "--out", str(out)]
     assert_clean_failure(argv, capsys, tmp_path, "--out is not empty")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("blocked", "argv_tail"),
+    [("figures", ["--static", "svg"]), ("report.html", [])],
+    ids=["figures-is-a-file", "page-is-a-folder"],
+)
+def test_report_into_a_path_of_the_wrong_kind(
+    blocked: str, argv_tail: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tracebacks from shutil.rmtree and os.replace; now named, and nothing rewritten."""
+    run = tmp_path / "run"
+    assert main(["run", str(TEMPLATE), "--out", str(run), "--quiet"]) == 0
+    (run / "report.html").unlink()
+    if blocked == "figures":
+        (run / "figures").write_text("not a folder\n")
+    else:
+        (run / "report.html").mkdir()
+    capsys.readouterr()
+    assert_clean_failure(["report", str(run), *argv_tail], capsys, tmp_path, blocked, "exists")
+
+
+@pytest.mark.timeout(60)
+def test_more_segments_than_rows_run_as_every_row(tmp_path: Path) -> None:
+    """``segments: [100000000]`` wrote CR 0 (the run then could not read its own table):
+    L is capped at a partition's rows, 99 of ViT-B/16's 197 tokens on two boards."""
+    rows = []
+    for segments in (99, 100_000_000):
+        out = tmp_path / f"L{segments}"
+        argv = ["run", str(SCENARIOS / "prism_jetson.yaml"), "--out", str(out), "--quiet"]
+        argv += ["--set", f"strategies=[{{name: prism, segments: [{segments}]}}]"]
+        assert main([*argv, "--set", "sweeps=[{batch: [1]}]"]) == 0
+        rows.append(read_results(out / "results.csv"))
+    assert rows[0] == rows[1]
+    assert [(r.segments, r.cr) for r in rows[0]] == [(99, 0.99)]

@@ -18,6 +18,7 @@ from edgetwin.errors import InputError
 from edgetwin.plan.executors import PoolExecutor, SerialExecutor
 from edgetwin.plan.questions import LoadedQuestion, load_question
 from edgetwin.plan.run import journal_for, run_plan, sweep_rows
+from edgetwin.profile import PROFILE_DIR
 from edgetwin.reports.plan import write_plan_report
 from edgetwin.results import ResultRow, write_results
 from edgetwin.sim.runner import build_fleet, run_scenario
@@ -253,3 +254,18 @@ def test_journal_of_another_sweep_is_refused(tmp_path: Path) -> None:
     other = load_question(question_file(tmp_path, set=["devices.0.count=4", "seed=1"]))
     with pytest.raises(InputError, match="different sweep"):
         journal_for(other, tmp_path / "out")
+
+
+def test_a_profile_edited_between_a_sweep_and_its_rerun_is_another_sweep(tmp_path: Path) -> None:
+    """The journal held only the scenario: a rerun after the profile file changed resumed,
+    and results.csv mixed rows of the old profile with rows of the new one."""
+    profile = tmp_path / "board.yaml"
+    profile.write_text((PROFILE_DIR / "jetson_orin_nano.yaml").read_text())
+    question = question_file(tmp_path, set=["devices.0.count=4", f"devices.0.profile={profile}"])
+    journal_for(load_question(question), tmp_path / "out")
+    journal_for(load_question(question), tmp_path / "out")  # unchanged: the same sweep
+    raw = yaml.safe_load(profile.read_text())
+    raw["compute"]["throughput_gflops"] /= 10
+    profile.write_text(yaml.safe_dump(raw))
+    with pytest.raises(InputError, match="different sweep"):
+        journal_for(load_question(question), tmp_path / "out")

@@ -69,3 +69,14 @@ def test_the_ram_line_follows_the_device_spec(tmp_path: Path) -> None:
     )
     memory = run_figures(read_run(out))[-1]
     assert [set(t.y) for t in memory.data if t.legendgroup == "RAM"] == [{3000.0}]
+
+
+@pytest.mark.timeout(120)
+def test_one_output_token_has_no_tpot_and_still_a_page(tmp_path: Path) -> None:
+    """With one output token no row has a TPOT: the page was a TypeError in fmean."""
+    out = tmp_path / "run"
+    argv = ["run", str(SMOKE), "--out", str(out), "--quiet", "--set", SWEEP]
+    assert main([*argv, "--set", "workload.output_tokens=1"]) == 0
+    data = read_run(out)
+    assert data.rows and all(row.tpot_ms is None for row in data.rows)
+    assert run_figures(data)

@@ -44,7 +44,7 @@ from edgetwin.reports import write_report
 from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.reports.affinity import write_affinity_report
 from edgetwin.reports.html import write_comparison_report
-from edgetwin.reports.static import STATIC_FORMATS, write_static_figures
+from edgetwin.reports.static import STATIC_FORMATS, check_figures_folder, write_static_figures
 from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import read_results, read_table
 from edgetwin.schema import read_yaml_mapping
@@ -79,11 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"edgetwin: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(
-            "edgetwin: interrupted; no output was published (plan keeps finished "
-            "configurations for a rerun)",
-            file=sys.stderr,
+        kept = (
+            " (finished configurations are kept for a rerun)" if args.subcommand == "plan" else ""
         )
+        print(f"edgetwin: interrupted; no output was published{kept}", file=sys.stderr)
         return 130
 
 
@@ -332,6 +331,8 @@ def _compare(args: argparse.Namespace) -> int:
     predicted = read_results(args.predicted / "results.csv")
     check_reference(args.measured / "results.csv", args.measured / "results.csv", None)
     measured = read_table(args.measured / "results.csv")
+    if args.out is not None:  # before the summary lines, not after them
+        check_out_folder(args.out, args.force, files_read())
     comparison = compare_to_reference(predicted, measured)
     warning = devices_warning(args.predicted, args.measured)
     if warning is not None:
@@ -356,6 +357,8 @@ def _report(args: argparse.Namespace) -> int:
     reference = args.dir / "reference.csv"
     if reference.exists():
         check_reference(reference, reference, None)
+    if args.static:
+        check_figures_folder(args.dir)  # before the page is written
     path = write_report(args.dir)
     print(f"wrote {path}")
     if args.static:

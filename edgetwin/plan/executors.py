@@ -36,11 +36,12 @@ def pool_size(workers: int, tasks: int) -> int:
 
 
 class SerialExecutor:
-    """Everything in this process, in index order."""
+    """Everything in this process, in index order, each unit reported as it finishes (so
+    that a stopped sweep keeps every unit it finished)."""
 
     def run(self, payload: Payload, indexes: Sequence[int], on_done: OnDone) -> None:
-        for chunk in chunks(indexes, MAX_CHUNK):
-            for result in run_chunk(payload, chunk):
+        for index in indexes:
+            for result in run_chunk(payload, [index]):
                 on_done(result)
 
 

@@ -25,7 +25,7 @@ PARTIAL = "partial"
 
 
 def fingerprint(scenario_json: str) -> str:
-    """SHA-256 of the swept scenario (as JSON)."""
+    """SHA-256 of what identifies a sweep (the swept scenario as JSON, and more)."""
     return hashlib.sha256(scenario_json.encode()).hexdigest()
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import plotly
 import plotly.graph_objects as go
 
+from edgetwin.atomic import output_kind, publish_folder
 from edgetwin.errors import InputError, RunFailed
 from edgetwin.reports.html import read_run, run_figures
 from edgetwin.reports.style import WIDTH_PX, styled
@@ -66,18 +67,24 @@ def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list
     return [job["path"] for job in jobs]
 
 
+def check_figures_folder(run_dir: Path) -> Path:
+    """``run_dir/figures``, which must be a folder or absent (else an InputError)."""
+    final = run_dir / FIGURES_DIR
+    if output_kind(final) not in (None, "folder"):
+        raise InputError(final, None, "exists and is not a folder")
+    return final
+
+
 def write_static_figures(run_dir: Path, fmt: str) -> list[Path]:
     """The figures of ``run_dir``'s report as ``run_dir/figures/<name>.<fmt>``; the folder
     is replaced whole, and only once every file is written."""
     figures = run_figures(read_run(run_dir))
+    final = check_figures_folder(run_dir)
     staging = Path(tempfile.mkdtemp(prefix=".figures-", dir=run_dir))
     staging.chmod(0o755)
     try:
         names = [path.name for path in write_figures(figures, staging, fmt)]
-        final = run_dir / FIGURES_DIR
-        if final.exists():
-            shutil.rmtree(final)
-        staging.rename(final)
+        publish_folder(staging, final)  # the old figures stay if this fails
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return [final / name for name in names]

@@ -15,6 +15,7 @@ from edgetwin.scenario import Scenario, with_absolute_paths
 from edgetwin.schema import apply_override, referenced_file, validate_model
 from edgetwin.sim.crowd.runner import prepare_crowd
 from edgetwin.sim.runner import build_fleet
+from edgetwin.workbench.arguments import overrides_argument, path_argument
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,6 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     """A scenario file, overridden (``key.sub=value``, as ``--set``) and validated, its
     files checked; the files it names become absolute, so that the Scenario runs from any
     folder."""
-    path = Path(path)
-    scenario = load_run_inputs(path, overrides).scenario
+    path = path_argument(path, "path")
+    scenario = load_run_inputs(path, overrides_argument(overrides)).scenario
     return with_absolute_paths(scenario, path)

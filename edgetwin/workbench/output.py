@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
@@ -16,15 +16,18 @@ Tracker = Callable[[Path], AbstractContextManager[None]]
 
 
 @contextmanager
-def output_folder(out: Path, force: bool = False, tracked: Tracker | None = None) -> Iterator[Path]:
+def output_folder(
+    out: Path, force: bool = False, tracked: Tracker | None = None, inputs: Iterable[str] = ()
+) -> Iterator[Path]:
     """A temporary folder beside ``out``; on success it replaces ``out`` whole.
 
     A non-empty ``out`` is refused unless ``force``, and one that holds the current folder
-    or a file the command read is refused even then. Nothing is half-written: on any error
-    the temporary folder is removed and ``out`` keeps what it had. ``tracked`` (if given)
-    is entered with the temporary folder until it is gone.
+    or a file read (``inputs``, and what the command records) is refused even then.
+    Nothing is half-written: on any error the temporary folder is removed and ``out``
+    keeps what it had. ``tracked`` (if given) is entered with the temporary folder until
+    it is gone.
     """
-    check_out_folder(out, force, files_read())
+    check_out_folder(out, force, (*files_read(), *inputs))
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))

@@ -15,6 +15,7 @@ from edgetwin.provenance import PROVENANCE_FILE, read_provenance
 from edgetwin.reports import write_report
 from edgetwin.results import ResultRow, parse_result, read_results, table_columns, write_results
 from edgetwin.scenario import Scenario, dump_resolved, load_scenario
+from edgetwin.workbench.arguments import choice_argument, path_argument
 from edgetwin.workbench.output import output_folder
 
 if TYPE_CHECKING:
@@ -59,7 +60,8 @@ class Results:
         """Write ``results.csv`` (and/or ``results.parquet``), ``scenario.resolved.yaml``,
         ``report.html`` and the provenance it came with into ``out``, all or nothing (a
         non-empty ``out`` only with ``force``, replaced whole); returns ``out``."""
-        out = Path(out)
+        out = path_argument(out, "out")
+        choice_argument(format, "format", FORMATS)
         with output_folder(out, force) as staging:
             self.write_into(staging, format)
             if self.provenance is not None:
@@ -85,11 +87,15 @@ class Results:
 def load_results(folder: str | Path) -> Results:
     """A run's output folder: ``results.csv`` (or ``results.parquet``), the scenario in
     ``scenario.resolved.yaml`` and ``provenance.json`` when they are there."""
-    folder = Path(folder)
+    folder = path_argument(folder, "dir")
     csv_path, parquet_path = folder / "results.csv", folder / "results.parquet"
-    if csv_path.is_file():
+    try:
+        has_csv, has_parquet = csv_path.is_file(), parquet_path.is_file()
+    except OSError as exc:  # a name too long, say
+        raise InputError(folder, None, f"cannot be read: {exc.strerror}") from None
+    if has_csv:
         rows = read_results(csv_path)
-    elif parquet_path.is_file():
+    elif has_parquet:
         rows = _read_parquet(parquet_path)
     else:
         raise InputError(csv_path, None, "file not found (nor results.parquet)")

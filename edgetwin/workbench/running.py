@@ -10,15 +10,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from edgetwin.errors import InputError
 from edgetwin.provenance import read_provenance, write_provenance
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, configurations, unplayed_settings, with_absolute_paths
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.runner import build_fleet, run_scenario
 from edgetwin.sim.trace import chrome_trace
+from edgetwin.workbench.arguments import choice_argument, overrides_argument, path_argument
 from edgetwin.workbench.inputs import RunInputs, load_run_inputs, scenario_run_inputs
 from edgetwin.workbench.output import output_folder, removed_if_killed, scratch_folder
-from edgetwin.workbench.results import Format, Results
+from edgetwin.workbench.results import FORMATS, Format, Results
 
 Mode = Literal["twin", "emu", "local"]
 # progress(label, total runs) -> a context that yields the callback called after each run
@@ -63,14 +65,22 @@ def run(
     command line, else this call); a non-empty ``out`` only with ``force`` (replaced whole).
     With ``trace``, the runs' timelines too.
     """
-    items = run_overrides(overrides, seed, mode)
+    items = run_overrides(overrides_argument(overrides), seed, mode)
+    choice_argument(format, "format", FORMATS)
+    if not callable(progress):
+        raise InputError(None, "progress", "a function progress(label, total)")
+    folder_out = None if out is None else path_argument(out, "out")
     if isinstance(scenario, Scenario):
         inputs = scenario_run_inputs(scenario, items)
     else:
-        inputs = load_run_inputs(Path(scenario), items)
+        inputs = load_run_inputs(path_argument(scenario, "scenario"), items)
     chosen = inputs.scenario
     tracked = removed_if_killed if chosen.mode == "emu" else None
-    folder = scratch_folder(tracked) if out is None else output_folder(Path(out), force, tracked)
+    folder = (
+        scratch_folder(tracked)
+        if folder_out is None
+        else output_folder(folder_out, force, tracked, inputs=inputs.files)
+    )
     with folder as staging:
         context = _Run(
             inputs, staging, trace, progress, warnings=unplayed_settings(chosen, chosen.mode)
@@ -84,7 +94,9 @@ def run(
             results.write_into(staging, format)
             call = command if command is not None else _api_call(scenario, items)
             write_provenance(staging, command=call, seed=chosen.seed, inputs=inputs.files)
-    return results if out is None else replace(results, provenance=read_provenance(Path(out)))
+    return (
+        results if folder_out is None else replace(results, provenance=read_provenance(folder_out))
+    )
 
 
 def _api_call(scenario: str | Path | Scenario, items: Sequence[str]) -> list[str]:

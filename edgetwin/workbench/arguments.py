@@ -1,0 +1,37 @@
+"""The Python API's arguments checked as the command line's are: a wrong type or value is
+an InputError naming the argument, not a TypeError from deep inside."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from edgetwin.errors import InputError, shown
+
+
+def path_argument(value: Any, name: str) -> Path:
+    """``value`` (a ``str`` or ``Path``) as a Path."""
+    if isinstance(value, str | Path) and str(value):
+        return Path(value)
+    raise InputError(None, name, f"a path (str or Path), not {shown(value)}")
+
+
+def overrides_argument(value: Any, name: str = "overrides") -> list[str]:
+    """``value``, a sequence of ``"key.sub=value"`` strings (one string alone is refused:
+    iterating it would read each character as an item)."""
+    if isinstance(value, str):
+        raise InputError(None, name, f"a list of 'key=value' items, not one string {shown(value)}")
+    if not isinstance(value, Sequence):
+        raise InputError(None, name, f"a list of 'key=value' items, not {shown(value)}")
+    for k, item in enumerate(value):
+        if not isinstance(item, str):
+            raise InputError(None, f"{name}.{k}", f"a 'key=value' string, not {shown(item)}")
+    return list(value)
+
+
+def choice_argument(value: Any, name: str, choices: Sequence[str]) -> Any:
+    """``value`` if it is one of ``choices``."""
+    if value not in choices:
+        raise InputError(None, name, f"one of {', '.join(choices)}, not {shown(value)}")
+    return value
