@@ -73,42 +73,37 @@ def test_published_folder_is_readable_by_others(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("item", "expect"),
+    ("scenario", "item", "expect"),
     [
-        ("crowd.fleet_size=10000000", ("field 'crowd.fleet_size'", "less than or equal")),
-        ("crowd.fleet.0.share=null", ("field 'crowd.fleet.0'", "exactly one")),
-        ("crowd.job.inputs=1000000", ("field 'crowd.job.inputs'", "less than or equal")),
-        ("crowd.horizon_s=1e9", ("field 'crowd.horizon_s'", "less than or equal")),
+        ("crowd_city", "crowd.fleet_size=10000000", ("'crowd.fleet_size'", "less than or equal")),
+        ("crowd_city", "crowd.fleet.0.share=null", ("field 'crowd.fleet.0'", "exactly one")),
+        ("crowd_city", "crowd.job.inputs=1000000", ("'crowd.job.inputs'", "less than or equal")),
+        ("crowd_city", "crowd.horizon_s=1e9", ("field 'crowd.horizon_s'", "less than or equal")),
         (
+            "crowd_city",
             "crowd.job.interarrival={kind: exponential, mean_s: 0.001}",
             ("field 'crowd'", "job.interarrival brings", "jobs in horizon_s"),
         ),
+        (
+            "prism_jetson",
+            "devices.0.count=10000000",
+            ("'devices.0.count'", "less than or equal to 1024"),
+        ),
+        ("prism_jetson", "repetitions=100000000", ("'repetitions'", "less than or equal to 10000")),
     ],
-    ids=["fleet", "share", "inputs", "horizon", "interarrival"],
+    ids=["fleet", "share", "inputs", "horizon", "interarrival", "devices", "repetitions"],
 )
 @pytest.mark.timeout(60)
-def test_a_crowd_too_big_for_one_machine(
-    item: str, expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """10^7 phones hung building the fleet; a job every millisecond for a day likewise."""
-    argv = ["run", str(SCENARIOS / "crowd_city.yaml"), "--out", str(tmp_path / "out")]
-    assert_clean_failure([*argv, "--set", item], capsys, tmp_path, *expect)
-
-
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize(
-    ("item", "expect"),
-    [
-        ("devices.0.count=10000000", ("field 'devices.0.count'", "less than or equal to 1024")),
-        ("repetitions=100000000", ("field 'repetitions'", "less than or equal to 10000")),
-    ],
-    ids=["devices", "repetitions"],
-)
 def test_more_than_one_machine_runs(
-    item: str, expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    scenario: str,
+    item: str,
+    expect: tuple[str, ...],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Both ran until killed."""
-    argv = ["run", str(SCENARIOS / "prism_jetson.yaml"), "--out", str(tmp_path / "out")]
+    """Each ran until killed: 10^7 phones or devices hung building the fleet, a job every
+    millisecond for a day, 10^8 repetitions."""
+    argv = ["run", str(SCENARIOS / f"{scenario}.yaml"), "--out", str(tmp_path / "out")]
     assert_clean_failure([*argv, "--set", item], capsys, tmp_path, *expect)
 
 
