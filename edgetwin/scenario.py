@@ -11,7 +11,7 @@ import itertools
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -38,6 +38,9 @@ from edgetwin.schema import (
     load_yaml_model,
     validate_model,
 )
+
+RunMode = Literal["twin", "emu", "local"]  # the twin, Mininet hosts, local processes
+RUN_MODES: tuple[str, ...] = get_args(RunMode)
 
 # Upper bounds past which a run would not fit one machine's memory or a day: a value
 # beyond one is a slip (an extra zero), refused with its field named before anything runs.
@@ -407,7 +410,7 @@ class Scenario(Strict):
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
-    mode: Literal["twin", "emu", "local"] = "twin"
+    mode: RunMode = "twin"
     seed: Annotated[int, Field(ge=0)] = 0
     repetitions: Annotated[int, Field(gt=0, le=MAX_REPETITIONS)] = 1
     noise_cv: Annotated[float, Field(ge=0, le=1)] = 0

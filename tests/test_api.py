@@ -267,3 +267,9 @@ def test_a_bad_argument_is_named(call: Callable[[], object], field: str) -> None
 def test_load_results_of_a_name_too_long(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot be read: File name too long"):
         edgetwin.load_results(tmp_path / ("x" * 5000))
+
+
+def test_an_unknown_mode_is_named() -> None:
+    with pytest.raises(InputError) as raised:
+        edgetwin.run(JETSON, mode="hardware")  # type: ignore[arg-type]
+    assert raised.value.field == "mode"

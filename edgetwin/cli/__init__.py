@@ -47,6 +47,7 @@ from edgetwin.reports.html import write_comparison_report
 from edgetwin.reports.static import STATIC_FORMATS, check_figures_folder, write_static_figures
 from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import read_results, read_table
+from edgetwin.scenario import RUN_MODES
 from edgetwin.schema import read_yaml_mapping
 from edgetwin.workbench import running
 from edgetwin.workbench.inputs import load_run_inputs
@@ -122,9 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     add_out_argument(run)
     run.add_argument("--seed", type=int, help="override the scenario's seed")
     add_set_argument(run, "override a scenario field, e.g. --set network.latency_ms=2")
-    run.add_argument(
-        "--mode", choices=["twin", "emu", "local"], help="override the scenario's mode"
-    )
+    run.add_argument("--mode", choices=RUN_MODES, help="override the scenario's mode")
     run.add_argument(
         "--trace",
         action="store_true",

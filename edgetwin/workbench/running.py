@@ -8,12 +8,18 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
 
 from edgetwin.errors import InputError
 from edgetwin.provenance import read_provenance, write_provenance
 from edgetwin.results import ResultRow
-from edgetwin.scenario import Scenario, configurations, unplayed_settings, with_absolute_paths
+from edgetwin.scenario import (
+    RUN_MODES,
+    RunMode,
+    Scenario,
+    configurations,
+    unplayed_settings,
+    with_absolute_paths,
+)
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.runner import build_fleet, run_scenario
 from edgetwin.sim.trace import chrome_trace
@@ -22,7 +28,6 @@ from edgetwin.workbench.inputs import RunInputs, load_run_inputs, scenario_run_i
 from edgetwin.workbench.output import output_folder, removed_if_killed, scratch_folder
 from edgetwin.workbench.results import FORMATS, Format, Results
 
-Mode = Literal["twin", "emu", "local"]
 # progress(label, total runs) -> a context that yields the callback called after each run
 Progress = Callable[[str, int], AbstractContextManager[Callable[[], None]]]
 
@@ -47,7 +52,7 @@ class _Run:
 def run(
     scenario: str | Path | Scenario,
     *,
-    mode: Mode | None = "twin",
+    mode: RunMode | None = "twin",
     seed: int | None = None,
     overrides: Sequence[str] = (),
     out: str | Path | None = None,
@@ -65,6 +70,8 @@ def run(
     command line, else this call); a non-empty ``out`` only with ``force`` (replaced whole).
     With ``trace``, the runs' timelines too.
     """
+    if mode is not None:
+        choice_argument(mode, "mode", RUN_MODES)
     items = run_overrides(overrides_argument(overrides), seed, mode)
     choice_argument(format, "format", FORMATS)
     if not callable(progress):
@@ -105,7 +112,7 @@ def _api_call(scenario: str | Path | Scenario, items: Sequence[str]) -> list[str
     return ["edgetwin.run", named, *items]
 
 
-def run_overrides(overrides: Sequence[str], seed: int | None, mode: Mode | None) -> list[str]:
+def run_overrides(overrides: Sequence[str], seed: int | None, mode: RunMode | None) -> list[str]:
     """``overrides``, then the seed's and the mode's when given (the last one wins)."""
     items = [*overrides]
     if seed is not None:
