@@ -269,3 +269,21 @@ def test_a_profile_edited_between_a_sweep_and_its_rerun_is_another_sweep(tmp_pat
     profile.write_text(yaml.safe_dump(raw))
     with pytest.raises(InputError, match="different sweep"):
         journal_for(load_question(question), tmp_path / "out")
+
+
+def test_a_sweep_stopped_before_any_configuration_leaves_no_folder(tmp_path: Path) -> None:
+    """A scheduler that could not be reached left a new DIR holding an empty journal; one
+    stopped after a configuration finished keeps it for the rerun."""
+    from edgetwin.cli.plan import plan_folder
+    from edgetwin.plan.sweep import payload_for, run_chunk
+
+    loaded = load_question(question_file(tmp_path))
+    for finished, kept in ((0, False), (1, True)):
+        out = tmp_path / f"out{finished}"
+        with pytest.raises(KeyboardInterrupt), plan_folder(out, force=False) as folder:
+            journal = journal_for(loaded, folder)
+            if finished:
+                journal.append(run_chunk(payload_for(loaded), [0])[0])
+            journal.close()
+            raise KeyboardInterrupt
+        assert out.exists() == kept

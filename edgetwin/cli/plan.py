@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,7 +15,7 @@ from edgetwin.cli.progress import progress
 from edgetwin.errors import InputError
 from edgetwin.plan.answers import describe
 from edgetwin.plan.executors import DaskExecutor, Executor, PoolExecutor, SerialExecutor
-from edgetwin.plan.journal import PARTIAL
+from edgetwin.plan.journal import PARTIAL, ROWS_FILE
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import run_plan
 from edgetwin.plan.sweep import payload_for
@@ -53,16 +54,29 @@ def executor_for(workers: int | None, scheduler: str | None) -> Executor:
 def plan_folder(out: Path, force: bool) -> Iterator[Path]:
     """Where the sweep runs: ``out`` itself when it is new, empty or holds an unfinished
     sweep's journal (resumed); with ``force``, a folder staged beside that replaces ``out``
-    whole at the end (a fresh sweep). Any other non-empty ``out`` is refused."""
+    whole at the end (a fresh sweep). Any other non-empty ``out`` is refused. A new ``out``
+    whose sweep stops before it finishes a configuration is removed (nothing to resume)."""
     if not force and (out / PARTIAL).is_dir():
         yield out
         return
     check_out_folder(out, force, files_read())
     if not out.exists() or not force:
-        yield out
+        new = not out.exists()
+        try:
+            yield out
+        except BaseException:
+            if new and not _finished_any(out):  # nothing to resume: leave no folder
+                shutil.rmtree(out, ignore_errors=True)
+            raise
         return
     with output_folder(out, force) as staging:
         yield staging
+
+
+def _finished_any(out: Path) -> bool:
+    """Whether the sweep in ``out`` journaled a finished configuration."""
+    rows = out / PARTIAL / ROWS_FILE
+    return rows.is_file() and rows.stat().st_size > 0
 
 
 def plan_command(args: argparse.Namespace) -> int:

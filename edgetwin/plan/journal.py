@@ -22,6 +22,7 @@ from edgetwin.plan.sweep import ConfigResult
 from edgetwin.results import ResultRow
 
 PARTIAL = "partial"
+ROWS_FILE = "rows.jsonl"  # in PARTIAL: one line per finished configuration
 
 
 def fingerprint(scenario_json: str) -> str:
@@ -34,7 +35,7 @@ class Journal:
 
     def __init__(self, out: Path, sweep_fingerprint: str) -> None:
         self.folder = out / PARTIAL
-        self.rows_path = self.folder / "rows.jsonl"
+        self.rows_path = self.folder / ROWS_FILE
         marker = self.folder / "sweep.json"
         if marker.is_file():
             if _marked_fingerprint(marker) != sweep_fingerprint:
