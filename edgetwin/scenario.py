@@ -50,7 +50,10 @@ MAX_JOB_INPUTS = 100_000  # a job's tasks are its inputs x stages, each a row of
 MAX_HORIZON_S = 31 * 86_400.0  # a month of simulated time
 MAX_REPETITIONS = 10_000  # of every configuration: a p99 needs a few hundred
 MAX_JOBS = 100_000  # jobs expected to arrive within the horizon (horizon / mean interarrival)
-_MAX_EXPONENT = 700.0  # math.exp overflows a float past about 709
+_MAX_EXPONENT = 700.0
+# an emulator host's least CPU quota: Mininet sets a quota under 1 ms of a 100 ms period
+# by stretching the period, past the kernel's 1 s limit, so the host would get 0.01 anyway
+MIN_HOST_CPU_CORES = 0.01  # math.exp overflows a float past about 709
 
 
 class ConstantDist(Strict):
@@ -390,13 +393,13 @@ class EmulatorSpec(Strict):
 
     model: Literal["tiny", "full"] = "tiny"
     cpu_limits: bool = True
-    cpu_cores_fastest: PositiveFloat = 1.0
+    cpu_cores_fastest: Annotated[float, Field(ge=MIN_HOST_CPU_CORES)] = 1.0
     memory_limits: bool = True
     task_delay_ms: NonNegativeFloat = 0
     faults: tuple[Fault, ...] = ()
     heartbeat_s: PositiveFloat = 1.0
     silence_timeout_s: PositiveFloat = 15.0
-    host_cpu_cores: tuple[PositiveFloat, ...] = ()
+    host_cpu_cores: tuple[Annotated[float, Field(ge=MIN_HOST_CPU_CORES)], ...] = ()
 
     @model_validator(mode="after")
     def _check_liveness(self) -> EmulatorSpec:

@@ -314,3 +314,25 @@ def test_more_segments_than_rows_run_as_every_row(tmp_path: Path) -> None:
         rows.append(read_results(out / "results.csv"))
     assert rows[0] == rows[1]
     assert [(r.segments, r.cr) for r in rows[0]] == [(99, 0.99)]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("item", "field", "problem"),
+    [
+        ("emulator.cpu_cores_fastest=0.015", "emulator.cpu_cores_fastest", "0.00375 cores"),
+        ("crowd.fleet.0.ram_mb=1", "crowd.fleet.0.ram_mb", "leaves no session budget"),
+    ],
+    ids=["cpu-quota", "no-session-budget"],
+)
+def test_a_phone_host_the_emulator_cannot_give(item: str, field: str, problem: str) -> None:
+    """Mininet turned a quota under 0.01 core into 0.01 with an error line and ran; a phone
+    with less RAM than Android keeps got a 0 MB memory group, which killed iperf3."""
+    from edgetwin.emu.mininet.crowd import check_crowd_emulatable
+    from edgetwin.errors import InputError
+    from edgetwin.scenario import load_scenario
+
+    path = SCENARIOS / "emu_crowdio.yaml"
+    with pytest.raises(InputError, match=problem) as raised:
+        check_crowd_emulatable(load_scenario(path, [item]), path)
+    assert raised.value.field == field

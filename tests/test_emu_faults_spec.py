@@ -97,6 +97,7 @@ def test_vit_hosts_are_unlimited_unless_given_cores() -> None:
     [
         ([1.0], "emulator.host_cpu_cores", "1 values for 2 hosts"),
         ([1.0, 0], "emulator.host_cpu_cores.1", "greater"),
+        ([1.0, 1e-5], "emulator.host_cpu_cores.1", "greater than or equal to 0.01"),
         ([1.0, 999.0], "emulator.host_cpu_cores.1", "999 cores on a machine"),
     ],
 )

@@ -13,6 +13,7 @@ from edgetwin.emu.mininet.medium import MEDIUM_DEVICE
 from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.net import (
     MARKER_ENV,
+    EmuError,
     cleanup_leftovers,
     leftover_links,
     leftover_processes,
@@ -123,3 +124,14 @@ def test_cleanup_removes_leftovers_of_a_crashed_run() -> None:
             stray.wait()
             subprocess.run(["ip", "link", "del", "etws0"], capture_output=True)
             subprocess.run(["ip", "link", "del", MEDIUM_DEVICE], capture_output=True)
+
+
+@pytest.mark.timeout(180)
+def test_a_link_too_slow_for_its_check_is_a_clear_failure() -> None:
+    """At 0.001 Mbit/s iperf3 never finishes: that was a TimeoutExpired traceback."""
+    sweep = {"batch": [4], "bandwidth_mbps": [0.001], "devices": [2]}
+    slow = validate_scenario({**SMALL, "sweeps": [sweep]}, Path("emu_slow.yaml"))
+    before = _links()
+    with pytest.raises(EmuError, match=r"did not finish in .* too slow, lossy or delayed"):
+        run_emu(slow, warmup=0, link_check_s=1)
+    assert _links() == before and not leftover_links() and not leftover_processes()

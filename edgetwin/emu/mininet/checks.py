@@ -254,7 +254,16 @@ def _clients(net: EmuNetwork, pairs: list[tuple[int, int]], duration_s: float) -
                 clients.append(net.popen(sender, _after(go, argv), None))
             go.touch()
             timeout_s = duration_s + _CLIENT_SETUP_S
-            outs = [client.communicate(timeout=timeout_s)[0] for client in clients]
+            try:
+                outs = [client.communicate(timeout=timeout_s)[0] for client in clients]
+            except subprocess.TimeoutExpired:
+                for client in clients:
+                    client.kill()
+                    client.wait()
+                problem = "the link is too slow, lossy or delayed for the link check"
+                raise EmuError(
+                    f"iperf3 between hosts {pairs} did not finish in {timeout_s:g} s: {problem}"
+                ) from None
         try:
             return [goodput_mbps(out.decode()) for out in outs]
         except ValueError as exc:

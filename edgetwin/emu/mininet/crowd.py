@@ -23,7 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from edgetwin.configuration import crowd_runs
-from edgetwin.crowd_fleet import PhoneSetup, expand_fleet, resolve_classes, resolve_fleet
+from edgetwin.crowd_fleet import (
+    PhoneClass,
+    PhoneSetup,
+    expand_fleet,
+    resolve_classes,
+    resolve_fleet,
+)
 from edgetwin.emu.crowdio.launcher import Processes, WorkerSpec, run_pipeline
 from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.model import FULL, TINY, export_stages, make_inputs
@@ -40,7 +46,7 @@ from edgetwin.links import worst_error_pct
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import check_schedulers
 from edgetwin.results import ResultRow
-from edgetwin.scenario import EmulatorSpec, Scenario
+from edgetwin.scenario import MIN_HOST_CPU_CORES, EmulatorSpec, Scenario
 
 MODELS = {"tiny": TINY, "full": FULL}
 JOB_TIMEOUT_S = 600.0
@@ -86,11 +92,33 @@ def check_crowd_emulatable(scenario: Scenario, scenario_path: Path | None) -> No
     if len(crowd.job.stages) > config.layers + 1:
         problem = f"the {scenario.emulator.model} DistilBERT makes at most {config.layers + 1}"
         raise InputError(scenario_path, "crowd.job.stages", problem + " stages")
+    classes = resolve_classes(crowd, scenario_path)
+    _check_phone_hosts(classes, scenario.emulator, scenario_path)
     hosts = len(crowd_phones(scenario, scenario_path)) + 1
     for i, fault in enumerate(scenario.emulator.faults):
         if fault.host >= hosts:
             problem = f"no host {fault.host}: 0 is the foreman's, 1 to {hosts - 1} the phones'"
             raise InputError(scenario_path, f"emulator.faults.{i}.host", problem)
+
+
+def _check_phone_hosts(
+    classes: Sequence[PhoneClass], emulator: EmulatorSpec, scenario_path: Path | None
+) -> None:
+    """Each class's host gets at least MIN_HOST_CPU_CORES and a session budget above 0."""
+    fastest = max(c.profile.cpu_gflops for c in classes)
+    for k, phone_class in enumerate(classes):
+        cores = emulator.cpu_cores_fastest * phone_class.profile.cpu_gflops / fastest
+        if emulator.cpu_limits and cores < MIN_HOST_CPU_CORES:
+            problem = f"class {phone_class.spec.name} would get {cores:.3g} cores (at least"
+            problem += f" {MIN_HOST_CPU_CORES:g}: a CFS quota cannot be smaller)"
+            raise InputError(scenario_path, "emulator.cpu_cores_fastest", problem)
+        profile = phone_class.profile
+        if emulator.memory_limits and profile.session_budget_mb(phone_class.spec.ram_mb) <= 0:
+            ram_mb = phone_class.spec.ram_mb or profile.ram_mb
+            problem = f"{ram_mb:g} MB leaves no session budget after the {profile.os_reserved_mb:g}"
+            raise InputError(
+                scenario_path, f"crowd.fleet.{k}.ram_mb", problem + " MB Android keeps"
+            )
 
 
 def crowd_phones(scenario: Scenario, scenario_path: Path | None) -> list[PhoneSetup]:
