@@ -336,3 +336,22 @@ def test_a_phone_host_the_emulator_cannot_give(item: str, field: str, problem: s
     with pytest.raises(InputError, match=problem) as raised:
         check_crowd_emulatable(load_scenario(path, [item]), path)
     assert raised.value.field == field
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("scenario", "items"),
+    [
+        ("llm_smoke", ["model.layers=2000"]),
+        ("emu_smoke", ["model.width=24576", "model.heads=12"]),
+    ],
+    ids=["decoder", "vit"],
+)
+def test_real_ranks_too_big_for_this_machine(
+    scenario: str, items: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each rank builds the whole model: these ran until the kernel's OOM killer took a
+    rank ("rank 0 was killed by SIGKILL") or another process of the machine."""
+    argv = ["run", str(SCENARIOS / f"{scenario}.yaml"), "--mode", "local"]
+    argv += ["--out", str(tmp_path / "out"), *(a for item in items for a in ("--set", item))]
+    assert_clean_failure(argv, capsys, tmp_path, "field 'model'", "GiB is available")

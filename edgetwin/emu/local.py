@@ -22,12 +22,14 @@ from typing import Literal
 from edgetwin.configuration import configuration_columns, resolve_segments
 from edgetwin.emu.launch_deadline import launch_deadline_s
 from edgetwin.emu.llm.local_rows import check_decoder_runnable, decoder_model, decoder_rows
+from edgetwin.emu.memory_check import check_weights_fit
 from edgetwin.emu.vit.launcher import available_cores, launch_local
 from edgetwin.emu.vit.model import image_side
 from edgetwin.emu.vit.records import RankRecord, RunRecord
 from edgetwin.emu.vit.worker import model_args, real_strategies
 from edgetwin.errors import InputError
 from edgetwin.models import registry
+from edgetwin.models.costs import weight_bytes
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
 
@@ -70,6 +72,8 @@ def check_runnable(scenario: Scenario, path: Path | None = None) -> None:
         if max(sweep.devices) > scenario.encoder.tokens:
             problem = f"{max(sweep.devices)} devices for {scenario.encoder.tokens} tokens"
             raise InputError(path, f"sweeps.{index}.devices", problem)
+    ranks = max(config.devices for config in configurations(scenario))
+    check_weights_fit(weight_bytes(scenario.encoder), ranks, path)
 
 
 def run_local(

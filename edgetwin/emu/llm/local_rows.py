@@ -22,9 +22,10 @@ from edgetwin.emu.launch_deadline import launch_deadline_s
 from edgetwin.emu.llm.launcher import launch_decoder
 from edgetwin.emu.llm.records import RankRecord, measured
 from edgetwin.emu.llm.runs import DECODER_STRATEGIES, DecoderRun
+from edgetwin.emu.memory_check import check_weights_fit
 from edgetwin.errors import InputError
 from edgetwin.models import registry
-from edgetwin.models.decoder_costs import DecoderWorkload, phase_flops
+from edgetwin.models.decoder_costs import DecoderWorkload, full_weight_bytes, phase_flops
 from edgetwin.profile import MB
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
@@ -57,6 +58,8 @@ def check_decoder_runnable(scenario: Scenario, path: Path | None = None) -> None
             decoder_run(scenario, config)
         except ValueError as exc:
             raise InputError(path, f"strategies.{index[config.strategy]}", str(exc)) from None
+    ranks = max(config.devices for config in configurations(scenario))
+    check_weights_fit(full_weight_bytes(model), ranks, path)
 
 
 def decoder_run(scenario: Scenario, config: Configuration) -> DecoderRun:
