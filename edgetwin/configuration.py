@@ -4,7 +4,6 @@ and the runs of a crowd scenario. The twin and the real code both label their ro
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderPlan, DecoderWorkload, Ops, phase_flops
-from edgetwin.models.layout import segments_for_cr
+from edgetwin.models.layout import partition_sizes, segments_for_cr
 from edgetwin.scenario import Configuration, Scenario
 
 
@@ -33,7 +32,7 @@ def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | N
     else:
         assert config.cr is not None
         segments = segments_for_cr(tokens, config.devices, config.cr)
-    segments = min(segments, math.ceil(tokens / config.devices))
+    segments = min(segments, max(partition_sizes(tokens, config.devices)))
     return segments, round(tokens / (segments * config.devices), 2)
 
 

@@ -50,10 +50,10 @@ MAX_JOB_INPUTS = 100_000  # a job's tasks are its inputs x stages, each a row of
 MAX_HORIZON_S = 31 * 86_400.0  # a month of simulated time
 MAX_REPETITIONS = 10_000  # of every configuration: a p99 needs a few hundred
 MAX_JOBS = 100_000  # jobs expected to arrive within the horizon (horizon / mean interarrival)
-_MAX_EXPONENT = 700.0
+_MAX_EXPONENT = 700.0  # math.exp overflows a float past about 709
 # an emulator host's least CPU quota: Mininet sets a quota under 1 ms of a 100 ms period
 # by stretching the period, past the kernel's 1 s limit, so the host would get 0.01 anyway
-MIN_HOST_CPU_CORES = 0.01  # math.exp overflows a float past about 709
+MIN_HOST_CPU_CORES = 0.01
 
 
 class ConstantDist(Strict):

@@ -107,7 +107,7 @@ def _check_phone_hosts(
     """Each class's host gets at least MIN_HOST_CPU_CORES and a session budget above 0."""
     fastest = max(c.profile.cpu_gflops for c in classes)
     for k, phone_class in enumerate(classes):
-        cores = emulator.cpu_cores_fastest * phone_class.profile.cpu_gflops / fastest
+        cores = _phone_cores(emulator, phone_class, fastest)
         if emulator.cpu_limits and cores < MIN_HOST_CPU_CORES:
             problem = f"class {phone_class.spec.name} would get {cores:.3g} cores (at least"
             problem += f" {MIN_HOST_CPU_CORES:g}: a CFS quota cannot be smaller)"
@@ -119,6 +119,11 @@ def _check_phone_hosts(
             raise InputError(
                 scenario_path, f"crowd.fleet.{k}.ram_mb", problem + " MB Android keeps"
             )
+
+
+def _phone_cores(emulator: EmulatorSpec, phone_class: PhoneClass, fastest_gflops: float) -> float:
+    """The cores a phone's host gets: ``cpu_cores_fastest`` x its GFLOPS / the fastest's."""
+    return emulator.cpu_cores_fastest * phone_class.profile.cpu_gflops / fastest_gflops
 
 
 def crowd_phones(scenario: Scenario, scenario_path: Path | None) -> list[PhoneSetup]:
@@ -138,7 +143,7 @@ def phone_limits(
     limits = [HostLimits()]
     for phone in phones:
         profile = phone.phone_class.profile
-        share = emulator.cpu_cores_fastest * profile.cpu_gflops / fastest / cores
+        share = _phone_cores(emulator, phone.phone_class, fastest) / cores
         budget_mb = profile.session_budget_mb(phone.phone_class.spec.ram_mb)
         limits.append(
             HostLimits(
