@@ -340,6 +340,8 @@ class CrowdSpec(Strict):
         shares = [c.share for c in self.fleet if c.share is not None]
         if shares and self.fleet_size is None:
             raise ValueError("a phone class with 'share' needs crowd.fleet_size")
+        if self.fleet_size is not None and not shares:
+            raise ValueError("crowd.fleet_size sizes the classes given by 'share'; none has one")
         if sum(shares) > 1 + 1e-9:
             raise ValueError(f"phone class shares add up to {sum(shares):g} (at most 1)")
         if self.job.first_at_s >= self.horizon_s:

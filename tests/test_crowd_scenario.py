@@ -54,6 +54,7 @@ def _error(raw: dict[str, Any]) -> InputError:
             "crowd",
             "needs crowd.fleet_size",
         ),
+        (lambda r: r["crowd"].update(fleet_size=1000), "crowd", "none has one"),  # was ignored
         (lambda r: r["crowd"]["job"].update(inputs=0), "crowd.job.inputs", "greater than 0"),
         (lambda r: r["crowd"]["job"].update(stages=[]), "crowd.job.stages", "at least 1"),
         (

@@ -13,7 +13,7 @@ from edgetwin import cli
 from edgetwin.emu.mininet.crowd import crowd_bandwidths, crowd_phones, phone_limits
 from edgetwin.emu.mininet.faults import timeline
 from edgetwin.emu.mininet.runner import check_emulatable, vit_host_limits
-from edgetwin.emu.mininet.topology import build_topology, link_state_command
+from edgetwin.emu.mininet.topology import MAX_HOSTS, build_topology, link_state_command
 from edgetwin.errors import InputError
 from edgetwin.scenario import BandwidthStep, EmulatorSpec, NetworkSpec, validate_scenario
 
@@ -170,3 +170,48 @@ def test_faults_need_a_crowd_scenario() -> None:
     with pytest.raises(InputError) as error:
         check_emulatable(scenario, Path("vit.yaml"))
     assert error.value.field == "emulator.faults" and "crowd" in error.value.problem
+
+
+@pytest.mark.parametrize(
+    ("scenario", "mode", "items", "field"),
+    [
+        ("emu_smoke", "emu", ["emulator.faults=[{kind: kill_worker, host: 1, at_s: 1}]"],
+         "emulator.faults"),
+        ("emu_smoke", "emu", ["emulator.host_cpu_cores=[1, 1, 1]"], "emulator.host_cpu_cores"),
+        ("emu_smoke", "local", ["strategies.0.name=tensor_parallel"], "strategies.0.name"),
+        ("emu_crowdio", "emu", ["emulator.faults=[{kind: kill_worker, host: 9, at_s: 1}]"],
+         "emulator.faults.0.host"),
+        ("emu_crowdio", "emu", ["crowd.fleet.0.count=300"], "crowd.fleet"),
+        ("llm_smoke", "emu", ["devices.0.count=300", "sweeps.0.devices=[251]",
+                              "strategies=[{name: voltage}]", "workload.prompt_tokens=512"],
+         "sweeps.0.devices"),
+    ],
+)  # fmt: skip
+def test_check_refuses_what_the_mode_cannot_run(
+    capsys: pytest.CaptureFixture[str], scenario: str, mode: str, items: list[str], field: str
+) -> None:
+    """``--check`` runs the checks of the scenario's mode its run would start with (not
+    those of this machine): each of these used to pass ``--check`` and fail the run."""
+    path = REPO / "scenarios" / f"{scenario}.yaml"
+    sets = [arg for item in items for arg in ("--set", item)]
+    code = cli.main(["run", str(path), "--mode", mode, "--out", "unused", "--check", *sets])
+    message = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in message
+    assert f"field '{field}'" in message
+
+
+def test_check_passes_a_runnable_scenario_without_the_machine(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The scenario checks alone: no root or Mininet needed to check an emulator run."""
+    for name in ("emu_smoke", "emu_crowdio_faults"):
+        path = REPO / "scenarios" / f"{name}.yaml"
+        assert cli.main(["run", str(path), "--mode", "emu", "--out", "x", "--check"]) == 0
+    assert capsys.readouterr().out.count(": ok") == 2
+
+
+def test_a_topology_is_bounded_by_its_subnet() -> None:
+    hosts = build_topology(MAX_HOSTS).hosts
+    assert len({h.ip for h in hosts}) == MAX_HOSTS and hosts[-1].ip.endswith(f".{MAX_HOSTS}")
+    with pytest.raises(ValueError, match="hosts"):
+        build_topology(MAX_HOSTS + 1)

@@ -278,7 +278,8 @@ def _parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     """``edgetwin.run`` with the command line's options, a progress bar and a summary."""
     if args.check:
-        load_run_inputs(args.scenario, running.run_overrides(args.set, args.seed, args.mode))
+        items = running.run_overrides(args.set, args.seed, args.mode)
+        running.check_mode(load_run_inputs(args.scenario, items))
         return report_checked(args.scenario)
     results = running.run(
         args.scenario,

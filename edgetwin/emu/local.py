@@ -48,10 +48,11 @@ class LocalRun:
     ranks: tuple[RunRecord, ...]
 
 
-def check_runnable(scenario: Scenario, path: Path | None = None) -> None:
-    """Raise ``InputError`` (naming ``path`` and the field) if local mode cannot run it."""
+def check_runnable(scenario: Scenario, path: Path | None = None, *, machine: bool = True) -> None:
+    """Raise ``InputError`` (naming ``path`` and the field) if local mode cannot run it;
+    ``machine`` False checks the scenario only (not this machine's free memory)."""
     if decoder_model(scenario) is not None:
-        check_decoder_runnable(scenario, path)
+        check_decoder_runnable(scenario, path, machine=machine)
         return
     try:
         image_side(scenario.encoder)
@@ -72,8 +73,9 @@ def check_runnable(scenario: Scenario, path: Path | None = None) -> None:
         if max(sweep.devices) > scenario.encoder.tokens:
             problem = f"{max(sweep.devices)} devices for {scenario.encoder.tokens} tokens"
             raise InputError(path, f"sweeps.{index}.devices", problem)
-    ranks = max(config.devices for config in configurations(scenario))
-    check_weights_fit(weight_bytes(scenario.encoder), ranks, path)
+    if machine:
+        ranks = max(config.devices for config in configurations(scenario))
+        check_weights_fit(weight_bytes(scenario.encoder), ranks, path)
 
 
 def run_local(

@@ -279,12 +279,18 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
     return LoadedQuestion(path, question, scenario, scenario_path)
 
 
+_BY_SHARE = "crowd_capacity scales classes given by 'share', adding up to 1"
+
+
 def _as_crowd_sweep(scenario_raw: dict[str, Any], question: PlanQuestion, path: Path) -> None:
     """The scenario at the largest swept fleet, with the question's scheduler."""
     assert isinstance(question.axes, CrowdAxes) and isinstance(question.question, CrowdCapacity)
     crowd = scenario_raw.get("crowd")
     if not isinstance(crowd, dict):
         raise InputError(path, "scenario", "crowd_capacity needs a crowd scenario")
+    fleet = crowd.get("fleet")
+    if not isinstance(fleet, list) or not all(isinstance(c, dict) and "share" in c for c in fleet):
+        raise InputError(path, "crowd.fleet", _BY_SHARE)  # before fleet_size, which needs one
     crowd["fleet_size"] = question.axes.fleet_size[-1]
     crowd["schedulers"] = [question.question.scheduler]
 
@@ -295,9 +301,7 @@ def _check_crowd(scenario: Scenario, path: Path) -> None:
     assert crowd is not None  # _as_crowd_sweep checked
     shares = [c.share for c in crowd.fleet]
     if None in shares or abs(sum(s or 0 for s in shares) - 1) > 1e-9:
-        raise InputError(
-            path, "crowd.fleet", "crowd_capacity scales classes given by 'share', adding up to 1"
-        )
+        raise InputError(path, "crowd.fleet", _BY_SHARE)
     if not isinstance(crowd.job.interarrival, ConstantDist):
         raise InputError(
             path, "crowd.job.interarrival", "crowd_capacity needs {kind: constant, value_s: T}"

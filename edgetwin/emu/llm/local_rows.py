@@ -40,8 +40,11 @@ def decoder_model(scenario: Scenario) -> DecoderSpec | None:
     return scenario.model if isinstance(scenario.model, DecoderSpec) else None
 
 
-def check_decoder_runnable(scenario: Scenario, path: Path | None = None) -> None:
-    """``InputError`` naming ``path`` and the field if the real decoder cannot run it."""
+def check_decoder_runnable(
+    scenario: Scenario, path: Path | None = None, *, machine: bool = True
+) -> None:
+    """``InputError`` naming ``path`` and the field if the real decoder cannot run it;
+    ``machine`` False checks the scenario only (not this machine's free memory)."""
     model = decoder_model(scenario)
     assert model is not None
     for name in DTYPE_FIELDS:
@@ -58,8 +61,9 @@ def check_decoder_runnable(scenario: Scenario, path: Path | None = None) -> None
             decoder_run(scenario, config)
         except ValueError as exc:
             raise InputError(path, f"strategies.{index[config.strategy]}", str(exc)) from None
-    ranks = max(config.devices for config in configurations(scenario))
-    check_weights_fit(full_weight_bytes(model), ranks, path)
+    if machine:
+        ranks = max(config.devices for config in configurations(scenario))
+        check_weights_fit(full_weight_bytes(model), ranks, path)
 
 
 def decoder_run(scenario: Scenario, config: Configuration) -> DecoderRun:

@@ -40,7 +40,12 @@ from edgetwin.emu.crowdio.sessions import ModelCache
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
-from edgetwin.emu.mininet.topology import HostLimits, build_topology, link_state_command
+from edgetwin.emu.mininet.topology import (
+    MAX_HOSTS,
+    HostLimits,
+    build_topology,
+    link_state_command,
+)
 from edgetwin.errors import InputError, LaunchError, RunFailed
 from edgetwin.links import worst_error_pct
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
@@ -95,6 +100,10 @@ def check_crowd_emulatable(scenario: Scenario, scenario_path: Path | None) -> No
     classes = resolve_classes(crowd, scenario_path)
     _check_phone_hosts(classes, scenario.emulator, scenario_path)
     hosts = len(crowd_phones(scenario, scenario_path)) + 1
+    if hosts > MAX_HOSTS:
+        problem = f"{hosts - 1} phones; the emulator's subnet holds {MAX_HOSTS - 1} and the foreman"
+        field = "crowd.fleet_size" if crowd.fleet_size is not None else "crowd.fleet"
+        raise InputError(scenario_path, field, problem)
     for i, fault in enumerate(scenario.emulator.faults):
         if fault.host >= hosts:
             problem = f"no host {fault.host}: 0 is the foreman's, 1 to {hosts - 1} the phones'"

@@ -38,7 +38,7 @@ from edgetwin.emu.mininet.crowd import (
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
-from edgetwin.emu.mininet.topology import HostLimits, build_topology
+from edgetwin.emu.mininet.topology import MAX_HOSTS, HostLimits, build_topology
 from edgetwin.emu.vit import records as vit_records
 from edgetwin.emu.vit.launcher import stop_ranks, wait_ranks
 from edgetwin.errors import InputError
@@ -60,26 +60,36 @@ class EmuRun:
     faults: list[FaultRecord] = field(default_factory=list)
 
 
-def check_emulatable(scenario: Scenario, path: Path | None = None) -> None:
-    """``InputError`` naming the field if the emulator cannot run ``scenario`` here."""
+def check_emulatable(scenario: Scenario, path: Path | None = None, *, machine: bool = True) -> None:
+    """``InputError`` naming the field if the emulator cannot run ``scenario`` here;
+    ``machine`` False checks the scenario only (not root, Mininet or free memory)."""
     if scenario.crowd is not None:
         check_crowd_emulatable(scenario, path)
     else:
-        check_runnable(scenario, path)
+        check_runnable(scenario, path, machine=machine)
         if scenario.emulator.faults:
             problem = "faults play during CROWDio jobs only (a 'crowd' scenario)"
             raise InputError(path, "emulator.faults", problem)
-        _check_host_cores(scenario, path)
+        _check_host_count(scenario, path)
+        _check_host_cores(scenario, path, machine)
     if scenario.crowd is not None and scenario.emulator.host_cpu_cores:
         problem = "a crowd scenario's hosts are limited by their phone classes (cpu_limits)"
         raise InputError(path, "emulator.host_cpu_cores", problem)
-    missing = missing_requirements()
+    missing = missing_requirements() if machine else []
     if missing:
         raise InputError(path, "mode", "mode 'emu' needs " + "; ".join(missing))
 
 
-def _check_host_cores(scenario: Scenario, path: Path | None) -> None:
-    """One value per host, each at most this machine's cores."""
+def _check_host_count(scenario: Scenario, path: Path | None) -> None:
+    """A host per device: at most the emulator's ``MAX_HOSTS``."""
+    for index, sweep in enumerate(scenario.sweeps):
+        if max(sweep.devices) > MAX_HOSTS:
+            problem = f"{max(sweep.devices)} devices; the emulator builds at most {MAX_HOSTS} hosts"
+            raise InputError(path, f"sweeps.{index}.devices", problem)
+
+
+def _check_host_cores(scenario: Scenario, path: Path | None, machine: bool) -> None:
+    """One value per host, each (``machine``) at most this machine's cores."""
     cores = scenario.emulator.host_cpu_cores
     if not cores:
         return
@@ -87,10 +97,10 @@ def _check_host_cores(scenario: Scenario, path: Path | None) -> None:
     if len(cores) != hosts:
         problem = f"{len(cores)} values for {hosts} hosts (one per host, rank order)"
         raise InputError(path, "emulator.host_cpu_cores", problem)
-    machine = os.cpu_count() or 1
-    for index, host_cores in enumerate(cores):
-        if host_cores > machine:
-            problem = f"{host_cores:g} cores on a machine with {machine}"
+    machine_cores = os.cpu_count() or 1
+    for index, host_cores in enumerate(cores if machine else ()):
+        if host_cores > machine_cores:
+            problem = f"{host_cores:g} cores on a machine with {machine_cores}"
             raise InputError(path, f"emulator.host_cpu_cores.{index}", problem)
 
 

@@ -17,6 +17,7 @@ from edgetwin.scenario import NetworkSpec
 PREFIX = "etw"  # every host, bridge and interface name starts with it (cleanup finds them)
 SUBNET = "10.77.0"  # hosts are SUBNET.1, SUBNET.2, ...
 PREFIX_LEN = 24
+MAX_HOSTS = 250  # SUBNET.1 to .250 (the client address is .254)
 HTB_HANDLE = "5:"
 HTB_CLASS = "5:1"
 NETEM_HANDLE = "10:"
@@ -52,8 +53,8 @@ class TcCommand:
 
 def build_topology(devices: int) -> EmuTopology:
     """``devices`` hosts on one bridge; host r is ``etwh{r}`` at SUBNET.(r+1)."""
-    if not 1 <= devices <= 250:
-        raise ValueError(f"the emulator builds 1 to 250 hosts, not {devices}")
+    if not 1 <= devices <= MAX_HOSTS:
+        raise ValueError(f"the emulator builds 1 to {MAX_HOSTS} hosts, not {devices}")
     bridge = f"{PREFIX}s0"
     hosts = tuple(
         EmuHost(
