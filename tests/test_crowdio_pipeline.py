@@ -24,7 +24,7 @@ from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.model import FULL, TINY, distilbert_job, reference_logits
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
 from edgetwin.emu.crowdio.rows import summary_row
-from edgetwin.emu.crowdio.sdk import PipelineJob, pipeline_job
+from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, pipeline_job
 from edgetwin.emu.crowdio.telemetry import LOG_COLUMNS
 from edgetwin.results import read_results, write_results
 from edgetwin.worker_log import COLUMNS
@@ -258,3 +258,16 @@ def test_full_size_distilbert_streaming_on_five_workers() -> None:
     reference = reference_logits(FULL, 0, job.inputs)
     np.testing.assert_allclose(np.array(summary.logits), reference, atol=1e-4)
     assert summary.boundaries[0].shape == (1, FULL.seq_len, FULL.dim)
+
+
+def test_a_job_whose_every_worker_is_killed_fails_at_once() -> None:
+    """No worker process left: the job fails saying how each ended (not after its
+    timeout, which would have been a 120 s wait here)."""
+    job = distilbert_job(TINY, inputs=3, stages=2, mode="streaming", seed=3)
+    with pytest.raises(JobError) as error:
+        run_pipeline_local(
+            job, workers=1, task_delay_ms=300.0, kill=KillPlan(stage_index=0, after_s=0.1)
+        )
+    message = str(error.value)
+    assert "every worker process exited: worker-0 SIGKILL" in message
+    assert "out-of-memory" in message

@@ -22,10 +22,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.protocol import TOKEN_ENV
@@ -36,6 +36,7 @@ from edgetwin.errors import LaunchError
 HOST = "127.0.0.1"
 STOP_GRACE_S = 5.0
 STORE = "store"  # the file store foreman and workers share, in the job's folder
+WORKERS_POLL_S = 0.5  # how often a job checks that a worker process is left
 
 
 @dataclass(frozen=True)
@@ -202,11 +203,44 @@ def run_pipeline(
                 on_event=None if watch is None else watch(by_name),
             )
             try:
-                return asyncio.run(submit)
+                return asyncio.run(_while_a_worker_lives(submit, by_name))
             except Exception as exc:
                 raise _with_logs(exc, root, foreman) from exc
         finally:
             _stop(processes)
+
+
+async def _while_a_worker_lives(
+    submit: Coroutine[Any, Any, PipelineSummary], workers: Processes
+) -> PipelineSummary:
+    """The job's summary; ``JobError`` as soon as every worker process has exited, since
+    no process is left to run its tasks (without this, the job waits out its timeout)."""
+    job = asyncio.ensure_future(submit)
+    while True:
+        done, _ = await asyncio.wait({job}, timeout=WORKERS_POLL_S)
+        if done:
+            return job.result()
+        if all(process.poll() is not None for process in workers.values()):
+            job.cancel()
+            raise JobError("every worker process exited: " + _exits(workers))
+
+
+def _exits(workers: Processes) -> str:
+    """How each worker process ended; SIGKILL says where it may have come from."""
+    ends = []
+    for name, process in workers.items():
+        code = process.returncode
+        ends.append(f"{name} {_signal_name(-code)}" if code < 0 else f"{name} status {code}")
+    killed = any(process.returncode == -signal.SIGKILL for process in workers.values())
+    hint = " (SIGKILL: a kill_worker fault, or the out-of-memory killer)" if killed else ""
+    return ", ".join(ends) + hint
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def _module(name: str) -> list[str]:
