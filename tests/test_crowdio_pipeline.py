@@ -269,5 +269,5 @@ def test_a_job_whose_every_worker_is_killed_fails_at_once() -> None:
             job, workers=1, task_delay_ms=300.0, kill=KillPlan(stage_index=0, after_s=0.1)
         )
     message = str(error.value)
-    assert "every worker process exited: worker-0 SIGKILL" in message
+    assert "every worker process exited: worker-0 was killed by SIGKILL" in message
     assert "out-of-memory" in message

@@ -124,7 +124,7 @@ def test_a_job_that_loses_every_worker_fails_cleanly() -> None:
     """At once, not after its timeout (60 s here), and naming how the workers ended."""
     kills = [{"kind": "kill_worker", "host": host, "at_s": 0.3} for host in (1, 2, 3)]
     scenario = validate_scenario(_streaming(kills), FAULTS)
-    gone = "failed: every worker process exited: low SIGKILL, mid SIGKILL, high SIGKILL"
+    gone = "every worker process exited: low was killed by SIGKILL, mid was killed by SIGKILL"
     with teardown_checked() as teardown, pytest.raises(CrowdJobFailed, match=gone):
         run_crowd_emu(scenario, FAULTS, link_check_s=0, timeout_s=60)
     teardown.assert_clean()

@@ -31,6 +31,7 @@ from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.protocol import TOKEN_ENV
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
 from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, submit_job
+from edgetwin.emu.process_exit import describe_exit, killed_hint
 from edgetwin.errors import LaunchError
 
 HOST = "127.0.0.1"
@@ -226,21 +227,9 @@ async def _while_a_worker_lives(
 
 
 def _exits(workers: Processes) -> str:
-    """How each worker process ended; SIGKILL says where it may have come from."""
-    ends = []
-    for name, process in workers.items():
-        code = process.returncode
-        ends.append(f"{name} {_signal_name(-code)}" if code < 0 else f"{name} status {code}")
-    killed = any(process.returncode == -signal.SIGKILL for process in workers.values())
-    hint = " (SIGKILL: a kill_worker fault, or the out-of-memory killer)" if killed else ""
-    return ", ".join(ends) + hint
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
+    """How each worker process ended."""
+    ends = [f"{name} {describe_exit(p.returncode)}" for name, p in workers.items()]
+    return ", ".join(ends) + killed_hint([p.returncode for p in workers.values()])
 
 
 def _module(name: str) -> list[str]:

@@ -9,7 +9,6 @@ fails, when the deadline passes, or on Ctrl-C.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import edgetwin
+from edgetwin.emu.process_exit import describe_exit, killed_hint
 from edgetwin.emu.vit.records import RankRecord, read_record
 from edgetwin.errors import LaunchError
 
@@ -107,9 +107,11 @@ def wait_ranks(ranks: list[subprocess.Popen[bytes]], folder: Path, timeout_s: fl
     deadline = time.monotonic() + timeout_s
     while True:
         codes = [rank.poll() for rank in ranks]
-        failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
-        if failed:
-            reasons = "; ".join(f"rank {rank} {_describe(codes[rank])}" for rank in failed)
+        ended = {rank: code for rank, code in enumerate(codes) if code is not None and code != 0}
+        if ended:
+            failed = list(ended)
+            reasons = "; ".join(f"rank {r} {describe_exit(c)}" for r, c in ended.items())
+            reasons += killed_hint(list(ended.values()))
             raise LaunchError(f"{reasons}; all ranks stopped.{_log_tails(failed, folder)}")
         if all(code == 0 for code in codes):
             return
@@ -129,12 +131,6 @@ def stop_ranks(ranks: list[subprocess.Popen[bytes]]) -> None:
             rank.kill()
     for rank in ranks:
         rank.wait()
-
-
-def _describe(code: int | None) -> str:
-    if code is not None and code < 0:
-        return f"was killed by {signal.Signals(-code).name}"
-    return f"exited with status {code}"
 
 
 def _log_tails(ranks: list[int], folder: Path) -> str:
