@@ -6,6 +6,9 @@ import json
 import pickle
 import subprocess
 import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,7 @@ import yaml
 
 from edgetwin.cli import main
 from edgetwin.errors import InputError
-from edgetwin.plan.executors import PoolExecutor, SerialExecutor
+from edgetwin.plan.executors import PoolExecutor, SerialExecutor, stop_workers
 from edgetwin.plan.questions import LoadedQuestion, load_question
 from edgetwin.plan.run import journal_for, run_plan, sweep_rows
 from edgetwin.profile import PROFILE_DIR
@@ -287,3 +290,19 @@ def test_a_sweep_stopped_before_any_configuration_leaves_no_folder(tmp_path: Pat
             journal.close()
             raise KeyboardInterrupt
         assert out.exists() == kept
+
+
+def _forever() -> None:
+    time.sleep(3600)
+
+
+def test_a_stopped_pool_does_not_wait_for_the_chunks_it_runs() -> None:
+    """After ``stop_workers`` the pool's shutdown returns although a task would run for
+    an hour (without it, this test runs into its time limit)."""
+    pool = ProcessPoolExecutor(max_workers=1)
+    future = pool.submit(_forever)
+    while not future.running():
+        time.sleep(0.01)
+    stop_workers(pool)
+    pool.shutdown(wait=True)
+    assert isinstance(future.exception(), BrokenProcessPool)

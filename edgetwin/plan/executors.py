@@ -59,10 +59,25 @@ class PoolExecutor:
                 for future in as_completed(futures):
                     for result in future.result():
                         on_done(result)
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
+            except BaseException:  # Ctrl-C, SIGTERM or a failed chunk: stop what runs, too
+                stop_workers(pool)  # the pool then fails every future left (no cancel():
+                raise  # Python 3.11's pool raises in its thread on a cancelled one)
+
+
+def stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Kill the pool's processes, so that leaving the pool does not wait for the chunks
+    they are running (minutes, for a long sweep). SIGKILL, not SIGTERM: a forked worker
+    inherits the handler that makes SIGTERM an interrupt, which the pool's worker loop
+    would catch and go on. ``kill_workers`` where Python has it (3.14), else the same on
+    the pool's table of processes. A chunk computes only: nothing is left half-written."""
+    kill = getattr(pool, "kill_workers", None)
+    if kill is not None:
+        kill()
+        return
+    processes: dict[int, Any] = getattr(pool, "_processes", None) or {}
+    for process in list(processes.values()):
+        if process.is_alive():
+            process.kill()
 
 
 class DaskExecutor:
