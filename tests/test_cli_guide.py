@@ -110,6 +110,22 @@ def test_help_is_plain_text_with_an_example_and_described_arguments(name: str) -
             assert action.help, f"{name} {action.dest} has no description"
 
 
+def _readme_commands() -> dict[str, str]:
+    """The README's "Commands" block: each command's line, by command name."""
+    block = (ROOT / "README.md").read_text().split("## Commands\n", 1)[1].split("```")[1]
+    lines = [line.split("#", 1)[0] for line in block.splitlines() if line.startswith("edgetwin ")]
+    return {line.split()[1]: line for line in lines}
+
+
+def test_the_readme_lists_every_command_and_option() -> None:
+    readme = _readme_commands()
+    assert sorted(readme) == sorted(_subcommands())
+    for name, parser in _subcommands().items():
+        for action in parser._actions:
+            long = [o for o in action.option_strings if o.startswith("--") and o != "--help"]
+            assert not long or long[0] in readme[name], f"README's {name} lacks {long[0]}"
+
+
 def test_the_top_level_help_is_plain_text() -> None:
     text = _parser().format_help()
     assert "`" not in text and "example:" in text

@@ -241,7 +241,7 @@ def _parser() -> argparse.ArgumentParser:
     validate = _command(
         commands,
         "validate",
-        "leave-one-batch-out: refit without each batch and predict it",
+        "held-out errors: refit without each batch (or bandwidth, or prompt) and predict it",
         "edgetwin validate out/machine/spec.yaml --out out/validation",
     )
     validate.add_argument("spec", type=Path, help="calibration spec (YAML)")

@@ -1,0 +1,66 @@
+"""The docs say what the code does: every results column and command option is
+documented, and every link between the docs lands on a file and a heading that exist."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from edgetwin.results import COLUMNS
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's heading anchors of a Markdown file (repeated ones get -1, -2, ...)."""
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)  # no headings in code
+    seen: Counter[str] = Counter()
+    anchors = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        anchors.add(slug if not seen[slug] else f"{slug}-{seen[slug]}")
+        seen[slug] += 1
+    return anchors
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_links_land_on_files_and_headings_that_exist(doc: Path) -> None:
+    broken = []
+    for target in LINK.findall(doc.read_text()):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        name, _, anchor = target.partition("#")
+        path = (doc.parent / name).resolve() if name else doc
+        missing_heading = anchor and path.suffix == ".md" and anchor not in _anchors(path)
+        if not path.exists() or missing_heading:
+            broken.append(target)
+    assert not broken, f"{doc.name}: {broken}"
+
+
+def test_the_readme_documents_every_results_column() -> None:
+    table = (ROOT / "README.md").read_text().split("| column | meaning |", 1)[1]
+    table = table.split("\n\n", 1)[0]
+    missing = []
+    for column in COLUMNS:
+        base = re.sub(r"_(lo|hi)$", "", column)
+        if f"`{column}`" not in table and not (base != column and f"`{base}`" in table):
+            missing.append(column)
+    assert not missing
+
+
+def test_api_md_gives_every_column_its_dtype() -> None:
+    from edgetwin.workbench.results import DTYPES
+
+    text = (ROOT / "docs/api.md").read_text().split("## Columns and dtypes", 1)[1]
+    cells = [re.split(r"(?<!\\)\|", line) for line in text.splitlines() if "| `" in line]
+    rows = {cell[2].split("`")[1]: cell[3] for cell in cells}
+    for column, dtype in DTYPES.items():
+        listed = [d for d, line in rows.items() if f"`{column}`" in line]
+        assert listed in ([dtype], []), f"{column}: api.md says {listed}, DTYPES {dtype}"
+        if not listed:  # the float row's "every other column"
+            assert dtype == "float64", f"{column} ({dtype}) is not in api.md's dtype table"
