@@ -76,7 +76,8 @@ def check_out_folder(out: Path, force: bool, inputs: Iterable[str] = ()) -> None
     except OSError as exc:
         raise InputError(out, None, f"cannot read the output folder: {exc.strerror}") from None
     if not empty:
-        raise InputError(out, None, "--out is not empty; pass --force to replace it whole")
+        problem = "--out is not empty; pass --force (force=True in Python) to replace it whole"
+        raise InputError(out, None, problem)
 
 
 def _check_replaceable(out: Path, inputs: Iterable[str]) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from edgetwin.emu.mininet import checks
 from edgetwin.emu.mininet.lock import emulator_lock
 from edgetwin.emu.mininet.medium import MEDIUM_DEVICE
 from edgetwin.emu.mininet.mn import missing_requirements
@@ -127,8 +128,10 @@ def test_cleanup_removes_leftovers_of_a_crashed_run() -> None:
 
 
 @pytest.mark.timeout(180)
-def test_a_link_too_slow_for_its_check_is_a_clear_failure() -> None:
-    """At 0.001 Mbit/s iperf3 never finishes: that was a TimeoutExpired traceback."""
+def test_a_link_too_slow_for_its_check_is_a_clear_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 0.001 Mbit/s iperf3 never finishes: that was a TimeoutExpired traceback. (The
+    client's 30 s of grace is cut to 3 here: the test is the failure, not the wait.)"""
+    monkeypatch.setattr(checks, "_CLIENT_SETUP_S", 3.0)
     sweep = {"batch": [4], "bandwidth_mbps": [0.001], "devices": [2]}
     slow = validate_scenario({**SMALL, "sweeps": [sweep]}, Path("emu_slow.yaml"))
     before = _links()
