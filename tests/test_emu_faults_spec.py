@@ -10,7 +10,14 @@ import pytest
 import yaml
 
 from edgetwin import cli
-from edgetwin.emu.mininet.crowd import crowd_bandwidths, crowd_phones, phone_limits
+from edgetwin.emu import memory_check
+from edgetwin.emu.crowdio.model import TINY, stage_weight_bytes
+from edgetwin.emu.mininet.crowd import (
+    broadcast_bytes,
+    crowd_bandwidths,
+    crowd_phones,
+    phone_limits,
+)
 from edgetwin.emu.mininet.faults import timeline
 from edgetwin.emu.mininet.runner import check_emulatable, vit_host_limits
 from edgetwin.emu.mininet.topology import MAX_HOSTS, build_topology, link_state_command
@@ -215,3 +222,16 @@ def test_a_topology_is_bounded_by_its_subnet() -> None:
     assert len({h.ip for h in hosts}) == MAX_HOSTS and hosts[-1].ip.endswith(f".{MAX_HOSTS}")
     with pytest.raises(ValueError, match="hosts"):
         build_topology(MAX_HOSTS + 1)
+
+
+def test_a_crowd_the_broadcast_cannot_fit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every phone loads the first stage: its weights, times the phones whose budget
+    holds it, are what the machine must have free before any host starts."""
+    scenario = validate_scenario(_crowd(), CROWD)
+    need = broadcast_bytes(scenario, CROWD)
+    assert need == 3 * stage_weight_bytes(TINY, 3)[0]  # three phones, every budget holds it
+    monkeypatch.setattr(memory_check, "available_bytes", lambda: int(need) - 1)
+    with pytest.raises(InputError) as error:
+        check_emulatable(scenario, CROWD)
+    assert error.value.field == "crowd.fleet" and "broadcast" in error.value.problem
+    check_emulatable(scenario, CROWD, machine=False)  # the scenario alone is fine

@@ -28,11 +28,14 @@ def available_bytes() -> int:
 def check_weights_fit(weight_bytes: float, processes: int, path: Path | None) -> None:
     """``InputError`` naming ``model`` if ``processes`` copies of the weights alone (a
     lower bound: activations come on top) exceed the memory available now."""
-    need = weight_bytes * processes
+    what = f"the weights alone in {processes} processes (each builds the whole model)"
+    check_fits(weight_bytes * processes, path, "model", what)
+
+
+def check_fits(need_bytes: float, path: Path | None, field: str, what: str) -> None:
+    """``InputError`` naming ``field`` if ``need_bytes`` (of ``what``) exceed the memory
+    available now."""
     have = available_bytes()
-    if need > have:
-        problem = (
-            f"the weights alone need {need / GIB:.1f} GiB in {processes} processes (each"
-            f" builds the whole model); {have / GIB:.1f} GiB is available: use --mode twin"
-        )
-        raise InputError(path, "model", problem)
+    if need_bytes > have:
+        problem = f"{what} need {need_bytes / GIB:.1f} GiB; {have / GIB:.1f} GiB is available"
+        raise InputError(path, field, problem + ": use --mode twin")

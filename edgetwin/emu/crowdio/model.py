@@ -187,6 +187,14 @@ def split_model(model: DistilBert, stages: int) -> list[Stage]:
     ]
 
 
+def stage_weight_bytes(config: DistilBertConfig, stages: int) -> list[int]:
+    """Each stage's fp32 weights, counted on a model without storage (the meta device)."""
+    with torch.device("meta"):
+        model = DistilBert(config)
+    parts = split_model(model, stages)
+    return [4 * sum(p.numel() for p in stage.parameters()) for stage in parts]
+
+
 def export_stages(
     config: DistilBertConfig, stages: int, seed: int, work_root: Path | None = None
 ) -> list[StageSpec]:

@@ -32,7 +32,7 @@ from edgetwin.crowd_fleet import (
 )
 from edgetwin.emu.crowdio.launcher import Processes, WorkerSpec, run_pipeline
 from edgetwin.emu.crowdio.liveness import LivenessRule
-from edgetwin.emu.crowdio.model import FULL, TINY, export_stages, make_inputs
+from edgetwin.emu.crowdio.model import FULL, TINY, export_stages, make_inputs, stage_weight_bytes
 from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary
 from edgetwin.emu.crowdio.rows import summary_row
 from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, StageSpec, pipeline_job
@@ -50,6 +50,7 @@ from edgetwin.errors import InputError, LaunchError, RunFailed
 from edgetwin.links import worst_error_pct
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import check_schedulers
+from edgetwin.profile import MB
 from edgetwin.results import ResultRow
 from edgetwin.scenario import MIN_HOST_CPU_CORES, EmulatorSpec, Scenario
 
@@ -177,6 +178,17 @@ def worker_specs(phones: Sequence[PhoneSetup], task_delay_ms: float = 0.0) -> li
         budget_mb = profile.session_budget_mb(phone.phone_class.spec.ram_mb)
         specs.append(WorkerSpec(phone.name, task_delay_ms, budget_mb, model))
     return specs
+
+
+def broadcast_bytes(scenario: Scenario, scenario_path: Path | None) -> float:
+    """What a job's broadcast puts in the phones' memory at once: the first stage's
+    weights on every phone whose session budget holds them (a lower bound of what the
+    workers hold: their processes and other stages come on top)."""
+    crowd = scenario.crowd
+    assert crowd is not None
+    stage_bytes = stage_weight_bytes(MODELS[scenario.emulator.model], len(crowd.job.stages))[0]
+    budgets_mb = [spec.ram_mb for spec in worker_specs(crowd_phones(scenario, scenario_path))]
+    return sum(stage_bytes for mb in budgets_mb if mb is None or stage_bytes <= mb * MB)
 
 
 def crowd_bandwidths(scenario: Scenario) -> list[float]:

@@ -28,9 +28,11 @@ from edgetwin.emu.llm.launcher import group_args, rank_command
 from edgetwin.emu.llm.local_rows import decoder_model, decoder_rows
 from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.local import check_runnable, device_threads, measure_local, result_rows
+from edgetwin.emu.memory_check import check_fits
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.crowd import (
     JOB_TIMEOUT_S,
+    broadcast_bytes,
     check_crowd_emulatable,
     crowd_bandwidths,
     run_crowd_emu,
@@ -75,6 +77,9 @@ def check_emulatable(scenario: Scenario, path: Path | None = None, *, machine: b
     if scenario.crowd is not None and scenario.emulator.host_cpu_cores:
         problem = "a crowd scenario's hosts are limited by their phone classes (cpu_limits)"
         raise InputError(path, "emulator.host_cpu_cores", problem)
+    if machine and scenario.crowd is not None:
+        what = "the first stage's weights on every phone (the job's broadcast)"
+        check_fits(broadcast_bytes(scenario, path), path, "crowd.fleet", what)
     missing = missing_requirements() if machine else []
     if missing:
         raise InputError(path, "mode", "mode 'emu' needs " + "; ".join(missing))
