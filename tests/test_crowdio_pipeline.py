@@ -34,9 +34,16 @@ SLOW_WORKER = [0.0, 0.0, 600.0]  # worker-2 takes 0.6 s per task
 
 @pytest.fixture(autouse=True)
 def no_process_left_behind() -> Iterator[None]:
+    """No process the test started outlives it (ones started before, such as an earlier
+    pool's resource tracker, are not the test's)."""
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+
+    def new_children() -> list[psutil.Process]:
+        return [c for c in psutil.Process().children(recursive=True) if c.pid not in before]
+
     yield
     deadline = time.monotonic() + 5
-    while (children := psutil.Process().children(recursive=True)) and time.monotonic() < deadline:
+    while (children := new_children()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert children == [], f"processes left behind: {children}"
 

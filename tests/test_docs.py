@@ -12,7 +12,11 @@ import pytest
 from edgetwin.results import COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "data").rglob("README.md")),
+]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -28,7 +32,7 @@ def _anchors(path: Path) -> set[str]:
     return anchors
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_links_land_on_files_and_headings_that_exist(doc: Path) -> None:
     broken = []
     for target in LINK.findall(doc.read_text()):

@@ -12,6 +12,7 @@ import yaml
 from edgetwin import cli
 from edgetwin.emu import memory_check
 from edgetwin.emu.crowdio.model import TINY, stage_weight_bytes
+from edgetwin.emu.mininet import runner
 from edgetwin.emu.mininet.crowd import (
     broadcast_bytes,
     crowd_bandwidths,
@@ -208,13 +209,19 @@ def test_check_refuses_what_the_mode_cannot_run(
 
 
 def test_check_passes_a_runnable_scenario_without_the_machine(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The scenario checks alone: no root or Mininet needed to check an emulator run."""
+    """The scenario checks alone: an emulator run is checked on a machine without root."""
+    monkeypatch.setattr(runner, "missing_requirements", lambda: ["root (run with sudo)"])
+    scenarios = REPO / "scenarios"
     for name in ("emu_smoke", "emu_crowdio_faults"):
-        path = REPO / "scenarios" / f"{name}.yaml"
+        path = scenarios / f"{name}.yaml"
         assert cli.main(["run", str(path), "--mode", "emu", "--out", "x", "--check"]) == 0
-    assert capsys.readouterr().out.count(": ok") == 2
+    evaluation = str(scenarios / "affinity_emu.eval.yaml")
+    assert cli.main(["evaluate-affinity", evaluation, "--out", "x", "--check"]) == 0
+    assert capsys.readouterr().out.count(": ok") == 3
+    assert cli.main(["run", str(path), "--mode", "emu", "--out", "x"]) == 2  # the run needs it
+    assert "needs root" in capsys.readouterr().err
 
 
 def test_a_topology_is_bounded_by_its_subnet() -> None:

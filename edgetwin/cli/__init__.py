@@ -504,7 +504,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _evaluate_affinity(args: argparse.Namespace) -> int:
     """Schedulers in the crowd twin or the emulator vs the offline optimum, per instance."""
-    settings, scenarios = load_affinity_settings(args.spec, args.mode)
+    settings, scenarios = load_affinity_settings(args.spec, args.mode, machine=not args.check)
     if args.check:
         return report_checked(args.spec)
     seeds = {scenario.seed for scenario, _ in scenarios}

@@ -28,7 +28,8 @@ def add_check_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="check the file and every file it names, then stop (nothing runs or is written)",
+        help="check the file, every file it names and what its mode can run, then stop "
+        "(nothing runs or is written; root, Mininet and free memory are checked when it runs)",
     )
 
 

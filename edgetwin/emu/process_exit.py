@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import signal
 
-# Nothing of ours sends SIGKILL while a run goes on, but a kill_worker fault: from outside
-# it is most often the kernel's out-of-memory killer (``dmesg`` says so).
-SIGKILL_HINT = "SIGKILL: the out-of-memory killer (see dmesg), unless a fault sent it"
+# Nothing of edgetwin's sends SIGKILL while a run goes on, but a kill_worker fault: from
+# outside it is most often the kernel's out-of-memory killer (``dmesg`` says so).
+SIGKILL_HINT = "SIGKILL: most often the out-of-memory killer (see dmesg)"
 
 
 def describe_exit(code: int) -> str:
-    """``killed by SIGTERM`` or ``exited with status 1``: a ``Popen.returncode``."""
+    """``was killed by SIGTERM`` or ``exited with status 1``: a ``Popen.returncode``."""
     if code >= 0:
         return f"exited with status {code}"
     try:
@@ -19,6 +19,9 @@ def describe_exit(code: int) -> str:
         return f"was killed by signal {-code}"
 
 
-def killed_hint(codes: list[int]) -> str:
-    """`` (SIGKILL: ...)`` if any of ``codes`` is a SIGKILL, else nothing."""
-    return f" ({SIGKILL_HINT})" if -signal.SIGKILL in codes else ""
+def killed_hint(codes: list[int], faults: bool = False) -> str:
+    """`` (SIGKILL: ...)`` if any of ``codes`` is a SIGKILL, else nothing; ``faults``: the
+    run may have sent it itself (a kill_worker fault)."""
+    if -signal.SIGKILL not in codes:
+        return ""
+    return f" ({SIGKILL_HINT}{', unless a kill_worker fault sent it' if faults else ''})"

@@ -86,10 +86,11 @@ class AffinityEvaluation:
 
 
 def load_affinity_settings(
-    path: Path, mode: Literal["twin", "emu"] | None = None
+    path: Path, mode: Literal["twin", "emu"] | None = None, *, machine: bool = True
 ) -> tuple[AffinitySettings, list[tuple[Scenario, Path]]]:
     """Read an evaluation file (``mode`` overrides its own) and build each instance's
-    scenario; errors name the field."""
+    scenario; errors name the field. ``machine`` False leaves out what the emulator needs
+    of this machine (root, Mininet, free memory: ``--check``)."""
     raw = read_yaml_mapping(path)
     if mode is not None:
         raw["mode"] = mode
@@ -121,7 +122,7 @@ def load_affinity_settings(
         if settings.mode == "emu":
             from edgetwin.evaluate.affinity_emu import check_emu_instance
 
-            check_emu_instance(scenario, scenario_path, (path, f"instances.{k}"))
+            check_emu_instance(scenario, scenario_path, (path, f"instances.{k}"), machine)
         scenarios.append((scenario, scenario_path))
     return settings, scenarios
 

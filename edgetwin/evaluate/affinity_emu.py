@@ -38,8 +38,11 @@ from edgetwin.models import registry
 from edgetwin.scenario import Scenario
 
 
-def check_emu_instance(scenario: Scenario, scenario_path: Path, where: tuple[Path, str]) -> None:
-    """``InputError`` if the emulator cannot evaluate this instance (``where``: file, field)."""
+def check_emu_instance(
+    scenario: Scenario, scenario_path: Path, where: tuple[Path, str], machine: bool = True
+) -> None:
+    """``InputError`` if the emulator cannot evaluate this instance (``where``: file, field;
+    ``machine``: as ``check_emulatable``'s)."""
     from edgetwin.emu.mininet.crowd import crowd_bandwidths
     from edgetwin.emu.mininet.runner import check_emulatable
 
@@ -52,7 +55,7 @@ def check_emu_instance(scenario: Scenario, scenario_path: Path, where: tuple[Pat
         raise InputError(*where, "one bandwidth per instance in the emulator (no sweeps)")
     if scenario.emulator.faults:
         raise InputError(*where, "faults are not modelled by the optimum")
-    check_emulatable(scenario, scenario_path)
+    check_emulatable(scenario, scenario_path, machine=machine)
 
 
 def evaluate_instance_emu(

@@ -229,7 +229,7 @@ async def _while_a_worker_lives(
 def _exits(workers: Processes) -> str:
     """How each worker process ended."""
     ends = [f"{name} {describe_exit(p.returncode)}" for name, p in workers.items()]
-    return ", ".join(ends) + killed_hint([p.returncode for p in workers.values()])
+    return ", ".join(ends) + killed_hint([p.returncode for p in workers.values()], faults=True)
 
 
 def _module(name: str) -> list[str]:
@@ -286,7 +286,8 @@ def _with_logs(exc: Exception, root: Path, foreman: subprocess.Popen[bytes]) -> 
         if lines:
             tails.append(f"--- {log.name}\n" + "\n".join(lines))
     if foreman.poll() is not None:
-        tails.append(f"(the foreman exited with status {foreman.returncode})")
+        code = foreman.returncode
+        tails.append(f"(the foreman {describe_exit(code)}{killed_hint([code])})")
     message = "\n".join([str(exc), *tails])
     kind = type(exc) if isinstance(exc, LaunchError | TimeoutError | JobError) else LaunchError
     return kind(message)

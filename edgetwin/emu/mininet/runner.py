@@ -86,11 +86,12 @@ def check_emulatable(scenario: Scenario, path: Path | None = None, *, machine: b
 
 
 def _check_host_count(scenario: Scenario, path: Path | None) -> None:
-    """A host per device: at most the emulator's ``MAX_HOSTS``."""
-    for index, sweep in enumerate(scenario.sweeps):
-        if max(sweep.devices) > MAX_HOSTS:
-            problem = f"{max(sweep.devices)} devices; the emulator builds at most {MAX_HOSTS} hosts"
-            raise InputError(path, f"sweeps.{index}.devices", problem)
+    """A host per device of the largest configuration: at most ``MAX_HOSTS``."""
+    hosts = max(config.devices for config in configurations(scenario))
+    if hosts > MAX_HOSTS:
+        index = next(j for j, sweep in enumerate(scenario.sweeps) if hosts in sweep.devices)
+        problem = f"{hosts} devices; the emulator builds at most {MAX_HOSTS} hosts"
+        raise InputError(path, f"sweeps.{index}.devices", problem)
 
 
 def _check_host_cores(scenario: Scenario, path: Path | None, machine: bool) -> None:
