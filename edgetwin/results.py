@@ -195,6 +195,12 @@ def _whole(text: str) -> int:
     return int(value)
 
 
+def _mode(text: str) -> str:
+    if text not in MODES:
+        raise ValueError(f"{shown(text)} is not one of {', '.join(MODES)}")
+    return text
+
+
 def _strategy_name(text: str) -> str:
     return registry.strategy(text).name  # ValueError naming the known ones
 
@@ -241,7 +247,7 @@ def parse_result(record: Mapping[str, str]) -> ResultRow:
     optional = {c: record.get(c) for c in COLUMNS if c not in _KEYED_COLUMNS}
     return ResultRow(
         scenario=_cell(record, "scenario", str),
-        mode=_cell(record, "mode", str),
+        mode=_cell(record, "mode", _mode),
         strategy=_cell(record, "strategy", _strategy_name),
         devices=_cell(record, "devices", partial(_in_range, "devices", _whole)),
         batch=_cell(record, "batch", partial(_in_range, "batch", _whole)),

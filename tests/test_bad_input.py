@@ -344,6 +344,7 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("table", "column", "cell", "expect"),
     [
         ("results.csv", "strategy", "magic", "field 'strategy': line 2: unknown strategy"),
+        ("results.csv", "mode", "sim", "field 'mode': line 2: 'sim' is not one of twin, local"),
         ("results.csv", "devices", "inf", "field 'devices': line 2: 'inf' is not a finite"),
         ("results.csv", "batch", "1.5", "field 'batch': line 2: '1.5' is not a whole number"),
         ("results.csv", "compute_ms", "inf", "field 'compute_ms': line 2: 'inf' is not a"),
@@ -355,7 +356,15 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("results.csv", "rep", "-1", "field 'rep': line 2: '-1': must be 0 or more"),
     ],
     ids=[
-        *("strategy", "devices-inf", "batch-fraction", "time-inf", "energy-text", "reference-inf"),
+        *(
+            "strategy",
+            "mode",
+            "devices-inf",
+            "batch-fraction",
+            "time-inf",
+            "energy-text",
+            "reference-inf",
+        ),
         *("no-devices", "negative-time", "negative-rep"),
     ],
 )
