@@ -130,6 +130,21 @@ def test_a_job_that_loses_every_worker_fails_cleanly() -> None:
     teardown.assert_clean()
 
 
+def test_a_job_whose_workers_are_all_cut_off_for_good_fails_at_once() -> None:
+    """A link down for good counts as a worker gone: with the others killed, the job fails
+    at once (it waited out its timeout), naming how each worker ended."""
+    faults = [{"kind": "kill_worker", "host": 1, "at_s": 0.3}]
+    faults += [{"kind": "link_down", "host": host, "at_s": 0.3} for host in (2, 3)]
+    scenario = validate_scenario(_streaming(faults), FAULTS)
+    gone = (
+        "no worker can reach the foreman again: low was killed by SIGKILL, "
+        "mid's link is down for good, high's link is down for good"
+    )
+    with teardown_checked() as teardown, pytest.raises(CrowdJobFailed, match=gone):
+        run_crowd_emu(scenario, FAULTS, link_check_s=0, timeout_s=120)  # not "timed out"
+    teardown.assert_clean()
+
+
 def test_the_cli_writes_faults_csv(tmp_path: Path) -> None:
     path = tmp_path / "kill.yaml"
     path.write_text(yaml.safe_dump(_streaming([{"kind": "kill_worker", "host": 3, "at_s": 0.5}])))

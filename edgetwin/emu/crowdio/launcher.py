@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -155,13 +155,16 @@ def run_pipeline(
     telemetry_dir: Path | None = None,
     job_id: str = "job-1",
     watch: Watch | None = None,
+    unreachable: Callable[[], Collection[str]] | None = None,
     liveness: LivenessRule | None = None,
     work_root: Path | None = None,
 ) -> PipelineSummary:
     """Run ``job`` on a foreman and one process per worker, started by ``placement``.
 
     As ``run_pipeline_local``; ``watch`` gets the worker processes by name, and what it
-    returns every event of the job, on the SDK's event loop. ``liveness`` is the
+    returns every event of the job, on the SDK's event loop. ``unreachable`` names the
+    workers cut off from the foreman until the job ends (a link down for good): once
+    every worker has exited or is cut off, the job fails at once. ``liveness`` is the
     foreman's heartbeat rule (None: its default), and a worker takes a foreman silent for
     its ``silence_timeout_s`` as gone; a worker cut off from the foreman
     tries to enrol again until ``timeout_s``. The foreman listens on the placement's
@@ -204,7 +207,7 @@ def run_pipeline(
                 on_event=None if watch is None else watch(by_name),
             )
             try:
-                return asyncio.run(_while_a_worker_lives(submit, by_name))
+                return asyncio.run(_while_a_worker_lives(submit, by_name, unreachable))
             except Exception as exc:
                 raise _with_logs(exc, root, foreman) from exc
         finally:
@@ -212,24 +215,42 @@ def run_pipeline(
 
 
 async def _while_a_worker_lives(
-    submit: Coroutine[Any, Any, PipelineSummary], workers: Processes
+    submit: Coroutine[Any, Any, PipelineSummary],
+    workers: Processes,
+    unreachable: Callable[[], Collection[str]] | None,
 ) -> PipelineSummary:
-    """The job's summary; ``JobError`` as soon as every worker process has exited, since
-    no process is left to run its tasks (without this, the job waits out its timeout)."""
+    """The job's summary; ``JobError`` as soon as every worker process has exited or is
+    cut off for good, since no worker is left to run its tasks (without this, the job
+    waits out its timeout)."""
     job = asyncio.ensure_future(submit)
     while True:
         done, _ = await asyncio.wait({job}, timeout=WORKERS_POLL_S)
         if done:
             return job.result()
-        if all(process.poll() is not None for process in workers.values()):
+        cut_off = frozenset(unreachable()) if unreachable is not None else frozenset()
+        exited = {name for name, process in workers.items() if process.poll() is not None}
+        if exited | cut_off >= workers.keys():
             job.cancel()
-            raise JobError("every worker process exited: " + _exits(workers))
+            if exited >= workers.keys():
+                raise JobError("every worker process exited: " + _exits(workers))
+            raise JobError("no worker can reach the foreman again: " + _ends(workers, exited))
 
 
 def _exits(workers: Processes) -> str:
     """How each worker process ended."""
-    ends = [f"{name} {describe_exit(p.returncode)}" for name, p in workers.items()]
-    return ", ".join(ends) + killed_hint([p.returncode for p in workers.values()], faults=True)
+    return _ends(workers, set(workers))
+
+
+def _ends(workers: Processes, exited: Collection[str]) -> str:
+    """How each worker ended: its process's exit, or its link down for good."""
+    ends = [
+        f"{name} {describe_exit(p.returncode)}"
+        if name in exited
+        else f"{name}'s link is down for good"
+        for name, p in workers.items()
+    ]
+    codes = [p.returncode for name, p in workers.items() if name in exited]
+    return ", ".join(ends) + killed_hint(codes, faults=True)
 
 
 def _module(name: str) -> list[str]:

@@ -292,13 +292,19 @@ class _JobRunner:
         self, job: PipelineJob, label: str, bandwidth_mbps: float, cache_root: Path | None
     ) -> tuple[PipelineSummary, list[FaultRecord]]:
         clocks: list[FaultClock] = []
+        cut_off: set[str] = set()  # workers whose link is down for good
 
         def watch(processes: Processes) -> Callable[[Event], None]:
             def apply(action: Action) -> None:
                 for command in action.commands:
                     self._net.run(command)
-                if action.kind == "kill_worker" and action.host is not None:
-                    processes[self._workers[action.host - 1].name].kill()
+                if action.host is None or action.host == 0:
+                    return
+                name = self._workers[action.host - 1].name
+                if action.kind == "kill_worker":
+                    processes[name].kill()
+                elif action.for_good:
+                    cut_off.add(name)
 
             def on_event(_event: Event) -> None:
                 if not clocks:  # the job's first event: it has started
@@ -315,6 +321,7 @@ class _JobRunner:
                 cache_root=cache_root,
                 timeout_s=self._timeout_s,
                 watch=watch if self._actions else None,
+                unreachable=lambda: frozenset(cut_off),
                 liveness=self._liveness,
                 work_root=self._work_root,
             )

@@ -27,13 +27,15 @@ ActionKind = Literal["link_down", "link_up", "kill_worker", "bandwidth"]
 
 @dataclass(frozen=True)
 class Action:
-    """One thing to do ``at_s`` into a run: commands to run, or a host's worker to kill."""
+    """One thing to do ``at_s`` into a run: commands to run, or a host's worker to kill;
+    ``for_good``: a link down that stays down until the run ends."""
 
     at_s: float
     kind: ActionKind
     host: int | None
     detail: str
     commands: tuple[TcCommand, ...] = ()
+    for_good: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ def timeline(
             continue
         down = (link_state_command(topology, fault.host, up=False),)
         if fault.for_s is None:
-            actions.append(Action(fault.at_s, "link_down", fault.host, "for good", down))
+            actions.append(Action(fault.at_s, "link_down", fault.host, "for good", down, True))
             continue
         up = (link_state_command(topology, fault.host, up=True),)
         actions.append(Action(fault.at_s, "link_down", fault.host, f"for {fault.for_s:g} s", down))
