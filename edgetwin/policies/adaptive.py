@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import ClassVar, Literal, Protocol, Self
 
@@ -210,8 +211,18 @@ class AlwaysDistributedPolicy(_MapPolicy):
         if all(c.one_device for c in self.map.candidates):
             raise ValueError("the map has no distributed candidate")
         distributed = [c for c in self.candidates(at.devices_up) if not c.one_device]
-        best = min(distributed, key=self._overall_log_ratio, default=self.map.single)
+        best = min(distributed, key=self._log_ratios.__getitem__, default=self.map.single)
         return self.decide(best, at)
+
+    @cached_property
+    def _log_ratios(self) -> dict[Deployment, float]:
+        """Each distributed candidate's overall log ratio, computed once: it does not
+        depend on the condition."""
+        ratios: dict[Deployment, float] = {}
+        for candidate in self.map.candidates:
+            if not candidate.one_device:
+                ratios[candidate] = self._overall_log_ratio(candidate)
+        return ratios
 
     def _overall_log_ratio(self, candidate: Deployment) -> float:
         total = 0.0
