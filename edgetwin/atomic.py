@@ -3,6 +3,7 @@ folder staged beside and swapped in whole."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -89,11 +90,27 @@ def _check_replaceable(out: Path, inputs: Iterable[str]) -> None:
         raise InputError(out, None, f"--out holds an input of this command ({held})")
 
 
-def publish_folder(staging: Path, out: Path) -> None:
+def publish_folder(staging: Path, out: Path, replace: bool = True) -> None:
     """Put the finished folder ``staging`` in place of ``out`` (which goes, whole): ``out``
     is renamed aside, ``staging`` renamed in, the old one removed. Both sit in one parent,
-    so each rename is atomic; if the second fails, the old folder is put back."""
-    if not out.exists():
+    so each rename is atomic; if the second fails, the old folder is put back.
+
+    Without ``replace``, ``out`` must still be absent or an empty folder: a command that
+    filled it meanwhile (two runs started with the same new ``--out``) keeps its output,
+    and this one is an InputError."""
+    if not replace:
+        try:
+            staging.rename(out)  # atomic; refused by the kernel if out holds anything
+            return
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                problem = (
+                    "--out was filled by another command while this one ran; this run's "
+                    "output was not kept (pass --force to replace the folder)"
+                )
+                raise InputError(out, None, problem) from None
+            # else out is not a plain folder (a link to one, say): swap it as below
+    if not os.path.lexists(out):
         staging.rename(out)
         return
     aside = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=out.parent))

@@ -8,6 +8,7 @@ and must exit 2 with one line naming the file and the field, leaving nothing beh
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -21,8 +22,10 @@ import pytest
 import yaml
 
 from edgetwin.cli import main
+from edgetwin.errors import InputError
 from edgetwin.plan.executors import pool_size
 from edgetwin.results import read_results
+from edgetwin.workbench.output import output_folder
 from tests.test_bad_input import assert_clean_failure
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,6 +73,24 @@ def test_published_folder_is_readable_by_others(tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert main(["run", str(TEMPLATE), "--out", str(out), "--quiet"]) == 0
     assert stat.S_IMODE(out.stat().st_mode) == 0o755
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("force", [False, True])
+def test_an_out_filled_by_another_command_meanwhile_is_kept(tmp_path: Path, force: bool) -> None:
+    """Two runs started with the same new --out: the one that publishes second is refused
+    (without --force) and the first's folder stays; both used to exit 0, the second
+    silently replacing the first. With --force the second replaces it, as asked."""
+    out = tmp_path / "out"
+    with contextlib.ExitStack() as stack:
+        if not force:
+            stack.enter_context(pytest.raises(InputError, match="filled by another command"))
+        with output_folder(out, force=force) as staging:
+            (staging / "mine.txt").write_text("this run")
+            out.mkdir()  # the other command publishes first
+            (out / "theirs.txt").write_text("the other run")
+    assert sorted(p.name for p in out.iterdir()) == (["mine.txt"] if force else ["theirs.txt"])
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging folder left
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,8 @@ def output_folder(
     A non-empty ``out`` is refused unless ``force``, and one that holds the current folder
     or a file read (``inputs``, and what the command records) is refused even then.
     Nothing is half-written: on any error the temporary folder is removed and ``out``
-    keeps what it had. ``tracked`` (if given) is entered with the temporary folder until
+    keeps what it had; without ``force``, a command that filled ``out`` while this one
+    ran keeps its output (this one is refused). ``tracked`` (if given) is entered with the temporary folder until
     it is gone.
     """
     check_out_folder(out, force, (*files_read(), *inputs))
@@ -37,7 +38,7 @@ def output_folder(
     with tracked(staging) if tracked is not None else nullcontext():
         try:
             yield staging
-            publish_folder(staging, out)
+            publish_folder(staging, out, replace=force)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
