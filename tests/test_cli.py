@@ -66,6 +66,8 @@ def test_run_writes_results_scenario_and_report(
     assert "6 runs (0 failed)" in captured.out
     assert "Traceback" not in captured.err
     assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUTS)
+    (summary,) = [line for line in captured.out.splitlines() if "runs (0 failed)" in line]
+    assert all(name in summary for name in OUTPUTS)  # it names what it wrote
     table = rows(out)
     got = {(r["strategy"], r["devices"], r["batch"], r["cr"]) for r in table}
     assert got == {

@@ -301,12 +301,15 @@ def _run(args: argparse.Namespace) -> int:
         r.link_error_pct is not None and not within_tolerance(r.link_error_pct) for r in rows
     )
     on_short_links = f", {short} on links short of their rate" if short else ""
-    files = {"csv": "results.csv", "parquet": "results.parquet", "both": "results.csv, .parquet"}
-    print(
-        f"{len(rows)} runs ({failed} failed{on_short_links}) -> "
-        f"{args.out}/{files[args.format]}, report.html"
-    )
+    print(f"{len(rows)} runs ({failed} failed{on_short_links}) -> {_written(args.out)}")
     return 0
+
+
+def _written(out: Path) -> str:
+    """``out/`` and every file it holds, the results first: what a command wrote."""
+    names = sorted(p.name for p in out.iterdir())
+    first = [n for n in names if n.startswith("results.")]
+    return f"{out}/: {', '.join(first + [n for n in names if n not in first])}"
 
 
 def _emu_cleanup(_args: argparse.Namespace) -> int:
@@ -498,7 +501,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             f"{name}: accuracy {score.decision_accuracy:.3f}, regret mean "
             f"{score.mean_regret_pct:.2f} % max {score.max_regret_pct:.2f} %"
         )
-    print(f"-> {args.out}/evaluation.json, evaluation.html, performance_map.json")
+    print(f"-> {_written(args.out)}")
     return 0
 
 
@@ -519,7 +522,7 @@ def _evaluate_affinity(args: argparse.Namespace) -> int:
         optimum_s = instance.optimum.schedule.makespan_ms / 1e3
         regrets = ", ".join(f"{n} {s.regret_pct:.1f} %" for n, s in instance.schedulers.items())
         print(f"{instance.name} ({instance.strategy}): optimum {optimum_s:.4g} s; {regrets}")
-    print(f"-> {args.out}/affinity.json, affinity.html")
+    print(f"-> {_written(args.out)}")
     return 0
 
 

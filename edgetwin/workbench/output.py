@@ -25,8 +25,8 @@ def output_folder(
     or a file read (``inputs``, and what the command records) is refused even then.
     Nothing is half-written: on any error the temporary folder is removed and ``out``
     keeps what it had; without ``force``, a command that filled ``out`` while this one
-    ran keeps its output (this one is refused). ``tracked`` (if given) is entered with the temporary folder until
-    it is gone.
+    ran keeps its output (this one is refused). ``tracked`` (if given) is entered with
+    the temporary folder until it is gone.
     """
     check_out_folder(out, force, (*files_read(), *inputs))
     try:
