@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from edgetwin.configuration import resolve_segments
 from edgetwin.emu.local import check_runnable, run_local
 from edgetwin.errors import InputError
 from edgetwin.models import registry
+from edgetwin.reports.html import LOCAL_NOTE, RunData, render_report
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, configurations, load_scenario
 from edgetwin.sim.runner import build_fleet, run_scenario
@@ -105,6 +107,14 @@ def test_comparison_with_single_device(smoke_rows: list[ResultRow]) -> None:
         f"prism CR 9.9 vs single (ViT-B/16 width, 2 blocks, batch 2): max |logit diff| "
         f"{prism.max_abs_diff_vs_single:.3g}, top-1 agreement {prism.top1_agreement_vs_single}"
     )
+
+
+def test_the_report_says_a_local_runs_bandwidth_is_nominal(smoke_rows: list[ResultRow]) -> None:
+    """The bandwidth figure of a local run plots nominal bandwidths; the page says so."""
+    local = render_report(RunData(smoke_rows, None, None, [], []), "local")
+    twin = [replace(row, mode="twin") for row in smoke_rows]
+    assert LOCAL_NOTE in local
+    assert LOCAL_NOTE not in render_report(RunData(twin, None, None, [], []), "twin")
 
 
 @pytest.mark.parametrize(

@@ -50,12 +50,20 @@ def _summary(rows: Sequence[ResultRow]) -> str:
     status_text = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
     items = [
         ("Scenario", _values(rows, "scenario")),
-        ("Mode", _values(rows, "mode")),
+        ("Mode", _values(rows, "mode") + _mode_notes(rows)),
         ("Rows", f"{len(rows)} ({status_text or 'none'})"),
         ("Strategies", _values(rows, "strategy")),
     ]
     body = "".join(f"<li><b>{name}:</b> {escape(text)}</li>" for name, text in items)
     return f"<ul class='summary'>{body}</ul>"
+
+
+LOCAL_NOTE = "local: processes on loopback, so the bandwidth is nominal (not shaped)"
+
+
+def _mode_notes(rows: Sequence[ResultRow]) -> str:
+    """What a mode's figures do not show: a local run's links are not shaped."""
+    return f" ({LOCAL_NOTE})" if any(row.mode == "local" for row in rows) else ""
 
 
 def figure_html(fig: go.Figure) -> str:
