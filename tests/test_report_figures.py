@@ -23,6 +23,7 @@ from edgetwin.reports.html import read_run, run_figures
 from edgetwin.reports.plan import crossover_figures, fleet_figures
 from edgetwin.reports.rows import average_reps
 from edgetwin.reports.style import FONT, TITLE_CHARS, log_ticks, styled
+from edgetwin.reports.validation import write_validation_report
 from edgetwin.results import write_results
 from tests.conftest import REPO
 from tests.test_report import _results, _row
@@ -153,6 +154,39 @@ def test_adaptive_page_titles_fit_and_every_figure_has_the_template(tmp_path: Pa
         assert all(len(line) <= TITLE_CHARS + 5 for line in _title_lines(fig))
         lines = len(_title_lines(fig))
         assert fig.layout.margin.t >= 20 * lines  # room above the plot for every line
+
+
+def _axis_units(fig: go.Figure) -> dict[str, set[str]]:
+    """Per x axis of a figure: the unit of every metric drawn on it (the end of its name)."""
+    units: dict[str, set[str]] = {}
+    for trace in fig.data:
+        if trace.name != "predicted = measured":
+            units.setdefault(trace.xaxis or "x", set()).add(trace.name.rsplit("_", 1)[1])
+    return units
+
+
+@pytest.mark.timeout(120)
+def test_validation_page_draws_times_and_energy_on_their_own_axes(tmp_path: Path) -> None:
+    out = tmp_path / "validate"
+    spec = REPO / "edgetwin/calibration/specs/jetson_orin_nano.yaml"
+    assert main(["validate", str(spec), "--out", str(out)]) == 0
+    (fig,) = [go.Figure(spec) for spec in _figure_specs((out / "validation.html").read_text())]
+    assert _axis_units(fig) == {"x": {"ms"}, "x2": {"j"}}
+    titles = [(fig.layout[f"{a}axis"].title.text, fig.layout[f"{a}axis2"].title.text) for a in "xy"]
+    assert titles == [("Measured (ms)", "Measured (J)"), ("Predicted (ms)", "Predicted (J)")]
+
+
+def test_validation_page_without_energy_has_no_energy_panel(tmp_path: Path) -> None:
+    points = [
+        {"metric": m, "point": f"batch {b}", "measured": v, "predicted": v * 1.1, "error_pct": 10}
+        for m, b, v in (("total_ms", 1, 80.0), ("total_ms", 8, 400.0), ("comm_ms", 8, 30.0))
+    ]
+    page = write_validation_report(tmp_path, "no energy", points).read_text()
+    (fig,) = [go.Figure(spec) for spec in _figure_specs(page)]
+    assert _axis_units(fig) == {"x": {"ms"}}
+    assert fig.layout.xaxis.title.text == "Measured (ms)"
+    assert "xaxis2" not in fig.to_dict()["layout"]
+    assert "(J)" not in page
 
 
 def test_styled_keeps_a_figure_height() -> None:

@@ -1,4 +1,5 @@
-"""Every other page edgetwin writes (evaluations, plans, comparison) renders in chromium."""
+"""Every other page edgetwin writes (evaluations, plans, comparison, validation) renders in
+chromium."""
 
 from __future__ import annotations
 
@@ -64,6 +65,12 @@ def _comparison(out: Path, tmp: Path) -> Path:
     return out / "comparison.html"
 
 
+def _validation(out: Path, _tmp: Path) -> Path:
+    spec = REPO / "edgetwin/calibration/specs/jetson_orin_nano.yaml"
+    assert main(["validate", str(spec), "--out", str(out)]) == 0
+    return out / "validation.html"
+
+
 @pytest.mark.browser
 @pytest.mark.parametrize(
     "write_page",
@@ -73,6 +80,7 @@ def _comparison(out: Path, tmp: Path) -> Path:
         _best_mode_plan,
         _capacity_plan,
         _comparison,
+        _validation,
         _llm_run,
         _llm_plan,
         _intervals_run,

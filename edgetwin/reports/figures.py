@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from edgetwin.comparison import Comparison, ComparisonPoint, key_label
+from edgetwin.comparison import Comparison, key_label
+from edgetwin.reports.parity import ParityPoint, parity_figure
 from edgetwin.reports.rows import Config, Point, config_labels, most_common_bandwidth
 from edgetwin.reports.style import (
     color,
@@ -241,66 +242,13 @@ def bandwidth_figure(points: Sequence[Point]) -> go.Figure | None:
     return fig
 
 
-def _add_parity(fig: go.Figure, points: list[ComparisonPoint], unit: str, col: int) -> None:
-    by_metric: dict[str, list[ComparisonPoint]] = defaultdict(list)
-    for point in points:
-        by_metric[point["metric"]].append(point)
-    for metric, group in by_metric.items():
-        fig.add_scatter(
-            x=[p["measured"] for p in group],
-            y=[p["predicted"] for p in group],
-            text=[key_label(p["key"]) for p in group],
-            customdata=[p["error_pct"] for p in group],
-            name=metric,
-            mode="markers",
-            marker_size=9,
-            hovertemplate="%{text}<br>measured %{x:.3g} "
-            + unit
-            + ", predicted %{y:.3g} "
-            + unit
-            + "<br>error %{customdata:+.1f}%<extra>"
-            + metric
-            + "</extra>",
-            row=1,
-            col=col,
-        )
-    values = [v for p in points for v in (p["measured"], p["predicted"])]
-    low, high = min(values) / 1.2, max(values) * 1.2
-    fig.add_scatter(
-        x=[low, high],
-        y=[low, high],
-        name="predicted = measured",
-        legendgroup="identity",
-        showlegend=col == 1,
-        mode="lines",
-        line={"color": "gray", "dash": "dash"},
-        hoverinfo="skip",
-        row=1,
-        col=col,
-    )
-    fig.update_xaxes(title=f"Measured ({unit})", **log_ticks(values), row=1, col=col)
-    fig.update_yaxes(title=f"Predicted ({unit})", **log_ticks(values), row=1, col=col)
-
-
 def comparison_figure(comparison: Comparison) -> go.Figure | None:
     """Predicted against measured on log axes with the identity line; ms and J apart."""
-    positive = [p for p in comparison.points if p["measured"] > 0 and p["predicted"] > 0]
-    panels = [
-        (unit, group)
-        for unit, group in (
-            ("ms", [p for p in positive if p["metric"].endswith("_ms")]),
-            ("J", [p for p in positive if p["metric"].endswith("_j")]),
-        )
-        if group
+    points = [
+        ParityPoint(p["metric"], key_label(p["key"]), p["measured"], p["predicted"], p["error_pct"])
+        for p in comparison.points
     ]
-    if not panels:
-        return None
-    titles = [("Latency" if unit == "ms" else "Energy") + " per batch" for unit, _ in panels]
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=titles)
-    _figure("Predicted vs measured", fig)
-    for col, (unit, group) in enumerate(panels, start=1):
-        _add_parity(fig, group, unit, col)
-    return fig
+    return parity_figure("Predicted vs measured", points, " per batch")
 
 
 def report_figures(points: Sequence[Point], comparison: Comparison | None) -> list[go.Figure]:

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.reports.html import figure_html, page
-from edgetwin.reports.style import log_ticks
+from edgetwin.reports.parity import ParityPoint, parity_figure
 
 
 def summarise(points: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
@@ -39,38 +39,19 @@ def _coverage_cell(stats: Mapping[str, float]) -> str:
     return f"{stats['coverage_90_pct']:.1f} of {stats['coverage_repetitions']:.0f}"
 
 
-def _parity_figure(points: Sequence[Mapping[str, Any]]) -> go.Figure:
-    fig = go.Figure()
-    by_metric: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for point in points:
-        by_metric[str(point["metric"])].append(point)
-    for metric, group in by_metric.items():
-        fig.add_trace(
-            go.Scatter(
-                x=[p["measured"] for p in group],
-                y=[p["predicted"] for p in group],
-                mode="markers",
-                name=metric,
-                text=[f"{p['point']}: {p['error_pct']:+.1f}%" for p in group],
-            )
+def _parity_figure(points: Sequence[Mapping[str, Any]]) -> go.Figure | None:
+    """The held-out points, predicted against measured: times (ms) and energy (J) apart."""
+    pairs = [
+        ParityPoint(
+            str(p["metric"]),
+            str(p["point"]),
+            float(p["measured"]),
+            float(p["predicted"]),
+            float(p["error_pct"]),
         )
-    values = [float(p["measured"]) for p in points] + [float(p["predicted"]) for p in points]
-    low, high = min(values), max(values)
-    fig.add_trace(
-        go.Scatter(
-            x=[low, high],
-            y=[low, high],
-            mode="lines",
-            name="predicted = measured",
-            line={"dash": "dash", "color": "grey"},
-        )
-    )
-    fig.update_layout(
-        title="Held-out points: predicted vs measured",
-        xaxis={"title": "measured", **log_ticks(values)},
-        yaxis={"title": "predicted", **log_ticks(values)},
-    )
-    return fig
+        for p in points
+    ]
+    return parity_figure("Held-out points: predicted vs measured", pairs)
 
 
 def write_validation_report(
@@ -82,6 +63,7 @@ def write_validation_report(
     """Write ``validation.html`` with the summary (``summarise``'s, or one with coverage),
     the parity figure and every point."""
     summary = summary or summarise(points)
+    figure = _parity_figure(points)
     rows = "".join(
         f"<tr><td>{escape(m)}</td><td>{s['points']:.0f}</td><td>{s['mape_pct']:.1f}</td>"
         f"<td>{s['median_abs_error_pct']:.1f}</td><td>{s['max_abs_error_pct']:.1f}</td>"
@@ -99,7 +81,7 @@ def write_validation_report(
         "<table><tr><th>Metric</th><th>Points</th><th>MAPE (%)</th><th>Median |error| (%)</th>"
         "<th>Max |error| (%)</th><th>90 % interval coverage (%)</th></tr>"
         f"{rows}</table>"
-        f"{figure_html(_parity_figure(points)) if points else ''}"
+        f"{'' if figure is None else figure_html(figure)}"
         "<table><tr><th>Metric</th><th class='text'>Point</th><th>Measured</th><th>Predicted</th>"
         f"<th>Error (%)</th></tr>{detail}</table>"
     )
