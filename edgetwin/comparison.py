@@ -31,11 +31,14 @@ class ComparisonPoint(TypedDict):
 
 @dataclass(frozen=True)
 class Comparison:
-    """Compared points, median absolute % error per metric, unmatched reference keys."""
+    """Compared points, median absolute % error per metric, and the keys of the rows with
+    no counterpart: reference rows with no ``ok`` result (``unmatched_keys``), ``ok``
+    results with no reference row (``unmeasured_keys``), one per row."""
 
     points: list[ComparisonPoint]
     median_abs_error_pct: dict[str, float]
     unmatched_keys: list[RowKey]
+    unmeasured_keys: list[RowKey]
 
 
 def error_pct(measured: float, predicted: float) -> float | None:
@@ -64,7 +67,8 @@ def compare_to_reference(
     A reference row with an empty metric, or with no predicted value for it,
     is left out for that metric. Points are ordered by metric, then reference row.
     """
-    predicted = _predicted(results_rows)
+    results = list(results_rows)
+    predicted = _predicted(results)
     reference = list(reference_rows)
     points: list[ComparisonPoint] = []
     for metric in METRICS:
@@ -85,7 +89,10 @@ def compare_to_reference(
             )
     predicted_keys = {key for key, _ in predicted}
     unmatched = [row_key(r) for r in reference if row_key(r) not in predicted_keys]
-    return Comparison(points, _median_abs_errors(points), unmatched)
+    measured_keys = {row_key(r) for r in reference}
+    ok_keys = [row_key(asdict(row)) for row in results if row.status == "ok"]
+    unmeasured = [key for key in ok_keys if key not in measured_keys]
+    return Comparison(points, _median_abs_errors(points), unmatched, unmeasured)
 
 
 def _median_abs_errors(points: Iterable[ComparisonPoint]) -> dict[str, float]:

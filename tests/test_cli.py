@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -326,6 +327,33 @@ def test_compare_joins_two_runs_point_by_point(
     assert lines[0] == "configuration,metric,measured,predicted,error_pct" and len(lines) > 6
     assert (tmp_path / "c" / "comparison.html").is_file()
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "nope")]) == 2
+
+
+def test_compare_counts_and_names_the_rows_of_each_side_left_unmatched(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(tiny, tmp_path / "a")  # batch 1, 2: 3 configurations each
+    run(tiny, tmp_path / "b", "--set", "sweeps=[{batch: [2, 4, 8]}]", "--set", "noise_cv=0.1")
+    capsys.readouterr()
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    assert main(["compare", a, b, "--out", str(tmp_path / "ab")]) == 0
+    out = capsys.readouterr().out
+    assert "total_ms: median |error|" in out and "over 3 points" in out
+    assert "6 measured rows with no prediction, 3 predicted rows with no measured row" in out
+    page = (tmp_path / "ab" / "comparison.html").read_text()
+    assert "Error of the prediction against the measured run" in page
+    assert "Error against reference" not in page and "no successful result" not in page
+    measured_only = re.search(r"Measured rows with no prediction: ([^<]*)\.</p>", page)
+    predicted_only = re.search(r"Predicted rows with no measured row: ([^<]*)\.</p>", page)
+    assert measured_only is not None and predicted_only is not None
+    assert {"batch 4", "batch 8"} == set(re.findall(r"batch \d+", measured_only[1]))
+    assert measured_only[1].count(";") == 5
+    assert set(re.findall(r"batch \d+", predicted_only[1])) == {"batch 1"}
+    assert main(["compare", b, a]) == 0  # the other way round
+    out = capsys.readouterr().out
+    assert "3 measured rows with no prediction, 6 predicted rows with no measured row" in out
+    assert main(["compare", a, a]) == 0
+    assert "no prediction" not in capsys.readouterr().out
 
 
 def test_version_names_the_installed_package(capsys: pytest.CaptureFixture[str]) -> None:

@@ -137,6 +137,18 @@ def test_comparison_errors_by_hand(run_dir: Path) -> None:
     )
     assert "staging_ms" not in comparison.median_abs_error_pct
     assert [key[:3] for key in comparison.unmatched_keys] == [("voltage", 2, 32)]
+    # One key per ok result with no reference row: not the failed rep, not the two matched.
+    unmeasured = [key[:4] for key in comparison.unmeasured_keys]
+    assert len(unmeasured) == len(_results()) - 1 - 3
+    assert ("single", 1, 1, 400) not in unmeasured and ("prism", 2, 2, 400) not in unmeasured
+    assert ("voltage", 2, 4, 100) in unmeasured
+
+
+def test_run_report_keeps_its_reference_wording(report: Path) -> None:
+    text = report.read_text(encoding="utf-8")
+    assert "<h2>Error against reference</h2>" in text
+    assert "Reference rows with no successful result: voltage, 2 dev, batch 32" in text
+    assert "measured run" not in text and "Predicted rows" not in text  # compare's wording
 
 
 def test_report_is_self_contained(report: Path) -> None:

@@ -345,6 +345,12 @@ def _compare(args: argparse.Namespace) -> int:
     for metric, median in comparison.median_abs_error_pct.items():
         count = sum(p["metric"] == metric and p["error_pct"] is not None for p in comparison.points)
         print(f"{metric}: median |error| {median:.1f} % over {count} points")
+    no_prediction, no_measurement = comparison.unmatched_keys, comparison.unmeasured_keys
+    if no_prediction or no_measurement:
+        print(
+            f"not compared: {len(no_prediction)} measured rows with no prediction, "
+            f"{len(no_measurement)} predicted rows with no measured row"
+        )
     if args.out is not None:
         with _output_folder(args.out, args.force) as staging:
             write_comparison_csv(staging / "comparison.csv", comparison)

@@ -22,7 +22,7 @@ from edgetwin.reports.llm import device_ram_mb, is_decoder, llm_figures
 from edgetwin.reports.plotly_js import deferred, plotly_js_html
 from edgetwin.reports.rows import average_reps
 from edgetwin.reports.style import FONT, styled
-from edgetwin.results import ResultRow, read_results, read_table
+from edgetwin.results import ResultRow, RowKey, read_results, read_table
 
 REPORT_NAME = "report.html"
 STYLE = f"""
@@ -90,7 +90,33 @@ def page(title: str, body: str) -> str:
     )
 
 
-def _comparison_html(comparison: Comparison) -> str:
+@dataclass(frozen=True)
+class Wording:
+    """How a comparison section is headed and names the rows with no counterpart
+    (``no_measurement`` None: such rows are not listed)."""
+
+    heading: str
+    no_prediction: str
+    no_measurement: str | None
+
+
+RUN_WORDING = Wording("Error against reference", "Reference rows with no successful result", None)
+COMPARE_WORDING = Wording(
+    "Error of the prediction against the measured run",
+    "Measured rows with no prediction",
+    "Predicted rows with no measured row",
+)
+
+
+def _unmatched_html(label: str | None, keys: Sequence[RowKey]) -> str:
+    """One line naming each configuration once; '' without a label or a key."""
+    if label is None or not keys:
+        return ""
+    names = "; ".join(dict.fromkeys(key_label(key) for key in keys))
+    return f"<p>{escape(label)}: {escape(names)}.</p>"
+
+
+def _comparison_html(comparison: Comparison, wording: Wording) -> str:
     medians = "".join(
         f"<tr><td>{escape(metric)}</td><td>{value:.1f}</td></tr>"
         for metric, value in comparison.median_abs_error_pct.items()
@@ -101,12 +127,10 @@ def _comparison_html(comparison: Comparison) -> str:
         f"<td>{'n/a' if p['error_pct'] is None else format(p['error_pct'], '+.1f')}</td></tr>"
         for p in comparison.points
     )
-    unmatched = ""
-    if comparison.unmatched_keys:
-        keys = "; ".join(key_label(key) for key in comparison.unmatched_keys)
-        unmatched = f"<p>Reference rows with no successful result: {escape(keys)}.</p>"
+    unmatched = _unmatched_html(wording.no_prediction, comparison.unmatched_keys)
+    unmatched += _unmatched_html(wording.no_measurement, comparison.unmeasured_keys)
     return (
-        "<h2>Error against reference</h2>"
+        f"<h2>{escape(wording.heading)}</h2>"
         "<p>Error = (predicted &minus; measured) / measured; n/a where measured is 0.</p>"
         "<table><tr><th>Metric</th><th>Median |error| (%)</th></tr>"
         f"{medians}</table>"
@@ -118,7 +142,9 @@ def _comparison_html(comparison: Comparison) -> str:
 def write_comparison_report(out_dir: Path, title: str, comparison: Comparison) -> Path:
     """``comparison.html``: predicted vs measured, the figure and every point's error."""
     figure = comparison_figure(comparison)
-    body = (figure_html(figure) if figure is not None else "") + _comparison_html(comparison)
+    body = (figure_html(figure) if figure is not None else "") + _comparison_html(
+        comparison, COMPARE_WORDING
+    )
     path = out_dir / "comparison.html"
     write_text_atomic(path, page(title, body))
     return path
@@ -171,7 +197,7 @@ def run_title(data: RunData) -> str:
 def render_report(data: RunData, title: str) -> str:
     """The report page as one HTML string, with plotly.js inlined once; the link check's
     warnings on top."""
-    compared = "" if data.comparison is None else _comparison_html(data.comparison)
+    compared = "" if data.comparison is None else _comparison_html(data.comparison, RUN_WORDING)
     figures = run_figures(data)
     shown = "".join(figure_html(fig) for fig in figures) or "<p>No successful rows to plot.</p>"
     warnings = _warnings_html(data.link_warnings)
