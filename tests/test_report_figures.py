@@ -137,12 +137,19 @@ def _figure_specs(page: str) -> list[dict[str, Any]]:
     return specs
 
 
+PAGES = {"evaluate": "evaluation.html", "validate": "validation.html"}
+
+
+def _page_of(command: str, spec: Path, tmp_path: Path) -> str:
+    """The page ``edgetwin evaluate`` or ``validate`` writes for ``spec``."""
+    out = tmp_path / command
+    assert main([command, str(spec), "--out", str(out)]) == 0
+    return (out / PAGES[command]).read_text()
+
+
 @pytest.mark.timeout(120)
 def test_adaptive_page_titles_fit_and_every_figure_has_the_template(tmp_path: Path) -> None:
-    out = tmp_path / "eval"
-    spec = SCENARIOS / "adaptive_devices.eval.yaml"
-    assert main(["evaluate", str(spec), "--out", str(out)]) == 0
-    page = (out / "evaluation.html").read_text()
+    page = _page_of("evaluate", SCENARIOS / "adaptive_devices.eval.yaml", tmp_path)
     packed = re.findall(r"<script id='plotly-js-gzip'[^>]*>([^<]*)</script>", page)
     assert len(packed) == 1  # plotly.js inlined once per page, and whole
     assert gzip.decompress(base64.b64decode(packed[0])).decode() == get_plotlyjs()
@@ -167,10 +174,8 @@ def _axis_units(fig: go.Figure) -> dict[str, set[str]]:
 
 @pytest.mark.timeout(120)
 def test_validation_page_draws_times_and_energy_on_their_own_axes(tmp_path: Path) -> None:
-    out = tmp_path / "validate"
-    spec = REPO / "edgetwin/calibration/specs/jetson_orin_nano.yaml"
-    assert main(["validate", str(spec), "--out", str(out)]) == 0
-    (fig,) = [go.Figure(spec) for spec in _figure_specs((out / "validation.html").read_text())]
+    page = _page_of("validate", REPO / "edgetwin/calibration/specs/jetson_orin_nano.yaml", tmp_path)
+    (fig,) = [go.Figure(spec) for spec in _figure_specs(page)]
     assert _axis_units(fig) == {"x": {"ms"}, "x2": {"j"}}
     titles = [(fig.layout[f"{a}axis"].title.text, fig.layout[f"{a}axis2"].title.text) for a in "xy"]
     assert titles == [("Measured (ms)", "Measured (J)"), ("Predicted (ms)", "Predicted (J)")]
