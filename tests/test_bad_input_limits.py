@@ -22,9 +22,15 @@ import pytest
 import yaml
 
 from edgetwin.cli import main
+from edgetwin.emu import memory_check
+from edgetwin.emu.local import check_runnable
+from edgetwin.emu.memory_check import interpreter_bytes
 from edgetwin.errors import InputError
+from edgetwin.models.costs import weight_bytes
+from edgetwin.models.strategy import VIT_WORKER
 from edgetwin.plan.executors import pool_size
 from edgetwin.results import read_results
+from edgetwin.scenario import load_scenario
 from edgetwin.workbench.output import output_folder
 from tests.test_bad_input import assert_clean_failure
 
@@ -350,8 +356,6 @@ def test_a_phone_host_the_emulator_cannot_give(item: str, field: str, problem: s
     """Mininet turned a quota under 0.01 core into 0.01 with an error line and ran; a phone
     with less RAM than Android keeps got a 0 MB memory group, which killed iperf3."""
     from edgetwin.emu.mininet.crowd import check_crowd_emulatable
-    from edgetwin.errors import InputError
-    from edgetwin.scenario import load_scenario
 
     path = SCENARIOS / "emu_crowdio.yaml"
     with pytest.raises(InputError, match=problem) as raised:
@@ -376,3 +380,24 @@ def test_real_ranks_too_big_for_this_machine(
     argv = ["run", str(SCENARIOS / f"{scenario}.yaml"), "--mode", "local"]
     argv += ["--out", str(tmp_path / "out"), *(a for item in items for a in ("--set", item))]
     assert_clean_failure(argv, capsys, tmp_path, "field 'model'", "GiB is available")
+
+
+@pytest.mark.timeout(60)
+def test_ranks_count_their_interpreters_as_well_as_the_weights(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rank is an interpreter with torch before it builds the model: many ranks of a
+    small model need more than their weights (a run of 100 ranks passed the check on
+    weights alone, then met the OOM killer)."""
+    path = SCENARIOS / "emu_smoke.yaml"
+    items = ["model.blocks=1", "devices.0.count=8", "sweeps=[{devices: [8], batch: [1]}]"]
+    scenario = load_scenario(path, items)
+    weights = weight_bytes(scenario.encoder)
+    rank = interpreter_bytes(VIT_WORKER)
+    assert rank > weights  # torch's libraries outweigh one block of ViT-B
+    monkeypatch.setattr(memory_check, "available_bytes", lambda: int(8 * (weights + rank)) - 1)
+    with pytest.raises(InputError, match="on an interpreter of") as raised:
+        check_runnable(scenario, path)
+    assert raised.value.field == "model"
+    monkeypatch.setattr(memory_check, "available_bytes", lambda: int(8 * (weights + rank)))
+    check_runnable(scenario, path)

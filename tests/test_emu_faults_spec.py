@@ -11,13 +11,15 @@ import yaml
 
 from edgetwin import cli
 from edgetwin.emu import memory_check
+from edgetwin.emu.crowdio.launcher import WORKER
 from edgetwin.emu.crowdio.model import TINY, stage_weight_bytes
+from edgetwin.emu.memory_check import interpreter_bytes
 from edgetwin.emu.mininet import runner
 from edgetwin.emu.mininet.crowd import (
-    broadcast_bytes,
     crowd_bandwidths,
     crowd_phones,
     phone_limits,
+    phones_bytes,
 )
 from edgetwin.emu.mininet.faults import timeline
 from edgetwin.emu.mininet.runner import check_emulatable, vit_host_limits
@@ -232,11 +234,13 @@ def test_a_topology_is_bounded_by_its_subnet() -> None:
 
 
 def test_a_crowd_the_broadcast_cannot_fit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every phone loads the first stage: its weights, times the phones whose budget
-    holds it, are what the machine must have free before any host starts."""
+    """Every phone's worker is an interpreter with ONNX Runtime, and loads the first
+    stage: what the machine must have free before any host starts."""
     scenario = validate_scenario(_crowd(), CROWD)
-    need = broadcast_bytes(scenario, CROWD)
-    assert need == 3 * stage_weight_bytes(TINY, 3)[0]  # three phones, every budget holds it
+    need = phones_bytes(scenario, CROWD)
+    worker = interpreter_bytes(WORKER)
+    assert worker > 10 * 2**20  # measured: Python and ONNX Runtime's libraries
+    assert need == 3 * (stage_weight_bytes(TINY, 3)[0] + worker)  # every budget holds it
     monkeypatch.setattr(memory_check, "available_bytes", lambda: int(need) - 1)
     with pytest.raises(InputError) as error:
         check_emulatable(scenario, CROWD)

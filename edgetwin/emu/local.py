@@ -30,6 +30,7 @@ from edgetwin.emu.vit.worker import model_args, real_strategies
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.models.costs import weight_bytes
+from edgetwin.models.strategy import VIT_WORKER
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
 
@@ -75,7 +76,7 @@ def check_runnable(scenario: Scenario, path: Path | None = None, *, machine: boo
             raise InputError(path, f"sweeps.{index}.devices", problem)
     if machine:
         ranks = max(config.devices for config in configurations(scenario))
-        check_weights_fit(weight_bytes(scenario.encoder), ranks, path)
+        check_weights_fit(weight_bytes(scenario.encoder), ranks, path, VIT_WORKER)
 
 
 def run_local(

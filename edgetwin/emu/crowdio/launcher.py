@@ -38,6 +38,8 @@ HOST = "127.0.0.1"
 STOP_GRACE_S = 5.0
 STORE = "store"  # the file store foreman and workers share, in the job's folder
 WORKERS_POLL_S = 0.5  # how often a job checks that a worker process is left
+WORKER = "edgetwin.emu.crowdio.worker"  # a phone's process
+FOREMAN = "edgetwin.emu.crowdio.foreman"
 
 
 @dataclass(frozen=True)
@@ -183,7 +185,7 @@ def run_pipeline(
             for host, worker in enumerate(workers, start=1):
                 cache = (cache_root or root / "cache") / worker.name
                 command = [
-                    *_module("worker"),
+                    *_module(WORKER),
                     *("--foreman", f"{address}:{port}", "--cache", str(cache)),
                     *("--store", str(root / STORE)),
                     *("--name", worker.name, "--threads", str(threads)),
@@ -253,8 +255,8 @@ def _ends(workers: Processes, exited: Collection[str]) -> str:
     return ", ".join(ends) + killed_hint(codes, faults=True)
 
 
-def _module(name: str) -> list[str]:
-    return [sys.executable, "-m", f"edgetwin.emu.crowdio.{name}"]
+def _module(module: str) -> list[str]:
+    return [sys.executable, "-m", module]
 
 
 def _start_foreman(
@@ -267,7 +269,7 @@ def _start_foreman(
 ) -> tuple[subprocess.Popen[bytes], int]:
     port_file = root / "foreman.port"
     command = [
-        *_module("foreman"),
+        *_module(FOREMAN),
         *("--host", placement.foreman_address, "--port", "0", "--store", str(root / STORE)),
         *("--inline-max-kb", str(inline_max_bytes / 1024), "--port-file", str(port_file)),
         *("--heartbeat-s", str(liveness.heartbeat_s)),

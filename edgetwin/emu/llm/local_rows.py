@@ -19,7 +19,7 @@ from pathlib import Path
 from edgetwin.configuration import configuration_columns, decoder_plan, resolve_segments
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.emu.launch_deadline import launch_deadline_s
-from edgetwin.emu.llm.launcher import launch_decoder
+from edgetwin.emu.llm.launcher import WORKER, launch_decoder
 from edgetwin.emu.llm.records import RankRecord, measured
 from edgetwin.emu.llm.runs import DECODER_STRATEGIES, DecoderRun
 from edgetwin.emu.memory_check import check_weights_fit
@@ -63,7 +63,7 @@ def check_decoder_runnable(
             raise InputError(path, f"strategies.{index[config.strategy]}", str(exc)) from None
     if machine:
         ranks = max(config.devices for config in configurations(scenario))
-        check_weights_fit(full_weight_bytes(model), ranks, path)
+        check_weights_fit(full_weight_bytes(model), ranks, path, WORKER)
 
 
 def decoder_run(scenario: Scenario, config: Configuration) -> DecoderRun:

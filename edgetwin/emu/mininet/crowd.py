@@ -30,13 +30,14 @@ from edgetwin.crowd_fleet import (
     resolve_classes,
     resolve_fleet,
 )
-from edgetwin.emu.crowdio.launcher import Processes, WorkerSpec, run_pipeline
+from edgetwin.emu.crowdio.launcher import WORKER, Processes, WorkerSpec, run_pipeline
 from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.model import FULL, TINY, export_stages, make_inputs, stage_weight_bytes
 from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary
 from edgetwin.emu.crowdio.rows import summary_row
 from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, StageSpec, pipeline_job
 from edgetwin.emu.crowdio.sessions import ModelCache
+from edgetwin.emu.memory_check import interpreter_bytes
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
@@ -180,15 +181,16 @@ def worker_specs(phones: Sequence[PhoneSetup], task_delay_ms: float = 0.0) -> li
     return specs
 
 
-def broadcast_bytes(scenario: Scenario, scenario_path: Path | None) -> float:
-    """What a job's broadcast puts in the phones' memory at once: the first stage's
-    weights on every phone whose session budget holds them (a lower bound of what the
-    workers hold: their processes and other stages come on top)."""
+def phones_bytes(scenario: Scenario, scenario_path: Path | None) -> float:
+    """What a job's phones hold in memory at once: each its worker's interpreter
+    (measured), and the first stage's weights on every phone whose session budget holds
+    them (the job's broadcast); a lower bound: later stages and sessions come on top."""
     crowd = scenario.crowd
     assert crowd is not None
     stage_bytes = stage_weight_bytes(MODELS[scenario.emulator.model], len(crowd.job.stages))[0]
     budgets_mb = [spec.ram_mb for spec in worker_specs(crowd_phones(scenario, scenario_path))]
-    return sum(stage_bytes for mb in budgets_mb if mb is None or stage_bytes <= mb * MB)
+    broadcast = sum(stage_bytes for mb in budgets_mb if mb is None or stage_bytes <= mb * MB)
+    return broadcast + len(budgets_mb) * interpreter_bytes(WORKER)
 
 
 def crowd_bandwidths(scenario: Scenario) -> list[float]:

@@ -32,9 +32,9 @@ from edgetwin.emu.memory_check import check_fits
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.crowd import (
     JOB_TIMEOUT_S,
-    broadcast_bytes,
     check_crowd_emulatable,
     crowd_bandwidths,
+    phones_bytes,
     run_crowd_emu,
 )
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
@@ -45,6 +45,7 @@ from edgetwin.emu.vit import records as vit_records
 from edgetwin.emu.vit.launcher import stop_ranks, wait_ranks
 from edgetwin.errors import InputError
 from edgetwin.links import worst_error_pct
+from edgetwin.models.strategy import VIT_WORKER
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
 
@@ -78,8 +79,8 @@ def check_emulatable(scenario: Scenario, path: Path | None = None, *, machine: b
         problem = "a crowd scenario's hosts are limited by their phone classes (cpu_limits)"
         raise InputError(path, "emulator.host_cpu_cores", problem)
     if machine and scenario.crowd is not None:
-        what = "the first stage's weights on every phone (the job's broadcast)"
-        check_fits(broadcast_bytes(scenario, path), path, "crowd.fleet", what)
+        what = "the phones' workers and the first stage's weights on each (the job's broadcast)"
+        check_fits(phones_bytes(scenario, path), path, "crowd.fleet", what)
     missing = missing_requirements() if machine else []
     if missing:
         raise InputError(path, "mode", "mode 'emu' needs " + "; ".join(missing))
@@ -227,7 +228,7 @@ class _HostLauncher:
 
         def command(rank: int, result: Path) -> list[str]:
             return [
-                *(sys.executable, "-m", "edgetwin.emu.vit.worker", "--rank", str(rank)),
+                *(sys.executable, "-m", VIT_WORKER, "--rank", str(rank)),
                 *("--iface", hosts[rank].iface, "--result", str(result), *common),
             ]
 

@@ -21,6 +21,7 @@ import edgetwin
 from edgetwin.emu.process_exit import describe_exit, killed_hint
 from edgetwin.emu.vit.records import RankRecord, read_record
 from edgetwin.errors import LaunchError
+from edgetwin.models.strategy import VIT_WORKER
 
 LOOPBACK_ADDR = "127.0.0.1"
 LOOPBACK_IFACE = "lo"
@@ -87,7 +88,7 @@ def _start(rank: int, common: list[str], folder: Path, echo: bool) -> subprocess
     command = [
         sys.executable,
         "-m",
-        "edgetwin.emu.vit.worker",
+        VIT_WORKER,
         "--rank",
         str(rank),
         "--result",
