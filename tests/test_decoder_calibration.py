@@ -155,6 +155,8 @@ def test_calibrate_and_validate_a_decoder_trace(tmp_path: Path) -> None:
     for by, held_out in (("prompt", 8), ("batch", 8)):
         out = tmp_path / f"v_{by}"
         assert main(["validate", str(spec), "--out", str(out), "--by", by]) == 0
+        left_out = {"prompt": "prompt length", "batch": "batch size"}[by]
+        assert f"fitted without its {left_out}." in (out / "validation.html").read_text()
         summary = json.loads((out / "validation.json").read_text())
         for metric in ("ttft_ms", "tpot_ms"):
             assert summary[metric]["points"] == held_out  # every shape once, unseen

@@ -54,14 +54,19 @@ def _parity_figure(points: Sequence[Mapping[str, Any]]) -> go.Figure | None:
     return parity_figure("Held-out points: predicted vs measured", pairs)
 
 
+HELD_OUT_NAMES = {"batch": "batch size", "bandwidth": "bandwidth", "prompt": "prompt length"}
+
+
 def write_validation_report(
     out_dir: Path,
     title: str,
     points: Sequence[Mapping[str, Any]],
     summary: Mapping[str, Mapping[str, float]] | None = None,
+    held_out_by: str = "batch",
 ) -> Path:
     """Write ``validation.html`` with the summary (``summarise``'s, or one with coverage),
-    the parity figure and every point."""
+    the parity figure and every point; ``held_out_by``: what each fit left out (``validate
+    --by``)."""
     summary = summary or summarise(points)
     figure = _parity_figure(points)
     rows = "".join(
@@ -77,7 +82,8 @@ def write_validation_report(
         for p in points
     )
     body = (
-        "<p>Each point was predicted by a profile fitted without its batch size.</p>"
+        f"<p>Each point was predicted by a profile fitted without its "
+        f"{escape(HELD_OUT_NAMES.get(held_out_by, held_out_by))}.</p>"
         "<table><tr><th>Metric</th><th>Points</th><th>MAPE (%)</th><th>Median |error| (%)</th>"
         "<th>Max |error| (%)</th><th>90 % interval coverage (%)</th></tr>"
         f"{rows}</table>"
