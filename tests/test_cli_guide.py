@@ -321,4 +321,9 @@ def test_piped_evaluate_and_calibrate_machine_print_their_progress(tmp_path: Pat
     assert steps == [f"{k}/{total}" for k in range(1, total + 1)]  # a line per sweep, all
     assert "twin sweeps" not in piped("evaluate", spec, "--out", "q", "--quiet")
     err = piped("calibrate-machine", "--quick", "--no-decoder", "--out", "m")
-    assert "fit: 1/4" in err and "fit: 4/4" in err
+    lines = [line for line in err.splitlines() if line.startswith("calibrate-machine: ")]
+    assert lines == [  # each step named; no decoder step without the decoder
+        "calibrate-machine: 1/3 (ViT latencies)",
+        "calibrate-machine: 2/3 (staged exchange)",
+        "calibrate-machine: 3/3 (fit)",
+    ]

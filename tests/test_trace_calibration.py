@@ -71,17 +71,25 @@ def test_sampling_the_bootstrap_gives_prediction_intervals() -> None:
     assert min(sampled) < point[0] * 1.05 and max(sampled) > point[0] * 0.95
 
 
-def test_calibrate_machine_profiles_this_machine(tmp_path: Path) -> None:
+def test_calibrate_machine_profiles_this_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from edgetwin.calibration.machine import QUICK, calibration_steps
     from edgetwin.cli import main
     from edgetwin.scenario import load_scenario
     from edgetwin.sim.runner import build_fleet, run_scenario
 
     out = tmp_path / "machine"
     assert main(["calibrate-machine", "--quick", "--out", str(out)]) == 0
+    steps = [line for line in capsys.readouterr().err.splitlines() if "calibrate-machine" in line]
+    total = calibration_steps(QUICK)
+    assert len(steps) == total and steps[-1] == f"calibrate-machine: {total}/{total} (fit)"
+    assert sum("(decoder: " in line for line in steps) == total - 3  # a line per launch
     profile = load_profile(str(out / "profile.yaml"))
     assert profile.compute.throughput_gflops > 0
     assert {"compute", "staging", "network", "memory"} <= set(profile.fit["median_abs_error_pct"])
     assert profile.memory is not None and profile.memory.fitted  # from the real decoder
+    assert profile.fit["method"].endswith("power fixed in the spec")  # no power meter here
     traces = out / "traces"
     assert (traces / "vit_latency.csv").read_text().startswith("kernel,batch,tokens,rep,")
     assert (traces / "decoder_latency.csv").read_text().startswith("layers,batch,prompt_tokens,")

@@ -106,35 +106,40 @@ QUICK = MeasurementPlan(
         4,
         2,
         1,
+        rounds=2,  # a launch slowed by another process is outrun by the other round's
     ),
 )
 
 
-CALIBRATION_STEPS = 4  # ViT latencies, the staged exchange, the decoder generations, the fit
+def calibration_steps(plan: MeasurementPlan) -> int:
+    """How many times ``calibrate_machine`` calls its ``on_step``: the ViT latencies, the
+    staged exchange, each decoder launch, the fit."""
+    decoder = plan.decoder
+    launches = 0 if decoder is None else decoder.rounds * len(_decoder_shapes(decoder))
+    return 3 + launches
 
 
 def calibrate_machine(
     out_dir: Path,
     plan: MeasurementPlan,
     command: str,
-    on_step: Callable[[], None] = lambda: None,
+    on_step: Callable[[str], None] = lambda _done: None,
 ) -> DeviceProfile:
     """Measure, write the traces and the spec, fit and write the profile; return it.
-    ``on_step`` is called after each of the CALIBRATION_STEPS."""
+    ``on_step`` gets the name of each of the ``calibration_steps`` once it is done."""
     traces = out_dir / "traces"
     traces.mkdir(parents=True, exist_ok=True)
     write_vit_latency(traces / "vit_latency.csv", plan)
-    on_step()
+    on_step("ViT latencies")
     write_staged_exchange(traces / "gloo_staged_allgather.csv", plan)
-    on_step()
+    on_step("staged exchange")
     if plan.decoder is not None:
-        write_decoder_latency(traces / "decoder_latency.csv", plan.decoder)
-    on_step()
+        write_decoder_latency(traces / "decoder_latency.csv", plan.decoder, on_step)
     spec_path = out_dir / "spec.yaml"
     write_text_atomic(spec_path, yaml.safe_dump(machine_spec(plan), sort_keys=False))
     profile = calibrate_from_traces(spec_path, command)
     write_profile(profile, out_dir / "profile.yaml")
-    on_step()
+    on_step("fit")
     return profile
 
 
@@ -208,11 +213,19 @@ def write_vit_latency(path: Path, plan: MeasurementPlan) -> None:
     _write_csv(path, ("kernel", "batch", "tokens", "rep", "latency_ms"), rows)
 
 
-def write_decoder_latency(path: Path, plan: DecoderMeasurement) -> None:
+def _decoder_shapes(plan: DecoderMeasurement) -> list[tuple[int, int, int]]:
+    """Layers, batch and prompt tokens of each launch of a round."""
+    return list(itertools.product(plan.layers, plan.batches, plan.prompt_tokens))
+
+
+def write_decoder_latency(
+    path: Path, plan: DecoderMeasurement, on_launch: Callable[[str], None] = lambda _done: None
+) -> None:
     """TTFT and TPOT of every timed generation of one rank running the whole decoder
-    (``single``), with the launcher's threads (this process's cores)."""
+    (``single``), with the launcher's threads (this process's cores); ``on_launch`` gets
+    each launch's shape once it is done."""
     rows: list[tuple[object, ...]] = []
-    shapes = list(itertools.product(plan.layers, plan.batches, plan.prompt_tokens))
+    shapes = _decoder_shapes(plan)
     for round_index, (layers, batch, prompt) in itertools.product(range(plan.rounds), shapes):
         model = plan.model.model_copy(update={"layers": layers})
         records = run_decoder(
@@ -229,6 +242,7 @@ def write_decoder_latency(path: Path, plan: DecoderMeasurement) -> None:
             assert timing.tpot_ms is not None  # output_tokens >= 2
             shape = (layers, batch, prompt, plan.output_tokens, round_index * plan.reps + index)
             rows.append((*shape, round(timing.ttft_ms, 4), round(timing.tpot_ms, 4)))
+        on_launch(f"decoder: {layers} layers, batch {batch}, prompt {prompt}")
     _write_csv(path, DECODER_LATENCY_COLUMNS, rows)
 
 

@@ -301,6 +301,15 @@ def power_from_samples(data: TraceData) -> dict[str, float]:
     }
 
 
+def _power_source(spec: TraceCalibrationSpec, data: TraceData, base: DeviceProfile | None) -> str:
+    """Where the profile's powers come from, as the fit report says it."""
+    if "power" in spec.fit and data.power:
+        return "= mean of labelled NVML samples"
+    if any(key.startswith("power.") for key in spec.fixed):
+        return "fixed in the spec"
+    return "from the base profile" if base is not None else "not measured"
+
+
 def _fit_sections_of(
     spec_path: Path,
     spec: TraceCalibrationSpec,
@@ -341,8 +350,8 @@ def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
         raise InputError(spec_path, "fit", f"no data and no base profile for {missing}")
     fit_report = {
         "method": "per-section least squares on log errors of group means (scipy); "
-        f"bootstrap over repetitions, {spec.bootstrap} resamples; power = mean of labelled "
-        "NVML samples",
+        f"bootstrap over repetitions, {spec.bootstrap} resamples; power "
+        + _power_source(spec, data, base),
         "sources": [source_record(p) for p in data.files],
         "command": command,
         "blas_kernel": blas_kernel(),

@@ -423,10 +423,10 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
     if args.emu is not None:
         return _calibrate_machine_from_emu(args)
     from edgetwin.calibration.machine import (
-        CALIBRATION_STEPS,
         FULL,
         QUICK,
         calibrate_machine,
+        calibration_steps,
         summary,
     )
 
@@ -437,13 +437,12 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
             *("--" + f.replace("_", "-") for f in flags),
         ]
     )
-    label = "calibrate-machine: ViT latencies, staged exchange, decoder generations, fit"
     plan = QUICK if args.quick else FULL
     if args.no_decoder:
         plan = replace(plan, decoder=None)
     with (
         _output_folder(args.out, args.force) as staging,
-        progress(label, CALIBRATION_STEPS, args.quiet) as advance,
+        progress("calibrate-machine", calibration_steps(plan), args.quiet) as advance,
     ):
         profile = calibrate_machine(staging, plan, command, advance)
         write_provenance(staging, command=args.command, seed=None, inputs={})
@@ -561,11 +560,13 @@ def _validate(args: argparse.Namespace) -> int:
             writer.writeheader()
             writer.writerows(points)
         (staging / "validation.json").write_text(json.dumps(summary, indent=2) + "\n")
-        write_validation_report(staging, f"edgetwin validation: {args.spec.name}", points, summary)
+        title = f"edgetwin validation: {args.spec.name}"
+        write_validation_report(staging, title, points, summary, held_out_by=args.by)
     for metric, stats in summary.items():
         print(
             f"{metric}: {stats['points']:.0f} held-out points, MAPE {stats['mape_pct']:.1f} %, "
             f"median {stats['median_abs_error_pct']:.1f} %, max {stats['max_abs_error_pct']:.1f} %"
             f"{coverage_text(stats)}"
         )
+    print(f"-> {_written(args.out)}")
     return 0

@@ -4,21 +4,27 @@ step on stderr otherwise (a log, a pipe, CI), nothing with ``--quiet``."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+
+class Advance(Protocol):
+    """Marks one step done; ``done`` (optional) names it, shown after the count."""
+
+    def __call__(self, done: str = "") -> None: ...
 
 
 @contextmanager
 def progress(
     label: str, total: int, quiet: bool, stream: TextIO | None = None
-) -> Iterator[Callable[[], None]]:
+) -> Iterator[Advance]:
     """Yields the callback that marks one of ``total`` steps done."""
     out = sys.stderr if stream is None else stream
     if quiet:
-        yield lambda: None
+        yield lambda done="": None
     elif out.isatty():
         with _bar(label, total, out) as advance:
             yield advance
@@ -26,19 +32,19 @@ def progress(
         yield _lines(label, total, out)
 
 
-def _lines(label: str, total: int, out: TextIO) -> Callable[[], None]:
-    done = 0
+def _lines(label: str, total: int, out: TextIO) -> Advance:
+    count = 0
 
-    def advance() -> None:
-        nonlocal done
-        done += 1
-        print(f"{label}: {done}/{total}", file=out, flush=True)
+    def advance(done: str = "") -> None:
+        nonlocal count
+        count += 1
+        print(f"{label}: {count}/{total}{f' ({done})' if done else ''}", file=out, flush=True)
 
     return advance
 
 
 @contextmanager
-def _bar(label: str, total: int, out: TextIO) -> Iterator[Callable[[], None]]:
+def _bar(label: str, total: int, out: TextIO) -> Iterator[Advance]:
     from rich.console import Console
 
     columns = (
@@ -49,4 +55,8 @@ def _bar(label: str, total: int, out: TextIO) -> Iterator[Callable[[], None]]:
     )
     with Progress(*columns, transient=True, console=Console(file=out)) as bar:
         task = bar.add_task(label, total=total)
-        yield lambda: bar.advance(task)
+
+        def advance(done: str = "") -> None:
+            bar.update(task, advance=1, description=f"{label} ({done})" if done else label)
+
+        yield advance
