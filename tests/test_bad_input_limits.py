@@ -401,3 +401,14 @@ def test_ranks_count_their_interpreters_as_well_as_the_weights(
     assert raised.value.field == "model"
     monkeypatch.setattr(memory_check, "available_bytes", lambda: int(8 * (weights + rank)))
     check_runnable(scenario, path)
+
+
+@pytest.mark.timeout(60)
+def test_a_decoder_trace_is_refused_naming_the_scenario(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real decoder writes no profiler trace: refused before any rank starts, naming
+    the scenario (it named "<input>")."""
+    argv = ["run", str(SCENARIOS / "llm_smoke.yaml"), "--mode", "local", "--trace"]
+    argv += ["--out", str(tmp_path / "out")]
+    assert_clean_failure(argv, capsys, tmp_path, "llm_smoke.yaml: field '--trace'", "no profiler")

@@ -156,3 +156,10 @@ def test_a_fixed_value_that_is_no_parameter_value_is_refused(
     assert not out.exists()
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and f"field 'fixed.{key}'" in error and problem in error
+
+
+def test_fit_profile_takes_its_spec_as_a_str_as_well_as_a_path() -> None:
+    """As the tutorial notebook calls it (a str was an AttributeError from deep inside)."""
+    from edgetwin.calibration.fit_reference import fit_profile
+
+    assert fit_profile(str(SPEC), "test") == fit_profile(SPEC, "test")

@@ -133,8 +133,9 @@ def _check_measured(config: Configuration) -> None:
         raise ValueError(f"a {config.strategy} row needs its segments (at least 1)")
 
 
-def fit_profile(spec_path: Path, command: str) -> DeviceProfile:
+def fit_profile(spec_path: Path | str, command: str) -> DeviceProfile:
     """Fit timing then power parameters; the profile records residuals, provenance, ``command``."""
+    spec_path = Path(spec_path)
     spec = load_spec(spec_path)
     base = spec_path.parent
     reference = referenced_file(spec.reference, base, spec_path, "reference").resolve()

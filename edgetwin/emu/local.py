@@ -49,10 +49,15 @@ class LocalRun:
     ranks: tuple[RunRecord, ...]
 
 
-def check_runnable(scenario: Scenario, path: Path | None = None, *, machine: bool = True) -> None:
-    """Raise ``InputError`` (naming ``path`` and the field) if local mode cannot run it;
-    ``machine`` False checks the scenario only (not this machine's free memory)."""
+def check_runnable(
+    scenario: Scenario, path: Path | None = None, *, machine: bool = True, trace: bool = False
+) -> None:
+    """Raise ``InputError`` (naming ``path`` and the field) if local mode cannot run it,
+    with a profiler trace if ``trace``; ``machine`` False checks the scenario only (not
+    this machine's free memory)."""
     if decoder_model(scenario) is not None:
+        if trace:
+            raise InputError(path, "--trace", "the real decoder writes no profiler trace")
         check_decoder_runnable(scenario, path, machine=machine)
         return
     try:
@@ -102,9 +107,7 @@ def run_local(
     """
     rows_by_config: dict[Configuration, list[ResultRow]] = {}
     if decoder_model(scenario) is not None:
-        check_runnable(scenario)
-        if trace_dir is not None:
-            raise InputError(None, "--trace", "the real decoder writes no profiler trace")
+        check_runnable(scenario, trace=trace_dir is not None)
         if weights is not None and not weights.is_file():
             raise InputError(weights, None, "weights file not found")
         threads = threads or device_threads(scenario)

@@ -162,7 +162,7 @@ def _run_local(run: _Run) -> list[ResultRow]:
     from edgetwin.emu.local import check_runnable, run_local
 
     scenario = run.inputs.scenario
-    check_runnable(scenario, run.inputs.path)
+    check_runnable(scenario, run.inputs.path, trace=run.trace)
     trace_dir = run.staging / "traces" if run.trace else None
     total = len(configurations(scenario)) * scenario.repetitions
     with run.progress(f"local {scenario.name}", total) as advance:

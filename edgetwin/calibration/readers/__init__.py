@@ -12,6 +12,7 @@ from edgetwin.calibration.readers.chrome_trace import (
     TraceEvent,
     read_chrome_trace,
 )
+from edgetwin.calibration.readers.decoder_latency import DecoderLatency, read_decoder_latency
 from edgetwin.calibration.readers.energy import PhaseEnergy, energy_by_phase, energy_j
 from edgetwin.calibration.readers.folder import SkippedFile, TraceFolder, read_trace_folder
 from edgetwin.calibration.readers.gpu_bench import (
@@ -47,6 +48,7 @@ from edgetwin.calibration.readers.trace_summary import (
 __all__ = [
     "ChromeTrace",
     "CounterEnergy",
+    "DecoderLatency",
     "EventKind",
     "ModelCost",
     "OpTotal",
@@ -67,6 +69,7 @@ __all__ = [
     "energy_by_phase",
     "energy_j",
     "read_chrome_trace",
+    "read_decoder_latency",
     "read_jtop_power",
     "read_model_costs",
     "read_nvml_power",
