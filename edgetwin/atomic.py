@@ -95,21 +95,22 @@ def publish_folder(staging: Path, out: Path, replace: bool = True) -> None:
     is renamed aside, ``staging`` renamed in, the old one removed. Both sit in one parent,
     so each rename is atomic; if the second fails, the old folder is put back.
 
-    Without ``replace``, ``out`` must still be absent or an empty folder: a command that
-    filled it meanwhile (two runs started with the same new ``--out``) keeps its output,
-    and this one is an InputError."""
-    if not replace:
+    Without ``replace``, ``out`` must still be absent or an empty folder (or a link, which
+    is replaced, as ``check_out_folder`` allowed): a command that filled it meanwhile
+    (two runs started with the same new ``--out``) keeps its output, and this one is an
+    InputError."""
+    if not replace and not out.is_symlink():
         try:
             staging.rename(out)  # atomic; refused by the kernel if out holds anything
             return
         except OSError as exc:
-            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                problem = (
-                    "--out was filled by another command while this one ran; this run's "
-                    "output was not kept (pass --force to replace the folder)"
-                )
-                raise InputError(out, None, problem) from None
-            # else out is not a plain folder (a link to one, say): swap it as below
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                raise
+            problem = (
+                "--out was filled by another command while this one ran; this run's "
+                "output was not kept (pass --force to replace it)"
+            )
+            raise InputError(out, None, problem) from None
     if not os.path.lexists(out):
         staging.rename(out)
         return

@@ -32,8 +32,9 @@ class ComparisonPoint(TypedDict):
 @dataclass(frozen=True)
 class Comparison:
     """Compared points, median absolute % error per metric, and the keys of the rows with
-    no counterpart: reference rows with no ``ok`` result (``unmatched_keys``), ``ok``
-    results with no reference row (``unmeasured_keys``), one per row."""
+    no counterpart: measured reference rows with no ``ok`` result (``unmatched_keys``),
+    ``ok`` results with no measured reference row (``unmeasured_keys``), one per row; a
+    reference row measured nothing if every metric is empty (a failed run)."""
 
     points: list[ComparisonPoint]
     median_abs_error_pct: dict[str, float]
@@ -88,8 +89,11 @@ def compare_to_reference(
                 )
             )
     predicted_keys = {key for key, _ in predicted}
-    unmatched = [row_key(r) for r in reference if row_key(r) not in predicted_keys]
-    measured_keys = {row_key(r) for r in reference}
+    measured_rows = [
+        r for r in reference if any(parse_number(r.get(m)) is not None for m in METRICS)
+    ]
+    unmatched = [row_key(r) for r in measured_rows if row_key(r) not in predicted_keys]
+    measured_keys = {row_key(r) for r in measured_rows}
     ok_keys = [row_key(asdict(row)) for row in results if row.status == "ok"]
     unmeasured = [key for key in ok_keys if key not in measured_keys]
     return Comparison(points, _median_abs_errors(points), unmatched, unmeasured)

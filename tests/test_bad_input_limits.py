@@ -24,7 +24,7 @@ import yaml
 from edgetwin.cli import main
 from edgetwin.emu import memory_check
 from edgetwin.emu.local import check_runnable
-from edgetwin.emu.memory_check import interpreter_bytes
+from edgetwin.emu.memory_check import interpreter
 from edgetwin.errors import InputError
 from edgetwin.models.costs import weight_bytes
 from edgetwin.models.strategy import VIT_WORKER
@@ -83,9 +83,12 @@ def test_published_folder_is_readable_by_others(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("force", [False, True])
-def test_an_out_filled_by_another_command_meanwhile_is_kept(tmp_path: Path, force: bool) -> None:
+@pytest.mark.parametrize("theirs", ["folder", "file"])
+def test_an_out_filled_by_another_command_meanwhile_is_kept(
+    tmp_path: Path, force: bool, theirs: str
+) -> None:
     """Two runs started with the same new --out: the one that publishes second is refused
-    (without --force) and the first's folder stays; both used to exit 0, the second
+    (without --force) and the first's output stays; both used to exit 0, the second
     silently replacing the first. With --force the second replaces it, as asked."""
     out = tmp_path / "out"
     with contextlib.ExitStack() as stack:
@@ -93,9 +96,17 @@ def test_an_out_filled_by_another_command_meanwhile_is_kept(tmp_path: Path, forc
             stack.enter_context(pytest.raises(InputError, match="filled by another command"))
         with output_folder(out, force=force) as staging:
             (staging / "mine.txt").write_text("this run")
-            out.mkdir()  # the other command publishes first
-            (out / "theirs.txt").write_text("the other run")
-    assert sorted(p.name for p in out.iterdir()) == (["mine.txt"] if force else ["theirs.txt"])
+            if theirs == "folder":  # the other command publishes first
+                out.mkdir()
+                (out / "theirs.txt").write_text("the other run")
+            else:
+                out.write_text("the other command's file")
+    if force:
+        assert [p.name for p in out.iterdir()] == ["mine.txt"]
+    elif theirs == "folder":
+        assert [p.name for p in out.iterdir()] == ["theirs.txt"]
+    else:
+        assert out.read_text() == "the other command's file"
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging folder left
 
 
@@ -393,13 +404,14 @@ def test_ranks_count_their_interpreters_as_well_as_the_weights(
     items = ["model.blocks=1", "devices.0.count=8", "sweeps=[{devices: [8], batch: [1]}]"]
     scenario = load_scenario(path, items)
     weights = weight_bytes(scenario.encoder)
-    rank = interpreter_bytes(VIT_WORKER)
-    assert rank > weights  # torch's libraries outweigh one block of ViT-B
-    monkeypatch.setattr(memory_check, "available_bytes", lambda: int(8 * (weights + rank)) - 1)
-    with pytest.raises(InputError, match="on an interpreter of") as raised:
+    rank = interpreter(VIT_WORKER)
+    assert rank.own_bytes > weights  # torch's heap outweighs one block of ViT-B
+    need = int(8 * (weights + rank.own_bytes) + rank.files_bytes)  # files mapped once
+    monkeypatch.setattr(memory_check, "available_bytes", lambda: need - 1)
+    with pytest.raises(InputError, match="on interpreters of") as raised:
         check_runnable(scenario, path)
     assert raised.value.field == "model"
-    monkeypatch.setattr(memory_check, "available_bytes", lambda: int(8 * (weights + rank)))
+    monkeypatch.setattr(memory_check, "available_bytes", lambda: need)
     check_runnable(scenario, path)
 
 
@@ -411,4 +423,6 @@ def test_a_decoder_trace_is_refused_naming_the_scenario(
     the scenario (it named "<input>")."""
     argv = ["run", str(SCENARIOS / "llm_smoke.yaml"), "--mode", "local", "--trace"]
     argv += ["--out", str(tmp_path / "out")]
-    assert_clean_failure(argv, capsys, tmp_path, "llm_smoke.yaml: field '--trace'", "no profiler")
+    for check in ([], ["--check"]):  # --check said "ok"
+        expect = ("llm_smoke.yaml: field '--trace'", "no profiler")
+        assert_clean_failure([*argv, *check], capsys, tmp_path, *expect)

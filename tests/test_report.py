@@ -224,3 +224,13 @@ def test_probe_catches_script_errors(report: Path, tmp_path: Path) -> None:
     probe = _probe(report, tmp_path, '<script>throw new Error("probe self-test");</script>')
     assert probe["rendered"] == 5
     assert probe["errors"] == ["error: Uncaught Error: probe self-test"]
+
+
+def test_a_failed_measured_row_is_no_measurement(run_dir: Path) -> None:
+    """A reference row with every metric empty (its run failed) measured nothing: a
+    prediction for it is one with no measurement, and it is no row with no prediction."""
+    failed = "strategy,devices,batch,bandwidth_mbps,total_ms\nvoltage,2,4,100,\nvoltage,2,64,400,\n"
+    reference = [*REFERENCE, *csv.DictReader(io.StringIO(failed))]
+    comparison = compare_to_reference(read_results(run_dir / "results.csv"), reference)
+    assert [key[:3] for key in comparison.unmatched_keys] == [("voltage", 2, 32)]
+    assert ("voltage", 2, 4, 100) in [key[:4] for key in comparison.unmeasured_keys]

@@ -11,11 +11,18 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import INTERVAL_METRICS
 from edgetwin.sim.intervals import SECTION_OF_METRIC, log_half_width
+
+HoldoutBy = Literal["batch", "bandwidth", "prompt"]  # what validate leaves out in turn
+HOLDOUT_NAMES: dict[HoldoutBy, str] = {
+    "batch": "batch size",
+    "bandwidth": "bandwidth",
+    "prompt": "prompt length",
+}
 
 COVERAGE_LEVEL = 0.9  # the level validate checks (coverage_90_pct)
 

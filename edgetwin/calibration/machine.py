@@ -242,7 +242,7 @@ def write_decoder_latency(
             assert timing.tpot_ms is not None  # output_tokens >= 2
             shape = (layers, batch, prompt, plan.output_tokens, round_index * plan.reps + index)
             rows.append((*shape, round(timing.ttft_ms, 4), round(timing.tpot_ms, 4)))
-        on_launch(f"decoder: {layers} layers, batch {batch}, prompt {prompt}")
+        on_launch(f"decoder: {layers} layer{'s' * (layers != 1)}, batch {batch}, prompt {prompt}")
     _write_csv(path, DECODER_LATENCY_COLUMNS, rows)
 
 

@@ -46,7 +46,7 @@ from edgetwin.calibration.fit_traces import (
     network_predictor,
     staging_predictor,
 )
-from edgetwin.calibration.held_out import held_out_block, with_base_residuals
+from edgetwin.calibration.held_out import HoldoutBy, held_out_block, with_base_residuals
 from edgetwin.calibration.profile_io import (
     FIXABLE_SECTIONS,
     ProfileFacts,
@@ -76,7 +76,6 @@ from edgetwin.schema import Strict, load_yaml_model, validation_error
 
 Section = Literal["compute", "staging", "network", "power", "memory"]
 PROFILE_SECTIONS = ("compute", "staging", "network", "power", "memory")
-HoldoutBy = Literal["batch", "bandwidth", "prompt"]
 
 
 class TraceCalibrationSpec(Strict):

@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from edgetwin.atomic import check_out_folder
+from edgetwin.calibration.held_out import HOLDOUT_NAMES
 from edgetwin.cli.init import add_init_arguments, init_command
 from edgetwin.cli.inputs import (
     add_check_argument,
@@ -248,7 +249,7 @@ def _parser() -> argparse.ArgumentParser:
     add_out_argument(validate)
     validate.add_argument(
         "--by",
-        choices=["batch", "bandwidth", "prompt"],
+        choices=list(HOLDOUT_NAMES),
         default="batch",
         help="what to leave out in turn (bandwidth: traces with a shaped link; prompt: "
         "decoder prompt lengths)",
@@ -279,7 +280,7 @@ def _run(args: argparse.Namespace) -> int:
     """``edgetwin.run`` with the command line's options, a progress bar and a summary."""
     if args.check:
         items = running.run_overrides(args.set, args.seed, args.mode)
-        running.check_mode(load_run_inputs(args.scenario, items))
+        running.check_mode(load_run_inputs(args.scenario, items), trace=args.trace)
         return report_checked(args.scenario)
     results = running.run(
         args.scenario,

@@ -57,6 +57,7 @@ def _bar(label: str, total: int, out: TextIO) -> Iterator[Advance]:
         task = bar.add_task(label, total=total)
 
         def advance(done: str = "") -> None:
-            bar.update(task, advance=1, description=f"{label} ({done})" if done else label)
+            shown = f"{label} (done: {done})" if done else label  # while the next step runs
+            bar.update(task, advance=1, description=shown)
 
         yield advance

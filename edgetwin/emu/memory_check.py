@@ -9,6 +9,7 @@ import functools
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from edgetwin.errors import InputError
@@ -16,9 +17,8 @@ from edgetwin.errors import InputError
 GIB = 2**30
 MIB = 2**20
 _RESIDENT_AFTER_IMPORT = """import {module}
-for line in open("/proc/self/status"):
-    if line.startswith("VmRSS:"):
-        print(int(line.split()[1]) * 1024)
+kib = dict(line.split()[:2] for line in open("/proc/self/status") if line.startswith("Rss"))
+print(int(kib["RssAnon:"]) + int(kib["RssShmem:"]), int(kib["RssFile:"]))
 """
 
 
@@ -35,32 +35,57 @@ def available_bytes() -> int:
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+@dataclass(frozen=True)
+class Interpreter:
+    """What a fresh interpreter that has imported a module holds before its model: memory
+    of its own (``own_bytes``: anonymous and shared-memory pages: Python's objects, the
+    libraries' heaps) and the files it maps (``files_bytes``: the libraries' code, one
+    copy shared by every process that maps them)."""
+
+    own_bytes: int
+    files_bytes: int
+
+    def bytes_for(self, processes: int) -> int:
+        """What ``processes`` such interpreters hold together."""
+        return processes * self.own_bytes + self.files_bytes if processes else 0
+
+    def described(self) -> str:
+        """`` on interpreters of 150 MiB each and 81 MiB of shared libraries``, or nothing
+        where it was not measured."""
+        if not self.own_bytes:
+            return ""
+        return (
+            f" on interpreters of {self.own_bytes / MIB:,.0f} MiB each and "
+            f"{self.files_bytes / MIB:,.0f} MiB of shared libraries"
+        )
+
+
 @functools.cache
-def interpreter_bytes(module: str) -> int:
-    """Resident memory of a fresh interpreter that has imported ``module`` (a process's
-    share before its model: Python and torch's or ONNX Runtime's libraries), measured by
-    starting one; 0 where it cannot be measured (no ``/proc``, the import fails: the run
-    itself then says why)."""
+def interpreter(module: str) -> Interpreter:
+    """The memory of a fresh interpreter that has imported ``module`` (torch's or ONNX
+    Runtime's libraries with it), measured by starting one; 0 and 0 where it cannot be
+    measured (no ``/proc``, the import fails: the run itself then says why)."""
     code = _RESIDENT_AFTER_IMPORT.format(module=module)
     try:
         done = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
         )
-        return int(done.stdout.split()[-1])
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return 0
+        own_kib, files_kib = (int(field) for field in done.stdout.split()[-2:])
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return Interpreter(0, 0)
+    return Interpreter(own_kib * 1024, files_kib * 1024)
 
 
 def check_weights_fit(weight_bytes: float, processes: int, path: Path | None, module: str) -> None:
     """``InputError`` naming ``model`` if ``processes`` interpreters running ``module``,
     each with the whole model's weights (a lower bound: activations come on top), exceed
     the memory available now."""
-    base = interpreter_bytes(module)
+    base = interpreter(module)
     what = (
         f"{processes} processes, each with the whole model's weights "
-        f"({weight_bytes / MIB:,.0f} MiB) on an interpreter of {base / MIB:,.0f} MiB,"
+        f"({weight_bytes / MIB:,.0f} MiB){base.described()},"
     )
-    check_fits((weight_bytes + base) * processes, path, "model", what)
+    check_fits(weight_bytes * processes + base.bytes_for(processes), path, "model", what)
 
 
 def check_fits(need_bytes: float, path: Path | None, field: str, what: str) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from edgetwin.atomic import write_text_atomic
+from edgetwin.calibration.held_out import HOLDOUT_NAMES, HoldoutBy
 from edgetwin.reports.html import figure_html, page
 from edgetwin.reports.parity import ParityPoint, parity_figure
 
@@ -54,15 +55,12 @@ def _parity_figure(points: Sequence[Mapping[str, Any]]) -> go.Figure | None:
     return parity_figure("Held-out points: predicted vs measured", pairs)
 
 
-HELD_OUT_NAMES = {"batch": "batch size", "bandwidth": "bandwidth", "prompt": "prompt length"}
-
-
 def write_validation_report(
     out_dir: Path,
     title: str,
     points: Sequence[Mapping[str, Any]],
     summary: Mapping[str, Mapping[str, float]] | None = None,
-    held_out_by: str = "batch",
+    held_out_by: HoldoutBy = "batch",
 ) -> Path:
     """Write ``validation.html`` with the summary (``summarise``'s, or one with coverage),
     the parity figure and every point; ``held_out_by``: what each fit left out (``validate
@@ -83,7 +81,7 @@ def write_validation_report(
     )
     body = (
         f"<p>Each point was predicted by a profile fitted without its "
-        f"{escape(HELD_OUT_NAMES.get(held_out_by, held_out_by))}.</p>"
+        f"{escape(HOLDOUT_NAMES[held_out_by])}.</p>"
         "<table><tr><th>Metric</th><th>Points</th><th>MAPE (%)</th><th>Median |error| (%)</th>"
         "<th>Max |error| (%)</th><th>90 % interval coverage (%)</th></tr>"
         f"{rows}</table>"

@@ -122,9 +122,10 @@ def run_overrides(overrides: Sequence[str], seed: int | None, mode: RunMode | No
     return items
 
 
-def check_mode(inputs: RunInputs) -> None:
-    """What the scenario's mode asks of the scenario itself, as its run checks when it
-    starts (``--check``): not what it asks of this machine (root, Mininet, free memory)."""
+def check_mode(inputs: RunInputs, trace: bool = False) -> None:
+    """What the scenario's mode asks of the scenario itself (with a timeline if
+    ``trace``), as its run checks when it starts (``--check``): not what it asks of this
+    machine (root, Mininet, free memory)."""
     scenario, path = inputs.scenario, inputs.path
     if scenario.mode == "emu":
         from edgetwin.emu.mininet.runner import check_emulatable
@@ -133,7 +134,7 @@ def check_mode(inputs: RunInputs) -> None:
     elif scenario.mode == "local" and scenario.crowd is None:
         from edgetwin.emu.local import check_runnable
 
-        check_runnable(scenario, path, machine=False)
+        check_runnable(scenario, path, machine=False, trace=trace)
 
 
 def _runner(scenario: Scenario) -> Callable[[_Run], list[ResultRow]]:

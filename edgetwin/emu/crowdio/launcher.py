@@ -33,13 +33,14 @@ from edgetwin.emu.crowdio.records import Event, PipelineSummary
 from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, submit_job
 from edgetwin.emu.process_exit import describe_exit, killed_hint
 from edgetwin.errors import LaunchError
+from edgetwin.models.strategy import CROWDIO_FOREMAN
 
 HOST = "127.0.0.1"
 STOP_GRACE_S = 5.0
 STORE = "store"  # the file store foreman and workers share, in the job's folder
 WORKERS_POLL_S = 0.5  # how often a job checks that a worker process is left
+WORKERLESS_POLLS = 2  # polls in a row with no worker left before the job fails
 WORKER = "edgetwin.emu.crowdio.worker"  # a phone's process
-FOREMAN = "edgetwin.emu.crowdio.foreman"
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class LocalPlacement:
 
 Processes = Mapping[str, subprocess.Popen[bytes]]
 Watch = Callable[[Processes], Callable[[Event], None]]  # worker processes -> event callback
+Unreachable = Callable[[], Mapping[str, str]]  # workers cut off for good -> how
 
 
 def run_pipeline_local(
@@ -157,16 +159,16 @@ def run_pipeline(
     telemetry_dir: Path | None = None,
     job_id: str = "job-1",
     watch: Watch | None = None,
-    unreachable: Callable[[], Collection[str]] | None = None,
+    unreachable: Unreachable | None = None,
     liveness: LivenessRule | None = None,
     work_root: Path | None = None,
 ) -> PipelineSummary:
     """Run ``job`` on a foreman and one process per worker, started by ``placement``.
 
     As ``run_pipeline_local``; ``watch`` gets the worker processes by name, and what it
-    returns every event of the job, on the SDK's event loop. ``unreachable`` names the
-    workers cut off from the foreman until the job ends (a link down for good): once
-    every worker has exited or is cut off, the job fails at once. ``liveness`` is the
+    returns every event of the job, on the SDK's event loop. ``unreachable`` gives the
+    workers cut off from the foreman until the job ends (a link down for good), each
+    with how: once every worker has exited or is cut off, the job fails. ``liveness`` is the
     foreman's heartbeat rule (None: its default), and a worker takes a foreman silent for
     its ``silence_timeout_s`` as gone; a worker cut off from the foreman
     tries to enrol again until ``timeout_s``. The foreman listens on the placement's
@@ -219,36 +221,39 @@ def run_pipeline(
 async def _while_a_worker_lives(
     submit: Coroutine[Any, Any, PipelineSummary],
     workers: Processes,
-    unreachable: Callable[[], Collection[str]] | None,
+    unreachable: Unreachable | None,
 ) -> PipelineSummary:
-    """The job's summary; ``JobError`` as soon as every worker process has exited or is
-    cut off for good, since no worker is left to run its tasks (without this, the job
-    waits out its timeout)."""
+    """The job's summary; ``JobError`` once every worker process has exited or is cut off
+    for good on two polls in a row (the second leaves a job whose last result is in time
+    to finish), since no worker is left to run its tasks (without this, the job waits
+    out its timeout)."""
     job = asyncio.ensure_future(submit)
+    polls_without_worker = 0
     while True:
         done, _ = await asyncio.wait({job}, timeout=WORKERS_POLL_S)
         if done:
             return job.result()
-        cut_off = frozenset(unreachable()) if unreachable is not None else frozenset()
+        cut_off = unreachable() if unreachable is not None else {}
         exited = {name for name, process in workers.items() if process.poll() is not None}
-        if exited | cut_off >= workers.keys():
+        gone = exited | cut_off.keys() >= workers.keys()
+        polls_without_worker = polls_without_worker + 1 if gone else 0
+        if polls_without_worker >= WORKERLESS_POLLS:
             job.cancel()
             if exited >= workers.keys():
                 raise JobError("every worker process exited: " + _exits(workers))
-            raise JobError("no worker can reach the foreman again: " + _ends(workers, exited))
+            ends = _ends(workers, exited, cut_off)
+            raise JobError("no worker can reach the foreman again: " + ends)
 
 
 def _exits(workers: Processes) -> str:
     """How each worker process ended."""
-    return _ends(workers, set(workers))
+    return _ends(workers, set(workers), {})
 
 
-def _ends(workers: Processes, exited: Collection[str]) -> str:
-    """How each worker ended: its process's exit, or its link down for good."""
+def _ends(workers: Processes, exited: Collection[str], cut_off: Mapping[str, str]) -> str:
+    """How each worker ended: its process's exit, or how it was cut off."""
     ends = [
-        f"{name} {describe_exit(p.returncode)}"
-        if name in exited
-        else f"{name}'s link is down for good"
+        f"{name} {describe_exit(p.returncode)}" if name in exited else cut_off[name]
         for name, p in workers.items()
     ]
     codes = [p.returncode for name, p in workers.items() if name in exited]
@@ -269,7 +274,7 @@ def _start_foreman(
 ) -> tuple[subprocess.Popen[bytes], int]:
     port_file = root / "foreman.port"
     command = [
-        *_module(FOREMAN),
+        *_module(CROWDIO_FOREMAN),
         *("--host", placement.foreman_address, "--port", "0", "--store", str(root / STORE)),
         *("--inline-max-kb", str(inline_max_bytes / 1024), "--port-file", str(port_file)),
         *("--heartbeat-s", str(liveness.heartbeat_s)),

@@ -37,7 +37,7 @@ from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary
 from edgetwin.emu.crowdio.rows import summary_row
 from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, StageSpec, pipeline_job
 from edgetwin.emu.crowdio.sessions import ModelCache
-from edgetwin.emu.memory_check import interpreter_bytes
+from edgetwin.emu.memory_check import interpreter
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
@@ -190,7 +190,7 @@ def phones_bytes(scenario: Scenario, scenario_path: Path | None) -> float:
     stage_bytes = stage_weight_bytes(MODELS[scenario.emulator.model], len(crowd.job.stages))[0]
     budgets_mb = [spec.ram_mb for spec in worker_specs(crowd_phones(scenario, scenario_path))]
     broadcast = sum(stage_bytes for mb in budgets_mb if mb is None or stage_bytes <= mb * MB)
-    return broadcast + len(budgets_mb) * interpreter_bytes(WORKER)
+    return broadcast + interpreter(WORKER).bytes_for(len(budgets_mb))
 
 
 def crowd_bandwidths(scenario: Scenario) -> list[float]:
@@ -294,19 +294,14 @@ class _JobRunner:
         self, job: PipelineJob, label: str, bandwidth_mbps: float, cache_root: Path | None
     ) -> tuple[PipelineSummary, list[FaultRecord]]:
         clocks: list[FaultClock] = []
-        cut_off: set[str] = set()  # workers whose link is down for good
+        cut_off: dict[str, tuple[int, str]] = {}  # worker -> (the host whose link, how)
 
         def watch(processes: Processes) -> Callable[[Event], None]:
             def apply(action: Action) -> None:
                 for command in action.commands:
                     self._net.run(command)
-                if action.host is None or action.host == 0:
-                    return
-                name = self._workers[action.host - 1].name
-                if action.kind == "kill_worker":
-                    processes[name].kill()
-                elif action.for_good:
-                    cut_off.add(name)
+                if action.host is not None:
+                    _track_cut_off(action, self._workers, processes, cut_off)
 
             def on_event(_event: Event) -> None:
                 if not clocks:  # the job's first event: it has started
@@ -323,7 +318,7 @@ class _JobRunner:
                 cache_root=cache_root,
                 timeout_s=self._timeout_s,
                 watch=watch if self._actions else None,
-                unreachable=lambda: frozenset(cut_off),
+                unreachable=lambda: {name: how for name, (_, how) in dict(cut_off).items()},
                 liveness=self._liveness,
                 work_root=self._work_root,
             )
@@ -343,6 +338,31 @@ class _JobRunner:
         for rank in range(len(self._net.topology.hosts)):
             self._net.run(link_state_command(self._net.topology, rank, up=True))
         self._net.set_bandwidth(bandwidth_mbps)
+
+
+def _track_cut_off(
+    action: Action,
+    workers: Sequence[WorkerSpec],
+    processes: Processes,
+    cut_off: dict[str, tuple[int, str]],
+) -> None:
+    """Kill the worker of a ``kill_worker``; note the workers a link down for good cuts
+    off from the foreman (all of them for the foreman's own link, host 0), and forget
+    them when that link is up again (a shorter fault on the same host may end after)."""
+    host = action.host
+    assert host is not None
+    if action.kind == "kill_worker":
+        processes[workers[host - 1].name].kill()
+    elif action.kind == "link_up":
+        for name in [name for name, (down, _) in cut_off.items() if down == host]:
+            del cut_off[name]
+    elif action.for_good and host == 0:
+        for worker in workers:
+            how = f"{worker.name} is cut off from the foreman, whose link is down for good"
+            cut_off[worker.name] = (0, how)
+    elif action.for_good:
+        name = workers[host - 1].name
+        cut_off[name] = (host, f"{name}'s link is down for good")
 
 
 def _effect(record: FaultRecord, summary: PipelineSummary, workers: Sequence[WorkerSpec]) -> str:
