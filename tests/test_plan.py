@@ -251,9 +251,26 @@ def test_resume_runs_only_missing_configurations(tmp_path: Path) -> None:
     assert (out / "answer.json").read_bytes() == (tmp_path / "whole" / "answer.json").read_bytes()
 
 
+def test_a_second_plan_into_the_same_folder_is_refused_while_the_first_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both journaled into one folder and interleaved their rows; now the journal is
+    held by one plan at a time, and the second neither writes nor removes anything."""
+    loaded = load_question(question_file(tmp_path))
+    out = tmp_path / "out"
+    first = journal_for(loaded, out)  # the plan running now
+    before = sorted(p.name for p in (out / "partial").iterdir())
+    argv = ["plan", str(tmp_path / "q.plan.yaml"), "--out", str(out), "--quiet", "--workers=1"]
+    assert main(argv) == 2
+    assert "another plan is writing this folder" in capsys.readouterr().err
+    assert sorted(p.name for p in (out / "partial").iterdir()) == before
+    first.unlock()  # once it is gone, the folder is resumed
+    assert main(argv) == 0 and (out / "results.csv").is_file()
+
+
 def test_journal_of_another_sweep_is_refused(tmp_path: Path) -> None:
     loaded = load_question(question_file(tmp_path))
-    journal_for(loaded, tmp_path / "out")
+    journal_for(loaded, tmp_path / "out").unlock()
     other = load_question(question_file(tmp_path, set=["devices.0.count=4", "seed=1"]))
     with pytest.raises(InputError, match="different sweep"):
         journal_for(other, tmp_path / "out")
@@ -265,8 +282,8 @@ def test_a_profile_edited_between_a_sweep_and_its_rerun_is_another_sweep(tmp_pat
     profile = tmp_path / "board.yaml"
     profile.write_text((PROFILE_DIR / "jetson_orin_nano.yaml").read_text())
     question = question_file(tmp_path, set=["devices.0.count=4", f"devices.0.profile={profile}"])
-    journal_for(load_question(question), tmp_path / "out")
-    journal_for(load_question(question), tmp_path / "out")  # unchanged: the same sweep
+    journal_for(load_question(question), tmp_path / "out").unlock()
+    journal_for(load_question(question), tmp_path / "out").unlock()  # unchanged: the same
     raw = yaml.safe_load(profile.read_text())
     raw["compute"]["throughput_gflops"] /= 10
     profile.write_text(yaml.safe_dump(raw))

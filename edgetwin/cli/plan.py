@@ -15,7 +15,7 @@ from edgetwin.cli.progress import progress
 from edgetwin.errors import InputError
 from edgetwin.plan.answers import describe
 from edgetwin.plan.executors import DaskExecutor, Executor, PoolExecutor, SerialExecutor
-from edgetwin.plan.journal import PARTIAL, ROWS_FILE
+from edgetwin.plan.journal import PARTIAL, ROWS_FILE, JournalBusy
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import run_plan
 from edgetwin.plan.sweep import payload_for
@@ -64,6 +64,8 @@ def plan_folder(out: Path, force: bool) -> Iterator[Path]:
         new = not out.exists()
         try:
             yield out
+        except JournalBusy:  # the folder is another plan's now
+            raise
         except BaseException:
             if new and not _finished_any(out):  # nothing to resume: leave no folder
                 shutil.rmtree(out, ignore_errors=True)

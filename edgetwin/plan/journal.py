@@ -9,8 +9,10 @@ different sweep.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
 import shutil
 from dataclasses import asdict
 from pathlib import Path
@@ -23,6 +25,11 @@ from edgetwin.results import ResultRow
 
 PARTIAL = "partial"
 ROWS_FILE = "rows.jsonl"  # in PARTIAL: one line per finished configuration
+LOCK_FILE = "lock"  # in PARTIAL: held (flock) by the plan writing the journal
+
+
+class JournalBusy(InputError):
+    """Another plan holds the journal: it is writing this folder now."""
 
 
 def fingerprint(scenario_json: str) -> str:
@@ -31,11 +38,22 @@ def fingerprint(scenario_json: str) -> str:
 
 
 class Journal:
-    """The append-only store of finished configurations of one sweep in ``out``."""
+    """The append-only store of finished configurations of one sweep in ``out``, held by
+    one plan at a time (``JournalBusy`` for a second, until the first ``unlock``s)."""
 
     def __init__(self, out: Path, sweep_fingerprint: str) -> None:
         self.folder = out / PARTIAL
         self.rows_path = self.folder / ROWS_FILE
+        self._lock = _locked(out, self.folder / LOCK_FILE)
+        try:
+            self._check_sweep(out, sweep_fingerprint)
+        except BaseException:
+            self.unlock()
+            raise
+        self._handle: IO[str] | None = None
+
+    def _check_sweep(self, out: Path, sweep_fingerprint: str) -> None:
+        """Mark a new journal with the sweep's fingerprint; refuse another sweep's."""
         marker = self.folder / "sweep.json"
         if marker.is_file():
             if _marked_fingerprint(marker) != sweep_fingerprint:
@@ -48,7 +66,12 @@ class Journal:
             except OSError as exc:
                 problem = f"cannot create the output folder: {exc.strerror or exc}"
                 raise InputError(out, "--out", problem) from None
-        self._handle: IO[str] | None = None
+
+    def unlock(self) -> None:
+        """Let another plan take the journal (the process's end does it too)."""
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
     def finished(self) -> dict[int, ConfigResult]:
         """Configurations already done, by index; drops a torn last line from the file."""
@@ -90,6 +113,25 @@ class Journal:
         """Delete the journal once the sweep's results are written."""
         self.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+        self.unlock()
+
+
+def _locked(out: Path, lock: Path) -> int | None:
+    """A descriptor of ``lock`` holding its exclusive flock; ``JournalBusy`` if another
+    plan holds it."""
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        problem = f"cannot create the output folder: {exc.strerror or exc}"
+        raise InputError(out, "--out", problem) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        problem = "another plan is writing this folder now; wait for it or use another --out"
+        raise JournalBusy(out, None, problem) from None
+    return fd
 
 
 def _marked_fingerprint(marker: Path) -> str | None:
