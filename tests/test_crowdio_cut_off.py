@@ -1,13 +1,16 @@
 """A CROWDio job with no worker left (killed, or cut off by a link down for good) fails
-instead of waiting out its timeout; one whose last result is in still finishes. Real
-worker-shaped processes (``sleep``), without root: the emulator's faults feed
-``unreachable`` the way ``mininet/crowd.py`` does."""
+instead of waiting out its timeout; one whose last result is in still finishes; a worker
+that cannot reach its foreman yet keeps trying. Real worker-shaped processes, without
+root: the emulator's faults feed ``unreachable`` the way ``mininet/crowd.py`` does."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
+import sys
 from collections.abc import Coroutine, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +18,7 @@ import pytest
 from edgetwin.emu.crowdio import launcher
 from edgetwin.emu.crowdio.launcher import Processes, WorkerSpec, _while_a_worker_lives
 from edgetwin.emu.crowdio.sdk import JobError
+from edgetwin.emu.crowdio.worker import REJOIN_WAIT_S
 from edgetwin.emu.mininet.crowd import _track_cut_off
 from edgetwin.emu.mininet.faults import Action
 
@@ -95,3 +99,29 @@ def test_the_foremans_link_cuts_off_every_worker_until_it_is_up_again() -> None:
     _track_cut_off(Action(1.5, "link_down", 2, "for good", for_good=True), specs, {}, cut_off)
     _track_cut_off(up, specs, {}, cut_off)  # a shorter fault on host 0 ended after
     assert cut_off == {"mid": (2, "mid's link is down for good")}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("rejoin_s", [0.0, 30.0])
+def test_a_worker_keeps_trying_to_enrol_for_its_rejoin_time(
+    tmp_path: Path, rejoin_s: float
+) -> None:
+    """A foreman not reachable yet (nothing listens; in the emulator, a link just up whose
+    neighbour entry still says unreachable) is tried again for --rejoin-s; the worker
+    gave up at its first refusal, and its job waited out its timeout for it."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", launcher.WORKER, "--foreman", f"127.0.0.1:{port}"]
+    command += ["--cache", str(tmp_path / "cache"), "--token", "t", "--rejoin-s", str(rejoin_s)]
+    worker = subprocess.Popen(command, stderr=subprocess.PIPE)
+    try:
+        if rejoin_s == 0:
+            assert worker.wait(timeout=30) != 0  # refused: it gives up at once, as before
+            assert b"Connect call failed" in (worker.stderr.read() if worker.stderr else b"")
+        else:
+            with pytest.raises(subprocess.TimeoutExpired):  # still trying, after tries
+                worker.wait(timeout=3 * REJOIN_WAIT_S + 1)
+    finally:
+        worker.kill()
+        worker.wait()

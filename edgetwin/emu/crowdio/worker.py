@@ -12,7 +12,9 @@ inference run in a thread, so beats go out while it works. The foreman beats too
 foreman that sends nothing, not even a heartbeat, for ``--foreman-timeout-s`` while the
 worker waits (frozen, or cut off) counts as a broken connection. When its connection breaks
 (the foreman declared it lost and reset it, or the network failed) it enrols again as a
-fresh worker (nothing resident, its cache kept), trying for ``--rejoin-s`` (0: it exits).
+fresh worker (nothing resident, its cache kept), trying for ``--rejoin-s`` (0: it exits);
+its first enrolment is tried as long (a foreman not reachable yet: a link just up whose
+neighbour entry still reads unreachable).
 Blobs and tensors over its ``Limits`` (``codec.py``) fail their load or task undecoded.
 With ``--tls-ca`` it speaks TLS and checks the foreman's certificate.
 
@@ -143,7 +145,7 @@ class Worker:
     async def run(self) -> None:
         """Serve the foreman until it closes the connection; WorkerRefused when refused.
 
-        A connection that breaks after enrolment is replaced by a fresh enrolment, tried
+        The first enrolment, and a connection that breaks after enrolment, are tried
         every REJOIN_WAIT_S for ``rejoin_s`` (a foreman unreachable meanwhile, its link
         down, is tried again too); the OSError of the last try when that does not work."""
         try:
@@ -153,7 +155,7 @@ class Worker:
                 self.log.close()
 
     async def _serve_until_closed(self) -> None:
-        give_up_s = 0.0
+        give_up_s = time.monotonic() + self.config.rejoin_s
         while True:
             self.enrolled = False
             try:
