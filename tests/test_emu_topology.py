@@ -15,7 +15,7 @@ import pytest
 from edgetwin import cli
 from edgetwin.emu.mininet import mn
 from edgetwin.emu.mininet.checks import client_argv, goodput_mbps, link_check, write_link_checks
-from edgetwin.emu.mininet.net import leftover_folders, run_folder
+from edgetwin.emu.mininet.net import Leftovers, leftover_folders, run_folder
 from edgetwin.emu.mininet.topology import (
     bandwidth_at,
     build_topology,
@@ -52,6 +52,10 @@ def test_leftover_names_are_only_ours() -> None:
     assert all(is_leftover_link(n) for n in ("etws0", "etwh1-eth0", "etws0-eth12"))
     assert not any(is_leftover_link(n) for n in ("eth0", "lo", "etwx", "ifb0", "etw", "etwh"))
     assert is_leftover_link("etwifb0")  # the shared medium's IFB
+
+
+def test_what_a_cleanup_removed_reads_in_the_singular_and_plural() -> None:
+    assert str(Leftovers((7,), ("a", "b"), ())) == "1 process killed, 2 links and 0 folders removed"
 
 
 def test_shaping_both_ends_of_every_link_with_htb() -> None:

@@ -196,9 +196,10 @@ class Leftovers:
         return bool(self.processes or self.links or self.folders)
 
     def __str__(self) -> str:
+        processes, links, folders = len(self.processes), len(self.links), len(self.folders)
         return (
-            f"{len(self.processes)} processes killed, {len(self.links)} links and"
-            f" {len(self.folders)} folders removed"
+            f"{processes} process{'es' * (processes != 1)} killed, "
+            f"{links} link{'s' * (links != 1)} and {folders} folder{'s' * (folders != 1)} removed"
         )
 
 
