@@ -227,6 +227,21 @@ def test_a_twin_run_warns_that_only_the_emulator_drops_packets(
     assert "edgetwin: warning: network.loss_pct is 1 %" in capsys.readouterr().out
 
 
+@pytest.mark.timeout(60)
+def test_a_crowd_twin_run_warns_that_only_the_emulator_sweeps_bandwidth() -> None:
+    """The crowd twin runs at network.bandwidth_mbps alone; a swept bandwidth (played by
+    the emulator) was dropped without a word, and the two modes disagreed on the file."""
+    crowd = ROOT / "scenarios/emu_crowdio.yaml"
+    swept = edgetwin.run(crowd, mode="twin", overrides=["strategies=[{name: crowdio_streaming}]"])
+    assert swept.warnings == (
+        "sweeps.bandwidth_mbps (10, 100) plays in --mode emu only: this crowd run is at "
+        "network.bandwidth_mbps 20",
+    )
+    assert {row.bandwidth_mbps for row in swept.rows} == {20}
+    unswept = ["strategies=[{name: crowdio_streaming}]", "sweeps=[{batch: [1]}]"]
+    assert edgetwin.run(crowd, mode="twin", overrides=unswept).warnings == ()
+
+
 def test_out_that_holds_the_scenario_is_refused(tmp_path: Path) -> None:
     """The CLI refused it, but from Python ``force=True`` replaced the folder and the
     scenario it had just read went with it."""
