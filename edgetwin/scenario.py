@@ -578,6 +578,11 @@ class Configuration(BaseModel):
     output_tokens: int | None = None
 
 
+def swept_bandwidths(scenario: Scenario) -> list[float]:
+    """The bandwidths the sweeps name, in file order, each once (none: empty)."""
+    return list(dict.fromkeys(bw for sweep in scenario.sweeps for bw in sweep.bandwidth_mbps))
+
+
 def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     """Warnings for the settings a ``mode`` run does not play: packet loss is dropped packets
     under real TCP, which neither the twin nor loopback has (docs/twin.md); a crowd twin
@@ -591,7 +596,7 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
             f"network.loss_pct is {loss_pct:g} %, but only --mode emu drops packets: "
             f"this {mode} run has no loss"
         )
-    swept = sorted({bw for sweep in scenario.sweeps for bw in sweep.bandwidth_mbps})
+    swept = swept_bandwidths(scenario)
     if scenario.crowd is not None and swept:
         warnings.append(
             f"sweeps.bandwidth_mbps ({', '.join(f'{bw:g}' for bw in swept)}) plays in "

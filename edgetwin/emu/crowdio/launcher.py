@@ -239,15 +239,10 @@ async def _while_a_worker_lives(
         polls_without_worker = polls_without_worker + 1 if gone else 0
         if polls_without_worker >= WORKERLESS_POLLS:
             job.cancel()
-            if exited >= workers.keys():
-                raise JobError("every worker process exited: " + _exits(workers))
             ends = _ends(workers, exited, cut_off)
+            if exited >= workers.keys():
+                raise JobError("every worker process exited: " + ends)
             raise JobError("no worker can reach the foreman again: " + ends)
-
-
-def _exits(workers: Processes) -> str:
-    """How each worker process ended."""
-    return _ends(workers, set(workers), {})
 
 
 def _ends(workers: Processes, exited: Collection[str], cut_off: Mapping[str, str]) -> str:

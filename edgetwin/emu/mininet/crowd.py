@@ -53,7 +53,7 @@ from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import check_schedulers
 from edgetwin.profile import MB
 from edgetwin.results import ResultRow
-from edgetwin.scenario import MIN_HOST_CPU_CORES, EmulatorSpec, Scenario
+from edgetwin.scenario import MIN_HOST_CPU_CORES, EmulatorSpec, Scenario, swept_bandwidths
 
 MODELS = {"tiny": TINY, "full": FULL}
 JOB_TIMEOUT_S = 600.0
@@ -195,8 +195,7 @@ def phones_bytes(scenario: Scenario, scenario_path: Path | None) -> float:
 
 def crowd_bandwidths(scenario: Scenario) -> list[float]:
     """The sweeps' bandwidths in file order, else the network's."""
-    swept = [bw for sweep in scenario.sweeps for bw in sweep.bandwidth_mbps]
-    return list(dict.fromkeys(swept)) or [scenario.network.bandwidth_mbps]
+    return swept_bandwidths(scenario) or [scenario.network.bandwidth_mbps]
 
 
 def run_crowd_emu(
