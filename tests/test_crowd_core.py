@@ -167,6 +167,53 @@ def test_shortlists_contain_the_schedulers_choice(
         assert choice == full
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    start=st.lists(st.tuples(views, st.booleans()), min_size=1, max_size=8),
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("change"), st.integers(0, 7), views, st.booleans()),
+            st.tuples(st.just("ask"), st.sampled_from(["a", "b", "c"])),
+        ),
+        max_size=30,
+    ),
+    name=st.sampled_from(sorted(SCHEDULERS)),
+)
+def test_an_index_kept_through_changes_shows_the_schedulers_choice(
+    start: list[tuple[tuple[Any, ...], bool]], steps: list[tuple[Any, ...]], name: str
+) -> None:
+    """Workers change (views, busy or idle) between questions; the index, ranking changed
+    workers only when a stage is asked for, still shows what a scan of everyone picks."""
+    workers = _workers(start)
+    scheduler = make_scheduler(name)
+    index = make_index(scheduler, workers)
+    stages = {s: TaskView(s, s, 40.0) for s in ("a", "b", "c")}
+    for view in stages.values():
+        index.add_stage(view)
+    for worker in workers.values():
+        index.update(worker)
+    for step in steps:
+        if step[0] == "change":
+            _, k, f, busy = step
+            worker = workers[f"w{k % len(workers)}"]
+            worker.version += 1
+            worker.connected = not busy
+            worker.view = WorkerView(worker.worker_id, *f[:5], f[5], f[6], worker.joined_order)
+            index.update(worker)
+            continue
+        task = stages[step[1]]
+        everyone = [w.view for w in workers.values() if w.available and w.view is not None]
+        shown = index.shortlist(task, np.random.default_rng(0))
+        choice = scheduler.choose(task, shown, np.random.default_rng(1)) if shown else None
+        full = scheduler.choose(task, everyone, np.random.default_rng(1))
+        if name == "random":
+            assert (choice is None) == (full is None)
+        else:
+            assert choice == full
+        if index.shows_the_pick:
+            assert len(shown) <= 1
+
+
 class _SomeoneElses:
     name = "someone_elses"
 

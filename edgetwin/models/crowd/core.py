@@ -193,10 +193,14 @@ class CrowdCore:
             task = queue[i][1]
             job = task.job
             view = TaskView(task.task_id, key, task.stage.ram_mb)
-            shown = self.indexes[job.scheduler.name].shortlist(view, job.rng)
+            index = self.indexes[job.scheduler.name]
+            shown = index.shortlist(view, job.rng)
             if not shown:
                 continue  # no worker for this stage in this pass
-            choice = job.scheduler.choose(view, shown, job.rng)
+            if index.shows_the_pick:
+                choice: str | None = shown[0].worker_id
+            else:
+                choice = job.scheduler.choose(view, shown, job.rng)
             if choice is None:
                 i += 1
             else:

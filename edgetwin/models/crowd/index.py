@@ -5,7 +5,8 @@ indexes show it a short list that holds the worker it would have picked from
 all of them (a test checks this for every registered scheduler):
 
 - a ranked scheduler (one with ``rank``): per stage, a heap by its rank; the
-  top is the one it picks;
+  top is the one it picks. A worker that changed is ranked for a stage when
+  that stage is next asked for, not at each change (most change again first);
 - a uniform one (``uniform = True``): per stage, the eligible workers in an
   array, one drawn in O(1);
 - any other: every idle worker not banned from the stage, in join order.
@@ -49,13 +50,17 @@ def eligible(worker: Worker, stage: TaskView) -> bool:
 class CandidateIndex:
     """Idle workers, kept ready for one scheduler's decisions; subclasses pick the short list."""
 
+    shows_the_pick = False  # whether a non-empty short list is one worker: the scheduler's pick
+
     def __init__(self, workers: dict[str, Worker]) -> None:
         self.workers = workers
         self.stages: list[TaskView] = []
+        self.stage_views: dict[str, TaskView] = {}  # by stage key
         self.available: set[str] = set()
 
     def add_stage(self, stage: TaskView) -> None:
         self.stages.append(stage)
+        self.stage_views[stage.stage] = stage
         for worker in sorted(
             (self.workers[n] for n in self.available), key=lambda w: w.joined_order
         ):
@@ -82,7 +87,13 @@ class CandidateIndex:
 
 
 class RankedIndex(CandidateIndex):
-    """Per stage, a lazy min-heap by the scheduler's rank; the top is its pick."""
+    """Per stage, a lazy min-heap by the scheduler's rank; the top is its pick.
+
+    A changed worker is ranked for a stage only when that stage's short list is
+    next asked for (most workers change again, or become busy, before then): the
+    rank is a function of the worker's view, which does not change until its next
+    version, so the heap's top is the one an eager index would have.
+    """
 
     def __init__(
         self, workers: dict[str, Worker], rank: Callable[[TaskView, WorkerView], Any]
@@ -90,30 +101,50 @@ class RankedIndex(CandidateIndex):
         super().__init__(workers)
         self.rank = rank
         self.heaps: dict[str, list[Entry]] = {}
+        self.changed: dict[str, dict[str, None]] = {}  # per stage: workers to rank, in order
+
+    shows_the_pick = True  # the top of the heap is the fitting worker of smallest rank
+
+    def add_stage(self, stage: TaskView) -> None:
+        self.changed[stage.stage] = {}
+        self.heaps[stage.stage] = []
+        super().add_stage(stage)
 
     def _add(self, worker: Worker, stages: list[TaskView]) -> None:
-        view = worker.view
-        assert view is not None
-        if not worker.available:
-            return
-        # ``eligible`` inlined: the worker is available; not banned, and the stage fits
-        banned, heaps, rank, push = worker.banned, self.heaps, self.rank, heapq.heappush
-        resident, free_mb = view.resident_stage, view.free_ram_mb
-        limit = 4 * len(self.available) + 64
+        worker_id, changed = worker.worker_id, self.changed
         for stage in stages:
-            key = stage.stage
-            if key in banned or not (resident == key or free_mb >= stage.stage_ram_mb):
+            changed[stage.stage][worker_id] = None
+
+    def _rank_changed(self, stage: TaskView) -> list[Entry]:
+        """The stage's heap, with the workers changed since its last short list ranked in."""
+        key = stage.stage
+        heap, changed = self.heaps[key], self.changed[key]
+        if not changed:
+            return heap
+        workers, rank, push = self.workers, self.rank, heapq.heappush
+        for worker_id in changed:
+            worker = workers.get(worker_id)
+            # ``eligible`` inlined: available; not banned, and the stage fits
+            if worker is None or not worker.connected or worker.task is not None:
                 continue
-            heap = heaps.get(key)
-            if heap is None:
-                heap = heaps[key] = []
-            push(heap, (*rank(stage, view), worker.version, worker.worker_id))
-            if len(heap) > limit:
-                heap[:] = [e for e in heap if self.valid(e)]
-                heapq.heapify(heap)
+            view = worker.view
+            assert view is not None
+            if key in worker.banned or not (
+                view.resident_stage == key or view.free_ram_mb >= stage.stage_ram_mb
+            ):
+                continue
+            push(heap, (*rank(stage, view), worker.version, worker_id))
+        changed.clear()
+        if len(heap) > 4 * len(self.available) + 64:
+            heap[:] = [e for e in heap if self.valid(e)]
+            heapq.heapify(heap)
+        return heap
 
     def shortlist(self, task: TaskView, rng: np.random.Generator) -> list[WorkerView]:
-        heap = self.heaps.get(task.stage)
+        stage = self.stage_views.get(task.stage)
+        if stage is None:
+            return []
+        heap = self._rank_changed(stage)
         while heap:
             if self.valid(heap[0]):
                 view = self.workers[heap[0][-1]].view

@@ -125,7 +125,7 @@ class Foreman:
     def _facts(self, name: str) -> Facts:
         phone = self.phones[name]
         return Facts(
-            frozenset(phone.cached), phone.budget_mb, phone.battery_pct(), phone.profile.has_gpu
+            phone.cached_stages, phone.budget_mb, phone.battery_pct(), phone.profile.has_gpu
         )
 
     def _trace(self, d: Decision) -> None:

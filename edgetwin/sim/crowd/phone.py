@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import simpy
 
@@ -51,9 +52,9 @@ class PhoneDevice(Device):
                 callback()
 
 
-@dataclass(frozen=True)
-class Load:
-    """What making a stage resident took."""
+class Load(NamedTuple):
+    """What making a stage resident took (the instructions and this are named tuples: one
+    is made for every load and task, cheaper than a frozen dataclass)."""
 
     cold: bool
     evicted: bool
@@ -61,8 +62,7 @@ class Load:
     peak_mb: float
 
 
-@dataclass(frozen=True)
-class LoadStage:
+class LoadStage(NamedTuple):
     """UNLOAD_MODEL of the resident stage, then LOAD_MODEL of ``stage``."""
 
     stage: StageSpec
@@ -71,8 +71,7 @@ class LoadStage:
     why: str  # "task", "broadcast" or "deferred_load"
 
 
-@dataclass(frozen=True)
-class RunTask:
+class RunTask(NamedTuple):
     """RUN_TASK: the task's input in, one inference, its result out."""
 
     task: Task
@@ -117,7 +116,8 @@ class Phone:
         battery = profile.battery
         self.capacity_j = battery.capacity_mah * battery.voltage_v / 1e3 * WH_TO_J
         self.resident: StageSpec | None = None  # the session it holds now
-        self.cached: OrderedDict[str, float] = OrderedDict()
+        self.cached: OrderedDict[str, float] = OrderedDict()  # least recently used first
+        self.cached_stages: frozenset[str] = frozenset()  # its keys, for the foreman's facts
         self.inbox: deque[Instruction] = deque()  # the foreman's instructions, handled in order
         self.process: simpy.Process | None = None  # handling the inbox
         self.last_load_ms = 0.0  # the last load, reported with the next task (as a worker does)
@@ -174,14 +174,16 @@ class Phone:
             self.use(stage)
             return None
         start = self.env.now
-        evicted = self.resident is not None
-        if evicted:
-            self.recorder.event(
-                self.name, "unload", job, item, self.resident.name if self.resident else None
-            )
+        record = self.recorder if self.recorder.enabled else None  # most runs record nothing
+        held = self.resident
+        evicted = held is not None
+        if held is not None:
+            if record:
+                record.event(self.name, "unload", job, item, held.name)
             self.lose_session()
         cold = stage.name not in self.cached
-        self.recorder.event(self.name, "load_cold" if cold else "load_warm", job, item, stage.name)
+        if record:
+            record.event(self.name, "load_cold" if cold else "load_warm", job, item, stage.name)
         self.device.enter("load", stage.name)
         try:
             if cold:
@@ -192,19 +194,23 @@ class Phone:
                 self.cached.move_to_end(stage.name)
             peak_mb = stage.load_peak_mb or stage.ram_mb
             if not self.device.load(peak_mb):
-                self.recorder.event(self.name, "out_of_memory", job, item, stage.name)
+                if record:
+                    record.event(self.name, "out_of_memory", job, item, stage.name)
                 raise OutOfMemory(stage.name)
-            self.recorder.rss(self.name, self.device.resident_mb)
+            if record:
+                record.rss(self.name, self.device.resident_mb)
             yield self.env.timeout(warm_load_ms(self.profile, stage) * self.load_noise())
             self.device.unload(peak_mb - stage.ram_mb)
             self.resident = stage
-            self.recorder.rss(self.name, self.device.resident_mb)
+            if record:
+                record.rss(self.name, self.device.resident_mb)
         finally:
-            kind = "cold" if cold else "warm"
-            self.recorder.activity(self.name, "load", start, job, item, stage.name, kind)
-            if self.recorder.enabled:
-                self.recorder.level(self.name, self.battery_pct())
-        self.recorder.event(self.name, "loaded", job, item, stage.name)
+            if record:
+                kind = "cold" if cold else "warm"
+                record.activity(self.name, "load", start, job, item, stage.name, kind)
+                record.level(self.name, self.battery_pct())
+        if record:
+            record.event(self.name, "loaded", job, item, stage.name)
         self.loads["cold" if cold else "warm"] += 1
         return Load(cold, evicted, self.env.now - start, peak_mb)
 
@@ -224,18 +230,22 @@ class Phone:
             yield env.timeout((link.latency_ms + link.overhead_ms) * self.noise())
             yield link.channel.send(nbytes, link.efficiency)
         finally:
-            self.recorder.activity(self.name, "transfer", start, job, item, stage, direction)
+            if self.recorder.enabled:
+                self.recorder.activity(self.name, "transfer", start, job, item, stage, direction)
         return self.env.now - start
 
     def infer(self, stage: StageSpec, job: int, item: int) -> Generator[simpy.Event, object, float]:
         """Run one input through the resident session; returns ms taken."""
         start = self.env.now
-        self.recorder.event(self.name, "infer", job, item, stage.name)
+        recorder = self.recorder
+        if recorder.enabled:
+            recorder.event(self.name, "infer", job, item, stage.name)
         self.device.enter("compute", stage.name)
         try:
             yield self.env.timeout(inference_ms(self.profile, stage) * self.noise())
         finally:
-            self.recorder.activity(self.name, "infer", start, job, item, stage.name)
+            if recorder.enabled:
+                recorder.activity(self.name, "infer", start, job, item, stage.name)
         return self.env.now - start
 
     def _cache(self, stage: StageSpec) -> None:
@@ -246,3 +256,4 @@ class Phone:
         self.cached.move_to_end(stage.name)
         while sum(self.cached.values()) > self.profile.cache_mb:
             self.cached.popitem(last=False)
+        self.cached_stages = frozenset(self.cached)
