@@ -12,7 +12,7 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderPlan, DecoderWorkload, Ops, phase_flops
 from edgetwin.models.layout import partition_sizes, segments_for_cr
-from edgetwin.scenario import Configuration, Scenario
+from edgetwin.scenario import Configuration, Scenario, swept_bandwidths
 
 
 def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | None, float | None]:
@@ -88,18 +88,28 @@ def decoder_plan(
 
 @dataclass(frozen=True)
 class CrowdRun:
-    """One run: a dependency mode (strategy), a scheduler and a repetition."""
+    """One run: a dependency mode (strategy), a scheduler, a repetition, and the bandwidth of
+    the phones' links (of the shared medium, on one)."""
 
     strategy: str
     scheduler: str
     rep: int
+    bandwidth_mbps: float
+
+
+def crowd_bandwidths(scenario: Scenario) -> list[float]:
+    """The bandwidths a crowd scenario runs at: its sweeps', in file order, else the
+    network's."""
+    return swept_bandwidths(scenario) or [scenario.network.bandwidth_mbps]
 
 
 def crowd_runs(scenario: Scenario) -> list[CrowdRun]:
-    """Every strategy x scheduler x repetition of a crowd scenario, in a stable order."""
+    """Every bandwidth x strategy x scheduler x repetition of a crowd scenario, in a stable
+    order, bandwidth first (the emulator shapes its links once per bandwidth)."""
     assert scenario.crowd is not None
     return [
-        CrowdRun(strategy.name, scheduler, rep)
+        CrowdRun(strategy.name, scheduler, rep, bandwidth_mbps)
+        for bandwidth_mbps in crowd_bandwidths(scenario)
         for strategy in scenario.strategies
         for scheduler in scenario.crowd.schedulers
         for rep in range(scenario.repetitions)

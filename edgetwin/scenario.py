@@ -585,25 +585,14 @@ def swept_bandwidths(scenario: Scenario) -> list[float]:
 
 def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     """Warnings for the settings a ``mode`` run does not play: packet loss is dropped packets
-    under real TCP, which neither the twin nor loopback has (docs/twin.md); a crowd twin
-    runs at ``network.bandwidth_mbps`` alone, the emulator at each swept bandwidth."""
-    if mode == "emu":
-        return []
-    warnings = []
+    under real TCP, which neither the twin nor loopback has (docs/twin.md)."""
     loss_pct = scenario.network.loss_pct
-    if loss_pct > 0:
-        warnings.append(
-            f"network.loss_pct is {loss_pct:g} %, but only --mode emu drops packets: "
-            f"this {mode} run has no loss"
-        )
-    swept = swept_bandwidths(scenario)
-    if scenario.crowd is not None and swept:
-        warnings.append(
-            f"sweeps.bandwidth_mbps ({', '.join(f'{bw:g}' for bw in swept)}) plays in "
-            f"--mode emu only: this crowd run is at network.bandwidth_mbps "
-            f"{scenario.network.bandwidth_mbps:g}"
-        )
-    return warnings
+    if mode == "emu" or loss_pct <= 0:
+        return []
+    return [
+        f"network.loss_pct is {loss_pct:g} %, but only --mode emu drops packets: "
+        f"this {mode} run has no loss"
+    ]
 
 
 def configurations(scenario: Scenario) -> list[Configuration]:

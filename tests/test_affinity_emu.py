@@ -95,11 +95,14 @@ def test_optimum_of_measured_costs_is_below_every_plan(local_runs: list[Pipeline
 
 
 @pytest.mark.parametrize(
-    ("override", "says"),
-    [("crowd.cache=warm", "cold"), ("'sweeps=[{bandwidth_mbps: [10, 100]}]'", "one bandwidth")],
+    ("override", "says", "twin_takes_it"),
+    [
+        ("crowd.cache=warm", "cold", True),  # the twin knows a warm cache; the emulator not
+        ("'sweeps=[{bandwidth_mbps: [10, 100]}]'", "one bandwidth", False),  # the optimum's
+    ],
 )
 def test_emu_settings_refuse_what_the_optimum_cannot_model(
-    tmp_path: Path, override: str, says: str
+    tmp_path: Path, override: str, says: str, twin_takes_it: bool
 ) -> None:
     spec = tmp_path / "bad.eval.yaml"
     spec.write_text(
@@ -109,7 +112,11 @@ def test_emu_settings_refuse_what_the_optimum_cannot_model(
     with pytest.raises(InputError) as err:
         load_affinity_settings(spec)
     assert err.value.field == "instances.0" and says in err.value.message
-    assert load_affinity_settings(spec, "twin")[0].mode == "twin"  # the twin takes it
+    if twin_takes_it:
+        assert load_affinity_settings(spec, "twin")[0].mode == "twin"
+    else:
+        with pytest.raises(InputError, match=says):
+            load_affinity_settings(spec, "twin")
 
 
 @needs_emulator

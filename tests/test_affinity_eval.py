@@ -108,7 +108,8 @@ def test_optimum_by_hand_one_phone() -> None:
 @pytest.mark.parametrize("scheduler", ["affinity", "fifo", "least_loaded", "random"])
 def test_offline_agrees_with_twin_for_its_plan(scheduler: str) -> None:
     inst, (scenario, setup) = _instance("crowd.job.inputs=3")
-    outcome = simulate_crowd(scenario, setup, CrowdRun("crowdio_streaming", scheduler, 0))  # type: ignore[arg-type]
+    run = CrowdRun("crowdio_streaming", scheduler, 0, scenario.network.bandwidth_mbps)
+    outcome = simulate_crowd(scenario, setup, run)  # type: ignore[arg-type]
     offline = evaluate_assignment(inst, assignment_of(outcome, inst))
     assert offline.makespan_ms == pytest.approx(outcome.rows[0].total_ms, rel=1e-9)
     assert offline.cold_loads == outcome.rows[0].cold_loads

@@ -75,7 +75,7 @@ def toy_crowd(
 def simulate(raw: dict[str, Any], scheduler: str = "affinity", rep: int = 0) -> CrowdOutcome:
     scenario = Scenario.model_validate(raw)
     assert scenario.crowd is not None
-    run = CrowdRun(scenario.strategies[0].name, scheduler, rep)
+    run = CrowdRun(scenario.strategies[0].name, scheduler, rep, scenario.network.bandwidth_mbps)
     raw["crowd"].setdefault("schedulers", [scheduler])
     scenario = Scenario.model_validate(raw)
     return simulate_crowd(scenario, prepare_crowd(scenario, None), run, record=True)

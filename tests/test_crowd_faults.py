@@ -146,9 +146,8 @@ def test_every_input_completes_exactly_once_under_churn(
     raw["crowd"]["availability_trace"] = _trace_file(tmp_path, _absences(plans))
     raw["crowd"]["schedulers"] = ["affinity"]
     scenario = Scenario.model_validate(raw)
-    outcome = simulate_crowd(
-        scenario, prepare_crowd(scenario, None), CrowdRun(strategy, "affinity", 0), record=True
-    )
+    run = CrowdRun(strategy, "affinity", 0, scenario.network.bandwidth_mbps)
+    outcome = simulate_crowd(scenario, prepare_crowd(scenario, None), run, record=True)
     assert len(outcome.jobs) == 3
     lost = len(events(outcome, "lost"))
     event(f"tasks lost to churn: {'3 or more' if lost >= 3 else lost}")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from edgetwin import run
 from edgetwin.cli import main
+from edgetwin.reports.crowd import latency_distribution_figure
 from tests.conftest import REPO
 from tests.test_report import _probe
 
@@ -48,3 +50,17 @@ def test_crowd_report_without_trace_has_the_latency_figure(tmp_path: Path) -> No
     assert main(["run", str(SCENARIO), "--out", str(out), "--quiet"]) == 0
     page = (out / "report.html").read_text()
     assert "Pipeline latency per mode" in page and "What each phone did" not in page
+
+
+def test_crowd_latency_figure_keeps_swept_bandwidths_apart() -> None:
+    """A crowd twin run of a file that sweeps bandwidth has rows at each; one box per mode
+    and bandwidth, not one box mixing them."""
+    rows = run(REPO / "scenarios/emu_crowdio.yaml", mode="twin").rows
+    figure = latency_distribution_figure(rows)
+    assert figure is not None
+    assert [box.name for box in figure.data] == [
+        "streaming / affinity / 10 Mbit/s",
+        "barrier / affinity / 10 Mbit/s",
+        "streaming / affinity / 100 Mbit/s",
+        "barrier / affinity / 100 Mbit/s",
+    ]

@@ -128,6 +128,11 @@ def test_crowd_sweep_is_the_same_on_a_pool(tmp_path: Path) -> None:
             "constant",
         ),
         (
+            {"set": ["sweeps=[{bandwidth_mbps: [10, 50]}]"]},  # runs of two bandwidths
+            "sweeps",
+            "bandwidth_mbps 10, 50",
+        ),
+        (
             {"scenario": str(REPO / "scenarios" / "crowdio_android.yaml"), "set": []},
             "crowd.fleet",
             "share",

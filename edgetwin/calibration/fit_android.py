@@ -397,7 +397,7 @@ def run_once(
     variant = scenario.model_copy(
         update={"crowd": crowd, "noise_cv": scenario.noise_cv if noise else 0.0}
     )
-    run = CrowdRun(strategy, crowd.schedulers[0], rep)
+    run = CrowdRun(strategy, crowd.schedulers[0], rep, scenario.network.bandwidth_mbps)
     return simulate_crowd(variant, _setup(profiles, spec, variant), run, record=True)
 
 

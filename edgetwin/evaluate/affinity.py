@@ -29,7 +29,7 @@ from edgetwin.evaluate.affinity_results import (
 )
 from edgetwin.evaluate.optimum import Assignment, Optimum, build_instance, optimum
 from edgetwin.policies.scheduling import SCHEDULERS
-from edgetwin.scenario import Scenario, validate_scenario
+from edgetwin.scenario import Scenario, swept_bandwidths, validate_scenario
 from edgetwin.schema import (
     Strict,
     apply_override,
@@ -111,6 +111,9 @@ def load_affinity_settings(
             raise InputError(path, f"instances.{k}", "one job without churn only (no optimum)")
         if any(c.availability is not None for c in crowd.fleet):
             raise InputError(path, f"instances.{k}", "churn is not modelled by the optimum")
+        if swept_bandwidths(scenario):
+            problem = "one bandwidth per instance (network.bandwidth_mbps; no sweeps)"
+            raise InputError(path, f"instances.{k}", problem)
         tasks = crowd.job.inputs * len(crowd.job.stages)
         if tasks > MAX_OPTIMUM_TASKS:
             problem = f"{tasks} tasks (inputs x stages); the optimum takes {MAX_OPTIMUM_TASKS}"
@@ -204,12 +207,11 @@ def _evaluate_instance_twin(
         per_scheduler = {}
         for scheduler in settings.schedulers:
             runs = [
-                RunFigures.of_row(
-                    simulate_crowd(scenario, setup, CrowdRun(strategy, scheduler, rep)).rows[0]
-                )
+                CrowdRun(strategy, scheduler, rep, scenario.network.bandwidth_mbps)
                 for rep in range(settings.repetitions)
             ]
-            per_scheduler[scheduler] = scheduler_result(runs, best, dispatch)
+            figures = [RunFigures.of_row(simulate_crowd(scenario, setup, r).rows[0]) for r in runs]
+            per_scheduler[scheduler] = scheduler_result(figures, best, dispatch)
         results.append(
             InstanceResult(
                 name,

@@ -43,7 +43,6 @@ def check_emu_instance(
 ) -> None:
     """``InputError`` if the emulator cannot evaluate this instance (``where``: file, field;
     ``machine``: as ``check_emulatable``'s)."""
-    from edgetwin.emu.mininet.crowd import crowd_bandwidths
     from edgetwin.emu.mininet.runner import check_emulatable
 
     crowd = scenario.crowd
@@ -51,8 +50,6 @@ def check_emu_instance(
     if crowd.cache != "cold":
         problem = "crowd.cache must be cold in the emulator (the warm-up job's caches are unknown)"
         raise InputError(*where, problem)
-    if len(crowd_bandwidths(scenario)) != 1:
-        raise InputError(*where, "one bandwidth per instance in the emulator (no sweeps)")
     if scenario.emulator.faults:
         raise InputError(*where, "faults are not modelled by the optimum")
     check_emulatable(scenario, scenario_path, machine=machine)

@@ -24,7 +24,7 @@ from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import SCHEDULERS
-from edgetwin.scenario import ConstantDist, Scenario, StrategySpec
+from edgetwin.scenario import ConstantDist, Scenario, StrategySpec, swept_bandwidths
 from edgetwin.schema import (
     PositiveFloat,
     PositiveInt,
@@ -306,6 +306,14 @@ def _check_crowd(scenario: Scenario, path: Path) -> None:
         raise InputError(
             path, "crowd.job.interarrival", "crowd_capacity needs {kind: constant, value_s: T}"
         )
+    swept = swept_bandwidths(scenario)
+    if swept:
+        problem = (
+            f"crowd_capacity sweeps fleet sizes at network.bandwidth_mbps; the scenario sweeps "
+            f"bandwidth_mbps {', '.join(f'{bw:g}' for bw in swept)}: add 'sweeps=[{{}}]' to "
+            f"'set' and one network.bandwidth_mbps"
+        )
+        raise InputError(path, "sweeps", problem)
 
 
 def _without_tags(error: InputError) -> InputError:

@@ -42,20 +42,24 @@ def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
 
 
 def latency_distribution_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
-    """Job latency (s) per dependency mode and scheduler, over repetitions and jobs."""
+    """Job latency (s) per dependency mode and scheduler (and bandwidth, where the rows have
+    several), over repetitions and jobs."""
+    several_bandwidths = len({row.bandwidth_mbps for row in rows}) > 1
     groups: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         label = _pipeline(row.strategy)
         if row.status == "ok" and label is not None:
-            groups[f"{label} / {row.scheduler}" if row.scheduler else label].append(
-                row.total_ms / 1e3
-            )
+            name = f"{label} / {row.scheduler}" if row.scheduler else label
+            if several_bandwidths:
+                name += f" / {row.bandwidth_mbps:g} Mbit/s"
+            groups[name].append(row.total_ms / 1e3)
     if not groups:
         return None
     fig = go.Figure(
         [go.Box(y=values, name=name, boxpoints="all") for name, values in groups.items()]
     )
-    return _layout(fig, "Pipeline latency per mode", "Mode / scheduler", "Job latency (s)")
+    x = "Mode / scheduler / bandwidth" if several_bandwidths else "Mode / scheduler"
+    return _layout(fig, "Pipeline latency per mode", x, "Job latency (s)")
 
 
 def gantt_figure(records: Records) -> go.Figure | None:

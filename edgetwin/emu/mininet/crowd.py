@@ -18,6 +18,8 @@ import statistics
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from itertools import groupby
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +55,7 @@ from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import check_schedulers
 from edgetwin.profile import MB
 from edgetwin.results import ResultRow
-from edgetwin.scenario import MIN_HOST_CPU_CORES, EmulatorSpec, Scenario, swept_bandwidths
+from edgetwin.scenario import MIN_HOST_CPU_CORES, EmulatorSpec, Scenario
 
 MODELS = {"tiny": TINY, "full": FULL}
 JOB_TIMEOUT_S = 600.0
@@ -193,11 +195,6 @@ def phones_bytes(scenario: Scenario, scenario_path: Path | None) -> float:
     return broadcast + interpreter(WORKER).bytes_for(len(budgets_mb))
 
 
-def crowd_bandwidths(scenario: Scenario) -> list[float]:
-    """The sweeps' bandwidths in file order, else the network's."""
-    return swept_bandwidths(scenario) or [scenario.network.bandwidth_mbps]
-
-
 def run_crowd_emu(
     scenario: Scenario,
     scenario_path: Path | None = None,
@@ -217,11 +214,11 @@ def run_crowd_emu(
         stages = export_stages(config, len(crowd.job.stages), scenario.seed, Path(exporting))
     inputs = make_inputs(config, crowd.job.inputs, scenario.seed)
     limits = phone_limits(phones, scenario.emulator, os.cpu_count() or 1)
-    bandwidths = crowd_bandwidths(scenario)
+    runs = crowd_runs(scenario)
     topology = build_topology(len(phones) + 1)
     result = CrowdEmuRun([], [], [], [])
     with (
-        emulated_network(topology, scenario.network, bandwidths[0], limits) as net,
+        emulated_network(topology, scenario.network, runs[0].bandwidth_mbps, limits) as net,
         run_folder("crowd") as scratch,  # the jobs' folders and the phones' caches
     ):
         workers = worker_specs(phones, scenario.emulator.task_delay_ms)
@@ -229,7 +226,7 @@ def run_crowd_emu(
         cache_root = Path(scratch) / "cache" if crowd.cache == "warm" else None
         if cache_root is not None:  # warm runs: every stage on the phones' storage first
             fill_caches(stages, workers, cache_root)
-        for bandwidth_mbps in bandwidths:
+        for bandwidth_mbps, runs_at_bandwidth in groupby(runs, attrgetter("bandwidth_mbps")):
             net.set_bandwidth(bandwidth_mbps)
             checks = []
             if link_check_s > 0:
@@ -237,7 +234,7 @@ def run_crowd_emu(
                 checks = measure_links(net, bandwidth_mbps, phone_hosts, link_check_s)
                 result.links.extend(checks)
             link_error = worst_error_pct(c.error_pct for c in checks)
-            for run in crowd_runs(scenario):
+            for run in runs_at_bandwidth:
                 mode: Mode = "streaming" if run.strategy == CROWDIO_STREAMING else "barrier"
                 job = pipeline_job(
                     stages, inputs, mode=mode, scheduler=run.scheduler, seed=scenario.seed

@@ -33,7 +33,6 @@ from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.crowd import (
     JOB_TIMEOUT_S,
     check_crowd_emulatable,
-    crowd_bandwidths,
     phones_bytes,
     run_crowd_emu,
 )
@@ -119,7 +118,7 @@ def vit_host_limits(scenario: Scenario, machine_cores: int) -> list[HostLimits]:
 def emu_runs(scenario: Scenario) -> int:
     """How many rows ``run_emu`` makes (for progress)."""
     if scenario.crowd is not None:
-        return len(crowd_bandwidths(scenario)) * len(crowd_runs(scenario))
+        return len(crowd_runs(scenario))
     return len(configurations(scenario)) * scenario.repetitions
 
 

@@ -3,8 +3,9 @@
 Each run builds the phones, the shared network and the foreman, submits jobs
 as the arrival process says, and ends when every job that arrived before
 ``horizon_s`` is finished (or ``drain_s`` later). It returns one results row
-per job. Random streams are split so that every strategy and scheduler of a
-repetition sees the same phones, the same churn and the same job arrivals.
+per job. Random streams are split so that every bandwidth, strategy and
+scheduler of a repetition sees the same phones, the same churn and the same job
+arrivals.
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ def simulate_crowd(
     setups = expand_fleet(crowd, setup.classes, _stream(scenario, run, FLEET))
     stack = {c.spec.name: NetworkParams(**c.profile.network.model_dump()) for c in setup.classes}
     stacks = {s.name: stack[s.phone_class.spec.name] for s in setups}
-    network = Network(env, scenario.network, scenario.network.bandwidth_mbps, stacks)
+    network = Network(env, scenario.network, run.bandwidth_mbps, stacks)
     noise = lognormal_factor(dynamics, scenario.noise_cv)
     devices = {c.spec.name: device_profile(c.profile, c.spec.ram_mb) for c in setup.classes}
     phones = []
@@ -293,7 +294,7 @@ def _row(
         strategy=run.strategy,
         devices=devices,
         batch=spec.inputs,
-        bandwidth_mbps=scenario.network.bandwidth_mbps,
+        bandwidth_mbps=run.bandwidth_mbps,
         cr=None,
         segments=None,
         rep=run.rep,
@@ -354,8 +355,10 @@ def crowd_timelines(
     strategy: str | None = None,
     scheduler: str | None = None,
     rep: int = 0,
+    bandwidth_mbps: float | None = None,
 ) -> CrowdTimeline:
-    """Re-run one configuration (the first by default) with recording on."""
+    """Re-run one configuration (the first that matches; None matches any) with recording
+    on."""
     setup = prepare_crowd(scenario, scenario_path)
     runs = crowd_runs(scenario)
     chosen = [
@@ -363,11 +366,13 @@ def crowd_timelines(
         for r in runs
         if (strategy is None or r.strategy == strategy)
         and (scheduler is None or r.scheduler == scheduler)
+        and (bandwidth_mbps is None or r.bandwidth_mbps == bandwidth_mbps)
         and r.rep == rep
     ]
     if not chosen:
+        at = "" if bandwidth_mbps is None else f" / {bandwidth_mbps:g} Mbps"
         raise InputError(
-            scenario_path, "strategies", f"no run {strategy} / {scheduler} / rep {rep}"
+            scenario_path, "strategies", f"no run {strategy} / {scheduler}{at} / rep {rep}"
         )
     return timeline_of(simulate_crowd(scenario, setup, chosen[0], record=True))
 
