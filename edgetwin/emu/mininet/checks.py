@@ -183,7 +183,7 @@ def _measure_flows(
                 net.network.latency_ms, net.latency_emulated, shaped, flows=len(pairs),
             )  # fmt: skip
             if len(pairs) == 1:  # latency and loss of one path, not of the medium's split
-                check = _with_latency_and_loss(net, check, (sender, receiver), IPERF_PORT)
+                check = _with_latency_and_loss(net, check, (sender, receiver), IPERF_PORT + 1)
             checks.append(check)
         return checks
     finally:
@@ -196,7 +196,8 @@ def _with_latency_and_loss(
     net: EmuNetwork, check: LinkCheck, ends: tuple[int, int], port: int
 ) -> LinkCheck:
     """``check`` with the latency measured by ping (if emulated) and the loss by UDP probes
-    (if set), from ``ends[0]`` to the iperf3 server on ``ends[1]`` (at ``port``)."""
+    (if set), from ``ends[0]`` to an iperf3 server of their own on ``ends[1]`` (at ``port``,
+    which no goodput test uses)."""
     hosts = net.topology.hosts
     sender, receiver = (hosts[end] for end in ends)
     loss_pct = net.network.loss_pct
@@ -206,7 +207,7 @@ def _with_latency_and_loss(
     argv = probe_argv(receiver.ip, port, check.bandwidth_mbps, False, LOSS_PROBES)
     duration_s = probe_duration_s(check.bandwidth_mbps)
     what = f"UDP probes from host {ends[0]}"
-    report = _iperf3(net, ends[0], argv, duration_s, what, PROBE_SETUP_S)
+    report = _iperf3(net, ends, port, argv, duration_s, what, PROBE_SETUP_S)
     lost, sent = lost_probes(report)
     measured = 100 * lost / sent
     tolerance = loss_tolerance_pct(loss_pct, sent)
@@ -282,30 +283,49 @@ def _after(go: Path, argv: list[str]) -> list[str]:
 
 def _iperf3(
     net: EmuNetwork,
-    rank: int,
+    ends: tuple[int, int],
+    port: int,
     argv: list[str],
     duration_s: float,
     what: str,
     setup_s: float = _CLIENT_SETUP_S,
 ) -> str:
-    """The JSON report of the iperf3 client ``argv`` on host ``rank``, retried while the
-    server is not listening yet (or is still busy with the last test), or when the client
-    has not reported ``setup_s`` after its test's ``duration_s`` (killed first)."""
-    for _ in range(_CONNECT_TRIES):
-        client = net.popen(rank, argv, None)
-        try:
-            out, _ = client.communicate(timeout=duration_s + setup_s)
-        except subprocess.TimeoutExpired:
-            client.kill()
-            client.communicate()
-            error = f"no report {duration_s + setup_s:g} s after it started"
-            continue
-        report = out.decode()
-        try:
-            if "error" not in json.loads(report):
-                return report
-            error = json.loads(report)["error"]
-        except ValueError as exc:
-            error = str(exc)
-        time.sleep(_CONNECT_WAIT_S)
+    """The JSON report of the iperf3 client ``argv`` on host ``ends[0]``, against a server
+    started for it on host ``ends[1]`` (at ``port``). Tried again while the server is not
+    listening yet, and with a new server after a try that failed on the server's side or did
+    not report ``setup_s`` after its test's ``duration_s`` (killed): on a lossy link a try can
+    stall on its control connection, and its server then stays busy with it for tens of
+    seconds ("the server is busy running a test")."""
+    ip = net.topology.hosts[ends[1]].ip
+    server = net.popen(ends[1], server_argv(ip, port), None)
+    try:
+        for _ in range(_CONNECT_TRIES):
+            client = net.popen(ends[0], argv, None)
+            try:
+                out, _ = client.communicate(timeout=duration_s + setup_s)
+            except subprocess.TimeoutExpired:
+                client.kill()
+                client.communicate()
+                error = f"no report {duration_s + setup_s:g} s after it started"
+            else:
+                report = out.decode()
+                try:
+                    error = json.loads(report).get("error", "")
+                except ValueError as exc:
+                    error = str(exc)
+                if not error:
+                    return report
+                if "connect" in error:  # not listening yet: the same server, a moment later
+                    time.sleep(_CONNECT_WAIT_S)
+                    continue
+            _stop(server)
+            server = net.popen(ends[1], server_argv(ip, port), None)
+            time.sleep(_CONNECT_WAIT_S)
+    finally:
+        _stop(server)
     raise EmuError(f"{what} failed: {error}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.kill()
+    process.wait()
