@@ -14,8 +14,9 @@ from emu_checks import needs_emulator, teardown_checked
 from test_emu_crowdio import assert_exactly_once
 
 from edgetwin import cli
+from edgetwin.emu.crowd_jobs import CrowdJobFailed
 from edgetwin.emu.crowdio.records import PipelineSummary
-from edgetwin.emu.mininet.crowd import CrowdEmuRun, CrowdJobFailed, run_crowd_emu
+from edgetwin.emu.mininet.crowd import CrowdEmuRun, run_crowd_emu
 from edgetwin.emu.mininet.runner import run_emu
 from edgetwin.scenario import validate_scenario
 

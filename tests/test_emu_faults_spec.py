@@ -12,11 +12,12 @@ import yaml
 from edgetwin import cli
 from edgetwin.configuration import crowd_bandwidths
 from edgetwin.emu import memory_check
+from edgetwin.emu.crowd_jobs import crowd_phones, phones_bytes
 from edgetwin.emu.crowdio.launcher import WORKER
 from edgetwin.emu.crowdio.model import TINY, stage_weight_bytes
 from edgetwin.emu.memory_check import interpreter
 from edgetwin.emu.mininet import runner
-from edgetwin.emu.mininet.crowd import crowd_phones, phone_limits, phones_bytes
+from edgetwin.emu.mininet.crowd import phone_limits
 from edgetwin.emu.mininet.faults import timeline
 from edgetwin.emu.mininet.runner import check_emulatable, vit_host_limits
 from edgetwin.emu.mininet.topology import MAX_HOSTS, build_topology, link_state_command

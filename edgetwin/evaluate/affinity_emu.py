@@ -74,7 +74,7 @@ def evaluate_runs_emu(
     node_limit: int,
 ) -> list[InstanceResult]:
     """The instance's results from its jobs (``run_crowd_emu``'s summaries, in run order)."""
-    from edgetwin.emu.mininet.crowd import crowd_phones
+    from edgetwin.emu.crowd_jobs import crowd_phones
 
     crowd = scenario.crowd
     assert crowd is not None
@@ -149,8 +149,8 @@ def _figures(summary: PipelineSummary) -> RunFigures:
 
 def stage_blob_bytes(scenario: Scenario) -> list[int]:
     """The size of each real ONNX stage the emulator sends (exported as it does)."""
+    from edgetwin.emu.crowd_jobs import MODELS
     from edgetwin.emu.crowdio.model import export_stages
-    from edgetwin.emu.mininet.crowd import MODELS
 
     assert scenario.crowd is not None
     config = MODELS[scenario.emulator.model]

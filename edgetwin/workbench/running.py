@@ -131,7 +131,11 @@ def check_mode(inputs: RunInputs, trace: bool = False) -> None:
         from edgetwin.emu.mininet.runner import check_emulatable
 
         check_emulatable(scenario, path, machine=False)
-    elif scenario.mode == "local" and scenario.crowd is None:
+    elif scenario.mode == "local" and scenario.crowd is not None:
+        from edgetwin.emu.crowd_local import check_crowd_local
+
+        check_crowd_local(scenario, path, machine=False, trace=trace)
+    elif scenario.mode == "local":
         from edgetwin.emu.local import check_runnable
 
         check_runnable(scenario, path, machine=False, trace=trace)
@@ -141,7 +145,7 @@ def _runner(scenario: Scenario) -> Callable[[_Run], list[ResultRow]]:
     if scenario.mode == "emu":
         return _run_emu
     if scenario.crowd is not None:
-        return _run_crowd
+        return _run_crowd if scenario.mode == "twin" else _run_crowd_local
     return _run_twin if scenario.mode == "twin" else _run_local
 
 
@@ -168,6 +172,17 @@ def _run_local(run: _Run) -> list[ResultRow]:
     total = len(configurations(scenario)) * scenario.repetitions
     with run.progress(f"local {scenario.name}", total) as advance:
         return run_local(scenario, advance, trace_dir=trace_dir)
+
+
+def _run_crowd_local(run: _Run) -> list[ResultRow]:
+    """The real CROWDio foreman and a worker process per phone, on loopback."""
+    from edgetwin.emu.crowd_local import check_crowd_local, run_crowd_local
+
+    scenario = run.inputs.scenario
+    # the scenario and --trace before the progress starts; the run checks the machine
+    check_crowd_local(scenario, run.inputs.path, machine=False, trace=run.trace)
+    with run.progress(f"local {scenario.name}", len(crowd_runs(scenario))) as advance:
+        return run_crowd_local(scenario, run.inputs.path, advance)
 
 
 def _run_emu(run: _Run) -> list[ResultRow]:

@@ -22,24 +22,25 @@ from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
 
-import numpy as np
-
 from edgetwin.configuration import crowd_runs
-from edgetwin.crowd_fleet import (
-    PhoneClass,
-    PhoneSetup,
-    expand_fleet,
-    resolve_classes,
-    resolve_fleet,
+from edgetwin.crowd_fleet import PhoneClass, PhoneSetup, resolve_classes
+from edgetwin.emu.crowd_jobs import (
+    JOB_TIMEOUT_S,
+    MODELS,
+    CrowdJobFailed,
+    check_crowd_jobs,
+    crowd_phones,
+    fill_caches,
+    run_job,
+    run_label,
+    worker_specs,
 )
-from edgetwin.emu.crowdio.launcher import WORKER, Processes, WorkerSpec, run_pipeline
+from edgetwin.emu.crowdio.launcher import Processes, WorkerSpec, run_pipeline
 from edgetwin.emu.crowdio.liveness import LivenessRule
-from edgetwin.emu.crowdio.model import FULL, TINY, export_stages, make_inputs, stage_weight_bytes
-from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary
+from edgetwin.emu.crowdio.model import export_stages, make_inputs
+from edgetwin.emu.crowdio.records import Event, PipelineSummary
 from edgetwin.emu.crowdio.rows import summary_row
-from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, StageSpec, pipeline_job
-from edgetwin.emu.crowdio.sessions import ModelCache
-from edgetwin.emu.memory_check import interpreter
+from edgetwin.emu.crowdio.sdk import JobError, PipelineJob
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
@@ -49,20 +50,10 @@ from edgetwin.emu.mininet.topology import (
     build_topology,
     link_state_command,
 )
-from edgetwin.errors import InputError, LaunchError, RunFailed
+from edgetwin.errors import InputError, LaunchError
 from edgetwin.links import worst_error_pct
-from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
-from edgetwin.policies.scheduling import check_schedulers
-from edgetwin.profile import MB
 from edgetwin.results import ResultRow
 from edgetwin.scenario import MIN_HOST_CPU_CORES, EmulatorSpec, Scenario
-
-MODELS = {"tiny": TINY, "full": FULL}
-JOB_TIMEOUT_S = 600.0
-
-
-class CrowdJobFailed(RunFailed):
-    """A job did not finish (a deadline passed, the foreman failed it, a process died)."""
 
 
 @dataclass(frozen=True)
@@ -95,12 +86,7 @@ def check_crowd_emulatable(scenario: Scenario, scenario_path: Path | None) -> No
     """``InputError`` naming the field if the emulator cannot run this crowd scenario."""
     crowd = scenario.crowd
     assert crowd is not None
-    check_schedulers(crowd.schedulers, scenario_path)
-    resolve_fleet(crowd, scenario_path)  # the twin's phones and profiles
-    config = MODELS[scenario.emulator.model]
-    if len(crowd.job.stages) > config.layers + 1:
-        problem = f"the {scenario.emulator.model} DistilBERT makes at most {config.layers + 1}"
-        raise InputError(scenario_path, "crowd.job.stages", problem + " stages")
+    check_crowd_jobs(scenario, scenario_path)
     classes = resolve_classes(crowd, scenario_path)
     _check_phone_hosts(classes, scenario.emulator, scenario_path)
     hosts = len(crowd_phones(scenario, scenario_path)) + 1
@@ -139,13 +125,6 @@ def _phone_cores(emulator: EmulatorSpec, phone_class: PhoneClass, fastest_gflops
     return emulator.cpu_cores_fastest * phone_class.profile.cpu_gflops / fastest_gflops
 
 
-def crowd_phones(scenario: Scenario, scenario_path: Path | None) -> list[PhoneSetup]:
-    """The scenario's phones in fleet order, named as in the twin."""
-    assert scenario.crowd is not None
-    classes = resolve_classes(scenario.crowd, scenario_path)
-    return expand_fleet(scenario.crowd, classes, np.random.default_rng(scenario.seed))
-
-
 def phone_limits(
     phones: Sequence[PhoneSetup], emulator: EmulatorSpec, cores: int
 ) -> list[HostLimits]:
@@ -165,34 +144,6 @@ def phone_limits(
             )
         )
     return limits
-
-
-def worker_specs(phones: Sequence[PhoneSetup], task_delay_ms: float = 0.0) -> list[WorkerSpec]:
-    """One worker per phone: its name, session budget, power model and extra task delay."""
-    specs = []
-    for phone in phones:
-        profile = phone.phone_class.profile
-        power, battery = profile.power, profile.battery
-        model = (
-            f"idle_w={power.idle_w},load_w={power.load_w},compute_w={power.inference_w},"
-            f"transmit_w={power.transfer_w},voltage_v={battery.voltage_v},"
-            f"capacity_mah={battery.capacity_mah}"
-        )
-        budget_mb = profile.session_budget_mb(phone.phone_class.spec.ram_mb)
-        specs.append(WorkerSpec(phone.name, task_delay_ms, budget_mb, model))
-    return specs
-
-
-def phones_bytes(scenario: Scenario, scenario_path: Path | None) -> float:
-    """What a job's phones hold in memory at once: each its worker's interpreter
-    (measured), and the first stage's weights on every phone whose session budget holds
-    them (the job's broadcast); a lower bound: later stages and sessions come on top."""
-    crowd = scenario.crowd
-    assert crowd is not None
-    stage_bytes = stage_weight_bytes(MODELS[scenario.emulator.model], len(crowd.job.stages))[0]
-    budgets_mb = [spec.ram_mb for spec in worker_specs(crowd_phones(scenario, scenario_path))]
-    broadcast = sum(stage_bytes for mb in budgets_mb if mb is None or stage_bytes <= mb * MB)
-    return broadcast + interpreter(WORKER).bytes_for(len(budgets_mb))
 
 
 def run_crowd_emu(
@@ -235,12 +186,8 @@ def run_crowd_emu(
                 result.links.extend(checks)
             link_error = worst_error_pct(c.error_pct for c in checks)
             for run in runs_at_bandwidth:
-                mode: Mode = "streaming" if run.strategy == CROWDIO_STREAMING else "barrier"
-                job = pipeline_job(
-                    stages, inputs, mode=mode, scheduler=run.scheduler, seed=scenario.seed
-                )
-                label = f"{run.strategy} {run.scheduler} {bandwidth_mbps:g} Mbps rep {run.rep}"
-                summary, records = jobs.run(job, label, bandwidth_mbps, cache_root)
+                job = run_job(scenario, run, stages, inputs)
+                summary, records = jobs.run(job, run_label(run), bandwidth_mbps, cache_root)
                 result.summaries.append(summary)
                 result.faults.extend(records)
                 row = summary_row(
@@ -254,16 +201,6 @@ def run_crowd_emu(
                 if on_progress is not None:
                     on_progress()
     return result
-
-
-def fill_caches(stages: Sequence[StageSpec], workers: Sequence[WorkerSpec], root: Path) -> None:
-    """Every stage in every worker's model cache (``root/<worker>``, as ``run_pipeline``
-    keeps them): a warm run's storage, as the twin's ``cache: warm`` has it. (A warm-up
-    job would leave only the stages each worker happened to load.)"""
-    for worker in workers:
-        cache = ModelCache(root / worker.name)
-        for stage in stages:
-            cache.put(stage.sha256, stage.blob)
 
 
 class _JobRunner:

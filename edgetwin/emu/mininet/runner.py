@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from edgetwin.configuration import crowd_runs
+from edgetwin.emu.crowd_jobs import JOB_TIMEOUT_S, phones_bytes
 from edgetwin.emu.llm import records as llm_records
 from edgetwin.emu.llm.launcher import group_args, rank_command
 from edgetwin.emu.llm.local_rows import decoder_model, decoder_rows
@@ -30,12 +31,7 @@ from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.local import check_runnable, device_threads, measure_local, result_rows
 from edgetwin.emu.memory_check import check_fits
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
-from edgetwin.emu.mininet.crowd import (
-    JOB_TIMEOUT_S,
-    check_crowd_emulatable,
-    phones_bytes,
-    run_crowd_emu,
-)
+from edgetwin.emu.mininet.crowd import check_crowd_emulatable, run_crowd_emu
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
