@@ -9,7 +9,10 @@ on the foreman's clock (a worker handles its frames in order):
 - load: ``loaded`` - max(``load`` sent, the phone's previous reply), cold when the
   worker says it downloaded the blob, warm when it read its cache;
 - work: ``complete`` - max(``dispatch``, the ``loaded`` of the task's stage): the
-  input's trip, decode, run, encode and the result's trip;
+  input's trip, decode, run, encode and the result's trip; at least what the worker
+  reports it spent decoding, running and encoding (a foreman whose loop is busy reads a
+  ``loaded`` reply late, as late as the ``complete`` behind it, which shrank the window
+  below the worker's own time);
 - the tail: job end - last ``complete``.
 
 A placement (phone, stage) with no measured work, or (after the first stage) no
@@ -54,7 +57,13 @@ class MeasuredSamples:
 
     def add(self, summary: PipelineSummary, phones: Sequence[str]) -> None:
         """The samples of one finished job on ``phones``."""
-        broadcast = _JobReader(self).read(summary.events)
+        processing_ms = {
+            (t.input_index, t.stage_index): t.report.decode_ms
+            + t.report.compute_ms
+            + t.report.encode_ms
+            for t in summary.tasks
+        }
+        broadcast = _JobReader(self, processing_ms).read(summary.events)
         for name in phones:
             self.broadcast[name].append(broadcast.get(name, summary.pipeline_latency_ms))
         for t in summary.tasks:
@@ -65,8 +74,9 @@ class MeasuredSamples:
 class _JobReader:
     """Walks one job's events in order, adding load and work samples."""
 
-    def __init__(self, samples: MeasuredSamples) -> None:
+    def __init__(self, samples: MeasuredSamples, processing_ms: dict[Task, float]) -> None:
         self.samples = samples
+        self.processing_ms = processing_ms  # (input, stage) -> the worker's own time
         self.pending: defaultdict[str, list[tuple[float, int]]] = defaultdict(list)
         self.last_reply_ms: dict[str, float] = {}
         self.loaded_ms: dict[tuple[str, int], float] = {}
@@ -86,11 +96,10 @@ class _JobReader:
             elif e.kind == "dispatch":
                 self.dispatch_ms[(e.input_index or 0, stage)] = e.t_ms
             elif e.kind == "complete":
-                start_ms = max(
-                    self.dispatch_ms[(e.input_index or 0, stage)],
-                    self.loaded_ms.get((worker, stage), 0.0),
-                )
-                self.samples.work[(worker, stage)].append(e.t_ms - start_ms)
+                task = (e.input_index or 0, stage)
+                start_ms = max(self.dispatch_ms[task], self.loaded_ms.get((worker, stage), 0.0))
+                work_ms = max(e.t_ms - start_ms, self.processing_ms.get(task, 0.0))
+                self.samples.work[(worker, stage)].append(work_ms)
             if e.kind in ("loaded", "load_failed", "unload", "complete"):
                 self.last_reply_ms[worker] = e.t_ms
         return self.broadcast_ms
