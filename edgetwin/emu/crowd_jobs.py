@@ -9,23 +9,34 @@ worker reports battery and free RAM with its class's power model and session bud
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from edgetwin.configuration import CrowdRun
 from edgetwin.crowd_fleet import PhoneSetup, expand_fleet, resolve_classes, resolve_fleet
-from edgetwin.emu.crowdio.launcher import WORKER, WorkerSpec
-from edgetwin.emu.crowdio.model import FULL, TINY, stage_weight_bytes
-from edgetwin.emu.crowdio.records import Mode
-from edgetwin.emu.crowdio.sdk import PipelineJob, StageSpec, pipeline_job
+from edgetwin.emu.crowdio.launcher import (
+    WORKER,
+    Placement,
+    Unreachable,
+    Watch,
+    WorkerSpec,
+    run_pipeline,
+)
+from edgetwin.emu.crowdio.liveness import LivenessRule
+from edgetwin.emu.crowdio.model import FULL, TINY, export_stages, make_inputs, stage_weight_bytes
+from edgetwin.emu.crowdio.records import Mode, PipelineSummary
+from edgetwin.emu.crowdio.rows import summary_row
+from edgetwin.emu.crowdio.sdk import JobError, StageSpec, pipeline_job
 from edgetwin.emu.crowdio.sessions import ModelCache
-from edgetwin.emu.memory_check import interpreter
-from edgetwin.errors import InputError, RunFailed
+from edgetwin.emu.memory_check import check_fits, interpreter
+from edgetwin.errors import InputError, LaunchError, RunFailed
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import check_schedulers
 from edgetwin.profile import MB
-from edgetwin.scenario import Scenario
+from edgetwin.results import ResultRow
+from edgetwin.scenario import RunMode, Scenario
 
 MODELS = {"tiny": TINY, "full": FULL}
 JOB_TIMEOUT_S = 600.0
@@ -83,6 +94,13 @@ def phones_bytes(scenario: Scenario, scenario_path: Path | None) -> float:
     return broadcast + interpreter(WORKER).bytes_for(len(budgets_mb))
 
 
+def check_phones_fit(scenario: Scenario, scenario_path: Path | None) -> None:
+    """``InputError`` naming ``crowd.fleet`` if the phones' workers (``phones_bytes``) exceed
+    the memory available now."""
+    what = "the phones' workers and the first stage's weights on each (the job's broadcast)"
+    check_fits(phones_bytes(scenario, scenario_path), scenario_path, "crowd.fleet", what)
+
+
 def fill_caches(stages: Sequence[StageSpec], workers: Sequence[WorkerSpec], root: Path) -> None:
     """Every stage in every worker's model cache (``root/<worker>``, as ``run_pipeline``
     keeps them): a warm run's storage, as the twin's ``cache: warm`` has it. (A warm-up
@@ -93,15 +111,78 @@ def fill_caches(stages: Sequence[StageSpec], workers: Sequence[WorkerSpec], root
             cache.put(stage.sha256, stage.blob)
 
 
-def run_job(
-    scenario: Scenario, run: CrowdRun, stages: Sequence[StageSpec], inputs: list[np.ndarray]
-) -> PipelineJob:
-    """The job of ``run``: the scenario's stages and inputs, its dependency mode and
-    scheduler."""
-    mode: Mode = "streaming" if run.strategy == CROWDIO_STREAMING else "barrier"
-    return pipeline_job(stages, inputs, mode=mode, scheduler=run.scheduler, seed=scenario.seed)
+@dataclass(frozen=True)
+class CrowdJobs:
+    """What every job of a crowd scenario runs with on the real pipeline: a worker per
+    phone, the exported stages, the inputs, the workers' caches (warm; None: empty) and the
+    liveness rule; and the running of one run's job."""
+
+    scenario: Scenario
+    workers: list[WorkerSpec]
+    stages: list[StageSpec]
+    inputs: list[np.ndarray]
+    cache_root: Path | None
+    liveness: LivenessRule
+    work_root: Path  # the jobs' folders
+
+    @classmethod
+    def prepare(cls, scenario: Scenario, scenario_path: Path | None, work_root: Path) -> CrowdJobs:
+        """Export the stages and make the inputs (seeded); fill every worker's cache under
+        ``work_root`` for a warm run."""
+        crowd, emulator = scenario.crowd, scenario.emulator
+        assert crowd is not None
+        workers = worker_specs(crowd_phones(scenario, scenario_path), emulator.task_delay_ms)
+        config = MODELS[emulator.model]
+        stages = export_stages(config, len(crowd.job.stages), scenario.seed, work_root)
+        inputs = make_inputs(config, crowd.job.inputs, scenario.seed)
+        cache_root = work_root / "cache" if crowd.cache == "warm" else None
+        if cache_root is not None:
+            fill_caches(stages, workers, cache_root)
+        liveness = LivenessRule(emulator.heartbeat_s, emulator.silence_timeout_s)
+        return cls(scenario, workers, stages, inputs, cache_root, liveness, work_root)
+
+    def run(
+        self,
+        run: CrowdRun,
+        placement: Placement,
+        timeout_s: float,
+        watch: Watch | None = None,
+        unreachable: Unreachable | None = None,
+    ) -> PipelineSummary:
+        """``run``'s job on the foreman and workers ``placement`` starts; ``CrowdJobFailed``
+        when it does not finish (a deadline passed, the foreman failed it, a process did
+        not start)."""
+        mode: Mode = "streaming" if run.strategy == CROWDIO_STREAMING else "barrier"
+        job = pipeline_job(
+            self.stages, self.inputs, mode=mode, scheduler=run.scheduler, seed=self.scenario.seed
+        )
+        try:
+            return run_pipeline(
+                job,
+                self.workers,
+                placement,
+                cache_root=self.cache_root,
+                timeout_s=timeout_s,
+                watch=watch,
+                unreachable=unreachable,
+                liveness=self.liveness,
+                work_root=self.work_root,
+            )
+        except (TimeoutError, JobError, LaunchError) as exc:
+            problem = "timed out" if isinstance(exc, TimeoutError) else "failed"
+            raise CrowdJobFailed(f"CROWDio job {run_label(run)} {problem}: {exc}") from exc
+
+    def row(self, run: CrowdRun, summary: PipelineSummary, mode: RunMode) -> ResultRow:
+        """The results row of ``run``'s job."""
+        return summary_row(
+            summary,
+            scenario=self.scenario.name,
+            bandwidth_mbps=run.bandwidth_mbps,
+            rep=run.rep,
+            mode=mode,
+        )
 
 
 def run_label(run: CrowdRun) -> str:
-    """How progress and errors name a run: ``crowdio_streaming affinity 10 Mbps rep 0``."""
+    """How errors and fault records name a run: ``crowdio_streaming affinity 10 Mbps rep 0``."""
     return f"{run.strategy} {run.scheduler} {run.bandwidth_mbps:g} Mbps rep {run.rep}"

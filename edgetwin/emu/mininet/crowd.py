@@ -22,25 +22,17 @@ from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
 
-from edgetwin.configuration import crowd_runs
+from edgetwin.configuration import CrowdRun, crowd_runs
 from edgetwin.crowd_fleet import PhoneClass, PhoneSetup, resolve_classes
 from edgetwin.emu.crowd_jobs import (
     JOB_TIMEOUT_S,
-    MODELS,
-    CrowdJobFailed,
+    CrowdJobs,
     check_crowd_jobs,
     crowd_phones,
-    fill_caches,
-    run_job,
     run_label,
-    worker_specs,
 )
-from edgetwin.emu.crowdio.launcher import Processes, WorkerSpec, run_pipeline
-from edgetwin.emu.crowdio.liveness import LivenessRule
-from edgetwin.emu.crowdio.model import export_stages, make_inputs
+from edgetwin.emu.crowdio.launcher import Processes, WorkerSpec
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
-from edgetwin.emu.crowdio.rows import summary_row
-from edgetwin.emu.crowdio.sdk import JobError, PipelineJob
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
@@ -50,7 +42,7 @@ from edgetwin.emu.mininet.topology import (
     build_topology,
     link_state_command,
 )
-from edgetwin.errors import InputError, LaunchError
+from edgetwin.errors import InputError
 from edgetwin.links import worst_error_pct
 from edgetwin.results import ResultRow
 from edgetwin.scenario import MIN_HOST_CPU_CORES, EmulatorSpec, Scenario
@@ -157,26 +149,17 @@ def run_crowd_emu(
     """Every bandwidth x run of a crowd scenario in the emulator; always torn down.
 
     ``link_check_s`` 0 skips the iperf3 link checks."""
-    crowd = scenario.crowd
-    assert crowd is not None
     phones = crowd_phones(scenario, scenario_path)
-    config = MODELS[scenario.emulator.model]
-    with run_folder("export") as exporting:  # removed by the next run if this one is killed
-        stages = export_stages(config, len(crowd.job.stages), scenario.seed, Path(exporting))
-    inputs = make_inputs(config, crowd.job.inputs, scenario.seed)
     limits = phone_limits(phones, scenario.emulator, os.cpu_count() or 1)
     runs = crowd_runs(scenario)
     topology = build_topology(len(phones) + 1)
     result = CrowdEmuRun([], [], [], [])
     with (
         emulated_network(topology, scenario.network, runs[0].bandwidth_mbps, limits) as net,
-        run_folder("crowd") as scratch,  # the jobs' folders and the phones' caches
+        run_folder("crowd") as scratch,  # the stages' export, the jobs' folders and caches
     ):
-        workers = worker_specs(phones, scenario.emulator.task_delay_ms)
-        jobs = _JobRunner(net, workers, scenario, timeout_s, Path(scratch))
-        cache_root = Path(scratch) / "cache" if crowd.cache == "warm" else None
-        if cache_root is not None:  # warm runs: every stage on the phones' storage first
-            fill_caches(stages, workers, cache_root)
+        prepared = CrowdJobs.prepare(scenario, scenario_path, Path(scratch))
+        jobs = _JobRunner(net, prepared, timeout_s)
         for bandwidth_mbps, runs_at_bandwidth in groupby(runs, attrgetter("bandwidth_mbps")):
             net.set_bandwidth(bandwidth_mbps)
             checks = []
@@ -186,17 +169,10 @@ def run_crowd_emu(
                 result.links.extend(checks)
             link_error = worst_error_pct(c.error_pct for c in checks)
             for run in runs_at_bandwidth:
-                job = run_job(scenario, run, stages, inputs)
-                summary, records = jobs.run(job, run_label(run), bandwidth_mbps, cache_root)
+                summary, records = jobs.run(run)
                 result.summaries.append(summary)
                 result.faults.extend(records)
-                row = summary_row(
-                    summary,
-                    scenario=scenario.name,
-                    bandwidth_mbps=bandwidth_mbps,
-                    rep=run.rep,
-                    mode="emu",
-                )
+                row = prepared.row(run, summary, "emu")
                 result.rows.append(replace(row, link_error_pct=link_error))
                 if on_progress is not None:
                     on_progress()
@@ -206,64 +182,47 @@ def run_crowd_emu(
 class _JobRunner:
     """Runs one job on the network with the scenario's faults and schedule playing."""
 
-    def __init__(
-        self,
-        net: EmuNetwork,
-        workers: list[WorkerSpec],
-        scenario: Scenario,
-        timeout_s: float,
-        work_root: Path,
-    ) -> None:
+    def __init__(self, net: EmuNetwork, jobs: CrowdJobs, timeout_s: float) -> None:
         self._net = net
-        self._work_root = work_root
+        self.jobs = jobs
         self._placement = HostPlacement(net)
-        self._workers = workers
+        scenario = jobs.scenario
         self._actions = timeline(net.topology, scenario.network, scenario.emulator.faults)
         self._timeout_s = timeout_s
-        emulator = scenario.emulator
-        self._liveness = LivenessRule(emulator.heartbeat_s, emulator.silence_timeout_s)
 
-    def run(
-        self, job: PipelineJob, label: str, bandwidth_mbps: float, cache_root: Path | None
-    ) -> tuple[PipelineSummary, list[FaultRecord]]:
+    def run(self, run: CrowdRun) -> tuple[PipelineSummary, list[FaultRecord]]:
         clocks: list[FaultClock] = []
         cut_off: dict[str, tuple[int, str]] = {}  # worker -> (the host whose link, how)
+        workers = self.jobs.workers
 
         def watch(processes: Processes) -> Callable[[Event], None]:
             def apply(action: Action) -> None:
                 for command in action.commands:
                     self._net.run(command)
                 if action.host is not None:
-                    _track_cut_off(action, self._workers, processes, cut_off)
+                    _track_cut_off(action, workers, processes, cut_off)
 
             def on_event(_event: Event) -> None:
                 if not clocks:  # the job's first event: it has started
-                    clocks.append(FaultClock(label, self._actions, apply))
+                    clocks.append(FaultClock(run_label(run), self._actions, apply))
                     clocks[0].start()
 
             return on_event
 
         try:
-            summary = run_pipeline(
-                job,
-                self._workers,
+            summary = self.jobs.run(
+                run,
                 self._placement,
-                cache_root=cache_root,
-                timeout_s=self._timeout_s,
+                self._timeout_s,
                 watch=watch if self._actions else None,
                 unreachable=lambda: {name: how for name, (_, how) in dict(cut_off).items()},
-                liveness=self._liveness,
-                work_root=self._work_root,
             )
-        except (TimeoutError, JobError, LaunchError) as exc:
-            problem = "timed out" if isinstance(exc, TimeoutError) else "failed"
-            raise CrowdJobFailed(f"CROWDio job {label} {problem}: {exc}") from exc
         finally:
             records = clocks[0].stop() if clocks else []
             if records:
-                self._restore(bandwidth_mbps)
+                self._restore(run.bandwidth_mbps)
         return summary, [
-            replace(r, effect=r.effect or _effect(r, summary, self._workers)) for r in records
+            replace(r, effect=r.effect or _effect(r, summary, workers)) for r in records
         ]
 
     def _restore(self, bandwidth_mbps: float) -> None:

@@ -23,13 +23,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from edgetwin.configuration import crowd_runs
-from edgetwin.emu.crowd_jobs import JOB_TIMEOUT_S, phones_bytes
+from edgetwin.emu.crowd_jobs import JOB_TIMEOUT_S, check_phones_fit
 from edgetwin.emu.llm import records as llm_records
 from edgetwin.emu.llm.launcher import group_args, rank_command
 from edgetwin.emu.llm.local_rows import decoder_model, decoder_rows
 from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.local import check_runnable, device_threads, measure_local, result_rows
-from edgetwin.emu.memory_check import check_fits
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.crowd import check_crowd_emulatable, run_crowd_emu
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
@@ -74,8 +73,7 @@ def check_emulatable(scenario: Scenario, path: Path | None = None, *, machine: b
         problem = "a crowd scenario's hosts are limited by their phone classes (cpu_limits)"
         raise InputError(path, "emulator.host_cpu_cores", problem)
     if machine and scenario.crowd is not None:
-        what = "the phones' workers and the first stage's weights on each (the job's broadcast)"
-        check_fits(phones_bytes(scenario, path), path, "crowd.fleet", what)
+        check_phones_fit(scenario, path)
     missing = missing_requirements() if machine else []
     if missing:
         raise InputError(path, "mode", "mode 'emu' needs " + "; ".join(missing))
