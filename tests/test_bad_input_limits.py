@@ -233,15 +233,18 @@ def test_sigterm_removes_the_staging_folder(tmp_path: Path) -> None:
     ``.out-*`` staging folder behind."""
     argv = [sys.executable, "-m", "edgetwin", "run", str(SCENARIOS / "crowd_city.yaml")]
     argv += ["--out", str(tmp_path / "out"), "--quiet"]
-    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not list(tmp_path.glob(".out-*")) and proc.poll() is None:
-        assert time.monotonic() < deadline, "no staging folder appeared"
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    start = time.monotonic()
+    while not (staging := list(tmp_path.glob(".out-*"))) and proc.poll() is None:
+        assert time.monotonic() < start + 60, "no staging folder appeared"
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be stopped"
     os.kill(proc.pid, signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    sent_s = time.monotonic() - start
+    out, err = proc.communicate(timeout=60)
+    # what to look at if it ever fails again (once, in a full suite beside a busy loop)
+    seen = f"signal sent {sent_s:.2f} s after start, staging {staging}; stdout {out!r}"
+    assert proc.returncode == 130, f"{seen}; stderr {err!r}"
     assert "interrupted; no output was published" in err
     assert list(tmp_path.iterdir()) == []
 
