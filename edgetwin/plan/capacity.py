@@ -15,7 +15,8 @@ The fleet **keeps up** in the run iff
    that falls behind piles up jobs in proportion to the run's length).
 
 A fleet size keeps up iff it keeps up in every repetition. The answer is the
-smallest swept size from which every larger swept size keeps up too.
+smallest swept size from which every larger swept size keeps up too, at each swept
+bandwidth of the phones' links.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from edgetwin.configuration import crowd_bandwidths
 from edgetwin.plan.questions import CrowdCapacity
 from edgetwin.results import ResultRow
 from edgetwin.scenario import ConstantDist, Scenario
@@ -76,37 +78,33 @@ def judge_run(
 def crowd_capacity(
     kind: CrowdCapacity, scenario: Scenario, fleet_sizes: Sequence[int], rows: Sequence[ResultRow]
 ) -> dict[str, Any]:
-    """Per fleet size: each run judged; the smallest size that keeps up for good."""
+    """Per bandwidth and fleet size: each run judged; per bandwidth, the smallest size that
+    keeps up for good (``fleets`` and ``smallest_fleet`` at the top are the first
+    bandwidth's, as before bandwidths were swept)."""
     crowd = scenario.crowd
     assert crowd is not None and isinstance(crowd.job.interarrival, ConstantDist)
     interval_s = crowd.job.interarrival.value_s
     target_s = kind.target_p95_s or interval_s
-    fleets = []
-    for size in fleet_sizes:
-        runs = [
-            judge_run(
-                [r for r in rows if (r.devices, r.rep) == (size, rep)],
+    by_bandwidth = []
+    for bandwidth_mbps in crowd_bandwidths(scenario):
+        fleets = [
+            _judge_fleet(
+                [r for r in rows if (r.devices, r.bandwidth_mbps) == (size, bandwidth_mbps)],
+                size,
+                scenario.repetitions,
                 interval_s,
                 crowd.job.first_at_s,
                 target_s,
             )
-            for rep in range(scenario.repetitions)
+            for size in fleet_sizes
         ]
-        p95 = [run["p95_s"] for run in runs]
-        fleets.append(
+        by_bandwidth.append(
             {
-                "fleet_size": size,
-                "keeps_up": all(run["keeps_up"] for run in runs),
-                "runs_keeping_up": sum(run["keeps_up"] for run in runs),
-                "worst_p95_s": None if None in p95 else max(p95),
-                "runs": runs,
+                "bandwidth_mbps": bandwidth_mbps,
+                "fleets": fleets,
+                "smallest_fleet": _smallest(fleets),
             }
         )
-    smallest = None
-    for fleet in reversed(fleets):
-        if not fleet["keeps_up"]:
-            break
-        smallest = fleet["fleet_size"]
     return {
         "interarrival_s": interval_s,
         "target_p95_s": target_s,
@@ -114,25 +112,63 @@ def crowd_capacity(
         "strategy": scenario.strategies[0].name,
         "scheduler": crowd.schedulers[0],
         "repetitions": scenario.repetitions,
-        "fleets": fleets,
-        "smallest_fleet": smallest,
+        "by_bandwidth": by_bandwidth,
+        "fleets": by_bandwidth[0]["fleets"],
+        "smallest_fleet": by_bandwidth[0]["smallest_fleet"],
     }
 
 
+def _judge_fleet(
+    rows: Sequence[ResultRow],
+    size: int,
+    repetitions: int,
+    interval_s: float,
+    first_s: float,
+    target_s: float,
+) -> dict[str, Any]:
+    """One fleet size at one bandwidth: each repetition's run judged."""
+    runs = [
+        judge_run([r for r in rows if r.rep == rep], interval_s, first_s, target_s)
+        for rep in range(repetitions)
+    ]
+    p95 = [run["p95_s"] for run in runs]
+    return {
+        "fleet_size": size,
+        "keeps_up": all(run["keeps_up"] for run in runs),
+        "runs_keeping_up": sum(run["keeps_up"] for run in runs),
+        "worst_p95_s": None if None in p95 else max(p95),
+        "runs": runs,
+    }
+
+
+def _smallest(fleets: Sequence[dict[str, Any]]) -> int | None:
+    """The smallest fleet size from which every larger swept size keeps up too."""
+    smallest = None
+    for fleet in reversed(fleets):
+        if not fleet["keeps_up"]:
+            break
+        smallest = fleet["fleet_size"]
+    return smallest
+
+
 def describe_capacity(result: dict[str, Any]) -> list[str]:
-    """The answer in a few lines."""
+    """The answer in a few lines (per bandwidth, when several were swept)."""
     head = (
         f"a job every {result['interarrival_s']:g} s ({result['strategy']}, "
         f"{result['scheduler']}), p95 <= {result['target_p95_s']:g} s, no backlog growth, "
         f"in all {result['repetitions']} runs: "
     )
-    smallest = result["smallest_fleet"]
-    lines = [head + ("no swept fleet keeps up" if smallest is None else f"{smallest} phones")]
-    for fleet in result["fleets"]:
-        p95 = fleet["worst_p95_s"]
-        shown = "a job unfinished" if p95 is None else f"worst p95 {p95:.1f} s"
-        lines.append(
-            f"{fleet['fleet_size']} phones: {fleet['runs_keeping_up']} of "
-            f"{len(fleet['runs'])} runs keep up, {shown}"
-        )
+    lines = []
+    for at in result["by_bandwidth"]:
+        smallest = at["smallest_fleet"]
+        link = f"at {at['bandwidth_mbps']:g} Mbit/s, " if len(result["by_bandwidth"]) > 1 else ""
+        found = "no swept fleet keeps up" if smallest is None else f"{smallest} phones"
+        lines.append(head + link + found)
+        for fleet in at["fleets"]:
+            p95 = fleet["worst_p95_s"]
+            shown = "a job unfinished" if p95 is None else f"worst p95 {p95:.1f} s"
+            lines.append(
+                f"{fleet['fleet_size']} phones: {fleet['runs_keeping_up']} of "
+                f"{len(fleet['runs'])} runs keep up, {shown}"
+            )
     return lines

@@ -15,6 +15,7 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -24,7 +25,7 @@ from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import SCHEDULERS
-from edgetwin.scenario import ConstantDist, Scenario, StrategySpec, swept_bandwidths
+from edgetwin.scenario import ConstantDist, Scenario, StrategySpec
 from edgetwin.schema import (
     PositiveFloat,
     PositiveInt,
@@ -52,16 +53,19 @@ class Axes(StrictSweep):
 
 
 class CrowdAxes(Strict):
-    """The sweep of a crowd question: fleet sizes (phones; the classes keep their shares)."""
+    """The sweep of a crowd question: fleet sizes (phones; the classes keep their shares) at
+    each bandwidth of the phones' links (none given: the scenario's, as ``crowd_runs``
+    has them: its sweeps' bandwidths, else ``network.bandwidth_mbps``)."""
 
     fleet_size: tuple[PositiveInt, ...] = Field(min_length=1)
+    bandwidth_mbps: tuple[PositiveFloat, ...] = ()
 
-    @field_validator("fleet_size")
+    @field_validator("fleet_size", "bandwidth_mbps")
     @classmethod
-    def _increasing(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
-        if list(sizes) != sorted(set(sizes)):
-            raise ValueError("fleet sizes must be strictly increasing")
-        return sizes
+    def _increasing(cls, values: tuple[float, ...], info: ValidationInfo) -> tuple[float, ...]:
+        if list(values) != sorted(set(values)):
+            raise ValueError(f"{info.field_name} values must be strictly increasing")
+        return values
 
 
 def _distributed(strategy: StrategySpec) -> StrategySpec:
@@ -293,6 +297,8 @@ def _as_crowd_sweep(scenario_raw: dict[str, Any], question: PlanQuestion, path: 
         raise InputError(path, "crowd.fleet", _BY_SHARE)  # before fleet_size, which needs one
     crowd["fleet_size"] = question.axes.fleet_size[-1]
     crowd["schedulers"] = [question.question.scheduler]
+    if question.axes.bandwidth_mbps:
+        scenario_raw["sweeps"] = [{"bandwidth_mbps": list(question.axes.bandwidth_mbps)}]
 
 
 def _check_crowd(scenario: Scenario, path: Path) -> None:
@@ -306,14 +312,6 @@ def _check_crowd(scenario: Scenario, path: Path) -> None:
         raise InputError(
             path, "crowd.job.interarrival", "crowd_capacity needs {kind: constant, value_s: T}"
         )
-    swept = swept_bandwidths(scenario)
-    if swept:
-        problem = (
-            f"crowd_capacity sweeps fleet sizes at network.bandwidth_mbps; the scenario sweeps "
-            f"bandwidth_mbps {', '.join(f'{bw:g}' for bw in swept)}: add 'sweeps=[{{}}]' to "
-            f"'set' and one network.bandwidth_mbps"
-        )
-        raise InputError(path, "sweeps", problem)
 
 
 def _without_tags(error: InputError) -> InputError:

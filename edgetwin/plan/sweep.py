@@ -141,7 +141,8 @@ def _with_prompt(config: Configuration, prompt_tokens: int) -> Configuration:
 
 @dataclass(frozen=True)
 class CrowdPayload:
-    """A crowd sweep: unit i is fleet size ``fleet_sizes[i // reps]``, repetition ``i % reps``."""
+    """A crowd sweep: unit i is fleet size ``fleet_sizes[i // R]`` and run ``i % R`` of the
+    R that ``crowd_runs`` gives (bandwidth x repetition: one strategy and scheduler)."""
 
     scenario_json: str
     scenario_path: str
@@ -152,16 +153,16 @@ class CrowdPayload:
         return f"{self.scenario_json} fleet sizes {list(self.fleet_sizes)}"
 
     def units(self) -> int:
-        return len(self.fleet_sizes) * _crowd_scenario(self.scenario_json).repetitions
+        return len(self.fleet_sizes) * len(crowd_runs(_crowd_scenario(self.scenario_json)))
 
     def run(self, indexes: Sequence[int]) -> list[ConfigResult]:
         base = _crowd_scenario(self.scenario_json)
         path = Path(self.scenario_path)
         results = []
         for index in indexes:
-            size, rep = divmod(index, base.repetitions)
+            size, k = divmod(index, len(crowd_runs(base)))
             scenario = crowd_of_size(base, self.fleet_sizes[size])
-            run = crowd_runs(scenario)[rep]
+            run = crowd_runs(scenario)[k]
             rows = simulate_crowd(scenario, prepare_crowd(scenario, path), run).rows
             results.append(ConfigResult(index, tuple(rows)))
         return results

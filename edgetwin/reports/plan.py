@@ -245,8 +245,19 @@ def questions_figures(result: dict[str, Any]) -> list[go.Figure]:
 
 
 def capacity_figures(result: dict[str, Any]) -> list[go.Figure]:
-    """p95 job latency and the largest backlog of every run against the fleet size."""
-    fleets = result["fleets"]
+    """p95 job latency and the largest backlog of every run against the fleet size, per
+    swept bandwidth."""
+    several = len(result["by_bandwidth"]) > 1
+    figures = []
+    for at in result["by_bandwidth"]:
+        link = f" at {at['bandwidth_mbps']:g} Mbit/s" if several else ""
+        figures += _capacity_at(result, at["fleets"], at["smallest_fleet"], link)
+    return figures
+
+
+def _capacity_at(
+    result: dict[str, Any], fleets: list[dict[str, Any]], smallest: int | None, link: str
+) -> list[go.Figure]:
     runs = [(fleet["fleet_size"], run) for fleet in fleets for run in fleet["runs"]]
     keeps = ["keeps up" if run["keeps_up"] else "falls behind" for _, run in runs]
     latency = go.Figure()
@@ -272,12 +283,10 @@ def capacity_figures(result: dict[str, Any]) -> list[go.Figure]:
             name=f"target p95 ({result['target_p95_s']:g} s)",
         )
     )
-    if result["smallest_fleet"] is not None:
-        latency.add_vline(
-            x=result["smallest_fleet"], line_dash="dot", annotation_text="smallest fleet"
-        )
+    if smallest is not None:
+        latency.add_vline(x=smallest, line_dash="dot", annotation_text="smallest fleet")
     latency.update_layout(
-        title=f"p95 job latency per run, a job every {result['interarrival_s']:g} s",
+        title=f"p95 job latency per run, a job every {result['interarrival_s']:g} s{link}",
         xaxis_title="Phones in the fleet",
         yaxis={
             "title": "p95 job latency (s)",
@@ -294,7 +303,7 @@ def capacity_figures(result: dict[str, Any]) -> list[go.Figure]:
     )
     backlog.update_layout(
         title=title_text(
-            "Largest backlog a job met on arrival", "jobs still in the system, per run"
+            f"Largest backlog a job met on arrival{link}", "jobs still in the system, per run"
         ),
         xaxis_title="Phones in the fleet",
         yaxis_title="Jobs",
