@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, raise_if_stop_asked
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -35,6 +35,7 @@ def write_texts_together(texts: Mapping[Path, str]) -> None:
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
                 handle.write(text)
             os.chmod(temps[path], 0o644)
+        raise_if_stop_asked()  # a stop asked for publishes nothing, even if its interrupt was lost
         for path, tmp in temps.items():
             os.replace(tmp, path)
     except BaseException:
@@ -98,7 +99,9 @@ def publish_folder(staging: Path, out: Path, replace: bool = True) -> None:
     Without ``replace``, ``out`` must still be absent or an empty folder (or a link, which
     is replaced, as ``check_out_folder`` allowed): a command that filled it meanwhile
     (two runs started with the same new ``--out``) keeps its output, and this one is an
-    InputError."""
+    InputError. After a stop was asked for (``stop_asked``) nothing is published: a
+    KeyboardInterrupt."""
+    raise_if_stop_asked()
     if not replace and not out.is_symlink():
         try:
             staging.rename(out)  # atomic; refused by the kernel if out holds anything

@@ -66,20 +66,51 @@ def shown(value: object, limit: int = SHOWN_VALUE_CHARS) -> str:
     return shown_text(repr(value), limit)
 
 
+class _Stop:
+    """Whether a stop (SIGTERM or Ctrl-C) was asked for within ``sigterm_interrupts``."""
+
+    asked = False
+    depth = 0  # sigterm_interrupts blocks entered and not yet left
+
+
+def stop_asked() -> bool:
+    """True once SIGTERM or Ctrl-C came within ``sigterm_interrupts``, even if the
+    KeyboardInterrupt it raised was lost: a signal handled while a finalizer runs (a
+    dropped generator's ``finally``, a ``__del__``) raises there, where Python prints
+    "Exception ignored" and carries on."""
+    return _Stop.asked
+
+
+def raise_if_stop_asked() -> None:
+    """KeyboardInterrupt if a stop was asked for: called before anything is published."""
+    if _Stop.asked:
+        raise KeyboardInterrupt
+
+
 @contextmanager
 def sigterm_interrupts() -> Iterator[None]:
     """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so that
-    ``finally`` clauses remove staging folders and stop processes; the old handler comes
+    ``finally`` clauses remove staging folders and stop processes; both are also noted
+    (``stop_asked``), for an interrupt that a finalizer swallowed. The old handlers come
     back after. Off the main thread (where no handler can be set) nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def interrupt(_signum: int, _frame: FrameType | None) -> None:
+        _Stop.asked = True
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    caught = [signal.SIGTERM]
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not if ignored
+        caught.append(signal.SIGINT)
+    previous = {sig: signal.signal(sig, interrupt) for sig in caught}
+    _Stop.depth += 1
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _Stop.depth -= 1
+        if _Stop.depth == 0:
+            _Stop.asked = False

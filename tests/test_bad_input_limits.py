@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from edgetwin.cli import main
 from edgetwin.emu import memory_check
 from edgetwin.emu.local import check_runnable
 from edgetwin.emu.memory_check import interpreter
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, sigterm_interrupts, stop_asked
 from edgetwin.models.costs import weight_bytes
 from edgetwin.models.strategy import VIT_WORKER
 from edgetwin.plan.executors import pool_size
@@ -247,6 +248,32 @@ def test_sigterm_removes_the_staging_folder(tmp_path: Path) -> None:
     assert proc.returncode == 130, f"{seen}; stderr {err!r}"
     assert "interrupted; no output was published" in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_stop_that_a_finalizer_swallowed_publishes_nothing(tmp_path: Path) -> None:
+    """A SIGTERM handled while a dropped generator's ``finally`` runs raises there, where
+    Python prints "Exception ignored" and carries on (the crowd twin drops its phones'
+    suspended processes at the end of a run): the run went on and published. A stop asked
+    for now publishes nothing, and the next command starts without one."""
+
+    def suspended() -> Iterator[None]:
+        try:
+            yield
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler runs in here, in the finalizer
+
+    out = tmp_path / "out"
+    with sigterm_interrupts(), pytest.raises(KeyboardInterrupt), output_folder(out) as staging:
+        dropped = suspended()
+        next(dropped)
+        del dropped  # its finally runs now, and its KeyboardInterrupt is lost
+        assert stop_asked()
+        (staging / "results.csv").write_text("finished anyway\n")
+    assert list(tmp_path.iterdir()) == []
+    assert not stop_asked()
 
 
 @pytest.mark.timeout(60)

@@ -35,7 +35,7 @@ from edgetwin.comparison import (
     devices_warning,
     write_comparison_csv,
 )
-from edgetwin.errors import InputError, RunFailed, shown, sigterm_interrupts
+from edgetwin.errors import InputError, RunFailed, raise_if_stop_asked, shown, sigterm_interrupts
 from edgetwin.evaluate.adaptive import evaluate, evaluation_steps, load_eval_inputs
 from edgetwin.evaluate.affinity import evaluate_affinity, load_affinity_settings
 from edgetwin.file_kinds import CALIBRATION_KINDS, Kind, check_kind
@@ -73,7 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             expected: Kind | None = getattr(args, "input_kind", None)
             if expected is not None:
                 check_kind(getattr(args, args.input_arg), expected, args.subcommand)
-            return int(args.handler(args))
+            code = int(args.handler(args))
+            raise_if_stop_asked()  # an interrupt a finalizer swallowed still stops the command
+            return code
     except InputError as exc:
         print(f"edgetwin: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
