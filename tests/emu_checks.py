@@ -1,5 +1,6 @@
 """Teardown checks for emulator tests that hold while other emulator runs come and go,
-and the mark that skips emulator tests where root or Mininet is missing.
+the mark that skips emulator tests where root or Mininet is missing, and a progress that
+records what it was told.
 
 ``teardown_checked`` wraps the emulator lock: interfaces (veths, the bridge, the shared
 medium's IFB) and this namespace's iptables rules are listed right after a run takes the
@@ -10,7 +11,7 @@ lets the lock go, so another run's interfaces and rules never count.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -76,3 +77,17 @@ def teardown_checked() -> Iterator[Teardown]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(net, "emulator_lock", checking_lock)
         yield seen
+
+
+class RecordedSteps:
+    """A ``progress`` (edgetwin.progress.Progress) that records, for each context opened,
+    its label, its total and how many steps were done in it."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int, int]] = []
+
+    @contextmanager
+    def __call__(self, label: str, total: int) -> Iterator[Callable[[], None]]:
+        done: list[None] = []
+        yield lambda: done.append(None)
+        self.seen.append((label, total, len(done)))

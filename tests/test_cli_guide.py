@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from edgetwin.cli import _parser, main
+from edgetwin.cli.progress import _LIVE as LIVE_BARS
 from edgetwin.cli.progress import progress
 from edgetwin.comparison import devices_warning, run_devices
 from edgetwin.evaluate.adaptive import load_eval_inputs
@@ -230,6 +231,38 @@ def test_progress_off_a_terminal_is_a_line_per_step() -> None:
     with progress("twin x", 3, quiet=True, stream=quiet) as advance:
         advance()
     assert quiet.getvalue() == ""
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("stream", [io.StringIO(), _Terminal()], ids=["lines", "bar"])
+def test_a_step_may_show_its_own_steps(stream: io.StringIO) -> None:
+    """An emulator run's link checks have a progress of their own, opened within one of
+    the runs' steps: on a terminal, a second line of the same bar for as long as they last
+    (a display of its own would fight the first over the cursor); otherwise its lines."""
+    with progress("emu x", 2, quiet=False, stream=stream) as run_done:
+        with progress("link checks at 200 Mbps", 2, quiet=False, stream=stream) as checked:
+            if stream.isatty():
+                (bar,) = LIVE_BARS
+                shown = [task.description for task in bar.tasks]
+                assert shown == ["emu x", "link checks at 200 Mbps"]
+            checked()
+            checked()
+        if stream.isatty():
+            assert [task.description for task in bar.tasks] == ["emu x"]
+        run_done()
+        run_done()
+    assert LIVE_BARS == []
+    if not stream.isatty():
+        assert stream.getvalue().splitlines() == [
+            "link checks at 200 Mbps: 1/2",
+            "link checks at 200 Mbps: 2/2",
+            "emu x: 1/2",
+            "emu x: 2/2",
+        ]
 
 
 @pytest.mark.timeout(120)

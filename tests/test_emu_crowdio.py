@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from emu_checks import needs_emulator, teardown_checked
+from emu_checks import RecordedSteps, needs_emulator, teardown_checked
 
 from edgetwin.emu.crowdio.model import FULL, TINY, DistilBertConfig, make_inputs, reference_logits
 from edgetwin.emu.crowdio.records import PipelineSummary
@@ -52,11 +52,21 @@ def scenario() -> Scenario:
 
 
 @pytest.fixture(scope="module")
-def run(scenario: Scenario) -> CrowdEmuRun:
+def steps() -> RecordedSteps:
+    return RecordedSteps()
+
+
+@pytest.fixture(scope="module")
+def run(scenario: Scenario, steps: RecordedSteps) -> CrowdEmuRun:
     with teardown_checked() as teardown:
-        result = run_crowd_emu(scenario, SCENARIO, link_check_s=1, timeout_s=120)
+        result = run_crowd_emu(scenario, SCENARIO, link_check_s=1, timeout_s=120, steps=steps)
     teardown.assert_clean()
     return result
+
+
+def test_link_checks_show_their_progress(run: CrowdEmuRun, steps: RecordedSteps) -> None:
+    """Both directions of each of the 3 phones' links, at each bandwidth."""
+    assert steps.seen == [("link checks at 10 Mbps", 6, 6), ("link checks at 100 Mbps", 6, 6)]
 
 
 def test_rows_are_the_crowd_rows_with_mode_emu(run: CrowdEmuRun) -> None:

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from emu_checks import RecordedSteps
 
 from edgetwin.emu.mininet import checks
 from edgetwin.emu.mininet.lock import emulator_lock
@@ -50,11 +51,22 @@ def small() -> Scenario:
 
 
 @pytest.fixture(scope="module")
-def run(small: Scenario) -> EmuRun:
+def steps() -> RecordedSteps:
+    return RecordedSteps()
+
+
+@pytest.fixture(scope="module")
+def run(small: Scenario, steps: RecordedSteps) -> EmuRun:
     before = _links()
-    result = run_emu(small, warmup=1, link_check_s=1)
+    result = run_emu(small, warmup=1, link_check_s=1, steps=steps)
     assert _links() == before and not leftover_links() and not leftover_processes()
     return result
+
+
+def test_link_checks_show_their_progress(run: EmuRun, steps: RecordedSteps) -> None:
+    """Each bandwidth's link checks (a few seconds a direction) ran without a word: an
+    emulator run said nothing for its first 15-30 s and between bandwidths."""
+    assert steps.seen == [("link checks at 200 Mbps", 2, 2), ("link checks at 800 Mbps", 2, 2)]
 
 
 def test_rows_are_emu_and_comm_grows_as_bandwidth_drops(run: EmuRun) -> None:

@@ -1,5 +1,7 @@
 """Progress of a command over a known number of steps: a bar on a terminal, a line per
-step on stderr otherwise (a log, a pipe, CI), nothing with ``--quiet``."""
+step on stderr otherwise (a log, a pipe, CI), nothing with ``--quiet``. A progress
+opened within a step (an emulator run's link checks) is a second bar below the first
+for as long as it lasts, or lines of its own."""
 
 from __future__ import annotations
 
@@ -8,7 +10,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol, TextIO
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 
 class Advance(Protocol):
@@ -43,8 +52,19 @@ def _lines(label: str, total: int, out: TextIO) -> Advance:
     return advance
 
 
+_LIVE: list[Progress] = []  # the bar on screen: a progress opened within a step joins it
+
+
 @contextmanager
 def _bar(label: str, total: int, out: TextIO) -> Iterator[Advance]:
+    if _LIVE:  # a step's own steps (an emulator run's link checks): a line below, for a while
+        bar = _LIVE[-1]
+        task = bar.add_task(label, total=total)
+        try:
+            yield _advance(bar, task, label)
+        finally:
+            bar.remove_task(task)
+        return
     from rich.console import Console
 
     columns = (
@@ -54,10 +74,16 @@ def _bar(label: str, total: int, out: TextIO) -> Iterator[Advance]:
         TimeRemainingColumn(),
     )
     with Progress(*columns, transient=True, console=Console(file=out)) as bar:
-        task = bar.add_task(label, total=total)
+        _LIVE.append(bar)
+        try:
+            yield _advance(bar, bar.add_task(label, total=total), label)
+        finally:
+            _LIVE.pop()
 
-        def advance(done: str = "") -> None:
-            shown = f"{label} (done: {done})" if done else label  # while the next step runs
-            bar.update(task, advance=1, description=shown)
 
-        yield advance
+def _advance(bar: Progress, task: TaskID, label: str) -> Advance:
+    def advance(done: str = "") -> None:
+        shown = f"{label} (done: {done})" if done else label  # while the next step runs
+        bar.update(task, advance=1, description=shown)
+
+    return advance

@@ -4,12 +4,12 @@ emulator), and the output folder (``edgetwin run`` is a thin layer over ``run``)
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from edgetwin.errors import InputError
+from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import read_provenance, write_provenance
 from edgetwin.results import ResultRow
 from edgetwin.scenario import (
@@ -27,15 +27,6 @@ from edgetwin.workbench.arguments import choice_argument, overrides_argument, pa
 from edgetwin.workbench.inputs import RunInputs, load_run_inputs, scenario_run_inputs
 from edgetwin.workbench.output import output_folder, removed_if_killed, scratch_folder
 from edgetwin.workbench.results import FORMATS, Format, Results
-
-# progress(label, total runs) -> a context that yields the callback called after each run
-Progress = Callable[[str, int], AbstractContextManager[Callable[[], None]]]
-
-
-@contextmanager
-def no_progress(_label: str, _total: int) -> Iterator[Callable[[], None]]:
-    """Progress that shows nothing."""
-    yield lambda: None
 
 
 @dataclass
@@ -195,7 +186,7 @@ def _run_emu(run: _Run) -> list[ResultRow]:
     scenario, path = run.inputs.scenario, run.inputs.path
     check_emulatable(scenario, path)
     with run.progress(f"emu {scenario.name}", emu_runs(scenario)) as advance:
-        result = run_emu(scenario, path, advance)
+        result = run_emu(scenario, path, advance, steps=run.progress)
     write_link_checks(run.staging / "link_check.csv", result.links)
     if result.faults:
         write_faults(run.staging / "faults.csv", result.faults)

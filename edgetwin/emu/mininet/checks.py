@@ -38,6 +38,7 @@ from edgetwin.emu.mininet.medium import queues_of
 from edgetwin.emu.mininet.net import EmuError, EmuNetwork, run_folder
 from edgetwin.emu.mininet.topology import EmuHost, class_show_command, parse_class_rate_mbps
 from edgetwin.links import link_warning, within_tolerance
+from edgetwin.progress import Progress, no_progress
 
 IPERF_PORT = 5201
 FRAME_BYTES = 1514  # Ethernet header + 1500-byte IP packet
@@ -146,17 +147,26 @@ def sharing_pairs(hosts: int) -> list[tuple[int, int]]:
 
 
 def measure_links(
-    net: EmuNetwork, bandwidth_mbps: float, ranks: range, duration_s: float
+    net: EmuNetwork,
+    bandwidth_mbps: float,
+    ranks: range,
+    duration_s: float,
+    steps: Progress = no_progress,
 ) -> list[LinkCheck]:
     """Both directions between host 0 and each host of ``ranks`` (one at a time); on the
-    shared medium then two senders at once (``sharing_pairs`` of the network's hosts)."""
+    shared medium then two senders at once (``sharing_pairs`` of the network's hosts).
+    ``steps`` shows how far they are: a step per direction, and one for the pairs (a
+    direction takes its ``duration_s`` and a few seconds of probes)."""
+    pairs = sharing_pairs(len(net.topology.hosts)) if net.network.medium == "shared" else []
     checks = []
-    for rank in ranks:
-        for ends in ((rank, 0), (0, rank)):
-            checks += _measure_flows(net, bandwidth_mbps, [ends], duration_s)
-    pairs = sharing_pairs(len(net.topology.hosts))
-    if net.network.medium == "shared" and pairs:
-        checks += _measure_flows(net, bandwidth_mbps, pairs, duration_s)
+    with steps(f"link checks at {bandwidth_mbps:g} Mbps", 2 * len(ranks) + bool(pairs)) as done:
+        for rank in ranks:
+            for ends in ((rank, 0), (0, rank)):
+                checks += _measure_flows(net, bandwidth_mbps, [ends], duration_s)
+                done()
+        if pairs:
+            checks += _measure_flows(net, bandwidth_mbps, pairs, duration_s)
+            done()
     return checks
 
 

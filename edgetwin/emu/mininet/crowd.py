@@ -44,6 +44,7 @@ from edgetwin.emu.mininet.topology import (
 )
 from edgetwin.errors import InputError
 from edgetwin.links import worst_error_pct
+from edgetwin.progress import Progress, no_progress
 from edgetwin.results import ResultRow
 from edgetwin.scenario import MIN_HOST_CPU_CORES, EmulatorSpec, Scenario
 
@@ -143,11 +144,13 @@ def run_crowd_emu(
     scenario_path: Path | None = None,
     on_progress: Callable[[], None] | None = None,
     *,
+    steps: Progress = no_progress,
     link_check_s: float = 2.0,
     timeout_s: float = JOB_TIMEOUT_S,
 ) -> CrowdEmuRun:
     """Every bandwidth x run of a crowd scenario in the emulator; always torn down.
 
+    ``on_progress`` is called after each run; ``steps`` shows the link checks' progress.
     ``link_check_s`` 0 skips the iperf3 link checks."""
     phones = crowd_phones(scenario, scenario_path)
     limits = phone_limits(phones, scenario.emulator, os.cpu_count() or 1)
@@ -165,7 +168,7 @@ def run_crowd_emu(
             checks = []
             if link_check_s > 0:
                 phone_hosts = range(1, len(phones) + 1)
-                checks = measure_links(net, bandwidth_mbps, phone_hosts, link_check_s)
+                checks = measure_links(net, bandwidth_mbps, phone_hosts, link_check_s, steps)
                 result.links.extend(checks)
             link_error = worst_error_pct(c.error_pct for c in checks)
             for run in runs_at_bandwidth:

@@ -40,6 +40,7 @@ from edgetwin.emu.vit.launcher import stop_ranks, wait_ranks
 from edgetwin.errors import InputError
 from edgetwin.links import worst_error_pct
 from edgetwin.models.strategy import VIT_WORKER
+from edgetwin.progress import Progress, no_progress
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
 
@@ -121,20 +122,23 @@ def run_emu(
     scenario_path: Path | None = None,
     on_progress: Callable[[], None] | None = None,
     *,
+    steps: Progress = no_progress,
     warmup: int = 2,
     link_check_s: float = LINK_CHECK_S,
     timeout_s: float | None = None,
 ) -> EmuRun:
     """Every configuration x repetition in the emulator; the network is always torn down.
 
-    ``link_check_s`` 0 skips the iperf3 link checks. Raises ``InputError`` for what the
-    emulator cannot run, ``LaunchError`` if a rank fails and ``EmuError`` if the network
-    cannot be built.
+    ``on_progress`` is called after each row; ``steps`` shows the link checks' progress
+    (seconds a direction) in between. ``link_check_s`` 0 skips the iperf3 link checks.
+    Raises ``InputError`` for what the emulator cannot run, ``LaunchError`` if a rank
+    fails and ``EmuError`` if the network cannot be built.
     """
     check_emulatable(scenario, scenario_path)
     if scenario.crowd is not None:
-        crowd = run_crowd_emu(scenario, scenario_path, on_progress, link_check_s=link_check_s,
-                              timeout_s=timeout_s or JOB_TIMEOUT_S)  # fmt: skip
+        timeout_s = timeout_s or JOB_TIMEOUT_S
+        crowd = run_crowd_emu(scenario, scenario_path, on_progress, steps=steps,
+                              link_check_s=link_check_s, timeout_s=timeout_s)  # fmt: skip
         return EmuRun(crowd.rows, crowd.links, crowd.faults)
     by_bandwidth: dict[float, list[Configuration]] = {}
     for config in configurations(scenario):
@@ -152,7 +156,7 @@ def run_emu(
             hosts = max(config.devices for config in group)
             checks = []
             if link_check_s > 0:
-                checks = measure_links(net, bandwidth_mbps, range(1, hosts), link_check_s)
+                checks = measure_links(net, bandwidth_mbps, range(1, hosts), link_check_s, steps)
                 links += checks
             link_error = worst_error_pct(c.error_pct for c in checks)
             for config, config_rows in _measured(scenario, group, launch, warmup, timeout_s):
