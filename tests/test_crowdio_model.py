@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +16,13 @@ from edgetwin.emu.crowdio.dag import GraphError
 from edgetwin.emu.crowdio.model import (
     FULL,
     TINY,
+    build_model,
     export_stages,
     make_inputs,
     reference_logits,
+    split_model,
     stage_layers,
+    stage_weight_bytes,
 )
 from edgetwin.emu.crowdio.sdk import (
     StageError,
@@ -70,6 +75,31 @@ def test_chained_stages_equal_the_whole_model(stages: int) -> None:
     inputs = make_inputs(TINY, 3, seed=1)
     chained = _chain(export_stages(TINY, stages, seed=0), inputs)
     np.testing.assert_allclose(chained, reference_logits(TINY, 0, inputs), atol=1e-5)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("stages", [1, 2, 3])
+def test_weights_counted_without_storage_are_the_built_models(stages: int) -> None:
+    """The memory check counts each stage's weights on the meta device, without initial
+    values: the same count as a built model's stages."""
+    built = [
+        4 * sum(p.numel() for p in stage.parameters())
+        for stage in split_model(build_model(TINY, 0), stages)
+    ]
+    assert stage_weight_bytes(TINY, stages) == built
+
+
+@pytest.mark.timeout(120)
+def test_counting_weights_imports_no_compiler() -> None:
+    """Initialising meta tensors imported torch._dynamo: over a second, and torch's compile
+    cache (``torchinductor_<user>``) left in TMPDIR by every crowd emulator run."""
+    code = (
+        "import sys; from edgetwin.emu.crowdio.model import FULL, stage_weight_bytes; "
+        "stage_weight_bytes(FULL, 3); print('torch._dynamo' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
 
 
 def test_the_same_seed_gives_the_same_stages(three_stages: list[StageSpec]) -> None:

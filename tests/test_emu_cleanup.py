@@ -129,18 +129,10 @@ def _killed_mid_run(
 
 
 def _made_by_a_run(tmp: Path) -> list[Path]:
-    """What is in the run's TMPDIR but a hidden plain file and torch's own cache: the run
-    makes folders and named files there; a process outside it was seen to drop a `.ses`
-    stamp into TMPDIR now and then (CI runs on such a machine); and importing torch._dynamo
-    (the crowd memory check counts weights on the meta device) makes torch's compile cache,
-    ``torchinductor_<user>``, which torch keeps on purpose. That import also sets
-    TORCHINDUCTOR_CACHE_DIR, which children inherit: in a full suite an earlier test had
-    set it to the suite's own TMPDIR and this test passed; alone, it failed."""
-    return sorted(
-        p
-        for p in tmp.iterdir()
-        if not p.name.startswith("torchinductor_") and (p.is_dir() or not p.name.startswith("."))
-    )
+    """What is in the run's TMPDIR but a hidden plain file: the run makes folders and
+    named files there, and a process outside it was seen to drop a `.ses` stamp into
+    TMPDIR now and then (CI runs on such a machine)."""
+    return sorted(p for p in tmp.iterdir() if p.is_dir() or not p.name.startswith("."))
 
 
 def _assert_nothing_left(killed: Killed, tmp_path: Path) -> None:

@@ -18,13 +18,14 @@ from __future__ import annotations
 import math
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from edgetwin.emu.crowdio.records import Mode
 from edgetwin.emu.crowdio.sdk import PipelineJob, StageSpec, normalise_stages, pipeline_job
@@ -188,8 +189,10 @@ def split_model(model: DistilBert, stages: int) -> list[Stage]:
 
 
 def stage_weight_bytes(config: DistilBertConfig, stages: int) -> list[int]:
-    """Each stage's fp32 weights, counted on a model without storage (the meta device)."""
-    with torch.device("meta"):
+    """Each stage's fp32 weights, counted on a model without storage (the meta device)
+    and without initial values (initialising meta tensors imports torch._dynamo: a second
+    or more, and torch's compile cache made in TMPDIR)."""
+    with torch.device("meta"), _NoInitialValues():
         model = DistilBert(config)
     parts = split_model(model, stages)
     return [4 * sum(p.numel() for p in stage.parameters()) for stage in parts]
@@ -208,6 +211,22 @@ def export_stages(
             blobs.append(_to_onnx(stage, example, work_root))
             example = stage(example)
     return normalise_stages(blobs)
+
+
+class _NoInitialValues(TorchFunctionMode):
+    """``torch.nn.init`` functions leave their tensor as it is (it has only a shape)."""
+
+    def __torch_function__(
+        self,
+        func: Callable[..., object],
+        types: object,
+        args: Sequence[object] = (),
+        kwargs: dict[str, object] | None = None,
+    ) -> object:
+        kwargs = kwargs or {}
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **kwargs)
 
 
 def make_inputs(config: DistilBertConfig, count: int, seed: int) -> list[np.ndarray]:
