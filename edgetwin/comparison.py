@@ -8,15 +8,29 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from statistics import fmean, median
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from edgetwin.errors import InputError, shown
 from edgetwin.provenance import note_read
-from edgetwin.results import ResultRow, RowKey, parse_number, row_key
+from edgetwin.results import ResultRow, RowKey, is_crowd_key, parse_number, row_key
 from edgetwin.schema import read_yaml_mapping
 
-METRICS: tuple[str, ...] = ("total_ms", "compute_ms", "staging_ms", "comm_ms", "energy_j")
+METRICS: tuple[str, ...] = (
+    "total_ms",
+    "compute_ms",
+    "staging_ms",
+    "load_ms",
+    "comm_ms",
+    "energy_j",
+)
 KEY_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps")  # what row_key joins on
+
+
+def compared(metric: str, key: RowKey) -> bool:
+    """Whether ``metric`` is compared for a configuration: a crowd row's model loads are
+    ``load_ms`` (its ``staging_ms`` is always 0), and only a crowd row loads models."""
+    crowd = is_crowd_key(key)
+    return not ((crowd and metric == "staging_ms") or (not crowd and metric == "load_ms"))
 
 
 class ComparisonPoint(TypedDict):
@@ -55,7 +69,7 @@ def _predicted(results_rows: Iterable[ResultRow]) -> dict[tuple[RowKey, str], fl
         record = asdict(row)
         key = row_key(record)
         for metric in METRICS:
-            if record[metric] is not None:
+            if record[metric] is not None and compared(metric, key):
                 values[(key, metric)].append(float(record[metric]))
     return {slot: fmean(found) for slot, found in values.items()}
 
@@ -108,8 +122,11 @@ def _median_abs_errors(points: Iterable[ComparisonPoint]) -> dict[str, float]:
 
 
 def key_label(key: RowKey) -> str:
-    """A configuration key as text, e.g. ``prism, 2 dev, 10 seg, batch 32, 400 Mbit/s``."""
+    """A configuration key as text, e.g. ``prism, 2 dev, 10 seg, batch 32, 400 Mbit/s`` or
+    ``crowdio_streaming, 3 phones, 5 inputs, 10 Mbit/s, affinity``."""
     strategy, devices, batch, bandwidth_mbps, segments = key[:5]
+    if is_crowd_key(key):
+        return f"{strategy}, {devices} phones, {batch} inputs, {bandwidth_mbps:g} Mbit/s, {key[5]}"
     parts = [str(strategy), f"{devices} dev"]
     if segments:
         parts.append(f"{segments} seg")
@@ -161,16 +178,23 @@ def _check_reference_row(
         raise InputError(named_by, field, f"{where}: a key or metric is not a number") from None
 
 
-def run_devices(folder: Path) -> str | None:
-    """What a run folder's numbers come from, as read from its ``scenario.resolved.yaml``:
-    ``profile jetson_orin_nano`` for a twin run, ``this machine (mode emu)`` for a real
-    one; None without that file."""
+def _resolved(folder: Path) -> dict[str, Any] | None:
+    """A run folder's ``scenario.resolved.yaml``; None without one that reads."""
     resolved = folder / "scenario.resolved.yaml"
     if not resolved.is_file():
         return None
     try:
-        raw = read_yaml_mapping(resolved)
+        return read_yaml_mapping(resolved)
     except InputError:
+        return None
+
+
+def run_devices(folder: Path) -> str | None:
+    """What a run folder's numbers come from, as read from its ``scenario.resolved.yaml``:
+    ``profile jetson_orin_nano`` for a twin run, ``this machine (mode emu)`` for a real
+    one; None without that file."""
+    raw = _resolved(folder)
+    if raw is None:
         return None
     mode = raw.get("mode", "twin")
     if mode != "twin":
@@ -204,10 +228,26 @@ def devices_warning(predicted: Path, measured: Path) -> str | None:
     if None in sides or sides[0] == sides[1]:
         return None
     real = [s is not None and s.startswith("this machine") for s in sides]
+    if all(real):  # local and emu: the same machine, over loopback or shaped links
+        return None
     calibrated = [s is not None and s.startswith("profile machine_") for s in sides]
     if (real[0] and calibrated[1]) or (real[1] and calibrated[0]):
         return None
     return (
         f"{predicted} ran on {sides[0]} but {measured} on {sides[1]}: the errors include "
         "the difference between the devices"
+    )
+
+
+def loopback_warning(predicted: Path, measured: Path) -> str | None:
+    """A warning when one run folder ran on loopback (mode local) and the other did not:
+    nothing shapes loopback, so the local side's ``bandwidth_mbps`` is nominal and its
+    errors at each bandwidth are not that network's."""
+    sides = (predicted, measured)
+    local = [folder for folder in sides if (_resolved(folder) or {}).get("mode") == "local"]
+    if len(local) != 1:
+        return None
+    return (
+        f"{local[0]} ran on loopback (mode local), which nothing shapes: its bandwidth_mbps "
+        "is nominal, so the errors at each bandwidth include the network's difference"
     )

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import InputError, shown, shown_text
@@ -282,12 +282,15 @@ def _in_range(column: str, parse: Callable[[str], float], text: str) -> Any:
 
 
 EncoderKey = tuple[str, int, int, float, str]
-RowKey = EncoderKey | tuple[str, int, int, float, str, int, int]
+CrowdKey = tuple[str, int, int, float, str, str]  # ..., the scheduler
+DecoderKey = tuple[str, int, int, float, str, int, int]  # ..., prompt and output tokens
+RowKey = EncoderKey | CrowdKey | DecoderKey
 
 
 def row_key(row: Mapping[str, object]) -> RowKey:
     """Join key of a configuration: strategy, devices, batch, bandwidth, segments, and a
-    decoder's prompt and output tokens (rows without them, encoders', keep the first five)."""
+    crowd row's scheduler or a decoder's prompt and output tokens (rows with neither,
+    encoders', keep the first five)."""
     segments = row.get("segments")
     key: EncoderKey = (
         str(row["strategy"]),
@@ -296,7 +299,15 @@ def row_key(row: Mapping[str, object]) -> RowKey:
         round(required_number(str(row["bandwidth_mbps"])), 3),
         "" if segments in (None, "") else str(_whole(str(segments))),
     )
+    scheduler = row.get("scheduler")
+    if scheduler not in (None, ""):
+        return (*key, str(scheduler))
     prompt = row.get("prompt_tokens")
     if prompt in (None, ""):
         return key
     return (*key, _whole(str(prompt)), _whole(str(row.get("output_tokens"))))
+
+
+def is_crowd_key(key: RowKey) -> TypeGuard[CrowdKey]:
+    """A crowd row's key (phones, inputs, a scheduler)."""
+    return len(key) == 6

@@ -18,6 +18,8 @@ from edgetwin.cli import main
 from edgetwin.profile import PROFILE_DIR
 from edgetwin.scenario import load_scenario
 
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
 OUTPUTS = ("results.csv", "scenario.resolved.yaml", "report.html", "provenance.json")
 
 TINY = """\
@@ -88,6 +90,30 @@ def test_run_writes_results_scenario_and_report(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "tiny.yaml"]
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("sets", "summary"),
+    [
+        (["crowd.horizon_s=600"], "20 jobs in 1 run (0 failed)"),
+        (["crowd.horizon_s=60", "crowd.drain_s=0"], "2 jobs in 1 run (2 failed)"),
+        (
+            ["crowd.horizon_s=60", "crowd.drain_s=0", "crowd.schedulers=[affinity, random]"],
+            "4 jobs in 2 runs (4 failed)",
+        ),
+    ],
+    ids=["finished", "unfinished", "two-runs"],
+)
+def test_a_crowd_runs_summary_counts_its_jobs_and_its_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], sets: list[str], summary: str
+) -> None:
+    """A crowd scenario's rows are its jobs: the summary said "20 runs (0 failed)" after
+    the progress "crowd crowd_city: 1/1"."""
+    options = [arg for item in sets for arg in ("--set", item)]
+    scenario = str(SCENARIOS / "crowd_city.yaml")
+    assert main(["run", scenario, "--quiet", "--out", str(tmp_path / "out"), *options]) == 0
+    assert f"{summary} -> " in capsys.readouterr().out
+
+
 def test_run_as_a_subprocess(tiny: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run(
@@ -117,7 +143,7 @@ def test_set_overrides_reach_the_results(tiny: Path, tmp_path: Path) -> None:
     assert {r["batch"] for r in table} == {"4"}
     resolved = yaml.safe_load((tmp_path / "out" / "scenario.resolved.yaml").read_text())
     assert resolved["network"]["bandwidth_mbps"] == 200
-    assert resolved["sweeps"] == [{"batch": [4], "bandwidth_mbps": [], "devices": [2]}]
+    assert resolved["sweeps"] == [{"batch": [4], "devices": [2]}]  # no bandwidths: left out
 
 
 def test_resolved_scenario_reloads_and_reproduces(tiny: Path, tmp_path: Path) -> None:
@@ -354,6 +380,35 @@ def test_compare_counts_and_names_the_rows_of_each_side_left_unmatched(
     assert "3 measured rows with no prediction, 6 predicted rows with no measured row" in out
     assert main(["compare", a, a]) == 0
     assert "no prediction" not in capsys.readouterr().out
+
+
+@pytest.mark.timeout(120)
+def test_compare_keeps_a_crowd_runs_schedulers_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Crowd rows were joined without their scheduler: each point's prediction was the
+    mean over every scheduler's rows, so a run compared with itself had errors. Their
+    model loads are ``load_ms`` (compared); their ``staging_ms`` is always 0 (not)."""
+    scenario = str(SCENARIOS / "emu_crowdio.yaml")
+    sets = ["--mode", "twin", "--set", "crowd.schedulers=[affinity, random]"]
+    assert main(["run", scenario, "--out", str(tmp_path / "a"), "--quiet", *sets]) == 0
+    a = str(tmp_path / "a")
+    assert main(["compare", a, a, "--out", str(tmp_path / "c")]) == 0
+    assert "warning" not in capsys.readouterr().err
+    with (tmp_path / "c" / "comparison.csv").open() as handle:
+        points = list(csv.DictReader(handle))
+    assert {p["metric"] for p in points} == {
+        "total_ms",
+        "compute_ms",
+        "load_ms",
+        "comm_ms",
+        "energy_j",
+    }
+    labels = {p["configuration"] for p in points}
+    assert "crowdio_streaming, 3 phones, 5 inputs, 10 Mbit/s, random" in labels
+    assert len(labels) == 2 * 2 * 2  # strategies x bandwidths x schedulers
+    errors = [float(p["error_pct"]) for p in points if p["error_pct"]]  # one row each
+    assert errors and all(abs(error) < 1e-9 for error in errors)
 
 
 def test_version_names_the_installed_package(capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,7 +18,7 @@ import pytest
 from edgetwin.cli import _parser, main
 from edgetwin.cli.progress import _LIVE as LIVE_BARS
 from edgetwin.cli.progress import progress
-from edgetwin.comparison import devices_warning, run_devices
+from edgetwin.comparison import devices_warning, loopback_warning, run_devices
 from edgetwin.evaluate.adaptive import load_eval_inputs
 from edgetwin.plan.questions import load_question
 from edgetwin.results import read_results
@@ -200,6 +200,25 @@ def test_a_real_run_is_this_machine_and_a_machine_profile_matches_it(tmp_path: P
     resolved.write_text(text)
     assert devices_warning(machine, real) is None
     assert devices_warning(tmp_path / "no_run_here", real) is None
+
+
+def test_local_and_emu_are_one_machine_and_loopback_is_said(tmp_path: Path) -> None:
+    """compare of a local and an emulator run warned "this machine (mode local) but this
+    machine (mode emu)"; a twin run against a local one said nothing of loopback's
+    nominal bandwidth (errors of 170-3147 % by bandwidth)."""
+    smoke = load_scenario(SCENARIOS / "emu_smoke.yaml")
+    folders = {mode: tmp_path / mode for mode in ("twin", "local", "emu")}
+    for mode, folder in folders.items():
+        folder.mkdir()
+        resolved = dump_resolved(smoke.model_copy(update={"mode": mode}))
+        (folder / "scenario.resolved.yaml").write_text(resolved)
+    assert devices_warning(folders["local"], folders["emu"]) is None
+    for other in ("twin", "emu"):
+        warning = loopback_warning(folders[other], folders["local"])
+        assert warning is not None and "nominal" in warning and str(folders["local"]) in warning
+        assert loopback_warning(folders["local"], folders[other]) is not None
+    assert loopback_warning(folders["twin"], folders["emu"]) is None
+    assert loopback_warning(folders["local"], folders["local"]) is None
 
 
 def test_help_of_trace_names_what_each_kind_of_run_writes() -> None:
