@@ -36,6 +36,8 @@ from edgetwin.schema import (
     Strict,
     StrictSweep,
     load_yaml_model,
+    optional_values,
+    read_yaml_mapping,
     validate_model,
 )
 
@@ -207,13 +209,19 @@ def _quoted(keys: Sequence[str]) -> str:
 
 
 class SweepSpec(StrictSweep):
-    """A cartesian product of values; a scenario may list several sweeps."""
+    """A cartesian product of values; a scenario may list several sweeps. A list left out
+    is its default (``bandwidth_mbps``: the network's; the tokens: the workload's); a list
+    given holds at least one value."""
 
     batch: tuple[PositiveInt, ...] = Field((1,), min_length=1)
-    bandwidth_mbps: tuple[PositiveFloat, ...] = ()
+    bandwidth_mbps: tuple[PositiveFloat, ...] = optional_values()
     devices: tuple[Annotated[int, Field(ge=2)], ...] = Field((2,), min_length=1)
-    prompt_tokens: tuple[PositiveInt, ...] = ()  # decoders; empty: the workload's
-    output_tokens: tuple[PositiveInt, ...] = ()
+    prompt_tokens: tuple[PositiveInt, ...] = optional_values()  # decoders
+    output_tokens: tuple[PositiveInt, ...] = optional_values()
+
+
+# the lists a sweep may leave out (optional_values: their default is empty)
+SWEEP_OPTIONAL_LISTS = tuple(n for n, f in SweepSpec.model_fields.items() if f.default == ())
 
 
 class WorkloadSpec(Strict):
@@ -585,14 +593,45 @@ def swept_bandwidths(scenario: Scenario) -> list[float]:
 
 def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     """Warnings for the settings a ``mode`` run does not play: packet loss is dropped packets
-    under real TCP, which neither the twin nor loopback has (docs/twin.md)."""
-    loss_pct = scenario.network.loss_pct
-    if mode == "emu" or loss_pct <= 0:
-        return []
-    return [
-        f"network.loss_pct is {loss_pct:g} %, but only --mode emu drops packets: "
-        f"this {mode} run has no loss"
-    ]
+    under real TCP, which neither the twin nor loopback has (docs/twin.md); devices that
+    come and go and a stream of crowd jobs are the twin's, a real run's devices stay and a
+    real crowd run is one job; loopback (``local``) has no latency, schedule or medium."""
+    network, warnings = scenario.network, []
+    if mode != "emu" and network.loss_pct > 0:
+        warnings.append(
+            f"network.loss_pct is {network.loss_pct:g} %, but only --mode emu drops packets: "
+            f"this {mode} run has no loss"
+        )
+    if mode == "twin":
+        return warnings
+    for field in _availability_fields(scenario):
+        warnings.append(f"{field} is set, but only the twin plays availability: this {mode} "
+                        "run's devices stay")  # fmt: skip
+    if scenario.crowd is not None and scenario.crowd.job.interarrival is not None:
+        warnings.append(f"crowd.job.interarrival is set, but a {mode} run is one job: jobs "
+                        "arriving over crowd.horizon_s play in the twin only")  # fmt: skip
+    if mode == "local":
+        shaped = {
+            "network.latency_ms": network.latency_ms > 0,
+            "network.schedule": bool(network.schedule),
+            "network.medium": network.medium == "shared",
+        }
+        for field in (name for name, is_set in shaped.items() if is_set):
+            warnings.append(f"{field} is set, but nothing shapes loopback: only --mode emu "
+                            "plays it")  # fmt: skip
+    return warnings
+
+
+def _availability_fields(scenario: Scenario) -> list[str]:
+    """The fields that make devices or phones come and go."""
+    if scenario.crowd is None:
+        classes = [("devices", d.availability) for d in scenario.devices]
+        trace = None
+    else:
+        classes = [("crowd.fleet", c.availability) for c in scenario.crowd.fleet]
+        trace = scenario.crowd.availability_trace
+    fields = [f"{group}.{k}.availability" for k, (group, a) in enumerate(classes) if a]
+    return fields + (["crowd.availability_trace"] if trace is not None else [])
 
 
 def configurations(scenario: Scenario) -> list[Configuration]:
@@ -648,20 +687,34 @@ def load_scenario(path: Path, overrides: Sequence[str] = ()) -> Scenario:
     return load_yaml_model(path, Scenario, overrides)
 
 
+def load_resolved(path: Path) -> Scenario:
+    """A run folder's ``scenario.resolved.yaml``. One written before an empty sweep list
+    was refused holds ``[]`` where the sweep left the list out (every crowd run's
+    ``bandwidth_mbps``): read as left out, so that older folders still load."""
+    raw = read_yaml_mapping(path)
+    sweeps = raw.get("sweeps")
+    for sweep in sweeps if isinstance(sweeps, list) else ():
+        if isinstance(sweep, dict):
+            for key in [k for k in SWEEP_OPTIONAL_LISTS if sweep.get(k) == []]:
+                del sweep[key]
+    return validate_scenario(raw, path)
+
+
 def validate_scenario(raw: dict[str, Any], path: Path) -> Scenario:
     """Validate a raw mapping; the first error becomes one InputError."""
     return validate_model(Scenario, raw, path)
 
 
 def dump_resolved(scenario: Scenario) -> str:
-    """The validated scenario as YAML, every default filled in (an encoder's without the
-    decoder-only keys, as before decoders)."""
+    """The validated scenario as YAML, every default filled in but a sweep's lists left out
+    (``optional_values``: they stay out, as ``[]`` is refused), an encoder's without the
+    decoder-only keys, as before decoders."""
     raw = scenario.model_dump(mode="json")
     if not isinstance(scenario.model, DecoderSpec):
         del raw["workload"]
         for sweep in raw["sweeps"]:
             for key in ("prompt_tokens", "output_tokens"):
-                del sweep[key]
+                sweep.pop(key, None)  # left out of the dump when not given
     return yaml.safe_dump(raw, sort_keys=False)
 
 

@@ -41,18 +41,54 @@ class Strict(BaseModel):
     def _no_boolean_number(cls, data: Any) -> Any:
         if isinstance(data, dict):
             for name, value in data.items():
-                field = cls.model_fields.get(name) if isinstance(value, bool) else None
-                if field is not None and _takes_a_number_not_a_boolean(field.annotation):
+                field = cls.model_fields.get(name)
+                where = None if field is None else _boolean_number(field.annotation, value)
+                if where is not None:
+                    index, given = where
                     raise PydanticCustomError(
                         BOOLEAN_NUMBER, "must be a number, not {given}",
-                        {"field": name, "given": str(value).lower()},
+                        {"field": ".".join((name, *index)), "given": str(given).lower()},
                     )  # fmt: skip
         return data
 
 
+def _boolean_number(annotation: Any, value: Any) -> tuple[tuple[str, ...], bool] | None:
+    """The first ``true``/``false`` in ``value`` where ``annotation`` takes a number (pydantic
+    would take it as 1 or 0), at any depth of lists, tuples and mappings: its index path
+    (``()``: ``value`` itself) and the boolean; None if there is none. A nested model
+    checks its own fields."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _boolean_number(args[0], value)
+    if isinstance(value, bool):
+        return ((), value) if _takes_a_number_not_a_boolean(annotation) else None
+    if origin in (Union, types.UnionType):
+        found = (_boolean_number(option, value) for option in args)
+        return next((where for where in found if where is not None), None)
+    if isinstance(value, dict) and origin in (dict, Mapping) and len(args) == 2:
+        items = [(str(key), args[1], item) for key, item in value.items()]
+    elif isinstance(value, list | tuple) and origin in _SEQUENCES and args:
+        each = args[:1] * len(value) if origin is not tuple or args[-1] is Ellipsis else args
+        items = [(str(i), t, item) for i, (t, item) in enumerate(zip(each, value, strict=False))]
+    else:
+        return None
+    for key, item_type, item in items:
+        where = _boolean_number(item_type, item)
+        if where is not None:
+            return (key, *where[0]), where[1]
+    return None
+
+
+_SEQUENCES = (list, tuple, set, frozenset, Sequence)
+
+
 def _takes_a_number_not_a_boolean(annotation: Any) -> bool:
-    """``int``, ``float`` or an optional one: a field pydantic would give True as 1."""
-    if get_origin(annotation) in (Union, types.UnionType):
+    """``int``, ``float`` or an optional one (constrained or not): a field pydantic would
+    give True as 1."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _takes_a_number_not_a_boolean(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
         options = get_args(annotation)
         return bool not in options and any(_takes_a_number_not_a_boolean(o) for o in options)
     return annotation in (int, float)
@@ -67,6 +103,17 @@ class StrictSweep(Strict):
         if isinstance(data, dict):
             return {k: [v] if isinstance(v, int | float) else v for k, v in data.items()}
         return data
+
+
+def optional_values() -> Any:
+    """A list field that is left out to mean a default (its ``()``, which the code reads as
+    "the scenario's"): given, it holds at least one value (``[]`` is an error, not the
+    default); left out of a dump while ``()``, so that a dump validates again."""
+    return Field((), min_length=1, exclude_if=_is_empty)
+
+
+def _is_empty(values: tuple[Any, ...]) -> bool:
+    return not values
 
 
 def with_preset(

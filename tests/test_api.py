@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import pandas as pd
@@ -178,6 +178,29 @@ def test_progress_is_told_the_total_and_advanced_once_per_run() -> None:
     assert seen == [("twin prism_jetson", len(results.rows)), len(results.rows)]
 
 
+@pytest.mark.parametrize(
+    "progress",
+    [print, lambda label, total: lambda: None, lambda label, total: nullcontext()],
+    ids=["print", "returns-a-function", "yields-none"],
+)
+def test_a_progress_that_is_no_context_manager_is_named_and_writes_nothing(
+    tmp_path: Path, progress: Callable[[str, int], object]
+) -> None:
+    """These were a TypeError from inside the run: 'NoneType' object does not support
+    the context manager protocol (or is not callable)."""
+    with pytest.raises(InputError) as raised:
+        edgetwin.run(JETSON, overrides=SMALL, progress=progress, out=tmp_path / "x")
+    assert raised.value.field == "progress"
+    assert "context manager" in raised.value.problem
+    assert not (tmp_path / "x").exists()
+
+
+def test_progress_none_shows_nothing() -> None:
+    """The documented default shows nothing; ``None`` was refused as not a function."""
+    quiet = edgetwin.run(JETSON, overrides=SMALL, progress=None)
+    assert quiet.rows == edgetwin.run(JETSON, overrides=SMALL).rows
+
+
 def test_bad_input_names_the_field_and_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"network\.bandwidth_mbps"):
         edgetwin.run(JETSON, overrides=["network.bandwidth_mbps=-1"], out=tmp_path / "x")
@@ -262,14 +285,14 @@ def test_out_that_holds_the_scenario_is_refused(tmp_path: Path) -> None:
         (lambda: edgetwin.run(JETSON, overrides=None), "overrides"),
         (lambda: edgetwin.run(JETSON, overrides=[1]), "overrides.0"),
         (lambda: edgetwin.run(JETSON, format="xlsx"), "format"),
-        (lambda: edgetwin.run(JETSON, progress=None), "progress"),
+        (lambda: edgetwin.run(JETSON, progress=5), "progress"),
         (lambda: edgetwin.load_scenario(5), "path"),
         (lambda: edgetwin.load_scenario(JETSON, overrides="seed=3"), "overrides"),
         (lambda: edgetwin.load_results(None), "dir"),
     ],
     ids=[
         *("scenario-int", "out-int", "overrides-str", "overrides-none", "overrides-int"),
-        *("format", "progress-none", "load-int", "load-overrides-str", "results-none"),
+        *("format", "progress-int", "load-int", "load-overrides-str", "results-none"),
     ],
 )
 def test_a_bad_argument_is_named(call: Callable[[], object], field: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+import edgetwin
 from edgetwin.atomic import write_texts_together
 from edgetwin.calibration.fit_android import write_android_profiles
 from edgetwin.calibration.profile_io import write_profile
@@ -23,6 +24,7 @@ from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import load_phone_profile
 from edgetwin.profile import load_profile
+from edgetwin.scenario import SweepSpec
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "edgetwin" / "calibration" / "specs"
@@ -100,10 +102,22 @@ def test_scenario_text_that_yaml_reads_ambiguously(
         # a 300-digit segments column; a key that named no field
         ("strategies=[{name: prism, cr: 1.0e-300}]", ("'strategies.0.cr.0'", "greater than or")),
         (".network=1", ("field '--set'", "'.network': a dotted key with an empty part")),
+        # these ran: true as 1 inside a list (a scalar was refused), [] as the default
+        (
+            "sweeps=[{batch: [1], bandwidth_mbps: [true]}]",
+            ("'sweeps.0.bandwidth_mbps.0'", "not true"),
+        ),
+        ("sweeps=[{bandwidth_mbps: true}]", ("'sweeps.0.bandwidth_mbps.0'", "a number, not true")),
+        ("sweeps=[{batch: [1, false]}]", ("field 'sweeps.0.batch.1'", "a number, not false")),
+        ("sweeps=[{devices: [true]}]", ("field 'sweeps.0.devices.0'", "a number, not true")),
+        ("strategies=[{name: prism, cr: [true]}]", ("'strategies.0.cr.0'", "a number, not true")),
+        ("sweeps=[{bandwidth_mbps: []}]", ("field 'sweeps.0.bandwidth_mbps'", "at least 1 item")),
+        ("sweeps=[{prompt_tokens: []}]", ("field 'sweeps.0.prompt_tokens'", "at least 1 item")),
     ],
     ids=[
         *("repeated-key", "no-sweeps", "true-as-number", "false-as-count", "inf", "nan"),
-        *("tiny-cr", "empty-key-part"),
+        *("tiny-cr", "empty-key-part", "true-in-a-list", "true-as-a-list", "false-in-a-list"),
+        *("true-as-devices", "true-as-cr", "no-bandwidths", "no-prompt-lengths"),
     ],
 )
 def test_bad_set_value(
@@ -112,6 +126,76 @@ def test_bad_set_value(
     scenario = REPO / "scenarios" / "prism_jetson.yaml"
     argv = ["run", str(scenario), "--out", str(tmp_path / "out"), "--set", item]
     assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
+def test_a_sweep_list_left_out_stays_out_of_a_dump() -> None:
+    """``[]`` is refused, so a dump (a resolved scenario, a plan's payload) must not write
+    one for a list left out."""
+    sweep = SweepSpec(batch=(2,))
+    assert sweep.model_dump(mode="json") == {"batch": [2], "devices": [2]}
+    assert SweepSpec.model_validate_json(sweep.model_dump_json()) == sweep
+
+
+@pytest.mark.timeout(120)
+def test_a_folder_written_before_still_loads(tmp_path: Path) -> None:
+    """Resolved scenarios written before ``[]`` was refused hold one wherever a sweep left
+    a list out (every crowd run's ``bandwidth_mbps``): their folders still load and
+    report."""
+    out = tmp_path / "out"
+    scenario = REPO / "scenarios" / "emu_crowdio.yaml"
+    assert main(["run", str(scenario), "--mode", "twin", "--out", str(out), "--quiet"]) == 0
+    resolved = out / "scenario.resolved.yaml"
+    raw = yaml.safe_load(resolved.read_text())
+    raw["sweeps"].append({"batch": [1], "devices": [2], "bandwidth_mbps": []})
+    for sweep in raw["sweeps"]:
+        sweep.update({"prompt_tokens": [], "output_tokens": []})
+    resolved.write_text(yaml.safe_dump(raw, sort_keys=False))
+    loaded = edgetwin.load_results(out)
+    assert loaded.scenario is not None and loaded.scenario.sweeps[-1].bandwidth_mbps == ()
+    assert main(["report", str(out)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("item", "expect"),
+    [
+        ("sweeps=[{bandwidth_mbps: [true]}]", ("'sweeps.0.bandwidth_mbps.0'", "not true")),
+        ("sweeps=[{bandwidth_mbps: []}]", ("field 'sweeps.0.bandwidth_mbps'", "at least 1 item")),
+    ],
+    ids=["true-as-bandwidth", "no-bandwidths"],
+)
+def test_bad_crowd_sweep(
+    item: str, expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A crowd twin ran its phones' links at 1 Mbit/s, or at network.bandwidth_mbps."""
+    scenario = REPO / "scenarios" / "emu_crowdio.yaml"
+    argv = ["run", str(scenario), "--mode", "twin", "--out", str(tmp_path / "out"), "--set", item]
+    assert_clean_failure(argv, capsys, tmp_path, "emu_crowdio.yaml", *expect)
+
+
+@pytest.mark.parametrize(
+    ("axes", "expect"),
+    [
+        ({"fleet_size": [3], "bandwidth_mbps": [True]}, ("'axes.bandwidth_mbps.0'", "not true")),
+        ({"fleet_size": [True, 2]}, ("field 'axes.fleet_size.0'", "a number, not true")),
+        ({"fleet_size": [3], "bandwidth_mbps": []}, ("'axes.bandwidth_mbps'", "at least 1 item")),
+    ],
+    ids=["true-as-bandwidth", "true-as-fleet-size", "no-bandwidths"],
+)
+def test_bad_crowd_question_axes(
+    axes: dict[str, Any],
+    expect: tuple[str, ...],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A crowd_capacity plan ran fleets of 1 phone, links of 1 Mbit/s, or the scenario's
+    bandwidth for ``bandwidth_mbps: []``."""
+    raw = yaml.safe_load((REPO / "scenarios" / "plan_crowd_capacity.plan.yaml").read_text())
+    raw["scenario"] = str(REPO / "scenarios" / raw["scenario"])
+    raw["axes"] = axes
+    question = tmp_path / "q.plan.yaml"
+    question.write_text(yaml.safe_dump(raw, sort_keys=False))
+    argv = ["plan", str(question), "--out", str(tmp_path / "out"), "--quiet"]
+    assert_clean_failure(argv, capsys, tmp_path, "q.plan.yaml", *expect)
 
 
 # ---------------------------------------------------------------- calibration specs

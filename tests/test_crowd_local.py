@@ -12,6 +12,7 @@ import edgetwin
 from edgetwin.cli import main
 from edgetwin.emu.crowdio.launcher import WORKER
 from edgetwin.models.strategy import CROWDIO_FOREMAN
+from edgetwin.scenario import load_scenario, unplayed_settings
 from tests.conftest import REPO
 
 SCENARIO = REPO / "scenarios/emu_crowdio.yaml"
@@ -68,3 +69,32 @@ def test_local_mode_refuses_what_loopback_cannot_play(
         error = capsys.readouterr().err
         assert f"field '{field}'" in error and "Traceback" not in error, error
         assert not out.exists()
+
+
+def test_what_a_real_crowd_run_does_not_play_is_said() -> None:
+    """A local run of crowd_city played none of its churn, its stream of jobs or its
+    30 ms latency, and said nothing (one job, 139 ms, where the twin took 10-14 s)."""
+    city = load_scenario(
+        REPO / "scenarios/crowd_city.yaml", ["network.schedule=[{at_ms: 1000, bandwidth_mbps: 5}]"]
+    )
+    local = unplayed_settings(city, "local")
+    churn = [f"crowd.fleet.{k}.availability is set" for k in range(3)]
+    for said in (*churn, "crowd.job.interarrival", "network.latency_ms", "network.schedule"):
+        assert sum(said in warning for warning in local) == 1, (said, local)
+    emu = unplayed_settings(city, "emu")  # the emulator shapes the network
+    assert len(emu) == 4 and not any("network." in warning for warning in emu)
+    assert unplayed_settings(city, "twin") == []
+    assert unplayed_settings(load_scenario(SCENARIO), "local") == []
+
+
+def test_too_many_stages_for_the_tiny_model_names_the_model_that_makes_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said only "the tiny DistilBERT makes at most 5 stages"; the full one makes 7."""
+    six = REPO / "scenarios/crowdio_6stage.yaml"
+    argv = ["run", str(six), "--mode", "local", "--check", "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert "field 'crowd.job.stages': the tiny DistilBERT makes at most 5 stages" in error
+    assert "; emulator.model: full makes up to 7" in error
+    assert main([*argv, "--set", "emulator.model=full"]) == 0

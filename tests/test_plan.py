@@ -65,6 +65,18 @@ def table_bytes(rows: list[ResultRow], path: Path) -> bytes:
             "distributed",
         ),
         ({"axes": {"batch": [0], "bandwidth_mbps": [100]}}, "axes.batch.0", "greater than 0"),
+        # these ran: true as 1 inside a list, [] as the scenario's workload
+        ({"axes": {"batch": [4, True], "bandwidth_mbps": [100]}}, "axes.batch.1", "not true"),
+        (
+            {"axes": {"batch": [4], "bandwidth_mbps": [100, False]}},
+            "axes.bandwidth_mbps.1",
+            "a number, not false",
+        ),
+        (
+            {"axes": {"batch": [4], "bandwidth_mbps": [100], "prompt_tokens": []}},
+            "axes.prompt_tokens",
+            "at least 1 item",
+        ),
         ({"scenario": "missing.yaml"}, "scenario", "file not found"),
         ({"set": ["repetitions=0"]}, "repetitions", "greater than 0"),
         (

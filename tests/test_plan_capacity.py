@@ -11,7 +11,7 @@ import yaml
 
 from edgetwin.cli import main
 from edgetwin.errors import InputError
-from edgetwin.plan.capacity import backlog, backlog_growth, judge_run
+from edgetwin.plan.capacity import backlog, backlog_growth, describe_capacity, judge_run
 from edgetwin.plan.executors import PoolExecutor, SerialExecutor
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import journal_for, run_plan, sweep_rows
@@ -127,6 +127,54 @@ def test_capacity_answer_per_bandwidth(tmp_path: Path) -> None:
     assert "a job every 60 s at 5 Mbit" in page and "a job every 60 s at 50 Mbit" in page
 
 
+@pytest.mark.parametrize(
+    ("changes", "lines"),
+    [
+        (
+            ["repetitions=1", "crowd.job.inputs=100", "crowd.job.interarrival.value_s=60"],
+            [
+                "no backlog growth, in its 1 run: no swept fleet keeps up",
+                "1 phone: 0 of 1 run keeps up, worst p95",
+                "1 sweep unit (1 run now, 0 resumed) -> ",
+            ],
+        ),
+        (
+            ["repetitions=2", "crowd.job.inputs=1", "crowd.job.interarrival.value_s=600"],
+            [
+                "no backlog growth, in all 2 runs: 1 phone\n",
+                "1 phone: 2 of 2 runs keep up, worst p95",
+                "2 sweep units (2 run now, 0 resumed) -> ",
+            ],
+        ),
+    ],
+    ids=["one-run", "two-runs"],
+)
+def test_the_answer_of_one_phone_and_one_run_is_singular(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], changes: list[str], lines: list[str]
+) -> None:
+    """It said "1 phones: 0 of 2 runs keep up", "in all 1 runs", "1 sweep units"."""
+    base = ["crowd.horizon_s=900", "crowd.drain_s=600", "crowd.cache=warm"]  # no churn
+    question = capacity_question(tmp_path, axes={"fleet_size": [1]}, set=[*base, *changes])
+    assert main(["plan", str(question), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    for line in lines:
+        assert line in printed
+    assert "1 phones" not in printed and "1 runs" not in printed
+
+
+def test_one_run_of_several_keeps_up() -> None:
+    fleet = {"fleet_size": 3, "runs_keeping_up": 1, "runs": [{}, {}], "worst_p95_s": 70.0}
+    result = {
+        "interarrival_s": 60,
+        "strategy": "crowdio_streaming",
+        "scheduler": "affinity",
+        "target_p95_s": 60,
+        "repetitions": 2,
+        "by_bandwidth": [{"bandwidth_mbps": 50, "fleets": [fleet], "smallest_fleet": None}],
+    }
+    assert describe_capacity(result)[1] == "3 phones: 1 of 2 runs keeps up, worst p95 70.0 s"
+
+
 def test_crowd_sweep_is_the_same_on_a_pool(tmp_path: Path) -> None:
     loaded = load_question(capacity_question(tmp_path, axes={"fleet_size": [2, 4]}))
     serial, _ = sweep_rows(loaded, journal_for(loaded, tmp_path / "s"), SerialExecutor())
@@ -144,6 +192,19 @@ def test_crowd_sweep_is_the_same_on_a_pool(tmp_path: Path) -> None:
             "axes of a best_mode",
         ),
         ({"axes": {"fleet_size": [4, 2]}}, "axes.fleet_size", "increasing"),
+        # these ran: true as 1 phone or 1 Mbit/s, [] as the scenario's bandwidth
+        ({"axes": {"fleet_size": [True, 2]}}, "axes.fleet_size.0", "a number, not true"),
+        (
+            {"axes": {"fleet_size": [2], "bandwidth_mbps": [True]}},
+            "axes.bandwidth_mbps.0",
+            "a number, not true",
+        ),
+        ({"axes": {"fleet_size": [2], "bandwidth_mbps": []}}, "axes.bandwidth_mbps", "1 item"),
+        (
+            {"question": {"kind": "crowd_capacity", "target_p95_s": True}},
+            "question.crowd_capacity.target_p95_s",
+            "a number, not true",
+        ),
         (
             {"question": {"kind": "crowd_capacity", "scheduler": "psychic"}},
             "question.crowd_capacity.scheduler",

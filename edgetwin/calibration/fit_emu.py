@@ -47,7 +47,7 @@ from edgetwin.calibration.profile_io import (
 from edgetwin.errors import InputError, shown_text
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import parse_number, read_table
-from edgetwin.scenario import Configuration, load_scenario
+from edgetwin.scenario import Configuration, load_resolved
 from edgetwin.schema import Strict, load_yaml_model
 from edgetwin.sim.device import STATES
 
@@ -84,7 +84,7 @@ def calibrate_from_emu(spec_path: Path, command: str) -> DeviceProfile:
     spec = load_yaml_model(spec_path, EmuCalibrationSpec)
     check_fixed(spec_path, spec.fixed, FIXABLE_SECTIONS)
     run = _run_folder(spec_path.parent / spec.run, spec_path, "run")
-    scenario = load_scenario(run / "scenario.resolved.yaml")
+    scenario = load_resolved(run / "scenario.resolved.yaml")
     measured = read_emu_rows(run / "results.csv")
     efficiency = goodput_share(run / "link_check.csv")
     fixed = CPU_FIXED | {"network.bandwidth_efficiency": efficiency} | spec.fixed

@@ -33,8 +33,10 @@ from edgetwin.comparison import (
     check_reference,
     compare_to_reference,
     devices_warning,
+    loopback_warning,
     write_comparison_csv,
 )
+from edgetwin.configuration import crowd_runs
 from edgetwin.errors import InputError, RunFailed, raise_if_stop_asked, shown, sigterm_interrupts
 from edgetwin.evaluate.adaptive import evaluate, evaluation_steps, load_eval_inputs
 from edgetwin.evaluate.affinity import evaluate_affinity, load_affinity_settings
@@ -53,7 +55,7 @@ from edgetwin.schema import read_yaml_mapping
 from edgetwin.workbench import running
 from edgetwin.workbench.inputs import load_run_inputs
 from edgetwin.workbench.output import output_folder as _output_folder
-from edgetwin.workbench.results import FORMATS
+from edgetwin.workbench.results import FORMATS, Results
 
 _DESCRIPTION = """\
 A digital twin and an emulator for splitting Transformers across edge devices.
@@ -304,8 +306,23 @@ def _run(args: argparse.Namespace) -> int:
         r.link_error_pct is not None and not within_tolerance(r.link_error_pct) for r in rows
     )
     on_short_links = f", {short} on links short of their rate" if short else ""
-    print(f"{len(rows)} runs ({failed} failed{on_short_links}) -> {_written(args.out)}")
+    ran = _what_ran(results)
+    print(f"{ran} ({failed} failed{on_short_links}) -> {_written(args.out)}")
     return 0
+
+
+def _what_ran(results: Results) -> str:
+    """A device scenario's rows are its runs ("6 runs"); a crowd scenario's are its jobs,
+    several to a run in the twin ("20 jobs in 1 run")."""
+    scenario = results.scenario
+    if scenario is None or scenario.crowd is None:
+        return f"{len(results.rows)} runs"
+    return f"{_counted(len(results.rows), 'job')} in {_counted(len(crowd_runs(scenario)), 'run')}"
+
+
+def _counted(count: int, noun: str) -> str:
+    """``"1 run"``, ``"2 runs"``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _written(out: Path) -> str:
@@ -340,9 +357,12 @@ def _compare(args: argparse.Namespace) -> int:
     if args.out is not None:  # before the summary lines, not after them
         check_out_folder(args.out, args.force, files_read())
     comparison = compare_to_reference(predicted, measured)
-    warning = devices_warning(args.predicted, args.measured)
-    if warning is not None:
-        print(f"edgetwin: warning: {warning}", file=sys.stderr)
+    for warning in (
+        devices_warning(args.predicted, args.measured),
+        loopback_warning(args.predicted, args.measured),
+    ):
+        if warning is not None:
+            print(f"edgetwin: warning: {warning}", file=sys.stderr)
     if not comparison.points:
         raise InputError(args.measured / "results.csv", None, "no configuration in common")
     for metric, median in comparison.median_abs_error_pct.items():

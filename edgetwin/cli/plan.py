@@ -99,8 +99,9 @@ def plan_command(args: argparse.Namespace) -> int:
         print(f"edgetwin: warning: {warning}")
     for line in describe(outcome.answer):
         print(line)
+    units = "sweep unit" if outcome.configurations == 1 else "sweep units"
     print(
-        f"{outcome.configurations} sweep units ({outcome.ran_now} run now, "
+        f"{outcome.configurations} {units} ({outcome.ran_now} run now, "
         f"{outcome.configurations - outcome.ran_now} resumed) -> "
         f"{args.out}/answer.json, plan.html, results.csv"
     )

@@ -53,10 +53,16 @@ def check_crowd_jobs(scenario: Scenario, scenario_path: Path | None) -> None:
     assert crowd is not None
     check_schedulers(crowd.schedulers, scenario_path)
     resolve_fleet(crowd, scenario_path)  # the twin's phones and profiles
-    config = MODELS[scenario.emulator.model]
-    if len(crowd.job.stages) > config.layers + 1:
-        problem = f"the {scenario.emulator.model} DistilBERT makes at most {config.layers + 1}"
-        raise InputError(scenario_path, "crowd.job.stages", problem + " stages")
+    stages = len(crowd.job.stages)
+    model = scenario.emulator.model
+    if stages > MODELS[model].layers + 1:
+        problem = f"the {model} DistilBERT makes at most {MODELS[model].layers + 1} stages"
+        bigger = [
+            f"emulator.model: {name} makes up to {config.layers + 1}"
+            for name, config in MODELS.items()
+            if stages <= config.layers + 1
+        ]
+        raise InputError(scenario_path, "crowd.job.stages", "; ".join([problem, *bigger]))
 
 
 def crowd_phones(scenario: Scenario, scenario_path: Path | None) -> list[PhoneSetup]:

@@ -153,22 +153,31 @@ def _smallest(fleets: Sequence[dict[str, Any]]) -> int | None:
 
 def describe_capacity(result: dict[str, Any]) -> list[str]:
     """The answer in a few lines (per bandwidth, when several were swept)."""
+    repetitions = result["repetitions"]
+    every = f"in all {repetitions} runs" if repetitions > 1 else "in its 1 run"
     head = (
         f"a job every {result['interarrival_s']:g} s ({result['strategy']}, "
         f"{result['scheduler']}), p95 <= {result['target_p95_s']:g} s, no backlog growth, "
-        f"in all {result['repetitions']} runs: "
+        f"{every}: "
     )
     lines = []
     for at in result["by_bandwidth"]:
         smallest = at["smallest_fleet"]
         link = f"at {at['bandwidth_mbps']:g} Mbit/s, " if len(result["by_bandwidth"]) > 1 else ""
-        found = "no swept fleet keeps up" if smallest is None else f"{smallest} phones"
+        found = "no swept fleet keeps up" if smallest is None else _counted(smallest, "phone")
         lines.append(head + link + found)
         for fleet in at["fleets"]:
             p95 = fleet["worst_p95_s"]
             shown = "a job unfinished" if p95 is None else f"worst p95 {p95:.1f} s"
+            keeping, runs = fleet["runs_keeping_up"], len(fleet["runs"])
+            keep = "keeps up" if 1 in (keeping, runs) else "keep up"
             lines.append(
-                f"{fleet['fleet_size']} phones: {fleet['runs_keeping_up']} of "
-                f"{len(fleet['runs'])} runs keep up, {shown}"
+                f"{_counted(fleet['fleet_size'], 'phone')}: {keeping} of "
+                f"{_counted(runs, 'run')} {keep}, {shown}"
             )
     return lines
+
+
+def _counted(count: int, noun: str) -> str:
+    """``"1 phone"``, ``"2 phones"``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

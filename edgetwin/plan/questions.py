@@ -33,6 +33,7 @@ from edgetwin.schema import (
     StrictSweep,
     apply_override,
     load_yaml_model,
+    optional_values,
     read_yaml_mapping,
     referenced_file,
     validation_error,
@@ -43,22 +44,22 @@ from edgetwin.sim.runner import build_fleet
 
 class Axes(StrictSweep):
     """The sweep: a cartesian product of batch x bandwidth x devices (distributed only),
-    and for a decoder x prompt x output lengths (empty: the scenario's workload)."""
+    and for a decoder x prompt x output lengths (left out: the scenario's workload)."""
 
     batch: tuple[PositiveInt, ...] = Field(min_length=1)
     bandwidth_mbps: tuple[PositiveFloat, ...] = Field(min_length=1)
     devices: tuple[Annotated[int, Field(ge=2)], ...] = Field((2,), min_length=1)
-    prompt_tokens: tuple[PositiveInt, ...] = ()
-    output_tokens: tuple[PositiveInt, ...] = ()
+    prompt_tokens: tuple[PositiveInt, ...] = optional_values()
+    output_tokens: tuple[PositiveInt, ...] = optional_values()
 
 
 class CrowdAxes(Strict):
     """The sweep of a crowd question: fleet sizes (phones; the classes keep their shares) at
-    each bandwidth of the phones' links (none given: the scenario's, as ``crowd_runs``
+    each bandwidth of the phones' links (left out: the scenario's, as ``crowd_runs``
     has them: its sweeps' bandwidths, else ``network.bandwidth_mbps``)."""
 
     fleet_size: tuple[PositiveInt, ...] = Field(min_length=1)
-    bandwidth_mbps: tuple[PositiveFloat, ...] = ()
+    bandwidth_mbps: tuple[PositiveFloat, ...] = optional_values()
 
     @field_validator("fleet_size", "bandwidth_mbps")
     @classmethod

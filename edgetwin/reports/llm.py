@@ -18,7 +18,7 @@ from edgetwin.reports.figures import looks
 from edgetwin.reports.rows import Config, config_labels, config_of, config_order
 from edgetwin.reports.style import log_ticks, styled
 from edgetwin.results import ResultRow
-from edgetwin.scenario import load_scenario
+from edgetwin.scenario import load_resolved
 
 RESOLVED = "scenario.resolved.yaml"
 
@@ -29,7 +29,7 @@ def device_ram_mb(run_dir: Path) -> dict[str, float]:
     """Each device class's RAM (MB), from the run's ``scenario.resolved.yaml`` and the
     profiles it names; empty when the folder has no readable one."""
     try:
-        scenario = load_scenario(run_dir / RESOLVED)
+        scenario = load_resolved(run_dir / RESOLVED)
         return {
             spec.name: spec.ram_mb or _profile(spec.profile, run_dir).ram_mb
             for spec in scenario.devices

@@ -3,11 +3,13 @@ an InputError naming the argument, not a TypeError from deep inside."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from edgetwin.errors import InputError, shown
+from edgetwin.progress import Progress, no_progress
 
 
 def path_argument(value: Any, name: str) -> Path:
@@ -35,3 +37,27 @@ def choice_argument(value: Any, name: str, choices: Sequence[str]) -> Any:
     if value not in choices:
         raise InputError(None, name, f"one of {', '.join(choices)}, not {shown(value)}")
     return value
+
+
+def progress_argument(value: Any, name: str = "progress") -> Progress:
+    """``value``, a function ``progress(label, total)``, checked as it is called: what it
+    returns must be a context manager that yields a function (``None``: show nothing).
+    A wrong one is found at its first call, within the run's staging folder, so that
+    nothing is left in ``out``."""
+    if value is None:
+        return no_progress
+    if not callable(value):
+        raise InputError(None, name, f"a function progress(label, total), not {shown(value)}")
+    wanted = "a function progress(label, total) returning a context manager that yields"
+
+    @contextmanager
+    def checked(label: str, total: int) -> Iterator[Callable[[], None]]:
+        manager = value(label, total)
+        if not isinstance(manager, AbstractContextManager):
+            raise InputError(None, name, f"{wanted} a function, not one returning {shown(manager)}")
+        with manager as advance:
+            if not callable(advance):
+                raise InputError(None, name, f"{wanted} a function, not {shown(advance)}")
+            yield advance
+
+    return checked

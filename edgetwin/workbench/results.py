@@ -14,7 +14,7 @@ from edgetwin.errors import InputError
 from edgetwin.provenance import PROVENANCE_FILE, read_provenance
 from edgetwin.reports import write_report
 from edgetwin.results import ResultRow, parse_result, read_results, table_columns, write_results
-from edgetwin.scenario import Scenario, dump_resolved, load_scenario
+from edgetwin.scenario import Scenario, dump_resolved, load_resolved
 from edgetwin.workbench.arguments import choice_argument, path_argument
 from edgetwin.workbench.output import output_folder
 
@@ -103,7 +103,7 @@ def load_results(folder: str | Path) -> Results:
     reference = folder / "reference.csv"
     return Results(
         rows=tuple(rows),
-        scenario=load_scenario(resolved) if resolved.is_file() else None,
+        scenario=load_resolved(resolved) if resolved.is_file() else None,
         provenance=read_provenance(folder),
         reference=reference if reference.is_file() else None,
     )

@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from edgetwin.errors import InputError
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import read_provenance, write_provenance
 from edgetwin.results import ResultRow
@@ -23,7 +22,12 @@ from edgetwin.scenario import (
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.runner import build_fleet, run_scenario
 from edgetwin.sim.trace import chrome_trace
-from edgetwin.workbench.arguments import choice_argument, overrides_argument, path_argument
+from edgetwin.workbench.arguments import (
+    choice_argument,
+    overrides_argument,
+    path_argument,
+    progress_argument,
+)
 from edgetwin.workbench.inputs import RunInputs, load_run_inputs, scenario_run_inputs
 from edgetwin.workbench.output import output_folder, removed_if_killed, scratch_folder
 from edgetwin.workbench.results import FORMATS, Format, Results
@@ -50,7 +54,7 @@ def run(
     force: bool = False,
     trace: bool = False,
     format: Format = "csv",
-    progress: Progress = no_progress,
+    progress: Progress | None = no_progress,
     command: Sequence[str] | None = None,
 ) -> Results:
     """Run a scenario (a file or a Scenario) and return its results.
@@ -65,8 +69,7 @@ def run(
         choice_argument(mode, "mode", RUN_MODES)
     items = run_overrides(overrides_argument(overrides), seed, mode)
     choice_argument(format, "format", FORMATS)
-    if not callable(progress):
-        raise InputError(None, "progress", "a function progress(label, total)")
+    shows = progress_argument(progress)
     folder_out = None if out is None else path_argument(out, "out")
     if isinstance(scenario, Scenario):
         inputs = scenario_run_inputs(scenario, items)
@@ -81,7 +84,7 @@ def run(
     )
     with folder as staging:
         context = _Run(
-            inputs, staging, trace, progress, warnings=unplayed_settings(chosen, chosen.mode)
+            inputs, staging, trace, shows, warnings=unplayed_settings(chosen, chosen.mode)
         )
         rows = _runner(chosen)(context)
         resolved = with_absolute_paths(chosen, inputs.named_from)  # re-runs from anywhere
