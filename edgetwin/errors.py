@@ -61,6 +61,11 @@ def shown_text(text: str, limit: int = SHOWN_VALUE_CHARS) -> str:
     return line[:head] + "…" + line[len(line) - (limit - 1 - head) :]
 
 
+def counted(count: int, noun: str) -> str:
+    """``"1 run"``, ``"2 runs"``: a count and its noun, for what a command prints."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def shown(value: object, limit: int = SHOWN_VALUE_CHARS) -> str:
     """``repr(value)`` for an error message, cut to ``limit`` characters."""
     return shown_text(repr(value), limit)

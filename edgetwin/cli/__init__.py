@@ -37,7 +37,14 @@ from edgetwin.comparison import (
     write_comparison_csv,
 )
 from edgetwin.configuration import crowd_runs
-from edgetwin.errors import InputError, RunFailed, raise_if_stop_asked, shown, sigterm_interrupts
+from edgetwin.errors import (
+    InputError,
+    RunFailed,
+    counted,
+    raise_if_stop_asked,
+    shown,
+    sigterm_interrupts,
+)
 from edgetwin.evaluate.adaptive import evaluate, evaluation_steps, load_eval_inputs
 from edgetwin.evaluate.affinity import evaluate_affinity, load_affinity_settings
 from edgetwin.file_kinds import CALIBRATION_KINDS, Kind, check_kind
@@ -317,12 +324,7 @@ def _what_ran(results: Results) -> str:
     scenario = results.scenario
     if scenario is None or scenario.crowd is None:
         return f"{len(results.rows)} runs"
-    return f"{_counted(len(results.rows), 'job')} in {_counted(len(crowd_runs(scenario)), 'run')}"
-
-
-def _counted(count: int, noun: str) -> str:
-    """``"1 run"``, ``"2 runs"``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+    return f"{counted(len(results.rows), 'job')} in {counted(len(crowd_runs(scenario)), 'run')}"
 
 
 def _written(out: Path) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from edgetwin.atomic import check_out_folder
 from edgetwin.cli import inputs
 from edgetwin.cli.progress import progress
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, counted
 from edgetwin.plan.answers import describe
 from edgetwin.plan.executors import DaskExecutor, Executor, PoolExecutor, SerialExecutor
 from edgetwin.plan.journal import PARTIAL, ROWS_FILE, JournalBusy
@@ -99,9 +99,8 @@ def plan_command(args: argparse.Namespace) -> int:
         print(f"edgetwin: warning: {warning}")
     for line in describe(outcome.answer):
         print(line)
-    units = "sweep unit" if outcome.configurations == 1 else "sweep units"
     print(
-        f"{outcome.configurations} {units} ({outcome.ran_now} run now, "
+        f"{counted(outcome.configurations, 'sweep unit')} ({outcome.ran_now} run now, "
         f"{outcome.configurations - outcome.ran_now} resumed) -> "
         f"{args.out}/answer.json, plan.html, results.csv"
     )

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from edgetwin.configuration import crowd_bandwidths
+from edgetwin.errors import counted
 from edgetwin.plan.questions import CrowdCapacity
 from edgetwin.results import ResultRow
 from edgetwin.scenario import ConstantDist, Scenario
@@ -164,7 +165,7 @@ def describe_capacity(result: dict[str, Any]) -> list[str]:
     for at in result["by_bandwidth"]:
         smallest = at["smallest_fleet"]
         link = f"at {at['bandwidth_mbps']:g} Mbit/s, " if len(result["by_bandwidth"]) > 1 else ""
-        found = "no swept fleet keeps up" if smallest is None else _counted(smallest, "phone")
+        found = "no swept fleet keeps up" if smallest is None else counted(smallest, "phone")
         lines.append(head + link + found)
         for fleet in at["fleets"]:
             p95 = fleet["worst_p95_s"]
@@ -172,12 +173,7 @@ def describe_capacity(result: dict[str, Any]) -> list[str]:
             keeping, runs = fleet["runs_keeping_up"], len(fleet["runs"])
             keep = "keeps up" if 1 in (keeping, runs) else "keep up"
             lines.append(
-                f"{_counted(fleet['fleet_size'], 'phone')}: {keeping} of "
-                f"{_counted(runs, 'run')} {keep}, {shown}"
+                f"{counted(fleet['fleet_size'], 'phone')}: {keeping} of "
+                f"{counted(runs, 'run')} {keep}, {shown}"
             )
     return lines
-
-
-def _counted(count: int, noun: str) -> str:
-    """``"1 phone"``, ``"2 phones"``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
