@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -250,4 +250,25 @@ def loopback_warning(predicted: Path, measured: Path) -> str | None:
     return (
         f"{local[0]} ran on loopback (mode local), which nothing shapes: its bandwidth_mbps "
         "is nominal, so the errors at each bandwidth include the network's difference"
+    )
+
+
+def jobs_per_run(records: Iterable[Mapping[str, object]]) -> int:
+    """The most crowd rows one run of one configuration has: its jobs (a real run and a
+    twin run without ``crowd.job.interarrival`` have one); 0 without crowd rows."""
+    runs = Counter((row_key(record), str(record.get("rep"))) for record in records)
+    return max((n for (key, _rep), n in runs.items() if is_crowd_key(key)), default=0)
+
+
+def jobs_warning(
+    predicted: Path, predicted_jobs: int, measured: Path, measured_jobs: int
+) -> str | None:
+    """A warning when one side's crowd runs are a stream of jobs and the other's are not:
+    a point averages every job of a run, and later jobs meet warm caches and a queue."""
+    if predicted_jobs == measured_jobs or max(predicted_jobs, measured_jobs) <= 1:
+        return None
+    return (
+        f"{predicted} has up to {predicted_jobs} jobs a run and {measured} {measured_jobs}: "
+        "each point averages a run's jobs (crowd.job.interarrival), later ones with warm "
+        "caches and a queue"
     )

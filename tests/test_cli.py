@@ -411,6 +411,25 @@ def test_compare_keeps_a_crowd_runs_schedulers_apart(
     assert errors and all(abs(error) < 1e-9 for error in errors)
 
 
+@pytest.mark.timeout(120)
+def test_compare_says_when_one_side_runs_a_stream_of_jobs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A twin run with an interarrival has several jobs a run, a real one has one: each
+    point averaged a stream of jobs (warm caches, a queue) against one, without a word."""
+    scenario = str(SCENARIOS / "emu_crowdio.yaml")
+    stream = ["--set", "crowd.job.interarrival={kind: constant, value_s: 5}"]
+    one, many = str(tmp_path / "one"), str(tmp_path / "many")
+    assert main(["run", scenario, "--mode", "twin", "--out", one, "--quiet"]) == 0
+    argv = ["run", scenario, "--mode", "twin", "--out", many, "--quiet", *stream]
+    assert main([*argv, "--set", "crowd.horizon_s=20"]) == 0
+    capsys.readouterr()
+    assert main(["compare", many, one]) == 0
+    assert f"{many} has up to 4 jobs a run and {one} 1" in capsys.readouterr().err
+    assert main(["compare", one, one]) == 0
+    assert "jobs a run" not in capsys.readouterr().err
+
+
 def test_version_names_the_installed_package(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stopped:
         main(["--version"])

@@ -13,7 +13,7 @@ import csv
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from edgetwin.atomic import check_out_folder
@@ -33,6 +33,8 @@ from edgetwin.comparison import (
     check_reference,
     compare_to_reference,
     devices_warning,
+    jobs_per_run,
+    jobs_warning,
     loopback_warning,
     write_comparison_csv,
 )
@@ -359,9 +361,11 @@ def _compare(args: argparse.Namespace) -> int:
     if args.out is not None:  # before the summary lines, not after them
         check_out_folder(args.out, args.force, files_read())
     comparison = compare_to_reference(predicted, measured)
+    predicted_jobs = jobs_per_run(asdict(row) for row in predicted)
     for warning in (
         devices_warning(args.predicted, args.measured),
         loopback_warning(args.predicted, args.measured),
+        jobs_warning(args.predicted, predicted_jobs, args.measured, jobs_per_run(measured)),
     ):
         if warning is not None:
             print(f"edgetwin: warning: {warning}", file=sys.stderr)
