@@ -604,21 +604,19 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
         )
     if mode == "twin":
         return warnings
-    for field in _availability_fields(scenario):
-        warnings.append(f"{field} is set, but only the twin plays availability: this {mode} "
-                        "run's devices stay")  # fmt: skip
+    stay = f"only the twin plays availability: this {mode} run's devices stay"
+    warnings += [f"{field} is set, but {stay}" for field in _availability_fields(scenario)]
     if scenario.crowd is not None and scenario.crowd.job.interarrival is not None:
-        warnings.append(f"crowd.job.interarrival is set, but a {mode} run is one job: jobs "
-                        "arriving over crowd.horizon_s play in the twin only")  # fmt: skip
+        one_job = "jobs arriving over crowd.horizon_s play in the twin only"
+        warnings.append(f"crowd.job.interarrival is set, but a {mode} run is one job: {one_job}")
     if mode == "local":
         shaped = {
             "network.latency_ms": network.latency_ms > 0,
             "network.schedule": bool(network.schedule),
             "network.medium": network.medium == "shared",
         }
-        for field in (name for name, is_set in shaped.items() if is_set):
-            warnings.append(f"{field} is set, but nothing shapes loopback: only --mode emu "
-                            "plays it")  # fmt: skip
+        unshaped = "nothing shapes loopback: only --mode emu plays it"
+        warnings += [f"{field} is set, but {unshaped}" for field, on in shaped.items() if on]
     return warnings
 
 

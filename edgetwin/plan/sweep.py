@@ -157,12 +157,13 @@ class CrowdPayload:
 
     def run(self, indexes: Sequence[int]) -> list[ConfigResult]:
         base = _crowd_scenario(self.scenario_json)
+        runs = crowd_runs(base)  # the fleet's size changes none of them
         path = Path(self.scenario_path)
         results = []
         for index in indexes:
-            size, k = divmod(index, len(crowd_runs(base)))
+            size, k = divmod(index, len(runs))
             scenario = crowd_of_size(base, self.fleet_sizes[size])
-            run = crowd_runs(scenario)[k]
+            run = runs[k]
             rows = simulate_crowd(scenario, prepare_crowd(scenario, path), run).rows
             results.append(ConfigResult(index, tuple(rows)))
         return results
