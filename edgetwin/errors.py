@@ -11,6 +11,7 @@ from types import FrameType
 
 SHOWN_VALUE_CHARS = 80  # an echoed value (a path, a bad value) is cut to this many characters
 _PATH_CHARS = 160
+TRACE_ASKED = "--trace (trace=True in Python)"  # how an error names a run's trace option
 _FIELD_CHARS = 80
 _PROBLEM_CHARS = 300
 

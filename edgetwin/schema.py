@@ -287,16 +287,16 @@ def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
     """Apply ``a.b.c=value`` (value parsed as YAML) to a raw scenario mapping."""
     key, sep, text = item.partition("=")
     if not sep or not key:
-        raise InputError(path, None, f"--set {shown(item)}: expected key=value")
+        raise InputError(path, None, f"override {shown(item)}: expected key=value")
     if "" in key.split("."):
-        raise InputError(path, "--set", f"{shown(key)}: a dotted key with an empty part")
+        raise InputError(path, None, f"override {shown(key)}: a dotted key with an empty part")
     try:
         value = load_yaml(text)
     except yaml.YAMLError:
-        raise InputError(path, key, f"--set value {shown(text)} is not valid YAML") from None
+        raise InputError(path, key, f"override value {shown(text)} is not valid YAML") from None
     except RecursionError:
         raise InputError(
-            path, key, f"--set value nested deeper than {MAX_NESTING} levels"
+            path, key, f"override value nested deeper than {MAX_NESTING} levels"
         ) from None
     check_nesting(value, path, key)
     node: Any = raw
@@ -309,7 +309,7 @@ def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
     elif isinstance(node, dict):
         node[last] = value
     else:
-        raise InputError(path, key, "--set goes inside a value that is not a mapping or list")
+        raise InputError(path, key, "an override goes inside a value that is not a mapping or list")
 
 
 def _child(node: Any, part: str, field: str, path: Path) -> Any:
@@ -317,11 +317,11 @@ def _child(node: Any, part: str, field: str, path: Path) -> Any:
         return node[_index(node, part, field, path)]
     if isinstance(node, dict):
         return node.setdefault(part, {})
-    raise InputError(path, field, "--set goes inside a value that is not a mapping or list")
+    raise InputError(path, field, "an override goes inside a value that is not a mapping or list")
 
 
 def _index(node: list[Any], part: str, field: str, path: Path) -> int:
     if not (part.isascii() and part.isdigit()) or int(part) >= len(node):
-        problem = f"--set index {shown(part)} out of range (list has {len(node)})"
+        problem = f"override index {shown(part)} out of range (list has {len(node)})"
         raise InputError(path, field, problem)
     return int(part)

@@ -209,6 +209,27 @@ def test_bad_input_names_the_field_and_writes_nothing(tmp_path: Path) -> None:
         edgetwin.load_results(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("overrides", "trace", "named"),
+    [
+        (["network"], False, "override 'network': expected key=value"),
+        ([".network=1"], False, "override '.network': a dotted key"),
+        ([], True, "--trace (trace=True in Python)"),
+    ],
+    ids=["no-value", "empty-part", "trace"],
+)
+def test_errors_name_what_the_api_caller_gave(
+    overrides: list[str], trace: bool, named: str
+) -> None:
+    """The API's errors name its own arguments too: these named only the CLI's flags
+    (``field '--set'``, ``field '--trace'``), which a Python caller never typed."""
+    llm_smoke = JETSON.parent / "llm_smoke.yaml"
+    with pytest.raises(InputError) as raised:
+        edgetwin.run(llm_smoke, mode="local", overrides=overrides, trace=trace)
+    assert named in raised.value.message
+    assert raised.value.field is None
+
+
 def test_import_edgetwin_stays_light() -> None:
     """The API is imported on first use: a worker's ``import edgetwin`` pulls nothing."""
     script = (

@@ -101,7 +101,7 @@ def test_scenario_text_that_yaml_reads_ambiguously(
         ("network.bandwidth_mbps=.nan", ("field 'network.bandwidth_mbps'", "finite number")),
         # a 300-digit segments column; a key that named no field
         ("strategies=[{name: prism, cr: 1.0e-300}]", ("'strategies.0.cr.0'", "greater than or")),
-        (".network=1", ("field '--set'", "'.network': a dotted key with an empty part")),
+        (".network=1", ("override '.network': a dotted key with an empty part",)),
         # these ran: true as 1 inside a list (a scalar was refused), [] as the default
         (
             "sweeps=[{batch: [1], bandwidth_mbps: [true]}]",

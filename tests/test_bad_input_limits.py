@@ -454,5 +454,5 @@ def test_a_decoder_trace_is_refused_naming_the_scenario(
     argv = ["run", str(SCENARIOS / "llm_smoke.yaml"), "--mode", "local", "--trace"]
     argv += ["--out", str(tmp_path / "out")]
     for check in ([], ["--check"]):  # --check said "ok"
-        expect = ("llm_smoke.yaml: field '--trace'", "no profiler")
+        expect = ("llm_smoke.yaml: --trace (trace=True in Python)", "no profiler")
         assert_clean_failure([*argv, *check], capsys, tmp_path, *expect)

@@ -237,8 +237,8 @@ CASES = [
         ("'reference'", "file not found", "nope.csv"),
     ),
     # ------------------------------------------------------------ --set and --seed
-    Case("set-without-equals", scenario_text(), ("--set 'seed'", "key=value"), ("--set", "seed")),
-    Case("set-empty-key", scenario_text(), ("--set '=3'", "key=value"), ("--set", "=3")),
+    Case("set-without-equals", scenario_text(), ("override 'seed'", "key=value"), ("--set", "seed")),
+    Case("set-empty-key", scenario_text(), ("override '=3'", "key=value"), ("--set", "=3")),
     Case(
         "set-unknown-key",
         scenario_text(),

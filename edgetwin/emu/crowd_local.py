@@ -18,7 +18,7 @@ from pathlib import Path
 from edgetwin.configuration import crowd_runs
 from edgetwin.emu.crowd_jobs import JOB_TIMEOUT_S, CrowdJobs, check_crowd_jobs, check_phones_fit
 from edgetwin.emu.crowdio.launcher import LocalPlacement
-from edgetwin.errors import InputError
+from edgetwin.errors import TRACE_ASKED, InputError
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
 
@@ -30,8 +30,10 @@ def check_crowd_local(
     (with a timeline if ``trace``); ``machine`` False checks the scenario only (not this
     machine's free memory)."""
     if trace:
-        problem = "the real pipeline writes no timeline (a crowd run in the twin does)"
-        raise InputError(scenario_path, "--trace", problem)
+        problem = (
+            f"{TRACE_ASKED}: the real pipeline writes no timeline (a crowd run in the twin does)"
+        )
+        raise InputError(scenario_path, None, problem)
     check_crowd_jobs(scenario, scenario_path)
     if scenario.emulator.faults:
         problem = "faults take down links and hosts: they play in --mode emu only"

@@ -27,7 +27,7 @@ from edgetwin.emu.vit.launcher import available_cores, launch_local
 from edgetwin.emu.vit.model import image_side
 from edgetwin.emu.vit.records import RankRecord, RunRecord
 from edgetwin.emu.vit.worker import model_args, real_strategies
-from edgetwin.errors import InputError
+from edgetwin.errors import TRACE_ASKED, InputError
 from edgetwin.models import registry
 from edgetwin.models.costs import weight_bytes
 from edgetwin.models.strategy import VIT_WORKER
@@ -57,7 +57,9 @@ def check_runnable(
     this machine's free memory)."""
     if decoder_model(scenario) is not None:
         if trace:
-            raise InputError(path, "--trace", "the real decoder writes no profiler trace")
+            raise InputError(
+                path, None, f"{TRACE_ASKED}: the real decoder writes no profiler trace"
+            )
         check_decoder_runnable(scenario, path, machine=machine)
         return
     try:
