@@ -130,6 +130,15 @@ def test_bad_evaluation_files(tmp_path: Path) -> None:
     assert (exc.value.path, exc.value.field) == (str(path), "scenario")
 
 
+@pytest.mark.parametrize("field", ["map_tokens", "held_out.tokens"])
+def test_an_empty_token_list_is_refused_not_read_as_the_default(field: str) -> None:
+    """``[]`` silently meant "the model's own tokens", as leaving the list out does; given,
+    a list of sequence lengths holds at least one (as a sweep's lists do)."""
+    with pytest.raises(InputError) as exc:
+        load_eval_inputs(EVAL, (f"{field}=[]",))
+    assert exc.value.field == field
+
+
 def test_held_out_sequence_lengths_per_axis(tmp_path: Path) -> None:
     """A map at 101 and 325 tokens; held out at 65, 197 (between) and 401 (beyond)."""
     overrides = (

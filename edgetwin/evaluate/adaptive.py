@@ -64,20 +64,26 @@ from edgetwin.scenario import (
     load_scenario,
     unplayed_settings,
 )
-from edgetwin.schema import PositiveInt, Strict, load_yaml_model, referenced_file
+from edgetwin.schema import (
+    PositiveInt,
+    Strict,
+    load_yaml_model,
+    optional_values,
+    referenced_file,
+)
 from edgetwin.sim.runner import build_fleet
 
 TIE_PCT = 1e-9  # a pick this close to the oracle's objective counts as correct
 
 
-TokenCounts = tuple[PositiveInt, ...]  # sequence lengths; empty: the scenario model's own
+TokenCounts = tuple[PositiveInt, ...]  # sequence lengths; left out: the scenario model's own
 
 
 class HeldOutSpec(SweepSpec):
     """Held-out conditions: batch x bandwidth x devices up x sequence length (tokens; a
     decoder's: prompt tokens x output tokens)."""
 
-    tokens: TokenCounts = ()
+    tokens: TokenCounts = optional_values()
 
     def sweep(self) -> SweepSpec:
         """The twin sweep of one sequence length: every device count from 2 to the most
@@ -90,7 +96,7 @@ class EvalSettings(Strict):
     """An evaluation file: the scenario profiled for the map, and the held-out conditions."""
 
     scenario: str = Field(min_length=1)  # relative to the evaluation file
-    map_tokens: TokenCounts = ()  # sequence lengths the map is profiled at
+    map_tokens: TokenCounts = optional_values()  # sequence lengths the map is profiled at
     held_out: HeldOutSpec | None = None  # the twin is the ground truth at these
     truth_table: str | None = None  # or measured runs are (relative to the file)
     objective: ObjectiveKind = "latency"
