@@ -510,6 +510,17 @@ def test_results_csv_round_trips_as_timing_records(tmp_path: Path) -> None:
     _rejects(read_timing_table, _write_rows(tmp_path / "results.csv", rows), "'strategy'", "line 2")
 
 
+def test_a_vit_latency_kernel_is_one_the_fit_knows(tmp_path: Path) -> None:
+    """A misspelt kernel was read, and the compute fit took the forward for encoder blocks
+    alone (anything not ``vit_full`` is): a wrong fit without a word."""
+    header = "kernel,batch,tokens,rep,latency_ms\n"
+    path = tmp_path / "vit_latency.csv"
+    path.write_text(header + "vit_full,1,197,0,4.029\nencoder_tokens,8,99,1,5.5\n")
+    assert [r.kernel for r in read_vit_latency(path)] == ["vit_full", "encoder_tokens"]
+    path.write_text(header + "vit_full,1,197,0,4.029\nvit-full,8,197,1,5.5\n")
+    _rejects(read_vit_latency, path, "field 'kernel'", "line 3", "'vit-full'", "vit_full")
+
+
 def test_folder_recognises_files_by_header_and_lists_the_rest(tmp_path: Path) -> None:
     for name in ("worker_log.csv", "jtop_log.csv", "tiny.trace.json"):
         shutil.copy(FIXTURES / name, tmp_path / f"my_{name}")

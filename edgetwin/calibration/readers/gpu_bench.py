@@ -1,6 +1,7 @@
 """The single-GPU benchmark CSVs of ``collect.py`` (H200 loopback traces).
 
-- ``vit_latency.csv``: kernel, batch, tokens, rep, latency_ms (CUDA events).
+- ``vit_latency.csv``: kernel (``vit_full`` or ``encoder_tokens``), batch, tokens, rep,
+  latency_ms (CUDA events).
 - ``staging_copy.csv``: direction (d2h|h2d), pinned (0|1), batch, rows, bytes, rep,
   latency_ms (one [batch, rows, 768] fp32 copy, wall clock with synchronize).
 - ``vit_energy.csv``: kernel, batch, reps, wall_s, energy_mj (NVML energy counter
@@ -16,6 +17,8 @@ from typing import Literal, cast
 from edgetwin.calibration.readers._csv import read_rows
 
 VIT_LATENCY_COLUMNS = ("kernel", "batch", "tokens", "rep", "latency_ms")
+# what a timed forward ran: the whole model, or the encoder blocks over ``tokens`` rows
+VIT_LATENCY_KERNELS = ("vit_full", "encoder_tokens")
 STAGING_COPY_COLUMNS = ("direction", "pinned", "batch", "rows", "bytes", "rep", "latency_ms")
 VIT_ENERGY_COLUMNS = ("kernel", "batch", "reps", "wall_s", "energy_mj")
 
@@ -59,7 +62,7 @@ def read_vit_latency(path: Path) -> list[VitLatency]:
     """Rows of a ``vit_latency.csv``."""
     return [
         VitLatency(
-            kernel=row.text("kernel"),
+            kernel=row.choice("kernel", VIT_LATENCY_KERNELS),
             batch=row.integer("batch", minimum=1),
             tokens=row.integer("tokens", minimum=1),
             rep=row.integer("rep", minimum=0),
