@@ -12,6 +12,7 @@ section, its resamples and the held-out comm times are left out of the check."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -149,9 +150,10 @@ def _assert_close_beside_the_network(made: dict[str, Any], shipped: dict[str, An
 
 
 def _without_bootstrap(profile: dict[str, Any]) -> dict[str, Any]:
-    """``profile`` less what the bootstrap's resamples decide (and the method line that
-    names their count)."""
-    fit = {k: v for k, v in profile["fit"].items() if k not in ("method", "bootstrap_samples")}
+    """``profile`` less what the bootstrap's resamples decide (the method line with their
+    count left out)."""
+    fit = {k: v for k, v in profile["fit"].items() if k != "bootstrap_samples"}
+    fit["method"] = re.sub(r"\b\d+ resamples\b", "N resamples", fit["method"])
     fit["sections"] = {
         name: {k: v for k, v in section.items() if k != "stderr"}
         for name, section in fit["sections"].items()
