@@ -241,6 +241,11 @@ def _reason(exc: BaseException) -> str:
     return shown_text(str(exc))
 
 
+_EMPTY_LIST = (
+    "an empty list: give at least one value, or leave the key out for its default if it has one"
+)
+
+
 def validation_error(exc: ValidationError, path: Path | str) -> InputError:
     """The first pydantic error as an InputError naming its field."""
     error = exc.errors()[0]
@@ -249,11 +254,14 @@ def validation_error(exc: ValidationError, path: Path | str) -> InputError:
         loc.append(error["ctx"]["field"])
     field = ".".join(loc) or None
     message = error["msg"].removeprefix("Value error, ")
-    if error["type"] == "extra_forbidden":
+    kind = error["type"]
+    if kind == "extra_forbidden":
         message = "unknown key"
-    elif error["type"] == "missing":
+    elif kind == "missing":
         message = "required key is missing"
-    if "input" in error and error["type"] not in ("missing", "extra_forbidden", BOOLEAN_NUMBER):
+    elif kind == "too_short" and not error.get("input"):
+        message = _EMPTY_LIST
+    elif "input" in error and kind != BOOLEAN_NUMBER:
         given = error["input"]
         if not isinstance(given, dict | list) or len(repr(given)) <= 60:
             message += f" (got {shown(given)})"

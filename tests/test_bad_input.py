@@ -93,7 +93,7 @@ def test_scenario_text_that_yaml_reads_ambiguously(
     ("item", "expect"),
     [
         ("network={bandwidth_mbps: 1, bandwidth_mbps: 2}", ("field 'network'", "not valid YAML")),
-        ("sweeps=[]", ("field 'sweeps'", "at least 1 item")),  # was 0 runs and exit 0
+        ("sweeps=[]", ("field 'sweeps'", "give at least one value")),  # was 0 runs and exit 0
         # these three ran: true as 1 ms, an endless link, a link of no rate at all
         ("network.latency_ms=true", ("field 'network.latency_ms'", "a number, not true")),
         ("devices.0.count=false", ("field 'devices.0.count'", "a number, not false")),
@@ -111,8 +111,14 @@ def test_scenario_text_that_yaml_reads_ambiguously(
         ("sweeps=[{batch: [1, false]}]", ("field 'sweeps.0.batch.1'", "a number, not false")),
         ("sweeps=[{devices: [true]}]", ("field 'sweeps.0.devices.0'", "a number, not true")),
         ("strategies=[{name: prism, cr: [true]}]", ("'strategies.0.cr.0'", "a number, not true")),
-        ("sweeps=[{bandwidth_mbps: []}]", ("field 'sweeps.0.bandwidth_mbps'", "at least 1 item")),
-        ("sweeps=[{prompt_tokens: []}]", ("field 'sweeps.0.prompt_tokens'", "at least 1 item")),
+        (
+            "sweeps=[{bandwidth_mbps: []}]",
+            ("field 'sweeps.0.bandwidth_mbps'", "give at least one value"),
+        ),
+        (
+            "sweeps=[{prompt_tokens: []}]",
+            ("field 'sweeps.0.prompt_tokens'", "give at least one value"),
+        ),
     ],
     ids=[
         *("repeated-key", "no-sweeps", "true-as-number", "false-as-count", "inf", "nan"),
@@ -159,7 +165,10 @@ def test_a_folder_written_before_still_loads(tmp_path: Path) -> None:
     ("item", "expect"),
     [
         ("sweeps=[{bandwidth_mbps: [true]}]", ("'sweeps.0.bandwidth_mbps.0'", "not true")),
-        ("sweeps=[{bandwidth_mbps: []}]", ("field 'sweeps.0.bandwidth_mbps'", "at least 1 item")),
+        (
+            "sweeps=[{bandwidth_mbps: []}]",
+            ("field 'sweeps.0.bandwidth_mbps'", "give at least one value"),
+        ),
     ],
     ids=["true-as-bandwidth", "no-bandwidths"],
 )
@@ -177,7 +186,10 @@ def test_bad_crowd_sweep(
     [
         ({"fleet_size": [3], "bandwidth_mbps": [True]}, ("'axes.bandwidth_mbps.0'", "not true")),
         ({"fleet_size": [True, 2]}, ("field 'axes.fleet_size.0'", "a number, not true")),
-        ({"fleet_size": [3], "bandwidth_mbps": []}, ("'axes.bandwidth_mbps'", "at least 1 item")),
+        (
+            {"fleet_size": [3], "bandwidth_mbps": []},
+            ("'axes.bandwidth_mbps'", "give at least one value"),
+        ),
     ],
     ids=["true-as-bandwidth", "true-as-fleet-size", "no-bandwidths"],
 )

@@ -56,7 +56,11 @@ def _error(raw: dict[str, Any]) -> InputError:
         ),
         (lambda r: r["crowd"].update(fleet_size=1000), "crowd", "none has one"),  # was ignored
         (lambda r: r["crowd"]["job"].update(inputs=0), "crowd.job.inputs", "greater than 0"),
-        (lambda r: r["crowd"]["job"].update(stages=[]), "crowd.job.stages", "at least 1"),
+        (
+            lambda r: r["crowd"]["job"].update(stages=[]),
+            "crowd.job.stages",
+            "give at least one value",
+        ),
         (
             lambda r: r["crowd"]["job"]["stages"].append(dict(r["crowd"]["job"]["stages"][0])),
             "crowd.job",

@@ -75,7 +75,7 @@ def table_bytes(rows: list[ResultRow], path: Path) -> bytes:
         (
             {"axes": {"batch": [4], "bandwidth_mbps": [100], "prompt_tokens": []}},
             "axes.prompt_tokens",
-            "at least 1 item",
+            "give at least one value",
         ),
         ({"scenario": "missing.yaml"}, "scenario", "file not found"),
         ({"set": ["repetitions=0"]}, "repetitions", "greater than 0"),

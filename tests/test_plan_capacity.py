@@ -199,7 +199,11 @@ def test_crowd_sweep_is_the_same_on_a_pool(tmp_path: Path) -> None:
             "axes.bandwidth_mbps.0",
             "a number, not true",
         ),
-        ({"axes": {"fleet_size": [2], "bandwidth_mbps": []}}, "axes.bandwidth_mbps", "1 item"),
+        (
+            {"axes": {"fleet_size": [2], "bandwidth_mbps": []}},
+            "axes.bandwidth_mbps",
+            "give at least one value",
+        ),
         (
             {"question": {"kind": "crowd_capacity", "target_p95_s": True}},
             "question.crowd_capacity.target_p95_s",

@@ -140,12 +140,12 @@ CASES = [
     Case(
         "empty-batch-list",
         scenario_text(sweeps=[{"batch": []}]),
-        ("'sweeps.0.batch'", "at least 1"),
+        ("'sweeps.0.batch'", "give at least one value"),
     ),
     Case(
         "empty-devices-sweep",
         scenario_text(sweeps=[{"batch": [1], "devices": []}]),
-        ("'sweeps.0.devices'", "at least 1"),
+        ("'sweeps.0.devices'", "give at least one value"),
     ),
     Case(
         "devices-sweep-beyond-fleet",
@@ -237,7 +237,9 @@ CASES = [
         ("'reference'", "file not found", "nope.csv"),
     ),
     # ------------------------------------------------------------ --set and --seed
-    Case("set-without-equals", scenario_text(), ("override 'seed'", "key=value"), ("--set", "seed")),
+    Case(
+        "set-without-equals", scenario_text(), ("override 'seed'", "key=value"), ("--set", "seed")
+    ),
     Case("set-empty-key", scenario_text(), ("override '=3'", "key=value"), ("--set", "=3")),
     Case(
         "set-unknown-key",
