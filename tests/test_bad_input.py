@@ -511,6 +511,17 @@ def test_calibrate_machine_emu_folder(
     assert_clean_failure(argv, capsys, tmp_path, "field '--emu'")
 
 
+@pytest.mark.parametrize("flag", ["--quick", "--no-decoder"])
+def test_calibrate_machine_emu_refuses_what_only_a_measurement_takes(
+    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--quick`` and ``--no-decoder`` choose what this machine measures; with ``--emu``
+    nothing is measured, and they were ignored without a word."""
+    run = REPO / "data" / "traces" / "emu-vit-loop-2026-12" / "fit"
+    argv = ["calibrate-machine", "--emu", str(run), flag, "--out", str(tmp_path / "out")]
+    assert_clean_failure(argv, capsys, tmp_path, f"field '{flag}'", "--emu measures nothing")
+
+
 @pytest.mark.parametrize("command", ["run", "init", "calibrate", "evaluate"])
 def test_out_name_too_long(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

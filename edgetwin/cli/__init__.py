@@ -485,6 +485,7 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
 def _calibrate_machine_from_emu(args: argparse.Namespace) -> int:
     from edgetwin.calibration.fit_emu import calibrate_machine_from_emu
 
+    _refuse_measuring_flags_with_emu(args)
     command = f"edgetwin calibrate-machine --emu {args.emu} --out {args.out}"
     with _output_folder(args.out, args.force) as staging:
         profile = calibrate_machine_from_emu(args.emu, staging, command)
@@ -496,6 +497,21 @@ def _calibrate_machine_from_emu(args: argparse.Namespace) -> int:
         + f"), spec in {args.out}/spec.yaml"
     )
     return 0
+
+
+def _refuse_measuring_flags_with_emu(args: argparse.Namespace) -> None:
+    """``--quick`` and ``--no-decoder`` choose what this machine measures; ``--emu`` measures
+    nothing (it fits an emulator run, which times no decoder), so with it they are refused
+    rather than ignored."""
+    for flag in ("quick", "no_decoder"):
+        if getattr(args, flag):
+            option = "--" + flag.replace("_", "-")
+            raise InputError(
+                args.emu,
+                option,
+                f"{option} chooses what this machine measures; --emu measures nothing "
+                "(it fits the emulator run's rows): leave one of them out",
+            )
 
 
 def _evaluate(args: argparse.Namespace) -> int:
