@@ -534,6 +534,7 @@ def _check_decoder(scenario: Scenario, model: DecoderSpec) -> None:
     if scenario.warmup_batches:
         raise ValueError("warmup_batches: a decoder's warm-up generations are not modelled")
     workload = scenario.decoder_workload
+    _check_one_split(scenario.strategies)
     for i, strategy in enumerate(scenario.strategies):
         definition = registry.strategy(strategy.name)
         if definition.decoder_plan is None:
@@ -556,6 +557,17 @@ def _check_decoder(scenario: Scenario, model: DecoderSpec) -> None:
                 problem = split_problem(strategy, model, devices, min(prompts))
                 if problem:
                     raise ValueError(f"sweeps.{j}.devices: {strategy.name} on {devices}: {problem}")
+
+
+def _check_one_split(strategies: Sequence[StrategySpec]) -> None:
+    """A strategy listed twice gives the same ``layers`` both times: a row does not say
+    its layer split and a configuration runs once, so a second split would not run."""
+    first: dict[str, int] = {}
+    for i, strategy in enumerate(strategies):
+        j = first.setdefault(strategy.name, i)
+        if strategy.layers != strategies[j].layers:
+            problem = f"{strategy.name} is listed as strategies.{j} with other layers"
+            raise ValueError(f"strategies.{i}.layers: {problem} (a row does not say its split)")
 
 
 def split_problem(strategy: StrategySpec, model: DecoderSpec, devices: int, prompt: int) -> str:

@@ -367,6 +367,12 @@ ERRORS = {
         _decoder_raw(strategies=[{"name": "pipeline", "layers": [1, 1, 2]}]),
         "pipeline on 2: its layers [1, 1, 2] are not 2 sizes adding up to 4",
     ),
+    "two-splits-of-one-strategy": (  # the second split never ran, without a word
+        _decoder_raw(
+            strategies=[{"name": "pipeline", "layers": [3, 1]}, {"name": "pipeline"}],
+        ),
+        "strategies.1.layers: pipeline is listed as strategies.0 with other layers",
+    ),
     "layers-on-voltage": (
         _decoder_raw(strategies=[{"name": "voltage", "layers": [2, 2]}]),
         "voltage takes no 'layers'",
