@@ -397,6 +397,13 @@ ERRORS = {
         _decoder_raw(mode="local", model={**_decoder_raw()["model"], "weight_dtype": "fp16"}),
         "field 'model.weight_dtype': the real decoder runs fp32 (got fp16)",
     ),
+    "local-rope-odd-head": (  # a model problem, named as 'strategies.0' before
+        _decoder_raw(
+            mode="local",
+            model={**_decoder_raw()["model"], "positions": "rope", "width": 36},
+        ),
+        "field 'model': rotary positions need an even head size (width / heads = 3)",
+    ),
     "warm-up": (_decoder_raw(warmup_batches=1), "warm-up generations are not modelled"),
     "workload-on-encoder": (
         {

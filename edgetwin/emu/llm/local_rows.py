@@ -21,7 +21,7 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.emu.launch_deadline import launch_deadline_s
 from edgetwin.emu.llm.launcher import WORKER, launch_decoder
 from edgetwin.emu.llm.records import RankRecord, measured
-from edgetwin.emu.llm.runs import DECODER_STRATEGIES, DecoderRun
+from edgetwin.emu.llm.runs import DECODER_STRATEGIES, DecoderRun, model_problem
 from edgetwin.emu.memory_check import check_weights_fit
 from edgetwin.errors import InputError
 from edgetwin.models import registry
@@ -51,6 +51,8 @@ def check_decoder_runnable(
         if getattr(model, name) != "fp32":
             problem = f"the real decoder runs fp32 (got {getattr(model, name)}); use --mode twin"
             raise InputError(path, f"model.{name}", problem)
+    if model_problem(model):
+        raise InputError(path, "model", f"{model_problem(model)}; use --mode twin")
     index = {strategy.name: i for i, strategy in enumerate(scenario.strategies)}
     for name, i in index.items():
         if name not in DECODER_STRATEGIES:

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.emu.llm.attention import attend, causal_bias, merge_heads
+from edgetwin.emu.llm.runs import model_problem
 from edgetwin.emu.torch_weights import with_weights
 
 NORM_EPS = 1e-5
@@ -139,8 +140,8 @@ class Decoder(nn.Module):
 
     def __init__(self, spec: DecoderSpec) -> None:
         super().__init__()
-        if spec.positions == "rope" and spec.head_dim % 2:
-            raise ValueError(f"rotary positions need an even head size (got {spec.head_dim})")
+        if model_problem(spec):
+            raise ValueError(model_problem(spec))
         self.spec = spec
         self.embed_tokens = nn.Embedding(spec.vocab, spec.width)
         learned = spec.positions == "learned"

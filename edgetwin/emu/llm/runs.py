@@ -22,6 +22,14 @@ POSITION_WISE = (voltage.NAME, prism.NAME)
 DECODER_STRATEGIES = (single.NAME, pipeline.NAME, tensor_parallel.NAME, *POSITION_WISE)
 
 
+def model_problem(spec: DecoderSpec) -> str:
+    """Why the real decoder cannot build ``spec`` ('' when it can): rotary positions
+    rotate pairs of a head's features, so a head's size must be even."""
+    if spec.positions == "rope" and spec.head_dim % 2:
+        return f"rotary positions need an even head size (width / heads = {spec.head_dim})"
+    return ""
+
+
 @dataclass(frozen=True)
 class DecoderRun:
     """Greedy generation of ``output_tokens`` after a ``prompt_tokens`` prompt for
@@ -56,8 +64,8 @@ class DecoderRun:
                 f"prompt_tokens + output_tokens = {context} exceeds the model's "
                 f"max_positions {self.spec.max_positions}"
             )
-        if self.spec.positions == "rope" and self.spec.head_dim % 2:
-            raise ValueError(f"rotary positions need an even head size ({self.spec.head_dim})")
+        if model_problem(self.spec):
+            raise ValueError(model_problem(self.spec))
         if (self.segments is not None) != (self.strategy == prism.NAME):
             raise ValueError(f"segments are for {prism.NAME} (which needs them)")
         if self.layer_split is not None and self.strategy != pipeline.NAME:
