@@ -78,6 +78,17 @@ def table_bytes(rows: list[ResultRow], path: Path) -> bytes:
             "give at least one value",
         ),
         ({"scenario": "missing.yaml"}, "scenario", "file not found"),
+        # an encoder's rows have no ttft_ms: answering raised a TypeError, a traceback
+        (
+            {"question": {"kind": "best_mode", "metrics": ["total_ms", "ttft_ms"]}},
+            "question.metrics",
+            "ttft_ms is a decoder metric",
+        ),
+        (
+            {"question": [{"kind": "best_mode", "metrics": ["tpot_ms"]}]},
+            "question.0.metrics",
+            "tpot_ms is a decoder metric",
+        ),
         ({"set": ["repetitions=0"]}, "repetitions", "greater than 0"),
         (
             {"set": []},

@@ -113,6 +113,8 @@ BEST_METRICS = {
     "tpot_ms": "time per output token (ms)",
     "energy_per_token_j": "energy per token (J)",
 }
+# the metrics only a decoder's rows carry (an encoder's rows leave them empty)
+DECODER_METRICS = ("ttft_ms", "tpot_ms", "energy_per_token_j")
 
 
 class BestMode(Strict):
@@ -280,6 +282,7 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
     elif question.searches_context and not isinstance(scenario.model, DecoderSpec):
         raise InputError(path, "question", "longest_context needs a decoder scenario")
     else:
+        _check_decoder_metrics(question, scenario, path)
         build_fleet(scenario, scenario_path)  # its device profiles: errors before any run
     return LoadedQuestion(path, question, scenario, scenario_path)
 
@@ -300,6 +303,20 @@ def _as_crowd_sweep(scenario_raw: dict[str, Any], question: PlanQuestion, path: 
     crowd["schedulers"] = [question.question.scheduler]
     if question.axes.bandwidth_mbps:
         scenario_raw["sweeps"] = [{"bandwidth_mbps": list(question.axes.bandwidth_mbps)}]
+
+
+def _check_decoder_metrics(question: PlanQuestion, scenario: Scenario, path: Path) -> None:
+    """A best_mode metric that only a decoder's rows carry needs a decoder scenario."""
+    if isinstance(scenario.model, DecoderSpec):
+        return
+    listed = isinstance(question.question, tuple)
+    for index, kind in enumerate(question.kinds):
+        wrong = [m for m in getattr(kind, "metrics", ()) if m in DECODER_METRICS]
+        if wrong:
+            field = f"question.{index}.metrics" if listed else "question.metrics"
+            raise InputError(
+                path, field, f"{wrong[0]} is a decoder metric; this scenario's model is not one"
+            )
 
 
 def _check_crowd(scenario: Scenario, path: Path) -> None:
