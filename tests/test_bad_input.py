@@ -303,23 +303,28 @@ def test_a_parameter_taken_from_a_base_that_has_none(
 
 
 MEASURED_ROWS = [
-    ("strategy", "magic", "unknown strategy 'magic'"),
-    ("devices", "inf", "cannot read row"),
-    ("batch", "0", "at least 1"),
+    ("strategy", "magic", "'magic' is not one of"),
+    ("devices", "inf", "not a finite number"),
+    ("batch", "0", "below the minimum 1"),
     ("segments", "", "needs its segments"),
     ("total_ms", "nan", "not a finite number"),
+    ("batch", "2.5", "not a whole number"),  # was read as batch 2, then a traceback
+    ("compute_ms", "-1", "below the minimum 0"),  # was fitted
+    ("bandwidth_mbps", "0", "must be above 0"),
 ]
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
-    ("column", "cell", "problem"), MEASURED_ROWS, ids=[r[0] for r in MEASURED_ROWS]
+    ("column", "cell", "problem"), MEASURED_ROWS, ids=[f"{r[0]}={r[1]}" for r in MEASURED_ROWS]
 )
 def test_bad_measured_table_row(
     column: str, cell: str, problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A row of a table spec's measured table that the twin cannot run (an
-    AssertionError, OverflowError or unknown-strategy traceback)."""
+    AssertionError, OverflowError or unknown-strategy traceback), or a measurement that
+    cannot be one (a fraction of a sample, a negative time): the column is named (it was
+    ``field 'line N'``)."""
     shipped = (REPO / "data" / "reference" / "prism-jetson" / "measurements.csv").read_text()
     lines = shipped.splitlines()
     header = lines[0].split(",")
@@ -333,7 +338,12 @@ def test_bad_measured_table_row(
     for command, out in (("calibrate", "p.yaml"), ("validate", "v")):
         argv = [command, str(spec), "--out", str(tmp_path / out)]
         assert_clean_failure(
-            argv, capsys, tmp_path, "measurements.csv", f"line {prism + 1}", problem
+            argv,
+            capsys,
+            tmp_path,
+            f"measurements.csv: field '{column}'",
+            f"line {prism + 1}",
+            problem,
         )
 
 

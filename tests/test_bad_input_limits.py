@@ -310,7 +310,7 @@ def test_a_reference_table_without_a_key_column(
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(raw))
     argv = ["calibrate", str(spec), "--out", str(tmp_path / "profile.yaml")]
-    assert_clean_failure(argv, capsys, tmp_path, "measured.csv: field 'strategy'", "no such column")
+    assert_clean_failure(argv, capsys, tmp_path, "measured.csv: field 'strategy'", "missing column")
 
 
 @pytest.mark.timeout(60)

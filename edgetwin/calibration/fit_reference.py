@@ -31,12 +31,13 @@ from edgetwin.calibration.profile_io import (
     check_fixed,
     source_record,
 )
+from edgetwin.calibration.readers._csv import Row, read_rows
 from edgetwin.comparison import compare_to_reference, key_label
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.profile import DeviceProfile
-from edgetwin.results import parse_number, read_table, row_key
+from edgetwin.results import read_table, row_key
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
 from edgetwin.schema import Strict, load_yaml_model, referenced_file
 from edgetwin.sim.device import STATES
@@ -92,45 +93,35 @@ def load_spec(path: Path) -> CalibrationSpec:
     return spec
 
 
+MEASURED_KEY_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps")
+
+
 def read_measured(path: Path) -> list[MeasuredRow]:
-    """Rows of a measured table; a malformed cell names file, line and column."""
+    """Rows of a measured table; a malformed cell names file, column and line."""
     if not path.is_file():
         raise InputError(path, None, "file not found")
-    rows = []
-    keyed = ("strategy", "devices", "batch", "bandwidth_mbps")
-    for line, raw in enumerate(read_table(path, keyed), start=2):
-        try:
-            values = {
-                m: v
-                for m in (*TIMING_METRICS, "energy_j")
-                if (v := parse_number(raw.get(m))) is not None
-            }
-            segments = parse_number(raw.get("segments"))
-            config = Configuration(
-                strategy=registry.strategy(raw["strategy"]).name,
-                devices=int(float(raw["devices"])),
-                batch=int(float(raw["batch"])),
-                bandwidth_mbps=float(raw["bandwidth_mbps"]),
-                segments=None if segments is None else int(segments),
-            )
-            _check_measured(config)
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise InputError(path, f"line {line}", f"cannot read row: {exc}") from None
-        rows.append(MeasuredRow(config, values))
-    if not rows:
-        raise InputError(path, None, "no rows")
-    return rows
+    return [_measured_row(row) for row in read_rows(path, MEASURED_KEY_COLUMNS)]
 
 
-def _check_measured(config: Configuration) -> None:
-    """A ValueError unless the twin can run ``config``: at least one device and one
-    sample, a positive finite bandwidth, the segments of a strategy that takes them."""
-    if config.devices < 1 or config.batch < 1:
-        raise ValueError("devices and batch must be at least 1")
-    if not 0 < config.bandwidth_mbps < math.inf:
-        raise ValueError(f"bandwidth_mbps {config.bandwidth_mbps} is not a positive number")
-    if registry.strategy(config.strategy).params and (config.segments or 0) < 1:
-        raise ValueError(f"a {config.strategy} row needs its segments (at least 1)")
+def _measured_row(row: Row) -> MeasuredRow:
+    """One configuration the twin can run (a known strategy, at least one device and
+    sample, a positive finite bandwidth, the segments of a strategy that takes them) and
+    its measured metrics, those filled in (each a finite number >= 0)."""
+    values = {
+        metric: value
+        for metric in (*TIMING_METRICS, "energy_j")
+        if (value := row.optional_number(metric, minimum=0.0)) is not None
+    }
+    config = Configuration(
+        strategy=row.choice("strategy", registry.names()),
+        devices=row.integer("devices", minimum=1),
+        batch=row.integer("batch", minimum=1),
+        bandwidth_mbps=row.positive("bandwidth_mbps"),
+        segments=row.optional_integer("segments", minimum=1),
+    )
+    if registry.strategy(config.strategy).params and config.segments is None:
+        raise row.error("segments", f"a {config.strategy} row needs its segments (at least 1)")
+    return MeasuredRow(config, values)
 
 
 def fit_profile(spec_path: Path | str, command: str) -> DeviceProfile:
