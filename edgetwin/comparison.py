@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from statistics import fmean, median
@@ -147,16 +147,19 @@ def write_comparison_csv(path: Path, comparison: Comparison) -> None:
             )
 
 
-def check_reference(path: Path, named_by: Path, field: str | None) -> None:
+def check_reference(
+    path: Path, named_by: Path, field: str | None, needs: Sequence[str] = ()
+) -> None:
     """An InputError (naming ``named_by``, ``field`` and ``path``'s line) unless ``path`` is
-    a table ``compare_to_reference`` can join: the key columns, a metric, numbers in them."""
+    a table ``compare_to_reference`` can join: the key columns, a metric, numbers in them;
+    and every column of ``needs`` (the metrics a caller reads from each row)."""
     where = path.name
     note_read(path)
     try:
         with path.open(newline="") as handle:
             reader = csv.DictReader(handle)
             columns = set(reader.fieldnames or ())
-            missing = [c for c in KEY_COLUMNS if c not in columns]
+            missing = [c for c in (*KEY_COLUMNS, *needs) if c not in columns]
             if missing or not columns & set(METRICS):
                 wanted = ", ".join(missing) if missing else "one of " + ", ".join(METRICS)
                 problem = f"{where} is not a results table: no column {wanted}"

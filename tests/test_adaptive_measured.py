@@ -20,6 +20,7 @@ from edgetwin.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 JETSON_EVAL = REPO / "scenarios" / "adaptive_jetson_measured.eval.yaml"
+TWIN_EVAL = REPO / "scenarios" / "adaptive_prism.eval.yaml"
 JETSON_ROWS = REPO / "data" / "reference" / "prism-jetson" / "measurements.csv"
 LABELS = {"single": "single", "voltage": "voltage x2", "prism": "prism cr 9.9 x2"}
 
@@ -113,6 +114,20 @@ def test_bad_ground_truth(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not a results table") as exc:
         load_eval_inputs(JETSON_EVAL, (f"truth_table={table}",))
     assert (exc.value.path, exc.value.field) == (str(JETSON_EVAL), "truth_table")
+
+
+@pytest.mark.parametrize("field", ["truth_table", "map_table"])
+def test_a_table_without_its_latency_column_is_refused(field: str, tmp_path: Path) -> None:
+    """A table with the latency in another unit (``total_s``) and no ``total_ms`` read every
+    cell as a failed run: as a map, every candidate was infeasible everywhere and the
+    policies were scored on it (exit 0); as the truth, 'every candidate fails'."""
+    rows = JETSON_ROWS.read_text().splitlines()
+    table = tmp_path / "in_seconds.csv"
+    table.write_text("\n".join([rows[0].replace("total_ms", "total_s"), *rows[1:]]) + "\n")
+    evaluation = JETSON_EVAL if field == "truth_table" else TWIN_EVAL
+    with pytest.raises(InputError, match=r"in_seconds\.csv .*no column total_ms") as exc:
+        load_eval_inputs(evaluation, (f"{field}={table}",))
+    assert exc.value.field == field
 
 
 def test_the_cli_says_where_the_truth_comes_from(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from edgetwin.comparison import check_reference
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
 from edgetwin.evaluate.measured import (
+    SCORED_COLUMNS,
     SkippedCell,
     measured_cells,
     median_per_configuration,
@@ -145,7 +146,7 @@ def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
     table = None
     if settings.map_table is not None:
         table = referenced_file(settings.map_table, base, path, "map_table")
-        check_reference(table, path, "map_table")
+        check_reference(table, path, "map_table", SCORED_COLUMNS)
     scenario = load_scenario(scenario_path)
     _check_model_kind(settings, scenario, scenario_path.name, path)
     build_fleet(scenario, scenario_path)  # its device profiles

@@ -28,6 +28,9 @@ from edgetwin.errors import InputError
 from edgetwin.results import ResultRow, parse_result, read_table
 
 MEASURED_MODE = "measured"  # the mode of a published row that names none
+# what a map or a ground truth reads of every row: the latency (without the column every
+# cell read as a failed run, and a map of nothing but failures was scored)
+SCORED_COLUMNS = ("total_ms",)
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ def read_measured(path: Path, named_by: Path, default_tokens: int) -> list[Resul
     """The rows of a measured table (``InputError`` naming ``named_by``'s ``truth_table``
     and the line if it is not one); a row with no ``tokens`` ran at ``default_tokens``, a
     decoder's row at its ``prompt_tokens``."""
-    check_reference(path, named_by, "truth_table")
+    check_reference(path, named_by, "truth_table", SCORED_COLUMNS)
     rows = []
     for line, record in enumerate(read_table(path), start=2):
         filled = {"scenario": path.stem, "mode": MEASURED_MODE, "rep": "0", **record}
