@@ -183,6 +183,18 @@ def test_devices_up_allow_every_profiled_count_up_to_them() -> None:
         policy.choose(4, 300, devices=0)
 
 
+@pytest.mark.parametrize(("batch", "bandwidth_mbps"), [(0, 300), (-4, 300), (4, -5), (4, math.nan)])
+def test_an_observed_condition_that_cannot_be_is_a_value_error(
+    batch: float, bandwidth_mbps: float
+) -> None:
+    """Batch 0 was a 'math domain error' from the map's log2 (a traceback of the worker's
+    ``--strategy adaptive --batch 0``); a negative bandwidth was clamped and decided on."""
+    policy = make_policy("adaptive", validate_map(hand_map(), None))
+    for name in ("adaptive", "always_single", "flop_heuristic"):
+        with pytest.raises(ValueError, match="must be a positive number"):
+            make_policy(name, policy.map).choose(batch, bandwidth_mbps)
+
+
 def test_baselines_respect_the_devices_up() -> None:
     perf_map = validate_map(two_and_four_map(), None)
     distributed = make_policy("always_distributed", perf_map)

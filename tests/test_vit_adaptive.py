@@ -83,6 +83,16 @@ def test_adaptive_without_a_map_is_refused(capsys: pytest.CaptureFixture[str]) -
     assert "--policy-map" in capsys.readouterr().err
 
 
+def test_adaptive_at_batch_0_is_refused(
+    policy_map: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was a 'math domain error' traceback from the map's log2 of the batch."""
+    with pytest.raises(SystemExit) as stop:
+        worker_main(["--rank", "0", "--world", "2", *adaptive_args(policy_map, 0)])
+    assert stop.value.code == 2
+    assert "the observed batch must be a positive number" in capsys.readouterr().err
+
+
 def test_three_up_runs_on_the_two_the_map_profiled(policy_map: Path, tmp_path: Path) -> None:
     """Three ranks up, a map on two devices: ranks 0 and 1 run the policy's choice as a
     group of two, rank 2 stays idle."""

@@ -109,6 +109,15 @@ class Condition:
     output_tokens: float | None = None  # a decoder's
 
 
+def _check_observed(batch: float, bandwidth_mbps: float) -> None:
+    """A ValueError unless the observed batch and bandwidth are positive finite numbers
+    (a batch of 0 was a 'math domain error' from the map's log2; a negative bandwidth was
+    clamped to the map's lowest and decided on)."""
+    for name, value in (("batch", batch), ("bandwidth_mbps", bandwidth_mbps)):
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"the observed {name} must be a positive number, got {value}")
+
+
 class _MapPolicy:
     """Shared by the policies: the map, the objective, candidates and decisions; each
     policy implements ``pick``."""
@@ -135,6 +144,7 @@ class _MapPolicy:
         output_tokens: float | None = None,
     ) -> Decision:
         """The policy's decision at an observed condition (see ``SelectionPolicy``)."""
+        _check_observed(batch, bandwidth_mbps)
         at = Condition(
             batch,
             bandwidth_mbps,

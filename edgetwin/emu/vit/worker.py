@@ -142,7 +142,10 @@ def _decide(cli: argparse.ArgumentParser, args: argparse.Namespace, tokens: int)
         policy = AdaptivePolicy.from_map(args.policy_map)
     except InputError as exc:
         cli.error(exc.message)
-    decision = policy.choose(args.batch[0], args.bandwidth_mbps, args.world, tokens)
+    try:
+        decision = policy.choose(args.batch[0], args.bandwidth_mbps, args.world, tokens)
+    except ValueError as exc:  # a batch or bandwidth that cannot be observed
+        cli.error(str(exc))
     args.world = decision.devices  # at most the ranks up: ranks 0 .. devices-1 run it
     args.strategy = decision.strategy
     args.segments = None if decision.segments is None else [decision.segments]
