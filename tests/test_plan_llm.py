@@ -160,3 +160,39 @@ def test_plan_page_figures_follow_the_answer(planned: Any) -> None:
     heat = figures[0].data[0]
     assert [list(row) for row in heat.text] == best["grids"][0]["best"]
     assert "Longest prompt that fits" in (out / "plan.html").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_smallest_fleet_and_crossover_take_a_pipeline(tmp_path: Path) -> None:
+    """Pipeline is a decoder's distributed strategy: smallest_fleet and crossover take it
+    (it was refused as not distributed); an encoder scenario refuses it, naming the file."""
+    target_ms = 1e9  # every fleet meets it: the smallest is the first swept
+    fleet = llm_question(
+        tmp_path,
+        axes={"batch": [1], "bandwidth_mbps": [400], "devices": [2, 4]},
+        question={
+            "kind": "smallest_fleet",
+            "target_p95_ms": target_ms,
+            "strategy": {"name": "pipeline"},
+        },
+    )
+    loaded = load_question(fleet)
+    assert [s.name for s in loaded.scenario.strategies] == ["pipeline"]
+    outcome = run_plan(loaded, tmp_path / "fleet", SerialExecutor(), write_plan_report)
+    assert outcome.answer["per_batch"][0]["smallest_fleet"] == {"devices": 2, "bandwidth_mbps": 400}
+    crossover = llm_question(
+        tmp_path,
+        axes={"batch": [1], "bandwidth_mbps": [200, 900], "devices": [2]},
+        question={"kind": "crossover", "strategy": {"name": "pipeline"}},
+    )
+    names = {s.name for s in load_question(crossover).scenario.strategies}
+    assert names == {"single", "pipeline"}
+    encoder = llm_question(
+        tmp_path,
+        scenario=str(REPO / "scenarios" / "prism_jetson.yaml"),
+        set=[],
+        axes={"batch": [1], "bandwidth_mbps": [400]},
+        question={"kind": "crossover", "strategy": {"name": "pipeline"}},
+    )
+    with pytest.raises(InputError, match="pipeline runs decoder models only"):
+        load_question(encoder)

@@ -70,9 +70,12 @@ class CrowdAxes(Strict):
 
 
 def _distributed(strategy: StrategySpec) -> StrategySpec:
-    """A strategy the twin runs on several devices."""
+    """A strategy the twin runs on several devices (an encoder's or a decoder's: the
+    scenario refuses one its model does not run)."""
     distributed = tuple(
-        s.name for s in registry.strategies() if s.cost_plan is not None and not s.one_device
+        s.name
+        for s in registry.strategies()
+        if (s.cost_plan is not None or s.decoder_plan is not None) and not s.one_device
     )
     if strategy.name not in distributed:
         raise ValueError(f"strategy must be distributed: one of {distributed}")
