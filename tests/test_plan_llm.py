@@ -196,3 +196,31 @@ def test_smallest_fleet_and_crossover_take_a_pipeline(tmp_path: Path) -> None:
     )
     with pytest.raises(InputError, match="pipeline runs decoder models only"):
         load_question(encoder)
+
+
+SWEEP_ERRORS = {  # axes -> the field and message a decoder's sweep error gives
+    "stages": (
+        {"devices": [4]},
+        ["model={preset: qwen2_5_0_5b}"],
+        "axes.devices",
+        "tensor_parallel on 4: heads 14 are not divisible by 4 devices",
+    ),
+    "positions": ({"prompt_tokens": [131000]}, [], "axes", "exceed the model's 131072 positions"),
+}
+
+
+@pytest.mark.parametrize("case", SWEEP_ERRORS, ids=list(SWEEP_ERRORS))
+def test_a_decoder_sweep_error_names_the_axes(case: str, tmp_path: Path) -> None:
+    """The decoder's sweep errors name the question's axes (they were 'axes.devices:', with
+    the message's colon, and 'sweeps.0', a field the question file does not have)."""
+    axes, overrides, field, message = SWEEP_ERRORS[case]
+    path = llm_question(
+        tmp_path,
+        set=overrides,
+        axes={"batch": [1], "bandwidth_mbps": [400], **axes},
+        question={"kind": "best_mode"},
+    )
+    with pytest.raises(InputError, match=message) as error:
+        load_question(path)
+    assert error.value.field == field
+    assert "sweeps" not in error.value.problem

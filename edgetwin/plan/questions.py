@@ -348,12 +348,15 @@ def _without_tags(error: InputError) -> InputError:
 
 
 def _as_swept(error: InputError, scenario: str) -> InputError:
-    """A scenario error after overrides: sweep fields are the question's axes."""
+    """A scenario error after overrides: the sweep and its fields are the question's axes
+    (a message may start with the field, ``sweeps.0.devices asks for ...`` or
+    ``sweeps.0.devices: pipeline on 20: ...``)."""
     field, problem = error.field, error.problem
-    if field is None and problem.startswith("sweeps.0."):
+    if field is None and problem.startswith("sweeps.0"):
         field, _, problem = problem.partition(" ")
-    if field is not None and field.startswith("sweeps.0."):
-        return InputError(error.path, "axes." + field.removeprefix("sweeps.0."), problem)
+        field = field.removesuffix(":")
+    if field is not None and (field == "sweeps.0" or field.startswith("sweeps.0.")):
+        return InputError(error.path, "axes" + field.removeprefix("sweeps.0"), problem)
     return InputError(error.path, field, f"{problem} (scenario {scenario} with 'set' applied)")
 
 
