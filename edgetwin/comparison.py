@@ -17,6 +17,8 @@ from edgetwin.schema import read_yaml_mapping
 
 METRICS: tuple[str, ...] = (
     "total_ms",
+    "ttft_ms",  # decoders' (an encoder's rows leave them empty)
+    "tpot_ms",
     "compute_ms",
     "staging_ms",
     "load_ms",

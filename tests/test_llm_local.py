@@ -110,6 +110,20 @@ def test_decoder_keys_of_two_prompt_lengths_do_not_collide(tmp_path: Path) -> No
     assert len(totals) == 10 and all(p["error_pct"] == pytest.approx(0, abs=1e-4) for p in totals)
 
 
+def test_compare_scores_ttft_and_tpot(tmp_path: Path) -> None:
+    """A decoder's own metrics are compared, each point exact against itself (compare
+    scored total, compute, staging and comm only: no error for TTFT or TPOT)."""
+    overrides = ["workload.output_tokens=3", "sweeps.0.batch=[1]"]
+    run(SMOKE, overrides=overrides, out=tmp_path / "twin")
+    rows = _rows(tmp_path / "twin")
+    comparison = compare_to_reference(rows, read_table(tmp_path / "twin" / "results.csv"))
+    for metric in ("ttft_ms", "tpot_ms"):
+        points = [p for p in comparison.points if p["metric"] == metric]
+        assert len(points) == len(rows) == 5, metric
+        assert all(p["error_pct"] == pytest.approx(0, abs=1e-4) for p in points), metric
+    assert comparison.median_abs_error_pct["tpot_ms"] == pytest.approx(0, abs=1e-4)
+
+
 def test_local_refuses_what_the_real_decoder_cannot_run() -> None:
     scenario = load_scenario(SMOKE, ["model.kv_dtype=fp16", "mode=local"])
     with pytest.raises(InputError, match=r"field 'model.kv_dtype': the real decoder runs fp32"):
