@@ -302,6 +302,25 @@ def test_a_parameter_taken_from_a_base_that_has_none(
     assert_clean_failure(argv, capsys, tmp_path, "field 'from_base.0'", "no value for")
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("fit", [["power"], []])
+def test_a_trace_spec_that_leaves_parameters_without_a_source(
+    fit: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Sections neither fitted nor in a base: with a parameter of theirs fixed, the profile
+    check named a field the spec does not have ('compute.throughput_gflops: required key
+    is missing'); with ``fit: []`` it said 'no data' for power, whose data is there."""
+
+    def change(raw: dict[str, Any]) -> None:
+        raw["fit"] = fit
+        raw["bootstrap"] = 0
+
+    spec = _spec("h200_loopback", tmp_path, change)
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "profile.yaml")]
+    expect = ("field 'fit'", "nothing sets compute.throughput_gflops", "name a base profile")
+    assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
 MEASURED_ROWS = [
     ("strategy", "magic", "'magic' is not one of"),
     ("devices", "inf", "not a finite number"),
@@ -455,7 +474,7 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("results.csv", "batch", "1.5", "field 'batch': line 2: '1.5' is not a whole number"),
         ("results.csv", "compute_ms", "inf", "field 'compute_ms': line 2: 'inf' is not a"),
         ("results.csv", "energy_j", "lots", "field 'energy_j': line 2: 'lots' is not a number"),
-        ("reference.csv", "total_ms", "inf", "reference.csv line 2: a key or metric"),
+        ("reference.csv", "total_ms", "inf", "field 'total_ms': line 2: 'inf' is not a finite"),
         # out of range: these were read, and plotted
         ("results.csv", "devices", "0", "field 'devices': line 2: '0': must be more than 0"),
         ("results.csv", "total_ms", "-5", "field 'total_ms': line 2: '-5': must be 0 or more"),
@@ -498,6 +517,40 @@ def test_report_and_compare_read_cells_by_column(
     if table == "results.csv":
         argv = ["compare", str(folder), str(run_folder), "--out", str(tmp_path / "cmp")]
         assert_clean_failure(argv, capsys, tmp_path, table, expect)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("column", "cell", "expect"),
+    [
+        ("strategy", "magic", "field 'strategy': line 2: unknown strategy 'magic'"),
+        ("devices", "0", "field 'devices': line 2: '0': must be more than 0"),
+        ("batch", "1.5", "field 'batch': line 2: '1.5' is not a whole number"),
+        ("total_ms", "-5", "field 'total_ms': line 2: '-5': must be 0 or more"),
+        ("energy_j", "inf", "field 'energy_j': line 2: 'inf' is not a finite number"),
+    ],
+    ids=["strategy", "no-devices", "batch-fraction", "negative-time", "energy-inf"],
+)
+def test_compare_reads_the_measured_table_by_column(
+    column: str,
+    cell: str,
+    expect: str,
+    run_folder: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The measured side of ``compare`` is checked as the predicted side is: an unknown
+    strategy or a negative time was read (a row that joined nothing, a point with its
+    error), an infinite number said only 'a key or metric is not a number'."""
+    measured = tmp_path / "measured"
+    measured.mkdir()
+    lines = (run_folder / "results.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    cells = lines[1].split(",")
+    cells[header.index(column)] = cell
+    (measured / "results.csv").write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    argv = ["compare", str(run_folder), str(measured), "--out", str(tmp_path / "cmp")]
+    assert_clean_failure(argv, capsys, tmp_path, str(measured / "results.csv"), expect)
 
 
 # ---------------------------------------------------------------- folders and outputs

@@ -344,9 +344,7 @@ def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
         sections.setdefault(section, {})[param] = value
     if "power" in spec.fit and data.power:
         sections["power"] = power_from_samples(data)
-    missing = [s for s in ("compute", "staging", "network", "power") if s not in sections]
-    if missing:
-        raise InputError(spec_path, "fit", f"no data and no base profile for {missing}")
+    _check_every_parameter_set(spec_path, spec, sections)
     fit_report = {
         "method": "per-section least squares on log errors of group means (scipy); "
         f"bootstrap over repetitions, {spec.bootstrap} resamples; power "
@@ -369,6 +367,32 @@ def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
         )
     except ValidationError as exc:
         raise validation_error(exc, spec_path) from None
+
+
+SHOWN_UNSET = 3  # parameters an error names before counting the rest
+
+
+def _check_every_parameter_set(
+    spec_path: Path, spec: TraceCalibrationSpec, sections: dict[str, Any]
+) -> None:
+    """An InputError naming the spec's ``fit`` unless every parameter a profile needs has a
+    source: a section fitted from the traces, the base profile, or ``fixed``. (A section
+    neither fitted nor in a base was reported as missing only when ``fixed`` set none of
+    its parameters; with one fixed, the profile check named a field the spec does not
+    have, ``compute.throughput_gflops: required key is missing``.)"""
+    unset = [
+        f"{name}.{param}"
+        for name, params in FIXABLE_SECTIONS.items()
+        for param, field in params.model_fields.items()
+        if field.is_required() and param not in sections.get(name, {})
+    ]
+    if unset:
+        more = f" and {len(unset) - SHOWN_UNSET} more" if len(unset) > SHOWN_UNSET else ""
+        problem = (
+            f"nothing sets {', '.join(unset[:SHOWN_UNSET])}{more}: fit their sections from "
+            f"the traces (fit: {list(spec.fit)}), name a base profile, or give them in fixed"
+        )
+        raise InputError(spec_path, "fit", problem)
 
 
 @dataclass(frozen=True)
