@@ -12,7 +12,15 @@ from typing import Any, TypedDict
 
 from edgetwin.errors import InputError, shown
 from edgetwin.provenance import note_read
-from edgetwin.results import ResultRow, RowKey, is_crowd_key, parse_number, row_key
+from edgetwin.results import (
+    CellError,
+    ResultRow,
+    RowKey,
+    check_cells,
+    is_crowd_key,
+    parse_number,
+    row_key,
+)
 from edgetwin.schema import read_yaml_mapping
 
 METRICS: tuple[str, ...] = (
@@ -166,21 +174,31 @@ def check_reference(
                 wanted = ", ".join(missing) if missing else "one of " + ", ".join(METRICS)
                 problem = f"{where} is not a results table: no column {wanted}"
                 raise InputError(named_by, field, problem)
+            at = "line" if named_by == path else f"{where} line"  # the file is named once
             for line, record in enumerate(reader, start=2):
-                _check_reference_row(record, f"{where} line {line}", named_by, field)
+                _check_reference_row(record, f"{at} {line}", named_by, field)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(named_by, field, f"cannot read {where}: {shown(str(exc))}") from None
+
+
+# the columns row_key joins on besides KEY_COLUMNS (a table may leave them out)
+_JOIN_COLUMNS = ("segments", "scheduler", "prompt_tokens", "output_tokens")
 
 
 def _check_reference_row(
     record: dict[str, str], where: str, named_by: Path, field: str | None
 ) -> None:
+    """Each key and metric cell read as in a results table (a known strategy, a count or
+    time in its range); the column named: ``field`` when the caller has none."""
     try:
+        check_cells(record, (*KEY_COLUMNS, *_JOIN_COLUMNS, *METRICS))
         row_key(record)
-        for metric in METRICS:
-            parse_number(record.get(metric))
+    except CellError as exc:
+        if field is None:
+            raise InputError(named_by, exc.column, f"{where}: {exc.problem}") from None
+        raise InputError(named_by, field, f"{where}: {exc}") from None
     except (TypeError, ValueError):
-        raise InputError(named_by, field, f"{where}: a key or metric is not a number") from None
+        raise InputError(named_by, field, f"{where}: a key is not a number") from None
 
 
 def _resolved(folder: Path) -> dict[str, Any] | None:

@@ -246,17 +246,34 @@ def parse_result(record: Mapping[str, str]) -> ResultRow:
         record = {**record, "load_ms": record.get("staging_ms") or "", "staging_ms": "0"}
     optional = {c: record.get(c) for c in COLUMNS if c not in _KEYED_COLUMNS}
     return ResultRow(
-        scenario=_cell(record, "scenario", str),
-        mode=_cell(record, "mode", _mode),
-        strategy=_cell(record, "strategy", _strategy_name),
-        devices=_cell(record, "devices", partial(_in_range, "devices", _whole)),
-        batch=_cell(record, "batch", partial(_in_range, "batch", _whole)),
-        bandwidth_mbps=_cell(
-            record, "bandwidth_mbps", partial(_in_range, "bandwidth_mbps", required_number)
-        ),
-        rep=_cell(record, "rep", partial(_in_range, "rep", _whole)),
-        **{c: _cell(optional, c, partial(_typed, c)) for c in optional},
+        **{c: _cell(record, c, _cell_parser(c)) for c in _KEYED_COLUMNS},
+        **{c: _cell(optional, c, _cell_parser(c)) for c in optional},
     )
+
+
+def check_cells(record: Mapping[str, str | None], columns: Iterable[str]) -> None:
+    """Each of ``columns`` that ``record`` has must read as ``parse_result`` reads it (a
+    known strategy, a count or time in its range, a finite number); else a ``CellError``
+    naming the column. For tables with only some of the columns (a published one)."""
+    for column in columns:
+        if column in record:
+            _cell(record, column, _cell_parser(column))
+
+
+def _cell_parser(column: str) -> Callable[[Any], Any]:
+    """How a cell of ``column`` is read: the keyed columns are required, the others typed
+    as their ResultRow field (``_typed``)."""
+    keyed: dict[str, Callable[[Any], Any]] = {
+        "scenario": str,
+        "mode": _mode,
+        "strategy": _strategy_name,
+        "bandwidth_mbps": partial(_in_range, "bandwidth_mbps", required_number),
+    }
+    if column in keyed:
+        return keyed[column]
+    if column in _KEYED_COLUMNS:  # devices, batch, rep
+        return partial(_in_range, column, _whole)
+    return partial(_typed, column)
 
 
 def _typed(column: str, text: str | None) -> Any:
