@@ -247,6 +247,7 @@ def test_report_static_without_a_browser_is_a_clear_error(
     error = capsys.readouterr().err
     assert "no-chromium" in error and "Chromium" in error and "Traceback" not in error
     assert not (tmp_path / "figures").exists() and not list(tmp_path.glob(".figures-*"))
+    assert not (tmp_path / "report.html").exists()  # it was written, then the error came
 
 
 @pytest.mark.timeout(120)

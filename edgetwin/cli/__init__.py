@@ -56,7 +56,12 @@ from edgetwin.reports import write_report
 from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.reports.affinity import write_affinity_report
 from edgetwin.reports.html import write_comparison_report
-from edgetwin.reports.static import STATIC_FORMATS, check_figures_folder, write_static_figures
+from edgetwin.reports.static import (
+    STATIC_FORMATS,
+    browser_path,
+    check_figures_folder,
+    write_static_figures,
+)
 from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import read_results, read_table
 from edgetwin.scenario import RUN_MODES
@@ -395,8 +400,9 @@ def _report(args: argparse.Namespace) -> int:
     reference = args.dir / "reference.csv"
     if reference.exists():
         check_reference(reference, reference, None)
-    if args.static:
-        check_figures_folder(args.dir)  # before the page is written
+    if args.static:  # before the page is written
+        check_figures_folder(args.dir)
+        browser_path()
     path = write_report(args.dir)
     print(f"wrote {path}")
     if args.static:
