@@ -173,6 +173,29 @@ def _single_times(overrides: list[str]) -> tuple[float, float]:
     return row.ttft_ms, row.tpot_ms
 
 
+def test_a_pipeline_s_first_decode_step_costs_what_the_later_ones_do() -> None:
+    """Rank 0 receives decode step 0's token ids at the prefill's end and every later
+    step's at that step's start; the host side of that receive is paid before the next
+    work either way (it was dropped at the phase boundary, so step 0 was 24 % faster
+    and the TPOT of a short generation too low)."""
+    tpot_ms = []
+    for output_tokens in (2, 4):
+        overrides = ["strategies=[{name: pipeline}]", f"workload.output_tokens={output_tokens}"]
+        scenario = load_scenario(SMOKE, overrides)
+        config = Configuration(
+            strategy="pipeline",
+            devices=2,
+            batch=1,
+            bandwidth_mbps=400,
+            prompt_tokens=64,
+            output_tokens=output_tokens,
+        )
+        row = simulate(scenario, build_fleet(scenario, SMOKE), config, 0, 0).row
+        assert row.tpot_ms is not None
+        tpot_ms.append(row.tpot_ms)
+    assert tpot_ms[0] == pytest.approx(tpot_ms[1], rel=1e-3)
+
+
 @pytest.mark.timeout(120)
 def test_tpot_follows_memory_bandwidth_and_ttft_follows_flops(tmp_path: Path) -> None:
     profile = yaml.safe_load(

@@ -54,10 +54,12 @@ class Generation:
         """Everything rank ``rank`` does in the generation."""
         device, times = self.devices[rank], self.times[rank]
         local: list[_Piece] = []  # local phases not yet waited for
+        # bytes the last transfer brought in, until the next work, in this phase or the
+        # next (the prefill's token ids are received at its end, used by decode step 0)
+        received: float | None = None
         try:
             for index, ops in enumerate(self.phases):
                 collectives = 0
-                received = None  # bytes the last transfer brought in, until the next work
                 for op in ops[rank]:
                     if isinstance(op, Work):
                         local += self._work(rank, op, received)
