@@ -585,6 +585,23 @@ def test_calibrate_machine_emu_refuses_what_only_a_measurement_takes(
     assert_clean_failure(argv, capsys, tmp_path, f"field '{flag}'", "--emu measures nothing")
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("target", ["spec", "reference"])
+def test_calibrate_out_onto_a_file_it_read(
+    target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out`` naming the spec or the measured table replaced that input with the
+    profile (exit 0): the measurements were gone."""
+    table = tmp_path / "measured.csv"
+    table.write_bytes(
+        (REPO / "data" / "reference" / "prism-jetson" / "measurements.csv").read_bytes()
+    )
+    spec = _spec("jetson_orin_nano", tmp_path, _set("reference", str(table)))
+    out = spec if target == "spec" else table
+    argv = ["calibrate", str(spec), "--out", str(out)]
+    assert_clean_failure(argv, capsys, tmp_path, "field '--out'", "a file this command read")
+
+
 @pytest.mark.parametrize("command", ["run", "init", "calibrate", "evaluate"])
 def test_out_name_too_long(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

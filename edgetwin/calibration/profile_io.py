@@ -21,7 +21,7 @@ from edgetwin.profile import (
     PowerParams,
     StagingParams,
 )
-from edgetwin.provenance import sha256_file
+from edgetwin.provenance import files_read, sha256_file
 from edgetwin.schema import PositiveFloat, Strict
 
 # the profile sections a spec's ``fixed`` may set, as ``section.parameter: value``
@@ -78,10 +78,15 @@ def write_profile(profile: DeviceProfile | PhoneProfile, path: Path) -> None:
 
 def write_profiles(profiles: Mapping[Path, DeviceProfile | PhoneProfile]) -> None:
     """``write_profile`` for several files at once, all or none (``write_texts_together``):
-    a fit that makes several profiles never leaves some new and some old."""
+    a fit that makes several profiles never leaves some new and some old. A path the
+    command read (within ``recording_reads``: its spec, a trace, the measured table) is
+    refused, not overwritten."""
+    read = {Path(p).resolve() for p in files_read()}
     for path in profiles:
         if output_kind(path) == "folder":
             raise InputError(path, "--out", "a folder, not a profile file")
+        if path.resolve() in read:  # the spec, a trace, the measured table: it would be lost
+            raise InputError(path, "--out", "a file this command read; write the profile elsewhere")
     texts = {path: _profile_text(profile) for path, profile in profiles.items()}
     try:
         write_texts_together(texts)
