@@ -79,3 +79,13 @@ def check_kind(path: Path, expected: Kind, command: str | None = None) -> None:
         f" (`edgetwin {command or wanted.command}` reads {wanted.noun})"
     )
     raise InputError(path, None, problem)
+
+
+def check_named_scenario(raw: dict[str, Any], path: Path, named_by: Path, field: str) -> None:
+    """An ``InputError`` naming ``named_by``'s ``field`` when the file it names as its
+    scenario (``path``, read as ``raw``) is another kind of file: not a missing-field
+    error about that file."""
+    found = kind_of_mapping(raw, path)
+    if found not in (None, "scenario"):
+        problem = f"{path.name} is {KINDS[found].noun}, not a scenario"
+        raise InputError(named_by, field, problem)

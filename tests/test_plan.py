@@ -78,6 +78,23 @@ def table_bytes(rows: list[ResultRow], path: Path) -> bytes:
             "give at least one value",
         ),
         ({"scenario": "missing.yaml"}, "scenario", "file not found"),
+        # these named a field of the other file ('name': required key is missing, ...)
+        (
+            {"scenario": str(REPO / "scenarios" / "adaptive_devices.eval.yaml")},
+            "scenario",
+            "adaptive_devices.eval.yaml is an evaluation of the adaptive policy, not a scenario",
+        ),
+        (
+            {"scenario": str(REPO / "scenarios" / "plan_fleet.plan.yaml")},
+            "scenario",
+            "plan_fleet.plan.yaml is a plan question, not a scenario",
+        ),
+        # a crossover replaced the crowd scenario's strategies: no field, the wrong problem
+        (
+            {"scenario": str(REPO / "scenarios" / "crowd_city.yaml")},
+            "scenario",
+            "a crowd scenario answers only crowd_capacity",
+        ),
         # an encoder's rows have no ttft_ms: answering raised a TypeError, a traceback
         (
             {"question": {"kind": "best_mode", "metrics": ["total_ms", "ttft_ms"]}},

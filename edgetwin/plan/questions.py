@@ -22,6 +22,7 @@ from pydantic import (
 
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
+from edgetwin.file_kinds import check_named_scenario
 from edgetwin.models import registry
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import SCHEDULERS
@@ -264,10 +265,13 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
         raise _without_tags(exc) from None
     scenario_path = referenced_file(question.scenario, path.resolve().parent, path, "scenario")
     scenario_raw = read_yaml_mapping(scenario_path)
+    check_named_scenario(scenario_raw, scenario_path, path, "scenario")
     for item in question.set:
         apply_override(scenario_raw, item, path)
     if isinstance(question.axes, CrowdAxes):
         _as_crowd_sweep(scenario_raw, question, path)
+    elif scenario_raw.get("crowd") is not None:  # before its strategies are replaced
+        raise InputError(path, "scenario", "a crowd scenario answers only crowd_capacity")
     else:
         scenario_raw["sweeps"] = [question.axes.model_dump(mode="json", exclude_defaults=True)]
     strategies = _strategies(question.kinds[0])
@@ -280,8 +284,6 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
     if question.crowd:
         _check_crowd(scenario, path)
         prepare_crowd(scenario, scenario_path)  # profiles and trace: errors before any run
-    elif scenario.crowd is not None:
-        raise InputError(path, "scenario", "a crowd scenario answers only crowd_capacity")
     elif question.searches_context and not isinstance(scenario.model, DecoderSpec):
         raise InputError(path, "question", "longest_context needs a decoder scenario")
     else:
