@@ -78,6 +78,22 @@ def table_bytes(rows: list[ResultRow], path: Path) -> bytes:
             "give at least one value",
         ),
         ({"scenario": "missing.yaml"}, "scenario", "file not found"),
+        # these ran: each repeated value was a crossover curve, a heatmap row or column again
+        (
+            {"axes": {"batch": [4, 4], "bandwidth_mbps": [100]}},
+            "axes.batch",
+            "4 is given twice",
+        ),
+        (
+            {"axes": {"batch": [4], "bandwidth_mbps": [100, 400, 100.0], "devices": [2]}},
+            "axes.bandwidth_mbps",
+            "100 is given twice",
+        ),
+        (
+            {"axes": {"batch": [4], "bandwidth_mbps": [100], "devices": [2, 4, 2]}},
+            "axes.devices",
+            "2 is given twice",
+        ),
         # these named a field of the other file ('name': required key is missing, ...)
         (
             {"scenario": str(REPO / "scenarios" / "adaptive_devices.eval.yaml")},
