@@ -370,11 +370,13 @@ def test_bad_measured_table_row(
 @pytest.mark.parametrize(
     ("key", "column", "cell", "expect"),
     [
-        ("reference", "std", "-1", "std >= 0"),
+        ("reference", "std", "-1", "below the minimum 0"),
         ("reference", "mean", "inf", "not a finite number"),
         ("session_loads", "size_mb", "nan", "not a finite number"),
+        ("session_loads", "load_ms", "-5", "below the minimum 0"),  # was read
+        ("session_loads", "nodes", "155.5", "not a whole number"),
     ],
-    ids=["std-negative", "mean-inf", "size-nan"],
+    ids=["std-negative", "mean-inf", "size-nan", "load-negative", "nodes-fraction"],
 )
 def test_bad_android_table_cell(
     key: str,
@@ -385,7 +387,8 @@ def test_bad_android_table_cell(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A NaN, inf or negative spread in an Android spec's tables (pydantic and NumPy
-    tracebacks in the fit)."""
+    tracebacks in the fit), a negative time: the column is named (it was
+    ``field 'line N'``)."""
     shipped = yaml.safe_load((SPECS / "android_crowdio.yaml").read_text())[key]
     lines = (SPECS / shipped).resolve().read_text().splitlines()
     header = lines[0].split(",")
@@ -395,7 +398,9 @@ def test_bad_android_table_cell(
     table.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
     spec = _spec("android_crowdio", tmp_path, _set(key, str(table)))
     argv = ["calibrate", str(spec), "--out", str(tmp_path / "profiles")]
-    assert_clean_failure(argv, capsys, tmp_path, table.name, "line 2", expect)
+    assert_clean_failure(
+        argv, capsys, tmp_path, f"{table.name}: field '{column}'", "line 2", expect
+    )
 
 
 @pytest.mark.timeout(60)

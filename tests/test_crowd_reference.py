@@ -135,4 +135,5 @@ def test_a_reference_without_a_metric_is_refused(tmp_path: Path) -> None:
     broken.write_text("metric,mean,std,unit\ncold_load,fast,1,s\n")
     with pytest.raises(InputError) as caught:
         read_reference(broken)
-    assert caught.value.field == "line 2"
+    assert caught.value.field == "mean"
+    assert caught.value.problem.startswith("line 2:")

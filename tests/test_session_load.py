@@ -54,13 +54,14 @@ def test_a_real_measurement_of_the_tiny_model_reads_back(tmp_path: Path) -> None
     assert read_session_loads(path) == samples
 
 
-def test_a_bad_measurement_file_names_the_line(tmp_path: Path) -> None:
+def test_a_bad_measurement_file_names_the_column_and_the_line(tmp_path: Path) -> None:
     bad = tmp_path / "loads.csv"
     lines = SHIPPED.read_text().splitlines()
     bad.write_text("\n".join([lines[0], lines[1].replace("179.128", "big")]) + "\n")
     with pytest.raises(InputError) as caught:
         read_session_loads(bad)
-    assert caught.value.field == "line 2"
+    assert caught.value.field == "size_mb"
+    assert caught.value.problem.startswith("line 2:")
     with pytest.raises(InputError, match="file not found"):
         read_session_loads(tmp_path / "missing.csv")
 

@@ -50,6 +50,7 @@ from scipy.optimize import brentq
 
 from edgetwin.atomic import output_kind
 from edgetwin.calibration.profile_io import source_record, write_profiles
+from edgetwin.calibration.readers._csv import read_rows
 from edgetwin.calibration.session_load import (
     SessionLoadFit,
     fit_session_load,
@@ -60,7 +61,6 @@ from edgetwin.crowd_fleet import PhoneClass
 from edgetwin.errors import InputError, shown
 from edgetwin.models.strategies.crowdio import CROWDIO_BARRIER, CROWDIO_STREAMING
 from edgetwin.phone_profile import MMAP_CEILING_MB, PhoneProfile
-from edgetwin.results import parse_number, read_table
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.schema import (
     PositiveFloat,
@@ -143,18 +143,15 @@ def load_android_spec(path: Path) -> AndroidSpec:
 
 
 def read_reference(path: Path) -> dict[str, Measure]:
-    """``metric,mean,std,unit`` rows; a bad cell names the file and the line."""
+    """``metric,mean,std,unit`` rows; a bad cell names the file, its column and the line."""
     if not path.is_file():
         raise InputError(path, None, "file not found")
-    measures = {}
-    for line, row in enumerate(read_table(path, ("metric", "mean", "std", "unit")), start=2):
-        try:
-            mean, std = parse_number(row["mean"]), parse_number(row["std"])
-            if mean is None or std is None or std < 0:
-                raise ValueError(f"mean and std must be numbers, std >= 0 (got {mean}, {std})")
-            measures[row["metric"]] = Measure(mean, std, row["unit"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(path, f"line {line}", f"cannot read row: {exc}") from None
+    measures = {
+        row.text("metric"): Measure(
+            row.number("mean"), row.number("std", minimum=0.0), row.optional_text("unit") or ""
+        )
+        for row in read_rows(path, ("metric", "mean", "std", "unit"))
+    }
     missing = [m for m in REQUIRED_METRICS if m not in measures]
     if missing:
         raise InputError(path, None, f"missing metrics: {', '.join(missing)}")

@@ -33,7 +33,7 @@ import platform
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from statistics import fmean, pstdev
 from typing import TYPE_CHECKING
@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgetwin.atomic import write_text_atomic
+from edgetwin.calibration.readers._csv import Row, read_rows
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import MMAP_CEILING_MB
-from edgetwin.results import read_table, required_number
 
 if TYPE_CHECKING:
     from edgetwin.emu.crowdio.model import DistilBertConfig
@@ -165,20 +165,24 @@ def fit_session_load(samples: Sequence[LoadSample], per_node: bool = False) -> S
 
 
 def read_session_loads(path: Path) -> list[LoadSample]:
-    """The measurements file; a bad cell names the file and the line."""
+    """The measurements file; a bad cell names the file, its column and the line."""
     if not path.is_file():
         raise InputError(path, None, "file not found")
-    samples = []
-    types = {f.name: f.type for f in fields(LoadSample)}
-    for line, row in enumerate(read_table(path, COLUMNS), start=2):
-        try:
-            values = {k: _cast(types[k], row[k]) for k in COLUMNS}
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(path, f"line {line}", f"cannot read row: {exc}") from None
-        samples.append(LoadSample(**values))  # type: ignore[arg-type]
-    if not samples:
-        raise InputError(path, None, "no measurements")
-    return samples
+    return [_load_sample(row) for row in read_rows(path, COLUMNS)]
+
+
+def _load_sample(row: Row) -> LoadSample:
+    """One row: whole counts, finite sizes and times >= 0."""
+    return LoadSample(
+        cut=row.integer("cut", minimum=1),
+        stage=row.text("stage"),
+        size_mb=row.number("size_mb", minimum=0.0),
+        nodes=row.integer("nodes", minimum=0),
+        rep=row.integer("rep", minimum=0),
+        read_ms=row.number("read_ms", minimum=0.0),
+        session_ms=row.number("session_ms", minimum=0.0),
+        load_ms=row.number("load_ms", minimum=0.0),
+    )
 
 
 def write_session_loads(samples: Sequence[LoadSample], path: Path) -> None:
@@ -263,16 +267,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     for fit in fits:
         print(fit)
-
-
-def _cast(kind: object, text: str | None) -> object:
-    if text is None:
-        raise ValueError("empty cell")
-    if kind in (int, "int"):
-        return int(text)
-    if kind in (float, "float"):
-        return required_number(text)  # finite: a NaN or inf cell is not a measurement
-    return text
 
 
 def _cell(value: object) -> str:
