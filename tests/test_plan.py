@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import signal
 import subprocess
 import sys
 import time
@@ -379,3 +380,34 @@ def test_a_stopped_pool_does_not_wait_for_the_chunks_it_runs() -> None:
     stop_workers(pool)
     pool.shutdown(wait=True)
     assert isinstance(future.exception(), BrokenProcessPool)
+
+
+def _stopped_when_journaled(argv: list[str], journals: Path) -> tuple[int, str]:
+    """``edgetwin plan`` stopped by SIGTERM once a journal under ``journals`` holds a finished
+    configuration: its exit status and stderr."""
+    command = [sys.executable, "-m", "edgetwin", "plan", *argv, "--workers", "1", "--quiet"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    start = time.monotonic()
+    while not any(p.stat().st_size for p in journals.glob("**/partial/rows.jsonl")):
+        assert proc.poll() is None and time.monotonic() < start + 60, "nothing was journaled"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
+@pytest.mark.timeout(180)
+def test_a_stopped_plan_says_what_it_kept_for_a_rerun(tmp_path: Path) -> None:
+    """A stopped --force run said 'finished configurations are kept for a rerun' while it
+    keeps no journal (its staging folder goes, the old folder stays as it was)."""
+    question = REPO / "scenarios" / "plan_crowd_capacity.plan.yaml"
+    out = tmp_path / "out"
+    code, err = _stopped_when_journaled([str(question), "--out", str(out)], tmp_path)
+    assert code == 130 and f"kept in {out / 'partial'} for a rerun" in err, err
+    (out / "partial").rename(tmp_path / "journal")  # out: a finished plan's, say
+    (out / "answer.json").write_text("{}\n")
+    code, err = _stopped_when_journaled([str(question), "--out", str(out), "--force"], tmp_path)
+    assert code == 130 and "interrupted; no output was published" in err, err
+    assert "kept" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["journal", "out"]
+    assert [p.name for p in out.iterdir()] == ["answer.json"]

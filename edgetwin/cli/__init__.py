@@ -27,7 +27,7 @@ from edgetwin.cli.inputs import (
     add_set_argument,
     report_checked,
 )
-from edgetwin.cli.plan import add_plan_arguments, plan_command
+from edgetwin.cli.plan import add_plan_arguments, interrupted_note, plan_command
 from edgetwin.cli.progress import progress
 from edgetwin.comparison import (
     check_reference,
@@ -99,9 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"edgetwin: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        kept = (
-            " (finished configurations are kept for a rerun)" if args.subcommand == "plan" else ""
-        )
+        kept = interrupted_note(args.out) if args.subcommand == "plan" else ""
         print(f"edgetwin: interrupted; no output was published{kept}", file=sys.stderr)
         return 130
 

@@ -75,6 +75,14 @@ def plan_folder(out: Path, force: bool) -> Iterator[Path]:
         yield staging
 
 
+def interrupted_note(out: Path) -> str:
+    """What a stopped plan tells its user it left: the finished configurations of the
+    journal in ``out``, if any (a forced sweep is staged elsewhere and keeps none)."""
+    if not _finished_any(out):
+        return ""
+    return f" (finished configurations are kept in {out / PARTIAL} for a rerun)"
+
+
 def _finished_any(out: Path) -> bool:
     """Whether the sweep in ``out`` journaled a finished configuration."""
     rows = out / PARTIAL / ROWS_FILE
