@@ -9,6 +9,7 @@ are the ones a fuzz of the shipped specs, tables and output paths found tracebac
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -577,6 +578,25 @@ def test_calibrate_machine_emu_folder(
         os.symlink(run, tmp_path / "loop")
     argv = ["calibrate-machine", "--emu", str(run), "--out", str(tmp_path / "out")]
     assert_clean_failure(argv, capsys, tmp_path, "field '--emu'")
+
+
+@pytest.mark.parametrize(
+    ("cell", "expect"), [("nan", "not a finite number"), ("-3", "must be above 0")]
+)
+def test_calibrate_machine_emu_bad_link_check(
+    cell: str, expect: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A NaN goodput in the run's link_check.csv was a ValueError traceback."""
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "data" / "traces" / "emu-vit-loop-2026-12" / "fit", run)
+    lines = (run / "link_check.csv").read_text().splitlines()
+    column = lines[0].split(",").index("goodput_mbps")
+    cells = lines[1].split(",")
+    cells[column] = cell
+    (run / "link_check.csv").write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    argv = ["calibrate-machine", "--emu", str(run), "--out", str(tmp_path / "out")]
+    expected = ("link_check.csv: field 'goodput_mbps'", "line 2", expect)
+    assert_clean_failure(argv, capsys, tmp_path, *expected)
 
 
 @pytest.mark.parametrize("flag", ["--quick", "--no-decoder"])

@@ -44,9 +44,10 @@ from edgetwin.calibration.profile_io import (
     source_record,
     write_profile,
 )
+from edgetwin.calibration.readers._csv import Row, read_rows
 from edgetwin.errors import InputError, shown_text
 from edgetwin.profile import DeviceProfile
-from edgetwin.results import parse_number, read_table
+from edgetwin.results import read_table
 from edgetwin.scenario import Configuration, load_resolved
 from edgetwin.schema import Strict, load_yaml_model
 from edgetwin.sim.device import STATES
@@ -182,15 +183,14 @@ def fastest_per_configuration(rows: list[MeasuredRow]) -> list[MeasuredRow]:
 
 def goodput_share(path: Path) -> float:
     """Median of iperf3's TCP goodput over the set rate's share (the rate / ``flows``, the
-    senders at once on a shared medium), every bandwidth and direction."""
-    shares = []
-    for line, row in enumerate(read_table(path), start=2):
-        goodput = parse_number(row.get("goodput_mbps"))
-        rate = parse_number(row.get("bandwidth_mbps"))
-        if goodput is None or rate is None or goodput <= 0 or rate <= 0:
-            raise InputError(path, f"line {line}", "needs positive goodput_mbps, bandwidth_mbps")
-        flows = parse_number(row.get("flows")) or 1  # files before the shared medium: 1
-        shares.append(goodput * flows / rate)
-    if not shares:
-        raise InputError(path, None, "no rows")
-    return round(median(shares), 4)
+    senders at once on a shared medium), every bandwidth and direction; a bad cell names
+    the file, its column and the line."""
+    rows = read_rows(path, ("bandwidth_mbps", "goodput_mbps"))
+    return round(median(_goodput_share(row) for row in rows), 4)
+
+
+def _goodput_share(row: Row) -> float:
+    """One link check's goodput over its flow's share of the set rate."""
+    goodput, rate = row.positive("goodput_mbps"), row.positive("bandwidth_mbps")
+    flows = row.optional_integer("flows", minimum=1) or 1  # files before the shared medium: 1
+    return goodput * flows / rate
