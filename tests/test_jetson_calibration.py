@@ -163,3 +163,27 @@ def test_fit_profile_takes_its_spec_as_a_str_as_well_as_a_path() -> None:
     from edgetwin.calibration.fit_reference import fit_profile
 
     assert fit_profile(str(SPEC), "test") == fit_profile(SPEC, "test")
+
+
+@pytest.mark.timeout(120)
+def test_a_table_of_one_batch_size_has_nothing_to_leave_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Left out, its one batch left no row to refit on: the 'refit' was the fit's starting
+    point, and validate reported its errors (median 48 % on compute) as held-out errors,
+    and calibrate kept them in ``fit.held_out`` for the prediction intervals."""
+    from edgetwin.calibration.fit_reference import fit_profile
+    from edgetwin.cli import main
+
+    lines = REFERENCE.read_text().splitlines()
+    table = tmp_path / "batch1.csv"
+    table.write_text("\n".join([lines[0], *(x for x in lines[1:] if ",1,400," in x)]) + "\n")
+    spec = yaml.safe_load(SPEC.read_text())
+    spec.update(reference=str(table), scenario=str(SCENARIO))
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert leave_one_batch_out_table(path) == []
+    assert fit_profile(path, "test").fit["held_out"]["log_residuals"] == {}
+    assert main(["validate", str(path), "--out", str(tmp_path / "v")]) == 2
+    assert "field '--by': no data to leave out by batch" in capsys.readouterr().err
+    assert not (tmp_path / "v").exists()
