@@ -15,17 +15,19 @@ from typing import Any, Literal
 from edgetwin.errors import InputError
 from edgetwin.schema import read_yaml_mapping
 
-Kind = Literal["scenario", "evaluation", "affinity", "plan", "calibration"]
+Kind = Literal["scenario", "evaluation", "affinity", "plan", "calibration", "profile"]
 # what a calibration spec's ``kind`` may be (an Android spec has none: its keys tell)
 CALIBRATION_KINDS = ("table", "traces", "emu")
 
 
 @dataclass(frozen=True)
 class KindInfo:
-    """How a kind is named in a message and the command that reads it."""
+    """How a kind is named in a message and the command that reads it (None: no command
+    reads it; ``use`` says what does)."""
 
     noun: str
-    command: str
+    command: str | None
+    use: str = ""
 
 
 KINDS: dict[Kind, KindInfo] = {
@@ -34,9 +36,14 @@ KINDS: dict[Kind, KindInfo] = {
     "affinity": KindInfo("an evaluation of crowd schedulers", "evaluate-affinity"),
     "plan": KindInfo("a plan question", "plan"),
     "calibration": KindInfo("a calibration spec", "calibrate"),
+    "profile": KindInfo(
+        "a device profile", None, "a scenario names it (devices.N.profile: its path)"
+    ),
 }
 
 _SCENARIO_KEYS = frozenset({"strategies", "model", "devices", "network", "crowd", "sweeps"})
+# a device's (compute) or a phone's (cpu_gflops) profile: its facts at the top level
+_PROFILE_KEYS = frozenset({"compute", "cpu_gflops"})
 
 
 def kind_of_mapping(raw: dict[str, Any], path: Path) -> Kind | None:
@@ -52,6 +59,8 @@ def kind_of_mapping(raw: dict[str, Any], path: Path) -> Kind | None:
         return "calibration"
     if "profile" in raw and "strategies" not in raw:  # a table spec (its kind is optional)
         return "calibration"
+    if "ram_mb" in raw and raw.keys() & _PROFILE_KEYS:  # before its network section counts
+        return "profile"
     if "scenario" not in raw and raw.keys() & _SCENARIO_KEYS:
         return "scenario"
     name = path.name.lower()
@@ -74,9 +83,9 @@ def check_kind(path: Path, expected: Kind, command: str | None = None) -> None:
     if found is None or found == expected:
         return
     info, wanted = KINDS[found], KINDS[expected]
+    use = info.use if info.command is None else f"use `edgetwin {info.command} {path}`"
     problem = (
-        f"this is {info.noun}: use `edgetwin {info.command} {path}`"
-        f" (`edgetwin {command or wanted.command}` reads {wanted.noun})"
+        f"this is {info.noun}: {use} (`edgetwin {command or wanted.command}` reads {wanted.noun})"
     )
     raise InputError(path, None, problem)
 

@@ -77,6 +77,30 @@ def test_a_wrong_file_kind_names_its_command(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("command", "profile"),
+    [
+        ("calibrate", "h200_loopback"),
+        ("validate", "jetson_orin_nano"),
+        ("evaluate", "h200_netns"),
+        ("run", "jetson_orin_nano"),
+        ("calibrate", "android_low"),
+    ],
+)
+def test_a_device_profile_given_to_a_command_says_a_scenario_names_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str, profile: str
+) -> None:
+    """A profile was taken for a scenario (its network section): calibrate, validate and
+    evaluate said 'use `edgetwin run PROFILE`', and run then named a profile field as an
+    unknown scenario key."""
+    path = ROOT / "edgetwin" / "calibration" / "profiles" / f"{profile}.yaml"
+    err = _error_of(capsys, [command, str(path), "--out", str(tmp_path / "out")])
+    assert "this is a device profile: a scenario names it (devices.N.profile" in err
+    assert "use `edgetwin" not in err and "unknown key" not in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_suffix_decides_when_the_keys_do_not(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
