@@ -484,6 +484,7 @@ class Scenario(Strict):
         for i, strategy in enumerate(self.strategies):
             if registry.strategy(strategy.name).splits_layers:
                 raise ValueError(f"strategies.{i}.name: {strategy.name} runs decoder models only")
+        _check_positions_split(self, self.model)
         swept = any(s.prompt_tokens or s.output_tokens for s in self.sweeps)
         if self.workload is not None or swept:
             raise ValueError("'workload', prompt_tokens and output_tokens are for decoder models")
@@ -500,6 +501,18 @@ class Scenario(Strict):
     def decoder_workload(self) -> WorkloadSpec:
         """The workload of a decoder scenario (its defaults where the file gives none)."""
         return self.workload or WorkloadSpec()
+
+
+def _check_positions_split(scenario: Scenario, model: ModelSpec) -> None:
+    """A position-wise strategy gives every device at least one of the model's tokens."""
+    for strategy in scenario.strategies:
+        definition = registry.strategy(strategy.name)
+        if definition.layout is None or definition.one_device:
+            continue
+        for j, sweep in enumerate(scenario.sweeps):
+            if max(sweep.devices) > model.tokens:
+                problem = f"{model.tokens} tokens cannot be split over {max(sweep.devices)} devices"
+                raise ValueError(f"sweeps.{j}.devices: {strategy.name}: {problem}")
 
 
 def _check_hosts(scenario: Scenario) -> None:

@@ -79,6 +79,14 @@ def table_bytes(rows: list[ResultRow], path: Path) -> bytes:
             "give at least one value",
         ),
         ({"scenario": "missing.yaml"}, "scenario", "file not found"),
+        (  # a ValueError traceback from a worker, the journal left behind
+            {
+                "set": ["devices.0.count=300"],
+                "axes": {"batch": [1], "bandwidth_mbps": [100], "devices": [2, 300]},
+            },
+            "axes.devices",
+            "prism: 197 tokens cannot be split over 300 devices",
+        ),
         # these ran: each repeated value was a crossover curve, a heatmap row or column again
         (
             {"axes": {"batch": [4, 4], "bandwidth_mbps": [100]}},

@@ -152,6 +152,11 @@ CASES = [
         scenario_text(sweeps=[{"batch": [1], "devices": [2, 3]}]),
         ("sweeps.0.devices", "asks for 3", "fleet has 2"),
     ),
+    Case(  # a ValueError traceback from the layout, in run and in plan
+        "more-devices-than-tokens",
+        scenario_text(devices__0__count=198, sweeps=[{"batch": [1], "devices": [2, 198]}]),
+        ("sweeps.0.devices", "voltage: 197 tokens cannot be split over 198 devices"),
+    ),
     Case("negative-seed", scenario_text(seed=-1), ("'seed'", "greater than or equal to 0")),
     Case("bad-name", scenario_text(name="two words"), ("'name'", "pattern")),
     Case("bad-mode", scenario_text(mode="cloud"), ("'mode'",)),
