@@ -19,6 +19,7 @@ import yaml
 
 from edgetwin.cli import main
 from edgetwin.errors import InputError
+from edgetwin.plan.answers import describe
 from edgetwin.plan.executors import PoolExecutor, SerialExecutor, stop_workers
 from edgetwin.plan.questions import LoadedQuestion, load_question
 from edgetwin.plan.run import journal_for, run_plan, sweep_rows
@@ -246,6 +247,21 @@ def test_best_mode_heatmap_and_pareto(tmp_path: Path) -> None:
     energies = [p["energy_j_per_sample"] for p in front]
     assert energies == sorted(energies, reverse=True) and len(front) >= 2
     assert "Pareto front" in (tmp_path / "out" / "plan.html").read_text()
+
+
+def test_a_best_mode_cell_where_nothing_ran_says_so(tmp_path: Path) -> None:
+    """Every candidate out of memory: the answer printed 'fastest per cell: None 4'."""
+    question = question_file(
+        tmp_path,
+        set=["devices.0.count=4", "devices.0.ram_mb=10"],
+        axes={"batch": [1, 32], "bandwidth_mbps": [100, 1000], "devices": [2, 4]},
+        question={"kind": "best_mode"},
+    )
+    loaded = load_question(question)
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor(), write_plan_report)
+    assert outcome.answer["best"] == [[None, None], [None, None]]  # answer.json: null
+    assert describe(outcome.answer)[0] == "fastest per cell: none ran 4"
+    assert (tmp_path / "out" / "plan.html").read_text().count("none ran") == 5  # + 4 cells
 
 
 def test_pool_and_serial_rows_are_identical(tmp_path: Path) -> None:

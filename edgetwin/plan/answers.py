@@ -346,12 +346,20 @@ def describe(result: dict[str, Any]) -> list[str]:
         counts: dict[str, int] = defaultdict(int)
         for row in grid["best"]:
             for name in row:
-                counts[str(name)] += 1
+                counts[cell_label(name)] += 1
         ranked = sorted(counts.items(), key=lambda x: -x[1])
         cells = ", ".join(f"{name} {n}" for name, n in ranked)
         lines.append(f"{grid_title(grid)} per cell: {cells}")
     front = len(result["pareto"])
     return [*lines, f"Pareto front (latency vs J/sample): {front} points"]
+
+
+NOTHING_RAN = "none ran"  # a cell where every candidate failed (out of memory, device lost)
+
+
+def cell_label(name: str | None) -> str:
+    """The best candidate of a cell as text: its label, or ``none ran``."""
+    return NOTHING_RAN if name is None else name
 
 
 def grid_title(grid: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.plan.answers import QUESTIONS, describe, grid_title
+from edgetwin.plan.answers import QUESTIONS, cell_label, describe, grid_title
 from edgetwin.plan.questions import BEST_METRICS, PlanQuestion
 from edgetwin.reports.html import figure_html, page
 from edgetwin.reports.style import (
@@ -139,7 +139,8 @@ def best_mode_figures(result: dict[str, Any]) -> list[go.Figure]:
 
 
 def _best_heatmap(result: dict[str, Any], grid: dict[str, Any]) -> go.Figure:
-    names = sorted({str(n) for row in grid["best"] for n in row})
+    labels = [[cell_label(n) for n in row] for row in grid["best"]]
+    names = sorted({name for row in labels for name in row})
     code = {name: i for i, name in enumerate(names)}
     steps = max(1, len(names))
     scale = []
@@ -150,8 +151,8 @@ def _best_heatmap(result: dict[str, Any], grid: dict[str, Any]) -> go.Figure:
         go.Heatmap(
             x=categories(result["bandwidths_mbps"]),
             y=batches,
-            z=[[code[str(n)] for n in row] for row in grid["best"]],
-            text=grid["best"],
+            z=[[code[name] for name in row] for row in labels],
+            text=labels,
             customdata=grid["best_value"],
             texttemplate="%{text}",
             zmin=-0.5,
