@@ -249,6 +249,24 @@ def test_best_mode_heatmap_and_pareto(tmp_path: Path) -> None:
     assert "Pareto front" in (tmp_path / "out" / "plan.html").read_text()
 
 
+def test_a_distributed_run_beats_one_device_that_runs_out_of_memory(tmp_path: Path) -> None:
+    """A batch one board cannot hold but Prism's boards can: the answer was 'prism does not
+    beat one device', as if the failed run were the faster one."""
+    question = question_file(
+        tmp_path,
+        set=["devices.0.count=4", "devices.0.ram_mb=420"],
+        axes={"batch": [1, 32], "bandwidth_mbps": [100, 1000], "devices": [2, 4]},
+        question={"kind": "crossover", "strategy": {"name": "prism", "cr": 9.9}},
+    )
+    loaded = load_question(question)
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor(), write_plan_report)
+    status = {r.strategy: r.status for r in outcome.rows if r.batch == 32}
+    assert status == {"single": "out of memory on jetson-0", "prism": "ok"}
+    curves = {(c["batch"], c["devices"]): c["status"] for c in outcome.answer["curves"]}
+    assert curves == {(1, 2): "never", (1, 4): "never", (32, 2): "always", (32, 4): "always"}
+    assert "batch 32, 4 devices: prism beats one device at every" in describe(outcome.answer)[3]
+
+
 def test_a_best_mode_cell_where_nothing_ran_says_so(tmp_path: Path) -> None:
     """Every candidate out of memory: the answer printed 'fastest per cell: None 4'."""
     question = question_file(

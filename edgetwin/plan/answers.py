@@ -194,12 +194,10 @@ def crossing(
     """Where ``other`` starts beating ``single`` for good (linear between grid points).
 
     ``status``: ``crossover`` (``crossover_mbps`` set), ``always`` (wins at every swept
-    bandwidth) or ``never`` (loses at the highest one).
+    bandwidth) or ``never`` (loses at the highest one). A side that failed (None: out of
+    memory, a device lost) loses to one that ran; where both failed, ``other`` does not win.
     """
-    diff = [
-        math.inf if s is None or o is None else o - s
-        for s, o in zip(single_ms, other_ms, strict=True)
-    ]
+    diff = [_lead(s, o) for s, o in zip(single_ms, other_ms, strict=True)]
     first = len(diff)
     while first > 0 and diff[first - 1] < 0:
         first -= 1
@@ -209,8 +207,18 @@ def crossing(
         return {"status": "always", "crossover_mbps": None}
     lo, hi = diff[first - 1], diff[first]
     b0, b1 = bandwidths[first - 1], bandwidths[first]
-    at = b1 if math.isinf(lo) else b0 + (b1 - b0) * lo / (lo - hi)
+    at = b1 if math.isinf(lo) or math.isinf(hi) else b0 + (b1 - b0) * lo / (lo - hi)
     return {"status": "crossover", "crossover_mbps": round(at, 3)}
+
+
+def _lead(single_ms: float | None, other_ms: float | None) -> float:
+    """How much slower ``other`` is than ``single`` (negative: it wins); a failure is
+    infinitely slow."""
+    if other_ms is None:
+        return math.inf
+    if single_ms is None:
+        return -math.inf
+    return other_ms - single_ms
 
 
 def best_mode(
