@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -130,6 +131,45 @@ def test_a_table_without_its_latency_column_is_refused(field: str, tmp_path: Pat
     assert exc.value.field == field
 
 
+def test_a_cell_without_the_ranked_value_is_skipped(tmp_path: Path) -> None:
+    """Energy measured for every candidate at batch 8, not for Prism at batch 16: that cell
+    cannot be scored by energy and is skipped (its regret was inf, written as Infinity in
+    evaluation.json)."""
+    rows = [
+        "strategy,devices,batch,bandwidth_mbps,cr,segments,total_ms,energy_j",
+        "single,1,8,400,,,100,1.0",
+        "voltage,2,8,400,,,300,2.0",
+        "prism,2,8,400,9.9,10,105,1.5",
+        "single,1,16,400,,,200,2.0",
+        "voltage,2,16,400,,,500,4.0",
+        "prism,2,16,400,9.9,10,150,",
+    ]
+    table = tmp_path / "measured.csv"
+    table.write_text("\n".join(rows) + "\n")
+    result = _run(JETSON_EVAL, (f"truth_table={table}", "objective=energy"))
+    (condition,) = result.conditions
+    assert condition.oracle == "single"
+    assert [(cell.batch, cell.missing) for cell in result.skipped] == [(16, ("prism cr 9.9 x2",))]
+    assert all(math.isfinite(score.max_regret_pct) for score in result.scores.values())
+    latency = _run(JETSON_EVAL, (f"truth_table={table}",))  # the latency of both is known
+    assert len(latency.conditions) == 2 and not latency.skipped
+
+
+def test_an_energy_objective_needs_energies(tmp_path: Path) -> None:
+    """A truth table without energy said 'every candidate fails at every held-out
+    condition'; a twin whose profiles have powers of 0 (no meter) was a ZeroDivisionError
+    (weighted) or ranked zeros (energy)."""
+    with pytest.raises(InputError, match="objective energy ranks by energy_j") as caught:
+        _run(EMU_EVAL, ("objective=energy",))
+    assert caught.value.field == "energy_j"
+    assert Path(str(caught.value.path)).resolve() == EMU_TRUTH.resolve()
+    twin = ("truth_table=null", "held_out={batch: [1], bandwidth_mbps: [30]}")
+    for objective in ("energy", "weighted"):
+        with pytest.raises(InputError, match="twin predicts none above 0") as caught:
+            _run(EMU_EVAL, (*twin, f"objective={objective}"))
+        assert caught.value.field == "devices"
+
+
 def test_the_cli_says_where_the_truth_comes_from(tmp_path: Path) -> None:
     out = tmp_path / "out"
     done = subprocess.run(
@@ -147,6 +187,7 @@ def test_the_cli_says_where_the_truth_comes_from(tmp_path: Path) -> None:
 
 EMU_EVAL = REPO / "scenarios" / "adaptive_emu.eval.yaml"
 EMU_DATA = REPO / "data" / "traces" / "emu-vit-loop-2026-12"
+EMU_TRUTH = EMU_DATA / "truth" / "results.csv"
 
 
 def _emulated_medians() -> dict[tuple[int, float], dict[str, float]]:

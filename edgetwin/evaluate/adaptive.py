@@ -360,6 +360,7 @@ def evaluate(
     is called after each twin sweep at one sequence length, for a decoder after each
     configuration (``evaluation_steps``)."""
     decoder = isinstance(scenario.model, DecoderSpec)
+    objective = settings.objective_spec
     perf_map = (
         profile_twin(scenario, scenario_path, settings.map_tokens, on_step)
         if map_table is None
@@ -372,7 +373,9 @@ def evaluate(
     if truth_rows is not None:
         rows = [_named_as_in_map(row, perf_map) for row in truth_rows]
         perf_map = _measured_candidates(perf_map, rows, truth_table)
-        truth = _measured_truth(rows, perf_map, skipped, truth_table)
+        _check_ranked_values(objective, _row_values(objective, rows), truth_table, scenario_path)
+        ranked = RANKED_COLUMNS[objective.kind]
+        truth = _measured_truth(rows, perf_map, skipped, truth_table, ranked)
         source = f"table {truth_table.name if truth_table else 'of measured rows'}"
     else:
         assert settings.held_out is not None  # EvalSettings: one of the two
@@ -384,12 +387,13 @@ def evaluate(
         )
         if map_table is not None:
             rows = [_named_as_in_map(row, perf_map) for row in rows]
+        _check_ranked_values(objective, _row_values(objective, rows), None, scenario_path)
         truth = _truth_by_condition(rows, held_out.devices)
         source = "twin"
-    objective = settings.objective_spec
+    _check_ranked_values(objective, _map_values(objective, perf_map), map_table, scenario_path)
+    where = truth_table if truth_rows is not None else scenario_path
     infeasible = tuple(key for key, here in truth.items() if _nothing_runs(here, objective))
     if len(infeasible) == len(truth):
-        where = truth_table if truth_rows is not None else scenario_path
         raise InputError(where, None, "every candidate fails at every held-out condition")
     policies = {name: make_policy(name, perf_map, objective) for name in settings.policies}
     conditions = [
@@ -414,6 +418,70 @@ def evaluate(
         tuple(unplayed_settings(scenario, "twin")),
         infeasible,
     )
+
+
+# the results columns each objective ranks by (weighted divides energy by single's)
+RANKED_COLUMNS: dict[ObjectiveKind, tuple[str, ...]] = {
+    "latency": ("total_ms",),
+    "energy": ("energy_j",),
+    "weighted": ("total_ms", "energy_j"),
+    "ttft": ("ttft_ms",),
+    "tpot": ("tpot_ms",),
+}
+
+
+def _estimate_field(column: str) -> str:
+    """The ``Estimate`` (and map grid) field of a results column."""
+    return "latency_ms" if column == "total_ms" else column
+
+
+def _check_ranked_values(
+    objective: Objective,
+    values: dict[str, list[float | None]],
+    source: Path | None,
+    scenario_path: Path | None,
+) -> None:
+    """An InputError unless ``values`` (per results column the objective ranks by, the
+    value of every run of one side that did not fail: the ground truth or the map) hold one
+    above 0. ``source``: the table
+    they come from, None for the twin (powers of 0: a profile without a power meter). The
+    energy objectives on such profiles were a ZeroDivisionError (weighted) or ranked zeros,
+    and on a truth table without energy_j said that every candidate fails everywhere."""
+    for column in RANKED_COLUMNS[objective.kind]:
+        ran = values[column]  # none: every run failed (said below: every candidate fails)
+        if not ran or any(v is not None and math.isfinite(v) and v > 0 for v in ran):
+            continue
+        ranks = f"objective {objective.kind} ranks by {column}"
+        if source is None:
+            problem = f"{ranks}, and the twin predicts none above 0 (no power meter)"
+            raise InputError(scenario_path, "devices", problem)
+        raise InputError(source, column, f"{ranks}, and no row has one above 0")
+
+
+def _row_values(objective: Objective, rows: Sequence[ResultRow]) -> dict[str, list[float | None]]:
+    """Each ranked column's values in the results rows that did not fail."""
+    ran = [r for r in rows if r.status == "ok"]
+    return {c: [getattr(r, c) for r in ran] for c in RANKED_COLUMNS[objective.kind]}
+
+
+def _map_values(objective: Objective, perf_map: PerformanceMap) -> dict[str, list[float | None]]:
+    """Each ranked column's values in the map's grids."""
+    columns = RANKED_COLUMNS[objective.kind]
+    return {c: _grid_values(perf_map, _estimate_field(c)) for c in columns}
+
+
+def _grid_values(perf_map: PerformanceMap, metric: str) -> list[float | None]:
+    """Every cell of the map's ``metric`` grids that holds a value."""
+    values: list[float | None] = []
+    for candidate in perf_map.candidates:
+        stack: list[Any] = [getattr(candidate, metric)]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, tuple | list):
+                stack.extend(item)
+            elif item is not None:
+                values.append(float(item))
+    return values
 
 
 def _nothing_runs(truth: dict[str, Estimate], objective: Objective) -> bool:
@@ -509,27 +577,39 @@ def _measured_truth(
     perf_map: PerformanceMap,
     skipped: list[SkippedCell],
     table: Path | None,
+    ranked: tuple[str, ...],
 ) -> dict[ConditionKey, dict[str, Estimate]]:
-    """Measured cells that have every candidate of the map (the others go to ``skipped``),
-    as condition -> candidate label -> latency and energy."""
+    """Measured cells that have every candidate of the map, each with the ``ranked``
+    columns (the others go to ``skipped``: an unmeasured energy made a regret of inf), as
+    condition -> candidate label -> latency and energy. A failed run counts as measured:
+    there the candidate is infeasible."""
     truth: dict[ConditionKey, dict[str, Estimate]] = {}
     up = max(r.devices for r in rows)  # the set-up's devices, at every cell
     for batch, bw, tokens, output in measured_cells(rows):
-        here = {
-            _key(r).label: _estimate(r)
+        at_cell = [
+            r
             for r in rows
             if (r.batch, r.bandwidth_mbps, r.tokens, r.output_tokens) == (batch, bw, tokens, output)
-        }
+        ]
+        here = {_key(r).label: _estimate(r) for r in at_cell}
+        here_ranked = {_key(r).label for r in at_cell if _ranked_known(r, ranked)}
         missing = tuple(
-            c.label for c in perf_map.candidates if c.devices <= up and c.label not in here
+            c.label for c in perf_map.candidates if c.devices <= up and c.label not in here_ranked
         )
         if missing:
             skipped.append(SkippedCell(batch, bw, tokens, missing, output))
         else:
             truth[(batch, bw, up, tokens, output)] = here
     if not truth:
-        raise InputError(table, None, "no measured cell has every candidate the policies pick from")
+        problem = "no measured cell has every candidate the policies pick from"
+        raise InputError(table, None, f"{problem}, each with {' and '.join(ranked)}")
     return truth
+
+
+def _ranked_known(row: ResultRow, ranked: tuple[str, ...]) -> bool:
+    """A failed run, or one with a value in every ``ranked`` column."""
+    values = [getattr(row, column) for column in ranked]
+    return row.status != "ok" or all(v is not None and math.isfinite(v) for v in values)
 
 
 def _named_as_in_map(row: ResultRow, perf_map: PerformanceMap) -> ResultRow:
