@@ -20,6 +20,7 @@ from edgetwin.policies.adaptive import (
     make_policy,
 )
 from edgetwin.policies.perf_map import (
+    Estimate,
     PerformanceMap,
     along_tokens,
     map_from_table,
@@ -231,6 +232,18 @@ def test_always_distributed_scores_each_candidate_once(monkeypatch: pytest.Monke
     }
     assert picks == {"prism cr 9.9 x2", "prism cr 9.9 x4"}
     assert sorted(scored) == ["prism cr 9.9 x2", "prism cr 9.9 x4"]
+
+
+@pytest.mark.parametrize(("latency_ms", "energy_j"), [(100.0, 0.0), (0.0, 2.0)])
+def test_a_weighted_cost_against_a_single_of_zero_is_not_known(
+    latency_ms: float, energy_j: float
+) -> None:
+    """A measured 0 J (or 0 ms) for single at a condition was a ZeroDivisionError (a
+    traceback of evaluate with a truth table holding it); the ratio is not known: +inf."""
+    single = Estimate(latency_ms=latency_ms, energy_j=energy_j)
+    other = Estimate(latency_ms=80.0, energy_j=1.5)
+    assert Objective("weighted").cost(other, single) == math.inf
+    assert Objective("latency").cost(other, single) == 80.0
 
 
 def test_weight_outside_0_1_is_refused() -> None:

@@ -52,7 +52,8 @@ class Objective:
             raise ValueError(f"weight must be in [0, 1], got {self.weight}")
 
     def cost(self, estimate: Estimate, single: Estimate) -> float:
-        """Lower is better; NaN (a failed or missing value) becomes +inf."""
+        """Lower is better; NaN (a failed or missing value, or a weighted ratio to a single
+        of 0 ms or 0 J) becomes +inf."""
         if self.kind == "latency":
             value = estimate.latency_ms
         elif self.kind == "energy":
@@ -61,10 +62,12 @@ class Objective:
             value = estimate.ttft_ms
         elif self.kind == "tpot":
             value = estimate.tpot_ms
-        else:
+        elif single.latency_ms > 0 and single.energy_j > 0:
             value = self.weight * estimate.latency_ms / single.latency_ms + (1 - self.weight) * (
                 estimate.energy_j / single.energy_j
             )
+        else:  # no ratio to single's 0 (a measured 0 J was a ZeroDivisionError): not known
+            value = math.nan
         return math.inf if math.isnan(value) else value
 
 
