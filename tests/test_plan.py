@@ -367,6 +367,24 @@ def test_a_second_plan_into_the_same_folder_is_refused_while_the_first_runs(
     assert main(argv) == 0 and (out / "results.csv").is_file()
 
 
+def test_a_forced_plan_into_a_folder_another_plan_writes_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--force staged its sweep beside and replaced the folder the first plan was writing,
+    which then wrote its own results over the forced one's (or among them)."""
+    loaded = load_question(question_file(tmp_path))
+    out = tmp_path / "out"
+    first = journal_for(loaded, out)  # the plan running now
+    before = sorted(p.name for p in (out / "partial").iterdir())
+    argv = ["plan", str(tmp_path / "q.plan.yaml"), "--out", str(out), "--quiet", "--workers=1"]
+    assert main([*argv, "--force"]) == 2
+    assert "another plan is writing this folder" in capsys.readouterr().err
+    assert sorted(p.name for p in (out / "partial").iterdir()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "q.plan.yaml"]  # no staging
+    first.unlock()  # once it is gone, --force replaces the folder
+    assert main([*argv, "--force"]) == 0 and not (out / "partial").exists()
+
+
 def test_journal_of_another_sweep_is_refused(tmp_path: Path) -> None:
     loaded = load_question(question_file(tmp_path))
     journal_for(loaded, tmp_path / "out").unlock()

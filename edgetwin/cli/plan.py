@@ -15,7 +15,7 @@ from edgetwin.cli.progress import progress
 from edgetwin.errors import InputError, counted
 from edgetwin.plan.answers import describe
 from edgetwin.plan.executors import DaskExecutor, Executor, PoolExecutor, SerialExecutor
-from edgetwin.plan.journal import PARTIAL, ROWS_FILE, JournalBusy
+from edgetwin.plan.journal import PARTIAL, ROWS_FILE, JournalBusy, journal_held
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import run_plan
 from edgetwin.plan.sweep import payload_for
@@ -71,7 +71,7 @@ def plan_folder(out: Path, force: bool) -> Iterator[Path]:
                 shutil.rmtree(out, ignore_errors=True)
             raise
         return
-    with output_folder(out, force) as staging:
+    with journal_held(out), output_folder(out, force) as staging:  # no plan writes out now
         yield staging
 
 

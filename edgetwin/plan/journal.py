@@ -14,6 +14,8 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO
@@ -114,6 +116,22 @@ class Journal:
         self.close()
         shutil.rmtree(self.folder, ignore_errors=True)
         self.unlock()
+
+
+@contextmanager
+def journal_held(out: Path) -> Iterator[None]:
+    """Hold ``out``'s journal, if it has one, for as long as the block runs (a forced
+    sweep that replaces ``out`` whole); ``JournalBusy`` if another plan holds it."""
+    lock = out / PARTIAL / LOCK_FILE
+    if not lock.is_file():
+        yield
+        return
+    fd = _locked(out, lock)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def _locked(out: Path, lock: Path) -> int | None:
