@@ -30,7 +30,7 @@ import simpy
 from scipy.optimize import least_squares
 from threadpoolctl import threadpool_info
 
-from edgetwin.calibration.readers.gpu_bench import StagingCopy, VitLatency
+from edgetwin.calibration.readers.gpu_bench import VIT_FULL, StagingCopy, VitLatency
 from edgetwin.calibration.readers.staged_exchange import StagedExchange
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models.costs import block_flops, embed_flops
@@ -186,7 +186,7 @@ def compute_predictor(model: ModelSpec) -> Predictor:
         compute = ComputeParams(**{"sync_host_ms": 0.0, "sync_host_ms_per_mb": 0.0, **params})
         block = compute.gpu_ms(batch * block_flops(model, tokens, tokens), batch * tokens)
         total = model.blocks * block
-        if kind == "vit_full":
+        if kind == VIT_FULL:
             total += compute.gpu_ms(batch * embed_flops(model), batch * (tokens - 1))
             total += compute.gpu_ms(batch * 2.0 * model.width * model.classes, batch)
         return float(total)

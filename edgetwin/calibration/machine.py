@@ -32,6 +32,7 @@ from torch.multiprocessing.spawn import spawn
 from edgetwin.atomic import write_text_atomic
 from edgetwin.calibration.profile_io import host_ram_mb, write_profile
 from edgetwin.calibration.readers.decoder_latency import DECODER_LATENCY_COLUMNS
+from edgetwin.calibration.readers.gpu_bench import ENCODER_TOKENS, VIT_FULL
 from edgetwin.calibration.trace_profile import calibrate_from_traces
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.emu.llm.launcher import run_decoder
@@ -194,7 +195,7 @@ def write_vit_latency(path: Path, plan: MeasurementPlan) -> None:
 
             times = _timed_ms(whole, plan.reps, plan.warmup)
             rows += [
-                ("vit_full", batch, plan.model.tokens, rep, round(ms, 4))
+                (VIT_FULL, batch, plan.model.tokens, rep, round(ms, 4))
                 for rep, ms in enumerate(times)
             ]
             for tokens in plan.token_counts:
@@ -207,7 +208,7 @@ def write_vit_latency(path: Path, plan: MeasurementPlan) -> None:
 
                 times = _timed_ms(encoder, plan.reps, plan.warmup)
                 rows += [
-                    ("encoder_tokens", batch, tokens, rep, round(ms, 4))
+                    (ENCODER_TOKENS, batch, tokens, rep, round(ms, 4))
                     for rep, ms in enumerate(times)
                 ]
     _write_csv(path, ("kernel", "batch", "tokens", "rep", "latency_ms"), rows)

@@ -57,6 +57,7 @@ from edgetwin.calibration.profile_io import (
 from edgetwin.calibration.readers.decoder_latency import DecoderLatency, read_decoder_latency
 from edgetwin.calibration.readers.energy import energy_by_phase
 from edgetwin.calibration.readers.gpu_bench import (
+    VIT_FULL,
     StagingCopy,
     VitLatency,
     read_staging_copy,
@@ -437,7 +438,7 @@ def leave_one_out(spec_path: Path, by: HoldoutBy) -> list[dict[str, Any]]:
                 record = VitLatency(key[0], key[1], key[2], 0, 0.0)
                 if holdout.covers(record):
                     predicted = predict(fits["compute"].params, key)
-                    if key[0] == "vit_full":
+                    if key[0] == VIT_FULL:
                         points.append(_point("vit_full_ms", key, reps, predicted, value))
                     points.append(_point("compute_ms", key, reps, predicted, value))
         if {"staging", "network"} <= fits.keys():

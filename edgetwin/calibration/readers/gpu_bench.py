@@ -18,7 +18,8 @@ from edgetwin.calibration.readers._csv import read_rows
 
 VIT_LATENCY_COLUMNS = ("kernel", "batch", "tokens", "rep", "latency_ms")
 # what a timed forward ran: the whole model, or the encoder blocks over ``tokens`` rows
-VIT_LATENCY_KERNELS = ("vit_full", "encoder_tokens")
+VIT_FULL, ENCODER_TOKENS = "vit_full", "encoder_tokens"
+VIT_LATENCY_KERNELS = (VIT_FULL, ENCODER_TOKENS)
 STAGING_COPY_COLUMNS = ("direction", "pinned", "batch", "rows", "bytes", "rep", "latency_ms")
 VIT_ENERGY_COLUMNS = ("kernel", "batch", "reps", "wall_s", "energy_mj")
 
