@@ -267,6 +267,23 @@ def test_a_distributed_run_beats_one_device_that_runs_out_of_memory(tmp_path: Pa
     assert "batch 32, 4 devices: prism beats one device at every" in describe(outcome.answer)[3]
 
 
+def test_the_swept_scenario_of_a_local_one_says_twin(tmp_path: Path) -> None:
+    """emu_smoke runs in mode local: the plan swept it in the twin (rows say twin) and wrote
+    scenario.resolved.yaml with mode local, which runs the real code when run again."""
+    question = question_file(
+        tmp_path,
+        scenario=str(REPO / "scenarios" / "emu_smoke.yaml"),
+        set=[],
+        axes={"batch": [1], "bandwidth_mbps": [100]},
+        question={"kind": "best_mode"},
+    )
+    loaded = load_question(question)
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor(), write_plan_report)
+    assert {row.mode for row in outcome.rows} == {"twin"}
+    resolved = yaml.safe_load((tmp_path / "out" / "scenario.resolved.yaml").read_text())
+    assert resolved["mode"] == "twin"
+
+
 def test_a_best_mode_cell_where_nothing_ran_says_so(tmp_path: Path) -> None:
     """Every candidate out of memory: the answer printed 'fastest per cell: None 4'."""
     question = question_file(

@@ -277,6 +277,7 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
     check_named_scenario(scenario_raw, scenario_path, path, "scenario")
     for item in question.set:
         apply_override(scenario_raw, item, path)
+    scenario_raw["mode"] = "twin"  # where a plan sweeps, whatever mode the scenario runs in
     if isinstance(question.axes, CrowdAxes):
         _as_crowd_sweep(scenario_raw, question, path)
     elif scenario_raw.get("crowd") is not None:  # before its strategies are replaced
