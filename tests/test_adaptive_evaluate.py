@@ -128,6 +128,12 @@ def test_bad_evaluation_files(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="file not found") as exc:
         load_eval_inputs(path)
     assert (exc.value.path, exc.value.field) == (str(path), "scenario")
+    # a plan question as the scenario: said so (it was 'strategies': required key is missing)
+    plan = REPO / "scenarios" / "plan_fleet.plan.yaml"
+    path.write_text(f"scenario: {plan}\nheld_out: {{batch: [1]}}\n")
+    with pytest.raises(InputError, match=r"plan_fleet\.plan\.yaml is a plan question") as exc:
+        load_eval_inputs(path)
+    assert (exc.value.path, exc.value.field) == (str(path), "scenario")
 
 
 @pytest.mark.parametrize("field", ["map_tokens", "held_out.tokens"])

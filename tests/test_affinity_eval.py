@@ -132,6 +132,12 @@ def test_bad_settings_name_file_and_field(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
         load_affinity_settings(bad)
     assert err.value.field == "scenario"
+    # another kind of file as the scenario: said so (it named a field of that file)
+    bad.write_text(f"scenario: {EVAL}\ninstances: [{{name: a}}]\n")
+    with pytest.raises(InputError) as err:
+        load_affinity_settings(bad)
+    assert (err.value.path, err.value.field) == (str(bad), "scenario")
+    assert "is an evaluation of crowd schedulers, not a scenario" in err.value.problem
 
 
 def test_evaluate_affinity_command_writes_json_and_page(tmp_path: Path) -> None:

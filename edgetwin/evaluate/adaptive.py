@@ -41,6 +41,7 @@ from edgetwin.evaluate.profiling import (
     rows_at_tokens,
     sweep_steps,
 )
+from edgetwin.file_kinds import check_named_scenario
 from edgetwin.models import registry
 from edgetwin.models.registry import CandidateKey
 from edgetwin.policies.adaptive import (
@@ -70,6 +71,7 @@ from edgetwin.schema import (
     Strict,
     load_yaml_model,
     optional_values,
+    read_yaml_mapping,
     referenced_file,
 )
 from edgetwin.sim.runner import build_fleet
@@ -147,6 +149,7 @@ def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
     if settings.map_table is not None:
         table = referenced_file(settings.map_table, base, path, "map_table")
         check_reference(table, path, "map_table", SCORED_COLUMNS)
+    check_named_scenario(read_yaml_mapping(scenario_path), scenario_path, path, "scenario")
     scenario = load_scenario(scenario_path)
     _check_model_kind(settings, scenario, scenario_path.name, path)
     build_fleet(scenario, scenario_path)  # its device profiles

@@ -28,6 +28,7 @@ from edgetwin.evaluate.affinity_results import (
     scheduler_result,
 )
 from edgetwin.evaluate.optimum import Assignment, Optimum, build_instance, optimum
+from edgetwin.file_kinds import check_named_scenario
 from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.scenario import Scenario, swept_bandwidths, validate_scenario
 from edgetwin.schema import (
@@ -99,7 +100,9 @@ def load_affinity_settings(
     except ValidationError as exc:
         raise validation_error(exc, path) from None
     scenario_path = referenced_file(settings.scenario, path.resolve().parent, path, "scenario")
-    base = {**read_yaml_mapping(scenario_path), "repetitions": settings.repetitions}
+    scenario_raw = read_yaml_mapping(scenario_path)
+    check_named_scenario(scenario_raw, scenario_path, path, "scenario")
+    base = {**scenario_raw, "repetitions": settings.repetitions}
     validate_scenario(_deep_copy(base), scenario_path)  # its own errors name it
     scenarios = []
     for k, instance in enumerate(settings.instances):
