@@ -376,7 +376,7 @@ def _compare(args: argparse.Namespace) -> int:
         raise InputError(args.measured / "results.csv", None, "no configuration in common")
     for metric, median in comparison.median_abs_error_pct.items():
         count = sum(p["metric"] == metric and p["error_pct"] is not None for p in comparison.points)
-        print(f"{metric}: median |error| {median:.1f} % over {count} points")
+        print(f"{metric}: median |error| {median:.1f} % over {counted(count, 'point')}")
     no_prediction, no_measurement = comparison.unmatched_keys, comparison.unmeasured_keys
     if no_prediction or no_measurement:
         print(
@@ -405,7 +405,7 @@ def _report(args: argparse.Namespace) -> int:
     print(f"wrote {path}")
     if args.static:
         figures = write_static_figures(args.dir, args.static)
-        print(f"wrote {len(figures)} figures to {args.dir}/figures")
+        print(f"wrote {counted(len(figures), 'figure')} to {args.dir}/figures")
     return 0
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.errors import counted
 from edgetwin.models import registry
 from edgetwin.plan.capacity import crowd_capacity, describe_capacity
 from edgetwin.plan.questions import (
@@ -359,7 +360,7 @@ def describe(result: dict[str, Any]) -> list[str]:
         cells = ", ".join(f"{name} {n}" for name, n in ranked)
         lines.append(f"{grid_title(grid)} per cell: {cells}")
     front = len(result["pareto"])
-    return [*lines, f"Pareto front (latency vs J/sample): {front} points"]
+    return [*lines, f"Pareto front (latency vs J/sample): {counted(front, 'point')}"]
 
 
 NOTHING_RAN = "none ran"  # a cell where every candidate failed (out of memory, device lost)
