@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ FIELDS = (
     *("edgetwin_version", "git_commit", "git_dirty", "command", "seed", "inputs"),
     "created_utc",
 )
-SOURCE_TREE = Path(__file__).resolve().parent.parent  # the folder that holds edgetwin/
+PACKAGE = Path(__file__).resolve().parent  # edgetwin/
+SOURCE_TREE = PACKAGE.parent  # the folder that holds edgetwin/
 GIT_TIMEOUT_S = 10
 
 _reads: ContextVar[dict[str, str] | None] = ContextVar("edgetwin_reads", default=None)
@@ -38,6 +40,22 @@ def edgetwin_version() -> str:
         return version("edgetwin")
     except PackageNotFoundError:
         return "unknown"
+
+
+@cache
+def code_digest() -> str:
+    """``modules_digest`` of edgetwin itself: the code that makes rows (edited since,
+    committed or not, it is another digest)."""
+    return modules_digest(PACKAGE)
+
+
+def modules_digest(package: Path) -> str:
+    """SHA-256 over the path and bytes of every Python module under ``package``."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(f"{path.relative_to(package).as_posix()}\0".encode())
+        digest.update(sha256_file(path).encode())
+    return digest.hexdigest()
 
 
 def sha256_file(path: Path) -> str:

@@ -24,6 +24,7 @@ from edgetwin.plan.executors import PoolExecutor, SerialExecutor, stop_workers
 from edgetwin.plan.questions import LoadedQuestion, load_question
 from edgetwin.plan.run import journal_for, run_plan, sweep_rows
 from edgetwin.profile import PROFILE_DIR
+from edgetwin.provenance import code_digest, modules_digest
 from edgetwin.reports.plan import write_plan_report
 from edgetwin.results import ResultRow, write_results
 from edgetwin.sim.runner import build_fleet, run_scenario
@@ -423,6 +424,40 @@ def test_a_profile_edited_between_a_sweep_and_its_rerun_is_another_sweep(tmp_pat
     profile.write_text(yaml.safe_dump(raw))
     with pytest.raises(InputError, match="different sweep"):
         journal_for(load_question(question), tmp_path / "out")
+
+
+def test_a_journal_other_code_wrote_is_refused(tmp_path: Path) -> None:
+    """The journal's fingerprint held the sweep only: a rerun after edgetwin's code changed
+    (an update, an edit) resumed, and results.csv mixed rows of the old code with the
+    new's. The journal now holds the code's digest too; a journal written before that
+    holds none, and counts as other code's."""
+    loaded, out = load_question(question_file(tmp_path)), tmp_path / "out"
+    journal_for(loaded, out).unlock()
+    journal_for(loaded, out).unlock()  # the same code: it resumes
+    marker = out / "partial" / "sweep.json"
+    marked = json.loads(marker.read_text())
+    assert marked["code"] == code_digest()
+    for code in ("0" * 64, None):  # another digest; none (a journal of before)
+        marker.write_text(json.dumps({"fingerprint": marked["fingerprint"], "code": code}))
+        with pytest.raises(InputError, match="other edgetwin code ran"):
+            journal_for(loaded, out)
+
+
+def test_the_modules_digest_changes_with_a_module_s_bytes_or_name(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "a.py").write_text("A = 1\n")
+    (package / "sub" / "b.py").write_text("B = 2\n")
+    (package / "notes.txt").write_text("not code")
+    digests = [modules_digest(package)]
+    (package / "notes.txt").write_text("still not code")
+    digests.append(modules_digest(package))
+    (package / "a.py").write_text("A = 3\n")
+    digests.append(modules_digest(package))
+    (package / "sub" / "b.py").rename(package / "sub" / "c.py")
+    digests.append(modules_digest(package))
+    assert digests[0] == digests[1]  # only Python modules count
+    assert len(set(digests[1:])) == 3
 
 
 def test_a_sweep_stopped_before_any_configuration_leaves_no_folder(tmp_path: Path) -> None:

@@ -3,8 +3,9 @@
 One line per finished configuration (all its repetitions), flushed as it
 arrives; a line is the configuration's completion marker, and a torn last
 line (a run killed mid-write) is dropped on reading. ``sweep.json`` holds a
-fingerprint of the swept scenario so that a journal is never resumed by a
-different sweep.
+fingerprint of the swept scenario and a digest of edgetwin's code, so that a
+journal is never resumed by a different sweep, nor by other code (whose rows
+would mix with the journal's).
 """
 
 from __future__ import annotations
@@ -41,30 +42,39 @@ def fingerprint(scenario_json: str) -> str:
 
 class Journal:
     """The append-only store of finished configurations of one sweep in ``out``, held by
-    one plan at a time (``JournalBusy`` for a second, until the first ``unlock``s)."""
+    one plan at a time (``JournalBusy`` for a second, until the first ``unlock``s);
+    ``code`` identifies the code that runs the sweep (``provenance.code_digest``)."""
 
-    def __init__(self, out: Path, sweep_fingerprint: str) -> None:
+    def __init__(self, out: Path, sweep_fingerprint: str, code: str) -> None:
         self.folder = out / PARTIAL
         self.rows_path = self.folder / ROWS_FILE
         self._lock = _locked(out, self.folder / LOCK_FILE)
         try:
-            self._check_sweep(out, sweep_fingerprint)
+            self._check_sweep(out, {"fingerprint": sweep_fingerprint, "code": code})
         except BaseException:
             self.unlock()
             raise
         self._handle: IO[str] | None = None
 
-    def _check_sweep(self, out: Path, sweep_fingerprint: str) -> None:
-        """Mark a new journal with the sweep's fingerprint; refuse another sweep's."""
+    def _check_sweep(self, out: Path, identity: dict[str, str]) -> None:
+        """Mark a new journal with the sweep's fingerprint and the code's digest; refuse
+        another sweep's, or one other code ran (a journal written before the digest was
+        kept counts as such)."""
         marker = self.folder / "sweep.json"
         if marker.is_file():
-            if _marked_fingerprint(marker) != sweep_fingerprint:
-                raise InputError(
-                    self.folder, None, "holds a different sweep; remove it or use another --out"
+            marked = _marked(marker)
+            if marked.get("fingerprint") != identity["fingerprint"]:
+                problem = "holds a different sweep; remove it or use another --out"
+                raise InputError(self.folder, None, problem)
+            if marked.get("code") != identity["code"]:
+                problem = (
+                    "holds a sweep that other edgetwin code ran (it changed since): its rows "
+                    "and this code's would mix; remove it or use another --out"
                 )
+                raise InputError(self.folder, None, problem)
         else:
             try:
-                write_text_atomic(marker, json.dumps({"fingerprint": sweep_fingerprint}) + "\n")
+                write_text_atomic(marker, json.dumps(identity) + "\n")
             except OSError as exc:
                 problem = f"cannot create the output folder: {exc.strerror or exc}"
                 raise InputError(out, "--out", problem) from None
@@ -152,10 +162,10 @@ def _locked(out: Path, lock: Path) -> int | None:
     return fd
 
 
-def _marked_fingerprint(marker: Path) -> str | None:
-    """The fingerprint a ``sweep.json`` holds; None if it holds none (torn, edited)."""
+def _marked(marker: Path) -> dict[str, object]:
+    """What a ``sweep.json`` holds; empty if it holds no mapping (torn, edited)."""
     try:
         found = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    return found.get("fingerprint") if isinstance(found, dict) else None
+        return {}
+    return found if isinstance(found, dict) else {}

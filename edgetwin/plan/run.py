@@ -15,7 +15,7 @@ from edgetwin.plan.executors import Executor
 from edgetwin.plan.journal import Journal, fingerprint
 from edgetwin.plan.questions import LoadedQuestion, PlanQuestion
 from edgetwin.plan.sweep import ConfigResult, payload_for
-from edgetwin.provenance import sha256_file
+from edgetwin.provenance import code_digest, sha256_file
 from edgetwin.results import ResultRow, write_results
 from edgetwin.scenario import dump_resolved, files_of_runs, unplayed_settings, with_absolute_paths
 
@@ -37,10 +37,10 @@ class PlanOutcome:
 def journal_for(loaded: LoadedQuestion, out: Path) -> Journal:
     """The journal of this question's sweep in ``out/partial``: its fingerprint is the swept
     scenario's and the bytes of the files its runs read (a profile edited between an
-    interrupted sweep and its rerun is a different sweep)."""
+    interrupted sweep and its rerun is a different sweep), beside the code's digest."""
     files = sorted({p.resolve() for p in files_of_runs(loaded.scenario, loaded.scenario_path)})
     contents = "".join(f"\n{path} {sha256_file(path)}" for path in files)
-    return Journal(out, fingerprint(payload_for(loaded).identity + contents))
+    return Journal(out, fingerprint(payload_for(loaded).identity + contents), code_digest())
 
 
 def sweep_rows(
