@@ -221,6 +221,15 @@ def test_plan_scheduler_that_is_not_an_address(
     assert_clean_failure(argv, capsys, tmp_path, "--scheduler", "not a scheduler address")
 
 
+def test_workers_with_a_scheduler_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--workers`` was ignored without a word when a Dask scheduler was named."""
+    argv = ["plan", str(SCENARIOS / "plan_fleet.plan.yaml"), "--out", str(tmp_path / "out")]
+    argv += ["--quiet", "--scheduler", "tcp://127.0.0.1:1", "--workers", "4"]
+    assert_clean_failure(argv, capsys, tmp_path, "--workers", "cluster's workers run the sweep")
+
+
 def test_a_pool_starts_no_more_processes_than_tasks() -> None:
     """``--workers 100000`` forked 100,000 processes for a sweep of nine tasks."""
     assert pool_size(100_000, 9) == 9

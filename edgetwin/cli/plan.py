@@ -43,6 +43,9 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 def executor_for(workers: int | None, scheduler: str | None) -> Executor:
     """Dask if a scheduler is named, else a process pool (one worker: this process)."""
     if scheduler is not None:
+        if workers is not None:  # it was ignored: the cluster's workers run the sweep
+            problem = "sizes a local pool; with --scheduler the cluster's workers run the sweep"
+            raise InputError(None, "--workers", problem)
         return DaskExecutor(scheduler)
     count = workers if workers is not None else os.cpu_count() or 1
     if count < 1:
