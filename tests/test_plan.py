@@ -285,6 +285,13 @@ def test_the_swept_scenario_of_a_local_one_says_twin(tmp_path: Path) -> None:
     assert resolved["mode"] == "twin"
 
 
+def test_a_plan_sweeps_without_the_scenario_s_reference(tmp_path: Path) -> None:
+    """A plan compares nothing with measured rows: its scenario's reference was neither
+    checked (a missing file passed --check) nor used, yet kept in the swept scenario."""
+    question = question_file(tmp_path, set=["devices.0.count=4", "reference=missing.csv"])
+    assert load_question(question).scenario.reference is None
+
+
 def test_a_best_mode_cell_where_nothing_ran_says_so(tmp_path: Path) -> None:
     """Every candidate out of memory: the answer printed 'fastest per cell: None 4'."""
     question = question_file(

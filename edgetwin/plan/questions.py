@@ -278,6 +278,7 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
     for item in question.set:
         apply_override(scenario_raw, item, path)
     scenario_raw["mode"] = "twin"  # where a plan sweeps, whatever mode the scenario runs in
+    scenario_raw.pop("reference", None)  # a plan compares nothing with measured rows
     if isinstance(question.axes, CrowdAxes):
         _as_crowd_sweep(scenario_raw, question, path)
     elif scenario_raw.get("crowd") is not None:  # before its strategies are replaced
