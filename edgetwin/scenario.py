@@ -465,11 +465,9 @@ class Scenario(Strict):
         if self.crowd is not None:
             return self
         fleet = sum(d.count for d in self.devices)
-        names = [d.name for d in self.devices]
-        if len(set(names)) != len(names):
-            raise ValueError("device names must be unique")
         if fleet > MAX_DEVICES:
             raise ValueError(f"'devices' have {fleet} devices in all (at most {MAX_DEVICES})")
+        _check_device_names(self.devices)
         for i, sweep in enumerate(self.sweeps):
             if max(sweep.devices) > fleet:
                 wanted = max(sweep.devices)
@@ -501,6 +499,32 @@ class Scenario(Strict):
     def decoder_workload(self) -> WorkloadSpec:
         """The workload of a decoder scenario (its defaults where the file gives none)."""
         return self.workload or WorkloadSpec()
+
+
+def device_names(spec: DeviceSpec) -> list[str]:
+    """The names of a device class's devices: its name, or name-k for each of several."""
+    if spec.count == 1:
+        return [spec.name]
+    return [f"{spec.name}-{k}" for k in range(spec.count)]
+
+
+def _check_device_names(devices: Sequence[DeviceSpec]) -> None:
+    """Every device of the fleet has a name of its own: the twin keys a device's link, its
+    bytes and its trace track by its name, so two devices of one name would share a link."""
+    classes: dict[str, int] = {}
+    owner: dict[str, int] = {}
+    for i, spec in enumerate(devices):
+        j = classes.setdefault(spec.name, i)
+        if j != i:
+            raise ValueError(f"devices.{i}.name: '{spec.name}' is the name of devices.{j} too")
+        for name in device_names(spec):
+            j = owner.setdefault(name, i)
+            if j != i:
+                problem = f"a device named '{name}' is in devices.{j} too"
+                raise ValueError(
+                    f"devices.{i}.name: {problem} (a class of count N names its devices "
+                    "name-0 to name-(N-1))"
+                )
 
 
 def _check_positions_split(scenario: Scenario, model: ModelSpec) -> None:

@@ -38,6 +38,7 @@ BAD_REFERENCE = (
 )
 MAX_LINE_CHARS = 600  # an error line is at most this long, whatever the input
 
+JETSONS = {"name": "jetson", "profile": "jetson_orin_nano", "count": 2}
 VALID: dict[str, Any] = {
     "name": "tiny",
     "model": {"preset": "vit_b16"},
@@ -151,6 +152,16 @@ CASES = [
         "devices-sweep-beyond-fleet",
         scenario_text(sweeps=[{"batch": [1], "devices": [2, 3]}]),
         ("sweeps.0.devices", "asks for 3", "fleet has 2"),
+    ),
+    Case(  # both classes were named 'jetson': no field named
+        "device-class-named-twice",
+        scenario_text(devices=[JETSONS, JETSONS]),
+        ("devices.1.name", "'jetson' is the name of devices.0 too"),
+    ),
+    Case(  # jetson-1 was two devices sharing one uplink: the run was 2x slower, exit 0
+        "device-named-as-another-class-device",
+        scenario_text(devices=[JETSONS, {**JETSONS, "name": "jetson-1", "count": 1}]),
+        ("devices.1.name", "a device named 'jetson-1' is in devices.0 too"),
     ),
     Case(  # a ValueError traceback from the layout, in run and in plan
         "more-devices-than-tokens",

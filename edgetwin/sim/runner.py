@@ -18,7 +18,13 @@ from edgetwin.models.costs import CostPlan
 from edgetwin.models.decoder_costs import contributed_bytes
 from edgetwin.profile import MB, DeviceProfile, bootstrap_count, bootstrap_variant, load_profile
 from edgetwin.results import ResultRow
-from edgetwin.scenario import Configuration, DeviceSpec, Scenario, configurations
+from edgetwin.scenario import (
+    Configuration,
+    DeviceSpec,
+    Scenario,
+    configurations,
+    device_names,
+)
 from edgetwin.sim import decoder_run
 from edgetwin.sim.device import Device, DeviceLeft, Interval
 from edgetwin.sim.forward import Forward
@@ -71,9 +77,7 @@ def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMem
         if spec.host is not None and profile.battery_wh is not None:
             problem = f"profile {profile.name} has a battery (a shared host's is not modelled)"
             raise InputError(scenario_path, f"devices.{i}.host", problem)
-        for k in range(spec.count):
-            name = spec.name if spec.count == 1 else f"{spec.name}-{k}"
-            members.append(FleetMember(name, spec, profile))
+        members += [FleetMember(name, spec, profile) for name in device_names(spec)]
     return members
 
 
