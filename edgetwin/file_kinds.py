@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from edgetwin.errors import InputError
+from edgetwin.profile import PROFILE_KIND_KEYS
 from edgetwin.schema import read_yaml_mapping
 
 Kind = Literal["scenario", "evaluation", "affinity", "plan", "calibration", "profile"]
@@ -43,7 +44,7 @@ KINDS: dict[Kind, KindInfo] = {
 
 _SCENARIO_KEYS = frozenset({"strategies", "model", "devices", "network", "crowd", "sweeps"})
 # a device's (compute) or a phone's (cpu_gflops) profile: its facts at the top level
-_PROFILE_KEYS = frozenset({"compute", "cpu_gflops"})
+_PROFILE_KEYS = frozenset(PROFILE_KIND_KEYS.values())
 
 
 def kind_of_mapping(raw: dict[str, Any], path: Path) -> Kind | None:

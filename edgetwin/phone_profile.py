@@ -15,12 +15,12 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from edgetwin.profile import DeviceProfile, profile_path
+from edgetwin.profile import DeviceProfile, profile_path, read_profile_mapping
 from edgetwin.schema import (
     NonNegativeFloat,
     PositiveFloat,
     Strict,
-    load_yaml_model,
+    validate_model,
 )
 
 MMAP_CEILING_MB = 32 * 2**20 / 1e6  # glibc's largest dynamic mmap threshold (64-bit), MB
@@ -118,5 +118,5 @@ def device_profile(phone: PhoneProfile, ram_mb: float | None = None) -> DevicePr
 
 def load_phone_profile(name_or_path: str, relative_to: Path | None = None) -> PhoneProfile:
     """A shipped phone profile by name, or a profile file (relative to ``relative_to``)."""
-    path = profile_path(name_or_path, relative_to, "android_*.yaml")
-    return load_yaml_model(path, PhoneProfile)
+    path = profile_path(name_or_path, relative_to, "phone")
+    return validate_model(PhoneProfile, read_profile_mapping(path, "phone"), path)

@@ -9,8 +9,9 @@ fits their parameters.
 
 from __future__ import annotations
 
+from fnmatch import fnmatch
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -20,11 +21,21 @@ from edgetwin.schema import (
     PositiveFloat,
     Strict,
     check_regular_file,
-    load_yaml_model,
+    read_yaml_mapping,
+    validate_model,
 )
 
 PROFILE_DIR = Path(__file__).parent / "calibration" / "profiles"
 MB = 1e6
+ProfileKind = Literal["device", "phone"]
+# the top-level key that tells a profile's kind: a device's compute section, a phone's CPU
+PROFILE_KIND_KEYS: dict[ProfileKind, str] = {"device": "compute", "phone": "cpu_gflops"}
+PHONE_PROFILE_GLOB = "android_*.yaml"  # the shipped phone profiles; the others: devices'
+# the field of a scenario that names a profile of each kind
+_NAMED_BY: dict[ProfileKind, str] = {
+    "device": "devices.N.profile",
+    "phone": "crowd.fleet.N.profile",
+}
 
 
 class ComputeParams(Strict):
@@ -223,9 +234,10 @@ def bootstrap_count(profile: DeviceProfile) -> int:
     return max((len(sets) for sets in samples.values()), default=0)
 
 
-def profile_path(name_or_path: str, relative_to: Path | None, shipped_glob: str = "*.yaml") -> Path:
+def profile_path(name_or_path: str, relative_to: Path | None, kind: ProfileKind = "device") -> Path:
     """A shipped profile file by name, else a path (relative to ``relative_to``) to a regular
-    file; errors name the field ``profile`` (the caller adds the file and the full field)."""
+    file; errors name the field ``profile`` (the caller adds the file and the full field)
+    and list the shipped profiles of ``kind``."""
     path = PROFILE_DIR / f"{name_or_path}.yaml"
     if _is_regular(path):
         return path
@@ -233,9 +245,27 @@ def profile_path(name_or_path: str, relative_to: Path | None, shipped_glob: str 
     if relative_to is not None and not candidate.is_absolute():
         candidate = relative_to / candidate
     if not _exists(candidate):
-        known = sorted(p.stem for p in PROFILE_DIR.glob(shipped_glob))
+        known = shipped_profiles(kind)
         raise InputError(None, "profile", f"no profile {shown(name_or_path)} (shipped: {known})")
     return check_regular_file(candidate, None, "profile")
+
+
+def shipped_profiles(kind: ProfileKind) -> list[str]:
+    """The names of the shipped profiles of ``kind``."""
+    paths = PROFILE_DIR.glob("*.yaml")
+    return sorted(p.stem for p in paths if fnmatch(p.name, PHONE_PROFILE_GLOB) == (kind == "phone"))
+
+
+def read_profile_mapping(path: Path, kind: ProfileKind) -> dict[str, Any]:
+    """A profile file's top-level mapping; one of the other kind (a phone profile where a
+    device's is wanted) is refused naming the field ``profile``, not as a profile with its
+    own keys missing."""
+    raw = read_yaml_mapping(path)
+    other: ProfileKind = "phone" if kind == "device" else "device"
+    if PROFILE_KIND_KEYS[other] in raw and PROFILE_KIND_KEYS[kind] not in raw:
+        problem = f"{path.name} is a {other} profile ({_NAMED_BY[other]} names one)"
+        raise InputError(None, "profile", f"{problem}, not a {kind} profile")
+    return raw
 
 
 def _is_regular(path: Path) -> bool:
@@ -260,4 +290,5 @@ def _exists(path: Path) -> bool:
 
 def load_profile(name_or_path: str, relative_to: Path | None = None) -> DeviceProfile:
     """A shipped profile by name, or a profile file (relative to ``relative_to``)."""
-    return load_yaml_model(profile_path(name_or_path, relative_to), DeviceProfile)
+    path = profile_path(name_or_path, relative_to)
+    return validate_model(DeviceProfile, read_profile_mapping(path, "device"), path)

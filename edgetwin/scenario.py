@@ -28,7 +28,7 @@ from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderWorkload
-from edgetwin.profile import PROFILE_DIR, DeviceProfile, profile_path
+from edgetwin.profile import PROFILE_DIR, DeviceProfile, ProfileKind, profile_path
 from edgetwin.schema import (
     NonNegativeFloat,
     PositiveFloat,
@@ -773,7 +773,7 @@ def files_of_runs(scenario: Scenario, scenario_path: Path) -> list[Path]:
     files = [profile_path(d.profile, base) for d in scenario.devices if isinstance(d.profile, str)]
     crowd = scenario.crowd
     if crowd is not None:
-        files += [profile_path(c.profile, base, "android_*.yaml") for c in crowd.fleet]
+        files += [profile_path(c.profile, base, "phone") for c in crowd.fleet]
         if crowd.availability_trace is not None:
             files.append(base / crowd.availability_trace)
     return files
@@ -785,14 +785,14 @@ def with_absolute_paths(scenario: Scenario, scenario_path: Path) -> Scenario:
     relative to ``scenario_path``'s folder. Shipped profile names stay names."""
     base = scenario_path.resolve().parent
 
-    def profile(name: str, shipped_glob: str) -> str:
-        path = profile_path(name, base, shipped_glob)
+    def profile(name: str, kind: ProfileKind) -> str:
+        path = profile_path(name, base, kind)
         return name if path == PROFILE_DIR / f"{name}.yaml" else str(path.resolve())
 
     devices = tuple(
         d
         if isinstance(d.profile, DeviceProfile)
-        else d.model_copy(update={"profile": profile(d.profile, "*.yaml")})
+        else d.model_copy(update={"profile": profile(d.profile, "device")})
         for d in scenario.devices
     )
     update: dict[str, Any] = {"devices": devices}
@@ -801,8 +801,7 @@ def with_absolute_paths(scenario: Scenario, scenario_path: Path) -> Scenario:
     crowd = scenario.crowd
     if crowd is not None:
         fleet = tuple(
-            c.model_copy(update={"profile": profile(c.profile, "android_*.yaml")})
-            for c in crowd.fleet
+            c.model_copy(update={"profile": profile(c.profile, "phone")}) for c in crowd.fleet
         )
         trace = crowd.availability_trace
         absolute = None if trace is None else str((base / trace).resolve())

@@ -124,6 +124,19 @@ def test_unknown_scheduler_and_profile_are_named(tmp_path: Path) -> None:
         run_crowd(Scenario.model_validate(raw), tmp_path / "s.yaml")
     assert caught.value.field == "crowd.fleet.0.profile"
     assert "android_low" in caught.value.problem
+    assert "jetson_orin_nano" not in caught.value.problem  # a device's profile, not a phone's
+
+
+def test_a_device_profile_for_a_phone_is_named(tmp_path: Path) -> None:
+    """It blamed the shipped device profile: 'jetson_orin_nano.yaml: field 'os_reserved_mb':
+    required key is missing'."""
+    raw = _raw(tmp_path)
+    raw["crowd"]["fleet"][0]["profile"] = "jetson_orin_nano"
+    with pytest.raises(InputError) as caught:
+        run_crowd(Scenario.model_validate(raw), tmp_path / "s.yaml")
+    assert caught.value.path == str(tmp_path / "s.yaml")
+    assert caught.value.field == "crowd.fleet.0.profile"
+    assert "jetson_orin_nano.yaml is a device profile" in caught.value.problem
 
 
 def test_a_fleet_of_no_phones_is_named(tmp_path: Path) -> None:

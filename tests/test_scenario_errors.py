@@ -225,6 +225,11 @@ CASES = [
         scenario_text(devices__0__profile="jetson_nano_9000"),
         ("'devices.0.profile'", "no profile 'jetson_nano_9000'"),
     ),
+    Case(  # listed android_* among the choices; naming one blamed it ('compute' missing)
+        "phone-profile-for-a-device",
+        scenario_text(devices__0__profile="android_low"),
+        ("'devices.0.profile'", "android_low.yaml is a phone profile", "not a device profile"),
+    ),
     Case(
         "profile-bad-field",
         scenario_text(devices__0__profile="bad_profile.yaml"),
