@@ -310,10 +310,15 @@ def test_out_that_holds_the_scenario_is_refused(tmp_path: Path) -> None:
         (lambda: edgetwin.load_scenario(5), "path"),
         (lambda: edgetwin.load_scenario(JETSON, overrides="seed=3"), "overrides"),
         (lambda: edgetwin.load_results(None), "dir"),
+        (lambda: edgetwin.run(JETSON, force="no"), "force"),
+        (lambda: edgetwin.run(JETSON, trace="yes"), "trace"),
+        (lambda: edgetwin.run(JETSON, command="edgetwin run s.yaml"), "command"),
+        (lambda: edgetwin.run(JETSON, command=["edgetwin", 1]), "command.1"),
     ],
     ids=[
         *("scenario-int", "out-int", "overrides-str", "overrides-none", "overrides-int"),
         *("format", "progress-int", "load-int", "load-overrides-str", "results-none"),
+        *("force-str", "trace-str", "command-str", "command-int"),
     ],
 )
 def test_a_bad_argument_is_named(call: Callable[[], object], field: str) -> None:
@@ -322,6 +327,17 @@ def test_a_bad_argument_is_named(call: Callable[[], object], field: str) -> None
     with pytest.raises(InputError) as raised:
         call()
     assert raised.value.field == field
+
+
+def test_force_that_is_not_true_replaces_nothing(tmp_path: Path) -> None:
+    """force="no" read as true: the folder and what it held were replaced."""
+    (tmp_path / "mine.txt").write_text("keep")
+    with pytest.raises(InputError):
+        edgetwin.run(JETSON, out=tmp_path, force="no")
+    results = edgetwin.run(JETSON, overrides=["sweeps=[{batch: [1]}]"])
+    with pytest.raises(InputError):
+        results.write(tmp_path, force="no")  # type: ignore[arg-type]
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
 
 
 def test_load_results_of_a_name_too_long(tmp_path: Path) -> None:

@@ -32,6 +32,26 @@ def overrides_argument(value: Any, name: str = "overrides") -> list[str]:
     return list(value)
 
 
+def flag_argument(value: Any, name: str) -> bool:
+    """``value``, a ``bool`` (a string such as ``"no"`` is refused: it would read as true)."""
+    if not isinstance(value, bool):
+        raise InputError(None, name, f"True or False, not {shown(value)}")
+    return value
+
+
+def command_argument(value: Any, name: str = "command") -> list[str] | None:
+    """``value``, None or a list of the command's arguments as strings (one string alone is
+    refused: it would be recorded one character per argument)."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise InputError(None, name, f"a list of argument strings, not {shown(value)}")
+    for k, item in enumerate(value):
+        if not isinstance(item, str):
+            raise InputError(None, f"{name}.{k}", f"an argument string, not {shown(item)}")
+    return list(value)
+
+
 def choice_argument(value: Any, name: str, choices: Sequence[str]) -> Any:
     """``value`` if it is one of ``choices``."""
     if value not in choices:

@@ -15,7 +15,7 @@ from edgetwin.provenance import PROVENANCE_FILE, read_provenance
 from edgetwin.reports import write_report
 from edgetwin.results import ResultRow, parse_result, read_results, table_columns, write_results
 from edgetwin.scenario import Scenario, dump_resolved, load_resolved
-from edgetwin.workbench.arguments import choice_argument, path_argument
+from edgetwin.workbench.arguments import choice_argument, flag_argument, path_argument
 from edgetwin.workbench.output import output_folder
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class Results:
         non-empty ``out`` only with ``force``, replaced whole); returns ``out``."""
         out = path_argument(out, "out")
         choice_argument(format, "format", FORMATS)
-        with output_folder(out, force) as staging:
+        with output_folder(out, flag_argument(force, "force")) as staging:
             self.write_into(staging, format)
             if self.provenance is not None:
                 (staging / PROVENANCE_FILE).write_text(json.dumps(self.provenance, indent=2))

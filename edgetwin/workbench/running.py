@@ -24,6 +24,8 @@ from edgetwin.sim.runner import build_fleet, run_scenario
 from edgetwin.sim.trace import chrome_trace
 from edgetwin.workbench.arguments import (
     choice_argument,
+    command_argument,
+    flag_argument,
     overrides_argument,
     path_argument,
     progress_argument,
@@ -69,6 +71,8 @@ def run(
         choice_argument(mode, "mode", RUN_MODES)
     items = run_overrides(overrides_argument(overrides), seed, mode)
     choice_argument(format, "format", FORMATS)
+    force, trace = flag_argument(force, "force"), flag_argument(trace, "trace")
+    command = command_argument(command)
     shows = progress_argument(progress)
     folder_out = None if out is None else path_argument(out, "out")
     if isinstance(scenario, Scenario):
