@@ -271,6 +271,19 @@ def test_a_twin_run_warns_that_only_the_emulator_drops_packets(
     assert "edgetwin: warning: network.loss_pct is 1 %" in capsys.readouterr().out
 
 
+def test_a_token_bucket_no_profile_can_burst_from_is_a_warning() -> None:
+    """The Jetson profile has no stack rate, the rate a burst goes at: its runs had no
+    bucket, whatever burst_kb said, and nothing said so."""
+    plain = edgetwin.run(JETSON, overrides=SMALL)
+    bucket = edgetwin.run(JETSON, overrides=[*SMALL, "network.burst_kb=100000"])
+    assert len(bucket.warnings) == 1
+    assert "network.burst_kb is set" in bucket.warnings[0]
+    assert "jetson_orin_nano has no network.stack_mbps" in bucket.warnings[0]
+    assert [r.total_ms for r in bucket.rows] == [r.total_ms for r in plain.rows]
+    h200 = edgetwin.run(ROOT / "scenarios" / "h200_bw.yaml", overrides=["sweeps=[{batch: [1]}]"])
+    assert h200.warnings == ()  # its profile bursts at its stack rate
+
+
 @pytest.mark.timeout(60)
 def test_a_crowd_twin_run_plays_the_swept_bandwidths_as_the_emulator_does() -> None:
     """The crowd twin ran at network.bandwidth_mbps alone while the emulator played the

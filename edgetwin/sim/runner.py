@@ -81,6 +81,25 @@ def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMem
     return members
 
 
+def unplayed_burst(scenario: Scenario, fleet: list[FleetMember]) -> list[str]:
+    """A warning when ``network.burst_kb`` plays on no channel of a run: a token bucket lets
+    a channel send at its sender's stack rate (``network.stack_mbps`` of its profile) while
+    tokens last, so a sender without one has no rate to burst at (sim/network.py). On a
+    shared medium the fastest a burst goes is the slowest stack; one stack rate suffices."""
+    if scenario.network.burst_kb is None or scenario.crowd is not None:
+        return []
+    stacks = {m.profile.name: m.profile.network.stack_mbps for m in fleet}
+    without = [name for name, stack_mbps in stacks.items() if stack_mbps is None]
+    shared = scenario.network.medium == "shared"
+    if not without or (shared and len(without) < len(stacks)):
+        return []
+    names = ", ".join(without)
+    return [
+        f"network.burst_kb is set, but profile {names} has no network.stack_mbps (the rate "
+        "a burst is sent at): its devices send at the link rate, as without a token bucket"
+    ]
+
+
 def _device_profile(spec: DeviceSpec, index: int, scenario_path: Path | None) -> DeviceProfile:
     if isinstance(spec.profile, DeviceProfile):
         return spec.profile
