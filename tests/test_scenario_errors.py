@@ -557,8 +557,9 @@ def test_report_and_compare_check_the_reference(
         ),
         ("{header}\n{bad_row}\n", ("field 'devices'", "line 2", "'many' is not a number")),
         (b"\xff\xfe\x00bad", ("cannot read",)),
+        ("{header}\n", ("no rows",)),  # wrote a page with nothing on it, exit 0
     ],
-    ids=["missing-columns", "bad-number", "not-text"],
+    ids=["missing-columns", "bad-number", "not-text", "header-only"],
 )
 def test_report_checks_the_results_table(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], table: str | bytes, expect: tuple[str, ...]

@@ -393,8 +393,11 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    if not (args.dir / "results.csv").is_file():
-        raise InputError(args.dir / "results.csv", None, "file not found")
+    results = args.dir / "results.csv"
+    if not results.is_file():
+        raise InputError(results, None, "file not found")
+    if not read_results(results):
+        raise InputError(results, None, "no rows (a header alone): no run to report")
     reference = args.dir / "reference.csv"
     if reference.exists():
         check_reference(reference, reference, None)
