@@ -4,7 +4,6 @@ The twin and the emulator build the same phones from a scenario with it."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import numpy as np
 
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import PhoneProfile, load_phone_profile
-from edgetwin.scenario import CrowdSpec, PhoneClassSpec
+from edgetwin.scenario import CrowdSpec, PhoneClassSpec, phone_names
 
 
 @dataclass(frozen=True)
@@ -49,25 +48,9 @@ def resolve_classes(crowd: CrowdSpec, scenario_path: Path | None) -> list[PhoneC
 
 def resolve_fleet(crowd: CrowdSpec, scenario_path: Path | None) -> list[PhoneClass]:
     """``resolve_classes``, after checking that the fleet has phones."""
-    if sum(class_counts(crowd)) == 0:
+    if sum(crowd.class_counts()) == 0:
         raise InputError(scenario_path, "crowd.fleet", "the fleet has no phones")
     return resolve_classes(crowd, scenario_path)
-
-
-def class_counts(crowd: CrowdSpec) -> list[int]:
-    """Phones per class: ``count``, or ``share`` of ``fleet_size`` by largest remainder."""
-    counts = [spec.count or 0 for spec in crowd.fleet]
-    shared = [i for i, spec in enumerate(crowd.fleet) if spec.share is not None]
-    if not shared:
-        return counts
-    size = crowd.fleet_size or 0
-    exact = {i: (crowd.fleet[i].share or 0.0) * size for i in shared}
-    for i in shared:
-        counts[i] = math.floor(exact[i])
-    missing = round(sum(exact.values())) - sum(counts[i] for i in shared)
-    for i in sorted(shared, key=lambda i: (counts[i] - exact[i], i))[:missing]:
-        counts[i] += 1
-    return counts
 
 
 def expand_fleet(
@@ -75,10 +58,9 @@ def expand_fleet(
 ) -> list[PhoneSetup]:
     """Named phones (class name, or name-k when a class has several), starting battery drawn."""
     phones = []
-    for phone_class, count in zip(classes, class_counts(crowd), strict=True):
+    for phone_class, count in zip(classes, crowd.class_counts(), strict=True):
         low, high = phone_class.spec.battery_start_pct
-        for k in range(count):
-            name = phone_class.spec.name if count == 1 else f"{phone_class.spec.name}-{k}"
+        for name in phone_names(phone_class.spec.name, count):
             level = low if low == high else float(rng.uniform(low, high))
             phones.append(PhoneSetup(name, phone_class, level))
     return phones

@@ -338,11 +338,25 @@ class CrowdSpec(Strict):
     horizon_s: Annotated[float, Field(gt=0, le=MAX_HORIZON_S)] = 3600
     drain_s: NonNegativeFloat = 600
 
+    def class_counts(self) -> list[int]:
+        """Phones per class: ``count``, or ``share`` of ``fleet_size`` by largest remainder."""
+        counts = [spec.count or 0 for spec in self.fleet]
+        shared = [i for i, spec in enumerate(self.fleet) if spec.share is not None]
+        size = self.fleet_size or 0
+        exact = {i: (self.fleet[i].share or 0.0) * size for i in shared}
+        for i in shared:
+            counts[i] = math.floor(exact[i])
+        missing = round(sum(exact.values())) - sum(counts[i] for i in shared)
+        for i in sorted(shared, key=lambda i: (counts[i] - exact[i], i))[:missing]:
+            counts[i] += 1
+        return counts
+
     @model_validator(mode="after")
     def _check_fleet(self) -> CrowdSpec:
         names = [phone_class.name for phone_class in self.fleet]
         if len(set(names)) != len(names):
             raise ValueError("phone class names must be unique")
+        _check_phone_names(names, self.class_counts())
         if len(set(self.schedulers)) != len(self.schedulers):
             raise ValueError("schedulers must be unique")
         shares = [c.share for c in self.fleet if c.share is not None]
@@ -364,6 +378,24 @@ class CrowdSpec(Strict):
                 f"job.interarrival brings {jobs} jobs in horizon_s (at most {MAX_JOBS})"
             )
         return self
+
+
+def phone_names(class_name: str, count: int) -> list[str]:
+    """The names of a phone class's phones: its name, or name-k for each of several."""
+    return [class_name] if count == 1 else [f"{class_name}-{k}" for k in range(count)]
+
+
+def _check_phone_names(names: list[str], counts: list[int]) -> None:
+    """Every phone has a name of its own (the twin and the emulator key a phone's link,
+    process and records by it): a class named like a phone of another class is refused."""
+    count_of = dict(zip(names, counts, strict=True))
+    for i, name in enumerate(names):
+        base, dash, k = name.rpartition("-")
+        if dash and k.isdigit() and name in phone_names(base, count_of.get(base, 0)):
+            raise ValueError(
+                f"fleet.{i}.name: a phone named '{name}' is one of class '{base}''s phones too "
+                "(a class of N phones names them name-0 to name-(N-1))"
+            )
 
 
 # ---------------------------------------------------------------- emulator (mode emu only)

@@ -91,6 +91,11 @@ def _error(raw: dict[str, Any]) -> InputError:
             "crowd.job",
             "more than 0 s",
         ),
+        (  # toy's three phones are toy-0 .. toy-2: a class toy-1 would be a second toy-1
+            lambda r: r["crowd"]["fleet"].append({**r["crowd"]["fleet"][0], "name": "toy-1"}),
+            "crowd",
+            "fleet.1.name: a phone named 'toy-1' is one of class 'toy''s phones too",
+        ),
         (lambda r: r["crowd"].update(cache="lukewarm"), "crowd.cache", "'cold' or 'warm'"),
         (lambda r: r["crowd"].update(colour=1), "crowd.colour", "unknown key"),
         (lambda r: r.pop("crowd"), None, "needs a 'crowd' section"),
