@@ -292,6 +292,21 @@ def test_a_plan_sweeps_without_the_scenario_s_reference(tmp_path: Path) -> None:
     assert load_question(question).scenario.reference is None
 
 
+def test_a_plan_warns_of_a_token_bucket_no_board_bursts_from(tmp_path: Path) -> None:
+    """``edgetwin run`` warned that the Jetson has no stack rate to burst at; a plan of the
+    same scenario said nothing."""
+    question = question_file(
+        tmp_path,
+        set=["devices.0.count=4", "network.burst_kb=100"],
+        axes={"batch": [1], "bandwidth_mbps": [100]},
+        question={"kind": "best_mode"},
+    )
+    outcome = run_plan(
+        load_question(question), tmp_path / "out", SerialExecutor(), write_plan_report
+    )
+    assert any("network.burst_kb is set" in w for w in outcome.warnings), outcome.warnings
+
+
 def test_a_best_mode_cell_where_nothing_ran_says_so(tmp_path: Path) -> None:
     """Every candidate out of memory: the answer printed 'fastest per cell: None 4'."""
     question = question_file(

@@ -64,7 +64,6 @@ from edgetwin.scenario import (
     SweepSpec,
     configurations,
     load_scenario,
-    unplayed_settings,
 )
 from edgetwin.schema import (
     PositiveInt,
@@ -74,7 +73,7 @@ from edgetwin.schema import (
     read_yaml_mapping,
     referenced_file,
 )
-from edgetwin.sim.runner import build_fleet
+from edgetwin.sim.runner import build_fleet, unplayed_in_twin
 
 TIE_PCT = 1e-9  # a pick this close to the oracle's objective counts as correct
 
@@ -418,7 +417,7 @@ def evaluate(
         candidates,
         source,
         tuple(skipped),
-        tuple(unplayed_settings(scenario, "twin")),
+        tuple(unplayed_in_twin(scenario, scenario_path)),
         infeasible,
     )
 

@@ -17,7 +17,8 @@ from edgetwin.plan.questions import LoadedQuestion, PlanQuestion
 from edgetwin.plan.sweep import ConfigResult, payload_for
 from edgetwin.provenance import code_digest, sha256_file
 from edgetwin.results import ResultRow, write_results
-from edgetwin.scenario import dump_resolved, files_of_runs, unplayed_settings, with_absolute_paths
+from edgetwin.scenario import dump_resolved, files_of_runs, with_absolute_paths
+from edgetwin.sim.runner import unplayed_in_twin
 
 Progress = Callable[[], None]
 ReportWriter = Callable[[Path, PlanQuestion, dict[str, Any]], object]
@@ -98,5 +99,5 @@ def run_plan(
         journal.remove()
     finally:
         journal.unlock()
-    warnings = tuple(unplayed_settings(loaded.scenario, "twin"))
+    warnings = tuple(unplayed_in_twin(loaded.scenario, loaded.scenario_path))
     return PlanOutcome(rows, result, payload_for(loaded).units(), ran_now, warnings)

@@ -24,6 +24,7 @@ from edgetwin.scenario import (
     Scenario,
     configurations,
     device_names,
+    unplayed_settings,
 )
 from edgetwin.sim import decoder_run
 from edgetwin.sim.device import Device, DeviceLeft, Interval
@@ -98,6 +99,15 @@ def unplayed_burst(scenario: Scenario, fleet: list[FleetMember]) -> list[str]:
         f"network.burst_kb is set, but profile {names} has no network.stack_mbps (the rate "
         "a burst is sent at): its devices send at the link rate, as without a token bucket"
     ]
+
+
+def unplayed_in_twin(scenario: Scenario, scenario_path: Path | None) -> list[str]:
+    """What the twin's runs of ``scenario`` do not play (``unplayed_settings``), and a token
+    bucket no device can burst from (``unplayed_burst``), for the workflows that sweep it."""
+    warnings = unplayed_settings(scenario, "twin")
+    if scenario.crowd is None:
+        warnings += unplayed_burst(scenario, build_fleet(scenario, scenario_path))
+    return warnings
 
 
 def _device_profile(spec: DeviceSpec, index: int, scenario_path: Path | None) -> DeviceProfile:
