@@ -195,6 +195,14 @@ def test_a_progress_that_is_no_context_manager_is_named_and_writes_nothing(
     assert not (tmp_path / "x").exists()
 
 
+def test_a_trace_without_out_is_refused() -> None:
+    """``trace=True`` without ``out`` ran, wrote the timelines into a scratch folder and
+    dropped them, without a word."""
+    with pytest.raises(InputError) as raised:
+        edgetwin.run(JETSON, overrides=SMALL, trace=True)
+    assert raised.value.field == "trace" and "give out too" in raised.value.problem
+
+
 def test_progress_none_shows_nothing() -> None:
     """The documented default shows nothing; ``None`` was refused as not a function."""
     quiet = edgetwin.run(JETSON, overrides=SMALL, progress=None)
@@ -219,13 +227,13 @@ def test_bad_input_names_the_field_and_writes_nothing(tmp_path: Path) -> None:
     ids=["no-value", "empty-part", "trace"],
 )
 def test_errors_name_what_the_api_caller_gave(
-    overrides: list[str], trace: bool, named: str
+    tmp_path: Path, overrides: list[str], trace: bool, named: str
 ) -> None:
     """The API's errors name its own arguments too: these named only the CLI's flags
     (``field '--set'``, ``field '--trace'``), which a Python caller never typed."""
     llm_smoke = JETSON.parent / "llm_smoke.yaml"
     with pytest.raises(InputError) as raised:
-        edgetwin.run(llm_smoke, mode="local", overrides=overrides, trace=trace)
+        edgetwin.run(llm_smoke, mode="local", overrides=overrides, trace=trace, out=tmp_path / "x")
     assert named in raised.value.message
     assert raised.value.field is None
 

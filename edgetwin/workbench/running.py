@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from edgetwin.errors import InputError
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import read_provenance, write_provenance
 from edgetwin.results import ResultRow
@@ -72,6 +73,8 @@ def run(
     items = run_overrides(overrides_argument(overrides), seed, mode)
     choice_argument(format, "format", FORMATS)
     force, trace = flag_argument(force, "force"), flag_argument(trace, "trace")
+    if trace and out is None:  # the timelines are files in out: without it they were lost
+        raise InputError(None, "trace", "the timelines are written into out: give out too")
     command = command_argument(command)
     shows = progress_argument(progress)
     folder_out = None if out is None else path_argument(out, "out")
