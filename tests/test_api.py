@@ -292,6 +292,19 @@ def test_a_token_bucket_no_profile_can_burst_from_is_a_warning() -> None:
     assert h200.warnings == ()  # its profile bursts at its stack rate
 
 
+def test_sampling_a_profile_without_bootstrap_samples_is_a_warning() -> None:
+    """sample_profiles on the Jetson profile (a fit to a published table keeps no bootstrap
+    samples) ran the fitted profile in every repetition, and nothing said so."""
+    plain = edgetwin.run(JETSON, overrides=SMALL)
+    sampled = edgetwin.run(JETSON, overrides=[*SMALL, "sample_profiles=true"])
+    assert len(sampled.warnings) == 1
+    assert "profile jetson_orin_nano keeps no bootstrap samples" in sampled.warnings[0]
+    assert sampled.rows == plain.rows
+    h200 = ROOT / "scenarios" / "h200_loopback.yaml"
+    resampled = edgetwin.run(h200, overrides=["sweeps=[{batch: [1]}]", "sample_profiles=true"])
+    assert resampled.warnings == ()  # its fit kept samples: each repetition draws one
+
+
 @pytest.mark.timeout(60)
 def test_a_crowd_twin_run_plays_the_swept_bandwidths_as_the_emulator_does() -> None:
     """The crowd twin ran at network.bandwidth_mbps alone while the emulator played the

@@ -82,6 +82,25 @@ def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMem
     return members
 
 
+def unplayed_by_fleet(scenario: Scenario, fleet: list[FleetMember]) -> list[str]:
+    """What a twin run of ``scenario`` does not play for want of its fleet's profiles."""
+    return unplayed_burst(scenario, fleet) + unsampled_profiles(scenario, fleet)
+
+
+def unsampled_profiles(scenario: Scenario, fleet: list[FleetMember]) -> list[str]:
+    """A warning when ``sample_profiles`` meets a profile whose fit kept no bootstrap
+    samples: its devices run the fitted profile in every repetition."""
+    if not scenario.sample_profiles:
+        return []
+    names = sorted({m.profile.name for m in fleet if bootstrap_count(m.profile) == 0})
+    if not names:
+        return []
+    return [
+        f"sample_profiles is true, but profile {', '.join(names)} keeps no bootstrap samples: "
+        "its devices run the fitted profile in every repetition"
+    ]
+
+
 def unplayed_burst(scenario: Scenario, fleet: list[FleetMember]) -> list[str]:
     """A warning when ``network.burst_kb`` plays on no channel of a run: a token bucket lets
     a channel send at its sender's stack rate (``network.stack_mbps`` of its profile) while
@@ -102,11 +121,11 @@ def unplayed_burst(scenario: Scenario, fleet: list[FleetMember]) -> list[str]:
 
 
 def unplayed_in_twin(scenario: Scenario, scenario_path: Path | None) -> list[str]:
-    """What the twin's runs of ``scenario`` do not play (``unplayed_settings``), and a token
-    bucket no device can burst from (``unplayed_burst``), for the workflows that sweep it."""
+    """What the twin's runs of ``scenario`` do not play: ``unplayed_settings`` and
+    ``unplayed_by_fleet``, for the workflows that sweep it."""
     warnings = unplayed_settings(scenario, "twin")
     if scenario.crowd is None:
-        warnings += unplayed_burst(scenario, build_fleet(scenario, scenario_path))
+        warnings += unplayed_by_fleet(scenario, build_fleet(scenario, scenario_path))
     return warnings
 
 

@@ -21,7 +21,7 @@ from edgetwin.scenario import (
     with_absolute_paths,
 )
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
-from edgetwin.sim.runner import build_fleet, run_scenario, unplayed_burst
+from edgetwin.sim.runner import build_fleet, run_scenario, unplayed_by_fleet
 from edgetwin.sim.trace import chrome_trace
 from edgetwin.workbench.arguments import (
     choice_argument,
@@ -153,7 +153,7 @@ def _runner(scenario: Scenario) -> Callable[[_Run], list[ResultRow]]:
 def _run_twin(run: _Run) -> list[ResultRow]:
     scenario = run.inputs.scenario
     fleet = build_fleet(scenario, run.inputs.path)
-    run.warnings += unplayed_burst(scenario, fleet)
+    run.warnings += unplayed_by_fleet(scenario, fleet)
     total = len(configurations(scenario)) * scenario.repetitions
     with run.progress(f"twin {scenario.name}", total) as advance:
         outcomes = list(
