@@ -131,6 +131,29 @@ def test_a_table_without_its_latency_column_is_refused(field: str, tmp_path: Pat
     assert exc.value.field == field
 
 
+def test_a_map_without_flops_warns_that_the_flop_heuristic_picks_single(
+    tmp_path: Path,
+) -> None:
+    """A map table without gflops_per_device (measured rows carry none) left the FLOP
+    heuristic nothing to weigh: it picked single at every condition, scored without a word."""
+    import edgetwin
+
+    twin = edgetwin.run(REPO / "scenarios" / "adaptive_prism.yaml", out=tmp_path / "twin")
+    with (tmp_path / "twin" / "results.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    table = tmp_path / "no_flops.csv"
+    with table.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({**row, "gflops_per_device": ""} for row in rows)
+    from_table = _run(TWIN_EVAL, (f"map_table={table}",))
+    assert any("flop_heuristic weighs" in w for w in from_table.warnings), from_table.warnings
+    assert {c.choices["flop_heuristic"].label for c in from_table.conditions} == {"single"}
+    with_flops = _run(TWIN_EVAL, (f"map_table={tmp_path / 'twin' / 'results.csv'}",))
+    assert not any("flop_heuristic" in w for w in with_flops.warnings)
+    assert len(twin.rows) == len(rows)
+
+
 def test_a_cell_without_the_ranked_value_is_skipped(tmp_path: Path) -> None:
     """Energy measured for every candidate at batch 8, not for Prism at batch 16: that cell
     cannot be scored by energy and is skipped (its regret was inf, written as Infinity in

@@ -417,7 +417,7 @@ def evaluate(
         candidates,
         source,
         tuple(skipped),
-        tuple(unplayed_in_twin(scenario, scenario_path)),
+        (*unplayed_in_twin(scenario, scenario_path), *_flopless(settings, perf_map)),
         infeasible,
     )
 
@@ -484,6 +484,23 @@ def _grid_values(perf_map: PerformanceMap, metric: str) -> list[float | None]:
             elif item is not None:
                 values.append(float(item))
     return values
+
+
+def _flopless(settings: EvalSettings, perf_map: PerformanceMap) -> list[str]:
+    """A warning when flop_heuristic is scored on a map without the FLOPs it weighs (a
+    results table without gflops_per_device): it then picks single at every condition."""
+    if "flop_heuristic" not in settings.policies:
+        return []
+    single = perf_map.single.gflops_per_device
+    spread = [
+        c for c in perf_map.candidates if not c.one_device and c.gflops_per_device is not None
+    ]
+    if single is not None and spread:
+        return []
+    return [
+        "flop_heuristic weighs each candidate's gflops_per_device, which the map lacks: "
+        "it picks single at every condition"
+    ]
 
 
 def _nothing_runs(truth: dict[str, Estimate], objective: Objective) -> bool:
