@@ -322,6 +322,22 @@ def test_a_trace_spec_that_leaves_parameters_without_a_source(
     assert_clean_failure(argv, capsys, tmp_path, *expect)
 
 
+def test_a_section_the_spec_asks_for_without_its_trace_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fit: [..., memory]`` over a folder without decoder_latency.csv: memory was left out
+    of the profile (and a section without its trace taken from the base) without a word."""
+
+    def change(raw: dict[str, Any]) -> None:
+        raw["fit"] = [*raw["fit"], "memory"]
+        raw["bootstrap"] = 0
+
+    spec = _spec("h200_loopback", tmp_path, change)
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "profile.yaml")]
+    expect = ("field 'fit.4'", "asks for memory", "holds no decoder_latency.csv")
+    assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
 MEASURED_ROWS = [
     ("strategy", "magic", "'magic' is not one of"),
     ("devices", "inf", "not a finite number"),

@@ -325,11 +325,35 @@ def _fit_sections_of(
         raise InputError(spec_path.parent / spec.traces, error.section, problem) from None
 
 
+# the trace files each section is fitted from (any one of them)
+SECTION_FILES: dict[Section, tuple[str, ...]] = {
+    "compute": ("vit_latency.csv",),
+    "staging": ("gloo_staged_allgather.csv", "gloo_staged_allgather_bw.csv"),
+    "network": ("gloo_staged_allgather.csv", "gloo_staged_allgather_bw.csv"),
+    "power": ("power_samples.csv",),
+    "memory": ("decoder_latency.csv",),
+}
+
+
+def _check_requested_data(spec: TraceCalibrationSpec, spec_path: Path, data: TraceData) -> None:
+    """A section a spec's own ``fit`` lists must have records to fit: without them it was
+    taken from the base (or left out) without a word. The default list fits what is there."""
+    if "fit" not in spec.model_fields_set:
+        return
+    held = {path.name for path in data.files}
+    for i, section in enumerate(spec.fit):
+        files = SECTION_FILES[section]
+        if not held & set(files):
+            problem = f"asks for {section}, but {data.folder} holds no {' or '.join(files)}"
+            raise InputError(spec_path, f"fit.{i}", problem)
+
+
 def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
     """The profile a ``kind: traces`` spec describes, with fit report and provenance."""
     spec = load_trace_spec(spec_path)
     data = _trace_data(spec, spec_path)
     _check_decoder(spec, spec_path, data)
+    _check_requested_data(spec, spec_path, data)
     base = _base(spec, spec_path)
     fits = _fit_sections_of(spec_path, spec, data, None, base)
     sections: dict[str, Any] = {}
