@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -129,6 +130,24 @@ def test_emu_without_root_exits_2_naming_what_is_missing(
     assert code == 2 and "Traceback" not in message
     assert "field 'mode'" in message and "root" in message
     assert not out.exists()
+
+
+def _unprivileged(argv: list[str]) -> list[str]:
+    """``argv`` as this user if not root, else as nobody (root's lock file then exists)."""
+    if os.geteuid() != 0:
+        return argv
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv is needed to drop root")
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+
+
+def test_emu_cleanup_without_root_exits_2_saying_so() -> None:
+    """Not root: exit 2 saying that root is needed (it raised a PermissionError on the
+    emulator lock, a traceback, when root's lock file was there)."""
+    argv = _unprivileged([sys.executable, "-m", "edgetwin", "emu-cleanup"])
+    done = subprocess.run(argv, capture_output=True, text=True, cwd="/", check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("edgetwin: error: emu-cleanup: needs root")
 
 
 def test_missing_mininet_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:

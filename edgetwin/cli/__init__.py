@@ -343,8 +343,11 @@ def _emu_cleanup(_args: argparse.Namespace) -> int:
     """Remove what a crashed emulator run left: its processes, interfaces, bridge, cgroups,
     temporary folders and the staging folder beside its ``--out``."""
     from edgetwin.emu.mininet.lock import LOCK_PATH, emulator_busy
+    from edgetwin.emu.mininet.mn import ROOT_NEEDED, is_root
     from edgetwin.emu.mininet.net import cleanup_leftovers
 
+    if not is_root():  # the lock file, the interfaces and the processes are root's
+        raise InputError("emu-cleanup", None, f"needs {ROOT_NEEDED}")
     owner = emulator_busy()
     if owner is not None:
         problem = f"an emulator run ({owner}) is live and cleans up after itself; not touching it"

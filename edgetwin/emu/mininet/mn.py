@@ -19,13 +19,19 @@ DEBIAN_MININET = Path("/usr/lib/python3/dist-packages/mininet")
 # what the emulator runs (iptables, ethtool, ping: loss and latency without netem)
 TOOLS = ("mnexec", "tc", "ip", "brctl", "ifconfig", "iperf3", "iptables", "ethtool", "ping")
 INSTALL_HINT = "apt-get install -y mininet bridge-utils iperf3 iptables ethtool iputils-ping"
+ROOT_NEEDED = "root (Mininet creates network namespaces; run edgetwin as root)"
+
+
+def is_root() -> bool:
+    """Whether this process may build, and remove, Mininet's namespaces and interfaces."""
+    return os.geteuid() == 0
 
 
 def missing_requirements() -> list[str]:
     """What stops the emulator on this machine (empty: nothing), each said in a few words."""
     missing = []
-    if os.geteuid() != 0:
-        missing.append("root (Mininet creates network namespaces; run edgetwin as root)")
+    if not is_root():
+        missing.append(ROOT_NEEDED)
     if not _mininet_found():
         missing.append(f"Mininet's Python package ({INSTALL_HINT})")
     tools = [tool for tool in TOOLS if shutil.which(tool) is None]
