@@ -183,3 +183,17 @@ def test_loss_and_latency_are_measured_and_leave_nothing() -> None:
         assert check.loss_measured_pct is not None and check.loss_measured_pct > 0
         assert check.latency_emulated
         assert check.latency_measured_ms is not None and check.latency_measured_ms >= 3, check
+
+
+@needs_emulator
+@pytest.mark.timeout(300)
+def test_every_link_check_row_carries_the_loss_it_was_set_to() -> None:
+    """On the shared medium the two-sender rows too (their probes are the one-sender rows'):
+    they said ``loss_pct`` 0 while every link dropped 2 %."""
+    network = NetworkSpec(loss_pct=2, medium="shared")
+    with emulated_network(build_topology(2), network, 200) as net:
+        checks = measure_links(net, 200, range(1, 2), 1.0)
+    assert [check.flows for check in checks] == [1, 1, 2, 2]
+    assert all(check.loss_pct == 2 for check in checks), checks
+    shared = [check for check in checks if check.flows == 2]
+    assert all(check.loss_measured_pct is None for check in shared)  # measured alone

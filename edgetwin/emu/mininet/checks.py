@@ -100,15 +100,18 @@ def link_check(
     latency_emulated: bool = False,
     shaped_mbps: float | None = None,
     flows: int = 1,
+    loss_pct: float = 0.0,
 ) -> LinkCheck:
     """A check from iperf3's goodput: wire rate and its error against the set rate's share
-    (the rate / ``flows``, the senders on it at once)."""
+    (the rate / ``flows``, the senders on it at once); ``latency_ms`` and ``loss_pct`` are
+    what the link was set to."""
     wire_mbps = goodput_mbps * FRAME_BYTES / PAYLOAD_BYTES
     share_mbps = bandwidth_mbps / flows
     error_pct = 100 * (wire_mbps - share_mbps) / share_mbps
     return LinkCheck(
         bandwidth_mbps, sender, receiver, goodput_mbps, wire_mbps, error_pct,
         within_tolerance(error_pct), latency_ms, latency_emulated, shaped_mbps, flows,
+        loss_pct=loss_pct,
     )  # fmt: skip
 
 
@@ -191,6 +194,7 @@ def _measure_flows(
             check = link_check(
                 bandwidth_mbps, hosts[sender].name, hosts[receiver].name, goodput,
                 net.network.latency_ms, net.latency_emulated, shaped, flows=len(pairs),
+                loss_pct=net.network.loss_pct,
             )  # fmt: skip
             if len(pairs) == 1:  # latency and loss of one path, not of the medium's split
                 check = _with_latency_and_loss(net, check, (sender, receiver), IPERF_PORT + 1)
@@ -222,7 +226,7 @@ def _with_latency_and_loss(
     measured = 100 * lost / sent
     tolerance = loss_tolerance_pct(loss_pct, sent)
     return replace(
-        check, latency_measured_ms=latency, loss_pct=loss_pct, loss_measured_pct=measured,
+        check, latency_measured_ms=latency, loss_measured_pct=measured,
         loss_tolerance_pct=tolerance, loss_within_tolerance=abs(measured - loss_pct) <= tolerance,
     )  # fmt: skip
 
