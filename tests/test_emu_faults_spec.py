@@ -117,6 +117,31 @@ def test_bad_host_cores_are_refused_naming_the_field(
     assert field in str(error.value) and words in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("network", "sweep_mbps", "field", "words"),
+    [
+        ({}, [200, 1e-7], "sweeps.0.bandwidth_mbps.1", "1e-07 Mbps: tc sets"),
+        ({"medium": "shared"}, [1e-5], "sweeps.0.bandwidth_mbps.0", "3.33333e-06 Mbps each"),
+        ({"schedule": [{"at_ms": 10, "bandwidth_mbps": 2e14}]}, [200],
+         "network.schedule.0.bandwidth_mbps", "to 1e+13 Mbps"),
+    ],
+)  # fmt: skip
+def test_a_rate_tc_cannot_set_is_refused_naming_the_field(
+    network: dict[str, Any], sweep_mbps: list[float], field: str, words: str
+) -> None:
+    """Below 8 bit/s (a shared medium's station share too) or past 1e13 Mbit/s: the run
+    built its network, then tc refused the rate (exit 1, in tc's words)."""
+    raw = _vit()
+    raw["network"].update(network)
+    raw["sweeps"][0]["bandwidth_mbps"] = sweep_mbps
+    path = Path("vit.yaml")
+    with pytest.raises(InputError) as error:
+        check_emulatable(validate_scenario(raw, path), path, machine=False)
+    assert error.value.field == field and words in error.value.problem, error.value.message
+    raw["sweeps"][0]["bandwidth_mbps"], raw["network"] = [8e-6, 1e13], {}
+    check_emulatable(validate_scenario(raw, path), path, machine=False)  # the ends are fine
+
+
 def test_host_cores_are_for_vit_scenarios() -> None:
     scenario = validate_scenario(_crowd(host_cpu_cores=[1.0]), CROWD)
     with pytest.raises(InputError) as error:

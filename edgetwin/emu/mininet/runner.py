@@ -34,7 +34,12 @@ from edgetwin.emu.mininet.crowd import check_crowd_emulatable, run_crowd_emu
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
-from edgetwin.emu.mininet.topology import MAX_HOSTS, HostLimits, build_topology
+from edgetwin.emu.mininet.topology import (
+    MAX_HOSTS,
+    TC_RATE_RANGE_MBPS,
+    HostLimits,
+    build_topology,
+)
 from edgetwin.emu.vit import records as vit_records
 from edgetwin.emu.vit.launcher import stop_ranks, wait_ranks
 from edgetwin.errors import InputError
@@ -61,6 +66,7 @@ class EmuRun:
 def check_emulatable(scenario: Scenario, path: Path | None = None, *, machine: bool = True) -> None:
     """``InputError`` naming the field if the emulator cannot run ``scenario`` here;
     ``machine`` False checks the scenario only (not root, Mininet or free memory)."""
+    _check_link_rates(scenario, path)
     if scenario.crowd is not None:
         check_crowd_emulatable(scenario, path)
     else:
@@ -78,6 +84,41 @@ def check_emulatable(scenario: Scenario, path: Path | None = None, *, machine: b
     missing = missing_requirements() if machine else []
     if missing:
         raise InputError(path, "mode", "mode 'emu' needs " + "; ".join(missing))
+
+
+def _check_link_rates(scenario: Scenario, path: Path | None) -> None:
+    """Every rate a link or, on the shared medium, a station's share is set to lies in
+    ``TC_RATE_RANGE_MBPS``: tc refused it mid-run (exit 1, its own words) otherwise."""
+    low_mbps, high_mbps = TC_RATE_RANGE_MBPS
+    stations = _emulated_hosts(scenario) + 1 if scenario.network.medium == "shared" else 1
+    for name, mbps in _link_rates(scenario):
+        if not low_mbps * stations <= mbps <= high_mbps:
+            each = f": {mbps / stations:g} Mbps each" if stations > 1 else ""
+            share = f" ({stations} stations share it{each})" if stations > 1 else ""
+            problem = (
+                f"{mbps:g} Mbps{share}: tc sets a link's rate from {low_mbps:g} Mbps (8 bit/s) "
+                f"to {high_mbps:g} Mbps"
+            )
+            raise InputError(path, name, problem)
+
+
+def _link_rates(scenario: Scenario) -> Iterator[tuple[str, float]]:
+    """(field, rate) of every rate the emulator sets: the bandwidths run, schedule steps."""
+    for i, sweep in enumerate(scenario.sweeps):
+        for j, mbps in enumerate(sweep.bandwidth_mbps):
+            yield f"sweeps.{i}.bandwidth_mbps.{j}", mbps
+    if not scenario.sweeps or not all(sweep.bandwidth_mbps for sweep in scenario.sweeps):
+        yield "network.bandwidth_mbps", scenario.network.bandwidth_mbps
+    for k, step in enumerate(scenario.network.schedule):
+        yield f"network.schedule.{k}.bandwidth_mbps", step.bandwidth_mbps
+
+
+def _emulated_hosts(scenario: Scenario) -> int:
+    """Hosts the emulator builds: the foreman and one per phone, or one per device of the
+    largest configuration."""
+    if scenario.crowd is not None:
+        return sum(scenario.crowd.class_counts()) + 1
+    return max(config.devices for config in configurations(scenario))
 
 
 def _check_host_count(scenario: Scenario, path: Path | None) -> None:

@@ -21,6 +21,9 @@ MAX_HOSTS = 250  # SUBNET.1 to .250 (the client address is .254)
 HTB_HANDLE = "5:"
 HTB_CLASS = "5:1"
 NETEM_HANDLE = "10:"
+# tc sets an htb rate in whole bytes per second, so 8 bit/s at least; past 1e13 Mbit/s it
+# sets another rate than asked (1e14 read back as 7.8e12) or refuses (1.5e14)
+TC_RATE_RANGE_MBPS = (8e-6, 1e13)
 _LEFTOVER = re.compile(rf"^{PREFIX}([hs]\d+(-eth\d+)?|ifb\d+)$")
 
 
