@@ -260,7 +260,9 @@ def test_a_hung_rank_times_out_and_every_rank_is_killed() -> None:
     assert rank_processes() == {}
 
 
-def test_ranks_exit_when_their_launcher_is_killed_outright() -> None:
+def test_ranks_exit_when_their_launcher_is_killed_outright(tmp_path: Path) -> None:
+    """The killed launcher cannot remove its folder of rank logs: it is made in tmp_path
+    (TMPDIR), not left in the system's temporary folder by every run of the suite."""
     code = (
         "from edgetwin.emu.llm.launcher import launch_decoder\n"
         "from edgetwin.emu.llm.runs import DecoderRun\n"
@@ -269,7 +271,7 @@ def test_ranks_exit_when_their_launcher_is_killed_outright() -> None:
         f" 'voltage', {P}, {T}, {OUT}, {B})\n"
         "launch_decoder(run, 300, threads=1, extra_args=['--reps', '1000000'])\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TMPDIR": str(tmp_path)}
     launcher = subprocess.Popen([sys.executable, "-c", code], env=env)
     try:
         ranks = wait_for_ranks()
@@ -277,6 +279,7 @@ def test_ranks_exit_when_their_launcher_is_killed_outright() -> None:
         launcher.wait(30)
         _, alive = psutil.wait_procs(list(ranks.values()), timeout=30)
         assert alive == [], "a rank outlived its launcher"
+        assert list(tmp_path.glob("edgetwin-llm-*")), "its folder is not in TMPDIR"
     finally:
         if launcher.poll() is None:
             launcher.kill()
