@@ -676,13 +676,21 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     """Warnings for the settings a ``mode`` run does not play: packet loss is dropped packets
     under real TCP, which neither the twin nor loopback has (docs/twin.md); devices that
     come and go and a stream of crowd jobs are the twin's, a real run's devices stay and a
-    real crowd run is one job; loopback (``local``) has no latency, schedule or medium."""
+    real crowd run is one job; loopback (``local``) has no latency, schedule or medium; only
+    the emulator takes down links, kills workers and caps a host's cores."""
     network, warnings = scenario.network, []
     if mode != "emu" and network.loss_pct > 0:
         warnings.append(
             f"network.loss_pct is {network.loss_pct:g} %, but only --mode emu drops packets: "
             f"this {mode} run has no loss"
         )
+    if mode != "emu":
+        emulated = {
+            "emulator.faults": bool(scenario.emulator.faults),
+            "emulator.host_cpu_cores": bool(scenario.emulator.host_cpu_cores),
+        }
+        emu_only = f"only --mode emu plays it: this {mode} run has none"
+        warnings += [f"{field} is set, but {emu_only}" for field, on in emulated.items() if on]
     if mode == "twin":
         return warnings
     stay = f"only the twin plays availability: this {mode} run's devices stay"

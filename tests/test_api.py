@@ -279,6 +279,18 @@ def test_a_twin_run_warns_that_only_the_emulator_drops_packets(
     assert "edgetwin: warning: network.loss_pct is 1 %" in capsys.readouterr().out
 
 
+@pytest.mark.timeout(60)
+def test_a_twin_run_warns_that_only_the_emulator_plays_faults_and_host_cores() -> None:
+    """emu_crowdio_faults run in the twin took no link down and killed no worker, and a
+    host's core quota capped nothing, without a word."""
+    faults = ROOT / "scenarios" / "emu_crowdio_faults.yaml"
+    twin = edgetwin.run(faults, mode="twin")
+    expected = "emulator.faults is set, but only --mode emu plays it: this twin run has none"
+    assert expected in twin.warnings
+    capped = edgetwin.run(JETSON, overrides=[*SMALL, "emulator.host_cpu_cores=[1, 1]"])
+    assert any(w.startswith("emulator.host_cpu_cores is set") for w in capped.warnings)
+
+
 def test_a_token_bucket_no_profile_can_burst_from_is_a_warning() -> None:
     """The Jetson profile has no stack rate, the rate a burst goes at: its runs had no
     bucket, whatever burst_kb said, and nothing said so."""
