@@ -530,15 +530,19 @@ def test_report_and_compare_read_cells_by_column(
     folder.mkdir()
     for name in ("results.csv", "reference.csv", "scenario.resolved.yaml"):
         (folder / name).write_bytes((run_folder / name).read_bytes())
-    lines = (folder / table).read_text().splitlines()
-    header = lines[0].split(",")
-    cells = lines[1].split(",")
-    cells[header.index(column)] = cell
-    (folder / table).write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    _with_cell(folder / table, folder / table, column, cell)
     assert_clean_failure(["report", str(folder)], capsys, tmp_path, table, expect)
     if table == "results.csv":
         argv = ["compare", str(folder), str(run_folder), "--out", str(tmp_path / "cmp")]
         assert_clean_failure(argv, capsys, tmp_path, table, expect)
+
+
+def _with_cell(table: Path, out: Path, column: str, cell: str) -> None:
+    """``table`` written to ``out`` with its first row's ``column`` set to ``cell``."""
+    lines = table.read_text().splitlines()
+    cells = lines[1].split(",")
+    cells[lines[0].split(",").index(column)] = cell
+    out.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
 
 
 @pytest.mark.timeout(120)
@@ -566,11 +570,7 @@ def test_compare_reads_the_measured_table_by_column(
     error), an infinite number said only 'a key or metric is not a number'."""
     measured = tmp_path / "measured"
     measured.mkdir()
-    lines = (run_folder / "results.csv").read_text().splitlines()
-    header = lines[0].split(",")
-    cells = lines[1].split(",")
-    cells[header.index(column)] = cell
-    (measured / "results.csv").write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    _with_cell(run_folder / "results.csv", measured / "results.csv", column, cell)
     argv = ["compare", str(run_folder), str(measured), "--out", str(tmp_path / "cmp")]
     assert_clean_failure(argv, capsys, tmp_path, str(measured / "results.csv"), expect)
 
