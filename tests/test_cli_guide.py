@@ -187,6 +187,16 @@ def test_init_refuses_to_overwrite_unless_forced(
     assert load_scenario(path).name == "my_scenario"
 
 
+def test_init_under_a_file_says_which_is_not_a_folder(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """It said only 'cannot write: File exists' (of the new file, which did not exist)."""
+    blocking = tmp_path / "afile"
+    blocking.write_text("")
+    err = _error_of(capsys, ["init", "scenario", str(blocking / "new.yaml")])
+    assert f"cannot write: {blocking} is a file, not a folder" in err
+
+
 @pytest.mark.timeout(120)
 def test_compare_warns_when_the_sides_ran_on_different_devices(
     capsys: pytest.CaptureFixture[str], tmp_path: Path

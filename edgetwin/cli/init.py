@@ -53,6 +53,8 @@ def init_command(args: argparse.Namespace) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, template_text(args.kind))
     except OSError as exc:
-        raise InputError(path, None, f"cannot write: {exc.strerror or exc}") from None
+        blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        reason = f"{blocked} is a file, not a folder" if blocked else exc.strerror or exc
+        raise InputError(path, None, f"cannot write: {reason}") from None
     print(f"wrote {path}")
     return 0
