@@ -338,6 +338,14 @@ def test_a_section_the_spec_asks_for_without_its_trace_is_refused(
     assert_clean_failure(argv, capsys, tmp_path, *expect)
 
 
+def test_validate_names_the_kind_of_spec_it_does_not_validate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An Android spec is refused by validate naming its field 'kind' (it named none)."""
+    argv = ["validate", str(SPECS / "android_crowdio.yaml"), "--out", str(tmp_path / "v")]
+    assert_clean_failure(argv, capsys, tmp_path, "field 'kind'", "an Android spec is checked")
+
+
 MEASURED_ROWS = [
     ("strategy", "magic", "'magic' is not one of"),
     ("devices", "inf", "not a finite number"),

@@ -593,7 +593,7 @@ def _validate(args: argparse.Namespace) -> int:
 
     kind = _spec_kind(args.spec)
     if kind == "android":
-        raise InputError(args.spec, None, "an Android spec is checked by its scenario's tests")
+        raise InputError(args.spec, "kind", "an Android spec is checked by its scenario's tests")
     if kind == "emu":
         problem = "an emu spec is checked on a held-out sweep: benchmarks/bench_emu_loop.py"
         raise InputError(args.spec, "kind", problem)
