@@ -14,7 +14,7 @@ import io
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -260,9 +260,10 @@ def check_cells(record: Mapping[str, str | None], columns: Iterable[str]) -> Non
             _cell(record, column, _cell_parser(column))
 
 
+@cache
 def _cell_parser(column: str) -> Callable[[Any], Any]:
     """How a cell of ``column`` is read: the keyed columns are required, the others typed
-    as their ResultRow field (``_typed``)."""
+    as their ResultRow field (``_typed``); made once per column, not per cell."""
     keyed: dict[str, Callable[[Any], Any]] = {
         "scenario": str,
         "mode": _mode,
