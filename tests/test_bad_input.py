@@ -303,14 +303,28 @@ def test_a_parameter_taken_from_a_base_that_has_none(
     assert_clean_failure(argv, capsys, tmp_path, "field 'from_base.0'", "no value for")
 
 
+FIT_CASES = [
+    # Sections neither fitted nor in a base: with a parameter of theirs fixed, the profile
+    # check named a field the spec does not have ('compute.throughput_gflops: required key
+    # is missing'); with ``fit: []`` it said 'no data' for power, whose data is there.
+    (["power"], ("field 'fit'", "nothing sets compute.throughput_gflops", "name a base profile")),
+    ([], ("field 'fit'", "nothing sets compute.throughput_gflops", "name a base profile")),
+    # ``fit: [..., memory]`` over a folder without decoder_latency.csv: memory was left out
+    # of the profile (and a section without its trace taken from the base) without a word.
+    (
+        ["compute", "staging", "network", "power", "memory"],
+        ("field 'fit.4'", "asks for memory", "holds no decoder_latency.csv"),
+    ),
+]
+
+
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("fit", [["power"], []])
-def test_a_trace_spec_that_leaves_parameters_without_a_source(
-    fit: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(("fit", "expect"), FIT_CASES, ids=["power", "none", "memory"])
+def test_a_trace_spec_whose_fit_leaves_a_section_without_a_source(
+    fit: list[str], expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Sections neither fitted nor in a base: with a parameter of theirs fixed, the profile
-    check named a field the spec does not have ('compute.throughput_gflops: required key
-    is missing'); with ``fit: []`` it said 'no data' for power, whose data is there."""
+    """A section the spec fits needs its trace; one it does not fit needs a base or fixed
+    values."""
 
     def change(raw: dict[str, Any]) -> None:
         raw["fit"] = fit
@@ -318,23 +332,6 @@ def test_a_trace_spec_that_leaves_parameters_without_a_source(
 
     spec = _spec("h200_loopback", tmp_path, change)
     argv = ["calibrate", str(spec), "--out", str(tmp_path / "profile.yaml")]
-    expect = ("field 'fit'", "nothing sets compute.throughput_gflops", "name a base profile")
-    assert_clean_failure(argv, capsys, tmp_path, *expect)
-
-
-def test_a_section_the_spec_asks_for_without_its_trace_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """``fit: [..., memory]`` over a folder without decoder_latency.csv: memory was left out
-    of the profile (and a section without its trace taken from the base) without a word."""
-
-    def change(raw: dict[str, Any]) -> None:
-        raw["fit"] = [*raw["fit"], "memory"]
-        raw["bootstrap"] = 0
-
-    spec = _spec("h200_loopback", tmp_path, change)
-    argv = ["calibrate", str(spec), "--out", str(tmp_path / "profile.yaml")]
-    expect = ("field 'fit.4'", "asks for memory", "holds no decoder_latency.csv")
     assert_clean_failure(argv, capsys, tmp_path, *expect)
 
 
