@@ -11,7 +11,7 @@ import numpy as np
 
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import PhoneProfile, load_phone_profile
-from edgetwin.scenario import CrowdSpec, PhoneClassSpec, phone_names
+from edgetwin.scenario import CrowdSpec, PhoneClassSpec, member_names
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def expand_fleet(
     phones = []
     for phone_class, count in zip(classes, crowd.class_counts(), strict=True):
         low, high = phone_class.spec.battery_start_pct
-        for name in phone_names(phone_class.spec.name, count):
+        for name in member_names(phone_class.spec.name, count):
             level = low if low == high else float(rng.uniform(low, high))
             phones.append(PhoneSetup(name, phone_class, level))
     return phones

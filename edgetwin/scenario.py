@@ -380,8 +380,8 @@ class CrowdSpec(Strict):
         return self
 
 
-def phone_names(class_name: str, count: int) -> list[str]:
-    """The names of a phone class's phones: its name, or name-k for each of several."""
+def member_names(class_name: str, count: int) -> list[str]:
+    """The names of a class's devices or phones: its name, or name-k for each of several."""
     return [class_name] if count == 1 else [f"{class_name}-{k}" for k in range(count)]
 
 
@@ -391,7 +391,7 @@ def _check_phone_names(names: list[str], counts: list[int]) -> None:
     count_of = dict(zip(names, counts, strict=True))
     for i, name in enumerate(names):
         base, dash, k = name.rpartition("-")
-        if dash and k.isdigit() and name in phone_names(base, count_of.get(base, 0)):
+        if dash and k.isdigit() and name in member_names(base, count_of.get(base, 0)):
             raise ValueError(
                 f"fleet.{i}.name: a phone named '{name}' is one of class '{base}''s phones too "
                 "(a class of N phones names them name-0 to name-(N-1))"
@@ -533,13 +533,6 @@ class Scenario(Strict):
         return self.workload or WorkloadSpec()
 
 
-def device_names(spec: DeviceSpec) -> list[str]:
-    """The names of a device class's devices: its name, or name-k for each of several."""
-    if spec.count == 1:
-        return [spec.name]
-    return [f"{spec.name}-{k}" for k in range(spec.count)]
-
-
 def _check_device_names(devices: Sequence[DeviceSpec]) -> None:
     """Every device of the fleet has a name of its own: the twin keys a device's link, its
     bytes and its trace track by its name, so two devices of one name would share a link."""
@@ -549,7 +542,7 @@ def _check_device_names(devices: Sequence[DeviceSpec]) -> None:
         j = classes.setdefault(spec.name, i)
         if j != i:
             raise ValueError(f"devices.{i}.name: '{spec.name}' is the name of devices.{j} too")
-        for name in device_names(spec):
+        for name in member_names(spec.name, spec.count):
             j = owner.setdefault(name, i)
             if j != i:
                 problem = f"a device named '{name}' is in devices.{j} too"

@@ -23,7 +23,7 @@ from edgetwin.scenario import (
     DeviceSpec,
     Scenario,
     configurations,
-    device_names,
+    member_names,
     unplayed_settings,
 )
 from edgetwin.sim import decoder_run
@@ -78,7 +78,9 @@ def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMem
         if spec.host is not None and profile.battery_wh is not None:
             problem = f"profile {profile.name} has a battery (a shared host's is not modelled)"
             raise InputError(scenario_path, f"devices.{i}.host", problem)
-        members += [FleetMember(name, spec, profile) for name in device_names(spec)]
+        members += [
+            FleetMember(name, spec, profile) for name in member_names(spec.name, spec.count)
+        ]
     return members
 
 
