@@ -11,8 +11,10 @@ scheduled per wall second, then a trivial SimPy loop (one process yielding
 timeouts) in the same process as the baseline. ``--profile`` prints the
 hottest functions of the crowd run. ``--floor`` also prints what plain SimPy
 itself reaches with events already pending (a heap as long as the crowd
-run's: every push and pop then sifts through it) and the crowd run's mean
-number of pending events. ``--fleet`` runs the scenario instead at
+run's: every push and pop then sifts through it), the crowd run's mean
+number of pending events, and the events per second of its tasks' event
+structure alone (a process, two transfers and an inference per task, on that
+heap, with none of the twin's logic). ``--fleet`` runs the scenario instead at
 each fleet size, each run in a fresh process, and prints its wall seconds
 (profiles, fleet, simulation and rows), events per second and peak RSS.
 """
@@ -29,6 +31,7 @@ from collections.abc import Generator
 from pathlib import Path
 from statistics import fmean, median
 
+import numpy as np
 import simpy
 
 from edgetwin.configuration import crowd_runs
@@ -113,6 +116,41 @@ def plain_simpy_events_per_s(events: int = 1_000_000, pending: int = 0) -> float
     return events / (time.perf_counter() - start)
 
 
+def task_pattern_events_per_s(tasks: int, pending: int, seed: int = 0) -> float:
+    """Events per wall second of a crowd run's task events with none of the twin's logic:
+    each task a process that receives its input (a latency timeout, then a done event
+    that a channel's wake-up timer triggers), infers (a timeout) and sends its result
+    the same way, ``tasks`` of them arriving one after another, ``pending`` other events
+    waiting in the heap all along. The floor of the twin's event structure."""
+    env = simpy.Environment()
+    for k in range(pending):
+        env.timeout(1e15 + k)
+    draws = np.random.default_rng(seed)
+    latency_ms, link_ms, infer_ms = (draws.uniform(1, 100, tasks) for _ in range(3))
+
+    def transfer(k: int) -> Generator[simpy.Event, object, None]:
+        yield env.timeout(latency_ms[k])
+        done = env.event()
+        env.timeout(link_ms[k]).callbacks.append(lambda _wakeup: done.succeed())
+        yield done
+
+    def task(k: int) -> Generator[simpy.Event, object, None]:
+        yield from transfer(k)
+        yield env.timeout(infer_ms[k])
+        yield from transfer(k)
+
+    def arrivals() -> Generator[simpy.Event, object, None]:
+        for k in range(tasks):
+            env.process(task(k))
+            yield env.timeout(50)
+
+    process = env.process(arrivals())
+    start = time.perf_counter()
+    env.run(until=process)
+    env.run(until=env.now + 1e6)  # the last tasks finish
+    return next(env._eid) / (time.perf_counter() - start)
+
+
 def mean_pending_events(hours: float) -> float:
     """Mean length of SimPy's event heap over one crowd_city run (an untimed pass)."""
     lengths: list[int] = []
@@ -130,9 +168,11 @@ def mean_pending_events(hours: float) -> float:
     return fmean(lengths)
 
 
-def print_floor(hours: float) -> None:
+def print_floor(hours: float, tasks: int) -> None:
     pending = mean_pending_events(hours)
     print(f"crowd_city run: {pending:,.0f} events pending on average")
+    rate = task_pattern_events_per_s(tasks, round(pending))
+    print(f"its {tasks:,} tasks' events, no twin logic, that heap: {rate:,.0f} events/s")
     for count in (1_000, 4_000, 16_000, 64_000):
         rate = plain_simpy_events_per_s(pending=count)
         print(f"plain SimPy timeout loop, {count:,} events pending: {rate:,.0f} events/s")
@@ -171,7 +211,7 @@ def main() -> None:
         f"(the crowd twin runs at {crowd_rate / baseline:.0%} of it)"
     )
     if args.floor:
-        print_floor(args.hours)
+        print_floor(args.hours, sum(len(row) for job in outcome.jobs for row in job.core.tasks))
 
 
 if __name__ == "__main__":
