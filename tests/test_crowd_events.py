@@ -172,6 +172,29 @@ def test_two_phones_barrier_exact_trace_with_deferred_load(tmp_path: Path) -> No
     assert outcome.rows[0].total_ms == pytest.approx(2282)
 
 
+def test_a_load_begun_before_the_job_counts_only_from_its_submission(tmp_path: Path) -> None:
+    """Job 1 arrives at 500 ms while toy-1 loads s0 for job 0's broadcast (0-1000 ms): its
+    input waited 500 ms of that load, not 1000 (the whole load made load_ms 2000 of a
+    1781 ms job)."""
+    phone = toy_phone_file(tmp_path)
+    raw = toy_crowd(
+        [{"name": "toy", "profile": phone, "count": 2}],
+        inputs=1,
+        interarrival={"kind": "constant", "value_s": 0.5},
+    )
+    raw["crowd"]["horizon_s"] = 0.6  # jobs at 0 and 500 ms
+    outcome = simulate(raw)
+    assert gantt(outcome, "toy-1")[:2] == [
+        ("load", 0, 1000, "s0 warm"),
+        ("transfer", 1000, 1020, "i0 s0 in"),
+    ]
+    first, second = outcome.rows
+    assert (first.total_ms, first.load_ms) == pytest.approx((2281, 2000))
+    # job 1: 500 ms of the broadcast load, then s1's own load; 1 ms of aggregation
+    assert (second.compute_ms, second.load_ms, second.comm_ms) == pytest.approx((200, 1500, 80))
+    assert second.total_ms == pytest.approx(200 + 1500 + 80 + 1)
+
+
 def _two_speeds(tmp_path: Path, strategy: str) -> CrowdOutcome:
     fast = toy_phone_file(tmp_path, "fast")
     slow = toy_phone_file(tmp_path, "slow", cpu_gflops=0.5)  # 200 ms inferences

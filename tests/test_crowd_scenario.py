@@ -280,6 +280,22 @@ def test_six_stage_what_if_loads_the_same_bytes_in_smaller_sessions() -> None:
     assert max(streaming) < max(three_streaming)
 
 
+@pytest.mark.parametrize(
+    ("name", "overrides"),
+    [("crowdio_6stage", []), ("crowd_city", ["crowd.fleet_size=40", "crowd.horizon_s=900"])],
+)
+def test_a_jobs_breakdown_fits_in_its_latency(name: str, overrides: list[str]) -> None:
+    """compute_ms + load_ms + comm_ms of the critical input never exceed total_ms: a
+    load begun before its task was ready (a JIT load during the previous stage, a
+    broadcast for an earlier job) counts from then. Whole loads made 3 of the 20
+    six-stage rows, and jobs of crowd_city, add up to more than their latency."""
+    path = REPO / f"scenarios/{name}.yaml"
+    rows = [r for r in run_crowd(load_scenario(path, overrides), path) if r.status == "ok"]
+    assert rows
+    for row in rows:
+        assert row.compute_ms + (row.load_ms or 0) + row.comm_ms <= row.total_ms + 1e-6
+
+
 def test_what_ifs_by_override_more_phones_more_inputs_a_2_gb_phone() -> None:
     scenario = load_scenario(
         ANDROID,

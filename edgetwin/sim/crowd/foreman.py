@@ -164,7 +164,7 @@ class Foreman:
             except OutOfMemory:
                 self.core.load_failed(phone.name, stage.name, lasting=True)
                 return
-        phone.last_load_ms = self._count_load(job, done, stage)
+        phone.note_load(self._count_load(job, done, stage))
         if load.why == "broadcast":
             job.broadcast_load_ms[phone.name] = phone.last_load_ms
 
@@ -177,7 +177,7 @@ class Foreman:
         ids = (job.job_id, task.item, stage.name)
         phone.use(stage)
         job.peak_rss_mb = max(job.peak_rss_mb, stage.ram_mb)
-        task.load_ms, phone.last_load_ms = phone.last_load_ms, 0.0
+        task.load_ms = phone.take_load_ms(task.ready_ms)
         in_bytes = task_input_bytes(self.spec, s)
         comm_ms = yield from phone.transfer(in_bytes, "in", *ids)
         task.infer_ms = yield from phone.infer(stage, *ids[:2])

@@ -121,6 +121,7 @@ class Phone:
         self.inbox: deque[Instruction] = deque()  # the foreman's instructions, handled in order
         self.process: simpy.Process | None = None  # handling the inbox
         self.last_load_ms = 0.0  # the last load, reported with the next task (as a worker does)
+        self.last_load_end_ms = 0.0
         self.loads = {"cold": 0, "warm": 0}
         self.away_since_ms: float | None = None
         self.emptied_at_j: float | None = None  # energy drawn when the battery ran empty
@@ -213,6 +214,17 @@ class Phone:
             record.event(self.name, "loaded", job, item, stage.name)
         self.loads["cold" if cold else "warm"] += 1
         return Load(cold, evicted, self.env.now - start, peak_mb)
+
+    def note_load(self, duration_ms: float) -> None:
+        """A load (0: the stage was resident) just ended; the next task reports it."""
+        self.last_load_ms, self.last_load_end_ms = duration_ms, self.env.now
+
+    def take_load_ms(self, ready_ms: float) -> float:
+        """The part of the last load after ``ready_ms`` (when the task it precedes became
+        ready: the wait the task's input had for it), and forget the load."""
+        waited_ms = min(self.last_load_ms, max(0.0, self.last_load_end_ms - ready_ms))
+        self.last_load_ms = 0.0
+        return waited_ms
 
     def use(self, stage: StageSpec) -> None:
         """The resident session is used: its partition is the most recently used one."""
