@@ -87,6 +87,40 @@ def test_a_lost_task_goes_to_an_idle_survivor_at_once(tmp_path: Path) -> None:
     assert_exactly_once(outcome)
 
 
+def _unfinished_status(tmp_path: Path, case: str) -> str:
+    """The status of a one-job run on two phones that cannot finish, for ``case``."""
+    phone = toy_phone_file(tmp_path)
+    fleet = [{"name": "toy", "profile": phone, "count": 2}]
+    stages = [{"name": "s0", **STAGE}, {"name": "s1", **STAGE}]
+    if case == "too big":  # 1000 MB of session budget on each phone
+        stages[1] = {**stages[1], "ram_mb": 1500}
+    if case == "battery":
+        fleet = [{"name": "toy", "profile": phone, "count": 2, "battery_start_pct": [0.01, 0.01]}]
+    raw = toy_crowd(fleet, stages=stages)
+    raw["crowd"].update(horizon_s=1, drain_s=1 if case == "time" else 10)
+    if case == "left":
+        raw["crowd"]["availability_trace"] = _trace_file(
+            tmp_path, [("toy-0", 0.5, None), ("toy-1", 0.5, None)]
+        )
+    (row,) = simulate(raw).rows
+    return row.status
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ("left", "no phone connected (0 of 2 with an empty battery)"),
+        ("battery", "no phone connected (2 of 2 with an empty battery)"),
+        ("too big", "stage s1 did not fit any connected phone's RAM"),
+        ("time", "not finished by horizon_s + drain_s"),
+    ],
+)
+def test_an_unfinished_job_says_why(tmp_path: Path, case: str, reason: str) -> None:
+    """Phones that never come back, batteries that run empty, a stage larger than every
+    phone's session budget, or a run that stops first: the row names the cause."""
+    assert _unfinished_status(tmp_path, case) == f"incomplete: 0 of 2 inputs done; {reason}"
+
+
 def _trace_file(folder: Path, absences: list[tuple[str, float, float | None]]) -> str:
     lines = ["device,t_leave_s,t_return_s"]
     lines += [f"{name},{leave},{'' if back is None else back}" for name, leave, back in absences]

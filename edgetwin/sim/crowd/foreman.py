@@ -133,6 +133,17 @@ class Foreman:
         if named is not None:
             self.recorder.event(*named, d.job, d.item, d.stage)
 
+    def unfinished_reasons(self) -> dict[int, str]:
+        """Why each unfinished job had not finished when the run stopped, by job id: no
+        phone connected, a stage that no connected phone can hold, or time ran out."""
+        connected = [worker for worker in self.core.workers.values() if worker.connected]
+        if not connected:
+            empty = sum(phone.device.drained for phone in self.phones.values())
+            reason = f"no phone connected ({empty} of {len(self.phones)} with an empty battery)"
+            return {job.job_id: reason for job in self.jobs if not job.finished}
+        unfit = set.intersection(*(worker.banned for worker in connected))
+        return {job.job_id: _unfinished_reason(job, unfit) for job in self.jobs if not job.finished}
+
     # ------------------------------------------------------------ work on phones
     def _work(self, phone: Phone) -> Generator[simpy.Event, object, None]:
         """The phone handles its inbox in order, as a worker handles its connection."""
@@ -233,3 +244,12 @@ class Foreman:
         self.core.join(phone.name)
         self.recorder.event(phone.name, "joined")
         self._dispatch()
+
+
+def _unfinished_reason(job: Job, unfit: set[str]) -> str:
+    """A stage with tasks left that fits no connected phone, else time."""
+    core = job.core
+    for s, stage in enumerate(core.stages):
+        if core.done_per_stage[s] < core.inputs and stage.key in unfit:
+            return f"stage {stage.name} did not fit any connected phone's RAM"
+    return "not finished by horizon_s + drain_s"

@@ -240,7 +240,11 @@ def simulate_crowd(
             recorder.activity(phone.name, "away", phone.away_since_ms)
         phone.device.close()
     voltage_v = {phone.name: phone.profile.battery.voltage_v for phone in phones}
-    rows = [_row(scenario, run, job, len(phones), voltage_v) for job in foreman.jobs]
+    reasons = foreman.unfinished_reasons()
+    rows = [
+        _row(scenario, run, job, len(phones), voltage_v, reasons.get(job.job_id))
+        for job in foreman.jobs
+    ]
     return CrowdOutcome(
         run,
         rows,
@@ -269,9 +273,15 @@ def _summary(phone: Phone, phone_class: str, tasks_done: int) -> PhoneSummary:
 
 
 def _row(
-    scenario: Scenario, run: CrowdRun, job: Job, devices: int, voltage_v: dict[str, float]
+    scenario: Scenario,
+    run: CrowdRun,
+    job: Job,
+    devices: int,
+    voltage_v: dict[str, float],
+    unfinished_reason: str | None,
 ) -> ResultRow:
-    """A job's row: latency and, along its critical input, inference, loads and transfers."""
+    """A job's row: latency and, along its critical input, inference, loads and transfers;
+    an unfinished job's status says why."""
     spec = job.spec
     ok = job.finished_ms is not None
     nan = math.nan
@@ -286,7 +296,9 @@ def _row(
         energy_j = sum(job.energy_j.values())
         battery_mah = fmean(mah_from_joules(j, voltage_v[n]) for n, j in job.energy_j.items())
     items_done = job.items_done
-    status = "ok" if ok else f"incomplete: {items_done} of {spec.inputs} inputs done"
+    status = "ok"
+    if not ok:
+        status = f"incomplete: {items_done} of {spec.inputs} inputs done; {unfinished_reason}"
     participants = max(1, len(job.energy_start_j))
     return ResultRow(
         scenario=scenario.name,
