@@ -7,8 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic_core import PydanticSerializationError
+
 from edgetwin import scenario as scenario_file
 from edgetwin.comparison import check_reference
+from edgetwin.errors import InputError
 from edgetwin.file_kinds import check_kind
 from edgetwin.provenance import recording_reads
 from edgetwin.scenario import Scenario, with_absolute_paths
@@ -43,14 +46,17 @@ def load_run_inputs(path: Path, overrides: Sequence[str] = ()) -> RunInputs:
 
 
 def scenario_run_inputs(scenario: Scenario, overrides: Sequence[str] = ()) -> RunInputs:
-    """A Scenario in memory, overridden and checked like a file (its relative file names
-    are relative to the current folder)."""
-    label = f"<scenario {scenario.name}>"
-    if overrides:
-        raw = scenario.model_dump(mode="json")
-        for item in overrides:
-            apply_override(raw, item, Path(label))
-        scenario = validate_model(Scenario, raw, label)
+    """A Scenario in memory, overridden and validated like a file (one made with
+    ``model_copy(update=...)`` was not), then checked (its relative file names are
+    relative to the current folder)."""
+    label = Path(f"<scenario {scenario.name}>")
+    try:
+        raw = scenario.model_dump(mode="json", warnings=False)
+    except PydanticSerializationError as exc:
+        raise InputError(label, None, f"cannot be read as a scenario: {exc}") from None
+    for item in overrides:
+        apply_override(raw, item, label)
+    scenario = validate_model(Scenario, raw, label)
     with recording_reads() as files:
         return _checked(scenario, None, files)
 
