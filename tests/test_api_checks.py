@@ -1,8 +1,11 @@
 """The Python API as a user meets it: a Scenario changed in memory is validated as a file
-is."""
+is, and a user's type checker sees the API's types (an installed edgetwin is typed)."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +37,53 @@ def test_a_scenario_copied_with_bad_values_is_refused(
     assert raised.value.field == field
     assert raised.value.path == "<scenario prism_jetson>"
     assert not out.exists()
+
+
+USER_SCRIPT = """\
+from pathlib import Path
+
+import edgetwin
+from edgetwin import load_results, load_scenario, run
+
+run(Path("s.yaml"), seed="1", mode="hardware")
+edgetwin.run(3)
+load_scenario(5)
+count: int = load_results("out")
+"""
+
+
+@pytest.mark.timeout(240)
+def test_a_user_type_checker_sees_the_installed_api(tmp_path: Path) -> None:
+    """The package had no py.typed (mypy: 'missing library stubs or py.typed marker') and
+    its names were a module ``__getattr__`` (every one of them Any): no wrong call was
+    found. The wheel, installed, is checked as a user's script sees it."""
+    source = tmp_path / "source"
+    no_caches = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "edgetwin", source / "edgetwin", ignore=no_caches)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", wheels, source], check=True
+    )
+    wheel = next(wheels.glob("edgetwin-*.whl"))
+    subprocess.run([*pip, "install", "--no-deps", "--target", site, wheel], check=True)
+    (tmp_path / "user.py").write_text(USER_SCRIPT)
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "--python-version", "3.11", "user.py"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "MYPYPATH": "", "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+    )
+    report = checked.stdout
+    assert "py.typed" not in report, report
+    for wrong in (
+        'Argument "seed" to "run" has incompatible type "str"',
+        'Argument "mode" to "run" has incompatible type',
+        'Argument 1 to "run" has incompatible type "int"',
+        'Argument 1 to "load_scenario" has incompatible type "int"',
+        'expression has type "Results", variable has type "int"',
+    ):
+        assert wrong in report, report

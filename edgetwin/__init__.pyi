@@ -1,0 +1,5 @@
+"""The API's types for a type checker: ``edgetwin/__init__.py`` imports the API on first use
+(by name, which a type checker cannot follow)."""
+
+from edgetwin.workbench import *  # noqa: F403
+from edgetwin.workbench import __all__ as __all__
