@@ -5,10 +5,12 @@ is fed the workers' replies as ``Foreman._on_worker_message`` feeds them and its
 frames are parsed back, on a virtual clock. Each worker handles the foreman's
 frames in order, as ``edgetwin.emu.crowdio.worker`` does over its connection:
 LOAD_MODEL takes ``load_ms`` (a warm load: every stage is on its storage),
-UNLOAD_MODEL nothing, RUN_TASK ``task_ms[stage]``. Workers may leave for good at
+UNLOAD_MODEL nothing, RUN_TASK ``task_ms[stage]``; a task's report gives the load
+done since the worker's previous task. Workers may leave for good at
 given times (their connection drops: what they were doing is lost), and several
 jobs may be submitted at given times. The result is every decision the core took,
-with its time, to be set against the twin's for the same durations.
+with its time, and each task's load as the foreman counts it, to be set against the
+twin's for the same durations.
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ class ReplayWorker:
 class _Inbox:
     frames: deque[Message] = field(default_factory=deque)
     busy: bool = False
+    last_load_ms: float = 0.0  # reported with the next task, as the worker does
+
+
+TaskKey = tuple[int, int, int]  # core job id, input, stage index
 
 
 def replay_foreman(
@@ -73,8 +79,9 @@ def replay_foreman(
     inputs: int,
     mode: Mode,
     submit_ms: Sequence[float] = (0.0,),
-) -> list[tuple[float, Decision]]:
-    """(time ms, decision) of every decision the real foreman's core takes, in order."""
+) -> tuple[list[tuple[float, Decision]], dict[TaskKey, float]]:
+    """(time ms, decision) of every decision the real foreman's core takes, in order, and
+    the load each task waited for (``load_ms`` of the core's tasks: the crew sets it)."""
     names = [f"cell_{chr(ord('a') + s)}" for s in range(stages)]
     job_stages = [
         JobStage(
@@ -115,6 +122,7 @@ def replay_foreman(
         if w.leave_ms is not None:
             heapq.heappush(pending, (w.leave_ms, next(order), 1, w.name, None))
     gone: set[str] = set()
+    jobs = []
 
     def deliver(outbox: Outbox) -> None:
         for worker, frame in outbox:
@@ -130,7 +138,7 @@ def replay_foreman(
         status = _status(speed)
         reply: Message
         if isinstance(message, LoadModel):
-            duration = speed.load_ms
+            duration = inbox.last_load_ms = speed.load_ms
             reply = ModelLoaded(
                 stage=message.stage,
                 sha256=message.sha256,
@@ -144,8 +152,12 @@ def replay_foreman(
             assert isinstance(message, RunTask)
             duration = speed.task_ms[message.stage_index]
             shape = (LOGITS if message.stage_index == stages - 1 else HIDDEN).shape
+            last_ms, inbox.last_load_ms = inbox.last_load_ms, 0.0
+            load = {"load_kind": "warm", "load_ms": last_ms} if last_ms else {}
             reply = message.result(
-                encode_array(np.zeros(shape, np.float32), None, 0), REPORT, status
+                encode_array(np.zeros(shape, np.float32), None, 0),
+                REPORT.model_copy(update=load),
+                status,
             )
         heapq.heappush(pending, (clock[0] + duration, next(order), 2, name, reply))
 
@@ -153,7 +165,9 @@ def replay_foreman(
         clock[0], _, what, name, reply = heapq.heappop(pending)
         if what == 0:
             submit = _submit(f"job-{name}", job_stages, inputs, mode, len(workers))
-            deliver(crew.start(submit, job_stages, lambda _event: None)[1])
+            job, outbox = crew.start(submit, job_stages, lambda _event: None)
+            jobs.append(job.core)
+            deliver(outbox)
         elif what == 1:
             gone.add(name)
             deliver(crew.lose_worker(states.pop(name)))
@@ -162,7 +176,13 @@ def replay_foreman(
             inboxes[name].busy = False
             deliver(crew.on_reply(states[name], reply))  # type: ignore[arg-type]
     assert not crew.core.in_flight, "every job finished"
-    return decisions
+    loads = {
+        (job.job_id, t.item, t.stage_index): t.load_ms
+        for job in jobs
+        for row in job.tasks
+        for t in row
+    }
+    return decisions, loads
 
 
 def _submit(

@@ -7,7 +7,9 @@ durations (``tests/crowd_foreman_replay.py``). Every decision (submission, broad
 assignment, release, JIT load, completion, requeue) is compared with its time: the
 broadcast with a task for every phone while it loads, affinity tiers seen through
 queued loads, JIT loads of released stages, phones leaving mid-task (their task is
-requeued in its original order) and several jobs in flight at once.
+requeued in its original order) and several jobs in flight at once. Each task's
+``load_ms`` (the part of its phone's last load after the task was ready) is compared
+too.
 
 Toy phones: every transfer takes 20 ms (10 ms per message, 100 bytes at 10
 bytes/ms on a dedicated link), inference is GFLOPs / speed, every stage is
@@ -88,7 +90,7 @@ def _compare(
         )
         for k in range(len(loads_s))
     ]
-    decisions = replay_foreman(
+    decisions, real_loads = replay_foreman(
         workers, stages, inputs, mode, [k * gap_s * 1e3 for k in range(jobs)]
     )
     real = [
@@ -97,6 +99,13 @@ def _compare(
         if (named := trace_name(d)) is not None
     ]
     assert sorted(real, key=_order) == sorted(twin, key=_order)  # ties: any order
+    twin_loads = {
+        (job.job_id, t.item, t.stage_index): t.load_ms
+        for job in outcome.jobs
+        for row in job.core.tasks
+        for t in row
+    }
+    assert twin_loads == pytest.approx(real_loads)
     return twin
 
 

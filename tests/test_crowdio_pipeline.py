@@ -248,6 +248,9 @@ def test_summary_becomes_a_results_row(streaming_job: PipelineJob, tmp_path: Pat
     assert row.total_ms == summary.pipeline_latency_ms
     assert row.load_ms is not None and row.staging_ms == 0  # loads have their own column
     assert 0 < row.compute_ms + row.load_ms + row.comm_ms <= row.total_ms  # + queueing
+    for t in summary.tasks:  # a load counts from when its task was ready, never more
+        assert t.waited_load_ms is not None
+        assert t.waited_load_ms <= min(t.report.load_ms, t.done_ms - t.ready_ms)
     assert row.bytes_sent == sum(t.report.bytes_out for t in summary.tasks)
     assert row.cold_loads == summary.cold_loads and row.bytes_moved == summary.bytes_moved
     assert row.energy_j is not None and row.energy_j > 0

@@ -8,6 +8,7 @@ from statistics import fmean
 import pytest
 
 from edgetwin.calibration.emu_phones import fit_emulated_phones, read_summaries, twin_latencies
+from edgetwin.emu.crowdio.rows import summary_row
 from edgetwin.errors import InputError
 from edgetwin.scenario import load_scenario
 from tests.conftest import REPO
@@ -38,3 +39,15 @@ def test_the_twin_on_the_emulated_phones_predicts_the_emulators_barrier_penalty(
 def test_a_run_folder_without_records_is_refused() -> None:
     with pytest.raises(InputError, match="file not found"):
         read_summaries(REPO / "scenarios")
+
+
+def test_a_summary_written_before_waited_loads_were_kept_counts_whole_loads() -> None:
+    """The shipped summaries have no ``waited_load_ms``: they read, and their rows count
+    every task's whole reported load, as they did when they were written."""
+    summary = read_summaries(RUN)[0]
+    assert all(t.waited_load_ms is None for t in summary.tasks)
+    last = max(summary.tasks, key=lambda t: t.done_ms).input_index
+    chain = [t for t in summary.tasks if t.input_index == last]
+    row = summary_row(summary, scenario="emu_crowdio_cpu", bandwidth_mbps=10.0)
+    assert row.load_ms == pytest.approx(sum(t.report.load_ms for t in chain))
+    assert row.load_ms > 0

@@ -35,7 +35,7 @@ from edgetwin.emu.crowdio.protocol import (
 from edgetwin.emu.crowdio.records import Event, EventKind
 from edgetwin.models.crowd.core import CrowdCore, Load, Order
 from edgetwin.models.crowd.events import Decision
-from edgetwin.models.crowd.table import Task
+from edgetwin.models.crowd.table import Task, waited_load_ms
 from edgetwin.policies.scheduling import make_scheduler
 
 Reply = ModelLoaded | ModelUnloaded | ModelFailed | TaskResult | TaskFailed
@@ -101,6 +101,7 @@ class Crew:
         """A worker's reply: what it says of its disk and status, then what it answers."""
         if isinstance(message, ModelLoaded):
             worker.cached.add(message.sha256)
+            worker.loaded_at_ms = self.now_ms()
         elif isinstance(message, ModelFailed):
             worker.cached.discard(message.sha256)
             key = stage_key(message.stage, message.sha256)
@@ -145,6 +146,7 @@ class Crew:
         except ResultRefused as exc:
             return self._fail(worker, job, task, str(exc))
         job.stats[worker.worker_id].tasks_done += 1
+        task.load_ms = waited_load_ms(message.report.load_ms, worker.loaded_at_ms, task.ready_ms)
         self.core.complete(worker.worker_id, self.now_ms())
         return self.dispatch()
 

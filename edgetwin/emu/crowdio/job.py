@@ -294,6 +294,7 @@ class Job:
                 dispatch_ms=t.dispatch_ms - self.start_ms,
                 done_ms=t.done_ms - self.start_ms,
                 report=self.reports[(t.item, t.stage_index)],
+                waited_load_ms=t.load_ms,
             )
             for row in self.core.tasks
             for t in row

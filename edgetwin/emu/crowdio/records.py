@@ -112,6 +112,14 @@ class TaskTiming(Record):
     dispatch_ms: float
     done_ms: float
     report: TaskReport
+    # the part of the report's load after ready_ms (foreman clock); None in a summary
+    # written before it was kept (2026-12-04): its row counts the whole load
+    waited_load_ms: Millis | None = None
+
+    @property
+    def counted_load_ms(self) -> float:
+        """The load this task's row counts (results' ``load_ms``)."""
+        return self.report.load_ms if self.waited_load_ms is None else self.waited_load_ms
 
 
 class WorkerSummary(Record):

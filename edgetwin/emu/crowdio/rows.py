@@ -32,7 +32,7 @@ def summary_row(
     chain = [t for t in summary.tasks if t.input_index == last]
     total_ms = summary.pipeline_latency_ms
     compute_ms = sum(t.report.compute_ms for t in chain)
-    load_ms = sum(t.report.load_ms for t in chain)
+    load_ms = sum(t.counted_load_ms for t in chain)
     task_ms = sum(t.done_ms - t.dispatch_ms for t in chain)
     battery_mah = [w.battery_mah for w in summary.workers]
     return ResultRow(

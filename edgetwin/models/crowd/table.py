@@ -46,7 +46,8 @@ def task_id(job_label: str, item: int, stage: str) -> str:
 @dataclass(eq=False, slots=True)
 class Task:
     """One input through one stage; ``load_ms``, ``infer_ms``, ``comm_ms`` are what its
-    successful attempt cost, as the twin models it (the real foreman keeps the report)."""
+    successful attempt cost, as the twin models it (the real foreman keeps the worker's
+    report and sets ``load_ms`` only: ``waited_load_ms`` of the load the report gives)."""
 
     job: Job
     item: int
@@ -70,6 +71,13 @@ class Task:
     @property
     def task_id(self) -> str:
         return task_id(self.job.label, self.item, self.stage.name)
+
+
+def waited_load_ms(load_ms: float, load_end_ms: float, ready_ms: float) -> float:
+    """The part of a load (``load_ms`` long, over at ``load_end_ms``) that a task ready since
+    ``ready_ms`` waited for: a load begun earlier (a JIT load while the input's previous
+    stage ran, a broadcast for an earlier job) counts only from ``ready_ms``."""
+    return min(load_ms, max(0.0, load_end_ms - ready_ms))
 
 
 @dataclass(eq=False)

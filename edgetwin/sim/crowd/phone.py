@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import simpy
 
-from edgetwin.models.crowd.table import Task
+from edgetwin.models.crowd.table import Task, waited_load_ms
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import DeviceProfile
 from edgetwin.scenario import StageSpec
@@ -222,7 +222,7 @@ class Phone:
     def take_load_ms(self, ready_ms: float) -> float:
         """The part of the last load after ``ready_ms`` (when the task it precedes became
         ready: the wait the task's input had for it), and forget the load."""
-        waited_ms = min(self.last_load_ms, max(0.0, self.last_load_end_ms - ready_ms))
+        waited_ms = waited_load_ms(self.last_load_ms, self.last_load_end_ms, ready_ms)
         self.last_load_ms = 0.0
         return waited_ms
 
