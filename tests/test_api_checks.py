@@ -87,3 +87,15 @@ def test_a_user_type_checker_sees_the_installed_api(tmp_path: Path) -> None:
         'expression has type "Results", variable has type "int"',
     ):
         assert wrong in report, report
+
+
+@pytest.mark.timeout(60)
+def test_load_results_checks_the_reference_table_as_report_does(tmp_path: Path) -> None:
+    """load_results took any reference.csv; Results.write then died drawing the
+    comparison (KeyError 'strategy' from deep inside). ``edgetwin report`` refuses it."""
+    folder = tmp_path / "run"
+    edgetwin.run(JETSON, overrides=["sweeps=[{batch: [1]}]"], out=folder)
+    (folder / "reference.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match=r"reference\.csv is not a results table") as raised:
+        edgetwin.load_results(folder)
+    assert raised.value.path == str(folder / "reference.csv")

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from edgetwin.comparison import check_reference
 from edgetwin.errors import InputError
 from edgetwin.provenance import PROVENANCE_FILE, read_provenance
 from edgetwin.reports import write_report
@@ -101,6 +102,8 @@ def load_results(folder: str | Path) -> Results:
         raise InputError(csv_path, None, "file not found (nor results.parquet)")
     resolved = folder / "scenario.resolved.yaml"
     reference = folder / "reference.csv"
+    if reference.is_file():  # as edgetwin report checks it: write() draws the comparison
+        check_reference(reference, reference, None)
     return Results(
         rows=tuple(rows),
         scenario=load_resolved(resolved) if resolved.is_file() else None,
