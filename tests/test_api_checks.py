@@ -99,3 +99,25 @@ def test_load_results_checks_the_reference_table_as_report_does(tmp_path: Path) 
     with pytest.raises(InputError, match=r"reference\.csv is not a results table") as raised:
         edgetwin.load_results(folder)
     assert raised.value.path == str(folder / "reference.csv")
+
+
+@pytest.mark.timeout(60)
+def test_loaded_results_are_written_from_another_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """load_results of a relative folder kept reference.csv's path relative: after a chdir,
+    write() was a FileNotFoundError; a reference removed since is one naming it."""
+    monkeypatch.chdir(tmp_path)
+    edgetwin.run(JETSON, overrides=["sweeps=[{batch: [1]}]"], out="run")
+    loaded = edgetwin.load_results("run")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    loaded.write("copy")
+    reference = tmp_path / "run" / "reference.csv"
+    assert (elsewhere / "copy" / "reference.csv").read_bytes() == reference.read_bytes()
+    reference.unlink()
+    with pytest.raises(InputError) as raised:
+        loaded.write("again")
+    assert (raised.value.path, raised.value.field) == (str(reference), "reference")
+    assert not (elsewhere / "again").exists()

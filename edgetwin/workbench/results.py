@@ -75,7 +75,7 @@ class Results:
         if self.scenario is not None:
             (folder / "scenario.resolved.yaml").write_text(dump_resolved(self.scenario))
         if self.reference is not None:
-            shutil.copyfile(self.reference, folder / "reference.csv")
+            _copy_reference(self.reference, folder / "reference.csv")
         write_report(
             folder, title=None if self.scenario is None else f"edgetwin: {self.scenario.name}"
         )
@@ -83,6 +83,14 @@ class Results:
             self.to_pandas().to_parquet(folder / "results.parquet", index=False)
         if format == "parquet":
             (folder / "results.csv").unlink()
+
+
+def _copy_reference(reference: Path, copy: Path) -> None:
+    """``reference`` copied to ``copy``; one removed since the run is an InputError."""
+    try:
+        shutil.copyfile(reference, copy)
+    except OSError as exc:
+        raise InputError(reference, "reference", f"cannot copy: {exc.strerror}") from None
 
 
 def load_results(folder: str | Path) -> Results:
@@ -108,7 +116,7 @@ def load_results(folder: str | Path) -> Results:
         rows=tuple(rows),
         scenario=load_resolved(resolved) if resolved.is_file() else None,
         provenance=read_provenance(folder),
-        reference=reference if reference.is_file() else None,
+        reference=reference.absolute() if reference.is_file() else None,  # write() from anywhere
     )
 
 
