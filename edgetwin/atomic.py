@@ -86,6 +86,9 @@ def _check_replaceable(out: Path, inputs: Iterable[str]) -> None:
     here = out.resolve()
     if Path.cwd().resolve().is_relative_to(here):
         raise InputError(out, None, "--out is the current folder or holds it")
+    if os.path.ismount(here):  # a rename cannot move it: EBUSY, after the whole run
+        problem = "--out is a mount point, which cannot be swapped for a new folder: use one in it"
+        raise InputError(out, None, problem)
     held = next((p for p in inputs if Path(p).resolve().is_relative_to(here)), None)
     if held is not None:
         raise InputError(out, None, f"--out holds an input of this command ({held})")
@@ -99,26 +102,37 @@ def publish_folder(staging: Path, out: Path, replace: bool = True) -> None:
     Without ``replace``, ``out`` must still be absent or an empty folder (or a link, which
     is replaced, as ``check_out_folder`` allowed): a command that filled it meanwhile
     (two runs started with the same new ``--out``) keeps its output, and this one is an
-    InputError. After a stop was asked for (``stop_asked``) nothing is published: a
-    KeyboardInterrupt."""
+    InputError. An ``out`` the system will not rename (an immutable folder, another user's
+    in a sticky folder) is an InputError too, ``out`` left as it was. After a stop was
+    asked for (``stop_asked``) nothing is published: a KeyboardInterrupt."""
     raise_if_stop_asked()
-    if not replace and not out.is_symlink():
-        try:
-            staging.rename(out)  # atomic; refused by the kernel if out holds anything
-            return
-        except OSError as exc:
-            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
-                raise
+    try:
+        _swap_in(staging, out, replace)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR) and not replace:
             problem = (
                 "--out was filled by another command while this one ran; this run's "
                 "output was not kept (pass --force to replace it)"
             )
-            raise InputError(out, None, problem) from None
+        else:
+            problem = f"cannot replace it: {exc.strerror or exc}; this run's output was not kept"
+        raise InputError(out, None, problem) from None
+
+
+def _swap_in(staging: Path, out: Path, replace: bool) -> None:
+    """``publish_folder``'s renames; an OSError leaves ``out`` as it was and nothing aside."""
+    if not replace and not out.is_symlink():
+        staging.rename(out)  # atomic; refused by the kernel if out holds anything
+        return
     if not os.path.lexists(out):
         staging.rename(out)
         return
     aside = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=out.parent))
-    out.rename(aside / out.name)
+    try:
+        out.rename(aside / out.name)
+    except BaseException:
+        aside.rmdir()
+        raise
     try:
         staging.rename(out)
     except BaseException:

@@ -111,6 +111,76 @@ def test_an_out_filled_by_another_command_meanwhile_is_kept(
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging folder left
 
 
+def _root_command(*argv: str) -> bool:
+    """Run a command that needs root (chattr, mount); False if it cannot run here."""
+    if os.geteuid() != 0 or shutil.which(argv[0]) is None:
+        return False
+    return subprocess.run(argv, capture_output=True).returncode == 0
+
+
+@contextlib.contextmanager
+def _immutable(folder: Path) -> Iterator[None]:
+    """``folder`` with the immutable attribute: not renamed, not removed, even by root."""
+    if not _root_command("chattr", "+i", str(folder)):
+        pytest.skip("needs root and chattr on a file system with attributes")
+    try:
+        yield
+    finally:
+        _root_command("chattr", "-i", str(folder))
+
+
+@contextlib.contextmanager
+def _mount_point(folder: Path) -> Iterator[None]:
+    """``folder`` made a mount point: a small tmpfs mounted on it."""
+    if not _root_command("mount", "-t", "tmpfs", "-o", "size=1m", "edgetwin-test", str(folder)):
+        pytest.skip("needs root and mount")
+    try:
+        yield
+    finally:
+        _root_command("umount", str(folder))
+
+
+@pytest.mark.timeout(60)
+def test_an_out_the_system_will_not_rename_is_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--force`` onto a folder that cannot be renamed (immutable; another user's in a
+    sticky folder) ran, then was an OSError traceback (exit 1) that left an empty
+    ``.out-old-*`` folder beside it."""
+    out = tmp_path / "out"
+    files = _stale_folder(out)
+    with _immutable(out):
+        argv = ["run", str(TEMPLATE), "--out", str(out), "--force", "--quiet"]
+        assert_clean_failure(argv, capsys, tmp_path, "cannot replace it", "was not kept")
+    assert {p.name: p.read_text() for p in out.iterdir()} == files
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("force", [False, True])
+def test_an_out_that_is_a_mount_point_is_refused_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], force: bool
+) -> None:
+    """A mount point (a container's volume) as --out, empty or with --force, ran the whole
+    sweep and then was an OSError traceback ('Device or resource busy'), exit 1, leaving
+    a folder beside it."""
+    out = tmp_path / "out"
+    out.mkdir()
+    with _mount_point(out):
+        files = _stale_folder(out) if force else {}
+        argv = ["run", str(TEMPLATE), "--out", str(out), "--quiet", *["--force"] * force]
+        assert_clean_failure(argv, capsys, tmp_path, "mount point", "use one in it")
+        assert {p.name: p.read_text() for p in out.iterdir()} == files
+
+
+def _stale_folder(out: Path) -> dict[str, str]:
+    """A folder an earlier run left: results and a trace."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"results.csv": "scenario,old\n", "trace.json": "[]\n"}
+    for name, text in files.items():
+        (out / name).write_text(text)
+    return files
+
+
 @pytest.mark.parametrize(
     ("scenario", "item", "expect"),
     [
