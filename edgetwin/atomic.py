@@ -61,16 +61,25 @@ def output_kind(path: Path) -> Literal["folder", "file", "other"] | None:
     return "file" if stat.S_ISREG(mode) else "other"
 
 
-def check_out_folder(out: Path, force: bool, inputs: Iterable[str] = ()) -> None:
+def check_out_folder(
+    out: Path, force: bool, inputs: Iterable[str] = (), in_place: bool = False
+) -> None:
     """An InputError unless ``out`` is absent or an empty folder, or ``force`` is given
     (then the caller replaces it whole); any file in it counts, an earlier run's too. A
     folder that cannot be replaced is refused even with ``force``: the current folder or
-    one holding it, and one holding any of ``inputs`` (the files the command read)."""
+    one holding it, and one holding any of ``inputs`` (the files the command read); so is
+    a mount point, which no folder can be swapped for, unless the command writes
+    ``in_place`` (a plan's journal)."""
     found = output_kind(out)
     if found not in (None, "folder"):
         raise InputError(out, None, "--out exists and is not a folder")
     if found == "folder":
         _check_replaceable(out, inputs)
+        if not in_place and os.path.ismount(out.resolve()):  # EBUSY at the end, else
+            problem = (
+                "--out is a mount point, which cannot be swapped for a new folder: use one in it"
+            )
+            raise InputError(out, None, problem)
     if force or found is None:
         return
     try:
@@ -86,9 +95,6 @@ def _check_replaceable(out: Path, inputs: Iterable[str]) -> None:
     here = out.resolve()
     if Path.cwd().resolve().is_relative_to(here):
         raise InputError(out, None, "--out is the current folder or holds it")
-    if os.path.ismount(here):  # a rename cannot move it: EBUSY, after the whole run
-        problem = "--out is a mount point, which cannot be swapped for a new folder: use one in it"
-        raise InputError(out, None, problem)
     held = next((p for p in inputs if Path(p).resolve().is_relative_to(here)), None)
     if held is not None:
         raise InputError(out, None, f"--out holds an input of this command ({held})")

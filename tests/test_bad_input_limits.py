@@ -132,7 +132,7 @@ def _immutable(folder: Path) -> Iterator[None]:
 @contextlib.contextmanager
 def _mount_point(folder: Path) -> Iterator[None]:
     """``folder`` made a mount point: a small tmpfs mounted on it."""
-    if not _root_command("mount", "-t", "tmpfs", "-o", "size=1m", "edgetwin-test", str(folder)):
+    if not _root_command("mount", "-t", "tmpfs", "-o", "size=16m", "edgetwin-test", str(folder)):
         pytest.skip("needs root and mount")
     try:
         yield
@@ -170,6 +170,23 @@ def test_an_out_that_is_a_mount_point_is_refused_before_running(
         argv = ["run", str(TEMPLATE), "--out", str(out), "--quiet", *["--force"] * force]
         assert_clean_failure(argv, capsys, tmp_path, "mount point", "use one in it")
         assert {p.name: p.read_text() for p in out.iterdir()} == files
+
+
+@pytest.mark.timeout(60)
+def test_a_plan_journals_into_a_mount_point_in_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plan writes a new or empty --out in place (its journal), so a mount point serves;
+    with --force its folder is swapped in, which a mount point refuses before the sweep
+    (it was an OSError traceback after it)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["plan", str(SCENARIOS / "plan_fleet.plan.yaml"), "--out", str(out), "--quiet"]
+    argv += ["--workers", "1", "--set", "axes.bandwidth_mbps=[100]", "--set", "axes.devices=[2]"]
+    with _mount_point(out):
+        assert main(argv) == 0
+        assert (out / "answer.json").is_file()
+        assert_clean_failure([*argv, "--force"], capsys, tmp_path, "mount point")
 
 
 def _stale_folder(out: Path) -> dict[str, str]:

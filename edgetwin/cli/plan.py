@@ -62,8 +62,9 @@ def plan_folder(out: Path, force: bool) -> Iterator[Path]:
     if not force and (out / PARTIAL).is_dir():
         yield out
         return
-    check_out_folder(out, force, files_read())
-    if not out.exists() or not force:
+    in_place = not out.exists() or not force
+    check_out_folder(out, force, files_read(), in_place=in_place)
+    if in_place:
         new = not out.exists()
         try:
             yield out
