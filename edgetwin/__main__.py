@@ -1,7 +1,24 @@
-"""``python -m edgetwin ...``: the ``edgetwin`` command."""
+"""``python -m edgetwin ...`` and the ``edgetwin`` command (its entry point).
+
+The command line's modules take most of a second to import (plotly, pandas, pydantic);
+a Ctrl-C or SIGTERM meanwhile stops it as it stops a running command: one line, exit
+130, not a traceback of the import."""
 
 import sys
 
-from edgetwin.cli import main
+from edgetwin.errors import sigterm_interrupts
 
-sys.exit(main())
+
+def main() -> int:
+    """Import the command line, then run it on ``sys.argv``."""
+    try:
+        with sigterm_interrupts():
+            from edgetwin.cli import main as command_line
+    except KeyboardInterrupt:
+        print("edgetwin: interrupted while starting; nothing was written", file=sys.stderr)
+        return 130
+    return command_line()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -344,6 +345,46 @@ def test_sigterm_removes_the_staging_folder(tmp_path: Path) -> None:
     assert proc.returncode == 130, f"{seen}; stderr {err!r}"
     assert "interrupted; no output was published" in err
     assert list(tmp_path.iterdir()) == []
+
+
+# Runs ``python -m edgetwin ARGS`` with the import of edgetwin.cli held (a file says when):
+# a stop during start-up, which takes most of a second, is sent there, not by the clock.
+_HELD_START = """
+import importlib.abc, pathlib, runpy, sys, time
+class Hold(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "edgetwin.cli":
+            pathlib.Path(sys.argv.pop(1)).touch()
+            time.sleep(60)
+sys.meta_path.insert(0, Hold())
+runpy.run_module("edgetwin", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stop_while_the_command_starts(tmp_path: Path, stop: signal.Signals) -> None:
+    """Ctrl-C while the command line's modules were imported was a traceback of the
+    import, SIGTERM a silent death; both are now the one line and exit 130 of a stop."""
+    held = tmp_path / "held"
+    argv = [sys.executable, "-c", _HELD_START, str(held), "run", str(TEMPLATE)]
+    argv += ["--out", str(tmp_path / "out")]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not held.exists():
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(stop)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert err == "edgetwin: interrupted while starting; nothing was written\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["held"]
+
+
+def test_the_edgetwin_command_starts_where_a_stop_is_caught() -> None:
+    """The installed ``edgetwin`` script imports the command line inside the handler."""
+    with (REPO / "pyproject.toml").open("rb") as handle:
+        scripts = tomllib.load(handle)["project"]["scripts"]
+    assert scripts["edgetwin"] == "edgetwin.__main__:main"
 
 
 @pytest.mark.timeout(30)
