@@ -240,9 +240,14 @@ def write_android_profiles(profiles: Sequence[PhoneProfile], out_dir: Path) -> l
             "--out",
             "exists and is not a folder (an Android spec writes one profile per phone class)",
         )
-    by_path = {out_dir / f"{profile.name}.yaml": profile for profile in profiles}
+    by_path = {android_profile_path(out_dir, profile): profile for profile in profiles}
     write_profiles(by_path)  # all or none: never some classes new and some old
     return list(by_path)
+
+
+def android_profile_path(out_dir: Path, profile: PhoneProfile) -> Path:
+    """Where ``write_android_profiles`` puts a phone class's profile."""
+    return out_dir / f"{profile.name}.yaml"
 
 
 # ---------------------------------------------------------------- fitting

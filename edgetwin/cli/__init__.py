@@ -44,12 +44,11 @@ from edgetwin.errors import (
     RunFailed,
     counted,
     raise_if_stop_asked,
-    shown,
     sigterm_interrupts,
 )
 from edgetwin.evaluate.adaptive import evaluate, evaluation_steps, load_eval_inputs
 from edgetwin.evaluate.affinity import evaluate_affinity, load_affinity_settings
-from edgetwin.file_kinds import CALIBRATION_KINDS, Kind, check_kind
+from edgetwin.file_kinds import Kind, check_kind
 from edgetwin.links import within_tolerance
 from edgetwin.provenance import edgetwin_version, files_read, recording_reads, write_provenance
 from edgetwin.reports import write_report
@@ -65,8 +64,8 @@ from edgetwin.reports.static import (
 from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import read_results, read_table
 from edgetwin.scenario import RUN_MODES
-from edgetwin.schema import read_yaml_mapping
 from edgetwin.workbench import running
+from edgetwin.workbench.calibrating import calibrate, spec_kind
 from edgetwin.workbench.inputs import load_run_inputs
 from edgetwin.workbench.output import output_folder as _output_folder
 from edgetwin.workbench.results import FORMATS, Results
@@ -417,39 +416,15 @@ def _report(args: argparse.Namespace) -> int:
 
 # The calibration commands import the fitting code (and SciPy) when they run, not at start-up:
 # every other command starts without it.
-def _spec_kind(spec: Path) -> str:
-    from edgetwin.calibration.fit_android import is_android_spec
-
-    if is_android_spec(spec):
-        return "android"
-    kind = read_yaml_mapping(spec).get("kind", "table")
-    if kind not in CALIBRATION_KINDS:
-        problem = f"unknown calibration kind {shown(kind)}: {', '.join(CALIBRATION_KINDS)}"
-        raise InputError(spec, "kind", problem)
-    return str(kind)
-
-
 def _calibrate(args: argparse.Namespace) -> int:
-    from edgetwin.calibration.fit_android import fit_android_profiles, write_android_profiles
-    from edgetwin.calibration.fit_emu import calibrate_from_emu
-    from edgetwin.calibration.fit_reference import fit_profile
-    from edgetwin.calibration.profile_io import write_profile
-    from edgetwin.calibration.trace_profile import calibrate_from_traces
-
     command = f"edgetwin calibrate {args.spec} --out {args.out}"
-    kind = _spec_kind(args.spec)
-    if kind == "android":
-        paths = write_android_profiles(fit_android_profiles(args.spec, command), args.out)
-        print("wrote " + ", ".join(str(p) for p in paths))
+    fitted = calibrate(args.spec, out=args.out, command=command)
+    if isinstance(fitted, list):
+        from edgetwin.calibration.fit_android import android_profile_path
+
+        print("wrote " + ", ".join(str(android_profile_path(args.out, p)) for p in fitted))
         return 0
-    if kind == "traces":
-        profile = calibrate_from_traces(args.spec, command)
-    elif kind == "emu":
-        profile = calibrate_from_emu(args.spec, command)
-    else:
-        profile = fit_profile(args.spec, command)
-    write_profile(profile, args.out)
-    medians = profile.fit.get("median_abs_error_pct", {})
+    medians = fitted.fit.get("median_abs_error_pct", {})
     print(
         f"wrote {args.out}; median |error| %: " + ", ".join(f"{k} {v}" for k, v in medians.items())
     )
@@ -591,7 +566,7 @@ def _validate(args: argparse.Namespace) -> int:
     from edgetwin.calibration.held_out import coverage_text, nested_coverage, with_coverage
     from edgetwin.calibration.trace_profile import leave_one_out
 
-    kind = _spec_kind(args.spec)
+    kind = spec_kind(args.spec)
     if kind == "android":
         raise InputError(args.spec, "kind", "an Android spec is checked by its scenario's tests")
     if kind == "emu":

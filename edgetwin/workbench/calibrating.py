@@ -1,0 +1,77 @@
+"""Fitting profiles from a calibration spec (``edgetwin calibrate`` is a thin layer over
+``calibrate``): a measured table, traces or an emulator run give one device profile, an
+Android spec one phone profile per class. The fitting code (and SciPy) is imported when
+a fit runs, not with the API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from edgetwin.errors import InputError, shown
+from edgetwin.file_kinds import CALIBRATION_KINDS
+from edgetwin.phone_profile import PhoneProfile
+from edgetwin.profile import DeviceProfile
+from edgetwin.provenance import recording_reads
+from edgetwin.schema import read_yaml_mapping
+from edgetwin.workbench.arguments import path_argument
+
+
+def calibrate(
+    spec: str | Path, *, out: str | Path | None = None, command: str | None = None
+) -> DeviceProfile | list[PhoneProfile]:
+    """Fit what ``spec`` describes: a ``DeviceProfile`` (a measured table, ``kind: traces``
+    or ``kind: emu``) or, for an Android spec, a ``PhoneProfile`` per phone class.
+
+    With ``out``, write it as ``edgetwin calibrate --out`` does (a profile file; a folder
+    of ``<class>.yaml`` for an Android spec), all or nothing, never onto a file the fit
+    read. ``command`` is what the profile's header and ``fit.command`` record (the CLI
+    passes its command line; ``None`` records this call).
+    """
+    spec_path = path_argument(spec, "spec")
+    out_path = None if out is None else path_argument(out, "out")
+    if command is None:
+        written = None if out_path is None else str(out_path)
+        command = f"edgetwin.calibrate({str(spec_path)!r}, out={written!r})"
+    elif not isinstance(command, str):
+        raise InputError(None, "command", f"a string, not {shown(command)}")
+    with recording_reads():  # write_profiles refuses to overwrite what the fit read
+        return _fit_and_write(spec_path, out_path, command)
+
+
+def _fit_and_write(
+    spec: Path, out: Path | None, command: str
+) -> DeviceProfile | list[PhoneProfile]:
+    from edgetwin.calibration.fit_android import fit_android_profiles, write_android_profiles
+    from edgetwin.calibration.fit_emu import calibrate_from_emu
+    from edgetwin.calibration.fit_reference import fit_profile
+    from edgetwin.calibration.profile_io import write_profile
+    from edgetwin.calibration.trace_profile import calibrate_from_traces
+
+    kind = spec_kind(spec)
+    if kind == "android":
+        phones = fit_android_profiles(spec, command)
+        if out is not None:
+            write_android_profiles(phones, out)
+        return phones
+    if kind == "traces":
+        profile = calibrate_from_traces(spec, command)
+    elif kind == "emu":
+        profile = calibrate_from_emu(spec, command)
+    else:
+        profile = fit_profile(spec, command)
+    if out is not None:
+        write_profile(profile, out)
+    return profile
+
+
+def spec_kind(spec: Path) -> str:
+    """``android``, or the spec's ``kind`` (``table`` when it has none)."""
+    from edgetwin.calibration.fit_android import is_android_spec
+
+    if is_android_spec(spec):
+        return "android"
+    kind = read_yaml_mapping(spec).get("kind", "table")
+    if kind not in CALIBRATION_KINDS:
+        problem = f"unknown calibration kind {shown(kind)}: {', '.join(CALIBRATION_KINDS)}"
+        raise InputError(spec, "kind", problem)
+    return str(kind)

@@ -1,0 +1,61 @@
+"""``edgetwin.calibrate``: the fit ``edgetwin calibrate`` makes, from Python (the tutorial
+used the fitting module's internals), the same bytes for the same command, and bad input
+as an InputError naming the argument or the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import edgetwin
+from edgetwin.cli import main
+from edgetwin.errors import InputError
+from edgetwin.phone_profile import PhoneProfile
+from edgetwin.profile import DeviceProfile
+
+SPECS = Path(__file__).resolve().parents[1] / "edgetwin" / "calibration" / "specs"
+JETSON_SPEC = SPECS / "jetson_orin_nano.yaml"
+
+
+@pytest.mark.timeout(120)
+def test_calibrate_fits_and_writes_what_the_command_writes(tmp_path: Path) -> None:
+    cli_out = tmp_path / "cli.yaml"
+    assert main(["calibrate", str(JETSON_SPEC), "--out", str(cli_out)]) == 0
+    api_out = tmp_path / "api.yaml"
+    command = f"edgetwin calibrate {JETSON_SPEC} --out {cli_out}"
+    profile = edgetwin.calibrate(JETSON_SPEC, out=api_out, command=command)
+    assert isinstance(profile, DeviceProfile)
+    assert api_out.read_bytes() == cli_out.read_bytes()
+    unwritten = edgetwin.calibrate(str(JETSON_SPEC))  # no out: nothing written, same fit
+    assert isinstance(unwritten, DeviceProfile)
+    assert unwritten.compute == profile.compute and unwritten.power == profile.power
+    assert unwritten.fit["command"] == f"edgetwin.calibrate({str(JETSON_SPEC)!r}, out=None)"
+
+
+@pytest.mark.timeout(120)
+def test_an_android_spec_gives_a_profile_per_phone_class(tmp_path: Path) -> None:
+    phones = edgetwin.calibrate(SPECS / "android_crowdio.yaml", out=tmp_path / "phones")
+    assert isinstance(phones, list) and all(isinstance(p, PhoneProfile) for p in phones)
+    written = sorted(p.name for p in (tmp_path / "phones").iterdir())
+    assert written == sorted(f"{p.name}.yaml" for p in phones)
+
+
+@pytest.mark.timeout(60)
+def test_bad_calibrate_arguments_name_the_argument_or_the_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as raised:
+        edgetwin.calibrate(3)  # type: ignore[arg-type]
+    assert raised.value.field == "spec"
+    with pytest.raises(InputError) as raised:
+        edgetwin.calibrate(JETSON_SPEC, command=["edgetwin"])  # type: ignore[arg-type]
+    assert raised.value.field == "command"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("kind: guesswork\n")
+    with pytest.raises(InputError) as raised:
+        edgetwin.calibrate(spec, out=tmp_path / "p.yaml")
+    assert (raised.value.path, raised.value.field) == (str(spec), "kind")
+    assert not (tmp_path / "p.yaml").exists()
+    before = JETSON_SPEC.read_bytes()
+    with pytest.raises(InputError, match="a file this command read"):
+        edgetwin.calibrate(JETSON_SPEC, out=JETSON_SPEC)  # the spec is never overwritten
+    assert JETSON_SPEC.read_bytes() == before
