@@ -44,6 +44,14 @@ def write_texts_together(texts: Mapping[Path, str]) -> None:
         raise
 
 
+def why_not_written(path: Path, exc: OSError) -> str:
+    """Why ``path`` (or a temporary file beside it) could not be written, in words: a file
+    where one of its folders should be, else the system's reason, without the temporary
+    file's name."""
+    blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    return f"{blocked} is a file, not a folder" if blocked else str(exc.strerror or exc)
+
+
 def output_kind(path: Path) -> Literal["folder", "file", "other"] | None:
     """What is at an output ``path``: a folder, a regular file, something else, or None if
     nothing is there (a file where one of its folders should be counts: creating it says

@@ -190,6 +190,40 @@ def test_a_plan_journals_into_a_mount_point_in_place(
         assert_clean_failure([*argv, "--force"], capsys, tmp_path, "mount point")
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", str(TEMPLATE), "--quiet"],
+        ["plan", str(SCENARIOS / "plan_fleet.plan.yaml"), "--quiet", "--workers", "1"],
+        ["calibrate", str(SPECS / "jetson_orin_nano.yaml")],
+    ],
+    ids=["run", "plan", "calibrate"],
+)
+def test_an_out_under_a_file_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """--out under a file said 'File exists' (run, calibrate) or 'Not a directory' (plan),
+    not which file blocks the way."""
+    blocking = tmp_path / "notes.txt"
+    blocking.write_text("a file\n")
+    out = blocking / "sub" / "out"
+    assert_clean_failure([*argv, "--out", str(out)], capsys, tmp_path, f"{blocking} is a file")
+
+
+@pytest.mark.timeout(60)
+def test_an_out_in_a_folder_that_cannot_be_written_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The error named the hidden staging folder the user never asked for."""
+    parent = tmp_path / "locked"
+    parent.mkdir()
+    with _immutable(parent):
+        argv = ["run", str(TEMPLATE), "--out", str(parent / "out"), "--quiet"]
+        line = assert_clean_failure(argv, capsys, tmp_path, "cannot create the output folder")
+    assert ".out-" not in line and line.endswith("Operation not permitted"), line
+
+
 def _stale_folder(out: Path) -> dict[str, str]:
     """A folder an earlier run left: results and a trace."""
     out.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from edgetwin.atomic import output_kind, write_texts_together
+from edgetwin.atomic import output_kind, why_not_written, write_texts_together
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import (
@@ -93,7 +93,7 @@ def write_profiles(profiles: Mapping[Path, DeviceProfile | PhoneProfile]) -> Non
     except OSError as exc:
         first = next(iter(profiles))  # one file, or the folder that all of them go to
         where = first if len(profiles) == 1 else first.parent
-        raise InputError(where, "--out", f"cannot write: {exc.strerror or exc}") from None
+        raise InputError(where, "--out", f"cannot write: {why_not_written(first, exc)}") from None
 
 
 def _profile_text(profile: DeviceProfile | PhoneProfile) -> str:

@@ -7,7 +7,7 @@ import argparse
 from importlib.resources import files
 from pathlib import Path
 
-from edgetwin.atomic import output_kind, write_text_atomic
+from edgetwin.atomic import output_kind, why_not_written, write_text_atomic
 from edgetwin.errors import InputError
 
 # kind -> (template in cli/templates, default file name)
@@ -53,8 +53,6 @@ def init_command(args: argparse.Namespace) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, template_text(args.kind))
     except OSError as exc:
-        blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
-        reason = f"{blocked} is a file, not a folder" if blocked else exc.strerror or exc
-        raise InputError(path, None, f"cannot write: {reason}") from None
+        raise InputError(path, None, f"cannot write: {why_not_written(path, exc)}") from None
     print(f"wrote {path}")
     return 0

@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO
 
-from edgetwin.atomic import write_text_atomic
+from edgetwin.atomic import why_not_written, write_text_atomic
 from edgetwin.errors import InputError
 from edgetwin.plan.sweep import ConfigResult
 from edgetwin.results import ResultRow
@@ -76,7 +76,7 @@ class Journal:
             try:
                 write_text_atomic(marker, json.dumps(identity) + "\n")
             except OSError as exc:
-                problem = f"cannot create the output folder: {exc.strerror or exc}"
+                problem = f"cannot create the output folder: {why_not_written(marker, exc)}"
                 raise InputError(out, "--out", problem) from None
 
     def unlock(self) -> None:
@@ -151,7 +151,7 @@ def _locked(out: Path, lock: Path) -> int | None:
         lock.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
-        problem = f"cannot create the output folder: {exc.strerror or exc}"
+        problem = f"cannot create the output folder: {why_not_written(lock, exc)}"
         raise InputError(out, "--out", problem) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

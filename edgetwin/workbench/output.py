@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
-from edgetwin.atomic import check_out_folder, publish_folder
+from edgetwin.atomic import check_out_folder, publish_folder, why_not_written
 from edgetwin.errors import InputError
 from edgetwin.provenance import files_read
 
@@ -34,7 +34,8 @@ def output_folder(
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
         staging.chmod(0o755)  # mkdtemp's is 0o700: the published folder is readable, as its files
     except OSError as exc:
-        raise InputError(out, None, f"cannot create the output folder: {exc}") from None
+        problem = f"cannot create the output folder: {why_not_written(out, exc)}"
+        raise InputError(out, None, problem) from None
     with tracked(staging) if tracked is not None else nullcontext():
         try:
             yield staging
