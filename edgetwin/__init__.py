@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["Results", "calibrate", "load_results", "load_scenario", "run"]
+__all__ = ["Results", "calibrate", "compare", "load_results", "load_scenario", "run"]
 
 
 def __getattr__(name: str) -> Any:

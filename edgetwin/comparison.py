@@ -58,12 +58,14 @@ class Comparison:
     """Compared points, median absolute % error per metric, and the keys of the rows with
     no counterpart: measured reference rows with no ``ok`` result (``unmatched_keys``),
     ``ok`` results with no measured reference row (``unmeasured_keys``), one per row; a
-    reference row measured nothing if every metric is empty (a failed run)."""
+    reference row measured nothing if every metric is empty (a failed run). ``warnings``:
+    what makes the two sides unlike (``edgetwin compare`` prints them)."""
 
     points: list[ComparisonPoint]
     median_abs_error_pct: dict[str, float]
     unmatched_keys: list[RowKey]
     unmeasured_keys: list[RowKey]
+    warnings: tuple[str, ...] = ()
 
 
 def error_pct(measured: float, predicted: float) -> float | None:

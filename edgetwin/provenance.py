@@ -69,13 +69,17 @@ def sha256_file(path: Path) -> str:
 
 @contextmanager
 def recording_reads() -> Iterator[dict[str, str]]:
-    """Within the block, every ``note_read`` adds {path: sha256} to the yielded mapping."""
+    """Within the block, every ``note_read`` adds {path: sha256} to the yielded mapping (and
+    to an enclosing block's: the command that calls the API read them too)."""
     reads: dict[str, str] = {}
+    outer = _reads.get()
     token = _reads.set(reads)
     try:
         yield reads
     finally:
         _reads.reset(token)
+        if outer is not None:
+            outer.update(reads)
 
 
 def files_read() -> tuple[str, ...]:

@@ -13,7 +13,7 @@ import csv
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from edgetwin.atomic import check_out_folder
@@ -29,15 +29,7 @@ from edgetwin.cli.inputs import (
 )
 from edgetwin.cli.plan import add_plan_arguments, interrupted_note, plan_command
 from edgetwin.cli.progress import progress
-from edgetwin.comparison import (
-    check_reference,
-    compare_to_reference,
-    devices_warning,
-    jobs_per_run,
-    jobs_warning,
-    loopback_warning,
-    write_comparison_csv,
-)
+from edgetwin.comparison import check_reference
 from edgetwin.configuration import crowd_runs
 from edgetwin.errors import (
     InputError,
@@ -54,7 +46,6 @@ from edgetwin.provenance import edgetwin_version, files_read, recording_reads, w
 from edgetwin.reports import write_report
 from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.reports.affinity import write_affinity_report
-from edgetwin.reports.html import write_comparison_report
 from edgetwin.reports.static import (
     STATIC_FORMATS,
     browser_path,
@@ -62,10 +53,11 @@ from edgetwin.reports.static import (
     write_static_figures,
 )
 from edgetwin.reports.validation import summarise, write_validation_report
-from edgetwin.results import read_results, read_table
+from edgetwin.results import read_results
 from edgetwin.scenario import RUN_MODES
 from edgetwin.workbench import running
 from edgetwin.workbench.calibrating import calibrate, spec_kind
+from edgetwin.workbench.comparing import compare
 from edgetwin.workbench.inputs import load_run_inputs
 from edgetwin.workbench.output import output_folder as _output_folder
 from edgetwin.workbench.results import FORMATS, Results
@@ -357,25 +349,11 @@ def _emu_cleanup(_args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     """Join two runs on the configuration; error of the first relative to the second."""
-    for folder in (args.predicted, args.measured):
-        if not (folder / "results.csv").is_file():
-            raise InputError(folder / "results.csv", None, "file not found")
-    predicted = read_results(args.predicted / "results.csv")
-    check_reference(args.measured / "results.csv", args.measured / "results.csv", None)
-    measured = read_table(args.measured / "results.csv")
-    if args.out is not None:  # before the summary lines, not after them
-        check_out_folder(args.out, args.force, files_read())
-    comparison = compare_to_reference(predicted, measured)
-    predicted_jobs = jobs_per_run(asdict(row) for row in predicted)
-    for warning in (
-        devices_warning(args.predicted, args.measured),
-        loopback_warning(args.predicted, args.measured),
-        jobs_warning(args.predicted, predicted_jobs, args.measured, jobs_per_run(measured)),
-    ):
-        if warning is not None:
-            print(f"edgetwin: warning: {warning}", file=sys.stderr)
-    if not comparison.points:
-        raise InputError(args.measured / "results.csv", None, "no configuration in common")
+    comparison = compare(
+        args.predicted, args.measured, out=args.out, force=args.force, command=args.command
+    )
+    for warning in comparison.warnings:
+        print(f"edgetwin: warning: {warning}", file=sys.stderr)
     for metric, median in comparison.median_abs_error_pct.items():
         count = sum(p["metric"] == metric and p["error_pct"] is not None for p in comparison.points)
         print(f"{metric}: median |error| {median:.1f} % over {counted(count, 'point')}")
@@ -385,12 +363,6 @@ def _compare(args: argparse.Namespace) -> int:
             f"not compared: {len(no_prediction)} measured rows with no prediction, "
             f"{len(no_measurement)} predicted rows with no measured row"
         )
-    if args.out is not None:
-        with _output_folder(args.out, args.force) as staging:
-            write_comparison_csv(staging / "comparison.csv", comparison)
-            title = f"edgetwin: {args.predicted.name} vs {args.measured.name}"
-            write_comparison_report(staging, title, comparison)
-            write_provenance(staging, command=args.command, seed=None, inputs=args.reads)
     return 0
 
 

@@ -1,12 +1,13 @@
 """The Python API (docs/api.md): run a scenario, load a run's folder, results as a
-pandas DataFrame, fit a profile. ``edgetwin.run`` and the others are these, imported on
+pandas DataFrame, fit a profile, compare two runs. ``edgetwin.run`` and the others are these, imported on
 first use."""
 
 from __future__ import annotations
 
 from edgetwin.workbench.calibrating import calibrate
+from edgetwin.workbench.comparing import compare
 from edgetwin.workbench.inputs import load_scenario
 from edgetwin.workbench.results import Results, load_results
 from edgetwin.workbench.running import run
 
-__all__ = ["Results", "calibrate", "load_results", "load_scenario", "run"]
+__all__ = ["Results", "calibrate", "compare", "load_results", "load_scenario", "run"]

@@ -1,0 +1,80 @@
+"""Two runs side by side (``edgetwin compare`` is a thin layer over ``compare``): the
+error of the first (predicted) relative to the second (measured), configuration by
+configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from edgetwin.atomic import check_out_folder
+from edgetwin.comparison import (
+    Comparison,
+    check_reference,
+    compare_to_reference,
+    devices_warning,
+    jobs_per_run,
+    jobs_warning,
+    loopback_warning,
+    write_comparison_csv,
+)
+from edgetwin.errors import InputError
+from edgetwin.provenance import files_read, recording_reads, write_provenance
+from edgetwin.reports.html import write_comparison_report
+from edgetwin.results import read_results, read_table
+from edgetwin.workbench.arguments import command_argument, flag_argument, path_argument
+from edgetwin.workbench.output import output_folder
+
+
+def compare(
+    predicted: str | Path,
+    measured: str | Path,
+    *,
+    out: str | Path | None = None,
+    force: bool = False,
+    command: Sequence[str] | None = None,
+) -> Comparison:
+    """Join two runs' folders (their ``results.csv``) on the configuration: the points,
+    the median |error| per metric, the rows of each side left unmatched, and warnings
+    (the sides ran on different devices, one is loopback, one runs a stream of jobs).
+
+    With ``out``, the folder gets ``comparison.csv``, ``comparison.html`` and
+    ``provenance.json``, all or nothing (a non-empty ``out`` only with ``force``).
+    """
+    predicted_dir = path_argument(predicted, "predicted")
+    measured_dir = path_argument(measured, "measured")
+    force = flag_argument(force, "force")
+    call = command_argument(command)
+    out_dir = None if out is None else path_argument(out, "out")
+    with recording_reads() as reads:
+        comparison = _compared(predicted_dir, measured_dir, out_dir, force)
+        if out_dir is not None:
+            with output_folder(out_dir, force) as staging:
+                write_comparison_csv(staging / "comparison.csv", comparison)
+                title = f"edgetwin: {predicted_dir.name} vs {measured_dir.name}"
+                write_comparison_report(staging, title, comparison)
+                recorded = call or ["edgetwin.compare", str(predicted_dir), str(measured_dir)]
+                write_provenance(staging, command=recorded, seed=None, inputs=reads)
+    return comparison
+
+
+def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) -> Comparison:
+    for folder in (predicted, measured):
+        if not (folder / "results.csv").is_file():
+            raise InputError(folder / "results.csv", None, "file not found")
+    predicted_rows = read_results(predicted / "results.csv")
+    check_reference(measured / "results.csv", measured / "results.csv", None)
+    measured_rows = read_table(measured / "results.csv")
+    if out is not None:  # refused before comparing, not after
+        check_out_folder(out, force, files_read())
+    comparison = compare_to_reference(predicted_rows, measured_rows)
+    predicted_jobs = jobs_per_run(asdict(row) for row in predicted_rows)
+    warnings = (
+        devices_warning(predicted, measured),
+        loopback_warning(predicted, measured),
+        jobs_warning(predicted, predicted_jobs, measured, jobs_per_run(measured_rows)),
+    )
+    if not comparison.points:
+        raise InputError(measured / "results.csv", None, "no configuration in common")
+    return replace(comparison, warnings=tuple(w for w in warnings if w is not None))

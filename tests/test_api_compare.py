@@ -1,0 +1,68 @@
+"""``edgetwin.compare``: what ``edgetwin compare`` prints and writes, from Python, as a
+``Comparison`` (points, median |error| per metric, unmatched rows, warnings)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import edgetwin
+from edgetwin.cli import main
+from edgetwin.errors import InputError
+
+JETSON = Path(__file__).resolve().parents[1] / "scenarios" / "prism_jetson.yaml"
+SMALL = ["sweeps=[{batch: [1, 2]}]"]
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("runs")
+    edgetwin.run(JETSON, overrides=SMALL, out=root / "a")
+    edgetwin.run(JETSON, overrides=[*SMALL, "noise_cv=0.1"], out=root / "b")
+    return root / "a", root / "b"
+
+
+@pytest.mark.timeout(120)
+def test_compare_returns_what_the_command_writes(
+    two_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    a, b = two_runs
+    assert main(["compare", str(a), str(b), "--out", str(tmp_path / "cli")]) == 0
+    comparison = edgetwin.compare(a, str(b), out=tmp_path / "api")
+    cli_csv = (tmp_path / "cli" / "comparison.csv").read_bytes()
+    assert (tmp_path / "api" / "comparison.csv").read_bytes() == cli_csv
+    assert (tmp_path / "api" / "comparison.html").is_file()
+    recorded = json.loads((tmp_path / "api" / "provenance.json").read_text())
+    assert recorded["command"] == ["edgetwin.compare", str(a), str(b)]
+    assert str(a / "results.csv") in recorded["inputs"]  # what it read, with SHA-256
+    assert comparison.median_abs_error_pct["total_ms"] > 0  # the noise moved every point
+    assert {p["metric"] for p in comparison.points} >= {"total_ms", "energy_j"}
+    assert comparison.unmatched_keys == comparison.unmeasured_keys == []
+    assert comparison.warnings == ()
+    itself = edgetwin.compare(a, a)  # no out: nothing written
+    assert set(itself.median_abs_error_pct.values()) == {0.0}
+
+
+@pytest.mark.timeout(120)
+def test_bad_compare_arguments_name_the_argument_or_the_file(
+    two_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    a, _b = two_runs
+    with pytest.raises(InputError) as raised:
+        edgetwin.compare(a, 7)  # type: ignore[arg-type]
+    assert raised.value.field == "measured"
+    with pytest.raises(InputError) as raised:
+        edgetwin.compare(a, a, force="no")  # type: ignore[arg-type]
+    assert raised.value.field == "force"
+    with pytest.raises(InputError, match="file not found") as raised:
+        edgetwin.compare(a, tmp_path / "nope", out=tmp_path / "c")
+    assert raised.value.path == str(tmp_path / "nope" / "results.csv")
+    assert not (tmp_path / "c").exists()
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "keep.txt").write_text("mine")
+    with pytest.raises(InputError):  # a non-empty out without force, refused before comparing
+        edgetwin.compare(a, a, out=taken)
+    assert [p.name for p in taken.iterdir()] == ["keep.txt"]
