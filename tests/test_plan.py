@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import pickle
 import signal
 import subprocess
@@ -545,3 +547,47 @@ def test_a_stopped_plan_says_what_it_kept_for_a_rerun(tmp_path: Path) -> None:
     assert "kept" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["journal", "out"]
     assert [p.name for p in out.iterdir()] == ["answer.json"]
+
+
+def _ignores_ctrl_c(pid: int) -> bool:
+    """Whether process ``pid`` ignores SIGINT (its SigIgn mask in /proc)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    ignored = next(line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:"))
+    return bool(int(ignored, 16) >> (signal.SIGINT - 1) & 1)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):  # gone meanwhile
+            after_name = stat_file.read_text().rsplit(")", 1)[1].split()
+            if int(after_name[1]) == pid:
+                found.append(int(stat_file.parent.name))
+    return found
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_at_a_terminal_stops_a_pooled_plan_in_one_line(tmp_path: Path) -> None:
+    """A terminal sends Ctrl-C to every process of the command: a pool worker waiting for
+    its next chunk printed 'Process ForkProcess-1:' and a traceback of its queue. The
+    workers now leave Ctrl-C to the plan, which stops them; once two of the three units
+    are journaled, one worker runs the last and the other waits."""
+    question = REPO / "scenarios" / "plan_crowd_capacity.plan.yaml"
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "edgetwin", "plan", str(question), "--out", str(out)]
+    command += ["--workers", "2", "--quiet", "--set", "axes.fleet_size=[8]"]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    rows = out / "partial" / "rows.jsonl"
+    while not (rows.is_file() and rows.read_text().count("\n") >= 2):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    workers = _children(proc.pid)
+    ignoring = [pid for pid in workers if _ignores_ctrl_c(pid)]
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert workers and ignoring == workers, (workers, ignoring)
+    assert proc.returncode == 130, err
+    assert err.count("\n") == 1 and "interrupted; no output was published" in err, err

@@ -7,6 +7,7 @@ finishes (in any order); the rows do not depend on the executor.
 from __future__ import annotations
 
 import math
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Protocol
@@ -53,7 +54,8 @@ class PoolExecutor:
 
     def run(self, payload: Payload, indexes: Sequence[int], on_done: OnDone) -> None:
         tasks = chunks(indexes, chunk_size(len(indexes), self.workers))
-        with ProcessPoolExecutor(max_workers=pool_size(self.workers, len(tasks))) as pool:
+        processes = pool_size(self.workers, len(tasks))
+        with ProcessPoolExecutor(processes, initializer=leave_stops_to_the_parent) as pool:
             futures = [pool.submit(run_chunk, payload, c) for c in tasks]
             try:
                 for future in as_completed(futures):
@@ -64,12 +66,20 @@ class PoolExecutor:
                 raise  # Python 3.11's pool raises in its thread on a cancelled one)
 
 
+def leave_stops_to_the_parent() -> None:
+    """A pool worker's start: Ctrl-C, which a terminal sends to every process of the
+    command, is ignored (the parent stops the sweep and kills its workers), and SIGTERM
+    ends the worker outright. A forked worker inherits the parent's handler that makes
+    both an interrupt, and the pool's worker loop printed its traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def stop_workers(pool: ProcessPoolExecutor) -> None:
     """Kill the pool's processes, so that leaving the pool does not wait for the chunks
-    they are running (minutes, for a long sweep). SIGKILL, not SIGTERM: a forked worker
-    inherits the handler that makes SIGTERM an interrupt, which the pool's worker loop
-    would catch and go on. ``kill_workers`` where Python has it (3.14), else the same on
-    the pool's table of processes. A chunk computes only: nothing is left half-written."""
+    they are running (minutes, for a long sweep); SIGKILL, which no worker can catch.
+    ``kill_workers`` where Python has it (3.14), else the same on the pool's table of
+    processes. A chunk computes only: nothing is left half-written."""
     kill = getattr(pool, "kill_workers", None)
     if kill is not None:
         kill()
