@@ -13,7 +13,16 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["Results", "calibrate", "compare", "load_results", "load_scenario", "run"]
+__all__ = [
+    "Results",
+    "calibrate",
+    "compare",
+    "evaluate_adaptive",
+    "evaluate_affinity",
+    "load_results",
+    "load_scenario",
+    "run",
+]
 
 
 def __getattr__(name: str) -> Any:

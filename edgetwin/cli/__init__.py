@@ -38,14 +38,12 @@ from edgetwin.errors import (
     raise_if_stop_asked,
     sigterm_interrupts,
 )
-from edgetwin.evaluate.adaptive import evaluate, evaluation_steps, load_eval_inputs
-from edgetwin.evaluate.affinity import evaluate_affinity, load_affinity_settings
+from edgetwin.evaluate.adaptive import load_eval_inputs
+from edgetwin.evaluate.affinity import load_affinity_settings
 from edgetwin.file_kinds import Kind, check_kind
 from edgetwin.links import within_tolerance
 from edgetwin.provenance import edgetwin_version, files_read, recording_reads, write_provenance
 from edgetwin.reports import write_report
-from edgetwin.reports.adaptive import write_evaluation
-from edgetwin.reports.affinity import write_affinity_report
 from edgetwin.reports.static import (
     STATIC_FORMATS,
     browser_path,
@@ -55,7 +53,7 @@ from edgetwin.reports.static import (
 from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import read_results
 from edgetwin.scenario import RUN_MODES
-from edgetwin.workbench import running
+from edgetwin.workbench import evaluating, running
 from edgetwin.workbench.calibrating import calibrate, spec_kind
 from edgetwin.workbench.comparing import compare
 from edgetwin.workbench.inputs import load_run_inputs
@@ -473,26 +471,17 @@ def _refuse_measuring_flags_with_emu(args: argparse.Namespace) -> None:
 
 def _evaluate(args: argparse.Namespace) -> int:
     """Map, held-out twin runs and policy scores of an evaluation file."""
-    inputs = load_eval_inputs(args.spec, tuple(args.set))
     if args.check:
+        load_eval_inputs(args.spec, tuple(args.set))
         return report_checked(args.spec)
-    seed = inputs.scenario.seed
-    steps = evaluation_steps(inputs.scenario, inputs.settings, inputs.map_table)
-    with (
-        _output_folder(args.out, args.force) as staging,
-        progress(f"evaluate {args.spec.name}, twin sweeps", steps, args.quiet) as advance,
-    ):
-        result = evaluate(
-            inputs.scenario,
-            inputs.scenario_path,
-            inputs.settings,
-            inputs.map_table,
-            advance,
-            truth_rows=inputs.truth_rows,
-            truth_table=inputs.truth_table,
-        )
-        write_evaluation(staging, result)
-        write_provenance(staging, command=args.command, seed=seed, inputs=args.reads)
+    result = evaluating.evaluate_adaptive(
+        args.spec,
+        overrides=args.set,
+        out=args.out,
+        force=args.force,
+        progress=lambda label, total: progress(label, total, args.quiet),
+        command=args.command,
+    )
     for warning in result.warnings:
         print(f"edgetwin: warning: {warning}")
     print(f"ground truth: {result.truth_source}, {len(result.conditions)} conditions")
@@ -514,17 +503,17 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _evaluate_affinity(args: argparse.Namespace) -> int:
     """Schedulers in the crowd twin or the emulator vs the offline optimum, per instance."""
-    settings, scenarios = load_affinity_settings(args.spec, args.mode, machine=not args.check)
     if args.check:
+        load_affinity_settings(args.spec, args.mode, machine=False)
         return report_checked(args.spec)
-    seeds = {scenario.seed for scenario, _ in scenarios}
-    seed = seeds.pop() if len(seeds) == 1 else None  # None: the instances differ
-    label = f"evaluate-affinity {args.spec.name} ({settings.mode}), instances"
-    with _output_folder(args.out, args.force) as staging:
-        with progress(label, len(scenarios), args.quiet) as advance:
-            result = evaluate_affinity(settings, scenarios, advance)
-        write_affinity_report(staging, result)
-        write_provenance(staging, command=args.command, seed=seed, inputs=args.reads)
+    result = evaluating.evaluate_affinity(
+        args.spec,
+        mode=args.mode,
+        out=args.out,
+        force=args.force,
+        progress=lambda label, total: progress(label, total, args.quiet),
+        command=args.command,
+    )
     for instance in result.instances:
         optimum_s = instance.optimum.schedule.makespan_ms / 1e3
         regrets = ", ".join(f"{n} {s.regret_pct:.1f} %" for n, s in instance.schedulers.items())

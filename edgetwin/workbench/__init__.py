@@ -1,13 +1,23 @@
 """The Python API (docs/api.md): run a scenario, load a run's folder, results as a
-pandas DataFrame, fit a profile, compare two runs. ``edgetwin.run`` and the others are these, imported on
-first use."""
+pandas DataFrame, fit a profile, compare two runs, evaluate policies. ``edgetwin.run``
+and the others are these, imported on first use."""
 
 from __future__ import annotations
 
 from edgetwin.workbench.calibrating import calibrate
 from edgetwin.workbench.comparing import compare
+from edgetwin.workbench.evaluating import evaluate_adaptive, evaluate_affinity
 from edgetwin.workbench.inputs import load_scenario
 from edgetwin.workbench.results import Results, load_results
 from edgetwin.workbench.running import run
 
-__all__ = ["Results", "calibrate", "compare", "load_results", "load_scenario", "run"]
+__all__ = [
+    "Results",
+    "calibrate",
+    "compare",
+    "evaluate_adaptive",
+    "evaluate_affinity",
+    "load_results",
+    "load_scenario",
+    "run",
+]

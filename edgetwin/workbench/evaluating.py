@@ -1,0 +1,122 @@
+"""Policy evaluations (``edgetwin evaluate`` and ``edgetwin evaluate-affinity`` are thin
+layers over ``evaluate_adaptive`` and ``evaluate_affinity``; ``edgetwin.evaluate`` is the
+package of the evaluators): the adaptive policy against its ground truth, the crowd
+schedulers against the offline optimum."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Literal
+
+from edgetwin.evaluate.adaptive import Evaluation, evaluation_steps, load_eval_inputs
+from edgetwin.evaluate.adaptive import evaluate as evaluate_policies
+from edgetwin.evaluate.affinity import AffinityEvaluation, load_affinity_settings
+from edgetwin.evaluate.affinity import evaluate_affinity as evaluate_schedulers
+from edgetwin.progress import Progress, no_progress
+from edgetwin.provenance import recording_reads, write_provenance
+from edgetwin.reports.adaptive import write_evaluation
+from edgetwin.reports.affinity import write_affinity_report
+from edgetwin.workbench.arguments import (
+    choice_argument,
+    command_argument,
+    flag_argument,
+    overrides_argument,
+    path_argument,
+    progress_argument,
+)
+from edgetwin.workbench.output import output_folder
+
+AFFINITY_MODES = ("twin", "emu")
+
+
+def evaluate_adaptive(
+    spec: str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    out: str | Path | None = None,
+    force: bool = False,
+    progress: Progress | None = no_progress,
+    command: Sequence[str] | None = None,
+) -> Evaluation:
+    """Score the adaptive policy of an evaluation file (``*.eval.yaml``): its performance
+    map, the ground truth at the held-out conditions, each policy's accuracy and regret.
+
+    ``overrides`` are ``--set``-style items on the evaluation file. With ``out``, the
+    folder gets what ``edgetwin evaluate --out`` writes (``evaluation.json``, the map, the
+    page, ``provenance.json``), all or nothing; a non-empty ``out`` only with ``force``.
+    """
+    spec_path = path_argument(spec, "spec")
+    items = tuple(overrides_argument(overrides))
+    call = _call(command, "edgetwin.evaluate_adaptive", spec_path, items)
+    shows = progress_argument(progress)
+    with recording_reads() as reads:
+        inputs = load_eval_inputs(spec_path, items)
+        steps = evaluation_steps(inputs.scenario, inputs.settings, inputs.map_table)
+        with (
+            _folder(out, force) as staging,
+            shows(f"evaluate {spec_path.name}, twin sweeps", steps) as advance,
+        ):
+            result = evaluate_policies(
+                inputs.scenario,
+                inputs.scenario_path,
+                inputs.settings,
+                inputs.map_table,
+                advance,
+                truth_rows=inputs.truth_rows,
+                truth_table=inputs.truth_table,
+            )
+            if staging is not None:
+                write_evaluation(staging, result)
+                write_provenance(staging, command=call, seed=inputs.scenario.seed, inputs=reads)
+    return result
+
+
+def evaluate_affinity(
+    spec: str | Path,
+    *,
+    mode: Literal["twin", "emu"] | None = None,
+    out: str | Path | None = None,
+    force: bool = False,
+    progress: Progress | None = no_progress,
+    command: Sequence[str] | None = None,
+) -> AffinityEvaluation:
+    """Run every crowd scheduler of an affinity evaluation file on each of its instances
+    (in the crowd twin, or the emulator as root) and score it against the instance's
+    offline optimum. ``mode`` overrides the file's. With ``out``, what
+    ``edgetwin evaluate-affinity --out`` writes, all or nothing.
+    """
+    spec_path = path_argument(spec, "spec")
+    if mode is not None:
+        choice_argument(mode, "mode", AFFINITY_MODES)
+    call = _call(command, "edgetwin.evaluate_affinity", spec_path, ())
+    shows = progress_argument(progress)
+    with recording_reads() as reads:
+        settings, scenarios = load_affinity_settings(spec_path, mode)
+        seeds = {scenario.seed for scenario, _ in scenarios}
+        seed = seeds.pop() if len(seeds) == 1 else None  # None: the instances differ
+        label = f"evaluate-affinity {spec_path.name} ({settings.mode}), instances"
+        with _folder(out, force) as staging:
+            with shows(label, len(scenarios)) as advance:
+                result = evaluate_schedulers(settings, scenarios, advance)
+            if staging is not None:
+                write_affinity_report(staging, result)
+                write_provenance(staging, command=call, seed=seed, inputs=reads)
+    return result
+
+
+def _call(
+    command: Sequence[str] | None, function: str, spec: Path, overrides: tuple[str, ...]
+) -> list[str]:
+    """What ``provenance.json`` records: the command line given, else this call."""
+    given = command_argument(command)
+    return given if given is not None else [function, str(spec), *overrides]
+
+
+def _folder(out: str | Path | None, force: bool) -> AbstractContextManager[Path | None]:
+    """The staging folder that replaces ``out`` on success; None without ``out``."""
+    force = flag_argument(force, "force")
+    if out is None:
+        return nullcontext()
+    return output_folder(path_argument(out, "out"), force)
