@@ -121,3 +121,13 @@ def test_loaded_results_are_written_from_another_folder(
         loaded.write("again")
     assert (raised.value.path, raised.value.field) == (str(reference), "reference")
     assert not (elsewhere / "again").exists()
+
+
+def test_the_api_names_are_the_workbenchs() -> None:
+    """``edgetwin.__all__`` (kept in the package root, so that ``import edgetwin`` stays
+    light) names exactly what the workbench exports, and each resolves."""
+    from edgetwin import workbench
+
+    assert edgetwin.__all__ == workbench.__all__
+    for name in edgetwin.__all__:
+        assert getattr(edgetwin, name) is getattr(workbench, name)

@@ -42,6 +42,7 @@ from edgetwin.evaluate.adaptive import load_eval_inputs
 from edgetwin.evaluate.affinity import load_affinity_settings
 from edgetwin.file_kinds import Kind, check_kind
 from edgetwin.links import within_tolerance
+from edgetwin.progress import Progress
 from edgetwin.provenance import edgetwin_version, files_read, recording_reads, write_provenance
 from edgetwin.reports import write_report
 from edgetwin.reports.static import (
@@ -297,7 +298,7 @@ def _run(args: argparse.Namespace) -> int:
         command=args.command,
         trace=args.trace,
         format=args.format,
-        progress=lambda label, total: progress(label, total, args.quiet),
+        progress=_progress_bar(args),
     )
     rows = results.rows
     for warning in results.warnings:
@@ -310,6 +311,11 @@ def _run(args: argparse.Namespace) -> int:
     ran = _what_ran(results)
     print(f"{ran} ({failed} failed{on_short_links}) -> {_written(args.out)}")
     return 0
+
+
+def _progress_bar(args: argparse.Namespace) -> Progress:
+    """The API's ``progress``: the command line's bar (none with ``--quiet``)."""
+    return lambda label, total: progress(label, total, args.quiet)
 
 
 def _what_ran(results: Results) -> str:
@@ -479,7 +485,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         overrides=args.set,
         out=args.out,
         force=args.force,
-        progress=lambda label, total: progress(label, total, args.quiet),
+        progress=_progress_bar(args),
         command=args.command,
     )
     for warning in result.warnings:
@@ -511,7 +517,7 @@ def _evaluate_affinity(args: argparse.Namespace) -> int:
         mode=args.mode,
         out=args.out,
         force=args.force,
-        progress=lambda label, total: progress(label, total, args.quiet),
+        progress=_progress_bar(args),
         command=args.command,
     )
     for instance in result.instances:
