@@ -6,8 +6,14 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -286,3 +292,26 @@ def test_report_static_takes_only_figure_formats(
         main(["report", str(tmp_path), "--static", "parquet"])
     assert exited.value.code == 2
     assert "choose from svg, pdf, png" in capsys.readouterr().err.replace("'", "")
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(240)
+def test_a_stopped_static_export_leaves_no_browser_profile(tmp_path: Path) -> None:
+    """Ctrl-C while Chromium drew the figures left its profile folder (2 MB) in the
+    temporary folder: the export thread outlived the command's clean-up. The command
+    now waits for that thread, which closes the browser and removes its folder."""
+    run = _static_run(tmp_path)
+    command = [sys.executable, "-m", "edgetwin", "report", str(run), "--static", "svg"]
+    # a short TMPDIR: Chromium's sockets in it must fit a socket address (108 bytes)
+    with tempfile.TemporaryDirectory(prefix="et-", dir="/tmp") as name:
+        scratch = Path(name)
+        env = {**os.environ, "TMPDIR": name}
+        proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+        while not list(scratch.glob("*/Default")):  # the browser has started on its profile
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err
+        assert list(scratch.iterdir()) == []
+    assert not (run / "figures").exists()

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -45,7 +46,9 @@ def figure_name(index: int, fig: go.Figure) -> str:
 
 
 def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list[Path]:
-    """Each figure as ``out_dir/<name>.<fmt>``, in one Chromium session."""
+    """Each figure as ``out_dir/<name>.<fmt>``, in one Chromium session. A stop (Ctrl-C)
+    waits for kaleido's export thread, which closes the browser and removes its profile
+    folder: left to run past the command's end, it left that folder in /tmp."""
     import kaleido  # deferred: only a static export starts a browser
     from choreographer.errors import BrowserClosedError, BrowserFailedError, ChannelClosedError
 
@@ -60,8 +63,13 @@ def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list
         jobs.append({"fig": fig, "path": path, "opts": opts})
     browser = browser_path()
     kopts = {"path": browser, "plotlyjs": str(_PLOTLY_JS), "mathjax": False}
+    started = set(threading.enumerate())
     try:
         kaleido.write_fig_from_object_sync(jobs, kopts=kopts)
+    except KeyboardInterrupt:
+        for thread in set(threading.enumerate()) - started:
+            thread.join()
+        raise
     except (BrowserFailedError, BrowserClosedError, ChannelClosedError) as exc:
         raise RunFailed(f"static figures: the browser {browser} failed: {exc.args[0]}") from None
     return [job["path"] for job in jobs]
