@@ -22,6 +22,7 @@ __all__ = [
     "load_results",
     "load_scenario",
     "run",
+    "run_plan",
 ]
 
 

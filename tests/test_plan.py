@@ -487,8 +487,8 @@ def test_the_modules_digest_changes_with_a_module_s_bytes_or_name(tmp_path: Path
 def test_a_sweep_stopped_before_any_configuration_leaves_no_folder(tmp_path: Path) -> None:
     """A scheduler that could not be reached left a new DIR holding an empty journal; one
     stopped after a configuration finished keeps it for the rerun."""
-    from edgetwin.cli.plan import plan_folder
     from edgetwin.plan.sweep import payload_for, run_chunk
+    from edgetwin.workbench.planning import plan_folder
 
     loaded = load_question(question_file(tmp_path))
     for finished, kept in ((0, False), (1, True)):

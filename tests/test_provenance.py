@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from edgetwin.cli import main
-from edgetwin.cli.plan import plan_folder
 from edgetwin.errors import InputError
 from edgetwin.provenance import FIELDS, read_provenance, source_commit
 from edgetwin.scenario import load_scenario
+from edgetwin.workbench.planning import plan_folder
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "scenarios"

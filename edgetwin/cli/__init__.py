@@ -27,8 +27,8 @@ from edgetwin.cli.inputs import (
     add_set_argument,
     report_checked,
 )
-from edgetwin.cli.plan import add_plan_arguments, interrupted_note, plan_command
-from edgetwin.cli.progress import progress
+from edgetwin.cli.plan import add_plan_arguments, plan_command
+from edgetwin.cli.progress import progress, progress_bar
 from edgetwin.comparison import check_reference
 from edgetwin.configuration import crowd_runs
 from edgetwin.errors import (
@@ -42,7 +42,6 @@ from edgetwin.evaluate.adaptive import load_eval_inputs
 from edgetwin.evaluate.affinity import load_affinity_settings
 from edgetwin.file_kinds import Kind, check_kind
 from edgetwin.links import within_tolerance
-from edgetwin.progress import Progress
 from edgetwin.provenance import edgetwin_version, files_read, recording_reads, write_provenance
 from edgetwin.reports import write_report
 from edgetwin.reports.static import (
@@ -59,6 +58,7 @@ from edgetwin.workbench.calibrating import calibrate, spec_kind
 from edgetwin.workbench.comparing import compare
 from edgetwin.workbench.inputs import load_run_inputs
 from edgetwin.workbench.output import output_folder as _output_folder
+from edgetwin.workbench.planning import interrupted_note
 from edgetwin.workbench.results import FORMATS, Results
 
 _DESCRIPTION = """\
@@ -298,7 +298,7 @@ def _run(args: argparse.Namespace) -> int:
         command=args.command,
         trace=args.trace,
         format=args.format,
-        progress=_progress_bar(args),
+        progress=progress_bar(args.quiet),
     )
     rows = results.rows
     for warning in results.warnings:
@@ -311,11 +311,6 @@ def _run(args: argparse.Namespace) -> int:
     ran = _what_ran(results)
     print(f"{ran} ({failed} failed{on_short_links}) -> {_written(args.out)}")
     return 0
-
-
-def _progress_bar(args: argparse.Namespace) -> Progress:
-    """The API's ``progress``: the command line's bar (none with ``--quiet``)."""
-    return lambda label, total: progress(label, total, args.quiet)
 
 
 def _what_ran(results: Results) -> str:
@@ -485,7 +480,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         overrides=args.set,
         out=args.out,
         force=args.force,
-        progress=_progress_bar(args),
+        progress=progress_bar(args.quiet),
         command=args.command,
     )
     for warning in result.warnings:
@@ -517,7 +512,7 @@ def _evaluate_affinity(args: argparse.Namespace) -> int:
         mode=args.mode,
         out=args.out,
         force=args.force,
-        progress=_progress_bar(args),
+        progress=progress_bar(args.quiet),
         command=args.command,
     )
     for instance in result.instances:

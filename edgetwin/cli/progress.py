@@ -19,6 +19,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from edgetwin.progress import Progress as ApiProgress
+
 
 class Advance(Protocol):
     """Marks one step done; ``done`` (optional) names it, shown after the count."""
@@ -87,3 +89,8 @@ def _advance(bar: Progress, task: TaskID, label: str) -> Advance:
         bar.update(task, advance=1, description=shown)
 
     return advance
+
+
+def progress_bar(quiet: bool) -> ApiProgress:
+    """``progress`` as the Python API's ``progress`` argument takes it."""
+    return lambda label, total: progress(label, total, quiet)

@@ -105,7 +105,9 @@ class DaskExecutor:
             try:
                 distributed.comm.resolve_address(scheduler)
             except (OSError, ValueError) as exc:
-                raise InputError(None, "--scheduler", f"not a scheduler address: {exc}") from None
+                raise InputError(
+                    None, "--scheduler (scheduler= in Python)", f"not a scheduler address: {exc}"
+                ) from None
 
     def run(self, payload: Payload, indexes: Sequence[int], on_done: OnDone) -> None:
         distributed = _distributed()

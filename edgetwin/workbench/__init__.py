@@ -1,6 +1,6 @@
 """The Python API (docs/api.md): run a scenario, load a run's folder, results as a
-pandas DataFrame, fit a profile, compare two runs, evaluate policies. ``edgetwin.run``
-and the others are these, imported on first use."""
+pandas DataFrame, fit a profile, compare two runs, evaluate policies, answer a plan.
+``edgetwin.run`` and the others are these, imported on first use."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from edgetwin.workbench.calibrating import calibrate
 from edgetwin.workbench.comparing import compare
 from edgetwin.workbench.evaluating import evaluate_adaptive, evaluate_affinity
 from edgetwin.workbench.inputs import load_scenario
+from edgetwin.workbench.planning import run_plan
 from edgetwin.workbench.results import Results, load_results
 from edgetwin.workbench.running import run
 
@@ -20,4 +21,5 @@ __all__ = [
     "load_results",
     "load_scenario",
     "run",
+    "run_plan",
 ]

@@ -1,0 +1,129 @@
+"""What-if questions answered by sweeps (``edgetwin plan`` is a thin layer over
+``run_plan``; ``edgetwin.plan`` is the package of the questions): the sweep runs in
+``out`` itself, journaled, so that a stopped plan resumes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from edgetwin.atomic import check_out_folder
+from edgetwin.errors import InputError, shown
+from edgetwin.plan.executors import DaskExecutor, Executor, PoolExecutor, SerialExecutor
+from edgetwin.plan.journal import PARTIAL, ROWS_FILE, JournalBusy, journal_held
+from edgetwin.plan.questions import load_question
+from edgetwin.plan.run import PlanOutcome
+from edgetwin.plan.run import run_plan as sweep_and_answer
+from edgetwin.plan.sweep import payload_for
+from edgetwin.progress import Progress, no_progress
+from edgetwin.provenance import files_read, recording_reads, write_provenance
+from edgetwin.reports.plan import write_plan_report
+from edgetwin.workbench.arguments import (
+    command_argument,
+    flag_argument,
+    overrides_argument,
+    path_argument,
+    progress_argument,
+)
+from edgetwin.workbench.output import output_folder
+
+WORKERS = "--workers (workers= in Python)"  # how an error names the pool's size
+
+
+def run_plan(
+    question: str | Path,
+    *,
+    out: str | Path,
+    overrides: Sequence[str] = (),
+    workers: int | None = None,
+    scheduler: str | Any | None = None,
+    force: bool = False,
+    progress: Progress | None = no_progress,
+    command: Sequence[str] | None = None,
+) -> PlanOutcome:
+    """Answer a what-if question file (``*.plan.yaml``) by its sweep: the rows, the answer
+    (``answer.json``), how many configurations ran now and how many were resumed.
+
+    ``out`` gets ``results.csv``, ``answer.json``, ``plan.html`` and ``provenance.json``;
+    the sweep is journaled there, so a stopped plan run again resumes. A non-empty ``out``
+    that holds no unfinished sweep only with ``force`` (a fresh sweep, replacing it whole).
+    ``workers``: local processes (default: the CPU count; 1 runs in this process);
+    ``scheduler``: a Dask scheduler's address (or a ``distributed.Client``) instead (not
+    with ``workers``).
+    """
+    question_path = path_argument(question, "question")
+    out_dir = path_argument(out, "out")
+    items = tuple(overrides_argument(overrides))
+    force = flag_argument(force, "force")
+    call = command_argument(command) or ["edgetwin.run_plan", str(question_path), *items]
+    shows = progress_argument(progress)
+    with recording_reads() as reads:
+        loaded = load_question(question_path, items)
+        executor = executor_for(workers, scheduler)
+        total = payload_for(loaded).units()
+        with (
+            plan_folder(out_dir, force) as folder,
+            shows(f"plan {loaded.question.name}", total) as advance,
+        ):
+            outcome = sweep_and_answer(loaded, folder, executor, write_plan_report, advance)
+            write_provenance(folder, command=call, seed=loaded.scenario.seed, inputs=reads)
+    return outcome
+
+
+def executor_for(workers: int | None, scheduler: str | Any | None) -> Executor:
+    """Dask if a scheduler is named, else a process pool (one worker: this process)."""
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
+        raise InputError(None, WORKERS, f"a number of processes, not {shown(workers)}")
+    if scheduler is not None:
+        if workers is not None:  # it was ignored: the cluster's workers run the sweep
+            problem = "sizes a local pool; with --scheduler the cluster's workers run the sweep"
+            raise InputError(None, WORKERS, problem)
+        return DaskExecutor(scheduler)
+    count = workers if workers is not None else os.cpu_count() or 1
+    if count < 1:
+        raise InputError(None, WORKERS, "must be at least 1")
+    return SerialExecutor() if count == 1 else PoolExecutor(count)
+
+
+@contextmanager
+def plan_folder(out: Path, force: bool) -> Iterator[Path]:
+    """Where the sweep runs: ``out`` itself when it is new, empty or holds an unfinished
+    sweep's journal (resumed); with ``force``, a folder staged beside that replaces ``out``
+    whole at the end (a fresh sweep). Any other non-empty ``out`` is refused. A new ``out``
+    whose sweep stops before it finishes a configuration is removed (nothing to resume)."""
+    if not force and (out / PARTIAL).is_dir():
+        yield out
+        return
+    in_place = not out.exists() or not force
+    check_out_folder(out, force, files_read(), in_place=in_place)
+    if in_place:
+        new = not out.exists()
+        try:
+            yield out
+        except JournalBusy:  # the folder is another plan's now
+            raise
+        except BaseException:
+            if new and not _finished_any(out):  # nothing to resume: leave no folder
+                shutil.rmtree(out, ignore_errors=True)
+            raise
+        return
+    with journal_held(out), output_folder(out, force) as staging:  # no plan writes out now
+        yield staging
+
+
+def interrupted_note(out: Path) -> str:
+    """What a stopped plan tells its user it left: the finished configurations of the
+    journal in ``out``, if any (a forced sweep is staged elsewhere and keeps none)."""
+    if not _finished_any(out):
+        return ""
+    return f" (finished configurations are kept in {out / PARTIAL} for a rerun)"
+
+
+def _finished_any(out: Path) -> bool:
+    """Whether the sweep in ``out`` journaled a finished configuration."""
+    rows = out / PARTIAL / ROWS_FILE
+    return rows.is_file() and rows.stat().st_size > 0

@@ -1,0 +1,50 @@
+"""``edgetwin.run_plan``: a what-if question answered by its sweep from Python, as
+``edgetwin plan`` answers it (the same answer.json and results.csv), resumable, bad
+arguments named (``edgetwin.plan`` is the package of the questions)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import edgetwin
+from edgetwin.cli import main
+from edgetwin.errors import InputError
+
+QUESTION = Path(__file__).resolve().parents[1] / "scenarios" / "plan_crossover.plan.yaml"
+SMALL = ["axes.batch=[8]", "axes.bandwidth_mbps=[100, 900]"]
+
+
+@pytest.mark.timeout(300)
+def test_run_plan_answers_as_the_command_does(tmp_path: Path) -> None:
+    argv = ["plan", str(QUESTION), "--out", str(tmp_path / "cli"), "--workers", "1", "--quiet"]
+    assert main([*argv, *(a for item in SMALL for a in ("--set", item))]) == 0
+    outcome = edgetwin.run_plan(QUESTION, out=tmp_path / "api", overrides=SMALL, workers=1)
+    for name in ("answer.json", "results.csv"):
+        assert (tmp_path / "api" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes()
+    assert json.loads((tmp_path / "api" / "answer.json").read_text()) == outcome.answer
+    assert outcome.ran_now == outcome.configurations > 0
+    recorded = json.loads((tmp_path / "api" / "provenance.json").read_text())
+    assert recorded["command"] == ["edgetwin.run_plan", str(QUESTION), *SMALL]
+    with pytest.raises(InputError):  # a finished plan's folder is not run over
+        edgetwin.run_plan(QUESTION, out=tmp_path / "api", overrides=SMALL, workers=1)
+    again = edgetwin.run_plan(QUESTION, out=tmp_path / "api", overrides=SMALL, force=True)
+    assert again.answer == outcome.answer  # a fresh sweep (a pool now), the same answer
+
+
+@pytest.mark.timeout(120)
+def test_bad_plan_arguments_name_the_argument(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    for kwargs, field in (
+        ({"workers": "4"}, "--workers (workers= in Python)"),
+        ({"workers": 0}, "--workers (workers= in Python)"),
+        ({"workers": 2, "scheduler": "tcp://127.0.0.1:1"}, "--workers (workers= in Python)"),
+        ({"overrides": "axes.batch=[8]"}, "overrides"),
+        ({"force": 1}, "force"),
+    ):
+        with pytest.raises(InputError) as raised:
+            edgetwin.run_plan(QUESTION, out=out, **kwargs)  # type: ignore[arg-type]
+        assert raised.value.field == field, kwargs
+    assert not out.exists()
