@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "Results",
+    "Validation",
     "calibrate",
     "compare",
     "evaluate_adaptive",
@@ -23,6 +24,7 @@ __all__ = [
     "load_scenario",
     "run",
     "run_plan",
+    "validate",
 ]
 
 

@@ -185,5 +185,5 @@ def test_a_table_of_one_batch_size_has_nothing_to_leave_out(
     assert leave_one_batch_out_table(path) == []
     assert fit_profile(path, "test").fit["held_out"]["log_residuals"] == {}
     assert main(["validate", str(path), "--out", str(tmp_path / "v")]) == 2
-    assert "field '--by': no data to leave out by batch" in capsys.readouterr().err
+    assert "field '--by (by= in Python)': no data to leave out by batch" in capsys.readouterr().err
     assert not (tmp_path / "v").exists()

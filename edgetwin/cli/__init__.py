@@ -9,14 +9,11 @@ each subcommand's help and example (plain text).
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from edgetwin.atomic import check_out_folder
 from edgetwin.calibration.held_out import HOLDOUT_NAMES
 from edgetwin.cli.init import add_init_arguments, init_command
 from edgetwin.cli.inputs import (
@@ -42,7 +39,7 @@ from edgetwin.evaluate.adaptive import load_eval_inputs
 from edgetwin.evaluate.affinity import load_affinity_settings
 from edgetwin.file_kinds import Kind, check_kind
 from edgetwin.links import within_tolerance
-from edgetwin.provenance import edgetwin_version, files_read, recording_reads, write_provenance
+from edgetwin.provenance import edgetwin_version, recording_reads, write_provenance
 from edgetwin.reports import write_report
 from edgetwin.reports.static import (
     STATIC_FORMATS,
@@ -50,11 +47,10 @@ from edgetwin.reports.static import (
     check_figures_folder,
     write_static_figures,
 )
-from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.results import read_results
 from edgetwin.scenario import RUN_MODES
-from edgetwin.workbench import evaluating, running
-from edgetwin.workbench.calibrating import calibrate, spec_kind
+from edgetwin.workbench import evaluating, running, validating
+from edgetwin.workbench.calibrating import calibrate
 from edgetwin.workbench.comparing import compare
 from edgetwin.workbench.inputs import load_run_inputs
 from edgetwin.workbench.output import output_folder as _output_folder
@@ -524,36 +520,11 @@ def _evaluate_affinity(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from edgetwin.calibration.fit_reference import leave_one_batch_out_table
-    from edgetwin.calibration.held_out import coverage_text, nested_coverage, with_coverage
-    from edgetwin.calibration.trace_profile import leave_one_out
+    from edgetwin.calibration.held_out import coverage_text
 
-    kind = spec_kind(args.spec)
-    if kind == "android":
-        raise InputError(args.spec, "kind", "an Android spec is checked by its scenario's tests")
-    if kind == "emu":
-        problem = "an emu spec is checked on a held-out sweep: benchmarks/bench_emu_loop.py"
-        raise InputError(args.spec, "kind", problem)
-    check_out_folder(args.out, args.force, files_read())  # before seconds of refitting
-    if kind == "traces":
-        points = leave_one_out(args.spec, args.by)
-    elif args.by == "batch":
-        points = leave_one_batch_out_table(args.spec)
-    else:
-        raise InputError(args.spec, "--by", "a measured table is validated by batch only")
-    if not points:
-        raise InputError(args.spec, "--by", f"no data to leave out by {args.by}")
-    summary = with_coverage(summarise(points), nested_coverage(points))
-    with _output_folder(args.out, args.force) as staging:
-        write_provenance(staging, command=args.command, seed=None, inputs=args.reads)
-        with (staging / "validation.csv").open("w", newline="") as handle:
-            columns = ["metric", "point", "held_out", "measured", "predicted", "error_pct"]
-            writer = csv.DictWriter(handle, columns, lineterminator="\n", extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(points)
-        (staging / "validation.json").write_text(json.dumps(summary, indent=2) + "\n")
-        title = f"edgetwin validation: {args.spec.name}"
-        write_validation_report(staging, title, points, summary, held_out_by=args.by)
+    summary = validating.validate(
+        args.spec, by=args.by, out=args.out, force=args.force, command=args.command
+    ).summary
     for metric, stats in summary.items():
         print(
             f"{metric}: {stats['points']:.0f} held-out points, MAPE {stats['mape_pct']:.1f} %, "

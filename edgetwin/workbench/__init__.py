@@ -1,6 +1,6 @@
 """The Python API (docs/api.md): run a scenario, load a run's folder, results as a
-pandas DataFrame, fit a profile, compare two runs, evaluate policies, answer a plan.
-``edgetwin.run`` and the others are these, imported on first use."""
+pandas DataFrame, fit and validate a profile, compare two runs, evaluate policies, answer
+a plan. ``edgetwin.run`` and the others are these, imported on first use."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from edgetwin.workbench.inputs import load_scenario
 from edgetwin.workbench.planning import run_plan
 from edgetwin.workbench.results import Results, load_results
 from edgetwin.workbench.running import run
+from edgetwin.workbench.validating import Validation, validate
 
 __all__ = [
     "Results",
+    "Validation",
     "calibrate",
     "compare",
     "evaluate_adaptive",
@@ -22,4 +24,5 @@ __all__ = [
     "load_scenario",
     "run",
     "run_plan",
+    "validate",
 ]

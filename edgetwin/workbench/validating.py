@@ -1,0 +1,100 @@
+"""Held-out errors of a calibration (``edgetwin validate`` is a thin layer over
+``validate``): refit without each batch size (or bandwidth, or prompt length) and predict
+what was left out. The fitting code (and SciPy) is imported when a validation runs."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edgetwin.atomic import check_out_folder
+from edgetwin.calibration.held_out import HOLDOUT_NAMES, HoldoutBy
+from edgetwin.errors import InputError
+from edgetwin.provenance import files_read, recording_reads, write_provenance
+from edgetwin.reports.validation import summarise, write_validation_report
+from edgetwin.workbench.arguments import (
+    choice_argument,
+    command_argument,
+    flag_argument,
+    path_argument,
+)
+from edgetwin.workbench.calibrating import spec_kind
+from edgetwin.workbench.output import output_folder
+
+BY = "--by (by= in Python)"  # how an error names what is left out
+VALIDATION_COLUMNS = ("metric", "point", "held_out", "measured", "predicted", "error_pct")
+
+
+@dataclass(frozen=True)
+class Validation:
+    """Every held-out prediction (``points``: ``validation.csv``'s rows) and, per metric,
+    the count, MAPE, median and max |error| and the intervals' coverage (``summary``:
+    ``validation.json``)."""
+
+    points: list[dict[str, Any]]
+    summary: dict[str, dict[str, float]]
+
+
+def validate(
+    spec: str | Path,
+    *,
+    by: HoldoutBy = "batch",
+    out: str | Path | None = None,
+    force: bool = False,
+    command: Sequence[str] | None = None,
+) -> Validation:
+    """Leave each ``by`` value out of the fit of ``spec`` in turn (a measured table: batch
+    only; traces: batch, bandwidth or prompt) and predict it. With ``out``, the folder gets
+    ``validation.csv``, ``validation.json``, ``validation.html`` and ``provenance.json``,
+    all or nothing (a non-empty ``out`` only with ``force``)."""
+    from edgetwin.calibration.fit_reference import leave_one_batch_out_table
+    from edgetwin.calibration.held_out import nested_coverage, with_coverage
+    from edgetwin.calibration.trace_profile import leave_one_out
+
+    spec_path = path_argument(spec, "spec")
+    choice_argument(by, "by", tuple(HOLDOUT_NAMES))
+    force = flag_argument(force, "force")
+    call = command_argument(command) or ["edgetwin.validate", str(spec_path), f"by={by}"]
+    out_dir = None if out is None else path_argument(out, "out")
+    with recording_reads() as reads:
+        kind = spec_kind(spec_path)
+        if kind == "android":
+            raise InputError(
+                spec_path, "kind", "an Android spec is checked by its scenario's tests"
+            )
+        if kind == "emu":
+            problem = "an emu spec is checked on a held-out sweep: benchmarks/bench_emu_loop.py"
+            raise InputError(spec_path, "kind", problem)
+        if out_dir is not None:  # before seconds of refitting
+            check_out_folder(out_dir, force, files_read())
+        if kind == "traces":
+            points = leave_one_out(spec_path, by)
+        elif by == "batch":
+            points = leave_one_batch_out_table(spec_path)
+        else:
+            raise InputError(spec_path, BY, "a measured table is validated by batch only")
+        if not points:
+            raise InputError(spec_path, BY, f"no data to leave out by {by}")
+        validation = Validation(points, with_coverage(summarise(points), nested_coverage(points)))
+        folder = nullcontext(None) if out_dir is None else output_folder(out_dir, force)
+        with folder as staging:
+            if staging is not None:
+                _write(staging, validation, f"edgetwin validation: {spec_path.name}", by)
+                write_provenance(staging, command=call, seed=None, inputs=reads)
+    return validation
+
+
+def _write(folder: Path, validation: Validation, title: str, by: HoldoutBy) -> None:
+    with (folder / "validation.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(
+            handle, VALIDATION_COLUMNS, lineterminator="\n", extrasaction="ignore"
+        )
+        writer.writeheader()
+        writer.writerows(validation.points)
+    (folder / "validation.json").write_text(json.dumps(validation.summary, indent=2) + "\n")
+    write_validation_report(folder, title, validation.points, validation.summary, held_out_by=by)
