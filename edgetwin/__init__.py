@@ -14,6 +14,7 @@ import importlib
 from typing import Any
 
 __all__ = [
+    "Report",
     "Results",
     "Validation",
     "calibrate",
@@ -22,6 +23,7 @@ __all__ = [
     "evaluate_affinity",
     "load_results",
     "load_scenario",
+    "report",
     "run",
     "run_plan",
     "validate",

@@ -26,7 +26,6 @@ from edgetwin.cli.inputs import (
 )
 from edgetwin.cli.plan import add_plan_arguments, plan_command
 from edgetwin.cli.progress import progress, progress_bar
-from edgetwin.comparison import check_reference
 from edgetwin.configuration import crowd_runs
 from edgetwin.errors import (
     InputError,
@@ -40,16 +39,9 @@ from edgetwin.evaluate.affinity import load_affinity_settings
 from edgetwin.file_kinds import Kind, check_kind
 from edgetwin.links import within_tolerance
 from edgetwin.provenance import edgetwin_version, recording_reads, write_provenance
-from edgetwin.reports import write_report
-from edgetwin.reports.static import (
-    STATIC_FORMATS,
-    browser_path,
-    check_figures_folder,
-    write_static_figures,
-)
-from edgetwin.results import read_results
+from edgetwin.reports.static import STATIC_FORMATS
 from edgetwin.scenario import RUN_MODES
-from edgetwin.workbench import evaluating, running, validating
+from edgetwin.workbench import evaluating, reporting, running, validating
 from edgetwin.workbench.calibrating import calibrate
 from edgetwin.workbench.comparing import compare
 from edgetwin.workbench.inputs import load_run_inputs
@@ -362,22 +354,10 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    results = args.dir / "results.csv"
-    if not results.is_file():
-        raise InputError(results, None, "file not found")
-    if not read_results(results):
-        raise InputError(results, None, "no rows (a header alone): no run to report")
-    reference = args.dir / "reference.csv"
-    if reference.exists():
-        check_reference(reference, reference, None)
-    if args.static:  # before the page is written
-        check_figures_folder(args.dir)
-        browser_path()
-    path = write_report(args.dir)
-    print(f"wrote {path}")
+    written = reporting.report(args.dir, static=args.static)
+    print(f"wrote {written.page}")
     if args.static:
-        figures = write_static_figures(args.dir, args.static)
-        print(f"wrote {counted(len(figures), 'figure')} to {args.dir}/figures")
+        print(f"wrote {counted(len(written.figures), 'figure')} to {args.dir}/figures")
     return 0
 
 

@@ -1,0 +1,52 @@
+"""``edgetwin.report``: a run's report written again from its folder, from Python, as
+``edgetwin report`` writes it (with its figures as static files if asked)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import edgetwin
+from edgetwin.errors import InputError
+
+JETSON = Path(__file__).resolve().parents[1] / "scenarios" / "prism_jetson.yaml"
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    edgetwin.run(JETSON, overrides=["sweeps=[{batch: [1, 2]}]"], out=tmp_path / "run")
+    return tmp_path / "run"
+
+
+@pytest.mark.timeout(120)
+def test_report_writes_the_page_again(run_dir: Path) -> None:
+    page = run_dir / "report.html"
+    page.unlink()
+    written = edgetwin.report(str(run_dir))
+    assert written == edgetwin.Report(page) and 'class="plotly-graph-div"' in page.read_text()
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(240)
+def test_report_exports_the_figures_when_asked(run_dir: Path) -> None:
+    if shutil.which("chromium") is None:
+        pytest.skip("chromium is not installed (CI installs it)")
+    written = edgetwin.report(run_dir, static="svg")
+    assert written.figures and sorted(written.figures) == sorted((run_dir / "figures").iterdir())
+    drawn = (run_dir / "report.html").read_text().count('class="plotly-graph-div"')
+    assert len(written.figures) == drawn
+
+
+@pytest.mark.timeout(120)
+def test_bad_report_arguments_name_the_argument_or_the_file(run_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(InputError) as raised:
+        edgetwin.report(run_dir, static="gif")  # type: ignore[arg-type]
+    assert raised.value.field == "static"
+    with pytest.raises(InputError, match="file not found") as raised:
+        edgetwin.report(tmp_path / "empty")
+    assert raised.value.path == str(tmp_path / "empty" / "results.csv")
+    with pytest.raises(InputError) as raised:
+        edgetwin.report(None)  # type: ignore[arg-type]
+    assert raised.value.field == "folder"
