@@ -261,11 +261,27 @@ def validation_error(exc: ValidationError, path: Path | str) -> InputError:
         message = "required key is missing"
     elif kind == "too_short" and not error.get("input"):
         message = _EMPTY_LIST
-    elif "input" in error and kind != BOOLEAN_NUMBER:
-        given = error["input"]
-        if not isinstance(given, dict | list) or len(repr(given)) <= 60:
-            message += f" (got {shown(given)})"
+    elif kind == "union_tag_invalid":  # pydantic's words name neither the key nor its place
+        context = error["ctx"]
+        key = context["discriminator"].strip("'")
+        message = f"unknown {key} {context['tag']!r}: one of "
+        return InputError(path, field, message + context["expected_tags"])
+    elif kind == "union_tag_not_found":
+        discriminator = error["ctx"]["discriminator"]
+        message = f"needs a {discriminator} key: it says which form this takes{_got(error)}"
+    elif kind != BOOLEAN_NUMBER:
+        message += _got(error)
     return InputError(path, field, message)
+
+
+def _got(error: Any) -> str:
+    """`` (got VALUE)`` for a pydantic error's input, if it has one short enough to show."""
+    if "input" not in error:
+        return ""
+    given = error["input"]
+    if isinstance(given, dict | list) and len(repr(given)) > 60:
+        return ""
+    return f" (got {shown(given)})"
 
 
 def _is_union_tag(part: object) -> bool:

@@ -133,6 +133,26 @@ CASES = [
         ("'network.bandwidth_mbps'", "greater than 0", "-5"),
     ),
     Case("noise-cv-2", scenario_text(noise_cv=2), ("'noise_cv'", "less than or equal to 1")),
+    Case(  # pydantic said "Unable to extract tag using discriminator 'kind'"
+        "distribution-without-kind",
+        scenario_text(
+            devices__0__availability={
+                "up": {"value_s": 5},
+                "down": {"kind": "constant", "value_s": 1},
+            }
+        ),
+        ("'devices.0.availability.up'", "needs a 'kind' key", "(got {'value_s': 5})"),
+    ),
+    Case(  # pydantic said "Input tag 'gamma' found using 'kind' does not match any of ..."
+        "distribution-of-unknown-kind",
+        scenario_text(
+            devices__0__availability={
+                "up": {"kind": "gamma"},
+                "down": {"kind": "constant", "value_s": 1},
+            }
+        ),
+        ("'devices.0.availability.up'", "unknown kind 'gamma': one of 'constant', 'exponential'"),
+    ),
     Case(
         "zero-batch",
         scenario_text(sweeps=[{"batch": [1, 0]}]),
