@@ -131,3 +131,14 @@ def test_the_api_names_are_the_workbenchs() -> None:
     assert edgetwin.__all__ == workbench.__all__
     for name in edgetwin.__all__:
         assert getattr(edgetwin, name) is getattr(workbench, name)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("seed", [True, "1", -1, 1.5], ids=["bool", "str", "negative", "float"])
+def test_a_bad_seed_argument_names_the_argument(seed: object, tmp_path: Path) -> None:
+    """A bad ``seed=`` was blamed on the scenario file's field 'seed', which the file
+    need not have."""
+    with pytest.raises(InputError) as raised:
+        edgetwin.run(JETSON, seed=seed, out=tmp_path / "out")  # type: ignore[arg-type]
+    assert (raised.value.path, raised.value.field) == (None, "seed")
+    assert not (tmp_path / "out").exists()

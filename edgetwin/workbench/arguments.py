@@ -81,3 +81,12 @@ def progress_argument(value: Any, name: str = "progress") -> Progress:
             yield advance
 
     return checked
+
+
+def seed_argument(value: Any, name: str = "seed") -> int | None:
+    """``value``, None or a whole number >= 0 (``True`` is refused: it would read as 1)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(None, name, f"a whole number >= 0, not {shown(value)}")
+    return value

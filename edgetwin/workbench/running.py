@@ -30,6 +30,7 @@ from edgetwin.workbench.arguments import (
     overrides_argument,
     path_argument,
     progress_argument,
+    seed_argument,
 )
 from edgetwin.workbench.inputs import RunInputs, load_run_inputs, scenario_run_inputs
 from edgetwin.workbench.output import output_folder, removed_if_killed, scratch_folder
@@ -70,7 +71,7 @@ def run(
     """
     if mode is not None:
         choice_argument(mode, "mode", RUN_MODES)
-    items = run_overrides(overrides_argument(overrides), seed, mode)
+    items = run_overrides(overrides_argument(overrides), seed_argument(seed), mode)
     choice_argument(format, "format", FORMATS)
     force, trace = flag_argument(force, "force"), flag_argument(trace, "trace")
     if trace and out is None:  # the timelines are files in out: without it they were lost
