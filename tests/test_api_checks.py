@@ -134,7 +134,7 @@ def test_the_api_names_are_the_workbenchs() -> None:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("seed", [True, "1", -1, 1.5], ids=["bool", "str", "negative", "float"])
+@pytest.mark.parametrize("seed", [True, "1", 1.5], ids=["bool", "str", "float"])
 def test_a_bad_seed_argument_names_the_argument(seed: object, tmp_path: Path) -> None:
     """A bad ``seed=`` was blamed on the scenario file's field 'seed', which the file
     need not have."""

@@ -84,9 +84,10 @@ def progress_argument(value: Any, name: str = "progress") -> Progress:
 
 
 def seed_argument(value: Any, name: str = "seed") -> int | None:
-    """``value``, None or a whole number >= 0 (``True`` is refused: it would read as 1)."""
+    """``value``, None or a whole number (``True`` is refused: it would read as 1); its range
+    is the scenario's ``seed``'s, checked with the scenario as ``--seed`` is."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InputError(None, name, f"a whole number >= 0, not {shown(value)}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(None, name, f"a whole number, not {shown(value)}")
     return value
