@@ -19,6 +19,11 @@ def path_argument(value: Any, name: str) -> Path:
     raise InputError(None, name, f"a path (str or Path), not {shown(value)}")
 
 
+def out_argument(value: Any, name: str = "out") -> Path | None:
+    """``value``, None (nothing is written) or a folder's path (a ``str`` or ``Path``)."""
+    return None if value is None else path_argument(value, name)
+
+
 def overrides_argument(value: Any, name: str = "overrides") -> list[str]:
     """``value``, a sequence of ``"key.sub=value"`` strings (one string alone is refused:
     iterating it would read each character as an item)."""
@@ -50,6 +55,13 @@ def command_argument(value: Any, name: str = "command") -> list[str] | None:
         if not isinstance(item, str):
             raise InputError(None, f"{name}.{k}", f"an argument string, not {shown(item)}")
     return list(value)
+
+
+def recorded_command(value: Any, *call: str) -> list[str]:
+    """What ``provenance.json`` records as the command: ``value`` (the command line, checked
+    as ``command_argument``), else ``call``, the API call made."""
+    given = command_argument(value)
+    return list(call) if given is None else given
 
 
 def choice_argument(value: Any, name: str, choices: Sequence[str]) -> Any:

@@ -13,7 +13,7 @@ from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import DeviceProfile
 from edgetwin.provenance import recording_reads
 from edgetwin.schema import read_yaml_mapping
-from edgetwin.workbench.arguments import path_argument
+from edgetwin.workbench.arguments import out_argument, path_argument
 
 
 def calibrate(
@@ -28,7 +28,7 @@ def calibrate(
     passes its command line; ``None`` records this call).
     """
     spec_path = path_argument(spec, "spec")
-    out_path = None if out is None else path_argument(out, "out")
+    out_path = out_argument(out)
     if command is None:
         written = None if out_path is None else str(out_path)
         command = f"edgetwin.calibrate({str(spec_path)!r}, out={written!r})"

@@ -23,8 +23,13 @@ from edgetwin.errors import InputError
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.html import write_comparison_report
 from edgetwin.results import read_results, read_table
-from edgetwin.workbench.arguments import command_argument, flag_argument, path_argument
-from edgetwin.workbench.output import output_folder
+from edgetwin.workbench.arguments import (
+    flag_argument,
+    out_argument,
+    path_argument,
+    recorded_command,
+)
+from edgetwin.workbench.output import output_folder_if
 
 
 def compare(
@@ -45,17 +50,16 @@ def compare(
     predicted_dir = path_argument(predicted, "predicted")
     measured_dir = path_argument(measured, "measured")
     force = flag_argument(force, "force")
-    call = command_argument(command)
-    out_dir = None if out is None else path_argument(out, "out")
+    call = recorded_command(command, "edgetwin.compare", str(predicted_dir), str(measured_dir))
+    out_dir = out_argument(out)
     with recording_reads() as reads:
         comparison = _compared(predicted_dir, measured_dir, out_dir, force)
-        if out_dir is not None:
-            with output_folder(out_dir, force) as staging:
+        with output_folder_if(out_dir, force) as staging:
+            if staging is not None:
                 write_comparison_csv(staging / "comparison.csv", comparison)
                 title = f"edgetwin: {predicted_dir.name} vs {measured_dir.name}"
                 write_comparison_report(staging, title, comparison)
-                recorded = call or ["edgetwin.compare", str(predicted_dir), str(measured_dir)]
-                write_provenance(staging, command=recorded, seed=None, inputs=reads)
+                write_provenance(staging, command=call, seed=None, inputs=reads)
     return comparison
 
 

@@ -6,7 +6,6 @@ schedulers against the offline optimum."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Literal
 
@@ -20,13 +19,14 @@ from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.reports.affinity import write_affinity_report
 from edgetwin.workbench.arguments import (
     choice_argument,
-    command_argument,
     flag_argument,
+    out_argument,
     overrides_argument,
     path_argument,
     progress_argument,
+    recorded_command,
 )
-from edgetwin.workbench.output import output_folder
+from edgetwin.workbench.output import output_folder_if
 
 AFFINITY_MODES = ("twin", "emu")
 
@@ -49,13 +49,14 @@ def evaluate_adaptive(
     """
     spec_path = path_argument(spec, "spec")
     items = tuple(overrides_argument(overrides))
-    call = _call(command, "edgetwin.evaluate_adaptive", spec_path, items)
+    call = recorded_command(command, "edgetwin.evaluate_adaptive", str(spec_path), *items)
+    out_dir, force = out_argument(out), flag_argument(force, "force")
     shows = progress_argument(progress)
     with recording_reads() as reads:
         inputs = load_eval_inputs(spec_path, items)
         steps = evaluation_steps(inputs.scenario, inputs.settings, inputs.map_table)
         with (
-            _folder(out, force) as staging,
+            output_folder_if(out_dir, force) as staging,
             shows(f"evaluate {spec_path.name}, twin sweeps", steps) as advance,
         ):
             result = evaluate_policies(
@@ -90,33 +91,18 @@ def evaluate_affinity(
     spec_path = path_argument(spec, "spec")
     if mode is not None:
         choice_argument(mode, "mode", AFFINITY_MODES)
-    call = _call(command, "edgetwin.evaluate_affinity", spec_path, ())
+    call = recorded_command(command, "edgetwin.evaluate_affinity", str(spec_path))
+    out_dir, force = out_argument(out), flag_argument(force, "force")
     shows = progress_argument(progress)
     with recording_reads() as reads:
         settings, scenarios = load_affinity_settings(spec_path, mode)
         seeds = {scenario.seed for scenario, _ in scenarios}
         seed = seeds.pop() if len(seeds) == 1 else None  # None: the instances differ
         label = f"evaluate-affinity {spec_path.name} ({settings.mode}), instances"
-        with _folder(out, force) as staging:
+        with output_folder_if(out_dir, force) as staging:
             with shows(label, len(scenarios)) as advance:
                 result = evaluate_schedulers(settings, scenarios, advance)
             if staging is not None:
                 write_affinity_report(staging, result)
                 write_provenance(staging, command=call, seed=seed, inputs=reads)
     return result
-
-
-def _call(
-    command: Sequence[str] | None, function: str, spec: Path, overrides: tuple[str, ...]
-) -> list[str]:
-    """What ``provenance.json`` records: the command line given, else this call."""
-    given = command_argument(command)
-    return given if given is not None else [function, str(spec), *overrides]
-
-
-def _folder(out: str | Path | None, force: bool) -> AbstractContextManager[Path | None]:
-    """The staging folder that replaces ``out`` on success; None without ``out``."""
-    force = flag_argument(force, "force")
-    if out is None:
-        return nullcontext()
-    return output_folder(path_argument(out, "out"), force)

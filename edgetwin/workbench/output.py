@@ -44,6 +44,11 @@ def output_folder(
             shutil.rmtree(staging, ignore_errors=True)
 
 
+def output_folder_if(out: Path | None, force: bool) -> AbstractContextManager[Path | None]:
+    """``output_folder(out, force)``, or nothing (``None``) without ``out``."""
+    return nullcontext() if out is None else output_folder(out, force)
+
+
 @contextmanager
 def scratch_folder(tracked: Tracker | None = None) -> Iterator[Path]:
     """A temporary folder for a run that publishes nothing; removed at the end."""

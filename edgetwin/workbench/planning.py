@@ -23,11 +23,11 @@ from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.plan import write_plan_report
 from edgetwin.workbench.arguments import (
-    command_argument,
     flag_argument,
     overrides_argument,
     path_argument,
     progress_argument,
+    recorded_command,
 )
 from edgetwin.workbench.output import output_folder
 
@@ -59,7 +59,7 @@ def run_plan(
     out_dir = path_argument(out, "out")
     items = tuple(overrides_argument(overrides))
     force = flag_argument(force, "force")
-    call = command_argument(command) or ["edgetwin.run_plan", str(question_path), *items]
+    call = recorded_command(command, "edgetwin.run_plan", str(question_path), *items)
     shows = progress_argument(progress)
     with recording_reads() as reads:
         loaded = load_question(question_path, items)

@@ -25,11 +25,12 @@ from edgetwin.sim.runner import build_fleet, run_scenario, unplayed_by_fleet
 from edgetwin.sim.trace import chrome_trace
 from edgetwin.workbench.arguments import (
     choice_argument,
-    command_argument,
     flag_argument,
+    out_argument,
     overrides_argument,
     path_argument,
     progress_argument,
+    recorded_command,
     seed_argument,
 )
 from edgetwin.workbench.inputs import RunInputs, load_run_inputs, scenario_run_inputs
@@ -76,9 +77,9 @@ def run(
     force, trace = flag_argument(force, "force"), flag_argument(trace, "trace")
     if trace and out is None:  # the timelines are files in out: without it they were lost
         raise InputError(None, "trace", "the timelines are written into out: give out too")
-    command = command_argument(command)
+    call = recorded_command(command, *_api_call(scenario, items))
     shows = progress_argument(progress)
-    folder_out = None if out is None else path_argument(out, "out")
+    folder_out = out_argument(out)
     if isinstance(scenario, Scenario):
         inputs = scenario_run_inputs(scenario, items)
     else:
@@ -101,7 +102,6 @@ def run(
         )
         if out is not None:
             results.write_into(staging, format)
-            call = command if command is not None else _api_call(scenario, items)
             write_provenance(staging, command=call, seed=chosen.seed, inputs=inputs.files)
     return (
         results if folder_out is None else replace(results, provenance=read_provenance(folder_out))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,13 @@ from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.workbench.arguments import (
     choice_argument,
-    command_argument,
     flag_argument,
+    out_argument,
     path_argument,
+    recorded_command,
 )
 from edgetwin.workbench.calibrating import spec_kind
-from edgetwin.workbench.output import output_folder
+from edgetwin.workbench.output import output_folder_if
 
 BY = "--by (by= in Python)"  # how an error names what is left out
 VALIDATION_COLUMNS = ("metric", "point", "held_out", "measured", "predicted", "error_pct")
@@ -59,8 +59,8 @@ def validate(
     spec_path = path_argument(spec, "spec")
     choice_argument(by, "by", tuple(HOLDOUT_NAMES))
     force = flag_argument(force, "force")
-    call = command_argument(command) or ["edgetwin.validate", str(spec_path), f"by={by}"]
-    out_dir = None if out is None else path_argument(out, "out")
+    call = recorded_command(command, "edgetwin.validate", str(spec_path), f"by={by}")
+    out_dir = out_argument(out)
     with recording_reads() as reads:
         kind = spec_kind(spec_path)
         if kind == "android":
@@ -81,8 +81,7 @@ def validate(
         if not points:
             raise InputError(spec_path, BY, f"no data to leave out by {by}")
         validation = Validation(points, with_coverage(summarise(points), nested_coverage(points)))
-        folder = nullcontext(None) if out_dir is None else output_folder(out_dir, force)
-        with folder as staging:
+        with output_folder_if(out_dir, force) as staging:
             if staging is not None:
                 _write(staging, validation, f"edgetwin validation: {spec_path.name}", by)
                 write_provenance(staging, command=call, seed=None, inputs=reads)
