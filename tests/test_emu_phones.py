@@ -51,3 +51,34 @@ def test_a_summary_written_before_waited_loads_were_kept_counts_whole_loads() ->
     row = summary_row(summary, scenario="emu_crowdio_cpu", bandwidth_mbps=10.0)
     assert row.load_ms == pytest.approx(sum(t.report.load_ms for t in chain))
     assert row.load_ms > 0
+
+
+def test_a_task_counts_only_the_part_of_its_load_after_its_dispatch() -> None:
+    task = max(read_summaries(RUN)[0].tasks, key=lambda t: t.report.load_ms)
+    load_ms = task.report.load_ms
+    assert load_ms > 100
+    whole = task.model_copy(
+        update={"ready_ms": 0.0, "dispatch_ms": 40.0, "waited_load_ms": load_ms}
+    )
+    assert whole.load_after_dispatch_ms == load_ms  # began at dispatch
+    tail = whole.model_copy(update={"waited_load_ms": 100.0})  # ended 100 ms after ready
+    assert tail.load_after_dispatch_ms == pytest.approx(60.0)
+    before = whole.model_copy(update={"waited_load_ms": 30.0})  # ended before dispatch
+    assert before.load_after_dispatch_ms == 0.0
+    assert task.model_copy(update={"waited_load_ms": None}).load_after_dispatch_ms == load_ms
+
+
+def test_a_load_over_before_its_task_was_ready_is_message_time_no_more() -> None:
+    """Loads that ended before their tasks were ready (broadcast or JIT loads) are not in
+    the tasks' round trips: the fitted message overhead does not subtract them."""
+    scenario = load_scenario(SCENARIO)
+    summaries = read_summaries(RUN)
+    early = [
+        s.model_copy(
+            update={"tasks": tuple(t.model_copy(update={"waited_load_ms": 0.0}) for t in s.tasks)}
+        )
+        for s in summaries
+    ]
+    whole = fit_emulated_phones(scenario, SCENARIO, summaries)[0].network.message_overhead_ms
+    waited = fit_emulated_phones(scenario, SCENARIO, early)[0].network.message_overhead_ms
+    assert waited > whole

@@ -16,7 +16,8 @@ when it dispatched the task and when the result came. From the jobs of one run
 - inference: ``floor + gflops / rate`` (non-negative least squares) on the median
   decode + inference + encode of each stage;
 - message overhead: half the median of what a task's time on the foreman's clock
-  has beyond its load and its work, less the bytes' time on the link;
+  (dispatch to done) has beyond the part of its load in that time and its work, less
+  the bytes' time on the link;
 - the link's share of its rate: median iperf3 goodput / set rate (``link_check.csv``);
 - RAM, cache, battery and power: the class's profile in the scenario (the emulator
   gives each host that profile's budget and power model).
@@ -82,7 +83,9 @@ def fit_emulated_phones(
             busy_ms = report.decode_ms + report.compute_ms + report.encode_ms
             work[(kind, task.stage)].append(busy_ms)
             wire_ms = (report.bytes_in + report.bytes_out) * 8 / rate_kbps
-            residual.append(task.done_ms - task.dispatch_ms - report.load_ms - busy_ms - wire_ms)
+            residual.append(
+                task.done_ms - task.dispatch_ms - task.load_after_dispatch_ms - busy_ms - wire_ms
+            )
     overhead_ms = max(0.0, median(residual) / 2 - scenario.network.latency_ms)
     ratios: dict[str, list[float]] = defaultdict(list)  # load / this machine's, by class
     for (kind, name), ms in loads.items():

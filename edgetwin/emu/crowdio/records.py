@@ -121,6 +121,18 @@ class TaskTiming(Record):
         """The load this task's row counts (results' ``load_ms``)."""
         return self.report.load_ms if self.waited_load_ms is None else self.waited_load_ms
 
+    @property
+    def load_after_dispatch_ms(self) -> float:
+        """The part of the counted load between dispatch and done (what the foreman's clock
+        shows of it in the task's round trip). A load cut short by ``ready_ms`` ended
+        ``counted_load_ms`` after it, so only its tail past dispatch counts; a whole load
+        (or one of an older summary) is taken to have begun at dispatch, when the core
+        gave the task to a worker without its stage resident."""
+        counted = self.counted_load_ms
+        if counted >= self.report.load_ms:
+            return counted
+        return max(0.0, counted - (self.dispatch_ms - self.ready_ms))
+
 
 class WorkerSummary(Record):
     """One worker's part in a job."""
