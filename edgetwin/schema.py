@@ -308,12 +308,20 @@ def validate_model(model: type[ModelT], raw: Any, path: Path | str) -> ModelT:
 
 
 def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
-    """Apply ``a.b.c=value`` (value parsed as YAML) to a raw scenario mapping."""
+    """Apply ``a.b.c=value`` (value parsed as YAML) to a raw scenario mapping, or remove
+    the key ``a.b.c`` for ``~a.b.c`` (the field then takes its default; a list item is
+    removed from its list)."""
     key, sep, text = item.partition("=")
-    if not sep or not key:
-        raise InputError(path, None, f"override {shown(item)}: expected key=value")
-    if "" in key.split("."):
+    removal = not sep and key.startswith("~")
+    if removal:
+        key = key[1:]
+    elif not sep or not key:
+        raise InputError(path, None, f"override {shown(item)}: expected key=value or ~key")
+    if not key or "" in key.split("."):
         raise InputError(path, None, f"override {shown(key)}: a dotted key with an empty part")
+    if removal:
+        _remove(raw, key, path)
+        return
     try:
         value = load_yaml(text)
     except yaml.YAMLError:
@@ -332,6 +340,26 @@ def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
         node[_index(node, last, key, path)] = value
     elif isinstance(node, dict):
         node[last] = value
+    else:
+        raise InputError(path, key, "an override goes inside a value that is not a mapping or list")
+
+
+def _remove(raw: dict[str, Any], key: str, path: Path) -> None:
+    """Remove ``key`` (dotted) from ``raw``: an InputError when it is not there."""
+    node: Any = raw
+    parts = key.split(".")
+    for depth, part in enumerate(parts[:-1]):
+        field = ".".join(parts[: depth + 1])
+        if isinstance(node, dict) and part not in node:
+            raise InputError(path, key, f"override {shown('~' + key)}: no such key to remove")
+        node = _child(node, part, field, path)
+    last = parts[-1]
+    if isinstance(node, list):
+        del node[_index(node, last, key, path)]
+    elif isinstance(node, dict) and last in node:
+        del node[last]
+    elif isinstance(node, dict):
+        raise InputError(path, key, f"override {shown('~' + key)}: no such key to remove")
     else:
         raise InputError(path, key, "an override goes inside a value that is not a mapping or list")
 

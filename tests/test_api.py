@@ -217,6 +217,14 @@ def test_bad_input_names_the_field_and_writes_nothing(tmp_path: Path) -> None:
         edgetwin.load_results(tmp_path)
 
 
+def test_an_override_removes_a_key_and_its_field_takes_the_default() -> None:
+    """``~key`` drops a key: a list item from its list, a field back to its default."""
+    result = edgetwin.run(JETSON, overrides=[*SMALL, "~strategies.0", "~input_source"])
+    assert {row.strategy for row in result.rows} == {"voltage", "prism"}
+    assert result.scenario is not None
+    assert result.scenario.input_source == "terminal"  # the file says replicated
+
+
 @pytest.mark.parametrize(
     ("overrides", "trace", "named"),
     [

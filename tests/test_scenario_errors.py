@@ -439,6 +439,18 @@ CASES = [
     Case("huge-preset", scenario_text(model={"preset": HUGE}), ("'model'", "unknown preset", "…")),
     Case("huge-unknown-key", scenario_text(**{HUGE: 1}), ("unknown key", "…")),
     Case("huge-set-item", scenario_text(), ("expected key=value", "…"), ("--set", HUGE)),
+    Case(
+        "set-remove-missing",
+        scenario_text(),
+        ("'network.loss'", "override '~network.loss': no such key to remove"),
+        ("--set", "~network.loss"),
+    ),
+    Case(
+        "set-remove-required",
+        scenario_text(),
+        ("'devices'", "needs at least one device class"),
+        ("--set", "~devices"),
+    ),
 ]
 
 

@@ -14,8 +14,15 @@ def add_out_argument(parser: argparse.ArgumentParser, help_text: str = "output f
 
 
 def add_set_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
-    """``--set KEY=VALUE`` (repeatable): override a field of the input file."""
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=help_text)
+    """``--set KEY=VALUE`` (repeatable): override a field of the input file; ``--set ~KEY``
+    removes it."""
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"{help_text}; --set ~KEY removes a key (its default applies)",
+    )
 
 
 def add_quiet_argument(parser: argparse.ArgumentParser) -> None:
