@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import csv
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from statistics import fmean, median
+from statistics import median
 from typing import Any, TypedDict
 
 from edgetwin.errors import InputError, shown
@@ -44,7 +45,9 @@ def compared(metric: str, key: RowKey) -> bool:
 
 
 class ComparisonPoint(TypedDict):
-    """One metric of one configuration; ``error_pct`` is None when measured is 0."""
+    """One metric of one configuration: ``measured`` and ``predicted`` are the medians of
+    each side's rows of it (``compare_to_reference``); ``error_pct`` is None when measured
+    is 0."""
 
     key: RowKey
     metric: str
@@ -55,7 +58,8 @@ class ComparisonPoint(TypedDict):
 
 @dataclass(frozen=True)
 class Comparison:
-    """Compared points, median absolute % error per metric, and the keys of the rows with
+    """Compared points (one per configuration and metric), median absolute % error per
+    metric over them, and the keys of the rows with
     no counterpart: measured reference rows with no ``ok`` result (``unmatched_keys``),
     ``ok`` results with no measured reference row (``unmeasured_keys``), one per row; a
     reference row measured nothing if every metric is empty (a failed run). ``warnings``:
@@ -73,45 +77,66 @@ def error_pct(measured: float, predicted: float) -> float | None:
     return None if measured == 0 else (predicted - measured) / measured * 100.0
 
 
-def _predicted(results_rows: Iterable[ResultRow]) -> dict[tuple[RowKey, str], float]:
+def _number(value: object) -> float | None:
+    """A metric's cell as a float: a ``ResultRow``'s float (NaN, a failed run's, is none) or a
+    table's text (empty is none)."""
+    if isinstance(value, int | float):
+        return None if math.isnan(value) else float(value)
+    return parse_number(None if value is None else str(value))
+
+
+def configuration_medians(
+    records: Iterable[Mapping[str, object]],
+) -> dict[tuple[RowKey, str], float]:
+    """Per configuration (``row_key``) and compared metric, the median of its rows' values:
+    its repetitions, and a crowd run's jobs; a row without a value for a metric (a failed
+    run) does not count for it. Keys in the order of their first row."""
     values: dict[tuple[RowKey, str], list[float]] = defaultdict(list)
-    for row in results_rows:
-        if row.status != "ok":
-            continue
-        record = asdict(row)
+    for record in records:
         key = row_key(record)
         for metric in METRICS:
-            if record[metric] is not None and compared(metric, key):
-                values[(key, metric)].append(float(record[metric]))
-    return {slot: fmean(found) for slot, found in values.items()}
+            value = _number(record.get(metric))
+            if value is not None and compared(metric, key):
+                values[(key, metric)].append(value)
+    return {slot: median(found) for slot, found in values.items()}
 
 
 def compare_to_reference(
     results_rows: Iterable[ResultRow], reference_rows: Iterable[Mapping[str, str]]
 ) -> Comparison:
-    """Join reference rows to the rep means of the ``ok`` results by ``row_key``.
+    """Join the reference (measured) rows to the ``ok`` results (predicted) by ``row_key``:
+    one point per configuration and metric, the median of each side's rows of that
+    configuration (``configuration_medians``) against the other's.
 
-    A reference row with an empty metric, or with no predicted value for it,
-    is left out for that metric. Points are ordered by metric, then reference row.
+    Repeated measurements are compared as per-configuration medians, not row by row and not
+    repetition k against repetition k: the two sides' repetitions are not paired (a twin
+    and an emulator run share no more than an index, and may repeat a different number of
+    times), a row-by-row join counted each configuration once per repetition and put the
+    spread of the repetitions into the error (a table against itself was not 0 %), and the
+    median, unlike the mean, is not moved by one repetition slowed by other work on the
+    machine (as ``truth_table`` in docs/adaptive.md). The same statistic on both sides makes
+    a table compared with itself exact. A table of one row per configuration (a published
+    one) counts with that row.
+
+    A metric a side has no value for is left out for that configuration. Points are ordered
+    by metric, then by the configuration's first reference row.
     """
     results = list(results_rows)
-    predicted = _predicted(results)
+    predicted = configuration_medians(asdict(row) for row in results if row.status == "ok")
     reference = list(reference_rows)
+    measured = configuration_medians(reference)
     points: list[ComparisonPoint] = []
     for metric in METRICS:
-        for record in reference:
-            measured = parse_number(record.get(metric))
-            key = row_key(record)
-            if measured is None or (key, metric) not in predicted:
+        for (key, of), value in measured.items():
+            if of != metric or (key, metric) not in predicted:
                 continue
-            value = predicted[(key, metric)]
             points.append(
                 ComparisonPoint(
                     key=key,
                     metric=metric,
-                    measured=measured,
-                    predicted=value,
-                    error_pct=error_pct(measured, value),
+                    measured=value,
+                    predicted=predicted[(key, metric)],
+                    error_pct=error_pct(value, predicted[(key, metric)]),
                 )
             )
     predicted_keys = {key for key, _ in predicted}
@@ -289,11 +314,12 @@ def jobs_warning(
     predicted: Path, predicted_jobs: int, measured: Path, measured_jobs: int
 ) -> str | None:
     """A warning when one side's crowd runs are a stream of jobs and the other's are not:
-    a point averages every job of a run, and later jobs meet warm caches and a queue."""
+    a point is the median of every job of a configuration's runs, and later jobs meet warm
+    caches and a queue."""
     if predicted_jobs == measured_jobs or max(predicted_jobs, measured_jobs) <= 1:
         return None
     return (
         f"{predicted} has up to {predicted_jobs} jobs a run and {measured} {measured_jobs}: "
-        "each point averages a run's jobs (crowd.job.interarrival), later ones with warm "
+        "each point is the median of a run's jobs (crowd.job.interarrival), later ones with warm "
         "caches and a queue"
     )

@@ -428,6 +428,8 @@ def test_compare_says_when_one_side_runs_a_stream_of_jobs(
     assert f"{many} has up to 4 jobs a run and {one} 1" in capsys.readouterr().err
     assert main(["compare", one, one]) == 0
     assert "jobs a run" not in capsys.readouterr().err
+    assert main(["compare", many, many]) == 0  # each job was a point against their mean
+    assert "total_ms: median |error| 0.0 % over 4 points" in capsys.readouterr().out
 
 
 def test_version_names_the_installed_package(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,7 +4,8 @@
 2. this machine's profile is fitted from that folder alone -> ``OUT/machine/profile.yaml``;
 3. the twin runs sweep B (``check``) with that profile -> ``OUT/twin_check``;
 4. the emulator runs sweep B -> ``OUT/emu_check`` (after the fit: the fit cannot see it);
-5. twin vs emulator on B, point by point -> ``OUT/comparison.csv``, per-metric medians;
+5. twin vs emulator on B, configuration by configuration (the median of each side's
+   repetitions, as ``edgetwin compare``) -> ``OUT/comparison.csv``, per-metric medians;
    also against each configuration's fastest repetition (the least disturbed by other
    load on the machine) -> ``OUT/comparison_fastest.csv``.
 
@@ -36,8 +37,8 @@ class LoopSettings:
 
 @dataclass
 class LoopResult:
-    """The fitted profile, twin vs emulator on the check sweep (every repetition, and the
-    fastest of each configuration), and seconds per step."""
+    """The fitted profile, twin vs emulator on the check sweep (each configuration's
+    median repetition, and its fastest), and seconds per step."""
 
     profile: DeviceProfile
     check: Comparison
