@@ -11,9 +11,17 @@ from types import FrameType
 
 SHOWN_VALUE_CHARS = 80  # an echoed value (a path, a bad value) is cut to this many characters
 _PATH_CHARS = 160
-TRACE_ASKED = "--trace (trace=True in Python)"  # how an error names a run's trace option
 _FIELD_CHARS = 80
 _PROBLEM_CHARS = 300
+
+
+def option_named(option: str, argument: str) -> str:
+    """How an error that a Python caller can hit names a command-line option: the option,
+    then the argument of the Python API that gives it, ``--workers (workers= in Python)``."""
+    return f"{option} ({argument} in Python)"
+
+
+TRACE_ASKED = option_named("--trace", "trace=True")  # a run's trace option
 
 
 class RunFailed(RuntimeError):

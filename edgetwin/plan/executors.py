@@ -12,8 +12,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Protocol
 
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, option_named
 from edgetwin.plan.sweep import ConfigResult, Payload, chunks, run_chunk
+
+SCHEDULER = option_named("--scheduler", "scheduler=")  # how an error names the Dask scheduler
 
 OnDone = Callable[[ConfigResult], None]
 MAX_CHUNK = 64  # configurations per task: small enough to resume and balance, big enough to batch
@@ -105,9 +107,7 @@ class DaskExecutor:
             try:
                 distributed.comm.resolve_address(scheduler)
             except (OSError, ValueError) as exc:
-                raise InputError(
-                    None, "--scheduler (scheduler= in Python)", f"not a scheduler address: {exc}"
-                ) from None
+                raise InputError(None, SCHEDULER, f"not a scheduler address: {exc}") from None
 
     def run(self, payload: Payload, indexes: Sequence[int], on_done: OnDone) -> None:
         distributed = _distributed()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from edgetwin.atomic import check_out_folder
-from edgetwin.errors import InputError, shown
+from edgetwin.errors import InputError, option_named, shown
 from edgetwin.plan.executors import DaskExecutor, Executor, PoolExecutor, SerialExecutor
 from edgetwin.plan.journal import PARTIAL, ROWS_FILE, JournalBusy, journal_held
 from edgetwin.plan.questions import load_question
@@ -31,7 +31,7 @@ from edgetwin.workbench.arguments import (
 )
 from edgetwin.workbench.output import output_folder
 
-WORKERS = "--workers (workers= in Python)"  # how an error names the pool's size
+WORKERS = option_named("--workers", "workers=")  # how an error names the pool's size
 
 
 def run_plan(

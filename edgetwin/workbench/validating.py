@@ -13,7 +13,7 @@ from typing import Any
 
 from edgetwin.atomic import check_out_folder
 from edgetwin.calibration.held_out import HOLDOUT_NAMES, HoldoutBy
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, option_named
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.validation import summarise, write_validation_report
 from edgetwin.workbench.arguments import (
@@ -26,7 +26,7 @@ from edgetwin.workbench.arguments import (
 from edgetwin.workbench.calibrating import spec_kind
 from edgetwin.workbench.output import output_folder_if
 
-BY = "--by (by= in Python)"  # how an error names what is left out
+BY = option_named("--by", "by=")  # how an error names what is left out
 VALIDATION_COLUMNS = ("metric", "point", "held_out", "measured", "predicted", "error_pct")
 
 
