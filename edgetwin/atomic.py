@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
-from edgetwin.errors import InputError, raise_if_stop_asked
+from edgetwin.errors import FORCE_OPTION, OUT_OPTION, InputError, raise_if_stop_asked
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -80,12 +80,13 @@ def check_out_folder(
     ``in_place`` (a plan's journal)."""
     found = output_kind(out)
     if found not in (None, "folder"):
-        raise InputError(out, None, "--out exists and is not a folder")
+        raise InputError(out, None, f"{OUT_OPTION} exists and is not a folder")
     if found == "folder":
         _check_replaceable(out, inputs)
         if not in_place and os.path.ismount(out.resolve()):  # EBUSY at the end, else
             problem = (
-                "--out is a mount point, which cannot be swapped for a new folder: use one in it"
+                f"{OUT_OPTION} is a mount point, which cannot be swapped for a new folder: "
+                "use one in it"
             )
             raise InputError(out, None, problem)
     if force or found is None:
@@ -95,17 +96,17 @@ def check_out_folder(
     except OSError as exc:
         raise InputError(out, None, f"cannot read the output folder: {exc.strerror}") from None
     if not empty:
-        problem = "--out is not empty; pass --force (force=True in Python) to replace it whole"
+        problem = f"{OUT_OPTION} is not empty; pass {FORCE_OPTION} to replace it whole"
         raise InputError(out, None, problem)
 
 
 def _check_replaceable(out: Path, inputs: Iterable[str]) -> None:
     here = out.resolve()
     if Path.cwd().resolve().is_relative_to(here):
-        raise InputError(out, None, "--out is the current folder or holds it")
+        raise InputError(out, None, f"{OUT_OPTION} is the current folder or holds it")
     held = next((p for p in inputs if Path(p).resolve().is_relative_to(here)), None)
     if held is not None:
-        raise InputError(out, None, f"--out holds an input of this command ({held})")
+        raise InputError(out, None, f"{OUT_OPTION} holds an input of this command ({held})")
 
 
 def publish_folder(staging: Path, out: Path, replace: bool = True) -> None:
@@ -125,8 +126,8 @@ def publish_folder(staging: Path, out: Path, replace: bool = True) -> None:
     except OSError as exc:
         if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR) and not replace:
             problem = (
-                "--out was filled by another command while this one ran; this run's "
-                "output was not kept (pass --force to replace it)"
+                f"{OUT_OPTION} was filled by another command while this one ran; this run's "
+                f"output was not kept (pass {FORCE_OPTION} to replace it)"
             )
         else:
             problem = f"cannot replace it: {exc.strerror or exc}; this run's output was not kept"

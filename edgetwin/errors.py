@@ -22,6 +22,10 @@ def option_named(option: str, argument: str) -> str:
 
 
 TRACE_ASKED = option_named("--trace", "trace=True")  # a run's trace option
+OUT_OPTION = option_named("--out", "out=")  # a command's output folder (or profile file)
+FORCE_OPTION = option_named("--force", "force=True")  # replace a non-empty output whole
+MODE_TWIN = option_named("--mode twin", "mode='twin'")  # what real code cannot run, the twin can
+MODE_EMU = option_named("--mode emu", "mode='emu'")  # what only the emulator plays
 
 
 class RunFailed(RuntimeError):

@@ -246,6 +246,30 @@ def test_errors_name_what_the_api_caller_gave(
     assert raised.value.field is None
 
 
+def test_errors_that_name_an_option_name_the_python_argument_too(tmp_path: Path) -> None:
+    """An out that is a file or is not empty, and a decoder that real code cannot run,
+    named the command line's options alone ('--out is not empty; pass --force', 'use
+    --mode twin'), which a Python caller never typed."""
+    (tmp_path / "file").write_text("a file\n")
+    with pytest.raises(InputError) as raised:
+        edgetwin.run(JETSON, overrides=SMALL, out=tmp_path / "file")
+    assert raised.value.problem == "--out (out= in Python) exists and is not a folder"
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine\n")
+    with pytest.raises(InputError) as raised:
+        edgetwin.run(JETSON, overrides=SMALL, out=full)
+    assert raised.value.problem == (
+        "--out (out= in Python) is not empty; pass --force (force=True in Python) to replace "
+        "it whole"
+    )
+    llm_smoke = JETSON.parent / "llm_smoke.yaml"
+    with pytest.raises(InputError) as raised:
+        edgetwin.run(llm_smoke, mode="local", overrides=["model.kv_dtype=fp16"])
+    assert raised.value.field == "model.kv_dtype"
+    assert raised.value.problem.endswith("; use --mode twin (mode='twin' in Python)")
+
+
 def test_import_edgetwin_stays_light() -> None:
     """The API is imported on first use: a worker's ``import edgetwin`` pulls nothing."""
     script = (

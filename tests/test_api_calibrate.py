@@ -56,6 +56,7 @@ def test_bad_calibrate_arguments_name_the_argument_or_the_file(tmp_path: Path) -
     assert (raised.value.path, raised.value.field) == (str(spec), "kind")
     assert not (tmp_path / "p.yaml").exists()
     before = JETSON_SPEC.read_bytes()
-    with pytest.raises(InputError, match="a file this command read"):
+    with pytest.raises(InputError, match="a file this command read") as raised:
         edgetwin.calibrate(JETSON_SPEC, out=JETSON_SPEC)  # the spec is never overwritten
+    assert raised.value.field == "--out (out= in Python)"
     assert JETSON_SPEC.read_bytes() == before

@@ -63,6 +63,8 @@ def test_bad_compare_arguments_name_the_argument_or_the_file(
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "keep.txt").write_text("mine")
-    with pytest.raises(InputError):  # a non-empty out without force, refused before comparing
+    with pytest.raises(InputError) as raised:  # a non-empty out without force, refused first
         edgetwin.compare(a, a, out=taken)
+    assert "--out (out= in Python) is not empty" in raised.value.problem
+    assert "pass --force (force=True in Python)" in raised.value.problem
     assert [p.name for p in taken.iterdir()] == ["keep.txt"]

@@ -47,4 +47,10 @@ def test_bad_plan_arguments_name_the_argument(tmp_path: Path) -> None:
         with pytest.raises(InputError) as raised:
             edgetwin.run_plan(QUESTION, out=out, **kwargs)  # type: ignore[arg-type]
         assert raised.value.field == field, kwargs
+    with pytest.raises(InputError) as raised:  # the problem names the other argument too
+        edgetwin.run_plan(QUESTION, out=out, workers=2, scheduler="tcp://127.0.0.1:1")
+    assert raised.value.problem == (
+        "sizes a local pool; with --scheduler (scheduler= in Python) the cluster's workers "
+        "run the sweep"
+    )
     assert not out.exists()

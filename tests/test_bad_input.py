@@ -645,7 +645,8 @@ def test_calibrate_out_onto_a_file_it_read(
     spec = _spec("jetson_orin_nano", tmp_path, _set("reference", str(table)))
     out = spec if target == "spec" else table
     argv = ["calibrate", str(spec), "--out", str(out)]
-    assert_clean_failure(argv, capsys, tmp_path, "field '--out'", "a file this command read")
+    out_named = "field '--out (out= in Python)'"
+    assert_clean_failure(argv, capsys, tmp_path, out_named, "a file this command read")
 
 
 @pytest.mark.parametrize("command", ["run", "init", "calibrate", "evaluate"])
@@ -669,7 +670,8 @@ def test_plan_out_below_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
     (tmp_path / "blocker").write_text("a file\n")
     question = REPO / "scenarios" / "plan_crossover.plan.yaml"
     argv = ["plan", str(question), "--out", str(tmp_path / "blocker" / "out"), "--quiet"]
-    assert_clean_failure(argv, capsys, tmp_path, "field '--out'", "cannot create")
+    out_named = "field '--out (out= in Python)'"
+    assert_clean_failure(argv, capsys, tmp_path, out_named, "cannot create")
 
 
 def test_profile_targets_that_cannot_be_written(tmp_path: Path) -> None:
@@ -680,7 +682,8 @@ def test_profile_targets_that_cannot_be_written(tmp_path: Path) -> None:
     for target in (tmp_path / "blocker" / "p.yaml", tmp_path / "folder"):
         with pytest.raises(InputError) as caught:
             write_profile(profile, target)
-        assert caught.value.field == "--out" and caught.value.path == str(target)
+        assert caught.value.field == "--out (out= in Python)"
+        assert caught.value.path == str(target)
     phones = [load_phone_profile("android_low")]
     with pytest.raises(InputError, match="not a folder"):
         write_android_profiles(phones, tmp_path / "blocker")

@@ -516,7 +516,7 @@ def test_validate_refuses_a_full_out_before_refitting(
     out.mkdir()
     (out / "old.txt").write_text("an earlier run\n")
     argv = ["validate", str(SPECS / "h200_loopback.yaml"), "--by", "batch", "--out", str(out)]
-    assert_clean_failure(argv, capsys, tmp_path, "--out is not empty")
+    assert_clean_failure(argv, capsys, tmp_path, "--out (out= in Python) is not empty")
 
 
 @pytest.mark.timeout(120)

@@ -11,7 +11,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from edgetwin.atomic import output_kind, why_not_written, write_texts_together
-from edgetwin.errors import InputError
+from edgetwin.errors import OUT_OPTION, InputError
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import (
     ComputeParams,
@@ -84,16 +84,18 @@ def write_profiles(profiles: Mapping[Path, DeviceProfile | PhoneProfile]) -> Non
     read = {Path(p).resolve() for p in files_read()}
     for path in profiles:
         if output_kind(path) == "folder":
-            raise InputError(path, "--out", "a folder, not a profile file")
+            raise InputError(path, OUT_OPTION, "a folder, not a profile file")
         if path.resolve() in read:  # the spec, a trace, the measured table: it would be lost
-            raise InputError(path, "--out", "a file this command read; write the profile elsewhere")
+            problem = "a file this command read; write the profile elsewhere"
+            raise InputError(path, OUT_OPTION, problem)
     texts = {path: _profile_text(profile) for path, profile in profiles.items()}
     try:
         write_texts_together(texts)
     except OSError as exc:
         first = next(iter(profiles))  # one file, or the folder that all of them go to
         where = first if len(profiles) == 1 else first.parent
-        raise InputError(where, "--out", f"cannot write: {why_not_written(first, exc)}") from None
+        problem = f"cannot write: {why_not_written(first, exc)}"
+        raise InputError(where, OUT_OPTION, problem) from None
 
 
 def _profile_text(profile: DeviceProfile | PhoneProfile) -> str:

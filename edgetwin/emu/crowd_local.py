@@ -18,7 +18,7 @@ from pathlib import Path
 from edgetwin.configuration import crowd_runs
 from edgetwin.emu.crowd_jobs import JOB_TIMEOUT_S, CrowdJobs, check_crowd_jobs, check_phones_fit
 from edgetwin.emu.crowdio.launcher import LocalPlacement
-from edgetwin.errors import TRACE_ASKED, InputError
+from edgetwin.errors import MODE_EMU, TRACE_ASKED, InputError
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
 
@@ -36,7 +36,7 @@ def check_crowd_local(
         raise InputError(scenario_path, None, problem)
     check_crowd_jobs(scenario, scenario_path)
     if scenario.emulator.faults:
-        problem = "faults take down links and hosts: they play in --mode emu only"
+        problem = f"faults take down links and hosts: they play in {MODE_EMU} only"
         raise InputError(scenario_path, "emulator.faults", problem)
     if machine:
         check_phones_fit(scenario, scenario_path)

@@ -27,7 +27,7 @@ from edgetwin.emu.vit.launcher import available_cores, launch_local
 from edgetwin.emu.vit.model import image_side
 from edgetwin.emu.vit.records import RankRecord, RunRecord
 from edgetwin.emu.vit.worker import model_args, real_strategies
-from edgetwin.errors import TRACE_ASKED, InputError
+from edgetwin.errors import MODE_TWIN, TRACE_ASKED, InputError
 from edgetwin.models import registry
 from edgetwin.models.costs import weight_bytes
 from edgetwin.models.strategy import VIT_WORKER
@@ -67,7 +67,7 @@ def check_runnable(
     except ValueError as exc:
         problem = (
             f"mode '{scenario.mode}' runs real code for a ViT only (or a crowd scenario's "
-            f"ONNX stages); this model runs in the twin: use --mode twin ({exc})"
+            f"ONNX stages); this model runs in the twin: use {MODE_TWIN}: {exc}"
         )
         raise InputError(path, "model", problem) from None
     if scenario.encoder.bytes_per_element != ELEMENT_BYTES:

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.errors import InputError
+from edgetwin.errors import MODE_TWIN, InputError
 
 GIB = 2**30
 MIB = 2**20
@@ -94,4 +94,4 @@ def check_fits(need_bytes: float, path: Path | None, field: str, what: str) -> N
     have = available_bytes()
     if need_bytes > have:
         problem = f"{what} need {need_bytes / GIB:.1f} GiB; {have / GIB:.1f} GiB is available"
-        raise InputError(path, field, problem + ": use --mode twin")
+        raise InputError(path, field, f"{problem}: use {MODE_TWIN}")

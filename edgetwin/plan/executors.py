@@ -116,7 +116,7 @@ class DaskExecutor:
                 connect: Any = distributed.Client
                 client = connect(self.scheduler, timeout="10s")
             except OSError as exc:
-                raise InputError(None, "--scheduler", f"cannot connect: {exc}") from None
+                raise InputError(None, SCHEDULER, f"cannot connect: {exc}") from None
             with client:
                 self._submit(client, distributed.as_completed, payload, indexes, on_done)
         else:
@@ -146,7 +146,6 @@ def _distributed() -> Any:
         # without the dask extra installed, mypy has no module to check
         import distributed  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
-        raise InputError(
-            None, "--scheduler", "Dask is not installed: pip install 'edgetwin[dask]'"
-        ) from None
+        problem = "Dask is not installed: pip install 'edgetwin[dask]'"
+        raise InputError(None, SCHEDULER, problem) from None
     return distributed

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from edgetwin.atomic import why_not_written, write_text_atomic
-from edgetwin.errors import InputError
+from edgetwin.errors import OUT_OPTION, InputError
 from edgetwin.plan.sweep import ConfigResult
 from edgetwin.results import ResultRow
 
@@ -64,12 +64,12 @@ class Journal:
         if marker.is_file():
             marked = _marked(marker)
             if marked.get("fingerprint") != identity["fingerprint"]:
-                problem = "holds a different sweep; remove it or use another --out"
+                problem = f"holds a different sweep; remove it or use another {OUT_OPTION}"
                 raise InputError(self.folder, None, problem)
             if marked.get("code") != identity["code"]:
                 problem = (
                     "holds a sweep that other edgetwin code ran (it changed since): its rows "
-                    "and this code's would mix; remove it or use another --out"
+                    f"and this code's would mix; remove it or use another {OUT_OPTION}"
                 )
                 raise InputError(self.folder, None, problem)
         else:
@@ -77,7 +77,7 @@ class Journal:
                 write_text_atomic(marker, json.dumps(identity) + "\n")
             except OSError as exc:
                 problem = f"cannot create the output folder: {why_not_written(marker, exc)}"
-                raise InputError(out, "--out", problem) from None
+                raise InputError(out, OUT_OPTION, problem) from None
 
     def unlock(self) -> None:
         """Let another plan take the journal (the process's end does it too)."""
@@ -152,12 +152,14 @@ def _locked(out: Path, lock: Path) -> int | None:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         problem = f"cannot create the output folder: {why_not_written(lock, exc)}"
-        raise InputError(out, "--out", problem) from None
+        raise InputError(out, OUT_OPTION, problem) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        problem = "another plan is writing this folder now; wait for it or use another --out"
+        problem = (
+            f"another plan is writing this folder now; wait for it or use another {OUT_OPTION}"
+        )
         raise JournalBusy(out, None, problem) from None
     return fd
 

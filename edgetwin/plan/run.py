@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.errors import InputError
+from edgetwin.errors import OUT_OPTION, InputError
 from edgetwin.plan.answers import answer
 from edgetwin.plan.executors import Executor
 from edgetwin.plan.journal import Journal, fingerprint
@@ -86,7 +86,7 @@ def run_plan(
     ``scenario.resolved.yaml`` and the report (``write_report``, e.g. reports' ``plan.html``)
     in ``out``; the journal is removed at the end."""
     if out.exists() and not out.is_dir():
-        raise InputError(out, None, "--out exists and is not a folder")
+        raise InputError(out, None, f"{OUT_OPTION} exists and is not a folder")
     journal = journal_for(loaded, out)
     try:
         rows, ran_now = sweep_rows(loaded, journal, executor, on_progress)

@@ -13,7 +13,13 @@ from typing import Any
 
 from edgetwin.atomic import check_out_folder
 from edgetwin.errors import InputError, option_named, shown
-from edgetwin.plan.executors import DaskExecutor, Executor, PoolExecutor, SerialExecutor
+from edgetwin.plan.executors import (
+    SCHEDULER,
+    DaskExecutor,
+    Executor,
+    PoolExecutor,
+    SerialExecutor,
+)
 from edgetwin.plan.journal import PARTIAL, ROWS_FILE, JournalBusy, journal_held
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import PlanOutcome
@@ -80,7 +86,7 @@ def executor_for(workers: int | None, scheduler: str | Any | None) -> Executor:
         raise InputError(None, WORKERS, f"a number of processes, not {shown(workers)}")
     if scheduler is not None:
         if workers is not None:  # it was ignored: the cluster's workers run the sweep
-            problem = "sizes a local pool; with --scheduler the cluster's workers run the sweep"
+            problem = f"sizes a local pool; with {SCHEDULER} the cluster's workers run the sweep"
             raise InputError(None, WORKERS, problem)
         return DaskExecutor(scheduler)
     count = workers if workers is not None else os.cpu_count() or 1

@@ -23,7 +23,7 @@ from edgetwin.emu.llm.launcher import WORKER, launch_decoder
 from edgetwin.emu.llm.records import RankRecord, measured
 from edgetwin.emu.llm.runs import DECODER_STRATEGIES, DecoderRun, model_problem
 from edgetwin.emu.memory_check import check_weights_fit
-from edgetwin.errors import InputError
+from edgetwin.errors import MODE_TWIN, InputError
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderWorkload, full_weight_bytes, phase_flops
 from edgetwin.profile import MB
@@ -49,10 +49,10 @@ def check_decoder_runnable(
     assert model is not None
     for name in DTYPE_FIELDS:
         if getattr(model, name) != "fp32":
-            problem = f"the real decoder runs fp32 (got {getattr(model, name)}); use --mode twin"
+            problem = f"the real decoder runs fp32 (got {getattr(model, name)}); use {MODE_TWIN}"
             raise InputError(path, f"model.{name}", problem)
     if model_problem(model):
-        raise InputError(path, "model", f"{model_problem(model)}; use --mode twin")
+        raise InputError(path, "model", f"{model_problem(model)}; use {MODE_TWIN}")
     index = {strategy.name: i for i, strategy in enumerate(scenario.strategies)}
     for name, i in index.items():
         if name not in DECODER_STRATEGIES:
