@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from edgetwin.errors import InputError
+from edgetwin.models.crowd.views import session_fits
 from edgetwin.phone_profile import PhoneProfile, load_phone_profile
-from edgetwin.scenario import CrowdSpec, PhoneClassSpec, member_names
+from edgetwin.scenario import CrowdSpec, PhoneClassSpec, StageSpec, member_names
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,18 @@ class PhoneClass:
 
     spec: PhoneClassSpec
     profile: PhoneProfile
+
+    @property
+    def session_budget_mb(self) -> float:
+        """RAM a phone of the class gives a session: its RAM (the class's ``ram_mb``, else
+        the profile's) less what Android keeps."""
+        return self.profile.session_budget_mb(self.spec.ram_mb)
+
+    def holds(self, stage: StageSpec) -> bool:
+        """Whether a phone of the class can make ``stage`` resident: its session at its
+        peak fits the session budget (``session_fits``, the core's rule; a load unloads
+        the resident stage first, so nothing else is held then)."""
+        return session_fits(stage.peak_mb, self.session_budget_mb)
 
 
 @dataclass(frozen=True)

@@ -300,6 +300,12 @@ class StageSpec(Strict):
             raise ValueError("load_peak_mb must be at least ram_mb")
         return self
 
+    @property
+    def peak_mb(self) -> float:
+        """The most RAM its session holds: while it is created (``load_peak_mb``), else
+        ``ram_mb``; what a phone's session budget must hold for it to be resident there."""
+        return self.load_peak_mb or self.ram_mb
+
 
 class CrowdJobSpec(Strict):
     """A pipeline job: N inputs through S stages, and how often one arrives."""

@@ -152,7 +152,6 @@ def build_instance(scenario: Scenario, setup: CrowdSetup, strategy: str) -> Inst
         def alone_ms(nbytes: float, name: str = p.name, overhead: float = overhead) -> float:
             return _channel_runs(scenario, stacks, {name: (overhead, nbytes)})[name]
 
-        budget = profile.session_budget_mb(p.phone_class.spec.ram_mb)
         costs.append(
             PhoneCosts(
                 name=p.name,
@@ -165,7 +164,7 @@ def build_instance(scenario: Scenario, setup: CrowdSetup, strategy: str) -> Inst
                     + alone_ms(task_output_bytes(job, k))
                     for k, s in enumerate(job.stages)
                 ),
-                fits=tuple((s.load_peak_mb or s.ram_mb) <= budget for s in job.stages),
+                fits=tuple(p.phone_class.holds(s) for s in job.stages),
                 broadcast_ms=broadcast.get(p.name, 0.0) + warm_load_ms(profile, first),
                 broadcast_cold=cold,
                 cache_mb=profile.cache_mb,

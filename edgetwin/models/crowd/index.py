@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from edgetwin.models.crowd.views import Scheduler, TaskView, WorkerView, fits
+from edgetwin.models.crowd.views import Scheduler, TaskView, WorkerView, fits, session_fits
 from edgetwin.models.crowd.workers import Worker
 
 Entry = tuple[Any, ...]  # (*key, version, worker id): a flat tuple compares fastest
@@ -130,7 +130,7 @@ class RankedIndex(CandidateIndex):
             view = worker.view
             assert view is not None
             if key in worker.banned or not (
-                view.resident_stage == key or view.free_ram_mb >= stage.stage_ram_mb
+                view.resident_stage == key or session_fits(stage.stage_ram_mb, view.free_ram_mb)
             ):
                 continue
             push(heap, (*rank(stage, view), worker.version, worker_id))

@@ -66,9 +66,18 @@ def health_score(worker: WorkerView) -> float:
     return 4.0 * worker.success_rate + 2.0 * battery + ram + (0.5 if worker.has_gpu else 0.0)
 
 
+def session_fits(need_mb: float, free_ram_mb: float) -> bool:
+    """Whether a session that needs ``need_mb`` of RAM fits in ``free_ram_mb``: the one rule
+    of the core's ``fits`` and of the fleet check that a phone class can hold a stage
+    (``edgetwin.crowd_fleet``)."""
+    return free_ram_mb >= need_mb
+
+
 def fits(task: TaskView, worker: WorkerView) -> bool:
     """Whether the stage can be made resident (a resident stage is unloaded first)."""
-    return worker.resident_stage == task.stage or worker.free_ram_mb >= task.stage_ram_mb
+    return worker.resident_stage == task.stage or session_fits(
+        task.stage_ram_mb, worker.free_ram_mb
+    )
 
 
 class Scheduler(Protocol):

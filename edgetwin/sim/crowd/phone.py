@@ -193,7 +193,7 @@ class Phone:
                 self._cache(stage)
             else:
                 self.cached.move_to_end(stage.name)
-            peak_mb = stage.load_peak_mb or stage.ram_mb
+            peak_mb = stage.peak_mb
             if not self.device.load(peak_mb):
                 if record:
                     record.event(self.name, "out_of_memory", job, item, stage.name)
