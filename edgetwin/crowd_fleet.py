@@ -1,9 +1,11 @@
 """The crowd's phones: classes resolved to profiles, expanded to named phones.
 
-The twin and the emulator build the same phones from a scenario with it."""
+The twin and the emulator build the same phones from a scenario with it, and both
+refuse a job stage that no class of the fleet can hold (``resolve_fleet``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,10 +62,35 @@ def resolve_classes(crowd: CrowdSpec, scenario_path: Path | None) -> list[PhoneC
 
 
 def resolve_fleet(crowd: CrowdSpec, scenario_path: Path | None) -> list[PhoneClass]:
-    """``resolve_classes``, after checking that the fleet has phones."""
+    """``resolve_classes``, after checking that the fleet has phones; then that a class
+    holds every stage of the job (``check_stages_fit``)."""
     if sum(crowd.class_counts()) == 0:
         raise InputError(scenario_path, "crowd.fleet", "the fleet has no phones")
-    return resolve_classes(crowd, scenario_path)
+    classes = resolve_classes(crowd, scenario_path)
+    check_stages_fit(crowd, classes, scenario_path)
+    return classes
+
+
+def check_stages_fit(
+    crowd: CrowdSpec, classes: Sequence[PhoneClass], scenario_path: Path | None
+) -> None:
+    """``InputError`` naming the stage if no class of the fleet holds it (``holds``): its
+    tasks could never run and the job would end unfinished. Some classes suffice; a
+    class with no phones at a ``fleet_size`` counts (a plan sweeps sizes down to it)."""
+    for i, stage in enumerate(crowd.job.stages):
+        if any(phone_class.holds(stage) for phone_class in classes):
+            continue
+        largest = max(classes, key=lambda phone_class: phone_class.session_budget_mb)
+        profile = largest.profile
+        ram_mb = largest.spec.ram_mb or profile.ram_mb
+        key = "ram_mb" if stage.load_peak_mb is None else "load_peak_mb"
+        problem = (
+            f"stage {stage.name}'s session needs {stage.peak_mb:g} MB and fits no phone class:"
+            f" the largest session budget is {largest.session_budget_mb:g} MB (class"
+            f" {largest.spec.name}: {ram_mb:g} MB of RAM less the {profile.os_reserved_mb:g} MB"
+            " Android keeps)"
+        )
+        raise InputError(scenario_path, f"crowd.job.stages.{i}.{key}", problem)
 
 
 def expand_fleet(

@@ -18,6 +18,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -573,6 +574,24 @@ def test_a_phone_host_the_emulator_cannot_give(item: str, field: str, problem: s
     with pytest.raises(InputError, match=problem) as raised:
         check_crowd_emulatable(load_scenario(path, [item]), path)
     assert raised.value.field == field
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", ["emu", "local"])
+def test_the_real_pipeline_refuses_a_stage_no_phone_class_holds(mode: str) -> None:
+    """The emulator's and --mode local's set-up check the scenario's stages against the
+    fleet as the twin's does (the job was dispatched and ended unfinished)."""
+    from edgetwin.emu.crowd_local import check_crowd_local
+    from edgetwin.emu.mininet.crowd import check_crowd_emulatable
+
+    check = check_crowd_emulatable if mode == "emu" else partial(check_crowd_local, machine=False)
+    path = SCENARIOS / "emu_crowdio.yaml"
+    items = ["crowd.job.stages.1.ram_mb=3000"]  # only the high class (4608 MB) holds it
+    check(load_scenario(path, items), path)
+    items.append("crowd.fleet.2.profile=android_mid")  # 2560 MB
+    with pytest.raises(InputError, match="largest session budget is 2560 MB") as raised:
+        check(load_scenario(path, items), path)
+    assert raised.value.field == "crowd.job.stages.1.ram_mb"
 
 
 @pytest.mark.timeout(60)

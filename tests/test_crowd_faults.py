@@ -92,8 +92,9 @@ def _unfinished_status(tmp_path: Path, case: str) -> str:
     phone = toy_phone_file(tmp_path)
     fleet = [{"name": "toy", "profile": phone, "count": 2}]
     stages = [{"name": "s0", **STAGE}, {"name": "s1", **STAGE}]
-    if case == "too big":  # 1000 MB of session budget on each phone
-        stages[1] = {**stages[1], "ram_mb": 1500}
+    if case == "too big":  # toy's 1000 MB budget cannot create s1; big (3000 MB) leaves
+        fleet = [{**fleet[0], "count": 1}, {**fleet[0], "name": "big", "ram_mb": 4000, "count": 1}]
+        stages[1] = {**stages[1], "load_peak_mb": 1500}
     if case == "battery":
         fleet = [{"name": "toy", "profile": phone, "count": 2, "battery_start_pct": [0.01, 0.01]}]
     raw = toy_crowd(fleet, stages=stages)
@@ -102,6 +103,8 @@ def _unfinished_status(tmp_path: Path, case: str) -> str:
         raw["crowd"]["availability_trace"] = _trace_file(
             tmp_path, [("toy-0", 0.5, None), ("toy-1", 0.5, None)]
         )
+    if case == "too big":
+        raw["crowd"]["availability_trace"] = _trace_file(tmp_path, [("big", 0.5, None)])
     (row,) = simulate(raw).rows
     return row.status
 
@@ -117,7 +120,9 @@ def _unfinished_status(tmp_path: Path, case: str) -> str:
 )
 def test_an_unfinished_job_says_why(tmp_path: Path, case: str, reason: str) -> None:
     """Phones that never come back, batteries that run empty, a stage larger than every
-    phone's session budget, or a run that stops first: the row names the cause."""
+    connected phone's session budget (the phone that held it left; a stage no class holds
+    is refused up front: tests/test_scenario_errors.py), or a run that stops first: the row
+    names the cause."""
     assert _unfinished_status(tmp_path, case) == f"incomplete: 0 of 2 inputs done; {reason}"
 
 

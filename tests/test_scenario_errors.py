@@ -24,8 +24,12 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+import edgetwin
 from edgetwin.cli import main
+from edgetwin.errors import InputError
 from edgetwin.profile import PROFILE_DIR
+from edgetwin.results import read_results
+from edgetwin.scenario import Scenario
 from tests.conftest import yaml_text
 
 OUTPUTS = ("results.csv", "scenario.resolved.yaml", "report.html")
@@ -49,9 +53,40 @@ VALID: dict[str, Any] = {
 }
 
 
+CROWD: dict[str, Any] = {  # budgets: low 1764 MB, high 4608 MB (6144 less 1536)
+    "name": "tiny_crowd",
+    "network": {"bandwidth_mbps": 20},
+    "strategies": [{"name": "crowdio_streaming"}],
+    "crowd": {
+        "fleet": [
+            {"name": "low", "profile": "android_low", "count": 2},
+            {"name": "high", "profile": "android_high", "count": 1},
+        ],
+        "job": {
+            "inputs": 2,
+            "stages": [
+                {"name": "cell_a", "size_mb": 180.4, "ram_mb": 43.0, "gflops": 2.757},
+                {"name": "cell_b", "size_mb": 85.05, "ram_mb": 20.27, "gflops": 0.04253},
+                {"name": "cell_c", "size_mb": 2.369, "ram_mb": 0.56, "gflops": 0.001184},
+            ],
+        },
+    },
+}
+TOO_BIG = "fits no phone class: the largest session budget is 4608 MB (class high"
+
+
 def scenario_text(**changes: Any) -> str:
     """VALID as YAML with dotted-path changes (``network__latency_ms`` style keys)."""
-    raw = copy.deepcopy(VALID)
+    return _changed(VALID, changes)
+
+
+def crowd_text(**changes: Any) -> str:
+    """CROWD as YAML with dotted-path changes, as ``scenario_text``."""
+    return _changed(CROWD, changes)
+
+
+def _changed(base: dict[str, Any], changes: dict[str, Any]) -> str:
+    raw = copy.deepcopy(base)
     for dotted, value in changes.items():
         *parents, last = dotted.split("__")
         node: Any = raw
@@ -451,6 +486,41 @@ CASES = [
         ("'devices'", "needs at least one device class"),
         ("--set", "~devices"),
     ),
+    # ------------------------------------------------------------ a crowd stage no phone holds
+    Case(
+        "crowd-stage-fits-no-phone",
+        crowd_text(crowd__job__stages__2__ram_mb=5000),
+        ("'crowd.job.stages.2.ram_mb'", "stage cell_c's session needs 5000 MB", TOO_BIG),
+    ),
+    Case(
+        "crowd-stage-peak-fits-no-phone",  # its ram_mb fits; its load's peak does not
+        crowd_text(crowd__job__stages__0__load_peak_mb=4608.5),
+        ("'crowd.job.stages.0.load_peak_mb'", "needs 4608.5 MB", TOO_BIG),
+    ),
+    Case(
+        "crowd-stage-fits-no-phone-set",
+        crowd_text(crowd__job__stages__1__ram_mb=3000),  # only high holds it
+        ("'crowd.job.stages.1.ram_mb'", "budget is 2464 MB (class high: 4000 MB of RAM less"),
+        ("--set", "crowd.fleet.1.ram_mb=4000"),
+    ),
+    Case(
+        "crowd-stage-fits-no-phone-profile",
+        crowd_text(crowd__job__stages__1__ram_mb=3000),
+        ("'crowd.job.stages.1.ram_mb'", "largest session budget is 1764 MB (class low"),
+        ("--set", "crowd.fleet.1.profile=android_low"),
+    ),
+    Case(
+        "crowd-stage-fits-no-phone-check",
+        crowd_text(crowd__job__stages__2__ram_mb=5000),
+        ("'crowd.job.stages.2.ram_mb'", TOO_BIG),
+        ("--check",),
+    ),
+    Case(
+        "crowd-stage-fits-no-phone-emu",
+        crowd_text(crowd__job__stages__2__ram_mb=5000),
+        ("'crowd.job.stages.2.ram_mb'", TOO_BIG),
+        ("--mode", "emu", "--check"),
+    ),
 ]
 
 
@@ -511,6 +581,7 @@ def test_bad_input_exits_2_with_one_line(
 SUBPROCESS_IDS = {"malformed-yaml", "unknown-nested-key", "unknown-profile", "set-inside-null"}
 SUBPROCESS_IDS |= {"deep-nesting", "preset-a-list", "reference-not-a-results-table"}
 SUBPROCESS_IDS |= {"huge-value-not-echoed-whole", "profile-name-too-long"}
+SUBPROCESS_IDS |= {"crowd-stage-fits-no-phone"}
 SUBPROCESS_CASES = [c for c in CASES if c.id in SUBPROCESS_IDS | {"missing-file"}]
 
 
@@ -528,6 +599,52 @@ def test_bad_input_as_a_user_sees_it(case: Case, tmp_path: Path) -> None:
     )
     assert_clean_failure(proc.returncode, proc.stderr, case, before, tmp_path)
     assert not out.exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_crowd_stage_only_some_phone_classes_hold_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stage over the low class's budget but in the high class's is no error: its tasks
+    run on the high phone and every job finishes."""
+    (tmp_path / SCENARIO).write_text(crowd_text(crowd__job__stages__1__ram_mb=3000))
+    out = tmp_path / "out"
+    assert main(["run", str(tmp_path / SCENARIO), "--out", str(out), "--quiet"]) == 0, (
+        capsys.readouterr().err
+    )
+    rows = read_results(out / "results.csv")
+    assert rows and all(row.status == "ok" for row in rows)
+
+
+@pytest.mark.parametrize(
+    ("changes", "overrides", "field"),
+    [
+        ({"crowd__job__stages__2__ram_mb": 5000}, [], "crowd.job.stages.2.ram_mb"),
+        ({"crowd__job__stages__0__load_peak_mb": 4700}, [], "crowd.job.stages.0.load_peak_mb"),
+        (
+            {"crowd__job__stages__1__ram_mb": 3000},
+            ["crowd.fleet.1.ram_mb=4000"],
+            "crowd.job.stages.1.ram_mb",
+        ),
+    ],
+    ids=["ram", "load-peak", "set-fleet-ram"],
+)
+def test_the_api_refuses_a_crowd_stage_no_phone_class_holds(
+    changes: dict[str, Any], overrides: list[str], field: str, tmp_path: Path
+) -> None:
+    """``edgetwin.run`` of a file, and of a Scenario in memory, raises the InputError
+    before anything runs (the run went on to horizon_s + drain_s and reported the job
+    unfinished)."""
+    path = tmp_path / SCENARIO
+    path.write_text(crowd_text(**changes))
+    with pytest.raises(InputError) as raised:
+        edgetwin.run(path, overrides=overrides)
+    assert (raised.value.path, raised.value.field) == (str(path), field)
+    assert "fits no phone class" in raised.value.problem
+    scenario = Scenario.model_validate(yaml.safe_load(path.read_text()))
+    with pytest.raises(InputError) as raised:
+        edgetwin.run(scenario, overrides=overrides)
+    assert raised.value.field == field
 
 
 CROWD_CITY = Path(__file__).resolve().parents[1] / "scenarios" / "crowd_city.yaml"
