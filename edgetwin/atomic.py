@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Literal
 
 from edgetwin.errors import FORCE_OPTION, OUT_OPTION, InputError, raise_if_stop_asked
+
+_MOUNT_ESCAPE = re.compile(rb"\\([0-7]{3})")  # in /proc/self/mountinfo: \040 is a space
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -83,7 +86,7 @@ def check_out_folder(
         raise InputError(out, None, f"{OUT_OPTION} exists and is not a folder")
     if found == "folder":
         _check_replaceable(out, inputs)
-        if not in_place and os.path.ismount(out.resolve()):  # EBUSY at the end, else
+        if not in_place and is_mount_point(out):  # EBUSY at the end, else
             problem = (
                 f"{OUT_OPTION} is a mount point, which cannot be swapped for a new folder: "
                 "use one in it"
@@ -98,6 +101,30 @@ def check_out_folder(
     if not empty:
         problem = f"{OUT_OPTION} is not empty; pass {FORCE_OPTION} to replace it whole"
         raise InputError(out, None, problem)
+
+
+def is_mount_point(path: Path) -> bool:
+    """Whether ``path`` is a mount point (in this process's mount namespace):
+    ``os.path.ismount`` misses a folder of the same file system bound onto it (it compares
+    the devices of the folder and of its parent), which ``/proc/self/mountinfo`` lists
+    (the fifth field of a line, space, tab, newline and backslash as octal escapes, seen
+    from this process's root as ``resolve`` sees the path); where it cannot be read,
+    ``os.path.ismount`` alone."""
+    here = path.resolve()
+    if os.path.ismount(here):
+        return True
+    try:
+        table = Path("/proc/self/mountinfo").read_bytes()
+    except OSError:
+        return False
+    wanted = os.fsencode(here)
+    points = (line.split(b" ")[4] for line in table.splitlines() if line.count(b" ") >= 4)
+    return any(_MOUNT_ESCAPE.sub(_unescaped, point) == wanted for point in points)
+
+
+def _unescaped(match: re.Match[bytes]) -> bytes:
+    """The byte an octal escape of ``/proc/self/mountinfo`` stands for."""
+    return bytes([int(match[1], 8)])
 
 
 def _check_replaceable(out: Path, inputs: Iterable[str]) -> None:

@@ -132,9 +132,16 @@ def _immutable(folder: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _mount_point(folder: Path) -> Iterator[None]:
-    """``folder`` made a mount point: a small tmpfs mounted on it."""
-    if not _root_command("mount", "-t", "tmpfs", "-o", "size=16m", "edgetwin-test", str(folder)):
+def _mount_point(folder: Path, kind: str = "tmpfs") -> Iterator[None]:
+    """``folder`` made a mount point: a small tmpfs mounted on it, or a new folder of the
+    same file system bound onto it (``bind``: ``os.path.ismount`` does not see it)."""
+    if kind == "bind":
+        source = folder.with_name(f"{folder.name}-source")
+        source.mkdir()
+        mount = ["mount", "--bind", str(source), str(folder)]
+    else:
+        mount = ["mount", "-t", "tmpfs", "-o", "size=16m", "edgetwin-test", str(folder)]
+    if not _root_command(*mount):
         pytest.skip("needs root and mount")
     try:
         yield
@@ -158,16 +165,19 @@ def test_an_out_the_system_will_not_rename_is_kept(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["tmpfs", "bind"])
 @pytest.mark.parametrize("force", [False, True])
 def test_an_out_that_is_a_mount_point_is_refused_before_running(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], force: bool
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], force: bool, kind: str
 ) -> None:
     """A mount point (a container's volume) as --out, empty or with --force, ran the whole
     sweep and then was an OSError traceback ('Device or resource busy'), exit 1, leaving
-    a folder beside it."""
-    out = tmp_path / "out"
+    a folder beside it. A folder of the same file system bound onto it (its name with a
+    space, which /proc/self/mountinfo writes as an escape) passed the early check, ran, and
+    was refused at the end ('cannot replace it: Device or resource busy')."""
+    out = tmp_path / "the out"
     out.mkdir()
-    with _mount_point(out):
+    with _mount_point(out, kind):
         files = _stale_folder(out) if force else {}
         argv = ["run", str(TEMPLATE), "--out", str(out), "--quiet", *["--force"] * force]
         assert_clean_failure(argv, capsys, tmp_path, "mount point", "use one in it")
