@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import plotly
 import plotly.graph_objects as go
 
-from edgetwin.atomic import output_kind, publish_folder
+from edgetwin.atomic import output_kind, publish_folder, staged_folder
 from edgetwin.errors import InputError, RunFailed
 from edgetwin.reports.html import read_run, run_figures
 from edgetwin.reports.style import WIDTH_PX, styled
@@ -88,11 +87,7 @@ def write_static_figures(run_dir: Path, fmt: str) -> list[Path]:
     is replaced whole, and only once every file is written."""
     figures = run_figures(read_run(run_dir))
     final = check_figures_folder(run_dir)
-    staging = Path(tempfile.mkdtemp(prefix=".figures-", dir=run_dir))
-    staging.chmod(0o755)
-    try:
+    with staged_folder(final) as staging:
         names = [path.name for path in write_figures(figures, staging, fmt)]
         publish_folder(staging, final)  # the old figures stay if this fails
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return [final / name for name in names]

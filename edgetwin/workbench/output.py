@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
-from edgetwin.atomic import check_out_folder, publish_folder, why_not_written
+from edgetwin.atomic import check_out_folder, publish_folder, staged_folder, why_not_written
 from edgetwin.errors import InputError
 from edgetwin.provenance import files_read
 
@@ -25,23 +24,22 @@ def output_folder(
     or a file read (``inputs``, and what the command records) is refused even then.
     Nothing is half-written: on any error the temporary folder is removed and ``out``
     keeps what it had; without ``force``, a command that filled ``out`` while this one
-    ran keeps its output (this one is refused). ``tracked`` (if given) is entered with
-    the temporary folder until it is gone.
+    ran keeps its output (this one is refused). The temporary folder is in a staging
+    folder (``atomic.staged_folder``), which the next command writing beside ``out``
+    removes if this one is killed; ``tracked`` (if given) is entered with that staging
+    folder until it is gone.
     """
     check_out_folder(out, force, (*files_read(), *inputs))
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-        staging.chmod(0o755)  # mkdtemp's is 0o700: the published folder is readable, as its files
-    except OSError as exc:
-        problem = f"cannot create the output folder: {why_not_written(out, exc)}"
-        raise InputError(out, None, problem) from None
-    with tracked(staging) if tracked is not None else nullcontext():
+    with ExitStack() as stack:
         try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            staging = stack.enter_context(staged_folder(out))
+        except OSError as exc:
+            problem = f"cannot create the output folder: {why_not_written(out, exc)}"
+            raise InputError(out, None, problem) from None
+        with tracked(staging.parent) if tracked is not None else nullcontext():
             yield staging
             publish_folder(staging, out, replace=force)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
 
 
 def output_folder_if(out: Path | None, force: bool) -> AbstractContextManager[Path | None]:
