@@ -255,19 +255,16 @@ def check_out_folder(
     (then the caller replaces it whole); any file in it counts, an earlier run's too. A
     folder that cannot be replaced is refused even with ``force``: the current folder or
     one holding it, and one holding any of ``inputs`` (the files the command read); so is
-    a mount point, which no folder can be swapped for, unless the command writes
+    a mount point, which no folder can be swapped for, and one holding a mount point,
+    whose files the removal of the replaced folder would delete, unless the command writes
     ``in_place`` (a plan's journal)."""
     found = output_kind(out)
     if found not in (None, "folder"):
         raise InputError(out, None, f"{OUT_OPTION} exists and is not a folder")
     if found == "folder":
         _check_replaceable(out, inputs)
-        if not in_place and is_mount_point(out):  # EBUSY at the end, else
-            problem = (
-                f"{OUT_OPTION} is a mount point, which cannot be swapped for a new folder: "
-                "use one in it"
-            )
-            raise InputError(out, None, problem)
+        if not in_place:
+            _check_no_mount(out)
     if force or found is None:
         return
     try:
@@ -282,25 +279,45 @@ def check_out_folder(
 def is_mount_point(path: Path) -> bool:
     """Whether ``path`` is a mount point (in this process's mount namespace):
     ``os.path.ismount`` misses a folder of the same file system bound onto it (it compares
-    the devices of the folder and of its parent), which ``/proc/self/mountinfo`` lists
-    (the fifth field of a line, space, tab, newline and backslash as octal escapes, seen
-    from this process's root as ``resolve`` sees the path); where it cannot be read,
-    ``os.path.ismount`` alone."""
+    the devices of the folder and of its parent), which ``mount_points`` lists."""
     here = path.resolve()
-    if os.path.ismount(here):
-        return True
+    return os.path.ismount(here) or here in mount_points()
+
+
+def mount_points() -> list[Path]:
+    """The mount points of this process's mount namespace, as ``/proc/self/mountinfo``
+    lists them (the fifth field of a line, space, tab, newline and backslash as octal
+    escapes), seen from this process's root as ``resolve`` sees a path; none where it
+    cannot be read."""
     try:
         table = Path("/proc/self/mountinfo").read_bytes()
     except OSError:
-        return False
-    wanted = os.fsencode(here)
-    points = (line.split(b" ")[4] for line in table.splitlines() if line.count(b" ") >= 4)
-    return any(_MOUNT_ESCAPE.sub(_unescaped, point) == wanted for point in points)
+        return []
+    fields = (line.split(b" ") for line in table.splitlines())
+    return [Path(os.fsdecode(_MOUNT_ESCAPE.sub(_unescaped, f[4]))) for f in fields if len(f) > 4]
 
 
 def _unescaped(match: re.Match[bytes]) -> bytes:
     """The byte an octal escape of ``/proc/self/mountinfo`` stands for."""
     return bytes([int(match[1], 8)])
+
+
+def _check_no_mount(out: Path) -> None:
+    """An InputError if the folder ``out`` is a mount point (its rename at the end would be
+    EBUSY) or holds one (``shutil.rmtree`` of the replaced folder would go into it)."""
+    if is_mount_point(out):
+        problem = (
+            f"{OUT_OPTION} is a mount point, which cannot be swapped for a new folder: "
+            "use one in it"
+        )
+        raise InputError(out, None, problem)
+    inside = next((p for p in mount_points() if p.is_relative_to(out.resolve())), None)
+    if inside is not None:
+        problem = (
+            f"{OUT_OPTION} holds a mount point ({inside}), whose files replacing it would "
+            f"delete: unmount it or use another {OUT_OPTION}"
+        )
+        raise InputError(out, None, problem)
 
 
 def _check_replaceable(out: Path, inputs: Iterable[str]) -> None:

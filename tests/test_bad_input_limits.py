@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from edgetwin.atomic import mount_points
 from edgetwin.cli import main
 from edgetwin.emu import memory_check
 from edgetwin.emu.local import check_runnable
@@ -132,9 +133,11 @@ def _immutable(folder: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _mount_point(folder: Path, kind: str = "tmpfs") -> Iterator[None]:
+def _mount_point(folder: Path, kind: str = "tmpfs", root: Path | None = None) -> Iterator[None]:
     """``folder`` made a mount point: a small tmpfs mounted on it, or a new folder of the
-    same file system bound onto it (``bind``: ``os.path.ismount`` does not see it)."""
+    same file system bound onto it (``bind``: ``os.path.ismount`` does not see it). At the
+    end every mount point under ``root`` (default: ``folder``'s) is unmounted: where a
+    failed test moved the folder, too."""
     if kind == "bind":
         source = folder.with_name(f"{folder.name}-source")
         source.mkdir()
@@ -146,7 +149,10 @@ def _mount_point(folder: Path, kind: str = "tmpfs") -> Iterator[None]:
     try:
         yield
     finally:
-        _root_command("umount", str(folder))
+        under = (root or folder.parent).resolve()
+        points = [p for p in mount_points() if p.is_relative_to(under)]
+        for point in sorted(points, key=lambda p: len(p.parts), reverse=True):
+            _root_command("umount", str(point))
 
 
 @pytest.mark.timeout(60)
@@ -182,6 +188,24 @@ def test_an_out_that_is_a_mount_point_is_refused_before_running(
         argv = ["run", str(TEMPLATE), "--out", str(out), "--quiet", *["--force"] * force]
         assert_clean_failure(argv, capsys, tmp_path, "mount point", "use one in it")
         assert {p.name: p.read_text() for p in out.iterdir()} == files
+
+
+@pytest.mark.timeout(60)
+def test_an_out_that_holds_a_mount_point_is_refused_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--force onto a folder holding a mount point (a volume mounted into an earlier run's
+    folder) ran, then deleted the mounted file system's files with the old folder, and left
+    it mounted in a hidden folder beside."""
+    out = tmp_path / "out"
+    files = _stale_folder(out)
+    (out / "data").mkdir()
+    with _mount_point(out / "data", root=tmp_path):
+        (out / "data" / "keep.txt").write_text("on another file system\n")
+        argv = ["run", str(TEMPLATE), "--out", str(out), "--force", "--quiet"]
+        assert_clean_failure(argv, capsys, tmp_path, "holds a mount point", "data")
+        assert (out / "data" / "keep.txt").read_text() == "on another file system\n"
+    assert {p.name: p.read_text() for p in out.iterdir() if p.is_file()} == files
 
 
 @pytest.mark.timeout(60)
