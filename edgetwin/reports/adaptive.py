@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 from edgetwin.atomic import write_text_atomic
 from edgetwin.evaluate.adaptive import ConditionResult, Evaluation
 from edgetwin.policies.perf_map import write_map
-from edgetwin.reports.html import figure_html, page
+from edgetwin.reports.html import figures_html, page
 from edgetwin.reports.style import color, dash, legend_key, log_ticks, styled, symbol, title_text
 
 BANDWIDTH_AXIS = "Bandwidth (Mbit/s)"
@@ -39,7 +39,7 @@ def render_evaluation(evaluation: Evaluation) -> str:
         _settings_html(evaluation)
         + _scores_html(evaluation)
         + _by_axis_html(evaluation, "adaptive")
-        + "".join(figure_html(fig) for fig in figures)
+        + figures_html(figures)
         + _confusion_html(evaluation, "adaptive")
     )
     return page(f"edgetwin adaptive deployment: {evaluation.scenario}", body)

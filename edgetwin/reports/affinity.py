@@ -14,7 +14,7 @@ from edgetwin.atomic import write_text_atomic
 from edgetwin.evaluate.affinity import AffinityEvaluation
 from edgetwin.evaluate.affinity_results import InstanceResult, SchedulerResult
 from edgetwin.evaluate.optimum import Schedule
-from edgetwin.reports.html import figure_html, page
+from edgetwin.reports.html import figures_html, page
 from edgetwin.reports.style import color, styled, title_text
 
 
@@ -32,7 +32,7 @@ def _label(r: InstanceResult) -> str:
 
 def render_affinity(evaluation: AffinityEvaluation) -> str:
     """Makespan and cold loads per scheduler, the optimum marked, per instance; a table."""
-    body = _table_html(evaluation) + figure_html(_figure(evaluation))
+    body = _table_html(evaluation) + figures_html([_figure(evaluation)])
     return page("edgetwin schedulers vs the offline optimum", body)
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
@@ -25,6 +26,8 @@ from edgetwin.reports.style import FONT, styled
 from edgetwin.results import ResultRow, RowKey, read_results, read_table
 
 REPORT_NAME = "report.html"
+_NAME_CHARS = 60
+_FIGURE_ID = re.compile(r'<div id="([^"]*)" class="plotly-graph-div"')
 STYLE = f"""
 body {{ font-family: {FONT}; margin: 0 auto; padding: 1em 2em;
        max-width: 1200px; box-sizing: border-box; color: #222; }}
@@ -66,9 +69,18 @@ def _mode_notes(rows: Sequence[ResultRow]) -> str:
     return f" ({LOCAL_NOTE})" if any(row.mode == "local" for row in rows) else ""
 
 
-def figure_html(fig: go.Figure) -> str:
-    """One figure, in the edgetwin template, as an HTML section (plotly.js is inlined
-    once by ``page``)."""
+def figure_name(index: int, fig: go.Figure) -> str:
+    """``01_latency_breakdown_per_batch_at_1000_mbit_s``: its place and its title (the
+    name of its static file, and its id on the page after ``figure-``)."""
+    title = (fig.layout.title.text or "figure").split("<br>")[0]
+    slug = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")[:_NAME_CHARS].rstrip("_")
+    return f"{index:02d}_{slug or 'figure'}"
+
+
+def _figure_html(fig: go.Figure, index: int) -> str:
+    """A page's ``index``-th figure (from 1), in the edgetwin template, as an HTML section
+    (plotly.js is inlined once by ``page``). Its div's id is its name, not plotly's random
+    uuid4: the same figures give the same page, byte for byte."""
     fig = styled(fig)
     body = pio.to_html(
         fig,
@@ -76,12 +88,22 @@ def figure_html(fig: go.Figure) -> str:
         include_plotlyjs=False,
         default_height=f"{fig.layout.height}px",
         config={"displaylogo": False},
+        div_id=f"figure-{figure_name(index, fig)}",
     )
     return f"<section class='figure'>{deferred(body)}</section>"
 
 
+def figures_html(figures: Iterable[go.Figure]) -> str:
+    """Every figure of a page, numbered from 1 in page order (their ids differ by number)."""
+    return "".join(_figure_html(fig, index) for index, fig in enumerate(figures, start=1))
+
+
 def page(title: str, body: str) -> str:
-    """A self-contained HTML page: styles and plotly.js (compressed) inlined, works offline."""
+    """A self-contained HTML page: styles and plotly.js (compressed) inlined, works offline.
+    Two figures with one id (two ``figures_html`` of one page) are a ValueError."""
+    ids = Counter(_FIGURE_ID.findall(body))
+    if twice := sorted(name for name, count in ids.items() if count > 1):
+        raise ValueError(f"figures with the same id on page {title!r}: {', '.join(twice)}")
     return (
         "<!DOCTYPE html>\n<html lang='en'>\n<head>"
         f"<meta charset='utf-8'><title>{escape(title)}</title><style>{STYLE}</style>"
@@ -142,7 +164,7 @@ def _comparison_html(comparison: Comparison, wording: Wording) -> str:
 def write_comparison_report(out_dir: Path, title: str, comparison: Comparison) -> Path:
     """``comparison.html``: predicted vs measured, the figure and every point's error."""
     figure = comparison_figure(comparison)
-    body = (figure_html(figure) if figure is not None else "") + _comparison_html(
+    body = figures_html([] if figure is None else [figure]) + _comparison_html(
         comparison, COMPARE_WORDING
     )
     path = out_dir / "comparison.html"
@@ -199,7 +221,7 @@ def render_report(data: RunData, title: str) -> str:
     warnings on top."""
     compared = "" if data.comparison is None else _comparison_html(data.comparison, RUN_WORDING)
     figures = run_figures(data)
-    shown = "".join(figure_html(fig) for fig in figures) or "<p>No successful rows to plot.</p>"
+    shown = figures_html(figures) or "<p>No successful rows to plot.</p>"
     warnings = _warnings_html(data.link_warnings)
     return page(title, f"{warnings}{_summary(data.rows)}{shown}{compared}")
 

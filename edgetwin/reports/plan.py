@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from edgetwin.atomic import write_text_atomic
 from edgetwin.plan.answers import QUESTIONS, cell_label, describe, grid_title
 from edgetwin.plan.questions import BEST_METRICS, PlanQuestion
-from edgetwin.reports.html import figure_html, page
+from edgetwin.reports.html import figures_html, page
 from edgetwin.reports.style import (
     categories,
     color,
@@ -326,7 +326,7 @@ def render_plan(question: PlanQuestion, result: dict[str, Any]) -> str:
     """The page as one HTML string."""
     lines = "".join(f"<li>{escape(line)}</li>" for line in describe(result))
     intro = f"<p>{escape(question.description)}</p>" if question.description else ""
-    figures = "".join(figure_html(fig) for fig in FIGURES[result["kind"]](result))
+    figures = figures_html(FIGURES[result["kind"]](result))
     return page(f"edgetwin plan: {question.name}", f"{intro}<ul>{lines}</ul>{figures}")
 
 

@@ -4,7 +4,6 @@ Chromium, offline: no browser is downloaded and no script is fetched (no MathJax
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import threading
 from collections.abc import Sequence
@@ -15,13 +14,12 @@ import plotly.graph_objects as go
 
 from edgetwin.atomic import output_kind, publish_folder, staged_folder
 from edgetwin.errors import InputError, RunFailed
-from edgetwin.reports.html import read_run, run_figures
+from edgetwin.reports.html import figure_name, read_run, run_figures
 from edgetwin.reports.style import WIDTH_PX, styled
 
 STATIC_FORMATS = ("svg", "pdf", "png")
 FIGURES_DIR = "figures"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-_NAME_CHARS = 60
 _PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"  # not the CDN
 
 
@@ -35,13 +33,6 @@ def browser_path() -> str:
         )
         raise InputError(path, None, problem)
     return path
-
-
-def figure_name(index: int, fig: go.Figure) -> str:
-    """``01_latency_breakdown_per_batch_at_1000_mbit_s``: its place and its title."""
-    title = (fig.layout.title.text or "figure").split("<br>")[0]
-    slug = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")[:_NAME_CHARS].rstrip("_")
-    return f"{index:02d}_{slug or 'figure'}"
 
 
 def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list[Path]:

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.calibration.held_out import HOLDOUT_NAMES, HoldoutBy
-from edgetwin.reports.html import figure_html, page
+from edgetwin.reports.html import figures_html, page
 from edgetwin.reports.parity import ParityPoint, parity_figure
 
 
@@ -85,7 +85,7 @@ def write_validation_report(
         "<table><tr><th>Metric</th><th>Points</th><th>MAPE (%)</th><th>Median |error| (%)</th>"
         "<th>Max |error| (%)</th><th>90 % interval coverage (%)</th></tr>"
         f"{rows}</table>"
-        f"{'' if figure is None else figure_html(figure)}"
+        f"{figures_html([] if figure is None else [figure])}"
         "<table><tr><th>Metric</th><th class='text'>Point</th><th>Measured</th><th>Predicted</th>"
         f"<th>Error (%)</th></tr>{detail}</table>"
     )

@@ -1,0 +1,117 @@
+"""Same results, same page: every page edgetwin writes is the same bytes when it is written
+again from the same inputs, by another process (another hash seed) into another folder."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import plotly.graph_objects as go
+import pytest
+
+from edgetwin.reports.html import figures_html, page
+from tests.conftest import REPO
+
+SCENARIOS = REPO / "scenarios"
+JETSON_SPEC = REPO / "edgetwin" / "calibration" / "specs" / "jetson_orin_nano.yaml"
+_DIV_IDS = re.compile(r'<div id="([^"]*)" class="plotly-graph-div"')
+
+
+def _edgetwin(*args: str | Path, hash_seed: int) -> None:
+    """One ``edgetwin`` command in a process of its own, with its own string hashes (set
+    and dict orders of strings differ between two such processes)."""
+    env = {**os.environ, "PYTHONHASHSEED": str(hash_seed)}
+    command = [sys.executable, "-m", "edgetwin", *map(str, args)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _figure_ids(page: Path) -> list[str]:
+    return _DIV_IDS.findall(page.read_text(encoding="utf-8"))
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    "scenario, options",
+    [("prism_jetson.yaml", []), ("crowdio_6stage.yaml", ["--trace"])],
+    ids=["encoder", "crowd-traced"],
+)
+def test_a_run_page_is_the_same_bytes_when_written_again(
+    tmp_path: Path, scenario: str, options: list[str]
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    for seed, out in enumerate((first, second), start=1):
+        _edgetwin("run", SCENARIOS / scenario, *options, "--out", out, "--quiet", hash_seed=seed)
+    page = (first / "report.html").read_bytes()
+    assert page == (second / "report.html").read_bytes()
+    ids = _figure_ids(first / "report.html")
+    assert len(ids) >= 3 and len(set(ids)) == len(ids)
+
+
+def _plan(out: Path, seed: int) -> Path:
+    _edgetwin("plan", SCENARIOS / "plan_crossover.plan.yaml", "--out", out, hash_seed=seed)
+    return out / "plan.html"
+
+
+def _evaluation(out: Path, seed: int) -> Path:
+    spec = SCENARIOS / "adaptive_prism.eval.yaml"
+    _edgetwin("evaluate", spec, "--out", out, "--quiet", hash_seed=seed)
+    return out / "evaluation.html"
+
+
+def _affinity(out: Path, seed: int) -> Path:
+    spec = SCENARIOS / "affinity_small.eval.yaml"
+    _edgetwin("evaluate-affinity", spec, "--out", out, "--quiet", hash_seed=seed)
+    return out / "affinity.html"
+
+
+def _validation(out: Path, seed: int) -> Path:
+    _edgetwin("validate", JETSON_SPEC, "--out", out, hash_seed=seed)
+    return out / "validation.html"
+
+
+def _comparison(out: Path, seed: int) -> Path:
+    runs = out.parent / f"runs{seed}"
+    for run_seed in (1, 2):
+        scenario = SCENARIOS / "prism_jetson.yaml"
+        run = ["run", scenario, "--seed", str(run_seed), "--out", runs / str(run_seed), "--quiet"]
+        _edgetwin(*run, hash_seed=seed)
+    _edgetwin("compare", runs / "1", runs / "2", "--out", out, hash_seed=seed)
+    return out / "comparison.html"
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("write_page", [_plan, _evaluation, _affinity, _validation, _comparison])
+def test_every_other_page_is_the_same_bytes_when_written_again(
+    tmp_path: Path, write_page: Callable[[Path, int], Path]
+) -> None:
+    first = write_page(tmp_path / "first" / "out", 1)
+    second = write_page(tmp_path / "second" / "out", 2)
+    assert first.read_bytes() == second.read_bytes()
+    ids = _figure_ids(first)
+    assert ids and len(set(ids)) == len(ids)
+
+
+def _figure(title: str) -> go.Figure:
+    return go.Figure(go.Scatter(x=[1, 2], y=[3, 4]), layout={"title": {"text": title}})
+
+
+def test_figure_ids_are_their_place_and_title_and_differ_on_a_page() -> None:
+    figures = [_figure("Latency (ms)<br>detail"), _figure("Latency (ms)"), go.Figure()]
+    html = figures_html(figures)
+    assert _DIV_IDS.findall(html) == [
+        "figure-01_latency_ms",
+        "figure-02_latency_ms",
+        "figure-03_figure",
+    ]
+    assert html == figures_html(figures)  # no random part
+
+
+def test_a_page_with_two_figures_of_one_id_is_refused() -> None:
+    twice = figures_html([_figure("Energy")]) + figures_html([_figure("Energy")])
+    with pytest.raises(ValueError, match="figure-01_energy"):
+        page("two lists of figures", twice)
