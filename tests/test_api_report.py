@@ -23,9 +23,11 @@ def run_dir(tmp_path: Path) -> Path:
 @pytest.mark.timeout(120)
 def test_report_writes_the_page_again(run_dir: Path) -> None:
     page = run_dir / "report.html"
+    run_wrote = page.read_bytes()
     page.unlink()
     written = edgetwin.report(str(run_dir))
     assert written == edgetwin.Report(page) and 'class="plotly-graph-div"' in page.read_text()
+    assert page.read_bytes() == run_wrote  # the same page, title and all
 
 
 @pytest.mark.browser

@@ -48,6 +48,8 @@ def test_a_run_page_is_the_same_bytes_when_written_again(
         _edgetwin("run", SCENARIOS / scenario, *options, "--out", out, "--quiet", hash_seed=seed)
     page = (first / "report.html").read_bytes()
     assert page == (second / "report.html").read_bytes()
+    _edgetwin("report", second, hash_seed=3)  # edgetwin report writes what run wrote
+    assert page == (second / "report.html").read_bytes()
     ids = _figure_ids(first / "report.html")
     assert len(ids) >= 3 and len(set(ids)) == len(ids)
 

@@ -213,7 +213,9 @@ def run_figures(data: RunData) -> list[go.Figure]:
 
 
 def run_title(data: RunData) -> str:
-    return f"edgetwin report: {_values(data.rows, 'scenario')}"
+    """``edgetwin: prism_jetson``: the scenario of the rows (one per run), whoever writes
+    the page (``run``, ``report``, ``Results.write``), so that each writes the same page."""
+    return f"edgetwin: {_values(data.rows, 'scenario')}"
 
 
 def render_report(data: RunData, title: str) -> str:

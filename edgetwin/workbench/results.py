@@ -76,9 +76,7 @@ class Results:
             (folder / "scenario.resolved.yaml").write_text(dump_resolved(self.scenario))
         if self.reference is not None:
             _copy_reference(self.reference, folder / "reference.csv")
-        write_report(
-            folder, title=None if self.scenario is None else f"edgetwin: {self.scenario.name}"
-        )
+        write_report(folder)
         if format != "csv":
             self.to_pandas().to_parquet(folder / "results.parquet", index=False)
         if format == "parquet":
