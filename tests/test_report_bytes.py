@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -13,7 +14,9 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
+from edgetwin.cli import main
 from edgetwin.reports.html import figures_html, page
+from edgetwin.reports.static import numbered_svg, undated_pdf
 from tests.conftest import REPO
 
 SCENARIOS = REPO / "scenarios"
@@ -117,3 +120,49 @@ def test_a_page_with_two_figures_of_one_id_is_refused() -> None:
     twice = figures_html([_figure("Energy")]) + figures_html([_figure("Energy")])
     with pytest.raises(ValueError, match="figure-01_energy"):
         page("two lists of figures", twice)
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("fmt", ["svg", "pdf"])
+def test_static_figures_are_the_same_bytes_when_exported_again(tmp_path: Path, fmt: str) -> None:
+    """plotly.js names an SVG's clip paths and traces at random, Chromium dates a PDF."""
+    if shutil.which("chromium") is None:
+        pytest.skip("chromium is not installed (CI installs it)")
+    first, second = tmp_path / "first", tmp_path / "second"
+    scenario = str(SCENARIOS / "prism_jetson.yaml")
+    assert main(["run", scenario, "--set", "sweeps=[{batch: [1, 2]}]", "--out", str(first)]) == 0
+    shutil.copytree(first, second)
+    for run in (first, second):
+        assert main(["report", str(run), "--static", fmt]) == 0
+    files = sorted((first / "figures").iterdir())
+    assert len(files) >= 3
+    for path in files:
+        assert path.read_bytes() == (second / "figures" / path.name).read_bytes(), path.name
+
+
+def test_an_svg_keeps_its_names_apart_and_its_drawing() -> None:
+    drawn = (
+        '<svg><defs id="defs-123456"><clipPath id="clip123456xyplot"/></defs>'
+        '<defs id="topdefs-123456"><clipPath id="legend123456"/></defs>'
+        '<g clip-path="url(#clip123456xyplot)"><path d="M1234567,2"/></g>'
+        '<use href="#legend123456"/><text>123456</text></svg>'
+    )
+    assert numbered_svg(drawn, 3) == (
+        '<svg><defs id="defs-000003"><clipPath id="clip000003xyplot"/></defs>'
+        '<defs id="topdefs-000003"><clipPath id="legend000003"/></defs>'
+        '<g clip-path="url(#clip000003xyplot)"><path d="M1234567,2"/></g>'
+        '<use href="#legend000003"/><text>123456</text></svg>'
+    )
+    assert numbered_svg("<svg/>", 1) == "<svg/>"
+
+
+def test_a_pdf_loses_its_dates_and_keeps_its_offsets() -> None:
+    info = (
+        b"1 0 obj\n<</Title (Kaleido-fier)\n/Producer (Skia/PDF m156)\n"
+        b"/CreationDate (D:20261204222816+00'00')\n/ModDate (D:20261204222816+00'00')>>\nendobj\n"
+    )
+    undated = undated_pdf(info)
+    assert len(undated) == len(info) and b"Date" not in undated and b"2026" not in undated
+    assert undated.startswith(b"1 0 obj\n<</Title (Kaleido-fier)\n/Producer (Skia/PDF m156)\n")
+    assert undated.endswith(b">>\nendobj\n")

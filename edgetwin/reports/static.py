@@ -1,9 +1,16 @@
 """Static figure files (SVG, PDF, PNG) of a run's report, drawn by kaleido in the system
-Chromium, offline: no browser is downloaded and no script is fetched (no MathJax)."""
+Chromium, offline: no browser is downloaded and no script is fetched (no MathJax).
+
+The same figures give the same files, byte for byte: plotly.js names an SVG's clip paths
+after a random uid and its traces after random ones, and Chromium dates a PDF; the
+traces get their numbers as uids, the figure's uid becomes its number and a PDF's dates
+are blanked.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 from collections.abc import Sequence
@@ -21,6 +28,9 @@ STATIC_FORMATS = ("svg", "pdf", "png")
 FIGURES_DIR = "figures"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 _PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"  # not the CDN
+_SVG_UID = re.compile(r'<defs id="defs-([0-9a-z]+)"')  # plotly.js's uid of the figure
+_SVG_NAME = re.compile(r'( id="|url\([^#)]*#|href="#)([^"()]+)')  # a name, a reference to one
+_PDF_DATE = re.compile(rb"/(?:CreationDate|ModDate) *\(D:[0-9][^)]*\)")
 
 
 def browser_path() -> str:
@@ -48,6 +58,8 @@ def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list
     jobs = []
     for index, fig in enumerate(figures, start=1):
         fig = styled(fig)
+        for number, trace in enumerate(fig.data):  # else plotly.js draws random ones
+            trace.uid = str(number)
         path = out_dir / f"{figure_name(index, fig)}.{fmt}"
         opts = {"format": fmt, "width": WIDTH_PX, "height": fig.layout.height}
         jobs.append({"fig": fig, "path": path, "opts": opts})
@@ -62,7 +74,30 @@ def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list
         raise
     except (BrowserFailedError, BrowserClosedError, ChannelClosedError) as exc:
         raise RunFailed(f"static figures: the browser {browser} failed: {exc.args[0]}") from None
+    for index, job in enumerate(jobs, start=1):
+        path = job["path"]
+        if fmt == "svg":
+            path.write_text(numbered_svg(path.read_text(encoding="utf-8"), index), "utf-8")
+        elif fmt == "pdf":
+            path.write_bytes(undated_pdf(path.read_bytes()))
     return [job["path"] for job in jobs]
+
+
+def numbered_svg(svg: str, index: int) -> str:
+    """``svg`` with plotly.js's random uid of the figure (in the names of its clip paths
+    and other definitions, and the references to them) replaced by ``index`` as six hex
+    digits: the figures of one report keep names apart, should one page inline them."""
+    found = _SVG_UID.search(svg)
+    if found is None:
+        return svg
+    drawn, uid = found.group(1), f"{index:06x}"
+    return _SVG_NAME.sub(lambda name: name.group(1) + name.group(2).replace(drawn, uid), svg)
+
+
+def undated_pdf(pdf: bytes) -> bytes:
+    """``pdf`` without the dates Chromium writes in its information (when it was drawn):
+    each entry becomes spaces of its length, so the cross-reference offsets stay right."""
+    return _PDF_DATE.sub(lambda entry: b" " * len(entry.group()), pdf)
 
 
 def check_figures_folder(run_dir: Path) -> Path:
