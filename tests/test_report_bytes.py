@@ -40,8 +40,8 @@ def _figure_ids(page: Path) -> list[str]:
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(
     "scenario, options",
-    [("prism_jetson.yaml", []), ("crowdio_6stage.yaml", ["--trace"])],
-    ids=["encoder", "crowd-traced"],
+    [("prism_jetson.yaml", []), ("crowdio_6stage.yaml", ["--trace"]), ("llm_smoke.yaml", [])],
+    ids=["encoder", "crowd-traced", "decoder"],
 )
 def test_a_run_page_is_the_same_bytes_when_written_again(
     tmp_path: Path, scenario: str, options: list[str]
