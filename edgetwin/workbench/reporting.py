@@ -32,8 +32,9 @@ class Report:
 
 def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
     """Write ``folder/report.html`` again from the run's files (``results.csv``, and
-    ``reference.csv`` and ``scenario.resolved.yaml`` when there); with ``static``, also
-    every figure as ``folder/figures/<name>.<static>`` (headless Chromium draws them)."""
+    ``reference.csv`` and ``scenario.resolved.yaml`` when there), the bytes ``run`` wrote;
+    with ``static``, also every figure as ``folder/figures/<name>.<static>`` (headless
+    Chromium draws them)."""
     run_dir = path_argument(folder, "folder")
     if static is not None:
         choice_argument(static, "static", STATIC_FORMATS)
