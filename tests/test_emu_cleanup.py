@@ -241,7 +241,7 @@ def test_a_vit_rank_exits_when_its_launcher_is_killed(tmp_path: Path) -> None:
     launcher.kill()
     launcher.wait()
     assert _gone(rank.pid)
-    assert f"its launcher (pid {launcher.pid}) is gone" in log.read_text()
+    assert f"rank: its parent (pid {launcher.pid}) is gone" in log.read_text()
 
 
 KILLED_RUN = """

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from edgetwin.emu.parent_watch import exit_with_parent
+from edgetwin.parent_watch import exit_with_parent
 
 
 def add_process_group_flags(parser: argparse.ArgumentParser, *, world: bool) -> None:
@@ -34,7 +34,7 @@ def parse_rank_args(cli: argparse.ArgumentParser, argv: Sequence[str] | None) ->
     """The rank's arguments; with ``--parent-pid``, the rank exits once its launcher is gone."""
     args = cli.parse_args(argv)
     if args.parent_pid is not None:
-        exit_with_parent(args.parent_pid)
+        exit_with_parent(args.parent_pid, "rank")
     return args
 
 

@@ -7,12 +7,14 @@ finishes (in any order); the rows do not depend on the executor.
 from __future__ import annotations
 
 import math
+import os
 import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Protocol
 
 from edgetwin.errors import InputError, option_named
+from edgetwin.parent_watch import exit_with_parent
 from edgetwin.plan.sweep import ConfigResult, Payload, chunks, run_chunk
 
 SCHEDULER = option_named("--scheduler", "scheduler=")  # how an error names the Dask scheduler
@@ -57,7 +59,8 @@ class PoolExecutor:
     def run(self, payload: Payload, indexes: Sequence[int], on_done: OnDone) -> None:
         tasks = chunks(indexes, chunk_size(len(indexes), self.workers))
         processes = pool_size(self.workers, len(tasks))
-        with ProcessPoolExecutor(processes, initializer=leave_stops_to_the_parent) as pool:
+        start = leave_stops_to_the_parent
+        with ProcessPoolExecutor(processes, initializer=start, initargs=(os.getpid(),)) as pool:
             futures = [pool.submit(run_chunk, payload, c) for c in tasks]
             try:
                 for future in as_completed(futures):
@@ -68,13 +71,16 @@ class PoolExecutor:
                 raise  # Python 3.11's pool raises in its thread on a cancelled one)
 
 
-def leave_stops_to_the_parent() -> None:
+def leave_stops_to_the_parent(parent_pid: int) -> None:
     """A pool worker's start: Ctrl-C, which a terminal sends to every process of the
     command, is ignored (the parent stops the sweep and kills its workers), and SIGTERM
     ends the worker outright. A forked worker inherits the parent's handler that makes
-    both an interrupt, and the pool's worker loop printed its traceback."""
+    both an interrupt, and the pool's worker loop printed its traceback. The worker exits
+    when ``parent_pid`` is gone: a parent killed outright (SIGKILL) kills no worker, and
+    the pool's workers stayed, blocked for good, one per core."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    exit_with_parent(parent_pid, "plan worker")
 
 
 def stop_workers(pool: ProcessPoolExecutor) -> None:
