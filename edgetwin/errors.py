@@ -16,8 +16,10 @@ _PROBLEM_CHARS = 300
 
 
 def option_named(option: str, argument: str) -> str:
-    """How an error that a Python caller can hit names a command-line option: the option,
-    then the argument of the Python API that gives it, ``--workers (workers= in Python)``."""
+    """How an error or a warning that a Python caller can hit names a command-line option:
+    the option, then the argument of the Python API that gives it, ``--workers (workers= in
+    Python)``; an option with its value, that value in Python, ``--mode emu (mode='emu' in
+    Python)``."""
     return f"{option} ({argument} in Python)"
 
 

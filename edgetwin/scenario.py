@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec
+from edgetwin.errors import MODE_EMU
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderWorkload
@@ -680,7 +681,7 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     network, warnings = scenario.network, []
     if mode != "emu" and network.loss_pct > 0:
         warnings.append(
-            f"network.loss_pct is {network.loss_pct:g} %, but only --mode emu drops packets: "
+            f"network.loss_pct is {network.loss_pct:g} %, but only {MODE_EMU} drops packets: "
             f"this {mode} run has no loss"
         )
     if mode != "emu":
@@ -688,7 +689,7 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
             "emulator.faults": bool(scenario.emulator.faults),
             "emulator.host_cpu_cores": bool(scenario.emulator.host_cpu_cores),
         }
-        emu_only = f"only --mode emu plays it: this {mode} run has none"
+        emu_only = f"only {MODE_EMU} plays it: this {mode} run has none"
         warnings += [f"{field} is set, but {emu_only}" for field, on in emulated.items() if on]
     if mode == "twin":
         return warnings
@@ -703,7 +704,7 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
             "network.schedule": bool(network.schedule),
             "network.medium": network.medium == "shared",
         }
-        unshaped = "nothing shapes loopback: only --mode emu plays it"
+        unshaped = f"nothing shapes loopback: only {MODE_EMU} plays it"
         warnings += [f"{field} is set, but {unshaped}" for field, on in shaped.items() if on]
     return warnings
 

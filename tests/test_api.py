@@ -270,6 +270,23 @@ def test_errors_that_name_an_option_name_the_python_argument_too(tmp_path: Path)
     assert raised.value.problem.endswith("; use --mode twin (mode='twin' in Python)")
 
 
+@pytest.mark.timeout(60)
+def test_warnings_that_name_an_option_name_the_python_argument_too() -> None:
+    """A twin run's warnings said 'only --mode emu drops packets' (and plays faults and
+    host cores), an option that a Python caller never typed: they name mode='emu' too."""
+    faults = ROOT / "scenarios" / "emu_crowdio_faults.yaml"
+    lossy = [*SMALL, "network.loss_pct=1", "emulator.host_cpu_cores=[1, 1]"]
+    said = [
+        *edgetwin.run(JETSON, overrides=lossy).warnings,
+        *edgetwin.run(faults, mode="twin").warnings,
+    ]
+    naming = [warning for warning in said if "--" in warning]
+    assert len(naming) == 3, said  # loss, host cores, faults
+    for warning in naming:
+        assert "only --mode emu (mode='emu' in Python) " in warning, warning
+        assert warning.count("--") == 1, warning
+
+
 def test_import_edgetwin_stays_light() -> None:
     """The API is imported on first use: a worker's ``import edgetwin`` pulls nothing."""
     script = (
@@ -303,7 +320,8 @@ def test_a_twin_run_warns_that_only_the_emulator_drops_packets(
     assert lossless.warnings == ()
     lossy = edgetwin.run(JETSON, overrides=[*SMALL, "network.loss_pct=2.5"])
     assert lossy.warnings == (
-        "network.loss_pct is 2.5 %, but only --mode emu drops packets: this twin run has no loss",
+        "network.loss_pct is 2.5 %, but only --mode emu (mode='emu' in Python) drops packets: "
+        "this twin run has no loss",
     )
     assert [r.total_ms for r in lossy.rows] == [r.total_ms for r in lossless.rows]
     lossy_cli = ["--set", SMALL[0], "--set", "network.loss_pct=1", "--out", str(tmp_path)]
@@ -317,7 +335,10 @@ def test_a_twin_run_warns_that_only_the_emulator_plays_faults_and_host_cores() -
     host's core quota capped nothing, without a word."""
     faults = ROOT / "scenarios" / "emu_crowdio_faults.yaml"
     twin = edgetwin.run(faults, mode="twin")
-    expected = "emulator.faults is set, but only --mode emu plays it: this twin run has none"
+    expected = (
+        "emulator.faults is set, but only --mode emu (mode='emu' in Python) plays it: "
+        "this twin run has none"
+    )
     assert expected in twin.warnings
     capped = edgetwin.run(JETSON, overrides=[*SMALL, "emulator.host_cpu_cores=[1, 1]"])
     assert any(w.startswith("emulator.host_cpu_cores is set") for w in capped.warnings)

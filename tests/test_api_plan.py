@@ -34,6 +34,17 @@ def test_run_plan_answers_as_the_command_does(tmp_path: Path) -> None:
     assert again.answer == outcome.answer  # a fresh sweep (a pool now), the same answer
 
 
+@pytest.mark.timeout(300)
+def test_run_plan_s_warnings_name_the_python_argument(tmp_path: Path) -> None:
+    """A plan's twin sweeps drop no packets; its warning named only '--mode emu'."""
+    lossy = [*SMALL, "set=[devices.0.count=4, network.loss_pct=2]"]
+    outcome = edgetwin.run_plan(QUESTION, out=tmp_path / "out", overrides=lossy, workers=1)
+    assert outcome.warnings == (
+        "network.loss_pct is 2 %, but only --mode emu (mode='emu' in Python) drops packets: "
+        "this twin run has no loss",
+    )
+
+
 @pytest.mark.timeout(120)
 def test_bad_plan_arguments_name_the_argument(tmp_path: Path) -> None:
     out = tmp_path / "out"

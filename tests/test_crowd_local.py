@@ -84,6 +84,9 @@ def test_what_a_real_crowd_run_does_not_play_is_said() -> None:
     churn = [f"crowd.fleet.{k}.availability is set" for k in range(3)]
     for said in (*churn, "crowd.job.interarrival", "network.latency_ms", "network.schedule"):
         assert sum(said in warning for warning in local) == 1, (said, local)
+    for shaped in ("network.latency_ms", "network.schedule"):  # as a Python caller asks
+        warning = next(warning for warning in local if warning.startswith(shaped))
+        assert warning.endswith("only --mode emu (mode='emu' in Python) plays it"), warning
     emu = unplayed_settings(city, "emu")  # the emulator shapes the network
     assert len(emu) == 4 and not any("network." in warning for warning in emu)
     assert unplayed_settings(city, "twin") == []

@@ -206,7 +206,10 @@ def test_a_plan_warns_that_its_twin_sweeps_drop_no_packets(
     out = tmp_path / "lossy"
     assert main(["plan", str(plain), *lossy, "--out", str(out), "--quiet"]) == 0
     printed = capsys.readouterr().out
-    warning = "edgetwin: warning: network.loss_pct is 3 %, but only --mode emu drops packets"
+    warning = (
+        "edgetwin: warning: network.loss_pct is 3 %, "
+        "but only --mode emu (mode='emu' in Python) drops packets"
+    )
     assert warning in printed
     answer = json.loads((out / "answer.json").read_text())
     assert answer == json.loads((tmp_path / "plain" / "answer.json").read_text())
