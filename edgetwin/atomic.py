@@ -25,12 +25,16 @@ whose locks do not cross machines would show its live writer's lock free), one w
 lock file (an older edgetwin's ``.NAME-RANDOM``, whose name a user's folder could have and
 which says nothing of its writer; or one killed in the instant between its making and its
 lock, or where the file system has no flock), and anything that is not a staging folder.
+What it removed is logged (logger ``edgetwin.atomic``, level WARNING: nothing to fix, worth
+knowing), once per folder cleaned: the command line prints it on stderr, and Python shows
+it to an API caller on stderr unless logging is set up otherwise.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import re
 import shutil
@@ -41,7 +45,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Literal
 
-from edgetwin.errors import FORCE_OPTION, OUT_OPTION, InputError, raise_if_stop_asked
+from edgetwin.errors import FORCE_OPTION, OUT_OPTION, InputError, counted, raise_if_stop_asked
 
 STAGING_SUFFIX = ".edgetwin"  # a staging folder's name: .NAME-RANDOM.edgetwin
 _STAGING_NAME = re.compile(rf"\..*-[a-z0-9_]+{re.escape(STAGING_SUFFIX)}", re.DOTALL)
@@ -52,6 +56,7 @@ _NEW = "new"  # in a staging folder: the folder that publish_folder puts in plac
 _ASIDE = "old"  # in a staging folder: holds the folder publish_folder replaces, until removed
 _MOUNT_ESCAPE = re.compile(rb"\\([0-7]{3})")  # in /proc/self/mountinfo: \040 is a space
 _HELD: set[int] = set()  # this process's descriptors of its staging folders' locks
+_LOG = logging.getLogger(__name__)  # what remove_stale_staging removed
 
 
 def _close_inherited_locks() -> None:
@@ -127,7 +132,7 @@ def staged_folder(out: Path) -> Iterator[Path]:
 
 def remove_stale_staging(parent: Path) -> list[Path]:
     """Remove the staging folders in ``parent`` whose writer is gone (the module's docstring
-    says which those are, and what is left alone); the ones removed."""
+    says which those are, and what is left alone), and log how many; the ones removed."""
     try:
         with os.scandir(parent) as entries:
             found = [
@@ -137,7 +142,17 @@ def remove_stale_staging(parent: Path) -> list[Path]:
             ]
     except OSError:
         return []
-    return [folder for folder in found if _removed_if_stale(folder)]
+    removed = [folder for folder in found if _removed_if_stale(folder)]
+    if removed:
+        _LOG.warning("%s", removed_note(len(removed), parent))
+    return removed
+
+
+def removed_note(count: int, parent: Path) -> str:
+    """What ``remove_stale_staging`` says it removed: ``removed 2 folders left by killed
+    edgetwin commands in DIR``."""
+    killed = "a killed edgetwin command" if count == 1 else "killed edgetwin commands"
+    return f"removed {counted(count, 'folder')} left by {killed} in {parent}"
 
 
 def _hold(folder: Path) -> int | None:

@@ -12,17 +12,19 @@ killed there with SIGKILL; nothing waits on the clock.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 import pytest
 
+import edgetwin
 from edgetwin.atomic import remove_stale_staging, write_text_atomic
 from edgetwin.cli import main
 from edgetwin.workbench.output import output_folder
@@ -126,6 +128,64 @@ def test_a_live_run_s_staging_folder_is_left_alone(tmp_path: Path) -> None:
         assert proc.returncode == 0, err
     assert _names(work) == ["other", "out"]
     assert _names(work / "out") == files
+
+
+def _killed_runs(tmp_path: Path, *outs: Path) -> None:
+    """A run onto each of ``outs``, all held where they publish at once (each would remove
+    an earlier one's leftover), then killed: their staging folders left."""
+    with ExitStack() as stack:
+        procs = []
+        for k, out in enumerate(outs):
+            (tmp_path / f"held{k}").mkdir(parents=True)
+            procs.append(stack.enter_context(_held(tmp_path / f"held{k}", out, *_run(out)))[0])
+        for proc in procs:
+            _killed(proc)
+
+
+@pytest.mark.timeout(180)
+def test_the_next_command_says_on_stderr_what_it_removed(tmp_path: Path) -> None:
+    """The next command removed what killed ones left without a word: it says so on stderr,
+    once, with --quiet too (which stops the progress, not the warnings and notices)."""
+    work = tmp_path / "work"
+    _killed_runs(tmp_path, work / "a", work / "b")
+    assert len(list(work.glob(".*.edgetwin"))) == 2
+    command = [sys.executable, "-m", "edgetwin", *_run(work / "next")]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    said = f"edgetwin: removed 2 folders left by killed edgetwin commands in {work}"
+    assert done.stderr.splitlines().count(said) == 1, done.stderr
+    assert _names(work) == ["next"]
+    command = [sys.executable, "-m", "edgetwin", *_run(work / "again")]
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert "removed" not in again.stderr  # nothing left to remove, nothing said
+
+
+# An API caller's script: edgetwin.run of SCENARIO into OUT, logging left as Python sets it.
+_API_RUN = """
+import sys, edgetwin
+edgetwin.run(sys.argv[1], out=sys.argv[2])
+"""
+
+
+@pytest.mark.timeout(180)
+def test_an_api_caller_is_told_what_was_removed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The API logs it (logger edgetwin.atomic, a warning): Python shows it on stderr to a
+    caller who set up no logging, and a caller's own handlers get it."""
+    work = tmp_path / "work"
+    _killed_runs(tmp_path, work / "a")
+    command = [sys.executable, "-c", _API_RUN, str(TEMPLATE), str(work / "next")]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    said = f"removed 1 folder left by a killed edgetwin command in {work}"
+    assert done.stderr.splitlines() == [said], done.stderr
+    _killed_runs(tmp_path / "second", work / "b")
+    with caplog.at_level(logging.WARNING, logger="edgetwin"):
+        edgetwin.run(TEMPLATE, out=work / "last")
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [("edgetwin.atomic", said)]
+    assert _names(work) == ["last", "next"]
 
 
 # Runs edgetwin's command line (ARGS) with every chunk of a plan's sweep held in its pool
