@@ -326,7 +326,7 @@ def test_a_twin_run_warns_that_only_the_emulator_drops_packets(
     assert [r.total_ms for r in lossy.rows] == [r.total_ms for r in lossless.rows]
     lossy_cli = ["--set", SMALL[0], "--set", "network.loss_pct=1", "--out", str(tmp_path)]
     assert main(["run", str(JETSON), "--quiet", "--force", *lossy_cli]) == 0
-    assert "edgetwin: warning: network.loss_pct is 1 %" in capsys.readouterr().out
+    assert "edgetwin: warning: network.loss_pct is 1 %" in capsys.readouterr().err
 
 
 @pytest.mark.timeout(60)

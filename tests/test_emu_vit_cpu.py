@@ -85,7 +85,7 @@ def test_a_link_faster_than_the_machine_carries_is_reported(
     path.write_text(yaml.safe_dump(raw))
     out = tmp_path / "out"
     assert cli.main(["run", str(path), "--out", str(out), "--quiet"]) == 0
-    console = capsys.readouterr().out
+    console = capsys.readouterr().err
     warnings = [line for line in console.splitlines() if "warning: link" in line]
     assert len(warnings) == 2, console  # both directions
     for sender, receiver in (("etwh0", "etwh1"), ("etwh1", "etwh0")):

@@ -205,7 +205,7 @@ def test_a_plan_warns_that_its_twin_sweeps_drop_no_packets(
     lossy = ["--set", "set=[devices.0.count=2, repetitions=2, network.loss_pct=3]"]
     out = tmp_path / "lossy"
     assert main(["plan", str(plain), *lossy, "--out", str(out), "--quiet"]) == 0
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr().err
     warning = (
         "edgetwin: warning: network.loss_pct is 3 %, "
         "but only --mode emu (mode='emu' in Python) drops packets"

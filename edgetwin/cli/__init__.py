@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from edgetwin.calibration.held_out import HOLDOUT_NAMES
+from edgetwin.cli.console import print_warnings
 from edgetwin.cli.init import add_init_arguments, init_command
 from edgetwin.cli.inputs import (
     add_check_argument,
@@ -318,8 +319,7 @@ def _run(args: argparse.Namespace) -> int:
         progress=progress_bar(args.quiet),
     )
     rows = results.rows
-    for warning in results.warnings:
-        print(f"edgetwin: warning: {warning}")
+    print_warnings(results.warnings)
     failed = sum(row.status != "ok" for row in rows)
     short = sum(
         r.link_error_pct is not None and not within_tolerance(r.link_error_pct) for r in rows
@@ -368,8 +368,7 @@ def _compare(args: argparse.Namespace) -> int:
     comparison = compare(
         args.predicted, args.measured, out=args.out, force=args.force, command=args.command
     )
-    for warning in comparison.warnings:
-        print(f"edgetwin: warning: {warning}", file=sys.stderr)
+    print_warnings(comparison.warnings)
     for metric, median in comparison.median_abs_error_pct.items():
         count = sum(p["metric"] == metric and p["error_pct"] is not None for p in comparison.points)
         print(f"{metric}: median |error| {median:.1f} % over {counted(count, 'point')}")
@@ -488,8 +487,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         progress=progress_bar(args.quiet),
         command=args.command,
     )
-    for warning in result.warnings:
-        print(f"edgetwin: warning: {warning}")
+    print_warnings(result.warnings)
     print(f"ground truth: {result.truth_source}, {len(result.conditions)} conditions")
     if result.infeasible:
         print(f"not scored: {len(result.infeasible)} conditions where every candidate fails")

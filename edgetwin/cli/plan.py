@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from edgetwin.cli import inputs
+from edgetwin.cli.console import print_warnings
 from edgetwin.cli.progress import progress_bar
 from edgetwin.errors import counted
 from edgetwin.plan.answers import describe
@@ -44,8 +45,7 @@ def plan_command(args: argparse.Namespace) -> int:
         progress=progress_bar(args.quiet),
         command=args.command,
     )
-    for warning in outcome.warnings:
-        print(f"edgetwin: warning: {warning}")
+    print_warnings(outcome.warnings)
     for line in describe(outcome.answer):
         print(line)
     print(
