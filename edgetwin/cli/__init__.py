@@ -9,15 +9,13 @@ each subcommand's help and example (plain text).
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from edgetwin.calibration.held_out import HOLDOUT_NAMES
-from edgetwin.cli.console import print_warnings
+from edgetwin.cli.console import notices_on_stderr, print_warnings
 from edgetwin.cli.init import add_init_arguments, init_command
 from edgetwin.cli.inputs import (
     add_check_argument,
@@ -66,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.command = ["edgetwin", *(sys.argv[1:] if argv is None else argv)]
     try:
         # every file the command reads: its SHA-256; SIGTERM cleans up as Ctrl-C does
-        with sigterm_interrupts(), recording_reads() as args.reads, _notices_on_stderr():
+        with sigterm_interrupts(), recording_reads() as args.reads, notices_on_stderr():
             expected: Kind | None = getattr(args, "input_kind", None)
             if expected is not None:
                 check_kind(getattr(args, args.input_arg), expected, args.subcommand)
@@ -83,33 +81,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         kept = interrupted_note(args.out) if args.subcommand == "plan" else ""
         print(f"edgetwin: interrupted; no output was published{kept}", file=sys.stderr)
         return 130
-
-
-class _StderrNotices(logging.Handler):
-    """A notice the library logs (what a killed command left, removed) as a line on stderr,
-    ``edgetwin: removed 2 folders left by killed edgetwin commands in DIR``; stderr is looked
-    up for each, so that a progress bar on screen (which stands in for it) shows it above."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            print(f"edgetwin: {record.getMessage()}", file=sys.stderr, flush=True)
-        except Exception:
-            self.handleError(record)
-
-
-@contextmanager
-def _notices_on_stderr() -> Iterator[None]:
-    """Within the block, what edgetwin's modules log is printed by ``_StderrNotices`` alone
-    (not passed on to the root logger's handlers as well)."""
-    logger = logging.getLogger("edgetwin")
-    handler, passed_on = _StderrNotices(), logger.propagate
-    logger.addHandler(handler)
-    logger.propagate = False
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.propagate = passed_on
 
 
 def _command(

@@ -13,13 +13,13 @@ folders a run makes elsewhere (``removed_if_killed``: the staging folder beside
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import select
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -54,6 +54,7 @@ _EXIT_WAIT_S = 2.0
 _DELAY_LINE_READY_S = 30.0  # a fresh interpreter on a busy machine
 # run_folder's names: the owner's pid and start time (pids are reused, often within minutes)
 _RUN_FOLDER = re.compile(r"^edgetwin-emu-(\d+)\.(\d+)-")
+_LOG = logging.getLogger(__name__)  # notices: what a killed run left, the delay lines
 _ELSEWHERE = "folder"  # in a run folder made by removed_if_killed: the path of the folder
 
 
@@ -157,7 +158,7 @@ def _network_of(
 ) -> Iterator[EmuNetwork]:
     left = cleanup_leftovers()
     if left:
-        print(f"edgetwin: removed what a killed emulator run left: {left}", file=sys.stderr)
+        _LOG.warning("removed what a killed emulator run left: %s", left)
     net = _mininet(topology, limits)
     emu: EmuNetwork | None = None
     try:
@@ -336,5 +337,8 @@ def _start_delay_lines(emu: EmuNetwork) -> None:
             raise EmuError(f"the delay line on {host.name} did not start: {err.decode().strip()}")
         emu.run(delay_rule_command(host))
     emu.delay_line = True
-    print(f"edgetwin: no netem here: latency_ms {emu.network.latency_ms:g} is added by a"
-          " userspace delay line in every host (docs/emulator.md)", file=sys.stderr)  # fmt: skip
+    _LOG.warning(
+        "no netem here: latency_ms %g is added by a userspace delay line in every host "
+        "(docs/emulator.md)",
+        emu.network.latency_ms,
+    )
