@@ -180,6 +180,9 @@ def test_emu_cleanup_leaves_nothing_of_a_sigkilled_run(
     _assert_nothing_left(killed, tmp_path)
 
 
+REMOVED = "edgetwin: removed what a killed emulator run left: "
+
+
 @needs_emulator
 @pytest.mark.timeout(900)
 def test_the_next_run_removes_what_a_sigkilled_run_left_and_says_so(tmp_path: Path) -> None:
@@ -189,14 +192,14 @@ def test_the_next_run_removes_what_a_sigkilled_run_left_and_says_so(tmp_path: Pa
     next_run = _run("emu_smoke.yaml", tmp_path, stderr=subprocess.PIPE)  # the same $TMPDIR
     try:
         assert next_run.stderr is not None
-        said = ""
-        while not said.startswith("edgetwin: removed") and next_run.poll() is None:
+        said = ""  # (a line before it may say that the killed run's staging folder went too)
+        while not said.startswith(REMOVED) and next_run.poll() is None:
             said = next_run.stderr.readline().decode()
         _mid_run(next_run, b"edgetwin.emu.vit.worker")
     finally:
         next_run.terminate()  # SIGTERM: it tears down after itself
         next_run.communicate()
-    assert said.startswith("edgetwin: removed what a killed emulator run left: "), said
+    assert said.startswith(REMOVED), said
     _assert_nothing_left(killed, tmp_path)
 
 
