@@ -30,11 +30,16 @@ class PhoneClass:
         the profile's) less what Android keeps."""
         return self.profile.session_budget_mb(self.spec.ram_mb)
 
+    def takes(self, need_mb: float) -> bool:
+        """Whether a session that needs ``need_mb`` fits the session budget of a phone of
+        the class (``session_fits``, the core's rule; a load unloads the resident stage
+        first, so nothing else is held then)."""
+        return session_fits(need_mb, self.session_budget_mb)
+
     def holds(self, stage: StageSpec) -> bool:
         """Whether a phone of the class can make ``stage`` resident: its session at its
-        peak fits the session budget (``session_fits``, the core's rule; a load unloads
-        the resident stage first, so nothing else is held then)."""
-        return session_fits(stage.peak_mb, self.session_budget_mb)
+        peak fits (``takes``)."""
+        return self.takes(stage.peak_mb)
 
 
 @dataclass(frozen=True)
@@ -80,17 +85,26 @@ def check_stages_fit(
     for i, stage in enumerate(crowd.job.stages):
         if any(phone_class.holds(stage) for phone_class in classes):
             continue
-        largest = max(classes, key=lambda phone_class: phone_class.session_budget_mb)
-        profile = largest.profile
-        ram_mb = largest.spec.ram_mb or profile.ram_mb
         key = "ram_mb" if stage.load_peak_mb is None else "load_peak_mb"
         problem = (
             f"stage {stage.name}'s session needs {stage.peak_mb:g} MB and fits no phone class:"
-            f" the largest session budget is {largest.session_budget_mb:g} MB (class"
-            f" {largest.spec.name}: {ram_mb:g} MB of RAM less the {profile.os_reserved_mb:g} MB"
-            " Android keeps)"
+            f" {largest_budget(classes)}"
         )
         raise InputError(scenario_path, f"crowd.job.stages.{i}.{key}", problem)
+
+
+def largest_budget(classes: Sequence[PhoneClass]) -> str:
+    """How an error about a session that fits no class names the largest budget: ``the
+    largest session budget is 4608 MB (class high: 6144 MB of RAM less the 1536 MB Android
+    keeps)``."""
+    largest = max(classes, key=lambda phone_class: phone_class.session_budget_mb)
+    profile = largest.profile
+    ram_mb = largest.spec.ram_mb or profile.ram_mb
+    return (
+        f"the largest session budget is {largest.session_budget_mb:g} MB (class"
+        f" {largest.spec.name}: {ram_mb:g} MB of RAM less the {profile.os_reserved_mb:g} MB"
+        " Android keeps)"
+    )
 
 
 def expand_fleet(
