@@ -4,14 +4,21 @@ saying mode twin."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 import edgetwin
 from edgetwin.cli import main
+from edgetwin.crowd_fleet import resolve_classes
+from edgetwin.emu.crowd_jobs import check_real_stages_fit
 from edgetwin.emu.crowdio.launcher import WORKER
+from edgetwin.emu.crowdio.model import TINY, export_stages, make_inputs
+from edgetwin.emu.crowdio.sdk import pipeline_job, submit_message
+from edgetwin.errors import InputError
 from edgetwin.models.strategy import CROWDIO_FOREMAN
+from edgetwin.phone_profile import load_phone_profile
 from edgetwin.scenario import load_scenario, unplayed_settings
 from tests.conftest import REPO
 
@@ -104,3 +111,70 @@ def test_too_many_stages_for_the_tiny_model_names_the_model_that_makes_them(
     assert "field 'crowd.job.stages': the tiny DistilBERT makes at most 5 stages" in error
     assert "; emulator.model: full makes up to 7" in error
     assert main([*argv, "--set", "emulator.model=full"]) == 0
+
+
+def _one_class(ram_mb: float) -> str:
+    """A fleet of one phone of class ``low`` (android_low) with ``ram_mb`` of RAM."""
+    return f"crowd.fleet=[{{name: low, profile: android_low, count: 1, ram_mb: {ram_mb!r}}}]"
+
+
+@pytest.mark.timeout(120)
+def test_a_real_stage_that_fits_no_phone_class_is_refused_before_any_process_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The scenario's stage sizes fit the fleet's 0.2 MB session budget, so the twin's
+    check passed, but the tiny DistilBERT's first stage as exported needs a 0.278 MB
+    session (2 x its ONNX blob): the one phone's worker was never given it and the job
+    waited for its 600 s deadline."""
+    reserved_mb = load_phone_profile("android_low").os_reserved_mb
+    items = [
+        _one_class(reserved_mb + 0.2),
+        "crowd.job.stages.0.ram_mb=0.1",
+        "crowd.job.stages.1.ram_mb=0.1",
+        "crowd.job.stages.2.ram_mb=0.01",
+        "~sweeps",
+        STREAMING,
+    ]
+    sets = [arg for item in items for arg in ("--set", item)]
+    out = tmp_path / "out"
+    argv = ["run", str(SCENARIO), "--out", str(out), *sets]
+    assert main([*argv, "--mode", "twin", "--check"]) == 0  # the scenario's sizes fit
+    capsys.readouterr()
+    before = _pipeline_pids()
+    assert main([*argv, "--mode", "local"]) == 2
+    error = capsys.readouterr().err
+    assert "emu_crowdio.yaml: field 'crowd.job.stages.0': stage cell_a as the tiny" in error
+    needs = re.search(r"needs a ([0-9.]+) MB session \(2 x its [0-9,]+-byte ONNX blob;", error)
+    assert needs is not None and float(needs.group(1)) > 0.2, error
+    assert "the twin reads ram_mb, 0.1 MB) and fits no phone class: the largest session" in error
+    budget = f"budget is 0.2 MB (class low: {reserved_mb + 0.2:g} MB of RAM less the"
+    assert f"{budget} {reserved_mb:g} MB Android keeps)" in error
+    assert "Traceback" not in error, error
+    assert not out.exists()
+    assert _pipeline_pids() <= before  # no foreman, no worker started
+
+
+def test_the_real_stages_are_checked_by_the_session_the_job_declares() -> None:
+    """check_real_stages_fit compares what the foreman's core dispatches a stage by, the
+    ram_mb its job declares (STAGE_RAM_FACTOR x the ONNX blob), with the session budgets: a
+    budget of exactly that holds the stage; one with room for the blob alone does not."""
+    stages = export_stages(TINY, 3, seed=0)
+    job = pipeline_job(stages, make_inputs(TINY, 1, seed=0))
+    declared_mb = [stage.ram_mb for stage in submit_message(job, "job-1", 0).stages]
+    assert declared_mb == sorted(declared_mb, reverse=True)  # the first stage is the largest
+    reserved_mb = load_phone_profile("android_low").os_reserved_mb
+
+    def check(budget_mb: float) -> None:
+        scenario = load_scenario(SCENARIO, [_one_class(reserved_mb + budget_mb)])
+        assert scenario.crowd is not None
+        classes = resolve_classes(scenario.crowd, SCENARIO)
+        assert classes[0].session_budget_mb == budget_mb
+        check_real_stages_fit(scenario.crowd, stages, classes, "tiny", SCENARIO)
+
+    check(declared_mb[0])  # every stage fits, the first exactly
+    blob_mb = len(stages[0].blob) / 2**20
+    assert declared_mb[1] < 1.5 * blob_mb < declared_mb[0]
+    with pytest.raises(InputError) as raised:
+        check(1.5 * blob_mb)  # the blob fits, its session does not
+    assert raised.value.path == str(SCENARIO) and raised.value.field == "crowd.job.stages.0"
+    assert f"needs a {declared_mb[0]:.3g} MB session" in raised.value.problem

@@ -15,7 +15,14 @@ from pathlib import Path
 import numpy as np
 
 from edgetwin.configuration import CrowdRun
-from edgetwin.crowd_fleet import PhoneSetup, expand_fleet, resolve_classes, resolve_fleet
+from edgetwin.crowd_fleet import (
+    PhoneClass,
+    PhoneSetup,
+    expand_fleet,
+    largest_budget,
+    resolve_classes,
+    resolve_fleet,
+)
 from edgetwin.emu.crowdio.launcher import (
     WORKER,
     Placement,
@@ -28,7 +35,7 @@ from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.model import FULL, TINY, export_stages, make_inputs, stage_weight_bytes
 from edgetwin.emu.crowdio.records import Mode, PipelineSummary
 from edgetwin.emu.crowdio.rows import summary_row
-from edgetwin.emu.crowdio.sdk import JobError, StageSpec, pipeline_job
+from edgetwin.emu.crowdio.sdk import STAGE_RAM_FACTOR, JobError, StageSpec, pipeline_job
 from edgetwin.emu.crowdio.sessions import ModelCache
 from edgetwin.emu.memory_check import check_fits, interpreter
 from edgetwin.errors import InputError, LaunchError, RunFailed
@@ -36,7 +43,7 @@ from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import check_schedulers
 from edgetwin.profile import MB
 from edgetwin.results import ResultRow
-from edgetwin.scenario import RunMode, Scenario
+from edgetwin.scenario import CrowdSpec, RunMode, Scenario
 
 MODELS = {"tiny": TINY, "full": FULL}
 JOB_TIMEOUT_S = 600.0
@@ -63,6 +70,32 @@ def check_crowd_jobs(scenario: Scenario, scenario_path: Path | None) -> None:
             if stages <= config.layers + 1
         ]
         raise InputError(scenario_path, "crowd.job.stages", "; ".join([problem, *bigger]))
+
+
+def check_real_stages_fit(
+    crowd: CrowdSpec,
+    stages: Sequence[StageSpec],
+    classes: Sequence[PhoneClass],
+    model: str,
+    scenario_path: Path | None,
+) -> None:
+    """``InputError`` naming the entry of ``crowd.job.stages`` whose stage, as the real
+    pipeline exports it, no phone class holds: the session the job declares for it
+    (``StageSpec.ram_mb``, its ONNX blob times STAGE_RAM_FACTOR: what the foreman's core
+    dispatches by against a worker's free RAM) fits no class's session budget
+    (``PhoneClass.takes``). ``check_stages_fit`` reads the sizes the scenario gives the
+    twin; the exported stages may be larger, and a job whose stage no worker takes waits
+    until its deadline. A class with no phones at a ``fleet_size`` counts, as there."""
+    for i, (spec, stage) in enumerate(zip(crowd.job.stages, stages, strict=True)):
+        if any(phone_class.takes(stage.ram_mb) for phone_class in classes):
+            continue
+        problem = (
+            f"stage {spec.name} as the {model} DistilBERT exports it needs a"
+            f" {stage.ram_mb:.3g} MB session ({STAGE_RAM_FACTOR:g} x its {len(stage.blob):,}-byte"
+            f" ONNX blob; the twin reads ram_mb, {spec.ram_mb:g} MB) and fits no phone class:"
+            f" {largest_budget(classes)}"
+        )
+        raise InputError(scenario_path, f"crowd.job.stages.{i}", problem)
 
 
 def crowd_phones(scenario: Scenario, scenario_path: Path | None) -> list[PhoneSetup]:
@@ -133,13 +166,16 @@ class CrowdJobs:
 
     @classmethod
     def prepare(cls, scenario: Scenario, scenario_path: Path | None, work_root: Path) -> CrowdJobs:
-        """Export the stages and make the inputs (seeded); fill every worker's cache under
-        ``work_root`` for a warm run."""
+        """Export the stages and check that a phone class holds each
+        (``check_real_stages_fit``: ``InputError``, before any process starts); make the
+        inputs (seeded); fill every worker's cache under ``work_root`` for a warm run."""
         crowd, emulator = scenario.crowd, scenario.emulator
         assert crowd is not None
         workers = worker_specs(crowd_phones(scenario, scenario_path), emulator.task_delay_ms)
         config = MODELS[emulator.model]
         stages = export_stages(config, len(crowd.job.stages), scenario.seed, work_root)
+        classes = resolve_classes(crowd, scenario_path)
+        check_real_stages_fit(crowd, stages, classes, emulator.model, scenario_path)
         inputs = make_inputs(config, crowd.job.inputs, scenario.seed)
         cache_root = work_root / "cache" if crowd.cache == "warm" else None
         if cache_root is not None:

@@ -157,28 +157,27 @@ def run_crowd_emu(
     runs = crowd_runs(scenario)
     topology = build_topology(len(phones) + 1)
     result = CrowdEmuRun([], [], [], [])
-    with (
-        emulated_network(topology, scenario.network, runs[0].bandwidth_mbps, limits) as net,
-        run_folder("crowd") as scratch,  # the stages' export, the jobs' folders and caches
-    ):
+    with run_folder("crowd") as scratch:  # the stages' export, the jobs' folders and caches
+        # exported, and checked to fit a phone class, before the network starts
         prepared = CrowdJobs.prepare(scenario, scenario_path, Path(scratch))
-        jobs = _JobRunner(net, prepared, timeout_s)
-        for bandwidth_mbps, runs_at_bandwidth in groupby(runs, attrgetter("bandwidth_mbps")):
-            net.set_bandwidth(bandwidth_mbps)
-            checks = []
-            if link_check_s > 0:
-                phone_hosts = range(1, len(phones) + 1)
-                checks = measure_links(net, bandwidth_mbps, phone_hosts, link_check_s, steps)
-                result.links.extend(checks)
-            link_error = worst_error_pct(c.error_pct for c in checks)
-            for run in runs_at_bandwidth:
-                summary, records = jobs.run(run)
-                result.summaries.append(summary)
-                result.faults.extend(records)
-                row = prepared.row(run, summary, "emu")
-                result.rows.append(replace(row, link_error_pct=link_error))
-                if on_progress is not None:
-                    on_progress()
+        with emulated_network(topology, scenario.network, runs[0].bandwidth_mbps, limits) as net:
+            jobs = _JobRunner(net, prepared, timeout_s)
+            for bandwidth_mbps, runs_at_bandwidth in groupby(runs, attrgetter("bandwidth_mbps")):
+                net.set_bandwidth(bandwidth_mbps)
+                checks = []
+                if link_check_s > 0:
+                    phone_hosts = range(1, len(phones) + 1)
+                    checks = measure_links(net, bandwidth_mbps, phone_hosts, link_check_s, steps)
+                    result.links.extend(checks)
+                link_error = worst_error_pct(c.error_pct for c in checks)
+                for run in runs_at_bandwidth:
+                    summary, records = jobs.run(run)
+                    result.summaries.append(summary)
+                    result.faults.extend(records)
+                    row = prepared.row(run, summary, "emu")
+                    result.rows.append(replace(row, link_error_pct=link_error))
+                    if on_progress is not None:
+                        on_progress()
     return result
 
 
