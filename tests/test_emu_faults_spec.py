@@ -269,3 +269,18 @@ def test_a_crowd_the_broadcast_cannot_fit_is_refused(monkeypatch: pytest.MonkeyP
         check_emulatable(scenario, CROWD)
     assert error.value.field == "crowd.fleet" and "broadcast" in error.value.problem
     check_emulatable(scenario, CROWD, machine=False)  # the scenario alone is fine
+
+
+def test_the_broadcast_counts_the_phones_whose_budget_holds_the_stage_s_session() -> None:
+    """The core broadcasts a stage to a worker whose free RAM holds its session (twice its
+    weights, in MiB as the worker's budget): a budget of 1.5 x the weights holds the
+    weights but not the session, so that phone loads nothing. (It was counted: the weights
+    were compared with the budget in decimal megabytes.)"""
+    weights = stage_weight_bytes(TINY, 3)[0]
+    raw = _crowd()
+    raw["crowd"]["job"]["stages"][0]["ram_mb"] = 0.1  # the twin's figure, under every budget
+    low = crowd_phones(validate_scenario(raw, CROWD), CROWD)[0].phone_class.profile
+    raw["crowd"]["fleet"][0]["ram_mb"] = low.os_reserved_mb + 1.5 * weights / 2**20
+    worker = interpreter(WORKER)
+    need = phones_bytes(validate_scenario(raw, CROWD), CROWD)
+    assert need == 2 * weights + 3 * worker.own_bytes + worker.files_bytes

@@ -39,9 +39,9 @@ from edgetwin.emu.crowdio.sdk import STAGE_RAM_FACTOR, JobError, StageSpec, pipe
 from edgetwin.emu.crowdio.sessions import ModelCache
 from edgetwin.emu.memory_check import check_fits, interpreter
 from edgetwin.errors import InputError, LaunchError, RunFailed
+from edgetwin.models.crowd.views import session_fits
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import check_schedulers
-from edgetwin.profile import MB
 from edgetwin.results import ResultRow
 from edgetwin.scenario import CrowdSpec, RunMode, Scenario
 
@@ -124,12 +124,14 @@ def worker_specs(phones: Sequence[PhoneSetup], task_delay_ms: float = 0.0) -> li
 def phones_bytes(scenario: Scenario, scenario_path: Path | None) -> float:
     """What a job's phones hold in memory at once: each its worker's interpreter
     (measured), and the first stage's weights on every phone whose session budget holds
-    them (the job's broadcast); a lower bound: later stages and sessions come on top."""
+    its session (the job's broadcast, by the core's rule: STAGE_RAM_FACTOR x the weights,
+    in MiB as a worker's budget); a lower bound: later stages and sessions come on top."""
     crowd = scenario.crowd
     assert crowd is not None
     stage_bytes = stage_weight_bytes(MODELS[scenario.emulator.model], len(crowd.job.stages))[0]
     budgets_mb = [spec.ram_mb for spec in worker_specs(crowd_phones(scenario, scenario_path))]
-    broadcast = sum(stage_bytes for mb in budgets_mb if mb is None or stage_bytes <= mb * MB)
+    session_mb = STAGE_RAM_FACTOR * stage_bytes / 2**20  # what the core asks a worker for
+    broadcast = sum(stage_bytes for mb in budgets_mb if mb is None or session_fits(session_mb, mb))
     return broadcast + interpreter(WORKER).bytes_for(len(budgets_mb))
 
 
