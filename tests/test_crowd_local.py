@@ -140,6 +140,11 @@ def test_a_real_stage_that_fits_no_phone_class_is_refused_before_any_process_sta
     argv = ["run", str(SCENARIO), "--out", str(out), *sets]
     assert main([*argv, "--mode", "twin", "--check"]) == 0  # the scenario's sizes fit
     capsys.readouterr()
+    for mode in ("local", "emu"):  # --check exports the stages too
+        assert main([*argv, "--mode", mode, "--check"]) == 2
+        assert "field 'crowd.job.stages.0': stage cell_a as the tiny" in capsys.readouterr().err
+    assert main(["run", str(SCENARIO), "--out", str(out), "--mode", "local", "--check"]) == 0
+    capsys.readouterr()
     before = _pipeline_pids()
     assert main([*argv, "--mode", "local"]) == 2
     error = capsys.readouterr().err

@@ -8,6 +8,7 @@ worker reports battery and free RAM with its class's power model and session bud
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,18 @@ def check_real_stages_fit(
             f" {largest_budget(classes)}"
         )
         raise InputError(scenario_path, f"crowd.job.stages.{i}", problem)
+
+
+def check_exported_stages_fit(scenario: Scenario, scenario_path: Path | None) -> None:
+    """``check_real_stages_fit`` on the stages exported now, in a temporary folder removed
+    after: what ``--check`` of a crowd scenario in emu or local mode asks (a run checks the
+    stages it exports for its job, in ``CrowdJobs.prepare``)."""
+    crowd, model = scenario.crowd, scenario.emulator.model
+    assert crowd is not None
+    with tempfile.TemporaryDirectory(prefix="edgetwin-check-") as scratch:
+        stages = export_stages(MODELS[model], len(crowd.job.stages), scenario.seed, Path(scratch))
+    classes = resolve_classes(crowd, scenario_path)
+    check_real_stages_fit(crowd, stages, classes, model, scenario_path)
 
 
 def crowd_phones(scenario: Scenario, scenario_path: Path | None) -> list[PhoneSetup]:

@@ -127,7 +127,8 @@ def run_overrides(overrides: Sequence[str], seed: int | None, mode: RunMode | No
 def check_mode(inputs: RunInputs, trace: bool = False) -> None:
     """What the scenario's mode asks of the scenario itself (with a timeline if
     ``trace``), as its run checks when it starts (``--check``): not what it asks of this
-    machine (root, Mininet, free memory)."""
+    machine (root, Mininet, free memory). A crowd scenario in emu or local mode has its
+    stages exported (seconds for the full model) and checked as its run checks them."""
     scenario, path = inputs.scenario, inputs.path
     if scenario.mode == "emu":
         from edgetwin.emu.mininet.runner import check_emulatable
@@ -141,6 +142,10 @@ def check_mode(inputs: RunInputs, trace: bool = False) -> None:
         from edgetwin.emu.local import check_runnable
 
         check_runnable(scenario, path, machine=False, trace=trace)
+    if scenario.mode != "twin" and scenario.crowd is not None:
+        from edgetwin.emu.crowd_jobs import check_exported_stages_fit
+
+        check_exported_stages_fit(scenario, path)
 
 
 def _runner(scenario: Scenario) -> Callable[[_Run], list[ResultRow]]:
