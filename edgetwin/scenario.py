@@ -682,18 +682,18 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     if mode != "emu" and network.loss_pct > 0:
         warnings.append(
             f"network.loss_pct is {network.loss_pct:g} %, but only {MODE_EMU} drops packets: "
-            f"this {mode} run has no loss"
+            f"a {mode} run has no loss"
         )
     if mode != "emu":
         emulated = {
             "emulator.faults": bool(scenario.emulator.faults),
             "emulator.host_cpu_cores": bool(scenario.emulator.host_cpu_cores),
         }
-        emu_only = f"only {MODE_EMU} plays it: this {mode} run has none"
+        emu_only = f"only {MODE_EMU} plays it: a {mode} run has none"
         warnings += [f"{field} is set, but {emu_only}" for field, on in emulated.items() if on]
     if mode == "twin":
         return warnings
-    stay = f"only the twin plays availability: this {mode} run's devices stay"
+    stay = f"only the twin plays availability: a {mode} run's devices stay"
     warnings += [f"{field} is set, but {stay}" for field in _availability_fields(scenario)]
     if scenario.crowd is not None and scenario.crowd.job.interarrival is not None:
         one_job = "jobs arriving over crowd.horizon_s play in the twin only"

@@ -279,7 +279,7 @@ def test_an_evaluation_warns_that_its_twin_sweeps_drop_no_packets(evaluation: Ev
     result = evaluate(lossy, inputs.scenario_path, inputs.settings)
     assert result.warnings == (
         "network.loss_pct is 2 %, but only --mode emu (mode='emu' in Python) drops packets: "
-        "this twin run has no loss",
+        "a twin run has no loss",
     )
     assert result.scores == evaluation.scores
 

@@ -321,7 +321,7 @@ def test_a_twin_run_warns_that_only_the_emulator_drops_packets(
     lossy = edgetwin.run(JETSON, overrides=[*SMALL, "network.loss_pct=2.5"])
     assert lossy.warnings == (
         "network.loss_pct is 2.5 %, but only --mode emu (mode='emu' in Python) drops packets: "
-        "this twin run has no loss",
+        "a twin run has no loss",
     )
     assert [r.total_ms for r in lossy.rows] == [r.total_ms for r in lossless.rows]
     lossy_cli = ["--set", SMALL[0], "--set", "network.loss_pct=1", "--out", str(tmp_path)]
@@ -337,7 +337,7 @@ def test_a_twin_run_warns_that_only_the_emulator_plays_faults_and_host_cores() -
     twin = edgetwin.run(faults, mode="twin")
     expected = (
         "emulator.faults is set, but only --mode emu (mode='emu' in Python) plays it: "
-        "this twin run has none"
+        "a twin run has none"
     )
     assert expected in twin.warnings
     capped = edgetwin.run(JETSON, overrides=[*SMALL, "emulator.host_cpu_cores=[1, 1]"])

@@ -41,7 +41,7 @@ def test_run_plan_s_warnings_name_the_python_argument(tmp_path: Path) -> None:
     outcome = edgetwin.run_plan(QUESTION, out=tmp_path / "out", overrides=lossy, workers=1)
     assert outcome.warnings == (
         "network.loss_pct is 2 %, but only --mode emu (mode='emu' in Python) drops packets: "
-        "this twin run has no loss",
+        "a twin run has no loss",
     )
 
 
