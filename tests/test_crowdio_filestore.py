@@ -137,6 +137,7 @@ class RecordingPlacement:
 
     commands: list[list[str]] = field(default_factory=list)
     foreman_address: str = "127.0.0.1"
+    store_over_network: bool = False
 
     def spawn(
         self, host: int, argv: list[str], env: dict[str, str], log: Path
@@ -152,3 +153,15 @@ def test_the_launcher_gives_every_worker_the_foremans_store(job: PipelineJob) ->
     assert len(summary.logits) == len(job.inputs)
     stores = [argv[argv.index("--store") + 1] for argv in placement.commands]
     assert len(stores) == 3 and len(set(stores)) == 1  # the foreman's and each worker's
+    assert not any("--serve-store" in argv for argv in placement.commands)
+
+
+def test_workers_that_share_no_disk_get_the_store_the_foreman_serves(job: PipelineJob) -> None:
+    placement = RecordingPlacement(store_over_network=True)
+    workers = [WorkerSpec("w0"), WorkerSpec("w1")]
+    summary = run_pipeline(job, workers, placement, inline_max_bytes=0)  # all via the store
+    assert len(summary.logits) == len(job.inputs)
+    foreman, *worker_commands = placement.commands
+    assert "--store" in foreman and "--serve-store" in foreman
+    assert not any("--store" in argv for argv in worker_commands)
+    assert all(t.report.store_ms > 0 for t in summary.tasks)

@@ -15,10 +15,18 @@ import psutil
 import pytest
 from emu_checks import RecordedSteps, needs_emulator, teardown_checked
 
-from edgetwin.emu.crowdio.model import FULL, TINY, DistilBertConfig, make_inputs, reference_logits
+from edgetwin.emu.crowdio.launcher import WorkerSpec, run_pipeline
+from edgetwin.emu.crowdio.model import (
+    FULL,
+    TINY,
+    DistilBertConfig,
+    distilbert_job,
+    make_inputs,
+    reference_logits,
+)
 from edgetwin.emu.crowdio.records import PipelineSummary
 from edgetwin.emu.mininet.cgroups import leftover_groups, memory_parent
-from edgetwin.emu.mininet.crowd import CrowdEmuRun, run_crowd_emu
+from edgetwin.emu.mininet.crowd import CrowdEmuRun, HostPlacement, run_crowd_emu
 from edgetwin.emu.mininet.lock import emulator_lock
 from edgetwin.emu.mininet.net import (
     cleanup_leftovers,
@@ -96,6 +104,25 @@ def test_the_stages_cross_the_shaped_links(run: CrowdEmuRun) -> None:
     for row in run.rows:
         errors = [c.error_pct for c in run.links if c.bandwidth_mbps == row.bandwidth_mbps]
         assert row.link_error_pct == max(errors, key=abs)
+
+
+def test_payloads_by_reference_cross_the_phones_links_to_the_foremans_store() -> None:
+    """The hosts share this machine's disk, phones do not: the workers get no store folder
+    and fetch and put every payload (all by reference here) from the store the foreman
+    serves on its host, over their links."""
+    job = distilbert_job(TINY, inputs=3, stages=3, seed=0)
+    workers = [WorkerSpec(f"worker-{i}") for i in range(2)]
+    with (
+        teardown_checked() as teardown,
+        emulated_network(build_topology(3), NetworkSpec(), 10) as net,
+    ):
+        placement = HostPlacement(net)
+        assert placement.store_over_network
+        summary = run_pipeline(job, workers, placement, inline_max_bytes=0, timeout_s=90)
+    teardown.assert_clean()
+    reference = reference_logits(TINY, job.seed, job.inputs)
+    np.testing.assert_allclose(np.array(summary.logits), reference, atol=1e-5)
+    assert all(t.report.store_ms > 0 and t.report.bytes_out > 0 for t in summary.tasks)
 
 
 def test_hosts_get_their_cpu_quota_and_memory_limit() -> None:

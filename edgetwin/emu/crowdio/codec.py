@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgetwin.emu.crowdio.filestore import FileStore, StoreError
+from edgetwin.emu.crowdio.filestore import PayloadStore, StoreError
 from edgetwin.emu.crowdio.records import DType, Payload
 
 ZLIB_LEVEL = 6
@@ -109,7 +109,7 @@ def tensor_bytes(dtype: DType, shape: tuple[int, ...], limits: Limits = DEFAULT_
     return size
 
 
-def compressed_bytes(payload: Payload, store: FileStore | None) -> int:
+def compressed_bytes(payload: Payload, store: PayloadStore | None) -> int:
     """Bytes of a payload's zlib stream, without reading it."""
     if payload.data_b64 is not None:
         text = payload.data_b64
@@ -117,7 +117,7 @@ def compressed_bytes(payload: Payload, store: FileStore | None) -> int:
     return _store(store).size(str(payload.ref))
 
 
-def encode_array(array: np.ndarray, store: FileStore | None, inline_max_bytes: int) -> Payload:
+def encode_array(array: np.ndarray, store: PayloadStore | None, inline_max_bytes: int) -> Payload:
     """An array as a payload: inline when small enough or when there is no store."""
     dtype = next((d for d in SUPPORTED_DTYPES if d == array.dtype.name), None)
     if dtype is None:
@@ -131,7 +131,7 @@ def encode_array(array: np.ndarray, store: FileStore | None, inline_max_bytes: i
 
 
 def decode_payload(
-    payload: Payload, store: FileStore | None, limits: Limits = DEFAULT_LIMITS
+    payload: Payload, store: PayloadStore | None, limits: Limits = DEFAULT_LIMITS
 ) -> np.ndarray:
     """The array a payload describes (PayloadError or StoreError when it does not hold).
 
@@ -155,7 +155,7 @@ def zlib_bound(raw: int) -> int:
     return raw + raw // 1000 + 5 * (raw // 16000 + 1) + 64
 
 
-def _packed(payload: Payload, store: FileStore | None, max_bytes: int) -> bytes:
+def _packed(payload: Payload, store: PayloadStore | None, max_bytes: int) -> bytes:
     if payload.data_b64 is None:
         return _store(store).get(str(payload.ref), max_bytes)
     if len(payload.data_b64) > 4 * (max_bytes // 3 + 1):
@@ -174,7 +174,7 @@ def decode_base64(text: str) -> bytes:
         raise PayloadError("not valid base64") from None
 
 
-def _store(store: FileStore | None) -> FileStore:
+def _store(store: PayloadStore | None) -> PayloadStore:
     if store is None:
         raise StoreError("payload refers to a file store, and none is configured")
     return store

@@ -13,7 +13,9 @@ import errno
 import os
 import re
 import stat
+import threading
 from pathlib import Path
+from typing import Protocol
 
 _ENTRY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -29,6 +31,27 @@ _KINDS = (
 class StoreError(Exception):
     """A file-store name that is unsafe, or an entry that is missing, not a regular file or
     too large."""
+
+
+class PayloadStore(Protocol):
+    """Where large payloads go: a shared folder (``FileStore``) or the foreman's store over
+    the network (``netstore.NetStore``)."""
+
+    def put(self, data: bytes) -> str:
+        """Keep ``data`` as a new entry; its name."""
+        ...
+
+    def size(self, name: str) -> int:
+        """An entry's size in bytes."""
+        ...
+
+    def get(self, name: str, max_bytes: int) -> bytes:
+        """An entry's bytes; StoreError when it is missing, not a file or over ``max_bytes``."""
+        ...
+
+    def delete(self, name: str) -> None:
+        """Remove an entry if it is there."""
+        ...
 
 
 class FileStore:
@@ -53,11 +76,16 @@ class FileStore:
         """Write a new entry atomically and return its name."""
         self._counter += 1
         name = f"{self.prefix}-{self._counter}.z"
+        self.write(name, data)
+        return name
+
+    def write(self, name: str, data: bytes) -> None:
+        """Write the entry ``name`` atomically (a store served over the network takes its
+        clients' entries so)."""
         path = self.path(name)
-        tmp = path.with_name(f".{name}.tmp")
+        tmp = path.with_name(f".{name}.{threading.get_ident()}.tmp")
         tmp.write_bytes(data)
         os.replace(tmp, path)
-        return name
 
     def size(self, name: str) -> int:
         """The size of an entry in bytes."""

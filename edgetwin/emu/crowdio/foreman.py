@@ -12,12 +12,14 @@ every worker each ``heartbeat_s``, so that a worker can tell a frozen foreman fr
 quiet one. A client that sends nothing for ``read_timeout_s`` before its submission is
 complete gets an ERROR and is disconnected. Blobs and tensors over the deployment's
 ``Limits`` (``codec.py``) are refused before they are decoded. With a certificate and
-key it speaks TLS (``tls.py``). Worker ids are never reused, so a
+key it speaks TLS (``tls.py``). With ``--serve-store`` it serves its store folder over
+HTTP to workers that share no disk with it (``netstore.py``). Worker ids are never reused, so a
 worker that comes back enrols as a fresh one. The decisions are the crowd decision
 core's, for every job in flight together (``crew``); a job starts once it has its
 ``min_workers``.
 
-    python -m edgetwin.emu.crowdio.foreman [--host H] --port P --token T [--store DIR]
+    python -m edgetwin.emu.crowdio.foreman [--host H] --port P --token T [--store DIR
+        [--serve-store]]
         [--tls-cert PEM --tls-key PEM] [--max-blob-mb MB] [--max-tensor-mb MB] ...
 
 It listens on loopback unless ``--host`` says otherwise, and warns when that is every
@@ -34,6 +36,7 @@ import itertools
 import os
 import signal
 import socket
+import ssl
 import struct
 import sys
 from collections.abc import Callable
@@ -47,6 +50,7 @@ from edgetwin.emu.crowdio.codec import (
     PayloadError,
     add_limit_arguments,
     limits_from_arguments,
+    zlib_bound,
 )
 from edgetwin.emu.crowdio.crew import Crew
 from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState
@@ -60,6 +64,7 @@ from edgetwin.emu.crowdio.framing import (
 )
 from edgetwin.emu.crowdio.job import Job, JobRejection, Outbox, job_stages
 from edgetwin.emu.crowdio.liveness import LivenessRule, SilenceWatch
+from edgetwin.emu.crowdio.netstore import StoreServer
 from edgetwin.emu.crowdio.protocol import (
     TOKEN_ENV,
     ClientHello,
@@ -100,6 +105,7 @@ class ForemanConfig:
     host: str = "127.0.0.1"
     port: int = 0
     store_dir: Path | None = None  # shared file store; None: payloads travel inline
+    serve_store: bool = False  # serve store_dir over HTTP to workers that share no disk
     inline_max_bytes: int = 64 * 1024
     max_message_bytes: int = 512 * 2**20
     hello_max_bytes: int = 64 * 1024
@@ -109,6 +115,10 @@ class ForemanConfig:
     limits: Limits = DEFAULT_LIMITS
     tls_cert: Path | None = None  # with tls_key: speak TLS
     tls_key: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.serve_store and self.store_dir is None:
+            raise ValueError("serving the file store needs a store folder (store_dir)")
 
 
 class Peer:
@@ -168,6 +178,7 @@ class Foreman:
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._watchdogs: list[asyncio.Task[None]] = []
+        self.store_server: StoreServer | None = None
 
     async def start(self) -> int:
         """Bind and listen; TlsError when the certificate or key cannot be loaded."""
@@ -184,16 +195,29 @@ class Foreman:
             ssl=tls,
             ssl_handshake_timeout=None if tls is None else config.hello_timeout_s,
         )
+        if config.serve_store:
+            self.store_server = self._serve_store(tls)
         self._watchdogs = [
             asyncio.create_task(self._watch_silence()),
             asyncio.create_task(self._beat()),
         ]
         return int(self._server.sockets[0].getsockname()[1])
 
+    def _serve_store(self, tls: ssl.SSLContext | None) -> StoreServer:
+        """The store over HTTP on the foreman's address (``netstore.py``)."""
+        assert self.store is not None  # the config has a folder
+        config = self.config
+        max_bytes = zlib_bound(config.limits.max_tensor_bytes)
+        server = StoreServer(self.store, config.host, config.token, max_bytes, tls)
+        server.start()
+        return server
+
     async def close(self) -> None:
         """Stop listening, let peers flush and close, then close what is left."""
         if self._server is not None:
             self._server.close()
+        if self.store_server is not None:
+            self.store_server.close()
         for watchdog in self._watchdogs:
             watchdog.cancel()
         for peer in list(self.peers.values()):
@@ -261,6 +285,7 @@ class Foreman:
         welcome = Welcome(
             peer_id=worker_id,
             store_dir=store_dir,
+            store_port=None if self.store_server is None else self.store_server.port,
             inline_max_bytes=self.config.inline_max_bytes,
             heartbeat_s=self.config.liveness.heartbeat_s,
         )
@@ -463,6 +488,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=7070)
     parser.add_argument("--token", default=os.environ.get(TOKEN_ENV), help=f"or ${TOKEN_ENV}")
     parser.add_argument("--store", type=Path, help="shared file-store folder for large payloads")
+    parser.add_argument(
+        "--serve-store",
+        action="store_true",
+        help="serve --store over HTTP to workers that do not share the folder",
+    )
     parser.add_argument("--inline-max-kb", type=float, default=64.0)
     parser.add_argument("--max-message-mb", type=float, default=512.0)
     add_limit_arguments(parser)
@@ -489,6 +519,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--tls-cert and --tls-key go together")
     if args.read_timeout_s <= 0:
         parser.error(f"--read-timeout-s must be positive, not {args.read_timeout_s:g}")
+    if args.serve_store and args.store is None:
+        parser.error("--serve-store serves the --store folder: give it too")
     try:
         liveness = LivenessRule(args.heartbeat_s, args.silence_timeout_s)
         limits = limits_from_arguments(args)
@@ -508,6 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         host=args.host,
         port=args.port,
         store_dir=args.store,
+        serve_store=args.serve_store,
         inline_max_bytes=int(args.inline_max_kb * 1024),
         max_message_bytes=int(args.max_message_mb * 2**20),
         read_timeout_s=args.read_timeout_s,

@@ -73,6 +73,12 @@ class Placement(Protocol):
         """The address the foreman listens on, and workers and the SDK connect to."""
         ...
 
+    @property
+    def store_over_network(self) -> bool:
+        """Whether workers reach the foreman's file store over their links (hosts that
+        stand for phones share no disk) rather than as a folder they share."""
+        ...
+
     def spawn(
         self, host: int, argv: list[str], env: dict[str, str], log: Path
     ) -> subprocess.Popen[bytes]:
@@ -82,9 +88,11 @@ class Placement(Protocol):
 
 @dataclass(frozen=True)
 class LocalPlacement:
-    """Every process on this machine, the foreman on loopback."""
+    """Every process on this machine, the foreman on loopback; its store a shared folder
+    unless ``store_over_network``."""
 
     foreman_address: str = HOST
+    store_over_network: bool = False
 
     def spawn(
         self, host: int, argv: list[str], env: dict[str, str], log: Path
@@ -173,7 +181,8 @@ def run_pipeline(
     its ``silence_timeout_s`` as gone; a worker cut off from the foreman
     tries to enrol again until ``timeout_s``. The foreman listens on the placement's
     address, given explicitly. The job's logs, port file and store (given to the
-    foreman and to every worker), and the processes' own temporary files, live in a
+    foreman, and to every worker unless the placement has them reach it over the
+    network, where the foreman serves it), and the processes' own temporary files, live in a
     temporary folder under ``work_root`` (None: the system's)."""
     with tempfile.TemporaryDirectory(prefix="crowdio-", dir=work_root) as tmp:
         root = Path(tmp)
@@ -189,7 +198,7 @@ def run_pipeline(
                 command = [
                     *_module(WORKER),
                     *("--foreman", f"{address}:{port}", "--cache", str(cache)),
-                    *("--store", str(root / STORE)),
+                    *(() if placement.store_over_network else ("--store", str(root / STORE))),
                     *("--name", worker.name, "--threads", str(threads)),
                     *("--task-delay-ms", str(worker.task_delay_ms), "--power", worker.power),
                     *("--rejoin-s", str(timeout_s)),
@@ -275,6 +284,8 @@ def _start_foreman(
         *("--heartbeat-s", str(liveness.heartbeat_s)),
         *("--silence-timeout-s", str(liveness.silence_timeout_s)),
     ]
+    if placement.store_over_network:
+        command.append("--serve-store")
     foreman = placement.spawn(0, command, env, root / "foreman.log")
     processes.append(foreman)
     deadline = time.monotonic() + 60.0

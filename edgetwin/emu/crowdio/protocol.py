@@ -52,6 +52,9 @@ class Welcome(Record):
     type: Literal["WELCOME"] = "WELCOME"
     peer_id: str  # the worker id (or client id) the foreman knows this connection by
     store_dir: str | None  # the shared file store; None: payloads travel inline
+    # the foreman serves its store over HTTP on this port of its address (a worker without
+    # a store folder of its own uses it: netstore.py); None: it does not
+    store_port: Annotated[int, Field(gt=0, lt=65536)] | None = None
     inline_max_bytes: Count  # payloads larger than this go through the store
     heartbeat_s: Annotated[float, Field(gt=0)]  # a worker sends HEARTBEAT this often
 

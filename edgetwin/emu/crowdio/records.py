@@ -70,6 +70,9 @@ class TaskReport(Record):
     encode_ms: Millis
     bytes_in: Count  # compressed input payload
     bytes_out: Count  # compressed output payload
+    # fetching its input from and putting its result into the file store (over the phone's
+    # link when the foreman serves the store); not in decode_ms or encode_ms
+    store_ms: Millis = 0.0
 
 
 EventKind = Literal[

@@ -19,7 +19,9 @@ Blobs and tensors over its ``Limits`` (``codec.py``) fail their load or task und
 With ``--tls-ca`` it speaks TLS and checks the foreman's certificate.
 
 The file store is the worker's own (``--store``, the folder it shares with the foreman);
-the folder a foreman's WELCOME names is never created or written.
+the folder a foreman's WELCOME names is never created or written. A worker without one
+uses the store its foreman serves over the network, if the WELCOME names its port
+(``netstore.py``): payloads then cross the worker's link, as a phone's do.
 
     python -m edgetwin.emu.crowdio.worker --foreman H:P --token T --cache DIR [--store DIR]
         [--telemetry CSV]
@@ -35,8 +37,10 @@ import re
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 
@@ -51,7 +55,7 @@ from edgetwin.emu.crowdio.codec import (
     encode_array,
     limits_from_arguments,
 )
-from edgetwin.emu.crowdio.filestore import FileStore, StoreError
+from edgetwin.emu.crowdio.filestore import FileStore, PayloadStore, StoreError
 from edgetwin.emu.crowdio.framing import (
     FrameError,
     PeerSilent,
@@ -60,6 +64,7 @@ from edgetwin.emu.crowdio.framing import (
     write_frame,
 )
 from edgetwin.emu.crowdio.liveness import MIN_HEARTBEATS_PER_TIMEOUT
+from edgetwin.emu.crowdio.netstore import NetStore
 from edgetwin.emu.crowdio.protocol import (
     TOKEN_ENV,
     ErrorMessage,
@@ -85,6 +90,7 @@ from edgetwin.models.crowd.table import task_id
 from edgetwin.worker_log import Event as LogEvent
 
 REJOIN_WAIT_S = 0.5
+T = TypeVar("T")
 
 
 class WorkerRefused(Exception):
@@ -121,7 +127,7 @@ class Worker:
         self.cache = ModelCache(config.cache_dir)
         self.slot = SessionSlot(config.threads)
         self.meter = BatteryMeter(config.power)
-        self.store: FileStore | None = None
+        self.store: TimedStore | None = None
         self.inline_max_bytes = 0
         self.log: WorkerLog | None = None
         self.last_load: tuple[LoadKind, float] = ("resident", 0.0)  # not yet reported
@@ -217,12 +223,17 @@ class Worker:
     def _enrol(self, welcome: Welcome) -> None:
         self.enrolled = True
         self.store = None
-        if welcome.store_dir is not None and self.config.store_dir is not None:
-            prefix = f"{welcome.peer_id}-{os.getpid()}"
-            self.store = FileStore(self.config.store_dir, prefix)
+        config = self.config
+        prefix = f"{welcome.peer_id}-{os.getpid()}"
+        if welcome.store_dir is not None and config.store_dir is not None:
+            self.store = TimedStore(FileStore(config.store_dir, prefix))
+        elif welcome.store_port is not None:  # the foreman's store, over this worker's link
+            tls = None if config.tls_ca is None else client_context(config.tls_ca)
+            net = NetStore(config.host, welcome.store_port, config.token, prefix, tls)
+            self.store = TimedStore(net)
         elif welcome.store_dir is not None:
             print(
-                f"worker {self.config.name}: the foreman uses a file store and this worker"
+                f"worker {config.name}: the foreman uses a file store and this worker"
                 " has none (--store): payloads sent by reference will fail",
                 file=sys.stderr,
             )
@@ -295,36 +306,40 @@ class Worker:
         return ModelUnloaded(stage=message.stage, status=self.status())
 
     async def _run(self, task: RunTask, writer: asyncio.StreamWriter) -> None:
-        start = time.monotonic()
+        store, limits = self.store, self.config.limits
+        start, moved_s = time.monotonic(), self._moved_s()
         try:
             if self.slot.resident != Resident(task.stage, task.sha256):
                 raise ModelError(f"{task.stage} is not resident")
-            bytes_in = compressed_bytes(task.payload, self.store)
-            array = decode_payload(task.payload, self.store, self.config.limits)
-            decoded = time.monotonic()
+            array = await asyncio.to_thread(decode_payload, task.payload, store, limits)
+            bytes_in = compressed_bytes(task.payload, store)
+            decoded, fetch_s = time.monotonic(), self._moved_s() - moved_s
             output = await asyncio.to_thread(self.slot.run, array)
             if self.config.task_delay_ms > 0:
                 await asyncio.sleep(self.config.task_delay_ms / 1e3)
             computed = time.monotonic()
-            payload = encode_array(output, self.store, self.inline_max_bytes)
-            encoded = time.monotonic()
+            inline_max = self.inline_max_bytes
+            payload = await asyncio.to_thread(encode_array, output, store, inline_max)
+            encoded, put_s = time.monotonic(), self._moved_s() - moved_s - fetch_s
         except (ModelError, PayloadError, StoreError) as exc:
             self.meter.spend("compute", time.monotonic() - start)
             failed = task.failure(str(exc), self.status())
             await self._send(writer, failed)
             return
-        self.meter.spend("compute", encoded - start)
+        self.meter.spend("compute", encoded - start - fetch_s - put_s)
+        self.meter.spend("transmit", fetch_s + put_s)
         load_kind, load_ms = self.last_load
         self.last_load = ("resident", 0.0)
-        bytes_out = compressed_bytes(payload, self.store)
+        bytes_out = compressed_bytes(payload, store)
         report = TaskReport(
             load_kind=load_kind,
             load_ms=load_ms,
-            decode_ms=(decoded - start) * 1e3,
+            decode_ms=(decoded - start - fetch_s) * 1e3,
             compute_ms=(computed - decoded) * 1e3,
-            encode_ms=(encoded - computed) * 1e3,
+            encode_ms=(encoded - computed - put_s) * 1e3,
             bytes_in=bytes_in,
             bytes_out=bytes_out,
+            store_ms=(fetch_s + put_s) * 1e3,
         )
         result = task.result(payload, report, self.status())
         send_s = await self._send(writer, result)
@@ -344,6 +359,10 @@ class Worker:
                 size_bytes=bytes_out,
             )
 
+    def _moved_s(self) -> float:
+        """Seconds spent moving payloads to and from the store so far."""
+        return 0.0 if self.store is None else self.store.seconds
+
     async def _send(self, writer: asyncio.StreamWriter, message: Message) -> float:
         """Send a message; the seconds it took (charged as transmit)."""
         start = time.monotonic()
@@ -361,6 +380,34 @@ class Worker:
         seconds = time.monotonic() - start
         self.meter.spend("transmit", seconds)
         return parse_message(body), seconds
+
+
+class TimedStore:
+    """A worker's store that adds up the seconds its calls take: moving payloads, which
+    its task report keeps apart from decoding and encoding them."""
+
+    def __init__(self, store: PayloadStore) -> None:
+        self.store = store
+        self.seconds = 0.0
+
+    def put(self, data: bytes) -> str:
+        return self._timed(self.store.put, data)
+
+    def size(self, name: str) -> int:
+        return self._timed(self.store.size, name)
+
+    def get(self, name: str, max_bytes: int) -> bytes:
+        return self._timed(self.store.get, name, max_bytes)
+
+    def delete(self, name: str) -> None:
+        self._timed(self.store.delete, name)
+
+    def _timed(self, call: Callable[..., T], *args: object) -> T:
+        start = time.monotonic()
+        try:
+            return call(*args)
+        finally:
+            self.seconds += time.monotonic() - start
 
 
 async def _beat(writer: asyncio.StreamWriter, period_s: float) -> None:

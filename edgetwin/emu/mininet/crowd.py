@@ -69,6 +69,13 @@ class HostPlacement:
     def foreman_address(self) -> str:
         return self.net.topology.hosts[0].ip
 
+    @property
+    def store_over_network(self) -> bool:
+        """Phones share no disk with the foreman: payloads too large to send inline cross
+        their links to and from the store the foreman serves (the hosts share this
+        machine's file system, which would let them skip the shaped links)."""
+        return True
+
     def spawn(
         self, host: int, argv: list[str], env: dict[str, str], log: Path
     ) -> subprocess.Popen[bytes]:

@@ -1,0 +1,253 @@
+"""The foreman's file store served to its workers over the network.
+
+Phones share no disk with their foreman: a payload too large to travel inline is
+put into, and fetched from, the foreman's store over the phone's own link. With
+``--serve-store`` the foreman serves its store folder over HTTP on a port of its
+own address (``StoreServer``, in a thread of its process) and names the port in its
+WELCOME; a worker started without a store folder then uses it (``NetStore``). Every
+request carries the job's token; names and entries get the checks of ``FileStore``
+(a plain file name inside the store, a regular file), and no body over ``max_bytes``
+is sent or taken. With TLS the store speaks TLS with the foreman's certificate.
+"""
+
+from __future__ import annotations
+
+import hmac
+import http.client
+import ssl
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+from edgetwin.emu.crowdio.filestore import FileStore, StoreError
+
+TOKEN_HEADER = "X-Crowdio-Token"
+TIMEOUT_S = 60.0  # a request whose peer sends nothing for this long fails
+
+
+class StoreServer:
+    """HTTP on ``host`` (port 0: any free one) for the entries of ``store``."""
+
+    def __init__(
+        self,
+        store: FileStore,
+        host: str,
+        token: str,
+        max_bytes: int,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        handler = type(
+            "BoundStoreHandler",
+            (_StoreHandler,),
+            {"store": store, "token": token.encode(), "max_bytes": max_bytes},
+        )
+        self._server = ThreadingHTTPServer((host, 0), handler)
+        self._server.daemon_threads = True
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._server.shutdown()
+        self._server.server_close()
+
+
+class _StoreHandler(BaseHTTPRequestHandler):
+    """GET, HEAD, PUT and DELETE of ``/<entry name>``; 403 without the token."""
+
+    protocol_version = "HTTP/1.1"  # one connection for a worker's requests
+    store: ClassVar[FileStore]
+    token: ClassVar[bytes]
+    max_bytes: ClassVar[int]
+    timeout = TIMEOUT_S
+
+    def do_GET(self) -> None:
+        self._answer(send_body=True)
+
+    def do_HEAD(self) -> None:
+        self._answer(send_body=False)
+
+    def do_PUT(self) -> None:
+        name = self._entry()
+        if name is None:
+            return
+        length = self.headers.get("Content-Length", "")
+        if not length.isdigit():
+            self._reply(HTTPStatus.LENGTH_REQUIRED, b"a PUT needs its Content-Length")
+            return
+        if int(length) > self.max_bytes:
+            self.close_connection = True  # its body is not read
+            too_large = _over(int(length), self.max_bytes).encode()
+            self._reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, too_large)
+            return
+        data = self.rfile.read(int(length))
+        if len(data) != int(length):
+            self.close_connection = True
+            return
+        self.store.write(name, data)
+        self._reply(HTTPStatus.CREATED, b"")
+
+    def do_DELETE(self) -> None:
+        name = self._entry()
+        if name is not None:
+            self.store.delete(name)
+            self._reply(HTTPStatus.NO_CONTENT, b"")
+
+    def _answer(self, send_body: bool) -> None:
+        name = self._entry()
+        if name is None:
+            return
+        try:
+            data = self.store.get(name, self.max_bytes)
+        except StoreError as exc:
+            missing = "does not exist" in str(exc)
+            status = HTTPStatus.NOT_FOUND if missing else HTTPStatus.CONFLICT
+            self._reply(status, str(exc).encode())
+            return
+        self._reply(HTTPStatus.OK, data, send_body)
+
+    def _entry(self) -> str | None:
+        """The entry the request names, once its token and name are good (else answered)."""
+        given = self.headers.get(TOKEN_HEADER, "").encode()
+        if not hmac.compare_digest(given, self.token):
+            self.close_connection = True
+            self._reply(HTTPStatus.FORBIDDEN, b"wrong or missing token")
+            return None
+        name = self.path.removeprefix("/")
+        try:
+            self.store.path(name)
+        except StoreError as exc:
+            self._reply(HTTPStatus.BAD_REQUEST, str(exc).encode())
+            return None
+        return name
+
+    def _reply(self, status: HTTPStatus, body: bytes, send_body: bool = True) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if send_body:
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet: a request is not worth a line in the foreman's log."""
+
+
+class NetStore:
+    """A worker's view of a store served by its foreman: ``FileStore``'s calls over HTTP.
+
+    New entries are named ``<prefix>-<counter>.z``. The size of an entry this worker
+    just put or fetched is known without asking again. A failed request, or an
+    answer other than the expected one, is a ``StoreError`` naming the store."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        token: str,
+        prefix: str,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self.where = f"the foreman's file store at {host}:{port}"
+        self._host, self._port, self._tls = host, port, tls
+        self._token = token
+        self.prefix = prefix
+        self._counter = 0
+        self._sizes: dict[str, int] = {}  # of entries put or fetched here, until asked once
+        self._connection: http.client.HTTPConnection | None = None
+        self._lock = threading.Lock()
+
+    def put(self, data: bytes) -> str:
+        self._counter += 1
+        name = f"{self.prefix}-{self._counter}.z"
+        self._request("PUT", name, HTTPStatus.CREATED, data)
+        self._sizes[name] = len(data)
+        return name
+
+    def size(self, name: str) -> int:
+        known = self._sizes.pop(name, None)
+        if known is not None:
+            return known
+        status, headers, _ = self._exchange("HEAD", name, None)
+        if status != HTTPStatus.OK:
+            raise StoreError(f"file-store entry {name!r}: {self.where} answered {status}")
+        return int(headers.get("Content-Length", "0"))
+
+    def get(self, name: str, max_bytes: int) -> bytes:
+        data = self._request("GET", name, HTTPStatus.OK, None, max_bytes)
+        self._sizes[name] = len(data)
+        return data
+
+    def delete(self, name: str) -> None:
+        self._sizes.pop(name, None)
+        self._request("DELETE", name, HTTPStatus.NO_CONTENT, None)
+
+    def _request(
+        self,
+        method: str,
+        name: str,
+        expected: HTTPStatus,
+        body: bytes | None,
+        max_bytes: int | None = None,
+    ) -> bytes:
+        status, _, data = self._exchange(method, name, body, max_bytes)
+        if status != expected:
+            reason = data.decode(errors="replace") or f"status {status}"
+            raise StoreError(f"{method} of {name!r}: {self.where} answered: {reason}")
+        return data
+
+    def _exchange(
+        self, method: str, name: str, body: bytes | None, max_bytes: int | None = None
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
+        """One request on the kept connection, on a new one if that had been closed."""
+        with self._lock:
+            try:
+                try:
+                    return self._once(method, name, body, max_bytes)
+                except _STALE:
+                    self._drop()
+                    return self._once(method, name, body, max_bytes)
+            except (OSError, http.client.HTTPException) as exc:
+                self._drop()
+                raise StoreError(f"{method} of {name!r}: {self.where}: {exc}") from None
+
+    def _once(
+        self, method: str, name: str, body: bytes | None, max_bytes: int | None
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
+        if self._connection is None:
+            self._connection = self._open()
+        self._connection.request(method, f"/{name}", body, {TOKEN_HEADER: self._token})
+        response = self._connection.getresponse()
+        length = int(response.headers.get("Content-Length", "0"))
+        if max_bytes is not None and length > max_bytes:
+            self._drop()
+            raise StoreError(f"file-store entry {name!r}: {_over(length, max_bytes)}")
+        data = b"" if method == "HEAD" else response.read()
+        if response.will_close:
+            self._drop()
+        return response.status, response.headers, data
+
+    def _open(self) -> http.client.HTTPConnection:
+        if self._tls is None:
+            return http.client.HTTPConnection(self._host, self._port, timeout=TIMEOUT_S)
+        return http.client.HTTPSConnection(
+            self._host, self._port, timeout=TIMEOUT_S, context=self._tls
+        )
+
+    def _drop(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
+# a kept connection the server had closed meanwhile: worth one new one
+_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+
+
+def _over(length: int, max_bytes: int) -> str:
+    return f"{length} bytes is over the limit of {max_bytes} bytes"

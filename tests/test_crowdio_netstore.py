@@ -1,0 +1,129 @@
+"""The foreman's file store over the network: what a worker that shares no disk with its
+foreman uses for payloads too large to send inline (a phone, an emulated host).
+
+A real HTTP server in a thread and a real client; then a whole job on loopback whose
+workers have no store folder, every payload going through the served store.
+"""
+
+from __future__ import annotations
+
+import http.client
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_crowdio_limits import _self_signed
+
+from edgetwin.emu.crowdio.codec import decode_payload, encode_array
+from edgetwin.emu.crowdio.filestore import FileStore, StoreError
+from edgetwin.emu.crowdio.launcher import LocalPlacement, WorkerSpec, run_pipeline
+from edgetwin.emu.crowdio.model import TINY, distilbert_job, reference_logits
+from edgetwin.emu.crowdio.netstore import TOKEN_HEADER, NetStore, StoreServer
+from edgetwin.emu.crowdio.tls import client_context, server_context
+
+TOKEN = "t" * 32
+MAX_BYTES = 1 << 16
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[FileStore, StoreServer]]:
+    store = FileStore(tmp_path / "store", "foreman")
+    server = StoreServer(store, "127.0.0.1", TOKEN, MAX_BYTES)
+    server.start()
+    try:
+        yield store, server
+    finally:
+        server.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_worker_puts_fetches_and_deletes_entries_of_the_foremans_store(
+    served: tuple[FileStore, StoreServer],
+) -> None:
+    store, server = served
+    client = NetStore("127.0.0.1", server.port, TOKEN, "w1-7")
+    name = client.put(b"payload bytes")
+    assert name == "w1-7-1.z"
+    assert (store.root / name).read_bytes() == b"payload bytes"  # on the foreman's disk
+    store.write("foreman-1.z", b"x" * 1000)
+    assert client.get("foreman-1.z", MAX_BYTES) == b"x" * 1000
+    assert client.size("foreman-1.z") == 1000
+    assert NetStore("127.0.0.1", server.port, TOKEN, "w2").size("foreman-1.z") == 1000  # HEAD
+    client.delete(name)
+    assert not (store.root / name).exists()
+    with pytest.raises(StoreError, match=r"'w1-7-1\.z' does not exist"):
+        client.get(name, MAX_BYTES)
+
+
+@pytest.mark.timeout(30)
+def test_an_array_goes_through_the_served_store_and_comes_back_the_same(
+    served: tuple[FileStore, StoreServer],
+) -> None:
+    _, server = served
+    client = NetStore("127.0.0.1", server.port, TOKEN, "w1")
+    array = np.arange(4096, dtype=np.float32).reshape(1, 64, 64)
+    payload = encode_array(array, client, inline_max_bytes=0)
+    assert payload.ref is not None and payload.data_b64 is None
+    np.testing.assert_array_equal(decode_payload(payload, client), array)
+
+
+@pytest.mark.timeout(30)
+def test_the_store_refuses_a_wrong_token_an_unsafe_name_and_an_oversized_body(
+    served: tuple[FileStore, StoreServer],
+) -> None:
+    store, server = served
+    store.write("entry.z", b"secret")
+    with pytest.raises(StoreError, match="wrong or missing token"):
+        NetStore("127.0.0.1", server.port, "u" * 32, "w").get("entry.z", MAX_BYTES)
+    client = NetStore("127.0.0.1", server.port, TOKEN, "w")
+    with pytest.raises(StoreError, match="is not a plain file name"):
+        client.get("..%2Fetc", MAX_BYTES)
+    with pytest.raises(StoreError, match="over the limit of 65536 bytes"):
+        client.put(b"x" * (MAX_BYTES + 1))
+    assert sorted(p.name for p in store.root.iterdir()) == ["entry.z"]  # nothing written
+    with pytest.raises(StoreError, match="over the limit of 3 bytes"):
+        client.get("entry.z", 3)  # the client's own limit, from the size announced
+    assert client.get("entry.z", MAX_BYTES) == b"secret"  # the client carries on
+
+
+@pytest.mark.timeout(30)
+def test_a_request_without_the_token_is_forbidden(served: tuple[FileStore, StoreServer]) -> None:
+    store, server = served
+    store.write("entry.z", b"secret")
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection.request("GET", "/entry.z")
+    response = connection.getresponse()
+    assert response.status == 403 and b"secret" not in response.read()
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection.request("GET", "/entry.z", headers={TOKEN_HEADER: TOKEN})
+    assert connection.getresponse().read() == b"secret"
+
+
+@pytest.mark.timeout(60)
+def test_the_store_speaks_tls_with_the_foremans_certificate(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+    store = FileStore(tmp_path / "store", "foreman")
+    server = StoreServer(store, "127.0.0.1", TOKEN, MAX_BYTES, server_context(cert, key))
+    server.start()
+    try:
+        client = NetStore("127.0.0.1", server.port, TOKEN, "w", client_context(cert))
+        assert client.get(client.put(b"over tls"), MAX_BYTES) == b"over tls"
+        with pytest.raises(StoreError, match=r"the foreman's file store at 127\.0\.0\.1"):
+            NetStore("127.0.0.1", server.port, TOKEN, "w").put(b"plain")  # not spoken
+    finally:
+        server.close()
+
+
+@pytest.mark.timeout(120)
+def test_workers_without_a_store_folder_move_every_payload_through_the_served_store() -> None:
+    job = distilbert_job(TINY, inputs=3, stages=3, seed=0)
+    workers = [WorkerSpec(f"worker-{i}") for i in range(2)]
+    placement = LocalPlacement(store_over_network=True)
+    summary = run_pipeline(job, workers, placement, inline_max_bytes=0, timeout_s=60)
+    np.testing.assert_allclose(
+        np.array(summary.logits), reference_logits(TINY, job.seed, job.inputs), atol=1e-5
+    )
+    # every input and result went by reference, over HTTP: its time is the store's
+    assert all(t.report.store_ms > 0 for t in summary.tasks)
+    assert all(t.report.bytes_in > 0 and t.report.bytes_out > 0 for t in summary.tasks)
