@@ -294,6 +294,8 @@ class StageSpec(Strict):
     ram_mb: PositiveFloat
     load_peak_mb: PositiveFloat | None = None
     gflops: NonNegativeFloat
+    # the activation it hands to the next stage, raw bytes; None: the job's activation_bytes
+    output_bytes: PositiveInt | None = None
 
     @model_validator(mode="after")
     def _check_peak(self) -> StageSpec:
@@ -328,6 +330,9 @@ class CrowdJobSpec(Strict):
             raise ValueError("stage names must be unique")
         if isinstance(self.interarrival, ConstantDist) and self.interarrival.value_s == 0:
             raise ValueError("a constant interarrival must be more than 0 s")
+        if self.stages[-1].output_bytes is not None:
+            last = f"stages.{len(self.stages) - 1}.output_bytes"
+            raise ValueError(f"{last}: the last stage sends the job's result_bytes, not one")
         return self
 
 

@@ -77,6 +77,11 @@ def _error(raw: dict[str, Any]) -> InputError:
             "at least ram_mb",
         ),
         (
+            lambda r: r["crowd"]["job"]["stages"][-1].update(output_bytes=64),
+            "crowd.job",
+            "stages.1.output_bytes: the last stage sends the job's result_bytes",
+        ),
+        (
             lambda r: r["crowd"]["job"].update(compression_saving_pct=100),
             "crowd.job.compression_saving_pct",
             "less than 100",
@@ -220,6 +225,23 @@ def test_rows_one_per_job_with_crowd_columns(tmp_path: Path) -> None:
         assert row.bytes_moved is not None and row.bytes_moved >= row.bytes_sent > 0
         assert row.staging_ms == 0 and row.load_ms is not None
     assert any((row.load_ms or 0) > 0 for row in rows)  # the first inputs wait for loads
+
+
+def test_a_stage_hands_on_its_own_output_bytes(tmp_path: Path) -> None:
+    """A stage's ``output_bytes`` is what it sends back and the next stage receives: every
+    input moves the job's activation less that stage's twice (result and next input)."""
+    raw = _raw(tmp_path)
+    job = raw["crowd"]["job"]
+    job["compression_saving_pct"] = 0  # bytes as given
+    assert len(job["stages"]) == 2
+    before = run_crowd(Scenario.model_validate(raw), tmp_path / "s.yaml")[0]
+    job["stages"][0]["output_bytes"] = 100
+    after = run_crowd(Scenario.model_validate(raw), tmp_path / "s.yaml")[0]
+    assert before.bytes_moved is not None and after.bytes_moved is not None
+    handed_on = 2 * job["inputs"] * (job["activation_bytes"] - 100)
+    assert before.bytes_moved - after.bytes_moved == handed_on
+    assert before.bytes_sent is not None and after.bytes_sent is not None
+    assert before.bytes_sent - after.bytes_sent == handed_on // 2  # results of stage 0
 
 
 def test_old_crowd_rows_with_loads_in_staging_ms_still_read(tmp_path: Path) -> None:

@@ -37,19 +37,30 @@ def blob_bytes(stage: StageSpec) -> float:
 
 
 def compressed_activation_bytes(job: CrowdJobSpec) -> int:
-    """An intermediate activation after zlib (``compression_saving_pct`` less)."""
-    return max(1, round(job.activation_bytes * (1.0 - job.compression_saving_pct / 100.0)))
+    """The job's intermediate activation after zlib (``compression_saving_pct`` less)."""
+    return _compressed(job, job.activation_bytes)
+
+
+def _handed_on_bytes(job: CrowdJobSpec, stage_index: int) -> int:
+    """The activation stage ``stage_index`` hands to the next, after zlib: its
+    ``output_bytes`` (a model's stages need not hand on the same tensor: DistilBERT's
+    last blocks hand the head the first token's state only), else the job's."""
+    return _compressed(job, job.stages[stage_index].output_bytes or job.activation_bytes)
+
+
+def _compressed(job: CrowdJobSpec, raw_bytes: int) -> int:
+    return max(1, round(raw_bytes * (1.0 - job.compression_saving_pct / 100.0)))
 
 
 def task_input_bytes(job: CrowdJobSpec, stage_index: int) -> int:
     """What the foreman sends with a task: the raw input, or the upstream activation."""
-    return job.input_bytes if stage_index == 0 else compressed_activation_bytes(job)
+    return job.input_bytes if stage_index == 0 else _handed_on_bytes(job, stage_index - 1)
 
 
 def task_output_bytes(job: CrowdJobSpec, stage_index: int) -> int:
     """What a worker returns: an activation, or the logits of the last stage."""
     last = stage_index == len(job.stages) - 1
-    return job.result_bytes if last else compressed_activation_bytes(job)
+    return job.result_bytes if last else _handed_on_bytes(job, stage_index)
 
 
 def aggregation_ms(job: CrowdJobSpec) -> float:
