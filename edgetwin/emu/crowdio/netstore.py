@@ -15,6 +15,7 @@ from __future__ import annotations
 import hmac
 import http.client
 import ssl
+import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,10 +43,11 @@ class StoreServer:
             (_StoreHandler,),
             {"store": store, "token": token.encode(), "max_bytes": max_bytes},
         )
-        self._server = ThreadingHTTPServer((host, 0), handler)
-        self._server.daemon_threads = True
-        if tls is not None:
-            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+        self._server = _Server((host, 0), handler)
+        if tls is not None:  # the handshake in the request's thread, under its timeout
+            self._server.socket = tls.wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False
+            )
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -56,6 +58,15 @@ class StoreServer:
         if self._thread.is_alive():
             self._server.shutdown()
         self._server.server_close()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
+        """One line, not a traceback, for a client that broke off or did not speak TLS."""
+        error = sys.exc_info()[1]
+        print(f"file store: request from {client_address[0]}: {error}", file=sys.stderr)
 
 
 class _StoreHandler(BaseHTTPRequestHandler):
