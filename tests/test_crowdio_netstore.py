@@ -134,3 +134,20 @@ def test_workers_without_a_store_folder_move_every_payload_through_the_served_st
     # every input and result went by reference, over HTTP: its time is the store's
     assert all(t.report.store_ms > 0 for t in summary.tasks)
     assert all(t.report.bytes_in > 0 and t.report.bytes_out > 0 for t in summary.tasks)
+
+
+@pytest.mark.timeout(30)
+def test_a_foreman_on_an_ipv6_address_serves_its_store_there(tmp_path: Path) -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    store = FileStore(tmp_path / "store", "foreman")
+    try:
+        server = StoreServer(store, "::1", TOKEN, MAX_BYTES)
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback: {exc}")
+    server.start()
+    try:
+        client = NetStore("::1", server.port, TOKEN, "w")
+        assert client.get(client.put(b"over v6"), MAX_BYTES) == b"over v6"
+    finally:
+        server.close()

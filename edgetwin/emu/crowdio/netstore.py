@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hmac
 import http.client
+import socket
 import ssl
 import sys
 import threading
@@ -43,7 +44,8 @@ class StoreServer:
             (_StoreHandler,),
             {"store": store, "token": token.encode(), "max_bytes": max_bytes},
         )
-        self._server = _Server((host, 0), handler)
+        server_class = _Server6 if ":" in host else _Server  # an IPv6 address, or IPv4's
+        self._server = server_class((host, 0), handler)
         if tls is not None:  # the handshake in the request's thread, under its timeout
             self._server.socket = tls.wrap_socket(
                 self._server.socket, server_side=True, do_handshake_on_connect=False
@@ -67,6 +69,10 @@ class _Server(ThreadingHTTPServer):
         """One line, not a traceback, for a client that broke off or did not speak TLS."""
         error = sys.exc_info()[1]
         print(f"file store: request from {client_address[0]}: {error}", file=sys.stderr)
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
 
 
 class _StoreHandler(BaseHTTPRequestHandler):
