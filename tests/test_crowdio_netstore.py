@@ -7,8 +7,10 @@ workers have no store folder, every payload going through the served store.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from test_crowdio_limits import _self_signed
 
 from edgetwin.emu.crowdio.codec import decode_payload, encode_array
 from edgetwin.emu.crowdio.filestore import FileStore, StoreError
+from edgetwin.emu.crowdio.foreman import Foreman, ForemanConfig
 from edgetwin.emu.crowdio.launcher import LocalPlacement, WorkerSpec, run_pipeline
 from edgetwin.emu.crowdio.model import TINY, distilbert_job, reference_logits
 from edgetwin.emu.crowdio.netstore import TOKEN_HEADER, NetStore, StoreServer
@@ -151,3 +154,25 @@ def test_a_foreman_on_an_ipv6_address_serves_its_store_there(tmp_path: Path) -> 
         assert client.get(client.put(b"over v6"), MAX_BYTES) == b"over v6"
     finally:
         server.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_closed_foreman_leaves_no_store_thread_and_serves_no_kept_connection(
+    tmp_path: Path,
+) -> None:
+    before = set(threading.enumerate())
+
+    async def scenario() -> NetStore:
+        config = ForemanConfig(token=TOKEN, store_dir=tmp_path / "store", serve_store=True)
+        foreman = Foreman(config)
+        await foreman.start()
+        assert foreman.store_server is not None
+        client = NetStore("127.0.0.1", foreman.store_server.port, TOKEN, "w")
+        await asyncio.to_thread(client.put, b"payload")  # its connection is kept
+        await foreman.close()
+        return client
+
+    client = asyncio.run(scenario())
+    assert set(threading.enumerate()) == before  # the kept connection's thread ended too
+    with pytest.raises(StoreError, match="refused"):
+        client.get("w-1.z", MAX_BYTES)  # not served on the connection it had kept

@@ -12,6 +12,7 @@ is sent or taken. With TLS the store speaks TLS with the foreman's certificate.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import http.client
 import socket
@@ -25,6 +26,7 @@ from typing import ClassVar
 from edgetwin.emu.crowdio.filestore import FileStore, StoreError
 
 TOKEN_HEADER = "X-Crowdio-Token"
+_Request = socket.socket | tuple[bytes, socket.socket]  # socketserver's (a datagram one's: a tuple)
 TIMEOUT_S = 60.0  # a request whose peer sends nothing for this long fails
 
 
@@ -57,13 +59,46 @@ class StoreServer:
         self._thread.start()
 
     def close(self) -> None:
+        """Stop serving: no new connection, and the open ones (a worker's kept one) ended."""
         if self._thread.is_alive():
             self._server.shutdown()
+            self._thread.join()
+        self._server.close_connections()
         self._server.server_close()
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._lock = threading.Lock()
+        self._open: dict[_Request, threading.Thread] = {}  # connections being served
+
+    def process_request(self, request: _Request, client_address: object) -> None:
+        """Serve a connection in a thread of its own, known until the connection ends."""
+        thread = threading.Thread(
+            target=self.process_request_thread, args=(request, client_address), daemon=True
+        )
+        with self._lock:
+            self._open[request] = thread
+        thread.start()
+
+    def shutdown_request(self, request: _Request) -> None:
+        with self._lock:
+            self._open.pop(request, None)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """End every open connection, one waiting for its next request too, and its thread."""
+        with self._lock:
+            serving = dict(self._open)
+        for request in serving:
+            assert isinstance(request, socket.socket)  # a TCP server's always is
+            with contextlib.suppress(OSError):  # the plain socket's: no TLS close_notify
+                socket.socket.shutdown(request, socket.SHUT_RDWR)
+        for thread in serving.values():
+            thread.join()
 
     def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
         """One line, not a traceback, for a client that broke off or did not speak TLS."""
