@@ -92,6 +92,18 @@ def test_the_store_refuses_a_wrong_token_an_unsafe_name_and_an_oversized_body(
 
 
 @pytest.mark.timeout(30)
+def test_a_body_far_over_the_limit_is_refused_with_the_stores_reason(
+    served: tuple[FileStore, StoreServer],
+) -> None:
+    store, server = served
+    client = NetStore("127.0.0.1", server.port, TOKEN, "w")
+    with pytest.raises(StoreError, match="8388608 bytes is over the limit of 65536 bytes"):
+        client.put(b"x" * (8 << 20))  # the store stops reading it: the client's send breaks
+    assert list(store.root.iterdir()) == []
+    assert client.get(client.put(b"small"), MAX_BYTES) == b"small"
+
+
+@pytest.mark.timeout(30)
 def test_a_request_without_the_token_is_forbidden(served: tuple[FileStore, StoreServer]) -> None:
     store, server = served
     store.write("entry.z", b"secret")

@@ -273,7 +273,12 @@ class NetStore:
     ) -> tuple[int, http.client.HTTPMessage, bytes]:
         if self._connection is None:
             self._connection = self._open()
-        self._connection.request(method, f"/{name}", body, {TOKEN_HEADER: self._token})
+        try:
+            self._connection.request(method, f"/{name}", body, {TOKEN_HEADER: self._token})
+        except (BrokenPipeError, ConnectionResetError):
+            if body is None:
+                raise
+            # a body the store refuses (over its limit) is not read: its answer comes first
         response = self._connection.getresponse()
         length = int(response.headers.get("Content-Length", "0"))
         if max_bytes is not None and length > max_bytes:
