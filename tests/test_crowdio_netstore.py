@@ -61,6 +61,17 @@ def test_a_worker_puts_fetches_and_deletes_entries_of_the_foremans_store(
 
 
 @pytest.mark.timeout(30)
+def test_a_client_that_asked_an_entrys_size_carries_on_on_its_connection(
+    served: tuple[FileStore, StoreServer],
+) -> None:
+    store, server = served
+    store.write("foreman-1.z", b"x" * 1000)
+    client = NetStore("127.0.0.1", server.port, TOKEN, "w")
+    assert client.size("foreman-1.z") == 1000  # a HEAD
+    assert client.get("foreman-1.z", MAX_BYTES) == b"x" * 1000
+
+
+@pytest.mark.timeout(30)
 def test_an_array_goes_through_the_served_store_and_comes_back_the_same(
     served: tuple[FileStore, StoreServer],
 ) -> None:

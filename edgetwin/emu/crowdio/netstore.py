@@ -284,7 +284,7 @@ class NetStore:
         if max_bytes is not None and length > max_bytes:
             self._drop()
             raise StoreError(f"file-store entry {name!r}: {_over(length, max_bytes)}")
-        data = b"" if method == "HEAD" else response.read()
+        data = response.read()  # a HEAD's (empty) too: till then the connection is busy
         if response.will_close:
             self._drop()
         return response.status, response.headers, data
