@@ -11,6 +11,7 @@ import asyncio
 import http.client
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from edgetwin.emu.crowdio.filestore import FileStore, StoreError
 from edgetwin.emu.crowdio.foreman import Foreman, ForemanConfig
 from edgetwin.emu.crowdio.launcher import LocalPlacement, WorkerSpec, run_pipeline
 from edgetwin.emu.crowdio.model import TINY, distilbert_job, reference_logits
-from edgetwin.emu.crowdio.netstore import TOKEN_HEADER, NetStore, StoreServer
+from edgetwin.emu.crowdio.netstore import TOKEN_HEADER, NetStore, StoreServer, _StoreHandler
 from edgetwin.emu.crowdio.tls import client_context, server_context
 
 TOKEN = "t" * 32
@@ -146,6 +147,27 @@ def test_the_store_speaks_tls_with_the_foremans_certificate(
         server.close()
     logged = capfd.readouterr().err
     assert "file store: request from 127.0.0.1" in logged and "Traceback" not in logged
+
+
+@pytest.mark.timeout(30)
+def test_a_tls_connection_the_store_closed_when_idle_is_opened_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_StoreHandler, "timeout", 0.2)  # the store drops an idle connection
+    cert, key = _self_signed(tmp_path)
+    store = FileStore(tmp_path / "store", "foreman")
+    server = StoreServer(store, "127.0.0.1", TOKEN, 1 << 20, server_context(cert, key))
+    server.start()
+    try:
+        serving = threading.active_count()
+        client = NetStore("127.0.0.1", server.port, TOKEN, "w", client_context(cert))
+        client.put(b"first")
+        while threading.active_count() > serving:  # until the store has dropped it
+            time.sleep(0.05)
+        data = bytes(range(256)) * 1000
+        assert client.get(client.put(data), 1 << 20) == data
+    finally:
+        server.close()
 
 
 @pytest.mark.timeout(120)

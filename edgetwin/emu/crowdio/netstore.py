@@ -275,7 +275,7 @@ class NetStore:
             self._connection = self._open()
         try:
             self._connection.request(method, f"/{name}", body, {TOKEN_HEADER: self._token})
-        except (BrokenPipeError, ConnectionResetError):
+        except _BROKEN:
             if body is None:
                 raise
             # a body the store refuses (over its limit) is not read: its answer comes first
@@ -302,8 +302,9 @@ class NetStore:
             self._connection = None
 
 
-# a kept connection the server had closed meanwhile: worth one new one
-_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+_BROKEN = (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError)  # a send, once it closed
+# a kept connection the server closed meanwhile (idle too long): worth one new one
+_STALE = (http.client.RemoteDisconnected, *_BROKEN)
 
 
 def _over(length: int, max_bytes: int) -> str:
