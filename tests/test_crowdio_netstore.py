@@ -115,6 +115,21 @@ def test_a_body_far_over_the_limit_is_refused_with_the_stores_reason(
     assert client.get(client.put(b"small"), MAX_BYTES) == b"small"
 
 
+@pytest.mark.timeout(60)
+def test_a_tls_client_carries_on_after_a_body_far_over_the_limit(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+    store = FileStore(tmp_path / "store", "foreman")
+    server = StoreServer(store, "127.0.0.1", TOKEN, MAX_BYTES, server_context(cert, key))
+    server.start()
+    try:
+        client = NetStore("127.0.0.1", server.port, TOKEN, "w", client_context(cert))
+        with pytest.raises(StoreError, match="over the limit of 65536 bytes"):
+            client.put(b"x" * (8 << 20))  # its send broke off: that connection is done
+        assert client.get(client.put(b"y" * 60000), MAX_BYTES) == b"y" * 60000
+    finally:
+        server.close()
+
+
 @pytest.mark.timeout(30)
 def test_a_request_without_the_token_is_forbidden(served: tuple[FileStore, StoreServer]) -> None:
     store, server = served

@@ -181,6 +181,8 @@ class _StoreHandler(BaseHTTPRequestHandler):
 
     def _reply(self, status: HTTPStatus, body: bytes, send_body: bool = True) -> None:
         self.send_response(status)
+        if self.close_connection:  # the client needs a new one for its next request
+            self.send_header("Connection", "close")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if send_body:
