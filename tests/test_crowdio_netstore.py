@@ -236,3 +236,33 @@ def test_a_closed_foreman_leaves_no_store_thread_and_serves_no_kept_connection(
     assert set(threading.enumerate()) == before  # the kept connection's thread ended too
     with pytest.raises(StoreError, match="refused"):
         client.get("w-1.z", MAX_BYTES)  # not served on the connection it had kept
+
+
+@pytest.mark.timeout(30)
+def test_a_client_that_closes_ends_its_connection_to_the_store(
+    served: tuple[FileStore, StoreServer],
+) -> None:
+    """A worker that enrols again or stops closes its store connection: the store's thread
+    for it ends then, not after its idle timeout (60 s)."""
+    _, server = served
+    serving = threading.active_count()
+    client = NetStore("127.0.0.1", server.port, TOKEN, "w")
+    client.put(b"kept")
+    assert threading.active_count() == serving + 1  # the store serves the kept connection
+    client.close()
+    while threading.active_count() > serving:  # within the test's limit, not 60 s
+        time.sleep(0.05)
+
+
+@pytest.mark.timeout(30)
+def test_a_content_length_that_is_not_ascii_digits_is_refused(
+    served: tuple[FileStore, StoreServer],
+) -> None:
+    store, server = served
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection.putrequest("PUT", "/entry.z")
+    connection.putheader(TOKEN_HEADER, TOKEN)
+    connection.putheader("Content-Length", "\N{SUPERSCRIPT TWO}")  # a digit to str.isdigit
+    connection.endheaders()
+    assert connection.getresponse().status == 411
+    assert not (store.root / "entry.z").exists()

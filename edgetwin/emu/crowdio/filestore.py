@@ -53,6 +53,10 @@ class PayloadStore(Protocol):
         """Remove an entry if it is there."""
         ...
 
+    def close(self) -> None:
+        """Let go of what the store holds open (a connection); it is not used after."""
+        ...
+
 
 class FileStore:
     """Payload files under ``root``; new names are ``<prefix>-<counter>.z``."""
@@ -109,6 +113,9 @@ class FileStore:
     def delete(self, name: str) -> None:
         """Remove an entry if it is there."""
         self.path(name).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Nothing to let go of: a folder holds no connection."""
 
     def _open(self, name: str) -> int:
         """A read-only descriptor of the regular file ``name`` (StoreError otherwise)."""

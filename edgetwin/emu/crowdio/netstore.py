@@ -130,7 +130,7 @@ class _StoreHandler(BaseHTTPRequestHandler):
         if name is None:
             return
         length = self.headers.get("Content-Length", "")
-        if not length.isdigit():
+        if not (length.isascii() and length.isdigit()):  # "²" is a digit to isdigit
             self._reply(HTTPStatus.LENGTH_REQUIRED, b"a PUT needs its Content-Length")
             return
         if int(length) > self.max_bytes:
@@ -297,6 +297,11 @@ class NetStore:
         return http.client.HTTPSConnection(
             self._host, self._port, timeout=TIMEOUT_S, context=self._tls
         )
+
+    def close(self) -> None:
+        """Close the kept connection (a worker that enrols again, or stops)."""
+        with self._lock:
+            self._drop()
 
     def _drop(self) -> None:
         if self._connection is not None:

@@ -157,6 +157,7 @@ class Worker:
         try:
             await self._serve_until_closed()
         finally:
+            self._close_store()
             if self.log is not None:
                 self.log.close()
 
@@ -222,7 +223,7 @@ class Worker:
 
     def _enrol(self, welcome: Welcome) -> None:
         self.enrolled = True
-        self.store = None
+        self._close_store()
         config = self.config
         prefix = f"{welcome.peer_id}-{os.getpid()}"
         if welcome.store_dir is not None and config.store_dir is not None:
@@ -359,6 +360,12 @@ class Worker:
                 size_bytes=bytes_out,
             )
 
+    def _close_store(self) -> None:
+        """Let go of the store of the last enrolment (its connection to a served one)."""
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
     def _moved_s(self) -> float:
         """Seconds spent moving payloads to and from the store so far."""
         return 0.0 if self.store is None else self.store.seconds
@@ -401,6 +408,9 @@ class TimedStore:
 
     def delete(self, name: str) -> None:
         self._timed(self.store.delete, name)
+
+    def close(self) -> None:
+        self.store.close()
 
     def _timed(self, call: Callable[..., T], *args: object) -> T:
         start = time.monotonic()
