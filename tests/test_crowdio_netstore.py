@@ -31,6 +31,11 @@ TOKEN = "t" * 32
 MAX_BYTES = 1 << 16
 
 
+def _client(server: StoreServer, prefix: str = "w") -> NetStore:
+    """A worker's client of the store on loopback, with the job's token."""
+    return NetStore("127.0.0.1", server.port, TOKEN, prefix)
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[FileStore, StoreServer]]:
     store = FileStore(tmp_path / "store", "foreman")
@@ -47,14 +52,14 @@ def test_a_worker_puts_fetches_and_deletes_entries_of_the_foremans_store(
     served: tuple[FileStore, StoreServer],
 ) -> None:
     store, server = served
-    client = NetStore("127.0.0.1", server.port, TOKEN, "w1-7")
+    client = _client(server, "w1-7")
     name = client.put(b"payload bytes")
     assert name == "w1-7-1.z"
     assert (store.root / name).read_bytes() == b"payload bytes"  # on the foreman's disk
     store.write("foreman-1.z", b"x" * 1000)
     assert client.get("foreman-1.z", MAX_BYTES) == b"x" * 1000
     assert client.size("foreman-1.z") == 1000
-    assert NetStore("127.0.0.1", server.port, TOKEN, "w2").size("foreman-1.z") == 1000  # HEAD
+    assert _client(server, "w2").size("foreman-1.z") == 1000  # HEAD
     client.delete(name)
     assert not (store.root / name).exists()
     with pytest.raises(StoreError, match=r"'w1-7-1\.z' does not exist"):
@@ -67,7 +72,7 @@ def test_a_client_that_asked_an_entrys_size_carries_on_on_its_connection(
 ) -> None:
     store, server = served
     store.write("foreman-1.z", b"x" * 1000)
-    client = NetStore("127.0.0.1", server.port, TOKEN, "w")
+    client = _client(server, "w")
     assert client.size("foreman-1.z") == 1000  # a HEAD
     assert client.get("foreman-1.z", MAX_BYTES) == b"x" * 1000
 
@@ -77,7 +82,7 @@ def test_an_array_goes_through_the_served_store_and_comes_back_the_same(
     served: tuple[FileStore, StoreServer],
 ) -> None:
     _, server = served
-    client = NetStore("127.0.0.1", server.port, TOKEN, "w1")
+    client = _client(server, "w1")
     array = np.arange(4096, dtype=np.float32).reshape(1, 64, 64)
     payload = encode_array(array, client, inline_max_bytes=0)
     assert payload.ref is not None and payload.data_b64 is None
@@ -92,7 +97,7 @@ def test_the_store_refuses_a_wrong_token_an_unsafe_name_and_an_oversized_body(
     store.write("entry.z", b"secret")
     with pytest.raises(StoreError, match="wrong or missing token"):
         NetStore("127.0.0.1", server.port, "u" * 32, "w").get("entry.z", MAX_BYTES)
-    client = NetStore("127.0.0.1", server.port, TOKEN, "w")
+    client = _client(server, "w")
     with pytest.raises(StoreError, match="is not a plain file name"):
         client.get("..%2Fetc", MAX_BYTES)
     with pytest.raises(StoreError, match="over the limit of 65536 bytes"):
@@ -108,7 +113,7 @@ def test_a_body_far_over_the_limit_is_refused_with_the_stores_reason(
     served: tuple[FileStore, StoreServer],
 ) -> None:
     store, server = served
-    client = NetStore("127.0.0.1", server.port, TOKEN, "w")
+    client = _client(server, "w")
     with pytest.raises(StoreError, match="8388608 bytes is over the limit of 65536 bytes"):
         client.put(b"x" * (8 << 20))  # the store stops reading it: the client's send breaks
     assert list(store.root.iterdir()) == []
@@ -157,7 +162,7 @@ def test_the_store_speaks_tls_with_the_foremans_certificate(
             # served meanwhile: a handshake waits in its own request's thread, not in accept
             assert client.get(client.put(b"over tls"), MAX_BYTES) == b"over tls"
         with pytest.raises(StoreError, match=r"the foreman's file store at 127\.0\.0\.1"):
-            NetStore("127.0.0.1", server.port, TOKEN, "w").put(b"plain")  # not spoken
+            _client(server, "w").put(b"plain")  # not spoken
     finally:
         server.close()
     logged = capfd.readouterr().err
@@ -246,7 +251,7 @@ def test_a_client_that_closes_ends_its_connection_to_the_store(
     for it ends then, not after its idle timeout (60 s)."""
     _, server = served
     serving = threading.active_count()
-    client = NetStore("127.0.0.1", server.port, TOKEN, "w")
+    client = _client(server, "w")
     client.put(b"kept")
     assert threading.active_count() == serving + 1  # the store serves the kept connection
     client.close()
