@@ -389,6 +389,31 @@ def test_bad_measured_table_row(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("column", ["compute_ms", "staging_ms", "comm_ms"])
+def test_measured_table_without_a_component_column(
+    column: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A component column misnamed in a table spec's measured table (``comm_s``) is an
+    extra column, ignored: the fit left that section's parameters where it started, or
+    wherever the other columns pushed them (the network at 14.5 ms a message), and wrote
+    the profile (exit 0). Now the column and the parameters it fits are named."""
+    shipped = (REPO / "data" / "reference" / "prism-jetson" / "measurements.csv").read_text()
+    table = tmp_path / "measurements.csv"
+    table.write_text(shipped.replace(column, column.removesuffix("ms") + "s", 1))
+    spec = _spec("jetson_orin_nano", tmp_path, _set("reference", str(table)))
+    for command, out in (("calibrate", "p.yaml"), ("validate", "v")):
+        argv = [command, str(spec), "--out", str(tmp_path / out)]
+        assert_clean_failure(
+            argv,
+            capsys,
+            tmp_path,
+            f"measurements.csv: field '{column}': no row has a value above 0",
+            f"{column.removesuffix('ms')}s, ",
+            "set them in the spec's fixed",
+        )
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("key", "column", "cell", "expect"),
     [

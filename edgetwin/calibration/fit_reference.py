@@ -31,7 +31,7 @@ from edgetwin.calibration.profile_io import (
     check_fixed,
     source_record,
 )
-from edgetwin.calibration.readers._csv import Row, read_rows
+from edgetwin.calibration.readers._csv import Row, read_header, read_rows
 from edgetwin.comparison import compare_to_reference, key_label
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
@@ -94,6 +94,8 @@ def load_spec(path: Path) -> CalibrationSpec:
 
 
 MEASURED_KEY_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps")
+# the column each timing section of a table fit is fitted from
+SECTION_COLUMNS = {"compute": "compute_ms", "staging": "staging_ms", "network": "comm_ms"}
 
 
 def read_measured(path: Path) -> list[MeasuredRow]:
@@ -133,6 +135,7 @@ def fit_profile(spec_path: Path | str, command: str) -> DeviceProfile:
     scenario_path = referenced_file(spec.scenario, base, spec_path, "scenario").resolve()
     scenario = _encoder_scenario(spec_path, scenario_path)
     measured = read_measured(reference)
+    _check_fittable(reference, measured, spec.fixed)
     profile = fit_by_component(spec, scenario, measured, spec_path)
     report = residual_report(scenario, profile, measured, reference)
     return profile.model_copy(
@@ -154,6 +157,33 @@ def fit_profile(spec_path: Path | str, command: str) -> DeviceProfile:
     )
 
 
+def _check_fittable(
+    reference: Path, measured: Sequence[MeasuredRow], fixed: Mapping[str, float]
+) -> None:
+    """An InputError naming the measured table's column when a section has parameters to
+    fit and no row to fit them from (a column misnamed, left out or empty)."""
+    unfitted = _unfitted(measured, fixed)
+    if unfitted:
+        column, params = next(iter(unfitted.items()))
+        problem = (
+            f"no row has a value above 0, so nothing fits {', '.join(params)} "
+            f"(header: {', '.join(read_header(reference))}); measure it, or set them in "
+            f"the spec's fixed"
+        )
+        raise InputError(reference, column, problem)
+
+
+def _unfitted(measured: Sequence[MeasuredRow], fixed: Mapping[str, float]) -> dict[str, list[str]]:
+    """Per component column no row has a value above 0 in, the parameters not ``fixed``
+    that are fitted from it: a fit would leave them at its starting point."""
+    unfitted: dict[str, list[str]] = {}
+    for path, *_ in TABLE_PARAMETERS:
+        column = SECTION_COLUMNS[path.split(".")[0]]
+        if path not in fixed and not any(row.values.get(column, 0.0) > 0 for row in measured):
+            unfitted.setdefault(column, []).append(path)
+    return unfitted
+
+
 def _encoder_scenario(spec_path: Path, scenario_path: Path) -> Scenario:
     """The spec's scenario; a table fit runs encoder rows (a decoder's are not read yet)."""
     scenario = load_scenario(scenario_path)
@@ -170,9 +200,9 @@ def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
     base = spec_path.parent
     scenario_path = referenced_file(spec.scenario, base, spec_path, "scenario").resolve()
     scenario = _encoder_scenario(spec_path, scenario_path)
-    measured = read_measured(
-        referenced_file(spec.reference, base, spec_path, "reference").resolve()
-    )
+    reference = referenced_file(spec.reference, base, spec_path, "reference").resolve()
+    measured = read_measured(reference)
+    _check_fittable(reference, measured, spec.fixed)
     points: list[dict[str, Any]] = []
     for batch in sorted({row.config.batch for row in measured}):
         kept = [row for row in measured if row.config.batch != batch]
