@@ -187,3 +187,21 @@ def test_a_table_of_one_batch_size_has_nothing_to_leave_out(
     assert main(["validate", str(path), "--out", str(tmp_path / "v")]) == 2
     assert "field '--by (by= in Python)': no data to leave out by batch" in capsys.readouterr().err
     assert not (tmp_path / "v").exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_batch_held_out_with_every_distributed_row_is_not_predicted(tmp_path: Path) -> None:
+    """With its distributed rows all at batch 2, batch 2 left out left no staging or comm
+    to refit on: staging and network stayed at the fit's starting point, and the
+    distributed rows' errors (compute -58 %) were reported as held-out errors."""
+    lines = REFERENCE.read_text().splitlines()
+    kept = [x for x in lines[1:] if x.startswith("single,") or ",2,2,400," in x]
+    table = tmp_path / "batch2.csv"
+    table.write_text("\n".join([lines[0], *kept]) + "\n")
+    spec = yaml.safe_load(SPEC.read_text())
+    spec.update(reference=str(table), scenario=str(SCENARIO))
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    points = leave_one_batch_out_table(path)
+    assert {p["held_out"] for p in points} == {1, 4, 32}
+    assert {p["metric"] for p in points} == {"compute_ms", "total_ms", "energy_j"}

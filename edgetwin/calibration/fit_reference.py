@@ -195,7 +195,8 @@ def _encoder_scenario(spec_path: Path, scenario_path: Path) -> Scenario:
 
 def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
     """Refit without each batch size of the measured table and predict that batch's rows
-    (none when the table has one batch size: a refit on no rows is its starting point)."""
+    (none when the table has one batch size, or a section's only rows are that batch's: a
+    refit on no rows is its starting point)."""
     spec = load_spec(spec_path)
     base = spec_path.parent
     scenario_path = referenced_file(spec.scenario, base, spec_path, "scenario").resolve()
@@ -206,7 +207,7 @@ def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
     points: list[dict[str, Any]] = []
     for batch in sorted({row.config.batch for row in measured}):
         kept = [row for row in measured if row.config.batch != batch]
-        if not kept:
+        if not kept or _unfitted(kept, spec.fixed):  # a section refitted on no row
             continue
         profile = fit_by_component(spec, scenario, kept, spec_path)
         for row in measured:
