@@ -246,8 +246,32 @@ def profile_path(name_or_path: str, relative_to: Path | None, kind: ProfileKind 
         candidate = relative_to / candidate
     if not _exists(candidate):
         known = shipped_profiles(kind)
-        raise InputError(None, "profile", f"no profile {shown(name_or_path)} (shipped: {known})")
+        problem = f"no profile {shown(name_or_path)} (shipped: {known})"
+        elsewhere = _elsewhere_than_cwd(candidate, name_or_path)
+        if elsewhere is not None and _looks_like_a_path(name_or_path):
+            problem += (
+                "; a path is relative to the folder of the file that names it: "
+                f"no file {shown(str(elsewhere))}"
+            )
+        raise InputError(None, "profile", problem)
     return check_regular_file(candidate, None, "profile")
+
+
+def _looks_like_a_path(name_or_path: str) -> bool:
+    """A profile named by a path (a folder or a YAML suffix), not by a shipped name."""
+    return "/" in name_or_path or name_or_path.endswith((".yaml", ".yml"))
+
+
+def _elsewhere_than_cwd(candidate: Path, name_or_path: str) -> Path | None:
+    """``candidate`` (relative to the current folder when it lies inside it) when it is not
+    the file ``name_or_path`` names from the current folder, else None."""
+    try:
+        cwd = Path.cwd()
+    except OSError:  # the current folder was removed
+        return None
+    if (cwd / candidate) == (cwd / name_or_path):
+        return None
+    return candidate.relative_to(cwd) if candidate.is_relative_to(cwd) else candidate
 
 
 def shipped_profiles(kind: ProfileKind) -> list[str]:

@@ -280,6 +280,17 @@ CASES = [
         scenario_text(devices__0__profile="jetson_nano_9000"),
         ("'devices.0.profile'", "no profile 'jetson_nano_9000'"),
     ),
+    Case(  # a path from the current folder (not the scenario's): it said only 'no profile'
+        "profile-path-from-the-current-folder",
+        scenario_text(),
+        (
+            "'devices.0.profile'",
+            "no profile 'out/refit.yaml'",
+            "a path is relative to the folder of the file that names it: no file '",
+            "/out/refit.yaml'",
+        ),
+        args=("--set", "devices.0.profile=out/refit.yaml"),
+    ),
     Case(  # listed android_* among the choices; naming one blamed it ('compute' missing)
         "phone-profile-for-a-device",
         scenario_text(devices__0__profile="android_low"),
