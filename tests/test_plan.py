@@ -66,7 +66,7 @@ def table_bytes(rows: list[ResultRow], path: Path) -> bytes:
         ({"question": {"kind": "fastest"}}, "question", "kind"),
         (
             {"question": {"kind": "crossover", "strategy": {"name": "single"}}},
-            "question.crossover.strategy",
+            "question.strategy",
             "distributed",
         ),
         ({"axes": {"batch": [0], "bandwidth_mbps": [100]}}, "axes.batch.0", "greater than 0"),
@@ -152,6 +152,22 @@ def test_question_errors_name_file_and_field(
     assert caught.value.path is not None and str(path) in caught.value.path
     assert caught.value.field is not None and caught.value.field.startswith(field)
     assert problem in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "item", ["question.target_p95=500", "question.target_p95_ms=-1", "question.strategy=prism"]
+)
+def test_a_set_on_the_question_is_named_as_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], item: str
+) -> None:
+    """The field is the key the --set gave: it said 'question.smallest_fleet.target_p95',
+    and that key given back was 'question.smallest_fleet.smallest_fleet: unknown key'."""
+    question = REPO / "scenarios" / "plan_fleet.plan.yaml"
+    out = tmp_path / "o"
+    assert main(["plan", str(question), "--out", str(out), "--set", item]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"field '{item.partition('=')[0]}'" in err, err
+    assert not out.exists()
 
 
 def test_cli_exits_2_on_bad_question(tmp_path: Path) -> None:

@@ -206,12 +206,12 @@ def test_crowd_sweep_is_the_same_on_a_pool(tmp_path: Path) -> None:
         ),
         (
             {"question": {"kind": "crowd_capacity", "target_p95_s": True}},
-            "question.crowd_capacity.target_p95_s",
+            "question.target_p95_s",
             "a number, not true",
         ),
         (
             {"question": {"kind": "crowd_capacity", "scheduler": "psychic"}},
-            "question.crowd_capacity.scheduler",
+            "question.scheduler",
             "unknown scheduler",
         ),
         (

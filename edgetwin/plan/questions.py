@@ -178,6 +178,7 @@ class CrowdCapacity(Strict):
 
 
 AnyKind = SmallestFleet | Crossover | BestMode | LongestContext | CrowdCapacity
+KINDS = ("smallest_fleet", "crossover", "best_mode", "longest_context", "crowd_capacity")
 QuestionKind = Annotated[AnyKind, Field(discriminator="kind")]
 # questions that may share one sweep of the scenario's own strategies (a list in one file)
 SHARED_SWEEP = ("best_mode", "longest_context")
@@ -350,13 +351,18 @@ def _check_crowd(scenario: Scenario, path: Path) -> None:
 
 def _without_tags(error: InputError) -> InputError:
     """``axes.devices.batch.0`` -> ``axes.batch.0``, ``question.one.kind`` ->
-    ``question.kind``, ``question.list.1.kind`` -> ``question.1.kind``: the shape of the
-    axes or the question is not a key."""
+    ``question.kind``, ``question.list.1.kind`` -> ``question.1.kind``,
+    ``question.one.crossover.strategy`` -> ``question.strategy``: the shape of the axes or
+    the question and the question's kind are not keys."""
     field = error.field or ""
     for key, tags in (("axes", AXES_TAGS), ("question", QUESTION_TAGS)):
         for tag in tags:
             if field == f"{key}.{tag}" or field.startswith(f"{key}.{tag}."):
                 field = key + field.removeprefix(f"{key}.{tag}")
+    parts = field.split(".")
+    at = 2 if len(parts) > 2 and parts[0] == "question" and parts[1].isdigit() else 1
+    if parts[0] == "question" and len(parts) > at and parts[at] in KINDS:
+        field = ".".join(parts[:at] + parts[at + 1 :])
     return InputError(error.path, field or error.field, error.problem)
 
 
