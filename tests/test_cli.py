@@ -437,3 +437,23 @@ def test_version_names_the_installed_package(capsys: pytest.CaptureFixture[str])
         main(["--version"])
     assert stopped.value.code == 0
     assert capsys.readouterr().out.strip() == f"edgetwin {version('edgetwin')}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expect"),
+    [
+        (["run", str(SCENARIOS / "prism_jetson.yaml")], "edgetwin run: error: the following"),
+        (["plan", str(SCENARIOS / "plan_fleet.plan.yaml")], "arguments are required: --out"),
+        (["run", "s.yaml", "--out", "o", "--mode", "emulator"], "invalid choice: 'emulator'"),
+        (["runn", "s.yaml"], "invalid choice: 'runn'"),
+    ],
+)
+def test_a_usage_error_is_one_line(
+    argv: list[str], expect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing --out printed argparse's usage (three lines for run) before its error."""
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expect in err and err.endswith("--help)\n"), err

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import NoReturn
 
 from edgetwin.calibration.held_out import HOLDOUT_NAMES
 from edgetwin.cli.console import notices_on_stderr, print_warnings
@@ -83,8 +84,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line, as bad input's are (it printed the usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    commands: argparse._SubParsersAction[_Parser],
     name: str,
     help_text: str,
     example: str,
@@ -100,7 +108,7 @@ def _command(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="edgetwin",
         description=_DESCRIPTION,
         epilog="example:\n  edgetwin run scenarios/prism_jetson.yaml --out out/prism_jetson",
