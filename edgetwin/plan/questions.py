@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     Discriminator,
@@ -178,7 +178,7 @@ class CrowdCapacity(Strict):
 
 
 AnyKind = SmallestFleet | Crossover | BestMode | LongestContext | CrowdCapacity
-KINDS = ("smallest_fleet", "crossover", "best_mode", "longest_context", "crowd_capacity")
+KINDS = tuple(get_args(kind.model_fields["kind"].annotation)[0] for kind in get_args(AnyKind))
 QuestionKind = Annotated[AnyKind, Field(discriminator="kind")]
 # questions that may share one sweep of the scenario's own strategies (a list in one file)
 SHARED_SWEEP = ("best_mode", "longest_context")
