@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import stat
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -247,8 +248,9 @@ _EMPTY_LIST = (
 
 
 def validation_error(exc: ValidationError, path: Path | str) -> InputError:
-    """The first pydantic error as an InputError naming its field."""
-    error = exc.errors()[0]
+    """The first pydantic error as an InputError naming its field; but an unknown key
+    that misspells a missing one is named first (``_reported``)."""
+    error, meant = _reported(exc.errors())
     loc = [str(part) for part in error["loc"] if not _is_union_tag(part)]
     if error["type"] == BOOLEAN_NUMBER:  # raised by the model, about one of its fields
         loc.append(error["ctx"]["field"])
@@ -256,7 +258,7 @@ def validation_error(exc: ValidationError, path: Path | str) -> InputError:
     message = error["msg"].removeprefix("Value error, ")
     kind = error["type"]
     if kind == "extra_forbidden":
-        message = "unknown key"
+        message = "unknown key" if meant is None else f"unknown key (did you mean {meant!r}?)"
     elif kind == "missing":
         message = "required key is missing"
     elif kind == "too_short" and not error.get("input"):
@@ -272,6 +274,26 @@ def validation_error(exc: ValidationError, path: Path | str) -> InputError:
     elif kind != BOOLEAN_NUMBER:
         message += _got(error)
     return InputError(path, field, message)
+
+
+def _reported(errors: Sequence[Any]) -> tuple[Any, str | None]:
+    """The error to report, and the missing key an unknown one is a misspelling of.
+
+    pydantic lists a required key that is missing before an unknown key beside it; when
+    the unknown key's spelling is close to the missing one's (``ram_mbb``, ``ram_mb``),
+    the unknown key is the mistake: it is named, with the key it likely means."""
+    first = errors[0]
+    if first["type"] != "missing":
+        return first, None
+    parent = first["loc"][:-1]
+    beside = [e for e in errors if e["loc"][:-1] == parent]
+    missing = [str(e["loc"][-1]) for e in beside if e["type"] == "missing"]
+    for error in beside:
+        if error["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(str(error["loc"][-1]), missing, n=1)
+            if close:
+                return error, close[0]
+    return first, None
 
 
 def _got(error: Any) -> str:

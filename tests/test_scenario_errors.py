@@ -72,6 +72,9 @@ CROWD: dict[str, Any] = {  # budgets: low 1764 MB, high 4608 MB (6144 less 1536)
         },
     },
 }
+MISSPELT_PROFILE = (
+    (PROFILE_DIR / "jetson_orin_nano.yaml").read_text().replace("\nram_mb:", "\nram_mbb:")
+)
 TOO_BIG = "fits no phone class: the largest session budget is 4608 MB (class high"
 
 
@@ -469,6 +472,13 @@ CASES = [
         "profile-a-folder",
         scenario_text(devices__0__profile="."),
         ("'devices.0.profile'", "a folder, not a file"),
+    ),
+    Case(  # pydantic says ram_mb is missing first; the misspelling is the mistake
+        "profile-key-misspelt",
+        scenario_text(devices__0__profile="mine.yaml"),
+        ("'ram_mbb'", "unknown key (did you mean 'ram_mb'?)"),
+        names="mine.yaml",
+        files={"mine.yaml": MISSPELT_PROFILE},
     ),
     Case(
         "profile-not-a-profile",
