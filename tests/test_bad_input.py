@@ -376,16 +376,18 @@ def test_bad_measured_table_row(
     table = tmp_path / "measurements.csv"
     table.write_text("\n".join(lines) + "\n")
     spec = _spec("jetson_orin_nano", tmp_path, _set("reference", str(table)))
+    _calibrate_and_validate_refuse(
+        spec, capsys, tmp_path, f"measurements.csv: field '{column}'", f"line {prism + 1}", problem
+    )
+
+
+def _calibrate_and_validate_refuse(
+    spec: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path, *expected: str
+) -> None:
+    """``calibrate`` and ``validate`` of ``spec`` each fail cleanly, saying ``expected``."""
     for command, out in (("calibrate", "p.yaml"), ("validate", "v")):
         argv = [command, str(spec), "--out", str(tmp_path / out)]
-        assert_clean_failure(
-            argv,
-            capsys,
-            tmp_path,
-            f"measurements.csv: field '{column}'",
-            f"line {prism + 1}",
-            problem,
-        )
+        assert_clean_failure(argv, capsys, tmp_path, *expected)
 
 
 @pytest.mark.timeout(60)
@@ -401,16 +403,14 @@ def test_measured_table_without_a_component_column(
     table = tmp_path / "measurements.csv"
     table.write_text(shipped.replace(column, column.removesuffix("ms") + "s", 1))
     spec = _spec("jetson_orin_nano", tmp_path, _set("reference", str(table)))
-    for command, out in (("calibrate", "p.yaml"), ("validate", "v")):
-        argv = [command, str(spec), "--out", str(tmp_path / out)]
-        assert_clean_failure(
-            argv,
-            capsys,
-            tmp_path,
-            f"measurements.csv: field '{column}': no row has a value above 0",
-            f"{column.removesuffix('ms')}s, ",
-            "set them in the spec's fixed",
-        )
+    _calibrate_and_validate_refuse(
+        spec,
+        capsys,
+        tmp_path,
+        f"measurements.csv: field '{column}': no row has a value above 0",
+        f"{column.removesuffix('ms')}s, ",
+        "set them in the spec's fixed",
+    )
 
 
 @pytest.mark.timeout(60)
