@@ -446,6 +446,10 @@ def test_version_names_the_installed_package(capsys: pytest.CaptureFixture[str])
         (["plan", str(SCENARIOS / "plan_fleet.plan.yaml")], "arguments are required: --out"),
         (["run", "s.yaml", "--out", "o", "--mode", "emulator"], "invalid choice: 'emulator'"),
         (["runn", "s.yaml"], "invalid choice: 'runn'"),
+        (  # the shell split the value at its spaces
+            ["run", "s.yaml", "--out", "o", "--set", "sweeps=[{batch:", "[1]}]"],
+            'unrecognized arguments: [1]}]; a --set value with spaces needs quotes: --set "',
+        ),
     ],
 )
 def test_a_usage_error_is_one_line(

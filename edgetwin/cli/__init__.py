@@ -88,7 +88,13 @@ class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line, as bad input's are (it printed the usage first)."""
 
     def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments:") and any(c in message for c in "{[:,"):
+            message += f"; {_QUOTE_THE_VALUE}"
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+# the likely cause of left-over YAML words: the shell split a --set value at its spaces
+_QUOTE_THE_VALUE = 'a --set value with spaces needs quotes: --set "sweeps=[{batch: [1, 8]}]"'
 
 
 def _command(
