@@ -33,6 +33,10 @@ class StoreError(Exception):
     too large."""
 
 
+class MissingEntry(StoreError):
+    """A file-store entry that is not there (deleted, or never written)."""
+
+
 class PayloadStore(Protocol):
     """Where large payloads go: a shared folder (``FileStore``) or the foreman's store over
     the network (``netstore.NetStore``)."""
@@ -123,7 +127,7 @@ class FileStore:
         try:
             descriptor = os.open(self.root / name, _OPEN_FLAGS)
         except FileNotFoundError:
-            raise StoreError(f"file-store entry {name!r} does not exist") from None
+            raise MissingEntry(f"file-store entry {name!r} does not exist") from None
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise StoreError(f"file-store entry {name!r} is a symlink, not a file") from None

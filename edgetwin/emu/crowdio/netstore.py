@@ -23,11 +23,11 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
-from edgetwin.emu.crowdio.filestore import FileStore, StoreError
+from edgetwin.emu.crowdio.filestore import FileStore, MissingEntry, StoreError
 
 TOKEN_HEADER = "X-Crowdio-Token"
-_Request = socket.socket | tuple[bytes, socket.socket]  # socketserver's (a datagram one's: a tuple)
 TIMEOUT_S = 60.0  # a request whose peer sends nothing for this long fails
+_Request = socket.socket | tuple[bytes, socket.socket]  # socketserver's (a datagram one's: a tuple)
 
 
 class StoreServer:
@@ -158,7 +158,7 @@ class _StoreHandler(BaseHTTPRequestHandler):
         try:
             data = self.store.get(name, self.max_bytes)
         except StoreError as exc:
-            missing = "does not exist" in str(exc)
+            missing = isinstance(exc, MissingEntry)
             status = HTTPStatus.NOT_FOUND if missing else HTTPStatus.CONFLICT
             self._reply(status, str(exc).encode())
             return
