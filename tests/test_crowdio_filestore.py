@@ -15,16 +15,36 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pytest
-from test_crowdio_security import _load, _run, receive, send, worker_under_test
+from test_crowdio_security import (
+    REPORT,
+    STATUS,
+    TOKEN,
+    _load,
+    _run,
+    receive,
+    running_foreman,
+    send,
+    worker_hello,
+    worker_under_test,
+)
 
 from edgetwin.emu.crowdio.codec import decode_payload, encode_array
 from edgetwin.emu.crowdio.filestore import FileStore, StoreError
 from edgetwin.emu.crowdio.launcher import LocalPlacement, WorkerSpec, run_pipeline
 from edgetwin.emu.crowdio.model import TINY, distilbert_job, make_inputs
-from edgetwin.emu.crowdio.protocol import ModelLoaded, TaskFailed, TaskResult
+from edgetwin.emu.crowdio.protocol import (
+    ClientHello,
+    JobAccepted,
+    ModelLoaded,
+    RunTask,
+    TaskFailed,
+    TaskResult,
+    Welcome,
+)
 from edgetwin.emu.crowdio.records import Payload
-from edgetwin.emu.crowdio.sdk import PipelineJob
+from edgetwin.emu.crowdio.sdk import PipelineJob, submit_message
 
 
 @pytest.fixture(scope="module")
@@ -165,3 +185,53 @@ def test_workers_that_share_no_disk_get_the_store_the_foreman_serves(job: Pipeli
     assert "--store" in foreman and "--serve-store" in foreman
     assert not any("--store" in argv for argv in worker_commands)
     assert all(t.report.store_ms > 0 for t in summary.tasks)
+
+
+async def _entries_become(store: Path, expected: list[str]) -> list[str]:
+    """The store's entries once they are ``expected``, or after 5 s."""
+    for _ in range(100):
+        entries = sorted(p.name for p in store.iterdir())
+        if entries == expected:
+            break
+        await asyncio.sleep(0.05)
+    return entries
+
+
+def test_a_dropped_job_leaves_nothing_in_the_store(job: PipelineJob, tmp_path: Path) -> None:
+    """The foreman deletes the stored inputs of a job whose client left, and the stored
+    result a worker sends for it afterwards (before, both stayed for the foreman's life)."""
+    folder = tmp_path / "store"
+    hidden = np.zeros((1, TINY.seq_len, TINY.dim), np.float32)
+
+    async def next_task(reader: asyncio.StreamReader) -> RunTask:
+        while not isinstance(message := await receive(reader), RunTask):
+            pass  # the stage's LOAD (and UNLOAD) come first
+        return message
+
+    async def scenario() -> None:
+        async with running_foreman(folder) as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            await send(writer, worker_hello())
+            welcome = await receive(reader)
+            assert isinstance(welcome, Welcome)
+            own = FileStore(folder, f"{welcome.peer_id}-1")  # the worker's names in the store
+            client_reader, client_writer = await asyncio.open_connection("127.0.0.1", port)
+            await send(client_writer, ClientHello(token=TOKEN))
+            assert isinstance(await receive(client_reader), Welcome)
+            await send(client_writer, submit_message(job, "leaves", min_workers=1))
+            assert isinstance(await receive(client_reader), JobAccepted)
+            first = await next_task(reader)
+            handed_on = encode_array(hidden, own, 0)
+            await send(writer, first.result(handed_on, REPORT, STATUS))
+            second = await next_task(reader)  # stage 1 reads stage 0's result from the store
+            assert second.payload.ref == handed_on.ref
+            assert [p.name for p in folder.iterdir()] == [handed_on.ref]
+            client_writer.close()  # the client leaves; its job is dropped
+            assert await _entries_become(folder, []) == []
+            late = encode_array(hidden, own, 0)
+            assert [p.name for p in folder.iterdir()] == [late.ref]
+            await send(writer, second.result(late, REPORT, STATUS))
+            assert await _entries_become(folder, []) == []
+            writer.close()
+
+    asyncio.run(scenario())

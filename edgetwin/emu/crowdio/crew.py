@@ -22,7 +22,7 @@ import numpy as np
 from edgetwin.emu.crowdio.codec import DEFAULT_LIMITS, Limits
 from edgetwin.emu.crowdio.dispatch import JobStage, WorkerState, stage_key
 from edgetwin.emu.crowdio.filestore import FileStore
-from edgetwin.emu.crowdio.job import MAX_TASK_FAILURES, Job, Outbox, ResultRefused
+from edgetwin.emu.crowdio.job import MAX_TASK_FAILURES, Job, Outbox, ResultRefused, discard
 from edgetwin.emu.crowdio.protocol import (
     ModelFailed,
     ModelLoaded,
@@ -138,8 +138,9 @@ class Crew:
     def _on_result(self, worker: WorkerState, message: TaskResult) -> Outbox:
         """Accept a result exactly once, inject it downstream and dispatch what became ready."""
         job = self.by_label.get(message.job_id)
-        if job is None:
-            return []  # a task of a job that was abandoned (job ids are never reused)
+        if job is None:  # a task of a job that was dropped (job ids are never reused)
+            discard(self.store, message.payload)  # its result goes nowhere
+            return []
         task = self._check_assigned(job, worker, message)
         try:
             job.accept(message)
@@ -195,6 +196,7 @@ class Crew:
         if self.jobs.pop(job.core.job_id, None) is None:
             return []
         del self.by_label[job.job_id]
+        job.release()
         self.core.drop(job.core)
         return self.dispatch()
 

@@ -259,7 +259,7 @@ class Job:
         sink = index == len(self.stages) - 1
         problem = _unlike(payload, stage.output)
         if problem is not None:
-            self._discard_refused(payload)
+            discard(self.store, payload)
             raise ResultRefused(f"result of stage {stage.name}: {problem}")
         try:
             raw, packed = raw_bytes(payload, self.limits), compressed_bytes(payload, self.store)
@@ -267,19 +267,25 @@ class Job:
         except (PayloadError, StoreError) as exc:
             raise ProtocolError(f"result of task {key}: {exc}") from None
         if sink and not np.isfinite(array).all():
-            self._discard_refused(payload)
+            discard(self.store, payload)
             raise ResultRefused(f"result of stage {stage.name}: logits are not finite (NaN or inf)")
         self.boundary_raw[index] += raw
         self.boundary_compressed[index] += packed
         self.boundary_shape[index] = payload.shape
         if sink:
             self.logits[key[0]] = array.reshape(-1)
-            self._discard(payload)
+            discard(self.store, payload)
         else:
             self.inputs[(key[0], index + 1)] = payload
-        if index > 0:
-            self._discard(self.inputs[key])
+        discard(self.store, self.inputs.pop(key))  # the task is done: its input is not read again
         self.reports[key] = message.report
+
+    def release(self) -> None:
+        """Delete the store entries of inputs no task will read: those of a job dropped
+        before it finished (a finished job has none left)."""
+        for payload in self.inputs.values():
+            discard(self.store, payload)
+        self.inputs.clear()
 
     def summary(self) -> PipelineSummary:
         """The finished job's figures."""
@@ -368,11 +374,10 @@ class Job:
         self.events.append(event)
         self.on_event(event)
 
-    def _discard(self, payload: Payload) -> None:
-        if payload.ref is not None and self.store is not None:
-            self.store.delete(payload.ref)
 
-    def _discard_refused(self, payload: Payload) -> None:
-        """Delete a refused result's file, if its reference is one of the store's."""
+def discard(store: FileStore | None, payload: Payload) -> None:
+    """Delete a payload's store entry, if it has one and its reference is one of the
+    store's (a refused or late result may name anything)."""
+    if payload.ref is not None and store is not None:
         with contextlib.suppress(StoreError):
-            self._discard(payload)
+            store.delete(payload.ref)
