@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Tag, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from edgetwin.errors import InputError, shown, shown_text
@@ -247,10 +247,17 @@ _EMPTY_LIST = (
 )
 
 
-def validation_error(exc: ValidationError, path: Path | str) -> InputError:
+def validation_error(
+    exc: ValidationError, path: Path | str, model: type[BaseModel] | None = None
+) -> InputError:
     """The first pydantic error as an InputError naming its field; but an unknown key
-    that misspells a missing one is named first (``_reported``)."""
+    that misspells a missing one is named first (``_reported``). With the ``model`` that
+    was validated, an unknown key close to a key of its place is said to mean that one."""
     error, meant = _reported(exc.errors())
+    if meant is None and model is not None and error["type"] == "extra_forbidden":
+        unknown = str(error["loc"][-1])
+        close = difflib.get_close_matches(unknown, sorted(keys_at(model, error["loc"][:-1])), n=1)
+        meant = close[0] if close else None
     loc = [str(part) for part in error["loc"] if not _is_union_tag(part)]
     if error["type"] == BOOLEAN_NUMBER:  # raised by the model, about one of its fields
         loc.append(error["ctx"]["field"])
@@ -296,6 +303,48 @@ def _reported(errors: Sequence[Any]) -> tuple[Any, str | None]:
     return first, None
 
 
+def keys_at(model: type[BaseModel], loc: Sequence[Any]) -> set[str]:
+    """The keys a mapping at ``loc`` (a pydantic error's place, less its last key) may have
+    in a file validated as ``model``: the fields of every model that can stand there. A
+    list index passes through; a part that names no field (a mapping's own key, a union's
+    tag) keeps the models, narrowed to those a tag names when it names some."""
+    models: list[tuple[type[BaseModel], str | None]] = [(model, None)]
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        inner = [m for parent, _ in models for m in _field_models(parent, str(part))]
+        if inner:
+            models = inner
+        elif _is_union_tag(part):
+            models = [(m, tag) for m, tag in models if _tagged(m, tag, str(part))] or models
+    return {name for m, _ in models for name in m.model_fields}
+
+
+def _field_models(model: type[BaseModel], name: str) -> list[tuple[type[BaseModel], str | None]]:
+    """The models the field ``name`` of ``model`` can hold (none if it has no such field)."""
+    field = model.model_fields.get(name)
+    return [] if field is None else _models_in(field.annotation, None)
+
+
+def _models_in(annotation: Any, tag: str | None) -> list[tuple[type[BaseModel], str | None]]:
+    """The models an annotation holds, through unions, lists, tuples, mappings and
+    ``Annotated``, each with the ``Tag`` a callable discriminator knows it by (or None)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [(annotation, tag)]
+    args = get_args(annotation)
+    if get_origin(annotation) is Annotated:
+        tags = [m.tag for m in args[1:] if isinstance(m, Tag)]
+        return _models_in(args[0], tags[0] if tags else tag)
+    return [found for arg in args for found in _models_in(arg, tag)]
+
+
+def _tagged(model: type[BaseModel], tag: str | None, part: str) -> bool:
+    """Whether ``part`` is the union tag of ``model``: its ``Tag``, or a field of that value
+    (a ``kind`` whose literal or default it is)."""
+    fields = model.model_fields.values()
+    return tag == part or any(part in get_args(f.annotation) or f.default == part for f in fields)
+
+
 def _got(error: Any) -> str:
     """`` (got VALUE)`` for a pydantic error's input, if it has one short enough to show."""
     if "input" not in error:
@@ -326,7 +375,7 @@ def validate_model(model: type[ModelT], raw: Any, path: Path | str) -> ModelT:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise validation_error(exc, path) from None
+        raise validation_error(exc, path, model) from None
 
 
 def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:

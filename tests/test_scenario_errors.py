@@ -30,6 +30,7 @@ from edgetwin.errors import InputError
 from edgetwin.profile import PROFILE_DIR
 from edgetwin.results import read_results
 from edgetwin.scenario import Scenario
+from edgetwin.schema import keys_at, validate_model
 from tests.conftest import yaml_text
 
 OUTPUTS = ("results.csv", "scenario.resolved.yaml", "report.html")
@@ -138,15 +139,25 @@ CASES = [
     Case("missing-file", None, ("file not found",)),
     # ------------------------------------------------------------ keys
     Case("unknown-top-key", scenario_text(colour="red"), ("'colour'", "unknown key")),
-    Case(
+    Case(  # an optional key misspelt: the hint names the key of that place it is close to
         "unknown-nested-key",
         scenario_text(network__bandwith_mbps=400),
-        ("'network.bandwith_mbps'", "unknown key"),
+        ("'network.bandwith_mbps'", "unknown key (did you mean 'bandwidth_mbps'?)"),
     ),
     Case(
         "unknown-device-key",
         scenario_text(devices__0__rammb=512),
-        ("'devices.0.rammb'", "unknown key"),
+        ("'devices.0.rammb'", "unknown key (did you mean 'ram_mb'?)"),
+    ),
+    Case(  # behind a union's tag: the keys of the form the tag names
+        "unknown-distribution-key",
+        scenario_text(devices__0__availability={"up": {"kind": "exponential", "mean_ss": 60}}),
+        ("'devices.0.availability.up.mean_ss'", "unknown key (did you mean 'mean_s'?)"),
+    ),
+    Case(
+        "unknown-crowd-stage-key",
+        crowd_text(crowd__job__stages__1__gflop=0.04),
+        ("'crowd.job.stages.1.gflop'", "unknown key (did you mean 'gflops'?)"),
     ),
     Case(
         "missing-required-key",
@@ -848,6 +859,25 @@ def _run_quietly(argv: list[str]) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
     return code, out.getvalue(), err.getvalue()
+
+
+def test_the_keys_of_a_place_are_those_of_every_form_that_can_stand_there() -> None:
+    assert "bandwidth_mbps" in keys_at(Scenario, ("network",))
+    assert {"name", "profile", "count", "ram_mb"} <= keys_at(Scenario, ("devices", 0))
+    assert keys_at(Scenario, ("devices", 0, "availability", "up", "exponential")) == {
+        "kind",
+        "mean_s",
+    }  # the tag names one form of the distribution
+    assert {"layers", "kv_heads"} <= keys_at(Scenario, ("model", "decoder"))
+    assert "kv_heads" not in keys_at(Scenario, ("model", "encoder"))
+
+
+def test_an_unknown_key_close_to_no_key_of_its_place_gets_no_hint() -> None:
+    raw = yaml.safe_load(scenario_text(network__colour="red"))
+    with pytest.raises(InputError) as error:
+        validate_model(Scenario, raw, SCENARIO)
+    assert error.value.field == "network.colour"
+    assert error.value.problem == "unknown key"
 
 
 def test_small_scenario_is_valid() -> None:

@@ -391,7 +391,7 @@ def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
             {**spec.profile.model_dump(), **sections, "fit": fit_report}
         )
     except ValidationError as exc:
-        raise validation_error(exc, spec_path) from None
+        raise validation_error(exc, spec_path, DeviceProfile) from None
 
 
 SHOWN_UNSET = 3  # parameters an error names before counting the rest

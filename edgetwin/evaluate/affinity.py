@@ -98,7 +98,7 @@ def load_affinity_settings(
     try:
         settings = AffinitySettings.model_validate(raw)
     except ValidationError as exc:
-        raise validation_error(exc, path) from None
+        raise validation_error(exc, path, AffinitySettings) from None
     scenario_path = referenced_file(settings.scenario, path.resolve().parent, path, "scenario")
     scenario_raw = read_yaml_mapping(scenario_path)
     check_named_scenario(scenario_raw, scenario_path, path, "scenario")

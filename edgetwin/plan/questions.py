@@ -292,7 +292,7 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
     try:
         scenario = Scenario.model_validate(scenario_raw)
     except ValidationError as exc:
-        raise _as_swept(validation_error(exc, path), question.scenario) from None
+        raise _as_swept(validation_error(exc, path, Scenario), question.scenario) from None
     if question.crowd:
         _check_crowd(scenario, path)
         prepare_crowd(scenario, scenario_path)  # profiles and trace: errors before any run

@@ -452,7 +452,7 @@ def validate_map(raw: object, path: Path | None) -> PerformanceMap:
     try:
         return PerformanceMap.model_validate(raw)
     except ValidationError as exc:
-        raise validation_error(exc, path or "<performance map>") from None
+        raise validation_error(exc, path or "<performance map>", PerformanceMap) from None
 
 
 def read_map(path: Path) -> PerformanceMap:
