@@ -1,14 +1,16 @@
 """Faults, schedules and host limits as data (no root): the scenario section, its errors,
-the timeline of actions, the CPU and memory rule."""
+the timeline of actions, the CPU and memory rule, the warning when CPU quotas share cores."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+import edgetwin
 from edgetwin import cli
 from edgetwin.configuration import crowd_bandwidths
 from edgetwin.emu import memory_check
@@ -19,10 +21,22 @@ from edgetwin.emu.memory_check import interpreter
 from edgetwin.emu.mininet import runner
 from edgetwin.emu.mininet.crowd import phone_limits
 from edgetwin.emu.mininet.faults import timeline
-from edgetwin.emu.mininet.runner import check_emulatable, vit_host_limits
-from edgetwin.emu.mininet.topology import MAX_HOSTS, build_topology, link_state_command
+from edgetwin.emu.mininet.runner import check_emulatable, host_cpu_warning, vit_host_limits
+from edgetwin.emu.mininet.topology import (
+    MAX_HOSTS,
+    HostLimits,
+    build_topology,
+    cpu_quota_warning,
+    link_state_command,
+)
 from edgetwin.errors import InputError
-from edgetwin.scenario import BandwidthStep, EmulatorSpec, NetworkSpec, validate_scenario
+from edgetwin.scenario import (
+    BandwidthStep,
+    EmulatorSpec,
+    NetworkSpec,
+    load_scenario,
+    validate_scenario,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 CROWD = REPO / "scenarios/emu_crowdio.yaml"
@@ -162,6 +176,61 @@ def test_cpu_share_follows_the_class_speed_and_memory_the_session_budget() -> No
     off = validate_scenario(_crowd(cpu_limits=False, memory_limits=False), CROWD).emulator
     assert all(lim == limits[0] for lim in phone_limits(phones, off, cores=2))
     assert crowd_bandwidths(scenario) == [10, 100]
+
+
+@pytest.mark.parametrize(
+    ("fractions", "machine_cores"),
+    [
+        ([0.25, 0.5], 2),  # under
+        ([0.5, 0.5], 2),  # exactly the machine
+        ([0.1 / 11] * 110, 11),  # exactly, though the fractions add up to a hair over 1
+        ([None, None], 2),  # no quota (cpu limits off, or none given)
+    ],
+)
+def test_cpu_quotas_that_fit_the_machine_are_not_warned_about(
+    fractions: list[float | None], machine_cores: int
+) -> None:
+    limits = [HostLimits(cpu_fraction=f, memory_mb=100) for f in fractions]
+    assert cpu_quota_warning(limits, machine_cores, "emulator.host_cpu_cores") is None
+
+
+def test_cpu_quotas_over_the_machine_are_warned_about_naming_the_field() -> None:
+    limits = [HostLimits(), HostLimits(cpu_fraction=0.5), HostLimits(cpu_fraction=0.75)]
+    warning = cpu_quota_warning(limits, 2, "emulator.host_cpu_cores")
+    assert warning is not None and warning.startswith("emulator.host_cpu_cores gives the hosts")
+    assert "2.5 cores in all, more than this machine's 2: hosts busy at once share" in warning
+
+
+def test_the_full_crowd_scenario_is_warned_that_its_phones_share_two_cores() -> None:
+    """emu_crowdio_full: 2 low, 2 mid, 1 high phone at 0.25, 0.5 and 1 core: 2.5 cores."""
+    path = REPO / "scenarios/emu_crowdio_full.yaml"
+    scenario = load_scenario(path)
+    assert host_cpu_warning(scenario, path, machine_cores=2) == (
+        "emulator.cpu_cores_fastest gives the hosts CPU quotas of 2.5 cores in all, more than "
+        "this machine's 2: hosts busy at once share its cores, so compute and load times come "
+        "out longer than on devices with a CPU each"
+    )
+    assert host_cpu_warning(scenario, path, machine_cores=3) is None
+    off = load_scenario(path, ["emulator.cpu_limits=false"])
+    assert host_cpu_warning(off, path, machine_cores=2) is None
+
+
+def test_an_emu_run_reports_the_cpu_quota_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's warnings carry it (the network and its checks stubbed: no root)."""
+    monkeypatch.setattr(runner, "check_emulatable", lambda scenario, path: None)
+    monkeypatch.setattr(runner, "run_emu", lambda *args, **kwargs: runner.EmuRun([], []))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    path = REPO / "scenarios/emu_crowdio_full.yaml"
+    expected = host_cpu_warning(load_scenario(path), path, machine_cores=2)
+    assert expected is not None
+    assert [w for w in edgetwin.run(path, mode="emu").warnings if "CPU quotas" in w] == [expected]
+
+
+def test_vit_hosts_cpu_cores_over_the_machine_are_warned_about() -> None:
+    path = Path("v.yaml")
+    over = host_cpu_warning(validate_scenario(_vit(host_cpu_cores=[2, 1]), path), path, 2)
+    assert over is not None and "emulator.host_cpu_cores" in over and "3 cores in all" in over
+    assert host_cpu_warning(validate_scenario(_vit(), path), path, machine_cores=2) is None
 
 
 @pytest.mark.parametrize(

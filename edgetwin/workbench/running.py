@@ -4,6 +4,7 @@ emulator), and the output folder (``edgetwin run`` is a thin layer over ``run``)
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -195,13 +196,17 @@ def _run_crowd_local(run: _Run) -> list[ResultRow]:
 
 def _run_emu(run: _Run) -> list[ResultRow]:
     """Real code paths on Mininet hosts over shaped links; ``link_check.csv`` beside, and
-    ``faults.csv`` when faults or a bandwidth schedule played."""
+    ``faults.csv`` when faults or a bandwidth schedule played. Warns when the hosts' CPU
+    quotas add up to more than this machine's cores."""
     from edgetwin.emu.mininet.checks import write_link_checks
     from edgetwin.emu.mininet.faults import write_faults
-    from edgetwin.emu.mininet.runner import check_emulatable, emu_runs, run_emu
+    from edgetwin.emu.mininet.runner import check_emulatable, emu_runs, host_cpu_warning, run_emu
 
     scenario, path = run.inputs.scenario, run.inputs.path
     check_emulatable(scenario, path)
+    cpu_warning = host_cpu_warning(scenario, path, os.cpu_count() or 1)
+    if cpu_warning is not None:
+        run.warnings.append(cpu_warning)
     with run.progress(f"emu {scenario.name}", emu_runs(scenario)) as advance:
         result = run_emu(scenario, path, advance, steps=run.progress)
     write_link_checks(run.staging / "link_check.csv", result.links)

@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from edgetwin.configuration import crowd_runs
-from edgetwin.emu.crowd_jobs import JOB_TIMEOUT_S, check_phones_fit
+from edgetwin.emu.crowd_jobs import JOB_TIMEOUT_S, check_phones_fit, crowd_phones
 from edgetwin.emu.llm import records as llm_records
 from edgetwin.emu.llm.launcher import group_args, rank_command
 from edgetwin.emu.llm.local_rows import decoder_model, decoder_rows
 from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.local import check_runnable, device_threads, measure_local, result_rows
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
-from edgetwin.emu.mininet.crowd import check_crowd_emulatable, run_crowd_emu
+from edgetwin.emu.mininet.crowd import check_crowd_emulatable, phone_limits, run_crowd_emu
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
@@ -39,6 +39,7 @@ from edgetwin.emu.mininet.topology import (
     TC_RATE_RANGE_MBPS,
     HostLimits,
     build_topology,
+    cpu_quota_warning,
 )
 from edgetwin.emu.vit import records as vit_records
 from edgetwin.emu.vit.launcher import stop_ranks, wait_ranks
@@ -149,6 +150,19 @@ def _check_host_cores(scenario: Scenario, path: Path | None, machine: bool) -> N
 def vit_host_limits(scenario: Scenario, machine_cores: int) -> list[HostLimits]:
     """Host r's CPU quota as a fraction of the machine: ``host_cpu_cores[r]`` / its cores."""
     return [HostLimits(cpu_fraction=c / machine_cores) for c in scenario.emulator.host_cpu_cores]
+
+
+def host_cpu_warning(
+    scenario: Scenario, scenario_path: Path | None, machine_cores: int
+) -> str | None:
+    """``cpu_quota_warning`` for the hosts ``run_emu`` limits on a machine with
+    ``machine_cores``: a crowd's phones (``phone_limits``), else the ViT hosts."""
+    if scenario.crowd is not None:
+        phones = crowd_phones(scenario, scenario_path)
+        limits = phone_limits(phones, scenario.emulator, machine_cores)
+        return cpu_quota_warning(limits, machine_cores, "emulator.cpu_cores_fastest")
+    limits = vit_host_limits(scenario, machine_cores)
+    return cpu_quota_warning(limits, machine_cores, "emulator.host_cpu_cores")
 
 
 def emu_runs(scenario: Scenario) -> int:

@@ -9,7 +9,9 @@ scenario's one-way ``latency_ms`` (netem, only where the kernel has it).
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from edgetwin.scenario import NetworkSpec
@@ -242,6 +244,24 @@ class HostLimits:
 
     cpu_fraction: float | None = None
     memory_mb: float | None = None
+
+
+def cpu_quota_warning(limits: Sequence[HostLimits], machine_cores: int, field: str) -> str | None:
+    """A warning if the hosts' CPU quotas add up to more than ``machine_cores``, else None
+    (also when no host has one: none given, or cpu limits off). ``field``: the scenario
+    field that sets the quotas.
+
+    No headroom is kept for what runs unlimited (a crowd's foreman on host 0, this
+    process): its load is small next to the hosts' compute and not known beforehand, so
+    quotas that fill the machine exactly pass."""
+    quota_cores = machine_cores * math.fsum(limit.cpu_fraction or 0 for limit in limits)
+    if quota_cores <= machine_cores + 1e-9:  # a fraction's rounding is not sharing
+        return None
+    return (
+        f"{field} gives the hosts CPU quotas of {quota_cores:g} cores in all, more than this "
+        f"machine's {machine_cores}: hosts busy at once share its cores, so compute and load "
+        "times come out longer than on devices with a CPU each"
+    )
 
 
 def client_address_command(topology: EmuTopology) -> TcCommand:
