@@ -461,3 +461,24 @@ def test_a_usage_error_is_one_line(
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and expect in err and err.endswith("--help)\n"), err
+
+
+@pytest.mark.parametrize(
+    ("extra", "expect"),
+    [
+        (["--sett", "a=1"], "unrecognized arguments: --sett a=1; did you mean --set? (see"),
+        (["--forse"], "unrecognized arguments: --forse; did you mean --force? (see"),
+        (["--workers", "2"], "unrecognized arguments: --workers 2 (see"),  # plan's, not run's
+        (["extra.yaml"], "unrecognized arguments: extra.yaml (see"),
+    ],
+)
+def test_a_misspelt_option_is_named_not_taken_for_a_split_set_value(
+    extra: list[str], expect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every unrecognized argument got the hint to quote a --set value (the message's own
+    colon matched), '--sett a=1' too; a misspelt option now gets the option it likely means."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["run", "s.yaml", "--out", "o", *extra])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expect in err and "needs quotes" not in err, err

@@ -9,6 +9,7 @@ each subcommand's help and example (plain text).
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -61,7 +62,10 @@ Bad input exits with status 2 and one line naming the file and the field."""
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # what parse_args refuses, with a hint at the likely cause
+        command = _subcommand(parser, args.subcommand)
+        command.error(f"unrecognized arguments: {' '.join(extra)}{_hint(extra, command)}")
     args.command = ["edgetwin", *(sys.argv[1:] if argv is None else argv)]
     try:
         # every file the command reads: its SHA-256; SIGTERM cleans up as Ctrl-C does
@@ -88,13 +92,27 @@ class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line, as bad input's are (it printed the usage first)."""
 
     def error(self, message: str) -> NoReturn:
-        if message.startswith("unrecognized arguments:") and any(c in message for c in "{[:,"):
-            message += f"; {_QUOTE_THE_VALUE}"
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-# the likely cause of left-over YAML words: the shell split a --set value at its spaces
-_QUOTE_THE_VALUE = 'a --set value with spaces needs quotes: --set "sweeps=[{batch: [1, 8]}]"'
+def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command: argparse.ArgumentParser = action.choices[name]
+    return command
+
+
+def _hint(extra: list[str], command: argparse.ArgumentParser) -> str:
+    """A misspelt option (--sett: did you mean --set?), or left-over YAML words: the shell
+    split a --set value at its spaces (it used to be the hint for any extra word)."""
+    names = [o[2:] for a in command._actions for o in a.option_strings if o.startswith("--")]
+    for word in extra:
+        if word.startswith("--"):  # the names without their dashes, which every one shares
+            close = difflib.get_close_matches(word[2:].split("=")[0], names, n=1)
+            if close:
+                return f"; did you mean --{close[0]}?"
+    if any(c in word for word in extra if not word.startswith("-") for c in "{[:,"):
+        return '; a --set value with spaces needs quotes: --set "sweeps=[{batch: [1, 8]}]"'
+    return ""
 
 
 def _command(
