@@ -67,3 +67,16 @@ def test_api_md_gives_every_column_its_dtype() -> None:
         assert listed in ([dtype], []), f"{column}: api.md says {listed}, DTYPES {dtype}"
         if not listed:  # the float row's "every other column"
             assert dtype == "float64", f"{column} ({dtype}) is not in api.md's dtype table"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_table_has_its_header(doc: Path) -> None:
+    """A run of table lines starts with a header and its ``| --- |`` line: a blank line
+    inside a table (docs/plan.md's question kinds) left its last row a loose line of pipes."""
+    text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
+    headless = [
+        block.split("\n", 1)[0][:60]
+        for block in re.findall(r"^(?:\|.*\n?)+", text, flags=re.M)
+        if not re.match(r"\|[^\n]*\n\|\s*:?-", block)
+    ]
+    assert not headless, f"{doc.name}: {headless}"
