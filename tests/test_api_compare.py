@@ -68,3 +68,17 @@ def test_bad_compare_arguments_name_the_argument_or_the_file(
     assert "--out (out= in Python) is not empty" in raised.value.problem
     assert "pass --force (force=True in Python)" in raised.value.problem
     assert [p.name for p in taken.iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.timeout(120)
+def test_a_parquet_only_folder_is_refused_saying_why(
+    two_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """compare reads results.csv; a folder of format="parquet" was only "file not found"."""
+    a, _b = two_runs
+    edgetwin.run(JETSON, overrides=SMALL, out=tmp_path / "pq", format="parquet")
+    for predicted, measured in ((a, tmp_path / "pq"), (tmp_path / "pq", a)):
+        with pytest.raises(InputError, match="file not found") as raised:
+            edgetwin.compare(predicted, measured)
+        assert raised.value.path == str(tmp_path / "pq" / "results.csv")
+        assert "results.parquet only" in raised.value.problem

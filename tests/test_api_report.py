@@ -52,3 +52,14 @@ def test_bad_report_arguments_name_the_argument_or_the_file(run_dir: Path, tmp_p
     with pytest.raises(InputError) as raised:
         edgetwin.report(None)  # type: ignore[arg-type]
     assert raised.value.field == "folder"
+
+
+@pytest.mark.timeout(120)
+def test_a_parquet_only_folder_is_refused_saying_why(tmp_path: Path) -> None:
+    """A run written with format="parquet" has no results.csv: the report said only
+    "results.csv: file not found", beside the results.parquet that run wrote."""
+    edgetwin.run(JETSON, overrides=["sweeps=[{batch: [1]}]"], out=tmp_path / "pq", format="parquet")
+    with pytest.raises(InputError, match="file not found") as raised:
+        edgetwin.report(tmp_path / "pq")
+    assert raised.value.path == str(tmp_path / "pq" / "results.csv")
+    assert "results.parquet only" in raised.value.problem and "--format" in raised.value.problem

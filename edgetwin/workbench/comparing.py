@@ -30,6 +30,7 @@ from edgetwin.workbench.arguments import (
     recorded_command,
 )
 from edgetwin.workbench.output import output_folder_if
+from edgetwin.workbench.results import results_csv
 
 
 def compare(
@@ -65,8 +66,7 @@ def compare(
 
 def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) -> Comparison:
     for folder in (predicted, measured):
-        if not (folder / "results.csv").is_file():
-            raise InputError(folder / "results.csv", None, "file not found")
+        results_csv(folder)
     predicted_rows = read_results(predicted / "results.csv")
     check_reference(measured / "results.csv", measured / "results.csv", None)
     measured_rows = read_table(measured / "results.csv")

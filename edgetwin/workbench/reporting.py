@@ -18,6 +18,7 @@ from edgetwin.reports.static import (
 )
 from edgetwin.results import read_results
 from edgetwin.workbench.arguments import choice_argument, path_argument
+from edgetwin.workbench.results import results_csv
 
 StaticFormat = Literal["svg", "pdf", "png"]
 
@@ -38,9 +39,7 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
     run_dir = path_argument(folder, "folder")
     if static is not None:
         choice_argument(static, "static", STATIC_FORMATS)
-    results = run_dir / "results.csv"
-    if not results.is_file():
-        raise InputError(results, None, "file not found")
+    results = results_csv(run_dir)
     if not read_results(results):
         raise InputError(results, None, "no rows (a header alone): no run to report")
     reference = run_dir / "reference.csv"

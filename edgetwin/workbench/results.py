@@ -91,6 +91,22 @@ def _copy_reference(reference: Path, copy: Path) -> None:
         raise InputError(reference, "reference", f"cannot copy: {exc.strerror}") from None
 
 
+def results_csv(folder: Path) -> Path:
+    """``folder/results.csv``, which ``report`` and ``compare`` read; a run written with
+    ``--format parquet`` has none, and the error says so rather than only "not found"."""
+    path = folder / "results.csv"
+    if path.is_file():
+        return path
+    if (folder / "results.parquet").is_file():
+        raise InputError(
+            path,
+            None,
+            "file not found: the folder has results.parquet only; this command reads "
+            "results.csv (edgetwin run --format csv or both writes it)",
+        )
+    raise InputError(path, None, "file not found")
+
+
 def load_results(folder: str | Path) -> Results:
     """A run's output folder: ``results.csv`` (or ``results.parquet``), the scenario in
     ``scenario.resolved.yaml`` and ``provenance.json`` when they are there."""
