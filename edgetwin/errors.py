@@ -61,10 +61,12 @@ class InputError(Exception):
 
     @property
     def message(self) -> str:
-        where = shown_text(self.path, _PATH_CHARS) if self.path else "<input>"
+        """``FILE: field 'FIELD': PROBLEM``; without a file (an argument of a command or a
+        call, a Scenario object) the field comes first, and without either the problem."""
+        where = [shown_text(self.path, _PATH_CHARS)] if self.path else []
         if self.field:
-            where += f": field '{shown_text(self.field, _FIELD_CHARS)}'"
-        return f"{where}: {shown_text(self.problem, _PROBLEM_CHARS)}"
+            where.append(f"field '{shown_text(self.field, _FIELD_CHARS)}'")
+        return ": ".join([*where, shown_text(self.problem, _PROBLEM_CHARS)])
 
 
 def shown_text(text: str, limit: int = SHOWN_VALUE_CHARS) -> str:

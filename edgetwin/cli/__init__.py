@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from edgetwin.calibration.held_out import HOLDOUT_NAMES
-from edgetwin.cli.console import notices_on_stderr, print_warnings
+from edgetwin.cli.console import notices_on_stderr, print_warnings, written
 from edgetwin.cli.init import add_init_arguments, init_command
 from edgetwin.cli.inputs import (
     add_check_argument,
@@ -329,7 +329,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     on_short_links = f", {short} on links short of their rate" if short else ""
     ran = _what_ran(results)
-    print(f"{ran} ({failed} failed{on_short_links}) -> {_written(args.out)}")
+    print(f"{ran} ({failed} failed{on_short_links}) -> {written(args.out)}")
     return 0
 
 
@@ -340,13 +340,6 @@ def _what_ran(results: Results) -> str:
     if scenario is None or scenario.crowd is None:
         return f"{len(results.rows)} runs"
     return f"{counted(len(results.rows), 'job')} in {counted(len(crowd_runs(scenario)), 'run')}"
-
-
-def _written(out: Path) -> str:
-    """``out/`` and every file it holds, the results first: what a command wrote."""
-    names = sorted(p.name for p in out.iterdir())
-    first = [n for n in names if n.startswith("results.")]
-    return f"{out}/: {', '.join(first + [n for n in names if n not in first])}"
 
 
 def _emu_cleanup(_args: argparse.Namespace) -> int:
@@ -504,7 +497,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             f"{name}: accuracy {score.decision_accuracy:.3f}, regret mean "
             f"{score.mean_regret_pct:.2f} % max {score.max_regret_pct:.2f} %"
         )
-    print(f"-> {_written(args.out)}")
+    print(f"-> {written(args.out)}")
     return 0
 
 
@@ -525,7 +518,7 @@ def _evaluate_affinity(args: argparse.Namespace) -> int:
         optimum_s = instance.optimum.schedule.makespan_ms / 1e3
         regrets = ", ".join(f"{n} {s.regret_pct:.1f} %" for n, s in instance.schedulers.items())
         print(f"{instance.name} ({instance.strategy}): optimum {optimum_s:.4g} s; {regrets}")
-    print(f"-> {_written(args.out)}")
+    print(f"-> {written(args.out)}")
     return 0
 
 
@@ -541,5 +534,5 @@ def _validate(args: argparse.Namespace) -> int:
             f"median {stats['median_abs_error_pct']:.1f} %, max {stats['max_abs_error_pct']:.1f} %"
             f"{coverage_text(stats)}"
         )
-    print(f"-> {_written(args.out)}")
+    print(f"-> {written(args.out)}")
     return 0

@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 
 def print_warnings(warnings: Iterable[str]) -> None:
@@ -40,3 +41,10 @@ def notices_on_stderr() -> Iterator[None]:
     finally:
         logger.removeHandler(handler)
         logger.propagate = passed_on
+
+
+def written(out: Path) -> str:
+    """``out/`` and every file it holds, the results first: what a command wrote."""
+    names = sorted(p.name for p in out.iterdir())
+    first = [n for n in names if n.startswith("results.")]
+    return f"{out}/: {', '.join(first + [n for n in names if n not in first])}"

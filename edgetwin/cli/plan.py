@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from edgetwin.cli import inputs
-from edgetwin.cli.console import print_warnings
+from edgetwin.cli.console import print_warnings, written
 from edgetwin.cli.progress import progress_bar
 from edgetwin.errors import counted
 from edgetwin.plan.answers import describe
@@ -50,7 +50,6 @@ def plan_command(args: argparse.Namespace) -> int:
         print(line)
     print(
         f"{counted(outcome.configurations, 'sweep unit')} ({outcome.ran_now} run now, "
-        f"{outcome.configurations - outcome.ran_now} resumed) -> "
-        f"{args.out}/answer.json, plan.html, results.csv"
+        f"{outcome.configurations - outcome.ran_now} resumed) -> {written(args.out)}"
     )
     return 0
