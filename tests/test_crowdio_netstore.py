@@ -222,6 +222,25 @@ def test_a_foreman_on_an_ipv6_address_serves_its_store_there(tmp_path: Path) -> 
 
 
 @pytest.mark.timeout(30)
+def test_a_foreman_on_every_interface_serves_its_store_over_ipv4_and_ipv6(tmp_path: Path) -> None:
+    """--host "": the foreman listens on both families, and so does its store (it served
+    IPv4 alone)."""
+    if not socket.has_dualstack_ipv6():
+        pytest.skip("no dual-stack IPv6 here")
+    server = StoreServer(FileStore(tmp_path / "store", "foreman"), "", TOKEN, MAX_BYTES)
+    server.start()
+    try:
+        for address in ("127.0.0.1", "::1"):
+            client = NetStore(address, server.port, TOKEN, "w")
+            try:
+                assert client.get(client.put(address.encode()), MAX_BYTES) == address.encode()
+            finally:
+                client.close()
+    finally:
+        server.close()
+
+
+@pytest.mark.timeout(30)
 def test_a_closed_foreman_leaves_no_store_thread_and_serves_no_kept_connection(
     tmp_path: Path,
 ) -> None:

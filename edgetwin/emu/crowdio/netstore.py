@@ -46,8 +46,7 @@ class StoreServer:
             (_StoreHandler,),
             {"store": store, "token": token.encode(), "max_bytes": max_bytes},
         )
-        server_class = _Server6 if ":" in host else _Server  # an IPv6 address, or IPv4's
-        self._server = server_class((host, 0), handler)
+        self._server = _server_on(host, handler)
         if tls is not None:  # the handshake in the request's thread, under its timeout
             self._server.socket = tls.wrap_socket(
                 self._server.socket, server_side=True, do_handshake_on_connect=False
@@ -108,6 +107,23 @@ class _Server(ThreadingHTTPServer):
 
 class _Server6(_Server):
     address_family = socket.AF_INET6
+
+
+class _DualStack(_Server6):
+    """Every interface, IPv4 and IPv6 (an IPv4 client comes as a mapped address)."""
+
+    def server_bind(self) -> None:
+        self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
+
+
+def _server_on(host: str, handler: type[BaseHTTPRequestHandler]) -> _Server:
+    """The server for a foreman's ``host``, on a free port: an IPv6 address's, an IPv4
+    address's, or for ``""`` (every interface, as the foreman's own) both families."""
+    if host == "" and socket.has_dualstack_ipv6():
+        return _DualStack(("::", 0), handler)
+    server_class = _Server6 if ":" in host else _Server
+    return server_class((host, 0), handler)
 
 
 class _StoreHandler(BaseHTTPRequestHandler):
