@@ -114,3 +114,15 @@ def crowd_runs(scenario: Scenario) -> list[CrowdRun]:
         for scheduler in scenario.crowd.schedulers
         for rep in range(scenario.repetitions)
     ]
+
+
+def in_turn(runs: Sequence[CrowdRun]) -> list[CrowdRun]:
+    """The order a real crowd run plays ``runs`` (``crowd_runs``' order): each bandwidth's
+    runs together, as there, but repetition by repetition, each playing every strategy and
+    scheduler once; so a drift of the machine over a run (loads that get faster as it goes
+    on, say) falls on every strategy alike, not on the one that runs first. Rows and
+    summaries keep ``crowd_runs``' order."""
+    first: dict[float, int] = {}
+    for index, run in enumerate(runs):
+        first.setdefault(run.bandwidth_mbps, index)
+    return sorted(runs, key=lambda run: (first[run.bandwidth_mbps], run.rep))

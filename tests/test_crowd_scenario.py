@@ -11,6 +11,7 @@ from unittest.mock import patch
 
 import pytest
 
+from edgetwin.configuration import CrowdRun, in_turn
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import load_phone_profile
 from edgetwin.results import read_results, write_results
@@ -200,6 +201,27 @@ def _note(seen: list[bool]) -> Callable[..., object]:
         return submit(foreman)
 
     return noted
+
+
+def test_a_real_run_plays_its_runs_repetition_by_repetition() -> None:
+    """Each bandwidth's runs together, every strategy and scheduler once per repetition
+    (a drift of the machine falls on all alike), the runs of one repetition in
+    ``crowd_runs``' order."""
+    modes, schedulers = ("crowdio_streaming", "crowdio_barrier"), ("affinity", "fifo")
+    runs = [
+        CrowdRun(strategy, scheduler, rep, bandwidth)
+        for bandwidth in (20.0, 5.0)
+        for strategy in modes
+        for scheduler in schedulers
+        for rep in range(3)
+    ]
+    played = in_turn(runs)
+    assert sorted(played, key=runs.index) == runs  # each run once
+    assert [(r.bandwidth_mbps, r.rep) for r in played] == [
+        (bandwidth, rep) for bandwidth in (20.0, 5.0) for rep in range(3) for _ in range(4)
+    ]
+    first_turn = [(r.strategy, r.scheduler) for r in played[:4]]
+    assert first_turn == [(strategy, scheduler) for strategy in modes for scheduler in schedulers]
 
 
 def test_rows_one_per_job_with_crowd_columns(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """A crowd scenario's real pipeline on loopback (``--mode local``): the CROWDio foreman and
 one ONNX Runtime worker process per phone on this machine, one job per run.
 
-Runs go as ``crowd_runs`` says (bandwidth x strategy x scheduler x repetition), each on a
+Runs go repetition by repetition (``in_turn``; rows in ``crowd_runs``' order), each on a
 fresh foreman and fresh workers, caches empty (``cache: cold``) or holding every stage
 (``warm``). Nothing is shaped: a row's ``bandwidth_mbps`` is its run's nominal value, and
 the phones share this machine's cores (each worker keeps to its class's session budget
@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from edgetwin.configuration import crowd_runs
+from edgetwin.configuration import CrowdRun, crowd_runs, in_turn
 from edgetwin.emu.crowd_jobs import JOB_TIMEOUT_S, CrowdJobs, check_crowd_jobs, check_phones_fit
 from edgetwin.emu.crowdio.launcher import LocalPlacement
 from edgetwin.errors import MODE_EMU, TRACE_ASKED, InputError
@@ -54,12 +54,13 @@ def run_crowd_local(
     Raises ``InputError`` for what local mode cannot run and ``CrowdJobFailed`` when a job
     does not finish (a deadline passed, the foreman failed it, a process did not start)."""
     check_crowd_local(scenario, scenario_path)
-    rows = []
+    runs = crowd_runs(scenario)
+    rows: dict[CrowdRun, ResultRow] = {}
     with tempfile.TemporaryDirectory(prefix="edgetwin-crowd-") as scratch:
         jobs = CrowdJobs.prepare(scenario, scenario_path, Path(scratch))
-        for run in crowd_runs(scenario):
+        for run in in_turn(runs):
             summary = jobs.run(run, LocalPlacement(), timeout_s)
-            rows.append(jobs.row(run, summary, "local"))
+            rows[run] = jobs.row(run, summary, "local")
             if on_progress is not None:
                 on_progress()
-    return rows
+    return [rows[run] for run in runs]

@@ -22,7 +22,7 @@ from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
 
-from edgetwin.configuration import CrowdRun, crowd_runs
+from edgetwin.configuration import CrowdRun, crowd_runs, in_turn
 from edgetwin.crowd_fleet import PhoneClass, PhoneSetup, resolve_classes
 from edgetwin.emu.crowd_jobs import (
     JOB_TIMEOUT_S,
@@ -164,12 +164,16 @@ def run_crowd_emu(
     runs = crowd_runs(scenario)
     topology = build_topology(len(phones) + 1)
     result = CrowdEmuRun([], [], [], [])
+    played: dict[CrowdRun, PipelineSummary] = {}  # by run, in the order they played
+    rows: dict[CrowdRun, ResultRow] = {}
     with run_folder("crowd") as scratch:  # the stages' export, the jobs' folders and caches
         # exported, and checked to fit a phone class, before the network starts
         prepared = CrowdJobs.prepare(scenario, scenario_path, Path(scratch))
         with emulated_network(topology, scenario.network, runs[0].bandwidth_mbps, limits) as net:
             jobs = _JobRunner(net, prepared, timeout_s)
-            for bandwidth_mbps, runs_at_bandwidth in groupby(runs, attrgetter("bandwidth_mbps")):
+            for bandwidth_mbps, runs_at_bandwidth in groupby(
+                in_turn(runs), attrgetter("bandwidth_mbps")
+            ):
                 net.set_bandwidth(bandwidth_mbps)
                 checks = []
                 if link_check_s > 0:
@@ -179,12 +183,14 @@ def run_crowd_emu(
                 link_error = worst_error_pct(c.error_pct for c in checks)
                 for run in runs_at_bandwidth:
                     summary, records = jobs.run(run)
-                    result.summaries.append(summary)
+                    played[run] = summary
                     result.faults.extend(records)
                     row = prepared.row(run, summary, "emu")
-                    result.rows.append(replace(row, link_error_pct=link_error))
+                    rows[run] = replace(row, link_error_pct=link_error)
                     if on_progress is not None:
                         on_progress()
+    result.summaries.extend(played[run] for run in runs)
+    result.rows.extend(rows[run] for run in runs)
     return result
 
 
