@@ -6,7 +6,8 @@ Run on demand (not part of the test suite; the emulator step needs root, Mininet
     .venv/bin/python benchmarks/bench_crowd_emu_twin.py compare OUT [OUT2 ...]
 
 ``emu`` runs ``scenarios/emu_crowdio_cpu.yaml`` (the real foreman and ONNX Runtime
-workers, full-size stages, CPU-limited phones) and keeps every job's summary
+workers, full-size stages, CPU-limited phones; the modes take turns, one job each,
+``configuration.in_turn``) and keeps every job's summary
 (``OUT/summaries.jsonl``), row (``OUT/results.csv``) and link check. ``compare`` fits the emulated
 phones from the first folder's task records (``calibration.emu_phones``: loads per
 stage on this machine's measured load model, inference per stage) and runs the twin
