@@ -190,10 +190,13 @@ def test_a_table_of_one_batch_size_has_nothing_to_leave_out(
 
 
 @pytest.mark.timeout(120)
-def test_a_batch_held_out_with_every_distributed_row_is_not_predicted(tmp_path: Path) -> None:
+def test_a_batch_held_out_with_every_distributed_row_is_not_predicted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """With its distributed rows all at batch 2, batch 2 left out left no staging or comm
     to refit on: staging and network stayed at the fit's starting point, and the
-    distributed rows' errors (compute -58 %) were reported as held-out errors."""
+    distributed rows' errors (compute -58 %) were reported as held-out errors. The batch
+    is skipped, and a notice says why (it was skipped without a word)."""
     lines = REFERENCE.read_text().splitlines()
     kept = [x for x in lines[1:] if x.startswith("single,") or ",2,2,400," in x]
     table = tmp_path / "batch2.csv"
@@ -204,4 +207,9 @@ def test_a_batch_held_out_with_every_distributed_row_is_not_predicted(tmp_path: 
     path.write_text(yaml.safe_dump(spec))
     points = leave_one_batch_out_table(path)
     assert {p["held_out"] for p in points} == {1, 4, 32}
+    notices = [r.getMessage() for r in caplog.records if r.name.startswith("edgetwin.")]
+    assert notices == [
+        "validation: batch 2 gives no held-out points: without it, no row has a value of"
+        " comm_ms or staging_ms to refit from"
+    ]
     assert {p["metric"] for p in points} == {"compute_ms", "total_ms", "energy_j"}

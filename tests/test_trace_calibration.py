@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,33 @@ def test_unseen_batches_are_predicted_within_ten_percent() -> None:
         errors = [abs(p["error_pct"]) for p in points if p["metric"] == metric]
         assert len(errors) == count
         assert float(np.median(errors)) < 10.0, metric
+
+
+@pytest.mark.timeout(120)
+def test_a_held_out_batch_that_leaves_a_section_no_record_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Exchanges measured at batch 8 alone: leaving batch 8 out leaves staging and network
+    nothing to refit, so it has no exchange points (and a notice), while its compute
+    points stay."""
+    traces = tmp_path / "traces"
+    shutil.copytree(REPO / "data/traces/h200-loopback-2026-11", traces)
+    exchanges = traces / "gloo_staged_allgather.csv"
+    header, *rows = exchanges.read_text().splitlines()
+    batch = header.split(",").index("batch")
+    exchanges.write_text("\n".join([header, *(r for r in rows if r.split(",")[batch] == "8")]))
+    spec = tmp_path / "spec.yaml"
+    shipped_traces = "../../../data/traces/h200-loopback-2026-11"
+    spec.write_text(SPEC.read_text().replace(shipped_traces, str(traces)))
+    points = leave_one_out(spec, "batch")
+    held_at_8 = {p["metric"] for p in points if p["held_out"] == 8}
+    assert "compute_ms" in held_at_8 and "exchange_total_ms" not in held_at_8
+    notices = [r.getMessage() for r in caplog.records if r.name.startswith("edgetwin.")]
+    assert notices == [
+        "validation: batch 8 gives no held-out exchange points: without it,"
+        " gloo_staged_allgather.csv or gloo_staged_allgather_bw.csv holds no record to refit"
+        " staging from"
+    ]
 
 
 def test_missing_trace_folder_is_a_clear_error(tmp_path: Path) -> None:

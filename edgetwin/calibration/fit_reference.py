@@ -14,6 +14,7 @@ energy is linear in the powers.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
 from edgetwin.schema import Strict, load_yaml_model, referenced_file
 from edgetwin.sim.device import STATES
 from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
+
+_LOG = logging.getLogger(__name__)  # notices: a held-out batch that leaves nothing to refit
 
 TIMING_SECTIONS = {s: FIXABLE_SECTIONS[s] for s in ("compute", "staging", "network")}
 TIMING_METRICS = ("compute_ms", "staging_ms", "comm_ms", "total_ms")
@@ -196,7 +199,7 @@ def _encoder_scenario(spec_path: Path, scenario_path: Path) -> Scenario:
 def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
     """Refit without each batch size of the measured table and predict that batch's rows
     (none when the table has one batch size, or a section's only rows are that batch's: a
-    refit on no rows is its starting point)."""
+    refit on no rows is its starting point; a notice names the batch and the column)."""
     spec = load_spec(spec_path)
     base = spec_path.parent
     scenario_path = referenced_file(spec.scenario, base, spec_path, "scenario").resolve()
@@ -207,7 +210,17 @@ def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
     points: list[dict[str, Any]] = []
     for batch in sorted({row.config.batch for row in measured}):
         kept = [row for row in measured if row.config.batch != batch]
-        if not kept or _unfitted(kept, spec.fixed):  # a section refitted on no row
+        if not kept:  # one batch size: nothing to leave out (validate says so)
+            continue
+        unfitted = _unfitted(kept, spec.fixed)
+        if unfitted:  # a section refitted on no row would be its starting point
+            columns = " or ".join(sorted(unfitted))
+            _LOG.warning(
+                "validation: batch %d gives no held-out points: without it, no row has a"
+                " value of %s to refit from",
+                batch,
+                columns,
+            )
             continue
         profile = fit_by_component(spec, scenario, kept, spec_path)
         for row in measured:

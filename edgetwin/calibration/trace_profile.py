@@ -11,6 +11,8 @@ real decoder generations, ``fit_decoder``).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -74,6 +76,8 @@ from edgetwin.errors import InputError, shown
 from edgetwin.model_spec import ModelSpec
 from edgetwin.profile import ComputeParams, DeviceProfile, MemoryParams, load_profile
 from edgetwin.schema import Strict, load_yaml_model, validation_error
+
+_LOG = logging.getLogger(__name__)  # notices: a held-out value that leaves nothing to refit
 
 Section = Literal["compute", "staging", "network", "power", "memory"]
 PROFILE_SECTIONS = ("compute", "staging", "network", "power", "memory")
@@ -456,6 +460,7 @@ def leave_one_out(spec_path: Path, by: HoldoutBy) -> list[dict[str, Any]]:
     for value in sorted(values):
         holdout = Holdout(by, value)
         fits = _fit_sections_of(spec_path, spec, data, holdout, base)
+        _note_unrefitted(spec, data, fits, holdout)
         if "compute" in fits:
             predict = compute_predictor(spec.model)
             for key, reps in compute_groups(data.latencies).items():
@@ -470,6 +475,30 @@ def leave_one_out(spec_path: Path, by: HoldoutBy) -> list[dict[str, Any]]:
         if "memory" in fits:
             points += _decoder_points(spec, data, fits, holdout, base)
     return points
+
+
+def _note_unrefitted(
+    spec: TraceCalibrationSpec, data: TraceData, fits: dict[str, ComponentFit], holdout: Holdout
+) -> None:
+    """Log (a notice on the command's stderr) each section the held-out value leaves with
+    no record to refit: its held-out records get no point, where they would otherwise be
+    left out without a word."""
+    held: list[tuple[Section, str, Sequence[VitLatency | StagedExchange | DecoderLatency]]] = [
+        ("compute", "compute", data.latencies),
+        ("staging", "exchange", data.exchanges),
+        ("memory", "decoder", data.decoder),
+    ]
+    for section, points, records in held:
+        if section in spec.fit and section not in fits and any(map(holdout.covers, records)):
+            _LOG.warning(
+                "validation: %s %g gives no held-out %s points: without it, %s holds no record"
+                " to refit %s from",
+                holdout.by,
+                holdout.value,
+                points,
+                " or ".join(SECTION_FILES[section]),
+                section,
+            )
 
 
 def _decoder_points(
