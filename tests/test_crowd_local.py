@@ -159,6 +159,32 @@ def test_a_real_stage_that_fits_no_phone_class_is_refused_before_any_process_sta
     assert _pipeline_pids() <= before  # no foreman, no worker started
 
 
+@pytest.mark.timeout(120)
+def test_a_budget_the_worker_process_fills_itself_is_refused_before_any_process_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 20 MB session budget holds the tiny model's stages, but a real worker reports its
+    budget less its RSS (its interpreter and ONNX Runtime, tens of MB) as free RAM: it was
+    never given a task, and the job waited for its 600 s deadline. The run now says so
+    (``--check`` reads the scenario alone and passes)."""
+    reserved_mb = load_phone_profile("android_low").os_reserved_mb
+    items = (_one_class(reserved_mb + 20), "~sweeps", STREAMING)
+    sets = [arg for item in items for arg in ("--set", item)]
+    out = tmp_path / "out"
+    argv = ["run", str(SCENARIO), "--out", str(out), "--mode", "local", *sets]
+    assert main([*argv, "--check"]) == 0
+    capsys.readouterr()
+    before = _pipeline_pids()
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert "field 'crowd.job.stages.0': stage cell_a as the tiny" in error
+    worker = re.search(r"session, and its worker process ([0-9]+) MB of RSS before it", error)
+    assert worker is not None and 20 < float(worker.group(1)) < 1000, error
+    assert "they fit no phone class: the largest session budget is 20 MB" in error
+    assert not out.exists()
+    assert _pipeline_pids() <= before
+
+
 def test_the_real_stages_are_checked_by_the_session_the_job_declares() -> None:
     """check_real_stages_fit compares what the foreman's core dispatches a stage by, the
     ram_mb its job declares (STAGE_RAM_FACTOR x the ONNX blob), with the session budgets: a
