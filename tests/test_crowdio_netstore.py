@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import http.client
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -36,15 +38,27 @@ def _client(server: StoreServer, prefix: str = "w") -> NetStore:
     return NetStore("127.0.0.1", server.port, TOKEN, prefix)
 
 
+@contextmanager
+def serving(
+    store: FileStore,
+    host: str = "127.0.0.1",
+    tls: ssl.SSLContext | None = None,
+    max_bytes: int = MAX_BYTES,
+) -> Iterator[StoreServer]:
+    """``store`` served on ``host`` in a thread, as the foreman serves it; closed after."""
+    server = StoreServer(store, host, TOKEN, max_bytes, tls)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[FileStore, StoreServer]]:
     store = FileStore(tmp_path / "store", "foreman")
-    server = StoreServer(store, "127.0.0.1", TOKEN, MAX_BYTES)
-    server.start()
-    try:
+    with serving(store) as server:
         yield store, server
-    finally:
-        server.close()
 
 
 @pytest.mark.timeout(30)
@@ -124,15 +138,11 @@ def test_a_body_far_over_the_limit_is_refused_with_the_stores_reason(
 def test_a_tls_client_carries_on_after_a_body_far_over_the_limit(tmp_path: Path) -> None:
     cert, key = _self_signed(tmp_path)
     store = FileStore(tmp_path / "store", "foreman")
-    server = StoreServer(store, "127.0.0.1", TOKEN, MAX_BYTES, server_context(cert, key))
-    server.start()
-    try:
+    with serving(store, tls=server_context(cert, key)) as server:
         client = NetStore("127.0.0.1", server.port, TOKEN, "w", client_context(cert))
         with pytest.raises(StoreError, match="over the limit of 65536 bytes"):
             client.put(b"x" * (8 << 20))  # its send broke off: that connection is done
         assert client.get(client.put(b"y" * 60000), MAX_BYTES) == b"y" * 60000
-    finally:
-        server.close()
 
 
 @pytest.mark.timeout(30)
@@ -154,17 +164,13 @@ def test_the_store_speaks_tls_with_the_foremans_certificate(
 ) -> None:
     cert, key = _self_signed(tmp_path)
     store = FileStore(tmp_path / "store", "foreman")
-    server = StoreServer(store, "127.0.0.1", TOKEN, MAX_BYTES, server_context(cert, key))
-    server.start()
-    try:
+    with serving(store, tls=server_context(cert, key)) as server:
         with socket.create_connection(("127.0.0.1", server.port)):  # says nothing at all
             client = NetStore("127.0.0.1", server.port, TOKEN, "w", client_context(cert))
             # served meanwhile: a handshake waits in its own request's thread, not in accept
             assert client.get(client.put(b"over tls"), MAX_BYTES) == b"over tls"
         with pytest.raises(StoreError, match=r"the foreman's file store at 127\.0\.0\.1"):
             _client(server, "w").put(b"plain")  # not spoken
-    finally:
-        server.close()
     logged = capfd.readouterr().err
     assert "file store: request from 127.0.0.1" in logged and "Traceback" not in logged
 
@@ -176,18 +182,14 @@ def test_a_tls_connection_the_store_closed_when_idle_is_opened_again(
     monkeypatch.setattr(_StoreHandler, "timeout", 0.2)  # the store drops an idle connection
     cert, key = _self_signed(tmp_path)
     store = FileStore(tmp_path / "store", "foreman")
-    server = StoreServer(store, "127.0.0.1", TOKEN, 1 << 20, server_context(cert, key))
-    server.start()
-    try:
-        serving = threading.active_count()
+    with serving(store, tls=server_context(cert, key), max_bytes=1 << 20) as server:
+        threads = threading.active_count()
         client = NetStore("127.0.0.1", server.port, TOKEN, "w", client_context(cert))
         client.put(b"first")
-        while threading.active_count() > serving:  # until the store has dropped it
+        while threading.active_count() > threads:  # until the store has dropped it
             time.sleep(0.05)
         data = bytes(range(256)) * 1000
         assert client.get(client.put(data), 1 << 20) == data
-    finally:
-        server.close()
 
 
 @pytest.mark.timeout(120)
@@ -209,16 +211,13 @@ def test_a_foreman_on_an_ipv6_address_serves_its_store_there(tmp_path: Path) -> 
     if not socket.has_ipv6:
         pytest.skip("no IPv6 here")
     store = FileStore(tmp_path / "store", "foreman")
-    try:
-        server = StoreServer(store, "::1", TOKEN, MAX_BYTES)
-    except OSError as exc:
-        pytest.skip(f"no IPv6 loopback: {exc}")
-    server.start()
-    try:
+    with ExitStack() as stack:
+        try:
+            server = stack.enter_context(serving(store, "::1"))
+        except OSError as exc:
+            pytest.skip(f"no IPv6 loopback: {exc}")
         client = NetStore("::1", server.port, TOKEN, "w")
         assert client.get(client.put(b"over v6"), MAX_BYTES) == b"over v6"
-    finally:
-        server.close()
 
 
 @pytest.mark.timeout(30)
@@ -227,17 +226,10 @@ def test_a_foreman_on_every_interface_serves_its_store_over_ipv4_and_ipv6(tmp_pa
     IPv4 alone)."""
     if not socket.has_dualstack_ipv6():
         pytest.skip("no dual-stack IPv6 here")
-    server = StoreServer(FileStore(tmp_path / "store", "foreman"), "", TOKEN, MAX_BYTES)
-    server.start()
-    try:
+    with serving(FileStore(tmp_path / "store", "foreman"), "") as server:
         for address in ("127.0.0.1", "::1"):
             client = NetStore(address, server.port, TOKEN, "w")
-            try:
-                assert client.get(client.put(address.encode()), MAX_BYTES) == address.encode()
-            finally:
-                client.close()
-    finally:
-        server.close()
+            assert client.get(client.put(address.encode()), MAX_BYTES) == address.encode()
 
 
 @pytest.mark.timeout(30)
