@@ -247,14 +247,12 @@ _EMPTY_LIST = (
 )
 
 
-def validation_error(
-    exc: ValidationError, path: Path | str, model: type[BaseModel] | None = None
-) -> InputError:
-    """The first pydantic error as an InputError naming its field; but an unknown key
-    that misspells a missing one is named first (``_reported``). With the ``model`` that
-    was validated, an unknown key close to a key of its place is said to mean that one."""
+def validation_error(exc: ValidationError, path: Path | str, model: type[BaseModel]) -> InputError:
+    """The first pydantic error of validating ``model`` as an InputError naming its field;
+    but an unknown key that misspells a missing one is named first (``_reported``). An
+    unknown key close to a key of its place is said to mean that one."""
     error, meant = _reported(exc.errors())
-    if meant is None and model is not None and error["type"] == "extra_forbidden":
+    if meant is None and error["type"] == "extra_forbidden":
         unknown = str(error["loc"][-1])
         close = difflib.get_close_matches(unknown, sorted(keys_at(model, error["loc"][:-1])), n=1)
         meant = close[0] if close else None
