@@ -12,8 +12,8 @@ from statistics import median
 from typing import Any, TypedDict
 
 from edgetwin.errors import InputError, shown
-from edgetwin.provenance import note_read
 from edgetwin.results import (
+    TABLE_READ_ERRORS,
     CellError,
     ResultRow,
     RowKey,
@@ -21,6 +21,7 @@ from edgetwin.results import (
     is_crowd_key,
     parse_number,
     row_key,
+    table_records,
 )
 from edgetwin.schema import read_yaml_mapping
 
@@ -191,21 +192,20 @@ def check_reference(
     a table ``compare_to_reference`` can join: the key columns, a metric, numbers in them;
     and every column of ``needs`` (the metrics a caller reads from each row)."""
     where = path.name
-    note_read(path)
     try:
-        with path.open(newline="") as handle:
-            reader = csv.DictReader(handle)
-            columns = set(reader.fieldnames or ())
-            missing = [c for c in (*KEY_COLUMNS, *needs) if c not in columns]
-            if missing or not columns & set(METRICS):
-                wanted = ", ".join(missing) if missing else "one of " + ", ".join(METRICS)
-                problem = f"{where} is not a results table: no column {wanted}"
-                raise InputError(named_by, field, problem)
-            at = "line" if named_by == path else f"{where} line"  # the file is named once
-            for line, record in enumerate(reader, start=2):
-                _check_reference_row(record, f"{at} {line}", named_by, field)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        header, records = table_records(path)
+    except TABLE_READ_ERRORS as exc:
         raise InputError(named_by, field, f"cannot read {where}: {shown(str(exc))}") from None
+    columns = set(header)
+    missing = [c for c in (*KEY_COLUMNS, *needs) if c not in columns]
+    if missing or not columns & set(METRICS):
+        wanted = ", ".join(missing) if missing else "one of " + ", ".join(METRICS)
+        raise InputError(named_by, field, f"{where} is not a results table: no column {wanted}")
+    parquet = path.suffix == ".parquet"  # its rows count from 0, a CSV's lines from 2
+    unit = "row" if parquet else "line"
+    at = unit if named_by == path else f"{where} {unit}"  # the file is named once
+    for index, record in enumerate(records):
+        _check_reference_row(record, f"{at} {index if parquet else index + 2}", named_by, field)
 
 
 # the columns row_key joins on besides KEY_COLUMNS (a table may leave them out)

@@ -148,16 +148,54 @@ def table_columns(records: Sequence[Mapping[str, object]]) -> list[str]:
     return [*REQUIRED_COLUMNS, *used]
 
 
-def read_table(path: Path, required: Sequence[str] = ()) -> list[dict[str, str]]:
-    """Read a CSV as dicts of strings; a file that cannot be read, or whose header lacks a
-    ``required`` column (an empty file has no header), is an ``InputError`` naming it."""
+RESULTS_CSV, RESULTS_PARQUET = "results.csv", "results.parquet"
+# what reading a table file may raise besides an InputError (pyarrow's errors are ValueErrors)
+TABLE_READ_ERRORS = (OSError, UnicodeDecodeError, csv.Error, ValueError)
+
+
+def results_file(folder: Path) -> Path:
+    """A run folder's results table: ``results.csv``, else ``results.parquet`` (what ``run
+    --format parquet`` writes alone); neither is an ``InputError`` naming the CSV."""
+    for name in (RESULTS_CSV, RESULTS_PARQUET):
+        try:
+            if (folder / name).is_file():
+                return folder / name
+        except OSError as exc:  # a name too long, say
+            raise InputError(folder, None, f"cannot be read: {exc.strerror}") from None
+    raise InputError(folder / RESULTS_CSV, None, f"file not found (nor {RESULTS_PARQUET})")
+
+
+def table_records(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """The header and rows of a CSV, or of a ``.parquet`` file with each cell as its
+    ``str`` (a float at full precision) and a missing value empty, as in a CSV. Raises one
+    of ``TABLE_READ_ERRORS`` where the file cannot be read."""
     note_read(path)
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        frame = pd.read_parquet(path)
+        header = [str(c) for c in frame.columns]
+        records = frame.to_dict("records")
+        return header, [{c: _parquet_cell(r[c]) for c in header} for r in records]
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        rows = list(reader)
+        return list(reader.fieldnames or []), rows
+
+
+def _parquet_cell(value: object) -> str:
+    import pandas as pd
+
+    return "" if value is None or pd.isna(value) else str(value)
+
+
+def read_table(path: Path, required: Sequence[str] = ()) -> list[dict[str, str]]:
+    """Read a CSV (or a ``.parquet`` file: ``table_records``) as dicts of strings; a file
+    that cannot be read, or whose header lacks a ``required`` column (an empty file has no
+    header), is an ``InputError`` naming it."""
     try:
-        with path.open(newline="") as handle:
-            reader = csv.DictReader(handle)
-            rows = list(reader)
-            header = reader.fieldnames or []
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        header, rows = table_records(path)
+    except TABLE_READ_ERRORS as exc:
         raise InputError(path, None, f"cannot read: {exc}") from None
     missing = [c for c in required if c not in header]
     if missing:
@@ -225,15 +263,17 @@ def _cell(record: Mapping[str, str | None], column: str, parse: Callable[[Any], 
 
 
 def read_results(path: Path) -> list[ResultRow]:
-    """A ``results.csv`` as rows; empty timing cells (failed runs) read as NaN. A missing
-    column or a cell that is not of its column's type is an ``InputError`` naming the
-    column and the line."""
+    """A ``results.csv`` (or a ``results.parquet``) as rows; empty timing cells (failed
+    runs) read as NaN. A missing column or a cell that is not of its column's type is an
+    ``InputError`` naming the column and the line (the row, counted from 0, of a parquet
+    file)."""
     rows = []
-    for line, record in enumerate(read_table(path, _KEYED_COLUMNS), start=2):
+    for index, record in enumerate(read_table(path, _KEYED_COLUMNS)):
         try:
             rows.append(parse_result(record))
         except CellError as exc:
-            raise InputError(path, exc.column, f"line {line}: {exc.problem}") from None
+            where = f"row {index}" if path.suffix == ".parquet" else f"line {index + 2}"
+            raise InputError(path, exc.column, f"{where}: {exc.problem}") from None
     return rows
 
 

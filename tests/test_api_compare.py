@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -71,14 +72,27 @@ def test_bad_compare_arguments_name_the_argument_or_the_file(
 
 
 @pytest.mark.timeout(120)
-def test_a_parquet_only_folder_is_refused_saying_why(
+def test_a_parquet_only_folder_compares_as_its_csv_does(
     two_runs: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    """compare reads results.csv; a folder of format="parquet" was only "file not found"."""
-    a, _b = two_runs
-    edgetwin.run(JETSON, overrides=SMALL, out=tmp_path / "pq", format="parquet")
-    for predicted, measured in ((a, tmp_path / "pq"), (tmp_path / "pq", a)):
-        with pytest.raises(InputError, match="file not found") as raised:
-            edgetwin.compare(predicted, measured)
-        assert raised.value.path == str(tmp_path / "pq" / "results.csv")
-        assert "results.parquet only" in raised.value.problem
+    """A run written with format="parquet" has no results.csv; compare reads its
+    results.parquet on either side (it used to refuse the folder), at full precision where
+    the CSV holds 7 significant digits."""
+    a, b = two_runs
+    both, only = tmp_path / "both", tmp_path / "pq"
+    edgetwin.run(JETSON, overrides=[*SMALL, "noise_cv=0.1"], out=both, format="both")
+    shutil.copytree(both, only)
+    (only / "results.csv").unlink()
+    for from_csv, from_parquet in (
+        (edgetwin.compare(a, both), edgetwin.compare(a, only)),
+        (edgetwin.compare(both, b), edgetwin.compare(only, b)),
+    ):
+        assert [p["key"] for p in from_parquet.points] == [p["key"] for p in from_csv.points]
+        for csv_point, parquet_point in zip(from_csv.points, from_parquet.points, strict=True):
+            for side in ("measured", "predicted"):
+                assert parquet_point[side] == pytest.approx(csv_point[side], rel=1e-6)
+        assert from_parquet.median_abs_error_pct.keys() == from_csv.median_abs_error_pct.keys()
+        assert from_parquet.median_abs_error_pct["total_ms"] > 0  # noise_cv moved every point
+    assert main(["compare", str(only), str(a), "--out", str(tmp_path / "c")]) == 0
+    read = json.loads((tmp_path / "c" / "provenance.json").read_text())["inputs"]
+    assert str(only / "results.parquet") in read  # what it read, with SHA-256

@@ -55,11 +55,20 @@ def test_bad_report_arguments_name_the_argument_or_the_file(run_dir: Path, tmp_p
 
 
 @pytest.mark.timeout(120)
-def test_a_parquet_only_folder_is_refused_saying_why(tmp_path: Path) -> None:
-    """A run written with format="parquet" has no results.csv: the report said only
-    "results.csv: file not found", beside the results.parquet that run wrote."""
-    edgetwin.run(JETSON, overrides=["sweeps=[{batch: [1]}]"], out=tmp_path / "pq", format="parquet")
-    with pytest.raises(InputError, match="file not found") as raised:
-        edgetwin.report(tmp_path / "pq")
-    assert raised.value.path == str(tmp_path / "pq" / "results.csv")
-    assert "results.parquet only" in raised.value.problem and "--format" in raised.value.problem
+def test_a_parquet_only_folder_is_reported_from_its_parquet(tmp_path: Path) -> None:
+    """A run written with format="parquet" has no results.csv: the report reads its
+    results.parquet (it used to refuse the folder) and draws what the CSV's report draws."""
+    both, only = tmp_path / "both", tmp_path / "pq"
+    edgetwin.run(JETSON, overrides=["sweeps=[{batch: [1, 2]}]"], out=both, format="both")
+    shutil.copytree(both, only)
+    (only / "results.csv").unlink()
+    (only / "report.html").unlink()
+    assert edgetwin.report(only) == edgetwin.Report(only / "report.html")
+    page, run_wrote = (only / "report.html").read_text(), (both / "report.html").read_text()
+    assert "<title>edgetwin: prism_jetson</title>" in page
+    drawn = page.count('class="plotly-graph-div"')
+    assert drawn == run_wrote.count('class="plotly-graph-div"') > 0
+    (only / "results.parquet").write_bytes(b"PAR1 not a parquet file")
+    with pytest.raises(InputError, match="cannot read") as raised:
+        edgetwin.report(only)
+    assert raised.value.path == str(only / "results.parquet")

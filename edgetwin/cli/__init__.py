@@ -183,10 +183,10 @@ def _parser() -> argparse.ArgumentParser:
     report = _command(
         commands,
         "report",
-        "(re)write DIR/report.html from DIR/results.csv",
+        "(re)write DIR/report.html from DIR/results.csv (or results.parquet)",
         "edgetwin report out/prism_jetson --static svg",
     )
-    report.add_argument("dir", type=Path, help="a run's output folder (holds results.csv)")
+    report.add_argument("dir", type=Path, help="a run's output folder (results.csv or .parquet)")
     report.add_argument(
         "--static",
         choices=STATIC_FORMATS,

@@ -23,7 +23,7 @@ from edgetwin.reports.llm import device_ram_mb, is_decoder, llm_figures
 from edgetwin.reports.plotly_js import deferred, plotly_js_html
 from edgetwin.reports.rows import average_reps
 from edgetwin.reports.style import FONT, styled
-from edgetwin.results import ResultRow, RowKey, read_results, read_table
+from edgetwin.results import ResultRow, RowKey, read_results, read_table, results_file
 
 REPORT_NAME = "report.html"
 _NAME_CHARS = 60
@@ -185,9 +185,10 @@ class RunData:
 
 
 def read_run(run_dir: Path) -> RunData:
-    """``results.csv`` and, where present, ``reference.csv``, ``timeline.json`` (crowd runs),
-    ``link_check.csv`` (emulator runs) and the devices' RAM (decoder runs)."""
-    rows = read_results(run_dir / "results.csv")
+    """``results.csv`` (or ``results.parquet``) and, where present, ``reference.csv``,
+    ``timeline.json`` (crowd runs), ``link_check.csv`` (emulator runs) and the devices' RAM
+    (decoder runs)."""
+    rows = read_results(results_file(run_dir))
     reference_path = run_dir / "reference.csv"
     comparison = (
         compare_to_reference(rows, read_table(reference_path)) if reference_path.exists() else None

@@ -22,7 +22,7 @@ from edgetwin.comparison import (
 from edgetwin.errors import InputError
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.html import write_comparison_report
-from edgetwin.results import read_results, read_table
+from edgetwin.results import read_results, read_table, results_file
 from edgetwin.workbench.arguments import (
     flag_argument,
     out_argument,
@@ -30,7 +30,6 @@ from edgetwin.workbench.arguments import (
     recorded_command,
 )
 from edgetwin.workbench.output import output_folder_if
-from edgetwin.workbench.results import results_csv
 
 
 def compare(
@@ -41,9 +40,10 @@ def compare(
     force: bool = False,
     command: Sequence[str] | None = None,
 ) -> Comparison:
-    """Join two runs' folders (their ``results.csv``) on the configuration: the points,
-    the median |error| per metric, the rows of each side left unmatched, and warnings
-    (the sides ran on different devices, one is loopback, one runs a stream of jobs).
+    """Join two runs' folders (their ``results.csv``, or ``results.parquet``) on the
+    configuration: the points, the median |error| per metric, the rows of each side left
+    unmatched, and warnings (the sides ran on different devices, one is loopback, one runs
+    a stream of jobs).
 
     With ``out``, the folder gets ``comparison.csv``, ``comparison.html`` and
     ``provenance.json``, all or nothing (a non-empty ``out`` only with ``force``).
@@ -65,11 +65,10 @@ def compare(
 
 
 def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) -> Comparison:
-    for folder in (predicted, measured):
-        results_csv(folder)
-    predicted_rows = read_results(predicted / "results.csv")
-    check_reference(measured / "results.csv", measured / "results.csv", None)
-    measured_rows = read_table(measured / "results.csv")
+    predicted_table, measured_table = results_file(predicted), results_file(measured)
+    predicted_rows = read_results(predicted_table)
+    check_reference(measured_table, measured_table, None)
+    measured_rows = read_table(measured_table)
     if out is not None:  # refused before comparing, not after
         check_out_folder(out, force, files_read())
     comparison = compare_to_reference(predicted_rows, measured_rows)
@@ -80,5 +79,5 @@ def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) ->
         jobs_warning(predicted, predicted_jobs, measured, jobs_per_run(measured_rows)),
     )
     if not comparison.points:
-        raise InputError(measured / "results.csv", None, "no configuration in common")
+        raise InputError(measured_table, None, "no configuration in common")
     return replace(comparison, warnings=tuple(w for w in warnings if w is not None))

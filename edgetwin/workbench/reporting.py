@@ -16,9 +16,8 @@ from edgetwin.reports.static import (
     check_figures_folder,
     write_static_figures,
 )
-from edgetwin.results import read_results
+from edgetwin.results import read_results, results_file
 from edgetwin.workbench.arguments import choice_argument, path_argument
-from edgetwin.workbench.results import results_csv
 
 StaticFormat = Literal["svg", "pdf", "png"]
 
@@ -32,16 +31,17 @@ class Report:
 
 
 def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
-    """Write ``folder/report.html`` again from the run's files (``results.csv``, and
+    """Write ``folder/report.html`` again from the run's files (``results.csv`` or
+    ``results.parquet``, and
     ``reference.csv`` and ``scenario.resolved.yaml`` when there), the bytes ``run`` wrote;
     with ``static``, also every figure as ``folder/figures/<name>.<static>`` (headless
     Chromium draws them)."""
     run_dir = path_argument(folder, "folder")
     if static is not None:
         choice_argument(static, "static", STATIC_FORMATS)
-    results = results_csv(run_dir)
+    results = results_file(run_dir)
     if not read_results(results):
-        raise InputError(results, None, "no rows (a header alone): no run to report")
+        raise InputError(results, None, "no rows: no run to report")
     reference = run_dir / "reference.csv"
     if reference.exists():
         check_reference(reference, reference, None)

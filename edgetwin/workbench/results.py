@@ -14,7 +14,13 @@ from edgetwin.comparison import check_reference
 from edgetwin.errors import InputError
 from edgetwin.provenance import PROVENANCE_FILE, read_provenance
 from edgetwin.reports import write_report
-from edgetwin.results import ResultRow, parse_result, read_results, table_columns, write_results
+from edgetwin.results import (
+    ResultRow,
+    read_results,
+    results_file,
+    table_columns,
+    write_results,
+)
 from edgetwin.scenario import Scenario, dump_resolved, load_resolved
 from edgetwin.workbench.arguments import choice_argument, flag_argument, path_argument
 from edgetwin.workbench.output import output_folder
@@ -91,37 +97,11 @@ def _copy_reference(reference: Path, copy: Path) -> None:
         raise InputError(reference, "reference", f"cannot copy: {exc.strerror}") from None
 
 
-def results_csv(folder: Path) -> Path:
-    """``folder/results.csv``, which ``report`` and ``compare`` read; a run written with
-    ``--format parquet`` has none, and the error says so rather than only "not found"."""
-    path = folder / "results.csv"
-    if path.is_file():
-        return path
-    if (folder / "results.parquet").is_file():
-        raise InputError(
-            path,
-            None,
-            "file not found: the folder has results.parquet only; this command reads "
-            "results.csv (edgetwin run --format csv or both writes it)",
-        )
-    raise InputError(path, None, "file not found")
-
-
 def load_results(folder: str | Path) -> Results:
     """A run's output folder: ``results.csv`` (or ``results.parquet``), the scenario in
     ``scenario.resolved.yaml`` and ``provenance.json`` when they are there."""
     folder = path_argument(folder, "dir")
-    csv_path, parquet_path = folder / "results.csv", folder / "results.parquet"
-    try:
-        has_csv, has_parquet = csv_path.is_file(), parquet_path.is_file()
-    except OSError as exc:  # a name too long, say
-        raise InputError(folder, None, f"cannot be read: {exc.strerror}") from None
-    if has_csv:
-        rows = read_results(csv_path)
-    elif has_parquet:
-        rows = _read_parquet(parquet_path)
-    else:
-        raise InputError(csv_path, None, "file not found (nor results.parquet)")
+    rows = read_results(results_file(folder))
     resolved = folder / "scenario.resolved.yaml"
     reference = folder / "reference.csv"
     if reference.is_file():  # as edgetwin report checks it: write() draws the comparison
@@ -132,22 +112,3 @@ def load_results(folder: str | Path) -> Results:
         provenance=read_provenance(folder),
         reference=reference.absolute() if reference.is_file() else None,  # write() from anywhere
     )
-
-
-def _read_parquet(path: Path) -> list[ResultRow]:
-    """A ``results.parquet`` as rows, through the CSV parser (one reading of a row; a
-    float's ``str`` is its full precision)."""
-    import pandas as pd
-
-    try:
-        records = pd.read_parquet(path).to_dict("records")
-    except (OSError, ValueError) as exc:
-        raise InputError(path, None, f"cannot read: {exc}") from None
-    rows = []
-    for index, record in enumerate(records):
-        try:
-            cells = {str(c): "" if pd.isna(v) else str(v) for c, v in record.items()}
-            rows.append(parse_result(cells))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(path, f"row {index}", f"not a results table row: {exc}") from None
-    return rows
