@@ -57,6 +57,7 @@ _MAX_EXPONENT = 700.0  # math.exp overflows a float past about 709
 # an emulator host's least CPU quota: Mininet sets a quota under 1 ms of a 100 ms period
 # by stretching the period, past the kernel's 1 s limit, so the host would get 0.01 anyway
 MIN_HOST_CPU_CORES = 0.01
+MAX_LINK_CHECK_S = 60  # iperf3 seconds a direction of a link check
 
 
 class ConstantDist(Strict):
@@ -443,7 +444,9 @@ class EmulatorSpec(Strict):
     stretches every task of every worker (so faults land mid-task on a tiny model).
     Workers beat every ``heartbeat_s``; the foreman declares one silent for longer than
     ``silence_timeout_s`` lost. ``host_cpu_cores`` (ViT scenarios): host r's CPU quota in
-    cores, one value per host; empty: unlimited."""
+    cores, one value per host; empty: unlimited. ``link_check_s``: iperf3's whole seconds
+    per direction of each bandwidth's link check, after a one-second warm-up; 0 skips the
+    checks (no ``link_check.csv`` rows, no ``link_error_pct``)."""
 
     model: Literal["tiny", "full"] = "tiny"
     cpu_limits: bool = True
@@ -454,6 +457,7 @@ class EmulatorSpec(Strict):
     heartbeat_s: PositiveFloat = 1.0
     silence_timeout_s: PositiveFloat = 15.0
     host_cpu_cores: tuple[Annotated[float, Field(ge=MIN_HOST_CPU_CORES)], ...] = ()
+    link_check_s: Annotated[int, Field(ge=0, le=MAX_LINK_CHECK_S)] = 2
 
     @model_validator(mode="after")
     def _check_liveness(self) -> EmulatorSpec:

@@ -147,10 +147,15 @@ def test_a_job_whose_workers_are_all_cut_off_for_good_fails_at_once() -> None:
 
 
 def test_the_cli_writes_faults_csv(tmp_path: Path) -> None:
+    """... and, with ``emulator.link_check_s`` 0, checks no link (18 s of this test)."""
+    raw = _streaming([{"kind": "kill_worker", "host": 3, "at_s": 0.5}])
+    raw["emulator"]["link_check_s"] = 0
     path = tmp_path / "kill.yaml"
-    path.write_text(yaml.safe_dump(_streaming([{"kind": "kill_worker", "host": 3, "at_s": 0.5}])))
+    path.write_text(yaml.safe_dump(raw))
     out = tmp_path / "out"
     assert cli.main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    with (out / "link_check.csv").open() as handle:
+        assert list(csv.DictReader(handle)) == []  # its header alone
     with (out / "faults.csv").open() as handle:
         (row,) = list(csv.DictReader(handle))
     assert (row["kind"], row["host"], row["at_s"]) == ("kill_worker", "3", "0.5")
@@ -158,6 +163,7 @@ def test_the_cli_writes_faults_csv(tmp_path: Path) -> None:
     with (out / "results.csv").open() as handle:
         (result,) = list(csv.DictReader(handle))
     assert (result["mode"], result["status"]) == ("emu", "ok")
+    assert "link_error_pct" not in result  # no check, no error to carry
 
 
 def test_a_bandwidth_schedule_plays_during_a_vit_launch() -> None:

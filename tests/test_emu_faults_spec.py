@@ -132,6 +132,20 @@ def test_bad_host_cores_are_refused_naming_the_field(
 
 
 @pytest.mark.parametrize(
+    ("seconds", "words"),
+    [
+        (0.5, "valid integer"),  # iperf3 reads whole seconds; 0.5 would be 0, no end
+        (-1, "greater than or equal to 0"),
+        (61, "less than or equal to 60"),
+    ],
+)
+def test_a_link_check_time_iperf3_cannot_take_is_refused(seconds: float, words: str) -> None:
+    with pytest.raises(InputError) as error:
+        validate_scenario(_vit(link_check_s=seconds), Path("vit.yaml"))
+    assert error.value.field == "emulator.link_check_s" and words in error.value.problem
+
+
+@pytest.mark.parametrize(
     ("network", "sweep_mbps", "field", "words"),
     [
         ({}, [200, 1e-7], "sweeps.0.bandwidth_mbps.1", "1e-07 Mbps: tc sets"),

@@ -102,6 +102,24 @@ def test_rows_of_another_mode_are_refused_exit_2(
     assert not (tmp_path / "m").exists()
 
 
+def test_a_run_without_link_checks_is_fitted_only_with_the_efficiency_fixed(
+    tmp_path: Path,
+) -> None:
+    """The fit takes bandwidth_efficiency from the link checks: a run that skipped them
+    (``emulator.link_check_s`` 0, ``link_check.csv`` its header alone) says so; a spec
+    that fixes the value needs none."""
+    run = fake_emu_run(tmp_path / "run")
+    scenario = validate_scenario({**FIT_SWEEP, "emulator": {"link_check_s": 0}}, run / "f.yaml")
+    (run / "scenario.resolved.yaml").write_text(dump_resolved(scenario))
+    (run / "link_check.csv").write_text("bandwidth_mbps,sender,receiver,goodput_mbps\n")
+    with pytest.raises(InputError, match="link_check_s to 0") as raised:
+        calibrate_from_emu(spec_for(run), "test")
+    assert raised.value.path == str(run / "link_check.csv")
+    spec = spec_for(run)
+    spec.write_text(spec.read_text() + "fixed: {network.bandwidth_efficiency: 0.9}\n")
+    assert calibrate_from_emu(spec, "test").network.bandwidth_efficiency == 0.9
+
+
 def test_duplex_transfers_get_their_share_and_a_scatter_none(toy_profile_path: Path) -> None:
     """Voltage on the toy: a 1 ms scatter, then a 1 ms AllGather each way; at duplex share
     0.5 the AllGather (both ranks send) takes 2 ms, the scatter (rank 0 alone) still 1 ms."""

@@ -32,7 +32,7 @@ class LoopSettings:
     """Emulator settings of both sweeps (see ``run_emu``)."""
 
     warmup: int = 2
-    link_check_s: float = 2.0
+    link_check_s: int | None = None  # None: each scenario's emulator.link_check_s
 
 
 @dataclass

@@ -48,7 +48,7 @@ from edgetwin.calibration.readers._csv import Row, read_rows
 from edgetwin.errors import InputError, shown_text
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import read_table
-from edgetwin.scenario import Configuration, load_resolved
+from edgetwin.scenario import Configuration, Scenario, load_resolved
 from edgetwin.schema import Strict, load_yaml_model
 from edgetwin.sim.device import STATES
 
@@ -87,7 +87,9 @@ def calibrate_from_emu(spec_path: Path, command: str) -> DeviceProfile:
     run = _run_folder(spec_path.parent / spec.run, spec_path, "run")
     scenario = load_resolved(run / "scenario.resolved.yaml")
     measured = read_emu_rows(run / "results.csv")
-    efficiency = goodput_share(run / "link_check.csv")
+    efficiency = spec.fixed.get("network.bandwidth_efficiency")
+    if efficiency is None:
+        efficiency = _link_efficiency(run, scenario)
     fixed = CPU_FIXED | {"network.bandwidth_efficiency": efficiency} | spec.fixed
     fastest = fastest_per_configuration(measured)
     profile = fit_measured(
@@ -179,6 +181,20 @@ def fastest_per_configuration(rows: list[MeasuredRow]) -> list[MeasuredRow]:
         if best is None or row.values["total_ms"] < best.values["total_ms"]:
             fastest[row.config] = row
     return list(fastest.values())
+
+
+def _link_efficiency(run: Path, scenario: Scenario) -> float:
+    """``goodput_share`` of the run's link checks; a run that skipped them is an error."""
+    path = run / "link_check.csv"
+    if scenario.emulator.link_check_s == 0:
+        raise InputError(
+            path,
+            None,
+            "no link checks: the run set emulator.link_check_s to 0, and the fit takes "
+            "network.bandwidth_efficiency from them (run it with link checks, or fix "
+            "network.bandwidth_efficiency in the spec)",
+        )
+    return goodput_share(path)
 
 
 def goodput_share(path: Path) -> float:

@@ -152,13 +152,16 @@ def run_crowd_emu(
     on_progress: Callable[[], None] | None = None,
     *,
     steps: Progress = no_progress,
-    link_check_s: float = 2.0,
+    link_check_s: int | None = None,
     timeout_s: float = JOB_TIMEOUT_S,
 ) -> CrowdEmuRun:
     """Every bandwidth x run of a crowd scenario in the emulator; always torn down.
 
     ``on_progress`` is called after each run; ``steps`` shows the link checks' progress.
-    ``link_check_s`` 0 skips the iperf3 link checks."""
+    ``link_check_s`` (None: the scenario's ``emulator.link_check_s``) 0 skips the iperf3
+    link checks."""
+    if link_check_s is None:
+        link_check_s = scenario.emulator.link_check_s
     phones = crowd_phones(scenario, scenario_path)
     limits = phone_limits(phones, scenario.emulator, os.cpu_count() or 1)
     runs = crowd_runs(scenario)

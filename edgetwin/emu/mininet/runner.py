@@ -51,7 +51,6 @@ from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
 
 MASTER_PORT = 29500
-LINK_CHECK_S = 2.0  # iperf3 seconds per direction, after a one-second warm-up
 
 
 @dataclass(frozen=True)
@@ -179,17 +178,20 @@ def run_emu(
     *,
     steps: Progress = no_progress,
     warmup: int = 2,
-    link_check_s: float = LINK_CHECK_S,
+    link_check_s: int | None = None,
     timeout_s: float | None = None,
 ) -> EmuRun:
     """Every configuration x repetition in the emulator; the network is always torn down.
 
     ``on_progress`` is called after each row; ``steps`` shows the link checks' progress
-    (seconds a direction) in between. ``link_check_s`` 0 skips the iperf3 link checks.
+    (seconds a direction) in between. ``link_check_s`` (None: the scenario's
+    ``emulator.link_check_s``) 0 skips the iperf3 link checks.
     Raises ``InputError`` for what the emulator cannot run, ``LaunchError`` if a rank
     fails and ``EmuError`` if the network cannot be built.
     """
     check_emulatable(scenario, scenario_path)
+    if link_check_s is None:
+        link_check_s = scenario.emulator.link_check_s
     if scenario.crowd is not None:
         timeout_s = timeout_s or JOB_TIMEOUT_S
         crowd = run_crowd_emu(scenario, scenario_path, on_progress, steps=steps,
