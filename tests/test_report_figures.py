@@ -21,6 +21,7 @@ from typing import Any
 import plotly.graph_objects as go
 import pytest
 from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
 
 from edgetwin.cli import main
 from edgetwin.reports import write_report
@@ -315,3 +316,27 @@ def test_a_stopped_static_export_leaves_no_browser_profile(tmp_path: Path) -> No
         assert proc.returncode == 130, err
         assert list(scratch.iterdir()) == []
     assert not (run / "figures").exists()
+
+
+def test_swept_log_ticks_name_the_values_swept() -> None:
+    ticks = log_ticks([128, 512, 2048, 131072], swept=True)
+    assert ticks["ticktext"] == ["128", "512", "2048", "131072"]  # not 2050 or 131000
+
+
+def test_a_long_legend_makes_room_for_itself() -> None:
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT", "TPOT"))  # as llm's
+    for strategy in ("single", "voltage", "prism", "tensor_parallel", "pipeline"):
+        for devices in (2, 4):
+            fig.add_scatter(
+                x=[1, 2],
+                y=[1, 2],
+                name=f"{strategy} x{devices}",
+                legendgroup=strategy,
+                legendgrouptitle_text=strategy,
+            )
+    fig = styled(fig)
+    bottom = fig.layout.template.layout.margin.b
+    plot_px = fig.layout.height - fig.layout.margin.t - bottom
+    # every entry and group title, and the gaps between groups, fit beside the plot (the
+    # static file cut off the last two entries)
+    assert plot_px >= 21 * (10 + 5) + 6 * 4

@@ -37,6 +37,9 @@ SWEPT_TICKS = 7  # a log axis with at most this many values is labelled at each
 END_TICK_RATIO = 1.3  # a log axis's end is labelled when no 1-2-5 tick is this near
 TITLE_CHARS = 95  # a title's detail line is wrapped at this many characters
 TITLE_LINE_PX = 20
+LEGEND_LINE_PX = 21  # a legend entry or group title at the template's font size
+LEGEND_GROUP_GAP_PX = 6  # the template's tracegroupgap
+LEGEND_PAD_PX = 20
 
 _template = go.layout.Template(pio.templates["plotly_white"])
 _template.layout.update(
@@ -52,7 +55,7 @@ _template.layout.update(
         "font": {"size": 16},
     },
     colorway=PALETTE,
-    legend={"tracegroupgap": 6, "groupclick": "toggleitem"},
+    legend={"tracegroupgap": LEGEND_GROUP_GAP_PX, "groupclick": "toggleitem"},
     margin={"t": TITLE_LINE_PX * 2 + 30, "l": 70, "r": 30, "b": 60},
     hovermode="closest",
 )
@@ -61,14 +64,31 @@ pio.templates[TEMPLATE] = _template
 
 def styled(fig: go.Figure) -> go.Figure:
     """``fig`` in the edgetwin template, at the default height unless it set its own, with
-    room above the plot for every line of its title."""
+    room above the plot for every line of its title and beside it for its whole legend (a
+    static file cuts off what does not fit)."""
     fig.update_layout(template=TEMPLATE)
     lines = (fig.layout.title.text or "").count("<br>") + 1
     top = TITLE_LINE_PX * max(lines, 2) + 30 + (20 if fig.layout.annotations else 0)
     fig.update_layout(margin_t=top)
-    if fig.layout.height is None:
-        fig.update_layout(height=HEIGHT_PX)
+    bottom = fig.layout.margin.b
+    legend_room = top + (_template.layout.margin.b if bottom is None else bottom)
+    legend_room += legend_height_px(fig)
+    fig.update_layout(height=max(fig.layout.height or HEIGHT_PX, legend_room))
     return fig
+
+
+def legend_height_px(fig: go.Figure) -> int:
+    """The height of ``fig``'s vertical legend: a line per entry and per group title, a gap
+    between groups; 0 without one (or with a horizontal one, below the plot)."""
+    if fig.layout.showlegend is False or fig.layout.legend.orientation == "h":
+        return 0
+    shown = [t for t in fig.data if t.showlegend is not False and t.type != "heatmap"]
+    if len(shown) < 2 and not any(t.showlegend for t in shown):
+        return 0  # plotly draws no legend for one trace
+    groups = {t.legendgroup for t in shown}
+    titles = {t.legendgroup for t in shown if t.legendgrouptitle.text}
+    lines = len(shown) + len(titles)
+    return LEGEND_PAD_PX + LEGEND_LINE_PX * lines + LEGEND_GROUP_GAP_PX * (len(groups) - 1)
 
 
 def title_text(main: str, detail: str | None = None) -> str:
@@ -92,14 +112,15 @@ def symbol(index: int) -> str:
 
 
 def log_ticks(values: Iterable[float | None], *, swept: bool = False) -> dict[str, object]:
-    """A log axis without crowded minor labels: labelled at the values themselves when they
-    are a few swept ones (``swept``: batch sizes), else at 1-2-3-5, 1-2-5 or decade steps
-    (as it spans one, two or more decades) and at its ends where no step is near them."""
+    """A log axis without crowded minor labels: labelled at the values themselves, exactly
+    (2048, not 2050), when they are a few swept ones (``swept``: batch sizes), else at
+    1-2-3-5, 1-2-5 or decade steps (as it spans one, two or more decades) and at its ends
+    where no step is near them."""
     positive = sorted({v for v in values if v is not None and v > 0})
     if not positive:
         return {"type": "log"}
     if swept and len(positive) <= SWEPT_TICKS:
-        return {"type": "log", "tickvals": positive, "ticktext": [tick_label(v) for v in positive]}
+        return {"type": "log", "tickvals": positive, "ticktext": [exact_label(v) for v in positive]}
     low, high = positive[0], positive[-1]
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
     decades = math.log10(high / low)
@@ -116,6 +137,11 @@ def log_ticks(values: Iterable[float | None], *, swept: bool = False) -> dict[st
 def tick_label(value: float) -> str:
     """``0.51``, ``17.7``, ``4090``: three significant digits, no exponent."""
     return f"{value:.3g}" if value < 1000 else f"{round(float(f'{value:.3g}'))}"
+
+
+def exact_label(value: float) -> str:
+    """A swept value as it was swept: ``2048``, ``0.5``, ``130944`` (no rounding)."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def rows_height(rows: int, minimum_px: int = HEIGHT_PX) -> int:
