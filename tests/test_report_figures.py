@@ -4,6 +4,7 @@ heights that grow, heatmaps on the swept values, the link check, error bars, sta
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import json
 import os
@@ -24,8 +25,13 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from edgetwin.cli import main
+from edgetwin.comparison import compare_to_reference
 from edgetwin.reports import write_report
-from edgetwin.reports.figures import latency_breakdown_figure, per_sample_figure
+from edgetwin.reports.figures import (
+    comparison_figure,
+    latency_breakdown_figure,
+    per_sample_figure,
+)
 from edgetwin.reports.html import read_run, run_figures
 from edgetwin.reports.plan import crossover_figures, fleet_figures
 from edgetwin.reports.rows import average_reps
@@ -175,7 +181,7 @@ def _axis_units(fig: go.Figure) -> dict[str, set[str]]:
     units: dict[str, set[str]] = {}
     for trace in fig.data:
         if trace.name != "predicted = measured":
-            units.setdefault(trace.xaxis or "x", set()).add(trace.name.rsplit("_", 1)[1])
+            units.setdefault(trace.xaxis or "x", set()).add(trace.legendgroup.rsplit("_", 1)[1])
     return units
 
 
@@ -340,3 +346,20 @@ def test_a_long_legend_makes_room_for_itself() -> None:
     # every entry and group title, and the gaps between groups, fit beside the plot (the
     # static file cut off the last two entries)
     assert plot_px >= 21 * (10 + 5) + 6 * 4
+
+
+def test_predicted_vs_measured_names_metrics_as_the_breakdown_does_in_its_colours() -> None:
+    points = average_reps(_results())
+    breakdown = latency_breakdown_figure(points)
+    reference = [
+        {key: "" if value is None else str(value) for key, value in dataclasses.asdict(r).items()}
+        for r in _results()
+    ]
+    parity = comparison_figure(compare_to_reference(_results(), reference))
+    assert breakdown is not None and parity is not None
+    bars = {bar.name: bar.marker.color for bar in breakdown.data}
+    dots = {t.name: t.marker.color for t in parity.data if t.mode == "markers"}
+    assert set(bars) == {"compute", "staging", "communication"}
+    assert {"total latency", "compute", "communication", "energy"} <= set(dots)
+    assert all(dots[name] == colour for name, colour in bars.items() if name in dots)
+    assert not any("_" in name for name in dots)  # no column names in the legend

@@ -20,17 +20,15 @@ from edgetwin.reports.style import (
     dash,
     legend_key,
     log_ticks,
+    metric_color,
+    metric_label,
     rows_height,
     styled,
     symbol,
 )
 
 BATCH_AXIS = "Batch size (samples)"
-COMPONENTS = (
-    ("compute_ms", "compute", "#4e79a7"),
-    ("staging_ms", "staging", "#f28e2b"),
-    ("comm_ms", "communication", "#59a14f"),
-)
+COMPONENTS = ("compute_ms", "staging_ms", "comm_ms")  # a batch's latency, stacked
 
 
 @dataclass(frozen=True)
@@ -99,13 +97,14 @@ def latency_breakdown_figure(points: Sequence[Point]) -> go.Figure | None:
     labels = config_labels(p.config for p in points)
     y = [[labels[p.config] for p in chosen], [f"batch {p.batch}" for p in chosen]]
     fig = _figure(f"Latency breakdown per batch at {bandwidth_mbps:g} Mbit/s")
-    for attr, name, colour in COMPONENTS:
+    for attr in COMPONENTS:
+        name = metric_label(attr)
         fig.add_bar(
             y=y,
             x=[getattr(p, attr) for p in chosen],
             orientation="h",
             name=name,
-            marker_color=colour,
+            marker_color=metric_color(attr),
             hovertemplate=f"%{{y}}<br>{name}: %{{x:.1f}} ms<extra></extra>",
         )
     fig.update_layout(barmode="stack", height=rows_height(len(chosen)))

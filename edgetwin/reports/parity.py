@@ -9,7 +9,7 @@ from typing import NamedTuple
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from edgetwin.reports.style import log_ticks, styled
+from edgetwin.reports.style import log_ticks, metric_color, metric_label, styled
 
 # unit, metric-name suffix, panel title: a metric's unit is the end of its name
 PANELS = (("ms", "_ms", "Latency"), ("J", "_j", "Energy"))
@@ -35,11 +35,12 @@ def _add_panel(fig: go.Figure, points: list[ParityPoint], unit: str, col: int) -
             y=[p.predicted for p in group],
             text=[p.label for p in group],
             customdata=[p.error_pct for p in group],
-            name=metric,
+            name=metric_label(metric),
+            legendgroup=metric,
             mode="markers",
-            marker_size=9,
+            marker={"size": 9, "color": metric_color(metric)},
             hovertemplate=f"%{{text}}<br>measured %{{x:.3g}} {unit}, predicted %{{y:.3g}} "
-            f"{unit}<br>error %{{customdata:+.1f}}%<extra>{metric}</extra>",
+            f"{unit}<br>error %{{customdata:+.1f}}%<extra>{metric_label(metric)}</extra>",
             row=1,
             col=col,
         )

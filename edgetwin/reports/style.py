@@ -41,6 +41,19 @@ LEGEND_LINE_PX = 21  # a legend entry or group title at the template's font size
 LEGEND_GROUP_GAP_PX = 6  # the template's tracegroupgap
 LEGEND_PAD_PX = 20
 
+# a results metric as a figure names it, and its colour in every figure that draws
+# metrics apart (the latency breakdown, predicted vs measured): compute is one colour
+METRIC_LOOKS = {
+    "total_ms": ("total latency", "#b07aa1"),
+    "ttft_ms": ("time to first token", "#76b7b2"),
+    "tpot_ms": ("time per output token", "#ff9da7"),
+    "compute_ms": ("compute", "#4e79a7"),
+    "staging_ms": ("staging", "#f28e2b"),
+    "load_ms": ("model load", "#9c755f"),
+    "comm_ms": ("communication", "#59a14f"),
+    "energy_j": ("energy", "#e15759"),
+}
+
 _template = go.layout.Template(pio.templates["plotly_white"])
 _template.layout.update(
     font={"family": FONT, "size": 13, "color": "#222"},
@@ -109,6 +122,16 @@ def dash(index: int) -> str:
 
 def symbol(index: int) -> str:
     return SYMBOLS[index % len(SYMBOLS)]
+
+
+def metric_label(metric: str) -> str:
+    """``communication`` for ``comm_ms``: a metric's name for a legend (else the column)."""
+    return METRIC_LOOKS[metric][0] if metric in METRIC_LOOKS else metric
+
+
+def metric_color(metric: str) -> str | None:
+    """A metric's colour in every figure (None: the template's next one)."""
+    return METRIC_LOOKS[metric][1] if metric in METRIC_LOOKS else None
 
 
 def log_ticks(values: Iterable[float | None], *, swept: bool = False) -> dict[str, object]:
