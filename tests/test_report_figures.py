@@ -174,6 +174,16 @@ def test_adaptive_page_titles_fit_and_every_figure_has_the_template(tmp_path: Pa
         assert all(len(line) <= TITLE_CHARS + 5 for line in _title_lines(fig))
         lines = len(_title_lines(fig))
         assert fig.layout.margin.t >= 20 * lines  # room above the plot for every line
+    figures = [go.Figure(spec) for spec in specs]
+    boxes = {t.name: t.marker.color for fig in figures for t in fig.data if t.type == "box"}
+    keys = {
+        t.name: t.line.color
+        for fig in figures
+        for t in fig.data
+        if t.legendgroup == "policy" and t.x == (None,)
+    }
+    assert len(boxes) > 1 and set(boxes) <= set(keys)
+    assert {name: keys[name] for name in boxes} == boxes  # a policy's colour on every figure
 
 
 def _axis_units(fig: go.Figure) -> dict[str, set[str]]:

@@ -230,6 +230,11 @@ def _adaptive_label(condition: ConditionResult) -> str:
     return condition.choices["adaptive"].label
 
 
+def _policy_colors(evaluation: Evaluation) -> dict[str, str]:
+    """One colour per policy on every figure of the page (the best in the twin first)."""
+    return {who: color(index) for index, who in enumerate(("oracle", *evaluation.scores))}
+
+
 def _regret_figure(evaluation: Evaluation) -> go.Figure:
     """Regret of each policy over the held-out conditions: one point per condition (its
     name on hover), the box of their spread."""
@@ -239,7 +244,8 @@ def _regret_figure(evaluation: Evaluation) -> go.Figure:
         + _tokens_text(c.tokens, c.output_tokens)
         for c in evaluation.conditions
     ]
-    for index, name in enumerate(evaluation.scores):
+    colors = _policy_colors(evaluation)
+    for name in evaluation.scores:
         fig.add_trace(
             go.Box(
                 y=[c.choices[name].regret_pct for c in evaluation.conditions],
@@ -248,7 +254,7 @@ def _regret_figure(evaluation: Evaluation) -> go.Figure:
                 boxpoints="all",
                 jitter=0.5,
                 pointpos=0,
-                marker={"color": color(index), "size": 4},
+                marker={"color": colors[name], "size": 4},
                 hovertemplate="%{text}: %{y:.1f} %<extra>" + name + "</extra>",
             )
         )
@@ -271,28 +277,31 @@ def _crossover_figure(evaluation: Evaluation) -> go.Figure:
     groups = _groups(evaluation)
     who_all = ("oracle", *evaluation.scores)
     names = {who: "best in the twin" if who == "oracle" else who for who in who_all}
+    colors = _policy_colors(evaluation)
     for at, (devices, tokens, outputs) in enumerate(groups):
         mine = [
             r
             for r in rows
             if (r["devices"], r["tokens"], r.get("output_tokens")) == (devices, tokens, outputs)
         ]
-        suffix = "" if outputs is None else f" O{outputs}"
-        for index, who in enumerate(who_all):
+        condition = f"{devices} devices, {_tokens_text(tokens, outputs)}"
+        for who in who_all:
             fig.add_trace(
                 go.Scatter(
                     x=[r["bandwidth_mbps"] for r in mine],
                     y=[r[who] for r in mine],
                     mode="lines+markers",
-                    name=f"{names[who]} x{devices} N{tokens}{suffix}",
+                    name=f"{names[who]}, {condition}",
                     legendgroup=names[who],
                     showlegend=False,
-                    line={"color": color(index), "dash": dash(at)},
+                    line={"color": colors[who], "dash": dash(at)},
                     marker_symbol=symbol(at),
+                    hovertemplate=f"%{{x:g}} Mbit/s: batch %{{y}}<extra>{names[who]}, "
+                    f"{condition}</extra>",
                 )
             )
-    for index, who in enumerate(who_all):
-        legend_key(fig, names[who], group="policy", line={"color": color(index)})
+    for who in who_all:
+        legend_key(fig, names[who], group="policy", line={"color": colors[who]})
     for at, (devices, tokens, outputs) in enumerate(groups):
         legend_key(
             fig,
@@ -306,7 +315,10 @@ def _crossover_figure(evaluation: Evaluation) -> go.Figure:
         title=title_text(
             "Crossover batch: smallest batch where distributed wins", "gaps: it never does"
         ),
-        xaxis={"title": BANDWIDTH_AXIS, **log_ticks(r["bandwidth_mbps"] for r in rows)},
+        xaxis={
+            "title": BANDWIDTH_AXIS,
+            **log_ticks((r["bandwidth_mbps"] for r in rows), swept=True),
+        },
         yaxis={"title": "Batch size (samples)", **log_ticks(batches, swept=True)},
     )
     return styled(fig)
