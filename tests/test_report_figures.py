@@ -33,7 +33,7 @@ from edgetwin.reports.figures import (
     per_sample_figure,
 )
 from edgetwin.reports.html import read_run, run_figures
-from edgetwin.reports.plan import crossover_figures, fleet_figures
+from edgetwin.reports.plan import best_mode_figures, crossover_figures, fleet_figures
 from edgetwin.reports.rows import average_reps
 from edgetwin.reports.style import FONT, TITLE_CHARS, log_ticks, styled
 from edgetwin.reports.validation import write_validation_report
@@ -62,7 +62,9 @@ def _legend_entries(fig: go.Figure) -> list[str]:
 
 @pytest.mark.timeout(120)
 def test_crossover_legend_is_grouped_and_no_two_curves_look_alike(tmp_path: Path) -> None:
-    _, curves = crossover_figures(_plan_answer(tmp_path, "plan_crossover"))
+    crossing, curves = crossover_figures(_plan_answer(tmp_path, "plan_crossover"))
+    # batches 1 and 2 have no point: the title says why
+    assert "no point: prism loses even at 1000 Mbit/s" in crossing.layout.title.text
     drawn = [t for t in curves.data if t.x != (None,)]
     assert len(drawn) == 18  # 6 batches x (2 fleet sizes + single)
     looks = {(t.line.color, t.line.dash) for t in drawn}
@@ -79,6 +81,9 @@ def test_fleet_heatmap_cells_are_the_swept_values_only(tmp_path: Path) -> None:
     assert heat.layout.xaxis.type == "category" and heat.layout.yaxis.type == "category"
     assert list(heat.data[0].x) == [f"{bw:g}" for bw in answer["bandwidths_mbps"]]
     assert list(heat.data[0].y) == [str(n) for n in answer["devices"]]
+    frontier = heat.data[1]  # frames around the cells: a line or a dot hid their numbers
+    assert frontier.mode == "markers" and frontier.marker.symbol == "square-open"
+    assert "framed: the least bandwidth" in heat.layout.title.text
 
 
 def test_log_ticks_are_few_and_plain() -> None:
@@ -373,3 +378,32 @@ def test_predicted_vs_measured_names_metrics_as_the_breakdown_does_in_its_colour
     assert {"total latency", "compute", "communication", "energy"} <= set(dots)
     assert all(dots[name] == colour for name, colour in bars.items() if name in dots)
     assert not any("_" in name for name in dots)  # no column names in the legend
+
+
+def _grid(metric: str, best: list[list[str]]) -> dict[str, Any]:
+    values = [[1.0] * len(row) for row in best]
+    return {"metric": metric, "prompt_tokens": 128, "output_tokens": 16, "best": best,
+            "best_value": values}  # fmt: skip
+
+
+def test_a_candidate_keeps_its_colour_on_every_best_mode_heatmap() -> None:
+    result = {
+        "batches": [1],
+        "bandwidths_mbps": [100.0, 900.0],
+        "grids": [
+            _grid("ttft_ms", [["prism cr 4 x2", "prism cr 4 x4"]]),
+            _grid("tpot_ms", [["single", "prism cr 4 x4"]]),
+        ],
+        "pareto": [{"latency_ms": 10.0, "energy_j_per_sample": 1.0, "candidate": "single",
+                    "batch": 1, "bandwidth_mbps": 100.0}],
+    }  # fmt: skip
+    *heatmaps, pareto = best_mode_figures(result)
+    colours = {}
+    for heat in heatmaps:
+        (trace,) = heat.data
+        scale = dict((round(at, 6), c) for at, c in trace.colorscale)
+        steps = len(trace.colorscale) // 2
+        for name, code in zip(trace.text[0], trace.z[0], strict=True):
+            colours.setdefault(name, set()).add(scale[round(code / steps, 6)])
+    assert all(len(seen) == 1 for seen in colours.values()), colours  # one colour a candidate
+    assert "Mbit/s" in pareto.data[0].text[0]

@@ -48,18 +48,21 @@ def fleet_figures(result: dict[str, Any]) -> list[go.Figure]:
             go.Scatter(
                 x=[None if bw is None else f"{bw:g}" for bw in frontier],
                 y=devices,
-                mode="lines+markers",
-                name=f"least bandwidth with p95 <= {result['target_p95_ms']:g} ms",
-                line={"color": "white"},
-                marker={"color": "white", "line": {"color": "black", "width": 1}},
+                mode="markers",  # a frame around the cell: a dot or a line hid its number
+                name=f"least bandwidth with p95 ≤ {result['target_p95_ms']:g} ms",
+                marker={"symbol": "square-open", "size": 34, "color": "white", "line_width": 3},
+                hovertemplate="%{y} devices: from %{x} Mbit/s<extra></extra>",
+                showlegend=False,  # said in the title: a white frame is blank in a legend
             )
         )
         fig.update_layout(
-            title=f"p95 latency, batch {entry['batch']}, {result['strategy']}",
+            title=title_text(
+                f"p95 latency, batch {entry['batch']}, {result['strategy']}",
+                f"framed: the least bandwidth with p95 ≤ {result['target_p95_ms']:g} ms "
+                "for each fleet size",
+            ),
             xaxis={"title": "Bandwidth (Mbit/s)", "type": "category", "categoryarray": bandwidths},
             yaxis={"title": "Devices", "type": "category", "categoryarray": devices},
-            showlegend=True,
-            legend={"orientation": "h", "yanchor": "top", "y": -0.18},
             height=rows_height(2 * len(devices)),
         )
         figures.append(fig)
@@ -83,6 +86,8 @@ def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
                 name=f"{devices} devices",
                 line={"color": color(at)},
                 marker_symbol=symbol(at),
+                hovertemplate=f"batch %{{x}}, {devices} devices: from %{{y:.0f}} Mbit/s"
+                "<extra></extra>",
             )
         )
         for c in mine:
@@ -120,7 +125,10 @@ def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
     bandwidths = [bw for c in result["curves"] for bw in c["bandwidths_mbps"]]
     latencies = [ms for c in result["curves"] for ms in (*c["distributed_ms"], *c["single_ms"])]
     crossing.update_layout(
-        title=f"Bandwidth from which {result['strategy']} beats one device",
+        title=title_text(
+            f"Bandwidth from which {result['strategy']} beats one device",
+            _crossover_gaps(result),
+        ),
         xaxis={"title": "Batch size (samples)", **log_ticks(batches, swept=True)},
         yaxis_title="Crossover bandwidth (Mbit/s)",
     )
@@ -132,15 +140,33 @@ def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
     return [crossing, curves]
 
 
+def _crossover_gaps(result: dict[str, Any]) -> str | None:
+    """What a missing point means (a line left out there): the strategy loses even at the
+    highest bandwidth swept, or wins already at the lowest."""
+    statuses = {c["status"] for c in result["curves"] if c["crossover_mbps"] is None}
+    bandwidths = [bw for c in result["curves"] for bw in c["bandwidths_mbps"]]
+    meaning = {
+        "never": f"loses even at {max(bandwidths):g} Mbit/s",
+        "always": f"wins already at {min(bandwidths):g} Mbit/s",
+    }
+    said = [meaning.get(status, status) for status in sorted(statuses, reverse=True)]
+    return f"no point: {result['strategy']} " + " or ".join(said) if said else None
+
+
 def best_mode_figures(result: dict[str, Any]) -> list[go.Figure]:
     """A heatmap of the best candidate over batch x bandwidth per metric and workload; the
     latency-energy Pareto front."""
-    return [*(_best_heatmap(result, grid) for grid in result["grids"]), _pareto(result)]
+    names = _best_names(result)
+    return [*(_best_heatmap(result, grid, names) for grid in result["grids"]), _pareto(result)]
 
 
-def _best_heatmap(result: dict[str, Any], grid: dict[str, Any]) -> go.Figure:
+def _best_names(result: dict[str, Any]) -> list[str]:
+    """Every candidate that is best in some cell of some grid: one colour each on the page."""
+    return sorted({cell_label(n) for grid in result["grids"] for row in grid["best"] for n in row})
+
+
+def _best_heatmap(result: dict[str, Any], grid: dict[str, Any], names: list[str]) -> go.Figure:
     labels = [[cell_label(n) for n in row] for row in grid["best"]]
-    names = sorted({name for row in labels for name in row})
     code = {name: i for i, name in enumerate(names)}
     steps = max(1, len(names))
     scale = []
@@ -182,7 +208,11 @@ def _pareto(result: dict[str, Any]) -> go.Figure:
         go.Scatter(
             x=[p["latency_ms"] for p in points],
             y=[p["energy_j_per_sample"] for p in points],
-            text=[f"{p['candidate']}, batch {p['batch']}, {p['bandwidth_mbps']:g}" for p in points],
+            text=[
+                f"{p['candidate']}, batch {p['batch']}, {p['bandwidth_mbps']:g} Mbit/s"
+                for p in points
+            ],
+            hovertemplate="%{text}<br>%{x:.4g} ms per batch, %{y:.3g} J per sample<extra></extra>",
             mode="lines+markers",
             name="Pareto front",
             line={"shape": "hv"},
