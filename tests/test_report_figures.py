@@ -28,7 +28,9 @@ from edgetwin.cli import main
 from edgetwin.comparison import compare_to_reference
 from edgetwin.reports import write_report
 from edgetwin.reports.figures import (
+    bandwidth_figure,
     comparison_figure,
+    energy_figure,
     latency_breakdown_figure,
     per_sample_figure,
 )
@@ -128,6 +130,24 @@ def test_per_sample_figure_has_error_bars_over_the_reps() -> None:
     assert single.error_y.array[0] == pytest.approx(7.0711, rel=1e-3)
     voltage = next(t for t in fig.data if t.name == "voltage")
     assert voltage.error_y.array is None  # one rep: no interval to draw
+    assert "error bars: one standard deviation over the repetitions" in fig.layout.title.text
+
+
+def test_figures_say_their_error_bars_are_prediction_intervals() -> None:
+    rows = [
+        _row(strategy, batch, bandwidth, 100.0 * batch, total_ms_lo=90.0 * batch,
+             total_ms_hi=120.0 * batch, energy_j=1.0, energy_j_lo=0.8, energy_j_hi=1.3)
+        for strategy in ("single", "prism")
+        for batch in (1, 4)
+        for bandwidth in (100, 400)
+    ]  # fmt: skip
+    points = average_reps(rows)
+    for figure in (per_sample_figure, energy_figure, bandwidth_figure):
+        fig = figure(points)
+        assert fig is not None
+        assert "error bars: the prediction interval of each point" in fig.layout.title.text
+    plain = per_sample_figure(average_reps([_row("single", b, 400, 9.0) for b in (1, 2)]))
+    assert plain is not None and "error bars" not in plain.layout.title.text  # none drawn
 
 
 def test_emulator_run_page_shows_the_link_check(tmp_path: Path) -> None:

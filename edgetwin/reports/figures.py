@@ -25,6 +25,7 @@ from edgetwin.reports.style import (
     rows_height,
     styled,
     symbol,
+    title_text,
 )
 
 BATCH_AXIS = "Batch size (samples)"
@@ -79,6 +80,19 @@ def _band_bars(
     above = [b[1] - v for v, b in pairs]
     below = [v - b[0] for v, b in pairs]
     return {"type": "data", "symmetric": False, "array": above, "arrayminus": below, "width": 3}
+
+
+INTERVAL_NOTE = "error bars: the prediction interval of each point"
+SPREAD_NOTE = "error bars: one standard deviation over the repetitions"
+
+
+def _bars_note(bands: Sequence[object], spreads: Sequence[float | None] = ()) -> str | None:
+    """What a figure's error bars are (a reader cannot tell an interval from a spread):
+    prediction intervals where the rows have them, else the repetitions' spread; None
+    without bars."""
+    if any(bands):
+        return INTERVAL_NOTE
+    return SPREAD_NOTE if any(v is not None for v in spreads) else None
 
 
 def _at_common_bandwidth(points: Sequence[Point]) -> tuple[float, list[Point]] | None:
@@ -142,7 +156,10 @@ def per_sample_figure(points: Sequence[Point]) -> go.Figure | None:
     bandwidth_mbps, chosen = common
     labels = config_labels(p.config for p in points)
     look = looks(labels)
-    fig = _figure(f"Per-sample latency vs batch size at {bandwidth_mbps:g} Mbit/s")
+    note = _bars_note([p.total_band_ms for p in chosen], [p.per_sample_sd_ms for p in chosen])
+    fig = _figure(
+        title_text(f"Per-sample latency vs batch size at {bandwidth_mbps:g} Mbit/s", note)
+    )
     for config, line in _by_config(chosen).items():
         fig.add_scatter(
             x=[p.batch for p in line],
@@ -170,7 +187,8 @@ def energy_figure(points: Sequence[Point]) -> go.Figure | None:
     labels = config_labels(p.config for p in points)
     look = looks(labels)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Per batch", "Per sample"))
-    _figure(f"Energy vs batch size at {bandwidth_mbps:g} Mbit/s", fig)
+    note = _bars_note([p.energy_band_j for p in chosen])
+    _figure(title_text(f"Energy vs batch size at {bandwidth_mbps:g} Mbit/s", note), fig)
     for config, line in _by_config(chosen).items():
         for col, values in (
             (1, [p.energy_j for p in line]),
@@ -214,7 +232,9 @@ def bandwidth_figure(points: Sequence[Point]) -> go.Figure | None:
     labels = config_labels(config for config, _ in swept)
     look = looks(labels)
     batches = sorted({batch for _, batch in swept})
-    fig = _figure("Total latency vs bandwidth")
+    drawn = [p for line in swept.values() for p in line]
+    note = _bars_note([p.total_band_ms for p in drawn], [p.total_sd_ms for p in drawn])
+    fig = _figure(title_text("Total latency vs bandwidth", note))
     for (config, batch), line in swept.items():
         name = f"{labels[config]}, batch {batch}"
         fig.add_scatter(
