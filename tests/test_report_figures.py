@@ -119,6 +119,9 @@ def test_breakdown_grows_with_its_rows() -> None:
     fig = latency_breakdown_figure(average_reps(rows))
     assert fig is not None and len(fig.data[0].y[0]) == 45
     assert fig.layout.height >= 45 * 20  # about 20 px a bar, not 460 px for all
+    # the legend lists the stack's parts left to right, compute first (it was reversed)
+    assert fig.layout.legend.traceorder == "normal"
+    assert [bar.name for bar in fig.data] == ["compute", "staging", "communication"]
 
 
 def test_per_sample_figure_has_error_bars_over_the_reps() -> None:

@@ -121,7 +121,8 @@ def latency_breakdown_figure(points: Sequence[Point]) -> go.Figure | None:
             marker_color=metric_color(attr),
             hovertemplate=f"%{{y}}<br>{name}: %{{x:.1f}} ms<extra></extra>",
         )
-    fig.update_layout(barmode="stack", height=rows_height(len(chosen)))
+    # the legend in the order of the stack, left to right (plotly reverses a stack's)
+    fig.update_layout(barmode="stack", height=rows_height(len(chosen)), legend_traceorder="normal")
     fig.update_yaxes(title="Configuration / batch size (samples)", autorange="reversed")
     fig.update_xaxes(title="Latency per batch (ms)")
     return fig
