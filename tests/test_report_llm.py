@@ -58,6 +58,10 @@ def test_decoder_page_has_its_figures_with_a_line_per_strategy(tmp_path: Path) -
     profile_ram_mb = load_profile("jetson_orin_nano").ram_mb
     assert len(ram) == 1 and set(ram[0].y) == {profile_ram_mb}
     assert device_ram_mb(tmp_path / "run") == {"jetson": profile_ram_mb}
+    # a hover names what x is, with its unit (it gave a bare "64: 19.2 ms")
+    assert line.hovertemplate.startswith("prompt %{x:g} tokens: ")
+    assert rate.hovertemplate.startswith("%{x:g} Mbit/s: ")
+    assert memory_line.hovertemplate.startswith("context %{x:g} tokens: ")
 
 
 def test_the_ram_line_follows_the_device_spec(tmp_path: Path) -> None:

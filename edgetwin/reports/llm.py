@@ -82,10 +82,11 @@ def _add_lines(
     fig: go.Figure,
     lines: dict[Config, dict[float, list[ResultRow]]],
     value: Callable[[list[ResultRow]], float | None],
-    unit: str,
+    hover: str,
     col: int | None = None,
 ) -> None:
-    """One line per configuration, named by its label, coloured by its strategy."""
+    """One line per configuration, named by its label, coloured by its strategy; ``hover``:
+    a point's text with its units (``prompt %{x:g} tokens: %{y:.4g} ms``)."""
     labels = config_labels(lines)
     look = looks(labels)
     for config, points in lines.items():
@@ -99,7 +100,7 @@ def _add_lines(
             mode="lines+markers",
             line=look[config].line(),
             marker_symbol=look[config].symbol,
-            hovertemplate="%{x:g}: %{y:.4g} " + unit + "<extra>" + labels[config] + "</extra>",
+            hovertemplate=f"{hover}<extra>{labels[config]}</extra>",
             **({} if col is None else {"row": 1, "col": col}),
         )
 
@@ -121,7 +122,8 @@ def ttft_tpot_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
     )
     prompts = [x for points in lines.values() for x in points]
     for col, column, name in ((1, "ttft_ms", "TTFT"), (2, "tpot_ms", "TPOT")):
-        _add_lines(fig, lines, lambda reps, c=column: _mean(reps, c), "ms", col)  # type: ignore[misc]
+        hover = "prompt %{x:g} tokens: %{y:.4g} ms"
+        _add_lines(fig, lines, lambda reps, c=column: _mean(reps, c), hover, col)  # type: ignore[misc]
         values = [_mean(reps, column) for points in lines.values() for reps in points.values()]
         fig.update_xaxes(title="Prompt tokens", **log_ticks(prompts, swept=True), row=1, col=col)
         fig.update_yaxes(title=f"{name} (ms)", **log_ticks(values), row=1, col=col)
@@ -141,7 +143,8 @@ def tokens_per_s_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
     fig = styled(go.Figure()).update_layout(
         title=f"Tokens/s vs bandwidth at batch {batch}, prompt {prompt}, {output} output tokens"
     )
-    _add_lines(fig, lines, lambda reps: _mean(reps, "tokens_per_s"), "tokens/s")
+    hover = "%{x:g} Mbit/s: %{y:.4g} tokens/s"
+    _add_lines(fig, lines, lambda reps: _mean(reps, "tokens_per_s"), hover)
     bandwidths = [x for points in lines.values() for x in points]
     fig.update_xaxes(title="Bandwidth (Mbit/s)", **log_ticks(bandwidths))
     fig.update_yaxes(title="Tokens per second (all sequences)", rangemode="tozero")
@@ -171,7 +174,7 @@ def memory_figure(rows: Sequence[ResultRow], ram_mb: Mapping[str, float]) -> go.
     fig = styled(go.Figure()).update_layout(
         title=f"Memory per device vs context at batch {batch}: weights + peak KV cache"
     )
-    _add_lines(fig, lines, _memory_mb, "MB")
+    _add_lines(fig, lines, _memory_mb, "context %{x:g} tokens: %{y:.4g} MB")
     contexts = [x for points in lines.values() for x in points]
     for name, ram in ram_mb.items():
         fig.add_scatter(  # a trace, not add_hline: its annotation breaks a log axis's range
