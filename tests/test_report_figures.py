@@ -37,7 +37,7 @@ from edgetwin.reports.figures import (
 from edgetwin.reports.html import read_run, run_figures
 from edgetwin.reports.plan import best_mode_figures, crossover_figures, fleet_figures
 from edgetwin.reports.rows import average_reps
-from edgetwin.reports.style import FONT, TITLE_CHARS, log_ticks, styled
+from edgetwin.reports.style import FONT, TITLE_CHARS, log_ticks, styled, title_text
 from edgetwin.reports.validation import write_validation_report
 from edgetwin.results import write_results
 from tests.conftest import REPO
@@ -243,6 +243,14 @@ def test_validation_page_without_energy_has_no_energy_panel(tmp_path: Path) -> N
     assert fig.layout.xaxis.title.text == "Measured (ms)"
     assert "xaxis2" not in fig.to_dict()["layout"]
     assert "(J)" not in page
+
+
+def test_a_title_with_a_detail_line_keeps_off_the_top_edge() -> None:
+    one_line = styled(go.Figure(layout={"title": "Regret"}))
+    two_lines = styled(go.Figure(layout={"title": title_text("Regret", "% of the objective")}))
+    single_pad = one_line.layout.title.pad.t or one_line.layout.template.layout.title.pad.t
+    # plotly.js draws a title of several lines a line higher: its top touched the edge
+    assert two_lines.layout.title.pad.t >= 2 * single_pad
 
 
 def test_styled_keeps_a_figure_height() -> None:

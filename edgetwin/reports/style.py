@@ -37,6 +37,7 @@ SWEPT_TICKS = 7  # a log axis with at most this many values is labelled at each
 END_TICK_RATIO = 1.3  # a log axis's end is labelled when no 1-2-5 tick is this near
 TITLE_CHARS = 95  # a title's detail line is wrapped at this many characters
 TITLE_LINE_PX = 20
+TITLE_PAD_PX = 14  # from the figure's top edge to its title's first line
 LEGEND_LINE_PX = 21  # a legend entry or group title at the template's font size
 LEGEND_GROUP_GAP_PX = 6  # the template's tracegroupgap
 LEGEND_PAD_PX = 20
@@ -64,7 +65,7 @@ _template.layout.update(
         "y": 1.0,
         "yanchor": "top",
         "yref": "container",
-        "pad": {"t": 14},
+        "pad": {"t": TITLE_PAD_PX},
         "font": {"size": 16},
     },
     colorway=PALETTE,
@@ -83,6 +84,8 @@ def styled(fig: go.Figure) -> go.Figure:
     lines = (fig.layout.title.text or "").count("<br>") + 1
     top = TITLE_LINE_PX * max(lines, 2) + 30 + (20 if fig.layout.annotations else 0)
     fig.update_layout(margin_t=top)
+    if lines > 1:  # plotly.js draws such a title higher: its first line touched the edge
+        fig.update_layout(title_pad_t=2 * TITLE_PAD_PX)
     bottom = fig.layout.margin.b
     legend_room = top + (_template.layout.margin.b if bottom is None else bottom)
     legend_room += legend_height_px(fig)
