@@ -202,24 +202,33 @@ def _best_heatmap(result: dict[str, Any], grid: dict[str, Any], names: list[str]
 
 
 def _pareto(result: dict[str, Any]) -> go.Figure:
+    """The latency-energy front, its points numbered and named in the title (a static file
+    has no hover, and names beside the points ran into each other)."""
     pareto = go.Figure()
     points = result["pareto"]
+    names = [
+        f"{p['candidate']}, batch {p['batch']}, {p['bandwidth_mbps']:g} Mbit/s" for p in points
+    ]
     pareto.add_trace(
         go.Scatter(
             x=[p["latency_ms"] for p in points],
             y=[p["energy_j_per_sample"] for p in points],
-            text=[
-                f"{p['candidate']}, batch {p['batch']}, {p['bandwidth_mbps']:g} Mbit/s"
-                for p in points
-            ],
-            hovertemplate="%{text}<br>%{x:.4g} ms per batch, %{y:.3g} J per sample<extra></extra>",
-            mode="lines+markers",
+            text=[str(number) for number in range(1, len(points) + 1)],
+            customdata=names,
+            hovertemplate="%{customdata}<br>%{x:.4g} ms per batch, %{y:.3g} J per sample"
+            "<extra></extra>",
+            mode="lines+markers+text",
+            textposition="top right",
             name="Pareto front",
             line={"shape": "hv"},
+            cliponaxis=False,
         )
     )
+    key = "; ".join(  # no break inside an entry (no-break spaces)
+        f"{number} = {name}".replace(" ", "\u00a0") for number, name in enumerate(names, start=1)
+    )
     pareto.update_layout(
-        title=title_text("Pareto front", "latency per batch against energy per sample"),
+        title=title_text("Pareto front: latency per batch against energy per sample", key),
         xaxis={"title": "Latency per batch (ms)", **log_ticks(p["latency_ms"] for p in points)},
         yaxis_title="Energy per sample (J)",
     )
