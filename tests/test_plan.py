@@ -209,6 +209,19 @@ def test_crossover_matches_direct_runs(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / "partial").exists()
 
 
+def test_a_crossover_is_said_to_three_digits() -> None:
+    """Interpolated between grid points, it was said to the kbit/s (373.728 Mbit/s)."""
+    curves = [
+        {"batch": 4, "devices": 2, "status": "crossover", "crossover_mbps": 373.728},
+        {"batch": 1, "devices": 2, "status": "crossover", "crossover_mbps": 1234.5},
+    ]
+    lines = describe({"kind": "crossover", "strategy": "prism", "curves": curves})
+    assert lines == [
+        "batch 4, 2 devices: prism beats one device from 374 Mbit/s",
+        "batch 1, 2 devices: prism beats one device from 1230 Mbit/s",
+    ]
+
+
 def test_a_plan_warns_that_its_twin_sweeps_drop_no_packets(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

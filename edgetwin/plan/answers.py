@@ -344,7 +344,9 @@ def describe(result: dict[str, Any]) -> list[str]:
         for curve in result["curves"]:
             head = f"batch {curve['batch']}, {curve['devices']} devices: {result['strategy']} "
             if curve["status"] == "crossover":
-                lines.append(head + f"beats one device from {curve['crossover_mbps']:g} Mbit/s")
+                # interpolated between grid points: three digits (374, not 373.728)
+                at = float(f"{curve['crossover_mbps']:.3g}")
+                lines.append(head + f"beats one device from {at:g} Mbit/s")
             elif curve["status"] == "always":
                 lines.append(head + "beats one device at every swept bandwidth")
             else:
