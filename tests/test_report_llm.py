@@ -75,6 +75,18 @@ def test_the_ram_line_follows_the_device_spec(tmp_path: Path) -> None:
     assert [set(t.y) for t in memory.data if t.legendgroup == "RAM"] == [{3000.0}]
 
 
+def test_the_ram_line_shows_with_one_context(tmp_path: Path) -> None:
+    """llm_smoke runs one prompt length: its RAM line ran from that context to itself,
+    drawn as nothing while the legend named it."""
+    out = tmp_path / "run"
+    assert main(["run", str(SMOKE), "--out", str(out), "--quiet"]) == 0
+    memory = run_figures(read_run(out))[-1]
+    (ram,) = [t for t in memory.data if t.legendgroup == "RAM"]
+    contexts = {x for t in memory.data if t.legendgroup != "RAM" for x in t.x}
+    (context,) = contexts
+    assert ram.x[0] < context < ram.x[1]
+
+
 @pytest.mark.timeout(120)
 def test_one_output_token_has_no_tpot_and_still_a_page(tmp_path: Path) -> None:
     """With one output token no row has a TPOT: the page was a TypeError in fmean."""

@@ -21,6 +21,7 @@ from edgetwin.results import ResultRow
 from edgetwin.scenario import load_resolved
 
 RESOLVED = "scenario.resolved.yaml"
+RAM_SPAN = 1.5  # a RAM line over one context reaches this factor either side of it
 
 Slice = tuple[object, ...]  # the values a figure holds fixed (batch, bandwidth, ...)
 
@@ -178,7 +179,7 @@ def memory_figure(rows: Sequence[ResultRow], ram_mb: Mapping[str, float]) -> go.
     contexts = [x for points in lines.values() for x in points]
     for name, ram in ram_mb.items():
         fig.add_scatter(  # a trace, not add_hline: its annotation breaks a log axis's range
-            x=[min(contexts), max(contexts)],
+            x=_ram_span(contexts),
             y=[ram, ram],
             mode="lines",
             line={"dash": "dash", "color": "black"},
@@ -188,6 +189,13 @@ def memory_figure(rows: Sequence[ResultRow], ram_mb: Mapping[str, float]) -> go.
     fig.update_xaxes(title="Context (prompt + output tokens)", **log_ticks(contexts, swept=True))
     fig.update_yaxes(title="Memory per device (MB)", rangemode="tozero")
     return fig
+
+
+def _ram_span(contexts: Sequence[float]) -> list[float]:
+    """Where a RAM line runs: over the contexts, or around the one context (a line from it
+    to itself was drawn as nothing, its key in the legend)."""
+    low, high = min(contexts), max(contexts)
+    return [low, high] if low < high else [low / RAM_SPAN, high * RAM_SPAN]
 
 
 def llm_figures(rows: Sequence[ResultRow], ram_mb: Mapping[str, float]) -> list[go.Figure]:
