@@ -7,7 +7,12 @@ from pathlib import Path
 
 from edgetwin import run
 from edgetwin.cli import main
-from edgetwin.reports.crowd import latency_distribution_figure
+from edgetwin.reports.crowd import (
+    battery_figure,
+    gantt_figure,
+    latency_distribution_figure,
+    ram_figure,
+)
 from tests.conftest import REPO
 from tests.test_report import _probe
 
@@ -64,3 +69,22 @@ def test_crowd_latency_figure_keeps_swept_bandwidths_apart() -> None:
         "streaming / affinity / 100 Mbit/s",
         "barrier / affinity / 100 Mbit/s",
     ]
+    # the x axis names the boxes (a legend said it again); a hover gives seconds
+    assert figure.layout.showlegend is False
+    assert all(box.hovertemplate.startswith("%{y:.2f} s<extra>") for box in figure.data)
+
+
+def test_crowd_timelines_hover_with_units() -> None:
+    """Hovers gave bare numbers: a bar's duration and start, a sample's time and value."""
+    activity = {"phone": "low-0", "kind": "infer", "start_s": 1.0, "end_s": 2.5, "stage": "s1"}
+    records = {
+        "activities": [activity],
+        "ram": [{"phone": "low-0", "t_s": 0.0, "rss_mb": 29.5}],
+        "battery": [{"phone": "low-0", "t_s": 0.0, "level_pct": 99.9}],
+    }
+    gantt, ram, battery = gantt_figure(records), ram_figure(records), battery_figure(records)
+    assert gantt is not None and ram is not None and battery is not None
+    (bar,) = gantt.data
+    assert list(bar.customdata[0][:2]) == [1.0, 2.5] and " s<br>" in bar.hovertemplate
+    assert ram.data[0].hovertemplate.startswith("%{x:.2f} s: %{y:.4g} MB")
+    assert battery.data[0].hovertemplate.startswith("%{x:.2f} s: %{y:.4g} %")

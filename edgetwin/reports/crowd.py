@@ -56,9 +56,18 @@ def latency_distribution_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
     if not groups:
         return None
     fig = go.Figure(
-        [go.Box(y=values, name=name, boxpoints="all") for name, values in groups.items()]
+        [
+            go.Box(
+                y=values,
+                name=name,
+                boxpoints="all",
+                hovertemplate="%{y:.2f} s<extra>" + name + "</extra>",
+            )
+            for name, values in groups.items()
+        ]
     )
     x = "Mode / scheduler / bandwidth" if several_bandwidths else "Mode / scheduler"
+    fig.update_layout(showlegend=False)  # the x axis names each box
     return _layout(fig, "Pipeline latency per mode", x, "Job latency (s)")
 
 
@@ -79,14 +88,23 @@ def gantt_figure(records: Records) -> go.Figure | None:
                     orientation="h",
                     name=kind,
                     marker_color=color,
-                    hovertext=[f"{a.get('stage') or ''} {a.get('detail') or ''}" for a in spans],
+                    customdata=[
+                        [
+                            a["start_s"],
+                            a["end_s"],
+                            f"{a.get('stage') or ''} {a.get('detail') or ''}",
+                        ]
+                        for a in spans
+                    ],
+                    hovertemplate="%{y}: %{customdata[0]:.2f}-%{customdata[1]:.2f} s"
+                    "<br>%{customdata[2]}<extra>" + kind + "</extra>",
                 )
             )
     fig.update_layout(barmode="overlay")
     return _layout(fig, "What each phone did (first run)", "Time (s)", "Phone")
 
 
-def _per_phone_lines(samples: Sequence[Mapping[str, Any]], value: str) -> go.Figure:
+def _per_phone_lines(samples: Sequence[Mapping[str, Any]], value: str, unit: str) -> go.Figure:
     by_phone: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for sample in samples:
         by_phone[str(sample["phone"])].append(sample)
@@ -98,6 +116,7 @@ def _per_phone_lines(samples: Sequence[Mapping[str, Any]], value: str) -> go.Fig
                 name=phone,
                 mode="lines",
                 line_shape="hv",
+                hovertemplate=f"%{{x:.2f}} s: %{{y:.4g}} {unit}<extra>{phone}</extra>",
             )
             for phone, points in by_phone.items()
         ]
@@ -108,7 +127,7 @@ def ram_figure(records: Records) -> go.Figure | None:
     samples = records.get("ram", [])
     if not samples:
         return None
-    fig = _per_phone_lines(samples, "rss_mb")
+    fig = _per_phone_lines(samples, "rss_mb", "MB")
     return _layout(fig, "Resident memory per phone (first run)", "Time (s)", "RSS (MB)")
 
 
@@ -116,7 +135,7 @@ def battery_figure(records: Records) -> go.Figure | None:
     samples = records.get("battery", [])
     if not samples:
         return None
-    fig = _per_phone_lines(samples, "level_pct")
+    fig = _per_phone_lines(samples, "level_pct", "%")
     return _layout(fig, "Battery per phone (first run)", "Time (s)", "Battery (%)")
 
 
