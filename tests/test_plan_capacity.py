@@ -16,7 +16,7 @@ from edgetwin.plan.executors import PoolExecutor, SerialExecutor
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import journal_for, run_plan, sweep_rows
 from edgetwin.plan.sweep import crowd_of_size
-from edgetwin.reports.plan import write_plan_report
+from edgetwin.reports.plan import capacity_figures, write_plan_report
 from edgetwin.results import ResultRow
 from edgetwin.sim.crowd.runner import run_crowd
 
@@ -101,6 +101,9 @@ def test_capacity_answer_from_the_crowd_twin(tmp_path: Path) -> None:
                 assert np.percentile([r.total_ms for r in mine], 95) <= 60_000
     page = (tmp_path / "out" / "plan.html").read_text()
     assert "p95 job latency per run" in page and "Largest backlog" in page
+    latency, backlog_figure = capacity_figures(answer)  # hovers give phones, s and jobs
+    assert latency.data[0].hovertemplate.startswith("%{x} phones: p95 %{y:.3g} s")
+    assert backlog_figure.data[0].hovertemplate.startswith("%{x} phones: %{y} jobs")
 
 
 @pytest.mark.timeout(300)

@@ -71,6 +71,7 @@ def test_crossover_legend_is_grouped_and_no_two_curves_look_alike(tmp_path: Path
     assert len(drawn) == 18  # 6 batches x (2 fleet sizes + single)
     looks = {(t.line.color, t.line.dash) for t in drawn}
     assert len(looks) == len(drawn)
+    assert all(t.hovertemplate.startswith("%{x:g} Mbit/s: %{y:.4g} ms") for t in drawn)
     # a key per batch colour and per deployment dash, not one per curve
     assert len(_legend_entries(curves)) == 6 + 3
     assert curves.layout.xaxis.tickvals and curves.layout.yaxis.tickvals

@@ -24,6 +24,7 @@ from edgetwin.reports.style import (
 )
 
 PLAN_REPORT = "plan.html"
+CURVE_HOVER = "%{x:g} Mbit/s: %{y:.4g} ms per batch"  # the trace's name beside it
 
 
 def fleet_figures(result: dict[str, Any]) -> list[go.Figure]:
@@ -99,6 +100,7 @@ def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
                     mode="lines",
                     line={"color": color(batches.index(c["batch"])), "dash": dash(at)},
                     showlegend=False,
+                    hovertemplate=CURVE_HOVER,
                 )
             )
     single_dash = dash(len(fleet_sizes))
@@ -112,6 +114,7 @@ def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
                     mode="lines",
                     line={"color": color(batches.index(c["batch"])), "dash": single_dash},
                     showlegend=False,
+                    hovertemplate=CURVE_HOVER,
                 )
             )
     for index, batch in enumerate(batches):
@@ -308,6 +311,7 @@ def _capacity_at(
                 x=[n for n, _ in mine],
                 y=[run["p95_s"] for _, run in mine],
                 text=[f"rep {run['rep']}, {run['unfinished']} unfinished" for _, run in mine],
+                hovertemplate="%{x} phones: p95 %{y:.3g} s<br>%{text}",
                 mode="markers",
                 marker={"symbol": marker, "size": 9},
                 name=f"run: {what}",
@@ -339,6 +343,7 @@ def _capacity_at(
             y=[run["max_backlog"] for _, run in runs],
             mode="markers",
             name="largest backlog",
+            hovertemplate="%{x} phones: %{y} jobs<extra></extra>",
         )
     )
     backlog.update_layout(
