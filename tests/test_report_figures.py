@@ -442,3 +442,16 @@ def test_best_mode_colours_a_candidate_once_and_names_the_pareto_points() -> Non
     assert list(pareto.data[0].text) == ["1"]
     named = "1 = single, batch 1, 100 Mbit/s".replace(" ", "\u00a0")
     assert named in pareto.layout.title.text and named.endswith("Mbit/s")
+
+
+def test_a_strategy_keeps_its_colour_in_a_figure_without_the_others() -> None:
+    """single ran at one bandwidth only, so the bandwidth figure had no single line: voltage
+    took single's colour there."""
+    rows = [_row("single", b, 400, 50.0 * b) for b in (1, 4)]
+    rows += [_row("voltage", b, bw, 90.0 * b) for b in (1, 4) for bw in (100, 400)]
+    points = average_reps(rows)
+    per_sample, by_bandwidth = per_sample_figure(points), bandwidth_figure(points)
+    assert per_sample is not None and by_bandwidth is not None
+    voltage = next(t for t in per_sample.data if t.name == "voltage")
+    lines = [t for t in by_bandwidth.data if t.x != (None,)]
+    assert lines and {t.line.color for t in lines} == {voltage.line.color}

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from edgetwin.comparison import Comparison, key_label
+from edgetwin.models import registry
 from edgetwin.reports.parity import ParityPoint, parity_figure
 from edgetwin.reports.rows import Config, Point, config_labels, most_common_bandwidth
 from edgetwin.reports.style import (
@@ -44,17 +45,21 @@ class Look:
         return {"color": self.color, "dash": self.dash}
 
 
+def strategy_color(strategy: str) -> str:
+    """A strategy's colour on every figure of every page: its place in the registry (by
+    its place in a figure, a figure without single gave voltage single's blue)."""
+    known = registry.names()
+    return color(known.index(strategy) if strategy in known else len(known))
+
+
 def looks(labels: dict[Config, str]) -> dict[Config, Look]:
     """Strategy by colour; within a strategy, CR or device count by dash and marker."""
-    strategies = list(dict.fromkeys(config.strategy for config in labels))
     seen: dict[str, int] = defaultdict(int)
     result = {}
     for config in labels:
         within = seen[config.strategy]
         seen[config.strategy] += 1
-        result[config] = Look(
-            color(strategies.index(config.strategy)), dash(within), symbol(within)
-        )
+        result[config] = Look(strategy_color(config.strategy), dash(within), symbol(within))
     return result
 
 
