@@ -213,6 +213,11 @@ def test_adaptive_page_titles_fit_and_every_figure_has_the_template(tmp_path: Pa
     }
     assert len(boxes) > 1 and set(boxes) <= set(keys)
     assert {name: keys[name] for name in boxes} == boxes  # a policy's colour on every figure
+    # the best in the twin is drawn wide under the policies: one matching it hid it
+    widths = {
+        t.name: t.line.width for fig in figures for t in fig.data if t.legendgroup == "policy"
+    }
+    assert widths["best in the twin"] > max(widths[name] for name in boxes)
 
 
 def _axis_units(fig: go.Figure) -> dict[str, set[str]]:

@@ -270,6 +270,15 @@ def _regret_figure(evaluation: Evaluation) -> go.Figure:
     return styled(fig)
 
 
+ORACLE_WIDTH_PX = 6  # the best in the twin, drawn first, shows around a policy on it
+
+
+def _width(who: str) -> int:
+    """The best in the twin wide, the policies thin: where a policy matches it (the aim),
+    a thin line on a wide one, not one line hiding the other."""
+    return ORACLE_WIDTH_PX if who == "oracle" else 2
+
+
 def _crossover_figure(evaluation: Evaluation) -> go.Figure:
     """Smallest batch where distributed wins (twin) or is picked (policies), per bandwidth."""
     fig = go.Figure()
@@ -294,14 +303,15 @@ def _crossover_figure(evaluation: Evaluation) -> go.Figure:
                     name=f"{names[who]}, {condition}",
                     legendgroup=names[who],
                     showlegend=False,
-                    line={"color": colors[who], "dash": dash(at)},
+                    line={"color": colors[who], "dash": dash(at), "width": _width(who)},
                     marker_symbol=symbol(at),
                     hovertemplate=f"%{{x:g}} Mbit/s: batch %{{y}}<extra>{names[who]}, "
                     f"{condition}</extra>",
                 )
             )
     for who in who_all:
-        legend_key(fig, names[who], group="policy", line={"color": colors[who]})
+        line = {"color": colors[who], "width": _width(who)}
+        legend_key(fig, names[who], group="policy", line=line)
     for at, (devices, tokens, outputs) in enumerate(groups):
         legend_key(
             fig,
