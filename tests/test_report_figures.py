@@ -204,6 +204,15 @@ def test_adaptive_page_titles_fit_and_every_figure_has_the_template(tmp_path: Pa
         lines = len(_title_lines(fig))
         assert fig.layout.margin.t >= 20 * lines  # room above the plot for every line
     figures = [go.Figure(spec) for spec in specs]
+    cell_colours: dict[str, set[str]] = {}
+    for heat in (t for fig in figures for t in fig.data if t.type == "heatmap"):
+        stops = dict(heat.colorscale)
+        for texts, codes in zip(heat.text, heat.z, strict=True):
+            for text, code in zip(texts, codes, strict=True):
+                if text:
+                    cell_colours.setdefault(text, set()).add(stops[code / heat.zmax])
+    colours = [colour for seen in cell_colours.values() for colour in seen]
+    assert len(colours) == len(set(colours)) == len(cell_colours)  # a candidate, a colour
     boxes = {t.name: t.marker.color for fig in figures for t in fig.data if t.type == "box"}
     keys = {
         t.name: t.line.color
