@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -344,6 +345,41 @@ def test_bad_map_files_name_the_file_and_field(tmp_path: Path) -> None:
     assert exc.value.path == str(path)
     with pytest.raises(InputError, match="file not found"):
         read_map(tmp_path / "absent.json")
+
+
+@pytest.mark.parametrize(
+    ("index", "changes", "problem"),
+    [
+        (0, {"devices": 2}, "single runs on 1 device, not 2"),
+        (1, {"devices": 1}, "prism runs on 2 or more devices, not 1"),
+        (1, {"cr": None}, "prism needs its cr"),
+        (0, {"cr": 9.9}, "single takes no cr"),
+    ],
+)
+def test_a_candidate_that_contradicts_its_strategy_is_refused(
+    tmp_path: Path, index: int, changes: dict[str, Any], problem: str
+) -> None:
+    """Such a map was read: single on 2 devices made choose(devices=1) fail with 'min() arg
+    is an empty sequence' (the worker's one line on --world 1), and a Prism candidate
+    without a CR was picked with no segments for the worker to run."""
+    raw = hand_map()
+    raw["candidates"][index].update(changes)
+    path = _write(tmp_path, raw)
+    with pytest.raises(InputError, match=problem) as exc:
+        read_map(path)
+    assert (exc.value.path, exc.value.field) == (str(path), f"candidates.{index}")
+
+
+def test_a_table_whose_prism_rows_lack_a_cr_is_refused(tmp_path: Path) -> None:
+    """Its Prism rows of every segment count were averaged into one candidate ('prism
+    x2'), which the policies then picked without segments."""
+    scenario = load_scenario(SCENARIO, ["sweeps.0.batch=[1, 8]", "sweeps.0.bandwidth_mbps=[400]"])
+    rows = [o.row for o in run_scenario(scenario, build_fleet(scenario, SCENARIO))]
+    table = tmp_path / "results.csv"
+    write_results(table, [r if r.strategy != "prism" else replace(r, cr=None) for r in rows])
+    with pytest.raises(InputError, match="prism needs its cr") as exc:
+        map_from_table(table, 197)
+    assert (exc.value.path, exc.value.field) == (str(table), "cr")
 
 
 def test_a_failed_cell_is_never_chosen() -> None:

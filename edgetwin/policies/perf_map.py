@@ -44,6 +44,7 @@ VERSION: Literal[2] = 2
 Cell = Annotated[float, Field(ge=0)] | None  # None: failed run or not measured
 Grid = tuple[tuple[tuple[Cell, ...], ...], ...]  # [tokens][batch][bandwidth]
 DecoderGrid = tuple[Grid, ...]  # [prompt tokens][output tokens][batch][bandwidth]
+_BY_CR = "a map tells the candidates of a strategy with segments apart by their CR"
 
 
 class Deployment(Strict):
@@ -63,6 +64,21 @@ class Deployment(Strict):
         if not registry.strategy(name).selectable:
             raise ValueError(f"{name} is not a strategy the adaptive policy may pick")
         return name
+
+    @model_validator(mode="after")
+    def _fits_its_strategy(self) -> Deployment:
+        """One device for a one-device strategy, two or more for a split; a CR exactly where
+        the strategy takes one (a policy resolves the segments it deploys from it)."""
+        definition = registry.strategy(self.strategy)
+        if definition.one_device and self.devices != 1:
+            raise ValueError(f"{self.strategy} runs on 1 device, not {self.devices}")
+        if not definition.one_device and self.devices < 2:
+            raise ValueError(f"{self.strategy} runs on 2 or more devices, not {self.devices}")
+        if definition.params and self.cr is None:
+            raise ValueError(f"{self.strategy} needs its cr: {_BY_CR}")
+        if not definition.params and self.cr is not None:
+            raise ValueError(f"{self.strategy} takes no cr")
+        return self
 
     def segments(self, tokens: float) -> int | None:
         """Segments L of a candidate with a CR at a sequence length (None otherwise)."""
@@ -387,6 +403,9 @@ def _candidate(
     path: Path | None,
 ) -> dict[str, object]:
     strategy, devices, cr = key
+    if cr is None and registry.strategy(strategy).params:
+        problem = f"{strategy} needs its cr (rows on {devices} devices have none): {_BY_CR}"
+        raise InputError(path, "cr", problem)
     tokens, outputs, batches, bandwidths = axes
     for cell in itertools.product(tokens, outputs or (None,), batches, bandwidths):
         if cell not in grid:
