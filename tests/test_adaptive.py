@@ -197,6 +197,16 @@ def test_an_observed_condition_that_cannot_be_is_a_value_error(
             make_policy(name, policy.map).choose(batch, bandwidth_mbps)
 
 
+@pytest.mark.parametrize("tokens", [0, -5, math.nan])
+def test_an_observed_sequence_length_that_cannot_be_is_a_value_error(tokens: float) -> None:
+    """Tokens 0 or below were extrapolated to a decision (single at 0 ms on -5 tokens,
+    Prism with 1 segment on 0)."""
+    perf_map = validate_map(hand_map(), None)
+    for name in POLICIES:
+        with pytest.raises(ValueError, match="the observed tokens must be a positive number"):
+            make_policy(name, perf_map).choose(4, 300, tokens=tokens)
+
+
 def test_baselines_respect_the_devices_up() -> None:
     perf_map = validate_map(two_and_four_map(), None)
     distributed = make_policy("always_distributed", perf_map)

@@ -112,12 +112,12 @@ class Condition:
     output_tokens: float | None = None  # a decoder's
 
 
-def _check_observed(batch: float, bandwidth_mbps: float) -> None:
-    """A ValueError unless the observed batch and bandwidth are positive finite numbers
+def _check_observed(**observed: float | None) -> None:
+    """A ValueError unless each observed value given (not None) is a positive finite number
     (a batch of 0 was a 'math domain error' from the map's log2; a negative bandwidth was
-    clamped to the map's lowest and decided on)."""
-    for name, value in (("batch", batch), ("bandwidth_mbps", bandwidth_mbps)):
-        if not (math.isfinite(value) and value > 0):
+    clamped to the map's lowest and decided on; tokens of 0 or below were extrapolated)."""
+    for name, value in observed.items():
+        if value is not None and not (math.isfinite(value) and value > 0):
             raise ValueError(f"the observed {name} must be a positive number, got {value}")
 
 
@@ -147,7 +147,9 @@ class _MapPolicy:
         output_tokens: float | None = None,
     ) -> Decision:
         """The policy's decision at an observed condition (see ``SelectionPolicy``)."""
-        _check_observed(batch, bandwidth_mbps)
+        _check_observed(
+            batch=batch, bandwidth_mbps=bandwidth_mbps, tokens=tokens, output_tokens=output_tokens
+        )
         at = Condition(
             batch,
             bandwidth_mbps,
