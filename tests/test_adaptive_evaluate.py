@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
+from edgetwin import evaluate_adaptive
 from edgetwin.errors import InputError
 from edgetwin.evaluate.adaptive import (
     Choice,
@@ -311,6 +313,24 @@ def test_a_condition_where_every_candidate_runs_out_of_memory_is_not_scored(
 
 
 def test_every_condition_out_of_memory_is_refused(tmp_path: Path) -> None:
-    inputs = load_eval_inputs(_boards_with_ram(tmp_path, 300))
+    """It named the scenario and no field; the conditions are the evaluation's held_out."""
+    path = _boards_with_ram(tmp_path, 300)
+    inputs = load_eval_inputs(path)
     with pytest.raises(InputError, match="every candidate fails at every held-out condition"):
         evaluate(inputs.scenario, inputs.scenario_path, inputs.settings)
+    with pytest.raises(InputError, match="every candidate fails at every held-out") as exc:
+        evaluate_adaptive(path)
+    assert (exc.value.path, exc.value.field) == (str(path), "held_out")
+
+
+def test_a_policy_the_map_cannot_serve_names_the_evaluation_file(tmp_path: Path) -> None:
+    """always_distributed on a scenario that runs single alone: the line named neither
+    file, only 'policies'."""
+    scenario = yaml.safe_load((REPO / "scenarios" / "adaptive_prism.yaml").read_text())
+    scenario["strategies"] = [{"name": "single"}]
+    (tmp_path / "single.yaml").write_text(yaml.safe_dump(scenario))
+    path = tmp_path / "single.eval.yaml"
+    path.write_text("scenario: single.yaml\nheld_out: {batch: [8], bandwidth_mbps: [500]}\n")
+    with pytest.raises(InputError, match="always_distributed: the map has no distributed") as exc:
+        evaluate_adaptive(path)
+    assert (exc.value.path, exc.value.field) == (str(path), "policies")

@@ -356,11 +356,13 @@ def evaluate(
     *,
     truth_rows: Sequence[ResultRow] | None = None,
     truth_table: Path | None = None,
+    settings_path: Path | None = None,
 ) -> Evaluation:
     """Profile (or read) the map, take the ground truth (the twin at the held-out conditions,
     or ``truth_rows`` measured, read from ``truth_table``), score each policy; ``on_step``
     is called after each twin sweep at one sequence length, for a decoder after each
-    configuration (``evaluation_steps``)."""
+    configuration (``evaluation_steps``). ``settings_path``: the evaluation file, named by
+    the errors of its fields (``held_out``, ``policies``) found only here."""
     decoder = isinstance(scenario.model, DecoderSpec)
     objective = settings.objective_spec
     perf_map = (
@@ -393,13 +395,15 @@ def evaluate(
         truth = _truth_by_condition(rows, held_out.devices)
         source = "twin"
     _check_ranked_values(objective, _map_values(objective, perf_map), map_table, scenario_path)
-    where = truth_table if truth_rows is not None else scenario_path
     infeasible = tuple(key for key, here in truth.items() if _nothing_runs(here, objective))
     if len(infeasible) == len(truth):
-        raise InputError(where, None, "every candidate fails at every held-out condition")
+        nothing_runs = "every candidate fails at every held-out condition"
+        if truth_rows is not None:
+            raise InputError(truth_table, None, nothing_runs)
+        raise _settings_error(settings_path, scenario_path, "held_out", nothing_runs)
     policies = {name: make_policy(name, perf_map, objective) for name in settings.policies}
     conditions = [
-        _score_condition(key, here, perf_map, objective, policies, map_table)
+        _score_condition(key, here, perf_map, objective, policies, (map_table, settings_path))
         for key, here in truth.items()
         if key not in infeasible
     ]
@@ -420,6 +424,16 @@ def evaluate(
         (*unplayed_in_twin(scenario, scenario_path), *_flopless(settings, perf_map)),
         infeasible,
     )
+
+
+def _settings_error(
+    settings_path: Path | None, scenario_path: Path | None, field: str, problem: str
+) -> InputError:
+    """An error of the evaluation file's ``field``; without the file (an API call with the
+    settings alone), of the scenario, which the field's values were run on."""
+    if settings_path is not None:
+        return InputError(settings_path, field, problem)
+    return InputError(scenario_path, None, problem)
 
 
 # the results columns each objective ranks by (weighted divides energy by single's)
@@ -524,9 +538,11 @@ def _score_condition(
     perf_map: PerformanceMap,
     objective: Objective,
     policies: dict[str, SelectionPolicy],
-    map_table: Path | None,
+    files: tuple[Path | None, Path | None],
 ) -> ConditionResult:
-    """The oracle, each policy's pick and the best profiled candidate at one condition."""
+    """The oracle, each policy's pick and the best profiled candidate at one condition;
+    ``files``: the map table and the evaluation file, named by errors (None: not known)."""
+    map_table, settings_path = files
     batch, bw, devices, tokens, output = key
     baseline = truth[_baseline_label()]
     costs = {label: objective.cost(value, baseline) for label, value in truth.items()}
@@ -536,7 +552,7 @@ def _score_condition(
         try:
             picks[name] = policy.choose(batch, bw, devices, tokens, output).label
         except ValueError as exc:
-            raise InputError(map_table, "policies", f"{name}: {exc}") from None
+            raise InputError(settings_path or map_table, "policies", f"{name}: {exc}") from None
         if picks[name] not in costs:
             outputs = "" if output is None else f", {output} output tokens"
             where = f"batch {batch}, {bw:g} Mbit/s, {devices} devices up, {tokens} tokens{outputs}"

@@ -67,6 +67,7 @@ def evaluate_adaptive(
                 advance,
                 truth_rows=inputs.truth_rows,
                 truth_table=inputs.truth_table,
+                settings_path=spec_path,
             )
             if staging is not None:
                 write_evaluation(staging, result)
