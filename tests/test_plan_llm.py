@@ -136,8 +136,20 @@ def test_longest_context_needs_a_decoder_and_lists_share_a_sweep(tmp_path: Path)
             {"kind": "crossover", "strategy": {"name": "prism", "cr": 4}},
         ],
     )
-    with pytest.raises(InputError, match="shares one sweep"):
+    with pytest.raises(InputError, match="shares one sweep") as error:
         load_question(mixed)
+    assert error.value.field == "question"  # these three named no field
+    with pytest.raises(InputError, match="a list needs at least one question") as error:
+        load_question(llm_question(tmp_path, question=[]))
+    assert error.value.field == "question"
+    two_prompts = llm_question(
+        tmp_path,
+        axes={"batch": [1], "bandwidth_mbps": [400], "prompt_tokens": [128, 512]},
+        question={"kind": "crossover", "strategy": {"name": "prism", "cr": 4}},
+    )
+    with pytest.raises(InputError, match="crossover takes one prompt and output") as error:
+        load_question(two_prompts)
+    assert error.value.field == "axes"
     unknown = llm_question(tmp_path, question={"kind": "best_mode", "metrics": ["speed"]})
     with pytest.raises(InputError, match=r"unknown metric 'speed'; known: total_ms, ttft_ms"):
         load_question(unknown)

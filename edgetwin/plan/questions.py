@@ -17,7 +17,6 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
-    model_validator,
 )
 
 from edgetwin.decoder_spec import DecoderSpec
@@ -222,25 +221,6 @@ class PlanQuestion(Strict):
     axes: SweepAxes
     question: Questions  # one question, or a list of questions that share the sweep
 
-    @model_validator(mode="after")
-    def _axes_fit_the_question(self) -> PlanQuestion:
-        kinds = self.kinds
-        if not kinds:
-            raise ValueError("question: a list needs at least one question")
-        if len(kinds) > 1 and not all(k.kind in SHARED_SWEEP for k in kinds):
-            raise ValueError(f"question: a list shares one sweep: only {', '.join(SHARED_SWEEP)}")
-        crowd = self.crowd
-        if crowd != isinstance(self.axes, CrowdAxes):
-            wanted = "fleet_size" if crowd else "batch and bandwidth_mbps"
-            raise ValueError(f"axes of a {kinds[0].kind} question are {wanted}")
-        several = isinstance(self.axes, Axes) and (
-            len(self.axes.prompt_tokens) > 1 or len(self.axes.output_tokens) > 1
-        )
-        single_workload = [k.kind for k in kinds if k.kind not in SHARED_SWEEP]
-        if several and single_workload:
-            raise ValueError(f"axes: {single_workload[0]} takes one prompt and output length")
-        return self
-
     @property
     def kinds(self) -> tuple[AnyKind, ...]:
         """The questions asked (a file may list several that share the sweep)."""
@@ -273,6 +253,7 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
         question = load_yaml_model(path, PlanQuestion, overrides)
     except InputError as exc:
         raise _without_tags(exc) from None
+    _check_axes_fit_the_question(question, path)
     scenario_path = referenced_file(question.scenario, path.resolve().parent, path, "scenario")
     scenario_raw = read_yaml_mapping(scenario_path)
     check_named_scenario(scenario_raw, scenario_path, path, "scenario")
@@ -302,6 +283,28 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
         _check_decoder_metrics(question, scenario, path)
         build_fleet(scenario, scenario_path)  # its device profiles: errors before any run
     return LoadedQuestion(path, question, scenario, scenario_path)
+
+
+def _check_axes_fit_the_question(question: PlanQuestion, path: Path) -> None:
+    """A list of questions that can share one sweep, and the axes their kind sweeps; the
+    errors name ``question`` or ``axes`` (raised by the model, they named no field)."""
+    kinds = question.kinds
+    if not kinds:
+        raise InputError(path, "question", "a list needs at least one question")
+    if len(kinds) > 1 and not all(k.kind in SHARED_SWEEP for k in kinds):
+        problem = f"a list shares one sweep: only {', '.join(SHARED_SWEEP)}"
+        raise InputError(path, "question", problem)
+    axes, crowd = question.axes, question.crowd
+    if crowd != isinstance(axes, CrowdAxes):
+        wanted = "fleet_size" if crowd else "batch and bandwidth_mbps"
+        raise InputError(path, "axes", f"axes of a {kinds[0].kind} question are {wanted}")
+    several = isinstance(axes, Axes) and (
+        len(axes.prompt_tokens) > 1 or len(axes.output_tokens) > 1
+    )
+    single_workload = [k.kind for k in kinds if k.kind not in SHARED_SWEEP]
+    if several and single_workload:
+        problem = f"{single_workload[0]} takes one prompt and output length"
+        raise InputError(path, "axes", problem)
 
 
 _BY_SHARE = "crowd_capacity scales classes given by 'share', adding up to 1"
