@@ -123,6 +123,16 @@ def test_bad_settings_name_file_and_field(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
         load_affinity_settings(bad)
     assert err.value.path == str(bad) and err.value.field == "schedulers"
+    # given twice: the second ran again under the same name (affinity.json held both) or,
+    # a scheduler, was dropped without a word
+    bad.write_text(f"scenario: {SCENARIO}\ninstances: [{{name: a}}, {{name: a}}]\n")
+    with pytest.raises(InputError, match="instance 'a' is given twice") as err:
+        load_affinity_settings(bad)
+    assert (err.value.path, err.value.field) == (str(bad), "instances.1.name")
+    bad.write_text(f"scenario: {SCENARIO}\nschedulers: [fifo, fifo]\ninstances: [{{name: a}}]\n")
+    with pytest.raises(InputError, match="scheduler 'fifo' is given twice") as err:
+        load_affinity_settings(bad)
+    assert (err.value.path, err.value.field) == (str(bad), "schedulers")
     bad.write_text(f"scenario: {SCENARIO}\ninstances: [{{name: a, set: [crowd.job.inputs=0]}}]\n")
     with pytest.raises(InputError) as err:
         load_affinity_settings(bad)

@@ -67,6 +67,9 @@ class AffinitySettings(Strict):
         unknown = [n for n in names if n not in SCHEDULERS]
         if unknown:
             raise ValueError(f"unknown scheduler {unknown[0]!r}; known: {sorted(SCHEDULERS)}")
+        repeated = [n for k, n in enumerate(names) if n in names[:k]]
+        if repeated:
+            raise ValueError(f"scheduler {repeated[0]!r} is given twice; give each once")
         return names
 
 
@@ -99,6 +102,7 @@ def load_affinity_settings(
         settings = AffinitySettings.model_validate(raw)
     except ValidationError as exc:
         raise validation_error(exc, path, AffinitySettings) from None
+    _check_instance_names(settings.instances, path)
     scenario_path = referenced_file(settings.scenario, path.resolve().parent, path, "scenario")
     scenario_raw = read_yaml_mapping(scenario_path)
     check_named_scenario(scenario_raw, scenario_path, path, "scenario")
@@ -131,6 +135,15 @@ def load_affinity_settings(
             check_emu_instance(scenario, scenario_path, (path, f"instances.{k}"), machine)
         scenarios.append((scenario, scenario_path))
     return settings, scenarios
+
+
+def _check_instance_names(instances: tuple[InstanceSpec, ...], path: Path) -> None:
+    """Each instance's name once: it labels the instance's results (affinity.json, page)."""
+    names = [instance.name for instance in instances]
+    for k, name in enumerate(names):
+        if name in names[:k]:
+            problem = f"instance {name!r} is given twice; give each instance its own name"
+            raise InputError(path, f"instances.{k}.name", problem)
 
 
 def _instance_scenario(
