@@ -153,6 +153,10 @@ def test_longest_context_needs_a_decoder_and_lists_share_a_sweep(tmp_path: Path)
     unknown = llm_question(tmp_path, question={"kind": "best_mode", "metrics": ["speed"]})
     with pytest.raises(InputError, match=r"unknown metric 'speed'; known: total_ms, ttft_ms"):
         load_question(unknown)
+    twice = llm_question(tmp_path, question={"kind": "best_mode", "metrics": ["ttft_ms"] * 2})
+    with pytest.raises(InputError, match="ttft_ms is given twice") as error:  # two same grids
+        load_question(twice)
+    assert error.value.field == "question.metrics"
 
 
 def test_plan_page_figures_follow_the_answer(planned: Any) -> None:

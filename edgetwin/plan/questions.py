@@ -142,6 +142,9 @@ class BestMode(Strict):
         for metric in metrics:
             if metric not in BEST_METRICS:
                 raise ValueError(f"unknown metric {metric!r}; known: {', '.join(BEST_METRICS)}")
+        repeated = [m for k, m in enumerate(metrics) if m in metrics[:k]]
+        if repeated:
+            raise ValueError(f"{repeated[0]} is given twice; give each metric once")
         return metrics
 
 
