@@ -224,6 +224,7 @@ class SweepSpec(StrictSweep):
 
 # the lists a sweep may leave out (optional_values: their default is empty)
 SWEEP_OPTIONAL_LISTS = tuple(n for n, f in SweepSpec.model_fields.items() if f.default == ())
+DECODER_SWEEP_KEYS = ("prompt_tokens", "output_tokens")  # a decoder's workload axes
 
 
 class WorkloadSpec(Strict):
@@ -531,9 +532,13 @@ class Scenario(Strict):
             if registry.strategy(strategy.name).splits_layers:
                 raise ValueError(f"strategies.{i}.name: {strategy.name} runs decoder models only")
         _check_positions_split(self, self.model)
-        swept = any(s.prompt_tokens or s.output_tokens for s in self.sweeps)
-        if self.workload is not None or swept:
-            raise ValueError("'workload', prompt_tokens and output_tokens are for decoder models")
+        decoder_only = "'workload', prompt_tokens and output_tokens are for decoder models"
+        if self.workload is not None:
+            raise ValueError(decoder_only)
+        for i, sweep in enumerate(self.sweeps):
+            swept = next((key for key in DECODER_SWEEP_KEYS if getattr(sweep, key)), None)
+            if swept is not None:  # the field first, as a plan names its axes by it
+                raise ValueError(f"sweeps.{i}.{swept}: {decoder_only}")
         return self
 
     @property
@@ -809,7 +814,7 @@ def dump_resolved(scenario: Scenario) -> str:
     if not isinstance(scenario.model, DecoderSpec):
         del raw["workload"]
         for sweep in raw["sweeps"]:
-            for key in ("prompt_tokens", "output_tokens"):
+            for key in DECODER_SWEEP_KEYS:
                 sweep.pop(key, None)  # left out of the dump when not given
     return yaml.safe_dump(raw, sort_keys=False)
 

@@ -129,6 +129,16 @@ def test_longest_context_needs_a_decoder_and_lists_share_a_sweep(tmp_path: Path)
     with pytest.raises(InputError, match="longest_context needs a decoder") as error:
         load_question(encoder)
     assert error.value.field == "question"
+    prompts = llm_question(
+        tmp_path,
+        scenario=str(REPO / "scenarios" / "prism_jetson.yaml"),
+        set=[],
+        axes={"batch": [1], "bandwidth_mbps": [400], "prompt_tokens": [128]},
+        question={"kind": "best_mode"},
+    )
+    with pytest.raises(InputError, match="are for decoder models") as error:
+        load_question(prompts)
+    assert error.value.field == "axes.prompt_tokens"  # it named no field
     mixed = llm_question(
         tmp_path,
         question=[
