@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pytest
 
+from edgetwin.cli import main
 from edgetwin.configuration import CrowdRun
 from edgetwin.errors import InputError
 from edgetwin.evaluate.affinity import (
@@ -103,6 +105,34 @@ def test_optimum_by_hand_one_phone() -> None:
     best = optimum(inst).schedule
     assert best.makespan_ms == pytest.approx(by_hand)
     assert (best.cold_loads, best.warm_loads, best.evictions) == (0, 3, 2)
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_a_node_limit_below_one_schedule_still_gives_one(prefetch: bool) -> None:
+    """A node_limit that ran out before the search reached its first complete schedule
+    (9 tasks here: at most 9 nodes) was an AssertionError, a traceback of evaluate-affinity
+    with node_limit: 5. The search now goes on to its first schedule, reported unproved."""
+    inst, _ = _instance()
+    best = optimum(inst, prefetch=prefetch)
+    for node_limit in (1, 5):
+        found = optimum(inst, node_limit, prefetch)
+        assert not found.proved
+        assert found.schedule.makespan_ms >= best.schedule.makespan_ms - 1e-9
+
+
+def test_evaluate_affinity_says_an_optimum_is_not_proved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "small.eval.yaml"
+    spec.write_text(
+        f"scenario: {SCENARIO}\nrepetitions: 1\nnode_limit: 1\ninstances: [{{name: p3}}]\n"
+    )
+    assert main(["evaluate-affinity", str(spec), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("p3 (crowdio_streaming): optimum ")
+    assert "s (not proved within node_limit); affinity " in line
+    data = json.loads((tmp_path / "out" / "affinity.json").read_text())
+    assert data["instances"][0]["optimum"]["proved"] is False
 
 
 @pytest.mark.parametrize("scheduler", ["affinity", "fifo", "least_loaded", "random"])

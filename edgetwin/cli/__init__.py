@@ -516,8 +516,11 @@ def _evaluate_affinity(args: argparse.Namespace) -> int:
     )
     for instance in result.instances:
         optimum_s = instance.optimum.schedule.makespan_ms / 1e3
+        proved = "" if instance.optimum.proved else " (not proved within node_limit)"
         regrets = ", ".join(f"{n} {s.regret_pct:.1f} %" for n, s in instance.schedulers.items())
-        print(f"{instance.name} ({instance.strategy}): optimum {optimum_s:.4g} s; {regrets}")
+        print(
+            f"{instance.name} ({instance.strategy}): optimum {optimum_s:.4g} s{proved}; {regrets}"
+        )
     print(f"-> {written(args.out)}")
     return 0
 

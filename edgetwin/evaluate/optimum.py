@@ -323,7 +323,9 @@ def _phone_key(inst: Instance, state: _State, phone: int) -> tuple[object, ...]:
 
 
 def optimum(inst: Instance, node_limit: int = 2_000_000, prefetch: bool = True) -> Optimum:
-    """The assignment with the smallest makespan, by branch and bound."""
+    """The assignment with the smallest makespan, by branch and bound. Past ``node_limit``
+    nodes the search stops once it has a schedule (the best found, not proved); it used to
+    stop before its first one too, and had none to give."""
     best: list[Schedule | None] = [None]
     nodes = [0]
     infeasible = [s for s in range(inst.stages) if not any(p.fits[s] for p in inst.phones)]
@@ -332,7 +334,7 @@ def optimum(inst: Instance, node_limit: int = 2_000_000, prefetch: bool = True) 
 
     def search(state: _State) -> None:
         nodes[0] += 1
-        if nodes[0] > node_limit:
+        if nodes[0] > node_limit and best[0] is not None:
             return
         if state.done(inst):
             found = state.schedule(inst)
