@@ -531,7 +531,7 @@ class Scenario(Strict):
         for i, strategy in enumerate(self.strategies):
             if registry.strategy(strategy.name).splits_layers:
                 raise ValueError(f"strategies.{i}.name: {strategy.name} runs decoder models only")
-        _check_positions_split(self, self.model)
+        check_positions_split(self, self.model)
         decoder_only = "'workload', prompt_tokens and output_tokens are for decoder models"
         if self.workload is not None:
             raise ValueError(decoder_only)
@@ -573,8 +573,10 @@ def _check_device_names(devices: Sequence[DeviceSpec]) -> None:
                 )
 
 
-def _check_positions_split(scenario: Scenario, model: ModelSpec) -> None:
-    """A position-wise strategy gives every device at least one of the model's tokens."""
+def check_positions_split(scenario: Scenario, model: ModelSpec) -> None:
+    """A position-wise strategy gives every device at least one of the model's tokens (a
+    ValueError ``sweeps.J.devices: STRATEGY: PROBLEM``); ``model``: the scenario's, or the
+    same at another sequence length."""
     for strategy in scenario.strategies:
         definition = registry.strategy(strategy.name)
         if definition.layout is None or definition.one_device:

@@ -139,6 +139,15 @@ def test_bad_evaluation_files(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("field", ["map_tokens", "held_out.tokens"])
+def test_a_sequence_length_a_split_cannot_share_is_refused(field: str) -> None:
+    """1 token over Voltage's 2 devices was a ValueError traceback from the twin's layout
+    (the scenario's own check saw its model's 197 tokens only)."""
+    with pytest.raises(InputError, match="voltage: 1 tokens cannot be split over 2") as exc:
+        load_eval_inputs(EVAL, (f"{field}=[197, 1]",))
+    assert (exc.value.path, exc.value.field) == (str(EVAL), f"{field}.1")
+
+
+@pytest.mark.parametrize("field", ["map_tokens", "held_out.tokens"])
 def test_an_empty_token_list_is_refused_not_read_as_the_default(field: str) -> None:
     """``[]`` silently meant "the model's own tokens", as leaving the list out does; given,
     a list of sequence lengths holds at least one (as a sweep's lists do)."""

@@ -62,6 +62,7 @@ from edgetwin.results import ResultRow
 from edgetwin.scenario import (
     Scenario,
     SweepSpec,
+    check_positions_split,
     configurations,
     load_scenario,
 )
@@ -151,6 +152,7 @@ def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
     check_named_scenario(read_yaml_mapping(scenario_path), scenario_path, path, "scenario")
     scenario = load_scenario(scenario_path)
     _check_model_kind(settings, scenario, scenario_path.name, path)
+    _check_sequence_lengths(settings, scenario, path)
     build_fleet(scenario, scenario_path)  # its device profiles
     fleet = sum(d.count for d in scenario.devices)
     held_out = settings.held_out
@@ -185,6 +187,25 @@ def _check_model_kind(settings: EvalSettings, scenario: Scenario, name: str, pat
         if held_out is not None and getattr(held_out, key):
             problem = f"{name} runs an encoder: give held_out.tokens"
             raise InputError(path, f"held_out.{key}", problem)
+
+
+def _check_sequence_lengths(settings: EvalSettings, scenario: Scenario, path: Path) -> None:
+    """Every split of the map's sweeps (and of the held-out one) gives each device a token
+    at each sequence length the evaluation runs; the scenario checked its model's only (1
+    token over 2 devices was a ValueError traceback from the twin's layout)."""
+    if isinstance(scenario.model, DecoderSpec):
+        return  # its lengths are its sweeps' prompts, which the scenario checked
+    held_out = settings.held_out
+    runs = [("map_tokens", settings.map_tokens, scenario.sweeps)]
+    if held_out is not None:
+        runs.append(("held_out.tokens", held_out.tokens, (held_out.sweep(),)))
+    for field, lengths, sweeps in runs:
+        at = scenario.model_copy(update={"sweeps": sweeps})
+        for i, tokens in enumerate(lengths):
+            try:
+                check_positions_split(at, scenario.encoder.model_copy(update={"tokens": tokens}))
+            except ValueError as exc:  # its field is the sweep's: here, the length's
+                raise InputError(path, f"{field}.{i}", str(exc).partition(": ")[2]) from None
 
 
 @dataclass(frozen=True)
