@@ -134,15 +134,15 @@ def build_instance(scenario: Scenario, setup: CrowdSetup, strategy: str) -> Inst
     stacks = {p.name: NetworkParams(**p.phone_class.profile.network.model_dump()) for p in phones}
     cold = crowd.cache == "cold"
     first = job.stages[0]
+    # a warm cache holds no stage larger than the phone's storage: that one is downloaded
+    downloads = [p for p in phones if cold or first.size_mb > p.phone_class.profile.cache_mb]
     broadcast = _channel_runs(
         scenario,
         stacks,
         {
             p.name: (p.phone_class.profile.network.message_overhead_ms, blob_bytes(first))
-            for p in phones
-        }
-        if cold
-        else {},
+            for p in downloads
+        },
     )
     costs = []
     for p in phones:
@@ -166,7 +166,7 @@ def build_instance(scenario: Scenario, setup: CrowdSetup, strategy: str) -> Inst
                 ),
                 fits=tuple(p.phone_class.holds(s) for s in job.stages),
                 broadcast_ms=broadcast.get(p.name, 0.0) + warm_load_ms(profile, first),
-                broadcast_cold=cold,
+                broadcast_cold=p.name in broadcast,
                 cache_mb=profile.cache_mb,
             )
         )
