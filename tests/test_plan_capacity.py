@@ -178,6 +178,23 @@ def test_one_run_of_several_keeps_up() -> None:
     assert describe_capacity(result)[1] == "3 phones: 1 of 2 runs keeps up, worst p95 70.0 s"
 
 
+def test_a_run_that_finished_no_job_is_said_so() -> None:
+    """No p95 means a run in which no job finished; the line said 'a job unfinished'."""
+    runs = [judge_run([job(None), job(None)], 60, 0, 60), judge_run([job(20.0)], 60, 0, 60)]
+    fleet = {"fleet_size": 2, "runs_keeping_up": 1, "runs": runs, "worst_p95_s": None}
+    result = {
+        "interarrival_s": 60,
+        "strategy": "crowdio_streaming",
+        "scheduler": "affinity",
+        "target_p95_s": 60,
+        "repetitions": 2,
+        "by_bandwidth": [{"bandwidth_mbps": 50, "fleets": [fleet], "smallest_fleet": None}],
+    }
+    assert runs[0]["p95_s"] is None and runs[1]["p95_s"] == 20.0
+    line = describe_capacity(result)[1]
+    assert line == "2 phones: 1 of 2 runs keeps up, no job finished in a run"
+
+
 def test_crowd_sweep_is_the_same_on_a_pool(tmp_path: Path) -> None:
     loaded = load_question(capacity_question(tmp_path, axes={"fleet_size": [2, 4]}))
     serial, _ = sweep_rows(loaded, journal_for(loaded, tmp_path / "s"), SerialExecutor())

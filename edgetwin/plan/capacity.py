@@ -169,7 +169,7 @@ def describe_capacity(result: dict[str, Any]) -> list[str]:
         lines.append(head + link + found)
         for fleet in at["fleets"]:
             p95 = fleet["worst_p95_s"]
-            shown = "a job unfinished" if p95 is None else f"worst p95 {p95:.1f} s"
+            shown = "no job finished in a run" if p95 is None else f"worst p95 {p95:.1f} s"
             keeping, runs = fleet["runs_keeping_up"], len(fleet["runs"])
             keep = "keeps up" if 1 in (keeping, runs) else "keep up"
             lines.append(
