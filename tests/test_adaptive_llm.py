@@ -222,7 +222,7 @@ def test_edgetwin_evaluate_takes_a_decoder_scenario(
     (tmp_path / "e.eval.yaml").write_text(f"scenario: llm.yaml\nobjective: tpot\n{held_out}")
     out = tmp_path / "out"
     assert main(["evaluate", str(tmp_path / "e.eval.yaml"), "--out", str(out), "--quiet"]) == 0
-    assert "ground truth: twin, 1 conditions" in capsys.readouterr().out
+    assert "ground truth: twin, 1 condition\n" in capsys.readouterr().out  # was "1 conditions"
     data = json.loads((out / "evaluation.json").read_text())
     assert data["map"]["tokens"] == [64] and data["map"]["output_tokens"] == [16]
     assert data["conditions"][0]["output_tokens"] == 16  # the workload's, as in the map

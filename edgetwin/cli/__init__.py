@@ -484,9 +484,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         command=args.command,
     )
     print_warnings(result.warnings)
-    print(f"ground truth: {result.truth_source}, {len(result.conditions)} conditions")
+    print(f"ground truth: {result.truth_source}, {counted(len(result.conditions), 'condition')}")
     if result.infeasible:
-        print(f"not scored: {len(result.infeasible)} conditions where every candidate fails")
+        infeasible = counted(len(result.infeasible), "condition")
+        print(f"not scored: {infeasible} where every candidate fails")
     for cell in result.skipped:
         print(
             f"skipped batch {cell.batch}, {cell.bandwidth_mbps:g} Mbps, {cell.tokens} tokens: "
