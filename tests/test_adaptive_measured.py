@@ -14,8 +14,10 @@ import pytest
 
 from edgetwin.calibration.fit_emu import calibrate_from_emu
 from edgetwin.cli import main as cli_main
+from edgetwin.cli import skipped_line
 from edgetwin.errors import InputError
 from edgetwin.evaluate.adaptive import Evaluation, evaluate, load_eval_inputs, regret_pct
+from edgetwin.evaluate.measured import SkippedCell
 from edgetwin.profile import load_profile
 from edgetwin.scenario import load_scenario
 
@@ -152,6 +154,19 @@ def test_a_map_without_flops_warns_that_the_flop_heuristic_picks_single(
     with_flops = _run(TWIN_EVAL, (f"map_table={tmp_path / 'twin' / 'results.csv'}",))
     assert not any("flop_heuristic" in w for w in with_flops.warnings)
     assert len(twin.rows) == len(rows)
+
+
+def test_a_skipped_decoder_cell_names_its_output_tokens() -> None:
+    """The console named an encoder's tokens only: a decoder's cells that differ in output
+    tokens alone printed the same line."""
+    encoder = SkippedCell(4, 400.0, 197, ("prism cr 9.9 x2",))
+    decoder = SkippedCell(2, 300.0, 256, ("prism cr 4 x2",), output_tokens=32)
+    assert skipped_line(encoder) == (
+        "skipped batch 4, 400 Mbps, 197 tokens: not measured for prism cr 9.9 x2"
+    )
+    assert skipped_line(decoder) == (
+        "skipped batch 2, 300 Mbps, 256 prompt and 32 output tokens: not measured for prism cr 4 x2"
+    )
 
 
 def test_a_cell_without_the_ranked_value_is_skipped(tmp_path: Path) -> None:

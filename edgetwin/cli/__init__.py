@@ -39,6 +39,7 @@ from edgetwin.errors import (
 )
 from edgetwin.evaluate.adaptive import load_eval_inputs
 from edgetwin.evaluate.affinity import load_affinity_settings
+from edgetwin.evaluate.measured import SkippedCell
 from edgetwin.file_kinds import Kind, check_kind
 from edgetwin.links import within_tolerance
 from edgetwin.provenance import edgetwin_version, recording_reads, write_provenance
@@ -489,10 +490,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         infeasible = counted(len(result.infeasible), "condition")
         print(f"not scored: {infeasible} where every candidate fails")
     for cell in result.skipped:
-        print(
-            f"skipped batch {cell.batch}, {cell.bandwidth_mbps:g} Mbps, {cell.tokens} tokens: "
-            f"not measured for {', '.join(cell.missing)}"
-        )
+        print(skipped_line(cell))
     for name, score in result.scores.items():
         print(
             f"{name}: accuracy {score.decision_accuracy:.3f}, regret mean "
@@ -500,6 +498,16 @@ def _evaluate(args: argparse.Namespace) -> int:
         )
     print(f"-> {written(args.out)}")
     return 0
+
+
+def skipped_line(cell: SkippedCell) -> str:
+    """A measured cell the evaluation could not score, and which candidates it lacks (a
+    decoder's cell: its prompt and output tokens)."""
+    tokens = f"{cell.tokens} tokens"
+    if cell.output_tokens is not None:
+        tokens = f"{cell.tokens} prompt and {cell.output_tokens} output tokens"
+    where = f"batch {cell.batch}, {cell.bandwidth_mbps:g} Mbps, {tokens}"
+    return f"skipped {where}: not measured for {', '.join(cell.missing)}"
 
 
 def _evaluate_affinity(args: argparse.Namespace) -> int:
