@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -319,6 +321,28 @@ def test_a_condition_where_every_candidate_runs_out_of_memory_is_not_scored(
     assert [key[0] for key in result.infeasible] == [32]
     assert result.to_json()["conditions_infeasible"] == 1
     assert set(result.scores) == set(inputs.settings.policies)
+
+
+def _strict_json(text: str) -> Any:
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_an_infinite_regret_is_null_in_evaluation_json(tmp_path: Path) -> None:
+    """Single runs out of memory at batch 32 on these boards, Prism does not:
+    always_single's regret there is infinite, and evaluation.json said Infinity, which is
+    not JSON (jq, JSON.parse and strict readers refuse the file)."""
+    path = _boards_with_ram(tmp_path, 450)
+    path.write_text(path.read_text().replace("[1, 32]", "[16, 24, 32]"))
+    result = evaluate_adaptive(path, out=tmp_path / "out")
+    assert result.scores["always_single"].max_regret_pct == math.inf
+    data = _strict_json((tmp_path / "out" / "evaluation.json").read_text())
+    assert data["policies"]["always_single"]["max_regret_pct"] is None
+    assert data["policies"]["adaptive"]["max_regret_pct"] == 0.0
+    picks = [c["choices"]["always_single"]["regret_pct"] for c in data["conditions"]]
+    assert picks[0] is not None and picks[-1] is None  # batch 16 ran, 32 did not
 
 
 def test_every_condition_out_of_memory_is_refused(tmp_path: Path) -> None:

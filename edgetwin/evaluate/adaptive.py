@@ -323,37 +323,42 @@ class Evaluation:
         return table
 
     def to_json(self) -> dict[str, Any]:
+        """``evaluation.json``: an infinite regret (the pick ran out of memory where another
+        candidate ran) is ``null``, as JSON has no Infinity."""
         adaptive = self.scores["adaptive"]
         held_out = self.settings.held_out
-        return {
-            "scenario": self.scenario,
-            "objective": self.settings.objective,
-            "weight": self.settings.weight if self.settings.objective == "weighted" else None,
-            "map": {
-                "source": self.perf_map.source,
-                "tokens": list(self.perf_map.tokens),
-                **_decoder_axis(self.perf_map),
-                "devices": list(self.perf_map.devices),
-                "batches": list(self.perf_map.batches),
-                "bandwidths_mbps": list(self.perf_map.bandwidths_mbps),
-                "candidates": [c.label for c in self.perf_map.candidates],
-            },
-            "held_out": None if held_out is None else held_out.model_dump(mode="json"),
-            "truth": {
-                "source": self.truth_source,
-                "skipped": [_skipped_json(cell) for cell in self.skipped],
-            },
-            "conditions_count": len(self.conditions),
-            "conditions_infeasible": len(self.infeasible),
-            "decision_accuracy": adaptive.decision_accuracy,
-            "mean_regret_pct": adaptive.mean_regret_pct,
-            "max_regret_pct": adaptive.max_regret_pct,
-            **map_gap(self.conditions),
-            "by_axis": self.by_axis("adaptive"),
-            "policies": {name: _score_json(score) for name, score in self.scores.items()},
-            "crossover_batch": self.crossover_batch(),
-            "conditions": [_condition_json(c) for c in self.conditions],
-        }
+        record: dict[str, Any] = _finite_or_null(
+            {
+                "scenario": self.scenario,
+                "objective": self.settings.objective,
+                "weight": self.settings.weight if self.settings.objective == "weighted" else None,
+                "map": {
+                    "source": self.perf_map.source,
+                    "tokens": list(self.perf_map.tokens),
+                    **_decoder_axis(self.perf_map),
+                    "devices": list(self.perf_map.devices),
+                    "batches": list(self.perf_map.batches),
+                    "bandwidths_mbps": list(self.perf_map.bandwidths_mbps),
+                    "candidates": [c.label for c in self.perf_map.candidates],
+                },
+                "held_out": None if held_out is None else held_out.model_dump(mode="json"),
+                "truth": {
+                    "source": self.truth_source,
+                    "skipped": [_skipped_json(cell) for cell in self.skipped],
+                },
+                "conditions_count": len(self.conditions),
+                "conditions_infeasible": len(self.infeasible),
+                "decision_accuracy": adaptive.decision_accuracy,
+                "mean_regret_pct": adaptive.mean_regret_pct,
+                "max_regret_pct": adaptive.max_regret_pct,
+                **map_gap(self.conditions),
+                "by_axis": self.by_axis("adaptive"),
+                "policies": {name: _score_json(score) for name, score in self.scores.items()},
+                "crossover_batch": self.crossover_batch(),
+                "conditions": [_condition_json(c) for c in self.conditions],
+            }
+        )
+        return record
 
 
 def evaluation_steps(scenario: Scenario, settings: EvalSettings, map_table: Path | None) -> int:
@@ -786,6 +791,17 @@ def _skipped_json(cell: SkippedCell) -> dict[str, Any]:
 
 def _choice_json(choice: Choice) -> dict[str, Any]:
     return {"label": choice.label, "regret_pct": round(choice.regret_pct, 6)}
+
+
+def _finite_or_null(value: Any) -> Any:
+    """``value`` with every float that is not finite (in lists and dicts) as None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite_or_null(item) for item in value]
+    return value
 
 
 def _num(value: float) -> float | None:

@@ -22,7 +22,7 @@ BANDWIDTH_AXIS = "Bandwidth (Mbit/s)"
 def write_evaluation(out_dir: Path, evaluation: Evaluation) -> list[Path]:
     """Write evaluation.json, evaluation.html and performance_map.json into ``out_dir``."""
     paths = [out_dir / n for n in ("evaluation.json", "evaluation.html", "performance_map.json")]
-    write_text_atomic(paths[0], json.dumps(evaluation.to_json(), indent=1) + "\n")
+    write_text_atomic(paths[0], json.dumps(evaluation.to_json(), indent=1, allow_nan=False) + "\n")
     write_text_atomic(paths[1], render_evaluation(evaluation))
     write_map(paths[2], evaluation.perf_map)
     return paths
