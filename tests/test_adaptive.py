@@ -18,6 +18,7 @@ from edgetwin.policies.adaptive import (
     POLICIES,
     AdaptivePolicy,
     Objective,
+    ObjectiveKind,
     make_policy,
 )
 from edgetwin.policies.perf_map import (
@@ -205,6 +206,22 @@ def test_an_observed_sequence_length_that_cannot_be_is_a_value_error(tokens: flo
     for name in POLICIES:
         with pytest.raises(ValueError, match="the observed tokens must be a positive number"):
             make_policy(name, perf_map).choose(4, 300, tokens=tokens)
+
+
+@pytest.mark.parametrize("objective", ["latency", "energy", "weighted"])
+@pytest.mark.parametrize("zero", [0, 1], ids=["single", "prism"])
+def test_a_zero_in_the_map_leaves_every_policy_a_pick(objective: ObjectiveKind, zero: int) -> None:
+    """A map cell may be 0 (a measured table's total_ms of 0): always_distributed divided
+    by single's 0 ms (ZeroDivisionError) or took the log of Prism's 0 (math domain error),
+    the FLOP heuristic divided by single's time: a traceback of evaluate with such a
+    map_table, of the worker with such a map."""
+    raw = hand_map()
+    raw["candidates"][zero]["latency_ms"] = [[[0, 0], [0, 0]]]
+    raw["candidates"][zero]["energy_j"] = [[[0, 0], [0, 0]]]
+    perf_map = validate_map(raw, None)
+    for name in POLICIES:
+        decision = make_policy(name, perf_map, Objective(objective)).choose(2, 200)
+        assert decision.label in {"single", "prism cr 9.9 x2"}
 
 
 def test_baselines_respect_the_devices_up() -> None:

@@ -245,8 +245,10 @@ class AlwaysDistributedPolicy(_MapPolicy):
             single = self.map.estimate(self.map.single, batch, bw, tokens, output)
             mine = self.map.estimate(candidate, batch, bw, tokens, output)
             baseline = self.objective.cost(single, single)
-            if not math.isinf(baseline):  # no ratio to single where single runs out of memory
-                total += math.log(self.objective.cost(mine, single) / baseline)
+            # no ratio to single where it runs out of memory, or where its objective is 0
+            if not math.isinf(baseline) and baseline > 0:
+                ratio = self.objective.cost(mine, single) / baseline
+                total += math.log(ratio) if ratio > 0 else -math.inf  # 0: infinitely better
         return total
 
 
@@ -268,6 +270,8 @@ class FlopHeuristicPolicy(_MapPolicy):
         single_s = self.estimate(single, at).latency_ms / 1000
         g_single = single.gflops_per_device
         best: tuple[float, Deployment] = (0.0, single)
+        if not single_s > 0:  # no rate for one device to weigh the FLOPs saved against
+            return self.decide(single, at)
         for c in self.candidates(at.devices_up):
             if c.one_device or g_single is None or c.gflops_per_device is None:
                 continue
