@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from edgetwin import evaluate_adaptive
 from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.evaluate.adaptive import Evaluation, evaluate, load_eval_inputs
@@ -211,6 +212,19 @@ def test_bad_decoder_evaluation_files() -> None:
     with pytest.raises(InputError) as exc:
         load_eval_inputs(EVAL, ("objective=speed",))
     assert exc.value.field == "objective"
+
+
+def test_a_tpot_of_one_output_token_is_said_so(tmp_path: Path) -> None:
+    """One output token has no time per later token (TPOT 0 everywhere): the error blamed
+    a missing power meter and named the scenario's 'devices'."""
+    (tmp_path / "llm.yaml").write_text((REPO / "scenarios" / "llm_smoke.yaml").read_text())
+    held_out = "held_out: {batch: [3], bandwidth_mbps: [300], devices: [2], output_tokens: [1]}"
+    path = tmp_path / "e.eval.yaml"
+    path.write_text(f"scenario: llm.yaml\nobjective: tpot\n{held_out}\n")
+    with pytest.raises(InputError, match="a TPOT needs 2 or more output tokens") as exc:
+        evaluate_adaptive(path)
+    assert (exc.value.path, exc.value.field) == (str(path), "held_out.output_tokens")
+    assert "power meter" not in exc.value.problem
 
 
 def test_edgetwin_evaluate_takes_a_decoder_scenario(

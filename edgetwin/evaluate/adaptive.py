@@ -417,10 +417,16 @@ def evaluate(
         )
         if map_table is not None:
             rows = [_named_as_in_map(row, perf_map) for row in rows]
-        _check_ranked_values(objective, _row_values(objective, rows), None, scenario_path)
+        held_out_outputs = (settings_path or scenario_path, "held_out.output_tokens")
+        _check_ranked_values(
+            objective, _row_values(objective, rows), None, scenario_path, held_out_outputs
+        )
         truth = _truth_by_condition(rows, held_out.devices)
         source = "twin"
-    _check_ranked_values(objective, _map_values(objective, perf_map), map_table, scenario_path)
+    map_outputs = (scenario_path, _output_tokens_field(scenario))
+    _check_ranked_values(
+        objective, _map_values(objective, perf_map), map_table, scenario_path, map_outputs
+    )
     infeasible = tuple(key for key, here in truth.items() if _nothing_runs(here, objective))
     if len(infeasible) == len(truth):
         nothing_runs = "every candidate fails at every held-out condition"
@@ -482,22 +488,36 @@ def _check_ranked_values(
     values: dict[str, list[float | None]],
     source: Path | None,
     scenario_path: Path | None,
+    outputs: tuple[Path | None, str | None] = (None, None),
 ) -> None:
     """An InputError unless ``values`` (per results column the objective ranks by, the
     value of every run of one side that did not fail: the ground truth or the map) hold one
     above 0. ``source``: the table
     they come from, None for the twin (powers of 0: a profile without a power meter). The
     energy objectives on such profiles were a ZeroDivisionError (weighted) or ranked zeros,
-    and on a truth table without energy_j said that every candidate fails everywhere."""
+    and on a truth table without energy_j said that every candidate fails everywhere.
+    ``outputs``: the file and field of the twin side's output tokens, named when no TPOT
+    is above 0 (one output token has no later one; it was blamed on a power meter)."""
     for column in RANKED_COLUMNS[objective.kind]:
         ran = values[column]  # none: every run failed (said below: every candidate fails)
         if not ran or any(v is not None and math.isfinite(v) and v > 0 for v in ran):
             continue
         ranks = f"objective {objective.kind} ranks by {column}"
+        if source is None and column == "tpot_ms":
+            problem = f"{ranks}, and a TPOT needs 2 or more output tokens"
+            raise InputError(*outputs, problem)
         if source is None:
             problem = f"{ranks}, and the twin predicts none above 0 (no power meter)"
             raise InputError(scenario_path, "devices", problem)
         raise InputError(source, column, f"{ranks}, and no row has one above 0")
+
+
+def _output_tokens_field(scenario: Scenario) -> str:
+    """Where a decoder scenario's map takes its output tokens: the first sweep that lists
+    them, else the workload."""
+    listed = (i for i, sweep in enumerate(scenario.sweeps) if sweep.output_tokens)
+    index = next(listed, None)
+    return "workload.output_tokens" if index is None else f"sweeps.{index}.output_tokens"
 
 
 def _row_values(objective: Objective, rows: Sequence[ResultRow]) -> dict[str, list[float | None]]:
