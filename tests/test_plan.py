@@ -274,6 +274,37 @@ def test_smallest_fleet_matches_direct_p95(tmp_path: Path) -> None:
     assert answer["per_batch"][1]["smallest_fleet"] == {"devices": 4, "bandwidth_mbps": 400.0}
 
 
+@pytest.mark.parametrize(
+    "question",
+    [
+        {"kind": "smallest_fleet", "target_p95_ms": 600, "strategy": {"name": "prism", "cr": 9.9}},
+        {"kind": "best_mode"},
+    ],
+    ids=["smallest_fleet", "best_mode"],
+)
+def test_an_answer_goes_up_each_axis_however_the_question_lists_it(
+    tmp_path: Path, question: dict[str, Any]
+) -> None:
+    """The grids kept the axes' order: bandwidth_mbps [900, 100, 400] drew its heatmap's
+    columns as 900, 100, 400 Mbit/s (the crossover alone sorted them)."""
+    answers = []
+    for name, batch, bandwidth_mbps in (
+        ("up", [4, 16], [100, 400, 900]),
+        ("mixed", [16, 4], [900, 100, 400]),
+    ):
+        (tmp_path / name).mkdir()
+        axes = {"batch": batch, "bandwidth_mbps": bandwidth_mbps, "devices": [2, 4]}
+        path = question_file(
+            tmp_path / name, set=["devices.0.count=4"], axes=axes, question=question
+        )
+        outcome = run_plan(
+            load_question(path), tmp_path / name / "out", SerialExecutor(), write_plan_report
+        )
+        answers.append(outcome.answer)
+    assert answers[0] == answers[1]
+    assert answers[0]["bandwidths_mbps"] == [100, 400, 900]
+
+
 def test_best_mode_heatmap_and_pareto(tmp_path: Path) -> None:
     loaded = load_question(question_file(tmp_path, question={"kind": "best_mode"}))
     outcome = run_plan(loaded, tmp_path / "out", SerialExecutor(), write_plan_report)

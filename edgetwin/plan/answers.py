@@ -83,13 +83,15 @@ def _answer_one(loaded: LoadedQuestion, kind: AnyKind, rows: Sequence[ResultRow]
     grid, searched = rows[:grid_rows], rows[grid_rows:]  # the searches' units come last
     if isinstance(kind, LongestContext):
         return longest_context(searched, loaded.scenario)
+    # answers and their figures go up each axis, whatever order the question lists it in
+    batches, bandwidths = sorted(axes.batch), sorted(axes.bandwidth_mbps)
     if isinstance(kind, BestMode):
-        return best_mode(grid, axes.batch, axes.bandwidth_mbps, kind.metrics)
+        return best_mode(grid, batches, bandwidths, kind.metrics)
     grouped = group(grid)
     if isinstance(kind, SmallestFleet):
-        return smallest_fleet(kind, grouped, axes.batch, axes.bandwidth_mbps)
+        return smallest_fleet(kind, grouped, batches, bandwidths)
     assert isinstance(kind, Crossover)
-    return crossover(kind, grouped, axes.batch, axes.bandwidth_mbps, axes.devices)
+    return crossover(kind, grouped, batches, bandwidths, axes.devices)
 
 
 def smallest_fleet(
@@ -147,8 +149,9 @@ def crossover(
     bandwidths: Sequence[float],
     fleet_sizes: Sequence[int],
 ) -> dict[str, Any]:
-    """Per batch and fleet size: the bandwidth from which the best variant beats one device."""
-    bws = sorted(bandwidths)
+    """Per batch and fleet size: the bandwidth from which the best variant beats one device
+    (``bandwidths`` in increasing order)."""
+    bws = list(bandwidths)
     single = next(cells for key, cells in grouped.items() if _one_device(key))
     curves = []
     for devices in sorted(fleet_sizes):
@@ -307,9 +310,12 @@ def longest_context(rows: Sequence[ResultRow], scenario: Scenario) -> dict[str, 
 
 
 def pareto_front(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Points no other point beats on both latency and energy, by increasing latency."""
+    """Points no other point beats on both latency and energy, by increasing latency; of
+    equal points (one device's at every bandwidth) the one with the least bandwidth."""
     front: list[dict[str, Any]] = []
-    ordered = sorted(points, key=lambda p: (p["latency_ms"], p["energy_j_per_sample"]))
+    ordered = sorted(
+        points, key=lambda p: (p["latency_ms"], p["energy_j_per_sample"], p["bandwidth_mbps"])
+    )
     for point in ordered:
         if not front or point["energy_j_per_sample"] < front[-1]["energy_j_per_sample"]:
             front.append(point)
