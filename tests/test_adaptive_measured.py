@@ -107,8 +107,12 @@ def test_repetitions_count_with_their_median(tmp_path: Path) -> None:
 
 
 def test_bad_ground_truth(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="exactly one ground truth"):
+    with pytest.raises(InputError, match="a second ground truth") as exc:
         load_eval_inputs(JETSON_EVAL, ("held_out={batch: [1]}",))
+    assert exc.value.field == "truth_table"  # the error named no field
+    with pytest.raises(InputError, match="no ground truth") as exc:
+        load_eval_inputs(JETSON_EVAL, ("truth_table=null",))
+    assert exc.value.field == "held_out"
     table = tmp_path / "no_single.csv"
     table.write_text("strategy,devices,batch,bandwidth_mbps,total_ms\nvoltage,2,1,400,300\n")
     with pytest.raises(InputError, match="no measured row of single"):

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from edgetwin.comparison import check_reference
 from edgetwin.decoder_spec import DecoderSpec
@@ -117,12 +117,6 @@ class EvalSettings(Strict):
             raise ValueError("policies must include 'adaptive'")
         return names
 
-    @model_validator(mode="after")
-    def _one_truth(self) -> EvalSettings:
-        if (self.held_out is None) == (self.truth_table is None):
-            raise ValueError("give exactly one ground truth: held_out (the twin) or truth_table")
-        return self
-
     @property
     def objective_spec(self) -> Objective:
         return Objective(self.objective, self.weight)
@@ -143,6 +137,7 @@ class EvalInputs:
 def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
     """Read an evaluation file (``--set key=value`` overrides); paths are relative to it."""
     settings = load_yaml_model(path, EvalSettings, overrides)
+    _check_one_truth(settings, path)
     base = path.resolve().parent
     scenario_path = referenced_file(settings.scenario, base, path, "scenario")
     table = None
@@ -167,6 +162,16 @@ def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
     tokens = scenario.model.tokens if not isinstance(scenario.model, DecoderSpec) else 0
     rows = median_per_configuration(read_measured(truth, path, tokens))
     return EvalInputs(scenario, scenario_path, settings, table, tuple(rows), truth)
+
+
+def _check_one_truth(settings: EvalSettings, path: Path) -> None:
+    """One ground truth, named: ``held_out`` (the twin) or ``truth_table`` (measured)."""
+    if settings.held_out is not None and settings.truth_table is not None:
+        problem = "a second ground truth beside held_out: give held_out or truth_table"
+        raise InputError(path, "truth_table", problem)
+    if settings.held_out is None and settings.truth_table is None:
+        problem = "no ground truth: give held_out (the twin's runs) or truth_table (measured)"
+        raise InputError(path, "held_out", problem)
 
 
 def _check_model_kind(settings: EvalSettings, scenario: Scenario, name: str, path: Path) -> None:
@@ -408,7 +413,7 @@ def evaluate(
         truth = _measured_truth(rows, perf_map, skipped, truth_table, ranked)
         source = f"table {truth_table.name if truth_table else 'of measured rows'}"
     else:
-        assert settings.held_out is not None  # EvalSettings: one of the two
+        assert settings.held_out is not None  # _check_one_truth: one of the two
         held_out = settings.held_out
         rows = (
             decoder_rows(decoder_runs(scenario, held_out.sweep()), scenario_path, on_step)
