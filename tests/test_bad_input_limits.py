@@ -27,7 +27,7 @@ import yaml
 from edgetwin.atomic import mount_points
 from edgetwin.cli import main
 from edgetwin.emu import memory_check
-from edgetwin.emu.local import check_runnable
+from edgetwin.emu.local import check_runnable, largest_batch_memory
 from edgetwin.emu.memory_check import interpreter
 from edgetwin.errors import InputError, sigterm_interrupts, stop_asked
 from edgetwin.models.costs import weight_bytes
@@ -647,6 +647,21 @@ def test_real_ranks_too_big_for_this_machine(
     assert_clean_failure(argv, capsys, tmp_path, "field 'model'", "GiB is available")
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("scenario", ["llm_smoke", "emu_smoke"], ids=["decoder", "vit"])
+def test_a_batch_too_big_for_this_machine_names_the_batch(
+    scenario: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A batch of a million: its weights fit, but rank 0 could not hold its input images (a
+    ViT) or KV cache (a decoder); the ranks started, failed to allocate, and the run exited
+    1 with a rank's traceback."""
+    argv = ["run", str(SCENARIOS / f"{scenario}.yaml"), "--mode", "local"]
+    argv += ["--out", str(tmp_path / "out")]
+    argv += ["--set", "sweeps=[{batch: [2]}, {batch: [1, 1000000]}]"]
+    expect = ("field 'sweeps.1.batch'", "batch 1000000", "GiB is available")
+    assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
 @pytest.mark.timeout(60)
 def test_ranks_count_their_interpreters_as_well_as_the_weights(
     monkeypatch: pytest.MonkeyPatch,
@@ -666,6 +681,11 @@ def test_ranks_count_their_interpreters_as_well_as_the_weights(
         check_runnable(scenario, path)
     assert raised.value.field == "model"
     monkeypatch.setattr(memory_check, "available_bytes", lambda: need)
+    with pytest.raises(InputError, match="batch 1") as raised:  # its activations on top
+        check_runnable(scenario, path)
+    assert raised.value.field == "sweeps.0.batch"
+    batch_bytes = int(largest_batch_memory(scenario).activation_bytes)
+    monkeypatch.setattr(memory_check, "available_bytes", lambda: need + batch_bytes)
     check_runnable(scenario, path)
 
 

@@ -22,7 +22,7 @@ from typing import Literal
 from edgetwin.configuration import configuration_columns, resolve_segments
 from edgetwin.emu.launch_deadline import launch_deadline_s
 from edgetwin.emu.llm.local_rows import check_decoder_runnable, decoder_model, decoder_rows
-from edgetwin.emu.memory_check import check_weights_fit
+from edgetwin.emu.memory_check import BatchMemory, check_weights_fit
 from edgetwin.emu.vit.launcher import available_cores, launch_local
 from edgetwin.emu.vit.model import image_side
 from edgetwin.emu.vit.records import RankRecord, RunRecord
@@ -83,7 +83,25 @@ def check_runnable(
             raise InputError(path, f"sweeps.{index}.devices", problem)
     if machine:
         ranks = max(config.devices for config in configurations(scenario))
-        check_weights_fit(weight_bytes(scenario.encoder), ranks, path, VIT_WORKER)
+        batch = largest_batch_memory(scenario)
+        check_weights_fit(weight_bytes(scenario.encoder), ranks, path, VIT_WORKER, batch)
+
+
+def largest_batch_memory(scenario: Scenario) -> BatchMemory:
+    """What rank 0 holds at once for the scenario's largest batch, at least: the input
+    images and, in one block's MLP (its single-device reference included), every token's
+    row and hidden row, fp32."""
+    model = scenario.encoder
+    index, batch = max(enumerate(max(sweep.batch) for sweep in scenario.sweeps), key=_second)
+    image_floats = model.channels * image_side(model) ** 2
+    mlp_floats = model.tokens * (model.width + round(model.width * model.mlp_ratio))
+    per_sample_bytes = (image_floats + mlp_floats) * ELEMENT_BYTES
+    what = "the input images and one block's token and MLP rows"
+    return BatchMemory(f"sweeps.{index}.batch", batch, batch * per_sample_bytes, what)
+
+
+def _second(pair: tuple[int, int]) -> int:
+    return pair[1]
 
 
 def run_local(

@@ -76,16 +76,43 @@ def interpreter(module: str) -> Interpreter:
     return Interpreter(own_kib * 1024, files_kib * 1024)
 
 
-def check_weights_fit(weight_bytes: float, processes: int, path: Path | None, module: str) -> None:
+@dataclass(frozen=True)
+class BatchMemory:
+    """What one process holds at once for a sweep's largest batch, a lower bound of its
+    activations (``what``: of what it counts, e.g. ``the input images and one block's
+    tokens``); ``field`` names that sweep's batch (``sweeps.0.batch``)."""
+
+    field: str
+    batch: int
+    activation_bytes: float
+    what: str
+
+
+def check_weights_fit(
+    weight_bytes: float,
+    processes: int,
+    path: Path | None,
+    module: str,
+    batch: BatchMemory | None = None,
+) -> None:
     """``InputError`` naming ``model`` if ``processes`` interpreters running ``module``,
-    each with the whole model's weights (a lower bound: activations come on top), exceed
-    the memory available now."""
+    each with the whole model's weights, exceed the memory available now; naming
+    ``batch.field`` if they fit but not with one process's activations at that batch on
+    top (a lower bound: the run holds more)."""
     base = interpreter(module)
     what = (
         f"{processes} processes, each with the whole model's weights "
         f"({weight_bytes / MIB:,.0f} MiB){base.described()},"
     )
-    check_fits(weight_bytes * processes + base.bytes_for(processes), path, "model", what)
+    weights_need = weight_bytes * processes + base.bytes_for(processes)
+    check_fits(weights_need, path, "model", what)
+    if batch is not None:
+        what = (
+            f"batch {batch.batch} ({batch.what} in one process: at least "
+            f"{batch.activation_bytes / MIB:,.0f} MiB) and {processes} processes' weights "
+            f"and interpreters ({weights_need / MIB:,.0f} MiB)"
+        )
+        check_fits(weights_need + batch.activation_bytes, path, batch.field, what)
 
 
 def check_fits(need_bytes: float, path: Path | None, field: str, what: str) -> None:

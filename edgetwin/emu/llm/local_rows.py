@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from edgetwin.configuration import configuration_columns, decoder_plan, resolve_segments
-from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.decoder_spec import DecoderSpec, kv_bytes_per_token
 from edgetwin.emu.launch_deadline import launch_deadline_s
 from edgetwin.emu.llm.launcher import WORKER, launch_decoder
 from edgetwin.emu.llm.records import RankRecord, measured
 from edgetwin.emu.llm.runs import DECODER_STRATEGIES, DecoderRun, model_problem
-from edgetwin.emu.memory_check import check_weights_fit
+from edgetwin.emu.memory_check import BatchMemory, check_weights_fit
 from edgetwin.errors import MODE_TWIN, InputError
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderWorkload, full_weight_bytes, phase_flops
@@ -65,7 +65,26 @@ def check_decoder_runnable(
             raise InputError(path, f"strategies.{index[config.strategy]}", str(exc)) from None
     if machine:
         ranks = max(config.devices for config in configurations(scenario))
-        check_weights_fit(full_weight_bytes(model), ranks, path, WORKER)
+        batch = largest_cache_memory(scenario, model)
+        check_weights_fit(full_weight_bytes(model), ranks, path, WORKER, batch)
+
+
+def largest_cache_memory(scenario: Scenario, model: DecoderSpec) -> BatchMemory:
+    """The largest KV cache of one device (single's, which the comparison runs too): its
+    sweep's largest batch at its longest prompt + output, every layer's keys and values."""
+    workload, caches = scenario.decoder_workload, []
+    for index, sweep in enumerate(scenario.sweeps):
+        prompt = max(sweep.prompt_tokens or (workload.prompt_tokens,))
+        output = max(sweep.output_tokens or (workload.output_tokens,))
+        cache_bytes = kv_bytes_per_token(model) * (prompt + output - 1) * max(sweep.batch)
+        caches.append(
+            BatchMemory(f"sweeps.{index}.batch", max(sweep.batch), cache_bytes, "its KV cache")
+        )
+    return max(caches, key=_activation_bytes)
+
+
+def _activation_bytes(batch: BatchMemory) -> float:
+    return batch.activation_bytes
 
 
 def decoder_run(scenario: Scenario, config: Configuration) -> DecoderRun:
