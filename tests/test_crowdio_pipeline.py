@@ -281,3 +281,16 @@ def test_a_job_whose_every_worker_is_killed_fails_at_once() -> None:
     message = str(error.value)
     assert "every worker process exited: worker-0 was killed by SIGKILL" in message
     assert "out-of-memory" in message
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_that_exits_before_the_job_starts_fails_it_at_once(tmp_path: Path) -> None:
+    """The job waits for every worker to enrol: one that cannot start (its cache is a
+    file) left it waiting out its whole timeout (600 s in a crowd scenario's run, without
+    a word), though the other workers were alive."""
+    (tmp_path / "worker-1").write_text("not a folder")
+    job = distilbert_job(TINY, inputs=2, stages=2, mode="streaming", seed=3)
+    with pytest.raises(JobError) as error:
+        run_pipeline_local(job, workers=2, cache_root=tmp_path, timeout_s=90)
+    message = str(error.value)
+    assert "exited before the job started: worker-1 exited with" in message

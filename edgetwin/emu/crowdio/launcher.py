@@ -209,6 +209,7 @@ def run_pipeline(
                     command += ["--telemetry", str(telemetry_dir / f"{worker.name}.csv")]
                 processes.append(placement.spawn(host, command, env, root / f"{worker.name}.log"))
             by_name = {w.name: p for w, p in zip(workers, processes[1:], strict=True)}
+            started = JobStarted(None if watch is None else watch(by_name))
             submit = submit_job(
                 address,
                 port,
@@ -217,25 +218,41 @@ def run_pipeline(
                 job_id=job_id,
                 min_workers=len(workers),
                 timeout_s=timeout_s,
-                on_event=None if watch is None else watch(by_name),
+                on_event=started.on_event,
             )
             try:
-                return asyncio.run(_while_a_worker_lives(submit, by_name, unreachable))
+                return asyncio.run(_while_a_worker_lives(submit, by_name, unreachable, started))
             except Exception as exc:
                 raise _with_logs(exc, root, foreman) from exc
         finally:
             _stop(processes)
 
 
+class JobStarted:
+    """Whether the foreman has started the job (its first event came), passing every
+    event on to ``then``."""
+
+    def __init__(self, then: Callable[[Event], None] | None) -> None:
+        self.started = False
+        self.then = then
+
+    def on_event(self, event: Event) -> None:
+        self.started = True
+        if self.then is not None:
+            self.then(event)
+
+
 async def _while_a_worker_lives(
     submit: Coroutine[Any, Any, PipelineSummary],
     workers: Processes,
     unreachable: Unreachable | None,
+    started: JobStarted,
 ) -> PipelineSummary:
     """The job's summary; ``JobError`` once every worker process has exited or is cut off
     for good on two polls in a row (the second leaves a job whose last result is in time
-    to finish), since no worker is left to run its tasks (without this, the job waits
-    out its timeout)."""
+    to finish), since no worker is left to run its tasks, or once a worker process has
+    exited before the job started, since the job waits for every worker (without this,
+    the job waits out its timeout)."""
     job = asyncio.ensure_future(submit)
     polls_without_worker = 0
     while True:
@@ -244,6 +261,10 @@ async def _while_a_worker_lives(
             return job.result()
         cut_off = unreachable() if unreachable is not None else {}
         exited = {name for name, process in workers.items() if process.poll() is not None}
+        if exited and not started.started:
+            job.cancel()
+            ends = ", ".join(f"{name} {describe_exit(workers[name].returncode)}" for name in exited)
+            raise JobError(f"worker process(es) exited before the job started: {ends}")
         gone = exited | cut_off.keys() >= workers.keys()
         polls_without_worker = polls_without_worker + 1 if gone else 0
         if polls_without_worker >= WORKERLESS_POLLS:
