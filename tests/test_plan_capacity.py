@@ -165,9 +165,9 @@ def test_the_answer_of_one_phone_and_one_run_is_singular(
     assert "1 phones" not in printed and "1 runs" not in printed
 
 
-def test_one_run_of_several_keeps_up() -> None:
-    fleet = {"fleet_size": 3, "runs_keeping_up": 1, "runs": [{}, {}], "worst_p95_s": 70.0}
-    result = {
+def _answer_with(fleet: dict[str, Any]) -> dict[str, Any]:
+    """A crowd-capacity answer of one fleet at 50 Mbit/s, two runs, a 60 s target."""
+    return {
         "interarrival_s": 60,
         "strategy": "crowdio_streaming",
         "scheduler": "affinity",
@@ -175,6 +175,11 @@ def test_one_run_of_several_keeps_up() -> None:
         "repetitions": 2,
         "by_bandwidth": [{"bandwidth_mbps": 50, "fleets": [fleet], "smallest_fleet": None}],
     }
+
+
+def test_one_run_of_several_keeps_up() -> None:
+    fleet = {"fleet_size": 3, "runs_keeping_up": 1, "runs": [{}, {}], "worst_p95_s": 70.0}
+    result = _answer_with(fleet)
     assert describe_capacity(result)[1] == "3 phones: 1 of 2 runs keeps up, worst p95 70.0 s"
 
 
@@ -182,14 +187,7 @@ def test_a_run_that_finished_no_job_is_said_so() -> None:
     """No p95 means a run in which no job finished; the line said 'a job unfinished'."""
     runs = [judge_run([job(None), job(None)], 60, 0, 60), judge_run([job(20.0)], 60, 0, 60)]
     fleet = {"fleet_size": 2, "runs_keeping_up": 1, "runs": runs, "worst_p95_s": None}
-    result = {
-        "interarrival_s": 60,
-        "strategy": "crowdio_streaming",
-        "scheduler": "affinity",
-        "target_p95_s": 60,
-        "repetitions": 2,
-        "by_bandwidth": [{"bandwidth_mbps": 50, "fleets": [fleet], "smallest_fleet": None}],
-    }
+    result = _answer_with(fleet)
     assert runs[0]["p95_s"] is None and runs[1]["p95_s"] == 20.0
     line = describe_capacity(result)[1]
     assert line == "2 phones: 1 of 2 runs keeps up, no job finished in a run"
