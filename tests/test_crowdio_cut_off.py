@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from edgetwin.emu.crowdio import launcher
-from edgetwin.emu.crowdio.launcher import Processes, WorkerSpec, _while_a_worker_lives
+from edgetwin.emu.crowdio.launcher import JobStarted, Processes, WorkerSpec, _while_a_worker_lives
 from edgetwin.emu.crowdio.sdk import JobError
 from edgetwin.emu.crowdio.worker import REJOIN_WAIT_S
 from edgetwin.emu.mininet.crowd import _track_cut_off
@@ -43,10 +43,17 @@ async def _wait(job: asyncio.Future[str]) -> Any:
     return await job
 
 
+def _running() -> JobStarted:
+    """A job the foreman has started (its first event came): cut-offs now fail it."""
+    started = JobStarted(None)
+    started.started = True
+    return started
+
+
 def _watch(
     job: asyncio.Future[str], workers: Processes, cut_off: dict[str, str]
 ) -> Coroutine[Any, Any, Any]:
-    return _while_a_worker_lives(_wait(job), workers, lambda: cut_off)
+    return _while_a_worker_lives(_wait(job), workers, lambda: cut_off, _running())
 
 
 @pytest.mark.timeout(30)
@@ -84,7 +91,7 @@ def test_a_job_finishing_as_its_last_worker_is_cut_off_still_returns(
             asyncio.get_running_loop().call_soon(job.set_result, "summary")  # ... and it ends
             return cut_off
 
-        return await _while_a_worker_lives(_wait(job), workers, cut)
+        return await _while_a_worker_lives(_wait(job), workers, cut, _running())
 
     assert asyncio.run(finishing()) == "summary"
 
