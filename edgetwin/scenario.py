@@ -531,7 +531,9 @@ class Scenario(Strict):
         for i, strategy in enumerate(self.strategies):
             if registry.strategy(strategy.name).splits_layers:
                 raise ValueError(f"strategies.{i}.name: {strategy.name} runs decoder models only")
-        check_positions_split(self, self.model)
+        split = positions_split_problem(self.strategies, self.sweeps, self.model.tokens)
+        if split is not None:
+            raise ValueError(f"sweeps.{split[0]}.devices: {split[1]}")
         decoder_only = "'workload', prompt_tokens and output_tokens are for decoder models"
         if self.workload is not None:
             raise ValueError(decoder_only)
@@ -573,18 +575,20 @@ def _check_device_names(devices: Sequence[DeviceSpec]) -> None:
                 )
 
 
-def check_positions_split(scenario: Scenario, model: ModelSpec) -> None:
-    """A position-wise strategy gives every device at least one of the model's tokens (a
-    ValueError ``sweeps.J.devices: STRATEGY: PROBLEM``); ``model``: the scenario's, or the
-    same at another sequence length."""
-    for strategy in scenario.strategies:
+def positions_split_problem(
+    strategies: Sequence[StrategySpec], sweeps: Sequence[SweepSpec], tokens: int
+) -> tuple[int, str] | None:
+    """The first sweep (its index) in which a position-wise strategy cannot give every
+    device one of ``tokens`` tokens, and why (``STRATEGY: PROBLEM``); None if none."""
+    for strategy in strategies:
         definition = registry.strategy(strategy.name)
         if definition.layout is None or definition.one_device:
             continue
-        for j, sweep in enumerate(scenario.sweeps):
-            if max(sweep.devices) > model.tokens:
-                problem = f"{model.tokens} tokens cannot be split over {max(sweep.devices)} devices"
-                raise ValueError(f"sweeps.{j}.devices: {strategy.name}: {problem}")
+        for j, sweep in enumerate(sweeps):
+            if max(sweep.devices) > tokens:
+                problem = f"{tokens} tokens cannot be split over {max(sweep.devices)} devices"
+                return j, f"{strategy.name}: {problem}"
+    return None
 
 
 def _check_hosts(scenario: Scenario) -> None:

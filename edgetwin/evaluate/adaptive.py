@@ -62,9 +62,9 @@ from edgetwin.results import ResultRow
 from edgetwin.scenario import (
     Scenario,
     SweepSpec,
-    check_positions_split,
     configurations,
     load_scenario,
+    positions_split_problem,
 )
 from edgetwin.schema import (
     PositiveInt,
@@ -205,12 +205,10 @@ def _check_sequence_lengths(settings: EvalSettings, scenario: Scenario, path: Pa
     if held_out is not None:
         runs.append(("held_out.tokens", held_out.tokens, (held_out.sweep(),)))
     for field, lengths, sweeps in runs:
-        at = scenario.model_copy(update={"sweeps": sweeps})
         for i, tokens in enumerate(lengths):
-            try:
-                check_positions_split(at, scenario.encoder.model_copy(update={"tokens": tokens}))
-            except ValueError as exc:  # its field is the sweep's: here, the length's
-                raise InputError(path, f"{field}.{i}", str(exc).partition(": ")[2]) from None
+            split = positions_split_problem(scenario.strategies, sweeps, tokens)
+            if split is not None:  # the scenario names the sweep; here, the length
+                raise InputError(path, f"{field}.{i}", split[1])
 
 
 @dataclass(frozen=True)
@@ -332,7 +330,7 @@ class Evaluation:
         candidate ran) is ``null``, as JSON has no Infinity."""
         adaptive = self.scores["adaptive"]
         held_out = self.settings.held_out
-        record: dict[str, Any] = _finite_or_null(
+        return _finite_or_null(  # type: ignore[no-any-return]
             {
                 "scenario": self.scenario,
                 "objective": self.settings.objective,
@@ -363,7 +361,6 @@ class Evaluation:
                 "conditions": [_condition_json(c) for c in self.conditions],
             }
         )
-        return record
 
 
 def evaluation_steps(scenario: Scenario, settings: EvalSettings, map_table: Path | None) -> int:
