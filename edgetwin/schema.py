@@ -131,6 +131,16 @@ def with_preset(
     return data
 
 
+def first_repeated(values: Sequence[Any]) -> tuple[int, Any] | None:
+    """The first value given twice and the place of its second coming; None if none."""
+    seen: list[Any] = []
+    for index, value in enumerate(values):
+        if value in seen:
+            return index, value
+        seen.append(value)
+    return None
+
+
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
     """A YAML file whose top level is a mapping, or an InputError."""
     check_regular_file(path, path, None)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Literal
 
@@ -92,16 +93,12 @@ def largest_batch_memory(scenario: Scenario) -> BatchMemory:
     images and, in one block's MLP (its single-device reference included), every token's
     row and hidden row, fp32."""
     model = scenario.encoder
-    index, batch = max(enumerate(max(sweep.batch) for sweep in scenario.sweeps), key=_second)
+    index, batch = max(enumerate(max(sweep.batch) for sweep in scenario.sweeps), key=itemgetter(1))
     image_floats = model.channels * image_side(model) ** 2
     mlp_floats = model.tokens * (model.width + round(model.width * model.mlp_ratio))
     per_sample_bytes = (image_floats + mlp_floats) * ELEMENT_BYTES
     what = "the input images and one block's token and MLP rows"
     return BatchMemory(f"sweeps.{index}.batch", batch, batch * per_sample_bytes, what)
-
-
-def _second(pair: tuple[int, int]) -> int:
-    return pair[1]
 
 
 def run_local(

@@ -34,6 +34,7 @@ from edgetwin.scenario import Scenario, swept_bandwidths, validate_scenario
 from edgetwin.schema import (
     Strict,
     apply_override,
+    first_repeated,
     read_yaml_mapping,
     referenced_file,
     validation_error,
@@ -67,9 +68,9 @@ class AffinitySettings(Strict):
         unknown = [n for n in names if n not in SCHEDULERS]
         if unknown:
             raise ValueError(f"unknown scheduler {unknown[0]!r}; known: {sorted(SCHEDULERS)}")
-        repeated = [n for k, n in enumerate(names) if n in names[:k]]
-        if repeated:
-            raise ValueError(f"scheduler {repeated[0]!r} is given twice; give each once")
+        repeated = first_repeated(names)
+        if repeated is not None:
+            raise ValueError(f"scheduler {repeated[1]!r} is given twice; give each once")
         return names
 
 
@@ -139,11 +140,11 @@ def load_affinity_settings(
 
 def _check_instance_names(instances: tuple[InstanceSpec, ...], path: Path) -> None:
     """Each instance's name once: it labels the instance's results (affinity.json, page)."""
-    names = [instance.name for instance in instances]
-    for k, name in enumerate(names):
-        if name in names[:k]:
-            problem = f"instance {name!r} is given twice; give each instance its own name"
-            raise InputError(path, f"instances.{k}.name", problem)
+    repeated = first_repeated([instance.name for instance in instances])
+    if repeated is not None:
+        k, name = repeated
+        problem = f"instance {name!r} is given twice; give each instance its own name"
+        raise InputError(path, f"instances.{k}.name", problem)
 
 
 def _instance_scenario(

@@ -32,6 +32,7 @@ from edgetwin.schema import (
     Strict,
     StrictSweep,
     apply_override,
+    first_repeated,
     load_yaml_model,
     optional_values,
     read_yaml_mapping,
@@ -142,9 +143,9 @@ class BestMode(Strict):
         for metric in metrics:
             if metric not in BEST_METRICS:
                 raise ValueError(f"unknown metric {metric!r}; known: {', '.join(BEST_METRICS)}")
-        repeated = [m for k, m in enumerate(metrics) if m in metrics[:k]]
-        if repeated:
-            raise ValueError(f"{repeated[0]} is given twice; give each metric once")
+        repeated = first_repeated(metrics)
+        if repeated is not None:
+            raise ValueError(f"{repeated[1]} is given twice; give each metric once")
         return metrics
 
 

@@ -14,6 +14,7 @@ shape the network: ``bandwidth_mbps`` is the scenario's nominal value.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from operator import attrgetter
 from pathlib import Path
 
 from edgetwin.configuration import configuration_columns, decoder_plan, resolve_segments
@@ -80,11 +81,7 @@ def largest_cache_memory(scenario: Scenario, model: DecoderSpec) -> BatchMemory:
         caches.append(
             BatchMemory(f"sweeps.{index}.batch", max(sweep.batch), cache_bytes, "its KV cache")
         )
-    return max(caches, key=_activation_bytes)
-
-
-def _activation_bytes(batch: BatchMemory) -> float:
-    return batch.activation_bytes
+    return max(caches, key=attrgetter("activation_bytes"))
 
 
 def decoder_run(scenario: Scenario, config: Configuration) -> DecoderRun:
