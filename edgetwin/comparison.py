@@ -20,6 +20,7 @@ from edgetwin.results import (
     check_cells,
     is_crowd_key,
     parse_number,
+    record_place,
     row_key,
     table_records,
 )
@@ -201,11 +202,10 @@ def check_reference(
     if missing or not columns & set(METRICS):
         wanted = ", ".join(missing) if missing else "one of " + ", ".join(METRICS)
         raise InputError(named_by, field, f"{where} is not a results table: no column {wanted}")
-    parquet = path.suffix == ".parquet"  # its rows count from 0, a CSV's lines from 2
-    unit = "row" if parquet else "line"
-    at = unit if named_by == path else f"{where} {unit}"  # the file is named once
     for index, record in enumerate(records):
-        _check_reference_row(record, f"{at} {index if parquet else index + 2}", named_by, field)
+        place = record_place(path, index)
+        at = place if named_by == path else f"{where} {place}"  # the file is named once
+        _check_reference_row(record, at, named_by, field)
 
 
 # the columns row_key joins on besides KEY_COLUMNS (a table may leave them out)

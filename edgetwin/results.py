@@ -272,9 +272,15 @@ def read_results(path: Path) -> list[ResultRow]:
         try:
             rows.append(parse_result(record))
         except CellError as exc:
-            where = f"row {index}" if path.suffix == ".parquet" else f"line {index + 2}"
-            raise InputError(path, exc.column, f"{where}: {exc.problem}") from None
+            problem = f"{record_place(path, index)}: {exc.problem}"
+            raise InputError(path, exc.column, problem) from None
     return rows
+
+
+def record_place(path: Path, index: int) -> str:
+    """Where the record ``index`` (from 0) of a table file is: a CSV's line (its header is
+    line 1), a parquet file's row (from 0)."""
+    return f"row {index}" if path.suffix == ".parquet" else f"line {index + 2}"
 
 
 def parse_result(record: Mapping[str, str]) -> ResultRow:
