@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import stat
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -183,6 +184,16 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 problem = f"key {shown(key)} given twice in one mapping"
                 raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
         return super().construct_mapping(node, deep)
+
+
+# YAML 1.2 reads 1e9, 2.5E-3 and 1.e+6 as numbers; PyYAML follows YAML 1.1, whose floats
+# need a dot and a signed exponent (1.0e+9), and gives a bare 1e9 back as the string
+# "1e9", which a number field then refuses. Exponent forms only: every other plain
+# scalar reads as before.
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789.")
+)
 
 
 def load_yaml(text: str) -> Any:

@@ -25,7 +25,7 @@ from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import load_phone_profile
 from edgetwin.profile import load_profile
-from edgetwin.scenario import SweepSpec
+from edgetwin.scenario import SweepSpec, load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "edgetwin" / "calibration" / "specs"
@@ -88,6 +88,21 @@ def test_scenario_text_that_yaml_reads_ambiguously(
     scenario.write_bytes(text if isinstance(text, bytes) else text.encode())
     argv = ["run", str(scenario), "--out", str(tmp_path / "out")]
     assert_clean_failure(argv, capsys, tmp_path, "scenario.yaml", *expect)
+
+
+def test_numbers_with_an_exponent_and_no_dot_are_numbers(tmp_path: Path) -> None:
+    """YAML 1.1 (PyYAML) read ``1e1`` as the string "1e1": a float field took it, but an
+    integer field ('unable to parse string as an integer') and a CR (a number or a list:
+    'a valid tuple') refused it. YAML 1.2 and a reader read it as the number 10."""
+    text = (REPO / "scenarios/prism_jetson.yaml").read_text()
+    text = text.replace("seed: 0\n", "seed: 1e1\n").replace("cr: [9.9, 4.95, 3.3]", "cr: 9.9e0")
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text.replace("reference: ", "# reference: "))  # no table beside the copy
+    scenario = load_scenario(path, ["network.latency_ms=2.5E-1", "repetitions=2e0"])
+    assert scenario.seed == 10 and scenario.repetitions == 2
+    assert scenario.strategies[2].cr == (9.9,)
+    assert scenario.network.latency_ms == 0.25
+    assert scenario.name == "prism_jetson"  # other plain scalars read as before
 
 
 @pytest.mark.parametrize(
