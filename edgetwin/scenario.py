@@ -13,7 +13,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -36,6 +35,7 @@ from edgetwin.schema import (
     PositiveInt,
     Strict,
     StrictSweep,
+    dump_yaml,
     load_yaml_model,
     optional_values,
     read_yaml_mapping,
@@ -822,7 +822,7 @@ def dump_resolved(scenario: Scenario) -> str:
         for sweep in raw["sweeps"]:
             for key in DECODER_SWEEP_KEYS:
                 sweep.pop(key, None)  # left out of the dump when not given
-    return yaml.safe_dump(raw, sort_keys=False)
+    return dump_yaml(raw)
 
 
 def files_of_runs(scenario: Scenario, scenario_path: Path) -> list[Path]:

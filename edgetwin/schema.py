@@ -191,14 +191,26 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 # "1e9", which a number field then refuses. Exponent forms only: every other plain
 # scalar reads as before.
 _EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
-_UniqueKeyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789.")
-)
+
+
+class _Dumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, quoting a string that ``load_yaml`` would read as a number."""
+
+
+for _reads_numbers in (_UniqueKeyLoader, _Dumper):
+    _reads_numbers.add_implicit_resolver(
+        "tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789.")
+    )
 
 
 def load_yaml(text: str) -> Any:
     """``text`` parsed as YAML with the safe loader; a key repeated in a mapping is an error."""
     return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no Python objects
+
+
+def dump_yaml(data: Any, width: int = 80) -> str:
+    """``data`` as YAML (keys in their order) that ``load_yaml`` reads back as ``data``."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=width)
 
 
 def _utf8_text(path: Path) -> str:

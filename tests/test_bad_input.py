@@ -26,6 +26,7 @@ from edgetwin.errors import InputError
 from edgetwin.phone_profile import load_phone_profile
 from edgetwin.profile import load_profile
 from edgetwin.scenario import SweepSpec, load_scenario
+from edgetwin.schema import dump_yaml, load_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "edgetwin" / "calibration" / "specs"
@@ -103,6 +104,15 @@ def test_numbers_with_an_exponent_and_no_dot_are_numbers(tmp_path: Path) -> None
     assert scenario.strategies[2].cr == (9.9,)
     assert scenario.network.latency_ms == 0.25
     assert scenario.name == "prism_jetson"  # other plain scalars read as before
+
+
+def test_a_string_that_reads_as_a_number_is_written_quoted() -> None:
+    """A name "1e3" in a written file (scenario.resolved.yaml, a fitted profile) must read
+    back as the string: PyYAML's dumper, knowing only YAML 1.1, left it bare."""
+    data = {"name": "1e3", "stages": ["2.5E-1", ".5e1"], "bandwidth_mbps": 1e3}
+    text = dump_yaml(data)
+    assert "'1e3'" in text
+    assert load_yaml(text) == data
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,6 @@ from pathlib import Path
 from statistics import median
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field
 
 from edgetwin.atomic import write_text_atomic
@@ -49,7 +48,7 @@ from edgetwin.errors import InputError, shown_text
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import read_table
 from edgetwin.scenario import Configuration, Scenario, load_resolved
-from edgetwin.schema import Strict, load_yaml_model
+from edgetwin.schema import Strict, dump_yaml, load_yaml_model
 from edgetwin.sim.device import STATES
 
 RUN_FILES = ("results.csv", "link_check.csv", "scenario.resolved.yaml")
@@ -138,7 +137,7 @@ def calibrate_machine_from_emu(run_dir: Path, out_dir: Path, command: str) -> De
     spec_path = out_dir / "spec.yaml"
     run = _run_folder(run_dir, run_dir, "--emu")
     spec = machine_emu_spec(Path(os.path.relpath(run, out_dir.resolve())))
-    write_text_atomic(spec_path, yaml.safe_dump(spec, sort_keys=False))
+    write_text_atomic(spec_path, dump_yaml(spec))
     profile = calibrate_from_emu(spec_path, command)
     write_profile(profile, out_dir / "profile.yaml")
     return profile

@@ -26,7 +26,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import yaml
 from torch.multiprocessing.spawn import spawn
 
 from edgetwin.atomic import write_text_atomic
@@ -44,6 +43,7 @@ from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.layout import full_rows
 from edgetwin.profile import DeviceProfile
+from edgetwin.schema import dump_yaml
 
 BLOCKS = 12
 POWER_STATES = ("idle", "compute", "host", "staging", "comm", "load")
@@ -137,7 +137,7 @@ def calibrate_machine(
     if plan.decoder is not None:
         write_decoder_latency(traces / "decoder_latency.csv", plan.decoder, on_step)
     spec_path = out_dir / "spec.yaml"
-    write_text_atomic(spec_path, yaml.safe_dump(machine_spec(plan), sort_keys=False))
+    write_text_atomic(spec_path, dump_yaml(machine_spec(plan)))
     profile = calibrate_from_traces(spec_path, command)
     write_profile(profile, out_dir / "profile.yaml")
     on_step("fit")
