@@ -120,6 +120,9 @@ def test_bad_evaluation_files(tmp_path: Path) -> None:
         load_eval_inputs(EVAL, ("policies=[adaptive, psychic]",))
     assert exc.value.field == "policies"
     assert "psychic" in exc.value.problem
+    with pytest.raises(InputError, match="policy 'always_single' is given twice") as exc:
+        load_eval_inputs(EVAL, ("policies=[adaptive, always_single, always_single]",))
+    assert exc.value.field == "policies"
     with pytest.raises(InputError) as exc:
         load_eval_inputs(EVAL, ("weight=2",))
     assert exc.value.field == "weight"
