@@ -18,7 +18,6 @@ from edgetwin.emu.mininet import mn
 from edgetwin.emu.mininet.checks import client_argv, goodput_mbps, link_check, write_link_checks
 from edgetwin.emu.mininet.net import Leftovers, leftover_folders, run_folder
 from edgetwin.emu.mininet.topology import (
-    bandwidth_at,
     build_topology,
     class_show_command,
     is_leftover_link,
@@ -26,7 +25,6 @@ from edgetwin.emu.mininet.topology import (
     parse_class_rate_mbps,
     path_queues,
     rate_commands,
-    schedule_commands,
     shaping_commands,
 )
 from edgetwin.links import read_link_warnings, worst_error_pct
@@ -86,22 +84,11 @@ def test_burst_and_latency_when_netem() -> None:
     assert add.node == remove.node == "etwh0" and "netem" in add.argv
 
 
-def test_rate_change_and_schedule() -> None:
+def test_rate_change() -> None:
     topology = build_topology(2)
     change = rate_commands(topology, 800)
     assert len(change) == 4 and all(c.argv[:3] == ("tc", "class", "change") for c in change)
     assert all("800mbit" in c.argv for c in change)
-    network = NetworkSpec.model_validate(
-        {"schedule": [{"at_ms": 100, "bandwidth_mbps": 300}, {"at_ms": 50, "bandwidth_mbps": 600}]}
-    )
-    assert [bandwidth_at(network, 200, t) for t in (0, 50, 99, 100, 1e6)] == [
-        200,
-        600,
-        600,
-        300,
-        300,
-    ]
-    assert all("300mbit" in c.argv for c in schedule_commands(topology, network, 200, 120))
 
 
 def test_link_check_compares_the_wire_rate() -> None:

@@ -43,10 +43,6 @@ class _Flow:
     loss_goodput: float
     done: simpy.Event
 
-    def goodput_factor(self) -> float:
-        inside = self.sent_bits < self.window_bits
-        return self.efficiency * (1.0 if inside else self.loss_goodput)
-
 
 class Channel:
     """A link or a shared medium: link time split equally among active flows."""
@@ -123,8 +119,9 @@ class Channel:
 
     # ------------------------------------------------------------ fluid steps
     # A flow's goodput is the link time in use, split equally among the flows, times its
-    # ``goodput_factor`` (inlined below: the hot path of every transfer); tokens refill at
-    # ``_refill_bits_per_ms``; an event closer than TOLERANCE_MS is now.
+    # efficiency, and times loss_goodput once it has sent window_bits (written out in each
+    # fluid step: the hot path of every transfer); tokens refill at ``_refill_bits_per_ms``;
+    # an event closer than TOLERANCE_MS is now.
     def _advance(self) -> None:
         now = self.env.now
         elapsed_ms = now - self._last_update_ms

@@ -209,24 +209,6 @@ def path_queues(topology: EmuTopology, sender: int, receiver: int) -> list[tuple
     ]
 
 
-def bandwidth_at(network: NetworkSpec, bandwidth_mbps: float, t_ms: float) -> float:
-    """The rate in force at ``t_ms`` into a run: the last schedule step at or before it,
-    else the configuration's ``bandwidth_mbps``."""
-    rate = bandwidth_mbps
-    for step in sorted(network.schedule, key=lambda step: step.at_ms):
-        if step.at_ms <= t_ms:
-            rate = step.bandwidth_mbps
-    return rate
-
-
-def schedule_commands(
-    topology: EmuTopology, network: NetworkSpec, bandwidth_mbps: float, t_ms: float
-) -> list[TcCommand]:
-    """The commands that put the links at the schedule's rate for ``t_ms``."""
-    rate = bandwidth_at(network, bandwidth_mbps, t_ms)
-    return rate_commands(topology, rate, network.burst_kb)
-
-
 def netem_probe(iface: str) -> tuple[TcCommand, TcCommand]:
     """Add, then remove, a netem root on ``iface``: whether the add works says if the
     kernel has netem (``sch_netem``)."""
