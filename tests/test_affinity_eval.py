@@ -17,16 +17,17 @@ from edgetwin.evaluate.affinity import (
     load_affinity_settings,
 )
 from edgetwin.evaluate.optimum import (
+    Assignment,
     Instance,
+    Task,
     _State,
-    assignment_of,
     build_instance,
     evaluate_assignment,
     optimum,
 )
 from edgetwin.reports.affinity import write_affinity_report
 from edgetwin.scenario import load_scenario
-from edgetwin.sim.crowd.runner import prepare_crowd, simulate_crowd
+from edgetwin.sim.crowd.runner import CrowdOutcome, prepare_crowd, simulate_crowd
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "scenarios" / "affinity_small.eval.yaml"
@@ -57,6 +58,18 @@ def _exhaustive_ms(inst: Instance) -> float:
 
     search(_State(inst))
     return best
+
+
+def assignment_of(outcome: CrowdOutcome, inst: Instance) -> Assignment:
+    """The assignment the twin followed in its first job: per phone, its tasks by completion."""
+    job = outcome.jobs[0]
+    names = [p.name for p in inst.phones]
+    per_phone: list[list[tuple[float, Task]]] = [[] for _ in names]
+    for item, tasks in enumerate(job.tasks):
+        for stage, task in enumerate(tasks):
+            assert task.worker is not None
+            per_phone[names.index(task.worker)].append((task.done_ms, (item, stage)))
+    return tuple(tuple(t for _, t in sorted(tasks)) for tasks in per_phone)
 
 
 def test_evaluation_optimum_below_every_scheduler(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ from edgetwin.sim.crowd.costs import (
     task_output_bytes,
     warm_load_ms,
 )
-from edgetwin.sim.crowd.runner import CrowdOutcome, CrowdSetup
+from edgetwin.sim.crowd.runner import CrowdSetup
 from edgetwin.sim.network import Network
 
 TIE_MS = 1e-9  # completions this close count as simultaneous
@@ -367,15 +367,3 @@ def optimum(inst: Instance, node_limit: int = 2_000_000, prefetch: bool = True) 
     found = best[0]
     assert found is not None
     return Optimum(found, nodes[0] <= node_limit, nodes[0])
-
-
-def assignment_of(outcome: CrowdOutcome, inst: Instance) -> Assignment:
-    """The assignment the twin followed in its first job: per phone, its tasks by completion."""
-    job = outcome.jobs[0]
-    names = [p.name for p in inst.phones]
-    per_phone: list[list[tuple[float, Task]]] = [[] for _ in names]
-    for item, tasks in enumerate(job.tasks):
-        for stage, task in enumerate(tasks):
-            assert task.worker is not None
-            per_phone[names.index(task.worker)].append((task.done_ms, (item, stage)))
-    return tuple(tuple(t for _, t in sorted(tasks)) for tasks in per_phone)
