@@ -131,7 +131,11 @@ def task_pattern_events_per_s(tasks: int, pending: int, seed: int = 0) -> float:
     def transfer(k: int) -> Generator[simpy.Event, object, None]:
         yield env.timeout(latency_ms[k])
         done = env.event()
-        env.timeout(link_ms[k]).callbacks.append(lambda _wakeup: done.succeed())
+
+        def wake(_wakeup: simpy.Event) -> None:
+            done.succeed()
+
+        env.timeout(link_ms[k]).callbacks.append(wake)
         yield done
 
     def task(k: int) -> Generator[simpy.Event, object, None]:

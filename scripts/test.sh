@@ -5,6 +5,6 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 .venv/bin/ruff check edgetwin tests benchmarks docs/tutorial.ipynb
 .venv/bin/ruff format --check edgetwin tests benchmarks docs/tutorial.ipynb
-.venv/bin/mypy edgetwin
+.venv/bin/mypy edgetwin benchmarks
 .venv/bin/lint-imports --no-cache --no-logo
 .venv/bin/python -m pytest -q "$@"
