@@ -279,6 +279,15 @@ def test_weight_outside_0_1_is_refused() -> None:
         Objective("weighted", 1.5)
 
 
+@pytest.mark.parametrize("kind", ["Latency", "energy_per_token", "throughput", ""])
+def test_an_unknown_objective_is_refused(kind: str) -> None:
+    """Objective("Latency") (a terminal device's typo) was taken and costed every candidate
+    as weighted 0.5, the branch any unknown kind fell through to: a policy that minimised
+    something no one asked for, silently. Now a ValueError names the known kinds."""
+    with pytest.raises(ValueError, match=r"unknown objective .*known: \['latency', 'energy'"):
+        Objective(kind)  # type: ignore[arg-type]
+
+
 def test_map_round_trips_through_json(tmp_path: Path, twin_map: PerformanceMap) -> None:
     path = tmp_path / "map.json"
     write_map(path, twin_map)

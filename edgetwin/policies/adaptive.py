@@ -27,11 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import ClassVar, Literal, Protocol, Self
+from typing import ClassVar, Literal, Protocol, Self, get_args
 
 from edgetwin.policies.perf_map import Deployment, Estimate, PerformanceMap, read_map
 
 ObjectiveKind = Literal["latency", "energy", "weighted", "ttft", "tpot"]
+OBJECTIVES: tuple[ObjectiveKind, ...] = get_args(ObjectiveKind)
 DECODER_OBJECTIVES: tuple[ObjectiveKind, ...] = ("ttft", "tpot")  # a decoder's map only
 
 
@@ -48,6 +49,8 @@ class Objective:
     weight: float = 0.5
 
     def __post_init__(self) -> None:
+        if self.kind not in OBJECTIVES:  # cost() would take it as weighted
+            raise ValueError(f"unknown objective {self.kind!r}; known: {list(OBJECTIVES)}")
         if not 0 <= self.weight <= 1:
             raise ValueError(f"weight must be in [0, 1], got {self.weight}")
 
