@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -155,6 +156,28 @@ def test_more_ranks_equal_single(strategy: str, world: int, options: dict) -> No
 def test_a_run_that_cannot_be_done_starts_nothing() -> None:
     with pytest.raises(ValueError, match="divisible by 2 ranks"):
         run_decoder(LLAMA_KIND.model_copy(update={"kv_heads": 1}), "tensor_parallel", 2, T)
+    assert rank_processes() == {}
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"reps": 0}, r"reps must be >= 1 \(got 0\)"),
+        ({"warmup": -1}, r"warmup must be >= 0 \(got -1\)"),
+        ({"threads": -2}, r"threads must be >= 1 \(got -2\)"),
+        ({"timeout_s": 0.0}, r"timeout_s must be > 0 \(got 0.0\)"),
+    ],
+    ids=["reps", "warmup", "threads", "timeout_s"],
+)
+def test_launch_options_that_cannot_be_done_start_nothing(
+    options: dict[str, Any], problem: str
+) -> None:
+    """reps 0 or warmup -1 passed run_decoder's checks and started every rank, each of
+    which refused its --reps/--warmup (exit 2): a LaunchError holding a usage text after
+    the ranks' start-up, not the ValueError docs/llm.md promises with nothing started;
+    threads below 1 and a deadline of 0 s likewise failed only in or after the ranks."""
+    with pytest.raises(ValueError, match=problem):
+        run_decoder(LLAMA_KIND, "voltage", P, T, OUT, B, **options)
     assert rank_processes() == {}
 
 

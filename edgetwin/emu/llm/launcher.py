@@ -57,6 +57,9 @@ def run_decoder(
     Raises ``ValueError`` for a run that cannot be done (nothing is started) and
     ``LaunchError`` if a rank fails or the deadline ``timeout_s`` passes.
     """
+    if reps < 1 or warmup < 0:  # the ranks refuse them, after their start-up
+        name, value, least = ("reps", reps, 1) if reps < 1 else ("warmup", warmup, 0)
+        raise ValueError(f"{name} must be >= {least} (got {value})")
     split = None if layer_split is None else tuple(layer_split)
     run = DecoderRun(
         spec, strategy, world, prompt_tokens, output_tokens, batch, segments, split, seed
@@ -74,7 +77,12 @@ def launch_decoder(
     extra_args: Sequence[str] = (),
 ) -> list[RankRecord]:
     """``run`` on loopback; ``threads``: torch threads per rank (default: the cores this
-    process may use, shared evenly); ``extra_args``: more worker flags."""
+    process may use, shared evenly); ``extra_args``: more worker flags. A deadline or a
+    thread count that cannot be met is a ValueError, before any rank starts."""
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be > 0 (got {timeout_s})")
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be >= 1 (got {threads})")
     threads = threads or max(1, available_cores() // run.world)
     common = [
         *run.worker_args(),
