@@ -320,6 +320,9 @@ def test_report_static_without_a_browser_is_a_clear_error(
     assert main(["report", str(tmp_path), "--static", "svg"]) == 2
     error = capsys.readouterr().err
     assert "no-chromium" in error and "Chromium" in error and "Traceback" not in error
+    # it said "set BROWSER_PATH or put one of chromium, ... on PATH; none found" to a
+    # reader who had set BROWSER_PATH: now it says that variable names no file
+    assert "BROWSER_PATH names no file" in error and "none found" not in error
     assert not (tmp_path / "figures").exists() and not list(tmp_path.glob(".figures-*"))
     assert not (tmp_path / "report.html").exists()  # it was written, then the error came
 

@@ -35,12 +35,15 @@ _PDF_DATE = re.compile(rb"/(?:CreationDate|ModDate) *\(D:[0-9][^)]*\)")
 
 def browser_path() -> str:
     """The Chromium kaleido drives: ``BROWSER_PATH`` if set, else the first on ``PATH``."""
-    path = os.environ.get("BROWSER_PATH") or next(filter(None, map(shutil.which, BROWSERS)), None)
+    chosen = os.environ.get("BROWSER_PATH")
+    path = chosen or next(filter(None, map(shutil.which, BROWSERS)), None)
     if path is None or not Path(path).is_file():
-        problem = (
-            "static figures need Chromium (scripts/setup.sh installs it), set BROWSER_PATH "
-            f"or put one of {', '.join(BROWSERS)} on PATH; none found"
+        missing = (
+            "BROWSER_PATH names no file"
+            if chosen
+            else f"none of {', '.join(BROWSERS)} is on PATH; set BROWSER_PATH to one"
         )
+        problem = f"static figures need Chromium (scripts/setup.sh installs it): {missing}"
         raise InputError(path, None, problem)
     return path
 
