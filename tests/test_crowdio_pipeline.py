@@ -53,6 +53,18 @@ def streaming_job() -> PipelineJob:
     return distilbert_job(TINY, inputs=3, stages=3, mode="streaming", seed=0)
 
 
+@pytest.mark.parametrize("workers", [0, -1])
+def test_no_workers_is_refused_before_anything_starts(
+    streaming_job: PipelineJob, workers: int
+) -> None:
+    """workers=0 started a foreman and failed the job with "every worker process exited"
+    (there were none); -1 said "task_delay_ms has 0 values for -1 workers"."""
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=rf"^workers must be >= 1 \(got {workers}\)$"):
+        run_pipeline_local(streaming_job, workers=workers, timeout_s=20)
+    assert time.monotonic() - started < 1  # no foreman was started
+
+
 def _barrier(job: PipelineJob) -> PipelineJob:
     return pipeline_job(job.stages, job.inputs, mode="barrier", seed=job.seed)
 

@@ -130,8 +130,11 @@ def run_pipeline_local(
     temporary one. ``telemetry_dir`` keeps each worker's log as ``worker-i.csv``.
     TimeoutError when the job has not finished ``timeout_s`` after submission,
     JobError when the foreman refuses or fails it, LaunchError when a process does
-    not start; each with the tail of the process logs.
+    not start; each with the tail of the process logs. ValueError, before anything starts,
+    for fewer than one worker.
     """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1 (got {workers})")
     delays_ms = (
         [float(task_delay_ms)] * workers
         if isinstance(task_delay_ms, float | int)
