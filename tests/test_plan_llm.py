@@ -152,6 +152,10 @@ def test_longest_context_needs_a_decoder_and_lists_share_a_sweep(tmp_path: Path)
     with pytest.raises(InputError, match="a list needs at least one question") as error:
         load_question(llm_question(tmp_path, question=[]))
     assert error.value.field == "question"
+    same = llm_question(tmp_path, question=[{"kind": "longest_context"}] * 2)
+    with pytest.raises(InputError, match="this longest_context question is asked twice") as error:
+        load_question(same)  # its answer was given twice
+    assert error.value.field == "question.1"
     two_prompts = llm_question(
         tmp_path,
         axes={"batch": [1], "bandwidth_mbps": [400], "prompt_tokens": [128, 512]},

@@ -298,6 +298,10 @@ def _check_axes_fit_the_question(question: PlanQuestion, path: Path) -> None:
     if len(kinds) > 1 and not all(k.kind in SHARED_SWEEP for k in kinds):
         problem = f"a list shares one sweep: only {', '.join(SHARED_SWEEP)}"
         raise InputError(path, "question", problem)
+    repeated = first_repeated(kinds)
+    if repeated is not None:  # its answer was given twice
+        index, kind = repeated
+        raise InputError(path, f"question.{index}", f"this {kind.kind} question is asked twice")
     axes, crowd = question.axes, question.crowd
     if crowd != isinstance(axes, CrowdAxes):
         wanted = "fleet_size" if crowd else "batch and bandwidth_mbps"
