@@ -182,11 +182,14 @@ def test_devices_up_allow_every_profiled_count_up_to_them() -> None:
         4: "prism cr 9.9 x4",
         5: "prism cr 9.9 x4",  # more up than the map's largest count: the largest
     }
-    with pytest.raises(ValueError, match="at least 1"):
-        policy.choose(4, 300, devices=0)
+    for devices in (0, 2.5, True):  # 2.5 was "at most 2.5", True was 1
+        with pytest.raises(ValueError, match="a whole number, at least 1"):
+            policy.choose(4, 300, devices=devices)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("batch", "bandwidth_mbps"), [(0, 300), (-4, 300), (4, -5), (4, math.nan)])
+@pytest.mark.parametrize(
+    ("batch", "bandwidth_mbps"), [(0, 300), (-4, 300), (4, -5), (4, math.nan), (True, 300)]
+)
 def test_an_observed_condition_that_cannot_be_is_a_value_error(
     batch: float, bandwidth_mbps: float
 ) -> None:

@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from numbers import Integral
 from pathlib import Path
 from typing import ClassVar, Literal, Protocol, Self, get_args
 
@@ -118,9 +119,12 @@ class Condition:
 def _check_observed(**observed: float | None) -> None:
     """A ValueError unless each observed value given (not None) is a positive finite number
     (a batch of 0 was a 'math domain error' from the map's log2; a negative bandwidth was
-    clamped to the map's lowest and decided on; tokens of 0 or below were extrapolated)."""
+    clamped to the map's lowest and decided on; tokens of 0 or below were extrapolated;
+    True was read as 1)."""
     for name, value in observed.items():
-        if value is not None and not (math.isfinite(value) and value > 0):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not (math.isfinite(value) and value > 0):
             raise ValueError(f"the observed {name} must be a positive number, got {value}")
 
 
@@ -167,8 +171,10 @@ class _MapPolicy:
 
     def candidates(self, devices_up: int | None) -> list[Deployment]:
         """The candidates on at most ``devices_up`` devices, single included (None: all)."""
-        if devices_up is not None and devices_up < 1:
-            raise ValueError(f"devices up must be at least 1, got {devices_up}")
+        if devices_up is not None and (
+            isinstance(devices_up, bool) or not isinstance(devices_up, Integral) or devices_up < 1
+        ):  # 2.5 up was taken as "at most 2.5", True as 1
+            raise ValueError(f"devices up must be a whole number, at least 1, got {devices_up}")
         return [c for c in self.map.candidates if devices_up is None or c.devices <= devices_up]
 
     def estimate(self, candidate: Deployment, at: Condition) -> Estimate:
