@@ -201,6 +201,15 @@ def test_an_observed_condition_that_cannot_be_is_a_value_error(
             make_policy(name, policy.map).choose(batch, bandwidth_mbps)
 
 
+def test_output_tokens_on_an_encoder_map_are_a_value_error() -> None:
+    """An encoder's map has no output length: a query's was ignored, and the answer read as
+    one for that length."""
+    perf_map = validate_map(hand_map(), None)
+    for name in POLICIES:
+        with pytest.raises(ValueError, match="an encoder's map has no output tokens"):
+            make_policy(name, perf_map).choose(4, 300, output_tokens=32)
+
+
 @pytest.mark.parametrize("tokens", [0, -5, math.nan])
 def test_an_observed_sequence_length_that_cannot_be_is_a_value_error(tokens: float) -> None:
     """Tokens 0 or below were extrapolated to a decision (single at 0 ms on -5 tokens,

@@ -200,8 +200,11 @@ class PerformanceMap(Strict):
 
     def resolve_output_tokens(self, output_tokens: float | None) -> float | None:
         """A decoder query's output tokens (None allowed when the map has only one);
-        None for an encoder's map."""
+        None for an encoder's map, which a query's output tokens do not fit (they were
+        ignored: the answer read as one for that output length)."""
         if self.output_tokens is None:
+            if output_tokens is not None:
+                raise ValueError("an encoder's map has no output tokens; leave them out")
             return None
         if output_tokens is not None:
             return output_tokens
