@@ -11,7 +11,7 @@ from typing import Any
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderPlan, DecoderWorkload, Ops, phase_flops
-from edgetwin.models.layout import partition_sizes, segments_for_cr
+from edgetwin.models.layout import resolved_segments
 from edgetwin.scenario import Configuration, Scenario, swept_bandwidths
 
 
@@ -27,12 +27,7 @@ def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | N
     assert tokens is not None
     if not registry.strategy(config.strategy).params:
         return None, None
-    if config.segments is not None:
-        segments = config.segments
-    else:
-        assert config.cr is not None
-        segments = segments_for_cr(tokens, config.devices, config.cr)
-    segments = min(segments, max(partition_sizes(tokens, config.devices)))
+    segments = resolved_segments(tokens, config.devices, config.segments, config.cr)
     return segments, round(tokens / (segments * config.devices), 2)
 
 

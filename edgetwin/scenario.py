@@ -28,6 +28,7 @@ from edgetwin.errors import MODE_EMU
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderWorkload
+from edgetwin.models.layout import resolved_segments
 from edgetwin.profile import PROFILE_DIR, DeviceProfile, ProfileKind, profile_path
 from edgetwin.schema import (
     NonNegativeFloat,
@@ -742,8 +743,11 @@ def _availability_fields(scenario: Scenario) -> list[str]:
 
 
 def configurations(scenario: Scenario) -> list[Configuration]:
-    """Expand strategies x sweeps into unique configurations, in file order."""
-    seen: dict[Configuration, None] = {}
+    """Expand strategies x sweeps into unique configurations, in file order. Two values of
+    L or CR asked for that run with the same L (a CR resolves to the nearest whole L, and L
+    is at most a partition's rows) are one configuration, the first asked: each ran and
+    wrote the same row twice."""
+    seen: dict[Configuration, Configuration] = {}
     for sweep in scenario.sweeps:
         bandwidths = sweep.bandwidth_mbps or (scenario.network.bandwidth_mbps,)
         for strategy in scenario.strategies:
@@ -759,8 +763,19 @@ def configurations(scenario: Scenario) -> list[Configuration]:
                             **params,
                             **workload,
                         )
-                        seen.setdefault(config)
-    return list(seen)
+                        seen.setdefault(_what_runs(scenario, config), config)
+    return list(seen.values())
+
+
+def _what_runs(scenario: Scenario, config: Configuration) -> Configuration:
+    """A configuration with the segments L it runs with in place of the L or CR asked for."""
+    if config.segments is None and config.cr is None:
+        return config
+    model = scenario.model
+    tokens = config.prompt_tokens if isinstance(model, DecoderSpec) else model.tokens
+    assert tokens is not None
+    segments = resolved_segments(tokens, config.devices, config.segments, config.cr)
+    return config.model_copy(update={"segments": segments, "cr": None})
 
 
 def _workloads(scenario: Scenario, sweep: SweepSpec) -> Iterator[dict[str, int]]:

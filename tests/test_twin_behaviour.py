@@ -26,6 +26,29 @@ def rows_of(scenario: Scenario) -> list[dict[str, object]]:
     return [asdict(o.row) for o in run_scenario(scenario, fleet)]
 
 
+def test_values_of_l_or_cr_that_run_the_same_l_run_once() -> None:
+    """ViT-B/16's 197 tokens on 2 devices: L 100 and 1000 are capped to the 99 rows of the
+    larger partition, as L 99 is, and CR 4.96 resolves to L 20, as 4.95 does. Each ran and
+    wrote the same row again, so results.csv held one key three times."""
+    scenario = load_scenario(
+        REPO / "scenarios/prism_jetson.yaml",
+        [
+            "strategies=[{name: prism, segments: [99, 100, 1000]},"
+            " {name: prism, cr: [4.95, 4.96]}]",
+            "sweeps=[{batch: [1, 2], bandwidth_mbps: [400]}]",
+        ],
+    )
+    asked = [(c.segments, c.cr) for c in configurations(scenario) if c.batch == 1]
+    assert asked == [(99, None), (None, 4.95)]  # the first asked of each
+    rows = rows_of(scenario)
+    assert [(r["batch"], r["segments"], r["cr"]) for r in rows] == [
+        (1, 99, 0.99),
+        (2, 99, 0.99),
+        (1, 20, 4.92),
+        (2, 20, 4.92),
+    ]
+
+
 def test_energy_is_power_times_time_in_each_state() -> None:
     scenario = load_scenario(REPO / "scenarios/prism_jetson.yaml", ["devices.0.count=4"])
     fleet = build_fleet(scenario, REPO / "scenarios/prism_jetson.yaml")

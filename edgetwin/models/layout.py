@@ -25,6 +25,16 @@ def segments_for_cr(tokens: int, devices: int, cr: float) -> int:
     return max(1, round(tokens / (cr * devices)))
 
 
+def resolved_segments(tokens: int, devices: int, segments: int | None, cr: float | None) -> int:
+    """Segments L a split of ``tokens`` over ``devices`` runs with: the requested L, or the
+    nearest whole L to a requested CR, at most the largest partition's rows (more segments
+    than rows send every row, as ``segment_means`` does)."""
+    if segments is None:
+        assert cr is not None, "a split by segments needs L or CR"
+        segments = segments_for_cr(tokens, devices, cr)
+    return min(segments, max(partition_sizes(tokens, devices)))
+
+
 @dataclass(frozen=True)
 class Layout:
     """Rows per rank; for segment means also each rank's segment sizes (``None``: full rows)."""
