@@ -12,7 +12,7 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderPlan, DecoderWorkload, Ops, phase_flops
 from edgetwin.models.layout import resolved_segments
-from edgetwin.scenario import Configuration, Scenario, swept_bandwidths
+from edgetwin.scenario import Configuration, Scenario, split_tokens, swept_bandwidths
 
 
 def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | None, float | None]:
@@ -21,12 +21,9 @@ def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | N
     so the CR used can differ from it: BERT-base's 128 tokens on 2 devices at CR 9.9 run
     with 6 segments, CR 10.67. L is at most the largest partition's rows (more segments
     than rows send every row, as the layout does). A decoder's tokens are its prompt's."""
-    tokens = (
-        config.prompt_tokens if isinstance(scenario.model, DecoderSpec) else scenario.model.tokens
-    )
-    assert tokens is not None
     if not registry.strategy(config.strategy).params:
         return None, None
+    tokens = split_tokens(scenario, config)
     segments = resolved_segments(tokens, config.devices, config.segments, config.cr)
     return segments, round(tokens / (segments * config.devices), 2)
 

@@ -771,11 +771,18 @@ def _what_runs(scenario: Scenario, config: Configuration) -> Configuration:
     """A configuration with the segments L it runs with in place of the L or CR asked for."""
     if config.segments is None and config.cr is None:
         return config
+    tokens = split_tokens(scenario, config)
+    segments = resolved_segments(tokens, config.devices, config.segments, config.cr)
+    return config.model_copy(update={"segments": segments, "cr": None})
+
+
+def split_tokens(scenario: Scenario, config: Configuration) -> int:
+    """The positions a configuration splits over its devices: an encoder's tokens, a
+    decoder's prompt."""
     model = scenario.model
     tokens = config.prompt_tokens if isinstance(model, DecoderSpec) else model.tokens
     assert tokens is not None
-    segments = resolved_segments(tokens, config.devices, config.segments, config.cr)
-    return config.model_copy(update={"segments": segments, "cr": None})
+    return tokens
 
 
 def _workloads(scenario: Scenario, sweep: SweepSpec) -> Iterator[dict[str, int]]:
