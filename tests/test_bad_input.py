@@ -360,6 +360,31 @@ def test_a_trace_spec_whose_fit_leaves_a_section_without_a_source(
     assert_clean_failure(argv, capsys, tmp_path, *expect)
 
 
+@pytest.mark.timeout(60)
+def test_a_parameter_the_fitted_section_does_not_set_is_asked_for_in_fixed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The compute fit sets no ``sync_host_ms_per_mb`` (no trace has a synchronised block):
+    the error told a spec that already fits compute to 'fit their sections from the
+    traces'."""
+
+    def change(raw: dict[str, Any]) -> None:
+        del raw["fixed"]["compute.sync_host_ms_per_mb"]
+        raw["bootstrap"] = 0
+
+    spec = _spec("h200_loopback", tmp_path, change)
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "profile.yaml")]
+    line = assert_clean_failure(
+        argv,
+        capsys,
+        tmp_path,
+        "field 'fit'",
+        "nothing sets compute.sync_host_ms_per_mb: the compute fit from the traces does not",
+        "give it in fixed",
+    )
+    assert "fit their sections" not in line
+
+
 def test_validate_names_the_kind_of_spec_it_does_not_validate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

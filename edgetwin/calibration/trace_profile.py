@@ -371,9 +371,11 @@ def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
     for key, value in not_fitted_values(spec, base).items():
         section, param = key.split(".", 1)
         sections.setdefault(section, {})[param] = value
+    fitted = set(fits)
     if "power" in spec.fit and data.power:
         sections["power"] = power_from_samples(data)
-    _check_every_parameter_set(spec_path, spec, sections)
+        fitted.add("power")
+    _check_every_parameter_set(spec_path, spec, sections, fitted)
     fit_report = {
         "method": "per-section least squares on log errors of group means (scipy); "
         f"bootstrap over repetitions, {spec.bootstrap} resamples; power "
@@ -402,26 +404,42 @@ SHOWN_UNSET = 3  # parameters an error names before counting the rest
 
 
 def _check_every_parameter_set(
-    spec_path: Path, spec: TraceCalibrationSpec, sections: dict[str, Any]
+    spec_path: Path, spec: TraceCalibrationSpec, sections: dict[str, Any], fitted: set[str]
 ) -> None:
     """An InputError naming the spec's ``fit`` unless every parameter a profile needs has a
     source: a section fitted from the traces, the base profile, or ``fixed``. (A section
     neither fitted nor in a base was reported as missing only when ``fixed`` set none of
     its parameters; with one fixed, the profile check named a field the spec does not
-    have, ``compute.throughput_gflops: required key is missing``.)"""
-    unset = [
-        f"{name}.{param}"
-        for name, params in FIXABLE_SECTIONS.items()
-        for param, field in params.model_fields.items()
-        if field.is_required() and param not in sections.get(name, {})
-    ]
-    if unset:
-        more = f" and {len(unset) - SHOWN_UNSET} more" if len(unset) > SHOWN_UNSET else ""
-        problem = (
-            f"nothing sets {', '.join(unset[:SHOWN_UNSET])}{more}: fit their sections from "
-            f"the traces (fit: {list(spec.fit)}), name a base profile, or give them in fixed"
+    have, ``compute.throughput_gflops: required key is missing``.) A parameter of a section
+    that is fitted is one its fit does not set (``compute.sync_host_ms``: no trace has a
+    synchronised block): the advice to fit its section, which the spec already does, was
+    no way out."""
+    unset: dict[bool, list[str]] = {True: [], False: []}
+    for name, params in FIXABLE_SECTIONS.items():
+        for param, field in params.model_fields.items():
+            if field.is_required() and param not in sections.get(name, {}):
+                unset[name in fitted].append(f"{name}.{param}")
+    problems = []
+    if unset[False]:
+        problems.append(
+            f"nothing sets {_shown_unset(unset[False])}: fit their sections from the traces "
+            f"(fit: {list(spec.fit)}), name a base profile, or give them in fixed"
         )
-        raise InputError(spec_path, "fit", problem)
+    if unset[True]:
+        names = _shown_unset(unset[True])
+        sections_fitted = " and ".join(dict.fromkeys(key.split(".")[0] for key in unset[True]))
+        them = "it" if len(unset[True]) == 1 else "them"
+        problems.append(
+            f"nothing sets {names}: the {sections_fitted} fit from the traces does not set "
+            f"{them}; give {them} in fixed or name a base profile"
+        )
+    if problems:
+        raise InputError(spec_path, "fit", "; ".join(problems))
+
+
+def _shown_unset(keys: list[str]) -> str:
+    more = f" and {len(keys) - SHOWN_UNSET} more" if len(keys) > SHOWN_UNSET else ""
+    return f"{', '.join(keys[:SHOWN_UNSET])}{more}"
 
 
 @dataclass(frozen=True)
