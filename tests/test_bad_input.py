@@ -416,18 +416,67 @@ def test_bad_measured_table_row(
     AssertionError, OverflowError or unknown-strategy traceback), or a measurement that
     cannot be one (a fraction of a sample, a negative time): the column is named (it was
     ``field 'line N'``)."""
+    _refused_with_a_row_changed("prism", column, cell, problem, tmp_path, capsys)
+
+
+# a configuration the twin has no encoder plan for: each was a traceback of the twin
+MEASURED_CONFIGURATIONS = [
+    ("prism", "strategy", "pipeline", "'pipeline' is not one of prism, single, tensor_par"),
+    ("prism", "strategy", "crowdio_streaming", "'crowdio_streaming' is not one of"),
+    ("prism", "devices", "1", "prism runs on 2 or more devices, not 1"),
+    ("single", "devices", "2", "single runs on 1 device, not 2"),  # an IndexError
+    ("single", "segments", "10", "single takes no segments"),  # was run, and fitted
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("strategy", "column", "cell", "problem"),
+    MEASURED_CONFIGURATIONS,
+    ids=[f"{r[0]}-{r[1]}={r[2]}" for r in MEASURED_CONFIGURATIONS],
+)
+def test_a_measured_configuration_the_twin_has_no_plan_for(
+    strategy: str,
+    column: str,
+    cell: str,
+    problem: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A decoder or crowd strategy, a split on one device, ``single`` on two or with
+    segments: the row and the column are named, as for any bad cell (it was a
+    ValueError or IndexError traceback out of the twin)."""
+    _refused_with_a_row_changed(strategy, column, cell, problem, tmp_path, capsys)
+
+
+def _refused_with_a_row_changed(
+    strategy: str,
+    column: str,
+    cell: str,
+    problem: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The shipped Jetson table with ``column`` of the first ``strategy`` row set to
+    ``cell``: calibrate and validate refuse it naming the column, the line and
+    ``problem``."""
     shipped = (REPO / "data" / "reference" / "prism-jetson" / "measurements.csv").read_text()
     lines = shipped.splitlines()
     header = lines[0].split(",")
-    prism = next(i for i, line in enumerate(lines) if line.startswith("prism,"))
-    cells = lines[prism].split(",")
+    changed = next(i for i, line in enumerate(lines) if line.startswith(f"{strategy},"))
+    cells = lines[changed].split(",")
     cells[header.index(column)] = cell
-    lines[prism] = ",".join(cells)
+    lines[changed] = ",".join(cells)
     table = tmp_path / "measurements.csv"
     table.write_text("\n".join(lines) + "\n")
     spec = _spec("jetson_orin_nano", tmp_path, _set("reference", str(table)))
     _calibrate_and_validate_refuse(
-        spec, capsys, tmp_path, f"measurements.csv: field '{column}'", f"line {prism + 1}", problem
+        spec,
+        capsys,
+        tmp_path,
+        f"measurements.csv: field '{column}'",
+        f"line {changed + 1}",
+        problem,
     )
 
 

@@ -109,23 +109,34 @@ def read_measured(path: Path) -> list[MeasuredRow]:
 
 
 def _measured_row(row: Row) -> MeasuredRow:
-    """One configuration the twin can run (a known strategy, at least one device and
-    sample, a positive finite bandwidth, the segments of a strategy that takes them) and
-    its measured metrics, those filled in (each a finite number >= 0)."""
+    """One configuration the twin can run (a strategy with an encoder cost plan, on one
+    device for the one-device strategy and on two or more for a split, at least one
+    sample, a positive finite bandwidth, segments exactly where the strategy takes them)
+    and its measured metrics, those filled in (each a finite number >= 0). A row of a
+    decoder or crowd strategy, or a split on one device, ended in a traceback of the
+    twin (ValueError, IndexError for ``single`` on two devices)."""
     values = {
         metric: value
         for metric in (*TIMING_METRICS, "energy_j")
         if (value := row.optional_number(metric, minimum=0.0)) is not None
     }
     config = Configuration(
-        strategy=row.choice("strategy", registry.names()),
+        strategy=row.choice("strategy", registry.encoder_names()),
         devices=row.integer("devices", minimum=1),
         batch=row.integer("batch", minimum=1),
         bandwidth_mbps=row.positive("bandwidth_mbps"),
         segments=row.optional_integer("segments", minimum=1),
     )
-    if registry.strategy(config.strategy).params and config.segments is None:
+    definition = registry.strategy(config.strategy)
+    if definition.one_device and config.devices != 1:
+        raise row.error("devices", f"{config.strategy} runs on 1 device, not {config.devices}")
+    if not definition.one_device and config.devices < 2:
+        problem = f"{config.strategy} runs on 2 or more devices, not {config.devices}"
+        raise row.error("devices", problem)
+    if definition.params and config.segments is None:
         raise row.error("segments", f"a {config.strategy} row needs its segments (at least 1)")
+    if not definition.params and config.segments is not None:
+        raise row.error("segments", f"{config.strategy} takes no segments")
     return MeasuredRow(config, values)
 
 

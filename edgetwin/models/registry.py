@@ -112,6 +112,11 @@ def decoder_names() -> tuple[str, ...]:
     return tuple(s.name for s in _REGISTRY.values() if s.decoder_plan is not None)
 
 
+def encoder_names() -> tuple[str, ...]:
+    """The strategies the twin runs for an encoder (those with a cost plan)."""
+    return tuple(s.name for s in _REGISTRY.values() if s.cost_plan is not None)
+
+
 def layout(name: str, tokens: int, world: int, segments: int | None = None) -> Layout:
     """Which rows each of ``world`` ranks holds and sends for ``name``."""
     definition = strategy(name)
