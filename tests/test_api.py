@@ -408,7 +408,7 @@ def test_out_that_holds_the_scenario_is_refused(tmp_path: Path) -> None:
         (lambda: edgetwin.run(JETSON, progress=5), "progress"),
         (lambda: edgetwin.load_scenario(5), "path"),
         (lambda: edgetwin.load_scenario(JETSON, overrides="seed=3"), "overrides"),
-        (lambda: edgetwin.load_results(None), "dir"),
+        (lambda: edgetwin.load_results(None), "folder"),  # was "dir": no such argument
         (lambda: edgetwin.run(JETSON, force="no"), "force"),
         (lambda: edgetwin.run(JETSON, trace="yes"), "trace"),
         (lambda: edgetwin.run(JETSON, command="edgetwin run s.yaml"), "command"),

@@ -100,7 +100,7 @@ def _copy_reference(reference: Path, copy: Path) -> None:
 def load_results(folder: str | Path) -> Results:
     """A run's output folder: ``results.csv`` (or ``results.parquet``), the scenario in
     ``scenario.resolved.yaml`` and ``provenance.json`` when they are there."""
-    folder = path_argument(folder, "dir")
+    folder = path_argument(folder, "folder")
     rows = read_results(results_file(folder))
     resolved = folder / "scenario.resolved.yaml"
     reference = folder / "reference.csv"
