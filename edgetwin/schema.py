@@ -292,9 +292,11 @@ def validation_error(exc: ValidationError, path: Path | str, model: type[BaseMod
     loc = [str(part) for part in error["loc"] if not _is_union_tag(part)]
     if error["type"] == BOOLEAN_NUMBER:  # raised by the model, about one of its fields
         loc.append(error["ctx"]["field"])
-    field = ".".join(loc) or None
     message = error["msg"].removeprefix("Value error, ")
     kind = error["type"]
+    if kind == "value_error":  # a model's own check may name the field it is about
+        loc, message = _named_field(model, error["loc"], loc, message)
+    field = ".".join(loc) or None
     if kind == "extra_forbidden":
         message = "unknown key" if meant is None else f"unknown key (did you mean {meant!r}?)"
     elif kind == "missing":
@@ -312,6 +314,21 @@ def validation_error(exc: ValidationError, path: Path | str, model: type[BaseMod
     elif kind != BOOLEAN_NUMBER:
         message += _got(error)
     return InputError(path, field, message)
+
+
+_FIELD_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*): (.+)$", re.DOTALL)
+
+
+def _named_field(
+    model: type[BaseModel], place: Sequence[Any], loc: list[str], message: str
+) -> tuple[list[str], str]:
+    """A model's check that starts its message with a key path below its place
+    (``devices.0.battery_wh: ...``): that path as the field, the rest as the message (it
+    was reported with no field). Any other message is kept whole."""
+    match = _FIELD_PREFIX.match(message)
+    if match is None or match.group(1).split(".")[0] not in keys_at(model, place):
+        return loc, message
+    return [*loc, *match.group(1).split(".")], match.group(2)
 
 
 def _reported(errors: Sequence[Any]) -> tuple[Any, str | None]:

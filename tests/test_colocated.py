@@ -140,15 +140,15 @@ def test_h200_scenarios_put_both_ranks_on_one_gpu() -> None:
 
 
 BAD_HOSTS = [
-    ({"devices__0__host": "gpu1"}, "devices.0.host: unknown host 'gpu1' (hosts: gpu0)"),
+    ({"devices__0__host": "gpu1"}, "field 'devices.0.host': unknown host 'gpu1' (hosts: gpu0)"),
     ({"hosts": [{"name": "gpu0"}, {"name": "gpu0"}]}, "host names must be unique"),
-    ({"hosts": [{"name": "gpu0"}, {"name": "spare"}]}, "hosts.1: no device class runs on"),
+    ({"hosts": [{"name": "gpu0"}, {"name": "spare"}]}, "field 'hosts.1': no device class runs on"),
     ({"hosts__0__compute_slots": 0}, "hosts.0.compute_slots"),
     ({"hosts__0__other_load": -1}, "hosts.0.other_load"),
-    ({"devices__0__battery_wh": 5}, "devices.0.battery_wh: a device on a shared host"),
+    ({"devices__0__battery_wh": 5}, "field 'devices.0.battery_wh': a device on a shared host"),
     (
         {"model": {"preset": "gpt2_small"}, "strategies": [{"name": "single"}]},
-        "devices.0.host: co-located ranks run encoder models only",
+        "field 'devices.0.host': co-located ranks run encoder models only",
     ),
 ]
 

@@ -79,8 +79,8 @@ def _error(raw: dict[str, Any]) -> InputError:
         ),
         (
             lambda r: r["crowd"]["job"]["stages"][-1].update(output_bytes=64),
-            "crowd.job",
-            "stages.1.output_bytes: the last stage sends the job's result_bytes",
+            "crowd.job.stages.1.output_bytes",  # was crowd.job, the path in the problem
+            "the last stage sends the job's result_bytes",
         ),
         (
             lambda r: r["crowd"]["job"].update(compression_saving_pct=100),
@@ -99,8 +99,8 @@ def _error(raw: dict[str, Any]) -> InputError:
         ),
         (  # toy's three phones are toy-0 .. toy-2: a class toy-1 would be a second toy-1
             lambda r: r["crowd"]["fleet"].append({**r["crowd"]["fleet"][0], "name": "toy-1"}),
-            "crowd",
-            "fleet.1.name: a phone named 'toy-1' is one of class 'toy''s phones too",
+            "crowd.fleet.1.name",
+            "a phone named 'toy-1' is one of class 'toy''s phones too",
         ),
         (lambda r: r["crowd"].update(cache="lukewarm"), "crowd.cache", "'cold' or 'warm'"),
         (lambda r: r["crowd"].update(colour=1), "crowd.colour", "unknown key"),

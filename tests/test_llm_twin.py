@@ -376,11 +376,11 @@ ERRORS = {
             sweeps=[{"devices": [4]}],
             devices=[{"name": "j", "profile": "jetson_orin_nano", "count": 4}],
         ),
-        "sweeps.0.devices: tensor_parallel on 4: heads 14 are not divisible by 4 devices",
+        "field 'sweeps.0.devices': tensor_parallel on 4: heads 14 are not divisible by 4 devices",
     ),
     "encoder-only-strategy": (
         _decoder_raw(strategies=[{"name": "single"}, {"name": "encoder_only"}]),
-        "strategies.1.name: encoder_only runs no decoder (single, voltage, prism",
+        "field 'strategies.1.name': encoder_only runs no decoder (single, voltage, prism",
     ),
     "layers-sum": (
         _decoder_raw(strategies=[{"name": "pipeline", "layers": [3, 3]}]),
@@ -394,7 +394,7 @@ ERRORS = {
         _decoder_raw(
             strategies=[{"name": "pipeline", "layers": [3, 1]}, {"name": "pipeline"}],
         ),
-        "strategies.1.layers: pipeline is listed as strategies.0 with other layers",
+        "field 'strategies.1.layers': pipeline is listed as strategies.0 with other layers",
     ),
     "layers-on-voltage": (
         _decoder_raw(strategies=[{"name": "voltage", "layers": [2, 2]}]),

@@ -271,7 +271,7 @@ CASES = [
     Case(
         "decoder-strategy-on-an-encoder",
         scenario_text(strategies__0__name="pipeline"),
-        ("strategies.0.name: pipeline runs decoder models only",),
+        ("field 'strategies.0.name': pipeline runs decoder models only",),
     ),
     Case(
         "negative-cr",
