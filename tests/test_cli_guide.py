@@ -259,7 +259,9 @@ def test_help_of_trace_names_what_each_kind_of_run_writes() -> None:
     text = " ".join(_subcommands()["run"].format_help().split())
     assert "trace.json (Chrome trace) for a twin run" in text
     assert "timeline.json" in text and "for a crowd run in the twin" in text
-    assert "traces/" in text and "local run" in text
+    assert "traces/" in text and "for a local ViT run" in text
+    # a local decoder or crowd run refuses --trace (exit 2): help says so, not "traces/"
+    assert "a local decoder or crowd run refuses it" in text
 
 
 @pytest.mark.timeout(120)

@@ -159,7 +159,8 @@ def _parser() -> argparse.ArgumentParser:
         help="also write the runs' timelines: trace.json (Chrome trace) for a twin run, "
         "timeline.json (the crowd twin's event records) for a crowd run in the twin, "
         "traces/ (a PyTorch profiler Chrome trace per rank and configuration) for a "
-        "local run; an emulator run writes none",
+        "local ViT run; an emulator run writes none, and a local decoder or crowd run "
+        "refuses it",
     )
     add_quiet_argument(run)
     run.add_argument(
