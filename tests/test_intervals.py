@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import edgetwin
 from edgetwin.calibration.fit_reference import leave_one_batch_out_table
 from edgetwin.calibration.held_out import nested_coverage, residuals_by_group
 from edgetwin.cli import main
@@ -61,6 +62,43 @@ def test_twin_rows_get_bands_that_hold_their_values_and_change_nothing_else() ->
     assert distributed and all(r.comm_ms_lo < r.comm_ms < r.comm_ms_hi for r in distributed)
     again = twin_rows(load_scenario(LOOPBACK, [*SMALL, "intervals=0.9"]))
     assert again == banded  # same seed, same intervals
+
+
+# (scenario, overrides that keep it small, the metrics whose band is the not-known one)
+OTHER_KINDS = [
+    (  # a crowd row: phone profiles hold no held-out fits, so every band is not known
+        "crowdio_android.yaml",
+        ["repetitions=1"],
+        {"compute_ms", "staging_ms", "comm_ms", "energy_j", "total_ms"},
+    ),
+    (  # a decoder row: memory-bound decode steps on a vendor bandwidth, not fitted
+        "llm_smoke.yaml",
+        ["workload.output_tokens=4", "sweeps=[{batch: [1], devices: [2]}]"],
+        {"compute_ms", "total_ms"},
+    ),
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("name", "small", "not_known"), OTHER_KINDS)
+def test_crowd_and_decoder_rows_get_bands_too(
+    name: str, small: list[str], not_known: set[str]
+) -> None:
+    """Issue 15 asks for the bands on every shipped twin scenario, not only the ViT's."""
+    path = REPO / "scenarios" / name
+    plain = edgetwin.run(path, overrides=small).rows
+    banded = edgetwin.run(path, overrides=[*small, "intervals=0.9"]).rows
+    assert len(banded) == len(plain) > 0
+    added = {f"{m}_{end}" for m in INTERVAL_METRICS for end in ("lo", "hi")}
+    added.add("interval_not_known")
+    for before, after in zip(plain, banded, strict=True):
+        for metric in INTERVAL_METRICS:
+            value, low, high = (getattr(after, f) for f in (metric, f"{metric}_lo", f"{metric}_hi"))
+            assert low is not None and high is not None, (metric, after)
+            assert low <= value <= high, (metric, after)
+        assert set((after.interval_not_known or "").split(";")) == not_known, after
+        kept = {k: v for k, v in asdict(after).items() if k not in added}
+        assert kept == {k: v for k, v in asdict(before).items() if k not in added}
 
 
 @pytest.mark.timeout(120)
