@@ -360,6 +360,42 @@ def test_same_seed_same_results_and_another_seed_differs(tmp_path: Path) -> None
         assert row.total_ms == pytest.approx(row.ttft_ms + 3 * row.tpot_ms, rel=1e-6)
 
 
+DECODER_COLUMNS = (
+    "prompt_tokens",
+    "output_tokens",
+    "ttft_ms",
+    "tpot_ms",
+    "total_ms",
+    "tokens_per_s",
+    "energy_per_token_j",
+    "weights_mb",
+    "kv_cache_mb",
+    "compute_ms",
+    "staging_ms",
+    "comm_ms",
+)
+
+
+@pytest.mark.timeout(60)
+def test_llm_jetson_writes_the_decoder_columns_for_every_strategy(tmp_path: Path) -> None:
+    """Issue 14's acceptance: ``edgetwin run scenarios/llm_jetson.yaml`` writes the
+    decoder columns for every strategy (here at prompt 128, 4 output tokens)."""
+    out = tmp_path / "out"
+    small = "sweeps=[{batch: [1, 2], devices: [2, 4], prompt_tokens: [128]}]"
+    args = ["run", str(REPO / "scenarios/llm_jetson.yaml"), "--out", str(out), "--quiet"]
+    assert main([*args, "--set", "workload.output_tokens=4", "--set", small]) == 0
+    rows = read_results(out / "results.csv")
+    assert {r.strategy for r in rows} == set(registry.decoder_names())
+    for row in rows:
+        assert row.status == "ok", row
+        for column in DECODER_COLUMNS:
+            value = getattr(row, column)
+            assert value is not None and math.isfinite(value), (column, row)
+        assert row.prompt_tokens == 128 and row.output_tokens == 4
+        assert row.ttft_ms > 0 and row.tpot_ms > 0 and row.weights_mb > 0 and row.kv_cache_mb > 0
+        assert row.energy_per_token_j == pytest.approx(row.energy_j / (row.batch * 4), rel=1e-5)
+
+
 # ------------------------------------------------------------ scenario errors
 
 
