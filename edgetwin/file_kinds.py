@@ -72,23 +72,48 @@ def kind_of_mapping(raw: dict[str, Any], path: Path) -> Kind | None:
     return None
 
 
+def kind_of_file(path: Path) -> Kind | None:
+    """The kind of the file at ``path``; None when it is not a YAML mapping or its keys and
+    suffix do not tell."""
+    try:
+        raw = read_yaml_mapping(path)
+    except InputError:
+        return None
+    return kind_of_mapping(raw, path)
+
+
+def _this_is(path: Path, found: Kind) -> str:
+    info = KINDS[found]
+    use = info.use if info.command is None else f"use `edgetwin {info.command} {path}`"
+    return f"this is {info.noun}: {use}"
+
+
 def check_kind(path: Path, expected: Kind, command: str | None = None) -> None:
     """An ``InputError`` naming the right command when ``path`` holds another kind of file
     than ``command`` (by default the one of ``expected``) reads; a file that cannot be read
     is left to the command's loader."""
-    try:
-        raw = read_yaml_mapping(path)
-    except InputError:
-        return
-    found = kind_of_mapping(raw, path)
+    found = kind_of_file(path)
     if found is None or found == expected:
         return
-    info, wanted = KINDS[found], KINDS[expected]
-    use = info.use if info.command is None else f"use `edgetwin {info.command} {path}`"
+    wanted = KINDS[expected]
     problem = (
-        f"this is {info.noun}: {use} (`edgetwin {command or wanted.command}` reads {wanted.noun})"
+        f"{_this_is(path, found)} (`edgetwin {command or wanted.command}` reads {wanted.noun})"
     )
     raise InputError(path, None, problem)
+
+
+def not_a_run_folder(path: Path, tables: tuple[str, ...]) -> str:
+    """What to say of a file given where a run's output folder is read (``report``,
+    ``compare``, ``load_results``): the command of a scenario or another input file, the
+    folder of a results table (one of ``tables``), else that a folder is wanted."""
+    if path.name in tables:
+        return f"a results table: give its folder, {path.parent}"
+    found = kind_of_file(path)
+    if found is not None:
+        return (
+            f"{_this_is(path, found)} (a run's output folder, one with {tables[0]}, is read here)"
+        )
+    return f"a file, not a run's output folder (one with {tables[0]})"
 
 
 def check_named_scenario(raw: dict[str, Any], path: Path, named_by: Path, field: str) -> None:

@@ -155,7 +155,16 @@ TABLE_READ_ERRORS = (OSError, UnicodeDecodeError, csv.Error, ValueError)
 
 def results_file(folder: Path) -> Path:
     """A run folder's results table: ``results.csv``, else ``results.parquet`` (what ``run
-    --format parquet`` writes alone); neither is an ``InputError`` naming the CSV."""
+    --format parquet`` writes alone); neither is an ``InputError`` naming the CSV, and a
+    file given for the folder one saying what to give instead."""
+    try:
+        is_file = folder.is_file()
+    except OSError:  # a name too long, say: said below
+        is_file = False
+    if is_file:
+        from edgetwin.file_kinds import not_a_run_folder
+
+        raise InputError(folder, None, not_a_run_folder(folder, (RESULTS_CSV, RESULTS_PARQUET)))
     for name in (RESULTS_CSV, RESULTS_PARQUET):
         try:
             if (folder / name).is_file():

@@ -101,6 +101,31 @@ def test_a_device_profile_given_to_a_command_says_a_scenario_names_it(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.timeout(60)
+def test_a_file_given_for_a_run_folder_says_what_to_give(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """report and compare read a run's output folder; given a scenario they said
+    'scenarios/x.yaml/results.csv: file not found', given the results.csv itself
+    'results.csv/results.csv: file not found'."""
+    run = tmp_path / "run"
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL)
+    assert main(["run", str(scenario), "--out", str(run), "--quiet"]) == 0
+    table = run / "results.csv"
+    err = _error_of(capsys, ["report", str(scenario)])
+    assert f"this is a scenario: use `edgetwin run {scenario}`" in err, err
+    assert "run's output folder" in err and "results.csv: file not found" not in err
+    err = _error_of(capsys, ["compare", str(run), str(table)])
+    assert err.startswith(f"edgetwin: error: {table}: ") and f"give its folder, {run}" in err
+    err = _error_of(capsys, ["report", str(SCENARIOS / "adaptive_prism.eval.yaml")])
+    assert "use `edgetwin evaluate" in err
+    other = tmp_path / "notes.txt"
+    other.write_text("not a table\n")
+    err = _error_of(capsys, ["compare", str(other), str(run)])
+    assert f"{other}: a file, not a run's output folder" in err, err
+
+
 def test_the_suffix_decides_when_the_keys_do_not(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
