@@ -521,7 +521,7 @@ class Scenario(Strict):
         for i, sweep in enumerate(self.sweeps):
             if max(sweep.devices) > fleet:
                 wanted = max(sweep.devices)
-                raise ValueError(f"sweeps.{i}.devices asks for {wanted}; the fleet has {fleet}")
+                raise ValueError(f"sweeps.{i}.devices: asks for {wanted}; the fleet has {fleet}")
         return self
 
     @model_validator(mode="after")
@@ -632,7 +632,7 @@ def _check_decoder(scenario: Scenario, model: DecoderSpec) -> None:
             raise ValueError(f"strategies.{i}.name: {strategy.name} runs no decoder ({known} do)")
         if strategy.layers and sum(strategy.layers) != model.layers:
             problem = f"add up to {sum(strategy.layers)}; the model has {model.layers}"
-            raise ValueError(f"strategies.{i}.layers {list(strategy.layers)} {problem}")
+            raise ValueError(f"strategies.{i}.layers: {list(strategy.layers)} {problem}")
         for j, sweep in enumerate(scenario.sweeps):
             prompts = sweep.prompt_tokens or (workload.prompt_tokens,)
             outputs = sweep.output_tokens or (workload.output_tokens,)

@@ -420,7 +420,7 @@ ERRORS = {
     ),
     "layers-sum": (
         _decoder_raw(strategies=[{"name": "pipeline", "layers": [3, 3]}]),
-        "strategies.0.layers [3, 3] add up to 6; the model has 4",
+        "field 'strategies.0.layers': [3, 3] add up to 6; the model has 4",
     ),
     "layers-devices": (
         _decoder_raw(strategies=[{"name": "pipeline", "layers": [1, 1, 2]}]),

@@ -220,7 +220,7 @@ CASES = [
     Case(
         "devices-sweep-beyond-fleet",
         scenario_text(sweeps=[{"batch": [1], "devices": [2, 3]}]),
-        ("sweeps.0.devices", "asks for 3", "fleet has 2"),
+        ("field 'sweeps.0.devices': asks for 3", "fleet has 2"),
     ),
     Case(  # both classes were named 'jetson': no field named
         "device-class-named-twice",
