@@ -20,6 +20,7 @@ from typing import Any, TypeGuard
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import InputError, shown, shown_text
+from edgetwin.file_kinds import not_a_run_folder
 from edgetwin.models import registry
 from edgetwin.provenance import note_read
 
@@ -162,8 +163,6 @@ def results_file(folder: Path) -> Path:
     except OSError:  # a name too long, say: said below
         is_file = False
     if is_file:
-        from edgetwin.file_kinds import not_a_run_folder
-
         raise InputError(folder, None, not_a_run_folder(folder, (RESULTS_CSV, RESULTS_PARQUET)))
     for name in (RESULTS_CSV, RESULTS_PARQUET):
         try:
