@@ -3,6 +3,7 @@ the facts a calibration spec gives about its device."""
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from edgetwin.atomic import output_kind, why_not_written, write_texts_together
-from edgetwin.errors import OUT_OPTION, InputError
+from edgetwin.errors import OUT_OPTION, InputError, shown
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import (
     ComputeParams,
@@ -39,8 +40,17 @@ def parameter_section(
     InputError naming ``field``."""
     section, _, name = key.partition(".")
     params = sections.get(section)
-    if params is None or name not in params.model_fields:
-        raise InputError(path, field, f"{key!r} is not a parameter of {list(sections)}")
+    if params is None:
+        known = ", ".join(sections)
+        problem = (
+            f"{shown(key)} is not a parameter: give section.parameter, the section one of {known}"
+        )
+        raise InputError(path, field, problem)
+    if name not in params.model_fields:
+        names = sorted(params.model_fields)
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"did you mean {section}.{close[0]}?" if close else f"it has {', '.join(names)}"
+        raise InputError(path, field, f"{shown(key)} is not a parameter of {section} ({hint})")
     return params
 
 
@@ -55,7 +65,8 @@ def check_fixed(
         try:
             params.__pydantic_validator__.validate_assignment(params.model_construct(), name, value)
         except ValidationError as exc:
-            raise InputError(path, f"fixed.{key}", exc.errors()[0]["msg"]) from None
+            problem = f"{exc.errors()[0]['msg']} (got {shown(value)})"
+            raise InputError(path, f"fixed.{key}", problem) from None
 
 
 class ProfileFacts(Strict):
