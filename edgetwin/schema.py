@@ -142,6 +142,13 @@ def first_repeated(values: Sequence[Any]) -> tuple[int, Any] | None:
     return None
 
 
+def check_given_once(names: Sequence[str], noun: str) -> None:
+    """A ValueError naming the first of ``names`` given twice (``noun``: what each is)."""
+    repeated = first_repeated(names)
+    if repeated is not None:
+        raise ValueError(f"{noun} {repeated[1]!r} is given twice; give each once")
+
+
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
     """A YAML file whose top level is a mapping, or an InputError."""
     check_regular_file(path, path, None)

@@ -69,7 +69,7 @@ from edgetwin.scenario import (
 from edgetwin.schema import (
     PositiveInt,
     Strict,
-    first_repeated,
+    check_given_once,
     load_yaml_model,
     optional_values,
     read_yaml_mapping,
@@ -116,9 +116,7 @@ class EvalSettings(Strict):
             raise ValueError(f"unknown policy {unknown[0]!r}; known: {sorted(POLICIES)}")
         if "adaptive" not in names:
             raise ValueError("policies must include 'adaptive'")
-        repeated = first_repeated(names)
-        if repeated is not None:
-            raise ValueError(f"policy {repeated[1]!r} is given twice; give each once")
+        check_given_once(names, "policy")
         return names
 
     @property

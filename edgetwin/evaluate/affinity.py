@@ -34,6 +34,7 @@ from edgetwin.scenario import Scenario, swept_bandwidths, validate_scenario
 from edgetwin.schema import (
     Strict,
     apply_override,
+    check_given_once,
     first_repeated,
     read_yaml_mapping,
     referenced_file,
@@ -68,9 +69,7 @@ class AffinitySettings(Strict):
         unknown = [n for n in names if n not in SCHEDULERS]
         if unknown:
             raise ValueError(f"unknown scheduler {unknown[0]!r}; known: {sorted(SCHEDULERS)}")
-        repeated = first_repeated(names)
-        if repeated is not None:
-            raise ValueError(f"scheduler {repeated[1]!r} is given twice; give each once")
+        check_given_once(names, "scheduler")
         return names
 
 
