@@ -217,16 +217,32 @@ def test_churn_from_renewal_processes_loses_nothing(tmp_path: Path) -> None:
         (["toy-0,1,x"], "line 2", "must be numbers"),
         (["toy-0,2,1"], "line 2", "after t_leave_s"),
         (["toy-0,-1,1"], "line 2", ">= 0"),
-        (["toy-0,1,3", "toy-0,2,4"], None, "overlap"),
-        (["toy-0,1,", "toy-0,5,6"], None, "overlap"),
+        (["toy-0,1,3", "toy-0,2,4"], "line 3", "overlaps the one on line 2"),  # was no line
+        (["toy-0,5,6", "", "toy-0,1,"], "line 2", "overlaps the one on line 4"),
+        (["toy-0,1,3,9"], "line 2", "4 fields, the header has 3"),  # the 9 was dropped
+        (["toy-0,1"], "line 2", "2 fields, the header has 3"),  # was: gone for good
     ],
 )
 def test_bad_availability_traces_name_the_file_and_line(
     tmp_path: Path, rows: list[str], where: str | None, problem: str
 ) -> None:
+    caught = _bad_trace_error(tmp_path, "device,t_leave_s,t_return_s\n" + "\n".join(rows) + "\n")
+    assert caught.field == where
+    assert problem in caught.problem
+
+
+@pytest.mark.parametrize("text", ["", "\n", "device,t_leave_s\n"], ids=["empty", "blank", "short"])
+def test_a_trace_without_its_header_is_refused(tmp_path: Path, text: str) -> None:
+    """An empty file was read as a trace in which no phone leaves."""
+    caught = _bad_trace_error(tmp_path, text)
+    assert caught.field == "line 1"
+    assert "expected the columns device, t_leave_s, t_return_s" in caught.problem
+
+
+def _bad_trace_error(tmp_path: Path, text: str) -> InputError:
     phone = toy_phone_file(tmp_path)
     trace = tmp_path / "trace.csv"
-    trace.write_text("device,t_leave_s,t_return_s\n" + "\n".join(rows) + "\n")
+    trace.write_text(text)
     raw = toy_crowd([{"name": "toy", "profile": phone, "count": 2}])
     raw["crowd"]["availability_trace"] = "trace.csv"
     scenario_path = tmp_path / "scenario.yaml"
@@ -234,8 +250,18 @@ def test_bad_availability_traces_name_the_file_and_line(
     with pytest.raises(InputError) as caught:
         prepare_crowd(Scenario.model_validate(raw), scenario_path)
     assert caught.value.path == str(trace)
-    assert caught.value.field == where
-    assert problem in caught.value.problem
+    return caught.value
+
+
+def test_a_device_name_is_read_without_its_spaces(tmp_path: Path) -> None:
+    """' toy-0' passed the name check stripped but was filed unstripped: never replayed."""
+    phone = toy_phone_file(tmp_path)
+    raw = toy_crowd([{"name": "toy", "profile": phone, "count": 2}])
+    trace = tmp_path / "trace.csv"
+    trace.write_text("device,t_leave_s,t_return_s\n toy-0 ,1.05,\n")
+    raw["crowd"]["availability_trace"] = str(trace)
+    outcome = simulate(raw)
+    assert [(e.phone, e.t_s) for e in events(outcome, "lost")] == [("toy-0", 1.05)]
 
 
 def test_a_missing_trace_file_is_named(tmp_path: Path) -> None:

@@ -37,22 +37,28 @@ def read_trace(path: Path, phones: set[str]) -> dict[str, list[Absence]]:
     note_read(path)
     try:
         with path.open(newline="") as handle:
-            rows = list(csv.DictReader(handle))
-            header = tuple(rows[0].keys()) if rows else ()
+            reader = csv.reader(handle)
+            header = next(reader, None)
+            rows = [(reader.line_num, fields) for fields in reader if fields]
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(path, None, f"cannot read: {exc}") from None
-    if rows and set(COLUMNS) - set(header):
+    if header is None or set(COLUMNS) - set(header):  # an empty file has no header either
         raise InputError(path, "line 1", f"expected the columns {', '.join(COLUMNS)}")
-    absences: dict[str, list[Absence]] = {}
-    for line, row in enumerate(rows, start=2):
+    absences: dict[str, list[tuple[Absence, int]]] = {}
+    for line, fields in rows:
+        if len(fields) != len(header):
+            problem = f"{len(fields)} fields, the header has {len(header)}"
+            raise InputError(path, f"line {line}", problem)
+        row = dict(zip(header, fields, strict=True))
         absence = _absence(path, line, row, phones)
-        absences.setdefault(row["device"], []).append(absence)
+        absences.setdefault(row["device"].strip(), []).append((absence, line))
     for name, items in absences.items():
-        items.sort(key=lambda a: a.leave_ms)
-        for before, after in pairwise(items):
+        items.sort(key=lambda item: item[0].leave_ms)
+        for (before, before_line), (after, line) in pairwise(items):
             if before.return_ms is None or before.return_ms > after.leave_ms:
-                raise InputError(path, None, f"absences of {name!r} overlap")
-    return absences
+                problem = f"this absence of {name!r} overlaps the one on line {before_line}"
+                raise InputError(path, f"line {line}", problem)
+    return {name: [absence for absence, _ in items] for name, items in absences.items()}
 
 
 def _absence(path: Path, line: int, row: dict[str, str], phones: set[str]) -> Absence:
