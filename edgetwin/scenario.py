@@ -114,6 +114,12 @@ class Availability(Strict):
     down: Distribution
     start_up: bool = True
 
+    @model_validator(mode="after")
+    def _check_cycle(self) -> Availability:
+        if self.up.expected_s == 0 and self.down.expected_s == 0:  # a crowd run hung on it
+            raise ValueError("up and down both last 0 s: a cycle that takes no time never ends")
+        return self
+
 
 def _profile_kind(value: Any) -> str:
     return "profile_inline" if isinstance(value, dict | DeviceProfile) else "profile_name"

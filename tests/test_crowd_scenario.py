@@ -102,6 +102,16 @@ def _error(raw: dict[str, Any]) -> InputError:
             "crowd.fleet.1.name",
             "a phone named 'toy-1' is one of class 'toy''s phones too",
         ),
+        (  # the phone left and came back at one instant forever: the run hung
+            lambda r: r["crowd"]["fleet"][0].update(
+                availability={
+                    "up": {"kind": "constant", "value_s": 0},
+                    "down": {"kind": "constant", "value_s": 0},
+                }
+            ),
+            "crowd.fleet.0.availability",
+            "up and down both last 0 s",
+        ),
         (lambda r: r["crowd"].update(cache="lukewarm"), "crowd.cache", "'cold' or 'warm'"),
         (lambda r: r["crowd"].update(colour=1), "crowd.colour", "unknown key"),
         (lambda r: r.pop("crowd"), None, "needs a 'crowd' section"),
