@@ -97,12 +97,14 @@ def crowd_bandwidths(scenario: Scenario) -> list[float]:
 
 def crowd_runs(scenario: Scenario) -> list[CrowdRun]:
     """Every bandwidth x strategy x scheduler x repetition of a crowd scenario, in a stable
-    order, bandwidth first (the emulator shapes its links once per bandwidth)."""
+    order, bandwidth first (the emulator shapes its links once per bandwidth); a strategy
+    listed twice runs once, as a configuration does (it wrote the same rows twice)."""
     assert scenario.crowd is not None
+    strategies = dict.fromkeys(strategy.name for strategy in scenario.strategies)
     return [
-        CrowdRun(strategy.name, scheduler, rep, bandwidth_mbps)
+        CrowdRun(strategy, scheduler, rep, bandwidth_mbps)
         for bandwidth_mbps in crowd_bandwidths(scenario)
-        for strategy in scenario.strategies
+        for strategy in strategies
         for scheduler in scenario.crowd.schedulers
         for rep in range(scenario.repetitions)
     ]

@@ -234,6 +234,15 @@ def test_a_real_run_plays_its_runs_repetition_by_repetition() -> None:
     assert first_turn == [(strategy, scheduler) for strategy in modes for scheduler in schedulers]
 
 
+def test_a_strategy_listed_twice_runs_once(tmp_path: Path) -> None:
+    """As a configuration does: the crowd runner wrote the same rows twice."""
+    raw = _raw(tmp_path)
+    raw["strategies"] = [{"name": "crowdio_streaming"}, {"name": "crowdio_streaming"}]
+    scenario = Scenario.model_validate(raw)
+    assert crowd_runs(scenario) == [CrowdRun("crowdio_streaming", "affinity", 0, 0.08)]
+    assert len(run_crowd(scenario, tmp_path / "s.yaml")) == 1
+
+
 def test_rows_one_per_job_with_crowd_columns(tmp_path: Path) -> None:
     raw = _raw(tmp_path, schedulers=["affinity", "fifo"])
     raw["strategies"] = [{"name": "crowdio_streaming"}, {"name": "crowdio_barrier"}]
