@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from edgetwin import run
 from edgetwin.cli import main
 from edgetwin.reports.crowd import (
@@ -88,3 +90,35 @@ def test_crowd_timelines_hover_with_units() -> None:
     assert list(bar.customdata[0][:2]) == [1.0, 2.5] and " s<br>" in bar.hovertemplate
     assert ram.data[0].hovertemplate.startswith("%{x:.2f} s: %{y:.4g} MB")
     assert battery.data[0].hovertemplate.startswith("%{x:.2f} s: %{y:.4g} %")
+
+
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        ("{", "not a timeline: Expecting property name"),
+        ("[]", "the top level must be a mapping of keys to values"),
+        ('{"activities": 5}', "field 'activities': Input should be a valid tuple"),
+        ('{"activities": [{"phone": "a"}]}', "field 'activities.0.kind': required key is missing"),
+        (
+            '{"activities": [{"phone": "a", "kind": "nap", "start_s": 0, "end_s": 1}]}',
+            "field 'activities.0.kind': 'nap' is not one of load, infer, transfer, idle, away",
+        ),
+        ('{"ram": [{"phone": "a", "t_s": NaN, "rss_mb": 1}]}', "field 'ram.0.t_s'"),
+    ],
+    ids=["malformed", "list", "not-a-list", "missing-key", "unknown-kind", "nan"],
+)
+def test_report_names_a_broken_timeline(
+    tmp_path: Path, text: str, expect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A broken timeline.json was a traceback (JSONDecodeError, KeyError, TypeError) from
+    the figure that met it; now exit 2 naming the file and the field, the report kept."""
+    out = tmp_path / "crowd"
+    assert main(["run", str(SCENARIO), "--out", str(out), "--quiet", "--set", "repetitions=1"]) == 0
+    page = (out / "report.html").read_bytes()
+    (out / "timeline.json").write_text(text)
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"edgetwin: error: {out / 'timeline.json'}: ")
+    assert expect in error and len(error.splitlines()) == 1
+    assert (out / "report.html").read_bytes() == page

@@ -7,15 +7,21 @@ activities, RAM and battery samples per phone).
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.reports.style import styled
 from edgetwin.results import ResultRow
+from edgetwin.schema import check_regular_file, validation_error
+from edgetwin.sim.crowd.records import ACTIVITY_KINDS, Activity, BatterySample, RamSample
 
 ACTIVITY_COLORS = {
     "load": "#d62728",
@@ -25,6 +31,37 @@ ACTIVITY_COLORS = {
     "away": "#7f7f7f",
 }
 Records = Mapping[str, Sequence[Mapping[str, Any]]]
+
+
+class _Timeline(BaseModel):
+    """The sections of ``timeline.json`` the figures read (the others are left alone)."""
+
+    model_config = ConfigDict(allow_inf_nan=False, frozen=True)
+
+    activities: tuple[Activity, ...] = ()
+    ram: tuple[RamSample, ...] = ()
+    battery: tuple[BatterySample, ...] = ()
+
+
+def read_timeline(path: Path) -> Records:
+    """``timeline.json``'s activities, RAM and battery samples, checked: a broken file is an
+    InputError naming it and the field (it was a traceback from the figure that met it)."""
+    check_regular_file(path, path, None)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(path, None, f"not a timeline: {exc}") from None
+    if not isinstance(raw, dict):
+        raise InputError(path, None, "the top level must be a mapping of keys to values")
+    try:
+        timeline = _Timeline.model_validate(raw)
+    except ValidationError as exc:
+        raise validation_error(exc, path, _Timeline) from None
+    for index, activity in enumerate(timeline.activities):
+        if activity.kind not in ACTIVITY_KINDS:
+            problem = f"{activity.kind!r} is not one of {', '.join(ACTIVITY_KINDS)}"
+            raise InputError(path, f"activities.{index}.kind", problem)
+    return timeline.model_dump()
 
 
 def is_crowd(rows: Sequence[ResultRow]) -> bool:

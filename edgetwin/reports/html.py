@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -16,7 +15,7 @@ import plotly.io as pio
 from edgetwin.atomic import write_text_atomic
 from edgetwin.comparison import Comparison, compare_to_reference, key_label
 from edgetwin.links import read_link_warnings
-from edgetwin.reports.crowd import Records, crowd_figures, is_crowd
+from edgetwin.reports.crowd import Records, crowd_figures, is_crowd, read_timeline
 from edgetwin.reports.figures import comparison_figure, report_figures
 from edgetwin.reports.link_check import link_check_figure, read_link_checks
 from edgetwin.reports.llm import device_ram_mb, is_decoder, llm_figures
@@ -194,7 +193,7 @@ def read_run(run_dir: Path) -> RunData:
         compare_to_reference(rows, read_table(reference_path)) if reference_path.exists() else None
     )
     timeline_path = run_dir / "timeline.json"
-    records = json.loads(timeline_path.read_text()) if timeline_path.exists() else None
+    records = read_timeline(timeline_path) if timeline_path.exists() else None
     checks = run_dir / "link_check.csv"
     warnings = read_link_warnings(checks)
     ram = device_ram_mb(run_dir) if is_decoder(rows) else {}
