@@ -513,6 +513,11 @@ class Scenario(Strict):
             raise ValueError(f"a 'crowd' scenario runs only the strategies {crowd}")
         if self.devices:
             raise ValueError("a 'crowd' scenario lists its phones in crowd.fleet, not 'devices'")
+        for i, sweep in enumerate(self.sweeps):  # a swept batch ran the same job: ignored
+            for key, says in (("batch", "crowd.job.inputs"), ("devices", "crowd.fleet")):
+                if getattr(sweep, key) != SweepSpec.model_fields[key].default:
+                    problem = f"a crowd run takes no {key} from a sweep: {says} says it"
+                    raise ValueError(f"sweeps.{i}.{key}: {problem}")
         return self
 
     @model_validator(mode="after")

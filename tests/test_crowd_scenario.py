@@ -112,6 +112,16 @@ def _error(raw: dict[str, Any]) -> InputError:
             "crowd.fleet.0.availability",
             "up and down both last 0 s",
         ),
+        (  # ran the one job of crowd.job.inputs, the swept batch nowhere
+            lambda r: r.update(sweeps=[{"batch": [1, 8]}]),
+            "sweeps.0.batch",
+            "a crowd run takes no batch from a sweep: crowd.job.inputs says it",
+        ),
+        (
+            lambda r: r.update(sweeps=[{"bandwidth_mbps": [5]}, {"devices": [4]}]),
+            "sweeps.1.devices",
+            "a crowd run takes no devices from a sweep: crowd.fleet says it",
+        ),
         (lambda r: r["crowd"].update(cache="lukewarm"), "crowd.cache", "'cold' or 'warm'"),
         (lambda r: r["crowd"].update(colour=1), "crowd.colour", "unknown key"),
         (lambda r: r.pop("crowd"), None, "needs a 'crowd' section"),
