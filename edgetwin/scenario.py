@@ -54,6 +54,7 @@ MAX_JOB_INPUTS = 100_000  # a job's tasks are its inputs x stages, each a row of
 MAX_HORIZON_S = 31 * 86_400.0  # a month of simulated time
 MAX_REPETITIONS = 10_000  # of every configuration: a p99 needs a few hundred
 MAX_JOBS = 100_000  # jobs expected to arrive within the horizon (horizon / mean interarrival)
+MAX_CHURN_CYCLES = 10_000_000  # phones' up-down cycles expected in a run: 12x the 100,000-phone day
 _MAX_EXPONENT = 700.0  # math.exp overflows a float past about 709
 # an emulator host's least CPU quota: Mininet sets a quota under 1 ms of a 100 ms period
 # by stretching the period, past the kernel's 1 s limit, so the host would get 0.01 anyway
@@ -392,6 +393,7 @@ class CrowdSpec(Strict):
         phones = sum(c.count or 0 for c in self.fleet) + (self.fleet_size or 0)
         if phones > MAX_PHONES:
             raise ValueError(f"the fleet has {phones} phones (at most {MAX_PHONES})")
+        self._check_churn()
         every = self.job.interarrival
         if every is not None and self.horizon_s / every.expected_s > MAX_JOBS:
             jobs = f"{self.horizon_s / every.expected_s:.3g}"
@@ -399,6 +401,25 @@ class CrowdSpec(Strict):
                 f"job.interarrival brings {jobs} jobs in horizon_s (at most {MAX_JOBS})"
             )
         return self
+
+    def _check_churn(self) -> None:
+        """The up-down cycles the fleet's availability brings in ``horizon_s + drain_s``, at
+        most MAX_CHURN_CYCLES (a mean of microseconds ran for days); the class that brings
+        the most is named."""
+        run_s = self.horizon_s + self.drain_s
+        cycles = [
+            count * run_s / (spec.availability.up.expected_s + spec.availability.down.expected_s)
+            if spec.availability is not None
+            else 0.0
+            for spec, count in zip(self.fleet, self.class_counts(), strict=True)
+        ]
+        if sum(cycles) > MAX_CHURN_CYCLES:
+            most = cycles.index(max(cycles))
+            raise ValueError(
+                f"fleet.{most}.availability: the fleet's phones go away and come back "
+                f"{sum(cycles):.3g} times in horizon_s + drain_s (at most {MAX_CHURN_CYCLES}; "
+                f"this class's {cycles[most]:.3g})"
+            )
 
 
 def member_names(class_name: str, count: int) -> list[str]:

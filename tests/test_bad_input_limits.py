@@ -281,13 +281,28 @@ def _stale_folder(out: Path) -> dict[str, str]:
             ("field 'crowd'", "job.interarrival brings", "jobs in horizon_s"),
         ),
         (
+            "crowd_city",
+            "crowd.fleet.1.availability={up: {kind: constant, value_s: 0.001}, "
+            "down: {kind: exponential, mean_s: 0.001}}",
+            ("field 'crowd.fleet.1.availability'", "come back 1.74e+10 times", "at most"),
+        ),
+        (
             "prism_jetson",
             "devices.0.count=10000000",
             ("'devices.0.count'", "less than or equal to 1024"),
         ),
         ("prism_jetson", "repetitions=100000000", ("'repetitions'", "less than or equal to 10000")),
     ],
-    ids=["fleet", "share", "inputs", "horizon", "interarrival", "devices", "repetitions"],
+    ids=[
+        "fleet",
+        "share",
+        "inputs",
+        "horizon",
+        "interarrival",
+        "churn",
+        "devices",
+        "repetitions",
+    ],
 )
 @pytest.mark.timeout(60)
 def test_more_than_one_machine_runs(
@@ -298,7 +313,7 @@ def test_more_than_one_machine_runs(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Each ran until killed: 10^7 phones or devices hung building the fleet, a job every
-    millisecond for a day, 10^8 repetitions."""
+    millisecond for a day, phones away and back every 2 ms for a day, 10^8 repetitions."""
     argv = ["run", str(SCENARIOS / f"{scenario}.yaml"), "--out", str(tmp_path / "out")]
     assert_clean_failure([*argv, "--set", item], capsys, tmp_path, *expect)
 
