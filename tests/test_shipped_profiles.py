@@ -197,3 +197,31 @@ def test_a_parameter_taken_from_the_base_is_the_bases() -> None:
     assert netns["network"]["large_message_ms"] == base["network"]["large_message_ms"]
     for sample in netns["fit"]["bootstrap_samples"]["network"]:
         assert sample["large_message_ms"] == base["network"]["large_message_ms"]
+
+
+FOLDER_PROFILES = sorted((REPO / "data/traces").glob("*/*/profile.yaml"))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "shipped", FOLDER_PROFILES, ids=[p.parent.parent.name for p in FOLDER_PROFILES]
+)
+def test_a_trace_folders_profile_is_what_its_command_writes(shipped: Path, tmp_path: Path) -> None:
+    """A profile shipped beside the runs it was fitted from (the emulator loop's machine)
+    is, byte for byte, what the command written in it makes of the spec beside it, run on
+    a mirror of its folder: the spec keeps the machine's facts, so any machine can rerun it
+    (``calibrate-machine --emu`` rewrites the spec from the machine it runs on)."""
+    argv = shlex.split(yaml.safe_load(shipped.read_text())["fit"]["command"])
+    assert argv[:2] == ["edgetwin", "calibrate"] and argv[3] == "--out", argv
+    assert (REPO / argv[2]).parent == shipped.parent and REPO / argv[4] == shipped
+    folder = shipped.parent.parent
+    mirror = tmp_path / folder.relative_to(REPO)
+    (mirror / shipped.parent.name).mkdir(parents=True)
+    for entry in folder.iterdir():
+        if entry != shipped.parent:
+            (mirror / entry.name).symlink_to(entry)
+    (mirror / shipped.parent.name / Path(argv[2]).name).symlink_to(REPO / argv[2])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        assert cli.main(argv[1:]) == 0
+    assert (tmp_path / argv[4]).read_bytes() == shipped.read_bytes()
