@@ -5,16 +5,18 @@ Tiny ViT (17 tokens: partitions of unequal size for P = 2, 3, 4), fp32.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 
 import psutil
 import pytest
 import torch
 
 from edgetwin.emu.vit.forward import segment_means
-from edgetwin.emu.vit.launcher import launch_local
+from edgetwin.emu.vit.launcher import LOOPBACK_ADDR, free_port, launch_local
 from edgetwin.emu.vit.model import ViT, build_vit, make_images
 from edgetwin.emu.vit.records import RankRecord
 from edgetwin.emu.vit.worker import main as worker_main
@@ -202,6 +204,23 @@ def fail_one_rank(
     thread.join(timeout_s + 30)
     assert not thread.is_alive(), "the launcher did not return"
     return str(outcome["error"]), list(ranks.values())
+
+
+def test_the_rendezvous_port_is_kept_from_other_binders() -> None:
+    """The launcher's port was merely free: a process binding port 0 in the seconds before
+    rank 0 bound it could take it (on a busy machine: another suite's GLOO ranks), and the
+    launch failed with "address already in use". Now no other binder gets it, and the
+    rendezvous store binds it."""
+    port = free_port()
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other,
+        pytest.raises(OSError, match="in use"),
+    ):
+        other.bind((LOOPBACK_ADDR, port))
+    store = torch.distributed.TCPStore(
+        LOOPBACK_ADDR, port, 1, is_master=True, timeout=timedelta(seconds=30)
+    )
+    assert store.port == port
 
 
 def test_a_killed_rank_fails_the_launch_and_stops_the_others() -> None:

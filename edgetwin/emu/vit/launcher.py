@@ -34,10 +34,25 @@ def available_cores() -> int:
 
 
 def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOOPBACK_ADDR, 0))
-        port: int = probe.getsockname()[1]
+    """A TCP port on loopback, kept from other binders until rank 0 listens on it.
+
+    A port merely free now is free for anyone: between this call and rank 0's bind
+    (after its torch import, seconds later) another process binding port 0 could get it,
+    and rank 0 failed with "address already in use". Here one connection to the port is
+    made and closed from the port's side, which leaves it in TIME_WAIT (a minute): the
+    kernel gives it to no one who asks for any port, and a bind with SO_REUSEADDR, as
+    the rendezvous store's is, takes it at once.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((LOOPBACK_ADDR, 0))
+        listener.listen(1)
+        address = listener.getsockname()
+        with socket.create_connection(address) as client:
+            accepted, _ = listener.accept()
+            accepted.close()  # this side closes first: its port is the one in TIME_WAIT
+            client.recv(1)  # the close has reached the client
+        port: int = address[1]
         return port
 
 
