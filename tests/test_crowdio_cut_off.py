@@ -6,7 +6,6 @@ root: the emulator's faults feed ``unreachable`` the way ``mininet/crowd.py`` do
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import sys
 from collections.abc import Coroutine, Iterator, Mapping
@@ -21,6 +20,7 @@ from edgetwin.emu.crowdio.sdk import JobError
 from edgetwin.emu.crowdio.worker import REJOIN_WAIT_S
 from edgetwin.emu.mininet.crowd import _track_cut_off
 from edgetwin.emu.mininet.faults import Action
+from edgetwin.emu.vit.launcher import free_port
 
 NAMES = ("low", "mid", "high")
 
@@ -116,9 +116,7 @@ def test_a_worker_keeps_trying_to_enrol_for_its_rejoin_time(
     """A foreman not reachable yet (nothing listens; in the emulator, a link just up whose
     neighbour entry still says unreachable) is tried again for --rejoin-s; the worker
     gave up at its first refusal, and its job waited out its timeout for it."""
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens on it, and no other process can take it meanwhile
     command = [sys.executable, "-m", launcher.WORKER, "--foreman", f"127.0.0.1:{port}"]
     command += ["--cache", str(tmp_path / "cache"), "--token", "t", "--rejoin-s", str(rejoin_s)]
     worker = subprocess.Popen(command, stderr=subprocess.PIPE)
