@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import shutil
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ from edgetwin.profile import load_profile
 from tests.conftest import REPO
 
 SPEC = REPO / "edgetwin/calibration/specs/h200_loopback.yaml"
+LOOPBACK = REPO / "data/traces/h200-loopback-2026-11"
 
 
 def test_the_shipped_h200_profile_keeps_its_uncertainty() -> None:
@@ -131,3 +134,52 @@ def test_calibrate_machine_profiles_this_machine(
     scenario = load_scenario(scenario_path)
     rows = [o.row for o in run_scenario(scenario, build_fleet(scenario, scenario_path))]
     assert all(r.status == "ok" and r.total_ms > 0 for r in rows)
+
+
+def _jtop_copy_of_the_nvml_log(folder: Path) -> Path:
+    """The H200 NVML log as a jtop log: time in s, ``Power TOT`` in mW, the same phases."""
+    rows = list(csv.DictReader((LOOPBACK / "power_samples.csv").open()))
+    lines = ["time,Power TOT,phase"]
+    lines += [f"{r['t_s']},{Decimal(r['power_w']) * 1000},{r['phase']}" for r in rows]
+    folder.mkdir()
+    (folder / "tegrastats.csv").write_text("\n".join(lines) + "\n")
+    return folder / "tegrastats.csv"
+
+
+def _power_spec(tmp_path: Path, folder: Path) -> Path:
+    spec = tmp_path / "spec.yaml"
+    base = REPO / "edgetwin/calibration/profiles/h200_loopback.yaml"
+    spec.write_text(
+        f"kind: traces\nprofile: {{name: board, ram_mb: 8000}}\ntraces: {folder}\n"
+        f"base: {base}\nfit: [power]\nbootstrap: 0\n"
+    )
+    return spec
+
+
+@pytest.mark.timeout(60)
+def test_a_jtop_log_gives_the_power_section_as_the_nvml_log_does(tmp_path: Path) -> None:
+    """A jtop log in the traces folder was never read: a spec fitting power from one was
+    refused ('holds no power_samples.csv'), and without 'fit' the powers came from the base
+    without a word, though the docs say a board's jtop log fits them."""
+    log = _jtop_copy_of_the_nvml_log(tmp_path / "traces")
+    profile = calibrate_from_traces(_power_spec(tmp_path, log.parent), "test")
+    nvml = load_profile("h200_loopback").power.model_dump()
+    assert profile.power.model_dump() == pytest.approx(nvml, abs=1e-3)
+    assert profile.fit["method"].endswith("power = mean of labelled jtop samples")
+    assert [source["file"] for source in profile.fit["sources"]] == ["tegrastats.csv"]
+
+
+@pytest.mark.timeout(60)
+def test_a_broken_or_second_power_log_is_named(tmp_path: Path) -> None:
+    from edgetwin.errors import InputError
+
+    log = _jtop_copy_of_the_nvml_log(tmp_path / "traces")
+    spec = _power_spec(tmp_path, log.parent)
+    text = log.read_text().splitlines()
+    log.write_text("\n".join([*text[:3], text[3].replace(",", ",x", 1), *text[4:]]) + "\n")
+    with pytest.raises(InputError, match="line 4") as raised:
+        calibrate_from_traces(spec, "test")
+    assert (raised.value.path, raised.value.field) == (str(log), "Power TOT")
+    shutil.copy(LOOPBACK / "power_samples.csv", log.parent)
+    with pytest.raises(InputError, match=r"2 power logs \(power_samples.csv, tegrastats.csv\)"):
+        calibrate_from_traces(spec, "test")

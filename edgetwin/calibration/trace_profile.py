@@ -5,8 +5,8 @@ bucket, which profile sections to fit, fixed values for what the traces do
 not show, and a base profile for the sections not fitted. Files are found
 by name: ``vit_latency.csv`` (compute), ``gloo_staged_allgather.csv`` or
 ``gloo_staged_allgather_bw.csv`` (staging and network),
-``power_samples.csv`` (power), ``decoder_latency.csv`` (memory: the bandwidth, from
-real decoder generations, ``fit_decoder``).
+``power_samples.csv`` or a jtop log (power), ``decoder_latency.csv`` (memory: the
+bandwidth, from real decoder generations, ``fit_decoder``).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from edgetwin.calibration.profile_io import (
 )
 from edgetwin.calibration.readers.decoder_latency import DecoderLatency, read_decoder_latency
 from edgetwin.calibration.readers.energy import energy_by_phase
+from edgetwin.calibration.readers.folder import power_logs
 from edgetwin.calibration.readers.gpu_bench import (
     VIT_FULL,
     StagingCopy,
@@ -65,7 +66,7 @@ from edgetwin.calibration.readers.gpu_bench import (
     read_staging_copy,
     read_vit_latency,
 )
-from edgetwin.calibration.readers.power import read_nvml_power
+from edgetwin.calibration.readers.power import PowerSample, read_nvml_power
 from edgetwin.calibration.readers.staged_exchange import (
     StagedExchange,
     read_staged_allgather,
@@ -140,9 +141,23 @@ class TraceData:
         loopback = self._read("gloo_staged_allgather.csv", read_staged_allgather)
         shaped = self._read("gloo_staged_allgather_bw.csv", read_staged_allgather_bw)
         self.exchanges: list[StagedExchange] = [e for e in loopback if e.rank == 0] + shaped
-        self.power = self._read("power_samples.csv", read_nvml_power)
+        self.power_file, self.power_log, self.power = self._read_power()
         self.copies: list[StagingCopy] = self._read("staging_copy.csv", read_staging_copy)
         self.decoder: list[DecoderLatency] = self._read("decoder_latency.csv", read_decoder_latency)
+
+    def _read_power(self) -> tuple[Path | None, str, list[PowerSample]]:
+        """The folder's one power log (NVML ``power_samples.csv`` or a jtop log): its path,
+        its kind and its samples."""
+        logs = power_logs(self.folder)
+        if len(logs) > 1:
+            names = ", ".join(path.name for path, _ in logs)
+            problem = f"{len(logs)} power logs ({names}): a folder holds one device's, in one"
+            raise InputError(self.folder, "power", problem)
+        if not logs:
+            return None, "", []
+        path, reader = logs[0]
+        self.files.append(path)
+        return path, "NVML" if reader is read_nvml_power else "jtop", reader(path)
 
     def _read(self, name: str, reader: Any) -> list[Any]:
         path = self.folder / name
@@ -280,17 +295,18 @@ def _check_decoder(spec: TraceCalibrationSpec, spec_path: Path, data: TraceData)
 
 
 def power_from_samples(data: TraceData) -> dict[str, float]:
-    """Power per state from labelled NVML samples.
+    """Power per state from labelled power samples (NVML or jtop).
 
     idle: the samples before the first labelled work (later "idle" stretches
     hold warm-up work); compute: the largest-batch ViT phase (a fully used
     GPU); staging and comm: the exchange phase (``gloo``).
     """
     first_work = next((i for i, s in enumerate(data.power) if s.phase != "idle"), 0)
-    vit = [s.phase for s in data.power if (s.phase or "").removeprefix("vit_b").isdigit()]
+    phases = [s.phase for s in data.power if s.phase is not None]
+    vit = [phase for phase in phases if phase.removeprefix("vit_b").isdigit()]
     if first_work < 2 or not vit or "gloo" not in {s.phase for s in data.power}:
         problem = "needs two idle samples first, then labelled vit_b<batch> and gloo phases"
-        raise InputError(data.folder / "power_samples.csv", "phase", problem)
+        raise InputError(data.power_file, "phase", problem)
     idle_w = energy_by_phase(data.power[:first_work])[0].mean_power_w
     by_phase = {p.phase: p for p in energy_by_phase(data.power)}
     largest = max(vit, key=lambda n: int(n[5:]))
@@ -307,8 +323,8 @@ def power_from_samples(data: TraceData) -> dict[str, float]:
 
 def _power_source(spec: TraceCalibrationSpec, data: TraceData, base: DeviceProfile | None) -> str:
     """Where the profile's powers come from, as the fit report says it."""
-    if "power" in spec.fit and data.power:
-        return "= mean of labelled NVML samples"
+    if "power" in spec.fit and data.power_file is not None:
+        return f"= mean of labelled {data.power_log} samples"
     if any(key.startswith("power.") for key in spec.fixed):
         return "fixed in the spec"
     return "from the base profile" if base is not None else "not measured"
@@ -334,7 +350,7 @@ SECTION_FILES: dict[Section, tuple[str, ...]] = {
     "compute": ("vit_latency.csv",),
     "staging": ("gloo_staged_allgather.csv", "gloo_staged_allgather_bw.csv"),
     "network": ("gloo_staged_allgather.csv", "gloo_staged_allgather_bw.csv"),
-    "power": ("power_samples.csv",),
+    "power": ("power_samples.csv", "jtop log"),
     "memory": ("decoder_latency.csv",),
 }
 
@@ -347,7 +363,8 @@ def _check_requested_data(spec: TraceCalibrationSpec, spec_path: Path, data: Tra
     held = {path.name for path in data.files}
     for i, section in enumerate(spec.fit):
         files = SECTION_FILES[section]
-        if not held & set(files):
+        found = data.power_file is not None if section == "power" else bool(held & set(files))
+        if not found:
             problem = f"asks for {section}, but {data.folder} holds no {' or '.join(files)}"
             raise InputError(spec_path, f"fit.{i}", problem)
 

@@ -157,6 +157,16 @@ def read_trace_folder(path: Path) -> TraceFolder:
     return TraceFolder(path=path, skipped=skipped, **found)
 
 
+def power_logs(path: Path) -> list[tuple[Path, Callable[[Path], list[PowerSample]]]]:
+    """The power logs of folder ``path`` (NVML by name, jtop by header), each with its reader."""
+    logs = []
+    for file in sorted(path.glob("*.csv")):
+        kind = _csv_kind(file)[0]
+        if kind is not None and kind.field == "power":
+            logs.append((file, kind.reader))
+    return logs
+
+
 def _csv_kind(file: Path) -> tuple[_CsvKind | None, str]:
     """The kind a CSV is read as, by name then by header; else None and the reason."""
     for kind in CSV_KINDS:
