@@ -725,23 +725,50 @@ def test_calibrate_machine_emu_folder(
     assert_clean_failure(argv, capsys, tmp_path, "field '--emu'")
 
 
-@pytest.mark.parametrize(
-    ("cell", "expect"), [("nan", "not a finite number"), ("-3", "must be above 0")]
-)
-def test_calibrate_machine_emu_bad_link_check(
-    cell: str, expect: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A NaN goodput in the run's link_check.csv was a ValueError traceback."""
+def _emu_run_with(tmp_path: Path, **cells: str) -> Path:
+    """A copy of a shipped emulator run whose link_check.csv has ``cells`` in its first row."""
     run = tmp_path / "run"
     shutil.copytree(REPO / "data" / "traces" / "emu-vit-loop-2026-12" / "fit", run)
     lines = (run / "link_check.csv").read_text().splitlines()
-    column = lines[0].split(",").index("goodput_mbps")
-    cells = lines[1].split(",")
-    cells[column] = cell
-    (run / "link_check.csv").write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    header, first = lines[0].split(","), lines[1].split(",")
+    for column, cell in cells.items():
+        first[header.index(column)] = cell
+    (run / "link_check.csv").write_text("\n".join([lines[0], ",".join(first), *lines[2:]]) + "\n")
+    return run
+
+
+@pytest.mark.parametrize(
+    ("column", "cell", "expect"),
+    [
+        ("goodput_mbps", "nan", "not a finite number"),
+        ("goodput_mbps", "-3", "must be above 0"),
+        ("error_pct", "nan", "not a finite number"),  # read for the warning below
+    ],
+)
+def test_calibrate_machine_emu_bad_link_check(
+    column: str, cell: str, expect: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A NaN goodput in the run's link_check.csv was a ValueError traceback."""
+    run = _emu_run_with(tmp_path, **{column: cell})
     argv = ["calibrate-machine", "--emu", str(run), "--out", str(tmp_path / "out")]
-    expected = ("link_check.csv: field 'goodput_mbps'", "line 2", expect)
+    expected = (f"link_check.csv: field '{column}'", "line 2", expect)
     assert_clean_failure(argv, capsys, tmp_path, *expected)
+
+
+def test_calibrate_machine_emu_warns_of_a_link_short_of_its_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The link share was fitted from a link check that missed its tolerance without a word
+    (the run and its report warn of it; the profile fitted from it did not)."""
+    short = {"goodput_mbps": "179.6", "wire_mbps": "187.8", "error_pct": "-6.1"}
+    run = _emu_run_with(tmp_path, within_tolerance="False", **short)
+    assert main(["calibrate-machine", "--emu", str(run), "--out", str(tmp_path / "out")]) == 0
+    warning = (
+        "edgetwin: warning: link etwh1 -> etwh0 set to 200 Mbps carried 187.8 Mbps on the wire"
+        " (-6.1 %, tolerance 5 %): times at 200 Mbps are not the link's alone;"
+        " network.bandwidth_efficiency is fitted from it\n"
+    )
+    assert capsys.readouterr().err == warning
 
 
 @pytest.mark.parametrize("flag", ["--quick", "--no-decoder"])

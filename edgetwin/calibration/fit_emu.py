@@ -19,6 +19,7 @@ power meter (powers are 0).
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from statistics import median
@@ -45,6 +46,7 @@ from edgetwin.calibration.profile_io import (
 )
 from edgetwin.calibration.readers._csv import Row, read_rows
 from edgetwin.errors import InputError, shown_text
+from edgetwin.links import link_warning, within_tolerance
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import read_table
 from edgetwin.scenario import Configuration, Scenario, load_resolved
@@ -52,6 +54,7 @@ from edgetwin.schema import Strict, dump_yaml, load_yaml_model
 from edgetwin.sim.device import STATES
 
 RUN_FILES = ("results.csv", "link_check.csv", "scenario.resolved.yaml")
+_LOG = logging.getLogger(__name__)
 
 # The table fit's timing parameters (less those fixed below or measured), and two more.
 EMU_PARAMETERS: tuple[Parameter, ...] = (
@@ -193,7 +196,24 @@ def _link_efficiency(run: Path, scenario: Scenario) -> float:
             "network.bandwidth_efficiency from them (run it with link checks, or fix "
             "network.bandwidth_efficiency in the spec)",
         )
+    for warning in _short_links(path):  # a link short of its rate lowers the share
+        _LOG.warning("warning: %s; network.bandwidth_efficiency is fitted from it", warning)
     return goodput_share(path)
+
+
+def _short_links(path: Path) -> list[str]:
+    """The warning of every link check outside its tolerance (a file without the wire
+    rate's error, as written before it, has none)."""
+    warnings = []
+    optional = ("wire_mbps", "error_pct", "flows")
+    for row in read_rows(path, ("bandwidth_mbps", "sender", "receiver"), optional):
+        error_pct = row.optional_number("error_pct")
+        if error_pct is not None and not within_tolerance(error_pct):
+            rate_mbps, wire_mbps = row.positive("bandwidth_mbps"), row.number("wire_mbps")
+            sender, receiver = row.text("sender"), row.text("receiver")
+            flows = row.optional_integer("flows", minimum=1) or 1
+            warnings.append(link_warning(rate_mbps, sender, receiver, wire_mbps, error_pct, flows))
+    return warnings
 
 
 def goodput_share(path: Path) -> float:
