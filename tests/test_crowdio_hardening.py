@@ -222,6 +222,35 @@ def test_a_reply_the_sdk_cannot_read_is_a_job_error(job: PipelineJob) -> None:
     asyncio.run(scenario())
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("header", "problem"),
+    [(bytes(4), "empty frame"), ((1 << 20).to_bytes(4, "big"), "over the limit")],
+    ids=["empty", "oversized"],
+)
+def test_a_reply_frame_the_sdk_cannot_read_is_a_job_error(
+    job: PipelineJob, header: bytes, problem: str
+) -> None:
+    """A frame that breaks the framing rules is a JobError too, not a FrameError."""
+
+    async def foreman(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_frame(reader, 1 << 24)
+        writer.write(header)
+        await writer.drain()
+        await reader.read()  # until the SDK closes
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(foreman, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            with pytest.raises(JobError, match=f"reply is not understood: .*{problem}"):
+                await submit_job("127.0.0.1", port, TOKEN, job, max_message_bytes=1000)
+        finally:
+            server.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_stage_of_a_dtype_the_codec_cannot_carry_is_refused() -> None:
     with pytest.raises(StageError, match="x is float64"):
         normalise_stages([_identity_stage((1, 4), TensorProto.DOUBLE)])

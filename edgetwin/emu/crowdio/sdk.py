@@ -27,7 +27,7 @@ from onnx import helper
 
 from edgetwin.emu.crowdio.codec import SUPPORTED_DTYPES, encode_array
 from edgetwin.emu.crowdio.dag import Dag, check_linear, linear_dag
-from edgetwin.emu.crowdio.framing import read_frame, write_frame
+from edgetwin.emu.crowdio.framing import FrameError, read_frame, write_frame
 from edgetwin.emu.crowdio.protocol import (
     ClientHello,
     DagSpec,
@@ -199,10 +199,10 @@ async def submit_job(
     """Submit ``job`` to the foreman at host:port and return its summary.
 
     ``on_event`` sees the job's events as they happen. JobError when the foreman
-    refuses the token or the job, the job fails, or a reply is malformed; TimeoutError,
-    saying so, when there is no result ``timeout_s`` after connecting. ``tls_ca``: speak
-    TLS, the foreman's certificate checked against this CA file. Replies over
-    ``max_message_bytes`` are refused.
+    refuses the token or the job, the job fails, or a reply is malformed, empty or over
+    ``max_message_bytes``; TimeoutError, saying so, when there is no result ``timeout_s``
+    after connecting. ``tls_ca``: speak TLS, the foreman's certificate checked against
+    this CA file.
     """
     tls = None if tls_ca is None else client_context(tls_ca)
     submit = submit_message(job, job_id, min_workers)
@@ -246,7 +246,7 @@ async def _exchange(
                 raise JobError(_reason(message))
     except asyncio.IncompleteReadError:
         raise JobError("the foreman closed the connection") from None
-    except ProtocolError as exc:
+    except (ProtocolError, FrameError) as exc:
         raise JobError(f"the foreman's reply is not understood: {exc}") from None
 
 
