@@ -282,11 +282,18 @@ def test_a_blob_over_the_limit_is_refused_by_foreman_and_worker(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("argv", "problem"),
     [
-        (["--max-blob-mb", "0"], "max_blob_bytes must be positive"),
-        (["--max-tensor-elements", "-1"], "max_tensor_elements must be positive"),
+        (["--max-blob-mb", "0"], "argument --max-blob-mb: must be greater than 0"),
+        (["--max-blob-mb", "1e-9"], "max_blob_bytes must be positive"),  # 0 bytes
+        (["--max-tensor-elements", "-1"], "argument --max-tensor-elements: must be at least 1"),
         (["--tls-cert", "cert.pem"], "--tls-cert and --tls-key go together"),
         (["--tls-cert", "no.pem", "--tls-key", "no.key"], "cannot load the certificate"),
-        (["--read-timeout-s", "0"], "--read-timeout-s must be positive"),
+        (["--read-timeout-s", "0"], "argument --read-timeout-s: must be greater than 0"),
+        # once a traceback (inf, the port) or a foreman that ran with a NaN (the timeouts)
+        (["--max-blob-mb", "inf"], "argument --max-blob-mb: must be a finite number"),
+        (["--inline-max-kb", "nan"], "argument --inline-max-kb: must be a finite number"),
+        (["--read-timeout-s", "nan"], "argument --read-timeout-s: must be a finite number"),
+        (["--heartbeat-s", "nan"], "argument --heartbeat-s: must be a finite number"),
+        (["--port", "99999"], "argument --port: must be a port, 0 to 65535"),
     ],
 )
 def test_foreman_command_line_refuses_bad_limits_and_tls_files(
@@ -301,8 +308,15 @@ def test_foreman_command_line_refuses_bad_limits_and_tls_files(
 @pytest.mark.parametrize(
     ("argv", "problem"),
     [
-        (["--max-tensor-mb", "0"], "max_tensor_bytes must be positive"),
-        (["--foreman-timeout-s", "0"], "--foreman-timeout-s must be positive"),
+        (["--max-tensor-mb", "0"], "argument --max-tensor-mb: must be greater than 0"),
+        (["--foreman-timeout-s", "0"], "argument --foreman-timeout-s: must be greater than 0"),
+        # once a traceback (inf, the port, a zero voltage) or a worker that ran with a NaN
+        (["--max-blob-mb", "inf"], "argument --max-blob-mb: must be a finite number"),
+        (["--foreman-timeout-s", "nan"], "argument --foreman-timeout-s: must be a finite"),
+        (["--rejoin-s", "nan"], "argument --rejoin-s: must be a finite number"),
+        (["--foreman", "127.0.0.1:99999"], "--foreman must be HOST:PORT (port 1 to 65535)"),
+        (["--power", "compute_w=nan"], "--power: compute_w must be a finite number"),
+        (["--power", "voltage_v=0"], "--power: voltage_v must be greater than 0"),
         (["--tls-ca", "no-ca.pem"], "no-ca.pem: cannot load the CA certificate"),
     ],
 )
@@ -313,6 +327,16 @@ def test_worker_command_line_refuses_bad_limits_timeouts_and_tls_files(
         worker_main(["--foreman", "127.0.0.1:1", "--token", "t", "--cache", "c", *argv])
     assert exit_.value.code == 2
     assert problem in capsys.readouterr().err
+
+
+def test_a_foreman_that_cannot_start_says_why_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store that is a file (or an address it cannot bind): exit 1, no traceback."""
+    not_a_folder = tmp_path / "store"
+    not_a_folder.write_text("")
+    assert foreman_main(["--token", "t", "--port", "0", "--store", str(not_a_folder)]) == 1
+    assert capsys.readouterr().err == f"foreman: [Errno 17] File exists: '{not_a_folder}'\n"
 
 
 # --- safe defaults: loopback, and TLS (defect 9) -------------------------------------------

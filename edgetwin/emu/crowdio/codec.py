@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgetwin.emu.crowdio.filestore import PayloadStore, StoreError
+from edgetwin.emu.crowdio.options import positive_float, positive_int
 from edgetwin.emu.crowdio.records import DType, Payload
 
 ZLIB_LEVEL = 6
@@ -62,19 +63,19 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
     default = DEFAULT_LIMITS
     parser.add_argument(
         "--max-blob-mb",
-        type=float,
+        type=positive_float,
         default=default.max_blob_bytes / 2**20,
         help="the largest model blob accepted",
     )
     parser.add_argument(
         "--max-tensor-mb",
-        type=float,
+        type=positive_float,
         default=default.max_tensor_bytes / 2**20,
         help="the largest decoded tensor accepted",
     )
     parser.add_argument(
         "--max-tensor-elements",
-        type=int,
+        type=positive_int,
         default=default.max_tensor_elements,
         help="the most elements a decoded tensor may have",
     )

@@ -65,6 +65,7 @@ from edgetwin.emu.crowdio.framing import (
 from edgetwin.emu.crowdio.job import Job, JobRejection, Outbox, job_stages
 from edgetwin.emu.crowdio.liveness import LivenessRule, SilenceWatch
 from edgetwin.emu.crowdio.netstore import StoreServer
+from edgetwin.emu.crowdio.options import non_negative_float, port_number, positive_float
 from edgetwin.emu.crowdio.protocol import (
     TOKEN_ENV,
     ClientHello,
@@ -485,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m edgetwin.emu.crowdio.foreman", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--host", default="127.0.0.1", help="0.0.0.0: every interface")
-    parser.add_argument("--port", type=int, default=7070)
+    parser.add_argument("--port", type=port_number, default=7070)
     parser.add_argument("--token", default=os.environ.get(TOKEN_ENV), help=f"or ${TOKEN_ENV}")
     parser.add_argument("--store", type=Path, help="shared file-store folder for large payloads")
     parser.add_argument(
@@ -493,20 +494,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="serve --store over HTTP to workers that do not share the folder",
     )
-    parser.add_argument("--inline-max-kb", type=float, default=64.0)
-    parser.add_argument("--max-message-mb", type=float, default=512.0)
+    parser.add_argument("--inline-max-kb", type=non_negative_float, default=64.0)
+    parser.add_argument("--max-message-mb", type=positive_float, default=512.0)
     add_limit_arguments(parser)
     parser.add_argument("--port-file", type=Path, help="write the bound port here")
-    parser.add_argument("--heartbeat-s", type=float, default=LivenessRule.heartbeat_s)
+    parser.add_argument("--heartbeat-s", type=positive_float, default=LivenessRule.heartbeat_s)
     parser.add_argument(
         "--silence-timeout-s",
-        type=float,
+        type=positive_float,
         default=LivenessRule.silence_timeout_s,
         help="a worker silent for longer is declared lost",
     )
     parser.add_argument(
         "--read-timeout-s",
-        type=float,
+        type=positive_float,
         default=ForemanConfig.read_timeout_s,
         help="a client silent for longer before its submission is complete is dropped",
     )
@@ -517,8 +518,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--token (or ${TOKEN_ENV}) is required")
     if (args.tls_cert is None) != (args.tls_key is None):
         parser.error("--tls-cert and --tls-key go together")
-    if args.read_timeout_s <= 0:
-        parser.error(f"--read-timeout-s must be positive, not {args.read_timeout_s:g}")
     if args.serve_store and args.store is None:
         parser.error("--serve-store serves the --store folder: give it too")
     try:
@@ -549,7 +548,11 @@ def main(argv: list[str] | None = None) -> int:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
     )
-    asyncio.run(serve(config, args.port_file))
+    try:
+        asyncio.run(serve(config, args.port_file))
+    except OSError as exc:  # the address is taken or not ours, the store is not a folder
+        print(f"foreman: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

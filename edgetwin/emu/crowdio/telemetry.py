@@ -14,6 +14,7 @@ leaves a readable log.
 from __future__ import annotations
 
 import csv
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -39,9 +40,19 @@ class PowerModel:
     voltage_v: float = 3.85
     capacity_mah: float = 4000.0
 
+    def __post_init__(self) -> None:
+        for name in (f.name for f in fields(self)):
+            value = getattr(self, name)
+            if not 0 <= value < math.inf:  # NaN fails this too
+                raise ValueError(f"{name} must be a finite number of at least 0, not {value}")
+        for name in ("voltage_v", "capacity_mah"):  # divisors
+            if getattr(self, name) == 0:
+                raise ValueError(f"{name} must be greater than 0")
+
     @classmethod
     def parse(cls, text: str) -> PowerModel:
-        """Overrides as ``name=value`` pairs separated by commas, e.g. ``compute_w=2.5``."""
+        """Overrides as ``name=value`` pairs separated by commas, e.g. ``compute_w=2.5``
+        (ValueError names a field that is unknown or out of range)."""
         known = {f.name for f in fields(cls)}
         values: dict[str, float] = {}
         for item in filter(None, (part.strip() for part in text.split(","))):
@@ -49,8 +60,6 @@ class PowerModel:
             if name not in known:
                 raise ValueError(f"unknown power-model field {name!r}; known: {sorted(known)}")
             values[name] = float(value)
-            if values[name] < 0:
-                raise ValueError(f"{name} must not be negative")
         return replace(cls(), **values)
 
     def watts(self, state: State) -> float:

@@ -65,6 +65,12 @@ from edgetwin.emu.crowdio.framing import (
 )
 from edgetwin.emu.crowdio.liveness import MIN_HEARTBEATS_PER_TIMEOUT
 from edgetwin.emu.crowdio.netstore import NetStore
+from edgetwin.emu.crowdio.options import (
+    PORT_MAX,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
 from edgetwin.emu.crowdio.protocol import (
     TOKEN_ENV,
     ErrorMessage,
@@ -462,34 +468,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default=default_name())
     parser.add_argument("--store", type=Path, help="file-store folder shared with the foreman")
     parser.add_argument("--telemetry", type=Path, help="write the worker log (CSV) here")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--ram-mb", type=float)
+    parser.add_argument("--threads", type=positive_int, default=1)
+    parser.add_argument("--ram-mb", type=positive_float)
     parser.add_argument("--power", default="", help="e.g. compute_w=2.5,capacity_mah=4500")
-    parser.add_argument("--task-delay-ms", type=float, default=0.0)
-    parser.add_argument("--max-message-mb", type=float, default=512.0)
+    parser.add_argument("--task-delay-ms", type=non_negative_float, default=0.0)
+    parser.add_argument("--max-message-mb", type=positive_float, default=512.0)
     add_limit_arguments(parser)
     parser.add_argument(
-        "--rejoin-s", type=float, default=0.0, help="try this long to enrol again when cut off"
+        "--rejoin-s",
+        type=non_negative_float,
+        default=0.0,
+        help="try this long to enrol again when cut off",
     )
     parser.add_argument(
         "--foreman-timeout-s",
-        type=float,
+        type=positive_float,
         default=WorkerConfig.foreman_timeout_s,
         help="a foreman that sends nothing (not even a heartbeat) for this long is frozen or gone",
     )
     parser.add_argument("--tls-ca", type=Path, help="speak TLS; the foreman's CA certificate")
     args = parser.parse_args(argv)
     host, _, port = args.foreman.rpartition(":")
-    if not host or not port.isdigit():
-        parser.error(f"--foreman must be HOST:PORT, got {args.foreman!r}")
+    if not host or not port.isdigit() or not 0 < int(port) <= PORT_MAX:
+        parser.error(f"--foreman must be HOST:PORT (port 1 to {PORT_MAX}), got {args.foreman!r}")
     if not args.token:
         parser.error(f"--token (or ${TOKEN_ENV}) is required")
     try:
         power = PowerModel.parse(args.power)
     except ValueError as exc:
         parser.error(f"--power: {exc}")
-    if args.foreman_timeout_s <= 0:
-        parser.error(f"--foreman-timeout-s must be positive, not {args.foreman_timeout_s:g}")
     try:
         limits = limits_from_arguments(args)
         if args.tls_ca is not None:
