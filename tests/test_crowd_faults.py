@@ -268,5 +268,9 @@ def test_a_missing_trace_file_is_named(tmp_path: Path) -> None:
     phone = toy_phone_file(tmp_path)
     raw = toy_crowd([{"name": "toy", "profile": phone, "count": 2}])
     raw["crowd"]["availability_trace"] = "nowhere.csv"
-    with pytest.raises(InputError, match=r"nowhere\.csv: file not found"):
+    with pytest.raises(InputError) as caught:
         prepare_crowd(Scenario.model_validate(raw), tmp_path / "scenario.yaml")
+    assert caught.value.path == str(tmp_path / "scenario.yaml")  # the scenario and its field
+    assert caught.value.field == "crowd.availability_trace"
+    assert caught.value.problem.startswith("file not found: ")
+    assert caught.value.problem.endswith("nowhere.csv")

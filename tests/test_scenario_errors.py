@@ -680,18 +680,26 @@ def test_the_api_refuses_a_crowd_stage_no_phone_class_holds(
 
 
 CROWD_CITY = Path(__file__).resolve().parents[1] / "scenarios" / "crowd_city.yaml"
-TRACE_CASES = [
-    ("t" * 300 + ".csv", ("File name too long",)),
-    (".", ("a folder, not a file",)),
-    ("/dev/null", ("not a regular file",)),
-    ("/etc/passwd", ("expected the columns device, t_leave_s, t_return_s",)),
+TRACE_FIELD = "field 'crowd.availability_trace'"
+TRACE_CASES = [  # a name that is no regular file: the scenario's field says so, as a reference's
+    ("t" * 300 + ".csv", SCENARIO, (TRACE_FIELD, "File name too long")),
+    (".", SCENARIO, (TRACE_FIELD, "a folder, not a file")),
+    ("/dev/null", SCENARIO, (TRACE_FIELD, "not a regular file: /dev/null")),
+    ("missing.csv", SCENARIO, (TRACE_FIELD, "file not found: ")),
+    ("/etc/passwd", "/etc/passwd", ("expected the columns device, t_leave_s, t_return_s",)),
 ]
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize(("trace", "expect"), TRACE_CASES, ids=["long", "folder", "null", "passwd"])
+@pytest.mark.parametrize(
+    ("trace", "names", "expect"), TRACE_CASES, ids=["long", "folder", "null", "missing", "passwd"]
+)
 def test_bad_availability_trace(
-    trace: str, expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    trace: str,
+    names: str,
+    expect: tuple[str, ...],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A crowd scenario's availability trace is checked as a trace before anything runs."""
     raw = yaml.safe_load(CROWD_CITY.read_text())
@@ -699,7 +707,7 @@ def test_bad_availability_trace(
     (tmp_path / SCENARIO).write_text(yaml.safe_dump(raw))
     before = _listing(tmp_path)
     code = main(["run", str(tmp_path / SCENARIO), "--out", str(tmp_path / "out"), "--quiet"])
-    case = Case("trace", None, expect, names=Path(trace).name[-20:])
+    case = Case("trace", None, expect, names=names)
     assert_clean_failure(code, capsys.readouterr().err, case, before, tmp_path)
 
 

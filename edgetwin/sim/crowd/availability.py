@@ -19,7 +19,6 @@ import simpy
 
 from edgetwin.errors import InputError
 from edgetwin.provenance import note_read
-from edgetwin.schema import check_regular_file
 from edgetwin.sim.device import Device
 
 COLUMNS = ("device", "t_leave_s", "t_return_s")
@@ -32,8 +31,8 @@ class Absence:
 
 
 def read_trace(path: Path, phones: set[str]) -> dict[str, list[Absence]]:
-    """Absences per phone, in time order; every problem names the file and the line."""
-    check_regular_file(path, path, None)  # a folder, a FIFO or too long a name: said so
+    """Absences per phone, in time order; every problem names the file and the line.
+    ``path`` is a regular file: the scenario's field that names it is checked first."""
     note_read(path)
     try:
         with path.open(newline="") as handle:

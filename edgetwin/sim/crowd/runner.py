@@ -31,6 +31,7 @@ from edgetwin.policies.scheduling import check_schedulers, make_scheduler
 from edgetwin.profile import NetworkParams
 from edgetwin.results import ResultRow
 from edgetwin.scenario import CROWD_STRATEGIES, Scenario
+from edgetwin.schema import referenced_file
 from edgetwin.sim.crowd.availability import Absence, read_trace, replay
 from edgetwin.sim.crowd.costs import lognormal_factor, mah_from_joules
 from edgetwin.sim.crowd.foreman import Foreman
@@ -96,8 +97,11 @@ def prepare_crowd(scenario: Scenario, scenario_path: Path | None) -> CrowdSetup:
     absences: dict[str, list[Absence]] = {}
     if crowd.availability_trace is not None:
         base = Path.cwd() if scenario_path is None else scenario_path.resolve().parent
+        named_by = scenario_path or f"<scenario {scenario.name}>"
+        field = "crowd.availability_trace"
+        trace = referenced_file(crowd.availability_trace, base, named_by, field)
         names = {p.name for p in expand_fleet(crowd, classes, np.random.default_rng(0))}
-        absences = read_trace(base / crowd.availability_trace, names)
+        absences = read_trace(trace, names)
     return CrowdSetup(classes, absences)
 
 
