@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import re
 import socket
 import ssl
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 import numpy as np
@@ -282,3 +283,46 @@ def test_a_content_length_that_is_not_ascii_digits_is_refused(
     connection.endheaders()
     assert connection.getresponse().status == 411
     assert not (store.root / "entry.z").exists()
+
+
+def _answering(answer: bytes) -> int:
+    """The port of a fake store that reads one request, sends ``answer`` and closes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        with listener, listener.accept()[0] as connection, suppress(OSError):
+            connection.recv(1 << 16)
+            connection.sendall(answer)  # a client that read enough may have closed
+
+    threading.Thread(target=serve, daemon=True).start()
+    return int(listener.getsockname()[1])
+
+
+OK = b"HTTP/1.1 200 OK\r\n"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("call", "answer", "problem"),
+    [
+        ("get", OK + b"Content-Length: abc\r\n\r\nxx", "gave the length 'abc'"),
+        ("size", OK + b"Content-Length: -7\r\n\r\n", "gave the length '-7'"),
+        ("size", OK + b"Connection: close\r\n\r\n", "gave no size"),
+        (  # read to the limit, not to the end: 8 MiB for a 1 KiB limit
+            "get",
+            OK + b"Connection: close\r\n\r\n" + bytes(8 << 20),
+            "over the limit of 1024 bytes (an answer without a length)",
+        ),
+    ],
+    ids=["get-not-a-number", "size-negative", "size-none", "get-without-length"],
+)
+def test_a_worker_refuses_a_store_answer_of_no_plain_length(
+    call: str, answer: bytes, problem: str
+) -> None:
+    """A store (a fake foreman's) that answers with a bad or no Content-Length is a StoreError:
+    the task fails, the worker carries on; it was a ValueError (the worker died) or a body
+    read whole past the worker's limit."""
+    store = NetStore("127.0.0.1", _answering(answer), TOKEN, "w")
+    with pytest.raises(StoreError, match=re.escape(problem)):
+        store.get("a.z", 1024) if call == "get" else store.size("a.z")
+    store.close()

@@ -246,7 +246,10 @@ class NetStore:
         status, headers, _ = self._exchange("HEAD", name, None)
         if status != HTTPStatus.OK:
             raise StoreError(f"file-store entry {name!r}: {self.where} answered {status}")
-        return int(headers.get("Content-Length", "0"))
+        length = self._content_length(name, headers)
+        if length is None:
+            raise StoreError(f"file-store entry {name!r}: {self.where} gave no size")
+        return length
 
     def get(self, name: str, max_bytes: int) -> bytes:
         data = self._request("GET", name, HTTPStatus.OK, None, max_bytes)
@@ -298,14 +301,33 @@ class NetStore:
                 raise
             # a body the store refuses (over its limit) is not read: its answer comes first
         response = self._connection.getresponse()
-        length = int(response.headers.get("Content-Length", "0"))
-        if max_bytes is not None and length > max_bytes:
+        length = self._content_length(name, response.headers)
+        if max_bytes is not None and length is not None and length > max_bytes:
             self._drop()
             raise StoreError(f"file-store entry {name!r}: {_over(length, max_bytes)}")
-        data = response.read()  # a HEAD's (empty) too: till then the connection is busy
+        # a HEAD's (empty) body too: till then the connection is busy; one without a length
+        # is read to the limit, no further
+        data = response.read() if max_bytes is None else response.read(max_bytes + 1)
+        if max_bytes is not None and len(data) > max_bytes:
+            self._drop()
+            over = f"over the limit of {max_bytes} bytes (an answer without a length)"
+            raise StoreError(f"file-store entry {name!r}: {over}")
         if response.will_close:
             self._drop()
         return response.status, response.headers, data
+
+    def _content_length(self, name: str, headers: http.client.HTTPMessage) -> int | None:
+        """An answer's Content-Length (None: it has none); StoreError when it is not a
+        plain decimal number."""
+        text = headers.get("Content-Length")
+        if text is None:
+            return None
+        if not (text.isascii() and text.isdigit()):
+            self._drop()
+            raise StoreError(
+                f"file-store entry {name!r}: {self.where} gave the length {text[:40]!r}"
+            )
+        return int(text)
 
     def _open(self) -> http.client.HTTPConnection:
         if self._tls is None:
