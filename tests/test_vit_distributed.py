@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 import psutil
 import pytest
@@ -259,3 +260,30 @@ def test_worker_refuses_inconsistent_arguments(
         worker_main(command)
     assert exit_.value.code == 2
     assert problem in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "not a state_dict torch can load: [Errno 2]"),
+        (b"not a torch file", "not a state_dict torch can load: Weights only load failed"),
+        (b"", "not a state_dict torch can load"),
+        (torch.zeros(2), "state_dict does not fit the model: Expected state_dict to be dict-like"),
+        ({"cls_token": torch.zeros(2)}, "state_dict does not fit the model: Error(s)"),
+    ],
+)
+def test_worker_refuses_weights_it_cannot_load(
+    content: object, problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--weights that are missing, not a torch file or not this model's: exit 2 naming the
+    file, before the rank joins its group (it was a traceback and exit 1)."""
+    path = tmp_path / "vit.pt"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        torch.save(content, path)
+    args = ["--rank", "0", "--world", "2", "--strategy", "voltage", *model_args(TINY)]
+    with pytest.raises(SystemExit) as exit_:
+        worker_main([*args, "--weights", str(path)])
+    assert exit_.value.code == 2
+    assert f"{path}: {problem}" in capsys.readouterr().err

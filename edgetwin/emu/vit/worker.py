@@ -123,7 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         cli.error(str(exc))
     rank_process.apply_execution_flags(cli, args)
-    record = run_rank(args, spec, segment_values)
+    try:
+        model = build_vit(spec, args.seed, args.weights, torch.device(args.device))
+    except ValueError as exc:
+        cli.error(str(exc))
+    record = run_rank(args, model, segment_values)
     if args.result is not None:
         write_record(args.result, record)
     return 0
@@ -154,12 +158,9 @@ def _decide(cli: argparse.ArgumentParser, args: argparse.Namespace, tokens: int)
         print(f"policy: {decision.label} (expected {decision.expected_latency_ms:.1f} ms)")
 
 
-def run_rank(
-    args: argparse.Namespace, spec: ModelSpec, segment_values: list[int | None]
-) -> RankRecord:
+def run_rank(args: argparse.Namespace, model: ViT, segment_values: list[int | None]) -> RankRecord:
     """Join the process group, do every run (segments x batch), leave the group."""
     device = torch.device(args.device)
-    model = build_vit(spec, args.seed, args.weights, device)
     with rank_process.process_group(args, args.world), torch.inference_mode():
         runs = tuple(
             _run(args, model, device, batch, segments)
