@@ -5,6 +5,8 @@ saying mode twin."""
 from __future__ import annotations
 
 import re
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -26,25 +28,50 @@ SCENARIO = REPO / "scenarios/emu_crowdio.yaml"
 STREAMING = "strategies=[{name: crowdio_streaming}]"
 
 
-def _pipeline_pids() -> set[int]:
-    """Processes running the foreman's or a worker's module."""
+def _pipeline_pids(under: Path) -> set[int]:
+    """Processes running the foreman's or a worker's module with a folder under ``under``
+    (their store, cache, logs) on their command line: this test's, not those of other
+    runs on the same machine."""
     pids = set()
     for entry in Path("/proc").iterdir():
         try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            argv = [
+                arg.decode(errors="replace")
+                for arg in (entry / "cmdline").read_bytes().split(b"\0")
+            ]
         except OSError:
             continue  # not a process, or gone meanwhile
-        if any(arg.decode(errors="replace") in (WORKER, CROWDIO_FOREMAN) for arg in argv):
+        ours = any(arg.startswith(str(under)) for arg in argv)
+        if ours and any(arg in (WORKER, CROWDIO_FOREMAN) for arg in argv):
             pids.add(int(entry.name))
     return pids
 
 
 @pytest.mark.timeout(300)
-def test_a_crowd_scenario_in_local_mode_runs_the_real_pipeline(tmp_path: Path) -> None:
-    before = _pipeline_pids()
+def test_a_crowd_scenario_in_local_mode_runs_the_real_pipeline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every temporary folder of the run under tmp_path, so that its processes are known
+    by their command lines (a check over every process of the machine failed when another
+    run's foreman or worker started meanwhile)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.05):
+            seen.update(_pipeline_pids(tmp_path))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
     out = tmp_path / "local"
     argv = ["run", str(SCENARIO), "--mode", "local", "--out", str(out), "--set", STREAMING]
-    assert main([*argv, "--quiet"]) == 0
+    try:
+        assert main([*argv, "--quiet"]) == 0
+    finally:
+        done.set()
+        watcher.join()
+    assert len(seen) >= 2 * 4  # a foreman and 3 workers per run, recognised while they ran
     rows = edgetwin.load_results(out).rows
     # a run per swept (nominal) bandwidth, as the twin and the emulator have
     assert [(r.mode, r.strategy, r.bandwidth_mbps) for r in rows] == [
@@ -56,7 +83,7 @@ def test_a_crowd_scenario_in_local_mode_runs_the_real_pipeline(tmp_path: Path) -
         assert row.cold_loads is not None and row.cold_loads >= 3  # cold caches: every stage
         assert row.bytes_moved is not None and row.bytes_moved > 0
     assert "the bandwidth is nominal" in (out / "report.html").read_text()
-    assert _pipeline_pids() <= before  # the foreman and every worker it started are gone
+    assert _pipeline_pids(tmp_path) == set()  # the foreman and every worker it started are gone
 
 
 @pytest.mark.parametrize(
@@ -120,7 +147,7 @@ def _one_class(ram_mb: float) -> str:
 
 @pytest.mark.timeout(120)
 def test_a_real_stage_that_fits_no_phone_class_is_refused_before_any_process_starts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The scenario's stage sizes fit the fleet's 0.2 MB session budget, so the twin's
     check passed, but the tiny DistilBERT's first stage as exported needs a 0.278 MB
@@ -145,7 +172,7 @@ def test_a_real_stage_that_fits_no_phone_class_is_refused_before_any_process_sta
         assert "field 'crowd.job.stages.0': stage cell_a as the tiny" in capsys.readouterr().err
     assert main(["run", str(SCENARIO), "--out", str(out), "--mode", "local", "--check"]) == 0
     capsys.readouterr()
-    before = _pipeline_pids()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # see _pipeline_pids
     assert main([*argv, "--mode", "local"]) == 2
     error = capsys.readouterr().err
     assert "emu_crowdio.yaml: field 'crowd.job.stages.0': stage cell_a as the tiny" in error
@@ -156,12 +183,12 @@ def test_a_real_stage_that_fits_no_phone_class_is_refused_before_any_process_sta
     assert f"{budget} {reserved_mb:g} MB Android keeps)" in error
     assert "Traceback" not in error, error
     assert not out.exists()
-    assert _pipeline_pids() <= before  # no foreman, no worker started
+    assert _pipeline_pids(tmp_path) == set()  # no foreman, no worker started
 
 
 @pytest.mark.timeout(120)
 def test_a_budget_the_worker_process_fills_itself_is_refused_before_any_process_starts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A 20 MB session budget holds the tiny model's stages, but a real worker reports its
     budget less its RSS (its interpreter and ONNX Runtime, tens of MB) as free RAM: it was
@@ -174,7 +201,7 @@ def test_a_budget_the_worker_process_fills_itself_is_refused_before_any_process_
     argv = ["run", str(SCENARIO), "--out", str(out), "--mode", "local", *sets]
     assert main([*argv, "--check"]) == 0
     capsys.readouterr()
-    before = _pipeline_pids()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # see _pipeline_pids
     assert main(argv) == 2
     error = capsys.readouterr().err
     assert "field 'crowd.job.stages.0': stage cell_a as the tiny" in error
@@ -182,7 +209,7 @@ def test_a_budget_the_worker_process_fills_itself_is_refused_before_any_process_
     assert worker is not None and 20 < float(worker.group(1)) < 1000, error
     assert "they fit no phone class: the largest session budget is 20 MB" in error
     assert not out.exists()
-    assert _pipeline_pids() <= before
+    assert _pipeline_pids(tmp_path) == set()
 
 
 def test_the_real_stages_are_checked_by_the_session_the_job_declares() -> None:
