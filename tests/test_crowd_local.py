@@ -4,11 +4,16 @@ saying mode twin."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 import edgetwin
@@ -143,6 +148,37 @@ def test_too_many_stages_for_the_tiny_model_names_the_model_that_makes_them(
 def _one_class(ram_mb: float) -> str:
     """A fleet of one phone of class ``low`` (android_low) with ``ram_mb`` of RAM."""
     return f"crowd.fleet=[{{name: low, profile: android_low, count: 1, ram_mb: {ram_mb!r}}}]"
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_run_leaves_no_foreman_or_worker(tmp_path: Path) -> None:
+    """SIGKILL of ``edgetwin run --mode local`` mid-job: the foreman and the workers exit
+    (they watch their launcher: --parent-pid). They ran on for ever, the foreman serving
+    its port and the workers holding their caches, as ViT ranks once did."""
+    out = tmp_path / "out"
+    argv = ["run", str(SCENARIO), "--mode", "local", "--out", str(out), "--quiet"]
+    argv += ["--set", STREAMING, "--set", "emulator.task_delay_ms=60000"]  # a job that lasts
+    run = subprocess.Popen(
+        [sys.executable, "-m", "edgetwin", *argv],
+        cwd=REPO,
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # the run's folders, named on its processes
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    pids = _pipeline_pids(tmp_path)
+    while len(pids) < 4 and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+        pids = _pipeline_pids(tmp_path)
+    processes = [psutil.Process(pid) for pid in pids]
+    run.kill()
+    run.wait()
+    assert len(processes) == 4, "a foreman and 3 workers did not start"
+    _, alive = psutil.wait_procs(processes, timeout=30)
+    for process in alive:
+        process.kill()
+    assert alive == []
+    assert _pipeline_pids(tmp_path) == set()
 
 
 @pytest.mark.timeout(120)

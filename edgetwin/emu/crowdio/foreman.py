@@ -91,6 +91,7 @@ from edgetwin.emu.crowdio.protocol import (
 )
 from edgetwin.emu.crowdio.records import Event
 from edgetwin.emu.crowdio.tls import TlsError, server_context
+from edgetwin.parent_watch import exit_with_parent
 
 PEER_ERRORS = (ProtocolError, FrameError, StoreError, PayloadError)
 CLOSE_GRACE_S = 2.0
@@ -513,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--tls-cert", type=Path, help="serve TLS with this certificate (PEM)")
     parser.add_argument("--tls-key", type=Path, help="the certificate's private key (PEM)")
+    parser.add_argument("--parent-pid", type=int, help="exit when this process is gone")
     args = parser.parse_args(argv)
     if not args.token:
         parser.error(f"--token (or ${TOKEN_ENV}) is required")
@@ -548,6 +550,8 @@ def main(argv: list[str] | None = None) -> int:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
     )
+    if args.parent_pid is not None:
+        exit_with_parent(args.parent_pid, "foreman")
     try:
         asyncio.run(serve(config, args.port_file))
     except OSError as exc:  # the address is taken or not ours, the store is not a folder

@@ -207,6 +207,7 @@ def run_pipeline(
                     *("--rejoin-s", str(timeout_s)),
                     *("--foreman-timeout-s", str(rule.silence_timeout_s)),
                     *(() if worker.ram_mb is None else ("--ram-mb", str(worker.ram_mb))),
+                    *("--parent-pid", str(os.getpid())),  # no worker outlives a killed run
                 ]
                 if telemetry_dir is not None:
                     command += ["--telemetry", str(telemetry_dir / f"{worker.name}.csv")]
@@ -307,6 +308,7 @@ def _start_foreman(
         *("--inline-max-kb", str(inline_max_bytes / 1024), "--port-file", str(port_file)),
         *("--heartbeat-s", str(liveness.heartbeat_s)),
         *("--silence-timeout-s", str(liveness.silence_timeout_s)),
+        *("--parent-pid", str(os.getpid())),  # nor the foreman
     ]
     if placement.store_over_network:
         command.append("--serve-store")

@@ -93,6 +93,7 @@ from edgetwin.emu.crowdio.sessions import ModelCache, ModelError, Resident, Sess
 from edgetwin.emu.crowdio.telemetry import BatteryMeter, PowerModel, WorkerLog, rss_mb
 from edgetwin.emu.crowdio.tls import client_context
 from edgetwin.models.crowd.table import task_id
+from edgetwin.parent_watch import exit_with_parent
 from edgetwin.worker_log import Event as LogEvent
 
 REJOIN_WAIT_S = 0.5
@@ -487,6 +488,7 @@ def main(argv: list[str] | None = None) -> int:
         help="a foreman that sends nothing (not even a heartbeat) for this long is frozen or gone",
     )
     parser.add_argument("--tls-ca", type=Path, help="speak TLS; the foreman's CA certificate")
+    parser.add_argument("--parent-pid", type=int, help="exit when this process is gone")
     args = parser.parse_args(argv)
     host, _, port = args.foreman.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) <= PORT_MAX:
@@ -521,6 +523,8 @@ def main(argv: list[str] | None = None) -> int:
         limits=limits,
         tls_ca=args.tls_ca,
     )
+    if args.parent_pid is not None:
+        exit_with_parent(args.parent_pid, "worker")
     try:
         asyncio.run(Worker(config).run())
     except (WorkerRefused, OSError) as exc:
