@@ -65,7 +65,12 @@ from edgetwin.emu.crowdio.framing import (
 from edgetwin.emu.crowdio.job import Job, JobRejection, Outbox, job_stages
 from edgetwin.emu.crowdio.liveness import LivenessRule, SilenceWatch
 from edgetwin.emu.crowdio.netstore import StoreServer
-from edgetwin.emu.crowdio.options import non_negative_float, port_number, positive_float
+from edgetwin.emu.crowdio.options import (
+    non_negative_float,
+    port_number,
+    positive_float,
+    positive_int,
+)
 from edgetwin.emu.crowdio.protocol import (
     TOKEN_ENV,
     ClientHello,
@@ -514,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--tls-cert", type=Path, help="serve TLS with this certificate (PEM)")
     parser.add_argument("--tls-key", type=Path, help="the certificate's private key (PEM)")
-    parser.add_argument("--parent-pid", type=int, help="exit when this process is gone")
+    parser.add_argument("--parent-pid", type=positive_int, help="exit when this process is gone")
     args = parser.parse_args(argv)
     if not args.token:
         parser.error(f"--token (or ${TOKEN_ENV}) is required")

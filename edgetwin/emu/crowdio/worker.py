@@ -488,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
         help="a foreman that sends nothing (not even a heartbeat) for this long is frozen or gone",
     )
     parser.add_argument("--tls-ca", type=Path, help="speak TLS; the foreman's CA certificate")
-    parser.add_argument("--parent-pid", type=int, help="exit when this process is gone")
+    parser.add_argument("--parent-pid", type=positive_int, help="exit when this process is gone")
     args = parser.parse_args(argv)
     host, _, port = args.foreman.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) <= PORT_MAX:
