@@ -57,6 +57,7 @@ from edgetwin.emu.crowdio.sdk import (
     submit_message,
 )
 from edgetwin.emu.crowdio.worker import Worker, WorkerConfig
+from edgetwin.scenario import MAX_JOB_INPUTS
 
 TOKEN = "hardening-token"
 STATUS = WorkerStatus(rss_mb=50, free_ram_mb=1000, battery_mah=0, energy_j=0, battery_pct=90)
@@ -168,6 +169,11 @@ BAD_SUBMISSIONS = {
     "input 0: inline payload is not valid base64": _set(("inputs", 0, "data_b64"), NOT_BASE64),
     "stage cell_b takes float32 (1, 5)": _set(("stages", 1, "input", "shape"), [1, 5]),
     "input 0: shape (1, 3) is not the declared": _set(("inputs", 0, "shape"), [1, 3]),
+    # 100,000 tiny inputs took a foreman 250 MiB (16x the frame): the frame limit alone
+    # let one submission take gigabytes
+    f"at most {MAX_JOB_INPUTS} items": lambda body: body.update(
+        inputs=body["inputs"][:1] * (MAX_JOB_INPUTS + 1)
+    ),
 }
 
 
@@ -198,6 +204,11 @@ def test_a_bad_submission_is_refused_and_a_real_job_then_runs_exactly_once(
 def test_a_negative_seed_is_refused_by_the_sdk(job: PipelineJob) -> None:
     with pytest.raises(ValueError, match="seed"):
         pipeline_job(job.stages, job.inputs, seed=-1)
+
+
+def test_more_inputs_than_a_job_takes_are_refused_by_the_sdk(job: PipelineJob) -> None:
+    with pytest.raises(ValueError, match=f"at most {MAX_JOB_INPUTS} inputs"):
+        pipeline_job(job.stages, job.inputs[:1] * (MAX_JOB_INPUTS + 1))
 
 
 @pytest.mark.timeout(30)

@@ -25,6 +25,7 @@ from edgetwin.emu.crowdio.records import (
     TensorSpec,
     WorkerStatus,
 )
+from edgetwin.scenario import MAX_JOB_INPUTS
 
 Token = Annotated[str, Field(min_length=1, max_length=256)]
 TOKEN_ENV = "CROWDIO_TOKEN"  # where the foreman and workers look for the token
@@ -170,7 +171,8 @@ class SubmitPipelineJob(Record):
     min_workers: Count  # the job starts once this many workers are enrolled
     stages: Annotated[tuple[StageBlob, ...], Field(min_length=1, max_length=64)]
     dag: DagSpec
-    inputs: Annotated[tuple[Payload, ...], Field(min_length=1)]
+    # at most as many as a crowd scenario's job: each input is tasks and rows of the table
+    inputs: Annotated[tuple[Payload, ...], Field(min_length=1, max_length=MAX_JOB_INPUTS)]
 
 
 class JobAccepted(Record):

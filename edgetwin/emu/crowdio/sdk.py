@@ -47,6 +47,7 @@ from edgetwin.emu.crowdio.protocol import (
 from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary, TensorSpec
 from edgetwin.emu.crowdio.tls import client_context
 from edgetwin.policies.scheduling import SCHEDULERS
+from edgetwin.scenario import MAX_JOB_INPUTS
 
 StageSource = bytes | Path | tuple[str, bytes | Path]
 STAGE_RAM_FACTOR = 2.0  # an ONNX Runtime session holds the weights plus its arena
@@ -149,6 +150,8 @@ def pipeline_job(
         raise ValueError(f"unknown scheduler {scheduler!r}; known: {sorted(SCHEDULERS)}")
     if seed < 0:
         raise ValueError(f"seed must be >= 0, not {seed}")
+    if len(inputs) > MAX_JOB_INPUTS:
+        raise ValueError(f"a job takes at most {MAX_JOB_INPUTS} inputs, not {len(inputs)}")
     expected = stages[0].input
     for index, array in enumerate(inputs):
         got = (array.dtype.name, tuple(array.shape))
