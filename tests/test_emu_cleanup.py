@@ -27,13 +27,9 @@ from emu_checks import links, needs_emulator, root_rules
 from edgetwin.emu.mininet.cgroups import leftover_groups
 from edgetwin.emu.mininet.lock import emulator_busy, emulator_lock
 from edgetwin.emu.mininet.medium import MEDIUM_DEVICE
-from edgetwin.emu.mininet.net import (
-    leftover_folders,
-    leftover_links,
-    leftover_processes,
-    removed_if_killed,
-)
+from edgetwin.emu.mininet.net import leftover_links, leftover_processes
 from edgetwin.emu.vit.launcher import free_port
+from edgetwin.run_folders import EMU, leftover_folders, removed_if_killed
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 START_WAIT_S = 600.0  # another engineer's emulator run may hold the lock first
@@ -252,10 +248,10 @@ def test_a_vit_rank_exits_when_its_launcher_is_killed(tmp_path: Path) -> None:
 KILLED_RUN = """
 import os, sys, tempfile
 from pathlib import Path
-from edgetwin.emu.mininet.net import removed_if_killed
+from edgetwin.run_folders import EMU, removed_if_killed
 staging = Path(tempfile.mkdtemp(prefix=".D-", dir=sys.argv[1]))
 (staging / "results.csv").write_text("half")
-tracked = removed_if_killed(staging)
+tracked = removed_if_killed(EMU, staging)
 tracked.__enter__()
 print(staging, flush=True)
 os._exit(0)  # killed: no clean-up, as after SIGKILL
@@ -277,10 +273,10 @@ def test_a_folder_elsewhere_is_a_leftover_once_its_run_is_gone(
     (record,) = tmp.iterdir()
     live = out / ".D-live"
     live.mkdir()
-    with removed_if_killed(live):
-        found = leftover_folders()
+    with removed_if_killed(EMU, live):
+        found = leftover_folders(EMU)
     assert found == [staging, record]  # the folder before the record that names it
     assert live not in found  # a live run's folder stays
     staging.rename(tmp_path / "moved")  # what the record names is a symlink now: left alone
     staging.symlink_to(tmp_path / "moved")
-    assert leftover_folders() == [record]
+    assert leftover_folders(EMU) == [record]

@@ -31,12 +31,12 @@ from edgetwin.emu.mininet.lock import emulator_lock
 from edgetwin.emu.mininet.net import (
     cleanup_leftovers,
     emulated_network,
-    leftover_folders,
     leftover_links,
     leftover_processes,
 )
 from edgetwin.emu.mininet.topology import HostLimits, build_topology
 from edgetwin.links import TOLERANCE_PCT
+from edgetwin.run_folders import EMU, leftover_folders
 from edgetwin.scenario import NetworkSpec, Scenario, load_scenario
 
 pytestmark = needs_emulator
@@ -186,12 +186,12 @@ def test_leftovers_of_a_killed_run_are_removed_by_the_next(scenario: Scenario) -
         assert "etws0" in left and any(isinstance(g, Path) for g in left)
         # the killed run's folder, its job's folder inside (another killed run's may be there)
         (scratch,) = [
-            f for f in leftover_folders() if f.name.startswith(f"edgetwin-emu-{run.pid}.")
+            f for f in leftover_folders(EMU) if f.name.startswith(f"edgetwin-emu-{run.pid}.")
         ]
         assert any(scratch.glob("crowdio-*/foreman.log"))
         cleanup_leftovers()  # what the next run does first
         assert not leftover_links() and not leftover_processes() and not leftover_groups()
-        assert not leftover_folders() and not scratch.exists()
+        assert not leftover_folders(EMU) and not scratch.exists()
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ import pytest
 from edgetwin import cli
 from edgetwin.emu.mininet import mn
 from edgetwin.emu.mininet.checks import client_argv, goodput_mbps, link_check, write_link_checks
-from edgetwin.emu.mininet.net import Leftovers, leftover_folders, run_folder
+from edgetwin.emu.mininet.net import Leftovers, run_folder
 from edgetwin.emu.mininet.topology import (
     build_topology,
     class_show_command,
@@ -30,6 +30,7 @@ from edgetwin.emu.mininet.topology import (
 from edgetwin.links import read_link_warnings, worst_error_pct
 from edgetwin.reports import write_report
 from edgetwin.results import ResultRow, read_results, write_results
+from edgetwin.run_folders import EMU, leftover_folders
 from edgetwin.scenario import NetworkSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -188,10 +189,10 @@ def test_a_run_folder_is_a_leftover_once_its_process_is_gone(
     child = subprocess.run([sys.executable, "-c", code], env=env, check=False)
     (gone,) = tmp_path.iterdir()
     with run_folder("mine") as mine:
-        found = leftover_folders()
+        found = leftover_folders(EMU)
         assert Path(mine) not in found  # a live run's folder stays
         # a folder named after this pid but another start time: a process that had the pid
         reused = tmp_path / f"edgetwin-emu-{os.getpid()}.1-x-abc"
         reused.mkdir()
-        assert reused in leftover_folders()
+        assert reused in leftover_folders(EMU)
     assert child.returncode == 0 and gone in found

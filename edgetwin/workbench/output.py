@@ -7,9 +7,11 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
+from edgetwin import run_folders
 from edgetwin.atomic import check_out_folder, publish_folder, staged_folder, why_not_written
 from edgetwin.errors import InputError
 from edgetwin.provenance import files_read
+from edgetwin.run_folders import EMU
 
 Tracker = Callable[[Path], AbstractContextManager[None]]
 
@@ -59,6 +61,4 @@ def scratch_folder(tracked: Tracker | None = None) -> Iterator[Path]:
 
 def removed_if_killed(folder: Path) -> AbstractContextManager[None]:
     """An emulator run's staging folder, removed by ``emu-cleanup`` if the run is killed."""
-    from edgetwin.emu.mininet.net import removed_if_killed as emu_removed_if_killed
-
-    return emu_removed_if_killed(folder)
+    return run_folders.removed_if_killed(EMU, folder)

@@ -6,18 +6,17 @@ exception, Ctrl-C or SIGTERM) kills every process it started, stops Mininet and
 removes whatever is left. ``cleanup_leftovers`` finds this package's leftovers by
 name (``etw`` hosts, bridge and interfaces), by a marker in the environment of
 the processes it starts in hosts, and by the pid and start time in the names of its
-temporary folders (``run_folder``, left when a run is SIGKILLed), which also name the
-folders a run makes elsewhere (``removed_if_killed``: the staging folder beside
-``--out``); it touches nothing else. A run's start says on stderr what it removed.
+temporary folders (``run_folder``: ``edgetwin/run_folders.py``, kind ``emu``, left when a
+run is SIGKILLed), which also name the folders a run makes elsewhere (``removed_if_killed``:
+the staging folder beside ``--out``); it touches nothing else. A run's start says on stderr
+what it removed.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import select
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import edgetwin
+from edgetwin import run_folders
 from edgetwin.emu.mininet.cgroups import join, leftover_groups, limit_memory, remove_groups
 from edgetwin.emu.mininet.delay import delay_line_argv, delay_rule_command
 from edgetwin.emu.mininet.lock import emulator_lock
@@ -46,16 +46,14 @@ from edgetwin.emu.mininet.topology import (
     netem_probe,
 )
 from edgetwin.errors import RunFailed, sigterm_interrupts
+from edgetwin.run_folders import EMU
 from edgetwin.scenario import NetworkSpec
 
 MARKER_ENV = "EDGETWIN_EMU"  # set to PREFIX on every process started in a host
 _SHELL_MARK = f"mininet:{PREFIX}".encode()  # Mininet's node shells: bash ... mininet:etwh0
 _EXIT_WAIT_S = 2.0
 _DELAY_LINE_READY_S = 30.0  # a fresh interpreter on a busy machine
-# run_folder's names: the owner's pid and start time (pids are reused, often within minutes)
-_RUN_FOLDER = re.compile(r"^edgetwin-emu-(\d+)\.(\d+)-")
 _LOG = logging.getLogger(__name__)  # notices: what a killed run left, the delay lines
-_ELSEWHERE = "folder"  # in a run folder made by removed_if_killed: the path of the folder
 
 
 def package_env() -> dict[str, str]:
@@ -218,55 +216,14 @@ def cleanup_leftovers() -> Leftovers:
     for name in links:
         subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
     remove_groups(leftover_groups())
-    folders = leftover_folders()
-    for folder in folders:
-        shutil.rmtree(folder, ignore_errors=True)
+    folders = run_folders.remove_leftovers(EMU)
     return Leftovers(tuple(pids), tuple(links), tuple(folders))
 
 
 def run_folder(purpose: str) -> tempfile.TemporaryDirectory[str]:
-    """A temporary folder of this run, removed on exit; its name carries this process's
-    pid and start time, so that the next run removes it if this one is killed first."""
-    owner = f"{os.getpid()}.{_start_ticks(os.getpid())}"
-    return tempfile.TemporaryDirectory(prefix=f"edgetwin-emu-{owner}-{purpose}-")
-
-
-@contextmanager
-def removed_if_killed(folder: Path) -> Iterator[None]:
-    """While inside, ``cleanup_leftovers`` removes ``folder`` (made by this run outside the
-    temporary folder) if this run is killed: a run folder names it."""
-    with run_folder("elsewhere") as record:
-        (Path(record) / _ELSEWHERE).write_text(str(folder.resolve()))
-        yield
-
-
-def leftover_folders() -> list[Path]:
-    """``run_folder`` folders whose run is gone (no process with their pid and start time),
-    each after the folder it names (``removed_if_killed``) if that is still a folder."""
-    found = []
-    for entry in Path(tempfile.gettempdir()).glob("edgetwin-emu-*"):
-        match = _RUN_FOLDER.match(entry.name)
-        if match and entry.is_dir() and _start_ticks(int(match.group(1))) != match.group(2):
-            found += [*_named_folder(entry), entry]
-    return found
-
-
-def _named_folder(record: Path) -> list[Path]:
-    """The folder a ``removed_if_killed`` record names, if it is a folder (not a symlink)."""
-    try:
-        named = Path((record / _ELSEWHERE).read_text())
-    except OSError:
-        return []
-    return [named] if named.is_absolute() and named.is_dir() and not named.is_symlink() else []
-
-
-def _start_ticks(pid: int) -> str | None:
-    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat), None if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22; the name before ")" may hold spaces
+    """An emulator run's temporary folder (``run_folders.run_folder``), removed on exit, and
+    by ``cleanup_leftovers`` if the run is killed first."""
+    return run_folders.run_folder(EMU, purpose)
 
 
 def leftover_processes() -> list[int]:
