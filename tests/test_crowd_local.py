@@ -26,6 +26,7 @@ from edgetwin.emu.crowdio.sdk import pipeline_job, submit_message
 from edgetwin.errors import InputError
 from edgetwin.models.strategy import CROWDIO_FOREMAN
 from edgetwin.phone_profile import load_phone_profile
+from edgetwin.run_folders import LOCAL, leftover_folders
 from edgetwin.scenario import load_scenario, unplayed_settings
 from tests.conftest import REPO
 
@@ -151,10 +152,14 @@ def _one_class(ram_mb: float) -> str:
 
 
 @pytest.mark.timeout(180)
-def test_a_killed_run_leaves_no_foreman_or_worker(tmp_path: Path) -> None:
+def test_a_killed_run_leaves_no_foreman_or_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """SIGKILL of ``edgetwin run --mode local`` mid-job: the foreman and the workers exit
     (they watch their launcher: --parent-pid). They ran on for ever, the foreman serving
-    its port and the workers holding their caches, as ViT ranks once did."""
+    its port and the workers holding their caches, as ViT ranks once did. Its folder (the
+    stages, the job's folder, the caches) is named after it, a leftover once it is gone
+    (the next local run removes it: tests/test_run_folders.py)."""
     out = tmp_path / "out"
     argv = ["run", str(SCENARIO), "--mode", "local", "--out", str(out), "--quiet"]
     argv += ["--set", STREAMING, "--set", "emulator.task_delay_ms=60000"]  # a job that lasts
@@ -179,6 +184,10 @@ def test_a_killed_run_leaves_no_foreman_or_worker(tmp_path: Path) -> None:
         process.kill()
     assert alive == []
     assert _pipeline_pids(tmp_path) == set()
+    (left,) = tmp_path.glob("edgetwin-*")
+    assert left.name.startswith(f"edgetwin-local-{run.pid}.") and any(left.glob("crowdio-*"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert leftover_folders(LOCAL) == [left]
 
 
 @pytest.mark.timeout(120)

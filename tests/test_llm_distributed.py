@@ -302,7 +302,7 @@ def test_ranks_exit_when_their_launcher_is_killed_outright(tmp_path: Path) -> No
         launcher.wait(30)
         _, alive = psutil.wait_procs(list(ranks.values()), timeout=30)
         assert alive == [], "a rank outlived its launcher"
-        assert list(tmp_path.glob("edgetwin-llm-*")), "its folder is not in TMPDIR"
+        assert list(tmp_path.glob("edgetwin-local-*-llm-*")), "its folder is not in TMPDIR"
     finally:
         if launcher.poll() is None:
             launcher.kill()

@@ -8,7 +8,6 @@ worker reports battery and free RAM with its class's power model and session bud
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,7 @@ from edgetwin.models.crowd.views import session_fits
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import check_schedulers
 from edgetwin.results import ResultRow
+from edgetwin.run_folders import LOCAL, run_folder
 from edgetwin.scenario import CrowdSpec, RunMode, Scenario
 
 MODELS = {"tiny": TINY, "full": FULL}
@@ -117,7 +117,7 @@ def check_exported_stages_fit(scenario: Scenario, scenario_path: Path | None) ->
     stages it exports for its job, in ``CrowdJobs.prepare``)."""
     crowd, model = scenario.crowd, scenario.emulator.model
     assert crowd is not None
-    with tempfile.TemporaryDirectory(prefix="edgetwin-check-") as scratch:
+    with run_folder(LOCAL, "check") as scratch:
         stages = export_stages(MODELS[model], len(crowd.job.stages), scenario.seed, Path(scratch))
     classes = resolve_classes(crowd, scenario_path)
     check_real_stages_fit(crowd, stages, classes, model, scenario_path)

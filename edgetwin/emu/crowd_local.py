@@ -11,7 +11,6 @@ hosts, which loopback does not have: a scenario with faults is refused.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from edgetwin.emu.crowd_jobs import JOB_TIMEOUT_S, CrowdJobs, check_crowd_jobs, 
 from edgetwin.emu.crowdio.launcher import LocalPlacement
 from edgetwin.errors import MODE_EMU, TRACE_ASKED, InputError
 from edgetwin.results import ResultRow
+from edgetwin.run_folders import LOCAL, run_folder
 from edgetwin.scenario import Scenario
 
 
@@ -56,7 +56,7 @@ def run_crowd_local(
     check_crowd_local(scenario, scenario_path)
     runs = crowd_runs(scenario)
     rows: dict[CrowdRun, ResultRow] = {}
-    with tempfile.TemporaryDirectory(prefix="edgetwin-crowd-") as scratch:
+    with run_folder(LOCAL, "crowd") as scratch:
         jobs = CrowdJobs.prepare(scenario, scenario_path, Path(scratch))
         for run in in_turn(runs):
             summary = jobs.run(run, LocalPlacement(), timeout_s)

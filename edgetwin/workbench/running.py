@@ -4,15 +4,18 @@ emulator), and the output folder (``edgetwin run`` is a thin layer over ``run``)
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from tempfile import gettempdir
 
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, counted
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import read_provenance, write_provenance
 from edgetwin.results import ResultRow
+from edgetwin.run_folders import LOCAL, remove_leftovers
 from edgetwin.scenario import (
     RUN_MODES,
     RunMode,
@@ -37,6 +40,8 @@ from edgetwin.workbench.arguments import (
 from edgetwin.workbench.inputs import RunInputs, load_run_inputs, scenario_run_inputs
 from edgetwin.workbench.output import output_folder, removed_if_killed, scratch_folder
 from edgetwin.workbench.results import FORMATS, Format, Results
+
+_LOG = logging.getLogger(__name__)  # notices: what killed local runs left, removed
 
 
 @dataclass
@@ -86,6 +91,8 @@ def run(
     else:
         inputs = load_run_inputs(path_argument(scenario, "scenario"), items)
     chosen = inputs.scenario
+    if chosen.mode == "local":
+        _remove_killed_local_runs()
     tracked = removed_if_killed if chosen.mode == "emu" else None
     folder = (
         scratch_folder(tracked)
@@ -107,6 +114,17 @@ def run(
     return (
         results if folder_out is None else replace(results, provenance=read_provenance(folder_out))
     )
+
+
+def _remove_killed_local_runs() -> None:
+    """Remove the temporary folders that local runs killed outright left (their owner is
+    gone: ``run_folders``), and say so on stderr."""
+    removed = remove_leftovers(LOCAL)
+    if removed:
+        killed = "a killed local run" if len(removed) == 1 else "killed local runs"
+        _LOG.warning(
+            "removed %s left by %s in %s", counted(len(removed), "folder"), killed, gettempdir()
+        )
 
 
 def _api_call(scenario: str | Path | Scenario, items: Sequence[str]) -> list[str]:

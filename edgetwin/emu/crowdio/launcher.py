@@ -20,7 +20,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, submit_job
 from edgetwin.emu.process_exit import describe_exit, killed_hint
 from edgetwin.errors import LaunchError
 from edgetwin.models.strategy import CROWDIO_FOREMAN
+from edgetwin.run_folders import local_folder
 
 HOST = "127.0.0.1"
 STOP_GRACE_S = 5.0
@@ -187,7 +187,7 @@ def run_pipeline(
     foreman, and to every worker unless the placement has them reach it over the
     network, where the foreman serves it), and the processes' own temporary files, live in a
     temporary folder under ``work_root`` (None: the system's)."""
-    with tempfile.TemporaryDirectory(prefix="crowdio-", dir=work_root) as tmp:
+    with local_folder("crowdio", work_root) as tmp:
         root = Path(tmp)
         token = secrets.token_hex(16)
         env = {**os.environ, TOKEN_ENV: token, "TMPDIR": str(root)}  # their files go with it

@@ -16,7 +16,6 @@ produces logits [1, classes]. There is no padding mask: inputs are full-length.
 from __future__ import annotations
 
 import math
-import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from torch.overrides import TorchFunctionMode
 
 from edgetwin.emu.crowdio.records import Mode
 from edgetwin.emu.crowdio.sdk import PipelineJob, StageSpec, normalise_stages, pipeline_job
+from edgetwin.run_folders import local_folder
 
 ONNX_OPSET = 17
 
@@ -270,7 +270,7 @@ def distilbert_job(
 def _to_onnx(stage: Stage, example: torch.Tensor, work_root: Path | None) -> bytes:
     input_name = "input_ids" if stage.embeddings is not None else "hidden_in"
     output_name = "logits" if stage.head is not None else "hidden_out"
-    with tempfile.TemporaryDirectory(prefix="crowdio-export-", dir=work_root) as folder:
+    with local_folder("crowdio-export", work_root) as folder:
         path = Path(folder) / "stage.onnx"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the TorchScript exporter is deprecated, and works

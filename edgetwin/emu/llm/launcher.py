@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from edgetwin.emu.vit.launcher import (
     stop_ranks,
     wait_ranks,
 )
+from edgetwin.run_folders import LOCAL, run_folder
 
 WORKER = "edgetwin.emu.llm.worker"
 DEFAULT_TIMEOUT_S = 600.0
@@ -90,7 +90,7 @@ def launch_decoder(
         *group_args(LOOPBACK_ADDR, free_port(), LOOPBACK_IFACE, timeout_s),
         *("--threads", str(threads), "--parent-pid", str(os.getpid())),
     ]
-    with tempfile.TemporaryDirectory(prefix="edgetwin-llm-") as tmp:
+    with run_folder(LOCAL, "llm") as tmp:
         folder = Path(tmp)
         ranks: list[subprocess.Popen[bytes]] = []
         try:

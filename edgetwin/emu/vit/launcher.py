@@ -12,7 +12,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from edgetwin.emu.process_exit import describe_exit, killed_hint
 from edgetwin.emu.vit.records import RankRecord, read_record
 from edgetwin.errors import LaunchError
 from edgetwin.models.strategy import VIT_WORKER
+from edgetwin.run_folders import LOCAL, run_folder
 
 LOOPBACK_ADDR = "127.0.0.1"
 LOOPBACK_IFACE = "lo"
@@ -87,7 +87,7 @@ def launch_local(
         "--parent-pid",
         str(os.getpid()),
     ]
-    with tempfile.TemporaryDirectory(prefix="edgetwin-vit-") as tmp:
+    with run_folder(LOCAL, "vit") as tmp:
         folder = Path(tmp)
         ranks: list[subprocess.Popen[bytes]] = []
         try:

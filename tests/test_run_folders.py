@@ -1,0 +1,90 @@
+"""A local run killed outright (SIGKILL) leaves its temporary folder, named after its pid and
+start time (``edgetwin/run_folders.py``); the next local run removes it,
+never the folder of a live process. It stayed in the temporary folder for good (rank logs,
+exported ONNX stages and worker caches: over 1 GB for the full DistilBERT)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from edgetwin.run_folders import LOCAL, leftover_folders
+from tests.conftest import REPO
+
+SMOKE = REPO / "scenarios/emu_smoke.yaml"
+# emu_smoke cut to one short launch: 2 Voltage ranks, a 1-block ViT of width 64, batch 1
+SHORT = [
+    *("--set", "repetitions=1", "--set", "strategies=[{name: voltage}]"),
+    *("--set", "sweeps=[{batch: [1], bandwidth_mbps: [200], devices: [2]}]"),
+    *("--set", "model.blocks=1", "--set", "model.width=64", "--set", "model.heads=2"),
+]
+HOLDS_A_FOLDER = (  # a process that holds a local run folder until killed
+    "import time\n"
+    "from edgetwin.run_folders import LOCAL, run_folder\n"
+    "folder = run_folder(LOCAL, 'held')\n"
+    "print(folder.name, flush=True)  # its path\n"
+    "time.sleep(600)\n"
+)
+
+
+@contextmanager
+def _holding_a_folder(argv: list[str], env: dict[str, str]) -> Iterator[tuple[int, Path]]:
+    """A process (``argv`` then python) holding a local run folder: its pid and folder; it
+    is SIGKILLed on the way out."""
+    code = [sys.executable, "-c", HOLDS_A_FOLDER]
+    holder = subprocess.Popen([*argv, *code], env=env, cwd="/", stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        yield holder.pid, Path(holder.stdout.readline().strip())
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    path = os.pathsep.join(sys.path)  # this checkout's edgetwin, from any folder
+    return {**os.environ, "PYTHONPATH": path, "TMPDIR": str(tmp)}
+
+
+@pytest.mark.timeout(180)
+def test_the_next_local_run_removes_what_a_killed_one_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    argv = [sys.executable, "-m", "edgetwin", "run", str(SMOKE), "--mode", "local", "--quiet"]
+    killed = subprocess.Popen(
+        [*argv, "--out", str(tmp_path / "killed"), *SHORT],
+        env=_env(tmp),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while not list(tmp.glob("edgetwin-local-*-vit-*/rank0.log")):  # its ranks are starting
+        assert killed.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    killed.kill()
+    killed.wait()
+    (left,) = tmp.glob("edgetwin-local-*")
+    assert left.name.startswith(f"edgetwin-local-{killed.pid}.") and (left / "rank0.log").exists()
+    with _holding_a_folder([], _env(tmp)) as (_, live):
+        assert leftover_folders(LOCAL) == [left]  # not the live process's
+        done = subprocess.run(
+            [*argv, "--out", str(tmp_path / "next"), *SHORT],
+            env=_env(tmp),
+            capture_output=True,
+            text=True,
+            timeout=150,
+        )
+        assert done.returncode == 0, done.stderr
+        assert f"edgetwin: removed 1 folder left by a killed local run in {tmp}\n" in done.stderr
+        assert sorted(tmp.iterdir()) == [live]  # the live one stays; the run's own went
