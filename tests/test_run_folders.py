@@ -1,11 +1,12 @@
 """A local run killed outright (SIGKILL) leaves its temporary folder, named after its pid and
-start time (``edgetwin/run_folders.py``); the next local run removes it,
+start time (``edgetwin/run_folders.py``); the next local run and ``emu-cleanup`` remove it,
 never the folder of a live process. It stayed in the temporary folder for good (rank logs,
 exported ONNX stages and worker caches: over 1 GB for the full DistilBERT)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -88,3 +89,35 @@ def test_the_next_local_run_removes_what_a_killed_one_left(
         assert done.returncode == 0, done.stderr
         assert f"edgetwin: removed 1 folder left by a killed local run in {tmp}\n" in done.stderr
         assert sorted(tmp.iterdir()) == [live]  # the live one stays; the run's own went
+
+
+def _as_nobody() -> list[str]:
+    """The command prefix that runs as nobody when root (emu-cleanup without root), else
+    nothing."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv is needed to drop root")
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+@pytest.mark.timeout(60)
+def test_emu_cleanup_without_root_removes_the_folders_of_killed_local_runs() -> None:
+    """Without root, ``emu-cleanup`` removes what killed local runs left, says how many,
+    and exits 2 saying that root is needed for the rest, as before."""
+    tmp = Path(tempfile.mkdtemp(prefix="run-folders-test-"))  # nobody's too when root
+    try:
+        tmp.chmod(0o1777)
+        env = _env(tmp)
+        with _holding_a_folder(_as_nobody(), env) as (_, killed):
+            pass  # SIGKILLed: its folder stays
+        assert (tmp / killed).is_dir()
+        with _holding_a_folder(_as_nobody(), env) as (_, live):
+            argv = [*_as_nobody(), sys.executable, "-m", "edgetwin", "emu-cleanup"]
+            done = subprocess.run(argv, env=env, cwd="/", capture_output=True, text=True)
+            assert done.returncode == 2 and "Traceback" not in done.stderr
+            assert done.stderr.startswith("edgetwin: error: emu-cleanup: needs root")
+            assert done.stdout == "emu-cleanup: 1 folder of killed local runs removed\n"
+            assert sorted(tmp.iterdir()) == [live]
+    finally:
+        shutil.rmtree(tmp)

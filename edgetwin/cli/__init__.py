@@ -44,6 +44,7 @@ from edgetwin.file_kinds import Kind, check_kind
 from edgetwin.links import within_tolerance
 from edgetwin.provenance import edgetwin_version, recording_reads, write_provenance
 from edgetwin.reports.static import STATIC_FORMATS
+from edgetwin.run_folders import LOCAL, remove_leftovers
 from edgetwin.scenario import RUN_MODES
 from edgetwin.workbench import evaluating, reporting, running, validating
 from edgetwin.workbench.calibrating import calibrate
@@ -298,7 +299,7 @@ def _parser() -> argparse.ArgumentParser:
     cleanup = _command(
         commands,
         "emu-cleanup",
-        "remove what a crashed emulator run left (processes, links, folders)",
+        "remove what a crashed emulator run (processes, links, folders) or local run left",
         "sudo edgetwin emu-cleanup",
     )
     cleanup.set_defaults(handler=_emu_cleanup)
@@ -345,19 +346,24 @@ def _what_ran(results: Results) -> str:
 
 
 def _emu_cleanup(_args: argparse.Namespace) -> int:
-    """Remove what a crashed emulator run left: its processes, interfaces, bridge, cgroups,
-    temporary folders and the staging folder beside its ``--out``."""
+    """Remove what a killed local run left (its temporary folders), then what a crashed
+    emulator run left: its processes, interfaces, bridge, cgroups, temporary folders and the
+    staging folder beside its ``--out`` (root's, so as root only)."""
     from edgetwin.emu.mininet.lock import LOCK_PATH, emulator_busy
     from edgetwin.emu.mininet.mn import ROOT_NEEDED, is_root
     from edgetwin.emu.mininet.net import cleanup_leftovers
 
+    local = tuple(remove_leftovers(LOCAL))  # needs no root
+    owner = emulator_busy() if is_root() else None
+    if not is_root() or owner is not None:
+        print(f"emu-cleanup: {counted(len(local), 'folder')} of killed local runs removed")
     if not is_root():  # the lock file, the interfaces and the processes are root's
         raise InputError("emu-cleanup", None, f"needs {ROOT_NEEDED}")
-    owner = emulator_busy()
     if owner is not None:
         problem = f"an emulator run ({owner}) is live and cleans up after itself; not touching it"
         raise InputError(LOCK_PATH, None, problem)
-    print(f"emu-cleanup: {cleanup_leftovers()}")
+    left = cleanup_leftovers()
+    print(f"emu-cleanup: {replace(left, folders=(*left.folders, *local))}")
     return 0
 
 
