@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,14 +53,26 @@ def removed_if_killed(kind: Kind, folder: Path) -> Iterator[None]:
 
 
 def leftover_folders(kind: Kind) -> list[Path]:
-    """``kind``'s run folders whose run is gone (no process with their pid and start time),
-    each after the folder it names (``removed_if_killed``) if that is still a folder."""
+    """``kind``'s run folders of this user whose run is gone (no process with their pid and
+    start time), each after the folder it names (``removed_if_killed``) if that is still a
+    folder of this user. Anyone may make a folder of that name in the temporary folder: one
+    of another user was followed, so a record planted there made root's ``emu-cleanup`` (or
+    a user's next local run) delete whatever folder it named."""
     found = []
     for entry in sorted(Path(tempfile.gettempdir()).glob(f"edgetwin-{kind}-*")):
         match = _NAME.match(entry.name)
-        if match and entry.is_dir() and start_ticks(int(match.group(1))) != match.group(2):
+        if match and _own_folder(entry) and start_ticks(int(match.group(1))) != match.group(2):
             found += [*_named_folder(entry), entry]
     return found
+
+
+def _own_folder(path: Path) -> bool:
+    """A folder (not a link to one) of this process's user."""
+    try:
+        status = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(status.st_mode) and status.st_uid == os.geteuid()
 
 
 def remove_leftovers(kind: Kind) -> list[Path]:
@@ -74,12 +87,12 @@ def remove_leftovers(kind: Kind) -> list[Path]:
 
 
 def _named_folder(record: Path) -> list[Path]:
-    """The folder a ``removed_if_killed`` record names, if it is a folder (not a symlink)."""
+    """The folder a ``removed_if_killed`` record names, if it is a folder of this user."""
     try:
         named = Path((record / _ELSEWHERE).read_text())
     except OSError:
         return []
-    return [named] if named.is_absolute() and named.is_dir() and not named.is_symlink() else []
+    return [named] if named.is_absolute() and _own_folder(named) else []
 
 
 def start_ticks(pid: int) -> str | None:

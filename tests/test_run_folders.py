@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from edgetwin.run_folders import LOCAL, leftover_folders
+from edgetwin.run_folders import EMU, LOCAL, Kind, leftover_folders, remove_leftovers
 from tests.conftest import REPO
 
 SMOKE = REPO / "scenarios/emu_smoke.yaml"
@@ -121,3 +121,38 @@ def test_emu_cleanup_without_root_removes_the_folders_of_killed_local_runs() -> 
             assert sorted(tmp.iterdir()) == [live]
     finally:
         shutil.rmtree(tmp)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("kind", [LOCAL, EMU])
+def test_a_record_of_another_user_is_not_followed(
+    kind: Kind, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anyone may make a folder named like a dead run's in the temporary folder: one of
+    another user, naming a folder to remove (``removed_if_killed``'s record), made root's
+    ``emu-cleanup`` delete that folder. Only this user's records count; the same record of
+    this user is followed."""
+    if os.geteuid() != 0:
+        pytest.skip("making a folder of another user needs root")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    gone = _a_gone_pid()
+    victim = tmp_path / "victim"
+    (victim / "precious").mkdir(parents=True)
+    record = tmp / f"edgetwin-{kind}-{gone}.1-elsewhere-planted"
+    record.mkdir()
+    (record / "folder").write_text(str(victim))
+    os.chown(record, 65534, 65534)  # nobody's
+    assert leftover_folders(kind) == []
+    assert remove_leftovers(kind) == [] and (victim / "precious").is_dir() and record.is_dir()
+    os.chown(record, os.geteuid(), os.getegid())  # this user's own record is followed
+    assert remove_leftovers(kind) == [victim, record]
+    assert not victim.exists() and not record.exists()
+
+
+def _a_gone_pid() -> int:
+    """The pid of a process that has exited."""
+    done = subprocess.Popen(["true"])
+    done.wait()
+    return done.pid
