@@ -354,10 +354,11 @@ def _emu_cleanup(_args: argparse.Namespace) -> int:
     from edgetwin.emu.mininet.net import cleanup_leftovers
 
     local = tuple(remove_leftovers(LOCAL))  # needs no root
-    owner = emulator_busy() if is_root() else None
-    if not is_root() or owner is not None:
+    root = is_root()
+    owner = emulator_busy() if root else None
+    if not root or owner is not None:  # said here: the emulator's part is not done
         print(f"emu-cleanup: {counted(len(local), 'folder')} of killed local runs removed")
-    if not is_root():  # the lock file, the interfaces and the processes are root's
+    if not root:  # the lock file, the interfaces and the processes are root's
         raise InputError("emu-cleanup", None, f"needs {ROOT_NEEDED}")
     if owner is not None:
         problem = f"an emulator run ({owner}) is live and cleans up after itself; not touching it"
