@@ -14,9 +14,11 @@ than the link alone makes them: the run says so (console, report, ``results.csv`
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+
+from edgetwin.csv_rows import Row, read_rows
 
 TOLERANCE_PCT = 5.0
 
@@ -51,21 +53,57 @@ def worst_error_pct(errors_pct: Iterable[float]) -> float | None:
     return max(errors_pct, key=abs, default=None)
 
 
-def read_link_warnings(path: Path) -> list[str]:
-    """Warnings for the rows of a ``link_check.csv`` outside the tolerance ([] without one)."""
-    if not path.is_file():
-        return []
-    with path.open(newline="") as handle:
-        rows: list[Mapping[str, str]] = list(csv.DictReader(handle))
-    return [
-        link_warning(
-            float(row["bandwidth_mbps"]),
-            row["sender"],
-            row["receiver"],
-            float(row["wire_mbps"]),
-            float(row["error_pct"]),
-            int(row.get("flows") or 1),  # files before the shared medium have no flows
-        )
-        for row in rows
-        if not within_tolerance(float(row["error_pct"]))
-    ]
+@dataclass(frozen=True)
+class CheckedLink:
+    """A row of ``link_check.csv`` as read back: one direction at a set rate, one of
+    ``flows`` senders at once on it, and what it carried."""
+
+    bandwidth_mbps: float
+    sender: str
+    receiver: str
+    goodput_mbps: float
+    wire_mbps: float | None  # None in files written before the wire rate
+    error_pct: float | None
+    flows: int = 1
+
+    @property
+    def goodput_share(self) -> float:
+        """iperf3's TCP goodput over the set rate's share (the rate / ``flows``)."""
+        return self.goodput_mbps * self.flows / self.bandwidth_mbps
+
+    def warning(self) -> str | None:
+        """The warning when the wire rate is outside the tolerance, else None."""
+        if self.wire_mbps is None or self.error_pct is None or within_tolerance(self.error_pct):
+            return None
+        return link_warning(
+            self.bandwidth_mbps, self.sender, self.receiver, self.wire_mbps, self.error_pct,
+            self.flows,
+        )  # fmt: skip
+
+
+def read_link_checks(path: Path) -> list[CheckedLink]:
+    """The rows of a ``link_check.csv``; a bad cell is an InputError naming the file, its
+    column and the line."""
+    optional = ("wire_mbps", "error_pct", "flows")
+    return [_checked_link(row) for row in read_rows(path, _REQUIRED_COLUMNS, optional)]
+
+
+def link_warnings(checks: Iterable[CheckedLink]) -> list[str]:
+    """The warning of every check outside its tolerance, in file order."""
+    return [warning for check in checks if (warning := check.warning()) is not None]
+
+
+_REQUIRED_COLUMNS = ("bandwidth_mbps", "sender", "receiver", "goodput_mbps")
+
+
+def _checked_link(row: Row) -> CheckedLink:
+    error_pct = row.optional_number("error_pct")
+    return CheckedLink(
+        bandwidth_mbps=row.positive("bandwidth_mbps"),
+        sender=row.text("sender"),
+        receiver=row.text("receiver"),
+        goodput_mbps=row.number("goodput_mbps", minimum=0),  # a link may carry nothing
+        wire_mbps=None if error_pct is None else row.number("wire_mbps", minimum=0),
+        error_pct=error_pct,
+        flows=row.optional_integer("flows", minimum=1) or 1,  # files before the shared medium
+    )

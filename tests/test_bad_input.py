@@ -741,7 +741,7 @@ def _emu_run_with(tmp_path: Path, **cells: str) -> Path:
     ("column", "cell", "expect"),
     [
         ("goodput_mbps", "nan", "not a finite number"),
-        ("goodput_mbps", "-3", "must be above 0"),
+        ("goodput_mbps", "-3", "below the minimum 0"),
         ("error_pct", "nan", "not a finite number"),  # read for the warning below
     ],
 )

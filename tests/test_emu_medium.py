@@ -27,7 +27,7 @@ from edgetwin.emu.mininet.medium import (
 )
 from edgetwin.emu.mininet.net import emulated_network
 from edgetwin.emu.mininet.topology import TcCommand, build_topology, is_leftover_link
-from edgetwin.links import TOLERANCE_PCT, read_link_warnings
+from edgetwin.links import TOLERANCE_PCT, link_warnings, read_link_checks
 from edgetwin.scenario import NetworkSpec
 
 SHARED = NetworkSpec(medium="shared")
@@ -136,7 +136,7 @@ def test_a_sender_beside_another_is_checked_against_its_share(tmp_path: Path) ->
     assert not short.within_tolerance
     assert "one of 2 senders at once (share 100)" in (short.warning() or "")
     write_link_checks(tmp_path / "link_check.csv", [half, short])
-    assert read_link_warnings(tmp_path / "link_check.csv") == [short.warning()]
+    assert link_warnings(read_link_checks(tmp_path / "link_check.csv")) == [short.warning()]
 
 
 @needs_emulator

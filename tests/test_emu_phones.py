@@ -3,6 +3,8 @@ records of a recorded emulator run, latencies predicted (docs/crowd.md)."""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from statistics import fmean
 
 import pytest
@@ -82,3 +84,23 @@ def test_a_load_over_before_its_task_was_ready_is_message_time_no_more() -> None
     whole = fit_emulated_phones(scenario, SCENARIO, summaries)[0].network.message_overhead_ms
     waited = fit_emulated_phones(scenario, SCENARIO, early)[0].network.message_overhead_ms
     assert waited > whole
+
+
+def test_the_phone_fit_warns_of_a_link_short_of_its_rate(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fit takes the link's share of its rate from the run's link checks; one short of
+    its rate lowered that share without a word (the machine fit warned, this one did not)."""
+    header, first, *rest = (RUN / "link_check.csv").read_text().splitlines()
+    cells = dict(zip(header.split(","), first.split(","), strict=True))
+    cells.update(goodput_mbps="270", wire_mbps="282.3", error_pct="-5.9")
+    short = "\n".join([header, ",".join(cells.values()), *rest]) + "\n"
+    (tmp_path / "link_check.csv").write_text(short)
+    scenario = load_scenario(SCENARIO)
+    with caplog.at_level(logging.WARNING, logger="edgetwin"):
+        fit_emulated_phones(scenario, SCENARIO, read_summaries(RUN), tmp_path / "link_check.csv")
+    assert [r.getMessage() for r in caplog.records] == [
+        "warning: link etwh1 -> etwh0 set to 300 Mbps carried 282.3 Mbps on the wire (-5.9 %, "
+        "tolerance 5 %): times at 300 Mbps are not the link's alone; "
+        "network.bandwidth_efficiency is fitted from it"
+    ]

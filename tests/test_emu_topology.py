@@ -27,7 +27,7 @@ from edgetwin.emu.mininet.topology import (
     rate_commands,
     shaping_commands,
 )
-from edgetwin.links import read_link_warnings, worst_error_pct
+from edgetwin.links import link_warnings, read_link_checks, worst_error_pct
 from edgetwin.reports import write_report
 from edgetwin.results import ResultRow, read_results, write_results
 from edgetwin.run_folders import EMU, leftover_folders
@@ -167,8 +167,7 @@ def test_a_link_short_of_its_rate_is_a_warning_in_the_csv_and_the_report(tmp_pat
         "tolerance 5 %): times at 200 Mbps are not the link's alone"
     )
     write_link_checks(tmp_path / "link_check.csv", [short, fine])
-    assert read_link_warnings(tmp_path / "link_check.csv") == [short.warning()]
-    assert read_link_warnings(tmp_path / "none.csv") == []
+    assert link_warnings(read_link_checks(tmp_path / "link_check.csv")) == [short.warning()]
     assert worst_error_pct([fine.error_pct, short.error_pct]) == short.error_pct
     assert worst_error_pct([]) is None
     row = ResultRow("s", "emu", "voltage", 2, 1, 200, None, None, 0, 1, 0, 1, 2, 2, None)

@@ -164,6 +164,46 @@ def test_emulator_run_page_shows_the_link_check(tmp_path: Path) -> None:
     assert "h2 -&gt; h1 set to 100 Mbps" in text  # the warning stays on top
 
 
+def test_a_link_check_from_before_the_wire_rate_has_no_figure_and_no_warning(
+    tmp_path: Path,
+) -> None:
+    write_results(tmp_path / "results.csv", _results())
+    old = "bandwidth_mbps,sender,receiver,goodput_mbps\n100,h1,h2,94.1\n"
+    (tmp_path / "link_check.csv").write_text(old)
+    data = read_run(tmp_path)
+    assert [c.goodput_share for c in data.link_checks] == [pytest.approx(0.941)]
+    assert data.link_warnings == []
+    assert not any(f.layout.title.text.startswith("Link check") for f in run_figures(data))
+
+
+@pytest.mark.parametrize(
+    ("row", "field", "problem"),
+    [
+        ("abc,h1,h2,94.1,99.2,-0.8", "bandwidth_mbps", "'abc' is not a number"),
+        ("100,h1,h2,94.1,99.2,nan", "error_pct", "'nan' is not a finite number"),
+        ("100,h1,h2,94.1,,-15.7", "wire_mbps", "empty cell"),
+        ("100,,h2,94.1,99.2,-0.8", "sender", "empty cell"),
+    ],
+)
+def test_report_names_a_broken_link_check(
+    tmp_path: Path, row: str, field: str, problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad cell of link_check.csv was a traceback (ValueError, KeyError) from the
+    report's warning reader; now exit 2 naming the file, the column and the line, the
+    report kept."""
+    write_results(tmp_path / "results.csv", _results())
+    (tmp_path / "link_check.csv").write_text(LINK_CHECK_CSV)
+    page = write_report(tmp_path).read_bytes()
+    header = "bandwidth_mbps,sender,receiver,goodput_mbps,wire_mbps,error_pct"
+    (tmp_path / "link_check.csv").write_text(f"{header}\n{row}\n")
+    capsys.readouterr()
+    assert main(["report", str(tmp_path)]) == 2
+    error = capsys.readouterr().err.strip()
+    path = tmp_path / "link_check.csv"
+    assert error == f"edgetwin: error: {path}: field '{field}': line 2: {problem}"
+    assert (tmp_path / "report.html").read_bytes() == page
+
+
 def _title_lines(fig: go.Figure) -> list[str]:
     return [re.sub(r"<[^>]+>", "", line) for line in (fig.layout.title.text or "").split("<br>")]
 

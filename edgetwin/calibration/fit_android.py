@@ -50,7 +50,6 @@ from scipy.optimize import brentq
 
 from edgetwin.atomic import output_kind
 from edgetwin.calibration.profile_io import source_record, write_profiles
-from edgetwin.calibration.readers._csv import read_rows
 from edgetwin.calibration.session_load import (
     SessionLoadFit,
     fit_session_load,
@@ -58,6 +57,7 @@ from edgetwin.calibration.session_load import (
 )
 from edgetwin.configuration import CrowdRun
 from edgetwin.crowd_fleet import PhoneClass
+from edgetwin.csv_rows import read_rows
 from edgetwin.errors import InputError, shown
 from edgetwin.models.strategies.crowdio import CROWDIO_BARRIER, CROWDIO_STREAMING
 from edgetwin.phone_profile import MMAP_CEILING_MB, PhoneProfile

@@ -44,9 +44,8 @@ from edgetwin.calibration.profile_io import (
     source_record,
     write_profile,
 )
-from edgetwin.calibration.readers._csv import Row, read_rows
 from edgetwin.errors import InputError, shown_text
-from edgetwin.links import link_warning, within_tolerance
+from edgetwin.links import link_warnings, read_link_checks
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import read_table
 from edgetwin.scenario import Configuration, Scenario, load_resolved
@@ -196,36 +195,18 @@ def _link_efficiency(run: Path, scenario: Scenario) -> float:
             "network.bandwidth_efficiency from them (run it with link checks, or fix "
             "network.bandwidth_efficiency in the spec)",
         )
-    for warning in _short_links(path):  # a link short of its rate lowers the share
-        _LOG.warning("warning: %s; network.bandwidth_efficiency is fitted from it", warning)
     return goodput_share(path)
 
 
-def _short_links(path: Path) -> list[str]:
-    """The warning of every link check outside its tolerance (a file without the wire
-    rate's error, as written before it, has none)."""
-    warnings = []
-    optional = ("wire_mbps", "error_pct", "flows")
-    for row in read_rows(path, ("bandwidth_mbps", "sender", "receiver"), optional):
-        error_pct = row.optional_number("error_pct")
-        if error_pct is not None and not within_tolerance(error_pct):
-            rate_mbps, wire_mbps = row.positive("bandwidth_mbps"), row.number("wire_mbps")
-            sender, receiver = row.text("sender"), row.text("receiver")
-            flows = row.optional_integer("flows", minimum=1) or 1
-            warnings.append(link_warning(rate_mbps, sender, receiver, wire_mbps, error_pct, flows))
-    return warnings
-
-
 def goodput_share(path: Path) -> float:
-    """Median of iperf3's TCP goodput over the set rate's share (the rate / ``flows``, the
-    senders at once on a shared medium), every bandwidth and direction; a bad cell names
-    the file, its column and the line."""
-    rows = read_rows(path, ("bandwidth_mbps", "goodput_mbps"))
-    return round(median(_goodput_share(row) for row in rows), 4)
-
-
-def _goodput_share(row: Row) -> float:
-    """One link check's goodput over its flow's share of the set rate."""
-    goodput, rate = row.positive("goodput_mbps"), row.positive("bandwidth_mbps")
-    flows = row.optional_integer("flows", minimum=1) or 1  # files before the shared medium: 1
-    return goodput * flows / rate
+    """``network.bandwidth_efficiency``: the median of iperf3's TCP goodput over the set
+    rate's share (the rate / ``flows``, the senders at once on a shared medium), every
+    bandwidth and direction. A bad cell names the file, its column and the line; a link
+    short of its rate (it lowers the share) is a warning."""
+    checks = read_link_checks(path)
+    for warning in link_warnings(checks):
+        _LOG.warning("warning: %s; network.bandwidth_efficiency is fitted from it", warning)
+    share = round(median(check.goodput_share for check in checks), 4)
+    if share <= 0:
+        raise InputError(path, "goodput_mbps", "the links carried nothing (median 0)")
+    return share

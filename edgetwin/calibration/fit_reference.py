@@ -32,8 +32,8 @@ from edgetwin.calibration.profile_io import (
     check_fixed,
     source_record,
 )
-from edgetwin.calibration.readers._csv import Row, read_header, read_rows
 from edgetwin.comparison import compare_to_reference, key_label
+from edgetwin.csv_rows import Row, read_header, read_rows
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
 from edgetwin.models import registry

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.calibration.readers._csv import Row, read_rows
+from edgetwin.csv_rows import Row, read_rows
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import MMAP_CEILING_MB
 

@@ -14,10 +14,10 @@ import plotly.io as pio
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.comparison import Comparison, compare_to_reference, key_label
-from edgetwin.links import read_link_warnings
+from edgetwin.links import CheckedLink, link_warnings, read_link_checks
 from edgetwin.reports.crowd import Records, crowd_figures, is_crowd, read_timeline
 from edgetwin.reports.figures import comparison_figure, report_figures
-from edgetwin.reports.link_check import link_check_figure, read_link_checks
+from edgetwin.reports.link_check import link_check_figure
 from edgetwin.reports.llm import device_ram_mb, is_decoder, llm_figures
 from edgetwin.reports.plotly_js import deferred, plotly_js_html
 from edgetwin.reports.rows import average_reps
@@ -178,7 +178,7 @@ class RunData:
     rows: list[ResultRow]
     comparison: Comparison | None
     crowd_records: Records | None
-    link_checks: list[dict[str, str]]
+    link_checks: list[CheckedLink]
     link_warnings: list[str]
     device_ram_mb: dict[str, float] = field(default_factory=dict)  # decoders' RAM line
 
@@ -194,10 +194,10 @@ def read_run(run_dir: Path) -> RunData:
     )
     timeline_path = run_dir / "timeline.json"
     records = read_timeline(timeline_path) if timeline_path.exists() else None
-    checks = run_dir / "link_check.csv"
-    warnings = read_link_warnings(checks)
+    checks_path = run_dir / "link_check.csv"
+    checks = read_link_checks(checks_path) if checks_path.exists() else []
     ram = device_ram_mb(run_dir) if is_decoder(rows) else {}
-    return RunData(rows, comparison, records, read_link_checks(checks), warnings, ram)
+    return RunData(rows, comparison, records, checks, link_warnings(checks), ram)
 
 
 def run_figures(data: RunData) -> list[go.Figure]:

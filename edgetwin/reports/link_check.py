@@ -2,40 +2,31 @@
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from edgetwin.links import TOLERANCE_PCT, within_tolerance
+from edgetwin.links import TOLERANCE_PCT, CheckedLink
 from edgetwin.reports.style import categories, color, styled, title_text
 
 
-def read_link_checks(path: Path) -> list[dict[str, str]]:
-    """The rows of ``link_check.csv`` ([] without one)."""
-    if not path.is_file():
-        return []
-    with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
-
-
-def link_check_figure(checks: Sequence[Mapping[str, str]]) -> go.Figure | None:
+def link_check_figure(checks: Sequence[CheckedLink]) -> go.Figure | None:
     """Wire rate error against the set rate per direction, the tolerance band around 0."""
+    checks = [check for check in checks if check.error_pct is not None]  # old files: none
     if not checks:
         return None
-    rates = sorted({float(row["bandwidth_mbps"]) for row in checks})
+    rates = sorted({check.bandwidth_mbps for check in checks})
     fig = go.Figure()
     for index, (name, inside, marker) in enumerate(
         (("within tolerance", True, "circle"), ("outside tolerance", False, "x"))
     ):
-        rows = [r for r in checks if within_tolerance(float(r["error_pct"])) is inside]
+        rows = [c for c in checks if (c.warning() is None) is inside]
         fig.add_trace(
             go.Scatter(
-                x=[f"{float(r['bandwidth_mbps']):g}" for r in rows],
-                y=[float(r["error_pct"]) for r in rows],
-                text=[_direction(r) for r in rows],
-                customdata=[float(r["wire_mbps"]) for r in rows],
+                x=[f"{c.bandwidth_mbps:g}" for c in rows],
+                y=[c.error_pct for c in rows],
+                text=[_direction(c) for c in rows],
+                customdata=[c.wire_mbps for c in rows],
                 mode="markers",
                 marker={"color": color(2 * index), "size": 9, "symbol": marker},
                 name=name,
@@ -56,8 +47,7 @@ def link_check_figure(checks: Sequence[Mapping[str, str]]) -> go.Figure | None:
     return styled(fig)
 
 
-def _direction(row: Mapping[str, str]) -> str:
+def _direction(check: CheckedLink) -> str:
     """Sender -> receiver, and the senders beside it on a shared medium (``flows`` > 1)."""
-    flows = int(row.get("flows") or 1)  # files before the shared medium have no flows
-    beside = "" if flows == 1 else f" (one of {flows} senders, against its share)"
-    return f"{row['sender']} -> {row['receiver']}{beside}"
+    beside = "" if check.flows == 1 else f" (one of {check.flows} senders, against its share)"
+    return f"{check.sender} -> {check.receiver}{beside}"

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from edgetwin.calibration.readers._csv import Row, read_rows
+from edgetwin.csv_rows import Row, read_rows
 from edgetwin.worker_log import COLUMNS, EVENTS, TASK_EVENTS, Event
 
 

@@ -41,7 +41,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from edgetwin.calibration.readers._csv import read_bytes
+from edgetwin.csv_rows import read_bytes
 from edgetwin.errors import InputError
 
 

@@ -26,7 +26,6 @@ from edgetwin.calibration.readers import (
     staged_exchange,
     timing_table,
 )
-from edgetwin.calibration.readers._csv import read_header
 from edgetwin.calibration.readers.android import WorkerEvent
 from edgetwin.calibration.readers.chrome_trace import ChromeTrace, read_chrome_trace
 from edgetwin.calibration.readers.decoder_latency import DecoderLatency
@@ -35,6 +34,7 @@ from edgetwin.calibration.readers.power import PowerSample
 from edgetwin.calibration.readers.reference import ModelCost, PublishedMetric
 from edgetwin.calibration.readers.staged_exchange import StagedExchange
 from edgetwin.calibration.readers.timing_table import TimingRecord
+from edgetwin.csv_rows import read_header
 from edgetwin.errors import InputError
 
 

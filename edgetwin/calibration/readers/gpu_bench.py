@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
 
-from edgetwin.calibration.readers._csv import read_rows
+from edgetwin.csv_rows import read_rows
 
 VIT_LATENCY_COLUMNS = ("kernel", "batch", "tokens", "rep", "latency_ms")
 # what a timed forward ran: the whole model, or the encoder blocks over ``tokens`` rows

@@ -20,8 +20,8 @@ import math
 from datetime import datetime
 from pathlib import Path
 
-from edgetwin.calibration.readers._csv import Row, read_header, read_rows
 from edgetwin.calibration.readers.power import PowerSample, check_time_order
+from edgetwin.csv_rows import Row, read_header, read_rows
 from edgetwin.errors import InputError
 
 TIME_COLUMN = "time"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.calibration.readers._csv import Row, read_rows
+from edgetwin.csv_rows import Row, read_rows
 from edgetwin.errors import InputError
 
 NVML_COLUMNS = ("t_s", "phase", "power_w")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.calibration.readers._csv import read_rows
+from edgetwin.csv_rows import read_rows
 from edgetwin.models import registry
 
 METRIC_COLUMNS = ("metric", "mean", "std", "unit")

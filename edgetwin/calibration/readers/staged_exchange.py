@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.calibration.readers._csv import Row, read_rows
+from edgetwin.csv_rows import Row, read_rows
 
 TIMING_COLUMNS = ("batch", "rows", "bytes_per_rank", "blocks", "rep")
 PHASE_COLUMNS = ("d2h_ms", "comm_ms", "h2d_ms", "total_ms")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.calibration.readers._csv import Row, read_rows
+from edgetwin.csv_rows import Row, read_rows
 from edgetwin.models import registry
 from edgetwin.results import MODES, RowKey, row_key
 
