@@ -23,13 +23,9 @@ from edgetwin.results import ResultRow
 from edgetwin.schema import check_regular_file, validation_error
 from edgetwin.sim.crowd.records import ACTIVITY_KINDS, Activity, BatterySample, RamSample
 
-ACTIVITY_COLORS = {
-    "load": "#d62728",
-    "infer": "#1f77b4",
-    "transfer": "#2ca02c",
-    "idle": "#dddddd",
-    "away": "#7f7f7f",
-}
+ACTIVITY_COLORS = dict(  # one per activity kind, in their order (a new kind needs one)
+    zip(ACTIVITY_KINDS, ("#d62728", "#1f77b4", "#2ca02c", "#dddddd", "#7f7f7f"), strict=True)
+)
 Records = Mapping[str, Sequence[Mapping[str, Any]]]
 
 
