@@ -25,7 +25,7 @@ from pathlib import Path
 from edgetwin.calibration.emu_loop import close_loop
 from edgetwin.comparison import METRICS
 from edgetwin.emu.mininet.mn import missing_requirements
-from edgetwin.links import read_link_warnings
+from edgetwin.links import link_warnings, read_link_checks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -63,7 +63,8 @@ def main() -> int:
     print("wall s: " + ", ".join(f"{step} {s:.0f}" for step, s in result.wall_s.items()))
     print("load average at the end (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in load))
     # links that fell short make every figure suspect (the fit warned of emu_fit's)
-    for warning in read_link_warnings(args.out / "emu_check" / "link_check.csv"):
+    checks = args.out / "emu_check" / "link_check.csv"
+    for warning in link_warnings(read_link_checks(checks)) if checks.exists() else []:
         print(f"warning: emu_check: {warning}")
     summary = {
         "fit_median_abs_error_pct": in_sample,
