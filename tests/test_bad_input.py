@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from edgetwin.atomic import write_texts_together
 from edgetwin.calibration.fit_android import write_android_profiles
 from edgetwin.calibration.profile_io import write_profile
 from edgetwin.cli import main
+from edgetwin.emu.mininet.mn import DEBIAN_MININET
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import load_phone_profile
 from edgetwin.profile import load_profile
@@ -769,6 +772,30 @@ def test_calibrate_machine_emu_warns_of_a_link_short_of_its_rate(
         " network.bandwidth_efficiency is fitted from it\n"
     )
     assert capsys.readouterr().err == warning
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(
+    not (DEBIAN_MININET / "__init__.py").is_file(), reason="Debian's Mininet is not installed"
+)
+def test_a_warning_after_mininet_is_loaded_is_written_once(tmp_path: Path) -> None:
+    """Loading Mininet made every logger created after it Mininet's, with a handler of its
+    own: a command whose fitting code was imported after Mininet wrote each warning twice,
+    the first without its prefix and its newline."""
+    run = _emu_run_with(
+        tmp_path, goodput_mbps="179.6", wire_mbps="187.8", error_pct="-6.1"
+    )  # fmt: skip
+    mininet_first = (
+        "import sys; from edgetwin.emu.mininet.mn import mininet_module; "
+        "mininet_module('net'); from edgetwin.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    argv = ["calibrate-machine", "--emu", str(run), "--out", str(tmp_path / "out")]
+    done = subprocess.run(
+        [sys.executable, "-c", mininet_first, *argv], capture_output=True, text=True, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("link etwh1 -> etwh0 set to 200 Mbps") == 1, done.stderr
+    assert done.stderr.startswith("edgetwin: warning: link etwh1") and done.stderr.endswith("\n")
 
 
 @pytest.mark.parametrize("flag", ["--quick", "--no-decoder"])

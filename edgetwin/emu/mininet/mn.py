@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import os
 import shutil
 import sys
@@ -41,18 +42,26 @@ def missing_requirements() -> list[str]:
 
 
 def mininet_module(name: str) -> Any:
-    """``mininet.<name>`` (e.g. ``net``, ``nodelib``), loading Debian's package if needed."""
-    if "mininet" not in sys.modules and importlib.util.find_spec("mininet") is None:
-        init = DEBIAN_MININET / "__init__.py"
-        spec = importlib.util.spec_from_file_location(
-            "mininet", init, submodule_search_locations=[str(DEBIAN_MININET)]
-        )
-        if spec is None or spec.loader is None:
-            raise ModuleNotFoundError(f"Mininet not found ({INSTALL_HINT})")
-        package = importlib.util.module_from_spec(spec)
-        sys.modules["mininet"] = package
-        spec.loader.exec_module(package)
-    return importlib.import_module(f"mininet.{name}")
+    """``mininet.<name>`` (e.g. ``net``, ``nodelib``), loading Debian's package if needed.
+
+    ``mininet.log`` makes its own logger class the class of every logger created after
+    it, each with a handler of its own on stderr: an edgetwin module imported after
+    Mininet wrote its warnings twice, once without a newline. The class is put back."""
+    logger_class = logging.getLoggerClass()
+    try:
+        if "mininet" not in sys.modules and importlib.util.find_spec("mininet") is None:
+            init = DEBIAN_MININET / "__init__.py"
+            spec = importlib.util.spec_from_file_location(
+                "mininet", init, submodule_search_locations=[str(DEBIAN_MININET)]
+            )
+            if spec is None or spec.loader is None:
+                raise ModuleNotFoundError(f"Mininet not found ({INSTALL_HINT})")
+            package = importlib.util.module_from_spec(spec)
+            sys.modules["mininet"] = package
+            spec.loader.exec_module(package)
+        return importlib.import_module(f"mininet.{name}")
+    finally:
+        logging.setLoggerClass(logger_class)
 
 
 def _mininet_found() -> bool:
