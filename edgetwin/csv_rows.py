@@ -131,11 +131,13 @@ class Row:
         return value
 
 
-def read_rows(path: Path, required: Sequence[str], optional: Sequence[str] = ()) -> list[Row]:
+def read_rows(
+    path: Path, required: Sequence[str], optional: Sequence[str] = (), rows_needed: bool = True
+) -> list[Row]:
     """Data rows of a CSV whose header has every ``required`` column.
 
     Columns beyond ``required`` and ``optional`` are kept in ``Row.cells`` but not checked.
-    Blank lines are skipped; a file with no data row is an error.
+    Blank lines are skipped; a file with no data row is an error if ``rows_needed``.
     """
     text = read_text(path)
     if not text.strip():
@@ -159,7 +161,7 @@ def read_rows(path: Path, required: Sequence[str], optional: Sequence[str] = ())
             rows.append(Row(path, reader.line_num, dict(zip(header, cells, strict=True))))
     except csv.Error as exc:
         raise InputError(path, None, f"line {reader.line_num}: malformed CSV: {exc}") from None
-    if not rows:
+    if not rows and rows_needed:
         raise InputError(path, None, "no data rows after the header")
     return rows
 

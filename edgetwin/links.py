@@ -82,10 +82,11 @@ class CheckedLink:
 
 
 def read_link_checks(path: Path) -> list[CheckedLink]:
-    """The rows of a ``link_check.csv``; a bad cell is an InputError naming the file, its
-    column and the line."""
+    """The rows of a ``link_check.csv`` (none: a run that checked no link writes the header
+    alone); a bad cell is an InputError naming the file, its column and the line."""
     optional = ("wire_mbps", "error_pct", "flows")
-    return [_checked_link(row) for row in read_rows(path, _REQUIRED_COLUMNS, optional)]
+    rows = read_rows(path, _REQUIRED_COLUMNS, optional, rows_needed=False)
+    return [_checked_link(row) for row in rows]
 
 
 def link_warnings(checks: Iterable[CheckedLink]) -> list[str]:

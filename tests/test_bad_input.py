@@ -758,6 +758,16 @@ def test_calibrate_machine_emu_bad_link_check(
     assert_clean_failure(argv, capsys, tmp_path, *expected)
 
 
+def test_calibrate_machine_emu_with_the_link_checks_header_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _emu_run_with(tmp_path)
+    header = (run / "link_check.csv").read_text().splitlines()[0]
+    (run / "link_check.csv").write_text(header + "\n")
+    argv = ["calibrate-machine", "--emu", str(run), "--out", str(tmp_path / "out")]
+    assert_clean_failure(argv, capsys, tmp_path, "link_check.csv: no link checks")
+
+
 def test_calibrate_machine_emu_warns_of_a_link_short_of_its_rate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

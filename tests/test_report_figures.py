@@ -176,6 +176,15 @@ def test_a_link_check_from_before_the_wire_rate_has_no_figure_and_no_warning(
     assert not any(f.layout.title.text.startswith("Link check") for f in run_figures(data))
 
 
+def test_a_run_that_checked_no_link_has_no_link_figure(tmp_path: Path) -> None:
+    """A run with ``emulator.link_check_s: 0`` writes link_check.csv's header alone."""
+    write_results(tmp_path / "results.csv", _results())
+    (tmp_path / "link_check.csv").write_text(LINK_CHECK_CSV.splitlines()[0] + "\n")
+    data = read_run(tmp_path)
+    assert data.link_checks == [] and data.link_warnings == []
+    assert "Link check" not in write_report(tmp_path).read_text()
+
+
 @pytest.mark.parametrize(
     ("row", "field", "problem"),
     [

@@ -204,6 +204,8 @@ def goodput_share(path: Path) -> float:
     bandwidth and direction. A bad cell names the file, its column and the line; a link
     short of its rate (it lowers the share) is a warning."""
     checks = read_link_checks(path)
+    if not checks:
+        raise InputError(path, None, "no link checks (the header alone)")
     for warning in link_warnings(checks):
         _LOG.warning("warning: %s; network.bandwidth_efficiency is fitted from it", warning)
     share = round(median(check.goodput_share for check in checks), 4)
