@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 .venv/bin/ruff format --check edgetwin tests benchmarks docs/tutorial.ipynb
 .venv/bin/mypy edgetwin benchmarks
 .venv/bin/lint-imports --no-cache --no-logo
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q -n auto "$@"

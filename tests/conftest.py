@@ -16,6 +16,22 @@ REPO = Path(__file__).resolve().parents[1]
 # libyaml's emitter writes what PyYAML's pure-Python one writes (tests/test_loader_fuzz.py
 # checks it on every shipped file), ~60x faster on the loader tests' 1 MB values
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+EMULATOR_GROUP = "emulator"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Parallel runs (``-n``) hand a worker whole test files, so that a module's fixtures
+    are built once, and every emulator test to one worker, one after another: they share
+    the machine's interfaces, and some leave a killed run's leftovers on purpose for the
+    next run to remove (a test on another worker would remove them first)."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesAndEmulator(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return EMULATOR_GROUP if "emu" in Path(file).stem.split("_") else file
+
+    return FilesAndEmulator(config, log)
 
 
 def yaml_text(data: Any) -> str:
