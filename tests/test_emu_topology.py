@@ -16,7 +16,7 @@ import pytest
 from edgetwin import cli
 from edgetwin.emu.mininet import mn
 from edgetwin.emu.mininet.checks import client_argv, goodput_mbps, link_check, write_link_checks
-from edgetwin.emu.mininet.net import Leftovers, run_folder
+from edgetwin.emu.mininet.net import Leftovers
 from edgetwin.emu.mininet.topology import (
     build_topology,
     class_show_command,
@@ -30,7 +30,7 @@ from edgetwin.emu.mininet.topology import (
 from edgetwin.links import link_warnings, read_link_checks, worst_error_pct
 from edgetwin.reports import write_report
 from edgetwin.results import ResultRow, read_results, write_results
-from edgetwin.run_folders import EMU, leftover_folders
+from edgetwin.run_folders import EMU, leftover_folders, run_folder
 from edgetwin.scenario import NetworkSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -182,12 +182,12 @@ def test_a_run_folder_is_a_leftover_once_its_process_is_gone(
 ) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     # a run killed before its folder is removed (os._exit: no clean-up, as after SIGKILL)
-    code = "import os\nfrom edgetwin.emu.mininet.net import run_folder\nf = run_folder('x')\n"
+    code = "import os\nfrom edgetwin.run_folders import EMU, run_folder\nf = run_folder(EMU, 'x')\n"
     code += "os._exit(0)"
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     child = subprocess.run([sys.executable, "-c", code], env=env, check=False)
     (gone,) = tmp_path.iterdir()
-    with run_folder("mine") as mine:
+    with run_folder(EMU, "mine") as mine:
         found = leftover_folders(EMU)
         assert Path(mine) not in found  # a live run's folder stays
         # a folder named after this pid but another start time: a process that had the pid

@@ -111,10 +111,10 @@ def test_comparison_with_single_device(smoke_rows: list[ResultRow]) -> None:
 
 def test_the_report_says_a_local_runs_bandwidth_is_nominal(smoke_rows: list[ResultRow]) -> None:
     """The bandwidth figure of a local run plots nominal bandwidths; the page says so."""
-    local = render_report(RunData(smoke_rows, None, None, [], []), "local")
+    local = render_report(RunData(smoke_rows, None, None, []), "local")
     twin = [replace(row, mode="twin") for row in smoke_rows]
     assert LOCAL_NOTE in local
-    assert LOCAL_NOTE not in render_report(RunData(twin, None, None, [], []), "twin")
+    assert LOCAL_NOTE not in render_report(RunData(twin, None, None, []), "twin")
 
 
 @pytest.mark.parametrize(

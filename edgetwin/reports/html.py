@@ -179,8 +179,12 @@ class RunData:
     comparison: Comparison | None
     crowd_records: Records | None
     link_checks: list[CheckedLink]
-    link_warnings: list[str]
     device_ram_mb: dict[str, float] = field(default_factory=dict)  # decoders' RAM line
+
+    @property
+    def link_warnings(self) -> list[str]:
+        """The warning of every link check outside its tolerance."""
+        return link_warnings(self.link_checks)
 
 
 def read_run(run_dir: Path) -> RunData:
@@ -197,7 +201,7 @@ def read_run(run_dir: Path) -> RunData:
     checks_path = run_dir / "link_check.csv"
     checks = read_link_checks(checks_path) if checks_path.exists() else []
     ram = device_ram_mb(run_dir) if is_decoder(rows) else {}
-    return RunData(rows, comparison, records, checks, link_warnings(checks), ram)
+    return RunData(rows, comparison, records, checks, ram)
 
 
 def run_figures(data: RunData) -> list[go.Figure]:

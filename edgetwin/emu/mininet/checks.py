@@ -35,10 +35,11 @@ from edgetwin.emu.mininet.loss import (
     probe_duration_s,
 )
 from edgetwin.emu.mininet.medium import queues_of
-from edgetwin.emu.mininet.net import EmuError, EmuNetwork, run_folder
+from edgetwin.emu.mininet.net import EmuError, EmuNetwork
 from edgetwin.emu.mininet.topology import EmuHost, class_show_command, parse_class_rate_mbps
 from edgetwin.links import link_warning, within_tolerance
 from edgetwin.progress import Progress, no_progress
+from edgetwin.run_folders import EMU, run_folder
 
 IPERF_PORT = 5201
 FRAME_BYTES = 1514  # Ethernet header + 1500-byte IP packet
@@ -261,7 +262,7 @@ def _clients(net: EmuNetwork, pairs: list[tuple[int, int]], duration_s: float) -
     not listening yet (a flow measured alone would not be measured beside the others)."""
     hosts = net.topology.hosts
     for _ in range(_CONNECT_TRIES):
-        with run_folder("go") as folder:  # a killed run's is removed by the next
+        with run_folder(EMU, "go") as folder:  # a killed run's is removed by the next
             go = Path(folder) / "go"
             clients = []
             for i, (sender, receiver) in enumerate(pairs):

@@ -35,7 +35,7 @@ from edgetwin.emu.crowdio.launcher import Processes, WorkerSpec
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
-from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
+from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env
 from edgetwin.emu.mininet.topology import (
     MAX_HOSTS,
     HostLimits,
@@ -46,6 +46,7 @@ from edgetwin.errors import InputError
 from edgetwin.links import worst_error_pct
 from edgetwin.progress import Progress, no_progress
 from edgetwin.results import ResultRow
+from edgetwin.run_folders import EMU, run_folder
 from edgetwin.scenario import MIN_HOST_CPU_CORES, EmulatorSpec, Scenario
 
 
@@ -169,7 +170,7 @@ def run_crowd_emu(
     result = CrowdEmuRun([], [], [], [])
     played: dict[CrowdRun, PipelineSummary] = {}  # by run, in the order they played
     rows: dict[CrowdRun, ResultRow] = {}
-    with run_folder("crowd") as scratch:  # the stages' export, the jobs' folders and caches
+    with run_folder(EMU, "crowd") as scratch:  # the stages' export, the jobs' folders and caches
         # exported, and checked to fit a phone class, before the network starts
         prepared = CrowdJobs.prepare(scenario, scenario_path, Path(scratch))
         with emulated_network(topology, scenario.network, runs[0].bandwidth_mbps, limits) as net:

@@ -19,7 +19,6 @@ import os
 import select
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -218,12 +217,6 @@ def cleanup_leftovers() -> Leftovers:
     remove_groups(leftover_groups())
     folders = run_folders.remove_leftovers(EMU)
     return Leftovers(tuple(pids), tuple(links), tuple(folders))
-
-
-def run_folder(purpose: str) -> tempfile.TemporaryDirectory[str]:
-    """An emulator run's temporary folder (``run_folders.run_folder``), removed on exit, and
-    by ``cleanup_leftovers`` if the run is killed first."""
-    return run_folders.run_folder(EMU, purpose)
 
 
 def leftover_processes() -> list[int]:

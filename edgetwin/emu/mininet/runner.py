@@ -33,7 +33,7 @@ from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.crowd import check_crowd_emulatable, phone_limits, run_crowd_emu
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.mn import missing_requirements
-from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env, run_folder
+from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env
 from edgetwin.emu.mininet.topology import (
     MAX_HOSTS,
     TC_RATE_RANGE_MBPS,
@@ -48,6 +48,7 @@ from edgetwin.links import worst_error_pct
 from edgetwin.models.strategy import VIT_WORKER
 from edgetwin.progress import Progress, no_progress
 from edgetwin.results import ResultRow
+from edgetwin.run_folders import EMU, run_folder
 from edgetwin.scenario import Configuration, Scenario, configurations
 
 MASTER_PORT = 29500
@@ -320,7 +321,7 @@ class _HostLauncher:
         """Rank r's ``command`` on host r, waited for with the deadline; their records."""
         label = f"launch {self._launches} at {self.bandwidth_mbps:g} Mbps"
         clock = FaultClock(label, self._schedule, self._apply)
-        with run_folder("ranks") as tmp:
+        with run_folder(EMU, "ranks") as tmp:
             folder = Path(tmp)
             ranks = []
             try:
