@@ -186,10 +186,13 @@ def _parser() -> argparse.ArgumentParser:
     report = _command(
         commands,
         "report",
-        "(re)write DIR/report.html from DIR/results.csv (or results.parquet)",
+        "(re)write DIR/report.html from DIR/results.csv (or results.parquet); a plan's "
+        "DIR/answer.json and plan.html from its results.csv",
         "edgetwin report out/prism_jetson --static svg",
     )
-    report.add_argument("dir", type=Path, help="a run's output folder (results.csv or .parquet)")
+    report.add_argument(
+        "dir", type=Path, help="a run's or a plan's output folder (results.csv or .parquet)"
+    )
     report.add_argument(
         "--static",
         choices=STATIC_FORMATS,
@@ -388,7 +391,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     written = reporting.report(args.dir, static=args.static)
-    print(f"wrote {written.page}")
+    answered = f"{written.answer} and " if written.answer is not None else ""
+    print(f"wrote {answered}{written.page}")
     if args.static:
         print(f"wrote {counted(len(written.figures), 'figure')} to {args.dir}/figures")
     return 0

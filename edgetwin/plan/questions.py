@@ -32,6 +32,7 @@ from edgetwin.schema import (
     Strict,
     StrictSweep,
     apply_override,
+    dump_yaml,
     first_repeated,
     load_yaml_model,
     optional_values,
@@ -287,6 +288,15 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
         _check_decoder_metrics(question, scenario, path)
         build_fleet(scenario, scenario_path)  # its device profiles: errors before any run
     return LoadedQuestion(path, question, scenario, scenario_path)
+
+
+def dump_question(question: PlanQuestion, scenario_file: str) -> str:
+    """The question as YAML that sweeps ``scenario_file`` (a resolved scenario: its ``set``
+    overrides already applied, so none are listed), the question's own defaults left out."""
+    raw = question.model_dump(mode="json", exclude_defaults=True)
+    raw["scenario"] = scenario_file
+    raw.pop("set", None)
+    return dump_yaml(raw)
 
 
 def _check_axes_fit_the_question(question: PlanQuestion, path: Path) -> None:

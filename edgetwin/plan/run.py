@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import OUT_OPTION, InputError
-from edgetwin.plan.answers import answer
 from edgetwin.plan.executors import Executor
+from edgetwin.plan.folder import ReportWriter, answer_table, write_swept_question
 from edgetwin.plan.journal import Journal, fingerprint
-from edgetwin.plan.questions import LoadedQuestion, PlanQuestion
+from edgetwin.plan.questions import LoadedQuestion
 from edgetwin.plan.sweep import ConfigResult, payload_for
 from edgetwin.provenance import code_digest, sha256_file
-from edgetwin.results import ResultRow, write_results
-from edgetwin.scenario import dump_resolved, files_of_runs, with_absolute_paths
+from edgetwin.results import RESULTS_CSV, ResultRow, write_results
+from edgetwin.scenario import files_of_runs
 from edgetwin.sim.runner import unplayed_in_twin
 
 Progress = Callable[[], None]
-ReportWriter = Callable[[Path, PlanQuestion, dict[str, Any]], object]
 
 
 @dataclass(frozen=True)
@@ -82,20 +79,18 @@ def run_plan(
     write_report: ReportWriter,
     on_progress: Progress | None = None,
 ) -> PlanOutcome:
-    """Sweep (resuming), answer and write ``results.csv``, ``answer.json``,
-    ``scenario.resolved.yaml`` and the report (``write_report``, e.g. reports' ``plan.html``)
-    in ``out``; the journal is removed at the end."""
+    """Sweep (resuming), then write ``results.csv``, ``scenario.resolved.yaml`` and
+    ``question.resolved.yaml``, and answer from that table: ``answer.json`` and the report
+    (``write_report``, e.g. reports' ``plan.html``) in ``out``; the journal is removed at
+    the end."""
     if out.exists() and not out.is_dir():
         raise InputError(out, None, f"{OUT_OPTION} exists and is not a folder")
     journal = journal_for(loaded, out)
     try:
         rows, ran_now = sweep_rows(loaded, journal, executor, on_progress)
-        result = answer(loaded, rows)
-        write_results(out / "results.csv", rows)
-        write_text_atomic(out / "answer.json", json.dumps(result, indent=2) + "\n")
-        resolved = with_absolute_paths(loaded.scenario, loaded.scenario_path)
-        write_text_atomic(out / "scenario.resolved.yaml", dump_resolved(resolved))
-        write_report(out, loaded.question, result)
+        write_results(out / RESULTS_CSV, rows)
+        write_swept_question(loaded, out)
+        result = answer_table(loaded, out, write_report)  # as edgetwin report answers it
         journal.remove()
     finally:
         journal.unlock()

@@ -366,11 +366,16 @@ FIGURES = {
 }
 
 
+def plan_figures(result: dict[str, Any]) -> list[go.Figure]:
+    """Every figure of a plan's page, in page order."""
+    return FIGURES[result["kind"]](result)
+
+
 def render_plan(question: PlanQuestion, result: dict[str, Any]) -> str:
     """The page as one HTML string."""
     lines = "".join(f"<li>{escape(line)}</li>" for line in describe(result))
     intro = f"<p>{escape(question.description)}</p>" if question.description else ""
-    figures = figures_html(FIGURES[result["kind"]](result))
+    figures = figures_html(plan_figures(result))
     return page(f"edgetwin plan: {question.name}", f"{intro}<ul>{lines}</ul>{figures}")
 
 

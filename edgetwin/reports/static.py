@@ -111,10 +111,14 @@ def check_figures_folder(run_dir: Path) -> Path:
     return final
 
 
-def write_static_figures(run_dir: Path, fmt: str) -> list[Path]:
-    """The figures of ``run_dir``'s report as ``run_dir/figures/<name>.<fmt>``; the folder
-    is replaced whole, and only once every file is written."""
-    figures = run_figures(read_run(run_dir))
+def write_static_figures(
+    run_dir: Path, fmt: str, figures: Sequence[go.Figure] | None = None
+) -> list[Path]:
+    """``figures`` (default: those of ``run_dir``'s run report) as
+    ``run_dir/figures/<name>.<fmt>``; the folder is replaced whole, and only once every
+    file is written."""
+    if figures is None:
+        figures = run_figures(read_run(run_dir))
     final = check_figures_folder(run_dir)
     with staged_folder(final) as staging:
         names = [path.name for path in write_figures(figures, staging, fmt)]

@@ -1,5 +1,5 @@
-"""A run's report written again from its folder (``edgetwin report`` is a thin layer
-over ``report``), with its figures as static files if asked."""
+"""A run's report, or a plan's answer and page, written again from its folder (``edgetwin
+report`` is a thin layer over ``report``), with its figures as static files if asked."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from typing import Literal
 
 from edgetwin.comparison import check_reference
 from edgetwin.errors import InputError
+from edgetwin.plan.folder import ANSWER_FILE, answer_table, is_plan_folder, swept_question
+from edgetwin.plan.journal import PARTIAL
 from edgetwin.reports import write_report
+from edgetwin.reports.plan import PLAN_REPORT, plan_figures, write_plan_report
 from edgetwin.reports.static import (
     STATIC_FORMATS,
     browser_path,
@@ -24,10 +27,12 @@ StaticFormat = Literal["svg", "pdf", "png"]
 
 @dataclass(frozen=True)
 class Report:
-    """What ``report`` wrote: the page and the static figures (none unless asked)."""
+    """What ``report`` wrote: the page, the static figures (none unless asked) and, for a
+    plan's folder, its answer."""
 
     page: Path
     figures: tuple[Path, ...] = ()
+    answer: Path | None = None
 
 
 def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
@@ -35,10 +40,19 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
     ``results.parquet``, and
     ``reference.csv`` and ``scenario.resolved.yaml`` when there), the bytes ``run`` wrote;
     with ``static``, also every figure as ``folder/figures/<name>.<static>`` (headless
-    Chromium draws them)."""
+    Chromium draws them).
+
+    A plan's folder is answered again from its ``results.csv`` and the question it swept
+    (``question.resolved.yaml``): ``answer.json`` and ``plan.html``, the bytes ``plan``
+    wrote from the same table (an edited table is answered as edited)."""
     run_dir = path_argument(folder, "folder")
     if static is not None:
         choice_argument(static, "static", STATIC_FORMATS)
+    if is_plan_folder(run_dir):
+        return _report_plan(run_dir, static)
+    if (run_dir / PARTIAL).is_dir():
+        problem = "a plan's unfinished sweep: run the same edgetwin plan command to finish it"
+        raise InputError(run_dir, None, problem)
     results = results_file(run_dir)
     if not read_results(results):
         raise InputError(results, None, "no rows: no run to report")
@@ -52,3 +66,17 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
     if static is None:
         return Report(page)
     return Report(page, tuple(write_static_figures(run_dir, static)))
+
+
+def _report_plan(plan_dir: Path, static: StaticFormat | None) -> Report:
+    """A plan's ``answer.json`` and ``plan.html`` from its table, and its static figures."""
+    loaded = swept_question(plan_dir)
+    if static is not None:  # before the page is written
+        check_figures_folder(plan_dir)
+        browser_path()
+    result = answer_table(loaded, plan_dir, write_plan_report)
+    page, answer = plan_dir / PLAN_REPORT, plan_dir / ANSWER_FILE
+    if static is None:
+        return Report(page, answer=answer)
+    figures = write_static_figures(plan_dir, static, plan_figures(result))
+    return Report(page, tuple(figures), answer)
