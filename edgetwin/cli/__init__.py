@@ -25,6 +25,7 @@ from edgetwin.cli.inputs import (
     add_out_argument,
     add_quiet_argument,
     add_set_argument,
+    add_static_argument,
     report_checked,
 )
 from edgetwin.cli.plan import add_plan_arguments, plan_command
@@ -43,7 +44,6 @@ from edgetwin.evaluate.measured import SkippedCell
 from edgetwin.file_kinds import Kind, check_kind
 from edgetwin.links import within_tolerance
 from edgetwin.provenance import edgetwin_version, recording_reads, write_provenance
-from edgetwin.reports.static import STATIC_FORMATS
 from edgetwin.run_folders import LOCAL, remove_leftovers
 from edgetwin.scenario import RUN_MODES
 from edgetwin.workbench import evaluating, reporting, running, validating
@@ -180,6 +180,7 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("predicted", type=Path, help="run folder taken as the prediction")
     compare.add_argument("measured", type=Path, help="run folder taken as the measurement")
     compare.add_argument("--out", type=Path, help="also write DIR/comparison.html and .csv")
+    add_static_argument(compare)
     add_force_argument(compare)
     compare.set_defaults(handler=_compare)
 
@@ -193,11 +194,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument(
         "dir", type=Path, help="a run's or a plan's output folder (results.csv or .parquet)"
     )
-    report.add_argument(
-        "--static",
-        choices=STATIC_FORMATS,
-        help="also write each figure as DIR/figures/<name>.FORMAT",
-    )
+    add_static_argument(report, "DIR")
     report.set_defaults(handler=_report)
 
     calibrate = _command(
@@ -243,6 +240,7 @@ def _parser() -> argparse.ArgumentParser:
     add_out_argument(evaluate)
     add_set_argument(evaluate, "override an evaluation field, e.g. --set objective=energy")
     add_check_argument(evaluate)
+    add_static_argument(evaluate)
     add_force_argument(evaluate)
     add_quiet_argument(evaluate)
     evaluate.set_defaults(handler=_evaluate, input_kind="evaluation", input_arg="spec")
@@ -269,6 +267,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_quiet_argument(affinity)
     add_check_argument(affinity)
+    add_static_argument(affinity)
     add_force_argument(affinity)
     affinity.set_defaults(handler=_evaluate_affinity, input_kind="affinity", input_arg="spec")
 
@@ -287,6 +286,7 @@ def _parser() -> argparse.ArgumentParser:
         help="what to leave out in turn (bandwidth: traces with a shaped link; prompt: "
         "decoder prompt lengths)",
     )
+    add_static_argument(validate)
     add_force_argument(validate)
     validate.set_defaults(handler=_validate, input_kind="calibration", input_arg="spec")
 
@@ -374,7 +374,12 @@ def _emu_cleanup(_args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     """Join two runs on the configuration; error of the first relative to the second."""
     comparison = compare(
-        args.predicted, args.measured, out=args.out, force=args.force, command=args.command
+        args.predicted,
+        args.measured,
+        out=args.out,
+        force=args.force,
+        static=args.static,
+        command=args.command,
     )
     print_warnings(comparison.warnings)
     for metric, median in comparison.median_abs_error_pct.items():
@@ -493,6 +498,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         overrides=args.set,
         out=args.out,
         force=args.force,
+        static=args.static,
         progress=progress_bar(args.quiet),
         command=args.command,
     )
@@ -532,6 +538,7 @@ def _evaluate_affinity(args: argparse.Namespace) -> int:
         mode=args.mode,
         out=args.out,
         force=args.force,
+        static=args.static,
         progress=progress_bar(args.quiet),
         command=args.command,
     )
@@ -550,7 +557,12 @@ def _validate(args: argparse.Namespace) -> int:
     from edgetwin.calibration.held_out import coverage_text
 
     summary = validating.validate(
-        args.spec, by=args.by, out=args.out, force=args.force, command=args.command
+        args.spec,
+        by=args.by,
+        out=args.out,
+        force=args.force,
+        static=args.static,
+        command=args.command,
     ).summary
     for metric, stats in summary.items():
         print(

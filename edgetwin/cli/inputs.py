@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from edgetwin.reports.static import STATIC_FORMATS
+
 
 def add_out_argument(parser: argparse.ArgumentParser, help_text: str = "output folder") -> None:
     """``--out`` (required): where the command writes."""
@@ -46,6 +48,16 @@ def add_force_argument(parser: argparse.ArgumentParser) -> None:
         "--force",
         action="store_true",
         help="replace a non-empty --out folder whole (without it, one is refused)",
+    )
+
+
+def add_static_argument(parser: argparse.ArgumentParser, folder: str = "--out") -> None:
+    """``--static FORMAT``: also write each figure of the command's page as a file."""
+    parser.add_argument(
+        "--static",
+        choices=STATIC_FORMATS,
+        help=f"also write each figure of the page as {folder}/figures/<name>.FORMAT "
+        "(headless Chromium draws them)",
     )
 
 

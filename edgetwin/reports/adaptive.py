@@ -28,13 +28,18 @@ def write_evaluation(out_dir: Path, evaluation: Evaluation) -> list[Path]:
     return paths
 
 
-def render_evaluation(evaluation: Evaluation) -> str:
-    """The evaluation page: scores, best mode vs chosen, regret, crossover batch."""
-    figures = [
+def evaluation_figures(evaluation: Evaluation) -> list[go.Figure]:
+    """Every figure of the evaluation page, in page order."""
+    return [
         *(_mode_heatmaps(evaluation, group) for group in _groups(evaluation)),
         _regret_figure(evaluation),
         _crossover_figure(evaluation),
     ]
+
+
+def render_evaluation(evaluation: Evaluation) -> str:
+    """The evaluation page: scores, best mode vs chosen, regret, crossover batch."""
+    figures = evaluation_figures(evaluation)
     body = (
         _settings_html(evaluation)
         + _scores_html(evaluation)

@@ -30,9 +30,14 @@ def _label(r: InstanceResult) -> str:
     return f"{r.name} ({r.strategy.removeprefix('crowdio_')})"
 
 
+def affinity_figures(evaluation: AffinityEvaluation) -> list[go.Figure]:
+    """Every figure of the schedulers' page (one)."""
+    return [_figure(evaluation)]
+
+
 def render_affinity(evaluation: AffinityEvaluation) -> str:
     """Makespan and cold loads per scheduler, the optimum marked, per instance; a table."""
-    body = _table_html(evaluation) + figures_html([_figure(evaluation)])
+    body = _table_html(evaluation) + figures_html(affinity_figures(evaluation))
     return page("edgetwin schedulers vs the offline optimum", body)
 
 

@@ -160,10 +160,15 @@ def _comparison_html(comparison: Comparison, wording: Wording) -> str:
     )
 
 
+def comparison_figures(comparison: Comparison) -> list[go.Figure]:
+    """Every figure of ``comparison.html``: predicted vs measured, where there are points."""
+    figure = comparison_figure(comparison)
+    return [] if figure is None else [figure]
+
+
 def write_comparison_report(out_dir: Path, title: str, comparison: Comparison) -> Path:
     """``comparison.html``: predicted vs measured, the figure and every point's error."""
-    figure = comparison_figure(comparison)
-    body = figures_html([] if figure is None else [figure]) + _comparison_html(
+    body = figures_html(comparison_figures(comparison)) + _comparison_html(
         comparison, COMPARE_WORDING
     )
     path = out_dir / "comparison.html"

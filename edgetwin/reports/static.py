@@ -15,6 +15,7 @@ import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Literal, get_args
 
 import plotly
 import plotly.graph_objects as go
@@ -24,7 +25,8 @@ from edgetwin.errors import InputError, RunFailed
 from edgetwin.reports.html import figure_name, read_run, run_figures
 from edgetwin.reports.style import WIDTH_PX, styled
 
-STATIC_FORMATS = ("svg", "pdf", "png")
+StaticFormat = Literal["svg", "pdf", "png"]
+STATIC_FORMATS: tuple[StaticFormat, ...] = get_args(StaticFormat)
 FIGURES_DIR = "figures"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 _PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"  # not the CDN
@@ -49,12 +51,11 @@ def browser_path() -> str:
 
 
 def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list[Path]:
-    """Each figure as ``out_dir/<name>.<fmt>``, in one Chromium session. A stop (Ctrl-C)
-    waits for kaleido's export thread, which closes the browser and removes its profile
-    folder: left to run past the command's end, it left that folder in /tmp."""
-    import kaleido  # deferred: only a static export starts a browser
-    from choreographer.errors import BrowserClosedError, BrowserFailedError, ChannelClosedError
-
+    """Each figure as ``out_dir/<name>.<fmt>``, in one Chromium session; the figures it
+    failed to draw are drawn once more in a new one, and a figure that fails again is a
+    RunFailed. (On a busy machine kaleido 1.5 may call its page's script before the page
+    has loaded it, "kaleido_scopes is not defined": it reports the figure's error and
+    writes no file.)"""
     if fmt not in STATIC_FORMATS:
         raise InputError(None, "--static", f"unknown format {fmt!r}: {', '.join(STATIC_FORMATS)}")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -66,17 +67,19 @@ def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list
         path = out_dir / f"{figure_name(index, fig)}.{fmt}"
         opts = {"format": fmt, "width": WIDTH_PX, "height": fig.layout.height}
         jobs.append({"fig": fig, "path": path, "opts": opts})
+    if not jobs:  # a page without a figure: no browser to start
+        return []
     browser = browser_path()
-    kopts = {"path": browser, "plotlyjs": str(_PLOTLY_JS), "mathjax": False}
-    started = set(threading.enumerate())
-    try:
-        kaleido.write_fig_from_object_sync(jobs, kopts=kopts)
-    except KeyboardInterrupt:
-        for thread in set(threading.enumerate()) - started:
-            thread.join()
-        raise
-    except (BrowserFailedError, BrowserClosedError, ChannelClosedError) as exc:
-        raise RunFailed(f"static figures: the browser {browser} failed: {exc.args[0]}") from None
+    failed = jobs
+    for _ in range(2):
+        errors = _draw(failed, browser)
+        failed = [job for job in failed if not job["path"].is_file()]
+        if not failed:
+            break
+    else:
+        problem = f"{errors[0]}" if errors else "no file written"
+        names = ", ".join(job["path"].name for job in failed)
+        raise RunFailed(f"static figures: {browser} did not draw {names}: {problem}")
     for index, job in enumerate(jobs, start=1):
         path = job["path"]
         if fmt == "svg":
@@ -84,6 +87,26 @@ def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list
         elif fmt == "pdf":
             path.write_bytes(undated_pdf(path.read_bytes()))
     return [job["path"] for job in jobs]
+
+
+def _draw(jobs: list[dict[str, Any]], browser: str) -> tuple[Exception, ...]:
+    """Draw ``jobs`` in one Chromium session; the errors of the figures it failed to draw.
+    A stop (Ctrl-C) waits for kaleido's export thread, which closes the browser and removes
+    its profile folder: left to run past the command's end, it left that folder in /tmp."""
+    import kaleido  # deferred: only a static export starts a browser
+    from choreographer.errors import BrowserClosedError, BrowserFailedError, ChannelClosedError
+
+    kopts = {"path": browser, "plotlyjs": str(_PLOTLY_JS), "mathjax": False}
+    started = set(threading.enumerate())
+    try:
+        errors = kaleido.write_fig_from_object_sync(jobs, kopts=kopts)
+    except KeyboardInterrupt:
+        for thread in set(threading.enumerate()) - started:
+            thread.join()
+        raise
+    except (BrowserFailedError, BrowserClosedError, ChannelClosedError) as exc:
+        raise RunFailed(f"static figures: the browser {browser} failed: {exc.args[0]}") from None
+    return tuple(errors or ())
 
 
 def numbered_svg(svg: str, index: int) -> str:

@@ -40,6 +40,12 @@ def _coverage_cell(stats: Mapping[str, float]) -> str:
     return f"{stats['coverage_90_pct']:.1f} of {stats['coverage_repetitions']:.0f}"
 
 
+def validation_figures(points: Sequence[Mapping[str, Any]]) -> list[go.Figure]:
+    """Every figure of the validation page: the parity figure, where there are points."""
+    figure = _parity_figure(points)
+    return [] if figure is None else [figure]
+
+
 def _parity_figure(points: Sequence[Mapping[str, Any]]) -> go.Figure | None:
     """The held-out points, predicted against measured: times (ms) and energy (J) apart."""
     pairs = [
@@ -66,7 +72,6 @@ def write_validation_report(
     the parity figure and every point; ``held_out_by``: what each fit left out (``validate
     --by``)."""
     summary = summary or summarise(points)
-    figure = _parity_figure(points)
     rows = "".join(
         f"<tr><td>{escape(m)}</td><td>{s['points']:.0f}</td><td>{s['mape_pct']:.1f}</td>"
         f"<td>{s['median_abs_error_pct']:.1f}</td><td>{s['max_abs_error_pct']:.1f}</td>"
@@ -85,7 +90,7 @@ def write_validation_report(
         "<table><tr><th>Metric</th><th>Points</th><th>MAPE (%)</th><th>Median |error| (%)</th>"
         "<th>Max |error| (%)</th><th>90 % interval coverage (%)</th></tr>"
         f"{rows}</table>"
-        f"{figures_html([] if figure is None else [figure])}"
+        f"{figures_html(validation_figures(points))}"
         "<table><tr><th>Metric</th><th class='text'>Point</th><th>Measured</th><th>Predicted</th>"
         f"<th>Error (%)</th></tr>{detail}</table>"
     )

@@ -8,8 +8,11 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from edgetwin.errors import InputError, shown
+from edgetwin.errors import InputError, option_named, shown
 from edgetwin.progress import Progress, no_progress
+from edgetwin.reports.static import STATIC_FORMATS, StaticFormat, browser_path
+
+STATIC_OPTION = option_named("--static", "static=")
 
 
 def path_argument(value: Any, name: str) -> Path:
@@ -69,6 +72,21 @@ def choice_argument(value: Any, name: str, choices: Sequence[str]) -> Any:
     if value not in choices:
         raise InputError(None, name, f"one of {', '.join(choices)}, not {shown(value)}")
     return value
+
+
+def static_argument(value: Any, out_dir: Path | None) -> StaticFormat | None:
+    """``value``, None or a static figure format, given with an output folder to write the
+    figures into (``out/figures``); a Chromium to draw them is looked for now, before the
+    work whose figures they are."""
+    if value is None:
+        return None
+    choice_argument(value, "static", STATIC_FORMATS)
+    if out_dir is None:
+        raise InputError(
+            None, STATIC_OPTION, "the figures are written into the output folder: give one"
+        )
+    browser_path()
+    return value  # type: ignore[no-any-return]
 
 
 def progress_argument(value: Any, name: str = "progress") -> Progress:

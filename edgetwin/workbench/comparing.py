@@ -21,13 +21,15 @@ from edgetwin.comparison import (
 )
 from edgetwin.errors import InputError
 from edgetwin.provenance import files_read, recording_reads, write_provenance
-from edgetwin.reports.html import write_comparison_report
+from edgetwin.reports.html import comparison_figures, write_comparison_report
+from edgetwin.reports.static import FIGURES_DIR, StaticFormat, write_figures
 from edgetwin.results import read_results, read_table, results_file
 from edgetwin.workbench.arguments import (
     flag_argument,
     out_argument,
     path_argument,
     recorded_command,
+    static_argument,
 )
 from edgetwin.workbench.output import output_folder_if
 
@@ -38,6 +40,7 @@ def compare(
     *,
     out: str | Path | None = None,
     force: bool = False,
+    static: StaticFormat | None = None,
     command: Sequence[str] | None = None,
 ) -> Comparison:
     """Join two runs' folders (their ``results.csv``, or ``results.parquet``) on the
@@ -46,13 +49,16 @@ def compare(
     a stream of jobs).
 
     With ``out``, the folder gets ``comparison.csv``, ``comparison.html`` and
-    ``provenance.json``, all or nothing (a non-empty ``out`` only with ``force``).
+    ``provenance.json``, all or nothing (a non-empty ``out`` only with ``force``); with
+    ``static`` (``"svg"``, ``"pdf"``, ``"png"``), the page's figure too, as
+    ``out/figures/<name>.<static>``.
     """
     predicted_dir = path_argument(predicted, "predicted")
     measured_dir = path_argument(measured, "measured")
     force = flag_argument(force, "force")
     call = recorded_command(command, "edgetwin.compare", str(predicted_dir), str(measured_dir))
     out_dir = out_argument(out)
+    static = static_argument(static, out_dir)
     with recording_reads() as reads:
         comparison = _compared(predicted_dir, measured_dir, out_dir, force)
         with output_folder_if(out_dir, force) as staging:
@@ -60,6 +66,8 @@ def compare(
                 write_comparison_csv(staging / "comparison.csv", comparison)
                 title = f"edgetwin: {predicted_dir.name} vs {measured_dir.name}"
                 write_comparison_report(staging, title, comparison)
+                if static is not None:
+                    write_figures(comparison_figures(comparison), staging / FIGURES_DIR, static)
                 write_provenance(staging, command=call, seed=None, inputs=reads)
     return comparison
 

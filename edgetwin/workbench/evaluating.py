@@ -15,8 +15,9 @@ from edgetwin.evaluate.affinity import AffinityEvaluation, load_affinity_setting
 from edgetwin.evaluate.affinity import evaluate_affinity as evaluate_schedulers
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import recording_reads, write_provenance
-from edgetwin.reports.adaptive import write_evaluation
-from edgetwin.reports.affinity import write_affinity_report
+from edgetwin.reports.adaptive import evaluation_figures, write_evaluation
+from edgetwin.reports.affinity import affinity_figures, write_affinity_report
+from edgetwin.reports.static import FIGURES_DIR, StaticFormat, write_figures
 from edgetwin.workbench.arguments import (
     choice_argument,
     flag_argument,
@@ -25,6 +26,7 @@ from edgetwin.workbench.arguments import (
     path_argument,
     progress_argument,
     recorded_command,
+    static_argument,
 )
 from edgetwin.workbench.output import output_folder_if
 
@@ -37,6 +39,7 @@ def evaluate_adaptive(
     overrides: Sequence[str] = (),
     out: str | Path | None = None,
     force: bool = False,
+    static: StaticFormat | None = None,
     progress: Progress | None = no_progress,
     command: Sequence[str] | None = None,
 ) -> Evaluation:
@@ -45,12 +48,15 @@ def evaluate_adaptive(
 
     ``overrides`` are ``--set``-style items on the evaluation file. With ``out``, the
     folder gets what ``edgetwin evaluate --out`` writes (``evaluation.json``, the map, the
-    page, ``provenance.json``), all or nothing; a non-empty ``out`` only with ``force``.
+    page, ``provenance.json``), all or nothing; a non-empty ``out`` only with ``force``;
+    with ``static`` (``"svg"``, ``"pdf"``, ``"png"``), the page's figures too, as
+    ``out/figures/<name>.<static>``.
     """
     spec_path = path_argument(spec, "spec")
     items = tuple(overrides_argument(overrides))
     call = recorded_command(command, "edgetwin.evaluate_adaptive", str(spec_path), *items)
     out_dir, force = out_argument(out), flag_argument(force, "force")
+    static = static_argument(static, out_dir)
     shows = progress_argument(progress)
     with recording_reads() as reads:
         inputs = load_eval_inputs(spec_path, items)
@@ -71,6 +77,8 @@ def evaluate_adaptive(
             )
             if staging is not None:
                 write_evaluation(staging, result)
+                if static is not None:
+                    write_figures(evaluation_figures(result), staging / FIGURES_DIR, static)
                 write_provenance(staging, command=call, seed=inputs.scenario.seed, inputs=reads)
     return result
 
@@ -81,19 +89,22 @@ def evaluate_affinity(
     mode: Literal["twin", "emu"] | None = None,
     out: str | Path | None = None,
     force: bool = False,
+    static: StaticFormat | None = None,
     progress: Progress | None = no_progress,
     command: Sequence[str] | None = None,
 ) -> AffinityEvaluation:
     """Run every crowd scheduler of an affinity evaluation file on each of its instances
     (in the crowd twin, or the emulator as root) and score it against the instance's
     offline optimum. ``mode`` overrides the file's. With ``out``, what
-    ``edgetwin evaluate-affinity --out`` writes, all or nothing.
+    ``edgetwin evaluate-affinity --out`` writes, all or nothing (with ``static``, the
+    page's figures too, as ``out/figures/<name>.<static>``).
     """
     spec_path = path_argument(spec, "spec")
     if mode is not None:
         choice_argument(mode, "mode", AFFINITY_MODES)
     call = recorded_command(command, "edgetwin.evaluate_affinity", str(spec_path))
     out_dir, force = out_argument(out), flag_argument(force, "force")
+    static = static_argument(static, out_dir)
     shows = progress_argument(progress)
     with recording_reads() as reads:
         settings, scenarios = load_affinity_settings(spec_path, mode)
@@ -105,5 +116,7 @@ def evaluate_affinity(
                 result = evaluate_schedulers(settings, scenarios, advance)
             if staging is not None:
                 write_affinity_report(staging, result)
+                if static is not None:
+                    write_figures(affinity_figures(result), staging / FIGURES_DIR, static)
                 write_provenance(staging, command=call, seed=seed, inputs=reads)
     return result

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from edgetwin.comparison import check_reference
 from edgetwin.errors import InputError
@@ -15,14 +14,13 @@ from edgetwin.reports import write_report
 from edgetwin.reports.plan import PLAN_REPORT, plan_figures, write_plan_report
 from edgetwin.reports.static import (
     STATIC_FORMATS,
+    StaticFormat,
     browser_path,
     check_figures_folder,
     write_static_figures,
 )
 from edgetwin.results import read_results, results_file
 from edgetwin.workbench.arguments import choice_argument, path_argument
-
-StaticFormat = Literal["svg", "pdf", "png"]
 
 
 @dataclass(frozen=True)

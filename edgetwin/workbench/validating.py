@@ -15,13 +15,15 @@ from edgetwin.atomic import check_out_folder
 from edgetwin.calibration.held_out import HOLDOUT_NAMES, HoldoutBy
 from edgetwin.errors import InputError, option_named
 from edgetwin.provenance import files_read, recording_reads, write_provenance
-from edgetwin.reports.validation import summarise, write_validation_report
+from edgetwin.reports.static import FIGURES_DIR, StaticFormat, write_figures
+from edgetwin.reports.validation import summarise, validation_figures, write_validation_report
 from edgetwin.workbench.arguments import (
     choice_argument,
     flag_argument,
     out_argument,
     path_argument,
     recorded_command,
+    static_argument,
 )
 from edgetwin.workbench.calibrating import spec_kind
 from edgetwin.workbench.output import output_folder_if
@@ -46,12 +48,14 @@ def validate(
     by: HoldoutBy = "batch",
     out: str | Path | None = None,
     force: bool = False,
+    static: StaticFormat | None = None,
     command: Sequence[str] | None = None,
 ) -> Validation:
     """Leave each ``by`` value out of the fit of ``spec`` in turn (a measured table: batch
     only; traces: batch, bandwidth or prompt) and predict it. With ``out``, the folder gets
     ``validation.csv``, ``validation.json``, ``validation.html`` and ``provenance.json``,
-    all or nothing (a non-empty ``out`` only with ``force``)."""
+    all or nothing (a non-empty ``out`` only with ``force``); with ``static`` (``"svg"``,
+    ``"pdf"``, ``"png"``), the page's figure too, as ``out/figures/<name>.<static>``."""
     from edgetwin.calibration.fit_reference import leave_one_batch_out_table
     from edgetwin.calibration.held_out import nested_coverage, with_coverage
     from edgetwin.calibration.trace_profile import leave_one_out
@@ -61,6 +65,7 @@ def validate(
     force = flag_argument(force, "force")
     call = recorded_command(command, "edgetwin.validate", str(spec_path), f"by={by}")
     out_dir = out_argument(out)
+    static = static_argument(static, out_dir)
     with recording_reads() as reads:
         kind = spec_kind(spec_path)
         if kind == "android":
@@ -84,6 +89,9 @@ def validate(
         with output_folder_if(out_dir, force) as staging:
             if staging is not None:
                 _write(staging, validation, f"edgetwin validation: {spec_path.name}", by)
+                if static is not None:
+                    figures = validation_figures(validation.points)
+                    write_figures(figures, staging / FIGURES_DIR, static)
                 write_provenance(staging, command=call, seed=None, inputs=reads)
     return validation
 

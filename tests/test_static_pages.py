@@ -1,0 +1,100 @@
+"""``--static FORMAT`` on every command that writes a page besides ``run`` and ``plan``
+(``report`` redraws those): ``evaluate``, ``evaluate-affinity``, ``validate`` and
+``compare`` write each figure of their page into ``--out``'s ``figures`` folder, drawn by
+headless Chromium; a figure the browser cannot draw is a clean failure, not a missing
+file."""
+
+from __future__ import annotations
+
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import plotly.graph_objects as go
+import pytest
+
+import edgetwin
+from edgetwin.cli import main
+from edgetwin.errors import InputError, RunFailed
+from edgetwin.reports.static import write_figures
+from tests.conftest import REPO
+
+SCENARIOS = REPO / "scenarios"
+JETSON_SPEC = REPO / "edgetwin" / "calibration" / "specs" / "jetson_orin_nano.yaml"
+
+
+def _needs_chromium() -> None:
+    if shutil.which("chromium") is None:
+        pytest.skip("chromium is not installed (CI installs it)")
+
+
+def _compare_argv(tmp_path: Path) -> list[str]:
+    runs = []
+    for seed in (1, 2):
+        run = tmp_path / f"run{seed}"
+        scenario = str(SCENARIOS / "prism_jetson.yaml")
+        argv = ["run", scenario, "--seed", str(seed), "--out", str(run), "--quiet"]
+        assert main(argv) == 0
+        runs.append(str(run))
+    return ["compare", *runs]
+
+
+COMMANDS = {
+    "evaluate": (["evaluate", str(SCENARIOS / "adaptive_prism.eval.yaml"), "--quiet"], 3),
+    "evaluate-affinity": (
+        ["evaluate-affinity", str(SCENARIOS / "affinity_small.eval.yaml"), "--quiet"],
+        1,
+    ),
+    "validate": (["validate", str(JETSON_SPEC)], 1),
+}
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("command", [*COMMANDS, "compare"])
+def test_a_page_s_figures_are_written_as_static_files(tmp_path: Path, command: str) -> None:
+    _needs_chromium()
+    if command == "compare":
+        argv, figures = _compare_argv(tmp_path), 1
+    else:
+        argv, figures = COMMANDS[command]
+    out = tmp_path / "out"
+    assert main([*argv, "--out", str(out), "--static", "svg"]) == 0
+    files = sorted((out / "figures").glob("*.svg"))
+    page = next(out.glob("*.html")).read_text(encoding="utf-8")
+    assert len(files) == figures == page.count('class="plotly-graph-div"')
+    for path in files:  # named as the page's figure it is (its div id)
+        assert f'<div id="figure-{path.stem}" class="plotly-graph-div"' in page, path
+        root = ET.parse(path).getroot()
+        assert root.tag == "{http://www.w3.org/2000/svg}svg" and "".join(root.itertext())
+
+
+def test_static_figures_need_an_output_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``compare`` writes nothing without ``--out``: its figures would have no folder."""
+    argv = _compare_argv(tmp_path)
+    capsys.readouterr()
+    assert main([*argv, "--static", "svg"]) == 2
+    error = capsys.readouterr().err
+    assert "--static (static= in Python)" in error and "output folder" in error
+    with pytest.raises(InputError, match="output folder"):
+        edgetwin.compare(argv[1], argv[2], static="svg")
+    with pytest.raises(InputError, match="one of svg, pdf, png"):
+        edgetwin.compare(argv[1], argv[2], out=tmp_path / "cmp", static="jpeg")
+    assert not (tmp_path / "cmp").exists()
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(120)
+def test_a_figure_the_browser_cannot_draw_is_a_clean_failure(tmp_path: Path) -> None:
+    """A map needs its topojson from the plotly CDN, which an offline Chromium cannot
+    fetch: kaleido reports the error and writes no file, which used to surface as a
+    FileNotFoundError from reading the file back."""
+    _needs_chromium()
+    figures = [
+        go.Figure(go.Scatter(x=[1, 2], y=[3, 4])),
+        go.Figure(go.Scattergeo(lon=[0], lat=[0])),
+    ]
+    with pytest.raises(RunFailed, match=r"did not draw 02_figure\.svg: .*topojson"):
+        write_figures(figures, tmp_path, "svg")
