@@ -24,6 +24,7 @@ from edgetwin.results import (
     row_key,
     table_records,
 )
+from edgetwin.scenario import RESOLVED_FILE
 from edgetwin.schema import read_yaml_mapping
 
 METRICS: tuple[str, ...] = (
@@ -230,7 +231,7 @@ def _check_reference_row(
 
 def _resolved(folder: Path) -> dict[str, Any] | None:
     """A run folder's ``scenario.resolved.yaml``; None without one that reads."""
-    resolved = folder / "scenario.resolved.yaml"
+    resolved = folder / RESOLVED_FILE
     if not resolved.is_file():
         return None
     try:

@@ -866,6 +866,9 @@ def validate_scenario(raw: dict[str, Any], path: Path) -> Scenario:
     return validate_model(Scenario, raw, path)
 
 
+RESOLVED_FILE = "scenario.resolved.yaml"  # an output folder's scenario as it ran
+
+
 def dump_resolved(scenario: Scenario) -> str:
     """The validated scenario as YAML, every default filled in but a sweep's lists left out
     (``optional_values``: they stay out, as ``[]`` is refused), an encoder's without the

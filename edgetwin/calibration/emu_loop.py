@@ -23,7 +23,7 @@ from edgetwin.calibration.fit_emu import calibrate_machine_from_emu
 from edgetwin.comparison import Comparison, compare_to_reference, write_comparison_csv
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import ResultRow, RowKey, read_table, row_key, write_results
-from edgetwin.scenario import Scenario, dump_resolved, load_scenario
+from edgetwin.scenario import RESOLVED_FILE, Scenario, dump_resolved, load_scenario
 from edgetwin.sim.runner import build_fleet, run_scenario
 
 
@@ -96,7 +96,7 @@ def run_emulator(scenario: Scenario, path: Path, out: Path, settings: LoopSettin
 def _write_run(out: Path, scenario: Scenario, rows: list[ResultRow]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     write_results(out / "results.csv", rows)
-    (out / "scenario.resolved.yaml").write_text(dump_resolved(scenario))
+    (out / RESOLVED_FILE).write_text(dump_resolved(scenario))
 
 
 def fastest_repetitions(rows: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -48,11 +48,11 @@ from edgetwin.errors import InputError, shown_text
 from edgetwin.links import link_warnings, read_link_checks
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import read_table
-from edgetwin.scenario import Configuration, Scenario, load_resolved
+from edgetwin.scenario import RESOLVED_FILE, Configuration, Scenario, load_resolved
 from edgetwin.schema import Strict, dump_yaml, load_yaml_model
 from edgetwin.sim.device import STATES
 
-RUN_FILES = ("results.csv", "link_check.csv", "scenario.resolved.yaml")
+RUN_FILES = ("results.csv", "link_check.csv", RESOLVED_FILE)
 _LOG = logging.getLogger(__name__)
 
 # The table fit's timing parameters (less those fixed below or measured), and two more.
@@ -86,7 +86,7 @@ def calibrate_from_emu(spec_path: Path, command: str) -> DeviceProfile:
     spec = load_yaml_model(spec_path, EmuCalibrationSpec)
     check_fixed(spec_path, spec.fixed, FIXABLE_SECTIONS)
     run = _run_folder(spec_path.parent / spec.run, spec_path, "run")
-    scenario = load_resolved(run / "scenario.resolved.yaml")
+    scenario = load_resolved(run / RESOLVED_FILE)
     measured = read_emu_rows(run / "results.csv")
     efficiency = spec.fixed.get("network.bandwidth_efficiency")
     if efficiency is None:

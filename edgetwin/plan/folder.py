@@ -21,11 +21,15 @@ from edgetwin.plan.questions import CrowdAxes, LoadedQuestion, PlanQuestion, dum
 from edgetwin.plan.questions import load_question as load_question_file
 from edgetwin.plan.sweep import context_searches, longest_context
 from edgetwin.results import RESULTS_CSV, ResultRow, read_results
-from edgetwin.scenario import configurations, dump_resolved, with_absolute_paths
+from edgetwin.scenario import (
+    RESOLVED_FILE,
+    configurations,
+    dump_resolved,
+    with_absolute_paths,
+)
 from edgetwin.sim.runner import build_fleet
 
 QUESTION_FILE = "question.resolved.yaml"
-SCENARIO_FILE = "scenario.resolved.yaml"
 ANSWER_FILE = "answer.json"
 ReportWriter = Callable[[Path, PlanQuestion, dict[str, Any]], object]
 # the columns that say which unit of the sweep a row is of (a crowd row is a job of a run)
@@ -42,8 +46,8 @@ def write_swept_question(loaded: LoadedQuestion, out: Path) -> None:
     """``out/scenario.resolved.yaml`` (file paths absolute) and ``out/question.resolved.yaml``,
     the question that sweeps it, from which the folder is answered again."""
     resolved = with_absolute_paths(loaded.scenario, loaded.scenario_path)
-    write_text_atomic(out / SCENARIO_FILE, dump_resolved(resolved))
-    write_text_atomic(out / QUESTION_FILE, dump_question(loaded.question, SCENARIO_FILE))
+    write_text_atomic(out / RESOLVED_FILE, dump_resolved(resolved))
+    write_text_atomic(out / QUESTION_FILE, dump_question(loaded.question, RESOLVED_FILE))
 
 
 def swept_question(folder: Path) -> LoadedQuestion:

@@ -18,9 +18,8 @@ from edgetwin.reports.figures import looks
 from edgetwin.reports.rows import Config, config_labels, config_of, config_order
 from edgetwin.reports.style import log_ticks, styled
 from edgetwin.results import ResultRow
-from edgetwin.scenario import load_resolved
+from edgetwin.scenario import RESOLVED_FILE, load_resolved
 
-RESOLVED = "scenario.resolved.yaml"
 RAM_SPAN = 1.5  # a RAM line over one context reaches this factor either side of it
 
 Slice = tuple[object, ...]  # the values a figure holds fixed (batch, bandwidth, ...)
@@ -30,7 +29,7 @@ def device_ram_mb(run_dir: Path) -> dict[str, float]:
     """Each device class's RAM (MB), from the run's ``scenario.resolved.yaml`` and the
     profiles it names; empty when the folder has no readable one."""
     try:
-        scenario = load_resolved(run_dir / RESOLVED)
+        scenario = load_resolved(run_dir / RESOLVED_FILE)
         return {
             spec.name: spec.ram_mb or _profile(spec.profile, run_dir).ram_mb
             for spec in scenario.devices

@@ -21,7 +21,7 @@ from edgetwin.results import (
     table_columns,
     write_results,
 )
-from edgetwin.scenario import Scenario, dump_resolved, load_resolved
+from edgetwin.scenario import RESOLVED_FILE, Scenario, dump_resolved, load_resolved
 from edgetwin.workbench.arguments import choice_argument, flag_argument, path_argument
 from edgetwin.workbench.output import output_folder
 
@@ -79,7 +79,7 @@ class Results:
         """The files of ``write`` in ``folder`` (a staging folder)."""
         write_results(folder / "results.csv", self.rows)
         if self.scenario is not None:
-            (folder / "scenario.resolved.yaml").write_text(dump_resolved(self.scenario))
+            (folder / RESOLVED_FILE).write_text(dump_resolved(self.scenario))
         if self.reference is not None:
             _copy_reference(self.reference, folder / "reference.csv")
         write_report(folder)
@@ -102,7 +102,7 @@ def load_results(folder: str | Path) -> Results:
     ``scenario.resolved.yaml`` and ``provenance.json`` when they are there."""
     folder = path_argument(folder, "folder")
     rows = read_results(results_file(folder))
-    resolved = folder / "scenario.resolved.yaml"
+    resolved = folder / RESOLVED_FILE
     reference = folder / "reference.csv"
     if reference.is_file():  # as edgetwin report checks it: write() draws the comparison
         check_reference(reference, reference, None)
