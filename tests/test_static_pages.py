@@ -69,6 +69,22 @@ def test_a_page_s_figures_are_written_as_static_files(tmp_path: Path, command: s
         assert root.tag == "{http://www.w3.org/2000/svg}svg" and "".join(root.itertext())
 
 
+@pytest.mark.timeout(120)
+def test_report_on_a_page_it_does_not_redraw_names_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An evaluation's folder has no table to draw from: report said 'results.csv: file
+    not found'; it names the command that writes the page and its --static option."""
+    out = tmp_path / "affinity"
+    argv, _ = COMMANDS["evaluate-affinity"]
+    assert main([*argv, "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert f"{out}: holds affinity.html, which edgetwin evaluate-affinity writes" in error
+    assert "--static FORMAT" in error
+
+
 def test_static_figures_need_an_output_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

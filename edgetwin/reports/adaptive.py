@@ -17,11 +17,12 @@ from edgetwin.reports.html import figures_html, page
 from edgetwin.reports.style import color, dash, legend_key, log_ticks, styled, symbol, title_text
 
 BANDWIDTH_AXIS = "Bandwidth (Mbit/s)"
+EVALUATION_PAGE = "evaluation.html"
 
 
 def write_evaluation(out_dir: Path, evaluation: Evaluation) -> list[Path]:
     """Write evaluation.json, evaluation.html and performance_map.json into ``out_dir``."""
-    paths = [out_dir / n for n in ("evaluation.json", "evaluation.html", "performance_map.json")]
+    paths = [out_dir / n for n in ("evaluation.json", EVALUATION_PAGE, "performance_map.json")]
     write_text_atomic(paths[0], json.dumps(evaluation.to_json(), indent=1, allow_nan=False) + "\n")
     write_text_atomic(paths[1], render_evaluation(evaluation))
     write_map(paths[2], evaluation.perf_map)

@@ -17,10 +17,12 @@ from edgetwin.evaluate.optimum import Schedule
 from edgetwin.reports.html import figures_html, page
 from edgetwin.reports.style import color, styled, title_text
 
+AFFINITY_PAGE = "affinity.html"
+
 
 def write_affinity_report(out_dir: Path, evaluation: AffinityEvaluation) -> list[Path]:
     """Write affinity.json and affinity.html into ``out_dir``."""
-    paths = [out_dir / "affinity.json", out_dir / "affinity.html"]
+    paths = [out_dir / "affinity.json", out_dir / AFFINITY_PAGE]
     write_text_atomic(paths[0], json.dumps(evaluation.to_json(), indent=1) + "\n")
     write_text_atomic(paths[1], render_affinity(evaluation))
     return paths

@@ -25,6 +25,7 @@ from edgetwin.reports.style import FONT, styled
 from edgetwin.results import ResultRow, RowKey, read_results, read_table, results_file
 
 REPORT_NAME = "report.html"
+COMPARISON_PAGE = "comparison.html"
 _NAME_CHARS = 60
 _FIGURE_ID = re.compile(r'<div id="([^"]*)" class="plotly-graph-div"')
 STYLE = f"""
@@ -171,7 +172,7 @@ def write_comparison_report(out_dir: Path, title: str, comparison: Comparison) -
     body = figures_html(comparison_figures(comparison)) + _comparison_html(
         comparison, COMPARE_WORDING
     )
-    path = out_dir / "comparison.html"
+    path = out_dir / COMPARISON_PAGE
     write_text_atomic(path, page(title, body))
     return path
 

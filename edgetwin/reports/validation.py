@@ -16,6 +16,8 @@ from edgetwin.calibration.held_out import HOLDOUT_NAMES, HoldoutBy
 from edgetwin.reports.html import figures_html, page
 from edgetwin.reports.parity import ParityPoint, parity_figure
 
+VALIDATION_PAGE = "validation.html"
+
 
 def summarise(points: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """Per metric: number of points, mean, median and max absolute % error."""
@@ -94,6 +96,6 @@ def write_validation_report(
         "<table><tr><th>Metric</th><th class='text'>Point</th><th>Measured</th><th>Predicted</th>"
         f"<th>Error (%)</th></tr>{detail}</table>"
     )
-    path = out_dir / "validation.html"
+    path = out_dir / VALIDATION_PAGE
     write_text_atomic(path, page(title, body))
     return path

@@ -11,6 +11,9 @@ from edgetwin.errors import InputError
 from edgetwin.plan.folder import ANSWER_FILE, answer_table, is_plan_folder, swept_question
 from edgetwin.plan.journal import PARTIAL
 from edgetwin.reports import write_report
+from edgetwin.reports.adaptive import EVALUATION_PAGE
+from edgetwin.reports.affinity import AFFINITY_PAGE
+from edgetwin.reports.html import COMPARISON_PAGE
 from edgetwin.reports.plan import PLAN_REPORT, plan_figures, write_plan_report
 from edgetwin.reports.static import (
     STATIC_FORMATS,
@@ -19,8 +22,18 @@ from edgetwin.reports.static import (
     check_figures_folder,
     write_static_figures,
 )
-from edgetwin.results import read_results, results_file
+from edgetwin.reports.validation import VALIDATION_PAGE
+from edgetwin.results import RESULTS_CSV, read_results, results_file
 from edgetwin.workbench.arguments import choice_argument, path_argument
+
+# the pages ``report`` does not redraw (their folders keep no table to draw them from),
+# and the command that writes each, with ``--static`` for its figures as files
+PAGE_COMMANDS = {
+    EVALUATION_PAGE: "evaluate",
+    AFFINITY_PAGE: "evaluate-affinity",
+    VALIDATION_PAGE: "validate",
+    COMPARISON_PAGE: "compare",
+}
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,13 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
     if (run_dir / PARTIAL).is_dir():
         problem = "a plan's unfinished sweep: run the same edgetwin plan command to finish it"
         raise InputError(run_dir, None, problem)
+    for name, command in PAGE_COMMANDS.items():
+        if (run_dir / name).is_file() and not (run_dir / RESULTS_CSV).is_file():
+            problem = (
+                f"holds {name}, which edgetwin {command} writes (report redraws runs and "
+                f"plans): run it again with --static FORMAT for its figures as files"
+            )
+            raise InputError(run_dir, None, problem)
     results = results_file(run_dir)
     if not read_results(results):
         raise InputError(results, None, "no rows: no run to report")
