@@ -93,6 +93,18 @@ def test_the_question_as_swept_sweeps_the_same_scenario(tmp_path: Path, name: st
 
 
 @pytest.mark.timeout(120)
+def test_the_question_as_swept_runs_the_same_sweep_again(tmp_path: Path) -> None:
+    """A plan's folder is enough to run its sweep again: ``edgetwin plan`` on its
+    ``question.resolved.yaml`` writes the same table, answer and page."""
+    out = _plan(tmp_path, "plan_crossover")
+    again = tmp_path / "again"
+    argv = ["plan", str(out / QUESTION_FILE), "--out", str(again), "--quiet", "--workers", "1"]
+    assert main(argv) == 0
+    for name in ("results.csv", *PLAN_FILES, QUESTION_FILE):
+        assert (again / name).read_bytes() == (out / name).read_bytes(), name
+
+
+@pytest.mark.timeout(120)
 def test_an_edited_table_is_answered_as_edited(tmp_path: Path) -> None:
     out = _plan(tmp_path, "plan_fleet")
     answer = json.loads((out / "answer.json").read_text())
