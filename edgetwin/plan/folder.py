@@ -17,12 +17,18 @@ from edgetwin.atomic import write_text_atomic
 from edgetwin.configuration import crowd_runs
 from edgetwin.errors import InputError, counted
 from edgetwin.plan.answers import answer
-from edgetwin.plan.questions import CrowdAxes, LoadedQuestion, PlanQuestion, dump_question
-from edgetwin.plan.questions import load_question as load_question_file
+from edgetwin.plan.questions import (
+    CrowdAxes,
+    LoadedQuestion,
+    PlanQuestion,
+    dump_question,
+    load_question,
+)
 from edgetwin.plan.sweep import context_searches, longest_context
 from edgetwin.results import RESULTS_CSV, ResultRow, read_results
 from edgetwin.scenario import (
     RESOLVED_FILE,
+    Configuration,
     configurations,
     dump_resolved,
     with_absolute_paths,
@@ -60,7 +66,7 @@ def swept_question(folder: Path) -> LoadedQuestion:
             "--force"
         )
         raise InputError(path, None, problem)
-    return load_question_file(path)
+    return load_question(path)
 
 
 def answer_table(
@@ -81,7 +87,8 @@ def check_sweep_rows(loaded: LoadedQuestion, rows: Sequence[ResultRow], table: P
     """The rows are the sweep's, unit by unit in sweep order (a device unit's repetitions
     in order; a crowd run's jobs, as many as it had), none missing and none more; else an
     InputError naming the first line that is not."""
-    if isinstance(loaded.question.axes, CrowdAxes):
+    crowd = isinstance(loaded.question.axes, CrowdAxes)
+    if crowd:
         found = [
             (key, next(group)[0])
             for key, group in itertools.groupby(enumerate(rows), lambda at: _crowd_key(at[1]))
@@ -95,8 +102,8 @@ def check_sweep_rows(loaded: LoadedQuestion, rows: Sequence[ResultRow], table: P
             problem = f"line {index + 2} is {_said(key)}; the sweep has {_said(wanted)} there"
             raise InputError(table, None, _not_the_sweep(problem))
     if len(found) != len(expected):
-        what = "runs" if isinstance(loaded.question.axes, CrowdAxes) else "rows"
-        problem = f"{counted(len(found), what[:-1])} where the sweep has {len(expected)}"
+        unit = "run" if crowd else "row"
+        problem = f"{counted(len(found), unit)} where the sweep has {len(expected)}"
         raise InputError(table, None, _not_the_sweep(problem))
 
 
@@ -138,7 +145,7 @@ def _device_units(loaded: LoadedQuestion) -> list[Key]:
     return keys
 
 
-def _config_key(config: Any) -> Key:
+def _config_key(config: Configuration) -> Key:
     return tuple((name, getattr(config, name)) for name in DEVICE_KEY)
 
 
