@@ -52,7 +52,9 @@ COMMANDS = {
 @pytest.mark.browser
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("command", [*COMMANDS, "compare"])
-def test_a_page_s_figures_are_written_as_static_files(tmp_path: Path, command: str) -> None:
+def test_a_page_s_figures_are_written_as_static_files(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     _needs_chromium()
     if command == "compare":
         argv, figures = _compare_argv(tmp_path), 1
@@ -61,27 +63,19 @@ def test_a_page_s_figures_are_written_as_static_files(tmp_path: Path, command: s
     out = tmp_path / "out"
     assert main([*argv, "--out", str(out), "--static", "svg"]) == 0
     files = sorted((out / "figures").glob("*.svg"))
-    page = next(out.glob("*.html")).read_text(encoding="utf-8")
+    page_path = next(out.glob("*.html"))
+    page = page_path.read_text(encoding="utf-8")
     assert len(files) == figures == page.count('class="plotly-graph-div"')
     for path in files:  # named as the page's figure it is (its div id)
         assert f'<div id="figure-{path.stem}" class="plotly-graph-div"' in page, path
         root = ET.parse(path).getroot()
         assert root.tag == "{http://www.w3.org/2000/svg}svg" and "".join(root.itertext())
-
-
-@pytest.mark.timeout(120)
-def test_report_on_a_page_it_does_not_redraw_names_the_command(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """An evaluation's folder has no table to draw from: report said 'results.csv: file
-    not found'; it names the command that writes the page and its --static option."""
-    out = tmp_path / "affinity"
-    argv, _ = COMMANDS["evaluate-affinity"]
-    assert main([*argv, "--out", str(out)]) == 0
+    # report redraws runs and plans: on this folder it names the command that wrote it
+    # (it said 'results.csv: file not found')
     capsys.readouterr()
     assert main(["report", str(out)]) == 2
     error = capsys.readouterr().err
-    assert f"{out}: holds affinity.html, which edgetwin evaluate-affinity writes" in error
+    assert f"{out}: holds {page_path.name}, which edgetwin {command} writes" in error
     assert "--static FORMAT" in error
 
 
