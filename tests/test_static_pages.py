@@ -1,8 +1,8 @@
-"""``--static FORMAT`` on every command that writes a page besides ``run`` and ``plan``
-(``report`` redraws those): ``evaluate``, ``evaluate-affinity``, ``validate`` and
-``compare`` write each figure of their page into ``--out``'s ``figures`` folder, drawn by
-headless Chromium; a figure the browser cannot draw is a clean failure, not a missing
-file."""
+"""``--static FORMAT`` on every command that writes a page: ``evaluate``,
+``evaluate-affinity``, ``validate`` and ``compare`` write each figure of their page into
+``--out``'s ``figures`` folder, drawn by headless Chromium, and ``run`` and ``plan`` the
+files ``report --static`` draws from their folder; a figure the browser cannot draw is a
+clean failure, not a missing file."""
 
 from __future__ import annotations
 
@@ -77,6 +77,35 @@ def test_a_page_s_figures_are_written_as_static_files(
     error = capsys.readouterr().err
     assert f"{out}: holds {page_path.name}, which edgetwin {command} writes" in error
     assert "--static FORMAT" in error
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", str(SCENARIOS / "llm_smoke.yaml"), "--quiet"],
+        ["plan", str(SCENARIOS / "plan_fleet.plan.yaml"), "--set", "axes.devices=[2]", "--quiet"],
+    ],
+    ids=["run", "plan"],
+)
+def test_run_and_plan_write_the_figures_report_writes(tmp_path: Path, argv: list[str]) -> None:
+    """``run --static`` and ``plan --static`` write the files ``report --static`` writes
+    from their folder, byte for byte."""
+    _needs_chromium()
+    out = tmp_path / "out"
+    assert main([*argv, "--out", str(out), "--static", "svg"]) == 0
+    written = {p.name: p.read_bytes() for p in (out / "figures").iterdir()}
+    assert (
+        len(written)
+        == (out / f"{argv[0]}.html".replace("run.", "report."))
+        .read_text(encoding="utf-8")
+        .count('class="plotly-graph-div"')
+        >= 1
+    )
+    shutil.rmtree(out / "figures")
+    assert main(["report", str(out), "--static", "svg"]) == 0
+    assert {p.name: p.read_bytes() for p in (out / "figures").iterdir()} == written
 
 
 def test_static_figures_need_an_output_folder(

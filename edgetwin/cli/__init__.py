@@ -168,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
         "--format", choices=FORMATS, default="csv", help="results.csv, results.parquet or both"
     )
     add_check_argument(run)
+    add_static_argument(run)
     add_force_argument(run)
     run.set_defaults(handler=_run)  # its loading step checks the kind (the API's too)
 
@@ -325,6 +326,7 @@ def _run(args: argparse.Namespace) -> int:
         command=args.command,
         trace=args.trace,
         format=args.format,
+        static=args.static,
         progress=progress_bar(args.quiet),
     )
     rows = results.rows

@@ -27,6 +27,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     )
     inputs.add_quiet_argument(parser)
     inputs.add_check_argument(parser)
+    inputs.add_static_argument(parser)
     inputs.add_force_argument(parser)
 
 
@@ -42,6 +43,7 @@ def plan_command(args: argparse.Namespace) -> int:
         workers=args.workers,
         scheduler=args.scheduler,
         force=args.force,
+        static=args.static,
         progress=progress_bar(args.quiet),
         command=args.command,
     )

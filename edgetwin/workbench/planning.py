@@ -27,13 +27,15 @@ from edgetwin.plan.run import run_plan as sweep_and_answer
 from edgetwin.plan.sweep import payload_for
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import files_read, recording_reads, write_provenance
-from edgetwin.reports.plan import write_plan_report
+from edgetwin.reports.plan import plan_figures, write_plan_report
+from edgetwin.reports.static import StaticFormat, write_static_figures
 from edgetwin.workbench.arguments import (
     flag_argument,
     overrides_argument,
     path_argument,
     progress_argument,
     recorded_command,
+    static_argument,
 )
 from edgetwin.workbench.output import output_folder
 
@@ -48,6 +50,7 @@ def run_plan(
     workers: int | None = None,
     scheduler: str | Any | None = None,
     force: bool = False,
+    static: StaticFormat | None = None,
     progress: Progress | None = no_progress,
     command: Sequence[str] | None = None,
 ) -> PlanOutcome:
@@ -59,7 +62,8 @@ def run_plan(
     that holds no unfinished sweep only with ``force`` (a fresh sweep, replacing it whole).
     ``workers``: local processes (default: the CPU count; 1 runs in this process);
     ``scheduler``: a Dask scheduler's address (or a ``distributed.Client``) instead (not
-    with ``workers``).
+    with ``workers``). With ``static`` (``"svg"``, ``"pdf"``, ``"png"``), the page's
+    figures too, as ``out/figures/<name>.<static>``.
     """
     question_path = path_argument(question, "question")
     out_dir = path_argument(out, "out")
@@ -67,6 +71,7 @@ def run_plan(
     force = flag_argument(force, "force")
     call = recorded_command(command, "edgetwin.run_plan", str(question_path), *items)
     shows = progress_argument(progress)
+    static = static_argument(static, out_dir)
     with recording_reads() as reads:
         loaded = load_question(question_path, items)
         executor = executor_for(workers, scheduler)
@@ -76,6 +81,8 @@ def run_plan(
             shows(f"plan {loaded.question.name}", total) as advance,
         ):
             outcome = sweep_and_answer(loaded, folder, executor, write_plan_report, advance)
+            if static is not None:
+                write_static_figures(folder, static, plan_figures(outcome.answer))
             write_provenance(folder, command=call, seed=loaded.scenario.seed, inputs=reads)
     return outcome
 

@@ -14,6 +14,8 @@ from tempfile import gettempdir
 from edgetwin.errors import InputError, counted
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import read_provenance, write_provenance
+from edgetwin.reports.html import read_run, run_figures
+from edgetwin.reports.static import FIGURES_DIR, StaticFormat, write_figures
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import LOCAL, remove_leftovers
 from edgetwin.scenario import (
@@ -36,6 +38,7 @@ from edgetwin.workbench.arguments import (
     progress_argument,
     recorded_command,
     seed_argument,
+    static_argument,
 )
 from edgetwin.workbench.inputs import RunInputs, load_run_inputs, scenario_run_inputs
 from edgetwin.workbench.output import output_folder, removed_if_killed, scratch_folder
@@ -65,6 +68,7 @@ def run(
     force: bool = False,
     trace: bool = False,
     format: Format = "csv",
+    static: StaticFormat | None = None,
     progress: Progress | None = no_progress,
     command: Sequence[str] | None = None,
 ) -> Results:
@@ -74,7 +78,8 @@ def run(
     the scenario's (``mode=None`` keeps the scenario's own). With ``out``, the folder gets
     what ``edgetwin run`` writes, all or nothing, with ``provenance.json`` (``command``: the
     command line, else this call); a non-empty ``out`` only with ``force`` (replaced whole).
-    With ``trace``, the runs' timelines too.
+    With ``trace``, the runs' timelines too; with ``static`` (``"svg"``, ``"pdf"``,
+    ``"png"``), the report's figures as ``out/figures/<name>.<static>``.
     """
     if mode is not None:
         choice_argument(mode, "mode", RUN_MODES)
@@ -86,6 +91,7 @@ def run(
     call = recorded_command(command, *_api_call(scenario, items))
     shows = progress_argument(progress)
     folder_out = out_argument(out)
+    static = static_argument(static, folder_out)
     if isinstance(scenario, Scenario):
         inputs = scenario_run_inputs(scenario, items)
     else:
@@ -110,6 +116,8 @@ def run(
         )
         if out is not None:
             results.write_into(staging, format)
+            if static is not None:
+                write_figures(run_figures(read_run(staging)), staging / FIGURES_DIR, static)
             write_provenance(staging, command=call, seed=chosen.seed, inputs=inputs.files)
     return (
         results if folder_out is None else replace(results, provenance=read_provenance(folder_out))
