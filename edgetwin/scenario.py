@@ -31,6 +31,7 @@ from edgetwin.models.decoder_costs import DecoderWorkload
 from edgetwin.models.layout import resolved_segments
 from edgetwin.profile import PROFILE_DIR, DeviceProfile, ProfileKind, profile_path
 from edgetwin.schema import (
+    BandwidthMbps,
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
@@ -159,13 +160,13 @@ class HostSpec(Strict):
 
 class BandwidthStep(Strict):
     at_ms: NonNegativeFloat
-    bandwidth_mbps: PositiveFloat
+    bandwidth_mbps: BandwidthMbps
 
 
 class NetworkSpec(Strict):
     """Bandwidth (constant, or a schedule over simulated time), latency, loss, medium."""
 
-    bandwidth_mbps: PositiveFloat = 400
+    bandwidth_mbps: BandwidthMbps = 400
     latency_ms: NonNegativeFloat = 0
     loss_pct: float = Field(0, ge=0, lt=100)  # per packet, host to host (emulator only)
     medium: Literal["dedicated", "shared"] = "dedicated"
@@ -224,7 +225,7 @@ class SweepSpec(StrictSweep):
     given holds at least one value."""
 
     batch: tuple[PositiveInt, ...] = Field((1,), min_length=1)
-    bandwidth_mbps: tuple[PositiveFloat, ...] = optional_values()
+    bandwidth_mbps: tuple[BandwidthMbps, ...] = optional_values()
     devices: tuple[Annotated[int, Field(ge=2)], ...] = Field((2,), min_length=1)
     prompt_tokens: tuple[PositiveInt, ...] = optional_values()  # decoders
     output_tokens: tuple[PositiveInt, ...] = optional_values()

@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, Tag, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Tag,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from edgetwin.errors import InputError, shown, shown_text
@@ -30,6 +38,18 @@ UNION_TAGS = (
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
+# the least rate a link is given: 1 bit/s. Below it a run's transfers outlast any run, and at
+# rates near 1e-300 Mbit/s the twin's times overflow a float to inf
+MIN_BANDWIDTH_MBPS = 1e-6
+
+
+def _at_least_a_bit_per_s(value: float) -> float:
+    if value < MIN_BANDWIDTH_MBPS:
+        raise ValueError("below the least rate a link may have, 1 bit/s (1e-06 Mbit/s)")
+    return value
+
+
+BandwidthMbps = Annotated[float, Field(gt=0), AfterValidator(_at_least_a_bit_per_s)]
 
 
 class Strict(BaseModel):

@@ -181,6 +181,11 @@ CASES = [
         scenario_text(network__bandwidth_mbps=-5),
         ("'network.bandwidth_mbps'", "greater than 0", "-5"),
     ),
+    Case(  # its runs' times overflowed to inf: a results.csv the run could not read back
+        "bandwidth-below-a-bit-per-second",
+        scenario_text(network__bandwidth_mbps=1e-300),
+        ("'network.bandwidth_mbps'", "below the least rate a link may have, 1 bit/s", "1e-300"),
+    ),
     Case("noise-cv-2", scenario_text(noise_cv=2), ("'noise_cv'", "less than or equal to 1")),
     Case(  # pydantic said "Unable to extract tag using discriminator 'kind'"
         "distribution-without-kind",

@@ -27,6 +27,7 @@ from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.scenario import ConstantDist, Scenario, StrategySpec
 from edgetwin.schema import (
+    BandwidthMbps,
     PositiveFloat,
     PositiveInt,
     Strict,
@@ -49,7 +50,7 @@ class Axes(StrictSweep):
     and for a decoder x prompt x output lengths (left out: the scenario's workload)."""
 
     batch: tuple[PositiveInt, ...] = Field(min_length=1)
-    bandwidth_mbps: tuple[PositiveFloat, ...] = Field(min_length=1)
+    bandwidth_mbps: tuple[BandwidthMbps, ...] = Field(min_length=1)
     devices: tuple[Annotated[int, Field(ge=2)], ...] = Field((2,), min_length=1)
     prompt_tokens: tuple[PositiveInt, ...] = optional_values()
     output_tokens: tuple[PositiveInt, ...] = optional_values()
@@ -70,7 +71,7 @@ class CrowdAxes(Strict):
     has them: its sweeps' bandwidths, else ``network.bandwidth_mbps``)."""
 
     fleet_size: tuple[PositiveInt, ...] = Field(min_length=1)
-    bandwidth_mbps: tuple[PositiveFloat, ...] = optional_values()
+    bandwidth_mbps: tuple[BandwidthMbps, ...] = optional_values()
 
     @field_validator("fleet_size", "bandwidth_mbps")
     @classmethod

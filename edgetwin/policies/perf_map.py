@@ -38,7 +38,7 @@ from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.models.layout import segments_for_cr
 from edgetwin.results import ResultRow, read_results
-from edgetwin.schema import PositiveFloat, PositiveInt, Strict, validation_error
+from edgetwin.schema import BandwidthMbps, PositiveFloat, PositiveInt, Strict, validation_error
 
 VERSION: Literal[2] = 2
 Cell = Annotated[float, Field(ge=0)] | None  # None: failed run or not measured
@@ -142,7 +142,7 @@ class PerformanceMap(Strict):
     tokens: tuple[PositiveInt, ...] = Field(min_length=1)  # a decoder's: prompt tokens
     output_tokens: tuple[PositiveInt, ...] | None = Field(None, min_length=1)  # decoders
     batches: tuple[PositiveInt, ...] = Field(min_length=1)
-    bandwidths_mbps: tuple[PositiveFloat, ...] = Field(min_length=1)
+    bandwidths_mbps: tuple[BandwidthMbps, ...] = Field(min_length=1)
     candidates: tuple[AnyCandidate, ...] = Field(min_length=1)
 
     @model_validator(mode="after")
