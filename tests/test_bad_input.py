@@ -897,3 +897,21 @@ def test_profiles_written_together_are_all_written_or_none(tmp_path: Path) -> No
         write_texts_together({old: "new\n", tmp_path / "blocker" / "x.yaml": "x\n"})
     assert old.read_text() == "old\n"
     assert sorted(p.name for p in out.iterdir()) == ["android_high.yaml", "old.yaml"]
+
+
+@pytest.mark.timeout(60)
+def test_a_rate_so_small_that_a_time_overflows_is_named_not_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A device whose throughput is 1e-310 GFLOP/s ran to compute_ms inf; the run then
+    failed reading its own results.csv back, naming its staging folder."""
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    raw = yaml.safe_load((REPO / "edgetwin/calibration/profiles/jetson_orin_nano.yaml").read_text())
+    raw["compute"]["throughput_gflops"] = 1e-310
+    slow = profiles / "slow.yaml"
+    slow.write_text(yaml.safe_dump(raw, sort_keys=False))
+    argv = ["run", str(REPO / "scenarios/prism_jetson.yaml"), "--out", str(tmp_path / "out")]
+    argv += ["--quiet", "--set", f"devices.0.profile={slow}"]
+    expect = ("single on 1 device, batch 1: its compute_ms overflows a float (inf)",)
+    assert_clean_failure(argv, capsys, tmp_path, *expect)

@@ -12,7 +12,7 @@ import simpy
 
 from edgetwin.configuration import configuration_columns, resolve_segments
 from edgetwin.decoder_spec import DecoderSpec
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, counted
 from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
 from edgetwin.models.decoder_costs import contributed_bytes
@@ -214,6 +214,7 @@ def simulate(
         row = _generate(scenario, config, rep, world)
     else:
         row = _forward(scenario, config, rep, world)
+    _check_finite(row, config)
     return RunOutcome(
         config=config,
         row=row,
@@ -222,6 +223,21 @@ def simulate(
         time_by_state_ms={d.name: dict(d.time_ms) for d in devices},
         bytes_received=sum(network.bytes_received.values()),
     )
+
+
+def _check_finite(row: ResultRow, config: Configuration) -> None:
+    """A row's times and energy are finite numbers: a rate so small (a device's throughput
+    or memory bandwidth near 1e-300) that a time overflows a float to inf is an
+    InputError, not a row its results.csv cannot hold."""
+    for column in ("compute_ms", "staging_ms", "comm_ms", "total_ms", "energy_j"):
+        value = getattr(row, column)
+        if value is not None and math.isinf(value):
+            problem = (
+                f"{config.strategy} on {counted(config.devices, 'device')}, batch {config.batch}: "
+                f"its {column} overflows a float (inf); a rate of a device profile "
+                "(throughput, memory or stack bandwidth) is far too small"
+            )
+            raise InputError(None, None, problem)
 
 
 def _forward(scenario: Scenario, config: Configuration, rep: int, world: _World) -> ResultRow:
