@@ -184,10 +184,12 @@ def test_a_killed_run_leaves_no_foreman_or_worker(
         process.kill()
     assert alive == []
     assert _pipeline_pids(tmp_path) == set()
-    (left,) = tmp_path.glob("edgetwin-*")
+    (left,) = tmp_path.glob("edgetwin-*-crowd*")
     assert left.name.startswith(f"edgetwin-local-{run.pid}.") and any(left.glob("crowdio-*"))
+    (record,) = tmp_path.glob("edgetwin-*-elsewhere-*")  # names its staging beside --out
+    (staging,) = tmp_path.glob(".out-*")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    assert leftover_folders(LOCAL) == [left]
+    assert sorted(leftover_folders(LOCAL)) == sorted([left, staging, record])
 
 
 @pytest.mark.timeout(120)

@@ -75,20 +75,25 @@ def test_the_next_local_run_removes_what_a_killed_one_left(
         time.sleep(0.05)
     killed.kill()
     killed.wait()
-    (left,) = tmp.glob("edgetwin-local-*")
+    (left,) = tmp.glob("edgetwin-local-*-vit-*")
     assert left.name.startswith(f"edgetwin-local-{killed.pid}.") and (left / "rank0.log").exists()
+    (record,) = tmp.glob("edgetwin-local-*-elsewhere-*")  # it names the staging beside --out
+    assert record.name.startswith(f"edgetwin-local-{killed.pid}.")
+    (staging,) = tmp_path.glob(".killed-*")
     with _holding_a_folder([], _env(tmp)) as (_, live):
-        assert leftover_folders(LOCAL) == [left]  # not the live process's
-        done = subprocess.run(
-            [*argv, "--out", str(tmp_path / "next"), *SHORT],
+        assert sorted(leftover_folders(LOCAL)) == sorted([left, staging, record])  # not live's
+        done = subprocess.run(  # into another folder: the staging one there is not beside it
+            [*argv, "--out", str(tmp_path / "elsewhere" / "next"), *SHORT],
             env=_env(tmp),
             capture_output=True,
             text=True,
             timeout=150,
         )
         assert done.returncode == 0, done.stderr
-        assert f"edgetwin: removed 1 folder left by a killed local run in {tmp}\n" in done.stderr
+        said = f"edgetwin: removed 3 folders left by killed local runs in {tmp} and {tmp_path}\n"
+        assert said in done.stderr
         assert sorted(tmp.iterdir()) == [live]  # the live one stays; the run's own went
+        assert not staging.exists()  # though the run wrote elsewhere
 
 
 def _as_nobody() -> list[str]:

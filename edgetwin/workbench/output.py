@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
@@ -11,7 +12,7 @@ from edgetwin import run_folders
 from edgetwin.atomic import check_out_folder, publish_folder, staged_folder, why_not_written
 from edgetwin.errors import InputError
 from edgetwin.provenance import files_read
-from edgetwin.run_folders import EMU
+from edgetwin.run_folders import Kind
 
 Tracker = Callable[[Path], AbstractContextManager[None]]
 
@@ -59,6 +60,8 @@ def scratch_folder(tracked: Tracker | None = None) -> Iterator[Path]:
         yield Path(name)
 
 
-def removed_if_killed(folder: Path) -> AbstractContextManager[None]:
-    """An emulator run's staging folder, removed by ``emu-cleanup`` if the run is killed."""
-    return run_folders.removed_if_killed(EMU, folder)
+def removed_if_killed(kind: Kind) -> Tracker:
+    """What keeps a ``kind`` run's staging (or scratch) folder named in a run folder while it
+    writes, so that if the run is killed ``emu-cleanup`` removes it (and a local run's, the
+    next local run), wherever the next command writes."""
+    return functools.partial(run_folders.removed_if_killed, kind)

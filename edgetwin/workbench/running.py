@@ -17,7 +17,7 @@ from edgetwin.provenance import read_provenance, write_provenance
 from edgetwin.reports.html import read_run, run_figures
 from edgetwin.reports.static import FIGURES_DIR, StaticFormat, write_figures
 from edgetwin.results import ResultRow
-from edgetwin.run_folders import LOCAL, remove_leftovers
+from edgetwin.run_folders import EMU, LOCAL, remove_leftovers
 from edgetwin.scenario import (
     RUN_MODES,
     RunMode,
@@ -99,7 +99,7 @@ def run(
     chosen = inputs.scenario
     if chosen.mode == "local":
         _remove_killed_local_runs()
-    tracked = removed_if_killed if chosen.mode == "emu" else None
+    tracked = {"emu": removed_if_killed(EMU), "local": removed_if_killed(LOCAL)}.get(chosen.mode)
     folder = (
         scratch_folder(tracked)
         if folder_out is None
@@ -126,12 +126,18 @@ def run(
 
 def _remove_killed_local_runs() -> None:
     """Remove the temporary folders that local runs killed outright left (their owner is
-    gone: ``run_folders``), and say so on stderr."""
+    gone: ``run_folders``), and their staging folders beside an output folder, and say so
+    on stderr, naming where."""
     removed = remove_leftovers(LOCAL)
     if removed:
         killed = "a killed local run" if len(removed) == 1 else "killed local runs"
+        temp = Path(gettempdir())
+        places = [str(temp), *sorted({str(p.parent) for p in removed if p.parent != temp})]
         _LOG.warning(
-            "removed %s left by %s in %s", counted(len(removed), "folder"), killed, gettempdir()
+            "removed %s left by %s in %s",
+            counted(len(removed), "folder"),
+            killed,
+            " and ".join(places),
         )
 
 
