@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from edgetwin.errors import InputError, option_named, shown
 from edgetwin.progress import Progress, no_progress
@@ -86,7 +86,7 @@ def static_argument(value: Any, out_dir: Path | None) -> StaticFormat | None:
             None, STATIC_OPTION, "the figures are written into the output folder: give one"
         )
     browser_path()
-    return value  # type: ignore[no-any-return]
+    return cast(StaticFormat, value)
 
 
 def progress_argument(value: Any, name: str = "progress") -> Progress:
