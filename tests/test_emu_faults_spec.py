@@ -148,7 +148,7 @@ def test_a_link_check_time_iperf3_cannot_take_is_refused(seconds: float, words: 
 @pytest.mark.parametrize(
     ("network", "sweep_mbps", "field", "words"),
     [
-        ({}, [200, 1e-7], "sweeps.0.bandwidth_mbps.1", "1e-07 Mbps: tc sets"),
+        ({}, [200, 5e-6], "sweeps.0.bandwidth_mbps.1", "5e-06 Mbps: tc sets"),  # 5 bit/s
         ({"medium": "shared"}, [1e-5], "sweeps.0.bandwidth_mbps.0", "3.33333e-06 Mbps each"),
         ({"schedule": [{"at_ms": 10, "bandwidth_mbps": 2e14}]}, [200],
          "network.schedule.0.bandwidth_mbps", "to 1e+13 Mbps"),
