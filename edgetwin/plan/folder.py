@@ -41,6 +41,7 @@ ReportWriter = Callable[[Path, PlanQuestion, dict[str, Any]], object]
 # the columns that say which unit of the sweep a row is of (a crowd row is a job of a run)
 DEVICE_KEY = ("strategy", "devices", "batch", "bandwidth_mbps", "prompt_tokens", "output_tokens")
 CROWD_KEY = ("strategy", "scheduler", "devices", "bandwidth_mbps")
+Key = tuple[tuple[str, object], ...]  # (column, value) pairs, "rep" last
 
 
 def is_plan_folder(folder: Path) -> bool:
@@ -109,9 +110,6 @@ def check_sweep_rows(loaded: LoadedQuestion, rows: Sequence[ResultRow], table: P
 
 def _not_the_sweep(problem: str) -> str:
     return f"not the sweep of {QUESTION_FILE}: {problem}"
-
-
-Key = tuple[tuple[str, object], ...]
 
 
 def _device_key(row: ResultRow) -> Key:

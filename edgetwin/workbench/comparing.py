@@ -22,7 +22,7 @@ from edgetwin.comparison import (
 from edgetwin.errors import InputError
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.html import comparison_figures, write_comparison_report
-from edgetwin.reports.static import FIGURES_DIR, StaticFormat, write_figures
+from edgetwin.reports.static import StaticFormat, write_static_figures
 from edgetwin.results import read_results, read_table, results_file
 from edgetwin.workbench.arguments import (
     flag_argument,
@@ -67,7 +67,7 @@ def compare(
                 title = f"edgetwin: {predicted_dir.name} vs {measured_dir.name}"
                 write_comparison_report(staging, title, comparison)
                 if static is not None:
-                    write_figures(comparison_figures(comparison), staging / FIGURES_DIR, static)
+                    write_static_figures(staging, static, comparison_figures(comparison))
                 write_provenance(staging, command=call, seed=None, inputs=reads)
     return comparison
 

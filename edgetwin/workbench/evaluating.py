@@ -17,7 +17,7 @@ from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import recording_reads, write_provenance
 from edgetwin.reports.adaptive import evaluation_figures, write_evaluation
 from edgetwin.reports.affinity import affinity_figures, write_affinity_report
-from edgetwin.reports.static import FIGURES_DIR, StaticFormat, write_figures
+from edgetwin.reports.static import StaticFormat, write_static_figures
 from edgetwin.workbench.arguments import (
     choice_argument,
     flag_argument,
@@ -78,7 +78,7 @@ def evaluate_adaptive(
             if staging is not None:
                 write_evaluation(staging, result)
                 if static is not None:
-                    write_figures(evaluation_figures(result), staging / FIGURES_DIR, static)
+                    write_static_figures(staging, static, evaluation_figures(result))
                 write_provenance(staging, command=call, seed=inputs.scenario.seed, inputs=reads)
     return result
 
@@ -117,6 +117,6 @@ def evaluate_affinity(
             if staging is not None:
                 write_affinity_report(staging, result)
                 if static is not None:
-                    write_figures(affinity_figures(result), staging / FIGURES_DIR, static)
+                    write_static_figures(staging, static, affinity_figures(result))
                 write_provenance(staging, command=call, seed=seed, inputs=reads)
     return result

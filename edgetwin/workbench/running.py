@@ -14,10 +14,9 @@ from tempfile import gettempdir
 from edgetwin.errors import InputError, counted
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import read_provenance, write_provenance
-from edgetwin.reports.html import read_run, run_figures
-from edgetwin.reports.static import FIGURES_DIR, StaticFormat, write_figures
+from edgetwin.reports.static import StaticFormat, write_static_figures
 from edgetwin.results import ResultRow
-from edgetwin.run_folders import EMU, LOCAL, remove_leftovers
+from edgetwin.run_folders import LOCAL, remove_leftovers
 from edgetwin.scenario import (
     RUN_MODES,
     RunMode,
@@ -99,7 +98,7 @@ def run(
     chosen = inputs.scenario
     if chosen.mode == "local":
         _remove_killed_local_runs()
-    tracked = {"emu": removed_if_killed(EMU), "local": removed_if_killed(LOCAL)}.get(chosen.mode)
+    tracked = None if chosen.mode == "twin" else removed_if_killed(chosen.mode)
     folder = (
         scratch_folder(tracked)
         if folder_out is None
@@ -117,7 +116,7 @@ def run(
         if out is not None:
             results.write_into(staging, format)
             if static is not None:
-                write_figures(run_figures(read_run(staging)), staging / FIGURES_DIR, static)
+                write_static_figures(staging, static)
             write_provenance(staging, command=call, seed=chosen.seed, inputs=inputs.files)
     return (
         results if folder_out is None else replace(results, provenance=read_provenance(folder_out))

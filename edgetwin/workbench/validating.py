@@ -15,7 +15,7 @@ from edgetwin.atomic import check_out_folder
 from edgetwin.calibration.held_out import HOLDOUT_NAMES, HoldoutBy
 from edgetwin.errors import InputError, option_named
 from edgetwin.provenance import files_read, recording_reads, write_provenance
-from edgetwin.reports.static import FIGURES_DIR, StaticFormat, write_figures
+from edgetwin.reports.static import StaticFormat, write_static_figures
 from edgetwin.reports.validation import summarise, validation_figures, write_validation_report
 from edgetwin.workbench.arguments import (
     choice_argument,
@@ -90,8 +90,7 @@ def validate(
             if staging is not None:
                 _write(staging, validation, f"edgetwin validation: {spec_path.name}", by)
                 if static is not None:
-                    figures = validation_figures(validation.points)
-                    write_figures(figures, staging / FIGURES_DIR, static)
+                    write_static_figures(staging, static, validation_figures(validation.points))
                 write_provenance(staging, command=call, seed=None, inputs=reads)
     return validation
 
