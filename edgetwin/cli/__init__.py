@@ -16,6 +16,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
+from edgetwin.calibration.fit_check import (
+    TRACES_CAUSE,
+    busy_machine_cause,
+    load_before_measuring,
+    poor_fit_warning,
+)
 from edgetwin.calibration.held_out import HOLDOUT_NAMES
 from edgetwin.cli.console import notices_on_stderr, print_warnings, written
 from edgetwin.cli.init import add_init_arguments, init_command
@@ -43,6 +49,7 @@ from edgetwin.evaluate.affinity import load_affinity_settings
 from edgetwin.evaluate.measured import SkippedCell
 from edgetwin.file_kinds import Kind, check_kind
 from edgetwin.links import within_tolerance
+from edgetwin.profile import DeviceProfile
 from edgetwin.provenance import edgetwin_version, recording_reads, write_provenance
 from edgetwin.run_folders import LOCAL, remove_leftovers
 from edgetwin.scenario import RUN_MODES
@@ -419,7 +426,15 @@ def _calibrate(args: argparse.Namespace) -> int:
     print(
         f"wrote {args.out}; median |error| %: " + ", ".join(f"{k} {v}" for k, v in medians.items())
     )
+    _warn_of_a_poor_fit(fitted)
     return 0
+
+
+def _warn_of_a_poor_fit(profile: DeviceProfile, cause: str | None = None) -> None:
+    """A warning when a fitted section misses its own data (``fit_check``); ``cause``:
+    why, when known (default: the measurements disagree)."""
+    warning = poor_fit_warning(profile, cause or TRACES_CAUSE)
+    print_warnings([warning] if warning is not None else [])
 
 
 def _calibrate_machine(args: argparse.Namespace) -> int:
@@ -445,6 +460,7 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
     plan = QUICK if args.quick else FULL
     if args.no_decoder:
         plan = replace(plan, decoder=None)
+    load_average, cores = load_before_measuring()
     with (
         _output_folder(args.out, args.force) as staging,
         progress("calibrate-machine", calibration_steps(plan), args.quiet) as advance,
@@ -455,6 +471,7 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
         f"wrote {args.out}/profile.yaml (median |error|: {summary(profile)}), "
         f"traces in {args.out}/traces, spec in {args.out}/spec.yaml"
     )
+    _warn_of_a_poor_fit(profile, busy_machine_cause(load_average, cores))
     return 0
 
 
@@ -472,6 +489,7 @@ def _calibrate_machine_from_emu(args: argparse.Namespace) -> int:
         + ", ".join(f"{k} {v}" for k, v in medians.items())
         + f"), spec in {args.out}/spec.yaml"
     )
+    _warn_of_a_poor_fit(profile)
     return 0
 
 
