@@ -212,6 +212,17 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
         return super().construct_mapping(node, deep)
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """An integer, or a YAML error at its place when it has more digits than Python
+        converts (``sys.get_int_max_str_digits``: its ValueError was a traceback)."""
+        try:
+            return int(super().construct_yaml_int(node))
+        except ValueError:
+            problem = (
+                f"an integer of {len(node.value):,} characters: more digits than any value needs"
+            )
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
+
 
 # YAML 1.2 reads 1e9, 2.5E-3 and 1.e+6 as numbers; PyYAML follows YAML 1.1, whose floats
 # need a dot and a signed exponent (1.0e+9), and gives a bare 1e9 back as the string
@@ -224,6 +235,7 @@ class _Dumper(yaml.SafeDumper):
     """PyYAML's safe dumper, quoting a string that ``load_yaml`` would read as a number."""
 
 
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
 for _reads_numbers in (_UniqueKeyLoader, _Dumper):
     _reads_numbers.add_implicit_resolver(
         "tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789.")
@@ -470,8 +482,12 @@ def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
         return
     try:
         value = load_yaml(text)
-    except yaml.YAMLError:
-        raise InputError(path, key, f"override value {shown(text)} is not valid YAML") from None
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None)
+        why = f": {problem}" if problem else ""
+        raise InputError(
+            path, key, f"override value {shown(text)} is not valid YAML{why}"
+        ) from None
     except RecursionError:
         raise InputError(
             path, key, f"override value nested deeper than {MAX_NESTING} levels"

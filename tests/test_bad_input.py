@@ -81,8 +81,10 @@ def _spec(name: str, tmp_path: Path, change: Callable[[dict[str, Any]], None]) -
         ("name: a\nseed: 1\nname: b\n", ("line 3", "key 'name' given twice")),
         ("name: a\nnetwork: {bandwidth_mbps: 1, bandwidth_mbps: 2}\n", ("line 2", "'bandwidth")),
         (b"name: caf\xe9\n", ("line 1: not UTF-8 text",)),
+        # a ValueError of int() (sys.get_int_max_str_digits) was a traceback, exit 1
+        ("name: a\nseed: " + "9" * 5000 + "\n", ("line 2", "an integer of 5,000 characters")),
     ],
-    ids=["repeated-key", "repeated-nested-key", "latin-1"],
+    ids=["repeated-key", "repeated-nested-key", "latin-1", "5000-digits"],
 )
 def test_scenario_text_that_yaml_reads_ambiguously(
     text: str | bytes, expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -122,6 +124,7 @@ def test_a_string_that_reads_as_a_number_is_written_quoted() -> None:
     ("item", "expect"),
     [
         ("network={bandwidth_mbps: 1, bandwidth_mbps: 2}", ("field 'network'", "not valid YAML")),
+        ("network.latency_ms=" + "9" * 5000, ("'network.latency_ms'", "integer of 5,000")),
         ("sweeps=[]", ("field 'sweeps'", "give at least one value")),  # was 0 runs and exit 0
         # these three ran: true as 1 ms, an endless link, a link of no rate at all
         ("network.latency_ms=true", ("field 'network.latency_ms'", "a number, not true")),
@@ -150,7 +153,15 @@ def test_a_string_that_reads_as_a_number_is_written_quoted() -> None:
         ),
     ],
     ids=[
-        *("repeated-key", "no-sweeps", "true-as-number", "false-as-count", "inf", "nan"),
+        *(
+            "repeated-key",
+            "5000-digits",
+            "no-sweeps",
+            "true-as-number",
+            "false-as-count",
+            "inf",
+            "nan",
+        ),
         *("tiny-cr", "empty-key-part", "true-in-a-list", "true-as-a-list", "false-in-a-list"),
         *("true-as-devices", "true-as-cr", "no-bandwidths", "no-prompt-lengths"),
     ],
