@@ -63,6 +63,18 @@ def test_slots_and_other_load_set_the_rate() -> None:
     assert finish_ms(busy_phone, [(0, 3.0), (0, 3.0)]) == pytest.approx([9.0, 9.0])
 
 
+@pytest.mark.timeout(20)
+def test_a_host_slowed_a_millionfold_late_in_a_run_finishes() -> None:
+    """What float rounding leaves of a piece, a hair of alone-time, took longer at the
+    slow rate than the clock could still add to now: the wake-up landed on now and
+    advanced nothing, forever (prism_jetson with other_load 1e6 hung)."""
+    slowed = HostSpec(name="gpu", other_load=1e6)
+    pieces = [(1e9 + k, 0.3 + k / 7) for k in range(5)]
+    finished = finish_ms(slowed, pieces)
+    assert all(f > 1e9 for f in finished)
+    assert finished[0] == pytest.approx(1e9 + 0.3 * 1e6, rel=0.05)
+
+
 def run_toy(toy_profile_path: Path, **overrides: Any) -> Any:
     scenario = toy_scenario(toy_profile_path, **overrides)
     fleet = build_fleet(scenario, None)

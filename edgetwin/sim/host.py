@@ -73,9 +73,13 @@ class SharedAccelerator:
             piece.slowed = piece.slowed or (elapsed_ms > 0 and rate < 1.0)
 
     def _reschedule(self) -> None:
-        rate = self.rate()
+        rate, now = self.rate(), self.env.now
         for key, piece in list(self._pieces.items()):
-            if piece.remaining_ms / rate <= TOLERANCE_MS:
+            wait_ms = piece.remaining_ms / rate
+            # done when what is left is below the tolerance, or below what the clock can
+            # still add to now (else a wake-up at now + wait_ms == now advances nothing,
+            # forever: a host slowed a millionfold, late in a run)
+            if wait_ms <= TOLERANCE_MS or now + wait_ms == now:
                 del self._pieces[key]
                 piece.done.succeed(piece.slowed)
         self._wakeup = None  # a wake-up scheduled before stands no more
