@@ -10,9 +10,9 @@ scenario schema) reads it from here.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from edgetwin.schema import PositiveInt, Strict, with_preset
 
@@ -22,6 +22,9 @@ Ffn = Literal["gelu", "swiglu"]  # GPT-2's two-matrix GELU MLP; Llama's gated th
 Norm = Literal["layernorm", "rmsnorm"]  # LayerNorm has a bias, RMSNorm a weight only
 Positions = Literal["learned", "rope"]  # a learned position table, or rotary (no weights)
 Bias = Literal["all", "qkv", "none"]  # which linear layers have biases (GPT-2, Qwen2, Llama)
+# the twin builds a generation layer by layer and step by step: a million layers took
+# minutes before anything was checked. Llama 3.1 405B, the deepest published, has 126.
+MAX_LAYERS = 10_000
 
 _FIELDS = (
     *("layers", "width", "heads", "kv_heads", "ffn_size", "ffn", "norm", "positions"),
@@ -54,7 +57,7 @@ class DecoderSpec(Strict):
 
     kind: Literal["decoder"] = "decoder"
     preset: str | None = None
-    layers: PositiveInt = 12
+    layers: Annotated[int, Field(gt=0, le=MAX_LAYERS)] = 12
     width: PositiveInt = 768
     heads: PositiveInt = 12
     kv_heads: PositiveInt = 12

@@ -288,6 +288,11 @@ CASES = [
         scenario_text(model={"preset": "vit_x99"}),
         ("'model'", "unknown preset 'vit_x99'"),
     ),
+    Case(  # its generation was built layer by layer for minutes before anything failed
+        "a-million-decoder-layers",
+        scenario_text(model={"kind": "decoder", "preset": "gpt2_small", "layers": 1_000_000}),
+        ("'model.layers'", "less than or equal to 10000"),
+    ),
     Case(
         "width-not-divisible-by-heads",
         scenario_text(model={"width": 100, "heads": 12}),
