@@ -926,3 +926,24 @@ def test_a_rate_so_small_that_a_time_overflows_is_named_not_written(
     argv += ["--quiet", "--set", f"devices.0.profile={slow}"]
     expect = ("single on 1 device, batch 1: its compute_ms overflows a float (inf)",)
     assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("item", "where"),
+    [  # the first configuration that overflows: single has no exchange, so no latency
+        ("network.latency_ms=1e308", "voltage on 2 devices, batch 1: its total_ms"),
+        ("model.mlp_ratio=1e308", "single on 1 device, batch 1: its gflops_per_device"),
+    ],
+    ids=["latency", "model-dimension"],
+)
+def test_a_value_so_large_that_a_column_overflows_names_the_scenario(
+    item: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The check named only the five time and energy columns and blamed a profile's rate:
+    a latency of 1e308 ms was blamed on the profile, and a model of MLP ratio 1e308 failed
+    reading its own results.csv back (gflops_per_device inf), naming its staging folder."""
+    scenario = REPO / "scenarios/prism_jetson.yaml"
+    argv = ["run", str(scenario), "--out", str(tmp_path / "out"), "--quiet", "--set", item]
+    expect = (f"prism_jetson.yaml: {where} overflows a float", "far out of any physical range")
+    assert_clean_failure(argv, capsys, tmp_path, *expect)

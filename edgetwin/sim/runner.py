@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -226,16 +226,17 @@ def simulate(
 
 
 def _check_finite(row: ResultRow, config: Configuration) -> None:
-    """A row's times and energy are finite numbers: a rate so small (a device's throughput
-    or memory bandwidth near 1e-300) that a time overflows a float to inf is an
-    InputError, not a row its results.csv cannot hold."""
-    for column in ("compute_ms", "staging_ms", "comm_ms", "total_ms", "energy_j"):
-        value = getattr(row, column)
-        if value is not None and math.isinf(value):
+    """A row's numbers are finite: a value so far out of any physical range that one of
+    them overflows a float to inf (a rate near 1e-300, a latency or a model dimension near
+    1e308) is an InputError, not a row its results.csv cannot hold."""
+    for column in fields(row):
+        value = getattr(row, column.name)
+        if isinstance(value, float) and math.isinf(value):
             problem = (
                 f"{config.strategy} on {counted(config.devices, 'device')}, batch {config.batch}: "
-                f"its {column} overflows a float (inf); a rate of a device profile "
-                "(throughput, memory or stack bandwidth) is far too small"
+                f"its {column.name} overflows a float (inf); a value of the scenario or of a "
+                "device profile is far out of any physical range (a latency, a size or a "
+                "model dimension far too large, or a rate far too small)"
             )
             raise InputError(None, None, problem)
 

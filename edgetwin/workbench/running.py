@@ -194,9 +194,14 @@ def _run_twin(run: _Run) -> list[ResultRow]:
     run.warnings += unplayed_by_fleet(scenario, fleet)
     total = len(configurations(scenario)) * scenario.repetitions
     with run.progress(f"twin {scenario.name}", total) as advance:
-        outcomes = list(
-            run_scenario(scenario, fleet, record_intervals=run.trace, on_progress=advance)
-        )
+        try:
+            outcomes = list(
+                run_scenario(scenario, fleet, record_intervals=run.trace, on_progress=advance)
+            )
+        except InputError as exc:  # a configuration's values (a row that overflows)
+            if exc.path is not None or run.inputs.path is None:
+                raise
+            raise InputError(run.inputs.path, exc.field, exc.problem) from None
     if run.trace:
         (run.staging / "trace.json").write_text(json.dumps(chrome_trace(outcomes)))
     return [o.row for o in outcomes]
