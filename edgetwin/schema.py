@@ -326,7 +326,8 @@ def validation_error(exc: ValidationError, path: Path | str, model: type[BaseMod
     error, meant = _reported(exc.errors())
     if meant is None and error["type"] == "extra_forbidden":
         unknown = str(error["loc"][-1])
-        close = difflib.get_close_matches(unknown, sorted(keys_at(model, error["loc"][:-1])), n=1)
+        keys = keys_at(model, error["loc"][:-1]) - {unknown}  # a sibling model's key, not here
+        close = difflib.get_close_matches(unknown, sorted(keys), n=1)
         meant = close[0] if close else None
     loc = [str(part) for part in error["loc"] if not _is_union_tag(part)]
     if error["type"] == BOOLEAN_NUMBER:  # raised by the model, about one of its fields
@@ -400,10 +401,9 @@ def keys_at(model: type[BaseModel], loc: Sequence[Any]) -> set[str]:
         if isinstance(part, int):
             continue
         inner = [m for parent, _ in models for m in _field_models(parent, str(part))]
-        if inner:
-            models = inner
-        elif _is_union_tag(part):
-            models = [(m, tag) for m, tag in models if _tagged(m, tag, str(part))] or models
+        # else a union's tag (or a mapping's own key, which tags none of them)
+        tagged = [(m, tag) for m, tag in models if _tagged(m, tag, str(part))]
+        models = inner or tagged or models
     return {name for m, _ in models for name in m.model_fields}
 
 

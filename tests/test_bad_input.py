@@ -230,8 +230,15 @@ def test_bad_crowd_sweep(
             {"fleet_size": [3], "bandwidth_mbps": []},
             ("'axes.bandwidth_mbps'", "give at least one value"),
         ),
+        # was "field 'axes.batch': unknown key (did you mean 'batch'?)"
+        ({"fleet_size": [3], "batch": [1]}, ("field 'axes': fleet_size sweeps a crowd, batch",)),
+        ({"fleet_sizes": [3]}, ("'axes.fleet_sizes': unknown key (did you mean 'fleet_size'?)",)),
+        ({"fleet_size": [3], "bogus": [1]}, ("'axes.bogus': unknown key",)),
     ],
-    ids=["true-as-bandwidth", "true-as-fleet-size", "no-bandwidths"],
+    ids=[
+        *("true-as-bandwidth", "true-as-fleet-size", "no-bandwidths", "a-device-axis-too"),
+        *("misspelt-fleet-size", "unknown-axis"),
+    ],
 )
 def test_bad_crowd_question_axes(
     axes: dict[str, Any],

@@ -6,6 +6,7 @@ the field and exits with status 2 (``InputError``).
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -17,6 +18,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from edgetwin.decoder_spec import DecoderSpec
@@ -226,6 +228,33 @@ class PlanQuestion(Strict):
     set: tuple[str, ...] = ()  # --set overrides of the scenario, applied in order
     axes: SweepAxes
     question: Questions  # one question, or a list of questions that share the sweep
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_kind_of_axes(cls, data: Any) -> Any:
+        """The axes' keys say their kind (``fleet_size``: a crowd's, else a device sweep's):
+        a device key beside ``fleet_size``, and an unknown key where neither
+        ``fleet_size`` nor ``batch`` says the kind, are named for what they are (they were
+        an unknown key of the crowd's axes, and a missing ``batch``)."""
+        axes = data.get("axes") if isinstance(data, dict) else None
+        if not isinstance(axes, dict):
+            return data
+        crowd_keys, device_keys = CrowdAxes.model_fields.keys(), Axes.model_fields.keys()
+        if "fleet_size" in axes:
+            beside = [key for key in axes if key in device_keys - crowd_keys]
+            if beside:
+                raise ValueError(
+                    f"axes: fleet_size sweeps a crowd, {beside[0]} a device split; a "
+                    "question sweeps one or the other (a crowd's axes are fleet_size and "
+                    "bandwidth_mbps)"
+                )
+        elif "batch" not in axes:
+            known = sorted(crowd_keys | device_keys)
+            for key in axes:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                if key not in known and close:
+                    raise ValueError(f"axes.{key}: unknown key (did you mean {close[0]!r}?)")
+        return data
 
     @property
     def kinds(self) -> tuple[AnyKind, ...]:
