@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 import simpy
 
 from edgetwin.profile import DeviceProfile
-from edgetwin.scenario import Scenario, configurations, load_scenario
-from edgetwin.sim.device import Device
+from edgetwin.scenario import LognormalDist, Scenario, configurations, load_scenario
+from edgetwin.sim.device import Device, draw_ms
 from edgetwin.sim.network import Channel
 from edgetwin.sim.runner import build_fleet, run_scenario, simulate
 from tests.conftest import REPO, toy_scenario
@@ -246,3 +248,15 @@ def test_warmup_batches_are_run_but_not_measured(toy_profile_path: Path) -> None
     assert warm_out.row.total_ms == pytest.approx(cold_out.row.total_ms)
     assert warm_out.row.energy_j == pytest.approx(cold_out.row.energy_j)
     assert min(i.start_ms for i in warm_out.intervals) == pytest.approx(2 * cold_out.row.total_ms)
+
+
+def test_a_draw_beyond_what_a_float_holds_is_a_time_that_never_comes() -> None:
+    """A lognormal up time of sigma 1e308 printed numpy's overflow warning on stderr."""
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        draws = [
+            draw_ms(LognormalDist(kind="lognormal", median_s=1, sigma=1e308), rng) for _ in range(4)
+        ]
+    assert float("inf") in draws  # a normal draw above 0 (one in two) overflows
+    assert all(d >= 0 for d in draws)

@@ -268,7 +268,9 @@ class Device:
 def draw_ms(
     dist: ConstantDist | ExponentialDist | WeibullDist | LognormalDist, rng: np.random.Generator
 ) -> float:
-    """One draw from a scenario distribution, in milliseconds."""
+    """One draw from a scenario distribution, in milliseconds; inf for a draw beyond what a
+    float holds (a lognormal's sigma of 1e308): a time that never comes, said without
+    numpy's overflow warning on stderr."""
     if isinstance(dist, ConstantDist):
         seconds = dist.value_s
     elif isinstance(dist, ExponentialDist):
@@ -276,5 +278,6 @@ def draw_ms(
     elif isinstance(dist, WeibullDist):
         seconds = dist.scale_s * rng.weibull(dist.shape)
     else:
-        seconds = dist.median_s * float(np.exp(rng.normal(0.0, dist.sigma)))
+        with np.errstate(over="ignore"):
+            seconds = dist.median_s * float(np.exp(rng.normal(0.0, dist.sigma)))
     return float(seconds) * 1e3
