@@ -253,12 +253,15 @@ def _bad_trace_error(tmp_path: Path, text: str) -> InputError:
     return caught.value
 
 
-def test_a_device_name_is_read_without_its_spaces(tmp_path: Path) -> None:
-    """' toy-0' passed the name check stripped but was filed unstripped: never replayed."""
+@pytest.mark.parametrize("bom", ["", "\ufeff"], ids=["plain", "byte-order-mark"])
+def test_a_device_name_is_read_without_its_spaces(tmp_path: Path, bom: str) -> None:
+    """' toy-0' passed the name check stripped but was filed unstripped: never replayed. A
+    byte-order mark (a spreadsheet's UTF-8 export) was read into the first column's name:
+    'expected the columns device, t_leave_s, t_return_s' of a file that has them."""
     phone = toy_phone_file(tmp_path)
     raw = toy_crowd([{"name": "toy", "profile": phone, "count": 2}])
     trace = tmp_path / "trace.csv"
-    trace.write_text("device,t_leave_s,t_return_s\n toy-0 ,1.05,\n")
+    trace.write_text(bom + "device,t_leave_s,t_return_s\n toy-0 ,1.05,\n", encoding="utf-8")
     raw["crowd"]["availability_trace"] = str(trace)
     outcome = simulate(raw)
     assert [(e.phone, e.t_s) for e in events(outcome, "lost")] == [("toy-0", 1.05)]

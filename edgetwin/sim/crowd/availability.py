@@ -35,7 +35,7 @@ def read_trace(path: Path, phones: set[str]) -> dict[str, list[Absence]]:
     ``path`` is a regular file: the scenario's field that names it is checked first."""
     note_read(path)
     try:
-        with path.open(newline="") as handle:
+        with path.open(newline="", encoding="utf-8-sig") as handle:  # a BOM is no column
             reader = csv.reader(handle)
             header = next(reader, None)
             rows = [(reader.line_num, fields) for fields in reader if fields]
