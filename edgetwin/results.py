@@ -186,9 +186,18 @@ def table_records(path: Path) -> tuple[list[str], list[dict[str, str]]]:
         records = frame.to_dict("records")
         return header, [{c: _parquet_cell(r[c]) for c in header} for r in records]
     with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        rows = list(reader)
-        return list(reader.fieldnames or []), rows
+        reader = csv.reader(handle)
+        header = next(reader, [])
+        rows = []
+        for cells in reader:
+            if not cells:  # a blank line
+                continue
+            if len(cells) != len(header):  # a row cut short, or run on (was read as empty)
+                raise ValueError(
+                    f"line {reader.line_num}: {len(cells)} cells, the header has {len(header)}"
+                )
+            rows.append(dict(zip(header, cells, strict=True)))
+        return header, rows
 
 
 def _parquet_cell(value: object) -> str:

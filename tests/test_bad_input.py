@@ -954,3 +954,19 @@ def test_a_value_so_large_that_a_column_overflows_names_the_scenario(
     argv = ["run", str(scenario), "--out", str(tmp_path / "out"), "--quiet", "--set", item]
     expect = (f"prism_jetson.yaml: {where} overflows a float", "far out of any physical range")
     assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
+@pytest.mark.parametrize("row", ["single,1,4,400,,,249", "single,1,4,400,,,249,0,0,249,1.7,9"])
+def test_a_reference_row_cut_short_or_run_on_is_named(
+    row: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row cut short was read with its missing cells empty (its total_ms compared as not
+    measured); one run on lost its extra cell."""
+    measured = REPO / "data/reference/prism-jetson/measurements.csv"
+    reference = tmp_path / "measured.csv"
+    reference.write_text(measured.read_text() + row + "\n")
+    cells = len(row.split(","))
+    argv = ["run", str(REPO / "scenarios/prism_jetson.yaml"), "--out", str(tmp_path / "out")]
+    argv += ["--set", f"reference={reference}"]
+    expect = ("field 'reference'", f"line 12: {cells} cells, the header has 11")
+    assert_clean_failure(argv, capsys, tmp_path, *expect)
