@@ -4,6 +4,7 @@ The command line's modules take most of a second to import (plotly, pandas, pyda
 a Ctrl-C or SIGTERM meanwhile stops it as it stops a running command: one line, exit
 130, not a traceback of the import."""
 
+import gc
 import sys
 
 from edgetwin.errors import sigterm_interrupts
@@ -17,7 +18,12 @@ def main() -> int:
     except KeyboardInterrupt:
         print("edgetwin: interrupted while starting; nothing was written", file=sys.stderr)
         return 130
-    return command_line()
+    code = command_line()
+    # Leave what the command made to the exit, not to a last pass of the cyclic collector:
+    # the objects of a 300,000-phone crowd run took that pass 20 s after the command had
+    # finished (or been stopped). atexit handlers and file flushes run as before.
+    gc.freeze()
+    return code
 
 
 if __name__ == "__main__":
