@@ -38,6 +38,7 @@ from edgetwin.schema import (
     Strict,
     StrictSweep,
     dump_yaml,
+    first_repeated,
     load_yaml_model,
     optional_values,
     read_yaml_mapping,
@@ -172,6 +173,19 @@ class NetworkSpec(Strict):
     medium: Literal["dedicated", "shared"] = "dedicated"
     burst_kb: PositiveFloat | None = None  # htb token bucket; None: tc's (one packet)
     schedule: tuple[BandwidthStep, ...] = ()
+
+    @field_validator("schedule")
+    @classmethod
+    def _one_rate_at_a_time(cls, steps: tuple[BandwidthStep, ...]) -> tuple[BandwidthStep, ...]:
+        """Two steps at one ``at_ms`` give two rates for the same instant (the one sorted
+        last was played, unsaid)."""
+        repeated = first_repeated([step.at_ms for step in steps])
+        if repeated is not None:
+            index, at_ms = repeated
+            first = [step.at_ms for step in steps].index(at_ms)
+            problem = f"steps {first} and {index} are both at at_ms {at_ms:g}"
+            raise ValueError(f"{problem}: give an instant one rate")
+        return steps
 
 
 class StrategySpec(Strict):

@@ -181,6 +181,17 @@ CASES = [
         scenario_text(network__bandwidth_mbps=-5),
         ("'network.bandwidth_mbps'", "greater than 0", "-5"),
     ),
+    Case(  # the step sorted last was played, unsaid
+        "two-schedule-steps-at-one-instant",
+        scenario_text(
+            network__schedule=[
+                {"at_ms": 5, "bandwidth_mbps": 100},
+                {"at_ms": 1, "bandwidth_mbps": 100},
+                {"at_ms": 5, "bandwidth_mbps": 200},
+            ]
+        ),
+        ("'network.schedule'", "steps 0 and 2 are both at at_ms 5: give an instant one rate"),
+    ),
     Case(  # its runs' times overflowed to inf: a results.csv the run could not read back
         "bandwidth-below-a-bit-per-second",
         scenario_text(network__bandwidth_mbps=1e-300),
