@@ -35,10 +35,10 @@ from pathlib import Path
 
 import simpy
 
-from edgetwin.emu.vit.launcher import available_cores
 from edgetwin.model_spec import ModelSpec
 from edgetwin.scenario import HostSpec
 from edgetwin.sim.host import Host
+from edgetwin.this_machine import available_cores
 
 PARTITION_TOKENS = 99  # one half of ViT-B/16's 197 tokens
 FORWARDS_TWIN = 5  # pieces per rank in the twin's run (the ratio does not depend on it)

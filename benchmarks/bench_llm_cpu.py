@@ -20,8 +20,8 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.emu.llm.launcher import run_decoder
 from edgetwin.emu.llm.records import RankRecord
 from edgetwin.emu.llm.runs import DECODER_STRATEGIES
-from edgetwin.emu.vit.launcher import available_cores
 from edgetwin.models.strategies import prism, single
+from edgetwin.this_machine import available_cores
 
 PROMPT, OUTPUT, DEVICES = 64, 16, 2
 PRISM_SEGMENTS = 8  # per rank: CR = 64 / (8 x 2) = 4

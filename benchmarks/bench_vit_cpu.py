@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from edgetwin.emu.local import device_threads, run_local
-from edgetwin.emu.vit.launcher import available_cores
 from edgetwin.results import ResultRow, write_results
 from edgetwin.scenario import Scenario
+from edgetwin.this_machine import available_cores
 
 PRISM_CR = 9.9
 

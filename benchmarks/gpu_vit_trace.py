@@ -38,10 +38,10 @@ from typing import Any
 import torch
 
 from edgetwin.emu.local import LocalRun, measure_local, result_rows
-from edgetwin.emu.vit.launcher import available_cores
 from edgetwin.emu.vit.phases import PHASES
 from edgetwin.results import REQUIRED_COLUMNS
 from edgetwin.scenario import Scenario
+from edgetwin.this_machine import available_cores
 
 SEGMENTS = (10, 20, 30)
 

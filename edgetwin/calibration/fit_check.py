@@ -4,8 +4,6 @@ with each other or with the twin's model, and predicts nothing with it."""
 
 from __future__ import annotations
 
-import os
-
 from edgetwin.profile import DeviceProfile
 
 POOR_FIT_PCT = 50.0  # in-sample median |error| above which a section is named
@@ -38,12 +36,6 @@ def busy_machine_cause(load_average: float, cores: int) -> str:
         "threads, and the others wait for it (a 2 ms forward took up to 190 ms on a 2-core "
         "VM with one core busy): run it again when the machine is quiet"
     )
-
-
-def load_before_measuring() -> tuple[float, int]:
-    """The one-minute load average and the cores this process may use, before it adds its
-    own load."""
-    return os.getloadavg()[0], len(os.sched_getaffinity(0))
 
 
 TRACES_CAUSE = (

@@ -19,7 +19,6 @@ from typing import NoReturn
 from edgetwin.calibration.fit_check import (
     TRACES_CAUSE,
     busy_machine_cause,
-    load_before_measuring,
     poor_fit_warning,
 )
 from edgetwin.calibration.held_out import HOLDOUT_NAMES
@@ -53,6 +52,7 @@ from edgetwin.profile import DeviceProfile
 from edgetwin.provenance import edgetwin_version, recording_reads, write_provenance
 from edgetwin.run_folders import LOCAL, remove_leftovers
 from edgetwin.scenario import RUN_MODES
+from edgetwin.this_machine import available_cores, load_average_1min
 from edgetwin.workbench import evaluating, reporting, running, validating
 from edgetwin.workbench.calibrating import calibrate
 from edgetwin.workbench.comparing import compare
@@ -460,7 +460,7 @@ def _calibrate_machine(args: argparse.Namespace) -> int:
     plan = QUICK if args.quick else FULL
     if args.no_decoder:
         plan = replace(plan, decoder=None)
-    load_average, cores = load_before_measuring()
+    load_average, cores = load_average_1min(), available_cores()  # before it adds its own
     with (
         _output_folder(args.out, args.force) as staging,
         progress("calibrate-machine", calibration_steps(plan), args.quiet) as advance,

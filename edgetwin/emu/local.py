@@ -24,7 +24,7 @@ from edgetwin.configuration import configuration_columns, resolve_segments
 from edgetwin.emu.launch_deadline import launch_deadline_s
 from edgetwin.emu.llm.local_rows import check_decoder_runnable, decoder_model, decoder_rows
 from edgetwin.emu.memory_check import BatchMemory, check_weights_fit
-from edgetwin.emu.vit.launcher import available_cores, launch_local
+from edgetwin.emu.vit.launcher import launch_local
 from edgetwin.emu.vit.model import image_side
 from edgetwin.emu.vit.records import RankRecord, RunRecord
 from edgetwin.emu.vit.worker import model_args, real_strategies
@@ -34,6 +34,7 @@ from edgetwin.models.costs import weight_bytes
 from edgetwin.models.strategy import VIT_WORKER
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
+from edgetwin.this_machine import available_cores
 
 ELEMENT_BYTES = 4  # the real code paths run fp32
 

@@ -23,12 +23,12 @@ from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.vit.launcher import (
     LOOPBACK_ADDR,
     LOOPBACK_IFACE,
-    available_cores,
     free_port,
     stop_ranks,
     wait_ranks,
 )
 from edgetwin.run_folders import LOCAL, run_folder
+from edgetwin.this_machine import available_cores
 
 WORKER = "edgetwin.emu.llm.worker"
 DEFAULT_TIMEOUT_S = 600.0

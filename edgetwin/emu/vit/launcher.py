@@ -22,15 +22,12 @@ from edgetwin.emu.vit.records import RankRecord, read_record
 from edgetwin.errors import LaunchError
 from edgetwin.models.strategy import VIT_WORKER
 from edgetwin.run_folders import LOCAL, run_folder
+from edgetwin.this_machine import available_cores
 
 LOOPBACK_ADDR = "127.0.0.1"
 LOOPBACK_IFACE = "lo"
 POLL_S = 0.05
 LOG_TAIL_LINES = 12
-
-
-def available_cores() -> int:
-    return len(os.sched_getaffinity(0))
 
 
 def free_port() -> int:
