@@ -194,15 +194,17 @@ def check_reference(
     a table ``compare_to_reference`` can join: the key columns, a metric, numbers in them;
     and every column of ``needs`` (the metrics a caller reads from each row)."""
     where = path.name
+
+    def is_a_results_table(header: list[str]) -> None:
+        missing = [c for c in (*KEY_COLUMNS, *needs) if c not in header]
+        if missing or not set(header) & set(METRICS):
+            wanted = ", ".join(missing) if missing else "one of " + ", ".join(METRICS)
+            raise InputError(named_by, field, f"{where} is not a results table: no column {wanted}")
+
     try:
-        header, records = table_records(path)
+        _, records = table_records(path, is_a_results_table)
     except TABLE_READ_ERRORS as exc:
         raise InputError(named_by, field, f"cannot read {where}: {shown(str(exc))}") from None
-    columns = set(header)
-    missing = [c for c in (*KEY_COLUMNS, *needs) if c not in columns]
-    if missing or not columns & set(METRICS):
-        wanted = ", ".join(missing) if missing else "one of " + ", ".join(METRICS)
-        raise InputError(named_by, field, f"{where} is not a results table: no column {wanted}")
     for index, record in enumerate(records):
         place = record_place(path, index)
         at = place if named_by == path else f"{where} {place}"  # the file is named once

@@ -173,21 +173,27 @@ def results_file(folder: Path) -> Path:
     raise InputError(folder / RESULTS_CSV, None, f"file not found (nor {RESULTS_PARQUET})")
 
 
-def table_records(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+def table_records(
+    path: Path, check_header: Callable[[list[str]], None] = lambda _header: None
+) -> tuple[list[str], list[dict[str, str]]]:
     """The header and rows of a CSV, or of a ``.parquet`` file with each cell as its
     ``str`` (a float at full precision) and a missing value empty, as in a CSV. Raises one
-    of ``TABLE_READ_ERRORS`` where the file cannot be read."""
+    of ``TABLE_READ_ERRORS`` where the file cannot be read, a row's cells are not as many
+    as the header's columns among them. ``check_header`` sees the header before any row
+    is read (a file that is not the table a caller reads is said as such first)."""
     note_read(path)
     if path.suffix == ".parquet":
         import pandas as pd
 
         frame = pd.read_parquet(path)
         header = [str(c) for c in frame.columns]
+        check_header(header)
         records = frame.to_dict("records")
         return header, [{c: _parquet_cell(r[c]) for c in header} for r in records]
     with path.open(newline="") as handle:
         reader = csv.reader(handle)
         header = next(reader, [])
+        check_header(header)
         rows = []
         for cells in reader:
             if not cells:  # a blank line
@@ -210,14 +216,17 @@ def read_table(path: Path, required: Sequence[str] = ()) -> list[dict[str, str]]
     """Read a CSV (or a ``.parquet`` file: ``table_records``) as dicts of strings; a file
     that cannot be read, or whose header lacks a ``required`` column (an empty file has no
     header), is an ``InputError`` naming it."""
+
+    def has_required(header: list[str]) -> None:
+        missing = [c for c in required if c not in header]
+        if missing:
+            found = f"header: {', '.join(header)}" if header else "the file has no header"
+            raise InputError(path, missing[0], f"no such column ({shown_text(found)})")
+
     try:
-        header, rows = table_records(path)
+        _, rows = table_records(path, has_required)
     except TABLE_READ_ERRORS as exc:
         raise InputError(path, None, f"cannot read: {exc}") from None
-    missing = [c for c in required if c not in header]
-    if missing:
-        found = f"header: {', '.join(header)}" if header else "the file has no header"
-        raise InputError(path, missing[0], f"no such column ({shown_text(found)})")
     return rows
 
 
