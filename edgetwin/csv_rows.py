@@ -18,7 +18,10 @@ from edgetwin.provenance import note_read
 
 
 def read_bytes(path: Path) -> bytes:
-    """A file's bytes, its read recorded (provenance); an unreadable file is an InputError."""
+    """A file's bytes, its read recorded (provenance); an unreadable file is an InputError
+    (a FIFO or /dev/zero too: it would be read forever)."""
+    if path.exists() and not path.is_file():
+        raise InputError(path, None, "not a regular file")
     note_read(path)
     try:
         return path.read_bytes()

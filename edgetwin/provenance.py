@@ -92,6 +92,8 @@ def note_read(path: Path) -> None:
     reads = _reads.get()
     if reads is None:
         return
+    if not path.is_file():  # a FIFO or /dev/zero would never end: its reader refuses it
+        return
     with suppress(OSError):  # the reader that opened it says what is wrong
         reads[str(path)] = sha256_file(path)
 

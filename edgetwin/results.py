@@ -170,7 +170,10 @@ def results_file(folder: Path) -> Path:
                 return folder / name
         except OSError as exc:  # a name too long, say
             raise InputError(folder, None, f"cannot be read: {exc.strerror}") from None
-    raise InputError(folder / RESULTS_CSV, None, f"file not found (nor {RESULTS_PARQUET})")
+    csv_path = folder / RESULTS_CSV
+    if csv_path.exists():  # a folder, a FIFO, a link to a device
+        raise InputError(csv_path, None, f"not a regular file (nor is {RESULTS_PARQUET} one)")
+    raise InputError(csv_path, None, f"file not found (nor {RESULTS_PARQUET})")
 
 
 def table_records(
@@ -181,6 +184,8 @@ def table_records(
     of ``TABLE_READ_ERRORS`` where the file cannot be read, a row's cells are not as many
     as the header's columns among them. ``check_header`` sees the header before any row
     is read (a file that is not the table a caller reads is said as such first)."""
+    if not path.is_file():  # a folder; a FIFO or /dev/zero would be read forever
+        raise ValueError("not a regular file" if path.exists() else "file not found")
     note_read(path)
     if path.suffix == ".parquet":
         import pandas as pd
@@ -190,7 +195,7 @@ def table_records(
         check_header(header)
         records = frame.to_dict("records")
         return header, [{c: _parquet_cell(r[c]) for c in header} for r in records]
-    with path.open(newline="") as handle:
+    with path.open(newline="", encoding="utf-8-sig") as handle:  # a BOM is no column
         reader = csv.reader(handle)
         header = next(reader, [])
         check_header(header)

@@ -970,3 +970,50 @@ def test_a_reference_row_cut_short_or_run_on_is_named(
     argv += ["--set", f"reference={reference}"]
     expect = ("field 'reference'", f"line 12: {cells} cells, the header has 11")
     assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """prism_jetson at batch 1 (five runs, its reference beside)."""
+    out = tmp_path_factory.mktemp("small") / "run"
+    argv = ["run", str(REPO / "scenarios/prism_jetson.yaml"), "--out", str(out), "--quiet"]
+    assert main([*argv, "--set", "sweeps=[{batch: [1]}]"]) == 0
+    return out
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("reference.csv", lambda path: os.mkfifo(path)),
+        ("reference.csv", lambda path: path.symlink_to("/dev/zero")),
+        ("results.csv", lambda path: os.mkfifo(path)),
+    ],
+    ids=["fifo-reference", "zero-reference", "fifo-results"],
+)
+def test_report_refuses_what_would_be_read_forever(
+    name: str,
+    make: Callable[[Path], None],
+    small_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A FIFO or a link to /dev/zero where a table belongs hung report (its provenance
+    hashed it before anything checked it was a file)."""
+    folder = tmp_path / "run"
+    shutil.copytree(small_run, folder)
+    (folder / name).unlink()
+    make(folder / name)
+    assert main(["report", str(folder)]) == 2
+    assert "not a regular file" in capsys.readouterr().err
+
+
+def test_a_results_table_with_a_byte_order_mark_is_read(small_run: Path, tmp_path: Path) -> None:
+    """A BOM (a spreadsheet's UTF-8 export) became part of the first column's name: report
+    said "field 'scenario': no such column (header: \ufeffscenario, ...)"."""
+    folder = tmp_path / "run"
+    shutil.copytree(small_run, folder)
+    table = folder / "results.csv"
+    table.write_text("\ufeff" + table.read_text(), encoding="utf-8")
+    assert main(["report", str(folder)]) == 0
+    assert len(edgetwin.load_results(folder).rows) == 5
