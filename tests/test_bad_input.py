@@ -542,8 +542,14 @@ def test_measured_table_without_a_component_column(
         ("session_loads", "size_mb", "nan", "not a finite number"),
         ("session_loads", "load_ms", "-5", "below the minimum 0"),  # was read
         ("session_loads", "nodes", "155.5", "not a whole number"),
+        # a mean of 0 divided by zero in the fit; a unit was not read (ms taken as s)
+        ("reference", "mean", "0", "0 must be above 0"),
+        ("reference", "unit", "ms", "'ms': pipeline_latency_streaming is read in s"),
     ],
-    ids=["std-negative", "mean-inf", "size-nan", "load-negative", "nodes-fraction"],
+    ids=[
+        *("std-negative", "mean-inf", "size-nan", "load-negative", "nodes-fraction"),
+        *("mean-zero", "unit-not-read"),
+    ],
 )
 def test_bad_android_table_cell(
     key: str,
@@ -568,6 +574,26 @@ def test_bad_android_table_cell(
     assert_clean_failure(
         argv, capsys, tmp_path, f"{table.name}: field '{column}'", "line 2", expect
     )
+
+
+@pytest.mark.timeout(120)
+def test_measurements_no_phone_profile_fits_name_the_spec(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A latency spread of 1,100 s made a load cv above 1, which the fitted profile
+    refused with a pydantic traceback (a load of 6,000 s found no root: a SciPy one)."""
+    shipped = (SPECS / "android_crowdio.yaml").parent / "../../../data/reference"
+    measured = (shipped / "crowdio-android/measurements.csv").resolve().read_text()
+    table = tmp_path / "measurements.csv"
+    table.write_text(
+        measured.replace(
+            "pipeline_latency_streaming,18.4,1.1,", "pipeline_latency_streaming,18.4,1100,"
+        )
+    )
+    spec = _spec("android_crowdio", tmp_path, _set("reference", str(table)))
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "profiles")]
+    expect = ("android_crowdio.yaml: no phone profile fits measurements.csv and session_load.csv",)
+    assert_clean_failure(argv, capsys, tmp_path, *expect, "its session.load_cv")
 
 
 @pytest.mark.timeout(60)

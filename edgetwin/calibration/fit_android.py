@@ -45,7 +45,7 @@ from pathlib import Path
 from statistics import fmean, pstdev
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from scipy.optimize import brentq
 
 from edgetwin.atomic import output_kind
@@ -74,14 +74,16 @@ from edgetwin.sim.crowd.runner import CrowdOutcome, CrowdSetup, simulate_crowd
 
 SPEC_KEY = "phone_classes"  # an Android calibration spec has this key, a Jetson one does not
 STATES = ("idle", "inference", "load", "transfer")
-REQUIRED_METRICS = (
-    "pipeline_latency_streaming",
-    "cold_load",
-    "warm_load",
-    "peak_rss",
-    "battery_per_run",
-    "activation_compression",
-)
+# the metrics the fit reads and the unit each is given in (a latency in ms read as s, or a
+# mean of 0, made the fit divide by zero or find no root: tracebacks)
+METRIC_UNITS = {
+    "pipeline_latency_streaming": "s",
+    "cold_load": "s",
+    "warm_load": "s",
+    "peak_rss": "MB",
+    "battery_per_run": "mAh",
+    "activation_compression": "pct",
+}
 
 
 class PhoneClassFacts(Strict):
@@ -143,16 +145,18 @@ def load_android_spec(path: Path) -> AndroidSpec:
 
 
 def read_reference(path: Path) -> dict[str, Measure]:
-    """``metric,mean,std,unit`` rows; a bad cell names the file, its column and the line."""
+    """``metric,mean,std,unit`` rows; a bad cell names the file, its column and the line:
+    a mean must be above 0 and a read metric in its ``METRIC_UNITS`` unit."""
     if not path.is_file():
         raise InputError(path, None, "file not found")
-    measures = {
-        row.text("metric"): Measure(
-            row.number("mean"), row.number("std", minimum=0.0), row.optional_text("unit") or ""
-        )
-        for row in read_rows(path, ("metric", "mean", "std", "unit"))
-    }
-    missing = [m for m in REQUIRED_METRICS if m not in measures]
+    measures = {}
+    for row in read_rows(path, ("metric", "mean", "std", "unit")):
+        metric, unit = row.text("metric"), row.optional_text("unit") or ""
+        wanted = METRIC_UNITS.get(metric)
+        if wanted is not None and unit != wanted:
+            raise row.error("unit", f"{unit!r}: {metric} is read in {wanted}")
+        measures[metric] = Measure(row.positive("mean"), row.number("std", minimum=0.0), unit)
+    missing = [m for m in METRIC_UNITS if m not in measures]
     if missing:
         raise InputError(path, None, f"missing metrics: {', '.join(missing)}")
     return measures
@@ -173,22 +177,33 @@ def fit_android_profiles(
     counts = _class_counts(spec, scenario, scenario_path)
     loads_path = referenced_file(spec.session_loads, base, spec_path, "session_loads").resolve()
     measured = read_session_loads(loads_path)
-    machine, with_nodes = fit_session_load(measured), fit_session_load(measured, per_node=True)
-    warm, latency = reference["warm_load"], reference["pipeline_latency_streaming"]
-    sizes_mb = [s.size_mb for s in _crowd(scenario).job.stages]
-    machine_mean_ms = fmean(machine.predict_ms(size) for size in sizes_mb)
-    shape = [machine.predict_ms(size) / machine_mean_ms for size in sizes_mb]
-    load_cv = latency.std / (warm.mean * math.sqrt(sum(x * x for x in shape)))
-    sigma_run = min(warm.std, latency.std / len(sizes_mb))  # of a per-device mean
-    sigma_dev = math.sqrt(warm.std**2 - sigma_run**2)
-    z_scores = _z_scores(counts)
-    class_mean_s = [warm.mean + z * sigma_dev for z in z_scores]
-    slowdown = [1e3 * mean_s / machine_mean_ms for mean_s in class_mean_s]
-    fitter = _Fitter(spec, scenario, machine, slowdown)
-    fitter.load_scale = fitter.solve_load_scale(warm.mean, load_cv)
-    efficiency = fitter.solve_efficiency(reference["cold_load"].mean)
-    power_w = fitter.solve_power(efficiency, reference["battery_per_run"].mean)
-    profiles = fitter.profiles(efficiency, power_w, load_cv=load_cv)
+    try:  # measurements no profile fits (a load of 6,000 s, a latency std of 1,100 s)
+        machine, with_nodes = fit_session_load(measured), fit_session_load(measured, per_node=True)
+        warm, latency = reference["warm_load"], reference["pipeline_latency_streaming"]
+        sizes_mb = [s.size_mb for s in _crowd(scenario).job.stages]
+        machine_mean_ms = fmean(machine.predict_ms(size) for size in sizes_mb)
+        shape = [machine.predict_ms(size) / machine_mean_ms for size in sizes_mb]
+        load_cv = latency.std / (warm.mean * math.sqrt(sum(x * x for x in shape)))
+        sigma_run = min(warm.std, latency.std / len(sizes_mb))  # of a per-device mean
+        sigma_dev = math.sqrt(warm.std**2 - sigma_run**2)
+        z_scores = _z_scores(counts)
+        class_mean_s = [warm.mean + z * sigma_dev for z in z_scores]
+        slowdown = [1e3 * mean_s / machine_mean_ms for mean_s in class_mean_s]
+        fitter = _Fitter(spec, scenario, machine, slowdown)
+        fitter.load_scale = fitter.solve_load_scale(warm.mean, load_cv)
+        efficiency = fitter.solve_efficiency(reference["cold_load"].mean)
+        power_w = fitter.solve_power(efficiency, reference["battery_per_run"].mean)
+        profiles = fitter.profiles(efficiency, power_w, load_cv=load_cv)
+    except (ValueError, ArithmeticError) as exc:  # a solver's, or a profile's own check
+        if isinstance(exc, ValidationError):  # the fitted profile's own check
+            first = exc.errors()[0]
+            reason = f"its {'.'.join(map(str, first['loc']))}: {first['msg']}"
+        else:
+            reason = str(exc).splitlines()[0]
+        measured_in = f"{reference_path.name} and {loads_path.name}"
+        raise InputError(
+            spec_path, None, f"no phone profile fits {measured_in}: {reason}"
+        ) from None
     stage_names = [s.name for s in _crowd(scenario).job.stages]
     derived = {
         "machine_session_load": _fit_record(machine),
