@@ -23,6 +23,7 @@ from edgetwin.errors import InputError, shown, shown_text
 from edgetwin.file_kinds import not_a_run_folder
 from edgetwin.models import registry
 from edgetwin.provenance import note_read
+from edgetwin.schema import first_repeated
 
 MODES = ("twin", "local", "emu", "measured")
 
@@ -198,6 +199,9 @@ def table_records(
     with path.open(newline="", encoding="utf-8-sig") as handle:  # a BOM is no column
         reader = csv.reader(handle)
         header = next(reader, [])
+        twice = first_repeated(header)
+        if twice is not None:  # the last of the two was read, unsaid
+            raise ValueError(f"line 1: column {twice[1]!r} appears twice in the header")
         check_header(header)
         rows = []
         for cells in reader:

@@ -1043,3 +1043,15 @@ def test_a_results_table_with_a_byte_order_mark_is_read(small_run: Path, tmp_pat
     table.write_text("\ufeff" + table.read_text(), encoding="utf-8")
     assert main(["report", str(folder)]) == 0
     assert len(edgetwin.load_results(folder).rows) == 5
+
+
+def test_a_column_named_twice_in_a_results_table_is_named(
+    small_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The last of two columns of one name was read, unsaid (comm_ms renamed total_ms)."""
+    folder = tmp_path / "run"
+    shutil.copytree(small_run, folder)
+    table = folder / "results.csv"
+    table.write_text(table.read_text().replace(",comm_ms,", ",total_ms,", 1))
+    assert main(["report", str(folder)]) == 2
+    assert "line 1: column 'total_ms' appears twice in the header" in capsys.readouterr().err
