@@ -540,15 +540,16 @@ def test_measured_table_without_a_component_column(
         ("reference", "std", "-1", "below the minimum 0"),
         ("reference", "mean", "inf", "not a finite number"),
         ("session_loads", "size_mb", "nan", "not a finite number"),
-        ("session_loads", "load_ms", "-5", "below the minimum 0"),  # was read
+        ("session_loads", "load_ms", "-5", "-5 must be above 0"),  # was read
         ("session_loads", "nodes", "155.5", "not a whole number"),
         # a mean of 0 divided by zero in the fit; a unit was not read (ms taken as s)
         ("reference", "mean", "0", "0 must be above 0"),
         ("reference", "unit", "ms", "'ms': pipeline_latency_streaming is read in s"),
+        ("session_loads", "load_ms", "0", "0 must be above 0"),  # the fit divided by it
     ],
     ids=[
         *("std-negative", "mean-inf", "size-nan", "load-negative", "nodes-fraction"),
-        *("mean-zero", "unit-not-read"),
+        *("mean-zero", "unit-not-read", "load-zero"),
     ],
 )
 def test_bad_android_table_cell(
@@ -1055,3 +1056,18 @@ def test_a_column_named_twice_in_a_results_table_is_named(
     table.write_text(table.read_text().replace(",comm_ms,", ",total_ms,", 1))
     assert main(["report", str(folder)]) == 2
     assert "line 1: column 'total_ms' appears twice in the header" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(60)
+def test_session_loads_of_fewer_than_three_stages_name_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The error named no file and a field 'session_load' the spec does not have."""
+    shipped = yaml.safe_load((SPECS / "android_crowdio.yaml").read_text())["session_loads"]
+    lines = (SPECS / shipped).resolve().read_text().splitlines()
+    table = tmp_path / "session_load.csv"
+    table.write_text("\n".join(lines[:2]) + "\n")
+    spec = _spec("android_crowdio", tmp_path, _set("session_loads", str(table)))
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "profiles")]
+    expect = ("session_load.csv: 1 stage(s): the load model needs three or more",)
+    assert_clean_failure(argv, capsys, tmp_path, *expect)

@@ -144,8 +144,8 @@ def fit_session_load(samples: Sequence[LoadSample], per_node: bool = False) -> S
     groups: dict[tuple[int, str], list[LoadSample]] = {}
     for s in samples:
         groups.setdefault((s.cut, s.stage), []).append(s)
-    if len(groups) < 3:
-        raise InputError(None, "session_load", "need at least three stages to fit the load model")
+    if len(groups) < 3:  # read_session_loads says so of a file
+        raise ValueError(f"the load model needs three stages or more, not {len(groups)}")
     rows, measured = [], []
     for group in groups.values():
         measured.append(float(np.median([s.load_ms for s in group])))
@@ -168,11 +168,16 @@ def read_session_loads(path: Path) -> list[LoadSample]:
     """The measurements file; a bad cell names the file, its column and the line."""
     if not path.is_file():
         raise InputError(path, None, "file not found")
-    return [_load_sample(row) for row in read_rows(path, COLUMNS)]
+    samples = [_load_sample(row) for row in read_rows(path, COLUMNS)]
+    stages = len({(s.cut, s.stage) for s in samples})
+    if stages < 3:
+        raise InputError(path, None, f"{stages} stage(s): the load model needs three or more")
+    return samples
 
 
 def _load_sample(row: Row) -> LoadSample:
-    """One row: whole counts, finite sizes and times >= 0."""
+    """One row: whole counts, finite sizes and times >= 0, a load above 0 (the fit divides
+    by it)."""
     return LoadSample(
         cut=row.integer("cut", minimum=1),
         stage=row.text("stage"),
@@ -181,7 +186,7 @@ def _load_sample(row: Row) -> LoadSample:
         rep=row.integer("rep", minimum=0),
         read_ms=row.number("read_ms", minimum=0.0),
         session_ms=row.number("session_ms", minimum=0.0),
-        load_ms=row.number("load_ms", minimum=0.0),
+        load_ms=row.positive("load_ms"),
     )
 
 
