@@ -15,13 +15,14 @@ from pathlib import Path
 
 from edgetwin.errors import InputError
 from edgetwin.provenance import note_read
+from edgetwin.schema import check_regular_file
 
 
 def read_bytes(path: Path) -> bytes:
     """A file's bytes, its read recorded (provenance); an unreadable file is an InputError
     (a FIFO or /dev/zero too: it would be read forever)."""
-    if path.exists() and not path.is_file():
-        raise InputError(path, None, "not a regular file")
+    if path.exists():  # a missing one: the read below says it cannot read it
+        check_regular_file(path, path, None)
     note_read(path)
     try:
         return path.read_bytes()

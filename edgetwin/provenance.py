@@ -88,11 +88,11 @@ def files_read() -> tuple[str, ...]:
 
 
 def note_read(path: Path) -> None:
-    """Record ``path`` (as the reader opened it) with its SHA-256, if a command records."""
+    """Record ``path`` (as the reader opened it) with its SHA-256, if a command records.
+    ``path`` is a regular file: its reader checks that first (a FIFO or /dev/zero would be
+    hashed forever)."""
     reads = _reads.get()
     if reads is None:
-        return
-    if not path.is_file():  # a FIFO or /dev/zero would never end: its reader refuses it
         return
     with suppress(OSError):  # the reader that opened it says what is wrong
         reads[str(path)] = sha256_file(path)
