@@ -102,8 +102,10 @@ COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
 _FIELD_TYPES = {f.name: str(f.type) for f in fields(ResultRow)}
 REQUIRED_COLUMNS: tuple[str, ...] = (*COLUMNS[:15], "status", "bytes_sent", "gflops_per_device")
 _KEYED_COLUMNS = ("scenario", "mode", "strategy", "devices", "batch", "bandwidth_mbps", "rep")
+# the times of a run that succeeded; a failed run leaves them empty (NaN), its status says why
+TIMING_COLUMNS = ("compute_ms", "staging_ms", "comm_ms", "total_ms", "per_sample_ms")
 _EMPTY: dict[str, Any] = {
-    **dict.fromkeys(("compute_ms", "staging_ms", "comm_ms", "total_ms", "per_sample_ms"), math.nan),
+    **dict.fromkeys(TIMING_COLUMNS, math.nan),
     "status": "ok",
     "bytes_sent": 0,
 }
@@ -299,17 +301,27 @@ def _cell(record: Mapping[str, str | None], column: str, parse: Callable[[Any], 
 
 def read_results(path: Path) -> list[ResultRow]:
     """A ``results.csv`` (or a ``results.parquet``) as rows; empty timing cells (failed
-    runs) read as NaN. A missing column or a cell that is not of its column's type is an
-    ``InputError`` naming the column and the line (the row, counted from 0, of a parquet
-    file)."""
+    runs) read as NaN. A missing column, a cell that is not of its column's type, or an
+    empty timing on a row whose status is ``ok`` is an ``InputError`` naming the column
+    and the line (the row, counted from 0, of a parquet file)."""
     rows = []
-    for index, record in enumerate(read_table(path, _KEYED_COLUMNS)):
+    for index, record in enumerate(read_table(path, (*_KEYED_COLUMNS, "total_ms"))):
         try:
-            rows.append(parse_result(record))
+            rows.append(_timed_if_ok(parse_result(record), record))
         except CellError as exc:
             problem = f"{record_place(path, index)}: {exc.problem}"
             raise InputError(path, exc.column, problem) from None
     return rows
+
+
+def _timed_if_ok(row: ResultRow, record: Mapping[str, str]) -> ResultRow:
+    """``row``, unless its status is ``ok`` and a timing column it has is empty: a
+    ``CellError`` (a run that failed says why in its status)."""
+    if row.status == "ok":
+        for column in TIMING_COLUMNS:
+            if column in record and math.isnan(getattr(row, column)):
+                raise CellError(column, "empty on a row whose status is ok")
+    return row
 
 
 def record_place(path: Path, index: int) -> str:

@@ -8,6 +8,7 @@ are the ones a fuzz of the shipped specs, tables and output paths found tracebac
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -1056,6 +1057,60 @@ def test_a_column_named_twice_in_a_results_table_is_named(
     table.write_text(table.read_text().replace(",comm_ms,", ",total_ms,", 1))
     assert main(["report", str(folder)]) == 2
     assert "line 1: column 'total_ms' appears twice in the header" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("edit", "expect"),
+    [
+        (
+            lambda text: text.replace(",total_ms,", ",totl_ms,", 1),
+            "field 'total_ms': no such column",
+        ),
+        (
+            lambda text: _emptied(text, "comm_ms", 3),
+            "field 'comm_ms': line 3: empty on a row whose status is ok",
+        ),
+    ],
+    ids=["misspelt-total", "empty-comm-on-ok"],
+)
+def test_a_results_table_without_the_times_of_an_ok_row_is_refused(
+    edit: Callable[[str], str],
+    expect: str,
+    small_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without total_ms every row read as NaN: report drew nothing (and with repetitions
+    failed in statistics.stdev); an empty time on an ok row was averaged as NaN."""
+    folder = tmp_path / "run"
+    shutil.copytree(small_run, folder)
+    table = folder / "results.csv"
+    table.write_text(edit(table.read_text()))
+    assert main(["report", str(folder)]) == 2
+    assert expect in capsys.readouterr().err
+    with pytest.raises(InputError, match=expect.split("'")[1]):
+        edgetwin.load_results(folder)
+
+
+def test_a_failed_row_may_leave_its_times_empty(small_run: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    shutil.copytree(small_run, folder)
+    table = folder / "results.csv"
+    text = _emptied(table.read_text(), "comm_ms", 2)
+    table.write_text(text.replace(",ok,", ",failed: out of memory,", 1))
+    rows = edgetwin.load_results(folder).rows
+    assert rows[0].status == "failed: out of memory"
+    assert math.isnan(rows[0].comm_ms)
+
+
+def _emptied(text: str, column: str, line: int) -> str:
+    """``text`` of a CSV with the cell of ``column`` on ``line`` (the header is 1) emptied."""
+    lines = text.splitlines()
+    at = lines[0].split(",").index(column)
+    cells = lines[line - 1].split(",")
+    cells[at] = ""
+    lines[line - 1] = ",".join(cells)
+    return "\n".join(lines) + "\n"
 
 
 @pytest.mark.timeout(60)

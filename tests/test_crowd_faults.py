@@ -211,32 +211,51 @@ def test_churn_from_renewal_processes_loses_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("rows", "where", "problem"),
+    ("rows", "column", "problem"),
     [
-        (["toy-9,1,2"], "line 2", "unknown device 'toy-9'"),
-        (["toy-0,1,x"], "line 2", "must be numbers"),
-        (["toy-0,2,1"], "line 2", "after t_leave_s"),
-        (["toy-0,-1,1"], "line 2", ">= 0"),
-        (["toy-0,1,3", "toy-0,2,4"], "line 3", "overlaps the one on line 2"),  # was no line
-        (["toy-0,5,6", "", "toy-0,1,"], "line 2", "overlaps the one on line 4"),
-        (["toy-0,1,3,9"], "line 2", "4 fields, the header has 3"),  # the 9 was dropped
-        (["toy-0,1"], "line 2", "2 fields, the header has 3"),  # was: gone for good
+        (["toy-9,1,2"], "device", "line 2: unknown device 'toy-9'"),
+        (["toy-0,1,x"], "t_return_s", "line 2: 'x' is not a number"),
+        (["toy-0,2,1"], "t_return_s", "line 2: 1 is not after t_leave_s (2)"),
+        (["toy-0,-1,1"], "t_leave_s", "line 2: -1 is below the minimum 0"),
+        (
+            ["toy-0,1,3", "toy-0,2,4"],
+            "t_leave_s",
+            "line 3: this absence of 'toy-0' overlaps the one on line 2",
+        ),
+        (
+            ["toy-0,5,6", "", "toy-0,1,"],
+            "t_leave_s",
+            "line 2: this absence of 'toy-0' overlaps the one on line 4",
+        ),
+        (["toy-0,1,3,9"], None, "line 2: 4 cells, the header has 3"),  # the 9 was dropped
+        (["toy-0,1"], None, "line 2: 2 cells, the header has 3"),  # was: gone for good
+        (["toy-0,inf,"], "t_leave_s", "line 2: 'inf' is not a finite number"),
     ],
 )
-def test_bad_availability_traces_name_the_file_and_line(
-    tmp_path: Path, rows: list[str], where: str | None, problem: str
+def test_bad_availability_traces_name_the_file_column_and_line(
+    tmp_path: Path, rows: list[str], column: str | None, problem: str
 ) -> None:
     caught = _bad_trace_error(tmp_path, "device,t_leave_s,t_return_s\n" + "\n".join(rows) + "\n")
-    assert caught.field == where
-    assert problem in caught.problem
+    assert caught.field == column
+    assert caught.problem == problem
 
 
-@pytest.mark.parametrize("text", ["", "\n", "device,t_leave_s\n"], ids=["empty", "blank", "short"])
-def test_a_trace_without_its_header_is_refused(tmp_path: Path, text: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "column", "problem"),
+    [
+        ("", None, "empty file; expected columns device, t_leave_s, t_return_s"),
+        ("\n", None, "empty file; expected columns device, t_leave_s, t_return_s"),
+        ("device,t_leave_s\n", "t_return_s", "line 1: missing column (header: device, t_leave_s)"),
+    ],
+    ids=["empty", "blank", "short"],
+)
+def test_a_trace_without_its_header_is_refused(
+    tmp_path: Path, text: str, column: str | None, problem: str
+) -> None:
     """An empty file was read as a trace in which no phone leaves."""
     caught = _bad_trace_error(tmp_path, text)
-    assert caught.field == "line 1"
-    assert "expected the columns device, t_leave_s, t_return_s" in caught.problem
+    assert caught.field == column
+    assert caught.problem == problem
 
 
 def _bad_trace_error(tmp_path: Path, text: str) -> InputError:

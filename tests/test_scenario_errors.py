@@ -707,7 +707,7 @@ TRACE_CASES = [  # a name that is no regular file: the scenario's field says so,
     (".", SCENARIO, (TRACE_FIELD, "a folder, not a file")),
     ("/dev/null", SCENARIO, (TRACE_FIELD, "not a regular file: /dev/null")),
     ("missing.csv", SCENARIO, (TRACE_FIELD, "file not found: ")),
-    ("/etc/passwd", "/etc/passwd", ("expected the columns device, t_leave_s, t_return_s",)),
+    ("/etc/passwd", "/etc/passwd", ("field 'device'", "line 1: missing column (header: ")),
 ]
 
 

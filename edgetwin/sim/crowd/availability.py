@@ -8,8 +8,6 @@ phone class) use ``Device.availability`` instead.
 
 from __future__ import annotations
 
-import csv
-import math
 from collections.abc import Generator
 from dataclasses import dataclass
 from itertools import pairwise
@@ -17,8 +15,8 @@ from pathlib import Path
 
 import simpy
 
+from edgetwin.csv_rows import Row, read_rows
 from edgetwin.errors import InputError
-from edgetwin.provenance import note_read
 from edgetwin.sim.device import Device
 
 COLUMNS = ("device", "t_leave_s", "t_return_s")
@@ -31,51 +29,33 @@ class Absence:
 
 
 def read_trace(path: Path, phones: set[str]) -> dict[str, list[Absence]]:
-    """Absences per phone, in time order; every problem names the file and the line.
-    ``path`` is a regular file: the scenario's field that names it is checked first."""
-    note_read(path)
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:  # a BOM is no column
-            reader = csv.reader(handle)
-            header = next(reader, None)
-            rows = [(reader.line_num, fields) for fields in reader if fields]
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(path, None, f"cannot read: {exc}") from None
-    if header is None or set(COLUMNS) - set(header):  # an empty file has no header either
-        raise InputError(path, "line 1", f"expected the columns {', '.join(COLUMNS)}")
+    """Absences per phone, in time order; every problem names the file, the column and the
+    line. ``path`` is a regular file: the scenario's field that names it is checked first."""
     absences: dict[str, list[tuple[Absence, int]]] = {}
-    for line, fields in rows:
-        if len(fields) != len(header):
-            problem = f"{len(fields)} fields, the header has {len(header)}"
-            raise InputError(path, f"line {line}", problem)
-        row = dict(zip(header, fields, strict=True))
-        absence = _absence(path, line, row, phones)
-        absences.setdefault(row["device"].strip(), []).append((absence, line))
+    for row in read_rows(path, COLUMNS, rows_needed=False):
+        name, absence = _absence(row, phones)
+        absences.setdefault(name, []).append((absence, row.line))
     for name, items in absences.items():
         items.sort(key=lambda item: item[0].leave_ms)
         for (before, before_line), (after, line) in pairwise(items):
             if before.return_ms is None or before.return_ms > after.leave_ms:
-                problem = f"this absence of {name!r} overlaps the one on line {before_line}"
-                raise InputError(path, f"line {line}", problem)
+                problem = (
+                    f"line {line}: this absence of {name!r} overlaps the one on line {before_line}"
+                )
+                raise InputError(path, "t_leave_s", problem)
     return {name: [absence for absence, _ in items] for name, items in absences.items()}
 
 
-def _absence(path: Path, line: int, row: dict[str, str], phones: set[str]) -> Absence:
-    where = f"line {line}"
-    name = (row.get("device") or "").strip()
+def _absence(row: Row, phones: set[str]) -> tuple[str, Absence]:
+    """The phone a row names and its absence."""
+    name = row.text("device")
     if name not in phones:
-        raise InputError(path, where, f"unknown device {name!r}")
-    try:
-        leave_s = float(row["t_leave_s"])
-        back = (row.get("t_return_s") or "").strip()
-        return_s = float(back) if back else None
-    except (TypeError, ValueError):
-        raise InputError(path, where, "t_leave_s and t_return_s must be numbers") from None
-    if not math.isfinite(leave_s) or leave_s < 0:
-        raise InputError(path, where, "t_leave_s must be a finite time >= 0")
-    if return_s is not None and not (math.isfinite(return_s) and return_s > leave_s):
-        raise InputError(path, where, "t_return_s must be after t_leave_s")
-    return Absence(leave_s * 1e3, None if return_s is None else return_s * 1e3)
+        raise row.error("device", f"unknown device {name!r}")
+    leave_s = row.number("t_leave_s", minimum=0)
+    return_s = row.optional_number("t_return_s")
+    if return_s is not None and return_s <= leave_s:
+        raise row.error("t_return_s", f"{return_s:g} is not after t_leave_s ({leave_s:g})")
+    return name, Absence(leave_s * 1e3, None if return_s is None else return_s * 1e3)
 
 
 def replay(
