@@ -14,8 +14,10 @@ import importlib
 from typing import Any
 
 __all__ = [
+    "InputError",
     "Report",
     "Results",
+    "Scenario",
     "Validation",
     "calibrate",
     "compare",
@@ -37,3 +39,8 @@ def __getattr__(name: str) -> Any:
     if name in __all__:
         return getattr(importlib.import_module("edgetwin.workbench"), name)
     raise AttributeError(f"module 'edgetwin' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The API's names (a notebook's completion offers them before their first use)."""
+    return sorted(__all__)

@@ -2,8 +2,9 @@
 spec), decided from its top-level keys and then its suffix, and the command each kind
 belongs to.
 
-Every command that reads one of these files checks its kind first, so that a file given
-to the wrong command is one line naming the right one, not a missing-field error.
+Every loader of one of these files checks its kind first (``check_kind``), so that a file
+given to the wrong command or function is one line naming the right one, not a
+missing-field error.
 """
 
 from __future__ import annotations
@@ -23,22 +24,25 @@ CALIBRATION_KINDS = ("table", "traces", "emu")
 
 @dataclass(frozen=True)
 class KindInfo:
-    """How a kind is named in a message and the command that reads it (None: no command
-    reads it; ``use`` says what does)."""
+    """How a kind is named in a message, the command that reads it and its function in
+    the Python API (None: no command reads it; ``use`` says what does)."""
 
     noun: str
     command: str | None
+    function: str | None = None
     use: str = ""
 
 
 KINDS: dict[Kind, KindInfo] = {
-    "scenario": KindInfo("a scenario", "run"),
-    "evaluation": KindInfo("an evaluation of the adaptive policy", "evaluate"),
-    "affinity": KindInfo("an evaluation of crowd schedulers", "evaluate-affinity"),
-    "plan": KindInfo("a plan question", "plan"),
-    "calibration": KindInfo("a calibration spec", "calibrate"),
+    "scenario": KindInfo("a scenario", "run", "run"),
+    "evaluation": KindInfo("an evaluation of the adaptive policy", "evaluate", "evaluate_adaptive"),
+    "affinity": KindInfo(
+        "an evaluation of crowd schedulers", "evaluate-affinity", "evaluate_affinity"
+    ),
+    "plan": KindInfo("a plan question", "plan", "run_plan"),
+    "calibration": KindInfo("a calibration spec", "calibrate", "calibrate"),
     "profile": KindInfo(
-        "a device profile", None, "a scenario names it (devices.N.profile: its path)"
+        "a device profile", None, None, "a scenario names it (devices.N.profile: its path)"
     ),
 }
 
@@ -82,24 +86,23 @@ def kind_of_file(path: Path) -> Kind | None:
     return kind_of_mapping(raw, path)
 
 
-def _this_is(path: Path, found: Kind) -> str:
+def _this_is(path: Path, found: Kind, not_what: str = "") -> str:
+    """``this is a scenario[, not_what]: use `edgetwin run PATH` (edgetwin.run in Python)``."""
     info = KINDS[found]
-    use = info.use if info.command is None else f"use `edgetwin {info.command} {path}`"
-    return f"this is {info.noun}: {use}"
+    use = info.use
+    if info.command is not None:
+        use = f"use `edgetwin {info.command} {path}` (edgetwin.{info.function} in Python)"
+    return f"this is {info.noun}{not_what}: {use}"
 
 
-def check_kind(path: Path, expected: Kind, command: str | None = None) -> None:
-    """An ``InputError`` naming the right command when ``path`` holds another kind of file
-    than ``command`` (by default the one of ``expected``) reads; a file that cannot be read
-    is left to the command's loader."""
+def check_kind(path: Path, expected: Kind) -> None:
+    """An ``InputError`` naming the command and the function that read ``path`` when it
+    holds another kind of file than ``expected``; a file that cannot be read is left to
+    the loader."""
     found = kind_of_file(path)
     if found is None or found == expected:
         return
-    wanted = KINDS[expected]
-    problem = (
-        f"{_this_is(path, found)} (`edgetwin {command or wanted.command}` reads {wanted.noun})"
-    )
-    raise InputError(path, None, problem)
+    raise InputError(path, None, _this_is(path, found, f", not {KINDS[expected].noun}"))
 
 
 def not_a_run_folder(path: Path, tables: tuple[str, ...]) -> str:

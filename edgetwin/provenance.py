@@ -145,10 +145,10 @@ def write_provenance(
     return path
 
 
-def read_provenance(folder: Path) -> dict[str, Any] | None:
+def read_provenance(folder: str | Path) -> dict[str, Any] | None:
     """``folder/provenance.json`` as a mapping; None if the folder has none (written by an
     older edgetwin); an InputError if it is not such a record."""
-    path = folder / PROVENANCE_FILE
+    path = Path(folder) / PROVENANCE_FILE
     if not path.exists():
         return None
     try:

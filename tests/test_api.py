@@ -311,6 +311,33 @@ def test_the_api_names_the_command_of_a_file_of_another_kind() -> None:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("call", "given", "right"),
+    [
+        (lambda path: edgetwin.evaluate_adaptive(path), "prism_jetson.yaml", "run"),
+        (
+            lambda path: edgetwin.evaluate_affinity(path),
+            "adaptive_prism.eval.yaml",
+            "evaluate_adaptive",
+        ),
+        (lambda path: edgetwin.run_plan(path, out="unused"), "prism_jetson.yaml", "run"),
+        (lambda path: edgetwin.calibrate(path), "plan_crossover.plan.yaml", "run_plan"),
+        (lambda path: edgetwin.validate(path), "affinity_small.eval.yaml", "evaluate_affinity"),
+    ],
+    ids=["evaluate_adaptive", "evaluate_affinity", "run_plan", "calibrate", "validate"],
+)
+def test_each_api_function_names_the_function_of_a_file_of_another_kind(
+    call: Callable[[Path], object], given: str, right: str
+) -> None:
+    """The functions said 'field 'scenario': required key is missing' and the like: only
+    the command line checked what kind of file it was given."""
+    with pytest.raises(InputError) as raised:
+        call(JETSON.with_name(given))
+    assert f"(edgetwin.{right} in Python)" in raised.value.problem
+    assert "missing" not in raised.value.problem
+
+
+@pytest.mark.timeout(60)
 def test_a_twin_run_warns_that_only_the_emulator_drops_packets(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -406,6 +433,7 @@ def test_out_that_holds_the_scenario_is_refused(tmp_path: Path) -> None:
         (lambda: edgetwin.run(JETSON, overrides=[1]), "overrides.0"),
         (lambda: edgetwin.run(JETSON, format="xlsx"), "format"),
         (lambda: edgetwin.run(JETSON, progress=5), "progress"),
+        (lambda: edgetwin.run(JETSON, progress=lambda: None), "progress"),  # a TypeError
         (lambda: edgetwin.load_scenario(5), "path"),
         (lambda: edgetwin.load_scenario(JETSON, overrides="seed=3"), "overrides"),
         (lambda: edgetwin.load_results(None), "folder"),  # was "dir": no such argument
@@ -416,7 +444,14 @@ def test_out_that_holds_the_scenario_is_refused(tmp_path: Path) -> None:
     ],
     ids=[
         *("scenario-int", "out-int", "overrides-str", "overrides-none", "overrides-int"),
-        *("format", "progress-int", "load-int", "load-overrides-str", "results-none"),
+        *(
+            "format",
+            "progress-int",
+            "progress-no-arguments",
+            "load-int",
+            "load-overrides-str",
+            "results-none",
+        ),
         *("force-str", "trace-str", "command-str", "command-int"),
     ],
 )

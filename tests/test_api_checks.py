@@ -21,8 +21,13 @@ JETSON = ROOT / "scenarios" / "prism_jetson.yaml"
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("update", "field"),
-    [({"mode": "bogus"}, "mode"), ({"seed": -1}, "seed"), ({"sweeps": "x"}, "sweeps")],
-    ids=["mode", "seed", "sweeps"],
+    [
+        ({"mode": "bogus"}, "mode"),
+        ({"seed": -1}, "seed"),
+        ({"sweeps": "x"}, "sweeps"),
+        ({"sed": 5}, "sed"),  # was run with the seed unchanged
+    ],
+    ids=["mode", "seed", "sweeps", "unknown-key"],
 )
 def test_a_scenario_copied_with_bad_values_is_refused(
     update: dict[str, Any], field: str, tmp_path: Path
@@ -37,6 +42,15 @@ def test_a_scenario_copied_with_bad_values_is_refused(
     assert raised.value.field == field
     assert raised.value.path == "<scenario prism_jetson>"
     assert not out.exists()
+
+
+def test_an_unknown_key_copied_into_a_nested_part_is_named() -> None:
+    scenario = edgetwin.load_scenario(JETSON)
+    network = scenario.network.model_copy(update={"bandwith_mbps": 10})
+    with pytest.raises(InputError) as raised:
+        edgetwin.run(scenario.model_copy(update={"network": network}))
+    assert raised.value.field == "network.bandwith_mbps"
+    assert raised.value.problem == "unknown key (did you mean 'bandwidth_mbps'?)"
 
 
 USER_SCRIPT = """\
@@ -129,6 +143,7 @@ def test_the_api_names_are_the_workbenchs() -> None:
     from edgetwin import workbench
 
     assert edgetwin.__all__ == workbench.__all__
+    assert dir(edgetwin) == sorted(edgetwin.__all__)  # a notebook's completion offers them
     for name in edgetwin.__all__:
         assert getattr(edgetwin, name) is getattr(workbench, name)
 

@@ -52,6 +52,7 @@ def test_bad_plan_arguments_name_the_argument(tmp_path: Path) -> None:
         ({"workers": "4"}, "--workers (workers= in Python)"),
         ({"workers": 0}, "--workers (workers= in Python)"),
         ({"workers": 2, "scheduler": "tcp://127.0.0.1:1"}, "--workers (workers= in Python)"),
+        ({"scheduler": 5}, "--scheduler (scheduler= in Python)"),  # was an AttributeError
         ({"overrides": "axes.batch=[8]"}, "overrides"),
         ({"force": 1}, "force"),
     ):

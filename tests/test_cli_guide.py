@@ -96,7 +96,8 @@ def test_a_device_profile_given_to_a_command_says_a_scenario_names_it(
     unknown scenario key."""
     path = ROOT / "edgetwin" / "calibration" / "profiles" / f"{profile}.yaml"
     err = _error_of(capsys, [command, str(path), "--out", str(tmp_path / "out")])
-    assert "this is a device profile: a scenario names it (devices.N.profile" in err
+    assert "this is a device profile, not " in err
+    assert ": a scenario names it (devices.N.profile" in err
     assert "use `edgetwin" not in err and "unknown key" not in err
     assert not (tmp_path / "out").exists()
 
@@ -114,7 +115,7 @@ def test_a_file_given_for_a_run_folder_says_what_to_give(
     assert main(["run", str(scenario), "--out", str(run), "--quiet"]) == 0
     table = run / "results.csv"
     err = _error_of(capsys, ["report", str(scenario)])
-    assert f"this is a scenario: use `edgetwin run {scenario}`" in err, err
+    assert f"this is a scenario: use `edgetwin run {scenario}` (edgetwin.run in Python)" in err
     assert "run's output folder" in err and "results.csv: file not found" not in err
     err = _error_of(capsys, ["compare", str(run), str(table)])
     assert err.startswith(f"edgetwin: error: {table}: ") and f"give its folder, {run}" in err

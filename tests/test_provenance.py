@@ -81,6 +81,7 @@ def test_run_records_version_commit_command_seed_and_input_hashes(
     out = tmp_path / "out"
     run("run", str(tiny), "--out", str(out), "--seed", "7")
     record = read_provenance(out)
+    assert read_provenance(str(out)) == record  # a str was a TypeError (the README's use)
     assert record is not None and list(record) == list(FIELDS)
     assert record["command"] == [
         "edgetwin",

@@ -76,7 +76,7 @@ def test_a_page_s_figures_are_written_as_static_files(
     assert main(["report", str(out)]) == 2
     error = capsys.readouterr().err
     assert f"{out}: holds {page_path.name}, which edgetwin {command} writes" in error
-    assert "--static FORMAT" in error
+    assert "run it again with --static (static= in Python)" in error
 
 
 @pytest.mark.browser

@@ -46,7 +46,6 @@ from edgetwin.errors import (
 from edgetwin.evaluate.adaptive import load_eval_inputs
 from edgetwin.evaluate.affinity import load_affinity_settings
 from edgetwin.evaluate.measured import SkippedCell
-from edgetwin.file_kinds import Kind, check_kind
 from edgetwin.links import within_tolerance
 from edgetwin.profile import DeviceProfile
 from edgetwin.provenance import edgetwin_version, recording_reads, write_provenance
@@ -79,9 +78,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # every file the command reads: its SHA-256; SIGTERM cleans up as Ctrl-C does
         with sigterm_interrupts(), recording_reads() as args.reads, notices_on_stderr():
-            expected: Kind | None = getattr(args, "input_kind", None)
-            if expected is not None:
-                check_kind(getattr(args, args.input_arg), expected, args.subcommand)
             code = int(args.handler(args))
             raise_if_stop_asked()  # an interrupt a finalizer swallowed still stops the command
             return code
@@ -213,7 +209,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     calibrate.add_argument("spec", type=Path, help="calibration spec (YAML)")
     add_out_argument(calibrate, "profile file to write")
-    calibrate.set_defaults(handler=_calibrate, input_kind="calibration", input_arg="spec")
+    calibrate.set_defaults(handler=_calibrate)
 
     machine = _command(
         commands,
@@ -251,7 +247,7 @@ def _parser() -> argparse.ArgumentParser:
     add_static_argument(evaluate)
     add_force_argument(evaluate)
     add_quiet_argument(evaluate)
-    evaluate.set_defaults(handler=_evaluate, input_kind="evaluation", input_arg="spec")
+    evaluate.set_defaults(handler=_evaluate)
 
     plan = _command(
         commands,
@@ -260,7 +256,7 @@ def _parser() -> argparse.ArgumentParser:
         "edgetwin plan scenarios/plan_fleet.plan.yaml --out out/plan_fleet",
     )
     add_plan_arguments(plan)
-    plan.set_defaults(handler=plan_command, input_kind="plan", input_arg="question")
+    plan.set_defaults(handler=plan_command)
 
     affinity = _command(
         commands,
@@ -277,7 +273,7 @@ def _parser() -> argparse.ArgumentParser:
     add_check_argument(affinity)
     add_static_argument(affinity)
     add_force_argument(affinity)
-    affinity.set_defaults(handler=_evaluate_affinity, input_kind="affinity", input_arg="spec")
+    affinity.set_defaults(handler=_evaluate_affinity)
 
     validate = _command(
         commands,
@@ -296,7 +292,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_static_argument(validate)
     add_force_argument(validate)
-    validate.set_defaults(handler=_validate, input_kind="calibration", input_arg="spec")
+    validate.set_defaults(handler=_validate)
 
     init = _command(
         commands,

@@ -41,7 +41,7 @@ from edgetwin.evaluate.profiling import (
     rows_at_tokens,
     sweep_steps,
 )
-from edgetwin.file_kinds import check_named_scenario
+from edgetwin.file_kinds import check_kind, check_named_scenario
 from edgetwin.models import registry
 from edgetwin.models.registry import CandidateKey
 from edgetwin.policies.adaptive import (
@@ -138,6 +138,7 @@ class EvalInputs:
 
 def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
     """Read an evaluation file (``--set key=value`` overrides); paths are relative to it."""
+    check_kind(path, "evaluation")
     settings = load_yaml_model(path, EvalSettings, overrides)
     _check_one_truth(settings, path)
     base = path.resolve().parent

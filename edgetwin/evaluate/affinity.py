@@ -28,7 +28,7 @@ from edgetwin.evaluate.affinity_results import (
     scheduler_result,
 )
 from edgetwin.evaluate.optimum import Assignment, Optimum, build_instance, optimum
-from edgetwin.file_kinds import check_named_scenario
+from edgetwin.file_kinds import check_kind, check_named_scenario
 from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.scenario import Scenario, swept_bandwidths, validate_scenario
 from edgetwin.schema import (
@@ -95,6 +95,7 @@ def load_affinity_settings(
     """Read an evaluation file (``mode`` overrides its own) and build each instance's
     scenario; errors name the field. ``machine`` False leaves out what the emulator needs
     of this machine (root, Mininet, free memory: ``--check``)."""
+    check_kind(path, "affinity")
     raw = read_yaml_mapping(path)
     if mode is not None:
         raw["mode"] = mode

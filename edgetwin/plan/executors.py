@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Protocol
 
-from edgetwin.errors import InputError, option_named
+from edgetwin.errors import InputError, option_named, shown
 from edgetwin.parent_watch import exit_with_parent
 from edgetwin.plan.sweep import ConfigResult, Payload, chunks, run_chunk
 
@@ -105,10 +105,13 @@ class DaskExecutor:
     """
 
     def __init__(self, scheduler: str | Any) -> None:
-        """An InputError at once (before a sweep starts) if Dask is missing or a string
-        ``scheduler`` is not an address."""
+        """An InputError at once (before a sweep starts) if Dask is missing, ``scheduler``
+        is neither a string nor a ``distributed.Client``, or a string is not an address."""
         self.scheduler = scheduler
         distributed = _distributed()
+        if not isinstance(scheduler, str | distributed.Client):
+            problem = f"a scheduler's address or a distributed.Client, not {shown(scheduler)}"
+            raise InputError(None, SCHEDULER, problem)
         if isinstance(scheduler, str):
             try:
                 distributed.comm.resolve_address(scheduler)

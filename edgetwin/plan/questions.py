@@ -23,7 +23,7 @@ from pydantic import (
 
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
-from edgetwin.file_kinds import check_named_scenario
+from edgetwin.file_kinds import check_kind, check_named_scenario
 from edgetwin.models import registry
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import SCHEDULERS
@@ -284,6 +284,7 @@ class LoadedQuestion:
 
 def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion:
     """Read and validate a question file and build the scenario it sweeps."""
+    check_kind(path, "plan")
     try:
         question = load_yaml_model(path, PlanQuestion, overrides)
     except InputError as exc:

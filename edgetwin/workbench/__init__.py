@@ -4,6 +4,8 @@ policies, answer a plan. ``edgetwin.run`` and the others are these, imported on 
 
 from __future__ import annotations
 
+from edgetwin.errors import InputError
+from edgetwin.scenario import Scenario
 from edgetwin.workbench.calibrating import calibrate
 from edgetwin.workbench.comparing import compare
 from edgetwin.workbench.evaluating import evaluate_adaptive, evaluate_affinity
@@ -15,8 +17,10 @@ from edgetwin.workbench.running import run
 from edgetwin.workbench.validating import Validation, validate
 
 __all__ = [
+    "InputError",
     "Report",
     "Results",
+    "Scenario",
     "Validation",
     "calibrate",
     "compare",

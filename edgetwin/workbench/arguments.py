@@ -3,6 +3,7 @@ an InputError naming the argument, not a TypeError from deep inside."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -96,7 +97,7 @@ def progress_argument(value: Any, name: str = "progress") -> Progress:
     nothing is left in ``out``."""
     if value is None:
         return no_progress
-    if not callable(value):
+    if not callable(value) or not _takes_two_arguments(value):
         raise InputError(None, name, f"a function progress(label, total), not {shown(value)}")
     wanted = "a function progress(label, total) returning a context manager that yields"
 
@@ -111,6 +112,18 @@ def progress_argument(value: Any, name: str = "progress") -> Progress:
             yield advance
 
     return checked
+
+
+def _takes_two_arguments(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` can be called with two positional arguments (True when its
+    signature cannot be read, as for some built-ins)."""
+    try:
+        inspect.signature(function).bind("label", 0)
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
 
 
 def seed_argument(value: Any, name: str = "seed") -> int | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgetwin.errors import InputError, shown
-from edgetwin.file_kinds import CALIBRATION_KINDS
+from edgetwin.file_kinds import CALIBRATION_KINDS, check_kind
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import DeviceProfile
 from edgetwin.provenance import recording_reads
@@ -68,6 +68,7 @@ def spec_kind(spec: Path) -> str:
     """``android``, or the spec's ``kind`` (``table`` when it has none)."""
     from edgetwin.calibration.fit_android import is_android_spec
 
+    check_kind(spec, "calibration")
     if is_android_spec(spec):
         return "android"
     kind = read_yaml_mapping(spec).get("kind", "table")

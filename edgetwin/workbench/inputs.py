@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
 from edgetwin import scenario as scenario_file
@@ -54,11 +56,30 @@ def scenario_run_inputs(scenario: Scenario, overrides: Sequence[str] = ()) -> Ru
         raw = scenario.model_dump(mode="json", warnings=False)
     except PydanticSerializationError as exc:
         raise InputError(label, None, f"cannot be read as a scenario: {exc}") from None
+    _put_back_unknown_keys(scenario, raw)
     for item in overrides:
         apply_override(raw, item, label)
     scenario = validate_model(Scenario, raw, label)
     with recording_reads() as files:
         return _checked(scenario, None, files)
+
+
+def _put_back_unknown_keys(model: BaseModel, raw: dict[str, Any]) -> None:
+    """Put into ``raw`` (``model``'s dump) the attributes that ``model_copy(update=...)``
+    set and no field of the model has (the dump drops them: ``{"sed": 5}`` was run with
+    the seed unchanged), so that validation names each as a file's unknown key."""
+    fields = type(model).model_fields
+    for name, value in vars(model).items():
+        if name not in fields:
+            raw[name] = None  # its value does not matter: the key is refused
+            continue
+        dumped = raw.get(name)
+        if isinstance(value, BaseModel) and isinstance(dumped, dict):
+            _put_back_unknown_keys(value, dumped)
+        elif isinstance(value, list | tuple) and isinstance(dumped, list):
+            for item, item_dumped in zip(value, dumped, strict=False):
+                if isinstance(item, BaseModel) and isinstance(item_dumped, dict):
+                    _put_back_unknown_keys(item, item_dumped)
 
 
 def _checked(scenario: Scenario, path: Path | None, files: dict[str, str]) -> RunInputs:

@@ -57,7 +57,8 @@ def run_plan(
     """Answer a what-if question file (``*.plan.yaml``) by its sweep: the rows, the answer
     (``answer.json``), how many configurations ran now and how many were resumed.
 
-    ``out`` gets ``results.csv``, ``answer.json``, ``plan.html`` and ``provenance.json``;
+    ``out`` gets ``results.csv``, ``answer.json``, ``plan.html``, ``question.resolved.yaml``,
+    ``scenario.resolved.yaml`` and ``provenance.json``;
     the sweep is journaled there, so a stopped plan run again resumes. A non-empty ``out``
     that holds no unfinished sweep only with ``force`` (a fresh sweep, replacing it whole).
     ``workers``: local processes (default: the CPU count; 1 runs in this process);

@@ -24,7 +24,7 @@ from edgetwin.reports.static import (
 )
 from edgetwin.reports.validation import VALIDATION_PAGE
 from edgetwin.results import RESULTS_CSV, read_results, results_file
-from edgetwin.workbench.arguments import choice_argument, path_argument
+from edgetwin.workbench.arguments import STATIC_OPTION, choice_argument, path_argument
 
 # the pages ``report`` does not redraw (their folders keep no table to draw them from),
 # and the command that writes each, with ``--static`` for its figures as files
@@ -62,13 +62,16 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
     if is_plan_folder(run_dir):
         return _report_plan(run_dir, static)
     if (run_dir / PARTIAL).is_dir():
-        problem = "a plan's unfinished sweep: run the same edgetwin plan command to finish it"
+        problem = (
+            "a plan's unfinished sweep: run the same edgetwin plan command (or "
+            "edgetwin.run_plan call) to finish it"
+        )
         raise InputError(run_dir, None, problem)
     for name, command in PAGE_COMMANDS.items():
         if (run_dir / name).is_file() and not (run_dir / RESULTS_CSV).is_file():
             problem = (
                 f"holds {name}, which edgetwin {command} writes (report redraws runs and "
-                f"plans): run it again with --static FORMAT for its figures as files"
+                f"plans): run it again with {STATIC_OPTION} for its figures as files"
             )
             raise InputError(run_dir, None, problem)
     results = results_file(run_dir)
