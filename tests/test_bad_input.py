@@ -883,6 +883,36 @@ def test_calibrate_out_onto_a_file_it_read(
     assert_clean_failure(argv, capsys, tmp_path, out_named, "a file this command read")
 
 
+def test_calibrate_out_onto_a_file_that_is_no_profile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out`` naming a run's results.csv (or any file) replaced it with the profile,
+    exit 0; a profile is still replaced (how a shipped one is made again)."""
+    spec = _spec("jetson_orin_nano", tmp_path, lambda raw: None)
+    table = tmp_path / "results.csv"
+    table.write_text("scenario,mode\nx,twin\n")
+    argv = ["calibrate", str(spec), "--out", str(table)]
+    out_named = "field '--out (out= in Python)'"
+    assert_clean_failure(argv, capsys, tmp_path, out_named, "exists and is not a profile")
+    profile = tmp_path / "profile.yaml"
+    for _ in range(2):
+        assert main(["calibrate", str(spec), "--out", str(profile)]) == 0
+
+
+@pytest.mark.parametrize("where", ["the-run", "above-the-run"])
+def test_calibrate_machine_emu_out_onto_its_run_is_refused(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out RUN --force`` replaced the emulator run being fitted (its results.csv and
+    link_check.csv deleted, exit 0): the folder is read after --out is checked."""
+    run = _emu_run_with(tmp_path)
+    out = run if where == "the-run" else tmp_path
+    argv = ["calibrate-machine", "--emu", str(run), "--out", str(out), "--force"]
+    assert main(argv) == 2
+    assert "holds an input of this command" in capsys.readouterr().err
+    assert (run / "results.csv").is_file() and (run / "link_check.csv").is_file()
+
+
 @pytest.mark.parametrize("command", ["run", "init", "calibrate", "evaluate"])
 def test_out_name_too_long(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -8,10 +8,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+import yaml
 from pydantic import BaseModel, ValidationError
 
 from edgetwin.atomic import output_kind, why_not_written, write_texts_together
 from edgetwin.errors import OUT_OPTION, InputError, shown
+from edgetwin.file_kinds import kind_of_mapping
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import (
     ComputeParams,
@@ -22,7 +24,7 @@ from edgetwin.profile import (
     StagingParams,
 )
 from edgetwin.provenance import files_read, sha256_file
-from edgetwin.schema import PositiveFloat, Strict, dump_yaml
+from edgetwin.schema import MAX_YAML_BYTES, PositiveFloat, Strict, dump_yaml, load_yaml
 
 # the profile sections a spec's ``fixed`` may set, as ``section.parameter: value``
 FIXABLE_SECTIONS: dict[str, type[BaseModel]] = {
@@ -98,6 +100,9 @@ def write_profiles(profiles: Mapping[Path, DeviceProfile | PhoneProfile]) -> Non
         if path.resolve() in read:  # the spec, a trace, the measured table: it would be lost
             problem = "a file this command read; write the profile elsewhere"
             raise InputError(path, OUT_OPTION, problem)
+        if _holds_something_else(path):  # a results table, notes: it would be lost
+            problem = "exists and is not a profile; write the profile elsewhere"
+            raise InputError(path, OUT_OPTION, problem)
     texts = {path: _profile_text(profile) for path, profile in profiles.items()}
     try:
         write_texts_together(texts)
@@ -106,6 +111,23 @@ def write_profiles(profiles: Mapping[Path, DeviceProfile | PhoneProfile]) -> Non
         where = first if len(profiles) == 1 else first.parent
         problem = f"cannot write: {why_not_written(first, exc)}"
         raise InputError(where, OUT_OPTION, problem) from None
+
+
+def _holds_something_else(path: Path) -> bool:
+    """Whether ``path`` is a non-empty file that is not a profile (a profile is replaced:
+    that is how a shipped one is made again)."""
+    try:
+        size = path.stat().st_size
+        if size == 0 or not path.is_file():
+            return False  # nothing to lose, or what the write says it cannot write
+        if size > MAX_YAML_BYTES:
+            return True
+        raw = load_yaml(path.read_text(encoding="utf-8-sig"))
+    except OSError:  # absent, or unreadable: the write says so
+        return False
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return True
+    return not (isinstance(raw, dict) and kind_of_mapping(raw, path) == "profile")
 
 
 def _profile_text(profile: DeviceProfile | PhoneProfile) -> str:

@@ -476,7 +476,8 @@ def _calibrate_machine_from_emu(args: argparse.Namespace) -> int:
 
     _refuse_measuring_flags_with_emu(args)
     command = f"edgetwin calibrate-machine --emu {args.emu} --out {args.out}"
-    with _output_folder(args.out, args.force) as staging:
+    # the run folder it fits is read in the folder, after out is checked: named here
+    with _output_folder(args.out, args.force, inputs=(str(args.emu),)) as staging:
         profile = calibrate_machine_from_emu(args.emu, staging, command)
         write_provenance(staging, command=args.command, seed=None, inputs=args.reads)
     medians = profile.fit["median_abs_error_pct"]
