@@ -5,9 +5,13 @@ a Ctrl-C or SIGTERM meanwhile stops it as it stops a running command: one line, 
 130, not a traceback of the import."""
 
 import gc
+import io
+import os
 import sys
 
 from edgetwin.errors import sigterm_interrupts
+
+SIGPIPE_EXIT = 141  # a command that writes to a closed pipe: 128 + SIGPIPE, as the shell says
 
 
 def main() -> int:
@@ -18,7 +22,14 @@ def main() -> int:
     except KeyboardInterrupt:
         print("edgetwin: interrupted while starting; nothing was written", file=sys.stderr)
         return 130
-    code = command_line()
+    if isinstance(sys.stdout, io.TextIOWrapper):  # a path an ASCII locale cannot print
+        sys.stdout.reconfigure(errors="backslashreplace")
+    try:
+        code = command_line()
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader of the output left (`| head`); the work is done
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error
+        code = SIGPIPE_EXIT
     # Leave what the command made to the exit, not to a last pass of the cyclic collector:
     # the objects of a 300,000-phone crowd run took that pass 20 s after the command had
     # finished (or been stopped). atexit handlers and file flushes run as before.

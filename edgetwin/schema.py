@@ -535,7 +535,12 @@ def _child(node: Any, part: str, field: str, path: Path) -> Any:
 
 
 def _index(node: list[Any], part: str, field: str, path: Path) -> int:
-    if not (part.isascii() and part.isdigit()) or int(part) >= len(node):
+    """``part`` as an index of ``node`` (its digits compared before ``int``, which refuses
+    a number of thousands of digits with a ValueError)."""
+    if not (part.isascii() and part.isdigit()):
+        problem = f"override index {shown(part)} is not a list index (list has {len(node)})"
+        raise InputError(path, field, problem)
+    if len(part.lstrip("0")) > len(str(len(node))) or int(part) >= len(node):
         problem = f"override index {shown(part)} out of range (list has {len(node)})"
         raise InputError(path, field, problem)
     return int(part)

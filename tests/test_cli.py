@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import subprocess
 import sys
@@ -125,6 +126,45 @@ def test_run_as_a_subprocess(tiny: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert all((out / name).is_file() for name in OUTPUTS)
+
+
+@pytest.mark.timeout(120)
+def test_a_reader_that_leaves_ends_the_command_quietly(tiny: Path, tmp_path: Path) -> None:
+    """``edgetwin run ... | head -0``: the summary line hit a closed pipe after the folder
+    was published, a BrokenPipeError traceback and exit 1; now the exit a command that
+    SIGPIPE ends has (141), without a word."""
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "edgetwin", "run", str(tiny), "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in err and "Exception ignored" not in err
+    assert all((out / name).is_file() for name in OUTPUTS)
+
+
+@pytest.mark.timeout(120)
+def test_a_path_an_ascii_output_cannot_print_is_escaped(tiny: Path, tmp_path: Path) -> None:
+    """The summary's folder name in a locale that cannot encode it was a
+    UnicodeEncodeError traceback, exit 1, after the folder was published."""
+    out = tmp_path / "ü out"
+    argv = [sys.executable, "-m", "edgetwin", "run", str(tiny), "--out", str(out), "--quiet"]
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    proc = subprocess.run(argv, capture_output=True, timeout=120, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert b"\\xfc out" in proc.stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_full_disk_is_one_line(tiny: Path, tmp_path: Path) -> None:
+    """Output to a full device was an OSError traceback; now one line, exit 1."""
+    out = tmp_path / "o"
+    argv = [sys.executable, "-m", "edgetwin", "run", str(tiny), "--out", str(out), "--quiet"]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, timeout=120, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.decode() == "edgetwin: error: No space left on device\n"
 
 
 @pytest.mark.parametrize("args", [("--set", "seed=3"), ("--seed", "3")], ids=["set", "seed"])

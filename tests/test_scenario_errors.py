@@ -390,8 +390,14 @@ CASES = [
     Case(
         "set-index-not-a-number",
         scenario_text(),
-        ("'strategies.first'", "out of range"),
+        ("'strategies.first'", "is not a list index", "list has 3"),
         ("--set", "strategies.first.name=single"),
+    ),
+    Case(
+        "set-index-of-5000-digits",  # int() refused it: a ValueError traceback
+        scenario_text(),
+        ("'strategies.", "out of range", "list has 3"),
+        ("--set", f"strategies.{'9' * 5000}.name=single"),
     ),
     Case(
         "set-last-index-out-of-range",

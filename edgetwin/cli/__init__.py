@@ -87,6 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunFailed as exc:
         print(f"edgetwin: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:
+        raise  # the reader of the output left: the entry point ends quietly
+    except OSError as exc:  # a full disk, a read-only folder: what the system said, no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"edgetwin: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         kept = interrupted_note(args.out) if args.subcommand == "plan" else ""
         print(f"edgetwin: interrupted; no output was published{kept}", file=sys.stderr)
