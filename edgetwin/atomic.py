@@ -273,6 +273,8 @@ def check_out_folder(
     a mount point, which no folder can be swapped for, and one holding a mount point,
     whose files the removal of the replaced folder would delete, unless the command writes
     ``in_place`` (a plan's journal)."""
+    if out.name == "..":  # its parent: refused only when it was to be replaced, after the work
+        raise InputError(out, None, f"{OUT_OPTION} ends in '..': name the folder itself")
     found = output_kind(out)
     if found not in (None, "folder"):
         raise InputError(out, None, f"{OUT_OPTION} exists and is not a folder")

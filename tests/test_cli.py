@@ -486,6 +486,7 @@ def test_version_names_the_installed_package(capsys: pytest.CaptureFixture[str])
         (["plan", str(SCENARIOS / "plan_fleet.plan.yaml")], "arguments are required: --out"),
         (["run", "s.yaml", "--out", "o", "--mode", "emulator"], "invalid choice: 'emulator'"),
         (["runn", "s.yaml"], "invalid choice: 'runn'"),
+        (["run", "s.yaml", "--out", "o", "--seed", "1" * 5000], "invalid int value: '111"),
         (  # the shell split the value at its spaces
             ["run", "s.yaml", "--out", "o", "--set", "sweeps=[{batch:", "[1]}]"],
             'unrecognized arguments: [1]}]; a --set value with spaces needs quotes: --set "',
@@ -501,6 +502,7 @@ def test_a_usage_error_is_one_line(
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and expect in err and err.endswith("--help)\n"), err
+    assert len(err) < 400  # a value of 5,000 digits was quoted whole
 
 
 @pytest.mark.parametrize(

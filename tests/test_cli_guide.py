@@ -202,6 +202,56 @@ def test_init_writes_templates_that_load_and_the_scenario_runs(
         assert main([*argv, "--out", "o", "--check"]) == 0
 
 
+@pytest.mark.timeout(60)
+def test_check_refuses_the_out_the_command_would_refuse(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--check said ok for an --out its command refuses at once (a file, a non-empty folder
+    without --force)."""
+    monkeypatch.chdir(tmp_path)
+    for kind in ("scenario", "eval", "plan"):
+        assert main(["init", kind]) == 0
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "notes.txt").write_text("mine\n")
+    commands = (
+        ["run", "scenario.yaml"],
+        ["evaluate", "evaluation.eval.yaml"],
+        ["plan", "question.plan.yaml"],
+    )
+    for argv in commands:
+        for out, expect in ((tmp_path / "scenario.yaml", "is not a folder"), (full, "not empty")):
+            assert expect in _error_of(capsys, [*argv, "--out", str(out), "--check"])
+        assert main([*argv, "--out", str(full), "--check", "--force"]) == 0
+    assert (full / "notes.txt").is_file()  # --check wrote nothing
+
+
+@pytest.mark.timeout(60)
+def test_an_out_ending_in_dot_dot_is_refused_before_the_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--out new/..`` ran the whole sweep, then said 'cannot replace it: Device or
+    resource busy' and left an empty ``new``."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "scenario"]) == 0
+    for force in ([], ["--force"]):
+        err = _error_of(capsys, ["run", "scenario.yaml", "--out", "sand/new/..", *force])
+        assert "--out (out= in Python) ends in '..'" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scenario.yaml"]
+
+
+def test_init_into_a_folder_writes_the_default_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``init scenario new/`` wrote a file named ``new`` (the slash was dropped)."""
+    assert main(["init", "scenario", f"{tmp_path / 'new'}/"]) == 0
+    assert main(["init", "plan", str(tmp_path / "new")]) == 0
+    assert sorted(p.name for p in (tmp_path / "new").iterdir()) == [
+        "question.plan.yaml",
+        "scenario.yaml",
+    ]
+
+
 def test_init_refuses_to_overwrite_unless_forced(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

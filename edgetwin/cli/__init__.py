@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
+from edgetwin.atomic import check_out_folder
 from edgetwin.calibration.fit_check import (
     TRACES_CAUSE,
     busy_machine_cause,
@@ -41,6 +42,7 @@ from edgetwin.errors import (
     RunFailed,
     counted,
     raise_if_stop_asked,
+    shown_text,
     sigterm_interrupts,
 )
 from edgetwin.evaluate.adaptive import load_eval_inputs
@@ -48,7 +50,7 @@ from edgetwin.evaluate.affinity import load_affinity_settings
 from edgetwin.evaluate.measured import SkippedCell
 from edgetwin.links import within_tolerance
 from edgetwin.profile import DeviceProfile
-from edgetwin.provenance import edgetwin_version, recording_reads, write_provenance
+from edgetwin.provenance import edgetwin_version, files_read, recording_reads, write_provenance
 from edgetwin.run_folders import LOCAL, remove_leftovers
 from edgetwin.scenario import RUN_MODES
 from edgetwin.this_machine import available_cores, load_average_1min
@@ -99,11 +101,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+ARGPARSE_MESSAGE_CHARS = 300  # a usage error's message, its middle cut beyond
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line, as bad input's are (it printed the usage first)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        """One line, however long the value argparse quotes (a --seed of 5,000 digits)."""
+        shown_message = shown_text(message, ARGPARSE_MESSAGE_CHARS)
+        self.exit(2, f"{self.prog}: error: {shown_message} (see {self.prog} --help)\n")
 
 
 def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
@@ -319,12 +326,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _checked_out(args: argparse.Namespace) -> Path | None:
+    """``--out``, checked as the command checks it before it runs (for ``--check``)."""
+    out: Path | None = args.out
+    if out is not None:
+        check_out_folder(out, args.force, files_read())
+    return out
+
+
 def _run(args: argparse.Namespace) -> int:
     """``edgetwin.run`` with the command line's options, a progress bar and a summary."""
     if args.check:
         items = running.run_overrides(args.set, args.seed, args.mode)
         running.check_mode(load_run_inputs(args.scenario, items), trace=args.trace)
-        return report_checked(args.scenario)
+        return report_checked(args.scenario, _checked_out(args))
     results = running.run(
         args.scenario,
         mode=args.mode,
@@ -515,7 +530,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     """Map, held-out twin runs and policy scores of an evaluation file."""
     if args.check:
         load_eval_inputs(args.spec, tuple(args.set))
-        return report_checked(args.spec)
+        return report_checked(args.spec, _checked_out(args))
     result = evaluating.evaluate_adaptive(
         args.spec,
         overrides=args.set,
@@ -555,7 +570,7 @@ def _evaluate_affinity(args: argparse.Namespace) -> int:
     """Schedulers in the crowd twin or the emulator vs the offline optimum, per instance."""
     if args.check:
         load_affinity_settings(args.spec, args.mode, machine=False)
-        return report_checked(args.spec)
+        return report_checked(args.spec, _checked_out(args))
     result = evaluating.evaluate_affinity(
         args.spec,
         mode=args.mode,

@@ -4,6 +4,7 @@ or a plan question), one that loads and runs as written."""
 from __future__ import annotations
 
 import argparse
+import os
 from importlib.resources import files
 from pathlib import Path
 
@@ -33,9 +34,9 @@ def add_init_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "path",
-        type=Path,
         nargs="?",
-        help="file to write (default: scenario.yaml, evaluation.eval.yaml or "
+        help="file to write, or a folder (an existing one, or a name ending in /) to write "
+        "the default name into (default: scenario.yaml, evaluation.eval.yaml or "
         "question.plan.yaml in this folder)",
     )
     parser.add_argument("--force", action="store_true", help="overwrite an existing file")
@@ -43,7 +44,11 @@ def add_init_arguments(parser: argparse.ArgumentParser) -> None:
 
 def init_command(args: argparse.Namespace) -> int:
     """Handler of ``edgetwin init``."""
-    path: Path = args.path if args.path is not None else Path(TEMPLATES[args.kind][1])
+    default_name = TEMPLATES[args.kind][1]
+    given: str | None = args.path
+    path = Path(default_name) if given is None else Path(given)
+    if given is not None and (given.endswith(os.sep) or path.is_dir()):  # a folder to write in
+        path = path / default_name
     found = output_kind(path)
     if found is not None and not args.force:
         raise InputError(path, None, "exists; pass --force to overwrite it")

@@ -61,7 +61,9 @@ def add_static_argument(parser: argparse.ArgumentParser, folder: str = "--out") 
     )
 
 
-def report_checked(path: Path) -> int:
-    """What ``--check`` prints once ``path`` and the files it names loaded; exit status 0."""
-    print(f"{path}: ok (checked with every file it names; nothing run)")
+def report_checked(path: Path, out: Path | None) -> int:
+    """What ``--check`` prints once ``path`` and the files it names loaded and ``out`` (if
+    given) was checked as the command checks it; exit status 0."""
+    with_out = "" if out is None else " and --out"
+    print(f"{path}: ok (checked with every file it names{with_out}; nothing run)")
     return 0

@@ -11,7 +11,7 @@ from edgetwin.cli.progress import progress_bar
 from edgetwin.errors import counted
 from edgetwin.plan.answers import describe
 from edgetwin.plan.questions import load_question
-from edgetwin.workbench.planning import run_plan
+from edgetwin.workbench.planning import check_plan_out, run_plan
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +35,8 @@ def plan_command(args: argparse.Namespace) -> int:
     """Handler of ``edgetwin plan``."""
     if args.check:
         load_question(args.question, tuple(args.set))
-        return inputs.report_checked(args.question)
+        check_plan_out(args.out, args.force)
+        return inputs.report_checked(args.question, args.out)
     outcome = run_plan(
         args.question,
         out=args.out,

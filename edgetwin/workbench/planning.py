@@ -103,17 +103,26 @@ def executor_for(workers: int | None, scheduler: str | Any | None) -> Executor:
     return SerialExecutor() if count == 1 else PoolExecutor(count)
 
 
+def check_plan_out(out: Path, force: bool) -> None:
+    """An InputError unless ``plan_folder(out, force)`` may write ``out``: one that holds an
+    unfinished sweep is resumed (without ``force``); else as ``check_out_folder``."""
+    if not force and (out / PARTIAL).is_dir():
+        return
+    in_place = not out.exists() or not force
+    check_out_folder(out, force, files_read(), in_place=in_place)
+
+
 @contextmanager
 def plan_folder(out: Path, force: bool) -> Iterator[Path]:
     """Where the sweep runs: ``out`` itself when it is new, empty or holds an unfinished
     sweep's journal (resumed); with ``force``, a folder staged beside that replaces ``out``
     whole at the end (a fresh sweep). Any other non-empty ``out`` is refused. A new ``out``
     whose sweep stops before it finishes a configuration is removed (nothing to resume)."""
+    check_plan_out(out, force)
     if not force and (out / PARTIAL).is_dir():
         yield out
         return
     in_place = not out.exists() or not force
-    check_out_folder(out, force, files_read(), in_place=in_place)
     if in_place:
         new = not out.exists()
         try:
