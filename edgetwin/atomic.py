@@ -47,6 +47,9 @@ from typing import Literal
 
 from edgetwin.errors import FORCE_OPTION, OUT_OPTION, InputError, counted, raise_if_stop_asked
 
+# the record every command writes into its output folder (edgetwin/provenance.py): what
+# marks a folder as an edgetwin output, which --force may replace
+PROVENANCE_FILE = "provenance.json"
 STAGING_SUFFIX = ".edgetwin"  # a staging folder's name: .NAME-RANDOM.edgetwin
 _STAGING_NAME = re.compile(rf"\..*-[a-z0-9_]+{re.escape(STAGING_SUFFIX)}", re.DOTALL)
 _NAME_CHARS = 50  # of the target's name in a staging folder's (a name has at most 255 bytes)
@@ -264,7 +267,11 @@ def output_kind(path: Path) -> Literal["folder", "file", "other"] | None:
 
 
 def check_out_folder(
-    out: Path, force: bool, inputs: Iterable[str] = (), in_place: bool = False
+    out: Path,
+    force: bool,
+    inputs: Iterable[str] = (),
+    in_place: bool = False,
+    also_ours: Iterable[str] = (),
 ) -> None:
     """An InputError unless ``out`` is absent or an empty folder, or ``force`` is given
     (then the caller replaces it whole); any file in it counts, an earlier run's too. A
@@ -272,9 +279,9 @@ def check_out_folder(
     one holding it, and one holding any of ``inputs`` (the files the command read); so is
     a mount point, which no folder can be swapped for, and one holding a mount point,
     whose files the removal of the replaced folder would delete, unless the command writes
-    ``in_place`` (a plan's journal)."""
-    if out.name == "..":  # its parent: refused only when it was to be replaced, after the work
-        raise InputError(out, None, f"{OUT_OPTION} ends in '..': name the folder itself")
+    ``in_place`` (a plan's journal); and a folder that is no edgetwin output (none of
+    ``PROVENANCE_FILE`` and ``also_ours`` in it, say ``--out ~/paper --force``), whose
+    files ``force`` would delete."""
     found = output_kind(out)
     if found not in (None, "folder"):
         raise InputError(out, None, f"{OUT_OPTION} exists and is not a folder")
@@ -282,14 +289,24 @@ def check_out_folder(
         _check_replaceable(out, inputs)
         if not in_place:
             _check_no_mount(out)
-    if force or found is None:
+    if out.name == "..":  # its parent: refused only when it was to be replaced, after the work
+        raise InputError(out, None, f"{OUT_OPTION} ends in '..': name the folder itself")
+    if found is None:
         return
     try:
-        empty = next(out.iterdir(), None) is None
+        first = next(out.iterdir(), None)
     except OSError as exc:
         raise InputError(out, None, f"cannot read the output folder: {exc.strerror}") from None
-    if not empty:
+    if first is None:
+        return
+    if not force:
         problem = f"{OUT_OPTION} is not empty; pass {FORCE_OPTION} to replace it whole"
+        raise InputError(out, None, problem)
+    if not any((out / name).exists() for name in (PROVENANCE_FILE, *also_ours)):
+        problem = (
+            f"{OUT_OPTION} is no edgetwin output (it holds {first.name!r} and no "
+            f"{PROVENANCE_FILE}): {FORCE_OPTION} replaces only one; give a new folder"
+        )
         raise InputError(out, None, problem)
 
 

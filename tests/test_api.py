@@ -463,6 +463,16 @@ def test_a_bad_argument_is_named(call: Callable[[], object], field: str) -> None
     assert raised.value.field == field
 
 
+def test_force_replaces_an_edgetwin_output_only(tmp_path: Path) -> None:
+    """``force=True`` emptied any folder, a paper's too (``out="~/paper"``, a typo)."""
+    paper = tmp_path / "paper"
+    paper.mkdir()
+    (paper / "thesis.tex").write_text("years of work\n")
+    with pytest.raises(InputError, match="is no edgetwin output"):
+        edgetwin.run(JETSON, overrides=SMALL, out=paper, force=True)
+    assert [p.name for p in paper.iterdir()] == ["thesis.tex"]
+
+
 def test_force_that_is_not_true_replaces_nothing(tmp_path: Path) -> None:
     """force="no" read as true: the folder and what it held were replaced."""
     (tmp_path / "mine.txt").write_text("keep")

@@ -105,12 +105,13 @@ def test_a_run_killed_between_its_two_renames_gets_the_old_folder_back(tmp_path:
     work = tmp_path / "work"
     (work / "out").mkdir(parents=True)
     (work / "out" / "results.csv").write_text("the earlier run\n")
+    (work / "out" / "provenance.json").write_text("{}\n")
     with _held(tmp_path, work / "out", *_run(work / "out", "--force")) as (proc, _):
         _killed(proc)
     assert not (work / "out").exists()
     assert main(_run(work / "other")) == 0
     assert _names(work) == ["other", "out"]
-    assert _names(work / "out") == ["results.csv"]
+    assert _names(work / "out") == ["provenance.json", "results.csv"]
     assert (work / "out" / "results.csv").read_text() == "the earlier run\n"
 
 

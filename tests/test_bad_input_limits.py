@@ -260,9 +260,9 @@ def test_an_out_in_a_folder_that_cannot_be_written_says_why(
 
 
 def _stale_folder(out: Path) -> dict[str, str]:
-    """A folder an earlier run left: results and a trace."""
+    """A folder an earlier run left: results, a trace and its provenance record."""
     out.mkdir(parents=True, exist_ok=True)
-    files = {"results.csv": "scenario,old\n", "trace.json": "[]\n"}
+    files = {"results.csv": "scenario,old\n", "trace.json": "[]\n", "provenance.json": "{}\n"}
     for name, text in files.items():
         (out / name).write_text(text)
     return files

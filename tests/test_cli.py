@@ -280,6 +280,12 @@ def test_existing_out_dir_is_refused_then_replaced_whole_with_force(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--force" in err and str(out) in err
     assert (out / "results.csv").read_text() == "stale\n"
+    # --force replaces an edgetwin output only (its provenance record says it is one)
+    assert main(["run", str(tiny), "--out", str(out), "--quiet", "--force"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is no edgetwin output (it holds " in err and "no provenance.json" in err, err
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "results.csv"]
+    (out / "provenance.json").write_text("{}\n")  # an earlier run's, notes added beside
     run(tiny, out, "--force", "--trace")
     assert sorted(p.name for p in out.iterdir()) == sorted([*OUTPUTS, "trace.json"])
     assert (out / "results.csv").read_text().startswith("scenario,")

@@ -222,8 +222,12 @@ def test_check_refuses_the_out_the_command_would_refuse(
     for argv in commands:
         for out, expect in ((tmp_path / "scenario.yaml", "is not a folder"), (full, "not empty")):
             assert expect in _error_of(capsys, [*argv, "--out", str(out), "--check"])
-        assert main([*argv, "--out", str(full), "--check", "--force"]) == 0
-    assert (full / "notes.txt").is_file()  # --check wrote nothing
+        forced = [*argv, "--out", str(full), "--check", "--force"]
+        assert "is no edgetwin output" in _error_of(capsys, forced)
+        (full / "provenance.json").write_text("{}\n")  # an earlier run's folder
+        assert main(forced) == 0
+        (full / "provenance.json").unlink()
+    assert sorted(p.name for p in full.iterdir()) == ["notes.txt"]  # --check wrote nothing
 
 
 @pytest.mark.timeout(60)

@@ -237,9 +237,9 @@ def test_resolved_scenario_names_every_file_by_its_absolute_path(
 
 
 def _stale_folder(out: Path) -> dict[str, str]:
-    """A folder an earlier (older) run left: results and a trace."""
+    """A folder an earlier run left: results, a trace and its provenance record."""
     out.mkdir(parents=True)
-    files = {"results.csv": "scenario,old\n", "trace.json": "[]\n"}
+    files = {"results.csv": "scenario,old\n", "trace.json": "[]\n", "provenance.json": "{}\n"}
     for name, text in files.items():
         (out / name).write_text(text)
     return files

@@ -108,6 +108,26 @@ def test_run_and_plan_write_the_figures_report_writes(tmp_path: Path, argv: list
     assert {p.name: p.read_bytes() for p in (out / "figures").iterdir()} == written
 
 
+@pytest.mark.timeout(180)
+def test_an_export_in_another_format_keeps_the_first(tmp_path: Path) -> None:
+    """``report --static svg`` then ``--static pdf`` left the PDFs alone (the folder was
+    replaced whole), and a file of the user's in figures/ went with the SVGs."""
+    _needs_chromium()
+    out = tmp_path / "out"
+    argv = ["run", str(SCENARIOS / "llm_smoke.yaml"), "--quiet", "--out", str(out)]
+    assert main([*argv, "--static", "svg"]) == 0
+    figures = out / "figures"
+    svgs = {p.name: p.read_bytes() for p in figures.iterdir()}
+    (figures / "notes.txt").write_text("mine\n")
+    (figures / "99_gone.svg").write_text("<svg/>")  # an SVG the page no longer draws
+    assert main(["report", str(out), "--static", "pdf"]) == 0
+    kept = {p.name: p.read_bytes() for p in figures.iterdir() if p.suffix != ".pdf"}
+    assert kept == {**svgs, "notes.txt": b"mine\n", "99_gone.svg": b"<svg/>"}
+    assert len(list(figures.glob("*.pdf"))) == len(svgs)
+    assert main(["report", str(out), "--static", "svg"]) == 0  # the SVGs are replaced
+    assert not (figures / "99_gone.svg").exists() and (figures / "notes.txt").is_file()
+
+
 def test_static_figures_need_an_output_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -38,6 +38,7 @@ def test_the_tutorial_runs_from_top_to_bottom(
     # what an earlier run of the notebook left: Restart & Run All runs it again
     (tmp_path / "jetson").mkdir()
     (tmp_path / "jetson" / "results.csv").write_text("an earlier run's\n")
+    (tmp_path / "jetson" / "provenance.json").write_text("{}\n")
     # a kernel of this interpreter, whatever else the machine has registered as python3
     write_kernel_spec(tmp_path / "jupyter" / "kernels" / "edgetwin-test")
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))

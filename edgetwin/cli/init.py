@@ -47,7 +47,7 @@ def init_command(args: argparse.Namespace) -> int:
     default_name = TEMPLATES[args.kind][1]
     given: str | None = args.path
     path = Path(default_name) if given is None else Path(given)
-    if given is not None and (given.endswith(os.sep) or path.is_dir()):  # a folder to write in
+    if given is not None and (given.endswith(os.sep) or output_kind(path) == "folder"):
         path = path / default_name
     found = output_kind(path)
     if found is not None and not args.force:

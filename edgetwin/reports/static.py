@@ -134,16 +134,31 @@ def check_figures_folder(run_dir: Path) -> Path:
     return final
 
 
+def _keep_other_files(old: Path, new: Path, fmt: str) -> None:
+    """Copy into ``new`` what ``old`` (if it exists) holds besides its ``.<fmt>`` files:
+    an SVG export followed by a PDF one keeps both."""
+    if not old.is_dir():
+        return
+    for entry in old.iterdir():
+        if entry.is_file() and entry.suffix == f".{fmt}":
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, new / entry.name, symlinks=True)
+        else:
+            shutil.copy2(entry, new / entry.name, follow_symlinks=False)
+
+
 def write_static_figures(
     run_dir: Path, fmt: str, figures: Sequence[go.Figure] | None = None
 ) -> list[Path]:
     """``figures`` (default: those of ``run_dir``'s run report) as
-    ``run_dir/figures/<name>.<fmt>``; the folder is replaced whole, and only once every
-    file is written."""
+    ``run_dir/figures/<name>.<fmt>``, in place of the folder's ``.<fmt>`` files, once every
+    file is written; its other files (another format's figures, a user's) are kept."""
     if figures is None:
         figures = run_figures(read_run(run_dir))
     final = check_figures_folder(run_dir)
     with staged_folder(final) as staging:
         names = [path.name for path in write_figures(figures, staging, fmt)]
+        _keep_other_files(final, staging, fmt)
         publish_folder(staging, final)  # the old figures stay if this fails
     return [final / name for name in names]

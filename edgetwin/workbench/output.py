@@ -19,12 +19,17 @@ Tracker = Callable[[Path], AbstractContextManager[None]]
 
 @contextmanager
 def output_folder(
-    out: Path, force: bool = False, tracked: Tracker | None = None, inputs: Iterable[str] = ()
+    out: Path,
+    force: bool = False,
+    tracked: Tracker | None = None,
+    inputs: Iterable[str] = (),
+    also_ours: Iterable[str] = (),
 ) -> Iterator[Path]:
     """A temporary folder beside ``out``; on success it replaces ``out`` whole.
 
     A non-empty ``out`` is refused unless ``force``, and one that holds the current folder
-    or a file read (``inputs``, and what the command records) is refused even then.
+    or a file read (``inputs``, and what the command records), or is no edgetwin output
+    (no provenance record, nor any of ``also_ours``) is refused even then.
     Nothing is half-written: on any error the temporary folder is removed and ``out``
     keeps what it had; without ``force``, a command that filled ``out`` while this one
     ran keeps its output (this one is refused). The temporary folder is in a staging
@@ -32,7 +37,7 @@ def output_folder(
     removes if this one is killed; ``tracked`` (if given) is entered with that staging
     folder until it is gone.
     """
-    check_out_folder(out, force, (*files_read(), *inputs))
+    check_out_folder(out, force, (*files_read(), *inputs), also_ours=also_ours)
     with ExitStack() as stack:
         try:
             out.parent.mkdir(parents=True, exist_ok=True)

@@ -109,7 +109,7 @@ def check_plan_out(out: Path, force: bool) -> None:
     if not force and (out / PARTIAL).is_dir():
         return
     in_place = not out.exists() or not force
-    check_out_folder(out, force, files_read(), in_place=in_place)
+    check_out_folder(out, force, files_read(), in_place=in_place, also_ours=(PARTIAL,))
 
 
 @contextmanager
@@ -134,7 +134,10 @@ def plan_folder(out: Path, force: bool) -> Iterator[Path]:
                 shutil.rmtree(out, ignore_errors=True)
             raise
         return
-    with journal_held(out), output_folder(out, force) as staging:  # no plan writes out now
+    with (
+        journal_held(out),
+        output_folder(out, force, also_ours=(PARTIAL,)) as staging,
+    ):  # no plan writes out now
         yield staging
 
 

@@ -10,9 +10,10 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from edgetwin.atomic import PROVENANCE_FILE
 from edgetwin.comparison import check_reference
 from edgetwin.errors import InputError
-from edgetwin.provenance import PROVENANCE_FILE, read_provenance
+from edgetwin.provenance import read_provenance
 from edgetwin.reports import write_report
 from edgetwin.results import (
     ResultRow,
