@@ -71,6 +71,30 @@ def test_bad_compare_arguments_name_the_argument_or_the_file(
     assert [p.name for p in taken.iterdir()] == ["keep.txt"]
 
 
+def test_a_side_whose_rows_all_failed_is_named(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """Two runs of one sweep, one of which failed throughout, said 'no configuration in
+    common'."""
+    a, _b = two_runs
+    failed = tmp_path / "failed"
+    shutil.copytree(a, failed)
+    table = failed / "results.csv"
+    lines = table.read_text().splitlines()
+    header = lines[0].split(",")
+    emptied = {"compute_ms", "staging_ms", "comm_ms", "total_ms", "per_sample_ms", "energy_j"}
+    rows = []
+    for line in lines[1:]:
+        cells = line.split(",")
+        cells = ["" if name in emptied else cell for name, cell in zip(header, cells, strict=True)]
+        cells[header.index("status")] = "failed: out of memory"
+        rows.append(",".join(cells))
+    table.write_text("\n".join([lines[0], *rows]) + "\n")
+    for predicted, measured in ((a, failed), (failed, a)):
+        with pytest.raises(InputError) as raised:
+            edgetwin.compare(predicted, measured)
+        assert raised.value.path == str(table)
+        assert raised.value.problem == "every row failed (its status says why): nothing to compare"
+
+
 @pytest.mark.timeout(120)
 def test_a_parquet_only_folder_compares_as_its_csv_does(
     two_runs: tuple[Path, Path], tmp_path: Path

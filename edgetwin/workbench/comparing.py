@@ -4,7 +4,7 @@ configuration."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from edgetwin.errors import InputError
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.html import comparison_figures, write_comparison_report
 from edgetwin.reports.static import StaticFormat, write_static_figures
-from edgetwin.results import read_results, read_table, results_file
+from edgetwin.results import ResultRow, read_results, read_table, results_file
 from edgetwin.workbench.arguments import (
     flag_argument,
     out_argument,
@@ -87,5 +87,21 @@ def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) ->
         jobs_warning(predicted, predicted_jobs, measured, jobs_per_run(measured_rows)),
     )
     if not comparison.points:
-        raise InputError(measured_table, None, "no configuration in common")
+        raise _nothing_in_common(predicted_table, predicted_rows, measured_table, measured_rows)
     return replace(comparison, warnings=tuple(w for w in warnings if w is not None))
+
+
+def _nothing_in_common(
+    predicted_table: Path,
+    predicted_rows: Sequence[ResultRow],
+    measured_table: Path,
+    measured_rows: Sequence[Mapping[str, str]],
+) -> InputError:
+    """Why two tables gave no point: a side whose every row failed (it said 'no
+    configuration in common' of two runs of the same sweep), else no shared configuration."""
+    failed = "every row failed (its status says why): nothing to compare"
+    if predicted_rows and all(row.status != "ok" for row in predicted_rows):
+        return InputError(predicted_table, None, failed)
+    if measured_rows and all((row.get("status") or "ok") != "ok" for row in measured_rows):
+        return InputError(measured_table, None, failed)
+    return InputError(measured_table, None, "no configuration in common")
