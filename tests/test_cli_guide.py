@@ -143,6 +143,16 @@ def test_a_bert_scenario_in_the_emulator_says_to_use_the_twin(
     err = _error_of(capsys, [*argv, "--mode", "emu", "--set", "model={preset: bert_base}"])
     assert "field 'model'" in err and "use --mode twin" in err
     assert "local mode" not in err
+    assert "mode 'emu' runs real code for a ViT encoder, a decoder or a crowd" in err
+
+
+def test_a_crowd_too_large_for_the_emulator_says_so_in_a_whole_sentence(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The line ended '... holds 249 and the foreman', as if cut short."""
+    argv = ["run", str(SCENARIOS / "crowd_city.yaml"), "--out", str(tmp_path / "o")]
+    err = _error_of(capsys, [*argv, "--mode", "emu"])
+    assert err.endswith("holds 249 phones besides the foreman's host\n"), err
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:

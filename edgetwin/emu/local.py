@@ -68,16 +68,19 @@ def check_runnable(
         image_side(scenario.encoder)
     except ValueError as exc:
         problem = (
-            f"mode '{scenario.mode}' runs real code for a ViT only (or a crowd scenario's "
-            f"ONNX stages); this model runs in the twin: use {MODE_TWIN}: {exc}"
+            f"mode '{scenario.mode}' runs real code for a ViT encoder, a decoder or a crowd "
+            f"scenario's ONNX stages; this model runs in the twin: use {MODE_TWIN}: {exc}"
         )
         raise InputError(path, "model", problem) from None
     if scenario.encoder.bytes_per_element != ELEMENT_BYTES:
-        problem = f"local mode runs fp32 ({ELEMENT_BYTES} bytes per element)"
+        problem = f"mode '{scenario.mode}' runs fp32 ({ELEMENT_BYTES} bytes per element)"
         raise InputError(path, "model.bytes_per_element", problem)
     for index, strategy in enumerate(scenario.strategies):
         if strategy.name not in real_strategies():
-            problem = f"{strategy.name} has no real code path; local mode runs {real_strategies()}"
+            problem = (
+                f"{strategy.name} has no real code path; mode '{scenario.mode}' runs "
+                f"{real_strategies()}"
+            )
             raise InputError(path, f"strategies.{index}.name", problem)
     for index, sweep in enumerate(scenario.sweeps):
         if max(sweep.devices) > scenario.encoder.tokens:

@@ -92,7 +92,10 @@ def check_crowd_emulatable(scenario: Scenario, scenario_path: Path | None) -> No
     _check_phone_hosts(classes, scenario.emulator, scenario_path)
     hosts = len(crowd_phones(scenario, scenario_path)) + 1
     if hosts > MAX_HOSTS:
-        problem = f"{hosts - 1} phones; the emulator's subnet holds {MAX_HOSTS - 1} and the foreman"
+        problem = (
+            f"{hosts - 1} phones; the emulator's subnet holds {MAX_HOSTS - 1} phones besides "
+            "the foreman's host"
+        )
         field = "crowd.fleet_size" if crowd.fleet_size is not None else "crowd.fleet"
         raise InputError(scenario_path, field, problem)
     for i, fault in enumerate(scenario.emulator.faults):
