@@ -715,12 +715,14 @@ def test_report_and_compare_read_cells_by_column(
         assert_clean_failure(argv, capsys, tmp_path, table, expect)
 
 
-def _with_cell(table: Path, out: Path, column: str, cell: str) -> None:
-    """``table`` written to ``out`` with its first row's ``column`` set to ``cell``."""
+def _with_cell(table: Path, out: Path, column: str, cell: str, line: int = 2) -> None:
+    """``table`` written to ``out`` with ``column`` set to ``cell`` on ``line`` (the header
+    is line 1; the first row by default)."""
     lines = table.read_text().splitlines()
-    cells = lines[1].split(",")
+    cells = lines[line - 1].split(",")
     cells[lines[0].split(",").index(column)] = cell
-    out.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    lines[line - 1] = ",".join(cells)
+    out.write_text("\n".join(lines) + "\n")
 
 
 @pytest.mark.timeout(120)
@@ -1093,18 +1095,18 @@ def test_a_column_named_twice_in_a_results_table_is_named(
     ("edit", "expect"),
     [
         (
-            lambda text: text.replace(",total_ms,", ",totl_ms,", 1),
+            lambda table: table.write_text(table.read_text().replace(",total_ms,", ",totl_ms,", 1)),
             "field 'total_ms': no such column",
         ),
         (
-            lambda text: _emptied(text, "comm_ms", 3),
+            lambda table: _with_cell(table, table, "comm_ms", "", line=3),
             "field 'comm_ms': line 3: empty on a row whose status is ok",
         ),
     ],
     ids=["misspelt-total", "empty-comm-on-ok"],
 )
 def test_a_results_table_without_the_times_of_an_ok_row_is_refused(
-    edit: Callable[[str], str],
+    edit: Callable[[Path], object],
     expect: str,
     small_run: Path,
     tmp_path: Path,
@@ -1114,8 +1116,7 @@ def test_a_results_table_without_the_times_of_an_ok_row_is_refused(
     failed in statistics.stdev); an empty time on an ok row was averaged as NaN."""
     folder = tmp_path / "run"
     shutil.copytree(small_run, folder)
-    table = folder / "results.csv"
-    table.write_text(edit(table.read_text()))
+    edit(folder / "results.csv")
     assert main(["report", str(folder)]) == 2
     assert expect in capsys.readouterr().err
     with pytest.raises(InputError, match=expect.split("'")[1]):
@@ -1126,21 +1127,11 @@ def test_a_failed_row_may_leave_its_times_empty(small_run: Path, tmp_path: Path)
     folder = tmp_path / "run"
     shutil.copytree(small_run, folder)
     table = folder / "results.csv"
-    text = _emptied(table.read_text(), "comm_ms", 2)
-    table.write_text(text.replace(",ok,", ",failed: out of memory,", 1))
+    _with_cell(table, table, "comm_ms", "")
+    _with_cell(table, table, "status", "failed: out of memory")
     rows = edgetwin.load_results(folder).rows
     assert rows[0].status == "failed: out of memory"
     assert math.isnan(rows[0].comm_ms)
-
-
-def _emptied(text: str, column: str, line: int) -> str:
-    """``text`` of a CSV with the cell of ``column`` on ``line`` (the header is 1) emptied."""
-    lines = text.splitlines()
-    at = lines[0].split(",").index(column)
-    cells = lines[line - 1].split(",")
-    cells[at] = ""
-    lines[line - 1] = ",".join(cells)
-    return "\n".join(lines) + "\n"
 
 
 @pytest.mark.timeout(60)

@@ -8,12 +8,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from edgetwin.atomic import output_kind, why_not_written, write_texts_together
 from edgetwin.errors import OUT_OPTION, InputError, shown
-from edgetwin.file_kinds import kind_of_mapping
+from edgetwin.file_kinds import kind_of_file
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import (
     ComputeParams,
@@ -24,7 +23,7 @@ from edgetwin.profile import (
     StagingParams,
 )
 from edgetwin.provenance import files_read, sha256_file
-from edgetwin.schema import MAX_YAML_BYTES, PositiveFloat, Strict, dump_yaml, load_yaml
+from edgetwin.schema import PositiveFloat, Strict, dump_yaml
 
 # the profile sections a spec's ``fixed`` may set, as ``section.parameter: value``
 FIXABLE_SECTIONS: dict[str, type[BaseModel]] = {
@@ -114,20 +113,12 @@ def write_profiles(profiles: Mapping[Path, DeviceProfile | PhoneProfile]) -> Non
 
 
 def _holds_something_else(path: Path) -> bool:
-    """Whether ``path`` is a non-empty file that is not a profile (a profile is replaced:
-    that is how a shipped one is made again)."""
-    try:
-        size = path.stat().st_size
-        if size == 0 or not path.is_file():
-            return False  # nothing to lose, or what the write says it cannot write
-        if size > MAX_YAML_BYTES:
-            return True
-        raw = load_yaml(path.read_text(encoding="utf-8-sig"))
-    except OSError:  # absent, or unreadable: the write says so
+    """Whether ``path`` is a non-empty regular file that is not a profile (a profile is
+    replaced: that is how a shipped one is made again; what is not a regular file, the
+    write says it cannot write)."""
+    if output_kind(path) != "file" or path.stat().st_size == 0:
         return False
-    except (UnicodeDecodeError, yaml.YAMLError, RecursionError):
-        return True
-    return not (isinstance(raw, dict) and kind_of_mapping(raw, path) == "profile")
+    return kind_of_file(path) != "profile"
 
 
 def _profile_text(profile: DeviceProfile | PhoneProfile) -> str:

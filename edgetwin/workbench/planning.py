@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from edgetwin.atomic import check_out_folder
 from edgetwin.errors import InputError, option_named, shown
@@ -103,13 +103,19 @@ def executor_for(workers: int | None, scheduler: str | Any | None) -> Executor:
     return SerialExecutor() if count == 1 else PoolExecutor(count)
 
 
-def check_plan_out(out: Path, force: bool) -> None:
-    """An InputError unless ``plan_folder(out, force)`` may write ``out``: one that holds an
-    unfinished sweep is resumed (without ``force``); else as ``check_out_folder``."""
+PLAN_MARKERS = (PARTIAL,)  # an unfinished sweep's folder is an edgetwin output too
+PlanWrite = Literal["resume", "in_place", "staged"]
+
+
+def check_plan_out(out: Path, force: bool) -> PlanWrite:
+    """How ``plan_folder(out, force)`` writes ``out``, or an InputError if it may not:
+    ``resume`` an unfinished sweep (without ``force``), ``in_place`` into a new or empty
+    ``out`` (checked as ``check_out_folder``), or ``staged`` beside it (``force``)."""
     if not force and (out / PARTIAL).is_dir():
-        return
+        return "resume"
     in_place = not out.exists() or not force
-    check_out_folder(out, force, files_read(), in_place=in_place, also_ours=(PARTIAL,))
+    check_out_folder(out, force, files_read(), in_place=in_place, also_ours=PLAN_MARKERS)
+    return "in_place" if in_place else "staged"
 
 
 @contextmanager
@@ -118,12 +124,11 @@ def plan_folder(out: Path, force: bool) -> Iterator[Path]:
     sweep's journal (resumed); with ``force``, a folder staged beside that replaces ``out``
     whole at the end (a fresh sweep). Any other non-empty ``out`` is refused. A new ``out``
     whose sweep stops before it finishes a configuration is removed (nothing to resume)."""
-    check_plan_out(out, force)
-    if not force and (out / PARTIAL).is_dir():
+    write = check_plan_out(out, force)
+    if write == "resume":
         yield out
         return
-    in_place = not out.exists() or not force
-    if in_place:
+    if write == "in_place":
         new = not out.exists()
         try:
             yield out
@@ -134,11 +139,8 @@ def plan_folder(out: Path, force: bool) -> Iterator[Path]:
                 shutil.rmtree(out, ignore_errors=True)
             raise
         return
-    with (
-        journal_held(out),
-        output_folder(out, force, also_ours=(PARTIAL,)) as staging,
-    ):  # no plan writes out now
-        yield staging
+    with journal_held(out), output_folder(out, force, also_ours=PLAN_MARKERS) as staging:
+        yield staging  # no other plan writes out meanwhile
 
 
 def interrupted_note(out: Path) -> str:
