@@ -179,7 +179,12 @@ def test_validate_prints_and_writes_coverage(
         line = next(line for line in printed.splitlines() if line.startswith(f"{metric}:"))
         assert "90 % interval covers" in line
         assert f"{summary[metric]['coverage_90_pct']:.1f} %" in line
-    assert "90 % interval coverage" in (tmp_path / "v" / "validation.html").read_text()
+    page = (tmp_path / "v" / "validation.html").read_text()
+    assert "90 % interval coverage" in page
+    for metric in INTERVAL_METRICS:  # a share of the held-out runs, not "90.0 of 10"
+        stats = summary[metric]
+        covered = f"{stats['coverage_90_pct']:.1f} % of {stats['coverage_repetitions']} repetitions"
+        assert f"<td>{covered}</td>" in page
 
 
 SPECS = REPO / "edgetwin" / "calibration" / "specs"

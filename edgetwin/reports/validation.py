@@ -39,7 +39,8 @@ def _coverage_cell(stats: Mapping[str, float]) -> str:
     """Held-out coverage of the metric's 90 % band ('' without one, 'not known')."""
     if not stats.get("coverage_repetitions"):
         return "not known" if "coverage_90_pct" in stats else ""
-    return f"{stats['coverage_90_pct']:.1f} of {stats['coverage_repetitions']:.0f}"
+    covered, held_out = stats["coverage_90_pct"], stats["coverage_repetitions"]
+    return f"{covered:.1f} % of {held_out:.0f} repetitions"
 
 
 def validation_figures(points: Sequence[Mapping[str, Any]]) -> list[go.Figure]:
@@ -90,7 +91,7 @@ def write_validation_report(
         f"<p>Each point was predicted by a profile fitted without its "
         f"{escape(HOLDOUT_NAMES[held_out_by])}.</p>"
         "<table><tr><th>Metric</th><th>Points</th><th>MAPE (%)</th><th>Median |error| (%)</th>"
-        "<th>Max |error| (%)</th><th>90 % interval coverage (%)</th></tr>"
+        "<th>Max |error| (%)</th><th>90 % interval coverage</th></tr>"
         f"{rows}</table>"
         f"{figures_html(validation_figures(points))}"
         "<table><tr><th>Metric</th><th class='text'>Point</th><th>Measured</th><th>Predicted</th>"
