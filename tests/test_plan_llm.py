@@ -14,6 +14,7 @@ import yaml
 from edgetwin.decoder_spec import DTYPE_BYTES, DecoderSpec, kv_bytes_per_token
 from edgetwin.errors import InputError
 from edgetwin.models import registry
+from edgetwin.plan.answers import describe
 from edgetwin.plan.executors import SerialExecutor
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import run_plan
@@ -80,6 +81,30 @@ def test_lowest_ttft_and_tpot_follow_from_the_twin_rows(planned: Any) -> None:
     ttft = next(g for g in best["grids"] if g["metric"] == "ttft_ms")
     tpot = next(g for g in best["grids"] if g["metric"] == "tpot_ms")
     assert ttft["best"] != tpot["best"]  # prefill and decode favour different splits here
+
+
+@pytest.mark.timeout(240)
+def test_a_pareto_front_per_prompt_length_of_runs_that_were_made(tmp_path: Path) -> None:
+    """The front mixed prompt lengths: a point was the mean of a 128- and a 2048-token run."""
+    axes = {"batch": [1], "bandwidth_mbps": [900], "devices": [2], "prompt_tokens": [128, 512]}
+    question = llm_question(tmp_path, axes=axes, question={"kind": "best_mode"})
+    outcome = run_plan(
+        load_question(question), tmp_path / "out", SerialExecutor(), write_plan_report
+    )
+    front = outcome.answer["pareto"]
+    assert {p["prompt_tokens"] for p in front} == {128, 512}
+    for point in front:
+        (run,) = (
+            r
+            for r in outcome.rows
+            if registry.candidate_label(r.strategy, r.devices, r.cr, r.segments)
+            == point["candidate"]
+            and (r.batch, r.prompt_tokens) == (point["batch"], point["prompt_tokens"])
+        )
+        assert point["latency_ms"] == pytest.approx(run.total_ms)
+        assert point["energy_j_per_sample"] == pytest.approx(run.energy_j / run.batch)
+    fronts = [line for line in describe(outcome.answer) if line.startswith("Pareto front")]
+    assert [line.split(", ")[1] for line in fronts] == ["prompt 128", "prompt 512"]
 
 
 @pytest.mark.timeout(240)

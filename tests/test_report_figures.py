@@ -33,6 +33,7 @@ from edgetwin.reports.figures import (
     energy_figure,
     latency_breakdown_figure,
     per_sample_figure,
+    strategy_color,
 )
 from edgetwin.reports.html import read_run, run_figures
 from edgetwin.reports.plan import best_mode_figures, crossover_figures, fleet_figures
@@ -255,13 +256,18 @@ def test_adaptive_page_titles_fit_and_every_figure_has_the_template(tmp_path: Pa
     figures = [go.Figure(spec) for spec in specs]
     cell_colours: dict[str, set[str]] = {}
     for heat in (t for fig in figures for t in fig.data if t.type == "heatmap"):
-        stops = dict(heat.colorscale)
         for texts, codes in zip(heat.text, heat.z, strict=True):
             for text, code in zip(texts, codes, strict=True):
                 if text:
-                    cell_colours.setdefault(text, set()).add(stops[code / heat.zmax])
+                    cell_colours.setdefault(text, set()).add(_cell_colour(heat, code))
     colours = [colour for seen in cell_colours.values() for colour in seen]
     assert len(colours) == len(set(colours)) == len(cell_colours)  # a candidate, a colour
+    # in its strategy's colour, as on the page's lines: single blue, prism in reds
+    assert cell_colours["S"] == {strategy_color("single")}
+    prism = {
+        colour for text, seen in cell_colours.items() if text.startswith("P") for colour in seen
+    }
+    assert len(prism) > 1 and all(_reddish(colour) for colour in prism)
     boxes = {t.name: t.marker.color for fig in figures for t in fig.data if t.type == "box"}
     keys = {
         t.name: t.line.color
@@ -484,7 +490,25 @@ def _grid(metric: str, best: list[list[str]]) -> dict[str, Any]:
             "best_value": values}  # fmt: skip
 
 
+def _cell_colour(heat: Any, code: float) -> str:
+    """The colour a heatmap draws for ``code``: the band of its scale the code falls in."""
+    at = (code - heat.zmin) / (heat.zmax - heat.zmin)
+    bands = zip(heat.colorscale[::2], heat.colorscale[1::2], strict=True)
+    (colour,) = {low[1] for low, high in bands if low[0] <= at <= high[0]}
+    return str(colour)
+
+
+def _reddish(colour: str) -> bool:
+    red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return red > green and red > blue
+
+
 def test_best_mode_colours_a_candidate_once_and_names_the_pareto_points() -> None:
+    def point(candidate: str, strategy: str, prompt: int, latency_ms: float) -> dict[str, Any]:
+        return {"latency_ms": latency_ms, "energy_j_per_sample": 1.0, "candidate": candidate,
+                "strategy": strategy, "batch": 1, "bandwidth_mbps": 100.0,
+                "prompt_tokens": prompt, "output_tokens": 16}  # fmt: skip
+
     result = {
         "batches": [1],
         "bandwidths_mbps": [100.0, 900.0],
@@ -492,22 +516,33 @@ def test_best_mode_colours_a_candidate_once_and_names_the_pareto_points() -> Non
             _grid("ttft_ms", [["prism cr 4 x2", "prism cr 4 x4"]]),
             _grid("tpot_ms", [["single", "prism cr 4 x4"]]),
         ],
-        "pareto": [{"latency_ms": 10.0, "energy_j_per_sample": 1.0, "candidate": "single",
-                    "batch": 1, "bandwidth_mbps": 100.0}],
+        "pareto": [point("single", "single", 128, 10.0),
+                   point("prism cr 4 x2", "prism", 2048, 20.0)],
+        "strategy_of": {"single": "single", "prism cr 4 x2": "prism", "prism cr 4 x4": "prism",
+                        "voltage x2": "voltage"},
     }  # fmt: skip
-    *heatmaps, pareto = best_mode_figures(result)
-    colours = {}
+    *heatmaps, short_prompt, long_prompt = best_mode_figures(result)
+    colours: dict[str, set[str]] = {}
     for heat in heatmaps:
         (trace,) = heat.data
-        scale = dict((round(at, 6), c) for at, c in trace.colorscale)
-        steps = len(trace.colorscale) // 2
         for name, code in zip(trace.text[0], trace.z[0], strict=True):
-            colours.setdefault(name, set()).add(scale[round(code / steps, 6)])
+            colours.setdefault(name, set()).add(_cell_colour(trace, code))
     assert all(len(seen) == 1 for seen in colours.values()), colours  # one colour a candidate
-    # a static file has no hover: the points are numbered and named in the title
-    assert list(pareto.data[0].text) == ["1"]
-    named = "1 = single, batch 1, 100 Mbit/s".replace(" ", "\u00a0")
-    assert named in pareto.layout.title.text and named.endswith("Mbit/s")
+    assert colours["single"] == {strategy_color("single")}  # the page's lines' colours
+    (x2,), (x4,) = colours["prism cr 4 x2"], colours["prism cr 4 x4"]
+    assert x2 != x4 and _reddish(x2) and _reddish(x4)  # shades of prism's red
+    # a front per workload (one over both prompts averaged runs no one made); a static
+    # file has no hover: the points are numbered and named in the title
+    assert "prompt 128, 16 output tokens" in short_prompt.layout.title.text
+    assert "prompt 2048, 16 output tokens" in long_prompt.layout.title.text
+    assert list(short_prompt.data[0].text) == ["1"]
+    for figure, named in (
+        (short_prompt, "1 = single, batch 1"),  # the same at every bandwidth: none named
+        (long_prompt, "1 = prism cr 4 x2, batch 1, 100 Mbit/s"),
+    ):
+        named = named.replace(" ", "\u00a0")
+        assert named in figure.layout.title.text
+    assert "Mbit/s" not in short_prompt.layout.title.text
 
 
 def test_a_strategy_keeps_its_colour_in_a_figure_without_the_others() -> None:

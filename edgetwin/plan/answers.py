@@ -233,10 +233,12 @@ def best_mode(
 ) -> dict[str, Any]:
     """Per metric and workload (a decoder's prompt and output lengths; one for an encoder):
     the candidate with the lowest mean per (batch, bandwidth), under ``grids`` (``best`` and
-    ``best_ms``: the first grid's, as before decoders); the Pareto front of batch latency vs
-    J/sample over every swept configuration."""
+    ``best_ms``: the first grid's, as before decoders); per workload, the Pareto front of
+    batch latency vs J/sample over its swept configurations (``pareto``, each point naming
+    its workload); ``strategy_of``: each candidate's strategy (its colour in figures)."""
     workloads = list(dict.fromkeys((r.prompt_tokens, r.output_tokens) for r in rows))
     grids = []
+    fronts = []
     for prompt, output in workloads:
         mine = group(r for r in rows if (r.prompt_tokens, r.output_tokens) == (prompt, output))
         for metric in metrics:
@@ -250,8 +252,26 @@ def best_mode(
                     "best_value": [[value for _, value in row] for row in best],
                 }
             )
+        fronts += pareto_front(_pareto_points(mine, prompt, output))
+    return {
+        "batches": list(batches),
+        "bandwidths_mbps": list(bandwidths),
+        "grids": grids,
+        "best": grids[0]["best"],
+        "best_ms": grids[0]["best_value"],
+        "pareto": fronts,
+        "strategy_of": {registry.candidate_label(*key): key[0] for key in group(rows)},
+    }
+
+
+def _pareto_points(
+    variants: dict[CandidateKey, dict[Cell, list[ResultRow]]],
+    prompt_tokens: int | None,
+    output_tokens: int | None,
+) -> list[dict[str, Any]]:
+    """Every configuration of one workload that ran: its batch latency and J/sample."""
     points = []
-    for key, cells in group(rows).items():
+    for key, cells in variants.items():
         for (batch, bw), reps in cells.items():
             latency = mean_of(reps, "total_ms")
             energy = mean_of(reps, "energy_j")
@@ -259,20 +279,16 @@ def best_mode(
                 points.append(
                     {
                         "candidate": registry.candidate_label(*key),
+                        "strategy": key[0],
                         "batch": batch,
                         "bandwidth_mbps": bw,
+                        "prompt_tokens": prompt_tokens,
+                        "output_tokens": output_tokens,
                         "latency_ms": latency,
                         "energy_j_per_sample": energy / batch,
                     }
                 )
-    return {
-        "batches": list(batches),
-        "bandwidths_mbps": list(bandwidths),
-        "grids": grids,
-        "best": grids[0]["best"],
-        "best_ms": grids[0]["best_value"],
-        "pareto": pareto_front(points),
-    }
+    return points
 
 
 def longest_context(rows: Sequence[ResultRow], scenario: Scenario) -> dict[str, Any]:
@@ -367,8 +383,27 @@ def describe(result: dict[str, Any]) -> list[str]:
         ranked = sorted(counts.items(), key=lambda x: -x[1])
         cells = ", ".join(f"{name} {n}" for name, n in ranked)
         lines.append(f"{grid_title(grid)} per cell: {cells}")
-    front = len(result["pareto"])
-    return [*lines, f"Pareto front (latency vs J/sample): {counted(front, 'point')}"]
+    return [*lines, *_describe_fronts(result["pareto"])]
+
+
+def pareto_workloads(front: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The points of a best-mode answer's ``pareto`` by workload: ``""`` for an encoder's
+    one, ``prompt 512, 128 output tokens`` for each of a decoder's."""
+    fronts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for point in front:
+        prompt, output = point.get("prompt_tokens"), point.get("output_tokens")
+        workload = "" if prompt is None else f"prompt {prompt}, {output} output tokens"
+        fronts[workload].append(point)
+    return dict(fronts)
+
+
+def _describe_fronts(front: Sequence[dict[str, Any]]) -> list[str]:
+    fronts = pareto_workloads(front) or {"": []}
+    return [
+        f"Pareto front (latency vs J/sample{', ' + workload if workload else ''}): "
+        + counted(len(points), "point")
+        for workload, points in fronts.items()
+    ]
 
 
 NOTHING_RAN = "none ran"  # a cell where every candidate failed (out of memory, device lost)

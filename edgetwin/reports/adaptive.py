@@ -13,8 +13,18 @@ from plotly.subplots import make_subplots
 from edgetwin.atomic import write_text_atomic
 from edgetwin.evaluate.adaptive import ConditionResult, Evaluation
 from edgetwin.policies.perf_map import write_map
+from edgetwin.reports.figures import candidate_colors
 from edgetwin.reports.html import figures_html, page
-from edgetwin.reports.style import color, dash, legend_key, log_ticks, styled, symbol, title_text
+from edgetwin.reports.style import (
+    color,
+    dash,
+    discrete_colorscale,
+    legend_key,
+    log_ticks,
+    styled,
+    symbol,
+    title_text,
+)
 
 BANDWIDTH_AXIS = "Bandwidth (Mbit/s)"
 EVALUATION_PAGE = "evaluation.html"
@@ -170,8 +180,7 @@ def _labels(evaluation: Evaluation) -> list[str]:
 
 def _shown_labels(evaluation: Evaluation) -> list[str]:
     """The candidates a heatmap cell shows (best in the twin or picked), in ``_labels``
-    order: one colour each on the page (all of the map's candidates outran the ten
-    colours: prism cr 9.9 x5 had single's blue)."""
+    order: one colour each on the page."""
     shown = {c.oracle for c in evaluation.conditions}
     shown |= {_adaptive_label(c) for c in evaluation.conditions}
     return [label for label in _labels(evaluation) if label in shown]
@@ -195,15 +204,16 @@ def _confusion_html(evaluation: Evaluation, policy: str) -> str:
 
 
 def _mode_heatmaps(evaluation: Evaluation, group: Group) -> go.Figure:
-    """Best candidate (twin) and the adaptive pick over batch x bandwidth."""
-    labels = _shown_labels(evaluation)
+    """Best candidate (twin) and the adaptive pick over batch x bandwidth, each candidate in
+    its strategy's colour on every heatmap of the page; the key names those shown here."""
+    colors = _candidate_colors(evaluation)
     devices, tokens, output_tokens = group
     here = [c for c in evaluation.conditions if _group(c) == group]
     batches = sorted({c.batch for c in here})
     bandwidths = sorted({c.bandwidth_mbps for c in here})
+    picked = {pick(c) for c in here for pick in (_oracle_label, _adaptive_label)}
+    labels = [label for label in colors if label in picked]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Best in the twin", "Adaptive picks"))
-    steps = max(len(labels) - 1, 1)
-    scale = [[i / steps, color(i)] for i in range(len(labels))]
     short = {label: evaluation.candidates[label].short_label for label in labels}
     for col, pick in ((1, _oracle_label), (2, _adaptive_label)):
         grid = {(c.batch, c.bandwidth_mbps): pick(c) for c in here}
@@ -216,9 +226,9 @@ def _mode_heatmaps(evaluation: Evaluation, group: Group) -> go.Figure:
                 text=[[short.get(t, "") for t in row] for row in text],
                 texttemplate="%{text}",
                 customdata=text,
-                zmin=0,
-                zmax=steps,
-                colorscale=scale,
+                zmin=-0.5,
+                zmax=len(labels) - 0.5,
+                colorscale=discrete_colorscale([colors[label] for label in labels]),
                 showscale=False,
                 hovertemplate="batch %{x}, %{y} Mbit/s: %{customdata}<extra></extra>",
             ),
@@ -235,6 +245,12 @@ def _mode_heatmaps(evaluation: Evaluation, group: Group) -> go.Figure:
         )
     )
     return styled(fig)
+
+
+def _candidate_colors(evaluation: Evaluation) -> dict[str, str]:
+    """The colour of each candidate a heatmap cell shows on the page (``_shown_labels``)."""
+    shown = _shown_labels(evaluation)
+    return candidate_colors({label: evaluation.candidates[label].strategy for label in shown})
 
 
 def _oracle_label(condition: ConditionResult) -> str:

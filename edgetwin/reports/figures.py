@@ -6,7 +6,7 @@ Each returns None when the run lacks the data for that figure.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -24,6 +24,7 @@ from edgetwin.reports.style import (
     metric_color,
     metric_label,
     rows_height,
+    shade,
     styled,
     symbol,
     title_text,
@@ -50,6 +51,28 @@ def strategy_color(strategy: str) -> str:
     its place in a figure, a figure without single gave voltage single's blue)."""
     known = registry.names()
     return color(known.index(strategy) if strategy in known else len(known))
+
+
+# several candidates of one strategy: shades from SHADE_SPAN / 2 lighter to as much
+# darker, at most SHADE_STEP apart (two: 0.3 lighter and 0.3 darker)
+SHADE_SPAN = 0.9
+SHADE_STEP = 0.6
+
+
+def candidate_colors(strategy_of: Mapping[str, str]) -> dict[str, str]:
+    """Each candidate (label -> strategy, in order) in its strategy's colour, so that a
+    heatmap keeps the colours of the page's lines; several of one strategy (prism cr 9.9
+    x2 and x4) in shades of it, lighter to darker in the given order."""
+    by_strategy: dict[str, list[str]] = defaultdict(list)
+    for label, strategy in strategy_of.items():
+        by_strategy[strategy].append(label)
+    colors = {}
+    for strategy, labels in by_strategy.items():
+        spacing = min(SHADE_STEP, SHADE_SPAN / max(len(labels) - 1, 1))
+        middle = (len(labels) - 1) / 2
+        for k, label in enumerate(labels):
+            colors[label] = shade(strategy_color(strategy), (k - middle) * spacing)
+    return {label: colors[label] for label in strategy_of}
 
 
 def looks(labels: dict[Config, str]) -> dict[Config, Look]:

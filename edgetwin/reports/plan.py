@@ -9,13 +9,23 @@ from typing import Any
 import plotly.graph_objects as go
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.plan.answers import QUESTIONS, cell_label, describe, grid_title
+from edgetwin.models import registry
+from edgetwin.plan.answers import (
+    NOTHING_RAN,
+    QUESTIONS,
+    cell_label,
+    describe,
+    grid_title,
+    pareto_workloads,
+)
 from edgetwin.plan.questions import BEST_METRICS, PlanQuestion
+from edgetwin.reports.figures import candidate_colors
 from edgetwin.reports.html import figures_html, page
 from edgetwin.reports.style import (
     categories,
     color,
     dash,
+    discrete_colorscale,
     legend_key,
     log_ticks,
     rows_height,
@@ -24,6 +34,7 @@ from edgetwin.reports.style import (
 )
 
 PLAN_REPORT = "plan.html"
+NOTHING_RAN_COLOR = "#dddddd"  # a heatmap cell where every candidate failed
 CURVE_HOVER = "%{x:g} Mbit/s: %{y:.4g} ms per batch"  # the trace's name beside it
 
 
@@ -158,23 +169,28 @@ def _crossover_gaps(result: dict[str, Any]) -> str | None:
 
 def best_mode_figures(result: dict[str, Any]) -> list[go.Figure]:
     """A heatmap of the best candidate over batch x bandwidth per metric and workload; the
-    latency-energy Pareto front."""
-    names = _best_names(result)
-    return [*(_best_heatmap(result, grid, names) for grid in result["grids"]), _pareto(result)]
+    latency-energy Pareto front per workload."""
+    colors = _best_colors(result)
+    heatmaps = [_best_heatmap(result, grid, colors) for grid in result["grids"]]
+    fronts = pareto_workloads(result["pareto"])
+    return [*heatmaps, *(_pareto(points, workload) for workload, points in fronts.items())]
 
 
-def _best_names(result: dict[str, Any]) -> list[str]:
-    """Every candidate that is best in some cell of some grid: one colour each on the page."""
-    return sorted({cell_label(n) for grid in result["grids"] for row in grid["best"] for n in row})
+def _best_colors(result: dict[str, Any]) -> dict[str, str]:
+    """Every candidate that is best in some cell of some grid, in its strategy's colour (a
+    shade of it where several of one strategy are); ``none ran`` in grey."""
+    shown = {name for grid in result["grids"] for row in grid["best"] for name in row}
+    strategy_of = result["strategy_of"]
+    colors = candidate_colors({n: strategy_of[n] for n in strategy_of if n in shown})
+    return colors | ({NOTHING_RAN: NOTHING_RAN_COLOR} if None in shown else {})
 
 
-def _best_heatmap(result: dict[str, Any], grid: dict[str, Any], names: list[str]) -> go.Figure:
+def _best_heatmap(
+    result: dict[str, Any], grid: dict[str, Any], colors: dict[str, str]
+) -> go.Figure:
     labels = [[cell_label(n) for n in row] for row in grid["best"]]
-    code = {name: i for i, name in enumerate(names)}
-    steps = max(1, len(names))
-    scale = []
-    for i in range(steps):
-        scale += [[i / steps, color(i)], [(i + 1) / steps, color(i)]]
+    here = [name for name in colors if any(name in row for row in labels)]
+    code = {name: i for i, name in enumerate(here)}
     batches = [str(b) for b in result["batches"]]
     heat = go.Figure(
         go.Heatmap(
@@ -185,8 +201,8 @@ def _best_heatmap(result: dict[str, Any], grid: dict[str, Any], names: list[str]
             customdata=grid["best_value"],
             texttemplate="%{text}",
             zmin=-0.5,
-            zmax=steps - 0.5,
-            colorscale=scale,
+            zmax=len(here) - 0.5,
+            colorscale=discrete_colorscale([colors[name] for name in here]),
             showscale=False,
             hovertemplate="batch %{y}, %{x} Mbit/s: %{text} (%{customdata:.4g})<extra></extra>",
         )
@@ -204,14 +220,12 @@ def _best_heatmap(result: dict[str, Any], grid: dict[str, Any], names: list[str]
     return heat
 
 
-def _pareto(result: dict[str, Any]) -> go.Figure:
-    """The latency-energy front, its points numbered and named in the title (a static file
-    has no hover, and names beside the points ran into each other)."""
+def _pareto(points: list[dict[str, Any]], workload: str) -> go.Figure:
+    """One workload's latency-energy front, its points numbered and named in the title (a
+    static file has no hover, and names beside the points ran into each other); a
+    one-device candidate's point names no bandwidth (it is the same at every one)."""
     pareto = go.Figure()
-    points = result["pareto"]
-    names = [
-        f"{p['candidate']}, batch {p['batch']}, {p['bandwidth_mbps']:g} Mbit/s" for p in points
-    ]
+    names = [_pareto_name(p) for p in points]
     pareto.add_trace(
         go.Scatter(
             x=[p["latency_ms"] for p in points],
@@ -230,12 +244,20 @@ def _pareto(result: dict[str, Any]) -> go.Figure:
     key = "; ".join(  # no break inside an entry (no-break spaces)
         f"{number} = {name}".replace(" ", "\u00a0") for number, name in enumerate(names, start=1)
     )
+    main = "Pareto front: latency per batch against energy per sample"
     pareto.update_layout(
-        title=title_text("Pareto front: latency per batch against energy per sample", key),
+        title=title_text(main + (f", {workload}" if workload else ""), key),
         xaxis={"title": "Latency per batch (ms)", **log_ticks(p["latency_ms"] for p in points)},
         yaxis_title="Energy per sample (J)",
     )
     return pareto
+
+
+def _pareto_name(point: dict[str, Any]) -> str:
+    name = f"{point['candidate']}, batch {point['batch']}"
+    if registry.strategy(point["strategy"]).one_device:
+        return name
+    return f"{name}, {point['bandwidth_mbps']:g} Mbit/s"
 
 
 def longest_context_figures(result: dict[str, Any]) -> list[go.Figure]:

@@ -119,6 +119,24 @@ def color(index: int) -> str:
     return PALETTE[index % len(PALETTE)]
 
 
+def shade(hex_color: str, amount: float) -> str:
+    """``hex_color`` mixed with white (``amount`` < 0) or black (> 0) by ``|amount|``."""
+    toward = 0 if amount > 0 else 255
+    channels = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    mixed = (round(c + (toward - c) * abs(amount)) for c in channels)
+    return "#" + "".join(f"{c:02x}" for c in mixed)
+
+
+def discrete_colorscale(colors: Sequence[str]) -> list[list[float | str]]:
+    """A heatmap colour scale whose cell of code ``i`` (zmin -0.5, zmax len - 0.5) is
+    exactly ``colors[i]``: one band per colour, no blend between them."""
+    steps = max(1, len(colors))
+    scale: list[list[float | str]] = []
+    for i, each in enumerate(colors):
+        scale += [[i / steps, each], [(i + 1) / steps, each]]
+    return scale or [[0.0, "#ffffff"], [1.0, "#ffffff"]]
+
+
 def dash(index: int) -> str:
     return DASHES[index % len(DASHES)]
 
