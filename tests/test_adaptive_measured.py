@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -224,7 +225,11 @@ def test_the_cli_says_where_the_truth_comes_from(tmp_path: Path) -> None:
     assert "skipped batch 4, 400 Mbps" in done.stdout
     written = json.loads((out / "evaluation.json").read_text())
     assert written["held_out"] is None
-    assert "measured runs" in (out / "evaluation.html").read_text()
+    page = (out / "evaluation.html").read_text()
+    assert "measured runs" in page and "1 cell skipped" in page
+    # the page names the measured truth as such, in its text and its figures
+    assert re.findall(r"\btwin\b[^;]*;", page) == ["twin;"]  # the map's source alone
+    assert "Rows: best measured" in page and "lost against the best measured" in page
 
 
 EMU_EVAL = REPO / "scenarios" / "adaptive_emu.eval.yaml"

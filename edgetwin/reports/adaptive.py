@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from edgetwin.atomic import write_text_atomic
+from edgetwin.errors import counted
 from edgetwin.evaluate.adaptive import ConditionResult, Evaluation
 from edgetwin.policies.perf_map import write_map
 from edgetwin.reports.figures import candidate_colors
@@ -114,8 +115,9 @@ def _truth_summary(evaluation: Evaluation) -> str:
         cells = "; ".join(
             f"batch {c.batch}, {c.bandwidth_mbps:g} Mbit/s, {c.devices} up" for c in conditions
         )
-        skipped = f"; {len(evaluation.skipped)} cells skipped" if evaluation.skipped else ""
-        return f"measured ({evaluation.truth_source}); {tokens}; {cells}{skipped}"
+        skipped = len(evaluation.skipped)
+        skipped_text = f"; {counted(skipped, 'cell')} skipped" if skipped else ""
+        return f"measured ({evaluation.truth_source}); {tokens}; {cells}{skipped_text}"
     return (
         f"the twin at held-out conditions; {tokens}; batch {_join(held_out.batch)}; "
         f"{_join(held_out.bandwidth_mbps)} Mbit/s; {_join(held_out.devices)} devices up"
@@ -138,6 +140,11 @@ def _scores_html(evaluation: Evaluation) -> str:
         "<table><tr><th>Policy</th><th>Decision accuracy</th><th>Mode accuracy</th>"
         f"<th>Mean regret (%)</th><th>Max regret (%)</th></tr>{rows}</table>"
     )
+
+
+def _best_name(evaluation: Evaluation) -> str:
+    """The ground truth's best candidate as the page names it: the twin's or measured."""
+    return "best in the twin" if evaluation.settings.held_out is not None else "best measured"
 
 
 def _truth_heading(evaluation: Evaluation) -> str:
@@ -198,13 +205,13 @@ def _confusion_html(evaluation: Evaluation, policy: str) -> str:
         if best in confusion
     )
     return (
-        f"<h2>Confusion matrix of {escape(policy)}</h2><p>Rows: best in the twin; "
+        f"<h2>Confusion matrix of {escape(policy)}</h2><p>Rows: {_best_name(evaluation)}; "
         f"columns: chosen.</p><table><tr><th>best \\ chosen</th>{head}</tr>{rows}</table>"
     )
 
 
 def _mode_heatmaps(evaluation: Evaluation, group: Group) -> go.Figure:
-    """Best candidate (twin) and the adaptive pick over batch x bandwidth, each candidate in
+    """Best candidate (ground truth) and the adaptive pick over batch x bandwidth, each in
     its strategy's colour on every heatmap of the page; the key names those shown here."""
     colors = _candidate_colors(evaluation)
     devices, tokens, output_tokens = group
@@ -213,7 +220,8 @@ def _mode_heatmaps(evaluation: Evaluation, group: Group) -> go.Figure:
     bandwidths = sorted({c.bandwidth_mbps for c in here})
     picked = {pick(c) for c in here for pick in (_oracle_label, _adaptive_label)}
     labels = [label for label in colors if label in picked]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Best in the twin", "Adaptive picks"))
+    best = _best_name(evaluation).capitalize()
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(best, "Adaptive picks"))
     short = {label: evaluation.candidates[label].short_label for label in labels}
     for col, pick in ((1, _oracle_label), (2, _adaptive_label)):
         grid = {(c.batch, c.bandwidth_mbps): pick(c) for c in here}
@@ -292,7 +300,7 @@ def _regret_figure(evaluation: Evaluation) -> go.Figure:
     fig.update_layout(
         title=title_text(
             f"Regret at the {len(evaluation.conditions)} held-out conditions",
-            "% of the objective lost against the best in the twin; a point per condition",
+            f"% of the objective lost against the {_best_name(evaluation)}; a point per condition",
         ),
         showlegend=False,
         yaxis_title="Regret (%)",
@@ -311,12 +319,13 @@ def _width(who: str) -> int:
 
 
 def _crossover_figure(evaluation: Evaluation) -> go.Figure:
-    """Smallest batch where distributed wins (twin) or is picked (policies), per bandwidth."""
+    """Smallest batch where distributed wins (ground truth) or is picked (policies), per
+    bandwidth."""
     fig = go.Figure()
     rows = evaluation.crossover_batch()
     groups = _groups(evaluation)
     who_all = ("oracle", *evaluation.scores)
-    names = {who: "best in the twin" if who == "oracle" else who for who in who_all}
+    names = {who: _best_name(evaluation) if who == "oracle" else who for who in who_all}
     colors = _policy_colors(evaluation)
     for at, (devices, tokens, outputs) in enumerate(groups):
         mine = [
