@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import shutil
 from decimal import Decimal
 from pathlib import Path
@@ -118,6 +119,9 @@ def test_calibrate_machine_profiles_this_machine(
     assert sum("(decoder: " in line for line in steps) == total - 3  # a line per launch
     profile = load_profile(str(out / "profile.yaml"))
     assert profile.compute.throughput_gflops > 0
+    # the machine's memory in the MB (10^6 bytes) the twin counts in: it was MiB, 4.9 % less
+    physical_bytes = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert profile.ram_mb == pytest.approx(physical_bytes / 1e6, abs=1)
     assert {"compute", "staging", "network", "memory"} <= set(profile.fit["median_abs_error_pct"])
     assert profile.memory is not None and profile.memory.fitted  # from the real decoder
     assert profile.fit["method"].endswith("power fixed in the spec")  # no power meter here

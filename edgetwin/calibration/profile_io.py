@@ -15,6 +15,7 @@ from edgetwin.errors import OUT_OPTION, InputError, shown
 from edgetwin.file_kinds import kind_of_file
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import (
+    MB,
     ComputeParams,
     DeviceProfile,
     MemoryParams,
@@ -133,5 +134,6 @@ def source_record(path: Path) -> dict[str, str]:
 
 
 def host_ram_mb() -> float:
-    """This machine's physical memory, in MB (the ``ram_mb`` of a profile of it)."""
-    return round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**20)
+    """This machine's physical memory in MB (10^6 bytes, the ``MB`` the twin divides bytes
+    by): the ``ram_mb`` of a profile of it."""
+    return round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / MB)
