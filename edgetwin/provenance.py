@@ -139,6 +139,12 @@ def write_provenance(
         "inputs": dict(sorted(inputs.items())),
         "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    return write_provenance_record(folder, record)
+
+
+def write_provenance_record(folder: Path, record: Mapping[str, Any]) -> Path:
+    """Write ``record`` (``write_provenance``'s, or one read back) as
+    ``folder/provenance.json``."""
     path = folder / PROVENANCE_FILE
     write_text_atomic(path, json.dumps(record, indent=2) + "\n")
     return path

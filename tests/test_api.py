@@ -158,6 +158,8 @@ def test_write_and_load_results_keep_provenance_and_scenario(tmp_path: Path) -> 
     assert loaded.provenance == record
     again = loaded.write(tmp_path / "again")
     assert edgetwin.load_results(again).provenance == record  # it travels with the results
+    written = (again / "provenance.json").read_bytes()
+    assert written == (out / "provenance.json").read_bytes()  # as the command wrote it
     assert loaded.scenario == results.scenario
     (out / "provenance.json").write_text("[1, 2")
     with pytest.raises(InputError, match=r"provenance\.json"):

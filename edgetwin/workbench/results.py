@@ -4,16 +4,14 @@ only when a DataFrame is asked for)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from edgetwin.atomic import PROVENANCE_FILE
 from edgetwin.comparison import check_reference
 from edgetwin.errors import InputError
-from edgetwin.provenance import read_provenance
+from edgetwin.provenance import read_provenance, write_provenance_record
 from edgetwin.reports import write_report
 from edgetwin.results import (
     ResultRow,
@@ -73,7 +71,7 @@ class Results:
         with output_folder(out, flag_argument(force, "force")) as staging:
             self.write_into(staging, format)
             if self.provenance is not None:
-                (staging / PROVENANCE_FILE).write_text(json.dumps(self.provenance, indent=2))
+                write_provenance_record(staging, self.provenance)
         return out
 
     def write_into(self, folder: Path, format: Format) -> None:
