@@ -129,11 +129,6 @@ def parameter_count(model: DecoderSpec) -> int:
     return model.layers * layer_params(model) + embedding_params(model)
 
 
-def weight_bytes(model: DecoderSpec, params: float) -> float:
-    """Bytes of ``params`` parameters in the model's weight dtype."""
-    return params * DTYPE_BYTES[model.weight_dtype]
-
-
 def kv_bytes_per_token(model: DecoderSpec, layers: int | None = None) -> float:
     """KV-cache bytes one token adds over ``layers`` blocks (all of them by default)."""
     count = model.layers if layers is None else layers

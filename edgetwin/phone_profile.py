@@ -15,7 +15,13 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from edgetwin.profile import DeviceProfile, profile_path, read_profile_mapping
+from edgetwin.profile import (
+    LI_ION_NOMINAL_V,
+    DeviceProfile,
+    battery_wh,
+    profile_path,
+    read_profile_mapping,
+)
 from edgetwin.schema import (
     NonNegativeFloat,
     PositiveFloat,
@@ -53,7 +59,7 @@ class PhoneNetworkParams(Strict):
 
 class BatteryParams(Strict):
     capacity_mah: PositiveFloat
-    voltage_v: PositiveFloat = 3.85
+    voltage_v: PositiveFloat = LI_ION_NOMINAL_V
 
 
 class PhonePowerParams(Strict):
@@ -95,7 +101,7 @@ def device_profile(phone: PhoneProfile, ram_mb: float | None = None) -> DevicePr
         {
             "name": phone.name,
             "ram_mb": max(budget_mb, 1e-6),
-            "battery_wh": phone.battery.capacity_mah * phone.battery.voltage_v / 1e3,
+            "battery_wh": battery_wh(phone.battery.capacity_mah, phone.battery.voltage_v),
             "compute": {
                 "throughput_gflops": phone.cpu_gflops,
                 "launch_floor_ms": phone.inference_floor_ms,

@@ -27,6 +27,8 @@ from edgetwin.schema import (
 
 PROFILE_DIR = Path(__file__).parent / "calibration" / "profiles"
 MB = 1e6
+J_PER_WH = 3600.0  # joules in a watt-hour
+LI_ION_NOMINAL_V = 3.85  # a phone battery's nominal voltage (one Li-ion cell)
 ProfileKind = Literal["device", "phone"]
 # the top-level key that tells a profile's kind: a device's compute section, a phone's CPU
 PROFILE_KIND_KEYS: dict[ProfileKind, str] = {"device": "compute", "phone": "cpu_gflops"}
@@ -316,3 +318,13 @@ def load_profile(name_or_path: str, relative_to: Path | None = None) -> DevicePr
     """A shipped profile by name, or a profile file (relative to ``relative_to``)."""
     path = profile_path(name_or_path, relative_to)
     return validate_model(DeviceProfile, read_profile_mapping(path, "device"), path)
+
+
+def battery_wh(capacity_mah: float, voltage_v: float) -> float:
+    """A battery's energy (Wh): its charge at its nominal voltage."""
+    return capacity_mah * voltage_v / 1e3
+
+
+def mah_from_joules(energy_j: float, voltage_v: float) -> float:
+    """Charge drawn from a battery at its nominal voltage."""
+    return energy_j / J_PER_WH / voltage_v * 1e3

@@ -61,6 +61,7 @@ from edgetwin.csv_rows import read_rows
 from edgetwin.errors import InputError, shown
 from edgetwin.models.strategies.crowdio import CROWDIO_BARRIER, CROWDIO_STREAMING
 from edgetwin.phone_profile import MMAP_CEILING_MB, PhoneProfile
+from edgetwin.profile import mah_from_joules
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.schema import (
     PositiveFloat,
@@ -69,7 +70,7 @@ from edgetwin.schema import (
     read_yaml_mapping,
     referenced_file,
 )
-from edgetwin.sim.crowd.costs import compressed_activation_bytes, mah_from_joules
+from edgetwin.sim.crowd.costs import compressed_activation_bytes
 from edgetwin.sim.crowd.runner import CrowdOutcome, CrowdSetup, simulate_crowd
 
 SPEC_KEY = "phone_classes"  # an Android calibration spec has this key, a Jetson one does not

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from edgetwin.profile import DeviceProfile
+from edgetwin.profile import J_PER_WH, DeviceProfile
 from edgetwin.scenario import (
     Availability,
     ConstantDist,
@@ -29,7 +29,6 @@ from edgetwin.scenario import (
 from edgetwin.sim.host import Host
 
 STATES = ("idle", "compute", "host", "staging", "comm", "load")
-WH_TO_J = 3600.0
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ class Device:
         self._power_w = {state: profile.power.of(state) for state in STATES}
         self.ram_mb = ram_mb or profile.ram_mb
         capacity_wh = battery_wh or profile.battery_wh
-        self.battery_j: float | None = None if capacity_wh is None else capacity_wh * WH_TO_J
+        self.battery_j: float | None = None if capacity_wh is None else capacity_wh * J_PER_WH
         self.resident_mb = 0.0
         self.peak_resident_mb = 0.0
         self.up = True

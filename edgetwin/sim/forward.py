@@ -19,8 +19,6 @@ from edgetwin.sim.collectives import Rendezvous
 from edgetwin.sim.device import Device
 from edgetwin.sim.network import Network
 
-PHASES = ("compute", "staging", "comm")
-
 
 @dataclass
 class RankTimes:

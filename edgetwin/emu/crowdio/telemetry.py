@@ -23,6 +23,7 @@ from typing import Literal
 
 import psutil
 
+from edgetwin.profile import LI_ION_NOMINAL_V, mah_from_joules
 from edgetwin.worker_log import COLUMNS as LOG_COLUMNS
 from edgetwin.worker_log import Event as LogEvent
 
@@ -37,7 +38,7 @@ class PowerModel:
     load_w: float = 2.0
     compute_w: float = 3.5
     transmit_w: float = 1.2
-    voltage_v: float = 3.85
+    voltage_v: float = LI_ION_NOMINAL_V
     capacity_mah: float = 4000.0
 
     def __post_init__(self) -> None:
@@ -85,7 +86,7 @@ class BatteryMeter:
         return self.power.idle_w * idle_s + busy_j
 
     def drained_mah(self) -> float:
-        return self.drained_j() / (self.power.voltage_v * 3.6)
+        return mah_from_joules(self.drained_j(), self.power.voltage_v)
 
     def remaining_mah(self) -> float:
         return max(self.power.capacity_mah - self.drained_mah(), 0.0)

@@ -17,7 +17,6 @@ from edgetwin.scenario import CrowdJobSpec, StageSpec
 
 BASE64_OVERHEAD = 4.0 / 3.0
 MB = 1e6
-J_PER_WH = 3600.0
 
 
 def inference_ms(phone: PhoneProfile, stage: StageSpec) -> float:
@@ -66,11 +65,6 @@ def task_output_bytes(job: CrowdJobSpec, stage_index: int) -> int:
 def aggregation_ms(job: CrowdJobSpec) -> float:
     """Averaging the logits of the N inputs and taking the majority class, at the foreman."""
     return job.aggregation_ms_per_input * job.inputs
-
-
-def mah_from_joules(energy_j: float, voltage_v: float) -> float:
-    """Charge drawn from a battery at its nominal voltage."""
-    return energy_j / J_PER_WH / voltage_v * 1e3
 
 
 def lognormal_factor(rng: np.random.Generator, cv: float) -> Callable[[], float]:

@@ -22,12 +22,12 @@ import simpy
 
 from edgetwin.models.crowd.table import Task, waited_load_ms
 from edgetwin.phone_profile import PhoneProfile
-from edgetwin.profile import DeviceProfile
+from edgetwin.profile import J_PER_WH, DeviceProfile, battery_wh
 from edgetwin.scenario import StageSpec
 from edgetwin.sim.crowd.costs import blob_bytes, inference_ms, warm_load_ms
 from edgetwin.sim.crowd.records import Recorder
 from edgetwin.sim.crowd.tasks import Job
-from edgetwin.sim.device import WH_TO_J, Device, DeviceLeft
+from edgetwin.sim.device import Device, DeviceLeft
 from edgetwin.sim.network import Channel
 
 
@@ -114,7 +114,7 @@ class Phone:
         self.load_noise = load_noise
         self.recorder = recorder
         battery = profile.battery
-        self.capacity_j = battery.capacity_mah * battery.voltage_v / 1e3 * WH_TO_J
+        self.capacity_j = battery_wh(battery.capacity_mah, battery.voltage_v) * J_PER_WH
         self.resident: StageSpec | None = None  # the session it holds now
         self.cached: OrderedDict[str, float] = OrderedDict()  # least recently used first
         self.cached_stages: frozenset[str] = frozenset()  # its keys, for the foreman's facts

@@ -28,12 +28,12 @@ from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.phone_profile import device_profile
 from edgetwin.policies.scheduling import check_schedulers, make_scheduler
-from edgetwin.profile import NetworkParams
+from edgetwin.profile import NetworkParams, mah_from_joules
 from edgetwin.results import ResultRow
 from edgetwin.scenario import CROWD_STRATEGIES, Scenario
 from edgetwin.schema import referenced_file
 from edgetwin.sim.crowd.availability import Absence, read_trace, replay
-from edgetwin.sim.crowd.costs import lognormal_factor, mah_from_joules
+from edgetwin.sim.crowd.costs import lognormal_factor
 from edgetwin.sim.crowd.foreman import Foreman
 from edgetwin.sim.crowd.phone import Link, Phone
 from edgetwin.sim.crowd.records import (
