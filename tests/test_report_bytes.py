@@ -114,6 +114,9 @@ def test_figure_ids_are_their_place_and_title_and_differ_on_a_page() -> None:
         "figure-03_figure",
     ]
     assert html == figures_html(figures)  # no random part
+    long = "Time per output token against a prompt, 16 output tokens, kv cache included"
+    (named,) = _DIV_IDS.findall(figures_html([_figure(long)]))
+    assert named.endswith("_16_output_tokens_kv")  # cut at a word's end, not "_kv_c"
 
 
 def test_a_page_with_two_figures_of_one_id_is_refused() -> None:

@@ -52,6 +52,7 @@ def test_decoder_page_has_its_figures_with_a_line_per_strategy(tmp_path: Path) -
         if (r.strategy, r.prompt_tokens, r.bandwidth_mbps) == ("single", prompt, bw)
     ]
     assert list(rate.x) == [200, 400] and list(rate.y) == pytest.approx(expected)
+    assert tokens.layout.xaxis.ticktext == ("200", "400")  # the swept ones (not 200, 300)
     memory_line = next(t for t in memory.data if t.name == "single")
     assert memory_line.y[1] == pytest.approx(single.weights_mb + single.kv_cache_mb)
     ram = [t for t in memory.data if t.legendgroup == "RAM"]

@@ -285,7 +285,7 @@ def bandwidth_figure(points: Sequence[Point]) -> go.Figure | None:
         marker = {"symbol": symbol(at), "color": "#555"}
         legend_key(fig, f"batch {batch}", group="batch", marker=marker)
     bandwidths = [p.bandwidth_mbps for line in swept.values() for p in line]
-    fig.update_xaxes(title="Bandwidth (Mbit/s)", **log_ticks(bandwidths))
+    fig.update_xaxes(title="Bandwidth (Mbit/s)", **log_ticks(bandwidths, swept=True))
     fig.update_yaxes(title="Total latency per batch (ms)", rangemode="tozero")
     return fig
 

@@ -73,7 +73,9 @@ def figure_name(index: int, fig: go.Figure) -> str:
     """``01_latency_breakdown_per_batch_at_1000_mbit_s``: its place and its title (the
     name of its static file, and its id on the page after ``figure-``)."""
     title = (fig.layout.title.text or "figure").split("<br>")[0]
-    slug = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")[:_NAME_CHARS].rstrip("_")
+    slug = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")
+    if len(slug) > _NAME_CHARS:  # cut at a word's end (``_kv_cach`` read as a typo)
+        slug = slug[: _NAME_CHARS + 1].rpartition("_")[0] or slug[:_NAME_CHARS]
     return f"{index:02d}_{slug or 'figure'}"
 
 

@@ -146,7 +146,7 @@ def tokens_per_s_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
     hover = "%{x:g} Mbit/s: %{y:.4g} tokens/s"
     _add_lines(fig, lines, lambda reps: _mean(reps, "tokens_per_s"), hover)
     bandwidths = [x for points in lines.values() for x in points]
-    fig.update_xaxes(title="Bandwidth (Mbit/s)", **log_ticks(bandwidths))
+    fig.update_xaxes(title="Bandwidth (Mbit/s)", **log_ticks(bandwidths, swept=True))
     fig.update_yaxes(title="Tokens per second (all sequences)", rangemode="tozero")
     return fig
 

@@ -148,7 +148,7 @@ def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
     )
     curves.update_layout(
         title=f"Latency vs bandwidth: best {result['strategy']} variant and single",
-        xaxis={"title": "Bandwidth (Mbit/s)", **log_ticks(bandwidths)},
+        xaxis={"title": "Bandwidth (Mbit/s)", **log_ticks(bandwidths, swept=True)},
         yaxis={"title": "Latency per batch (ms)", **log_ticks(latencies)},
     )
     return [crossing, curves]
