@@ -104,6 +104,10 @@ def test_capacity_answer_from_the_crowd_twin(tmp_path: Path) -> None:
     latency, backlog_figure = capacity_figures(answer)  # hovers give phones, s and jobs
     assert latency.data[0].hovertemplate.startswith("%{x} phones: p95 %{y:.3g} s")
     assert backlog_figure.data[0].hovertemplate.startswith("%{x} phones: %{y} jobs")
+    # a run that falls behind looks the same in both figures, keyed (it was blue, unkeyed)
+    looks = [[(t.name, t.marker.color, t.marker.symbol) for t in fig.data[:2]]
+             for fig in (latency, backlog_figure)]  # fmt: skip
+    assert looks[0] == looks[1] and len({colour for _, colour, _ in looks[0]}) == 2
 
 
 @pytest.mark.timeout(300)

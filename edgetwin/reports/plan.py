@@ -325,9 +325,10 @@ def _capacity_at(
 ) -> list[go.Figure]:
     runs = [(fleet["fleet_size"], run) for fleet in fleets for run in fleet["runs"]]
     keeps = ["keeps up" if run["keeps_up"] else "falls behind" for _, run in runs]
-    latency = go.Figure()
-    for what, marker in (("keeps up", "circle"), ("falls behind", "x")):
+    latency, backlog = go.Figure(), go.Figure()
+    for index, (what, marker) in enumerate((("keeps up", "circle"), ("falls behind", "x"))):
         mine = [(n, run) for (n, run), k in zip(runs, keeps, strict=True) if k == what]
+        look = {"symbol": marker, "size": 9, "color": color(index)}  # the same in both
         latency.add_trace(
             go.Scatter(
                 x=[n for n, _ in mine],
@@ -335,8 +336,18 @@ def _capacity_at(
                 text=[f"rep {run['rep']}, {run['unfinished']} unfinished" for _, run in mine],
                 hovertemplate="%{x} phones: p95 %{y:.3g} s<br>%{text}",
                 mode="markers",
-                marker={"symbol": marker, "size": 9},
+                marker=look,
                 name=f"run: {what}",
+            )
+        )
+        backlog.add_trace(
+            go.Scatter(
+                x=[n for n, _ in mine],
+                y=[run["max_backlog"] for _, run in mine],
+                mode="markers",
+                marker=look,
+                name=f"run: {what}",
+                hovertemplate="%{x} phones: %{y} jobs<extra></extra>",
             )
         )
     sizes = [fleet["fleet_size"] for fleet in fleets]
@@ -358,15 +369,6 @@ def _capacity_at(
             "title": "p95 job latency (s)",
             **log_ticks([*(run["p95_s"] for _, run in runs), result["target_p95_s"]]),
         },
-    )
-    backlog = go.Figure(
-        go.Scatter(
-            x=[n for n, _ in runs],
-            y=[run["max_backlog"] for _, run in runs],
-            mode="markers",
-            name="largest backlog",
-            hovertemplate="%{x} phones: %{y} jobs<extra></extra>",
-        )
     )
     backlog.update_layout(
         title=title_text(
