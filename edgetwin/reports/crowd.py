@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from edgetwin.errors import InputError
 from edgetwin.models import registry
-from edgetwin.reports.style import styled
+from edgetwin.reports.style import color, styled
 from edgetwin.results import ResultRow
 from edgetwin.schema import check_regular_file, validation_error
 from edgetwin.sim.crowd.records import ACTIVITY_KINDS, Activity, BatterySample, RamSample
@@ -29,6 +29,16 @@ ACTIVITY_COLORS = dict(  # one per activity kind, in their order (a new kind nee
 Records = Mapping[str, Sequence[Mapping[str, Any]]]
 
 
+MAX_PHONE_LINES = 10  # more phones than this (the palette): a colour and a key per class
+
+
+class _Phone(BaseModel):
+    """A phone's summary, as far as the figures read it: its class."""
+
+    phone: str
+    phone_class: str
+
+
 class _Timeline(BaseModel):
     """The sections of ``timeline.json`` the figures read (the others are left alone)."""
 
@@ -37,6 +47,7 @@ class _Timeline(BaseModel):
     activities: tuple[Activity, ...] = ()
     ram: tuple[RamSample, ...] = ()
     battery: tuple[BatterySample, ...] = ()
+    phones: tuple[_Phone, ...] = ()
 
 
 def read_timeline(path: Path) -> Records:
@@ -110,7 +121,7 @@ def gantt_figure(records: Records) -> go.Figure | None:
     if not activities:
         return None
     fig = go.Figure()
-    for kind, color in ACTIVITY_COLORS.items():
+    for kind, kind_color in ACTIVITY_COLORS.items():
         spans = [a for a in activities if a["kind"] == kind]
         if spans:
             fig.add_trace(
@@ -120,7 +131,7 @@ def gantt_figure(records: Records) -> go.Figure | None:
                     base=[a["start_s"] for a in spans],
                     orientation="h",
                     name=kind,
-                    marker_color=color,
+                    marker_color=kind_color,
                     customdata=[
                         [
                             a["start_s"],
@@ -137,38 +148,51 @@ def gantt_figure(records: Records) -> go.Figure | None:
     return _layout(fig, "What each phone did (first run)", "Time (s)", "Phone")
 
 
-def _per_phone_lines(samples: Sequence[Mapping[str, Any]], value: str, unit: str) -> go.Figure:
+def _per_phone_lines(records: Records, section: str, value: str, unit: str) -> go.Figure:
+    """A line per phone; past ``MAX_PHONE_LINES`` phones (a legend of a hundred entries
+    in ten recycled colours) the phones of a class share its colour and one key."""
     by_phone: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for sample in samples:
+    for sample in records[section]:
         by_phone[str(sample["phone"])].append(sample)
-    return go.Figure(
-        [
+    class_of = {str(p["phone"]): str(p["phone_class"]) for p in records.get("phones", [])}
+    by_class = len(by_phone) > MAX_PHONE_LINES and set(by_phone) <= set(class_of)
+    classes = list(dict.fromkeys(class_of[phone] for phone in by_phone)) if by_class else []
+    fig = go.Figure()
+    keyed: set[str] = set()
+    for phone, points in by_phone.items():
+        line: dict[str, Any] = {"shape": "hv"}
+        look: dict[str, Any] = {"name": phone}
+        if by_class:
+            group = class_of[phone]
+            line |= {"color": color(classes.index(group)), "width": 1}
+            look = {"name": group, "legendgroup": group, "showlegend": group not in keyed}
+            keyed.add(group)
+        fig.add_trace(
             go.Scatter(
                 x=[s["t_s"] for s in points],
                 y=[s[value] for s in points],
-                name=phone,
                 mode="lines",
-                line_shape="hv",
+                line=line,
                 hovertemplate=f"%{{x:.2f}} s: %{{y:.4g}} {unit}<extra>{phone}</extra>",
+                **look,
             )
-            for phone, points in by_phone.items()
-        ]
-    )
+        )
+    return fig
 
 
 def ram_figure(records: Records) -> go.Figure | None:
-    samples = records.get("ram", [])
-    if not samples:
+    if not records.get("ram"):
         return None
-    fig = _per_phone_lines(samples, "rss_mb", "MB")
+    fig = _per_phone_lines(records, "ram", "rss_mb", "MB")
+    fig.update_yaxes(rangemode="tozero")
     return _layout(fig, "Resident memory per phone (first run)", "Time (s)", "RSS (MB)")
 
 
 def battery_figure(records: Records) -> go.Figure | None:
-    samples = records.get("battery", [])
-    if not samples:
+    if not records.get("battery"):
         return None
-    fig = _per_phone_lines(samples, "level_pct", "%")
+    fig = _per_phone_lines(records, "battery", "level_pct", "%")
+    fig.update_yaxes(range=[0, 100])  # a level is 0-100 % (autorange padded below 0)
     return _layout(fig, "Battery per phone (first run)", "Time (s)", "Battery (%)")
 
 
