@@ -277,11 +277,15 @@ def test_adaptive_page_titles_fit_and_every_figure_has_the_template(tmp_path: Pa
     }
     assert len(boxes) > 1 and set(boxes) <= set(keys)
     assert {name: keys[name] for name in boxes} == boxes  # a policy's colour on every figure
-    # the best in the twin is drawn wide under the policies: one matching it hid it
-    widths = {
-        t.name: t.line.width for fig in figures for t in fig.data if t.legendgroup == "policy"
-    }
-    assert widths["best in the twin"] > max(widths[name] for name in boxes)
+    # the best in the twin is drawn wide under the policies, and each policy narrower than
+    # the one drawn before it: one matching it, or two picking alike, hid the other
+    keyed = [t for fig in figures for t in fig.data if t.legendgroup == "policy"]
+    assert keyed[0].name == "best in the twin" and [t.name for t in keyed[1:]] == list(boxes)
+    widths = [t.line.width for t in keyed]
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) == len(widths)
+    crossover = figures[-1]
+    drawn = [t for t in crossover.data if t.x != (None,)]
+    assert {t.line.width for t in drawn} == set(widths)  # the lines as their keys
 
 
 def _axis_units(fig: go.Figure) -> dict[str, set[str]]:

@@ -309,13 +309,15 @@ def _regret_figure(evaluation: Evaluation) -> go.Figure:
     return styled(fig)
 
 
-ORACLE_WIDTH_PX = 6  # the best in the twin, drawn first, shows around a policy on it
+ORACLE_WIDTH_PX = 7.0  # the ground truth's line, drawn first; each policy's is narrower
 
 
-def _width(who: str) -> int:
-    """The best in the twin wide, the policies thin: where a policy matches it (the aim),
-    a thin line on a wide one, not one line hiding the other."""
-    return ORACLE_WIDTH_PX if who == "oracle" else 2
+def _widths(who_all: Sequence[str]) -> dict[str, float]:
+    """Line widths narrowing in drawing order, the ground truth's widest: where policies
+    pick alike (the aim: like the best), each line shows as a stripe inside the one drawn
+    before it, not one line hiding another."""
+    step = ORACLE_WIDTH_PX / len(who_all)
+    return {who: ORACLE_WIDTH_PX - step * k for k, who in enumerate(who_all)}
 
 
 def _crossover_figure(evaluation: Evaluation) -> go.Figure:
@@ -327,6 +329,7 @@ def _crossover_figure(evaluation: Evaluation) -> go.Figure:
     who_all = ("oracle", *evaluation.scores)
     names = {who: _best_name(evaluation) if who == "oracle" else who for who in who_all}
     colors = _policy_colors(evaluation)
+    widths = _widths(who_all)
     for at, (devices, tokens, outputs) in enumerate(groups):
         mine = [
             r
@@ -343,14 +346,14 @@ def _crossover_figure(evaluation: Evaluation) -> go.Figure:
                     name=f"{names[who]}, {condition}",
                     legendgroup=names[who],
                     showlegend=False,
-                    line={"color": colors[who], "dash": dash(at), "width": _width(who)},
+                    line={"color": colors[who], "dash": dash(at), "width": widths[who]},
                     marker_symbol=symbol(at),
                     hovertemplate=f"%{{x:g}} Mbit/s: batch %{{y}}<extra>{names[who]}, "
                     f"{condition}</extra>",
                 )
             )
     for who in who_all:
-        line = {"color": colors[who], "width": _width(who)}
+        line = {"color": colors[who], "width": widths[who]}
         legend_key(fig, names[who], group="policy", line=line)
     for at, (devices, tokens, outputs) in enumerate(groups):
         legend_key(
