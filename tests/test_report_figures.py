@@ -126,6 +126,12 @@ def test_breakdown_grows_with_its_rows() -> None:
     assert [bar.name for bar in fig.data] == ["compute", "staging", "communication"]
 
 
+def test_a_title_groups_the_digits_of_a_large_bandwidth() -> None:
+    rows = [_row("single", 1, 100_000, 5.0), _row("voltage", 1, 100_000, 4.0)]
+    fig = latency_breakdown_figure(average_reps(rows))
+    assert fig is not None and "at 100,000 Mbit/s" in fig.layout.title.text  # not "100000"
+
+
 def test_per_sample_figure_has_error_bars_over_the_reps() -> None:
     points = average_reps(_results())
     fig = per_sample_figure(points)

@@ -138,7 +138,7 @@ def latency_breakdown_figure(points: Sequence[Point]) -> go.Figure | None:
     bandwidth_mbps, chosen = common
     labels = config_labels(p.config for p in points)
     y = [[labels[p.config] for p in chosen], [f"batch {p.batch}" for p in chosen]]
-    fig = _figure(f"Latency breakdown per batch at {bandwidth_mbps:g} Mbit/s")
+    fig = _figure(f"Latency breakdown per batch at {bandwidth_mbps:,g} Mbit/s")
     for attr in COMPONENTS:
         name = metric_label(attr)
         fig.add_bar(
@@ -187,7 +187,7 @@ def per_sample_figure(points: Sequence[Point]) -> go.Figure | None:
     look = looks(labels)
     note = _bars_note([p.total_band_ms for p in chosen], [p.per_sample_sd_ms for p in chosen])
     fig = _figure(
-        title_text(f"Per-sample latency vs batch size at {bandwidth_mbps:g} Mbit/s", note)
+        title_text(f"Per-sample latency vs batch size at {bandwidth_mbps:,g} Mbit/s", note)
     )
     for config, line in _by_config(chosen).items():
         fig.add_scatter(
@@ -217,7 +217,7 @@ def energy_figure(points: Sequence[Point]) -> go.Figure | None:
     look = looks(labels)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Per batch", "Per sample"))
     note = _bars_note([p.energy_band_j for p in chosen])
-    _figure(title_text(f"Energy vs batch size at {bandwidth_mbps:g} Mbit/s", note), fig)
+    _figure(title_text(f"Energy vs batch size at {bandwidth_mbps:,g} Mbit/s", note), fig)
     for config, line in _by_config(chosen).items():
         for col, values in (
             (1, [p.energy_j for p in line]),

@@ -117,7 +117,7 @@ def ttft_tpot_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
     (batch, bandwidth_mbps, output), lines = found
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Time to first token", "Time per token"))
     styled(fig).update_layout(
-        title=f"TTFT and TPOT vs prompt length at batch {batch}, {bandwidth_mbps:g} Mbit/s, "
+        title=f"TTFT and TPOT vs prompt length at batch {batch}, {bandwidth_mbps:,g} Mbit/s, "
         f"{output} output tokens"
     )
     prompts = [x for points in lines.values() for x in points]
