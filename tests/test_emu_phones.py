@@ -9,7 +9,12 @@ from statistics import fmean
 
 import pytest
 
-from edgetwin.calibration.emu_phones import fit_emulated_phones, read_summaries, twin_latencies
+from edgetwin.calibration.emu_phones import (
+    _class_of_worker,
+    fit_emulated_phones,
+    read_summaries,
+    twin_latencies,
+)
 from edgetwin.emu.crowdio.rows import summary_row
 from edgetwin.errors import InputError
 from edgetwin.scenario import load_scenario
@@ -104,3 +109,10 @@ def test_the_phone_fit_warns_of_a_link_short_of_its_rate(
         "tolerance 5 %): times at 300 Mbps are not the link's alone; "
         "network.bandwidth_efficiency is fitted from it"
     ]
+
+
+def test_a_worker_belongs_to_the_class_the_fleet_named_it_for() -> None:
+    """A class named ``a-b`` beside a class ``a``: its phone was counted as one of ``a``'s."""
+    renamed = ["crowd.fleet.0.name=a", "crowd.fleet.0.count=2", "crowd.fleet.1.name=a-b"]
+    scenario = load_scenario(REPO / "scenarios/emu_crowdio.yaml", renamed)
+    assert _class_of_worker(scenario) == {"a-0": "a", "a-1": "a", "a-b": "a-b", "high": "high"}

@@ -42,7 +42,7 @@ from edgetwin.crowd_fleet import PhoneClass, resolve_fleet
 from edgetwin.emu.crowdio.records import PipelineSummary
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import PhoneProfile
-from edgetwin.scenario import Scenario
+from edgetwin.scenario import Scenario, member_names
 from edgetwin.sim.crowd.runner import CrowdSetup, simulate_crowd
 
 SESSION_LOADS = (
@@ -67,7 +67,7 @@ def fit_emulated_phones(
     """One profile per fleet class (named ``emu_<class>``), from the jobs' task records."""
     assert scenario.crowd is not None
     classes = resolve_fleet(scenario.crowd, scenario_path)
-    class_of = _class_of_worker(scenario, summaries)
+    class_of = _class_of_worker(scenario)
     stages = {s.name: s for s in scenario.crowd.job.stages}
     machine = fit_session_load(read_session_loads(SESSION_LOADS))
     efficiency = 1.0 if link_check is None else goodput_share(link_check)
@@ -151,12 +151,17 @@ def twin_latencies(
     return dict(latencies)
 
 
-def _class_of_worker(scenario: Scenario, summaries: Sequence[PipelineSummary]) -> dict[str, str]:
-    """Worker name (``low-0``, ``high``) -> its fleet class name."""
-    assert scenario.crowd is not None
-    names = [c.name for c in scenario.crowd.fleet]
-    workers = {t.worker for s in summaries for t in s.tasks}
-    return {w: next(n for n in names if w == n or w.startswith(f"{n}-")) for w in workers}
+def _class_of_worker(scenario: Scenario) -> dict[str, str]:
+    """Worker name (``low-0``, ``high``) -> its fleet class name, as the fleet names them
+    (a prefix match gave class ``a``'s name to the phone of a class named ``a-b``)."""
+    crowd = scenario.crowd
+    assert crowd is not None
+    counts = crowd.class_counts()
+    return {
+        member: spec.name
+        for spec, count in zip(crowd.fleet, counts, strict=True)
+        for member in member_names(spec.name, count)
+    }
 
 
 def _inference(points: list[tuple[float, float]]) -> tuple[float, float]:
