@@ -38,6 +38,8 @@ METRICS: tuple[str, ...] = (
     "energy_j",
 )
 KEY_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps")  # what row_key joins on
+REFERENCE_FILE = "reference.csv"  # a run's copy of the table it is compared with
+COMPARISON_CSV = "comparison.csv"
 
 
 def compared(metric: str, key: RowKey) -> bool:

@@ -21,6 +21,7 @@ from pathlib import Path
 from edgetwin.csv_rows import Row, read_rows
 
 TOLERANCE_PCT = 5.0
+LINK_CHECK_FILE = "link_check.csv"  # an emulator run's checks of its links
 
 
 def within_tolerance(error_pct: float) -> bool:

@@ -20,9 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgetwin.calibration.fit_emu import calibrate_machine_from_emu
-from edgetwin.comparison import Comparison, compare_to_reference, write_comparison_csv
+from edgetwin.comparison import (
+    COMPARISON_CSV,
+    Comparison,
+    compare_to_reference,
+    write_comparison_csv,
+)
+from edgetwin.links import LINK_CHECK_FILE
 from edgetwin.profile import DeviceProfile
-from edgetwin.results import ResultRow, RowKey, read_table, row_key, write_results
+from edgetwin.results import RESULTS_CSV, ResultRow, RowKey, read_table, row_key, write_results
 from edgetwin.scenario import RESOLVED_FILE, Scenario, dump_resolved, load_scenario
 from edgetwin.sim.runner import build_fleet, run_scenario
 
@@ -74,10 +80,10 @@ def close_loop(
     lap("twin, check sweep")
     run_emulator(load_scenario(check, ["mode=emu"]), check, out / "emu_check", settings)
     lap("emulator, check sweep")
-    emulated = read_table(out / "emu_check" / "results.csv")
+    emulated = read_table(out / "emu_check" / RESULTS_CSV)
     comparison = compare_to_reference(twin_rows, emulated)
     fastest = compare_to_reference(twin_rows, fastest_repetitions(emulated))
-    write_comparison_csv(out / "comparison.csv", comparison)
+    write_comparison_csv(out / COMPARISON_CSV, comparison)
     write_comparison_csv(out / "comparison_fastest.csv", fastest)
     return LoopResult(profile, comparison, fastest, wall_s)
 
@@ -90,12 +96,12 @@ def run_emulator(scenario: Scenario, path: Path, out: Path, settings: LoopSettin
 
     run = run_emu(scenario, path, warmup=settings.warmup, link_check_s=settings.link_check_s)
     _write_run(out, scenario, run.rows)
-    write_link_checks(out / "link_check.csv", run.links)
+    write_link_checks(out / LINK_CHECK_FILE, run.links)
 
 
 def _write_run(out: Path, scenario: Scenario, rows: list[ResultRow]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    write_results(out / "results.csv", rows)
+    write_results(out / RESULTS_CSV, rows)
     (out / RESOLVED_FILE).write_text(dump_resolved(scenario))
 
 

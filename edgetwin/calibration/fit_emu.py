@@ -45,14 +45,14 @@ from edgetwin.calibration.profile_io import (
     write_profile,
 )
 from edgetwin.errors import InputError, shown_text
-from edgetwin.links import link_warnings, read_link_checks
+from edgetwin.links import LINK_CHECK_FILE, link_warnings, read_link_checks
 from edgetwin.profile import DeviceProfile
-from edgetwin.results import read_table
+from edgetwin.results import RESULTS_CSV, read_table
 from edgetwin.scenario import RESOLVED_FILE, Configuration, Scenario, load_resolved
 from edgetwin.schema import Strict, dump_yaml, load_yaml_model
 from edgetwin.sim.device import STATES
 
-RUN_FILES = ("results.csv", "link_check.csv", RESOLVED_FILE)
+RUN_FILES = (RESULTS_CSV, LINK_CHECK_FILE, RESOLVED_FILE)
 _LOG = logging.getLogger(__name__)
 
 # The table fit's timing parameters (less those fixed below or measured), and two more.
@@ -87,7 +87,7 @@ def calibrate_from_emu(spec_path: Path, command: str) -> DeviceProfile:
     check_fixed(spec_path, spec.fixed, FIXABLE_SECTIONS)
     run = _run_folder(spec_path.parent / spec.run, spec_path, "run")
     scenario = load_resolved(run / RESOLVED_FILE)
-    measured = read_emu_rows(run / "results.csv")
+    measured = read_emu_rows(run / RESULTS_CSV)
     efficiency = spec.fixed.get("network.bandwidth_efficiency")
     if efficiency is None:
         efficiency = _link_efficiency(run, scenario)
@@ -102,7 +102,7 @@ def calibrate_from_emu(spec_path: Path, command: str) -> DeviceProfile:
         expectile=LOAD_EXPECTILE,
         spec_path=spec_path,
     )
-    report = residual_report(scenario, profile, fastest, run / "results.csv")
+    report = residual_report(scenario, profile, fastest, run / RESULTS_CSV)
     fit = {
         "method": f"scipy.optimize.least_squares, {LOAD_EXPECTILE}-expectile of the log "
         "errors of the twin's compute, staging, comm and total (total weighted 2) against "
@@ -186,7 +186,7 @@ def fastest_per_configuration(rows: list[MeasuredRow]) -> list[MeasuredRow]:
 
 def _link_efficiency(run: Path, scenario: Scenario) -> float:
     """``goodput_share`` of the run's link checks; a run that skipped them is an error."""
-    path = run / "link_check.csv"
+    path = run / LINK_CHECK_FILE
     if scenario.emulator.link_check_s == 0:
         raise InputError(
             path,

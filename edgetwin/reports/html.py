@@ -13,8 +13,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.comparison import Comparison, compare_to_reference, key_label
-from edgetwin.links import CheckedLink, link_warnings, read_link_checks
+from edgetwin.comparison import REFERENCE_FILE, Comparison, compare_to_reference, key_label
+from edgetwin.links import LINK_CHECK_FILE, CheckedLink, link_warnings, read_link_checks
 from edgetwin.reports.crowd import Records, crowd_figures, is_crowd, read_timeline
 from edgetwin.reports.figures import comparison_figure, report_figures
 from edgetwin.reports.link_check import link_check_figure
@@ -23,6 +23,7 @@ from edgetwin.reports.plotly_js import deferred, plotly_js_html
 from edgetwin.reports.rows import average_reps
 from edgetwin.reports.style import FONT, styled
 from edgetwin.results import ResultRow, RowKey, read_results, read_table, results_file
+from edgetwin.sim.crowd.records import TIMELINE_FILE
 
 REPORT_NAME = "report.html"
 COMPARISON_PAGE = "comparison.html"
@@ -200,13 +201,13 @@ def read_run(run_dir: Path) -> RunData:
     ``timeline.json`` (crowd runs), ``link_check.csv`` (emulator runs) and the devices' RAM
     (decoder runs)."""
     rows = read_results(results_file(run_dir))
-    reference_path = run_dir / "reference.csv"
+    reference_path = run_dir / REFERENCE_FILE
     comparison = (
         compare_to_reference(rows, read_table(reference_path)) if reference_path.exists() else None
     )
-    timeline_path = run_dir / "timeline.json"
+    timeline_path = run_dir / TIMELINE_FILE
     records = read_timeline(timeline_path) if timeline_path.exists() else None
-    checks_path = run_dir / "link_check.csv"
+    checks_path = run_dir / LINK_CHECK_FILE
     checks = read_link_checks(checks_path) if checks_path.exists() else []
     ram = device_ram_mb(run_dir) if is_decoder(rows) else {}
     return RunData(rows, comparison, records, checks, ram)

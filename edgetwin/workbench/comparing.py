@@ -10,6 +10,7 @@ from pathlib import Path
 
 from edgetwin.atomic import check_out_folder
 from edgetwin.comparison import (
+    COMPARISON_CSV,
     Comparison,
     check_reference,
     compare_to_reference,
@@ -63,7 +64,7 @@ def compare(
         comparison = _compared(predicted_dir, measured_dir, out_dir, force)
         with output_folder_if(out_dir, force) as staging:
             if staging is not None:
-                write_comparison_csv(staging / "comparison.csv", comparison)
+                write_comparison_csv(staging / COMPARISON_CSV, comparison)
                 title = f"edgetwin: {predicted_dir.name} vs {measured_dir.name}"
                 write_comparison_report(staging, title, comparison)
                 if static is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.comparison import check_reference
+from edgetwin.comparison import REFERENCE_FILE, check_reference
 from edgetwin.errors import InputError
 from edgetwin.plan.folder import ANSWER_FILE, answer_table, is_plan_folder, swept_question
 from edgetwin.plan.journal import PARTIAL
@@ -77,7 +77,7 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
     results = results_file(run_dir)
     if not read_results(results):
         raise InputError(results, None, "no rows: no run to report")
-    reference = run_dir / "reference.csv"
+    reference = run_dir / REFERENCE_FILE
     if reference.exists():
         check_reference(reference, reference, None)
     if static is not None:  # before the page is written

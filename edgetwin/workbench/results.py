@@ -9,11 +9,13 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from edgetwin.comparison import check_reference
+from edgetwin.comparison import REFERENCE_FILE, check_reference
 from edgetwin.errors import InputError
 from edgetwin.provenance import read_provenance, write_provenance_record
 from edgetwin.reports import write_report
 from edgetwin.results import (
+    RESULTS_CSV,
+    RESULTS_PARQUET,
     ResultRow,
     read_results,
     results_file,
@@ -76,16 +78,16 @@ class Results:
 
     def write_into(self, folder: Path, format: Format) -> None:
         """The files of ``write`` in ``folder`` (a staging folder)."""
-        write_results(folder / "results.csv", self.rows)
+        write_results(folder / RESULTS_CSV, self.rows)
         if self.scenario is not None:
             (folder / RESOLVED_FILE).write_text(dump_resolved(self.scenario))
         if self.reference is not None:
-            _copy_reference(self.reference, folder / "reference.csv")
+            _copy_reference(self.reference, folder / REFERENCE_FILE)
         write_report(folder)
         if format != "csv":
-            self.to_pandas().to_parquet(folder / "results.parquet", index=False)
+            self.to_pandas().to_parquet(folder / RESULTS_PARQUET, index=False)
         if format == "parquet":
-            (folder / "results.csv").unlink()
+            (folder / RESULTS_CSV).unlink()
 
 
 def _copy_reference(reference: Path, copy: Path) -> None:
@@ -102,7 +104,7 @@ def load_results(folder: str | Path) -> Results:
     folder = path_argument(folder, "folder")
     rows = read_results(results_file(folder))
     resolved = folder / RESOLVED_FILE
-    reference = folder / "reference.csv"
+    reference = folder / REFERENCE_FILE
     if reference.is_file():  # as edgetwin report checks it: write() draws the comparison
         check_reference(reference, reference, None)
     return Results(

@@ -12,6 +12,7 @@ from pathlib import Path
 from tempfile import gettempdir
 
 from edgetwin.errors import InputError, counted
+from edgetwin.links import LINK_CHECK_FILE
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import read_provenance, write_provenance
 from edgetwin.reports.static import StaticFormat, write_static_figures
@@ -26,6 +27,7 @@ from edgetwin.scenario import (
     with_absolute_paths,
 )
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
+from edgetwin.sim.crowd.records import TIMELINE_FILE
 from edgetwin.sim.runner import build_fleet, run_scenario, unplayed_by_fleet
 from edgetwin.sim.trace import chrome_trace
 from edgetwin.workbench.arguments import (
@@ -245,7 +247,7 @@ def _run_emu(run: _Run) -> list[ResultRow]:
         run.warnings.append(cpu_warning)
     with run.progress(f"emu {scenario.name}", emu_runs(scenario)) as advance:
         result = run_emu(scenario, path, advance, steps=run.progress)
-    write_link_checks(run.staging / "link_check.csv", result.links)
+    write_link_checks(run.staging / LINK_CHECK_FILE, result.links)
     if result.faults:
         write_faults(run.staging / "faults.csv", result.faults)
     if scenario.network.latency_ms > 0 and not all(c.latency_emulated for c in result.links):
@@ -264,5 +266,5 @@ def _run_crowd(run: _Run) -> list[ResultRow]:
         rows = run_crowd(scenario, path, on_progress=advance)
     if run.trace:
         timeline = crowd_timelines(scenario, path).records()
-        (run.staging / "timeline.json").write_text(json.dumps(timeline))
+        (run.staging / TIMELINE_FILE).write_text(json.dumps(timeline))
     return rows

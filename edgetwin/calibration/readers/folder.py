@@ -36,6 +36,7 @@ from edgetwin.calibration.readers.staged_exchange import StagedExchange
 from edgetwin.calibration.readers.timing_table import TimingRecord
 from edgetwin.csv_rows import read_header
 from edgetwin.errors import InputError
+from edgetwin.results import RESULTS_CSV
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ CSV_KINDS = (
     _CsvKind("power", ("power_samples.csv",), power.NVML_COLUMNS, power.read_nvml_power),
     _CsvKind(
         "timing_tables",
-        ("results.csv",),
+        (RESULTS_CSV,),
         timing_table.REQUIRED_COLUMNS,
         timing_table.read_timing_table,
     ),

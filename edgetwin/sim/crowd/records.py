@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import simpy
 
 ACTIVITY_KINDS = ("load", "infer", "transfer", "idle", "away")
+TIMELINE_FILE = "timeline.json"  # a traced crowd run's records (``run --trace``)
 
 
 @dataclass(frozen=True)
