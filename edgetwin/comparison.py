@@ -127,7 +127,7 @@ def compare_to_reference(
     by metric, then by the configuration's first reference row.
     """
     results = list(results_rows)
-    predicted = configuration_medians(asdict(row) for row in results if row.status == "ok")
+    predicted = configuration_medians(asdict(row) for row in results if row.ok)
     reference = list(reference_rows)
     measured = configuration_medians(reference)
     points: list[ComparisonPoint] = []
@@ -150,7 +150,7 @@ def compare_to_reference(
     ]
     unmatched = [row_key(r) for r in measured_rows if row_key(r) not in predicted_keys]
     measured_keys = {row_key(r) for r in measured_rows}
-    ok_keys = [row_key(asdict(row)) for row in results if row.status == "ok"]
+    ok_keys = [row_key(asdict(row)) for row in results if row.ok]
     unmeasured = [key for key in ok_keys if key not in measured_keys]
     return Comparison(points, _median_abs_errors(points), unmatched, unmeasured)
 

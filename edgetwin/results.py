@@ -26,6 +26,7 @@ from edgetwin.provenance import note_read
 from edgetwin.schema import first_repeated
 
 MODES = ("twin", "local", "emu", "measured")
+STATUS_OK = "ok"  # a run that finished; any other status says why it did not
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class ResultRow:
     total_ms: float
     per_sample_ms: float
     energy_j: float | None
-    status: str = "ok"
+    status: str = STATUS_OK
     bytes_sent: int = 0
     gflops_per_device: float | None = None
     # sequence length, when a profile varies it (performance maps)
@@ -97,6 +98,11 @@ class ResultRow:
     energy_j_hi: float | None = None
     interval_not_known: str | None = None
 
+    @property
+    def ok(self) -> bool:
+        """The run finished (its status is ``ok``)."""
+        return self.status == STATUS_OK
+
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
 _FIELD_TYPES = {f.name: str(f.type) for f in fields(ResultRow)}
@@ -106,7 +112,7 @@ _KEYED_COLUMNS = ("scenario", "mode", "strategy", "devices", "batch", "bandwidth
 TIMING_COLUMNS = ("compute_ms", "staging_ms", "comm_ms", "total_ms", "per_sample_ms")
 _EMPTY: dict[str, Any] = {
     **dict.fromkeys(TIMING_COLUMNS, math.nan),
-    "status": "ok",
+    "status": STATUS_OK,
     "bytes_sent": 0,
 }
 OPTIONAL_COLUMNS: tuple[str, ...] = COLUMNS[len(REQUIRED_COLUMNS) :]
@@ -317,7 +323,7 @@ def read_results(path: Path) -> list[ResultRow]:
 def _timed_if_ok(row: ResultRow, record: Mapping[str, str]) -> ResultRow:
     """``row``, unless its status is ``ok`` and a timing column it has is empty: a
     ``CellError`` (a run that failed says why in its status)."""
-    if row.status == "ok":
+    if row.ok:
         for column in TIMING_COLUMNS:
             if column in record and math.isnan(getattr(row, column)):
                 raise CellError(column, "empty on a row whose status is ok")

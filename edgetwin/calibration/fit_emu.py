@@ -47,7 +47,7 @@ from edgetwin.calibration.profile_io import (
 from edgetwin.errors import InputError, shown_text
 from edgetwin.links import LINK_CHECK_FILE, link_warnings, read_link_checks
 from edgetwin.profile import DeviceProfile
-from edgetwin.results import RESULTS_CSV, read_table
+from edgetwin.results import RESULTS_CSV, STATUS_OK, read_table
 from edgetwin.scenario import RESOLVED_FILE, Configuration, Scenario, load_resolved
 from edgetwin.schema import Strict, dump_yaml, load_yaml_model
 from edgetwin.sim.device import STATES
@@ -167,7 +167,7 @@ def read_emu_rows(path: Path) -> list[MeasuredRow]:
         if row.get("mode") != "emu":
             problem = f"line {line}: mode {row.get('mode')!r}; an emu fit reads emulator rows only"
             raise InputError(path, "mode", problem)
-        if row.get("status", "ok") != "ok":
+        if row.get("status", STATUS_OK) != STATUS_OK:
             raise InputError(path, "status", f"line {line}: a failed run: {row['status']}")
     return read_measured(path)
 

@@ -38,7 +38,7 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.profile import DeviceProfile
-from edgetwin.results import read_table, row_key
+from edgetwin.results import STATUS_OK, read_table, row_key
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
 from edgetwin.schema import Strict, load_yaml_model, referenced_file
 from edgetwin.sim.device import STATES
@@ -358,7 +358,7 @@ def _check_runnable(
 ) -> None:
     for row in measured:
         status = _simulate(scenario, profile, row.config).row.status
-        if status != "ok":
+        if status != STATUS_OK:
             label = key_label(row_key({**row.config.model_dump(), "segments": row.config.segments}))
             problem = f"the twin cannot run the measured {label} on this device: {status}"
             raise InputError(spec_path, "profile", problem)

@@ -355,7 +355,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     rows = results.rows
     print_warnings(results.warnings)
-    failed = sum(row.status != "ok" for row in rows)
+    failed = sum(not row.ok for row in rows)
     short = sum(
         r.link_error_pct is not None and not within_tolerance(r.link_error_pct) for r in rows
     )

@@ -527,7 +527,7 @@ def _output_tokens_field(scenario: Scenario) -> str:
 
 def _row_values(objective: Objective, rows: Sequence[ResultRow]) -> dict[str, list[float | None]]:
     """Each ranked column's values in the results rows that did not fail."""
-    ran = [r for r in rows if r.status == "ok"]
+    ran = [r for r in rows if r.ok]
     return {c: [getattr(r, c) for r in ran] for c in RANKED_COLUMNS[objective.kind]}
 
 
@@ -695,7 +695,7 @@ def _measured_truth(
 def _ranked_known(row: ResultRow, ranked: tuple[str, ...]) -> bool:
     """A failed run, or one with a value in every ``ranked`` column."""
     values = [getattr(row, column) for column in ranked]
-    return row.status != "ok" or all(v is not None and math.isfinite(v) for v in values)
+    return not row.ok or all(v is not None and math.isfinite(v) for v in values)
 
 
 def _named_as_in_map(row: ResultRow, perf_map: PerformanceMap) -> ResultRow:
@@ -718,7 +718,7 @@ def _key(row: ResultRow) -> CandidateKey:
 
 
 def _estimate(row: ResultRow) -> Estimate:
-    ok = row.status == "ok"
+    ok = row.ok
 
     def value(measured: float | None) -> float:
         return measured if ok and measured is not None else math.nan

@@ -74,7 +74,7 @@ def median_per_configuration(rows: Iterable[ResultRow]) -> list[ResultRow]:
         groups.setdefault((*key, *where), []).append(row)
     merged = []
     for group in groups.values():
-        ok = [r for r in group if r.status == "ok" and math.isfinite(r.total_ms)]
+        ok = [r for r in group if r.ok and math.isfinite(r.total_ms)]
         if not ok:
             merged.append(group[0])
             continue

@@ -52,14 +52,14 @@ def group(rows: Iterable[ResultRow]) -> dict[CandidateKey, dict[Cell, list[Resul
 
 def mean_of(rows: Sequence[ResultRow], column: str) -> float | None:
     """Mean of a column over repetitions; None if a repetition failed."""
-    if any(r.status != "ok" for r in rows):
+    if any(not r.ok for r in rows):
         return None
     return float(np.mean([getattr(r, column) for r in rows]))
 
 
 def p95_ms(rows: Sequence[ResultRow]) -> float | None:
     """95th percentile of total_ms over repetitions; None if a repetition failed."""
-    if any(r.status != "ok" for r in rows):
+    if any(not r.ok for r in rows):
         return None
     return float(np.percentile([r.total_ms for r in rows], 95))
 
@@ -304,8 +304,8 @@ def longest_context(rows: Sequence[ResultRow], scenario: Scenario) -> dict[str, 
         searches[(key, row.batch, row.output_tokens)].append(row)
     entries = []
     for (key, batch, output), found in searches.items():
-        fits = [r for r in found if r.status == "ok"]
-        failed = [r for r in found if r.status != "ok"]
+        fits = [r for r in found if r.ok]
+        failed = [r for r in found if not r.ok]
         longest = max(fits, key=lambda r: r.prompt_tokens or 0, default=None)
         entries.append(
             {

@@ -54,7 +54,7 @@ def judge_run(
     rows: Sequence[ResultRow], interval_s: float, first_s: float, target_s: float
 ) -> dict[str, Any]:
     """Whether one run (its jobs' rows, in submission order) keeps up, and why."""
-    latency_s = [r.total_ms / 1e3 if r.status == "ok" else float("inf") for r in rows]
+    latency_s = [r.total_ms / 1e3 if r.ok else float("inf") for r in rows]
     submitted = [first_s + k * interval_s for k in range(len(rows))]
     waiting = backlog(submitted, [s + lat for s, lat in zip(submitted, latency_s, strict=True)])
     finished = [lat for lat in latency_s if lat != float("inf")]

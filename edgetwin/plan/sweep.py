@@ -18,7 +18,7 @@ from typing import Protocol
 from edgetwin.configuration import crowd_runs
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.plan.questions import CrowdAxes, LoadedQuestion
-from edgetwin.results import ResultRow
+from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
 from edgetwin.sim.crowd.runner import prepare_crowd, simulate_crowd
 from edgetwin.sim.runner import FleetMember, build_fleet, decoder_memory_status, simulate
@@ -121,14 +121,14 @@ def longest_context(
     assert search.prompt_tokens is not None and search.output_tokens is not None
     at = functools.partial(_with_prompt, search)
     highest = scenario.model.max_positions - search.output_tokens
-    if decoder_memory_status(scenario, fleet, at(highest)) == "ok":
+    if decoder_memory_status(scenario, fleet, at(highest)) == STATUS_OK:
         return [at(highest)]
     fits, fails = search.prompt_tokens, highest  # invariant: fits fits, fails does not
-    if decoder_memory_status(scenario, fleet, at(fits)) != "ok":
+    if decoder_memory_status(scenario, fleet, at(fits)) != STATUS_OK:
         return [at(fits)]
     while fails - fits > 1:
         middle = (fits + fails) // 2
-        if decoder_memory_status(scenario, fleet, at(middle)) == "ok":
+        if decoder_memory_status(scenario, fleet, at(middle)) == STATUS_OK:
             fits = middle
         else:
             fails = middle

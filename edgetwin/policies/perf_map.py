@@ -454,7 +454,7 @@ def _mean(values: Sequence[float]) -> float:
 
 def _ok_mean(rows: Sequence[ResultRow], column: str) -> float | None:
     """Mean over successful repetitions; None when none succeeded or the value is missing."""
-    values = [getattr(r, column) for r in rows if r.status == "ok"]
+    values = [getattr(r, column) for r in rows if r.ok]
     finite = [float(v) for v in values if v is not None and math.isfinite(v)]
     return _mean(finite) if finite and len(finite) == len(values) else None
 

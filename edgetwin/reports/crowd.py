@@ -92,7 +92,7 @@ def latency_distribution_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
     groups: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         label = _pipeline(row.strategy)
-        if row.status == "ok" and label is not None:
+        if row.ok and label is not None:
             name = f"{label} / {row.scheduler}" if row.scheduler else label
             if several_bandwidths:
                 name += f" / {row.bandwidth_mbps:g} Mbit/s"

@@ -49,7 +49,7 @@ def is_decoder(rows: Sequence[ResultRow]) -> bool:
 
 def _mean(rows: Sequence[ResultRow], column: str) -> float | None:
     """Over the rows that ran and have the value (one output token has no TPOT)."""
-    values = [v for r in rows if r.status == "ok" and (v := getattr(r, column)) is not None]
+    values = [v for r in rows if r.ok and (v := getattr(r, column)) is not None]
     return fmean(values) if values else None
 
 

@@ -63,7 +63,7 @@ def average_reps(rows: Iterable[ResultRow]) -> list[Point]:
     """Mean of the ``ok`` reps per configuration, batch and bandwidth, sorted."""
     groups: dict[tuple[Config, int, float], list[ResultRow]] = defaultdict(list)
     for row in rows:
-        if row.status == "ok":
+        if row.ok:
             groups[(config_of(row), row.batch, round(row.bandwidth_mbps, 3))].append(row)
     points = []
     for (config, batch, bandwidth_mbps), reps in groups.items():

@@ -19,6 +19,7 @@ from edgetwin.models.decoder_costs import (
 )
 from edgetwin.models.strategies.pipeline import balanced_layers
 from edgetwin.profile import MB
+from edgetwin.results import STATUS_OK
 from edgetwin.scenario import Configuration, Scenario
 from edgetwin.sim.device import Device
 from edgetwin.sim.generation import Generation
@@ -60,7 +61,7 @@ def memory_status(plan: DecoderPlan, devices: list[Device], tokens: int) -> str:
         if (position := _first_overflow(plan, rank, device, tokens)) is not None
     ]
     if not stops:
-        return "ok"
+        return STATUS_OK
     position, name = min(stops)
     return f"out of memory on {name} at token {position}"
 

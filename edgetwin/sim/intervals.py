@@ -89,7 +89,7 @@ def with_intervals(
 ) -> ResultRow:
     """``row`` with ``<metric>_lo/_hi`` from its bootstrap ``variants`` and the half widths;
     a failed row (no values) is returned unchanged."""
-    if row.status != "ok":
+    if not row.ok:
         return row
     bands: dict[str, tuple[float, float]] = {}
     not_known: list[str] = []
@@ -97,7 +97,7 @@ def with_intervals(
         value = getattr(row, metric)
         if value is None or math.isnan(value):
             continue
-        values = [value] + [getattr(v, metric) for v in variants if v.status == "ok"]
+        values = [value] + [getattr(v, metric) for v in variants if v.ok]
         q = widths[metric]
         known_parts = all(c in bands and c not in not_known for c in COMPONENTS)
         if metric == "total_ms" and q is None and known_parts:

@@ -17,7 +17,7 @@ from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
 from edgetwin.models.decoder_costs import contributed_bytes
 from edgetwin.profile import MB, DeviceProfile, bootstrap_count, bootstrap_variant, load_profile
-from edgetwin.results import ResultRow
+from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.scenario import (
     Configuration,
     DeviceSpec,
@@ -265,7 +265,7 @@ def _forward(scenario: Scenario, config: Configuration, rep: int, world: _World)
         for _ in range(scenario.warmup_batches + 1)
     ]
     forward = forwards[-1]
-    if status == "ok":
+    if status == STATUS_OK:
         status = _run_batches(world, forwards)
     for device in world.devices:
         device.close()
@@ -286,11 +286,11 @@ def _generate(scenario: Scenario, config: Configuration, rep: int, world: _World
     generation = Generation(
         world.env, phases, world.devices, world.network, jitter, book_ahead=quiet
     )
-    if status == "ok":
+    if status == STATUS_OK:
         status = _run_batches(world, [generation])
     for device in world.devices:
         device.close()
-    ok = status == "ok"
+    ok = status == STATUS_OK
     columns = decoder_run.generation_columns(plan, config, generation, world.devices, ok)
     total_ms = columns.pop("total_ms", math.nan)
     return ResultRow(
@@ -317,13 +317,13 @@ def _load_model(devices: list[Device], work: CostPlan, batch: int, row_bytes: in
         activations = batch * row_bytes * (2 * work.kv_tokens[rank] + 4 * own)
         if not device.load((work.weight_bytes_per_device + activations) / MB):
             return f"out of memory on {device.name}"
-    return "ok"
+    return STATUS_OK
 
 
 def _run_batches(world: _World, forwards: list[Forward] | list[Generation]) -> str:
     """Run warm-up batches, then the measured one (the last), unless a device leaves."""
     env, devices, rng = world.env, world.devices, world.rng
-    status = ["ok"]
+    status = [STATUS_OK]
     running: list[simpy.Process] = []
 
     def guarded(forward: Forward | Generation, rank: int) -> Generator[simpy.Event, object, None]:
@@ -331,7 +331,7 @@ def _run_batches(world: _World, forwards: list[Forward] | list[Generation]) -> s
             yield from forward.rank_process(rank)
         except simpy.Interrupt as stop:
             cause = stop.cause
-            if isinstance(cause, DeviceLeft) and status[0] == "ok":
+            if isinstance(cause, DeviceLeft) and status[0] == STATUS_OK:
                 status[0] = f"device lost: {cause}"
 
     def stop_all(cause: DeviceLeft) -> None:
@@ -350,7 +350,7 @@ def _run_batches(world: _World, forwards: list[Forward] | list[Generation]) -> s
         forward.start_ms = env.now
         running[:] = [env.process(guarded(forward, rank)) for rank in range(len(devices))]
         env.run(until=env.all_of(running))
-        if status[0] != "ok":
+        if status[0] != STATUS_OK:
             break
     return status[0]
 
@@ -373,7 +373,7 @@ def _row(
     status: str,
 ) -> ResultRow:
     terminal = forward.times[0]
-    ok = status == "ok"
+    ok = status == STATUS_OK
     total_ms = max(t.finished_ms for t in forward.times) - forward.start_ms if ok else math.nan
     return ResultRow(
         **configuration_columns(scenario, config),

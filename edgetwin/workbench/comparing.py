@@ -24,7 +24,7 @@ from edgetwin.errors import InputError
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.html import comparison_figures, write_comparison_report
 from edgetwin.reports.static import StaticFormat, write_static_figures
-from edgetwin.results import ResultRow, read_results, read_table, results_file
+from edgetwin.results import STATUS_OK, ResultRow, read_results, read_table, results_file
 from edgetwin.workbench.arguments import (
     flag_argument,
     out_argument,
@@ -101,8 +101,10 @@ def _nothing_in_common(
     """Why two tables gave no point: a side whose every row failed (it said 'no
     configuration in common' of two runs of the same sweep), else no shared configuration."""
     failed = "every row failed (its status says why): nothing to compare"
-    if predicted_rows and all(row.status != "ok" for row in predicted_rows):
+    if predicted_rows and all(not row.ok for row in predicted_rows):
         return InputError(predicted_table, None, failed)
-    if measured_rows and all((row.get("status") or "ok") != "ok" for row in measured_rows):
+    if measured_rows and all(
+        (row.get("status") or STATUS_OK) != STATUS_OK for row in measured_rows
+    ):
         return InputError(measured_table, None, failed)
     return InputError(measured_table, None, "no configuration in common")

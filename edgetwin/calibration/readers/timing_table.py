@@ -13,7 +13,7 @@ from pathlib import Path
 
 from edgetwin.csv_rows import Row, read_rows
 from edgetwin.models import registry
-from edgetwin.results import MODES, RowKey, row_key
+from edgetwin.results import MODES, STATUS_OK, RowKey, row_key
 
 REQUIRED_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps", "total_ms")
 METRIC_COLUMNS = ("compute_ms", "staging_ms", "comm_ms", "total_ms", "per_sample_ms", "energy_j")
@@ -84,7 +84,7 @@ def _record(row: Row) -> TimingRecord:
         scenario=row.optional_text("scenario"),
         mode=None if row.optional_text("mode") is None else row.choice("mode", MODES),
         rep=row.optional_integer("rep", minimum=0),
-        status=row.optional_text("status") or "ok",
+        status=row.optional_text("status") or STATUS_OK,
         compute_ms=metrics["compute_ms"],
         staging_ms=metrics["staging_ms"],
         comm_ms=metrics["comm_ms"],

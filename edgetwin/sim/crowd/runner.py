@@ -29,7 +29,7 @@ from edgetwin.models import registry
 from edgetwin.phone_profile import device_profile
 from edgetwin.policies.scheduling import check_schedulers, make_scheduler
 from edgetwin.profile import NetworkParams, mah_from_joules
-from edgetwin.results import ResultRow
+from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.scenario import CROWD_STRATEGIES, Scenario
 from edgetwin.schema import referenced_file
 from edgetwin.sim.crowd.availability import Absence, read_trace, replay
@@ -300,7 +300,7 @@ def _row(
         energy_j = sum(job.energy_j.values())
         battery_mah = fmean(mah_from_joules(j, voltage_v[n]) for n, j in job.energy_j.items())
     items_done = job.items_done
-    status = "ok"
+    status = STATUS_OK
     if not ok:
         status = f"incomplete: {items_done} of {spec.inputs} inputs done; {unfinished_reason}"
     participants = max(1, len(job.energy_start_j))
