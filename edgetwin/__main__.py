@@ -9,7 +9,7 @@ import io
 import os
 import sys
 
-from edgetwin.errors import sigterm_interrupts
+from edgetwin.errors import INTERRUPTED_EXIT, sigterm_interrupts
 
 SIGPIPE_EXIT = 141  # a command that writes to a closed pipe: 128 + SIGPIPE, as the shell says
 
@@ -21,7 +21,7 @@ def main() -> int:
             from edgetwin.cli import main as command_line
     except KeyboardInterrupt:
         print("edgetwin: interrupted while starting; nothing was written", file=sys.stderr)
-        return 130
+        return INTERRUPTED_EXIT
     if isinstance(sys.stdout, io.TextIOWrapper):  # a path an ASCII locale cannot print
         sys.stdout.reconfigure(errors="backslashreplace")
     try:

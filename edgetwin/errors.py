@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+INTERRUPTED_EXIT = 130  # a command stopped by Ctrl-C or SIGTERM: 128 + SIGINT, as the shell says
 SHOWN_VALUE_CHARS = 80  # an echoed value (a path, a bad value) is cut to this many characters
 _PATH_CHARS = 160
 _FIELD_CHARS = 80

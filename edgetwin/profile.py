@@ -152,6 +152,9 @@ class PowerParams(Strict):
         return watts
 
 
+POWER_STATES = tuple(name.removesuffix("_w") for name in PowerParams.model_fields)
+
+
 class MemoryParams(Strict):
     """Device memory bandwidth: the time to move bytes between memory and the cores.
 

@@ -52,6 +52,7 @@ RUN_MODES: tuple[str, ...] = get_args(RunMode)
 # beyond one is a slip (an extra zero), refused with its field named before anything runs.
 MAX_DEVICES = 1_024  # ranks of one split model: more than a ViT's 197 or BERT's 512 tokens
 MAX_PHONES = 1_000_000  # ten times the benchmarked 100,000-phone crowd (1.3 GB, 157 s)
+DEFAULT_SCHEDULER = "affinity"  # a crowd's scheduler unless it names others (policies/scheduling)
 MAX_JOB_INPUTS = 100_000  # a job's tasks are its inputs x stages, each a row of the table
 MAX_HORIZON_S = 31 * 86_400.0  # a month of simulated time
 MAX_REPETITIONS = 10_000  # of every configuration: a p99 needs a few hundred
@@ -368,7 +369,7 @@ class CrowdSpec(Strict):
     fleet_size: Annotated[int, Field(gt=0, le=MAX_PHONES)] | None = None
     job: CrowdJobSpec
     schedulers: tuple[Annotated[str, Field(pattern=r"^[a-z_]+$")], ...] = Field(
-        ("affinity",), min_length=1
+        (DEFAULT_SCHEDULER,), min_length=1
     )
     cache: Literal["cold", "warm"] = "cold"
     availability_trace: str | None = None

@@ -46,11 +46,10 @@ from edgetwin.calibration.profile_io import (
 )
 from edgetwin.errors import InputError, shown_text
 from edgetwin.links import LINK_CHECK_FILE, link_warnings, read_link_checks
-from edgetwin.profile import DeviceProfile
+from edgetwin.profile import POWER_STATES, DeviceProfile
 from edgetwin.results import RESULTS_CSV, STATUS_OK, read_table
 from edgetwin.scenario import RESOLVED_FILE, Configuration, Scenario, load_resolved
 from edgetwin.schema import Strict, dump_yaml, load_yaml_model
-from edgetwin.sim.device import STATES
 
 RUN_FILES = (RESULTS_CSV, LINK_CHECK_FILE, RESOLVED_FILE)
 _LOG = logging.getLogger(__name__)
@@ -68,7 +67,7 @@ CPU_FIXED: dict[str, float] = {
     "compute.sync_host_ms": 0.0,
     "compute.sync_host_ms_per_mb": 0.0,
     "staging.size_exponent": 1.0,
-    **{f"power.{state}_w": 0.0 for state in STATES},
+    **{f"power.{state}_w": 0.0 for state in POWER_STATES},
 }
 
 

@@ -37,11 +37,10 @@ from edgetwin.csv_rows import Row, read_header, read_rows
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
 from edgetwin.models import registry
-from edgetwin.profile import DeviceProfile
+from edgetwin.profile import POWER_STATES, DeviceProfile
 from edgetwin.results import STATUS_OK, read_table, row_key
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
 from edgetwin.schema import Strict, load_yaml_model, referenced_file
-from edgetwin.sim.device import STATES
 from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
 
 _LOG = logging.getLogger(__name__)  # notices: a held-out batch that leaves nothing to refit
@@ -371,7 +370,7 @@ def _simulate(scenario: Scenario, profile: DeviceProfile, config: Configuration)
 
 
 def _unit_power() -> dict[str, float]:
-    return {f"power.{state}_w": 1.0 for state in STATES}
+    return {f"power.{state}_w": 1.0 for state in POWER_STATES}
 
 
 def _profile(facts: ProfileFacts, values: Mapping[str, float]) -> DeviceProfile:
@@ -394,14 +393,16 @@ def _fit_power(
             continue
         outcome = _simulate(scenario, profile, row.config)
         seconds = [
-            sum(t[state] for t in outcome.time_by_state_ms.values()) / 1e3 for state in STATES
+            sum(t[state] for t in outcome.time_by_state_ms.values()) / 1e3 for state in POWER_STATES
         ]
         rows.append(np.array(seconds) / energy)
         targets.append(1.0)
     if not rows:
         raise InputError(None, "energy_j", "the measured table has no energy to fit power from")
     watts, _ = nnls(np.array(rows), np.array(targets))
-    return {f"power.{state}_w": round(float(w), 4) for state, w in zip(STATES, watts, strict=True)}
+    return {
+        f"power.{state}_w": round(float(w), 4) for state, w in zip(POWER_STATES, watts, strict=True)
+    }
 
 
 def residual_report(

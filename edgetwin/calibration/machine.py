@@ -42,11 +42,10 @@ from edgetwin.emu.vit.phases import PhaseClock
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.layout import full_rows
-from edgetwin.profile import DeviceProfile
+from edgetwin.profile import POWER_STATES, DeviceProfile
 from edgetwin.schema import dump_yaml
 
 BLOCKS = 12
-POWER_STATES = ("idle", "compute", "host", "staging", "comm", "load")
 
 
 @dataclass(frozen=True)

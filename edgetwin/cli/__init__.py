@@ -38,6 +38,7 @@ from edgetwin.cli.plan import add_plan_arguments, plan_command
 from edgetwin.cli.progress import progress, progress_bar
 from edgetwin.configuration import crowd_runs
 from edgetwin.errors import (
+    INTERRUPTED_EXIT,
     InputError,
     RunFailed,
     counted,
@@ -98,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         kept = interrupted_note(args.out) if args.subcommand == "plan" else ""
         print(f"edgetwin: interrupted; no output was published{kept}", file=sys.stderr)
-        return 130
+        return INTERRUPTED_EXIT
 
 
 ARGPARSE_MESSAGE_CHARS = 300  # a usage error's message, its middle cut beyond

@@ -27,7 +27,7 @@ from edgetwin.file_kinds import check_kind, check_named_scenario
 from edgetwin.models import registry
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import SCHEDULERS
-from edgetwin.scenario import ConstantDist, Scenario, StrategySpec
+from edgetwin.scenario import DEFAULT_SCHEDULER, ConstantDist, Scenario, StrategySpec
 from edgetwin.schema import (
     BandwidthMbps,
     PositiveFloat,
@@ -166,7 +166,7 @@ class CrowdCapacity(Strict):
 
     kind: Literal["crowd_capacity"]
     strategy: str = CROWDIO_STREAMING
-    scheduler: str = Field("affinity", pattern=r"^[a-z_]+$")
+    scheduler: str = Field(DEFAULT_SCHEDULER, pattern=r"^[a-z_]+$")
     target_p95_s: PositiveFloat | None = None
 
     @field_validator("strategy")

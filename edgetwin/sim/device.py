@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from edgetwin.profile import J_PER_WH, DeviceProfile
+from edgetwin.profile import J_PER_WH, POWER_STATES, DeviceProfile
 from edgetwin.scenario import (
     Availability,
     ConstantDist,
@@ -27,8 +27,6 @@ from edgetwin.scenario import (
     WeibullDist,
 )
 from edgetwin.sim.host import Host
-
-STATES = ("idle", "compute", "host", "staging", "comm", "load")
 
 
 @dataclass(frozen=True)
@@ -67,7 +65,7 @@ class Device:
         self.env = env
         self.name = name
         self.profile = profile
-        self._power_w = {state: profile.power.of(state) for state in STATES}
+        self._power_w = {state: profile.power.of(state) for state in POWER_STATES}
         self.ram_mb = ram_mb or profile.ram_mb
         capacity_wh = battery_wh or profile.battery_wh
         self.battery_j: float | None = None if capacity_wh is None else capacity_wh * J_PER_WH
@@ -77,8 +75,8 @@ class Device:
         self.state = "idle"
         self.label = ""
         self._since_ms = env.now
-        self.energy_j = {state: 0.0 for state in STATES}
-        self.time_ms = {state: 0.0 for state in STATES}
+        self.energy_j = {state: 0.0 for state in POWER_STATES}
+        self.time_ms = {state: 0.0 for state in POWER_STATES}
         self.intervals: list[Interval] = []
         self.record_intervals = False
         self._drain_timer: simpy.Timeout | None = None  # the one pending timer (or None)
@@ -161,8 +159,8 @@ class Device:
     def start_measuring(self) -> None:
         """Forget the time, energy and intervals booked so far (after warm-up)."""
         self._book()
-        self.energy_j = {state: 0.0 for state in STATES}
-        self.time_ms = {state: 0.0 for state in STATES}
+        self.energy_j = {state: 0.0 for state in POWER_STATES}
+        self.time_ms = {state: 0.0 for state in POWER_STATES}
         self.intervals.clear()
 
     def close(self) -> None:

@@ -29,6 +29,7 @@ from torch.overrides import TorchFunctionMode
 from edgetwin.emu.crowdio.records import Mode
 from edgetwin.emu.crowdio.sdk import PipelineJob, StageSpec, normalise_stages, pipeline_job
 from edgetwin.run_folders import local_folder
+from edgetwin.scenario import DEFAULT_SCHEDULER
 
 ONNX_OPSET = 17
 
@@ -254,7 +255,7 @@ def distilbert_job(
     inputs: int,
     stages: int,
     mode: Mode = "streaming",
-    scheduler: str = "affinity",
+    scheduler: str = DEFAULT_SCHEDULER,
     seed: int = 0,
 ) -> PipelineJob:
     """A job of ``inputs`` random sequences through a ``stages``-stage DistilBERT (one seed)."""

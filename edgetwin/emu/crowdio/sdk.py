@@ -47,7 +47,7 @@ from edgetwin.emu.crowdio.protocol import (
 from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary, TensorSpec
 from edgetwin.emu.crowdio.tls import client_context
 from edgetwin.policies.scheduling import SCHEDULERS
-from edgetwin.scenario import MAX_JOB_INPUTS
+from edgetwin.scenario import DEFAULT_SCHEDULER, MAX_JOB_INPUTS
 
 StageSource = bytes | Path | tuple[str, bytes | Path]
 STAGE_RAM_FACTOR = 2.0  # an ONNX Runtime session holds the weights plus its arena
@@ -132,7 +132,7 @@ def pipeline_job(
     inputs: Sequence[np.ndarray],
     *,
     mode: Mode = "streaming",
-    scheduler: str = "affinity",
+    scheduler: str = DEFAULT_SCHEDULER,
     edges: Sequence[tuple[str, str]] | None = None,
     seed: int = 0,
 ) -> PipelineJob:
