@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -94,7 +95,7 @@ def note_read(path: Path) -> None:
     if reads is None:
         return
     with suppress(OSError):  # the reader that opened it says what is wrong
-        reads[str(path)] = sha256_file(path)
+        reads[os.path.normpath(path)] = sha256_file(path)  # data/x, not scenarios/../data/x
 
 
 def _git(*args: str) -> str | None:

@@ -84,6 +84,8 @@ def test_the_cli_writes_what_the_api_writes(tmp_path: Path) -> None:
     cli = json.loads((tmp_path / "cli" / "provenance.json").read_text())
     assert cli["command"][:2] == ["edgetwin", "run"]
     assert cli["inputs"] == results.provenance["inputs"]  # the same files, the same hashes
+    reference = str(ROOT / "data/reference/prism-jetson/measurements.csv")
+    assert reference in cli["inputs"]  # normalised: not .../scenarios/../data/...
 
 
 @pytest.mark.timeout(120)

@@ -28,6 +28,10 @@ def test_run_plan_answers_as_the_command_does(tmp_path: Path) -> None:
     assert outcome.ran_now == outcome.configurations > 0
     recorded = json.loads((tmp_path / "api" / "provenance.json").read_text())
     assert recorded["command"] == ["edgetwin.run_plan", str(QUESTION), *SMALL]
+    # its inputs are the files it was given, not the table it wrote and answered from
+    cli_inputs = json.loads((tmp_path / "cli" / "provenance.json").read_text())["inputs"]
+    assert cli_inputs == recorded["inputs"] and str(QUESTION) in recorded["inputs"]
+    assert not any(name.endswith("results.csv") for name in recorded["inputs"])
     with pytest.raises(InputError):  # a finished plan's folder is not run over
         edgetwin.run_plan(QUESTION, out=tmp_path / "api", overrides=SMALL, workers=1)
     again = edgetwin.run_plan(QUESTION, out=tmp_path / "api", overrides=SMALL, force=True)
