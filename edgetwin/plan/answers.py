@@ -18,6 +18,7 @@ import numpy as np
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import counted
 from edgetwin.models import registry
+from edgetwin.models.registry import CandidateKey
 from edgetwin.plan.capacity import crowd_capacity, describe_capacity
 from edgetwin.plan.questions import (
     AnyKind,
@@ -32,20 +33,19 @@ from edgetwin.plan.questions import (
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, configurations
 
-CandidateKey = tuple[str, int, float | None, int | None]
 Cell = tuple[int, float]  # batch, bandwidth_mbps
 QUESTIONS = "questions"  # the kind of a file that lists several questions
 
 
 def _one_device(key: CandidateKey) -> bool:
-    return registry.strategy(key[0]).one_device
+    return registry.strategy(key.strategy).one_device
 
 
 def group(rows: Iterable[ResultRow]) -> dict[CandidateKey, dict[Cell, list[ResultRow]]]:
     """Rows by candidate (strategy, devices, cr, segments), then by (batch, bandwidth)."""
     grouped: dict[CandidateKey, dict[Cell, list[ResultRow]]] = defaultdict(dict)
     for row in rows:
-        key = (row.strategy, row.devices, row.cr, row.segments)
+        key = CandidateKey(row.strategy, row.devices, row.cr, row.segments)
         grouped[key].setdefault((row.batch, row.bandwidth_mbps), []).append(row)
     return dict(grouped)
 
@@ -102,7 +102,7 @@ def smallest_fleet(
 ) -> dict[str, Any]:
     """Per batch: p95 over devices x bandwidth and the smallest fleet / bandwidth meeting it."""
     target = kind.target_p95_ms
-    by_devices = {key[1]: cells for key, cells in grouped.items()}
+    by_devices = {k.devices: cells for k, cells in grouped.items() if k.devices is not None}
     devices = sorted(by_devices)
     per_batch = []
     for batch in batches:
@@ -182,7 +182,7 @@ def _best(
 ) -> tuple[str | None, float | None]:
     """The variant with the lowest mean ``metric`` (latency) at a cell, and its value."""
     scored = [
-        (value, registry.candidate_label(*key))
+        (value, key.label)
         for key, cells in variants.items()
         if (value := mean_of(cells[cell], metric)) is not None
     ]
@@ -260,7 +260,7 @@ def best_mode(
         "best": grids[0]["best"],
         "best_ms": grids[0]["best_value"],
         "pareto": fronts,
-        "strategy_of": {registry.candidate_label(*key): key[0] for key in group(rows)},
+        "strategy_of": {key.label: key.strategy for key in group(rows)},
     }
 
 
@@ -278,8 +278,8 @@ def _pareto_points(
             if latency is not None and energy is not None:
                 points.append(
                     {
-                        "candidate": registry.candidate_label(*key),
-                        "strategy": key[0],
+                        "candidate": key.label,
+                        "strategy": key.strategy,
                         "batch": batch,
                         "bandwidth_mbps": bw,
                         "prompt_tokens": prompt_tokens,
@@ -300,7 +300,7 @@ def longest_context(rows: Sequence[ResultRow], scenario: Scenario) -> dict[str, 
     assert isinstance(model, DecoderSpec)
     searches: dict[tuple[CandidateKey, int, int | None], list[ResultRow]] = defaultdict(list)
     for row in rows:
-        key = (row.strategy, row.devices, row.cr, row.segments)
+        key = CandidateKey(row.strategy, row.devices, row.cr, row.segments)
         searches[(key, row.batch, row.output_tokens)].append(row)
     entries = []
     for (key, batch, output), found in searches.items():
@@ -309,9 +309,9 @@ def longest_context(rows: Sequence[ResultRow], scenario: Scenario) -> dict[str, 
         longest = max(fits, key=lambda r: r.prompt_tokens or 0, default=None)
         entries.append(
             {
-                "candidate": registry.candidate_label(*key),
-                "strategy": key[0],
-                "devices": key[1],
+                "candidate": key.label,
+                "strategy": key.strategy,
+                "devices": key.devices,
                 "batch": batch,
                 "output_tokens": output,
                 "longest_prompt_tokens": None if longest is None else longest.prompt_tokens,

@@ -340,9 +340,6 @@ def map_from_table(path: Path, default_tokens: int) -> PerformanceMap:
     return map_from_rows(rows, path.stem, f"table {path.name}", path, default_tokens)
 
 
-CandidateKey = tuple[str, int, float | None]
-
-
 class Axes(NamedTuple):
     """The profiled values of each axis, increasing (output tokens: None for an encoder)."""
 
@@ -372,11 +369,12 @@ def map_from_rows(
     default_tokens: int,
 ) -> PerformanceMap:
     """Group rows by candidate and grid cell; repetitions are averaged, failed runs are null."""
-    cells: dict[CandidateKey, dict[GridCell, list[ResultRow]]] = defaultdict(dict)
+    cells: dict[registry.CandidateKey, dict[GridCell, list[ResultRow]]] = defaultdict(dict)
     for row in rows:
         if row.strategy in registry.names() and registry.strategy(row.strategy).selectable:
             cell = grid_cell(row, default_tokens)
-            cells[(row.strategy, row.devices, row.cr)].setdefault(cell, []).append(row)
+            key = registry.CandidateKey(row.strategy, row.devices, row.cr)
+            cells[key].setdefault(cell, []).append(row)
     outputs = sorted({o for grid in cells.values() for _, o, _, _ in grid if o is not None})
     axes = Axes(
         sorted({t for grid in cells.values() for t, _, _, _ in grid}),
@@ -384,7 +382,7 @@ def map_from_rows(
         sorted({b for grid in cells.values() for _, _, b, _ in grid}),
         sorted({bw for grid in cells.values() for _, _, _, bw in grid}),
     )
-    by_devices = sorted(cells.items(), key=lambda item: item[0][1])  # single first
+    by_devices = sorted(cells.items(), key=lambda item: item[0].devices or 0)  # single first
     candidates = [_candidate(key, grid, axes, path) for key, grid in by_devices]
     decoder = {} if axes.output_tokens is None else {"output_tokens": axes.output_tokens}
     raw = {
@@ -400,12 +398,12 @@ def map_from_rows(
 
 
 def _candidate(
-    key: CandidateKey,
+    key: registry.CandidateKey,
     grid: dict[GridCell, list[ResultRow]],
     axes: Axes,
     path: Path | None,
 ) -> dict[str, object]:
-    strategy, devices, cr = key
+    strategy, devices, cr = key.strategy, key.devices, key.cr
     if cr is None and registry.strategy(strategy).params:
         problem = f"{strategy} needs its cr (rows on {devices} devices have none): {_BY_CR}"
         raise InputError(path, "cr", problem)
