@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from edgetwin.cli import main
 from edgetwin.reports.crowd import (
     battery_figure,
     gantt_figure,
+    job_breakdown_figure,
     latency_distribution_figure,
     ram_figure,
 )
@@ -44,13 +46,14 @@ def test_crowd_report_draws_latency_gantt_ram_and_battery(tmp_path: Path) -> Non
     page = (out / "report.html").read_text()
     for title in (
         "Pipeline latency per mode",
+        "Where a job",
         "What each phone did",
         "Resident memory",
         "Battery per phone",
     ):
         assert title in page
     probe = _probe(out / "report.html", tmp_path)
-    assert probe == {"graphs": 4, "rendered": 4, "errors": []}
+    assert probe == {"graphs": 5, "rendered": 5, "errors": []}
 
 
 def test_crowd_report_without_trace_has_the_latency_figure(tmp_path: Path) -> None:
@@ -58,6 +61,22 @@ def test_crowd_report_without_trace_has_the_latency_figure(tmp_path: Path) -> No
     assert main(["run", str(SCENARIO), "--out", str(out), "--quiet"]) == 0
     page = (out / "report.html").read_text()
     assert "Pipeline latency per mode" in page and "What each phone did" not in page
+    assert "Where a job" in page  # the rows' breakdown needs no trace
+
+
+def test_a_job_s_time_is_broken_down_into_parts_that_sum_to_its_mean() -> None:
+    rows = run(SCENARIO).rows
+    figure = job_breakdown_figure(rows)
+    assert figure is not None
+    parts = [bar.name for bar in figure.data]
+    assert parts == ["model load", "compute", "communication", "waiting"]
+    for at, mode in enumerate(figure.data[0].x):
+        pipeline = mode.split(" / ")[0]
+        jobs = [r for r in rows if r.ok and r.strategy == f"crowdio_{pipeline}"]
+        stacked = sum(bar.y[at] for bar in figure.data)
+        assert stacked == pytest.approx(fmean(r.total_ms for r in jobs) / 1e3)
+        load = fmean(r.load_ms or 0.0 for r in jobs) / 1e3
+        assert figure.data[0].y[at] == pytest.approx(load) and load > 0
 
 
 def test_crowd_latency_figure_keeps_swept_bandwidths_apart() -> None:

@@ -11,6 +11,7 @@ import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 import plotly.graph_objects as go
@@ -18,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from edgetwin.errors import InputError
 from edgetwin.models import registry
-from edgetwin.reports.style import color, styled
+from edgetwin.reports.style import METRIC_LOOKS, color, styled, title_text
 from edgetwin.results import ResultRow
 from edgetwin.schema import check_regular_file, validation_error
 from edgetwin.sim.crowd.records import ACTIVITY_KINDS, Activity, BatterySample, RamSample
@@ -85,18 +86,27 @@ def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
     return styled(fig)
 
 
-def latency_distribution_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
-    """Job latency (s) per dependency mode and scheduler (and bandwidth, where the rows have
-    several), over repetitions and jobs."""
+def _by_mode(rows: Sequence[ResultRow]) -> tuple[dict[str, list[ResultRow]], str]:
+    """The finished jobs per dependency mode and scheduler (and bandwidth, where the rows
+    have several), and the name of that grouping for an axis."""
     several_bandwidths = len({row.bandwidth_mbps for row in rows}) > 1
-    groups: dict[str, list[float]] = defaultdict(list)
+    groups: dict[str, list[ResultRow]] = defaultdict(list)
     for row in rows:
         label = _pipeline(row.strategy)
         if row.ok and label is not None:
             name = f"{label} / {row.scheduler}" if row.scheduler else label
             if several_bandwidths:
                 name += f" / {row.bandwidth_mbps:g} Mbit/s"
-            groups[name].append(row.total_ms / 1e3)
+            groups[name].append(row)
+    x = "Mode / scheduler / bandwidth" if several_bandwidths else "Mode / scheduler"
+    return dict(groups), x
+
+
+def latency_distribution_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
+    """Job latency (s) per dependency mode and scheduler (and bandwidth, where the rows have
+    several), over repetitions and jobs."""
+    by_mode, x = _by_mode(rows)
+    groups = {name: [row.total_ms / 1e3 for row in jobs] for name, jobs in by_mode.items()}
     if not groups:
         return None
     fig = go.Figure(
@@ -110,9 +120,43 @@ def latency_distribution_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
             for name, values in groups.items()
         ]
     )
-    x = "Mode / scheduler / bandwidth" if several_bandwidths else "Mode / scheduler"
     fig.update_layout(showlegend=False)  # the x axis names each box
     return _layout(fig, "Pipeline latency per mode", x, "Job latency (s)")
+
+
+JOB_PARTS = ("load_ms", "compute_ms", "comm_ms")  # a job's critical input, in its order
+WAITING_COLOR = "#bab0ac"
+
+
+def job_breakdown_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
+    """Where a job's time goes, per mode (mean over jobs, s): the model loads, inference and
+    transfers along its critical input (the one whose result came last), and the rest of
+    its latency, waiting (for a phone, a stage, an input); the parts sum to the mean."""
+    by_mode, x = _by_mode(rows)
+    if not by_mode:
+        return None
+    names = list(by_mode)
+    fig = go.Figure()
+    for part in (*JOB_PARTS, "waiting"):
+        means = [fmean(_part_s(row, part) for row in by_mode[name]) for name in names]
+        look = ("waiting", WAITING_COLOR) if part == "waiting" else METRIC_LOOKS[part]
+        fig.add_bar(
+            x=names,
+            y=means,
+            name=look[0],
+            marker_color=look[1],
+            hovertemplate="%{x}: %{y:.2f} s<extra>" + look[0] + "</extra>",
+        )
+    fig.update_layout(barmode="stack", legend={"traceorder": "reversed"})  # as stacked
+    title = title_text("Where a job's time goes", "mean per job, along its critical input")
+    return _layout(fig, title, x, "Mean time per job (s)")
+
+
+def _part_s(row: ResultRow, part: str) -> float:
+    """A part of a job's latency in s (``waiting``: what the other parts leave of it)."""
+    if part == "waiting":
+        return max(row.total_ms - sum(getattr(row, p) or 0.0 for p in JOB_PARTS), 0.0) / 1e3
+    return float(getattr(row, part) or 0.0) / 1e3
 
 
 def gantt_figure(records: Records) -> go.Figure | None:
@@ -198,7 +242,7 @@ def battery_figure(records: Records) -> go.Figure | None:
 
 def crowd_figures(rows: Sequence[ResultRow], records: Records | None) -> list[go.Figure]:
     """Every crowd figure the data allows."""
-    candidates = [latency_distribution_figure(rows)]
+    candidates = [latency_distribution_figure(rows), job_breakdown_figure(rows)]
     if records is not None:
         candidates += [gantt_figure(records), ram_figure(records), battery_figure(records)]
     return [fig for fig in candidates if fig is not None]
