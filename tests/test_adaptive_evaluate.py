@@ -17,10 +17,10 @@ from edgetwin.evaluate.adaptive import (
     ConditionResult,
     Evaluation,
     evaluate,
-    load_eval_inputs,
     regret_pct,
     score_policy,
 )
+from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
 from edgetwin.models.registry import candidate_label
 from edgetwin.policies.perf_map import Estimate
 from edgetwin.reports.adaptive import write_evaluation

@@ -17,7 +17,8 @@ from edgetwin.calibration.fit_emu import calibrate_from_emu
 from edgetwin.cli import main as cli_main
 from edgetwin.cli import skipped_line
 from edgetwin.errors import InputError
-from edgetwin.evaluate.adaptive import Evaluation, evaluate, load_eval_inputs, regret_pct
+from edgetwin.evaluate.adaptive import Evaluation, evaluate, regret_pct
+from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
 from edgetwin.evaluate.measured import SkippedCell
 from edgetwin.profile import load_profile
 from edgetwin.scenario import load_scenario

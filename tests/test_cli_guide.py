@@ -19,7 +19,7 @@ from edgetwin.cli import _parser, main
 from edgetwin.cli.progress import _LIVE as LIVE_BARS
 from edgetwin.cli.progress import progress
 from edgetwin.comparison import devices_warning, loopback_warning, run_devices
-from edgetwin.evaluate.adaptive import load_eval_inputs
+from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
 from edgetwin.plan.questions import load_question
 from edgetwin.results import read_results
 from edgetwin.scenario import dump_resolved, load_scenario

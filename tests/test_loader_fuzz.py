@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from edgetwin.errors import InputError
-from edgetwin.evaluate.adaptive import load_eval_inputs
+from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
 from edgetwin.evaluate.affinity import load_affinity_settings
 from edgetwin.plan.questions import load_question
 from edgetwin.workbench.inputs import load_run_inputs

@@ -46,7 +46,7 @@ from edgetwin.errors import (
     shown_text,
     sigterm_interrupts,
 )
-from edgetwin.evaluate.adaptive import load_eval_inputs
+from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
 from edgetwin.evaluate.affinity import load_affinity_settings
 from edgetwin.evaluate.measured import SkippedCell
 from edgetwin.links import within_tolerance

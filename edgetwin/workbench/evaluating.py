@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from edgetwin.evaluate.adaptive import Evaluation, evaluation_steps, load_eval_inputs
+from edgetwin.evaluate.adaptive import Evaluation, evaluation_steps
 from edgetwin.evaluate.adaptive import evaluate as evaluate_policies
+from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
 from edgetwin.evaluate.affinity import AffinityEvaluation, load_affinity_settings
 from edgetwin.evaluate.affinity import evaluate_affinity as evaluate_schedulers
 from edgetwin.progress import Progress, no_progress
