@@ -72,6 +72,8 @@ from edgetwin.emu.crowdio.options import (
     positive_int,
 )
 from edgetwin.emu.crowdio.protocol import (
+    INLINE_MAX_BYTES,
+    MAX_MESSAGE_BYTES,
     TOKEN_ENV,
     ClientHello,
     ErrorMessage,
@@ -113,8 +115,8 @@ class ForemanConfig:
     port: int = 0
     store_dir: Path | None = None  # shared file store; None: payloads travel inline
     serve_store: bool = False  # serve store_dir over HTTP to workers that share no disk
-    inline_max_bytes: int = 64 * 1024
-    max_message_bytes: int = 512 * 2**20
+    inline_max_bytes: int = INLINE_MAX_BYTES
+    max_message_bytes: int = MAX_MESSAGE_BYTES
     hello_max_bytes: int = 64 * 1024
     hello_timeout_s: float = 10.0
     read_timeout_s: float = 30.0  # a client silent this long before its submission is dropped
@@ -500,8 +502,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="serve --store over HTTP to workers that do not share the folder",
     )
-    parser.add_argument("--inline-max-kb", type=non_negative_float, default=64.0)
-    parser.add_argument("--max-message-mb", type=positive_float, default=512.0)
+    parser.add_argument("--inline-max-kb", type=non_negative_float, default=INLINE_MAX_BYTES / 1024)
+    parser.add_argument("--max-message-mb", type=positive_float, default=MAX_MESSAGE_BYTES / 2**20)
     add_limit_arguments(parser)
     parser.add_argument("--port-file", type=Path, help="write the bound port here")
     parser.add_argument("--heartbeat-s", type=positive_float, default=LivenessRule.heartbeat_s)

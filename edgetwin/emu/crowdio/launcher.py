@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from edgetwin.emu.crowdio.liveness import LivenessRule
-from edgetwin.emu.crowdio.protocol import TOKEN_ENV
+from edgetwin.emu.crowdio.protocol import INLINE_MAX_BYTES, TOKEN_ENV
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
 from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, submit_job
 from edgetwin.emu.process_exit import describe_exit, killed_hint
@@ -113,7 +113,7 @@ def run_pipeline_local(
     *,
     workers: int = 3,
     timeout_s: float = 120.0,
-    inline_max_bytes: int = 64 * 1024,
+    inline_max_bytes: int = INLINE_MAX_BYTES,
     task_delay_ms: float | Sequence[float] = 0.0,
     threads: int = 1,
     kill: KillPlan | None = None,
@@ -164,7 +164,7 @@ def run_pipeline(
     placement: Placement,
     *,
     timeout_s: float = 120.0,
-    inline_max_bytes: int = 64 * 1024,
+    inline_max_bytes: int = INLINE_MAX_BYTES,
     threads: int = 1,
     cache_root: Path | None = None,
     telemetry_dir: Path | None = None,

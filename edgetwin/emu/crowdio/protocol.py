@@ -29,6 +29,8 @@ from edgetwin.scenario import MAX_JOB_INPUTS
 
 Token = Annotated[str, Field(min_length=1, max_length=256)]
 TOKEN_ENV = "CROWDIO_TOKEN"  # where the foreman and workers look for the token
+MAX_MESSAGE_BYTES = 512 * 2**20  # the largest frame the foreman or a worker reads
+INLINE_MAX_BYTES = 64 * 1024  # a payload larger than this goes through the file store
 
 
 class ProtocolError(Exception):

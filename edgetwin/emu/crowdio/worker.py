@@ -72,6 +72,7 @@ from edgetwin.emu.crowdio.options import (
     positive_int,
 )
 from edgetwin.emu.crowdio.protocol import (
+    MAX_MESSAGE_BYTES,
     TOKEN_ENV,
     ErrorMessage,
     Heartbeat,
@@ -119,7 +120,7 @@ class WorkerConfig:
     ram_mb: float | None = None  # a RAM budget (a phone's): free = budget - RSS; None: free RAM
     power: PowerModel = field(default_factory=PowerModel)
     task_delay_ms: float = 0.0  # added to every inference: a slower device
-    max_message_bytes: int = 512 * 2**20
+    max_message_bytes: int = MAX_MESSAGE_BYTES
     rejoin_s: float = 0.0  # how long to try to enrol again after the connection breaks
     foreman_timeout_s: float = 15.0  # a foreman silent this long is frozen or gone
     limits: Limits = DEFAULT_LIMITS
@@ -473,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ram-mb", type=positive_float)
     parser.add_argument("--power", default="", help="e.g. compute_w=2.5,capacity_mah=4500")
     parser.add_argument("--task-delay-ms", type=non_negative_float, default=0.0)
-    parser.add_argument("--max-message-mb", type=positive_float, default=512.0)
+    parser.add_argument("--max-message-mb", type=positive_float, default=MAX_MESSAGE_BYTES / 2**20)
     add_limit_arguments(parser)
     parser.add_argument(
         "--rejoin-s",
