@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, shown
 from edgetwin.provenance import note_read
 from edgetwin.schema import check_regular_file
 
@@ -88,9 +88,9 @@ class Row:
         try:
             value = float(text)
         except ValueError:
-            raise self.error(column, f"{text[:40]!r} is not a number") from None
+            raise self.error(column, f"{shown(text)} is not a number") from None
         if not math.isfinite(value):
-            raise self.error(column, f"{text[:40]!r} is not a finite number")
+            raise self.error(column, f"{shown(text)} is not a finite number")
         if minimum is not None and value < minimum:
             raise self.error(column, f"{value:g} is below the minimum {minimum:g}")
         if maximum is not None and value > maximum:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from edgetwin.csv_rows import read_bytes
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, shown_text
 
 
 class Phase(StrEnum):
@@ -237,7 +237,7 @@ def _complete_events(path: Path, document: Any) -> list[_Raw]:
 
 def _number(path: Path, field: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InputError(path, field, f"must be a number, got {json.dumps(value)[:40]}")
+        raise InputError(path, field, f"must be a number, got {shown_text(json.dumps(value))}")
     try:
         number = float(value)
     except OverflowError:

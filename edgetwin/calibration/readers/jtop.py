@@ -22,7 +22,7 @@ from pathlib import Path
 
 from edgetwin.calibration.readers.power import PowerSample, check_time_order
 from edgetwin.csv_rows import Row, read_header, read_rows
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, shown
 
 TIME_COLUMN = "time"
 POWER_COLUMNS_MW = ("Power TOT", "Power VDD_IN", "power cur")
@@ -62,9 +62,9 @@ def _clock_s(row: Row) -> float:
         try:
             moment = datetime.fromisoformat(text)
         except ValueError:
-            problem = f"{text[:40]!r} is neither a date-time nor seconds"
+            problem = f"{shown(text)} is neither a date-time nor seconds"
             raise row.error(TIME_COLUMN, problem) from None
         return (moment - datetime(1970, 1, 1, tzinfo=moment.tzinfo)).total_seconds()
     if not math.isfinite(seconds):
-        raise row.error(TIME_COLUMN, f"{text[:40]!r} is not a finite time")
+        raise row.error(TIME_COLUMN, f"{shown(text)} is not a finite time")
     return seconds

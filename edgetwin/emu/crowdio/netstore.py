@@ -24,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
 from edgetwin.emu.crowdio.filestore import FileStore, MissingEntry, StoreError
+from edgetwin.errors import shown
 
 TOKEN_HEADER = "X-Crowdio-Token"
 TIMEOUT_S = 60.0  # a request whose peer sends nothing for this long fails
@@ -325,7 +326,7 @@ class NetStore:
         if not (text.isascii() and text.isdigit()):
             self._drop()
             raise StoreError(
-                f"file-store entry {name!r}: {self.where} gave the length {text[:40]!r}"
+                f"file-store entry {name!r}: {self.where} gave the length {shown(text)}"
             )
         return int(text)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from edgetwin.errors import shown
+
 PORT_MAX = 65535
 
 
@@ -18,7 +20,7 @@ def positive_float(text: str) -> float:
     """A finite number greater than 0."""
     value = _finite(text)
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, not {text[:40]!r}")
+        raise argparse.ArgumentTypeError(f"must be greater than 0, not {shown(text)}")
     return value
 
 
@@ -26,7 +28,7 @@ def non_negative_float(text: str) -> float:
     """A finite number of at least 0."""
     value = _finite(text)
     if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, not {text[:40]!r}")
+        raise argparse.ArgumentTypeError(f"must not be negative, not {shown(text)}")
     return value
 
 
@@ -34,7 +36,7 @@ def positive_int(text: str) -> int:
     """A whole number of at least 1."""
     value = _integer(text)
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {text[:40]!r}")
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {shown(text)}")
     return value
 
 
@@ -42,7 +44,7 @@ def port_number(text: str) -> int:
     """A TCP port, 0 to 65535 (0: any free one)."""
     value = _integer(text)
     if not 0 <= value <= PORT_MAX:
-        raise argparse.ArgumentTypeError(f"must be a port, 0 to {PORT_MAX}, not {text[:40]!r}")
+        raise argparse.ArgumentTypeError(f"must be a port, 0 to {PORT_MAX}, not {shown(text)}")
     return value
 
 
@@ -50,9 +52,9 @@ def _finite(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, not {text[:40]!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a number, not {shown(text)}") from None
     if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, not {text[:40]!r}")
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {shown(text)}")
     return value
 
 
@@ -60,4 +62,4 @@ def _integer(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, not {text[:40]!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {shown(text)}") from None

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from edgetwin.errors import shown
+
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -59,7 +61,7 @@ class ModelCache:
 
     def _path(self, sha256: str) -> Path:
         if not _SHA256.fullmatch(sha256):
-            raise ModelError(f"{sha256[:80]!r} is not a SHA-256")
+            raise ModelError(f"{shown(sha256)} is not a SHA-256")
         return self.root / f"{sha256}.onnx"
 
 
