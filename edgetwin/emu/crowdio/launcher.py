@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from edgetwin.emu.child_env import child_env
 from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.protocol import INLINE_MAX_BYTES, TOKEN_ENV
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
@@ -190,7 +191,7 @@ def run_pipeline(
     with local_folder("crowdio", work_root) as tmp:
         root = Path(tmp)
         token = secrets.token_hex(16)
-        env = {**os.environ, TOKEN_ENV: token, "TMPDIR": str(root)}  # their files go with it
+        env = child_env(**{TOKEN_ENV: token, "TMPDIR": str(root)})  # their files go with it
         processes: list[subprocess.Popen[bytes]] = []
         address = placement.foreman_address
         try:

@@ -16,8 +16,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import edgetwin
 from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.emu.child_env import child_env
 from edgetwin.emu.llm.records import RankRecord, read_record
 from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.vit.launcher import (
@@ -121,8 +121,6 @@ def rank_command(rank: int, common: Sequence[str], result: Path) -> list[str]:
 
 
 def _start(command: list[str], log_path: Path) -> subprocess.Popen[bytes]:
-    package_root = str(Path(edgetwin.__file__).resolve().parents[1])
-    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+    env = child_env()
     with log_path.open("wb") as log:
         return subprocess.Popen(command, stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env)

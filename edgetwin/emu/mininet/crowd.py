@@ -24,6 +24,7 @@ from pathlib import Path
 
 from edgetwin.configuration import CrowdRun, crowd_runs, in_turn
 from edgetwin.crowd_fleet import PhoneClass, PhoneSetup, resolve_classes
+from edgetwin.emu.child_env import package_env
 from edgetwin.emu.crowd_jobs import (
     JOB_TIMEOUT_S,
     CrowdJobs,
@@ -35,7 +36,7 @@ from edgetwin.emu.crowdio.launcher import Processes, WorkerSpec
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
-from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env
+from edgetwin.emu.mininet.net import EmuNetwork, emulated_network
 from edgetwin.emu.mininet.topology import (
     MAX_HOSTS,
     HostLimits,

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import edgetwin
 from edgetwin import run_folders
+from edgetwin.emu.child_env import package_env
 from edgetwin.emu.mininet.cgroups import join, leftover_groups, limit_memory, remove_groups
 from edgetwin.emu.mininet.delay import delay_line_argv, delay_rule_command
 from edgetwin.emu.mininet.lock import emulator_lock
@@ -53,14 +53,6 @@ _SHELL_MARK = f"mininet:{PREFIX}".encode()  # Mininet's node shells: bash ... mi
 _EXIT_WAIT_S = 2.0
 _DELAY_LINE_READY_S = 30.0  # a fresh interpreter on a busy machine
 _LOG = logging.getLogger(__name__)  # notices: what a killed run left, the delay lines
-
-
-def package_env() -> dict[str, str]:
-    """``PYTHONPATH`` with this package's root first: ``python -m edgetwin...`` in a host."""
-    package_root = str(Path(edgetwin.__file__).resolve().parents[1])
-    return {
-        "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-    }
 
 
 class EmuError(RunFailed):

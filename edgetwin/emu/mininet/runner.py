@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from edgetwin.configuration import crowd_runs
+from edgetwin.emu.child_env import package_env
 from edgetwin.emu.crowd_jobs import JOB_TIMEOUT_S, check_phones_fit, crowd_phones
 from edgetwin.emu.llm import records as llm_records
 from edgetwin.emu.llm.launcher import group_args, rank_command
@@ -33,7 +34,7 @@ from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.crowd import check_crowd_emulatable, phone_limits, run_crowd_emu
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.mn import missing_requirements
-from edgetwin.emu.mininet.net import EmuNetwork, emulated_network, package_env
+from edgetwin.emu.mininet.net import EmuNetwork, emulated_network
 from edgetwin.emu.mininet.topology import (
     MAX_HOSTS,
     TC_RATE_RANGE_MBPS,

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import edgetwin
+from edgetwin.emu.child_env import child_env
 from edgetwin.emu.process_exit import describe_exit, killed_hint
 from edgetwin.emu.vit.records import RankRecord, read_record
 from edgetwin.errors import LaunchError
@@ -107,9 +107,7 @@ def _start(rank: int, common: list[str], folder: Path, echo: bool) -> subprocess
         str(folder / f"rank{rank}.json"),
         *common,
     ]
-    package_root = str(Path(edgetwin.__file__).resolve().parents[1])
-    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+    env = child_env()
     with (folder / f"rank{rank}.log").open("wb") as log:
         return subprocess.Popen(
             command, stdout=None if echo else log, stderr=log, stdin=subprocess.DEVNULL, env=env
