@@ -392,7 +392,7 @@ def pareto_workloads(front: Sequence[dict[str, Any]]) -> dict[str, list[dict[str
     fronts: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for point in front:
         prompt, output = point.get("prompt_tokens"), point.get("output_tokens")
-        workload = "" if prompt is None else f"prompt {prompt}, {output} output tokens"
+        workload = "" if prompt is None else workload_text(prompt, output)
         fronts[workload].append(point)
     return dict(fronts)
 
@@ -418,8 +418,14 @@ def grid_title(grid: dict[str, Any]) -> str:
     """``lowest ttft_ms, prompt 512, 128 output tokens`` (``fastest`` for an encoder's)."""
     if grid["prompt_tokens"] is None and grid["metric"] == "total_ms":
         return "fastest"
-    workload = f", prompt {grid['prompt_tokens']}, {grid['output_tokens']} output tokens"
-    return f"lowest {grid['metric']}" + (workload if grid["prompt_tokens"] is not None else "")
+    if grid["prompt_tokens"] is None:
+        return f"lowest {grid['metric']}"
+    return f"lowest {grid['metric']}, {workload_text(grid['prompt_tokens'], grid['output_tokens'])}"
+
+
+def workload_text(prompt_tokens: int, output_tokens: int | None) -> str:
+    """A decoder's workload as a title names it: ``prompt 512, 128 output tokens``."""
+    return f"prompt {prompt_tokens}, {output_tokens} output tokens"
 
 
 def describe_longest(result: dict[str, Any]) -> list[str]:
