@@ -274,6 +274,9 @@ def test_adaptive_page_titles_fit_and_every_figure_has_the_template(tmp_path: Pa
         colour for text, seen in cell_colours.items() if text.startswith("P") for colour in seen
     }
     assert len(prism) > 1 and all(_reddish(colour) for colour in prism)
+    # darker with more devices (the map's x2 and x4 came first: x3 was darker than x4)
+    shades = [_lightness(next(iter(cell_colours[f"P9.9x{n}"]))) for n in (2, 3, 4, 5)]
+    assert shades == sorted(shades, reverse=True) and len(set(shades)) == 4
     boxes = {t.name: t.marker.color for fig in figures for t in fig.data if t.type == "box"}
     keys = {
         t.name: t.line.color
@@ -506,6 +509,10 @@ def _cell_colour(heat: Any, code: float) -> str:
     bands = zip(heat.colorscale[::2], heat.colorscale[1::2], strict=True)
     (colour,) = {low[1] for low, high in bands if low[0] <= at <= high[0]}
     return str(colour)
+
+
+def _lightness(colour: str) -> int:
+    return sum(int(colour[i : i + 2], 16) for i in (1, 3, 5))
 
 
 def _reddish(colour: str) -> bool:

@@ -145,6 +145,13 @@ class CandidateKey(NamedTuple):
     def short_label(self) -> str:
         return candidate_label(*self, short=True)
 
+    @property
+    def order(self) -> tuple[int, int, float, int]:
+        """Its place among candidates: registry order, then devices, CR and L, increasing
+        (None first)."""
+        where = names().index(self.strategy) if self.strategy in _REGISTRY else len(_REGISTRY)
+        return (where, self.devices or 0, self.cr or 0.0, self.segments or 0)
+
 
 def candidate_label(
     name: str,

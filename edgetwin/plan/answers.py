@@ -260,7 +260,7 @@ def best_mode(
         "best": grids[0]["best"],
         "best_ms": grids[0]["best_value"],
         "pareto": fronts,
-        "strategy_of": {key.label: key.strategy for key in group(rows)},
+        "strategy_of": {k.label: k.strategy for k in sorted(group(rows), key=lambda k: k.order)},
     }
 
 

@@ -257,8 +257,10 @@ def _mode_heatmaps(evaluation: Evaluation, group: Group) -> go.Figure:
 
 def _candidate_colors(evaluation: Evaluation) -> dict[str, str]:
     """The colour of each candidate a heatmap cell shows on the page (``_shown_labels``)."""
-    shown = _shown_labels(evaluation)
-    return candidate_colors({label: evaluation.candidates[label].strategy for label in shown})
+    keys = sorted(
+        (evaluation.candidates[label] for label in _shown_labels(evaluation)), key=lambda k: k.order
+    )
+    return candidate_colors({key.label: key.strategy for key in keys})  # x2 light, x5 dark
 
 
 def _oracle_label(condition: ConditionResult) -> str:

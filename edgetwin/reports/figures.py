@@ -60,9 +60,9 @@ SHADE_STEP = 0.6
 
 
 def candidate_colors(strategy_of: Mapping[str, str]) -> dict[str, str]:
-    """Each candidate (label -> strategy, in order) in its strategy's colour, so that a
-    heatmap keeps the colours of the page's lines; several of one strategy (prism cr 9.9
-    x2 and x4) in shades of it, lighter to darker in the given order."""
+    """Each candidate (label -> strategy, in ``CandidateKey.order``) in its strategy's
+    colour, so that a heatmap keeps the colours of the page's lines; several of one
+    strategy (prism cr 9.9 x2 and x4) in shades of it, lighter to darker in that order."""
     by_strategy: dict[str, list[str]] = defaultdict(list)
     for label, strategy in strategy_of.items():
         by_strategy[strategy].append(label)
