@@ -77,6 +77,15 @@ def test_a_job_s_time_is_broken_down_into_parts_that_sum_to_its_mean() -> None:
         assert stacked == pytest.approx(fmean(r.total_ms for r in jobs) / 1e3)
         load = fmean(r.load_ms or 0.0 for r in jobs) / 1e3
         assert figure.data[0].y[at] == pytest.approx(load) and load > 0
+    # a phone's loads, inferences and transfers in the Gantt have the parts' colours
+    spans = [{"phone": "low-0", "kind": kind, "start_s": 0.0, "end_s": 1.0}
+             for kind in ("load", "infer", "transfer")]  # fmt: skip
+    gantt = gantt_figure({"activities": spans})
+    assert gantt is not None
+    bars = {bar.name: bar.marker.color for bar in gantt.data}
+    parts = {bar.name: bar.marker.color for bar in figure.data}
+    same = {"load": "model load", "infer": "compute", "transfer": "communication"}
+    assert {kind: parts[part] for kind, part in same.items()} == bars
 
 
 def test_crowd_latency_figure_keeps_swept_bandwidths_apart() -> None:

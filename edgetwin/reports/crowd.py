@@ -24,8 +24,14 @@ from edgetwin.results import ResultRow
 from edgetwin.schema import check_regular_file, validation_error
 from edgetwin.sim.crowd.records import ACTIVITY_KINDS, Activity, BatterySample, RamSample
 
-ACTIVITY_COLORS = dict(  # one per activity kind, in their order (a new kind needs one)
-    zip(ACTIVITY_KINDS, ("#d62728", "#1f77b4", "#2ca02c", "#dddddd", "#7f7f7f"), strict=True)
+# one per activity kind, in their order (a new kind needs one): a load, an inference and a
+# transfer in the colours of load_ms, compute_ms and comm_ms, as the job breakdown has them
+ACTIVITY_COLORS = dict(
+    zip(
+        ACTIVITY_KINDS,
+        (*(METRIC_LOOKS[m][1] for m in ("load_ms", "compute_ms", "comm_ms")), "#dddddd", "#7f7f7f"),
+        strict=True,
+    )
 )
 Records = Mapping[str, Sequence[Mapping[str, Any]]]
 
