@@ -93,6 +93,8 @@ def test_fleet_heatmap_cells_are_the_swept_values_only(tmp_path: Path) -> None:
 def test_log_ticks_are_few_and_plain() -> None:
     ticks = log_ticks([15.5, 80.0, 4903.0])
     assert ticks["ticktext"] == ["15.5", "100", "1000", "4900"]
+    # a narrow axis with one 1-2-3-5 step in it: its ends too (it read "10000" alone)
+    assert log_ticks([8953, 11922])["ticktext"] == ["8950", "10000", "11900"]
     assert log_ticks([25, 50, 100, 200, 300, 400, 600, 800, 1000])["ticktext"] == [
         "25",
         "50",
@@ -560,6 +562,8 @@ def test_best_mode_colours_a_candidate_once_and_names_the_pareto_points() -> Non
         named = named.replace(" ", "\u00a0")
         assert named in figure.layout.title.text
     assert "Mbit/s" not in short_prompt.layout.title.text
+    marker = long_prompt.data[0].marker.color  # a point in its strategy's colour
+    assert list(marker) == [strategy_color("prism")]
 
 
 def test_a_strategy_keeps_its_colour_in_a_figure_without_the_others() -> None:

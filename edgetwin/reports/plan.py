@@ -19,7 +19,7 @@ from edgetwin.plan.answers import (
     pareto_workloads,
 )
 from edgetwin.plan.questions import BEST_METRICS, PlanQuestion
-from edgetwin.reports.figures import candidate_colors
+from edgetwin.reports.figures import candidate_colors, strategy_color
 from edgetwin.reports.html import figures_html, page
 from edgetwin.reports.style import (
     categories,
@@ -35,6 +35,7 @@ from edgetwin.reports.style import (
 
 PLAN_REPORT = "plan.html"
 NOTHING_RAN_COLOR = "#dddddd"  # a heatmap cell where every candidate failed
+FRONT_LINE_COLOR = "#888888"  # a Pareto front's steps; its points in their strategies' colours
 CURVE_HOVER = "%{x:g} Mbit/s: %{y:.4g} ms per batch"  # the trace's name beside it
 
 
@@ -222,8 +223,8 @@ def _best_heatmap(
 
 def _pareto(points: list[dict[str, Any]], workload: str) -> go.Figure:
     """One workload's latency-energy front, its points numbered and named in the title (a
-    static file has no hover, and names beside the points ran into each other); a
-    one-device candidate's point names no bandwidth (it is the same at every one)."""
+    static file has no hover, and names beside the points ran into each other) and drawn in
+    their strategies' colours; a one-device point names no bandwidth (the same at each)."""
     pareto = go.Figure()
     names = [_pareto_name(p) for p in points]
     pareto.add_trace(
@@ -237,7 +238,8 @@ def _pareto(points: list[dict[str, Any]], workload: str) -> go.Figure:
             mode="lines+markers+text",
             textposition="top right",
             name="Pareto front",
-            line={"shape": "hv"},
+            line={"shape": "hv", "color": FRONT_LINE_COLOR},
+            marker={"color": [strategy_color(p["strategy"]) for p in points], "size": 9},
             cliponaxis=False,
         )
     )

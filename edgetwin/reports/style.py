@@ -35,6 +35,7 @@ DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star", "hexagon")
 SWEPT_TICKS = 7  # a log axis with at most this many values is labelled at each
 END_TICK_RATIO = 1.3  # a log axis's end is labelled when no 1-2-5 tick is this near
+NARROW_END_TICK_RATIO = 1.05  # ... or this near, on an axis with one 1-2-5 tick or none
 TITLE_CHARS = 95  # a title's detail line is wrapped at this many characters
 TITLE_LINE_PX = 20
 TITLE_PAD_PX = 14  # from the figure's top edge to its title's first line
@@ -171,8 +172,9 @@ def log_ticks(values: Iterable[float | None], *, swept: bool = False) -> dict[st
     steps = (1, 2, 3, 5) if decades <= 1 else (1, 2, 5) if decades <= 2 else (1,)
     ticks = [m * 10.0**e for e in range(first, last + 1) for m in steps]
     ticks = [t for t in ticks if low <= t <= high]
+    near = END_TICK_RATIO if len(ticks) > 1 else NARROW_END_TICK_RATIO
     for end in (low, high):
-        if all(max(end, t) / min(end, t) > END_TICK_RATIO for t in ticks):
+        if all(max(end, t) / min(end, t) > near for t in ticks):
             ticks.append(end)
     ticks.sort()
     return {"type": "log", "tickvals": ticks, "ticktext": [tick_label(t) for t in ticks]}
