@@ -297,6 +297,13 @@ def test_adaptive_page_titles_fit_and_every_figure_has_the_template(tmp_path: Pa
     crossover = figures[-1]
     drawn = [t for t in crossover.data if t.x != (None,)]
     assert {t.line.width for t in drawn} == set(widths)  # the lines as their keys
+    # at each bandwidth the policies' points side by side (two that picked alike hid
+    # each other's markers), each hovering the bandwidth itself
+    first = drawn[: len(widths)]  # one condition: the ground truth, then each policy
+    assert len({t.x[0] for t in first}) == len(first)
+    assert {t.customdata[0] for t in first} == {first[0].customdata[0]}
+    for trace in first:
+        assert list(trace.x) == pytest.approx(list(trace.customdata), rel=0.05)
 
 
 def _axis_units(fig: go.Figure) -> dict[str, set[str]]:
