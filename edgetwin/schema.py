@@ -6,7 +6,7 @@ import difflib
 import re
 import stat
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
@@ -167,6 +167,16 @@ def check_given_once(names: Sequence[str], noun: str) -> None:
     repeated = first_repeated(names)
     if repeated is not None:
         raise ValueError(f"{noun} {repeated[1]!r} is given twice; give each once")
+
+
+def check_known_once(names: Sequence[str], known: Iterable[str], noun: str) -> None:
+    """A ValueError naming the first of ``names`` that is not ``known`` (listing those), or
+    the first given twice (``noun``: what each is, a policy or a scheduler)."""
+    choices = sorted(known)
+    unknown = [n for n in names if n not in choices]
+    if unknown:
+        raise ValueError(f"unknown {noun} {unknown[0]!r}; known: {choices}")
+    check_given_once(names, noun)
 
 
 def read_yaml_mapping(path: Path) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from edgetwin.scenario import (
 from edgetwin.schema import (
     PositiveInt,
     Strict,
-    check_given_once,
+    check_known_once,
     load_yaml_model,
     optional_values,
     read_yaml_mapping,
@@ -74,12 +74,9 @@ class EvalSettings(Strict):
     @field_validator("policies")
     @classmethod
     def _known(cls, names: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [n for n in names if n not in POLICIES]
-        if unknown:
-            raise ValueError(f"unknown policy {unknown[0]!r}; known: {sorted(POLICIES)}")
+        check_known_once(names, POLICIES, "policy")
         if "adaptive" not in names:
             raise ValueError("policies must include 'adaptive'")
-        check_given_once(names, "policy")
         return names
 
     @property

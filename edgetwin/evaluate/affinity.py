@@ -34,7 +34,7 @@ from edgetwin.scenario import Scenario, swept_bandwidths, validate_scenario
 from edgetwin.schema import (
     Strict,
     apply_override,
-    check_given_once,
+    check_known_once,
     first_repeated,
     read_yaml_mapping,
     referenced_file,
@@ -66,10 +66,7 @@ class AffinitySettings(Strict):
     @field_validator("schedulers")
     @classmethod
     def _known(cls, names: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [n for n in names if n not in SCHEDULERS]
-        if unknown:
-            raise ValueError(f"unknown scheduler {unknown[0]!r}; known: {sorted(SCHEDULERS)}")
-        check_given_once(names, "scheduler")
+        check_known_once(names, SCHEDULERS, "scheduler")
         return names
 
 
