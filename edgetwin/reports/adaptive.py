@@ -186,8 +186,8 @@ def _labels(evaluation: Evaluation) -> list[str]:
 
 
 def _shown_labels(evaluation: Evaluation) -> list[str]:
-    """The candidates a heatmap cell shows (best in the twin or picked), in ``_labels``
-    order: one colour each on the page."""
+    """The candidates a heatmap cell shows (the ground truth's best or picked): one colour
+    each on the page."""
     shown = {c.oracle for c in evaluation.conditions}
     shown |= {_adaptive_label(c) for c in evaluation.conditions}
     return [label for label in _labels(evaluation) if label in shown]
