@@ -47,7 +47,7 @@ from edgetwin.errors import (
     sigterm_interrupts,
 )
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
-from edgetwin.evaluate.affinity import load_affinity_settings
+from edgetwin.evaluate.affinity import AFFINITY_MODES, load_affinity_settings
 from edgetwin.evaluate.measured import SkippedCell
 from edgetwin.links import within_tolerance
 from edgetwin.profile import DeviceProfile
@@ -281,7 +281,9 @@ def _parser() -> argparse.ArgumentParser:
     affinity.add_argument("spec", type=Path, help="evaluation file, e.g. *.eval.yaml")
     add_out_argument(affinity)
     affinity.add_argument(
-        "--mode", choices=["twin", "emu"], help="overrides the file's mode (emu: Mininet, root)"
+        "--mode",
+        choices=AFFINITY_MODES,
+        help="overrides the file's mode (emu: Mininet, root)",
     )
     add_quiet_argument(affinity)
     add_check_argument(affinity)

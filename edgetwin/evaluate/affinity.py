@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -52,11 +52,15 @@ class InstanceSpec(Strict):
     set: tuple[str, ...] = ()
 
 
+AffinityMode = Literal["twin", "emu"]  # the twin, or the real foreman on Mininet hosts
+AFFINITY_MODES: tuple[str, ...] = get_args(AffinityMode)
+
+
 class AffinitySettings(Strict):
     """An affinity evaluation file."""
 
     scenario: str = Field(min_length=1)  # relative to the evaluation file
-    mode: Literal["twin", "emu"] = "twin"  # emu: the real foreman on Mininet hosts
+    mode: AffinityMode = "twin"
     schedulers: tuple[str, ...] = Field(tuple(SCHEDULERS), min_length=1)
     repetitions: Annotated[int, Field(ge=1, le=100)] = 5
     deterministic: bool = True
@@ -87,7 +91,7 @@ class AffinityEvaluation:
 
 
 def load_affinity_settings(
-    path: Path, mode: Literal["twin", "emu"] | None = None, *, machine: bool = True
+    path: Path, mode: AffinityMode | None = None, *, machine: bool = True
 ) -> tuple[AffinitySettings, list[tuple[Scenario, Path]]]:
     """Read an evaluation file (``mode`` overrides its own) and build each instance's
     scenario; errors name the field. ``machine`` False leaves out what the emulator needs

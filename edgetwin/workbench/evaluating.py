@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
 from edgetwin.evaluate.adaptive import Evaluation, evaluation_steps
 from edgetwin.evaluate.adaptive import evaluate as evaluate_policies
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
-from edgetwin.evaluate.affinity import AffinityEvaluation, load_affinity_settings
+from edgetwin.evaluate.affinity import (
+    AFFINITY_MODES,
+    AffinityEvaluation,
+    AffinityMode,
+    load_affinity_settings,
+)
 from edgetwin.evaluate.affinity import evaluate_affinity as evaluate_schedulers
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import recording_reads, write_provenance
@@ -30,8 +34,6 @@ from edgetwin.workbench.arguments import (
     static_argument,
 )
 from edgetwin.workbench.output import output_folder_if
-
-AFFINITY_MODES = ("twin", "emu")
 
 
 def evaluate_adaptive(
@@ -87,7 +89,7 @@ def evaluate_adaptive(
 def evaluate_affinity(
     spec: str | Path,
     *,
-    mode: Literal["twin", "emu"] | None = None,
+    mode: AffinityMode | None = None,
     out: str | Path | None = None,
     force: bool = False,
     static: StaticFormat | None = None,
