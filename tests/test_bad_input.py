@@ -8,6 +8,7 @@ are the ones a fuzz of the shipped specs, tables and output paths found tracebac
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -824,6 +825,9 @@ def test_calibrate_machine_emu_warns_of_a_link_short_of_its_rate(
     short = {"goodput_mbps": "179.6", "wire_mbps": "187.8", "error_pct": "-6.1"}
     run = _emu_run_with(tmp_path, within_tolerance="False", **short)
     assert main(["calibrate-machine", "--emu", str(run), "--out", str(tmp_path / "out")]) == 0
+    # its inputs are the run's files, not the spec it wrote in its staging folder
+    inputs = json.loads((tmp_path / "out" / "provenance.json").read_text())["inputs"]
+    assert inputs and all(Path(name).parent == run.resolve() for name in inputs)
     warning = (
         "edgetwin: warning: link etwh1 -> etwh0 set to 200 Mbps carried 187.8 Mbps on the wire"
         " (-6.1 %, tolerance 5 %): times at 200 Mbps are not the link's alone;"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -84,19 +84,8 @@ def run_plan(
             outcome = sweep_and_answer(loaded, folder, executor, write_plan_report, advance)
             if static is not None:
                 write_static_figures(folder, static, plan_figures(outcome.answer))
-            given = _not_within(reads, (folder, out_dir))  # the answer read its own table
-            write_provenance(folder, command=call, seed=loaded.scenario.seed, inputs=given)
+            write_provenance(folder, command=call, seed=loaded.scenario.seed, inputs=reads)
     return outcome
-
-
-def _not_within(reads: Mapping[str, str], folders: tuple[Path, ...]) -> dict[str, str]:
-    """The files read, less those in ``folders`` (what the command wrote is no input)."""
-    own = [folder.resolve() for folder in folders]
-    return {
-        path: digest
-        for path, digest in reads.items()
-        if not any(Path(path).resolve().is_relative_to(folder) for folder in own)
-    }
 
 
 def executor_for(workers: int | None, scheduler: str | Any | None) -> Executor:
