@@ -27,7 +27,7 @@ from edgetwin.calibration.fit_traces import (
     Predictor,
     fit_groups,
 )
-from edgetwin.calibration.readers.decoder_latency import DecoderLatency
+from edgetwin.calibration.readers.decoder_latency import DECODER_LATENCY_FILE, DecoderLatency
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderWorkload, Ops, Work
@@ -176,5 +176,5 @@ def memory_section(fit: ComponentFit, command: str) -> dict[str, Any]:
     return {
         "bandwidth_gbps": fit.params["bandwidth_gbps"],
         "fitted": True,
-        "source": f"fitted to decoder_latency.csv (TTFT, TPOT) by `{command}`",
+        "source": f"fitted to {DECODER_LATENCY_FILE} (TTFT, TPOT) by `{command}`",
     }

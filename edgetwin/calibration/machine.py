@@ -30,8 +30,12 @@ from torch.multiprocessing.spawn import spawn
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.calibration.profile_io import host_ram_mb, write_profile
-from edgetwin.calibration.readers.decoder_latency import DECODER_LATENCY_COLUMNS
-from edgetwin.calibration.readers.gpu_bench import ENCODER_TOKENS, VIT_FULL
+from edgetwin.calibration.readers.decoder_latency import (
+    DECODER_LATENCY_COLUMNS,
+    DECODER_LATENCY_FILE,
+)
+from edgetwin.calibration.readers.gpu_bench import ENCODER_TOKENS, VIT_FULL, VIT_LATENCY_FILE
+from edgetwin.calibration.readers.staged_exchange import LOOPBACK_FILE
 from edgetwin.calibration.trace_profile import calibrate_from_traces
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.emu.llm.launcher import run_decoder
@@ -129,12 +133,12 @@ def calibrate_machine(
     ``on_step`` gets the name of each of the ``calibration_steps`` once it is done."""
     traces = out_dir / "traces"
     traces.mkdir(parents=True, exist_ok=True)
-    write_vit_latency(traces / "vit_latency.csv", plan)
+    write_vit_latency(traces / VIT_LATENCY_FILE, plan)
     on_step("ViT latencies")
-    write_staged_exchange(traces / "gloo_staged_allgather.csv", plan)
+    write_staged_exchange(traces / LOOPBACK_FILE, plan)
     on_step("staged exchange")
     if plan.decoder is not None:
-        write_decoder_latency(traces / "decoder_latency.csv", plan.decoder, on_step)
+        write_decoder_latency(traces / DECODER_LATENCY_FILE, plan.decoder, on_step)
     spec_path = out_dir / "spec.yaml"
     write_text_atomic(spec_path, dump_yaml(machine_spec(plan)))
     profile = calibrate_from_traces(spec_path, command)

@@ -56,18 +56,26 @@ from edgetwin.calibration.profile_io import (
     parameter_section,
     source_record,
 )
-from edgetwin.calibration.readers.decoder_latency import DecoderLatency, read_decoder_latency
+from edgetwin.calibration.readers.decoder_latency import (
+    DECODER_LATENCY_FILE,
+    DecoderLatency,
+    read_decoder_latency,
+)
 from edgetwin.calibration.readers.energy import energy_by_phase
 from edgetwin.calibration.readers.folder import power_logs
 from edgetwin.calibration.readers.gpu_bench import (
+    STAGING_COPY_FILE,
     VIT_FULL,
+    VIT_LATENCY_FILE,
     StagingCopy,
     VitLatency,
     read_staging_copy,
     read_vit_latency,
 )
-from edgetwin.calibration.readers.power import PowerSample, read_nvml_power
+from edgetwin.calibration.readers.power import NVML_POWER_FILE, PowerSample, read_nvml_power
 from edgetwin.calibration.readers.staged_exchange import (
+    BANDWIDTH_FILE,
+    LOOPBACK_FILE,
     StagedExchange,
     read_staged_allgather,
     read_staged_allgather_bw,
@@ -137,13 +145,13 @@ class TraceData:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.files: list[Path] = []
-        self.latencies: list[VitLatency] = self._read("vit_latency.csv", read_vit_latency)
-        loopback = self._read("gloo_staged_allgather.csv", read_staged_allgather)
-        shaped = self._read("gloo_staged_allgather_bw.csv", read_staged_allgather_bw)
+        self.latencies: list[VitLatency] = self._read(VIT_LATENCY_FILE, read_vit_latency)
+        loopback = self._read(LOOPBACK_FILE, read_staged_allgather)
+        shaped = self._read(BANDWIDTH_FILE, read_staged_allgather_bw)
         self.exchanges: list[StagedExchange] = [e for e in loopback if e.rank == 0] + shaped
         self.power_file, self.power_log, self.power = self._read_power()
-        self.copies: list[StagingCopy] = self._read("staging_copy.csv", read_staging_copy)
-        self.decoder: list[DecoderLatency] = self._read("decoder_latency.csv", read_decoder_latency)
+        self.copies: list[StagingCopy] = self._read(STAGING_COPY_FILE, read_staging_copy)
+        self.decoder: list[DecoderLatency] = self._read(DECODER_LATENCY_FILE, read_decoder_latency)
 
     def _read_power(self) -> tuple[Path | None, str, list[PowerSample]]:
         """The folder's one power log (NVML ``power_samples.csv`` or a jtop log): its path,
@@ -290,7 +298,7 @@ def _base(spec: TraceCalibrationSpec, spec_path: Path) -> DeviceProfile | None:
 
 def _check_decoder(spec: TraceCalibrationSpec, spec_path: Path, data: TraceData) -> None:
     if "memory" in spec.fit and data.decoder and spec.decoder is None:
-        problem = "decoder_latency.csv needs the decoder it ran (e.g. {preset: gpt2_small})"
+        problem = f"{DECODER_LATENCY_FILE} needs the decoder it ran (e.g. {{preset: gpt2_small}})"
         raise InputError(spec_path, "decoder", problem)
 
 
@@ -347,11 +355,11 @@ def _fit_sections_of(
 
 # the trace files each section is fitted from (any one of them)
 SECTION_FILES: dict[Section, tuple[str, ...]] = {
-    "compute": ("vit_latency.csv",),
-    "staging": ("gloo_staged_allgather.csv", "gloo_staged_allgather_bw.csv"),
-    "network": ("gloo_staged_allgather.csv", "gloo_staged_allgather_bw.csv"),
-    "power": ("power_samples.csv", "jtop log"),
-    "memory": ("decoder_latency.csv",),
+    "compute": (VIT_LATENCY_FILE,),
+    "staging": (LOOPBACK_FILE, BANDWIDTH_FILE),
+    "network": (LOOPBACK_FILE, BANDWIDTH_FILE),
+    "power": (NVML_POWER_FILE, "jtop log"),
+    "memory": (DECODER_LATENCY_FILE,),
 }
 
 

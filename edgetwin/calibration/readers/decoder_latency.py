@@ -14,6 +14,7 @@ from pathlib import Path
 
 from edgetwin.csv_rows import read_rows
 
+DECODER_LATENCY_FILE = "decoder_latency.csv"
 DECODER_LATENCY_COLUMNS = (
     "layers",
     "batch",

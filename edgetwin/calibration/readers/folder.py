@@ -77,41 +77,41 @@ class _CsvKind:
 CSV_KINDS = (
     _CsvKind(
         "vit_latency",
-        ("vit_latency.csv",),
+        (gpu_bench.VIT_LATENCY_FILE,),
         gpu_bench.VIT_LATENCY_COLUMNS,
         gpu_bench.read_vit_latency,
     ),
     _CsvKind(
         "staging_copy",
-        ("staging_copy.csv",),
+        (gpu_bench.STAGING_COPY_FILE,),
         gpu_bench.STAGING_COPY_COLUMNS,
         gpu_bench.read_staging_copy,
     ),
     _CsvKind(
         "decoder_latency",
-        ("decoder_latency.csv",),
+        (decoder_latency.DECODER_LATENCY_FILE,),
         decoder_latency.DECODER_LATENCY_COLUMNS,
         decoder_latency.read_decoder_latency,
     ),
     _CsvKind(
         "counter_energy",
-        ("vit_energy.csv",),
+        (gpu_bench.VIT_ENERGY_FILE,),
         gpu_bench.VIT_ENERGY_COLUMNS,
         gpu_bench.read_vit_energy,
     ),
     _CsvKind(
         "staged_exchange",
-        ("gloo_staged_allgather.csv",),
+        (staged_exchange.LOOPBACK_FILE,),
         staged_exchange.LOOPBACK_COLUMNS,
         staged_exchange.read_staged_allgather,
     ),
     _CsvKind(
         "staged_exchange",
-        ("gloo_staged_allgather_bw.csv",),
+        (staged_exchange.BANDWIDTH_FILE,),
         staged_exchange.BANDWIDTH_COLUMNS,
         staged_exchange.read_staged_allgather_bw,
     ),
-    _CsvKind("power", ("power_samples.csv",), power.NVML_COLUMNS, power.read_nvml_power),
+    _CsvKind("power", (power.NVML_POWER_FILE,), power.NVML_COLUMNS, power.read_nvml_power),
     _CsvKind(
         "timing_tables",
         (RESULTS_CSV,),
@@ -120,7 +120,7 @@ CSV_KINDS = (
     ),
     _CsvKind(
         "model_costs",
-        ("model_costs.csv",),
+        (reference.MODEL_COSTS_FILE,),
         reference.MODEL_COST_COLUMNS,
         reference.read_model_costs,
     ),

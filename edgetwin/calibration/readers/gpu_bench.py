@@ -16,6 +16,9 @@ from typing import Literal, cast
 
 from edgetwin.csv_rows import read_rows
 
+VIT_LATENCY_FILE = "vit_latency.csv"
+STAGING_COPY_FILE = "staging_copy.csv"
+VIT_ENERGY_FILE = "vit_energy.csv"
 VIT_LATENCY_COLUMNS = ("kernel", "batch", "tokens", "rep", "latency_ms")
 # what a timed forward ran: the whole model, or the encoder blocks over ``tokens`` rows
 VIT_FULL, ENCODER_TOKENS = "vit_full", "encoder_tokens"

@@ -13,6 +13,7 @@ from pathlib import Path
 from edgetwin.csv_rows import Row, read_rows
 from edgetwin.errors import InputError
 
+NVML_POWER_FILE = "power_samples.csv"
 NVML_COLUMNS = ("t_s", "phase", "power_w")
 
 

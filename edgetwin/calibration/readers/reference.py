@@ -15,6 +15,7 @@ from pathlib import Path
 from edgetwin.csv_rows import read_rows
 from edgetwin.models import registry
 
+MODEL_COSTS_FILE = "model_costs.csv"
 METRIC_COLUMNS = ("metric", "mean", "std", "unit")
 MODEL_COST_COLUMNS = ("strategy", "devices", "gflops_per_device", "compute_speedup_pct")
 MODEL_COST_OPTIONAL = ("cr", "segments", "comm_reduction_pct", "cifar10_top1_pct")

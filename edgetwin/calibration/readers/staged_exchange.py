@@ -17,6 +17,8 @@ from pathlib import Path
 
 from edgetwin.csv_rows import Row, read_rows
 
+LOOPBACK_FILE = "gloo_staged_allgather.csv"
+BANDWIDTH_FILE = "gloo_staged_allgather_bw.csv"
 TIMING_COLUMNS = ("batch", "rows", "bytes_per_rank", "blocks", "rep")
 PHASE_COLUMNS = ("d2h_ms", "comm_ms", "h2d_ms", "total_ms")
 LOOPBACK_COLUMNS = ("rank", *TIMING_COLUMNS, *PHASE_COLUMNS)
