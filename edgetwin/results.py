@@ -23,9 +23,11 @@ from edgetwin.errors import InputError, shown, shown_text
 from edgetwin.file_kinds import not_a_run_folder
 from edgetwin.models import registry
 from edgetwin.provenance import note_read
+from edgetwin.scenario import RUN_MODES
 from edgetwin.schema import first_repeated
 
-MODES = ("twin", "local", "emu", "measured")
+MEASURED_MODE = "measured"  # a published or hardware table's rows
+MODES = (*RUN_MODES, MEASURED_MODE)
 STATUS_OK = "ok"  # a run that finished; any other status says why it did not
 
 

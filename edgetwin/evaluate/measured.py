@@ -25,9 +25,8 @@ from statistics import median
 
 from edgetwin.comparison import check_reference
 from edgetwin.errors import InputError
-from edgetwin.results import ResultRow, parse_result, read_table
+from edgetwin.results import MEASURED_MODE, ResultRow, parse_result, read_table
 
-MEASURED_MODE = "measured"  # the mode of a published row that names none
 # what a map or a ground truth reads of every row: the latency (without the column every
 # cell read as a failed run, and a map of nothing but failures was scored)
 SCORED_COLUMNS = ("total_ms",)
