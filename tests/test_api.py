@@ -148,12 +148,22 @@ def test_write_and_load_results_keep_provenance_and_scenario(tmp_path: Path) -> 
     results = edgetwin.run(JETSON, overrides=SMALL)
     out = results.write(tmp_path / "w")
     assert sorted(p.name for p in out.iterdir()) == [
+        "provenance.json",
         "reference.csv",
         "report.html",
         "results.csv",
         "scenario.resolved.yaml",
     ]
-    assert edgetwin.load_results(out).provenance is None
+    run_record = edgetwin.load_results(out).provenance
+    assert run_record is not None and run_record == results.provenance  # the run's, no out
+    assert run_record["command"] == ["edgetwin.run", str(JETSON), *SMALL, "mode=twin"]
+    assert str(JETSON) in run_record["inputs"]
+    results.write(out, force=True)  # its own folder: replaceable, as the command's are
+    bare = edgetwin.Results(rows=results.rows).write(tmp_path / "bare")  # made in Python
+    bare_record = edgetwin.load_results(bare).provenance
+    assert bare_record is not None and bare_record["inputs"] == {}
+    assert bare_record["command"] == ["edgetwin.Results.write", str(tmp_path / "bare")]
+    edgetwin.Results(rows=results.rows).write(bare, force=True)
     write_provenance(out, command=["x"], seed=0, inputs={"a.yaml": "0" * 64})
     record = json.loads((out / "provenance.json").read_text())
     loaded = edgetwin.load_results(out)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from edgetwin.comparison import REFERENCE_FILE, check_reference
 from edgetwin.errors import InputError
-from edgetwin.provenance import read_provenance, write_provenance_record
+from edgetwin.provenance import read_provenance, write_provenance, write_provenance_record
 from edgetwin.reports import write_report
 from edgetwin.results import (
     RESULTS_CSV,
@@ -67,13 +67,18 @@ class Results:
     def write(self, out: str | Path, *, format: Format = "csv", force: bool = False) -> Path:
         """Write ``results.csv`` (and/or ``results.parquet``), ``scenario.resolved.yaml``,
         ``report.html`` and the provenance it came with into ``out``, all or nothing (a
-        non-empty ``out`` only with ``force``, replaced whole); returns ``out``."""
+        non-empty ``out`` only with ``force``, replaced whole); returns ``out``. Results made
+        in Python without a provenance get one naming this call (no inputs)."""
         out = path_argument(out, "out")
         choice_argument(format, "format", FORMATS)
         with output_folder(out, flag_argument(force, "force")) as staging:
             self.write_into(staging, format)
             if self.provenance is not None:
                 write_provenance_record(staging, self.provenance)
+            else:
+                seed = None if self.scenario is None else self.scenario.seed
+                call = ["edgetwin.Results.write", str(out)]
+                write_provenance(staging, command=call, seed=seed, inputs={})
         return out
 
     def write_into(self, folder: Path, format: Format) -> None:

@@ -119,10 +119,11 @@ def run(
             results.write_into(staging, format)
             if static is not None:
                 write_static_figures(staging, static)
-            write_provenance(staging, command=call, seed=chosen.seed, inputs=inputs.files)
-    return (
-        results if folder_out is None else replace(results, provenance=read_provenance(folder_out))
-    )
+        # recorded without out too: Results.write then writes it, and a folder it wrote is
+        # known as an edgetwin output (replaceable with force)
+        write_provenance(staging, command=call, seed=chosen.seed, inputs=inputs.files)
+        recorded = read_provenance(staging)
+    return replace(results, provenance=recorded)
 
 
 def _remove_killed_local_runs() -> None:
