@@ -157,7 +157,9 @@ def write_provenance_record(folder: Path, record: Mapping[str, Any]) -> Path:
 
 def read_provenance(folder: str | Path) -> dict[str, Any] | None:
     """``folder/provenance.json`` as a mapping; None if the folder has none (written by an
-    older edgetwin); an InputError if it is not such a record."""
+    older edgetwin); an InputError if it is not such a record, or ``folder`` no folder."""
+    if not Path(folder).is_dir():
+        raise InputError(Path(folder), None, "not a folder")
     path = Path(folder) / PROVENANCE_FILE
     if not path.exists():
         return None

@@ -304,7 +304,7 @@ def test_map_round_trips_through_json(tmp_path: Path, twin_map: PerformanceMap) 
     path = tmp_path / "map.json"
     write_map(path, twin_map)
     assert read_map(path) == twin_map
-    stored = AdaptivePolicy.from_map(path)
+    stored = AdaptivePolicy.from_map(str(path))  # a path as a string, as a user types it
     live = AdaptivePolicy(twin_map)
     for batch, bw in [(1, 250), (3, 333), (12, 750), (48, 1000)]:
         assert stored.choose(batch, bw) == live.choose(batch, bw)

@@ -125,6 +125,8 @@ def test_no_commit_outside_a_checkout_of_its_own(
 
 def test_read_provenance_of_an_older_folder_and_of_a_bad_file(tmp_path: Path) -> None:
     assert read_provenance(tmp_path) is None
+    with pytest.raises(InputError, match="not a folder"):  # a typo is not an older folder
+        read_provenance(tmp_path / "typo")
     (tmp_path / "provenance.json").write_text(json.dumps({"edgetwin_version": "0"}))
     with pytest.raises(InputError, match="not a provenance record"):
         read_provenance(tmp_path)

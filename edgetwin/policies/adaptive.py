@@ -141,9 +141,9 @@ class _MapPolicy:
         self.objective = objective
 
     @classmethod
-    def from_map(cls, path: Path, objective: Objective = Objective()) -> Self:
+    def from_map(cls, path: str | Path, objective: Objective = Objective()) -> Self:
         """The policy over the map stored at ``path`` (InputError names a bad field)."""
-        return cls(read_map(path), objective)
+        return cls(read_map(Path(path)), objective)
 
     def choose(
         self,
