@@ -14,8 +14,15 @@ import importlib
 from typing import Any
 
 __all__ = [
+    "AffinityEvaluation",
+    "Comparison",
+    "DeviceProfile",
+    "Evaluation",
     "InputError",
+    "PhoneProfile",
+    "PlanOutcome",
     "Report",
+    "ResultRow",
     "Results",
     "Scenario",
     "Validation",
@@ -38,6 +45,8 @@ def __getattr__(name: str) -> Any:
     contract sees every import statement)."""
     if name in __all__:
         return getattr(importlib.import_module("edgetwin.workbench"), name)
+    if name == "__version__":  # the installed package's, as ``edgetwin --version`` says
+        return importlib.import_module("edgetwin.provenance").edgetwin_version()
     raise AttributeError(f"module 'edgetwin' has no attribute {name!r}")
 
 

@@ -148,6 +148,13 @@ def test_the_api_names_are_the_workbenchs() -> None:
         assert getattr(edgetwin, name) is getattr(workbench, name)
 
 
+def test_the_version_is_the_commands() -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "edgetwin", "--version"], capture_output=True, text=True, check=True
+    )
+    assert shown.stdout.split() == ["edgetwin", edgetwin.__version__]
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("seed", [True, "1", 1.5], ids=["bool", "str", "float"])
 def test_a_bad_seed_argument_names_the_argument(seed: object, tmp_path: Path) -> None:

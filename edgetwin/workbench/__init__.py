@@ -1,10 +1,18 @@
 """The Python API (docs/api.md): run a scenario, load a run's folder, results as a
 pandas DataFrame, its report again, fit and validate a profile, compare two runs, evaluate
-policies, answer a plan. ``edgetwin.run`` and the others are these, imported on first use."""
+policies, answer a plan; and the types they return. ``edgetwin.run`` and the others are
+these, imported on first use."""
 
 from __future__ import annotations
 
+from edgetwin.comparison import Comparison
 from edgetwin.errors import InputError
+from edgetwin.evaluate.adaptive import Evaluation
+from edgetwin.evaluate.affinity import AffinityEvaluation
+from edgetwin.phone_profile import PhoneProfile
+from edgetwin.plan.run import PlanOutcome
+from edgetwin.profile import DeviceProfile
+from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
 from edgetwin.workbench.calibrating import calibrate
 from edgetwin.workbench.comparing import compare
@@ -17,8 +25,15 @@ from edgetwin.workbench.running import run
 from edgetwin.workbench.validating import Validation, validate
 
 __all__ = [
+    "AffinityEvaluation",
+    "Comparison",
+    "DeviceProfile",
+    "Evaluation",
     "InputError",
+    "PhoneProfile",
+    "PlanOutcome",
     "Report",
+    "ResultRow",
     "Results",
     "Scenario",
     "Validation",
