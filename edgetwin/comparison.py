@@ -76,6 +76,14 @@ class Comparison:
     unmeasured_keys: list[RowKey]
     warnings: tuple[str, ...] = ()
 
+    def __repr__(self) -> str:
+        """A line a notebook can show (the points are ``points``)."""
+        medians = ", ".join(f"{m} {v:.2f}" for m, v in self.median_abs_error_pct.items())
+        return (
+            f"Comparison({len(self.points)} points; median |error| %: {medians or 'none'}; "
+            f"{len(self.unmatched_keys)} unmatched, {len(self.unmeasured_keys)} unmeasured)"
+        )
+
 
 def error_pct(measured: float, predicted: float) -> float | None:
     """Signed error of predicted relative to measured, in %."""

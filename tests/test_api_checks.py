@@ -164,3 +164,16 @@ def test_a_bad_seed_argument_names_the_argument(seed: object, tmp_path: Path) ->
         edgetwin.run(JETSON, seed=seed, out=tmp_path / "out")  # type: ignore[arg-type]
     assert (raised.value.path, raised.value.field) == (None, "seed")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(120)
+def test_results_and_a_comparison_show_as_one_line(tmp_path: Path) -> None:
+    """A notebook shows the object: it was every row's repr, some 66 KB for the Jetson
+    study."""
+    overrides = ["sweeps=[{batch: [1, 8]}]"]
+    results = edgetwin.run(JETSON, overrides=overrides, out=tmp_path / "a")
+    assert repr(results) == "Results(10 rows of prism_jetson: single, voltage, prism)"
+    edgetwin.run(JETSON, overrides=overrides, out=tmp_path / "b")
+    shown = repr(edgetwin.compare(tmp_path / "a", tmp_path / "b"))
+    assert shown.startswith("Comparison(50 points; median |error| %: total_ms 0.00, ")
+    assert shown.endswith("; 0 unmatched, 0 unmeasured)") and "\n" not in shown

@@ -119,6 +119,17 @@ class Evaluation:
     warnings: tuple[str, ...] = ()  # settings the twin's sweeps do not play (packet loss)
     infeasible: tuple[ConditionKey, ...] = ()  # every candidate failed there: not scored
 
+    def __repr__(self) -> str:
+        """A line a notebook can show: each policy's accuracy and mean regret."""
+        scores = ", ".join(
+            f"{name} {s.decision_accuracy:.3f} / {s.mean_regret_pct:.2f} %"
+            for name, s in self.scores.items()
+        )
+        return (
+            f"Evaluation({self.scenario}: {len(self.conditions)} conditions; "
+            f"accuracy / mean regret: {scores})"
+        )
+
     def crossover_batch(self) -> list[dict[str, Any]]:
         """Per bandwidth, device count and tokens (a decoder's: and output tokens): the
         smallest batch where distributed wins."""

@@ -81,6 +81,10 @@ class AffinityEvaluation:
     settings: AffinitySettings
     instances: tuple[InstanceResult, ...]
 
+    def __repr__(self) -> str:
+        """A line a notebook can show (the instances are ``instances``)."""
+        return f"AffinityEvaluation({len(self.instances)} instances, {self.settings.mode})"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "mode": self.settings.mode,

@@ -31,6 +31,13 @@ class PlanOutcome:
     ran_now: int
     warnings: tuple[str, ...] = ()  # settings the twin's sweeps do not play (packet loss)
 
+    def __repr__(self) -> str:
+        """A line a notebook can show (the answer is ``answer``)."""
+        return (
+            f"PlanOutcome({len(self.rows)} rows of {self.configurations} configurations, "
+            f"{self.ran_now} run now)"
+        )
+
 
 def journal_for(loaded: LoadedQuestion, out: Path) -> Journal:
     """The journal of this question's sweep in ``out/partial``: its fingerprint is the swept

@@ -54,6 +54,12 @@ class Results:
     reference: Path | None = None  # the table the scenario compares against
     warnings: tuple[str, ...] = ()  # what the run warned about (links short of their rate)
 
+    def __repr__(self) -> str:
+        """A line a notebook can show (the rows are ``to_pandas()``'s)."""
+        name = "" if self.scenario is None else f" of {self.scenario.name}"
+        strategies = ", ".join(dict.fromkeys(row.strategy for row in self.rows))
+        return f"Results({len(self.rows)} rows{name}: {strategies or 'none'})"
+
     def to_pandas(self) -> pd.DataFrame:
         """One row per configuration and repetition; the columns of ``results.csv`` in its
         order, typed by ``DTYPES``."""

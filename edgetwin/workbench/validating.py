@@ -41,6 +41,10 @@ class Validation:
     points: list[dict[str, Any]]
     summary: dict[str, dict[str, float]]
 
+    def __repr__(self) -> str:
+        """A line a notebook can show (the per-metric figures are ``summary``)."""
+        return f"Validation({len(self.points)} held-out points; metrics: {', '.join(self.summary)})"
+
 
 def validate(
     spec: str | Path,
