@@ -18,7 +18,7 @@ from edgetwin.results import RESULTS_CSV, ResultRow, write_results
 from edgetwin.scenario import files_of_runs
 from edgetwin.sim.runner import unplayed_in_twin
 
-Progress = Callable[[], None]
+Advance = Callable[[], None]  # called once per configuration done
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def sweep_rows(
     loaded: LoadedQuestion,
     journal: Journal,
     executor: Executor,
-    on_progress: Progress | None = None,
+    on_progress: Advance | None = None,
 ) -> tuple[list[ResultRow], int]:
     """Rows of every unit of the sweep in index order (device sweeps: ``run_scenario``
     order), and how many units ran now (the others came from the journal).
@@ -84,7 +84,7 @@ def run_plan(
     out: Path,
     executor: Executor,
     write_report: ReportWriter,
-    on_progress: Progress | None = None,
+    on_progress: Advance | None = None,
 ) -> PlanOutcome:
     """Sweep (resuming), then write ``results.csv``, ``scenario.resolved.yaml`` and
     ``question.resolved.yaml``, and answer from that table: ``answer.json`` and the report

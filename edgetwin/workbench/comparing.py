@@ -52,7 +52,8 @@ def compare(
     With ``out``, the folder gets ``comparison.csv``, ``comparison.html`` and
     ``provenance.json``, all or nothing (a non-empty ``out`` only with ``force``); with
     ``static`` (``"svg"``, ``"pdf"``, ``"png"``), the page's figure too, as
-    ``out/figures/<name>.<static>``.
+    ``out/figures/<name>.<static>``. ``command``: what ``provenance.json`` records (the
+    command line; ``None``: this call).
     """
     predicted_dir = path_argument(predicted, "predicted")
     measured_dir = path_argument(measured, "measured")

@@ -53,7 +53,7 @@ def evaluate_adaptive(
     folder gets what ``edgetwin evaluate --out`` writes (``evaluation.json``, the map, the
     page, ``provenance.json``), all or nothing; a non-empty ``out`` only with ``force``;
     with ``static`` (``"svg"``, ``"pdf"``, ``"png"``), the page's figures too, as
-    ``out/figures/<name>.<static>``.
+    ``out/figures/<name>.<static>``. ``progress`` and ``command`` as for ``run``.
     """
     spec_path = path_argument(spec, "spec")
     items = tuple(overrides_argument(overrides))
@@ -100,7 +100,8 @@ def evaluate_affinity(
     (in the crowd twin, or the emulator as root) and score it against the instance's
     offline optimum. ``mode`` overrides the file's. With ``out``, what
     ``edgetwin evaluate-affinity --out`` writes, all or nothing (with ``static``, the
-    page's figures too, as ``out/figures/<name>.<static>``).
+    page's figures too, as ``out/figures/<name>.<static>``). ``progress`` and
+    ``command`` as for ``run``.
     """
     spec_path = path_argument(spec, "spec")
     if mode is not None:

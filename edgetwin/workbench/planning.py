@@ -64,7 +64,8 @@ def run_plan(
     ``workers``: local processes (default: the CPU count; 1 runs in this process);
     ``scheduler``: a Dask scheduler's address (or a ``distributed.Client``) instead (not
     with ``workers``). With ``static`` (``"svg"``, ``"pdf"``, ``"png"``), the page's
-    figures too, as ``out/figures/<name>.<static>``.
+    figures too, as ``out/figures/<name>.<static>``. ``overrides`` are ``--set``-style
+    items on the question; ``progress`` and ``command`` as for ``run``.
     """
     question_path = path_argument(question, "question")
     out_dir = path_argument(out, "out")

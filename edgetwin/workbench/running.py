@@ -80,7 +80,10 @@ def run(
     what ``edgetwin run`` writes, all or nothing, with ``provenance.json`` (``command``: the
     command line, else this call); a non-empty ``out`` only with ``force`` (replaced whole).
     With ``trace``, the runs' timelines too; with ``static`` (``"svg"``, ``"pdf"``,
-    ``"png"``), the report's figures as ``out/figures/<name>.<static>``.
+    ``"png"``), the report's figures as ``out/figures/<name>.<static>``; ``format``: the
+    table as ``"csv"``, ``"parquet"`` or ``"both"``. ``progress(label, total)`` is told each
+    run as it ends (``edgetwin.progress``; docs/api.md); ``None`` or the default shows
+    nothing.
     """
     if mode is not None:
         choice_argument(mode, "mode", RUN_MODES)

@@ -59,7 +59,8 @@ def validate(
     only; traces: batch, bandwidth or prompt) and predict it. With ``out``, the folder gets
     ``validation.csv``, ``validation.json``, ``validation.html`` and ``provenance.json``,
     all or nothing (a non-empty ``out`` only with ``force``); with ``static`` (``"svg"``,
-    ``"pdf"``, ``"png"``), the page's figure too, as ``out/figures/<name>.<static>``."""
+    ``"pdf"``, ``"png"``), the page's figure too, as ``out/figures/<name>.<static>``.
+    ``command``: what ``provenance.json`` records (the command line; ``None``: this call)."""
     from edgetwin.calibration.fit_reference import leave_one_batch_out_table
     from edgetwin.calibration.held_out import nested_coverage, with_coverage
     from edgetwin.calibration.trace_profile import leave_one_out
