@@ -670,7 +670,7 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("table", "column", "cell", "expect"),
     [
         ("results.csv", "strategy", "magic", "field 'strategy': line 2: unknown strategy"),
-        ("results.csv", "mode", "sim", "field 'mode': line 2: 'sim' is not one of twin, emu, local"),
+        ("results.csv", "mode", "sim", "field 'mode': line 2: 'sim' is not one of twin, emu"),
         ("results.csv", "devices", "inf", "field 'devices': line 2: 'inf' is not a finite"),
         ("results.csv", "batch", "1.5", "field 'batch': line 2: '1.5' is not a whole number"),
         ("results.csv", "compute_ms", "inf", "field 'compute_ms': line 2: 'inf' is not a"),
