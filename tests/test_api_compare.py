@@ -47,6 +47,25 @@ def test_compare_returns_what_the_command_writes(
 
 
 @pytest.mark.timeout(120)
+def test_the_measured_side_may_be_a_published_table(tmp_path: Path) -> None:
+    """A run against the table it names as its reference: what the run's own report
+    compares (the run copies the table as reference.csv), with no folder made for it."""
+    run = tmp_path / "run"
+    edgetwin.run(JETSON, out=run)
+    published = Path(__file__).resolve().parents[1] / "data/reference/prism-jetson/measurements.csv"
+    against_table = edgetwin.compare(run, published)
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    shutil.copyfile(published, copied / "results.csv")
+    assert against_table == edgetwin.compare(run, copied)
+    assert against_table.median_abs_error_pct["total_ms"] > 0
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a table\n")
+    with pytest.raises(InputError, match="a file, not a run's output folder"):
+        edgetwin.compare(run, notes)  # a table is a .csv
+
+
+@pytest.mark.timeout(120)
 def test_bad_compare_arguments_name_the_argument_or_the_file(
     two_runs: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -117,7 +117,7 @@ def test_a_file_given_for_a_run_folder_says_what_to_give(
     err = _error_of(capsys, ["report", str(scenario)])
     assert f"this is a scenario: use `edgetwin run {scenario}` (edgetwin.run in Python)" in err
     assert "run's output folder" in err and "results.csv: file not found" not in err
-    err = _error_of(capsys, ["compare", str(run), str(table)])
+    err = _error_of(capsys, ["compare", str(table), str(run)])  # measured may be a table
     assert err.startswith(f"edgetwin: error: {table}: ") and f"give its folder, {run}" in err
     err = _error_of(capsys, ["report", str(SCENARIOS / "adaptive_prism.eval.yaml")])
     assert "use `edgetwin evaluate" in err

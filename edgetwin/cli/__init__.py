@@ -196,7 +196,9 @@ def _parser() -> argparse.ArgumentParser:
         "edgetwin compare out/twin out/emu --out out/twin_vs_emu",
     )
     compare.add_argument("predicted", type=Path, help="run folder taken as the prediction")
-    compare.add_argument("measured", type=Path, help="run folder taken as the measurement")
+    compare.add_argument(
+        "measured", type=Path, help="run folder (or a results table, .csv) taken as the measurement"
+    )
     compare.add_argument("--out", type=Path, help="also write DIR/comparison.html and .csv")
     add_static_argument(compare)
     add_force_argument(compare)

@@ -45,7 +45,8 @@ def compare(
     command: Sequence[str] | None = None,
 ) -> Comparison:
     """Join two runs' folders (their ``results.csv``, or ``results.parquet``) on the
-    configuration: the points, the median |error| per metric, the rows of each side left
+    configuration (``measured`` may also be a results table itself, a published
+    ``measurements.csv`` say): the points, the median |error| per metric, the rows of each side left
     unmatched, and warnings (the sides ran on different devices, one is loopback, one runs
     a stream of jobs).
 
@@ -75,7 +76,8 @@ def compare(
 
 
 def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) -> Comparison:
-    predicted_table, measured_table = results_file(predicted), results_file(measured)
+    predicted_table = results_file(predicted)
+    measured_table = measured if _is_table(measured) else results_file(measured)
     predicted_rows = read_results(predicted_table)
     check_reference(measured_table, measured_table, None)
     measured_rows = read_table(measured_table)
@@ -91,6 +93,11 @@ def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) ->
     if not comparison.points:
         raise _nothing_in_common(predicted_table, predicted_rows, measured_table, measured_rows)
     return replace(comparison, warnings=tuple(w for w in warnings if w is not None))
+
+
+def _is_table(path: Path) -> bool:
+    """Whether ``path`` is a results table given in place of a run folder."""
+    return path.suffix == ".csv" and path.is_file()
 
 
 def _nothing_in_common(
