@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
+from edgetwin.crowd_spec import CrowdSpec, PhoneClassSpec, StageSpec, member_names
 from edgetwin.errors import InputError
 from edgetwin.models.crowd.views import session_fits
 from edgetwin.phone_profile import PhoneProfile, load_phone_profile
-from edgetwin.scenario import CrowdSpec, PhoneClassSpec, StageSpec, member_names
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,14 @@
 
 A scenario names the devices (by profile or inline), the network, the model,
 the strategies with their parameters and the sweeps to run. Every error names
-the file, the field and what is wrong (see ``InputError``).
+the file, the field and what is wrong (see ``InputError``). The models of its
+sections that stand on their own are beside it: availability (``availability_spec``),
+the crowd (``crowd_spec``) and the emulator (``emulator_spec``).
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -23,7 +24,10 @@ from pydantic import (
     model_validator,
 )
 
+from edgetwin.availability_spec import Availability
+from edgetwin.crowd_spec import CrowdSpec, is_crowd_strategy, member_names
 from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec
+from edgetwin.emulator_spec import EmulatorSpec
 from edgetwin.errors import MODE_EMU
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
@@ -51,78 +55,7 @@ RUN_MODES: tuple[str, ...] = get_args(RunMode)
 # Upper bounds past which a run would not fit one machine's memory or a day: a value
 # beyond one is a slip (an extra zero), refused with its field named before anything runs.
 MAX_DEVICES = 1_024  # ranks of one split model: more than a ViT's 197 or BERT's 512 tokens
-MAX_PHONES = 1_000_000  # ten times the benchmarked 100,000-phone crowd (1.3 GB, 157 s)
-DEFAULT_SCHEDULER = "affinity"  # a crowd's scheduler unless it names others (policies/scheduling)
-MAX_JOB_INPUTS = 100_000  # a job's tasks are its inputs x stages, each a row of the table
-MAX_HORIZON_S = 31 * 86_400.0  # a month of simulated time
 MAX_REPETITIONS = 10_000  # of every configuration: a p99 needs a few hundred
-MAX_JOBS = 100_000  # jobs expected to arrive within the horizon (horizon / mean interarrival)
-MAX_CHURN_CYCLES = 10_000_000  # phones' up-down cycles expected in a run: 12x the 100,000-phone day
-_MAX_EXPONENT = 700.0  # math.exp overflows a float past about 709
-# an emulator host's least CPU quota: Mininet sets a quota under 1 ms of a 100 ms period
-# by stretching the period, past the kernel's 1 s limit, so the host would get 0.01 anyway
-MIN_HOST_CPU_CORES = 0.01
-MAX_LINK_CHECK_S = 60  # iperf3 seconds a direction of a link check
-
-
-class ConstantDist(Strict):
-    kind: Literal["constant"]
-    value_s: NonNegativeFloat
-
-    @property
-    def expected_s(self) -> float:
-        return self.value_s
-
-
-class ExponentialDist(Strict):
-    kind: Literal["exponential"]
-    mean_s: PositiveFloat
-
-    @property
-    def expected_s(self) -> float:
-        return self.mean_s
-
-
-class WeibullDist(Strict):
-    kind: Literal["weibull"]
-    shape: PositiveFloat
-    scale_s: PositiveFloat
-
-    @property
-    def expected_s(self) -> float:
-        """scale x Gamma(1 + 1/shape)."""
-        return self.scale_s * math.exp(min(math.lgamma(1 + 1 / self.shape), _MAX_EXPONENT))
-
-
-class LognormalDist(Strict):
-    kind: Literal["lognormal"]
-    median_s: PositiveFloat
-    sigma: NonNegativeFloat
-
-    @property
-    def expected_s(self) -> float:
-        """median x exp(sigma^2 / 2)."""
-        return self.median_s * math.exp(min(self.sigma * self.sigma / 2, _MAX_EXPONENT))
-
-
-Distribution = Annotated[
-    ConstantDist | ExponentialDist | WeibullDist | LognormalDist,
-    Field(discriminator="kind"),
-]
-
-
-class Availability(Strict):
-    """Up/down renewal process of a device (a volunteer coming and going)."""
-
-    up: Distribution
-    down: Distribution
-    start_up: bool = True
-
-    @model_validator(mode="after")
-    def _check_cycle(self) -> Availability:
-        if self.up.expected_s == 0 and self.down.expected_s == 0:  # a crowd run hung on it
-            raise ValueError("up and down both last 0 s: a cycle that takes no time never ends")
-        return self
 
 
 def _profile_kind(value: Any) -> str:
@@ -277,240 +210,6 @@ AnyModel = Annotated[
 ]
 
 
-# ---------------------------------------------------------------- crowd (CROWDio pipeline)
-
-# the shipped crowd pipelines in registry order (the crowd twin seeds by this index)
-CROWD_STRATEGIES = tuple(s.name for s in registry.BUILTIN if s.pipeline is not None)
-
-
-def _is_crowd(name: str) -> bool:
-    return registry.strategy(name).pipeline is not None
-
-
-_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
-Percent = Annotated[float, Field(ge=0, le=100)]
-
-
-class PhoneClassSpec(Strict):
-    """A class of phones in a crowd fleet: a phone profile and how many (count or share)."""
-
-    name: str = Field(min_length=1, pattern=_NAME_PATTERN)
-    profile: str = Field(min_length=1)
-    count: Annotated[int, Field(gt=0, le=MAX_PHONES)] | None = None
-    share: Annotated[float, Field(gt=0, le=1)] | None = None
-    ram_mb: PositiveFloat | None = None
-    battery_start_pct: tuple[Percent, Percent] = (100.0, 100.0)
-    availability: Availability | None = None
-
-    @model_validator(mode="after")
-    def _check_size(self) -> PhoneClassSpec:
-        if (self.count is None) == (self.share is None):
-            raise ValueError("a phone class needs exactly one of 'count' or 'share'")
-        low, high = self.battery_start_pct
-        if low > high or high == 0:
-            raise ValueError("battery_start_pct is [low, high] with 0 <= low <= high, high > 0")
-        return self
-
-
-class StageSpec(Strict):
-    """One ordered stage (partition) of the pipelined model."""
-
-    name: str = Field(min_length=1, pattern=_NAME_PATTERN)
-    size_mb: PositiveFloat
-    ram_mb: PositiveFloat
-    load_peak_mb: PositiveFloat | None = None
-    gflops: NonNegativeFloat
-    # the activation it hands to the next stage, raw bytes; None: the job's activation_bytes
-    output_bytes: PositiveInt | None = None
-
-    @model_validator(mode="after")
-    def _check_peak(self) -> StageSpec:
-        if self.load_peak_mb is not None and self.load_peak_mb < self.ram_mb:
-            raise ValueError("load_peak_mb must be at least ram_mb")
-        return self
-
-    @property
-    def peak_mb(self) -> float:
-        """The most RAM its session holds: while it is created (``load_peak_mb``), else
-        ``ram_mb``; what a phone's session budget must hold for it to be resident there."""
-        return self.load_peak_mb or self.ram_mb
-
-
-class CrowdJobSpec(Strict):
-    """A pipeline job: N inputs through S stages, and how often one arrives."""
-
-    inputs: Annotated[int, Field(gt=0, le=MAX_JOB_INPUTS)] = 5
-    stages: tuple[StageSpec, ...] = Field(min_length=1)
-    input_bytes: PositiveInt = 512
-    activation_bytes: PositiveInt = 3072
-    compression_saving_pct: Annotated[float, Field(ge=0, lt=100)] = 0
-    result_bytes: PositiveInt = 8
-    aggregation_ms_per_input: NonNegativeFloat = 1.0
-    first_at_s: NonNegativeFloat = 0
-    interarrival: Distribution | None = None
-
-    @model_validator(mode="after")
-    def _check_stages(self) -> CrowdJobSpec:
-        names = [stage.name for stage in self.stages]
-        if len(set(names)) != len(names):
-            raise ValueError("stage names must be unique")
-        if isinstance(self.interarrival, ConstantDist) and self.interarrival.value_s == 0:
-            raise ValueError("a constant interarrival must be more than 0 s")
-        if self.stages[-1].output_bytes is not None:
-            last = f"stages.{len(self.stages) - 1}.output_bytes"
-            raise ValueError(f"{last}: the last stage sends the job's result_bytes, not one")
-        return self
-
-
-class CrowdSpec(Strict):
-    """Phones, the job, the schedulers to compare and the horizon of a crowd run."""
-
-    fleet: tuple[PhoneClassSpec, ...] = Field(min_length=1)
-    fleet_size: Annotated[int, Field(gt=0, le=MAX_PHONES)] | None = None
-    job: CrowdJobSpec
-    schedulers: tuple[Annotated[str, Field(pattern=r"^[a-z_]+$")], ...] = Field(
-        (DEFAULT_SCHEDULER,), min_length=1
-    )
-    cache: Literal["cold", "warm"] = "cold"
-    availability_trace: str | None = None
-    horizon_s: Annotated[float, Field(gt=0, le=MAX_HORIZON_S)] = 3600
-    drain_s: NonNegativeFloat = 600
-
-    def class_counts(self) -> list[int]:
-        """Phones per class: ``count``, or ``share`` of ``fleet_size`` by largest remainder."""
-        counts = [spec.count or 0 for spec in self.fleet]
-        shared = [i for i, spec in enumerate(self.fleet) if spec.share is not None]
-        size = self.fleet_size or 0
-        exact = {i: (self.fleet[i].share or 0.0) * size for i in shared}
-        for i in shared:
-            counts[i] = math.floor(exact[i])
-        missing = round(sum(exact.values())) - sum(counts[i] for i in shared)
-        for i in sorted(shared, key=lambda i: (counts[i] - exact[i], i))[:missing]:
-            counts[i] += 1
-        return counts
-
-    @model_validator(mode="after")
-    def _check_fleet(self) -> CrowdSpec:
-        names = [phone_class.name for phone_class in self.fleet]
-        if len(set(names)) != len(names):
-            raise ValueError("phone class names must be unique")
-        _check_phone_names(names, self.class_counts())
-        if len(set(self.schedulers)) != len(self.schedulers):
-            raise ValueError("schedulers must be unique")
-        shares = [c.share for c in self.fleet if c.share is not None]
-        if shares and self.fleet_size is None:
-            raise ValueError("a phone class with 'share' needs crowd.fleet_size")
-        if self.fleet_size is not None and not shares:
-            raise ValueError("crowd.fleet_size sizes the classes given by 'share'; none has one")
-        if sum(shares) > 1 + 1e-9:
-            raise ValueError(f"phone class shares add up to {sum(shares):g} (at most 1)")
-        if self.job.first_at_s >= self.horizon_s:
-            raise ValueError("the first job arrives after horizon_s")
-        phones = sum(c.count or 0 for c in self.fleet) + (self.fleet_size or 0)
-        if phones > MAX_PHONES:
-            raise ValueError(f"the fleet has {phones} phones (at most {MAX_PHONES})")
-        self._check_churn()
-        every = self.job.interarrival
-        if every is not None and self.horizon_s / every.expected_s > MAX_JOBS:
-            jobs = f"{self.horizon_s / every.expected_s:.3g}"
-            raise ValueError(
-                f"job.interarrival brings {jobs} jobs in horizon_s (at most {MAX_JOBS})"
-            )
-        return self
-
-    def _check_churn(self) -> None:
-        """The up-down cycles the fleet's availability brings in ``horizon_s + drain_s``, at
-        most MAX_CHURN_CYCLES (a mean of microseconds ran for days); the class that brings
-        the most is named."""
-        run_s = self.horizon_s + self.drain_s
-        cycles = [
-            count * run_s / (spec.availability.up.expected_s + spec.availability.down.expected_s)
-            if spec.availability is not None
-            else 0.0
-            for spec, count in zip(self.fleet, self.class_counts(), strict=True)
-        ]
-        if sum(cycles) > MAX_CHURN_CYCLES:
-            most = cycles.index(max(cycles))
-            raise ValueError(
-                f"fleet.{most}.availability: the fleet's phones go away and come back "
-                f"{sum(cycles):.3g} times in horizon_s + drain_s (at most {MAX_CHURN_CYCLES}; "
-                f"this class's {cycles[most]:.3g})"
-            )
-
-
-def member_names(class_name: str, count: int) -> list[str]:
-    """The names of a class's devices or phones: its name, or name-k for each of several."""
-    return [class_name] if count == 1 else [f"{class_name}-{k}" for k in range(count)]
-
-
-def _check_phone_names(names: list[str], counts: list[int]) -> None:
-    """Every phone has a name of its own (the twin and the emulator key a phone's link,
-    process and records by it): a class named like a phone of another class is refused."""
-    count_of = dict(zip(names, counts, strict=True))
-    for i, name in enumerate(names):
-        base, dash, k = name.rpartition("-")
-        if dash and k.isdigit() and name in member_names(base, count_of.get(base, 0)):
-            raise ValueError(
-                f"fleet.{i}.name: a phone named '{name}' is one of class '{base}''s phones too "
-                "(a class of N phones names them name-0 to name-(N-1))"
-            )
-
-
-# ---------------------------------------------------------------- emulator (mode emu only)
-
-
-class LinkDownFault(Strict):
-    """Take host ``host``'s link down ``at_s`` after the job is submitted, up ``for_s`` later
-    (None: down for the rest of the job)."""
-
-    kind: Literal["link_down"]
-    host: Annotated[int, Field(ge=0)]
-    at_s: NonNegativeFloat
-    for_s: PositiveFloat | None = None
-
-
-class KillWorkerFault(Strict):
-    """SIGKILL the worker on host ``host`` (1 or more: host 0 is the foreman's) at ``at_s``."""
-
-    kind: Literal["kill_worker"]
-    host: Annotated[int, Field(ge=1)]
-    at_s: NonNegativeFloat
-
-
-Fault = Annotated[LinkDownFault | KillWorkerFault, Field(discriminator="kind")]
-
-
-class EmulatorSpec(Strict):
-    """What only the emulator reads: the real model of a crowd run, host limits, faults.
-
-    A phone's host gets ``cpu_cores_fastest`` x its class's ``cpu_gflops`` / the fleet's
-    fastest ``cpu_gflops`` cores (a CFS quota); ``memory_limits`` caps a worker's memory
-    at its phone's session budget (RAM less what Android keeps). ``task_delay_ms``
-    stretches every task of every worker (so faults land mid-task on a tiny model).
-    Workers beat every ``heartbeat_s``; the foreman declares one silent for longer than
-    ``silence_timeout_s`` lost. ``host_cpu_cores`` (ViT scenarios): host r's CPU quota in
-    cores, one value per host; empty: unlimited. ``link_check_s``: iperf3's whole seconds
-    per direction of each bandwidth's link check, after a one-second warm-up; 0 skips the
-    checks (no ``link_check.csv`` rows, no ``link_error_pct``)."""
-
-    model: Literal["tiny", "full"] = "tiny"
-    cpu_limits: bool = True
-    cpu_cores_fastest: Annotated[float, Field(ge=MIN_HOST_CPU_CORES)] = 1.0
-    memory_limits: bool = True
-    task_delay_ms: NonNegativeFloat = 0
-    faults: tuple[Fault, ...] = ()
-    heartbeat_s: PositiveFloat = 1.0
-    silence_timeout_s: PositiveFloat = 15.0
-    host_cpu_cores: tuple[Annotated[float, Field(ge=MIN_HOST_CPU_CORES)], ...] = ()
-    link_check_s: Annotated[int, Field(ge=0, le=MAX_LINK_CHECK_S)] = 2
-
-    @model_validator(mode="after")
-    def _check_liveness(self) -> EmulatorSpec:
-        if self.silence_timeout_s < 2 * self.heartbeat_s:
-            raise ValueError("silence_timeout_s must be at least 2 x heartbeat_s")
-        return self
-
-
 class Scenario(Strict):
     """A whole scenario file."""
 
@@ -538,7 +237,7 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _check_crowd(self) -> Scenario:
-        crowd_strategies = [s.name for s in self.strategies if _is_crowd(s.name)]
+        crowd_strategies = [s.name for s in self.strategies if is_crowd_strategy(s.name)]
         if self.crowd is None:
             if crowd_strategies:
                 raise ValueError(f"strategy {crowd_strategies[0]} needs a 'crowd' section")

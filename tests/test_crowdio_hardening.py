@@ -21,6 +21,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from edgetwin.crowd_spec import MAX_JOB_INPUTS
 from edgetwin.emu.crowdio.codec import PayloadError, decode_payload, encode_array
 from edgetwin.emu.crowdio.foreman import Foreman, ForemanConfig
 from edgetwin.emu.crowdio.framing import read_frame, write_frame
@@ -57,7 +58,6 @@ from edgetwin.emu.crowdio.sdk import (
     submit_message,
 )
 from edgetwin.emu.crowdio.worker import Worker, WorkerConfig
-from edgetwin.scenario import MAX_JOB_INPUTS
 
 TOKEN = "hardening-token"
 STATUS = WorkerStatus(rss_mb=50, free_ram_mb=1000, battery_mah=0, energy_j=0, battery_pct=90)

@@ -29,10 +29,10 @@ from edgetwin.emu.mininet.topology import (
     cpu_quota_warning,
     link_state_command,
 )
+from edgetwin.emulator_spec import EmulatorSpec
 from edgetwin.errors import InputError
 from edgetwin.scenario import (
     BandwidthStep,
-    EmulatorSpec,
     NetworkSpec,
     load_scenario,
     validate_scenario,

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import simpy
 
+from edgetwin.availability_spec import LognormalDist
 from edgetwin.profile import DeviceProfile
-from edgetwin.scenario import LognormalDist, Scenario, configurations, load_scenario
+from edgetwin.scenario import Scenario, configurations, load_scenario
 from edgetwin.sim.device import Device, draw_ms
 from edgetwin.sim.network import Channel
 from edgetwin.sim.runner import build_fleet, run_scenario, simulate

@@ -39,10 +39,11 @@ from edgetwin.calibration.fit_emu import goodput_share
 from edgetwin.calibration.session_load import fit_session_load, read_session_loads
 from edgetwin.configuration import crowd_runs
 from edgetwin.crowd_fleet import PhoneClass, resolve_fleet
+from edgetwin.crowd_spec import member_names
 from edgetwin.emu.crowdio.records import PipelineSummary
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import PhoneProfile
-from edgetwin.scenario import Scenario, member_names
+from edgetwin.scenario import Scenario
 from edgetwin.sim.crowd.runner import CrowdSetup, simulate_crowd
 
 SESSION_LOADS = (

@@ -23,6 +23,7 @@ from edgetwin.crowd_fleet import (
     resolve_classes,
     resolve_fleet,
 )
+from edgetwin.crowd_spec import CrowdSpec
 from edgetwin.emu.crowdio.launcher import (
     WORKER,
     Placement,
@@ -44,7 +45,7 @@ from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import check_schedulers
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import LOCAL, run_folder
-from edgetwin.scenario import CrowdSpec, RunMode, Scenario
+from edgetwin.scenario import RunMode, Scenario
 
 MODELS = {"tiny": TINY, "full": FULL}
 JOB_TIMEOUT_S = 600.0

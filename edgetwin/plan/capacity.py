@@ -26,11 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from edgetwin.availability_spec import ConstantDist
 from edgetwin.configuration import crowd_bandwidths
 from edgetwin.errors import counted
 from edgetwin.plan.questions import CrowdCapacity
 from edgetwin.results import ResultRow
-from edgetwin.scenario import ConstantDist, Scenario
+from edgetwin.scenario import Scenario
 
 GROWTH_JOBS = 1.0  # tolerated rise of the backlog over a run (one job: noise, not a trend)
 

@@ -21,13 +21,15 @@ from pydantic import (
     model_validator,
 )
 
+from edgetwin.availability_spec import ConstantDist
+from edgetwin.crowd_spec import DEFAULT_SCHEDULER
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
 from edgetwin.file_kinds import check_kind, check_named_scenario
 from edgetwin.models import registry
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import SCHEDULERS
-from edgetwin.scenario import DEFAULT_SCHEDULER, ConstantDist, Scenario, StrategySpec
+from edgetwin.scenario import Scenario, StrategySpec
 from edgetwin.schema import (
     BandwidthMbps,
     PositiveFloat,

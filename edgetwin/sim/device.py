@@ -18,14 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from edgetwin.profile import J_PER_WH, POWER_STATES, DeviceProfile
-from edgetwin.scenario import (
+from edgetwin.availability_spec import (
     Availability,
     ConstantDist,
     ExponentialDist,
     LognormalDist,
     WeibullDist,
 )
+from edgetwin.profile import J_PER_WH, POWER_STATES, DeviceProfile
 from edgetwin.sim.host import Host
 
 

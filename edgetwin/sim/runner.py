@@ -11,6 +11,7 @@ import numpy as np
 import simpy
 
 from edgetwin.configuration import configuration_columns, resolve_segments
+from edgetwin.crowd_spec import member_names
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError, counted
 from edgetwin.models import registry
@@ -23,7 +24,6 @@ from edgetwin.scenario import (
     DeviceSpec,
     Scenario,
     configurations,
-    member_names,
     unplayed_settings,
 )
 from edgetwin.sim import decoder_run

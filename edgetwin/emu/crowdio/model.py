@@ -26,10 +26,10 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from edgetwin.crowd_spec import DEFAULT_SCHEDULER
 from edgetwin.emu.crowdio.records import Mode
 from edgetwin.emu.crowdio.sdk import PipelineJob, StageSpec, normalise_stages, pipeline_job
 from edgetwin.run_folders import local_folder
-from edgetwin.scenario import DEFAULT_SCHEDULER
 
 ONNX_OPSET = 17
 

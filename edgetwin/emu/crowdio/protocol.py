@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError
 
+from edgetwin.crowd_spec import MAX_JOB_INPUTS
 from edgetwin.emu.crowdio.records import (
     Count,
     Event,
@@ -25,7 +26,6 @@ from edgetwin.emu.crowdio.records import (
     TensorSpec,
     WorkerStatus,
 )
-from edgetwin.scenario import MAX_JOB_INPUTS
 
 Token = Annotated[str, Field(min_length=1, max_length=256)]
 TOKEN_ENV = "CROWDIO_TOKEN"  # where the foreman and workers look for the token

@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from edgetwin.crowd_spec import DEFAULT_SCHEDULER, MAX_JOB_INPUTS
 from edgetwin.emu.crowdio.codec import SUPPORTED_DTYPES, encode_array
 from edgetwin.emu.crowdio.dag import Dag, check_linear, linear_dag
 from edgetwin.emu.crowdio.framing import FrameError, read_frame, write_frame
@@ -47,7 +48,6 @@ from edgetwin.emu.crowdio.protocol import (
 from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary, TensorSpec
 from edgetwin.emu.crowdio.tls import client_context
 from edgetwin.policies.scheduling import SCHEDULERS
-from edgetwin.scenario import DEFAULT_SCHEDULER, MAX_JOB_INPUTS
 
 StageSource = bytes | Path | tuple[str, bytes | Path]
 STAGE_RAM_FACTOR = 2.0  # an ONNX Runtime session holds the weights plus its arena

@@ -43,12 +43,13 @@ from edgetwin.emu.mininet.topology import (
     build_topology,
     link_state_command,
 )
+from edgetwin.emulator_spec import MIN_HOST_CPU_CORES, EmulatorSpec
 from edgetwin.errors import InputError
 from edgetwin.links import worst_error_pct
 from edgetwin.progress import Progress, no_progress
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import EMU, run_folder
-from edgetwin.scenario import MIN_HOST_CPU_CORES, EmulatorSpec, Scenario
+from edgetwin.scenario import Scenario
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from typing import Literal
 
 from edgetwin.emu.mininet.medium import rate_commands_of
 from edgetwin.emu.mininet.topology import EmuTopology, TcCommand, link_state_command
-from edgetwin.scenario import Fault, NetworkSpec
+from edgetwin.emulator_spec import Fault
+from edgetwin.scenario import NetworkSpec
 
 ActionKind = Literal["link_down", "link_up", "kill_worker", "bandwidth"]
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from edgetwin.crowd_spec import CrowdJobSpec, StageSpec
 from edgetwin.phone_profile import PhoneProfile
-from edgetwin.scenario import CrowdJobSpec, StageSpec
 
 BASE64_OVERHEAD = 4.0 / 3.0
 MB = 1e6

@@ -20,12 +20,12 @@ from functools import partial
 import numpy as np
 import simpy
 
+from edgetwin.crowd_spec import CrowdJobSpec, StageSpec
 from edgetwin.models.crowd.core import CrowdCore, Load, Order
 from edgetwin.models.crowd.events import Decision, RequeueWhy
 from edgetwin.models.crowd.table import Mode, Stage, Task
 from edgetwin.models.crowd.views import Scheduler
 from edgetwin.models.crowd.workers import Facts
-from edgetwin.scenario import CrowdJobSpec, StageSpec
 from edgetwin.sim.crowd.costs import (
     aggregation_ms,
     blob_bytes,

@@ -20,10 +20,10 @@ from typing import NamedTuple
 
 import simpy
 
+from edgetwin.crowd_spec import StageSpec
 from edgetwin.models.crowd.table import Task, waited_load_ms
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import J_PER_WH, DeviceProfile, battery_wh
-from edgetwin.scenario import StageSpec
 from edgetwin.sim.crowd.costs import blob_bytes, inference_ms, warm_load_ms
 from edgetwin.sim.crowd.records import Recorder
 from edgetwin.sim.crowd.tasks import Job

@@ -24,13 +24,14 @@ import simpy
 
 from edgetwin.configuration import CrowdRun, crowd_runs
 from edgetwin.crowd_fleet import PhoneClass, expand_fleet, resolve_fleet
+from edgetwin.crowd_spec import CROWD_STRATEGIES
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.phone_profile import device_profile
 from edgetwin.policies.scheduling import check_schedulers, make_scheduler
 from edgetwin.profile import NetworkParams, mah_from_joules
 from edgetwin.results import STATUS_OK, ResultRow
-from edgetwin.scenario import CROWD_STRATEGIES, Scenario
+from edgetwin.scenario import Scenario
 from edgetwin.schema import referenced_file
 from edgetwin.sim.crowd.availability import Absence, read_trace, replay
 from edgetwin.sim.crowd.costs import lognormal_factor

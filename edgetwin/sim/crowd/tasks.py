@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from edgetwin.crowd_spec import CrowdJobSpec
 from edgetwin.models.crowd import table
-from edgetwin.scenario import CrowdJobSpec
 
 
 @dataclass(eq=False)

@@ -1,0 +1,70 @@
+"""A scenario's ``emulator`` section: what only the emulator (mode emu) reads.
+
+The real model of a crowd run, host CPU and memory limits, link checks, and the faults
+it plays (a link taken down, a worker killed).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from edgetwin.schema import NonNegativeFloat, PositiveFloat, Strict
+
+# an emulator host's least CPU quota: Mininet sets a quota under 1 ms of a 100 ms period
+# by stretching the period, past the kernel's 1 s limit, so the host would get 0.01 anyway
+MIN_HOST_CPU_CORES = 0.01
+MAX_LINK_CHECK_S = 60  # iperf3 seconds a direction of a link check
+
+
+class LinkDownFault(Strict):
+    """Take host ``host``'s link down ``at_s`` after the job is submitted, up ``for_s`` later
+    (None: down for the rest of the job)."""
+
+    kind: Literal["link_down"]
+    host: Annotated[int, Field(ge=0)]
+    at_s: NonNegativeFloat
+    for_s: PositiveFloat | None = None
+
+
+class KillWorkerFault(Strict):
+    """SIGKILL the worker on host ``host`` (1 or more: host 0 is the foreman's) at ``at_s``."""
+
+    kind: Literal["kill_worker"]
+    host: Annotated[int, Field(ge=1)]
+    at_s: NonNegativeFloat
+
+
+Fault = Annotated[LinkDownFault | KillWorkerFault, Field(discriminator="kind")]
+
+
+class EmulatorSpec(Strict):
+    """What only the emulator reads: the real model of a crowd run, host limits, faults.
+
+    A phone's host gets ``cpu_cores_fastest`` x its class's ``cpu_gflops`` / the fleet's
+    fastest ``cpu_gflops`` cores (a CFS quota); ``memory_limits`` caps a worker's memory
+    at its phone's session budget (RAM less what Android keeps). ``task_delay_ms``
+    stretches every task of every worker (so faults land mid-task on a tiny model).
+    Workers beat every ``heartbeat_s``; the foreman declares one silent for longer than
+    ``silence_timeout_s`` lost. ``host_cpu_cores`` (ViT scenarios): host r's CPU quota in
+    cores, one value per host; empty: unlimited. ``link_check_s``: iperf3's whole seconds
+    per direction of each bandwidth's link check, after a one-second warm-up; 0 skips the
+    checks (no ``link_check.csv`` rows, no ``link_error_pct``)."""
+
+    model: Literal["tiny", "full"] = "tiny"
+    cpu_limits: bool = True
+    cpu_cores_fastest: Annotated[float, Field(ge=MIN_HOST_CPU_CORES)] = 1.0
+    memory_limits: bool = True
+    task_delay_ms: NonNegativeFloat = 0
+    faults: tuple[Fault, ...] = ()
+    heartbeat_s: PositiveFloat = 1.0
+    silence_timeout_s: PositiveFloat = 15.0
+    host_cpu_cores: tuple[Annotated[float, Field(ge=MIN_HOST_CPU_CORES)], ...] = ()
+    link_check_s: Annotated[int, Field(ge=0, le=MAX_LINK_CHECK_S)] = 2
+
+    @model_validator(mode="after")
+    def _check_liveness(self) -> EmulatorSpec:
+        if self.silence_timeout_s < 2 * self.heartbeat_s:
+            raise ValueError("silence_timeout_s must be at least 2 x heartbeat_s")
+        return self
