@@ -18,10 +18,14 @@ SMALL = ["axes.batch=[8]", "axes.bandwidth_mbps=[100, 900]"]
 
 
 @pytest.mark.timeout(300)
-def test_run_plan_answers_as_the_command_does(tmp_path: Path) -> None:
+def test_run_plan_answers_as_the_command_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     argv = ["plan", str(QUESTION), "--out", str(tmp_path / "cli"), "--workers", "1", "--quiet"]
     assert main([*argv, *(a for item in SMALL for a in ("--set", item))]) == 0
+    printed = capsys.readouterr().out.splitlines()
     outcome = edgetwin.run_plan(QUESTION, out=tmp_path / "api", overrides=SMALL, workers=1)
+    assert outcome.describe() == printed[: len(outcome.describe())] != []  # the command's lines
     for name in ("answer.json", "results.csv"):
         assert (tmp_path / "api" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes()
     assert json.loads((tmp_path / "api" / "answer.json").read_text()) == outcome.answer

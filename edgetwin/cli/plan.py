@@ -9,7 +9,6 @@ from edgetwin.cli import inputs
 from edgetwin.cli.console import print_warnings, written
 from edgetwin.cli.progress import progress_bar
 from edgetwin.errors import counted
-from edgetwin.plan.answers import describe
 from edgetwin.plan.questions import load_question
 from edgetwin.workbench.planning import check_plan_out, run_plan
 
@@ -49,7 +48,7 @@ def plan_command(args: argparse.Namespace) -> int:
         command=args.command,
     )
     print_warnings(outcome.warnings)
-    for line in describe(outcome.answer):
+    for line in outcome.describe():
         print(line)
     print(
         f"{counted(outcome.configurations, 'sweep unit')} ({outcome.ran_now} run now, "

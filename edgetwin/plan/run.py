@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from edgetwin.errors import OUT_OPTION, InputError
+from edgetwin.plan.answers import describe
 from edgetwin.plan.executors import Executor
 from edgetwin.plan.folder import ReportWriter, answer_table, write_swept_question
 from edgetwin.plan.journal import Journal, fingerprint
@@ -30,6 +31,10 @@ class PlanOutcome:
     configurations: int
     ran_now: int
     warnings: tuple[str, ...] = ()  # settings the twin's sweeps do not play (packet loss)
+
+    def describe(self) -> list[str]:
+        """The answer in a few lines of text, as ``edgetwin plan`` prints it."""
+        return describe(self.answer)
 
     def __repr__(self) -> str:
         """A line a notebook can show (the answer is ``answer``)."""
