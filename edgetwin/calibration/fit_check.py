@@ -9,6 +9,10 @@ from edgetwin.profile import DeviceProfile
 POOR_FIT_PCT = 50.0  # in-sample median |error| above which a section is named
 
 
+class PoorFitWarning(UserWarning):
+    """``edgetwin.calibrate`` fitted a profile that misses its own measurements."""
+
+
 def poorly_fitted(profile: DeviceProfile) -> dict[str, float]:
     """The fitted sections whose in-sample median |error| (%) is above ``POOR_FIT_PCT``."""
     medians = profile.fit.get("median_abs_error_pct", {})

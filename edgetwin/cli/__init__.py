@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import NoReturn
 from edgetwin.atomic import check_out_folder
 from edgetwin.calibration.fit_check import (
     TRACES_CAUSE,
+    PoorFitWarning,
     busy_machine_cause,
     poor_fit_warning,
 )
@@ -438,7 +440,9 @@ def _report(args: argparse.Namespace) -> int:
 # every other command starts without it.
 def _calibrate(args: argparse.Namespace) -> int:
     command = f"edgetwin calibrate {args.spec} --out {args.out}"
-    fitted = calibrate(args.spec, out=args.out, command=command)
+    with warnings.catch_warnings():  # the API's PoorFitWarning: said as the command's, below
+        warnings.simplefilter("ignore", PoorFitWarning)
+        fitted = calibrate(args.spec, out=args.out, command=command)
     if isinstance(fitted, list):
         from edgetwin.calibration.fit_android import android_profile_path
 

@@ -5,6 +5,7 @@ a fit runs, not with the API."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from edgetwin.errors import InputError, shown
@@ -25,7 +26,8 @@ def calibrate(
     With ``out``, write it as ``edgetwin calibrate --out`` does (a profile file; a folder
     of ``<class>.yaml`` for an Android spec), all or nothing, never onto a file the fit
     read. ``command`` is what the profile's header and ``fit.command`` record (the CLI
-    passes its command line; ``None`` records this call).
+    passes its command line; ``None`` records this call). A profile that misses its own
+    measurements by more than half is returned with a ``PoorFitWarning``.
     """
     spec_path = path_argument(spec, "spec")
     out_path = out_argument(out)
@@ -35,7 +37,20 @@ def calibrate(
     elif not isinstance(command, str):
         raise InputError(None, "command", f"a string, not {shown(command)}")
     with recording_reads():  # write_profiles refuses to overwrite what the fit read
-        return _fit_and_write(spec_path, out_path, command)
+        fitted = _fit_and_write(spec_path, out_path, command)
+    if isinstance(fitted, DeviceProfile):
+        _warn_of_a_poor_fit(fitted)
+    return fitted
+
+
+def _warn_of_a_poor_fit(profile: DeviceProfile) -> None:
+    """A ``PoorFitWarning`` when a fitted section misses its own data (``fit_check``), as
+    ``edgetwin calibrate`` warns."""
+    from edgetwin.calibration.fit_check import TRACES_CAUSE, PoorFitWarning, poor_fit_warning
+
+    warning = poor_fit_warning(profile, TRACES_CAUSE)
+    if warning is not None:
+        warnings.warn(warning, PoorFitWarning, stacklevel=3)
 
 
 def _fit_and_write(
