@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import difflib
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -13,6 +14,8 @@ from typing import Any, TypedDict
 
 from edgetwin.errors import InputError, shown
 from edgetwin.results import (
+    COLUMNS,
+    STATUS_OK,
     TABLE_READ_ERRORS,
     CellError,
     ResultRow,
@@ -201,20 +204,30 @@ def check_reference(
     path: Path, named_by: Path, field: str | None, needs: Sequence[str] = ()
 ) -> None:
     """An InputError (naming ``named_by``, ``field`` and ``path``'s line) unless ``path`` is
-    a table ``compare_to_reference`` can join: the key columns, a metric, numbers in them;
-    and every column of ``needs`` (the metrics a caller reads from each row)."""
+    a table ``compare_to_reference`` can join: the key columns, a metric, numbers in them,
+    a measured latency above 0, at least one row; every column of ``needs`` (the metrics a
+    caller reads from each row); no column that misspells a results column (its values
+    were left out unsaid)."""
     where = path.name
+    of_it = "" if named_by == path else f"{where}: "  # the file is named once
 
     def is_a_results_table(header: list[str]) -> None:
         missing = [c for c in (*KEY_COLUMNS, *needs) if c not in header]
         if missing or not set(header) & set(METRICS):
             wanted = ", ".join(missing) if missing else "one of " + ", ".join(METRICS)
             raise InputError(named_by, field, f"{where} is not a results table: no column {wanted}")
+        misspelt = _misspelt_column(header)
+        if misspelt is not None:
+            column, meant = misspelt
+            problem = f"{of_it}column {column!r} is no results column (did you mean {meant!r}?)"
+            raise InputError(named_by, field, problem)
 
     try:
         _, records = table_records(path, is_a_results_table)
     except TABLE_READ_ERRORS as exc:
         raise InputError(named_by, field, f"cannot read {where}: {shown(str(exc))}") from None
+    if not records:
+        raise InputError(named_by, field, f"{of_it}a header and no rows: nothing measured")
     for index, record in enumerate(records):
         place = record_place(path, index)
         at = place if named_by == path else f"{where} {place}"  # the file is named once
@@ -239,6 +252,23 @@ def _check_reference_row(
         raise InputError(named_by, field, f"{where}: {exc}") from None
     except (TypeError, ValueError):
         raise InputError(named_by, field, f"{where}: a key is not a number") from None
+    total = parse_number(record.get("total_ms"))
+    if total is not None and (record.get("status") or STATUS_OK) == STATUS_OK and total <= 0:
+        problem = f"{where}: total_ms {total:g}: a run that finished took some time (above 0)"
+        raise InputError(named_by, "total_ms" if field is None else field, problem)
+
+
+def _misspelt_column(header: Sequence[str]) -> tuple[str, str] | None:
+    """A column of ``header`` that is no results column but close to a missing one (``totl_ms``
+    for ``total_ms``), and that one; None when there is none (other columns, notes say,
+    are a published table's own)."""
+    missing = [c for c in COLUMNS if c not in header]
+    for column in header:
+        if column not in COLUMNS:
+            close = difflib.get_close_matches(column, missing, n=1, cutoff=0.8)
+            if close:
+                return column, close[0]
+    return None
 
 
 def _resolved(folder: Path) -> dict[str, Any] | None:

@@ -123,6 +123,14 @@ def test_bad_ground_truth(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not a results table") as exc:
         load_eval_inputs(JETSON_EVAL, (f"truth_table={table}",))
     assert (exc.value.path, exc.value.field) == (str(JETSON_EVAL), "truth_table")
+    rows = JETSON_ROWS.read_text().splitlines()  # a regret over an oracle of 0 ms
+    fields = rows[1].split(",")
+    fields[rows[0].split(",").index("total_ms")] = "0"
+    table.write_text("\n".join([rows[0], ",".join(fields), *rows[2:]]) + "\n")
+    for field in ("truth_table", "map_table"):
+        with pytest.raises(InputError, match="total_ms 0: a run that finished") as exc:
+            _run(JETSON_EVAL, (f"{field}={table}",))
+        assert (exc.value.path, exc.value.field) == (str(JETSON_EVAL), field)
 
 
 @pytest.mark.parametrize("field", ["truth_table", "map_table"])

@@ -139,3 +139,18 @@ def test_a_parquet_only_folder_compares_as_its_csv_does(
     assert main(["compare", str(only), str(a), "--out", str(tmp_path / "c")]) == 0
     read = json.loads((tmp_path / "c" / "provenance.json").read_text())["inputs"]
     assert str(only / "results.parquet") in read  # what it read, with SHA-256
+
+
+@pytest.mark.timeout(120)
+def test_a_side_with_no_rows_is_named(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """A predicted table with a header and no rows was blamed on the measured folder ('no
+    configuration in common'); a measured one compared as if it had rows."""
+    a, _ = two_runs
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    header = (a / "results.csv").read_text().splitlines()[0]
+    (empty / "results.csv").write_text(header + "\n")
+    for predicted, measured in ((empty, a), (a, empty)):
+        with pytest.raises(InputError, match="a header and no rows") as raised:
+            edgetwin.compare(predicted, measured)
+        assert raised.value.path == str(empty / "results.csv")

@@ -501,6 +501,27 @@ CASES = [
         ("'reference'", "ref.csv line 3", "not a number"),
         files={"ref.csv": BAD_REFERENCE},
     ),
+    Case(  # ran, compared with nothing, exit 0
+        "reference-header-only",
+        scenario_text(reference="ref.csv"),
+        ("'reference'", "ref.csv: a header and no rows"),
+        files={"ref.csv": "strategy,devices,batch,bandwidth_mbps,total_ms\n"},
+    ),
+    Case(  # its latencies were left out, unsaid
+        "reference-column-misspelt",
+        scenario_text(reference="ref.csv"),
+        ("'reference'", "column 'totl_ms' is no results column (did you mean 'total_ms'?)"),
+        files={
+            "ref.csv": "strategy,devices,batch,bandwidth_mbps,compute_ms,totl_ms\n"
+            "single,1,1,400,70,80\n"
+        },
+    ),
+    Case(  # an evaluation's truth table of it divided by zero (a traceback)
+        "reference-a-zero-latency",
+        scenario_text(reference="ref.csv"),
+        ("'reference'", "ref.csv line 2: total_ms 0: a run that finished took some time"),
+        files={"ref.csv": "strategy,devices,batch,bandwidth_mbps,total_ms\nsingle,1,1,400,0\n"},
+    ),
     Case(
         "profile-not-a-regular-file",
         scenario_text(devices__0__profile="/dev/null"),

@@ -108,6 +108,8 @@ def _nothing_in_common(
 ) -> InputError:
     """Why two tables gave no point: a side whose every row failed (it said 'no
     configuration in common' of two runs of the same sweep), else no shared configuration."""
+    if not predicted_rows:  # the measured side's were checked (check_reference)
+        return InputError(predicted_table, None, "a header and no rows: nothing to compare")
     failed = "every row failed (its status says why): nothing to compare"
     if predicted_rows and all(not row.ok for row in predicted_rows):
         return InputError(predicted_table, None, failed)
