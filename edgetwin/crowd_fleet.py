@@ -62,7 +62,14 @@ def resolve_classes(crowd: CrowdSpec, scenario_path: Path | None) -> list[PhoneC
             if exc.path is not None:  # the profile file itself is wrong: it names itself
                 raise
             raise InputError(scenario_path, f"crowd.fleet.{i}.profile", exc.problem) from None
-        classes.append(PhoneClass(spec, profile))
+        phone_class = PhoneClass(spec, profile)
+        if phone_class.session_budget_mb <= 0:  # the profile's own RAM is above its reserve
+            problem = (
+                f"{spec.ram_mb:g} MB leaves the app no memory after the "
+                f"{profile.os_reserved_mb:g} MB Android keeps ({profile.name})"
+            )
+            raise InputError(scenario_path, f"crowd.fleet.{i}.ram_mb", problem)
+        classes.append(phone_class)
     return classes
 
 

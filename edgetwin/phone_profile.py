@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from edgetwin.profile import (
     LI_ION_NOMINAL_V,
@@ -87,6 +87,15 @@ class PhoneProfile(Strict):
     battery: BatteryParams
     power: PhonePowerParams
     fit: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_reserve(self) -> PhoneProfile:
+        if self.os_reserved_mb >= self.ram_mb:
+            raise ValueError(
+                f"os_reserved_mb: {self.os_reserved_mb:g} MB is all of ram_mb "
+                f"({self.ram_mb:g} MB) or more: Android would leave the app no memory"
+            )
+        return self
 
     def session_budget_mb(self, ram_mb: float | None = None) -> float:
         """RAM the worker app can give a session: installed RAM less what Android keeps."""

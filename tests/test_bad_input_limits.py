@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import stat
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import edgetwin
 from edgetwin.atomic import mount_points
 from edgetwin.cli import main
 from edgetwin.emu import memory_check
@@ -32,6 +34,7 @@ from edgetwin.emu.memory_check import interpreter
 from edgetwin.errors import InputError, sigterm_interrupts, stop_asked
 from edgetwin.models.costs import weight_bytes
 from edgetwin.models.strategy import VIT_WORKER
+from edgetwin.phone_profile import load_phone_profile
 from edgetwin.plan.executors import pool_size
 from edgetwin.results import read_results
 from edgetwin.scenario import load_scenario
@@ -626,7 +629,7 @@ def test_more_segments_than_rows_run_as_every_row(tmp_path: Path) -> None:
     ("item", "field", "problem"),
     [
         ("emulator.cpu_cores_fastest=0.015", "emulator.cpu_cores_fastest", "0.00375 cores"),
-        ("crowd.fleet.0.ram_mb=1", "crowd.fleet.0.ram_mb", "leaves no session budget"),
+        ("crowd.fleet.0.ram_mb=1", "crowd.fleet.0.ram_mb", "leaves the app no memory"),
     ],
     ids=["cpu-quota", "no-session-budget"],
 )
@@ -639,6 +642,24 @@ def test_a_phone_host_the_emulator_cannot_give(item: str, field: str, problem: s
     with pytest.raises(InputError, match=problem) as raised:
         check_crowd_emulatable(load_scenario(path, [item]), path)
     assert raised.value.field == field
+
+
+@pytest.mark.timeout(60)
+def test_a_phone_with_no_memory_after_android_s_is_refused_in_the_twin_too(
+    tmp_path: Path,
+) -> None:
+    """The emulator refused a class's RAM at or under what Android keeps; the twin ran
+    it (its phones never took a task), and a profile could say so itself."""
+    path = SCENARIOS / "crowdio_android.yaml"
+    with pytest.raises(InputError, match="1 MB leaves the app no memory") as raised:
+        edgetwin.run(path, overrides=["crowd.fleet.0.ram_mb=1"])
+    assert (raised.value.path, raised.value.field) == (str(path), "crowd.fleet.0.ram_mb")
+    shipped = (REPO / "edgetwin/calibration/profiles/android_low.yaml").read_text()
+    profile = tmp_path / "tiny.yaml"
+    profile.write_text(re.sub(r"(?m)^ram_mb: .*$", "ram_mb: 1000", shipped))
+    with pytest.raises(InputError, match="is all of ram_mb") as raised:
+        load_phone_profile(str(profile))
+    assert (raised.value.path, raised.value.field) == (str(profile), "os_reserved_mb")
 
 
 @pytest.mark.timeout(60)

@@ -109,21 +109,15 @@ def check_crowd_emulatable(scenario: Scenario, scenario_path: Path | None) -> No
 def _check_phone_hosts(
     classes: Sequence[PhoneClass], emulator: EmulatorSpec, scenario_path: Path | None
 ) -> None:
-    """Each class's host gets at least MIN_HOST_CPU_CORES and a session budget above 0."""
+    """Each class's host gets at least MIN_HOST_CPU_CORES (its session budget is above 0:
+    ``resolve_classes``)."""
     fastest = max(c.profile.cpu_gflops for c in classes)
-    for k, phone_class in enumerate(classes):
+    for phone_class in classes:
         cores = _phone_cores(emulator, phone_class, fastest)
         if emulator.cpu_limits and cores < MIN_HOST_CPU_CORES:
             problem = f"class {phone_class.spec.name} would get {cores:.3g} cores (at least"
             problem += f" {MIN_HOST_CPU_CORES:g}: a CFS quota cannot be smaller)"
             raise InputError(scenario_path, "emulator.cpu_cores_fastest", problem)
-        profile = phone_class.profile
-        if emulator.memory_limits and profile.session_budget_mb(phone_class.spec.ram_mb) <= 0:
-            ram_mb = phone_class.spec.ram_mb or profile.ram_mb
-            problem = f"{ram_mb:g} MB leaves no session budget after the {profile.os_reserved_mb:g}"
-            raise InputError(
-                scenario_path, f"crowd.fleet.{k}.ram_mb", problem + " MB Android keeps"
-            )
 
 
 def _phone_cores(emulator: EmulatorSpec, phone_class: PhoneClass, fastest_gflops: float) -> float:
