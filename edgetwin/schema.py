@@ -18,6 +18,7 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -117,7 +118,8 @@ def _takes_a_number_not_a_boolean(annotation: Any) -> bool:
 
 
 class StrictSweep(Strict):
-    """Base of the sweeps: every field is a list of values; one number stands for a list of it."""
+    """Base of the sweeps: every field is a list of values; one number stands for a list of
+    it; a value given twice is an error."""
 
     @model_validator(mode="before")
     @classmethod
@@ -125,6 +127,16 @@ class StrictSweep(Strict):
         if isinstance(data, dict):
             return {k: [v] if isinstance(v, int | float) else v for k, v in data.items()}
         return data
+
+    @field_validator("*")
+    @classmethod
+    def _once(cls, values: tuple[float, ...]) -> tuple[float, ...]:
+        """A value swept twice is a configuration (a row, a held-out condition scored, a
+        curve or a cell of an answer) twice."""
+        repeated = first_repeated(values)
+        if repeated is not None:
+            raise ValueError(f"{repeated[1]:g} is given twice; give each value once")
+        return values
 
 
 def optional_values() -> Any:

@@ -123,6 +123,9 @@ def test_bad_evaluation_files(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="policy 'always_single' is given twice") as exc:
         load_eval_inputs(EVAL, ("policies=[adaptive, always_single, always_single]",))
     assert exc.value.field == "policies"
+    with pytest.raises(InputError, match="1 is given twice") as exc:  # was scored twice
+        load_eval_inputs(EVAL, ("held_out.batch=[1, 8, 1]",))
+    assert exc.value.field == "held_out.batch"
     with pytest.raises(InputError) as exc:
         load_eval_inputs(EVAL, ("weight=2",))
     assert exc.value.field == "weight"

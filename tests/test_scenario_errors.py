@@ -229,6 +229,11 @@ CASES = [
         ("'sweeps.0.batch'", "give at least one value"),
     ),
     Case(
+        "sweep-value-twice",
+        scenario_text(sweeps=[{"batch": [1], "bandwidth_mbps": [400, 200, 400]}]),
+        ("'sweeps.0.bandwidth_mbps'", "400 is given twice; give each value once"),
+    ),
+    Case(
         "empty-devices-sweep",
         scenario_text(sweeps=[{"batch": [1], "devices": []}]),
         ("'sweeps.0.devices'", "give at least one value"),

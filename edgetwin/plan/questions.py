@@ -59,15 +59,6 @@ class Axes(StrictSweep):
     prompt_tokens: tuple[PositiveInt, ...] = optional_values()
     output_tokens: tuple[PositiveInt, ...] = optional_values()
 
-    @field_validator("batch", "bandwidth_mbps", "devices", "prompt_tokens", "output_tokens")
-    @classmethod
-    def _once(cls, values: tuple[float, ...]) -> tuple[float, ...]:
-        """A value swept twice would be a row, a curve or a cell of the answer twice."""
-        repeated = next((v for i, v in enumerate(values) if v in values[:i]), None)
-        if repeated is not None:
-            raise ValueError(f"{repeated:g} is given twice; give each value once")
-        return values
-
 
 class CrowdAxes(Strict):
     """The sweep of a crowd question: fleet sizes (phones; the classes keep their shares) at
