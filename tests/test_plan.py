@@ -531,6 +531,37 @@ def test_a_journal_other_code_wrote_is_refused(tmp_path: Path) -> None:
             journal_for(loaded, out)
 
 
+def _interrupted_plan(tmp_path: Path) -> tuple[list[str], Path]:
+    """A plan stopped after 3 configurations: the command that resumes it, and its folder."""
+    question, out = question_file(tmp_path), tmp_path / "out"
+    calls = [0]
+
+    def stop_at_the_third() -> None:
+        calls[0] += 1
+        if calls[0] == 3:  # progress counts configurations
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_plan(
+            load_question(question), out, SerialExecutor(), write_plan_report, stop_at_the_third
+        )
+    return ["plan", str(question), "--out", str(out), "--quiet", "--workers=1"], out
+
+
+def test_a_journal_without_its_sweep_mark_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With partial/sweep.json gone, another sweep (here, 50 ms more latency) resumed the
+    journal: it said '3 resumed' and its results held the first sweep's rows."""
+    argv, out = _interrupted_plan(tmp_path)
+    (out / "partial" / "sweep.json").unlink()
+    other = ["--set", "set=[devices.0.count=4, repetitions=5, noise_cv=0.1, network.latency_ms=50]"]
+    assert main([*argv, *other]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / 'partial'}: holds finished configurations but no sweep.json" in err, err
+    assert sorted(p.name for p in out.iterdir()) == ["partial"]
+
+
 def test_the_modules_digest_changes_with_a_module_s_bytes_or_name(tmp_path: Path) -> None:
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)

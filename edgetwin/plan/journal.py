@@ -29,6 +29,7 @@ from edgetwin.results import ResultRow
 PARTIAL = "partial"
 ROWS_FILE = "rows.jsonl"  # in PARTIAL: one line per finished configuration
 LOCK_FILE = "lock"  # in PARTIAL: held (flock) by the plan writing the journal
+SWEEP_FILE = "sweep.json"  # in PARTIAL: the sweep's fingerprint and the code's digest
 
 
 class JournalBusy(InputError):
@@ -59,8 +60,8 @@ class Journal:
     def _check_sweep(self, out: Path, identity: dict[str, str]) -> None:
         """Mark a new journal with the sweep's fingerprint and the code's digest; refuse
         another sweep's, or one other code ran (a journal written before the digest was
-        kept counts as such)."""
-        marker = self.folder / "sweep.json"
+        kept counts as such), or rows without the mark that says whose they are."""
+        marker = self.folder / SWEEP_FILE
         if marker.is_file():
             marked = _marked(marker)
             if marked.get("fingerprint") != identity["fingerprint"]:
@@ -72,6 +73,12 @@ class Journal:
                     f"and this code's would mix; remove it or use another {OUT_OPTION}"
                 )
                 raise InputError(self.folder, None, problem)
+        elif self.rows_path.exists():  # the mark is written before any row: it was removed
+            problem = (
+                f"holds finished configurations but no {SWEEP_FILE} to say of which sweep; "
+                f"remove it or use another {OUT_OPTION}"
+            )
+            raise InputError(self.folder, None, problem)
         else:
             try:
                 write_text_atomic(marker, json.dumps(identity) + "\n")
