@@ -322,6 +322,15 @@ def read_results(path: Path) -> list[ResultRow]:
     return rows
 
 
+def check_row(row: ResultRow) -> None:
+    """``row`` as ``write_results`` writes it must read back as ``read_results`` reads it
+    (each cell of its column's type and range, the times of a row whose status is ``ok``);
+    else a ``CellError`` naming the column. For rows that no run made just now (a plan's
+    journal)."""
+    record = {column: _format(value) for column, value in asdict(row).items()}
+    _timed_if_ok(parse_result(record), record)
+
+
 def _timed_if_ok(row: ResultRow, record: Mapping[str, str]) -> ResultRow:
     """``row``, unless its status is ``ok`` and a timing column it has is empty: a
     ``CellError`` (a run that failed says why in its status)."""

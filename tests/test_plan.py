@@ -562,6 +562,47 @@ def test_a_journal_without_its_sweep_mark_is_refused(
     assert sorted(p.name for p in out.iterdir()) == ["partial"]
 
 
+def _edit_first_journal_row(out: Path, **values: object) -> None:
+    """Set ``values`` in the first row of the first line of ``out``'s journal."""
+    rows_path = out / "partial" / "rows.jsonl"
+    first, *rest = rows_path.read_text().splitlines(keepends=True)
+    record = json.loads(first)
+    record["rows"][0].update(values)
+    rows_path.write_text(json.dumps(record) + "\n" + "".join(rest))
+
+
+@pytest.mark.parametrize("compute_ms", [-81.1, float("nan"), "abc"])
+def test_a_journal_line_whose_row_is_not_valid_runs_again(
+    tmp_path: Path, compute_ms: object
+) -> None:
+    """The row went into results.csv, which the command then refused naming its own line 2,
+    leaving results.csv, question.resolved.yaml and scenario.resolved.yaml behind: every
+    rerun failed, and so did edgetwin report. The line is now not a journal line."""
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    whole_argv = ["plan", str(question_file(whole)), "--out", str(whole / "out")]
+    assert main([*whole_argv, "--quiet", "--workers=1"]) == 0
+    argv, out = _interrupted_plan(tmp_path)
+    _edit_first_journal_row(out, compute_ms=compute_ms)
+    assert main(argv) == 0
+    for name in ("results.csv", "answer.json"):
+        assert (out / name).read_bytes() == (whole / "out" / name).read_bytes()
+    assert main(["report", str(out)]) == 0
+
+
+def test_journal_rows_of_another_configuration_are_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An edited key went into results.csv, which was then refused naming its own line 2,
+    with results.csv and the resolved question and scenario left in the folder."""
+    argv, out = _interrupted_plan(tmp_path)
+    _edit_first_journal_row(out, batch=16)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{out / 'partial' / 'rows.jsonl'}: not the rows of this sweep: row 1 is " in err, err
+    assert sorted(p.name for p in out.iterdir()) == ["partial"]
+
+
 def test_the_modules_digest_changes_with_a_module_s_bytes_or_name(tmp_path: Path) -> None:
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)

@@ -85,9 +85,20 @@ def answer_table(
 
 
 def check_sweep_rows(loaded: LoadedQuestion, rows: Sequence[ResultRow], table: Path) -> None:
-    """The rows are the sweep's, unit by unit in sweep order (a device unit's repetitions
-    in order; a crowd run's jobs, as many as it had), none missing and none more; else an
+    """The rows read from ``table`` are the sweep's (``sweep_mismatch``); else an
     InputError naming the first line that is not."""
+    problem = sweep_mismatch(loaded, rows, lambda index: f"line {index + 2}")
+    if problem is not None:
+        raise InputError(table, None, f"not the sweep of {QUESTION_FILE}: {problem}")
+
+
+def sweep_mismatch(
+    loaded: LoadedQuestion, rows: Sequence[ResultRow], place: Callable[[int], str]
+) -> str | None:
+    """None if the rows are the sweep's, unit by unit in sweep order (a device unit's
+    repetitions in order; a crowd run's jobs, as many as it had), none missing and none
+    more; else what the first row that is not holds (``place`` names it by its index from
+    0) or how many rows (runs) there are."""
     crowd = isinstance(loaded.question.axes, CrowdAxes)
     if crowd:
         found = [
@@ -100,16 +111,11 @@ def check_sweep_rows(loaded: LoadedQuestion, rows: Sequence[ResultRow], table: P
         expected = _device_units(loaded)
     for (key, index), wanted in zip(found, expected, strict=False):
         if key != wanted:
-            problem = f"line {index + 2} is {_said(key)}; the sweep has {_said(wanted)} there"
-            raise InputError(table, None, _not_the_sweep(problem))
+            return f"{place(index)} is {_said(key)}; the sweep has {_said(wanted)} there"
     if len(found) != len(expected):
         unit = "run" if crowd else "row"
-        problem = f"{counted(len(found), unit)} where the sweep has {len(expected)}"
-        raise InputError(table, None, _not_the_sweep(problem))
-
-
-def _not_the_sweep(problem: str) -> str:
-    return f"not the sweep of {QUESTION_FILE}: {problem}"
+        return f"{counted(len(found), unit)} where the sweep has {len(expected)}"
+    return None
 
 
 def _device_key(row: ResultRow) -> Key:

@@ -24,7 +24,7 @@ from typing import IO
 from edgetwin.atomic import why_not_written, write_text_atomic
 from edgetwin.errors import OUT_OPTION, InputError
 from edgetwin.plan.sweep import ConfigResult
-from edgetwin.results import ResultRow
+from edgetwin.results import ResultRow, check_row
 
 PARTIAL = "partial"
 ROWS_FILE = "rows.jsonl"  # in PARTIAL: one line per finished configuration
@@ -93,7 +93,8 @@ class Journal:
             self._lock = None
 
     def finished(self) -> dict[int, ConfigResult]:
-        """Configurations already done, by index; drops a torn last line from the file."""
+        """Configurations already done, by index; drops from the file a torn last line and
+        everything from a line that is not a journal line (those configurations run again)."""
         if not self.rows_path.is_file():
             return {}
         done: dict[int, ConfigResult] = {}
@@ -101,14 +102,10 @@ class Journal:
         with self.rows_path.open("rb") as handle:
             for line in handle:
                 try:
-                    if not line.endswith(b"\n"):
-                        break
-                    record = json.loads(line)
-                    rows = tuple(ResultRow(**row) for row in record["rows"])
-                    index = int(record["index"])
+                    result = _journaled(line)
                 except (ValueError, KeyError, TypeError):  # torn, or not a journal line
                     break
-                done[index] = ConfigResult(index, rows)
+                done[result.index] = result
                 good_bytes += len(line)
         with self.rows_path.open("r+b") as handle:
             handle.truncate(good_bytes)
@@ -169,6 +166,20 @@ def _locked(out: Path, lock: Path) -> int | None:
         )
         raise JournalBusy(out, None, problem) from None
     return fd
+
+
+def _journaled(line: bytes) -> ConfigResult:
+    """The finished configuration a journal line records; ``ValueError``, ``KeyError`` or
+    ``TypeError`` if it is torn (no line end) or not a journal line: not JSON of an index
+    and rows, or a row that would not read back from ``results.csv`` (a time below 0, not
+    a number)."""
+    if not line.endswith(b"\n"):
+        raise ValueError("a torn line")
+    record = json.loads(line)
+    rows = tuple(ResultRow(**row) for row in record["rows"])
+    for row in rows:
+        check_row(row)
+    return ConfigResult(int(record["index"]), rows)
 
 
 def _marked(marker: Path) -> dict[str, object]:

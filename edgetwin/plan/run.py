@@ -10,7 +10,12 @@ from typing import Any
 from edgetwin.errors import OUT_OPTION, InputError
 from edgetwin.plan.answers import describe
 from edgetwin.plan.executors import Executor
-from edgetwin.plan.folder import ReportWriter, answer_table, write_swept_question
+from edgetwin.plan.folder import (
+    ReportWriter,
+    answer_table,
+    sweep_mismatch,
+    write_swept_question,
+)
 from edgetwin.plan.journal import Journal, fingerprint
 from edgetwin.plan.questions import LoadedQuestion
 from edgetwin.plan.sweep import ConfigResult, payload_for
@@ -84,6 +89,18 @@ def sweep_rows(
     return rows, len(missing)
 
 
+def check_journaled(loaded: LoadedQuestion, rows: list[ResultRow], journal: Journal) -> None:
+    """The rows of a sweep (resumed from ``journal``, and run now) are the sweep's
+    (``sweep_mismatch``): else an InputError naming the journal, whose lines were edited."""
+    problem = sweep_mismatch(loaded, rows, lambda index: f"row {index + 1}")
+    if problem is not None:
+        problem = (
+            f"not the rows of this sweep: {problem}; remove {journal.folder} or use another "
+            f"{OUT_OPTION}"
+        )
+        raise InputError(journal.rows_path, None, problem)
+
+
 def run_plan(
     loaded: LoadedQuestion,
     out: Path,
@@ -100,6 +117,7 @@ def run_plan(
     journal = journal_for(loaded, out)
     try:
         rows, ran_now = sweep_rows(loaded, journal, executor, on_progress)
+        check_journaled(loaded, rows, journal)  # before anything is written into out
         write_results(out / RESULTS_CSV, rows)
         write_swept_question(loaded, out)
         result = answer_table(loaded, out, write_report)  # as edgetwin report answers it
