@@ -603,6 +603,21 @@ def test_journal_rows_of_another_configuration_are_refused_before_anything_is_wr
     assert sorted(p.name for p in out.iterdir()) == ["partial"]
 
 
+@pytest.mark.parametrize("name", ["rows.jsonl"])
+def test_a_folder_in_place_of_a_journal_file_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """A folder for partial/rows.jsonl was a crash (exit 1, 'Is a directory')."""
+    argv, out = _interrupted_plan(tmp_path)
+    path = out / "partial" / name
+    path.unlink()
+    path.mkdir()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: cannot be used as the plan's journal: Is a directory" in err, err
+    assert sorted(p.name for p in out.iterdir()) == ["partial"]
+
+
 def test_the_modules_digest_changes_with_a_module_s_bytes_or_name(tmp_path: Path) -> None:
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)

@@ -94,9 +94,17 @@ class Journal:
 
     def finished(self) -> dict[int, ConfigResult]:
         """Configurations already done, by index; drops from the file a torn last line and
-        everything from a line that is not a journal line (those configurations run again)."""
-        if not self.rows_path.is_file():
+        everything from a line that is not a journal line (those configurations run again).
+        A journal file that cannot be read (a folder in its place) is an InputError."""
+        if not self.rows_path.exists():
             return {}
+        try:
+            return self._recovered()
+        except OSError as exc:
+            raise _unusable(self.rows_path, exc) from None
+
+    def _recovered(self) -> dict[int, ConfigResult]:
+        """The journal's finished configurations, the file cut after the last good line."""
         done: dict[int, ConfigResult] = {}
         good_bytes = 0
         with self.rows_path.open("rb") as handle:
@@ -114,7 +122,10 @@ class Journal:
     def append(self, result: ConfigResult) -> None:
         """Record one finished configuration (one line, flushed)."""
         if self._handle is None:
-            self._handle = self.rows_path.open("a", encoding="utf-8")
+            try:
+                self._handle = self.rows_path.open("a", encoding="utf-8")
+            except OSError as exc:
+                raise _unusable(self.rows_path, exc) from None
         record = {"index": result.index, "rows": [asdict(row) for row in result.rows]}
         self._handle.write(json.dumps(record) + "\n")
         self._handle.flush()
@@ -146,6 +157,16 @@ def journal_held(out: Path) -> Iterator[None]:
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def _unusable(path: Path, exc: OSError) -> InputError:
+    """The error of a file of the journal (``DIR/partial/...``) that cannot be read or
+    written (a folder in its place, say): it names the file and the way out."""
+    problem = (
+        f"cannot be used as the plan's journal: {exc.strerror or exc}; remove "
+        f"{path.parent} or use another {OUT_OPTION}"
+    )
+    return InputError(path, None, problem)
 
 
 def _locked(out: Path, lock: Path) -> int | None:
