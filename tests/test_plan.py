@@ -603,11 +603,12 @@ def test_journal_rows_of_another_configuration_are_refused_before_anything_is_wr
     assert sorted(p.name for p in out.iterdir()) == ["partial"]
 
 
-@pytest.mark.parametrize("name", ["rows.jsonl"])
+@pytest.mark.parametrize("name", ["rows.jsonl", "lock"])
 def test_a_folder_in_place_of_a_journal_file_is_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
 ) -> None:
-    """A folder for partial/rows.jsonl was a crash (exit 1, 'Is a directory')."""
+    """A folder for partial/rows.jsonl was a crash (exit 1, 'Is a directory'); for
+    partial/lock the error named --out ('cannot create the output folder'), not the lock."""
     argv, out = _interrupted_plan(tmp_path)
     path = out / "partial" / name
     path.unlink()

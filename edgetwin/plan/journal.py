@@ -51,18 +51,18 @@ class Journal:
         self.rows_path = self.folder / ROWS_FILE
         self._lock = _locked(out, self.folder / LOCK_FILE)
         try:
-            self._check_sweep(out, {"fingerprint": sweep_fingerprint, "code": code})
+            self._check_sweep({"fingerprint": sweep_fingerprint, "code": code})
         except BaseException:
             self.unlock()
             raise
         self._handle: IO[str] | None = None
 
-    def _check_sweep(self, out: Path, identity: dict[str, str]) -> None:
+    def _check_sweep(self, identity: dict[str, str]) -> None:
         """Mark a new journal with the sweep's fingerprint and the code's digest; refuse
         another sweep's, or one other code ran (a journal written before the digest was
         kept counts as such), or rows without the mark that says whose they are."""
         marker = self.folder / SWEEP_FILE
-        if marker.is_file():
+        if marker.exists():  # a folder in its place holds no mark: a different sweep
             marked = _marked(marker)
             if marked.get("fingerprint") != identity["fingerprint"]:
                 problem = f"holds a different sweep; remove it or use another {OUT_OPTION}"
@@ -83,8 +83,7 @@ class Journal:
             try:
                 write_text_atomic(marker, json.dumps(identity) + "\n")
             except OSError as exc:
-                problem = f"cannot create the output folder: {why_not_written(marker, exc)}"
-                raise InputError(out, OUT_OPTION, problem) from None
+                raise _unusable(marker, exc) from None
 
     def unlock(self) -> None:
         """Let another plan take the journal (the process's end does it too)."""
@@ -174,10 +173,13 @@ def _locked(out: Path, lock: Path) -> int | None:
     plan holds it."""
     try:
         lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         problem = f"cannot create the output folder: {why_not_written(lock, exc)}"
         raise InputError(out, OUT_OPTION, problem) from None
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:  # a folder in its place, say
+        raise _unusable(lock, exc) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
