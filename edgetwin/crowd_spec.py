@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from edgetwin.availability_spec import Availability, ConstantDist, Distribution
 from edgetwin.models import registry
-from edgetwin.schema import NonNegativeFloat, PositiveFloat, PositiveInt, Strict
+from edgetwin.schema import FileName, NonNegativeFloat, PositiveFloat, PositiveInt, Strict
 
 # Upper bounds past which a crowd run would not fit one machine's memory or a day: a value
 # beyond one is a slip (an extra zero), refused with its field named before anything runs.
@@ -31,14 +31,13 @@ def is_crowd_strategy(name: str) -> bool:
     return registry.strategy(name).pipeline is not None
 
 
-_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
 Percent = Annotated[float, Field(ge=0, le=100)]
 
 
 class PhoneClassSpec(Strict):
     """A class of phones in a crowd fleet: a phone profile and how many (count or share)."""
 
-    name: str = Field(min_length=1, pattern=_NAME_PATTERN)
+    name: FileName
     profile: str = Field(min_length=1)
     count: Annotated[int, Field(gt=0, le=MAX_PHONES)] | None = None
     share: Annotated[float, Field(gt=0, le=1)] | None = None
@@ -59,7 +58,7 @@ class PhoneClassSpec(Strict):
 class StageSpec(Strict):
     """One ordered stage (partition) of the pipelined model."""
 
-    name: str = Field(min_length=1, pattern=_NAME_PATTERN)
+    name: FileName
     size_mb: PositiveFloat
     ram_mb: PositiveFloat
     load_peak_mb: PositiveFloat | None = None

@@ -36,6 +36,7 @@ from edgetwin.models.layout import resolved_segments
 from edgetwin.profile import PROFILE_DIR, DeviceProfile, ProfileKind, profile_path
 from edgetwin.schema import (
     BandwidthMbps,
+    FileName,
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
@@ -88,7 +89,7 @@ class HostSpec(Strict):
     ``other_load``: other work sharing the compute as that many always-busy ranks
     (fair time-slicing; a fraction for work that is busy part of the time)."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: FileName
     compute_slots: PositiveFloat = 1.0
     other_load: NonNegativeFloat = 0.0
 
@@ -213,7 +214,7 @@ AnyModel = Annotated[
 class Scenario(Strict):
     """A whole scenario file."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: FileName
     description: str = ""
     mode: RunMode = "twin"
     seed: Annotated[int, Field(ge=0)] = 0

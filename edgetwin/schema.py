@@ -139,6 +139,11 @@ class StrictSweep(Strict):
         return values
 
 
+# a name that also names a file or a host (a profile <name>.yaml, a phone's host): letters,
+# digits, "_", "." and "-" (no "/": it would reach outside its folder)
+FileName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
 def optional_values() -> Any:
     """A list field that is left out to mean a default (its ``()``, which the code reads as
     "the scenario's"): given, it holds at least one value (``[]`` is an error, not the

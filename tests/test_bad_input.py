@@ -310,6 +310,12 @@ SPEC_CASES = [
         ("field 'assumptions.inference_floor_ms'", "finite"),
     ),
     ("android_crowdio", "phone_classes/0", DROP, ("field 'crowd.fleet'", "'android_low'")),
+    (  # its profile was written as <out>/../x.yaml, outside the folder
+        "android_crowdio",
+        "phone_classes/0/name",
+        "../x",
+        ("field 'phone_classes.0.name'", "should match pattern"),
+    ),
 ]
 
 

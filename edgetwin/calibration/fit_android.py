@@ -64,6 +64,7 @@ from edgetwin.phone_profile import MMAP_CEILING_MB, PhoneProfile
 from edgetwin.profile import mah_from_joules
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.schema import (
+    FileName,
     PositiveFloat,
     Strict,
     load_yaml_model,
@@ -90,7 +91,7 @@ METRIC_UNITS = {
 class PhoneClassFacts(Strict):
     """What is known or assumed about one class of phone, not fitted."""
 
-    name: str
+    name: FileName  # its profile is written as <name>.yaml
     description: str = ""
     ram_mb: PositiveFloat
     cpu_gflops: PositiveFloat

@@ -32,6 +32,7 @@ from edgetwin.file_kinds import check_kind, check_named_scenario
 from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.scenario import Scenario, swept_bandwidths, validate_scenario
 from edgetwin.schema import (
+    FileName,
     Strict,
     apply_override,
     check_known_once,
@@ -48,7 +49,7 @@ MAX_OPTIMUM_TASKS = 200  # inputs x stages of one instance: the search recurses 
 class InstanceSpec(Strict):
     """One small instance: a name and overrides of the base scenario."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: FileName
     set: tuple[str, ...] = ()
 
 

@@ -32,6 +32,7 @@ from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.scenario import Scenario, StrategySpec
 from edgetwin.schema import (
     BandwidthMbps,
+    FileName,
     PositiveFloat,
     PositiveInt,
     Strict,
@@ -215,7 +216,7 @@ Questions = Annotated[
 class PlanQuestion(Strict):
     """A whole question file."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: FileName
     description: str = ""
     scenario: str = Field(min_length=1)  # relative to the question file
     set: tuple[str, ...] = ()  # --set overrides of the scenario, applied in order
