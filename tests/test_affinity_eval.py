@@ -142,8 +142,9 @@ def test_evaluate_affinity_says_an_optimum_is_not_proved(
     )
     assert main(["evaluate-affinity", str(spec), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     line = capsys.readouterr().out.splitlines()[0]
-    assert line.startswith("p3 (crowdio_streaming): optimum ")
-    assert "s (not proved within node_limit); affinity " in line
+    assert line.startswith("p3 (crowdio_streaming): optimum makespan ")
+    assert "s (not proved within node_limit); regret (makespan over the optimum's): " in line
+    assert "affinity " in line
     data = json.loads((tmp_path / "out" / "affinity.json").read_text())
     assert data["instances"][0]["optimum"]["proved"] is False
 

@@ -172,7 +172,9 @@ def _parser() -> argparse.ArgumentParser:
     add_out_argument(run)
     run.add_argument("--seed", type=int, help="override the scenario's seed")
     add_set_argument(run, "override a scenario field, e.g. --set network.latency_ms=2")
-    run.add_argument("--mode", choices=RUN_MODES, help="override the scenario's mode")
+    run.add_argument(
+        "--mode", choices=RUN_MODES, help="override the scenario's mode (default: its mode:, twin)"
+    )
     run.add_argument(
         "--trace",
         action="store_true",
@@ -184,7 +186,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_quiet_argument(run)
     run.add_argument(
-        "--format", choices=FORMATS, default="csv", help="results.csv, results.parquet or both"
+        "--format",
+        choices=FORMATS,
+        default="csv",
+        help="results.csv, results.parquet or both (default: csv)",
     )
     add_check_argument(run)
     add_static_argument(run)
@@ -287,7 +292,7 @@ def _parser() -> argparse.ArgumentParser:
     affinity.add_argument(
         "--mode",
         choices=AFFINITY_MODES,
-        help="overrides the file's mode (emu: Mininet, root)",
+        help="overrides the file's mode (default: its mode:, twin; emu: Mininet, root)",
     )
     add_quiet_argument(affinity)
     add_check_argument(affinity)
@@ -307,8 +312,8 @@ def _parser() -> argparse.ArgumentParser:
         "--by",
         choices=list(HOLDOUT_NAMES),
         default="batch",
-        help="what to leave out in turn (bandwidth: traces with a shaped link; prompt: "
-        "decoder prompt lengths)",
+        help="what to leave out in turn (default: batch; bandwidth: traces with a shaped link; "
+        "prompt: decoder prompt lengths)",
     )
     add_static_argument(validate)
     add_force_argument(validate)
@@ -594,7 +599,8 @@ def _evaluate_affinity(args: argparse.Namespace) -> int:
         proved = "" if instance.optimum.proved else " (not proved within node_limit)"
         regrets = ", ".join(f"{n} {s.regret_pct:.1f} %" for n, s in instance.schedulers.items())
         print(
-            f"{instance.name} ({instance.strategy}): optimum {optimum_s:.4g} s{proved}; {regrets}"
+            f"{instance.name} ({instance.strategy}): optimum makespan {optimum_s:.4g} s{proved}; "
+            f"regret (makespan over the optimum's): {regrets}"
         )
     print(f"-> {written(args.out)}")
     return 0
