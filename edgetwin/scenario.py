@@ -269,7 +269,11 @@ class Scenario(Strict):
         for i, sweep in enumerate(self.sweeps):
             if max(sweep.devices) > fleet:
                 wanted = max(sweep.devices)
-                raise ValueError(f"sweeps.{i}.devices: asks for {wanted}; the fleet has {fleet}")
+                asks = f"asks for {wanted}"
+                if "devices" not in sweep.model_fields_set:
+                    asks = f"left out, it is [{wanted}] (a split runs on {wanted} devices)"
+                problem = f"{asks}; the fleet has {fleet}"
+                raise ValueError(f"sweeps.{i}.devices: {problem}")
         return self
 
     @model_validator(mode="after")

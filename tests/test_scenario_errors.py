@@ -243,6 +243,11 @@ CASES = [
         scenario_text(sweeps=[{"batch": [1], "devices": [2, 3]}]),
         ("field 'sweeps.0.devices': asks for 3", "fleet has 2"),
     ),
+    Case(  # it said "asks for 2" of a key the file does not have
+        "devices-left-out-beyond-the-fleet",
+        scenario_text(devices__0__count=1),
+        ("field 'sweeps.0.devices': left out, it is [2] (a split runs on 2 devices)", "has 1"),
+    ),
     Case(  # both classes were named 'jetson': no field named
         "device-class-named-twice",
         scenario_text(devices=[JETSONS, JETSONS]),
