@@ -63,6 +63,11 @@ def table_bytes(rows: list[ResultRow], path: Path) -> bytes:
     ("changes", "field", "problem"),
     [
         ({"colour": "red"}, "colour", "unknown key"),
+        (  # a scenario's key set on the question: "unknown key", with no way on
+            {"network": {"bandwidth_mbps": 100}},
+            "network",
+            "'network' is the scenario's: change it through the question's set list",
+        ),
         ({"question": {"kind": "fastest"}}, "question", "kind"),
         (
             {"question": {"kind": "crossover", "strategy": {"name": "single"}}},

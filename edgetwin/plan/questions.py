@@ -282,7 +282,7 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
     try:
         question = load_yaml_model(path, PlanQuestion, overrides)
     except InputError as exc:
-        raise _without_tags(exc) from None
+        raise _scenario_key_hint(_without_tags(exc)) from None
     _check_axes_fit_the_question(question, path)
     scenario_path = referenced_file(question.scenario, path.resolve().parent, path, "scenario")
     scenario_raw = read_yaml_mapping(scenario_path)
@@ -393,6 +393,20 @@ def _check_crowd(scenario: Scenario, path: Path) -> None:
         raise InputError(
             path, "crowd.job.interarrival", "crowd_capacity needs {kind: constant, value_s: T}"
         )
+
+
+def _scenario_key_hint(error: InputError) -> InputError:
+    """An unknown key of the question that is a scenario's (``--set crowd.job...`` on a
+    plan) says how the scenario is changed: through the question's ``set`` list."""
+    first = (error.field or "").split(".")[0]
+    if not error.problem.startswith("unknown key") or first not in Scenario.model_fields:
+        return error
+    problem = (
+        f"unknown key of the question ({first!r} is the scenario's: change it through the "
+        "question's set list, --set \"set.N=KEY=VALUE\" for its Nth item or "
+        "--set \"set=[...]\" for the whole list)"
+    )
+    return InputError(error.path, error.field, problem)
 
 
 def _without_tags(error: InputError) -> InputError:
