@@ -151,6 +151,18 @@ def test_run_report_keeps_its_reference_wording(report: Path) -> None:
     assert "measured run" not in text and "Predicted rows" not in text  # compare's wording
 
 
+def test_a_run_that_meets_no_reference_row_says_so(tmp_path: Path) -> None:
+    """A what-if away from every measured configuration showed empty tables and a list of
+    'reference rows with no successful result': it read as a failed run."""
+    write_results(tmp_path / "results.csv", [r for r in _results() if r.bandwidth_mbps == 100])
+    (tmp_path / "reference.csv").write_text(REFERENCE_CSV)
+    text = write_report(tmp_path).read_text(encoding="utf-8")
+    assert "<h2>Error against reference</h2>" in text
+    measured = len(REFERENCE_CSV.strip().splitlines()) - 1
+    assert f"No configuration of this run is in the reference table ({measured} measured)" in text
+    assert "no successful result" not in text and "Median |error|" not in text
+
+
 def test_report_is_self_contained(report: Path) -> None:
     assert report == report.parent / "report.html" and report.is_file()
     text = report.read_text(encoding="utf-8")

@@ -142,6 +142,13 @@ def _unmatched_html(label: str | None, keys: Sequence[RowKey]) -> str:
 
 
 def _comparison_html(comparison: Comparison, wording: Wording) -> str:
+    if not comparison.points:  # a run's what-if away from every measured configuration
+        count = len(dict.fromkeys(comparison.unmatched_keys))
+        return (
+            f"<h2>{escape(wording.heading)}</h2><p>No configuration of this run is in the "
+            f"reference table ({count} measured): nothing to compare. A what-if away from "
+            "the measured configurations leaves the table out with --set ~reference.</p>"
+        )
     medians = "".join(
         f"<tr><td>{escape(metric)}</td><td>{value:.1f}</td></tr>"
         for metric, value in comparison.median_abs_error_pct.items()
