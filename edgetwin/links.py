@@ -66,6 +66,7 @@ class CheckedLink:
     wire_mbps: float | None  # None in files written before the wire rate
     error_pct: float | None
     flows: int = 1
+    line: int | None = None  # its line in link_check.csv, when read from it
 
     @property
     def goodput_share(self) -> float:
@@ -108,4 +109,5 @@ def _checked_link(row: Row) -> CheckedLink:
         wire_mbps=None if error_pct is None else row.number("wire_mbps", minimum=0),
         error_pct=error_pct,
         flows=row.optional_integer("flows", minimum=1) or 1,  # files before the shared medium
+        line=row.line,
     )

@@ -813,6 +813,25 @@ def test_calibrate_machine_emu_bad_link_check(
     assert_clean_failure(argv, capsys, tmp_path, *expected)
 
 
+def test_calibrate_machine_emu_refuses_a_goodput_no_link_carries(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A goodput of 99999 Mbps on every 200 and 800 Mbps link gave a link share of 312.5,
+    and the profile built from it a pydantic traceback (exit 1): the share is checked
+    against the profile's range where it is read, naming the file, column and line."""
+    run = _emu_run_with(tmp_path)
+    lines = (run / "link_check.csv").read_text().splitlines()
+    column = lines[0].split(",").index("goodput_mbps")
+    rows = [line.split(",") for line in lines[1:]]
+    for row in rows:
+        row[column] = "99999"
+    text = "\n".join([lines[0], *(",".join(row) for row in rows)]) + "\n"
+    (run / "link_check.csv").write_text(text)
+    argv = ["calibrate-machine", "--emu", str(run), "--out", str(tmp_path / "out")]
+    expected = ("link_check.csv: field 'goodput_mbps'", "line 2", "bandwidth_efficiency")
+    assert_clean_failure(argv, capsys, tmp_path, *expected, "less than or equal to 2")
+
+
 def test_calibrate_machine_emu_with_the_link_checks_header_alone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

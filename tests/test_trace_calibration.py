@@ -187,3 +187,29 @@ def test_a_broken_or_second_power_log_is_named(tmp_path: Path) -> None:
     shutil.copy(LOOPBACK / "power_samples.csv", log.parent)
     with pytest.raises(InputError, match=r"2 power logs \(power_samples.csv, tegrastats.csv\)"):
         calibrate_from_traces(spec, "test")
+
+
+def test_every_fitted_parameter_stays_in_the_profiles_range() -> None:
+    """A fitted value lies within its least-squares bounds, so bounds inside the range the
+    profile takes keep every fit a profile (a value out of it was a pydantic traceback);
+    a value measured, not fitted (the link share), is checked where it is read."""
+    from edgetwin.calibration import fit_decoder, fit_emu, fit_reference, fit_traces
+    from edgetwin.calibration.profile_io import FIXABLE_SECTIONS, out_of_range
+    from edgetwin.profile import MemoryParams
+
+    sections = {**FIXABLE_SECTIONS, "memory": MemoryParams}
+    bounds = [
+        (path, low, high)
+        for path, low, high, _ in (*fit_reference.TABLE_PARAMETERS, *fit_emu.EMU_PARAMETERS)
+    ]
+    for section, named in (
+        ("compute", fit_traces.COMPUTE_BOUNDS),
+        ("staging", fit_traces.STAGING_BOUNDS),
+        ("network", fit_traces.NETWORK_BOUNDS),
+        ("memory", fit_decoder.MEMORY_BOUNDS),
+    ):
+        bounds += [(f"{section}.{name}", low, high) for name, (low, high, _) in named.items()]
+    for path, low, high in bounds:
+        section, _, name = path.partition(".")
+        for value in (low, high):
+            assert out_of_range(sections[section], name, value) is None, (path, value)

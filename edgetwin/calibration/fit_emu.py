@@ -40,6 +40,7 @@ from edgetwin.calibration.profile_io import (
     FIXABLE_SECTIONS,
     ProfileFacts,
     check_fixed,
+    check_measured,
     host_ram_mb,
     source_record,
     write_profile,
@@ -52,6 +53,7 @@ from edgetwin.scenario import RESOLVED_FILE, Configuration, Scenario, load_resol
 from edgetwin.schema import Strict, dump_yaml, load_yaml_model
 
 RUN_FILES = (RESULTS_CSV, LINK_CHECK_FILE, RESOLVED_FILE)
+EFFICIENCY = "network.bandwidth_efficiency"  # measured by the link checks, not fitted
 _LOG = logging.getLogger(__name__)
 
 # The table fit's timing parameters (less those fixed below or measured), and two more.
@@ -200,13 +202,21 @@ def _link_efficiency(run: Path, scenario: Scenario) -> float:
 def goodput_share(path: Path) -> float:
     """``network.bandwidth_efficiency``: the median of iperf3's TCP goodput over the set
     rate's share (the rate / ``flows``, the senders at once on a shared medium), every
-    bandwidth and direction. A bad cell names the file, its column and the line; a link
+    bandwidth and direction. A bad cell names the file, its column and the line, and so
+    does a goodput whose share is not one a profile takes (above 2: not the link's); a link
     short of its rate (it lowers the share) is a warning."""
     checks = read_link_checks(path)
     if not checks:
         raise InputError(path, None, "no link checks (the header alone)")
+    for check in checks:
+        senders = "" if check.flows == 1 else f", one of {check.flows} senders at once"
+        carried = (
+            f"line {check.line}: a goodput of {check.goodput_mbps:g} Mbps over a link set "
+            f"to {check.bandwidth_mbps:g} Mbps{senders}"
+        )
+        check_measured(path, "goodput_mbps", EFFICIENCY, check.goodput_share, carried)
     for warning in link_warnings(checks):
-        _LOG.warning("warning: %s; network.bandwidth_efficiency is fitted from it", warning)
+        _LOG.warning("warning: %s; %s is fitted from it", warning, EFFICIENCY)
     share = round(median(check.goodput_share for check in checks), 4)
     if share <= 0:
         raise InputError(path, "goodput_mbps", "the links carried nothing (median 0)")

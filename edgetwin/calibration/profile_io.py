@@ -63,12 +63,32 @@ def check_fixed(
     ``sections`` and its value one that parameter takes."""
     for key, value in fixed.items():
         params = parameter_section(path, f"fixed.{key}", key, sections)
-        name = key.partition(".")[2]
-        try:
-            params.__pydantic_validator__.validate_assignment(params.model_construct(), name, value)
-        except ValidationError as exc:
-            problem = f"{exc.errors()[0]['msg']} (got {shown(value)})"
-            raise InputError(path, f"fixed.{key}", problem) from None
+        problem = out_of_range(params, key.partition(".")[2], value)
+        if problem is not None:
+            raise InputError(path, f"fixed.{key}", f"{problem} (got {shown(value)})")
+
+
+def check_measured(path: Path, field: str, key: str, value: float, measured: str) -> None:
+    """An InputError naming ``path`` and ``field`` unless ``value``, which ``measured`` (what
+    the file shows, e.g. ``line 2: ...``) gives the profile parameter ``key``
+    (``section.parameter``) as, is one that parameter takes: a value taken from the data
+    is checked where it is read, as a spec's ``fixed`` is, not by the profile built from
+    it (a pydantic traceback naming neither the file nor the line)."""
+    section, _, name = key.partition(".")
+    problem = out_of_range(FIXABLE_SECTIONS[section], name, value)
+    if problem is not None:
+        problem = f"{measured} gives {key} = {value:.6g}, which a profile does not take: {problem}"
+        raise InputError(path, field, problem)
+
+
+def out_of_range(params: type[BaseModel], name: str, value: float) -> str | None:
+    """Why ``params`` does not take ``value`` as its parameter ``name`` (the schema's
+    words), or None when it does."""
+    try:
+        params.__pydantic_validator__.validate_assignment(params.model_construct(), name, value)
+    except ValidationError as exc:
+        return str(exc.errors()[0]["msg"])
+    return None
 
 
 class ProfileFacts(Strict):
