@@ -132,3 +132,20 @@ def test_duplex_transfers_get_their_share_and_a_scatter_none(toy_profile_path: P
         times[share] = next(run_scenario(scenario, build_fleet(scenario, None))).row.comm_ms
     gather_ms = 1.0
     assert times[0.5] - times[1.0] == pytest.approx(gather_ms)
+
+
+@pytest.mark.timeout(300)
+def test_the_written_spec_refits_to_the_same_profile(tmp_path: Path) -> None:
+    """``calibrate-machine --emu RUN --out M1`` wrote M1/spec.yaml with ``run`` relative to
+    its staging folder (``../../run``, one level too deep), so calibrating that spec said
+    the run "is not a folder": it is relative to M1 now, and refits to the same profile."""
+    run = fake_emu_run(tmp_path / "run")
+    out = tmp_path / "M1"
+    assert main(["calibrate-machine", "--emu", str(run), "--out", str(out)]) == 0
+    assert yaml.safe_load((out / "spec.yaml").read_text())["run"] == "../run"
+    refitted = tmp_path / "refitted.yaml"
+    assert main(["calibrate", str(out / "spec.yaml"), "--out", str(refitted)]) == 0
+    first, again = (yaml.safe_load(path.read_text()) for path in (out / "profile.yaml", refitted))
+    for profile in (first, again):
+        del profile["fit"]["command"]
+    assert again == first

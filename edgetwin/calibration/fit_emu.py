@@ -87,6 +87,12 @@ def calibrate_from_emu(spec_path: Path, command: str) -> DeviceProfile:
     spec = load_yaml_model(spec_path, EmuCalibrationSpec)
     check_fixed(spec_path, spec.fixed, FIXABLE_SECTIONS)
     run = _run_folder(spec_path.parent / spec.run, spec_path, "run")
+    return _fit_run(spec, spec_path, run, command)
+
+
+def _fit_run(spec: EmuCalibrationSpec, spec_path: Path, run: Path, command: str) -> DeviceProfile:
+    """The profile ``spec`` describes, fitted from the emulator run folder ``run``
+    (``spec_path``: the spec an error names)."""
     scenario = load_resolved(run / RESOLVED_FILE)
     measured = read_emu_rows(run / RESULTS_CSV)
     efficiency = spec.fixed.get("network.bandwidth_efficiency")
@@ -135,13 +141,20 @@ def _run_folder(run: Path, named_by: Path, field: str) -> Path:
     return resolved
 
 
-def calibrate_machine_from_emu(run_dir: Path, out_dir: Path, command: str) -> DeviceProfile:
-    """``out_dir/spec.yaml`` (this machine's facts, the run) and the profile fitted from it."""
+def calibrate_machine_from_emu(
+    run_dir: Path, out_dir: Path, command: str, published_as: Path | None = None
+) -> DeviceProfile:
+    """``out_dir/spec.yaml`` (this machine's facts, the run) and the profile fitted from it.
+
+    ``published_as``: the folder ``out_dir`` becomes (a command writes into a staging
+    folder, then renames it to its ``--out``), which the spec's ``run`` is relative to;
+    relative to the staging folder, it pointed one level too deep."""
     spec_path = out_dir / "spec.yaml"
     run = _run_folder(run_dir, run_dir, "--emu")
-    spec = machine_emu_spec(Path(os.path.relpath(run, out_dir.resolve())))
-    write_text_atomic(spec_path, dump_yaml(spec))
-    profile = calibrate_from_emu(spec_path, command)
+    final = (out_dir if published_as is None else published_as).resolve()
+    raw = machine_emu_spec(Path(os.path.relpath(run, final)))
+    write_text_atomic(spec_path, dump_yaml(raw))
+    profile = _fit_run(EmuCalibrationSpec.model_validate(raw), spec_path, run, command)
     write_profile(profile, out_dir / "profile.yaml")
     return profile
 

@@ -513,7 +513,7 @@ def _calibrate_machine_from_emu(args: argparse.Namespace) -> int:
     command = f"edgetwin calibrate-machine --emu {args.emu} --out {args.out}"
     # the run folder it fits is read in the folder, after out is checked: named here
     with _output_folder(args.out, args.force, inputs=(str(args.emu),)) as staging:
-        profile = calibrate_machine_from_emu(args.emu, staging, command)
+        profile = calibrate_machine_from_emu(args.emu, staging, command, published_as=args.out)
         write_provenance(staging, command=args.command, seed=None, inputs=args.reads)
     medians = profile.fit["median_abs_error_pct"]
     print(
