@@ -1,8 +1,11 @@
 """Whether a fitted profile describes the data it was fitted to: a section that misses its
 own measurements by more than half (median |error|) was fitted to timings that disagree
-with each other or with the twin's model, and predicts nothing with it."""
+with each other or with the twin's model, and predicts nothing with it; one fitted from
+fewer distinct points than parameters matches any data, and is not fitted at all."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from edgetwin.profile import DeviceProfile
 
@@ -46,3 +49,38 @@ TRACES_CAUSE = (
     "its measurements disagree with each other or with the twin's model: check that they "
     "were taken on a quiet machine, in the units the trace format names (docs/traces.md)"
 )
+
+
+MIN_POINTS = 2  # through one point, any law with a free parameter passes exactly
+
+
+class TooFewPoints(ValueError):
+    """A section fitted from fewer distinct measured points than it has free parameters, or
+    from one: the fit would match them whatever the model, and report 0.0 % as its error.
+    A point is a distinct configuration measured (a trace row's shape, a table's row),
+    whatever metrics or phases it times; repetitions of it are one point."""
+
+    def __init__(self, section: str, points: int, parameters: Sequence[str]) -> None:
+        self.section = section
+        self.points = points
+        self.parameters = tuple(parameters)
+        super().__init__(self.problem)
+
+    @property
+    def problem(self) -> str:
+        """What is wrong and what to do, for an error naming the file the points are in."""
+        count = len(self.parameters)
+        points = f"{self.points} distinct point{'' if self.points == 1 else 's'}"
+        return (
+            f"{points} for the {self.section} fit's {count} free parameter"
+            f"{'' if count == 1 else 's'} ({', '.join(self.parameters)}): it needs at least "
+            f"{max(count, MIN_POINTS)}, or it matches any data (error 0.0 %); measure more "
+            "batch sizes or shapes, or set some of them in the spec's fixed"
+        )
+
+
+def check_enough_points(section: str, points: int, parameters: Sequence[str]) -> None:
+    """``TooFewPoints`` unless ``points`` distinct measured points can fit ``parameters``
+    (at least as many, and ``MIN_POINTS``); a section with nothing to fit passes."""
+    if parameters and points < max(len(parameters), MIN_POINTS):
+        raise TooFewPoints(section, points, parameters)

@@ -26,6 +26,7 @@ from edgetwin.calibration.fit_traces import (
     GroupKey,
     Predictor,
     fit_groups,
+    without_label,
 )
 from edgetwin.calibration.readers.decoder_latency import DECODER_LATENCY_FILE, DecoderLatency
 from edgetwin.decoder_spec import DecoderSpec
@@ -104,6 +105,7 @@ def fit_memory(
         bootstrap,
         rng,
         center=np.min,
+        point_of=without_label,
     )
 
 
@@ -147,7 +149,14 @@ def fit_compute_and_memory(
 
     bounds = {**COMPUTE_BOUNDS, **MEMORY_BOUNDS}
     joint = fit_groups(
-        "compute", {**latency_groups, **fastest}, predict, bounds, fixed, bootstrap, rng
+        "compute",
+        {**latency_groups, **fastest},
+        predict,
+        bounds,
+        fixed,
+        bootstrap,
+        rng,
+        point_of=lambda key: without_label(key) if key[0] in METRICS else key,
     )
     return _part(joint, "compute", compute_names, False), _part(
         joint, "memory", ("bandwidth_gbps",), True

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from edgetwin.atomic import write_text_atomic
+from edgetwin.calibration.fit_check import TooFewPoints
 from edgetwin.calibration.fit_reference import (
     TIMING_PARAMETERS,
     MeasuredRow,
@@ -35,6 +36,7 @@ from edgetwin.calibration.fit_reference import (
     fit_measured,
     read_measured,
     residual_report,
+    too_few_points_error,
 )
 from edgetwin.calibration.profile_io import (
     FIXABLE_SECTIONS,
@@ -100,15 +102,18 @@ def _fit_run(spec: EmuCalibrationSpec, spec_path: Path, run: Path, command: str)
         efficiency = _link_efficiency(run, scenario)
     fixed = CPU_FIXED | {"network.bandwidth_efficiency": efficiency} | spec.fixed
     fastest = fastest_per_configuration(measured)
-    profile = fit_measured(
-        spec.profile,
-        scenario,
-        fastest,
-        EMU_PARAMETERS,
-        fixed,
-        expectile=LOAD_EXPECTILE,
-        spec_path=spec_path,
-    )
+    try:
+        profile = fit_measured(
+            spec.profile,
+            scenario,
+            fastest,
+            EMU_PARAMETERS,
+            fixed,
+            expectile=LOAD_EXPECTILE,
+            spec_path=spec_path,
+        )
+    except TooFewPoints as error:
+        raise too_few_points_error(run / RESULTS_CSV, error) from None
     report = residual_report(scenario, profile, fastest, run / RESULTS_CSV)
     fit = {
         "method": f"scipy.optimize.least_squares, {LOAD_EXPECTILE}-expectile of the log "

@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import Field
 from scipy.optimize import least_squares, nnls
 
+from edgetwin.calibration.fit_check import TooFewPoints, check_enough_points
 from edgetwin.calibration.held_out import held_out_block
 from edgetwin.calibration.profile_io import (
     FIXABLE_SECTIONS,
@@ -149,7 +150,10 @@ def fit_profile(spec_path: Path | str, command: str) -> DeviceProfile:
     scenario = _encoder_scenario(spec_path, scenario_path)
     measured = read_measured(reference)
     _check_fittable(reference, measured, spec.fixed)
-    profile = fit_by_component(spec, scenario, measured, spec_path)
+    try:
+        profile = fit_by_component(spec, scenario, measured, spec_path)
+    except TooFewPoints as error:
+        raise too_few_points_error(reference, error) from None
     report = residual_report(scenario, profile, measured, reference)
     return profile.model_copy(
         update={
@@ -208,8 +212,9 @@ def _encoder_scenario(spec_path: Path, scenario_path: Path) -> Scenario:
 
 def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
     """Refit without each batch size of the measured table and predict that batch's rows
-    (none when the table has one batch size, or a section's only rows are that batch's: a
-    refit on no rows is its starting point; a notice names the batch and the column)."""
+    (none when the table has one batch size, or a section's only rows, or all but too few
+    for its parameters, are that batch's: a refit on no rows is its starting point, on too
+    few any law; a notice names the batch and the column)."""
     spec = load_spec(spec_path)
     base = spec_path.parent
     scenario_path = referenced_file(spec.scenario, base, spec_path, "scenario").resolve()
@@ -232,7 +237,19 @@ def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
                 columns,
             )
             continue
-        profile = fit_by_component(spec, scenario, kept, spec_path)
+        try:
+            profile = fit_by_component(spec, scenario, kept, spec_path)
+        except TooFewPoints as error:
+            column = SECTION_COLUMNS[error.section]
+            _LOG.warning(
+                "validation: batch %d gives no held-out points: without it, %s has %d"
+                " distinct points to refit %d parameters from",
+                batch,
+                column,
+                error.points,
+                len(error.parameters),
+            )
+            continue
         for row in measured:
             if row.config.batch != batch:
                 continue
@@ -320,6 +337,7 @@ def fit_measured(
     """
     fixed = dict(fixed or {})
     free = [p for p in parameters if p[0] not in fixed]
+    _check_enough_points(measured, [path for path, *_ in free])
     start = [p[3] for p in free]
     bounds = ([p[1] for p in free], [p[2] for p in free])
 
@@ -347,6 +365,29 @@ def fit_measured(
     has_energy = power and any(row.values.get("energy_j") for row in measured)
     watts = _fit_power(scenario, timing_only, measured) if has_energy else _unit_power()
     return profile_at(fit.x, watts)
+
+
+def _check_enough_points(measured: Sequence[MeasuredRow], free: Sequence[str]) -> None:
+    """``TooFewPoints`` unless each section has enough distinct points (``_point_of``) with a
+    value above 0 in its column (``SECTION_COLUMNS``) for its free parameters."""
+    for section, column in SECTION_COLUMNS.items():
+        prefix = f"{section}."
+        names = [path.removeprefix(prefix) for path in free if path.startswith(prefix)]
+        points = {_point_of(section, r.config) for r in measured if r.values.get(column, 0.0) > 0}
+        check_enough_points(section, len(points), names)
+
+
+def _point_of(section: str, config: Configuration) -> Configuration:
+    """A configuration as far as ``section``'s cost depends on it: compute and copies do not
+    depend on the link's bandwidth (rows that differ only in it are one point), the
+    exchange does."""
+    return config if section == "network" else config.model_copy(update={"bandwidth_mbps": 0.0})
+
+
+def too_few_points_error(path: Path, error: TooFewPoints) -> InputError:
+    """The InputError naming the measured table ``path`` and the column its section is
+    fitted from."""
+    return InputError(path, SECTION_COLUMNS[error.section], error.problem)
 
 
 def _check_runnable(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ import simpy
 from scipy.optimize import least_squares
 from threadpoolctl import threadpool_info
 
+from edgetwin.calibration.fit_check import check_enough_points
 from edgetwin.calibration.readers.gpu_bench import VIT_FULL, StagingCopy, VitLatency
 from edgetwin.calibration.readers.staged_exchange import StagedExchange
 from edgetwin.model_spec import ModelSpec
@@ -108,12 +109,16 @@ def fit_groups(
     bootstrap: int,
     rng: np.random.Generator,
     center: Callable[[np.ndarray], Any] = np.mean,
+    point_of: Callable[[GroupKey], Hashable] = lambda key: key,
 ) -> ComponentFit:
     """Least squares on group means (or another ``center``: ``np.min`` for the fastest
     rep), then a bootstrap over the reps of each group; ``NotPositiveTime`` when a group's
-    center is not above 0."""
+    center is not above 0, ``TooFewPoints`` when the groups are too few distinct points
+    for the free parameters (``point_of``: the configuration measured that a group's key
+    is one metric or phase of; by default the key itself)."""
     names = [n for n in bounds if n not in fixed]
     keys = list(groups)
+    check_enough_points(section, len({point_of(k) for k in keys}), names)
 
     def solve(means: Mapping[GroupKey, float]) -> dict[str, float]:
         def residuals(x: np.ndarray) -> list[float]:
@@ -162,6 +167,12 @@ def blas_kernel() -> str:
         if lib["user_api"] == "blas"
     }
     return ", ".join(sorted(kernels)) or "unknown"
+
+
+def without_label(key: GroupKey) -> GroupKey:
+    """The configuration measured of a group whose key starts with the metric or phase it
+    times (``("d2h", ...)``, ``("ttft_ms", ...)``): the rest of the key."""
+    return key[1:]
 
 
 def _label(key: GroupKey) -> str:

@@ -12,7 +12,7 @@ bandwidth, from real decoder generations, ``fit_decoder``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, ValidationError
 
+from edgetwin.calibration.fit_check import TooFewPoints
 from edgetwin.calibration.fit_decoder import (
     METRICS,
     decoder_key,
@@ -183,7 +184,9 @@ def fit_sections(
     base: DeviceProfile | None = None,
 ) -> dict[str, ComponentFit]:
     """Fit every requested section the data allows, without the ``holdout`` records; the
-    memory bandwidth on the fitted compute section (else ``base``'s)."""
+    memory bandwidth on the fitted compute section (else ``base``'s). A section with too
+    few distinct points for its parameters is ``TooFewPoints``; in a held-out refit it is
+    left out instead (its held-out records get no point, and ``_note_unrefitted`` says so)."""
     rng = np.random.default_rng(spec.seed)
     excluded_batch = holdout.value if holdout is not None and holdout.by == "batch" else None
     latencies = [r for r in data.latencies if holdout is None or not holdout.covers(r)]
@@ -195,11 +198,22 @@ def fit_sections(
         prefix = f"{section}."
         return {k.removeprefix(prefix): v for k, v in not_fitted.items() if k.startswith(prefix)}
 
+    def fit_into(names: tuple[str, ...], fit: Callable[..., Any], *args: Any, **kw: Any) -> None:
+        try:
+            fitted = fit(*args, **kw)
+        except TooFewPoints:
+            if holdout is None:
+                raise
+            return
+        fits.update(zip(names, fitted if isinstance(fitted, tuple) else (fitted,), strict=True))
+
     decoder = [r for r in data.decoder if holdout is None or not holdout.covers(r)]
     with_decoder = "memory" in spec.fit and decoder and spec.decoder is not None
-    if "compute" in spec.fit and latencies and with_decoder:
-        assert spec.decoder is not None
-        fits["compute"], fits["memory"] = fit_compute_and_memory(
+    with_compute = "compute" in spec.fit and latencies
+    if with_compute and with_decoder:
+        fit_into(
+            ("compute", "memory"),
+            fit_compute_and_memory,
             compute_groups(latencies),
             compute_predictor(spec.model),
             decoder,
@@ -208,8 +222,10 @@ def fit_sections(
             spec.bootstrap,
             rng,
         )
-    elif "compute" in spec.fit and latencies:
-        fits["compute"] = fit_groups(
+    elif with_compute:
+        fit_into(
+            ("compute",),
+            fit_groups,
             "compute",
             compute_groups(latencies),
             compute_predictor(spec.model),
@@ -228,21 +244,41 @@ def fit_sections(
             predict = d2h if key[0] == "d2h" else h2d
             return predict(params, key[1:])
 
-        fits["staging"] = fit_groups(
-            "staging", groups, staging, STAGING_BOUNDS, fixed("staging"), spec.bootstrap, rng
+        fit_into(
+            ("staging",),
+            fit_groups,
+            "staging",
+            groups,
+            staging,
+            STAGING_BOUNDS,
+            fixed("staging"),
+            spec.bootstrap,
+            rng,
+            point_of=_copied,
         )
     if "staging" in spec.fit:
         for pinned in (True, False):
             copies = [c for c in data.copies if c.pinned == pinned and c.batch != excluded_batch]
             if copies:
                 name = "copy_pinned" if pinned else "copy_pageable"
-                fits[name] = fit_groups(
-                    name, copy_groups(copies), copy_predictor, COPY_BOUNDS, {}, spec.bootstrap, rng
+                groups = copy_groups(copies)
+                fit_into(
+                    (name,),
+                    fit_groups,
+                    name,
+                    groups,
+                    copy_predictor,
+                    COPY_BOUNDS,
+                    {},
+                    spec.bootstrap,
+                    rng,
                 )
     if "network" in spec.fit and exchanges:
         blocks = exchanges[0].blocks
         predict = network_predictor(exchange_gaps(exchanges), spec.burst_kb, blocks)
-        fits["network"] = fit_groups(
+        fit_into(
+            ("network",),
+            fit_groups,
             "network",
             exchange_groups(exchanges, "comm_ms"),
             predict,
@@ -251,12 +287,18 @@ def fit_sections(
             spec.bootstrap,
             rng,
         )
-    if with_decoder and "memory" not in fits:
-        assert spec.decoder is not None
+    if with_decoder and not with_compute:
         compute = _compute(fits, base)
         if compute is not None:
-            fits["memory"] = fit_memory(decoder, spec.decoder, compute, spec.bootstrap, rng)
+            fit_into(("memory",), fit_memory, decoder, spec.decoder, compute, spec.bootstrap, rng)
     return fits
+
+
+def _copied(key: GroupKey) -> GroupKey:
+    """The point of a staging group (phase, bandwidth, batch, rows, bytes): an exchange's
+    shape; its two copies, at any link rate, are one point (a copy does not depend on the
+    link)."""
+    return key[2:]
 
 
 def _compute(fits: dict[str, ComponentFit], base: DeviceProfile | None) -> ComputeParams | None:
@@ -345,12 +387,22 @@ def _fit_sections_of(
     holdout: Holdout | None,
     base: DeviceProfile | None,
 ) -> dict[str, ComponentFit]:
-    """``fit_sections``; a measured time of 0 ms or less is bad input in the traces folder."""
+    """``fit_sections``; a measured time of 0 ms or less is bad input in the traces folder,
+    and too few distinct points for a section's parameters in the file it is fitted from."""
     try:
         return fit_sections(spec, data, holdout, base)
     except NotPositiveTime as error:
         problem = f"{error}; a fit on log errors needs times above 0 (drop the section from fit)"
         raise InputError(spec_path.parent / spec.traces, error.section, problem) from None
+    except TooFewPoints as error:
+        raise InputError(_file_of(data, error.section), None, error.problem) from None
+
+
+def _file_of(data: TraceData, fit: str) -> Path:
+    """The trace file a fit (a profile section, or a plain copy fit) reads; the folder if
+    none is named for it."""
+    names = FIT_FILES.get(fit, ())
+    return next((path for path in data.files if path.name in names), data.folder)
 
 
 # the trace files each section is fitted from (any one of them)
@@ -360,6 +412,12 @@ SECTION_FILES: dict[Section, tuple[str, ...]] = {
     "network": (LOOPBACK_FILE, BANDWIDTH_FILE),
     "power": (NVML_POWER_FILE, "jtop log"),
     "memory": (DECODER_LATENCY_FILE,),
+}
+# ... and those of every fit, the reported plain copies' included
+FIT_FILES: dict[str, tuple[str, ...]] = {
+    **dict(SECTION_FILES.items()),
+    "copy_pinned": (STAGING_COPY_FILE,),
+    "copy_pageable": (STAGING_COPY_FILE,),
 }
 
 
@@ -524,23 +582,28 @@ def _note_unrefitted(
     spec: TraceCalibrationSpec, data: TraceData, fits: dict[str, ComponentFit], holdout: Holdout
 ) -> None:
     """Log (a notice on the command's stderr) each section the held-out value leaves with
-    no record to refit: its held-out records get no point, where they would otherwise be
-    left out without a word."""
-    held: list[tuple[Section, str, Sequence[VitLatency | StagedExchange | DecoderLatency]]] = [
-        ("compute", "compute", data.latencies),
-        ("staging", "exchange", data.exchanges),
-        ("memory", "decoder", data.decoder),
+    no record, or too few distinct points, to refit: its held-out records get no point,
+    where they would otherwise be left out without a word."""
+    held: list[
+        tuple[tuple[Section, ...], str, Sequence[VitLatency | StagedExchange | DecoderLatency]]
+    ] = [
+        (("compute",), "compute", data.latencies),
+        (("staging", "network"), "exchange", data.exchanges),
+        (("memory",), "decoder", data.decoder),
     ]
-    for section, points, records in held:
-        if section in spec.fit and section not in fits and any(map(holdout.covers, records)):
+    for sections, points, records in held:
+        unrefitted = [s for s in sections if s in spec.fit and s not in fits]
+        if unrefitted and any(map(holdout.covers, records)):
+            kept = any(not holdout.covers(record) for record in records)
             _LOG.warning(
-                "validation: %s %g gives no held-out %s points: without it, %s holds no record"
-                " to refit %s from",
+                "validation: %s %g gives no held-out %s points: without it, %s holds %s to"
+                " refit %s from",
                 holdout.by,
                 holdout.value,
                 points,
-                " or ".join(SECTION_FILES[section]),
-                section,
+                " or ".join(SECTION_FILES[unrefitted[0]]),
+                "too few distinct points" if kept else "no record",
+                unrefitted[0],
             )
 
 
