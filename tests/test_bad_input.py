@@ -605,6 +605,23 @@ def test_measurements_no_phone_profile_fits_name_the_spec(
     assert_clean_failure(argv, capsys, tmp_path, *expect, "its session.load_cv")
 
 
+@pytest.mark.timeout(120)
+def test_a_cold_load_no_wifi_share_gives_is_said_in_the_fits_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cold load of 6,000 s (the twin's broadcast takes far less at any WiFi share) ended
+    in SciPy's own words: 'f(a) and f(b) must have different signs'."""
+    shipped = (SPECS / "android_crowdio.yaml").parent / "../../../data/reference"
+    measured = (shipped / "crowdio-android/measurements.csv").resolve().read_text()
+    table = tmp_path / "measurements.csv"
+    table.write_text(measured.replace("cold_load,48,4,", "cold_load,6000,4,"))
+    spec = _spec("android_crowdio", tmp_path, _set("reference", str(table)))
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "profiles")]
+    expect = ("no phone profile fits measurements.csv", "no WiFi share from 0.01 to 2")
+    line = assert_clean_failure(argv, capsys, tmp_path, *expect, "(cold_load)", "stays shorter")
+    assert "f(a)" not in line
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("samples", ["one-row", "unlabelled"])
 def test_power_samples_without_the_phases(

@@ -38,8 +38,9 @@ come out of the twin and are reported next to the published figures.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean, pstdev
@@ -363,7 +364,7 @@ class _Fitter:
             ]
             return fmean(d for o in outcomes for d in device_mean_loads_s(o)) - warm_mean_s
 
-        return float(brentq(gap, 0.1, 10.0, xtol=1e-6))
+        return _root(gap, 0.1, 10.0, 1e-6, "load scale", "per-device mean warm load (warm_load)")
 
     def solve_efficiency(self, cold_mean_s: float) -> float:
         """WiFi share at which the cold broadcast of the first stage takes ``cold_mean_s``."""
@@ -374,9 +375,10 @@ class _Fitter:
             return broadcast_load_s(outcome) - cold_mean_s
 
         low, high = 0.01, 2.0
+        gap = functools.cache(gap)  # each share is run once (its end points: twice before)
         if gap(high) > 0:
             return high
-        return float(brentq(gap, low, high, xtol=1e-9))
+        return _root(gap, low, high, 1e-9, "WiFi share", "cold broadcast load (cold_load)")
 
     def solve_power(self, efficiency: float, battery_mah: float) -> dict[str, float]:
         """Watts per state: the relative powers scaled to the published battery per run."""
@@ -386,6 +388,25 @@ class _Fitter:
         predicted = outcome.rows[0].battery_mah or math.nan
         scale = battery_mah / predicted
         return {state: w * scale for state, w in relative.items()}
+
+
+def _root(
+    gap: Callable[[float], float], low: float, high: float, xtol: float, solved: str, matched: str
+) -> float:
+    """The ``solved`` value in [``low``, ``high``] at which ``gap`` (the twin's ``matched``
+    less the measured one, in s) is 0; a ValueError in the fit's words when ``gap`` has one
+    sign at both ends, so no value in between matches (SciPy's brentq said "f(a) and f(b)
+    must have different signs")."""
+    gap = functools.cache(gap)
+    at_low, at_high = gap(low), gap(high)
+    if at_low * at_high > 0:
+        side = "longer" if at_low > 0 else "shorter"
+        closest = min(abs(at_low), abs(at_high))
+        raise ValueError(
+            f"no {solved} from {low:g} to {high:g} makes the twin's {matched} the measured "
+            f"one: it stays {side} (by {closest:.4g} s at the closest); check that figure"
+        )
+    return float(brentq(gap, low, high, xtol=xtol))
 
 
 def _setup(profiles: list[PhoneProfile], spec: AndroidSpec, scenario: Scenario) -> CrowdSetup:
