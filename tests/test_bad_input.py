@@ -605,6 +605,41 @@ def test_measurements_no_phone_profile_fits_name_the_spec(
     assert_clean_failure(argv, capsys, tmp_path, *expect, "its session.load_cv")
 
 
+def _loopback_traces(tmp_path: Path) -> Path:
+    """A copy of the H200 loopback trace folder."""
+    traces = tmp_path / "traces"
+    shutil.copytree(REPO / "data" / "traces" / "h200-loopback-2026-11", traces)
+    return traces
+
+
+def test_an_exchange_trace_without_rank_0_names_its_rank_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every row of rank 5: the fit reads rank 0's and found none, and said 'nothing sets
+    staging.fixed_ms' of the spec's fit (with a base profile, it fitted nothing and wrote
+    the base's staging and network without a word)."""
+    traces = _loopback_traces(tmp_path)
+    exchanges = traces / "gloo_staged_allgather.csv"
+    header, *rows = exchanges.read_text().splitlines()
+    exchanges.write_text("\n".join([header, *("5" + row[row.index(",") :] for row in rows)]))
+    spec = _spec("h200_loopback", tmp_path, _set("traces", str(traces)))
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "p.yaml")]
+    expect = ("gloo_staged_allgather.csv: field 'rank'", "none of rank 0 (ranks: 5)")
+    assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
+def test_a_folder_named_as_a_trace_file_is_not_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder named vit_latency.csv was taken for no file: 'holds no vit_latency.csv'."""
+    traces = _loopback_traces(tmp_path)
+    (traces / "vit_latency.csv").unlink()
+    (traces / "vit_latency.csv").mkdir()
+    spec = _spec("h200_loopback", tmp_path, _set("traces", str(traces)))
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "p.yaml")]
+    assert_clean_failure(argv, capsys, tmp_path, "vit_latency.csv: a folder, not a trace file")
+
+
 @pytest.mark.timeout(120)
 def test_a_cold_load_no_wifi_share_gives_is_said_in_the_fits_words(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

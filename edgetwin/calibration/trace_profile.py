@@ -149,7 +149,8 @@ class TraceData:
         self.latencies: list[VitLatency] = self._read(VIT_LATENCY_FILE, read_vit_latency)
         loopback = self._read(LOOPBACK_FILE, read_staged_allgather)
         shaped = self._read(BANDWIDTH_FILE, read_staged_allgather_bw)
-        self.exchanges: list[StagedExchange] = [e for e in loopback if e.rank == 0] + shaped
+        self.exchanges: list[StagedExchange] = _rank_zero(folder / LOOPBACK_FILE, loopback)
+        self.exchanges += shaped
         self.power_file, self.power_log, self.power = self._read_power()
         self.copies: list[StagingCopy] = self._read(STAGING_COPY_FILE, read_staging_copy)
         self.decoder: list[DecoderLatency] = self._read(DECODER_LATENCY_FILE, read_decoder_latency)
@@ -169,12 +170,33 @@ class TraceData:
         return path, "NVML" if reader is read_nvml_power else "jtop", reader(path)
 
     def _read(self, name: str, reader: Any) -> list[Any]:
+        """The records of the trace file ``name`` (none when the folder has no such file);
+        something else of that name (a folder) is an InputError: it was taken for no file,
+        and a section fitted from it said the folder "holds no" such file."""
         path = self.folder / name
         if not path.is_file():
+            if path.exists() or path.is_symlink():
+                kind = "a folder" if path.is_dir() else "not a regular file"
+                raise InputError(path, None, f"{kind}, not a trace file: {name} is read as one")
             return []
         self.files.append(path)
         records: list[Any] = reader(path)
         return records
+
+
+def _rank_zero(path: Path, records: list[StagedExchange]) -> list[StagedExchange]:
+    """The loopback exchange records of rank 0, whose timings the staging and network fits
+    read; rows, but none of rank 0, are an InputError naming ``path`` and its ``rank``
+    column (it was "nothing sets staging.fixed_ms", naming the spec's ``fit``)."""
+    kept = [record for record in records if record.rank == 0]
+    if records and not kept:
+        ranks = ", ".join(str(rank) for rank in sorted({record.rank for record in records}))
+        problem = (
+            f"{len(records)} rows, none of rank 0 (ranks: {ranks}): the staging and network "
+            "fits read rank 0's timings"
+        )
+        raise InputError(path, "rank", problem)
+    return kept
 
 
 def fit_sections(
