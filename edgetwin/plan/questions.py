@@ -403,8 +403,8 @@ def _scenario_key_hint(error: InputError) -> InputError:
         return error
     problem = (
         f"unknown key of the question ({first!r} is the scenario's: change it through the "
-        "question's set list, --set \"set.N=KEY=VALUE\" for its Nth item or "
-        "--set \"set=[...]\" for the whole list)"
+        'question\'s set list, --set "set.N=KEY=VALUE" for its Nth item or '
+        '--set "set=[...]" for the whole list)'
     )
     return InputError(error.path, error.field, problem)
 
