@@ -350,7 +350,10 @@ def _check_axes_fit_the_question(question: PlanQuestion, path: Path) -> None:
         raise InputError(path, "axes", problem)
 
 
-_BY_SHARE = "crowd_capacity scales classes given by 'share', adding up to 1"
+_BY_SHARE = (
+    "crowd_capacity scales classes given by 'share', adding up to 1 (count: a fixed fleet; "
+    "scenarios/crowd_city.yaml gives shares)"
+)
 
 
 def _as_crowd_sweep(scenario_raw: dict[str, Any], question: PlanQuestion, path: Path) -> None:
