@@ -657,6 +657,23 @@ def test_a_cold_load_no_wifi_share_gives_is_said_in_the_fits_words(
     assert "f(a)" not in line
 
 
+@pytest.mark.timeout(120)
+def test_a_warm_load_no_run_finishes_is_said_in_the_fits_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A warm load of 6,000 s: at the largest load scale the runs finish no warm load, and
+    the fit ended in Python's 'fmean requires at least one data point'."""
+    shipped = (SPECS / "android_crowdio.yaml").parent / "../../../data/reference"
+    measured = (shipped / "crowdio-android/measurements.csv").resolve().read_text()
+    table = tmp_path / "measurements.csv"
+    table.write_text(measured.replace("warm_load,6,1,", "warm_load,6000,1,"))
+    spec = _spec("android_crowdio", tmp_path, _set("reference", str(table)))
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "profiles")]
+    expect = ("no phone profile fits measurements.csv", "finish no warm load", "(warm_load)")
+    line = assert_clean_failure(argv, capsys, tmp_path, *expect)
+    assert "fmean" not in line
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("samples", ["one-row", "unlabelled"])
 def test_power_samples_without_the_phases(

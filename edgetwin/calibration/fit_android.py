@@ -362,7 +362,13 @@ class _Fitter:
                 run_once(self.scenario, profiles, self.spec, "warm", True, rep=rep)
                 for rep in range(self.scenario.repetitions)
             ]
-            return fmean(d for o in outcomes for d in device_mean_loads_s(o)) - warm_mean_s
+            means = [d for o in outcomes for d in device_mean_loads_s(o)]
+            if not means:  # every load outlasted the runs: none to compare
+                raise ValueError(
+                    f"at a load scale of {scale:g} the scenario's runs finish no warm load to "
+                    f"compare with the measured {warm_mean_s:g} s (warm_load): check that figure"
+                )
+            return fmean(means) - warm_mean_s
 
         return _root(gap, 0.1, 10.0, 1e-6, "load scale", "per-device mean warm load (warm_load)")
 
