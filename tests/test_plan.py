@@ -378,6 +378,31 @@ def test_a_plan_warns_of_a_token_bucket_no_board_bursts_from(tmp_path: Path) -> 
     assert any("network.burst_kb is set" in w for w in outcome.warnings), outcome.warnings
 
 
+def test_the_best_mode_line_gives_each_winner_s_cells_and_values(tmp_path: Path) -> None:
+    """It said 'single 1' (the cells a candidate wins), not what it reaches there."""
+    question = question_file(
+        tmp_path,
+        axes={"batch": [1, 32], "bandwidth_mbps": [100, 1000]},
+        question={"kind": "best_mode"},
+    )
+    outcome = run_plan(
+        load_question(question), tmp_path / "out", SerialExecutor(), write_plan_report
+    )
+    grid = outcome.answer["grids"][0]
+    line = describe(outcome.answer)[0]
+    assert line.startswith("fastest per cell: ")
+    for winner in {name for row in grid["best"] for name in row}:
+        won = [
+            v
+            for names, values in zip(grid["best"], grid["best_value"], strict=True)
+            for name, v in zip(names, values, strict=True)
+            if name == winner
+        ]
+        low, high = (f"{v:,.0f}" if v >= 1000 else f"{v:.4g}" for v in (min(won), max(won)))
+        span = f"{low} ms" if low == high else f"{low}-{high} ms"  # 1,793 ms; 79.82 ms
+        assert f"{winner} {len(won)} ({span})" in line, line
+
+
 def test_a_best_mode_cell_where_nothing_ran_says_so(tmp_path: Path) -> None:
     """Every candidate out of memory: the answer printed 'fastest per cell: None 4'."""
     question = question_file(

@@ -374,16 +374,34 @@ def describe(result: dict[str, Any]) -> list[str]:
             else:
                 lines.append(head + "does not beat one device at the highest swept bandwidth")
         return lines
-    lines = []
-    for grid in result["grids"]:
-        counts: dict[str, int] = defaultdict(int)
-        for row in grid["best"]:
-            for name in row:
-                counts[cell_label(name)] += 1
-        ranked = sorted(counts.items(), key=lambda x: -x[1])
-        cells = ", ".join(f"{name} {n}" for name, n in ranked)
-        lines.append(f"{grid_title(grid)} per cell: {cells}")
+    lines = [f"{grid_title(grid)} per cell: {_best_cells(grid)}" for grid in result["grids"]]
     return [*lines, *_describe_fronts(result["pareto"])]
+
+
+def _best_cells(grid: dict[str, Any]) -> str:
+    """Each candidate that is best somewhere, by the cells it wins, most first, with its
+    value there: ``prism cr 4 x4 5 (299-1281 ms), prism cr 4 x2 1 (335.7 ms)``."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for names, row_values in zip(grid["best"], grid["best_value"], strict=True):
+        for name, value in zip(names, row_values, strict=True):
+            values[cell_label(name)].append(value)
+    unit = "J" if grid["metric"].endswith("_j") else "ms"
+    ranked = sorted(values.items(), key=lambda item: -len(item[1]))
+    return ", ".join(f"{name} {len(won)}{_span(won, unit)}" for name, won in ranked)
+
+
+def _span(values: Sequence[float | None], unit: str) -> str:
+    """`` (67.04 ms)`` or `` (299-1281 ms)``; nothing where no candidate ran."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return ""
+    low, high = _figure(min(known)), _figure(max(known))
+    return f" ({low} {unit})" if low == high else f" ({low}-{high} {unit})"
+
+
+def _figure(value: float) -> str:
+    """Four significant digits, a large value whole: ``67.04``, ``21,500``."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
 def pareto_workloads(front: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
