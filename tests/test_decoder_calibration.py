@@ -174,6 +174,19 @@ def test_a_decoder_trace_without_its_decoder_is_a_clear_error(
     assert not (tmp_path / "p.yaml").exists()
 
 
+def test_a_generation_beyond_the_decoders_positions_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trace of prompts the spec's decoder cannot hold was fitted as if it ran them."""
+    records = [DecoderLatency(1, 1, prompt, 4, 0, 10.0 + prompt, 2.0) for prompt in (8, 32, 200)]
+    spec = _trace_spec(tmp_path, records)
+    assert main(["calibrate", str(spec), "--out", str(tmp_path / "p.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "decoder_latency.csv: field 'prompt_tokens'" in err and "Traceback" not in err
+    assert "200 prompt and 4 output tokens exceeds the decoder's 128 positions" in err
+    assert not (tmp_path / "p.yaml").exists()
+
+
 def test_a_bad_trace_row_names_the_file_line_and_column(tmp_path: Path) -> None:
     from edgetwin.errors import InputError
 

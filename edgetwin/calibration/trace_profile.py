@@ -364,6 +364,18 @@ def _check_decoder(spec: TraceCalibrationSpec, spec_path: Path, data: TraceData)
     if "memory" in spec.fit and data.decoder and spec.decoder is None:
         problem = f"{DECODER_LATENCY_FILE} needs the decoder it ran (e.g. {{preset: gpt2_small}})"
         raise InputError(spec_path, "decoder", problem)
+    if spec.decoder is None:
+        return
+    positions = spec.decoder.max_positions
+    for row in data.decoder:  # a generation the decoder cannot run was not measured on it
+        if row.prompt_tokens + row.output_tokens > positions:
+            problem = (
+                f"a generation of {row.prompt_tokens} prompt and {row.output_tokens} output "
+                f"tokens exceeds the decoder's {positions} positions (the spec's decoder is "
+                "not the one measured?)"
+            )
+            traces = spec_path.parent / spec.traces / DECODER_LATENCY_FILE
+            raise InputError(traces, "prompt_tokens", problem)
 
 
 def power_from_samples(data: TraceData) -> dict[str, float]:
