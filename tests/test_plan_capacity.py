@@ -140,7 +140,8 @@ def test_capacity_answer_per_bandwidth(tmp_path: Path) -> None:
         (
             ["repetitions=1", "crowd.job.inputs=100", "crowd.job.interarrival.value_s=60"],
             [
-                "no backlog growth, in its 1 run: no swept fleet keeps up",
+                "no backlog growth, in its 1 run: no swept fleet keeps up (sweep larger fleets in "
+                "axes.fleet_size, or ask less: question.target_p95_s, ",
                 "1 phone: 0 of 1 run keeps up, worst p95",
                 "1 sweep unit (1 run now, 0 resumed) -> ",
             ],

@@ -153,6 +153,12 @@ def _smallest(fleets: Sequence[dict[str, Any]]) -> int | None:
     return smallest
 
 
+NONE_KEEPS_UP = (
+    "no swept fleet keeps up (sweep larger fleets in axes.fleet_size, or ask less: "
+    "question.target_p95_s, a smaller job or a longer interval in the question's set)"
+)
+
+
 def describe_capacity(result: dict[str, Any]) -> list[str]:
     """The answer in a few lines (per bandwidth, when several were swept)."""
     repetitions = result["repetitions"]
@@ -166,7 +172,7 @@ def describe_capacity(result: dict[str, Any]) -> list[str]:
     for at in result["by_bandwidth"]:
         smallest = at["smallest_fleet"]
         link = f"at {at['bandwidth_mbps']:g} Mbit/s, " if len(result["by_bandwidth"]) > 1 else ""
-        found = "no swept fleet keeps up" if smallest is None else counted(smallest, "phone")
+        found = NONE_KEEPS_UP if smallest is None else counted(smallest, "phone")
         lines.append(head + link + found)
         for fleet in at["fleets"]:
             p95 = fleet["worst_p95_s"]
