@@ -970,21 +970,32 @@ def test_calibrate_machine_emu_refuses_what_only_a_measurement_takes(
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("target", ["spec", "reference"])
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [
+        ("spec", "a file this command read"),
+        ("reference", "exists and is not a profile"),  # before the fit, which reads it
+        ("base", "a file this command read"),  # a profile, refused once the fit read it
+    ],
+)
 def test_calibrate_out_onto_a_file_it_read(
-    target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    target: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``--out`` naming the spec or the measured table replaced that input with the
-    profile (exit 0): the measurements were gone."""
+    """``--out`` naming the spec, the measured table or the profile the fit starts from
+    replaced that input with the profile (exit 0): the measurements were gone."""
     table = tmp_path / "measured.csv"
     table.write_bytes(
         (REPO / "data" / "reference" / "prism-jetson" / "measurements.csv").read_bytes()
     )
     spec = _spec("jetson_orin_nano", tmp_path, _set("reference", str(table)))
-    out = spec if target == "spec" else table
+    out = {"spec": spec, "reference": table}.get(target)
+    if out is None:  # a traces spec's base profile
+        out = tmp_path / "base.yaml"
+        shutil.copyfile(REPO / "edgetwin/calibration/profiles/h200_loopback.yaml", out)
+        spec = _spec("h200_loopback", tmp_path, lambda raw: raw.update(base=str(out), bootstrap=0))
     argv = ["calibrate", str(spec), "--out", str(out)]
     out_named = "field '--out (out= in Python)'"
-    assert_clean_failure(argv, capsys, tmp_path, out_named, "a file this command read")
+    assert_clean_failure(argv, capsys, tmp_path, out_named, said)
 
 
 def test_calibrate_out_onto_a_file_that_is_no_profile(
@@ -1001,6 +1012,24 @@ def test_calibrate_out_onto_a_file_that_is_no_profile(
     profile = tmp_path / "profile.yaml"
     for _ in range(2):
         assert main(["calibrate", str(spec), "--out", str(profile)]) == 0
+
+
+def test_calibrate_refuses_its_out_before_fitting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad --out was said after the fit (seconds, for nothing): with a table the fit
+    would refuse (one row), the error is --out's, so the fit did not run."""
+    shipped = (SPECS / "jetson_orin_nano.yaml").parent / "../../../data/reference"
+    lines = (shipped / "prism-jetson/measurements.csv").resolve().read_text().splitlines()
+    table = tmp_path / "one_row.csv"
+    table.write_text("\n".join(lines[:2]) + "\n")
+    spec = _spec("jetson_orin_nano", tmp_path, _set("reference", str(table)))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    argv = ["calibrate", str(spec), "--out", str(notes)]
+    assert_clean_failure(argv, capsys, tmp_path, "notes.txt", "exists and is not a profile")
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "p.yaml")]
+    assert_clean_failure(argv, capsys, tmp_path, "one_row.csv")  # the fit's own refusal
 
 
 @pytest.mark.parametrize("where", ["the-run", "above-the-run"])

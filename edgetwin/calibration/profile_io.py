@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
@@ -113,16 +113,9 @@ def write_profiles(profiles: Mapping[Path, DeviceProfile | PhoneProfile]) -> Non
     a fit that makes several profiles never leaves some new and some old. A path the
     command read (within ``recording_reads``: its spec, a trace, the measured table) is
     refused, not overwritten."""
-    read = {Path(p).resolve() for p in files_read()}
+    read = files_read()
     for path in profiles:
-        if output_kind(path) == "folder":
-            raise InputError(path, OUT_OPTION, "a folder, not a profile file")
-        if path.resolve() in read:  # the spec, a trace, the measured table: it would be lost
-            problem = "a file this command read; write the profile elsewhere"
-            raise InputError(path, OUT_OPTION, problem)
-        if _holds_something_else(path):  # a results table, notes: it would be lost
-            problem = "exists and is not a profile; write the profile elsewhere"
-            raise InputError(path, OUT_OPTION, problem)
+        check_profile_out(path, read)
     texts = {path: _profile_text(profile) for path, profile in profiles.items()}
     try:
         write_texts_together(texts)
@@ -131,6 +124,20 @@ def write_profiles(profiles: Mapping[Path, DeviceProfile | PhoneProfile]) -> Non
         where = first if len(profiles) == 1 else first.parent
         problem = f"cannot write: {why_not_written(first, exc)}"
         raise InputError(where, OUT_OPTION, problem) from None
+
+
+def check_profile_out(path: Path, read: Iterable[str | Path]) -> None:
+    """An InputError naming ``path`` (``--out``) where a profile may not be written: a
+    file of ``read`` (the command's spec, a trace, the measured table), a folder, or a
+    file that holds something else (a results table, notes): it would be lost. Checked
+    before a fit too (with the spec as ``read``), so that the refusal does not wait for it."""
+    if path.resolve() in {Path(p).resolve() for p in read}:
+        raise InputError(path, OUT_OPTION, "a file this command read; write the profile elsewhere")
+    if output_kind(path) == "folder":
+        raise InputError(path, OUT_OPTION, "a folder, not a profile file")
+    if _holds_something_else(path):
+        problem = "exists and is not a profile; write the profile elsewhere"
+        raise InputError(path, OUT_OPTION, problem)
 
 
 def _holds_something_else(path: Path) -> bool:

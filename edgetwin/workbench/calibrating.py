@@ -36,6 +36,10 @@ def calibrate(
         command = f"edgetwin.calibrate({str(spec_path)!r}, out={written!r})"
     elif not isinstance(command, str):
         raise InputError(None, "command", f"a string, not {shown(command)}")
+    if out_path is not None and spec_kind(spec_path) != "android":
+        from edgetwin.calibration.profile_io import check_profile_out
+
+        check_profile_out(out_path, [spec_path])  # before the fit, which takes seconds
     with recording_reads():  # write_profiles refuses to overwrite what the fit read
         fitted = _fit_and_write(spec_path, out_path, command)
     if isinstance(fitted, DeviceProfile):
