@@ -128,10 +128,10 @@ def source_commit() -> tuple[str | None, bool | None]:
 
 def write_provenance(
     folder: Path, *, command: Sequence[str], seed: int | None, inputs: Mapping[str, str]
-) -> Path:
-    """Write ``folder/provenance.json``: version, commit, command, seed, input hashes. A file
-    in ``folder`` is the command's own output, not an input (a plan's answer reads its
-    table, a machine fit the spec it wrote): it is left out."""
+) -> dict[str, Any]:
+    """Write ``folder/provenance.json``: version, commit, command, seed, input hashes; and
+    return that record. A file in ``folder`` is the command's own output, not an input (a
+    plan's answer reads its table, a machine fit the spec it wrote): it is left out."""
     own = folder.resolve()
     given = {p: digest for p, digest in inputs.items() if not Path(p).resolve().is_relative_to(own)}
     commit, dirty = source_commit()
@@ -144,7 +144,8 @@ def write_provenance(
         "inputs": dict(sorted(given.items())),
         "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    return write_provenance_record(folder, record)
+    write_provenance_record(folder, record)
+    return record
 
 
 def write_provenance_record(folder: Path, record: Mapping[str, Any]) -> Path:

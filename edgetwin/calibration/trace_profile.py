@@ -374,8 +374,7 @@ def _check_decoder(spec: TraceCalibrationSpec, spec_path: Path, data: TraceData)
                 f"tokens exceeds the decoder's {positions} positions (the spec's decoder is "
                 "not the one measured?)"
             )
-            traces = spec_path.parent / spec.traces / DECODER_LATENCY_FILE
-            raise InputError(traces, "prompt_tokens", problem)
+            raise InputError(data.folder / DECODER_LATENCY_FILE, "prompt_tokens", problem)
 
 
 def power_from_samples(data: TraceData) -> dict[str, float]:
@@ -449,7 +448,7 @@ SECTION_FILES: dict[Section, tuple[str, ...]] = {
 }
 # ... and those of every fit, the reported plain copies' included
 FIT_FILES: dict[str, tuple[str, ...]] = {
-    **dict(SECTION_FILES.items()),
+    **dict(SECTION_FILES.items()),  # keys widened to str (a dict is invariant in them)
     "copy_pinned": (STAGING_COPY_FILE,),
     "copy_pageable": (STAGING_COPY_FILE,),
 }

@@ -36,12 +36,13 @@ def calibrate(
         command = f"edgetwin.calibrate({str(spec_path)!r}, out={written!r})"
     elif not isinstance(command, str):
         raise InputError(None, "command", f"a string, not {shown(command)}")
-    if out_path is not None and spec_kind(spec_path) != "android":
+    kind = spec_kind(spec_path)
+    if out_path is not None and kind != "android":
         from edgetwin.calibration.profile_io import check_profile_out
 
         check_profile_out(out_path, [spec_path])  # before the fit, which takes seconds
     with recording_reads():  # write_profiles refuses to overwrite what the fit read
-        fitted = _fit_and_write(spec_path, out_path, command)
+        fitted = _fit_and_write(spec_path, kind, out_path, command)
     if isinstance(fitted, DeviceProfile):
         _warn_of_a_poor_fit(fitted)
     return fitted
@@ -58,7 +59,7 @@ def _warn_of_a_poor_fit(profile: DeviceProfile) -> None:
 
 
 def _fit_and_write(
-    spec: Path, out: Path | None, command: str
+    spec: Path, kind: str, out: Path | None, command: str
 ) -> DeviceProfile | list[PhoneProfile]:
     from edgetwin.calibration.fit_android import fit_android_profiles, write_android_profiles
     from edgetwin.calibration.fit_emu import calibrate_from_emu
@@ -66,7 +67,6 @@ def _fit_and_write(
     from edgetwin.calibration.profile_io import write_profile
     from edgetwin.calibration.trace_profile import calibrate_from_traces
 
-    kind = spec_kind(spec)
     if kind == "android":
         phones = fit_android_profiles(spec, command)
         if out is not None:

@@ -14,7 +14,7 @@ from tempfile import gettempdir
 from edgetwin.errors import InputError, counted
 from edgetwin.links import LINK_CHECK_FILE
 from edgetwin.progress import Progress, no_progress
-from edgetwin.provenance import read_provenance, write_provenance
+from edgetwin.provenance import write_provenance
 from edgetwin.reports.static import StaticFormat, write_static_figures
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import LOCAL, remove_leftovers
@@ -124,8 +124,7 @@ def run(
                 write_static_figures(staging, static)
         # recorded without out too: Results.write then writes it, and a folder it wrote is
         # known as an edgetwin output (replaceable with force)
-        write_provenance(staging, command=call, seed=chosen.seed, inputs=inputs.files)
-        recorded = read_provenance(staging)
+        recorded = write_provenance(staging, command=call, seed=chosen.seed, inputs=inputs.files)
     return replace(results, provenance=recorded)
 
 
