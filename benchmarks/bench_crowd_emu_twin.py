@@ -47,6 +47,7 @@ def run_emulator(out: Path, scenario_path: Path) -> None:
 
 def compare(folders: list[Path], scenario_path: Path) -> None:
     from edgetwin.calibration.emu_phones import fit_emulated_phones, read_summaries, twin_latencies
+    from edgetwin.comparison import relative_pct
     from edgetwin.scenario import load_scenario
 
     scenario = load_scenario(scenario_path)
@@ -72,7 +73,7 @@ def compare(folders: list[Path], scenario_path: Path) -> None:
             means.append(statistics.fmean(measured))
             cold = len(jobs) - len(measured)
             cells.append(_spread(measured) + (f", {cold} left out (cold loads)" if cold else ""))
-        error = (statistics.fmean(predicted) / statistics.fmean(means) - 1) * 100
+        error = relative_pct(statistics.fmean(predicted), statistics.fmean(means))
         print(
             f"| {strategy} | " + " | ".join(cells) + f" | {_spread(predicted)} | {error:+.1f} % |"
         )

@@ -88,9 +88,14 @@ class Comparison:
         )
 
 
+def relative_pct(value: float, reference: float) -> float:
+    """How far ``value`` lies above ``reference``, in % of ``reference`` (negative below)."""
+    return (value - reference) / reference * 100.0
+
+
 def error_pct(measured: float, predicted: float) -> float | None:
-    """Signed error of predicted relative to measured, in %."""
-    return None if measured == 0 else (predicted - measured) / measured * 100.0
+    """Signed error of predicted relative to measured, in % (None where measured is 0)."""
+    return None if measured == 0 else relative_pct(predicted, measured)
 
 
 def _number(value: object) -> float | None:

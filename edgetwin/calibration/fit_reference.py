@@ -33,7 +33,7 @@ from edgetwin.calibration.profile_io import (
     check_fixed,
     source_record,
 )
-from edgetwin.comparison import compare_to_reference, key_label
+from edgetwin.comparison import compare_to_reference, key_label, relative_pct
 from edgetwin.csv_rows import Row, read_header, read_rows
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
@@ -264,7 +264,7 @@ def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
                             "point": label,
                             "measured": value,
                             "predicted": round(estimate, 4),
-                            "error_pct": round(100.0 * (estimate / value - 1.0), 2),
+                            "error_pct": round(relative_pct(estimate, value), 2),
                             "held_out": batch,
                             "reps": [value],  # a published mean: no repetitions
                         }

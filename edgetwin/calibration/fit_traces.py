@@ -33,6 +33,7 @@ from threadpoolctl import threadpool_info
 from edgetwin.calibration.fit_check import check_enough_points
 from edgetwin.calibration.readers.gpu_bench import VIT_FULL, StagingCopy, VitLatency
 from edgetwin.calibration.readers.staged_exchange import StagedExchange
+from edgetwin.comparison import relative_pct
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models.costs import block_flops, embed_flops
 from edgetwin.profile import ComputeParams, NetworkParams, StagingParams
@@ -149,7 +150,7 @@ def fit_groups(
             "point": _label(k),
             "measured": round(means[k], 4),
             "predicted": round(predict(params, k), 4),
-            "error_pct": round(100.0 * (predict(params, k) / means[k] - 1.0), 2),
+            "error_pct": round(relative_pct(predict(params, k), means[k]), 2),
         }
         for k in keys
     ]

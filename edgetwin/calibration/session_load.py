@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgetwin.atomic import write_text_atomic
+from edgetwin.comparison import relative_pct
 from edgetwin.csv_rows import Row, read_rows
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import MMAP_CEILING_MB
@@ -153,7 +154,7 @@ def fit_session_load(samples: Sequence[LoadSample], per_node: bool = False) -> S
     a = np.array(rows)
     y = np.array(measured)
     coef, _ = nnls(a / y[:, None], np.ones_like(y))
-    errors = np.abs(a @ coef / y - 1.0) * 100.0
+    errors = np.abs([relative_pct(p, m) for p, m in zip(a @ coef, y, strict=True)])
     return SessionLoadFit(
         floor_ms=float(coef[0]),
         ms_per_mb=float(coef[1]),

@@ -81,6 +81,7 @@ from edgetwin.calibration.readers.staged_exchange import (
     read_staged_allgather,
     read_staged_allgather_bw,
 )
+from edgetwin.comparison import relative_pct
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError, shown
 from edgetwin.model_spec import ModelSpec
@@ -710,7 +711,7 @@ def _point(
         "point": " ".join(str(k) for k in key),
         "measured": round(measured, 4),
         "predicted": round(predicted, 4),
-        "error_pct": round(100.0 * (predicted / measured - 1.0), 2),
+        "error_pct": round(relative_pct(predicted, measured), 2),
         "held_out": held_out,
         "reps": reps,
     }

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from edgetwin.comparison import relative_pct
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
 from edgetwin.evaluate.adaptive_inputs import (
@@ -594,7 +595,7 @@ def regret_pct(cost: float, oracle_cost: float) -> float:
     """How much worse (%) a pick's objective is than the oracle's (0 when it is the oracle)."""
     if cost == oracle_cost:
         return 0.0
-    return 100 * (cost - oracle_cost) / oracle_cost
+    return relative_pct(cost, oracle_cost)
 
 
 def score_policy(name: str, conditions: Sequence[ConditionResult]) -> PolicyScore:

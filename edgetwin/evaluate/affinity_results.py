@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import fmean
 
+from edgetwin.comparison import relative_pct
 from edgetwin.evaluate.optimum import Assignment, Optimum
 from edgetwin.results import ResultRow
 
@@ -72,8 +73,8 @@ def scheduler_result(
         warm_loads=fmean(r.warm_loads for r in runs),
         evictions=fmean(r.evictions for r in runs),
         bytes_moved=fmean(r.bytes_moved for r in runs),
-        regret_pct=100 * (mean_s - optimum_s) / optimum_s,
-        regret_dispatch_pct=100 * (mean_s - dispatch_s) / dispatch_s,
+        regret_pct=relative_pct(mean_s, optimum_s),
+        regret_dispatch_pct=relative_pct(mean_s, dispatch_s),
         replay=replay,
     )
 

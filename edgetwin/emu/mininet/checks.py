@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from edgetwin.comparison import relative_pct
 from edgetwin.emu.mininet.delay import mean_rtt_ms, ping_command
 from edgetwin.emu.mininet.loss import (
     LOSS_PROBES,
@@ -108,7 +109,7 @@ def link_check(
     what the link was set to."""
     wire_mbps = goodput_mbps * FRAME_BYTES / PAYLOAD_BYTES
     share_mbps = bandwidth_mbps / flows
-    error_pct = 100 * (wire_mbps - share_mbps) / share_mbps
+    error_pct = relative_pct(wire_mbps, share_mbps)
     return LinkCheck(
         bandwidth_mbps, sender, receiver, goodput_mbps, wire_mbps, error_pct,
         within_tolerance(error_pct), latency_ms, latency_emulated, shaped_mbps, flows,
