@@ -505,3 +505,31 @@ def test_piped_evaluate_and_calibrate_machine_print_their_progress(tmp_path: Pat
         "calibrate-machine: 2/3 (staged exchange)",
         "calibrate-machine: 3/3 (fit)",
     ]
+
+
+@pytest.mark.timeout(60)
+def test_check_needs_no_out_and_a_run_still_does(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--check writes nothing, so it takes --out optionally; without --check a missing --out
+    is refused as argparse refuses a missing option (exit 2, naming it)."""
+    monkeypatch.chdir(tmp_path)
+    for kind in ("scenario", "eval", "plan"):
+        assert main(["init", kind]) == 0
+    commands = (
+        ["run", "scenario.yaml"],
+        ["evaluate", "evaluation.eval.yaml"],
+        ["plan", "question.plan.yaml"],
+    )
+    for argv in commands:
+        assert main([*argv, "--check"]) == 0
+        assert "nothing run" in capsys.readouterr().out
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        assert "required: --out" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "evaluation.eval.yaml",
+        "question.plan.yaml",
+        "scenario.yaml",
+    ]

@@ -35,6 +35,7 @@ from edgetwin.cli.inputs import (
     add_set_argument,
     add_static_argument,
     report_checked,
+    require_out,
 )
 from edgetwin.cli.plan import add_plan_arguments, plan_command
 from edgetwin.cli.progress import progress, progress_bar
@@ -79,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:  # what parse_args refuses, with a hint at the likely cause
         command = _subcommand(parser, args.subcommand)
         command.error(f"unrecognized arguments: {' '.join(extra)}{_hint(extra, command)}")
+    require_out(_subcommand(parser, args.subcommand), args)
     args.command = ["edgetwin", *(sys.argv[1:] if argv is None else argv)]
     try:
         # every file the command reads: its SHA-256; SIGTERM cleans up as Ctrl-C does

@@ -11,7 +11,8 @@ from edgetwin.reports.static import STATIC_FORMATS
 
 
 def add_out_argument(parser: argparse.ArgumentParser, help_text: str = "output folder") -> None:
-    """``--out`` (required): where the command writes."""
+    """``--out`` (required; optional with ``--check``, added after it): where the command
+    writes."""
     parser.add_argument("--out", type=Path, required=True, help=help_text)
 
 
@@ -33,13 +34,24 @@ def add_quiet_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_check_argument(parser: argparse.ArgumentParser) -> None:
-    """``--check``: load and check the input file, then stop."""
+    """``--check``: load and check the input file (and ``--out``, where given), then stop.
+    It writes nothing, so ``--out`` is needed only without it (``require_out``)."""
     parser.add_argument(
         "--check",
         action="store_true",
         help="check the file, every file it names and what its mode can run, then stop "
         "(nothing runs or is written; root, Mininet and free memory are checked when it runs)",
     )
+    out = next(a for a in parser._actions if "--out" in a.option_strings)
+    out.required = False
+    out.help = f"{out.help} (required, except with --check)"
+
+
+def require_out(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, as argparse refuses a missing required option, a command that would write
+    without ``--out`` (one with ``--check`` takes it optionally)."""
+    if getattr(args, "check", None) is False and args.out is None:
+        parser.error("the following arguments are required: --out")
 
 
 def add_force_argument(parser: argparse.ArgumentParser) -> None:

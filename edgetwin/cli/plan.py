@@ -34,7 +34,8 @@ def plan_command(args: argparse.Namespace) -> int:
     """Handler of ``edgetwin plan``."""
     if args.check:
         load_question(args.question, tuple(args.set))
-        check_plan_out(args.out, args.force)
+        if args.out is not None:
+            check_plan_out(args.out, args.force)
         return inputs.report_checked(args.question, args.out)
     outcome = run_plan(
         args.question,
