@@ -15,7 +15,7 @@ import pytest
 
 from edgetwin.calibration.fit_emu import calibrate_from_emu
 from edgetwin.cli import main as cli_main
-from edgetwin.cli import skipped_line
+from edgetwin.cli.evaluate import skipped_line
 from edgetwin.errors import InputError
 from edgetwin.evaluate.adaptive import Evaluation, evaluate, regret_pct
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs

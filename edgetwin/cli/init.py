@@ -9,6 +9,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from edgetwin.atomic import output_kind, why_not_written, write_text_atomic
+from edgetwin.cli.command import Command
 from edgetwin.errors import InputError
 
 # kind -> (template in cli/templates, default file name)
@@ -61,3 +62,12 @@ def init_command(args: argparse.Namespace) -> int:
         raise InputError(path, None, f"cannot write: {why_not_written(path, exc)}") from None
     print(f"wrote {path}")
     return 0
+
+
+INIT = Command(
+    "init",
+    "write a commented file to start from: a scenario, an evaluation or a plan question",
+    "edgetwin init scenario my_scenario.yaml",
+    add_init_arguments,
+    init_command,
+)

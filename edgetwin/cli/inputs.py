@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from edgetwin.atomic import check_out_folder
+from edgetwin.provenance import files_read
 from edgetwin.reports.static import STATIC_FORMATS
 
 
@@ -79,3 +81,11 @@ def report_checked(path: Path, out: Path | None) -> int:
     with_out = "" if out is None else " and --out"
     print(f"{path}: ok (checked with every file it names{with_out}; nothing run)")
     return 0
+
+
+def checked_out(args: argparse.Namespace) -> Path | None:
+    """``--out``, checked as the command checks it before it runs (for ``--check``)."""
+    out: Path | None = args.out
+    if out is not None:
+        check_out_folder(out, args.force, files_read())
+    return out

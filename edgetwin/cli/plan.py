@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from edgetwin.cli import inputs
+from edgetwin.cli.command import Command
 from edgetwin.cli.console import print_warnings, written
 from edgetwin.cli.progress import progress_bar
 from edgetwin.errors import counted
@@ -56,3 +57,12 @@ def plan_command(args: argparse.Namespace) -> int:
         f"{outcome.configurations - outcome.ran_now} resumed) -> {written(args.out)}"
     )
     return 0
+
+
+PLAN = Command(
+    "plan",
+    "answer a what-if question (QUESTION.yaml) with a sweep in the twin",
+    "edgetwin plan scenarios/plan_fleet.plan.yaml --out out/plan_fleet",
+    add_plan_arguments,
+    plan_command,
+)

@@ -1,0 +1,217 @@
+"""``edgetwin calibrate``, ``calibrate-machine`` and ``validate``: a profile fitted to
+measurements, this machine's traces and profile, and a profile's held-out errors.
+
+The calibration commands import the fitting code (and SciPy) when they run, not at start-up:
+every other command starts without it."""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+from edgetwin.calibration.fit_check import (
+    TRACES_CAUSE,
+    PoorFitWarning,
+    busy_machine_cause,
+    poor_fit_warning,
+)
+from edgetwin.calibration.held_out import HOLDOUT_NAMES
+from edgetwin.cli.command import Command
+from edgetwin.cli.console import print_warnings, written
+from edgetwin.cli.inputs import (
+    add_force_argument,
+    add_out_argument,
+    add_quiet_argument,
+    add_static_argument,
+)
+from edgetwin.cli.progress import progress
+from edgetwin.errors import InputError
+from edgetwin.profile import DeviceProfile
+from edgetwin.provenance import write_provenance
+from edgetwin.this_machine import available_cores, load_average_1min
+from edgetwin.workbench import validating
+from edgetwin.workbench.calibrating import calibrate
+from edgetwin.workbench.output import output_folder as _output_folder
+
+
+def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``edgetwin calibrate``."""
+    parser.add_argument("spec", type=Path, help="calibration spec (YAML)")
+    add_out_argument(parser, "profile file to write")
+
+
+def calibrate_command(args: argparse.Namespace) -> int:
+    command = f"edgetwin calibrate {args.spec} --out {args.out}"
+    with warnings.catch_warnings():  # the API's PoorFitWarning: said as the command's, below
+        warnings.simplefilter("ignore", PoorFitWarning)
+        fitted = calibrate(args.spec, out=args.out, command=command)
+    if isinstance(fitted, list):
+        from edgetwin.calibration.fit_android import android_profile_path
+
+        print("wrote " + ", ".join(str(android_profile_path(args.out, p)) for p in fitted))
+        return 0
+    medians = fitted.fit.get("median_abs_error_pct", {})
+    print(
+        f"wrote {args.out}; median |error| %: " + ", ".join(f"{k} {v}" for k, v in medians.items())
+    )
+    _warn_of_a_poor_fit(fitted)
+    return 0
+
+
+def _warn_of_a_poor_fit(profile: DeviceProfile, cause: str | None = None) -> None:
+    """A warning when a fitted section misses its own data (``fit_check``); ``cause``:
+    why, when known (default: the measurements disagree)."""
+    warning = poor_fit_warning(profile, cause or TRACES_CAUSE)
+    print_warnings([warning] if warning is not None else [])
+
+
+def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``edgetwin calibrate-machine``."""
+    add_out_argument(parser)
+    parser.add_argument("--quick", action="store_true", help="a small model, a few seconds")
+    parser.add_argument(
+        "--no-decoder",
+        action="store_true",
+        help="skip the decoder generations (no memory bandwidth in the profile)",
+    )
+    parser.add_argument(
+        "--emu",
+        type=Path,
+        metavar="RUN_DIR",
+        help="fit from this 'edgetwin run --mode emu' folder instead of measuring",
+    )
+    add_force_argument(parser)
+    add_quiet_argument(parser)
+
+
+def machine_command(args: argparse.Namespace) -> int:
+    """Traces, spec and profile of this machine in ``--out`` (torch is imported only here);
+    with ``--emu``, spec and profile fitted from an emulator run."""
+    if args.emu is not None:
+        return _calibrate_machine_from_emu(args)
+    from edgetwin.calibration.machine import (
+        FULL,
+        QUICK,
+        calibrate_machine,
+        calibration_steps,
+        summary,
+    )
+
+    flags = [flag for flag in ("quick", "no_decoder") if getattr(args, flag)]
+    command = " ".join(
+        [
+            f"edgetwin calibrate-machine --out {args.out}",
+            *("--" + f.replace("_", "-") for f in flags),
+        ]
+    )
+    plan = QUICK if args.quick else FULL
+    if args.no_decoder:
+        plan = replace(plan, decoder=None)
+    load_average, cores = load_average_1min(), available_cores()  # before it adds its own
+    with (
+        _output_folder(args.out, args.force) as staging,
+        progress("calibrate-machine", calibration_steps(plan), args.quiet) as advance,
+    ):
+        profile = calibrate_machine(staging, plan, command, advance)
+        write_provenance(staging, command=args.command, seed=None, inputs={})
+    print(
+        f"wrote {args.out}/profile.yaml (median |error|: {summary(profile)}), "
+        f"traces in {args.out}/traces, spec in {args.out}/spec.yaml"
+    )
+    _warn_of_a_poor_fit(profile, busy_machine_cause(load_average, cores))
+    return 0
+
+
+def _calibrate_machine_from_emu(args: argparse.Namespace) -> int:
+    from edgetwin.calibration.fit_emu import calibrate_machine_from_emu
+
+    _refuse_measuring_flags_with_emu(args)
+    command = f"edgetwin calibrate-machine --emu {args.emu} --out {args.out}"
+    # the run folder it fits is read in the folder, after out is checked: named here
+    with _output_folder(args.out, args.force, inputs=(str(args.emu),)) as staging:
+        profile = calibrate_machine_from_emu(args.emu, staging, command, published_as=args.out)
+        write_provenance(staging, command=args.command, seed=None, inputs=args.reads)
+    medians = profile.fit["median_abs_error_pct"]
+    print(
+        f"wrote {args.out}/profile.yaml (in-sample median |error| %: "
+        + ", ".join(f"{k} {v}" for k, v in medians.items())
+        + f"), spec in {args.out}/spec.yaml"
+    )
+    _warn_of_a_poor_fit(profile)
+    return 0
+
+
+def _refuse_measuring_flags_with_emu(args: argparse.Namespace) -> None:
+    """``--quick`` and ``--no-decoder`` choose what this machine measures; ``--emu`` measures
+    nothing (it fits an emulator run, which times no decoder), so with it they are refused
+    rather than ignored."""
+    for flag in ("quick", "no_decoder"):
+        if getattr(args, flag):
+            option = "--" + flag.replace("_", "-")
+            raise InputError(
+                args.emu,
+                option,
+                f"{option} chooses what this machine measures; --emu measures nothing "
+                "(it fits the emulator run's rows): leave one of them out",
+            )
+
+
+def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``edgetwin validate``."""
+    parser.add_argument("spec", type=Path, help="calibration spec (YAML)")
+    add_out_argument(parser)
+    parser.add_argument(
+        "--by",
+        choices=list(HOLDOUT_NAMES),
+        default="batch",
+        help="what to leave out in turn (default: batch; bandwidth: traces with a shaped link; "
+        "prompt: decoder prompt lengths)",
+    )
+    add_static_argument(parser)
+    add_force_argument(parser)
+
+
+def validate_command(args: argparse.Namespace) -> int:
+    from edgetwin.calibration.held_out import coverage_text
+
+    summary = validating.validate(
+        args.spec,
+        by=args.by,
+        out=args.out,
+        force=args.force,
+        static=args.static,
+        command=args.command,
+    ).summary
+    for metric, stats in summary.items():
+        print(
+            f"{metric}: {stats['points']:.0f} held-out points, MAPE {stats['mape_pct']:.1f} %, "
+            f"median {stats['median_abs_error_pct']:.1f} %, max {stats['max_abs_error_pct']:.1f} %"
+            f"{coverage_text(stats)}"
+        )
+    print(f"-> {written(args.out)}")
+    return 0
+
+
+CALIBRATE = Command(
+    "calibrate",
+    "fit a device profile to a measured table or traces",
+    "edgetwin calibrate out/machine/spec.yaml --out out/machine/refit.yaml",
+    add_calibrate_arguments,
+    calibrate_command,
+)
+CALIBRATE_MACHINE = Command(
+    "calibrate-machine",
+    "profile this machine: run the real code paths, write traces, fit a profile",
+    "edgetwin calibrate-machine --quick --out out/machine",
+    add_machine_arguments,
+    machine_command,
+)
+VALIDATE = Command(
+    "validate",
+    "held-out errors: refit without each batch (or bandwidth, or prompt) and predict it",
+    "edgetwin validate out/machine/spec.yaml --out out/validation",
+    add_validate_arguments,
+    validate_command,
+)

@@ -1,0 +1,134 @@
+"""``edgetwin evaluate`` and ``evaluate-affinity``: the deployment policies scored at
+held-out conditions, and the crowd schedulers against the offline optimum."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from edgetwin.cli.command import Command
+from edgetwin.cli.console import print_warnings, written
+from edgetwin.cli.inputs import (
+    add_check_argument,
+    add_force_argument,
+    add_out_argument,
+    add_quiet_argument,
+    add_set_argument,
+    add_static_argument,
+    checked_out,
+    report_checked,
+)
+from edgetwin.cli.progress import progress_bar
+from edgetwin.errors import counted
+from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
+from edgetwin.evaluate.affinity import AFFINITY_MODES, load_affinity_settings
+from edgetwin.evaluate.measured import SkippedCell
+from edgetwin.workbench import evaluating
+
+
+def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``edgetwin evaluate``."""
+    parser.add_argument("spec", type=Path, help="evaluation file (YAML), e.g. *.eval.yaml")
+    add_out_argument(parser)
+    add_set_argument(parser, "override an evaluation field, e.g. --set objective=energy")
+    add_check_argument(parser)
+    add_static_argument(parser)
+    add_force_argument(parser)
+    add_quiet_argument(parser)
+
+
+def evaluate_command(args: argparse.Namespace) -> int:
+    """Map, held-out twin runs and policy scores of an evaluation file."""
+    if args.check:
+        load_eval_inputs(args.spec, tuple(args.set))
+        return report_checked(args.spec, checked_out(args))
+    result = evaluating.evaluate_adaptive(
+        args.spec,
+        overrides=args.set,
+        out=args.out,
+        force=args.force,
+        static=args.static,
+        progress=progress_bar(args.quiet),
+        command=args.command,
+    )
+    print_warnings(result.warnings)
+    print(f"ground truth: {result.truth_source}, {counted(len(result.conditions), 'condition')}")
+    if result.infeasible:
+        infeasible = counted(len(result.infeasible), "condition")
+        print(f"not scored: {infeasible} where every candidate fails")
+    for cell in result.skipped:
+        print(skipped_line(cell))
+    for name, score in result.scores.items():
+        print(
+            f"{name}: accuracy {score.decision_accuracy:.3f}, regret mean "
+            f"{score.mean_regret_pct:.2f} % max {score.max_regret_pct:.2f} %"
+        )
+    print(f"-> {written(args.out)}")
+    return 0
+
+
+def skipped_line(cell: SkippedCell) -> str:
+    """A measured cell the evaluation could not score, and which candidates it lacks (a
+    decoder's cell: its prompt and output tokens)."""
+    tokens = f"{cell.tokens} tokens"
+    if cell.output_tokens is not None:
+        tokens = f"{cell.tokens} prompt and {cell.output_tokens} output tokens"
+    where = f"batch {cell.batch}, {cell.bandwidth_mbps:g} Mbps, {tokens}"
+    return f"skipped {where}: not measured for {', '.join(cell.missing)}"
+
+
+def add_affinity_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``edgetwin evaluate-affinity``."""
+    parser.add_argument("spec", type=Path, help="evaluation file, e.g. *.eval.yaml")
+    add_out_argument(parser)
+    parser.add_argument(
+        "--mode",
+        choices=AFFINITY_MODES,
+        help="overrides the file's mode (default: its mode:, twin; emu: Mininet, root)",
+    )
+    add_quiet_argument(parser)
+    add_check_argument(parser)
+    add_static_argument(parser)
+    add_force_argument(parser)
+
+
+def affinity_command(args: argparse.Namespace) -> int:
+    """Schedulers in the crowd twin or the emulator vs the offline optimum, per instance."""
+    if args.check:
+        load_affinity_settings(args.spec, args.mode, machine=False)
+        return report_checked(args.spec, checked_out(args))
+    result = evaluating.evaluate_affinity(
+        args.spec,
+        mode=args.mode,
+        out=args.out,
+        force=args.force,
+        static=args.static,
+        progress=progress_bar(args.quiet),
+        command=args.command,
+    )
+    for instance in result.instances:
+        optimum_s = instance.optimum.schedule.makespan_ms / 1e3
+        proved = "" if instance.optimum.proved else " (not proved within node_limit)"
+        regrets = ", ".join(f"{n} {s.regret_pct:.1f} %" for n, s in instance.schedulers.items())
+        print(
+            f"{instance.name} ({instance.strategy}): optimum makespan {optimum_s:.4g} s{proved}; "
+            f"regret (makespan over the optimum's): {regrets}"
+        )
+    print(f"-> {written(args.out)}")
+    return 0
+
+
+EVALUATE = Command(
+    "evaluate",
+    "profile a performance map, score the deployment policies at held-out conditions",
+    "edgetwin evaluate scenarios/adaptive_prism.eval.yaml --out out/adaptive",
+    add_evaluate_arguments,
+    evaluate_command,
+)
+EVALUATE_AFFINITY = Command(
+    "evaluate-affinity",
+    "crowd schedulers vs the offline optimum on small instances",
+    "edgetwin evaluate-affinity scenarios/affinity_small.eval.yaml --out out/affinity",
+    add_affinity_arguments,
+    affinity_command,
+)

@@ -1,0 +1,175 @@
+"""``edgetwin run``, ``compare`` and ``report``: a scenario's runs into a folder, two
+folders' rows side by side, and a folder's pages written again from its table."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from edgetwin.cli.command import Command
+from edgetwin.cli.console import print_warnings, written
+from edgetwin.cli.inputs import (
+    add_check_argument,
+    add_force_argument,
+    add_out_argument,
+    add_quiet_argument,
+    add_set_argument,
+    add_static_argument,
+    checked_out,
+    report_checked,
+)
+from edgetwin.cli.progress import progress_bar
+from edgetwin.configuration import crowd_runs
+from edgetwin.errors import counted
+from edgetwin.links import within_tolerance
+from edgetwin.scenario import RUN_MODES
+from edgetwin.workbench import reporting, running
+from edgetwin.workbench.comparing import compare
+from edgetwin.workbench.inputs import load_run_inputs
+from edgetwin.workbench.results import FORMATS, Results
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``edgetwin run``."""
+    parser.add_argument("scenario", type=Path, help="scenario file (YAML), e.g. scenarios/*.yaml")
+    add_out_argument(parser)
+    parser.add_argument("--seed", type=int, help="override the scenario's seed")
+    add_set_argument(parser, "override a scenario field, e.g. --set network.latency_ms=2")
+    parser.add_argument(
+        "--mode", choices=RUN_MODES, help="override the scenario's mode (default: its mode:, twin)"
+    )
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="also write the runs' timelines: trace.json (Chrome trace) for a twin run, "
+        "timeline.json (the crowd twin's event records) for a crowd run in the twin, "
+        "traces/ (a PyTorch profiler Chrome trace per rank and configuration) for a "
+        "local ViT run; an emulator run writes none, and a local decoder or crowd run "
+        "refuses it",
+    )
+    add_quiet_argument(parser)
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="csv",
+        help="results.csv, results.parquet or both (default: csv)",
+    )
+    add_check_argument(parser)
+    add_static_argument(parser)
+    add_force_argument(parser)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``edgetwin.run`` with the command line's options, a progress bar and a summary."""
+    if args.check:
+        items = running.run_overrides(args.set, args.seed, args.mode)
+        running.check_mode(load_run_inputs(args.scenario, items), trace=args.trace)
+        return report_checked(args.scenario, checked_out(args))
+    results = running.run(
+        args.scenario,
+        mode=args.mode,
+        seed=args.seed,
+        overrides=args.set,
+        out=args.out,
+        force=args.force,
+        command=args.command,
+        trace=args.trace,
+        format=args.format,
+        static=args.static,
+        progress=progress_bar(args.quiet),
+    )
+    rows = results.rows
+    print_warnings(results.warnings)
+    failed = sum(not row.ok for row in rows)
+    short = sum(
+        r.link_error_pct is not None and not within_tolerance(r.link_error_pct) for r in rows
+    )
+    on_short_links = f", {short} on links short of their rate" if short else ""
+    ran = _what_ran(results)
+    print(f"{ran} ({failed} failed{on_short_links}) -> {written(args.out)}")
+    return 0
+
+
+def _what_ran(results: Results) -> str:
+    """A device scenario's rows are its runs ("6 runs"); a crowd scenario's are its jobs,
+    several to a run in the twin ("20 jobs in 1 run")."""
+    scenario = results.scenario
+    if scenario is None or scenario.crowd is None:
+        return f"{len(results.rows)} runs"
+    return f"{counted(len(results.rows), 'job')} in {counted(len(crowd_runs(scenario)), 'run')}"
+
+
+def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``edgetwin compare``."""
+    parser.add_argument("predicted", type=Path, help="run folder taken as the prediction")
+    parser.add_argument(
+        "measured", type=Path, help="run folder (or a results table, .csv) taken as the measurement"
+    )
+    parser.add_argument("--out", type=Path, help="also write DIR/comparison.html and .csv")
+    add_static_argument(parser)
+    add_force_argument(parser)
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    """Join two runs on the configuration; error of the first relative to the second."""
+    comparison = compare(
+        args.predicted,
+        args.measured,
+        out=args.out,
+        force=args.force,
+        static=args.static,
+        command=args.command,
+    )
+    print_warnings(comparison.warnings)
+    for metric, median in comparison.median_abs_error_pct.items():
+        count = sum(p["metric"] == metric and p["error_pct"] is not None for p in comparison.points)
+        print(f"{metric}: median |error| {median:.1f} % over {counted(count, 'point')}")
+    no_prediction, no_measurement = comparison.unmatched_keys, comparison.unmeasured_keys
+    if no_prediction or no_measurement:
+        print(
+            f"not compared: {len(no_prediction)} measured rows with no prediction, "
+            f"{len(no_measurement)} predicted rows with no measured row"
+        )
+    return 0
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``edgetwin report``."""
+    parser.add_argument(
+        "dir", type=Path, help="a run's or a plan's output folder (results.csv or .parquet)"
+    )
+    add_static_argument(parser, "DIR")
+
+
+def report_command(args: argparse.Namespace) -> int:
+    written = reporting.report(args.dir, static=args.static)
+    answered = f"{written.answer} and " if written.answer is not None else ""
+    print(f"wrote {answered}{written.page}")
+    if args.static:
+        print(f"wrote {counted(len(written.figures), 'figure')} to {args.dir}/figures")
+    return 0
+
+
+# its loading step checks the scenario's kind (the API's too)
+RUN = Command(
+    "run",
+    "run a scenario and write results.csv, report.html and scenario.resolved.yaml",
+    "edgetwin run scenarios/prism_jetson.yaml --out out/twin",
+    add_run_arguments,
+    run_command,
+)
+COMPARE = Command(
+    "compare",
+    "one run's results vs another's (e.g. twin vs emulator), point by point",
+    "edgetwin compare out/twin out/emu --out out/twin_vs_emu",
+    add_compare_arguments,
+    compare_command,
+)
+REPORT = Command(
+    "report",
+    "(re)write DIR/report.html from DIR/results.csv (or results.parquet); a plan's "
+    "DIR/answer.json and plan.html from its results.csv",
+    "edgetwin report out/prism_jetson --static svg",
+    add_report_arguments,
+    report_command,
+)
