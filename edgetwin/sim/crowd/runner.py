@@ -28,7 +28,7 @@ from edgetwin.crowd_spec import CROWD_STRATEGIES
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.phone_profile import device_profile
-from edgetwin.policies.scheduling import check_schedulers, make_scheduler
+from edgetwin.policies.scheduling import SCHEDULERS, check_schedulers, make_scheduler
 from edgetwin.profile import NetworkParams, mah_from_joules
 from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.scenario import Scenario
@@ -157,8 +157,10 @@ def simulate_crowd(
     env = simpy.Environment()
     end_ms = (crowd.horizon_s + crowd.drain_s) * 1e3
     recorder = Recorder(env, record)
+    # keyed by the registries' order, not the scenario's lists: a run's streams do not
+    # depend on what else the scenario runs (a plan runs its question's scheduler alone)
     strategy_index = CROWD_STRATEGIES.index(run.strategy)
-    scheduler_index = crowd.schedulers.index(run.scheduler)
+    scheduler_index = list(SCHEDULERS).index(run.scheduler)
     dynamics = _stream(scenario, run, DYNAMICS, strategy_index, scheduler_index)
     setups = expand_fleet(crowd, setup.classes, _stream(scenario, run, FLEET))
     stack = {c.spec.name: NetworkParams(**c.profile.network.model_dump()) for c in setup.classes}
