@@ -40,6 +40,7 @@ from edgetwin.schema import (
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
+    Seed,
     Strict,
     StrictSweep,
     dump_yaml,
@@ -217,7 +218,7 @@ class Scenario(Strict):
     name: FileName
     description: str = ""
     mode: RunMode = "twin"
-    seed: Annotated[int, Field(ge=0)] = 0
+    seed: Seed = 0
     repetitions: Annotated[int, Field(gt=0, le=MAX_REPETITIONS)] = 1
     noise_cv: Annotated[float, Field(ge=0, le=1)] = 0
     input_source: Literal["terminal", "replicated"] = "terminal"

@@ -39,6 +39,11 @@ UNION_TAGS = (
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
+# a seed is one 32-bit word: numpy's SeedSequence splits a larger one into several words,
+# and then streams keyed by entropy lists of different lengths ([seed, rep, stream] and
+# [seed, rep, stream, phone]) can coincide
+MAX_SEED = 2**32 - 1
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 # the least rate a link is given: 1 bit/s. Below it a run's transfers outlast any run, and at
 # rates near 1e-300 Mbit/s the twin's times overflow a float to inf
 MIN_BANDWIDTH_MBPS = 1e-6

@@ -752,3 +752,22 @@ def test_a_decoder_trace_is_refused_naming_the_scenario(
     for check in ([], ["--check"]):  # --check said "ok"
         expect = ("llm_smoke.yaml: --trace (trace=True in Python)", "no profiler")
         assert_clean_failure([*argv, *check], capsys, tmp_path, *expect)
+
+
+@pytest.mark.timeout(60)
+def test_a_seed_is_one_32_bit_word(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """numpy splits a larger seed into several words, and the crowd twin's streams, keyed by
+    entropy lists of different lengths, could then repeat another seed's: such a seed is
+    refused, in a scenario and in a calibration spec, and the largest one is taken."""
+    scenario = str(REPO / "scenarios/prism_jetson.yaml")
+    assert main(["run", scenario, "--check", "--seed", str(2**32 - 1)]) == 0
+    assert main(["run", scenario, "--check", "--seed", str(2**32)]) == 2
+    assert "field 'seed'" in capsys.readouterr().err
+    spec = yaml.safe_load((REPO / "edgetwin/calibration/specs/h200_loopback.yaml").read_text())
+    spec["seed"] = 2**32
+    spec["traces"] = str(REPO / "edgetwin/calibration/specs" / spec["traces"])
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert main(["calibrate", str(path), "--out", str(tmp_path / "p.yaml")]) == 2
+    assert "field 'seed'" in capsys.readouterr().err
+    assert not (tmp_path / "p.yaml").exists()

@@ -86,7 +86,7 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError, shown
 from edgetwin.model_spec import ModelSpec
 from edgetwin.profile import ComputeParams, DeviceProfile, MemoryParams, load_profile
-from edgetwin.schema import Strict, load_yaml_model, validation_error
+from edgetwin.schema import Seed, Strict, load_yaml_model, validation_error
 
 _LOG = logging.getLogger(__name__)  # notices: a held-out value that leaves nothing to refit
 
@@ -109,7 +109,7 @@ class TraceCalibrationSpec(Strict):
     # parameters the traces cannot identify, taken from the base profile (not fitted)
     from_base: tuple[str, ...] = ()
     bootstrap: int = Field(default=30, ge=0, le=1000)
-    seed: int = Field(default=0, ge=0)
+    seed: Seed = 0
 
 
 def load_trace_spec(path: Path) -> TraceCalibrationSpec:
