@@ -9,12 +9,10 @@ from pathlib import Path
 from edgetwin.cli.command import Command
 from edgetwin.cli.console import print_warnings, written
 from edgetwin.cli.inputs import (
-    add_check_argument,
-    add_force_argument,
     add_out_argument,
+    add_output_options,
     add_quiet_argument,
     add_set_argument,
-    add_static_argument,
     checked_out,
     report_checked,
 )
@@ -31,9 +29,7 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", type=Path, help="evaluation file (YAML), e.g. *.eval.yaml")
     add_out_argument(parser)
     add_set_argument(parser, "override an evaluation field, e.g. --set objective=energy")
-    add_check_argument(parser)
-    add_static_argument(parser)
-    add_force_argument(parser)
+    add_output_options(parser)
     add_quiet_argument(parser)
 
 
@@ -87,9 +83,7 @@ def add_affinity_arguments(parser: argparse.ArgumentParser) -> None:
         help="overrides the file's mode (default: its mode:, twin; emu: Mininet, root)",
     )
     add_quiet_argument(parser)
-    add_check_argument(parser)
-    add_static_argument(parser)
-    add_force_argument(parser)
+    add_output_options(parser)
 
 
 def affinity_command(args: argparse.Namespace) -> int:

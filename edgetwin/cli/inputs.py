@@ -56,6 +56,14 @@ def require_out(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error("the following arguments are required: --out")
 
 
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """``--check``, ``--static`` and ``--force``, the options a command that reads an input
+    file and writes a folder takes last (after ``--out``, which ``--check`` makes optional)."""
+    add_check_argument(parser)
+    add_static_argument(parser)
+    add_force_argument(parser)
+
+
 def add_force_argument(parser: argparse.ArgumentParser) -> None:
     """``--force``: replace a non-empty ``--out`` folder whole (else it is refused)."""
     parser.add_argument(

@@ -26,9 +26,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
         parser, "override a question field, e.g. --set question.target_p95_ms=150"
     )
     inputs.add_quiet_argument(parser)
-    inputs.add_check_argument(parser)
-    inputs.add_static_argument(parser)
-    inputs.add_force_argument(parser)
+    inputs.add_output_options(parser)
 
 
 def plan_command(args: argparse.Namespace) -> int:

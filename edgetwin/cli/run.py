@@ -9,9 +9,9 @@ from pathlib import Path
 from edgetwin.cli.command import Command
 from edgetwin.cli.console import print_warnings, written
 from edgetwin.cli.inputs import (
-    add_check_argument,
     add_force_argument,
     add_out_argument,
+    add_output_options,
     add_quiet_argument,
     add_set_argument,
     add_static_argument,
@@ -54,9 +54,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         default="csv",
         help="results.csv, results.parquet or both (default: csv)",
     )
-    add_check_argument(parser)
-    add_static_argument(parser)
-    add_force_argument(parser)
+    add_output_options(parser)
 
 
 def run_command(args: argparse.Namespace) -> int:
