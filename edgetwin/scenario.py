@@ -297,6 +297,19 @@ class Scenario(Strict):
                 raise ValueError(f"sweeps.{i}.{swept}: {decoder_only}")
         return self
 
+    @model_validator(mode="after")
+    def _check_emulator(self) -> Scenario:
+        """Faults play during CROWDio jobs, and a host's core quota caps a device's ranks:
+        set in the other kind of scenario, no mode plays them, so they are refused here
+        rather than warned of as the emulator's alone."""
+        if self.crowd is None and self.emulator.faults:
+            problem = "faults play during CROWDio jobs only (a 'crowd' scenario)"
+            raise ValueError(f"emulator.faults: {problem}")
+        if self.crowd is not None and self.emulator.host_cpu_cores:
+            problem = "a crowd scenario's hosts are limited by their phone classes (cpu_limits)"
+            raise ValueError(f"emulator.host_cpu_cores: {problem}")
+        return self
+
     @property
     def encoder(self) -> ModelSpec:
         """The model, for what runs encoders only (a decoder scenario is refused there)."""

@@ -171,9 +171,10 @@ def test_a_rate_tc_cannot_set_is_refused_naming_the_field(
 
 
 def test_host_cores_are_for_vit_scenarios() -> None:
-    scenario = validate_scenario(_crowd(host_cpu_cores=[1.0]), CROWD)
+    """Refused when the scenario loads, in every mode (a twin run warned of it as the
+    emulator's, and the emulator refused it)."""
     with pytest.raises(InputError) as error:
-        check_emulatable(scenario, CROWD)
+        validate_scenario(_crowd(host_cpu_cores=[1.0]), CROWD)
     assert error.value.field == "emulator.host_cpu_cores" and "phone" in error.value.problem
 
 
@@ -279,11 +280,12 @@ def test_bad_faults_exit_2_naming_file_and_field(
 
 
 def test_faults_need_a_crowd_scenario() -> None:
+    """Refused when the scenario loads, in every mode (a twin or local run warned of them
+    as the emulator's, and the emulator refused them)."""
     raw: dict[str, Any] = yaml.safe_load((REPO / "scenarios/emu_smoke.yaml").read_text())
     raw["emulator"] = {"faults": [{"kind": "kill_worker", "host": 1, "at_s": 1}]}
-    scenario = validate_scenario(raw, Path("vit.yaml"))
     with pytest.raises(InputError) as error:
-        check_emulatable(scenario, Path("vit.yaml"))
+        validate_scenario(raw, Path("vit.yaml"))
     assert error.value.field == "emulator.faults" and "crowd" in error.value.problem
 
 

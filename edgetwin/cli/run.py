@@ -93,7 +93,7 @@ def _what_ran(results: Results) -> str:
     several to a run in the twin ("20 jobs in 1 run")."""
     scenario = results.scenario
     if scenario is None or scenario.crowd is None:
-        return f"{len(results.rows)} runs"
+        return counted(len(results.rows), "run")
     return f"{counted(len(results.rows), 'job')} in {counted(len(crowd_runs(scenario)), 'run')}"
 
 

@@ -73,14 +73,8 @@ def check_emulatable(scenario: Scenario, path: Path | None = None, *, machine: b
         check_crowd_emulatable(scenario, path)
     else:
         check_runnable(scenario, path, machine=machine)
-        if scenario.emulator.faults:
-            problem = "faults play during CROWDio jobs only (a 'crowd' scenario)"
-            raise InputError(path, "emulator.faults", problem)
         _check_host_count(scenario, path)
         _check_host_cores(scenario, path, machine)
-    if scenario.crowd is not None and scenario.emulator.host_cpu_cores:
-        problem = "a crowd scenario's hosts are limited by their phone classes (cpu_limits)"
-        raise InputError(path, "emulator.host_cpu_cores", problem)
     if machine and scenario.crowd is not None:
         check_phones_fit(scenario, path)
     missing = missing_requirements() if machine else []
