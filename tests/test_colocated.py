@@ -78,7 +78,7 @@ def test_a_host_slowed_a_millionfold_late_in_a_run_finishes() -> None:
 def run_toy(toy_profile_path: Path, **overrides: Any) -> Any:
     scenario = toy_scenario(toy_profile_path, **overrides)
     fleet = build_fleet(scenario, None)
-    return simulate(scenario, fleet, configurations(scenario)[0], 0, 0, record_intervals=True)
+    return simulate(scenario, fleet, configurations(scenario)[0], 0, record_intervals=True)
 
 
 def on_one_gpu(toy_profile_path: Path) -> dict[str, Any]:

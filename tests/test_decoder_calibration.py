@@ -67,7 +67,7 @@ def _twin_generations(profile: Path, tmp_path: Path) -> list[DecoderLatency]:
             prompt_tokens=prompt,
             output_tokens=OUTPUT_TOKENS,
         )
-        row = simulate(scenario, build_fleet(scenario, path), config, 0, 0).row
+        row = simulate(scenario, build_fleet(scenario, path), config, 0).row
         assert row.ttft_ms is not None and row.tpot_ms is not None
         records.append(
             DecoderLatency(layers, batch, prompt, OUTPUT_TOKENS, 0, row.ttft_ms, row.tpot_ms)

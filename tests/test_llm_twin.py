@@ -168,7 +168,7 @@ def _single_times(overrides: list[str]) -> tuple[float, float]:
         prompt_tokens=2048,
         output_tokens=3,
     )
-    row = simulate(scenario, build_fleet(scenario, path), config, 0, 0).row
+    row = simulate(scenario, build_fleet(scenario, path), config, 0).row
     assert row.ttft_ms is not None and row.tpot_ms is not None
     return row.ttft_ms, row.tpot_ms
 
@@ -190,7 +190,7 @@ def test_a_pipeline_s_first_decode_step_costs_what_the_later_ones_do() -> None:
             prompt_tokens=64,
             output_tokens=output_tokens,
         )
-        row = simulate(scenario, build_fleet(scenario, SMOKE), config, 0, 0).row
+        row = simulate(scenario, build_fleet(scenario, SMOKE), config, 0).row
         assert row.tpot_ms is not None
         tpot_ms.append(row.tpot_ms)
     assert tpot_ms[0] == pytest.approx(tpot_ms[1], rel=1e-3)
@@ -235,11 +235,11 @@ def test_out_of_memory_at_the_token_the_kv_cache_stops_fitting() -> None:
         prompt_tokens=2048,
         output_tokens=1200,
     )
-    row = simulate(scenario, build_fleet(scenario, path), config, 0, 0).row
+    row = simulate(scenario, build_fleet(scenario, path), config, 0).row
     assert row.status == f"out of memory on jetson-0 at token {fits + 1}"
     assert math.isnan(row.total_ms) and row.ttft_ms is None
     fitting = config.model_copy(update={"output_tokens": fits - 2048 + 1})  # keeps 3000
-    assert simulate(scenario, build_fleet(scenario, path), fitting, 0, 0).row.status == "ok"
+    assert simulate(scenario, build_fleet(scenario, path), fitting, 0).row.status == "ok"
 
 
 def test_position_wise_and_pipeline_split_the_kv_cache() -> None:
@@ -295,7 +295,7 @@ def test_micro_batches_keep_both_stages_busy_at_once() -> None:
     scenario = load_scenario(SMOKE, ["workload.output_tokens=6"])
     fleet = build_fleet(scenario, SMOKE)
     config = next(c for c in configurations(scenario) if c.strategy == "pipeline" and c.batch == 2)
-    outcome = simulate(scenario, fleet, config, 0, 0, record_intervals=True)
+    outcome = simulate(scenario, fleet, config, 0, record_intervals=True)
     busy = [
         [
             (i.start_ms, i.end_ms)
@@ -306,7 +306,7 @@ def test_micro_batches_keep_both_stages_busy_at_once() -> None:
     ]
     overlap = sum(max(0.0, min(a1, b1) - max(a0, b0)) for a0, a1 in busy[0] for b0, b1 in busy[1])
     assert overlap > 0
-    one = simulate(scenario, fleet, config.model_copy(update={"batch": 1}), 0, 0).row
+    one = simulate(scenario, fleet, config.model_copy(update={"batch": 1}), 0).row
     assert outcome.row.total_ms < 2 * one.total_ms
 
 

@@ -59,7 +59,7 @@ def test_energy_is_power_times_time_in_each_state() -> None:
         config = configurations(scenario)[0].model_copy(
             update={"strategy": strategy, "devices": devices, "batch": 4, "segments": 10}
         )
-        outcome = simulate(scenario, fleet, config, 0, 0)
+        outcome = simulate(scenario, fleet, config, 0)
         power = fleet[0].profile.power
         total = 0.0
         for name, times in outcome.time_by_state_ms.items():
@@ -77,7 +77,7 @@ def test_bytes_sent_equal_bytes_received_and_match_the_exchange() -> None:
     config = configurations(scenario)[0].model_copy(
         update={"strategy": "prism", "devices": 2, "batch": 2, "segments": 10}
     )
-    outcome = simulate(scenario, fleet, config, 0, 0)
+    outcome = simulate(scenario, fleet, config, 0)
     assert outcome.row.bytes_sent == outcome.bytes_received
     # P = 2, L = 10: each rank sends 10 rows x 768 x 4 bytes x batch 2 per block, 12 blocks
     assert outcome.row.bytes_sent == 2 * 12 * 10 * 768 * 4 * 2
@@ -91,6 +91,24 @@ def test_same_seed_same_rows_and_noise_follows_the_seed() -> None:
     assert [r["total_ms"] for r in reseeded] != [r["total_ms"] for r in first]
     reps = [r["total_ms"] for r in first if r["strategy"] == "single" and r["batch"] == 1]
     assert len(set(reps)) == 2  # repetitions differ under noise
+
+
+def test_a_configurations_noisy_rows_do_not_depend_on_the_sweep_around_it() -> None:
+    """Its runs are seeded from what it is, not where it stands: the same rows from the
+    whole sweep, from a scenario listing its strategy alone, and from a sweep in another
+    order (a plan's axes); the streams were keyed by the configuration's index."""
+    noisy = jetson_scenario(noise_cv=0.1, repetitions=2)
+
+    def by_key(rows: list[dict[str, object]]) -> dict[tuple[object, ...], object]:
+        keys = ("strategy", "devices", "batch", "bandwidth_mbps", "cr", "rep")
+        return {tuple(r[k] for k in keys): r["total_ms"] for r in rows}
+
+    whole = by_key(rows_of(noisy))
+    alone = by_key(rows_of(noisy.model_copy(update={"strategies": noisy.strategies[1:2]})))
+    reordered = noisy.model_copy(update={"sweeps": noisy.sweeps[::-1]})
+    assert alone and all(whole[key] == value for key, value in alone.items())
+    assert by_key(rows_of(reordered)) == whole
+    assert len(set(alone.values())) == len(alone)  # noise is drawn: no two runs alike
 
 
 def test_device_that_leaves_mid_batch_loses_it() -> None:
@@ -113,7 +131,7 @@ def test_battery_that_empties_ends_the_run(toy_profile_path: Path) -> None:
         devices=[{"name": "dev", "profile": str(toy_profile_path), "count": 2, "battery_wh": 1e-6}],
     )
     fleet = build_fleet(scenario, None)
-    outcome = simulate(scenario, fleet, configurations(scenario)[0], 0, 0)
+    outcome = simulate(scenario, fleet, configurations(scenario)[0], 0)
     assert outcome.row.status == "device lost: dev-0: battery empty"
     # 3.6 mJ at 3 W of staging lasts 1.2 ms... but staging takes only 0.5 ms,
     # then comm at 4 W: 1.5 mJ + 2.1 mJ at 4 W = 0.525 ms more: empty at 1.025 ms
@@ -244,8 +262,8 @@ def test_warmup_batches_are_run_but_not_measured(toy_profile_path: Path) -> None
     warm = toy_scenario(toy_profile_path, warmup_batches=2)
     fleet = build_fleet(cold, None)
     config = configurations(cold)[0]
-    cold_out = simulate(cold, fleet, config, 0, 0, record_intervals=True)
-    warm_out = simulate(warm, fleet, config, 0, 0, record_intervals=True)
+    cold_out = simulate(cold, fleet, config, 0, record_intervals=True)
+    warm_out = simulate(warm, fleet, config, 0, record_intervals=True)
     assert warm_out.row.total_ms == pytest.approx(cold_out.row.total_ms)
     assert warm_out.row.energy_j == pytest.approx(cold_out.row.energy_j)
     assert min(i.start_ms for i in warm_out.intervals) == pytest.approx(2 * cold_out.row.total_ms)

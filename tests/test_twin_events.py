@@ -17,7 +17,7 @@ HEAD_MS = 32 / 3840  # classifier head: 2 x width 8 x 2 classes FLOPs on the ter
 def run_toy(profile_path: Path, **overrides: object) -> RunOutcome:
     scenario = toy_scenario(profile_path, **overrides)
     config = configurations(scenario)[0]
-    return simulate(scenario, build_fleet(scenario, None), config, 0, 0, record_intervals=True)
+    return simulate(scenario, build_fleet(scenario, None), config, 0, record_intervals=True)
 
 
 def timeline(outcome: RunOutcome, device: str) -> list[tuple[str, float, float]]:

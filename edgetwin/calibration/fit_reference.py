@@ -407,7 +407,7 @@ def _check_runnable(
 def _simulate(scenario: Scenario, profile: DeviceProfile, config: Configuration) -> RunOutcome:
     spec = DeviceSpec(name="dev", profile=profile, count=config.devices)
     fleet = [FleetMember(f"dev-{i}", spec, profile) for i in range(config.devices)]
-    return simulate(scenario, fleet, config, index=0, rep=0)
+    return simulate(scenario, fleet, config, rep=0)
 
 
 def _unit_power() -> dict[str, float]:

@@ -73,13 +73,13 @@ class SweepPayload:
         for index in indexes:
             if index < len(configs):
                 rows = tuple(
-                    simulate(scenario, fleet, configs[index], index, rep).row
+                    simulate(scenario, fleet, configs[index], rep).row
                     for rep in range(scenario.repetitions)
                 )
             else:
                 search = searches[index - len(configs)]
                 rows = tuple(
-                    simulate(scenario, fleet, config, index, 0).row
+                    simulate(scenario, fleet, config, 0).row
                     for config in longest_context(scenario, fleet, search)
                 )
             results.append(ConfigResult(index, rows))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, fields, replace
@@ -150,18 +151,18 @@ def run_scenario(
     on_progress: Callable[[], None] | None = None,
 ) -> Iterator[RunOutcome]:
     """Every configuration x repetition of the scenario, in a stable order."""
-    for index, config in enumerate(configurations(scenario)):
+    for config in configurations(scenario):
         for rep in range(scenario.repetitions):
-            outcome = simulate(scenario, fleet, config, index, rep, record_intervals)
+            outcome = simulate(scenario, fleet, config, rep, record_intervals)
             if scenario.intervals is not None:
-                outcome = _with_prediction_intervals(scenario, fleet, outcome, index, rep)
+                outcome = _with_prediction_intervals(scenario, fleet, outcome, rep)
             yield outcome
             if on_progress is not None:
                 on_progress()
 
 
 def _with_prediction_intervals(
-    scenario: Scenario, fleet: list[FleetMember], outcome: RunOutcome, index: int, rep: int
+    scenario: Scenario, fleet: list[FleetMember], outcome: RunOutcome, rep: int
 ) -> RunOutcome:
     """The outcome's row with its prediction intervals: the configuration rerun under each
     bootstrap variant of the fleet's profiles (sim/intervals.py)."""
@@ -169,12 +170,20 @@ def _with_prediction_intervals(
     members = fleet[: outcome.config.devices]
     plain = scenario.model_copy(update={"sample_profiles": False})
     variants = [
-        simulate(plain, _variant_fleet(members, b), outcome.config, index, rep).row
+        simulate(plain, _variant_fleet(members, b), outcome.config, rep).row
         for b in range(max(bootstrap_count(m.profile) for m in members))
     ]
     decoder = isinstance(scenario.model, DecoderSpec)
     widths = fleet_half_widths([m.profile for m in members], scenario.intervals, decoder)
     return replace(outcome, row=with_intervals(outcome.row, variants, widths))
+
+
+def configuration_words(config: Configuration) -> list[int]:
+    """The configuration as four 32-bit words for its runs' random stream: what it is, not
+    where it stands in a sweep, so that every sweep holding it (a plan's axes, a scenario
+    with fewer strategies) gives its repetitions the same draws."""
+    digest = hashlib.sha256(config.model_dump_json().encode()).digest()
+    return [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
 
 
 def _variant_fleet(members: list[FleetMember], index: int) -> list[FleetMember]:
@@ -185,12 +194,12 @@ def simulate(
     scenario: Scenario,
     fleet: list[FleetMember],
     config: Configuration,
-    index: int,
     rep: int,
     record_intervals: bool = False,
 ) -> RunOutcome:
     """One batch of one configuration in a fresh environment."""
-    rng = np.random.default_rng(np.random.SeedSequence([scenario.seed, index, rep]))
+    entropy = [scenario.seed, *configuration_words(config), rep]
+    rng = np.random.default_rng(np.random.SeedSequence(entropy))
     env = simpy.Environment()
     members = fleet[: config.devices]
     hosts = {spec.name: Host(env, spec) for spec in scenario.hosts}
