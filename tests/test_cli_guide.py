@@ -14,6 +14,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+import yaml
 
 from edgetwin.cli import _parser, main
 from edgetwin.cli.progress import _LIVE as LIVE_BARS
@@ -505,6 +506,35 @@ def test_piped_evaluate_and_calibrate_machine_print_their_progress(tmp_path: Pat
         "calibrate-machine: 2/3 (staged exchange)",
         "calibrate-machine: 3/3 (fit)",
     ]
+
+
+@pytest.mark.timeout(180)
+def test_piped_calibrate_prints_its_fits_and_held_out_refits(tmp_path: Path) -> None:
+    """A trace fit takes seconds to a minute (h200_netns: 30 s) and said nothing until it
+    wrote: each solve of each fit (the fit's own and its bootstrap resamples'), then each
+    held-out refit, is a line; ``--quiet`` prints none. The profile is the same either way."""
+    specs = ROOT / "edgetwin/calibration/specs"
+    spec = yaml.safe_load((specs / "h200_loopback.yaml").read_text())
+    spec["traces"] = str((specs / spec["traces"]).resolve())
+    spec["bootstrap"] = 2
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    err = _piped(tmp_path, "calibrate", "spec.yaml", "--out", "loud.yaml")
+    fits = [line.rsplit(": ", 1)[1] for line in err.splitlines() if "fits with" in line]
+    total = int(fits[-1].split("/")[1])
+    assert total % 3 == 0 and fits == [f"{k}/{total}" for k in range(1, total + 1)]
+    refits = [line for line in err.splitlines() if line.startswith("held-out refits")]
+    assert refits and refits[-1].endswith(f"{len(refits)}/{len(refits)}")
+    quiet = _piped(tmp_path, "calibrate", "spec.yaml", "--out", "quiet.yaml", "--quiet")
+    assert "fits with" not in quiet and "held-out" not in quiet
+
+    def body(name: str) -> list[str]:  # the command line recorded differs, the fit not
+        return [
+            line
+            for line in (tmp_path / name).read_text().splitlines()
+            if not line.startswith("#") and "calibrate spec.yaml" not in line
+        ]
+
+    assert body("loud.yaml") == body("quiet.yaml")
 
 
 @pytest.mark.timeout(60)

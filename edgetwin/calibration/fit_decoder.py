@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -94,8 +94,10 @@ def fit_memory(
     compute: ComputeParams,
     bootstrap: int,
     rng: np.random.Generator,
+    on_solve: Callable[[], None] = lambda: None,
 ) -> ComponentFit:
-    """The bandwidth that makes the twin's TTFT and TPOT meet each group's fastest rep."""
+    """The bandwidth that makes the twin's TTFT and TPOT meet each group's fastest rep
+    (``on_solve``: as ``fit_groups``'s)."""
     return fit_groups(
         "memory",
         decoder_groups(records),
@@ -106,6 +108,7 @@ def fit_memory(
         rng,
         center=np.min,
         point_of=without_label,
+        on_solve=on_solve,
     )
 
 
@@ -117,6 +120,7 @@ def fit_compute_and_memory(
     fixed: Mapping[str, float],
     bootstrap: int,
     rng: np.random.Generator,
+    on_solve: Callable[[], None] = lambda: None,
 ) -> tuple[ComponentFit, ComponentFit]:
     """One compute model for the device: its ViT latencies and its decoder generations
     fitted together (throughput, launch floor, bandwidth). ``rows_half_util`` stays 0
@@ -157,6 +161,7 @@ def fit_compute_and_memory(
         bootstrap,
         rng,
         point_of=lambda key: without_label(key) if key[0] in METRICS else key,
+        on_solve=on_solve,
     )
     return _part(joint, "compute", compute_names, False), _part(
         joint, "memory", ("bandwidth_gbps",), True

@@ -111,12 +111,14 @@ def fit_groups(
     rng: np.random.Generator,
     center: Callable[[np.ndarray], Any] = np.mean,
     point_of: Callable[[GroupKey], Hashable] = lambda key: key,
+    on_solve: Callable[[], None] = lambda: None,
 ) -> ComponentFit:
     """Least squares on group means (or another ``center``: ``np.min`` for the fastest
     rep), then a bootstrap over the reps of each group; ``NotPositiveTime`` when a group's
     center is not above 0, ``TooFewPoints`` when the groups are too few distinct points
     for the free parameters (``point_of``: the configuration measured that a group's key
-    is one metric or phase of; by default the key itself)."""
+    is one metric or phase of; by default the key itself). ``on_solve`` is called after
+    each of the 1 + ``bootstrap`` solves (progress)."""
     names = [n for n in bounds if n not in fixed]
     keys = list(groups)
     check_enough_points(section, len({point_of(k) for k in keys}), names)
@@ -131,6 +133,7 @@ def fit_groups(
         result = least_squares(
             residuals, start, bounds=limits, x_scale="jac", loss="soft_l1", f_scale=0.1
         )
+        on_solve()
         return {**fixed, **{n: float(v) for n, v in zip(names, result.x, strict=True)}}
 
     means = {k: float(center(np.asarray(groups[k]))) for k in keys}

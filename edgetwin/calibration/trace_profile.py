@@ -86,6 +86,7 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError, shown
 from edgetwin.model_spec import ModelSpec
 from edgetwin.profile import ComputeParams, DeviceProfile, MemoryParams, load_profile
+from edgetwin.progress import Progress, no_progress
 from edgetwin.schema import Seed, Strict, load_yaml_model, validation_error
 
 _LOG = logging.getLogger(__name__)  # notices: a held-out value that leaves nothing to refit
@@ -205,11 +206,14 @@ def fit_sections(
     data: TraceData,
     holdout: Holdout | None = None,
     base: DeviceProfile | None = None,
+    progress: Progress = no_progress,
 ) -> dict[str, ComponentFit]:
     """Fit every requested section the data allows, without the ``holdout`` records; the
     memory bandwidth on the fitted compute section (else ``base``'s). A section with too
     few distinct points for its parameters is ``TooFewPoints``; in a held-out refit it is
-    left out instead (its held-out records get no point, and ``_note_unrefitted`` says so)."""
+    left out instead (its held-out records get no point, and ``_note_unrefitted`` says so).
+    ``progress`` counts the fits' solves (each fit's and its bootstrap resamples'), the fits
+    planned before the first runs."""
     rng = np.random.default_rng(spec.seed)
     excluded_batch = holdout.value if holdout is not None and holdout.by == "batch" else None
     latencies = [r for r in data.latencies if holdout is None or not holdout.covers(r)]
@@ -221,14 +225,20 @@ def fit_sections(
         prefix = f"{section}."
         return {k.removeprefix(prefix): v for k, v in not_fitted.items() if k.startswith(prefix)}
 
+    planned: list[Callable[[Callable[[], None]], None]] = []
+
     def fit_into(names: tuple[str, ...], fit: Callable[..., Any], *args: Any, **kw: Any) -> None:
-        try:
-            fitted = fit(*args, **kw)
-        except TooFewPoints:
-            if holdout is None:
-                raise
-            return
-        fits.update(zip(names, fitted if isinstance(fitted, tuple) else (fitted,), strict=True))
+        def run(on_solve: Callable[[], None]) -> None:
+            try:
+                fitted = fit(*args, on_solve=on_solve, **kw)
+            except TooFewPoints:
+                if holdout is None:
+                    raise
+                return
+            fitted = fitted if isinstance(fitted, tuple) else (fitted,)
+            fits.update(zip(names, fitted, strict=True))
+
+        planned.append(run)
 
     decoder = [r for r in data.decoder if holdout is None or not holdout.covers(r)]
     with_decoder = "memory" in spec.fit and decoder and spec.decoder is not None
@@ -310,10 +320,14 @@ def fit_sections(
             spec.bootstrap,
             rng,
         )
-    if with_decoder and not with_compute:
+    if with_decoder and not with_compute:  # on the base's compute: no fit comes before it
         compute = _compute(fits, base)
         if compute is not None:
             fit_into(("memory",), fit_memory, decoder, spec.decoder, compute, spec.bootstrap, rng)
+    solves = len(planned) * (1 + spec.bootstrap)  # each fit: one solve and its bootstrap's
+    with progress("fits with bootstrap", solves) as advance:
+        for run in planned:
+            run(advance)
     return fits
 
 
@@ -420,11 +434,12 @@ def _fit_sections_of(
     data: TraceData,
     holdout: Holdout | None,
     base: DeviceProfile | None,
+    progress: Progress = no_progress,
 ) -> dict[str, ComponentFit]:
     """``fit_sections``; a measured time of 0 ms or less is bad input in the traces folder,
     and too few distinct points for a section's parameters in the file it is fitted from."""
     try:
-        return fit_sections(spec, data, holdout, base)
+        return fit_sections(spec, data, holdout, base, progress)
     except NotPositiveTime as error:
         problem = f"{error}; a fit on log errors needs times above 0 (drop the section from fit)"
         raise InputError(spec_path.parent / spec.traces, error.section, problem) from None
@@ -469,14 +484,17 @@ def _check_requested_data(spec: TraceCalibrationSpec, spec_path: Path, data: Tra
             raise InputError(spec_path, f"fit.{i}", problem)
 
 
-def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
-    """The profile a ``kind: traces`` spec describes, with fit report and provenance."""
+def calibrate_from_traces(
+    spec_path: Path, command: str, progress: Progress = no_progress
+) -> DeviceProfile:
+    """The profile a ``kind: traces`` spec describes, with fit report and provenance;
+    ``progress``: its fits, then its held-out refits (``fit.held_out``)."""
     spec = load_trace_spec(spec_path)
     data = _trace_data(spec, spec_path)
     _check_decoder(spec, spec_path, data)
     _check_requested_data(spec, spec_path, data)
     base = _base(spec, spec_path)
-    fits = _fit_sections_of(spec_path, spec, data, None, base)
+    fits = _fit_sections_of(spec_path, spec, data, None, base, progress)
     sections: dict[str, Any] = {}
     if base is not None:
         sections = base.model_dump(include={"compute", "staging", "network", "power"})
@@ -506,7 +524,7 @@ def calibrate_from_traces(spec_path: Path, command: str) -> DeviceProfile:
         "sections": {name: fit.summary() for name, fit in fits.items()},
         "bootstrap_samples": {name: fit.samples for name, fit in fits.items()},
         "held_out": with_base_residuals(
-            held_out_block(leave_one_out(spec_path, "batch"), "batch"), base, spec.fit
+            held_out_block(leave_one_out(spec_path, "batch", progress), "batch"), base, spec.fit
         ),
     }
     try:
@@ -575,10 +593,12 @@ class Holdout:
         return isinstance(record, StagedExchange) and record.bandwidth_mbps == self.value
 
 
-def leave_one_out(spec_path: Path, by: HoldoutBy) -> list[dict[str, Any]]:
+def leave_one_out(
+    spec_path: Path, by: HoldoutBy, progress: Progress = no_progress
+) -> list[dict[str, Any]]:
     """Refit without each batch size (or bandwidth, or prompt length) and predict what was
     left out: the whole-model latency, the staged exchange total of a forward, and a
-    decoder generation's TTFT and TPOT."""
+    decoder generation's TTFT and TPOT. ``progress`` counts the refits."""
     spec = load_trace_spec(spec_path).model_copy(update={"bootstrap": 0})
     data = _trace_data(spec, spec_path)
     _check_decoder(spec, spec_path, data)
@@ -592,23 +612,25 @@ def leave_one_out(spec_path: Path, by: HoldoutBy) -> list[dict[str, Any]]:
     else:
         values = {r.bandwidth_mbps for r in data.exchanges if r.bandwidth_mbps is not None}
     points: list[dict[str, Any]] = []
-    for value in sorted(values):
-        holdout = Holdout(by, value)
-        fits = _fit_sections_of(spec_path, spec, data, holdout, base)
-        _note_unrefitted(spec, data, fits, holdout)
-        if "compute" in fits:
-            predict = compute_predictor(spec.model)
-            for key, reps in compute_groups(data.latencies).items():
-                record = VitLatency(key[0], key[1], key[2], 0, 0.0)
-                if holdout.covers(record):
-                    predicted = predict(fits["compute"].params, key)
-                    if key[0] == VIT_FULL:
-                        points.append(_point("vit_full_ms", key, reps, predicted, value))
-                    points.append(_point("compute_ms", key, reps, predicted, value))
-        if {"staging", "network"} <= fits.keys():
-            points += _exchange_points(spec, data, fits, holdout)
-        if "memory" in fits:
-            points += _decoder_points(spec, data, fits, holdout, base)
+    with progress(f"held-out refits (by {by})", len(values)) as advance:
+        for value in sorted(values):
+            holdout = Holdout(by, value)
+            fits = _fit_sections_of(spec_path, spec, data, holdout, base)
+            _note_unrefitted(spec, data, fits, holdout)
+            if "compute" in fits:
+                predict = compute_predictor(spec.model)
+                for key, reps in compute_groups(data.latencies).items():
+                    record = VitLatency(key[0], key[1], key[2], 0, 0.0)
+                    if holdout.covers(record):
+                        predicted = predict(fits["compute"].params, key)
+                        if key[0] == VIT_FULL:
+                            points.append(_point("vit_full_ms", key, reps, predicted, value))
+                        points.append(_point("compute_ms", key, reps, predicted, value))
+            if {"staging", "network"} <= fits.keys():
+                points += _exchange_points(spec, data, fits, holdout)
+            if "memory" in fits:
+                points += _decoder_points(spec, data, fits, holdout, base)
+            advance()
     return points
 
 

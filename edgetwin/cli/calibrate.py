@@ -26,7 +26,7 @@ from edgetwin.cli.inputs import (
     add_quiet_argument,
     add_static_argument,
 )
-from edgetwin.cli.progress import progress
+from edgetwin.cli.progress import progress, progress_bar
 from edgetwin.errors import InputError
 from edgetwin.profile import DeviceProfile
 from edgetwin.provenance import write_provenance
@@ -40,13 +40,16 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``edgetwin calibrate``."""
     parser.add_argument("spec", type=Path, help="calibration spec (YAML)")
     add_out_argument(parser, "profile file to write")
+    add_quiet_argument(parser)
 
 
 def calibrate_command(args: argparse.Namespace) -> int:
     command = f"edgetwin calibrate {args.spec} --out {args.out}"
     with warnings.catch_warnings():  # the API's PoorFitWarning: said as the command's, below
         warnings.simplefilter("ignore", PoorFitWarning)
-        fitted = calibrate(args.spec, out=args.out, command=command)
+        fitted = calibrate(
+            args.spec, out=args.out, command=command, progress=progress_bar(args.quiet)
+        )
     if isinstance(fitted, list):
         from edgetwin.calibration.fit_android import android_profile_path
 

@@ -12,13 +12,18 @@ from edgetwin.errors import InputError, shown
 from edgetwin.file_kinds import CALIBRATION_KINDS, check_kind
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import DeviceProfile
+from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import recording_reads
 from edgetwin.schema import read_yaml_mapping
 from edgetwin.workbench.arguments import out_argument, path_argument
 
 
 def calibrate(
-    spec: str | Path, *, out: str | Path | None = None, command: str | None = None
+    spec: str | Path,
+    *,
+    out: str | Path | None = None,
+    command: str | None = None,
+    progress: Progress = no_progress,
 ) -> DeviceProfile | list[PhoneProfile]:
     """Fit what ``spec`` describes: a ``DeviceProfile`` (a measured table, ``kind: traces``
     or ``kind: emu``) or, for an Android spec, a ``PhoneProfile`` per phone class.
@@ -27,7 +32,9 @@ def calibrate(
     of ``<class>.yaml`` for an Android spec), all or nothing, never onto a file the fit
     read. ``command`` is what the profile's header and ``fit.command`` record (the CLI
     passes its command line; ``None`` records this call). A profile that misses its own
-    measurements by more than half is returned with a ``PoorFitWarning``.
+    measurements by more than half is returned with a ``PoorFitWarning``. ``progress``
+    (``edgetwin.progress``) counts a trace fit's section fits and held-out refits, the
+    seconds-long part (the other kinds fit in about a second).
     """
     spec_path = path_argument(spec, "spec")
     out_path = out_argument(out)
@@ -42,7 +49,7 @@ def calibrate(
 
         check_profile_out(out_path, [spec_path])  # before the fit, which takes seconds
     with recording_reads():  # write_profiles refuses to overwrite what the fit read
-        fitted = _fit_and_write(spec_path, kind, out_path, command)
+        fitted = _fit_and_write(spec_path, kind, out_path, command, progress)
     if isinstance(fitted, DeviceProfile):
         _warn_of_a_poor_fit(fitted)
     return fitted
@@ -59,7 +66,7 @@ def _warn_of_a_poor_fit(profile: DeviceProfile) -> None:
 
 
 def _fit_and_write(
-    spec: Path, kind: str, out: Path | None, command: str
+    spec: Path, kind: str, out: Path | None, command: str, progress: Progress
 ) -> DeviceProfile | list[PhoneProfile]:
     from edgetwin.calibration.fit_android import fit_android_profiles, write_android_profiles
     from edgetwin.calibration.fit_emu import calibrate_from_emu
@@ -73,7 +80,7 @@ def _fit_and_write(
             write_android_profiles(phones, out)
         return phones
     if kind == "traces":
-        profile = calibrate_from_traces(spec, command)
+        profile = calibrate_from_traces(spec, command, progress)
     elif kind == "emu":
         profile = calibrate_from_emu(spec, command)
     else:
