@@ -12,7 +12,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any, TypedDict
 
-from edgetwin.errors import InputError, shown
+from edgetwin.errors import InputError, counted, shown
 from edgetwin.results import (
     COLUMNS,
     STATUS_OK,
@@ -334,6 +334,31 @@ def devices_warning(predicted: Path, measured: Path) -> str | None:
     return (
         f"{predicted} ran on {sides[0]} but {measured} on {sides[1]}: the errors include "
         "the difference between the devices"
+    )
+
+
+def split_warning(
+    predicted: Path,
+    predicted_rows: Iterable[Mapping[str, object]],
+    measured: Path,
+    measured_rows: Iterable[Mapping[str, object]],
+) -> str | None:
+    """A warning when configurations of both sides ran different layer splits
+    (``layer_split``: the twin balances an unsized pipeline on the profiles, a local or
+    emulator run splits it equally), so their errors include the split's difference."""
+
+    def splits(rows: Iterable[Mapping[str, object]]) -> dict[RowKey, str]:
+        return {row_key(r): str(r["layer_split"]) for r in rows if r.get("layer_split")}
+
+    ours, theirs = splits(predicted_rows), splits(measured_rows)
+    differ = [key for key in ours if key in theirs and ours[key] != theirs[key]]
+    if not differ:
+        return None
+    first = differ[0]
+    return (
+        f"{counted(len(differ), 'configuration')} ran other layer splits in {predicted} than "
+        f"in {measured} ({key_label(first)}: {ours[first]} vs {theirs[first]}): the errors "
+        "include the split's difference; the scenario's pipeline layers run one split in both"
     )
 
 

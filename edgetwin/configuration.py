@@ -59,6 +59,15 @@ def configuration_columns(
     }
 
 
+def layer_split(plan: DecoderPlan) -> str | None:
+    """A layer split's layers on each device, in rank order ("8+16": what the twin balanced
+    on the profiles, or the scenario's ``layers``); None where every device holds every
+    layer."""
+    if not registry.strategy(plan.strategy).splits_layers:
+        return None
+    return "+".join(str(layers) for layers in plan.kv_layers)
+
+
 def decoder_plan(
     scenario: Scenario, config: Configuration, stage_layers: tuple[int, ...] | None = None
 ) -> DecoderPlan:

@@ -65,6 +65,8 @@ class ResultRow:
     energy_per_token_j: float | None = None
     weights_mb: float | None = None
     kv_cache_mb: float | None = None
+    # a layer split (pipeline): each device's layers in rank order, "8+16" (configuration.py)
+    layer_split: str | None = None
     # real code paths (mode local / emu)
     max_abs_diff_vs_single: float | None = None
     top1_agreement_vs_single: float | None = None

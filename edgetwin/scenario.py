@@ -416,14 +416,15 @@ def _check_decoder(scenario: Scenario, model: DecoderSpec) -> None:
 
 
 def _check_one_split(strategies: Sequence[StrategySpec]) -> None:
-    """A strategy listed twice gives the same ``layers`` both times: a row does not say
-    its layer split and a configuration runs once, so a second split would not run."""
+    """A strategy listed twice gives the same ``layers`` both times: the split is not part
+    of a configuration (its key), which runs once, so a second split would not run."""
     first: dict[str, int] = {}
     for i, strategy in enumerate(strategies):
         j = first.setdefault(strategy.name, i)
         if strategy.layers != strategies[j].layers:
             problem = f"{strategy.name} is listed as strategies.{j} with other layers"
-            raise ValueError(f"strategies.{i}.layers: {problem} (a row does not say its split)")
+            why = "a configuration runs one split"
+            raise ValueError(f"strategies.{i}.layers: {problem} ({why})")
 
 
 def split_problem(strategy: StrategySpec, model: DecoderSpec, devices: int, prompt: int) -> str:

@@ -526,3 +526,37 @@ def test_a_table_fit_refuses_a_decoder(  # the adaptive evaluation takes one: te
         assert main(argv) == 2
         line = capsys.readouterr().err.strip()
         assert "field 'scenario': llm.yaml runs a decoder" in line, line
+
+
+@pytest.mark.timeout(120)
+def test_rows_say_the_layer_split_and_compare_warns_of_another(tmp_path: Path) -> None:
+    """A row did not say which layers each device held: the twin balances an unsized
+    pipeline on the profiles, a local run splits it equally, and a comparison of the two
+    mixed the split's difference into the error unsaid."""
+    import edgetwin
+
+    jetson = REPO / "scenarios/llm_jetson.yaml"
+    layers = load_scenario(jetson).model.layers
+    twin = edgetwin.run(jetson, out=tmp_path / "twin")
+    for row in twin.rows:
+        if row.strategy == "pipeline":
+            split = [int(n) for n in str(row.layer_split).split("+")]
+            assert len(split) == row.devices and sum(split) == layers
+        else:
+            assert row.layer_split is None
+    balanced = {r.layer_split for r in twin.rows if r.strategy == "pipeline" and r.devices == 2}
+    assert balanced == {"9+7"}  # the first stage embeds, the last holds the LM head
+    pinned = [
+        "strategies=[{name: pipeline, layers: [8, 8]}]",
+        "sweeps=[{batch: [1], devices: [2]}]",
+    ]
+    given = edgetwin.run(jetson, overrides=pinned)
+    assert {r.layer_split for r in given.rows} == {"8+8"}
+    table = tmp_path / "equal.csv"
+    text = (tmp_path / "twin/results.csv").read_text()
+    table.write_text(text.replace("9+7", "8+8"))  # the equal split a local run makes
+    warnings = edgetwin.compare(tmp_path / "twin", table).warnings
+    assert any("layer splits" in w and "9+7 vs 8+8" in w for w in warnings), warnings
+    assert not any(
+        "layer splits" in w for w in edgetwin.compare(tmp_path / "twin", tmp_path / "twin").warnings
+    )

@@ -85,7 +85,13 @@ from edgetwin.comparison import relative_pct
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError, shown
 from edgetwin.model_spec import ModelSpec
-from edgetwin.profile import ComputeParams, DeviceProfile, MemoryParams, load_profile
+from edgetwin.profile import (
+    ComputeParams,
+    DeviceProfile,
+    MemoryParams,
+    load_profile,
+    profile_path,
+)
 from edgetwin.progress import Progress, no_progress
 from edgetwin.schema import Seed, Strict, load_yaml_model, validation_error
 
@@ -356,6 +362,18 @@ def _trace_data(spec: TraceCalibrationSpec, spec_path: Path) -> TraceData:
     if not data.files:
         raise InputError(spec_path, "traces", f"no trace file in {shown(str(folder))}")
     return data
+
+
+def base_profile_file(spec_path: Path) -> Path | None:
+    """The profile file a ``kind: traces`` spec's ``base`` names (None without one, or
+    where it names none that exists: the fit says so), for the checks made before the fit."""
+    spec = load_trace_spec(spec_path)
+    if spec.base is None:
+        return None
+    try:
+        return profile_path(spec.base, spec_path.parent)
+    except InputError:
+        return None
 
 
 def _base(spec: TraceCalibrationSpec, spec_path: Path) -> DeviceProfile | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from edgetwin.configuration import decoder_plan
+from edgetwin.configuration import decoder_plan, layer_split
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import (
@@ -94,6 +94,7 @@ def generation_columns(
     memory = {
         "weights_mb": max(plan.weight_bytes) / MB,
         "kv_cache_mb": max(plan.kv_bytes(r, kept) for r in range(plan.devices)) / MB,
+        "layer_split": layer_split(plan),
     }
     terminal = generation.times[0]
     tokens = config.batch * config.output_tokens

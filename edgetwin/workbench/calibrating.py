@@ -46,8 +46,11 @@ def calibrate(
     kind = spec_kind(spec_path)
     if out_path is not None and kind != "android":
         from edgetwin.calibration.profile_io import check_profile_out
+        from edgetwin.calibration.trace_profile import base_profile_file
 
-        check_profile_out(out_path, [spec_path])  # before the fit, which takes seconds
+        read = [spec_path]  # and the profile a trace fit starts from, which it reads
+        base = base_profile_file(spec_path) if kind == "traces" else None
+        check_profile_out(out_path, read if base is None else [*read, base])  # before the fit
     with recording_reads():  # write_profiles refuses to overwrite what the fit read
         fitted = _fit_and_write(spec_path, kind, out_path, command, progress)
     if isinstance(fitted, DeviceProfile):

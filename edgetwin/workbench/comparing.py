@@ -18,6 +18,7 @@ from edgetwin.comparison import (
     jobs_per_run,
     jobs_warning,
     loopback_warning,
+    split_warning,
     write_comparison_csv,
 )
 from edgetwin.errors import InputError
@@ -88,6 +89,7 @@ def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) ->
     warnings = (
         devices_warning(predicted, measured),
         loopback_warning(predicted, measured),
+        split_warning(predicted, (asdict(row) for row in predicted_rows), measured, measured_rows),
         jobs_warning(predicted, predicted_jobs, measured, jobs_per_run(measured_rows)),
     )
     if not comparison.points:

@@ -17,7 +17,12 @@ from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
 from pathlib import Path
 
-from edgetwin.configuration import configuration_columns, decoder_plan, resolve_segments
+from edgetwin.configuration import (
+    configuration_columns,
+    decoder_plan,
+    layer_split,
+    resolve_segments,
+)
 from edgetwin.decoder_spec import DecoderSpec, kv_bytes_per_token
 from edgetwin.emu.launch_deadline import launch_deadline_s
 from edgetwin.emu.llm.launcher import WORKER, launch_decoder
@@ -158,6 +163,7 @@ def result_rows(
                 tokens_per_s=tokens / (got.total_ms / 1e3),
                 weights_mb=max(plan.weight_bytes) / MB,
                 kv_cache_mb=max(plan.kv_bytes(r, kept) for r in range(plan.devices)) / MB,
+                layer_split=layer_split(plan),
                 max_abs_diff_vs_single=got.max_abs_diff_vs_single,
                 tokens_match_single=got.tokens_match_single,
             )
