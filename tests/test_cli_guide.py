@@ -509,7 +509,7 @@ def test_piped_evaluate_and_calibrate_machine_print_their_progress(tmp_path: Pat
 
 
 @pytest.mark.timeout(180)
-def test_piped_calibrate_prints_its_fits_and_held_out_refits(tmp_path: Path) -> None:
+def test_piped_calibrate_and_validate_print_their_fits_and_refits(tmp_path: Path) -> None:
     """A trace fit takes seconds to a minute (h200_netns: 30 s) and said nothing until it
     wrote: each solve of each fit (the fit's own and its bootstrap resamples'), then each
     held-out refit, is a line; ``--quiet`` prints none. The profile is the same either way."""
@@ -535,6 +535,11 @@ def test_piped_calibrate_prints_its_fits_and_held_out_refits(tmp_path: Path) -> 
         ]
 
     assert body("loud.yaml") == body("quiet.yaml")
+    err = _piped(tmp_path, "validate", "spec.yaml", "--out", "held_out")
+    refits = [line for line in err.splitlines() if line.startswith("held-out refits (by batch)")]
+    assert refits and refits[-1].endswith(f"{len(refits)}/{len(refits)}")
+    quiet = _piped(tmp_path, "validate", "spec.yaml", "--out", "held_out_q", "--quiet")
+    assert "held-out refits" not in quiet
 
 
 @pytest.mark.timeout(60)

@@ -174,6 +174,7 @@ def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_static_argument(parser)
     add_force_argument(parser)
+    add_quiet_argument(parser)
 
 
 def validate_command(args: argparse.Namespace) -> int:
@@ -185,6 +186,7 @@ def validate_command(args: argparse.Namespace) -> int:
         out=args.out,
         force=args.force,
         static=args.static,
+        progress=progress_bar(args.quiet),
         command=args.command,
     ).summary
     for metric, stats in summary.items():

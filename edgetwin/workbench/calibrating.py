@@ -15,7 +15,7 @@ from edgetwin.profile import DeviceProfile
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import recording_reads
 from edgetwin.schema import read_yaml_mapping
-from edgetwin.workbench.arguments import out_argument, path_argument
+from edgetwin.workbench.arguments import out_argument, path_argument, progress_argument
 
 
 def calibrate(
@@ -23,7 +23,7 @@ def calibrate(
     *,
     out: str | Path | None = None,
     command: str | None = None,
-    progress: Progress = no_progress,
+    progress: Progress | None = no_progress,
 ) -> DeviceProfile | list[PhoneProfile]:
     """Fit what ``spec`` describes: a ``DeviceProfile`` (a measured table, ``kind: traces``
     or ``kind: emu``) or, for an Android spec, a ``PhoneProfile`` per phone class.
@@ -38,6 +38,7 @@ def calibrate(
     """
     spec_path = path_argument(spec, "spec")
     out_path = out_argument(out)
+    shows = progress_argument(progress)
     if command is None:
         written = None if out_path is None else str(out_path)
         command = f"edgetwin.calibrate({str(spec_path)!r}, out={written!r})"
@@ -52,7 +53,7 @@ def calibrate(
         base = base_profile_file(spec_path) if kind == "traces" else None
         check_profile_out(out_path, read if base is None else [*read, base])  # before the fit
     with recording_reads():  # write_profiles refuses to overwrite what the fit read
-        fitted = _fit_and_write(spec_path, kind, out_path, command, progress)
+        fitted = _fit_and_write(spec_path, kind, out_path, command, shows)
     if isinstance(fitted, DeviceProfile):
         _warn_of_a_poor_fit(fitted)
     return fitted

@@ -14,6 +14,7 @@ from typing import Any
 from edgetwin.atomic import check_out_folder
 from edgetwin.calibration.held_out import HOLDOUT_NAMES, HoldoutBy
 from edgetwin.errors import InputError, option_named
+from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.static import StaticFormat, write_static_figures
 from edgetwin.reports.validation import summarise, validation_figures, write_validation_report
@@ -22,6 +23,7 @@ from edgetwin.workbench.arguments import (
     flag_argument,
     out_argument,
     path_argument,
+    progress_argument,
     recorded_command,
     static_argument,
 )
@@ -53,6 +55,7 @@ def validate(
     out: str | Path | None = None,
     force: bool = False,
     static: StaticFormat | None = None,
+    progress: Progress | None = no_progress,
     command: Sequence[str] | None = None,
 ) -> Validation:
     """Leave each ``by`` value out of the fit of ``spec`` in turn (a measured table: batch
@@ -60,7 +63,9 @@ def validate(
     ``validation.csv``, ``validation.json``, ``validation.html`` and ``provenance.json``,
     all or nothing (a non-empty ``out`` only with ``force``); with ``static`` (``"svg"``,
     ``"pdf"``, ``"png"``), the page's figure too, as ``out/figures/<name>.<static>``.
-    ``command``: what ``provenance.json`` records (the command line; ``None``: this call)."""
+    ``progress`` (``edgetwin.progress``) counts a trace spec's refits (a measured table's
+    take well under a second and call nothing). ``command``: what ``provenance.json``
+    records (the command line; ``None``: this call)."""
     from edgetwin.calibration.fit_reference import leave_one_batch_out_table
     from edgetwin.calibration.held_out import nested_coverage, with_coverage
     from edgetwin.calibration.trace_profile import leave_one_out
@@ -83,7 +88,7 @@ def validate(
         if out_dir is not None:  # before seconds of refitting
             check_out_folder(out_dir, force, files_read())
         if kind == "traces":
-            points = leave_one_out(spec_path, by)
+            points = leave_one_out(spec_path, by, progress_argument(progress))
         elif by == "batch":
             points = leave_one_batch_out_table(spec_path)
         else:
