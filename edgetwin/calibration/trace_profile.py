@@ -636,19 +636,27 @@ def leave_one_out(
             fits = _fit_sections_of(spec_path, spec, data, holdout, base)
             _note_unrefitted(spec, data, fits, holdout)
             if "compute" in fits:
-                predict = compute_predictor(spec.model)
-                for key, reps in compute_groups(data.latencies).items():
-                    record = VitLatency(key[0], key[1], key[2], 0, 0.0)
-                    if holdout.covers(record):
-                        predicted = predict(fits["compute"].params, key)
-                        if key[0] == VIT_FULL:
-                            points.append(_point("vit_full_ms", key, reps, predicted, value))
-                        points.append(_point("compute_ms", key, reps, predicted, value))
+                points += _compute_points(spec, data, fits["compute"], holdout)
             if {"staging", "network"} <= fits.keys():
                 points += _exchange_points(spec, data, fits, holdout)
             if "memory" in fits:
                 points += _decoder_points(spec, data, fits, holdout, base)
             advance()
+    return points
+
+
+def _compute_points(
+    spec: TraceCalibrationSpec, data: TraceData, compute: ComponentFit, holdout: Holdout
+) -> list[dict[str, Any]]:
+    """The held-out ViT latencies (whole model and per part) against the refit's compute."""
+    predict = compute_predictor(spec.model)
+    points = []
+    for key, reps in compute_groups(data.latencies).items():
+        if holdout.covers(VitLatency(key[0], key[1], key[2], 0, 0.0)):
+            predicted = predict(compute.params, key)
+            if key[0] == VIT_FULL:
+                points.append(_point("vit_full_ms", key, reps, predicted, holdout.value))
+            points.append(_point("compute_ms", key, reps, predicted, holdout.value))
     return points
 
 
