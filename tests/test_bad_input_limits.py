@@ -580,7 +580,7 @@ def test_validate_refuses_a_full_out_before_refitting(
     def refit(*args: object) -> None:
         raise AssertionError("refitted before checking --out")
 
-    monkeypatch.setattr("edgetwin.calibration.trace_profile.leave_one_out", refit)
+    monkeypatch.setattr("edgetwin.calibration.trace_holdout.leave_one_out", refit)
     out = tmp_path / "out"
     out.mkdir()
     (out / "old.txt").write_text("an earlier run\n")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from edgetwin.calibration.trace_profile import leave_one_out
+from edgetwin.calibration.trace_holdout import leave_one_out
 from edgetwin.cli import main
 from tests.conftest import REPO
 

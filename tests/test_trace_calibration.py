@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgetwin.calibration.trace_profile import calibrate_from_traces, leave_one_out
+from edgetwin.calibration.trace_holdout import leave_one_out
+from edgetwin.calibration.trace_profile import calibrate_from_traces
 from edgetwin.profile import load_profile
 from tests.conftest import REPO
 

@@ -47,7 +47,7 @@ def calibrate(
     kind = spec_kind(spec_path)
     if out_path is not None and kind != "android":
         from edgetwin.calibration.profile_io import check_profile_out
-        from edgetwin.calibration.trace_profile import base_profile_file
+        from edgetwin.calibration.trace_inputs import base_profile_file
 
         read = [spec_path]  # and the profile a trace fit starts from, which it reads
         base = base_profile_file(spec_path) if kind == "traces" else None

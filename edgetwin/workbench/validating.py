@@ -68,7 +68,7 @@ def validate(
     records (the command line; ``None``: this call)."""
     from edgetwin.calibration.fit_reference import leave_one_batch_out_table
     from edgetwin.calibration.held_out import nested_coverage, with_coverage
-    from edgetwin.calibration.trace_profile import leave_one_out
+    from edgetwin.calibration.trace_holdout import leave_one_out
 
     spec_path = path_argument(spec, "spec")
     choice_argument(by, "by", tuple(HOLDOUT_NAMES))

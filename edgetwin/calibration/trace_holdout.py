@@ -1,0 +1,194 @@
+"""Held-out validation of a ``kind: traces`` fit: refit without each batch size (or
+bandwidth, or prompt length) and predict what was left out."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgetwin.calibration.fit_decoder import METRICS, decoder_key, single_device_ms
+from edgetwin.calibration.fit_traces import (
+    ComponentFit,
+    GroupKey,
+    compute_groups,
+    compute_predictor,
+    exchange_gaps,
+    exchange_key,
+    network_predictor,
+    staging_predictor,
+)
+from edgetwin.calibration.held_out import HoldoutBy
+from edgetwin.calibration.readers.decoder_latency import DecoderLatency
+from edgetwin.calibration.readers.gpu_bench import VIT_FULL, VitLatency
+from edgetwin.calibration.readers.staged_exchange import StagedExchange
+from edgetwin.calibration.trace_fits import Holdout, compute_of, plan_fits, run_fits
+from edgetwin.calibration.trace_inputs import (
+    SECTION_FILES,
+    Section,
+    TraceCalibrationSpec,
+    TraceData,
+    read_inputs,
+)
+from edgetwin.comparison import relative_pct
+from edgetwin.profile import DeviceProfile, MemoryParams
+from edgetwin.progress import Progress, no_progress
+
+_LOG = logging.getLogger(__name__)  # notices: a held-out value that leaves nothing to refit
+
+
+def leave_one_out(
+    spec_path: Path, by: HoldoutBy, progress: Progress = no_progress
+) -> list[dict[str, Any]]:
+    """Refit without each batch size (or bandwidth, or prompt length) and predict what was
+    left out: the whole-model latency, the staged exchange total of a forward, and a
+    decoder generation's TTFT and TPOT. ``progress`` counts the refits."""
+    inputs = read_inputs(spec_path)
+    spec = inputs.spec.model_copy(update={"bootstrap": 0})
+    data, base = inputs.data, inputs.base
+    values: set[float]
+    if by == "batch":
+        values = {r.batch for r in data.latencies} | {r.batch for r in data.exchanges}
+        values |= {r.batch for r in data.decoder}
+    elif by == "prompt":
+        values = {r.prompt_tokens for r in data.decoder}
+    else:
+        values = {r.bandwidth_mbps for r in data.exchanges if r.bandwidth_mbps is not None}
+    points: list[dict[str, Any]] = []
+    with progress(f"held-out refits (by {by})", len(values)) as advance:
+        for value in sorted(values):
+            holdout = Holdout(by, value)
+            plan = plan_fits(spec, data, holdout, base)
+            fits = run_fits(spec_path, spec, data, plan, holdout)
+            _note_unrefitted(spec, data, fits, holdout)
+            if "compute" in fits:
+                points += _compute_points(spec, data, fits["compute"], holdout)
+            if {"staging", "network"} <= fits.keys():
+                points += _exchange_points(spec, data, fits, holdout)
+            if "memory" in fits:
+                points += _decoder_points(spec, data, fits, holdout, base)
+            advance()
+    return points
+
+
+def _compute_points(
+    spec: TraceCalibrationSpec, data: TraceData, compute: ComponentFit, holdout: Holdout
+) -> list[dict[str, Any]]:
+    """The held-out ViT latencies (whole model and per part) against the refit's compute."""
+    predict = compute_predictor(spec.model)
+    points = []
+    for key, reps in compute_groups(data.latencies).items():
+        if holdout.covers(VitLatency(key[0], key[1], key[2], 0, 0.0)):
+            predicted = predict(compute.params, key)
+            if key[0] == VIT_FULL:
+                points.append(_point("vit_full_ms", key, reps, predicted, holdout.value))
+            points.append(_point("compute_ms", key, reps, predicted, holdout.value))
+    return points
+
+
+def _note_unrefitted(
+    spec: TraceCalibrationSpec, data: TraceData, fits: dict[str, ComponentFit], holdout: Holdout
+) -> None:
+    """Log (a notice on the command's stderr) each section the held-out value leaves with
+    no record, or too few distinct points, to refit: its held-out records get no point,
+    where they would otherwise be left out without a word."""
+    held: list[
+        tuple[tuple[Section, ...], str, Sequence[VitLatency | StagedExchange | DecoderLatency]]
+    ] = [
+        (("compute",), "compute", data.latencies),
+        (("staging", "network"), "exchange", data.exchanges),
+        (("memory",), "decoder", data.decoder),
+    ]
+    for sections, points, records in held:
+        unrefitted = [s for s in sections if s in spec.fit and s not in fits]
+        if unrefitted and any(map(holdout.covers, records)):
+            kept = any(not holdout.covers(record) for record in records)
+            _LOG.warning(
+                "validation: %s %g gives no held-out %s points: without it, %s holds %s to"
+                " refit %s from",
+                holdout.by,
+                holdout.value,
+                points,
+                " or ".join(SECTION_FILES[unrefitted[0]]),
+                "too few distinct points" if kept else "no record",
+                unrefitted[0],
+            )
+
+
+def _decoder_points(
+    spec: TraceCalibrationSpec,
+    data: TraceData,
+    fits: dict[str, ComponentFit],
+    holdout: Holdout,
+    base: DeviceProfile | None,
+) -> list[dict[str, Any]]:
+    """TTFT and TPOT of each held-out generation group against its fastest repetition."""
+    assert spec.decoder is not None
+    compute = compute_of(fits, base)
+    assert compute is not None
+    memory = MemoryParams(**fits["memory"].params)
+    groups: dict[GroupKey, list[DecoderLatency]] = {}
+    for record in data.decoder:
+        if holdout.covers(record):
+            groups.setdefault(decoder_key(record), []).append(record)
+    points = []
+    for key, records in groups.items():
+        predicted = dict(
+            zip(METRICS, single_device_ms(spec.decoder, compute, memory, key), strict=True)
+        )
+        for metric in METRICS:
+            fastest = [min(getattr(r, metric) for r in records)]
+            points.append(_point(metric, key, fastest, predicted[metric], holdout.value))
+    return points
+
+
+def _exchange_points(
+    spec: TraceCalibrationSpec,
+    data: TraceData,
+    fits: dict[str, ComponentFit],
+    holdout: Holdout,
+) -> list[dict[str, Any]]:
+    blocks = data.exchanges[0].blocks
+    comm = network_predictor(exchange_gaps(data.exchanges), spec.burst_kb, blocks)
+    d2h, h2d = staging_predictor("d2h_ms"), staging_predictor("h2d_ms")
+    held: dict[GroupKey, list[StagedExchange]] = {}
+    for record in data.exchanges:
+        if holdout.covers(record):
+            held.setdefault(exchange_key(record), []).append(record)
+    staging, network = fits["staging"].params, fits["network"].params
+    points = []
+    for key, records in held.items():
+        parts = {
+            "staging_ms": blocks * (d2h(staging, key) + h2d(staging, key)),
+            "comm_ms": blocks * comm(network, key),
+        }
+        measured = {
+            "staging_ms": [r.d2h_ms + r.h2d_ms for r in records],
+            "comm_ms": [r.comm_ms for r in records],
+        }
+        total = [r.total_ms for r in records]
+        point = _point("exchange_total_ms", key, total, sum(parts.values()), holdout.value)
+        points.append({**point, "parts": parts})
+        for metric, predicted in parts.items():
+            points.append(_point(metric, key, measured[metric], predicted, holdout.value))
+    return points
+
+
+def _point(
+    metric: str, key: GroupKey, reps: list[float], predicted: float, held_out: float
+) -> dict[str, Any]:
+    """One held-out group: its mean against the prediction; ``reps`` and ``held_out`` (the
+    value left out of its fit) for the prediction intervals' residuals."""
+    measured = float(np.mean(reps))
+    return {
+        "metric": metric,
+        "point": " ".join(str(k) for k in key),
+        "measured": round(measured, 4),
+        "predicted": round(predicted, 4),
+        "error_pct": round(relative_pct(predicted, measured), 2),
+        "held_out": held_out,
+        "reps": reps,
+    }
