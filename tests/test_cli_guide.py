@@ -542,6 +542,29 @@ def test_piped_calibrate_and_validate_print_their_fits_and_refits(tmp_path: Path
     assert "held-out refits" not in quiet
 
 
+@pytest.mark.timeout(180)
+def test_piped_table_calibrate_and_validate_print_their_fit_and_refits(tmp_path: Path) -> None:
+    """A measured table's fit (no ``kind``) runs the twin for every row at each step of the
+    solver: a 9-row table of a board's own took 25 s on 2 busy cores in silence. The fit is
+    a line, then each held-out refit (one a batch size); ``--quiet`` prints none."""
+    specs = ROOT / "edgetwin/calibration/specs"
+    spec = yaml.safe_load((specs / "jetson_orin_nano.yaml").read_text())
+    for field in ("reference", "scenario"):
+        spec[field] = str((specs / spec[field]).resolve())
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    batches = 4  # data/reference/prism-jetson/measurements.csv: batch 1, 2, 4 and 32
+    refits = [f"held-out refits (by batch): {k}/{batches}" for k in range(1, batches + 1)]
+    err = _piped(tmp_path, "calibrate", "spec.yaml", "--out", "loud.yaml")
+    assert [line for line in err.splitlines() if line.startswith(("fit:", "held-out"))] == [
+        "fit: 1/1",
+        *refits,
+    ]
+    quiet = _piped(tmp_path, "calibrate", "spec.yaml", "--out", "quiet.yaml", "--quiet")
+    assert "fit:" not in quiet and "held-out" not in quiet
+    err = _piped(tmp_path, "validate", "spec.yaml", "--out", "held_out")
+    assert [line for line in err.splitlines() if line.startswith("held-out")] == refits
+
+
 @pytest.mark.timeout(60)
 def test_check_needs_no_out_and_a_run_still_does(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -39,6 +39,7 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.profile import POWER_STATES, DeviceProfile
+from edgetwin.progress import Progress, no_progress
 from edgetwin.results import STATUS_OK, read_table, row_key
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
 from edgetwin.schema import Strict, load_yaml_model, referenced_file
@@ -140,8 +141,11 @@ def _measured_row(row: Row) -> MeasuredRow:
     return MeasuredRow(config, values)
 
 
-def fit_profile(spec_path: Path | str, command: str) -> DeviceProfile:
-    """Fit timing then power parameters; the profile records residuals, provenance, ``command``."""
+def fit_profile(
+    spec_path: Path | str, command: str, progress: Progress = no_progress
+) -> DeviceProfile:
+    """Fit timing then power parameters; the profile records residuals, provenance, ``command``.
+    ``progress`` counts the fit (one step), then the held-out refits (one a batch size)."""
     spec_path = Path(spec_path)
     spec = load_spec(spec_path)
     base = spec_path.parent
@@ -151,10 +155,13 @@ def fit_profile(spec_path: Path | str, command: str) -> DeviceProfile:
     measured = read_measured(reference)
     _check_fittable(reference, measured, spec.fixed)
     try:
-        profile = fit_by_component(spec, scenario, measured, spec_path)
+        with progress("fit", 1) as advance:
+            profile = fit_by_component(spec, scenario, measured, spec_path)
+            advance()
     except TooFewPoints as error:
         raise too_few_points_error(reference, error) from None
     report = residual_report(scenario, profile, measured, reference)
+    held_out = leave_one_batch_out_table(spec_path, progress)
     return profile.model_copy(
         update={
             "fit": {
@@ -168,7 +175,7 @@ def fit_profile(spec_path: Path | str, command: str) -> DeviceProfile:
                 "command": command,
                 "fixed": spec.fixed,
                 **report,
-                "held_out": held_out_block(leave_one_batch_out_table(spec_path), "batch"),
+                "held_out": held_out_block(held_out, "batch"),
             }
         }
     )
@@ -210,11 +217,14 @@ def _encoder_scenario(spec_path: Path, scenario_path: Path) -> Scenario:
     return scenario
 
 
-def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
+def leave_one_batch_out_table(
+    spec_path: Path, progress: Progress = no_progress
+) -> list[dict[str, Any]]:
     """Refit without each batch size of the measured table and predict that batch's rows
     (none when the table has one batch size, or a section's only rows, or all but too few
     for its parameters, are that batch's: a refit on no rows is its starting point, on too
-    few any law; a notice names the batch and the column)."""
+    few any law; a notice names the batch and the column). ``progress`` counts the
+    batch sizes."""
     spec = load_spec(spec_path)
     base = spec_path.parent
     scenario_path = referenced_file(spec.scenario, base, spec_path, "scenario").resolve()
@@ -222,53 +232,70 @@ def leave_one_batch_out_table(spec_path: Path) -> list[dict[str, Any]]:
     reference = referenced_file(spec.reference, base, spec_path, "reference").resolve()
     measured = read_measured(reference)
     _check_fittable(reference, measured, spec.fixed)
+    batches = sorted({row.config.batch for row in measured})
     points: list[dict[str, Any]] = []
-    for batch in sorted({row.config.batch for row in measured}):
-        kept = [row for row in measured if row.config.batch != batch]
-        if not kept:  # one batch size: nothing to leave out (validate says so)
+    with progress("held-out refits (by batch)", len(batches)) as advance:
+        for batch in batches:
+            points += _held_out_points(spec, scenario, measured, batch, spec_path)
+            advance()
+    return points
+
+
+def _held_out_points(
+    spec: CalibrationSpec,
+    scenario: Scenario,
+    measured: Sequence[MeasuredRow],
+    batch: int,
+    spec_path: Path,
+) -> list[dict[str, Any]]:
+    """The rows of ``batch`` predicted by a refit without them (none, with a notice, when
+    the rest cannot be refitted)."""
+    kept = [row for row in measured if row.config.batch != batch]
+    if not kept:  # one batch size: nothing to leave out (validate says so)
+        return []
+    unfitted = _unfitted(kept, spec.fixed)
+    if unfitted:  # a section refitted on no row would be its starting point
+        columns = " or ".join(sorted(unfitted))
+        _LOG.warning(
+            "validation: batch %d gives no held-out points: without it, no row has a"
+            " value of %s to refit from",
+            batch,
+            columns,
+        )
+        return []
+    try:
+        profile = fit_by_component(spec, scenario, kept, spec_path)
+    except TooFewPoints as error:
+        column = SECTION_COLUMNS[error.section]
+        _LOG.warning(
+            "validation: batch %d gives no held-out points: without it, %s has %d"
+            " distinct points to refit %d parameters from",
+            batch,
+            column,
+            error.points,
+            len(error.parameters),
+        )
+        return []
+    points = []
+    for row in measured:
+        if row.config.batch != batch:
             continue
-        unfitted = _unfitted(kept, spec.fixed)
-        if unfitted:  # a section refitted on no row would be its starting point
-            columns = " or ".join(sorted(unfitted))
-            _LOG.warning(
-                "validation: batch %d gives no held-out points: without it, no row has a"
-                " value of %s to refit from",
-                batch,
-                columns,
-            )
-            continue
-        try:
-            profile = fit_by_component(spec, scenario, kept, spec_path)
-        except TooFewPoints as error:
-            column = SECTION_COLUMNS[error.section]
-            _LOG.warning(
-                "validation: batch %d gives no held-out points: without it, %s has %d"
-                " distinct points to refit %d parameters from",
-                batch,
-                column,
-                error.points,
-                len(error.parameters),
-            )
-            continue
-        for row in measured:
-            if row.config.batch != batch:
-                continue
-            predicted = _simulate(scenario, profile, row.config).row
-            label = key_label(row_key({**row.config.model_dump(), "segments": row.config.segments}))
-            for metric, value in row.values.items():
-                if value > 0:
-                    estimate = float(getattr(predicted, metric))
-                    points.append(
-                        {
-                            "metric": metric,
-                            "point": label,
-                            "measured": value,
-                            "predicted": round(estimate, 4),
-                            "error_pct": round(relative_pct(estimate, value), 2),
-                            "held_out": batch,
-                            "reps": [value],  # a published mean: no repetitions
-                        }
-                    )
+        predicted = _simulate(scenario, profile, row.config).row
+        label = key_label(row_key({**row.config.model_dump(), "segments": row.config.segments}))
+        for metric, value in row.values.items():
+            if value > 0:
+                estimate = float(getattr(predicted, metric))
+                points.append(
+                    {
+                        "metric": metric,
+                        "point": label,
+                        "measured": value,
+                        "predicted": round(estimate, 4),
+                        "error_pct": round(relative_pct(estimate, value), 2),
+                        "held_out": batch,
+                        "reps": [value],  # a published mean: no repetitions
+                    }
+                )
     return points
 
 

@@ -33,8 +33,8 @@ def calibrate(
     read. ``command`` is what the profile's header and ``fit.command`` record (the CLI
     passes its command line; ``None`` records this call). A profile that misses its own
     measurements by more than half is returned with a ``PoorFitWarning``. ``progress``
-    (``edgetwin.progress``) counts a trace fit's section fits and held-out refits, the
-    seconds-long part (the other kinds fit in about a second).
+    (``edgetwin.progress``) counts a trace or table fit's fits and held-out refits, the
+    seconds-long part (an emulator run's or an Android spec's fit takes about a second).
     """
     spec_path = path_argument(spec, "spec")
     out_path = out_argument(out)
@@ -88,7 +88,7 @@ def _fit_and_write(
     elif kind == "emu":
         profile = calibrate_from_emu(spec, command)
     else:
-        profile = fit_profile(spec, command)
+        profile = fit_profile(spec, command, progress)
     if out is not None:
         write_profile(profile, out)
     return profile

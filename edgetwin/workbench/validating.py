@@ -63,8 +63,7 @@ def validate(
     ``validation.csv``, ``validation.json``, ``validation.html`` and ``provenance.json``,
     all or nothing (a non-empty ``out`` only with ``force``); with ``static`` (``"svg"``,
     ``"pdf"``, ``"png"``), the page's figure too, as ``out/figures/<name>.<static>``.
-    ``progress`` (``edgetwin.progress``) counts a trace spec's refits (a measured table's
-    take well under a second and call nothing). ``command``: what ``provenance.json``
+    ``progress`` (``edgetwin.progress``) counts the refits. ``command``: what ``provenance.json``
     records (the command line; ``None``: this call)."""
     from edgetwin.calibration.fit_reference import leave_one_batch_out_table
     from edgetwin.calibration.held_out import nested_coverage, with_coverage
@@ -90,7 +89,7 @@ def validate(
         if kind == "traces":
             points = leave_one_out(spec_path, by, progress_argument(progress))
         elif by == "batch":
-            points = leave_one_batch_out_table(spec_path)
+            points = leave_one_batch_out_table(spec_path, progress_argument(progress))
         else:
             raise InputError(spec_path, BY, "a measured table is validated by batch only")
         if not points:
