@@ -154,3 +154,21 @@ def test_a_side_with_no_rows_is_named(two_runs: tuple[Path, Path], tmp_path: Pat
         with pytest.raises(InputError, match="a header and no rows") as raised:
             edgetwin.compare(predicted, measured)
         assert raised.value.path == str(empty / "results.csv")
+
+
+@pytest.mark.timeout(120)
+def test_runs_with_nothing_in_common_show_a_configuration_of_each(
+    two_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Two sweeps at other bandwidths said 'no configuration in common' and left the user to
+    find out why: the error shows a configuration of each side."""
+    a, _ = two_runs
+    other = tmp_path / "other"
+    edgetwin.run(JETSON, overrides=[*SMALL, "network.bandwidth_mbps=500"], out=other)
+    with pytest.raises(InputError) as raised:
+        edgetwin.compare(a, other)
+    assert raised.value.path == str(other / "results.csv")
+    assert raised.value.problem.startswith(
+        "no configuration in common: predicted rows are e.g. [single, 1 dev, batch 1, 400 "
+        "Mbit/s], measured rows e.g. [single, 1 dev, batch 1, 500 Mbit/s]"
+    )

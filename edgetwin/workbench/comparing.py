@@ -17,6 +17,7 @@ from edgetwin.comparison import (
     devices_warning,
     jobs_per_run,
     jobs_warning,
+    key_label,
     loopback_warning,
     split_warning,
     write_comparison_csv,
@@ -25,7 +26,14 @@ from edgetwin.errors import InputError
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.html import comparison_figures, write_comparison_report
 from edgetwin.reports.static import StaticFormat, write_static_figures
-from edgetwin.results import STATUS_OK, ResultRow, read_results, read_table, results_file
+from edgetwin.results import (
+    STATUS_OK,
+    ResultRow,
+    read_results,
+    read_table,
+    results_file,
+    row_key,
+)
 from edgetwin.workbench.arguments import (
     flag_argument,
     out_argument,
@@ -119,4 +127,16 @@ def _nothing_in_common(
         (row.get("status") or STATUS_OK) != STATUS_OK for row in measured_rows
     ):
         return InputError(measured_table, None, failed)
-    return InputError(measured_table, None, "no configuration in common")
+    return InputError(
+        measured_table,
+        None,
+        f"no configuration in common: predicted rows are e.g. {_first_key(predicted_rows)}, "
+        f"measured rows e.g. {_first_key(measured_rows)} (a point needs both sides to have "
+        "run the same configuration, every part of it)",
+    )
+
+
+def _first_key(rows: Sequence[ResultRow] | Sequence[Mapping[str, str]]) -> str:
+    """The configuration of a table's first row, as text (its label in brackets)."""
+    row = rows[0]
+    return f"[{key_label(row_key(asdict(row) if isinstance(row, ResultRow) else row))}]"
