@@ -104,6 +104,21 @@ def test_a_device_profile_given_to_a_command_says_a_scenario_names_it(
 
 
 @pytest.mark.timeout(60)
+def test_a_calibration_spec_named_as_a_profile_says_to_fit_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A scenario naming the spec of a profile (not the profile it fits) as a device's
+    profile said 'spec.yaml: field 'name': required key is missing'."""
+    spec = ROOT / "edgetwin" / "calibration" / "specs" / "jetson_orin_nano.yaml"
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL)
+    argv = ["run", str(scenario), "--check", "--set", f"devices.0.profile={spec}"]
+    err = _error_of(capsys, argv)
+    assert err.startswith(f"edgetwin: error: {spec}: this is a calibration spec, not a device")
+    assert f"use `edgetwin calibrate {spec}`" in err and "missing" not in err
+
+
+@pytest.mark.timeout(60)
 def test_a_file_given_for_a_run_folder_says_what_to_give(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
