@@ -13,7 +13,8 @@ import edgetwin
 from edgetwin.cli import main
 from edgetwin.errors import InputError
 
-QUESTION = Path(__file__).resolve().parents[1] / "scenarios" / "plan_crossover.plan.yaml"
+ROOT = Path(__file__).resolve().parents[1]
+QUESTION = ROOT / "scenarios" / "plan_crossover.plan.yaml"
 SMALL = ["axes.batch=[8]", "axes.bandwidth_mbps=[100, 900]"]
 
 
@@ -74,3 +75,21 @@ def test_bad_plan_arguments_name_the_argument(tmp_path: Path) -> None:
         "run the sweep"
     )
     assert not out.exists()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("workers", [1, 2], ids=["this-process", "pool"])
+def test_a_profile_edited_between_two_plans_is_read_again(workers: int, tmp_path: Path) -> None:
+    """A sweep's fleet was cached per process by the scenario alone: a notebook that refit
+    a profile (same path, new bytes) and asked again got the old profile's rows (a pool
+    forked the stale cache too, and a Dask worker keeps it between plans)."""
+    profile = tmp_path / "refit.yaml"
+    shipped = ROOT / "edgetwin" / "calibration" / "profiles" / "jetson_orin_nano.yaml"
+    profile.write_text(shipped.read_text())
+    items = [*SMALL, f"set=[devices.0.count=4, devices.0.profile={profile}]"]
+    before = edgetwin.run_plan(QUESTION, out=tmp_path / "a", overrides=items, workers=workers)
+    slower = shipped.read_text().replace("throughput_gflops: 611.671572", "throughput_gflops: 61.2")
+    profile.write_text(slower)
+    after = edgetwin.run_plan(QUESTION, out=tmp_path / "b", overrides=items, workers=workers)
+    assert after.rows[0].strategy == "single"
+    assert after.rows[0].compute_ms > 5 * before.rows[0].compute_ms

@@ -18,10 +18,9 @@ from edgetwin.plan.folder import (
 )
 from edgetwin.plan.journal import Journal, fingerprint
 from edgetwin.plan.questions import LoadedQuestion
-from edgetwin.plan.sweep import ConfigResult, payload_for
-from edgetwin.provenance import code_digest, sha256_file
+from edgetwin.plan.sweep import ConfigResult, files_digest, payload_for
+from edgetwin.provenance import code_digest
 from edgetwin.results import RESULTS_CSV, ResultRow, write_results
-from edgetwin.scenario import files_of_runs
 from edgetwin.sim.runner import unplayed_in_twin
 
 Advance = Callable[[], None]  # called once per configuration done
@@ -53,9 +52,8 @@ def journal_for(loaded: LoadedQuestion, out: Path) -> Journal:
     """The journal of this question's sweep in ``out/partial``: its fingerprint is the swept
     scenario's and the bytes of the files its runs read (a profile edited between an
     interrupted sweep and its rerun is a different sweep), beside the code's digest."""
-    files = sorted({p.resolve() for p in files_of_runs(loaded.scenario, loaded.scenario_path)})
-    contents = "".join(f"\n{path} {sha256_file(path)}" for path in files)
-    return Journal(out, fingerprint(payload_for(loaded).identity + contents), code_digest())
+    identity = payload_for(loaded).identity + files_digest(loaded)
+    return Journal(out, fingerprint(identity), code_digest())
 
 
 def sweep_rows(

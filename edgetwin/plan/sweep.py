@@ -18,8 +18,9 @@ from typing import Protocol
 from edgetwin.configuration import crowd_runs
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.plan.questions import CrowdAxes, LoadedQuestion
+from edgetwin.provenance import sha256_file
 from edgetwin.results import STATUS_OK, ResultRow
-from edgetwin.scenario import Configuration, Scenario, configurations
+from edgetwin.scenario import Configuration, Scenario, configurations, files_of_runs
 from edgetwin.sim.crowd.runner import prepare_crowd, simulate_crowd
 from edgetwin.sim.runner import FleetMember, build_fleet, decoder_memory_status, simulate
 
@@ -53,11 +54,14 @@ class Payload(Protocol):
 class SweepPayload:
     """A device-fleet sweep: the scenario as JSON and its path. Its units are the
     configurations, then (``context_search``) one longest-context search per decoder
-    candidate, batch and output length (``context_searches``)."""
+    candidate, batch and output length (``context_searches``). ``files``
+    (``files_digest``) makes a profile edited since another payload (the same path, other
+    bytes) another payload: a process keeps its fleet per payload (``_prepared``)."""
 
     scenario_json: str
     scenario_path: str
     context_search: bool = False
+    files: str = ""
 
     @property
     def identity(self) -> str:
@@ -188,7 +192,13 @@ def payload_for(loaded: LoadedQuestion) -> SweepPayload | CrowdPayload:
     axes = loaded.question.axes
     if isinstance(axes, CrowdAxes):
         return CrowdPayload(scenario_json, path, axes.fleet_size)
-    return SweepPayload(scenario_json, path, loaded.question.searches_context)
+    return SweepPayload(scenario_json, path, loaded.question.searches_context, files_digest(loaded))
+
+
+def files_digest(loaded: LoadedQuestion) -> str:
+    """The path and SHA-256 of each file the sweep's runs read (profiles, a trace)."""
+    files = sorted({p.resolve() for p in files_of_runs(loaded.scenario, loaded.scenario_path)})
+    return "".join(f"\n{path} {sha256_file(path)}" for path in files)
 
 
 def run_chunk(payload: Payload, indexes: Sequence[int]) -> list[ConfigResult]:
