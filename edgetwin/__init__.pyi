@@ -3,3 +3,5 @@
 
 from edgetwin.workbench import *  # noqa: F403
 from edgetwin.workbench import __all__ as __all__
+
+__version__: str  # what ``edgetwin --version`` says

@@ -63,6 +63,7 @@ run(Path("s.yaml"), seed="1", mode="hardware")
 edgetwin.run(3)
 load_scenario(5)
 count: int = load_results("out")
+version: int = edgetwin.__version__
 """
 
 
@@ -99,6 +100,7 @@ def test_a_user_type_checker_sees_the_installed_api(tmp_path: Path) -> None:
         'Argument 1 to "run" has incompatible type "int"',
         'Argument 1 to "load_scenario" has incompatible type "int"',
         'expression has type "Results", variable has type "int"',
+        'expression has type "str", variable has type "int"',  # was: no attribute __version__
     ):
         assert wrong in report, report
 
