@@ -3,6 +3,7 @@ is, and a user's type checker sees the API's types (an installed edgetwin is typ
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -67,6 +68,12 @@ version: int = edgetwin.__version__
 """
 
 
+def api_md_examples() -> str:
+    """The python blocks of docs/api.md, one after another (as one script)."""
+    text = (ROOT / "docs" / "api.md").read_text()
+    return "\n".join(re.findall(r"```python\n(.*?)```", text, re.DOTALL))
+
+
 @pytest.mark.timeout(240)
 def test_a_user_type_checker_sees_the_installed_api(tmp_path: Path) -> None:
     """The package had no py.typed (mypy: 'missing library stubs or py.typed marker') and
@@ -85,8 +92,10 @@ def test_a_user_type_checker_sees_the_installed_api(tmp_path: Path) -> None:
     wheel = next(wheels.glob("edgetwin-*.whl"))
     subprocess.run([*pip, "install", "--no-deps", "--target", site, wheel], check=True)
     (tmp_path / "user.py").write_text(USER_SCRIPT)
+    (tmp_path / "api_md.py").write_text(api_md_examples())
+    mypy = [sys.executable, "-m", "mypy", "--no-incremental", "--python-version", "3.11"]
     checked = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-incremental", "--python-version", "3.11", "user.py"],
+        [*mypy, "user.py", "api_md.py"],
         cwd=tmp_path,
         env={"PATH": "/usr/bin:/bin", "MYPYPATH": "", "PYTHONPATH": str(site)},
         capture_output=True,
@@ -94,6 +103,7 @@ def test_a_user_type_checker_sees_the_installed_api(tmp_path: Path) -> None:
     )
     report = checked.stdout
     assert "py.typed" not in report, report
+    assert "api_md.py" not in report, report  # docs/api.md's examples type-check as written
     for wrong in (
         'Argument "seed" to "run" has incompatible type "str"',
         'Argument "mode" to "run" has incompatible type',
