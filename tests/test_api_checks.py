@@ -74,6 +74,26 @@ def api_md_examples() -> str:
     return "\n".join(re.findall(r"```python\n(.*?)```", text, re.DOTALL))
 
 
+@pytest.mark.timeout(180)
+def test_the_api_md_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every python block of docs/api.md, in a folder laid out as the repository is (its
+    own scenarios/, since a block writes ../out/ beside them), with the two run folders
+    the comparison names made by the twin."""
+    shutil.copytree(ROOT / "scenarios", tmp_path / "scenarios")
+    (tmp_path / "data").symlink_to(ROOT / "data")
+    (tmp_path / "edgetwin").mkdir()
+    (tmp_path / "edgetwin" / "calibration").symlink_to(ROOT / "edgetwin" / "calibration")
+    monkeypatch.chdir(tmp_path)
+    for side in ("twin", "emu"):
+        edgetwin.run(JETSON, overrides=["sweeps=[{batch: [1, 8]}]"], out=f"out/{side}")
+    namespace: dict[str, object] = {}
+    exec(api_md_examples(), namespace)
+    outcome = namespace["outcome"]
+    assert isinstance(outcome, edgetwin.PlanOutcome)
+    assert outcome.describe()[0].startswith("batch 8, 2 devices: prism beats one device from ")
+    assert isinstance(namespace["refit"], edgetwin.Results)
+
+
 @pytest.mark.timeout(240)
 def test_a_user_type_checker_sees_the_installed_api(tmp_path: Path) -> None:
     """The package had no py.typed (mypy: 'missing library stubs or py.typed marker') and
