@@ -43,7 +43,8 @@ class LaunchError(RunFailed):
 
 
 class InputError(Exception):
-    """Bad user input: names the file and the field, and says what is wrong.
+    """Bad user input: names the file and the field, and says what is wrong (``path``,
+    ``None`` for an argument of a call or a command; ``field``; ``problem``).
 
     The message is one line of at most a few hundred characters: line breaks become
     spaces and each part is cut (with an ellipsis) to a fixed length."""
