@@ -72,7 +72,8 @@ class Results:
 
     def write(self, out: str | Path, *, format: Format = "csv", force: bool = False) -> Path:
         """Write ``results.csv`` (and/or ``results.parquet``), ``scenario.resolved.yaml``,
-        ``report.html`` and the provenance it came with into ``out``, all or nothing (a
+        ``reference.csv`` (with a reference), ``report.html`` and the provenance it came
+        with into ``out``, all or nothing (a
         non-empty ``out`` only with ``force``, replaced whole); returns ``out``. Results made
         in Python without a provenance get one naming this call (no inputs)."""
         out = path_argument(out, "out")

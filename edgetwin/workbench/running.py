@@ -76,7 +76,8 @@ def run(
     """Run a scenario (a file or a Scenario) and return its results.
 
     ``overrides`` are ``--set``-style ``key.sub=value`` items; ``seed`` and ``mode`` override
-    the scenario's (``mode=None`` keeps the scenario's own). With ``out``, the folder gets
+    the scenario's (``mode`` is ``"twin"`` unless given, where ``edgetwin run`` runs the
+    scenario's own mode; ``mode=None`` runs the scenario's own). With ``out``, the folder gets
     what ``edgetwin run`` writes, all or nothing, with ``provenance.json`` (``command``: the
     command line, else this call); a non-empty ``out`` only with ``force`` (replaced whole).
     With ``trace``, the runs' timelines too; with ``static`` (``"svg"``, ``"pdf"``,
