@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import edgetwin
@@ -196,6 +197,16 @@ def test_a_bad_seed_argument_names_the_argument(seed: object, tmp_path: Path) ->
         edgetwin.run(JETSON, seed=seed, out=tmp_path / "out")  # type: ignore[arg-type]
     assert (raised.value.path, raised.value.field) == (None, "seed")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_numpy_whole_number_is_a_seed() -> None:
+    """``for seed in np.arange(3): edgetwin.run(..., seed=seed)`` was refused ('a whole
+    number, not np.int64(0)'): numpy's integers are no ``int``."""
+    small = ["sweeps=[{batch: [1]}]"]
+    from_numpy = edgetwin.run(JETSON, seed=np.int64(3), overrides=small)  # type: ignore[arg-type]
+    assert from_numpy.rows == edgetwin.run(JETSON, seed=3, overrides=small).rows
+    assert from_numpy.provenance is not None and from_numpy.provenance["seed"] == 3
 
 
 @pytest.mark.timeout(120)

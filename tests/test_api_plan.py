@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import edgetwin
@@ -93,3 +94,12 @@ def test_a_profile_edited_between_two_plans_is_read_again(workers: int, tmp_path
     after = edgetwin.run_plan(QUESTION, out=tmp_path / "b", overrides=items, workers=workers)
     assert after.rows[0].strategy == "single"
     assert after.rows[0].compute_ms > 5 * before.rows[0].compute_ms
+
+
+@pytest.mark.timeout(120)
+def test_a_numpy_whole_number_is_a_pool_size(tmp_path: Path) -> None:
+    """``workers=np.int64(1)`` was refused ('a number of processes, not np.int64(1)')."""
+    outcome = edgetwin.run_plan(
+        QUESTION, out=tmp_path / "out", overrides=SMALL, workers=np.int64(1)
+    )  # type: ignore[arg-type]
+    assert outcome.ran_now == outcome.configurations > 0

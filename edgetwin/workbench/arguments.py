@@ -4,6 +4,7 @@ an InputError naming the argument, not a TypeError from deep inside."""
 from __future__ import annotations
 
 import inspect
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -131,6 +132,18 @@ def seed_argument(value: Any, name: str = "seed") -> int | None:
     is the scenario's ``seed``'s, checked with the scenario as ``--seed`` is."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
+    number = whole_number(value)
+    if number is None:
         raise InputError(None, name, f"a whole number, not {shown(value)}")
-    return value
+    return number
+
+
+def whole_number(value: Any) -> int | None:
+    """``value`` as an ``int`` if it is a whole number, numpy's too (``np.arange``'s), else
+    None: a ``bool`` is none (it would read as 1 or 0), nor is a float such as ``2.0``."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None

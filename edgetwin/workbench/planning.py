@@ -36,6 +36,7 @@ from edgetwin.workbench.arguments import (
     progress_argument,
     recorded_command,
     static_argument,
+    whole_number,
 )
 from edgetwin.workbench.output import output_folder
 
@@ -91,8 +92,11 @@ def run_plan(
 
 def executor_for(workers: int | None, scheduler: str | Any | None) -> Executor:
     """Dask if a scheduler is named, else a process pool (one worker: this process)."""
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
-        raise InputError(None, WORKERS, f"a number of processes, not {shown(workers)}")
+    if workers is not None:
+        count = whole_number(workers)
+        if count is None:
+            raise InputError(None, WORKERS, f"a number of processes, not {shown(workers)}")
+        workers = count
     if scheduler is not None:
         if workers is not None:  # it was ignored: the cluster's workers run the sweep
             problem = f"sizes a local pool; with {SCHEDULER} the cluster's workers run the sweep"
