@@ -48,6 +48,17 @@ def test_evaluate_affinity_scores_the_schedulers_as_the_command_does(tmp_path: P
     assert [i.name for i in result.instances] == [i["instance"] for i in cli["instances"]]
     for instance in result.instances:  # no scheduler beats the offline optimum
         assert all(s.regret_pct >= -1e-6 for s in instance.schedulers.values())
+    recorded = json.loads((tmp_path / "api" / "provenance.json").read_text())
+    assert recorded["command"] == ["edgetwin.evaluate_affinity", str(AFFINITY)]
+
+
+@pytest.mark.timeout(300)
+def test_evaluate_affinity_records_the_mode_it_was_given(tmp_path: Path) -> None:
+    """A ``mode`` given was left out of ``provenance.json``'s command (run's records it):
+    the call recorded ran the file's mode."""
+    edgetwin.evaluate_affinity(AFFINITY, mode="twin", out=tmp_path / "out")
+    recorded = json.loads((tmp_path / "out" / "provenance.json").read_text())
+    assert recorded["command"] == ["edgetwin.evaluate_affinity", str(AFFINITY), "mode=twin"]
 
 
 @pytest.mark.timeout(120)

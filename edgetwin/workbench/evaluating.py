@@ -106,7 +106,8 @@ def evaluate_affinity(
     spec_path = path_argument(spec, "spec")
     if mode is not None:
         choice_argument(mode, "mode", AFFINITY_MODES)
-    call = recorded_command(command, "edgetwin.evaluate_affinity", str(spec_path))
+    given = () if mode is None else (f"mode={mode}",)
+    call = recorded_command(command, "edgetwin.evaluate_affinity", str(spec_path), *given)
     out_dir, force = out_argument(out), flag_argument(force, "force")
     static = static_argument(static, out_dir)
     shows = progress_argument(progress)
