@@ -310,6 +310,28 @@ def test_micro_batches_keep_both_stages_busy_at_once() -> None:
     assert outcome.row.total_ms < 2 * one.total_ms
 
 
+@pytest.mark.timeout(60)
+def test_total_is_rank_0_holding_the_last_token_as_the_real_code_times_it() -> None:
+    """A fast rank 0 holds the last token before a slow last rank has computed its own copy
+    of it: the row ends at rank 0's token (the real code's ``token_ms``), not later."""
+    fleet_yaml = (
+        '[{"name": "fast", "profile": "h200_loopback", "count": 1},'
+        ' {"name": "slow", "profile": "jetson_orin_nano", "count": 1}]'
+    )
+    scenario = load_scenario(SMOKE, [f"devices={fleet_yaml}", "workload.output_tokens=4"])
+    fleet = build_fleet(scenario, SMOKE)
+    config = next(c for c in configurations(scenario) if c.strategy == "voltage")
+    outcome = simulate(scenario, fleet, config, 0, record_intervals=True)
+    busy_until = {
+        name: max(i.end_ms for i in outcome.intervals if i.device == name and i.state != "idle")
+        for name in ("fast", "slow")
+    }
+    row = outcome.row
+    assert busy_until["slow"] > busy_until["fast"]
+    assert row.total_ms == pytest.approx(busy_until["fast"])
+    assert row.tpot_ms == pytest.approx((row.total_ms - row.ttft_ms) / 3)
+
+
 # ------------------------------------------------------------ replay, determinism
 
 

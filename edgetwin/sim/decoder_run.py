@@ -88,7 +88,8 @@ def generation_columns(
     devices: list[Device],
     ok: bool,
 ) -> dict[str, Any]:
-    """The row's timing and memory columns; times NaN unless the run finished."""
+    """The row's timing and memory columns; times NaN unless the run finished. TTFT and
+    total: when rank 0 holds the first and the last token."""
     assert config.prompt_tokens is not None and config.output_tokens is not None
     kept = config.prompt_tokens + config.output_tokens - 1  # the last token is not fed back
     memory = {
@@ -101,8 +102,10 @@ def generation_columns(
     if not ok:
         nan = math.nan
         return {**memory, "compute_ms": nan, "staging_ms": nan, "comm_ms": nan}
-    total_ms = max(t.finished_ms for t in generation.times) - generation.start_ms
+    # rank 0, the terminal, holds each token at the end of its phase (as the real code's
+    # token_ms): a slower rank may still be finishing its own copy of the last token
     ttft_ms = generation.phase_end_ms[0][0] - generation.start_ms
+    total_ms = generation.phase_end_ms[0][-1] - generation.start_ms
     energy_j = sum(d.total_energy_j for d in devices)
     later = config.output_tokens - 1
     return {
