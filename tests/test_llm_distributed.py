@@ -27,6 +27,8 @@ from edgetwin.emu.llm.records import RankRecord, measured
 from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.llm.worker import main as worker_main
 from edgetwin.errors import LaunchError
+from edgetwin.models import registry
+from edgetwin.models.decoder_costs import DecoderWorkload, kept_positions
 from edgetwin.models.layout import full_rows
 
 LLAMA_KIND = DecoderSpec(
@@ -55,6 +57,17 @@ def assert_equals_single(records: list[RankRecord]) -> None:
         assert record.reps[0].tpot_ms is not None and record.reps[0].ttft_ms > 0
 
 
+def assert_kv_cache_as_the_twin_says(
+    records: list[RankRecord], strategy: str, spec: DecoderSpec = LLAMA_KIND, **options: Any
+) -> None:
+    """Each rank allocated the KV cache the twin's plan gives it: its layers, KV heads and
+    kept positions (a position-wise rank: its prompt rows and its share of decode steps)."""
+    work = DecoderWorkload(spec, len(records), B, T, **options)
+    plan = registry.decoder_plan(strategy, work)
+    kept = kept_positions(T, OUT)
+    assert [r.kv_cache_bytes for r in records] == [plan.kv_bytes(r, kept) for r in range(P)]
+
+
 @pytest.fixture(scope="module")
 def voltage() -> list[RankRecord]:
     return launch("voltage")
@@ -69,6 +82,7 @@ def test_pipeline_equals_single_and_sends_what_the_contract_says() -> None:
     # last rank: the B first tokens, then b ids per micro-batch per step
     assert sent[0] == {"prefill": T * hidden, "decode": (OUT - 1) * hidden}
     assert sent[1] == {"prefill": B * INT64, "decode": (OUT - 1) * B * INT64}
+    assert_kv_cache_as_the_twin_says(records, "pipeline")
 
 
 @pytest.mark.slow
@@ -87,6 +101,7 @@ def test_tensor_parallel_equals_single_with_two_all_reduces_per_layer(spec: Deco
         "decode": (OUT - 1) * spec.layers * 2 * reduce,
     }
     assert [record.bytes_sent for record in records] == [expected, expected]
+    assert_kv_cache_as_the_twin_says(records, "tensor_parallel", spec)
 
 
 def test_voltage_equals_single_over_the_distributed_kv(voltage: list[RankRecord]) -> None:
@@ -101,6 +116,7 @@ def test_voltage_equals_single_over_the_distributed_kv(voltage: list[RankRecord]
         "prefill": spec.layers * gathered + B * INT64,
         "decode": decode,
     }
+    assert_kv_cache_as_the_twin_says(voltage, "voltage")  # 8 + 3 and 8 + 2 positions
 
 
 def test_a_launch_is_summarised_as_rank_0_times_and_every_rank_bytes(
@@ -124,6 +140,7 @@ def test_prism_reports_agreement_and_sends_less_than_voltage(voltage: list[RankR
     assert records[0].bytes_sent["prefill"] == LLAMA_KIND.layers * means
     assert records[0].bytes_sent["prefill"] < voltage[0].bytes_sent["prefill"]
     assert records[0].bytes_sent["decode"] == voltage[0].bytes_sent["decode"]
+    assert_kv_cache_as_the_twin_says(records, "prism", segments=2)
 
 
 def test_prism_with_segments_of_one_token_is_exact() -> None:

@@ -113,6 +113,18 @@ class DecoderPlan:
         return [self.prefill, *steps, *([self.finish] if steps and self.finish else [])]
 
 
+def kept_positions(prompt_tokens: int, output_tokens: int) -> int:
+    """Positions whose keys and values a generation keeps at its peak: the prompt and every
+    output token but the last, which is never fed back."""
+    return prompt_tokens + output_tokens - 1
+
+
+def kept_decode_rows(rank: int, world: int, generated: int) -> int:
+    """Of ``generated`` decode positions, how many position-wise ``rank`` keeps: decode
+    step s's keys and values stay at rank s mod P."""
+    return generated // world + (1 if rank < generated % world else 0)
+
+
 def phase_flops(phases: Sequence[Ops], rank: int) -> float:
     """Every FLOP ``rank`` does in ``phases``."""
     return sum(op.flops for ops in phases for op in ops[rank] if isinstance(op, Work))
@@ -267,8 +279,7 @@ def decoder_position_wise(strategy: str, work: DecoderWorkload, layout: Layout) 
     def kv_rows(rank: int, tokens: int) -> int:
         start, stop = layout.bounds(rank)
         prompt_rows = max(0, min(stop, tokens) - start)
-        generated = max(0, tokens - prompt)  # decode position T + s is kept by rank s mod P
-        return prompt_rows + generated // world + (1 if rank < generated % world else 0)
+        return prompt_rows + kept_decode_rows(rank, world, max(0, tokens - prompt))
 
     def decode(step: int) -> Ops:
         context = prompt + step  # positions before the new one

@@ -16,6 +16,7 @@ from edgetwin.models.decoder_costs import (
     embed_work,
     ffn_work,
     head_work,
+    kept_positions,
 )
 from edgetwin.models.strategies.pipeline import balanced_layers
 from edgetwin.profile import MB
@@ -91,7 +92,7 @@ def generation_columns(
     """The row's timing and memory columns; times NaN unless the run finished. TTFT and
     total: when rank 0 holds the first and the last token."""
     assert config.prompt_tokens is not None and config.output_tokens is not None
-    kept = config.prompt_tokens + config.output_tokens - 1  # the last token is not fed back
+    kept = kept_positions(config.prompt_tokens, config.output_tokens)
     memory = {
         "weights_mb": max(plan.weight_bytes) / MB,
         "kv_cache_mb": max(plan.kv_bytes(r, kept) for r in range(plan.devices)) / MB,

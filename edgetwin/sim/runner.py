@@ -18,7 +18,7 @@ from edgetwin.errors import InputError, counted
 from edgetwin.file_kinds import check_kind, kind_of_file
 from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
-from edgetwin.models.decoder_costs import contributed_bytes
+from edgetwin.models.decoder_costs import contributed_bytes, kept_positions
 from edgetwin.profile import MB, DeviceProfile, bootstrap_count, bootstrap_variant, load_profile
 from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.scenario import (
@@ -294,7 +294,7 @@ def _generate(scenario: Scenario, config: Configuration, rep: int, world: _World
     """A decoder's prefill and decode steps, unless its weights and KV do not fit."""
     assert config.prompt_tokens is not None and config.output_tokens is not None
     plan = decoder_run.plan_for(scenario, config, world.devices)
-    kept = config.prompt_tokens + config.output_tokens - 1
+    kept = kept_positions(config.prompt_tokens, config.output_tokens)
     status = decoder_run.memory_status(plan, world.devices, kept)
     phases = plan.phases(config.output_tokens)
     quiet = all(d.battery_j is None for d in world.devices) and all(
@@ -422,4 +422,5 @@ def decoder_memory_status(
         for m in members
     ]
     plan = decoder_run.plan_for(scenario, config, devices)
-    return decoder_run.memory_status(plan, devices, config.prompt_tokens + config.output_tokens - 1)
+    kept = kept_positions(config.prompt_tokens, config.output_tokens)
+    return decoder_run.memory_status(plan, devices, kept)

@@ -28,6 +28,11 @@ class KVCache:
         self.keys = torch.zeros(shape, device=device)
         self.values = torch.zeros(shape, device=device)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the keys and values held (every slot, filled or not)."""
+        return self.keys.nbytes + self.values.nbytes
+
     def put(self, layer: int, keys: Tensor, values: Tensor, slot: int, batch: slice = ALL) -> None:
         """Store ``keys`` and ``values`` [b, KV heads, t, d_h] at slots ``slot`` .. + t."""
         stop = slot + keys.shape[2]

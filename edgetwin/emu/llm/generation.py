@@ -20,6 +20,7 @@ from edgetwin.emu.llm.exchange import Exchange
 from edgetwin.emu.llm.model import Decoder, DecoderLayer
 from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.llm.timing import DECODE, PREFILL, GenerationClock, Part
+from edgetwin.models.decoder_costs import kept_positions
 
 TOKEN_DTYPE = torch.int64  # token ids on the wire
 # a rank's layers over new rows: (part, rows [B, t, D], first position) -> rows
@@ -64,11 +65,21 @@ class RankGenerator(ABC):
         self.run = setup.run
         self.rank = setup.rank
         self.clock = setup.clock
+        self.kv_cache_bytes = 0  # the last cache ``new_cache`` made
+
+    @property
+    def kept_positions(self) -> int:
+        """The positions a sequence's cache keeps at its peak (docs/llm.md's Memory)."""
+        return kept_positions(self.run.prompt_tokens, self.run.output_tokens)
 
     def new_cache(self, layers: int, slots: int, kv_heads: int | None = None) -> KVCache:
+        """A cache of ``slots`` positions per sequence (what the contract says this rank
+        keeps, no more); its bytes are ``kv_cache_bytes``."""
         spec = self.run.spec
         heads = spec.kv_heads if kv_heads is None else kv_heads
-        return KVCache(layers, self.run.batch, heads, spec.head_dim, slots, self.setup.device)
+        cache = KVCache(layers, self.run.batch, heads, spec.head_dim, slots, self.setup.device)
+        self.kv_cache_bytes = cache.nbytes
+        return cache
 
     def positions(self, first: int, count: int = 1) -> Tensor:
         return torch.arange(first, first + count, device=self.setup.device)
@@ -131,7 +142,7 @@ class SingleRank(RankGenerator):
 
     def generate(self, prompt: Tensor) -> Generation:
         model, spec = self.setup.model, self.run.spec
-        cache = self.new_cache(spec.layers, self.run.prompt_tokens + self.run.output_tokens)
+        cache = self.new_cache(spec.layers, self.kept_positions)
 
         def layers(part: Part, rows: Tensor, first: int) -> Tensor:
             with self.clock.phase(part, "compute"):

@@ -31,7 +31,12 @@ from edgetwin.emu.llm.runs import DECODER_STRATEGIES, DecoderRun, model_problem
 from edgetwin.emu.memory_check import BatchMemory, check_weights_fit
 from edgetwin.errors import MODE_TWIN, InputError
 from edgetwin.models import registry
-from edgetwin.models.decoder_costs import DecoderWorkload, full_weight_bytes, phase_flops
+from edgetwin.models.decoder_costs import (
+    DecoderWorkload,
+    full_weight_bytes,
+    kept_positions,
+    phase_flops,
+)
 from edgetwin.profile import MB
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
@@ -82,7 +87,7 @@ def largest_cache_memory(scenario: Scenario, model: DecoderSpec) -> BatchMemory:
     for index, sweep in enumerate(scenario.sweeps):
         prompt = max(sweep.prompt_tokens or (workload.prompt_tokens,))
         output = max(sweep.output_tokens or (workload.output_tokens,))
-        cache_bytes = kv_bytes_per_token(model) * (prompt + output - 1) * max(sweep.batch)
+        cache_bytes = kv_bytes_per_token(model) * kept_positions(prompt, output) * max(sweep.batch)
         caches.append(
             BatchMemory(f"sweeps.{index}.batch", max(sweep.batch), cache_bytes, "its KV cache")
         )
@@ -142,7 +147,7 @@ def result_rows(
     """One row per timed generation of a launch (records in rank order)."""
     assert config.output_tokens is not None
     plan = decoder_plan(scenario, config, _stages(run))
-    kept = run.prompt_tokens + run.output_tokens - 1  # the last token is not fed back
+    kept = kept_positions(run.prompt_tokens, run.output_tokens)
     tokens = config.batch * config.output_tokens
     rows = []
     for rep, got in enumerate(measured(records)):

@@ -57,7 +57,7 @@ class PipelineRank(RankGenerator):
 
     def generate(self, prompt: Tensor) -> Generation:
         run = self.run
-        self.cache = self.new_cache(len(self.layers), run.prompt_tokens + run.output_tokens)
+        self.cache = self.new_cache(len(self.layers), self.kept_positions)
         if self.rank == 0:
             return self._first(prompt)
         held, logits = [], []

@@ -35,6 +35,7 @@ from edgetwin.emu.llm.generation import TOKEN_DTYPE, Generation, RankGenerator, 
 from edgetwin.emu.llm.model import DecoderLayer
 from edgetwin.emu.llm.timing import DECODE, PREFILL
 from edgetwin.emu.vit.forward import segment_means
+from edgetwin.models.decoder_costs import kept_decode_rows
 
 
 class PositionWiseRank(RankGenerator):
@@ -69,7 +70,8 @@ class PositionWiseRank(RankGenerator):
     def generate(self, prompt: Tensor) -> Generation:
         run = self.run
         own_rows = self.stop - self.start
-        cache = self.new_cache(len(self.layers), own_rows + run.output_tokens)
+        decode_rows = kept_decode_rows(self.rank, run.world, run.output_tokens - 1)
+        cache = self.new_cache(len(self.layers), own_rows + decode_rows)
         ids, step_logits = self._prefill(prompt, cache)
         tokens, logits = [ids], [] if step_logits is None else [step_logits]
         kept = own_rows

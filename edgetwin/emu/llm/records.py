@@ -51,8 +51,8 @@ class GenerationTiming:
 class RankRecord:
     """Everything one rank did in one launch: the timed generations, the bytes it put
     into sends and collectives per part of one generation, the tokens it holds [B][O],
-    and (last rank of a distributed run) how its logits and tokens compare with one
-    device's."""
+    the bytes of the KV cache its strategy made it keep, and (last rank of a distributed
+    run) how its logits and tokens compare with one device's."""
 
     rank: int
     world: int
@@ -62,6 +62,7 @@ class RankRecord:
     reps: tuple[GenerationTiming, ...]
     bytes_sent: dict[str, int]
     tokens: tuple[tuple[int, ...], ...] | None = None
+    kv_cache_bytes: int = 0
     max_abs_diff_vs_single: float | None = None
     tokens_match_single: float | None = None
 

@@ -66,7 +66,7 @@ class TensorParallelRank(RankGenerator):
     def generate(self, prompt: Tensor) -> Generation:
         run = self.run
         kv_heads = run.spec.kv_heads // run.world
-        cache = self.new_cache(len(self.shards), run.prompt_tokens + run.output_tokens, kv_heads)
+        cache = self.new_cache(len(self.shards), self.kept_positions, kv_heads)
 
         def layers(part: Part, rows: Tensor, first: int) -> Tensor:
             for index, shard in enumerate(self.shards):

@@ -96,6 +96,7 @@ def run_rank(args: argparse.Namespace, run: DecoderRun, model: Decoder) -> RankR
         tuple(reps),
         dict(exchange.bytes_sent) if exchange is not None else {PREFILL: 0, DECODE: 0},
         None if generation.tokens is None else tuple(map(tuple, generation.tokens.tolist())),
+        generator.kv_cache_bytes,
     )
     if args.rank == run.world - 1 and run.world > 1:
         record = _compare_with_single(record, run, model, prompt, generation)
