@@ -104,17 +104,29 @@ def _norm_params(model: DecoderSpec) -> int:
     return (2 if model.norm == "layernorm" else 1) * model.width
 
 
+def ffn_matrices(model: DecoderSpec) -> int:
+    """SwiGLU's gate, up and down projections; GELU's up and down."""
+    return 3 if model.ffn == "swiglu" else 2
+
+
+def attention_params(model: DecoderSpec) -> int:
+    """Q, K, V and output projections, their biases and the attention's norm."""
+    d, kv = model.width, model.kv_width
+    biases = (d + 2 * kv if model.bias in ("all", "qkv") else 0) + (d if model.bias == "all" else 0)
+    return 2 * d * d + 2 * d * kv + biases + _norm_params(model)
+
+
+def ffn_params(model: DecoderSpec) -> int:
+    """The FFN's matrices, their biases (each of F columns but the down projection's, of D)
+    and its norm."""
+    d, f, matrices = model.width, model.ffn_size, ffn_matrices(model)
+    biases = (matrices - 1) * f + d if model.bias == "all" else 0
+    return matrices * d * f + biases + _norm_params(model)
+
+
 def layer_params(model: DecoderSpec) -> int:
-    """Parameters of one decoder block: attention, FFN, two norms and the biases."""
-    d, kv, f = model.width, model.kv_width, model.ffn_size
-    attention = 2 * d * d + 2 * d * kv  # Q and output projections; K and V
-    ffn = (3 if model.ffn == "swiglu" else 2) * d * f
-    biases = 0
-    if model.bias in ("all", "qkv"):
-        biases += d + 2 * kv
-    if model.bias == "all":
-        biases += d + f + d  # output projection, FFN up, FFN down
-    return attention + ffn + biases + 2 * _norm_params(model)
+    """Parameters of one decoder block: attention and FFN, with their norms and biases."""
+    return attention_params(model) + ffn_params(model)
 
 
 def embedding_params(model: DecoderSpec) -> int:

@@ -14,7 +14,10 @@ from edgetwin.emu.llm.generation import RankSetup, SingleRank
 from edgetwin.emu.llm.model import Decoder, build_decoder, make_prompt
 from edgetwin.emu.llm.runs import DECODER_STRATEGIES, DecoderRun
 from edgetwin.emu.llm.strategies import RANKS
+from edgetwin.emu.llm.tensor_parallel import shard_layer
 from edgetwin.emu.llm.timing import GenerationClock
+from edgetwin.models import registry
+from edgetwin.models.decoder_costs import DecoderWorkload
 
 LLAMA_KIND = DecoderSpec(
     layers=2, width=128, heads=4, kv_heads=2, ffn_size=256, ffn="swiglu", norm="rmsnorm",
@@ -35,6 +38,36 @@ def test_every_preset_built_in_torch_has_its_published_size(preset: str) -> None
     assert spec.published_params is not None
     assert abs(counted - spec.published_params) <= 0.01 * spec.published_params
     assert counted == spec.published_params  # the configs are the published ones: exact
+
+
+def _numel(module: torch.nn.Module) -> int:
+    return sum(param.numel() for param in module.parameters())
+
+
+@pytest.mark.parametrize("ffn", ["gelu", "swiglu"])
+@pytest.mark.parametrize("bias", ["all", "qkv", "none"])
+def test_parameter_count_is_the_torch_module_s_for_every_kind(ffn: str, bias: str) -> None:
+    spec = LLAMA_KIND.model_copy(update={"ffn": ffn, "bias": bias})
+    with torch.device("meta"):
+        assert _numel(Decoder(spec)) == parameter_count(spec)
+
+
+@pytest.mark.parametrize("bias", ["all", "qkv", "none"])
+def test_a_tensor_parallel_rank_holds_the_weights_the_twin_counts(bias: str) -> None:
+    # 250 FFN columns on 4 ranks: 63, 63, 62, 62; norms, output and down biases whole
+    spec = LLAMA_KIND.model_copy(update={"kv_heads": 4, "ffn_size": 250, "bias": bias})
+    model = build_decoder(spec)
+    plan = registry.decoder_plan("tensor_parallel", DecoderWorkload(spec, 4, 1, 8))
+    replicated = _numel(model) - sum(_numel(layer) for layer in model.decoder_layers())
+    for rank in range(4):
+        shards = [shard_layer(spec, layer, rank, 4) for layer in model.decoder_layers()]
+        whole_biases = sum(
+            layer.self_attn.o_proj.bias.numel() + layer.mlp.down_proj.bias.numel()
+            for layer in model.decoder_layers()
+            if layer.mlp.down_proj.bias is not None and layer.self_attn.o_proj.bias is not None
+        )
+        held = sum(_numel(shard) for shard in shards) + whole_biases + replicated
+        assert plan.weight_bytes[rank] == held * 4  # fp32
 
 
 def generate(spec: DecoderSpec, batch: int, prompt_tokens: int, output_tokens: int):

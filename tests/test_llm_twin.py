@@ -14,15 +14,19 @@ import yaml
 
 from edgetwin.cli import main
 from edgetwin.configuration import decoder_plan
-from edgetwin.decoder_spec import DecoderSpec, kv_bytes_per_token, layer_params
+from edgetwin.decoder_spec import (
+    DecoderSpec,
+    attention_params,
+    ffn_params,
+    kv_bytes_per_token,
+    layer_params,
+)
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import (
     ID_BYTES,
     DecoderWorkload,
     Transfer,
     Work,
-    attention_params,
-    ffn_params,
 )
 from edgetwin.models.strategies.pipeline import balanced_layers
 from edgetwin.models.strategy import Strategy

@@ -15,7 +15,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from edgetwin.decoder_spec import DTYPE_BYTES, DecoderSpec, embedding_params, layer_params
+from edgetwin.decoder_spec import (
+    DTYPE_BYTES,
+    DecoderSpec,
+    attention_params,
+    embedding_params,
+    ffn_matrices,
+    ffn_params,
+    layer_params,
+)
 from edgetwin.models.layout import Layout
 
 ID_BYTES = 8  # token ids cross the wire as int64
@@ -155,26 +163,8 @@ def weights(model: DecoderSpec, params: float) -> float:
     return params * DTYPE_BYTES[model.weight_dtype]
 
 
-def attention_params(model: DecoderSpec) -> int:
-    """Q, K, V and output projections, their biases and the attention's norm."""
-    d, kv = model.width, model.kv_width
-    biases = (d + 2 * kv if model.bias in ("all", "qkv") else 0) + (d if model.bias == "all" else 0)
-    return 2 * d * d + 2 * d * kv + biases + _norm(model)
-
-
-def ffn_params(model: DecoderSpec) -> int:
-    """The FFN's matrices, their biases and its norm."""
-    d, f = model.width, model.ffn_size
-    biases = f + d if model.bias == "all" else 0
-    return _matrices(model) * d * f + biases + _norm(model)
-
-
 def _norm(model: DecoderSpec) -> int:
     return (2 if model.norm == "layernorm" else 1) * model.width
-
-
-def _matrices(model: DecoderSpec) -> int:
-    return 3 if model.ffn == "swiglu" else 2
 
 
 def attention_work(
@@ -201,8 +191,8 @@ def attention_work(
 def ffn_work(model: DecoderSpec, rows: int, share: float = 1.0) -> Work:
     """The FFN on ``rows`` rows, ``share`` of its columns."""
     d, f = model.width, model.ffn_size
-    flops = 2 * _matrices(model) * rows * d * f * share
-    activations = act_bytes(model) * rows * (2 * d + (_matrices(model) + 1) * f * share)
+    flops = 2 * ffn_matrices(model) * rows * d * f * share
+    activations = act_bytes(model) * rows * (2 * d + (ffn_matrices(model) + 1) * f * share)
     return Work(flops, weights(model, ffn_params(model) * share) + activations, rows, "ffn")
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from edgetwin.decoder_spec import embedding_params, layer_params
+from edgetwin.decoder_spec import DecoderSpec, embedding_params, ffn_matrices, layer_params
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models.costs import (
     BlockStep,
@@ -27,6 +27,7 @@ from edgetwin.models.decoder_costs import (
     head_work,
     weights,
 )
+from edgetwin.models.layout import partition_sizes
 from edgetwin.models.strategy import Strategy
 
 NAME = "tensor_parallel"
@@ -58,6 +59,18 @@ def _cost_plan(
     )
 
 
+def rank_layer_params(model: DecoderSpec, rank: int, world: int) -> int:
+    """One layer's parameters at ``rank``: 1/P of the Q, K, V and output projections and
+    of the Q, K, V biases; its FFN columns (``partition_sizes``) of each FFN matrix and
+    column bias; the norms and the output and down biases whole (added after the sum)."""
+    d, kv, f = model.width, model.kv_width, model.ffn_size
+    heads = 2 * d * d + 2 * d * kv + (d + 2 * kv if model.bias in ("all", "qkv") else 0)
+    matrices = ffn_matrices(model)
+    per_column = matrices * d + (matrices - 1 if model.bias == "all" else 0)
+    other_columns = f - partition_sizes(f, world)[rank]
+    return layer_params(model) - heads + heads // world - per_column * other_columns
+
+
 def _decoder_plan(work: DecoderWorkload) -> DecoderPlan:
     """docs/llm.md's tensor parallel: H/P query heads, H_kv/P KV heads and F/P FFN columns
     per rank; an all-reduce of [B, t, D] after the attention and after the FFN."""
@@ -82,11 +95,14 @@ def _decoder_plan(work: DecoderWorkload) -> DecoderPlan:
         ops = (embed_work(model, batch * tokens), *layer_ops(tokens, context) * model.layers)
         return ((*ops, head_work(model, batch)),) * world
 
-    own = model.layers * layer_params(model) * share + embedding_params(model)
+    own = [
+        model.layers * rank_layer_params(model, rank, world) + embedding_params(model)
+        for rank in range(world)
+    ]
     return DecoderPlan(
         NAME,
         work,
-        (weights(model, own),) * world,
+        tuple(weights(model, params) for params in own),
         (model.layers,) * world,
         (model.kv_width // world,) * world,
         phase(prompt, None),
