@@ -100,7 +100,8 @@ class DecoderSpec(Strict):
         return self.kv_heads * self.head_dim
 
 
-def _norm_params(model: DecoderSpec) -> int:
+def norm_params(model: DecoderSpec) -> int:
+    """One norm's parameters: LayerNorm's weight and bias, RMSNorm's weight."""
     return (2 if model.norm == "layernorm" else 1) * model.width
 
 
@@ -113,7 +114,7 @@ def attention_params(model: DecoderSpec) -> int:
     """Q, K, V and output projections, their biases and the attention's norm."""
     d, kv = model.width, model.kv_width
     biases = (d + 2 * kv if model.bias in ("all", "qkv") else 0) + (d if model.bias == "all" else 0)
-    return 2 * d * d + 2 * d * kv + biases + _norm_params(model)
+    return 2 * d * d + 2 * d * kv + biases + norm_params(model)
 
 
 def ffn_params(model: DecoderSpec) -> int:
@@ -121,7 +122,7 @@ def ffn_params(model: DecoderSpec) -> int:
     and its norm."""
     d, f, matrices = model.width, model.ffn_size, ffn_matrices(model)
     biases = (matrices - 1) * f + d if model.bias == "all" else 0
-    return matrices * d * f + biases + _norm_params(model)
+    return matrices * d * f + biases + norm_params(model)
 
 
 def layer_params(model: DecoderSpec) -> int:
@@ -133,7 +134,7 @@ def embedding_params(model: DecoderSpec) -> int:
     """Token embedding, position table (learned positions only), final norm, untied head."""
     positions = model.max_positions * model.width if model.positions == "learned" else 0
     head = 0 if model.tied_embeddings else model.vocab * model.width
-    return model.vocab * model.width + positions + _norm_params(model) + head
+    return model.vocab * model.width + positions + norm_params(model) + head
 
 
 def parameter_count(model: DecoderSpec) -> int:

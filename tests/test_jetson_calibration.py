@@ -11,6 +11,7 @@ import yaml
 from edgetwin.calibration.fit_reference import (
     MeasuredRow,
     fit_by_component,
+    fit_profile,
     leave_one_batch_out_table,
     load_spec,
     read_measured,
@@ -32,6 +33,14 @@ SHIPPED_GPU_AND_EXTRAS = {
     "staging.large_copy_kb": 128,
     "staging.large_copy_ms": 2.400221,
     "staging.d2h_wait_ms_per_mb": 0.52543,
+}
+# the shipped watts: a table of a few energy rows cannot refit the five states drawn
+SHIPPED_POWER = {
+    "power.idle_w": 0.0,
+    "power.compute_w": 6.5004,
+    "power.host_w": 1.0252,
+    "power.staging_w": 0.0,
+    "power.comm_w": 0.5764,
 }
 
 
@@ -192,8 +201,9 @@ def test_a_table_of_one_batch_size_has_nothing_to_leave_out(
     table = tmp_path / "batch1.csv"
     table.write_text("\n".join([lines[0], *(x for x in lines[1:] if ",1,400," in x)]) + "\n")
     spec = yaml.safe_load(SPEC.read_text())
-    # one batch size is too few points for the GPU and the copy extras: those are fixed
-    spec.update(reference=str(table), scenario=str(SCENARIO), fixed=SHIPPED_GPU_AND_EXTRAS)
+    # one batch size is too few points for the GPU, the copy extras and the watts: fixed
+    fixed = SHIPPED_GPU_AND_EXTRAS | SHIPPED_POWER
+    spec.update(reference=str(table), scenario=str(SCENARIO), fixed=fixed)
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     assert leave_one_batch_out_table(path) == []
@@ -216,9 +226,10 @@ def test_a_batch_held_out_with_every_distributed_row_is_not_predicted(
     table = tmp_path / "batch2.csv"
     table.write_text("\n".join([lines[0], *kept]) + "\n")
     spec = yaml.safe_load(SPEC.read_text())
-    # two staged rows are too few points for four staging parameters: the extras are fixed
+    # two staged rows are too few points for four staging parameters: the extras are
+    # fixed, and the watts (four rows with energy for five states)
     extras = {k: v for k, v in SHIPPED_GPU_AND_EXTRAS.items() if k.startswith("staging.")}
-    spec.update(reference=str(table), scenario=str(SCENARIO), fixed=extras)
+    spec.update(reference=str(table), scenario=str(SCENARIO), fixed=extras | SHIPPED_POWER)
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     points = leave_one_batch_out_table(path)
@@ -229,3 +240,57 @@ def test_a_batch_held_out_with_every_distributed_row_is_not_predicted(
         " comm_ms or staging_ms to refit from"
     ]
     assert {p["metric"] for p in points} == {"compute_ms", "total_ms", "energy_j"}
+
+
+def _energy_rows_spec(tmp_path: Path, fixed: dict[str, float]) -> Path:
+    """The Jetson spec on its table with energy left in four rows only (single and Voltage
+    at batch 1 and 2), for the five power states their runs spend time in."""
+    header, *rows = REFERENCE.read_text().splitlines()
+    kept = ("single,1,1,", "single,1,2,", "voltage,2,1,", "voltage,2,2,")
+    table = tmp_path / "four_energy_rows.csv"
+    blanked = [row if row.startswith(kept) else row.rsplit(",", 1)[0] + "," for row in rows]
+    table.write_text("\n".join([header, *blanked]) + "\n")
+    spec = yaml.safe_load(SPEC.read_text())
+    spec.update(reference=str(table), scenario=str(SCENARIO), fixed=spec["fixed"] | fixed)
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.mark.timeout(240)
+def test_watts_from_fewer_energy_rows_than_states_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Four rows with energy for five power states: non-negative least squares matched
+    any energies (a table of a board's own gave 1,305 W idle at a 1 % error). The fit is
+    refused naming energy_j, as a timing fit from too few points is; with two watts given
+    in fixed, the three others are fitted."""
+    from edgetwin.cli import main
+
+    path = _energy_rows_spec(tmp_path, {})
+    argv = ["calibrate", str(path), "--out", str(tmp_path / "p.yaml"), "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "field 'energy_j'" in err and "4 distinct points for the power fit's 5" in err
+    assert not (tmp_path / "p.yaml").exists()
+    given = {"power.idle_w": 0.0, "power.staging_w": 0.0}
+    profile = fit_profile(_energy_rows_spec(tmp_path, given), "test")
+    assert profile.power.idle_w == 0.0 and profile.power.staging_w == 0.0
+    assert profile.power.compute_w > 0
+
+
+@pytest.mark.timeout(240)
+def test_a_batch_whose_rows_leave_too_few_to_refit_the_watts_keeps_its_times(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Batch 1 left out of the four energy rows leaves two for three watts: its times are
+    still predicted by the refit, its energy is not (a notice says why)."""
+    path = _energy_rows_spec(tmp_path, {"power.idle_w": 0.0, "power.staging_w": 0.0})
+    points = [p for p in leave_one_batch_out_table(path) if p["held_out"] == 1]
+    assert {p["metric"] for p in points} >= {"compute_ms", "total_ms"}
+    assert "energy_j" not in {p["metric"] for p in points}
+    notices = [r.getMessage() for r in caplog.records if r.name.startswith("edgetwin.")]
+    assert (
+        "validation: batch 1 gives no held-out energy_j points: without it, energy_j has 2"
+        " distinct points to refit 3 parameters from"
+    ) in notices

@@ -47,7 +47,6 @@ from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
 
 _LOG = logging.getLogger(__name__)  # notices: a held-out batch that leaves nothing to refit
 
-TIMING_SECTIONS = {s: FIXABLE_SECTIONS[s] for s in ("compute", "staging", "network")}
 TIMING_METRICS = ("compute_ms", "staging_ms", "comm_ms", "total_ms")
 TOTAL_WEIGHT = 2.0  # the total matters most to a user; components keep the split honest
 
@@ -93,13 +92,15 @@ class MeasuredRow:
 
 def load_spec(path: Path) -> CalibrationSpec:
     spec = load_yaml_model(path, CalibrationSpec)
-    check_fixed(path, spec.fixed, TIMING_SECTIONS)
+    check_fixed(path, spec.fixed, FIXABLE_SECTIONS)
     return spec
 
 
 MEASURED_KEY_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps")
 # the column each timing section of a table fit is fitted from
 SECTION_COLUMNS = {"compute": "compute_ms", "staging": "staging_ms", "network": "comm_ms"}
+# ... and of every fit of a table, the watts' included (an error names it)
+FIT_COLUMNS = {**SECTION_COLUMNS, "power": "energy_j"}
 
 
 def read_measured(path: Path) -> list[MeasuredRow]:
@@ -263,18 +264,8 @@ def _held_out_points(
             columns,
         )
         return []
-    try:
-        profile = fit_by_component(spec, scenario, kept, spec_path)
-    except TooFewPoints as error:
-        column = SECTION_COLUMNS[error.section]
-        _LOG.warning(
-            "validation: batch %d gives no held-out points: without it, %s has %d"
-            " distinct points to refit %d parameters from",
-            batch,
-            column,
-            error.points,
-            len(error.parameters),
-        )
+    profile, metrics = _refit(spec, scenario, kept, batch, spec_path)
+    if profile is None:
         return []
     points = []
     for row in measured:
@@ -283,7 +274,7 @@ def _held_out_points(
         predicted = _simulate(scenario, profile, row.config).row
         label = key_label(row_key({**row.config.model_dump(), "segments": row.config.segments}))
         for metric, value in row.values.items():
-            if value > 0:
+            if value > 0 and metric in metrics:
                 estimate = float(getattr(predicted, metric))
                 points.append(
                     {
@@ -299,15 +290,43 @@ def _held_out_points(
     return points
 
 
+def _refit(
+    spec: CalibrationSpec,
+    scenario: Scenario,
+    kept: Sequence[MeasuredRow],
+    batch: int,
+    spec_path: Path,
+) -> tuple[DeviceProfile | None, tuple[str, ...]]:
+    """The refit on ``kept`` and the metrics it predicts: every one, or the times alone
+    where the rows left are too few to refit the watts from (its energy gets no point), or
+    none where a timing section cannot be refitted; a notice says which."""
+    try:
+        return fit_by_component(spec, scenario, kept, spec_path), (*TIMING_METRICS, "energy_j")
+    except TooFewPoints as error:
+        _LOG.warning(
+            "validation: batch %d gives no held-out %spoints: without it, %s has %d"
+            " distinct points to refit %d parameters from",
+            batch,
+            "energy_j " if error.section == "power" else "",
+            FIT_COLUMNS[error.section],
+            error.points,
+            len(error.parameters),
+        )
+        if error.section != "power":
+            return None, ()
+    return fit_by_component(spec, scenario, kept, spec_path, power=False), TIMING_METRICS
+
+
 def fit_by_component(
     spec: CalibrationSpec,
     scenario: Scenario,
     measured: Sequence[MeasuredRow],
     spec_path: Path | None = None,
+    power: bool = True,
 ) -> DeviceProfile:
     """GPU parameters from the one-device rows (when there are any), then the rest of
-    ``TABLE_PARAMETERS`` from the compute, staging and comm columns of every row
-    (``spec_path``: the file an error names)."""
+    ``TABLE_PARAMETERS`` from the compute, staging and comm columns of every row, then (with
+    ``power``) the watts from the energy column (``spec_path``: the file an error names)."""
     fixed = dict(spec.fixed)
     alone = [row for row in measured if row.config.devices == 1]
     gpu_free = [p for p in GPU_PARAMETERS if p[0] not in fixed]
@@ -331,6 +350,7 @@ def fit_by_component(
         TABLE_PARAMETERS,
         fixed,
         total_weight=0.0,
+        power=power,
         spec_path=spec_path,
     )
 
@@ -390,7 +410,7 @@ def fit_measured(
     fit = least_squares(residuals, start, bounds=bounds, x_scale="jac", diff_step=1e-4)
     timing_only = profile_at(fit.x, _unit_power())
     has_energy = power and any(row.values.get("energy_j") for row in measured)
-    watts = _fit_power(scenario, timing_only, measured) if has_energy else _unit_power()
+    watts = _fit_power(scenario, timing_only, measured, fixed) if has_energy else _unit_power()
     return profile_at(fit.x, watts)
 
 
@@ -414,7 +434,7 @@ def _point_of(section: str, config: Configuration) -> Configuration:
 def too_few_points_error(path: Path, error: TooFewPoints) -> InputError:
     """The InputError naming the measured table ``path`` and the column its section is
     fitted from."""
-    return InputError(path, SECTION_COLUMNS[error.section], error.problem)
+    return InputError(path, FIT_COLUMNS[error.section], error.problem)
 
 
 def _check_runnable(
@@ -451,26 +471,40 @@ def _profile(facts: ProfileFacts, values: Mapping[str, float]) -> DeviceProfile:
 
 
 def _fit_power(
-    scenario: Scenario, profile: DeviceProfile, measured: Sequence[MeasuredRow]
+    scenario: Scenario,
+    profile: DeviceProfile,
+    measured: Sequence[MeasuredRow],
+    fixed: Mapping[str, float],
 ) -> dict[str, float]:
-    """Watts per state from rows with energy: relative non-negative least squares."""
+    """Watts per state from rows with energy: relative non-negative least squares, the
+    ``fixed`` watts (``power.<state>_w``) taken as given. A state no row spends time in
+    draws 0 W; the others need as many rows with energy as there are of them
+    (``TooFewPoints``): fewer match any energies (a 4-row table gave 1,305 W idle and a
+    1 % error)."""
+    free = [s for s in POWER_STATES if f"power.{s}_w" not in fixed]
     rows, targets = [], []
     for row in measured:
         energy = row.values.get("energy_j")
         if energy is None or energy <= 0:
             continue
         outcome = _simulate(scenario, profile, row.config)
-        seconds = [
-            sum(t[state] for t in outcome.time_by_state_ms.values()) / 1e3 for state in POWER_STATES
-        ]
-        rows.append(np.array(seconds) / energy)
-        targets.append(1.0)
+        seconds = {
+            state: sum(t[state] for t in outcome.time_by_state_ms.values()) / 1e3
+            for state in POWER_STATES
+        }
+        known_j = sum(fixed[f"power.{s}_w"] * seconds[s] for s in POWER_STATES if s not in free)
+        rows.append([seconds[state] / energy for state in free])
+        targets.append(1.0 - known_j / energy)
     if not rows:
         raise InputError(None, "energy_j", "the measured table has no energy to fit power from")
-    watts, _ = nnls(np.array(rows), np.array(targets))
-    return {
-        f"power.{state}_w": round(float(w), 4) for state, w in zip(POWER_STATES, watts, strict=True)
-    }
+    design = np.array(rows)
+    spent = [k for k, state in enumerate(free) if design[:, k].any()]
+    check_enough_points("power", len(rows), [f"{free[k]}_w" for k in spent])
+    watts = dict.fromkeys(free, 0.0)
+    if spent:
+        solved, _ = nnls(design[:, spent], np.array(targets))
+        watts |= {free[k]: float(w) for k, w in zip(spent, solved, strict=True)}
+    return {f"power.{state}_w": round(w, 4) for state, w in watts.items()}
 
 
 def residual_report(

@@ -23,6 +23,7 @@ from edgetwin.decoder_spec import (
     ffn_matrices,
     ffn_params,
     layer_params,
+    norm_params,
 )
 from edgetwin.models.layout import Layout
 
@@ -163,10 +164,6 @@ def weights(model: DecoderSpec, params: float) -> float:
     return params * DTYPE_BYTES[model.weight_dtype]
 
 
-def _norm(model: DecoderSpec) -> int:
-    return (2 if model.norm == "layernorm" else 1) * model.width
-
-
 def attention_work(
     model: DecoderSpec,
     rows: int,
@@ -205,7 +202,7 @@ def embed_work(model: DecoderSpec, rows: int) -> Work:
 def head_work(model: DecoderSpec, rows: int) -> Work:
     """Final norm and LM head on ``rows`` positions, the argmax over the vocabulary."""
     d, v = model.width, model.vocab
-    memory = weights(model, v * d + _norm(model)) + act_bytes(model) * rows * (d + v)
+    memory = weights(model, v * d + norm_params(model)) + act_bytes(model) * rows * (d + v)
     return Work(2.0 * rows * d * v, memory, rows, "head")
 
 
