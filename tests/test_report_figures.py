@@ -432,6 +432,33 @@ def test_affinity_schedulers_keep_their_colour_in_every_panel(tmp_path: Path) ->
     assert len({c for (c,) in colours.values()}) == len(colours)
 
 
+def _untitled_axes(spec: dict[str, Any]) -> list[str]:
+    """The axes of a figure spec without a title (plotly.js draws none for them)."""
+    axes = [k for k in spec["layout"] if re.fullmatch(r"[xy]axis\d*", k)]
+    return [k for k in axes if not spec["layout"][k].get("title", {}).get("text")]
+
+
+def _hovers_without_units(spec: dict[str, Any]) -> list[str]:
+    """Traces that hover plotly's bare ``(x, y)``: neither a template nor skipped."""
+    return [
+        str(t.get("name"))
+        for t in spec["data"]
+        if not t.get("hovertemplate") and t.get("hoverinfo") != "skip"
+    ]
+
+
+@pytest.mark.timeout(120)
+def test_affinity_figure_titles_its_axes_and_hovers_with_units(tmp_path: Path) -> None:
+    spec = SCENARIOS / "affinity_small.eval.yaml"
+    assert main(["evaluate-affinity", str(spec), "--out", str(tmp_path / "aff")]) == 0
+    (figure,) = _figure_specs((tmp_path / "aff" / "affinity.html").read_text())
+    assert _untitled_axes(figure) == [] and _hovers_without_units(figure) == []
+    layout = figure["layout"]
+    assert layout["yaxis"]["title"]["text"] == "Makespan (s)"
+    makespans = [t["hovertemplate"] for t in figure["data"] if t["xaxis"] == "x"]
+    assert makespans and all(" s<extra>" in hover for hover in makespans)
+
+
 def test_report_static_takes_only_figure_formats(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
@@ -43,20 +44,46 @@ def render_affinity(evaluation: AffinityEvaluation) -> str:
     return page("edgetwin schedulers vs the offline optimum", body)
 
 
-Panel = tuple[str, Callable[[SchedulerResult], float], Callable[[Schedule], float]]
+@dataclass(frozen=True)
+class Panel:
+    """A subplot: its title, its y axis's title and hover (with the unit), a scheduler's
+    value and the optimum's."""
+
+    title: str
+    axis: str
+    hover: str
+    of_scheduler: Callable[[SchedulerResult], float]
+    of_optimum: Callable[[Schedule], float]
+
+
+INSTANCE_AXIS = "Instance (dependency mode)"
 
 
 def _panels(emu: bool) -> list[Panel]:
-    """(title, a scheduler's value, the optimum's value) per subplot."""
-    panels: list[Panel] = [
-        ("Makespan (s)", lambda s: s.makespan_s, lambda o: o.makespan_ms / 1e3),
-        ("Cold loads", lambda s: s.cold_loads, lambda o: o.cold_loads),
+    """One panel per value, in page order."""
+    panels = [
+        Panel(
+            "Makespan (s)",
+            "Makespan (s)",
+            "%{x}: %{y:.2f} s",
+            lambda s: s.makespan_s,
+            lambda o: o.makespan_ms / 1e3,
+        ),
+        Panel(
+            "Cold loads",
+            "Cold loads",
+            "%{x}: %{y:.3g} cold loads",
+            lambda s: s.cold_loads,
+            lambda o: o.cold_loads,
+        ),
     ]
     if emu:
         panels.insert(
             1,
-            (
+            Panel(
                 "Its plans under the measured costs (s)",
+                "Makespan under the measured costs (s)",
+                "%{x}: %{y:.2f} s",
                 lambda s: s.replay.pooled_s if s.replay else float("nan"),
                 lambda o: o.makespan_ms / 1e3,
             ),
@@ -66,11 +93,11 @@ def _panels(emu: bool) -> list[Panel]:
 
 def _figure(evaluation: AffinityEvaluation) -> go.Figure:
     panels = _panels(evaluation.settings.mode == "emu")
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels])
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p.title for p in panels])
     x = [_label(r) for r in evaluation.instances]
-    for col, (_, of_scheduler, of_optimum) in enumerate(panels, start=1):
+    for col, panel in enumerate(panels, start=1):
         for index, name in enumerate(evaluation.settings.schedulers):
-            values = [of_scheduler(r.schedulers[name]) for r in evaluation.instances]
+            values = [panel.of_scheduler(r.schedulers[name]) for r in evaluation.instances]
             bar = go.Bar(
                 x=x,
                 y=values,
@@ -78,21 +105,25 @@ def _figure(evaluation: AffinityEvaluation) -> go.Figure:
                 marker_color=color(index),  # one colour per scheduler in every panel
                 legendgroup=name,
                 showlegend=col == 1,
+                hovertemplate=f"{panel.hover}<extra>{name}</extra>",
             )
             fig.add_trace(bar, row=1, col=col)
         fig.add_trace(
             go.Scatter(
                 x=x,
-                y=[of_optimum(r.optimum.schedule) for r in evaluation.instances],
+                y=[panel.of_optimum(r.optimum.schedule) for r in evaluation.instances],
                 mode="markers",
                 marker={"symbol": "diamond", "size": 12, "color": "black"},
                 name="optimum",
                 legendgroup="optimum",
                 showlegend=col == 1,
+                hovertemplate=f"{panel.hover}<extra>optimum</extra>",
             ),
             row=1,
             col=col,
         )
+        fig.update_xaxes(title=INSTANCE_AXIS, row=1, col=col)
+        fig.update_yaxes(title=panel.axis, rangemode="tozero", row=1, col=col)
     where = "the emulator" if evaluation.settings.mode == "emu" else "the twin"
     fig.update_layout(
         title=title_text(
