@@ -36,9 +36,17 @@ from edgetwin.reports.figures import (
     strategy_color,
 )
 from edgetwin.reports.html import read_run, run_figures
+from edgetwin.reports.parity import ParityPoint, parity_figure
 from edgetwin.reports.plan import best_mode_figures, crossover_figures, fleet_figures
 from edgetwin.reports.rows import average_reps
-from edgetwin.reports.style import FONT, TITLE_CHARS, log_ticks, styled, title_text
+from edgetwin.reports.style import (
+    FONT,
+    TITLE_CHARS,
+    log_ticks,
+    metric_color,
+    styled,
+    title_text,
+)
 from edgetwin.reports.validation import write_validation_report
 from edgetwin.results import write_results
 from tests.conftest import REPO
@@ -322,6 +330,26 @@ def test_validation_page_draws_times_and_energy_on_their_own_axes(tmp_path: Path
     assert _axis_units(fig) == {"x": {"ms"}, "x2": {"j"}}
     titles = [(fig.layout[f"{a}axis"].title.text, fig.layout[f"{a}axis2"].title.text) for a in "xy"]
     assert titles == [("Measured (ms)", "Measured (J)"), ("Predicted (ms)", "Predicted (J)")]
+
+
+def test_a_trace_fits_validation_names_every_metric_in_a_colour_of_its_own() -> None:
+    """``validate`` on a trace spec holds out whole-model and staged-exchange points: they
+    were named by their columns, in compute's blue and energy's red."""
+    metrics = ("vit_full_ms", "compute_ms", "exchange_total_ms", "staging_ms", "comm_ms")
+    points = [ParityPoint(m, "batch 1", 2.0 + k, 2.1 + k, 5.0) for k, m in enumerate(metrics)]
+    fig = parity_figure("Held-out points", points)
+    assert fig is not None
+    drawn = [t for t in fig.data if t.name != "predicted = measured"]
+    assert [t.name for t in drawn] == [
+        "whole model",
+        "compute",
+        "staged exchange",
+        "staging",
+        "communication",
+    ]
+    colours = [t.marker.color for t in drawn]
+    assert None not in colours and len(set(colours)) == len(metrics)
+    assert not set(colours) & {metric_color("energy_j"), metric_color("total_ms")}
 
 
 def test_validation_page_without_energy_has_no_energy_panel(tmp_path: Path) -> None:

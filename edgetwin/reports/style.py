@@ -54,6 +54,10 @@ METRIC_LOOKS = {
     "load_ms": ("model load", "#9c755f"),
     "comm_ms": ("communication", "#59a14f"),
     "energy_j": ("energy", "#e15759"),
+    # a trace fit's held-out points (``edgetwin validate``): the whole ViT on one device, and
+    # a staged exchange (staging + communication); past the palette, the colours left
+    "vit_full_ms": ("whole model", "#edc948"),
+    "exchange_total_ms": ("staged exchange", "#444444"),
 }
 
 _template = go.layout.Template(pio.templates["plotly_white"])
