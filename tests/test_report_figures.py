@@ -154,6 +154,18 @@ def test_per_sample_figure_has_error_bars_over_the_reps() -> None:
     assert "error bars: one standard deviation over the repetitions" in fig.layout.title.text
 
 
+def test_a_lone_configuration_is_named_in_a_legend(tmp_path: Path) -> None:
+    """A run left with one configuration (the others out of memory) drew its per-sample
+    line unnamed: plotly shows no legend for one trace, the energy figure beside it did."""
+    failed = _row("single", 8, 400, 500.0, status="out of memory on jetson-0")
+    rows = [_row("prism", 8, 400, 500.0), failed]
+    write_results(tmp_path / "results.csv", rows)
+    for fig in run_figures(read_run(tmp_path))[1:]:  # the breakdown's legend is its parts
+        named = [t for t in fig.data if t.showlegend is not False]
+        assert [t.showlegend for t in named] == [True], fig.layout.title.text
+        assert named[0].name == "prism cr 9.9"
+
+
 def test_figures_say_their_error_bars_are_prediction_intervals() -> None:
     rows = [
         _row(strategy, batch, bandwidth, 100.0 * batch, total_ms_lo=90.0 * batch,

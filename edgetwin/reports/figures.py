@@ -197,6 +197,7 @@ def per_sample_figure(points: Sequence[Point]) -> go.Figure | None:
             name=labels[config],
             legendgroup=config.strategy,
             legendgrouptitle_text=config.strategy,
+            showlegend=True,  # a lone line is named too (plotly names none by default)
             mode="lines+markers",
             line=look[config].line(),
             marker_symbol=look[config].symbol,
