@@ -64,6 +64,19 @@ def test_crowd_report_without_trace_has_the_latency_figure(tmp_path: Path) -> No
     assert "Where a job" in page  # the rows' breakdown needs no trace
 
 
+def test_a_crowd_run_whose_jobs_never_finish_says_why_it_draws_no_latency(
+    tmp_path: Path,
+) -> None:
+    """Every job cut off by the horizon: the page drew the timelines alone, without a word
+    on the job figures it left out."""
+    out = tmp_path / "cut"
+    cut = ["--set", "crowd.horizon_s=5", "--set", "crowd.drain_s=0"]
+    assert main(["run", str(SCENARIO), "--out", str(out), "--trace", "--quiet", *cut]) == 0
+    page = (out / "report.html").read_text()
+    assert "No successful rows to plot." in page and "20 incomplete" in page
+    assert "Pipeline latency per mode" not in page and "What each phone did" in page
+
+
 def test_a_job_s_time_is_broken_down_into_parts_that_sum_to_its_mean() -> None:
     rows = run(SCENARIO).rows
     figure = job_breakdown_figure(rows)

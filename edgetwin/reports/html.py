@@ -242,10 +242,15 @@ def render_report(data: RunData, title: str) -> str:
     """The report page as one HTML string, with plotly.js inlined once; the link check's
     warnings on top."""
     compared = "" if data.comparison is None else _comparison_html(data.comparison, RUN_WORDING)
-    figures = run_figures(data)
-    shown = figures_html(figures) or "<p>No successful rows to plot.</p>"
+    shown = _no_rows_html(data.rows) + figures_html(run_figures(data))
     warnings = _warnings_html(data.link_warnings)
     return page(title, f"{warnings}{_summary(data.rows)}{shown}{compared}")
+
+
+def _no_rows_html(rows: Sequence[ResultRow]) -> str:
+    """Why a page draws no results figure: no row succeeded (a crowd run's timelines or an
+    emulator run's link check may still be drawn below it)."""
+    return "" if any(row.ok for row in rows) else "<p>No successful rows to plot.</p>"
 
 
 def write_report(run_dir: Path, title: str | None = None) -> Path:
