@@ -134,6 +134,31 @@ def test_crowd_timelines_hover_with_units() -> None:
     assert battery.data[0].hovertemplate.startswith("%{x:.2f} s: %{y:.4g} %")
 
 
+def test_memory_and_battery_lines_last_to_the_end_of_the_run() -> None:
+    """A run cut off while its phones loaded sampled each once, at 0 s: the battery figure
+    was empty (a line of one point draws nothing) and the memory axis ran from -1 to 1 s."""
+    idle = {"kind": "idle", "start_s": 0.0, "end_s": 5.0}
+    records: dict[str, list[dict[str, Any]]] = {
+        "activities": [{"phone": "low-0", **idle}, {"phone": "low-1", **idle}],
+        "ram": [{"phone": "low-0", "t_s": 0.0, "rss_mb": v} for v in (0.0, 43.0)],
+        "battery": [{"phone": p, "t_s": 0.0, "level_pct": 100.0} for p in ("low-0", "low-1")],
+    }
+    ram, battery = ram_figure(records), battery_figure(records)
+    assert ram is not None and battery is not None
+    (memory,) = ram.data
+    assert list(memory.x) == [0.0, 0.0, 5.0] and list(memory.y) == [0.0, 43.0, 43.0]
+    assert [(list(t.x), list(t.y)) for t in battery.data] == [([0.0, 5.0], [100.0, 100.0])] * 2
+    phones = [f"low-{k}" for k in range(11)]  # past ten phones: a mean line per class
+    many = {
+        "activities": [{"phone": phone, **idle} for phone in phones],
+        "ram": [{"phone": phone, "t_s": 1.0, "rss_mb": 20.0} for phone in phones],
+        "phones": [{"phone": phone, "phone_class": "low"} for phone in phones],
+    }
+    by_class = ram_figure(many)
+    assert by_class is not None and by_class.data[0].x[-1] == 5.0
+    assert by_class.data[0].y[-1] == pytest.approx(20.0)
+
+
 def test_a_large_crowd_draws_its_phones_by_class() -> None:
     """A hundred phones gave a legend of a hundred entries in ten recycled colours, and
     their memory lines (0 to 43 MB and back per task) a solid comb."""

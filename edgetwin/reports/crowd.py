@@ -206,14 +206,31 @@ def _classes(records: Records, section: str) -> dict[str, str] | None:
     return class_of if len(phones) > MAX_PHONE_LINES and phones <= set(class_of) else None
 
 
+def _run_end_s(records: Records) -> float | None:
+    """Where the first run's timeline ends: its activities' last end (idle runs to it)."""
+    return max((float(a["end_s"]) for a in records.get("activities", [])), default=None)
+
+
+def _held_to_end(
+    times: list[float], values: list[float], end_s: float | None
+) -> tuple[list[float], list[float]]:
+    """A step line held at its last value to the run's end: a phone sampled once (or only
+    at 0 s) drew nothing, its level or memory lasting to the end of the run."""
+    if end_s is None or not times or end_s <= times[-1]:
+        return times, values
+    return [*times, end_s], [*values, values[-1]]
+
+
 def _per_phone_lines(
     records: Records, section: str, value: str, unit: str, class_of: dict[str, str] | None
 ) -> go.Figure:
-    """A line per phone; with ``class_of``, the phones of a class in its colour, one key."""
+    """A line per phone, held to the run's end; with ``class_of``, the phones of a class in
+    its colour, one key."""
     by_phone: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for sample in records[section]:
         by_phone[str(sample["phone"])].append(sample)
     classes = list(dict.fromkeys(class_of[phone] for phone in by_phone)) if class_of else []
+    end_s = _run_end_s(records)
     fig = go.Figure()
     keyed: set[str] = set()
     for phone, points in by_phone.items():
@@ -224,10 +241,11 @@ def _per_phone_lines(
             line |= {"color": color(classes.index(group)), "width": 1}
             look = {"name": group, "legendgroup": group, "showlegend": group not in keyed}
             keyed.add(group)
+        x, y = _held_to_end([s["t_s"] for s in points], [s[value] for s in points], end_s)
         fig.add_trace(
             go.Scatter(
-                x=[s["t_s"] for s in points],
-                y=[s[value] for s in points],
+                x=x,
+                y=y,
                 mode="lines",
                 line=line,
                 hovertemplate=f"%{{x:.2f}} s: %{{y:.4g}} {unit}<extra>{phone}</extra>",
@@ -241,7 +259,8 @@ def _class_means(
     records: Records, section: str, value: str, unit: str, class_of: dict[str, str]
 ) -> go.Figure:
     """A line per class: the mean of its phones' latest samples after each sample (a
-    hundred phones' memory, each 0 to 43 MB and back per task, drew a solid comb)."""
+    hundred phones' memory, each 0 to 43 MB and back per task, drew a solid comb), held to
+    the run's end."""
     latest: dict[str, float] = {}
     total: dict[str, float] = defaultdict(float)
     seen: dict[str, int] = defaultdict(int)
@@ -256,6 +275,8 @@ def _class_means(
         times, means = lines.setdefault(group, ([], []))
         times.append(sample["t_s"])
         means.append(total[group] / seen[group])
+    end_s = _run_end_s(records)
+    lines = {group: _held_to_end(*line, end_s) for group, line in lines.items()}
     return go.Figure(
         [
             go.Scatter(
