@@ -50,7 +50,10 @@ from edgetwin.reports.style import (
 from edgetwin.reports.validation import write_validation_report
 from edgetwin.results import write_results
 from tests.conftest import REPO
+from tests.test_plan_capacity import capacity_question
+from tests.test_plan_llm import llm_question
 from tests.test_report import _results, _row
+from tests.test_report_llm import llm_run
 
 SCENARIOS = REPO / "scenarios"
 LINK_CHECK_CSV = """\
@@ -497,6 +500,29 @@ def test_affinity_figure_titles_its_axes_and_hovers_with_units(tmp_path: Path) -
     assert layout["yaxis"]["title"]["text"] == "Makespan (s)"
     makespans = [t["hovertemplate"] for t in figure["data"] if t["xaxis"] == "x"]
     assert makespans and all(" s<extra>" in hover for hover in makespans)
+
+
+REFERENCES = ("RAM of", "target p95", "model positions")
+
+
+@pytest.mark.timeout(240)
+def test_reference_lines_hover_with_their_units(tmp_path: Path) -> None:
+    """A device's RAM, a target p95 and the model's positions hovered plotly's bare
+    ``(x, y)``: no unit, and on a category axis a candidate's name for x."""
+    run_page = llm_run(tmp_path / "run") / "report.html"
+    plans = {"llm": llm_question(tmp_path), "capacity": capacity_question(tmp_path)}
+    pages = [run_page]
+    for name, question in plans.items():
+        assert main(["plan", str(question), "--out", str(tmp_path / name), "--quiet"]) == 0
+        pages.append(tmp_path / name / "plan.html")
+    hovers = []
+    for page in pages:
+        for figure in _figure_specs(page.read_text()):
+            assert _hovers_without_units(figure) == []
+            lines = [t for t in figure["data"] if t.get("name", "").startswith(REFERENCES)]
+            hovers += [t["hovertemplate"] for t in lines]
+    assert any(" MB<extra>" in h for h in hovers) and any(" s<extra>" in h for h in hovers)
+    assert any("prompt tokens" in h for h in hovers)
 
 
 def test_report_static_takes_only_figure_formats(

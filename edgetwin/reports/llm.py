@@ -16,7 +16,7 @@ from edgetwin.errors import InputError
 from edgetwin.profile import DeviceProfile, load_profile
 from edgetwin.reports.figures import looks
 from edgetwin.reports.rows import Config, config_labels, config_of, config_order
-from edgetwin.reports.style import log_ticks, styled
+from edgetwin.reports.style import log_ticks, reference_line, styled
 from edgetwin.results import ResultRow
 from edgetwin.scenario import RESOLVED_FILE, load_resolved
 
@@ -177,14 +177,9 @@ def memory_figure(rows: Sequence[ResultRow], ram_mb: Mapping[str, float]) -> go.
     _add_lines(fig, lines, _memory_mb, "context %{x:g} tokens: %{y:.4g} MB")
     contexts = [x for points in lines.values() for x in points]
     for name, ram in ram_mb.items():
-        fig.add_scatter(  # a trace, not add_hline: its annotation breaks a log axis's range
-            x=_ram_span(contexts),
-            y=[ram, ram],
-            mode="lines",
-            line={"dash": "dash", "color": "black"},
-            name=f"RAM of {name} ({ram:g} MB)",
-            legendgroup="RAM",
-        )
+        label = f"RAM of {name} ({ram:g} MB)"
+        line = reference_line(_ram_span(contexts), ram, label, f"RAM of {name}: {ram:g} MB")
+        fig.add_trace(line.update(legendgroup="RAM"))
     fig.update_xaxes(title="Context (prompt + output tokens)", **log_ticks(contexts, swept=True))
     fig.update_yaxes(title="Memory per device (MB)", rangemode="tozero")
     return fig

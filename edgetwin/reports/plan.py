@@ -28,6 +28,7 @@ from edgetwin.reports.style import (
     discrete_colorscale,
     legend_key,
     log_ticks,
+    reference_line,
     rows_height,
     symbol,
     title_text,
@@ -286,15 +287,10 @@ def longest_context_figures(result: dict[str, Any]) -> list[go.Figure]:
         )
     outputs = sorted({e["output_tokens"] for e in entries})
     for output in outputs:
-        fig.add_trace(  # a trace: one legend entry per output length
-            go.Scatter(
-                x=[labels[0], labels[-1]],
-                y=[result["max_positions"] - output] * 2,
-                mode="lines",
-                line={"dash": "dash", "color": "black"},
-                name=f"model positions - {output} output tokens",
-            )
-        )
+        longest = result["max_positions"] - output
+        name = f"model positions - {output} output tokens"
+        hover = f"at most {longest} prompt tokens: the model's positions - {output} output"
+        fig.add_trace(reference_line([labels[0], labels[-1]], longest, name, hover))
     fig.update_layout(
         title=title_text(
             "Longest prompt that fits", "weights + peak KV cache against each device's RAM"
@@ -353,15 +349,9 @@ def _capacity_at(
             )
         )
     sizes = [fleet["fleet_size"] for fleet in fleets]
-    latency.add_trace(  # a trace, not add_hline: its annotation breaks a log axis's range
-        go.Scatter(
-            x=[sizes[0], sizes[-1]],
-            y=[result["target_p95_s"]] * 2,
-            mode="lines",
-            line={"dash": "dash", "color": "black"},
-            name=f"target p95 ({result['target_p95_s']:g} s)",
-        )
-    )
+    target_s = result["target_p95_s"]
+    name, hover = f"target p95 ({target_s:g} s)", f"target p95: {target_s:g} s"
+    latency.add_trace(reference_line([sizes[0], sizes[-1]], target_s, name, hover))
     if smallest is not None:
         latency.add_vline(x=smallest, line_dash="dot", annotation_text="smallest fleet")
     latency.update_layout(

@@ -227,6 +227,20 @@ def legend_key(
     )
 
 
+def reference_line(x: Sequence[float | str], y: float, name: str, hover: str) -> go.Scatter:
+    """A dashed black line at ``y`` across ``x`` (a limit: a device's RAM, a target), that
+    hovers ``hover`` with its unit (plotly's bare ``(x, y)`` had none). A trace, not
+    ``add_hline``: that one's annotation breaks a log axis's range."""
+    return go.Scatter(
+        x=list(x),
+        y=[y] * len(x),
+        mode="lines",
+        line={"dash": "dash", "color": "black"},
+        name=name,
+        hovertemplate=f"{hover}<extra></extra>",
+    )
+
+
 def categories(values: Sequence[float]) -> list[str]:
     """Swept values as category labels (a heatmap's cells on those values only)."""
     return [f"{v:g}" for v in values]
