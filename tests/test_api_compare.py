@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 from pathlib import Path
@@ -44,6 +45,18 @@ def test_compare_returns_what_the_command_writes(
     assert comparison.warnings == ()
     itself = edgetwin.compare(a, a)  # no out: nothing written
     assert set(itself.median_abs_error_pct.values()) == {0.0}
+
+
+@pytest.mark.timeout(120)
+def test_the_page_warns_as_the_console_does(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """Two runs on other devices: the console warned that the errors include the devices'
+    difference, the page showed the errors without a word of it."""
+    other = [*SMALL, "devices=[{name: jetson, profile: h200_netns, count: 2}]"]
+    edgetwin.run(JETSON, overrides=other, out=tmp_path / "h200", progress=None)
+    comparison = edgetwin.compare(two_runs[0], tmp_path / "h200", out=tmp_path / "c")
+    (warning,) = comparison.warnings
+    page = (tmp_path / "c" / "comparison.html").read_text()
+    assert f"<p class='warning'><b>Warning:</b> {html.escape(warning)}</p>" in page
 
 
 @pytest.mark.timeout(120)

@@ -178,9 +178,12 @@ def comparison_figures(comparison: Comparison) -> list[go.Figure]:
 
 
 def write_comparison_report(out_dir: Path, title: str, comparison: Comparison) -> Path:
-    """``comparison.html``: predicted vs measured, the figure and every point's error."""
-    body = figures_html(comparison_figures(comparison)) + _comparison_html(
-        comparison, COMPARE_WORDING
+    """``comparison.html``: the comparison's warnings on top (other devices, a loopback
+    side, another split), then predicted vs measured, the figure and every point's error."""
+    body = (
+        _warnings_html(comparison.warnings)
+        + figures_html(comparison_figures(comparison))
+        + _comparison_html(comparison, COMPARE_WORDING)
     )
     path = out_dir / COMPARISON_PAGE
     write_text_atomic(path, page(title, body))
