@@ -20,6 +20,7 @@ from edgetwin.reports.crowd import (
 )
 from tests.conftest import REPO
 from tests.test_report import _probe
+from tests.test_report_figures import _figure_specs
 
 SCENARIO = REPO / "scenarios/crowdio_android.yaml"
 
@@ -52,6 +53,9 @@ def test_crowd_report_draws_latency_gantt_ram_and_battery(tmp_path: Path) -> Non
         "Battery per phone",
     ):
         assert title in page
+    # which run the timelines are: the page shows two modes, --trace records the first
+    titles = [figure["layout"]["title"]["text"] for figure in _figure_specs(page)]
+    assert "What each phone did (first run: streaming / affinity, 300 Mbit/s)" in titles
     probe = _probe(out / "report.html", tmp_path)
     assert probe == {"graphs": 5, "rendered": 5, "errors": []}
 

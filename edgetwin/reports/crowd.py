@@ -46,6 +46,16 @@ class _Phone(BaseModel):
     phone_class: str
 
 
+class _RunRow(BaseModel):
+    """A row of the traced run, as far as the figures read it: which run it was."""
+
+    model_config = ConfigDict(allow_inf_nan=False, frozen=True)
+
+    strategy: str
+    scheduler: str | None = None
+    bandwidth_mbps: float
+
+
 class _Timeline(BaseModel):
     """The sections of ``timeline.json`` the figures read (the others are left alone)."""
 
@@ -55,6 +65,7 @@ class _Timeline(BaseModel):
     ram: tuple[RamSample, ...] = ()
     battery: tuple[BatterySample, ...] = ()
     phones: tuple[_Phone, ...] = ()
+    rows: tuple[_RunRow, ...] = ()
 
 
 def read_timeline(path: Path) -> Records:
@@ -165,6 +176,18 @@ def _part_s(row: ResultRow, part: str) -> float:
     return float(getattr(row, part) or 0.0) / 1e3
 
 
+def _traced_run(records: Records) -> str:
+    """Which run the timelines are (``--trace`` records the first): ``first run: streaming /
+    affinity, 300 Mbit/s`` (a page of several modes drew them as if of every one)."""
+    rows = records.get("rows", [])
+    if not rows:
+        return "first run"
+    row = rows[0]
+    mode = _pipeline(str(row["strategy"])) or str(row["strategy"])
+    scheduler = f" / {row['scheduler']}" if row.get("scheduler") else ""
+    return f"first run: {mode}{scheduler}, {float(row['bandwidth_mbps']):g} Mbit/s"
+
+
 def gantt_figure(records: Records) -> go.Figure | None:
     """One row per phone: load, infer, transfer, idle and away stretches over time."""
     activities = records.get("activities", [])
@@ -195,7 +218,8 @@ def gantt_figure(records: Records) -> go.Figure | None:
                 )
             )
     fig.update_layout(barmode="overlay")
-    return _layout(fig, "What each phone did (first run)", "Time (s)", "Phone")
+    title = f"What each phone did ({_traced_run(records)})"
+    return _layout(fig, title, "Time (s)", "Phone")
 
 
 def _classes(records: Records, section: str) -> dict[str, str] | None:
@@ -296,12 +320,12 @@ def ram_figure(records: Records) -> go.Figure | None:
     if not records.get("ram"):
         return None
     class_of = _classes(records, "ram")
-    title = "Resident memory per phone (first run)"
+    title = f"Resident memory per phone ({_traced_run(records)})"
     if class_of is None:
         fig = _per_phone_lines(records, "ram", "rss_mb", "MB", None)
     else:
         fig = _class_means(records, "ram", "rss_mb", "MB", class_of)
-        title = "Resident memory, mean over each class's phones (first run)"
+        title = f"Resident memory, mean over each class's phones ({_traced_run(records)})"
     fig.update_yaxes(rangemode="tozero")
     return _layout(fig, title, "Time (s)", "RSS (MB)")
 
@@ -311,7 +335,8 @@ def battery_figure(records: Records) -> go.Figure | None:
         return None
     fig = _per_phone_lines(records, "battery", "level_pct", "%", _classes(records, "battery"))
     fig.update_yaxes(range=[0, 100])  # a level is 0-100 % (autorange padded below 0)
-    return _layout(fig, "Battery per phone (first run)", "Time (s)", "Battery (%)")
+    title = f"Battery per phone ({_traced_run(records)})"
+    return _layout(fig, title, "Time (s)", "Battery (%)")
 
 
 def crowd_figures(rows: Sequence[ResultRow], records: Records | None) -> list[go.Figure]:
