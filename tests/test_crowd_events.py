@@ -262,3 +262,17 @@ def test_one_stage_resident_at_a_time_and_unload_before_load(tmp_path: Path, str
             resident[e.phone] = e.stage
     assert max(sample.rss_mb for sample in outcome.recorder.ram) == 12
     assert {s.peak_rss_mb for s in outcome.phones} == {12}
+
+
+def test_work_cut_by_the_end_of_the_run_is_in_the_trace(tmp_path: Path) -> None:
+    """The run ends at 2,350 ms, halfway through (i0, s1)'s inference: the trace has the
+    inference to the end (it left it out, and the Gantt drew the phone idle then)."""
+    phone = toy_phone_file(tmp_path)
+    raw = toy_crowd([{"name": "toy", "profile": phone, "count": 1}])
+    raw["crowd"].update(horizon_s=2.0, drain_s=0.35)
+    outcome = simulate(raw)
+    assert gantt(outcome, "toy")[-2:] == [
+        ("transfer", 2280, 2300, "i0 s1 in"),
+        ("infer", 2300, 2350, "i0 s1"),
+    ]
+    assert outcome.recorder.open == {}

@@ -231,16 +231,14 @@ class Foreman:
     def _phone_left(self, phone: Phone, cause: DeviceLeft) -> None:
         phone.lose_session()
         self.core.leave(phone.name)
-        phone.away_since_ms = self.env.now
+        self.recorder.begin(phone.name, "away")
         self.recorder.event(phone.name, "left", stage=cause.reason)
         process = phone.process
         if process is not None and process.is_alive and process is not self.env.active_process:
             process.interrupt(cause)
 
     def _phone_joined(self, phone: Phone) -> None:
-        if phone.away_since_ms is not None:
-            self.recorder.activity(phone.name, "away", phone.away_since_ms)
-        phone.away_since_ms = None
+        self.recorder.end(phone.name, "away")
         self.core.join(phone.name)
         self.recorder.event(phone.name, "joined")
         self._dispatch()

@@ -123,7 +123,6 @@ class Phone:
         self.last_load_ms = 0.0  # the last load, reported with the next task (as a worker does)
         self.last_load_end_ms = 0.0
         self.loads = {"cold": 0, "warm": 0}
-        self.away_since_ms: float | None = None
         self.emptied_at_j: float | None = None  # energy drawn when the battery ran empty
         self.device.on_leave.append(self._note_empty)
 
@@ -185,6 +184,7 @@ class Phone:
         cold = stage.name not in self.cached
         if record:
             record.event(self.name, "load_cold" if cold else "load_warm", job, item, stage.name)
+            record.begin(self.name, "load", job, item, stage.name, "cold" if cold else "warm")
         self.device.enter("load", stage.name)
         try:
             if cold:
@@ -207,8 +207,7 @@ class Phone:
                 record.rss(self.name, self.device.resident_mb)
         finally:
             if record:
-                kind = "cold" if cold else "warm"
-                record.activity(self.name, "load", start, job, item, stage.name, kind)
+                record.end(self.name, "load")
                 record.level(self.name, self.battery_pct())
         if record:
             record.event(self.name, "loaded", job, item, stage.name)
@@ -237,13 +236,16 @@ class Phone:
         """Receive a task's input (``in``) or send its result (``out``); returns ms taken."""
         env, link = self.env, self.link
         start = env.now
+        recorder = self.recorder
+        if recorder.enabled:
+            recorder.begin(self.name, "transfer", job, item, stage, direction)
         self.device.enter("comm", direction)
         try:
             yield env.timeout((link.latency_ms + link.overhead_ms) * self.noise())
             yield link.channel.send(nbytes, link.efficiency)
         finally:
-            if self.recorder.enabled:
-                self.recorder.activity(self.name, "transfer", start, job, item, stage, direction)
+            if recorder.enabled:
+                recorder.end(self.name, "transfer")
         return self.env.now - start
 
     def infer(self, stage: StageSpec, job: int, item: int) -> Generator[simpy.Event, object, float]:
@@ -252,12 +254,13 @@ class Phone:
         recorder = self.recorder
         if recorder.enabled:
             recorder.event(self.name, "infer", job, item, stage.name)
+            recorder.begin(self.name, "infer", job, item, stage.name)
         self.device.enter("compute", stage.name)
         try:
             yield self.env.timeout(inference_ms(self.profile, stage) * self.noise())
         finally:
             if recorder.enabled:
-                recorder.activity(self.name, "infer", start, job, item, stage.name)
+                recorder.end(self.name, "infer")
         return self.env.now - start
 
     def _cache(self, stage: StageSpec) -> None:

@@ -70,6 +70,10 @@ class Recorder:
     activities: list[Activity] = field(default_factory=list)
     ram: list[RamSample] = field(default_factory=list)
     battery: list[BatterySample] = field(default_factory=list)
+    # (phone, kind) -> (start_ms, job, item, stage, detail) of each stretch begun, not ended
+    open: dict[tuple[str, str], tuple[float, int | None, int | None, str | None, str]] = field(
+        default_factory=dict
+    )
 
     def event(
         self,
@@ -82,21 +86,35 @@ class Recorder:
         if self.enabled:
             self.events.append(TraceEvent(self.env.now / 1e3, phone, event, job, item, stage))
 
-    def activity(
+    def begin(
         self,
         phone: str,
         kind: str,
-        start_ms: float,
         job: int | None = None,
         item: int | None = None,
         stage: str | None = None,
         detail: str = "",
     ) -> None:
-        """A stretch from ``start_ms`` to now."""
-        if self.enabled and self.env.now > start_ms:
+        """A stretch of ``kind`` on ``phone`` starts now (a phone does one of a kind at a
+        time); ``end`` records it."""
+        if self.enabled:
+            self.open[(phone, kind)] = (self.env.now, job, item, stage, detail)
+
+    def end(self, phone: str, kind: str) -> None:
+        """The stretch ``begin`` started, from then to now (none of no time)."""
+        opened = self.open.pop((phone, kind), None) if self.enabled else None
+        if opened is not None and self.env.now > opened[0]:
+            start_ms, job, item, stage, detail = opened
             self.activities.append(
                 Activity(phone, kind, start_ms / 1e3, self.env.now / 1e3, job, item, stage, detail)
             )
+
+    def end_all(self) -> None:
+        """Every stretch still going at the end of the run, to now: a load, transfer or
+        inference that the horizon cut, a phone away (they were left out, and the Gantt
+        drew the phone idle)."""
+        for phone, kind in list(self.open):
+            self.end(phone, kind)
 
     def rss(self, phone: str, rss_mb: float) -> None:
         if self.enabled:

@@ -242,9 +242,8 @@ def simulate_crowd(
     env.process(arrivals())
     env.process(deadline())
     env.run(until=stop)
+    recorder.end_all()
     for phone in phones:
-        if phone.away_since_ms is not None:
-            recorder.activity(phone.name, "away", phone.away_since_ms)
         phone.device.close()
     voltage_v = {phone.name: phone.profile.battery.voltage_v for phone in phones}
     reasons = foreman.unfinished_reasons()
