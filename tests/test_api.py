@@ -231,6 +231,16 @@ def test_bad_input_names_the_field_and_writes_nothing(tmp_path: Path) -> None:
         edgetwin.load_results(tmp_path)
 
 
+@pytest.mark.timeout(120)
+def test_load_results_of_another_commands_folder_names_that_command(tmp_path: Path) -> None:
+    """A validate folder said only 'results.csv: file not found'; report named the command
+    that wrote it, and load_results does too."""
+    spec = ROOT / "edgetwin/calibration/specs/jetson_orin_nano.yaml"
+    edgetwin.validate(spec, out=tmp_path / "v")
+    with pytest.raises(InputError, match=r"holds validation\.html, which edgetwin validate"):
+        edgetwin.load_results(tmp_path / "v")
+
+
 def test_an_override_removes_a_key_and_its_field_takes_the_default() -> None:
     """``~key`` drops a key: a list item from its list, a field back to its default."""
     result = edgetwin.run(JETSON, overrides=[*SMALL, "~strategies.0", "~input_source"])

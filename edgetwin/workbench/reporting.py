@@ -36,6 +36,15 @@ PAGE_COMMANDS = {
 }
 
 
+def other_command_page(folder: Path) -> tuple[str, str] | None:
+    """The page and the command that wrote ``folder`` when it is one of those (its page
+    there, no results table beside it): ``("validation.html", "validate")``; else None."""
+    for name, command in PAGE_COMMANDS.items():
+        if (folder / name).is_file() and not (folder / RESULTS_CSV).is_file():
+            return name, command
+    return None
+
+
 @dataclass(frozen=True)
 class Report:
     """What ``report`` wrote: the page, the static figures (none unless asked) and, for a
@@ -67,13 +76,13 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
             "edgetwin.run_plan call) to finish it"
         )
         raise InputError(run_dir, None, problem)
-    for name, command in PAGE_COMMANDS.items():
-        if (run_dir / name).is_file() and not (run_dir / RESULTS_CSV).is_file():
-            problem = (
-                f"holds {name}, which edgetwin {command} writes (report redraws runs and "
-                f"plans): run it again with {STATIC_OPTION} for its figures as files"
-            )
-            raise InputError(run_dir, None, problem)
+    other = other_command_page(run_dir)
+    if other is not None:
+        problem = (
+            f"holds {other[0]}, which edgetwin {other[1]} writes (report redraws runs and "
+            f"plans): run it again with {STATIC_OPTION} for its figures as files"
+        )
+        raise InputError(run_dir, None, problem)
     results = results_file(run_dir)
     if not read_results(results):
         raise InputError(results, None, "no rows: no run to report")

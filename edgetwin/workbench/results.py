@@ -25,6 +25,7 @@ from edgetwin.results import (
 from edgetwin.scenario import RESOLVED_FILE, Scenario, dump_resolved, load_resolved
 from edgetwin.workbench.arguments import choice_argument, flag_argument, path_argument
 from edgetwin.workbench.output import output_folder
+from edgetwin.workbench.reporting import other_command_page
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -114,6 +115,10 @@ def load_results(folder: str | Path) -> Results:
     """A run's output folder: ``results.csv`` (or ``results.parquet``), the scenario in
     ``scenario.resolved.yaml`` and ``provenance.json`` when they are there."""
     folder = path_argument(folder, "folder")
+    other = other_command_page(folder)
+    if other is not None:
+        problem = f"holds {other[0]}, which edgetwin {other[1]} writes, and no run's results"
+        raise InputError(folder, None, problem)
     rows = read_results(results_file(folder))
     resolved = folder / RESOLVED_FILE
     reference = folder / REFERENCE_FILE
