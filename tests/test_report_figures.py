@@ -35,7 +35,7 @@ from edgetwin.reports.figures import (
     per_sample_figure,
     strategy_color,
 )
-from edgetwin.reports.html import read_run, run_figures
+from edgetwin.reports.html import SHOWN_FAILED, read_run, run_figures
 from edgetwin.reports.parity import ParityPoint, parity_figure
 from edgetwin.reports.plan import best_mode_figures, crossover_figures, fleet_figures
 from edgetwin.reports.rows import average_reps
@@ -167,6 +167,24 @@ def test_a_lone_configuration_is_named_in_a_legend(tmp_path: Path) -> None:
         named = [t for t in fig.data if t.showlegend is not False]
         assert [t.showlegend for t in named] == [True], fig.layout.title.text
         assert named[0].name == "prism cr 9.9"
+
+
+def test_a_run_page_lists_the_configurations_that_did_not_finish(tmp_path: Path) -> None:
+    """The summary counted rows by status ('5 out of memory on jetson-0') and their rows
+    draw no figure: which configurations failed was in results.csv alone. The page lists
+    them, the first SHOWN_FAILED, then how many more."""
+    oom = "out of memory on jetson-0"
+    rows = [_row("prism", 8, 400, 500.0)] + [
+        _row("single", batch, 400, 500.0, status=oom) for batch in range(1, SHOWN_FAILED + 3)
+    ]
+    write_results(tmp_path / "results.csv", rows)
+    page = write_report(tmp_path).read_text()
+    assert f"Did not finish</b> ({SHOWN_FAILED + 2} of {SHOWN_FAILED + 3} rows)" in page
+    assert f"single, 1 dev, batch {SHOWN_FAILED}, 400 Mbit/s</td><td>0</td>" in page
+    assert f"batch {SHOWN_FAILED + 1}," not in page
+    assert "and 2 more (every one is in results.csv)" in page
+    write_results(tmp_path / "results.csv", rows[:1])
+    assert "Did not finish" not in write_report(tmp_path).read_text()
 
 
 def test_figures_say_their_error_bars_are_prediction_intervals() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from html import escape
 from pathlib import Path
 
@@ -22,7 +22,14 @@ from edgetwin.reports.llm import device_ram_mb, is_decoder, llm_figures
 from edgetwin.reports.plotly_js import deferred, plotly_js_html
 from edgetwin.reports.rows import average_reps
 from edgetwin.reports.style import FONT, styled
-from edgetwin.results import ResultRow, RowKey, read_results, read_table, results_file
+from edgetwin.results import (
+    ResultRow,
+    RowKey,
+    read_results,
+    read_table,
+    results_file,
+    row_key,
+)
 from edgetwin.sim.crowd.records import TIMELINE_FILE
 
 REPORT_NAME = "report.html"
@@ -60,6 +67,29 @@ def _summary(rows: Sequence[ResultRow]) -> str:
     ]
     body = "".join(f"<li><b>{name}:</b> {escape(text)}</li>" for name, text in items)
     return f"<ul class='summary'>{body}</ul>"
+
+
+SHOWN_FAILED = 20  # rows that did not finish a page lists before counting the rest
+
+
+def _failed_html(rows: Sequence[ResultRow]) -> str:
+    """The configurations that did not finish and why (the summary counts them by status
+    only, and their rows draw no figure)."""
+    failed = [row for row in rows if not row.ok]
+    if not failed:
+        return ""
+    lines = "".join(
+        f"<tr><td class='text'>{escape(key_label(row_key(asdict(row))))}</td>"
+        f"<td>{row.rep}</td><td class='text'>{escape(row.status)}</td></tr>"
+        for row in failed[:SHOWN_FAILED]
+    )
+    more = len(failed) - SHOWN_FAILED
+    rest = f"<p>and {more} more (every one is in results.csv)</p>" if more > 0 else ""
+    return (
+        f"<p><b>Did not finish</b> ({len(failed)} of {len(rows)} rows):</p>"
+        "<table><tr><th class='text'>Configuration</th><th>Rep</th>"
+        f"<th class='text'>Status</th></tr>{lines}</table>{rest}"
+    )
 
 
 LOCAL_NOTE = "local: processes on loopback, so the bandwidth is nominal (not shaped)"
@@ -247,7 +277,8 @@ def render_report(data: RunData, title: str) -> str:
     compared = "" if data.comparison is None else _comparison_html(data.comparison, RUN_WORDING)
     shown = _no_rows_html(data.rows) + figures_html(run_figures(data))
     warnings = _warnings_html(data.link_warnings)
-    return page(title, f"{warnings}{_summary(data.rows)}{shown}{compared}")
+    failed = _failed_html(data.rows)
+    return page(title, f"{warnings}{_summary(data.rows)}{failed}{shown}{compared}")
 
 
 def _no_rows_html(rows: Sequence[ResultRow]) -> str:
