@@ -276,3 +276,4 @@ def test_work_cut_by_the_end_of_the_run_is_in_the_trace(tmp_path: Path) -> None:
         ("infer", 2300, 2350, "i0 s1"),
     ]
     assert outcome.recorder.open == {}
+    assert [a.cut for a in outcome.recorder.activities][-2:] == [False, True]

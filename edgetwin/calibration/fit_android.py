@@ -454,10 +454,10 @@ def broadcast_load_s(outcome: CrowdOutcome) -> float:
 
 
 def warm_loads_s(outcome: CrowdOutcome) -> dict[tuple[str, str], list[float]]:
-    """Every warm load of a run, in seconds, by (phone, stage)."""
+    """Every warm load of a run that finished, in seconds, by (phone, stage)."""
     loads: dict[tuple[str, str], list[float]] = {}
     for a in outcome.recorder.activities:
-        if a.kind == "load" and a.detail == "warm":
+        if a.kind == "load" and a.detail == "warm" and not a.cut:
             loads.setdefault((a.phone, a.stage or ""), []).append(a.end_s - a.start_s)
     return loads
 

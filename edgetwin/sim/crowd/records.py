@@ -40,6 +40,7 @@ class Activity:
     item: int | None = None
     stage: str | None = None
     detail: str = ""
+    cut: bool = False  # still going when the run ended: its end is the run's
 
 
 @dataclass(frozen=True)
@@ -100,21 +101,23 @@ class Recorder:
         if self.enabled:
             self.open[(phone, kind)] = (self.env.now, job, item, stage, detail)
 
-    def end(self, phone: str, kind: str) -> None:
-        """The stretch ``begin`` started, from then to now (none of no time)."""
+    def end(self, phone: str, kind: str, cut: bool = False) -> None:
+        """The stretch ``begin`` started, from then to now (none of no time); ``cut``: the
+        run ended it."""
         opened = self.open.pop((phone, kind), None) if self.enabled else None
         if opened is not None and self.env.now > opened[0]:
             start_ms, job, item, stage, detail = opened
+            start_s, end_s = start_ms / 1e3, self.env.now / 1e3
             self.activities.append(
-                Activity(phone, kind, start_ms / 1e3, self.env.now / 1e3, job, item, stage, detail)
+                Activity(phone, kind, start_s, end_s, job, item, stage, detail, cut)
             )
 
     def end_all(self) -> None:
-        """Every stretch still going at the end of the run, to now: a load, transfer or
-        inference that the horizon cut, a phone away (they were left out, and the Gantt
-        drew the phone idle)."""
+        """Every stretch still going at the end of the run, to now, marked ``cut``: a load,
+        transfer or inference that the horizon cut, a phone away (they were left out, and
+        the Gantt drew the phone idle)."""
         for phone, kind in list(self.open):
-            self.end(phone, kind)
+            self.end(phone, kind, cut=True)
 
     def rss(self, phone: str, rss_mb: float) -> None:
         if self.enabled:
