@@ -214,3 +214,37 @@ def test_every_fitted_parameter_stays_in_the_profiles_range() -> None:
         section, _, name = path.partition(".")
         for value in (low, high):
             assert out_of_range(sections[section], name, value) is None, (path, value)
+
+
+@pytest.mark.timeout(120)
+def test_a_held_out_exchange_is_predicted_without_its_own_copy_times(tmp_path: Path) -> None:
+    """On a shaped link the tokens a message finds refill while the copies run: a held-out
+    exchange's comm is predicted with the refit's copy times, never its own measured ones
+    (which are what is predicted). Doubling batch 8's measured copies changes no
+    prediction of batch 8 held out."""
+    netns = REPO / "edgetwin/calibration/specs/h200_netns.yaml"
+    shipped_traces = "../../../data/traces/h200-netns-bw-2026-11"
+
+    def batch_8_predictions(folder: Path) -> dict[tuple[str, str], float]:
+        spec = folder.parent / f"{folder.name}.yaml"
+        spec.write_text(netns.read_text().replace(shipped_traces, str(folder)))
+        points = leave_one_out(spec, "batch")
+        return {(p["metric"], p["point"]): p["predicted"] for p in points if p["held_out"] == 8}
+
+    traces = tmp_path / "slow_copies"
+    shutil.copytree(REPO / "data/traces/h200-netns-bw-2026-11", traces)
+    exchanges = traces / "gloo_staged_allgather_bw.csv"
+    with exchanges.open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    for row in rows:
+        if row["batch"] == "8":
+            for phase in ("d2h_ms", "h2d_ms"):
+                row[phase] = str(2 * float(row[phase]))
+    with exchanges.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    slowed = batch_8_predictions(traces)
+    assert {metric for metric, _ in slowed} == {"exchange_total_ms", "staging_ms", "comm_ms"}
+    shutil.copytree(REPO / "data/traces/h200-netns-bw-2026-11", tmp_path / "as_traced")
+    assert slowed == batch_8_predictions(tmp_path / "as_traced")

@@ -16,7 +16,6 @@ from edgetwin.calibration.fit_traces import (
     GroupKey,
     compute_groups,
     compute_predictor,
-    exchange_gaps,
     exchange_key,
     network_predictor,
     staging_predictor,
@@ -151,18 +150,23 @@ def _exchange_points(
     fits: dict[str, ComponentFit],
     holdout: Holdout,
 ) -> list[dict[str, Any]]:
+    """The held-out staged exchanges against the refit's staging and network. The loop is
+    replayed with the refit's copy times as the gaps between messages (in which a token
+    bucket refills), not the held-out records' measured ones: those are what is
+    predicted, and the twin has only its own."""
     blocks = data.exchanges[0].blocks
-    comm = network_predictor(exchange_gaps(data.exchanges), spec.burst_kb, blocks)
     d2h, h2d = staging_predictor("d2h_ms"), staging_predictor("h2d_ms")
     held: dict[GroupKey, list[StagedExchange]] = {}
     for record in data.exchanges:
         if holdout.covers(record):
             held.setdefault(exchange_key(record), []).append(record)
     staging, network = fits["staging"].params, fits["network"].params
+    copies_ms = {key: d2h(staging, key) + h2d(staging, key) for key in held}
+    comm = network_predictor(copies_ms, spec.burst_kb, blocks)
     points = []
     for key, records in held.items():
         parts = {
-            "staging_ms": blocks * (d2h(staging, key) + h2d(staging, key)),
+            "staging_ms": blocks * copies_ms[key],
             "comm_ms": blocks * comm(network, key),
         }
         measured = {
