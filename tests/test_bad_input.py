@@ -585,6 +585,26 @@ def test_bad_android_table_cell(
     )
 
 
+@pytest.mark.timeout(60)
+def test_a_metric_measured_twice_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second cold_load row (another run's figure, say) replaced the first without a
+    word, and the fit solved for whichever came last."""
+    shipped = yaml.safe_load((SPECS / "android_crowdio.yaml").read_text())["reference"]
+    lines = (SPECS / shipped).resolve().read_text().splitlines()
+    cold = next(line for line in lines if line.startswith("cold_load,"))
+    table = tmp_path / "measurements.csv"
+    table.write_text("\n".join([*lines, cold.replace(",48,", ",480,")]) + "\n")
+    spec = _spec("android_crowdio", tmp_path, _set("reference", str(table)))
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "profiles")]
+    first = lines.index(cold) + 1
+    expect = f"cold_load is given again (first on line {first})"
+    assert_clean_failure(
+        argv, capsys, tmp_path, "measurements.csv: field 'metric'", f"line {len(lines) + 1}", expect
+    )
+
+
 @pytest.mark.timeout(120)
 def test_measurements_no_phone_profile_fits_name_the_spec(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

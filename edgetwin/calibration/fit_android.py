@@ -149,12 +149,17 @@ def load_android_spec(path: Path) -> AndroidSpec:
 
 def read_reference(path: Path) -> dict[str, Measure]:
     """``metric,mean,std,unit`` rows; a bad cell names the file, its column and the line:
-    a mean must be above 0 and a read metric in its ``METRIC_UNITS`` unit."""
+    a mean must be above 0, a read metric in its ``METRIC_UNITS`` unit and on one row (a
+    second row of it, in the same unit or not, had silently replaced the first)."""
     if not path.is_file():
         raise InputError(path, None, "file not found")
     measures = {}
+    lines: dict[str, int] = {}
     for row in read_rows(path, ("metric", "mean", "std", "unit")):
         metric, unit = row.text("metric"), row.optional_text("unit") or ""
+        if metric in lines:
+            raise row.error("metric", f"{metric} is given again (first on line {lines[metric]})")
+        lines[metric] = row.line
         wanted = METRIC_UNITS.get(metric)
         if wanted is not None and unit != wanted:
             raise row.error("unit", f"{unit!r}: {metric} is read in {wanted}")
