@@ -158,14 +158,15 @@ class Crew:
         return self._fail(worker, job, self._check_assigned(job, worker, message), message.error)
 
     def _fail(self, worker: WorkerState, job: Job, task: Task, error: str) -> Outbox:
-        """Put a failed task back; the job fails after MAX_TASK_FAILURES on one task."""
+        """Put a failed task back; the job fails after MAX_TASK_FAILURES on one task (its
+        dispatch, which gives the freed workers other jobs' tasks, is the one returned)."""
         self.core.requeue(worker.worker_id, "failed")
         stage = job.stages[task.stage_index]
         job.event(self.now_ms(), "task_failed", worker.worker_id, stage, task.item, error)
         if task.failures >= MAX_TASK_FAILURES:
             job.failure = f"task {(task.item, task.stage_index)} failed {task.failures} times: "
             job.failure += error
-            self.drop(job)
+            return self.drop(job)
         return self.dispatch()
 
     # ------------------------------------------------------------ jobs
