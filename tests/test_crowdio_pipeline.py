@@ -223,6 +223,12 @@ def test_a_silent_worker_is_lost_and_comes_back_as_a_fresh_one() -> None:
     assert by_name[victim].disconnected
     assert not by_name[f"{victim}.2"].disconnected
     assert any(e.kind == "dispatch" and e.worker == f"{victim}.2" for e in summary.events)
+    # one device under two ids: the row counts the three phones (it once counted four) and
+    # its battery is the mean of their drains, the victim's two enrolments added up
+    assert {w.device for w in summary.workers} == {"worker-0", "worker-1", "worker-2"}
+    row = summary_row(summary, scenario="silent", bandwidth_mbps=0.0)
+    assert row.devices == 3
+    assert row.battery_mah == pytest.approx(sum(w.battery_mah for w in summary.workers) / 3)
 
 
 def _victim(summary: PipelineSummary) -> str:

@@ -52,6 +52,7 @@ class WorkerState:
     load_jobs: deque[int] = field(default_factory=deque)  # core job ids of pending LOADs
     unload_jobs: deque[int] = field(default_factory=deque)  # ... of pending UNLOADs
     loaded_at_ms: float = 0.0  # foreman clock: when its last MODEL_LOADED came
+    device: str | None = None  # the name it enrolled under (None: its id)
 
     def facts(self, keys_of: Mapping[str, Set[str]]) -> Facts:
         """The core's facts; ``keys_of`` gives the stage keys of each blob's SHA-256."""

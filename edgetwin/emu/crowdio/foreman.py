@@ -286,7 +286,7 @@ class Foreman:
             worker_id = f"{hello.name}.{n}"
         self.worker_ids.add(worker_id)
         self.silence.heard(worker_id)
-        worker = WorkerState(worker_id, hello.has_gpu, hello.status)
+        worker = WorkerState(worker_id, hello.has_gpu, hello.status, device=hello.name)
         worker.cached.update(hello.cached)
         peer = Peer(writer, self._count_wire)
         self.peers[worker_id] = peer

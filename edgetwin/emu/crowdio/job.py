@@ -77,6 +77,7 @@ class ResultRefused(Exception):
 class WorkerJobStats:
     """One worker's figures over the job."""
 
+    device: str  # the name the worker enrolled under: one device may enrol more than once
     start: WorkerStatus
     latest: WorkerStatus
     peak_rss_mb: float
@@ -205,7 +206,8 @@ class Job:
     def add_worker(self, worker: WorkerState) -> None:
         """Count a worker in the job's statistics (at the start, or when it joins later)."""
         status = worker.status
-        self.stats[worker.worker_id] = WorkerJobStats(status, status, status.rss_mb)
+        device = worker.device or worker.worker_id
+        self.stats[worker.worker_id] = WorkerJobStats(device, status, status, status.rss_mb)
 
     def on_status(self, worker: WorkerState, status: WorkerStatus) -> None:
         if worker.worker_id in self.stats:
@@ -319,6 +321,7 @@ class Job:
             workers=tuple(
                 WorkerSummary(
                     worker=worker_id,
+                    device=s.device,
                     peak_rss_mb=s.peak_rss_mb,
                     battery_mah=s.latest.battery_mah - s.start.battery_mah,
                     energy_j=s.latest.energy_j - s.start.energy_j,

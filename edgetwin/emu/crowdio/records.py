@@ -141,6 +141,9 @@ class WorkerSummary(Record):
     """One worker's part in a job."""
 
     worker: str
+    # the name it enrolled under: a worker that enrolled again (``name.2``) is the same
+    # device; None in a summary written before 2026-12-06: its worker id
+    device: str | None = None
     peak_rss_mb: float
     battery_mah: float  # drained during the job, up to the worker's last reply
     energy_j: float  # the same drain as energy
@@ -201,6 +204,16 @@ class PipelineSummary(Record):
         hidden = self.boundaries[:-1]
         compressed = sum(b.compressed_bytes for b in hidden)
         return sum(b.raw_bytes for b in hidden) / compressed if compressed else float("nan")
+
+    @property
+    def battery_mah_by_device(self) -> dict[str, float]:
+        """The battery (mAh) each device drained during the job, by its name: a worker that
+        enrolled again after it was lost (``name.2``) is the device it was before."""
+        drained: dict[str, float] = {}
+        for w in self.workers:
+            device = w.device or w.worker
+            drained[device] = drained.get(device, 0.0) + w.battery_mah
+        return drained
 
     @property
     def peak_rss_mb(self) -> float:

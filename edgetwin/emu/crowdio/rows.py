@@ -6,10 +6,11 @@ all S stages). The breakdown follows the input whose result came last, task by
 task: ``compute_ms`` its inference, ``load_ms`` its stage loads, ``comm_ms`` the
 rest of its tasks' time on the foreman's clock (payload encoding and decoding, the
 input's and the result's trips); queueing and barrier waits are the rest of
-``total_ms``. ``energy_j`` is the simulated drain of every worker, ``battery_mah``
-its mean per worker, ``peak_rss_mb`` the largest worker peak; ``bytes_sent`` the
-compressed results the workers sent, ``bytes_moved`` everything moved for the job
-(model blobs, inputs to tasks, results).
+``total_ms``. ``devices`` counts the devices (a worker that enrolled again after it was
+lost, ``name.2``, is the device it was), ``energy_j`` is the simulated drain of every
+worker, ``battery_mah`` its mean per device, ``peak_rss_mb`` the largest worker peak;
+``bytes_sent`` the compressed results the workers sent, ``bytes_moved`` everything moved
+for the job (model blobs, inputs to tasks, results).
 """
 
 from __future__ import annotations
@@ -34,12 +35,12 @@ def summary_row(
     compute_ms = sum(t.report.compute_ms for t in chain)
     load_ms = sum(t.counted_load_ms for t in chain)
     task_ms = sum(t.done_ms - t.dispatch_ms for t in chain)
-    battery_mah = [w.battery_mah for w in summary.workers]
+    battery_mah = list(summary.battery_mah_by_device.values())  # a device enrolled again is one
     return ResultRow(
         scenario=scenario,
         mode=mode,
         strategy=registry.pipeline_strategy(summary.mode).name,
-        devices=len(summary.workers),
+        devices=len(battery_mah),
         batch=summary.inputs,
         bandwidth_mbps=bandwidth_mbps,
         cr=None,
