@@ -280,6 +280,31 @@ def test_smallest_fleet_matches_direct_p95(tmp_path: Path) -> None:
     assert answer["per_batch"][1]["smallest_fleet"] == {"devices": 4, "bandwidth_mbps": 400.0}
 
 
+def test_smallest_fleet_says_where_it_misses_above_its_least_bandwidth() -> None:
+    """Noise over few repetitions: 3 devices meet 640 ms at 600 and 700 Mbit/s, not at 650
+    or 800. The line said "from 600 Mbit/s", true of no bandwidth in between."""
+    entry = {
+        "batch": 16,
+        "p95_ms": [[700.0, 630.0, 650.0, 620.0, 660.0], [600.0, 590.0, 580.0, 570.0, 560.0]],
+        "smallest_fleet": {"devices": 3, "bandwidth_mbps": 600.0},
+        "smallest_bandwidth": {"devices": 4, "bandwidth_mbps": 550.0},
+    }
+    result = {
+        "kind": "smallest_fleet",
+        "target_p95_ms": 640,
+        "strategy": "prism cr 9.9",
+        "devices": [3, 4],
+        "bandwidths_mbps": [550.0, 600.0, 650.0, 700.0, 800.0],
+        "per_batch": [entry],
+    }
+    assert describe(result) == [
+        "batch 16, p95 <= 640 ms with prism cr 9.9: smallest fleet 3 devices (from 600 Mbit/s, "
+        "but not at 650, 800 Mbit/s); smallest bandwidth 550 Mbit/s (with 4 devices)"
+    ]
+    entry["p95_ms"][0] = [700.0, 630.0, 620.0, 610.0, 600.0]  # meets from 600 on: said so
+    assert "(from 600 Mbit/s); smallest bandwidth" in describe(result)[0]
+
+
 @pytest.mark.parametrize(
     "question",
     [
