@@ -183,15 +183,37 @@ def _answer_with(fleet: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_one_run_of_several_keeps_up() -> None:
-    fleet = {"fleet_size": 3, "runs_keeping_up": 1, "runs": [{}, {}], "worst_p95_s": 70.0}
+    fleet = {"fleet_size": 3, "keeps_up": False, "runs_keeping_up": 1, "runs": [{}, {}],
+             "worst_p95_s": 70.0}  # fmt: skip
     result = _answer_with(fleet)
     assert describe_capacity(result)[1] == "3 phones: 1 of 2 runs keeps up, worst p95 70.0 s"
+
+
+def test_a_smaller_fleet_that_keeps_up_is_named_when_the_largest_does_not() -> None:
+    """Churn put the largest swept fleet behind in a run: there is no answer, but the line
+    said that no swept fleet keeps up, with 6 and 8 phones keeping up in every run."""
+    fleets = [
+        {"fleet_size": size, "keeps_up": keeps, "runs_keeping_up": kept, "runs": [{}, {}],
+         "worst_p95_s": p95}
+        for size, keeps, kept, p95 in ((3, False, 0, 200.0), (6, True, 2, 40.0),
+                                       (8, True, 2, 35.0), (10, False, 1, 90.0))
+    ]  # fmt: skip
+    result = _answer_with(fleets[0])
+    result["by_bandwidth"][0]["fleets"] = fleets
+    head = describe_capacity(result)[0]
+    assert head.endswith(
+        "in all 2 runs: no size from which every larger swept one keeps up: 6 and 8 phones "
+        "keep up, but 10 phones (the largest swept) do not (sweep larger fleets in "
+        "axes.fleet_size, or more repetitions)"
+    )
+    assert "no swept fleet keeps up" not in head
 
 
 def test_a_run_that_finished_no_job_is_said_so() -> None:
     """No p95 means a run in which no job finished; the line said 'a job unfinished'."""
     runs = [judge_run([job(None), job(None)], 60, 0, 60), judge_run([job(20.0)], 60, 0, 60)]
-    fleet = {"fleet_size": 2, "runs_keeping_up": 1, "runs": runs, "worst_p95_s": None}
+    fleet = {"fleet_size": 2, "keeps_up": False, "runs_keeping_up": 1, "runs": runs,
+             "worst_p95_s": None}  # fmt: skip
     result = _answer_with(fleet)
     assert runs[0]["p95_s"] is None and runs[1]["p95_s"] == 20.0
     line = describe_capacity(result)[1]

@@ -159,6 +159,27 @@ NONE_KEEPS_UP = (
 )
 
 
+def _none_for_good(fleets: Sequence[dict[str, Any]]) -> str:
+    """Why no size answers: none keeps up, or the largest swept does not (a smaller one
+    that keeps up is not an answer, a fleet of its size plus some could fall behind)."""
+    kept = [fleet["fleet_size"] for fleet in fleets if fleet["keeps_up"]]
+    if not kept:
+        return NONE_KEEPS_UP
+    return (
+        f"no size from which every larger swept one keeps up: {_sizes(kept)} "
+        f"{'keeps' if kept == [1] else 'keep'} up, but "
+        f"{counted(fleets[-1]['fleet_size'], 'phone')} (the largest swept) do not (sweep "
+        "larger fleets in axes.fleet_size, or more repetitions)"
+    )
+
+
+def _sizes(sizes: Sequence[int]) -> str:
+    """``6 and 8 phones``, ``3, 6 and 8 phones``, ``6 phones``."""
+    shown = [str(size) for size in sizes]
+    joined = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+    return f"{joined} phone{'' if shown == ['1'] else 's'}"
+
+
 def describe_capacity(result: dict[str, Any]) -> list[str]:
     """The answer in a few lines (per bandwidth, when several were swept)."""
     repetitions = result["repetitions"]
@@ -172,7 +193,7 @@ def describe_capacity(result: dict[str, Any]) -> list[str]:
     for at in result["by_bandwidth"]:
         smallest = at["smallest_fleet"]
         link = f"at {at['bandwidth_mbps']:g} Mbit/s, " if len(result["by_bandwidth"]) > 1 else ""
-        found = NONE_KEEPS_UP if smallest is None else counted(smallest, "phone")
+        found = _none_for_good(at["fleets"]) if smallest is None else counted(smallest, "phone")
         lines.append(head + link + found)
         for fleet in at["fleets"]:
             p95 = fleet["worst_p95_s"]
