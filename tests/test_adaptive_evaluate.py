@@ -351,6 +351,20 @@ def test_an_infinite_regret_is_null_in_evaluation_json(tmp_path: Path) -> None:
     assert picks[0] is not None and picks[-1] is None  # batch 16 ran, 32 did not
 
 
+def test_weighted_where_single_runs_out_of_memory_is_refused(tmp_path: Path) -> None:
+    """Weighted ranks by ratios to single's latency and energy: where single runs out of
+    memory and Prism runs (batch 32 on these boards) every cost was inf, and the condition
+    was dropped as one where every candidate fails (all of them: the evaluation said so)."""
+    path = _boards_with_ram(tmp_path, 450)
+    path.write_text(path.read_text().replace("[1, 32]", "[16, 32]") + "objective: weighted\n")
+    with pytest.raises(InputError, match="single fails at batch 32, 500 Mbit/s") as exc:
+        evaluate_adaptive(path)
+    assert (exc.value.path, exc.value.field) == (str(path), "held_out")
+    assert "objective weighted is relative to single's latency and energy" in str(exc.value)
+    path.write_text(path.read_text().replace("[16, 32]", "[16]"))  # single runs: scored
+    assert evaluate_adaptive(path).conditions[0].batch == 16
+
+
 def test_every_condition_out_of_memory_is_refused(tmp_path: Path) -> None:
     """It named the scenario and no field; the conditions are the evaluation's held_out."""
     path = _boards_with_ram(tmp_path, 300)

@@ -292,6 +292,16 @@ def evaluate(
     _check_ranked_values(
         objective, _map_values(objective, perf_map), map_table, scenario_path, map_outputs
     )
+    no_reference = _single_fails_where_others_run(truth) if objective.kind == "weighted" else None
+    if no_reference is not None:
+        problem = (
+            f"objective weighted is relative to {_baseline_label()}'s latency and energy, and "
+            f"{_baseline_label()} fails at {no_reference} where other candidates run: rank by "
+            "latency or energy, or leave that condition out"
+        )
+        if truth_rows is not None:
+            raise InputError(truth_table, None, problem)
+        raise _settings_error(settings_path, scenario_path, "held_out", problem)
     infeasible = tuple(key for key, here in truth.items() if _nothing_runs(here, objective))
     if len(infeasible) == len(truth):
         nothing_runs = "every candidate fails at every held-out condition"
@@ -428,6 +438,24 @@ def _flopless(settings: EvalSettings, perf_map: PerformanceMap) -> list[str]:
     ]
 
 
+def _single_fails_where_others_run(truth: dict[ConditionKey, dict[str, Estimate]]) -> str | None:
+    """The first condition where single failed and another candidate ran (there the
+    weighted objective, a ratio to single's, ranks nothing: every cost was inf, and the
+    condition was dropped as one where every candidate fails), as text; None if none."""
+    for key, here in truth.items():
+        ran = [label for label, value in here.items() if not math.isnan(value.latency_ms)]
+        if ran and _baseline_label() not in ran:
+            return _condition_text(key)
+    return None
+
+
+def _condition_text(key: ConditionKey) -> str:
+    """``batch 8, 600 Mbit/s, 4 devices up, 197 tokens`` (and ``, 32 output tokens``)."""
+    batch, bw, devices, tokens, output = key
+    outputs = "" if output is None else f", {output} output tokens"
+    return f"batch {batch}, {bw:g} Mbit/s, {devices} devices up, {tokens} tokens{outputs}"
+
+
 def _nothing_runs(truth: dict[str, Estimate], objective: Objective) -> bool:
     """Every candidate failed (ran out of memory): no pick is better, none is scored."""
     baseline = truth[_baseline_label()]
@@ -465,8 +493,7 @@ def _score_condition(
         except ValueError as exc:
             raise InputError(settings_path or map_table, "policies", f"{name}: {exc}") from None
         if picks[name] not in costs:
-            outputs = "" if output is None else f", {output} output tokens"
-            where = f"batch {batch}, {bw:g} Mbit/s, {devices} devices up, {tokens} tokens{outputs}"
+            where = _condition_text(key)
             raise InputError(map_table, None, f"{name} picked {picks[name]}, not run at {where}")
     profiled = [label for label in costs if label in {c.label for c in perf_map.candidates}]
     best = min(profiled, key=costs.__getitem__)
