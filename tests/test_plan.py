@@ -21,7 +21,7 @@ import yaml
 
 from edgetwin.cli import main
 from edgetwin.errors import InputError
-from edgetwin.plan.answers import describe
+from edgetwin.plan.answers import crossing, describe
 from edgetwin.plan.executors import PoolExecutor, SerialExecutor, stop_workers
 from edgetwin.plan.questions import LoadedQuestion, load_question
 from edgetwin.plan.run import journal_for, run_plan, sweep_rows
@@ -217,14 +217,40 @@ def test_crossover_matches_direct_runs(tmp_path: Path) -> None:
 def test_a_crossover_is_said_to_three_digits() -> None:
     """Interpolated between grid points, it was said to the kbit/s (373.728 Mbit/s)."""
     curves = [
-        {"batch": 4, "devices": 2, "status": "crossover", "crossover_mbps": 373.728},
-        {"batch": 1, "devices": 2, "status": "crossover", "crossover_mbps": 1234.5},
-    ]
+        {"batch": 4, "devices": 2, **crossing([300, 400], [253.4, 253.4], [259.7, 251.2])},
+        {"batch": 1, "devices": 2, "status": "crossover", "crossover_mbps": 1234.5,
+         "between_mbps": [1000, 1500], "interpolated": True},
+    ]  # fmt: skip
     lines = describe({"kind": "crossover", "strategy": "prism", "curves": curves})
     assert lines == [
-        "batch 4, 2 devices: prism beats one device from 374 Mbit/s",
-        "batch 1, 2 devices: prism beats one device from 1230 Mbit/s",
+        "batch 4, 2 devices: prism beats one device from 374 Mbit/s "
+        "(interpolated between 300 and 400 Mbit/s)",
+        "batch 1, 2 devices: prism beats one device from 1230 Mbit/s "
+        "(interpolated between 1000 and 1500 Mbit/s)",
     ]
+
+
+@pytest.mark.parametrize(
+    ("single_ms", "prism_ms"),
+    [([250.0, 250.0, 250.0], [None, 240.0, 230.0]), ([250.0, 250.0, None], [300.0, 260.0, 230.0])],
+    ids=["prism-fails-below", "single-fails-above"],
+)
+def test_a_crossover_next_to_a_failed_run_says_it_was_not_interpolated(
+    single_ms: list[float | None], prism_ms: list[float | None]
+) -> None:
+    """Next to a run that failed (out of memory) the crossover is the swept bandwidth above
+    it; the line said "from 400 Mbit/s" as if it had been interpolated there."""
+    bandwidths = [200.0, 400.0, 800.0]
+    found = crossing(bandwidths, single_ms, prism_ms)
+    high = 400.0 if prism_ms[0] is None else 800.0
+    assert found["crossover_mbps"] == high and not found["interpolated"]
+    curve = {"batch": 8, "devices": 2, **found}
+    line = describe({"kind": "crossover", "strategy": "prism", "curves": [curve]})[0]
+    low = bandwidths[bandwidths.index(high) - 1]
+    assert line.endswith(
+        f"from {high:g} Mbit/s (the swept {high:g} Mbit/s: a run failed at {low:g} or "
+        f"{high:g}, not interpolated)"
+    )
 
 
 def test_a_plan_warns_that_its_twin_sweeps_drop_no_packets(

@@ -215,22 +215,29 @@ def crossing(
 ) -> dict[str, Any]:
     """Where ``other`` starts beating ``single`` for good (linear between grid points).
 
-    ``status``: ``crossover`` (``crossover_mbps`` set), ``always`` (wins at every swept
-    bandwidth) or ``never`` (loses at the highest one). A side that failed (None: out of
-    memory, a device lost) loses to one that ran; where both failed, ``other`` does not win.
+    ``status``: ``crossover`` (``crossover_mbps`` set, ``between_mbps`` the two swept
+    bandwidths around it), ``always`` (wins at every swept bandwidth) or ``never`` (loses
+    at the highest one). A side that failed (None: out of memory, a device lost) loses to
+    one that ran; where both failed, ``other`` does not win. Next to a failed run there is
+    nothing to interpolate: the crossover is the higher bandwidth (``interpolated`` false).
     """
     diff = [_lead(s, o) for s, o in zip(single_ms, other_ms, strict=True)]
     first = len(diff)
     while first > 0 and diff[first - 1] < 0:
         first -= 1
-    if first == len(diff):
-        return {"status": "never", "crossover_mbps": None}
-    if first == 0:
-        return {"status": "always", "crossover_mbps": None}
+    if first in (0, len(diff)):
+        status = "always" if first == 0 else "never"
+        return {"status": status, "crossover_mbps": None, "between_mbps": None}
     lo, hi = diff[first - 1], diff[first]
     b0, b1 = bandwidths[first - 1], bandwidths[first]
-    at = b1 if math.isinf(lo) or math.isinf(hi) else b0 + (b1 - b0) * lo / (lo - hi)
-    return {"status": "crossover", "crossover_mbps": round(at, 3)}
+    interpolated = not (math.isinf(lo) or math.isinf(hi))
+    at = b0 + (b1 - b0) * lo / (lo - hi) if interpolated else b1
+    return {
+        "status": "crossover",
+        "crossover_mbps": round(at, 3),
+        "between_mbps": [b0, b1],
+        "interpolated": interpolated,
+    }
 
 
 def _lead(single_ms: float | None, other_ms: float | None) -> float:
@@ -387,7 +394,7 @@ def describe(result: dict[str, Any]) -> list[str]:
             if curve["status"] == "crossover":
                 # interpolated between grid points: three digits (374, not 373.728)
                 at = float(f"{curve['crossover_mbps']:.3g}")
-                lines.append(head + f"beats one device from {at:g} Mbit/s")
+                lines.append(head + f"beats one device from {at:g} Mbit/s ({_how_found(curve)})")
             elif curve["status"] == "always":
                 lines.append(head + "beats one device at every swept bandwidth")
             else:
@@ -404,6 +411,14 @@ def _except(result: dict[str, Any], entry: dict[str, Any], fleet: dict[str, Any]
     if not missed:
         return ""
     return ", but not at " + ", ".join(f"{bw:g}" for bw in missed) + " Mbit/s"
+
+
+def _how_found(curve: dict[str, Any]) -> str:
+    """How a crossover was placed between the two swept bandwidths around it."""
+    low, high = curve["between_mbps"]
+    if curve["interpolated"]:
+        return f"interpolated between {low:g} and {high:g} Mbit/s"
+    return f"the swept {high:g} Mbit/s: a run failed at {low:g} or {high:g}, not interpolated"
 
 
 def _best_cells(grid: dict[str, Any]) -> str:
