@@ -245,8 +245,13 @@ def why_not_written(path: Path, exc: OSError) -> str:
     """Why ``path`` (or a temporary file beside it) could not be written, in words: a file
     where one of its folders should be, else the system's reason, without the temporary
     file's name."""
-    blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    blocked = blocking_file(path)
     return f"{blocked} is a file, not a folder" if blocked else str(exc.strerror or exc)
+
+
+def blocking_file(path: Path) -> Path | None:
+    """A file where one of ``path``'s folders should be (nothing can be written there)."""
+    return next((p for p in path.parents if p.exists() and not p.is_dir()), None)
 
 
 def output_kind(path: Path) -> Literal["folder", "file", "other"] | None:

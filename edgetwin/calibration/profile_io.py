@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from edgetwin.atomic import output_kind, why_not_written, write_texts_together
+from edgetwin.atomic import blocking_file, output_kind, why_not_written, write_texts_together
 from edgetwin.errors import OUT_OPTION, InputError, shown
 from edgetwin.file_kinds import kind_of_file
 from edgetwin.phone_profile import PhoneProfile
@@ -133,6 +133,9 @@ def check_profile_out(path: Path, read: Iterable[str | Path]) -> None:
     before a fit too (with the spec as ``read``), so that the refusal does not wait for it."""
     if path.resolve() in {Path(p).resolve() for p in read}:
         raise InputError(path, OUT_OPTION, "a file this command read; write the profile elsewhere")
+    blocked = blocking_file(path)
+    if blocked is not None:
+        raise InputError(path, OUT_OPTION, f"cannot write: {blocked} is a file, not a folder")
     if output_kind(path) == "folder":
         raise InputError(path, OUT_OPTION, "a folder, not a profile file")
     if _holds_something_else(path):

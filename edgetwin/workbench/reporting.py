@@ -38,10 +38,14 @@ PAGE_COMMANDS = {
 
 def other_command_page(folder: Path) -> tuple[str, str] | None:
     """The page and the command that wrote ``folder`` when it is one of those (its page
-    there, no results table beside it): ``("validation.html", "validate")``; else None."""
-    for name, command in PAGE_COMMANDS.items():
-        if (folder / name).is_file() and not (folder / RESULTS_CSV).is_file():
-            return name, command
+    there, no results table beside it): ``("validation.html", "validate")``; else None,
+    also where the folder cannot be looked up (a name too long: reading it says so)."""
+    try:
+        for name, command in PAGE_COMMANDS.items():
+            if (folder / name).is_file() and not (folder / RESULTS_CSV).is_file():
+                return name, command
+    except OSError:
+        return None
     return None
 
 
