@@ -19,7 +19,7 @@ import pytest
 import edgetwin
 from edgetwin.cli import main
 from edgetwin.crowd_fleet import resolve_classes
-from edgetwin.emu.crowd_jobs import check_real_stages_fit
+from edgetwin.emu.crowd_jobs import check_real_stages_fit, job_seed
 from edgetwin.emu.crowdio.launcher import WORKER
 from edgetwin.emu.crowdio.model import TINY, export_stages, make_inputs
 from edgetwin.emu.crowdio.sdk import pipeline_job, submit_message
@@ -283,3 +283,12 @@ def test_the_real_stages_are_checked_by_the_session_the_job_declares() -> None:
         check(1.5 * blob_mb)  # the blob fits, its session does not
     assert raised.value.path == str(SCENARIO) and raised.value.field == "crowd.job.stages.0"
     assert f"needs a {declared_mb[0]:.3g} MB session" in raised.value.problem
+
+
+def test_each_repetition_of_a_real_crowd_job_has_its_own_seed() -> None:
+    """Every repetition submitted the scenario's seed, so the foreman's random scheduler
+    drew the same choices in each (the twin's repetitions draw from streams of their own);
+    the seed of each (scenario seed, repetition) is its own and the same every time."""
+    seeds = [job_seed(0, rep) for rep in range(4)]
+    assert len(set(seeds)) == 4 and all(0 <= seed < 2**32 for seed in seeds)
+    assert job_seed(0, 1) == seeds[1] and job_seed(1, 0) not in seeds

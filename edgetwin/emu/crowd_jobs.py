@@ -224,9 +224,8 @@ class CrowdJobs:
         when it does not finish (a deadline passed, the foreman failed it, a process did
         not start)."""
         mode: Mode = "streaming" if run.strategy == CROWDIO_STREAMING else "barrier"
-        job = pipeline_job(
-            self.stages, self.inputs, mode=mode, scheduler=run.scheduler, seed=self.scenario.seed
-        )
+        seed = job_seed(self.scenario.seed, run.rep)
+        job = pipeline_job(self.stages, self.inputs, mode=mode, scheduler=run.scheduler, seed=seed)
         try:
             return run_pipeline(
                 job,
@@ -252,6 +251,13 @@ class CrowdJobs:
             rep=run.rep,
             mode=mode,
         )
+
+
+def job_seed(scenario_seed: int, rep: int) -> int:
+    """The seed of a repetition's job (its scheduler's draws: the ``random`` scheduler's
+    choices): one of its own per repetition, as the twin's repetitions have their own
+    streams (every repetition drew the scenario's seed, so the same choices)."""
+    return int(np.random.SeedSequence([scenario_seed, rep]).generate_state(1)[0])
 
 
 def run_label(run: CrowdRun) -> str:
