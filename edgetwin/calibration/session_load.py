@@ -45,11 +45,11 @@ from edgetwin.comparison import relative_pct
 from edgetwin.csv_rows import Row, read_rows
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import MMAP_CEILING_MB
+from edgetwin.profile import MB
 
 if TYPE_CHECKING:
     from edgetwin.emu.crowdio.model import DistilBertConfig
 
-MB = 1e6
 COLUMNS = ("cut", "stage", "size_mb", "nodes", "rep", "read_ms", "session_ms", "load_ms")
 
 

@@ -37,6 +37,7 @@ from edgetwin.evaluate.optimum import (
     Task,
     evaluate_assignment,
 )
+from edgetwin.profile import MB
 
 UNMEASURED_MS = float("inf")  # a placement the runs never showed
 
@@ -160,7 +161,7 @@ def measured_instance(
     instance = Instance(
         phones=tuple(costs),
         inputs=inputs,
-        stage_mb=tuple(b / 1e6 for b in stage_blob_bytes),
+        stage_mb=tuple(b / MB for b in stage_blob_bytes),
         barrier=barrier,
         aggregation_ms=median(samples.tail),
         cached_at_start=False,

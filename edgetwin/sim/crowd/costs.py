@@ -14,9 +14,9 @@ import numpy as np
 
 from edgetwin.crowd_spec import CrowdJobSpec, StageSpec
 from edgetwin.phone_profile import PhoneProfile
+from edgetwin.profile import MB
 
 BASE64_OVERHEAD = 4.0 / 3.0
-MB = 1e6
 
 
 def inference_ms(phone: PhoneProfile, stage: StageSpec) -> float:
