@@ -35,7 +35,7 @@ from edgetwin.emu.mininet.loss import (
     probe_argv,
     probe_duration_s,
 )
-from edgetwin.emu.mininet.medium import queues_of
+from edgetwin.emu.mininet.medium import FRAME_BYTES, queues_of
 from edgetwin.emu.mininet.net import EmuError, EmuNetwork
 from edgetwin.emu.mininet.topology import EmuHost, class_show_command, parse_class_rate_mbps
 from edgetwin.links import link_warning, within_tolerance
@@ -43,8 +43,7 @@ from edgetwin.progress import Progress, no_progress
 from edgetwin.run_folders import EMU, run_folder
 
 IPERF_PORT = 5201
-FRAME_BYTES = 1514  # Ethernet header + 1500-byte IP packet
-PAYLOAD_BYTES = 1448  # 1500 - 20 (IP) - 32 (TCP with timestamps)
+PAYLOAD_BYTES = 1448  # a full frame's TCP payload: 1500 - 20 (IP) - 32 (TCP with timestamps)
 _CONNECT_TRIES = 20
 _CONNECT_WAIT_S = 0.1
 _CLIENT_SETUP_S = 30.0  # an iperf3 client's time beyond its test: connecting, reporting

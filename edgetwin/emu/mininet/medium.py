@@ -31,7 +31,9 @@ from edgetwin.scenario import NetworkSpec
 
 MEDIUM_DEVICE = f"{PREFIX}ifb0"
 QUEUE_PACKETS = 1000  # each leaf's FIFO: a veth's default txqueuelen, as on dedicated links
-FRAME_BYTES = 1514  # htb's round-robin quantum: one full Ethernet frame per turn
+# one full Ethernet frame on the wire (header + 1500-byte IP packet): htb's round-robin
+# quantum, one frame per turn
+FRAME_BYTES = 1514
 _ACCESS_POINT_MINOR = 2  # the leaf of everything not sent by a host
 
 
