@@ -112,8 +112,10 @@ COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
 _FIELD_TYPES = {f.name: str(f.type) for f in fields(ResultRow)}
 REQUIRED_COLUMNS: tuple[str, ...] = (*COLUMNS[:15], "status", "bytes_sent", "gflops_per_device")
 _KEYED_COLUMNS = ("scenario", "mode", "strategy", "devices", "batch", "bandwidth_mbps", "rep")
+# the parts a batch's latency is broken into (compute, host staging, network)
+LATENCY_PARTS: tuple[str, ...] = ("compute_ms", "staging_ms", "comm_ms")
 # the times of a run that succeeded; a failed run leaves them empty (NaN), its status says why
-TIMING_COLUMNS = ("compute_ms", "staging_ms", "comm_ms", "total_ms", "per_sample_ms")
+TIMING_COLUMNS = (*LATENCY_PARTS, "total_ms", "per_sample_ms")
 _EMPTY: dict[str, Any] = {
     **dict.fromkeys(TIMING_COLUMNS, math.nan),
     "status": STATUS_OK,

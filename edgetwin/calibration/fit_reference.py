@@ -40,14 +40,14 @@ from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.profile import POWER_STATES, DeviceProfile
 from edgetwin.progress import Progress, no_progress
-from edgetwin.results import STATUS_OK, read_table, row_key
+from edgetwin.results import LATENCY_PARTS, STATUS_OK, read_table, row_key
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
 from edgetwin.schema import Strict, load_yaml_model, referenced_file
 from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
 
 _LOG = logging.getLogger(__name__)  # notices: a held-out batch that leaves nothing to refit
 
-TIMING_METRICS = ("compute_ms", "staging_ms", "comm_ms", "total_ms")
+TIMING_METRICS = (*LATENCY_PARTS, "total_ms")
 TOTAL_WEIGHT = 2.0  # the total matters most to a user; components keep the split honest
 
 # (path in the profile, lower bound, upper bound, start)

@@ -29,9 +29,9 @@ from edgetwin.reports.style import (
     symbol,
     title_text,
 )
+from edgetwin.results import LATENCY_PARTS
 
 BATCH_AXIS = "Batch size (samples)"
-COMPONENTS = ("compute_ms", "staging_ms", "comm_ms")  # a batch's latency, stacked
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def latency_breakdown_figure(points: Sequence[Point]) -> go.Figure | None:
     labels = config_labels(p.config for p in points)
     y = [[labels[p.config] for p in chosen], [f"batch {p.batch}" for p in chosen]]
     fig = _figure(f"Latency breakdown per batch at {bandwidth_mbps:,g} Mbit/s")
-    for attr in COMPONENTS:
+    for attr in LATENCY_PARTS:  # stacked
         name = metric_label(attr)
         fig.add_bar(
             y=y,

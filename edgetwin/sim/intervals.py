@@ -25,11 +25,10 @@ from dataclasses import replace
 from typing import Any
 
 from edgetwin.profile import DeviceProfile
-from edgetwin.results import INTERVAL_METRICS, ResultRow
+from edgetwin.results import INTERVAL_METRICS, LATENCY_PARTS, ResultRow
 
 # a metric the twin has no held-out evidence for: it knows the order of magnitude only
 NOT_KNOWN_FACTOR = 10.0
-COMPONENTS = ("compute_ms", "staging_ms", "comm_ms")
 # the profile section each metric's residuals describe (a profile fitted on a base takes
 # the base's residuals for the sections it does not fit)
 SECTION_OF_METRIC = {
@@ -99,10 +98,10 @@ def with_intervals(
             continue
         values = [value] + [getattr(v, metric) for v in variants if v.ok]
         q = widths[metric]
-        known_parts = all(c in bands and c not in not_known for c in COMPONENTS)
+        known_parts = all(c in bands and c not in not_known for c in LATENCY_PARTS)
         if metric == "total_ms" and q is None and known_parts:
-            below = sum(getattr(row, c) - bands[c][0] for c in COMPONENTS)
-            above = sum(bands[c][1] - getattr(row, c) for c in COMPONENTS)
+            below = sum(getattr(row, c) - bands[c][0] for c in LATENCY_PARTS)
+            above = sum(bands[c][1] - getattr(row, c) for c in LATENCY_PARTS)
             bands[metric] = (value - below, value + above)
         elif value == 0:  # nothing of it happens (one device stages nothing)
             bands[metric] = (0.0, 0.0)
