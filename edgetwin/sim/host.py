@@ -22,8 +22,7 @@ from itertools import count
 import simpy
 
 from edgetwin.scenario import HostSpec
-
-TOLERANCE_MS = 1e-9  # a piece this close to done is done (float rounding)
+from edgetwin.sim.network import TOLERANCE_MS  # a piece this close to done is done
 
 
 @dataclass

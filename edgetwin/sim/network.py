@@ -31,7 +31,7 @@ from edgetwin.profile import NetworkParams
 from edgetwin.scenario import NetworkSpec
 
 BITS_PER_BYTE = 8
-TOLERANCE_MS = 1e-9  # an event this close is now (float rounding)
+TOLERANCE_MS = 1e-9  # an event this close is now (float rounding); the hosts' too
 
 
 @dataclass(slots=True)
