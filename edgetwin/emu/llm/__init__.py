@@ -11,4 +11,6 @@
 - ``records``: what a rank measured, as JSON.
 - ``worker``: one rank as a process (``python -m edgetwin.emu.llm.worker``).
 - ``launcher``: P local ranks on loopback (``run_decoder``).
+- ``local_rows``: a decoder scenario's configurations as launches, one row per repetition
+  (mode ``local``; the emulator's hosts too).
 """
