@@ -15,7 +15,7 @@ from edgetwin.errors import InputError
 from edgetwin.models.crowd.table import TaskState
 from edgetwin.scenario import Scenario
 from edgetwin.sim.crowd.runner import CrowdOutcome, prepare_crowd, simulate_crowd
-from tests.test_crowd_events import STAGE, events, simulate, toy_crowd, toy_phone_file
+from tests.test_crowd_events import STAGE, events, gantt, simulate, toy_crowd, toy_phone_file
 
 
 def assert_exactly_once(outcome: CrowdOutcome) -> None:
@@ -84,6 +84,36 @@ def test_a_lost_task_goes_to_an_idle_survivor_at_once(tmp_path: Path) -> None:
     done = events(outcome, "done")
     assert (done[0].phone, done[0].stage) == ("toy-1", "s0")
     assert done[0].t_s == pytest.approx(1.19)
+
+
+def test_a_phone_that_leaves_mid_transfer_frees_its_airtime_at_once(tmp_path: Path) -> None:
+    """Two phones on one shared 10 bytes/ms medium receive their 100-byte inputs at once:
+    10 ms of overhead (1000-1010 ms), then 5 bytes/ms each. toy-1 leaves at 1015 ms, 25
+    bytes in; from then on toy-0 has the whole medium: its other 75 bytes take 7.5 ms, done
+    at 1022.5 ms (the flow of the phone that left held half the airtime until 1030 ms).
+    toy-0 then runs both inputs: 100 ms inference and 20 ms for each 100-byte transfer,
+    then 2 ms of aggregation: the job ends at 1022.5 + 100 + 20 + (20 + 100 + 20) + 2."""
+    phone = toy_phone_file(tmp_path)
+    fleet = [{"name": "toy", "profile": phone, "count": 2}]
+    raw = toy_crowd(fleet, stages=[{"name": "s0", **STAGE}])
+    raw["network"]["medium"] = "shared"
+    raw["crowd"]["availability_trace"] = _trace_file(tmp_path, [("toy-1", 1.015, None)])
+    outcome = simulate(raw)
+    assert gantt(outcome, "toy-0")[1:3] == [
+        ("transfer", 1000, 1022.5, "i0 s0 in"),
+        ("infer", 1022.5, 1122.5, "i0 s0"),
+    ]
+    assert gantt(outcome, "toy-1")[1:] == [
+        ("transfer", 1000, 1015, "i1 s0 in"),
+        ("away", 1015, 1284.5, ""),
+    ]
+    row = outcome.rows[0]
+    assert row.total_ms == pytest.approx(1284.5)
+    # toy-0: load 1 s x 5 W, transfers 82.5 ms x 2 W, inferences 0.2 s x 10 W, idle 2 ms
+    # x 1 W; toy-1: load 5 J, its transfer 15 ms x 2 W, then away (idle) 269.5 ms x 1 W
+    assert row.energy_j == pytest.approx((5 + 0.165 + 2 + 0.002) + (5 + 0.03 + 0.2695))
+    assert_exactly_once(outcome)
+
     assert_exactly_once(outcome)
 
 

@@ -93,6 +93,17 @@ class Channel:
         self._reschedule()
         return done
 
+    def cancel(self, done: simpy.Event) -> None:
+        """Stop the flow ``send`` returned ``done`` for (its sender left): its share of the
+        link is free for the others from now on; ``done`` never fires. Nothing happens
+        when that flow has already ended."""
+        self._advance()
+        for key, flow in self._flows.items():
+            if flow.done is done:
+                del self._flows[key]
+                self._reschedule()
+                return
+
     def set_capacity(self, capacity_mbps: float) -> None:
         self._advance()
         self.capacity_mbps = capacity_mbps

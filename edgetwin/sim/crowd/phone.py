@@ -189,7 +189,7 @@ class Phone:
         try:
             if cold:
                 yield self.env.timeout(self.link.latency_ms + self.link.overhead_ms)
-                yield self.link.channel.send(blob_bytes(stage), self.link.efficiency)
+                yield from self._send(blob_bytes(stage))
                 self._cache(stage)
             else:
                 self.cached.move_to_end(stage.name)
@@ -242,11 +242,22 @@ class Phone:
         self.device.enter("comm", direction)
         try:
             yield env.timeout((link.latency_ms + link.overhead_ms) * self.noise())
-            yield link.channel.send(nbytes, link.efficiency)
+            yield from self._send(nbytes)
         finally:
             if recorder.enabled:
                 recorder.end(self.name, "transfer")
         return self.env.now - start
+
+    def _send(self, nbytes: float) -> Generator[simpy.Event, object, None]:
+        """Move ``nbytes`` over the phone's link; a phone that leaves meanwhile stops
+        sending at that instant, and its share of the link (or of the shared medium's
+        airtime) goes to the other flows."""
+        sent = self.link.channel.send(nbytes, self.link.efficiency)
+        try:
+            yield sent
+        except simpy.Interrupt:
+            self.link.channel.cancel(sent)
+            raise
 
     def infer(self, stage: StageSpec, job: int, item: int) -> Generator[simpy.Event, object, float]:
         """Run one input through the resident session; returns ms taken."""
