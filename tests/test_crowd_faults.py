@@ -73,6 +73,35 @@ def test_a_phone_whose_battery_runs_empty_leaves_and_its_work_moves(tmp_path: Pa
     assert_exactly_once(outcome)
 
 
+def test_a_battery_that_empties_while_the_phone_is_away_stops_there(tmp_path: Path) -> None:
+    """weak starts at 0.01 % of 1000 mAh at 4 V: 1.44 J (0.1 mAh). It loads s0 at 5 W for
+    0.1 s (0.5 J) and leaves; away it drains at idle (1 W), so the other 0.94 J last until
+    1.04 s. Back at 1.2 s it is empty: it stays away. It drew 1.44 J, all it had (it drew
+    on past empty: 1.6 J, and joined at 1.2 s to leave at once). strong runs both inputs:
+    load 1 s x 5 W, transfers 80 ms x 2 W, inferences 0.2 s x 10 W, idle 2 ms x 1 W; the
+    job ends at 1282 ms."""
+    phone = toy_phone_file(tmp_path)
+    fleet = [
+        {"name": "weak", "profile": phone, "count": 1, "battery_start_pct": [0.01, 0.01]},
+        {"name": "strong", "profile": phone, "count": 1},
+    ]
+    raw = toy_crowd(fleet, stages=[{"name": "s0", **STAGE}])
+    raw["crowd"]["availability_trace"] = _trace_file(tmp_path, [("weak", 0.1, 1.2)])
+    outcome = simulate(raw)
+    assert [(e.t_s, e.event) for e in outcome.recorder.events if e.phone == "weak"][-2:] == [
+        (0.1, "left"),
+        (0.1, "lost"),
+    ]
+    assert gantt(outcome, "weak") == [("load", 0, 100, "s0 warm"), ("away", 100, 1282, "")]
+    summary = {s.phone: s for s in outcome.phones}
+    assert summary["weak"].battery_empty
+    assert summary["weak"].drawn_mah == pytest.approx(0.1)
+    row = outcome.rows[0]
+    assert row.total_ms == pytest.approx(1282)
+    assert row.energy_j == pytest.approx(1.44 + (5 + 0.16 + 2 + 0.002))
+    assert_exactly_once(outcome)
+
+
 def test_a_lost_task_goes_to_an_idle_survivor_at_once(tmp_path: Path) -> None:
     phone = toy_phone_file(tmp_path)
     raw = toy_crowd([{"name": "toy", "profile": phone, "count": 2}], inputs=1)

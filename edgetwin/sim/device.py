@@ -84,6 +84,7 @@ class Device:
         self._empty_at_ms = math.inf  # when the battery empties at the present power
         self.drain_until_ms = drain_until_ms  # the run ends by then: no battery timer past it
         self.on_leave: list[Callable[[DeviceLeft], None]] = []
+        self.on_empty: list[Callable[[], None]] = []  # the battery ran empty (up or away)
         self.host = host
         if host is not None:
             host.join(name, self._book, self._power_w["idle"])
@@ -177,10 +178,12 @@ class Device:
         device: a new one only when that moment comes sooner than the standing one (which
         then waits out its time and does nothing); a later moment waits for the standing
         timer, which sets itself again. Setting a timer at every change of state filled
-        SimPy's queue with timers hours ahead (docs/crowd.md)."""
+        SimPy's queue with timers hours ahead (docs/crowd.md). A device that is away still
+        drains (at the power of its state, idle), so its timer stands too; one that is away
+        and empty has nothing left to drain."""
         self._empty_at_ms = math.inf
         battery_j = self.battery_j
-        if battery_j is None or not self.up:
+        if battery_j is None or (battery_j <= 0 and not self.up):
             return
         power_w = self._power_w[self.state]
         if power_w <= 0:
@@ -203,7 +206,7 @@ class Device:
             return  # a sooner timer replaced it
         self._drain_timer, self._drain_timer_ms = None, math.inf
         empty_at_ms = self._empty_at_ms
-        if empty_at_ms == math.inf or not self.up:
+        if empty_at_ms == math.inf:
             return
         if empty_at_ms > self.env.now:  # the moment moved later since it was set
             self._set_drain_timer(empty_at_ms - self.env.now)
@@ -211,7 +214,9 @@ class Device:
             return
         self._book()
         self.battery_j = 0.0
-        self.leave("battery empty")
+        for callback in list(self.on_empty):
+            callback()
+        self.leave("battery empty")  # nothing more when it is away already
 
     # ------------------------------------------------------------ RAM
     def load(self, size_mb: float) -> bool:

@@ -27,7 +27,7 @@ from edgetwin.profile import J_PER_WH, DeviceProfile, battery_wh
 from edgetwin.sim.crowd.costs import blob_bytes, inference_ms, warm_load_ms
 from edgetwin.sim.crowd.records import Recorder
 from edgetwin.sim.crowd.tasks import Job
-from edgetwin.sim.device import Device, DeviceLeft
+from edgetwin.sim.device import Device
 from edgetwin.sim.network import Channel
 
 
@@ -124,7 +124,7 @@ class Phone:
         self.last_load_end_ms = 0.0
         self.loads = {"cold": 0, "warm": 0}
         self.emptied_at_j: float | None = None  # energy drawn when the battery ran empty
-        self.device.on_leave.append(self._note_empty)
+        self.device.on_empty.append(self._note_empty)
 
     # ------------------------------------------------------------ state
     @property
@@ -146,9 +146,9 @@ class Phone:
         self.device.close()
         return self.device.total_energy_j
 
-    def _note_empty(self, _cause: DeviceLeft) -> None:
-        if self.device.drained:
-            self.emptied_at_j = self.device.total_energy_j
+    def _note_empty(self) -> None:
+        """The battery ran empty (working, or away at idle power): all it had is drawn."""
+        self.emptied_at_j = self.device.total_energy_j
 
     def fill_cache(self, stages: tuple[StageSpec, ...]) -> None:
         """Partitions already on storage at the start (a warm run)."""
