@@ -9,7 +9,7 @@ import yaml
 
 from edgetwin.scenario import configurations
 from edgetwin.sim.runner import RunOutcome, build_fleet, simulate
-from tests.conftest import toy_scenario
+from tests.conftest import TOY_MODEL, toy_scenario
 
 HEAD_MS = 32 / 3840  # classifier head: 2 x width 8 x 2 classes FLOPs on the terminal
 
@@ -144,3 +144,27 @@ def test_only_copies_above_the_large_copy_size_pay_its_extra(
         ("staging", 2.5, 3.25),
         ("compute", 3.25, 4.25),
     ]
+
+
+def test_the_terminal_embeds_the_whole_input_over_all_its_rows(
+    toy_profile_path: Path, tmp_path: Path
+) -> None:
+    """Patches of 1 pixel x 8 channels: 3 patches x 8 x 8 x 2 = 384 FLOPs, 0.1 ms at 3840
+    FLOP/ms; rows_half_util 4. The terminal of a terminal-input run embeds the whole input
+    (4 rows): 0.1 x (1 + 4 / 4) = 0.2 ms, as one device alone does; its partition's 2 rows
+    gave 0.3 ms. With the input replicated each rank embeds its own 2 rows: 192 FLOPs x
+    (1 + 4 / 2) = 0.15 ms."""
+    profile = yaml.safe_load(toy_profile_path.read_text())
+    profile["compute"]["rows_half_util"] = 4.0
+    path = tmp_path / "under_used.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    model = {**TOY_MODEL, "patch_size": 1, "channels": 8}
+    for strategy, source, embed_ms in (
+        ("voltage", "terminal", 0.2),
+        ("single", "terminal", 0.2),
+        ("voltage", "replicated", 0.15),
+    ):
+        outcome = run_toy(path, model=model, input_source=source, strategies=[{"name": strategy}])
+        first = next(i for i in outcome.intervals if i.device == "dev-0")
+        assert (first.state, first.label, first.start_ms) == ("compute", "embed", 0.0)
+        assert first.end_ms == pytest.approx(embed_ms)

@@ -54,6 +54,7 @@ class CostPlan:
     segments: int | None
     block_steps: tuple[tuple[BlockStep, ...], ...]  # [device][step]
     embed_flops_per_sample: tuple[float, ...]  # per device
+    embed_rows: tuple[int, ...]  # rows per sample each device's embedding runs over
     head_flops_per_sample: float
     exchange_before_block: Exchange | None
     weight_bytes_per_device: float
@@ -120,6 +121,7 @@ def position_wise_plan(
     )
     exchange: Exchange | None = None
     embed: tuple[float, ...] = (embed_flops(model),)
+    embed_rows: tuple[int, ...] = (n,) + (0,) * (layout.world - 1)  # the terminal: all rows
     scatter: tuple[int, ...] | None = None
     if layout.world > 1:
         exchange = Exchange("allgather", sent, layout.padded_rows)
@@ -128,6 +130,7 @@ def position_wise_plan(
             scatter = sizes
         else:
             embed = tuple(embed_flops(model) * own / n for own in sizes)
+            embed_rows = sizes
     return CostPlan(
         strategy,
         sizes,
@@ -135,6 +138,7 @@ def position_wise_plan(
         segments,
         steps,
         embed,
+        embed_rows,
         head_flops(model),
         exchange,
         weight_bytes(model),

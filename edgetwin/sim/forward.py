@@ -61,7 +61,10 @@ class Forward:
         device = self.devices[rank]
         rows = self.plan.partition_tokens[rank]
         if self.plan.embed_flops_per_sample[rank] > 0:
-            yield from self._compute(rank, self.plan.embed_flops_per_sample[rank], rows, "embed")
+            embed_rows = self.plan.embed_rows[rank]
+            yield from self._compute(
+                rank, self.plan.embed_flops_per_sample[rank], embed_rows, "embed"
+            )
         if self.plan.scatter_rows is not None:
             yield from self._distribute_input(rank, self.plan.scatter_rows)
         for block in range(self.blocks):

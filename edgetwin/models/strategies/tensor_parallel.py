@@ -52,6 +52,7 @@ def _cost_plan(
         None,
         (step,) * devices,
         embed,
+        rows,
         head_flops(model),
         None,
         weight_bytes(model, devices),
