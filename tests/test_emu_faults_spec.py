@@ -170,6 +170,36 @@ def test_a_rate_tc_cannot_set_is_refused_naming_the_field(
     check_emulatable(validate_scenario(raw, path), path, machine=False)  # the ends are fine
 
 
+@pytest.mark.parametrize(
+    ("network", "sweep_mbps", "words"),
+    [
+        ({"burst_kb": 4194304}, [200], "at most 4194303 kb"),  # 2**32 bytes: "Illegal burst"
+        ({"burst_kb": 33555}, [200, 1], "takes 274.9 s at 1 Mbps"),  # read back as 581 b
+        # 3 stations share 1 Mbps: a leaf's burst at 0.333 Mbps
+        ({"burst_kb": 11200, "medium": "shared"}, [1], "1 Mbps shared by 3 stations"),
+    ],
+)
+@pytest.mark.timeout(30)
+def test_a_burst_tc_cannot_set_is_refused_naming_the_field(
+    network: dict[str, Any], sweep_mbps: list[float], words: str
+) -> None:
+    """tc holds a burst in 32 bits of bytes (past them the run failed mid-way, exit 1 with
+    tc's usage) and of 64 ns ticks at the class's rate (past them tc wrapped the burst
+    around: 33555 kb at 1 Mbit/s read back as 581 bytes, and the run went on)."""
+    raw = _vit()
+    raw["network"].update(network)
+    raw["sweeps"][0]["bandwidth_mbps"] = sweep_mbps
+    path = Path("vit.yaml")
+    with pytest.raises(InputError) as error:
+        check_emulatable(validate_scenario(raw, path), path, machine=False)
+    assert error.value.field == "network.burst_kb" and words in error.value.problem, (
+        error.value.message
+    )
+    raw["network"] = {"burst_kb": 33554}  # the longest burst tc keeps at 1 Mbit/s
+    raw["sweeps"][0]["bandwidth_mbps"] = [1, 200]
+    check_emulatable(validate_scenario(raw, path), path, machine=False)
+
+
 def test_host_cores_are_for_vit_scenarios() -> None:
     """Refused when the scenario loads, in every mode (a twin run warned of it as the
     emulator's, and the emulator refused it)."""

@@ -40,6 +40,7 @@ from edgetwin.emu.mininet.topology import (
     TC_RATE_RANGE_MBPS,
     HostLimits,
     build_topology,
+    burst_problem,
     cpu_quota_warning,
 )
 from edgetwin.emu.vit import records as vit_records
@@ -84,18 +85,27 @@ def check_emulatable(scenario: Scenario, path: Path | None = None, *, machine: b
 
 def _check_link_rates(scenario: Scenario, path: Path | None) -> None:
     """Every rate a link or, on the shared medium, a station's share is set to lies in
-    ``TC_RATE_RANGE_MBPS``: tc refused it mid-run (exit 1, its own words) otherwise."""
+    ``TC_RATE_RANGE_MBPS``, and ``network.burst_kb`` fits tc's burst at each of them: tc
+    refused either mid-run (exit 1, its own words), or wrapped a long burst around."""
     low_mbps, high_mbps = TC_RATE_RANGE_MBPS
     stations = _emulated_hosts(scenario) + 1 if scenario.network.medium == "shared" else 1
+    burst_kb = scenario.network.burst_kb
+    burst = None if burst_kb is None else burst_problem(burst_kb)
+    if burst is not None:
+        raise InputError(path, "network.burst_kb", burst)
     for name, mbps in _link_rates(scenario):
+        each = f": {mbps / stations:g} Mbps each" if stations > 1 else ""
+        share = f" ({stations} stations share it{each})" if stations > 1 else ""
         if not low_mbps * stations <= mbps <= high_mbps:
-            each = f": {mbps / stations:g} Mbps each" if stations > 1 else ""
-            share = f" ({stations} stations share it{each})" if stations > 1 else ""
             problem = (
                 f"{mbps:g} Mbps{share}: tc sets a link's rate from {low_mbps:g} Mbps (8 bit/s) "
                 f"to {high_mbps:g} Mbps"
             )
             raise InputError(path, name, problem)
+        burst = None if burst_kb is None else burst_problem(burst_kb, mbps / stations)
+        if burst is not None:
+            shared = f": {mbps:g} Mbps shared by {stations} stations" if stations > 1 else ""
+            raise InputError(path, "network.burst_kb", f"{burst} ({name}{shared})")
 
 
 def _link_rates(scenario: Scenario) -> Iterator[tuple[str, float]]:

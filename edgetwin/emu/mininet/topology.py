@@ -26,6 +26,12 @@ NETEM_HANDLE = "10:"
 # tc sets an htb rate in whole bytes per second, so 8 bit/s at least; past 1e13 Mbit/s it
 # sets another rate than asked (1e14 read back as 7.8e12) or refuses (1.5e14)
 TC_RATE_RANGE_MBPS = (8e-6, 1e13)
+# tc holds an htb burst in 32 bits: its bytes ("Illegal burst" from 4194304 kb), and its
+# time at the class's rate in the kernel's 64 ns ticks (2**32 of them: 274.9 s); a burst
+# that takes longer wraps, unsaid (1e6 kb at 1 Mbit/s read back as 6.1 MB)
+TC_BURST_MAX_BYTES = 2**32 - 1
+TC_BURST_MAX_S = 2**32 * 64e-9
+TC_KB = 1024  # tc's kb, the unit the scenario's burst_kb is given to tc in
 _LEFTOVER = re.compile(rf"^{PREFIX}([hs]\d+(-eth\d+)?|ifb\d+)$")
 
 
@@ -92,6 +98,23 @@ def _rate(bandwidth_mbps: float, burst_kb: float | None) -> tuple[str, ...]:
     if burst_kb is None:
         return rate
     return (*rate, "burst", f"{burst_kb:g}kb", "cburst", f"{burst_kb:g}kb")
+
+
+def burst_problem(burst_kb: float, rate_mbps: float | None = None) -> str | None:
+    """Why tc cannot set an htb burst of ``burst_kb`` (on a class at ``rate_mbps``; None:
+    its bytes alone), else None."""
+    burst_bytes = burst_kb * TC_KB
+    if burst_bytes > TC_BURST_MAX_BYTES:
+        return f"{burst_kb:g} kb: tc sets a burst of at most {TC_BURST_MAX_BYTES // TC_KB} kb"
+    if rate_mbps is None:
+        return None
+    burst_s = burst_bytes * 8 / (rate_mbps * 1e6)
+    if burst_s > TC_BURST_MAX_S:
+        return (
+            f"{burst_kb:g} kb takes {burst_s:.4g} s at {rate_mbps:g} Mbps: tc sets a burst of "
+            f"at most {TC_BURST_MAX_S:.4g} s of its class's rate (a longer one wraps around)"
+        )
+    return None
 
 
 def shaping_commands(
