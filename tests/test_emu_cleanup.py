@@ -10,6 +10,7 @@ every file it makes there is its own, whatever other runs do in the system's.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -175,6 +176,8 @@ def test_emu_cleanup_leaves_nothing_of_a_sigkilled_run(
         pytest.skip("another emulator run started first (and removed the leftovers itself)")
     assert cleanup.returncode == 0, cleanup.stderr
     assert "0 folders" not in cleanup.stdout, cleanup.stdout
+    if module == b"edgetwin.emu.crowdio.worker":  # its hosts' CPU and memory groups, said
+        assert re.search(r"[1-9]\d* cgroups? ", cleanup.stdout), cleanup.stdout
     _assert_nothing_left(killed, tmp_path)
 
 

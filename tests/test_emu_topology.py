@@ -55,7 +55,12 @@ def test_leftover_names_are_only_ours() -> None:
 
 
 def test_what_a_cleanup_removed_reads_in_the_singular_and_plural() -> None:
-    assert str(Leftovers((7,), ("a", "b"), ())) == "1 process killed, 2 links and 0 folders removed"
+    assert str(Leftovers((7,), ("a", "b"), ())) == (
+        "1 process killed, 2 links, 0 cgroups and 0 folders removed"
+    )
+    one_group = Leftovers((), (), (Path("f"),), (Path("g"),))
+    assert str(one_group) == "0 processes killed, 0 links, 1 cgroup and 1 folder removed"
+    assert Leftovers((), (), (), (Path("g"),))  # a cgroup alone is a leftover said
 
 
 def test_shaping_both_ends_of_every_link_with_htb() -> None:

@@ -60,8 +60,11 @@ def leftover_groups() -> list[Path]:
     ]
 
 
-def remove_groups(groups: list[Path]) -> None:
-    """Remove empty groups (their processes gone); a busy one stays."""
+def remove_groups(groups: list[Path]) -> list[Path]:
+    """Remove empty groups (their processes gone); a busy one stays. The groups removed."""
+    removed = []
     for group in groups:
         with suppress(OSError):
             group.rmdir()
+            removed.append(group)
+    return removed

@@ -181,15 +181,18 @@ class Leftovers:
     processes: tuple[int, ...]
     links: tuple[str, ...]
     folders: tuple[Path, ...] = ()
+    groups: tuple[Path, ...] = ()  # cgroups (a host's CPU group in each controller, memory)
 
     def __bool__(self) -> bool:
-        return bool(self.processes or self.links or self.folders)
+        return bool(self.processes or self.links or self.folders or self.groups)
 
     def __str__(self) -> str:
         processes, links, folders = len(self.processes), len(self.links), len(self.folders)
+        groups = len(self.groups)
         return (
             f"{processes} process{'es' * (processes != 1)} killed, "
-            f"{links} link{'s' * (links != 1)} and {folders} folder{'s' * (folders != 1)} removed"
+            f"{links} link{'s' * (links != 1)}, {groups} cgroup{'s' * (groups != 1)} and "
+            f"{folders} folder{'s' * (folders != 1)} removed"
         )
 
 
@@ -206,9 +209,9 @@ def cleanup_leftovers() -> Leftovers:
     links = leftover_links()
     for name in links:
         subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
-    remove_groups(leftover_groups())
+    groups = remove_groups(leftover_groups())
     folders = run_folders.remove_leftovers(EMU)
-    return Leftovers(tuple(pids), tuple(links), tuple(folders))
+    return Leftovers(tuple(pids), tuple(links), tuple(folders), tuple(groups))
 
 
 def leftover_processes() -> list[int]:
