@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,12 +18,14 @@ from edgetwin.emu.mininet.net import (
     MARKER_ENV,
     EmuError,
     cleanup_leftovers,
+    emulated_network,
     leftover_links,
     leftover_processes,
 )
 from edgetwin.emu.mininet.runner import EmuRun, run_emu
+from edgetwin.emu.mininet.topology import build_topology
 from edgetwin.links import TOLERANCE_PCT
-from edgetwin.scenario import Scenario, validate_scenario
+from edgetwin.scenario import NetworkSpec, Scenario, validate_scenario
 
 pytestmark = pytest.mark.skipif(
     bool(missing_requirements()), reason=f"emulator needs: {missing_requirements()}"
@@ -149,4 +152,19 @@ def test_a_link_too_slow_for_its_check_is_a_clear_failure(monkeypatch: pytest.Mo
     before = _links()
     with pytest.raises(EmuError, match=r"did not finish in .* too slow, lossy or delayed"):
         run_emu(slow, warmup=0, link_check_s=1)
+    assert _links() == before and not leftover_links() and not leftover_processes()
+
+
+@pytest.mark.timeout(180)
+def test_a_missing_tmpdir_is_not_the_hosts_problem(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With $TMPDIR a folder that is not there, Python puts this run's folders in /tmp, but
+    the hosts' processes kept $TMPDIR: iperf3's link check failed once the network was
+    built (exit 1, "unable to create a new stream")."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "missing"))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() looks again, as at start
+    before = _links()
+    with emulated_network(build_topology(2), NetworkSpec(), 200) as net:
+        assert len(checks.measure_links(net, 200, range(1, 2), 1)) == 2  # both directions
     assert _links() == before and not leftover_links() and not leftover_processes()

@@ -19,6 +19,7 @@ import os
 import select
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -97,10 +98,14 @@ class EmuNetwork:
     def popen(
         self, rank: int, argv: Sequence[str], log: Path | None, env: Mapping[str, str] = {}
     ) -> subprocess.Popen[bytes]:
-        """Start ``argv`` in host ``rank`` (marked for cleanup, ``env`` added to ours); stdout
-        and stderr to ``log``, else kept as pipes."""
+        """Start ``argv`` in host ``rank`` (marked for cleanup, ``env`` added to ours, its
+        ``TMPDIR`` this run's temporary folder unless ``env`` says); stdout and stderr to
+        ``log``, else kept as pipes."""
         host = self._mininet.get(self.topology.hosts[rank].name)
-        env = {**os.environ, **env, "PYTHONUNBUFFERED": "1", MARKER_ENV: PREFIX}
+        # TMPDIR: where this run's own temporary folders are (Python's choice: $TMPDIR, or
+        # /tmp where that is missing; iperf3 failed there: "unable to create a new stream")
+        temp = {"TMPDIR": tempfile.gettempdir()}
+        env = {**os.environ, **temp, **env, "PYTHONUNBUFFERED": "1", MARKER_ENV: PREFIX}
         if log is None:
             process: subprocess.Popen[bytes] = host.popen(list(argv), env=env)
         else:
