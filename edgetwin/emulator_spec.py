@@ -16,6 +16,17 @@ from edgetwin.schema import NonNegativeFloat, PositiveFloat, Strict
 # by stretching the period, past the kernel's 1 s limit, so the host would get 0.01 anyway
 MIN_HOST_CPU_CORES = 0.01
 MAX_LINK_CHECK_S = 60  # iperf3 seconds a direction of a link check
+# what only a crowd scenario's run reads (its real model, phones, workers); ``faults`` too,
+# refused in other scenarios by a rule of its own
+CROWD_ONLY_FIELDS = (
+    "model",
+    "cpu_limits",
+    "cpu_cores_fastest",
+    "memory_limits",
+    "task_delay_ms",
+    "heartbeat_s",
+    "silence_timeout_s",
+)
 
 
 class LinkDownFault(Strict):

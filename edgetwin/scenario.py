@@ -27,7 +27,7 @@ from pydantic import (
 from edgetwin.availability_spec import Availability
 from edgetwin.crowd_spec import CrowdSpec, is_crowd_strategy, member_names
 from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec
-from edgetwin.emulator_spec import EmulatorSpec
+from edgetwin.emulator_spec import CROWD_ONLY_FIELDS, EmulatorSpec
 from edgetwin.errors import MODE_EMU
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
@@ -212,6 +212,9 @@ AnyModel = Annotated[
 ]
 
 
+_EMULATOR_DEFAULTS = EmulatorSpec().model_dump()
+
+
 class Scenario(Strict):
     """A whole scenario file."""
 
@@ -299,12 +302,20 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _check_emulator(self) -> Scenario:
-        """Faults play during CROWDio jobs, and a host's core quota caps a device's ranks:
-        set in the other kind of scenario, no mode plays them, so they are refused here
-        rather than warned of as the emulator's alone."""
+        """Faults and the other ``CROWD_ONLY_FIELDS`` are read by CROWDio runs, and a host's
+        core quota caps a device's ranks: set in the other kind of scenario, no mode reads
+        them (a ViT run ignored ``task_delay_ms`` unsaid), so they are refused here rather
+        than warned of as the emulator's alone."""
         if self.crowd is None and self.emulator.faults:
             problem = "faults play during CROWDio jobs only (a 'crowd' scenario)"
             raise ValueError(f"emulator.faults: {problem}")
+        crowd_only = next(  # off their defaults (a resolved scenario's file holds them all)
+            (f for f in CROWD_ONLY_FIELDS if getattr(self.emulator, f) != _EMULATOR_DEFAULTS[f]),
+            None,
+        )
+        if self.crowd is None and crowd_only is not None:
+            problem = "only CROWDio runs read it (a 'crowd' scenario); no mode of this one does"
+            raise ValueError(f"emulator.{crowd_only}: {problem}")
         if self.crowd is not None and self.emulator.host_cpu_cores:
             problem = "a crowd scenario's hosts are limited by their phone classes (cpu_limits)"
             raise ValueError(f"emulator.host_cpu_cores: {problem}")

@@ -208,6 +208,33 @@ def test_host_cores_are_for_vit_scenarios() -> None:
     assert error.value.field == "emulator.host_cpu_cores" and "phone" in error.value.problem
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("model", "full"),
+        ("cpu_limits", False),
+        ("cpu_cores_fastest", 0.25),
+        ("memory_limits", False),
+        ("task_delay_ms", 500),
+        ("heartbeat_s", 0.5),
+        ("silence_timeout_s", 30),
+    ],
+)
+def test_crowd_settings_are_for_crowd_scenarios(field: str, value: Any) -> None:
+    """Refused when a ViT (or decoder) scenario loads, in every mode: no mode reads them
+    there, and a ViT run in the emulator ignored them unsaid (task_delay_ms 500 left its
+    times as they were)."""
+    with pytest.raises(InputError) as error:
+        validate_scenario(_vit(**{field: value}), Path("vit.yaml"))
+    assert error.value.field == f"emulator.{field}", error.value.message
+    assert "only CROWDio runs read it" in error.value.problem
+    validate_scenario(_crowd(**{field: value}), CROWD)  # a crowd scenario's own
+    validate_scenario(_vit(link_check_s=1), Path("vit.yaml"))  # every run checks its links
+    defaults = EmulatorSpec().model_dump()  # as a resolved scenario's file holds them
+    validate_scenario(_vit(**defaults), Path("vit.yaml"))
+
+
 def test_cpu_share_follows_the_class_speed_and_memory_the_session_budget() -> None:
     scenario = validate_scenario(_crowd(cpu_cores_fastest=1.0), CROWD)
     phones = crowd_phones(scenario, CROWD)
