@@ -7,6 +7,7 @@ left behind.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import signal
 import subprocess
@@ -251,6 +252,11 @@ def test_a_second_run_loads_from_the_workers_cache(
     assert all(second_run[key][0] == "cold" for key in second_run.keys() - first_run.keys())
     assert warm.warm_loads >= 2 and warm.model_bytes_sent < cold.model_bytes_sent
     assert warm.majority_class == cold.majority_class
+    # each cold load's blob as LOAD_MODEL carries it, base64 (the raw blob was counted: the
+    # twin's bytes_moved counts base64, so a cold run's moved 4/3 of the emulator's)
+    as_sent = {s.name: len(base64.b64encode(s.blob)) for s in streaming_job.stages}
+    cold_loads = [stage for (_w, stage), kinds in first_run.items() for k in kinds if k == "cold"]
+    assert cold.model_bytes_sent == sum(as_sent[str(stage)] for stage in cold_loads)
 
 
 def _loads(summary: PipelineSummary) -> dict[tuple[str | None, str | None], list[str | None]]:

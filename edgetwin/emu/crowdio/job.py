@@ -232,7 +232,8 @@ class Job:
             self._load_frames[(stage.index, with_blob)] = encode_message(message)
         frames.append(self._load_frames[(stage.index, with_blob)])
         worker.load_jobs.append(self.core.job_id)
-        self.model_bytes_sent += stage.blob_bytes if with_blob else 0
+        # the blob as LOAD_MODEL carries it, base64 text (the twin's blob_bytes counts it so)
+        self.model_bytes_sent += len(stage.blob_b64) if with_blob else 0
         return frames
 
     def run_frame(self, task: table.Task) -> bytes:
