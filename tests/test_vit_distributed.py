@@ -112,6 +112,8 @@ def test_prism_with_segment_size_one_is_voltage(
     prism_p3: list[RankRecord], voltage_p3: list[RankRecord]
 ) -> None:
     assert torch.equal(logits(prism_p3[0], run=0), logits(voltage_p3[0]))
+    # L 1000 runs, and is recorded, as the largest partition's 6 rows (it said 1000)
+    assert [run.segments for run in prism_p3[0].runs] == [6, 4]
     sent = [records[0].runs[0].bytes_sent_per_forward for records in (prism_p3, voltage_p3)]
     assert sent[0] == sent[1]
 
@@ -250,8 +252,17 @@ def test_a_hung_rank_times_out_and_every_rank_is_killed() -> None:
         (["--world", "2", "--strategy", "voltage", "--segments", "3"], "voltage takes no segments"),
         (["--world", "2", "--rank", "2", "--strategy", "voltage"], "--rank must be in [0, 2)"),
         (["--world", "1", "--strategy", "single", "--tokens", "18"], "a ViT needs"),
+        # a traceback, or (world 2) a rank waiting for its peers, before they were refused
+        (["--world", "1", "--strategy", "single", "--batch", "0"], "--batch must be >= 1"),
+        (["--world", "2", "--strategy", "voltage", "--batch", "2", "-1"], "--batch must be"),
+        (["--world", "2", "--strategy", "prism", "--cr", "0"], "--cr must be a finite number"),
+        (["--world", "2", "--strategy", "prism", "--cr", "nan"], "--cr must be a finite"),
+        (["--world", "2", "--strategy", "prism", "--cr", "9.9", "0.5"], "--cr must be"),
+        (["--world", "1", "--strategy", "single", "--threads", "-1"], "--threads must be >= 1"),
+        (["--world", "2", "--strategy", "voltage", "--threads", "0"], "--threads must be >= 1"),
     ],
 )
+@pytest.mark.timeout(120)
 def test_worker_refuses_inconsistent_arguments(
     args: list[str], problem: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -54,12 +54,15 @@ def add_execution_flags(group: argparse._ArgumentGroup) -> None:
 
 
 def apply_execution_flags(cli: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse ``--device cuda`` without a GPU; set the GLOO interface and torch's threads."""
+    """Refuse ``--device cuda`` without a GPU and ``--threads`` below 1; set the GLOO
+    interface and torch's threads."""
     if args.device == "cuda" and not torch.cuda.is_available():
         cli.error("--device cuda, but torch sees no CUDA GPU")
+    if args.threads is not None and args.threads < 1:
+        cli.error("--threads must be >= 1")
     if args.iface:
         os.environ["GLOO_SOCKET_IFNAME"] = args.iface
-    if args.threads:
+    if args.threads is not None:
         torch.set_num_threads(args.threads)
 
 

@@ -15,6 +15,7 @@ parent: a launcher killed outright leaves no rank running.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from collections.abc import Sequence
@@ -33,7 +34,7 @@ from edgetwin.emu.vit.records import RankRecord, RunRecord, write_record
 from edgetwin.errors import InputError
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
-from edgetwin.models.layout import segments_for_cr
+from edgetwin.models.layout import resolved_segments
 from edgetwin.models.strategy import VIT_WORKER
 from edgetwin.policies.adaptive import AdaptivePolicy
 
@@ -111,11 +112,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.rank >= args.world:
             print(f"rank {args.rank}: idle, the policy chose {args.world} device(s)")
             return 0
+    if min(args.batch) < 1:
+        cli.error("--batch must be >= 1")
+    if args.cr and not all(math.isfinite(cr) and cr >= 1 for cr in args.cr):
+        cli.error("--cr must be a finite number >= 1 (CR = N / (L P))")
     segment_values: list[int | None] = [None]
-    if args.cr:
-        segment_values = [segments_for_cr(spec.tokens, args.world, cr) for cr in args.cr]
-    elif args.segments:
-        segment_values = list(args.segments)
+    if args.cr or args.segments:  # L as it runs and is recorded: at most a partition's rows
+        asked = [(None, cr) for cr in args.cr or ()] + [(L, None) for L in args.segments or ()]
+        segment_values = [resolved_segments(spec.tokens, args.world, *L_cr) for L_cr in asked]
     try:
         image_side(spec)
         for segments in segment_values:
