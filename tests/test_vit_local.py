@@ -141,3 +141,33 @@ def test_what_local_mode_cannot_run_is_named(
         check_runnable(scenario, SMOKE)
     assert caught.value.field == field and problem in caught.value.problem
     assert caught.value.path == str(SMOKE)
+
+
+@pytest.mark.timeout(240)
+def test_three_ranks_send_the_layouts_rows_and_the_twin_adds_its_ring(smoke: Scenario) -> None:
+    """17 tokens over 3 ranks (6, 6, 5 rows), batch 3: Voltage (the 5 rows padded to 6)
+    and Prism at L 4 (segments of 2, 2, 1, 1 rows and 2, 1, 1, 1). The real ranks send the
+    terminal's scatter and one padded piece per rank and block, as the layout says; the
+    twin's ring all-gather also forwards, so it counts P - 1 pieces per rank and block
+    (docs/real_vit.md, "What is measured")."""
+    model = {"tokens": 17, "width": 32, "blocks": 2, "heads": 4, "patch_size": 2, "classes": 5}
+    tiny = Scenario.model_validate(
+        {
+            **smoke.model_dump(),
+            "model": model,
+            "repetitions": 1,
+            "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 3}],
+            "strategies": [{"name": "voltage"}, {"name": "prism", "segments": [4]}],
+            "sweeps": [{"batch": [3], "devices": [3]}],
+        }
+    )
+    local = {row.strategy: row for row in run_local(tiny, warmup=0)}
+    twin = {o.row.strategy: o.row for o in run_scenario(tiny, build_fleet(tiny, SMOKE))}
+    row_bytes = 3 * 32 * 4  # batch 3, fp32
+    scatter = (6 + 5) * row_bytes
+    for strategy, segments in (("voltage", None), ("prism", 4)):
+        piece = registry.layout(strategy, 17, 3, segments).padded_rows * row_bytes
+        assert local[strategy].bytes_sent == scatter + 2 * 3 * piece
+        assert twin[strategy].bytes_sent == scatter + 2 * 3 * 2 * piece
+    assert local["voltage"].max_abs_diff_vs_single is not None
+    assert local["voltage"].max_abs_diff_vs_single < 1e-5
