@@ -1,7 +1,8 @@
 """Real ViT inference split by position over torch.distributed (GLOO).
 
 - ``model``: the ViT (timm parameter names), built from a ``ModelSpec``.
-- ``layout``: which rows each rank holds and sends (pure, no torch).
+- ``edgetwin.models.layout`` (not here: the twin reads it too): which rows each rank
+  holds and sends (pure, no torch).
 - ``phases``: per-block, per-phase wall-clock timing (compute, staging, comm).
 - ``exchange``: host-staged GLOO transfers of one rank.
 - ``forward``: one rank's forward for single, voltage and prism.
