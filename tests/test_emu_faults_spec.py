@@ -159,15 +159,9 @@ def test_a_rate_tc_cannot_set_is_refused_naming_the_field(
 ) -> None:
     """Below 8 bit/s (a shared medium's station share too) or past 1e13 Mbit/s: the run
     built its network, then tc refused the rate (exit 1, in tc's words)."""
-    raw = _vit()
-    raw["network"].update(network)
-    raw["sweeps"][0]["bandwidth_mbps"] = sweep_mbps
-    path = Path("vit.yaml")
-    with pytest.raises(InputError) as error:
-        check_emulatable(validate_scenario(raw, path), path, machine=False)
-    assert error.value.field == field and words in error.value.problem, error.value.message
-    raw["sweeps"][0]["bandwidth_mbps"], raw["network"] = [8e-6, 1e13], {}
-    check_emulatable(validate_scenario(raw, path), path, machine=False)  # the ends are fine
+    error = _emulation_refused(network, sweep_mbps)
+    assert error.field == field and words in error.problem, error.message
+    _emulatable({}, [8e-6, 1e13])  # the ends are fine
 
 
 @pytest.mark.parametrize(
@@ -186,18 +180,26 @@ def test_a_burst_tc_cannot_set_is_refused_naming_the_field(
     """tc holds a burst in 32 bits of bytes (past them the run failed mid-way, exit 1 with
     tc's usage) and of 64 ns ticks at the class's rate (past them tc wrapped the burst
     around: 33555 kb at 1 Mbit/s read back as 581 bytes, and the run went on)."""
+    error = _emulation_refused(network, sweep_mbps)
+    assert error.field == "network.burst_kb" and words in error.problem, error.message
+    _emulatable({"burst_kb": 33554}, [1, 200])  # the longest burst tc keeps at 1 Mbit/s
+
+
+def _emulatable(network: dict[str, Any], sweep_mbps: list[float]) -> None:
+    """Check for the emulator the ViT scenario with ``network``'s fields and the sweep's
+    bandwidths (an InputError where it cannot be emulated)."""
     raw = _vit()
     raw["network"].update(network)
     raw["sweeps"][0]["bandwidth_mbps"] = sweep_mbps
     path = Path("vit.yaml")
-    with pytest.raises(InputError) as error:
-        check_emulatable(validate_scenario(raw, path), path, machine=False)
-    assert error.value.field == "network.burst_kb" and words in error.value.problem, (
-        error.value.message
-    )
-    raw["network"] = {"burst_kb": 33554}  # the longest burst tc keeps at 1 Mbit/s
-    raw["sweeps"][0]["bandwidth_mbps"] = [1, 200]
     check_emulatable(validate_scenario(raw, path), path, machine=False)
+
+
+def _emulation_refused(network: dict[str, Any], sweep_mbps: list[float]) -> InputError:
+    """The InputError ``_emulatable`` raises for these settings."""
+    with pytest.raises(InputError) as error:
+        _emulatable(network, sweep_mbps)
+    return error.value
 
 
 def test_host_cores_are_for_vit_scenarios() -> None:
