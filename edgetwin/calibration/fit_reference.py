@@ -301,20 +301,29 @@ def _refit(
     where the rows left are too few to refit the watts from (its energy gets no point), or
     none where a timing section cannot be refitted; a notice says which."""
     try:
-        return fit_by_component(spec, scenario, kept, spec_path), (*TIMING_METRICS, "energy_j")
+        timing = fit_by_component(spec, scenario, kept, spec_path, power=False)
     except TooFewPoints as error:
-        _LOG.warning(
-            "validation: batch %d gives no held-out %spoints: without it, %s has %d"
-            " distinct points to refit %d parameters from",
-            batch,
-            "energy_j " if error.section == "power" else "",
-            FIT_COLUMNS[error.section],
-            error.points,
-            len(error.parameters),
-        )
-        if error.section != "power":
-            return None, ()
-    return fit_by_component(spec, scenario, kept, spec_path, power=False), TIMING_METRICS
+        _note_too_few(batch, error)
+        return None, ()
+    try:
+        fitted = with_fitted_watts(scenario, timing, kept, spec.fixed)
+    except TooFewPoints as error:
+        _note_too_few(batch, error)
+        return timing, TIMING_METRICS
+    return fitted, (*TIMING_METRICS, "energy_j")
+
+
+def _note_too_few(batch: int, error: TooFewPoints) -> None:
+    """The notice of a held-out batch whose rows left are too few to refit a section."""
+    _LOG.warning(
+        "validation: batch %d gives no held-out %spoints: without it, %s has %d"
+        " distinct points to refit %d parameters from",
+        batch,
+        "energy_j " if error.section == "power" else "",
+        FIT_COLUMNS[error.section],
+        error.points,
+        len(error.parameters),
+    )
 
 
 def fit_by_component(
@@ -374,7 +383,8 @@ def fit_measured(
 ) -> DeviceProfile:
     """Timing ``parameters`` (less the ``fixed`` ones) by least squares through the twin,
     the total weighted ``total_weight`` against each component's 1; then, if ``power``,
-    power when the rows have energy (else 1 W per state, unless ``fixed``).
+    the watts when the rows have energy (``with_fitted_watts``; else 1 W per state, unless
+    ``fixed``).
 
     ``expectile`` below 0.5: asymmetric least squares, a measurement slower than the
     prediction weighs ``expectile``, a faster one ``1 - expectile``; where other load only
@@ -409,9 +419,24 @@ def fit_measured(
     _check_runnable(scenario, profile_at(start, _unit_power()), measured, spec_path)
     fit = least_squares(residuals, start, bounds=bounds, x_scale="jac", diff_step=1e-4)
     timing_only = profile_at(fit.x, _unit_power())
-    has_energy = power and any(row.values.get("energy_j") for row in measured)
-    watts = _fit_power(scenario, timing_only, measured, fixed) if has_energy else _unit_power()
-    return profile_at(fit.x, watts)
+    return with_fitted_watts(scenario, timing_only, measured, fixed) if power else timing_only
+
+
+def with_fitted_watts(
+    scenario: Scenario,
+    timing: DeviceProfile,
+    measured: Sequence[MeasuredRow],
+    fixed: Mapping[str, float],
+) -> DeviceProfile:
+    """``timing`` (a profile of 1 W per state) with its watts fitted from the rows' energy,
+    the ``fixed`` ones as given (``TooFewPoints`` where the rows are too few); ``timing``
+    itself where no row has energy."""
+    if not any(row.values.get("energy_j") for row in measured):
+        return timing
+    watts = {**_fit_power(scenario, timing, measured, fixed), **fixed}
+    prefix = "power."
+    power = {k.removeprefix(prefix): round(w, 6) for k, w in watts.items() if k.startswith(prefix)}
+    return timing.model_copy(update={"power": timing.power.model_copy(update=power)})
 
 
 def _check_enough_points(measured: Sequence[MeasuredRow], free: Sequence[str]) -> None:
