@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from edgetwin.errors import InputError
-from edgetwin.profile import PROFILE_KIND_KEYS
 from edgetwin.schema import read_yaml_mapping
 
 Kind = Literal["scenario", "evaluation", "affinity", "plan", "calibration", "profile"]
+ProfileKind = Literal["device", "phone"]
+# the top-level key that tells a profile's kind: a device's compute section, a phone's CPU
+PROFILE_KIND_KEYS: dict[ProfileKind, str] = {"device": "compute", "phone": "cpu_gflops"}
 # what a calibration spec's ``kind`` may be (an Android spec has none: its keys tell)
 CALIBRATION_KINDS = ("table", "traces", "emu")
 
@@ -84,6 +86,14 @@ def kind_of_file(path: Path) -> Kind | None:
     except InputError:
         return None
     return kind_of_mapping(raw, path)
+
+
+def refuse_a_calibration_spec(raw: dict[str, Any], path: Path, kind: ProfileKind) -> None:
+    """A calibration spec read where a ``kind`` profile is is one line naming the command
+    that fits the profile, not a profile's missing key (``name``). Only a spec: a profile
+    written by hand and missing keys may look like a scenario (its ``network`` section)."""
+    if kind_of_mapping(raw, path) == "calibration":
+        raise InputError(path, None, _this_is(path, "calibration", f", not a {kind} profile"))
 
 
 def _this_is(path: Path, found: Kind, not_what: str = "") -> str:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
 from edgetwin.errors import InputError, shown
+from edgetwin.file_kinds import PROFILE_KIND_KEYS, ProfileKind, refuse_a_calibration_spec
 from edgetwin.schema import (
     NonNegativeFloat,
     PositiveFloat,
@@ -29,9 +30,6 @@ PROFILE_DIR = Path(__file__).parent / "calibration" / "profiles"
 MB = 1e6
 J_PER_WH = 3600.0  # joules in a watt-hour
 LI_ION_NOMINAL_V = 3.85  # a phone battery's nominal voltage (one Li-ion cell)
-ProfileKind = Literal["device", "phone"]
-# the top-level key that tells a profile's kind: a device's compute section, a phone's CPU
-PROFILE_KIND_KEYS: dict[ProfileKind, str] = {"device": "compute", "phone": "cpu_gflops"}
 PHONE_PROFILE_GLOB = "android_*.yaml"  # the shipped phone profiles; the others: devices'
 # the field of a scenario that names a profile of each kind
 _NAMED_BY: dict[ProfileKind, str] = {
@@ -286,10 +284,11 @@ def shipped_profiles(kind: ProfileKind) -> list[str]:
 
 
 def read_profile_mapping(path: Path, kind: ProfileKind) -> dict[str, Any]:
-    """A profile file's top-level mapping; one of the other kind (a phone profile where a
-    device's is wanted) is refused naming the field ``profile``, not as a profile with its
-    own keys missing."""
+    """A profile file's top-level mapping; a calibration spec, or a profile of the other
+    kind (a phone profile where a device's is wanted), is refused as such, not as a profile
+    with its own keys missing."""
     raw = read_yaml_mapping(path)
+    refuse_a_calibration_spec(raw, path, kind)
     other: ProfileKind = "phone" if kind == "device" else "device"
     if PROFILE_KIND_KEYS[other] in raw and PROFILE_KIND_KEYS[kind] not in raw:
         problem = f"{path.name} is a {other} profile ({_NAMED_BY[other]} names one)"

@@ -29,11 +29,12 @@ from edgetwin.crowd_spec import CrowdSpec, is_crowd_strategy, member_names
 from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec
 from edgetwin.emulator_spec import CROWD_ONLY_FIELDS, EmulatorSpec
 from edgetwin.errors import MODE_EMU
+from edgetwin.file_kinds import ProfileKind
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderWorkload
 from edgetwin.models.layout import resolved_segments
-from edgetwin.profile import PROFILE_DIR, DeviceProfile, ProfileKind, profile_path
+from edgetwin.profile import PROFILE_DIR, DeviceProfile, profile_path
 from edgetwin.schema import (
     BandwidthMbps,
     FileName,

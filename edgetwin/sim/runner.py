@@ -15,7 +15,6 @@ from edgetwin.configuration import configuration_columns, resolve_segments
 from edgetwin.crowd_spec import member_names
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError, counted
-from edgetwin.file_kinds import check_kind, kind_of_file
 from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
 from edgetwin.models.decoder_costs import contributed_bytes, kept_positions
@@ -141,16 +140,8 @@ def _device_profile(spec: DeviceSpec, index: int, scenario_path: Path | None) ->
         return load_profile(spec.profile, base)
     except InputError as exc:
         if exc.path is not None:  # the profile file itself is wrong: it names itself
-            _refuse_a_calibration_spec(Path(exc.path))
             raise
         raise InputError(scenario_path, f"devices.{index}.profile", exc.problem) from None
-
-
-def _refuse_a_calibration_spec(path: Path) -> None:
-    """A calibration spec named as a profile is one line naming the command that fits the
-    profile, not a missing key of a profile (``name``)."""
-    if kind_of_file(path) == "calibration":
-        check_kind(path, "profile")
 
 
 def run_scenario(
