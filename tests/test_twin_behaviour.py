@@ -78,9 +78,30 @@ def test_bytes_sent_equal_bytes_received_and_match_the_exchange() -> None:
         update={"strategy": "prism", "devices": 2, "batch": 2, "segments": 10}
     )
     outcome = simulate(scenario, fleet, config, 0)
-    assert outcome.row.bytes_sent == outcome.bytes_received
+    assert outcome.row.bytes_sent == outcome.bytes_received  # 2 ranks: a ring forwards nothing
     # P = 2, L = 10: each rank sends 10 rows x 768 x 4 bytes x batch 2 per block, 12 blocks
     assert outcome.row.bytes_sent == 2 * 12 * 10 * 768 * 4 * 2
+
+
+def test_bytes_sent_count_each_ranks_pieces_while_the_rings_carry_more() -> None:
+    """3 devices, batch 2, 12 blocks: voltage's ring all-gather forwards each rank's
+    piece (66 rows, padded) twice, tensor parallel's ring all-reduce sends 4/3 of the
+    [197, 768] tensor per rank, twice a block; ``bytes_sent`` counts what each rank puts
+    in (docs/llm.md), as the real code does, and the network carries the ring's bytes."""
+    scenario = load_scenario(REPO / "scenarios/prism_jetson.yaml", ["devices.0.count=3"])
+    fleet = build_fleet(scenario, REPO / "scenarios/prism_jetson.yaml")
+    row_bytes = 2 * 768 * 4  # batch 2, fp32; the input is replicated: no scatter
+    expected = {  # strategy: (pieces, wire) in rows per block
+        "voltage": (3 * 66, 3 * 2 * 66),
+        "tensor_parallel": (2 * 3 * 197, 2 * 4 * 197),
+    }
+    for strategy, (pieces, wire) in expected.items():
+        config = configurations(scenario)[0].model_copy(
+            update={"strategy": strategy, "devices": 3, "batch": 2}
+        )
+        outcome = simulate(scenario, fleet, config, 0)
+        assert outcome.row.bytes_sent == 12 * pieces * row_bytes, strategy
+        assert outcome.bytes_received == pytest.approx(12 * wire * row_bytes), strategy
 
 
 def test_same_seed_same_rows_and_noise_follows_the_seed() -> None:
@@ -123,6 +144,7 @@ def test_device_that_leaves_mid_batch_loses_it() -> None:
     voltage = [r for r in rows if r["strategy"] == "voltage"]
     assert voltage and all(str(r["status"]).startswith("device lost") for r in voltage)
     assert all(r["total_ms"] != r["total_ms"] for r in voltage)  # NaN: no latency for a lost batch
+    assert all(r["bytes_sent"] == 0 for r in voltage)  # nor bytes, as for a decoder
 
 
 def test_battery_that_empties_ends_the_run(toy_profile_path: Path) -> None:
@@ -266,6 +288,7 @@ def test_warmup_batches_are_run_but_not_measured(toy_profile_path: Path) -> None
     warm_out = simulate(warm, fleet, config, 0, record_intervals=True)
     assert warm_out.row.total_ms == pytest.approx(cold_out.row.total_ms)
     assert warm_out.row.energy_j == pytest.approx(cold_out.row.energy_j)
+    assert warm_out.row.bytes_sent == cold_out.row.bytes_sent  # the measured batch's only
     assert min(i.start_ms for i in warm_out.intervals) == pytest.approx(2 * cold_out.row.total_ms)
 
 

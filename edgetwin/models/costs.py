@@ -35,6 +35,13 @@ class Exchange:
         """Rows of ``rank``'s contribution on the wire (per sample)."""
         return self.rows_per_rank[rank] if self.padded_rows is None else self.padded_rows
 
+    def contributed_rows(self) -> int:
+        """Rows (per sample) the ranks put into this collective, summed over ranks: each
+        rank's piece as it crosses the wire, once, however the collective forwards it (a
+        scatter: every rank's rows but the terminal's, which it keeps)."""
+        ranks = range(1 if self.collective == "scatter" else 0, len(self.rows_per_rank))
+        return sum(self.wire_rows(rank) for rank in ranks)
+
 
 @dataclass(frozen=True)
 class BlockStep:
@@ -63,6 +70,21 @@ class CostPlan:
     @property
     def devices(self) -> int:
         return len(self.partition_tokens)
+
+    @property
+    def scatter(self) -> Exchange | None:
+        """The terminal's scatter of the input rows, if it sends them."""
+        return None if self.scatter_rows is None else Exchange("scatter", self.scatter_rows)
+
+    def contributed_bytes(self, batch: int, blocks: int, row_bytes: int) -> int:
+        """docs/llm.md's ``bytes_sent`` of one forward of ``batch`` samples: what every rank
+        puts into the scatter and each block's collectives, summed over ranks, not what a
+        ring forwards on the wire (the real code counts the same figure)."""
+        per_block = [self.exchange_before_block] + [s.exchange_after for s in self.block_steps[0]]
+        rows = blocks * sum(e.contributed_rows() for e in per_block if e is not None)
+        if self.scatter is not None:
+            rows += self.scatter.contributed_rows()
+        return rows * batch * row_bytes
 
     def flops_per_sample(self, rank: int, blocks: int) -> float:
         """All FLOPs of one sample's forward on one device."""

@@ -262,7 +262,8 @@ class AlwaysDistributedPolicy(_MapPolicy):
 
 
 class FlopHeuristicPolicy(_MapPolicy):
-    """Distributed iff saved compute time beats transfer time, ignoring staging and overheads.
+    """Distributed iff saved compute time beats transfer time, ignoring staging, overheads
+    and a ring's forwarding (the map's ``bytes_sent`` counts each piece once).
 
     For each distributed candidate c at batch B and bandwidth W (Mbit/s):
     saved_s = (G_single - G_c) x B / R, with G the GFLOPs per device per sample and

@@ -65,8 +65,8 @@ class Forward:
             yield from self._compute(
                 rank, self.plan.embed_flops_per_sample[rank], embed_rows, "embed"
             )
-        if self.plan.scatter_rows is not None:
-            yield from self._distribute_input(rank, self.plan.scatter_rows)
+        if self.plan.scatter is not None:
+            yield from self._distribute_input(rank, self.plan.scatter)
         for block in range(self.blocks):
             if self.plan.exchange_before_block is not None:
                 yield from self._exchange(rank, (block, 0), self.plan.exchange_before_block)
@@ -157,13 +157,14 @@ class Forward:
         self.times[rank].add("comm", self.env.now - start)
 
     def _distribute_input(
-        self, rank: int, rows: tuple[int, ...]
+        self, rank: int, scatter: Exchange
     ) -> Generator[simpy.Event, object, None]:
         """The terminal sends each rank its input rows (its partition, or all rows)."""
+        rows = scatter.rows_per_rank
         if rank == 0:
-            outgoing = sum(rows[1:]) * self.batch * self.row_bytes
+            outgoing = scatter.contributed_rows() * self.batch * self.row_bytes
             yield from self._staging(0, outgoing, "d2h scatter")
-        yield from self._collective(rank, (-1, 0), Exchange("scatter", rows))
+        yield from self._collective(rank, (-1, 0), scatter)
         if rank > 0:
             yield from self._staging(rank, rows[rank] * self.batch * self.row_bytes, "h2d scatter")
 

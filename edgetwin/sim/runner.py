@@ -278,7 +278,8 @@ def _forward(scenario: Scenario, config: Configuration, rep: int, world: _World)
         status = _run_batches(world, forwards)
     for device in world.devices:
         device.close()
-    return _row(scenario, config, rep, forward, world.devices, world.network, status)
+    sent = work.contributed_bytes(config.batch, model.blocks, row_bytes)
+    return _row(scenario, config, rep, forward, world.devices, sent, status)
 
 
 def _generate(scenario: Scenario, config: Configuration, rep: int, world: _World) -> ResultRow:
@@ -378,7 +379,7 @@ def _row(
     rep: int,
     forward: Forward,
     devices: list[Device],
-    network: Network,
+    contributed_bytes: int,
     status: str,
 ) -> ResultRow:
     terminal = forward.times[0]
@@ -395,7 +396,7 @@ def _row(
         per_sample_ms=total_ms / config.batch,
         energy_j=sum(d.total_energy_j for d in devices) if ok else math.nan,
         status=status,
-        bytes_sent=round(sum(network.bytes_sent.values())),
+        bytes_sent=contributed_bytes if ok else 0,  # docs/llm.md, not the ring
     )
 
 
