@@ -1023,7 +1023,8 @@ def test_calibrate_out_onto_a_file_that_is_no_profile(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``--out`` naming a run's results.csv (or any file) replaced it with the profile,
-    exit 0; a profile is still replaced (how a shipped one is made again)."""
+    exit 0, even without --force; a profile is still replaced with --force (how a shipped
+    one is made again)."""
     spec = _spec("jetson_orin_nano", tmp_path, lambda raw: None)
     table = tmp_path / "results.csv"
     table.write_text("scenario,mode\nx,twin\n")
@@ -1031,8 +1032,8 @@ def test_calibrate_out_onto_a_file_that_is_no_profile(
     out_named = "field '--out (out= in Python)'"
     assert_clean_failure(argv, capsys, tmp_path, out_named, "exists and is not a profile")
     profile = tmp_path / "profile.yaml"
-    for _ in range(2):
-        assert main(["calibrate", str(spec), "--out", str(profile)]) == 0
+    for force in ([], ["--force"]):
+        assert main(["calibrate", str(spec), "--out", str(profile), *force]) == 0
 
 
 def test_calibrate_refuses_its_out_before_fitting(

@@ -39,6 +39,8 @@ def test_the_tutorial_runs_from_top_to_bottom(
     (tmp_path / "jetson").mkdir()
     (tmp_path / "jetson" / "results.csv").write_text("an earlier run's\n")
     (tmp_path / "jetson" / "provenance.json").write_text("{}\n")
+    earlier_refit = (ROOT / "edgetwin/calibration/profiles/jetson_orin_nano.yaml").read_text()
+    (tmp_path / "jetson_refit.yaml").write_text(f"# an earlier run's\n{earlier_refit}")
     # a kernel of this interpreter, whatever else the machine has registered as python3
     write_kernel_spec(tmp_path / "jupyter" / "kernels" / "edgetwin-test")
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
@@ -55,7 +57,7 @@ def test_the_tutorial_runs_from_top_to_bottom(
     client.execute()
     assert (tmp_path / "jetson" / "results.csv").read_text().startswith("scenario,")
     assert (tmp_path / "jetson" / "report.html").is_file()
-    assert (tmp_path / "jetson_refit.yaml").is_file()
+    assert not (tmp_path / "jetson_refit.yaml").read_text().startswith("# an earlier run's")
     outputs = [text_of(c) for c in notebook.cells if c.cell_type == "code"]
     assert "total_ms" in outputs[-3]  # the calibration's median errors
     assert "'single, -'" in outputs[-1] and "'prism, CR 9.85'" in outputs[-1]  # traces; the CR used

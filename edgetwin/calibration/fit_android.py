@@ -255,8 +255,11 @@ def fit_android_profiles(
     return [p.model_copy(update={"fit": fit}) for p in profiles]
 
 
-def write_android_profiles(profiles: Sequence[PhoneProfile], out_dir: Path) -> list[Path]:
-    """Write ``out_dir/<name>.yaml`` for each profile, with a header naming the command."""
+def write_android_profiles(
+    profiles: Sequence[PhoneProfile], out_dir: Path, force: bool = False
+) -> list[Path]:
+    """Write ``out_dir/<name>.yaml`` for each profile, with a header naming the command (a
+    class's file already there only with ``force``; the folder's other files stay)."""
     if output_kind(out_dir) not in (None, "folder"):
         raise InputError(
             out_dir,
@@ -264,7 +267,7 @@ def write_android_profiles(profiles: Sequence[PhoneProfile], out_dir: Path) -> l
             "exists and is not a folder (an Android spec writes one profile per phone class)",
         )
     by_path = {android_profile_path(out_dir, profile): profile for profile in profiles}
-    write_profiles(by_path)  # all or none: never some classes new and some old
+    write_profiles(by_path, force)  # all or none: never some classes new and some old
     return list(by_path)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from edgetwin.atomic import blocking_file, output_kind, why_not_written, write_texts_together
-from edgetwin.errors import OUT_OPTION, InputError, shown
+from edgetwin.errors import FORCE_OPTION, OUT_OPTION, InputError, shown
 from edgetwin.file_kinds import kind_of_file
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import (
@@ -102,20 +102,23 @@ class ProfileFacts(Strict):
     memory: MemoryParams | None = None  # a vendor's figure, copied into the profile
 
 
-def write_profile(profile: DeviceProfile | PhoneProfile, path: Path) -> None:
+def write_profile(profile: DeviceProfile | PhoneProfile, path: Path, force: bool = False) -> None:
     """Write ``profile`` to ``path`` with a header naming the command that made it; a path
-    that cannot be written (a folder, below a file, read-only) is an InputError naming it."""
-    write_profiles({path: profile})
+    that cannot be written (a folder, below a file, read-only), or a profile already there
+    without ``force``, is an InputError naming it."""
+    write_profiles({path: profile}, force)
 
 
-def write_profiles(profiles: Mapping[Path, DeviceProfile | PhoneProfile]) -> None:
+def write_profiles(
+    profiles: Mapping[Path, DeviceProfile | PhoneProfile], force: bool = False
+) -> None:
     """``write_profile`` for several files at once, all or none (``write_texts_together``):
     a fit that makes several profiles never leaves some new and some old. A path the
     command read (within ``recording_reads``: its spec, a trace, the measured table) is
-    refused, not overwritten."""
+    refused, not overwritten, and so is a profile already there unless ``force``."""
     read = files_read()
     for path in profiles:
-        check_profile_out(path, read)
+        check_profile_out(path, read, force)
     texts = {path: _profile_text(profile) for path, profile in profiles.items()}
     try:
         write_texts_together(texts)
@@ -126,11 +129,12 @@ def write_profiles(profiles: Mapping[Path, DeviceProfile | PhoneProfile]) -> Non
         raise InputError(where, OUT_OPTION, problem) from None
 
 
-def check_profile_out(path: Path, read: Iterable[str | Path]) -> None:
+def check_profile_out(path: Path, read: Iterable[str | Path], force: bool = False) -> None:
     """An InputError naming ``path`` (``--out``) where a profile may not be written: a
-    file of ``read`` (the command's spec, a trace, the measured table), a folder, or a
-    file that holds something else (a results table, notes): it would be lost. Checked
-    before a fit too (with the spec as ``read``), so that the refusal does not wait for it."""
+    file of ``read`` (the command's spec, a trace, the measured table), a folder, a file
+    that holds something else (a results table, notes), or, unless ``force``, a file that
+    is there already (``init`` refuses one the same way): it would be lost. Checked before
+    a fit too (with the spec as ``read``), so that the refusal does not wait for it."""
     if path.resolve() in {Path(p).resolve() for p in read}:
         raise InputError(path, OUT_OPTION, "a file this command read; write the profile elsewhere")
     blocked = blocking_file(path)
@@ -141,12 +145,14 @@ def check_profile_out(path: Path, read: Iterable[str | Path]) -> None:
     if _holds_something_else(path):
         problem = "exists and is not a profile; write the profile elsewhere"
         raise InputError(path, OUT_OPTION, problem)
+    if not force and output_kind(path) == "file":
+        raise InputError(path, OUT_OPTION, f"exists; pass {FORCE_OPTION} to replace it")
 
 
 def _holds_something_else(path: Path) -> bool:
     """Whether ``path`` is a non-empty regular file that is not a profile (a profile is
-    replaced: that is how a shipped one is made again; what is not a regular file, the
-    write says it cannot write)."""
+    replaced, with ``force``: that is how a shipped one is made again; what is not a
+    regular file, the write says it cannot write)."""
     if output_kind(path) != "file" or path.stat().st_size == 0:
         return False
     return kind_of_file(path) != "profile"

@@ -40,6 +40,11 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``edgetwin calibrate``."""
     parser.add_argument("spec", type=Path, help="calibration spec (YAML)")
     add_out_argument(parser, "profile file to write")
+    add_force_argument(
+        parser,
+        "replace an existing profile file (an Android spec's: its phone classes' files in "
+        "--out); without it, one is refused",
+    )
     add_quiet_argument(parser)
 
 
@@ -48,7 +53,11 @@ def calibrate_command(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():  # the API's PoorFitWarning: said as the command's, below
         warnings.simplefilter("ignore", PoorFitWarning)
         fitted = calibrate(
-            args.spec, out=args.out, command=command, progress=progress_bar(args.quiet)
+            args.spec,
+            out=args.out,
+            force=args.force,
+            command=command,
+            progress=progress_bar(args.quiet),
         )
     if isinstance(fitted, list):
         from edgetwin.calibration.fit_android import android_profile_path

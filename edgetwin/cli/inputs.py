@@ -64,13 +64,13 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
     add_force_argument(parser)
 
 
-def add_force_argument(parser: argparse.ArgumentParser) -> None:
-    """``--force``: replace a non-empty ``--out`` folder whole (else it is refused)."""
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="replace a non-empty --out folder whole (without it, one is refused)",
-    )
+def add_force_argument(
+    parser: argparse.ArgumentParser,
+    help_text: str = "replace a non-empty --out folder whole (without it, one is refused)",
+) -> None:
+    """``--force``: replace a non-empty ``--out`` folder whole (else it is refused; a
+    command that writes files says what it replaces in ``help_text``)."""
+    parser.add_argument("--force", action="store_true", help=help_text)
 
 
 def add_static_argument(parser: argparse.ArgumentParser, folder: str = "--out") -> None:

@@ -15,13 +15,19 @@ from edgetwin.profile import DeviceProfile
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import recording_reads
 from edgetwin.schema import read_yaml_mapping
-from edgetwin.workbench.arguments import out_argument, path_argument, progress_argument
+from edgetwin.workbench.arguments import (
+    flag_argument,
+    out_argument,
+    path_argument,
+    progress_argument,
+)
 
 
 def calibrate(
     spec: str | Path,
     *,
     out: str | Path | None = None,
+    force: bool = False,
     command: str | None = None,
     progress: Progress | None = no_progress,
 ) -> DeviceProfile | list[PhoneProfile]:
@@ -30,14 +36,16 @@ def calibrate(
 
     With ``out``, write it as ``edgetwin calibrate --out`` does (a profile file; a folder
     of ``<class>.yaml`` for an Android spec), all or nothing, never onto a file the fit
-    read. ``command`` is what the profile's header and ``fit.command`` record (the CLI
-    passes its command line; ``None`` records this call). A profile that misses its own
-    measurements by more than half is returned with a ``PoorFitWarning``. ``progress``
+    read; a profile already there is refused unless ``force``. ``command`` is what the
+    profile's header and ``fit.command`` record (the CLI passes its command line; ``None``
+    records this call). A profile that misses its own measurements by more than half is
+    returned with a ``PoorFitWarning``. ``progress``
     (``edgetwin.progress``) counts a trace or table fit's fits and held-out refits, the
     seconds-long part (an emulator run's or an Android spec's fit takes about a second).
     """
     spec_path = path_argument(spec, "spec")
     out_path = out_argument(out)
+    force = flag_argument(force, "force")
     shows = progress_argument(progress)
     if command is None:
         written = None if out_path is None else str(out_path)
@@ -51,9 +59,10 @@ def calibrate(
 
         read = [spec_path]  # and the profile a trace fit starts from, which it reads
         base = base_profile_file(spec_path) if kind == "traces" else None
-        check_profile_out(out_path, read if base is None else [*read, base])  # before the fit
+        # before the fit
+        check_profile_out(out_path, read if base is None else [*read, base], force)
     with recording_reads():  # write_profiles refuses to overwrite what the fit read
-        fitted = _fit_and_write(spec_path, kind, out_path, command, shows)
+        fitted = _fit_and_write(spec_path, kind, out_path, force, command, shows)
     if isinstance(fitted, DeviceProfile):
         _warn_of_a_poor_fit(fitted)
     return fitted
@@ -70,7 +79,7 @@ def _warn_of_a_poor_fit(profile: DeviceProfile) -> None:
 
 
 def _fit_and_write(
-    spec: Path, kind: str, out: Path | None, command: str, progress: Progress
+    spec: Path, kind: str, out: Path | None, force: bool, command: str, progress: Progress
 ) -> DeviceProfile | list[PhoneProfile]:
     from edgetwin.calibration.fit_android import fit_android_profiles, write_android_profiles
     from edgetwin.calibration.fit_emu import calibrate_from_emu
@@ -81,7 +90,7 @@ def _fit_and_write(
     if kind == "android":
         phones = fit_android_profiles(spec, command)
         if out is not None:
-            write_android_profiles(phones, out)
+            write_android_profiles(phones, out, force)
         return phones
     if kind == "traces":
         profile = calibrate_from_traces(spec, command, progress)
@@ -90,7 +99,7 @@ def _fit_and_write(
     else:
         profile = fit_profile(spec, command, progress)
     if out is not None:
-        write_profile(profile, out)
+        write_profile(profile, out, force)
     return profile
 
 
