@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import edgetwin
+from edgetwin.calibration.fit_check import AtBoundWarning
 from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import PhoneProfile
@@ -24,10 +25,14 @@ def test_calibrate_fits_and_writes_what_the_command_writes(tmp_path: Path) -> No
     assert main(["calibrate", str(JETSON_SPEC), "--out", str(cli_out)]) == 0
     api_out = tmp_path / "api.yaml"
     command = f"edgetwin calibrate {JETSON_SPEC} --out {cli_out}"
-    profile = edgetwin.calibrate(JETSON_SPEC, out=api_out, command=command)
+    with pytest.warns(AtBoundWarning) as warned:  # as the command warns
+        profile = edgetwin.calibrate(JETSON_SPEC, out=api_out, command=command)
+    at_zero = [str(w.message).split(" = ")[0] for w in warned]
+    assert at_zero == ["power.idle_w", "power.staging_w"]
     assert isinstance(profile, DeviceProfile)
     assert api_out.read_bytes() == cli_out.read_bytes()
-    unwritten = edgetwin.calibrate(str(JETSON_SPEC))  # no out: nothing written, same fit
+    with pytest.warns(AtBoundWarning):  # no out: nothing written, same fit
+        unwritten = edgetwin.calibrate(str(JETSON_SPEC))
     assert isinstance(unwritten, DeviceProfile)
     assert unwritten.compute == profile.compute and unwritten.power == profile.power
     assert unwritten.fit["command"] == f"edgetwin.calibrate({str(JETSON_SPEC)!r}, out=None)"

@@ -952,7 +952,8 @@ def test_calibrate_machine_emu_warns_of_a_link_short_of_its_rate(
         " (-6.1 %, tolerance 5 %): times at 200 Mbps are not the link's alone;"
         " network.bandwidth_efficiency is fitted from it\n"
     )
-    assert capsys.readouterr().err == warning
+    lines = capsys.readouterr().err.splitlines(keepends=True)
+    assert [line for line in lines if "is at its" not in line] == [warning]  # and fit.at_bound's
 
 
 @pytest.mark.timeout(60)

@@ -1,15 +1,19 @@
 """Whether a fitted profile describes the data it was fitted to: a section that misses its
 own measurements by more than half (median |error|) was fitted to timings that disagree
 with each other or with the twin's model, and predicts nothing with it; one fitted from
-fewer distinct points than parameters matches any data, and is not fitted at all."""
+fewer distinct points than parameters matches any data, and is not fitted at all; a
+parameter left at a bound of its fit was stopped there by the bound, not by the data."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from edgetwin.profile import DeviceProfile
 
 POOR_FIT_PCT = 50.0  # in-sample median |error| above which a section is named
+# a fitted value within this share of its bounds' range of one of them is at that bound
+AT_BOUND_SHARE = 1e-6
 
 
 class PoorFitWarning(UserWarning):
@@ -84,3 +88,59 @@ def check_enough_points(section: str, points: int, parameters: Sequence[str]) ->
     (at least as many, and ``MIN_POINTS``); a section with nothing to fit passes."""
     if parameters and points < max(len(parameters), MIN_POINTS):
         raise TooFewPoints(section, points, parameters)
+
+
+class AtBoundWarning(UserWarning):
+    """``edgetwin.calibrate`` fitted a parameter that a bound of its fit stopped."""
+
+
+BoundReached = tuple[str, float]  # ("lower" or "upper", the bound)
+
+
+def bounds_reached(
+    values: Mapping[str, float], bounds: Mapping[str, tuple[float, float]]
+) -> dict[str, BoundReached]:
+    """The parameters of ``values`` at one of their ``bounds`` (lower, upper) of a least
+    squares fit, within ``AT_BOUND_SHARE`` of the range: name -> (side, bound)."""
+    reached: dict[str, BoundReached] = {}
+    for name, value in values.items():
+        lower, upper = bounds[name]
+        near = AT_BOUND_SHARE * (upper - lower)
+        if value - lower <= near:
+            reached[name] = ("lower", lower)
+        elif upper - value <= near:
+            reached[name] = ("upper", upper)
+    return reached
+
+
+def bound_record(parameter: str, value: float, reached: BoundReached, fit: str) -> dict[str, Any]:
+    """What a profile's ``fit.at_bound`` keeps of a parameter at a bound: its
+    ``section.name``, its value, which bound and the fit it came from."""
+    side, bound = reached
+    return {"parameter": parameter, "value": value, "side": side, "bound": bound, "fit": fit}
+
+
+def at_bound_block(records: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """``{"at_bound": records}`` to add to a profile's ``fit``; nothing when there are none
+    (a profile without the key has no parameter at a bound)."""
+    kept = [dict(record) for record in records]
+    return {"at_bound": kept} if kept else {}
+
+
+def at_bound(profile: DeviceProfile) -> list[dict[str, Any]]:
+    """The fitted parameters of ``profile`` that a bound of their fit stopped
+    (``fit.at_bound``)."""
+    records: list[dict[str, Any]] = profile.fit.get("at_bound", [])
+    return records
+
+
+def at_bound_warnings(profile: DeviceProfile) -> list[str]:
+    """One line per parameter of ``profile`` at a bound of its fit: its value, the bound,
+    the fit, and what that says."""
+    return [
+        f"{r['parameter']} = {r['value']:g} is at its {r['side']} bound ({r['bound']:g}) in "
+        f"the {r['fit']} fit: the bound stopped it, not the data. The data does not pin it, "
+        "or the twin's model lacks a cause the data shows (fit.at_bound; a value you know "
+        "goes in the spec's fixed)"
+        for r in at_bound(profile)
+    ]

@@ -180,8 +180,14 @@ def _part(fit: ComponentFit, section: str, names: Sequence[str], decoder: bool) 
         }
 
     residuals = [r for r in fit.residuals if (r["point"].split()[0] in METRICS) == decoder]
+    at_bound = {n: reached for n, reached in fit.at_bound.items() if n in names}
     return ComponentFit(
-        section, keep(fit.params), keep(fit.stderr), [keep(s) for s in fit.samples], residuals
+        section,
+        keep(fit.params),
+        keep(fit.stderr),
+        [keep(s) for s in fit.samples],
+        residuals,
+        at_bound,
     )
 
 

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.calibration.fit_check import TooFewPoints
+from edgetwin.calibration.fit_check import TooFewPoints, at_bound, at_bound_block
 from edgetwin.calibration.fit_reference import (
     TIMING_PARAMETERS,
     MeasuredRow,
@@ -124,6 +124,7 @@ def _fit_run(spec: EmuCalibrationSpec, spec_path: Path, run: Path, command: str)
         "command": command,
         "rows": {"mode": "emu", "count": len(measured)},
         "fixed": fixed,
+        **at_bound_block(at_bound(profile)),
         **report,
     }
     return profile.model_copy(update={"fit": fit})

@@ -25,7 +25,14 @@ import numpy as np
 from pydantic import Field
 from scipy.optimize import least_squares, nnls
 
-from edgetwin.calibration.fit_check import TooFewPoints, check_enough_points
+from edgetwin.calibration.fit_check import (
+    TooFewPoints,
+    at_bound,
+    at_bound_block,
+    bound_record,
+    bounds_reached,
+    check_enough_points,
+)
 from edgetwin.calibration.held_out import held_out_block
 from edgetwin.calibration.profile_io import (
     FIXABLE_SECTIONS,
@@ -175,6 +182,7 @@ def fit_profile(
                 ],
                 "command": command,
                 "fixed": spec.fixed,
+                **at_bound_block(at_bound(profile)),
                 **report,
                 "held_out": held_out_block(held_out, "batch"),
             }
@@ -335,10 +343,13 @@ def fit_by_component(
 ) -> DeviceProfile:
     """GPU parameters from the one-device rows (when there are any), then the rest of
     ``TABLE_PARAMETERS`` from the compute, staging and comm columns of every row, then (with
-    ``power``) the watts from the energy column (``spec_path``: the file an error names)."""
+    ``power``) the watts from the energy column (``spec_path``: the file an error names).
+    The profile's ``fit.at_bound`` names the parameters a bound stopped, in the ``gpu``,
+    ``timing`` or ``power`` fit."""
     fixed = dict(spec.fixed)
     alone = [row for row in measured if row.config.devices == 1]
     gpu_free = [p for p in GPU_PARAMETERS if p[0] not in fixed]
+    gpu_at_bound: list[dict[str, Any]] = []
     if alone and gpu_free:
         gpu_paths = {path for path, *_ in gpu_free}
         others = {path: start for path, _, _, start in TABLE_PARAMETERS if path not in gpu_paths}
@@ -350,9 +361,11 @@ def fit_by_component(
             others | fixed,
             power=False,
             spec_path=spec_path,
+            fit_name="gpu",
         )
         fixed |= {path: _value(gpu, path) for path, *_ in gpu_free}
-    return fit_measured(
+        gpu_at_bound = at_bound(gpu)
+    profile = fit_measured(
         spec.profile,
         scenario,
         measured,
@@ -362,6 +375,8 @@ def fit_by_component(
         power=power,
         spec_path=spec_path,
     )
+    records = [*gpu_at_bound, *at_bound(profile)]
+    return profile.model_copy(update={"fit": {**profile.fit, **at_bound_block(records)}})
 
 
 def _value(profile: DeviceProfile, path: str) -> float:
@@ -380,11 +395,13 @@ def fit_measured(
     total_weight: float = TOTAL_WEIGHT,
     power: bool = True,
     spec_path: Path | None = None,
+    fit_name: str = "timing",
 ) -> DeviceProfile:
     """Timing ``parameters`` (less the ``fixed`` ones) by least squares through the twin,
     the total weighted ``total_weight`` against each component's 1; then, if ``power``,
     the watts when the rows have energy (``with_fitted_watts``; else 1 W per state, unless
-    ``fixed``).
+    ``fixed``). The profile's ``fit.at_bound`` names the parameters a bound stopped (the
+    fit named ``fit_name``).
 
     ``expectile`` below 0.5: asymmetric least squares, a measurement slower than the
     prediction weighs ``expectile``, a faster one ``1 - expectile``; where other load only
@@ -419,7 +436,19 @@ def fit_measured(
     _check_runnable(scenario, profile_at(start, _unit_power()), measured, spec_path)
     fit = least_squares(residuals, start, bounds=bounds, x_scale="jac", diff_step=1e-4)
     timing_only = profile_at(fit.x, _unit_power())
+    reached = bounds_reached(
+        {path: float(x) for (path, *_), x in zip(free, fit.x, strict=True)},
+        {path: (lower, upper) for path, lower, upper, _ in free},
+    )
+    records = [bound_record(p, _value(timing_only, p), r, fit_name) for p, r in reached.items()]
+    timing_only = _with_at_bound(timing_only, records)
     return with_fitted_watts(scenario, timing_only, measured, fixed) if power else timing_only
+
+
+def _with_at_bound(profile: DeviceProfile, records: Sequence[Mapping[str, Any]]) -> DeviceProfile:
+    """``profile`` with ``records`` (``fit_check.bound_record``) added to its ``fit.at_bound``."""
+    kept = [*at_bound(profile), *records]
+    return profile.model_copy(update={"fit": {**profile.fit, **at_bound_block(kept)}})
 
 
 def with_fitted_watts(
@@ -430,13 +459,17 @@ def with_fitted_watts(
 ) -> DeviceProfile:
     """``timing`` (a profile of 1 W per state) with its watts fitted from the rows' energy,
     the ``fixed`` ones as given (``TooFewPoints`` where the rows are too few); ``timing``
-    itself where no row has energy."""
+    itself where no row has energy. A state the rows spend time in that the fit leaves at
+    0 W is added to ``fit.at_bound`` (the ``power`` fit)."""
     if not any(row.values.get("energy_j") for row in measured):
         return timing
-    watts = {**_fit_power(scenario, timing, measured, fixed), **fixed}
+    fitted, at_zero = _fit_power(scenario, timing, measured, fixed)
+    watts = {**fitted, **fixed}
     prefix = "power."
     power = {k.removeprefix(prefix): round(w, 6) for k, w in watts.items() if k.startswith(prefix)}
-    return timing.model_copy(update={"power": timing.power.model_copy(update=power)})
+    with_watts = timing.model_copy(update={"power": timing.power.model_copy(update=power)})
+    zero = ("lower", 0.0)
+    return _with_at_bound(with_watts, [bound_record(p, 0.0, zero, "power") for p in at_zero])
 
 
 def _check_enough_points(measured: Sequence[MeasuredRow], free: Sequence[str]) -> None:
@@ -500,12 +533,13 @@ def _fit_power(
     profile: DeviceProfile,
     measured: Sequence[MeasuredRow],
     fixed: Mapping[str, float],
-) -> dict[str, float]:
+) -> tuple[dict[str, float], list[str]]:
     """Watts per state from rows with energy: relative non-negative least squares, the
     ``fixed`` watts (``power.<state>_w``) taken as given. A state no row spends time in
     draws 0 W; the others need as many rows with energy as there are of them
     (``TooFewPoints``): fewer match any energies (a 4-row table gave 1,305 W idle and a
-    1 % error)."""
+    1 % error). Also the states the rows spend time in that the fit leaves at its bound,
+    0 W."""
     free = [s for s in POWER_STATES if f"power.{s}_w" not in fixed]
     rows, targets = [], []
     for row in measured:
@@ -529,7 +563,8 @@ def _fit_power(
     if spent:
         solved, _ = nnls(design[:, spent], np.array(targets))
         watts |= {free[k]: float(w) for k, w in zip(spent, solved, strict=True)}
-    return {f"power.{state}_w": round(w, 4) for state, w in watts.items()}
+    at_zero = [f"power.{free[k]}_w" for k in spent if watts[free[k]] <= 0.0]
+    return {f"power.{state}_w": round(w, 4) for state, w in watts.items()}, at_zero
 
 
 def residual_report(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ import simpy
 from scipy.optimize import least_squares
 from threadpoolctl import threadpool_info
 
-from edgetwin.calibration.fit_check import check_enough_points
+from edgetwin.calibration.fit_check import BoundReached, bounds_reached, check_enough_points
 from edgetwin.calibration.readers.gpu_bench import VIT_FULL, StagingCopy, VitLatency
 from edgetwin.calibration.readers.staged_exchange import StagedExchange
 from edgetwin.comparison import relative_pct
@@ -71,13 +71,15 @@ NETWORK_BOUNDS: Bounds = {
 
 @dataclass(frozen=True)
 class ComponentFit:
-    """Fitted parameters of one profile section, their bootstrap spread and residuals."""
+    """Fitted parameters of one profile section, their bootstrap spread and residuals;
+    ``at_bound``: the parameters a bound of the fit stopped (``fit_check.bounds_reached``)."""
 
     section: str
     params: dict[str, float]
     stderr: dict[str, float]
     samples: list[dict[str, float]]
     residuals: list[dict[str, Any]]
+    at_bound: dict[str, BoundReached] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         errors = [abs(r["error_pct"]) for r in self.residuals]
@@ -118,7 +120,8 @@ def fit_groups(
     center is not above 0, ``TooFewPoints`` when the groups are too few distinct points
     for the free parameters (``point_of``: the configuration measured that a group's key
     is one metric or phase of; by default the key itself). ``on_solve`` is called after
-    each of the 1 + ``bootstrap`` solves (progress)."""
+    each of the 1 + ``bootstrap`` solves (progress). The parameters at a bound after the
+    fit are ``at_bound`` (not the bootstrap's)."""
     names = [n for n in bounds if n not in fixed]
     keys = list(groups)
     check_enough_points(section, len({point_of(k) for k in keys}), names)
@@ -158,7 +161,8 @@ def fit_groups(
         for k in keys
     ]
     rounded = {n: round(v, 6) for n, v in params.items()}
-    return ComponentFit(section, rounded, stderr, samples, residuals)
+    at_bound = bounds_reached({n: params[n] for n in names}, {n: bounds[n][:2] for n in names})
+    return ComponentFit(section, rounded, stderr, samples, residuals, at_bound)
 
 
 def blas_kernel() -> str:

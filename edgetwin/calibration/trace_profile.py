@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from edgetwin.calibration.fit_check import at_bound_block, bound_record
 from edgetwin.calibration.fit_decoder import memory_section
 from edgetwin.calibration.fit_traces import blas_kernel
 from edgetwin.calibration.held_out import held_out_block, with_base_residuals
@@ -103,6 +104,11 @@ def calibrate_from_traces(
         "sources": [source_record(p) for p in data.files],
         "command": command,
         "blas_kernel": blas_kernel(),
+        **at_bound_block(
+            bound_record(f"{name}.{param}", fit.params[param], reached, name)
+            for name, fit in fits.items()
+            for param, reached in fit.at_bound.items()
+        ),
         "median_abs_error_pct": {
             name: fit.summary()["median_abs_error_pct"] for name, fit in fits.items()
         },

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from edgetwin.calibration.fit_check import (
     TRACES_CAUSE,
+    AtBoundWarning,
     PoorFitWarning,
+    at_bound_warnings,
     busy_machine_cause,
     poor_fit_warning,
 )
@@ -50,8 +52,9 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
 
 def calibrate_command(args: argparse.Namespace) -> int:
     command = f"edgetwin calibrate {args.spec} --out {args.out}"
-    with warnings.catch_warnings():  # the API's PoorFitWarning: said as the command's, below
+    with warnings.catch_warnings():  # the API's warnings of the fit: the command's, below
         warnings.simplefilter("ignore", PoorFitWarning)
+        warnings.simplefilter("ignore", AtBoundWarning)
         fitted = calibrate(
             args.spec,
             out=args.out,
@@ -68,15 +71,17 @@ def calibrate_command(args: argparse.Namespace) -> int:
     print(
         f"wrote {args.out}; median |error| %: " + ", ".join(f"{k} {v}" for k, v in medians.items())
     )
-    _warn_of_a_poor_fit(fitted)
+    _warn_of_the_fit(fitted)
     return 0
 
 
-def _warn_of_a_poor_fit(profile: DeviceProfile, cause: str | None = None) -> None:
-    """A warning when a fitted section misses its own data (``fit_check``); ``cause``:
-    why, when known (default: the measurements disagree)."""
+def _warn_of_the_fit(profile: DeviceProfile, cause: str | None = None) -> None:
+    """A warning when a fitted section misses its own data (``fit_check``; ``cause``: why,
+    when known, by default that the measurements disagree), and one for each parameter a
+    bound of its fit stopped."""
     warning = poor_fit_warning(profile, cause or TRACES_CAUSE)
     print_warnings([warning] if warning is not None else [])
+    print_warnings(at_bound_warnings(profile))
 
 
 def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -132,7 +137,7 @@ def machine_command(args: argparse.Namespace) -> int:
         f"wrote {args.out}/profile.yaml (median |error|: {summary(profile)}), "
         f"traces in {args.out}/traces, spec in {args.out}/spec.yaml"
     )
-    _warn_of_a_poor_fit(profile, busy_machine_cause(load_average, cores))
+    _warn_of_the_fit(profile, busy_machine_cause(load_average, cores))
     return 0
 
 
@@ -151,7 +156,7 @@ def _calibrate_machine_from_emu(args: argparse.Namespace) -> int:
         + ", ".join(f"{k} {v}" for k, v in medians.items())
         + f"), spec in {args.out}/spec.yaml"
     )
-    _warn_of_a_poor_fit(profile)
+    _warn_of_the_fit(profile)
     return 0
 
 

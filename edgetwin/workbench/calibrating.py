@@ -64,18 +64,27 @@ def calibrate(
     with recording_reads():  # write_profiles refuses to overwrite what the fit read
         fitted = _fit_and_write(spec_path, kind, out_path, force, command, shows)
     if isinstance(fitted, DeviceProfile):
-        _warn_of_a_poor_fit(fitted)
+        _warn_of_the_fit(fitted)
     return fitted
 
 
-def _warn_of_a_poor_fit(profile: DeviceProfile) -> None:
-    """A ``PoorFitWarning`` when a fitted section misses its own data (``fit_check``), as
+def _warn_of_the_fit(profile: DeviceProfile) -> None:
+    """A ``PoorFitWarning`` when a fitted section misses its own data, and an
+    ``AtBoundWarning`` for each parameter a bound of its fit stopped (``fit_check``), as
     ``edgetwin calibrate`` warns."""
-    from edgetwin.calibration.fit_check import TRACES_CAUSE, PoorFitWarning, poor_fit_warning
+    from edgetwin.calibration.fit_check import (
+        TRACES_CAUSE,
+        AtBoundWarning,
+        PoorFitWarning,
+        at_bound_warnings,
+        poor_fit_warning,
+    )
 
     warning = poor_fit_warning(profile, TRACES_CAUSE)
     if warning is not None:
         warnings.warn(warning, PoorFitWarning, stacklevel=3)
+    for line in at_bound_warnings(profile):
+        warnings.warn(line, AtBoundWarning, stacklevel=3)
 
 
 def _fit_and_write(
