@@ -42,3 +42,23 @@ def test_bad_validate_arguments_name_the_argument_or_the_spec(tmp_path: Path) ->
         edgetwin.validate(SPECS / "android_crowdio.yaml")
     assert raised.value.field == "kind"
     assert not (tmp_path / "v").exists()
+
+
+@pytest.mark.timeout(300)
+def test_a_trace_validation_names_each_point_by_what_was_measured() -> None:
+    """A trace fit's held-out points were labelled by their internal group keys: ``8 98
+    2408448`` behind a nominal ``100000.0`` Mbit/s for a loopback exchange, ``vit_full 8
+    197`` for a ViT timing. Each says what its trace row measured, in that file's columns
+    (the table fit's already read ``prism, 2 dev, 10 seg, batch 32, 400 Mbit/s``)."""
+    loopback = edgetwin.validate(SPECS / "h200_loopback.yaml")
+    labels = {(p["metric"], p["point"]) for p in loopback.points if p["held_out"] == 8}
+    assert {
+        ("vit_full_ms", "vit_full, batch 8, 197 tokens"),
+        ("compute_ms", "encoder_tokens, batch 8, 99 tokens"),
+        ("exchange_total_ms", "batch 8, 98 rows a rank (2408448 bytes), loopback"),
+        ("staging_ms", "batch 8, 10 rows a rank (245760 bytes), loopback"),
+    } <= labels
+    netns = edgetwin.validate(SPECS / "h200_netns.yaml", by="bandwidth")
+    labels = {p["point"] for p in netns.points if p["held_out"] == 200}
+    assert "batch 1, 10 rows a rank (30720 bytes), 200 Mbit/s" in labels
+    assert all(p["point"].count(", ") >= 2 for p in [*loopback.points, *netns.points])

@@ -161,6 +161,9 @@ def test_calibrate_and_validate_a_decoder_trace(tmp_path: Path) -> None:
         for metric in ("ttft_ms", "tpot_ms"):
             assert summary[metric]["points"] == held_out  # every shape once, unseen
             assert summary[metric]["max_abs_error_pct"] < 0.1
+        with (out / "validation.csv").open(newline="") as handle:
+            labels = {row["point"] for row in csv.DictReader(handle)}  # was "1 4 32 4"
+        assert {"1 layer, batch 4, prompt 32, 4 out", "2 layers, batch 1, prompt 8, 4 out"} < labels
 
 
 def test_a_decoder_trace_without_its_decoder_is_a_clear_error(

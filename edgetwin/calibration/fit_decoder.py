@@ -30,6 +30,7 @@ from edgetwin.calibration.fit_traces import (
 )
 from edgetwin.calibration.readers.decoder_latency import DECODER_LATENCY_FILE, DecoderLatency
 from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.errors import counted
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderWorkload, Ops, Work
 from edgetwin.profile import ComputeParams, MemoryParams, work_ms
@@ -41,6 +42,13 @@ METRICS = ("ttft_ms", "tpot_ms")
 def decoder_key(record: DecoderLatency) -> tuple[int, int, int, int]:
     """(layers, batch, prompt tokens, output tokens) of a generation."""
     return (record.layers, record.batch, record.prompt_tokens, record.output_tokens)
+
+
+def decoder_label(key: GroupKey) -> str:
+    """A generation group (``decoder_key``) as its ``decoder_latency.csv`` rows say it:
+    ``2 layers, batch 1, prompt 16, 8 out``."""
+    layers, batch, prompt_tokens, output_tokens = key
+    return f"{counted(layers, 'layer')}, batch {batch}, prompt {prompt_tokens}, {output_tokens} out"
 
 
 def decoder_groups(records: Sequence[DecoderLatency]) -> dict[GroupKey, list[float]]:

@@ -34,6 +34,7 @@ from edgetwin.calibration.fit_check import BoundReached, bounds_reached, check_e
 from edgetwin.calibration.readers.gpu_bench import VIT_FULL, StagingCopy, VitLatency
 from edgetwin.calibration.readers.staged_exchange import StagedExchange
 from edgetwin.comparison import relative_pct
+from edgetwin.errors import counted
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models.costs import block_flops, embed_flops
 from edgetwin.profile import ComputeParams, NetworkParams, StagingParams
@@ -191,10 +192,18 @@ def _label(key: GroupKey) -> str:
 
 
 def compute_groups(latencies: Sequence[VitLatency]) -> dict[GroupKey, list[float]]:
+    """Latencies by (kernel, batch, tokens)."""
     groups: dict[GroupKey, list[float]] = defaultdict(list)
     for record in latencies:
         groups[(record.kernel, record.batch, record.tokens)].append(record.latency_ms)
     return dict(groups)
+
+
+def compute_label(key: GroupKey) -> str:
+    """A compute group as its ``vit_latency.csv`` rows say it: ``vit_full, batch 8, 197
+    tokens``."""
+    kernel, batch, tokens = key
+    return f"{kernel}, batch {batch}, {counted(tokens, 'token')}"
 
 
 def compute_predictor(model: ModelSpec) -> Predictor:
@@ -220,6 +229,14 @@ def exchange_key(record: StagedExchange) -> GroupKey:
     """(bandwidth, batch, rows, bytes per rank) of an exchange; loopback at its nominal rate."""
     bandwidth = record.bandwidth_mbps or LOOPBACK_MBPS
     return (bandwidth, record.batch, record.rows, record.bytes_per_rank)
+
+
+def exchange_label(key: GroupKey) -> str:
+    """An exchange group (``exchange_key``) as its trace rows say it: ``batch 8, 98 rows a
+    rank (2408448 bytes), 200 Mbit/s``, or ``loopback`` for an unshaped link."""
+    bandwidth_mbps, batch, rows, piece_bytes = key
+    link = "loopback" if bandwidth_mbps == LOOPBACK_MBPS else f"{bandwidth_mbps:g} Mbit/s"
+    return f"batch {batch}, {counted(rows, 'row')} a rank ({piece_bytes} bytes), {link}"
 
 
 def exchange_groups(exchanges: Sequence[StagedExchange], phase: str) -> dict[GroupKey, list[float]]:

@@ -10,13 +10,20 @@ from typing import Any
 
 import numpy as np
 
-from edgetwin.calibration.fit_decoder import METRICS, decoder_key, single_device_ms
+from edgetwin.calibration.fit_decoder import (
+    METRICS,
+    decoder_key,
+    decoder_label,
+    single_device_ms,
+)
 from edgetwin.calibration.fit_traces import (
     ComponentFit,
     GroupKey,
     compute_groups,
+    compute_label,
     compute_predictor,
     exchange_key,
+    exchange_label,
     network_predictor,
     staging_predictor,
 )
@@ -81,10 +88,10 @@ def _compute_points(
     points = []
     for key, reps in compute_groups(data.latencies).items():
         if holdout.covers(VitLatency(key[0], key[1], key[2], 0, 0.0)):
-            predicted = predict(compute.params, key)
+            predicted, label = predict(compute.params, key), compute_label(key)
             if key[0] == VIT_FULL:
-                points.append(_point("vit_full_ms", key, reps, predicted, holdout.value))
-            points.append(_point("compute_ms", key, reps, predicted, holdout.value))
+                points.append(_point("vit_full_ms", label, reps, predicted, holdout.value))
+            points.append(_point("compute_ms", label, reps, predicted, holdout.value))
     return points
 
 
@@ -140,7 +147,8 @@ def _decoder_points(
         )
         for metric in METRICS:
             fastest = [min(getattr(r, metric) for r in records)]
-            points.append(_point(metric, key, fastest, predicted[metric], holdout.value))
+            label = decoder_label(key)
+            points.append(_point(metric, label, fastest, predicted[metric], holdout.value))
     return points
 
 
@@ -173,23 +181,24 @@ def _exchange_points(
             "staging_ms": [r.d2h_ms + r.h2d_ms for r in records],
             "comm_ms": [r.comm_ms for r in records],
         }
-        total = [r.total_ms for r in records]
-        point = _point("exchange_total_ms", key, total, sum(parts.values()), holdout.value)
+        total, label = [r.total_ms for r in records], exchange_label(key)
+        point = _point("exchange_total_ms", label, total, sum(parts.values()), holdout.value)
         points.append({**point, "parts": parts})
         for metric, predicted in parts.items():
-            points.append(_point(metric, key, measured[metric], predicted, holdout.value))
+            points.append(_point(metric, label, measured[metric], predicted, holdout.value))
     return points
 
 
 def _point(
-    metric: str, key: GroupKey, reps: list[float], predicted: float, held_out: float
+    metric: str, label: str, reps: list[float], predicted: float, held_out: float
 ) -> dict[str, Any]:
-    """One held-out group: its mean against the prediction; ``reps`` and ``held_out`` (the
-    value left out of its fit) for the prediction intervals' residuals."""
+    """One held-out group (``label``: what its trace rows measured): its mean against the
+    prediction; ``reps`` and ``held_out`` (the value left out of its fit) for the
+    prediction intervals' residuals."""
     measured = float(np.mean(reps))
     return {
         "metric": metric,
-        "point": " ".join(str(k) for k in key),
+        "point": label,
         "measured": round(measured, 4),
         "predicted": round(predicted, 4),
         "error_pct": round(relative_pct(predicted, measured), 2),
