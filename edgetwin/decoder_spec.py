@@ -142,6 +142,29 @@ def parameter_count(model: DecoderSpec) -> int:
     return model.layers * layer_params(model) + embedding_params(model)
 
 
+def kept_positions(prompt_tokens: int, output_tokens: int) -> int:
+    """Positions a generation feeds through the model, whose keys and values it keeps at
+    its peak: the prompt and every output token but the last, which is never fed back."""
+    return prompt_tokens + output_tokens - 1
+
+
+def longest_prompt_tokens(max_positions: int, output_tokens: int) -> int:
+    """The longest prompt whose generation of ``output_tokens`` fits ``max_positions``."""
+    return max_positions - kept_positions(0, output_tokens)
+
+
+def positions_problem(model: DecoderSpec, prompt_tokens: int, output_tokens: int) -> str:
+    """Why a generation does not fit the model's positions ('' when it does)."""
+    fed = kept_positions(prompt_tokens, output_tokens)
+    if fed <= model.max_positions:
+        return ""
+    return (
+        f"{prompt_tokens} prompt and {output_tokens} output tokens feed {fed} positions (the "
+        f"last output is never fed back): more than the model's {model.max_positions} "
+        f"(at most {longest_prompt_tokens(model.max_positions, output_tokens)} prompt tokens)"
+    )
+
+
 def kv_bytes_per_token(model: DecoderSpec, layers: int | None = None) -> float:
     """KV-cache bytes one token adds over ``layers`` blocks (all of them by default)."""
     count = model.layers if layers is None else layers

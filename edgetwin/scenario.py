@@ -26,7 +26,7 @@ from pydantic import (
 
 from edgetwin.availability_spec import Availability
 from edgetwin.crowd_spec import CrowdSpec, is_crowd_strategy, member_names
-from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec
+from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec, positions_problem
 from edgetwin.emulator_spec import CROWD_ONLY_FIELDS, EmulatorSpec
 from edgetwin.errors import MODE_EMU
 from edgetwin.file_kinds import ProfileKind
@@ -402,6 +402,7 @@ def _check_decoder(scenario: Scenario, model: DecoderSpec) -> None:
     if scenario.warmup_batches:
         raise ValueError("warmup_batches: a decoder's warm-up generations are not modelled")
     workload = scenario.decoder_workload
+    _check_positions(scenario, model)
     _check_one_split(scenario.strategies)
     for i, strategy in enumerate(scenario.strategies):
         definition = registry.strategy(strategy.name)
@@ -411,20 +412,34 @@ def _check_decoder(scenario: Scenario, model: DecoderSpec) -> None:
         if strategy.layers and sum(strategy.layers) != model.layers:
             problem = f"add up to {sum(strategy.layers)}; the model has {model.layers}"
             raise ValueError(f"strategies.{i}.layers: {list(strategy.layers)} {problem}")
+        if definition.one_device:
+            continue
         for j, sweep in enumerate(scenario.sweeps):
-            prompts = sweep.prompt_tokens or (workload.prompt_tokens,)
-            outputs = sweep.output_tokens or (workload.output_tokens,)
-            if max(prompts) + max(outputs) > model.max_positions:
-                problem = (
-                    f"prompt + output tokens exceed the model's {model.max_positions} positions"
-                )
-                raise ValueError(f"sweeps.{j}: {problem}")
-            if definition.one_device:
-                continue
+            shortest = min(sweep.prompt_tokens or (workload.prompt_tokens,))
             for devices in sweep.devices:
-                problem = split_problem(strategy, model, devices, min(prompts))
+                problem = split_problem(strategy, model, devices, shortest)
                 if problem:
                     raise ValueError(f"sweeps.{j}.devices: {strategy.name} on {devices}: {problem}")
+
+
+def _check_positions(scenario: Scenario, model: DecoderSpec) -> None:
+    """Each sweep's longest prompt and output fit the model's positions
+    (``positions_problem``), naming the prompt's field: the sweep's list, else the
+    workload's (the output's where only the sweep lists outputs)."""
+    workload = scenario.decoder_workload
+    for j, sweep in enumerate(scenario.sweeps):
+        prompt = max(sweep.prompt_tokens or (workload.prompt_tokens,))
+        output = max(sweep.output_tokens or (workload.output_tokens,))
+        problem = positions_problem(model, prompt, output)
+        if not problem:
+            continue
+        if sweep.prompt_tokens:
+            field = f"sweeps.{j}.prompt_tokens"
+        elif sweep.output_tokens:
+            field = f"sweeps.{j}.output_tokens"
+        else:
+            field = "workload.prompt_tokens"
+        raise ValueError(f"{field}: {problem}")
 
 
 def _check_one_split(strategies: Sequence[StrategySpec]) -> None:

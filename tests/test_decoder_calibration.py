@@ -186,7 +186,8 @@ def test_a_generation_beyond_the_decoders_positions_is_refused(
     assert main(["calibrate", str(spec), "--out", str(tmp_path / "p.yaml")]) == 2
     err = capsys.readouterr().err
     assert "decoder_latency.csv: field 'prompt_tokens'" in err and "Traceback" not in err
-    assert "200 prompt and 4 output tokens exceeds the decoder's 128 positions" in err
+    assert "200 prompt and 4 output tokens feed 203 positions" in err
+    assert "more than the model's 128" in err
     assert not (tmp_path / "p.yaml").exists()
 
 

@@ -21,14 +21,14 @@ import psutil
 import pytest
 import torch
 
-from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.decoder_spec import DecoderSpec, kept_positions
 from edgetwin.emu.llm.launcher import WORKER, launch_decoder, run_decoder
 from edgetwin.emu.llm.records import RankRecord, measured
 from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.llm.worker import main as worker_main
 from edgetwin.errors import LaunchError
 from edgetwin.models import registry
-from edgetwin.models.decoder_costs import DecoderWorkload, kept_positions
+from edgetwin.models.decoder_costs import DecoderWorkload
 from edgetwin.models.layout import full_rows
 
 LLAMA_KIND = DecoderSpec(

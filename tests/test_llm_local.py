@@ -131,6 +131,41 @@ def test_local_refuses_what_the_real_decoder_cannot_run() -> None:
     check_runnable(load_scenario(SMOKE, ["mode=local"]), SMOKE)
 
 
+# a learned position table of 12 rows, 4 output tokens: prompts up to 12 - 4 + 1
+EDGE = [
+    *("model.layers=2", "model.width=32", "model.heads=2", "model.kv_heads=2"),
+    *("model.ffn_size=64", "model.vocab=64", "model.max_positions=12"),
+    *("workload.output_tokens=4", "sweeps.0.batch=[1]", "strategies=[{name: voltage}]"),
+]
+
+
+@pytest.mark.timeout(300)
+def test_the_longest_prompt_runs_for_real_and_one_more_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A generation feeds prompt + output - 1 positions (the last token is never fed
+    back): a 9-token prompt and 4 outputs fill a 12-row position table, which the real
+    decoder runs (it was refused as 13 positions); 10 tokens are refused, naming the field."""
+
+    def run_with_prompt(prompt: int) -> int:
+        sets = [*EDGE, f"workload.prompt_tokens={prompt}"]
+        out = ["--out", str(tmp_path / str(prompt)), "--quiet"]
+        return main(["run", str(SMOKE), "--mode", "local", *out, *_set_flags(sets)])
+
+    assert run_with_prompt(9) == 0
+    (row,) = _rows(tmp_path / "9")
+    assert (row.status, row.prompt_tokens, row.output_tokens) == ("ok", 9, 4)
+    assert row.tokens_match_single == 1.0
+    assert run_with_prompt(10) == 2
+    err = capsys.readouterr().err.strip()
+    assert "field 'workload.prompt_tokens': 10 prompt and 4 output tokens feed 13" in err, err
+    assert "at most 9 prompt tokens" in err and not (tmp_path / "10").exists()
+
+
+def _set_flags(settings: list[str]) -> list[str]:
+    return [flag for setting in settings for flag in ("--set", setting)]
+
+
 @pytest.mark.timeout(60)
 def test_a_launch_past_its_deadline_stops_every_rank(tmp_path: Path) -> None:
     scenario = load_scenario(SMOKE, [*BOUNDED, "mode=local"])

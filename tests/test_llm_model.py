@@ -95,6 +95,19 @@ def test_decoding_with_the_kv_cache_equals_a_full_recompute(spec: DecoderSpec) -
     assert len(set(made.tokens.flatten().tolist())) > 3
 
 
+def test_a_generation_fills_the_learned_position_table_and_one_more_is_refused() -> None:
+    """A generation feeds prompt + output - 1 positions (the last token is never fed back):
+    61 + 4 fill GPT2_KIND's 64-row table (refused as 65 before); 62 + 4 are refused."""
+    model, prompt, made = generate(GPT2_KIND, batch=1, prompt_tokens=61, output_tokens=4)
+    assert made.tokens is not None and made.logits is not None
+    fed = torch.cat([prompt, made.tokens[:, :3]], dim=1)
+    assert fed.shape[1] == GPT2_KIND.max_positions
+    with torch.inference_mode():
+        torch.testing.assert_close(made.logits[3], model(fed)[:, -1], atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="62 prompt and 4 output tokens feed 65 positions"):
+        DecoderRun(GPT2_KIND, "single", 1, 62, 4)
+
+
 def test_partial_attentions_over_shards_combine_to_the_whole() -> None:
     generator = torch.Generator().manual_seed(0)
     query = torch.randn(2, 4, 1, 8, generator=generator) * 3
@@ -120,7 +133,7 @@ def test_every_decoder_strategy_has_real_code() -> None:
         ({"strategy": "voltage", "segments": 2}, "segments are for prism"),
         ({"strategy": "prism"}, "segments are for prism"),
         ({"strategy": "single"}, "single cannot run on 2 rank(s)"),
-        ({"strategy": "voltage", "prompt_tokens": 60, "output_tokens": 8}, "exceeds"),
+        ({"strategy": "voltage", "prompt_tokens": 60, "output_tokens": 8}, "feed 67 positions"),
         ({"strategy": "voltage", "prompt_tokens": 1}, "1 tokens cannot be split over 2"),
         ({"strategy": "beam"}, "unknown decoder strategy 'beam'"),
     ],

@@ -18,9 +18,10 @@ from edgetwin.plan.answers import describe
 from edgetwin.plan.executors import SerialExecutor
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import run_plan
+from edgetwin.plan.sweep import longest_context
 from edgetwin.profile import MB
 from edgetwin.reports.plan import questions_figures, write_plan_report
-from edgetwin.scenario import configurations
+from edgetwin.scenario import configurations, load_scenario
 from edgetwin.sim.runner import build_fleet, decoder_memory_status, run_scenario
 from tests.conftest import REPO
 
@@ -143,6 +144,23 @@ def test_longest_context_is_the_memory_arithmetic(planned: Any) -> None:
     assert len(rows) == 1 + 5 * 2 + 2 * 5  # the grid, then each search's two edge rows
 
 
+def test_longest_context_ends_where_the_scenario_check_does() -> None:
+    """At batch 1 the model's positions end before a board's RAM: the search's prompt fills
+    them (prompt + output - 1 positions; it stopped one short), which the scenario takes
+    and one more it refuses, naming the field."""
+    sets = [f"workload.output_tokens={OUTPUT_TOKENS}", "sweeps=[{batch: [1], devices: [2]}]"]
+    scenario = load_scenario(SCENARIO, sets)
+    model = scenario.model
+    assert isinstance(model, DecoderSpec)
+    search = next(c for c in configurations(scenario) if c.strategy == "single")
+    (edge,) = longest_context(scenario, build_fleet(scenario, SCENARIO), search)
+    assert edge.prompt_tokens == model.max_positions - OUTPUT_TOKENS + 1
+    load_scenario(SCENARIO, [*sets, f"workload.prompt_tokens={edge.prompt_tokens}"])
+    with pytest.raises(InputError, match="feed 131073 positions") as error:
+        load_scenario(SCENARIO, [*sets, f"workload.prompt_tokens={edge.prompt_tokens + 1}"])
+    assert error.value.field == "workload.prompt_tokens"
+
+
 def test_longest_context_needs_a_decoder_and_lists_share_a_sweep(tmp_path: Path) -> None:
     encoder = llm_question(
         tmp_path,
@@ -211,7 +229,7 @@ def test_plan_page_figures_follow_the_answer(planned: Any) -> None:
         [e["longest_prompt_tokens"] for e in entries]
     ]
     limit = next(t for t in bars.data if t.type == "scatter")
-    assert set(limit.y) == {longest["max_positions"] - OUTPUT_TOKENS}
+    assert set(limit.y) == {longest["max_positions"] - OUTPUT_TOKENS + 1}
     heat = figures[0].data[0]
     assert [list(row) for row in heat.text] == best["grids"][0]["best"]
     assert "Longest prompt that fits" in (out / "plan.html").read_text()
@@ -260,7 +278,12 @@ SWEEP_ERRORS = {  # axes -> the field and message a decoder's sweep error gives
         "axes.devices",
         "tensor_parallel on 4: heads 14 are not divisible by 4 devices",
     ),
-    "positions": ({"prompt_tokens": [131000]}, [], "axes", "exceed the model's 131072 positions"),
+    "positions": (
+        {"prompt_tokens": [131000]},
+        [],
+        "axes.prompt_tokens",
+        "131000 prompt and 128 output tokens feed 131127 positions",
+    ),
 }
 
 

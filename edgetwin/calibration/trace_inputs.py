@@ -44,7 +44,7 @@ from edgetwin.calibration.readers.staged_exchange import (
     read_staged_allgather,
     read_staged_allgather_bw,
 )
-from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.decoder_spec import DecoderSpec, positions_problem
 from edgetwin.errors import InputError, shown
 from edgetwin.model_spec import ModelSpec
 from edgetwin.profile import DeviceProfile, load_profile, profile_path
@@ -206,15 +206,11 @@ def _check_decoder(spec: TraceCalibrationSpec, spec_path: Path, data: TraceData)
         raise InputError(spec_path, "decoder", problem)
     if spec.decoder is None:
         return
-    positions = spec.decoder.max_positions
     for row in data.decoder:  # a generation the decoder cannot run was not measured on it
-        if row.prompt_tokens + row.output_tokens > positions:
-            problem = (
-                f"a generation of {row.prompt_tokens} prompt and {row.output_tokens} output "
-                f"tokens exceeds the decoder's {positions} positions (the spec's decoder is "
-                "not the one measured?)"
-            )
-            raise InputError(data.folder / DECODER_LATENCY_FILE, "prompt_tokens", problem)
+        problem = positions_problem(spec.decoder, row.prompt_tokens, row.output_tokens)
+        if problem:
+            why = f"{problem} (the spec's decoder is not the one measured?)"
+            raise InputError(data.folder / DECODER_LATENCY_FILE, "prompt_tokens", why)
 
 
 # the trace files each section is fitted from (any one of them)

@@ -122,12 +122,6 @@ class DecoderPlan:
         return [self.prefill, *steps, *([self.finish] if steps and self.finish else [])]
 
 
-def kept_positions(prompt_tokens: int, output_tokens: int) -> int:
-    """Positions whose keys and values a generation keeps at its peak: the prompt and every
-    output token but the last, which is never fed back."""
-    return prompt_tokens + output_tokens - 1
-
-
 def kept_decode_rows(rank: int, world: int, generated: int) -> int:
     """Of ``generated`` decode positions, how many position-wise ``rank`` keeps: decode
     step s's keys and values stay at rank s mod P."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from edgetwin.configuration import crowd_runs
-from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.decoder_spec import DecoderSpec, longest_prompt_tokens
 from edgetwin.plan.questions import CrowdAxes, LoadedQuestion
 from edgetwin.provenance import sha256_file
 from edgetwin.results import STATUS_OK, ResultRow
@@ -124,7 +124,7 @@ def longest_context(
     assert isinstance(scenario.model, DecoderSpec)
     assert search.prompt_tokens is not None and search.output_tokens is not None
     at = functools.partial(_with_prompt, search)
-    highest = scenario.model.max_positions - search.output_tokens
+    highest = longest_prompt_tokens(scenario.model.max_positions, search.output_tokens)
     if decoder_memory_status(scenario, fleet, at(highest)) == STATUS_OK:
         return [at(highest)]
     fits, fails = search.prompt_tokens, highest  # invariant: fits fits, fails does not

@@ -9,6 +9,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from edgetwin.atomic import write_text_atomic
+from edgetwin.decoder_spec import longest_prompt_tokens
 from edgetwin.models import registry
 from edgetwin.plan.answers import (
     NOTHING_RAN,
@@ -287,9 +288,12 @@ def longest_context_figures(result: dict[str, Any]) -> list[go.Figure]:
         )
     outputs = sorted({e["output_tokens"] for e in entries})
     for output in outputs:
-        longest = result["max_positions"] - output
-        name = f"model positions - {output} output tokens"
-        hover = f"at most {longest} prompt tokens: the model's positions - {output} output"
+        longest = longest_prompt_tokens(result["max_positions"], output)
+        name = f"model positions, {output} output tokens"
+        hover = (
+            f"at most {longest} prompt tokens: the model's positions hold the prompt and "
+            f"{output - 1} fed-back outputs"
+        )
         fig.add_trace(reference_line([labels[0], labels[-1]], longest, name, hover))
     fig.update_layout(
         title=title_text(

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from edgetwin.configuration import decoder_plan, layer_split
-from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.decoder_spec import DecoderSpec, kept_positions
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import (
     DecoderPlan,
@@ -16,7 +16,6 @@ from edgetwin.models.decoder_costs import (
     embed_work,
     ffn_work,
     head_work,
-    kept_positions,
 )
 from edgetwin.models.strategies.pipeline import balanced_layers
 from edgetwin.profile import MB

@@ -13,11 +13,11 @@ import simpy
 
 from edgetwin.configuration import configuration_columns, resolve_segments
 from edgetwin.crowd_spec import member_names
-from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.decoder_spec import DecoderSpec, kept_positions
 from edgetwin.errors import InputError, counted
 from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
-from edgetwin.models.decoder_costs import contributed_bytes, kept_positions
+from edgetwin.models.decoder_costs import contributed_bytes
 from edgetwin.profile import MB, DeviceProfile, bootstrap_count, bootstrap_variant, load_profile
 from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.scenario import (

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from edgetwin.decoder_spec import kept_positions
 from edgetwin.emu.llm.attention import attend, causal_bias, merge_heads
 from edgetwin.emu.llm.cache import ALL, KVCache
 from edgetwin.emu.llm.exchange import Exchange
 from edgetwin.emu.llm.model import Decoder, DecoderLayer
 from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.llm.timing import DECODE, PREFILL, GenerationClock, Part
-from edgetwin.models.decoder_costs import kept_positions
 
 TOKEN_DTYPE = torch.int64  # token ids on the wire
 # a rank's layers over new rows: (part, rows [B, t, D], first position) -> rows

@@ -23,7 +23,7 @@ from edgetwin.configuration import (
     layer_split,
     resolve_segments,
 )
-from edgetwin.decoder_spec import DecoderSpec, kv_bytes_per_token
+from edgetwin.decoder_spec import DecoderSpec, kept_positions, kv_bytes_per_token
 from edgetwin.emu.launch_deadline import launch_deadline_s
 from edgetwin.emu.llm.launcher import WORKER, launch_decoder
 from edgetwin.emu.llm.records import RankRecord, measured
@@ -34,7 +34,6 @@ from edgetwin.models import registry
 from edgetwin.models.decoder_costs import (
     DecoderWorkload,
     full_weight_bytes,
-    kept_positions,
     phase_flops,
 )
 from edgetwin.profile import MB

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.decoder_spec import DecoderSpec, positions_problem
 from edgetwin.models.layout import Layout, partition_sizes
 from edgetwin.models.registry import layout as registry_layout
 from edgetwin.models.strategies import pipeline, prism, single, tensor_parallel, voltage
@@ -58,12 +58,9 @@ class DecoderRun:
                 raise ValueError(f"{name} must be >= 1 (got {getattr(self, name)})")
         if (self.strategy == single.NAME) != (self.world == 1):
             raise ValueError(f"{self.strategy} cannot run on {self.world} rank(s)")
-        context = self.prompt_tokens + self.output_tokens
-        if context > self.spec.max_positions:
-            raise ValueError(
-                f"prompt_tokens + output_tokens = {context} exceeds the model's "
-                f"max_positions {self.spec.max_positions}"
-            )
+        too_long = positions_problem(self.spec, self.prompt_tokens, self.output_tokens)
+        if too_long:
+            raise ValueError(too_long)
         if model_problem(self.spec):
             raise ValueError(model_problem(self.spec))
         if (self.segments is not None) != (self.strategy == prism.NAME):
