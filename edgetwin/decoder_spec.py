@@ -84,10 +84,13 @@ class DecoderSpec(Strict):
 
     @model_validator(mode="after")
     def _check_heads(self) -> DecoderSpec:
+        """Heads of equal size, query heads in equal groups per KV head; each message
+        starts with the field it is about (``schema.validation_error`` names it)."""
         if self.width % self.heads:
-            raise ValueError(f"width {self.width} is not divisible by heads {self.heads}")
+            raise ValueError(f"heads: width {self.width} is not divisible by {self.heads} heads")
         if self.heads % self.kv_heads:
-            raise ValueError(f"heads {self.heads} is not divisible by kv_heads {self.kv_heads}")
+            problem = f"{self.heads} heads are not divisible by {self.kv_heads} kv_heads"
+            raise ValueError(f"kv_heads: {problem}")
         return self
 
     @property

@@ -43,6 +43,6 @@ class ModelSpec(Strict):
 
     @model_validator(mode="after")
     def _check_heads(self) -> ModelSpec:
-        if self.width % self.heads:
-            raise ValueError(f"width {self.width} is not divisible by heads {self.heads}")
+        if self.width % self.heads:  # 'heads: ' names the field (schema.validation_error)
+            raise ValueError(f"heads: width {self.width} is not divisible by {self.heads} heads")
         return self

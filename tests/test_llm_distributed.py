@@ -203,6 +203,7 @@ def test_launch_options_that_cannot_be_done_start_nothing(
     [
         (["--model", '{"layers": 0}'], "bad --model: Input should be greater than 0"),
         (["--model", "{"], "bad --model: Expecting property name"),
+        (["--model", '{"kv_heads": 5}'], "bad --model: kv_heads: 12 heads are not divisible"),
         (["--rank", "1"], "--rank must be in [0, 1)"),
         (["--weights", "nothing.pt"], "--weights nothing.pt: file not found"),
         (["--weights", "WRONG"], "state_dict does not fit the model"),

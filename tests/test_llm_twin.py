@@ -492,7 +492,19 @@ ERRORS = {
             mode="local",
             model={**_decoder_raw()["model"], "positions": "rope", "width": 36},
         ),
-        "field 'model': rotary positions need an even head size (width / heads = 3)",
+        "field 'model.heads': rotary positions need an even head size (width / heads = 3)",
+    ),
+    "kv-heads": (  # named as 'model' before
+        _decoder_raw(model={**_decoder_raw()["model"], "kv_heads": 5}),
+        "field 'model.kv_heads': 12 heads are not divisible by 5 kv_heads",
+    ),
+    "width-heads": (
+        _decoder_raw(model={**_decoder_raw()["model"], "heads": 7, "kv_heads": 7}),
+        "field 'model.heads': width 768 is not divisible by 7 heads",
+    ),
+    "preset-kv-heads": (
+        _decoder_raw(model={"preset": "llama3_2_1b", "kv_heads": 3}),
+        "field 'model.kv_heads': 32 heads are not divisible by 3 kv_heads",
     ),
     "warm-up": (_decoder_raw(warmup_batches=1), "warm-up generations are not modelled"),
     "workload-on-encoder": (

@@ -317,7 +317,7 @@ CASES = [
     Case(
         "width-not-divisible-by-heads",
         scenario_text(model={"width": 100, "heads": 12}),
-        ("'model'", "width 100 is not divisible by heads 12"),
+        ("'model.heads'", "width 100 is not divisible by 12 heads"),
     ),
     # ------------------------------------------------------------ profiles
     Case(

@@ -61,8 +61,10 @@ def check_decoder_runnable(
         if getattr(model, name) != "fp32":
             problem = f"the real decoder runs fp32 (got {getattr(model, name)}); use {MODE_TWIN}"
             raise InputError(path, f"model.{name}", problem)
-    if model_problem(model):
-        raise InputError(path, "model", f"{model_problem(model)}; use {MODE_TWIN}")
+    unbuildable = model_problem(model)
+    if unbuildable is not None:
+        field, why = unbuildable
+        raise InputError(path, f"model.{field}", f"{why}; use {MODE_TWIN}")
     index = {strategy.name: i for i, strategy in enumerate(scenario.strategies)}
     for name, i in index.items():
         if name not in DECODER_STRATEGIES:

@@ -140,8 +140,9 @@ class Decoder(nn.Module):
 
     def __init__(self, spec: DecoderSpec) -> None:
         super().__init__()
-        if model_problem(spec):
-            raise ValueError(model_problem(spec))
+        unbuildable = model_problem(spec)
+        if unbuildable is not None:
+            raise ValueError(unbuildable[1])
         self.spec = spec
         self.embed_tokens = nn.Embedding(spec.vocab, spec.width)
         learned = spec.positions == "learned"

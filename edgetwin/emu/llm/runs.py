@@ -22,12 +22,14 @@ POSITION_WISE = (voltage.NAME, prism.NAME)
 DECODER_STRATEGIES = (single.NAME, pipeline.NAME, tensor_parallel.NAME, *POSITION_WISE)
 
 
-def model_problem(spec: DecoderSpec) -> str:
-    """Why the real decoder cannot build ``spec`` ('' when it can): rotary positions
-    rotate pairs of a head's features, so a head's size must be even."""
+def model_problem(spec: DecoderSpec) -> tuple[str, str] | None:
+    """The field of ``spec`` that the real decoder cannot build, and why (None when it
+    can): rotary positions rotate pairs of a head's features, so a head's size must be
+    even."""
     if spec.positions == "rope" and spec.head_dim % 2:
-        return f"rotary positions need an even head size (width / heads = {spec.head_dim})"
-    return ""
+        why = f"rotary positions need an even head size (width / heads = {spec.head_dim})"
+        return "heads", why
+    return None
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,9 @@ class DecoderRun:
         too_long = positions_problem(self.spec, self.prompt_tokens, self.output_tokens)
         if too_long:
             raise ValueError(too_long)
-        if model_problem(self.spec):
-            raise ValueError(model_problem(self.spec))
+        unbuildable = model_problem(self.spec)
+        if unbuildable is not None:
+            raise ValueError(unbuildable[1])
         if (self.segments is not None) != (self.strategy == prism.NAME):
             raise ValueError(f"segments are for {prism.NAME} (which needs them)")
         if self.layer_split is not None and self.strategy != pipeline.NAME:
@@ -141,7 +144,10 @@ def run_from_args(args: argparse.Namespace) -> DecoderRun:
     try:
         spec = DecoderSpec.model_validate(json.loads(args.model))
     except (json.JSONDecodeError, ValidationError) as exc:
-        message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        if isinstance(exc, ValidationError):  # a model check's message names its field
+            message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        else:
+            message = str(exc)
         raise ValueError(f"bad --model: {message}") from None
     split: Sequence[int] | None = args.layer_split
     return DecoderRun(
