@@ -37,7 +37,9 @@ def row(strategy: str, batch: int, records: list[RankRecord]) -> str:
     sent = {part: sum(r.bytes_sent[part] for r in records) / 1e6 for part in ("prefill", "decode")}
     last = records[-1]
     diff = "-" if last.max_abs_diff_vs_single is None else f"{last.max_abs_diff_vs_single:.1e}"
-    match = "-" if last.tokens_match_single is None else f"{last.tokens_match_single:.2f}"
+    match = (
+        "-" if last.prefix_agreement_vs_single is None else f"{last.prefix_agreement_vs_single:.2f}"
+    )
     return (
         f"| {strategy} | {batch} | {spread([rep.ttft_ms for rep in reps])} | {spread(tpots)} "
         f"| {sent['prefill']:.2f} | {sent['decode']:.2f} | {diff} | {match} |"
@@ -54,7 +56,7 @@ def main() -> None:
     threads = max(1, available_cores() // DEVICES)
     print(f"gpt2_small x {args.layers} layers, prompt {PROMPT}, {OUTPUT} tokens, "
           f"{threads} thread(s) per rank; median (min-max) of {args.reps}")  # fmt: skip
-    print("| strategy | batch | TTFT ms | TPOT ms | MB prefill | MB decode | max diff | match |")
+    print("| strategy | batch | TTFT ms | TPOT ms | MB prefill | MB decode | max diff | prefix |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for batch in args.batch:
         for strategy in DECODER_STRATEGIES:

@@ -70,7 +70,9 @@ class ResultRow:
     # real code paths (mode local / emu)
     max_abs_diff_vs_single: float | None = None
     top1_agreement_vs_single: float | None = None
-    tokens_match_single: float | None = None  # decoders: share of tokens equal to single's
+    # decoders: the share of output tokens equal to single's before the first that differs
+    # (mean over sequences); the later ones follow other prefixes (docs/llm.md)
+    prefix_agreement_vs_single: float | None = None
     # emulator runs: the link check's error furthest from zero at this row's bandwidth
     # (wire rate vs set rate, %); outside edgetwin.links.TOLERANCE_PCT the link fell short
     link_error_pct: float | None = None
@@ -355,14 +357,31 @@ def parse_result(record: Mapping[str, str]) -> ResultRow:
     """One record of ``results.csv`` (as read by ``read_table``) as a ResultRow; a
     missing column or a bad cell is a ``CellError`` naming the column.
 
-    A crowd row of a file written before ``load_ms`` had its loads in ``staging_ms``."""
+    A crowd row of a file written before ``load_ms`` had its loads in ``staging_ms``; a
+    decoder row written before ``prefix_agreement_vs_single``, ``tokens_match_single``
+    (``_prefix_agreement``)."""
     if record.get("inputs") and "load_ms" not in record:
         record = {**record, "load_ms": record.get("staging_ms") or "", "staging_ms": "0"}
+    if _OLD_AGREEMENT in record and "prefix_agreement_vs_single" not in record:
+        record = {**record, "prefix_agreement_vs_single": _prefix_agreement(record)}
     optional = {c: record.get(c) for c in COLUMNS if c not in _KEYED_COLUMNS}
     return ResultRow(
         **{c: _cell(record, c, _cell_parser(c)) for c in _KEYED_COLUMNS},
         **{c: _cell(optional, c, _cell_parser(c)) for c in optional},
     )
+
+
+_OLD_AGREEMENT = "tokens_match_single"  # every token compared, those after a divergence too
+
+
+def _prefix_agreement(record: Mapping[str, str]) -> str:
+    """An older file's ``tokens_match_single`` as ``prefix_agreement_vs_single``: 1 (every
+    token equal) is the same on both; any other share counted tokens after the first
+    difference, which says nothing of where it was: empty."""
+    try:
+        return "1" if float(record[_OLD_AGREEMENT]) == 1.0 else ""
+    except ValueError:
+        return ""
 
 
 def check_cells(record: Mapping[str, str | None], columns: Iterable[str]) -> None:

@@ -39,7 +39,7 @@ def test_decoder_ranks_run_on_hosts_over_the_shaped_link() -> None:
     assert [r.strategy for r in result.rows] == ["pipeline", "voltage"]
     for row in result.rows:
         assert row.mode == "emu" and row.status == "ok" and row.bandwidth_mbps == 20
-        assert row.tokens_match_single == 1.0 and row.max_abs_diff_vs_single is not None
+        assert row.prefix_agreement_vs_single == 1.0 and row.max_abs_diff_vs_single is not None
         assert row.max_abs_diff_vs_single <= 1e-4
         assert row.bytes_sent == twin[row.strategy] > 0
         assert row.link_error_pct is not None

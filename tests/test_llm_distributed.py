@@ -22,9 +22,12 @@ import pytest
 import torch
 
 from edgetwin.decoder_spec import DecoderSpec, kept_positions
+from edgetwin.emu.llm.generation import RankSetup, SingleRank
 from edgetwin.emu.llm.launcher import WORKER, launch_decoder, run_decoder
+from edgetwin.emu.llm.model import build_decoder, make_prompt
 from edgetwin.emu.llm.records import RankRecord, measured
 from edgetwin.emu.llm.runs import DecoderRun
+from edgetwin.emu.llm.timing import GenerationClock
 from edgetwin.emu.llm.worker import main as worker_main
 from edgetwin.errors import LaunchError
 from edgetwin.models import registry
@@ -39,6 +42,7 @@ GPT2_KIND = DecoderSpec(layers=3, width=128, heads=4, kv_heads=4, ffn_size=256, 
                         max_positions=64)  # fmt: skip
 B, T, OUT, P = 3, 16, 6, 2
 FP32, INT64 = 4, 8
+CPU = torch.device("cpu")
 EXACT = 1e-4
 pytestmark = pytest.mark.timeout(240)
 
@@ -49,7 +53,7 @@ def launch(strategy: str, spec: DecoderSpec = LLAMA_KIND, **options: object) -> 
 
 def assert_equals_single(records: list[RankRecord]) -> None:
     last = records[-1]
-    assert last.tokens_match_single == 1.0
+    assert last.prefix_agreement_vs_single == 1.0
     assert last.max_abs_diff_vs_single is not None and last.max_abs_diff_vs_single <= EXACT
     assert records[0].tokens == last.tokens  # rank 0, the terminal, holds the tokens too
     for record in records:
@@ -128,14 +132,26 @@ def test_a_launch_is_summarised_as_rank_0_times_and_every_rank_bytes(
     assert row.total_ms == pytest.approx(row.ttft_ms + (OUT - 1) * row.tpot_ms)
     assert row.comm_ms > 0 and row.compute_ms > 0
     assert row.bytes_sent == sum(sum(record.bytes_sent.values()) for record in voltage)
-    assert row.tokens_match_single == voltage[-1].tokens_match_single == 1.0
+    assert row.prefix_agreement_vs_single == voltage[-1].prefix_agreement_vs_single == 1.0
 
 
 def test_prism_reports_agreement_and_sends_less_than_voltage(voltage: list[RankRecord]) -> None:
     records = launch("prism", segments=2)
     last = records[-1]
-    assert last.tokens_match_single is not None and 0.0 <= last.tokens_match_single <= 1.0
     assert last.max_abs_diff_vs_single is not None and last.max_abs_diff_vs_single > EXACT
+    # the agreement: each sequence's tokens equal to one device's before the first that
+    # differs, as a share of the output (single generating in this process, as the worker)
+    run = DecoderRun(LLAMA_KIND, "single", 1, T, OUT, B, seed=2)
+    model = build_decoder(LLAMA_KIND, seed=2)
+    prompt = make_prompt(LLAMA_KIND, B, T, seed=2)
+    with torch.inference_mode():
+        alone = SingleRank(RankSetup(run, model, 0, GenerationClock(CPU), None)).generate(prompt)
+    assert alone.tokens is not None and last.tokens is not None
+    firsts = [
+        next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=True)) if a != b), OUT)
+        for mine, theirs in zip(last.tokens, alone.tokens.tolist(), strict=True)
+    ]
+    assert last.prefix_agreement_vs_single == pytest.approx(sum(firsts) / (B * OUT))
     means = B * 2 * LLAMA_KIND.width * FP32  # two segment means per rank per layer
     assert records[0].bytes_sent["prefill"] == LLAMA_KIND.layers * means
     assert records[0].bytes_sent["prefill"] < voltage[0].bytes_sent["prefill"]

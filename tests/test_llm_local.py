@@ -9,6 +9,7 @@ the full scenario is behind ``slow``.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from edgetwin.cli import main
 from edgetwin.comparison import compare_to_reference
 from edgetwin.emu.local import check_runnable, run_local
 from edgetwin.errors import InputError, LaunchError
-from edgetwin.results import ResultRow, read_results, read_table, row_key
+from edgetwin.results import ResultRow, read_results, read_table, row_key, write_results
 from edgetwin.scenario import configurations, load_scenario
 from edgetwin.workbench import run
 
@@ -47,13 +48,16 @@ def _check_exactness(rows: list[ResultRow]) -> None:
     for row in rows:
         assert row.mode == "local" and row.status == "ok", row
         if row.strategy == "single":
-            assert row.tokens_match_single is None and row.max_abs_diff_vs_single is None
+            assert row.prefix_agreement_vs_single is None and row.max_abs_diff_vs_single is None
         elif row.strategy in EXACT:
-            assert row.tokens_match_single == 1.0, row
+            assert row.prefix_agreement_vs_single == 1.0, row
             assert row.max_abs_diff_vs_single is not None
             assert row.max_abs_diff_vs_single <= 1e-4, row
         else:  # prism: agreement reported, not required
-            assert row.tokens_match_single is not None and 0 <= row.tokens_match_single <= 1
+            assert (
+                row.prefix_agreement_vs_single is not None
+                and 0 <= row.prefix_agreement_vs_single <= 1
+            )
             assert row.max_abs_diff_vs_single is not None and row.max_abs_diff_vs_single >= 0
 
 
@@ -124,6 +128,18 @@ def test_compare_scores_ttft_and_tpot(tmp_path: Path) -> None:
     assert comparison.median_abs_error_pct["tpot_ms"] == pytest.approx(0, abs=1e-4)
 
 
+def test_an_older_files_token_agreement_reads_where_it_means_the_same(tmp_path: Path) -> None:
+    """``tokens_match_single`` (every token compared, those after a divergence too) is now
+    ``prefix_agreement_vs_single``: an older file's 1 reads as 1, another share as empty."""
+    base = ResultRow("s", "local", "voltage", 2, 1, 400.0, None, None, 0, 1, 0, 0, 1, 1, None)
+    rows = [replace(base, rep=i, prefix_agreement_vs_single=v) for i, v in enumerate((1, 0.5))]
+    write_results(tmp_path / "new.csv", rows)
+    older = (tmp_path / "new.csv").read_text().replace("prefix_agreement_vs", "tokens_match")
+    (tmp_path / "old.csv").write_text(older)
+    assert "tokens_match_single" in older
+    assert [r.prefix_agreement_vs_single for r in read_results(tmp_path / "old.csv")] == [1, None]
+
+
 def test_local_refuses_what_the_real_decoder_cannot_run() -> None:
     scenario = load_scenario(SMOKE, ["model.kv_dtype=fp16", "mode=local"])
     with pytest.raises(InputError, match=r"field 'model.kv_dtype': the real decoder runs fp32"):
@@ -155,7 +171,7 @@ def test_the_longest_prompt_runs_for_real_and_one_more_is_refused(
     assert run_with_prompt(9) == 0
     (row,) = _rows(tmp_path / "9")
     assert (row.status, row.prompt_tokens, row.output_tokens) == ("ok", 9, 4)
-    assert row.tokens_match_single == 1.0
+    assert row.prefix_agreement_vs_single == 1.0
     assert run_with_prompt(10) == 2
     err = capsys.readouterr().err.strip()
     assert "field 'workload.prompt_tokens': 10 prompt and 4 output tokens feed 13" in err, err

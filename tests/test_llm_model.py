@@ -10,12 +10,13 @@ import torch
 
 from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec, parameter_count
 from edgetwin.emu.llm.attention import attend, combine_partials, partial_attention
-from edgetwin.emu.llm.generation import RankSetup, SingleRank
+from edgetwin.emu.llm.generation import Generation, RankSetup, SingleRank
 from edgetwin.emu.llm.model import Decoder, build_decoder, make_prompt
 from edgetwin.emu.llm.runs import DECODER_STRATEGIES, DecoderRun
 from edgetwin.emu.llm.strategies import RANKS
 from edgetwin.emu.llm.tensor_parallel import shard_layer
 from edgetwin.emu.llm.timing import GenerationClock
+from edgetwin.emu.llm.worker import compare_generations
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderWorkload
 
@@ -106,6 +107,21 @@ def test_a_generation_fills_the_learned_position_table_and_one_more_is_refused()
         torch.testing.assert_close(made.logits[3], model(fed)[:, -1], atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="62 prompt and 4 output tokens feed 65 positions"):
         DecoderRun(GPT2_KIND, "single", 1, 62, 4)
+
+
+def test_a_comparison_stops_at_the_first_different_token() -> None:
+    """After a sequence's first different token both go on from other prefixes: its
+    later tokens and logits are not compared (an equal token after it counted before)."""
+    tokens = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]])
+    theirs = torch.tensor([[1, 2, 9, 4], [5, 6, 7, 8]])  # 0 differs at step 2, not at 3
+    logits = torch.zeros(4, 2, 10)
+    reference = Generation(theirs, logits.clone())
+    logits[2, 0, 0] = 0.5  # the step that differs: the same prefix, compared
+    logits[3, 0, 0] = 100.0  # after it: another prefix, not compared
+    logits[3, 1, 0] = 0.25  # sequence 1 agrees throughout: every step compared
+    max_diff, share = compare_generations(Generation(tokens, logits), reference)
+    assert share == (2 + 4) / 8  # each sequence's tokens before its first difference
+    assert max_diff == 0.5
 
 
 def test_partial_attentions_over_shards_combine_to_the_whole() -> None:

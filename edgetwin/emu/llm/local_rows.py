@@ -171,7 +171,7 @@ def result_rows(
                 kv_cache_mb=max(plan.kv_bytes(r, kept) for r in range(plan.devices)) / MB,
                 layer_split=layer_split(plan),
                 max_abs_diff_vs_single=got.max_abs_diff_vs_single,
-                tokens_match_single=got.tokens_match_single,
+                prefix_agreement_vs_single=got.prefix_agreement_vs_single,
             )
         )
     return rows

@@ -64,7 +64,7 @@ class RankRecord:
     tokens: tuple[tuple[int, ...], ...] | None = None
     kv_cache_bytes: int = 0
     max_abs_diff_vs_single: float | None = None
-    tokens_match_single: float | None = None
+    prefix_agreement_vs_single: float | None = None
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Measured:
     comm_ms: float
     bytes_sent: int
     max_abs_diff_vs_single: float | None
-    tokens_match_single: float | None
+    prefix_agreement_vs_single: float | None
 
 
 def measured(records: Sequence[RankRecord]) -> list[Measured]:
@@ -98,7 +98,7 @@ def measured(records: Sequence[RankRecord]) -> list[Measured]:
             rep.phase_ms("comm"),
             sent,
             last.max_abs_diff_vs_single,
-            last.tokens_match_single,
+            last.prefix_agreement_vs_single,
         )
         for rep in records[0].reps
     ]

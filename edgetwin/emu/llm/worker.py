@@ -8,8 +8,9 @@ Mininet host or on a real board.
 Every rank builds the same weights (seeded, or ``--weights``) and prompt (seeded random
 token ids) and keeps what its strategy needs. Each of ``--warmup`` untimed and ``--reps``
 timed generations starts after a barrier. The last rank then compares its logits and
-tokens with the whole model generating in its own process. With ``--parent-pid`` the
-rank exits as soon as its launcher is gone.
+tokens with the whole model generating in its own process, up to their first different
+token (``compare_generations``). With ``--parent-pid`` the rank exits as soon as its
+launcher is gone.
 """
 
 from __future__ import annotations
@@ -114,12 +115,24 @@ def _compare_with_single(
     setup = RankSetup(alone, model, 0, GenerationClock(device), None)
     with torch.inference_mode():
         reference = SingleRank(setup).generate(prompt)
-    assert reference.logits is not None and reference.tokens is not None
-    return replace(
-        record,
-        max_abs_diff_vs_single=float((got.logits - reference.logits).abs().max()),
-        tokens_match_single=float((got.tokens == reference.tokens).float().mean()),
-    )
+    max_diff, agreement = compare_generations(got, reference)
+    return replace(record, max_abs_diff_vs_single=max_diff, prefix_agreement_vs_single=agreement)
+
+
+def compare_generations(got: Generation, reference: Generation) -> tuple[float, float]:
+    """How a generation compares with the reference's from the same prompt: the largest
+    logit difference, and the share of output tokens equal to the reference's before the
+    first that differs (mean over sequences). Once a token differs the two sequences go
+    on from different prefixes, so only the steps up to it are compared: that step's
+    logits still came from the same input, the later ones did not."""
+    assert got.tokens is not None and got.logits is not None
+    assert reference.tokens is not None and reference.logits is not None
+    agreed = (got.tokens == reference.tokens).int().cumprod(dim=1).sum(dim=1)  # [B]
+    steps = torch.arange(got.tokens.shape[1], device=agreed.device)
+    compared = steps[:, None] <= agreed[None, :]  # [O, B]: the same prefix so far
+    diffs = (got.logits - reference.logits).abs().amax(dim=-1)  # [O, B]
+    share = agreed.float().mean() / got.tokens.shape[1]
+    return float(diffs[compared].max()), float(share)
 
 
 if __name__ == "__main__":
