@@ -336,6 +336,43 @@ def test_total_is_rank_0_holding_the_last_token_as_the_real_code_times_it() -> N
     assert row.tpot_ms == pytest.approx((row.total_ms - row.ttft_ms) / 3)
 
 
+def _host_bound_prefill_ms(strategy: str, devices: int, per_mb: float) -> float:
+    """Rank 0's prefill of llm_smoke (batch 2) on boards whose host side outlasts every
+    piece of work (``sync_host_ms`` 1 s), paying ``per_mb`` ms per MB received."""
+    sets = [f"devices.0.count={devices}", f"sweeps=[{{batch: [2], devices: [{devices}]}}]"]
+    scenario = load_scenario(SMOKE, [*sets, "workload.output_tokens=2"])
+    config = next(c for c in configurations(scenario) if c.strategy == strategy)
+    env = simpy.Environment()
+    boards = []
+    for member in build_fleet(scenario, SMOKE)[:devices]:
+        host = {"sync_host_ms": 1000.0, "sync_host_ms_per_mb": per_mb}
+        compute = member.profile.compute.model_copy(update=host)
+        boards.append(
+            Device(env, member.name, member.profile.model_copy(update={"compute": compute}))
+        )
+    network = Network(env, scenario.network, 400, {d.name: d.profile.network for d in boards})
+    run = Generation(env, decoder_run.plan_for(scenario, config, boards).phases(2), boards, network)
+    env.run(env.all_of([env.process(run.rank_process(r)) for r in range(devices)]))
+    return run.phase_end_ms[0][0]
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_a_tensor_parallel_rank_pays_the_host_side_of_what_its_all_reduces_bring(
+    devices: int,
+) -> None:
+    """A ring all-reduce brings each rank 2 (P-1) / P of the tensor from its peers, which
+    its host receives (and half of it sums): after each of the prefill's 2 L all-reduces
+    of [B, T, D] the host side grows by sync_host_ms_per_mb x those MB, as after an
+    all-gather by the pieces that arrive (it paid nothing: 'an all-reduce sums in place')."""
+    model = load_scenario(SMOKE).model
+    assert isinstance(model, DecoderSpec)
+    tensor_mb = 2 * 64 * model.width * A / MB
+    received_mb = 2 * (devices - 1) / devices * tensor_mb
+    base = _host_bound_prefill_ms("tensor_parallel", devices, 0.0)
+    charged = _host_bound_prefill_ms("tensor_parallel", devices, 10.0)
+    assert charged - base == pytest.approx(2 * model.layers * 10.0 * received_mb, rel=1e-9)
+
+
 # ------------------------------------------------------------ replay, determinism
 
 

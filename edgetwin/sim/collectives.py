@@ -111,6 +111,15 @@ def run_collective(
         yield env.all_of(transfers)
 
 
+def received_bytes(kind: str, piece_bytes: Sequence[float], rank: int) -> float:
+    """Bytes ``rank`` receives from its peers over one collective, as its ring moves them:
+    the other ranks' pieces of an all-gather, 2 (P-1) / P of an all-reduce's tensor (the
+    reduce-scatter's chunks, which it sums, and the all-gather's), a broadcast's piece at
+    every rank but the root."""
+    steps = _steps(kind, piece_bytes)
+    return sum(nbytes for step in steps for _src, dst, nbytes in step if dst == rank)
+
+
 def _steps(kind: str, piece_bytes: Sequence[float]) -> list[list[tuple[int, int, float]]]:
     """The (src, dst, bytes) transfers of each step."""
     ranks = len(piece_bytes)

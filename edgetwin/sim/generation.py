@@ -6,7 +6,9 @@ traffic time; a collective stages the rank's piece GPU->host, meets the other ra
 (the last to arrive starts the ring) and stages the result back; a send stages, moves
 the bytes and leaves them in the receiver's mailbox, where the receiver waits and
 stages them in. After a receive, a rank of a distributed run pays the host side of
-the received tensors, as a synchronised encoder block does. Ranks run on their own:
+the bytes its peers sent it (``collectives.received_bytes``: an all-reduce's ring brings
+2 (P-1) / P of the tensor, which the host receives and half of which it sums), as a
+synchronised encoder block does. Ranks run on their own:
 with micro-batches, pipeline stages overlap.
 """
 
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from edgetwin.models.decoder_costs import Ops, Transfer, Work
-from edgetwin.sim.collectives import Rendezvous
+from edgetwin.sim.collectives import Rendezvous, received_bytes
 from edgetwin.sim.device import Device
 from edgetwin.sim.forward import RankTimes
 from edgetwin.sim.network import Network
@@ -76,7 +78,7 @@ class Generation:
                         device.enter("comm", op.kind)
                         yield self._rendezvous.join((index, collectives), op.kind, op.piece_bytes)
                         collectives += 1
-                        received = _received_bytes(rank, op)
+                        received = received_bytes(op.kind, op.piece_bytes, rank)
                     device.enter("idle")
                     times.add("comm", self.env.now - start)
                     local += self._stage_in(rank, op)
@@ -145,10 +147,3 @@ class Generation:
             yield mailbox.put(op.piece_bytes[src])
         else:
             yield mailbox.get()
-
-
-def _received_bytes(rank: int, op: Transfer) -> float:
-    """Bytes of other ranks' pieces a collective brings (an all-reduce sums in place: 0)."""
-    if op.kind == "allreduce":
-        return 0.0
-    return sum(op.piece_bytes) - op.piece_bytes[rank]
