@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import asdict
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 import simpy
 
 from edgetwin.availability_spec import LognormalDist
-from edgetwin.profile import DeviceProfile
+from edgetwin.profile import MB, DeviceProfile
 from edgetwin.scenario import Scenario, configurations, load_scenario
 from edgetwin.sim.device import Device, draw_ms
 from edgetwin.sim.network import Channel
@@ -102,6 +103,38 @@ def test_bytes_sent_count_each_ranks_pieces_while_the_rings_carry_more() -> None
         outcome = simulate(scenario, fleet, config, 0)
         assert outcome.row.bytes_sent == 12 * pieces * row_bytes, strategy
         assert outcome.bytes_received == pytest.approx(12 * wire * row_bytes), strategy
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_a_tensor_parallel_block_pays_the_host_side_of_what_its_all_reduce_brought(
+    devices: int,
+) -> None:
+    """A ring all-reduce brings each rank 2 (P-1) / P of the [N, D] tensor, which its host
+    receives and sums: the step after it pays sync_host_ms_per_mb of those MB, as a
+    position-wise block pays for the rows its all-gather brought (and the decoder for
+    its all-reduces). 12 blocks of two all-reduces: 23 steps follow one (it paid none)."""
+    scenario = load_scenario(REPO / "scenarios/prism_jetson.yaml", [f"devices.0.count={devices}"])
+    config = configurations(scenario)[0].model_copy(
+        update={"strategy": "tensor_parallel", "devices": devices, "batch": 2}
+    )
+    host_ms = []
+    for per_mb in (0.0, 10.0):
+        fleet = [
+            dataclasses.replace(member, profile=_host_bound(member.profile, per_mb))
+            for member in build_fleet(scenario, REPO / "scenarios/prism_jetson.yaml")
+        ]
+        outcome = simulate(scenario, fleet, config, 0)
+        host_ms.append(outcome.time_by_state_ms[fleet[0].name]["host"])
+    received_mb = 2 * (devices - 1) / devices * 2 * 197 * 768 * 4 / MB
+    assert host_ms[1] - host_ms[0] == pytest.approx(23 * 10.0 * received_mb, rel=1e-9)
+
+
+def _host_bound(profile: DeviceProfile, per_mb: float) -> DeviceProfile:
+    """``profile`` whose synchronising host side outlasts every block's GPU work."""
+    compute = profile.compute.model_copy(
+        update={"sync_host_ms": 1e4, "sync_host_ms_per_mb": per_mb}
+    )
+    return profile.model_copy(update={"compute": compute})
 
 
 def test_same_seed_same_rows_and_noise_follows_the_seed() -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from edgetwin.models.costs import CostPlan, Exchange
-from edgetwin.sim.collectives import Rendezvous
+from edgetwin.sim.collectives import Rendezvous, received_bytes
 from edgetwin.sim.device import Device
 from edgetwin.sim.network import Network
 
@@ -71,7 +71,7 @@ class Forward:
             if self.plan.exchange_before_block is not None:
                 yield from self._exchange(rank, (block, 0), self.plan.exchange_before_block)
             for index, step in enumerate(self.plan.block_steps[rank]):
-                host_ms = self._block_host_ms(rank, index)
+                host_ms = self._block_host_ms(rank, block, index)
                 label = f"block {block}"
                 yield from self._compute(rank, step.flops_per_sample, rows, label, host_ms)
                 if step.exchange_after is not None:
@@ -109,13 +109,23 @@ class Forward:
         if host_ms > gpu_ms:
             yield from self._phase(rank, "compute", "host", host_ms - gpu_ms, label)
 
-    def _block_host_ms(self, rank: int, step_index: int) -> float:
-        """Host time of a block step on a rank that synchronises with peers (0 when alone)."""
+    def _block_host_ms(self, rank: int, block: int, step_index: int) -> float:
+        """Host time of a block step on a rank that synchronises with peers (0 when alone):
+        the fixed part and the part per MB of what the exchange before the step brought."""
         if not self.distributed:
             return 0.0
-        exchange = self.plan.exchange_before_block if step_index == 0 else None
-        received = self._received_bytes(rank, exchange)
+        received = self._received_bytes(rank, self._exchange_before(rank, block, step_index))
         return self.devices[rank].profile.compute.sync_host_ms_for(received)
+
+    def _exchange_before(self, rank: int, block: int, step_index: int) -> Exchange | None:
+        """The exchange whose result a block step works on: the block's own (position-wise),
+        or the one after the step before it (tensor parallel's all-reduces)."""
+        steps = self.plan.block_steps[rank]
+        if step_index > 0:
+            return steps[step_index - 1].exchange_after
+        if self.plan.exchange_before_block is not None:
+            return self.plan.exchange_before_block
+        return steps[-1].exchange_after if block > 0 else None
 
     def _staging(
         self, rank: int, nbytes: float, label: str
@@ -169,7 +179,12 @@ class Forward:
             yield from self._staging(rank, rows[rank] * self.batch * self.row_bytes, "h2d scatter")
 
     def _received_bytes(self, rank: int, exchange: Exchange | None) -> float:
+        """Bytes the rank's peers sent it over ``exchange``: the other ranks' rows of an
+        all-gather, 2 (P-1) / P of an all-reduce's tensor (its ring's chunks)."""
         if exchange is None:
             return 0.0
+        if exchange.collective == "allreduce":
+            tensor_bytes = exchange.rows_per_rank[rank] * self.batch * self.row_bytes
+            return received_bytes("allreduce", [tensor_bytes] * len(self.devices), rank)
         others = sum(exchange.rows_per_rank) - exchange.rows_per_rank[rank]
         return float(others * self.batch * self.row_bytes)
