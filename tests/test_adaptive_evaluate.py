@@ -12,15 +12,10 @@ import yaml
 
 from edgetwin import evaluate_adaptive
 from edgetwin.errors import InputError
-from edgetwin.evaluate.adaptive import (
-    Choice,
-    ConditionResult,
-    Evaluation,
-    evaluate,
-    regret_pct,
-    score_policy,
-)
+from edgetwin.evaluate.adaptive import evaluate
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
+from edgetwin.evaluate.adaptive_results import Evaluation
+from edgetwin.evaluate.adaptive_scores import Choice, ConditionResult, regret_pct, score_policy
 from edgetwin.models.registry import candidate_label
 from edgetwin.policies.perf_map import Estimate
 from edgetwin.reports.adaptive import write_evaluation

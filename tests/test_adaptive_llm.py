@@ -12,8 +12,9 @@ import pytest
 from edgetwin import evaluate_adaptive
 from edgetwin.cli import main
 from edgetwin.errors import InputError
-from edgetwin.evaluate.adaptive import Evaluation, evaluate
+from edgetwin.evaluate.adaptive import evaluate
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
+from edgetwin.evaluate.adaptive_results import Evaluation
 from edgetwin.evaluate.measured import median_per_configuration, read_measured
 from edgetwin.evaluate.profiling import decoder_rows, decoder_runs
 from edgetwin.policies.adaptive import AdaptivePolicy, Objective, make_policy

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from edgetwin.comparison import Comparison
 from edgetwin.errors import InputError
-from edgetwin.evaluate.adaptive import Evaluation
+from edgetwin.evaluate.adaptive_results import Evaluation
 from edgetwin.evaluate.affinity import AffinityEvaluation
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.plan.run import PlanOutcome

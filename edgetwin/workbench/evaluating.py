@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from edgetwin.evaluate.adaptive import Evaluation, evaluation_steps
 from edgetwin.evaluate.adaptive import evaluate as evaluate_policies
+from edgetwin.evaluate.adaptive import evaluation_steps
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
+from edgetwin.evaluate.adaptive_results import Evaluation
 from edgetwin.evaluate.affinity import (
     AFFINITY_MODES,
     AffinityEvaluation,
