@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from edgetwin.calibration.fit_android import (
+from edgetwin.calibration.android_inputs import (
     is_android_spec,
     load_android_spec,
     read_reference,
-    run_once,
 )
+from edgetwin.calibration.android_twin import run_once
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import load_phone_profile
 from edgetwin.scenario import load_scenario

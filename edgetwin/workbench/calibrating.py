@@ -114,7 +114,7 @@ def _fit_and_write(
 
 def spec_kind(spec: Path) -> str:
     """``android``, or the spec's ``kind`` (``table`` when it has none)."""
-    from edgetwin.calibration.fit_android import is_android_spec
+    from edgetwin.calibration.android_inputs import is_android_spec
 
     check_kind(spec, "calibration")
     if is_android_spec(spec):
