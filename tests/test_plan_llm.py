@@ -14,7 +14,7 @@ import yaml
 from edgetwin.decoder_spec import DTYPE_BYTES, DecoderSpec, kv_bytes_per_token
 from edgetwin.errors import InputError
 from edgetwin.models import registry
-from edgetwin.plan.answers import describe
+from edgetwin.plan.answer_text import describe
 from edgetwin.plan.executors import SerialExecutor
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import run_plan

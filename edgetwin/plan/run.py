@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from edgetwin.errors import OUT_OPTION, InputError
-from edgetwin.plan.answers import describe
+from edgetwin.plan.answer_text import describe
 from edgetwin.plan.executors import Executor
 from edgetwin.plan.folder import (
     ReportWriter,

@@ -11,14 +11,14 @@ import plotly.graph_objects as go
 from edgetwin.atomic import write_text_atomic
 from edgetwin.decoder_spec import longest_prompt_tokens
 from edgetwin.models import registry
-from edgetwin.plan.answers import (
+from edgetwin.plan.answer_text import (
     NOTHING_RAN,
-    QUESTIONS,
     cell_label,
     describe,
     grid_title,
     pareto_workloads,
 )
+from edgetwin.plan.answers import QUESTIONS
 from edgetwin.plan.questions import BEST_METRICS, PlanQuestion
 from edgetwin.reports.figures import candidate_colors, strategy_color
 from edgetwin.reports.html import figures_html, page

@@ -1,0 +1,171 @@
+"""A plan's answers as text: the lines ``edgetwin plan`` prints and the report shows
+(``describe``), and the titles and labels the report's figures take from them."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from edgetwin.errors import counted
+from edgetwin.plan.answers import QUESTIONS, meets_target
+from edgetwin.plan.capacity import describe_capacity
+
+
+def describe(result: dict[str, Any]) -> list[str]:
+    """The answer in a few lines of text (for the terminal and the report)."""
+    if result["kind"] == QUESTIONS:
+        return [line for one in result["answers"] for line in describe(one)]
+    if result["kind"] == "longest_context":
+        return describe_longest(result)
+    if result["kind"] == "crowd_capacity":
+        return describe_capacity(result)
+    if result["kind"] == "smallest_fleet":
+        target = result["target_p95_ms"]
+        lines = []
+        for entry in result["per_batch"]:
+            fleet, link = entry["smallest_fleet"], entry["smallest_bandwidth"]
+            head = f"batch {entry['batch']}, p95 <= {target:g} ms with {result['strategy']}: "
+            if fleet is None:
+                lines.append(head + "not met anywhere in the sweep")
+                continue
+            lines.append(
+                head + f"smallest fleet {fleet['devices']} devices "
+                f"(from {fleet['bandwidth_mbps']:g} Mbit/s{_except(result, entry, fleet)}); "
+                f"smallest bandwidth {link['bandwidth_mbps']:g} Mbit/s "
+                f"(with {link['devices']} devices)"
+            )
+        return lines
+    if result["kind"] == "crossover":
+        lines = []
+        for curve in result["curves"]:
+            head = f"batch {curve['batch']}, {curve['devices']} devices: {result['strategy']} "
+            if curve["status"] == "crossover":
+                # interpolated between grid points: three digits (374, not 373.728)
+                at = float(f"{curve['crossover_mbps']:.3g}")
+                lines.append(head + f"beats one device from {at:g} Mbit/s ({_how_found(curve)})")
+            elif curve["status"] == "always":
+                lines.append(head + "beats one device at every swept bandwidth")
+            else:
+                lines.append(head + "does not beat one device at the highest swept bandwidth")
+        return lines
+    lines = [f"{grid_title(grid)} per cell: {_best_cells(grid)}" for grid in result["grids"]]
+    return [*lines, *_describe_fronts(result["pareto"])]
+
+
+def _except(result: dict[str, Any], entry: dict[str, Any], fleet: dict[str, Any]) -> str:
+    """``, but not at 650, 850 Mbit/s`` where the fleet misses the target above its least
+    bandwidth; nothing where it meets it at every higher swept bandwidth."""
+    missed = _missed_above(result, entry, fleet)
+    if not missed:
+        return ""
+    return ", but not at " + ", ".join(f"{bw:g}" for bw in missed) + " Mbit/s"
+
+
+def _missed_above(
+    result: dict[str, Any], entry: dict[str, Any], fleet: dict[str, Any]
+) -> list[float]:
+    """The swept bandwidths above the fleet's least one meeting the target where it misses
+    it (noise over few repetitions): "from" that bandwidth does not hold there."""
+    row = entry["p95_ms"][result["devices"].index(fleet["devices"])]
+    return [
+        bw
+        for bw, p95 in zip(result["bandwidths_mbps"], row, strict=True)
+        if bw > fleet["bandwidth_mbps"] and not meets_target(p95, result["target_p95_ms"])
+    ]
+
+
+def _how_found(curve: dict[str, Any]) -> str:
+    """How a crossover was placed between the two swept bandwidths around it."""
+    low, high = curve["between_mbps"]
+    if curve["interpolated"]:
+        return f"interpolated between {low:g} and {high:g} Mbit/s"
+    return f"the swept {high:g} Mbit/s: a run failed at {low:g} or {high:g}, not interpolated"
+
+
+def _best_cells(grid: dict[str, Any]) -> str:
+    """Each candidate that is best somewhere, by the cells it wins, most first, with its
+    value there: ``prism cr 4 x4 5 (299-1281 ms), prism cr 4 x2 1 (335.7 ms)``."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for names, row_values in zip(grid["best"], grid["best_value"], strict=True):
+        for name, value in zip(names, row_values, strict=True):
+            values[cell_label(name)].append(value)
+    unit = "J" if grid["metric"].endswith("_j") else "ms"
+    ranked = sorted(values.items(), key=lambda item: -len(item[1]))
+    return ", ".join(f"{name} {len(won)}{_span(won, unit)}" for name, won in ranked)
+
+
+def _span(values: Sequence[float | None], unit: str) -> str:
+    """`` (67.04 ms)`` or `` (299-1281 ms)``; nothing where no candidate ran."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return ""
+    low, high = _figure(min(known)), _figure(max(known))
+    return f" ({low} {unit})" if low == high else f" ({low}-{high} {unit})"
+
+
+def _figure(value: float) -> str:
+    """Four significant digits, a large value whole: ``67.04``, ``21,500``."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def pareto_workloads(front: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The points of a best-mode answer's ``pareto`` by workload: ``""`` for an encoder's
+    one, ``prompt 512, 128 output tokens`` for each of a decoder's."""
+    fronts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for point in front:
+        prompt, output = point.get("prompt_tokens"), point.get("output_tokens")
+        workload = "" if prompt is None else workload_text(prompt, output)
+        fronts[workload].append(point)
+    return dict(fronts)
+
+
+def _describe_fronts(front: Sequence[dict[str, Any]]) -> list[str]:
+    fronts = pareto_workloads(front) or {"": []}
+    return [
+        f"Pareto front (latency vs J/sample{', ' + workload if workload else ''}): "
+        + counted(len(points), "point")
+        for workload, points in fronts.items()
+    ]
+
+
+NOTHING_RAN = "none ran"  # a cell where every candidate failed (out of memory, device lost)
+
+
+def cell_label(name: str | None) -> str:
+    """The best candidate of a cell as text: its label, or ``none ran``."""
+    return NOTHING_RAN if name is None else name
+
+
+def grid_title(grid: dict[str, Any]) -> str:
+    """``lowest ttft_ms, prompt 512, 128 output tokens`` (``fastest`` for an encoder's)."""
+    if grid["prompt_tokens"] is None and grid["metric"] == "total_ms":
+        return "fastest"
+    if grid["prompt_tokens"] is None:
+        return f"lowest {grid['metric']}"
+    return f"lowest {grid['metric']}, {workload_text(grid['prompt_tokens'], grid['output_tokens'])}"
+
+
+def workload_text(prompt_tokens: int, output_tokens: int | None) -> str:
+    """A decoder's workload as a title names it: ``prompt 512, 128 output tokens``."""
+    return f"prompt {prompt_tokens}, {output_tokens} output tokens"
+
+
+def describe_longest(result: dict[str, Any]) -> list[str]:
+    """One line per candidate, batch and output length: the longest prompt and its limit."""
+    lines = []
+    for entry in result["candidates"]:
+        tokens = f"{entry['output_tokens']} output tokens"
+        head = f"batch {entry['batch']}, {tokens}, {entry['candidate']}: "
+        longest = entry["longest_prompt_tokens"]
+        if longest is None:
+            lines.append(head + f"no prompt fits ({entry['stopped_by']})")
+        elif entry["stopped_by"] == "positions":
+            lines.append(
+                head + f"every prompt fits, up to {longest} tokens (the model's positions)"
+            )
+        else:
+            lines.append(
+                head + f"longest prompt {longest} tokens (one more: {entry['stopped_by']})"
+            )
+    return lines
