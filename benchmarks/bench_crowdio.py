@@ -7,7 +7,8 @@ Run on demand (not part of the test suite):
 
 For each mode: one cold run (fresh worker caches: every stage is downloaded) and
 ``--repeat`` warm runs (the caches kept: stages load from disk, as in the reference's
-warm runs). Prints pipeline latency, loads, bytes, per-worker peak RSS and battery,
+warm runs). Prints pipeline latency, loads, bytes, per-worker peak session memory (what
+its sessions and their work added to its RSS) and process RSS, battery,
 and the zlib compression measured on the hidden states that crossed each boundary.
 """
 
@@ -30,13 +31,15 @@ MODELS = {"full": FULL, "tiny": TINY}
 
 
 def describe(label: str, summary: PipelineSummary) -> None:
+    session = ", ".join(f"{w.peak_session_mb or 0:.0f}" for w in summary.workers)
     rss = ", ".join(f"{w.peak_rss_mb:.0f}" for w in summary.workers)
     mah = ", ".join(f"{w.battery_mah:.3f}" for w in summary.workers)
     print(
         f"  {label}: {summary.pipeline_latency_ms:8.1f} ms | loads cold {summary.cold_loads} "
         f"warm {summary.warm_loads}, evictions {summary.evictions} | model bytes "
         f"{summary.model_bytes_sent / 2**20:.1f} MiB, activations "
-        f"{summary.activation_bytes / 2**10:.1f} KiB | peak RSS MB [{rss}] | mAh [{mah}]"
+        f"{summary.activation_bytes / 2**10:.1f} KiB | peak session MB [{session}], "
+        f"process RSS MB [{rss}] | mAh [{mah}]"
     )
     print(f"    {loads(summary)}")
 

@@ -82,7 +82,9 @@ class ResultRow:
     load_ms: float | None = None
     stages: int | None = None
     scheduler: str | None = None
-    peak_rss_mb: float | None = None
+    # what the job's sessions and their work add to a device's memory at their peak: the
+    # twin's session RAM, a real worker's RSS above it before any session (docs/crowd.md)
+    peak_session_mb: float | None = None
     battery_mah: float | None = None
     cold_loads: int | None = None
     warm_loads: int | None = None
@@ -359,9 +361,12 @@ def parse_result(record: Mapping[str, str]) -> ResultRow:
 
     A crowd row of a file written before ``load_ms`` had its loads in ``staging_ms``; a
     decoder row written before ``prefix_agreement_vs_single``, ``tokens_match_single``
-    (``_prefix_agreement``)."""
+    (``_prefix_agreement``); a crowd row written before ``peak_session_mb``, ``peak_rss_mb``
+    (``_peak_session``)."""
     if record.get("inputs") and "load_ms" not in record:
         record = {**record, "load_ms": record.get("staging_ms") or "", "staging_ms": "0"}
+    if _OLD_PEAK in record and "peak_session_mb" not in record:
+        record = {**record, "peak_session_mb": _peak_session(record)}
     if _OLD_AGREEMENT in record and "prefix_agreement_vs_single" not in record:
         record = {**record, "prefix_agreement_vs_single": _prefix_agreement(record)}
     optional = {c: record.get(c) for c in COLUMNS if c not in _KEYED_COLUMNS}
@@ -382,6 +387,16 @@ def _prefix_agreement(record: Mapping[str, str]) -> str:
         return "1" if float(record[_OLD_AGREEMENT]) == 1.0 else ""
     except ValueError:
         return ""
+
+
+_OLD_PEAK = "peak_rss_mb"  # the twin's session RAM; a real worker's whole process RSS
+
+
+def _peak_session(record: Mapping[str, str]) -> str:
+    """An older file's ``peak_rss_mb`` as ``peak_session_mb``: a twin row's meant the same
+    (its sessions' RAM); a real row's was its worker process's RSS, interpreter and
+    libraries included, which says nothing of its sessions': empty."""
+    return record[_OLD_PEAK] if record.get("mode") == "twin" else ""
 
 
 def check_cells(record: Mapping[str, str | None], columns: Iterable[str]) -> None:

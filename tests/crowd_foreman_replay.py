@@ -213,5 +213,10 @@ def _submit(
 
 def _status(worker: ReplayWorker) -> WorkerStatus:
     return WorkerStatus(
-        rss_mb=0, free_ram_mb=worker.free_ram_mb, battery_mah=0, energy_j=0, battery_pct=100
+        rss_mb=0,
+        peak_session_mb=0,
+        free_ram_mb=worker.free_ram_mb,
+        battery_mah=0,
+        energy_j=0,
+        battery_pct=100,
     )

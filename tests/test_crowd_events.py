@@ -132,7 +132,7 @@ def test_one_phone_streaming_exact_trace(tmp_path: Path) -> None:
     assert (row.cold_loads, row.warm_loads, row.evictions) == (0, 2, 1)
     assert row.bytes_sent == 4 * 100  # two activations (200 B at 50 %) and two results
     assert row.bytes_moved == 4 * 200
-    assert row.peak_rss_mb == 10
+    assert row.peak_session_mb == 10
     assert row.tasks_redispatched == 0
 
 
@@ -261,7 +261,7 @@ def test_one_stage_resident_at_a_time_and_unload_before_load(tmp_path: Path, str
         elif e.event == "loaded":
             resident[e.phone] = e.stage
     assert max(sample.rss_mb for sample in outcome.recorder.ram) == 12
-    assert {s.peak_rss_mb for s in outcome.phones} == {12}
+    assert {s.peak_session_mb for s in outcome.phones} == {12}
 
 
 def test_work_cut_by_the_end_of_the_run_is_in_the_trace(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def test_a_stage_that_does_not_fit_fails_there_and_is_rescheduled(tmp_path: Path
     assert [(e.phone, e.stage) for e in oom] == [("small", "s1")]  # fifo tries "small" first
     assert {e.phone for e in events(outcome, "done") if e.stage == "s1"} == {"big"}
     assert outcome.rows[0].tasks_redispatched == 1
-    assert outcome.rows[0].peak_rss_mb == 1500  # the session's peak while it was created
+    assert outcome.rows[0].peak_session_mb == 1500  # the session's peak while it was created
     assert_exactly_once(outcome)
 
 

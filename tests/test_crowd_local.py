@@ -23,6 +23,7 @@ from edgetwin.emu.crowd_jobs import check_real_stages_fit, job_seed
 from edgetwin.emu.crowdio.launcher import WORKER
 from edgetwin.emu.crowdio.model import TINY, export_stages, make_inputs
 from edgetwin.emu.crowdio.sdk import pipeline_job, submit_message
+from edgetwin.emu.memory_check import interpreter
 from edgetwin.errors import InputError
 from edgetwin.models.strategy import CROWDIO_FOREMAN
 from edgetwin.phone_profile import load_phone_profile
@@ -90,6 +91,16 @@ def test_a_crowd_scenario_in_local_mode_runs_the_real_pipeline(
         assert row.bytes_moved is not None and row.bytes_moved > 0
     assert "the bandwidth is nominal" in (out / "report.html").read_text()
     assert _pipeline_pids(tmp_path) == set()  # the foreman and every worker it started are gone
+    # what the sessions add to a worker (ONNX Runtime's first session: ~13 MB), not the
+    # worker's process (~85 MB), which peak_rss_mb was; the twin's sessions of the same file
+    worker_mb = interpreter(WORKER).bytes_for(1) / 2**20
+    assert all(0 < (row.peak_session_mb or 0) < worker_mb / 2 for row in rows)
+    twin = tmp_path / "twin"
+    assert main(["run", str(SCENARIO), "--mode", "twin", "--out", str(twin), "--quiet"]) == 0
+    crowd = load_scenario(SCENARIO).crowd
+    assert crowd is not None
+    cell_a_mb = crowd.job.stages[0].ram_mb  # the largest stage, held by every phone
+    assert {row.peak_session_mb for row in edgetwin.load_results(twin).rows} == {cell_a_mb}
 
 
 @pytest.mark.parametrize(

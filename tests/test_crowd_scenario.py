@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -272,7 +273,7 @@ def test_rows_one_per_job_with_crowd_columns(tmp_path: Path) -> None:
         assert (row.inputs, row.stages, row.devices, row.batch) == (2, 2, 3, 2)
         assert row.total_ms >= row.compute_ms + row.comm_ms
         assert row.per_sample_ms == pytest.approx(row.total_ms / 2)
-        assert row.peak_rss_mb == 10 and (row.battery_mah or 0) > 0
+        assert row.peak_session_mb == 10 and (row.battery_mah or 0) > 0
         assert row.bytes_moved is not None and row.bytes_moved >= row.bytes_sent > 0
         assert row.staging_ms == 0 and row.load_ms is not None
     assert any((row.load_ms or 0) > 0 for row in rows)  # the first inputs wait for loads
@@ -310,6 +311,16 @@ def test_old_crowd_rows_with_loads_in_staging_ms_still_read(tmp_path: Path) -> N
     assert again.load_ms == row.load_ms == 2000 and again.staging_ms == 0
 
 
+def test_an_older_files_peak_rss_reads_where_it_meant_the_sessions(tmp_path: Path) -> None:
+    """``peak_rss_mb`` is now ``peak_session_mb``: a twin row's (its sessions' RAM) reads
+    as it was; a real row's (its worker process's whole RSS) reads empty."""
+    (row,) = run_crowd(Scenario.model_validate(_raw(tmp_path)), None)
+    write_results(tmp_path / "new.csv", [row, replace(row, mode="local", peak_session_mb=85.0)])
+    older = (tmp_path / "new.csv").read_text().replace("peak_session_mb", "peak_rss_mb")
+    (tmp_path / "old.csv").write_text(older)
+    assert [r.peak_session_mb for r in read_results(tmp_path / "old.csv")] == [10, None]
+
+
 def test_timelines_cover_every_phone_without_overlap() -> None:
     scenario = load_scenario(ANDROID, ["repetitions=1"])
     timeline = crowd_timelines(scenario, ANDROID, strategy="crowdio_barrier")
@@ -340,7 +351,7 @@ def test_six_stage_what_if_loads_the_same_bytes_in_smaller_sessions() -> None:
     assert scenario.crowd.fleet == three.crowd.fleet and scenario.network == three.network
     rows = run_crowd(scenario, six)
     assert all(r.status == "ok" and r.stages == 6 for r in rows)
-    assert {r.peak_rss_mb for r in rows} == {29.5}  # s1, the embeddings and layer 0
+    assert {r.peak_session_mb for r in rows} == {29.5}  # s1, the embeddings and layer 0
     fastest = load_phone_profile("android_high")
     six_chain_ms = sum(warm_load_ms(fastest, s) for s in scenario.crowd.job.stages)
     three_chain_ms = sum(warm_load_ms(fastest, s) for s in three.crowd.job.stages)
@@ -382,4 +393,4 @@ def test_what_ifs_by_override_more_phones_more_inputs_a_2_gb_phone() -> None:
     rows = run_crowd(scenario, ANDROID)
     assert {r.devices for r in rows} == {20 + 2 + 1} and {r.inputs for r in rows} == {20}
     assert all(r.status == "ok" for r in rows)
-    assert {r.peak_rss_mb for r in rows} == {43.0}  # a 2 GB phone still holds cell_a
+    assert {r.peak_session_mb for r in rows} == {43.0}  # a 2 GB phone still holds cell_a

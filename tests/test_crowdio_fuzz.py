@@ -51,7 +51,9 @@ CASES = 4000
 AT_ONCE = 24  # connections in flight together
 MAX_MESSAGE_BYTES = 1 << 20
 HELLO_MAX_BYTES = ForemanConfig.hello_max_bytes
-STATUS = WorkerStatus(rss_mb=50, free_ram_mb=1000, battery_mah=0, energy_j=0, battery_pct=90)
+STATUS = WorkerStatus(
+    rss_mb=50, peak_session_mb=0, free_ram_mb=1000, battery_mah=0, energy_j=0, battery_pct=90
+)
 REPORT = TaskReport(
     load_kind="cold", load_ms=1, decode_ms=0, compute_ms=1, encode_ms=0, bytes_in=0, bytes_out=0
 )

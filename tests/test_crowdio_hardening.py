@@ -60,7 +60,9 @@ from edgetwin.emu.crowdio.sdk import (
 from edgetwin.emu.crowdio.worker import Worker, WorkerConfig
 
 TOKEN = "hardening-token"
-STATUS = WorkerStatus(rss_mb=50, free_ram_mb=1000, battery_mah=0, energy_j=0, battery_pct=90)
+STATUS = WorkerStatus(
+    rss_mb=50, peak_session_mb=0, free_ram_mb=1000, battery_mah=0, energy_j=0, battery_pct=90
+)
 REPORT = TaskReport(
     load_kind="cold", load_ms=1, decode_ms=0, compute_ms=1, encode_ms=0, bytes_in=0, bytes_out=0
 )

@@ -23,7 +23,13 @@ import pytest
 from edgetwin.calibration.readers.android import read_worker_log
 from edgetwin.emu.crowdio.launcher import KillPlan, run_pipeline_local
 from edgetwin.emu.crowdio.liveness import LivenessRule
-from edgetwin.emu.crowdio.model import FULL, TINY, distilbert_job, reference_logits
+from edgetwin.emu.crowdio.model import (
+    FULL,
+    TINY,
+    DistilBertConfig,
+    distilbert_job,
+    reference_logits,
+)
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
 from edgetwin.emu.crowdio.rows import summary_row
 from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, pipeline_job
@@ -290,10 +296,34 @@ def test_summary_becomes_a_results_row(streaming_job: PipelineJob, tmp_path: Pat
     assert row.bytes_sent == sum(t.report.bytes_out for t in summary.tasks)
     assert row.cold_loads == summary.cold_loads and row.bytes_moved == summary.bytes_moved
     assert row.energy_j is not None and row.energy_j > 0
-    assert row.peak_rss_mb is not None and row.peak_rss_mb > 10
+    assert row.peak_session_mb == summary.peak_session_mb
     assert summary.hidden_state_compression_ratio > 1.0
     write_results(tmp_path / "results.csv", [row])
     assert read_results(tmp_path / "results.csv")[0].tasks_redispatched == 0
+
+
+# a one-stage DistilBERT of about 15 MB of weights (the tiny one's stages: 0.2 MB in all)
+SMALL = DistilBertConfig(
+    vocab_size=8192, dim=256, heads=4, hidden_dim=1024, layers=2, seq_len=16, max_positions=16
+)
+
+
+def test_a_jobs_session_memory_is_what_its_sessions_add_not_the_worker_process() -> None:
+    """``peak_session_mb`` is what the job's sessions and their work add to a worker (its
+    RSS above what it held before any session, at its peak), as the twin's session RAM:
+    not the worker process (interpreter, numpy, ONNX Runtime), whose RSS it used to be. It
+    is far below the process's RSS on the tiny model, and a larger stage adds at least its
+    weights (its session holds them)."""
+    peaks, process, blob = {}, {}, {}
+    for name, config in (("tiny", TINY), ("small", SMALL)):
+        job = distilbert_job(config, inputs=1, stages=1, seed=0)
+        summary = run_pipeline_local(job, workers=1)
+        (worker,) = summary.workers
+        assert worker.peak_session_mb == summary.peak_session_mb
+        peaks[name], process[name] = summary.peak_session_mb or 0.0, worker.peak_rss_mb
+        blob[name] = len(job.stages[0].blob) / 2**20
+    assert 0 < peaks["tiny"] < process["tiny"] / 4  # the interpreter and libraries are not in it
+    assert peaks["small"] - peaks["tiny"] >= blob["small"] - blob["tiny"]
 
 
 @pytest.mark.slow

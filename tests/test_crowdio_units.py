@@ -22,7 +22,7 @@ from edgetwin.emu.crowdio.filestore import FileStore, StoreError
 from edgetwin.emu.crowdio.model import TINY, export_stages
 from edgetwin.emu.crowdio.records import Payload, TaskReport, WorkerStatus
 from edgetwin.emu.crowdio.sessions import ModelCache, ModelError, SessionSlot
-from edgetwin.emu.crowdio.telemetry import BatteryMeter, PowerModel
+from edgetwin.emu.crowdio.telemetry import BatteryMeter, PowerModel, SessionMemory
 
 REPORT = TaskReport(
     load_kind="resident",
@@ -33,7 +33,9 @@ REPORT = TaskReport(
     bytes_in=0,
     bytes_out=0,
 )
-STATUS = WorkerStatus(rss_mb=50, free_ram_mb=1000, battery_mah=0, energy_j=0, battery_pct=90)
+STATUS = WorkerStatus(
+    rss_mb=50, peak_session_mb=0, free_ram_mb=1000, battery_mah=0, energy_j=0, battery_pct=90
+)
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +174,36 @@ def test_session_slot_holds_one_stage(tiny_stages: list[bytes]) -> None:
     assert slot.resident is not None and slot.resident.stage == "cell_b"
     with pytest.raises(ModelError, match="cannot load"):
         SessionSlot(1).load("junk", "c" * 64, b"junk")
+
+
+BLOCK_MB = 64
+
+
+def _touched_block() -> np.ndarray:
+    """A 64 MB array with every page written (resident)."""
+    return np.ones(BLOCK_MB * 2**20 // 8)
+
+
+def test_session_memory_is_the_peak_above_the_process_before_any_session() -> None:
+    """What a worker's sessions add: its RSS above what it held at the start (not this
+    interpreter's hundreds of MB), at its peak since the previous reading: a block
+    allocated and freed between two readings counts once, then no more."""
+    memory = SessionMemory()
+    assert memory.peak_mb() < BLOCK_MB / 2 < memory.baseline_mb
+    block = _touched_block()
+    del block
+    assert memory.peak_mb() >= 0.9 * BLOCK_MB  # gone, but it was there
+    assert memory.peak_mb() < BLOCK_MB / 2  # the peak is counted again from each reading
+
+
+def test_without_a_peak_counter_session_memory_is_read_when_reported(tmp_path: Path) -> None:
+    """Where /proc/self/status cannot be read (no high-water mark to reset), the reading is
+    the RSS above the start at the moment it is taken."""
+    memory = SessionMemory(proc=tmp_path)
+    block = _touched_block()
+    assert memory.peak_mb() >= 0.9 * BLOCK_MB
+    del block
+    assert memory.peak_mb() < BLOCK_MB / 2
 
 
 def test_battery_drains_by_state() -> None:

@@ -87,7 +87,7 @@ def test_rows_are_the_crowd_rows_with_mode_emu(run: CrowdEmuRun) -> None:
     for row, summary in zip(run.rows, run.summaries, strict=True):
         assert row.status == "ok" and (row.devices, row.batch, row.stages) == (3, 5, 3)
         assert row.total_ms == summary.pipeline_latency_ms and row.cold_loads >= 3
-        assert row.energy_j is not None and row.energy_j > 0 and row.peak_rss_mb is not None
+        assert row.energy_j is not None and row.energy_j > 0 and row.peak_session_mb is not None
         assert_exactly_once(summary)
 
 

@@ -93,7 +93,7 @@ def compare_to_reference(
             "split into classes and run noise, the twin's spread predicted",
         ),
         "peak_rss": (
-            [s.peak_rss_mb for o in warm_streaming for s in o.phones],
+            [s.peak_session_mb for o in warm_streaming for s in o.phones],
             "MB",
             "input: the largest stage's RSS in the scenario",
         ),

@@ -81,6 +81,7 @@ class WorkerJobStats:
     start: WorkerStatus
     latest: WorkerStatus
     peak_rss_mb: float
+    peak_session_mb: float = 0.0  # what its reports during the job say (the start's is before)
     cold_loads: int = 0
     warm_loads: int = 0
     evictions: int = 0
@@ -90,6 +91,7 @@ class WorkerJobStats:
     def update(self, status: WorkerStatus) -> None:
         self.latest = status
         self.peak_rss_mb = max(self.peak_rss_mb, status.rss_mb)
+        self.peak_session_mb = max(self.peak_session_mb, status.peak_session_mb)
 
 
 def job_stages(submit: SubmitPipelineJob, limits: Limits = DEFAULT_LIMITS) -> list[JobStage]:
@@ -324,6 +326,7 @@ class Job:
                     worker=worker_id,
                     device=s.device,
                     peak_rss_mb=s.peak_rss_mb,
+                    peak_session_mb=s.peak_session_mb,
                     battery_mah=s.latest.battery_mah - s.start.battery_mah,
                     energy_j=s.latest.energy_j - s.start.energy_j,
                     cold_loads=s.cold_loads,

@@ -53,7 +53,10 @@ class Payload(Record):
 class WorkerStatus(Record):
     """A worker's resources as it reports them with every reply."""
 
-    rss_mb: Annotated[float, Field(ge=0)]
+    rss_mb: Annotated[float, Field(ge=0)]  # the worker process's, now
+    # what its sessions and their work added to that RSS (above it before any session), at
+    # their peak since the worker's previous report (telemetry.SessionMemory)
+    peak_session_mb: Annotated[float, Field(ge=0)]
     free_ram_mb: Annotated[float, Field(ge=0)]
     battery_mah: Annotated[float, Field(ge=0)]  # drained since the worker started
     energy_j: Annotated[float, Field(ge=0)]  # the same drain as energy
@@ -144,7 +147,10 @@ class WorkerSummary(Record):
     # the name it enrolled under: a worker that enrolled again (``name.2``) is the same
     # device; None in a summary written before 2026-12-06: its worker id
     device: str | None = None
-    peak_rss_mb: float
+    peak_rss_mb: float  # the process's RSS, the largest of its reports during the job
+    # what its sessions and their work added at their peak during the job (results'
+    # peak_session_mb); None in a summary written before 2026-12-06
+    peak_session_mb: float | None = None
     battery_mah: float  # drained during the job, up to the worker's last reply
     energy_j: float  # the same drain as energy
     cold_loads: Count
@@ -216,6 +222,8 @@ class PipelineSummary(Record):
         return drained
 
     @property
-    def peak_rss_mb(self) -> float:
-        """The largest peak RSS of any worker."""
-        return max((w.peak_rss_mb for w in self.workers), default=0.0)
+    def peak_session_mb(self) -> float | None:
+        """The most any worker's sessions and their work held at once (None: a summary
+        written before it was kept)."""
+        peaks = [w.peak_session_mb for w in self.workers if w.peak_session_mb is not None]
+        return max(peaks, default=0.0) if len(peaks) == len(self.workers) else None

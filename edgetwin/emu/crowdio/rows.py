@@ -8,7 +8,8 @@ rest of its tasks' time on the foreman's clock (payload encoding and decoding, t
 input's and the result's trips); queueing and barrier waits are the rest of
 ``total_ms``. ``devices`` counts the devices (a worker that enrolled again after it was
 lost, ``name.2``, is the device it was), ``energy_j`` is the simulated drain of every
-worker, ``battery_mah`` its mean per device, ``peak_rss_mb`` the largest worker peak;
+worker, ``battery_mah`` its mean per device, ``peak_session_mb`` the most a worker's
+sessions and their work added to its RSS (as the twin's session RAM: not the process);
 ``bytes_sent`` the compressed results the workers sent, ``bytes_moved`` everything moved
 for the job (model blobs, inputs to tasks, results).
 """
@@ -57,7 +58,7 @@ def summary_row(
         load_ms=load_ms,
         stages=len(summary.stages),
         scheduler=summary.scheduler,
-        peak_rss_mb=summary.peak_rss_mb,
+        peak_session_mb=summary.peak_session_mb,
         battery_mah=sum(battery_mah) / len(battery_mah),
         cold_loads=summary.cold_loads,
         warm_loads=summary.warm_loads,

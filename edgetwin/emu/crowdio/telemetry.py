@@ -1,4 +1,5 @@
-"""The worker's telemetry: a simulated battery, its RSS, and its log in the Android trace format.
+"""The worker's telemetry: a simulated battery, its RSS and session memory, and its log in the
+Android trace format.
 
 The battery drains by a per-state power model: ``load`` (blob written, session
 built), ``compute`` (decode, inference, encode), ``transmit`` (receiving a model
@@ -98,6 +99,36 @@ class BatteryMeter:
 def rss_mb() -> float:
     """This process's resident set size (MB)."""
     return float(psutil.Process().memory_info().rss) / 2**20
+
+
+class SessionMemory:
+    """What a worker's sessions and their work add to its memory: its RSS above what it held
+    at the start, before any session (``baseline_mb``: the interpreter and its libraries),
+    at its peak since the previous reading. The peak is the kernel's high-water mark of the
+    RSS (``VmHWM`` in ``proc/status``), started again from the RSS at each reading (``5`` to
+    ``proc/clear_refs``), so that a session's creation counts though its buffers are freed
+    before the worker replies; where ``proc`` cannot tell it (no ``/proc``), the RSS at the
+    reading."""
+
+    def __init__(self, proc: Path = Path("/proc/self")) -> None:
+        self.proc = proc
+        self.baseline_mb = rss_mb()
+        self._high_water_mb()  # the mark starts from here
+
+    def peak_mb(self) -> float:
+        """The peak above the baseline since the previous reading (MB)."""
+        peak_mb = self._high_water_mb()
+        return max((rss_mb() if peak_mb is None else peak_mb) - self.baseline_mb, 0.0)
+
+    def _high_water_mb(self) -> float | None:
+        """The RSS's high-water mark (MB), then reset to the RSS now; None where unknown."""
+        try:
+            with (self.proc / "status").open(encoding="ascii") as status:
+                kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+            (self.proc / "clear_refs").write_text("5", encoding="ascii")
+        except (OSError, StopIteration):  # no /proc, or a status without the mark
+            return None
+        return kib / 2**10
 
 
 class WorkerLog:

@@ -3,8 +3,9 @@
 It handles messages in order: LOAD_MODEL (the blob, checked against its SHA-256
 and cached on disk, or the cached copy: a warm load), UNLOAD_MODEL, RUN_TASK
 (decode the payload, run the resident stage, encode the output inline or into the
-file store). Each reply carries its RSS and simulated battery; each event goes to
-its telemetry log. A bad blob, a payload that does not decode or a file-store
+file store). Each reply carries its RSS, its session memory (what its sessions and their
+work added to its RSS at their peak since its previous reply) and simulated battery; each
+event goes to its telemetry log. A bad blob, a payload that does not decode or a file-store
 reference outside the store fails that load or task, not the worker.
 
 While enrolled it sends a HEARTBEAT every ``heartbeat_s`` the foreman asks for; loads and
@@ -91,7 +92,13 @@ from edgetwin.emu.crowdio.protocol import (
 )
 from edgetwin.emu.crowdio.records import LoadKind, TaskReport, WorkerStatus
 from edgetwin.emu.crowdio.sessions import ModelCache, ModelError, Resident, SessionSlot
-from edgetwin.emu.crowdio.telemetry import BatteryMeter, PowerModel, WorkerLog, rss_mb
+from edgetwin.emu.crowdio.telemetry import (
+    BatteryMeter,
+    PowerModel,
+    SessionMemory,
+    WorkerLog,
+    rss_mb,
+)
 from edgetwin.emu.crowdio.tls import client_context
 from edgetwin.models.crowd.table import task_id
 from edgetwin.parent_watch import exit_with_parent
@@ -135,6 +142,7 @@ class Worker:
         self.cache = ModelCache(config.cache_dir)
         self.slot = SessionSlot(config.threads)
         self.meter = BatteryMeter(config.power)
+        self.memory = SessionMemory()  # from here: before any session
         self.store: TimedStore | None = None
         self.inline_max_bytes = 0
         self.log: WorkerLog | None = None
@@ -150,6 +158,7 @@ class Worker:
             free = max(self.config.ram_mb - rss, 0.0)
         return WorkerStatus(
             rss_mb=rss,
+            peak_session_mb=self.memory.peak_mb(),
             free_ram_mb=free,
             battery_mah=self.meter.drained_mah(),
             energy_j=self.meter.drained_j(),

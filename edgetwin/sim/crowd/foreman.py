@@ -187,7 +187,7 @@ class Foreman:
             return
         ids = (job.job_id, task.item, stage.name)
         phone.use(stage)
-        job.peak_rss_mb = max(job.peak_rss_mb, stage.ram_mb)
+        job.peak_session_mb = max(job.peak_session_mb, stage.ram_mb)
         task.load_ms = phone.take_load_ms(task.ready_ms)
         in_bytes = task_input_bytes(self.spec, s)
         comm_ms = yield from phone.transfer(in_bytes, "in", *ids)
@@ -208,7 +208,7 @@ class Foreman:
         job.cold_loads += load.cold
         job.warm_loads += not load.cold
         job.evictions += load.evicted
-        job.peak_rss_mb = max(job.peak_rss_mb, load.peak_mb)
+        job.peak_session_mb = max(job.peak_session_mb, load.peak_mb)
         if load.cold:
             job.bytes_moved += round(blob_bytes(stage))
         return load.duration_ms

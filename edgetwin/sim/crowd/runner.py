@@ -67,7 +67,7 @@ class PhoneSummary:
 
     phone: str
     phone_class: str
-    peak_rss_mb: float
+    peak_session_mb: float
     drawn_mah: float
     cold_loads: int
     warm_loads: int
@@ -329,7 +329,7 @@ def _row(
         load_ms=load_ms,
         stages=len(spec.stages),
         scheduler=run.scheduler,
-        peak_rss_mb=job.peak_rss_mb,
+        peak_session_mb=job.peak_session_mb,
         battery_mah=battery_mah,
         cold_loads=job.cold_loads,
         warm_loads=job.warm_loads,

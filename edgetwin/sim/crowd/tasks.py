@@ -23,7 +23,7 @@ class Job:
     energy_start_j: dict[str, float] = field(default_factory=dict)  # phone -> J at joining
     energy_j: dict[str, float] = field(default_factory=dict)  # phone -> J drawn for the job
     broadcast_load_ms: dict[str, float] = field(default_factory=dict)
-    peak_rss_mb: float = 0.0
+    peak_session_mb: float = 0.0
     gflops: float = 0.0
     cold_loads: int = 0
     warm_loads: int = 0
