@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return EMULATOR_GROUP if "emu" in Path(file).stem.split("_") else file
 
     return FilesAndEmulator(config, log)
+
+
+def ctrl_c_reaches() -> None:
+    """``preexec_fn`` of a command a test stops with Ctrl-C: its SIGINT back to the default.
+    A shell starts a background job with SIGINT ignored, and every process under it
+    inherits that (the suite run with ``&`` stopped nothing); a terminal's Ctrl-C reaches
+    a foreground command, whose SIGINT is the default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def yaml_text(data: Any) -> str:

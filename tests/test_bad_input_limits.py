@@ -39,6 +39,7 @@ from edgetwin.plan.executors import pool_size
 from edgetwin.results import read_results
 from edgetwin.scenario import load_scenario
 from edgetwin.workbench.output import output_folder
+from tests.conftest import ctrl_c_reaches
 from tests.test_bad_input import assert_clean_failure
 
 REPO = Path(__file__).resolve().parents[1]
@@ -456,7 +457,9 @@ def test_a_stop_while_the_command_starts(tmp_path: Path, stop: signal.Signals) -
     held = tmp_path / "held"
     argv = [sys.executable, "-c", _HELD_START, str(held), "run", str(TEMPLATE)]
     argv += ["--out", str(tmp_path / "out")]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches
+    )
     while not held.exists():
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.02)

@@ -31,6 +31,7 @@ from edgetwin.provenance import code_digest, modules_digest
 from edgetwin.reports.plan import write_plan_report
 from edgetwin.results import ResultRow, read_results, write_results
 from edgetwin.sim.runner import build_fleet, run_scenario
+from tests.conftest import ctrl_c_reaches
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios" / "prism_jetson.yaml"
@@ -813,7 +814,12 @@ def test_ctrl_c_at_a_terminal_stops_a_pooled_plan_in_one_line(tmp_path: Path) ->
     command = [sys.executable, "-m", "edgetwin", "plan", str(question), "--out", str(out)]
     command += ["--workers", "2", "--quiet", "--set", "axes.fleet_size=[8]"]
     proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=ctrl_c_reaches,
     )
     rows = out / "partial" / "rows.jsonl"
     while not (rows.is_file() and rows.read_text().count("\n") >= 2):

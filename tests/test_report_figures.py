@@ -49,7 +49,7 @@ from edgetwin.reports.style import (
 )
 from edgetwin.reports.validation import write_validation_report
 from edgetwin.results import write_results
-from tests.conftest import REPO
+from tests.conftest import REPO, ctrl_c_reaches
 from tests.test_plan_capacity import capacity_question
 from tests.test_plan_llm import llm_question
 from tests.test_report import _results, _row
@@ -565,7 +565,9 @@ def test_a_stopped_static_export_leaves_no_browser_profile(tmp_path: Path) -> No
     with tempfile.TemporaryDirectory(prefix="et-", dir="/tmp") as name:
         scratch = Path(name)
         env = {**os.environ, "TMPDIR": name}
-        proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+        proc = subprocess.Popen(
+            command, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=ctrl_c_reaches
+        )
         while not list(scratch.glob("*/Default")):  # the browser has started on its profile
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.02)
