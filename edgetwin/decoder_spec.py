@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from edgetwin.schema import PositiveInt, Strict, with_preset
+from edgetwin.schema import PositiveInt, Strict, Tokens, with_preset
 
 Dtype = Literal["fp32", "fp16", "int8", "int4"]
 DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "fp16": 2.0, "int8": 1.0, "int4": 0.5}
@@ -65,7 +65,7 @@ class DecoderSpec(Strict):
     ffn: Ffn = "gelu"
     norm: Norm = "layernorm"
     positions: Positions = "learned"
-    max_positions: PositiveInt = 1024
+    max_positions: Tokens = 1024
     vocab: PositiveInt = 50257
     tied_embeddings: bool = True
     bias: Bias = "all"

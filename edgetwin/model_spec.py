@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 
 from edgetwin.decoder_spec import DECODER_PRESETS
-from edgetwin.schema import PositiveFloat, PositiveInt, Strict, with_preset
+from edgetwin.schema import PositiveFloat, PositiveInt, Strict, Tokens, with_preset
 
 _PRESET_FIELDS = ("tokens", "width", "blocks", "heads", "patch_size", "channels", "classes")
 _PRESET_VALUES = {
@@ -25,7 +25,7 @@ class ModelSpec(Strict):
     """A Transformer encoder: tokens N, width D, blocks, heads; patch embedding if a ViT."""
 
     preset: str | None = None
-    tokens: PositiveInt = 197
+    tokens: Tokens = 197
     width: PositiveInt = 768
     blocks: PositiveInt = 12
     heads: PositiveInt = 12

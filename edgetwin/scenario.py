@@ -177,7 +177,7 @@ class SweepSpec(StrictSweep):
 
     batch: tuple[PositiveInt, ...] = Field((1,), min_length=1)
     bandwidth_mbps: tuple[BandwidthMbps, ...] = optional_values()
-    devices: tuple[Annotated[int, Field(ge=2)], ...] = Field((2,), min_length=1)
+    devices: tuple[Annotated[int, Field(ge=2, le=MAX_DEVICES)], ...] = Field((2,), min_length=1)
     prompt_tokens: tuple[PositiveInt, ...] = optional_values()  # decoders
     output_tokens: tuple[PositiveInt, ...] = optional_values()
 

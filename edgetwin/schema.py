@@ -56,6 +56,11 @@ def _at_least_a_bit_per_s(value: float) -> float:
 
 
 BandwidthMbps = Annotated[float, Field(gt=0), AfterValidator(_at_least_a_bit_per_s)]
+# the longest sequence a model may take (an encoder's tokens, a decoder's positions): past
+# the longest published context (Llama 4 Scout's 10M tokens). The twin's layouts hold every
+# device's rows and segments: 10^15 tokens filled memory until a MemoryError traceback
+MAX_TOKENS = 2**24
+Tokens = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 
 
 class Strict(BaseModel):

@@ -26,6 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 EVAL = REPO / "scenarios" / "adaptive_prism.eval.yaml"
 TOKENS_EVAL = REPO / "scenarios" / "adaptive_tokens.eval.yaml"
 DEVICES_EVAL = REPO / "scenarios" / "adaptive_devices.eval.yaml"
+LLM_EVAL = REPO / "scenarios" / "adaptive_llm.eval.yaml"
+HUGE = 10**15  # an extra few zeros
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +159,29 @@ def test_an_empty_token_list_is_refused_not_read_as_the_default(field: str) -> N
     with pytest.raises(InputError) as exc:
         load_eval_inputs(EVAL, (f"{field}=[]",))
     assert exc.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("spec", "item", "field", "expect"),
+    [
+        (DEVICES_EVAL, f"held_out.devices=[2, {HUGE}]", "held_out.devices.1", "or equal to 1024"),
+        (TOKENS_EVAL, f"map_tokens=[101, {HUGE}]", "map_tokens.1", "or equal to 16777216"),
+        (TOKENS_EVAL, f"held_out.tokens=[{HUGE}]", "held_out.tokens.0", "or equal to 16777216"),
+        (LLM_EVAL, f"held_out.prompt_tokens=[{HUGE}]", "held_out", "131072 positions"),
+        (LLM_EVAL, f"held_out.output_tokens=[{HUGE}]", "held_out", "131072 positions"),
+    ],
+    ids=["devices", "map_tokens", "held_out_tokens", "prompt_tokens", "output_tokens"],
+)
+def test_a_held_out_size_past_what_runs_is_refused(
+    spec: Path, item: str, field: str, expect: str
+) -> None:
+    """Each was refused only once running, or never: devices up made a tuple of every count
+    up to it (a MemoryError traceback), 10^15 tokens filled memory with the layouts' rows
+    until one, and 10^15 output tokens (the scenario checks its own sweeps' against the
+    model's positions, not the evaluation's) generated until killed."""
+    with pytest.raises(InputError, match=expect) as exc:
+        load_eval_inputs(spec, (item,))
+    assert (exc.value.path, exc.value.field) == (str(spec), field)
 
 
 def test_held_out_sequence_lengths_per_axis(tmp_path: Path) -> None:

@@ -322,6 +322,31 @@ def test_more_than_one_machine_runs(
     assert_clean_failure([*argv, "--set", item], capsys, tmp_path, *expect)
 
 
+@pytest.mark.parametrize(
+    ("scenario", "items", "field"),
+    [
+        ("prism_jetson", ["model.tokens=1000000000000000"], "model.tokens"),
+        (
+            "adaptive_llm",
+            ["model.max_positions=1000000000000000", "sweeps.0.prompt_tokens=[100000000000000]"],
+            "model.max_positions",
+        ),
+    ],
+    ids=["encoder_tokens", "decoder_positions"],
+)
+@pytest.mark.timeout(60)
+def test_a_sequence_longer_than_any_model_takes(
+    scenario: str, items: list[str], field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """10^15 tokens (a decoder's positions, with a prompt of 10^14 split by Prism's CR)
+    filled memory with the layouts' rows and segments until a MemoryError traceback."""
+    argv = ["run", str(SCENARIOS / f"{scenario}.yaml"), "--out", str(tmp_path / "out")]
+    for item in items:
+        argv += ["--set", item]
+    expect = (f"field '{field}'", "less than or equal to 16777216")
+    assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
 @pytest.mark.timeout(60)
 def test_compare_refuses_its_out_before_comparing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

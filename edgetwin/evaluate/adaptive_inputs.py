@@ -11,7 +11,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from edgetwin.comparison import check_reference
-from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.decoder_spec import DecoderSpec, positions_problem
 from edgetwin.errors import InputError
 from edgetwin.evaluate.measured import (
     SCORED_COLUMNS,
@@ -33,8 +33,8 @@ from edgetwin.scenario import (
     positions_split_problem,
 )
 from edgetwin.schema import (
-    PositiveInt,
     Strict,
+    Tokens,
     check_known_once,
     load_yaml_model,
     optional_values,
@@ -43,7 +43,7 @@ from edgetwin.schema import (
 )
 from edgetwin.sim.runner import build_fleet
 
-TokenCounts = tuple[PositiveInt, ...]  # sequence lengths; left out: the scenario model's own
+TokenCounts = tuple[Tokens, ...]  # sequence lengths; left out: the scenario model's own
 
 
 class HeldOutSpec(SweepSpec):
@@ -109,7 +109,7 @@ def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
         check_reference(table, path, "map_table", SCORED_COLUMNS)
     check_named_scenario(read_yaml_mapping(scenario_path), scenario_path, path, "scenario")
     scenario = load_scenario(scenario_path)
-    _check_model_kind(settings, scenario, scenario_path.name, path)
+    _check_model_kind(settings, scenario, scenario_path, path)
     _check_sequence_lengths(settings, scenario, path)
     build_fleet(scenario, scenario_path)  # its device profiles
     fleet = sum(d.count for d in scenario.devices)
@@ -137,9 +137,12 @@ def _check_one_truth(settings: EvalSettings, path: Path) -> None:
         raise InputError(path, "held_out", problem)
 
 
-def _check_model_kind(settings: EvalSettings, scenario: Scenario, name: str, path: Path) -> None:
-    """The fields that are for a decoder only, or for an encoder only."""
-    held_out = settings.held_out
+def _check_model_kind(
+    settings: EvalSettings, scenario: Scenario, scenario_path: Path, path: Path
+) -> None:
+    """The fields that are for a decoder only, or for an encoder only; a decoder's held-out
+    prompts and outputs fit its positions."""
+    held_out, name = settings.held_out, scenario_path.name
     if isinstance(scenario.model, DecoderSpec):
         if settings.map_tokens:
             problem = f"{name} runs a decoder: its sweeps' prompt_tokens are the map's"
@@ -147,6 +150,14 @@ def _check_model_kind(settings: EvalSettings, scenario: Scenario, name: str, pat
         if held_out is not None and held_out.tokens:
             problem = f"{name} runs a decoder: give held_out.prompt_tokens"
             raise InputError(path, "held_out.tokens", problem)
+        workload = scenario.decoder_workload
+        too_long = held_out and positions_problem(
+            scenario.model,
+            max(held_out.prompt_tokens or (workload.prompt_tokens,)),
+            max(held_out.output_tokens or (workload.output_tokens,)),
+        )
+        if too_long:  # the scenario checks its own sweeps (10^15 output tokens ran until killed)
+            raise InputError(path, "held_out", too_long)
         return
     if settings.objective in DECODER_OBJECTIVES:
         problem = f"{settings.objective} is a decoder's objective; {name} runs an encoder"
