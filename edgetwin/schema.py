@@ -543,6 +543,22 @@ def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
         raise InputError(path, key, "an override goes inside a value that is not a mapping or list")
 
 
+def apply_listed_override(raw: dict[str, Any], item: str, path: Path, field: str) -> None:
+    """``apply_override`` of an item of a file's own list of scenario overrides (a plan
+    question's ``set``, an affinity instance's): an error names that item, ``field`` of
+    ``path``, with the scenario's field in its problem (``as_scenario_problem``)."""
+    try:
+        apply_override(raw, item, path)
+    except InputError as exc:
+        raise InputError(path, field, as_scenario_problem(exc)) from None
+
+
+def as_scenario_problem(exc: InputError) -> str:
+    """A scenario's error as the file that changes the scenario reports it: the scenario's
+    field goes into the problem (``scenario field 'devices.9': ...``)."""
+    return exc.problem if exc.field is None else f"scenario field {exc.field!r}: {exc.problem}"
+
+
 def _remove(raw: dict[str, Any], key: str, path: Path) -> None:
     """Remove ``key`` (dotted) from ``raw``: an InputError when it is not there."""
     node: Any = raw

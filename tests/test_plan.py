@@ -143,6 +143,13 @@ def table_bytes(rows: list[ResultRow], path: Path) -> bytes:
             "tpot_ms is a decoder metric",
         ),
         ({"set": ["repetitions=0"]}, "repetitions", "greater than 0"),
+        # these named the scenario's key as a field of the question ('devices.9'), or none
+        (
+            {"set": ["devices.9.count=8"]},
+            "set.0",
+            "scenario field 'devices.9': override index '9' out of range",
+        ),
+        ({"set": ["repetitions=2", "no-value"]}, "set.1", "expected key=value or ~key"),
         (
             {"set": []},
             "axes.devices",

@@ -34,7 +34,8 @@ from edgetwin.scenario import Scenario, swept_bandwidths, validate_scenario
 from edgetwin.schema import (
     FileName,
     Strict,
-    apply_override,
+    apply_listed_override,
+    as_scenario_problem,
     check_known_once,
     first_repeated,
     read_yaml_mapping,
@@ -161,18 +162,11 @@ def _instance_scenario(
     path, name = where
     raw = _deep_copy(base)
     for j, item in enumerate(instance.set):
-        try:
-            apply_override(raw, item, scenario_path)
-        except InputError as exc:
-            raise InputError(path, f"{name}.set.{j}", _as_scenario_field(exc)) from None
+        apply_listed_override(raw, item, path, f"{name}.set.{j}")
     try:
         return validate_scenario(raw, scenario_path)
     except InputError as exc:
-        raise InputError(path, name, _as_scenario_field(exc)) from None
-
-
-def _as_scenario_field(exc: InputError) -> str:
-    return exc.problem if exc.field is None else f"scenario field {exc.field!r}: {exc.problem}"
+        raise InputError(path, name, as_scenario_problem(exc)) from None
 
 
 def _deep_copy(value: Any) -> Any:

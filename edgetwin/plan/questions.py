@@ -37,7 +37,7 @@ from edgetwin.schema import (
     PositiveInt,
     Strict,
     StrictSweep,
-    apply_override,
+    apply_listed_override,
     dump_yaml,
     first_repeated,
     load_yaml_model,
@@ -287,8 +287,8 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
     scenario_path = referenced_file(question.scenario, path.resolve().parent, path, "scenario")
     scenario_raw = read_yaml_mapping(scenario_path)
     check_named_scenario(scenario_raw, scenario_path, path, "scenario")
-    for item in question.set:
-        apply_override(scenario_raw, item, path)
+    for j, item in enumerate(question.set):  # an error names the item, not a scenario field
+        apply_listed_override(scenario_raw, item, path, f"set.{j}")
     scenario_raw["mode"] = "twin"  # where a plan sweeps, whatever mode the scenario runs in
     scenario_raw.pop("reference", None)  # a plan compares nothing with measured rows
     if isinstance(question.axes, CrowdAxes):
