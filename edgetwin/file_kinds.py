@@ -88,12 +88,14 @@ def kind_of_file(path: Path) -> Kind | None:
     return kind_of_mapping(raw, path)
 
 
-def refuse_a_calibration_spec(raw: dict[str, Any], path: Path, kind: ProfileKind) -> None:
-    """A calibration spec read where a ``kind`` profile is is one line naming the command
-    that fits the profile, not a profile's missing key (``name``). Only a spec: a profile
-    written by hand and missing keys may look like a scenario (its ``network`` section)."""
-    if kind_of_mapping(raw, path) == "calibration":
-        raise InputError(path, None, _this_is(path, "calibration", f", not a {kind} profile"))
+def refuse_a_command_file(raw: dict[str, Any], path: Path, kind: ProfileKind) -> None:
+    """A command's input file read where a ``kind`` profile is (a calibration spec, a plan
+    question, an evaluation) is one line naming its command, not a profile's missing key
+    (``ram_mb``). Not a scenario: a profile written by hand and missing keys may look like
+    one (its ``network`` section)."""
+    found = kind_of_mapping(raw, path)
+    if found not in (None, "scenario", "profile"):
+        raise InputError(path, None, _this_is(path, found, f", not a {kind} profile"))
 
 
 def _this_is(path: Path, found: Kind, not_what: str = "") -> str:

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 
 from edgetwin.errors import InputError, shown
-from edgetwin.file_kinds import PROFILE_KIND_KEYS, ProfileKind, refuse_a_calibration_spec
+from edgetwin.file_kinds import PROFILE_KIND_KEYS, ProfileKind, refuse_a_command_file
 from edgetwin.schema import (
     NonNegativeFloat,
     PositiveFloat,
@@ -284,11 +284,11 @@ def shipped_profiles(kind: ProfileKind) -> list[str]:
 
 
 def read_profile_mapping(path: Path, kind: ProfileKind) -> dict[str, Any]:
-    """A profile file's top-level mapping; a calibration spec, or a profile of the other
-    kind (a phone profile where a device's is wanted), is refused as such, not as a profile
-    with its own keys missing."""
+    """A profile file's top-level mapping; a command's input file (a calibration spec, a
+    plan question), or a profile of the other kind (a phone profile where a device's is
+    wanted), is refused as such, not as a profile with its own keys missing."""
     raw = read_yaml_mapping(path)
-    refuse_a_calibration_spec(raw, path, kind)
+    refuse_a_command_file(raw, path, kind)
     other: ProfileKind = "phone" if kind == "device" else "device"
     if PROFILE_KIND_KEYS[other] in raw and PROFILE_KIND_KEYS[kind] not in raw:
         problem = f"{path.name} is a {other} profile ({_NAMED_BY[other]} names one)"

@@ -104,18 +104,31 @@ def test_a_device_profile_given_to_a_command_says_a_scenario_names_it(
 
 
 @pytest.mark.timeout(60)
-def test_a_calibration_spec_named_as_a_profile_says_to_fit_it(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+@pytest.mark.parametrize(
+    ("named", "noun", "command"),
+    [
+        ("edgetwin/calibration/specs/jetson_orin_nano.yaml", "a calibration spec", "calibrate"),
+        # these said 'plan_fleet.plan.yaml: field 'ram_mb': required key is missing'
+        ("scenarios/plan_fleet.plan.yaml", "a plan question", "plan"),
+        ("scenarios/adaptive_prism.eval.yaml", "an evaluation of the adaptive", "evaluate"),
+        ("scenarios/affinity_small.eval.yaml", "an evaluation of crowd", "evaluate-affinity"),
+    ],
+    ids=["spec", "plan", "evaluation", "affinity"],
+)
+def test_a_command_file_named_as_a_profile_says_its_command(
+    named: str, noun: str, command: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """A scenario naming the spec of a profile (not the profile it fits) as a device's
-    profile said 'spec.yaml: field 'name': required key is missing'."""
-    spec = ROOT / "edgetwin" / "calibration" / "specs" / "jetson_orin_nano.yaml"
+    """A scenario naming the spec of a profile (not the profile it fits), or another
+    command's file, as a device's profile said 'spec.yaml: field 'name': required key is
+    missing'."""
+    path = ROOT / named
     scenario = tmp_path / "small.yaml"
     scenario.write_text(SMALL)
-    argv = ["run", str(scenario), "--check", "--set", f"devices.0.profile={spec}"]
+    argv = ["run", str(scenario), "--check", "--set", f"devices.0.profile={path}"]
     err = _error_of(capsys, argv)
-    assert err.startswith(f"edgetwin: error: {spec}: this is a calibration spec, not a device")
-    assert f"use `edgetwin calibrate {spec}`" in err and "missing" not in err
+    assert err.startswith(f"edgetwin: error: {path}: this is {noun}")
+    assert "not a device profile" in err
+    assert f"use `edgetwin {command} {path}`" in err and "missing" not in err
 
 
 @pytest.mark.timeout(60)
