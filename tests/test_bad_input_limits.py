@@ -582,6 +582,32 @@ def test_a_reference_table_without_a_key_column(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", ["run", "compare", "calibrate"])
+def test_a_measured_table_s_results_columns_read_as_in_results_csv(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CR of 'abc' in a measured table went through a run's reference, compare and
+    calibrate unread (report refuses it in results.csv): they read its key and metric
+    columns only."""
+    raw = yaml.safe_load((SPECS / "jetson_orin_nano.yaml").read_text())
+    table = tmp_path / "measured.csv"
+    table.write_text((SPECS / raw["reference"]).read_text().replace(",9.9,10,", ",abc,10,", 1))
+    if command == "run":
+        argv = ["run", str(SCENARIOS / "prism_jetson.yaml"), "--out", str(tmp_path / "out")]
+        argv += ["--set", f"reference={table}"]
+    elif command == "compare":
+        assert main(["run", str(TEMPLATE), "--out", str(tmp_path / "twin"), "--quiet"]) == 0
+        capsys.readouterr()
+        argv = ["compare", str(tmp_path / "twin"), str(table), "--out", str(tmp_path / "out")]
+    else:
+        raw["reference"], raw["scenario"] = str(table), str(SCENARIOS / "prism_jetson.yaml")
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(yaml.safe_dump(raw))
+        argv = ["calibrate", str(spec), "--out", str(tmp_path / "profile.yaml")]
+    assert_clean_failure(argv, capsys, tmp_path, "measured.csv", "'cr'", "'abc' is not a number")
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("entry", "expect"),
     [

@@ -47,7 +47,15 @@ from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.profile import POWER_STATES, DeviceProfile
 from edgetwin.progress import Progress, no_progress
-from edgetwin.results import LATENCY_PARTS, STATUS_OK, read_table, row_key
+from edgetwin.results import (
+    COLUMNS,
+    LATENCY_PARTS,
+    STATUS_OK,
+    CellError,
+    check_cells,
+    read_table,
+    row_key,
+)
 from edgetwin.scenario import Configuration, DeviceSpec, Scenario, load_scenario
 from edgetwin.schema import Strict, load_yaml_model, referenced_file
 from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
@@ -123,7 +131,8 @@ def _measured_row(row: Row) -> MeasuredRow:
     sample, a positive finite bandwidth, segments exactly where the strategy takes them)
     and its measured metrics, those filled in (each a finite number >= 0). A row of a
     decoder or crowd strategy, or a split on one device, ended in a traceback of the
-    twin (ValueError, IndexError for ``single`` on two devices)."""
+    twin (ValueError, IndexError for ``single`` on two devices). Every other results column
+    it has reads as in a results table (a CR of 'abc' was let through unread)."""
     values = {
         metric: value
         for metric in (*TIMING_METRICS, "energy_j")
@@ -146,6 +155,10 @@ def _measured_row(row: Row) -> MeasuredRow:
         raise row.error("segments", f"a {config.strategy} row needs its segments (at least 1)")
     if not definition.params and config.segments is not None:
         raise row.error("segments", f"{config.strategy} takes no segments")
+    try:
+        check_cells(row.cells, COLUMNS)
+    except CellError as exc:
+        raise row.error(exc.column, exc.problem) from None
     return MeasuredRow(config, values)
 
 
