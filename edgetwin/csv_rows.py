@@ -117,8 +117,10 @@ class Row:
             raise self.error(column, "empty cell")
         return value
 
-    def optional_integer(self, column: str, minimum: int | None = None) -> int | None:
-        value = self.optional_number(column, minimum)
+    def optional_integer(
+        self, column: str, minimum: int | None = None, maximum: int | None = None
+    ) -> int | None:
+        value = self.optional_number(column, minimum, maximum)
         if value is None:
             return None
         if not value.is_integer():
@@ -128,8 +130,8 @@ class Row:
         except ValueError:
             return int(value)
 
-    def integer(self, column: str, minimum: int | None = None) -> int:
-        value = self.optional_integer(column, minimum)
+    def integer(self, column: str, minimum: int | None = None, maximum: int | None = None) -> int:
+        value = self.optional_integer(column, minimum, maximum)
         if value is None:
             raise self.error(column, "empty cell")
         return value

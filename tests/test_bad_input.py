@@ -648,6 +648,24 @@ def test_an_exchange_trace_without_rank_0_names_its_rank_column(
     assert_clean_failure(argv, capsys, tmp_path, *expect)
 
 
+@pytest.mark.timeout(60)
+def test_an_exchange_trace_of_more_blocks_than_a_model_has_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The network fit replays a row's blocks exchange by exchange: 10^300 ran until killed
+    (a model has at most MAX_LAYERS)."""
+    traces = _loopback_traces(tmp_path)
+    exchanges = traces / "gloo_staged_allgather.csv"
+    header, first, *rows = exchanges.read_text().splitlines()
+    cells = first.split(",")
+    cells[header.split(",").index("blocks")] = "1e300"
+    exchanges.write_text("\n".join([header, ",".join(cells), *rows]) + "\n")
+    spec = _spec("h200_loopback", tmp_path, _set("traces", str(traces)))
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "p.yaml")]
+    expect = ("gloo_staged_allgather.csv: field 'blocks'", "line 2", "above the maximum 10000")
+    assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
 def test_a_folder_named_as_a_trace_file_is_not_a_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgetwin.csv_rows import Row, read_rows
+from edgetwin.decoder_spec import MAX_LAYERS
 
 LOOPBACK_FILE = "gloo_staged_allgather.csv"
 BANDWIDTH_FILE = "gloo_staged_allgather_bw.csv"
@@ -61,7 +62,8 @@ def _exchange(row: Row, rank: int, bandwidth_mbps: float | None) -> StagedExchan
         batch=row.integer("batch", minimum=1),
         rows=row.integer("rows", minimum=1),
         bytes_per_rank=row.integer("bytes_per_rank", minimum=0),
-        blocks=row.integer("blocks", minimum=1),
+        # the network fit replays each exchange: 10^300 blocks ran until killed
+        blocks=row.integer("blocks", minimum=1, maximum=MAX_LAYERS),
         rep=row.integer("rep", minimum=0),
         d2h_ms=row.number("d2h_ms", minimum=0.0),
         comm_ms=row.number("comm_ms", minimum=0.0),
