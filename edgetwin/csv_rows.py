@@ -93,8 +93,9 @@ class Row:
             raise self.error(column, f"{shown(text)} is not a finite number")
         if minimum is not None and value < minimum:
             raise self.error(column, f"{value:g} is below the minimum {minimum:g}")
-        if maximum is not None and value > maximum:
-            raise self.error(column, f"{value:g} is above the maximum {maximum:g}")
+        if maximum is not None and value > maximum:  # an int's every digit (2^24: 16777216)
+            limit = maximum if isinstance(maximum, int) else f"{maximum:g}"
+            raise self.error(column, f"{value:g} is above the maximum {limit}")
         return value
 
     def number(

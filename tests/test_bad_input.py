@@ -666,6 +666,31 @@ def test_an_exchange_trace_of_more_blocks_than_a_model_has_is_refused(
     assert_clean_failure(argv, capsys, tmp_path, *expect)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("column", "expect"),
+    [
+        ("batch", "vit_latency.csv: compute at vit_full 1000"),  # no field: the fit's point
+        ("tokens", "vit_latency.csv: field 'tokens': line 2: 1e+300 is above the maximum"),
+    ],
+    ids=["batch", "tokens"],
+)
+def test_a_latency_trace_whose_prediction_overflows_names_its_file(
+    column: str, expect: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A batch (or tokens) of 1e300 in vit_latency.csv: the compute fit's FLOPs, a whole
+    number, were past a float's range, an OverflowError traceback."""
+    traces = _loopback_traces(tmp_path)
+    latency = traces / "vit_latency.csv"
+    header, first, *rows = latency.read_text().splitlines()
+    cells = first.split(",")
+    cells[header.split(",").index(column)] = "1e300"
+    latency.write_text("\n".join([header, ",".join(cells), *rows]) + "\n")
+    spec = _spec("h200_loopback", tmp_path, _set("traces", str(traces)))
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "p.yaml")]
+    assert_clean_failure(argv, capsys, tmp_path, expect)
+
+
 def test_a_folder_named_as_a_trace_file_is_not_a_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1173,8 +1198,10 @@ def test_a_rate_so_small_that_a_time_overflows_is_named_not_written(
     [  # the first configuration that overflows: single has no exchange, so no latency
         ("network.latency_ms=1e308", "voltage on 2 devices, batch 1: its total_ms"),
         ("model.mlp_ratio=1e308", "single on 1 device, batch 1: its gflops_per_device"),
+        # an int product past a float's range: an OverflowError traceback
+        (f"model.patch_size={10**300}", "single on 1 device, batch 1: a number"),
     ],
-    ids=["latency", "model-dimension"],
+    ids=["latency", "model-dimension", "whole-number-dimension"],
 )
 def test_a_value_so_large_that_a_column_overflows_names_the_scenario(
     item: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -95,6 +95,18 @@ class ComponentFit:
 Predictor = Callable[[dict[str, float], GroupKey], float]
 
 
+class PredictionOverflow(ValueError):
+    """A group's prediction overflows a float: a count or size of its traces is far out of
+    any physical range (a batch of 1e300 was an OverflowError traceback of the fit)."""
+
+    def __init__(self, section: str, point: str) -> None:
+        super().__init__(
+            f"{section} at {point}: the prediction overflows a float; a value of the trace "
+            "is far out of any physical range"
+        )
+        self.section = section
+
+
 class NotPositiveTime(ValueError):
     """A group's measured time is 0 ms or less: a fit on log errors cannot use it."""
 
@@ -130,7 +142,10 @@ def fit_groups(
     def solve(means: Mapping[GroupKey, float]) -> dict[str, float]:
         def residuals(x: np.ndarray) -> list[float]:
             params = {**fixed, **dict(zip(names, map(float, x), strict=True))}
-            return [math.log(max(predict(params, k), 1e-12) / means[k]) for k in keys]
+            return [
+                math.log(max(_predicted(section, predict, params, k), 1e-12) / means[k])
+                for k in keys
+            ]
 
         start = [bounds[n][2] for n in names]
         limits = ([bounds[n][0] for n in names], [bounds[n][1] for n in names])
@@ -176,6 +191,17 @@ def blas_kernel() -> str:
         if lib["user_api"] == "blas"
     }
     return ", ".join(sorted(kernels)) or "unknown"
+
+
+def _predicted(section: str, predict: Predictor, params: dict[str, float], key: GroupKey) -> float:
+    """``predict(params, key)``; one that overflows a float is a ``PredictionOverflow``."""
+    try:
+        value = predict(params, key)
+    except OverflowError:  # an int count past a float's range
+        raise PredictionOverflow(section, _label(key)) from None
+    if math.isinf(value):
+        raise PredictionOverflow(section, _label(key))
+    return value
 
 
 def without_label(key: GroupKey) -> GroupKey:

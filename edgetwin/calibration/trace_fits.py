@@ -25,6 +25,7 @@ from edgetwin.calibration.fit_traces import (
     ComponentFit,
     GroupKey,
     NotPositiveTime,
+    PredictionOverflow,
     compute_groups,
     compute_predictor,
     copy_groups,
@@ -217,6 +218,8 @@ def run_fits(
         raise InputError(spec_path.parent / spec.traces, error.section, problem) from None
     except TooFewPoints as error:
         raise InputError(_file_of(data, error.section), None, error.problem) from None
+    except PredictionOverflow as error:
+        raise InputError(_file_of(data, error.section), None, str(error)) from None
     return fits
 
 

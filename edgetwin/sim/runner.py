@@ -219,10 +219,14 @@ def simulate(
     stacks = {d.name: d.profile.network for d in devices}
     network = Network(env, scenario.network, config.bandwidth_mbps, stacks)
     world = _World(env, devices, members, network, rng)
-    if isinstance(scenario.model, DecoderSpec):
-        row = _generate(scenario, config, rep, world)
-    else:
-        row = _forward(scenario, config, rep, world)
+    try:
+        if isinstance(scenario.model, DecoderSpec):
+            row = _generate(scenario, config, rep, world)
+        else:
+            row = _forward(scenario, config, rep, world)
+    except OverflowError:  # an int product (a patch size of 10^300) past a float's range
+        overflows = "a number overflows a float"
+        raise InputError(None, None, _far_out_of_range(config, overflows)) from None
     _check_finite(row, config)
     return RunOutcome(
         config=config,
@@ -241,13 +245,18 @@ def _check_finite(row: ResultRow, config: Configuration) -> None:
     for column in fields(row):
         value = getattr(row, column.name)
         if isinstance(value, float) and math.isinf(value):
-            problem = (
-                f"{config.strategy} on {counted(config.devices, 'device')}, batch {config.batch}: "
-                f"its {column.name} overflows a float (inf); a value of the scenario or of a "
-                "device profile is far out of any physical range (a latency, a size or a "
-                "model dimension far too large, or a rate far too small)"
-            )
-            raise InputError(None, None, problem)
+            overflows = f"its {column.name} overflows a float (inf)"
+            raise InputError(None, None, _far_out_of_range(config, overflows))
+
+
+def _far_out_of_range(config: Configuration, overflows: str) -> str:
+    """What overflowed a float in a configuration's run, and what that says."""
+    return (
+        f"{config.strategy} on {counted(config.devices, 'device')}, batch {config.batch}: "
+        f"{overflows}; a value of the scenario or of a device profile is far out of any "
+        "physical range (a latency, a size or a model dimension far too large, or a rate "
+        "far too small)"
+    )
 
 
 def _forward(scenario: Scenario, config: Configuration, rep: int, world: _World) -> ResultRow:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from edgetwin.csv_rows import read_rows
+from edgetwin.schema import MAX_TOKENS
 
 VIT_LATENCY_FILE = "vit_latency.csv"
 STAGING_COPY_FILE = "staging_copy.csv"
@@ -68,7 +69,7 @@ def read_vit_latency(path: Path) -> list[VitLatency]:
         VitLatency(
             kernel=row.choice("kernel", VIT_LATENCY_KERNELS),
             batch=row.integer("batch", minimum=1),
-            tokens=row.integer("tokens", minimum=1),
+            tokens=row.integer("tokens", minimum=1, maximum=MAX_TOKENS),
             rep=row.integer("rep", minimum=0),
             latency_ms=row.number("latency_ms", minimum=0.0),
         )
