@@ -428,9 +428,7 @@ def _check_positions(scenario: Scenario, model: DecoderSpec) -> None:
     workload's (the output's where only the sweep lists outputs)."""
     workload = scenario.decoder_workload
     for j, sweep in enumerate(scenario.sweeps):
-        prompt = max(sweep.prompt_tokens or (workload.prompt_tokens,))
-        output = max(sweep.output_tokens or (workload.output_tokens,))
-        problem = positions_problem(model, prompt, output)
+        problem = positions_problem(model, *longest_generation(sweep, workload))
         if not problem:
             continue
         if sweep.prompt_tokens:
@@ -577,6 +575,13 @@ def split_tokens(scenario: Scenario, config: Configuration) -> int:
     tokens = config.prompt_tokens if isinstance(model, DecoderSpec) else model.tokens
     assert tokens is not None
     return tokens
+
+
+def longest_generation(sweep: SweepSpec, workload: WorkloadSpec) -> tuple[int, int]:
+    """A decoder sweep's longest prompt and longest output (the ``workload``'s where the
+    sweep lists none)."""
+    prompt = max(sweep.prompt_tokens or (workload.prompt_tokens,))
+    return prompt, max(sweep.output_tokens or (workload.output_tokens,))
 
 
 def _workloads(scenario: Scenario, sweep: SweepSpec) -> Iterator[dict[str, int]]:

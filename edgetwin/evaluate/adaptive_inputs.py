@@ -30,6 +30,7 @@ from edgetwin.scenario import (
     Scenario,
     SweepSpec,
     load_scenario,
+    longest_generation,
     positions_split_problem,
 )
 from edgetwin.schema import (
@@ -152,9 +153,7 @@ def _check_model_kind(
             raise InputError(path, "held_out.tokens", problem)
         workload = scenario.decoder_workload
         too_long = held_out and positions_problem(
-            scenario.model,
-            max(held_out.prompt_tokens or (workload.prompt_tokens,)),
-            max(held_out.output_tokens or (workload.output_tokens,)),
+            scenario.model, *longest_generation(held_out, workload)
         )
         if too_long:  # the scenario checks its own sweeps (10^15 output tokens ran until killed)
             raise InputError(path, "held_out", too_long)

@@ -38,7 +38,7 @@ from edgetwin.models.decoder_costs import (
 )
 from edgetwin.profile import MB
 from edgetwin.results import ResultRow
-from edgetwin.scenario import Configuration, Scenario, configurations
+from edgetwin.scenario import Configuration, Scenario, configurations, longest_generation
 
 DTYPE_FIELDS = ("weight_dtype", "kv_dtype", "activation_dtype")
 # starts the ranks of one run: (run, timeout_s, threads, extra worker args) -> records
@@ -86,8 +86,7 @@ def largest_cache_memory(scenario: Scenario, model: DecoderSpec) -> BatchMemory:
     sweep's largest batch at its longest prompt + output, every layer's keys and values."""
     workload, caches = scenario.decoder_workload, []
     for index, sweep in enumerate(scenario.sweeps):
-        prompt = max(sweep.prompt_tokens or (workload.prompt_tokens,))
-        output = max(sweep.output_tokens or (workload.output_tokens,))
+        prompt, output = longest_generation(sweep, workload)
         cache_bytes = kv_bytes_per_token(model) * kept_positions(prompt, output) * max(sweep.batch)
         caches.append(
             BatchMemory(f"sweeps.{index}.batch", max(sweep.batch), cache_bytes, "its KV cache")
