@@ -235,3 +235,38 @@ def test_a_dropped_job_leaves_nothing_in_the_store(job: PipelineJob, tmp_path: P
             writer.close()
 
     asyncio.run(scenario())
+
+
+def test_a_stored_result_that_does_not_decode_leaves_nothing_in_the_store(
+    job: PipelineJob, tmp_path: Path
+) -> None:
+    """A result whose store entry does not inflate disconnects its worker and is deleted:
+    nothing reads it again (before, it stayed in the store until the foreman stopped)."""
+    folder = tmp_path / "store"
+    hidden = np.zeros((1, TINY.seq_len, TINY.dim), np.float32)
+
+    async def scenario() -> None:
+        async with running_foreman(folder) as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            await send(writer, worker_hello())
+            welcome = await receive(reader)
+            assert isinstance(welcome, Welcome)
+            own = FileStore(folder, f"{welcome.peer_id}-1")
+            client_reader, client_writer = await asyncio.open_connection("127.0.0.1", port)
+            await send(client_writer, ClientHello(token=TOKEN))
+            assert isinstance(await receive(client_reader), Welcome)
+            await send(client_writer, submit_message(job, "garbled", min_workers=1))
+            assert isinstance(await receive(client_reader), JobAccepted)
+            while not isinstance(task := await receive(reader), RunTask):
+                pass  # the stage's LOAD comes first
+            garbled = encode_array(hidden, own, 0)
+            assert garbled.ref is not None
+            (folder / garbled.ref).write_bytes(b"not zlib")
+            await send(writer, task.result(garbled, REPORT, STATUS))
+            last_words = await reader.read()  # the foreman says why and closes
+            assert b"does not inflate" in last_words
+            assert await _entries_become(folder, []) == []
+            writer.close()
+            client_writer.close()
+
+    asyncio.run(scenario())

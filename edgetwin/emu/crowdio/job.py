@@ -6,9 +6,10 @@ frames, counts its statistics and writes its events. Pure state, no I/O.
 
 A result is checked when it arrives: one that does not decode (base64, zlib, store
 reference) breaks the protocol (ProtocolError: its worker is dropped, its task
-re-dispatched); one that decodes but is not what its stage declares (dtype, shape)
-or, from the last stage, logits that are not finite, fails its task (ResultRefused:
-the task is requeued and the job fails after MAX_TASK_FAILURES, naming why).
+re-dispatched, its store entry deleted); one that decodes but is not what its stage
+declares (dtype, shape) or, from the last stage, logits that are not finite, fails its
+task (ResultRefused: the task is requeued and the job fails after MAX_TASK_FAILURES,
+naming why).
 """
 
 from __future__ import annotations
@@ -270,6 +271,7 @@ class Job:
             raw, packed = raw_bytes(payload, self.limits), compressed_bytes(payload, self.store)
             array = decode_payload(payload, self.store, self.limits)
         except (PayloadError, StoreError) as exc:
+            discard(self.store, payload)  # nothing reads it again
             raise ProtocolError(f"result of task {key}: {exc}") from None
         if sink and not np.isfinite(array).all():
             discard(self.store, payload)
