@@ -17,8 +17,8 @@ import statistics
 import time
 from pathlib import Path
 
-from edgetwin.calibration.fit_reference import leave_one_batch_out_table
 from edgetwin.calibration.held_out import HoldoutBy, nested_coverage
+from edgetwin.calibration.reference_holdout import leave_one_batch_out_table
 from edgetwin.calibration.trace_holdout import leave_one_out
 from edgetwin.scenario import load_scenario
 from edgetwin.sim.runner import build_fleet, run_scenario

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import edgetwin
-from edgetwin.calibration.fit_reference import leave_one_batch_out_table
 from edgetwin.calibration.held_out import nested_coverage, residuals_by_group
+from edgetwin.calibration.reference_holdout import leave_one_batch_out_table
 from edgetwin.cli import main
 from edgetwin.profile import load_profile
 from edgetwin.reports.figures import bandwidth_figure

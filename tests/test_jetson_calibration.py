@@ -8,14 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from edgetwin.calibration.fit_reference import (
-    MeasuredRow,
-    fit_by_component,
-    fit_profile,
-    leave_one_batch_out_table,
-    load_spec,
-    read_measured,
-)
+from edgetwin.calibration.fit_reference import fit_profile
+from edgetwin.calibration.reference_fitter import fit_by_component
+from edgetwin.calibration.reference_holdout import leave_one_batch_out_table
+from edgetwin.calibration.reference_inputs import MeasuredRow, load_spec, read_measured
 from edgetwin.comparison import compare_to_reference
 from edgetwin.profile import load_profile
 from edgetwin.results import ResultRow, read_table

@@ -194,14 +194,14 @@ def test_every_fitted_parameter_stays_in_the_profiles_range() -> None:
     """A fitted value lies within its least-squares bounds, so bounds inside the range the
     profile takes keep every fit a profile (a value out of it was a pydantic traceback);
     a value measured, not fitted (the link share), is checked where it is read."""
-    from edgetwin.calibration import fit_decoder, fit_emu, fit_reference, fit_traces
+    from edgetwin.calibration import fit_decoder, fit_emu, fit_traces, reference_inputs
     from edgetwin.calibration.profile_io import FIXABLE_SECTIONS, out_of_range
     from edgetwin.profile import MemoryParams
 
     sections = {**FIXABLE_SECTIONS, "memory": MemoryParams}
     bounds = [
         (path, low, high)
-        for path, low, high, _ in (*fit_reference.TABLE_PARAMETERS, *fit_emu.EMU_PARAMETERS)
+        for path, low, high, _ in (*reference_inputs.TABLE_PARAMETERS, *fit_emu.EMU_PARAMETERS)
     ]
     for section, named in (
         ("compute", fit_traces.COMPUTE_BOUNDS),

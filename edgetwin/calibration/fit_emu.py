@@ -29,15 +29,7 @@ from pydantic import Field
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.calibration.fit_check import TooFewPoints, at_bound, at_bound_block
-from edgetwin.calibration.fit_reference import (
-    TIMING_PARAMETERS,
-    MeasuredRow,
-    Parameter,
-    fit_measured,
-    read_measured,
-    residual_report,
-    too_few_points_error,
-)
+from edgetwin.calibration.fit_reference import residual_report
 from edgetwin.calibration.profile_io import (
     FIXABLE_SECTIONS,
     ProfileFacts,
@@ -46,6 +38,14 @@ from edgetwin.calibration.profile_io import (
     host_ram_mb,
     source_record,
     write_profile,
+)
+from edgetwin.calibration.reference_fitter import fit_measured
+from edgetwin.calibration.reference_inputs import (
+    TIMING_PARAMETERS,
+    MeasuredRow,
+    Parameter,
+    read_measured,
+    too_few_points_error,
 )
 from edgetwin.errors import InputError, shown_text
 from edgetwin.links import LINK_CHECK_FILE, link_warnings, read_link_checks

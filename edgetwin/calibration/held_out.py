@@ -1,7 +1,7 @@
 """Held-out residuals for the twin's prediction intervals, and their nested coverage.
 
 The points are those of a leave-one-out validation (``trace_holdout.leave_one_out``,
-``fit_reference.leave_one_batch_out_table``): each predicted by a fit without the value it
+``reference_holdout.leave_one_batch_out_table``): each predicted by a fit without the value it
 was ``held_out`` by, with its measured repetitions (``reps``). A residual is
 log(repetition / prediction), so run-to-run noise is inside it.
 """

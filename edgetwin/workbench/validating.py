@@ -65,8 +65,8 @@ def validate(
     ``"pdf"``, ``"png"``), the page's figure too, as ``out/figures/<name>.<static>``.
     ``progress`` (``edgetwin.progress``) counts the refits. ``command``: what ``provenance.json``
     records (the command line; ``None``: this call)."""
-    from edgetwin.calibration.fit_reference import leave_one_batch_out_table
     from edgetwin.calibration.held_out import nested_coverage, with_coverage
+    from edgetwin.calibration.reference_holdout import leave_one_batch_out_table
     from edgetwin.calibration.trace_holdout import leave_one_out
 
     spec_path = path_argument(spec, "spec")

@@ -1,0 +1,274 @@
+"""The least-squares fit of a table through the twin, and the watts by non-negative
+least squares.
+
+For a candidate parameter vector the twin runs every measured configuration, and
+scipy's least squares moves the timing parameters to minimise the log error of the
+measured columns; power per state then follows from the time the twin spent in each
+state, energy being linear in the powers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.optimize import least_squares, nnls
+
+from edgetwin.calibration.fit_check import (
+    at_bound,
+    at_bound_block,
+    bound_record,
+    bounds_reached,
+    check_enough_points,
+)
+from edgetwin.calibration.profile_io import ProfileFacts
+from edgetwin.calibration.reference_inputs import (
+    GPU_PARAMETERS,
+    SECTION_COLUMNS,
+    TABLE_PARAMETERS,
+    TIMING_METRICS,
+    TIMING_PARAMETERS,
+    CalibrationSpec,
+    MeasuredRow,
+    Parameter,
+)
+from edgetwin.comparison import key_label
+from edgetwin.errors import InputError
+from edgetwin.profile import POWER_STATES, DeviceProfile
+from edgetwin.results import STATUS_OK, row_key
+from edgetwin.scenario import Configuration, DeviceSpec, Scenario
+from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
+
+TOTAL_WEIGHT = 2.0  # the total matters most to a user; components keep the split honest
+
+
+def fit_by_component(
+    spec: CalibrationSpec,
+    scenario: Scenario,
+    measured: Sequence[MeasuredRow],
+    spec_path: Path | None = None,
+    power: bool = True,
+) -> DeviceProfile:
+    """GPU parameters from the one-device rows (when there are any), then the rest of
+    ``TABLE_PARAMETERS`` from the compute, staging and comm columns of every row, then (with
+    ``power``) the watts from the energy column (``spec_path``: the file an error names).
+    The profile's ``fit.at_bound`` names the parameters a bound stopped, in the ``gpu``,
+    ``timing`` or ``power`` fit."""
+    fixed = dict(spec.fixed)
+    alone = [row for row in measured if row.config.devices == 1]
+    gpu_free = [p for p in GPU_PARAMETERS if p[0] not in fixed]
+    gpu_at_bound: list[dict[str, Any]] = []
+    if alone and gpu_free:
+        gpu_paths = {path for path, *_ in gpu_free}
+        others = {path: start for path, _, _, start in TABLE_PARAMETERS if path not in gpu_paths}
+        gpu = fit_measured(
+            spec.profile,
+            scenario,
+            alone,
+            gpu_free,
+            others | fixed,
+            power=False,
+            spec_path=spec_path,
+            fit_name="gpu",
+        )
+        fixed |= {path: _value(gpu, path) for path, *_ in gpu_free}
+        gpu_at_bound = at_bound(gpu)
+    profile = fit_measured(
+        spec.profile,
+        scenario,
+        measured,
+        TABLE_PARAMETERS,
+        fixed,
+        total_weight=0.0,
+        power=power,
+        spec_path=spec_path,
+    )
+    records = [*gpu_at_bound, *at_bound(profile)]
+    return profile.model_copy(update={"fit": {**profile.fit, **at_bound_block(records)}})
+
+
+def _value(profile: DeviceProfile, path: str) -> float:
+    section, name = path.split(".")
+    value: float = getattr(getattr(profile, section), name)
+    return value
+
+
+def fit_measured(
+    facts: ProfileFacts,
+    scenario: Scenario,
+    measured: Sequence[MeasuredRow],
+    parameters: Sequence[Parameter] = TIMING_PARAMETERS,
+    fixed: Mapping[str, float] | None = None,
+    expectile: float = 0.5,
+    total_weight: float = TOTAL_WEIGHT,
+    power: bool = True,
+    spec_path: Path | None = None,
+    fit_name: str = "timing",
+) -> DeviceProfile:
+    """Timing ``parameters`` (less the ``fixed`` ones) by least squares through the twin,
+    the total weighted ``total_weight`` against each component's 1; then, if ``power``,
+    the watts when the rows have energy (``with_fitted_watts``; else 1 W per state, unless
+    ``fixed``). The profile's ``fit.at_bound`` names the parameters a bound stopped (the
+    fit named ``fit_name``).
+
+    ``expectile`` below 0.5: asymmetric least squares, a measurement slower than the
+    prediction weighs ``expectile``, a faster one ``1 - expectile``; where other load only
+    ever slows runs down, the fit follows the undisturbed ones. A configuration the twin
+    cannot run on the spec's device (it does not fit in ``ram_mb``, its battery is drained)
+    is an InputError naming ``spec_path``'s profile: no fit could explain its row.
+    """
+    fixed = dict(fixed or {})
+    free = [p for p in parameters if p[0] not in fixed]
+    _check_enough_points(measured, [path for path, *_ in free])
+    start = [p[3] for p in free]
+    bounds = ([p[1] for p in free], [p[2] for p in free])
+
+    def profile_at(x: Sequence[float] | np.ndarray, power: dict[str, float]) -> DeviceProfile:
+        values = {path: float(v) for (path, *_), v in zip(free, x, strict=True)}
+        return _profile(facts, {**values, **power, **fixed})
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        profile = profile_at(x, _unit_power())
+        errors = []
+        for row in measured:
+            predicted = simulate_config(scenario, profile, row.config).row
+            for metric in TIMING_METRICS:
+                value = row.values.get(metric)
+                weight = total_weight if metric == "total_ms" else 1.0
+                if value is not None and value > 0 and weight > 0:
+                    error = math.log(max(getattr(predicted, metric), 1e-9) / value)
+                    share = expectile if error < 0 else 1.0 - expectile
+                    errors.append(weight * math.sqrt(2 * share) * error)
+        return np.array(errors)
+
+    _check_runnable(scenario, profile_at(start, _unit_power()), measured, spec_path)
+    fit = least_squares(residuals, start, bounds=bounds, x_scale="jac", diff_step=1e-4)
+    timing_only = profile_at(fit.x, _unit_power())
+    reached = bounds_reached(
+        {path: float(x) for (path, *_), x in zip(free, fit.x, strict=True)},
+        {path: (lower, upper) for path, lower, upper, _ in free},
+    )
+    records = [bound_record(p, _value(timing_only, p), r, fit_name) for p, r in reached.items()]
+    timing_only = _with_at_bound(timing_only, records)
+    return with_fitted_watts(scenario, timing_only, measured, fixed) if power else timing_only
+
+
+def _with_at_bound(profile: DeviceProfile, records: Sequence[Mapping[str, Any]]) -> DeviceProfile:
+    """``profile`` with ``records`` (``fit_check.bound_record``) added to its ``fit.at_bound``."""
+    kept = [*at_bound(profile), *records]
+    return profile.model_copy(update={"fit": {**profile.fit, **at_bound_block(kept)}})
+
+
+def with_fitted_watts(
+    scenario: Scenario,
+    timing: DeviceProfile,
+    measured: Sequence[MeasuredRow],
+    fixed: Mapping[str, float],
+) -> DeviceProfile:
+    """``timing`` (a profile of 1 W per state) with its watts fitted from the rows' energy,
+    the ``fixed`` ones as given (``TooFewPoints`` where the rows are too few); ``timing``
+    itself where no row has energy. A state the rows spend time in that the fit leaves at
+    0 W is added to ``fit.at_bound`` (the ``power`` fit)."""
+    if not any(row.values.get("energy_j") for row in measured):
+        return timing
+    fitted, at_zero = _fit_power(scenario, timing, measured, fixed)
+    watts = {**fitted, **fixed}
+    prefix = "power."
+    power = {k.removeprefix(prefix): round(w, 6) for k, w in watts.items() if k.startswith(prefix)}
+    with_watts = timing.model_copy(update={"power": timing.power.model_copy(update=power)})
+    zero = ("lower", 0.0)
+    return _with_at_bound(with_watts, [bound_record(p, 0.0, zero, "power") for p in at_zero])
+
+
+def _check_enough_points(measured: Sequence[MeasuredRow], free: Sequence[str]) -> None:
+    """``TooFewPoints`` unless each section has enough distinct points (``_point_of``) with a
+    value above 0 in its column (``SECTION_COLUMNS``) for its free parameters."""
+    for section, column in SECTION_COLUMNS.items():
+        prefix = f"{section}."
+        names = [path.removeprefix(prefix) for path in free if path.startswith(prefix)]
+        points = {_point_of(section, r.config) for r in measured if r.values.get(column, 0.0) > 0}
+        check_enough_points(section, len(points), names)
+
+
+def _point_of(section: str, config: Configuration) -> Configuration:
+    """A configuration as far as ``section``'s cost depends on it: compute and copies do not
+    depend on the link's bandwidth (rows that differ only in it are one point), the
+    exchange does."""
+    return config if section == "network" else config.model_copy(update={"bandwidth_mbps": 0.0})
+
+
+def _check_runnable(
+    scenario: Scenario,
+    profile: DeviceProfile,
+    measured: Sequence[MeasuredRow],
+    spec_path: Path | None,
+) -> None:
+    for row in measured:
+        status = simulate_config(scenario, profile, row.config).row.status
+        if status != STATUS_OK:
+            label = key_label(row_key({**row.config.model_dump(), "segments": row.config.segments}))
+            problem = f"the twin cannot run the measured {label} on this device: {status}"
+            raise InputError(spec_path, "profile", problem)
+
+
+def simulate_config(
+    scenario: Scenario, profile: DeviceProfile, config: Configuration
+) -> RunOutcome:
+    spec = DeviceSpec(name="dev", profile=profile, count=config.devices)
+    fleet = [FleetMember(f"dev-{i}", spec, profile) for i in range(config.devices)]
+    return simulate(scenario, fleet, config, rep=0)
+
+
+def _unit_power() -> dict[str, float]:
+    return {f"power.{state}_w": 1.0 for state in POWER_STATES}
+
+
+def _profile(facts: ProfileFacts, values: Mapping[str, float]) -> DeviceProfile:
+    """A profile from its facts and ``section.parameter`` values."""
+    sections: dict[str, dict[str, Any]] = {"compute": {}, "staging": {}, "network": {}}
+    for path, value in values.items():
+        section, key = path.split(".")
+        sections.setdefault(section, {})[key] = round(float(value), 6)
+    return DeviceProfile.model_validate({**facts.model_dump(), **sections})
+
+
+def _fit_power(
+    scenario: Scenario,
+    profile: DeviceProfile,
+    measured: Sequence[MeasuredRow],
+    fixed: Mapping[str, float],
+) -> tuple[dict[str, float], list[str]]:
+    """Watts per state from rows with energy: relative non-negative least squares, the
+    ``fixed`` watts (``power.<state>_w``) taken as given. A state no row spends time in
+    draws 0 W; the others need as many rows with energy as there are of them
+    (``TooFewPoints``): fewer match any energies (a 4-row table gave 1,305 W idle and a
+    1 % error). Also the states the rows spend time in that the fit leaves at its bound,
+    0 W."""
+    free = [s for s in POWER_STATES if f"power.{s}_w" not in fixed]
+    rows, targets = [], []
+    for row in measured:
+        energy = row.values.get("energy_j")
+        if energy is None or energy <= 0:
+            continue
+        outcome = simulate_config(scenario, profile, row.config)
+        seconds = {
+            state: sum(t[state] for t in outcome.time_by_state_ms.values()) / 1e3
+            for state in POWER_STATES
+        }
+        known_j = sum(fixed[f"power.{s}_w"] * seconds[s] for s in POWER_STATES if s not in free)
+        rows.append([seconds[state] / energy for state in free])
+        targets.append(1.0 - known_j / energy)
+    if not rows:
+        raise InputError(None, "energy_j", "the measured table has no energy to fit power from")
+    design = np.array(rows)
+    spent = [k for k, state in enumerate(free) if design[:, k].any()]
+    check_enough_points("power", len(rows), [f"{free[k]}_w" for k in spent])
+    watts = dict.fromkeys(free, 0.0)
+    if spent:
+        solved, _ = nnls(design[:, spent], np.array(targets))
+        watts |= {free[k]: float(w) for k, w in zip(spent, solved, strict=True)}
+    at_zero = [f"power.{free[k]}_w" for k in spent if watts[free[k]] <= 0.0]
+    return {f"power.{state}_w": round(w, 4) for state, w in watts.items()}, at_zero

@@ -1,0 +1,146 @@
+"""Leave one batch size out: refit a table without each batch size and predict its rows.
+
+A batch whose removal leaves a section nothing, or too little, to refit from gives no
+held-out points, and a notice names the batch and the column.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from edgetwin.calibration.fit_check import TooFewPoints
+from edgetwin.calibration.reference_fitter import (
+    fit_by_component,
+    simulate_config,
+    with_fitted_watts,
+)
+from edgetwin.calibration.reference_inputs import (
+    FIT_COLUMNS,
+    TIMING_METRICS,
+    CalibrationSpec,
+    MeasuredRow,
+    check_fittable,
+    encoder_scenario,
+    load_spec,
+    read_measured,
+    unfitted_by_column,
+)
+from edgetwin.comparison import key_label, relative_pct
+from edgetwin.profile import DeviceProfile
+from edgetwin.progress import Progress, no_progress
+from edgetwin.results import row_key
+from edgetwin.scenario import Scenario
+from edgetwin.schema import referenced_file
+
+_LOG = logging.getLogger(__name__)  # notices: a held-out batch that leaves nothing to refit
+
+
+def leave_one_batch_out_table(
+    spec_path: Path, progress: Progress = no_progress
+) -> list[dict[str, Any]]:
+    """Refit without each batch size of the measured table and predict that batch's rows
+    (none when the table has one batch size, or a section's only rows, or all but too few
+    for its parameters, are that batch's: a refit on no rows is its starting point, on too
+    few any law; a notice names the batch and the column). ``progress`` counts the
+    batch sizes."""
+    spec = load_spec(spec_path)
+    base = spec_path.parent
+    scenario_path = referenced_file(spec.scenario, base, spec_path, "scenario").resolve()
+    scenario = encoder_scenario(spec_path, scenario_path)
+    reference = referenced_file(spec.reference, base, spec_path, "reference").resolve()
+    measured = read_measured(reference)
+    check_fittable(reference, measured, spec.fixed)
+    batches = sorted({row.config.batch for row in measured})
+    points: list[dict[str, Any]] = []
+    with progress("held-out refits (by batch)", len(batches)) as advance:
+        for batch in batches:
+            points += _held_out_points(spec, scenario, measured, batch, spec_path)
+            advance()
+    return points
+
+
+def _held_out_points(
+    spec: CalibrationSpec,
+    scenario: Scenario,
+    measured: Sequence[MeasuredRow],
+    batch: int,
+    spec_path: Path,
+) -> list[dict[str, Any]]:
+    """The rows of ``batch`` predicted by a refit without them (none, with a notice, when
+    the rest cannot be refitted)."""
+    kept = [row for row in measured if row.config.batch != batch]
+    if not kept:  # one batch size: nothing to leave out (validate says so)
+        return []
+    unfitted = unfitted_by_column(kept, spec.fixed)
+    if unfitted:  # a section refitted on no row would be its starting point
+        columns = " or ".join(sorted(unfitted))
+        _LOG.warning(
+            "validation: batch %d gives no held-out points: without it, no row has a"
+            " value of %s to refit from",
+            batch,
+            columns,
+        )
+        return []
+    profile, metrics = _refit(spec, scenario, kept, batch, spec_path)
+    if profile is None:
+        return []
+    points = []
+    for row in measured:
+        if row.config.batch != batch:
+            continue
+        predicted = simulate_config(scenario, profile, row.config).row
+        label = key_label(row_key({**row.config.model_dump(), "segments": row.config.segments}))
+        for metric, value in row.values.items():
+            if value > 0 and metric in metrics:
+                estimate = float(getattr(predicted, metric))
+                points.append(
+                    {
+                        "metric": metric,
+                        "point": label,
+                        "measured": value,
+                        "predicted": round(estimate, 4),
+                        "error_pct": round(relative_pct(estimate, value), 2),
+                        "held_out": batch,
+                        "reps": [value],  # a published mean: no repetitions
+                    }
+                )
+    return points
+
+
+def _refit(
+    spec: CalibrationSpec,
+    scenario: Scenario,
+    kept: Sequence[MeasuredRow],
+    batch: int,
+    spec_path: Path,
+) -> tuple[DeviceProfile | None, tuple[str, ...]]:
+    """The refit on ``kept`` and the metrics it predicts: every one, or the times alone
+    where the rows left are too few to refit the watts from (its energy gets no point), or
+    none where a timing section cannot be refitted; a notice says which."""
+    try:
+        timing = fit_by_component(spec, scenario, kept, spec_path, power=False)
+    except TooFewPoints as error:
+        _note_too_few(batch, error)
+        return None, ()
+    try:
+        fitted = with_fitted_watts(scenario, timing, kept, spec.fixed)
+    except TooFewPoints as error:
+        _note_too_few(batch, error)
+        return timing, TIMING_METRICS
+    return fitted, (*TIMING_METRICS, "energy_j")
+
+
+def _note_too_few(batch: int, error: TooFewPoints) -> None:
+    """The notice of a held-out batch whose rows left are too few to refit a section."""
+    _LOG.warning(
+        "validation: batch %d gives no held-out %spoints: without it, %s has %d"
+        " distinct points to refit %d parameters from",
+        batch,
+        "energy_j " if error.section == "power" else "",
+        FIT_COLUMNS[error.section],
+        error.points,
+        len(error.parameters),
+    )
