@@ -25,11 +25,11 @@ from edgetwin.policies.perf_map import (
     Estimate,
     PerformanceMap,
     along_tokens,
-    map_from_table,
     read_map,
     validate_map,
     write_map,
 )
+from edgetwin.policies.perf_map_from_rows import map_from_table
 from edgetwin.results import write_results
 from edgetwin.scenario import load_scenario
 from edgetwin.sim.runner import build_fleet, run_scenario

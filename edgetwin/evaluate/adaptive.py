@@ -56,7 +56,7 @@ from edgetwin.evaluate.profiling import (
 )
 from edgetwin.models.registry import CandidateKey
 from edgetwin.policies.adaptive import make_policy
-from edgetwin.policies.perf_map import map_from_table
+from edgetwin.policies.perf_map_from_rows import map_from_table
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, configurations
 from edgetwin.sim.runner import unplayed_in_twin

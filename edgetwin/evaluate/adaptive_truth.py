@@ -13,7 +13,8 @@ from edgetwin.errors import InputError
 from edgetwin.evaluate.adaptive_scores import ConditionKey, baseline_label
 from edgetwin.evaluate.measured import SkippedCell, measured_cells
 from edgetwin.models.registry import CandidateKey
-from edgetwin.policies.perf_map import Estimate, PerformanceMap, grid_cell
+from edgetwin.policies.perf_map import Estimate, PerformanceMap
+from edgetwin.policies.perf_map_from_rows import grid_cell
 from edgetwin.results import ResultRow
 
 Cell = tuple[int, float, int, int | None]  # batch, bandwidth_mbps, tokens, output tokens

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
-from edgetwin.policies.perf_map import PerformanceMap, map_from_rows
+from edgetwin.policies.perf_map import PerformanceMap
+from edgetwin.policies.perf_map_from_rows import map_from_rows
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, SweepSpec, configurations, split_problem
 from edgetwin.sim.runner import RunOutcome, build_fleet, run_scenario

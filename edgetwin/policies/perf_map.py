@@ -9,7 +9,8 @@ log2(batch) and in the sequence length (tokens); outside the grid batch and
 bandwidth are clamped to the nearest edge, tokens extrapolated linearly from
 the two nearest profiled lengths (``along_tokens``); a decoder map's tokens are
 its prompt tokens, and its output tokens are interpolated and extrapolated the
-same way (``DecoderCandidate``). Schema: docs/adaptive.md.
+same way (``DecoderCandidate``). Schema: docs/adaptive.md. The candidates:
+``perf_map_candidates``; a map from the rows of a results table: ``perf_map_from_rows``.
 """
 
 from __future__ import annotations
@@ -17,117 +18,30 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Literal, NamedTuple
+from typing import Literal
 
 import numpy as np
-from pydantic import (
-    ConfigDict,
-    Discriminator,
-    Field,
-    Tag,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import InputError
 from edgetwin.models import registry
-from edgetwin.models.layout import segments_for_cr
-from edgetwin.results import ResultRow, read_results
-from edgetwin.schema import BandwidthMbps, PositiveFloat, PositiveInt, Strict, validation_error
+from edgetwin.policies.perf_map_candidates import (
+    DECODER_GRIDS,
+    AnyCandidate,
+    Candidate,
+    Cell,
+    DecoderCandidate,
+    DecoderGrid,
+    Deployment,
+    Grid,
+    candidate_kind,
+)
+from edgetwin.schema import BandwidthMbps, PositiveInt, Strict, validation_error
 
 VERSION: Literal[2] = 2
-Cell = Annotated[float, Field(ge=0)] | None  # None: failed run or not measured
-Grid = tuple[tuple[tuple[Cell, ...], ...], ...]  # [tokens][batch][bandwidth]
-DecoderGrid = tuple[Grid, ...]  # [prompt tokens][output tokens][batch][bandwidth]
-_BY_CR = "a map tells the candidates of a strategy with segments apart by their CR"
-
-
-class Deployment(Strict):
-    """What a candidate deploys; a Prism candidate is identified by its CR, its segments
-    follow the sequence length (L = round(tokens / (CR x devices)), as the twin and the
-    real code resolve a CR; a decoder's tokens are its prompt's)."""
-
-    strategy: str
-    devices: PositiveInt
-    cr: PositiveFloat | None = None
-    # per sample at the first length (the heuristic uses only its ratio to single's)
-    gflops_per_device: Annotated[float, Field(ge=0)] | None = None
-
-    @field_validator("strategy")
-    @classmethod
-    def _selectable(cls, name: str) -> str:
-        if not registry.strategy(name).selectable:
-            raise ValueError(f"{name} is not a strategy the adaptive policy may pick")
-        return name
-
-    @model_validator(mode="after")
-    def _fits_its_strategy(self) -> Deployment:
-        """One device for a one-device strategy, two or more for a split; a CR exactly where
-        the strategy takes one (a policy resolves the segments it deploys from it)."""
-        definition = registry.strategy(self.strategy)
-        if definition.one_device and self.devices != 1:
-            raise ValueError(f"{self.strategy} runs on 1 device, not {self.devices}")
-        if not definition.one_device and self.devices < 2:
-            raise ValueError(f"{self.strategy} runs on 2 or more devices, not {self.devices}")
-        if definition.params and self.cr is None:
-            raise ValueError(f"{self.strategy} needs its cr: {_BY_CR}")
-        if not definition.params and self.cr is not None:
-            raise ValueError(f"{self.strategy} takes no cr")
-        return self
-
-    def segments(self, tokens: float) -> int | None:
-        """Segments L of a candidate with a CR at a sequence length (None otherwise)."""
-        if self.cr is None:
-            return None
-        return segments_for_cr(round(tokens), self.devices, self.cr)
-
-    @property
-    def one_device(self) -> bool:
-        return registry.strategy(self.strategy).one_device
-
-    @property
-    def label(self) -> str:
-        """``single``, ``voltage x2``, ``prism cr 9.9 x2`` (``registry.candidate_label``)."""
-        return registry.candidate_label(self.strategy, self.devices, self.cr)
-
-
-class Candidate(Deployment):
-    """One deployment the policy can pick, with its profiled grid ([tokens][batch][bandwidth])."""
-
-    bytes_sent: tuple[tuple[Annotated[float, Field(ge=0)], ...], ...]  # [tokens][batch]
-    latency_ms: Grid
-    energy_j: Grid
-
-
-class DecoderCandidate(Deployment):
-    """A decoder deployment: its grids are [prompt tokens][output tokens][batch][bandwidth];
-    latency and energy are the whole generation's, next to its TTFT and TPOT."""
-
-    bytes_sent: tuple[tuple[tuple[Annotated[float, Field(ge=0)], ...], ...], ...]
-    latency_ms: DecoderGrid
-    energy_j: DecoderGrid
-    ttft_ms: DecoderGrid
-    tpot_ms: DecoderGrid
-
-
-DECODER_GRIDS = ("latency_ms", "energy_j", "ttft_ms", "tpot_ms")
-
-
-def _candidate_kind(value: object) -> str:
-    if isinstance(value, DecoderCandidate) or (isinstance(value, dict) and "ttft_ms" in value):
-        return "decoder"
-    return "encoder"
-
-
-AnyCandidate = Annotated[
-    Annotated[Candidate, Tag("encoder")] | Annotated[DecoderCandidate, Tag("decoder")],
-    Discriminator(_candidate_kind),
-]
 
 
 class PerformanceMap(Strict):
@@ -161,7 +75,7 @@ class PerformanceMap(Strict):
         grids = DECODER_GRIDS if self.decoder else ("latency_ms", "energy_j")
         axes_names = "prompt x output tokens" if self.decoder else "tokens"
         for i, c in enumerate(self.candidates):
-            if _candidate_kind(c) != kind:
+            if candidate_kind(c) != kind:
                 article = "an" if kind == "encoder" else "a"
                 raise ValueError(f"candidates.{i} does not have the grids of {article} {kind} map")
             for key, dims in (("bytes_sent", shape[:-1]), *((g, shape) for g in grids)):
@@ -327,134 +241,6 @@ class Estimate(Strict):
     energy_j: float
     ttft_ms: float = math.nan
     tpot_ms: float = math.nan
-
-
-def map_from_table(path: Path, default_tokens: int) -> PerformanceMap:
-    """A map from a results table (twin, emulator, or measured rows in the results schema);
-    rows without a ``tokens`` value ran at ``default_tokens``; rows with ``prompt_tokens``
-    (a decoder's) make a decoder map."""
-    try:
-        rows = read_results(path)
-    except (KeyError, ValueError) as exc:
-        raise InputError(path, None, f"not a results table: {exc}") from None
-    return map_from_rows(rows, path.stem, f"table {path.name}", path, default_tokens)
-
-
-class Axes(NamedTuple):
-    """The profiled values of each axis, increasing (output tokens: None for an encoder)."""
-
-    tokens: list[int]
-    output_tokens: list[int] | None
-    batches: list[int]
-    bandwidths_mbps: list[float]
-
-
-GridCell = tuple[int, int | None, int, float]  # tokens, output tokens, batch, bandwidth_mbps
-
-
-def grid_cell(row: ResultRow, default_tokens: int) -> GridCell:
-    """Where a row sits in a map's grid: a decoder's prompt and output tokens, an encoder's
-    sequence length (``default_tokens`` if the row has none)."""
-    if row.prompt_tokens is not None:
-        return (row.prompt_tokens, row.output_tokens, row.batch, row.bandwidth_mbps)
-    tokens = default_tokens if row.tokens is None else row.tokens
-    return (tokens, None, row.batch, row.bandwidth_mbps)
-
-
-def map_from_rows(
-    rows: Iterable[ResultRow],
-    scenario: str,
-    source: str,
-    path: Path | None,
-    default_tokens: int,
-) -> PerformanceMap:
-    """Group rows by candidate and grid cell; repetitions are averaged, failed runs are null."""
-    cells: dict[registry.CandidateKey, dict[GridCell, list[ResultRow]]] = defaultdict(dict)
-    for row in rows:
-        if row.strategy in registry.names() and registry.strategy(row.strategy).selectable:
-            cell = grid_cell(row, default_tokens)
-            key = registry.CandidateKey(row.strategy, row.devices, row.cr)
-            cells[key].setdefault(cell, []).append(row)
-    outputs = sorted({o for grid in cells.values() for _, o, _, _ in grid if o is not None})
-    axes = Axes(
-        sorted({t for grid in cells.values() for t, _, _, _ in grid}),
-        outputs or None,
-        sorted({b for grid in cells.values() for _, _, b, _ in grid}),
-        sorted({bw for grid in cells.values() for _, _, _, bw in grid}),
-    )
-    by_devices = sorted(cells.items(), key=lambda item: item[0].devices or 0)  # single first
-    candidates = [_candidate(key, grid, axes, path) for key, grid in by_devices]
-    decoder = {} if axes.output_tokens is None else {"output_tokens": axes.output_tokens}
-    raw = {
-        "scenario": scenario,
-        "source": source,
-        "tokens": axes.tokens,
-        **decoder,
-        "batches": axes.batches,
-        "bandwidths_mbps": axes.bandwidths_mbps,
-        "candidates": candidates,
-    }
-    return validate_map(raw, path)
-
-
-def _candidate(
-    key: registry.CandidateKey,
-    grid: dict[GridCell, list[ResultRow]],
-    axes: Axes,
-    path: Path | None,
-) -> dict[str, object]:
-    strategy, devices, cr = key.strategy, key.devices, key.cr
-    if cr is None and registry.strategy(strategy).params:
-        problem = f"{strategy} needs its cr (rows on {devices} devices have none): {_BY_CR}"
-        raise InputError(path, "cr", problem)
-    tokens, outputs, batches, bandwidths = axes
-    for cell in itertools.product(tokens, outputs or (None,), batches, bandwidths):
-        if cell not in grid:
-            field = f"{strategy} devices={devices}" + ("" if cr is None else f" cr={cr:g}")
-            output = "" if cell[1] is None else f", output tokens {cell[1]:g}"
-            where = f"tokens {cell[0]:g}{output}, batch {cell[2]:g}, bandwidth {cell[3]:g} Mbps"
-            raise InputError(path, field, f"no row at {where}")
-
-    def over_grid(column: str, t: int, o: int | None) -> list[list[float | None]]:
-        return [[_ok_mean(grid[(t, o, b, bw)], column) for bw in bandwidths] for b in batches]
-
-    def sent(t: int, o: int | None) -> list[float]:
-        return [_mean([r.bytes_sent for r in grid[(t, o, b, bandwidths[0])]]) for b in batches]
-
-    first = grid[(tokens[0], None if outputs is None else outputs[0], batches[0], bandwidths[0])][0]
-    head = {
-        "strategy": strategy,
-        "devices": devices,
-        "cr": cr,
-        "gflops_per_device": first.gflops_per_device,
-    }
-    if outputs is None:
-        return {
-            **head,
-            "bytes_sent": [sent(t, None) for t in tokens],
-            "latency_ms": [over_grid("total_ms", t, None) for t in tokens],
-            "energy_j": [over_grid("energy_j", t, None) for t in tokens],
-        }
-    columns = dict(zip(DECODER_GRIDS, ("total_ms", "energy_j", "ttft_ms", "tpot_ms"), strict=True))
-    return {
-        **head,
-        "bytes_sent": [[sent(t, o) for o in outputs] for t in tokens],
-        **{
-            key: [[over_grid(column, t, o) for o in outputs] for t in tokens]
-            for key, column in columns.items()
-        },
-    }
-
-
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values)
-
-
-def _ok_mean(rows: Sequence[ResultRow], column: str) -> float | None:
-    """Mean over successful repetitions; None when none succeeded or the value is missing."""
-    values = [getattr(r, column) for r in rows if r.ok]
-    finite = [float(v) for v in values if v is not None and math.isfinite(v)]
-    return _mean(finite) if finite and len(finite) == len(values) else None
 
 
 def validate_map(raw: object, path: Path | None) -> PerformanceMap:
