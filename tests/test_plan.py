@@ -22,7 +22,7 @@ import yaml
 from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.plan.answer_text import describe
-from edgetwin.plan.answers import crossing
+from edgetwin.plan.crossover import crossing
 from edgetwin.plan.executors import PoolExecutor, SerialExecutor, stop_workers
 from edgetwin.plan.questions import LoadedQuestion, load_question
 from edgetwin.plan.run import journal_for, run_plan, sweep_rows

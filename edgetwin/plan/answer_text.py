@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from edgetwin.errors import counted
-from edgetwin.plan.answers import QUESTIONS, meets_target
+from edgetwin.plan.answers import QUESTIONS
 from edgetwin.plan.capacity import describe_capacity
+from edgetwin.plan.smallest_fleet import meets_target
 
 
 def describe(result: dict[str, Any]) -> list[str]:

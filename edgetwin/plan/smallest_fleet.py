@@ -1,0 +1,66 @@
+"""The smallest fleet question: per batch, the p95 latency over fleet size x bandwidth and
+the smallest fleet, and the least bandwidth, that meet the target."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from edgetwin.models import registry
+from edgetwin.models.registry import CandidateKey
+from edgetwin.plan.answer_stats import Cell, p95_ms
+from edgetwin.plan.questions import SmallestFleet
+from edgetwin.results import ResultRow
+
+
+def smallest_fleet(
+    kind: SmallestFleet,
+    grouped: dict[CandidateKey, dict[Cell, list[ResultRow]]],
+    batches: Sequence[int],
+    bandwidths: Sequence[float],
+) -> dict[str, Any]:
+    """Per batch: p95 over devices x bandwidth and the smallest fleet / bandwidth meeting it."""
+    target = kind.target_p95_ms
+    by_devices = {k.devices: cells for k, cells in grouped.items() if k.devices is not None}
+    devices = sorted(by_devices)
+    per_batch = []
+    for batch in batches:
+        grid = [[p95_ms(by_devices[d][(batch, bw)]) for bw in bandwidths] for d in devices]
+        meets = [
+            (d, bw)
+            for d, row in zip(devices, grid, strict=True)
+            for bw, value in zip(bandwidths, row, strict=True)
+            if meets_target(value, target)
+        ]
+        fleet = min(meets, key=lambda m: (m[0], m[1]), default=None)
+        link = min(meets, key=lambda m: (m[1], m[0]), default=None)
+        per_batch.append(
+            {
+                "batch": batch,
+                "p95_ms": grid,
+                "min_bandwidth_mbps_by_devices": [
+                    min((bw for dd, bw in meets if dd == d), default=None) for d in devices
+                ],
+                "smallest_fleet": _point(fleet),
+                "smallest_bandwidth": _point(link),
+            }
+        )
+    strategy = kind.strategy
+    cr = strategy.cr[0] if strategy.cr else None
+    seg = strategy.segments[0] if strategy.segments else None
+    return {
+        "target_p95_ms": target,
+        "strategy": registry.candidate_label(strategy.name, None, cr, seg),
+        "devices": devices,
+        "bandwidths_mbps": list(bandwidths),
+        "per_batch": per_batch,
+    }
+
+
+def meets_target(p95_ms: float | None, target_p95_ms: float) -> bool:
+    """Whether a configuration's p95 meets the target (None: a repetition failed)."""
+    return p95_ms is not None and p95_ms <= target_p95_ms
+
+
+def _point(point: tuple[int, float] | None) -> dict[str, float] | None:
+    return None if point is None else {"devices": point[0], "bandwidth_mbps": point[1]}
