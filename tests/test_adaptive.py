@@ -92,16 +92,22 @@ def test_interpolation_is_exact_on_grid_points(tokens_map: PerformanceMap) -> No
                     assert estimate.energy_j == c.energy_j[k][i][j]
 
 
-def test_interpolation_is_linear_in_log_batch_and_bandwidth() -> None:
+def test_interpolation_is_linear_in_the_batch_and_in_one_over_bandwidth() -> None:
+    """Between swept bandwidths a latency goes as a + b / bandwidth (a transfer's bits over
+    its rate): prism's batch 1 is 200 ms at 100 Mbit/s and 120 at 300, 80 + 12000 / W, so
+    140 ms at 200 Mbit/s (linear in bandwidth said 160, more than the curve anywhere).
+    Between profiled batches it goes as a + b x batch (a step's fixed part plus each
+    sample's work): batch 2 is a third of the way from 1 to 4 (log2(batch) said half)."""
     perf_map = validate_map(hand_map(), None)
     prism = perf_map.candidates[1]
-    # batch 2 is halfway between 1 and 4 in log2; 200 Mbit/s halfway between 100 and 300
-    assert perf_map.estimate(prism, 2, 100, 197).latency_ms == pytest.approx(310)
-    assert perf_map.estimate(prism, 1, 200, 197).latency_ms == pytest.approx(160)
+    assert perf_map.estimate(prism, 2, 100, 197).latency_ms == pytest.approx(200 + 220 / 3)
+    assert perf_map.estimate(prism, 1, 200, 197).latency_ms == pytest.approx(80 + 12000 / 200)
+    assert perf_map.estimate(prism, 1, 150, 197).latency_ms == pytest.approx(80 + 12000 / 150)
+    batch_4_at_200 = 300 + (420 - 300) * (1 / 200 - 1 / 300) / (1 / 100 - 1 / 300)
     assert perf_map.estimate(prism, 2, 200, 197).latency_ms == pytest.approx(
-        (200 + 120 + 420 + 300) / 4
+        140 + (batch_4_at_200 - 140) / 3
     )
-    assert perf_map.bytes_sent(prism, 2, 197) == pytest.approx(2.5e5)
+    assert perf_map.bytes_sent(prism, 2, 197) == pytest.approx(2e5)  # 1e5 + 3e5 / 3
 
 
 def test_outside_the_grid_is_clamped_to_the_edge() -> None:

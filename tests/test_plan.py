@@ -224,7 +224,7 @@ def test_crossover_matches_direct_runs(tmp_path: Path) -> None:
 
 
 def test_a_crossover_is_said_to_three_digits() -> None:
-    """Interpolated between grid points, it was said to the kbit/s (373.728 Mbit/s)."""
+    """Interpolated between grid points, it was said to the kbit/s (368.227 Mbit/s)."""
     curves = [
         {"batch": 4, "devices": 2, **crossing([300, 400], [253.4, 253.4], [259.7, 251.2])},
         {"batch": 1, "devices": 2, "status": "crossover", "crossover_mbps": 1234.5,
@@ -232,11 +232,22 @@ def test_a_crossover_is_said_to_three_digits() -> None:
     ]  # fmt: skip
     lines = describe({"kind": "crossover", "strategy": "prism", "curves": curves})
     assert lines == [
-        "batch 4, 2 devices: prism beats one device from 374 Mbit/s "
+        "batch 4, 2 devices: prism beats one device from 368 Mbit/s "
         "(interpolated between 300 and 400 Mbit/s)",
         "batch 1, 2 devices: prism beats one device from 1230 Mbit/s "
         "(interpolated between 1000 and 1500 Mbit/s)",
     ]
+
+
+def test_a_crossover_is_where_latencies_that_go_as_one_over_bandwidth_meet() -> None:
+    """A split's latency goes as a + b / bandwidth (its transfers' bits over the rate):
+    100 + 60000 / W against one device's 250 ms meet at 400 Mbit/s exactly, which the sweep
+    at 300 and 500 Mbit/s brackets; linear in bandwidth it was placed at 425."""
+    bandwidths = [200.0, 300.0, 500.0, 800.0]
+    prism_ms = [100 + 60000 / bw for bw in bandwidths]
+    found = crossing(bandwidths, [250.0] * len(bandwidths), prism_ms)
+    assert found["between_mbps"] == [300.0, 500.0]
+    assert found["crossover_mbps"] == pytest.approx(400.0)
 
 
 @pytest.mark.parametrize(

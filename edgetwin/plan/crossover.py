@@ -1,5 +1,6 @@
 """The crossover question: per batch and fleet size, the bandwidth from which the best
-variant of a strategy beats one device (linear between swept bandwidths)."""
+variant of a strategy beats one device (linear in 1 / bandwidth between swept
+bandwidths: ``models/bandwidth_axis.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from edgetwin.models import registry
+from edgetwin.models.bandwidth_axis import zero_crossing_mbps
 from edgetwin.models.registry import CandidateKey
 from edgetwin.plan.answer_stats import Cell, best_variant, mean_of
 from edgetwin.plan.questions import Crossover
@@ -54,7 +56,8 @@ def crossover(
 def crossing(
     bandwidths: Sequence[float], single_ms: Sequence[float | None], other_ms: Sequence[float | None]
 ) -> dict[str, Any]:
-    """Where ``other`` starts beating ``single`` for good (linear between grid points).
+    """Where ``other`` starts beating ``single`` for good (linear in 1 / bandwidth between
+    grid points).
 
     ``status``: ``crossover`` (``crossover_mbps`` set, ``between_mbps`` the two swept
     bandwidths around it), ``always`` (wins at every swept bandwidth) or ``never`` (loses
@@ -72,7 +75,7 @@ def crossing(
     lo, hi = diff[first - 1], diff[first]
     b0, b1 = bandwidths[first - 1], bandwidths[first]
     interpolated = not (math.isinf(lo) or math.isinf(hi))
-    at = b0 + (b1 - b0) * lo / (lo - hi) if interpolated else b1
+    at = zero_crossing_mbps(b0, b1, lo, hi) if interpolated else b1
     return {
         "status": "crossover",
         "crossover_mbps": round(at, 3),

@@ -4,13 +4,14 @@ a decoder's also over output tokens, with its TTFT and TPOT.
 Profiled once (in the twin, or read from a results table in the results
 schema: an emulator run or a hardware table), stored as JSON on the terminal
 device, read at run time by the selection policies. Between grid points a
-candidate's latency and energy are interpolated linearly in bandwidth, in
-log2(batch) and in the sequence length (tokens); outside the grid batch and
-bandwidth are clamped to the nearest edge, tokens extrapolated linearly from
-the two nearest profiled lengths (``along_tokens``); a decoder map's tokens are
-its prompt tokens, and its output tokens are interpolated and extrapolated the
-same way (``DecoderCandidate``). Schema: docs/adaptive.md. The candidates:
-``perf_map_candidates``; a map from the rows of a results table: ``perf_map_from_rows``.
+candidate's latency and energy are interpolated linearly in 1 / bandwidth (a
+transfer's time goes so: ``models/bandwidth_axis.py``), in the batch and in the
+sequence length (tokens); outside the grid batch and bandwidth are clamped to the
+nearest edge, tokens extrapolated linearly from the two nearest profiled lengths
+(``along_tokens``); a decoder map's tokens are its prompt tokens, and its output
+tokens are interpolated and extrapolated the same way (``DecoderCandidate``).
+Schema: docs/adaptive.md. The candidates: ``perf_map_candidates``; a map from the
+rows of a results table: ``perf_map_from_rows``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import InputError
 from edgetwin.models import registry
+from edgetwin.models.bandwidth_axis import along_bandwidth
 from edgetwin.policies.perf_map_candidates import (
     DECODER_GRIDS,
     AnyCandidate,
@@ -158,10 +160,9 @@ class PerformanceMap(Strict):
         self, candidate: Deployment, batch: float, tokens: float, output_tokens: float | None = None
     ) -> float:
         """Bytes a batch moves over all devices (interpolated like latency)."""
-        log_batches = np.log2(self.batches)
 
         def along_batch(values: Sequence[float]) -> float:
-            return float(np.interp(math.log2(batch), log_batches, values))
+            return self._along_batch(batch, values)
 
         if isinstance(candidate, DecoderCandidate):
             assert self.output_tokens is not None and output_tokens is not None
@@ -201,10 +202,15 @@ class PerformanceMap(Strict):
     def _plane(
         self, plane: tuple[tuple[Cell, ...], ...], batch: float, bandwidth_mbps: float
     ) -> float:
-        """Linear in bandwidth along each profiled batch, then in log2(batch); clamped."""
-        values = np.array([[math.nan if v is None else v for v in row] for row in plane])
-        along_bw = [float(np.interp(bandwidth_mbps, self.bandwidths_mbps, r)) for r in values]
-        return float(np.interp(math.log2(batch), np.log2(self.batches), along_bw))
+        """Linear in 1 / bandwidth along each profiled batch, then in the batch; clamped."""
+        values = [[math.nan if v is None else v for v in row] for row in plane]
+        along_bw = [along_bandwidth(bandwidth_mbps, self.bandwidths_mbps, r) for r in values]
+        return self._along_batch(batch, along_bw)
+
+    def _along_batch(self, batch: float, values: Sequence[float]) -> float:
+        """Linear in the batch between profiled batches (a step costs a fixed part, weights
+        read and messages sent once, plus each sample's work: a + b x batch), clamped."""
+        return float(np.interp(batch, self.batches, values))
 
 
 def along_tokens(tokens: float, grid: Sequence[float], values: Sequence[float]) -> float:
