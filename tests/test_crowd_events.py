@@ -260,7 +260,7 @@ def test_one_stage_resident_at_a_time_and_unload_before_load(tmp_path: Path, str
             assert resident[e.phone] is None, f"{e.phone} loads {e.stage} over {resident[e.phone]}"
         elif e.event == "loaded":
             resident[e.phone] = e.stage
-    assert max(sample.rss_mb for sample in outcome.recorder.ram) == 12
+    assert max(sample.session_mb for sample in outcome.recorder.ram) == 12
     assert {s.peak_session_mb for s in outcome.phones} == {12}
 
 

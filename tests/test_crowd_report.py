@@ -17,6 +17,7 @@ from edgetwin.reports.crowd import (
     job_breakdown_figure,
     latency_distribution_figure,
     ram_figure,
+    read_timeline,
 )
 from tests.conftest import REPO
 from tests.test_report import _probe
@@ -49,7 +50,7 @@ def test_crowd_report_draws_latency_gantt_ram_and_battery(tmp_path: Path) -> Non
         "Pipeline latency per mode",
         "Where a job",
         "What each phone did",
-        "Resident memory",
+        "Session memory per phone",
         "Battery per phone",
     ):
         assert title in page
@@ -58,6 +59,28 @@ def test_crowd_report_draws_latency_gantt_ram_and_battery(tmp_path: Path) -> Non
     assert "What each phone did (first run: streaming / affinity, 300 Mbit/s)" in titles
     probe = _probe(out / "report.html", tmp_path)
     assert probe == {"graphs": 5, "rendered": 5, "errors": []}
+
+
+def test_a_timeline_keys_its_ram_samples_by_what_they_hold_and_reads_older_ones(
+    tmp_path: Path,
+) -> None:
+    """A RAM sample holds the phone's session RAM (what ``peak_session_mb`` is the largest
+    of), but was keyed ``rss_mb`` and drawn on an "RSS (MB)" axis, a process's measure. A
+    file written before reads as it did."""
+    out = tmp_path / "crowd"
+    assert main(["run", str(SCENARIO), "--out", str(out), "--trace", "--quiet"]) == 0
+    text = (out / "timeline.json").read_text()
+    samples = json.loads(text)["ram"]
+    assert samples and all(set(s) == {"phone", "t_s", "session_mb"} for s in samples)
+    peak = max(s["session_mb"] for s in samples)
+    assert peak == max(p["peak_session_mb"] for p in json.loads(text)["phones"])
+    records = read_timeline(out / "timeline.json")
+    older = tmp_path / "older.json"
+    older.write_text(text.replace('"session_mb"', '"rss_mb"'))
+    assert '"rss_mb"' in older.read_text() and read_timeline(older) == records
+    figure = ram_figure(records)
+    assert figure is not None and figure.layout.yaxis.title.text == "Session memory (MB)"
+    assert figure.layout.title.text.startswith("Session memory per phone (first run")
 
 
 def test_crowd_report_without_trace_has_the_latency_figure(tmp_path: Path) -> None:
@@ -127,7 +150,7 @@ def test_crowd_timelines_hover_with_units() -> None:
     activity = {"phone": "low-0", "kind": "infer", "start_s": 1.0, "end_s": 2.5, "stage": "s1"}
     records = {
         "activities": [activity],
-        "ram": [{"phone": "low-0", "t_s": 0.0, "rss_mb": 29.5}],
+        "ram": [{"phone": "low-0", "t_s": 0.0, "session_mb": 29.5}],
         "battery": [{"phone": "low-0", "t_s": 0.0, "level_pct": 99.9}],
     }
     gantt, ram, battery = gantt_figure(records), ram_figure(records), battery_figure(records)
@@ -144,7 +167,7 @@ def test_memory_and_battery_lines_last_to_the_end_of_the_run() -> None:
     idle = {"kind": "idle", "start_s": 0.0, "end_s": 5.0}
     records: dict[str, list[dict[str, Any]]] = {
         "activities": [{"phone": "low-0", **idle}, {"phone": "low-1", **idle}],
-        "ram": [{"phone": "low-0", "t_s": 0.0, "rss_mb": v} for v in (0.0, 43.0)],
+        "ram": [{"phone": "low-0", "t_s": 0.0, "session_mb": v} for v in (0.0, 43.0)],
         "battery": [{"phone": p, "t_s": 0.0, "level_pct": 100.0} for p in ("low-0", "low-1")],
     }
     ram, battery = ram_figure(records), battery_figure(records)
@@ -155,7 +178,7 @@ def test_memory_and_battery_lines_last_to_the_end_of_the_run() -> None:
     phones = [f"low-{k}" for k in range(11)]  # past ten phones: a mean line per class
     many = {
         "activities": [{"phone": phone, **idle} for phone in phones],
-        "ram": [{"phone": phone, "t_s": 1.0, "rss_mb": 20.0} for phone in phones],
+        "ram": [{"phone": phone, "t_s": 1.0, "session_mb": 20.0} for phone in phones],
         "phones": [{"phone": phone, "phone_class": "low"} for phone in phones],
     }
     by_class = ram_figure(many)
@@ -168,11 +191,11 @@ def test_a_large_crowd_draws_its_phones_by_class() -> None:
     their memory lines (0 to 43 MB and back per task) a solid comb."""
     phones = [("low", k) for k in range(8)] + [("high", k) for k in range(4)]
     records: dict[str, list[dict[str, Any]]] = {
-        "ram": [{"phone": f"{c}-{k}", "t_s": 0.0, "rss_mb": 30.0 + k} for c, k in phones],
+        "ram": [{"phone": f"{c}-{k}", "t_s": 0.0, "session_mb": 30.0 + k} for c, k in phones],
         "battery": [{"phone": f"{c}-{k}", "t_s": 0.0, "level_pct": 90.0} for c, k in phones],
         "phones": [{"phone": f"{c}-{k}", "phone_class": c} for c, k in phones],
     }
-    records["ram"].append({"phone": "low-0", "t_s": 5.0, "rss_mb": 0.0})  # a session ends
+    records["ram"].append({"phone": "low-0", "t_s": 5.0, "session_mb": 0.0})  # a session ends
     ram = ram_figure(records)
     assert ram is not None and [t.name for t in ram.data] == ["low (8 phones)", "high (4 phones)"]
     low, high = ram.data
@@ -202,9 +225,20 @@ def test_a_large_crowd_draws_its_phones_by_class() -> None:
             '{"activities": [{"phone": "a", "kind": "nap", "start_s": 0, "end_s": 1}]}',
             "field 'activities.0.kind': 'nap' is not one of load, infer, transfer, idle, away",
         ),
-        ('{"ram": [{"phone": "a", "t_s": NaN, "rss_mb": 1}]}', "field 'ram.0.t_s'"),
+        ('{"ram": [{"phone": "a", "t_s": NaN, "session_mb": 1}]}', "field 'ram.0.t_s'"),
+        ('{"ram": [{"phone": "a", "t_s": 0}]}', "field 'ram.0.session_mb': required key"),
+        ('{"ram": [{"phone": "a", "t_s": 0, "rss_mb": "x"}]}', "field 'ram.0.session_mb'"),
     ],
-    ids=["malformed", "list", "not-a-list", "missing-key", "unknown-kind", "nan"],
+    ids=[
+        "malformed",
+        "list",
+        "not-a-list",
+        "missing-key",
+        "unknown-kind",
+        "nan",
+        "no-ram",
+        "older-ram",
+    ],
 )
 def test_report_names_a_broken_timeline(
     tmp_path: Path, text: str, expect: str, capsys: pytest.CaptureFixture[str]

@@ -15,7 +15,7 @@ from statistics import fmean
 from typing import Any
 
 import plotly.graph_objects as go
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from edgetwin.errors import InputError
 from edgetwin.models import registry
@@ -66,6 +66,26 @@ class _Timeline(BaseModel):
     battery: tuple[BatterySample, ...] = ()
     phones: tuple[_Phone, ...] = ()
     rows: tuple[_RunRow, ...] = ()
+
+    @field_validator("ram", mode="before")
+    @classmethod
+    def _older_ram(cls, samples: object) -> object:
+        """A file written before ``session_mb`` keyed its samples ``rss_mb``: the same
+        session RAM, under the name of a process's RSS."""
+        if not isinstance(samples, list):
+            return samples
+        return [_older_sample(sample) for sample in samples]
+
+
+_OLD_SESSION_KEY = "rss_mb"  # a RAM sample's session RAM before 2026-12-06
+
+
+def _older_sample(sample: object) -> object:
+    """``sample`` with its ``rss_mb`` as ``session_mb`` (a newer one as it is)."""
+    if not isinstance(sample, dict) or _OLD_SESSION_KEY not in sample or "session_mb" in sample:
+        return sample
+    renamed = {key: value for key, value in sample.items() if key != _OLD_SESSION_KEY}
+    return {**renamed, "session_mb": sample[_OLD_SESSION_KEY]}
 
 
 def read_timeline(path: Path) -> Records:
@@ -320,14 +340,14 @@ def ram_figure(records: Records) -> go.Figure | None:
     if not records.get("ram"):
         return None
     class_of = _classes(records, "ram")
-    title = f"Resident memory per phone ({_traced_run(records)})"
+    title = f"Session memory per phone ({_traced_run(records)})"
     if class_of is None:
-        fig = _per_phone_lines(records, "ram", "rss_mb", "MB", None)
+        fig = _per_phone_lines(records, "ram", "session_mb", "MB", None)
     else:
-        fig = _class_means(records, "ram", "rss_mb", "MB", class_of)
-        title = f"Resident memory, mean over each class's phones ({_traced_run(records)})"
+        fig = _class_means(records, "ram", "session_mb", "MB", class_of)
+        title = f"Session memory, mean over each class's phones ({_traced_run(records)})"
     fig.update_yaxes(rangemode="tozero")
-    return _layout(fig, title, "Time (s)", "RSS (MB)")
+    return _layout(fig, title, "Time (s)", "Session memory (MB)")
 
 
 def battery_figure(records: Records) -> go.Figure | None:

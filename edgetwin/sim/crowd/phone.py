@@ -159,7 +159,7 @@ class Phone:
         """The app was stopped (the phone left): nothing stays resident; storage stays."""
         self.resident = None
         self.device.unload(self.device.resident_mb)
-        self.recorder.rss(self.name, 0.0)
+        self.recorder.session_ram(self.name, 0.0)
 
     # ------------------------------------------------------------ work
     def make_resident(
@@ -199,12 +199,12 @@ class Phone:
                     record.event(self.name, "out_of_memory", job, item, stage.name)
                 raise OutOfMemory(stage.name)
             if record:
-                record.rss(self.name, self.device.resident_mb)
+                record.session_ram(self.name, self.device.resident_mb)
             yield self.env.timeout(warm_load_ms(self.profile, stage) * self.load_noise())
             self.device.unload(peak_mb - stage.ram_mb)
             self.resident = stage
             if record:
-                record.rss(self.name, self.device.resident_mb)
+                record.session_ram(self.name, self.device.resident_mb)
         finally:
             if record:
                 record.end(self.name, "load")

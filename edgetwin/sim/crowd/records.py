@@ -45,11 +45,12 @@ class Activity:
 
 @dataclass(frozen=True)
 class RamSample:
-    """RSS of the worker's sessions on ``phone`` from ``t_s`` on."""
+    """The RAM the sessions on ``phone`` hold from ``t_s`` on (MB): its session RAM, what a
+    job's ``peak_session_mb`` is the largest of (not a process's RSS)."""
 
     phone: str
     t_s: float
-    rss_mb: float
+    session_mb: float
 
 
 @dataclass(frozen=True)
@@ -119,9 +120,9 @@ class Recorder:
         for phone, kind in list(self.open):
             self.end(phone, kind, cut=True)
 
-    def rss(self, phone: str, rss_mb: float) -> None:
+    def session_ram(self, phone: str, session_mb: float) -> None:
         if self.enabled:
-            self.ram.append(RamSample(phone, self.env.now / 1e3, rss_mb))
+            self.ram.append(RamSample(phone, self.env.now / 1e3, session_mb))
 
     def level(self, phone: str, level_pct: float) -> None:
         if self.enabled:

@@ -192,7 +192,7 @@ def simulate_crowd(
         phone.set_battery_level(phone_setup.battery_start_pct)
         if crowd.cache == "warm":
             phone.fill_cache(crowd.job.stages)
-        recorder.rss(phone.name, 0.0)
+        recorder.session_ram(phone.name, 0.0)
         recorder.level(phone.name, phone.battery_pct())
         phones.append(phone)
     stop = env.event()
