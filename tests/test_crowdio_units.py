@@ -23,6 +23,7 @@ from edgetwin.emu.crowdio.model import TINY, export_stages
 from edgetwin.emu.crowdio.records import Payload, TaskReport, WorkerStatus
 from edgetwin.emu.crowdio.sessions import ModelCache, ModelError, SessionSlot
 from edgetwin.emu.crowdio.telemetry import BatteryMeter, PowerModel, SessionMemory
+from edgetwin.emu.crowdio.worker import Worker, WorkerConfig
 
 REPORT = TaskReport(
     load_kind="resident",
@@ -204,6 +205,31 @@ def test_without_a_peak_counter_session_memory_is_read_when_reported(tmp_path: P
     assert memory.peak_mb() >= 0.9 * BLOCK_MB
     del block
     assert memory.peak_mb() < BLOCK_MB / 2
+
+
+def test_a_workers_free_ram_is_its_budget_less_what_it_holds_with_no_session(
+    tmp_path: Path,
+) -> None:
+    """The free RAM a worker reports, which the core dispatches a stage by, was its budget
+    less its whole RSS (this interpreter's hundreds of MB: 0 here), where the twin's phone
+    gives a session its whole budget. It is now its budget less its RSS above its start
+    with no session resident (``SessionMemory``, as ``peak_session_mb``): memory held
+    outside a session counts; a resident session does not (a load unloads it first, as
+    the twin's phone does)."""
+    budget_mb = 4.0 * BLOCK_MB
+    config = WorkerConfig("127.0.0.1", 1, "token", tmp_path / "cache", "w", ram_mb=budget_mb)
+    worker = Worker(config)
+    assert budget_mb - BLOCK_MB / 2 < worker.status().free_ram_mb <= budget_mb
+    held = _touched_block()  # outside any session: the worker holds it
+    without = worker.status().free_ram_mb
+    assert budget_mb - 1.5 * BLOCK_MB < without < budget_mb - 0.9 * BLOCK_MB
+    stage = export_stages(TINY, 1, seed=0)[0]
+    worker.slot.load(stage.name, stage.sha256, stage.blob)
+    work = _touched_block()  # while a session is resident: the session's
+    assert worker.status().free_ram_mb == without
+    del held, work
+    worker.slot.unload()
+    assert worker.status().free_ram_mb > budget_mb - BLOCK_MB / 2
 
 
 def test_battery_drains_by_state() -> None:

@@ -80,33 +80,24 @@ def check_real_stages_fit(
     classes: Sequence[PhoneClass],
     model: str,
     scenario_path: Path | None,
-    worker_mb: float = 0.0,
 ) -> None:
     """``InputError`` naming the entry of ``crowd.job.stages`` whose stage, as the real
     pipeline exports it, no phone class holds: the session the job declares for it
     (``StageSpec.ram_mb``, its ONNX blob times STAGE_RAM_FACTOR: what the foreman's core
-    dispatches by against a worker's free RAM) fits no class's session budget
-    (``PhoneClass.takes``) less ``worker_mb``, what the worker process holds before a
-    model (a real worker reports its budget less its RSS as free RAM; 0: not measured).
+    dispatches by against a worker's free RAM, which starts at its whole budget, as a
+    twin phone's) fits no class's session budget (``PhoneClass.takes``).
     ``check_stages_fit`` reads the sizes the scenario gives the twin; the exported stages
     may be larger, and a job whose stage no worker takes waits until its deadline. A class
     with no phones at a ``fleet_size`` counts, as there."""
     for i, (spec, stage) in enumerate(zip(crowd.job.stages, stages, strict=True)):
-        if any(phone_class.takes(stage.ram_mb + worker_mb) for phone_class in classes):
+        if any(phone_class.takes(stage.ram_mb) for phone_class in classes):
             continue
-        needs = f"stage {spec.name} as the {model} DistilBERT exports it needs a"
-        if worker_mb > 0 and any(c.takes(stage.ram_mb) for c in classes):
-            problem = (
-                f"{needs} {stage.ram_mb:.3g} MB session, and its worker process"
-                f" {worker_mb:.0f} MB of RSS before it (a worker's free RAM is its budget"
-                " less its RSS): they fit no phone class:"
-            )
-        else:
-            problem = (
-                f"{needs} {stage.ram_mb:.3g} MB session ({STAGE_RAM_FACTOR:g} x its"
-                f" {len(stage.blob):,}-byte ONNX blob; the twin reads ram_mb,"
-                f" {spec.ram_mb:g} MB) and fits no phone class:"
-            )
+        problem = (
+            f"stage {spec.name} as the {model} DistilBERT exports it needs a"
+            f" {stage.ram_mb:.3g} MB session ({STAGE_RAM_FACTOR:g} x its"
+            f" {len(stage.blob):,}-byte ONNX blob; the twin reads ram_mb,"
+            f" {spec.ram_mb:g} MB) and fits no phone class:"
+        )
         raise InputError(
             scenario_path, f"crowd.job.stages.{i}", f"{problem} {largest_budget(classes)}"
         )
@@ -203,8 +194,7 @@ class CrowdJobs:
         config = MODELS[emulator.model]
         stages = export_stages(config, len(crowd.job.stages), scenario.seed, work_root)
         classes = resolve_classes(crowd, scenario_path)
-        worker_mb = interpreter(WORKER).bytes_for(1) / 2**20  # before any model: its RSS
-        check_real_stages_fit(crowd, stages, classes, emulator.model, scenario_path, worker_mb)
+        check_real_stages_fit(crowd, stages, classes, emulator.model, scenario_path)
         inputs = make_inputs(config, crowd.job.inputs, scenario.seed)
         cache_root = work_root / "cache" if crowd.cache == "warm" else None
         if cache_root is not None:

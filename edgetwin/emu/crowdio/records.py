@@ -57,7 +57,7 @@ class WorkerStatus(Record):
     # what its sessions and their work added to that RSS (above it before any session), at
     # their peak since the worker's previous report (telemetry.SessionMemory)
     peak_session_mb: Annotated[float, Field(ge=0)]
-    free_ram_mb: Annotated[float, Field(ge=0)]
+    free_ram_mb: Annotated[float, Field(ge=0)]  # what a session may take (Worker.free_ram_mb)
     battery_mah: Annotated[float, Field(ge=0)]  # drained since the worker started
     energy_j: Annotated[float, Field(ge=0)]  # the same drain as energy
     battery_pct: Annotated[float, Field(ge=0, le=100)] | None  # None: mains powered

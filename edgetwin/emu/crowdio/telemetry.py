@@ -120,6 +120,10 @@ class SessionMemory:
         peak_mb = self._high_water_mb()
         return max((rss_mb() if peak_mb is None else peak_mb) - self.baseline_mb, 0.0)
 
+    def held_mb(self) -> float:
+        """The RSS above the baseline now (MB); the peak is left alone."""
+        return max(rss_mb() - self.baseline_mb, 0.0)
+
     def _high_water_mb(self) -> float | None:
         """The RSS's high-water mark (MB), then reset to the RSS now; None where unknown."""
         try:

@@ -4,9 +4,11 @@ It handles messages in order: LOAD_MODEL (the blob, checked against its SHA-256
 and cached on disk, or the cached copy: a warm load), UNLOAD_MODEL, RUN_TASK
 (decode the payload, run the resident stage, encode the output inline or into the
 file store). Each reply carries its RSS, its session memory (what its sessions and their
-work added to its RSS at their peak since its previous reply) and simulated battery; each
-event goes to its telemetry log. A bad blob, a payload that does not decode or a file-store
-reference outside the store fails that load or task, not the worker.
+work added to its RSS at their peak since its previous reply), its free RAM (with a budget:
+the budget less its RSS above its start with no session resident, as a twin phone gives a
+session its whole budget) and simulated battery; each event goes to its telemetry log.
+A bad blob, a payload that does not decode or a file-store reference outside the store
+fails that load or task, not the worker.
 
 While enrolled it sends a HEARTBEAT every ``heartbeat_s`` the foreman asks for; loads and
 inference run in a thread, so beats go out while it works. The foreman beats too: a
@@ -124,7 +126,7 @@ class WorkerConfig:
     store_dir: Path | None = None  # the file store shared with the foreman; None: inline only
     telemetry_path: Path | None = None
     threads: int = 1  # ONNX Runtime intra-op threads
-    ram_mb: float | None = None  # a RAM budget (a phone's): free = budget - RSS; None: free RAM
+    ram_mb: float | None = None  # a phone's session budget (Worker.free_ram_mb); None: free RAM
     power: PowerModel = field(default_factory=PowerModel)
     task_delay_ms: float = 0.0  # added to every inference: a slower device
     max_message_bytes: int = MAX_MESSAGE_BYTES
@@ -143,6 +145,7 @@ class Worker:
         self.slot = SessionSlot(config.threads)
         self.meter = BatteryMeter(config.power)
         self.memory = SessionMemory()  # from here: before any session
+        self.sessionless_mb = 0.0  # its RSS above the start with no session, last measured
         self.store: TimedStore | None = None
         self.inline_max_bytes = 0
         self.log: WorkerLog | None = None
@@ -151,19 +154,26 @@ class Worker:
         self.foreman_timeout_s = config.foreman_timeout_s  # raised to two heartbeats if shorter
 
     def status(self) -> WorkerStatus:
-        rss = rss_mb()
-        if self.config.ram_mb is None:
-            free = psutil.virtual_memory().available / 2**20
-        else:
-            free = max(self.config.ram_mb - rss, 0.0)
         return WorkerStatus(
-            rss_mb=rss,
+            rss_mb=rss_mb(),
             peak_session_mb=self.memory.peak_mb(),
-            free_ram_mb=free,
+            free_ram_mb=self.free_ram_mb(),
             battery_mah=self.meter.drained_mah(),
             energy_j=self.meter.drained_j(),
             battery_pct=self.meter.pct(),
         )
+
+    def free_ram_mb(self) -> float:
+        """What a session may take (MB): the budget less the worker's RSS above its start
+        with no session resident (measured now when none is, else when none last was: a load
+        unloads the resident session first). As the twin's phone, whose free RAM is its
+        session budget, not less its interpreter and libraries. Without a budget, the
+        machine's available memory."""
+        if self.slot.resident is None:
+            self.sessionless_mb = self.memory.held_mb()
+        if self.config.ram_mb is None:
+            return float(psutil.virtual_memory().available) / 2**20
+        return max(self.config.ram_mb - self.sessionless_mb, 0.0)
 
     async def run(self) -> None:
         """Serve the foreman until it closes the connection; WorkerRefused when refused.
