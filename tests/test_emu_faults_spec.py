@@ -238,17 +238,21 @@ def test_crowd_settings_are_for_crowd_scenarios(field: str, value: Any) -> None:
 
 
 def test_cpu_share_follows_the_class_speed_and_memory_the_session_budget() -> None:
+    """A phone's host memory is its session budget for its sessions, plus what its worker
+    process holds before any (``worker_mb``): the budget alone held the interpreter too,
+    which the twin's phone has none of, and which a worker's free RAM no longer counts
+    (``Worker.free_ram_mb``), so a stage dispatched as fitting could be killed there."""
     scenario = validate_scenario(_crowd(cpu_cores_fastest=1.0), CROWD)
     phones = crowd_phones(scenario, CROWD)
     assert [p.name for p in phones] == ["low", "mid", "high"]
-    limits = phone_limits(phones, scenario.emulator, cores=2)
+    limits = phone_limits(phones, scenario.emulator, cores=2, worker_mb=70.0)
     assert limits[0].cpu_fraction is None and limits[0].memory_mb is None  # the foreman's host
     # android_low/mid/high: 4, 8, 16 GFLOPS -> 0.25, 0.5, 1 core of 2
     assert [lim.cpu_fraction for lim in limits[1:]] == [0.125, 0.25, 0.5]
-    # RAM less what Android keeps: 3300 - 1536 for the low class
-    assert limits[1].memory_mb == pytest.approx(3300 - 1536)
+    # RAM less what Android keeps: 3300 - 1536 for the low class; and the worker's 70 MB
+    assert limits[1].memory_mb == pytest.approx(3300 - 1536 + 70.0)
     off = validate_scenario(_crowd(cpu_limits=False, memory_limits=False), CROWD).emulator
-    assert all(lim == limits[0] for lim in phone_limits(phones, off, cores=2))
+    assert all(lim == limits[0] for lim in phone_limits(phones, off, cores=2, worker_mb=70.0))
     assert crowd_bandwidths(scenario) == [10, 100]
 
 

@@ -2,10 +2,10 @@
 
 The foreman runs on host 0, phone i's worker on host i + 1 (phones in fleet order,
 named as in the twin), each link shaped to the bandwidth as for ViT. A phone's host
-is CPU-limited by its class's speed and memory-limited to its session budget
-(``HostLimits`` from ``phone_limits``); its worker reports battery and free RAM with
-its profile's power model and budget. This process submits every job with the real
-SDK over the bridge. Runs go bandwidth by bandwidth (the scenario's sweep bandwidths,
+is CPU-limited by its class's speed and memory-limited to its session budget and its
+worker's interpreter (``HostLimits`` from ``phone_limits``); its worker reports battery
+and free RAM with its profile's power model and budget. This process submits every job
+with the real SDK over the bridge. Runs go bandwidth by bandwidth (the scenario's sweep bandwidths,
 else ``network.bandwidth_mbps``), then strategy x scheduler x repetition as in the
 twin; the scenario's faults and bandwidth schedule play during every job, from its
 start, and the links are restored after it.
@@ -32,8 +32,9 @@ from edgetwin.emu.crowd_jobs import (
     crowd_phones,
     run_label,
 )
-from edgetwin.emu.crowdio.launcher import Processes, WorkerSpec
+from edgetwin.emu.crowdio.launcher import WORKER, Processes, WorkerSpec
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
+from edgetwin.emu.memory_check import interpreter
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network
@@ -126,11 +127,13 @@ def _phone_cores(emulator: EmulatorSpec, phone_class: PhoneClass, fastest_gflops
 
 
 def phone_limits(
-    phones: Sequence[PhoneSetup], emulator: EmulatorSpec, cores: int
+    phones: Sequence[PhoneSetup], emulator: EmulatorSpec, cores: int, worker_mb: float
 ) -> list[HostLimits]:
     """Host limits, host 0 (the foreman) unlimited: phone i's host gets ``cpu_cores_fastest``
-    x its ``cpu_gflops`` / the fastest phone's, as a fraction of ``cores``, and its session
-    budget (RAM less what Android keeps) as memory."""
+    x its ``cpu_gflops`` / the fastest phone's, as a fraction of ``cores``, and as memory
+    its session budget (RAM less what Android keeps) plus ``worker_mb``, what its worker
+    process holds before any session: its sessions get the whole budget, as on a twin
+    phone and as the worker's free RAM says (``Worker.free_ram_mb``)."""
     fastest = max(phone.phone_class.profile.cpu_gflops for phone in phones)
     limits = [HostLimits()]
     for phone in phones:
@@ -140,7 +143,7 @@ def phone_limits(
         limits.append(
             HostLimits(
                 cpu_fraction=min(share, 1.0) if emulator.cpu_limits else None,
-                memory_mb=budget_mb if emulator.memory_limits else None,
+                memory_mb=budget_mb + worker_mb if emulator.memory_limits else None,
             )
         )
     return limits
@@ -163,7 +166,8 @@ def run_crowd_emu(
     if link_check_s is None:
         link_check_s = scenario.emulator.link_check_s
     phones = crowd_phones(scenario, scenario_path)
-    limits = phone_limits(phones, scenario.emulator, os.cpu_count() or 1)
+    worker_mb = interpreter(WORKER).bytes_for(1) / 2**20  # before any session
+    limits = phone_limits(phones, scenario.emulator, os.cpu_count() or 1, worker_mb)
     runs = crowd_runs(scenario)
     topology = build_topology(len(phones) + 1)
     result = CrowdEmuRun([], [], [], [])

@@ -164,7 +164,7 @@ def host_cpu_warning(
     ``machine_cores``: a crowd's phones (``phone_limits``), else the ViT hosts."""
     if scenario.crowd is not None:
         phones = crowd_phones(scenario, scenario_path)
-        limits = phone_limits(phones, scenario.emulator, machine_cores)
+        limits = phone_limits(phones, scenario.emulator, machine_cores, worker_mb=0.0)  # CPU only
         return cpu_quota_warning(limits, machine_cores, "emulator.cpu_cores_fastest")
     limits = vit_host_limits(scenario, machine_cores)
     return cpu_quota_warning(limits, machine_cores, "emulator.host_cpu_cores")
