@@ -84,6 +84,28 @@ def test_bytes_sent_equal_bytes_received_and_match_the_exchange() -> None:
     assert outcome.row.bytes_sent == 2 * 12 * 10 * 768 * 4 * 2
 
 
+def test_bytes_received_count_the_runs_bytes_sent_count() -> None:
+    """``bytes_received`` (what the network brought the devices) summed every batch, the
+    warm-ups and a lost one included, while ``bytes_sent`` counts the measured batch of a
+    run that finished: with two warm-up batches it said three times the exchange, and a
+    lost run what it had carried before the device left."""
+    path = REPO / "scenarios/prism_jetson.yaml"
+    exchange = 2 * 12 * 10 * 768 * 4 * 2  # as above: 2 ranks, L 10, batch 2, 12 blocks
+    for settings in (["warmup_batches=2"], []):
+        scenario = load_scenario(path, settings)
+        config = configurations(scenario)[0].model_copy(
+            update={"strategy": "prism", "devices": 2, "batch": 2, "segments": 10}
+        )
+        outcome = simulate(scenario, build_fleet(scenario, path), config, 0)
+        assert outcome.bytes_received == outcome.row.bytes_sent == exchange, settings
+    away = "{up: {kind: constant, value_s: 0.05}, down: {kind: constant, value_s: 1}}"
+    lost = load_scenario(path, [f"devices.0.availability={away}"])
+    lost_config = config.model_copy(update={"strategy": "voltage", "segments": None})
+    outcome = simulate(lost, build_fleet(lost, path), lost_config, 0)
+    assert outcome.row.status.startswith("device lost")
+    assert outcome.bytes_received == outcome.row.bytes_sent == 0
+
+
 def test_bytes_sent_count_each_ranks_pieces_while_the_rings_carry_more() -> None:
     """3 devices, batch 2, 12 blocks: voltage's ring all-gather forwards each rank's
     piece (66 rows, padded) twice, tensor parallel's ring all-reduce sends 4/3 of the

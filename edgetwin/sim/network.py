@@ -250,6 +250,11 @@ class Network:
         if spec.schedule:
             env.process(self._apply_schedule())
 
+    def start_measuring(self) -> None:
+        """Forget the bytes carried so far (after warm-up), as a device its time and energy."""
+        self.bytes_sent = dict.fromkeys(self.bytes_sent, 0.0)
+        self.bytes_received = dict.fromkeys(self.bytes_received, 0.0)
+
     def memoryless(self) -> bool:
         """Whether a transfer started now takes what it took before from the same state:
         a constant rate, no token bucket, no other flow on any channel."""

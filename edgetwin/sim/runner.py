@@ -54,6 +54,8 @@ class RunOutcome:
     intervals: tuple[Interval, ...]
     energy_by_state_j: dict[str, dict[str, float]]
     time_by_state_ms: dict[str, dict[str, float]]
+    # what the network brought the devices in the measured batch, a ring's forwarding
+    # included (row.bytes_sent counts each rank's pieces once); 0 for a lost run, as it
     bytes_received: float
 
 
@@ -234,7 +236,7 @@ def simulate(
         intervals=tuple(i for d in devices for i in d.intervals),
         energy_by_state_j={d.name: dict(d.energy_j) for d in devices},
         time_by_state_ms={d.name: dict(d.time_ms) for d in devices},
-        bytes_received=sum(network.bytes_received.values()),
+        bytes_received=sum(network.bytes_received.values()) if row.ok else 0.0,
     )
 
 
@@ -366,6 +368,7 @@ def _run_batches(world: _World, forwards: list[Forward] | list[Generation]) -> s
         if forward is forwards[-1]:
             for device in devices:
                 device.start_measuring()
+            world.network.start_measuring()
         forward.start_ms = env.now
         running[:] = [env.process(guarded(forward, rank)) for rank in range(len(devices))]
         env.run(until=env.all_of(running))
