@@ -371,8 +371,10 @@ def validation_error(exc: ValidationError, path: Path | str, model: type[BaseMod
         loc.append(error["ctx"]["field"])
     message = error["msg"].removeprefix("Value error, ")
     kind = error["type"]
-    if kind == "value_error":  # a model's own check may name the field it is about
-        loc, message = _named_field(model, error["loc"], loc, message)
+    named = False  # a model's own check that names the field it is about: its input is
+    if kind == "value_error":  # the model's whole mapping, not the field's value
+        named_loc, message = _named_field(model, error["loc"], loc, message)
+        loc, named = named_loc, named_loc != loc
     field = ".".join(loc) or None
     if kind == "extra_forbidden":
         message = "unknown key" if meant is None else f"unknown key (did you mean {meant!r}?)"
@@ -388,7 +390,7 @@ def validation_error(exc: ValidationError, path: Path | str, model: type[BaseMod
     elif kind == "union_tag_not_found":
         discriminator = error["ctx"]["discriminator"]
         message = f"needs a {discriminator} key: it says which form this takes{_got(error)}"
-    elif kind != BOOLEAN_NUMBER:
+    elif kind != BOOLEAN_NUMBER and not named:
         message += _got(error)
     return InputError(path, field, message)
 

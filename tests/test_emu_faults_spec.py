@@ -37,6 +37,7 @@ from edgetwin.scenario import (
     load_scenario,
     validate_scenario,
 )
+from tests.test_bad_input import assert_clean_failure
 
 REPO = Path(__file__).resolve().parents[1]
 CROWD = REPO / "scenarios/emu_crowdio.yaml"
@@ -97,7 +98,52 @@ def test_a_silence_timeout_under_two_heartbeats_exits_2(
     path.write_text(yaml.safe_dump(_crowd(heartbeat_s=1.0, silence_timeout_s=1.5)))
     assert cli.main(["run", str(path), "--mode", "emu", "--out", str(tmp_path / "o")]) == 2
     message = capsys.readouterr().err
-    assert str(path) in message and "field 'emulator'" in message and "heartbeat_s" in message
+    assert str(path) in message and "field 'emulator.silence_timeout_s'" in message
+    assert "2 x heartbeat_s" in message
+
+
+_LINK_DOWN = {"kind": "link_down", "host": 1}
+# (emulator settings, the field named, words of the problem): each passed --check
+EMULATOR_TIMES = [
+    ({"heartbeat_s": 1e-300}, "emulator.heartbeat_s", "greater than or equal to 0.01"),
+    ({"task_delay_ms": 1e300}, "emulator.task_delay_ms", "never finishes within a job's 600 s"),
+    ({"silence_timeout_s": 1e300}, "emulator.silence_timeout_s", "a job's 600 s deadline"),
+    ({"faults": [{**_LINK_DOWN, "at_s": 1e300}]}, "emulator.faults.0.at_s", "600 s deadline"),
+    (
+        {"faults": [{"kind": "kill_worker", "host": 1, "at_s": 600}]},
+        "emulator.faults.0.at_s",
+        "600 s deadline",
+    ),
+    (
+        {"faults": [{**_LINK_DOWN, "at_s": 100, "for_s": 500}]},
+        "emulator.faults.0.for_s",
+        "leave for_s out",
+    ),
+]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("emulator", "field", "words"),
+    EMULATOR_TIMES,
+    ids=["tiny-heartbeat", "huge-delay", "huge-silence", "huge-at", "at-deadline", "up-after"],
+)
+def test_emulator_times_a_job_cannot_play_exit_2(
+    emulator: dict[str, Any],
+    field: str,
+    words: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A heartbeat below the scheduler's tick, a task delay, silence timeout or fault at or
+    past the real pipeline's job deadline (JOB_TIMEOUT_S, 600 s) is refused by --check,
+    naming the file and the field; one just inside the deadline is a scenario's own."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(_crowd(**emulator)))
+    argv = ["run", str(path), "--check"]
+    assert_clean_failure(argv, capsys, tmp_path, str(path), f"field '{field}'", words)
+    inside = {"task_delay_ms": 599_999, "heartbeat_s": 0.01, "silence_timeout_s": 599}
+    validate_scenario(_crowd(**inside, faults=[{**_LINK_DOWN, "at_s": 1, "for_s": 598}]), path)
 
 
 def _vit(**emulator: Any) -> dict[str, Any]:

@@ -48,7 +48,6 @@ from edgetwin.run_folders import LOCAL, run_folder
 from edgetwin.scenario import RunMode, Scenario
 
 MODELS = {"tiny": TINY, "full": FULL}
-JOB_TIMEOUT_S = 600.0
 
 
 class CrowdJobFailed(RunFailed):

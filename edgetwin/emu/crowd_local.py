@@ -15,8 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from edgetwin.configuration import CrowdRun, crowd_runs, in_turn
-from edgetwin.emu.crowd_jobs import JOB_TIMEOUT_S, CrowdJobs, check_crowd_jobs, check_phones_fit
+from edgetwin.emu.crowd_jobs import CrowdJobs, check_crowd_jobs, check_phones_fit
 from edgetwin.emu.crowdio.launcher import LocalPlacement
+from edgetwin.emulator_spec import JOB_TIMEOUT_S
 from edgetwin.errors import MODE_EMU, TRACE_ASKED, InputError
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import LOCAL, run_folder

@@ -26,7 +26,6 @@ from edgetwin.configuration import CrowdRun, crowd_runs, in_turn
 from edgetwin.crowd_fleet import PhoneClass, PhoneSetup, resolve_classes
 from edgetwin.emu.child_env import package_env
 from edgetwin.emu.crowd_jobs import (
-    JOB_TIMEOUT_S,
     CrowdJobs,
     check_crowd_jobs,
     crowd_phones,
@@ -44,7 +43,7 @@ from edgetwin.emu.mininet.topology import (
     build_topology,
     link_state_command,
 )
-from edgetwin.emulator_spec import MIN_HOST_CPU_CORES, EmulatorSpec
+from edgetwin.emulator_spec import JOB_TIMEOUT_S, MIN_HOST_CPU_CORES, EmulatorSpec
 from edgetwin.errors import InputError
 from edgetwin.links import worst_error_pct
 from edgetwin.progress import Progress, no_progress

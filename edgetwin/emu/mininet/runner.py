@@ -24,7 +24,7 @@ from typing import TypeVar
 
 from edgetwin.configuration import crowd_runs
 from edgetwin.emu.child_env import package_env
-from edgetwin.emu.crowd_jobs import JOB_TIMEOUT_S, check_phones_fit, crowd_phones
+from edgetwin.emu.crowd_jobs import check_phones_fit, crowd_phones
 from edgetwin.emu.llm import records as llm_records
 from edgetwin.emu.llm.launcher import group_args, rank_command
 from edgetwin.emu.llm.local_rows import decoder_model, decoder_rows
@@ -45,6 +45,7 @@ from edgetwin.emu.mininet.topology import (
 )
 from edgetwin.emu.vit import records as vit_records
 from edgetwin.emu.vit.launcher import stop_ranks, wait_ranks
+from edgetwin.emulator_spec import JOB_TIMEOUT_S
 from edgetwin.errors import InputError
 from edgetwin.links import worst_error_pct
 from edgetwin.models.strategy import VIT_WORKER
