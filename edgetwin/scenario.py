@@ -211,6 +211,23 @@ AnyModel = Annotated[
     Annotated[ModelSpec, Tag("encoder")] | Annotated[DecoderSpec, Tag("decoder")],
     Discriminator(_model_kind),
 ]
+# the keys a decoder's model has and an encoder's has not (``kind`` says which it is)
+_DECODER_KEYS = tuple(
+    k for k in DecoderSpec.model_fields if k not in {*ModelSpec.model_fields, "kind"}
+)
+
+
+def _decoder_kind_problem(model: dict[str, Any]) -> str | None:
+    """Why a model mapping read as an encoder's (no ``kind``, no preset) is a decoder's
+    that does not say so: the decoder keys it has (each was an encoder's unknown key)."""
+    if "kind" in model or model.get("preset") is not None:
+        return None
+    keys = [key for key in model if key in _DECODER_KEYS]
+    if not keys:
+        return None
+    are = "is a decoder's key" if len(keys) == 1 else "are a decoder's keys"
+    says = "a decoder model says kind: decoder (or names a decoder preset)"
+    return f"required key is missing: {', '.join(keys)} {are}; {says}"
 
 
 _EMULATOR_DEFAULTS = EmulatorSpec().model_dump()
@@ -240,6 +257,15 @@ class Scenario(Strict):
     reference: str | None = None
     crowd: CrowdSpec | None = None
     emulator: EmulatorSpec = EmulatorSpec()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _decoder_says_so(cls, data: Any) -> Any:
+        model = data.get("model") if isinstance(data, dict) else None
+        problem = _decoder_kind_problem(model) if isinstance(model, dict) else None
+        if problem is not None:
+            raise ValueError(f"model.kind: {problem}")
+        return data
 
     @model_validator(mode="after")
     def _check_crowd(self) -> Scenario:

@@ -314,6 +314,15 @@ CASES = [
         scenario_text(model={"kind": "decoder", "preset": "gpt2_small", "layers": 1_000_000}),
         ("'model.layers'", "less than or equal to 10000"),
     ),
+    Case(  # was "field 'model.layers': unknown key": read as an encoder
+        "decoder-keys-without-kind",
+        scenario_text(model={"layers": 4, "weight_dtype": "fp16"}),
+        (
+            "field 'model.kind': required key is missing",
+            "layers, weight_dtype are a decoder's keys",
+            "kind: decoder",
+        ),
+    ),
     Case(
         "width-not-divisible-by-heads",
         scenario_text(model={"width": 100, "heads": 12}),
