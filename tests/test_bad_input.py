@@ -236,10 +236,13 @@ def test_bad_crowd_sweep(
         ({"fleet_size": [3], "batch": [1]}, ("field 'axes': fleet_size sweeps a crowd, batch",)),
         ({"fleet_sizes": [3]}, ("'axes.fleet_sizes': unknown key (did you mean 'fleet_size'?)",)),
         ({"fleet_size": [3], "bogus": [1]}, ("'axes.bogus': unknown key",)),
+        # each was "field 'axes.batch': required key is missing"
+        ({"bandwidth_mbps": [10]}, ("field 'axes.fleet_size': required key is missing",)),
+        ({}, ("field 'axes.fleet_size': required key is missing", "crowd_capacity")),
     ],
     ids=[
         *("true-as-bandwidth", "true-as-fleet-size", "no-bandwidths", "a-device-axis-too"),
-        *("misspelt-fleet-size", "unknown-axis"),
+        *("misspelt-fleet-size", "unknown-axis", "no-fleet-size", "no-axes"),
     ],
 )
 def test_bad_crowd_question_axes(

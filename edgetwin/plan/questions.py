@@ -178,6 +178,7 @@ class CrowdCapacity(Strict):
         return name
 
 
+CROWD_CAPACITY = get_args(CrowdCapacity.model_fields["kind"].annotation)[0]
 AnyKind = SmallestFleet | Crossover | BestMode | LongestContext | CrowdCapacity
 KINDS = tuple(get_args(kind.model_fields["kind"].annotation)[0] for kind in get_args(AnyKind))
 QuestionKind = Annotated[AnyKind, Field(discriminator="kind")]
@@ -227,9 +228,10 @@ class PlanQuestion(Strict):
     @classmethod
     def _one_kind_of_axes(cls, data: Any) -> Any:
         """The axes' keys say their kind (``fleet_size``: a crowd's, else a device sweep's):
-        a device key beside ``fleet_size``, and an unknown key where neither
-        ``fleet_size`` nor ``batch`` says the kind, are named for what they are (they were
-        an unknown key of the crowd's axes, and a missing ``batch``)."""
+        a device key beside ``fleet_size``, an unknown key where neither ``fleet_size`` nor
+        ``batch`` says the kind, and a crowd question's axes with neither, are named for
+        what they are (they were an unknown key of the crowd's axes, and a missing
+        ``batch``)."""
         axes = data.get("axes") if isinstance(data, dict) else None
         if not isinstance(axes, dict):
             return data
@@ -248,6 +250,10 @@ class PlanQuestion(Strict):
                 close = difflib.get_close_matches(str(key), known, n=1)
                 if key not in known and close:
                     raise ValueError(f"axes.{key}: unknown key (did you mean {close[0]!r}?)")
+            question = data.get("question")
+            if isinstance(question, dict) and question.get("kind") == CROWD_CAPACITY:
+                problem = f"a {CROWD_CAPACITY} question sweeps fleet sizes (and bandwidth_mbps)"
+                raise ValueError(f"axes.fleet_size: required key is missing: {problem}")
         return data
 
     @property
