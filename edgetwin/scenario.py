@@ -231,6 +231,7 @@ def _decoder_kind_problem(model: dict[str, Any]) -> str | None:
 
 
 _EMULATOR_DEFAULTS = EmulatorSpec().model_dump()
+_ENCODER_DEFAULTS = ModelSpec().model_dump()
 
 
 class Scenario(Strict):
@@ -281,6 +282,7 @@ class Scenario(Strict):
             raise ValueError(f"a 'crowd' scenario runs only the strategies {crowd}")
         if self.devices:
             raise ValueError("a 'crowd' scenario lists its phones in crowd.fleet, not 'devices'")
+        _check_no_model(self.model)
         for i, sweep in enumerate(self.sweeps):  # a swept batch ran the same job: ignored
             for key, says in (("batch", "crowd.job.inputs"), ("devices", "crowd.fleet")):
                 if getattr(sweep, key) != SweepSpec.model_fields[key].default:
@@ -359,6 +361,20 @@ class Scenario(Strict):
     def decoder_workload(self) -> WorkloadSpec:
         """The workload of a decoder scenario (its defaults where the file gives none)."""
         return self.workload or WorkloadSpec()
+
+
+def _check_no_model(model: ModelSpec | DecoderSpec) -> None:
+    """A crowd scenario's ``model`` is left at its defaults (as a resolved scenario's file
+    holds it): no mode of a crowd run reads it, so a field set there (an encoder's
+    tokens, a preset, a decoder) is refused naming it rather than ignored unsaid."""
+    if isinstance(model, DecoderSpec):
+        field = "model"
+    else:
+        given = model.model_dump().items()
+        field = next((f"model.{k}" for k, v in given if v != _ENCODER_DEFAULTS[k]), "")
+    if field:
+        problem = "a crowd run's model is its crowd.job.stages (emulator.model the real one's)"
+        raise ValueError(f"{field}: {problem}; no mode reads 'model'")
 
 
 def _check_device_names(devices: Sequence[DeviceSpec]) -> None:

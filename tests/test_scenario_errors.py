@@ -585,6 +585,22 @@ CASES = [
         ("'devices'", "needs at least one device class"),
         ("--set", "~devices"),
     ),
+    # ------------------------------------------------------------ a crowd's model
+    Case(  # each ran, the model's fields unread
+        "crowd-with-model-tokens",
+        crowd_text(model={"tokens": 64}),
+        ("field 'model.tokens'", "a crowd run's model is its crowd.job.stages"),
+    ),
+    Case(
+        "crowd-with-model-preset",
+        crowd_text(model={"preset": "bert_base"}),
+        ("field 'model.preset'", "crowd.job.stages", "emulator.model"),
+    ),
+    Case(  # was "strategies.0.name: crowdio_streaming runs no decoder"
+        "crowd-with-a-decoder",
+        crowd_text(model={"preset": "gpt2_small"}),
+        ("field 'model'", "a crowd run's model is its crowd.job.stages"),
+    ),
     # ------------------------------------------------------------ a crowd stage no phone holds
     Case(
         "crowd-stage-fits-no-phone",
