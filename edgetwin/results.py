@@ -24,7 +24,7 @@ from edgetwin.file_kinds import not_a_run_folder
 from edgetwin.models import registry
 from edgetwin.provenance import note_read
 from edgetwin.scenario import RUN_MODES
-from edgetwin.schema import first_repeated
+from edgetwin.schema import MAX_BATCH, first_repeated
 
 MEASURED_MODE = "measured"  # a published or hardware table's rows
 MODES = (*RUN_MODES, MEASURED_MODE)
@@ -133,6 +133,7 @@ _POSITIVE_COLUMNS = frozenset(
     | {"prompt_tokens", "output_tokens"}
 )
 _SIGNED_COLUMNS = frozenset(("link_error_pct",))  # the measured link's rate off its target
+_MAXIMA = {"batch": MAX_BATCH}  # a count past which no run goes (a scenario refuses it)
 # the metrics a twin row may carry a prediction interval for, each as <metric>_lo, <metric>_hi
 INTERVAL_METRICS: tuple[str, ...] = ("total_ms", "compute_ms", "staging_ms", "comm_ms", "energy_j")
 assert all(f"{m}_{end}" in COLUMNS for m in INTERVAL_METRICS for end in ("lo", "hi"))
@@ -438,10 +439,13 @@ def _typed(column: str, text: str | None) -> Any:
 
 def _in_range(column: str, parse: Callable[[str], float], text: str) -> Any:
     """``parse(text)``, which must be more than 0 for a count or size of what runs and 0
-    or more for other numbers (a link's error may be either sign); else ``ValueError``."""
+    or more for other numbers (a link's error may be either sign), and at most a count's
+    maximum (``_MAXIMA``); else ``ValueError``."""
     value = parse(text)
     if column in _POSITIVE_COLUMNS and value <= 0:
         raise ValueError(f"{shown(text)}: must be more than 0")
+    if column in _MAXIMA and value > _MAXIMA[column]:
+        raise ValueError(f"{shown(text)}: must be at most {_MAXIMA[column]}")
     if column not in _SIGNED_COLUMNS and value < 0:
         raise ValueError(f"{shown(text)}: must be 0 or more")
     return value

@@ -37,6 +37,7 @@ from edgetwin.models.layout import resolved_segments
 from edgetwin.profile import PROFILE_DIR, DeviceProfile, profile_path
 from edgetwin.schema import (
     BandwidthMbps,
+    Batch,
     FileName,
     NonNegativeFloat,
     PositiveFloat,
@@ -175,7 +176,7 @@ class SweepSpec(StrictSweep):
     is its default (``bandwidth_mbps``: the network's; the tokens: the workload's); a list
     given holds at least one value."""
 
-    batch: tuple[PositiveInt, ...] = Field((1,), min_length=1)
+    batch: tuple[Batch, ...] = Field((1,), min_length=1)
     bandwidth_mbps: tuple[BandwidthMbps, ...] = optional_values()
     devices: tuple[Annotated[int, Field(ge=2, le=MAX_DEVICES)], ...] = Field((2,), min_length=1)
     prompt_tokens: tuple[PositiveInt, ...] = optional_values()  # decoders

@@ -61,6 +61,12 @@ BandwidthMbps = Annotated[float, Field(gt=0), AfterValidator(_at_least_a_bit_per
 # device's rows and segments: 10^15 tokens filled memory until a MemoryError traceback
 MAX_TOKENS = 2**24
 Tokens = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
+# the most samples (a decoder's sequences) in one batch, a scenario's or a table's: a
+# ViT-B/16 batch of 2^20 images is 630 GB of fp32 input, past any device a profile
+# describes. A measured row of batch 1e300 ran the twin out of memory (the calibration
+# blamed the profile), and a sweep's ran to a row of nothing but 'out of memory'
+MAX_BATCH = 2**20
+Batch = Annotated[int, Field(gt=0, le=MAX_BATCH)]
 
 
 class Strict(BaseModel):

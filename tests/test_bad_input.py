@@ -153,6 +153,8 @@ def test_a_string_that_reads_as_a_number_is_written_quoted() -> None:
             "sweeps=[{prompt_tokens: []}]",
             ("field 'sweeps.0.prompt_tokens'", "give at least one value"),
         ),
+        # ran, a row out of memory, which a results table's reader refuses (MAX_BATCH)
+        ("sweeps=[{batch: [2000000]}]", ("'sweeps.0.batch.0'", "less than or equal to 1048576")),
     ],
     ids=[
         *(
@@ -165,7 +167,7 @@ def test_a_string_that_reads_as_a_number_is_written_quoted() -> None:
             "nan",
         ),
         *("tiny-cr", "empty-key-part", "true-in-a-list", "true-as-a-list", "false-in-a-list"),
-        *("true-as-devices", "true-as-cr", "no-bandwidths", "no-prompt-lengths"),
+        *("true-as-devices", "true-as-cr", "no-bandwidths", "no-prompt-lengths", "huge-batch"),
     ],
 )
 def test_bad_set_value(
@@ -434,6 +436,9 @@ MEASURED_ROWS = [
     ("batch", "2.5", "not a whole number"),  # was read as batch 2, then a traceback
     ("compute_ms", "-1", "below the minimum 0"),  # was fitted
     ("bandwidth_mbps", "0", "must be above 0"),
+    # the twin ran it: 'field profile: ... out of memory on dev-0', the batch in 300 digits
+    ("batch", "1e300", "1e+300 is above the maximum 1048576"),
+    ("devices", "1e300", "1e+300 is above the maximum 1024"),  # a ValidationError traceback
 ]
 
 
@@ -881,8 +886,9 @@ def _with_cell(table: Path, out: Path, column: str, cell: str, line: int = 2) ->
         ("batch", "1.5", "field 'batch': line 2: '1.5' is not a whole number"),
         ("total_ms", "-5", "field 'total_ms': line 2: '-5': must be 0 or more"),
         ("energy_j", "inf", "field 'energy_j': line 2: 'inf' is not a finite number"),
+        ("batch", "1e300", "field 'batch': line 2: '1e300': must be at most 1048576"),
     ],
-    ids=["strategy", "no-devices", "batch-fraction", "negative-time", "energy-inf"],
+    ids=["strategy", "no-devices", "batch-fraction", "negative-time", "energy-inf", "batch-huge"],
 )
 def test_compare_reads_the_measured_table_by_column(
     column: str,

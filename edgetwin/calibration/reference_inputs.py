@@ -22,8 +22,8 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.results import COLUMNS, LATENCY_PARTS, CellError, check_cells
-from edgetwin.scenario import Configuration, Scenario, load_scenario
-from edgetwin.schema import Strict, load_yaml_model
+from edgetwin.scenario import MAX_DEVICES, Configuration, Scenario, load_scenario
+from edgetwin.schema import MAX_BATCH, Strict, load_yaml_model
 
 TIMING_METRICS = (*LATENCY_PARTS, "total_ms")
 
@@ -102,8 +102,8 @@ def _measured_row(row: Row) -> MeasuredRow:
     }
     config = Configuration(
         strategy=row.choice("strategy", registry.encoder_names()),
-        devices=row.integer("devices", minimum=1),
-        batch=row.integer("batch", minimum=1),
+        devices=row.integer("devices", minimum=1, maximum=MAX_DEVICES),
+        batch=row.integer("batch", minimum=1, maximum=MAX_BATCH),
         bandwidth_mbps=row.positive("bandwidth_mbps"),
         segments=row.optional_integer("segments", minimum=1),
     )

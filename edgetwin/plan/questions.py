@@ -32,6 +32,7 @@ from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.scenario import Scenario, StrategySpec
 from edgetwin.schema import (
     BandwidthMbps,
+    Batch,
     FileName,
     PositiveFloat,
     PositiveInt,
@@ -54,7 +55,7 @@ class Axes(StrictSweep):
     """The sweep: a cartesian product of batch x bandwidth x devices (distributed only),
     and for a decoder x prompt x output lengths (left out: the scenario's workload)."""
 
-    batch: tuple[PositiveInt, ...] = Field(min_length=1)
+    batch: tuple[Batch, ...] = Field(min_length=1)
     bandwidth_mbps: tuple[BandwidthMbps, ...] = Field(min_length=1)
     devices: tuple[Annotated[int, Field(ge=2)], ...] = Field((2,), min_length=1)
     prompt_tokens: tuple[PositiveInt, ...] = optional_values()
