@@ -274,14 +274,13 @@ def _misspelt_column(header: Sequence[str]) -> tuple[str, str] | None:
 
 
 def _resolved(folder: Path) -> dict[str, Any] | None:
-    """A run folder's ``scenario.resolved.yaml``; None without one that reads."""
+    """A run folder's ``scenario.resolved.yaml``; None without one (a table given for a
+    folder, a folder an older edgetwin wrote); an InputError naming it if it does not
+    read (it was skipped unsaid, and the warning that depends on it with it)."""
     resolved = folder / RESOLVED_FILE
-    if not resolved.is_file():
+    if not resolved.exists():
         return None
-    try:
-        return read_yaml_mapping(resolved)
-    except InputError:
-        return None
+    return read_yaml_mapping(resolved)
 
 
 def run_devices(folder: Path) -> str | None:

@@ -867,6 +867,23 @@ def test_report_and_compare_read_cells_by_column(
         assert_clean_failure(argv, capsys, tmp_path, table, expect)
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("side", ["predicted", "measured"])
+def test_compare_names_a_resolved_scenario_it_cannot_read(
+    side: str, run_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The warning that two runs come from different devices reads each folder's
+    ``scenario.resolved.yaml``: one that is there but unreadable was skipped unsaid (and
+    the warning with it); it is named, as a malformed provenance.json or timeline.json is."""
+    folder = tmp_path / "run"
+    shutil.copytree(run_folder, folder)
+    resolved = folder / "scenario.resolved.yaml"
+    resolved.write_text("name: [unclosed\n")
+    folders = [str(folder), str(run_folder)]
+    argv = ["compare", *(folders if side == "predicted" else folders[::-1])]
+    assert_clean_failure(argv, capsys, tmp_path, str(resolved), "malformed YAML")
+
+
 def _with_cell(table: Path, out: Path, column: str, cell: str, line: int = 2) -> None:
     """``table`` written to ``out`` with ``column`` set to ``cell`` on ``line`` (the header
     is line 1; the first row by default)."""

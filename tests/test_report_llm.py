@@ -65,6 +65,24 @@ def test_decoder_page_has_its_figures_with_a_line_per_strategy(tmp_path: Path) -
     assert memory_line.hovertemplate.startswith("context %{x:g} tokens: ")
 
 
+@pytest.mark.timeout(120)
+def test_report_names_a_resolved_scenario_it_cannot_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The RAM line comes from the run's ``scenario.resolved.yaml``: one that is there but
+    does not load left the line out unsaid; report names it (exit 2). A folder without
+    one still reports, without the line."""
+    out = llm_run(tmp_path / "run")
+    resolved = out / "scenario.resolved.yaml"
+    resolved.write_text(resolved.read_text().replace("seed: 0", "seed: -1"))
+    assert main(["report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{resolved}: field 'seed'" in err and len(err.strip().splitlines()) == 1
+    resolved.unlink()
+    assert main(["report", str(out)]) == 0
+    assert not [t for t in run_figures(read_run(out))[-1].data if t.legendgroup == "RAM"]
+
+
 def test_the_ram_line_follows_the_device_spec(tmp_path: Path) -> None:
     out = tmp_path / "run"
     sweep = "sweeps=[{batch: [1], prompt_tokens: [32, 64], devices: [2]}]"

@@ -27,9 +27,13 @@ Slice = tuple[object, ...]  # the values a figure holds fixed (batch, bandwidth,
 
 def device_ram_mb(run_dir: Path) -> dict[str, float]:
     """Each device class's RAM (MB), from the run's ``scenario.resolved.yaml`` and the
-    profiles it names; empty when the folder has no readable one."""
+    profiles it names; empty when the folder has none, or a profile it names is gone (a
+    folder from another machine); an InputError naming the file if it does not load."""
+    resolved = run_dir / RESOLVED_FILE
+    if not resolved.exists():
+        return {}
+    scenario = load_resolved(resolved)
     try:
-        scenario = load_resolved(run_dir / RESOLVED_FILE)
         return {
             spec.name: spec.ram_mb or _profile(spec.profile, run_dir).ram_mb
             for spec in scenario.devices
