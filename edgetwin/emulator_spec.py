@@ -23,6 +23,7 @@ JOB_TIMEOUT_S = 600.0
 # CONFIG_HZ 1000-250), and a loop beating every few ticks or faster only burns the CPU
 # that its host's quota gives the worker (and the foreman's, beating back to every worker)
 MIN_HEARTBEAT_S = 0.01
+MIN_HEARTBEATS_PER_TIMEOUT = 2  # a silence timeout shorter than two heartbeats loses live workers
 # what only a crowd scenario's run reads (its real model, phones, workers); ``faults`` too,
 # refused in other scenarios by a rule of its own
 CROWD_ONLY_FIELDS = (
@@ -112,7 +113,8 @@ class EmulatorSpec(Strict):
 
     @model_validator(mode="after")
     def _check_liveness(self) -> EmulatorSpec:
-        if self.silence_timeout_s < 2 * self.heartbeat_s:
-            problem = f"at least 2 x heartbeat_s ({2 * self.heartbeat_s:g} s)"
+        least_s = MIN_HEARTBEATS_PER_TIMEOUT * self.heartbeat_s
+        if self.silence_timeout_s < least_s:
+            problem = f"at least {MIN_HEARTBEATS_PER_TIMEOUT} x heartbeat_s ({least_s:g} s)"
             raise ValueError(f"silence_timeout_s: {self.silence_timeout_s:g} s is not {problem}")
         return self

@@ -10,6 +10,7 @@ from typing import Any
 from edgetwin.errors import counted
 from edgetwin.plan.answers import QUESTIONS
 from edgetwin.plan.capacity import describe_capacity
+from edgetwin.plan.questions import CROSSOVER, CROWD_CAPACITY, LONGEST_CONTEXT, SMALLEST_FLEET
 from edgetwin.plan.smallest_fleet import meets_target
 
 
@@ -17,11 +18,11 @@ def describe(result: dict[str, Any]) -> list[str]:
     """The answer in a few lines of text (for the terminal and the report)."""
     if result["kind"] == QUESTIONS:
         return [line for one in result["answers"] for line in describe(one)]
-    if result["kind"] == "longest_context":
+    if result["kind"] == LONGEST_CONTEXT:
         return describe_longest(result)
-    if result["kind"] == "crowd_capacity":
+    if result["kind"] == CROWD_CAPACITY:
         return describe_capacity(result)
-    if result["kind"] == "smallest_fleet":
+    if result["kind"] == SMALLEST_FLEET:
         target = result["target_p95_ms"]
         lines = []
         for entry in result["per_batch"]:
@@ -37,7 +38,7 @@ def describe(result: dict[str, Any]) -> list[str]:
                 f"(with {link['devices']} devices)"
             )
         return lines
-    if result["kind"] == "crossover":
+    if result["kind"] == CROSSOVER:
         lines = []
         for curve in result["curves"]:
             head = f"batch {curve['batch']}, {curve['devices']} devices: {result['strategy']} "

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
+    BaseModel,
     Discriminator,
     Field,
     Tag,
@@ -179,12 +180,21 @@ class CrowdCapacity(Strict):
         return name
 
 
-CROWD_CAPACITY = get_args(CrowdCapacity.model_fields["kind"].annotation)[0]
+def _kind_name(kind: type[BaseModel]) -> str:
+    """The name a question kind goes by in a file (its ``kind`` literal)."""
+    return str(get_args(kind.model_fields["kind"].annotation)[0])
+
+
+SMALLEST_FLEET = _kind_name(SmallestFleet)
+CROSSOVER = _kind_name(Crossover)
+BEST_MODE = _kind_name(BestMode)
+LONGEST_CONTEXT = _kind_name(LongestContext)
+CROWD_CAPACITY = _kind_name(CrowdCapacity)
 AnyKind = SmallestFleet | Crossover | BestMode | LongestContext | CrowdCapacity
-KINDS = tuple(get_args(kind.model_fields["kind"].annotation)[0] for kind in get_args(AnyKind))
+KINDS = tuple(_kind_name(kind) for kind in get_args(AnyKind))
 QuestionKind = Annotated[AnyKind, Field(discriminator="kind")]
 # questions that may share one sweep of the scenario's own strategies (a list in one file)
-SHARED_SWEEP = ("best_mode", "longest_context")
+SHARED_SWEEP = (BEST_MODE, LONGEST_CONTEXT)
 
 
 AXES_TAGS = ("devices", "crowd")

@@ -19,7 +19,15 @@ from edgetwin.plan.answer_text import (
     pareto_workloads,
 )
 from edgetwin.plan.answers import QUESTIONS
-from edgetwin.plan.questions import BEST_METRICS, PlanQuestion
+from edgetwin.plan.questions import (
+    BEST_METRICS,
+    BEST_MODE,
+    CROSSOVER,
+    CROWD_CAPACITY,
+    LONGEST_CONTEXT,
+    SMALLEST_FLEET,
+    PlanQuestion,
+)
 from edgetwin.reports.figures import candidate_colors, strategy_color
 from edgetwin.reports.html import figures_html, page
 from edgetwin.reports.style import (
@@ -377,11 +385,11 @@ def _capacity_at(
 
 
 FIGURES = {
-    "crowd_capacity": capacity_figures,
-    "smallest_fleet": fleet_figures,
-    "crossover": crossover_figures,
-    "best_mode": best_mode_figures,
-    "longest_context": longest_context_figures,
+    CROWD_CAPACITY: capacity_figures,
+    SMALLEST_FLEET: fleet_figures,
+    CROSSOVER: crossover_figures,
+    BEST_MODE: best_mode_figures,
+    LONGEST_CONTEXT: longest_context_figures,
     QUESTIONS: questions_figures,
 }
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-MIN_HEARTBEATS_PER_TIMEOUT = 2  # a timeout shorter than two heartbeats would lose live workers
+from edgetwin.emulator_spec import MIN_HEARTBEATS_PER_TIMEOUT
 
 
 @dataclass(frozen=True)

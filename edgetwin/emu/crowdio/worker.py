@@ -66,7 +66,6 @@ from edgetwin.emu.crowdio.framing import (
     read_frame_length,
     write_frame,
 )
-from edgetwin.emu.crowdio.liveness import MIN_HEARTBEATS_PER_TIMEOUT
 from edgetwin.emu.crowdio.netstore import NetStore
 from edgetwin.emu.crowdio.options import (
     PORT_MAX,
@@ -102,6 +101,7 @@ from edgetwin.emu.crowdio.telemetry import (
     rss_mb,
 )
 from edgetwin.emu.crowdio.tls import client_context
+from edgetwin.emulator_spec import MIN_HEARTBEATS_PER_TIMEOUT
 from edgetwin.models.crowd.table import task_id
 from edgetwin.parent_watch import exit_with_parent
 from edgetwin.worker_log import Event as LogEvent
