@@ -4,6 +4,7 @@ the timeline of actions, the CPU and memory rule, the warning when CPU quotas sh
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from edgetwin.emu.crowdio.model import TINY, stage_weight_bytes
 from edgetwin.emu.memory_check import interpreter
 from edgetwin.emu.mininet import runner
 from edgetwin.emu.mininet.crowd import phone_limits
-from edgetwin.emu.mininet.faults import timeline
+from edgetwin.emu.mininet.faults import Action, FaultClock, timeline
 from edgetwin.emu.mininet.runner import check_emulatable, host_cpu_warning, vit_host_limits
 from edgetwin.emu.mininet.topology import (
     MAX_HOSTS,
@@ -83,6 +84,29 @@ def test_timeline_orders_faults_and_schedule_steps() -> None:
     rates = [c.argv for c in actions[3].commands]
     assert len(rates) == 2 * 3 and all(a[:3] == ("tc", "class", "change") for a in rates)
     assert all("50mbit" in a for a in rates)
+
+
+def test_a_clock_sets_the_rate_due_at_start_before_the_run_and_plays_the_rest() -> None:
+    """A CROWDio job's clock started at its first event, while the foreman was already
+    broadcasting: a 5 Mbit/s step at 0 ms came after part of the blobs crossed at 100."""
+    network = NetworkSpec(schedule=(BandwidthStep(at_ms=0, bandwidth_mbps=5),))
+    spec = EmulatorSpec.model_validate({"faults": [{"kind": "link_down", "host": 1, "at_s": 0}]})
+    done: list[str] = []
+    applied = threading.Event()
+
+    def apply(action: Action) -> None:
+        done.append(action.kind)
+        if action.kind == "link_down":
+            applied.set()
+
+    clock = FaultClock("job", timeline(build_topology(2), network, spec.faults), apply)
+    clock.apply_rates_at_start()
+    assert done == ["bandwidth"] and not clock.started  # the link fault waits for the job
+    clock.start()
+    assert applied.wait(30)
+    records = clock.stop()
+    assert done == ["bandwidth", "link_down"]  # the rate once, not again at the start
+    assert (records[0].kind, records[0].applied_s) == ("bandwidth", 0.0)
 
 
 def test_a_link_down_without_for_s_stays_down() -> None:

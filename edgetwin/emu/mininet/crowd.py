@@ -223,10 +223,13 @@ class _JobRunner:
                 if action.host is not None:
                     _track_cut_off(action, workers, processes, cut_off)
 
+            clock = FaultClock(run_label(run), self._actions, apply)
+            clocks.append(clock)
+            clock.apply_rates_at_start()  # before the job: its first blobs cross at that rate
+
             def on_event(_event: Event) -> None:
-                if not clocks:  # the job's first event: it has started
-                    clocks.append(FaultClock(run_label(run), self._actions, apply))
-                    clocks[0].start()
+                if not clock.started:  # the job's first event: it has started
+                    clock.start()
 
             return on_event
 

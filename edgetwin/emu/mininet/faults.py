@@ -1,7 +1,9 @@
 """Faults and bandwidth changes during a run: a timeline built from the scenario (pure),
 played by a clock thread, recorded as ``faults.csv``.
 
-Times count from the start of what runs: a CROWDio job's submission, a ViT launch.
+Times count from the start of what runs: a CROWDio job's first event, a ViT launch.
+A ``bandwidth`` step at 0 s is the rate the run meets from its first byte: a clock set
+before the run (``apply_rates_at_start``) applies it at once; the rest play from ``start()``.
 ``link_down`` takes a host's link down at the bridge (both directions) and up again
 ``for_s`` later (without ``for_s`` it stays down until the run ends); ``kill_worker``
 SIGKILLs the worker process on a host; ``bandwidth`` is a ``network.schedule`` step
@@ -98,6 +100,20 @@ class FaultClock:
         self._thread = threading.Thread(target=self._play, name="edgetwin-faults", daemon=True)
         self._start = 0.0
 
+    def apply_rates_at_start(self) -> None:
+        """Apply now the ``bandwidth`` steps due at 0 s, before the run starts: a CROWDio
+        job's foreman broadcasts its first stage as the job starts, and a clock started
+        then set the rate while the blobs were already crossing the links at the old one.
+        Rates, not link faults: a link down before the job would keep its worker out."""
+        now = [a for a in self._actions if a.kind == "bandwidth" and a.at_s == 0]
+        self._actions = [a for a in self._actions if a not in now]
+        for action in now:
+            self._do(action, 0.0)
+
+    @property
+    def started(self) -> bool:
+        return self._thread.ident is not None
+
     def start(self) -> None:
         self._start = time.monotonic()
         self._thread.start()
@@ -113,16 +129,18 @@ class FaultClock:
         for action in self._actions:
             if self._stopped.wait(max(self._start + action.at_s - time.monotonic(), 0.0)):
                 return
-            applied_s = time.monotonic() - self._start
-            effect = ""
-            try:
-                self._apply(action)
-            except Exception as exc:  # recorded, not raised: a fault must not stop the run
-                effect = f"failed: {exc}"
-            record = FaultRecord(
-                self._run, action.kind, action.host, action.detail, action.at_s, applied_s, effect
-            )
-            self._records.append(record)
+            self._do(action, time.monotonic() - self._start)
+
+    def _do(self, action: Action, applied_s: float) -> None:
+        effect = ""
+        try:
+            self._apply(action)
+        except Exception as exc:  # recorded, not raised: a fault must not stop the run
+            effect = f"failed: {exc}"
+        record = FaultRecord(
+            self._run, action.kind, action.host, action.detail, action.at_s, applied_s, effect
+        )
+        self._records.append(record)
 
 
 def write_faults(path: Path, records: Sequence[FaultRecord]) -> None:
