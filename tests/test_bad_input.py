@@ -678,7 +678,7 @@ def test_an_exchange_trace_of_more_blocks_than_a_model_has_is_refused(
 @pytest.mark.parametrize(
     ("column", "expect"),
     [
-        ("batch", "vit_latency.csv: compute at vit_full 1000"),  # no field: the fit's point
+        ("batch", "vit_latency.csv: compute at vit_full, batch 1000"),  # no field: the group
         ("tokens", "vit_latency.csv: field 'tokens': line 2: 1e+300 is above the maximum"),
     ],
     ids=["batch", "tokens"],
@@ -798,7 +798,7 @@ def test_a_group_timed_at_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
     spec = _spec("h200_loopback", tmp_path, compute_only)
     argv = ["calibrate", str(spec), "--out", str(tmp_path / "p.yaml")]
-    expect = ("field 'compute'", "vit_full 1 197", "0 ms or less")
+    expect = ("field 'compute'", "vit_full, batch 1, 197 tokens (latency_ms)", "0 ms or less")
     assert_clean_failure(argv, capsys, tmp_path, *expect)
 
 

@@ -113,7 +113,9 @@ def test_compute_and_bandwidth_fitted_together_recover_the_twins(tmp_path: Path)
     assert compute_fit.params["throughput_gflops"] == pytest.approx(
         compute.throughput_gflops, rel=1e-2
     )
-    assert {r["point"].split()[0] for r in memory_fit.residuals} == {"ttft_ms", "tpot_ms"}
+    assert {r["metric"] for r in memory_fit.residuals} == {"ttft_ms", "tpot_ms"}
+    assert {r["metric"] for r in compute_fit.residuals} == {"latency_ms"}
+    assert "2 layers, batch 1, prompt 8, 4 out" in {r["point"] for r in memory_fit.residuals}
     assert "bandwidth_gbps" not in compute_fit.params
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgetwin.calibration.trace_fits import plan_fits, run_fits
 from edgetwin.calibration.trace_holdout import leave_one_out
+from edgetwin.calibration.trace_inputs import read_inputs
 from edgetwin.calibration.trace_profile import calibrate_from_traces
 from edgetwin.profile import load_profile
 from tests.conftest import REPO
@@ -25,6 +27,26 @@ def test_the_shipped_h200_profile_keeps_its_uncertainty() -> None:
     shipped = load_profile("h200_loopback")
     assert shipped.fit["sections"]["compute"]["stderr"]["throughput_gflops"] > 0
     assert len(shipped.fit["bootstrap_samples"]["network"]) == 30
+
+
+@pytest.mark.timeout(120)
+def test_each_residual_names_its_trace_column_and_what_was_measured() -> None:
+    """A residual's point was its group's internal key (``d2h 100000.0 8 98 2408448``: a
+    loopback link at a nominal 100000.0 Mbit/s), which the decoder fit parsed back for
+    its metric. Each names the trace column it fits (``metric``) and what its rows
+    measured, in validate's words (one labelling of a point, shared)."""
+    inputs = read_inputs(SPEC)
+    spec = inputs.spec.model_copy(update={"bootstrap": 0})
+    fits = run_fits(SPEC, spec, inputs.data, plan_fits(spec, inputs.data))
+    named = {name: {(r["metric"], r["point"]) for r in fit.residuals} for name, fit in fits.items()}
+    piece = "batch 8, 98 rows a rank (2408448 bytes), loopback"
+    assert ("latency_ms", "vit_full, batch 8, 197 tokens") in named["compute"]
+    assert {("d2h_ms", piece), ("h2d_ms", piece)} <= named["staging"]
+    assert ("comm_ms", piece) in named["network"]
+    assert ("latency_ms", "h2d, 245760 bytes") in named["copy_pinned"]
+    validated = {p["point"] for p in leave_one_out(SPEC, "batch")}
+    fitted = {point for name in ("compute", "staging", "network") for _, point in named[name]}
+    assert fitted <= validated
 
 
 def test_unseen_batches_are_predicted_within_ten_percent() -> None:

@@ -25,8 +25,9 @@ from edgetwin.calibration.fit_traces import (
     ComponentFit,
     GroupKey,
     Predictor,
+    describe_compute,
     fit_groups,
-    without_label,
+    without_metric,
 )
 from edgetwin.calibration.readers.decoder_latency import DECODER_LATENCY_FILE, DecoderLatency
 from edgetwin.decoder_spec import DecoderSpec
@@ -49,6 +50,11 @@ def decoder_label(key: GroupKey) -> str:
     ``2 layers, batch 1, prompt 16, 8 out``."""
     layers, batch, prompt_tokens, output_tokens = key
     return f"{counted(layers, 'layer')}, batch {batch}, prompt {prompt_tokens}, {output_tokens} out"
+
+
+def describe_generation(key: GroupKey) -> tuple[str, str]:
+    """A ``decoder_groups`` group's metric (TTFT or TPOT) and point (``Describe``)."""
+    return key[0], decoder_label(key[1:])
 
 
 def decoder_groups(records: Sequence[DecoderLatency]) -> dict[GroupKey, list[float]]:
@@ -110,12 +116,13 @@ def fit_memory(
         "memory",
         decoder_groups(records),
         memory_predictor(model, compute),
+        describe_generation,
         MEMORY_BOUNDS,
         {},
         bootstrap,
         rng,
         center=np.min,
-        point_of=without_label,
+        point_of=without_metric,
         on_solve=on_solve,
     )
 
@@ -159,16 +166,20 @@ def fit_compute_and_memory(
         ttft_ms, tpot_ms = generation(values, tuple(key[1:]))
         return ttft_ms if key[0] == "ttft_ms" else tpot_ms
 
+    def describe(key: GroupKey) -> tuple[str, str]:
+        return describe_generation(key) if key[0] in METRICS else describe_compute(key)
+
     bounds = {**COMPUTE_BOUNDS, **MEMORY_BOUNDS}
     joint = fit_groups(
         "compute",
         {**latency_groups, **fastest},
         predict,
+        describe,
         bounds,
         fixed,
         bootstrap,
         rng,
-        point_of=lambda key: without_label(key) if key[0] in METRICS else key,
+        point_of=lambda key: without_metric(key) if key[0] in METRICS else key,
         on_solve=on_solve,
     )
     return _part(joint, "compute", compute_names, False), _part(
@@ -187,7 +198,7 @@ def _part(fit: ComponentFit, section: str, names: Sequence[str], decoder: bool) 
             if n in names or (not decoder and n not in MEMORY_BOUNDS)
         }
 
-    residuals = [r for r in fit.residuals if (r["point"].split()[0] in METRICS) == decoder]
+    residuals = [r for r in fit.residuals if (r["metric"] in METRICS) == decoder]
     at_bound = {n: reached for n, reached in fit.at_bound.items() if n in names}
     return ComponentFit(
         section,

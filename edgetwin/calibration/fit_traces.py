@@ -93,15 +93,18 @@ class ComponentFit:
 
 
 Predictor = Callable[[dict[str, float], GroupKey], float]
+# a group's metric (the trace column it times) and point (what its rows measured)
+Describe = Callable[[GroupKey], tuple[str, str]]
+LATENCY_MS = "latency_ms"  # the column a compute or plain copy group times
 
 
 class PredictionOverflow(ValueError):
     """A group's prediction overflows a float: a count or size of its traces is far out of
     any physical range (a batch of 1e300 was an OverflowError traceback of the fit)."""
 
-    def __init__(self, section: str, point: str) -> None:
+    def __init__(self, section: str, where: str) -> None:
         super().__init__(
-            f"{section} at {point}: the prediction overflows a float; a value of the trace "
+            f"{section} at {where}: the prediction overflows a float; a value of the trace "
             "is far out of any physical range"
         )
         self.section = section
@@ -110,16 +113,16 @@ class PredictionOverflow(ValueError):
 class NotPositiveTime(ValueError):
     """A group's measured time is 0 ms or less: a fit on log errors cannot use it."""
 
-    def __init__(self, section: str, point: str) -> None:
-        super().__init__(f"{section} at {point}: the measured time is 0 ms or less")
+    def __init__(self, section: str, where: str) -> None:
+        super().__init__(f"{section} at {where}: the measured time is 0 ms or less")
         self.section = section
-        self.point = point
 
 
 def fit_groups(
     section: str,
     groups: Mapping[GroupKey, Sequence[float]],
     predict: Predictor,
+    describe: Describe,
     bounds: Bounds,
     fixed: Mapping[str, float],
     bootstrap: int,
@@ -129,12 +132,13 @@ def fit_groups(
     on_solve: Callable[[], None] = lambda: None,
 ) -> ComponentFit:
     """Least squares on group means (or another ``center``: ``np.min`` for the fastest
-    rep), then a bootstrap over the reps of each group; ``NotPositiveTime`` when a group's
-    center is not above 0, ``TooFewPoints`` when the groups are too few distinct points
-    for the free parameters (``point_of``: the configuration measured that a group's key
-    is one metric or phase of; by default the key itself). ``on_solve`` is called after
-    each of the 1 + ``bootstrap`` solves (progress). The parameters at a bound after the
-    fit are ``at_bound`` (not the bootstrap's)."""
+    rep), then a bootstrap over the reps of each group; a residual names its group's metric
+    and point (``describe``). ``NotPositiveTime`` when a group's center is not above 0,
+    ``TooFewPoints`` when the groups are too few distinct points for the free parameters
+    (``point_of``: the configuration measured that a group's key is one metric or phase
+    of; by default the key itself). ``on_solve`` is called after each of the 1 +
+    ``bootstrap`` solves (progress). The parameters at a bound after the fit are
+    ``at_bound`` (not the bootstrap's)."""
     names = [n for n in bounds if n not in fixed]
     keys = list(groups)
     check_enough_points(section, len({point_of(k) for k in keys}), names)
@@ -143,7 +147,7 @@ def fit_groups(
         def residuals(x: np.ndarray) -> list[float]:
             params = {**fixed, **dict(zip(names, map(float, x), strict=True))}
             return [
-                math.log(max(_predicted(section, predict, params, k), 1e-12) / means[k])
+                math.log(max(_predicted(section, predict, describe, params, k), 1e-12) / means[k])
                 for k in keys
             ]
 
@@ -158,7 +162,7 @@ def fit_groups(
     means = {k: float(center(np.asarray(groups[k]))) for k in keys}
     for key, mean in means.items():
         if not mean > 0:
-            raise NotPositiveTime(section, _label(key))
+            raise NotPositiveTime(section, _where(describe, key))
     params = solve(means)
     samples = []
     for _ in range(bootstrap):
@@ -167,15 +171,19 @@ def fit_groups(
         }
         samples.append({n: round(v, 6) for n, v in solve(resampled).items()})
     stderr = {n: round(float(np.std([s[n] for s in samples])), 6) for n in names} if samples else {}
-    residuals = [
-        {
-            "point": _label(k),
-            "measured": round(means[k], 4),
-            "predicted": round(predict(params, k), 4),
-            "error_pct": round(relative_pct(predict(params, k), means[k]), 2),
-        }
-        for k in keys
-    ]
+    residuals = []
+    for k in keys:
+        metric, point = describe(k)
+        predicted = predict(params, k)
+        residuals.append(
+            {
+                "point": point,
+                "metric": metric,
+                "measured": round(means[k], 4),
+                "predicted": round(predicted, 4),
+                "error_pct": round(relative_pct(predicted, means[k]), 2),
+            }
+        )
     rounded = {n: round(v, 6) for n, v in params.items()}
     at_bound = bounds_reached({n: params[n] for n in names}, {n: bounds[n][:2] for n in names})
     return ComponentFit(section, rounded, stderr, samples, residuals, at_bound)
@@ -193,25 +201,29 @@ def blas_kernel() -> str:
     return ", ".join(sorted(kernels)) or "unknown"
 
 
-def _predicted(section: str, predict: Predictor, params: dict[str, float], key: GroupKey) -> float:
+def _predicted(
+    section: str, predict: Predictor, describe: Describe, params: dict[str, float], key: GroupKey
+) -> float:
     """``predict(params, key)``; one that overflows a float is a ``PredictionOverflow``."""
     try:
         value = predict(params, key)
     except OverflowError:  # an int count past a float's range
-        raise PredictionOverflow(section, _label(key)) from None
+        raise PredictionOverflow(section, _where(describe, key)) from None
     if math.isinf(value):
-        raise PredictionOverflow(section, _label(key))
+        raise PredictionOverflow(section, _where(describe, key))
     return value
 
 
-def without_label(key: GroupKey) -> GroupKey:
-    """The configuration measured of a group whose key starts with the metric or phase it
-    times (``("d2h", ...)``, ``("ttft_ms", ...)``): the rest of the key."""
+def without_metric(key: GroupKey) -> GroupKey:
+    """The configuration measured of a group whose key starts with the metric it times
+    (``("d2h_ms", ...)``, ``("ttft_ms", ...)``): the rest of the key."""
     return key[1:]
 
 
-def _label(key: GroupKey) -> str:
-    return " ".join(str(part) for part in key)
+def _where(describe: Describe, key: GroupKey) -> str:
+    """A group in an error: ``vit_full, batch 8, 197 tokens (latency_ms)``."""
+    metric, point = describe(key)
+    return f"{point} ({metric})"
 
 
 # ---------------------------------------------------------------- compute
@@ -230,6 +242,11 @@ def compute_label(key: GroupKey) -> str:
     tokens``."""
     kernel, batch, tokens = key
     return f"{kernel}, batch {batch}, {counted(tokens, 'token')}"
+
+
+def describe_compute(key: GroupKey) -> tuple[str, str]:
+    """A compute group's metric and point (``Describe``)."""
+    return LATENCY_MS, compute_label(key)
 
 
 def compute_predictor(model: ModelSpec) -> Predictor:
@@ -286,12 +303,51 @@ def staging_predictor(phase: str, ranks: int = 2) -> Predictor:
     return predict
 
 
+COPY_PHASES = ("d2h_ms", "h2d_ms")  # the two copies of a staged exchange
+
+
+def staging_groups(exchanges: Sequence[StagedExchange]) -> dict[GroupKey, list[float]]:
+    """Per-block copy times by (phase, *exchange key): every exchange's two copies."""
+    return {
+        (phase, *key): times
+        for phase in COPY_PHASES
+        for key, times in exchange_groups(exchanges, phase).items()
+    }
+
+
+def staging_groups_predictor() -> Predictor:
+    """The copy of a ``staging_groups`` group: its phase's ``staging_predictor``."""
+    by_phase = {phase: staging_predictor(phase) for phase in COPY_PHASES}
+    return lambda params, key: by_phase[key[0]](params, key[1:])
+
+
+def describe_staging(key: GroupKey) -> tuple[str, str]:
+    """A ``staging_groups`` group's metric (its phase) and point (``Describe``)."""
+    return key[0], exchange_label(key[1:])
+
+
+def describe_comm(key: GroupKey) -> tuple[str, str]:
+    """An exchange group's communication time and point (``Describe``)."""
+    return "comm_ms", exchange_label(key)
+
+
 def copy_groups(copies: Sequence[StagingCopy]) -> dict[GroupKey, list[float]]:
     """Plain copy latency by (direction, bytes)."""
     groups: dict[GroupKey, list[float]] = defaultdict(list)
     for copy in copies:
         groups[(copy.direction, copy.size_bytes)].append(copy.latency_ms)
     return dict(groups)
+
+
+def copy_label(key: GroupKey) -> str:
+    """A plain copy group as its ``staging_copy.csv`` rows say it: ``h2d, 245760 bytes``."""
+    direction, size_bytes = key
+    return f"{direction}, {size_bytes} bytes"
+
+
+def describe_copy(key: GroupKey) -> tuple[str, str]:
+    """A plain copy group's metric and point (``Describe``)."""
+    return LATENCY_MS, copy_label(key)
 
 
 def copy_predictor(params: dict[str, float], key: GroupKey) -> float:
@@ -337,6 +393,5 @@ def network_predictor(
 
 def exchange_gaps(exchanges: Sequence[StagedExchange]) -> dict[GroupKey, float]:
     """Mean copy time per block (d2h + h2d) of every exchange group."""
-    d2h = exchange_groups(exchanges, "d2h_ms")
-    h2d = exchange_groups(exchanges, "h2d_ms")
+    d2h, h2d = (exchange_groups(exchanges, phase) for phase in COPY_PHASES)
     return {k: float(np.mean(d2h[k]) + np.mean(h2d[k])) for k in d2h}

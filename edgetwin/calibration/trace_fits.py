@@ -30,11 +30,16 @@ from edgetwin.calibration.fit_traces import (
     compute_predictor,
     copy_groups,
     copy_predictor,
+    describe_comm,
+    describe_compute,
+    describe_copy,
+    describe_staging,
     exchange_gaps,
     exchange_groups,
     fit_groups,
     network_predictor,
-    staging_predictor,
+    staging_groups,
+    staging_groups_predictor,
 )
 from edgetwin.calibration.held_out import HoldoutBy
 from edgetwin.calibration.readers.decoder_latency import DecoderLatency
@@ -117,27 +122,20 @@ def plan_fits(
             "compute",
             compute_groups(latencies),
             compute_predictor(spec.model),
+            describe_compute,
             COMPUTE_BOUNDS,
             fixed("compute"),
             spec.bootstrap,
             rng,
         )
     if "staging" in spec.fit and exchanges:
-        groups = {("d2h", *k): v for k, v in exchange_groups(exchanges, "d2h_ms").items()} | {
-            ("h2d", *k): v for k, v in exchange_groups(exchanges, "h2d_ms").items()
-        }
-        d2h, h2d = staging_predictor("d2h_ms"), staging_predictor("h2d_ms")
-
-        def staging(params: dict[str, float], key: GroupKey) -> float:
-            predict = d2h if key[0] == "d2h" else h2d
-            return predict(params, key[1:])
-
         fit_into(
             ("staging",),
             fit_groups,
             "staging",
-            groups,
-            staging,
+            staging_groups(exchanges),
+            staging_groups_predictor(),
+            describe_staging,
             STAGING_BOUNDS,
             fixed("staging"),
             spec.bootstrap,
@@ -156,6 +154,7 @@ def plan_fits(
                     name,
                     groups,
                     copy_predictor,
+                    describe_copy,
                     COPY_BOUNDS,
                     {},
                     spec.bootstrap,
@@ -170,6 +169,7 @@ def plan_fits(
             "network",
             exchange_groups(exchanges, "comm_ms"),
             predict,
+            describe_comm,
             NETWORK_BOUNDS,
             fixed("network"),
             spec.bootstrap,
