@@ -8,13 +8,15 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
 import edgetwin
 from edgetwin.calibration.fit_check import AtBoundWarning, at_bound
+from edgetwin.calibration.fit_traces import fit_groups
 from edgetwin.cli import main
-from edgetwin.profile import DeviceProfile
+from edgetwin.profile import DeviceProfile, load_profile
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "edgetwin" / "calibration" / "specs"
@@ -113,3 +115,29 @@ def test_a_table_fit_names_a_power_state_it_leaves_at_0_watts(
         _record("power.idle_w", 0.0, "lower", "power"),
         _record("power.staging_w", 0.0, "lower", "power"),
     ]
+
+
+def test_a_bootstrap_records_the_share_of_its_resamples_at_each_bound() -> None:
+    """Only the point fit was checked: a parameter that a bound stopped in some bootstrap
+    resamples has its spread (and the intervals drawn from its samples) cut at the bound,
+    and nothing said so. Each section records, per parameter, the share of its resamples
+    at each bound (``fit.sections.<section>.resamples_at_bound``)."""
+    # each group times a + 1 ms, a in [0, 10]: a resample whose mean is under 1 ms puts a at 0
+    groups = {("copy", size): [0.7, 1.0, 1.4] for size in (1, 2)}
+    fit = fit_groups(
+        "copy",
+        groups,
+        lambda params, _key: params["a"] + 1.0,
+        lambda key: ("latency_ms", str(key)),
+        {"a": (0.0, 10.0, 1.0)},
+        {},
+        40,
+        np.random.default_rng(0),
+    )
+    at_zero = sum(sample["a"] <= 1e-5 for sample in fit.samples) / 40
+    assert fit.at_bound == {} and 0 < at_zero < 1
+    assert fit.summary()["resamples_at_bound"] == {"a": {"lower": at_zero}}
+    sections = load_profile("h200_netns").fit["sections"]  # its point fit's at_bound, in all
+    assert sections["staging"]["resamples_at_bound"] == {"large_copy_ms": {"lower": 1.0}}
+    loopback = load_profile("h200_loopback").fit["sections"].values()
+    assert not any("resamples_at_bound" in section for section in loopback)

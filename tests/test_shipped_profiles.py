@@ -155,7 +155,7 @@ def _without_bootstrap(profile: dict[str, Any]) -> dict[str, Any]:
     fit = {k: v for k, v in profile["fit"].items() if k != "bootstrap_samples"}
     fit["method"] = re.sub(r"\b\d+ resamples\b", "N resamples", fit["method"])
     fit["sections"] = {
-        name: {k: v for k, v in section.items() if k != "stderr"}
+        name: {k: v for k, v in section.items() if k not in ("stderr", "resamples_at_bound")}
         for name, section in fit["sections"].items()
     }
     return {**profile, "fit": fit}

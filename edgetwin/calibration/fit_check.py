@@ -113,6 +113,23 @@ def bounds_reached(
     return reached
 
 
+def resample_shares(
+    reached: Sequence[Mapping[str, BoundReached]],
+) -> dict[str, dict[str, float]]:
+    """Per parameter and side, the share of a bootstrap's resamples (``bounds_reached`` of
+    each) that a bound stopped: there the parameter's spread, and the intervals drawn
+    from its samples, are cut. Only the parameters some resample put at a bound."""
+    shares: dict[str, dict[str, float]] = {}
+    for resample in reached:
+        for name, (side, _bound) in resample.items():
+            sides = shares.setdefault(name, {})
+            sides[side] = sides.get(side, 0.0) + 1.0
+    return {
+        name: {side: round(count / len(reached), 3) for side, count in sides.items()}
+        for name, sides in shares.items()
+    }
+
+
 def bound_record(parameter: str, value: float, reached: BoundReached, fit: str) -> dict[str, Any]:
     """What a profile's ``fit.at_bound`` keeps of a parameter at a bound: its
     ``section.name``, its value, which bound and the fit it came from."""

@@ -200,6 +200,7 @@ def _part(fit: ComponentFit, section: str, names: Sequence[str], decoder: bool) 
 
     residuals = [r for r in fit.residuals if (r["metric"] in METRICS) == decoder]
     at_bound = {n: reached for n, reached in fit.at_bound.items() if n in names}
+    clipped = {n: shares for n, shares in fit.resamples_at_bound.items() if n in names}
     return ComponentFit(
         section,
         keep(fit.params),
@@ -207,6 +208,7 @@ def _part(fit: ComponentFit, section: str, names: Sequence[str], decoder: bool) 
         [keep(s) for s in fit.samples],
         residuals,
         at_bound,
+        clipped,
     )
 
 

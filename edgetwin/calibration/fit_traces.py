@@ -30,7 +30,12 @@ import simpy
 from scipy.optimize import least_squares
 from threadpoolctl import threadpool_info
 
-from edgetwin.calibration.fit_check import BoundReached, bounds_reached, check_enough_points
+from edgetwin.calibration.fit_check import (
+    BoundReached,
+    bounds_reached,
+    check_enough_points,
+    resample_shares,
+)
 from edgetwin.calibration.readers.gpu_bench import VIT_FULL, StagingCopy, VitLatency
 from edgetwin.calibration.readers.staged_exchange import StagedExchange
 from edgetwin.comparison import relative_pct
@@ -73,7 +78,9 @@ NETWORK_BOUNDS: Bounds = {
 @dataclass(frozen=True)
 class ComponentFit:
     """Fitted parameters of one profile section, their bootstrap spread and residuals;
-    ``at_bound``: the parameters a bound of the fit stopped (``fit_check.bounds_reached``)."""
+    ``at_bound``: the parameters a bound of the fit stopped (``fit_check.bounds_reached``);
+    ``resamples_at_bound``: the share of the bootstrap's resamples a bound stopped, per
+    parameter and side (``fit_check.resample_shares``)."""
 
     section: str
     params: dict[str, float]
@@ -81,12 +88,15 @@ class ComponentFit:
     samples: list[dict[str, float]]
     residuals: list[dict[str, Any]]
     at_bound: dict[str, BoundReached] = field(default_factory=dict)
+    resamples_at_bound: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         errors = [abs(r["error_pct"]) for r in self.residuals]
+        clipped = {"resamples_at_bound": self.resamples_at_bound} if self.resamples_at_bound else {}
         return {
             "params": self.params,
             "stderr": self.stderr,
+            **clipped,
             "median_abs_error_pct": round(float(np.median(errors)), 2),
             "residuals": self.residuals,
         }
@@ -138,7 +148,7 @@ def fit_groups(
     (``point_of``: the configuration measured that a group's key is one metric or phase
     of; by default the key itself). ``on_solve`` is called after each of the 1 +
     ``bootstrap`` solves (progress). The parameters at a bound after the fit are
-    ``at_bound`` (not the bootstrap's)."""
+    ``at_bound``, and the share of the resamples a bound stopped ``resamples_at_bound``."""
     names = [n for n in bounds if n not in fixed]
     keys = list(groups)
     check_enough_points(section, len({point_of(k) for k in keys}), names)
@@ -164,12 +174,15 @@ def fit_groups(
         if not mean > 0:
             raise NotPositiveTime(section, _where(describe, key))
     params = solve(means)
-    samples = []
+    limits = {n: bounds[n][:2] for n in names}
+    samples, reached = [], []
     for _ in range(bootstrap):
         resampled = {
             k: float(center(rng.choice(np.asarray(groups[k]), len(groups[k])))) for k in keys
         }
-        samples.append({n: round(v, 6) for n, v in solve(resampled).items()})
+        solved = solve(resampled)
+        samples.append({n: round(v, 6) for n, v in solved.items()})
+        reached.append(bounds_reached({n: solved[n] for n in names}, limits))
     stderr = {n: round(float(np.std([s[n] for s in samples])), 6) for n in names} if samples else {}
     residuals = []
     for k in keys:
@@ -185,8 +198,10 @@ def fit_groups(
             }
         )
     rounded = {n: round(v, 6) for n, v in params.items()}
-    at_bound = bounds_reached({n: params[n] for n in names}, {n: bounds[n][:2] for n in names})
-    return ComponentFit(section, rounded, stderr, samples, residuals, at_bound)
+    at_bound = bounds_reached({n: params[n] for n in names}, limits)
+    return ComponentFit(
+        section, rounded, stderr, samples, residuals, at_bound, resample_shares(reached)
+    )
 
 
 def blas_kernel() -> str:
