@@ -7,6 +7,7 @@ import os
 import shutil
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -270,3 +271,35 @@ def test_a_held_out_exchange_is_predicted_without_its_own_copy_times(tmp_path: P
     assert {metric for metric, _ in slowed} == {"exchange_total_ms", "staging_ms", "comm_ms"}
     shutil.copytree(REPO / "data/traces/h200-netns-bw-2026-11", tmp_path / "as_traced")
     assert slowed == batch_8_predictions(tmp_path / "as_traced")
+
+
+@pytest.mark.timeout(300)
+def test_a_long_exchange_loop_is_replayed_to_its_steady_state(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The network fit replays the traced loop for every prediction, every block of it: a
+    trace of 10,000 blocks (the most one may have) replayed 20,000 messages a group, for
+    each of some 130 predictions a solve, 35 solves a calibrate. A block that leaves the
+    channel's token bucket as it found it begins a steady state, which every later block
+    repeats: the replay stops there, and predicts what the whole loop gives (at 1,000
+    blocks the warm-up forward already ends in it; the netns groups reach it within 160)."""
+    from edgetwin.calibration import fit_traces
+
+    sent = []
+
+    class CountedChannel(fit_traces.Channel):
+        def send(self, *args: Any, **kwargs: Any) -> Any:
+            sent.append(1)
+            return super().send(*args, **kwargs)
+
+    monkeypatch.setattr(fit_traces, "Channel", CountedChannel)
+    netns = REPO / "edgetwin/calibration/specs/h200_netns.yaml"
+    exchanges = read_inputs(netns).data.exchanges
+    gaps = fit_traces.exchange_gaps(exchanges)
+    params = load_profile("h200_netns").network.model_dump()
+    for key in gaps:
+        long, longer = (fit_traces.network_predictor(gaps, 256, n) for n in (1_000, 10_000))
+        assert long(params, key) == pytest.approx(longer(params, key), rel=1e-6)
+        sent.clear()
+        longer(params, key)
+        assert len(sent) < 400, key
