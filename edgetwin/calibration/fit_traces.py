@@ -370,10 +370,11 @@ def copy_predictor(params: dict[str, float], key: GroupKey) -> float:
     return StagingParams(**params).copy_ms(key[1])
 
 
-# messages a replay runs before it looks for its steady state: two forwards of 12 blocks
-# (every shipped trace's) replay whole, so their fits stay the same bytes (a block repeated
-# rather than replayed differs by the clock's rounding, which moves a flat direction of
-# the network fit: docs/calibration.md, "A trace fit on another BLAS kernel")
+# messages a replay runs before it looks for its steady state: a short loop costs little to
+# replay whole, and a whole replay is exact to the clock's last bit, where a block repeated
+# differs by its rounding, enough to move a flat direction of the network fit (docs/
+# calibration.md, "A trace fit on another BLAS kernel"); two forwards of 12 blocks, every
+# shipped trace's, replay whole
 WHOLE_REPLAY_MESSAGES = 24
 
 
