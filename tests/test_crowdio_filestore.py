@@ -197,36 +197,53 @@ async def _entries_become(store: Path, expected: list[str]) -> list[str]:
     return entries
 
 
+@dataclass
+class _RawPeers:
+    """A raw worker enrolled on a running foreman, and a raw client whose job it runs."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    own: FileStore  # the worker's names in the store
+    client_writer: asyncio.StreamWriter
+
+
+async def _enrol_and_submit(port: int, folder: Path, job: PipelineJob, job_id: str) -> _RawPeers:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    await send(writer, worker_hello())
+    welcome = await receive(reader)
+    assert isinstance(welcome, Welcome)
+    own = FileStore(folder, f"{welcome.peer_id}-1")
+    client_reader, client_writer = await asyncio.open_connection("127.0.0.1", port)
+    await send(client_writer, ClientHello(token=TOKEN))
+    assert isinstance(await receive(client_reader), Welcome)
+    await send(client_writer, submit_message(job, job_id, min_workers=1))
+    assert isinstance(await receive(client_reader), JobAccepted)
+    return _RawPeers(reader, writer, own, client_writer)
+
+
+async def _next_task(reader: asyncio.StreamReader) -> RunTask:
+    while not isinstance(message := await receive(reader), RunTask):
+        pass  # the stage's LOAD (and UNLOAD) come first
+    return message
+
+
 def test_a_dropped_job_leaves_nothing_in_the_store(job: PipelineJob, tmp_path: Path) -> None:
     """The foreman deletes the stored inputs of a job whose client left, and the stored
     result a worker sends for it afterwards (before, both stayed for the foreman's life)."""
     folder = tmp_path / "store"
     hidden = np.zeros((1, TINY.seq_len, TINY.dim), np.float32)
 
-    async def next_task(reader: asyncio.StreamReader) -> RunTask:
-        while not isinstance(message := await receive(reader), RunTask):
-            pass  # the stage's LOAD (and UNLOAD) come first
-        return message
-
     async def scenario() -> None:
         async with running_foreman(folder) as port:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            await send(writer, worker_hello())
-            welcome = await receive(reader)
-            assert isinstance(welcome, Welcome)
-            own = FileStore(folder, f"{welcome.peer_id}-1")  # the worker's names in the store
-            client_reader, client_writer = await asyncio.open_connection("127.0.0.1", port)
-            await send(client_writer, ClientHello(token=TOKEN))
-            assert isinstance(await receive(client_reader), Welcome)
-            await send(client_writer, submit_message(job, "leaves", min_workers=1))
-            assert isinstance(await receive(client_reader), JobAccepted)
-            first = await next_task(reader)
+            peers = await _enrol_and_submit(port, folder, job, "leaves")
+            reader, writer, own = peers.reader, peers.writer, peers.own
+            first = await _next_task(reader)
             handed_on = encode_array(hidden, own, 0)
             await send(writer, first.result(handed_on, REPORT, STATUS))
-            second = await next_task(reader)  # stage 1 reads stage 0's result from the store
+            second = await _next_task(reader)  # stage 1 reads stage 0's result from the store
             assert second.payload.ref == handed_on.ref
             assert [p.name for p in folder.iterdir()] == [handed_on.ref]
-            client_writer.close()  # the client leaves; its job is dropped
+            peers.client_writer.close()  # the client leaves; its job is dropped
             assert await _entries_become(folder, []) == []
             late = encode_array(hidden, own, 0)
             assert [p.name for p in folder.iterdir()] == [late.ref]
@@ -247,26 +264,16 @@ def test_a_stored_result_that_does_not_decode_leaves_nothing_in_the_store(
 
     async def scenario() -> None:
         async with running_foreman(folder) as port:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            await send(writer, worker_hello())
-            welcome = await receive(reader)
-            assert isinstance(welcome, Welcome)
-            own = FileStore(folder, f"{welcome.peer_id}-1")
-            client_reader, client_writer = await asyncio.open_connection("127.0.0.1", port)
-            await send(client_writer, ClientHello(token=TOKEN))
-            assert isinstance(await receive(client_reader), Welcome)
-            await send(client_writer, submit_message(job, "garbled", min_workers=1))
-            assert isinstance(await receive(client_reader), JobAccepted)
-            while not isinstance(task := await receive(reader), RunTask):
-                pass  # the stage's LOAD comes first
-            garbled = encode_array(hidden, own, 0)
+            peers = await _enrol_and_submit(port, folder, job, "garbled")
+            task = await _next_task(peers.reader)
+            garbled = encode_array(hidden, peers.own, 0)
             assert garbled.ref is not None
             (folder / garbled.ref).write_bytes(b"not zlib")
-            await send(writer, task.result(garbled, REPORT, STATUS))
-            last_words = await reader.read()  # the foreman says why and closes
+            await send(peers.writer, task.result(garbled, REPORT, STATUS))
+            last_words = await peers.reader.read()  # the foreman says why and closes
             assert b"does not inflate" in last_words
             assert await _entries_become(folder, []) == []
-            writer.close()
-            client_writer.close()
+            peers.writer.close()
+            peers.client_writer.close()
 
     asyncio.run(scenario())
