@@ -12,10 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from edgetwin.calibration.readers.staged_exchange import BANDWIDTH_FILE, read_staged_allgather
 from edgetwin.calibration.trace_fits import plan_fits, run_fits
 from edgetwin.calibration.trace_holdout import leave_one_out
 from edgetwin.calibration.trace_inputs import read_inputs
 from edgetwin.calibration.trace_profile import calibrate_from_traces
+from edgetwin.errors import InputError
 from edgetwin.profile import load_profile
 from tests.conftest import REPO
 
@@ -297,9 +299,72 @@ def test_a_long_exchange_loop_is_replayed_to_its_steady_state(
     exchanges = read_inputs(netns).data.exchanges
     gaps = fit_traces.exchange_gaps(exchanges)
     params = load_profile("h200_netns").network.model_dump()
+    predict = fit_traces.network_predictor(
+        {(*key[:-1], n): gap for key, gap in gaps.items() for n in (1_000, 10_000)}, 256
+    )
     for key in gaps:
-        long, longer = (fit_traces.network_predictor(gaps, 256, n) for n in (1_000, 10_000))
-        assert long(params, key) == pytest.approx(longer(params, key), rel=1e-6)
+        long, longer = (*key[:-1], 1_000), (*key[:-1], 10_000)
+        assert predict(params, long) == pytest.approx(predict(params, longer), rel=1e-6)
         sent.clear()
-        longer(params, key)
+        predict(params, longer)
         assert len(sent) < 400, key
+
+
+def _write_rows(path: Path, rows: list[dict[str, str]]) -> None:
+    with path.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _as_blocks(rows: list[dict[str, str]], blocks: int) -> None:
+    """Rows of a 12-block loop as the same exchanges timed over ``blocks`` blocks: the
+    summed columns scaled, each block's times as they were."""
+    for row in rows:
+        for column in ("d2h_ms", "comm_ms", "h2d_ms", "total_ms"):
+            row[column] = repr(float(row[column]) * blocks / int(row["blocks"]))
+        row["blocks"] = str(blocks)
+
+
+@pytest.mark.timeout(300)
+def test_each_exchange_file_is_replayed_with_its_own_blocks(tmp_path: Path) -> None:
+    """A loopback trace of 12-block forwards beside a shaped-link one: timed over 6 blocks
+    instead of 12 (each block as it was), a held-out shaped exchange's staging is
+    predicted at half (the fit and the held-out predictions took the first row's 12
+    blocks for every group, and predicted it whole)."""
+    netns = REPO / "edgetwin/calibration/specs/h200_netns.yaml"
+    shipped = "../../../data/traces/h200-netns-bw-2026-11"
+
+    def staging_predictions(blocks: int) -> dict[str, float]:
+        traces = tmp_path / f"{blocks}_blocks"
+        traces.mkdir()
+        shutil.copy(LOOPBACK / "gloo_staged_allgather.csv", traces)
+        with (REPO / shipped.removeprefix("../../../") / BANDWIDTH_FILE).open() as file:
+            shaped = list(csv.DictReader(file))
+        _as_blocks(shaped, blocks)
+        _write_rows(traces / BANDWIDTH_FILE, shaped)
+        spec = tmp_path / f"{blocks}_blocks.yaml"
+        spec.write_text(netns.read_text().replace(shipped, str(traces)))
+        points = leave_one_out(spec, "bandwidth")
+        return {p["point"]: p["predicted"] for p in points if p["metric"] == "staging_ms"}
+
+    whole, half = staging_predictions(12), staging_predictions(6)
+    assert whole.keys() == half.keys() and whole
+    assert half == {point: pytest.approx(ms / 2, abs=1e-4) for point, ms in whole.items()}
+
+
+def test_an_exchange_file_of_two_loops_names_the_first_other_blocks(tmp_path: Path) -> None:
+    """A file whose rows time loops of 12 and 6 blocks is refused at its first 6-block
+    row: its groups' residuals do not name their blocks, and would read as one loop's."""
+    with (LOOPBACK / "gloo_staged_allgather.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    _as_blocks(rows[len(rows) // 2 :], 6)
+    path = tmp_path / "gloo_staged_allgather.csv"
+    _write_rows(path, rows)
+    with pytest.raises(InputError) as raised:
+        read_staged_allgather(path)
+    assert (raised.value.path, raised.value.field) == (str(path), "blocks")
+    line = len(rows) // 2 + 2
+    assert (
+        raised.value.problem == f"line {line}: 6 blocks where line 2 has 12: a file times one loop"
+    )

@@ -284,15 +284,16 @@ def compute_predictor(model: ModelSpec) -> Predictor:
 
 
 def exchange_key(record: StagedExchange) -> GroupKey:
-    """(bandwidth, batch, rows, bytes per rank) of an exchange; loopback at its nominal rate."""
+    """(bandwidth, batch, rows, bytes per rank, blocks) of an exchange; loopback at its
+    nominal rate. The blocks are the loop its replay runs (a forward of each)."""
     bandwidth = record.bandwidth_mbps or LOOPBACK_MBPS
-    return (bandwidth, record.batch, record.rows, record.bytes_per_rank)
+    return (bandwidth, record.batch, record.rows, record.bytes_per_rank, record.blocks)
 
 
 def exchange_label(key: GroupKey) -> str:
     """An exchange group (``exchange_key``) as its trace rows say it: ``batch 8, 98 rows a
     rank (2408448 bytes), 200 Mbit/s``, or ``loopback`` for an unshaped link."""
-    bandwidth_mbps, batch, rows, piece_bytes = key
+    bandwidth_mbps, batch, rows, piece_bytes, _blocks = key  # one count a trace file
     link = "loopback" if bandwidth_mbps == LOOPBACK_MBPS else f"{bandwidth_mbps:g} Mbit/s"
     return f"batch {batch}, {counted(rows, 'row')} a rank ({piece_bytes} bytes), {link}"
 
@@ -309,7 +310,7 @@ def staging_predictor(phase: str, ranks: int = 2) -> Predictor:
     """d2h copies the piece a rank sends; h2d copies back the gathered tensor."""
 
     def predict(params: dict[str, float], key: GroupKey) -> float:
-        _bw, _batch, _rows, piece_bytes = key
+        _bw, _batch, _rows, piece_bytes, _blocks = key
         staging = StagingParams(**params)
         if phase == "d2h_ms":
             return staging.copy_ms(piece_bytes)
@@ -378,10 +379,9 @@ def copy_predictor(params: dict[str, float], key: GroupKey) -> float:
 WHOLE_REPLAY_MESSAGES = 24
 
 
-def network_predictor(
-    gaps_ms: Mapping[GroupKey, float], burst_kb: float | None, blocks: int
-) -> Predictor:
-    """Mean comm time per block of the traced loop, replayed on the twin's Channel.
+def network_predictor(gaps_ms: Mapping[GroupKey, float], burst_kb: float | None) -> Predictor:
+    """Mean comm time per block of the traced loop (its group's blocks), replayed on the
+    twin's Channel.
 
     Each block: the measured copies (a gap in which tokens refill), then a
     message of the piece's size. One warm-up forward runs first, as in the trace.
@@ -391,7 +391,7 @@ def network_predictor(
     """
 
     def predict(params: dict[str, float], key: GroupKey) -> float:
-        bandwidth_mbps, _batch, _rows, piece_bytes = key
+        bandwidth_mbps, _batch, _rows, piece_bytes, blocks = key
         stack = NetworkParams(**params)
         env = simpy.Environment()
         burst = None if burst_kb is None else burst_kb * 1024

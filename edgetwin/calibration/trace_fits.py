@@ -161,8 +161,7 @@ def plan_fits(
                     rng,
                 )
     if "network" in spec.fit and exchanges:
-        blocks = exchanges[0].blocks
-        predict = network_predictor(exchange_gaps(exchanges), spec.burst_kb, blocks)
+        predict = network_predictor(exchange_gaps(exchanges), spec.burst_kb)
         fit_into(
             ("network",),
             fit_groups,
@@ -224,10 +223,10 @@ def run_fits(
 
 
 def _copied(key: GroupKey) -> GroupKey:
-    """The point of a staging group (phase, bandwidth, batch, rows, bytes): an exchange's
-    shape; its two copies, at any link rate, are one point (a copy does not depend on the
-    link)."""
-    return key[2:]
+    """The point of a staging group (phase, bandwidth, batch, rows, bytes, blocks): an
+    exchange's shape; its two copies, at any link rate and loop length, are one point (a
+    copy depends on neither)."""
+    return key[2:5]
 
 
 def compute_of(fits: dict[str, ComponentFit], base: DeviceProfile | None) -> ComputeParams | None:

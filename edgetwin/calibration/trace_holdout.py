@@ -162,7 +162,6 @@ def _exchange_points(
     replayed with the refit's copy times as the gaps between messages (in which a token
     bucket refills), not the held-out records' measured ones: those are what is
     predicted, and the twin has only its own."""
-    blocks = data.exchanges[0].blocks
     d2h, h2d = staging_predictor("d2h_ms"), staging_predictor("h2d_ms")
     held: dict[GroupKey, list[StagedExchange]] = {}
     for record in data.exchanges:
@@ -170,9 +169,10 @@ def _exchange_points(
             held.setdefault(exchange_key(record), []).append(record)
     staging, network = fits["staging"].params, fits["network"].params
     copies_ms = {key: d2h(staging, key) + h2d(staging, key) for key in held}
-    comm = network_predictor(copies_ms, spec.burst_kb, blocks)
+    comm = network_predictor(copies_ms, spec.burst_kb)
     points = []
     for key, records in held.items():
+        blocks = key[-1]  # the loop its records ran (exchange_key)
         parts = {
             "staging_ms": blocks * copies_ms[key],
             "comm_ms": blocks * comm(network, key),

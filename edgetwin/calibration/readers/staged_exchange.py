@@ -46,13 +46,25 @@ class StagedExchange:
 def read_staged_allgather(path: Path) -> list[StagedExchange]:
     """Rows of a loopback ``gloo_staged_allgather.csv``."""
     rows = read_rows(path, LOOPBACK_COLUMNS)
-    return [_exchange(row, row.integer("rank", minimum=0), None) for row in rows]
+    return _one_loop(rows, [_exchange(row, row.integer("rank", minimum=0), None) for row in rows])
 
 
 def read_staged_allgather_bw(path: Path) -> list[StagedExchange]:
     """Rows of a shaped-link ``gloo_staged_allgather_bw.csv`` (rank 0)."""
     rows = read_rows(path, BANDWIDTH_COLUMNS)
-    return [_exchange(row, 0, row.positive("bandwidth_mbps")) for row in rows]
+    return _one_loop(rows, [_exchange(row, 0, row.positive("bandwidth_mbps")) for row in rows])
+
+
+def _one_loop(rows: list[Row], exchanges: list[StagedExchange]) -> list[StagedExchange]:
+    """The exchanges of a file that times one loop: a row of other ``blocks`` than the first
+    is an InputError (its group's residuals and validation points, which do not name the
+    blocks, would read as the first loop's). Two files may time two loops."""
+    for row, exchange in zip(rows, exchanges, strict=True):
+        if exchange.blocks != exchanges[0].blocks:
+            first = f"line {rows[0].line} has {exchanges[0].blocks}"
+            problem = f"{exchange.blocks} blocks where {first}: a file times one loop"
+            raise row.error("blocks", problem)
+    return exchanges
 
 
 def _exchange(row: Row, rank: int, bandwidth_mbps: float | None) -> StagedExchange:
