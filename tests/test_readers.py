@@ -24,6 +24,7 @@ from edgetwin.calibration.readers import (
     energy_by_phase,
     energy_j,
     read_chrome_trace,
+    read_decoder_latency,
     read_jtop_power,
     read_model_costs,
     read_nvml_power,
@@ -41,6 +42,7 @@ from edgetwin.calibration.readers import (
 )
 from edgetwin.errors import InputError
 from edgetwin.results import ResultRow, row_key, write_results
+from edgetwin.schema import MAX_BATCH
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = Path(__file__).resolve().parent / "data" / "traces"
@@ -554,3 +556,41 @@ def test_folder_reads_decoder_generations_by_name_and_by_header(tmp_path: Path) 
     (tmp_path / "decoder_latency.csv").write_text("layers,batch\n2,1\n")
     with pytest.raises(InputError, match=r"decoder_latency\.csv"):
         read_trace_folder(tmp_path)
+
+
+BATCH_CSVS: list[tuple[Reader, str, str]] = [
+    (read_vit_latency, "kernel,batch,tokens,rep,latency_ms", "vit_full,{},197,0,4.0"),
+    (
+        read_staging_copy,
+        "direction,pinned,batch,rows,bytes,rep,latency_ms",
+        "d2h,1,{},10,30720,0,0.1",
+    ),
+    (read_vit_energy, "kernel,batch,reps,wall_s,energy_mj", "vit_full,{},10,1.0,500"),
+    (
+        read_staged_allgather,
+        "rank,batch,rows,bytes_per_rank,blocks,rep,d2h_ms,comm_ms,h2d_ms,total_ms",
+        "0,{},10,30720,12,0,0.3,3.9,2.9,7.2",
+    ),
+    (
+        read_staged_allgather_bw,
+        "bandwidth_mbps,batch,rows,bytes_per_rank,blocks,rep,d2h_ms,comm_ms,h2d_ms,total_ms",
+        "200,{},10,30720,12,0,0.4,8.9,2.7,12.0",
+    ),
+    (
+        read_decoder_latency,
+        "layers,batch,prompt_tokens,output_tokens,rep,ttft_ms,tpot_ms",
+        "2,{},16,8,0,12.5,3.1",
+    ),
+    (read_timing_table, "strategy,devices,batch,bandwidth_mbps,total_ms", "prism,2,{},400,9.9"),
+]
+
+
+@pytest.mark.parametrize(("reader", "header", "row"), BATCH_CSVS)
+def test_a_trace_batch_past_the_largest_is_named(
+    tmp_path: Path, reader: Reader, header: str, row: str
+) -> None:
+    """A trace's batch is at most MAX_BATCH, as a results row's and a scenario's (a batch
+    of 10^300 overflowed a fit's prediction, or a replay's byte count)."""
+    path = tmp_path / "trace.csv"
+    path.write_text(f"{header}\n{row.format(MAX_BATCH)}\n{row.format(MAX_BATCH + 1)}\n")
+    _rejects(reader, path, "'batch'", "line 3", f"above the maximum {MAX_BATCH}")

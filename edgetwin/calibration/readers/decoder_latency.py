@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgetwin.csv_rows import read_rows
+from edgetwin.schema import MAX_BATCH
 
 DECODER_LATENCY_FILE = "decoder_latency.csv"
 DECODER_LATENCY_COLUMNS = (
@@ -44,7 +45,7 @@ def read_decoder_latency(path: Path) -> list[DecoderLatency]:
     return [
         DecoderLatency(
             layers=row.integer("layers", minimum=1),
-            batch=row.integer("batch", minimum=1),
+            batch=row.integer("batch", minimum=1, maximum=MAX_BATCH),
             prompt_tokens=row.integer("prompt_tokens", minimum=1),
             output_tokens=row.integer("output_tokens", minimum=2),
             rep=row.integer("rep", minimum=0),

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from edgetwin.csv_rows import read_rows
-from edgetwin.schema import MAX_TOKENS
+from edgetwin.schema import MAX_BATCH, MAX_TOKENS
 
 VIT_LATENCY_FILE = "vit_latency.csv"
 STAGING_COPY_FILE = "staging_copy.csv"
@@ -68,7 +68,7 @@ def read_vit_latency(path: Path) -> list[VitLatency]:
     return [
         VitLatency(
             kernel=row.choice("kernel", VIT_LATENCY_KERNELS),
-            batch=row.integer("batch", minimum=1),
+            batch=row.integer("batch", minimum=1, maximum=MAX_BATCH),
             tokens=row.integer("tokens", minimum=1, maximum=MAX_TOKENS),
             rep=row.integer("rep", minimum=0),
             latency_ms=row.number("latency_ms", minimum=0.0),
@@ -83,7 +83,7 @@ def read_staging_copy(path: Path) -> list[StagingCopy]:
         StagingCopy(
             direction=cast(Literal["d2h", "h2d"], row.choice("direction", ("d2h", "h2d"))),
             pinned=row.choice("pinned", ("0", "1")) == "1",
-            batch=row.integer("batch", minimum=1),
+            batch=row.integer("batch", minimum=1, maximum=MAX_BATCH),
             rows=row.integer("rows", minimum=1),
             size_bytes=row.integer("bytes", minimum=0),
             rep=row.integer("rep", minimum=0),
@@ -98,7 +98,7 @@ def read_vit_energy(path: Path) -> list[CounterEnergy]:
     return [
         CounterEnergy(
             kernel=row.text("kernel"),
-            batch=row.integer("batch", minimum=1),
+            batch=row.integer("batch", minimum=1, maximum=MAX_BATCH),
             reps=row.integer("reps", minimum=1),
             wall_s=row.number("wall_s", minimum=0.0),
             energy_mj=row.number("energy_mj", minimum=0.0),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from edgetwin.csv_rows import Row, read_rows
 from edgetwin.decoder_spec import MAX_LAYERS
+from edgetwin.schema import MAX_BATCH
 
 LOOPBACK_FILE = "gloo_staged_allgather.csv"
 BANDWIDTH_FILE = "gloo_staged_allgather_bw.csv"
@@ -71,7 +72,7 @@ def _exchange(row: Row, rank: int, bandwidth_mbps: float | None) -> StagedExchan
     return StagedExchange(
         rank=rank,
         bandwidth_mbps=bandwidth_mbps,
-        batch=row.integer("batch", minimum=1),
+        batch=row.integer("batch", minimum=1, maximum=MAX_BATCH),
         rows=row.integer("rows", minimum=1),
         bytes_per_rank=row.integer("bytes_per_rank", minimum=0),
         # the network fit replays each exchange: 10^300 blocks ran until killed

@@ -14,6 +14,7 @@ from pathlib import Path
 from edgetwin.csv_rows import Row, read_rows
 from edgetwin.models import registry
 from edgetwin.results import MODES, STATUS_OK, RowKey, row_key
+from edgetwin.schema import MAX_BATCH
 
 REQUIRED_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps", "total_ms")
 METRIC_COLUMNS = ("compute_ms", "staging_ms", "comm_ms", "total_ms", "per_sample_ms", "energy_j")
@@ -77,7 +78,7 @@ def _record(row: Row) -> TimingRecord:
     return TimingRecord(
         strategy=row.choice("strategy", registry.names()),
         devices=row.integer("devices", minimum=1),
-        batch=row.integer("batch", minimum=1),
+        batch=row.integer("batch", minimum=1, maximum=MAX_BATCH),
         bandwidth_mbps=row.number("bandwidth_mbps", minimum=0.0),
         cr=row.optional_positive("cr"),
         segments=row.optional_integer("segments", minimum=1),
