@@ -28,13 +28,13 @@ from edgetwin.availability_spec import Availability
 from edgetwin.crowd_spec import CrowdSpec, is_crowd_strategy, member_names
 from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec, positions_problem
 from edgetwin.emulator_spec import CROWD_ONLY_FIELDS, EmulatorSpec
-from edgetwin.errors import MODE_EMU
+from edgetwin.errors import MODE_EMU, InputError
 from edgetwin.file_kinds import ProfileKind
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderWorkload
 from edgetwin.models.layout import resolved_segments
-from edgetwin.profile import PROFILE_DIR, DeviceProfile, profile_path
+from edgetwin.profile import PROFILE_DIR, DeviceProfile, load_profile, profile_path
 from edgetwin.schema import (
     BandwidthMbps,
     Batch,
@@ -704,6 +704,20 @@ def files_of_runs(scenario: Scenario, scenario_path: Path) -> list[Path]:
         if crowd.availability_trace is not None:
             files.append(base / crowd.availability_trace)
     return files
+
+
+def device_profile(spec: DeviceSpec, index: int, scenario_path: Path | None) -> DeviceProfile:
+    """The profile of ``scenario_path``'s device class ``index`` (a path relative to that
+    file's folder); an InputError naming the profile file, or the field that names it."""
+    if isinstance(spec.profile, DeviceProfile):
+        return spec.profile
+    base = None if scenario_path is None else scenario_path.resolve().parent
+    try:
+        return load_profile(spec.profile, base)
+    except InputError as exc:
+        if exc.path is not None:  # the profile file itself is wrong: it names itself
+            raise
+        raise InputError(scenario_path, f"devices.{index}.profile", exc.problem) from None
 
 
 def with_absolute_paths(scenario: Scenario, scenario_path: Path) -> Scenario:

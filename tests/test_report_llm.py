@@ -3,6 +3,7 @@ memory per device vs context with the RAM line, traces named per strategy."""
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,7 @@ def test_decoder_page_has_its_figures_with_a_line_per_strategy(tmp_path: Path) -
     ram = [t for t in memory.data if t.legendgroup == "RAM"]
     profile_ram_mb = load_profile("jetson_orin_nano").ram_mb
     assert len(ram) == 1 and set(ram[0].y) == {profile_ram_mb}
-    assert device_ram_mb(tmp_path / "run") == {"jetson": profile_ram_mb}
+    assert device_ram_mb(tmp_path / "run") == ({"jetson": profile_ram_mb}, [])
     # a hover names what x is, with its unit (it gave a bare "64: 19.2 ms")
     assert line.hovertemplate.startswith("prompt %{x:g} tokens: ")
     assert rate.hovertemplate.startswith("%{x:g} Mbit/s: ")
@@ -81,6 +82,38 @@ def test_report_names_a_resolved_scenario_it_cannot_read(
     resolved.unlink()
     assert main(["report", str(out)]) == 0
     assert not [t for t in run_figures(read_run(out))[-1].data if t.legendgroup == "RAM"]
+
+
+@pytest.mark.timeout(120)
+def test_report_names_a_profile_it_cannot_read_and_draws_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A profile that ``scenario.resolved.yaml`` names and that is gone (a folder from
+    another machine) left the RAM line out unsaid; the page is still written, without that
+    class's line, and it and stderr say which file and why."""
+    out = tmp_path / "run"
+    devices = (
+        "devices=[{name: jetson, profile: jetson_orin_nano, count: 1},"
+        " {name: gpu, profile: h200_loopback, count: 1}]"
+    )
+    run = ["run", str(SMOKE), "--out", str(out), "--quiet", "--set", devices]
+    assert main([*run, "--set", "strategies=[{name: single}, {name: pipeline}]"]) == 0
+    capsys.readouterr()
+    resolved = out / "scenario.resolved.yaml"
+    gone = tmp_path / "elsewhere" / "jetson.yaml"
+    text = resolved.read_text()
+    resolved.write_text(text.replace("profile: jetson_orin_nano", f"profile: {gone}", 1))
+    assert main(["report", str(out)]) == 0
+    (warning,) = capsys.readouterr().err.strip().splitlines()
+    assert warning.startswith("edgetwin: warning: no RAM line for jetson: ")
+    # InputError cuts a long path's middle: the ends name the files
+    assert "scenario.resolved.yaml: field 'devices.0.profile': no profile '" in warning
+    assert "/elsewhere/jetson.yaml' (shipped: " in warning
+    page = (out / "report.html").read_text()
+    assert escape(warning.removeprefix("edgetwin: warning: ")) in page
+    memory = run_figures(read_run(out))[-1]
+    ram = [t.name for t in memory.data if t.legendgroup == "RAM"]
+    assert ram == [f"RAM of gpu ({load_profile('h200_loopback').ram_mb:g} MB)"]
 
 
 def test_the_ram_line_follows_the_device_spec(tmp_path: Path) -> None:

@@ -141,6 +141,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 def report_command(args: argparse.Namespace) -> int:
     written = reporting.report(args.dir, static=args.static)
+    print_warnings(written.warnings)
     answered = f"{written.answer} and " if written.answer is not None else ""
     print(f"wrote {answered}{written.page}")
     if args.static:

@@ -52,7 +52,8 @@ def _values(rows: Sequence[ResultRow], attr: str) -> str:
 
 
 def _warnings_html(warnings: Sequence[str]) -> str:
-    """One highlighted line per warning (links that fell short of their rate)."""
+    """One highlighted line per warning (links that fell short of their rate, a RAM line
+    left out)."""
     return "".join(f"<p class='warning'><b>Warning:</b> {escape(w)}</p>" for w in warnings)
 
 
@@ -229,11 +230,17 @@ class RunData:
     crowd_records: Records | None
     link_checks: list[CheckedLink]
     device_ram_mb: dict[str, float] = field(default_factory=dict)  # decoders' RAM line
+    ram_warnings: list[str] = field(default_factory=list)  # the RAM lines left out, and why
 
     @property
     def link_warnings(self) -> list[str]:
         """The warning of every link check outside its tolerance."""
         return link_warnings(self.link_checks)
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the page warns of on top: the link checks, then the RAM lines left out."""
+        return self.link_warnings + self.ram_warnings
 
 
 def read_run(run_dir: Path) -> RunData:
@@ -249,8 +256,8 @@ def read_run(run_dir: Path) -> RunData:
     records = read_timeline(timeline_path) if timeline_path.exists() else None
     checks_path = run_dir / LINK_CHECK_FILE
     checks = read_link_checks(checks_path) if checks_path.exists() else []
-    ram = device_ram_mb(run_dir) if is_decoder(rows) else {}
-    return RunData(rows, comparison, records, checks, ram)
+    ram, ram_warnings = device_ram_mb(run_dir) if is_decoder(rows) else ({}, [])
+    return RunData(rows, comparison, records, checks, ram, ram_warnings)
 
 
 def run_figures(data: RunData) -> list[go.Figure]:
@@ -272,11 +279,11 @@ def run_title(data: RunData) -> str:
 
 
 def render_report(data: RunData, title: str) -> str:
-    """The report page as one HTML string, with plotly.js inlined once; the link check's
-    warnings on top."""
+    """The report page as one HTML string, with plotly.js inlined once; its warnings on
+    top."""
     compared = "" if data.comparison is None else _comparison_html(data.comparison, RUN_WORDING)
     shown = _no_rows_html(data.rows) + figures_html(run_figures(data))
-    warnings = _warnings_html(data.link_warnings)
+    warnings = _warnings_html(data.warnings)
     failed = _failed_html(data.rows)
     return page(title, f"{warnings}{_summary(data.rows)}{failed}{shown}{compared}")
 
@@ -289,7 +296,11 @@ def _no_rows_html(rows: Sequence[ResultRow]) -> str:
 
 def write_report(run_dir: Path, title: str | None = None) -> Path:
     """Write ``run_dir/report.html`` from what ``read_run`` reads."""
-    data = read_run(run_dir)
+    return write_run_page(run_dir, read_run(run_dir), title)
+
+
+def write_run_page(run_dir: Path, data: RunData, title: str | None = None) -> Path:
+    """Write ``run_dir/report.html`` from ``data``, the run's files as read."""
     path = run_dir / REPORT_NAME
     write_text_atomic(path, render_report(data, title or run_title(data)))
     return path

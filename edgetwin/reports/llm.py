@@ -13,37 +13,33 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from edgetwin.errors import InputError
-from edgetwin.profile import DeviceProfile, load_profile
 from edgetwin.reports.figures import looks
 from edgetwin.reports.rows import Config, config_labels, config_of, config_order
 from edgetwin.reports.style import log_ticks, reference_line, styled
 from edgetwin.results import ResultRow
-from edgetwin.scenario import RESOLVED_FILE, load_resolved
+from edgetwin.scenario import RESOLVED_FILE, device_profile, load_resolved
 
 RAM_SPAN = 1.5  # a RAM line over one context reaches this factor either side of it
 
 Slice = tuple[object, ...]  # the values a figure holds fixed (batch, bandwidth, ...)
 
 
-def device_ram_mb(run_dir: Path) -> dict[str, float]:
+def device_ram_mb(run_dir: Path) -> tuple[dict[str, float], list[str]]:
     """Each device class's RAM (MB), from the run's ``scenario.resolved.yaml`` and the
-    profiles it names; empty when the folder has none, or a profile it names is gone (a
-    folder from another machine); an InputError naming the file if it does not load."""
+    profiles it names (none when the folder has no such file; an InputError naming it if
+    it does not load), and a warning for each class left out as its profile does not
+    load (gone with a folder copied from another machine)."""
     resolved = run_dir / RESOLVED_FILE
     if not resolved.exists():
-        return {}
-    scenario = load_resolved(resolved)
-    try:
-        return {
-            spec.name: spec.ram_mb or _profile(spec.profile, run_dir).ram_mb
-            for spec in scenario.devices
-        }
-    except InputError:
-        return {}
-
-
-def _profile(profile: str | DeviceProfile, run_dir: Path) -> DeviceProfile:
-    return profile if isinstance(profile, DeviceProfile) else load_profile(profile, run_dir)
+        return {}, []
+    ram_mb: dict[str, float] = {}
+    warnings = []
+    for index, spec in enumerate(load_resolved(resolved).devices):
+        try:
+            ram_mb[spec.name] = spec.ram_mb or device_profile(spec, index, resolved).ram_mb
+        except InputError as exc:
+            warnings.append(f"no RAM line for {spec.name}: {exc.message}")
+    return ram_mb, warnings
 
 
 def is_decoder(rows: Sequence[ResultRow]) -> bool:

@@ -18,13 +18,14 @@ from edgetwin.errors import InputError, counted
 from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
 from edgetwin.models.decoder_costs import contributed_bytes
-from edgetwin.profile import MB, DeviceProfile, bootstrap_count, bootstrap_variant, load_profile
+from edgetwin.profile import MB, DeviceProfile, bootstrap_count, bootstrap_variant
 from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.scenario import (
     Configuration,
     DeviceSpec,
     Scenario,
     configurations,
+    device_profile,
     unplayed_settings,
 )
 from edgetwin.sim import decoder_run
@@ -74,7 +75,7 @@ def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMem
     """Expand device classes into members; profile paths are relative to the scenario file."""
     members = []
     for i, spec in enumerate(scenario.devices):
-        profile = _device_profile(spec, i, scenario_path)
+        profile = device_profile(spec, i, scenario_path)
         if isinstance(scenario.model, DecoderSpec) and profile.memory is None:
             problem = f"profile {profile.name} has no memory bandwidth (a decoder needs it)"
             raise InputError(scenario_path, f"devices.{i}.profile", problem)
@@ -132,18 +133,6 @@ def unplayed_in_twin(scenario: Scenario, scenario_path: Path | None) -> list[str
     if scenario.crowd is None:
         warnings += unplayed_by_fleet(scenario, build_fleet(scenario, scenario_path))
     return warnings
-
-
-def _device_profile(spec: DeviceSpec, index: int, scenario_path: Path | None) -> DeviceProfile:
-    if isinstance(spec.profile, DeviceProfile):
-        return spec.profile
-    base = None if scenario_path is None else scenario_path.resolve().parent
-    try:
-        return load_profile(spec.profile, base)
-    except InputError as exc:
-        if exc.path is not None:  # the profile file itself is wrong: it names itself
-            raise
-        raise InputError(scenario_path, f"devices.{index}.profile", exc.problem) from None
 
 
 def run_scenario(

@@ -10,10 +10,9 @@ from edgetwin.comparison import REFERENCE_FILE, check_reference
 from edgetwin.errors import InputError
 from edgetwin.plan.folder import ANSWER_FILE, answer_table, is_plan_folder, swept_question
 from edgetwin.plan.journal import PARTIAL
-from edgetwin.reports import write_report
 from edgetwin.reports.adaptive import EVALUATION_PAGE
 from edgetwin.reports.affinity import AFFINITY_PAGE
-from edgetwin.reports.html import COMPARISON_PAGE
+from edgetwin.reports.html import COMPARISON_PAGE, read_run, write_run_page
 from edgetwin.reports.plan import PLAN_REPORT, plan_figures, write_plan_report
 from edgetwin.reports.static import (
     STATIC_FORMATS,
@@ -51,12 +50,14 @@ def other_command_page(folder: Path) -> tuple[str, str] | None:
 
 @dataclass(frozen=True)
 class Report:
-    """What ``report`` wrote: the page, the static figures (none unless asked) and, for a
-    plan's folder, its answer."""
+    """What ``report`` wrote: the page, the static figures (none unless asked), for a
+    plan's folder its answer, and what the page warns of that the folder's files left out
+    (a RAM line whose profile is gone)."""
 
     page: Path
     figures: tuple[Path, ...] = ()
     answer: Path | None = None
+    warnings: tuple[str, ...] = ()
 
 
 def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
@@ -96,10 +97,12 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
     if static is not None:  # before the page is written
         check_figures_folder(run_dir)
         browser_path()
-    page = write_report(run_dir)
+    data = read_run(run_dir)
+    page = write_run_page(run_dir, data)
+    warnings = tuple(data.ram_warnings)
     if static is None:
-        return Report(page)
-    return Report(page, tuple(write_static_figures(run_dir, static)))
+        return Report(page, warnings=warnings)
+    return Report(page, tuple(write_static_figures(run_dir, static)), warnings=warnings)
 
 
 def _report_plan(plan_dir: Path, static: StaticFormat | None) -> Report:
