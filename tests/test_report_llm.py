@@ -114,6 +114,12 @@ def test_report_names_a_profile_it_cannot_read_and_draws_the_rest(
     memory = run_figures(read_run(out))[-1]
     ram = [t.name for t in memory.data if t.legendgroup == "RAM"]
     assert ram == [f"RAM of gpu ({load_profile('h200_loopback').ram_mb:g} MB)"]
+    gone.parent.mkdir()
+    gone.write_text("name: jetson\nram_mb: -1\n")  # there, but not a profile: it names itself
+    assert main(["report", str(out)]) == 0
+    (warning,) = capsys.readouterr().err.strip().splitlines()
+    assert warning.startswith("edgetwin: warning: no RAM line for jetson: ")
+    assert "/elsewhere/jetson.yaml: field '" in warning
 
 
 def test_the_ram_line_follows_the_device_spec(tmp_path: Path) -> None:
