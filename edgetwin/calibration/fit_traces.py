@@ -110,7 +110,8 @@ LATENCY_MS = "latency_ms"  # the column a compute or plain copy group times
 
 class PredictionOverflow(ValueError):
     """A group's prediction overflows a float: a count or size of its traces is far out of
-    any physical range (a batch of 1e300 was an OverflowError traceback of the fit)."""
+    any physical range (a batch of 1e300 was an OverflowError traceback of the fit; the
+    readers now refuse a batch past ``MAX_BATCH`` and tokens past ``MAX_TOKENS`` first)."""
 
     def __init__(self, section: str, where: str) -> None:
         super().__init__(
