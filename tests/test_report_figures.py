@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +213,28 @@ def test_emulator_run_page_shows_the_link_check(tmp_path: Path) -> None:
     text = write_report(tmp_path).read_text()
     assert "Link check" in text and text.count('class="plotly-graph-div"') == 5
     assert "h2 -&gt; h1 set to 100 Mbps" in text  # the warning stays on top
+
+
+def test_every_warning_the_page_shows_is_printed_and_returned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """edgetwin report printed only the RAM warnings on stderr, not the link check's that
+    its page shows; ``report`` gives the same list in Python."""
+    import edgetwin
+
+    write_results(tmp_path / "results.csv", _results())
+    (tmp_path / "link_check.csv").write_text(LINK_CHECK_CSV)
+    capsys.readouterr()
+    assert main(["report", str(tmp_path)]) == 0
+    printed = [
+        line.removeprefix("edgetwin: warning: ")
+        for line in capsys.readouterr().err.splitlines()
+        if line.startswith("edgetwin: warning: ")
+    ]
+    shown = re.findall(r"<b>Warning:</b> ([^<]*)</p>", (tmp_path / "report.html").read_text())
+    assert len(printed) == 1 and printed[0].startswith("link h2 -> h1 set to 100 Mbps")
+    assert [escape(w) for w in printed] == shown
+    assert list(edgetwin.report(tmp_path).warnings) == printed
 
 
 def test_a_link_check_from_before_the_wire_rate_has_no_figure_and_no_warning(

@@ -51,8 +51,8 @@ def other_command_page(folder: Path) -> tuple[str, str] | None:
 @dataclass(frozen=True)
 class Report:
     """What ``report`` wrote: the page, the static figures (none unless asked), for a
-    plan's folder its answer, and what the page warns of that the folder's files left out
-    (a RAM line whose profile is gone)."""
+    plan's folder its answer, and every warning the page shows on top (a link short of its
+    rate, a RAM line whose profile is gone), which ``edgetwin report`` prints."""
 
     page: Path
     figures: tuple[Path, ...] = ()
@@ -99,7 +99,7 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
         browser_path()
     data = read_run(run_dir)
     page = write_run_page(run_dir, data)
-    warnings = tuple(data.ram_warnings)
+    warnings = tuple(data.warnings)
     if static is None:
         return Report(page, warnings=warnings)
     return Report(page, tuple(write_static_figures(run_dir, static)), warnings=warnings)
