@@ -219,7 +219,7 @@ def test_every_warning_the_page_shows_is_printed_and_returned(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """edgetwin report printed only the RAM warnings on stderr, not the link check's that
-    its page shows; ``report`` gives the same list in Python."""
+    its page shows; ``report`` and ``load_results`` give the same list in Python."""
     import edgetwin
 
     write_results(tmp_path / "results.csv", _results())
@@ -235,6 +235,7 @@ def test_every_warning_the_page_shows_is_printed_and_returned(
     assert len(printed) == 1 and printed[0].startswith("link h2 -> h1 set to 100 Mbps")
     assert [escape(w) for w in printed] == shown
     assert list(edgetwin.report(tmp_path).warnings) == printed
+    assert list(edgetwin.load_results(tmp_path).warnings) == printed
 
 
 def test_a_link_check_from_before_the_wire_rate_has_no_figure_and_no_warning(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import edgetwin
 from edgetwin.cli import main
 from edgetwin.models import registry
 from edgetwin.profile import load_profile
@@ -111,6 +112,7 @@ def test_report_names_a_profile_it_cannot_read_and_draws_the_rest(
     assert "/elsewhere/jetson.yaml' (shipped: " in warning
     page = (out / "report.html").read_text()
     assert escape(warning.removeprefix("edgetwin: warning: ")) in page
+    assert edgetwin.load_results(out).warnings == (warning.removeprefix("edgetwin: warning: "),)
     memory = run_figures(read_run(out))[-1]
     ram = [t.name for t in memory.data if t.legendgroup == "RAM"]
     assert ram == [f"RAM of gpu ({load_profile('h200_loopback').ram_mb:g} MB)"]

@@ -13,6 +13,7 @@ from edgetwin.comparison import REFERENCE_FILE, check_reference
 from edgetwin.errors import InputError
 from edgetwin.provenance import read_provenance, write_provenance, write_provenance_record
 from edgetwin.reports import write_report
+from edgetwin.reports.html import read_run
 from edgetwin.results import (
     RESULTS_CSV,
     RESULTS_PARQUET,
@@ -53,7 +54,8 @@ class Results:
     scenario: Scenario | None = None  # None: a folder without scenario.resolved.yaml
     provenance: dict[str, Any] | None = None  # the output folder's provenance.json
     reference: Path | None = None  # the table the scenario compares against
-    warnings: tuple[str, ...] = ()  # what the run warned about (links short of their rate)
+    # what the run warned about (links short of their rate); load_results: what its page shows
+    warnings: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         """A line a notebook can show (the rows are ``to_pandas()``'s)."""
@@ -113,7 +115,8 @@ def _copy_reference(reference: Path, copy: Path) -> None:
 
 def load_results(folder: str | Path) -> Results:
     """A run's output folder: ``results.csv`` (or ``results.parquet``), the scenario in
-    ``scenario.resolved.yaml`` and ``provenance.json`` when they are there."""
+    ``scenario.resolved.yaml`` and ``provenance.json`` when they are there, and the warnings
+    its page shows (those ``edgetwin report`` prints)."""
     folder = path_argument(folder, "folder")
     other = other_command_page(folder)
     if other is not None:
@@ -129,4 +132,5 @@ def load_results(folder: str | Path) -> Results:
         scenario=load_resolved(resolved) if resolved.is_file() else None,
         provenance=read_provenance(folder),
         reference=reference.absolute() if reference.is_file() else None,  # write() from anywhere
+        warnings=tuple(read_run(folder).warnings),
     )
