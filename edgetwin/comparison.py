@@ -286,41 +286,66 @@ def _resolved(folder: Path) -> dict[str, Any] | None:
 def run_devices(folder: Path) -> str | None:
     """What a run folder's numbers come from, as read from its ``scenario.resolved.yaml``:
     ``profile jetson_orin_nano`` for a twin run, ``this machine (mode emu)`` for a real
-    one; None without that file."""
+    one; None without that file. A profile file that cannot be read is named by its path
+    (``_unread_profiles``)."""
     raw = _resolved(folder)
     if raw is None:
         return None
     mode = raw.get("mode", "twin")
     if mode != "twin":
         return f"this machine (mode {mode})"
-    crowd = raw.get("crowd")
-    classes = crowd.get("fleet", []) if isinstance(crowd, dict) else raw.get("devices", [])
-    refs = [c.get("profile") for c in classes if isinstance(c, dict)]
-    names = sorted({_profile_name(ref, folder) for ref in refs})
+    names = sorted({_profile_name(ref, folder) or str(ref) for ref in _profile_refs(raw)})
     return "profile " + ", ".join(names)
 
 
-def _profile_name(ref: object, folder: Path) -> str:
-    """A profile's name: inline, shipped, or read from the file a path names."""
+def _unread_profiles(folder: Path) -> list[str]:
+    """The profile files a twin run folder's ``scenario.resolved.yaml`` names that cannot
+    be read (gone with a folder copied from another machine): their profiles' names, and
+    so the devices, are not known."""
+    raw = _resolved(folder)
+    if raw is None or raw.get("mode", "twin") != "twin":
+        return []
+    return sorted({str(ref) for ref in _profile_refs(raw) if _profile_name(ref, folder) is None})
+
+
+def _profile_refs(raw: Mapping[str, Any]) -> list[object]:
+    """What each device (or phone) class of a resolved scenario gives as its profile."""
+    crowd = raw.get("crowd")
+    classes = crowd.get("fleet", []) if isinstance(crowd, dict) else raw.get("devices", [])
+    return [c.get("profile") for c in classes if isinstance(c, dict)]
+
+
+def _profile_name(ref: object, folder: Path) -> str | None:
+    """A profile's name: inline, shipped, or read from the file a path names; None for a
+    file that cannot be read."""
     if isinstance(ref, dict):
         return str(ref.get("name", "inline"))
     text = str(ref)
+    if not text.endswith((".yaml", ".yml")):
+        return text
     path = Path(text) if Path(text).is_absolute() else folder / text
-    if text.endswith((".yaml", ".yml")) and path.is_file():
-        try:
-            return str(read_yaml_mapping(path).get("name", text))
-        except InputError:
-            return text
-    return text
+    try:
+        return str(read_yaml_mapping(path).get("name", text)) if path.is_file() else None
+    except InputError:
+        return None
 
 
 def devices_warning(predicted: Path, measured: Path) -> str | None:
     """A warning when two run folders come from different devices (a Jetson profile
     against this machine), so their errors mix model error with the device difference;
-    a profile calibrated on a machine (``machine_*``) counts as that machine."""
+    a profile calibrated on a machine (``machine_*``) counts as that machine. Where a
+    side's profile file cannot be read, the warning says which devices are not known."""
     sides = [run_devices(predicted), run_devices(measured)]
     if None in sides or sides[0] == sides[1]:
         return None
+    for folder in (predicted, measured):
+        unread = _unread_profiles(folder)
+        if unread:
+            return (
+                f"cannot tell whether {predicted} and {measured} ran on the same devices: "
+                f"{folder / RESOLVED_FILE} names profile {', '.join(unread)}, which cannot "
+                "be read (a folder copied from another machine?)"
+            )
     real = [s is not None and s.startswith("this machine") for s in sides]
     if all(real):  # local and emu: the same machine, over loopback or shaped links
         return None

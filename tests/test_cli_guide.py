@@ -355,6 +355,40 @@ def test_a_real_run_is_this_machine_and_a_machine_profile_matches_it(tmp_path: P
     assert devices_warning(tmp_path / "no_run_here", real) is None
 
 
+@pytest.mark.timeout(120)
+def test_compare_tells_a_gone_profile_apart_from_another_device(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A folder copied without the calibrated profile file its scenario.resolved.yaml names
+    was named by the file's path: against the folder whose file is there, or a local run,
+    compare warned "different devices"; now it says it cannot tell, naming the file."""
+    scenario, calibrated = tmp_path / "small.yaml", tmp_path / "machine" / "profile.yaml"
+    scenario.write_text(SMALL)
+    calibrated.parent.mkdir()
+    shipped = (ROOT / "edgetwin/calibration/profiles/h200_loopback.yaml").read_text()
+    calibrated.write_text(shipped.replace("name: h200_loopback", "name: machine_box", 1))
+    here, copied = tmp_path / "here", tmp_path / "copied"
+    for out in (here, copied):
+        run = ["run", str(scenario), "--out", str(out), "--quiet"]
+        assert main([*run, "--set", f"devices.0.profile={calibrated}"]) == 0
+    assert run_devices(here) == "profile machine_box"
+    gone = tmp_path / "elsewhere" / "profile.yaml"  # where it was on the other machine
+    resolved = copied / "scenario.resolved.yaml"
+    resolved.write_text(resolved.read_text().replace(str(calibrated), str(gone)))
+    capsys.readouterr()
+    assert main(["compare", str(here), str(copied)]) == 0
+    (warning,) = capsys.readouterr().err.strip().splitlines()
+    assert "cannot tell" in warning and str(gone) in warning and str(copied) in warning
+    assert "the difference between the devices" not in warning
+    real = tmp_path / "real"
+    real.mkdir()
+    local = load_scenario(SCENARIOS / "emu_smoke.yaml")
+    (real / "scenario.resolved.yaml").write_text(dump_resolved(local))
+    assert devices_warning(here, real) is None  # machine_box counts as this machine
+    warning = devices_warning(copied, real)
+    assert warning is not None and "cannot tell" in warning and str(gone) in warning
+
+
 def test_local_and_emu_are_one_machine_and_loopback_is_said(tmp_path: Path) -> None:
     """compare of a local and an emulator run warned "this machine (mode local) but this
     machine (mode emu)"; a twin run against a local one said nothing of loopback's
