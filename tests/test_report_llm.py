@@ -113,6 +113,10 @@ def test_report_names_a_profile_it_cannot_read_and_draws_the_rest(
     page = (out / "report.html").read_text()
     assert escape(warning.removeprefix("edgetwin: warning: ")) in page
     assert edgetwin.load_results(out).warnings == (warning.removeprefix("edgetwin: warning: "),)
+    # the page is the same wherever it is written: it names the folder's own file, not
+    # the staging folder write() drew it in, which is gone
+    copies = [edgetwin.load_results(out).write(tmp_path / name) for name in ("a", "b")]
+    assert (copies[0] / "report.html").read_bytes() == (copies[1] / "report.html").read_bytes()
     memory = run_figures(read_run(out))[-1]
     ram = [t.name for t in memory.data if t.legendgroup == "RAM"]
     assert ram == [f"RAM of gpu ({load_profile('h200_loopback').ram_mb:g} MB)"]

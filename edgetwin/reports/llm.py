@@ -28,7 +28,9 @@ def device_ram_mb(run_dir: Path) -> tuple[dict[str, float], list[str]]:
     """Each device class's RAM (MB), from the run's ``scenario.resolved.yaml`` and the
     profiles it names (none when the folder has no such file; an InputError naming it if
     it does not load), and a warning for each class left out as its profile does not
-    load (gone with a folder copied from another machine)."""
+    load (gone with a folder copied from another machine), naming ``scenario.resolved.yaml``
+    without its folder: the page is the same wherever it is drawn (``Results.write``
+    draws it in a staging folder)."""
     resolved = run_dir / RESOLVED_FILE
     if not resolved.exists():
         return {}, []
@@ -38,7 +40,9 @@ def device_ram_mb(run_dir: Path) -> tuple[dict[str, float], list[str]]:
         try:
             ram_mb[spec.name] = spec.ram_mb or device_profile(spec, index, resolved).ram_mb
         except InputError as exc:
-            warnings.append(f"no RAM line for {spec.name}: {exc.message}")
+            own = exc.path == str(resolved)  # named as the page's folder holds it
+            named = InputError(RESOLVED_FILE, exc.field, exc.problem) if own else exc
+            warnings.append(f"no RAM line for {spec.name}: {named.message}")
     return ram_mb, warnings
 
 
