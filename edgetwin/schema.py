@@ -67,6 +67,9 @@ Tokens = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 # blamed the profile), and a sweep's ran to a row of nothing but 'out of memory'
 MAX_BATCH = 2**20
 Batch = Annotated[int, Field(gt=0, le=MAX_BATCH)]
+# the most bytes one traced tensor copy or exchanged piece holds: 1 TiB, past any device's
+# memory (an H200 holds 141 GB). A staging copy of 1.7e308 bytes was read and fitted
+MAX_TENSOR_BYTES = 2**40
 
 
 class Strict(BaseModel):

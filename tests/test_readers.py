@@ -42,7 +42,7 @@ from edgetwin.calibration.readers import (
 )
 from edgetwin.errors import InputError
 from edgetwin.results import ResultRow, row_key, write_results
-from edgetwin.schema import MAX_BATCH
+from edgetwin.schema import MAX_BATCH, MAX_TENSOR_BYTES
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = Path(__file__).resolve().parent / "data" / "traces"
@@ -583,6 +583,34 @@ BATCH_CSVS: list[tuple[Reader, str, str]] = [
     ),
     (read_timing_table, "strategy,devices,batch,bandwidth_mbps,total_ms", "prism,2,{},400,9.9"),
 ]
+
+
+BYTES_CSVS: list[tuple[Reader, str, str, str]] = [
+    (
+        read_staging_copy,
+        "direction,pinned,batch,rows,bytes,rep,latency_ms",
+        "d2h,1,8,10,{},0,0.1",
+        "'bytes'",
+    ),
+    (
+        read_staged_allgather,
+        "rank,batch,rows,bytes_per_rank,blocks,rep,d2h_ms,comm_ms,h2d_ms,total_ms",
+        "0,8,10,{},12,0,0.3,3.9,2.9,7.2",
+        "'bytes_per_rank'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("reader", "header", "row", "field"), BYTES_CSVS)
+def test_a_traced_tensor_past_the_largest_is_named(
+    tmp_path: Path, reader: Reader, header: str, row: str, field: str
+) -> None:
+    """A copied or exchanged tensor is at most MAX_TENSOR_BYTES (a staging copy of 1.7e308
+    bytes was read, and calibrate fitted it and exited 0)."""
+    path = tmp_path / "trace.csv"
+    big = f"{row.format(MAX_TENSOR_BYTES)}\n{row.format(MAX_TENSOR_BYTES + 1)}\n"
+    path.write_text(f"{header}\n{big}")
+    _rejects(reader, path, field, "line 3", f"above the maximum {MAX_TENSOR_BYTES}")
 
 
 @pytest.mark.parametrize(("reader", "header", "row"), BATCH_CSVS)

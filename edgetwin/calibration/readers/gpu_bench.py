@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from edgetwin.csv_rows import read_rows
-from edgetwin.schema import MAX_BATCH, MAX_TOKENS
+from edgetwin.schema import MAX_BATCH, MAX_TENSOR_BYTES, MAX_TOKENS
 
 VIT_LATENCY_FILE = "vit_latency.csv"
 STAGING_COPY_FILE = "staging_copy.csv"
@@ -85,7 +85,7 @@ def read_staging_copy(path: Path) -> list[StagingCopy]:
             pinned=row.choice("pinned", ("0", "1")) == "1",
             batch=row.integer("batch", minimum=1, maximum=MAX_BATCH),
             rows=row.integer("rows", minimum=1),
-            size_bytes=row.integer("bytes", minimum=0),
+            size_bytes=row.integer("bytes", minimum=0, maximum=MAX_TENSOR_BYTES),
             rep=row.integer("rep", minimum=0),
             latency_ms=row.number("latency_ms", minimum=0.0),
         )

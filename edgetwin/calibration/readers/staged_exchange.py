@@ -17,7 +17,7 @@ from pathlib import Path
 
 from edgetwin.csv_rows import Row, read_rows
 from edgetwin.decoder_spec import MAX_LAYERS
-from edgetwin.schema import MAX_BATCH
+from edgetwin.schema import MAX_BATCH, MAX_TENSOR_BYTES
 
 LOOPBACK_FILE = "gloo_staged_allgather.csv"
 BANDWIDTH_FILE = "gloo_staged_allgather_bw.csv"
@@ -74,7 +74,7 @@ def _exchange(row: Row, rank: int, bandwidth_mbps: float | None) -> StagedExchan
         bandwidth_mbps=bandwidth_mbps,
         batch=row.integer("batch", minimum=1, maximum=MAX_BATCH),
         rows=row.integer("rows", minimum=1),
-        bytes_per_rank=row.integer("bytes_per_rank", minimum=0),
+        bytes_per_rank=row.integer("bytes_per_rank", minimum=0, maximum=MAX_TENSOR_BYTES),
         # the network fit replays each exchange: 10^300 blocks ran until killed
         blocks=row.integer("blocks", minimum=1, maximum=MAX_LAYERS),
         rep=row.integer("rep", minimum=0),
