@@ -243,6 +243,22 @@ class RunData:
         return self.link_warnings + self.ram_warnings
 
 
+def read_warnings(run_dir: Path, rows: Sequence[ResultRow]) -> list[str]:
+    """``RunData.warnings`` of a run whose ``rows`` are read, without reading the files
+    only its figures need (a crowd run's timeline, the reference)."""
+    return RunData(list(rows), None, None, _link_checks(run_dir), *_ram(run_dir, rows)).warnings
+
+
+def _link_checks(run_dir: Path) -> list[CheckedLink]:
+    path = run_dir / LINK_CHECK_FILE
+    return read_link_checks(path) if path.exists() else []
+
+
+def _ram(run_dir: Path, rows: Sequence[ResultRow]) -> tuple[dict[str, float], list[str]]:
+    """A decoder run's RAM per device class and the warnings of the classes left out."""
+    return device_ram_mb(run_dir) if is_decoder(rows) else ({}, [])
+
+
 def read_run(run_dir: Path) -> RunData:
     """``results.csv`` (or ``results.parquet``) and, where present, ``reference.csv``,
     ``timeline.json`` (crowd runs), ``link_check.csv`` (emulator runs) and the devices' RAM
@@ -254,10 +270,7 @@ def read_run(run_dir: Path) -> RunData:
     )
     timeline_path = run_dir / TIMELINE_FILE
     records = read_timeline(timeline_path) if timeline_path.exists() else None
-    checks_path = run_dir / LINK_CHECK_FILE
-    checks = read_link_checks(checks_path) if checks_path.exists() else []
-    ram, ram_warnings = device_ram_mb(run_dir) if is_decoder(rows) else ({}, [])
-    return RunData(rows, comparison, records, checks, ram, ram_warnings)
+    return RunData(rows, comparison, records, _link_checks(run_dir), *_ram(run_dir, rows))
 
 
 def run_figures(data: RunData) -> list[go.Figure]:

@@ -13,7 +13,7 @@ from edgetwin.comparison import REFERENCE_FILE, check_reference
 from edgetwin.errors import InputError
 from edgetwin.provenance import read_provenance, write_provenance, write_provenance_record
 from edgetwin.reports import write_report
-from edgetwin.reports.html import read_run
+from edgetwin.reports.html import read_warnings
 from edgetwin.results import (
     RESULTS_CSV,
     RESULTS_PARQUET,
@@ -132,5 +132,5 @@ def load_results(folder: str | Path) -> Results:
         scenario=load_resolved(resolved) if resolved.is_file() else None,
         provenance=read_provenance(folder),
         reference=reference.absolute() if reference.is_file() else None,  # write() from anywhere
-        warnings=tuple(read_run(folder).warnings),
+        warnings=tuple(read_warnings(folder, rows)),
     )
