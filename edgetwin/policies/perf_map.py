@@ -160,20 +160,16 @@ class PerformanceMap(Strict):
         self, candidate: Deployment, batch: float, tokens: float, output_tokens: float | None = None
     ) -> float:
         """Bytes a batch moves over all devices (interpolated like latency)."""
-
-        def along_batch(values: Sequence[float]) -> float:
-            return self._along_batch(batch, values)
-
         if isinstance(candidate, DecoderCandidate):
             assert self.output_tokens is not None and output_tokens is not None
             outputs = self.output_tokens
             per_tokens = [
-                along_tokens(output_tokens, outputs, [along_batch(b) for b in plane])
+                along_tokens(output_tokens, outputs, [self._along_batch(batch, b) for b in plane])
                 for plane in candidate.bytes_sent
             ]
         else:
             assert isinstance(candidate, Candidate)
-            per_tokens = [along_batch(b) for b in candidate.bytes_sent]
+            per_tokens = [self._along_batch(batch, b) for b in candidate.bytes_sent]
         return along_tokens(tokens, self.tokens, per_tokens)
 
     def _interpolate(self, grid: Grid, tokens: float, batch: float, bandwidth_mbps: float) -> float:
