@@ -81,6 +81,16 @@ def test_latencies_come_out_of_the_model(comparison: dict[str, dict[str, Any]]) 
     assert barrier["predicted_mean"] > streaming["predicted_mean"]
 
 
+def test_the_peak_memory_input_is_named_as_session_ram(
+    comparison: dict[str, dict[str, Any]],
+) -> None:
+    """The twin's figure for the published "peak RSS" is a stage's session RAM
+    (``peak_session_mb``, docs/crowd.md), not a process's RSS: its role says which."""
+    role = comparison["peak_rss"]["role"]
+    assert "session RAM" in role and "cell_a" in role
+    assert "RSS" not in role
+
+
 def test_warm_loads_follow_the_stage_size(comparison: dict[str, dict[str, Any]]) -> None:
     """cell_a (180 MB) loads longer than cell_b (85 MB), which loads longer than the head."""
     means = [comparison[f"warm_load_{stage}"]["predicted_mean"] for stage in STAGES]

@@ -63,6 +63,7 @@ def compare_to_reference(
     broadcast = [d / 1e3 for o in cold_streaming for d in o.jobs[0].broadcast_load_ms.values()]
     job = crowd_section(scenario).job
     saving = 100.0 * (1 - compressed_activation_bytes(job) / job.activation_bytes)
+    largest = max(job.stages, key=lambda stage: stage.peak_mb)
     predicted: dict[str, tuple[list[float], str, str]] = {
         "pipeline_latency_streaming": (latency_s(warm_streaming), "s", "prediction"),
         "input_latency_streaming": (
@@ -95,7 +96,8 @@ def compare_to_reference(
         "peak_rss": (
             [s.peak_session_mb for o in warm_streaming for s in o.phones],
             "MB",
-            "input: the largest stage's RSS in the scenario",
+            f"input: the session RAM of the scenario's largest stage ({largest.name}, "
+            f"{largest.peak_mb:g} MB), the twin's peak_session_mb",
         ),
         "battery_per_run": (battery(cold_streaming), "mAh", "fitted on a cold run"),
         "battery_per_warm_run": (battery(warm_streaming), "mAh", "prediction"),
