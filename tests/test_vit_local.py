@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from edgetwin.configuration import resolve_segments
-from edgetwin.emu.local import check_runnable, run_local
+from edgetwin.emu.local import check_runnable, measure_local, run_local
 from edgetwin.emu.vit.worker import real_strategies
 from edgetwin.errors import InputError
 from edgetwin.models import registry
@@ -180,3 +180,24 @@ def test_three_ranks_send_the_layouts_rows_and_the_twin_counts_the_same(smoke: S
         assert twin[strategy].bytes_sent == local[strategy].bytes_sent, strategy
     assert local["voltage"].max_abs_diff_vs_single is not None
     assert local["voltage"].max_abs_diff_vs_single < 1e-5
+
+
+def test_progress_is_told_each_repetition_as_rank_0_ends_it(smoke: Scenario) -> None:
+    """One launch runs both batches; rank 0 reports each timed repetition as it ends it,
+    in run order, before the launch's measurements come back (they came in one burst
+    when the launch ended)."""
+    model = {"tokens": 17, "width": 32, "blocks": 1, "heads": 4, "patch_size": 2, "classes": 5}
+    tiny = Scenario.model_validate(
+        {
+            **smoke.model_dump(),
+            "model": model,
+            "strategies": [{"name": "voltage"}],
+            "sweeps": [{"batch": [1, 2], "devices": [2]}],
+        }
+    )
+    events: list[tuple[int, int | str]] = []
+    for run in measure_local(
+        tiny, warmup=0, on_rep=lambda config, rep: events.append((config.batch, rep))
+    ):
+        events.append((run.config.batch, "measured"))
+    assert events == [(1, 0), (1, 1), (2, 0), (2, 1), (1, "measured"), (2, "measured")]

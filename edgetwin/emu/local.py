@@ -24,7 +24,7 @@ from edgetwin.configuration import configuration_columns, resolve_segments
 from edgetwin.emu.launch_deadline import launch_deadline_s
 from edgetwin.emu.llm.local_rows import check_decoder_runnable, decoder_model, decoder_rows
 from edgetwin.emu.memory_check import BatchMemory, check_weights_fit
-from edgetwin.emu.vit.launcher import launch_local
+from edgetwin.emu.vit.launcher import OnRep, launch_local
 from edgetwin.emu.vit.model import image_side
 from edgetwin.emu.vit.records import RankRecord, RunRecord
 from edgetwin.emu.vit.worker import model_args, real_strategies
@@ -39,8 +39,9 @@ from edgetwin.this_machine import available_cores
 ELEMENT_BYTES = 4  # the real code paths run fp32
 
 Device = Literal["cpu", "cuda"]
-# starts the ranks of one launch: (worker args, world, timeout_s, threads, echo_rank0)
-Launcher = Callable[[Sequence[str], int, float, int | None, bool], list[RankRecord]]
+# starts the ranks of one launch: (worker args, world, timeout_s, threads, echo_rank0,
+# on_rep: told (run index, rep) as rank 0 ends each timed forward)
+Launcher = Callable[[Sequence[str], int, float, int | None, bool, OnRep | None], list[RankRecord]]
 
 
 @dataclass(frozen=True)
@@ -135,16 +136,23 @@ def run_local(
         measured = decoder_rows(
             scenario, threads, weights=weights, device=device, warmup=warmup, timeout_s=timeout_s
         )
+        for config, rows in measured:
+            rows_by_config[config] = rows
+            for _ in rows:
+                if on_progress is not None:
+                    on_progress()
     else:
         runs = measure_local(
-            scenario, weights, device, warmup, timeout_s, trace_dir, threads=threads
+            scenario,
+            weights,
+            device,
+            warmup,
+            timeout_s,
+            trace_dir,
+            threads=threads,
+            on_rep=None if on_progress is None else lambda _config, _rep: on_progress(),
         )
-        measured = ((run.config, result_rows(scenario, run)) for run in runs)
-    for config, rows in measured:
-        rows_by_config[config] = rows
-        for _ in rows:
-            if on_progress is not None:
-                on_progress()
+        rows_by_config = {run.config: result_rows(scenario, run) for run in runs}
     return [row for config in configurations(scenario) for row in rows_by_config[config]]
 
 
@@ -161,12 +169,14 @@ def measure_local(
     *,
     configs: Sequence[Configuration] | None = None,
     launch: Launcher = launch_local,
+    on_rep: Callable[[Configuration, int], None] | None = None,
 ) -> Iterator[LocalRun]:
     """The measurements behind ``run_local``, launch by launch.
 
     ``trace_batch``: trace only configurations of this batch size. ``echo_rank0``: rank 0
     prints one line per configuration to stdout (progress). ``configs``: only these of the
     scenario's configurations. ``launch``: what starts the ranks (the emulator's hosts).
+    ``on_rep``: told each configuration's repetition as rank 0 ends it, during its launch.
     """
     check_runnable(scenario)
     if weights is not None and not weights.is_file():
@@ -185,9 +195,15 @@ def measure_local(
             *model_args(scenario.encoder),
         ]
         deadline_s = timeout_s or _deadline_s(scenario, group, warmup)
-        records = launch(args, group.devices, deadline_s, threads, echo_rank0)
+        told = None if on_rep is None else _by_configuration(group, on_rep)
+        records = launch(args, group.devices, deadline_s, threads, echo_rank0, told)
         for index, config in enumerate(group.configs):
             yield LocalRun(config, tuple(record.runs[index] for record in records))
+
+
+def _by_configuration(group: _Launch, on_rep: Callable[[Configuration, int], None]) -> OnRep:
+    """A launch's reports (run index, rep) as its configuration's."""
+    return lambda run_index, rep: on_rep(group.configs[run_index], rep)
 
 
 def device_threads(scenario: Scenario) -> int:

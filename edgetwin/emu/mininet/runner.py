@@ -44,7 +44,7 @@ from edgetwin.emu.mininet.topology import (
     cpu_quota_warning,
 )
 from edgetwin.emu.vit import records as vit_records
-from edgetwin.emu.vit.launcher import stop_ranks, wait_ranks
+from edgetwin.emu.vit.launcher import OnRep, RepReports, stop_ranks, wait_ranks
 from edgetwin.emulator_spec import JOB_TIMEOUT_S
 from edgetwin.errors import InputError
 from edgetwin.links import worst_error_pct
@@ -223,13 +223,11 @@ def run_emu(
                 checks = measure_links(net, bandwidth_mbps, range(1, hosts), link_check_s, steps)
                 links += checks
             link_error = worst_error_pct(c.error_pct for c in checks)
-            for config, config_rows in _measured(scenario, group, launch, warmup, timeout_s):
+            measured = _measured(scenario, group, launch, warmup, timeout_s, on_progress)
+            for config, config_rows in measured:
                 rows[config] = [
                     replace(r, mode="emu", link_error_pct=link_error) for r in config_rows
                 ]
-                for _ in rows[config]:
-                    if on_progress is not None:
-                        on_progress()
     ordered = [row for config in configurations(scenario) for row in rows[config]]
     return EmuRun(ordered, links, launch.faults)
 
@@ -240,16 +238,24 @@ def _measured(
     launch: _HostLauncher,
     warmup: int,
     timeout_s: float | None,
+    on_progress: Callable[[], None] | None,
 ) -> Iterator[tuple[Configuration, list[ResultRow]]]:
     """Local mode's rows of ``configs``, the ranks started on the hosts: the real decoder
-    for a decoder scenario, else the ViT."""
+    for a decoder scenario (``on_progress`` told each row as its launch ends), else the ViT
+    (told each repetition as rank 0 ends it)."""
     if decoder_model(scenario) is not None:
         threads = device_threads(scenario)
-        yield from decoder_rows(scenario, threads, warmup=warmup, timeout_s=timeout_s,
-                                configs=configs, launch=launch.decoder)  # fmt: skip
+        decoded = decoder_rows(scenario, threads, warmup=warmup, timeout_s=timeout_s,
+                               configs=configs, launch=launch.decoder)  # fmt: skip
+        for config, rows in decoded:
+            for _ in rows:
+                if on_progress is not None:
+                    on_progress()
+            yield config, rows
         return
+    on_rep = None if on_progress is None else lambda _config, _rep: on_progress()
     runs = measure_local(scenario, warmup=warmup, timeout_s=timeout_s, configs=configs,
-                         launch=launch)  # fmt: skip
+                         launch=launch, on_rep=on_rep)  # fmt: skip
     for run in runs:
         yield run.config, result_rows(scenario, run)
 
@@ -276,6 +282,7 @@ class _HostLauncher:
         timeout_s: float,
         threads: int | None = None,
         echo_rank0: bool = False,
+        on_rep: OnRep | None = None,
     ) -> list[vit_records.RankRecord]:
         hosts = self._net.topology.hosts
         port = self._next_port()
@@ -288,12 +295,14 @@ class _HostLauncher:
         ]
 
         def command(rank: int, result: Path) -> list[str]:
+            reports = RepReports(result.parent, on_rep)  # the ranks' folder
             return [
                 *(sys.executable, "-m", VIT_WORKER, "--rank", str(rank)),
                 *("--iface", hosts[rank].iface, "--result", str(result), *common),
+                *reports.worker_args(),
             ]
 
-        return self._run(world, timeout_s, command, vit_records.read_record)
+        return self._run(world, timeout_s, command, vit_records.read_record, on_rep)
 
     def decoder(
         self, run: DecoderRun, timeout_s: float, threads: int, extra_args: Sequence[str]
@@ -323,12 +332,15 @@ class _HostLauncher:
         timeout_s: float,
         command: Callable[[int, Path], list[str]],
         read: Callable[[Path], Record],
+        on_rep: OnRep | None = None,
     ) -> list[Record]:
-        """Rank r's ``command`` on host r, waited for with the deadline; their records."""
+        """Rank r's ``command`` on host r, waited for with the deadline (``on_rep`` told
+        the forwards rank 0 reports meanwhile); their records."""
         label = f"launch {self._launches} at {self.bandwidth_mbps:g} Mbps"
         clock = FaultClock(label, self._schedule, self._apply)
         with run_folder(EMU, "ranks") as tmp:
             folder = Path(tmp)
+            reports = RepReports(folder, on_rep)
             ranks = []
             try:
                 clock.start()
@@ -336,7 +348,7 @@ class _HostLauncher:
                     argv = command(rank, folder / f"rank{rank}.json")
                     log = folder / f"rank{rank}.log"
                     ranks.append(self._net.popen(rank, argv, log, package_env()))
-                wait_ranks(ranks, folder, timeout_s)
+                wait_ranks(ranks, folder, timeout_s, reports.poll)
             finally:
                 stop_ranks(ranks)
                 applied = clock.stop()

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from edgetwin.emu.child_env import child_env
@@ -28,6 +28,9 @@ LOOPBACK_ADDR = "127.0.0.1"
 LOOPBACK_IFACE = "lo"
 POLL_S = 0.05
 LOG_TAIL_LINES = 12
+PROGRESS_FILE = "progress.txt"  # where rank 0 reports each timed forward (worker --progress)
+
+OnRep = Callable[[int, int], None]  # told (run index, rep) as rank 0 ends a timed forward
 
 
 def free_port() -> int:
@@ -59,11 +62,13 @@ def launch_local(
     timeout_s: float,
     threads: int | None = None,
     echo_rank0: bool = False,
+    on_rep: OnRep | None = None,
 ) -> list[RankRecord]:
     """Run ``world`` ranks with ``worker_args`` (all but rank, world, address, result).
 
     ``threads``: torch threads per rank (default: the cores this process may use, shared
     evenly). ``echo_rank0``: let rank 0 print to this process's stdout (progress lines).
+    ``on_rep``: told each timed forward as rank 0 ends it (``RepReports``).
     Raises ``LaunchError`` naming the rank and showing the end of its log.
     """
     threads = threads or max(1, available_cores() // world)
@@ -86,11 +91,13 @@ def launch_local(
     ]
     with run_folder(LOCAL, "vit") as tmp:
         folder = Path(tmp)
+        reports = RepReports(folder, on_rep)
         ranks: list[subprocess.Popen[bytes]] = []
         try:
             for rank in range(world):
-                ranks.append(_start(rank, common, folder, echo_rank0 and rank == 0))
-            wait_ranks(ranks, folder, timeout_s)
+                argv = [*common, *reports.worker_args()]
+                ranks.append(_start(rank, argv, folder, echo_rank0 and rank == 0))
+            wait_ranks(ranks, folder, timeout_s, reports.poll)
         finally:
             stop_ranks(ranks)
         return [read_record(folder / f"rank{rank}.json") for rank in range(world)]
@@ -114,10 +121,44 @@ def _start(rank: int, common: list[str], folder: Path, echo: bool) -> subprocess
         )
 
 
-def wait_ranks(ranks: list[subprocess.Popen[bytes]], folder: Path, timeout_s: float) -> None:
+class RepReports:
+    """The timed forwards rank 0 reports in ``folder``'s progress file, each told to
+    ``on_rep`` once, in order, as whole lines appear (``None``: nothing is reported)."""
+
+    def __init__(self, folder: Path, on_rep: OnRep | None) -> None:
+        self._path = folder / PROGRESS_FILE
+        self._on_rep = on_rep
+        self._told = 0
+
+    def worker_args(self) -> list[str]:
+        """The worker flag that asks for the reports, if any are wanted."""
+        return [] if self._on_rep is None else ["--progress", str(self._path)]
+
+    def poll(self) -> None:
+        """Tell the forwards reported since the last poll."""
+        if self._on_rep is None or not self._path.exists():
+            return
+        for line in self._path.read_text().splitlines(keepends=True)[self._told :]:
+            if not line.endswith("\n"):  # still being written
+                return
+            run_index, rep = map(int, line.split())
+            self._on_rep(run_index, rep)
+            self._told += 1
+
+
+def wait_ranks(
+    ranks: list[subprocess.Popen[bytes]],
+    folder: Path,
+    timeout_s: float,
+    on_poll: Callable[[], None] | None = None,
+) -> None:
+    """Wait for every rank to exit 0, calling ``on_poll`` between looks; raise
+    ``LaunchError`` if one fails or the deadline passes."""
     deadline = time.monotonic() + timeout_s
     while True:
         codes = [rank.poll() for rank in ranks]
+        if on_poll is not None:  # after the look: ranks that exited have reported all
+            on_poll()
         ended = {rank: code for rank, code in enumerate(codes) if code is not None and code != 0}
         if ended:
             failed = list(ended)

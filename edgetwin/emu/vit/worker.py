@@ -8,8 +8,9 @@ product of ``--segments`` (or ``--cr``) and ``--batch``, in that order; each
 has ``--warmup`` untimed forwards, then ``--reps`` timed ones, with a barrier
 between forwards. Rank 0 then compares its last logits with the whole model
 run in its own process on the same input, and prints one line per run. With
-``--parent-pid`` the rank exits as soon as that process (its launcher) is no longer its
-parent: a launcher killed outright leaves no rank running.
+``--progress``, rank 0 also appends a line to that file as it ends each timed forward
+(its launcher's progress). With ``--parent-pid`` the rank exits as soon as that process
+(its launcher) is no longer its parent: a launcher killed outright leaves no rank running.
 """
 
 from __future__ import annotations
@@ -93,6 +94,11 @@ def parser() -> argparse.ArgumentParser:
     rank_process.add_execution_flags(run)
     run.add_argument("--trace-dir", type=Path, help="write PyTorch profiler Chrome traces here")
     run.add_argument("--trace-batch", type=int, help="trace only runs of this batch size")
+    run.add_argument(
+        "--progress",
+        type=Path,
+        help="rank 0 appends a line 'RUN REP' (indices from 0) here as it ends each timed forward",
+    )
     return parser
 
 
@@ -166,10 +172,10 @@ def run_rank(args: argparse.Namespace, model: ViT, segment_values: list[int | No
     """Join the process group, do every run (segments x batch), leave the group."""
     device = torch.device(args.device)
     with rank_process.process_group(args, args.world), torch.inference_mode():
+        plan = [(segments, batch) for segments in segment_values for batch in args.batch]
         runs = tuple(
-            _run(args, model, device, batch, segments)
-            for segments in segment_values
-            for batch in args.batch
+            _run(args, model, device, batch, segments, index)
+            for index, (segments, batch) in enumerate(plan)
         )
     return RankRecord(
         args.rank, args.world, args.strategy, str(device), torch.get_num_threads(), runs
@@ -177,7 +183,12 @@ def run_rank(args: argparse.Namespace, model: ViT, segment_values: list[int | No
 
 
 def _run(
-    args: argparse.Namespace, model: ViT, device: torch.device, batch: int, segments: int | None
+    args: argparse.Namespace,
+    model: ViT,
+    device: torch.device,
+    batch: int,
+    segments: int | None,
+    index: int,
 ) -> RunRecord:
     layout = registry.layout(args.strategy, model.spec.tokens, args.world, segments)
     clock = PhaseClock(device)
@@ -189,11 +200,13 @@ def _run(
         rank_process.barrier(args.world)
     reps: list[ForwardTiming] = []
     logits = None
-    for _ in range(args.reps):
+    for rep in range(args.reps):
         clock.start()
         logits = forward(images)
         reps.append(clock.stop())
         rank_process.barrier(args.world)
+        if args.rank == 0 and args.progress is not None:
+            _report_rep(args.progress, index, rep)
     if args.trace_dir is not None and args.trace_batch in (None, batch):
         _trace(args, forward, clock, images, segments)
     record = RunRecord(batch, segments, tuple(reps), forward.bytes_sent)
@@ -202,6 +215,12 @@ def _run(
     record = _compare_with_single(record, model, images, logits, args.world)
     _print_summary(args, record)
     return record
+
+
+def _report_rep(path: Path, run_index: int, rep: int) -> None:
+    """Tell the launcher that a timed forward ended: one whole line ``RUN REP``."""
+    with path.open("a") as out:
+        out.write(f"{run_index} {rep}\n")
 
 
 def _trace(
