@@ -417,6 +417,18 @@ def test_help_of_trace_names_what_each_kind_of_run_writes() -> None:
     assert "a local decoder or crowd run refuses it" in text
 
 
+def test_help_of_calibrate_out_says_an_android_spec_writes_a_folder() -> None:
+    """An Android spec writes a profile per phone class into --out, a folder (its
+    documented command: --out edgetwin/calibration/profiles); help said 'profile file'."""
+    text = " ".join(_subcommands()["calibrate"].format_help().split())
+    assert "an Android spec's: the folder" in text
+
+
+def test_help_of_quiet_says_what_it_silences() -> None:
+    text = " ".join(_subcommands()["run"].format_help().split())
+    assert "--quiet no progress bar on a terminal, no progress lines on stderr" in text
+
+
 @pytest.mark.timeout(120)
 def test_trace_writes_what_help_says_for_a_twin_and_a_crowd_run(tmp_path: Path) -> None:
     scenario = tmp_path / "small.yaml"

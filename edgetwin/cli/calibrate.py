@@ -41,7 +41,10 @@ from edgetwin.workbench.output import output_folder as _output_folder
 def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``edgetwin calibrate``."""
     parser.add_argument("spec", type=Path, help="calibration spec (YAML)")
-    add_out_argument(parser, "profile file to write")
+    add_out_argument(
+        parser,
+        "profile file to write (an Android spec's: the folder its phone classes' files go into)",
+    )
     add_force_argument(
         parser,
         "replace an existing profile file (an Android spec's: its phone classes' files in "

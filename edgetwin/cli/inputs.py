@@ -32,7 +32,11 @@ def add_set_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
 
 def add_quiet_argument(parser: argparse.ArgumentParser) -> None:
     """``--quiet``: no progress bar."""
-    parser.add_argument("--quiet", action="store_true", help="no progress")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar on a terminal, no progress lines on stderr",
+    )
 
 
 def add_check_argument(parser: argparse.ArgumentParser) -> None:
