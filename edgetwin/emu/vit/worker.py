@@ -204,9 +204,9 @@ def _run(
         clock.start()
         logits = forward(images)
         reps.append(clock.stop())
+        if args.rank == 0 and args.progress is not None:  # before the barrier: it waits
+            _report_rep(args.progress, index, rep)  # for the write, the next forward not
         rank_process.barrier(args.world)
-        if args.rank == 0 and args.progress is not None:
-            _report_rep(args.progress, index, rep)
     if args.trace_dir is not None and args.trace_batch in (None, batch):
         _trace(args, forward, clock, images, segments)
     record = RunRecord(batch, segments, tuple(reps), forward.bytes_sent)
