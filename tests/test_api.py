@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -517,3 +518,17 @@ def test_an_unknown_mode_is_named() -> None:
     with pytest.raises(InputError) as raised:
         edgetwin.run(JETSON, mode="hardware")  # type: ignore[arg-type]
     assert raised.value.field == "mode"
+
+
+def test_results_written_elsewhere_keep_the_link_check(tmp_path: Path) -> None:
+    """An emulator run's results written to another folder lost ``link_check.csv``, and
+    their page its link figure."""
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "data" / "traces" / "emu-vit-loop-2026-12" / "fit", run)
+    again = edgetwin.load_results(run).write(tmp_path / "again")
+    checks = (run / "link_check.csv").read_bytes()
+    assert (again / "link_check.csv").read_bytes() == checks
+    assert "Link check: wire rate against set rate" in (again / "report.html").read_text()
+    shutil.rmtree(run)  # the results carry the checks, not the path they were read from
+    edgetwin.load_results(again).write(tmp_path / "third")
+    assert (tmp_path / "third" / "link_check.csv").read_bytes() == checks

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from edgetwin.comparison import REFERENCE_FILE, check_reference
+from edgetwin.csv_rows import read_text
 from edgetwin.errors import InputError
+from edgetwin.links import LINK_CHECK_FILE
 from edgetwin.provenance import read_provenance, write_provenance, write_provenance_record
 from edgetwin.reports import write_report
 from edgetwin.reports.html import read_warnings
@@ -56,6 +58,7 @@ class Results:
     reference: Path | None = None  # the table the scenario compares against
     # what the run warned about (links short of their rate); load_results: what its page shows
     warnings: tuple[str, ...] = ()
+    link_check_csv: str | None = None  # an emulator run's link_check.csv, as its text
 
     def __repr__(self) -> str:
         """A line a notebook can show (the rows are ``to_pandas()``'s)."""
@@ -75,8 +78,8 @@ class Results:
 
     def write(self, out: str | Path, *, format: Format = "csv", force: bool = False) -> Path:
         """Write ``results.csv`` (and/or ``results.parquet``), ``scenario.resolved.yaml``,
-        ``reference.csv`` (with a reference), ``report.html`` and the provenance it came
-        with into ``out``, all or nothing (a
+        ``reference.csv`` (with a reference), ``link_check.csv`` (with link checks),
+        ``report.html`` and the provenance it came with into ``out``, all or nothing (a
         non-empty ``out`` only with ``force``, replaced whole); returns ``out``. Results made
         in Python without a provenance get one naming this call (no inputs)."""
         out = path_argument(out, "out")
@@ -98,6 +101,8 @@ class Results:
             (folder / RESOLVED_FILE).write_text(dump_resolved(self.scenario))
         if self.reference is not None:
             _copy_reference(self.reference, folder / REFERENCE_FILE)
+        if self.link_check_csv is not None:  # before the page, which draws them
+            (folder / LINK_CHECK_FILE).write_text(self.link_check_csv)
         write_report(folder)
         if format != "csv":
             self.to_pandas().to_parquet(folder / RESULTS_PARQUET, index=False)
@@ -115,8 +120,8 @@ def _copy_reference(reference: Path, copy: Path) -> None:
 
 def load_results(folder: str | Path) -> Results:
     """A run's output folder: ``results.csv`` (or ``results.parquet``), the scenario in
-    ``scenario.resolved.yaml`` and ``provenance.json`` when they are there, and the warnings
-    its page shows (those ``edgetwin report`` prints)."""
+    ``scenario.resolved.yaml``, ``provenance.json`` and ``link_check.csv`` when they are
+    there, and the warnings its page shows (those ``edgetwin report`` prints)."""
     folder = path_argument(folder, "folder")
     other = other_command_page(folder)
     if other is not None:
@@ -125,6 +130,7 @@ def load_results(folder: str | Path) -> Results:
     rows = read_results(results_file(folder))
     resolved = folder / RESOLVED_FILE
     reference = folder / REFERENCE_FILE
+    link_checks = folder / LINK_CHECK_FILE
     if reference.is_file():  # as edgetwin report checks it: write() draws the comparison
         check_reference(reference, reference, None)
     return Results(
@@ -133,4 +139,5 @@ def load_results(folder: str | Path) -> Results:
         provenance=read_provenance(folder),
         reference=reference.absolute() if reference.is_file() else None,  # write() from anywhere
         warnings=tuple(read_warnings(folder, rows)),
+        link_check_csv=read_text(link_checks) if link_checks.exists() else None,
     )

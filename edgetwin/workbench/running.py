@@ -12,7 +12,6 @@ from pathlib import Path
 from tempfile import gettempdir
 
 from edgetwin.errors import InputError, counted
-from edgetwin.links import LINK_CHECK_FILE
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import write_provenance
 from edgetwin.reports.static import StaticFormat, write_static_figures
@@ -57,6 +56,7 @@ class _Run:
     trace: bool
     progress: Progress
     warnings: list[str] = field(default_factory=list)
+    link_check_csv: str | None = None  # an emulator run's link_check.csv (Results)
 
 
 def run(
@@ -117,7 +117,11 @@ def run(
         rows = _runner(chosen)(context)
         resolved = with_absolute_paths(chosen, inputs.named_from)  # re-runs from anywhere
         results = Results(
-            tuple(rows), resolved, reference=inputs.reference, warnings=tuple(context.warnings)
+            tuple(rows),
+            resolved,
+            reference=inputs.reference,
+            warnings=tuple(context.warnings),
+            link_check_csv=context.link_check_csv,
         )
         if out is not None:
             results.write_into(staging, format)
@@ -240,7 +244,7 @@ def _run_emu(run: _Run) -> list[ResultRow]:
     """Real code paths on Mininet hosts over shaped links; ``link_check.csv`` beside, and
     ``faults.csv`` when faults or a bandwidth schedule played. Warns when the hosts' CPU
     quotas add up to more than this machine's cores."""
-    from edgetwin.emu.mininet.checks import write_link_checks
+    from edgetwin.emu.mininet.checks import link_checks_csv
     from edgetwin.emu.mininet.faults import write_faults
     from edgetwin.emu.mininet.runner import check_emulatable, emu_runs, host_cpu_warning, run_emu
 
@@ -251,7 +255,7 @@ def _run_emu(run: _Run) -> list[ResultRow]:
         run.warnings.append(cpu_warning)
     with run.progress(f"emu {scenario.name}", emu_runs(scenario)) as advance:
         result = run_emu(scenario, path, advance, steps=run.progress)
-    write_link_checks(run.staging / LINK_CHECK_FILE, result.links)
+    run.link_check_csv = link_checks_csv(result.links)
     if result.faults:
         write_faults(run.staging / "faults.csv", result.faults)
     if scenario.network.latency_ms > 0 and not all(c.latency_emulated for c in result.links):

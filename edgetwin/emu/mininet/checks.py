@@ -19,6 +19,7 @@ is against the share, the medium's rate / ``flows``), so their sum is the rate.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import subprocess
 import time
@@ -240,12 +241,18 @@ def _latency_ms(net: EmuNetwork, sender: EmuHost, receiver: EmuHost) -> float | 
         return None
 
 
+def link_checks_csv(checks: list[LinkCheck]) -> str:
+    """The text of ``link_check.csv``: one row per check, columns as ``LinkCheck``."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, [f.name for f in fields(LinkCheck)], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(asdict(check) for check in checks)
+    return buffer.getvalue()
+
+
 def write_link_checks(path: Path, checks: list[LinkCheck]) -> None:
-    """``link_check.csv``: one row per check, columns as ``LinkCheck``."""
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, [f.name for f in fields(LinkCheck)], lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(asdict(check) for check in checks)
+    """``link_check.csv`` (``link_checks_csv``)."""
+    path.write_text(link_checks_csv(checks))
 
 
 def _class_rate_mbps(net: EmuNetwork, node: str, iface: str) -> float:
