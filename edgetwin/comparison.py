@@ -10,8 +10,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from statistics import median
-from typing import Any, TypedDict
+from typing import TypedDict
 
+from edgetwin.device_names import profile_name, profile_refs, read_device_names
 from edgetwin.errors import InputError, counted, shown
 from edgetwin.results import (
     COLUMNS,
@@ -273,78 +274,58 @@ def _misspelt_column(header: Sequence[str]) -> tuple[str, str] | None:
     return None
 
 
-def _resolved(folder: Path) -> dict[str, Any] | None:
-    """A run folder's ``scenario.resolved.yaml``; None without one (a table given for a
-    folder, a folder an older edgetwin wrote); an InputError naming it if it does not
-    read (it was skipped unsaid, and the warning that depends on it with it)."""
+@dataclass(frozen=True)
+class RunSide:
+    """What a run folder's numbers come from, read once from its ``scenario.resolved.yaml``
+    and ``devices.yaml``: ``mode`` (None without the first: a table given for a folder, a
+    folder an older edgetwin wrote); ``devices``, ``profile jetson_orin_nano`` for a twin
+    run, ``this machine (mode emu)`` for a real one; ``unread``, the profile files it
+    names that neither ``devices.yaml`` names nor can be read (their devices are not
+    known)."""
+
+    folder: Path
+    mode: str | None = None
+    devices: str | None = None
+    unread: tuple[str, ...] = ()
+
+
+def run_side(folder: Path) -> RunSide:
+    """``RunSide`` of ``folder``; an InputError naming a file of it that does not read (it
+    was skipped unsaid, and the warning that depends on it with it). A device is named by
+    the profile name its run recorded, else by its profile file's, else by that file's
+    path."""
     resolved = folder / RESOLVED_FILE
     if not resolved.exists():
-        return None
-    return read_yaml_mapping(resolved)
-
-
-def run_devices(folder: Path) -> str | None:
-    """What a run folder's numbers come from, as read from its ``scenario.resolved.yaml``:
-    ``profile jetson_orin_nano`` for a twin run, ``this machine (mode emu)`` for a real
-    one; None without that file. A profile file that cannot be read is named by its path
-    (``_unread_profiles``)."""
-    raw = _resolved(folder)
-    if raw is None:
-        return None
-    mode = raw.get("mode", "twin")
+        return RunSide(folder)
+    raw = read_yaml_mapping(resolved)
+    mode = str(raw.get("mode", "twin"))
     if mode != "twin":
-        return f"this machine (mode {mode})"
-    names = sorted({_profile_name(ref, folder) or str(ref) for ref in _profile_refs(raw)})
-    return "profile " + ", ".join(names)
+        return RunSide(folder, mode, f"this machine (mode {mode})")
+    recorded = read_device_names(folder)
+    names, unread = set(), set()
+    for name, ref in profile_refs(raw):
+        profile = recorded.get(name) or profile_name(ref, folder)
+        if profile is None:
+            unread.add(str(ref))
+        names.add(profile or str(ref))
+    return RunSide(folder, mode, "profile " + ", ".join(sorted(names)), tuple(sorted(unread)))
 
 
-def _unread_profiles(folder: Path) -> list[str]:
-    """The profile files a twin run folder's ``scenario.resolved.yaml`` names that cannot
-    be read (gone with a folder copied from another machine): their profiles' names, and
-    so the devices, are not known."""
-    raw = _resolved(folder)
-    if raw is None or raw.get("mode", "twin") != "twin":
-        return []
-    return sorted({str(ref) for ref in _profile_refs(raw) if _profile_name(ref, folder) is None})
-
-
-def _profile_refs(raw: Mapping[str, Any]) -> list[object]:
-    """What each device (or phone) class of a resolved scenario gives as its profile."""
-    crowd = raw.get("crowd")
-    classes = crowd.get("fleet", []) if isinstance(crowd, dict) else raw.get("devices", [])
-    return [c.get("profile") for c in classes if isinstance(c, dict)]
-
-
-def _profile_name(ref: object, folder: Path) -> str | None:
-    """A profile's name: inline, shipped, or read from the file a path names; None for a
-    file that cannot be read."""
-    if isinstance(ref, dict):
-        return str(ref.get("name", "inline"))
-    text = str(ref)
-    if not text.endswith((".yaml", ".yml")):
-        return text
-    path = Path(text) if Path(text).is_absolute() else folder / text
-    try:
-        return str(read_yaml_mapping(path).get("name", text)) if path.is_file() else None
-    except InputError:
-        return None
-
-
-def devices_warning(predicted: Path, measured: Path) -> str | None:
+def devices_warning(predicted: RunSide, measured: RunSide) -> str | None:
     """A warning when two run folders come from different devices (a Jetson profile
     against this machine), so their errors mix model error with the device difference;
     a profile calibrated on a machine (``machine_*``) counts as that machine. Where a
-    side's profile file cannot be read, the warning says which devices are not known."""
-    sides = [run_devices(predicted), run_devices(measured)]
+    side's devices are not known (``RunSide.unread``), the warning says so."""
+    sides = [predicted.devices, measured.devices]
     if None in sides or sides[0] == sides[1]:
         return None
-    for folder in (predicted, measured):
-        unread = _unread_profiles(folder)
-        if unread:
+    for side in (predicted, measured):
+        if side.unread:
             return (
-                f"cannot tell whether {predicted} and {measured} ran on the same devices: "
-                f"{folder / RESOLVED_FILE} names profile {', '.join(unread)}, which cannot "
-                "be read (a folder copied from another machine?)"
+                f"cannot tell whether {predicted.folder} and {measured.folder} ran on the "
+                f"same devices: {side.folder / RESOLVED_FILE} names profile "
+                f"{', '.join(side.unread)}, which cannot be read (a folder copied from "
+                "another machine?)"
             )
     real = [s is not None and s.startswith("this machine") for s in sides]
     if all(real):  # local and emu: the same machine, over loopback or shaped links
@@ -353,8 +334,8 @@ def devices_warning(predicted: Path, measured: Path) -> str | None:
     if (real[0] and calibrated[1]) or (real[1] and calibrated[0]):
         return None
     return (
-        f"{predicted} ran on {sides[0]} but {measured} on {sides[1]}: the errors include "
-        "the difference between the devices"
+        f"{predicted.folder} ran on {sides[0]} but {measured.folder} on {sides[1]}: the "
+        "errors include the difference between the devices"
     )
 
 
@@ -383,12 +364,11 @@ def split_warning(
     )
 
 
-def loopback_warning(predicted: Path, measured: Path) -> str | None:
+def loopback_warning(predicted: RunSide, measured: RunSide) -> str | None:
     """A warning when one run folder ran on loopback (mode local) and the other did not:
     nothing shapes loopback, so the local side's ``bandwidth_mbps`` is nominal and its
     errors at each bandwidth are not that network's."""
-    sides = (predicted, measured)
-    local = [folder for folder in sides if (_resolved(folder) or {}).get("mode") == "local"]
+    local = [side.folder for side in (predicted, measured) if side.mode == "local"]
     if len(local) != 1:
         return None
     return (

@@ -149,6 +149,7 @@ def test_write_and_load_results_keep_provenance_and_scenario(tmp_path: Path) -> 
     results = edgetwin.run(JETSON, overrides=SMALL)
     out = results.write(tmp_path / "w")
     assert sorted(p.name for p in out.iterdir()) == [
+        "devices.yaml",
         "provenance.json",
         "reference.csv",
         "report.html",

@@ -21,7 +21,13 @@ from edgetwin.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
-OUTPUTS = ("results.csv", "scenario.resolved.yaml", "report.html", "provenance.json")
+OUTPUTS = (
+    "results.csv",
+    "scenario.resolved.yaml",
+    "devices.yaml",
+    "report.html",
+    "provenance.json",
+)
 
 TINY = """\
 name: tiny

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+import edgetwin
 from edgetwin.cli import _parser, main
 from edgetwin.cli.progress import _LIVE as LIVE_BARS
 from edgetwin.cli.progress import progress
-from edgetwin.comparison import devices_warning, loopback_warning, run_devices
+from edgetwin.comparison import devices_warning, loopback_warning, run_side
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
 from edgetwin.plan.questions import load_question
 from edgetwin.results import read_results
@@ -344,15 +345,15 @@ def test_a_real_run_is_this_machine_and_a_machine_profile_matches_it(tmp_path: P
     ):
         folder.mkdir()
         (folder / "scenario.resolved.yaml").write_text(dump_resolved(scenario))
-    assert run_devices(real) == "this machine (mode local)"
-    assert run_devices(twin) == "profile jetson_orin_nano"
-    warning = devices_warning(twin, real)
+    assert run_side(real).devices == "this machine (mode local)"
+    assert run_side(twin).devices == "profile jetson_orin_nano"
+    warning = devices_warning(run_side(twin), run_side(real))
     assert warning is not None and "this machine (mode local)" in warning
     resolved = machine / "scenario.resolved.yaml"
     text = resolved.read_text().replace("profile: h200_loopback", "profile: machine_box")
     resolved.write_text(text)
-    assert devices_warning(machine, real) is None
-    assert devices_warning(tmp_path / "no_run_here", real) is None
+    assert devices_warning(run_side(machine), run_side(real)) is None
+    assert devices_warning(run_side(tmp_path / "no_run_here"), run_side(real)) is None
 
 
 @pytest.mark.timeout(120)
@@ -361,7 +362,8 @@ def test_compare_tells_a_gone_profile_apart_from_another_device(
 ) -> None:
     """A folder copied without the calibrated profile file its scenario.resolved.yaml names
     was named by the file's path: against the folder whose file is there, or a local run,
-    compare warned "different devices"; now it says it cannot tell, naming the file."""
+    compare warned "different devices"; now it says it cannot tell, naming the file, where
+    the folder records no profile names (devices.yaml: an older edgetwin's folder)."""
     scenario, calibrated = tmp_path / "small.yaml", tmp_path / "machine" / "profile.yaml"
     scenario.write_text(SMALL)
     calibrated.parent.mkdir()
@@ -371,10 +373,11 @@ def test_compare_tells_a_gone_profile_apart_from_another_device(
     for out in (here, copied):
         run = ["run", str(scenario), "--out", str(out), "--quiet"]
         assert main([*run, "--set", f"devices.0.profile={calibrated}"]) == 0
-    assert run_devices(here) == "profile machine_box"
+    assert run_side(here).devices == "profile machine_box"
     gone = tmp_path / "elsewhere" / "profile.yaml"  # where it was on the other machine
     resolved = copied / "scenario.resolved.yaml"
     resolved.write_text(resolved.read_text().replace(str(calibrated), str(gone)))
+    (copied / "devices.yaml").unlink()
     capsys.readouterr()
     assert main(["compare", str(here), str(copied)]) == 0
     (warning,) = capsys.readouterr().err.strip().splitlines()
@@ -384,9 +387,41 @@ def test_compare_tells_a_gone_profile_apart_from_another_device(
     real.mkdir()
     local = load_scenario(SCENARIOS / "emu_smoke.yaml")
     (real / "scenario.resolved.yaml").write_text(dump_resolved(local))
-    assert devices_warning(here, real) is None  # machine_box counts as this machine
-    warning = devices_warning(copied, real)
+    assert (
+        devices_warning(run_side(here), run_side(real)) is None
+    )  # machine_box counts as this machine
+    warning = devices_warning(run_side(copied), run_side(real))
     assert warning is not None and "cannot tell" in warning and str(gone) in warning
+
+
+@pytest.mark.timeout(120)
+def test_compare_tells_devices_apart_once_their_profile_file_is_gone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A run recorded only its profile's path: with the file gone, compare could not tell a
+    run on a calibrated machine from one on a Jetson. The run records each class's
+    profile name (devices.json), and Results.write carries it."""
+    scenario, calibrated = tmp_path / "small.yaml", tmp_path / "machine" / "profile.yaml"
+    scenario.write_text(SMALL)
+    calibrated.parent.mkdir()
+    shipped = (ROOT / "edgetwin/calibration/profiles/h200_loopback.yaml").read_text()
+    calibrated.write_text(shipped.replace("name: h200_loopback", "name: machine_box", 1))
+    ran, jetson = tmp_path / "ran", tmp_path / "jetson"
+    run = ["run", str(scenario), "--quiet", "--set"]
+    assert main([*run, f"devices.0.profile={calibrated}", "--out", str(ran)]) == 0
+    assert main([*run, "devices.0.profile=jetson_orin_nano", "--out", str(jetson)]) == 0
+    calibrated.unlink()
+    capsys.readouterr()
+    assert main(["compare", str(ran), str(jetson)]) == 0
+    (warning,) = capsys.readouterr().err.strip().splitlines()
+    assert "profile machine_box" in warning and "the difference between the devices" in warning
+    again = edgetwin.load_results(ran).write(tmp_path / "again")
+    assert run_side(again).devices == "profile machine_box"
+    real = tmp_path / "real"
+    real.mkdir()
+    local = load_scenario(SCENARIOS / "emu_smoke.yaml")
+    (real / "scenario.resolved.yaml").write_text(dump_resolved(local))
+    assert devices_warning(run_side(again), run_side(real)) is None  # machine_box: this one
 
 
 def test_local_and_emu_are_one_machine_and_loopback_is_said(tmp_path: Path) -> None:
@@ -399,13 +434,13 @@ def test_local_and_emu_are_one_machine_and_loopback_is_said(tmp_path: Path) -> N
         folder.mkdir()
         resolved = dump_resolved(smoke.model_copy(update={"mode": mode}))
         (folder / "scenario.resolved.yaml").write_text(resolved)
-    assert devices_warning(folders["local"], folders["emu"]) is None
+    assert devices_warning(run_side(folders["local"]), run_side(folders["emu"])) is None
     for other in ("twin", "emu"):
-        warning = loopback_warning(folders[other], folders["local"])
+        warning = loopback_warning(run_side(folders[other]), run_side(folders["local"]))
         assert warning is not None and "nominal" in warning and str(folders["local"]) in warning
-        assert loopback_warning(folders["local"], folders[other]) is not None
-    assert loopback_warning(folders["twin"], folders["emu"]) is None
-    assert loopback_warning(folders["local"], folders["local"]) is None
+        assert loopback_warning(run_side(folders["local"]), run_side(folders[other])) is not None
+    assert loopback_warning(run_side(folders["twin"]), run_side(folders["emu"])) is None
+    assert loopback_warning(run_side(folders["local"]), run_side(folders["local"])) is None
 
 
 def test_help_of_trace_names_what_each_kind_of_run_writes() -> None:

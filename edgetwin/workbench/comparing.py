@@ -19,6 +19,7 @@ from edgetwin.comparison import (
     jobs_warning,
     key_label,
     loopback_warning,
+    run_side,
     split_warning,
     write_comparison_csv,
 )
@@ -94,9 +95,10 @@ def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) ->
         check_out_folder(out, force, files_read())
     comparison = compare_to_reference(predicted_rows, measured_rows)
     predicted_jobs = jobs_per_run(asdict(row) for row in predicted_rows)
+    sides = run_side(predicted), run_side(measured)
     warnings = (
-        devices_warning(predicted, measured),
-        loopback_warning(predicted, measured),
+        devices_warning(*sides),
+        loopback_warning(*sides),
         split_warning(predicted, (asdict(row) for row in predicted_rows), measured, measured_rows),
         jobs_warning(predicted, predicted_jobs, measured, jobs_per_run(measured_rows)),
     )

@@ -5,12 +5,14 @@ only when a DataFrame is asked for)."""
 from __future__ import annotations
 
 import shutil
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from edgetwin.comparison import REFERENCE_FILE, check_reference
 from edgetwin.csv_rows import read_text
+from edgetwin.device_names import DEVICES_FILE, read_device_names, write_device_names
 from edgetwin.errors import InputError
 from edgetwin.links import LINK_CHECK_FILE
 from edgetwin.provenance import read_provenance, write_provenance, write_provenance_record
@@ -59,6 +61,9 @@ class Results:
     # what the run warned about (links short of their rate); load_results: what its page shows
     warnings: tuple[str, ...] = ()
     link_check_csv: str | None = None  # an emulator run's link_check.csv, as its text
+    # a twin run's device classes and their profiles' names (devices.yaml): what compare
+    # knows its devices by once the profile files are gone
+    device_names: Mapping[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         """A line a notebook can show (the rows are ``to_pandas()``'s)."""
@@ -79,9 +84,10 @@ class Results:
     def write(self, out: str | Path, *, format: Format = "csv", force: bool = False) -> Path:
         """Write ``results.csv`` (and/or ``results.parquet``), ``scenario.resolved.yaml``,
         ``reference.csv`` (with a reference), ``link_check.csv`` (with link checks),
-        ``report.html`` and the provenance it came with into ``out``, all or nothing (a
-        non-empty ``out`` only with ``force``, replaced whole); returns ``out``. Results made
-        in Python without a provenance get one naming this call (no inputs)."""
+        ``devices.yaml`` (with device names), ``report.html`` and the provenance it came
+        with into ``out``, all or nothing (a non-empty ``out`` only with ``force``, replaced
+        whole); returns ``out``. Results made in Python without a provenance get one naming
+        this call (no inputs)."""
         out = path_argument(out, "out")
         choice_argument(format, "format", FORMATS)
         with output_folder(out, flag_argument(force, "force")) as staging:
@@ -99,6 +105,8 @@ class Results:
         write_results(folder / RESULTS_CSV, self.rows)
         if self.scenario is not None:
             (folder / RESOLVED_FILE).write_text(dump_resolved(self.scenario))
+        if self.device_names:
+            write_device_names(folder / DEVICES_FILE, self.device_names)
         if self.reference is not None:
             _copy_reference(self.reference, folder / REFERENCE_FILE)
         if self.link_check_csv is not None:  # before the page, which draws them
@@ -120,8 +128,8 @@ def _copy_reference(reference: Path, copy: Path) -> None:
 
 def load_results(folder: str | Path) -> Results:
     """A run's output folder: ``results.csv`` (or ``results.parquet``), the scenario in
-    ``scenario.resolved.yaml``, ``provenance.json`` and ``link_check.csv`` when they are
-    there, and the warnings its page shows (those ``edgetwin report`` prints)."""
+    ``scenario.resolved.yaml``, ``devices.yaml``, ``provenance.json`` and ``link_check.csv``
+    when they are there, and the warnings its page shows (those ``edgetwin report`` prints)."""
     folder = path_argument(folder, "folder")
     other = other_command_page(folder)
     if other is not None:
@@ -140,4 +148,5 @@ def load_results(folder: str | Path) -> Results:
         reference=reference.absolute() if reference.is_file() else None,  # write() from anywhere
         warnings=tuple(read_warnings(folder, rows)),
         link_check_csv=read_text(link_checks) if link_checks.exists() else None,
+        device_names=read_device_names(folder),
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from tempfile import gettempdir
 
+from edgetwin.device_names import device_names
 from edgetwin.errors import InputError, counted
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import write_provenance
@@ -122,6 +123,7 @@ def run(
             reference=inputs.reference,
             warnings=tuple(context.warnings),
             link_check_csv=context.link_check_csv,
+            device_names=device_names(resolved),
         )
         if out is not None:
             results.write_into(staging, format)
