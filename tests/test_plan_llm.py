@@ -18,7 +18,7 @@ from edgetwin.plan.answer_text import describe
 from edgetwin.plan.executors import SerialExecutor
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import run_plan
-from edgetwin.plan.sweep import longest_context
+from edgetwin.plan.sweep import memory_edge_configs
 from edgetwin.profile import MB
 from edgetwin.reports.plan import questions_figures, write_plan_report
 from edgetwin.scenario import configurations, load_scenario
@@ -153,7 +153,7 @@ def test_longest_context_ends_where_the_scenario_check_does() -> None:
     model = scenario.model
     assert isinstance(model, DecoderSpec)
     search = next(c for c in configurations(scenario) if c.strategy == "single")
-    (edge,) = longest_context(scenario, build_fleet(scenario, SCENARIO), search)
+    (edge,) = memory_edge_configs(scenario, build_fleet(scenario, SCENARIO), search)
     assert edge.prompt_tokens == model.max_positions - OUTPUT_TOKENS + 1
     load_scenario(SCENARIO, [*sets, f"workload.prompt_tokens={edge.prompt_tokens}"])
     with pytest.raises(InputError, match="feed 131073 positions") as error:

@@ -24,7 +24,7 @@ from edgetwin.plan.questions import (
     dump_question,
     load_question,
 )
-from edgetwin.plan.sweep import context_searches, longest_context
+from edgetwin.plan.sweep import context_searches, memory_edge_configs
 from edgetwin.results import RESULTS_CSV, ResultRow, read_results
 from edgetwin.scenario import (
     RESOLVED_FILE,
@@ -144,7 +144,7 @@ def _device_units(loaded: LoadedQuestion) -> list[Key]:
     if loaded.question.searches_context:
         fleet = build_fleet(scenario, loaded.scenario_path)
         for search in context_searches(configs):
-            edge = longest_context(scenario, fleet, search)
+            edge = memory_edge_configs(scenario, fleet, search)
             keys += [(*_config_key(config), ("rep", 0)) for config in edge]
     return keys
 

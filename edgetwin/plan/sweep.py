@@ -84,7 +84,7 @@ class SweepPayload:
                 search = searches[index - len(configs)]
                 rows = tuple(
                     simulate(scenario, fleet, config, 0).row
-                    for config in longest_context(scenario, fleet, search)
+                    for config in memory_edge_configs(scenario, fleet, search)
                 )
             results.append(ConfigResult(index, rows))
         return results
@@ -114,7 +114,7 @@ def context_searches(configs: Sequence[Configuration]) -> list[Configuration]:
     return list(first.values())
 
 
-def longest_context(
+def memory_edge_configs(
     scenario: Scenario, fleet: list[FleetMember], search: Configuration
 ) -> list[Configuration]:
     """The configurations at the edge of what fits: the longest prompt T, from the search's
