@@ -90,7 +90,7 @@ def test_compute_and_bandwidth_fitted_together_recover_the_twins(tmp_path: Path)
     """ViT latencies and decoder generations of one device, both the twin's own: the
     joint fit finds its throughput and its bandwidth."""
     from edgetwin.calibration.fit_decoder import fit_compute_and_memory
-    from edgetwin.calibration.fit_traces import compute_predictor
+    from edgetwin.calibration.trace_predictors import compute_predictor
     from edgetwin.model_spec import ModelSpec
 
     profile = _profile(tmp_path)

@@ -14,7 +14,7 @@ import yaml
 
 import edgetwin
 from edgetwin.calibration.fit_check import AtBoundWarning, at_bound
-from edgetwin.calibration.fit_traces import fit_groups
+from edgetwin.calibration.group_fit import fit_groups
 from edgetwin.cli import main
 from edgetwin.profile import DeviceProfile, load_profile
 

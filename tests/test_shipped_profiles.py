@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from edgetwin import cli
-from edgetwin.calibration.fit_traces import blas_kernel
+from edgetwin.calibration.group_fit import blas_kernel
 from tests.conftest import REPO
 
 PROFILES = REPO / "edgetwin/calibration/profiles"

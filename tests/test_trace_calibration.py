@@ -219,7 +219,7 @@ def test_every_fitted_parameter_stays_in_the_profiles_range() -> None:
     """A fitted value lies within its least-squares bounds, so bounds inside the range the
     profile takes keep every fit a profile (a value out of it was a pydantic traceback);
     a value measured, not fitted (the link share), is checked where it is read."""
-    from edgetwin.calibration import fit_decoder, fit_emu, fit_traces, reference_inputs
+    from edgetwin.calibration import fit_decoder, fit_emu, reference_inputs, trace_predictors
     from edgetwin.calibration.profile_io import FIXABLE_SECTIONS, out_of_range
     from edgetwin.profile import MemoryParams
 
@@ -229,9 +229,9 @@ def test_every_fitted_parameter_stays_in_the_profiles_range() -> None:
         for path, low, high, _ in (*reference_inputs.TABLE_PARAMETERS, *fit_emu.EMU_PARAMETERS)
     ]
     for section, named in (
-        ("compute", fit_traces.COMPUTE_BOUNDS),
-        ("staging", fit_traces.STAGING_BOUNDS),
-        ("network", fit_traces.NETWORK_BOUNDS),
+        ("compute", trace_predictors.COMPUTE_BOUNDS),
+        ("staging", trace_predictors.STAGING_BOUNDS),
+        ("network", trace_predictors.NETWORK_BOUNDS),
         ("memory", fit_decoder.MEMORY_BOUNDS),
     ):
         bounds += [(f"{section}.{name}", low, high) for name, (low, high, _) in named.items()]
@@ -285,21 +285,21 @@ def test_a_long_exchange_loop_is_replayed_to_its_steady_state(
     channel's token bucket as it found it begins a steady state, which every later block
     repeats: the replay stops there, and predicts what the whole loop gives (at 1,000
     blocks the warm-up forward already ends in it; the netns groups reach it within 160)."""
-    from edgetwin.calibration import fit_traces
+    from edgetwin.calibration import exchange_replay, trace_groups
 
     sent = []
 
-    class CountedChannel(fit_traces.Channel):
+    class CountedChannel(exchange_replay.Channel):
         def send(self, *args: Any, **kwargs: Any) -> Any:
             sent.append(1)
             return super().send(*args, **kwargs)
 
-    monkeypatch.setattr(fit_traces, "Channel", CountedChannel)
+    monkeypatch.setattr(exchange_replay, "Channel", CountedChannel)
     netns = REPO / "edgetwin/calibration/specs/h200_netns.yaml"
     exchanges = read_inputs(netns).data.exchanges
-    gaps = fit_traces.exchange_gaps(exchanges)
+    gaps = trace_groups.exchange_gaps(exchanges)
     params = load_profile("h200_netns").network.model_dump()
-    predict = fit_traces.network_predictor(
+    predict = exchange_replay.network_predictor(
         {(*key[:-1], n): gap for key, gap in gaps.items() for n in (1_000, 10_000)}, 256
     )
     for key in gaps:

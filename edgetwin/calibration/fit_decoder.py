@@ -19,17 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from edgetwin.calibration.fit_traces import (
-    COMPUTE_BOUNDS,
+from edgetwin.calibration.group_fit import (
     Bounds,
     ComponentFit,
     GroupKey,
     Predictor,
-    describe_compute,
     fit_groups,
     without_metric,
 )
 from edgetwin.calibration.readers.decoder_latency import DECODER_LATENCY_FILE, DecoderLatency
+from edgetwin.calibration.trace_groups import describe_compute
+from edgetwin.calibration.trace_predictors import COMPUTE_BOUNDS
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.errors import counted
 from edgetwin.models import registry

@@ -14,42 +14,46 @@ from typing import Any
 
 import numpy as np
 
+from edgetwin.calibration.exchange_replay import network_predictor
 from edgetwin.calibration.fit_check import TooFewPoints
 from edgetwin.calibration.fit_decoder import fit_compute_and_memory, fit_memory
-from edgetwin.calibration.fit_traces import (
-    COMPUTE_BOUNDS,
-    COPY_BOUNDS,
-    NETWORK_BOUNDS,
-    STAGING_BOUNDS,
+from edgetwin.calibration.group_fit import (
     Bounds,
     ComponentFit,
     GroupKey,
     NotPositiveTime,
     PredictionOverflow,
+    fit_groups,
+)
+from edgetwin.calibration.held_out import HoldoutBy
+from edgetwin.calibration.readers.decoder_latency import DecoderLatency
+from edgetwin.calibration.readers.gpu_bench import VitLatency
+from edgetwin.calibration.readers.staged_exchange import StagedExchange
+from edgetwin.calibration.trace_groups import (
     compute_groups,
-    compute_predictor,
     copy_groups,
-    copy_predictor,
     describe_comm,
     describe_compute,
     describe_copy,
     describe_staging,
     exchange_gaps,
     exchange_groups,
-    fit_groups,
-    network_predictor,
     staging_groups,
-    staging_groups_predictor,
 )
-from edgetwin.calibration.held_out import HoldoutBy
-from edgetwin.calibration.readers.decoder_latency import DecoderLatency
-from edgetwin.calibration.readers.gpu_bench import VitLatency
-from edgetwin.calibration.readers.staged_exchange import StagedExchange
 from edgetwin.calibration.trace_inputs import (
     FIT_FILES,
     TraceCalibrationSpec,
     TraceData,
     not_fitted_values,
+)
+from edgetwin.calibration.trace_predictors import (
+    COMPUTE_BOUNDS,
+    COPY_BOUNDS,
+    NETWORK_BOUNDS,
+    STAGING_BOUNDS,
+    compute_predictor,
+    copy_predictor,
+    staging_groups_predictor,
 )
 from edgetwin.errors import InputError
 from edgetwin.profile import ComputeParams, DeviceProfile

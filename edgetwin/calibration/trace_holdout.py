@@ -10,28 +10,25 @@ from typing import Any
 
 import numpy as np
 
+from edgetwin.calibration.exchange_replay import network_predictor
 from edgetwin.calibration.fit_decoder import (
     METRICS,
     decoder_key,
     decoder_label,
     single_device_ms,
 )
-from edgetwin.calibration.fit_traces import (
-    ComponentFit,
-    GroupKey,
-    compute_groups,
-    compute_label,
-    compute_predictor,
-    exchange_key,
-    exchange_label,
-    network_predictor,
-    staging_predictor,
-)
+from edgetwin.calibration.group_fit import ComponentFit, GroupKey
 from edgetwin.calibration.held_out import HoldoutBy
 from edgetwin.calibration.readers.decoder_latency import DecoderLatency
 from edgetwin.calibration.readers.gpu_bench import VIT_FULL, VitLatency
 from edgetwin.calibration.readers.staged_exchange import StagedExchange
 from edgetwin.calibration.trace_fits import Holdout, compute_of, plan_fits, run_fits
+from edgetwin.calibration.trace_groups import (
+    compute_groups,
+    compute_label,
+    exchange_key,
+    exchange_label,
+)
 from edgetwin.calibration.trace_inputs import (
     SECTION_FILES,
     Section,
@@ -39,6 +36,7 @@ from edgetwin.calibration.trace_inputs import (
     TraceData,
     read_inputs,
 )
+from edgetwin.calibration.trace_predictors import compute_predictor, staging_predictor
 from edgetwin.comparison import relative_pct
 from edgetwin.profile import DeviceProfile, MemoryParams
 from edgetwin.progress import Progress, no_progress

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from edgetwin.calibration.fit_check import at_bound_block, bound_record
 from edgetwin.calibration.fit_decoder import memory_section
-from edgetwin.calibration.fit_traces import blas_kernel
+from edgetwin.calibration.group_fit import blas_kernel
 from edgetwin.calibration.held_out import held_out_block, with_base_residuals
 from edgetwin.calibration.profile_io import FIXABLE_SECTIONS, source_record
 from edgetwin.calibration.readers.energy import energy_by_phase
