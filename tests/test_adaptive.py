@@ -21,15 +21,10 @@ from edgetwin.policies.adaptive import (
     ObjectiveKind,
     make_policy,
 )
-from edgetwin.policies.perf_map import (
-    Estimate,
-    PerformanceMap,
-    along_tokens,
-    read_map,
-    validate_map,
-    write_map,
-)
+from edgetwin.policies.perf_map import Estimate, PerformanceMap
 from edgetwin.policies.perf_map_from_rows import map_from_table
+from edgetwin.policies.perf_map_io import read_map, validate_map, write_map
+from edgetwin.policies.tokens_axis import along_tokens
 from edgetwin.results import write_results
 from edgetwin.scenario import load_scenario
 from edgetwin.sim.runner import build_fleet, run_scenario

@@ -18,8 +18,8 @@ from edgetwin.evaluate.adaptive_results import Evaluation
 from edgetwin.evaluate.measured import median_per_configuration, read_measured
 from edgetwin.evaluate.profiling import decoder_rows, decoder_runs
 from edgetwin.policies.adaptive import AdaptivePolicy, Objective, make_policy
-from edgetwin.policies.perf_map import read_map, validate_map, write_map
 from edgetwin.policies.perf_map_from_rows import map_from_table
+from edgetwin.policies.perf_map_io import read_map, validate_map, write_map
 from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.results import write_results
 from edgetwin.scenario import load_scenario

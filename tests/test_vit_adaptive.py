@@ -22,7 +22,7 @@ from edgetwin.emu.vit.worker import model_args
 from edgetwin.evaluate.profiling import profile_twin
 from edgetwin.model_spec import ModelSpec
 from edgetwin.policies.adaptive import AdaptivePolicy
-from edgetwin.policies.perf_map import write_map
+from edgetwin.policies.perf_map_io import write_map
 from edgetwin.scenario import load_scenario
 from tests.conftest import REPO
 

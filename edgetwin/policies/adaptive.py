@@ -30,8 +30,9 @@ from numbers import Integral
 from pathlib import Path
 from typing import ClassVar, Literal, Protocol, Self, get_args
 
-from edgetwin.policies.perf_map import Estimate, PerformanceMap, read_map
+from edgetwin.policies.perf_map import Estimate, PerformanceMap
 from edgetwin.policies.perf_map_candidates import Deployment
+from edgetwin.policies.perf_map_io import read_map
 
 ObjectiveKind = Literal["latency", "energy", "weighted", "ttft", "tpot"]
 OBJECTIVES: tuple[ObjectiveKind, ...] = get_args(ObjectiveKind)

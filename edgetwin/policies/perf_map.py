@@ -8,26 +8,22 @@ candidate's latency and energy are interpolated linearly in 1 / bandwidth (a
 transfer's time goes so: ``models/bandwidth_axis.py``), in the batch and in the
 sequence length (tokens); outside the grid batch and bandwidth are clamped to the
 nearest edge, tokens extrapolated linearly from the two nearest profiled lengths
-(``along_tokens``); a decoder map's tokens are its prompt tokens, and its output
+(``tokens_axis``); a decoder map's tokens are its prompt tokens, and its output
 tokens are interpolated and extrapolated the same way (``DecoderCandidate``).
 Schema: docs/adaptive.md. The candidates: ``perf_map_candidates``; a map from the
-rows of a results table: ``perf_map_from_rows``.
+rows of a results table: ``perf_map_from_rows``; its file: ``perf_map_io``.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from edgetwin.atomic import write_text_atomic
-from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.models.bandwidth_axis import along_bandwidth
 from edgetwin.policies.perf_map_candidates import (
@@ -41,7 +37,8 @@ from edgetwin.policies.perf_map_candidates import (
     Grid,
     candidate_kind,
 )
-from edgetwin.schema import BandwidthMbps, PositiveInt, Strict, validation_error
+from edgetwin.policies.tokens_axis import along_tokens
+from edgetwin.schema import BandwidthMbps, PositiveInt, Strict
 
 VERSION: Literal[2] = 2
 
@@ -209,19 +206,6 @@ class PerformanceMap(Strict):
         return float(np.interp(batch, self.batches, values))
 
 
-def along_tokens(tokens: float, grid: Sequence[float], values: Sequence[float]) -> float:
-    """Linear in tokens between profiled lengths; outside, extrapolated from the nearest two
-    (latency and bytes grow about linearly with the sequence length), never below 0."""
-    if tokens in grid:
-        return values[list(grid).index(tokens)]
-    if len(grid) == 1:
-        return values[0]
-    k = int(np.clip(np.searchsorted(grid, tokens), 1, len(grid) - 1))
-    slope = (values[k] - values[k - 1]) / (grid[k] - grid[k - 1])
-    value = values[k - 1] + slope * (tokens - grid[k - 1])
-    return 0.0 if value < 0 else value
-
-
 def _has_shape(values: object, dims: Sequence[int]) -> bool:
     """Whether nested tuples ``values`` have exactly the lengths ``dims``."""
     if not dims:
@@ -243,40 +227,3 @@ class Estimate(Strict):
     energy_j: float
     ttft_ms: float = math.nan
     tpot_ms: float = math.nan
-
-
-def validate_map(raw: object, path: Path | None) -> PerformanceMap:
-    """Validate a raw map; the first error becomes one InputError naming its field.
-
-    A version-1 map (batch x bandwidth, no tokens axis) is refused with a clear error."""
-    if isinstance(raw, dict) and raw.get("version", VERSION) != VERSION:
-        found = raw.get("version")
-        raise InputError(
-            path,
-            "version",
-            f"version {found!r} maps are not read; this edgetwin reads version {VERSION} "
-            "(a tokens axis): profile the map again (edgetwin evaluate)",
-        )
-    try:
-        return PerformanceMap.model_validate(raw)
-    except ValidationError as exc:
-        raise validation_error(exc, path or "<performance map>", PerformanceMap) from None
-
-
-def read_map(path: Path) -> PerformanceMap:
-    """A performance map from its JSON file."""
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(path, None, "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(path, None, f"cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(path, None, f"malformed JSON at line {exc.lineno}: {exc.msg}") from None
-    return validate_map(raw, path)
-
-
-def write_map(path: Path, perf_map: PerformanceMap) -> None:
-    """Write the map as JSON (atomically); an encoder's map has no ``output_tokens`` key."""
-    exclude = None if perf_map.decoder else {"output_tokens"}
-    write_text_atomic(path, perf_map.model_dump_json(indent=1, exclude=exclude) + "\n")

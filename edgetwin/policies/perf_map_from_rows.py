@@ -14,8 +14,9 @@ from typing import NamedTuple
 
 from edgetwin.errors import InputError
 from edgetwin.models import registry
-from edgetwin.policies.perf_map import PerformanceMap, validate_map
+from edgetwin.policies.perf_map import PerformanceMap
 from edgetwin.policies.perf_map_candidates import CANDIDATES_BY_CR, DECODER_GRIDS
+from edgetwin.policies.perf_map_io import validate_map
 from edgetwin.results import ResultRow, read_results
 
 

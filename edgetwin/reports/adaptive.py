@@ -14,7 +14,7 @@ from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import counted
 from edgetwin.evaluate.adaptive_results import Evaluation
 from edgetwin.evaluate.adaptive_scores import ConditionResult
-from edgetwin.policies.perf_map import write_map
+from edgetwin.policies.perf_map_io import write_map
 from edgetwin.reports.figures import candidate_colors
 from edgetwin.reports.html import figures_html, page
 from edgetwin.reports.style import (
