@@ -27,6 +27,7 @@ __all__ = [
     "Scenario",
     "Validation",
     "calibrate",
+    "calibrate_machine",
     "compare",
     "evaluate_adaptive",
     "evaluate_affinity",

@@ -1049,15 +1049,18 @@ def test_a_warning_after_mininet_is_loaded_is_written_once(tmp_path: Path) -> No
     assert done.stderr.startswith("edgetwin: warning: link etwh1") and done.stderr.endswith("\n")
 
 
-@pytest.mark.parametrize("flag", ["--quick", "--no-decoder"])
+@pytest.mark.parametrize(
+    ("flag", "argument"), [("--quick", "quick=True"), ("--no-decoder", "decoder=False")]
+)
 def test_calibrate_machine_emu_refuses_what_only_a_measurement_takes(
-    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    flag: str, argument: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``--quick`` and ``--no-decoder`` choose what this machine measures; with ``--emu``
     nothing is measured, and they were ignored without a word."""
     run = REPO / "data" / "traces" / "emu-vit-loop-2026-12" / "fit"
     argv = ["calibrate-machine", "--emu", str(run), flag, "--out", str(tmp_path / "out")]
-    assert_clean_failure(argv, capsys, tmp_path, f"field '{flag}'", "--emu measures nothing")
+    field = f"field '{flag} ({argument} in Python)'"
+    assert_clean_failure(argv, capsys, tmp_path, field, "--emu measures nothing")
 
 
 @pytest.mark.timeout(60)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import warnings
-from dataclasses import replace
 from pathlib import Path
 
 from edgetwin.calibration.fit_check import (
@@ -16,7 +15,6 @@ from edgetwin.calibration.fit_check import (
     AtBoundWarning,
     PoorFitWarning,
     at_bound_warnings,
-    busy_machine_cause,
     poor_fit_warning,
 )
 from edgetwin.calibration.held_out import HOLDOUT_NAMES
@@ -29,13 +27,10 @@ from edgetwin.cli.inputs import (
     add_static_argument,
 )
 from edgetwin.cli.progress import progress, progress_bar
-from edgetwin.errors import InputError
 from edgetwin.profile import DeviceProfile
-from edgetwin.provenance import write_provenance
-from edgetwin.this_machine import available_cores, load_average_1min
 from edgetwin.workbench import validating
 from edgetwin.workbench.calibrating import calibrate
-from edgetwin.workbench.output import output_folder as _output_folder
+from edgetwin.workbench.machine import profile_machine
 
 
 def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,75 +102,37 @@ def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def machine_command(args: argparse.Namespace) -> int:
-    """Traces, spec and profile of this machine in ``--out`` (torch is imported only here);
-    with ``--emu``, spec and profile fitted from an emulator run."""
-    if args.emu is not None:
-        return _calibrate_machine_from_emu(args)
-    from edgetwin.calibration.machine import (
-        FULL,
-        QUICK,
-        calibrate_machine,
-        calibration_steps,
-        summary,
-    )
+    """Traces, spec and profile of this machine in ``--out`` (torch is imported only then);
+    with ``--emu``, spec and profile fitted from an emulator run: ``calibrate_machine``."""
+    with warnings.catch_warnings(record=True) as warned:  # the fit's: printed below
+        warnings.simplefilter("always", PoorFitWarning)
+        warnings.simplefilter("always", AtBoundWarning)
+        profile = profile_machine(
+            args.out,
+            quick=args.quick,
+            decoder=not args.no_decoder,
+            emu=args.emu,
+            force=args.force,
+            steps=lambda label, total: progress(label, total, args.quiet),
+            command=args.command,
+        )
+    medians = profile.fit.get("median_abs_error_pct", {})
+    if args.emu is None:
+        from edgetwin.calibration.machine import summary
 
-    flags = [flag for flag in ("quick", "no_decoder") if getattr(args, flag)]
-    command = " ".join(
-        [
-            f"edgetwin calibrate-machine --out {args.out}",
-            *("--" + f.replace("_", "-") for f in flags),
-        ]
-    )
-    plan = QUICK if args.quick else FULL
-    if args.no_decoder:
-        plan = replace(plan, decoder=None)
-    load_average, cores = load_average_1min(), available_cores()  # before it adds its own
-    with (
-        _output_folder(args.out, args.force) as staging,
-        progress("calibrate-machine", calibration_steps(plan), args.quiet) as advance,
-    ):
-        profile = calibrate_machine(staging, plan, command, advance)
-        write_provenance(staging, command=args.command, seed=None, inputs={})
-    print(
-        f"wrote {args.out}/profile.yaml (median |error|: {summary(profile)}), "
-        f"traces in {args.out}/traces, spec in {args.out}/spec.yaml"
-    )
-    _warn_of_the_fit(profile, busy_machine_cause(load_average, cores))
+        print(
+            f"wrote {args.out}/profile.yaml (median |error|: {summary(profile)}), "
+            f"traces in {args.out}/traces, spec in {args.out}/spec.yaml"
+        )
+    else:
+        print(
+            f"wrote {args.out}/profile.yaml (in-sample median |error| %: "
+            + ", ".join(f"{k} {v}" for k, v in medians.items())
+            + f"), spec in {args.out}/spec.yaml"
+        )
+    fit_warnings = (PoorFitWarning, AtBoundWarning)
+    print_warnings(str(w.message) for w in warned if issubclass(w.category, fit_warnings))
     return 0
-
-
-def _calibrate_machine_from_emu(args: argparse.Namespace) -> int:
-    from edgetwin.calibration.fit_emu import calibrate_machine_from_emu
-
-    _refuse_measuring_flags_with_emu(args)
-    command = f"edgetwin calibrate-machine --emu {args.emu} --out {args.out}"
-    # the run folder it fits is read in the folder, after out is checked: named here
-    with _output_folder(args.out, args.force, inputs=(str(args.emu),)) as staging:
-        profile = calibrate_machine_from_emu(args.emu, staging, command, published_as=args.out)
-        write_provenance(staging, command=args.command, seed=None, inputs=args.reads)
-    medians = profile.fit["median_abs_error_pct"]
-    print(
-        f"wrote {args.out}/profile.yaml (in-sample median |error| %: "
-        + ", ".join(f"{k} {v}" for k, v in medians.items())
-        + f"), spec in {args.out}/spec.yaml"
-    )
-    _warn_of_the_fit(profile)
-    return 0
-
-
-def _refuse_measuring_flags_with_emu(args: argparse.Namespace) -> None:
-    """``--quick`` and ``--no-decoder`` choose what this machine measures; ``--emu`` measures
-    nothing (it fits an emulator run, which times no decoder), so with it they are refused
-    rather than ignored."""
-    for flag in ("quick", "no_decoder"):
-        if getattr(args, flag):
-            option = "--" + flag.replace("_", "-")
-            raise InputError(
-                args.emu,
-                option,
-                f"{option} chooses what this machine measures; --emu measures nothing "
-                "(it fits the emulator run's rows): leave one of them out",
-            )
 
 
 def add_validate_arguments(parser: argparse.ArgumentParser) -> None:

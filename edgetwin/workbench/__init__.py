@@ -1,7 +1,7 @@
 """The Python API (docs/api.md): run a scenario, load a run's folder, results as a
-pandas DataFrame, its report again, fit and validate a profile, compare two runs, evaluate
-policies, answer a plan; and the types they return. ``edgetwin.run`` and the others are
-these, imported on first use."""
+pandas DataFrame, its report again, fit and validate a profile, profile this machine,
+compare two runs, evaluate policies, answer a plan; and the types they return.
+``edgetwin.run`` and the others are these, imported on first use."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from edgetwin.workbench.calibrating import calibrate
 from edgetwin.workbench.comparing import compare
 from edgetwin.workbench.evaluating import evaluate_adaptive, evaluate_affinity
 from edgetwin.workbench.inputs import load_scenario
+from edgetwin.workbench.machine import calibrate_machine
 from edgetwin.workbench.planning import run_plan
 from edgetwin.workbench.reporting import Report, report
 from edgetwin.workbench.results import Results, load_results
@@ -38,6 +39,7 @@ __all__ = [
     "Scenario",
     "Validation",
     "calibrate",
+    "calibrate_machine",
     "compare",
     "evaluate_adaptive",
     "evaluate_affinity",

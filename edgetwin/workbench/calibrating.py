@@ -64,14 +64,15 @@ def calibrate(
     with recording_reads():  # write_profiles refuses to overwrite what the fit read
         fitted = _fit_and_write(spec_path, kind, out_path, force, command, shows)
     if isinstance(fitted, DeviceProfile):
-        _warn_of_the_fit(fitted)
+        warn_of_the_fit(fitted)
     return fitted
 
 
-def _warn_of_the_fit(profile: DeviceProfile) -> None:
-    """A ``PoorFitWarning`` when a fitted section misses its own data, and an
-    ``AtBoundWarning`` for each parameter a bound of its fit stopped (``fit_check``), as
-    ``edgetwin calibrate`` warns."""
+def warn_of_the_fit(profile: DeviceProfile, cause: str | None = None, stacklevel: int = 3) -> None:
+    """A ``PoorFitWarning`` when a fitted section misses its own data (``cause``: why, when
+    known; by default that the measurements disagree), and an ``AtBoundWarning`` for each
+    parameter a bound of its fit stopped (``fit_check``), as ``edgetwin calibrate`` warns;
+    ``stacklevel`` points them at the API's caller."""
     from edgetwin.calibration.fit_check import (
         TRACES_CAUSE,
         AtBoundWarning,
@@ -80,11 +81,11 @@ def _warn_of_the_fit(profile: DeviceProfile) -> None:
         poor_fit_warning,
     )
 
-    warning = poor_fit_warning(profile, TRACES_CAUSE)
+    warning = poor_fit_warning(profile, cause or TRACES_CAUSE)
     if warning is not None:
-        warnings.warn(warning, PoorFitWarning, stacklevel=3)
+        warnings.warn(warning, PoorFitWarning, stacklevel=stacklevel)
     for line in at_bound_warnings(profile):
-        warnings.warn(line, AtBoundWarning, stacklevel=3)
+        warnings.warn(line, AtBoundWarning, stacklevel=stacklevel)
 
 
 def _fit_and_write(

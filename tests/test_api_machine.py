@@ -1,0 +1,63 @@
+"""``edgetwin.calibrate_machine``: what ``edgetwin calibrate-machine`` does, from Python
+(docs/api.md said it had no function: run it from the command line), the same files for
+the same arguments, and bad arguments named."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+
+import edgetwin
+from edgetwin.calibration.fit_check import AtBoundWarning, PoorFitWarning
+from edgetwin.cli import main
+from edgetwin.errors import InputError
+from edgetwin.profile import DeviceProfile
+
+EMU_RUN = Path(__file__).resolve().parents[1] / "data" / "traces" / "emu-vit-loop-2026-12" / "fit"
+
+
+@pytest.mark.timeout(120)
+def test_calibrate_machine_from_an_emu_run_writes_what_the_command_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_out, api_out = tmp_path / "cli", tmp_path / "api"
+    assert main(["calibrate-machine", "--emu", str(EMU_RUN), "--out", str(cli_out)]) == 0
+    printed = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        profile = edgetwin.calibrate_machine(api_out, emu=EMU_RUN)
+    assert isinstance(profile, DeviceProfile)
+    fit_warnings = (PoorFitWarning, AtBoundWarning)
+    said = [str(w.message) for w in warned if issubclass(w.category, fit_warnings)]
+    assert [f"edgetwin: warning: {line}" for line in said] == printed  # as the command warns
+    written = [yaml.safe_load((o / "profile.yaml").read_text()) for o in (cli_out, api_out)]
+    fit_command = f"edgetwin calibrate-machine --emu {EMU_RUN} --out {api_out}"
+    assert written[1]["fit"]["command"] == fit_command
+    for fitted in written:  # the command line names its --out
+        del fitted["fit"]["command"]
+    assert written[1] == written[0]
+    spec = yaml.safe_load((api_out / "spec.yaml").read_text())
+    assert (api_out / spec["run"]).resolve() == EMU_RUN.resolve()
+    provenance = json.loads((api_out / "provenance.json").read_text())
+    assert provenance["command"] == ["edgetwin.calibrate_machine", str(api_out), f"emu={EMU_RUN}"]
+    assert str(EMU_RUN / "results.csv") in provenance["inputs"]
+    with pytest.raises(InputError) as raised:  # a non-empty out, as the command refuses it
+        edgetwin.calibrate_machine(api_out, emu=EMU_RUN)
+    assert "force=True" in raised.value.message
+
+
+def test_bad_calibrate_machine_arguments_are_named(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as raised:
+        edgetwin.calibrate_machine(None)  # type: ignore[arg-type]
+    assert raised.value.field == "out"
+    with pytest.raises(InputError) as raised:
+        edgetwin.calibrate_machine(tmp_path / "m", emu=EMU_RUN, quick=True)
+    assert raised.value.field == "--quick (quick=True in Python)"
+    with pytest.raises(InputError) as raised:
+        edgetwin.calibrate_machine(tmp_path / "m", emu=tmp_path)
+    assert "not an emulator run's folder" in raised.value.message
+    assert not (tmp_path / "m").exists()
