@@ -15,15 +15,18 @@ from typing import Any
 
 __all__ = [
     "AffinityEvaluation",
+    "AtBoundWarning",
     "Comparison",
     "DeviceProfile",
     "Evaluation",
     "InputError",
     "PhoneProfile",
     "PlanOutcome",
+    "PoorFitWarning",
     "Report",
     "ResultRow",
     "Results",
+    "RunFailed",
     "Scenario",
     "Validation",
     "calibrate",

@@ -220,3 +220,15 @@ def test_results_and_a_comparison_show_as_one_line(tmp_path: Path) -> None:
     shown = repr(edgetwin.compare(tmp_path / "a", tmp_path / "b"))
     assert shown.startswith("Comparison(50 points; median |error| %: total_ms 0.00, ")
     assert shown.endswith("; 0 unmatched, 0 unmeasured)") and "\n" not in shown
+
+
+def test_what_the_api_raises_and_warns_is_in_its_namespace() -> None:
+    """A caller catches a failed run and filters the fit's warnings without importing
+    edgetwin's internals (docs/api.md named ``edgetwin.errors.RunFailed`` and
+    ``edgetwin.calibration.fit_check``)."""
+    from edgetwin.calibration.fit_check import AtBoundWarning, PoorFitWarning
+    from edgetwin.errors import RunFailed
+
+    assert edgetwin.RunFailed is RunFailed
+    assert edgetwin.PoorFitWarning is PoorFitWarning
+    assert edgetwin.AtBoundWarning is AtBoundWarning

@@ -5,8 +5,9 @@ compare two runs, evaluate policies, answer a plan; and the types they return.
 
 from __future__ import annotations
 
+from edgetwin.calibration.fit_check import AtBoundWarning, PoorFitWarning
 from edgetwin.comparison import Comparison
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, RunFailed
 from edgetwin.evaluate.adaptive_results import Evaluation
 from edgetwin.evaluate.affinity import AffinityEvaluation
 from edgetwin.phone_profile import PhoneProfile
@@ -27,15 +28,18 @@ from edgetwin.workbench.validating import Validation, validate
 
 __all__ = [
     "AffinityEvaluation",
+    "AtBoundWarning",
     "Comparison",
     "DeviceProfile",
     "Evaluation",
     "InputError",
     "PhoneProfile",
     "PlanOutcome",
+    "PoorFitWarning",
     "Report",
     "ResultRow",
     "Results",
+    "RunFailed",
     "Scenario",
     "Validation",
     "calibrate",
