@@ -116,14 +116,14 @@ QUICK = MeasurementPlan(
 
 
 def calibration_steps(plan: MeasurementPlan) -> int:
-    """How many times ``calibrate_machine`` calls its ``on_step``: the ViT latencies, the
+    """How many times ``measure_and_fit`` calls its ``on_step``: the ViT latencies, the
     staged exchange, each decoder launch, the fit."""
     decoder = plan.decoder
     launches = 0 if decoder is None else decoder.rounds * len(_decoder_shapes(decoder))
     return 3 + launches
 
 
-def calibrate_machine(
+def measure_and_fit(
     out_dir: Path,
     plan: MeasurementPlan,
     command: str,

@@ -89,8 +89,7 @@ def profile_machine(
     if emu is not None:
         return _fit_emu_run(out, emu, quick, decoder, force, command)
     from edgetwin.calibration.fit_check import busy_machine_cause
-    from edgetwin.calibration.machine import FULL, QUICK, calibration_steps
-    from edgetwin.calibration.machine import calibrate_machine as measure_and_fit
+    from edgetwin.calibration.machine import FULL, QUICK, calibration_steps, measure_and_fit
 
     fit_command = " ".join(
         [
