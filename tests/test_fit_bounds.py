@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 import edgetwin
-from edgetwin.calibration.fit_check import AtBoundWarning, at_bound
+from edgetwin.calibration.fit_check import AtBoundWarning, at_bound, bound_record, with_at_bound
 from edgetwin.calibration.group_fit import fit_groups
 from edgetwin.cli import main
 from edgetwin.profile import DeviceProfile, load_profile
@@ -115,6 +115,18 @@ def test_a_table_fit_names_a_power_state_it_leaves_at_0_watts(
         _record("power.idle_w", 0.0, "lower", "power"),
         _record("power.staging_w", 0.0, "lower", "power"),
     ]
+
+
+def test_records_added_at_a_bound_follow_the_ones_a_profile_has() -> None:
+    """``with_at_bound`` keeps a profile's own records first and adds the new ones after;
+    with none at all, ``fit`` gets no ``at_bound`` key."""
+    jetson = load_profile("jetson_orin_nano")
+    record = bound_record("network.duplex_efficiency", 1.0, ("upper", 1.0), "timing")
+    assert at_bound(with_at_bound(jetson, [record])) == [*at_bound(jetson), record]
+    assert at_bound(jetson) == at_bound(with_at_bound(jetson, []))
+    bare = jetson.model_copy(update={"fit": {}})
+    assert with_at_bound(bare, []).fit == {}
+    assert with_at_bound(bare, [record]).fit == {"at_bound": [record]}
 
 
 def test_a_bootstrap_records_the_share_of_its_resamples_at_each_bound() -> None:

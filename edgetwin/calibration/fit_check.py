@@ -151,6 +151,12 @@ def at_bound(profile: DeviceProfile) -> list[dict[str, Any]]:
     return records
 
 
+def with_at_bound(profile: DeviceProfile, records: Sequence[Mapping[str, Any]]) -> DeviceProfile:
+    """``profile`` with ``records`` (``fit_check.bound_record``) added to its ``fit.at_bound``."""
+    kept = [*at_bound(profile), *records]
+    return profile.model_copy(update={"fit": {**profile.fit, **at_bound_block(kept)}})
+
+
 def at_bound_warnings(profile: DeviceProfile) -> list[str]:
     """One line per parameter of ``profile`` at a bound of its fit: its value, the bound,
     the fit, and what that says."""

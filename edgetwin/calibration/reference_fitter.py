@@ -23,6 +23,7 @@ from edgetwin.calibration.fit_check import (
     bound_record,
     bounds_reached,
     check_enough_points,
+    with_at_bound,
 )
 from edgetwin.calibration.profile_io import ProfileFacts
 from edgetwin.calibration.reference_inputs import (
@@ -152,14 +153,8 @@ def fit_measured(
         {path: (lower, upper) for path, lower, upper, _ in free},
     )
     records = [bound_record(p, _value(timing_only, p), r, fit_name) for p, r in reached.items()]
-    timing_only = _with_at_bound(timing_only, records)
+    timing_only = with_at_bound(timing_only, records)
     return with_fitted_watts(scenario, timing_only, measured, fixed) if power else timing_only
-
-
-def _with_at_bound(profile: DeviceProfile, records: Sequence[Mapping[str, Any]]) -> DeviceProfile:
-    """``profile`` with ``records`` (``fit_check.bound_record``) added to its ``fit.at_bound``."""
-    kept = [*at_bound(profile), *records]
-    return profile.model_copy(update={"fit": {**profile.fit, **at_bound_block(kept)}})
 
 
 def with_fitted_watts(
@@ -180,7 +175,7 @@ def with_fitted_watts(
     power = {k.removeprefix(prefix): round(w, 6) for k, w in watts.items() if k.startswith(prefix)}
     with_watts = timing.model_copy(update={"power": timing.power.model_copy(update=power)})
     zero = ("lower", 0.0)
-    return _with_at_bound(with_watts, [bound_record(p, 0.0, zero, "power") for p in at_zero])
+    return with_at_bound(with_watts, [bound_record(p, 0.0, zero, "power") for p in at_zero])
 
 
 def _check_enough_points(measured: Sequence[MeasuredRow], free: Sequence[str]) -> None:
