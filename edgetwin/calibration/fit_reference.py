@@ -21,7 +21,7 @@ from typing import Any
 from edgetwin.calibration.fit_check import TooFewPoints, at_bound, at_bound_block
 from edgetwin.calibration.held_out import held_out_block
 from edgetwin.calibration.profile_io import source_record
-from edgetwin.calibration.reference_fitter import fit_by_component, simulate_config
+from edgetwin.calibration.reference_fitter import fit_by_component
 from edgetwin.calibration.reference_holdout import leave_one_batch_out_table
 from edgetwin.calibration.reference_inputs import (
     MeasuredRow,
@@ -31,6 +31,7 @@ from edgetwin.calibration.reference_inputs import (
     read_measured,
     too_few_points_error,
 )
+from edgetwin.calibration.reference_twin import simulate_config
 from edgetwin.comparison import compare_to_reference, key_label
 from edgetwin.profile import DeviceProfile
 from edgetwin.progress import Progress, no_progress

@@ -1,10 +1,9 @@
-"""The least-squares fit of a table through the twin, and the watts by non-negative
-least squares.
+"""The least-squares fit of a table through the twin.
 
 For a candidate parameter vector the twin runs every measured configuration, and
 scipy's least squares moves the timing parameters to minimise the log error of the
 measured columns; power per state then follows from the time the twin spent in each
-state, energy being linear in the powers.
+state (``reference_power``).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.optimize import least_squares, nnls
+from scipy.optimize import least_squares
 
 from edgetwin.calibration.fit_check import (
     at_bound,
@@ -36,12 +35,13 @@ from edgetwin.calibration.reference_inputs import (
     MeasuredRow,
     Parameter,
 )
+from edgetwin.calibration.reference_power import with_fitted_watts
+from edgetwin.calibration.reference_twin import simulate_config
 from edgetwin.comparison import key_label
 from edgetwin.errors import InputError
 from edgetwin.profile import POWER_STATES, DeviceProfile
 from edgetwin.results import STATUS_OK, row_key
-from edgetwin.scenario import Configuration, DeviceSpec, Scenario
-from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
+from edgetwin.scenario import Configuration, Scenario
 
 TOTAL_WEIGHT = 2.0  # the total matters most to a user; components keep the split honest
 
@@ -157,27 +157,6 @@ def fit_measured(
     return with_fitted_watts(scenario, timing_only, measured, fixed) if power else timing_only
 
 
-def with_fitted_watts(
-    scenario: Scenario,
-    timing: DeviceProfile,
-    measured: Sequence[MeasuredRow],
-    fixed: Mapping[str, float],
-) -> DeviceProfile:
-    """``timing`` (a profile of 1 W per state) with its watts fitted from the rows' energy,
-    the ``fixed`` ones as given (``TooFewPoints`` where the rows are too few); ``timing``
-    itself where no row has energy. A state the rows spend time in that the fit leaves at
-    0 W is added to ``fit.at_bound`` (the ``power`` fit)."""
-    if not any(row.values.get("energy_j") for row in measured):
-        return timing
-    fitted, at_zero = _fit_power(scenario, timing, measured, fixed)
-    watts = {**fitted, **fixed}
-    prefix = "power."
-    power = {k.removeprefix(prefix): round(w, 6) for k, w in watts.items() if k.startswith(prefix)}
-    with_watts = timing.model_copy(update={"power": timing.power.model_copy(update=power)})
-    zero = ("lower", 0.0)
-    return with_at_bound(with_watts, [bound_record(p, 0.0, zero, "power") for p in at_zero])
-
-
 def _check_enough_points(measured: Sequence[MeasuredRow], free: Sequence[str]) -> None:
     """``TooFewPoints`` unless each section has enough distinct points (``_point_of``) with a
     value above 0 in its column (``SECTION_COLUMNS``) for its free parameters."""
@@ -209,14 +188,6 @@ def _check_runnable(
             raise InputError(spec_path, "profile", problem)
 
 
-def simulate_config(
-    scenario: Scenario, profile: DeviceProfile, config: Configuration
-) -> RunOutcome:
-    spec = DeviceSpec(name="dev", profile=profile, count=config.devices)
-    fleet = [FleetMember(f"dev-{i}", spec, profile) for i in range(config.devices)]
-    return simulate(scenario, fleet, config, rep=0)
-
-
 def _unit_power() -> dict[str, float]:
     return {f"power.{state}_w": 1.0 for state in POWER_STATES}
 
@@ -228,42 +199,3 @@ def _profile(facts: ProfileFacts, values: Mapping[str, float]) -> DeviceProfile:
         section, key = path.split(".")
         sections.setdefault(section, {})[key] = round(float(value), 6)
     return DeviceProfile.model_validate({**facts.model_dump(), **sections})
-
-
-def _fit_power(
-    scenario: Scenario,
-    profile: DeviceProfile,
-    measured: Sequence[MeasuredRow],
-    fixed: Mapping[str, float],
-) -> tuple[dict[str, float], list[str]]:
-    """Watts per state from rows with energy: relative non-negative least squares, the
-    ``fixed`` watts (``power.<state>_w``) taken as given. A state no row spends time in
-    draws 0 W; the others need as many rows with energy as there are of them
-    (``TooFewPoints``): fewer match any energies (a 4-row table gave 1,305 W idle and a
-    1 % error). Also the states the rows spend time in that the fit leaves at its bound,
-    0 W."""
-    free = [s for s in POWER_STATES if f"power.{s}_w" not in fixed]
-    rows, targets = [], []
-    for row in measured:
-        energy = row.values.get("energy_j")
-        if energy is None or energy <= 0:
-            continue
-        outcome = simulate_config(scenario, profile, row.config)
-        seconds = {
-            state: sum(t[state] for t in outcome.time_by_state_ms.values()) / 1e3
-            for state in POWER_STATES
-        }
-        known_j = sum(fixed[f"power.{s}_w"] * seconds[s] for s in POWER_STATES if s not in free)
-        rows.append([seconds[state] / energy for state in free])
-        targets.append(1.0 - known_j / energy)
-    if not rows:
-        raise InputError(None, "energy_j", "the measured table has no energy to fit power from")
-    design = np.array(rows)
-    spent = [k for k, state in enumerate(free) if design[:, k].any()]
-    check_enough_points("power", len(rows), [f"{free[k]}_w" for k in spent])
-    watts = dict.fromkeys(free, 0.0)
-    if spent:
-        solved, _ = nnls(design[:, spent], np.array(targets))
-        watts |= {free[k]: float(w) for k, w in zip(spent, solved, strict=True)}
-    at_zero = [f"power.{free[k]}_w" for k in spent if watts[free[k]] <= 0.0]
-    return {f"power.{state}_w": round(w, 4) for state, w in watts.items()}, at_zero

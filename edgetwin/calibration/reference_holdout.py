@@ -12,11 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from edgetwin.calibration.fit_check import TooFewPoints
-from edgetwin.calibration.reference_fitter import (
-    fit_by_component,
-    simulate_config,
-    with_fitted_watts,
-)
+from edgetwin.calibration.reference_fitter import fit_by_component
 from edgetwin.calibration.reference_inputs import (
     FIT_COLUMNS,
     TIMING_METRICS,
@@ -28,6 +24,8 @@ from edgetwin.calibration.reference_inputs import (
     read_measured,
     unfitted_by_column,
 )
+from edgetwin.calibration.reference_power import with_fitted_watts
+from edgetwin.calibration.reference_twin import simulate_config
 from edgetwin.comparison import key_label, relative_pct
 from edgetwin.profile import DeviceProfile
 from edgetwin.progress import Progress, no_progress

@@ -1,0 +1,16 @@
+"""One measured configuration of a table through the twin, on a fleet of one profile: what
+the table fit, its residuals and its held-out refits predict for a row."""
+
+from __future__ import annotations
+
+from edgetwin.profile import DeviceProfile
+from edgetwin.scenario import Configuration, DeviceSpec, Scenario
+from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
+
+
+def simulate_config(
+    scenario: Scenario, profile: DeviceProfile, config: Configuration
+) -> RunOutcome:
+    spec = DeviceSpec(name="dev", profile=profile, count=config.devices)
+    fleet = [FleetMember(f"dev-{i}", spec, profile) for i in range(config.devices)]
+    return simulate(scenario, fleet, config, rep=0)
