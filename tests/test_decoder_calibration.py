@@ -205,7 +205,7 @@ def test_a_bad_trace_row_names_the_file_line_and_column(tmp_path: Path) -> None:
 @pytest.mark.timeout(180)
 def test_real_generations_write_the_decoder_trace(tmp_path: Path) -> None:
     """Two real one-rank launches (1 and 2 layers of a small decoder)."""
-    from edgetwin.calibration.machine import DecoderMeasurement, write_decoder_latency
+    from edgetwin.calibration.machine_traces import DecoderMeasurement, write_decoder_latency
 
     small = DecoderSpec(**MODEL)
     plan = DecoderMeasurement(small, (1, 2), (1,), (8,), 3, 2, 0)
