@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -25,7 +26,7 @@ from pydantic import (
 )
 
 from edgetwin.availability_spec import Availability
-from edgetwin.crowd_spec import CrowdSpec, is_crowd_strategy, member_names
+from edgetwin.crowd_spec import MAX_HORIZON_S, CrowdSpec, is_crowd_strategy, member_names
 from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec, positions_problem
 from edgetwin.emulator_spec import CROWD_ONLY_FIELDS, EmulatorSpec
 from edgetwin.errors import MODE_EMU, InputError
@@ -97,8 +98,21 @@ class HostSpec(Strict):
     other_load: NonNegativeFloat = 0.0
 
 
+# the latest a bandwidth step may come: a crowd run's longest horizon, a month of simulated
+# time. No run lasts longer, so a later step never plays; and the emulator's clock, which
+# waits for each step, died of an OverflowError past threading.TIMEOUT_MAX (292 years)
+MAX_STEP_AT_MS = MAX_HORIZON_S * 1e3
+
+
+def _within_the_longest_run(at_ms: float) -> float:
+    if at_ms > MAX_STEP_AT_MS:
+        limit = f"a month of simulated time, {MAX_STEP_AT_MS:g} ms (crowd.horizon_s's maximum)"
+        raise ValueError(f"after the longest run, {limit}: the step would never play")
+    return at_ms
+
+
 class BandwidthStep(Strict):
-    at_ms: NonNegativeFloat
+    at_ms: Annotated[float, Field(ge=0), AfterValidator(_within_the_longest_run)]
     bandwidth_mbps: BandwidthMbps
 
 

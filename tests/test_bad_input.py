@@ -155,6 +155,11 @@ def test_a_string_that_reads_as_a_number_is_written_quoted() -> None:
         ),
         # ran, a row out of memory, which a results table's reader refuses (MAX_BATCH)
         ("sweeps=[{batch: [2000000]}]", ("'sweeps.0.batch.0'", "less than or equal to 1048576")),
+        # ran, the step never played; the emulator's clock thread died of an OverflowError
+        (
+            "network.schedule=[{at_ms: 1.0e+300, bandwidth_mbps: 100}]",
+            ("'network.schedule.0.at_ms'", "after the longest run", "2.6784e+09 ms"),
+        ),
     ],
     ids=[
         *(
@@ -168,6 +173,7 @@ def test_a_string_that_reads_as_a_number_is_written_quoted() -> None:
         ),
         *("tiny-cr", "empty-key-part", "true-in-a-list", "true-as-a-list", "false-in-a-list"),
         *("true-as-devices", "true-as-cr", "no-bandwidths", "no-prompt-lengths", "huge-batch"),
+        "step-after-any-run",
     ],
 )
 def test_bad_set_value(
