@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from edgetwin.atomic import write_text_atomic
+from edgetwin.crowd_spec import MAX_PHONES
 from edgetwin.errors import InputError, shown, shown_text
 from edgetwin.file_kinds import not_a_run_folder
 from edgetwin.models import registry
@@ -133,7 +134,9 @@ _POSITIVE_COLUMNS = frozenset(
     | {"prompt_tokens", "output_tokens"}
 )
 _SIGNED_COLUMNS = frozenset(("link_error_pct",))  # the measured link's rate off its target
-_MAXIMA = {"batch": MAX_BATCH}  # a count past which no run goes (a scenario refuses it)
+# a count past which no run goes (a scenario refuses it); a crowd row's devices are its
+# phones, whose bound is above a split model's ranks' (scenario.MAX_DEVICES)
+_MAXIMA = {"batch": MAX_BATCH, "devices": MAX_PHONES}
 # the metrics a twin row may carry a prediction interval for, each as <metric>_lo, <metric>_hi
 INTERVAL_METRICS: tuple[str, ...] = ("total_ms", "compute_ms", "staging_ms", "comm_ms", "energy_j")
 assert all(f"{m}_{end}" in COLUMNS for m in INTERVAL_METRICS for end in ("lo", "hi"))

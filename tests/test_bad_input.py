@@ -910,8 +910,13 @@ def _with_cell(table: Path, out: Path, column: str, cell: str, line: int = 2) ->
         ("total_ms", "-5", "field 'total_ms': line 2: '-5': must be 0 or more"),
         ("energy_j", "inf", "field 'energy_j': line 2: 'inf' is not a finite number"),
         ("batch", "1e300", "field 'batch': line 2: '1e300': must be at most 1048576"),
+        # was read, and joined as a row of 1e300 devices
+        ("devices", "1e300", "field 'devices': line 2: '1e300': must be at most 1000000"),
     ],
-    ids=["strategy", "no-devices", "batch-fraction", "negative-time", "energy-inf", "batch-huge"],
+    ids=[
+        *("strategy", "no-devices", "batch-fraction", "negative-time", "energy-inf"),
+        *("batch-huge", "devices-huge"),
+    ],
 )
 def test_compare_reads_the_measured_table_by_column(
     column: str,
