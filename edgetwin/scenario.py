@@ -31,7 +31,7 @@ from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec, positions_proble
 from edgetwin.emulator_spec import CROWD_ONLY_FIELDS, EmulatorSpec
 from edgetwin.errors import MODE_EMU, InputError
 from edgetwin.file_kinds import ProfileKind
-from edgetwin.model_spec import ModelSpec
+from edgetwin.model_spec import MODEL_PRESETS, ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderWorkload
 from edgetwin.models.layout import resolved_segments
@@ -233,16 +233,23 @@ _DECODER_KEYS = tuple(
 
 
 def _decoder_kind_problem(model: dict[str, Any]) -> str | None:
-    """Why a model mapping read as an encoder's (no ``kind``, no preset) is a decoder's
-    that does not say so: the decoder keys it has (each was an encoder's unknown key)."""
-    if "kind" in model or model.get("preset") is not None:
+    """Why a model mapping read as an encoder's (no ``kind``; no preset, or an encoder's)
+    is a decoder's that does not say so: the decoder keys it has (each was an encoder's
+    unknown key), the message led by the field it is about."""
+    preset = model.get("preset")
+    encoder_preset = isinstance(preset, str) and preset in MODEL_PRESETS
+    if "kind" in model or (preset is not None and not encoder_preset):
         return None
     keys = [key for key in model if key in _DECODER_KEYS]
     if not keys:
         return None
+    if encoder_preset:
+        decoders = ", ".join(sorted(DECODER_PRESETS))
+        says = f"a decoder model names a decoder preset ({decoders}) or says kind: decoder"
+        return f"model.{keys[0]}: a decoder's key, and preset {preset!r} is an encoder; {says}"
     are = "is a decoder's key" if len(keys) == 1 else "are a decoder's keys"
     says = "a decoder model says kind: decoder (or names a decoder preset)"
-    return f"required key is missing: {', '.join(keys)} {are}; {says}"
+    return f"model.kind: required key is missing: {', '.join(keys)} {are}; {says}"
 
 
 _EMULATOR_DEFAULTS = EmulatorSpec().model_dump()
@@ -280,7 +287,7 @@ class Scenario(Strict):
         model = data.get("model") if isinstance(data, dict) else None
         problem = _decoder_kind_problem(model) if isinstance(model, dict) else None
         if problem is not None:
-            raise ValueError(f"model.kind: {problem}")
+            raise ValueError(problem)
         return data
 
     @model_validator(mode="after")

@@ -323,6 +323,15 @@ CASES = [
             "kind: decoder",
         ),
     ),
+    Case(  # was "field 'model.kv_heads': unknown key (did you mean 'heads'?)"
+        "decoder-key-on-an-encoder-preset",
+        scenario_text(model={"preset": "vit_b16", "kv_heads": 4}),
+        (
+            "field 'model.kv_heads': a decoder's key, and preset 'vit_b16' is an encoder",
+            "kind: decoder",
+            "llama3_2_1b",
+        ),
+    ),
     Case(
         "width-not-divisible-by-heads",
         scenario_text(model={"width": 100, "heads": 12}),
