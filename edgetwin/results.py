@@ -374,10 +374,23 @@ def parse_result(record: Mapping[str, str]) -> ResultRow:
     if _OLD_AGREEMENT in record and "prefix_agreement_vs_single" not in record:
         record = {**record, "prefix_agreement_vs_single": _prefix_agreement(record)}
     optional = {c: record.get(c) for c in COLUMNS if c not in _KEYED_COLUMNS}
+    _check_workload(record)
     return ResultRow(
         **{c: _cell(record, c, _cell_parser(c)) for c in _KEYED_COLUMNS},
         **{c: _cell(optional, c, _cell_parser(c)) for c in optional},
     )
+
+
+_WORKLOAD_COLUMNS = ("prompt_tokens", "output_tokens")  # a decoder row's: both or neither
+
+
+def _check_workload(row: Mapping[str, object]) -> None:
+    """A ``CellError`` naming the one of a decoder's workload columns that is empty while
+    the other is given (the row's key needs both: it was a traceback, or an encoder's)."""
+    given = [c for c in _WORKLOAD_COLUMNS if row.get(c) not in (None, "")]
+    if len(given) == 1:
+        (empty,) = (c for c in _WORKLOAD_COLUMNS if c not in given)
+        raise CellError(empty, f"empty while {given[0]} is given: a decoder's row has both")
 
 
 _OLD_AGREEMENT = "tokens_match_single"  # every token compared, those after a divergence too
@@ -464,6 +477,7 @@ def row_key(row: Mapping[str, object]) -> RowKey:
     """Join key of a configuration: strategy, devices, batch, bandwidth, segments, and a
     crowd row's scheduler or a decoder's prompt and output tokens (rows with neither,
     encoders', keep the first five)."""
+    _check_workload(row)
     segments = row.get("segments")
     key: EncoderKey = (
         str(row["strategy"]),

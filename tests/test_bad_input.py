@@ -890,6 +890,46 @@ def test_compare_names_a_resolved_scenario_it_cannot_read(
     assert_clean_failure(argv, capsys, tmp_path, str(resolved), "malformed YAML")
 
 
+@pytest.fixture(scope="module")
+def decoder_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real twin run of a decoder scenario, one strategy and batch."""
+    folder = tmp_path_factory.mktemp("decoder") / "run"
+    scenario = REPO / "scenarios" / "llm_smoke.yaml"
+    argv = ["run", str(scenario), "--out", str(folder), "--quiet"]
+    argv += ["--set", "strategies=[{name: single}]", "--set", "sweeps=[{batch: [1]}]"]
+    assert main(argv) == 0
+    return folder
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("column", "cell", "expect"),
+    [
+        # a traceback on the predicted side ('None' is not a number), 'a key is not a
+        # number' on the measured side; an empty prompt_tokens joined as an encoder's row
+        ("output_tokens", "", "field 'output_tokens': line 2: empty while prompt_tokens is"),
+        ("prompt_tokens", "", "field 'prompt_tokens': line 2: empty while output_tokens is"),
+    ],
+    ids=["no-output-tokens", "no-prompt-tokens"],
+)
+def test_a_decoder_row_gives_both_its_workload_columns(
+    column: str,
+    cell: str,
+    expect: str,
+    decoder_folder: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    folder = tmp_path / "run"
+    shutil.copytree(decoder_folder, folder)
+    _with_cell(decoder_folder / "results.csv", folder / "results.csv", column, cell)
+    table = str(folder / "results.csv")
+    for pair in ([folder, decoder_folder], [decoder_folder, folder]):
+        argv = ["compare", *map(str, pair), "--out", str(tmp_path / "cmp")]
+        assert_clean_failure(argv, capsys, tmp_path, table, expect)
+    assert_clean_failure(["report", str(folder)], capsys, tmp_path, table, expect)
+
+
 def _with_cell(table: Path, out: Path, column: str, cell: str, line: int = 2) -> None:
     """``table`` written to ``out`` with ``column`` set to ``cell`` on ``line`` (the header
     is line 1; the first row by default)."""
