@@ -930,6 +930,21 @@ def test_a_decoder_row_gives_both_its_workload_columns(
     assert_clean_failure(["report", str(folder)], capsys, tmp_path, table, expect)
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("column", ["ttft_ms", "total_ms"])
+def test_a_time_near_the_largest_float_is_plotted(
+    column: str, decoder_folder: Path, tmp_path: Path
+) -> None:
+    """A finite time of 1.7e308 ms drew its log axis's ticks up to 10.0**309: an
+    OverflowError traceback from report and compare; it is drawn."""
+    folder = tmp_path / "run"
+    shutil.copytree(decoder_folder, folder)
+    _with_cell(decoder_folder / "results.csv", folder / "results.csv", column, "1.7e308")
+    assert main(["report", str(folder)]) == 0
+    argv = ["compare", str(decoder_folder), str(folder), "--out", str(tmp_path / "cmp")]
+    assert main(argv) == 0
+
+
 def _with_cell(table: Path, out: Path, column: str, cell: str, line: int = 2) -> None:
     """``table`` written to ``out`` with ``column`` set to ``cell`` on ``line`` (the header
     is line 1; the first row by default)."""

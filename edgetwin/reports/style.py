@@ -7,6 +7,7 @@ figures through ``styled``, so fonts, colours and margins are the same everywher
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from textwrap import wrap
 
@@ -172,6 +173,7 @@ def log_ticks(values: Iterable[float | None], *, swept: bool = False) -> dict[st
         return {"type": "log", "tickvals": positive, "ticktext": [exact_label(v) for v in positive]}
     low, high = positive[0], positive[-1]
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    last = min(last, sys.float_info.max_10_exp)  # 10.0**309 overflows (a time of 1.7e308)
     decades = math.log10(high / low)
     steps = (1, 2, 3, 5) if decades <= 1 else (1, 2, 5) if decades <= 2 else (1,)
     ticks = [m * 10.0**e for e in range(first, last + 1) for m in steps]
