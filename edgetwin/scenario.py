@@ -28,7 +28,7 @@ from pydantic import (
 from edgetwin.availability_spec import Availability
 from edgetwin.crowd_spec import MAX_HORIZON_S, CrowdSpec, is_crowd_strategy, member_names
 from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec, positions_problem
-from edgetwin.emulator_spec import CROWD_ONLY_FIELDS, EmulatorSpec
+from edgetwin.emulator_spec import CROWD_ONLY_FIELDS, JOB_TIMEOUT_S, EmulatorSpec
 from edgetwin.errors import MODE_EMU, InputError
 from edgetwin.file_kinds import ProfileKind
 from edgetwin.model_spec import MODEL_PRESETS, ModelSpec
@@ -575,6 +575,8 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     if scenario.crowd is not None and scenario.crowd.job.interarrival is not None:
         one_job = "jobs arriving over crowd.horizon_s play in the twin only"
         warnings.append(f"crowd.job.interarrival is set, but a {mode} run is one job: {one_job}")
+    if scenario.crowd is not None and mode == "emu":
+        warnings += _steps_after_the_job(scenario.network.schedule)
     if mode == "local":
         shaped = {
             "network.latency_ms": network.latency_ms > 0,
@@ -584,6 +586,18 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
         unshaped = f"nothing shapes loopback: only {MODE_EMU} plays it"
         warnings += [f"{field} is set, but {unshaped}" for field, on in shaped.items() if on]
     return warnings
+
+
+def _steps_after_the_job(schedule: Sequence[BandwidthStep]) -> list[str]:
+    """Bandwidth steps a real crowd job never reaches: its deadline comes first (the twin
+    plays them over ``crowd.horizon_s``)."""
+    deadline_ms = JOB_TIMEOUT_S * 1e3
+    return [
+        f"network.schedule.{k}.at_ms is {step.at_ms:g} ms, but the emulator runs one crowd "
+        f"job, which its {JOB_TIMEOUT_S:g} s deadline ends: the step never plays"
+        for k, step in enumerate(schedule)
+        if step.at_ms >= deadline_ms
+    ]
 
 
 def _availability_fields(scenario: Scenario) -> list[str]:

@@ -145,6 +145,21 @@ def test_what_a_real_crowd_run_does_not_play_is_said() -> None:
     assert unplayed_settings(load_scenario(SCENARIO), "local") == []
 
 
+def test_a_bandwidth_step_after_a_real_crowd_jobs_deadline_is_said() -> None:
+    """The emulator runs one crowd job, which its 600 s deadline ends: a step at 600 s or
+    later never played, and nothing said so (the twin plays it over the horizon)."""
+    steps = (
+        "network.schedule=[{at_ms: 1000, bandwidth_mbps: 5}, {at_ms: 600000, bandwidth_mbps: 2}]"
+    )
+    city = load_scenario(REPO / "scenarios/crowd_city.yaml", [steps])
+    late = [w for w in unplayed_settings(city, "emu") if w.startswith("network.schedule")]
+    assert late == [
+        "network.schedule.1.at_ms is 600000 ms, but the emulator runs one crowd job, which its "
+        "600 s deadline ends: the step never plays"
+    ], late
+    assert unplayed_settings(city, "twin") == []
+
+
 def test_too_many_stages_for_the_tiny_model_names_the_model_that_makes_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
