@@ -226,19 +226,30 @@ AnyModel = Annotated[
     Annotated[ModelSpec, Tag("encoder")] | Annotated[DecoderSpec, Tag("decoder")],
     Discriminator(_model_kind),
 ]
-# the keys a decoder's model has and an encoder's has not (``kind`` says which it is)
+# the keys a decoder's model has and an encoder's has not (``kind`` says which it is), and
+# the other way round
 _DECODER_KEYS = tuple(
     k for k in DecoderSpec.model_fields if k not in {*ModelSpec.model_fields, "kind"}
 )
+_ENCODER_KEYS = tuple(k for k in ModelSpec.model_fields if k not in DecoderSpec.model_fields)
 
 
-def _decoder_kind_problem(model: dict[str, Any]) -> str | None:
-    """Why a model mapping read as an encoder's (no ``kind``; no preset, or an encoder's)
-    is a decoder's that does not say so: the decoder keys it has (each was an encoder's
-    unknown key), the message led by the field it is about."""
-    preset = model.get("preset")
+def _model_kind_problem(model: dict[str, Any]) -> str | None:
+    """Why a model mapping is not the kind its keys say, the message led by the field it is
+    about: a ``kind`` other than decoder's, a decoder's keys on a model read as an encoder's
+    (no ``kind``; no preset, or an encoder's), or an encoder's keys on a decoder's (each
+    was an unknown key)."""
+    kind, preset = model.get("kind"), model.get("preset")
+    if "kind" in model and kind != "decoder":
+        return f"model.kind: {kind!r} is not a kind: decoder for a decoder, none for an encoder"
+    if _model_kind(model) == "decoder":
+        keys = [key for key in model if key in _ENCODER_KEYS]
+        if not keys:
+            return None
+        named = f"preset {preset!r}" if preset in DECODER_PRESETS else "kind: decoder"
+        return f"model.{keys[0]}: an encoder's key, and this model is a decoder ({named})"
     encoder_preset = isinstance(preset, str) and preset in MODEL_PRESETS
-    if "kind" in model or (preset is not None and not encoder_preset):
+    if preset is not None and not encoder_preset:
         return None
     keys = [key for key in model if key in _DECODER_KEYS]
     if not keys:
@@ -285,7 +296,7 @@ class Scenario(Strict):
     @classmethod
     def _decoder_says_so(cls, data: Any) -> Any:
         model = data.get("model") if isinstance(data, dict) else None
-        problem = _decoder_kind_problem(model) if isinstance(model, dict) else None
+        problem = _model_kind_problem(model) if isinstance(model, dict) else None
         if problem is not None:
             raise ValueError(problem)
         return data

@@ -332,6 +332,19 @@ CASES = [
             "llama3_2_1b",
         ),
     ),
+    Case(  # was "field 'model.patch_size': unknown key": read as a decoder's
+        "encoder-key-on-a-decoder",
+        scenario_text(model={"kind": "decoder", "preset": "gpt2_small", "patch_size": 16}),
+        ("field 'model.patch_size': an encoder's key, and this model is a decoder",),
+    ),
+    Case(  # was "field 'model.kind': unknown key": an encoder's model has no kind
+        "kind-encoder",
+        scenario_text(model={"kind": "encoder"}),
+        (
+            "field 'model.kind': 'encoder' is not a kind: decoder for a decoder, none for an "
+            "encoder",
+        ),
+    ),
     Case(
         "width-not-divisible-by-heads",
         scenario_text(model={"width": 100, "heads": 12}),
