@@ -32,7 +32,11 @@ def read_bytes(path: Path) -> bytes:
 
 def read_text(path: Path) -> str:
     """A file's text (UTF-8, optional BOM); unreadable or non-UTF-8 bytes are InputErrors."""
-    data = read_bytes(path)
+    return decoded(path, read_bytes(path))
+
+
+def decoded(path: Path, data: bytes) -> str:
+    """``data``, read from ``path``, as text (``read_text``)."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -139,14 +143,19 @@ class Row:
 
 
 def read_rows(
-    path: Path, required: Sequence[str], optional: Sequence[str] = (), rows_needed: bool = True
+    path: Path,
+    required: Sequence[str],
+    optional: Sequence[str] = (),
+    rows_needed: bool = True,
+    text: str | None = None,
 ) -> list[Row]:
-    """Data rows of a CSV whose header has every ``required`` column.
+    """Data rows of a CSV whose header has every ``required`` column (``text``: the file's,
+    already read).
 
     Columns beyond ``required`` and ``optional`` are kept in ``Row.cells`` but not checked.
     Blank lines are skipped; a file with no data row is an error if ``rows_needed``.
     """
-    text = read_text(path)
+    text = read_text(path) if text is None else text
     if not text.strip():
         raise InputError(path, None, f"empty file; expected columns {', '.join(required)}")
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)

@@ -83,11 +83,12 @@ class CheckedLink:
         )  # fmt: skip
 
 
-def read_link_checks(path: Path) -> list[CheckedLink]:
-    """The rows of a ``link_check.csv`` (none: a run that checked no link writes the header
-    alone); a bad cell is an InputError naming the file, its column and the line."""
+def read_link_checks(path: Path, text: str | None = None) -> list[CheckedLink]:
+    """The rows of a ``link_check.csv`` (``text``: its text, already read; none: a run that
+    checked no link writes the header alone); a bad cell is an InputError naming the file,
+    its column and the line."""
     optional = ("wire_mbps", "error_pct", "flows")
-    rows = read_rows(path, _REQUIRED_COLUMNS, optional, rows_needed=False)
+    rows = read_rows(path, _REQUIRED_COLUMNS, optional, rows_needed=False, text=text)
     return [_checked_link(row) for row in rows]
 
 

@@ -18,7 +18,7 @@ from edgetwin.links import LINK_CHECK_FILE, CheckedLink, link_warnings, read_lin
 from edgetwin.reports.crowd import Records, crowd_figures, is_crowd, read_timeline
 from edgetwin.reports.figures import comparison_figure, report_figures
 from edgetwin.reports.link_check import link_check_figure
-from edgetwin.reports.llm import device_ram_mb, is_decoder, llm_figures
+from edgetwin.reports.llm import device_ram_mb, is_decoder, llm_figures, scenario_ram_mb
 from edgetwin.reports.plotly_js import deferred, plotly_js_html
 from edgetwin.reports.rows import average_reps
 from edgetwin.reports.style import FONT, styled
@@ -30,6 +30,7 @@ from edgetwin.results import (
     results_file,
     row_key,
 )
+from edgetwin.scenario import Scenario
 from edgetwin.sim.crowd.records import TIMELINE_FILE
 
 REPORT_NAME = "report.html"
@@ -243,10 +244,18 @@ class RunData:
         return self.link_warnings + self.ram_warnings
 
 
-def read_warnings(run_dir: Path, rows: Sequence[ResultRow]) -> list[str]:
-    """``RunData.warnings`` of a run whose ``rows`` are read, without reading the files
-    only its figures need (a crowd run's timeline, the reference)."""
-    return RunData(list(rows), None, None, _link_checks(run_dir), *_ram(run_dir, rows)).warnings
+def run_warnings(
+    rows: Sequence[ResultRow],
+    link_checks: Sequence[CheckedLink],
+    scenario: Scenario | None,
+    resolved: Path,
+) -> list[str]:
+    """``RunData.warnings`` of a run whose rows, link checks and scenario (from ``resolved``;
+    None: no such file) are read, without the files only its figures need (a crowd run's
+    timeline, the reference)."""
+    decoder = scenario if is_decoder(rows) else None
+    ram = ({}, []) if decoder is None else scenario_ram_mb(decoder, resolved)
+    return RunData(list(rows), None, None, list(link_checks), *ram).warnings
 
 
 def _link_checks(run_dir: Path) -> list[CheckedLink]:

@@ -17,7 +17,7 @@ from edgetwin.reports.figures import looks
 from edgetwin.reports.rows import Config, config_labels, config_of, config_order
 from edgetwin.reports.style import log_ticks, reference_line, styled
 from edgetwin.results import ResultRow
-from edgetwin.scenario import RESOLVED_FILE, device_profile, load_resolved
+from edgetwin.scenario import RESOLVED_FILE, Scenario, device_profile, load_resolved
 
 RAM_SPAN = 1.5  # a RAM line over one context reaches this factor either side of it
 
@@ -34,9 +34,14 @@ def device_ram_mb(run_dir: Path) -> tuple[dict[str, float], list[str]]:
     resolved = run_dir / RESOLVED_FILE
     if not resolved.exists():
         return {}, []
+    return scenario_ram_mb(load_resolved(resolved), resolved)
+
+
+def scenario_ram_mb(scenario: Scenario, resolved: Path) -> tuple[dict[str, float], list[str]]:
+    """``device_ram_mb`` of the scenario read from ``resolved``."""
     ram_mb: dict[str, float] = {}
     warnings = []
-    for index, spec in enumerate(load_resolved(resolved).devices):
+    for index, spec in enumerate(scenario.devices):
         try:
             ram_mb[spec.name] = spec.ram_mb or device_profile(spec, index, resolved).ram_mb
         except InputError as exc:

@@ -11,13 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from edgetwin.comparison import REFERENCE_FILE, check_reference
-from edgetwin.csv_rows import read_text
 from edgetwin.device_names import DEVICES_FILE, read_device_names, write_device_names
 from edgetwin.errors import InputError
-from edgetwin.links import LINK_CHECK_FILE
 from edgetwin.provenance import read_provenance, write_provenance, write_provenance_record
 from edgetwin.reports import write_report
-from edgetwin.reports.html import read_warnings
+from edgetwin.reports.html import run_warnings
 from edgetwin.results import (
     RESULTS_CSV,
     RESULTS_PARQUET,
@@ -31,6 +29,7 @@ from edgetwin.scenario import RESOLVED_FILE, Scenario, dump_resolved, load_resol
 from edgetwin.workbench.arguments import choice_argument, flag_argument, path_argument
 from edgetwin.workbench.output import output_folder
 from edgetwin.workbench.reporting import other_command_page
+from edgetwin.workbench.run_files import link_checks, read_run_files, write_run_files
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -60,7 +59,8 @@ class Results:
     reference: Path | None = None  # the table the scenario compares against
     # what the run warned about (links short of their rate); load_results: what its page shows
     warnings: tuple[str, ...] = ()
-    link_check_csv: str | None = None  # an emulator run's link_check.csv, as its text
+    # the runner's files by their path in the run folder (run_files.RUN_FILES, traces/...)
+    run_files: Mapping[str, bytes] = field(default_factory=dict)
     # a twin run's device classes and their profiles' names (devices.yaml): what compare
     # knows its devices by once the profile files are gone
     device_names: Mapping[str, str] = field(default_factory=dict)
@@ -83,9 +83,9 @@ class Results:
 
     def write(self, out: str | Path, *, format: Format = "csv", force: bool = False) -> Path:
         """Write ``results.csv`` (and/or ``results.parquet``), ``scenario.resolved.yaml``,
-        ``reference.csv`` (with a reference), ``link_check.csv`` (with link checks),
-        ``devices.yaml`` (with device names), ``report.html`` and the provenance it came
-        with into ``out``, all or nothing (a non-empty ``out`` only with ``force``, replaced
+        ``reference.csv`` (with a reference), ``devices.yaml`` (with device names), the
+        runner's files (``run_files``), ``report.html`` and the provenance it came with
+        into ``out``, all or nothing (a non-empty ``out`` only with ``force``, replaced
         whole); returns ``out``. Results made in Python without a provenance get one naming
         this call (no inputs)."""
         out = path_argument(out, "out")
@@ -109,8 +109,7 @@ class Results:
             write_device_names(folder / DEVICES_FILE, self.device_names)
         if self.reference is not None:
             _copy_reference(self.reference, folder / REFERENCE_FILE)
-        if self.link_check_csv is not None:  # before the page, which draws them
-            (folder / LINK_CHECK_FILE).write_text(self.link_check_csv)
+        write_run_files(folder, self.run_files)  # before the page, which draws some
         write_report(folder)
         if format != "csv":
             self.to_pandas().to_parquet(folder / RESULTS_PARQUET, index=False)
@@ -128,8 +127,9 @@ def _copy_reference(reference: Path, copy: Path) -> None:
 
 def load_results(folder: str | Path) -> Results:
     """A run's output folder: ``results.csv`` (or ``results.parquet``), the scenario in
-    ``scenario.resolved.yaml``, ``devices.yaml``, ``provenance.json`` and ``link_check.csv``
-    when they are there, and the warnings its page shows (those ``edgetwin report`` prints)."""
+    ``scenario.resolved.yaml``, ``devices.yaml``, ``provenance.json`` and the runner's files
+    (``run_files``) when they are there, and the warnings its page shows (those ``edgetwin
+    report`` prints); each file read once."""
     folder = path_argument(folder, "folder")
     other = other_command_page(folder)
     if other is not None:
@@ -138,15 +138,16 @@ def load_results(folder: str | Path) -> Results:
     rows = read_results(results_file(folder))
     resolved = folder / RESOLVED_FILE
     reference = folder / REFERENCE_FILE
-    link_checks = folder / LINK_CHECK_FILE
     if reference.is_file():  # as edgetwin report checks it: write() draws the comparison
         check_reference(reference, reference, None)
+    scenario = load_resolved(resolved) if resolved.is_file() else None
+    files = read_run_files(folder)
     return Results(
         rows=tuple(rows),
-        scenario=load_resolved(resolved) if resolved.is_file() else None,
+        scenario=scenario,
         provenance=read_provenance(folder),
         reference=reference.absolute() if reference.is_file() else None,  # write() from anywhere
-        warnings=tuple(read_warnings(folder, rows)),
-        link_check_csv=read_text(link_checks) if link_checks.exists() else None,
+        warnings=tuple(run_warnings(rows, link_checks(folder, files), scenario, resolved)),
+        run_files=files,
         device_names=read_device_names(folder),
     )

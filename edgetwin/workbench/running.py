@@ -13,6 +13,7 @@ from tempfile import gettempdir
 
 from edgetwin.device_names import device_names
 from edgetwin.errors import InputError, counted
+from edgetwin.links import LINK_CHECK_FILE
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import write_provenance
 from edgetwin.reports.static import StaticFormat, write_static_figures
@@ -44,6 +45,7 @@ from edgetwin.workbench.arguments import (
 from edgetwin.workbench.inputs import RunInputs, load_run_inputs, scenario_run_inputs
 from edgetwin.workbench.output import output_folder, removed_if_killed, scratch_folder
 from edgetwin.workbench.results import FORMATS, Format, Results
+from edgetwin.workbench.run_files import FAULTS_FILE, TRACE_FILE, TRACES_DIR, read_run_files
 
 _LOG = logging.getLogger(__name__)  # notices: what killed local runs left, removed
 
@@ -53,11 +55,10 @@ class _Run:
     """What a runner is given and what it reports besides its rows."""
 
     inputs: RunInputs
-    staging: Path  # extra files (traces, link checks) go here
+    staging: Path  # the runner's files (run_files.RUN_FILES, traces/) go here
     trace: bool
     progress: Progress
     warnings: list[str] = field(default_factory=list)
-    link_check_csv: str | None = None  # an emulator run's link_check.csv (Results)
 
 
 def run(
@@ -122,7 +123,7 @@ def run(
             resolved,
             reference=inputs.reference,
             warnings=tuple(context.warnings),
-            link_check_csv=context.link_check_csv,
+            run_files=read_run_files(staging),  # kept: a scratch folder goes with the block
             device_names=device_names(resolved),
         )
         if out is not None:
@@ -215,7 +216,7 @@ def _run_twin(run: _Run) -> list[ResultRow]:
                 raise
             raise InputError(run.inputs.path, exc.field, exc.problem) from None
     if run.trace:
-        (run.staging / "trace.json").write_text(json.dumps(chrome_trace(outcomes)))
+        (run.staging / TRACE_FILE).write_text(json.dumps(chrome_trace(outcomes)))
     return [o.row for o in outcomes]
 
 
@@ -225,7 +226,7 @@ def _run_local(run: _Run) -> list[ResultRow]:
 
     scenario = run.inputs.scenario
     check_runnable(scenario, run.inputs.path, trace=run.trace)
-    trace_dir = run.staging / "traces" if run.trace else None
+    trace_dir = run.staging / TRACES_DIR if run.trace else None
     total = len(configurations(scenario)) * scenario.repetitions
     with run.progress(f"local {scenario.name}", total) as advance:
         return run_local(scenario, advance, trace_dir=trace_dir)
@@ -246,7 +247,7 @@ def _run_emu(run: _Run) -> list[ResultRow]:
     """Real code paths on Mininet hosts over shaped links; ``link_check.csv`` beside, and
     ``faults.csv`` when faults or a bandwidth schedule played. Warns when the hosts' CPU
     quotas add up to more than this machine's cores."""
-    from edgetwin.emu.mininet.checks import link_checks_csv
+    from edgetwin.emu.mininet.checks import write_link_checks
     from edgetwin.emu.mininet.faults import write_faults
     from edgetwin.emu.mininet.runner import check_emulatable, emu_runs, host_cpu_warning, run_emu
 
@@ -257,9 +258,9 @@ def _run_emu(run: _Run) -> list[ResultRow]:
         run.warnings.append(cpu_warning)
     with run.progress(f"emu {scenario.name}", emu_runs(scenario)) as advance:
         result = run_emu(scenario, path, advance, steps=run.progress)
-    run.link_check_csv = link_checks_csv(result.links)
+    write_link_checks(run.staging / LINK_CHECK_FILE, result.links)
     if result.faults:
-        write_faults(run.staging / "faults.csv", result.faults)
+        write_faults(run.staging / FAULTS_FILE, result.faults)
     if scenario.network.latency_ms > 0 and not all(c.latency_emulated for c in result.links):
         run.warnings.append("this kernel has no netem; latency_ms was not emulated")
     for check in result.links:
