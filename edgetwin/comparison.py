@@ -208,12 +208,12 @@ def write_comparison_csv(path: Path, comparison: Comparison) -> None:
 
 def check_reference(
     path: Path, named_by: Path, field: str | None, needs: Sequence[str] = ()
-) -> None:
-    """An InputError (naming ``named_by``, ``field`` and ``path``'s line) unless ``path`` is
-    a table ``compare_to_reference`` can join: the key columns, a metric, numbers in them,
-    a measured latency above 0, at least one row; every column of ``needs`` (the metrics a
-    caller reads from each row); no column that misspells a results column (its values
-    were left out unsaid)."""
+) -> list[dict[str, str]]:
+    """The records of ``path`` (``read_table``'s), or an InputError (naming ``named_by``,
+    ``field`` and ``path``'s line) unless it is a table ``compare_to_reference`` can join:
+    the key columns, a metric, numbers in them, a measured latency above 0, at least one
+    row; every column of ``needs`` (the metrics a caller reads from each row); no column
+    that misspells a results column (its values were left out unsaid)."""
     where = path.name
     of_it = "" if named_by == path else f"{where}: "  # the file is named once
 
@@ -238,6 +238,7 @@ def check_reference(
         place = record_place(path, index)
         at = place if named_by == path else f"{where} {place}"  # the file is named once
         _check_reference_row(record, at, named_by, field)
+    return records
 
 
 def _check_reference_row(

@@ -5,8 +5,14 @@ from them; so does what ``run`` returns, written."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import edgetwin
 from edgetwin.emu.mininet.faults import FaultRecord, write_faults
@@ -15,6 +21,26 @@ from tests.conftest import REPO
 CROWD = REPO / "scenarios" / "crowdio_android.yaml"
 JETSON = REPO / "scenarios" / "prism_jetson.yaml"
 EMU_RUN = REPO / "data" / "traces" / "emu-vit-loop-2026-12" / "fit"
+LLM = REPO / "scenarios" / "llm_smoke.yaml"
+_OPENS: list[Counter[str]] = []  # the counters of the opens being watched (_opened)
+
+
+def _count_open(event: str, args: tuple[Any, ...]) -> None:
+    if event == "open" and _OPENS and isinstance(args[0], str | os.PathLike):
+        _OPENS[-1][os.path.abspath(args[0])] += 1
+
+
+sys.addaudithook(_count_open)  # a hook stays for the process; it counts only in _opened
+
+
+@contextmanager
+def _opened() -> Iterator[Counter[str]]:
+    """How many times each file (by absolute path) is opened within the block."""
+    _OPENS.append(Counter())
+    try:
+        yield _OPENS[-1]
+    finally:
+        _OPENS.pop()
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -62,3 +88,26 @@ def test_an_emulator_runs_faults_and_a_local_runs_traces_survive_write(tmp_path:
     assert {name: again.get(name) for name in runners} == runners
     shutil.rmtree(run)
     assert _files(edgetwin.load_results(tmp_path / "again").write(tmp_path / "third")) == again
+
+
+def test_load_results_and_compare_read_each_file_once(tmp_path: Path) -> None:
+    """load_results read a decoder run's scenario.resolved.yaml twice (the RAM lines'
+    warnings) and link_check.csv twice; compare read the measured table twice."""
+    decoder = tmp_path / "decoder"
+    edgetwin.run(LLM, out=decoder)
+    emu = tmp_path / "emu"
+    shutil.copytree(EMU_RUN, emu)
+    measured = tmp_path / "measured.csv"
+    shutil.copyfile(decoder / "results.csv", measured)
+    watched = {
+        "decoder scenario": decoder / "scenario.resolved.yaml",
+        "link checks": emu / "link_check.csv",
+        "measured table": measured,
+    }
+    with _opened() as opens:
+        edgetwin.load_results(decoder)
+        edgetwin.load_results(emu)
+        edgetwin.compare(decoder, measured)
+    counted = {name: opens[str(path)] for name, path in watched.items()}
+    # compare hashes a file it reads for the provenance: an open more
+    assert counted == {"decoder scenario": 1 + 2, "link checks": 1, "measured table": 2}

@@ -31,7 +31,6 @@ from edgetwin.results import (
     STATUS_OK,
     ResultRow,
     read_results,
-    read_table,
     results_file,
     row_key,
 )
@@ -89,8 +88,7 @@ def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) ->
     predicted_table = results_file(predicted)
     measured_table = measured if _is_table(measured) else results_file(measured)
     predicted_rows = read_results(predicted_table)
-    check_reference(measured_table, measured_table, None)
-    measured_rows = read_table(measured_table)
+    measured_rows = check_reference(measured_table, measured_table, None)
     if out is not None:  # refused before comparing, not after
         check_out_folder(out, force, files_read())
     comparison = compare_to_reference(predicted_rows, measured_rows)
