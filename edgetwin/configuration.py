@@ -98,6 +98,22 @@ class CrowdRun:
     bandwidth_mbps: float
 
 
+def step_label(config: Configuration, rep: int) -> str:
+    """How progress names a configuration's repetition: its candidate label (the
+    registry's), batch, bandwidth, a decoder's tokens, repetition:
+    ``prism cr 9.9 x2, batch 8, 400 Mbps, rep 0``."""
+    label = registry.candidate_label(config.strategy, config.devices, config.cr, config.segments)
+    tokens = "" if config.prompt_tokens is None else f", prompt {config.prompt_tokens}"
+    tokens += "" if config.output_tokens is None else f", {config.output_tokens} out"
+    return f"{label}, batch {config.batch}, {config.bandwidth_mbps:g} Mbps{tokens}, rep {rep}"
+
+
+def run_label(run: CrowdRun) -> str:
+    """How progress, errors and fault records name a crowd run:
+    ``crowdio_streaming affinity 10 Mbps rep 0``."""
+    return f"{run.strategy} {run.scheduler} {run.bandwidth_mbps:g} Mbps rep {run.rep}"
+
+
 def crowd_bandwidths(scenario: Scenario) -> list[float]:
     """The bandwidths a crowd scenario runs at: its sweeps', in file order, else the
     network's."""

@@ -194,6 +194,21 @@ def test_progress_is_told_the_total_and_advanced_once_per_run() -> None:
     assert seen == [("twin prism_jetson", len(results.rows)), len(results.rows)]
 
 
+def test_a_progress_that_takes_a_name_is_told_each_configuration_in_run_order() -> None:
+    """The steps were only counted: nothing said which configuration had run."""
+    named: list[str] = []
+
+    @contextmanager
+    def progress(label: str, total: int) -> Iterator[Callable[[str], None]]:
+        yield named.append
+
+    overrides = ["strategies=[{name: single}, {name: prism, cr: [9.9]}]", "repetitions=2", *SMALL]
+    edgetwin.run(JETSON, overrides=overrides, progress=progress)
+    configs = ["single, batch 1", "single, batch 8", "prism cr 9.9 x2, batch 1"]
+    configs.append("prism cr 9.9 x2, batch 8")
+    assert named == [f"{c}, 400 Mbps, rep {rep}" for c in configs for rep in (0, 1)]
+
+
 @pytest.mark.parametrize(
     "progress",
     [print, lambda label, total: lambda: None, lambda label, total: nullcontext()],

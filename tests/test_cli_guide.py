@@ -10,6 +10,8 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -21,10 +23,11 @@ from edgetwin.cli import _parser, main
 from edgetwin.cli.progress import _LIVE as LIVE_BARS
 from edgetwin.cli.progress import progress
 from edgetwin.comparison import devices_warning, loopback_warning, run_side
+from edgetwin.configuration import step_label
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
 from edgetwin.plan.questions import load_question
 from edgetwin.results import read_results
-from edgetwin.scenario import dump_resolved, load_scenario
+from edgetwin.scenario import Configuration, dump_resolved, load_scenario
 from edgetwin.workbench.inputs import load_run_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -520,6 +523,41 @@ def test_a_step_may_show_its_own_steps(stream: io.StringIO) -> None:
         ]
 
 
+def test_a_decoder_step_is_named_with_its_tokens() -> None:
+    config = Configuration(
+        strategy="pipeline",
+        devices=2,
+        batch=1,
+        bandwidth_mbps=400,
+        prompt_tokens=64,
+        output_tokens=16,
+    )
+    assert step_label(config, 1) == "pipeline x2, batch 1, 400 Mbps, prompt 64, 16 out, rep 1"
+
+
+def test_the_bar_names_the_configuration_that_last_ended(tmp_path: Path) -> None:
+    """The bar counted the runs without saying which had run."""
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL)
+    shown: list[str] = []
+
+    @contextmanager
+    def watched(label: str, total: int) -> Iterator[Callable[[str], None]]:
+        with progress(label, total, quiet=False, stream=_Terminal()) as advance:
+
+            def step(done: str) -> None:
+                advance(done)
+                shown.append(LIVE_BARS[-1].tasks[0].description)
+
+            yield step
+
+    edgetwin.run(scenario, overrides=["sweeps=[{batch: [1]}]"], progress=watched)
+    assert shown == [
+        "twin small (done: single, batch 1, 400 Mbps, rep 0)",
+        "twin small (done: prism cr 9.9 x2, batch 1, 400 Mbps, rep 0)",
+    ]
+
+
 @pytest.mark.timeout(120)
 def test_a_piped_run_prints_its_progress_to_stderr(tmp_path: Path) -> None:
     scenario = tmp_path / "small.yaml"
@@ -528,7 +566,10 @@ def test_a_piped_run_prints_its_progress_to_stderr(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "edgetwin", "run", str(scenario), "--out"]
     done = subprocess.run([*argv, str(tmp_path / "a")], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
-    assert "twin small: 1/4" in done.stderr and "twin small: 4/4" in done.stderr
+    steps = ["single, batch 1", "single, batch 2", "prism cr 9.9 x2, batch 1"]
+    steps.append("prism cr 9.9 x2, batch 2")  # each configuration named as it ends, in order
+    lines = [f"twin small: {k}/4 ({step}, 400 Mbps, rep 0)" for k, step in enumerate(steps, 1)]
+    assert [line for line in done.stderr.splitlines() if "twin small" in line] == lines
     quiet = subprocess.run(
         [*argv, str(tmp_path / "b"), "--quiet"], capture_output=True, text=True, env=env
     )

@@ -254,6 +254,19 @@ def test_a_strategy_listed_twice_runs_once(tmp_path: Path) -> None:
     assert len(run_crowd(scenario, tmp_path / "s.yaml")) == 1
 
 
+def test_progress_names_each_crowd_run_as_it_ends(tmp_path: Path) -> None:
+    """The crowd twin's steps were only counted: nothing named the run."""
+    raw = _raw(tmp_path, schedulers=["affinity", "fifo"])
+    raw["repetitions"] = 2
+    named: list[str] = []
+    run_crowd(Scenario.model_validate(raw), tmp_path / "s.yaml", on_progress=named.append)
+    assert named == [
+        f"crowdio_streaming {scheduler} 0.08 Mbps rep {rep}"
+        for scheduler in ("affinity", "fifo")
+        for rep in (0, 1)
+    ]
+
+
 def test_rows_one_per_job_with_crowd_columns(tmp_path: Path) -> None:
     raw = _raw(tmp_path, schedulers=["affinity", "fifo"])
     raw["strategies"] = [{"name": "crowdio_streaming"}, {"name": "crowdio_barrier"}]

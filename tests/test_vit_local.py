@@ -201,3 +201,6 @@ def test_progress_is_told_each_repetition_as_rank_0_ends_it(smoke: Scenario) -> 
     ):
         events.append((run.config.batch, "measured"))
     assert events == [(1, 0), (1, 1), (2, 0), (2, 1), (1, "measured"), (2, "measured")]
+    named: list[str] = []
+    run_local(tiny, on_progress=named.append, warmup=0)
+    assert named == [f"voltage x2, batch {b}, 400 Mbps, rep {r}" for b in (1, 2) for r in (0, 1)]

@@ -34,14 +34,14 @@ from edgetwin.calibration.reference_inputs import (
 from edgetwin.calibration.reference_twin import simulate_config
 from edgetwin.comparison import compare_to_reference, key_label
 from edgetwin.profile import DeviceProfile
-from edgetwin.progress import Progress, no_progress
+from edgetwin.progress import Steps, no_progress
 from edgetwin.results import read_table
 from edgetwin.scenario import Scenario
 from edgetwin.schema import referenced_file
 
 
 def fit_profile(
-    spec_path: Path | str, command: str, progress: Progress = no_progress
+    spec_path: Path | str, command: str, progress: Steps = no_progress
 ) -> DeviceProfile:
     """Fit timing then power parameters; the profile records residuals, provenance, ``command``.
     ``progress`` counts the fit (one step), then the held-out refits (one a batch size)."""

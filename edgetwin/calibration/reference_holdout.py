@@ -28,7 +28,7 @@ from edgetwin.calibration.reference_power import with_fitted_watts
 from edgetwin.calibration.reference_twin import simulate_config
 from edgetwin.comparison import key_label, relative_pct
 from edgetwin.profile import DeviceProfile
-from edgetwin.progress import Progress, no_progress
+from edgetwin.progress import Steps, no_progress
 from edgetwin.results import row_key
 from edgetwin.scenario import Scenario
 from edgetwin.schema import referenced_file
@@ -37,7 +37,7 @@ _LOG = logging.getLogger(__name__)  # notices: a held-out batch that leaves noth
 
 
 def leave_one_batch_out_table(
-    spec_path: Path, progress: Progress = no_progress
+    spec_path: Path, progress: Steps = no_progress
 ) -> list[dict[str, Any]]:
     """Refit without each batch size of the measured table and predict that batch's rows
     (none when the table has one batch size, or a section's only rows, or all but too few

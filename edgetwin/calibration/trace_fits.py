@@ -57,7 +57,7 @@ from edgetwin.calibration.trace_predictors import (
 )
 from edgetwin.errors import InputError
 from edgetwin.profile import ComputeParams, DeviceProfile
-from edgetwin.progress import Progress, no_progress
+from edgetwin.progress import Steps, no_progress
 
 # the profile sections a fit sets the parameters of: those of its bounds (and fixed ones)
 SECTION_BOUNDS: dict[str, Bounds] = {
@@ -199,7 +199,7 @@ def run_fits(
     data: TraceData,
     plan: list[PlannedFit],
     holdout: Holdout | None = None,
-    progress: Progress = no_progress,
+    progress: Steps = no_progress,
 ) -> dict[str, ComponentFit]:
     """Each planned fit, in order. A section with too few distinct points for its
     parameters is an InputError naming the file it is fitted from; in a held-out refit it

@@ -39,13 +39,13 @@ from edgetwin.calibration.trace_inputs import (
 from edgetwin.calibration.trace_predictors import compute_predictor, staging_predictor
 from edgetwin.comparison import relative_pct
 from edgetwin.profile import DeviceProfile, MemoryParams
-from edgetwin.progress import Progress, no_progress
+from edgetwin.progress import Steps, no_progress
 
 _LOG = logging.getLogger(__name__)  # notices: a held-out value that leaves nothing to refit
 
 
 def leave_one_out(
-    spec_path: Path, by: HoldoutBy, progress: Progress = no_progress
+    spec_path: Path, by: HoldoutBy, progress: Steps = no_progress
 ) -> list[dict[str, Any]]:
     """Refit without each batch size (or bandwidth, or prompt length) and predict what was
     left out: the whole-model latency, the staged exchange total of a forward, and a

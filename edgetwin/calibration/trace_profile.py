@@ -28,7 +28,7 @@ from edgetwin.calibration.trace_inputs import (
 )
 from edgetwin.errors import InputError
 from edgetwin.profile import DeviceProfile
-from edgetwin.progress import Progress, no_progress
+from edgetwin.progress import Steps, no_progress
 from edgetwin.schema import validation_error
 
 
@@ -69,7 +69,7 @@ def _power_source(spec: TraceCalibrationSpec, data: TraceData, base: DeviceProfi
 
 
 def calibrate_from_traces(
-    spec_path: Path, command: str, progress: Progress = no_progress
+    spec_path: Path, command: str, progress: Steps = no_progress
 ) -> DeviceProfile:
     """The profile a ``kind: traces`` spec describes, with fit report and provenance;
     ``progress``: its fits, then its held-out refits (``fit.held_out``)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Protocol, TextIO
+from typing import TextIO
 
 from rich.progress import (
     BarColumn,
@@ -19,13 +19,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from edgetwin.progress import Progress as ApiProgress
-
-
-class Advance(Protocol):
-    """Marks one step done; ``done`` (optional) names it, shown after the count."""
-
-    def __call__(self, done: str = "") -> None: ...
+from edgetwin.progress import Advance, Steps
 
 
 @contextmanager
@@ -91,6 +85,6 @@ def _advance(bar: Progress, task: TaskID, label: str) -> Advance:
     return advance
 
 
-def progress_bar(quiet: bool) -> ApiProgress:
+def progress_bar(quiet: bool) -> Steps:
     """``progress`` as the Python API's ``progress`` argument takes it."""
     return lambda label, total: progress(label, total, quiet)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgetwin.configuration import CrowdRun
+from edgetwin.configuration import CrowdRun, run_label
 from edgetwin.crowd_fleet import (
     PhoneClass,
     PhoneSetup,
@@ -247,8 +247,3 @@ def job_seed(scenario_seed: int, rep: int) -> int:
     choices): one of its own per repetition, as the twin's repetitions have their own
     streams (every repetition drew the scenario's seed, so the same choices)."""
     return int(np.random.SeedSequence([scenario_seed, rep]).generate_state(1)[0])
-
-
-def run_label(run: CrowdRun) -> str:
-    """How errors and fault records name a run: ``crowdio_streaming affinity 10 Mbps rep 0``."""
-    return f"{run.strategy} {run.scheduler} {run.bandwidth_mbps:g} Mbps rep {run.rep}"

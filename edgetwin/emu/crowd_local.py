@@ -11,14 +11,14 @@ hosts, which loopback does not have: a scenario with faults is refused.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
-from edgetwin.configuration import CrowdRun, crowd_runs, in_turn
+from edgetwin.configuration import CrowdRun, crowd_runs, in_turn, run_label
 from edgetwin.emu.crowd_jobs import CrowdJobs, check_crowd_jobs, check_phones_fit
 from edgetwin.emu.crowdio.launcher import LocalPlacement
 from edgetwin.emulator_spec import JOB_TIMEOUT_S
 from edgetwin.errors import MODE_EMU, TRACE_ASKED, InputError
+from edgetwin.progress import Step, naming
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import LOCAL, run_folder
 from edgetwin.scenario import Scenario
@@ -46,22 +46,23 @@ def check_crowd_local(
 def run_crowd_local(
     scenario: Scenario,
     scenario_path: Path | None = None,
-    on_progress: Callable[[], None] | None = None,
+    on_progress: Step | None = None,
     *,
     timeout_s: float = JOB_TIMEOUT_S,
 ) -> list[ResultRow]:
-    """Every run of a crowd scenario on loopback, one row per run (its job), mode local.
+    """Every run of a crowd scenario on loopback, one row per run (its job), mode local;
+    ``on_progress`` is told each run as it ends (its ``run_label`` if it takes one).
 
     Raises ``InputError`` for what local mode cannot run and ``CrowdJobFailed`` when a job
     does not finish (a deadline passed, the foreman failed it, a process did not start)."""
     check_crowd_local(scenario, scenario_path)
     runs = crowd_runs(scenario)
     rows: dict[CrowdRun, ResultRow] = {}
+    advance = naming(on_progress)
     with run_folder(LOCAL, "crowd") as scratch:
         jobs = CrowdJobs.prepare(scenario, scenario_path, Path(scratch))
         for run in in_turn(runs):
             summary = jobs.run(run, LocalPlacement(), timeout_s)
             rows[run] = jobs.row(run, summary, "local")
-            if on_progress is not None:
-                on_progress()
+            advance(run_label(run))
     return [rows[run] for run in runs]

@@ -20,7 +20,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Literal
 
-from edgetwin.configuration import configuration_columns, resolve_segments
+from edgetwin.configuration import configuration_columns, resolve_segments, step_label
 from edgetwin.emu.launch_deadline import launch_deadline_s
 from edgetwin.emu.llm.local_rows import check_decoder_runnable, decoder_model, decoder_rows
 from edgetwin.emu.memory_check import BatchMemory, check_weights_fit
@@ -32,6 +32,7 @@ from edgetwin.errors import MODE_TWIN, TRACE_ASKED, InputError
 from edgetwin.models import registry
 from edgetwin.models.costs import weight_bytes
 from edgetwin.models.strategy import VIT_WORKER
+from edgetwin.progress import Step, naming
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Configuration, Scenario, configurations
 from edgetwin.this_machine import available_cores
@@ -108,7 +109,7 @@ def largest_batch_memory(scenario: Scenario) -> BatchMemory:
 
 def run_local(
     scenario: Scenario,
-    on_progress: Callable[[], None] | None = None,
+    on_progress: Step | None = None,
     *,
     weights: Path | None = None,
     device: Device = "cpu",
@@ -119,6 +120,8 @@ def run_local(
 ) -> list[ResultRow]:
     """Every configuration x repetition as real processes; rows in configuration order.
 
+    ``on_progress``: told each repetition as it ends (its ``step_label`` if it takes one).
+
     ``weights``: a state_dict (timm ViT names) instead of seeded random weights.
     ``timeout_s``: deadline of each launch (default: generous, from the FLOPs to do).
     ``trace_dir``: also write a PyTorch profiler Chrome trace per rank and configuration.
@@ -128,6 +131,7 @@ def run_local(
     Raises ``InputError`` for what local mode cannot run and ``LaunchError`` if a rank fails.
     """
     rows_by_config: dict[Configuration, list[ResultRow]] = {}
+    tell = told_repetitions(on_progress)
     if decoder_model(scenario) is not None:
         check_runnable(scenario, trace=trace_dir is not None)
         if weights is not None and not weights.is_file():
@@ -138,9 +142,9 @@ def run_local(
         )
         for config, rows in measured:
             rows_by_config[config] = rows
-            for _ in rows:
-                if on_progress is not None:
-                    on_progress()
+            for row in rows:
+                if tell is not None:
+                    tell(config, row.rep)
     else:
         runs = measure_local(
             scenario,
@@ -150,10 +154,19 @@ def run_local(
             timeout_s,
             trace_dir,
             threads=threads,
-            on_rep=None if on_progress is None else lambda _config, _rep: on_progress(),
+            on_rep=tell,
         )
         rows_by_config = {run.config: result_rows(scenario, run) for run in runs}
     return [row for config in configurations(scenario) for row in rows_by_config[config]]
+
+
+def told_repetitions(on_progress: Step | None) -> Callable[[Configuration, int], None] | None:
+    """``on_progress`` told a configuration's repetition by its ``step_label`` (None:
+    nothing to tell, no label built)."""
+    if on_progress is None:
+        return None
+    advance = naming(on_progress)
+    return lambda config, rep: advance(step_label(config, rep))
 
 
 def measure_local(

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import simpy
 
-from edgetwin.configuration import configuration_columns, resolve_segments
+from edgetwin.configuration import configuration_columns, resolve_segments, step_label
 from edgetwin.crowd_spec import member_names
 from edgetwin.decoder_spec import DecoderSpec, kept_positions
 from edgetwin.errors import InputError, counted
@@ -19,6 +19,7 @@ from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
 from edgetwin.models.decoder_costs import contributed_bytes
 from edgetwin.profile import MB, DeviceProfile, bootstrap_count, bootstrap_variant
+from edgetwin.progress import Step, naming
 from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.scenario import (
     Configuration,
@@ -139,17 +140,19 @@ def run_scenario(
     scenario: Scenario,
     fleet: list[FleetMember],
     record_intervals: bool = False,
-    on_progress: Callable[[], None] | None = None,
+    on_progress: Step | None = None,
 ) -> Iterator[RunOutcome]:
-    """Every configuration x repetition of the scenario, in a stable order."""
+    """Every configuration x repetition of the scenario, in a stable order; ``on_progress``
+    is told each as it ends (its ``step_label`` if it takes one)."""
+    advance = None if on_progress is None else naming(on_progress)
     for config in configurations(scenario):
         for rep in range(scenario.repetitions):
             outcome = simulate(scenario, fleet, config, rep, record_intervals)
             if scenario.intervals is not None:
                 outcome = _with_prediction_intervals(scenario, fleet, outcome, rep)
             yield outcome
-            if on_progress is not None:
-                on_progress()
+            if advance is not None:  # no label to build for nobody
+                advance(step_label(config, rep))
 
 
 def _with_prediction_intervals(

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from edgetwin.errors import InputError, option_named, shown
-from edgetwin.progress import Progress, no_progress
+from edgetwin.progress import Advance, Steps, naming, no_progress
 from edgetwin.reports.static import STATIC_FORMATS, StaticFormat, browser_path
 
 STATIC_OPTION = option_named("--static", "static=")
@@ -91,9 +91,10 @@ def static_argument(value: Any, out_dir: Path | None) -> StaticFormat | None:
     return cast(StaticFormat, value)
 
 
-def progress_argument(value: Any, name: str = "progress") -> Progress:
+def progress_argument(value: Any, name: str = "progress") -> Steps:
     """``value``, a function ``progress(label, total)``, checked as it is called: what it
-    returns must be a context manager that yields a function (``None``: show nothing).
+    returns must be a context manager that yields a function (``None``: show nothing),
+    told each step's name if it takes one (``naming``).
     A wrong one is found at its first call, within the run's staging folder, so that
     nothing is left in ``out``."""
     if value is None:
@@ -103,14 +104,14 @@ def progress_argument(value: Any, name: str = "progress") -> Progress:
     wanted = "a function progress(label, total) returning a context manager that yields"
 
     @contextmanager
-    def checked(label: str, total: int) -> Iterator[Callable[[], None]]:
+    def checked(label: str, total: int) -> Iterator[Advance]:
         manager = value(label, total)
         if not isinstance(manager, AbstractContextManager):
             raise InputError(None, name, f"{wanted} a function, not one returning {shown(manager)}")
         with manager as advance:
             if not callable(advance):
                 raise InputError(None, name, f"{wanted} a function, not {shown(advance)}")
-            yield advance
+            yield naming(advance)
 
     return checked
 

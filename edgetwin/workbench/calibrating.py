@@ -12,7 +12,7 @@ from edgetwin.errors import InputError, shown
 from edgetwin.file_kinds import CALIBRATION_KINDS, check_kind
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import DeviceProfile
-from edgetwin.progress import Progress, no_progress
+from edgetwin.progress import Progress, Steps, no_progress
 from edgetwin.provenance import recording_reads
 from edgetwin.schema import read_yaml_mapping
 from edgetwin.workbench.arguments import (
@@ -89,7 +89,7 @@ def warn_of_the_fit(profile: DeviceProfile, cause: str | None = None, stacklevel
 
 
 def _fit_and_write(
-    spec: Path, kind: str, out: Path | None, force: bool, command: str, progress: Progress
+    spec: Path, kind: str, out: Path | None, force: bool, command: str, progress: Steps
 ) -> DeviceProfile | list[PhoneProfile]:
     from edgetwin.calibration.fit_android import fit_android_profiles, write_android_profiles
     from edgetwin.calibration.fit_emu import calibrate_from_emu

@@ -14,7 +14,7 @@ from tempfile import gettempdir
 from edgetwin.device_names import device_names
 from edgetwin.errors import InputError, counted
 from edgetwin.links import LINK_CHECK_FILE
-from edgetwin.progress import Progress, no_progress
+from edgetwin.progress import Progress, Steps, no_progress
 from edgetwin.provenance import write_provenance
 from edgetwin.reports.static import StaticFormat, write_static_figures
 from edgetwin.results import ResultRow
@@ -57,7 +57,7 @@ class _Run:
     inputs: RunInputs
     staging: Path  # the runner's files (run_files.RUN_FILES, traces/) go here
     trace: bool
-    progress: Progress
+    progress: Steps
     warnings: list[str] = field(default_factory=list)
 
 

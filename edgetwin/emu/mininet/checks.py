@@ -40,7 +40,7 @@ from edgetwin.emu.mininet.medium import FRAME_BYTES, queues_of
 from edgetwin.emu.mininet.net import EmuError, EmuNetwork
 from edgetwin.emu.mininet.topology import EmuHost, class_show_command, parse_class_rate_mbps
 from edgetwin.links import link_warning, within_tolerance
-from edgetwin.progress import Progress, no_progress
+from edgetwin.progress import Steps, no_progress
 from edgetwin.run_folders import EMU, run_folder
 
 IPERF_PORT = 5201
@@ -156,7 +156,7 @@ def measure_links(
     bandwidth_mbps: float,
     ranks: range,
     duration_s: float,
-    steps: Progress = no_progress,
+    steps: Steps = no_progress,
 ) -> list[LinkCheck]:
     """Both directions between host 0 and each host of ``ranks`` (one at a time); on the
     shared medium then two senders at once (``sharing_pairs`` of the network's hosts).

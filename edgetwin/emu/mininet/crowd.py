@@ -22,14 +22,13 @@ from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
 
-from edgetwin.configuration import CrowdRun, crowd_runs, in_turn
+from edgetwin.configuration import CrowdRun, crowd_runs, in_turn, run_label
 from edgetwin.crowd_fleet import PhoneClass, PhoneSetup, resolve_classes
 from edgetwin.emu.child_env import package_env
 from edgetwin.emu.crowd_jobs import (
     CrowdJobs,
     check_crowd_jobs,
     crowd_phones,
-    run_label,
 )
 from edgetwin.emu.crowdio.launcher import WORKER, Processes, WorkerSpec
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
@@ -46,7 +45,7 @@ from edgetwin.emu.mininet.topology import (
 from edgetwin.emulator_spec import JOB_TIMEOUT_S, MIN_HOST_CPU_CORES, EmulatorSpec
 from edgetwin.errors import InputError
 from edgetwin.links import worst_error_pct
-from edgetwin.progress import Progress, no_progress
+from edgetwin.progress import Step, Steps, naming, no_progress
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import EMU, run_folder
 from edgetwin.scenario import Scenario
@@ -151,17 +150,17 @@ def phone_limits(
 def run_crowd_emu(
     scenario: Scenario,
     scenario_path: Path | None = None,
-    on_progress: Callable[[], None] | None = None,
+    on_progress: Step | None = None,
     *,
-    steps: Progress = no_progress,
+    steps: Steps = no_progress,
     link_check_s: int | None = None,
     timeout_s: float = JOB_TIMEOUT_S,
 ) -> CrowdEmuRun:
     """Every bandwidth x run of a crowd scenario in the emulator; always torn down.
 
-    ``on_progress`` is called after each run; ``steps`` shows the link checks' progress.
-    ``link_check_s`` (None: the scenario's ``emulator.link_check_s``) 0 skips the iperf3
-    link checks."""
+    ``on_progress`` is told each run as it ends (its ``run_label`` if it takes one);
+    ``steps`` shows the link checks' progress. ``link_check_s`` (None: the scenario's
+    ``emulator.link_check_s``) 0 skips the iperf3 link checks."""
     if link_check_s is None:
         link_check_s = scenario.emulator.link_check_s
     phones = crowd_phones(scenario, scenario_path)
@@ -172,6 +171,7 @@ def run_crowd_emu(
     result = CrowdEmuRun([], [], [], [])
     played: dict[CrowdRun, PipelineSummary] = {}  # by run, in the order they played
     rows: dict[CrowdRun, ResultRow] = {}
+    advance = naming(on_progress)
     with run_folder(EMU, "crowd") as scratch:  # the stages' export, the jobs' folders and caches
         # exported, and checked to fit a phone class, before the network starts
         prepared = CrowdJobs.prepare(scenario, scenario_path, Path(scratch))
@@ -193,8 +193,7 @@ def run_crowd_emu(
                     result.faults.extend(records)
                     row = prepared.row(run, summary, "emu")
                     rows[run] = replace(row, link_error_pct=link_error)
-                    if on_progress is not None:
-                        on_progress()
+                    advance(run_label(run))
     result.summaries.extend(played[run] for run in runs)
     result.rows.extend(rows[run] for run in runs)
     return result

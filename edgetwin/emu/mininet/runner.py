@@ -29,7 +29,13 @@ from edgetwin.emu.llm import records as llm_records
 from edgetwin.emu.llm.launcher import group_args, rank_command
 from edgetwin.emu.llm.local_rows import decoder_model, decoder_rows
 from edgetwin.emu.llm.runs import DecoderRun
-from edgetwin.emu.local import check_runnable, device_threads, measure_local, result_rows
+from edgetwin.emu.local import (
+    check_runnable,
+    device_threads,
+    measure_local,
+    result_rows,
+    told_repetitions,
+)
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.crowd import check_crowd_emulatable, phone_limits, run_crowd_emu
 from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
@@ -49,7 +55,7 @@ from edgetwin.emulator_spec import JOB_TIMEOUT_S
 from edgetwin.errors import InputError
 from edgetwin.links import worst_error_pct
 from edgetwin.models.strategy import VIT_WORKER
-from edgetwin.progress import Progress, no_progress
+from edgetwin.progress import Step, Steps, no_progress
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import EMU, run_folder
 from edgetwin.scenario import Configuration, Scenario, configurations
@@ -181,16 +187,17 @@ def emu_runs(scenario: Scenario) -> int:
 def run_emu(
     scenario: Scenario,
     scenario_path: Path | None = None,
-    on_progress: Callable[[], None] | None = None,
+    on_progress: Step | None = None,
     *,
-    steps: Progress = no_progress,
+    steps: Steps = no_progress,
     warmup: int = 2,
     link_check_s: int | None = None,
     timeout_s: float | None = None,
 ) -> EmuRun:
     """Every configuration x repetition in the emulator; the network is always torn down.
 
-    ``on_progress`` is called after each row; ``steps`` shows the link checks' progress
+    ``on_progress`` is told each row as it ends (its configuration's and repetition's
+    label if it takes one: ``edgetwin.progress``); ``steps`` shows the link checks' progress
     (seconds a direction) in between. ``link_check_s`` (None: the scenario's
     ``emulator.link_check_s``) 0 skips the iperf3 link checks.
     Raises ``InputError`` for what the emulator cannot run, ``LaunchError`` if a rank
@@ -238,24 +245,24 @@ def _measured(
     launch: _HostLauncher,
     warmup: int,
     timeout_s: float | None,
-    on_progress: Callable[[], None] | None,
+    on_progress: Step | None,
 ) -> Iterator[tuple[Configuration, list[ResultRow]]]:
     """Local mode's rows of ``configs``, the ranks started on the hosts: the real decoder
     for a decoder scenario (``on_progress`` told each row as its launch ends), else the ViT
     (told each repetition as rank 0 ends it)."""
+    tell = told_repetitions(on_progress)
     if decoder_model(scenario) is not None:
         threads = device_threads(scenario)
         decoded = decoder_rows(scenario, threads, warmup=warmup, timeout_s=timeout_s,
                                configs=configs, launch=launch.decoder)  # fmt: skip
         for config, rows in decoded:
-            for _ in rows:
-                if on_progress is not None:
-                    on_progress()
+            for row in rows:
+                if tell is not None:
+                    tell(config, row.rep)
             yield config, rows
         return
-    on_rep = None if on_progress is None else lambda _config, _rep: on_progress()
     runs = measure_local(scenario, warmup=warmup, timeout_s=timeout_s, configs=configs,
-                         launch=launch, on_rep=on_rep)  # fmt: skip
+                         launch=launch, on_rep=tell)  # fmt: skip
     for run in runs:
         yield run.config, result_rows(scenario, run)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from edgetwin.configuration import CrowdRun, crowd_runs
+from edgetwin.configuration import CrowdRun, crowd_runs, run_label
 from edgetwin.crowd_fleet import PhoneClass, expand_fleet, resolve_fleet
 from edgetwin.crowd_spec import CROWD_STRATEGIES
 from edgetwin.errors import InputError
@@ -30,6 +30,7 @@ from edgetwin.models import registry
 from edgetwin.phone_profile import device_profile
 from edgetwin.policies.scheduling import SCHEDULERS, check_schedulers, make_scheduler
 from edgetwin.profile import NetworkParams, mah_from_joules
+from edgetwin.progress import Step, naming
 from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.scenario import Scenario
 from edgetwin.schema import referenced_file
@@ -109,19 +110,20 @@ def prepare_crowd(scenario: Scenario, scenario_path: Path | None) -> CrowdSetup:
 def run_crowd(
     scenario: Scenario,
     scenario_path: Path | None,
-    on_progress: Callable[[], None] | None = None,
+    on_progress: Step | None = None,
 ) -> list[ResultRow]:
-    """Every run of a crowd scenario; one row per job, in run order then job order.
+    """Every run of a crowd scenario; one row per job, in run order then job order;
+    ``on_progress`` is told each run as it ends (its ``run_label`` if it takes one).
 
     With ``intervals``, every metric's band is "not known": a phone profile keeps no
     held-out residuals and no bootstrap (docs/calibration.md, "Prediction intervals")."""
     setup = prepare_crowd(scenario, scenario_path)
     rows: list[ResultRow] = []
+    advance = naming(on_progress)
     for run in crowd_runs(scenario):
         jobs = simulate_crowd(scenario, setup, run).rows
         rows.extend(jobs if scenario.intervals is None else map(not_known_intervals, jobs))
-        if on_progress is not None:
-            on_progress()
+        advance(run_label(run))
     return rows
 
 
