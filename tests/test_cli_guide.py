@@ -462,6 +462,52 @@ def test_help_of_calibrate_out_says_an_android_spec_writes_a_folder() -> None:
     assert "an Android spec's: the folder" in text
 
 
+def _help(name: str) -> str:
+    return " ".join(_subcommands()[name].format_help().split())
+
+
+def test_help_of_mode_says_which_mode_runs_without_it() -> None:
+    """Help read 'default: its mode:, twin; emu: Mininet, root'."""
+    assert (
+        "--mode {twin,emu} run in this mode instead of the file's mode: (default: the file's,"
+        in (_help("evaluate-affinity"))
+    )
+    assert "twin where it has none; emu needs Mininet and root)" in _help("evaluate-affinity")
+    assert "instead of the scenario's mode: (default: the scenario's, twin where it has none)" in (
+        _help("run")
+    )
+
+
+def test_help_of_calibrate_machine_quick_says_how_long_and_what_it_is_not_for() -> None:
+    """Help said 'a few seconds'; docs/calibration.md measures about 18 s, and a --quick
+    profile predicts a real-size model far too fast."""
+    text = _help("calibrate-machine")
+    assert "--quick a 4-block ViT of width 192 and a small decoder (about 18 s)" in text
+    assert "too small for its profile to predict models of real size" in text
+
+
+def test_help_of_plan_says_what_out_resumes_and_what_scheduler_replaces() -> None:
+    """Help said 'output folder (resumable) (required, except with --check)' and gave no
+    default for --scheduler."""
+    text = _help("plan")
+    assert "--out OUT output folder; the same command again resumes its sweep (required" in text
+    assert "a Dask scheduler, e.g. tcp://host:8786, instead of --workers (default: none" in text
+
+
+def test_help_of_init_lists_the_kinds_in_the_readme_order() -> None:
+    """Usage read {eval,plan,scenario}; the README and the help's own text say scenario,
+    eval, plan."""
+    assert "edgetwin init [-h] [--force] {scenario,eval,plan} [path]" in _help("init")
+    assert "edgetwin init scenario|eval|plan" in _readme_commands()["init"]
+
+
+def test_help_of_emu_cleanup_says_what_needs_root() -> None:
+    """Help said 'a crashed emulator run ... or local run' and nothing of root: without it
+    only a killed local run's folders are removed, and the command exits 2."""
+    text = _help("emu-cleanup")
+    assert "killed runs left: local runs' folders; as root, emulator processes, links" in text
+
+
 def test_help_of_quiet_says_what_it_silences() -> None:
     text = " ".join(_subcommands()["run"].format_help().split())
     assert "--quiet no progress bar on a terminal, no progress lines on stderr" in text

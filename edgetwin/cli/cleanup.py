@@ -39,7 +39,8 @@ def cleanup_command(_args: argparse.Namespace) -> int:
 
 EMU_CLEANUP = Command(
     "emu-cleanup",
-    "remove what a crashed emulator run (processes, links, folders) or local run left",
+    "remove what killed runs left: local runs' folders; as root, emulator processes, links, "
+    "folders",
     "sudo edgetwin emu-cleanup",
     add_cleanup_arguments,
     cleanup_command,

@@ -80,7 +80,8 @@ def add_affinity_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mode",
         choices=AFFINITY_MODES,
-        help="overrides the file's mode (default: its mode:, twin; emu: Mininet, root)",
+        help="run in this mode instead of the file's mode: (default: the file's, twin where "
+        "it has none; emu needs Mininet and root)",
     )
     add_quiet_argument(parser)
     add_output_options(parser)

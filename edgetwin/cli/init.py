@@ -29,7 +29,7 @@ def add_init_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of the ``init`` subcommand."""
     parser.add_argument(
         "kind",
-        choices=sorted(TEMPLATES),
+        choices=list(TEMPLATES),
         help="what to write: scenario, eval (an evaluation, beside a scenario.yaml) "
         "or plan (a plan question, beside a scenario.yaml)",
     )

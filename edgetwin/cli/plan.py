@@ -17,11 +17,15 @@ from edgetwin.workbench.planning import check_plan_out, run_plan
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of the ``plan`` subcommand."""
     parser.add_argument("question", type=Path, help="question file (YAML), e.g. *.plan.yaml")
-    inputs.add_out_argument(parser, "output folder (resumable)")
+    inputs.add_out_argument(parser, "output folder; the same command again resumes its sweep")
     parser.add_argument(
         "--workers", type=int, default=None, help="local worker processes (default: CPU count)"
     )
-    parser.add_argument("--scheduler", help="a Dask scheduler, e.g. tcp://host:8786")
+    parser.add_argument(
+        "--scheduler",
+        help="a Dask scheduler, e.g. tcp://host:8786, instead of --workers (default: none, "
+        "a local process pool)",
+    )
     inputs.add_set_argument(
         parser, "override a question field, e.g. --set question.target_p95_ms=150"
     )

@@ -36,7 +36,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="override the scenario's seed")
     add_set_argument(parser, "override a scenario field, e.g. --set network.latency_ms=2")
     parser.add_argument(
-        "--mode", choices=RUN_MODES, help="override the scenario's mode (default: its mode:, twin)"
+        "--mode",
+        choices=RUN_MODES,
+        help="run in this mode instead of the scenario's mode: (default: the scenario's, twin "
+        "where it has none)",
     )
     parser.add_argument(
         "--trace",
