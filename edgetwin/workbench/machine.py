@@ -5,14 +5,13 @@ torch and the fitting code are imported when it runs, not with the API."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from edgetwin.errors import InputError, option_named
 from edgetwin.profile import DeviceProfile
-from edgetwin.progress import Progress, no_progress
+from edgetwin.progress import Progress, Steps, no_progress
 from edgetwin.provenance import recording_reads, write_provenance
 from edgetwin.this_machine import available_cores, load_average_1min
 from edgetwin.workbench.arguments import (
@@ -24,9 +23,6 @@ from edgetwin.workbench.arguments import (
 )
 from edgetwin.workbench.calibrating import warn_of_the_fit
 from edgetwin.workbench.output import output_folder
-
-# label, total -> what marks a step done (``done`` names it: the command's progress shows it)
-NamedSteps = Callable[[str, int], AbstractContextManager[Callable[[str], None]]]
 
 
 def calibrate_machine(
@@ -70,7 +66,7 @@ def calibrate_machine(
         decoder=flags["decoder"],
         emu=emu_dir,
         force=flag_argument(force, "force"),
-        steps=_unnamed(shows),
+        steps=shows,
         command=call,
     )
 
@@ -82,7 +78,7 @@ def profile_machine(
     decoder: bool,
     emu: Path | None,
     force: bool,
-    steps: NamedSteps,
+    steps: Steps,
     command: list[str],
 ) -> DeviceProfile:
     """``calibrate_machine`` on checked arguments, its steps named (the command shows them)."""
@@ -138,14 +134,3 @@ def _fit_emu_run(
         write_provenance(staging, command=command, seed=None, inputs=reads)
     warn_of_the_fit(profile, stacklevel=5)
     return profile
-
-
-def _unnamed(shows: Progress) -> NamedSteps:
-    """The API's ``progress``, whose step function takes no name, as named steps."""
-
-    @contextmanager
-    def steps(label: str, total: int) -> Iterator[Callable[[str], None]]:
-        with shows(label, total) as advance:
-            yield lambda _done: advance()
-
-    return steps
