@@ -23,7 +23,7 @@ from edgetwin.provenance import code_digest
 from edgetwin.results import RESULTS_CSV, ResultRow, write_results
 from edgetwin.sim.runner import unplayed_in_twin
 
-Advance = Callable[[], None]  # called once per configuration done
+UnitDone = Callable[[], None]  # called once per unit of the sweep done
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def sweep_rows(
     loaded: LoadedQuestion,
     journal: Journal,
     executor: Executor,
-    on_progress: Advance | None = None,
+    on_progress: UnitDone | None = None,
 ) -> tuple[list[ResultRow], int]:
     """Rows of every unit of the sweep in index order (device sweeps: ``run_scenario``
     order), and how many units ran now (the others came from the journal).
@@ -104,7 +104,7 @@ def run_plan(
     out: Path,
     executor: Executor,
     write_report: ReportWriter,
-    on_progress: Advance | None = None,
+    on_progress: UnitDone | None = None,
 ) -> PlanOutcome:
     """Sweep (resuming), then write ``results.csv``, ``scenario.resolved.yaml`` and
     ``question.resolved.yaml``, and answer from that table: ``answer.json`` and the report
