@@ -232,3 +232,13 @@ def test_what_the_api_raises_and_warns_is_in_its_namespace() -> None:
     assert edgetwin.RunFailed is RunFailed
     assert edgetwin.PoorFitWarning is PoorFitWarning
     assert edgetwin.AtBoundWarning is AtBoundWarning
+
+
+def test_what_a_fit_check_needs_is_in_its_namespace() -> None:
+    """docs/api.md's calibrate example imported ``poorly_fitted`` from
+    ``edgetwin.calibration.fit_check``: its examples now use ``edgetwin`` alone."""
+    from edgetwin.calibration.fit_check import at_bound, poorly_fitted
+
+    assert edgetwin.poorly_fitted is poorly_fitted
+    assert edgetwin.at_bound is at_bound
+    assert "from edgetwin." not in api_md_examples()

@@ -1,11 +1,16 @@
 """The Python API (docs/api.md): run a scenario, load a run's folder, results as a
-pandas DataFrame, its report again, fit and validate a profile, profile this machine,
-compare two runs, evaluate policies, answer a plan; and the types they return.
+pandas DataFrame, its report again, fit and validate a profile (and check its fit), profile
+this machine, compare two runs, evaluate policies, answer a plan; and the types they return.
 ``edgetwin.run`` and the others are these, imported on first use."""
 
 from __future__ import annotations
 
-from edgetwin.calibration.fit_check import AtBoundWarning, PoorFitWarning
+from edgetwin.calibration.fit_check import (
+    AtBoundWarning,
+    PoorFitWarning,
+    at_bound,
+    poorly_fitted,
+)
 from edgetwin.comparison import Comparison
 from edgetwin.errors import InputError, RunFailed
 from edgetwin.evaluate.adaptive_results import Evaluation
@@ -42,6 +47,7 @@ __all__ = [
     "RunFailed",
     "Scenario",
     "Validation",
+    "at_bound",
     "calibrate",
     "calibrate_machine",
     "compare",
@@ -49,6 +55,7 @@ __all__ = [
     "evaluate_affinity",
     "load_results",
     "load_scenario",
+    "poorly_fitted",
     "report",
     "run",
     "run_plan",
