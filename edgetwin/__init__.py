@@ -35,6 +35,7 @@ __all__ = [
     "compare",
     "evaluate_adaptive",
     "evaluate_affinity",
+    "init",
     "load_results",
     "load_scenario",
     "poorly_fitted",

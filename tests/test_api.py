@@ -458,7 +458,9 @@ def test_out_that_holds_the_scenario_is_refused(tmp_path: Path) -> None:
     """The CLI refused it, but from Python ``force=True`` replaced the folder and the
     scenario it had just read went with it."""
     scenario = tmp_path / "s.yaml"
-    scenario.write_text((ROOT / "edgetwin" / "cli" / "templates" / "scenario.yaml").read_text())
+    scenario.write_text(
+        (ROOT / "edgetwin" / "workbench" / "templates" / "scenario.yaml").read_text()
+    )
     with pytest.raises(InputError, match="holds an input of this command"):
         edgetwin.run(scenario, out=tmp_path, force=True)
     assert [p.name for p in tmp_path.iterdir()] == ["s.yaml"]

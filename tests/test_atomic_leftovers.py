@@ -30,7 +30,7 @@ from edgetwin.cli import main
 from edgetwin.workbench.output import output_folder
 
 REPO = Path(__file__).resolve().parents[1]
-TEMPLATE = REPO / "edgetwin" / "cli" / "templates" / "scenario.yaml"
+TEMPLATE = REPO / "edgetwin" / "workbench" / "templates" / "scenario.yaml"
 SCENARIOS = REPO / "scenarios"
 
 # Runs edgetwin's command line (ARGS) held where its output is put in place of OUT (the

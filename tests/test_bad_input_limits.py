@@ -45,7 +45,7 @@ from tests.test_bad_input import assert_clean_failure
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "scenarios"
 SPECS = REPO / "edgetwin" / "calibration" / "specs"
-TEMPLATE = REPO / "edgetwin" / "cli" / "templates" / "scenario.yaml"
+TEMPLATE = REPO / "edgetwin" / "workbench" / "templates" / "scenario.yaml"
 
 
 @pytest.mark.timeout(60)

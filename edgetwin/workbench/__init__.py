@@ -1,6 +1,7 @@
 """The Python API (docs/api.md): run a scenario, load a run's folder, results as a
 pandas DataFrame, its report again, fit and validate a profile (and check its fit), profile
-this machine, compare two runs, evaluate policies, answer a plan; and the types they return.
+this machine, compare two runs, evaluate policies, answer a plan, start a file from a
+template; and the types they return.
 ``edgetwin.run`` and the others are these, imported on first use."""
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from edgetwin.workbench.planning import run_plan
 from edgetwin.workbench.reporting import Report, report
 from edgetwin.workbench.results import Results, load_results
 from edgetwin.workbench.running import run
+from edgetwin.workbench.starting import init
 from edgetwin.workbench.validating import Validation, validate
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "compare",
     "evaluate_adaptive",
     "evaluate_affinity",
+    "init",
     "load_results",
     "load_scenario",
     "poorly_fitted",

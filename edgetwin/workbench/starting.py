@@ -1,0 +1,48 @@
+"""A commented file to start from (``edgetwin init`` is a thin layer over ``init``): a
+scenario, an evaluation or a plan question, one that loads and runs as written."""
+
+from __future__ import annotations
+
+import os
+from importlib.resources import files
+from pathlib import Path
+
+from edgetwin.atomic import output_kind, why_not_written, write_text_atomic
+from edgetwin.errors import FORCE_OPTION, InputError
+from edgetwin.workbench.arguments import choice_argument, flag_argument, path_argument
+
+# kind -> (template in workbench/templates, default file name)
+TEMPLATES: dict[str, tuple[str, str]] = {
+    "scenario": ("scenario.yaml", "scenario.yaml"),
+    "eval": ("eval.yaml", "evaluation.eval.yaml"),
+    "plan": ("plan.yaml", "question.plan.yaml"),
+}
+KINDS = list(TEMPLATES)  # in the order the help and the README give them
+
+
+def template_text(kind: str) -> str:
+    """The commented template of ``kind``."""
+    return files("edgetwin.workbench").joinpath("templates", TEMPLATES[kind][0]).read_text()
+
+
+def init(kind: str, path: str | Path | None = None, *, force: bool = False) -> Path:
+    """Write the template of ``kind`` (``"scenario"``, ``"eval"`` or ``"plan"``) to
+    ``path``: a file, or a folder (an existing one, or a name ending in ``/``) to write the
+    default name into (``None``: the default name in the current folder). An existing file
+    is kept unless ``force``. Returns the path written."""
+    default_name = TEMPLATES[choice_argument(kind, "kind", KINDS)][1]
+    force = flag_argument(force, "force")
+    target = Path(default_name) if path is None else path_argument(path, "path")
+    if path is not None and (str(path).endswith(os.sep) or output_kind(target) == "folder"):
+        target = target / default_name
+    found = output_kind(target)
+    if found is not None and not force:
+        raise InputError(target, None, f"exists; pass {FORCE_OPTION} to overwrite it")
+    if found not in (None, "file"):
+        raise InputError(target, None, "exists and is not a file")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(target, template_text(kind))
+    except OSError as exc:
+        raise InputError(target, None, f"cannot write: {why_not_written(target, exc)}") from None
+    return target
