@@ -128,6 +128,50 @@ def test_emu_cleanup_without_root_removes_the_folders_of_killed_local_runs() -> 
         shutil.rmtree(tmp)
 
 
+API_CLEANUP = (  # edgetwin.emu_cleanup() from Python: what it raises and removed
+    "import edgetwin\n"
+    "try:\n"
+    "    edgetwin.emu_cleanup()\n"
+    "except edgetwin.EmulatorNotCleaned as exc:\n"
+    "    print(exc.message)\n"
+    "    print(*exc.local_folders, sep='\\n')\n"
+)
+
+
+@pytest.mark.timeout(60)
+def test_the_api_cleans_up_as_the_command_does() -> None:
+    """``edgetwin.emu_cleanup()`` without root removes the same folders of killed local runs
+    and raises what the command says (exit 2), the folders it removed on the error."""
+    tmp = Path(tempfile.mkdtemp(prefix="run-folders-test-"))  # nobody's too when root
+    try:
+        tmp.chmod(0o1777)
+        env = _env(tmp)
+        said, left = [], []  # what each side said; the folders of runs killed before it
+        for argv in (["-m", "edgetwin", "emu-cleanup"], ["-c", API_CLEANUP]):
+            with _holding_a_folder(_as_nobody(), env) as (_, killed):
+                pass  # SIGKILLed: its folder stays
+            left.append(sorted(tmp.iterdir()))  # the command's live one is killed by now
+            assert killed in left[-1]
+            with _holding_a_folder(_as_nobody(), env) as (_, live):
+                done = subprocess.run(
+                    [*_as_nobody(), sys.executable, *argv],
+                    env=env,
+                    cwd="/",
+                    capture_output=True,
+                    text=True,
+                )
+                assert "Traceback" not in done.stderr, done.stderr
+                assert sorted(tmp.iterdir()) == [live]  # the killed ones went
+                said.append(done)
+        command, api = said
+        message, *removed = api.stdout.splitlines()
+        assert command.stderr == f"edgetwin: error: {message}\n"
+        assert message.startswith("emu-cleanup: needs root")
+        assert sorted(tmp / name for name in removed) == left[1] and len(left[1]) == 2
+    finally:
+        shutil.rmtree(tmp)
+
+
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("kind", [LOCAL, EMU])
 def test_a_record_of_another_user_is_not_followed(

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 
 from edgetwin.cli.command import Command
-from edgetwin.errors import InputError, counted
-from edgetwin.run_folders import LOCAL, remove_leftovers
+from edgetwin.errors import counted
+from edgetwin.workbench.cleaning import EmulatorNotCleaned, emu_cleanup
 
 
 def add_cleanup_arguments(_parser: argparse.ArgumentParser) -> None:
@@ -15,25 +14,15 @@ def add_cleanup_arguments(_parser: argparse.ArgumentParser) -> None:
 
 
 def cleanup_command(_args: argparse.Namespace) -> int:
-    """Remove what a killed local run left (its temporary folders), then what a crashed
-    emulator run left: its processes, interfaces, bridge, cgroups, temporary folders and the
-    staging folder beside its ``--out`` (root's, so as root only)."""
-    from edgetwin.emu.mininet.lock import LOCK_PATH, emulator_busy
-    from edgetwin.emu.mininet.mn import ROOT_NEEDED, is_root
-    from edgetwin.emu.mininet.net import cleanup_leftovers
-
-    local = tuple(remove_leftovers(LOCAL))  # needs no root
-    root = is_root()
-    owner = emulator_busy() if root else None
-    if not root or owner is not None:  # said here: the emulator's part is not done
-        print(f"emu-cleanup: {counted(len(local), 'folder')} of killed local runs removed")
-    if not root:  # the lock file, the interfaces and the processes are root's
-        raise InputError("emu-cleanup", None, f"needs {ROOT_NEEDED}")
-    if owner is not None:
-        problem = f"an emulator run ({owner}) is live and cleans up after itself; not touching it"
-        raise InputError(LOCK_PATH, None, problem)
-    left = cleanup_leftovers()
-    print(f"emu-cleanup: {replace(left, folders=(*left.folders, *local))}")
+    """``edgetwin.emu_cleanup``, saying what it removed (exit 2 where the emulator's part
+    needs root or a live emulator run holds it, the local runs' folders removed)."""
+    try:
+        left = emu_cleanup()
+    except EmulatorNotCleaned as exc:  # said here: the emulator's part is not done
+        removed = counted(len(exc.local_folders), "folder")
+        print(f"emu-cleanup: {removed} of killed local runs removed")
+        raise
+    print(f"emu-cleanup: {left}")
     return 0
 
 

@@ -1,7 +1,7 @@
 """The Python API (docs/api.md): run a scenario, load a run's folder, results as a
 pandas DataFrame, its report again, fit and validate a profile (and check its fit), profile
 this machine, compare two runs, evaluate policies, answer a plan, start a file from a
-template; and the types they return.
+template, clean up after killed runs; and the types they return.
 ``edgetwin.run`` and the others are these, imported on first use."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from edgetwin.calibration.fit_check import (
     poorly_fitted,
 )
 from edgetwin.comparison import Comparison
+from edgetwin.emu.mininet.net import Leftovers
 from edgetwin.errors import InputError, RunFailed
 from edgetwin.evaluate.adaptive_results import Evaluation
 from edgetwin.evaluate.affinity import AffinityEvaluation
@@ -22,6 +23,7 @@ from edgetwin.profile import DeviceProfile
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
 from edgetwin.workbench.calibrating import calibrate
+from edgetwin.workbench.cleaning import EmulatorNotCleaned, emu_cleanup
 from edgetwin.workbench.comparing import compare
 from edgetwin.workbench.evaluating import evaluate_adaptive, evaluate_affinity
 from edgetwin.workbench.inputs import load_scenario
@@ -38,8 +40,10 @@ __all__ = [
     "AtBoundWarning",
     "Comparison",
     "DeviceProfile",
+    "EmulatorNotCleaned",
     "Evaluation",
     "InputError",
+    "Leftovers",
     "PhoneProfile",
     "PlanOutcome",
     "PoorFitWarning",
@@ -53,6 +57,7 @@ __all__ = [
     "calibrate",
     "calibrate_machine",
     "compare",
+    "emu_cleanup",
     "evaluate_adaptive",
     "evaluate_affinity",
     "init",
