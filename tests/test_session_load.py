@@ -9,11 +9,10 @@ import pytest
 
 from edgetwin.calibration.session_load import (
     fit_session_load,
-    measure_session_loads,
     read_session_loads,
     stage_loads,
-    write_session_loads,
 )
+from edgetwin.calibration.session_load_measure import measure_session_loads, write_session_loads
 from edgetwin.emu.crowdio.model import TINY
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import load_phone_profile
