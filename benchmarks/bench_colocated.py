@@ -35,8 +35,8 @@ from pathlib import Path
 
 import simpy
 
+from edgetwin.device_spec import HostSpec
 from edgetwin.model_spec import ModelSpec
-from edgetwin.scenario import HostSpec
 from edgetwin.sim.host import Host
 from edgetwin.this_machine import available_cores
 

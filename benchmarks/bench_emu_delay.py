@@ -25,7 +25,7 @@ from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.net import emulated_network
 from edgetwin.emu.mininet.topology import build_topology
 from edgetwin.links import TOLERANCE_PCT
-from edgetwin.scenario import NetworkSpec
+from edgetwin.network_spec import NetworkSpec
 
 RATES_MBPS = (50, 100, 200, 400, 800, 900)  # the shipped emulator scenarios' range
 CASES = ("0:0", "2:0", "10:0", "0:1", "2:1")  # latency_ms:loss_pct

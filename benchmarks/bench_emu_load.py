@@ -29,7 +29,8 @@ from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.net import emulated_network
 from edgetwin.emu.mininet.runner import run_emu
 from edgetwin.emu.mininet.topology import build_topology
-from edgetwin.scenario import NetworkSpec, validate_scenario
+from edgetwin.network_spec import NetworkSpec
+from edgetwin.scenario import validate_scenario
 
 RATES_MBPS = (200, 800)
 CORES = (1.0, 0.5, 0.25)

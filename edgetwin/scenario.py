@@ -3,8 +3,11 @@
 A scenario names the devices (by profile or inline), the network, the model,
 the strategies with their parameters and the sweeps to run. Every error names
 the file, the field and what is wrong (see ``InputError``). The models of its
-sections that stand on their own are beside it: availability (``availability_spec``),
-the crowd (``crowd_spec``) and the emulator (``emulator_spec``).
+sections are beside it: the devices and hosts (``device_spec``), availability
+(``availability_spec``), the network (``network_spec``), the model (``model_kind``),
+the strategies (``strategy_spec``), the sweeps (``sweep_spec``), the crowd
+(``crowd_spec``) and the emulator (``emulator_spec``); so is what checks a split
+(``split_problems``).
 """
 
 from __future__ import annotations
@@ -14,254 +17,45 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Discriminator,
-    Field,
-    Tag,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from edgetwin.availability_spec import Availability
-from edgetwin.crowd_spec import MAX_HORIZON_S, CrowdSpec, is_crowd_strategy, member_names
-from edgetwin.decoder_spec import DECODER_PRESETS, DecoderSpec, positions_problem
+from edgetwin.crowd_spec import CrowdSpec, is_crowd_strategy
+from edgetwin.decoder_spec import DecoderSpec, positions_problem
+from edgetwin.device_spec import MAX_DEVICES, DeviceSpec, HostSpec, check_device_names
 from edgetwin.emulator_spec import CROWD_ONLY_FIELDS, JOB_TIMEOUT_S, EmulatorSpec
 from edgetwin.errors import MODE_EMU, InputError
 from edgetwin.file_kinds import ProfileKind
-from edgetwin.model_spec import MODEL_PRESETS, ModelSpec
+from edgetwin.model_kind import AnyModel, model_kind_problem
+from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
-from edgetwin.models.decoder_costs import DecoderWorkload
 from edgetwin.models.layout import resolved_segments
+from edgetwin.network_spec import BandwidthStep, NetworkSpec
 from edgetwin.profile import PROFILE_DIR, DeviceProfile, load_profile, profile_path
 from edgetwin.schema import (
-    BandwidthMbps,
-    Batch,
     FileName,
-    NonNegativeFloat,
-    PositiveFloat,
-    PositiveInt,
     Seed,
     Strict,
-    StrictSweep,
     dump_yaml,
-    first_repeated,
     load_yaml_model,
-    optional_values,
     read_yaml_mapping,
     validate_model,
+)
+from edgetwin.split_problems import check_one_split, positions_split_problem, split_problem
+from edgetwin.strategy_spec import StrategySpec
+from edgetwin.sweep_spec import (
+    DECODER_SWEEP_KEYS,
+    SWEEP_OPTIONAL_LISTS,
+    SweepSpec,
+    WorkloadSpec,
+    longest_generation,
 )
 
 RunMode = Literal["twin", "emu", "local"]  # the twin, Mininet hosts, local processes
 RUN_MODES: tuple[str, ...] = get_args(RunMode)
 
-# Upper bounds past which a run would not fit one machine's memory or a day: a value
-# beyond one is a slip (an extra zero), refused with its field named before anything runs.
-MAX_DEVICES = 1_024  # ranks of one split model: more than a ViT's 197 or BERT's 512 tokens
+# Upper bound past which a run would not fit a day: a value beyond it is a slip (an extra
+# zero), refused with its field named before anything runs (``MAX_DEVICES`` likewise).
 MAX_REPETITIONS = 10_000  # of every configuration: a p99 needs a few hundred
-
-
-def _profile_kind(value: Any) -> str:
-    return "profile_inline" if isinstance(value, dict | DeviceProfile) else "profile_name"
-
-
-ProfileRef = Annotated[
-    Annotated[Annotated[str, Field(min_length=1)], Tag("profile_name")]
-    | Annotated[DeviceProfile, Tag("profile_inline")],
-    Discriminator(_profile_kind),
-]
-
-
-class DeviceSpec(Strict):
-    """One device class of the fleet: a profile (shipped name, file, or inline) and overrides."""
-
-    name: str = Field(min_length=1)
-    profile: ProfileRef
-    count: Annotated[int, Field(gt=0, le=MAX_DEVICES)] = 1
-    ram_mb: PositiveFloat | None = None
-    battery_wh: PositiveFloat | None = None
-    availability: Availability | None = None
-    host: str | None = None  # a name in ``hosts``: its ranks share that physical device
-
-
-class HostSpec(Strict):
-    """A physical device that several ranks (or a rank and other load) run on
-    (docs/twin.md, "Co-located ranks"). ``compute_slots``: how many ranks compute at once
-    at full speed (a time-sliced GPU: 1; a CPU: its cores / each rank's threads);
-    ``other_load``: other work sharing the compute as that many always-busy ranks
-    (fair time-slicing; a fraction for work that is busy part of the time)."""
-
-    name: FileName
-    compute_slots: PositiveFloat = 1.0
-    other_load: NonNegativeFloat = 0.0
-
-
-# the latest a bandwidth step may come: a crowd run's longest horizon, a month of simulated
-# time. No run lasts longer, so a later step never plays; and the emulator's clock, which
-# waits for each step, died of an OverflowError past threading.TIMEOUT_MAX (292 years)
-MAX_STEP_AT_MS = MAX_HORIZON_S * 1e3
-
-
-def _within_the_longest_run(at_ms: float) -> float:
-    if at_ms > MAX_STEP_AT_MS:
-        limit = f"a month of simulated time, {MAX_STEP_AT_MS:g} ms (crowd.horizon_s's maximum)"
-        raise ValueError(f"after the longest run, {limit}: the step would never play")
-    return at_ms
-
-
-class BandwidthStep(Strict):
-    at_ms: Annotated[float, Field(ge=0), AfterValidator(_within_the_longest_run)]
-    bandwidth_mbps: BandwidthMbps
-
-
-class NetworkSpec(Strict):
-    """Bandwidth (constant, or a schedule over simulated time), latency, loss, medium."""
-
-    bandwidth_mbps: BandwidthMbps = 400
-    latency_ms: NonNegativeFloat = 0
-    loss_pct: float = Field(0, ge=0, lt=100)  # per packet, host to host (emulator only)
-    medium: Literal["dedicated", "shared"] = "dedicated"
-    burst_kb: PositiveFloat | None = None  # htb token bucket; None: tc's (one packet)
-    schedule: tuple[BandwidthStep, ...] = ()
-
-    @field_validator("schedule")
-    @classmethod
-    def _one_rate_at_a_time(cls, steps: tuple[BandwidthStep, ...]) -> tuple[BandwidthStep, ...]:
-        """Two steps at one ``at_ms`` give two rates for the same instant (the one sorted
-        last was played, unsaid)."""
-        repeated = first_repeated([step.at_ms for step in steps])
-        if repeated is not None:
-            index, at_ms = repeated
-            first = [step.at_ms for step in steps].index(at_ms)
-            problem = f"steps {first} and {index} are both at at_ms {at_ms:g}"
-            raise ValueError(f"{problem}: give an instant one rate")
-        return steps
-
-
-class StrategySpec(Strict):
-    """A registered strategy and the parameters its definition takes (prism: ``cr`` or
-    ``segments``; lists sweep). ``layers``: layers per device of a strategy that splits
-    them (pipeline; empty: the twin balances them by the devices' speed)."""
-
-    name: str
-    # CR = N / (L P) is at least 1: a partition of N / P rows has at most that many segments
-    cr: tuple[Annotated[float, Field(ge=1)], ...] = ()
-    segments: tuple[PositiveInt, ...] = ()
-    layers: tuple[PositiveInt, ...] = ()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _listify(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            data = dict(data)
-            for key in ("cr", "segments"):
-                if isinstance(data.get(key), int | float):
-                    data[key] = [data[key]]
-        return data
-
-    @field_validator("name")
-    @classmethod
-    def _registered(cls, name: str) -> str:
-        registry.strategy(name)
-        return name
-
-    @model_validator(mode="after")
-    def _check_params(self) -> StrategySpec:
-        given = [key for key in ("cr", "segments") if getattr(self, key)]
-        takes = registry.strategy(self.name).params
-        if takes:
-            if len(given) != 1 or given[0] not in takes:
-                raise ValueError(f"{self.name} needs exactly one of {_quoted(takes)}")
-        elif given:
-            raise ValueError(f"{self.name} takes no 'cr' or 'segments'")
-        if self.layers and not registry.strategy(self.name).splits_layers:
-            raise ValueError(f"{self.name} takes no 'layers' (it does not split layers)")
-        return self
-
-
-def _quoted(keys: Sequence[str]) -> str:
-    return " or ".join(f"'{key}'" for key in keys)
-
-
-class SweepSpec(StrictSweep):
-    """A cartesian product of values; a scenario may list several sweeps. A list left out
-    is its default (``bandwidth_mbps``: the network's; the tokens: the workload's); a list
-    given holds at least one value."""
-
-    batch: tuple[Batch, ...] = Field((1,), min_length=1)
-    bandwidth_mbps: tuple[BandwidthMbps, ...] = optional_values()
-    devices: tuple[Annotated[int, Field(ge=2, le=MAX_DEVICES)], ...] = Field((2,), min_length=1)
-    prompt_tokens: tuple[PositiveInt, ...] = optional_values()  # decoders
-    output_tokens: tuple[PositiveInt, ...] = optional_values()
-
-
-# the lists a sweep may leave out (optional_values: their default is empty)
-SWEEP_OPTIONAL_LISTS = tuple(n for n, f in SweepSpec.model_fields.items() if f.default == ())
-DECODER_SWEEP_KEYS = ("prompt_tokens", "output_tokens")  # a decoder's workload axes
-
-
-class WorkloadSpec(Strict):
-    """What a decoder generates: ``batch`` sequences (the sweeps' batch) of
-    ``prompt_tokens`` each, then ``output_tokens`` tokens; sweeps may list other values."""
-
-    prompt_tokens: PositiveInt = 128
-    output_tokens: PositiveInt = 16
-
-
-def _model_kind(value: Any) -> str:
-    if isinstance(value, DecoderSpec):
-        return "decoder"
-    if isinstance(value, dict):
-        preset = value.get("preset")
-        if value.get("kind") == "decoder" or (
-            isinstance(preset, str) and preset in DECODER_PRESETS
-        ):
-            return "decoder"
-    return "encoder"
-
-
-AnyModel = Annotated[
-    Annotated[ModelSpec, Tag("encoder")] | Annotated[DecoderSpec, Tag("decoder")],
-    Discriminator(_model_kind),
-]
-# the keys a decoder's model has and an encoder's has not (``kind`` says which it is), and
-# the other way round
-_DECODER_KEYS = tuple(
-    k for k in DecoderSpec.model_fields if k not in {*ModelSpec.model_fields, "kind"}
-)
-_ENCODER_KEYS = tuple(k for k in ModelSpec.model_fields if k not in DecoderSpec.model_fields)
-
-
-def _model_kind_problem(model: dict[str, Any]) -> str | None:
-    """Why a model mapping is not the kind its keys say, the message led by the field it is
-    about: a ``kind`` other than decoder's, a decoder's keys on a model read as an encoder's
-    (no ``kind``; no preset, or an encoder's), or an encoder's keys on a decoder's (each
-    was an unknown key)."""
-    kind, preset = model.get("kind"), model.get("preset")
-    if "kind" in model and kind != "decoder":
-        return f"model.kind: {kind!r} is not a kind: decoder for a decoder, none for an encoder"
-    if _model_kind(model) == "decoder":
-        keys = [key for key in model if key in _ENCODER_KEYS]
-        if not keys:
-            return None
-        named = f"preset {preset!r}" if preset in DECODER_PRESETS else "kind: decoder"
-        return f"model.{keys[0]}: an encoder's key, and this model is a decoder ({named})"
-    encoder_preset = isinstance(preset, str) and preset in MODEL_PRESETS
-    if preset is not None and not encoder_preset:
-        return None
-    keys = [key for key in model if key in _DECODER_KEYS]
-    if not keys:
-        return None
-    if encoder_preset:
-        decoders = ", ".join(sorted(DECODER_PRESETS))
-        says = f"a decoder model names a decoder preset ({decoders}) or says kind: decoder"
-        return f"model.{keys[0]}: a decoder's key, and preset {preset!r} is an encoder; {says}"
-    are = "is a decoder's key" if len(keys) == 1 else "are a decoder's keys"
-    says = "a decoder model says kind: decoder (or names a decoder preset)"
-    return f"model.kind: required key is missing: {', '.join(keys)} {are}; {says}"
-
 
 _EMULATOR_DEFAULTS = EmulatorSpec().model_dump()
 _ENCODER_DEFAULTS = ModelSpec().model_dump()
@@ -296,7 +90,7 @@ class Scenario(Strict):
     @classmethod
     def _decoder_says_so(cls, data: Any) -> Any:
         model = data.get("model") if isinstance(data, dict) else None
-        problem = _model_kind_problem(model) if isinstance(model, dict) else None
+        problem = model_kind_problem(model) if isinstance(model, dict) else None
         if problem is not None:
             raise ValueError(problem)
         return data
@@ -331,7 +125,7 @@ class Scenario(Strict):
         fleet = sum(d.count for d in self.devices)
         if fleet > MAX_DEVICES:
             raise ValueError(f"'devices' have {fleet} devices in all (at most {MAX_DEVICES})")
-        _check_device_names(self.devices)
+        check_device_names(self.devices)
         for i, sweep in enumerate(self.sweeps):
             if max(sweep.devices) > fleet:
                 wanted = max(sweep.devices)
@@ -410,41 +204,6 @@ def _check_no_model(model: ModelSpec | DecoderSpec) -> None:
         raise ValueError(f"{field}: {problem}; no mode reads 'model'")
 
 
-def _check_device_names(devices: Sequence[DeviceSpec]) -> None:
-    """Every device of the fleet has a name of its own: the twin keys a device's link, its
-    bytes and its trace track by its name, so two devices of one name would share a link."""
-    classes: dict[str, int] = {}
-    owner: dict[str, int] = {}
-    for i, spec in enumerate(devices):
-        j = classes.setdefault(spec.name, i)
-        if j != i:
-            raise ValueError(f"devices.{i}.name: '{spec.name}' is the name of devices.{j} too")
-        for name in member_names(spec.name, spec.count):
-            j = owner.setdefault(name, i)
-            if j != i:
-                problem = f"a device named '{name}' is in devices.{j} too"
-                raise ValueError(
-                    f"devices.{i}.name: {problem} (a class of count N names its devices "
-                    "name-0 to name-(N-1))"
-                )
-
-
-def positions_split_problem(
-    strategies: Sequence[StrategySpec], sweeps: Sequence[SweepSpec], tokens: int
-) -> tuple[int, str] | None:
-    """The first sweep (its index) in which a position-wise strategy cannot give every
-    device one of ``tokens`` tokens, and why (``STRATEGY: PROBLEM``); None if none."""
-    for strategy in strategies:
-        definition = registry.strategy(strategy.name)
-        if definition.layout is None or definition.one_device:
-            continue
-        for j, sweep in enumerate(sweeps):
-            if max(sweep.devices) > tokens:
-                problem = f"{tokens} tokens cannot be split over {max(sweep.devices)} devices"
-                return j, f"{strategy.name}: {problem}"
-    return None
-
-
 def _check_hosts(scenario: Scenario) -> None:
     """Every device class's ``host`` is declared, every host runs a device class; the twin
     models a shared host's compute and power, not its battery or its comings and goings."""
@@ -478,7 +237,7 @@ def _check_decoder(scenario: Scenario, model: DecoderSpec) -> None:
         raise ValueError("warmup_batches: a decoder's warm-up generations are not modelled")
     workload = scenario.decoder_workload
     _check_positions(scenario, model)
-    _check_one_split(scenario.strategies)
+    check_one_split(scenario.strategies)
     for i, strategy in enumerate(scenario.strategies):
         definition = registry.strategy(strategy.name)
         if definition.decoder_plan is None:
@@ -513,31 +272,6 @@ def _check_positions(scenario: Scenario, model: DecoderSpec) -> None:
         else:
             field = "workload.prompt_tokens"
         raise ValueError(f"{field}: {problem}")
-
-
-def _check_one_split(strategies: Sequence[StrategySpec]) -> None:
-    """A strategy listed twice gives the same ``layers`` both times: the split is not part
-    of a configuration (its key), which runs once, so a second split would not run."""
-    first: dict[str, int] = {}
-    for i, strategy in enumerate(strategies):
-        j = first.setdefault(strategy.name, i)
-        if strategy.layers != strategies[j].layers:
-            problem = f"{strategy.name} is listed as strategies.{j} with other layers"
-            why = "a configuration runs one split"
-            raise ValueError(f"strategies.{i}.layers: {problem} ({why})")
-
-
-def split_problem(strategy: StrategySpec, model: DecoderSpec, devices: int, prompt: int) -> str:
-    """Why ``strategy``'s plan cannot split ``model`` over ``devices`` ('' when it can):
-    the plan itself says (heads not divisible, more ranks than positions or layers)."""
-    segments = 1 if registry.strategy(strategy.name).params else None
-    layers = strategy.layers or None
-    workload = DecoderWorkload(model, devices, 1, prompt, segments, layers)
-    try:
-        registry.decoder_plan(strategy.name, workload)
-    except ValueError as exc:
-        return str(exc)
-    return ""
 
 
 class Configuration(BaseModel):
@@ -664,13 +398,6 @@ def split_tokens(scenario: Scenario, config: Configuration) -> int:
     tokens = config.prompt_tokens if isinstance(model, DecoderSpec) else model.tokens
     assert tokens is not None
     return tokens
-
-
-def longest_generation(sweep: SweepSpec, workload: WorkloadSpec) -> tuple[int, int]:
-    """A decoder sweep's longest prompt and longest output (the ``workload``'s where the
-    sweep lists none)."""
-    prompt = max(sweep.prompt_tokens or (workload.prompt_tokens,))
-    return prompt, max(sweep.output_tokens or (workload.output_tokens,))
 
 
 def _workloads(scenario: Scenario, sweep: SweepSpec) -> Iterator[dict[str, int]]:

@@ -30,8 +30,9 @@ from edgetwin.emu.mininet.mn import DEBIAN_MININET
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import load_phone_profile
 from edgetwin.profile import load_profile
-from edgetwin.scenario import SweepSpec, load_scenario
+from edgetwin.scenario import load_scenario
 from edgetwin.schema import dump_yaml, load_yaml
+from edgetwin.sweep_spec import SweepSpec
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "edgetwin" / "calibration" / "specs"

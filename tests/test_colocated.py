@@ -14,7 +14,8 @@ import simpy
 import yaml
 
 from edgetwin.cli import main
-from edgetwin.scenario import HostSpec, Scenario, configurations, load_scenario
+from edgetwin.device_spec import HostSpec
+from edgetwin.scenario import Scenario, configurations, load_scenario
 from edgetwin.sim.host import Host
 from edgetwin.sim.runner import build_fleet, run_scenario, simulate
 from tests.conftest import REPO, toy_scenario

@@ -36,8 +36,9 @@ from edgetwin.emu.mininet.net import (
 )
 from edgetwin.emu.mininet.topology import HostLimits, build_topology
 from edgetwin.links import TOLERANCE_PCT
+from edgetwin.network_spec import NetworkSpec
 from edgetwin.run_folders import EMU, leftover_folders
-from edgetwin.scenario import NetworkSpec, Scenario, load_scenario
+from edgetwin.scenario import Scenario, load_scenario
 
 pytestmark = needs_emulator
 

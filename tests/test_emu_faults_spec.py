@@ -32,12 +32,8 @@ from edgetwin.emu.mininet.topology import (
 )
 from edgetwin.emulator_spec import EmulatorSpec
 from edgetwin.errors import InputError
-from edgetwin.scenario import (
-    BandwidthStep,
-    NetworkSpec,
-    load_scenario,
-    validate_scenario,
-)
+from edgetwin.network_spec import BandwidthStep, NetworkSpec
+from edgetwin.scenario import load_scenario, validate_scenario
 from tests.test_bad_input import assert_clean_failure
 
 REPO = Path(__file__).resolve().parents[1]

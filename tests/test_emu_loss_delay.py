@@ -34,7 +34,8 @@ from edgetwin.emu.mininet.loss import (
 from edgetwin.emu.mininet.net import emulated_network, leftover_processes
 from edgetwin.emu.mininet.topology import build_topology
 from edgetwin.errors import InputError
-from edgetwin.scenario import NetworkSpec, validate_scenario
+from edgetwin.network_spec import NetworkSpec
+from edgetwin.scenario import validate_scenario
 
 
 def test_loss_rules_drop_on_arrival_in_every_host_with_offloads_off() -> None:

@@ -28,7 +28,7 @@ from edgetwin.emu.mininet.medium import (
 from edgetwin.emu.mininet.net import emulated_network
 from edgetwin.emu.mininet.topology import TcCommand, build_topology, is_leftover_link
 from edgetwin.links import TOLERANCE_PCT, link_warnings, read_link_checks
-from edgetwin.scenario import NetworkSpec
+from edgetwin.network_spec import NetworkSpec
 
 SHARED = NetworkSpec(medium="shared")
 # Two TCP flows started together on the medium split it 50:50 only on average: over a 2-s

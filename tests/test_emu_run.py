@@ -25,7 +25,8 @@ from edgetwin.emu.mininet.net import (
 from edgetwin.emu.mininet.runner import EmuRun, run_emu
 from edgetwin.emu.mininet.topology import build_topology
 from edgetwin.links import TOLERANCE_PCT
-from edgetwin.scenario import NetworkSpec, Scenario, validate_scenario
+from edgetwin.network_spec import NetworkSpec
+from edgetwin.scenario import Scenario, validate_scenario
 
 pytestmark = pytest.mark.skipif(
     bool(missing_requirements()), reason=f"emulator needs: {missing_requirements()}"

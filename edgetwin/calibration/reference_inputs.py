@@ -19,10 +19,11 @@ from edgetwin.calibration.fit_check import TooFewPoints
 from edgetwin.calibration.profile_io import FIXABLE_SECTIONS, ProfileFacts, check_fixed
 from edgetwin.csv_rows import Row, read_header, read_rows
 from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.device_spec import MAX_DEVICES
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.results import COLUMNS, LATENCY_PARTS, CellError, check_cells
-from edgetwin.scenario import MAX_DEVICES, Configuration, Scenario, load_scenario
+from edgetwin.scenario import Configuration, Scenario, load_scenario
 from edgetwin.schema import MAX_BATCH, Strict, load_yaml_model
 
 TIMING_METRICS = (*LATENCY_PARTS, "total_ms")

@@ -3,8 +3,9 @@ the table fit, its residuals and its held-out refits predict for a row."""
 
 from __future__ import annotations
 
+from edgetwin.device_spec import DeviceSpec
 from edgetwin.profile import DeviceProfile
-from edgetwin.scenario import Configuration, DeviceSpec, Scenario
+from edgetwin.scenario import Configuration, Scenario
 from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
 
 

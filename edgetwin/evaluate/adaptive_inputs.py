@@ -26,13 +26,7 @@ from edgetwin.policies.adaptive import (
     ObjectiveKind,
 )
 from edgetwin.results import ResultRow
-from edgetwin.scenario import (
-    Scenario,
-    SweepSpec,
-    load_scenario,
-    longest_generation,
-    positions_split_problem,
-)
+from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.schema import (
     Strict,
     Tokens,
@@ -43,6 +37,8 @@ from edgetwin.schema import (
     referenced_file,
 )
 from edgetwin.sim.runner import build_fleet
+from edgetwin.split_problems import positions_split_problem
+from edgetwin.sweep_spec import SweepSpec, longest_generation
 
 TokenCounts = tuple[Tokens, ...]  # sequence lengths; left out: the scenario model's own
 

@@ -30,7 +30,7 @@ from edgetwin.file_kinds import check_kind, check_named_scenario
 from edgetwin.models import registry
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import SCHEDULERS
-from edgetwin.scenario import Scenario, StrategySpec
+from edgetwin.scenario import Scenario
 from edgetwin.schema import (
     BandwidthMbps,
     Batch,
@@ -50,6 +50,7 @@ from edgetwin.schema import (
 )
 from edgetwin.sim.crowd.runner import prepare_crowd
 from edgetwin.sim.runner import build_fleet
+from edgetwin.strategy_spec import StrategySpec
 
 
 class Axes(StrictSweep):

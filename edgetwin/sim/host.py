@@ -21,7 +21,7 @@ from itertools import count
 
 import simpy
 
-from edgetwin.scenario import HostSpec
+from edgetwin.device_spec import HostSpec
 from edgetwin.sim.network import TOLERANCE_MS  # a piece this close to done is done
 
 

@@ -27,8 +27,8 @@ from itertools import count
 
 import simpy
 
+from edgetwin.network_spec import NetworkSpec
 from edgetwin.profile import NetworkParams
-from edgetwin.scenario import NetworkSpec
 
 BITS_PER_BYTE = 8
 TOLERANCE_MS = 1e-9  # an event this close is now (float rounding); the hosts' too

@@ -14,6 +14,7 @@ import simpy
 from edgetwin.configuration import configuration_columns, resolve_segments, step_label
 from edgetwin.crowd_spec import member_names
 from edgetwin.decoder_spec import DecoderSpec, kept_positions
+from edgetwin.device_spec import DeviceSpec
 from edgetwin.errors import InputError, counted
 from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
@@ -23,7 +24,6 @@ from edgetwin.progress import Step, naming
 from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.scenario import (
     Configuration,
-    DeviceSpec,
     Scenario,
     configurations,
     device_profile,

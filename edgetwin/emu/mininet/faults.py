@@ -23,7 +23,7 @@ from typing import Literal
 from edgetwin.emu.mininet.medium import rate_commands_of
 from edgetwin.emu.mininet.topology import EmuTopology, TcCommand, link_state_command
 from edgetwin.emulator_spec import Fault
-from edgetwin.scenario import NetworkSpec
+from edgetwin.network_spec import NetworkSpec
 
 ActionKind = Literal["link_down", "link_up", "kill_worker", "bandwidth"]
 

@@ -27,7 +27,7 @@ from edgetwin.emu.mininet.topology import (
     rate_commands,
     shaping_commands,
 )
-from edgetwin.scenario import NetworkSpec
+from edgetwin.network_spec import NetworkSpec
 
 MEDIUM_DEVICE = f"{PREFIX}ifb0"
 QUEUE_PACKETS = 1000  # each leaf's FIFO: a veth's default txqueuelen, as on dedicated links

@@ -46,8 +46,8 @@ from edgetwin.emu.mininet.topology import (
     netem_probe,
 )
 from edgetwin.errors import RunFailed, sigterm_interrupts
+from edgetwin.network_spec import NetworkSpec
 from edgetwin.run_folders import EMU
-from edgetwin.scenario import NetworkSpec
 
 MARKER_ENV = "EDGETWIN_EMU"  # set to PREFIX on every process started in a host
 _SHELL_MARK = f"mininet:{PREFIX}".encode()  # Mininet's node shells: bash ... mininet:etwh0

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from edgetwin.scenario import NetworkSpec
+from edgetwin.network_spec import NetworkSpec
 
 PREFIX = "etw"  # every host, bridge and interface name starts with it (cleanup finds them)
 SUBNET = "10.77.0"  # hosts are SUBNET.1, SUBNET.2, ...

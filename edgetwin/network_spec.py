@@ -1,0 +1,52 @@
+"""A scenario's network: bandwidth (constant, or steps over simulated time), latency,
+loss and medium."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, field_validator
+
+from edgetwin.crowd_spec import MAX_HORIZON_S
+from edgetwin.schema import BandwidthMbps, NonNegativeFloat, PositiveFloat, Strict, first_repeated
+
+# the latest a bandwidth step may come: a crowd run's longest horizon, a month of simulated
+# time. No run lasts longer, so a later step never plays; and the emulator's clock, which
+# waits for each step, died of an OverflowError past threading.TIMEOUT_MAX (292 years)
+MAX_STEP_AT_MS = MAX_HORIZON_S * 1e3
+
+
+def _within_the_longest_run(at_ms: float) -> float:
+    if at_ms > MAX_STEP_AT_MS:
+        limit = f"a month of simulated time, {MAX_STEP_AT_MS:g} ms (crowd.horizon_s's maximum)"
+        raise ValueError(f"after the longest run, {limit}: the step would never play")
+    return at_ms
+
+
+class BandwidthStep(Strict):
+    at_ms: Annotated[float, Field(ge=0), AfterValidator(_within_the_longest_run)]
+    bandwidth_mbps: BandwidthMbps
+
+
+class NetworkSpec(Strict):
+    """Bandwidth (constant, or a schedule over simulated time), latency, loss, medium."""
+
+    bandwidth_mbps: BandwidthMbps = 400
+    latency_ms: NonNegativeFloat = 0
+    loss_pct: float = Field(0, ge=0, lt=100)  # per packet, host to host (emulator only)
+    medium: Literal["dedicated", "shared"] = "dedicated"
+    burst_kb: PositiveFloat | None = None  # htb token bucket; None: tc's (one packet)
+    schedule: tuple[BandwidthStep, ...] = ()
+
+    @field_validator("schedule")
+    @classmethod
+    def _one_rate_at_a_time(cls, steps: tuple[BandwidthStep, ...]) -> tuple[BandwidthStep, ...]:
+        """Two steps at one ``at_ms`` give two rates for the same instant (the one sorted
+        last was played, unsaid)."""
+        repeated = first_repeated([step.at_ms for step in steps])
+        if repeated is not None:
+            index, at_ms = repeated
+            first = [step.at_ms for step in steps].index(at_ms)
+            problem = f"steps {first} and {index} are both at at_ms {at_ms:g}"
+            raise ValueError(f"{problem}: give an instant one rate")
+        return steps
