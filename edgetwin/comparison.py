@@ -14,6 +14,7 @@ from typing import TypedDict
 
 from edgetwin.device_names import profile_name, profile_refs, read_device_names
 from edgetwin.errors import InputError, counted, shown
+from edgetwin.resolved_scenario import RESOLVED_FILE
 from edgetwin.results import (
     COLUMNS,
     STATUS_OK,
@@ -28,7 +29,6 @@ from edgetwin.results import (
     row_key,
     table_records,
 )
-from edgetwin.scenario import RESOLVED_FILE
 from edgetwin.schema import read_yaml_mapping
 
 METRICS: tuple[str, ...] = (

@@ -12,7 +12,8 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderPlan, DecoderWorkload, Ops, phase_flops
 from edgetwin.models.layout import resolved_segments
-from edgetwin.scenario import Configuration, Scenario, split_tokens, swept_bandwidths
+from edgetwin.scenario import Scenario
+from edgetwin.sweep_points import Configuration, split_tokens, swept_bandwidths
 
 
 def resolve_segments(scenario: Scenario, config: Configuration) -> tuple[int | None, float | None]:

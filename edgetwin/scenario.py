@@ -6,49 +6,31 @@ the file, the field and what is wrong (see ``InputError``). The models of its
 sections are beside it: the devices and hosts (``device_spec``), availability
 (``availability_spec``), the network (``network_spec``), the model (``model_kind``),
 the strategies (``strategy_spec``), the sweeps (``sweep_spec``), the crowd
-(``crowd_spec``) and the emulator (``emulator_spec``); so is what checks a split
-(``split_problems``).
+(``crowd_spec``) and the emulator (``emulator_spec``); so are what checks a split
+(``split_problems``), the points of the sweeps (``sweep_points``), the warnings of a
+mode (``unplayed_settings``) and its files (``resolved_scenario``, ``scenario_paths``).
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from edgetwin.crowd_spec import CrowdSpec, is_crowd_strategy
 from edgetwin.decoder_spec import DecoderSpec, positions_problem
 from edgetwin.device_spec import MAX_DEVICES, DeviceSpec, HostSpec, check_device_names
-from edgetwin.emulator_spec import CROWD_ONLY_FIELDS, JOB_TIMEOUT_S, EmulatorSpec
-from edgetwin.errors import MODE_EMU, InputError
-from edgetwin.file_kinds import ProfileKind
+from edgetwin.emulator_spec import CROWD_ONLY_FIELDS, EmulatorSpec
 from edgetwin.model_kind import AnyModel, model_kind_problem
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
-from edgetwin.models.layout import resolved_segments
-from edgetwin.network_spec import BandwidthStep, NetworkSpec
-from edgetwin.profile import PROFILE_DIR, DeviceProfile, load_profile, profile_path
-from edgetwin.schema import (
-    FileName,
-    Seed,
-    Strict,
-    dump_yaml,
-    load_yaml_model,
-    read_yaml_mapping,
-    validate_model,
-)
+from edgetwin.network_spec import NetworkSpec
+from edgetwin.schema import FileName, Seed, Strict, load_yaml_model, validate_model
 from edgetwin.split_problems import check_one_split, positions_split_problem, split_problem
 from edgetwin.strategy_spec import StrategySpec
-from edgetwin.sweep_spec import (
-    DECODER_SWEEP_KEYS,
-    SWEEP_OPTIONAL_LISTS,
-    SweepSpec,
-    WorkloadSpec,
-    longest_generation,
-)
+from edgetwin.sweep_spec import DECODER_SWEEP_KEYS, SweepSpec, WorkloadSpec, longest_generation
 
 RunMode = Literal["twin", "emu", "local"]  # the twin, Mininet hosts, local processes
 RUN_MODES: tuple[str, ...] = get_args(RunMode)
@@ -274,250 +256,11 @@ def _check_positions(scenario: Scenario, model: DecoderSpec) -> None:
         raise ValueError(f"{field}: {problem}")
 
 
-class Configuration(BaseModel):
-    """One point of the sweep: what a single results row describes."""
-
-    model_config = ConfigDict(frozen=True)
-
-    strategy: str
-    devices: int
-    batch: int
-    bandwidth_mbps: float
-    cr: float | None = None
-    segments: int | None = None
-    prompt_tokens: int | None = None  # decoders
-    output_tokens: int | None = None
-
-
-def swept_bandwidths(scenario: Scenario) -> list[float]:
-    """The bandwidths the sweeps name, in file order, each once (none: empty)."""
-    return list(dict.fromkeys(bw for sweep in scenario.sweeps for bw in sweep.bandwidth_mbps))
-
-
-def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
-    """Warnings for the settings a ``mode`` run does not play: packet loss is dropped packets
-    under real TCP, which neither the twin nor loopback has (docs/twin.md); devices that
-    come and go and a stream of crowd jobs are the twin's, a real run's devices stay and a
-    real crowd run is one job; loopback (``local``) has no latency, schedule or medium; only
-    the emulator takes down links, kills workers and caps a host's cores."""
-    network, warnings = scenario.network, []
-    if mode != "emu" and network.loss_pct > 0:
-        warnings.append(
-            f"network.loss_pct is {network.loss_pct:g} %, but only {MODE_EMU} drops packets: "
-            f"a {mode} run has no loss"
-        )
-    if mode != "emu":
-        emulated = {
-            "emulator.faults": bool(scenario.emulator.faults),
-            "emulator.host_cpu_cores": bool(scenario.emulator.host_cpu_cores),
-        }
-        emu_only = f"only {MODE_EMU} plays it: a {mode} run has none"
-        warnings += [f"{field} is set, but {emu_only}" for field, on in emulated.items() if on]
-    if mode == "twin":
-        return warnings
-    stay = f"only the twin plays availability: a {mode} run's devices stay"
-    warnings += [f"{field} is set, but {stay}" for field in _availability_fields(scenario)]
-    if scenario.crowd is not None and scenario.crowd.job.interarrival is not None:
-        one_job = "jobs arriving over crowd.horizon_s play in the twin only"
-        warnings.append(f"crowd.job.interarrival is set, but a {mode} run is one job: {one_job}")
-    if scenario.crowd is not None and mode == "emu":
-        warnings += _steps_after_the_job(scenario.network.schedule)
-    if mode == "local":
-        shaped = {
-            "network.latency_ms": network.latency_ms > 0,
-            "network.schedule": bool(network.schedule),
-            "network.medium": network.medium == "shared",
-        }
-        unshaped = f"nothing shapes loopback: only {MODE_EMU} plays it"
-        warnings += [f"{field} is set, but {unshaped}" for field, on in shaped.items() if on]
-    return warnings
-
-
-def _steps_after_the_job(schedule: Sequence[BandwidthStep]) -> list[str]:
-    """Bandwidth steps a real crowd job never reaches: its deadline comes first (the twin
-    plays them over ``crowd.horizon_s``)."""
-    deadline_ms = JOB_TIMEOUT_S * 1e3
-    return [
-        f"network.schedule.{k}.at_ms is {step.at_ms:g} ms, but the emulator runs one crowd "
-        f"job, which its {JOB_TIMEOUT_S:g} s deadline ends: the step never plays"
-        for k, step in enumerate(schedule)
-        if step.at_ms >= deadline_ms
-    ]
-
-
-def _availability_fields(scenario: Scenario) -> list[str]:
-    """The fields that make devices or phones come and go."""
-    if scenario.crowd is None:
-        classes = [("devices", d.availability) for d in scenario.devices]
-        trace = None
-    else:
-        classes = [("crowd.fleet", c.availability) for c in scenario.crowd.fleet]
-        trace = scenario.crowd.availability_trace
-    fields = [f"{group}.{k}.availability" for k, (group, a) in enumerate(classes) if a]
-    return fields + (["crowd.availability_trace"] if trace is not None else [])
-
-
-def configurations(scenario: Scenario) -> list[Configuration]:
-    """Expand strategies x sweeps into unique configurations, in file order. Two values of
-    L or CR asked for that run with the same L (a CR resolves to the nearest whole L, and L
-    is at most a partition's rows) are one configuration, the first asked: each ran and
-    wrote the same row twice."""
-    seen: dict[Configuration, Configuration] = {}
-    for sweep in scenario.sweeps:
-        bandwidths = sweep.bandwidth_mbps or (scenario.network.bandwidth_mbps,)
-        for strategy in scenario.strategies:
-            for batch, bw, devices in itertools.product(sweep.batch, bandwidths, sweep.devices):
-                for params in _strategy_params(strategy):
-                    n_devices = 1 if registry.strategy(strategy.name).one_device else devices
-                    for workload in _workloads(scenario, sweep):
-                        config = Configuration(
-                            strategy=strategy.name,
-                            devices=n_devices,
-                            batch=batch,
-                            bandwidth_mbps=bw,
-                            **params,
-                            **workload,
-                        )
-                        seen.setdefault(_what_runs(scenario, config), config)
-    return list(seen.values())
-
-
-def _what_runs(scenario: Scenario, config: Configuration) -> Configuration:
-    """A configuration with the segments L it runs with in place of the L or CR asked for."""
-    if config.segments is None and config.cr is None:
-        return config
-    tokens = split_tokens(scenario, config)
-    segments = resolved_segments(tokens, config.devices, config.segments, config.cr)
-    return config.model_copy(update={"segments": segments, "cr": None})
-
-
-def split_tokens(scenario: Scenario, config: Configuration) -> int:
-    """The positions a configuration splits over its devices: an encoder's tokens, a
-    decoder's prompt."""
-    model = scenario.model
-    tokens = config.prompt_tokens if isinstance(model, DecoderSpec) else model.tokens
-    assert tokens is not None
-    return tokens
-
-
-def _workloads(scenario: Scenario, sweep: SweepSpec) -> Iterator[dict[str, int]]:
-    """A decoder's prompt x output lengths in this sweep; one empty one for an encoder."""
-    if not isinstance(scenario.model, DecoderSpec):
-        yield {}
-        return
-    workload = scenario.decoder_workload
-    prompts = sweep.prompt_tokens or (workload.prompt_tokens,)
-    outputs = sweep.output_tokens or (workload.output_tokens,)
-    for prompt, output in itertools.product(prompts, outputs):
-        yield {"prompt_tokens": prompt, "output_tokens": output}
-
-
-def _strategy_params(strategy: StrategySpec) -> Iterator[dict[str, Any]]:
-    if strategy.cr:
-        for cr in strategy.cr:
-            yield {"cr": cr}
-    elif strategy.segments:
-        for segments in strategy.segments:
-            yield {"segments": segments}
-    else:
-        yield {}
-
-
-# ---------------------------------------------------------------- loading
-
-
 def load_scenario(path: Path, overrides: Sequence[str] = ()) -> Scenario:
     """Read, override (``key.sub=value``) and validate a scenario file."""
     return load_yaml_model(path, Scenario, overrides)
 
 
-def load_resolved(path: Path) -> Scenario:
-    """A run folder's ``scenario.resolved.yaml``. One written before an empty sweep list
-    was refused holds ``[]`` where the sweep left the list out (every crowd run's
-    ``bandwidth_mbps``): read as left out, so that older folders still load."""
-    raw = read_yaml_mapping(path)
-    sweeps = raw.get("sweeps")
-    for sweep in sweeps if isinstance(sweeps, list) else ():
-        if isinstance(sweep, dict):
-            for key in [k for k in SWEEP_OPTIONAL_LISTS if sweep.get(k) == []]:
-                del sweep[key]
-    return validate_scenario(raw, path)
-
-
 def validate_scenario(raw: dict[str, Any], path: Path) -> Scenario:
     """Validate a raw mapping; the first error becomes one InputError."""
     return validate_model(Scenario, raw, path)
-
-
-RESOLVED_FILE = "scenario.resolved.yaml"  # an output folder's scenario as it ran
-
-
-def dump_resolved(scenario: Scenario) -> str:
-    """The validated scenario as YAML, every default filled in but a sweep's lists left out
-    (``optional_values``: they stay out, as ``[]`` is refused), an encoder's without the
-    decoder-only keys, as before decoders."""
-    raw = scenario.model_dump(mode="json")
-    if not isinstance(scenario.model, DecoderSpec):
-        del raw["workload"]
-        for sweep in raw["sweeps"]:
-            for key in DECODER_SWEEP_KEYS:
-                sweep.pop(key, None)  # left out of the dump when not given
-    return dump_yaml(raw)
-
-
-def files_of_runs(scenario: Scenario, scenario_path: Path) -> list[Path]:
-    """Every file the scenario's runs read, which their rows depend on: the device and
-    phone profiles (shipped ones too) and the availability trace (not the reference:
-    it changes no row)."""
-    base = scenario_path.resolve().parent
-    files = [profile_path(d.profile, base) for d in scenario.devices if isinstance(d.profile, str)]
-    crowd = scenario.crowd
-    if crowd is not None:
-        files += [profile_path(c.profile, base, "phone") for c in crowd.fleet]
-        if crowd.availability_trace is not None:
-            files.append(base / crowd.availability_trace)
-    return files
-
-
-def device_profile(spec: DeviceSpec, index: int, scenario_path: Path | None) -> DeviceProfile:
-    """The profile of ``scenario_path``'s device class ``index`` (a path relative to that
-    file's folder); an InputError naming the profile file, or the field that names it."""
-    if isinstance(spec.profile, DeviceProfile):
-        return spec.profile
-    base = None if scenario_path is None else scenario_path.resolve().parent
-    try:
-        return load_profile(spec.profile, base)
-    except InputError as exc:
-        if exc.path is not None:  # the profile file itself is wrong: it names itself
-            raise
-        raise InputError(scenario_path, f"devices.{index}.profile", exc.problem) from None
-
-
-def with_absolute_paths(scenario: Scenario, scenario_path: Path) -> Scenario:
-    """The scenario with every file it names (reference, profile files, availability trace)
-    as an absolute path, so that it runs the same from any folder; relative paths were
-    relative to ``scenario_path``'s folder. Shipped profile names stay names."""
-    base = scenario_path.resolve().parent
-
-    def profile(name: str, kind: ProfileKind) -> str:
-        path = profile_path(name, base, kind)
-        return name if path == PROFILE_DIR / f"{name}.yaml" else str(path.resolve())
-
-    devices = tuple(
-        d
-        if isinstance(d.profile, DeviceProfile)
-        else d.model_copy(update={"profile": profile(d.profile, "device")})
-        for d in scenario.devices
-    )
-    update: dict[str, Any] = {"devices": devices}
-    if scenario.reference is not None:
-        update["reference"] = str((base / scenario.reference).resolve())
-    crowd = scenario.crowd
-    if crowd is not None:
-        fleet = tuple(
-            c.model_copy(update={"profile": profile(c.profile, "phone")}) for c in crowd.fleet
-        )
-        trace = crowd.availability_trace
-        absolute = None if trace is None else str((base / trace).resolve())
-        update["crowd"] = crowd.model_copy(update={"fleet": fleet, "availability_trace": absolute})
-    return scenario.model_copy(update=update)

@@ -29,7 +29,8 @@ from edgetwin.models.strategy import CROWDIO_FOREMAN
 from edgetwin.phone_profile import load_phone_profile
 from edgetwin.results import read_results
 from edgetwin.run_folders import LOCAL, leftover_folders
-from edgetwin.scenario import load_scenario, unplayed_settings
+from edgetwin.scenario import load_scenario
+from edgetwin.unplayed_settings import unplayed_settings
 from tests.conftest import REPO
 
 SCENARIO = REPO / "scenarios/emu_crowdio.yaml"

@@ -22,8 +22,9 @@ from edgetwin.calibration.readers.decoder_latency import (
 from edgetwin.cli import main
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.profile import load_profile
-from edgetwin.scenario import Configuration, load_scenario
+from edgetwin.scenario import load_scenario
 from edgetwin.sim.runner import build_fleet, simulate
+from edgetwin.sweep_points import Configuration
 from tests.conftest import REPO
 
 JETSON = REPO / "edgetwin/calibration/profiles/jetson_orin_nano.yaml"

@@ -16,8 +16,9 @@ from edgetwin.calibration.fit_emu import calibrate_from_emu
 from edgetwin.cli import main
 from edgetwin.device_spec import DeviceSpec
 from edgetwin.errors import InputError
+from edgetwin.resolved_scenario import dump_resolved
 from edgetwin.results import write_results
-from edgetwin.scenario import dump_resolved, validate_scenario
+from edgetwin.scenario import validate_scenario
 from edgetwin.sim.runner import build_fleet, run_scenario
 from tests.conftest import TOY_PROFILE, toy_scenario
 

@@ -19,7 +19,8 @@ from edgetwin.comparison import compare_to_reference
 from edgetwin.emu.local import check_runnable, run_local
 from edgetwin.errors import InputError, LaunchError
 from edgetwin.results import ResultRow, read_results, read_table, row_key, write_results
-from edgetwin.scenario import configurations, load_scenario
+from edgetwin.scenario import load_scenario
+from edgetwin.sweep_points import configurations
 from edgetwin.workbench import run
 
 REPO = Path(__file__).resolve().parents[1]

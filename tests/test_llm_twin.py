@@ -32,12 +32,13 @@ from edgetwin.models.strategies.pipeline import balanced_layers
 from edgetwin.models.strategy import Strategy
 from edgetwin.profile import MB, load_profile
 from edgetwin.results import read_results
-from edgetwin.scenario import Configuration, Scenario, configurations, load_scenario
+from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.sim import decoder_run
 from edgetwin.sim.device import Device
 from edgetwin.sim.generation import Generation
 from edgetwin.sim.network import Network
 from edgetwin.sim.runner import build_fleet, run_scenario, simulate
+from edgetwin.sweep_points import Configuration, configurations
 from tests.conftest import REPO
 
 SMOKE = REPO / "scenarios/llm_smoke.yaml"

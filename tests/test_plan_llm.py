@@ -21,8 +21,9 @@ from edgetwin.plan.run import run_plan
 from edgetwin.plan.sweep import memory_edge_configs
 from edgetwin.profile import MB
 from edgetwin.reports.plan import questions_figures, write_plan_report
-from edgetwin.scenario import configurations, load_scenario
+from edgetwin.scenario import load_scenario
 from edgetwin.sim.runner import build_fleet, decoder_memory_status, run_scenario
+from edgetwin.sweep_points import configurations
 from tests.conftest import REPO
 
 SCENARIO = REPO / "scenarios" / "llm_jetson.yaml"

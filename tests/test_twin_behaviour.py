@@ -13,10 +13,11 @@ import simpy
 
 from edgetwin.availability_spec import LognormalDist
 from edgetwin.profile import MB, DeviceProfile
-from edgetwin.scenario import Scenario, configurations, load_scenario
+from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.sim.device import Device, draw_ms
 from edgetwin.sim.network import Channel
 from edgetwin.sim.runner import build_fleet, run_scenario, simulate
+from edgetwin.sweep_points import configurations
 from tests.conftest import REPO, toy_scenario
 
 

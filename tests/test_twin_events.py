@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from edgetwin.scenario import configurations
 from edgetwin.sim.runner import RunOutcome, build_fleet, simulate
+from edgetwin.sweep_points import configurations
 from tests.conftest import TOY_MODEL, toy_scenario
 
 HEAD_MS = 32 / 3840  # classifier head: 2 x width 8 x 2 classes FLOPs on the terminal

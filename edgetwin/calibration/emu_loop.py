@@ -28,8 +28,9 @@ from edgetwin.comparison import (
 )
 from edgetwin.links import LINK_CHECK_FILE
 from edgetwin.profile import DeviceProfile
+from edgetwin.resolved_scenario import RESOLVED_FILE, dump_resolved
 from edgetwin.results import RESULTS_CSV, ResultRow, RowKey, read_table, row_key, write_results
-from edgetwin.scenario import RESOLVED_FILE, Scenario, dump_resolved, load_scenario
+from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.sim.runner import build_fleet, run_scenario
 
 

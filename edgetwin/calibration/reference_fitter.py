@@ -41,7 +41,8 @@ from edgetwin.comparison import key_label
 from edgetwin.errors import InputError
 from edgetwin.profile import POWER_STATES, DeviceProfile
 from edgetwin.results import STATUS_OK, row_key
-from edgetwin.scenario import Configuration, Scenario
+from edgetwin.scenario import Scenario
+from edgetwin.sweep_points import Configuration
 
 TOTAL_WEIGHT = 2.0  # the total matters most to a user; components keep the split honest
 

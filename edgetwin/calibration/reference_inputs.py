@@ -23,8 +23,9 @@ from edgetwin.device_spec import MAX_DEVICES
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.results import COLUMNS, LATENCY_PARTS, CellError, check_cells
-from edgetwin.scenario import Configuration, Scenario, load_scenario
+from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.schema import MAX_BATCH, Strict, load_yaml_model
+from edgetwin.sweep_points import Configuration
 
 TIMING_METRICS = (*LATENCY_PARTS, "total_ms")
 

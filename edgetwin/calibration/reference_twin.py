@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from edgetwin.device_spec import DeviceSpec
 from edgetwin.profile import DeviceProfile
-from edgetwin.scenario import Configuration, Scenario
+from edgetwin.scenario import Scenario
 from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
+from edgetwin.sweep_points import Configuration
 
 
 def simulate_config(

@@ -34,7 +34,8 @@ from edgetwin.models.costs import weight_bytes
 from edgetwin.models.strategy import VIT_WORKER
 from edgetwin.progress import Step, naming
 from edgetwin.results import ResultRow
-from edgetwin.scenario import Configuration, Scenario, configurations
+from edgetwin.scenario import Scenario
+from edgetwin.sweep_points import Configuration, configurations
 from edgetwin.this_machine import available_cores
 
 ELEMENT_BYTES = 4  # the real code paths run fp32

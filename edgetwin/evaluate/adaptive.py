@@ -58,8 +58,9 @@ from edgetwin.models.registry import CandidateKey
 from edgetwin.policies.adaptive import make_policy
 from edgetwin.policies.perf_map_from_rows import map_from_table
 from edgetwin.results import ResultRow
-from edgetwin.scenario import Scenario, configurations
+from edgetwin.scenario import Scenario
 from edgetwin.sim.runner import unplayed_in_twin
+from edgetwin.sweep_points import configurations
 
 
 def evaluation_steps(scenario: Scenario, settings: EvalSettings, map_table: Path | None) -> int:

@@ -30,7 +30,7 @@ from edgetwin.evaluate.affinity_results import (
 from edgetwin.evaluate.optimum import Assignment, Optimum, build_instance, optimum
 from edgetwin.file_kinds import check_kind, check_named_scenario
 from edgetwin.policies.scheduling import SCHEDULERS
-from edgetwin.scenario import Scenario, swept_bandwidths, validate_scenario
+from edgetwin.scenario import Scenario, validate_scenario
 from edgetwin.schema import (
     FileName,
     Strict,
@@ -43,6 +43,7 @@ from edgetwin.schema import (
     validation_error,
 )
 from edgetwin.sim.crowd.runner import CrowdSetup, prepare_crowd, simulate_crowd
+from edgetwin.sweep_points import swept_bandwidths
 
 MAX_OPTIMUM_TASKS = 200  # inputs x stages of one instance: the search recurses once per task
 

@@ -12,9 +12,10 @@ from edgetwin.models import registry
 from edgetwin.policies.perf_map import PerformanceMap
 from edgetwin.policies.perf_map_from_rows import map_from_rows
 from edgetwin.results import ResultRow
-from edgetwin.scenario import Scenario, configurations
+from edgetwin.scenario import Scenario
 from edgetwin.sim.runner import RunOutcome, build_fleet, run_scenario
 from edgetwin.split_problems import split_problem
+from edgetwin.sweep_points import configurations
 from edgetwin.sweep_spec import SweepSpec
 
 

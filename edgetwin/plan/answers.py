@@ -26,7 +26,7 @@ from edgetwin.plan.questions import (
 )
 from edgetwin.plan.smallest_fleet import smallest_fleet
 from edgetwin.results import ResultRow
-from edgetwin.scenario import configurations
+from edgetwin.sweep_points import configurations
 
 QUESTIONS = "questions"  # the kind of a file that lists several questions
 

@@ -25,15 +25,11 @@ from edgetwin.plan.questions import (
     load_question,
 )
 from edgetwin.plan.sweep import context_searches, memory_edge_configs
+from edgetwin.resolved_scenario import RESOLVED_FILE, dump_resolved
 from edgetwin.results import RESULTS_CSV, ResultRow, read_results
-from edgetwin.scenario import (
-    RESOLVED_FILE,
-    Configuration,
-    configurations,
-    dump_resolved,
-    with_absolute_paths,
-)
+from edgetwin.scenario_paths import with_absolute_paths
 from edgetwin.sim.runner import build_fleet
+from edgetwin.sweep_points import Configuration, configurations
 
 QUESTION_FILE = "question.resolved.yaml"
 ANSWER_FILE = "answer.json"

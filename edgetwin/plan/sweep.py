@@ -20,9 +20,11 @@ from edgetwin.decoder_spec import DecoderSpec, longest_prompt_tokens
 from edgetwin.plan.questions import CrowdAxes, LoadedQuestion
 from edgetwin.provenance import sha256_file
 from edgetwin.results import STATUS_OK, ResultRow
-from edgetwin.scenario import Configuration, Scenario, configurations, files_of_runs
+from edgetwin.scenario import Scenario
+from edgetwin.scenario_paths import files_of_runs
 from edgetwin.sim.crowd.runner import prepare_crowd, simulate_crowd
 from edgetwin.sim.runner import FleetMember, build_fleet, decoder_memory_status, simulate
+from edgetwin.sweep_points import Configuration, configurations
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,10 @@ from edgetwin.errors import InputError
 from edgetwin.reports.figures import looks
 from edgetwin.reports.rows import Config, config_labels, config_of, config_order
 from edgetwin.reports.style import log_ticks, reference_line, styled
+from edgetwin.resolved_scenario import RESOLVED_FILE, load_resolved
 from edgetwin.results import ResultRow
-from edgetwin.scenario import RESOLVED_FILE, Scenario, device_profile, load_resolved
+from edgetwin.scenario import Scenario
+from edgetwin.scenario_paths import device_profile
 
 RAM_SPAN = 1.5  # a RAM line over one context reaches this factor either side of it
 

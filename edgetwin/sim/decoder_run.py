@@ -20,9 +20,10 @@ from edgetwin.models.decoder_costs import (
 from edgetwin.models.strategies.pipeline import balanced_layers
 from edgetwin.profile import MB
 from edgetwin.results import STATUS_OK
-from edgetwin.scenario import Configuration, Scenario
+from edgetwin.scenario import Scenario
 from edgetwin.sim.device import Device
 from edgetwin.sim.generation import Generation
+from edgetwin.sweep_points import Configuration
 
 
 def plan_for(scenario: Scenario, config: Configuration, devices: list[Device]) -> DecoderPlan:

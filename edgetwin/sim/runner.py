@@ -22,13 +22,8 @@ from edgetwin.models.decoder_costs import contributed_bytes
 from edgetwin.profile import MB, DeviceProfile, bootstrap_count, bootstrap_variant
 from edgetwin.progress import Step, naming
 from edgetwin.results import STATUS_OK, ResultRow
-from edgetwin.scenario import (
-    Configuration,
-    Scenario,
-    configurations,
-    device_profile,
-    unplayed_settings,
-)
+from edgetwin.scenario import Scenario
+from edgetwin.scenario_paths import device_profile
 from edgetwin.sim import decoder_run
 from edgetwin.sim.device import Device, DeviceLeft, Interval
 from edgetwin.sim.forward import Forward
@@ -36,6 +31,8 @@ from edgetwin.sim.generation import Generation
 from edgetwin.sim.host import Host
 from edgetwin.sim.intervals import fleet_half_widths, with_intervals
 from edgetwin.sim.network import Network
+from edgetwin.sweep_points import Configuration, configurations
+from edgetwin.unplayed_settings import unplayed_settings
 
 
 @dataclass(frozen=True)

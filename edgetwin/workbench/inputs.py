@@ -16,7 +16,8 @@ from edgetwin.comparison import check_reference
 from edgetwin.errors import InputError
 from edgetwin.file_kinds import check_kind
 from edgetwin.provenance import recording_reads
-from edgetwin.scenario import Scenario, with_absolute_paths
+from edgetwin.scenario import Scenario
+from edgetwin.scenario_paths import with_absolute_paths
 from edgetwin.schema import apply_override, referenced_file, validate_model
 from edgetwin.sim.crowd.runner import prepare_crowd
 from edgetwin.sim.runner import build_fleet

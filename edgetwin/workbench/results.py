@@ -16,6 +16,7 @@ from edgetwin.errors import InputError
 from edgetwin.provenance import read_provenance, write_provenance, write_provenance_record
 from edgetwin.reports import write_report
 from edgetwin.reports.html import run_warnings
+from edgetwin.resolved_scenario import RESOLVED_FILE, dump_resolved, load_resolved
 from edgetwin.results import (
     RESULTS_CSV,
     RESULTS_PARQUET,
@@ -25,7 +26,7 @@ from edgetwin.results import (
     table_columns,
     write_results,
 )
-from edgetwin.scenario import RESOLVED_FILE, Scenario, dump_resolved, load_resolved
+from edgetwin.scenario import Scenario
 from edgetwin.workbench.arguments import choice_argument, flag_argument, path_argument
 from edgetwin.workbench.output import output_folder
 from edgetwin.workbench.reporting import other_command_page

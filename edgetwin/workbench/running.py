@@ -19,18 +19,14 @@ from edgetwin.provenance import write_provenance
 from edgetwin.reports.static import StaticFormat, write_static_figures
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import LOCAL, remove_leftovers
-from edgetwin.scenario import (
-    RUN_MODES,
-    RunMode,
-    Scenario,
-    configurations,
-    unplayed_settings,
-    with_absolute_paths,
-)
+from edgetwin.scenario import RUN_MODES, RunMode, Scenario
+from edgetwin.scenario_paths import with_absolute_paths
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.crowd.records import TIMELINE_FILE
 from edgetwin.sim.runner import build_fleet, run_scenario, unplayed_by_fleet
 from edgetwin.sim.trace import chrome_trace
+from edgetwin.sweep_points import configurations
+from edgetwin.unplayed_settings import unplayed_settings
 from edgetwin.workbench.arguments import (
     choice_argument,
     flag_argument,

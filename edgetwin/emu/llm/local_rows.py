@@ -38,7 +38,8 @@ from edgetwin.models.decoder_costs import (
 )
 from edgetwin.profile import MB
 from edgetwin.results import ResultRow
-from edgetwin.scenario import Configuration, Scenario, configurations
+from edgetwin.scenario import Scenario
+from edgetwin.sweep_points import Configuration, configurations
 from edgetwin.sweep_spec import longest_generation
 
 DTYPE_FIELDS = ("weight_dtype", "kv_dtype", "activation_dtype")

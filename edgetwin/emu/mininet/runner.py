@@ -58,7 +58,8 @@ from edgetwin.models.strategy import VIT_WORKER
 from edgetwin.progress import Step, Steps, no_progress
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import EMU, run_folder
-from edgetwin.scenario import Configuration, Scenario, configurations
+from edgetwin.scenario import Scenario
+from edgetwin.sweep_points import Configuration, configurations
 
 MASTER_PORT = 29500
 

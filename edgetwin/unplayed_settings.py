@@ -1,0 +1,73 @@
+"""Warnings for the settings of a scenario that a run in a given mode does not play."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from edgetwin.emulator_spec import JOB_TIMEOUT_S
+from edgetwin.errors import MODE_EMU
+from edgetwin.network_spec import BandwidthStep
+from edgetwin.scenario import Scenario
+
+
+def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
+    """Warnings for the settings a ``mode`` run does not play: packet loss is dropped packets
+    under real TCP, which neither the twin nor loopback has (docs/twin.md); devices that
+    come and go and a stream of crowd jobs are the twin's, a real run's devices stay and a
+    real crowd run is one job; loopback (``local``) has no latency, schedule or medium; only
+    the emulator takes down links, kills workers and caps a host's cores."""
+    network, warnings = scenario.network, []
+    if mode != "emu" and network.loss_pct > 0:
+        warnings.append(
+            f"network.loss_pct is {network.loss_pct:g} %, but only {MODE_EMU} drops packets: "
+            f"a {mode} run has no loss"
+        )
+    if mode != "emu":
+        emulated = {
+            "emulator.faults": bool(scenario.emulator.faults),
+            "emulator.host_cpu_cores": bool(scenario.emulator.host_cpu_cores),
+        }
+        emu_only = f"only {MODE_EMU} plays it: a {mode} run has none"
+        warnings += [f"{field} is set, but {emu_only}" for field, on in emulated.items() if on]
+    if mode == "twin":
+        return warnings
+    stay = f"only the twin plays availability: a {mode} run's devices stay"
+    warnings += [f"{field} is set, but {stay}" for field in _availability_fields(scenario)]
+    if scenario.crowd is not None and scenario.crowd.job.interarrival is not None:
+        one_job = "jobs arriving over crowd.horizon_s play in the twin only"
+        warnings.append(f"crowd.job.interarrival is set, but a {mode} run is one job: {one_job}")
+    if scenario.crowd is not None and mode == "emu":
+        warnings += _steps_after_the_job(scenario.network.schedule)
+    if mode == "local":
+        shaped = {
+            "network.latency_ms": network.latency_ms > 0,
+            "network.schedule": bool(network.schedule),
+            "network.medium": network.medium == "shared",
+        }
+        unshaped = f"nothing shapes loopback: only {MODE_EMU} plays it"
+        warnings += [f"{field} is set, but {unshaped}" for field, on in shaped.items() if on]
+    return warnings
+
+
+def _steps_after_the_job(schedule: Sequence[BandwidthStep]) -> list[str]:
+    """Bandwidth steps a real crowd job never reaches: its deadline comes first (the twin
+    plays them over ``crowd.horizon_s``)."""
+    deadline_ms = JOB_TIMEOUT_S * 1e3
+    return [
+        f"network.schedule.{k}.at_ms is {step.at_ms:g} ms, but the emulator runs one crowd "
+        f"job, which its {JOB_TIMEOUT_S:g} s deadline ends: the step never plays"
+        for k, step in enumerate(schedule)
+        if step.at_ms >= deadline_ms
+    ]
+
+
+def _availability_fields(scenario: Scenario) -> list[str]:
+    """The fields that make devices or phones come and go."""
+    if scenario.crowd is None:
+        classes = [("devices", d.availability) for d in scenario.devices]
+        trace = None
+    else:
+        classes = [("crowd.fleet", c.availability) for c in scenario.crowd.fleet]
+        trace = scenario.crowd.availability_trace
+    fields = [f"{group}.{k}.availability" for k, (group, a) in enumerate(classes) if a]
+    return fields + (["crowd.availability_trace"] if trace is not None else [])
