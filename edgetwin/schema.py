@@ -544,6 +544,7 @@ def apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
     node: Any = raw
     parts = key.split(".")
     for depth, part in enumerate(parts[:-1]):
+        _check_list_there(node, part, parts[depth + 1], ".".join(parts[: depth + 2]), path)
         node = _child(node, part, ".".join(parts[: depth + 1]), path)
     last = parts[-1]
     if isinstance(node, list):
@@ -588,6 +589,18 @@ def _remove(raw: dict[str, Any], key: str, path: Path) -> None:
         raise InputError(path, key, f"override {shown('~' + key)}: no such key to remove")
     else:
         raise InputError(path, key, "an override goes inside a value that is not a mapping or list")
+
+
+def _check_list_there(node: Any, part: str, index: str, field: str, path: Path) -> None:
+    """Refuse an index into a list the file lacks (``sweeps.0.batch=...`` without
+    ``sweeps``): it would become a mapping with the key '0', which the schema then
+    refused without saying why."""
+    if isinstance(node, dict) and part not in node and index.isascii() and index.isdigit():
+        problem = (
+            f"override index {shown(index)}: the file has no list {shown(part)} to index;"
+            f" set the whole list ({part}=[...])"
+        )
+        raise InputError(path, field, problem)
 
 
 def _child(node: Any, part: str, field: str, path: Path) -> Any:

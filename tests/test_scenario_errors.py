@@ -446,6 +446,18 @@ CASES = [
         ("'sweeps.0.batch.5'", "out of range", "list has 2"),
         ("--set", "sweeps.0.batch.5=4"),
     ),
+    Case(  # made a mapping {'0': ...}: "field 'sweeps': Input should be a valid tuple"
+        "set-index-of-a-list-the-file-lacks",
+        scenario_text(sweeps=DELETE),
+        ("'sweeps.0'", "no list 'sweeps'", "sweeps=[...]"),
+        ("--set", "sweeps.0.bandwidth_mbps=[100, 300]"),
+    ),
+    Case(
+        "set-last-index-of-a-list-the-file-lacks",
+        scenario_text(sweeps=DELETE),
+        ("'sweeps.0'", "no list 'sweeps'"),
+        ("--set", "sweeps.0={batch: [4]}"),
+    ),
     Case(
         "set-inside-a-scalar",
         scenario_text(),
