@@ -54,6 +54,15 @@ def test_bad_report_arguments_name_the_argument_or_the_file(run_dir: Path, tmp_p
     assert raised.value.field == "folder"
 
 
+def test_a_folder_name_too_long_is_an_input_error(tmp_path: Path) -> None:
+    """Looking for a plan's files in it was an OSError traceback (File name too long);
+    ``load_results`` said so as an InputError."""
+    long_name = tmp_path / ("x" * 5000)
+    with pytest.raises(InputError, match="cannot be read: File name too long") as raised:
+        edgetwin.report(long_name)
+    assert raised.value.path == str(long_name)
+
+
 @pytest.mark.timeout(120)
 def test_a_parquet_only_folder_is_reported_from_its_parquet(tmp_path: Path) -> None:
     """A run written with format="parquet" has no results.csv: the report reads its

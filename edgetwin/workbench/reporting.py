@@ -73,9 +73,13 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
     run_dir = path_argument(folder, "folder")
     if static is not None:
         choice_argument(static, "static", STATIC_FORMATS)
-    if is_plan_folder(run_dir):
+    try:
+        plan, unfinished = is_plan_folder(run_dir), (run_dir / PARTIAL).is_dir()
+    except OSError as exc:  # a name too long, say
+        raise InputError(run_dir, None, f"cannot be read: {exc.strerror}") from None
+    if plan:
         return _report_plan(run_dir, static)
-    if (run_dir / PARTIAL).is_dir():
+    if unfinished:
         problem = (
             "a plan's unfinished sweep: run the same edgetwin plan command (or "
             "edgetwin.run_plan call) to finish it"
