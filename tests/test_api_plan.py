@@ -78,6 +78,15 @@ def test_bad_plan_arguments_name_the_argument(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+def test_an_out_name_too_long_is_an_input_error(tmp_path: Path) -> None:
+    """Looking for an unfinished sweep in it was an OSError traceback (File name too
+    long); every other command's out says so as an InputError."""
+    out = tmp_path / ("x" * 5000)
+    with pytest.raises(InputError, match="cannot be an output: File name too long") as raised:
+        edgetwin.run_plan(QUESTION, out=out, overrides=SMALL, workers=1)
+    assert raised.value.path == str(out)
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("workers", [1, 2], ids=["this-process", "pool"])
 def test_a_profile_edited_between_two_plans_is_read_again(workers: int, tmp_path: Path) -> None:

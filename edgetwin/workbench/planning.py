@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from edgetwin.atomic import check_out_folder
+from edgetwin.atomic import check_out_folder, output_kind
 from edgetwin.errors import InputError, option_named, shown
 from edgetwin.plan.executors import (
     SCHEDULER,
@@ -116,9 +116,10 @@ def check_plan_out(out: Path, force: bool) -> PlanWrite:
     """How ``plan_folder(out, force)`` writes ``out``, or an InputError if it may not:
     ``resume`` an unfinished sweep (without ``force``), ``in_place`` into a new or empty
     ``out`` (checked as ``check_out_folder``), or ``staged`` beside it (``force``)."""
-    if not force and (out / PARTIAL).is_dir():
+    found = output_kind(out)  # first: a name too long is an InputError, not an OSError
+    if not force and found == "folder" and (out / PARTIAL).is_dir():
         return "resume"
-    in_place = not out.exists() or not force
+    in_place = found is None or not force
     check_out_folder(out, force, files_read(), in_place=in_place, also_ours=PLAN_MARKERS)
     return "in_place" if in_place else "staged"
 
