@@ -65,3 +65,11 @@ def test_bad_calibrate_arguments_name_the_argument_or_the_file(tmp_path: Path) -
         edgetwin.calibrate(JETSON_SPEC, out=JETSON_SPEC)  # the spec is never overwritten
     assert raised.value.field == "--out (out= in Python)"
     assert JETSON_SPEC.read_bytes() == before
+
+
+def test_an_out_with_a_nul_byte_is_an_input_error(tmp_path: Path) -> None:
+    """Resolving it against the files read was a ValueError traceback (embedded null
+    byte), before the fit."""
+    with pytest.raises(InputError, match="cannot be an output: embedded null byte") as raised:
+        edgetwin.calibrate(JETSON_SPEC, out=f"{tmp_path}/a\0b.yaml")
+    assert raised.value.path == f"{tmp_path}/a\0b.yaml"

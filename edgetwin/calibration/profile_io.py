@@ -135,17 +135,18 @@ def check_profile_out(path: Path, read: Iterable[str | Path], force: bool = Fals
     that holds something else (a results table, notes), or, unless ``force``, a file that
     is there already (``init`` refuses one the same way): it would be lost. Checked before
     a fit too (with the spec as ``read``), so that the refusal does not wait for it."""
+    found = output_kind(path)  # first: a name with a NUL byte cannot even be resolved
     if path.resolve() in {Path(p).resolve() for p in read}:
         raise InputError(path, OUT_OPTION, "a file this command read; write the profile elsewhere")
     blocked = blocking_file(path)
     if blocked is not None:
         raise InputError(path, OUT_OPTION, f"cannot write: {blocked} is a file, not a folder")
-    if output_kind(path) == "folder":
+    if found == "folder":
         raise InputError(path, OUT_OPTION, "a folder, not a profile file")
     if _holds_something_else(path):
         problem = "exists and is not a profile; write the profile elsewhere"
         raise InputError(path, OUT_OPTION, problem)
-    if not force and output_kind(path) == "file":
+    if not force and found == "file":
         raise InputError(path, OUT_OPTION, f"exists; pass {FORCE_OPTION} to replace it")
 
 
