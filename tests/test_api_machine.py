@@ -60,4 +60,5 @@ def test_bad_calibrate_machine_arguments_are_named(tmp_path: Path) -> None:
     with pytest.raises(InputError) as raised:
         edgetwin.calibrate_machine(tmp_path / "m", emu=tmp_path)
     assert "not an emulator run's folder" in raised.value.message
+    assert raised.value.field == "--emu (emu= in Python)"  # was '--emu' alone
     assert not (tmp_path / "m").exists()

@@ -1010,7 +1010,7 @@ def test_calibrate_machine_emu_folder(
         os.symlink(tmp_path / "loop", run)
         os.symlink(run, tmp_path / "loop")
     argv = ["calibrate-machine", "--emu", str(run), "--out", str(tmp_path / "out")]
-    assert_clean_failure(argv, capsys, tmp_path, "field '--emu'")
+    assert_clean_failure(argv, capsys, tmp_path, "field '--emu (emu= in Python)'")
 
 
 def _emu_run_with(tmp_path: Path, **cells: str) -> Path:

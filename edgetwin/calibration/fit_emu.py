@@ -47,7 +47,7 @@ from edgetwin.calibration.reference_inputs import (
     read_measured,
     too_few_points_error,
 )
-from edgetwin.errors import InputError, shown_text
+from edgetwin.errors import InputError, option_named, shown_text
 from edgetwin.links import LINK_CHECK_FILE, link_warnings, read_link_checks
 from edgetwin.profile import POWER_STATES, DeviceProfile
 from edgetwin.resolved_scenario import RESOLVED_FILE, load_resolved
@@ -158,7 +158,7 @@ def calibrate_machine_from_emu(
     folder, then renames it to its ``--out``), which the spec's ``run`` is relative to;
     relative to the staging folder, it pointed one level too deep."""
     spec_path = out_dir / "spec.yaml"
-    run = _run_folder(run_dir, run_dir, "--emu")
+    run = _run_folder(run_dir, run_dir, option_named("--emu", "emu="))
     final = (out_dir if published_as is None else published_as).resolve()
     raw = machine_emu_spec(Path(os.path.relpath(run, final)))
     write_text_atomic(spec_path, dump_yaml(raw))
