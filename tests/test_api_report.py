@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,13 @@ import edgetwin
 from edgetwin.errors import InputError
 
 JETSON = Path(__file__).resolve().parents[1] / "scenarios" / "prism_jetson.yaml"
+REPORT_IN_PYTHON = """
+import sys, edgetwin
+try:
+    edgetwin.report(sys.argv[1])
+except edgetwin.InputError as exc:
+    print(exc.message)
+"""
 
 
 @pytest.fixture
@@ -81,3 +91,35 @@ def test_a_parquet_only_folder_is_reported_from_its_parquet(tmp_path: Path) -> N
     with pytest.raises(InputError, match="cannot read") as raised:
         edgetwin.report(only)
     assert raised.value.path == str(only / "results.parquet")
+
+
+def _report_read_only(folder: Path) -> subprocess.CompletedProcess[str]:
+    """``edgetwin.report(folder)`` in a child that cannot write into ``folder``: as root
+    (whom no mode stops), in a mount namespace of its own where ``folder`` is mounted
+    read-only; else with the folder's mode 0o555."""
+    python = [sys.executable, "-c", REPORT_IN_PYTHON, str(folder)]
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        return subprocess.run(python, capture_output=True, text=True)
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare is needed to make a folder read-only for root")
+    mount = f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder}"
+    script = f'{mount} && exec "$@"'
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "sh", *python], capture_output=True, text=True
+    )
+    if "mount:" in done.stderr or "unshare:" in done.stderr:
+        pytest.skip(f"no read-only mount here: {done.stderr.strip()}")
+    return done
+
+
+@pytest.mark.timeout(120)
+def test_a_folder_without_write_permission_is_an_input_error(run_dir: Path) -> None:
+    """Writing the page was an OSError traceback (Read-only file system, Permission
+    denied); the folder is left as it was."""
+    before = sorted(p.name for p in run_dir.iterdir())
+    done = _report_read_only(run_dir)
+    run_dir.chmod(0o755)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.startswith(f"{run_dir}: cannot write into it: "), done.stdout
+    assert sorted(p.name for p in run_dir.iterdir()) == before

@@ -3,9 +3,12 @@ report`` is a thin layer over ``report``), with its figures as static files if a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgetwin.atomic import why_not_written
 from edgetwin.comparison import REFERENCE_FILE, check_reference
 from edgetwin.errors import InputError
 from edgetwin.plan.folder import ANSWER_FILE, answer_table, is_plan_folder, swept_question
@@ -102,11 +105,10 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
         check_figures_folder(run_dir)
         browser_path()
     data = read_run(run_dir)
-    page = write_run_page(run_dir, data)
-    warnings = tuple(data.warnings)
-    if static is None:
-        return Report(page, warnings=warnings)
-    return Report(page, tuple(write_static_figures(run_dir, static)), warnings=warnings)
+    with _writing_into(run_dir):
+        page = write_run_page(run_dir, data)
+        figures = () if static is None else tuple(write_static_figures(run_dir, static))
+    return Report(page, figures, warnings=tuple(data.warnings))
 
 
 def _report_plan(plan_dir: Path, static: StaticFormat | None) -> Report:
@@ -115,9 +117,21 @@ def _report_plan(plan_dir: Path, static: StaticFormat | None) -> Report:
     if static is not None:  # before the page is written
         check_figures_folder(plan_dir)
         browser_path()
-    result = answer_table(loaded, plan_dir, write_plan_report)
-    page, answer = plan_dir / PLAN_REPORT, plan_dir / ANSWER_FILE
-    if static is None:
-        return Report(page, answer=answer)
-    figures = write_static_figures(plan_dir, static, plan_figures(result))
-    return Report(page, tuple(figures), answer)
+    with _writing_into(plan_dir):
+        result = answer_table(loaded, plan_dir, write_plan_report)
+        figures = (
+            () if static is None else write_static_figures(plan_dir, static, plan_figures(result))
+        )
+    return Report(plan_dir / PLAN_REPORT, tuple(figures), plan_dir / ANSWER_FILE)
+
+
+@contextmanager
+def _writing_into(folder: Path) -> Iterator[None]:
+    """An OSError while the page is written into ``folder`` (a read-only one, a full disk)
+    as an InputError naming the folder, as a command's ``out`` that cannot be created is."""
+    try:
+        yield
+    except OSError as exc:
+        raise InputError(
+            folder, None, f"cannot write into it: {why_not_written(folder, exc)}"
+        ) from None
