@@ -226,6 +226,25 @@ def test_a_progress_that_is_no_context_manager_is_named_and_writes_nothing(
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize(
+    "advance",
+    [lambda label, total, extra: None, lambda *, step: None],
+    ids=["three-arguments", "keyword-only"],
+)
+def test_a_progress_step_that_takes_neither_a_name_nor_nothing_is_named(
+    tmp_path: Path, advance: Callable[..., None]
+) -> None:
+    """A step function that can be called neither with the step's name nor without it was
+    a TypeError from inside the run ('missing 3 required positional arguments')."""
+    with pytest.raises(InputError) as raised:
+        edgetwin.run(
+            JETSON, overrides=SMALL, progress=lambda *_: nullcontext(advance), out=tmp_path / "x"
+        )
+    assert raised.value.field == "progress"
+    assert "a function of the step's name or of nothing" in raised.value.problem
+    assert not (tmp_path / "x").exists()
+
+
 def test_a_trace_without_out_is_refused() -> None:
     """``trace=True`` without ``out`` ran, wrote the timelines into a scratch folder and
     dropped them, without a word."""

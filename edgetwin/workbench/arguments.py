@@ -99,7 +99,7 @@ def progress_argument(value: Any, name: str = "progress") -> Steps:
     nothing is left in ``out``."""
     if value is None:
         return no_progress
-    if not callable(value) or not _takes_two_arguments(value):
+    if not callable(value) or not _can_be_called(value, "label", 0):
         raise InputError(None, name, f"a function progress(label, total), not {shown(value)}")
     wanted = "a function progress(label, total) returning a context manager that yields"
 
@@ -111,16 +111,19 @@ def progress_argument(value: Any, name: str = "progress") -> Steps:
         with manager as advance:
             if not callable(advance):
                 raise InputError(None, name, f"{wanted} a function, not {shown(advance)}")
+            if not (_can_be_called(advance, "step") or _can_be_called(advance)):
+                problem = f"{wanted} a function of the step's name or of nothing"
+                raise InputError(None, name, f"{problem}, not {shown(advance)}")
             yield naming(advance)
 
     return checked
 
 
-def _takes_two_arguments(function: Callable[..., Any]) -> bool:
-    """Whether ``function`` can be called with two positional arguments (True when its
-    signature cannot be read, as for some built-ins)."""
+def _can_be_called(function: Callable[..., Any], *arguments: object) -> bool:
+    """Whether ``function`` can be called with ``arguments`` (True when its signature
+    cannot be read, as for some built-ins)."""
     try:
-        inspect.signature(function).bind("label", 0)
+        inspect.signature(function).bind(*arguments)
     except TypeError:
         return False
     except ValueError:
