@@ -276,7 +276,13 @@ def test_force_replaces_the_folder_whole(tiny: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     _stale_folder(out)
     run("run", str(tiny), "--out", str(out), "--force")
-    names = {"results.csv", "scenario.resolved.yaml", "report.html", "provenance.json"}
+    names = {
+        "results.csv",
+        "scenario.resolved.yaml",
+        "devices.yaml",
+        "report.html",
+        "provenance.json",
+    }
     assert {p.name for p in out.iterdir()} == names
     assert (out / "results.csv").read_text().startswith("scenario,mode,strategy,")
     question = tmp_path / "q.plan.yaml"
