@@ -812,15 +812,18 @@ def test_a_group_timed_at_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str
 # ---------------------------------------------------------------- results tables
 
 
-@pytest.fixture(scope="module")
-def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real twin run of a one-strategy scenario (its results.csv and reference.csv)."""
-    folder = tmp_path_factory.mktemp("run") / "run"
-    scenario = REPO / "scenarios" / "prism_jetson.yaml"
-    argv = ["run", str(scenario), "--out", str(folder), "--quiet"]
+def _single_batch_1_run(scenario: str, folder: Path) -> Path:
+    """``folder`` with a real twin run of ``scenarios/<scenario>.yaml``: single, batch 1."""
+    argv = ["run", str(REPO / "scenarios" / f"{scenario}.yaml"), "--out", str(folder), "--quiet"]
     argv += ["--set", "strategies=[{name: single}]", "--set", "sweeps=[{batch: [1]}]"]
     assert main(argv) == 0
     return folder
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real twin run of a one-strategy scenario (its results.csv and reference.csv)."""
+    return _single_batch_1_run("prism_jetson", tmp_path_factory.mktemp("run") / "run")
 
 
 @pytest.mark.timeout(120)
@@ -894,12 +897,7 @@ def test_compare_names_a_resolved_scenario_it_cannot_read(
 @pytest.fixture(scope="module")
 def decoder_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real twin run of a decoder scenario, one strategy and batch."""
-    folder = tmp_path_factory.mktemp("decoder") / "run"
-    scenario = REPO / "scenarios" / "llm_smoke.yaml"
-    argv = ["run", str(scenario), "--out", str(folder), "--quiet"]
-    argv += ["--set", "strategies=[{name: single}]", "--set", "sweeps=[{batch: [1]}]"]
-    assert main(argv) == 0
-    return folder
+    return _single_batch_1_run("llm_smoke", tmp_path_factory.mktemp("decoder") / "run")
 
 
 @pytest.mark.timeout(120)
