@@ -361,6 +361,16 @@ def test_a_real_run_is_this_machine_and_a_machine_profile_matches_it(tmp_path: P
     assert devices_warning(run_side(tmp_path / "no_run_here"), run_side(real)) is None
 
 
+def _small_on_a_calibrated_machine(tmp_path: Path) -> tuple[Path, Path]:
+    """A small scenario and a profile file named as a calibrated machine's (machine_box)."""
+    scenario, calibrated = tmp_path / "small.yaml", tmp_path / "machine" / "profile.yaml"
+    scenario.write_text(SMALL)
+    calibrated.parent.mkdir()
+    shipped = (ROOT / "edgetwin/calibration/profiles/h200_loopback.yaml").read_text()
+    calibrated.write_text(shipped.replace("name: h200_loopback", "name: machine_box", 1))
+    return scenario, calibrated
+
+
 @pytest.mark.timeout(120)
 def test_compare_tells_a_gone_profile_apart_from_another_device(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
@@ -369,11 +379,7 @@ def test_compare_tells_a_gone_profile_apart_from_another_device(
     was named by the file's path: against the folder whose file is there, or a local run,
     compare warned "different devices"; now it says it cannot tell, naming the file, where
     the folder records no profile names (devices.yaml: an older edgetwin's folder)."""
-    scenario, calibrated = tmp_path / "small.yaml", tmp_path / "machine" / "profile.yaml"
-    scenario.write_text(SMALL)
-    calibrated.parent.mkdir()
-    shipped = (ROOT / "edgetwin/calibration/profiles/h200_loopback.yaml").read_text()
-    calibrated.write_text(shipped.replace("name: h200_loopback", "name: machine_box", 1))
+    scenario, calibrated = _small_on_a_calibrated_machine(tmp_path)
     here, copied = tmp_path / "here", tmp_path / "copied"
     for out in (here, copied):
         run = ["run", str(scenario), "--out", str(out), "--quiet"]
@@ -405,12 +411,8 @@ def test_compare_tells_devices_apart_once_their_profile_file_is_gone(
 ) -> None:
     """A run recorded only its profile's path: with the file gone, compare could not tell a
     run on a calibrated machine from one on a Jetson. The run records each class's
-    profile name (devices.json), and Results.write carries it."""
-    scenario, calibrated = tmp_path / "small.yaml", tmp_path / "machine" / "profile.yaml"
-    scenario.write_text(SMALL)
-    calibrated.parent.mkdir()
-    shipped = (ROOT / "edgetwin/calibration/profiles/h200_loopback.yaml").read_text()
-    calibrated.write_text(shipped.replace("name: h200_loopback", "name: machine_box", 1))
+    profile name (devices.yaml), and Results.write carries it."""
+    scenario, calibrated = _small_on_a_calibrated_machine(tmp_path)
     ran, jetson = tmp_path / "ran", tmp_path / "jetson"
     run = ["run", str(scenario), "--quiet", "--set"]
     assert main([*run, f"devices.0.profile={calibrated}", "--out", str(ran)]) == 0
