@@ -126,8 +126,8 @@ def table_bytes(rows: list[ResultRow], path: Path) -> bytes:
             "plan_fleet.plan.yaml is a plan question, not a scenario",
         ),
         # a crossover replaced the crowd scenario's strategies: no field, the wrong problem
-        (
-            {"scenario": str(REPO / "scenarios" / "crowd_city.yaml")},
+        (  # (no devices.0.count: crowd_city has no devices list for it to index)
+            {"scenario": str(REPO / "scenarios" / "crowd_city.yaml"), "set": []},
             "scenario",
             "a crowd scenario answers only crowd_capacity",
         ),
