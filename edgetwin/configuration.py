@@ -99,14 +99,19 @@ class CrowdRun:
     bandwidth_mbps: float
 
 
-def step_label(config: Configuration, rep: int) -> str:
-    """How progress names a configuration's repetition: its candidate label (the
-    registry's), batch, bandwidth, a decoder's tokens, repetition:
-    ``prism cr 9.9 x2, batch 8, 400 Mbps, rep 0``."""
+def configuration_label(config: Configuration) -> str:
+    """How progress names a configuration: its candidate label (the registry's), batch,
+    bandwidth, a decoder's tokens: ``prism cr 9.9 x2, batch 8, 400 Mbps``."""
     label = registry.candidate_label(config.strategy, config.devices, config.cr, config.segments)
     tokens = "" if config.prompt_tokens is None else f", prompt {config.prompt_tokens}"
     tokens += "" if config.output_tokens is None else f", {config.output_tokens} out"
-    return f"{label}, batch {config.batch}, {config.bandwidth_mbps:g} Mbps{tokens}, rep {rep}"
+    return f"{label}, batch {config.batch}, {config.bandwidth_mbps:g} Mbps{tokens}"
+
+
+def step_label(config: Configuration, rep: int) -> str:
+    """How progress names a configuration's repetition:
+    ``prism cr 9.9 x2, batch 8, 400 Mbps, rep 0`` (``configuration_label``, then the rep)."""
+    return f"{configuration_label(config)}, rep {rep}"
 
 
 def run_label(run: CrowdRun) -> str:

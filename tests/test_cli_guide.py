@@ -683,10 +683,11 @@ def test_piped_plan_and_affinity_evaluations_print_their_progress(tmp_path: Path
     piped = partial(_piped, tmp_path)
     piped("init", "scenario")
     piped("init", "plan")
-    assert "plan my_plan: 9/9" in piped("plan", "question.plan.yaml", "--out", "p", "--workers=1")
+    err = piped("plan", "question.plan.yaml", "--out", "p", "--workers=1")
+    assert "plan my_plan: 9/9 (" in err  # each unit named as it ends
     spec = str(SCENARIOS / "affinity_small.eval.yaml")
     err = piped("evaluate-affinity", spec, "--out", "a")
-    assert "instances: 1/6" in err and "instances: 6/6" in err
+    assert "instances: 1/6 (p2_n2_s2_warm)" in err and "instances: 6/6 (p3_n3_s3_barrier)" in err
     assert "instances" not in piped("evaluate-affinity", spec, "--out", "b", "--quiet")
 
 
@@ -695,9 +696,8 @@ def test_piped_evaluate_and_calibrate_machine_print_their_progress(tmp_path: Pat
     piped = partial(_piped, tmp_path)
     spec = str(SCENARIOS / "adaptive_prism.eval.yaml")
     lines = [line for line in piped("evaluate", spec, "--out", "e").splitlines() if line]
-    steps = [line.rsplit(": ", 1)[1] for line in lines if "twin sweeps" in line]
-    total = int(steps[-1].split("/")[1])
-    assert steps == [f"{k}/{total}" for k in range(1, total + 1)]  # a line per sweep, all
+    steps = [line.split("twin sweeps: ", 1)[1] for line in lines if "twin sweeps" in line]
+    assert steps == ["1/2 (map, 197 tokens)", "2/2 (held-out, 197 tokens)"]  # a line per sweep
     assert "twin sweeps" not in piped("evaluate", spec, "--out", "q", "--quiet")
     err = piped("calibrate-machine", "--quick", "--no-decoder", "--out", "m")
     lines = [line for line in err.splitlines() if line.startswith("calibrate-machine: ")]

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -27,6 +28,7 @@ from edgetwin.plan.executors import PoolExecutor, SerialExecutor, stop_workers
 from edgetwin.plan.questions import LoadedQuestion, load_question
 from edgetwin.plan.run import journal_for, run_plan, sweep_rows
 from edgetwin.profile import PROFILE_DIR
+from edgetwin.progress import Steps, naming
 from edgetwin.provenance import code_digest, modules_digest
 from edgetwin.reports.plan import write_plan_report
 from edgetwin.results import ResultRow, read_results, write_results
@@ -49,6 +51,11 @@ def question_file(tmp_path: Path, **changes: Any) -> Path:
     path = tmp_path / "q.plan.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
+
+
+def stepping(step: Callable[[], None]) -> Steps:
+    """Progress that calls ``step`` after each unit."""
+    return lambda label, total: contextlib.nullcontext(naming(step))
 
 
 def direct_rows(loaded: LoadedQuestion) -> list[ResultRow]:
@@ -545,7 +552,7 @@ def test_resume_runs_only_missing_configurations(tmp_path: Path) -> None:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_plan(loaded, out, SerialExecutor(), write_plan_report, interrupt_midway)
+        run_plan(loaded, out, SerialExecutor(), write_plan_report, stepping(interrupt_midway))
     assert not (out / "results.csv").exists()
     rows_path = out / "partial" / "rows.jsonl"
     assert len(rows_path.read_text().splitlines()) == 7
@@ -643,9 +650,8 @@ def _interrupted_plan(tmp_path: Path) -> tuple[list[str], Path]:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_plan(
-            load_question(question), out, SerialExecutor(), write_plan_report, stop_at_the_third
-        )
+        steps = stepping(stop_at_the_third)
+        run_plan(load_question(question), out, SerialExecutor(), write_plan_report, steps)
     return ["plan", str(question), "--out", str(out), "--quiet", "--workers=1"], out
 
 

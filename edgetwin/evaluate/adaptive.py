@@ -19,7 +19,7 @@ the ``Evaluation`` with its JSON (``adaptive_results``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from edgetwin.decoder_spec import DecoderSpec
@@ -57,10 +57,13 @@ from edgetwin.evaluate.profiling import (
 from edgetwin.models.registry import CandidateKey
 from edgetwin.policies.adaptive import make_policy
 from edgetwin.policies.perf_map_from_rows import map_from_table
+from edgetwin.progress import Advance
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
 from edgetwin.sim.runner import unplayed_in_twin
 from edgetwin.sweep_points import configurations
+
+HELD_OUT = "held-out"  # how progress names the steps of the ground truth's sweeps
 
 
 def evaluation_steps(scenario: Scenario, settings: EvalSettings, map_table: Path | None) -> int:
@@ -80,7 +83,7 @@ def evaluate(
     scenario_path: Path | None,
     settings: EvalSettings,
     map_table: Path | None = None,
-    on_step: Callable[[], None] = lambda: None,
+    on_step: Advance | None = None,
     *,
     truth_rows: Sequence[ResultRow] | None = None,
     truth_table: Path | None = None,
@@ -88,9 +91,10 @@ def evaluate(
 ) -> Evaluation:
     """Profile (or read) the map, take the ground truth (the twin at the held-out conditions,
     or ``truth_rows`` measured, read from ``truth_table``), score each policy; ``on_step``
-    is called after each twin sweep at one sequence length, for a decoder after each
-    configuration (``evaluation_steps``). ``settings_path``: the evaluation file, named by
-    the errors of its fields (``held_out``, ``policies``) found only here."""
+    is told each twin sweep at one sequence length as it ends, for a decoder each
+    configuration (``evaluation_steps``): ``map, 197 tokens``, ``held-out, 65 tokens``.
+    ``settings_path``: the evaluation file, named by the errors of its fields
+    (``held_out``, ``policies``) found only here."""
     decoder = isinstance(scenario.model, DecoderSpec)
     objective = settings.objective_spec
     perf_map = (
@@ -113,9 +117,11 @@ def evaluate(
         assert settings.held_out is not None  # _check_one_truth: one of the two
         held_out = settings.held_out
         rows = (
-            decoder_rows(decoder_runs(scenario, held_out.sweep()), scenario_path, on_step)
+            decoder_rows(decoder_runs(scenario, held_out.sweep()), scenario_path, on_step, HELD_OUT)
             if decoder
-            else rows_at_tokens(scenario, scenario_path, held_out.sweep(), held_out.tokens, on_step)
+            else rows_at_tokens(
+                scenario, scenario_path, held_out.sweep(), held_out.tokens, on_step, HELD_OUT
+            )
         )
         if map_table is not None:
             rows = [named_as_in_map(row, perf_map) for row in rows]

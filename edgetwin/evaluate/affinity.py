@@ -11,7 +11,6 @@ emulator and the optimum's costs are measured in them
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -30,6 +29,7 @@ from edgetwin.evaluate.affinity_results import (
 from edgetwin.evaluate.optimum import Assignment, Optimum, build_instance, optimum
 from edgetwin.file_kinds import check_kind, check_named_scenario
 from edgetwin.policies.scheduling import SCHEDULERS
+from edgetwin.progress import Advance
 from edgetwin.scenario import Scenario, validate_scenario
 from edgetwin.schema import (
     FileName,
@@ -190,10 +190,10 @@ def _noiseless(setup: CrowdSetup) -> CrowdSetup:
 def evaluate_affinity(
     settings: AffinitySettings,
     scenarios: list[tuple[Scenario, Path]],
-    on_instance: Callable[[], None] | None = None,
+    on_instance: Advance | None = None,
 ) -> AffinityEvaluation:
     """Run every scheduler on every instance (twin or emulator) and find each optimum;
-    ``on_instance`` is called after each instance."""
+    ``on_instance`` is told each instance's name as it ends."""
     results = []
     for spec, (scenario, path) in zip(settings.instances, scenarios, strict=True):
         if settings.mode == "emu":
@@ -203,7 +203,7 @@ def evaluate_affinity(
         else:
             results += _evaluate_instance_twin(spec.name, scenario, path, settings)
         if on_instance is not None:
-            on_instance()
+            on_instance(spec.name)
     return AffinityEvaluation(settings, tuple(results))
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,6 +11,7 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
 from edgetwin.policies.perf_map import PerformanceMap
 from edgetwin.policies.perf_map_from_rows import map_from_rows
+from edgetwin.progress import Advance
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
 from edgetwin.sim.runner import RunOutcome, build_fleet, run_scenario
@@ -24,19 +25,21 @@ def rows_at_tokens(
     scenario_path: Path | None,
     sweep: SweepSpec,
     tokens: Sequence[int],
-    on_step: Callable[[], None] = lambda: None,
+    on_step: Advance | None = None,
+    part: str = "map",
 ) -> list[ResultRow]:
     """Run ``sweep`` in the twin once per sequence length (the scenario's model with that
     many tokens); every row carries its ``tokens`` and the CR requested (not the one its
-    segments give at that length). Empty ``tokens``: the model's own. ``on_step`` is called
-    after each sequence length."""
+    segments give at that length). Empty ``tokens``: the model's own. ``on_step`` is told
+    each sequence length as it ends, within ``part``: ``map, 197 tokens``."""
     fleet = build_fleet(scenario, scenario_path)
     rows = []
     for count in tokens or (scenario.encoder.tokens,):
         model = scenario.encoder.model_copy(update={"tokens": count})
         at = scenario.model_copy(update={"model": model, "sweeps": (sweep,)})
         rows += [replace(o.row, tokens=count, cr=_named_cr(o)) for o in run_scenario(at, fleet)]
-        on_step()
+        if on_step is not None:  # no label to build for nobody
+            on_step(f"{part}, {count} tokens")
     return rows
 
 
@@ -76,16 +79,23 @@ def decoder_steps(runs: Sequence[Scenario]) -> int:
 def decoder_rows(
     runs: Sequence[Scenario],
     scenario_path: Path | None,
-    on_step: Callable[[], None] = lambda: None,
+    on_step: Advance | None = None,
+    part: str = "map",
 ) -> list[ResultRow]:
-    """Run ``decoder_runs`` in the twin; every row carries the CR requested.
-    ``on_step`` is called after each configuration."""
+    """Run ``decoder_runs`` in the twin; every row carries the CR requested. ``on_step`` is
+    told each configuration as it ends, within ``part``: ``map, `` and its ``step_label``."""
     fleet = build_fleet(runs[0], scenario_path)
+    within = None if on_step is None else lambda done: on_step(f"{part}, {done}")
     return [
         replace(o.row, cr=_named_cr(o))
         for run in runs
-        for o in run_scenario(run, fleet, on_progress=on_step)
+        for o in run_scenario(run, fleet, on_progress=within)
     ]
+
+
+def map_part(sweep: int, sweeps: int) -> str:
+    """How a step of the map's ``sweep`` (0-based) of ``sweeps`` is named."""
+    return "map" if sweeps == 1 else f"map sweep {sweep + 1} of {sweeps}"
 
 
 def _named_cr(outcome: RunOutcome) -> float | None:
@@ -98,16 +108,18 @@ def profile_twin(
     scenario: Scenario,
     scenario_path: Path | None,
     tokens: Sequence[int] = (),
-    on_step: Callable[[], None] = lambda: None,
+    on_step: Advance | None = None,
 ) -> PerformanceMap:
     """Run the scenario's sweeps in the twin at each sequence length (a decoder's: as they
-    are, ``on_step`` after each configuration); they become the map."""
+    are); they become the map. ``on_step`` is told each step (``rows_at_tokens``,
+    ``decoder_rows``) as ``map``, ``map sweep 2 of 3`` where the scenario has several."""
     if isinstance(scenario.model, DecoderSpec):
         rows = decoder_rows([scenario], scenario_path, on_step)
         return map_from_rows(rows, scenario.name, "twin", scenario_path, 0)
+    count = len(scenario.sweeps)
     rows = [
         r
-        for sweep in scenario.sweeps
-        for r in rows_at_tokens(scenario, scenario_path, sweep, tokens, on_step)
+        for k, sweep in enumerate(scenario.sweeps)
+        for r in rows_at_tokens(scenario, scenario_path, sweep, tokens, on_step, map_part(k, count))
     ]
     return map_from_rows(rows, scenario.name, "twin", scenario_path, scenario.encoder.tokens)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,11 +18,10 @@ from edgetwin.plan.folder import (
 from edgetwin.plan.journal import Journal, fingerprint
 from edgetwin.plan.questions import LoadedQuestion
 from edgetwin.plan.sweep import ConfigResult, files_digest, payload_for
+from edgetwin.progress import Steps, no_progress
 from edgetwin.provenance import code_digest
 from edgetwin.results import RESULTS_CSV, ResultRow, write_results
 from edgetwin.sim.runner import unplayed_in_twin
-
-UnitDone = Callable[[], None]  # called once per unit of the sweep done
 
 
 @dataclass(frozen=True)
@@ -60,27 +58,30 @@ def sweep_rows(
     loaded: LoadedQuestion,
     journal: Journal,
     executor: Executor,
-    on_progress: UnitDone | None = None,
+    steps: Steps | None = None,
+    label: str = "sweep",
 ) -> tuple[list[ResultRow], int]:
     """Rows of every unit of the sweep in index order (device sweeps: ``run_scenario``
     order), and how many units ran now (the others came from the journal).
-    ``on_progress`` is called once per unit."""
+    ``steps(label, units to run)`` is told each unit as it ends, by the payload's
+    ``label``; a resumed sweep's label says so once (``plan q, resumed 40 of 120 units``)."""
     payload = payload_for(loaded)
     total = payload.units()
     done = journal.finished()
     missing = [i for i in range(total) if i not in done]
-
-    def record(result: ConfigResult) -> None:
-        journal.append(result)
-        done[result.index] = result
-        if on_progress is not None:
-            on_progress()
-
-    if on_progress is not None:
-        for _ in range(total - len(missing)):
-            on_progress()
+    if done:
+        label += f", resumed {total - len(missing)} of {total} units"
+    shows = no_progress if steps is None else steps
     try:
-        executor.run(payload, missing, record)
+        with shows(label, len(missing)) as advance:
+
+            def record(result: ConfigResult) -> None:
+                journal.append(result)
+                done[result.index] = result
+                if steps is not None:  # no label to build for nobody
+                    advance(payload.label(result.index))
+
+            executor.run(payload, missing, record)
     finally:
         journal.close()
     rows = [row for i in range(total) for row in done[i].rows]
@@ -104,17 +105,18 @@ def run_plan(
     out: Path,
     executor: Executor,
     write_report: ReportWriter,
-    on_progress: UnitDone | None = None,
+    steps: Steps | None = None,
 ) -> PlanOutcome:
-    """Sweep (resuming), then write ``results.csv``, ``scenario.resolved.yaml`` and
-    ``question.resolved.yaml``, and answer from that table: ``answer.json`` and the report
-    (``write_report``, e.g. reports' ``plan.html``) in ``out``; the journal is removed at
-    the end."""
+    """Sweep (resuming; ``steps`` as ``sweep_rows``', labelled ``plan <question>``), then
+    write ``results.csv``, ``scenario.resolved.yaml`` and ``question.resolved.yaml``, and
+    answer from that table: ``answer.json`` and the report (``write_report``, e.g.
+    reports' ``plan.html``) in ``out``; the journal is removed at the end."""
     if out.exists() and not out.is_dir():
         raise InputError(out, None, f"{OUT_OPTION} exists and is not a folder")
     journal = journal_for(loaded, out)
     try:
-        rows, ran_now = sweep_rows(loaded, journal, executor, on_progress)
+        label = f"plan {loaded.question.name}"
+        rows, ran_now = sweep_rows(loaded, journal, executor, steps, label)
         check_journaled(loaded, rows, journal)  # before anything is written into out
         write_results(out / RESULTS_CSV, rows)
         write_swept_question(loaded, out)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from edgetwin.configuration import crowd_runs
+from edgetwin.configuration import CrowdRun, configuration_label, crowd_runs, run_label
 from edgetwin.decoder_spec import DecoderSpec, longest_prompt_tokens
 from edgetwin.plan.questions import CrowdAxes, LoadedQuestion
 from edgetwin.provenance import sha256_file
@@ -49,6 +49,10 @@ class Payload(Protocol):
 
     def run(self, indexes: Sequence[int]) -> list[ConfigResult]:
         """Run the units at ``indexes``."""
+        ...
+
+    def label(self, index: int) -> str:
+        """How progress names the unit at ``index``."""
         ...
 
 
@@ -90,6 +94,14 @@ class SweepPayload:
                 )
             results.append(ConfigResult(index, rows))
         return results
+
+    def label(self, index: int) -> str:
+        """A configuration's ``configuration_label`` (every repetition of it), or
+        ``longest context from`` the search's first configuration."""
+        _, _, configs, searches = _prepared(self)
+        if index < len(configs):
+            return configuration_label(configs[index])
+        return f"longest context from {configuration_label(searches[index - len(configs)])}"
 
 
 @functools.lru_cache(maxsize=4)
@@ -163,16 +175,26 @@ class CrowdPayload:
 
     def run(self, indexes: Sequence[int]) -> list[ConfigResult]:
         base = _crowd_scenario(self.scenario_json)
-        runs = crowd_runs(base)  # the fleet's size changes none of them
         path = Path(self.scenario_path)
         results = []
         for index in indexes:
-            size, k = divmod(index, len(runs))
-            scenario = crowd_of_size(base, self.fleet_sizes[size])
-            run = runs[k]
+            fleet_size, run = self._unit(index)
+            scenario = crowd_of_size(base, fleet_size)
             rows = simulate_crowd(scenario, prepare_crowd(scenario, path), run).rows
             results.append(ConfigResult(index, tuple(rows)))
         return results
+
+    def label(self, index: int) -> str:
+        """The fleet size, then the run's ``run_label``:
+        ``12 phones, crowdio_streaming affinity 10 Mbps rep 0``."""
+        fleet_size, run = self._unit(index)
+        return f"{fleet_size} phones, {run_label(run)}"
+
+    def _unit(self, index: int) -> tuple[int, CrowdRun]:
+        """The fleet size and run of unit ``index``."""
+        runs = crowd_runs(_crowd_scenario(self.scenario_json))  # the size changes none
+        size, k = divmod(index, len(runs))
+        return self.fleet_sizes[size], runs[k]
 
 
 @functools.lru_cache(maxsize=4)

@@ -24,7 +24,6 @@ from edgetwin.plan.journal import PARTIAL, ROWS_FILE, JournalBusy, journal_held
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.run import PlanOutcome
 from edgetwin.plan.run import run_plan as sweep_and_answer
-from edgetwin.plan.sweep import payload_for
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.plan import plan_figures, write_plan_report
@@ -78,12 +77,8 @@ def run_plan(
     with recording_reads() as reads:
         loaded = load_question(question_path, items)
         executor = executor_for(workers, scheduler)
-        total = payload_for(loaded).units()
-        with (
-            plan_folder(out_dir, force) as folder,
-            shows(f"plan {loaded.question.name}", total) as advance,
-        ):
-            outcome = sweep_and_answer(loaded, folder, executor, write_plan_report, advance)
+        with plan_folder(out_dir, force) as folder:
+            outcome = sweep_and_answer(loaded, folder, executor, write_plan_report, shows)
             if static is not None:
                 write_static_figures(folder, static, plan_figures(outcome.answer))
             write_provenance(folder, command=call, seed=loaded.scenario.seed, inputs=reads)
