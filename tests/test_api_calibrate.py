@@ -4,6 +4,8 @@ as an InputError naming the argument or the file."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,20 @@ def test_an_out_with_a_nul_byte_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot be an output: embedded null byte") as raised:
         edgetwin.calibrate(JETSON_SPEC, out=f"{tmp_path}/a\0b.yaml")
     assert raised.value.path == f"{tmp_path}/a\0b.yaml"
+
+
+def test_a_progress_that_takes_a_name_is_told_each_step_of_a_fit() -> None:
+    """calibrate and validate counted their steps with no name: a step function that takes
+    one (list.append) was a TypeError."""
+    named: list[tuple[str, str]] = []
+
+    @contextmanager
+    def progress(label: str, total: int) -> Iterator[Callable[[str], None]]:
+        yield lambda done: named.append((label, done))
+
+    with pytest.warns(AtBoundWarning):
+        edgetwin.calibrate(JETSON_SPEC, progress=progress)
+    assert named[0] == ("fit", "timing and power")
+    held_out = [done for label, done in named if label == "held-out refits (by batch)"]
+    assert held_out and all(done.startswith("batch ") for done in held_out), named
+    assert held_out[0].endswith(" held out")

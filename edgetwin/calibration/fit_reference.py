@@ -56,7 +56,7 @@ def fit_profile(
     try:
         with progress("fit", 1) as advance:
             profile = fit_by_component(spec, scenario, measured, spec_path)
-            advance()
+            advance("timing and power")
     except TooFewPoints as error:
         raise too_few_points_error(reference, error) from None
     report = residual_report(scenario, profile, measured, reference)

@@ -56,7 +56,7 @@ def leave_one_batch_out_table(
     with progress("held-out refits (by batch)", len(batches)) as advance:
         for batch in batches:
             points += _held_out_points(spec, scenario, measured, batch, spec_path)
-            advance()
+            advance(f"batch {batch} held out")
     return points
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +213,8 @@ def run_fits(
         with progress("fits with bootstrap", solves) as advance:
             for planned in plan:
                 try:
-                    fits.update(zip(planned.names, planned.run(advance), strict=True))
+                    solved = partial(advance, " and ".join(planned.names))
+                    fits.update(zip(planned.names, planned.run(solved), strict=True))
                 except TooFewPoints:
                     if holdout is None:
                         raise

@@ -74,7 +74,7 @@ def leave_one_out(
                 points += _exchange_points(spec, data, fits, holdout)
             if "memory" in fits:
                 points += _decoder_points(spec, data, fits, holdout, base)
-            advance()
+            advance(f"{by} {value:g} held out")
     return points
 
 
