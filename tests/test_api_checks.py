@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 import edgetwin
 from edgetwin.errors import InputError
+from edgetwin.results import failed_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 JETSON = ROOT / "scenarios" / "prism_jetson.yaml"
@@ -220,6 +222,38 @@ def test_results_and_a_comparison_show_as_one_line(tmp_path: Path) -> None:
     shown = repr(edgetwin.compare(tmp_path / "a", tmp_path / "b"))
     assert shown.startswith("Comparison(50 points; median |error| %: total_ms 0.00, ")
     assert shown.endswith("; 0 unmatched, 0 unmeasured)") and "\n" not in shown
+
+
+@pytest.mark.timeout(60)
+def test_results_line_says_why_rows_failed() -> None:
+    """The line a notebook shows and ``edgetwin run``'s last line count failed rows by
+    reason with one definition (results.failed_summary); the line did not count them."""
+    overrides = ["devices.0.ram_mb=400", "sweeps=[{batch: [1, 32]}]"]
+    results = edgetwin.run(JETSON, overrides=overrides)
+    shown = "Results(10 rows of prism_jetson: single, voltage, prism; 5 failed: out of memory 5)"
+    assert repr(results) == shown
+
+
+def test_a_failure_summary_names_the_commonest_reasons_then_dots() -> None:
+    """Statuses say where (a device, a token, a job's counts); the summary counts the
+    reason without them, the commonest three first."""
+    row = edgetwin.run(JETSON, overrides=["sweeps=[{batch: [1]}]"]).rows[0]
+    no_phone = "incomplete: 0 of 4 inputs done; no phone connected (3 of 3 with an empty battery)"
+    statuses = [
+        "ok",
+        "out of memory on jetson-0 at token 7",
+        "device lost: jetson-1: went away",
+        "out of memory on jetson-1 (weights)",
+        no_phone,
+        "device lost: jetson-0: went away",
+        no_phone.replace("0 of 4", "2 of 4"),
+        "incomplete: 1 of 4 inputs done; stage cell_b did not fit any connected phone's RAM",
+        no_phone,
+    ]
+    rows = [replace(row, status=status) for status in statuses]
+    expected = "8 failed: no phone connected 3, out of memory 2, device lost (went away) 2, ..."
+    assert failed_summary(rows) == expected
+    assert failed_summary(rows[:1]) == "0 failed"
 
 
 def test_what_the_api_raises_and_warns_is_in_its_namespace() -> None:

@@ -102,10 +102,13 @@ def test_run_writes_results_scenario_and_report(
     ("sets", "summary"),
     [
         (["crowd.horizon_s=600"], "20 jobs in 1 run (0 failed)"),
-        (["crowd.horizon_s=60", "crowd.drain_s=0"], "2 jobs in 1 run (2 failed)"),
+        (
+            ["crowd.horizon_s=60", "crowd.drain_s=0"],
+            "2 jobs in 1 run (2 failed: not finished by horizon_s + drain_s 2)",
+        ),
         (
             ["crowd.horizon_s=60", "crowd.drain_s=0", "crowd.schedulers=[affinity, random]"],
-            "4 jobs in 2 runs (4 failed)",
+            "4 jobs in 2 runs (4 failed: not finished by horizon_s + drain_s 4)",
         ),
     ],
     ids=["finished", "unfinished", "two-runs"],
@@ -319,11 +322,27 @@ def test_profile_file_is_found_beside_the_scenario(tiny: Path, tmp_path: Path) -
     assert by_file == (tmp_path / "by_name" / "results.csv").read_bytes()
 
 
-def test_failed_configurations_are_reported_not_crashed(tiny: Path, tmp_path: Path) -> None:
+def test_failed_configurations_are_reported_not_crashed(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "out"
     run(tiny, out, "--set", "devices.0.ram_mb=1")
     assert all((out / name).is_file() for name in OUTPUTS)
     assert all(r["status"].startswith("out of memory") for r in rows(out))
+    assert "6 runs (6 failed: out of memory 6) -> " in capsys.readouterr().out
+
+
+def test_the_summary_says_why_runs_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The last line said "10 runs (10 failed)": nothing of why. Batch 32 does not fit
+    400 MB; at batch 1 the tiny battery empties first."""
+    sets = ["devices.0.ram_mb=400", "devices.0.battery_wh=0.00001", "sweeps=[{batch: [1, 32]}]"]
+    options = [arg for item in sets for arg in ("--set", item)]
+    scenario = str(SCENARIOS / "prism_jetson.yaml")
+    assert main(["run", scenario, "--quiet", "--out", str(tmp_path / "out"), *options]) == 0
+    summary = "10 runs (10 failed: device lost (battery empty) 5, out of memory 5) -> "
+    assert summary in capsys.readouterr().out
 
 
 def test_inline_profile_runs_like_the_same_profile_from_a_file(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from edgetwin.cli.progress import progress_bar
 from edgetwin.configuration import crowd_runs
 from edgetwin.errors import counted
 from edgetwin.links import within_tolerance
+from edgetwin.results import failed_summary
 from edgetwin.scenario import RUN_MODES
 from edgetwin.workbench import reporting, running
 from edgetwin.workbench.comparing import compare
@@ -81,13 +82,12 @@ def run_command(args: argparse.Namespace) -> int:
     )
     rows = results.rows
     print_warnings(results.warnings)
-    failed = sum(not row.ok for row in rows)
     short = sum(
         r.link_error_pct is not None and not within_tolerance(r.link_error_pct) for r in rows
     )
     on_short_links = f", {short} on links short of their rate" if short else ""
     ran = _what_ran(results)
-    print(f"{ran} ({failed} failed{on_short_links}) -> {written(args.out)}")
+    print(f"{ran} ({failed_summary(rows)}{on_short_links}) -> {written(args.out)}")
     return 0
 
 

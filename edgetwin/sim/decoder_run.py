@@ -19,7 +19,7 @@ from edgetwin.models.decoder_costs import (
 )
 from edgetwin.models.strategies.pipeline import balanced_layers
 from edgetwin.profile import MB
-from edgetwin.results import STATUS_OK
+from edgetwin.results import OUT_OF_MEMORY, STATUS_OK
 from edgetwin.scenario import Scenario
 from edgetwin.sim.device import Device
 from edgetwin.sim.generation import Generation
@@ -55,7 +55,7 @@ def memory_status(plan: DecoderPlan, devices: list[Device], tokens: int) -> str:
     fit every device, else the out-of-memory status at the first position that does not."""
     for rank, device in enumerate(devices):
         if not device.load(plan.weight_bytes[rank] / MB):
-            return f"out of memory on {device.name} (weights)"
+            return f"{OUT_OF_MEMORY} on {device.name} (weights)"
     stops = [
         (position, device.name)
         for rank, device in enumerate(devices)
@@ -64,7 +64,7 @@ def memory_status(plan: DecoderPlan, devices: list[Device], tokens: int) -> str:
     if not stops:
         return STATUS_OK
     position, name = min(stops)
-    return f"out of memory on {name} at token {position}"
+    return f"{OUT_OF_MEMORY} on {name} at token {position}"
 
 
 def _first_overflow(plan: DecoderPlan, rank: int, device: Device, tokens: int) -> int | None:

@@ -21,7 +21,7 @@ from edgetwin.models.costs import CostPlan
 from edgetwin.models.decoder_costs import contributed_bytes
 from edgetwin.profile import MB, DeviceProfile, bootstrap_count, bootstrap_variant
 from edgetwin.progress import Step, naming
-from edgetwin.results import STATUS_OK, ResultRow
+from edgetwin.results import DEVICE_LOST, OUT_OF_MEMORY, STATUS_OK, ResultRow
 from edgetwin.scenario import Scenario
 from edgetwin.scenario_paths import device_profile
 from edgetwin.sim import decoder_run
@@ -326,7 +326,7 @@ def _load_model(devices: list[Device], work: CostPlan, batch: int, row_bytes: in
         own = work.partition_tokens[rank]
         activations = batch * row_bytes * (2 * work.kv_tokens[rank] + 4 * own)
         if not device.load((work.weight_bytes_per_device + activations) / MB):
-            return f"out of memory on {device.name}"
+            return f"{OUT_OF_MEMORY} on {device.name}"
     return STATUS_OK
 
 
@@ -342,7 +342,7 @@ def _run_batches(world: _World, forwards: list[Forward] | list[Generation]) -> s
         except simpy.Interrupt as stop:
             cause = stop.cause
             if isinstance(cause, DeviceLeft) and status[0] == STATUS_OK:
-                status[0] = f"device lost: {cause}"
+                status[0] = f"{DEVICE_LOST}: {cause}"
 
     def stop_all(cause: DeviceLeft) -> None:
         for process in running:

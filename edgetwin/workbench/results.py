@@ -21,6 +21,7 @@ from edgetwin.results import (
     RESULTS_CSV,
     RESULTS_PARQUET,
     ResultRow,
+    failed_summary,
     read_results,
     results_file,
     table_columns,
@@ -67,10 +68,12 @@ class Results:
     device_names: Mapping[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:
-        """A line a notebook can show (the rows are ``to_pandas()``'s)."""
+        """A line a notebook can show (the rows are ``to_pandas()``'s), with why rows failed
+        when some did."""
         name = "" if self.scenario is None else f" of {self.scenario.name}"
         strategies = ", ".join(dict.fromkeys(row.strategy for row in self.rows))
-        return f"Results({len(self.rows)} rows{name}: {strategies or 'none'})"
+        failed = f"; {failed_summary(self.rows)}" if not all(r.ok for r in self.rows) else ""
+        return f"Results({len(self.rows)} rows{name}: {strategies or 'none'}{failed})"
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per configuration and repetition; the columns of ``results.csv`` in its

@@ -31,7 +31,7 @@ from edgetwin.phone_profile import device_profile
 from edgetwin.policies.scheduling import SCHEDULERS, check_schedulers, make_scheduler
 from edgetwin.profile import NetworkParams, mah_from_joules
 from edgetwin.progress import Step, naming
-from edgetwin.results import STATUS_OK, ResultRow
+from edgetwin.results import INCOMPLETE, STATUS_OK, ResultRow
 from edgetwin.scenario import Scenario
 from edgetwin.schema import referenced_file
 from edgetwin.sim.crowd.availability import Absence, read_trace, replay
@@ -306,7 +306,7 @@ def _row(
     items_done = job.items_done
     status = STATUS_OK
     if not ok:
-        status = f"incomplete: {items_done} of {spec.inputs} inputs done; {unfinished_reason}"
+        status = f"{INCOMPLETE}: {items_done} of {spec.inputs} inputs done; {unfinished_reason}"
     participants = max(1, len(job.energy_start_j))
     return ResultRow(
         scenario=scenario.name,
