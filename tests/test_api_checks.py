@@ -66,6 +66,7 @@ from edgetwin import load_results, load_scenario, run
 run(Path("s.yaml"), seed="1", mode="hardware")
 edgetwin.run(3)
 load_scenario(5)
+edgetwin.init("scenarios")
 count: int = load_results("out")
 version: int = edgetwin.__version__
 """
@@ -132,6 +133,7 @@ def test_a_user_type_checker_sees_the_installed_api(tmp_path: Path) -> None:
         'Argument "mode" to "run" has incompatible type',
         'Argument 1 to "run" has incompatible type "int"',
         'Argument 1 to "load_scenario" has incompatible type "int"',
+        'Argument 1 to "init" has incompatible type "Literal[\'scenarios\']"',
         'expression has type "Results", variable has type "int"',
         'expression has type "str", variable has type "int"',  # was: no attribute __version__
     ):

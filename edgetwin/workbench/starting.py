@@ -6,26 +6,29 @@ from __future__ import annotations
 import os
 from importlib.resources import files
 from pathlib import Path
+from typing import Literal, get_args
 
 from edgetwin.atomic import output_kind, why_not_written, write_text_atomic
 from edgetwin.errors import FORCE_OPTION, InputError
 from edgetwin.workbench.arguments import choice_argument, flag_argument, path_argument
 
+Kind = Literal["scenario", "eval", "plan"]  # in the order the help and the README give them
+KINDS: tuple[Kind, ...] = get_args(Kind)
 # kind -> (template in workbench/templates, default file name)
-TEMPLATES: dict[str, tuple[str, str]] = {
+TEMPLATES: dict[Kind, tuple[str, str]] = {
     "scenario": ("scenario.yaml", "scenario.yaml"),
     "eval": ("eval.yaml", "evaluation.eval.yaml"),
     "plan": ("plan.yaml", "question.plan.yaml"),
 }
-KINDS = list(TEMPLATES)  # in the order the help and the README give them
+assert tuple(TEMPLATES) == KINDS, "a template for each kind, in its order"
 
 
-def template_text(kind: str) -> str:
+def template_text(kind: Kind) -> str:
     """The commented template of ``kind``."""
     return files("edgetwin.workbench").joinpath("templates", TEMPLATES[kind][0]).read_text()
 
 
-def init(kind: str, path: str | Path | None = None, *, force: bool = False) -> Path:
+def init(kind: Kind, path: str | Path | None = None, *, force: bool = False) -> Path:
     """Write the template of ``kind`` (``"scenario"``, ``"eval"`` or ``"plan"``) to
     ``path``: a file, or a folder (an existing one, or a name ending in ``/``) to write the
     default name into (``None``: the default name in the current folder). An existing file
