@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -169,6 +170,24 @@ def test_a_plan_folder_without_its_question_or_unfinished_is_named(
     (unfinished / "partial").mkdir(parents=True)
     assert main(["report", str(unfinished)]) == 2
     assert "unfinished sweep" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(180)
+def test_a_plans_figure_names_are_distinct_but_for_their_number(tmp_path: Path) -> None:
+    """plan_llm's heatmaps for prompt 128 and 2048 were ``01_lowest_time_to_first_token_ms``
+    and ``03_lowest_time_to_first_token_ms``, its two Pareto fronts alike: a name came from
+    the title's first line only. Names are the page's ids and its static files'."""
+    out = _plan(tmp_path, "plan_llm")
+    ids = re.findall(r'<div id="figure-([^"]*)"', (out / "plan.html").read_text())
+    assert ids == [
+        "01_lowest_time_to_first_token_ms_prompt_128",
+        "02_lowest_time_per_output_token_ms_prompt_128",
+        "03_lowest_time_to_first_token_ms_prompt_2048",
+        "04_lowest_time_per_output_token_ms_prompt_2048",
+        "05_pareto_front_latency_per_batch_against_energy_per_sample_prompt_128",
+        "06_pareto_front_latency_per_batch_against_energy_per_sample_prompt_2048",
+        "07_longest_prompt_that_fits",
+    ]
 
 
 @pytest.mark.browser

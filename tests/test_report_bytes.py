@@ -106,12 +106,21 @@ def _figure(title: str) -> go.Figure:
 
 
 def test_figure_ids_are_their_place_and_title_and_differ_on_a_page() -> None:
-    figures = [_figure("Latency (ms)<br>detail"), _figure("Latency (ms)"), go.Figure()]
+    """Titles whose first lines give one name add their clauses where they differ."""
+    figures = [
+        _figure("Latency (ms)<br>detail, prompt 128"),
+        _figure("Latency (ms)"),
+        go.Figure(),
+        _figure("Latency (ms)<br>detail, prompt<br>2048"),  # a subtitle wrapped in two lines
+        _figure("Energy (J)<br>prompt 128"),
+    ]
     html = figures_html(figures)
     assert _DIV_IDS.findall(html) == [
-        "figure-01_latency_ms",
+        "figure-01_latency_ms_detail_prompt_128",
         "figure-02_latency_ms",
         "figure-03_figure",
+        "figure-04_latency_ms_detail_prompt_2048",
+        "figure-05_energy_j",
     ]
     assert html == figures_html(figures)  # no random part
     long = "Time per output token against a prompt, 16 output tokens, kv cache included"

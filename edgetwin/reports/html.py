@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from html import escape
@@ -102,20 +102,71 @@ def _mode_notes(rows: Sequence[ResultRow]) -> str:
     return f" ({LOCAL_NOTE})" if any(row.mode == "local" for row in rows) else ""
 
 
-def figure_name(index: int, fig: go.Figure) -> str:
-    """``01_latency_breakdown_per_batch_at_1000_mbit_s``: its place and its title (the
-    name of its static file, and its id on the page after ``figure-``)."""
-    title = (fig.layout.title.text or "figure").split("<br>")[0]
-    slug = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")
-    if len(slug) > _NAME_CHARS:  # cut at a word's end (``_kv_cach`` read as a typo)
+def figure_names(figures: Sequence[go.Figure]) -> list[str]:
+    """``01_latency_breakdown_per_batch_at_400_mbit_s``: each figure's place and its title's
+    first line; figures whose first lines give one name add their clauses (the subtitle's
+    too) at the first place where they differ, ``03_lowest_time_to_first_token_ms_prompt_
+    2048``, until they are told apart. A figure's static file's name, and its id on the page
+    after ``figure-``."""
+    mains = [_slug(_title(fig).split("<br>")[0]) or "figure" for fig in figures]
+    parts = [_title_parts(fig) for fig in figures]
+    told = [""] * len(figures)
+    groups: dict[str, list[int]] = defaultdict(list)
+    for index, main in enumerate(mains):
+        groups[main].append(index)
+    for group in groups.values():
+        _tell_apart(group, parts, told, 0)
+    pairs = zip(mains, told, strict=True)
+    return [f"{i:02d}_{main}{more}" for i, (main, more) in enumerate(pairs, start=1)]
+
+
+def _tell_apart(group: list[int], parts: list[list[str]], told: list[str], place: int) -> None:
+    """Add to ``told`` of each title in ``group`` its clause at the first place from
+    ``place`` where they differ; again for those alike there, from the next place."""
+    if len(group) < 2:
+        return
+
+    def at(index: int, place: int) -> str:
+        return parts[index][place] if place < len(parts[index]) else ""
+
+    places = range(place, max(len(parts[i]) for i in group))
+    differ = next((p for p in places if len({at(i, p) for i in group}) > 1), None)
+    if differ is None:
+        return
+    alike: dict[str, list[int]] = defaultdict(list)
+    for index in group:
+        clause = at(index, differ)
+        told[index] += f"_{_slug(clause)}" if clause else ""
+        alike[clause].append(index)
+    for same in alike.values():
+        _tell_apart(same, parts, told, differ + 1)
+
+
+def _title(fig: go.Figure) -> str:
+    return fig.layout.title.text or "figure"
+
+
+def _title_parts(fig: go.Figure) -> list[str]:
+    """A title's clauses in order, the first line's then the subtitle's (wrapped lines
+    joined, markup left out)."""
+    main, _, detail = _title(fig).partition("<br>")
+    text = [main, re.sub(r"<[^>]*>", "", detail.replace("<br>", " "))]
+    return [clause for line in text for clause in line.split(", ") if clause]
+
+
+def _slug(text: str) -> str:
+    """``text`` in lower-case words joined by ``_``, cut at a word's end to _NAME_CHARS
+    (``_kv_cach`` read as a typo)."""
+    slug = re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+    if len(slug) > _NAME_CHARS:
         slug = slug[: _NAME_CHARS + 1].rpartition("_")[0] or slug[:_NAME_CHARS]
-    return f"{index:02d}_{slug or 'figure'}"
+    return slug
 
 
-def _figure_html(fig: go.Figure, index: int) -> str:
-    """A page's ``index``-th figure (from 1), in the edgetwin template, as an HTML section
-    (plotly.js is inlined once by ``page``). Its div's id is its name, not plotly's random
-    uuid4: the same figures give the same page, byte for byte."""
+def _figure_html(fig: go.Figure, name: str) -> str:
+    """A figure in the edgetwin template, as an HTML section (plotly.js is inlined once by
+    ``page``). Its div's id is its name, not plotly's random uuid4: the same figures give
+    the same page, byte for byte."""
     fig = styled(fig)
     body = pio.to_html(
         fig,
@@ -123,14 +174,16 @@ def _figure_html(fig: go.Figure, index: int) -> str:
         include_plotlyjs=False,
         default_height=f"{fig.layout.height}px",
         config={"displaylogo": False},
-        div_id=f"figure-{figure_name(index, fig)}",
+        div_id=f"figure-{name}",
     )
     return f"<section class='figure'>{deferred(body)}</section>"
 
 
 def figures_html(figures: Iterable[go.Figure]) -> str:
-    """Every figure of a page, numbered from 1 in page order (their ids differ by number)."""
-    return "".join(_figure_html(fig, index) for index, fig in enumerate(figures, start=1))
+    """Every figure of a page, numbered from 1 in page order (``figure_names``)."""
+    figures = list(figures)
+    names = figure_names(figures)
+    return "".join(_figure_html(fig, name) for fig, name in zip(figures, names, strict=True))
 
 
 def page(title: str, body: str) -> str:

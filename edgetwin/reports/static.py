@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 
 from edgetwin.atomic import output_kind, publish_folder, staged_folder
 from edgetwin.errors import InputError, RunFailed
-from edgetwin.reports.html import figure_name, read_run, run_figures
+from edgetwin.reports.html import figure_names, read_run, run_figures
 from edgetwin.reports.style import WIDTH_PX, styled
 
 StaticFormat = Literal["svg", "pdf", "png"]
@@ -60,11 +60,11 @@ def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list
         raise InputError(None, "--static", f"unknown format {fmt!r}: {', '.join(STATIC_FORMATS)}")
     out_dir.mkdir(parents=True, exist_ok=True)
     jobs = []
-    for index, fig in enumerate(figures, start=1):
+    for fig, name in zip(figures, figure_names(figures), strict=True):
         fig = styled(fig)
         for number, trace in enumerate(fig.data):  # else plotly.js draws random ones
             trace.uid = str(number)
-        path = out_dir / f"{figure_name(index, fig)}.{fmt}"
+        path = out_dir / f"{name}.{fmt}"
         opts = {"format": fmt, "width": WIDTH_PX, "height": fig.layout.height}
         jobs.append({"fig": fig, "path": path, "opts": opts})
     if not jobs:  # a page without a figure: no browser to start
