@@ -343,6 +343,8 @@ def test_the_summary_says_why_runs_failed(
     assert main(["run", scenario, "--quiet", "--out", str(tmp_path / "out"), *options]) == 0
     summary = "10 runs (10 failed: device lost (battery empty) 5, out of memory 5) -> "
     assert summary in capsys.readouterr().out
+    page = (tmp_path / "out" / "report.html").read_text()  # it listed every status whole
+    assert "<b>Rows:</b> 10 (0 ok, 10 failed: device lost (battery empty) 5, out of" in page
 
 
 def test_inline_profile_runs_like_the_same_profile_from_a_file(tmp_path: Path) -> None:

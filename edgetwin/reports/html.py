@@ -23,8 +23,10 @@ from edgetwin.reports.plotly_js import deferred, plotly_js_html
 from edgetwin.reports.rows import average_reps
 from edgetwin.reports.style import FONT, styled
 from edgetwin.results import (
+    STATUS_OK,
     ResultRow,
     RowKey,
+    failed_summary,
     read_results,
     read_table,
     results_file,
@@ -59,12 +61,11 @@ def _warnings_html(warnings: Sequence[str]) -> str:
 
 
 def _summary(rows: Sequence[ResultRow]) -> str:
-    statuses = Counter(row.status for row in rows)
-    status_text = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
+    finished = sum(row.ok for row in rows)
     items = [
         ("Scenario", _values(rows, "scenario")),
         ("Mode", _values(rows, "mode") + _mode_notes(rows)),
-        ("Rows", f"{len(rows)} ({status_text or 'none'})"),
+        ("Rows", f"{len(rows)} ({finished} {STATUS_OK}, {failed_summary(rows)})"),
         ("Strategies", _values(rows, "strategy")),
     ]
     body = "".join(f"<li><b>{name}:</b> {escape(text)}</li>" for name, text in items)
@@ -75,7 +76,7 @@ SHOWN_FAILED = 20  # rows that did not finish a page lists before counting the r
 
 
 def _failed_html(rows: Sequence[ResultRow]) -> str:
-    """The configurations that did not finish and why (the summary counts them by status
+    """The configurations that did not finish and why (the summary counts them by reason
     only, and their rows draw no figure)."""
     failed = [row for row in rows if not row.ok]
     if not failed:
