@@ -720,10 +720,12 @@ def test_piped_calibrate_and_validate_print_their_fits_and_refits(tmp_path: Path
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     err = _piped(tmp_path, "calibrate", "spec.yaml", "--out", "loud.yaml")
     fits = [line.rsplit(": ", 1)[1] for line in err.splitlines() if "fits with" in line]
-    total = int(fits[-1].split("/")[1])
-    assert total % 3 == 0 and fits == [f"{k}/{total}" for k in range(1, total + 1)]
+    counts = [fit.split(" (")[0] for fit in fits]  # each solve named by its fit's sections
+    total = int(counts[-1].split("/")[1])
+    assert total % 3 == 0 and counts == [f"{k}/{total}" for k in range(1, total + 1)]
+    assert fits[0].endswith(" (compute)"), fits[0]
     refits = [line for line in err.splitlines() if line.startswith("held-out refits")]
-    assert refits and refits[-1].endswith(f"{len(refits)}/{len(refits)}")
+    assert refits and f"{len(refits)}/{len(refits)} (" in refits[-1]
     quiet = _piped(tmp_path, "calibrate", "spec.yaml", "--out", "quiet.yaml", "--quiet")
     assert "fits with" not in quiet and "held-out" not in quiet
 
@@ -737,7 +739,7 @@ def test_piped_calibrate_and_validate_print_their_fits_and_refits(tmp_path: Path
     assert body("loud.yaml") == body("quiet.yaml")
     err = _piped(tmp_path, "validate", "spec.yaml", "--out", "held_out")
     refits = [line for line in err.splitlines() if line.startswith("held-out refits (by batch)")]
-    assert refits and refits[-1].endswith(f"{len(refits)}/{len(refits)}")
+    assert refits and refits[-1].endswith(f"{len(refits)}/{len(refits)} (batch 32 held out)")
     quiet = _piped(tmp_path, "validate", "spec.yaml", "--out", "held_out_q", "--quiet")
     assert "held-out refits" not in quiet
 
@@ -752,11 +754,14 @@ def test_piped_table_calibrate_and_validate_print_their_fit_and_refits(tmp_path:
     for field in ("reference", "scenario"):
         spec[field] = str((specs / spec[field]).resolve())
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
-    batches = 4  # data/reference/prism-jetson/measurements.csv: batch 1, 2, 4 and 32
-    refits = [f"held-out refits (by batch): {k}/{batches}" for k in range(1, batches + 1)]
+    batches = (1, 2, 4, 32)  # data/reference/prism-jetson/measurements.csv
+    refits = [
+        f"held-out refits (by batch): {k}/{len(batches)} (batch {batch} held out)"
+        for k, batch in enumerate(batches, start=1)
+    ]
     err = _piped(tmp_path, "calibrate", "spec.yaml", "--out", "loud.yaml")
     assert [line for line in err.splitlines() if line.startswith(("fit:", "held-out"))] == [
-        "fit: 1/1",
+        "fit: 1/1 (timing and power)",
         *refits,
     ]
     quiet = _piped(tmp_path, "calibrate", "spec.yaml", "--out", "quiet.yaml", "--quiet")

@@ -100,7 +100,8 @@ def test_a_crowd_run_whose_jobs_never_finish_says_why_it_draws_no_latency(
     cut = ["--set", "crowd.horizon_s=5", "--set", "crowd.drain_s=0"]
     assert main(["run", str(SCENARIO), "--out", str(out), "--trace", "--quiet", *cut]) == 0
     page = (out / "report.html").read_text()
-    assert "No successful rows to plot." in page and "20 incomplete" in page
+    assert "No successful rows to plot." in page
+    assert "20 (0 ok, 20 failed: not finished by horizon_s + drain_s 20)" in page
     assert "Pipeline latency per mode" not in page and "What each phone did" in page
 
 
