@@ -144,3 +144,20 @@ def test_evaluate_affinity_names_each_instance(tmp_path: Path) -> None:
         "p4_n4_s3_warm",
         "p3_n3_s3_barrier",
     ]
+
+
+@pytest.mark.timeout(300)
+def test_a_decoder_evaluation_counts_each_repetition_in_its_total(tmp_path: Path) -> None:
+    """The total counted a decoder's configurations while each repetition is a step: with
+    repetitions 2 the steps ran past the total."""
+    scenario = yaml.safe_load((SCENARIOS / "adaptive_llm.yaml").read_text())
+    (tmp_path / "llm.yaml").write_text(yaml.safe_dump({**scenario, "repetitions": 2}))
+    spec = yaml.safe_load((SCENARIOS / "adaptive_llm.eval.yaml").read_text())
+    spec["scenario"] = "llm.yaml"
+    spec["held_out"] = {"prompt_tokens": [256], "output_tokens": [32], "batch": [2]}
+    spec["held_out"] |= {"bandwidth_mbps": [300], "devices": [2]}
+    (tmp_path / "llm.eval.yaml").write_text(yaml.safe_dump(spec))
+    seen: list[Any] = []
+    edgetwin.evaluate_adaptive(tmp_path / "llm.eval.yaml", progress=recorded(seen))
+    _label, total = seen[0]
+    assert total == len(seen) - 1 and seen[-1].endswith(", rep 1"), (total, len(seen) - 1)

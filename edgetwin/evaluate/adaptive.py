@@ -61,7 +61,6 @@ from edgetwin.progress import Advance
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
 from edgetwin.sim.runner import unplayed_in_twin
-from edgetwin.sweep_points import configurations
 
 HELD_OUT = "held-out"  # how progress names the steps of the ground truth's sweeps
 
@@ -70,8 +69,8 @@ def evaluation_steps(scenario: Scenario, settings: EvalSettings, map_table: Path
     """The twin sweeps ``evaluate`` runs: the map's (unless read from a table), the held-out
     (unless measured runs are the truth)."""
     held_out = settings.held_out
-    if isinstance(scenario.model, DecoderSpec):  # one step per configuration
-        mapped = 0 if map_table is not None else len(configurations(scenario))
+    if isinstance(scenario.model, DecoderSpec):  # one step per configuration and repetition
+        mapped = 0 if map_table is not None else decoder_steps([scenario])
         truth = 0 if held_out is None else decoder_steps(decoder_runs(scenario, held_out.sweep()))
         return mapped + truth
     mapped = 0 if map_table is not None else sweep_steps(len(scenario.sweeps), settings.map_tokens)

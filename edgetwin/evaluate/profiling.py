@@ -72,8 +72,9 @@ def decoder_runs(scenario: Scenario, sweep: SweepSpec) -> list[Scenario]:
 
 
 def decoder_steps(runs: Sequence[Scenario]) -> int:
-    """How many ``on_step`` calls ``decoder_rows`` makes over ``runs`` (one per run)."""
-    return sum(len(configurations(run)) for run in runs)
+    """How many ``on_step`` calls ``decoder_rows`` makes over ``runs`` (one per
+    configuration and repetition)."""
+    return sum(len(configurations(run)) * run.repetitions for run in runs)
 
 
 def decoder_rows(
