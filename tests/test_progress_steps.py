@@ -113,15 +113,22 @@ def test_evaluate_names_the_map_s_and_the_held_out_sweeps(tmp_path: Path) -> Non
     ]
 
 
-@pytest.mark.timeout(300)
-def test_evaluate_names_each_decoder_configuration(tmp_path: Path) -> None:
+def _llm_steps(tmp_path: Path, scenario: str) -> list[Any]:
+    """What ``evaluate_adaptive`` tells a progress of adaptive_llm's evaluation held out at
+    one condition, its scenario ``scenario``."""
     spec = yaml.safe_load((SCENARIOS / "adaptive_llm.eval.yaml").read_text())
-    spec["scenario"] = str(SCENARIOS / spec["scenario"])
+    spec["scenario"] = scenario
     spec["held_out"] = {"prompt_tokens": [256], "output_tokens": [32], "batch": [2]}
     spec["held_out"] |= {"bandwidth_mbps": [300], "devices": [2]}
     (tmp_path / "llm.eval.yaml").write_text(yaml.safe_dump(spec))
     seen: list[Any] = []
     edgetwin.evaluate_adaptive(tmp_path / "llm.eval.yaml", progress=recorded(seen))
+    return seen
+
+
+@pytest.mark.timeout(300)
+def test_evaluate_names_each_decoder_configuration(tmp_path: Path) -> None:
+    seen = _llm_steps(tmp_path, str(SCENARIOS / "adaptive_llm.yaml"))
     label, total = seen[0]
     assert label == "evaluate llm.eval.yaml, twin sweeps" and total == len(seen) - 1
     held_out = [name for name in seen[1:] if name.startswith("held-out, ")]
@@ -152,12 +159,6 @@ def test_a_decoder_evaluation_counts_each_repetition_in_its_total(tmp_path: Path
     repetitions 2 the steps ran past the total."""
     scenario = yaml.safe_load((SCENARIOS / "adaptive_llm.yaml").read_text())
     (tmp_path / "llm.yaml").write_text(yaml.safe_dump({**scenario, "repetitions": 2}))
-    spec = yaml.safe_load((SCENARIOS / "adaptive_llm.eval.yaml").read_text())
-    spec["scenario"] = "llm.yaml"
-    spec["held_out"] = {"prompt_tokens": [256], "output_tokens": [32], "batch": [2]}
-    spec["held_out"] |= {"bandwidth_mbps": [300], "devices": [2]}
-    (tmp_path / "llm.eval.yaml").write_text(yaml.safe_dump(spec))
-    seen: list[Any] = []
-    edgetwin.evaluate_adaptive(tmp_path / "llm.eval.yaml", progress=recorded(seen))
+    seen = _llm_steps(tmp_path, "llm.yaml")
     _label, total = seen[0]
     assert total == len(seen) - 1 and seen[-1].endswith(", rep 1"), (total, len(seen) - 1)
