@@ -60,9 +60,14 @@ def steps() -> RecordedSteps:
 
 
 @pytest.fixture(scope="module")
-def run(small: Scenario, steps: RecordedSteps) -> EmuRun:
+def told() -> list[str]:
+    return []
+
+
+@pytest.fixture(scope="module")
+def run(small: Scenario, steps: RecordedSteps, told: list[str]) -> EmuRun:
     before = _links()
-    result = run_emu(small, warmup=1, link_check_s=1, steps=steps)
+    result = run_emu(small, on_progress=told.append, warmup=1, link_check_s=1, steps=steps)
     assert _links() == before and not leftover_links() and not leftover_processes()
     return result
 
@@ -71,6 +76,12 @@ def test_link_checks_show_their_progress(run: EmuRun, steps: RecordedSteps) -> N
     """Each bandwidth's link checks (a few seconds a direction) ran without a word: an
     emulator run said nothing for its first 15-30 s and between bandwidths."""
     assert steps.seen == [("link checks at 200 Mbps", 2, 2), ("link checks at 800 Mbps", 2, 2)]
+
+
+def test_each_repetition_is_told_as_rank_0_ends_it(run: EmuRun, told: list[str]) -> None:
+    """The ranks on the hosts report each timed forward (their --progress file), by name."""
+    rows = [f"voltage x2, batch 4, {r.bandwidth_mbps:g} Mbps, rep {r.rep}" for r in run.rows]
+    assert told == rows and rows, told
 
 
 def test_rows_are_emu_and_comm_grows_as_bandwidth_drops(run: EmuRun) -> None:

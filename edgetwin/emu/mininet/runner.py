@@ -303,11 +303,9 @@ class _HostLauncher:
         ]
 
         def command(rank: int, result: Path) -> list[str]:
-            reports = RepReports(result.parent, on_rep)  # the ranks' folder
             return [
                 *(sys.executable, "-m", VIT_WORKER, "--rank", str(rank)),
                 *("--iface", hosts[rank].iface, "--result", str(result), *common),
-                *reports.worker_args(),
             ]
 
         return self._run(world, timeout_s, command, vit_records.read_record, on_rep)
@@ -342,8 +340,9 @@ class _HostLauncher:
         read: Callable[[Path], Record],
         on_rep: OnRep | None = None,
     ) -> list[Record]:
-        """Rank r's ``command`` on host r, waited for with the deadline (``on_rep`` told
-        the forwards rank 0 reports meanwhile); their records."""
+        """Rank r's ``command`` on host r, waited for with the deadline (with ``on_rep``, the
+        ranks asked for their reports, told the forwards rank 0 reports meanwhile); their
+        records."""
         label = f"launch {self._launches} at {self.bandwidth_mbps:g} Mbps"
         clock = FaultClock(label, self._schedule, self._apply)
         with run_folder(EMU, "ranks") as tmp:
@@ -353,7 +352,7 @@ class _HostLauncher:
             try:
                 clock.start()
                 for rank in range(world):
-                    argv = command(rank, folder / f"rank{rank}.json")
+                    argv = [*command(rank, folder / f"rank{rank}.json"), *reports.worker_args()]
                     log = folder / f"rank{rank}.log"
                     ranks.append(self._net.popen(rank, argv, log, package_env()))
                 wait_ranks(ranks, folder, timeout_s, reports.poll)
