@@ -143,6 +143,19 @@ def test_emu_cleanup_without_root_exits_2_saying_so() -> None:
     assert done.stderr.startswith("edgetwin: error: emu-cleanup: needs root")
 
 
+def test_emu_cleanup_without_ip_exits_2_naming_it_and_its_package(tmp_path: Path) -> None:
+    """No ``ip`` on PATH (no iproute2): exit 2 naming the program and its Debian package, before
+    anything of root's is touched (it died listing the links, a FileNotFoundError traceback)."""
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "PATH": str(tmp_path), "PYTHONPATH": str(REPO)}
+    env["TMPDIR"] = str(tmp_path / "tmp")  # the local runs' folders it removes: none
+    argv = [sys.executable, "-m", "edgetwin", "emu-cleanup"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("edgetwin: error: emu-cleanup: needs ")
+    assert "the program ip (apt-get install -y iproute2)" in done.stderr
+
+
 def test_missing_mininet_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mn, "_mininet_found", lambda: False)
     monkeypatch.setattr(mn.shutil, "which", lambda _tool: None)

@@ -15,7 +15,7 @@ def add_cleanup_arguments(_parser: argparse.ArgumentParser) -> None:
 
 def cleanup_command(_args: argparse.Namespace) -> int:
     """``edgetwin.emu_cleanup``, saying what it removed (exit 2 where the emulator's part
-    needs root or a live emulator run holds it, the local runs' folders removed)."""
+    needs root or ``ip``, or a live emulator run holds it, the local runs' folders removed)."""
     try:
         left = emu_cleanup()
     except EmulatorNotCleaned as exc:  # said here: the emulator's part is not done

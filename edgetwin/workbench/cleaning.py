@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from edgetwin.emu.mininet.lock import LOCK_PATH, emulator_busy
-from edgetwin.emu.mininet.mn import ROOT_NEEDED, is_root
+from edgetwin.emu.mininet.mn import IP, IP_HINT, ROOT_NEEDED, is_root, missing_tools
 from edgetwin.emu.mininet.net import Leftovers, cleanup_leftovers
 from edgetwin.errors import InputError
 from edgetwin.run_folders import LOCAL, remove_leftovers
@@ -16,7 +16,8 @@ from edgetwin.run_folders import LOCAL, remove_leftovers
 
 class EmulatorNotCleaned(InputError):
     """``emu_cleanup`` removed what killed local runs left (``local_folders``), but not what
-    an emulator run left: that needs root, or a live emulator run cleans up after itself."""
+    an emulator run left: that needs root and ``ip``, or a live emulator run cleans up after
+    itself."""
 
     def __init__(
         self, path: Path | str | None, problem: str, local_folders: tuple[Path, ...]
@@ -33,12 +34,14 @@ def emu_cleanup() -> Leftovers:
     """Remove what killed local runs left (their temporary folders, and staging folders
     beside an output folder; no root needed), then what a crashed emulator run left: its
     processes, interfaces, bridge, cgroups, temporary folders and the staging folder beside
-    its ``out`` (root's, so as root only: ``EmulatorNotCleaned`` otherwise, and while an
-    emulator run is live). Returns what was removed, the local runs' folders among the
-    folders."""
+    its ``out`` (root's, so as root only, with iproute2's ``ip``: ``EmulatorNotCleaned``
+    otherwise, and while an emulator run is live). Returns what was removed, the local
+    runs' folders among the folders."""
     local = tuple(remove_leftovers(LOCAL))  # needs no root
-    if not is_root():  # the lock file, the interfaces and the processes are root's
-        raise EmulatorNotCleaned("emu-cleanup", f"needs {ROOT_NEEDED}", local)
+    needs = [] if is_root() else [ROOT_NEEDED]  # the lock, interfaces and processes are root's
+    needs += [f"the program {tool} ({IP_HINT})" for tool in missing_tools((IP,))]
+    if needs:
+        raise EmulatorNotCleaned("emu-cleanup", "needs " + "; ".join(needs), local)
     owner = emulator_busy()
     if owner is not None:
         problem = f"an emulator run ({owner}) is live and cleans up after itself; not touching it"

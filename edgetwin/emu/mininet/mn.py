@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 DEBIAN_MININET = Path("/usr/lib/python3/dist-packages/mininet")
+IP = "ip"  # iproute2's: what emu-cleanup runs, to list and delete the links a run left
+IP_HINT = "apt-get install -y iproute2"
 # what the emulator runs (iptables, ethtool, ping: loss and latency without netem)
-TOOLS = ("mnexec", "tc", "ip", "brctl", "ifconfig", "iperf3", "iptables", "ethtool", "ping")
+TOOLS = ("mnexec", "tc", IP, "brctl", "ifconfig", "iperf3", "iptables", "ethtool", "ping")
 INSTALL_HINT = "apt-get install -y mininet bridge-utils iperf3 iptables ethtool iputils-ping"
 ROOT_NEEDED = "root (Mininet creates network namespaces; run edgetwin as root)"
 
@@ -35,10 +37,15 @@ def missing_requirements() -> list[str]:
         missing.append(ROOT_NEEDED)
     if not _mininet_found():
         missing.append(f"Mininet's Python package ({INSTALL_HINT})")
-    tools = [tool for tool in TOOLS if shutil.which(tool) is None]
+    tools = missing_tools(TOOLS)
     if tools:
         missing.append(f"the programs {', '.join(tools)} ({INSTALL_HINT})")
     return missing
+
+
+def missing_tools(tools: tuple[str, ...]) -> list[str]:
+    """Those of ``tools`` (program names) not found on ``PATH``."""
+    return [tool for tool in tools if shutil.which(tool) is None]
 
 
 def mininet_module(name: str) -> Any:

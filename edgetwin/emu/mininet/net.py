@@ -34,7 +34,7 @@ from edgetwin.emu.mininet.delay import delay_line_argv, delay_rule_command
 from edgetwin.emu.mininet.lock import emulator_lock
 from edgetwin.emu.mininet.loss import loss_commands
 from edgetwin.emu.mininet.medium import rate_commands_of, shaping_commands_of
-from edgetwin.emu.mininet.mn import mininet_module
+from edgetwin.emu.mininet.mn import IP, mininet_module
 from edgetwin.emu.mininet.topology import (
     PREFIX,
     PREFIX_LEN,
@@ -213,7 +213,7 @@ def cleanup_leftovers() -> Leftovers:
         time.sleep(0.02)
     links = leftover_links()
     for name in links:
-        subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
+        subprocess.run([IP, "link", "del", name], capture_output=True, check=False)
     groups = remove_groups(leftover_groups())
     folders = run_folders.remove_leftovers(EMU)
     return Leftovers(tuple(pids), tuple(links), tuple(folders), tuple(groups))
@@ -238,7 +238,7 @@ def leftover_processes() -> list[int]:
 
 def leftover_links() -> list[str]:
     """This package's interfaces and bridge in the root namespace."""
-    listing = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True)
+    listing = subprocess.run([IP, "-o", "link", "show"], capture_output=True, text=True)
     names = [line.split(":")[1].strip().split("@")[0] for line in listing.stdout.splitlines()]
     return [name for name in names if is_leftover_link(name)]
 
