@@ -23,11 +23,12 @@ def read_bytes(path: Path) -> bytes:
     (a FIFO or /dev/zero too: it would be read forever)."""
     if path.exists():  # a missing one: the read below says it cannot read it
         check_regular_file(path, path, None)
-    note_read(path)
     try:
-        return path.read_bytes()
+        data = path.read_bytes()
     except OSError as exc:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    note_read(path, data)
+    return data
 
 
 def read_text(path: Path) -> str:

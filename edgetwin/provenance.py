@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from functools import cache
@@ -87,15 +87,12 @@ def files_read() -> tuple[str, ...]:
     return tuple(_reads.get() or ())
 
 
-def note_read(path: Path) -> None:
-    """Record ``path`` (as the reader opened it) with its SHA-256, if a command records.
-    ``path`` is a regular file: its reader checks that first (a FIFO or /dev/zero would be
-    hashed forever)."""
+def note_read(path: Path, data: bytes) -> None:
+    """Record ``path`` (as the reader opened it) with the SHA-256 of ``data``, the bytes read
+    from it (``sha256_file``'s, without opening it again), if a command records."""
     reads = _reads.get()
-    if reads is None:
-        return
-    with suppress(OSError):  # the reader that opened it says what is wrong
-        reads[os.path.normpath(path)] = sha256_file(path)  # data/x, not scenarios/../data/x
+    if reads is not None:  # data/x, not scenarios/../data/x
+        reads[os.path.normpath(path)] = hashlib.sha256(data).hexdigest()
 
 
 def _git(*args: str) -> str | None:

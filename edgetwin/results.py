@@ -240,32 +240,32 @@ def table_records(
     is read (a file that is not the table a caller reads is said as such first)."""
     if not path.is_file():  # a folder; a FIFO or /dev/zero would be read forever
         raise ValueError("not a regular file" if path.exists() else "file not found")
-    note_read(path)
+    data = path.read_bytes()  # once: parsed and hashed for the provenance
+    note_read(path, data)
     if path.suffix == ".parquet":
         import pandas as pd
 
-        frame = pd.read_parquet(path)
+        frame = pd.read_parquet(io.BytesIO(data))
         header = [str(c) for c in frame.columns]
         check_header(header)
         records = frame.to_dict("records")
         return header, [{c: _parquet_cell(r[c]) for c in header} for r in records]
-    with path.open(newline="", encoding="utf-8-sig") as handle:  # a BOM is no column
-        reader = csv.reader(handle)
-        header = next(reader, [])
-        twice = first_repeated(header)
-        if twice is not None:  # the last of the two was read, unsaid
-            raise ValueError(f"line 1: column {twice[1]!r} appears twice in the header")
-        check_header(header)
-        rows = []
-        for cells in reader:
-            if not cells:  # a blank line
-                continue
-            if len(cells) != len(header):  # a row cut short, or run on (was read as empty)
-                raise ValueError(
-                    f"line {reader.line_num}: {len(cells)} cells, the header has {len(header)}"
-                )
-            rows.append(dict(zip(header, cells, strict=True)))
-        return header, rows
+    reader = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline=""))  # a BOM is no column
+    header = next(reader, [])
+    twice = first_repeated(header)
+    if twice is not None:  # the last of the two was read, unsaid
+        raise ValueError(f"line 1: column {twice[1]!r} appears twice in the header")
+    check_header(header)
+    rows = []
+    for cells in reader:
+        if not cells:  # a blank line
+            continue
+        if len(cells) != len(header):  # a row cut short, or run on (was read as empty)
+            raise ValueError(
+                f"line {reader.line_num}: {len(cells)} cells, the header has {len(header)}"
+            )
+        rows.append(dict(zip(header, cells, strict=True)))
+    return header, rows
 
 
 def _parquet_cell(value: object) -> str:

@@ -220,9 +220,10 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     check_regular_file(path, path, None)
     if path.stat().st_size > MAX_YAML_BYTES:
         raise InputError(path, None, f"larger than {MAX_YAML_BYTES // 2**20} MiB")
-    note_read(path)
     try:
-        data = load_yaml(_utf8_text(path))
+        raw = path.read_bytes()
+        note_read(path, raw)
+        data = load_yaml(_utf8_text(path, raw))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -298,9 +299,9 @@ def dump_yaml(data: Any, width: int = 80) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=width)
 
 
-def _utf8_text(path: Path) -> str:
-    """A file's text as UTF-8 (optional BOM); other bytes are an InputError with the line."""
-    data = path.read_bytes()
+def _utf8_text(path: Path, data: bytes) -> str:
+    """``data``, read from ``path``, as UTF-8 text (optional BOM); other bytes are an
+    InputError with the line."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

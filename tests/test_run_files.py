@@ -16,6 +16,7 @@ from typing import Any
 
 import edgetwin
 from edgetwin.emu.mininet.faults import FaultRecord, write_faults
+from edgetwin.provenance import read_provenance, sha256_file
 from tests.conftest import REPO
 
 CROWD = REPO / "scenarios" / "crowdio_android.yaml"
@@ -92,7 +93,8 @@ def test_an_emulator_runs_faults_and_a_local_runs_traces_survive_write(tmp_path:
 
 def test_load_results_and_compare_read_each_file_once(tmp_path: Path) -> None:
     """load_results read a decoder run's scenario.resolved.yaml twice (the RAM lines'
-    warnings) and link_check.csv twice; compare read the measured table twice."""
+    warnings) and link_check.csv twice; compare read the measured table twice, and opened
+    each file it read once more to hash it for the provenance (it hashes the bytes read)."""
     decoder = tmp_path / "decoder"
     edgetwin.run(LLM, out=decoder)
     emu = tmp_path / "emu"
@@ -101,13 +103,21 @@ def test_load_results_and_compare_read_each_file_once(tmp_path: Path) -> None:
     shutil.copyfile(decoder / "results.csv", measured)
     watched = {
         "decoder scenario": decoder / "scenario.resolved.yaml",
+        "decoder results": decoder / "results.csv",
         "link checks": emu / "link_check.csv",
         "measured table": measured,
     }
     with _opened() as opens:
         edgetwin.load_results(decoder)
         edgetwin.load_results(emu)
-        edgetwin.compare(decoder, measured)
+        edgetwin.compare(decoder, measured, out=tmp_path / "compared")
     counted = {name: opens[str(path)] for name, path in watched.items()}
-    # compare hashes a file it reads for the provenance: an open more
-    assert counted == {"decoder scenario": 1 + 2, "link checks": 1, "measured table": 2}
+    # load_results's opens, then compare's
+    once = {"decoder scenario": 1 + 1, "decoder results": 1 + 1, "link checks": 1}
+    assert counted == {**once, "measured table": 1}
+    record = read_provenance(tmp_path / "compared")
+    assert record is not None  # the hashes of the bytes read are the files' hashes
+    assert {record["inputs"][str(path)] for path in watched.values() if path.parent != emu} == {
+        sha256_file(decoder / "scenario.resolved.yaml"),
+        sha256_file(measured),  # the decoder's results.csv, copied
+    }
