@@ -23,23 +23,27 @@ CROWD = REPO / "scenarios" / "crowdio_android.yaml"
 JETSON = REPO / "scenarios" / "prism_jetson.yaml"
 EMU_RUN = REPO / "data" / "traces" / "emu-vit-loop-2026-12" / "fit"
 LLM = REPO / "scenarios" / "llm_smoke.yaml"
-_OPENS: list[Counter[str]] = []  # the counters of the opens being watched (_opened)
+# the counters of the opens being watched (_opened), each with whether it counts writes only
+_OPENS: list[tuple[Counter[str], bool]] = []
 
 
 def _count_open(event: str, args: tuple[Any, ...]) -> None:
     if event == "open" and _OPENS and isinstance(args[0], str | os.PathLike):
-        _OPENS[-1][os.path.abspath(args[0])] += 1
+        opens, writes_only = _OPENS[-1]
+        if not writes_only or args[2] & (os.O_WRONLY | os.O_RDWR):  # args: path, mode, flags
+            opens[os.path.abspath(args[0])] += 1
 
 
 sys.addaudithook(_count_open)  # a hook stays for the process; it counts only in _opened
 
 
 @contextmanager
-def _opened() -> Iterator[Counter[str]]:
-    """How many times each file (by absolute path) is opened within the block."""
-    _OPENS.append(Counter())
+def _opened(writes_only: bool = False) -> Iterator[Counter[str]]:
+    """How many times each file (by absolute path) is opened within the block (for
+    writing, with ``writes_only``)."""
+    _OPENS.append((Counter(), writes_only))
     try:
-        yield _OPENS[-1]
+        yield _OPENS[-1][0]
     finally:
         _OPENS.pop()
 
@@ -72,6 +76,15 @@ def test_a_traced_twin_run_written_elsewhere_keeps_its_trace(tmp_path: Path) -> 
     assert "trace.json" in shipped
     assert _files(edgetwin.load_results(tmp_path / "run").write(tmp_path / "again")) == shipped
     assert _files(ran.write(tmp_path / "returned")) == shipped
+
+
+def test_run_writes_the_runners_files_into_its_folder_once(tmp_path: Path) -> None:
+    """run wrote them into the staging folder twice, the same bytes: the runner, then
+    ``Results.write_into`` from what it read back."""
+    with _opened(writes_only=True) as writes:
+        ran = edgetwin.run(CROWD, out=tmp_path / "run", trace=True)
+    assert set(ran.run_files) == {"timeline.json"}
+    assert sum(n for path, n in writes.items() if Path(path).name == "timeline.json") == 1
 
 
 def test_an_emulator_runs_faults_and_a_local_runs_traces_survive_write(tmp_path: Path) -> None:

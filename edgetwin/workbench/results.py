@@ -104,8 +104,9 @@ class Results:
                 write_provenance(staging, command=call, seed=seed, inputs={})
         return out
 
-    def write_into(self, folder: Path, format: Format) -> None:
-        """The files of ``write`` in ``folder`` (a staging folder)."""
+    def write_into(self, folder: Path, format: Format, *, runner_wrote: bool = False) -> None:
+        """The files of ``write`` in ``folder`` (a staging folder); ``runner_wrote``: the
+        runner's files (``run_files``) are there already, written by the run itself."""
         write_results(folder / RESULTS_CSV, self.rows)
         if self.scenario is not None:
             (folder / RESOLVED_FILE).write_text(dump_resolved(self.scenario))
@@ -113,7 +114,8 @@ class Results:
             write_device_names(folder / DEVICES_FILE, self.device_names)
         if self.reference is not None:
             _copy_reference(self.reference, folder / REFERENCE_FILE)
-        write_run_files(folder, self.run_files)  # before the page, which draws some
+        if not runner_wrote:
+            write_run_files(folder, self.run_files)  # before the page, which draws some
         write_report(folder)
         if format != "csv":
             self.to_pandas().to_parquet(folder / RESULTS_PARQUET, index=False)

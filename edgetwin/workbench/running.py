@@ -123,7 +123,7 @@ def run(
             device_names=device_names(resolved),
         )
         if out is not None:
-            results.write_into(staging, format)
+            results.write_into(staging, format, runner_wrote=True)  # run_files are there
             if static is not None:
                 write_static_figures(staging, static)
         # recorded without out too: Results.write then writes it, and a folder it wrote is
