@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from edgetwin import evaluate_adaptive
+from edgetwin import evaluate_adaptive, init
 from edgetwin.errors import InputError
 from edgetwin.evaluate.adaptive import evaluate
+from edgetwin.evaluate.adaptive_checks import unread_weight
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
 from edgetwin.evaluate.adaptive_results import Evaluation
 from edgetwin.evaluate.adaptive_scores import Choice, ConditionResult, regret_pct, score_policy
@@ -321,6 +322,24 @@ def test_an_evaluation_warns_that_its_twin_sweeps_drop_no_packets(evaluation: Ev
         "a twin run has no loss",
     )
     assert result.scores == evaluation.scores
+
+
+def test_a_weight_that_the_objective_does_not_read_is_warned() -> None:
+    """weight was taken without a word whatever the objective: only weighted reads it."""
+    result = evaluate_adaptive(EVAL, overrides=["weight=0.3"])
+    unread = f"{EVAL}: field 'weight': 0.3 is read by objective weighted only: latency ignores it"
+    assert unread in result.warnings
+    weighted = evaluate_adaptive(EVAL, overrides=["weight=0.3", "objective=weighted"])
+    assert not any("'weight'" in warning for warning in weighted.warnings)
+
+
+def test_no_shipped_evaluation_nor_init_template_gives_a_weight_it_does_not_read(
+    tmp_path: Path,
+) -> None:
+    init("scenario", tmp_path)
+    shipped = sorted((REPO / "scenarios").glob("adaptive_*.eval.yaml"))
+    for spec in (*shipped, init("eval", tmp_path)):
+        assert unread_weight(load_eval_inputs(spec).settings, spec) == [], spec
 
 
 def _boards_with_ram(tmp_path: Path, ram_mb: int) -> Path:

@@ -34,6 +34,7 @@ from edgetwin.evaluate.adaptive_checks import (
     row_values,
     settings_error,
     single_fails_where_others_run,
+    unread_weight,
 )
 from edgetwin.evaluate.adaptive_inputs import EvalSettings
 from edgetwin.evaluate.adaptive_results import Evaluation
@@ -170,6 +171,10 @@ def evaluate(
         candidates,
         source,
         tuple(skipped),
-        (*unplayed_in_twin(scenario, scenario_path), *flopless(settings, perf_map)),
+        (
+            *unread_weight(settings, settings_path),
+            *unplayed_in_twin(scenario, scenario_path),
+            *flopless(settings, perf_map),
+        ),
         infeasible,
     )

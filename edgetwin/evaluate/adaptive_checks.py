@@ -123,6 +123,17 @@ def flopless(settings: EvalSettings, perf_map: PerformanceMap) -> list[str]:
     ]
 
 
+def unread_weight(settings: EvalSettings, path: Path | None) -> list[str]:
+    """A warning naming ``path`` and the field when the evaluation file gives ``weight`` but
+    an objective other than weighted, the only one that reads it (it went unsaid)."""
+    if "weight" not in settings.model_fields_set or settings.objective == "weighted":
+        return []
+    problem = (
+        f"{settings.weight:g} is read by objective weighted only: {settings.objective} ignores it"
+    )
+    return [InputError(path, "weight", problem).message]
+
+
 def single_fails_where_others_run(truth: dict[ConditionKey, dict[str, Estimate]]) -> str | None:
     """The first condition where single failed and another candidate ran (there the
     weighted objective, a ratio to single's, ranks nothing: every cost was inf, and the

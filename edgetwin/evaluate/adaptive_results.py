@@ -35,7 +35,7 @@ class Evaluation:
     candidates: dict[str, CandidateKey]  # every label above -> what it stands for
     truth_source: str = "twin"  # or "table NAME" (measured runs)
     skipped: tuple[SkippedCell, ...] = ()  # measured cells lacking a candidate
-    warnings: tuple[str, ...] = ()  # settings the twin's sweeps do not play (packet loss)
+    warnings: tuple[str, ...] = ()  # settings not played (packet loss, a weight not read)
     infeasible: tuple[ConditionKey, ...] = ()  # every candidate failed there: not scored
 
     def __repr__(self) -> str:
