@@ -282,12 +282,14 @@ class RunSide:
     folder an older edgetwin wrote); ``devices``, ``profile jetson_orin_nano`` for a twin
     run, ``this machine (mode emu)`` for a real one; ``unread``, the profile files it
     names that neither ``devices.yaml`` names nor can be read (their devices are not
-    known)."""
+    known); ``model``, the model's sizes as (field, value) pairs, its preset's name left
+    out (empty without the file)."""
 
     folder: Path
     mode: str | None = None
     devices: str | None = None
     unread: tuple[str, ...] = ()
+    model: tuple[tuple[str, str], ...] = ()
 
 
 def run_side(folder: Path) -> RunSide:
@@ -300,8 +302,14 @@ def run_side(folder: Path) -> RunSide:
         return RunSide(folder)
     raw = read_yaml_mapping(resolved)
     mode = str(raw.get("mode", "twin"))
+    model = raw.get("model")
+    sizes = tuple(
+        (str(k), str(v))
+        for k, v in (model.items() if isinstance(model, dict) else ())
+        if k != "preset"
+    )
     if mode != "twin":
-        return RunSide(folder, mode, f"this machine (mode {mode})")
+        return RunSide(folder, mode, f"this machine (mode {mode})", model=sizes)
     recorded = read_device_names(folder)
     names, unread = set(), set()
     for name, ref in profile_refs(raw):
@@ -309,7 +317,8 @@ def run_side(folder: Path) -> RunSide:
         if profile is None:
             unread.add(str(ref))
         names.add(profile or str(ref))
-    return RunSide(folder, mode, "profile " + ", ".join(sorted(names)), tuple(sorted(unread)))
+    devices = "profile " + ", ".join(sorted(names))
+    return RunSide(folder, mode, devices, tuple(sorted(unread)), sizes)
 
 
 def devices_warning(predicted: RunSide, measured: RunSide) -> str | None:
@@ -337,6 +346,24 @@ def devices_warning(predicted: RunSide, measured: RunSide) -> str | None:
     return (
         f"{predicted.folder} ran on {sides[0]} but {measured.folder} on {sides[1]}: the "
         "errors include the difference between the devices"
+    )
+
+
+def model_warning(predicted: RunSide, measured: RunSide) -> str | None:
+    """A warning when two run folders ran other models (the whole model in the twin, a
+    local run cut to 2 blocks to keep it small), so their errors are mostly the models'
+    difference; the sizes that differ are named."""
+    ours, theirs = dict(predicted.model), dict(measured.model)
+    if not ours or not theirs:
+        return None
+    differ = [k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k)]
+    if not differ:
+        return None
+    sizes = ", ".join(f"{k} {ours.get(k)} vs {theirs.get(k)}" for k in sorted(differ))
+    return (
+        f"{predicted.folder} and {measured.folder} ran other models ({sizes}): the errors "
+        f"include the models' difference; run both with the same model (--set "
+        f"model.{min(differ)}=...)"
     )
 
 

@@ -340,6 +340,29 @@ def test_compare_warns_when_the_sides_ran_on_different_devices(
     assert "warning" not in capsys.readouterr().err
 
 
+@pytest.mark.timeout(120)
+def test_compare_warns_when_the_sides_ran_other_models(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A twin run of the whole model against a run cut to 2 blocks (a local run kept
+    small) was joined configuration by configuration without a word: the errors were the
+    models' difference. A preset's name alone (the same sizes written out) is no other
+    model."""
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL)
+    whole, cut, written = tmp_path / "whole", tmp_path / "cut", tmp_path / "written"
+    for out, model in ((whole, None), (cut, "model.blocks=2"), (written, "model={width: 768}")):
+        extra = [] if model is None else ["--set", model]
+        assert main(["run", str(scenario), "--out", str(out), "--quiet", *extra]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(whole), str(cut)]) == 0
+    (warning,) = capsys.readouterr().err.strip().splitlines()
+    assert "other models" in warning and "blocks 12 vs 2" in warning
+    assert str(whole) in warning and str(cut) in warning and "model.blocks" in warning
+    assert main(["compare", str(whole), str(written)]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_a_real_run_is_this_machine_and_a_machine_profile_matches_it(tmp_path: Path) -> None:
     smoke = load_scenario(SCENARIOS / "emu_smoke.yaml")
     real, twin, machine = tmp_path / "real", tmp_path / "twin", tmp_path / "machine"
