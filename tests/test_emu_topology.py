@@ -16,11 +16,12 @@ import pytest
 from edgetwin import cli
 from edgetwin.emu.mininet import mn
 from edgetwin.emu.mininet.checks import client_argv, goodput_mbps, link_check, write_link_checks
-from edgetwin.emu.mininet.net import Leftovers
+from edgetwin.emu.mininet.net import Leftovers, leftover_processes
 from edgetwin.emu.mininet.topology import (
     build_topology,
     class_show_command,
     is_leftover_link,
+    is_node_shell,
     netem_probe,
     parse_class_rate_mbps,
     path_queues,
@@ -46,6 +47,24 @@ def test_one_host_per_device_on_one_bridge() -> None:
     assert all(len(h.iface) <= 15 and len(h.bridge_port) <= 15 for h in topology.hosts)
     with pytest.raises(ValueError):
         build_topology(0)
+
+
+def test_only_mininets_own_shells_of_our_nodes_are_leftovers() -> None:
+    """Any process whose command line held ``mininet:etw`` was SIGKILLed by every run's
+    start and by emu-cleanup: a script given a node's name, a ``pgrep -f mininet:etwh0``."""
+    shell = ["bash", "--norc", "--noediting", "-is"]
+    assert is_node_shell([*shell, "mininet:etwh0"]) and is_node_shell([*shell, "mininet:etws0"])
+    assert not is_node_shell([*shell, "mininet:h1"])  # another Mininet's node
+    assert not is_node_shell(["pgrep", "-f", "mininet:etwh0"])
+    assert not is_node_shell(["python3", "watch.py", *shell, "mininet:etwh0"])
+    watcher = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "mininet:etwh0"]
+    )
+    try:
+        assert watcher.pid not in leftover_processes()
+    finally:
+        watcher.kill()
+        watcher.wait()
 
 
 def test_leftover_names_are_only_ours() -> None:

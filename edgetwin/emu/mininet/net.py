@@ -43,6 +43,7 @@ from edgetwin.emu.mininet.topology import (
     TcCommand,
     client_address_command,
     is_leftover_link,
+    is_node_shell,
     netem_probe,
 )
 from edgetwin.errors import RunFailed, sigterm_interrupts
@@ -50,7 +51,6 @@ from edgetwin.network_spec import NetworkSpec
 from edgetwin.run_folders import EMU
 
 MARKER_ENV = "EDGETWIN_EMU"  # set to PREFIX on every process started in a host
-_SHELL_MARK = f"mininet:{PREFIX}".encode()  # Mininet's node shells: bash ... mininet:etwh0
 _EXIT_WAIT_S = 2.0
 _DELAY_LINE_READY_S = 30.0  # a fresh interpreter on a busy machine
 _LOG = logging.getLogger(__name__)  # notices: what a killed run left, the delay lines
@@ -231,7 +231,8 @@ def leftover_processes() -> list[int]:
             environ = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if _SHELL_MARK in cmdline or marker in environ.split(b"\0"):
+        argv = cmdline.decode(errors="replace").split("\0")[:-1]
+        if is_node_shell(argv) or marker in environ.split(b"\0"):
             found.append(int(entry.name))
     return found
 

@@ -33,6 +33,8 @@ TC_BURST_MAX_BYTES = 2**32 - 1
 TC_BURST_MAX_S = 2**32 * 64e-9
 TC_KB = 1024  # tc's kb, the unit the scenario's burst_kb is given to tc in
 _LEFTOVER = re.compile(rf"^{PREFIX}([hs]\d+(-eth\d+)?|ifb\d+)$")
+_NODE_SHELL = ("bash", "--norc", "--noediting", "-is")  # Mininet's Node.startShell, then
+_NODE_SHELL_NAME = re.compile(rf"^mininet:{PREFIX}[hs]\d+$")  # the node: mininet:etwh0
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,14 @@ def build_topology(devices: int) -> EmuTopology:
 def is_leftover_link(name: str) -> bool:
     """Whether an interface name (``ip link``, without ``@peer``) is one this package makes."""
     return bool(_LEFTOVER.match(name))
+
+
+def is_node_shell(argv: Sequence[str]) -> bool:
+    """Whether a process's arguments are Mininet's shell of one of this package's nodes
+    (``bash --norc --noediting -is mininet:etwh0``), not any command naming one (a
+    ``pgrep -f mininet:etwh0``, a script given it as an argument)."""
+    *shell, name = argv or [""]
+    return tuple(shell) == _NODE_SHELL and bool(_NODE_SHELL_NAME.match(name))
 
 
 def _queues(topology: EmuTopology) -> list[tuple[str, str]]:
