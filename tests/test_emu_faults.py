@@ -172,7 +172,9 @@ def test_a_bandwidth_schedule_plays_during_a_vit_launch() -> None:
         "repetitions": 1,
         "model": {"tokens": 197, "width": 384, "heads": 6, "blocks": 1},
         "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 2}],
-        "network": {"schedule": [{"at_ms": 0, "bandwidth_mbps": 100}]},
+        "network": {  # the second step comes after the launch has ended: said, not played
+            "schedule": [{"at_ms": 0, "bandwidth_mbps": 100}, {"at_ms": 500e3, "bandwidth_mbps": 5}]
+        },
         "strategies": [{"name": "voltage"}],
         "sweeps": [{"batch": [4], "bandwidth_mbps": [800], "devices": [2]}],
     }
@@ -185,3 +187,5 @@ def test_a_bandwidth_schedule_plays_during_a_vit_launch() -> None:
     # the exchange ran at the scheduled 100 Mbps, not at the configured 800
     assert row.comm_ms > 0.8 * row.bytes_sent / 2 * 8 / 100e3
     assert [(r.kind, r.detail) for r in run.faults] == [("bandwidth", "100 Mbps")]
+    (warning,) = run.warnings
+    assert "step to 5 Mbps at 500 s did not play in 1 of 1 launches" in warning

@@ -21,7 +21,7 @@ from edgetwin.emu.crowdio.model import TINY, stage_weight_bytes
 from edgetwin.emu.memory_check import interpreter
 from edgetwin.emu.mininet import runner
 from edgetwin.emu.mininet.crowd import phone_limits
-from edgetwin.emu.mininet.faults import Action, FaultClock, timeline
+from edgetwin.emu.mininet.faults import Action, FaultClock, timeline, unplayed_warnings
 from edgetwin.emu.mininet.runner import check_emulatable, host_cpu_warning, vit_host_limits
 from edgetwin.emu.mininet.topology import (
     MAX_HOSTS,
@@ -103,6 +103,31 @@ def test_a_clock_sets_the_rate_due_at_start_before_the_run_and_plays_the_rest() 
     records = clock.stop()
     assert done == ["bandwidth", "link_down"]  # the rate once, not again at the start
     assert (records[0].kind, records[0].applied_s) == ("bandwidth", 0.0)
+
+
+def test_what_a_run_ended_before_is_said() -> None:
+    """A ViT launch of a few seconds never reached a schedule step at 100 s: no faults.csv
+    row and no word of it, as if the step had not been asked for."""
+    network = NetworkSpec(schedule=(BandwidthStep(at_ms=0, bandwidth_mbps=50),
+                                    BandwidthStep(at_ms=100_000, bandwidth_mbps=20)))  # fmt: skip
+    spec = EmulatorSpec.model_validate({"faults": [{"kind": "kill_worker", "host": 1, "at_s": 90}]})
+    actions = timeline(build_topology(2), network, spec.faults)
+    missed = []
+    for _ in range(3):
+        played = threading.Event()
+        clock = FaultClock("launch", actions, lambda action, played=played: played.set())
+        clock.start()
+        assert played.wait(30)  # the step at 0 s, then the launch ends
+        clock.stop()
+        missed += clock.unplayed()
+    assert [(a.kind, a.at_s) for a in missed] == [("kill_worker", 90.0), ("bandwidth", 100.0)] * 3
+    assert unplayed_warnings(missed, 4, "launch") == [
+        "emulator.faults kill_worker on host 1 at 90 s did not play in 3 of 4 launches: each "
+        "ended before it (times count from each launch's start)",
+        "network.schedule step to 20 Mbps at 100 s did not play in 3 of 4 launches: each "
+        "ended before it (times count from each launch's start)",
+    ]
+    assert unplayed_warnings([], 4, "job") == []
 
 
 def test_a_link_down_without_for_s_stays_down() -> None:

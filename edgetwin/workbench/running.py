@@ -242,7 +242,8 @@ def _run_crowd_local(run: _Run) -> list[ResultRow]:
 def _run_emu(run: _Run) -> list[ResultRow]:
     """Real code paths on Mininet hosts over shaped links; ``link_check.csv`` beside, and
     ``faults.csv`` when faults or a bandwidth schedule played. Warns when the hosts' CPU
-    quotas add up to more than this machine's cores."""
+    quotas add up to more than this machine's cores, and of faults and steps that never
+    played."""
     from edgetwin.emu.mininet.checks import write_link_checks
     from edgetwin.emu.mininet.faults import write_faults
     from edgetwin.emu.mininet.runner import check_emulatable, emu_runs, host_cpu_warning, run_emu
@@ -257,6 +258,7 @@ def _run_emu(run: _Run) -> list[ResultRow]:
     write_link_checks(run.staging / LINK_CHECK_FILE, result.links)
     if result.faults:
         write_faults(run.staging / FAULTS_FILE, result.faults)
+    run.warnings.extend(result.warnings)
     if scenario.network.latency_ms > 0 and not all(c.latency_emulated for c in result.links):
         run.warnings.append("this kernel has no netem; latency_ms was not emulated")
     for check in result.links:

@@ -17,7 +17,7 @@ import os
 import statistics
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
@@ -34,7 +34,13 @@ from edgetwin.emu.crowdio.launcher import WORKER, Processes, WorkerSpec
 from edgetwin.emu.crowdio.records import Event, PipelineSummary
 from edgetwin.emu.memory_check import interpreter
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
-from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
+from edgetwin.emu.mininet.faults import (
+    Action,
+    FaultClock,
+    FaultRecord,
+    timeline,
+    unplayed_warnings,
+)
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network
 from edgetwin.emu.mininet.topology import (
     MAX_HOSTS,
@@ -53,12 +59,14 @@ from edgetwin.scenario import Scenario
 
 @dataclass(frozen=True)
 class CrowdEmuRun:
-    """Rows in run order, the link checks, what the faults did, and every job's summary."""
+    """Rows in run order, the link checks, what the faults did, every job's summary, and
+    the faults and schedule steps the jobs ended before."""
 
     rows: list[ResultRow]
     links: list[LinkCheck]
     faults: list[FaultRecord]
     summaries: list[PipelineSummary]
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -195,6 +203,7 @@ def run_crowd_emu(
                     rows[run] = replace(row, link_error_pct=link_error)
                     advance(run_label(run))
     result.summaries.extend(played[run] for run in runs)
+    result.warnings.extend(unplayed_warnings(jobs.missed, len(runs), "job"))
     result.rows.extend(rows[run] for run in runs)
     return result
 
@@ -209,6 +218,7 @@ class _JobRunner:
         scenario = jobs.scenario
         self._actions = timeline(net.topology, scenario.network, scenario.emulator.faults)
         self._timeout_s = timeout_s
+        self.missed: list[Action] = []  # faults and steps a job ended before, each time
 
     def run(self, run: CrowdRun) -> tuple[PipelineSummary, list[FaultRecord]]:
         clocks: list[FaultClock] = []
@@ -242,6 +252,7 @@ class _JobRunner:
             )
         finally:
             records = clocks[0].stop() if clocks else []
+            self.missed += clocks[0].unplayed() if clocks else []
             if records:
                 self._restore(run.bandwidth_mbps)
         return summary, [

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -26,6 +27,8 @@ from edgetwin.emulator_spec import Fault
 from edgetwin.network_spec import NetworkSpec
 
 ActionKind = Literal["link_down", "link_up", "kill_worker", "bandwidth"]
+RunNoun = Literal["launch", "job"]  # what a timeline plays in: a ViT launch, a CROWDio job
+_PLURAL: dict[RunNoun, str] = {"launch": "launches", "job": "jobs"}
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ class FaultClock:
         self._records: list[FaultRecord] = []
         self._thread = threading.Thread(target=self._play, name="edgetwin-faults", daemon=True)
         self._start = 0.0
+        self._played = 0  # of the actions, in time order
 
     def apply_rates_at_start(self) -> None:
         """Apply now the ``bandwidth`` steps due at 0 s, before the run starts: a CROWDio
@@ -130,6 +134,12 @@ class FaultClock:
             if self._stopped.wait(max(self._start + action.at_s - time.monotonic(), 0.0)):
                 return
             self._do(action, time.monotonic() - self._start)
+            self._played += 1
+
+    def unplayed(self) -> list[Action]:
+        """After ``stop()``: the actions the run ended before (a link's return left out:
+        every link is up again after a run)."""
+        return [a for a in self._actions[self._played :] if a.kind != "link_up"]
 
     def _do(self, action: Action, applied_s: float) -> None:
         effect = ""
@@ -141,6 +151,24 @@ class FaultClock:
             self._run, action.kind, action.host, action.detail, action.at_s, applied_s, effect
         )
         self._records.append(record)
+
+
+def unplayed_warnings(missed: Sequence[Action], runs: int, noun: RunNoun) -> list[str]:
+    """A warning per fault or schedule step that ``runs`` runs (a ViT ``launch``, a CROWDio
+    ``job``) ended before, from each run's ``FaultClock.unplayed``: they wrote nothing."""
+    counts = Counter(missed)
+    warnings = []
+    for action in sorted(counts, key=lambda a: a.at_s):
+        what = (
+            f"network.schedule step to {action.detail}"
+            if action.kind == "bandwidth"
+            else f"emulator.faults {action.kind} on host {action.host}"
+        )
+        warnings.append(
+            f"{what} at {action.at_s:g} s did not play in {counts[action]} of {runs} "
+            f"{_PLURAL[noun]}: each ended before it (times count from each {noun}'s start)"
+        )
+    return warnings
 
 
 def write_faults(path: Path, records: Sequence[FaultRecord]) -> None:

@@ -38,7 +38,13 @@ from edgetwin.emu.local import (
 )
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.crowd import check_crowd_emulatable, phone_limits, run_crowd_emu
-from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord, timeline
+from edgetwin.emu.mininet.faults import (
+    Action,
+    FaultClock,
+    FaultRecord,
+    timeline,
+    unplayed_warnings,
+)
 from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network
 from edgetwin.emu.mininet.topology import (
@@ -67,11 +73,13 @@ MASTER_PORT = 29500
 @dataclass(frozen=True)
 class EmuRun:
     """Rows in configuration order, the link checks (per bandwidth, per direction), and
-    the faults and bandwidth changes applied during the runs."""
+    the faults and bandwidth changes applied during the runs (and those the runs ended
+    before, said in ``warnings``)."""
 
     rows: list[ResultRow]
     links: list[LinkCheck]
     faults: list[FaultRecord] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # faults and steps that never played
 
 
 def check_emulatable(scenario: Scenario, path: Path | None = None, *, machine: bool = True) -> None:
@@ -211,7 +219,7 @@ def run_emu(
         timeout_s = timeout_s or JOB_TIMEOUT_S
         crowd = run_crowd_emu(scenario, scenario_path, on_progress, steps=steps,
                               link_check_s=link_check_s, timeout_s=timeout_s)  # fmt: skip
-        return EmuRun(crowd.rows, crowd.links, crowd.faults)
+        return EmuRun(crowd.rows, crowd.links, crowd.faults, crowd.warnings)
     by_bandwidth: dict[float, list[Configuration]] = {}
     for config in configurations(scenario):
         by_bandwidth.setdefault(config.bandwidth_mbps, []).append(config)
@@ -237,7 +245,8 @@ def run_emu(
                     replace(r, mode="emu", link_error_pct=link_error) for r in config_rows
                 ]
     ordered = [row for config in configurations(scenario) for row in rows[config]]
-    return EmuRun(ordered, links, launch.faults)
+    warnings = unplayed_warnings(launch.missed, launch.launches, "launch")
+    return EmuRun(ordered, links, launch.faults, warnings)
 
 
 def _measured(
@@ -278,10 +287,11 @@ class _HostLauncher:
 
     def __init__(self, net: EmuNetwork) -> None:
         self._net = net
-        self._launches = 0
+        self.launches = 0
         self._schedule = timeline(net.topology, net.network)
         self.bandwidth_mbps = 0.0  # the rate of the configurations launched now
         self.faults: list[FaultRecord] = []
+        self.missed: list[Action] = []  # schedule steps a launch ended before, each time
 
     def __call__(
         self,
@@ -329,8 +339,8 @@ class _HostLauncher:
         return self._run(run.world, timeout_s, command, llm_records.read_record)
 
     def _next_port(self) -> int:
-        self._launches += 1  # a fresh port per launch: the last one's may be in TIME_WAIT
-        return MASTER_PORT + self._launches
+        self.launches += 1  # a fresh port per launch: the last one's may be in TIME_WAIT
+        return MASTER_PORT + self.launches
 
     def _run(
         self,
@@ -343,7 +353,7 @@ class _HostLauncher:
         """Rank r's ``command`` on host r, waited for with the deadline (with ``on_rep``, the
         ranks asked for their reports, told the forwards rank 0 reports meanwhile); their
         records."""
-        label = f"launch {self._launches} at {self.bandwidth_mbps:g} Mbps"
+        label = f"launch {self.launches} at {self.bandwidth_mbps:g} Mbps"
         clock = FaultClock(label, self._schedule, self._apply)
         with run_folder(EMU, "ranks") as tmp:
             folder = Path(tmp)
@@ -362,6 +372,7 @@ class _HostLauncher:
                 if applied:
                     self._net.set_bandwidth(self.bandwidth_mbps)
                 self.faults += applied
+                self.missed += clock.unplayed()
             return [read(folder / f"rank{rank}.json") for rank in range(world)]
 
     def _apply(self, action: Action) -> None:
