@@ -20,8 +20,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from edgetwin.atomic import PROVENANCE_FILE, write_text_atomic
+from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import InputError
+from edgetwin.output_folder import PROVENANCE_FILE
 
 FIELDS = (
     *("edgetwin_version", "git_commit", "git_dirty", "command", "seed", "inputs"),

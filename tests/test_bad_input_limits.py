@@ -26,7 +26,6 @@ import pytest
 import yaml
 
 import edgetwin
-from edgetwin.atomic import mount_points
 from edgetwin.cli import main
 from edgetwin.emu import memory_check
 from edgetwin.emu.local import check_runnable, largest_batch_memory
@@ -34,6 +33,7 @@ from edgetwin.emu.memory_check import interpreter
 from edgetwin.errors import InputError, sigterm_interrupts, stop_asked
 from edgetwin.models.costs import weight_bytes
 from edgetwin.models.strategy import VIT_WORKER
+from edgetwin.mount_points import mount_points
 from edgetwin.phone_profile import load_phone_profile
 from edgetwin.plan.executors import pool_size
 from edgetwin.results import read_results

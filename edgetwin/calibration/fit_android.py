@@ -49,7 +49,6 @@ from statistics import fmean
 
 from pydantic import ValidationError
 
-from edgetwin.atomic import output_kind
 from edgetwin.calibration.android_comparison import compare_to_reference
 from edgetwin.calibration.android_fitter import Fitter, class_z_scores, round_fitted
 from edgetwin.calibration.android_inputs import (
@@ -65,6 +64,7 @@ from edgetwin.calibration.session_load import (
     read_session_loads,
 )
 from edgetwin.errors import InputError
+from edgetwin.output_folder import output_kind
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.scenario import load_scenario
 from edgetwin.schema import referenced_file

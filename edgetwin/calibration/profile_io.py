@@ -10,9 +10,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from edgetwin.atomic import blocking_file, output_kind, why_not_written, write_texts_together
+from edgetwin.atomic import write_texts_together
 from edgetwin.errors import FORCE_OPTION, OUT_OPTION, InputError, shown
 from edgetwin.file_kinds import kind_of_file
+from edgetwin.output_folder import blocking_file, output_kind, why_not_written
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import (
     MB,

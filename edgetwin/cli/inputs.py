@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from edgetwin.atomic import check_out_folder
+from edgetwin.output_folder import check_out_folder
 from edgetwin.provenance import files_read
 from edgetwin.reports.static import STATIC_FORMATS
 

@@ -21,8 +21,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO
 
-from edgetwin.atomic import why_not_written, write_text_atomic
+from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import OUT_OPTION, InputError
+from edgetwin.output_folder import why_not_written
 from edgetwin.plan.sweep import ConfigResult
 from edgetwin.results import ResultRow, check_row
 

@@ -20,8 +20,9 @@ from typing import Any, Literal, get_args
 import plotly
 import plotly.graph_objects as go
 
-from edgetwin.atomic import output_kind, publish_folder, staged_folder
+from edgetwin.atomic import publish_folder, staged_folder
 from edgetwin.errors import InputError, RunFailed
+from edgetwin.output_folder import output_kind
 from edgetwin.reports.html import figure_names, read_run, run_figures
 from edgetwin.reports.style import WIDTH_PX, styled
 

@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from edgetwin.atomic import check_out_folder
 from edgetwin.comparison import (
     COMPARISON_CSV,
     Comparison,
@@ -25,6 +24,7 @@ from edgetwin.comparison import (
     write_comparison_csv,
 )
 from edgetwin.errors import InputError
+from edgetwin.output_folder import check_out_folder
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.html import comparison_figures, write_comparison_report
 from edgetwin.reports.static import StaticFormat, write_static_figures

@@ -9,8 +9,9 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager, nullco
 from pathlib import Path
 
 from edgetwin import run_folders
-from edgetwin.atomic import check_out_folder, publish_folder, staged_folder, why_not_written
+from edgetwin.atomic import publish_folder, staged_folder
 from edgetwin.errors import InputError
+from edgetwin.output_folder import check_out_folder, why_not_written
 from edgetwin.provenance import files_read
 from edgetwin.run_folders import Kind
 

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from edgetwin.atomic import check_out_folder, output_kind
 from edgetwin.errors import InputError, option_named, shown
+from edgetwin.output_folder import check_out_folder, output_kind
 from edgetwin.plan.executors import (
     SCHEDULER,
     DaskExecutor,

@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.atomic import why_not_written
 from edgetwin.comparison import REFERENCE_FILE, check_reference
 from edgetwin.errors import InputError
+from edgetwin.output_folder import why_not_written
 from edgetwin.plan.folder import ANSWER_FILE, answer_table, is_plan_folder, swept_question
 from edgetwin.plan.journal import PARTIAL
 from edgetwin.reports.adaptive import EVALUATION_PAGE

@@ -8,8 +8,9 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Literal, get_args
 
-from edgetwin.atomic import output_kind, why_not_written, write_text_atomic
+from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import FORCE_OPTION, InputError
+from edgetwin.output_folder import output_kind, why_not_written
 from edgetwin.workbench.arguments import choice_argument, flag_argument, path_argument
 
 Kind = Literal["scenario", "eval", "plan"]  # in the order the help and the README give them

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgetwin.atomic import check_out_folder
 from edgetwin.calibration.held_out import HOLDOUT_NAMES, HoldoutBy
 from edgetwin.errors import InputError, option_named
+from edgetwin.output_folder import check_out_folder
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.static import StaticFormat, write_static_figures
