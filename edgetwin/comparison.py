@@ -15,21 +15,11 @@ from typing import TypedDict
 from edgetwin.device_names import profile_name, profile_refs, read_device_names
 from edgetwin.errors import InputError, counted, shown
 from edgetwin.resolved_scenario import RESOLVED_FILE
-from edgetwin.results import (
-    COLUMNS,
-    STATUS_OK,
-    TABLE_READ_ERRORS,
-    CellError,
-    ResultRow,
-    RowKey,
-    check_cells,
-    is_crowd_key,
-    parse_number,
-    record_place,
-    row_key,
-    table_records,
-)
+from edgetwin.result_cells import CellError, check_cells, parse_number, record_place
+from edgetwin.results import COLUMNS, STATUS_OK, ResultRow
+from edgetwin.row_keys import RowKey, is_crowd_key, row_key
 from edgetwin.schema import read_yaml_mapping
+from edgetwin.table_files import TABLE_READ_ERRORS, table_records
 
 METRICS: tuple[str, ...] = (
     "total_ms",

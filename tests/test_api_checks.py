@@ -16,7 +16,7 @@ import pytest
 
 import edgetwin
 from edgetwin.errors import InputError
-from edgetwin.results import failed_summary
+from edgetwin.run_failures import failed_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 JETSON = ROOT / "scenarios" / "prism_jetson.yaml"
@@ -229,7 +229,7 @@ def test_results_and_a_comparison_show_as_one_line(tmp_path: Path) -> None:
 @pytest.mark.timeout(60)
 def test_results_line_says_why_rows_failed() -> None:
     """The line a notebook shows and ``edgetwin run``'s last line count failed rows by
-    reason with one definition (results.failed_summary); the line did not count them."""
+    reason with one definition (run_failures.failed_summary); the line did not count them."""
     overrides = ["devices.0.ram_mb=400", "sweeps=[{batch: [1, 32]}]"]
     results = edgetwin.run(JETSON, overrides=overrides)
     shown = "Results(10 rows of prism_jetson: single, voltage, prism; 5 failed: out of memory 5)"

@@ -36,7 +36,7 @@ from edgetwin.models.strategy import VIT_WORKER
 from edgetwin.mount_points import mount_points
 from edgetwin.phone_profile import load_phone_profile
 from edgetwin.plan.executors import pool_size
-from edgetwin.results import read_results
+from edgetwin.result_cells import read_results
 from edgetwin.scenario import load_scenario
 from edgetwin.workbench.output import output_folder
 from tests.conftest import ctrl_c_reaches

@@ -27,7 +27,7 @@ from edgetwin.configuration import step_label
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
 from edgetwin.plan.questions import load_question
 from edgetwin.resolved_scenario import dump_resolved
-from edgetwin.results import read_results
+from edgetwin.result_cells import read_results
 from edgetwin.scenario import load_scenario
 from edgetwin.sweep_points import Configuration
 from edgetwin.workbench.inputs import load_run_inputs

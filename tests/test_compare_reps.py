@@ -15,7 +15,9 @@ import pytest
 import edgetwin
 from edgetwin.cli import main
 from edgetwin.comparison import compare_to_reference
-from edgetwin.results import RowKey, read_results, read_table, row_key
+from edgetwin.result_cells import read_results
+from edgetwin.row_keys import RowKey, row_key
+from edgetwin.table_files import read_table
 
 JETSON = Path(__file__).resolve().parents[1] / "scenarios" / "prism_jetson.yaml"
 SMALL = ["sweeps=[{batch: [1, 2]}]"]

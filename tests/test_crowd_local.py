@@ -27,7 +27,7 @@ from edgetwin.emu.memory_check import interpreter
 from edgetwin.errors import InputError
 from edgetwin.models.strategy import CROWDIO_FOREMAN
 from edgetwin.phone_profile import load_phone_profile
-from edgetwin.results import read_results
+from edgetwin.result_cells import read_results
 from edgetwin.run_folders import LOCAL, leftover_folders
 from edgetwin.scenario import load_scenario
 from edgetwin.unplayed_settings import unplayed_settings

@@ -15,7 +15,8 @@ import pytest
 from edgetwin.configuration import CrowdRun, in_turn
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import load_phone_profile
-from edgetwin.results import read_results, write_results
+from edgetwin.result_cells import read_results
+from edgetwin.results import write_results
 from edgetwin.scenario import Scenario, load_scenario, validate_scenario
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.crowd.costs import warm_load_ms

@@ -34,7 +34,8 @@ from edgetwin.emu.crowdio.records import Event, PipelineSummary
 from edgetwin.emu.crowdio.rows import summary_row
 from edgetwin.emu.crowdio.sdk import JobError, PipelineJob, pipeline_job
 from edgetwin.emu.crowdio.telemetry import LOG_COLUMNS
-from edgetwin.results import read_results, write_results
+from edgetwin.result_cells import read_results
+from edgetwin.results import write_results
 from edgetwin.worker_log import COLUMNS
 
 SLOW_WORKER = [0.0, 0.0, 600.0]  # worker-2 takes 0.6 s per task

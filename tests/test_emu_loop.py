@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from edgetwin.calibration.emu_loop import LoopResult, LoopSettings, close_loop
-from edgetwin.results import read_table
+from edgetwin.table_files import read_table
 from tests.emu_checks import needs_emulator
 
 pytestmark = needs_emulator

@@ -31,7 +31,8 @@ from edgetwin.emu.mininet.topology import (
 from edgetwin.links import link_warnings, read_link_checks, worst_error_pct
 from edgetwin.network_spec import NetworkSpec
 from edgetwin.reports import write_report
-from edgetwin.results import ResultRow, read_results, write_results
+from edgetwin.result_cells import read_results
+from edgetwin.results import ResultRow, write_results
 from edgetwin.run_folders import EMU, leftover_folders, run_folder
 
 REPO = Path(__file__).resolve().parents[1]

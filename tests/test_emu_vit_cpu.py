@@ -20,7 +20,7 @@ from edgetwin.emu.mininet.runner import run_emu, vit_host_limits
 from edgetwin.emu.mininet.topology import build_topology
 from edgetwin.links import TOLERANCE_PCT
 from edgetwin.network_spec import NetworkSpec
-from edgetwin.results import read_results
+from edgetwin.result_cells import read_results
 from edgetwin.scenario import validate_scenario
 
 pytestmark = needs_emulator

@@ -14,9 +14,10 @@ from edgetwin.calibration.reference_holdout import leave_one_batch_out_table
 from edgetwin.calibration.reference_inputs import MeasuredRow, load_spec, read_measured
 from edgetwin.comparison import compare_to_reference
 from edgetwin.profile import load_profile
-from edgetwin.results import ResultRow, read_table
+from edgetwin.results import ResultRow
 from edgetwin.scenario import load_scenario
 from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.table_files import read_table
 from tests.conftest import REPO
 
 SPEC = REPO / "edgetwin/calibration/specs/jetson_orin_nano.yaml"

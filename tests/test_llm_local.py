@@ -18,9 +18,12 @@ from edgetwin.cli import main
 from edgetwin.comparison import compare_to_reference
 from edgetwin.emu.local import check_runnable, run_local
 from edgetwin.errors import InputError, LaunchError
-from edgetwin.results import ResultRow, read_results, read_table, row_key, write_results
+from edgetwin.result_cells import read_results
+from edgetwin.results import ResultRow, write_results
+from edgetwin.row_keys import row_key
 from edgetwin.scenario import load_scenario
 from edgetwin.sweep_points import configurations
+from edgetwin.table_files import read_table
 from edgetwin.workbench import run
 
 REPO = Path(__file__).resolve().parents[1]

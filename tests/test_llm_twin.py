@@ -31,7 +31,7 @@ from edgetwin.models.decoder_costs import (
 from edgetwin.models.strategies.pipeline import balanced_layers
 from edgetwin.models.strategy import Strategy
 from edgetwin.profile import MB, load_profile
-from edgetwin.results import read_results
+from edgetwin.result_cells import read_results
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.sim import decoder_run
 from edgetwin.sim.device import Device

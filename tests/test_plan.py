@@ -31,7 +31,8 @@ from edgetwin.profile import PROFILE_DIR
 from edgetwin.progress import Steps, naming
 from edgetwin.provenance import code_digest, modules_digest
 from edgetwin.reports.plan import write_plan_report
-from edgetwin.results import ResultRow, read_results, write_results
+from edgetwin.result_cells import read_results
+from edgetwin.results import ResultRow, write_results
 from edgetwin.sim.runner import build_fleet, run_scenario
 from tests.conftest import ctrl_c_reaches
 

@@ -41,7 +41,8 @@ from edgetwin.calibration.readers import (
     union_ms,
 )
 from edgetwin.errors import InputError
-from edgetwin.results import ResultRow, row_key, write_results
+from edgetwin.results import ResultRow, write_results
+from edgetwin.row_keys import row_key
 from edgetwin.schema import MAX_BATCH, MAX_TENSOR_BYTES
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

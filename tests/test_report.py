@@ -18,7 +18,8 @@ from edgetwin.reports import write_report
 from edgetwin.reports.figures import bandwidth_figure
 from edgetwin.reports.plotly_js import FIGURE_SCRIPT
 from edgetwin.reports.rows import average_reps
-from edgetwin.results import ResultRow, read_results, write_results
+from edgetwin.result_cells import read_results
+from edgetwin.results import ResultRow, write_results
 
 PROBE_ID = "edgetwin-test-probe"
 PROBE = """<script>

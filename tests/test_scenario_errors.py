@@ -28,7 +28,7 @@ import edgetwin
 from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.profile import PROFILE_DIR
-from edgetwin.results import read_results
+from edgetwin.result_cells import read_results
 from edgetwin.scenario import Scenario
 from edgetwin.schema import keys_at, validate_model
 from tests.conftest import yaml_text

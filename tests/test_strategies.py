@@ -17,7 +17,7 @@ from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan, InputSource, position_wise_plan
 from edgetwin.models.layout import Layout, segment_means
 from edgetwin.models.strategy import Strategy
-from edgetwin.results import read_results
+from edgetwin.result_cells import read_results
 from edgetwin.scenario import load_scenario
 from tests.conftest import REPO
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from edgetwin.results import REQUIRED_COLUMNS, read_results
+from edgetwin.result_cells import read_results
+from edgetwin.results import REQUIRED_COLUMNS
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks/gpu_vit_trace.py"

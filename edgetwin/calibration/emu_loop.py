@@ -29,9 +29,11 @@ from edgetwin.comparison import (
 from edgetwin.links import LINK_CHECK_FILE
 from edgetwin.profile import DeviceProfile
 from edgetwin.resolved_scenario import RESOLVED_FILE, dump_resolved
-from edgetwin.results import RESULTS_CSV, ResultRow, RowKey, read_table, row_key, write_results
+from edgetwin.results import ResultRow, write_results
+from edgetwin.row_keys import RowKey, row_key
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.table_files import RESULTS_CSV, read_table
 
 
 @dataclass(frozen=True)

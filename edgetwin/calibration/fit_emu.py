@@ -51,10 +51,11 @@ from edgetwin.errors import InputError, option_named, shown_text
 from edgetwin.links import LINK_CHECK_FILE, link_warnings, read_link_checks
 from edgetwin.profile import POWER_STATES, DeviceProfile
 from edgetwin.resolved_scenario import RESOLVED_FILE, load_resolved
-from edgetwin.results import RESULTS_CSV, STATUS_OK, read_table
+from edgetwin.results import STATUS_OK
 from edgetwin.scenario import Scenario
 from edgetwin.schema import Strict, dump_yaml, load_yaml_model
 from edgetwin.sweep_points import Configuration
+from edgetwin.table_files import RESULTS_CSV, read_table
 
 RUN_FILES = (RESULTS_CSV, LINK_CHECK_FILE, RESOLVED_FILE)
 EFFICIENCY = "network.bandwidth_efficiency"  # measured by the link checks, not fitted

@@ -35,9 +35,9 @@ from edgetwin.calibration.reference_twin import simulate_config
 from edgetwin.comparison import compare_to_reference, key_label
 from edgetwin.profile import DeviceProfile
 from edgetwin.progress import Steps, no_progress
-from edgetwin.results import read_table
 from edgetwin.scenario import Scenario
 from edgetwin.schema import referenced_file
+from edgetwin.table_files import read_table
 
 
 def fit_profile(

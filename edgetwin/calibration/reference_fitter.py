@@ -40,7 +40,8 @@ from edgetwin.calibration.reference_twin import simulate_config
 from edgetwin.comparison import key_label
 from edgetwin.errors import InputError
 from edgetwin.profile import POWER_STATES, DeviceProfile
-from edgetwin.results import STATUS_OK, row_key
+from edgetwin.results import STATUS_OK
+from edgetwin.row_keys import row_key
 from edgetwin.scenario import Scenario
 from edgetwin.sweep_points import Configuration
 

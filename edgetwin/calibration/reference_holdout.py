@@ -29,7 +29,7 @@ from edgetwin.calibration.reference_twin import simulate_config
 from edgetwin.comparison import key_label, relative_pct
 from edgetwin.profile import DeviceProfile
 from edgetwin.progress import Steps, no_progress
-from edgetwin.results import row_key
+from edgetwin.row_keys import row_key
 from edgetwin.scenario import Scenario
 from edgetwin.schema import referenced_file
 

@@ -22,7 +22,8 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.device_spec import MAX_DEVICES
 from edgetwin.errors import InputError
 from edgetwin.models import registry
-from edgetwin.results import COLUMNS, LATENCY_PARTS, CellError, check_cells
+from edgetwin.result_cells import CellError, check_cells
+from edgetwin.results import COLUMNS, LATENCY_PARTS
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.schema import MAX_BATCH, Strict, load_yaml_model
 from edgetwin.sweep_points import Configuration

@@ -22,7 +22,7 @@ from edgetwin.cli.progress import progress_bar
 from edgetwin.configuration import crowd_runs
 from edgetwin.errors import counted
 from edgetwin.links import within_tolerance
-from edgetwin.results import failed_summary
+from edgetwin.run_failures import failed_summary
 from edgetwin.scenario import RUN_MODES
 from edgetwin.workbench import reporting, running
 from edgetwin.workbench.comparing import compare

@@ -25,7 +25,9 @@ from statistics import median
 
 from edgetwin.comparison import check_reference
 from edgetwin.errors import InputError
-from edgetwin.results import MEASURED_MODE, ResultRow, parse_result, read_table
+from edgetwin.result_cells import parse_result
+from edgetwin.results import MEASURED_MODE, ResultRow
+from edgetwin.table_files import read_table
 
 # what a map or a ground truth reads of every row: the latency (without the column every
 # cell read as a failed run, and a map of nothing but failures was scored)

@@ -26,10 +26,12 @@ from edgetwin.plan.questions import (
 )
 from edgetwin.plan.sweep import context_searches, memory_edge_configs
 from edgetwin.resolved_scenario import RESOLVED_FILE, dump_resolved
-from edgetwin.results import RESULTS_CSV, ResultRow, read_results
+from edgetwin.result_cells import read_results
+from edgetwin.results import ResultRow
 from edgetwin.scenario_paths import with_absolute_paths
 from edgetwin.sim.runner import build_fleet
 from edgetwin.sweep_points import Configuration, configurations
+from edgetwin.table_files import RESULTS_CSV
 
 QUESTION_FILE = "question.resolved.yaml"
 ANSWER_FILE = "answer.json"

@@ -25,7 +25,8 @@ from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import OUT_OPTION, InputError
 from edgetwin.output_folder import why_not_written
 from edgetwin.plan.sweep import ConfigResult
-from edgetwin.results import ResultRow, check_row
+from edgetwin.result_cells import check_row
+from edgetwin.results import ResultRow
 
 PARTIAL = "partial"
 ROWS_FILE = "rows.jsonl"  # in PARTIAL: one line per finished configuration

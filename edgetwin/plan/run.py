@@ -20,8 +20,9 @@ from edgetwin.plan.questions import LoadedQuestion
 from edgetwin.plan.sweep import ConfigResult, files_digest, payload_for
 from edgetwin.progress import Steps, no_progress
 from edgetwin.provenance import code_digest
-from edgetwin.results import RESULTS_CSV, ResultRow, write_results
+from edgetwin.results import ResultRow, write_results
 from edgetwin.sim.runner import unplayed_in_twin
+from edgetwin.table_files import RESULTS_CSV
 
 
 @dataclass(frozen=True)

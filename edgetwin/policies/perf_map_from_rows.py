@@ -17,7 +17,8 @@ from edgetwin.models import registry
 from edgetwin.policies.perf_map import PerformanceMap
 from edgetwin.policies.perf_map_candidates import CANDIDATES_BY_CR, DECODER_GRIDS
 from edgetwin.policies.perf_map_io import validate_map
-from edgetwin.results import ResultRow, read_results
+from edgetwin.result_cells import read_results
+from edgetwin.results import ResultRow
 
 
 def map_from_table(path: Path, default_tokens: int) -> PerformanceMap:

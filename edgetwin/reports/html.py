@@ -22,18 +22,13 @@ from edgetwin.reports.llm import device_ram_mb, is_decoder, llm_figures, scenari
 from edgetwin.reports.plotly_js import deferred, plotly_js_html
 from edgetwin.reports.rows import average_reps
 from edgetwin.reports.style import FONT, styled
-from edgetwin.results import (
-    STATUS_OK,
-    ResultRow,
-    RowKey,
-    failed_summary,
-    read_results,
-    read_table,
-    results_file,
-    row_key,
-)
+from edgetwin.result_cells import read_results
+from edgetwin.results import STATUS_OK, ResultRow
+from edgetwin.row_keys import RowKey, row_key
+from edgetwin.run_failures import failed_summary
 from edgetwin.scenario import Scenario
 from edgetwin.sim.crowd.records import TIMELINE_FILE
+from edgetwin.table_files import read_table, results_file
 
 REPORT_NAME = "report.html"
 COMPARISON_PAGE = "comparison.html"

@@ -19,7 +19,8 @@ from edgetwin.models.decoder_costs import (
 )
 from edgetwin.models.strategies.pipeline import balanced_layers
 from edgetwin.profile import MB
-from edgetwin.results import OUT_OF_MEMORY, STATUS_OK
+from edgetwin.results import STATUS_OK
+from edgetwin.run_failures import OUT_OF_MEMORY
 from edgetwin.scenario import Scenario
 from edgetwin.sim.device import Device
 from edgetwin.sim.generation import Generation

@@ -21,7 +21,8 @@ from edgetwin.models.costs import CostPlan
 from edgetwin.models.decoder_costs import contributed_bytes
 from edgetwin.profile import MB, DeviceProfile, bootstrap_count, bootstrap_variant
 from edgetwin.progress import Step, naming
-from edgetwin.results import DEVICE_LOST, OUT_OF_MEMORY, STATUS_OK, ResultRow
+from edgetwin.results import STATUS_OK, ResultRow
+from edgetwin.run_failures import DEVICE_LOST, OUT_OF_MEMORY
 from edgetwin.scenario import Scenario
 from edgetwin.scenario_paths import device_profile
 from edgetwin.sim import decoder_run

@@ -28,13 +28,10 @@ from edgetwin.output_folder import check_out_folder
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.html import comparison_figures, write_comparison_report
 from edgetwin.reports.static import StaticFormat, write_static_figures
-from edgetwin.results import (
-    STATUS_OK,
-    ResultRow,
-    read_results,
-    results_file,
-    row_key,
-)
+from edgetwin.result_cells import read_results
+from edgetwin.results import STATUS_OK, ResultRow
+from edgetwin.row_keys import row_key
+from edgetwin.table_files import results_file
 from edgetwin.workbench.arguments import (
     flag_argument,
     out_argument,

@@ -25,7 +25,8 @@ from edgetwin.reports.static import (
     write_static_figures,
 )
 from edgetwin.reports.validation import VALIDATION_PAGE
-from edgetwin.results import RESULTS_CSV, read_results, results_file
+from edgetwin.result_cells import read_results
+from edgetwin.table_files import RESULTS_CSV, results_file
 from edgetwin.workbench.arguments import STATIC_OPTION, choice_argument, path_argument
 
 # the pages ``report`` does not redraw (their folders keep no table to draw them from),

@@ -17,17 +17,11 @@ from edgetwin.provenance import read_provenance, write_provenance, write_provena
 from edgetwin.reports import write_report
 from edgetwin.reports.html import run_warnings
 from edgetwin.resolved_scenario import RESOLVED_FILE, dump_resolved, load_resolved
-from edgetwin.results import (
-    RESULTS_CSV,
-    RESULTS_PARQUET,
-    ResultRow,
-    failed_summary,
-    read_results,
-    results_file,
-    table_columns,
-    write_results,
-)
+from edgetwin.result_cells import read_results
+from edgetwin.results import ResultRow, table_columns, write_results
+from edgetwin.run_failures import failed_summary
 from edgetwin.scenario import Scenario
+from edgetwin.table_files import RESULTS_CSV, RESULTS_PARQUET, results_file
 from edgetwin.workbench.arguments import choice_argument, flag_argument, path_argument
 from edgetwin.workbench.output import output_folder
 from edgetwin.workbench.reporting import other_command_page

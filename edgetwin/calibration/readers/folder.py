@@ -36,7 +36,7 @@ from edgetwin.calibration.readers.staged_exchange import StagedExchange
 from edgetwin.calibration.readers.timing_table import TimingRecord
 from edgetwin.csv_rows import read_header
 from edgetwin.errors import InputError
-from edgetwin.results import RESULTS_CSV
+from edgetwin.table_files import RESULTS_CSV
 
 
 @dataclass(frozen=True)

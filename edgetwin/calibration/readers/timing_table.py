@@ -13,7 +13,8 @@ from pathlib import Path
 
 from edgetwin.csv_rows import Row, read_rows
 from edgetwin.models import registry
-from edgetwin.results import MODES, STATUS_OK, RowKey, row_key
+from edgetwin.results import MODES, STATUS_OK
+from edgetwin.row_keys import RowKey, row_key
 from edgetwin.schema import MAX_BATCH
 
 REQUIRED_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps", "total_ms")
@@ -56,7 +57,7 @@ class TimingRecord:
 
     @property
     def key(self) -> RowKey:
-        """The join key of ``edgetwin.results.row_key``."""
+        """The join key of ``edgetwin.row_keys.row_key``."""
         return row_key(
             {
                 "strategy": self.strategy,

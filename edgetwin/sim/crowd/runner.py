@@ -31,7 +31,8 @@ from edgetwin.phone_profile import device_profile
 from edgetwin.policies.scheduling import SCHEDULERS, check_schedulers, make_scheduler
 from edgetwin.profile import NetworkParams, mah_from_joules
 from edgetwin.progress import Step, naming
-from edgetwin.results import INCOMPLETE, STATUS_OK, ResultRow
+from edgetwin.results import STATUS_OK, ResultRow
+from edgetwin.run_failures import INCOMPLETE
 from edgetwin.scenario import Scenario
 from edgetwin.schema import referenced_file
 from edgetwin.sim.crowd.availability import Absence, read_trace, replay
