@@ -334,6 +334,52 @@ def test_smallest_fleet_matches_direct_p95(tmp_path: Path) -> None:
     assert answer["per_batch"][1]["smallest_fleet"] == {"devices": 4, "bandwidth_mbps": 400.0}
 
 
+def test_smallest_fleet_says_whether_one_device_meets_the_target(tmp_path: Path) -> None:
+    """Would splitting pay off? The answer named a fleet without saying that one board
+    already meets the target at batch 4. One board's p95 is over every swept bandwidth's
+    repetitions (bandwidth does not touch it); a failed one (out of memory) misses it."""
+    question = question_file(
+        tmp_path,
+        set=["devices.0.count=4", "devices.0.ram_mb=420", "repetitions=3", "noise_cv=0.05"],
+        axes={"batch": [4, 16, 32], "bandwidth_mbps": [100, 1000], "devices": [2, 4]},
+        question={
+            "kind": "smallest_fleet",
+            "target_p95_ms": 600,
+            "strategy": {"name": "prism", "cr": 9.9},
+        },
+    )
+    loaded = load_question(question)
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor(), write_plan_report)
+    single = [r for r in outcome.rows if r.strategy == "single"]
+    baselines = [entry["baseline"] for entry in outcome.answer["per_batch"]]
+    for batch, baseline in zip((4, 16), baselines, strict=False):
+        p95 = float(np.percentile([r.total_ms for r in single if r.batch == batch], 95))
+        assert baseline == {
+            "strategy": "single",
+            "p95_ms": pytest.approx(p95, rel=1e-6),
+            "meets_target": p95 <= 600,
+            "failed": None,
+        }
+    assert [b["meets_target"] for b in baselines] == [True, False, False]
+    assert baselines[2] == {
+        "strategy": "single",
+        "p95_ms": None,
+        "meets_target": False,
+        "failed": "out of memory on jetson-0",
+    }
+    assert outcome.answer["devices"] == [2, 4]  # one board is no row of the fleet's grid
+    lines = describe(outcome.answer)
+    p95_4, p95_16 = (f"{b['p95_ms']:.4g}" for b in baselines[:2])
+    assert lines[0].endswith(f"; one device (single) p95 {p95_4} ms: meets it")
+    assert lines[1].endswith(f"; one device (single) p95 {p95_16} ms: misses it")
+    assert lines[2] == (
+        "batch 32, p95 <= 600 ms with prism cr 9.9: not met anywhere in the sweep; "
+        "one device (single): misses it (out of memory on jetson-0)"
+    )
+    page = (tmp_path / "out" / "plan.html").read_text()
+    assert f"one device (single) p95 {p95_4} ms: meets it" in page
+
+
 def test_smallest_fleet_says_where_it_misses_above_its_least_bandwidth() -> None:
     """Noise over few repetitions: 3 devices meet 640 ms at 600 and 700 Mbit/s, not at 650
     or 800. The line said "from 600 Mbit/s", true of no bandwidth in between."""

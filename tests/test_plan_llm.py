@@ -251,9 +251,11 @@ def test_smallest_fleet_and_crossover_take_a_pipeline(tmp_path: Path) -> None:
         },
     )
     loaded = load_question(fleet)
-    assert [s.name for s in loaded.scenario.strategies] == ["pipeline"]
+    assert [s.name for s in loaded.scenario.strategies] == ["single", "pipeline"]
     outcome = run_plan(loaded, tmp_path / "fleet", SerialExecutor(), write_plan_report)
-    assert outcome.answer["per_batch"][0]["smallest_fleet"] == {"devices": 2, "bandwidth_mbps": 400}
+    entry = outcome.answer["per_batch"][0]
+    assert entry["smallest_fleet"] == {"devices": 2, "bandwidth_mbps": 400}
+    assert entry["baseline"]["strategy"] == "single" and entry["baseline"]["meets_target"]
     crossover = llm_question(
         tmp_path,
         axes={"batch": [1], "bandwidth_mbps": [200, 900], "devices": [2]},

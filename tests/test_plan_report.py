@@ -14,9 +14,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
 
 import edgetwin
 from edgetwin.cli import main
+from edgetwin.plan.answer_text import describe
 from edgetwin.plan.folder import QUESTION_FILE, swept_question, write_swept_question
 from edgetwin.plan.questions import load_question
 from edgetwin.plan.sweep import payload_for
@@ -126,12 +128,40 @@ def test_an_edited_table_is_answered_as_edited(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(120)
+def test_a_fleet_folder_swept_before_the_question_ran_one_device_still_reports(
+    tmp_path: Path,
+) -> None:
+    """A smallest_fleet folder from before the question ran single beside its strategy: its
+    table has no single rows. Refused as not the sweep, it is answered as swept then: the
+    answer's fields as they were, without one device's."""
+    out = _plan(tmp_path, "plan_fleet")
+    new = json.loads((out / "answer.json").read_text())
+    _rewrite_table(out / "results.csv", lambda rows: [r for r in rows if r["strategy"] != "single"])
+    resolved = out / "scenario.resolved.yaml"
+    scenario = yaml.safe_load(resolved.read_text())
+    scenario["strategies"] = [s for s in scenario["strategies"] if s["name"] != "single"]
+    resolved.write_text(yaml.safe_dump(scenario))  # as the old plan wrote it
+    for path in (out / n for n in PLAN_FILES):
+        path.unlink()
+    assert main(["report", str(out)]) == 0
+    old = json.loads((out / "answer.json").read_text())
+    assert old == new | {"per_batch": [_without_baseline(e) for e in new["per_batch"]]}
+    line = describe(old)[0]
+    assert line.startswith("batch 16, p95 <= 600 ms with prism cr 9.9: ")
+    assert "one device" not in line and "one device" not in (out / "plan.html").read_text()
+
+
+def _without_baseline(entry: dict[str, object]) -> dict[str, object]:
+    return {key: value for key, value in entry.items() if key != "baseline"}
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize(
     "name, edit, expect",
     [
-        ("plan_fleet", lambda rows: rows[:3] + rows[4:], "line 5 is strategy prism"),
-        ("plan_fleet", lambda rows: rows[:-1], "79 rows where the sweep has 80"),
-        ("plan_fleet", lambda rows: [*rows, rows[0]], "81 rows where the sweep has 80"),
+        ("plan_fleet", lambda rows: rows[:3] + rows[4:], "line 5 is strategy single"),
+        ("plan_fleet", lambda rows: rows[:-1], "119 rows where the sweep has 120"),
+        ("plan_fleet", lambda rows: [*rows, rows[0]], "121 rows where the sweep has 120"),
         (
             "plan_crowd_capacity",
             lambda rows: [r for r in rows if (r["devices"], r["rep"]) != ("3", "1")],

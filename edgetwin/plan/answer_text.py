@@ -28,14 +28,15 @@ def describe(result: dict[str, Any]) -> list[str]:
         for entry in result["per_batch"]:
             fleet, link = entry["smallest_fleet"], entry["smallest_bandwidth"]
             head = f"batch {entry['batch']}, p95 <= {target:g} ms with {result['strategy']}: "
+            one = one_device_text(entry)
             if fleet is None:
-                lines.append(head + "not met anywhere in the sweep")
+                lines.append(head + "not met anywhere in the sweep" + one)
                 continue
             lines.append(
                 head + f"smallest fleet {fleet['devices']} devices "
                 f"(from {fleet['bandwidth_mbps']:g} Mbit/s{_except(result, entry, fleet)}); "
                 f"smallest bandwidth {link['bandwidth_mbps']:g} Mbit/s "
-                f"(with {link['devices']} devices)"
+                f"(with {link['devices']} devices){one}"
             )
         return lines
     if result["kind"] == CROSSOVER:
@@ -53,6 +54,20 @@ def describe(result: dict[str, Any]) -> list[str]:
         return lines
     lines = [f"{grid_title(grid)} per cell: {_best_cells(grid)}" for grid in result["grids"]]
     return [*lines, *_describe_fronts(result["pareto"])]
+
+
+def one_device_text(entry: dict[str, Any]) -> str:
+    """``; one device (single) p95 251.2 ms: meets it`` (or ``misses it``; ``: misses it
+    (out of memory on jetson-0)`` where a repetition failed); nothing for a batch answered
+    from a table swept before the question ran one device."""
+    one = entry.get("baseline")
+    if one is None:
+        return ""
+    head = f"; one device ({one['strategy']})"
+    if one["failed"] is not None:
+        return f"{head}: misses it ({one['failed']})"
+    verdict = "meets it" if one["meets_target"] else "misses it"
+    return f"{head} p95 {_figure(one['p95_ms'])} ms: {verdict}"
 
 
 def _except(result: dict[str, Any], entry: dict[str, Any], fleet: dict[str, Any]) -> str:

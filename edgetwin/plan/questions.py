@@ -464,9 +464,7 @@ def _strategies(kind: AnyKind) -> list[dict[str, Any]] | None:
     """The strategies the sweep runs; None keeps the scenario's own."""
     if isinstance(kind, CrowdCapacity):
         return [{"name": kind.strategy}]
-    if isinstance(kind, SmallestFleet):
-        return [kind.strategy.model_dump(mode="json", exclude_defaults=True)]
-    if isinstance(kind, Crossover):
+    if isinstance(kind, SmallestFleet | Crossover):  # both answer against one device too
         baseline = {"name": registry.baseline().name}
         return [baseline, kind.strategy.model_dump(mode="json", exclude_defaults=True)]
     return None

@@ -1,5 +1,6 @@
 """The smallest fleet question: per batch, the p95 latency over fleet size x bandwidth and
-the smallest fleet, and the least bandwidth, that meet the target."""
+the smallest fleet, and the least bandwidth, that meet the target; and whether one device
+(the baseline) meets it already."""
 
 from __future__ import annotations
 
@@ -21,8 +22,14 @@ def smallest_fleet(
 ) -> dict[str, Any]:
     """Per batch: p95 over devices x bandwidth and the smallest fleet / bandwidth meeting it."""
     target = kind.target_p95_ms
-    by_devices = {k.devices: cells for k, cells in grouped.items() if k.devices is not None}
+    one = registry.baseline().name  # the one device the fleets are weighed against
+    by_devices = {
+        k.devices: cells
+        for k, cells in grouped.items()
+        if k.devices is not None and k.strategy != one
+    }
     devices = sorted(by_devices)
+    baseline = next((cells for k, cells in grouped.items() if k.strategy == one), None)
     per_batch = []
     for batch in batches:
         grid = [[p95_ms(by_devices[d][(batch, bw)]) for bw in bandwidths] for d in devices]
@@ -34,17 +41,19 @@ def smallest_fleet(
         ]
         fleet = min(meets, key=lambda m: (m[0], m[1]), default=None)
         link = min(meets, key=lambda m: (m[1], m[0]), default=None)
-        per_batch.append(
-            {
-                "batch": batch,
-                "p95_ms": grid,
-                "min_bandwidth_mbps_by_devices": [
-                    min((bw for dd, bw in meets if dd == d), default=None) for d in devices
-                ],
-                "smallest_fleet": _point(fleet),
-                "smallest_bandwidth": _point(link),
-            }
-        )
+        entry: dict[str, Any] = {
+            "batch": batch,
+            "p95_ms": grid,
+            "min_bandwidth_mbps_by_devices": [
+                min((bw for dd, bw in meets if dd == d), default=None) for d in devices
+            ],
+            "smallest_fleet": _point(fleet),
+            "smallest_bandwidth": _point(link),
+        }
+        if baseline is not None:  # a table swept before the question ran it has none
+            rows = [row for bw in bandwidths for row in baseline[(batch, bw)]]
+            entry["baseline"] = _one_device(one, rows, target)
+        per_batch.append(entry)
     strategy = kind.strategy
     cr = strategy.cr[0] if strategy.cr else None
     seg = strategy.segments[0] if strategy.segments else None
@@ -54,6 +63,19 @@ def smallest_fleet(
         "devices": devices,
         "bandwidths_mbps": list(bandwidths),
         "per_batch": per_batch,
+    }
+
+
+def _one_device(name: str, rows: Sequence[ResultRow], target_p95_ms: float) -> dict[str, Any]:
+    """The baseline's p95 over all its rows, every swept bandwidth's repetitions (bandwidth
+    does not touch one device: its rows differ by their noise draws only), whether it meets
+    the target, and why not where a repetition failed (``out of memory on jetson-0``)."""
+    p95 = p95_ms(rows)
+    return {
+        "strategy": name,
+        "p95_ms": p95,
+        "meets_target": meets_target(p95, target_p95_ms),
+        "failed": next((row.status for row in rows if not row.ok), None),
     }
 
 

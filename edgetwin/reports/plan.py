@@ -16,6 +16,7 @@ from edgetwin.plan.answer_text import (
     cell_label,
     describe,
     grid_title,
+    one_device_text,
     pareto_workloads,
 )
 from edgetwin.plan.answers import QUESTIONS
@@ -50,8 +51,8 @@ CURVE_HOVER = "%{x:g} Mbit/s: %{y:.4g} ms per batch"  # the trace's name beside 
 
 
 def fleet_figures(result: dict[str, Any]) -> list[go.Figure]:
-    """Per batch: p95 latency over devices x bandwidth (cells on the swept values only), and
-    the frontier meeting the target."""
+    """Per batch: p95 latency over devices x bandwidth (cells on the swept values only), the
+    frontier meeting the target, and whether one device meets it (in the subtitle)."""
     figures = []
     bandwidths = categories(result["bandwidths_mbps"])
     devices = [str(n) for n in result["devices"]]
@@ -82,7 +83,7 @@ def fleet_figures(result: dict[str, Any]) -> list[go.Figure]:
             title=title_text(
                 f"p95 latency, batch {entry['batch']}, {result['strategy']}",
                 f"framed: the least bandwidth with p95 ≤ {result['target_p95_ms']:g} ms "
-                "for each fleet size",
+                f"for each fleet size{one_device_text(entry)}",
             ),
             xaxis={"title": "Bandwidth (Mbit/s)", "type": "category", "categoryarray": bandwidths},
             yaxis={"title": "Devices", "type": "category", "categoryarray": devices},
