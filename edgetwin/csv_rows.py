@@ -15,7 +15,7 @@ from pathlib import Path
 
 from edgetwin.errors import InputError, shown
 from edgetwin.provenance import note_read
-from edgetwin.schema import check_regular_file
+from edgetwin.schema import check_regular_file, utf8_text
 
 
 def read_bytes(path: Path) -> bytes:
@@ -33,16 +33,7 @@ def read_bytes(path: Path) -> bytes:
 
 def read_text(path: Path) -> str:
     """A file's text (UTF-8, optional BOM); unreadable or non-UTF-8 bytes are InputErrors."""
-    return decoded(path, read_bytes(path))
-
-
-def decoded(path: Path, data: bytes) -> str:
-    """``data``, read from ``path``, as text (``read_text``)."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise InputError(path, None, f"line {line}: not UTF-8 text") from None
+    return utf8_text(path, read_bytes(path))
 
 
 def read_header(path: Path) -> list[str]:

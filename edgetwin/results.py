@@ -119,6 +119,7 @@ assert all(f"{m}_{end}" in COLUMNS for m in INTERVAL_METRICS for end in ("lo", "
 
 
 def format_cell(value: object) -> str:
+    """A cell as the table writes it: empty for None and NaN, a float to 7 digits."""
     if value is None:
         return ""
     if isinstance(value, float):

@@ -223,7 +223,7 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     try:
         raw = path.read_bytes()
         note_read(path, raw)
-        data = load_yaml(_utf8_text(path, raw))
+        data = load_yaml(utf8_text(path, raw))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -299,7 +299,7 @@ def dump_yaml(data: Any, width: int = 80) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=width)
 
 
-def _utf8_text(path: Path, data: bytes) -> str:
+def utf8_text(path: Path, data: bytes) -> str:
     """``data``, read from ``path``, as UTF-8 text (optional BOM); other bytes are an
     InputError with the line."""
     try:

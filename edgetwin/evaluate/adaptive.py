@@ -56,7 +56,7 @@ from edgetwin.evaluate.profiling import (
     sweep_steps,
 )
 from edgetwin.models.registry import CandidateKey
-from edgetwin.policies.adaptive import make_policy
+from edgetwin.policies.adaptive import WEIGHTED, make_policy
 from edgetwin.policies.perf_map_from_rows import map_from_table
 from edgetwin.progress import Advance
 from edgetwin.results import ResultRow
@@ -135,7 +135,7 @@ def evaluate(
     check_ranked_values(
         objective, map_values(objective, perf_map), map_table, scenario_path, map_outputs
     )
-    no_reference = single_fails_where_others_run(truth) if objective.kind == "weighted" else None
+    no_reference = single_fails_where_others_run(truth) if objective.kind == WEIGHTED else None
     if no_reference is not None:
         problem = (
             f"objective weighted is relative to {baseline_label()}'s latency and energy, and "

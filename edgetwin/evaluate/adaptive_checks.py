@@ -13,7 +13,7 @@ from typing import Any
 from edgetwin.errors import InputError
 from edgetwin.evaluate.adaptive_inputs import EvalSettings
 from edgetwin.evaluate.adaptive_scores import ConditionKey, baseline_label, condition_text
-from edgetwin.policies.adaptive import Objective, ObjectiveKind
+from edgetwin.policies.adaptive import WEIGHTED, Objective, ObjectiveKind
 from edgetwin.policies.perf_map import Estimate, PerformanceMap
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
@@ -22,7 +22,7 @@ from edgetwin.scenario import Scenario
 RANKED_COLUMNS: dict[ObjectiveKind, tuple[str, ...]] = {
     "latency": ("total_ms",),
     "energy": ("energy_j",),
-    "weighted": ("total_ms", "energy_j"),
+    WEIGHTED: ("total_ms", "energy_j"),
     "ttft": ("ttft_ms",),
     "tpot": ("tpot_ms",),
 }
@@ -126,7 +126,7 @@ def flopless(settings: EvalSettings, perf_map: PerformanceMap) -> list[str]:
 def unread_weight(settings: EvalSettings, path: Path | None) -> list[str]:
     """A warning naming ``path`` and the field when the evaluation file gives ``weight`` but
     an objective other than weighted, the only one that reads it (it went unsaid)."""
-    if "weight" not in settings.model_fields_set or settings.objective == "weighted":
+    if "weight" not in settings.model_fields_set or settings.objective == WEIGHTED:
         return []
     problem = (
         f"{settings.weight:g} is read by objective weighted only: {settings.objective} ignores it"

@@ -20,6 +20,7 @@ from edgetwin.evaluate.adaptive_scores import (
 )
 from edgetwin.evaluate.measured import SkippedCell
 from edgetwin.models.registry import CandidateKey
+from edgetwin.policies.adaptive import WEIGHTED
 from edgetwin.policies.perf_map import Estimate, PerformanceMap
 
 
@@ -115,7 +116,7 @@ class Evaluation:
             {
                 "scenario": self.scenario,
                 "objective": self.settings.objective,
-                "weight": self.settings.weight if self.settings.objective == "weighted" else None,
+                "weight": self.settings.weight if self.settings.objective == WEIGHTED else None,
                 "map": {
                     "source": self.perf_map.source,
                     "tokens": list(self.perf_map.tokens),

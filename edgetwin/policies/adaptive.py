@@ -37,6 +37,7 @@ from edgetwin.policies.perf_map_io import read_map
 ObjectiveKind = Literal["latency", "energy", "weighted", "ttft", "tpot"]
 OBJECTIVES: tuple[ObjectiveKind, ...] = get_args(ObjectiveKind)
 DECODER_OBJECTIVES: tuple[ObjectiveKind, ...] = ("ttft", "tpot")  # a decoder's map only
+WEIGHTED: ObjectiveKind = "weighted"  # the one objective that reads a weight
 
 
 @dataclass(frozen=True)

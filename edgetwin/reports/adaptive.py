@@ -14,6 +14,7 @@ from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import counted
 from edgetwin.evaluate.adaptive_results import Evaluation
 from edgetwin.evaluate.adaptive_scores import ConditionResult
+from edgetwin.policies.adaptive import WEIGHTED
 from edgetwin.policies.perf_map_io import write_map
 from edgetwin.reports.figures import candidate_colors
 from edgetwin.reports.html import figures_html, page
@@ -86,7 +87,7 @@ def _settings_html(evaluation: Evaluation) -> str:
     s = evaluation.settings
     m = evaluation.perf_map
     objective = s.objective + (
-        f" (weight {s.weight:g} on latency)" if s.objective == "weighted" else ""
+        f" (weight {s.weight:g} on latency)" if s.objective == WEIGHTED else ""
     )
     tokens = f"tokens {_join(m.tokens)}"
     if m.output_tokens is not None:

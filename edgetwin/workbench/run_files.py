@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from edgetwin.csv_rows import decoded, read_bytes
+from edgetwin.csv_rows import read_bytes
 from edgetwin.links import LINK_CHECK_FILE, CheckedLink, read_link_checks
+from edgetwin.schema import utf8_text
 from edgetwin.sim.crowd.records import TIMELINE_FILE
 
 FAULTS_FILE = "faults.csv"  # an emulator run's faults and bandwidth steps, as played
@@ -31,7 +32,7 @@ def link_checks(folder: Path, files: Mapping[str, bytes]) -> list[CheckedLink]:
     """The checks of ``link_check.csv`` in ``files`` (read from ``folder``); none without."""
     data = files.get(LINK_CHECK_FILE)
     path = folder / LINK_CHECK_FILE
-    return [] if data is None else read_link_checks(path, decoded(path, data))
+    return [] if data is None else read_link_checks(path, utf8_text(path, data))
 
 
 def write_run_files(folder: Path, files: Mapping[str, bytes]) -> None:
