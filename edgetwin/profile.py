@@ -239,8 +239,9 @@ def bootstrap_count(profile: DeviceProfile) -> int:
 
 def profile_path(name_or_path: str, relative_to: Path | None, kind: ProfileKind = "device") -> Path:
     """A shipped profile file by name, else a path (relative to ``relative_to``) to a regular
-    file; errors name the field ``profile`` (the caller adds the file and the full field)
-    and list the shipped profiles of ``kind``."""
+    file; errors name the field ``profile`` (the caller adds the file and the full field):
+    a missing path says its file does not exist, an unknown name lists the shipped
+    profiles of ``kind``."""
     path = PROFILE_DIR / f"{name_or_path}.yaml"
     if _is_regular(path):
         return path
@@ -248,10 +249,12 @@ def profile_path(name_or_path: str, relative_to: Path | None, kind: ProfileKind 
     if relative_to is not None and not candidate.is_absolute():
         candidate = relative_to / candidate
     if not _exists(candidate):
-        known = shipped_profiles(kind)
-        problem = f"no profile {shown(name_or_path)} (shipped: {known})"
+        if not _looks_like_a_path(name_or_path):
+            problem = f"no profile {shown(name_or_path)} (shipped: {shipped_profiles(kind)})"
+            raise InputError(None, "profile", problem)
+        problem = f"profile file {shown(name_or_path)} does not exist"
         elsewhere = _elsewhere_than_cwd(candidate, name_or_path)
-        if elsewhere is not None and _looks_like_a_path(name_or_path):
+        if elsewhere is not None:
             problem += (
                 "; a path is relative to the folder of the file that names it: "
                 f"no file {shown(str(elsewhere))}"

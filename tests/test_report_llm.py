@@ -108,8 +108,8 @@ def test_report_names_a_profile_it_cannot_read_and_draws_the_rest(
     (warning,) = capsys.readouterr().err.strip().splitlines()
     assert warning.startswith("edgetwin: warning: no RAM line for jetson: ")
     # InputError cuts a long path's middle: the ends name the files
-    assert "scenario.resolved.yaml: field 'devices.0.profile': no profile '" in warning
-    assert "/elsewhere/jetson.yaml' (shipped: " in warning
+    assert "scenario.resolved.yaml: field 'devices.0.profile': profile file '" in warning
+    assert "/elsewhere/jetson.yaml' does not exist" in warning
     page = (out / "report.html").read_text()
     assert escape(warning.removeprefix("edgetwin: warning: ")) in page
     assert edgetwin.load_results(out).warnings == (warning.removeprefix("edgetwin: warning: "),)

@@ -125,6 +125,7 @@ class Case:
     args: tuple[str, ...] = ()  # extra command-line arguments
     names: str = SCENARIO  # the file the message must name
     files: dict[str, str] = field(default_factory=dict)  # more files beside the scenario
+    absent: tuple[str, ...] = ()  # fragments the message must not have
 
 
 MALFORMED = "name: tiny\nseed: 0\ndevices:\n  - name: jetson\n    profile: x\n   count: 2\n"
@@ -361,11 +362,25 @@ CASES = [
         scenario_text(),
         (
             "'devices.0.profile'",
-            "no profile 'out/refit.yaml'",
+            "profile file 'out/refit.yaml' does not exist",
             "a path is relative to the folder of the file that names it: no file '",
             "/out/refit.yaml'",
         ),
         args=("--set", "devices.0.profile=out/refit.yaml"),
+    ),
+    Case(  # a path is not a shipped name: it said "no profile '/...' (shipped: [...])"
+        "profile-absolute-path-missing",
+        scenario_text(),
+        ("field 'devices.0.profile': profile file '/nonexistent/nope.yaml' does not exist",),
+        args=("--set", "devices.0.profile=/nonexistent/nope.yaml"),
+        absent=("shipped",),
+    ),
+    Case(  # a bare file name is a path too: it offered the shipped names
+        "profile-yaml-name-missing",
+        scenario_text(),
+        ("field 'devices.0.profile': profile file 'nope.yaml' does not exist",),
+        args=("--set", "devices.0.profile=nope.yaml"),
+        absent=("shipped",),
     ),
     Case(  # listed android_* among the choices; naming one blamed it ('compute' missing)
         "phone-profile-for-a-device",
@@ -708,6 +723,8 @@ def assert_clean_failure(
     assert case.names in line, line
     for fragment in case.expect:
         assert fragment in line, f"{fragment!r} not in {line!r}"
+    for fragment in case.absent:
+        assert fragment not in line, f"{fragment!r} in {line!r}"
     # nothing written, nothing moved, no temp folder left beside the output folder
     assert _listing(tmp_path) == before
 
