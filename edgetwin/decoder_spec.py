@@ -10,7 +10,7 @@ scenario schema) reads it from here.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -54,6 +54,18 @@ class DecoderSpec(Strict):
     """A decoder-only Transformer: ``layers`` blocks of causal self-attention (``heads``
     query heads sharing ``kv_heads`` key/value heads) and an FFN of ``ffn_size``, a token
     embedding of ``vocab`` rows and an LM head (the embedding itself if tied)."""
+
+    # Hugging Face config.json names (Llama's, GPT-2's) of these fields, for error hints
+    KEY_HINTS: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("num_hidden_layers", "n_layer"), "layers"),
+        **dict.fromkeys(("hidden_size", "n_embd"), "width"),
+        **dict.fromkeys(("num_attention_heads", "n_head"), "heads"),
+        "num_key_value_heads": "kv_heads",
+        **dict.fromkeys(("intermediate_size", "n_inner"), "ffn_size"),
+        **dict.fromkeys(("max_position_embeddings", "n_positions", "n_ctx"), "max_positions"),
+        "vocab_size": "vocab",
+        "tie_word_embeddings": "tied_embeddings",
+    }
 
     kind: Literal["decoder"] = "decoder"
     preset: str | None = None

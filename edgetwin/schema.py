@@ -369,13 +369,14 @@ _EMPTY_LIST = (
 def validation_error(exc: ValidationError, path: Path | str, model: type[BaseModel]) -> InputError:
     """The first pydantic error of validating ``model`` as an InputError naming its field;
     but an unknown key that misspells a missing one is named first (``_reported``). An
-    unknown key close to a key of its place is said to mean that one."""
+    unknown key close to a key of its place, or another tool's name for one (a model's
+    ``KEY_HINTS``), is said to mean that one."""
     error, meant = _reported(exc.errors())
     if meant is None and error["type"] == "extra_forbidden":
         unknown = str(error["loc"][-1])
         keys = keys_at(model, error["loc"][:-1]) - {unknown}  # a sibling model's key, not here
         close = difflib.get_close_matches(unknown, sorted(keys), n=1)
-        meant = close[0] if close else None
+        meant = _hinted_key(model, error["loc"][:-1], unknown) or (close[0] if close else None)
     loc = [str(part) for part in error["loc"] if not _is_union_tag(part)]
     if error["type"] == BOOLEAN_NUMBER:  # raised by the model, about one of its fields
         loc.append(error["ctx"]["field"])
@@ -442,9 +443,14 @@ def _reported(errors: Sequence[Any]) -> tuple[Any, str | None]:
 
 def keys_at(model: type[BaseModel], loc: Sequence[Any]) -> set[str]:
     """The keys a mapping at ``loc`` (a pydantic error's place, less its last key) may have
-    in a file validated as ``model``: the fields of every model that can stand there. A
-    list index passes through; a part that names no field (a mapping's own key, a union's
-    tag) keeps the models, narrowed to those a tag names when it names some."""
+    in a file validated as ``model``: the fields of every model that can stand there."""
+    return {name for m in _models_at(model, loc) for name in m.model_fields}
+
+
+def _models_at(model: type[BaseModel], loc: Sequence[Any]) -> list[type[BaseModel]]:
+    """Every model that can stand at ``loc`` in a file validated as ``model``. A list index
+    passes through; a part that names no field (a mapping's own key, a union's tag) keeps
+    the models, narrowed to those a tag names when it names some."""
     models: list[tuple[type[BaseModel], str | None]] = [(model, None)]
     for part in loc:
         if isinstance(part, int):
@@ -453,7 +459,17 @@ def keys_at(model: type[BaseModel], loc: Sequence[Any]) -> set[str]:
         # else a union's tag (or a mapping's own key, which tags none of them)
         tagged = [(m, tag) for m, tag in models if _tagged(m, tag, str(part))]
         models = inner or tagged or models
-    return {name for m, _ in models for name in m.model_fields}
+    return [m for m, _ in models]
+
+
+def _hinted_key(model: type[BaseModel], loc: Sequence[Any], unknown: str) -> str | None:
+    """The key an unknown key stands for by a model's ``KEY_HINTS`` (another tool's name
+    for one of its fields: Hugging Face's ``hidden_size`` for a decoder's ``width``)."""
+    for candidate in _models_at(model, loc):
+        hints: dict[str, str] = getattr(candidate, "KEY_HINTS", {})
+        if unknown in hints:
+            return hints[unknown]
+    return None
 
 
 def _field_models(model: type[BaseModel], name: str) -> list[tuple[type[BaseModel], str | None]]:

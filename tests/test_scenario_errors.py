@@ -346,6 +346,21 @@ CASES = [
             "encoder",
         ),
     ),
+    Case(  # Hugging Face's config.json names: hidden_size was taken for 'ffn_size'
+        "decoder-hf-hidden-size",
+        scenario_text(model={"kind": "decoder", "hidden_size": 512}),
+        ("field 'model.hidden_size': unknown key (did you mean 'width'?)",),
+    ),
+    Case(  # no hint at all
+        "decoder-hf-intermediate-size",
+        scenario_text(model={"kind": "decoder", "intermediate_size": 1408}),
+        ("field 'model.intermediate_size': unknown key (did you mean 'ffn_size'?)",),
+    ),
+    Case(  # GPT-2's config.json
+        "decoder-hf-n-embd",
+        scenario_text(model={"kind": "decoder", "n_embd": 512}),
+        ("field 'model.n_embd': unknown key (did you mean 'width'?)",),
+    ),
     Case(
         "width-not-divisible-by-heads",
         scenario_text(model={"width": 100, "heads": 12}),
