@@ -89,10 +89,15 @@ class DecoderSpec(Strict):
     @model_validator(mode="before")
     @classmethod
     def _apply_preset(cls, data: Any) -> Any:
+        """The preset's fields under those given; ``kv_heads`` left out is ``heads`` (one
+        KV head per query head, as Hugging Face's configs default it)."""
         known = sorted(DECODER_PRESETS)
-        return with_preset(
+        data = with_preset(
             data, DECODER_PRESETS, lambda name: f"unknown decoder preset {name}; known: {known}"
         )
+        if isinstance(data, dict) and "kv_heads" not in data and "heads" in data:
+            data = {**data, "kv_heads": data["heads"]}
+        return data
 
     @model_validator(mode="after")
     def _check_heads(self) -> DecoderSpec:

@@ -270,6 +270,21 @@ def test_balanced_layers_make_the_slowest_stage_fastest() -> None:
 
 
 @pytest.mark.timeout(60)
+def test_a_decoder_without_kv_heads_has_one_per_query_head() -> None:
+    """Left out, ``kv_heads`` took GPT-2's 12 whatever the heads: 8 heads were refused
+    for a key the file did not give, and 24 became grouped-query attention over 12, half
+    the KV cache. A preset's KV heads stay its own."""
+    own = ["~model.kv_heads", "model.width=768"]
+    for heads in (8, 24):
+        scenario = load_scenario(SMOKE, [*own, f"model.heads={heads}"])
+        assert isinstance(scenario.model, DecoderSpec)
+        assert scenario.model.kv_heads == heads
+    llama = load_scenario(SMOKE, ["model={preset: llama3_2_1b, heads: 16}"]).model
+    assert isinstance(llama, DecoderSpec)
+    assert (llama.heads, llama.kv_heads) == (16, 8)
+
+
+@pytest.mark.timeout(60)
 def test_the_twin_gives_a_faster_board_more_layers(tmp_path: Path) -> None:
     profile = yaml.safe_load(
         (REPO / "edgetwin/calibration/profiles/jetson_orin_nano.yaml").read_text()
