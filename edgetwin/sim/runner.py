@@ -15,7 +15,7 @@ from edgetwin.configuration import configuration_columns, resolve_segments, step
 from edgetwin.crowd_spec import member_names
 from edgetwin.decoder_spec import DecoderSpec, kept_positions
 from edgetwin.device_spec import DeviceSpec
-from edgetwin.errors import InputError, counted
+from edgetwin.errors import InputError, counted, shown
 from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
 from edgetwin.models.decoder_costs import contributed_bytes
@@ -76,8 +76,7 @@ def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMem
     for i, spec in enumerate(scenario.devices):
         profile = device_profile(spec, i, scenario_path)
         if isinstance(scenario.model, DecoderSpec) and profile.memory is None:
-            problem = f"profile {profile.name} has no memory bandwidth (a decoder needs it)"
-            raise InputError(scenario_path, f"devices.{i}.profile", problem)
+            raise InputError(scenario_path, f"devices.{i}.profile", _no_bandwidth(spec, profile))
         if spec.host is not None and profile.battery_wh is not None:
             problem = f"profile {profile.name} has a battery (a shared host's is not modelled)"
             raise InputError(scenario_path, f"devices.{i}.host", problem)
@@ -85,6 +84,18 @@ def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMem
             FleetMember(name, spec, profile) for name in member_names(spec.name, spec.count)
         ]
     return members
+
+
+def _no_bandwidth(spec: DeviceSpec, profile: DeviceProfile) -> str:
+    """What a decoder's device whose profile has no memory bandwidth is told: the profile
+    as the scenario names it (and by its own name), the key to add, the command to fit it."""
+    given = shown(spec.profile) if isinstance(spec.profile, str) else "given inline"
+    named = "" if given == shown(profile.name) else f" ({profile.name})"
+    return (
+        f"profile {given}{named} has no memory.bandwidth_gbps, which a decoder needs: add "
+        "memory: {bandwidth_gbps: GB/s} (docs/profiles.md) or fit it with edgetwin "
+        "calibrate-machine"
+    )
 
 
 def unplayed_by_fleet(scenario: Scenario, fleet: list[FleetMember]) -> list[str]:
