@@ -8,6 +8,7 @@ import argparse
 import io
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -245,6 +246,23 @@ def test_init_writes_templates_that_load_and_the_scenario_runs(
     assert Path("out/results.csv").read_text().count("\n") > 1
     for argv in (["evaluate", "evaluation.eval.yaml"], ["plan", "question.plan.yaml"]):
         assert main([*argv, "--out", "o", "--check"]) == 0
+
+
+@pytest.mark.timeout(60)
+def test_the_scenario_template_says_how_to_run_a_decoder_of_ones_own(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``init scenario`` wrote a ViT scenario whose only word on decoders was
+    'docs/llm.md': its --set lines now turn it into one, and they run."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "scenario"]) == 0
+    text = Path("scenario.yaml").read_text()
+    lines = [line.removeprefix("#").strip() for line in text.splitlines()]
+    sets = [arg for line in lines if line.startswith("--set ") for arg in shlex.split(line)]
+    assert sets, text
+    assert main(["run", "scenario.yaml", "--out", "llm", "--quiet", *sets]) == 0
+    rows = read_results(Path("llm/results.csv"))
+    assert rows and all(row.prompt_tokens == 128 and row.ttft_ms for row in rows)
 
 
 @pytest.mark.timeout(60)
