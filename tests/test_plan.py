@@ -504,7 +504,8 @@ def test_a_plan_warns_of_a_token_bucket_no_board_bursts_from(tmp_path: Path) -> 
 
 
 def test_the_best_mode_line_gives_each_winner_s_cells_and_values(tmp_path: Path) -> None:
-    """It said 'single 1' (the cells a candidate wins), not what it reaches there."""
+    """It said 'single 1' (the cells a candidate wins), not what it reaches there; then
+    'single 2 (81.02 ms)', 'prism cr 4 x2 2': a count that read as devices."""
     question = question_file(
         tmp_path,
         axes={"batch": [1, 32], "bandwidth_mbps": [100, 1000]},
@@ -525,7 +526,8 @@ def test_the_best_mode_line_gives_each_winner_s_cells_and_values(tmp_path: Path)
         ]
         low, high = (f"{v:,.0f}" if v >= 1000 else f"{v:.4g}" for v in (min(won), max(won)))
         span = f"{low} ms" if low == high else f"{low}-{high} ms"  # 1,793 ms; 79.82 ms
-        assert f"{winner} {len(won)} ({span})" in line, line
+        cells = "1 cell" if len(won) == 1 else f"{len(won)} cells"
+        assert f"{winner}: {cells} ({span})" in line, line
 
 
 def test_a_best_mode_cell_where_nothing_ran_says_so(tmp_path: Path) -> None:
@@ -539,7 +541,7 @@ def test_a_best_mode_cell_where_nothing_ran_says_so(tmp_path: Path) -> None:
     loaded = load_question(question)
     outcome = run_plan(loaded, tmp_path / "out", SerialExecutor(), write_plan_report)
     assert outcome.answer["best"] == [[None, None], [None, None]]  # answer.json: null
-    assert describe(outcome.answer)[0] == "fastest per cell: none ran 4"
+    assert describe(outcome.answer)[0] == "fastest per cell: none ran: 4 cells"
     assert (tmp_path / "out" / "plan.html").read_text().count("none ran") == 5  # + 4 cells
 
 

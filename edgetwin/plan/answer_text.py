@@ -102,14 +102,16 @@ def _how_found(curve: dict[str, Any]) -> str:
 
 def _best_cells(grid: dict[str, Any]) -> str:
     """Each candidate that is best somewhere, by the cells it wins, most first, with its
-    value there: ``prism cr 4 x4 5 (299-1281 ms), prism cr 4 x2 1 (335.7 ms)``."""
+    value there: ``prism cr 4 x4: 5 cells (299-1281 ms), prism cr 4 x2: 1 cell (335.7 ms)``."""
     values: dict[str, list[float]] = defaultdict(list)
     for names, row_values in zip(grid["best"], grid["best_value"], strict=True):
         for name, value in zip(names, row_values, strict=True):
             values[cell_label(name)].append(value)
     unit = "J" if grid["metric"].endswith("_j") else "ms"
     ranked = sorted(values.items(), key=lambda item: -len(item[1]))
-    return ", ".join(f"{name} {len(won)}{_span(won, unit)}" for name, won in ranked)
+    return ", ".join(
+        f"{name}: {counted(len(won), 'cell')}{_span(won, unit)}" for name, won in ranked
+    )
 
 
 def _span(values: Sequence[float | None], unit: str) -> str:
