@@ -3,6 +3,7 @@ and the longest context that fits from the memory arithmetic (docs/llm.md, Memor
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,33 @@ def test_longest_context_is_the_memory_arithmetic(planned: Any) -> None:
         assert decoder_memory_status(loaded.scenario, fleet, fits) == "ok"
         assert decoder_memory_status(loaded.scenario, fleet, more) == entry["stopped_by"]
     assert len(rows) == 1 + 5 * 2 + 2 * 5  # the grid, then each search's two edge rows
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("strategy", "label"), [({"segments": [4]}, "prism L4 x2"), ({"cr": [4]}, "prism cr 4 x2")]
+)
+def test_longest_context_keeps_a_prism_candidate_whole(
+    tmp_path: Path, strategy: dict[str, Any], label: str
+) -> None:
+    """Its entries were keyed by each row's CR, which a prompt of one token more changes
+    (4 segments: T / 8): the edge rows made two candidates, 'prism cr 5439.25 x2' whose
+    every prompt fitted 'up to the model's positions' and one where 'no prompt fits'."""
+    question = llm_question(
+        tmp_path,
+        set=[
+            f"workload.output_tokens={OUTPUT_TOKENS}",
+            "strategies=" + json.dumps([{"name": "prism", **strategy}]),
+        ],
+        axes={"batch": [8], "bandwidth_mbps": [400], "devices": [2], "prompt_tokens": [128]},
+        question={"kind": "longest_context"},
+    )
+    loaded = load_question(question)
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor(), write_plan_report)
+    (entry,) = outcome.answer["candidates"]
+    assert entry["candidate"] == label
+    assert entry["longest_prompt_tokens"] is not None and entry["longest_prompt_tokens"] > 128
+    assert entry["stopped_by"].startswith("out of memory on jetson-0 at token ")
 
 
 def test_longest_context_ends_where_the_scenario_check_does() -> None:
