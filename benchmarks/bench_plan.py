@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from edgetwin.plan.executors import PoolExecutor
-from edgetwin.plan.questions import load_question
+from edgetwin.plan.question_file import load_question
 from edgetwin.plan.run import run_plan
 from edgetwin.reports.plan import write_plan_report
 

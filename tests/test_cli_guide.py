@@ -26,7 +26,7 @@ from edgetwin.cli.progress import progress
 from edgetwin.comparison import devices_warning, loopback_warning, run_side
 from edgetwin.configuration import step_label
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
-from edgetwin.plan.questions import load_question
+from edgetwin.plan.question_file import load_question
 from edgetwin.resolved_scenario import dump_resolved
 from edgetwin.result_cells import read_results
 from edgetwin.scenario import load_scenario

@@ -24,7 +24,7 @@ import yaml
 from edgetwin.errors import InputError
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
 from edgetwin.evaluate.affinity import load_affinity_settings
-from edgetwin.plan.questions import load_question
+from edgetwin.plan.question_file import load_question
 from edgetwin.workbench.inputs import load_run_inputs
 from tests.conftest import yaml_text
 

@@ -25,7 +25,7 @@ from edgetwin.errors import InputError
 from edgetwin.plan.answer_text import describe
 from edgetwin.plan.crossover import crossing
 from edgetwin.plan.executors import PoolExecutor, SerialExecutor, stop_workers
-from edgetwin.plan.questions import LoadedQuestion, load_question
+from edgetwin.plan.question_file import LoadedQuestion, load_question
 from edgetwin.plan.run import journal_for, run_plan, sweep_rows
 from edgetwin.profile import PROFILE_DIR
 from edgetwin.progress import Steps, naming

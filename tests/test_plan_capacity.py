@@ -13,7 +13,7 @@ from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.plan.capacity import backlog, backlog_growth, describe_capacity, judge_run
 from edgetwin.plan.executors import PoolExecutor, SerialExecutor
-from edgetwin.plan.questions import load_question
+from edgetwin.plan.question_file import load_question
 from edgetwin.plan.run import journal_for, run_plan, sweep_rows
 from edgetwin.plan.sweep import crowd_of_size
 from edgetwin.reports.plan import capacity_figures, write_plan_report

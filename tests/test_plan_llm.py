@@ -17,7 +17,7 @@ from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.plan.answer_text import describe
 from edgetwin.plan.executors import SerialExecutor
-from edgetwin.plan.questions import load_question
+from edgetwin.plan.question_file import load_question
 from edgetwin.plan.run import run_plan
 from edgetwin.plan.sweep import memory_edge_configs
 from edgetwin.profile import MB

@@ -20,7 +20,7 @@ import edgetwin
 from edgetwin.cli import main
 from edgetwin.plan.answer_text import describe
 from edgetwin.plan.folder import QUESTION_FILE, swept_question, write_swept_question
-from edgetwin.plan.questions import load_question
+from edgetwin.plan.question_file import load_question
 from edgetwin.plan.sweep import payload_for
 from edgetwin.reports.plan import plan_figures
 from tests.conftest import REPO

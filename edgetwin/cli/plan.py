@@ -10,7 +10,7 @@ from edgetwin.cli.command import Command
 from edgetwin.cli.console import print_warnings, written
 from edgetwin.cli.progress import progress_bar
 from edgetwin.errors import counted
-from edgetwin.plan.questions import load_question
+from edgetwin.plan.question_file import load_question
 from edgetwin.workbench.planning import check_plan_out, run_plan
 
 

@@ -14,13 +14,13 @@ from edgetwin.plan.best_mode import best_mode
 from edgetwin.plan.capacity import crowd_capacity
 from edgetwin.plan.crossover import crossover
 from edgetwin.plan.longest_context import longest_context
+from edgetwin.plan.question_file import LoadedQuestion
 from edgetwin.plan.questions import (
     AnyKind,
     BestMode,
     Crossover,
     CrowdAxes,
     CrowdCapacity,
-    LoadedQuestion,
     LongestContext,
     SmallestFleet,
 )

@@ -19,14 +19,8 @@ from edgetwin.configuration import crowd_runs
 from edgetwin.errors import InputError, counted
 from edgetwin.models import registry
 from edgetwin.plan.answers import answer
-from edgetwin.plan.questions import (
-    CrowdAxes,
-    LoadedQuestion,
-    PlanQuestion,
-    SmallestFleet,
-    dump_question,
-    load_question,
-)
+from edgetwin.plan.question_file import LoadedQuestion, dump_question, load_question
+from edgetwin.plan.questions import CrowdAxes, PlanQuestion, SmallestFleet
 from edgetwin.plan.sweep import context_searches, memory_edge_configs
 from edgetwin.resolved_scenario import RESOLVED_FILE, dump_resolved
 from edgetwin.result_cells import read_results

@@ -1,14 +1,12 @@
-"""Question files: a base scenario, overrides, the sweep axes and what to answer.
+"""Question models: the sweep axes, the kinds of question a plan answers, and a whole
+question file (a base scenario, overrides, the axes and what to answer).
 
-A question file is validated like a scenario: every error names the file and
-the field and exits with status 2 (``InputError``).
+Loading and checking a file against the scenario it sweeps: ``plan/question_file.py``.
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
@@ -16,21 +14,15 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from edgetwin.availability_spec import ConstantDist
 from edgetwin.crowd_spec import DEFAULT_SCHEDULER
-from edgetwin.decoder_spec import DecoderSpec
-from edgetwin.errors import InputError
-from edgetwin.file_kinds import check_kind, check_named_scenario
 from edgetwin.models import registry
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import SCHEDULERS
-from edgetwin.scenario import Scenario
 from edgetwin.schema import (
     BandwidthMbps,
     Batch,
@@ -39,17 +31,9 @@ from edgetwin.schema import (
     PositiveInt,
     Strict,
     StrictSweep,
-    apply_listed_override,
-    dump_yaml,
     first_repeated,
-    load_yaml_model,
     optional_values,
-    read_yaml_mapping,
-    referenced_file,
-    validation_error,
 )
-from edgetwin.sim.crowd.runner import prepare_crowd
-from edgetwin.sim.runner import build_fleet
 from edgetwin.strategy_spec import StrategySpec
 
 
@@ -282,189 +266,3 @@ class PlanQuestion(Strict):
     def searches_context(self) -> bool:
         """Whether the sweep also searches each candidate's longest context."""
         return any(isinstance(k, LongestContext) for k in self.kinds)
-
-
-@dataclass(frozen=True)
-class LoadedQuestion:
-    """A question file resolved: the question and the scenario it sweeps."""
-
-    path: Path
-    question: PlanQuestion
-    scenario: Scenario
-    scenario_path: Path
-
-
-def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion:
-    """Read and validate a question file and build the scenario it sweeps."""
-    check_kind(path, "plan")
-    try:
-        question = load_yaml_model(path, PlanQuestion, overrides)
-    except InputError as exc:
-        raise _scenario_key_hint(_without_tags(exc)) from None
-    _check_axes_fit_the_question(question, path)
-    scenario_path = referenced_file(question.scenario, path.resolve().parent, path, "scenario")
-    scenario_raw = read_yaml_mapping(scenario_path)
-    check_named_scenario(scenario_raw, scenario_path, path, "scenario")
-    for j, item in enumerate(question.set):  # an error names the item, not a scenario field
-        apply_listed_override(scenario_raw, item, path, f"set.{j}")
-    scenario_raw["mode"] = "twin"  # where a plan sweeps, whatever mode the scenario runs in
-    scenario_raw.pop("reference", None)  # a plan compares nothing with measured rows
-    if isinstance(question.axes, CrowdAxes):
-        _as_crowd_sweep(scenario_raw, question, path)
-    elif scenario_raw.get("crowd") is not None:  # before its strategies are replaced
-        raise InputError(path, "scenario", "a crowd scenario answers only crowd_capacity")
-    else:
-        scenario_raw["sweeps"] = [question.axes.model_dump(mode="json", exclude_defaults=True)]
-    strategies = _strategies(question.kinds[0])
-    if strategies is not None:
-        scenario_raw["strategies"] = strategies
-    try:
-        scenario = Scenario.model_validate(scenario_raw)
-    except ValidationError as exc:
-        raise _as_swept(validation_error(exc, path, Scenario), question.scenario) from None
-    if question.crowd:
-        _check_crowd(scenario, path)
-        prepare_crowd(scenario, scenario_path)  # profiles and trace: errors before any run
-    elif question.searches_context and not isinstance(scenario.model, DecoderSpec):
-        raise InputError(path, "question", "longest_context needs a decoder scenario")
-    else:
-        _check_decoder_metrics(question, scenario, path)
-        build_fleet(scenario, scenario_path)  # its device profiles: errors before any run
-    return LoadedQuestion(path, question, scenario, scenario_path)
-
-
-def dump_question(question: PlanQuestion, scenario_file: str) -> str:
-    """The question as YAML that sweeps ``scenario_file`` (a resolved scenario: its ``set``
-    overrides already applied, so none are listed), the question's own defaults left out."""
-    raw = question.model_dump(mode="json", exclude_defaults=True)
-    raw["scenario"] = scenario_file
-    raw.pop("set", None)
-    return dump_yaml(raw)
-
-
-def _check_axes_fit_the_question(question: PlanQuestion, path: Path) -> None:
-    """A list of questions that can share one sweep, and the axes their kind sweeps; the
-    errors name ``question`` or ``axes`` (raised by the model, they named no field)."""
-    kinds = question.kinds
-    if not kinds:
-        raise InputError(path, "question", "a list needs at least one question")
-    if len(kinds) > 1 and not all(k.kind in SHARED_SWEEP for k in kinds):
-        problem = f"a list shares one sweep: only {', '.join(SHARED_SWEEP)}"
-        raise InputError(path, "question", problem)
-    repeated = first_repeated(kinds)
-    if repeated is not None:  # its answer was given twice
-        index, kind = repeated
-        raise InputError(path, f"question.{index}", f"this {kind.kind} question is asked twice")
-    axes, crowd = question.axes, question.crowd
-    if crowd != isinstance(axes, CrowdAxes):
-        wanted = "fleet_size" if crowd else "batch and bandwidth_mbps"
-        raise InputError(path, "axes", f"axes of a {kinds[0].kind} question are {wanted}")
-    several = isinstance(axes, Axes) and (
-        len(axes.prompt_tokens) > 1 or len(axes.output_tokens) > 1
-    )
-    single_workload = [k.kind for k in kinds if k.kind not in SHARED_SWEEP]
-    if several and single_workload:
-        problem = f"{single_workload[0]} takes one prompt and output length"
-        raise InputError(path, "axes", problem)
-
-
-_BY_SHARE = (
-    "crowd_capacity scales classes given by 'share', adding up to 1 (count: a fixed fleet; "
-    "scenarios/crowd_city.yaml gives shares)"
-)
-
-
-def _as_crowd_sweep(scenario_raw: dict[str, Any], question: PlanQuestion, path: Path) -> None:
-    """The scenario at the largest swept fleet, with the question's scheduler."""
-    assert isinstance(question.axes, CrowdAxes) and isinstance(question.question, CrowdCapacity)
-    crowd = scenario_raw.get("crowd")
-    if not isinstance(crowd, dict):
-        raise InputError(path, "scenario", "crowd_capacity needs a crowd scenario")
-    fleet = crowd.get("fleet")
-    if not isinstance(fleet, list) or not all(isinstance(c, dict) and "share" in c for c in fleet):
-        raise InputError(path, "crowd.fleet", _BY_SHARE)  # before fleet_size, which needs one
-    crowd["fleet_size"] = question.axes.fleet_size[-1]
-    crowd["schedulers"] = [question.question.scheduler]
-    if question.axes.bandwidth_mbps:
-        scenario_raw["sweeps"] = [{"bandwidth_mbps": list(question.axes.bandwidth_mbps)}]
-
-
-def _check_decoder_metrics(question: PlanQuestion, scenario: Scenario, path: Path) -> None:
-    """A best_mode metric that only a decoder's rows carry needs a decoder scenario."""
-    if isinstance(scenario.model, DecoderSpec):
-        return
-    listed = isinstance(question.question, tuple)
-    for index, kind in enumerate(question.kinds):
-        wrong = [m for m in getattr(kind, "metrics", ()) if m in DECODER_METRICS]
-        if wrong:
-            field = f"question.{index}.metrics" if listed else "question.metrics"
-            raise InputError(
-                path, field, f"{wrong[0]} is a decoder metric; this scenario's model is not one"
-            )
-
-
-def _check_crowd(scenario: Scenario, path: Path) -> None:
-    """A crowd question needs share-sized classes and jobs arriving at a constant interval."""
-    crowd = scenario.crowd
-    assert crowd is not None  # _as_crowd_sweep checked
-    shares = [c.share for c in crowd.fleet]
-    if None in shares or abs(sum(s or 0 for s in shares) - 1) > 1e-9:
-        raise InputError(path, "crowd.fleet", _BY_SHARE)
-    if not isinstance(crowd.job.interarrival, ConstantDist):
-        raise InputError(
-            path, "crowd.job.interarrival", "crowd_capacity needs {kind: constant, value_s: T}"
-        )
-
-
-def _scenario_key_hint(error: InputError) -> InputError:
-    """An unknown key of the question that is a scenario's (``--set crowd.job...`` on a
-    plan) says how the scenario is changed: through the question's ``set`` list."""
-    first = (error.field or "").split(".")[0]
-    if not error.problem.startswith("unknown key") or first not in Scenario.model_fields:
-        return error
-    problem = (
-        f"unknown key of the question ({first!r} is the scenario's: change it through the "
-        'question\'s set list, --set "set.N=KEY=VALUE" for its Nth item or '
-        '--set "set=[...]" for the whole list)'
-    )
-    return InputError(error.path, error.field, problem)
-
-
-def _without_tags(error: InputError) -> InputError:
-    """``axes.devices.batch.0`` -> ``axes.batch.0``, ``question.one.kind`` ->
-    ``question.kind``, ``question.list.1.kind`` -> ``question.1.kind``,
-    ``question.one.crossover.strategy`` -> ``question.strategy``: the shape of the axes or
-    the question and the question's kind are not keys."""
-    field = error.field or ""
-    for key, tags in (("axes", AXES_TAGS), ("question", QUESTION_TAGS)):
-        for tag in tags:
-            if field == f"{key}.{tag}" or field.startswith(f"{key}.{tag}."):
-                field = key + field.removeprefix(f"{key}.{tag}")
-    parts = field.split(".")
-    at = 2 if len(parts) > 2 and parts[0] == "question" and parts[1].isdigit() else 1
-    if parts[0] == "question" and len(parts) > at and parts[at] in KINDS:
-        field = ".".join(parts[:at] + parts[at + 1 :])
-    return InputError(error.path, field or error.field, error.problem)
-
-
-def _as_swept(error: InputError, scenario: str) -> InputError:
-    """A scenario error after overrides: the sweep and its fields are the question's axes
-    (a message may start with the field, ``sweeps.0.devices asks for ...`` or
-    ``sweeps.0.devices: pipeline on 20: ...``)."""
-    field, problem = error.field, error.problem
-    if field is None and problem.startswith("sweeps.0"):
-        field, _, problem = problem.partition(" ")
-        field = field.removesuffix(":")
-    if field is not None and (field == "sweeps.0" or field.startswith("sweeps.0.")):
-        return InputError(error.path, "axes" + field.removeprefix("sweeps.0"), problem)
-    return InputError(error.path, field, f"{problem} (scenario {scenario} with 'set' applied)")
-
-
-def _strategies(kind: AnyKind) -> list[dict[str, Any]] | None:
-    """The strategies the sweep runs; None keeps the scenario's own."""
-    if isinstance(kind, CrowdCapacity):
-        return [{"name": kind.strategy}]
-    if isinstance(kind, SmallestFleet | Crossover):  # both answer against one device too
-        baseline = {"name": registry.baseline().name}
-        return [baseline, kind.strategy.model_dump(mode="json", exclude_defaults=True)]
-    return None

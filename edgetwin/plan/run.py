@@ -16,7 +16,7 @@ from edgetwin.plan.folder import (
     write_swept_question,
 )
 from edgetwin.plan.journal import Journal, fingerprint
-from edgetwin.plan.questions import LoadedQuestion
+from edgetwin.plan.question_file import LoadedQuestion
 from edgetwin.plan.sweep import ConfigResult, files_digest, payload_for
 from edgetwin.progress import Steps, no_progress
 from edgetwin.provenance import code_digest

@@ -17,7 +17,8 @@ from typing import Protocol
 
 from edgetwin.configuration import CrowdRun, configuration_label, crowd_runs, run_label
 from edgetwin.decoder_spec import DecoderSpec, longest_prompt_tokens
-from edgetwin.plan.questions import CrowdAxes, LoadedQuestion
+from edgetwin.plan.question_file import LoadedQuestion
+from edgetwin.plan.questions import CrowdAxes
 from edgetwin.provenance import sha256_file
 from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.scenario import Scenario

@@ -21,7 +21,7 @@ from edgetwin.plan.executors import (
     SerialExecutor,
 )
 from edgetwin.plan.journal import PARTIAL, ROWS_FILE, JournalBusy, journal_held
-from edgetwin.plan.questions import load_question
+from edgetwin.plan.question_file import load_question
 from edgetwin.plan.run import PlanOutcome
 from edgetwin.plan.run import run_plan as sweep_and_answer
 from edgetwin.progress import Progress, no_progress
