@@ -21,7 +21,8 @@ from edgetwin.calibration.held_out import HoldoutBy, nested_coverage
 from edgetwin.calibration.reference_holdout import leave_one_batch_out_table
 from edgetwin.calibration.trace_holdout import leave_one_out
 from edgetwin.scenario import load_scenario
-from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.runner import run_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "edgetwin" / "calibration" / "specs"

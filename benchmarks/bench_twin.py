@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 from edgetwin.scenario import Scenario, load_scenario
-from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.runner import run_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios/prism_jetson.yaml"

@@ -27,7 +27,8 @@ from edgetwin.policies.perf_map_io import read_map, validate_map, write_map
 from edgetwin.policies.tokens_axis import along_tokens
 from edgetwin.results import write_results
 from edgetwin.scenario import load_scenario
-from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.runner import run_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios" / "adaptive_prism.yaml"

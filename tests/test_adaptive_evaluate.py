@@ -21,7 +21,8 @@ from edgetwin.models.registry import candidate_label
 from edgetwin.policies.perf_map import Estimate
 from edgetwin.reports.adaptive import write_evaluation
 from edgetwin.scenario import load_scenario
-from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.runner import run_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 EVAL = REPO / "scenarios" / "adaptive_prism.eval.yaml"

@@ -16,8 +16,9 @@ import yaml
 from edgetwin.cli import main
 from edgetwin.device_spec import HostSpec
 from edgetwin.scenario import Scenario, load_scenario
+from edgetwin.sim.fleet import build_fleet
 from edgetwin.sim.host import Host
-from edgetwin.sim.runner import build_fleet, run_scenario, simulate
+from edgetwin.sim.runner import run_scenario, simulate
 from edgetwin.sweep_points import configurations
 from tests.conftest import REPO, toy_scenario
 from tests.test_twin_events import HEAD_MS, timeline

@@ -23,7 +23,8 @@ from edgetwin.cli import main
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.profile import load_profile
 from edgetwin.scenario import load_scenario
-from edgetwin.sim.runner import build_fleet, simulate
+from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.runner import simulate
 from edgetwin.sweep_points import Configuration
 from tests.conftest import REPO
 

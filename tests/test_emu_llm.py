@@ -10,7 +10,8 @@ from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.net import leftover_links, leftover_processes
 from edgetwin.emu.mininet.runner import run_emu
 from edgetwin.scenario import load_scenario
-from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.runner import run_scenario
 
 pytestmark = pytest.mark.skipif(
     bool(missing_requirements()), reason=f"emulator needs: {missing_requirements()}"

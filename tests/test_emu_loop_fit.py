@@ -19,7 +19,8 @@ from edgetwin.errors import InputError
 from edgetwin.resolved_scenario import dump_resolved
 from edgetwin.results import write_results
 from edgetwin.scenario import validate_scenario
-from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.runner import run_scenario
 from tests.conftest import TOY_PROFILE, toy_scenario
 
 EFFICIENCY = 0.955

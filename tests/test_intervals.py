@@ -18,8 +18,9 @@ from edgetwin.reports.figures import bandwidth_figure
 from edgetwin.reports.rows import average_reps
 from edgetwin.results import INTERVAL_METRICS, ResultRow
 from edgetwin.scenario import Scenario, load_scenario
+from edgetwin.sim.fleet import build_fleet
 from edgetwin.sim.intervals import NOT_KNOWN_FACTOR, log_half_width
-from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.sim.runner import run_scenario
 from tests.conftest import REPO
 from tests.test_scenario_errors import (
     Case,

@@ -16,7 +16,8 @@ from edgetwin.comparison import compare_to_reference
 from edgetwin.profile import load_profile
 from edgetwin.results import ResultRow
 from edgetwin.scenario import load_scenario
-from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.runner import run_scenario
 from edgetwin.table_files import read_table
 from tests.conftest import REPO
 

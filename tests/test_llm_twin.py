@@ -35,9 +35,10 @@ from edgetwin.result_cells import read_results
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.sim import decoder_run
 from edgetwin.sim.device import Device
+from edgetwin.sim.fleet import build_fleet
 from edgetwin.sim.generation import Generation
 from edgetwin.sim.network import Network
-from edgetwin.sim.runner import build_fleet, run_scenario, simulate
+from edgetwin.sim.runner import run_scenario, simulate
 from edgetwin.sweep_points import Configuration, configurations
 from tests.conftest import REPO
 

@@ -33,7 +33,8 @@ from edgetwin.provenance import code_digest, modules_digest
 from edgetwin.reports.plan import write_plan_report
 from edgetwin.result_cells import read_results
 from edgetwin.results import ResultRow, write_results
-from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.runner import run_scenario
 from tests.conftest import ctrl_c_reaches
 
 REPO = Path(__file__).resolve().parents[1]

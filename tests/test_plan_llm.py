@@ -23,7 +23,8 @@ from edgetwin.plan.sweep import memory_edge_configs
 from edgetwin.profile import MB
 from edgetwin.reports.plan import questions_figures, write_plan_report
 from edgetwin.scenario import load_scenario
-from edgetwin.sim.runner import build_fleet, decoder_memory_status, run_scenario
+from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.runner import decoder_memory_status, run_scenario
 from edgetwin.sweep_points import configurations
 from tests.conftest import REPO
 

@@ -113,7 +113,8 @@ def test_validate_command_writes_held_out_errors(tmp_path: Path) -> None:
 
 def test_sampling_the_bootstrap_gives_prediction_intervals() -> None:
     from edgetwin.scenario import load_scenario
-    from edgetwin.sim.runner import build_fleet, run_scenario
+    from edgetwin.sim.fleet import build_fleet
+    from edgetwin.sim.runner import run_scenario
 
     path = REPO / "scenarios/h200_loopback.yaml"
     overrides = ["repetitions=4", "sweeps=[{batch: [8]}]", "strategies=[{name: voltage}]"]
@@ -135,7 +136,8 @@ def test_calibrate_machine_profiles_this_machine(
     from edgetwin.calibration.machine import QUICK, calibration_steps
     from edgetwin.cli import main
     from edgetwin.scenario import load_scenario
-    from edgetwin.sim.runner import build_fleet, run_scenario
+    from edgetwin.sim.fleet import build_fleet
+    from edgetwin.sim.runner import run_scenario
 
     out = tmp_path / "machine"
     assert main(["calibrate-machine", "--quick", "--out", str(out)]) == 0

@@ -15,8 +15,9 @@ from edgetwin.availability_spec import LognormalDist
 from edgetwin.profile import MB, DeviceProfile
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.sim.device import Device, draw_ms
+from edgetwin.sim.fleet import build_fleet
 from edgetwin.sim.network import Channel
-from edgetwin.sim.runner import build_fleet, run_scenario, simulate
+from edgetwin.sim.runner import run_scenario, simulate
 from edgetwin.sweep_points import configurations
 from tests.conftest import REPO, toy_scenario
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from edgetwin.sim.runner import RunOutcome, build_fleet, simulate
+from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.runner import RunOutcome, simulate
 from edgetwin.sweep_points import configurations
 from tests.conftest import TOY_MODEL, toy_scenario
 

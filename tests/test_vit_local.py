@@ -16,7 +16,8 @@ from edgetwin.models import registry
 from edgetwin.reports.html import LOCAL_NOTE, RunData, render_report
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario, load_scenario
-from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.runner import run_scenario
 from edgetwin.sweep_points import configurations
 
 REPO = Path(__file__).resolve().parents[1]

@@ -32,7 +32,8 @@ from edgetwin.resolved_scenario import RESOLVED_FILE, dump_resolved
 from edgetwin.results import ResultRow, write_results
 from edgetwin.row_keys import RowKey, row_key
 from edgetwin.scenario import Scenario, load_scenario
-from edgetwin.sim.runner import build_fleet, run_scenario
+from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.runner import run_scenario
 from edgetwin.table_files import RESULTS_CSV, read_table
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from edgetwin.device_spec import DeviceSpec
 from edgetwin.profile import DeviceProfile
 from edgetwin.scenario import Scenario
-from edgetwin.sim.runner import FleetMember, RunOutcome, simulate
+from edgetwin.sim.fleet import FleetMember
+from edgetwin.sim.runner import RunOutcome, simulate
 from edgetwin.sweep_points import Configuration
 
 

@@ -61,7 +61,7 @@ from edgetwin.policies.perf_map_from_rows import map_from_table
 from edgetwin.progress import Advance
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
-from edgetwin.sim.runner import unplayed_in_twin
+from edgetwin.sim.fleet import unplayed_in_twin
 
 HELD_OUT = "held-out"  # how progress names the steps of the ground truth's sweeps
 

@@ -36,7 +36,7 @@ from edgetwin.schema import (
     read_yaml_mapping,
     referenced_file,
 )
-from edgetwin.sim.runner import build_fleet
+from edgetwin.sim.fleet import build_fleet
 from edgetwin.split_problems import positions_split_problem
 from edgetwin.sweep_spec import SweepSpec, longest_generation
 

@@ -14,7 +14,8 @@ from edgetwin.policies.perf_map_from_rows import map_from_rows
 from edgetwin.progress import Advance
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
-from edgetwin.sim.runner import RunOutcome, build_fleet, run_scenario
+from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.runner import RunOutcome, run_scenario
 from edgetwin.split_problems import split_problem
 from edgetwin.sweep_points import configurations
 from edgetwin.sweep_spec import SweepSpec

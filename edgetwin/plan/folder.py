@@ -26,7 +26,7 @@ from edgetwin.resolved_scenario import RESOLVED_FILE, dump_resolved
 from edgetwin.result_cells import read_results
 from edgetwin.results import ResultRow
 from edgetwin.scenario_paths import with_absolute_paths
-from edgetwin.sim.runner import build_fleet
+from edgetwin.sim.fleet import build_fleet
 from edgetwin.sweep_points import Configuration, configurations
 from edgetwin.table_files import RESULTS_CSV
 

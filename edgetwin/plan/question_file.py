@@ -42,7 +42,7 @@ from edgetwin.schema import (
     validation_error,
 )
 from edgetwin.sim.crowd.runner import prepare_crowd
-from edgetwin.sim.runner import build_fleet
+from edgetwin.sim.fleet import build_fleet
 
 
 @dataclass(frozen=True)

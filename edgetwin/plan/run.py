@@ -21,7 +21,7 @@ from edgetwin.plan.sweep import ConfigResult, files_digest, payload_for
 from edgetwin.progress import Steps, no_progress
 from edgetwin.provenance import code_digest
 from edgetwin.results import ResultRow, write_results
-from edgetwin.sim.runner import unplayed_in_twin
+from edgetwin.sim.fleet import unplayed_in_twin
 from edgetwin.table_files import RESULTS_CSV
 
 

@@ -24,7 +24,8 @@ from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.scenario import Scenario
 from edgetwin.scenario_paths import files_of_runs
 from edgetwin.sim.crowd.runner import prepare_crowd, simulate_crowd
-from edgetwin.sim.runner import FleetMember, build_fleet, decoder_memory_status, simulate
+from edgetwin.sim.fleet import FleetMember, build_fleet
+from edgetwin.sim.runner import decoder_memory_status, simulate
 from edgetwin.sweep_points import Configuration, configurations
 
 

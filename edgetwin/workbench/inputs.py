@@ -20,7 +20,7 @@ from edgetwin.scenario import Scenario
 from edgetwin.scenario_paths import with_absolute_paths
 from edgetwin.schema import apply_override, referenced_file, validate_model
 from edgetwin.sim.crowd.runner import prepare_crowd
-from edgetwin.sim.runner import build_fleet
+from edgetwin.sim.fleet import build_fleet
 from edgetwin.workbench.arguments import overrides_argument, path_argument
 
 

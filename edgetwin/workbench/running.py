@@ -23,7 +23,8 @@ from edgetwin.scenario import RUN_MODES, RunMode, Scenario
 from edgetwin.scenario_paths import with_absolute_paths
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.crowd.records import TIMELINE_FILE
-from edgetwin.sim.runner import build_fleet, run_scenario, unplayed_by_fleet
+from edgetwin.sim.fleet import build_fleet, unplayed_by_fleet
+from edgetwin.sim.runner import run_scenario
 from edgetwin.sim.trace import chrome_trace
 from edgetwin.sweep_points import configurations
 from edgetwin.unplayed_settings import unplayed_settings

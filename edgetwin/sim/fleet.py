@@ -1,0 +1,100 @@
+"""The twin's fleet: device classes expanded into members with their profiles, and what a
+twin run does not play for want of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgetwin.crowd_spec import member_names
+from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.device_spec import DeviceSpec
+from edgetwin.errors import InputError, shown
+from edgetwin.profile import DeviceProfile, bootstrap_count
+from edgetwin.scenario import Scenario
+from edgetwin.scenario_paths import device_profile
+from edgetwin.unplayed_settings import unplayed_settings
+
+
+@dataclass(frozen=True)
+class FleetMember:
+    """One device of the expanded fleet (a device class with count n gives n members)."""
+
+    name: str
+    spec: DeviceSpec
+    profile: DeviceProfile
+
+
+def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMember]:
+    """Expand device classes into members; profile paths are relative to the scenario file."""
+    members = []
+    for i, spec in enumerate(scenario.devices):
+        profile = device_profile(spec, i, scenario_path)
+        if isinstance(scenario.model, DecoderSpec) and profile.memory is None:
+            raise InputError(scenario_path, f"devices.{i}.profile", _no_bandwidth(spec, profile))
+        if spec.host is not None and profile.battery_wh is not None:
+            problem = f"profile {profile.name} has a battery (a shared host's is not modelled)"
+            raise InputError(scenario_path, f"devices.{i}.host", problem)
+        members += [
+            FleetMember(name, spec, profile) for name in member_names(spec.name, spec.count)
+        ]
+    return members
+
+
+def _no_bandwidth(spec: DeviceSpec, profile: DeviceProfile) -> str:
+    """What a decoder's device whose profile has no memory bandwidth is told: the profile
+    as the scenario names it (and by its own name), the key to add, the command to fit it."""
+    given = shown(spec.profile) if isinstance(spec.profile, str) else "given inline"
+    named = "" if given == shown(profile.name) else f" ({profile.name})"
+    return (
+        f"profile {given}{named} has no memory.bandwidth_gbps, which a decoder needs: add "
+        "memory: {bandwidth_gbps: GB/s} (docs/profiles.md) or fit it with edgetwin "
+        "calibrate-machine"
+    )
+
+
+def unplayed_by_fleet(scenario: Scenario, fleet: list[FleetMember]) -> list[str]:
+    """What a twin run of ``scenario`` does not play for want of its fleet's profiles."""
+    return unplayed_burst(scenario, fleet) + unsampled_profiles(scenario, fleet)
+
+
+def unsampled_profiles(scenario: Scenario, fleet: list[FleetMember]) -> list[str]:
+    """A warning when ``sample_profiles`` meets a profile whose fit kept no bootstrap
+    samples: its devices run the fitted profile in every repetition."""
+    if not scenario.sample_profiles:
+        return []
+    names = sorted({m.profile.name for m in fleet if bootstrap_count(m.profile) == 0})
+    if not names:
+        return []
+    return [
+        f"sample_profiles is true, but profile {', '.join(names)} keeps no bootstrap samples: "
+        "its devices run the fitted profile in every repetition"
+    ]
+
+
+def unplayed_burst(scenario: Scenario, fleet: list[FleetMember]) -> list[str]:
+    """A warning when ``network.burst_kb`` plays on no channel of a run: a token bucket lets
+    a channel send at its sender's stack rate (``network.stack_mbps`` of its profile) while
+    tokens last, so a sender without one has no rate to burst at (sim/network.py). On a
+    shared medium the fastest a burst goes is the slowest stack; one stack rate suffices."""
+    if scenario.network.burst_kb is None or scenario.crowd is not None:
+        return []
+    stacks = {m.profile.name: m.profile.network.stack_mbps for m in fleet}
+    without = [name for name, stack_mbps in stacks.items() if stack_mbps is None]
+    shared = scenario.network.medium == "shared"
+    if not without or (shared and len(without) < len(stacks)):
+        return []
+    names = ", ".join(without)
+    return [
+        f"network.burst_kb is set, but profile {names} has no network.stack_mbps (the rate "
+        "a burst is sent at): its devices send at the link rate, as without a token bucket"
+    ]
+
+
+def unplayed_in_twin(scenario: Scenario, scenario_path: Path | None) -> list[str]:
+    """What the twin's runs of ``scenario`` do not play: ``unplayed_settings`` and
+    ``unplayed_by_fleet``, for the workflows that sweep it."""
+    warnings = unplayed_settings(scenario, "twin")
+    if scenario.crowd is None:
+        warnings += unplayed_by_fleet(scenario, build_fleet(scenario, scenario_path))
+    return warnings
