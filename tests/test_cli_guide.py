@@ -725,7 +725,8 @@ def test_piped_plan_and_affinity_evaluations_print_their_progress(tmp_path: Path
     piped("init", "scenario")
     piped("init", "plan")
     err = piped("plan", "question.plan.yaml", "--out", "p", "--workers=1")
-    assert "plan my_plan: 9/9 (" in err  # each unit named as it ends
+    # each unit named as it ends: prism on 2-4 devices and single, at 3 bandwidths
+    assert "plan my_plan: 12/12 (" in err
     spec = str(SCENARIOS / "affinity_small.eval.yaml")
     err = piped("evaluate-affinity", spec, "--out", "a")
     assert "instances: 1/6 (p2_n2_s2_warm)" in err and "instances: 6/6 (p3_n3_s3_barrier)" in err
