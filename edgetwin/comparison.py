@@ -31,6 +31,9 @@ METRICS: tuple[str, ...] = (
     "comm_ms",
     "energy_j",
 )
+# compared for equality (``Comparison.bytes_points``): the twin and the real code share the
+# partition layout, so an encoder's or a decoder's bytes agree to the byte
+BYTES_METRIC = "bytes_sent"
 KEY_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps")  # what row_key joins on
 REFERENCE_FILE = "reference.csv"  # a run's copy of the table it is compared with
 COMPARISON_CSV = "comparison.csv"
@@ -38,8 +41,12 @@ COMPARISON_CSV = "comparison.csv"
 
 def compared(metric: str, key: RowKey) -> bool:
     """Whether ``metric`` is compared for a configuration: a crowd row's model loads are
-    ``load_ms`` (its ``staging_ms`` is always 0), and only a crowd row loads models."""
+    ``load_ms`` (its ``staging_ms`` is always 0), and only a crowd row loads models; a
+    crowd row's ``bytes_sent`` is not (the real workers send compressed results, the twin
+    sizes them from the spec)."""
     crowd = is_crowd_key(key)
+    if metric == BYTES_METRIC:
+        return not crowd
     return not ((crowd and metric == "staging_ms") or (not crowd and metric == "load_ms"))
 
 
@@ -61,13 +68,16 @@ class Comparison:
     metric over them, and the keys of the rows with
     no counterpart: measured reference rows with no ``ok`` result (``unmatched_keys``),
     ``ok`` results with no measured reference row (``unmeasured_keys``), one per row; a
-    reference row measured nothing if every metric is empty (a failed run). ``warnings``:
-    what makes the two sides unlike (``edgetwin compare`` prints them)."""
+    reference row measured nothing if every metric is empty (a failed run).
+    ``bytes_points``: ``bytes_sent`` of each configuration both sides' ``ok`` rows have
+    it for, which must agree exactly (``bytes_summary``). ``warnings``: what makes the two
+    sides unlike (``edgetwin compare`` prints them)."""
 
     points: list[ComparisonPoint]
     median_abs_error_pct: dict[str, float]
     unmatched_keys: list[RowKey]
     unmeasured_keys: list[RowKey]
+    bytes_points: tuple[ComparisonPoint, ...] = ()
     warnings: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
@@ -98,15 +108,15 @@ def _number(value: object) -> float | None:
 
 
 def configuration_medians(
-    records: Iterable[Mapping[str, object]],
+    records: Iterable[Mapping[str, object]], metrics: Sequence[str] = METRICS
 ) -> dict[tuple[RowKey, str], float]:
-    """Per configuration (``row_key``) and compared metric, the median of its rows' values:
-    its repetitions, and a crowd run's jobs; a row without a value for a metric (a failed
-    run) does not count for it. Keys in the order of their first row."""
+    """Per configuration (``row_key``) and compared metric of ``metrics``, the median of its
+    rows' values: its repetitions, and a crowd run's jobs; a row without a value for a
+    metric (a failed run) does not count for it. Keys in the order of their first row."""
     values: dict[tuple[RowKey, str], list[float]] = defaultdict(list)
     for record in records:
         key = row_key(record)
-        for metric in METRICS:
+        for metric in metrics:
             value = _number(record.get(metric))
             if value is not None and compared(metric, key):
                 values[(key, metric)].append(value)
@@ -136,21 +146,13 @@ def compare_to_reference(
     results = list(results_rows)
     predicted = configuration_medians(asdict(row) for row in results if row.ok)
     reference = list(reference_rows)
-    measured = configuration_medians(reference)
-    points: list[ComparisonPoint] = []
-    for metric in METRICS:
-        for (key, of), value in measured.items():
-            if of != metric or (key, metric) not in predicted:
-                continue
-            points.append(
-                ComparisonPoint(
-                    key=key,
-                    metric=metric,
-                    measured=value,
-                    predicted=predicted[(key, metric)],
-                    error_pct=error_pct(value, predicted[(key, metric)]),
-                )
-            )
+    points = _points(METRICS, configuration_medians(reference), predicted)
+    ok = [r for r in reference if (r.get("status") or STATUS_OK) == STATUS_OK]
+    bytes_points = _points(
+        (BYTES_METRIC,),
+        configuration_medians(ok, (BYTES_METRIC,)),
+        configuration_medians((asdict(row) for row in results if row.ok), (BYTES_METRIC,)),
+    )
     predicted_keys = {key for key, _ in predicted}
     measured_rows = [
         r for r in reference if any(parse_number(r.get(m)) is not None for m in METRICS)
@@ -159,7 +161,46 @@ def compare_to_reference(
     measured_keys = {row_key(r) for r in measured_rows}
     ok_keys = [row_key(asdict(row)) for row in results if row.ok]
     unmeasured = [key for key in ok_keys if key not in measured_keys]
-    return Comparison(points, _median_abs_errors(points), unmatched, unmeasured)
+    medians = _median_abs_errors(points)
+    return Comparison(points, medians, unmatched, unmeasured, tuple(bytes_points))
+
+
+def _points(
+    metrics: Sequence[str],
+    measured: Mapping[tuple[RowKey, str], float],
+    predicted: Mapping[tuple[RowKey, str], float],
+) -> list[ComparisonPoint]:
+    """A point per metric of ``metrics`` and configuration both sides have it for, by
+    metric, then in ``measured``'s order."""
+    return [
+        ComparisonPoint(
+            key=key,
+            metric=metric,
+            measured=value,
+            predicted=predicted[(key, metric)],
+            error_pct=error_pct(value, predicted[(key, metric)]),
+        )
+        for metric in metrics
+        for (key, of), value in measured.items()
+        if of == metric and (key, metric) in predicted
+    ]
+
+
+def bytes_summary(comparison: Comparison) -> str | None:
+    """One line on ``bytes_points``: equal in every configuration, or in how many they
+    differ, the first named with its difference; None without a bytes point."""
+    points = comparison.bytes_points
+    if not points:
+        return None
+    differ = [p for p in points if p["predicted"] != p["measured"]]
+    if not differ:
+        return f"{BYTES_METRIC}: equal in {counted(len(points), 'configuration')}"
+    first = differ[0]
+    return (
+        f"{BYTES_METRIC}: differ in {len(differ)} of {counted(len(points), 'configuration')}, "
+        f"e.g. {key_label(first['key'])}: predicted {first['predicted']:.0f}, measured "
+        f"{first['measured']:.0f} ({first['predicted'] - first['measured']:+.0f} bytes)"
+    )
 
 
 def _median_abs_errors(points: Iterable[ComparisonPoint]) -> dict[str, float]:
@@ -186,11 +227,12 @@ def key_label(key: RowKey) -> str:
 
 
 def write_comparison_csv(path: Path, comparison: Comparison) -> None:
-    """One row per configuration and metric: measured, predicted, signed error in %."""
+    """One row per configuration and metric: measured, predicted, signed error in %; then
+    the ``bytes_points``, as rows of metric ``bytes_sent``."""
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(["configuration", "metric", "measured", "predicted", "error_pct"])
-        for p in comparison.points:
+        for p in (*comparison.points, *comparison.bytes_points):
             writer.writerow(
                 [key_label(p["key"]), p["metric"], p["measured"], p["predicted"], p["error_pct"]]
             )

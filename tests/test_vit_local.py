@@ -8,17 +8,21 @@ from pathlib import Path
 
 import pytest
 
+from edgetwin.cli import main
 from edgetwin.configuration import resolve_segments
 from edgetwin.emu.local import check_runnable, measure_local, run_local
 from edgetwin.emu.vit.worker import real_strategies
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.reports.html import LOCAL_NOTE, RunData, render_report
-from edgetwin.results import ResultRow
+from edgetwin.results import ResultRow, write_results
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.sim.fleet import build_fleet
 from edgetwin.sim.runner import run_scenario
 from edgetwin.sweep_points import configurations
+from edgetwin.table_files import read_table
+from edgetwin.workbench import compare
+from edgetwin.workbench import run as run_scenario_folder
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "scenarios/emu_smoke.yaml"
@@ -92,6 +96,49 @@ def test_twin_bytes_sent_equal_the_local_runs(smoke: Scenario, smoke_rows: list[
 
     assert bytes_by_run(twin) == bytes_by_run(smoke_rows)
     assert {r.strategy for r in twin} == {s.name for s in smoke.strategies}
+
+
+def test_compare_reports_the_bytes_of_twin_and_real_run_equal_and_a_tampered_side_not(
+    smoke_rows: list[ResultRow], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``compare`` of the twin with the local run: every configuration's ``bytes_sent``
+    equal, single's 0 too; a local table whose voltage rows say 100 bytes more is reported
+    as differing there by that much (compare scored times only: bytes were not compared)."""
+    twin, local, tampered = tmp_path / "twin", tmp_path / "local", tmp_path / "tampered"
+    run_scenario_folder(SMOKE, mode="twin", out=twin)
+    for folder, rows in (
+        (local, smoke_rows),
+        (
+            tampered,
+            [
+                replace(r, bytes_sent=r.bytes_sent + 100 * (r.strategy == "voltage"))
+                for r in smoke_rows
+            ],
+        ),
+    ):
+        folder.mkdir()
+        write_results(folder / "results.csv", rows)
+    same = compare(twin, local, out=tmp_path / "same")
+    assert len(same.bytes_points) == 6  # 3 strategies x 2 bandwidths
+    assert all(p["measured"] == p["predicted"] for p in same.bytes_points)
+    assert {p["key"][0] for p in same.bytes_points if p["measured"] == 0} == {"single"}
+    written = [
+        r for r in read_table(tmp_path / "same" / "comparison.csv") if r["metric"] == "bytes_sent"
+    ]
+    assert len(written) == 6 and {r["measured"] == r["predicted"] for r in written} == {True}
+    page = (tmp_path / "same" / "comparison.html").read_text()
+    assert "bytes_sent: equal in 6 configurations" in page
+    assert main(["compare", str(twin), str(tampered), "--out", str(tmp_path / "differ")]) == 0
+    printed = capsys.readouterr().out
+    assert "bytes_sent: differ in 2 of 6 configurations" in printed
+    differ = compare(twin, tampered)
+    off = {p["key"]: p["predicted"] - p["measured"] for p in differ.bytes_points}
+    assert {key[0] for key, by in off.items() if by} == {"voltage"}
+    assert set(off.values()) == {0, -100}
+    assert (
+        "bytes_sent: differ in 2 of 6 configurations"
+        in (tmp_path / "differ" / "comparison.html").read_text()
+    )
 
 
 def test_comparison_with_single_device(smoke_rows: list[ResultRow]) -> None:

@@ -19,6 +19,7 @@ from edgetwin.cli.inputs import (
     report_checked,
 )
 from edgetwin.cli.progress import progress_bar
+from edgetwin.comparison import bytes_summary
 from edgetwin.configuration import crowd_runs
 from edgetwin.errors import counted
 from edgetwin.links import within_tolerance
@@ -125,6 +126,9 @@ def compare_command(args: argparse.Namespace) -> int:
     for metric, median in comparison.median_abs_error_pct.items():
         count = sum(p["metric"] == metric and p["error_pct"] is not None for p in comparison.points)
         print(f"{metric}: median |error| {median:.1f} % over {counted(count, 'point')}")
+    agreement = bytes_summary(comparison)
+    if agreement is not None:
+        print(agreement)
     no_prediction, no_measurement = comparison.unmatched_keys, comparison.unmeasured_keys
     if no_prediction or no_measurement:
         print(

@@ -13,7 +13,13 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.comparison import REFERENCE_FILE, Comparison, compare_to_reference, key_label
+from edgetwin.comparison import (
+    REFERENCE_FILE,
+    Comparison,
+    bytes_summary,
+    compare_to_reference,
+    key_label,
+)
 from edgetwin.links import LINK_CHECK_FILE, CheckedLink, link_warnings, read_link_checks
 from edgetwin.reports.crowd import Records, crowd_figures, is_crowd, read_timeline
 from edgetwin.reports.figures import comparison_figure, report_figures
@@ -249,6 +255,25 @@ def _comparison_html(comparison: Comparison, wording: Wording) -> str:
         f"{medians}</table>"
         "<table><tr><th>Metric</th><th class='text'>Configuration</th><th>Measured</th>"
         f"<th>Predicted</th><th>Error (%)</th></tr>{points}</table>{unmatched}"
+        f"{_bytes_html(comparison)}"
+    )
+
+
+def _bytes_html(comparison: Comparison) -> str:
+    """The bytes sent of each configuration both sides have them for, with their
+    difference, under the line that says whether they agree; '' without such a point."""
+    summary = bytes_summary(comparison)
+    if summary is None:
+        return ""
+    rows = "".join(
+        f"<tr><td class='text'>{escape(key_label(p['key']))}</td><td>{p['measured']:.0f}</td>"
+        f"<td>{p['predicted']:.0f}</td><td>{p['predicted'] - p['measured']:+.0f}</td></tr>"
+        for p in comparison.bytes_points
+    )
+    return (
+        f"<h3>Bytes sent (exact)</h3><p>{escape(summary)}</p><table><tr><th class='text'>"
+        "Configuration</th><th>Measured</th><th>Predicted</th><th>Predicted &minus; measured"
+        f"</th></tr>{rows}</table>"
     )
 
 
