@@ -3,7 +3,7 @@ or by its dimensions. The scenario schema and the cost models both read it."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -23,6 +23,16 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
 
 class ModelSpec(Strict):
     """A Transformer encoder: tokens N, width D, blocks, heads; patch embedding if a ViT."""
+
+    # Hugging Face config.json names (ViT's, BERT's) of these fields, for error hints; None:
+    # no one field (intermediate_size / hidden_size is mlp_ratio, tokens (image / patch)^2 + 1)
+    KEY_HINTS: ClassVar[dict[str, str | None]] = {
+        "num_hidden_layers": "blocks",
+        "hidden_size": "width",
+        "num_attention_heads": "heads",
+        "num_channels": "channels",
+        **dict.fromkeys(("intermediate_size", "image_size")),
+    }
 
     preset: str | None = None
     tokens: Tokens = 197

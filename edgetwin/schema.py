@@ -373,10 +373,7 @@ def validation_error(exc: ValidationError, path: Path | str, model: type[BaseMod
     ``KEY_HINTS``), is said to mean that one."""
     error, meant = _reported(exc.errors())
     if meant is None and error["type"] == "extra_forbidden":
-        unknown = str(error["loc"][-1])
-        keys = keys_at(model, error["loc"][:-1]) - {unknown}  # a sibling model's key, not here
-        close = difflib.get_close_matches(unknown, sorted(keys), n=1)
-        meant = _hinted_key(model, error["loc"][:-1], unknown) or (close[0] if close else None)
+        meant = _meant_key(model, error["loc"][:-1], str(error["loc"][-1]))
     loc = [str(part) for part in error["loc"] if not _is_union_tag(part)]
     if error["type"] == BOOLEAN_NUMBER:  # raised by the model, about one of its fields
         loc.append(error["ctx"]["field"])
@@ -462,14 +459,18 @@ def _models_at(model: type[BaseModel], loc: Sequence[Any]) -> list[type[BaseMode
     return [m for m, _ in models]
 
 
-def _hinted_key(model: type[BaseModel], loc: Sequence[Any], unknown: str) -> str | None:
-    """The key an unknown key stands for by a model's ``KEY_HINTS`` (another tool's name
-    for one of its fields: Hugging Face's ``hidden_size`` for a decoder's ``width``)."""
+def _meant_key(model: type[BaseModel], loc: Sequence[Any], unknown: str) -> str | None:
+    """The key an unknown key at ``loc`` stands for by a model's ``KEY_HINTS`` (another
+    tool's name for one of its fields: Hugging Face's ``hidden_size`` for a decoder's
+    ``width``; None there: for no one field, so no guess), else the key of its place
+    closest in spelling; None without one."""
     for candidate in _models_at(model, loc):
-        hints: dict[str, str] = getattr(candidate, "KEY_HINTS", {})
+        hints: dict[str, str | None] = getattr(candidate, "KEY_HINTS", {})
         if unknown in hints:
             return hints[unknown]
-    return None
+    keys = keys_at(model, loc) - {unknown}  # a sibling model's key, not here
+    close = difflib.get_close_matches(unknown, sorted(keys), n=1)
+    return close[0] if close else None
 
 
 def _field_models(model: type[BaseModel], name: str) -> list[tuple[type[BaseModel], str | None]]:

@@ -361,6 +361,33 @@ CASES = [
         scenario_text(model={"kind": "decoder", "n_embd": 512}),
         ("field 'model.n_embd': unknown key (did you mean 'width'?)",),
     ),
+    Case(  # an encoder's model (ViT's, BERT's config.json) said only "unknown key"
+        "encoder-hf-hidden-size",
+        scenario_text(model__hidden_size=512),
+        ("field 'model.hidden_size': unknown key (did you mean 'width'?)",),
+    ),
+    Case(
+        "encoder-hf-num-hidden-layers",
+        scenario_text(model__num_hidden_layers=6),
+        ("field 'model.num_hidden_layers': unknown key (did you mean 'blocks'?)",),
+    ),
+    Case(
+        "encoder-hf-num-attention-heads",
+        scenario_text(model__num_attention_heads=8),
+        ("field 'model.num_attention_heads': unknown key (did you mean 'heads'?)",),
+    ),
+    Case(  # ffn width / hidden size is mlp_ratio: no one field, so no hint
+        "encoder-hf-intermediate-size",
+        scenario_text(model__intermediate_size=3072),
+        ("field 'model.intermediate_size': unknown key",),
+        absent=("did you mean",),
+    ),
+    Case(  # tokens is (image / patch)^2 + 1: was "did you mean 'patch_size'?", a wrong hint
+        "encoder-hf-image-size",
+        scenario_text(model__image_size=224),
+        ("field 'model.image_size': unknown key",),
+        absent=("did you mean",),
+    ),
     Case(
         "width-not-divisible-by-heads",
         scenario_text(model={"width": 100, "heads": 12}),
