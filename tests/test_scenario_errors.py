@@ -351,7 +351,7 @@ CASES = [
         scenario_text(model={"kind": "decoder", "hidden_size": 512}),
         ("field 'model.hidden_size': unknown key (did you mean 'width'?)",),
     ),
-    Case(  # no hint at all
+    Case(  # Llama's config.json (it had no hint at all)
         "decoder-hf-intermediate-size",
         scenario_text(model={"kind": "decoder", "intermediate_size": 1408}),
         ("field 'model.intermediate_size': unknown key (did you mean 'ffn_size'?)",),
