@@ -37,6 +37,7 @@ class DeviceSpec(Strict):
     count: Annotated[int, Field(gt=0, le=MAX_DEVICES)] = 1
     ram_mb: PositiveFloat | None = None
     battery_wh: PositiveFloat | None = None
+    memory_bandwidth_gbps: PositiveFloat | None = None  # the twin's; real runs warn
     availability: Availability | None = None
     host: str | None = None  # a name in ``hosts``: its ranks share that physical device
 

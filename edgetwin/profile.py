@@ -207,6 +207,15 @@ class DeviceProfile(Strict):
         return work_ms(self.compute, self.memory, flops, memory_bytes, rows)
 
 
+def with_memory_bandwidth(profile: DeviceProfile, bandwidth_gbps: float | None) -> DeviceProfile:
+    """The profile with a scenario's memory bandwidth (``devices.N.memory_bandwidth_gbps``)
+    in place of its own, or as its memory section when it has none; unchanged for None."""
+    if bandwidth_gbps is None:
+        return profile
+    memory = MemoryParams(bandwidth_gbps=bandwidth_gbps, source="the scenario's override")
+    return profile.model_copy(update={"memory": memory})
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 

@@ -14,8 +14,9 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     """Warnings for the settings a ``mode`` run does not play: packet loss is dropped packets
     under real TCP, which neither the twin nor loopback has (docs/twin.md); devices that
     come and go and a stream of crowd jobs are the twin's, a real run's devices stay and a
-    real crowd run is one job; loopback (``local``) has no latency, schedule or medium; only
-    the emulator takes down links, kills workers and caps a host's cores."""
+    real crowd run is one job; a real run's memory bandwidth is its machine's; loopback
+    (``local``) has no latency, schedule or medium; only the emulator takes down links,
+    kills workers and caps a host's cores."""
     network, warnings = scenario.network, []
     if mode != "emu" and network.loss_pct > 0:
         warnings.append(
@@ -31,6 +32,12 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
         warnings += [f"{field} is set, but {emu_only}" for field, on in emulated.items() if on]
     if mode == "twin":
         return warnings
+    warnings += [
+        f"devices.{k}.memory_bandwidth_gbps is set, but a real run's memory is its machine's: "
+        f"only the twin plays it, a {mode} run has the machine's bandwidth"
+        for k, device in enumerate(scenario.devices)
+        if device.memory_bandwidth_gbps is not None
+    ]
     stay = f"only the twin plays availability: a {mode} run's devices stay"
     warnings += [f"{field} is set, but {stay}" for field in _availability_fields(scenario)]
     if scenario.crowd is not None and scenario.crowd.job.interarrival is not None:

@@ -40,6 +40,7 @@ from edgetwin.sim.generation import Generation
 from edgetwin.sim.network import Network
 from edgetwin.sim.runner import run_scenario, simulate
 from edgetwin.sweep_points import Configuration, configurations
+from edgetwin.unplayed_settings import unplayed_settings
 from tests.conftest import REPO
 
 SMOKE = REPO / "scenarios/llm_smoke.yaml"
@@ -220,6 +221,59 @@ def test_tpot_follows_memory_bandwidth_and_ttft_follows_flops(tmp_path: Path) ->
     ttft_flops, tpot_flops = _single_times([variants["slow_flops"]])
     assert tpot_mem > 1.3 * tpot and tpot_flops == pytest.approx(tpot, rel=0.02)
     assert ttft_flops > 1.8 * ttft and ttft_mem == pytest.approx(ttft, rel=0.02)
+
+
+def test_a_scenario_memory_bandwidth_halves_the_decode_traffic_term(tmp_path: Path) -> None:
+    """``devices.N.memory_bandwidth_gbps`` overrides the profile's: doubled, every decode
+    piece (memory-bound at both rates) takes half its traffic time, so TPOT drops by
+    half the traffic term and the launch floors stay; TTFT (compute-bound) barely moves."""
+    path = REPO / "scenarios/llm_jetson.yaml"
+    scenario = load_scenario(path)
+    jetson = build_fleet(scenario, path)[0].profile
+    assert jetson.memory is not None
+    doubled = 2 * jetson.memory.bandwidth_gbps
+    work = registry.decoder_plan("single", DecoderWorkload(scenario.model, 1, 1, 2048))
+    pieces = [op for s in (0, 1) for op in work.decode(s)[0] if isinstance(op, Work)]
+    for piece in pieces:
+        half_traffic_ms = jetson.memory.traffic_ms(piece.memory_bytes) / 2
+        assert half_traffic_ms > jetson.compute.flop_ms(piece.flops, piece.rows)
+    traffic_ms = sum(jetson.memory.traffic_ms(p.memory_bytes) for p in pieces) / 2  # per step
+    ttft, tpot = _single_times([])
+    ttft_fast, tpot_fast = _single_times([f"devices.0.memory_bandwidth_gbps={doubled}"])
+    assert tpot - tpot_fast == pytest.approx(traffic_ms / 2, rel=1e-6)
+    assert ttft_fast < ttft and ttft_fast == pytest.approx(ttft, rel=0.01)
+    out = tmp_path / "out"
+    over = ["devices.0.memory_bandwidth_gbps=123", "strategies=[{name: single}]"]
+    args = [a for item in over for a in ("--set", item)]
+    assert main(["run", str(SMOKE), *args, "--out", str(out), "--quiet"]) == 0
+    resolved = yaml.safe_load((out / "scenario.resolved.yaml").read_text())
+    assert resolved["devices"][0]["memory_bandwidth_gbps"] == 123
+
+
+def test_a_memory_bandwidth_override_supplies_a_profile_s_missing_memory_section(
+    tmp_path: Path,
+) -> None:
+    """A profile without ``memory`` is refused for a decoder, unless the scenario gives
+    the bandwidth: the one value the section needs, so the run is the one the profile
+    with that bandwidth gives."""
+    profile = yaml.safe_load(
+        (REPO / "edgetwin/calibration/profiles/jetson_orin_nano.yaml").read_text()
+    )
+    del profile["memory"]
+    (tmp_path / "board.yaml").write_text(yaml.safe_dump(profile))
+    ttft, tpot = _single_times(["devices.0.memory_bandwidth_gbps=50"])
+    board = f"devices.0.profile={tmp_path / 'board.yaml'}"
+    assert _single_times([board, "devices.0.memory_bandwidth_gbps=50"]) == (ttft, tpot)
+
+
+def test_a_memory_bandwidth_override_is_a_warning_where_the_hardware_is_real() -> None:
+    scenario = load_scenario(SMOKE, ["devices.0.memory_bandwidth_gbps=100"])
+    for mode in ("local", "emu"):
+        assert unplayed_settings(scenario, mode) == [
+            "devices.0.memory_bandwidth_gbps is set, but a real run's memory is its "
+            f"machine's: only the twin plays it, a {mode} run has the machine's bandwidth"
+        ]
+    assert unplayed_settings(scenario, "twin") == []
 
 
 # ------------------------------------------------------------ the KV cache against RAM
@@ -561,6 +615,18 @@ ERRORS = {
         "field 'model.kv_heads': 32 heads are not divisible by 3 kv_heads",
     ),
     "warm-up": (_decoder_raw(warmup_batches=1), "warm-up generations are not modelled"),
+    "memory-bandwidth-zero": (
+        _decoder_raw(
+            devices=[{"name": "j", "profile": "jetson_orin_nano", "memory_bandwidth_gbps": 0}],
+        ),
+        "field 'devices.0.memory_bandwidth_gbps': Input should be greater than 0 (got 0)",
+    ),
+    "memory-bandwidth-text": (
+        _decoder_raw(
+            devices=[{"name": "j", "profile": "jetson_orin_nano", "memory_bandwidth_gbps": "x"}],
+        ),
+        "field 'devices.0.memory_bandwidth_gbps': Input should be a valid number",
+    ),
     "workload-on-encoder": (
         {
             **yaml.safe_load((REPO / "scenarios/prism_jetson.yaml").read_text()),
@@ -604,6 +670,7 @@ def test_a_decoder_on_a_profile_without_memory_bandwidth_names_the_profile(
     # the key to add are named, and the command that fits one
     assert "field 'devices.0.profile': profile 'board.yaml' (jetson_orin_nano)" in line, line
     assert "has no memory.bandwidth_gbps" in line and "calibrate-machine" in line, line
+    assert "set devices.0.memory_bandwidth_gbps" in line, line  # the scenario may give it
 
 
 def test_a_decoder_preset_or_kind_selects_the_decoder() -> None:

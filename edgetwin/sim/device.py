@@ -25,7 +25,7 @@ from edgetwin.availability_spec import (
     LognormalDist,
     WeibullDist,
 )
-from edgetwin.profile import J_PER_WH, POWER_STATES, DeviceProfile
+from edgetwin.profile import J_PER_WH, POWER_STATES, DeviceProfile, with_memory_bandwidth
 from edgetwin.sim.host import Host
 
 
@@ -59,12 +59,13 @@ class Device:
         profile: DeviceProfile,
         ram_mb: float | None = None,
         battery_wh: float | None = None,
+        memory_bandwidth_gbps: float | None = None,
         drain_until_ms: float = math.inf,
         host: Host | None = None,
     ) -> None:
         self.env = env
         self.name = name
-        self.profile = profile
+        self.profile = with_memory_bandwidth(profile, memory_bandwidth_gbps)
         self._power_w = {state: profile.power.of(state) for state in POWER_STATES}
         self.ram_mb = ram_mb or profile.ram_mb
         capacity_wh = battery_wh or profile.battery_wh

@@ -30,8 +30,10 @@ def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMem
     members = []
     for i, spec in enumerate(scenario.devices):
         profile = device_profile(spec, i, scenario_path)
-        if isinstance(scenario.model, DecoderSpec) and profile.memory is None:
-            raise InputError(scenario_path, f"devices.{i}.profile", _no_bandwidth(spec, profile))
+        unknown = profile.memory is None and spec.memory_bandwidth_gbps is None
+        if isinstance(scenario.model, DecoderSpec) and unknown:
+            problem = _no_bandwidth(spec, i, profile)
+            raise InputError(scenario_path, f"devices.{i}.profile", problem)
         if spec.host is not None and profile.battery_wh is not None:
             problem = f"profile {profile.name} has a battery (a shared host's is not modelled)"
             raise InputError(scenario_path, f"devices.{i}.host", problem)
@@ -41,15 +43,16 @@ def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMem
     return members
 
 
-def _no_bandwidth(spec: DeviceSpec, profile: DeviceProfile) -> str:
-    """What a decoder's device whose profile has no memory bandwidth is told: the profile
-    as the scenario names it (and by its own name), the key to add, the command to fit it."""
+def _no_bandwidth(spec: DeviceSpec, index: int, profile: DeviceProfile) -> str:
+    """What a decoder's device whose profile has no memory bandwidth (nor the scenario) is
+    told: the profile as the scenario names it (and by its own name), the key to add, the
+    scenario's key that gives it, the command to fit it."""
     given = shown(spec.profile) if isinstance(spec.profile, str) else "given inline"
     named = "" if given == shown(profile.name) else f" ({profile.name})"
     return (
         f"profile {given}{named} has no memory.bandwidth_gbps, which a decoder needs: add "
-        "memory: {bandwidth_gbps: GB/s} (docs/profiles.md) or fit it with edgetwin "
-        "calibrate-machine"
+        f"memory: {{bandwidth_gbps: GB/s}} (docs/profiles.md), set devices.{index}."
+        "memory_bandwidth_gbps, or fit it with edgetwin calibrate-machine"
     )
 
 

@@ -119,14 +119,7 @@ def simulate(
     members = fleet[: config.devices]
     hosts = {spec.name: Host(env, spec) for spec in scenario.hosts}
     devices = [
-        Device(
-            env,
-            m.name,
-            _profile_for_rep(scenario, m.profile, rep),
-            m.spec.ram_mb,
-            m.spec.battery_wh,
-            host=None if m.spec.host is None else hosts[m.spec.host],
-        )
+        _device(env, scenario, m, rep, None if m.spec.host is None else hosts[m.spec.host])
         for m in members
     ]
     for device in devices:
@@ -240,6 +233,29 @@ def _generate(scenario: Scenario, config: Configuration, rep: int, world: _World
     )
 
 
+def _device(
+    env: simpy.Environment,
+    scenario: Scenario,
+    member: FleetMember,
+    rep: int,
+    host: Host | None = None,
+    battery: bool = True,
+) -> Device:
+    """The member's device in repetition ``rep``: its profile (a bootstrap variant when
+    ``sample_profiles``) with its class's overrides (RAM, battery unless not ``battery``,
+    memory bandwidth)."""
+    spec = member.spec
+    return Device(
+        env,
+        member.name,
+        _profile_for_rep(scenario, member.profile, rep),
+        spec.ram_mb,
+        spec.battery_wh if battery else None,
+        spec.memory_bandwidth_gbps,
+        host=host,
+    )
+
+
 def _profile_for_rep(scenario: Scenario, profile: DeviceProfile, rep: int) -> DeviceProfile:
     return bootstrap_variant(profile, rep) if scenario.sample_profiles else profile
 
@@ -334,10 +350,7 @@ def decoder_memory_status(
     assert config.prompt_tokens is not None and config.output_tokens is not None
     env = simpy.Environment()
     members = fleet[: config.devices]
-    devices = [
-        Device(env, m.name, _profile_for_rep(scenario, m.profile, 0), m.spec.ram_mb, None)
-        for m in members
-    ]
+    devices = [_device(env, scenario, m, 0, battery=False) for m in members]
     plan = decoder_run.plan_for(scenario, config, devices)
     kept = kept_positions(config.prompt_tokens, config.output_tokens)
     return decoder_run.memory_status(plan, devices, kept)
