@@ -50,3 +50,13 @@ class NetworkSpec(Strict):
             problem = f"steps {first} and {index} are both at at_ms {at_ms:g}"
             raise ValueError(f"{problem}: give an instant one rate")
         return steps
+
+
+def did_not_play(what: str, at_s: float, missed: int, runs: int, runs_noun: str, start: str) -> str:
+    """The warning for a schedule step or fault (``what``, ``at_s`` into a run) that
+    ``missed`` of ``runs`` runs (``runs_noun``: launches, jobs, runs) ended before; times
+    count from ``start``."""
+    return (
+        f"{what} at {at_s:g} s did not play in {missed} of {runs} {runs_noun}: each ended "
+        f"before it (times count from {start})"
+    )

@@ -431,6 +431,29 @@ def test_a_twin_run_warns_that_only_the_emulator_plays_faults_and_host_cores() -
     assert any(w.startswith("emulator.host_cpu_cores is set") for w in capped.warnings)
 
 
+@pytest.mark.timeout(60)
+def test_a_twin_run_warns_of_a_schedule_step_a_run_ended_before() -> None:
+    """Voltage at batch 1 on the Jetsons ends in 0.34 s, before a step at 1 s: its row was
+    the starting rate's, and nothing said so (the emulator says it of its launches); at
+    batch 8 (1.2 s) the step plays. A step at 0 ms plays in every run, unsaid."""
+    voltage = ["sweeps=[{batch: [1, 8]}]", "strategies=[{name: voltage}]"]
+    plain = edgetwin.run(JETSON, overrides=voltage)
+    late = edgetwin.run(
+        JETSON, overrides=[*voltage, "network.schedule=[{at_ms: 1000, bandwidth_mbps: 50}]"]
+    )
+    assert late.warnings == (
+        "network.schedule step to 50 Mbps at 1 s did not play in 1 of 2 runs: each ended "
+        "before it (times count from each run's start, its warm-up batches included)",
+    )
+    assert late.rows[0].total_ms == plain.rows[0].total_ms < 1000
+    assert late.rows[1].total_ms > plain.rows[1].total_ms > 1000
+    at_once = edgetwin.run(
+        JETSON, overrides=[*voltage, "network.schedule=[{at_ms: 0, bandwidth_mbps: 50}]"]
+    )
+    assert at_once.warnings == ()
+    assert all(s.comm_ms > p.comm_ms for s, p in zip(at_once.rows, plain.rows, strict=True))
+
+
 def test_a_token_bucket_no_profile_can_burst_from_is_a_warning() -> None:
     """The Jetson profile has no stack rate, the rate a burst goes at: its runs had no
     bucket, whatever burst_kb said, and nothing said so."""

@@ -21,13 +21,14 @@ bits through the sender's channel.
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
+from collections import Counter
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from itertools import count
 
 import simpy
 
-from edgetwin.network_spec import NetworkSpec
+from edgetwin.network_spec import BandwidthStep, NetworkSpec, did_not_play
 from edgetwin.profile import NetworkParams
 
 BITS_PER_BYTE = 8
@@ -247,6 +248,7 @@ class Network:
             }
         self.bytes_sent: dict[str, float] = {name: 0.0 for name in stacks}
         self.bytes_received: dict[str, float] = {name: 0.0 for name in stacks}
+        self.played_steps: list[BandwidthStep] = []  # the schedule's steps the run reached
         if spec.schedule:
             env.process(self._apply_schedule())
 
@@ -283,6 +285,30 @@ class Network:
                 yield self.env.timeout(step.at_ms - self.env.now)
             for channel in dict.fromkeys(self.channels.values()):
                 channel.set_capacity(step.bandwidth_mbps)
+            self.played_steps.append(step)
+
+    def unplayed_steps(self) -> tuple[BandwidthStep, ...]:
+        """The schedule's steps the run has not reached (so far: at its end, it ended first)."""
+        return tuple(step for step in self.spec.schedule if step not in self.played_steps)
+
+
+def unplayed_schedule(missed: Sequence[BandwidthStep], runs: int) -> list[str]:
+    """A warning per schedule step that some of ``runs`` configuration runs ended before,
+    from each run's ``Network.unplayed_steps`` (``missed``), as the emulator says it of its
+    launches (emu/mininet/faults.py)."""
+    counts = Counter(missed)
+    start = "each run's start, its warm-up batches included"
+    return [
+        did_not_play(
+            f"network.schedule step to {step.bandwidth_mbps:g} Mbps",
+            step.at_ms / 1e3,
+            counts[step],
+            runs,
+            "runs",
+            start,
+        )
+        for step in sorted(counts, key=lambda step: step.at_ms)
+    ]
 
 
 def _finite(value: float) -> float | None:

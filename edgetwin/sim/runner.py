@@ -16,6 +16,7 @@ from edgetwin.errors import InputError, counted
 from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
 from edgetwin.models.decoder_costs import contributed_bytes
+from edgetwin.network_spec import BandwidthStep
 from edgetwin.profile import MB, DeviceProfile, bootstrap_count, bootstrap_variant
 from edgetwin.progress import Step, naming
 from edgetwin.results import STATUS_OK, ResultRow
@@ -44,6 +45,7 @@ class RunOutcome:
     # what the network brought the devices in the measured batch, a ring's forwarding
     # included (row.bytes_sent counts each rank's pieces once); 0 for a lost run, as it
     bytes_received: float
+    unplayed_steps: tuple[BandwidthStep, ...] = ()  # network.schedule steps it ended before
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,7 @@ def simulate(
         energy_by_state_j={d.name: dict(d.energy_j) for d in devices},
         time_by_state_ms={d.name: dict(d.time_ms) for d in devices},
         bytes_received=sum(network.bytes_received.values()) if row.ok else 0.0,
+        unplayed_steps=network.unplayed_steps(),
     )
 
 

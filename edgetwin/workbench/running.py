@@ -24,6 +24,7 @@ from edgetwin.scenario_paths import with_absolute_paths
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.crowd.records import TIMELINE_FILE
 from edgetwin.sim.fleet import build_fleet, unplayed_by_fleet
+from edgetwin.sim.network import unplayed_schedule
 from edgetwin.sim.runner import run_scenario
 from edgetwin.sim.trace import chrome_trace
 from edgetwin.sweep_points import configurations
@@ -212,6 +213,8 @@ def _run_twin(run: _Run) -> list[ResultRow]:
             if exc.path is not None or run.inputs.path is None:
                 raise
             raise InputError(run.inputs.path, exc.field, exc.problem) from None
+    missed = [step for o in outcomes for step in o.unplayed_steps]
+    run.warnings += unplayed_schedule(missed, len(outcomes))
     if run.trace:
         (run.staging / TRACE_FILE).write_text(json.dumps(chrome_trace(outcomes)))
     return [o.row for o in outcomes]

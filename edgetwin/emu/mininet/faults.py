@@ -24,7 +24,7 @@ from typing import Literal
 from edgetwin.emu.mininet.medium import rate_commands_of
 from edgetwin.emu.mininet.topology import EmuTopology, TcCommand, link_state_command
 from edgetwin.emulator_spec import Fault
-from edgetwin.network_spec import NetworkSpec
+from edgetwin.network_spec import NetworkSpec, did_not_play
 
 ActionKind = Literal["link_down", "link_up", "kill_worker", "bandwidth"]
 RunNoun = Literal["launch", "job"]  # what a timeline plays in: a ViT launch, a CROWDio job
@@ -164,10 +164,8 @@ def unplayed_warnings(missed: Sequence[Action], runs: int, noun: RunNoun) -> lis
             if action.kind == "bandwidth"
             else f"emulator.faults {action.kind} on host {action.host}"
         )
-        warnings.append(
-            f"{what} at {action.at_s:g} s did not play in {counts[action]} of {runs} "
-            f"{_PLURAL[noun]}: each ended before it (times count from each {noun}'s start)"
-        )
+        start = f"each {noun}'s start"
+        warnings.append(did_not_play(what, action.at_s, counts[action], runs, _PLURAL[noun], start))
     return warnings
 
 
