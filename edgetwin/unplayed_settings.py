@@ -9,12 +9,20 @@ from edgetwin.errors import MODE_EMU
 from edgetwin.network_spec import BandwidthStep
 from edgetwin.scenario import Scenario
 
+# a device class's overrides of its profile, which real hardware has of its own
+_DEVICE_OVERRIDES = {
+    "ram_mb": "RAM",
+    "battery_wh": "power supply",
+    "memory_bandwidth_gbps": "memory bandwidth",
+}
+
 
 def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     """Warnings for the settings a ``mode`` run does not play: packet loss is dropped packets
     under real TCP, which neither the twin nor loopback has (docs/twin.md); devices that
     come and go and a stream of crowd jobs are the twin's, a real run's devices stay and a
-    real crowd run is one job; a real run's memory bandwidth is its machine's; loopback
+    real crowd run is one job; a real run's RAM, battery and memory bandwidth are its
+    machine's; loopback
     (``local``) has no latency, schedule or medium; only the emulator takes down links,
     kills workers and caps a host's cores."""
     network, warnings = scenario.network, []
@@ -33,10 +41,11 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     if mode == "twin":
         return warnings
     warnings += [
-        f"devices.{k}.memory_bandwidth_gbps is set, but a real run's memory is its machine's: "
-        f"only the twin plays it, a {mode} run has the machine's bandwidth"
+        f"devices.{k}.{field} is set, but a real run's devices are its machine's: only the "
+        f"twin plays it, a {mode} run has the machine's {what}"
         for k, device in enumerate(scenario.devices)
-        if device.memory_bandwidth_gbps is not None
+        for field, what in _DEVICE_OVERRIDES.items()
+        if getattr(device, field) is not None
     ]
     stay = f"only the twin plays availability: a {mode} run's devices stay"
     warnings += [f"{field} is set, but {stay}" for field in _availability_fields(scenario)]

@@ -452,6 +452,13 @@ def test_a_twin_run_warns_of_a_schedule_step_a_run_ended_before() -> None:
     )
     assert at_once.warnings == ()
     assert all(s.comm_ms > p.comm_ms for s, p in zip(at_once.rows, plain.rows, strict=True))
+    decoder = edgetwin.run(  # a generation has no warm-up to count from
+        JETSON.parent / "llm_smoke.yaml",
+        overrides=["network.schedule=[{at_ms: 1e9, bandwidth_mbps: 50}]"],
+    )
+    assert decoder.warnings and all(
+        w.endswith("(times count from each run's start)") for w in decoder.warnings
+    )
 
 
 def test_a_token_bucket_no_profile_can_burst_from_is_a_warning() -> None:

@@ -266,12 +266,15 @@ def test_a_memory_bandwidth_override_supplies_a_profile_s_missing_memory_section
     assert _single_times([board, "devices.0.memory_bandwidth_gbps=50"]) == (ttft, tpot)
 
 
-def test_a_memory_bandwidth_override_is_a_warning_where_the_hardware_is_real() -> None:
-    scenario = load_scenario(SMOKE, ["devices.0.memory_bandwidth_gbps=100"])
+def test_device_overrides_are_a_warning_where_the_hardware_is_real() -> None:
+    overrides = ["devices.0.memory_bandwidth_gbps=100", "devices.0.ram_mb=4096"]
+    scenario = load_scenario(SMOKE, overrides)
+    real = "is set, but a real run's devices are its machine's: only the twin plays it"
     for mode in ("local", "emu"):
         assert unplayed_settings(scenario, mode) == [
-            "devices.0.memory_bandwidth_gbps is set, but a real run's memory is its "
-            f"machine's: only the twin plays it, a {mode} run has the machine's bandwidth"
+            f"devices.0.ram_mb {real}, a {mode} run has the machine's RAM",
+            f"devices.0.memory_bandwidth_gbps {real}, a {mode} run has the machine's memory "
+            "bandwidth",
         ]
     assert unplayed_settings(scenario, "twin") == []
 

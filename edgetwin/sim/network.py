@@ -292,12 +292,13 @@ class Network:
         return tuple(step for step in self.spec.schedule if step not in self.played_steps)
 
 
-def unplayed_schedule(missed: Sequence[BandwidthStep], runs: int) -> list[str]:
+def unplayed_schedule(missed: Sequence[BandwidthStep], runs: int, warmup: bool = True) -> list[str]:
     """A warning per schedule step that some of ``runs`` configuration runs ended before,
     from each run's ``Network.unplayed_steps`` (``missed``), as the emulator says it of its
-    launches (emu/mininet/faults.py)."""
+    launches (emu/mininet/faults.py); ``warmup``: the runs begin with warm-up batches (an
+    encoder's; a decoder's generation has none)."""
     counts = Counter(missed)
-    start = "each run's start, its warm-up batches included"
+    start = "each run's start" + (", its warm-up batches included" if warmup else "")
     return [
         did_not_play(
             f"network.schedule step to {step.bandwidth_mbps:g} Mbps",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from tempfile import gettempdir
 
+from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.device_names import device_names
 from edgetwin.errors import InputError, counted
 from edgetwin.links import LINK_CHECK_FILE
@@ -214,7 +215,8 @@ def _run_twin(run: _Run) -> list[ResultRow]:
                 raise
             raise InputError(run.inputs.path, exc.field, exc.problem) from None
     missed = [step for o in outcomes for step in o.unplayed_steps]
-    run.warnings += unplayed_schedule(missed, len(outcomes))
+    encoder = not isinstance(scenario.model, DecoderSpec)  # only an encoder warms up
+    run.warnings += unplayed_schedule(missed, len(outcomes), warmup=encoder)
     if run.trace:
         (run.staging / TRACE_FILE).write_text(json.dumps(chrome_trace(outcomes)))
     return [o.row for o in outcomes]
