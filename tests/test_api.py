@@ -461,6 +461,29 @@ def test_a_twin_run_warns_of_a_schedule_step_a_run_ended_before() -> None:
     )
 
 
+@pytest.mark.timeout(60)
+def test_a_crowd_twin_run_warns_of_a_schedule_step_its_runs_ended_before() -> None:
+    """crowdio_android's one job ends in about 20 s, long before a step at 60 s: the twin's
+    crowd runs played none of it and said nothing (its ViT and decoder runs say it). A step
+    at 1 s plays in both runs, unsaid, and slows them."""
+    android = ROOT / "scenarios" / "crowdio_android.yaml"
+    one_job = ["repetitions=1", "crowd.horizon_s=1"]
+    plain = edgetwin.run(android, overrides=one_job)
+    late = edgetwin.run(
+        android, overrides=[*one_job, "network.schedule=[{at_ms: 60000, bandwidth_mbps: 5}]"]
+    )
+    assert late.warnings == (
+        "network.schedule step to 5 Mbps at 60 s did not play in 2 of 2 runs: each ended "
+        "before it (times count from each run's start)",
+    )
+    assert late.rows == plain.rows and all(r.total_ms < 60000 for r in late.rows)
+    early = edgetwin.run(
+        android, overrides=[*one_job, "network.schedule=[{at_ms: 1000, bandwidth_mbps: 5}]"]
+    )
+    assert early.warnings == ()
+    assert all(e.total_ms > p.total_ms for e, p in zip(early.rows, plain.rows, strict=True))
+
+
 def test_a_token_bucket_no_profile_can_burst_from_is_a_warning() -> None:
     """The Jetson profile has no stack rate, the rate a burst goes at: its runs had no
     bucket, whatever burst_kb said, and nothing said so."""

@@ -15,6 +15,7 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.device_names import device_names
 from edgetwin.errors import InputError, counted
 from edgetwin.links import LINK_CHECK_FILE
+from edgetwin.network_spec import BandwidthStep
 from edgetwin.progress import Progress, Steps, no_progress
 from edgetwin.provenance import write_provenance
 from edgetwin.reports.static import StaticFormat, write_static_figures
@@ -275,10 +276,14 @@ def _run_emu(run: _Run) -> list[ResultRow]:
 
 
 def _run_crowd(run: _Run) -> list[ResultRow]:
-    """The CROWDio pipeline over a fleet of phones in the twin."""
+    """The CROWDio pipeline over a fleet of phones in the twin; warns of schedule steps its
+    runs ended before, as ``_run_twin`` (no warm-up: a run starts with its phones)."""
     scenario, path = run.inputs.scenario, run.inputs.path
+    unplayed: list[tuple[BandwidthStep, ...]] = []
     with run.progress(f"crowd {scenario.name}", len(crowd_runs(scenario))) as advance:
-        rows = run_crowd(scenario, path, on_progress=advance)
+        rows = run_crowd(scenario, path, on_progress=advance, unplayed=unplayed)
+    missed = [step for steps in unplayed for step in steps]
+    run.warnings += unplayed_schedule(missed, len(unplayed), warmup=False)
     if run.trace:
         timeline = crowd_timelines(scenario, path).records()
         (run.staging / TIMELINE_FILE).write_text(json.dumps(timeline))

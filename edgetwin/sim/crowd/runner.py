@@ -27,6 +27,7 @@ from edgetwin.crowd_fleet import PhoneClass, expand_fleet, resolve_fleet
 from edgetwin.crowd_spec import CROWD_STRATEGIES
 from edgetwin.errors import InputError
 from edgetwin.models import registry
+from edgetwin.network_spec import BandwidthStep
 from edgetwin.phone_profile import device_profile
 from edgetwin.policies.scheduling import SCHEDULERS, check_schedulers, make_scheduler
 from edgetwin.profile import NetworkParams, mah_from_joules
@@ -88,6 +89,7 @@ class CrowdOutcome:
     recorder: Recorder
     events_scheduled: int
     end_s: float
+    unplayed_steps: tuple[BandwidthStep, ...]  # network.schedule steps the run ended before
 
 
 def prepare_crowd(scenario: Scenario, scenario_path: Path | None) -> CrowdSetup:
@@ -112,9 +114,11 @@ def run_crowd(
     scenario: Scenario,
     scenario_path: Path | None,
     on_progress: Step | None = None,
+    unplayed: list[tuple[BandwidthStep, ...]] | None = None,
 ) -> list[ResultRow]:
     """Every run of a crowd scenario; one row per job, in run order then job order;
-    ``on_progress`` is told each run as it ends (its ``run_label`` if it takes one).
+    ``on_progress`` is told each run as it ends (its ``run_label`` if it takes one);
+    ``unplayed``, if given, gets each run's ``CrowdOutcome.unplayed_steps``, one per run.
 
     With ``intervals``, every metric's band is "not known": a phone profile keeps no
     held-out residuals and no bootstrap (docs/calibration.md, "Prediction intervals")."""
@@ -122,7 +126,11 @@ def run_crowd(
     rows: list[ResultRow] = []
     advance = naming(on_progress)
     for run in crowd_runs(scenario):
-        jobs = simulate_crowd(scenario, setup, run).rows
+        outcome = simulate_crowd(scenario, setup, run)
+        if unplayed is not None:
+            unplayed.append(outcome.unplayed_steps)
+        jobs = outcome.rows
+        del outcome  # its jobs and phones go before the next run, as they did
         rows.extend(jobs if scenario.intervals is None else map(not_known_intervals, jobs))
         advance(run_label(run))
     return rows
@@ -265,6 +273,7 @@ def simulate_crowd(
         recorder,
         next(env._eid),  # SimPy numbers the events it schedules from 0: this is their count
         env.now / 1e3,
+        network.unplayed_steps(),
     )
 
 
