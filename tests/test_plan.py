@@ -304,6 +304,45 @@ def test_a_plan_warns_that_its_twin_sweeps_drop_no_packets(
     assert answer == json.loads((tmp_path / "plain" / "answer.json").read_text())
 
 
+def test_a_plan_warns_of_a_schedule_step_its_runs_ended_before(tmp_path: Path) -> None:
+    """Every run ends within a second, before a step at 1000 s: ``edgetwin run`` said so
+    and a plan, which warned before its sweep ran, did not. A resumed plan counts the runs
+    it ran now: the journal keeps rows, not what each run's network reached."""
+    question = question_file(
+        tmp_path,
+        set=["devices.0.count=2", "repetitions=2", _LATE_STEP],
+        axes={"batch": [1], "bandwidth_mbps": [100, 400], "devices": [2]},
+        question={"kind": "best_mode"},
+    )
+    loaded = load_question(question)
+    whole = run_plan(loaded, tmp_path / "whole", SerialExecutor(), write_plan_report)
+    runs = len(whole.rows)  # one row per run
+    assert all(row.total_ms < 1e6 for row in whole.rows)
+    assert whole.warnings == (_late_warning(f"{runs} of {runs} runs"),)
+    out = tmp_path / "resumed"
+
+    def interrupt_after_one() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_plan(loaded, out, SerialExecutor(), write_plan_report, stepping(interrupt_after_one))
+    resumed = run_plan(loaded, out, SerialExecutor(), write_plan_report)
+    now = 2 * resumed.ran_now  # each unit: both repetitions of a configuration
+    assert resumed.ran_now == whole.configurations - 1 and resumed.rows == whole.rows
+    counted_now = f"{now} of {now} runs this plan ran now (1 unit resumed from its journal "
+    assert resumed.warnings == (_late_warning(counted_now + "not counted)"),)
+
+
+_LATE_STEP = "network.schedule=[{at_ms: 1000000, bandwidth_mbps: 5}]"
+
+
+def _late_warning(missed: str) -> str:
+    return (
+        f"network.schedule step to 5 Mbps at 1000 s did not play in {missed}: each ended "
+        "before it (times count from each run's start, its warm-up batches included)"
+    )
+
+
 def test_smallest_fleet_matches_direct_p95(tmp_path: Path) -> None:
     question = {
         "kind": "smallest_fleet",

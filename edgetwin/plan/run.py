@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgetwin.errors import OUT_OPTION, InputError
+from edgetwin.errors import OUT_OPTION, InputError, counted
 from edgetwin.plan.answer_text import describe
 from edgetwin.plan.executors import Executor
 from edgetwin.plan.folder import (
@@ -22,6 +22,8 @@ from edgetwin.progress import Steps, no_progress
 from edgetwin.provenance import code_digest
 from edgetwin.results import ResultRow, write_results
 from edgetwin.sim.fleet import unplayed_in_twin
+from edgetwin.sim.network import unplayed_schedule
+from edgetwin.sim.runner import warms_up
 from edgetwin.table_files import RESULTS_CSV
 
 
@@ -33,7 +35,8 @@ class PlanOutcome:
     answer: dict[str, Any]
     configurations: int
     ran_now: int
-    warnings: tuple[str, ...] = ()  # settings the twin's sweeps do not play (packet loss)
+    # settings the twin's sweeps do not play (packet loss), schedule steps its runs ended before
+    warnings: tuple[str, ...] = ()
 
     def describe(self) -> list[str]:
         """The answer in a few lines of text, as ``edgetwin plan`` prints it."""
@@ -61,15 +64,16 @@ def sweep_rows(
     executor: Executor,
     steps: Steps | None = None,
     label: str = "sweep",
-) -> tuple[list[ResultRow], int]:
+) -> tuple[list[ResultRow], list[ConfigResult]]:
     """Rows of every unit of the sweep in index order (device sweeps: ``run_scenario``
-    order), and how many units ran now (the others came from the journal).
+    order), and the units that ran now (the others came from the journal).
     ``steps(label, units to run)`` is told each unit as it ends, by the payload's
     ``label``; a resumed sweep's label says so once (``plan q, resumed 40 of 120 units``)."""
     payload = payload_for(loaded)
     total = payload.units()
     done = journal.finished()
     missing = [i for i in range(total) if i not in done]
+    ran_now: list[ConfigResult] = []
     if done:
         label += f", resumed {total - len(missing)} of {total} units"
     shows = no_progress if steps is None else steps
@@ -79,6 +83,7 @@ def sweep_rows(
             def record(result: ConfigResult) -> None:
                 journal.append(result)
                 done[result.index] = result
+                ran_now.append(result)
                 if steps is not None:  # no label to build for nobody
                     advance(payload.label(result.index))
 
@@ -86,7 +91,7 @@ def sweep_rows(
     finally:
         journal.close()
     rows = [row for i in range(total) for row in done[i].rows]
-    return rows, len(missing)
+    return rows, ran_now
 
 
 def check_journaled(loaded: LoadedQuestion, rows: list[ResultRow], journal: Journal) -> None:
@@ -125,5 +130,23 @@ def run_plan(
         journal.remove()
     finally:
         journal.unlock()
-    warnings = tuple(unplayed_in_twin(loaded.scenario, loaded.scenario_path))
-    return PlanOutcome(rows, result, payload_for(loaded).units(), ran_now, warnings)
+    units = payload_for(loaded).units()
+    warnings = (
+        *unplayed_in_twin(loaded.scenario, loaded.scenario_path),
+        *_unplayed_steps(loaded, ran_now, units - len(ran_now)),
+    )
+    return PlanOutcome(rows, result, units, len(ran_now), warnings)
+
+
+def _unplayed_steps(loaded: LoadedQuestion, ran_now: list[ConfigResult], resumed: int) -> list[str]:
+    """A warning per schedule step that some runs of the units in ``ran_now`` ended before,
+    as ``edgetwin run`` says it; the ``resumed`` units are not counted (the journal keeps
+    their rows, not what their runs reached)."""
+    unplayed = [steps for result in ran_now for steps in result.unplayed]
+    missed = [step for steps in unplayed for step in steps]
+    noun = "runs"
+    if resumed:
+        noun += (
+            f" this plan ran now ({counted(resumed, 'unit')} resumed from its journal not counted)"
+        )
+    return unplayed_schedule(missed, len(unplayed), warms_up(loaded.scenario), noun)

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from edgetwin.configuration import CrowdRun, configuration_label, crowd_runs, run_label
 from edgetwin.decoder_spec import DecoderSpec, longest_prompt_tokens
+from edgetwin.network_spec import BandwidthStep
 from edgetwin.plan.question_file import LoadedQuestion
 from edgetwin.plan.questions import CrowdAxes
 from edgetwin.provenance import sha256_file
@@ -31,10 +32,13 @@ from edgetwin.sweep_points import Configuration, configurations
 
 @dataclass(frozen=True)
 class ConfigResult:
-    """Every row of one unit of the sweep, by its index."""
+    """Every row of one unit of the sweep, by its index; ``unplayed``: each of its runs'
+    network.schedule steps it ended before, one per run (empty when read back from the
+    journal, which keeps rows only)."""
 
     index: int
     rows: tuple[ResultRow, ...]
+    unplayed: tuple[tuple[BandwidthStep, ...], ...] = ()
 
 
 class Payload(Protocol):
@@ -84,17 +88,18 @@ class SweepPayload:
         results = []
         for index in indexes:
             if index < len(configs):
-                rows = tuple(
-                    simulate(scenario, fleet, configs[index], rep).row
+                outcomes = [
+                    simulate(scenario, fleet, configs[index], rep)
                     for rep in range(scenario.repetitions)
-                )
+                ]
             else:
                 search = searches[index - len(configs)]
-                rows = tuple(
-                    simulate(scenario, fleet, config, 0).row
+                outcomes = [
+                    simulate(scenario, fleet, config, 0)
                     for config in memory_edge_configs(scenario, fleet, search)
-                )
-            results.append(ConfigResult(index, rows))
+                ]
+            rows = tuple(o.row for o in outcomes)
+            results.append(ConfigResult(index, rows, tuple(o.unplayed_steps for o in outcomes)))
         return results
 
     def label(self, index: int) -> str:
@@ -182,8 +187,9 @@ class CrowdPayload:
         for index in indexes:
             fleet_size, run = self._unit(index)
             scenario = crowd_of_size(base, fleet_size)
-            rows = simulate_crowd(scenario, prepare_crowd(scenario, path), run).rows
-            results.append(ConfigResult(index, tuple(rows)))
+            outcome = simulate_crowd(scenario, prepare_crowd(scenario, path), run)
+            unplayed = (outcome.unplayed_steps,)
+            results.append(ConfigResult(index, tuple(outcome.rows), unplayed))
         return results
 
     def label(self, index: int) -> str:

@@ -292,11 +292,13 @@ class Network:
         return tuple(step for step in self.spec.schedule if step not in self.played_steps)
 
 
-def unplayed_schedule(missed: Sequence[BandwidthStep], runs: int, warmup: bool = True) -> list[str]:
+def unplayed_schedule(
+    missed: Sequence[BandwidthStep], runs: int, warmup: bool = True, runs_noun: str = "runs"
+) -> list[str]:
     """A warning per schedule step that some of ``runs`` configuration runs ended before,
     from each run's ``Network.unplayed_steps`` (``missed``), as the emulator says it of its
-    launches (emu/mininet/faults.py); ``warmup``: the runs begin with warm-up batches (an
-    encoder's; a decoder's generation has none)."""
+    launches (emu/mininet/faults.py); ``warmup``: the runs begin with warm-up batches
+    (``runner.warms_up``); ``runs_noun``: what the runs are called."""
     counts = Counter(missed)
     start = "each run's start" + (", its warm-up batches included" if warmup else "")
     return [
@@ -305,7 +307,7 @@ def unplayed_schedule(missed: Sequence[BandwidthStep], runs: int, warmup: bool =
             step.at_ms / 1e3,
             counts[step],
             runs,
-            "runs",
+            runs_noun,
             start,
         )
         for step in sorted(counts, key=lambda step: step.at_ms)

@@ -33,6 +33,12 @@ from edgetwin.sim.network import Network
 from edgetwin.sweep_points import Configuration, configurations
 
 
+def warms_up(scenario: Scenario) -> bool:
+    """Whether the twin's runs of ``scenario`` begin with warm-up batches: an encoder's do;
+    a decoder's generation and a crowd run have none."""
+    return scenario.crowd is None and not isinstance(scenario.model, DecoderSpec)
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     """A results row plus what the twin saw on the way (for traces and checks)."""

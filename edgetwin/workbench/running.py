@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from tempfile import gettempdir
 
-from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.device_names import device_names
 from edgetwin.errors import InputError, counted
 from edgetwin.links import LINK_CHECK_FILE
@@ -27,7 +26,7 @@ from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.crowd.records import TIMELINE_FILE
 from edgetwin.sim.fleet import build_fleet, unplayed_by_fleet
 from edgetwin.sim.network import unplayed_schedule
-from edgetwin.sim.runner import run_scenario
+from edgetwin.sim.runner import run_scenario, warms_up
 from edgetwin.sim.trace import chrome_trace
 from edgetwin.sweep_points import configurations
 from edgetwin.unplayed_settings import unplayed_settings
@@ -216,8 +215,7 @@ def _run_twin(run: _Run) -> list[ResultRow]:
                 raise
             raise InputError(run.inputs.path, exc.field, exc.problem) from None
     missed = [step for o in outcomes for step in o.unplayed_steps]
-    encoder = not isinstance(scenario.model, DecoderSpec)  # only an encoder warms up
-    run.warnings += unplayed_schedule(missed, len(outcomes), warmup=encoder)
+    run.warnings += unplayed_schedule(missed, len(outcomes), warmup=warms_up(scenario))
     if run.trace:
         (run.staging / TRACE_FILE).write_text(json.dumps(chrome_trace(outcomes)))
     return [o.row for o in outcomes]
