@@ -339,7 +339,7 @@ _LATE_STEP = "network.schedule=[{at_ms: 1000000, bandwidth_mbps: 5}]"
 def _late_warning(missed: str) -> str:
     return (
         f"network.schedule step to 5 Mbps at 1000 s did not play in {missed}: each ended "
-        "before it (times count from each run's start, its warm-up batches included)"
+        "before it (times count from each run's start)"
     )
 
 

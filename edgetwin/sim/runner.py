@@ -34,9 +34,10 @@ from edgetwin.sweep_points import Configuration, configurations
 
 
 def warms_up(scenario: Scenario) -> bool:
-    """Whether the twin's runs of ``scenario`` begin with warm-up batches: an encoder's do;
-    a decoder's generation and a crowd run have none."""
-    return scenario.crowd is None and not isinstance(scenario.model, DecoderSpec)
+    """Whether the twin's runs of ``scenario`` begin with warm-up batches: an encoder's
+    with ``warmup_batches`` set do; a decoder's generation and a crowd run have none."""
+    encoder = scenario.crowd is None and not isinstance(scenario.model, DecoderSpec)
+    return encoder and scenario.warmup_batches > 0
 
 
 @dataclass(frozen=True)
