@@ -11,8 +11,7 @@ import pytest
 import edgetwin
 from edgetwin.cli import main
 from edgetwin.errors import InputError
-
-KINDS = ("scenario", "eval", "plan")
+from edgetwin.workbench.starting import KINDS
 
 
 @pytest.mark.parametrize("kind", KINDS)

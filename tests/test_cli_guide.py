@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import re
 import shlex
@@ -248,6 +249,13 @@ def test_init_writes_templates_that_load_and_the_scenario_runs(
         assert main([*argv, "--out", "o", "--check"]) == 0
 
 
+def _header_sets(text: str) -> list[str]:
+    """The values of the ``--set`` lines in a template's header comment."""
+    lines = [line.removeprefix("#").strip() for line in text.splitlines()]
+    args = [arg for line in lines if line.startswith("--set ") for arg in shlex.split(line)]
+    return [arg for arg in args if arg != "--set"]
+
+
 @pytest.mark.timeout(60)
 def test_the_scenario_template_says_how_to_run_a_decoder_of_ones_own(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -257,12 +265,30 @@ def test_the_scenario_template_says_how_to_run_a_decoder_of_ones_own(
     monkeypatch.chdir(tmp_path)
     assert main(["init", "scenario"]) == 0
     text = Path("scenario.yaml").read_text()
-    lines = [line.removeprefix("#").strip() for line in text.splitlines()]
-    sets = [arg for line in lines if line.startswith("--set ") for arg in shlex.split(line)]
+    sets = [arg for value in _header_sets(text) for arg in ("--set", value)]
     assert sets, text
     assert main(["run", "scenario.yaml", "--out", "llm", "--quiet", *sets]) == 0
     rows = read_results(Path("llm/results.csv"))
     assert rows and all(row.prompt_tokens == 128 and row.ttft_ms for row in rows)
+    assert {"pipeline", "tensor_parallel"} <= {row.strategy for row in rows}
+
+
+@pytest.mark.timeout(60)
+def test_init_plan_llm_asks_of_the_decoder_the_scenario_header_gives(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``init`` had no decoder question (best_mode with ttft/tpot, longest_context): the
+    plan-llm template turns ``init scenario``'s ViT into its header's decoder, and answers."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "scenario"]) == 0 and main(["init", "plan-llm"]) == 0
+    listed = yaml.safe_load(Path("llm.plan.yaml").read_text())["set"]
+    header = _header_sets(Path("scenario.yaml").read_text())
+    assert header and listed[: len(header)] == header  # one decoder, not two that drift
+    assert main(["plan", "llm.plan.yaml", "--out", "p", "--quiet"]) == 0
+    answers = json.loads(Path("p/answer.json").read_text())["answers"]
+    assert [a["kind"] for a in answers] == ["best_mode", "longest_context"]
+    assert {grid["metric"] for grid in answers[0]["grids"]} == {"ttft_ms", "tpot_ms"}
+    assert {c["strategy"] for c in answers[1]["candidates"]} >= {"pipeline", "single"}
 
 
 @pytest.mark.timeout(60)
@@ -542,8 +568,8 @@ def test_help_of_plan_says_what_out_resumes_and_what_scheduler_replaces() -> Non
 def test_help_of_init_lists_the_kinds_in_the_readme_order() -> None:
     """Usage read {eval,plan,scenario}; the README and the help's own text say scenario,
     eval, plan."""
-    assert "edgetwin init [-h] [--force] {scenario,eval,plan} [path]" in _help("init")
-    assert "edgetwin init scenario|eval|plan" in _readme_commands()["init"]
+    assert "edgetwin init [-h] [--force] {scenario,eval,plan,plan-llm} [path]" in _help("init")
+    assert "edgetwin init scenario|eval|plan|plan-llm" in _readme_commands()["init"]
 
 
 def test_help_of_emu_cleanup_says_what_needs_root() -> None:

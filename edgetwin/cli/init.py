@@ -1,12 +1,12 @@
-"""``edgetwin init KIND [PATH]``: a commented file to start from (a scenario, an evaluation
-or a plan question), one that loads and runs as written."""
+"""``edgetwin init KIND [PATH]``: a commented file to start from (a scenario, an evaluation,
+a plan question or a decoder's), one that loads and runs as written."""
 
 from __future__ import annotations
 
 import argparse
 
 from edgetwin.cli.command import Command
-from edgetwin.workbench.starting import KINDS, init
+from edgetwin.workbench.starting import KINDS, TEMPLATES, init
 
 
 def add_init_arguments(parser: argparse.ArgumentParser) -> None:
@@ -14,15 +14,17 @@ def add_init_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "kind",
         choices=KINDS,
-        help="what to write: scenario, eval (an evaluation, beside a scenario.yaml) "
-        "or plan (a plan question, beside a scenario.yaml)",
+        help="what to write: scenario, eval (an evaluation, beside a scenario.yaml), "
+        "plan (a plan question, beside a scenario.yaml) or plan-llm (a decoder's plan "
+        "question: the scenario.yaml beside it turned into a decoder LLM)",
     )
     parser.add_argument(
         "path",
         nargs="?",
         help="file to write, or a folder (an existing one, or a name ending in /) to write "
-        "the default name into (default: scenario.yaml, evaluation.eval.yaml or "
-        "question.plan.yaml in this folder)",
+        "the default name into (default: "
+        + ", ".join(f"{name} for {kind}" for kind, (_, name) in TEMPLATES.items())
+        + ", in this folder)",
     )
     parser.add_argument("--force", action="store_true", help="overwrite an existing file")
 
@@ -35,7 +37,8 @@ def init_command(args: argparse.Namespace) -> int:
 
 INIT = Command(
     "init",
-    "write a commented file to start from: a scenario, an evaluation or a plan question",
+    "write a commented file to start from: a scenario, an evaluation, a plan question "
+    "or a decoder's plan question",
     "edgetwin init scenario my_scenario.yaml",
     add_init_arguments,
     init_command,

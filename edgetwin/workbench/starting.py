@@ -1,5 +1,5 @@
 """A commented file to start from (``edgetwin init`` is a thin layer over ``init``): a
-scenario, an evaluation or a plan question, one that loads and runs as written."""
+scenario, an evaluation, a plan question or a decoder's, one that loads and runs as written."""
 
 from __future__ import annotations
 
@@ -13,13 +13,15 @@ from edgetwin.errors import FORCE_OPTION, InputError
 from edgetwin.output_folder import output_kind, why_not_written
 from edgetwin.workbench.arguments import choice_argument, flag_argument, path_argument
 
-Kind = Literal["scenario", "eval", "plan"]  # in the order the help and the README give them
+# in the order the help and the README give them
+Kind = Literal["scenario", "eval", "plan", "plan-llm"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 # kind -> (template in workbench/templates, default file name)
 TEMPLATES: dict[Kind, tuple[str, str]] = {
     "scenario": ("scenario.yaml", "scenario.yaml"),
     "eval": ("eval.yaml", "evaluation.eval.yaml"),
     "plan": ("plan.yaml", "question.plan.yaml"),
+    "plan-llm": ("plan_llm.yaml", "llm.plan.yaml"),
 }
 assert tuple(TEMPLATES) == KINDS, "a template for each kind, in its order"
 
@@ -30,7 +32,7 @@ def template_text(kind: Kind) -> str:
 
 
 def init(kind: Kind, path: str | Path | None = None, *, force: bool = False) -> Path:
-    """Write the template of ``kind`` (``"scenario"``, ``"eval"`` or ``"plan"``) to
+    """Write the template of ``kind`` (``"scenario"``, ``"eval"``, ``"plan"``, ``"plan-llm"``) to
     ``path``: a file, or a folder (an existing one, or a name ending in ``/``) to write the
     default name into (``None``: the default name in the current folder). An existing file
     is kept unless ``force``. Returns the path written."""
