@@ -463,6 +463,18 @@ def test_a_twin_run_warns_of_a_schedule_step_a_run_ended_before() -> None:
 
 
 @pytest.mark.timeout(60)
+def test_a_failed_twin_run_is_no_run_a_schedule_step_did_not_play_in() -> None:
+    """A decoder out of memory before its first token ran nothing for a step at 1 ms to
+    change: every run of llm_smoke on 1 MB boards was said to have ended before it."""
+    run = edgetwin.run(
+        JETSON.parent / "llm_smoke.yaml",
+        overrides=["devices.0.ram_mb=1", "network.schedule=[{at_ms: 1, bandwidth_mbps: 50}]"],
+    )
+    assert run.rows and not any(row.ok for row in run.rows)
+    assert run.warnings == ()
+
+
+@pytest.mark.timeout(60)
 def test_a_crowd_twin_run_warns_of_a_schedule_step_its_runs_ended_before() -> None:
     """crowdio_android's one job ends in about 20 s, long before a step at 60 s: the twin's
     crowd runs played none of it and said nothing (its ViT and decoder runs say it). A step

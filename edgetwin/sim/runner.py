@@ -52,7 +52,8 @@ class RunOutcome:
     # what the network brought the devices in the measured batch, a ring's forwarding
     # included (row.bytes_sent counts each rank's pieces once); 0 for a lost run, as it
     bytes_received: float
-    unplayed_steps: tuple[BandwidthStep, ...] = ()  # network.schedule steps it ended before
+    # network.schedule steps it ended before; none for a failed run (no times to change)
+    unplayed_steps: tuple[BandwidthStep, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ def simulate(
         energy_by_state_j={d.name: dict(d.energy_j) for d in devices},
         time_by_state_ms={d.name: dict(d.time_ms) for d in devices},
         bytes_received=sum(network.bytes_received.values()) if row.ok else 0.0,
-        unplayed_steps=network.unplayed_steps(),
+        unplayed_steps=network.unplayed_steps() if row.ok else (),
     )
 
 
