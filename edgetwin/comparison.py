@@ -35,6 +35,8 @@ METRICS: tuple[str, ...] = (
 # partition layout, so an encoder's or a decoder's bytes agree to the byte
 BYTES_METRIC = "bytes_sent"
 KEY_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps")  # what row_key joins on
+# a resolved model's keys that no run uses: its preset's name, the authors' parameter count
+_NOT_SIZES = ("preset", "published_params")
 REFERENCE_FILE = "reference.csv"  # a run's copy of the table it is compared with
 COMPARISON_CSV = "comparison.csv"
 
@@ -314,8 +316,8 @@ class RunSide:
     folder an older edgetwin wrote); ``devices``, ``profile jetson_orin_nano`` for a twin
     run, ``this machine (mode emu)`` for a real one; ``unread``, the profile files it
     names that neither ``devices.yaml`` names nor can be read (their devices are not
-    known); ``model``, the model's sizes as (field, value) pairs, its preset's name left
-    out (empty without the file)."""
+    known); ``model``, the model's sizes as (field, value) pairs, its preset's name and
+    published parameter count left out (empty without the file)."""
 
     folder: Path
     mode: str | None = None
@@ -338,7 +340,7 @@ def run_side(folder: Path) -> RunSide:
     sizes = tuple(
         (str(k), str(v))
         for k, v in (model.items() if isinstance(model, dict) else ())
-        if k != "preset"
+        if k not in _NOT_SIZES
     )
     if mode != "twin":
         return RunSide(folder, mode, f"this machine (mode {mode})", model=sizes)
@@ -384,14 +386,13 @@ def devices_warning(predicted: RunSide, measured: RunSide) -> str | None:
 def model_warning(predicted: RunSide, measured: RunSide) -> str | None:
     """A warning when two run folders ran other models (the whole model in the twin, a
     local run cut to 2 blocks to keep it small), so their errors are mostly the models'
-    difference; the sizes that differ are named."""
+    difference; the sizes that differ are named. A key one side lacks (a folder an older
+    edgetwin wrote, before the key was added) is no difference."""
     ours, theirs = dict(predicted.model), dict(measured.model)
-    if not ours or not theirs:
-        return None
-    differ = [k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k)]
+    differ = [k for k in ours.keys() & theirs.keys() if ours[k] != theirs[k]]
     if not differ:
         return None
-    sizes = ", ".join(f"{k} {ours.get(k)} vs {theirs.get(k)}" for k in sorted(differ))
+    sizes = ", ".join(f"{k} {ours[k]} vs {theirs[k]}" for k in sorted(differ))
     return (
         f"{predicted.folder} and {measured.folder} ran other models ({sizes}): the errors "
         f"include the models' difference; run both with the same model (--set "

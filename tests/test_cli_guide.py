@@ -24,7 +24,7 @@ import edgetwin
 from edgetwin.cli import _parser, main
 from edgetwin.cli.progress import _LIVE as LIVE_BARS
 from edgetwin.cli.progress import progress
-from edgetwin.comparison import devices_warning, loopback_warning, run_side
+from edgetwin.comparison import devices_warning, loopback_warning, model_warning, run_side
 from edgetwin.configuration import step_label
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
 from edgetwin.plan.question_file import load_question
@@ -405,6 +405,28 @@ def test_compare_warns_when_the_sides_ran_other_models(
     assert str(whole) in warning and str(cut) in warning and "model.blocks" in warning
     assert main(["compare", str(whole), str(written)]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_preset_figure_or_a_newer_key_is_no_other_model(tmp_path: Path) -> None:
+    """gpt2_small by its preset and by its sizes written out differ only in the authors'
+    parameter count, no size the runs used; a folder an older edgetwin wrote lacks a key
+    added since (``kv_dtype``): both were 'other models' (published_params 124439808 vs
+    None, kv_dtype fp32 vs None). A size that differs still is."""
+    sizes = "{kind: decoder, layers: 12, width: 768, heads: 12, ffn_size: 3072}"
+    folders = {}
+    for name, model in (("preset", "{kind: decoder, preset: gpt2_small}"), ("sizes", sizes)):
+        scenario = load_scenario(SCENARIOS / "llm_smoke.yaml", [f"model={model}"])
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        (folders[name] / "scenario.resolved.yaml").write_text(dump_resolved(scenario))
+    preset, written = run_side(folders["preset"]), run_side(folders["sizes"])
+    assert model_warning(preset, written) is None
+    old = folders["sizes"] / "scenario.resolved.yaml"
+    old.write_text(old.read_text().replace("  kv_dtype: fp32\n", ""))
+    assert model_warning(preset, run_side(folders["sizes"])) is None
+    old.write_text(old.read_text().replace("layers: 12", "layers: 2"))
+    warning = model_warning(preset, run_side(folders["sizes"]))
+    assert warning is not None and "(layers 12 vs 2)" in warning
 
 
 def test_a_real_run_is_this_machine_and_a_machine_profile_matches_it(tmp_path: Path) -> None:
