@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.emulator_spec import JOB_TIMEOUT_S
 from edgetwin.errors import MODE_EMU
 from edgetwin.network_spec import BandwidthStep
@@ -15,6 +16,8 @@ _DEVICE_OVERRIDES = {
     "battery_wh": "power supply",
     "memory_bandwidth_gbps": "memory bandwidth",
 }
+# those an encoder's twin runs play (its pieces take their FLOP time, whatever the memory)
+_ENCODER_OVERRIDES = {k: v for k, v in _DEVICE_OVERRIDES.items() if k != "memory_bandwidth_gbps"}
 
 
 def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
@@ -22,9 +25,9 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     under real TCP, which neither the twin nor loopback has (docs/twin.md); devices that
     come and go and a stream of crowd jobs are the twin's, a real run's devices stay and a
     real crowd run is one job; a real run's RAM, battery and memory bandwidth are its
-    machine's; loopback
-    (``local``) has no latency, schedule or medium; only the emulator takes down links,
-    kills workers and caps a host's cores."""
+    machine's, and only a decoder's runs use a memory bandwidth; loopback (``local``) has
+    no latency, schedule or medium; only the emulator takes down links, kills workers and
+    caps a host's cores."""
     network, warnings = scenario.network, []
     if mode != "emu" and network.loss_pct > 0:
         warnings.append(
@@ -38,13 +41,21 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
         }
         emu_only = f"only {MODE_EMU} plays it: a {mode} run has none"
         warnings += [f"{field} is set, but {emu_only}" for field, on in emulated.items() if on]
+    decoder = isinstance(scenario.model, DecoderSpec)
+    overrides = _DEVICE_OVERRIDES if decoder else _ENCODER_OVERRIDES
+    warnings += [
+        f"devices.{k}.memory_bandwidth_gbps is set, but only a decoder's runs move bytes "
+        "through memory: an encoder's pieces take their FLOP time, in every mode"
+        for k, device in enumerate(scenario.devices)
+        if device.memory_bandwidth_gbps is not None and not decoder
+    ]
     if mode == "twin":
         return warnings
     warnings += [
         f"devices.{k}.{field} is set, but a real run's devices are its machine's: only the "
         f"twin plays it, a {mode} run has the machine's {what}"
         for k, device in enumerate(scenario.devices)
-        for field, what in _DEVICE_OVERRIDES.items()
+        for field, what in overrides.items()
         if getattr(device, field) is not None
     ]
     stay = f"only the twin plays availability: a {mode} run's devices stay"

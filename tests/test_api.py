@@ -20,6 +20,8 @@ import edgetwin
 from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.provenance import write_provenance
+from edgetwin.scenario import load_scenario
+from edgetwin.unplayed_settings import unplayed_settings
 from edgetwin.workbench.results import DTYPES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -495,6 +497,23 @@ def test_a_crowd_twin_run_warns_of_a_schedule_step_its_runs_ended_before() -> No
     )
     assert early.warnings == ()
     assert all(e.total_ms > p.total_ms for e, p in zip(early.rows, plain.rows, strict=True))
+
+
+def test_an_encoders_memory_bandwidth_override_is_a_warning_in_every_mode() -> None:
+    """Only a decoder's pieces move bytes through memory: a ViT twin run on Jetsons at
+    0.001 GB/s gave the rows of their profile without a word, and a local run said only
+    the twin plays it, which it does not either."""
+    slow = "devices.0.memory_bandwidth_gbps=0.001"
+    plain = edgetwin.run(JETSON, overrides=SMALL)
+    twin = edgetwin.run(JETSON, overrides=[*SMALL, slow])
+    assert twin.rows == plain.rows
+    expected = (
+        "devices.0.memory_bandwidth_gbps is set, but only a decoder's runs move bytes "
+        "through memory: an encoder's pieces take their FLOP time, in every mode"
+    )
+    assert twin.warnings == (expected,)
+    local = unplayed_settings(load_scenario(JETSON, [slow]), "local")
+    assert [w for w in local if "memory_bandwidth_gbps" in w] == [expected]
 
 
 def test_a_token_bucket_no_profile_can_burst_from_is_a_warning() -> None:
