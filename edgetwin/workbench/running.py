@@ -275,13 +275,13 @@ def _run_emu(run: _Run) -> list[ResultRow]:
 
 def _run_crowd(run: _Run) -> list[ResultRow]:
     """The CROWDio pipeline over a fleet of phones in the twin; warns of schedule steps its
-    runs ended before, as ``_run_twin`` (no warm-up: a run starts with its phones)."""
+    runs ended before, as ``_run_twin`` (``warms_up``: a crowd run has no warm-up)."""
     scenario, path = run.inputs.scenario, run.inputs.path
     unplayed: list[tuple[BandwidthStep, ...]] = []
     with run.progress(f"crowd {scenario.name}", len(crowd_runs(scenario))) as advance:
         rows = run_crowd(scenario, path, on_progress=advance, unplayed=unplayed)
     missed = [step for steps in unplayed for step in steps]
-    run.warnings += unplayed_schedule(missed, len(unplayed), warmup=False)
+    run.warnings += unplayed_schedule(missed, len(unplayed), warmup=warms_up(scenario))
     if run.trace:
         timeline = crowd_timelines(scenario, path).records()
         (run.staging / TIMELINE_FILE).write_text(json.dumps(timeline))
