@@ -17,12 +17,16 @@ from edgetwin.evaluate.adaptive_checks import unread_weight
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
 from edgetwin.evaluate.adaptive_results import Evaluation
 from edgetwin.evaluate.adaptive_scores import Choice, ConditionResult, regret_pct, score_policy
+from edgetwin.evaluate.profiling import rows_at_tokens
 from edgetwin.models.registry import candidate_label
+from edgetwin.network_spec import BandwidthStep
 from edgetwin.policies.perf_map import Estimate
 from edgetwin.reports.adaptive import write_evaluation
+from edgetwin.results import write_results
 from edgetwin.scenario import load_scenario
 from edgetwin.sim.fleet import build_fleet
 from edgetwin.sim.runner import run_scenario
+from edgetwin.sweep_points import configurations
 
 REPO = Path(__file__).resolve().parents[1]
 EVAL = REPO / "scenarios" / "adaptive_prism.eval.yaml"
@@ -323,6 +327,38 @@ def test_an_evaluation_warns_that_its_twin_sweeps_drop_no_packets(evaluation: Ev
         "a twin run has no loss",
     )
     assert result.scores == evaluation.scores
+
+
+def test_an_evaluation_warns_of_a_schedule_step_its_runs_ended_before(
+    evaluation: Evaluation, tmp_path: Path
+) -> None:
+    """Every map and held-out run ends within a second, before a step at 1000 s: edgetwin
+    run and plan said so, evaluate did not. The step never plays, so the scores are those
+    without it; a map read from a table counts the held-out runs alone."""
+    inputs = load_eval_inputs(EVAL)
+    scenario, settings = inputs.scenario, inputs.settings
+    step = BandwidthStep(at_ms=1e6, bandwidth_mbps=5)
+    late = scenario.model_copy(
+        update={"network": scenario.network.model_copy(update={"schedule": (step,)})}
+    )
+    held_out = late.model_copy(update={"sweeps": (settings.held_out.sweep(),)})
+    map_runs, held_out_runs = (len(configurations(s)) * s.repetitions for s in (late, held_out))
+    result = evaluate(late, inputs.scenario_path, settings)
+    runs = map_runs + held_out_runs
+    assert result.warnings == (_late_warning(f"{runs} of {runs} map and held-out runs"),)
+    assert result.scores == evaluation.scores
+    table = tmp_path / "map.csv"
+    write_results(table, rows_at_tokens(scenario, inputs.scenario_path, scenario.sweeps[0], ()))
+    from_table = evaluate(late, inputs.scenario_path, settings, table)
+    counted = f"{held_out_runs} of {held_out_runs} held-out runs"
+    assert from_table.warnings == (_late_warning(counted),)
+
+
+def _late_warning(missed: str) -> str:
+    return (
+        f"network.schedule step to 5 Mbps at 1000 s did not play in {missed}: each ended "
+        "before it (times count from each run's start)"
+    )
 
 
 def test_a_weight_that_the_objective_does_not_read_is_warned() -> None:

@@ -48,6 +48,7 @@ from edgetwin.evaluate.adaptive_truth import (
 )
 from edgetwin.evaluate.measured import SkippedCell
 from edgetwin.evaluate.profiling import (
+    Unplayed,
     decoder_rows,
     decoder_runs,
     decoder_steps,
@@ -62,6 +63,8 @@ from edgetwin.progress import Advance
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
 from edgetwin.sim.fleet import unplayed_in_twin
+from edgetwin.sim.network import unplayed_schedule
+from edgetwin.sim.runner import warms_up
 
 HELD_OUT = "held-out"  # how progress names the steps of the ground truth's sweeps
 
@@ -97,8 +100,10 @@ def evaluate(
     (``held_out``, ``policies``) found only here."""
     decoder = isinstance(scenario.model, DecoderSpec)
     objective = settings.objective_spec
+    map_unplayed: Unplayed = []
+    held_out_unplayed: Unplayed = []
     perf_map = (
-        profile_twin(scenario, scenario_path, settings.map_tokens, on_step)
+        profile_twin(scenario, scenario_path, settings.map_tokens, on_step, map_unplayed)
         if map_table is None
         else map_from_table(map_table, 0 if decoder else scenario.encoder.tokens)
     )
@@ -117,10 +122,22 @@ def evaluate(
         assert settings.held_out is not None  # _check_one_truth: one of the two
         held_out = settings.held_out
         rows = (
-            decoder_rows(decoder_runs(scenario, held_out.sweep()), scenario_path, on_step, HELD_OUT)
+            decoder_rows(
+                decoder_runs(scenario, held_out.sweep()),
+                scenario_path,
+                on_step,
+                HELD_OUT,
+                held_out_unplayed,
+            )
             if decoder
             else rows_at_tokens(
-                scenario, scenario_path, held_out.sweep(), held_out.tokens, on_step, HELD_OUT
+                scenario,
+                scenario_path,
+                held_out.sweep(),
+                held_out.tokens,
+                on_step,
+                HELD_OUT,
+                held_out_unplayed,
             )
         )
         if map_table is not None:
@@ -174,7 +191,18 @@ def evaluate(
         (
             *unread_weight(settings, settings_path),
             *unplayed_in_twin(scenario, scenario_path),
+            *_unplayed_steps(scenario, map_unplayed, held_out_unplayed),
             *flopless(settings, perf_map),
         ),
         infeasible,
     )
+
+
+def _unplayed_steps(scenario: Scenario, map_runs: Unplayed, held_out_runs: Unplayed) -> list[str]:
+    """A warning per schedule step that some of the twin's map and held-out runs (each
+    run's unplayed steps) ended before, as ``edgetwin run`` says it; a map read from a
+    table, or a measured truth, ran none."""
+    parts = [part for part, runs in (("map", map_runs), (HELD_OUT, held_out_runs)) if runs]
+    missed = [step for steps in (*map_runs, *held_out_runs) for step in steps]
+    runs = len(map_runs) + len(held_out_runs)
+    return unplayed_schedule(missed, runs, warms_up(scenario), f"{' and '.join(parts)} runs")

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
+from edgetwin.network_spec import BandwidthStep
 from edgetwin.policies.perf_map import PerformanceMap
 from edgetwin.policies.perf_map_from_rows import map_from_rows
 from edgetwin.progress import Advance
@@ -20,6 +21,8 @@ from edgetwin.split_problems import split_problem
 from edgetwin.sweep_points import configurations
 from edgetwin.sweep_spec import SweepSpec
 
+Unplayed = list[tuple[BandwidthStep, ...]]  # each twin run's unplayed network.schedule steps
+
 
 def rows_at_tokens(
     scenario: Scenario,
@@ -28,17 +31,20 @@ def rows_at_tokens(
     tokens: Sequence[int],
     on_step: Advance | None = None,
     part: str = "map",
+    unplayed: Unplayed | None = None,
 ) -> list[ResultRow]:
     """Run ``sweep`` in the twin once per sequence length (the scenario's model with that
     many tokens); every row carries its ``tokens`` and the CR requested (not the one its
     segments give at that length). Empty ``tokens``: the model's own. ``on_step`` is told
-    each sequence length as it ends, within ``part``: ``map, 197 tokens``."""
+    each sequence length as it ends, within ``part``: ``map, 197 tokens``. ``unplayed``,
+    if given, gets each run's ``RunOutcome.unplayed_steps``, one per run."""
     fleet = build_fleet(scenario, scenario_path)
     rows = []
     for count in tokens or (scenario.encoder.tokens,):
         model = scenario.encoder.model_copy(update={"tokens": count})
         at = scenario.model_copy(update={"model": model, "sweeps": (sweep,)})
-        rows += [replace(o.row, tokens=count, cr=_named_cr(o)) for o in run_scenario(at, fleet)]
+        outcomes = _noting_unplayed(run_scenario(at, fleet), unplayed)
+        rows += [replace(o.row, tokens=count, cr=_named_cr(o)) for o in outcomes]
         if on_step is not None:  # no label to build for nobody
             on_step(f"{part}, {count} tokens")
     return rows
@@ -83,16 +89,26 @@ def decoder_rows(
     scenario_path: Path | None,
     on_step: Advance | None = None,
     part: str = "map",
+    unplayed: Unplayed | None = None,
 ) -> list[ResultRow]:
     """Run ``decoder_runs`` in the twin; every row carries the CR requested. ``on_step`` is
-    told each configuration as it ends, within ``part``: ``map, `` and its ``step_label``."""
+    told each configuration as it ends, within ``part``: ``map, `` and its ``step_label``.
+    ``unplayed``: as ``rows_at_tokens``'."""
     fleet = build_fleet(runs[0], scenario_path)
     within = None if on_step is None else lambda done: on_step(f"{part}, {done}")
     return [
         replace(o.row, cr=_named_cr(o))
         for run in runs
-        for o in run_scenario(run, fleet, on_progress=within)
+        for o in _noting_unplayed(run_scenario(run, fleet, on_progress=within), unplayed)
     ]
+
+
+def _noting_unplayed(outcomes: Iterable[RunOutcome], unplayed: Unplayed | None) -> list[RunOutcome]:
+    """``outcomes``, each run's unplayed steps appended to ``unplayed`` if given."""
+    ran = list(outcomes)
+    if unplayed is not None:
+        unplayed += [o.unplayed_steps for o in ran]
+    return ran
 
 
 def map_part(sweep: int, sweeps: int) -> str:
@@ -111,17 +127,21 @@ def profile_twin(
     scenario_path: Path | None,
     tokens: Sequence[int] = (),
     on_step: Advance | None = None,
+    unplayed: Unplayed | None = None,
 ) -> PerformanceMap:
     """Run the scenario's sweeps in the twin at each sequence length (a decoder's: as they
     are); they become the map. ``on_step`` is told each step (``rows_at_tokens``,
-    ``decoder_rows``) as ``map``, ``map sweep 2 of 3`` where the scenario has several."""
+    ``decoder_rows``) as ``map``, ``map sweep 2 of 3`` where the scenario has several;
+    ``unplayed``: as ``rows_at_tokens``'."""
     if isinstance(scenario.model, DecoderSpec):
-        rows = decoder_rows([scenario], scenario_path, on_step)
+        rows = decoder_rows([scenario], scenario_path, on_step, unplayed=unplayed)
         return map_from_rows(rows, scenario.name, "twin", scenario_path, 0)
     count = len(scenario.sweeps)
     rows = [
         r
         for k, sweep in enumerate(scenario.sweeps)
-        for r in rows_at_tokens(scenario, scenario_path, sweep, tokens, on_step, map_part(k, count))
+        for r in rows_at_tokens(
+            scenario, scenario_path, sweep, tokens, on_step, map_part(k, count), unplayed
+        )
     ]
     return map_from_rows(rows, scenario.name, "twin", scenario_path, scenario.encoder.tokens)
