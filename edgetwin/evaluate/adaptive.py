@@ -203,6 +203,5 @@ def _unplayed_steps(scenario: Scenario, map_runs: Unplayed, held_out_runs: Unpla
     run's unplayed steps) ended before, as ``edgetwin run`` says it; a map read from a
     table, or a measured truth, ran none."""
     parts = [part for part, runs in (("map", map_runs), (HELD_OUT, held_out_runs)) if runs]
-    missed = [step for steps in (*map_runs, *held_out_runs) for step in steps]
-    runs = len(map_runs) + len(held_out_runs)
-    return unplayed_schedule(missed, runs, warms_up(scenario), f"{' and '.join(parts)} runs")
+    runs = [*map_runs, *held_out_runs]
+    return unplayed_schedule(runs, warms_up(scenario), f"{' and '.join(parts)} runs")

@@ -209,9 +209,8 @@ def evaluate_affinity(
         else:
             unplayed: list[tuple[BandwidthStep, ...]] = []
             results += _evaluate_instance_twin(spec.name, scenario, path, settings, unplayed)
-            missed = [step for steps in unplayed for step in steps]
             noun = f"runs of instance {spec.name}"
-            warnings += unplayed_schedule(missed, len(unplayed), warms_up(scenario), noun)
+            warnings += unplayed_schedule(unplayed, warms_up(scenario), noun)
         if on_instance is not None:
             on_instance(spec.name)
     return AffinityEvaluation(settings, tuple(results), tuple(warnings))

@@ -143,10 +143,9 @@ def _unplayed_steps(loaded: LoadedQuestion, ran_now: list[ConfigResult], resumed
     as ``edgetwin run`` says it; the ``resumed`` units are not counted (the journal keeps
     their rows, not what their runs reached)."""
     unplayed = [steps for result in ran_now for steps in result.unplayed]
-    missed = [step for steps in unplayed for step in steps]
     noun = "runs"
     if resumed:
         noun += (
             f" this plan ran now ({counted(resumed, 'unit')} resumed from its journal not counted)"
         )
-    return unplayed_schedule(missed, len(unplayed), warms_up(loaded.scenario), noun)
+    return unplayed_schedule(unplayed, warms_up(loaded.scenario), noun)

@@ -293,20 +293,20 @@ class Network:
 
 
 def unplayed_schedule(
-    missed: Sequence[BandwidthStep], runs: int, warmup: bool = True, runs_noun: str = "runs"
+    per_run: Sequence[Sequence[BandwidthStep]], warmup: bool = True, runs_noun: str = "runs"
 ) -> list[str]:
-    """A warning per schedule step that some of ``runs`` configuration runs ended before,
-    from each run's ``Network.unplayed_steps`` (``missed``), as the emulator says it of its
-    launches (emu/mininet/faults.py); ``warmup``: the runs begin with warm-up batches
+    """A warning per schedule step that some runs ended before, from each run's
+    ``Network.unplayed_steps`` (``per_run``, one entry per run), as the emulator says it of
+    its launches (emu/mininet/faults.py); ``warmup``: the runs begin with warm-up batches
     (``runner.warms_up``); ``runs_noun``: what the runs are called."""
-    counts = Counter(missed)
+    counts = Counter(step for steps in per_run for step in steps)
     start = "each run's start" + (", its warm-up batches included" if warmup else "")
     return [
         did_not_play(
             f"network.schedule step to {step.bandwidth_mbps:g} Mbps",
             step.at_ms / 1e3,
             counts[step],
-            runs,
+            len(per_run),
             runs_noun,
             start,
         )

@@ -214,8 +214,7 @@ def _run_twin(run: _Run) -> list[ResultRow]:
             if exc.path is not None or run.inputs.path is None:
                 raise
             raise InputError(run.inputs.path, exc.field, exc.problem) from None
-    missed = [step for o in outcomes for step in o.unplayed_steps]
-    run.warnings += unplayed_schedule(missed, len(outcomes), warmup=warms_up(scenario))
+    run.warnings += unplayed_schedule([o.unplayed_steps for o in outcomes], warms_up(scenario))
     if run.trace:
         (run.staging / TRACE_FILE).write_text(json.dumps(chrome_trace(outcomes)))
     return [o.row for o in outcomes]
@@ -280,8 +279,7 @@ def _run_crowd(run: _Run) -> list[ResultRow]:
     unplayed: list[tuple[BandwidthStep, ...]] = []
     with run.progress(f"crowd {scenario.name}", len(crowd_runs(scenario))) as advance:
         rows = run_crowd(scenario, path, on_progress=advance, unplayed=unplayed)
-    missed = [step for steps in unplayed for step in steps]
-    run.warnings += unplayed_schedule(missed, len(unplayed), warmup=warms_up(scenario))
+    run.warnings += unplayed_schedule(unplayed, warms_up(scenario))
     if run.trace:
         timeline = crowd_timelines(scenario, path).records()
         (run.staging / TIMELINE_FILE).write_text(json.dumps(timeline))
