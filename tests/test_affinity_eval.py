@@ -149,27 +149,6 @@ def test_evaluate_affinity_says_an_optimum_is_not_proved(
     assert data["instances"][0]["optimum"]["proved"] is False
 
 
-def test_evaluate_affinity_warns_of_a_schedule_step_its_runs_ended_before(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Every run of the instance that sets a step at 1000 s ends before it: edgetwin run
-    said so of a crowd run, evaluate-affinity did not. The instance without it is not
-    counted; affinity.json is as without the warning."""
-    spec = tmp_path / "late.eval.yaml"
-    late = "network.schedule=[{at_ms: 1000000, bandwidth_mbps: 5}]"
-    instances = f'[{{name: late, set: ["{late}"]}}, {{name: plain}}]'
-    spec.write_text(f"scenario: {SCENARIO}\nrepetitions: 2\ninstances: {instances}\n")
-    settings, scenarios = load_affinity_settings(spec)
-    runs = len(settings.schedulers) * settings.repetitions * len(scenarios[0][0].strategies)
-    assert main(["evaluate-affinity", str(spec), "--out", str(tmp_path / "out"), "--quiet"]) == 0
-    warning = (
-        f"network.schedule step to 5 Mbps at 1000 s did not play in {runs} of {runs} runs of "
-        "instance late: each ended before it (times count from each run's start)"
-    )
-    assert capsys.readouterr().err.splitlines() == [f"edgetwin: warning: {warning}"]
-    assert evaluate_affinity(settings, scenarios).warnings == (warning,)
-
-
 @pytest.mark.parametrize("scheduler", ["affinity", "fifo", "least_loaded", "random"])
 def test_offline_agrees_with_twin_for_its_plan(scheduler: str) -> None:
     inst, (scenario, setup) = _instance("crowd.job.inputs=3")
@@ -224,6 +203,12 @@ def test_bad_settings_name_file_and_field(tmp_path: Path) -> None:
         load_affinity_settings(bad)
     assert (err.value.path, err.value.field) == (str(bad), "instances.0")
     assert "scenario field 'crowd.job.inputs'" in err.value.problem
+    # a bandwidth that steps: the schedulers' runs played it, the optimum's one rate did not
+    step = '"network.schedule=[{at_ms: 1000, bandwidth_mbps: 5}]"'
+    bad.write_text(f"scenario: {SCENARIO}\ninstances: [{{name: a, set: [{step}]}}]\n")
+    with pytest.raises(InputError, match=r"no network\.schedule") as err:
+        load_affinity_settings(bad)
+    assert (err.value.path, err.value.field) == (str(bad), "instances.0")
     bad.write_text("scenario: missing.yaml\ninstances: [{name: a}]\n")
     with pytest.raises(InputError) as err:
         load_affinity_settings(bad)

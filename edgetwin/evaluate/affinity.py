@@ -28,7 +28,6 @@ from edgetwin.evaluate.affinity_results import (
 )
 from edgetwin.evaluate.optimum import Assignment, Optimum, build_instance, optimum
 from edgetwin.file_kinds import check_kind, check_named_scenario
-from edgetwin.network_spec import BandwidthStep
 from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.progress import Advance
 from edgetwin.scenario import Scenario, validate_scenario
@@ -44,8 +43,6 @@ from edgetwin.schema import (
     validation_error,
 )
 from edgetwin.sim.crowd.runner import CrowdSetup, prepare_crowd, simulate_crowd
-from edgetwin.sim.network import unplayed_schedule
-from edgetwin.sim.runner import warms_up
 from edgetwin.sweep_points import swept_bandwidths
 
 MAX_OPTIMUM_TASKS = 200  # inputs x stages of one instance: the search recurses once per task
@@ -86,7 +83,6 @@ class AffinityEvaluation:
 
     settings: AffinitySettings
     instances: tuple[InstanceResult, ...]
-    warnings: tuple[str, ...] = ()  # network.schedule steps twin runs ended before
 
     def __repr__(self) -> str:
         """A line a notebook can show (the instances are ``instances``)."""
@@ -133,6 +129,12 @@ def load_affinity_settings(
             raise InputError(path, f"instances.{k}", "churn is not modelled by the optimum")
         if swept_bandwidths(scenario):
             problem = "one bandwidth per instance (network.bandwidth_mbps; no sweeps)"
+            raise InputError(path, f"instances.{k}", problem)
+        if scenario.network.schedule:  # the schedulers' runs would play it, the optimum not
+            problem = (
+                "one bandwidth per instance (network.bandwidth_mbps; no network.schedule: "
+                "the optimum is found at one rate)"
+            )
             raise InputError(path, f"instances.{k}", problem)
         tasks = crowd.job.inputs * len(crowd.job.stages)
         if tasks > MAX_OPTIMUM_TASKS:
@@ -197,34 +199,23 @@ def evaluate_affinity(
     on_instance: Advance | None = None,
 ) -> AffinityEvaluation:
     """Run every scheduler on every instance (twin or emulator) and find each optimum;
-    ``on_instance`` is told each instance's name as it ends. A twin instance's runs that
-    ended before a ``network.schedule`` step are a warning, as ``edgetwin run`` gives."""
+    ``on_instance`` is told each instance's name as it ends."""
     results = []
-    warnings = []
     for spec, (scenario, path) in zip(settings.instances, scenarios, strict=True):
         if settings.mode == "emu":
             from edgetwin.evaluate.affinity_emu import evaluate_instance_emu
 
             results += evaluate_instance_emu(spec.name, scenario, path, settings.node_limit)
         else:
-            unplayed: list[tuple[BandwidthStep, ...]] = []
-            results += _evaluate_instance_twin(spec.name, scenario, path, settings, unplayed)
-            noun = f"runs of instance {spec.name}"
-            warnings += unplayed_schedule(unplayed, warms_up(scenario), noun)
+            results += _evaluate_instance_twin(spec.name, scenario, path, settings)
         if on_instance is not None:
             on_instance(spec.name)
-    return AffinityEvaluation(settings, tuple(results), tuple(warnings))
+    return AffinityEvaluation(settings, tuple(results))
 
 
 def _evaluate_instance_twin(
-    name: str,
-    scenario: Scenario,
-    path: Path,
-    settings: AffinitySettings,
-    unplayed: list[tuple[BandwidthStep, ...]],
+    name: str, scenario: Scenario, path: Path, settings: AffinitySettings
 ) -> list[InstanceResult]:
-    """The instance's optimum and every scheduler's runs of it; ``unplayed`` gets each
-    run's ``CrowdOutcome.unplayed_steps``."""
     if settings.deterministic:
         scenario = scenario.model_copy(update={"noise_cv": 0.0})
     setup = prepare_crowd(scenario, path)
@@ -243,11 +234,7 @@ def _evaluate_instance_twin(
                 CrowdRun(strategy, scheduler, rep, scenario.network.bandwidth_mbps)
                 for rep in range(settings.repetitions)
             ]
-            figures = []
-            for run in runs:
-                outcome = simulate_crowd(scenario, setup, run)
-                unplayed.append(outcome.unplayed_steps)
-                figures.append(RunFigures.of_row(outcome.rows[0]))
+            figures = [RunFigures.of_row(simulate_crowd(scenario, setup, r).rows[0]) for r in runs]
             per_scheduler[scheduler] = scheduler_result(figures, best, dispatch)
         results.append(
             InstanceResult(
