@@ -13,7 +13,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,14 @@ import psutil
 import pytest
 
 from edgetwin.calibration.readers.android import read_worker_log
-from edgetwin.emu.crowdio.launcher import KillPlan, run_pipeline_local
+from edgetwin.emu.crowdio.launcher import (
+    KillPlan,
+    LocalPlacement,
+    Processes,
+    WorkerSpec,
+    run_pipeline,
+    run_pipeline_local,
+)
 from edgetwin.emu.crowdio.liveness import LivenessRule
 from edgetwin.emu.crowdio.model import (
     FULL,
@@ -174,6 +181,27 @@ def test_loads_are_jit_and_a_worker_holds_one_stage_at_a_time(
         loads = [e for e in logged if e not in ("infer", "transfer")]
         assert loads[0].startswith("load_")
         assert all((a == "unload") != (b == "unload") for a, b in itertools.pairwise(loads))
+
+
+def test_ended_is_told_as_the_summary_comes_before_any_process_is_stopped(
+    streaming_job: PipelineJob,
+) -> None:
+    """An emulated job's fault clock stops there (``emu.mininet.crowd``): it stopped after
+    the processes did, and faults due in between were played and recorded."""
+    watched: list[Processes] = []
+    alive_at_end: list[bool] = []
+
+    def watch(processes: Processes) -> Callable[[Event], None]:
+        watched.append(processes)
+        return lambda _event: None
+
+    def ended() -> None:
+        alive_at_end.append(all(p.poll() is None for p in watched[0].values()))
+
+    workers = [WorkerSpec("worker-0"), WorkerSpec("worker-1")]
+    run_pipeline(streaming_job, workers, LocalPlacement(), watch=watch, ended=ended)
+    assert alive_at_end == [True]  # told once, every worker still running
+    assert all(p.poll() is not None for p in watched[0].values())  # and stopped after
 
 
 def test_a_worker_killed_mid_task_loses_nothing(streaming_job: PipelineJob) -> None:

@@ -23,6 +23,7 @@ from edgetwin.scenario import validate_scenario
 pytestmark = needs_emulator
 
 FAULTS = Path(__file__).resolve().parents[1] / "scenarios/emu_crowdio_faults.yaml"
+CROWDIO = FAULTS.with_name("emu_crowdio.yaml")
 
 
 def _streaming(faults: list[dict[str, Any]]) -> dict[str, Any]:
@@ -189,3 +190,23 @@ def test_a_bandwidth_schedule_plays_during_a_vit_launch() -> None:
     assert [(r.kind, r.detail) for r in run.faults] == [("bandwidth", "100 Mbps")]
     (warning,) = run.warnings
     assert "step to 5 Mbps at 500 s did not play in 1 of 1 launches" in warning
+
+
+def test_a_fault_after_the_jobs_end_is_said_not_played() -> None:
+    """This job ends in ~0.2 s, and stopping its processes took over 0.3 s more: kills due
+    at 0.5 s fell in that wind-down, were applied and recorded as played ("low not seen to
+    leave; tasks re-dispatched: 0"), and nothing was said of them."""
+    after_the_job_s = 0.5
+    raw: dict[str, Any] = yaml.safe_load(CROWDIO.read_text())
+    raw["strategies"] = [{"name": "crowdio_streaming"}]
+    raw["sweeps"] = [{"bandwidth_mbps": [100]}]
+    raw["emulator"]["faults"] = [
+        {"kind": "kill_worker", "host": host, "at_s": after_the_job_s} for host in (1, 2, 3)
+    ]
+    run, _ = _run_once(raw, CROWDIO)  # killed during the job, every worker would fail it
+    assert run.faults == []
+    assert run.warnings == [
+        f"emulator.faults kill_worker on host {host} at {after_the_job_s:g} s did not play in "
+        "1 of 1 jobs: each ended before it (times count from each job's start)"
+        for host in (1, 2, 3)
+    ]

@@ -8,7 +8,7 @@ worker reports battery and free RAM with its class's power model and session bud
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,10 +208,11 @@ class CrowdJobs:
         timeout_s: float,
         watch: Watch | None = None,
         unreachable: Unreachable | None = None,
+        ended: Callable[[], None] | None = None,
     ) -> PipelineSummary:
-        """``run``'s job on the foreman and workers ``placement`` starts; ``CrowdJobFailed``
-        when it does not finish (a deadline passed, the foreman failed it, a process did
-        not start)."""
+        """``run``'s job on the foreman and workers ``placement`` starts (``run_pipeline``'s
+        ``watch``, ``unreachable`` and ``ended``); ``CrowdJobFailed`` when it does not finish
+        (a deadline passed, the foreman failed it, a process did not start)."""
         mode: Mode = "streaming" if run.strategy == CROWDIO_STREAMING else "barrier"
         seed = job_seed(self.scenario.seed, run.rep)
         job = pipeline_job(self.stages, self.inputs, mode=mode, scheduler=run.scheduler, seed=seed)
@@ -226,6 +227,7 @@ class CrowdJobs:
                 unreachable=unreachable,
                 liveness=self.liveness,
                 work_root=self.work_root,
+                ended=ended,
             )
         except (TimeoutError, JobError, LaunchError) as exc:
             problem = "timed out" if isinstance(exc, TimeoutError) else "failed"

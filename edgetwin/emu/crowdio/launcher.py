@@ -174,11 +174,14 @@ def run_pipeline(
     unreachable: Unreachable | None = None,
     liveness: LivenessRule | None = None,
     work_root: Path | None = None,
+    ended: Callable[[], None] | None = None,
 ) -> PipelineSummary:
     """Run ``job`` on a foreman and one process per worker, started by ``placement``.
 
     As ``run_pipeline_local``; ``watch`` gets the worker processes by name, and what it
-    returns every event of the job, on the SDK's event loop. ``unreachable`` gives the
+    returns every event of the job, on the SDK's event loop; ``ended`` is called as the
+    job's summary arrives, before any process is stopped (what follows is the wind-down,
+    not the job: a fault clock stops there). ``unreachable`` gives the
     workers cut off from the foreman until the job ends (a link down for good), each
     with how: once every worker has exited or is cut off, the job fails. ``liveness`` is the
     foreman's heartbeat rule (None: its default), and a worker takes a foreman silent for
@@ -226,9 +229,12 @@ def run_pipeline(
                 on_event=started.on_event,
             )
             try:
-                return asyncio.run(_while_a_worker_lives(submit, by_name, unreachable, started))
+                summary = asyncio.run(_while_a_worker_lives(submit, by_name, unreachable, started))
             except Exception as exc:
                 raise _with_logs(exc, root, foreman) from exc
+            if ended is not None:
+                ended()
+            return summary
         finally:
             _stop(processes)
 

@@ -8,7 +8,8 @@ and free RAM with its profile's power model and budget. This process submits eve
 with the real SDK over the bridge. Runs go bandwidth by bandwidth (the scenario's sweep bandwidths,
 else ``network.bandwidth_mbps``), then strategy x scheduler x repetition as in the
 twin; the scenario's faults and bandwidth schedule play during every job, from its
-start, and the links are restored after it.
+start until its summary comes (not while its processes are stopped), and the links
+are restored after it.
 """
 
 from __future__ import annotations
@@ -242,6 +243,10 @@ class _JobRunner:
 
             return on_event
 
+        def ended() -> None:  # the summary came: what plays after it is not in the job
+            for clock in clocks:
+                clock.stop()
+
         try:
             summary = self.jobs.run(
                 run,
@@ -249,6 +254,7 @@ class _JobRunner:
                 self._timeout_s,
                 watch=watch if self._actions else None,
                 unreachable=lambda: {name: how for name, (_, how) in dict(cut_off).items()},
+                ended=ended,
             )
         finally:
             records = clocks[0].stop() if clocks else []
