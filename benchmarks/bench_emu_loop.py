@@ -62,6 +62,8 @@ def main() -> int:
         )
     print("wall s: " + ", ".join(f"{step} {s:.0f}" for step, s in result.wall_s.items()))
     print("load average at the end (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in load))
+    for warning in result.warnings:  # a schedule step the emulator never played
+        print(f"warning: {warning}")
     # links that fell short make every figure suspect (the fit warned of emu_fit's)
     checks = args.out / "emu_check" / "link_check.csv"
     for warning in link_warnings(read_link_checks(checks)) if checks.exists() else []:

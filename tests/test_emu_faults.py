@@ -14,6 +14,7 @@ from emu_checks import needs_emulator, teardown_checked
 from test_emu_crowdio import assert_exactly_once
 
 from edgetwin import cli
+from edgetwin.calibration.emu_loop import LoopSettings, run_emulator
 from edgetwin.emu.crowd_jobs import CrowdJobFailed
 from edgetwin.emu.crowdio.records import PipelineSummary
 from edgetwin.emu.mininet.crowd import CrowdEmuRun, run_crowd_emu
@@ -210,3 +211,25 @@ def test_a_fault_after_the_jobs_end_is_said_not_played() -> None:
         "1 of 1 jobs: each ended before it (times count from each job's start)"
         for host in (1, 2, 3)
     ]
+
+
+def test_the_loops_emulator_run_passes_on_what_never_played(tmp_path: Path) -> None:
+    """``close_loop``'s emulator sweeps dropped ``EmuRun.warnings``: a schedule step its
+    launches ended before went unsaid."""
+    raw = {
+        "name": "loop_schedule",
+        "repetitions": 1,
+        "model": {"tokens": 197, "width": 384, "heads": 6, "blocks": 1},
+        "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 2}],
+        "network": {"schedule": [{"at_ms": 500e3, "bandwidth_mbps": 5}]},
+        "strategies": [{"name": "voltage"}],
+        "sweeps": [{"batch": [1], "bandwidth_mbps": [800], "devices": [2]}],
+    }
+    path = tmp_path / "loop_schedule.yaml"
+    scenario = validate_scenario(raw, path)
+    settings = LoopSettings(warmup=1, link_check_s=0)
+    with teardown_checked() as teardown:
+        warnings = run_emulator(scenario, path, tmp_path / "emu_fit", settings)
+    teardown.assert_clean()
+    (warning,) = warnings
+    assert warning.startswith("emu_fit: network.schedule step to 5 Mbps at 500 s did not play")

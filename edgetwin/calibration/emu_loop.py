@@ -48,12 +48,14 @@ class LoopSettings:
 @dataclass
 class LoopResult:
     """The fitted profile, twin vs emulator on the check sweep (each configuration's
-    median repetition, and its fastest), and seconds per step."""
+    median repetition, and its fastest), seconds per step, and the emulator's warnings
+    (a ``network.schedule`` step its launches ended before), each after its folder."""
 
     profile: DeviceProfile
     check: Comparison
     check_fastest: Comparison
     wall_s: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 def close_loop(
@@ -71,7 +73,7 @@ def close_loop(
         wall_s[step] = round(time.perf_counter() - start, 1)
         start = time.perf_counter()
 
-    run_emulator(load_scenario(fit, ["mode=emu"]), fit, out / "emu_fit", settings)
+    warnings = run_emulator(load_scenario(fit, ["mode=emu"]), fit, out / "emu_fit", settings)
     lap("emulator, fit sweep")
     command = f"edgetwin calibrate-machine --emu {out / 'emu_fit'} --out {out / 'machine'}"
     (out / "machine").mkdir(parents=True, exist_ok=True)
@@ -82,25 +84,26 @@ def close_loop(
     twin_rows = [o.row for o in run_scenario(twin, build_fleet(twin, check))]
     _write_run(out / "twin_check", twin, twin_rows)
     lap("twin, check sweep")
-    run_emulator(load_scenario(check, ["mode=emu"]), check, out / "emu_check", settings)
+    warnings += run_emulator(load_scenario(check, ["mode=emu"]), check, out / "emu_check", settings)
     lap("emulator, check sweep")
     emulated = read_table(out / "emu_check" / RESULTS_CSV)
     comparison = compare_to_reference(twin_rows, emulated)
     fastest = compare_to_reference(twin_rows, fastest_repetitions(emulated))
     write_comparison_csv(out / COMPARISON_CSV, comparison)
     write_comparison_csv(out / "comparison_fastest.csv", fastest)
-    return LoopResult(profile, comparison, fastest, wall_s)
+    return LoopResult(profile, comparison, fastest, wall_s, warnings)
 
 
-def run_emulator(scenario: Scenario, path: Path, out: Path, settings: LoopSettings) -> None:
+def run_emulator(scenario: Scenario, path: Path, out: Path, settings: LoopSettings) -> list[str]:
     """What ``edgetwin run --mode emu`` writes, without the report: results, link check,
-    resolved scenario."""
+    resolved scenario; its warnings of what never played, each after ``out``'s name."""
     from edgetwin.emu.mininet.checks import write_link_checks
     from edgetwin.emu.mininet.runner import run_emu
 
     run = run_emu(scenario, path, warmup=settings.warmup, link_check_s=settings.link_check_s)
     _write_run(out, scenario, run.rows)
     write_link_checks(out / LINK_CHECK_FILE, run.links)
+    return [f"{out.name}: {warning}" for warning in run.warnings]
 
 
 def _write_run(out: Path, scenario: Scenario, rows: list[ResultRow]) -> None:
