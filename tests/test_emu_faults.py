@@ -194,23 +194,25 @@ def test_a_bandwidth_schedule_plays_during_a_vit_launch() -> None:
 
 
 def test_a_fault_after_the_jobs_end_is_said_not_played() -> None:
-    """This job ends in ~0.2 s, and stopping its processes took over 0.3 s more: kills due
-    at 0.5 s fell in that wind-down, were applied and recorded as played ("low not seen to
-    leave; tasks re-dispatched: 0"), and nothing was said of them."""
+    """This job ends in ~0.2 s, and stopping its processes took over 0.3 s more: a kill due
+    at 0.5 s fell in that wind-down, was applied and recorded as played ("low not seen to
+    leave; tasks re-dispatched: 0"), and nothing was said of it. One worker is killed, so a
+    busy machine that stretches the job past 0.5 s loses nothing: then the kill played in
+    the job, and its record says so."""
     after_the_job_s = 0.5
     raw: dict[str, Any] = yaml.safe_load(CROWDIO.read_text())
     raw["strategies"] = [{"name": "crowdio_streaming"}]
     raw["sweeps"] = [{"bandwidth_mbps": [100]}]
-    raw["emulator"]["faults"] = [
-        {"kind": "kill_worker", "host": host, "at_s": after_the_job_s} for host in (1, 2, 3)
-    ]
-    run, _ = _run_once(raw, CROWDIO)  # killed during the job, every worker would fail it
-    assert run.faults == []
-    assert run.warnings == [
-        f"emulator.faults kill_worker on host {host} at {after_the_job_s:g} s did not play in "
-        "1 of 1 jobs: each ended before it (times count from each job's start)"
-        for host in (1, 2, 3)
-    ]
+    raw["emulator"]["faults"] = [{"kind": "kill_worker", "host": 1, "at_s": after_the_job_s}]
+    run, summary = _run_once(raw, CROWDIO)
+    unplayed = (
+        f"emulator.faults kill_worker on host 1 at {after_the_job_s:g} s did not play in 1 of "
+        "1 jobs: each ended before it (times count from each job's start)"
+    )
+    # played, or said not to: never both, never neither
+    assert (run.faults == []) == (run.warnings == [unplayed])
+    if summary.pipeline_latency_ms < 0.8 * after_the_job_s * 1e3:  # ended well before it
+        assert run.faults == [] and run.warnings == [unplayed]
 
 
 def test_the_loops_emulator_run_passes_on_what_never_played(tmp_path: Path) -> None:
