@@ -94,10 +94,14 @@ def fleet_figures(result: dict[str, Any]) -> list[go.Figure]:
 
 
 def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
-    """Crossover bandwidth vs batch per fleet size, and the latency curves behind it: batch by
+    """Crossover bandwidth vs batch per fleet size (left out where no batch crosses: the
+    page's text says where the strategy wins), and the latency curves behind it: batch by
     colour, fleet size by dash (one legend entry each, not one per curve)."""
     fleet_sizes = sorted({c["devices"] for c in result["curves"]})
     batches = sorted({c["batch"] for c in result["curves"]})
+    bandwidths = [bw for c in result["curves"] for bw in c["bandwidths_mbps"]]
+    # a line through one bandwidth draws nothing: its points then
+    curve_mode = "lines" if len(set(bandwidths)) > 1 else "markers"
     crossing = go.Figure()
     curves = go.Figure()
     for at, devices in enumerate(fleet_sizes):
@@ -120,7 +124,7 @@ def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
                     x=c["bandwidths_mbps"],
                     y=c["distributed_ms"],
                     name=f"batch {c['batch']}, {devices} devices",
-                    mode="lines",
+                    mode=curve_mode,
                     line={"color": color(batches.index(c["batch"])), "dash": dash(at)},
                     showlegend=False,
                     hovertemplate=CURVE_HOVER,
@@ -134,7 +138,7 @@ def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
                     x=c["bandwidths_mbps"],
                     y=c["single_ms"],
                     name=f"single, batch {c['batch']}",
-                    mode="lines",
+                    mode=curve_mode,
                     line={"color": color(batches.index(c["batch"])), "dash": single_dash},
                     showlegend=False,
                     hovertemplate=CURVE_HOVER,
@@ -148,7 +152,6 @@ def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
     legend_key(
         curves, "single device", group="deployment", line={"color": "#555", "dash": single_dash}
     )
-    bandwidths = [bw for c in result["curves"] for bw in c["bandwidths_mbps"]]
     latencies = [ms for c in result["curves"] for ms in (*c["distributed_ms"], *c["single_ms"])]
     crossing.update_layout(
         title=title_text(
@@ -163,7 +166,8 @@ def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
         xaxis={"title": "Bandwidth (Mbit/s)", **log_ticks(bandwidths, swept=True)},
         yaxis={"title": "Latency per batch (ms)", **log_ticks(latencies)},
     )
-    return [crossing, curves]
+    crosses = any(c["crossover_mbps"] is not None for c in result["curves"])
+    return [crossing, curves] if crosses else [curves]
 
 
 def _crossover_gaps(result: dict[str, Any]) -> str | None:
