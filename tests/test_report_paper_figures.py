@@ -10,7 +10,10 @@ from typing import Any
 import plotly.graph_objects as go
 import pytest
 
+import edgetwin
 from edgetwin.cli import main
+from edgetwin.policies.adaptive import POLICY_LABELS
+from edgetwin.reports.adaptive import evaluation_figures
 from edgetwin.reports.plan import crossover_figures
 from tests.conftest import REPO
 
@@ -53,4 +56,19 @@ def test_a_curve_of_one_bandwidth_shows_its_point(tmp_path: Path) -> None:
     assert len(drawn) == 4  # batch 1 and 8, prism on 2 devices and single
     assert all("markers" in t.mode for t in drawn)
     several = crossover_figures(_crossover_answer(tmp_path / "two", "[100, 900]"))[-1]
-    assert all(t.mode == "lines" for t in _drawn(several))  # 18 curves: no marker clutter
+    assert all(t.mode == "lines" for t in _drawn(several))  # as plan_crossover's 18
+
+
+@pytest.mark.timeout(120)
+def test_evaluation_figures_name_policies_as_a_reader_would() -> None:
+    """The regret boxes and the crossover legend said always_single and flop_heuristic,
+    the spec's keys, not names for a paper."""
+    evaluation = edgetwin.evaluate_adaptive(SCENARIOS / "adaptive_prism.eval.yaml")
+    figures = evaluation_figures(evaluation)
+    boxes = [t.name for fig in figures for t in fig.data if t.type == "box"]
+    assert boxes == ["adaptive", "always single", "always distributed", "FLOP heuristic"]
+    keys = [t.name for fig in figures for t in fig.data if t.legendgroup == "policy"]
+    assert keys == ["best in the twin", *boxes]
+    named = [t.name for fig in figures for t in fig.data if t.name]
+    assert not any("_" in name for name in named)
+    assert set(POLICY_LABELS) == set(evaluation.scores)

@@ -96,7 +96,8 @@ class SelectionPolicy(Protocol):
     None: the map's only one; a decoder's prompt tokens, and its output tokens); devices:
     how many are up, the pick uses at most that many (None: any)."""
 
-    name: ClassVar[str]
+    name: ClassVar[str]  # the key an evaluation spec names it by
+    label: ClassVar[str]  # its name in a figure
 
     def choose(
         self,
@@ -209,6 +210,7 @@ class AdaptivePolicy(_MapPolicy):
     """The candidate with the lowest interpolated objective (ties: the first in the map)."""
 
     name: ClassVar[str] = "adaptive"
+    label: ClassVar[str] = "adaptive"
 
     def pick(self, at: Condition) -> Decision:
         candidates = self.candidates(at.devices_up)
@@ -221,6 +223,7 @@ class AlwaysSinglePolicy(_MapPolicy):
     """One device, whatever the condition."""
 
     name: ClassVar[str] = "always_single"
+    label: ClassVar[str] = "always single"
 
     def pick(self, at: Condition) -> Decision:
         return self.decide(self.map.single, at)
@@ -233,6 +236,7 @@ class AlwaysDistributedPolicy(_MapPolicy):
     none does."""
 
     name: ClassVar[str] = "always_distributed"
+    label: ClassVar[str] = "always distributed"
 
     def pick(self, at: Condition) -> Decision:
         if all(c.one_device for c in self.map.candidates):
@@ -277,6 +281,7 @@ class FlopHeuristicPolicy(_MapPolicy):
     """
 
     name: ClassVar[str] = "flop_heuristic"
+    label: ClassVar[str] = "FLOP heuristic"
 
     def pick(self, at: Condition) -> Decision:
         single = self.map.single
@@ -297,10 +302,11 @@ class FlopHeuristicPolicy(_MapPolicy):
         return self.decide(best[1], at)
 
 
+_CLASSES = (AdaptivePolicy, AlwaysSinglePolicy, AlwaysDistributedPolicy, FlopHeuristicPolicy)
 POLICIES: dict[str, Callable[[PerformanceMap, Objective], SelectionPolicy]] = {
-    cls.name: cls
-    for cls in (AdaptivePolicy, AlwaysSinglePolicy, AlwaysDistributedPolicy, FlopHeuristicPolicy)
+    cls.name: cls for cls in _CLASSES
 }
+POLICY_LABELS: dict[str, str] = {cls.name: cls.label for cls in _CLASSES}
 
 
 def make_policy(

@@ -14,7 +14,7 @@ from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import counted
 from edgetwin.evaluate.adaptive_results import Evaluation
 from edgetwin.evaluate.adaptive_scores import ConditionResult
-from edgetwin.policies.adaptive import WEIGHTED
+from edgetwin.policies.adaptive import POLICY_LABELS, WEIGHTED
 from edgetwin.policies.perf_map_io import write_map
 from edgetwin.reports.figures import candidate_colors
 from edgetwin.reports.html import figures_html, page
@@ -293,12 +293,12 @@ def _regret_figure(evaluation: Evaluation) -> go.Figure:
             go.Box(
                 y=[c.choices[name].regret_pct for c in evaluation.conditions],
                 text=where,
-                name=name,
+                name=POLICY_LABELS[name],
                 boxpoints="all",
                 jitter=0.5,
                 pointpos=0,
                 marker={"color": colors[name], "size": 4},
-                hovertemplate="%{text}: %{y:.1f} %<extra>" + name + "</extra>",
+                hovertemplate="%{text}: %{y:.1f} %<extra>" + POLICY_LABELS[name] + "</extra>",
             )
         )
     fig.update_layout(
@@ -332,7 +332,7 @@ def _crossover_figure(evaluation: Evaluation) -> go.Figure:
     rows = evaluation.crossover_batch()
     groups = _groups(evaluation)
     who_all = ("oracle", *evaluation.scores)
-    names = {who: _best_name(evaluation) if who == "oracle" else who for who in who_all}
+    names = {"oracle": _best_name(evaluation)} | POLICY_LABELS
     colors = _policy_colors(evaluation)
     widths = _widths(who_all)
     middle = (len(who_all) - 1) / 2
