@@ -4,6 +4,7 @@ no point invisible for want of a line, names a reader knows in every legend."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,9 @@ import edgetwin
 from edgetwin.cli import main
 from edgetwin.policies.adaptive import POLICY_LABELS
 from edgetwin.reports.adaptive import evaluation_figures
-from edgetwin.reports.plan import crossover_figures
+from edgetwin.reports.plan import crossover_figures, plan_figures
 from tests.conftest import REPO
+from tests.test_plan_capacity import capacity_question
 
 SCENARIOS = REPO / "scenarios"
 
@@ -26,7 +28,11 @@ def _crossover_answer(tmp_path: Path, bandwidths_mbps: str) -> dict[str, Any]:
     sets = ["axes.batch=[1, 8]", "axes.devices=[2]", f"axes.bandwidth_mbps={bandwidths_mbps}"]
     argv = ["plan", str(SCENARIOS / "plan_crossover.plan.yaml"), "--out", str(out), "--quiet"]
     assert main([*argv, *(a for s in sets for a in ("--set", s)), "--workers", "1"]) == 0
-    answer: dict[str, Any] = json.loads((out / "answer.json").read_text())
+    return _answer(out / "answer.json")
+
+
+def _answer(path: Path) -> dict[str, Any]:
+    answer: dict[str, Any] = json.loads(path.read_text())
     return answer
 
 
@@ -72,3 +78,27 @@ def test_evaluation_figures_name_policies_as_a_reader_would() -> None:
     named = [t.name for fig in figures for t in fig.data if t.name]
     assert not any("_" in name for name in named)
     assert set(POLICY_LABELS) == set(evaluation.scores)
+
+
+def _axis_titles(fig: go.Figure) -> list[str]:
+    layout = fig.layout.to_plotly_json()
+    return [v["title"]["text"] for k, v in layout.items() if k[1:5] == "axis" and "title" in v]
+
+
+@pytest.mark.timeout(180)
+def test_a_plans_count_axes_say_what_they_count(tmp_path: Path) -> None:
+    """A fleet heatmap's y axis said "Devices", a crowd plan's "Phones in the fleet" and
+    "Jobs": every other axis says its quantity and its unit, "Batch size (samples)"."""
+    fleet = tmp_path / "fleet"
+    sets = ["axes.bandwidth_mbps=[200, 600]", "axes.devices=[2, 4]"]
+    argv = ["plan", str(SCENARIOS / "plan_fleet.plan.yaml"), "--out", str(fleet), "--quiet"]
+    assert main([*argv, *(a for s in sets for a in ("--set", s)), "--workers", "1"]) == 0
+    capacity = tmp_path / "capacity"
+    argv = ["plan", str(capacity_question(tmp_path)), "--out", str(capacity), "--quiet"]
+    assert main(argv) == 0
+    figures = [
+        fig for out in (fleet, capacity) for fig in plan_figures(_answer(out / "answer.json"))
+    ]
+    titles = [title for fig in figures for title in _axis_titles(fig)]
+    assert len(titles) == 2 * len(figures)
+    assert all(re.fullmatch(r"\w[\w ]+ \([^)]+\)", title) for title in titles), titles

@@ -86,7 +86,7 @@ def fleet_figures(result: dict[str, Any]) -> list[go.Figure]:
                 f"for each fleet size{one_device_text(entry)}",
             ),
             xaxis={"title": "Bandwidth (Mbit/s)", "type": "category", "categoryarray": bandwidths},
-            yaxis={"title": "Devices", "type": "category", "categoryarray": devices},
+            yaxis={"title": "Fleet size (devices)", "type": "category", "categoryarray": devices},
             height=rows_height(2 * len(devices)),
         )
         figures.append(fig)
@@ -373,7 +373,7 @@ def _capacity_at(
         latency.add_vline(x=smallest, line_dash="dot", annotation_text="smallest fleet")
     latency.update_layout(
         title=f"p95 job latency per run, a job every {result['interarrival_s']:g} s{link}",
-        xaxis_title="Phones in the fleet",
+        xaxis_title="Fleet size (phones)",
         yaxis={
             "title": "p95 job latency (s)",
             **log_ticks([*(run["p95_s"] for _, run in runs), result["target_p95_s"]]),
@@ -383,8 +383,8 @@ def _capacity_at(
         title=title_text(
             f"Largest backlog a job met on arrival{link}", "jobs still in the system, per run"
         ),
-        xaxis_title="Phones in the fleet",
-        yaxis_title="Jobs",
+        xaxis_title="Fleet size (phones)",
+        yaxis_title="Largest backlog (jobs)",
     )
     return [latency, backlog]
 
