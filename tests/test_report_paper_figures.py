@@ -102,3 +102,20 @@ def test_a_plans_count_axes_say_what_they_count(tmp_path: Path) -> None:
     titles = [title for fig in figures for title in _axis_titles(fig)]
     assert len(titles) == 2 * len(figures)
     assert all(re.fullmatch(r"\w[\w ]+ \([^)]+\)", title) for title in titles), titles
+
+
+@pytest.mark.timeout(120)
+def test_an_evaluation_where_distributed_never_wins_draws_no_empty_crossover() -> None:
+    """At batch 1 and 2 one device wins and is picked: the crossover-batch figure was an
+    empty plot on a log axis from 0.1 to 10k samples (minor labels and all)."""
+    small = [
+        "held_out.batch=[1, 2]",
+        "held_out.bandwidth_mbps=[300]",
+        "policies=[adaptive, always_single]",  # always_distributed picks it everywhere
+    ]
+    evaluation = edgetwin.evaluate_adaptive(SCENARIOS / "adaptive_prism.eval.yaml", overrides=small)
+    who_all = ("oracle", *evaluation.scores)
+    assert all(row[who] is None for row in evaluation.crossover_batch() for who in who_all)
+    figures = evaluation_figures(evaluation)
+    assert figures and all(_drawn(fig) for fig in figures if fig.data[0].type == "scatter")
+    assert not any("Crossover batch" in fig.layout.title.text for fig in figures)

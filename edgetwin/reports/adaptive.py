@@ -43,11 +43,14 @@ def write_evaluation(out_dir: Path, evaluation: Evaluation) -> list[Path]:
 
 
 def evaluation_figures(evaluation: Evaluation) -> list[go.Figure]:
-    """Every figure of the evaluation page, in page order."""
+    """Every figure of the evaluation page, in page order: the crossover batch only where
+    distributed wins or is picked somewhere (else it is an empty plot)."""
+    who_all = ("oracle", *evaluation.scores)
+    crosses = any(row[who] is not None for row in evaluation.crossover_batch() for who in who_all)
     return [
         *(_mode_heatmaps(evaluation, group) for group in _groups(evaluation)),
         _regret_figure(evaluation),
-        _crossover_figure(evaluation),
+        *([_crossover_figure(evaluation)] if crosses else []),
     ]
 
 
