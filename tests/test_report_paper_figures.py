@@ -56,11 +56,17 @@ def test_a_crossover_plan_that_crosses_nowhere_draws_no_empty_figure(tmp_path: P
 
 @pytest.mark.timeout(120)
 def test_a_curve_of_one_bandwidth_shows_its_point(tmp_path: Path) -> None:
-    """A latency curve was drawn as a line only: at one bandwidth it showed nothing."""
+    """A latency curve was drawn as a line only: at one bandwidth it showed nothing. Its
+    points, then, tell the deployments apart by marker (a point has no dash)."""
     curves = crossover_figures(_crossover_answer(tmp_path, "[400]"))[-1]
     drawn = _drawn(curves)
     assert len(drawn) == 4  # batch 1 and 8, prism on 2 devices and single
     assert all("markers" in t.mode for t in drawn)
+    # a point has no dash: its marker says the deployment, as the legend's key does
+    assert len({(t.line.color, t.marker.symbol) for t in drawn}) == len(drawn)
+    keys = {t.name: t.marker.symbol for t in curves.data if t.legendgroup == "deployment"}
+    assert set(keys) == {"prism, 2 devices", "single device"}
+    assert set(keys.values()) == {t.marker.symbol for t in drawn}
     several = crossover_figures(_crossover_answer(tmp_path / "two", "[100, 900]"))[-1]
     assert all(t.mode == "lines" for t in _drawn(several))  # as plan_crossover's 18
 

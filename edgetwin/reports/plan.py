@@ -126,11 +126,12 @@ def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
                     name=f"batch {c['batch']}, {devices} devices",
                     mode=curve_mode,
                     line={"color": color(batches.index(c["batch"])), "dash": dash(at)},
+                    marker_symbol=symbol(at),
                     showlegend=False,
                     hovertemplate=CURVE_HOVER,
                 )
             )
-    single_dash = dash(len(fleet_sizes))
+    single_dash, single_symbol = dash(len(fleet_sizes)), symbol(len(fleet_sizes))
     for c in result["curves"]:
         if c["devices"] == fleet_sizes[0]:
             curves.add_trace(
@@ -140,18 +141,29 @@ def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
                     name=f"single, batch {c['batch']}",
                     mode=curve_mode,
                     line={"color": color(batches.index(c["batch"])), "dash": single_dash},
+                    marker_symbol=single_symbol,
                     showlegend=False,
                     hovertemplate=CURVE_HOVER,
                 )
             )
     for index, batch in enumerate(batches):
         legend_key(curves, f"batch {batch}", group="batch", line={"color": color(index)})
-    for at, devices in enumerate(fleet_sizes):
-        key = {"color": "#555", "dash": dash(at)}
-        legend_key(curves, f"{result['strategy']}, {devices} devices", group="deployment", line=key)
-    legend_key(
-        curves, "single device", group="deployment", line={"color": "#555", "dash": single_dash}
-    )
+    deployments = [
+        *(
+            (f"{result['strategy']}, {n} devices", dash(at), symbol(at))
+            for at, n in enumerate(fleet_sizes)
+        ),
+        ("single device", single_dash, single_symbol),
+    ]
+    for name, key_dash, key_symbol in deployments:
+        marker = {"symbol": key_symbol, "color": "#555"} if curve_mode == "markers" else None
+        legend_key(
+            curves,
+            name,
+            group="deployment",
+            line={"color": "#555", "dash": key_dash},
+            marker=marker,
+        )
     latencies = [ms for c in result["curves"] for ms in (*c["distributed_ms"], *c["single_ms"])]
     crossing.update_layout(
         title=title_text(
