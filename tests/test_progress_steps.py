@@ -113,11 +113,16 @@ def test_evaluate_names_the_map_s_and_the_held_out_sweeps(tmp_path: Path) -> Non
     ]
 
 
-def _llm_steps(tmp_path: Path, scenario: str) -> list[Any]:
+def _llm_steps(tmp_path: Path, repetitions: int = 1) -> list[Any]:
     """What ``evaluate_adaptive`` tells a progress of adaptive_llm's evaluation held out at
-    one condition, its scenario ``scenario``."""
+    one condition, its map profiled at one condition too (the shipped grid's 216 runs are
+    named and counted as these are), each run ``repetitions`` times."""
+    scenario = yaml.safe_load((SCENARIOS / "adaptive_llm.yaml").read_text())
+    scenario["sweeps"] = [{"prompt_tokens": [128], "output_tokens": [16], "batch": [1]}]
+    scenario["sweeps"][0] |= {"bandwidth_mbps": [200], "devices": [2]}
+    (tmp_path / "llm.yaml").write_text(yaml.safe_dump({**scenario, "repetitions": repetitions}))
     spec = yaml.safe_load((SCENARIOS / "adaptive_llm.eval.yaml").read_text())
-    spec["scenario"] = scenario
+    spec["scenario"] = "llm.yaml"
     spec["held_out"] = {"prompt_tokens": [256], "output_tokens": [32], "batch": [2]}
     spec["held_out"] |= {"bandwidth_mbps": [300], "devices": [2]}
     (tmp_path / "llm.eval.yaml").write_text(yaml.safe_dump(spec))
@@ -128,7 +133,7 @@ def _llm_steps(tmp_path: Path, scenario: str) -> list[Any]:
 
 @pytest.mark.timeout(300)
 def test_evaluate_names_each_decoder_configuration(tmp_path: Path) -> None:
-    seen = _llm_steps(tmp_path, str(SCENARIOS / "adaptive_llm.yaml"))
+    seen = _llm_steps(tmp_path)
     label, total = seen[0]
     assert label == "evaluate llm.eval.yaml, twin sweeps" and total == len(seen) - 1
     held_out = [name for name in seen[1:] if name.startswith("held-out, ")]
@@ -157,8 +162,6 @@ def test_evaluate_affinity_names_each_instance(tmp_path: Path) -> None:
 def test_a_decoder_evaluation_counts_each_repetition_in_its_total(tmp_path: Path) -> None:
     """The total counted a decoder's configurations while each repetition is a step: with
     repetitions 2 the steps ran past the total."""
-    scenario = yaml.safe_load((SCENARIOS / "adaptive_llm.yaml").read_text())
-    (tmp_path / "llm.yaml").write_text(yaml.safe_dump({**scenario, "repetitions": 2}))
-    seen = _llm_steps(tmp_path, "llm.yaml")
+    seen = _llm_steps(tmp_path, repetitions=2)
     _label, total = seen[0]
     assert total == len(seen) - 1 and seen[-1].endswith(", rep 1"), (total, len(seen) - 1)
