@@ -433,6 +433,13 @@ def test_a_twin_run_warns_that_only_the_emulator_plays_faults_and_host_cores() -
     assert any(w.startswith("emulator.host_cpu_cores is set") for w in capped.warnings)
 
 
+def _with_step(scenario: Path, overrides: list[str], at_ms: float, mbps: float) -> edgetwin.Results:
+    """A run of ``scenario`` with ``overrides`` and one bandwidth step, to ``mbps`` at
+    ``at_ms``."""
+    step = f"network.schedule=[{{at_ms: {at_ms:g}, bandwidth_mbps: {mbps:g}}}]"
+    return edgetwin.run(scenario, overrides=[*overrides, step])
+
+
 @pytest.mark.timeout(60)
 def test_a_twin_run_warns_of_a_schedule_step_a_run_ended_before() -> None:
     """Voltage at batch 1 on the Jetsons ends in 0.68 s (a warm-up batch and the measured
@@ -441,24 +448,18 @@ def test_a_twin_run_warns_of_a_schedule_step_a_run_ended_before() -> None:
     0 ms plays in every run, unsaid."""
     voltage = ["sweeps=[{batch: [1, 8]}]", "strategies=[{name: voltage}]", "warmup_batches=1"]
     plain = edgetwin.run(JETSON, overrides=voltage)
-    late = edgetwin.run(
-        JETSON, overrides=[*voltage, "network.schedule=[{at_ms: 1000, bandwidth_mbps: 50}]"]
-    )
+    late = _with_step(JETSON, voltage, at_ms=1000, mbps=50)
     assert late.warnings == (
         "network.schedule step to 50 Mbps at 1 s did not play in 1 of 2 runs: each ended "
         "before it (times count from each run's start, its warm-up batches included)",
     )
     assert late.rows[0].total_ms == plain.rows[0].total_ms < 1000
     assert late.rows[1].total_ms > plain.rows[1].total_ms > 1000
-    at_once = edgetwin.run(
-        JETSON, overrides=[*voltage, "network.schedule=[{at_ms: 0, bandwidth_mbps: 50}]"]
-    )
+    at_once = _with_step(JETSON, voltage, at_ms=0, mbps=50)
     assert at_once.warnings == ()
     assert all(s.comm_ms > p.comm_ms for s, p in zip(at_once.rows, plain.rows, strict=True))
-    decoder = edgetwin.run(  # a generation has no warm-up to count from
-        JETSON.parent / "llm_smoke.yaml",
-        overrides=["network.schedule=[{at_ms: 1e9, bandwidth_mbps: 50}]"],
-    )
+    # a generation has no warm-up to count from
+    decoder = _with_step(JETSON.parent / "llm_smoke.yaml", [], at_ms=1e9, mbps=50)
     assert decoder.warnings and all(
         w.endswith("(times count from each run's start)") for w in decoder.warnings
     )
@@ -468,10 +469,7 @@ def test_a_twin_run_warns_of_a_schedule_step_a_run_ended_before() -> None:
 def test_a_failed_twin_run_is_no_run_a_schedule_step_did_not_play_in() -> None:
     """A decoder out of memory before its first token ran nothing for a step at 1 ms to
     change: every run of llm_smoke on 1 MB boards was said to have ended before it."""
-    run = edgetwin.run(
-        JETSON.parent / "llm_smoke.yaml",
-        overrides=["devices.0.ram_mb=1", "network.schedule=[{at_ms: 1, bandwidth_mbps: 50}]"],
-    )
+    run = _with_step(JETSON.parent / "llm_smoke.yaml", ["devices.0.ram_mb=1"], at_ms=1, mbps=50)
     assert run.rows and not any(row.ok for row in run.rows)
     assert run.warnings == ()
 
@@ -484,17 +482,13 @@ def test_a_crowd_twin_run_warns_of_a_schedule_step_its_runs_ended_before() -> No
     android = ROOT / "scenarios" / "crowdio_android.yaml"
     one_job = ["repetitions=1", "crowd.horizon_s=1"]
     plain = edgetwin.run(android, overrides=one_job)
-    late = edgetwin.run(
-        android, overrides=[*one_job, "network.schedule=[{at_ms: 60000, bandwidth_mbps: 5}]"]
-    )
+    late = _with_step(android, one_job, at_ms=60000, mbps=5)
     assert late.warnings == (
         "network.schedule step to 5 Mbps at 60 s did not play in 2 of 2 runs: each ended "
         "before it (times count from each run's start)",
     )
     assert late.rows == plain.rows and all(r.total_ms < 60000 for r in late.rows)
-    early = edgetwin.run(
-        android, overrides=[*one_job, "network.schedule=[{at_ms: 1000, bandwidth_mbps: 5}]"]
-    )
+    early = _with_step(android, one_job, at_ms=1000, mbps=5)
     assert early.warnings == ()
     assert all(e.total_ms > p.total_ms for e, p in zip(early.rows, plain.rows, strict=True))
 
