@@ -99,6 +99,8 @@ def test_optimum_of_measured_costs_is_below_every_plan(local_runs: list[Pipeline
     [
         ("crowd.cache=warm", "cold", True),  # the twin knows a warm cache; the emulator not
         ("'sweeps=[{bandwidth_mbps: [10, 100]}]'", "one bandwidth", False),  # the optimum's
+        # with no faults (nor network.schedule) no job has a step to miss: a run never warns
+        ("'emulator.faults=[{kind: kill_worker, host: 1, at_s: 1}]'", "faults", True),
     ],
 )
 def test_emu_settings_refuse_what_the_optimum_cannot_model(
