@@ -4,6 +4,7 @@ and (root + Mininet) the emulator evaluation end to end (docs/affinity.md)."""
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -152,6 +153,28 @@ def test_emulator_evaluation_end_to_end(tmp_path: Path) -> None:
     write_affinity_report(tmp_path, AffinityEvaluation(settings, (result,)))
     assert "Its plans under the measured costs" in (tmp_path / "affinity.html").read_text()
     assert json.loads((tmp_path / "affinity.json").read_text())["mode"] == "emu"
+
+
+@needs_emulator
+def test_emu_evaluation_warns_of_cpu_quotas_over_the_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cpu_cores_fastest = this machine's cores gives the hosts 1.75 times them: ``edgetwin
+    run --mode emu`` warns of it, and so does the evaluation (one job; it said nothing)."""
+    from edgetwin.cli import main
+
+    spec = tmp_path / "over.eval.yaml"
+    over = f"emulator.cpu_cores_fastest={os.cpu_count() or 1}"
+    spec.write_text(
+        f"scenario: {ROOT / 'scenarios' / 'affinity_emu.yaml'}\nmode: emu\nschedulers: [fifo]\n"
+        f"repetitions: 1\ninstances: [{{name: over, set: [{over}]}}]\n"
+    )
+    command = ["evaluate-affinity", str(spec), "--out", str(tmp_path / "out"), "--quiet"]
+    with teardown_checked() as teardown:
+        assert main(command) == 0
+    teardown.assert_clean()
+    warning = "edgetwin: warning: over: emulator.cpu_cores_fastest gives the hosts CPU quotas"
+    assert warning in capsys.readouterr().err
 
 
 def test_cli_mode_emu_overrides_the_file(

@@ -101,6 +101,7 @@ def affinity_command(args: argparse.Namespace) -> int:
         progress=progress_bar(args.quiet),
         command=args.command,
     )
+    print_warnings(result.warnings)
     for instance in result.instances:
         optimum_s = instance.optimum.schedule.makespan_ms / 1e3
         proved = "" if instance.optimum.proved else " (not proved within node_limit)"

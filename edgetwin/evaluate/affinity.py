@@ -83,6 +83,7 @@ class AffinityEvaluation:
 
     settings: AffinitySettings
     instances: tuple[InstanceResult, ...]
+    warnings: tuple[str, ...] = ()  # the emulator's, each naming its instance
 
     def __repr__(self) -> str:
         """A line a notebook can show (the instances are ``instances``)."""
@@ -201,16 +202,18 @@ def evaluate_affinity(
     """Run every scheduler on every instance (twin or emulator) and find each optimum;
     ``on_instance`` is told each instance's name as it ends."""
     results = []
+    warnings: list[str] = []
     for spec, (scenario, path) in zip(settings.instances, scenarios, strict=True):
         if settings.mode == "emu":
-            from edgetwin.evaluate.affinity_emu import evaluate_instance_emu
+            from edgetwin.evaluate.affinity_emu import emu_warnings, evaluate_instance_emu
 
+            warnings += emu_warnings(spec.name, scenario, path)
             results += evaluate_instance_emu(spec.name, scenario, path, settings.node_limit)
         else:
             results += _evaluate_instance_twin(spec.name, scenario, path, settings)
         if on_instance is not None:
             on_instance(spec.name)
-    return AffinityEvaluation(settings, tuple(results))
+    return AffinityEvaluation(settings, tuple(results), tuple(warnings))
 
 
 def _evaluate_instance_twin(

@@ -12,6 +12,7 @@ optimum) and each with its own run's costs (how well the model reproduces a run)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from statistics import fmean
@@ -53,6 +54,16 @@ def check_emu_instance(
     if scenario.emulator.faults:
         raise InputError(*where, "faults are not modelled by the optimum")
     check_emulatable(scenario, scenario_path, machine=machine)
+
+
+def emu_warnings(name: str, scenario: Scenario, scenario_path: Path) -> list[str]:
+    """What ``edgetwin run --mode emu`` would warn of, prefixed with the instance's name: hosts'
+    CPU quotas past this machine's cores. Its jobs' own warnings (faults and schedule steps
+    they ended before) cannot arise: ``check_emu_instance`` and the settings refuse both."""
+    from edgetwin.emu.mininet.runner import host_cpu_warning
+
+    warning = host_cpu_warning(scenario, scenario_path, os.cpu_count() or 1)
+    return [] if warning is None else [f"{name}: {warning}"]
 
 
 def evaluate_instance_emu(
