@@ -1,21 +1,27 @@
 """The files a runner writes into a run folder (``link_check.csv``, ``faults.csv``,
-``trace.json``, ``timeline.json``, ``traces/``) travel with its ``Results``: a folder read by
-``load_results`` and written elsewhere holds them, byte for byte, and so does the page drawn
-from them; so does what ``run`` returns, written."""
+``trace.json``, ``timeline.json``, ``warnings.json``, ``traces/``) travel with its
+``Results``: a folder read by ``load_results`` and written elsewhere holds them, byte for
+byte, and so does the page drawn from them; so does what ``run`` returns, written."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from html import escape
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import edgetwin
+from edgetwin.cli import main
 from edgetwin.emu.mininet.faults import FaultRecord, write_faults
+from edgetwin.errors import InputError
 from edgetwin.provenance import read_provenance, sha256_file
 from tests.conftest import REPO
 
@@ -23,6 +29,7 @@ CROWD = REPO / "scenarios" / "crowdio_android.yaml"
 JETSON = REPO / "scenarios" / "prism_jetson.yaml"
 EMU_RUN = REPO / "data" / "traces" / "emu-vit-loop-2026-12" / "fit"
 LLM = REPO / "scenarios" / "llm_smoke.yaml"
+SHORT_LINK_RUN = REPO / "data" / "traces" / "emu-crowdio-wifi-store-2026-12b"  # one link short
 # the counters of the opens being watched (_opened), each with whether it counts writes only
 _OPENS: list[tuple[Counter[str], bool]] = []
 
@@ -134,3 +141,63 @@ def test_load_results_and_compare_read_each_file_once(tmp_path: Path) -> None:
         sha256_file(decoder / "scenario.resolved.yaml"),
         sha256_file(measured),  # the decoder's results.csv, copied
     }
+
+
+def test_a_runs_warnings_are_kept_in_its_folder_and_shown_on_its_page(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A schedule step no run reached was said on the console and in ``Results.warnings``,
+    but the folder kept none of it: its page, ``load_results`` and ``edgetwin report`` (here
+    or wherever the folder was copied) did not say it."""
+    late = "network.schedule=[{at_ms: 1000, bandwidth_mbps: 50}]"
+    voltage = ["sweeps=[{batch: [1, 8]}]", "strategies=[{name: voltage}]", late]
+    run = tmp_path / "run"
+    ran = edgetwin.run(JETSON, overrides=voltage, out=run)
+    (warning,) = ran.warnings
+    assert warning.startswith("network.schedule step to 50 Mbps at 1 s did not play in 1 of 2")
+    assert json.loads((run / "warnings.json").read_text()) == [warning]
+    page = (run / "report.html").read_text()
+    assert page.count(escape(warning)) == 1
+    assert edgetwin.load_results(run).warnings == (warning,)
+    (run / "report.html").unlink()
+    assert main(["report", str(run)]) == 0
+    assert (run / "report.html").read_text() == page
+    assert f"edgetwin: warning: {warning}\n" in capsys.readouterr().err
+    assert _files(edgetwin.load_results(run).write(tmp_path / "again")) == _files(run)
+    assert _files(ran.write(tmp_path / "returned")) == _files(run)
+
+
+def test_a_folder_without_warnings_json_reports_as_before_each_warning_once(
+    tmp_path: Path,
+) -> None:
+    """An emulator folder of an older edgetwin keeps no warnings.json: its page warns of the
+    link its link check finds short, as before. A run's own copy of that warning (the run
+    said it too) is shown once, beside the run's other warnings."""
+    old = tmp_path / "old"
+    shutil.copytree(SHORT_LINK_RUN, old)
+    (short,) = edgetwin.load_results(old).warnings
+    assert short.startswith("link etwh1 -> etwh0 set to 20 Mbps")
+    written = edgetwin.load_results(old).write(tmp_path / "again")
+    assert not (written / "warnings.json").exists()
+    assert (written / "report.html").read_text().count(escape(short)) == 1
+    cores = "emulator.host_cpu_cores add up to 8 cores, more than this machine's 4"
+    (old / "warnings.json").write_text(json.dumps([cores, short]))
+    assert edgetwin.load_results(old).warnings == (cores, short)
+    page = edgetwin.report(old).page.read_text()
+    assert [page.count(escape(w)) for w in (cores, short)] == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("text", "field"), [("{}", None), ('["a", 3]', "1"), ("[", None), ('[""]', "0")]
+)
+def test_a_broken_warnings_json_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, field: str | None
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(SHORT_LINK_RUN, run)
+    (run / "warnings.json").write_text(text)
+    with pytest.raises(InputError) as raised:
+        edgetwin.load_results(run)
+    assert (raised.value.path, raised.value.field) == (str(run / "warnings.json"), field)
+    assert main(["report", str(run)]) == 2
+    assert "warnings.json" in capsys.readouterr().err

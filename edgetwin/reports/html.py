@@ -20,6 +20,7 @@ from edgetwin.comparison import (
     compare_to_reference,
     key_label,
 )
+from edgetwin.csv_rows import read_bytes
 from edgetwin.links import LINK_CHECK_FILE, CheckedLink, link_warnings, read_link_checks
 from edgetwin.reports.crowd import Records, crowd_figures, is_crowd, read_timeline
 from edgetwin.reports.figures import comparison_figure, report_figures
@@ -32,6 +33,7 @@ from edgetwin.result_cells import read_results
 from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.row_keys import RowKey, row_key
 from edgetwin.run_failures import failed_summary
+from edgetwin.run_warnings import WARNINGS_FILE, read_run_warnings, shown_once
 from edgetwin.scenario import Scenario
 from edgetwin.sim.crowd.records import TIMELINE_FILE
 from edgetwin.table_files import read_table, results_file
@@ -56,8 +58,8 @@ def _values(rows: Sequence[ResultRow], attr: str) -> str:
 
 
 def _warnings_html(warnings: Sequence[str]) -> str:
-    """One highlighted line per warning (links that fell short of their rate, a RAM line
-    left out)."""
+    """One highlighted line per warning (a step that did not play, links that fell short of
+    their rate, a RAM line left out)."""
     return "".join(f"<p class='warning'><b>Warning:</b> {escape(w)}</p>" for w in warnings)
 
 
@@ -306,6 +308,7 @@ class RunData:
     link_checks: list[CheckedLink]
     device_ram_mb: dict[str, float] = field(default_factory=dict)  # decoders' RAM line
     ram_warnings: list[str] = field(default_factory=list)  # the RAM lines left out, and why
+    run_warnings: Sequence[str] = ()  # what the run warned about (warnings.json)
 
     @property
     def link_warnings(self) -> list[str]:
@@ -314,27 +317,34 @@ class RunData:
 
     @property
     def warnings(self) -> list[str]:
-        """What the page warns of on top: the link checks, then the RAM lines left out."""
-        return self.link_warnings + self.ram_warnings
+        """What the page warns of on top: what the run warned about, then the link checks
+        and the RAM lines left out, each once."""
+        return shown_once(self.run_warnings, self.link_warnings, self.ram_warnings)
 
 
-def run_warnings(
+def page_warnings(
     rows: Sequence[ResultRow],
     link_checks: Sequence[CheckedLink],
     scenario: Scenario | None,
     resolved: Path,
+    warned: Sequence[str] = (),
 ) -> list[str]:
-    """``RunData.warnings`` of a run whose rows, link checks and scenario (from ``resolved``;
-    None: no such file) are read, without the files only its figures need (a crowd run's
-    timeline, the reference)."""
+    """``RunData.warnings`` of a run whose rows, link checks, scenario (from ``resolved``;
+    None: no such file) and warnings (``warned``) are read, without the files only its
+    figures need (a crowd run's timeline, the reference)."""
     decoder = scenario if is_decoder(rows) else None
     ram = ({}, []) if decoder is None else scenario_ram_mb(decoder, resolved)
-    return RunData(list(rows), None, None, list(link_checks), *ram).warnings
+    return RunData(list(rows), None, None, list(link_checks), *ram, warned).warnings
 
 
 def _link_checks(run_dir: Path) -> list[CheckedLink]:
     path = run_dir / LINK_CHECK_FILE
     return read_link_checks(path) if path.exists() else []
+
+
+def _run_warnings(run_dir: Path) -> tuple[str, ...]:
+    path = run_dir / WARNINGS_FILE
+    return read_run_warnings(path, read_bytes(path)) if path.exists() else ()
 
 
 def _ram(run_dir: Path, rows: Sequence[ResultRow]) -> tuple[dict[str, float], list[str]]:
@@ -344,8 +354,8 @@ def _ram(run_dir: Path, rows: Sequence[ResultRow]) -> tuple[dict[str, float], li
 
 def read_run(run_dir: Path) -> RunData:
     """``results.csv`` (or ``results.parquet``) and, where present, ``reference.csv``,
-    ``timeline.json`` (crowd runs), ``link_check.csv`` (emulator runs) and the devices' RAM
-    (decoder runs)."""
+    ``timeline.json`` (crowd runs), ``link_check.csv`` (emulator runs), the devices' RAM
+    (decoder runs) and ``warnings.json`` (runs that warned)."""
     rows = read_results(results_file(run_dir))
     reference_path = run_dir / REFERENCE_FILE
     comparison = (
@@ -353,7 +363,8 @@ def read_run(run_dir: Path) -> RunData:
     )
     timeline_path = run_dir / TIMELINE_FILE
     records = read_timeline(timeline_path) if timeline_path.exists() else None
-    return RunData(rows, comparison, records, _link_checks(run_dir), *_ram(run_dir, rows))
+    checks, ram = _link_checks(run_dir), _ram(run_dir, rows)
+    return RunData(rows, comparison, records, checks, *ram, _run_warnings(run_dir))
 
 
 def run_figures(data: RunData) -> list[go.Figure]:

@@ -15,7 +15,7 @@ from edgetwin.device_names import DEVICES_FILE, read_device_names, write_device_
 from edgetwin.errors import InputError
 from edgetwin.provenance import read_provenance, write_provenance, write_provenance_record
 from edgetwin.reports import write_report
-from edgetwin.reports.html import run_warnings
+from edgetwin.reports.html import page_warnings
 from edgetwin.resolved_scenario import RESOLVED_FILE, dump_resolved, load_resolved
 from edgetwin.result_cells import read_results
 from edgetwin.results import ResultRow, table_columns, write_results
@@ -25,7 +25,12 @@ from edgetwin.table_files import RESULTS_CSV, RESULTS_PARQUET, results_file
 from edgetwin.workbench.arguments import choice_argument, flag_argument, path_argument
 from edgetwin.workbench.output import output_folder
 from edgetwin.workbench.reporting import other_command_page
-from edgetwin.workbench.run_files import link_checks, read_run_files, write_run_files
+from edgetwin.workbench.run_files import (
+    link_checks,
+    read_run_files,
+    run_warnings,
+    write_run_files,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,7 +58,7 @@ class Results:
     scenario: Scenario | None = None  # None: a folder without scenario.resolved.yaml
     provenance: dict[str, Any] | None = None  # the output folder's provenance.json
     reference: Path | None = None  # the table the scenario compares against
-    # what the run warned about (links short of their rate); load_results: what its page shows
+    # what the run warned about (warnings.json); load_results: what its page shows
     warnings: tuple[str, ...] = ()
     # the runner's files by their path in the run folder (run_files.RUN_FILES, traces/...)
     run_files: Mapping[str, bytes] = field(default_factory=dict)
@@ -147,7 +152,11 @@ def load_results(folder: str | Path) -> Results:
         scenario=scenario,
         provenance=read_provenance(folder),
         reference=reference.absolute() if reference.is_file() else None,  # write() from anywhere
-        warnings=tuple(run_warnings(rows, link_checks(folder, files), scenario, resolved)),
+        warnings=tuple(
+            page_warnings(
+                rows, link_checks(folder, files), scenario, resolved, run_warnings(folder, files)
+            )
+        ),
         run_files=files,
         device_names=read_device_names(folder),
     )

@@ -10,13 +10,14 @@ from pathlib import Path
 
 from edgetwin.csv_rows import read_bytes
 from edgetwin.links import LINK_CHECK_FILE, CheckedLink, read_link_checks
+from edgetwin.run_warnings import WARNINGS_FILE, read_run_warnings
 from edgetwin.schema import utf8_text
 from edgetwin.sim.crowd.records import TIMELINE_FILE
 
 FAULTS_FILE = "faults.csv"  # an emulator run's faults and bandwidth steps, as played
 TRACE_FILE = "trace.json"  # a traced twin run's timeline, a Chrome trace
 TRACES_DIR = "traces"  # a traced local run's profiler traces, per rank and configuration
-RUN_FILES = (LINK_CHECK_FILE, FAULTS_FILE, TRACE_FILE, TIMELINE_FILE)
+RUN_FILES = (LINK_CHECK_FILE, FAULTS_FILE, TRACE_FILE, TIMELINE_FILE, WARNINGS_FILE)
 
 
 def read_run_files(folder: Path) -> dict[str, bytes]:
@@ -33,6 +34,12 @@ def link_checks(folder: Path, files: Mapping[str, bytes]) -> list[CheckedLink]:
     data = files.get(LINK_CHECK_FILE)
     path = folder / LINK_CHECK_FILE
     return [] if data is None else read_link_checks(path, utf8_text(path, data))
+
+
+def run_warnings(folder: Path, files: Mapping[str, bytes]) -> tuple[str, ...]:
+    """The warnings of ``warnings.json`` in ``files`` (read from ``folder``); none without."""
+    data = files.get(WARNINGS_FILE)
+    return () if data is None else read_run_warnings(folder / WARNINGS_FILE, data)
 
 
 def write_run_files(folder: Path, files: Mapping[str, bytes]) -> None:

@@ -20,6 +20,7 @@ from edgetwin.provenance import write_provenance
 from edgetwin.reports.static import StaticFormat, write_static_figures
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import LOCAL, remove_leftovers
+from edgetwin.run_warnings import WARNINGS_FILE, warnings_json
 from edgetwin.scenario import RUN_MODES, RunMode, Scenario
 from edgetwin.scenario_paths import with_absolute_paths
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
@@ -116,6 +117,8 @@ def run(
             inputs, staging, trace, shows, warnings=unplayed_settings(chosen, chosen.mode)
         )
         rows = _runner(chosen)(context)
+        if context.warnings:  # kept for the page, load_results and edgetwin report
+            (staging / WARNINGS_FILE).write_text(warnings_json(context.warnings))
         resolved = with_absolute_paths(chosen, inputs.named_from)  # re-runs from anywhere
         results = Results(
             tuple(rows),
