@@ -204,7 +204,7 @@ def run_crowd_emu(
                     rows[run] = replace(row, link_error_pct=link_error)
                     advance(run_label(run))
     result.summaries.extend(played[run] for run in runs)
-    result.warnings.extend(unplayed_warnings(jobs.missed, len(runs), "job"))
+    result.warnings.extend(unplayed_warnings(jobs.missed, "job"))
     result.rows.extend(rows[run] for run in runs)
     return result
 
@@ -219,7 +219,7 @@ class _JobRunner:
         scenario = jobs.scenario
         self._actions = timeline(net.topology, scenario.network, scenario.emulator.faults)
         self._timeout_s = timeout_s
-        self.missed: list[Action] = []  # faults and steps a job ended before, each time
+        self.missed: list[list[Action]] = []  # each job's faults and steps it ended before
 
     def run(self, run: CrowdRun) -> tuple[PipelineSummary, list[FaultRecord]]:
         clocks: list[FaultClock] = []
@@ -258,7 +258,7 @@ class _JobRunner:
             )
         finally:
             records = clocks[0].stop() if clocks else []
-            self.missed += clocks[0].unplayed() if clocks else []
+            self.missed.append(clocks[0].unplayed() if clocks else [])
             if records:
                 self._restore(run.bandwidth_mbps)
         return summary, [

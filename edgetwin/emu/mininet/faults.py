@@ -153,10 +153,12 @@ class FaultClock:
         self._records.append(record)
 
 
-def unplayed_warnings(missed: Sequence[Action], runs: int, noun: RunNoun) -> list[str]:
-    """A warning per fault or schedule step that ``runs`` runs (a ViT ``launch``, a CROWDio
-    ``job``) ended before, from each run's ``FaultClock.unplayed``: they wrote nothing."""
-    counts = Counter(missed)
+def unplayed_warnings(per_run: Sequence[Sequence[Action]], noun: RunNoun) -> list[str]:
+    """A warning per fault or schedule step that some runs (a ViT ``launch``, a CROWDio
+    ``job``) ended before, from each run's ``FaultClock.unplayed`` (``per_run``, one entry
+    per run, as the twin's ``sim.network.unplayed_schedule``): they wrote nothing."""
+    counts = Counter(action for actions in per_run for action in actions)
+    runs = len(per_run)
     warnings = []
     for action in sorted(counts, key=lambda a: a.at_s):
         what = (

@@ -245,7 +245,7 @@ def run_emu(
                     replace(r, mode="emu", link_error_pct=link_error) for r in config_rows
                 ]
     ordered = [row for config in configurations(scenario) for row in rows[config]]
-    warnings = unplayed_warnings(launch.missed, launch.launches, "launch")
+    warnings = unplayed_warnings(launch.missed, "launch")
     return EmuRun(ordered, links, launch.faults, warnings)
 
 
@@ -287,11 +287,11 @@ class _HostLauncher:
 
     def __init__(self, net: EmuNetwork) -> None:
         self._net = net
-        self.launches = 0
+        self._launches = 0
         self._schedule = timeline(net.topology, net.network)
         self.bandwidth_mbps = 0.0  # the rate of the configurations launched now
         self.faults: list[FaultRecord] = []
-        self.missed: list[Action] = []  # schedule steps a launch ended before, each time
+        self.missed: list[list[Action]] = []  # each launch's schedule steps it ended before
 
     def __call__(
         self,
@@ -339,8 +339,8 @@ class _HostLauncher:
         return self._run(run.world, timeout_s, command, llm_records.read_record)
 
     def _next_port(self) -> int:
-        self.launches += 1  # a fresh port per launch: the last one's may be in TIME_WAIT
-        return MASTER_PORT + self.launches
+        self._launches += 1  # a fresh port per launch: the last one's may be in TIME_WAIT
+        return MASTER_PORT + self._launches
 
     def _run(
         self,
@@ -353,7 +353,7 @@ class _HostLauncher:
         """Rank r's ``command`` on host r, waited for with the deadline (with ``on_rep``, the
         ranks asked for their reports, told the forwards rank 0 reports meanwhile); their
         records."""
-        label = f"launch {self.launches} at {self.bandwidth_mbps:g} Mbps"
+        label = f"launch {self._launches} at {self.bandwidth_mbps:g} Mbps"
         clock = FaultClock(label, self._schedule, self._apply)
         with run_folder(EMU, "ranks") as tmp:
             folder = Path(tmp)
@@ -372,7 +372,7 @@ class _HostLauncher:
                 if applied:
                     self._net.set_bandwidth(self.bandwidth_mbps)
                 self.faults += applied
-                self.missed += clock.unplayed()
+                self.missed.append(clock.unplayed())
             return [read(folder / f"rank{rank}.json") for rank in range(world)]
 
     def _apply(self, action: Action) -> None:
