@@ -211,7 +211,8 @@ def test_a_fault_after_the_jobs_end_is_said_not_played() -> None:
     )
     # played, or said not to: never both, never neither
     assert (run.faults == []) == (run.warnings == [unplayed])
-    if summary.pipeline_latency_ms < 0.8 * after_the_job_s * 1e3:  # ended well before it
+    # ended well before it: the summary reaches the clock a moment after the job ends
+    if summary.pipeline_latency_ms < 0.5 * after_the_job_s * 1e3:
         assert run.faults == [] and run.warnings == [unplayed]
 
 
