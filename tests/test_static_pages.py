@@ -6,7 +6,9 @@ clean failure, not a missing file."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import pytest
 import edgetwin
 from edgetwin.cli import main
 from edgetwin.errors import InputError, RunFailed
-from edgetwin.reports.static import write_figures
+from edgetwin.reports.static import DEADLINE_ENV, export_deadline_s, write_figures
 from tests.conftest import REPO
 
 SCENARIOS = REPO / "scenarios"
@@ -157,3 +159,47 @@ def test_a_figure_the_browser_cannot_draw_is_a_clean_failure(tmp_path: Path) -> 
     ]
     with pytest.raises(RunFailed, match=r"did not draw 02_figure\.svg: .*topojson"):
         write_figures(figures, tmp_path, "svg")
+
+
+def _processes_with(marker: str) -> list[int]:
+    """The live processes whose environment holds ``marker`` (Chromium inherits it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:  # gone, or another user's
+            continue
+    return [pid for pid in found if pid != os.getpid()]
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(60)
+def test_an_export_past_its_deadline_stops_its_browser(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An export that could take many minutes on a loaded machine (two tries, 90 s a
+    figure) has one deadline: past it every browser process is killed and the export is a
+    RunFailed naming the limit and how to set it (a deadline of 1 ms always passes)."""
+    _needs_chromium()
+    marker = f"EDGETWIN_TEST_EXPORT={uuid.uuid4().hex}"
+    monkeypatch.setenv(*marker.split("="))
+    figures = [go.Figure(go.Scatter(x=[1, 2], y=[3, k])) for k in range(3)]
+    with pytest.raises(RunFailed, match=r"not drawn within 0\.001 s \(3 figures; "):
+        write_figures(figures, tmp_path, "svg", deadline_s=0.001)
+    assert _processes_with(marker) == []
+    monkeypatch.setenv(DEADLINE_ENV, "0.001")
+    with pytest.raises(RunFailed, match=rf"{DEADLINE_ENV} sets the limit"):
+        write_figures(figures, tmp_path, "svg")
+    assert _processes_with(marker) == []
+    monkeypatch.setenv(DEADLINE_ENV, "soon")
+    with pytest.raises(InputError, match=rf"{DEADLINE_ENV} \(environment\).*not 'soon'"):
+        write_figures(figures, tmp_path, "svg")
+
+
+def test_the_default_deadline_grows_with_the_figures_up_to_a_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(DEADLINE_ENV, raising=False)
+    assert export_deadline_s(1) < export_deadline_s(7) < export_deadline_s(1000)
+    assert export_deadline_s(1000) == export_deadline_s(2000)

@@ -9,10 +9,16 @@ are blanked.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import math
 import os
 import re
 import shutil
+import signal
+import subprocess
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -34,6 +40,29 @@ _PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"  # 
 _SVG_UID = re.compile(r'<defs id="defs-([0-9a-z]+)"')  # plotly.js's uid of the figure
 _SVG_NAME = re.compile(r'( id="|url\([^#)]*#|href="#)([^"()]+)')  # a name, a reference to one
 _PDF_DATE = re.compile(rb"/(?:CreationDate|ModDate) *\(D:[0-9][^)]*\)")
+DEADLINE_ENV = "EDGETWIN_STATIC_TIMEOUT_S"  # overrides the export's deadline, in seconds
+DEADLINE_BASE_S = 30.0  # the browser's start, with room for a busy machine
+DEADLINE_PER_FIGURE_S = 10.0  # a figure takes about 1 s on an idle machine
+DEADLINE_MAX_S = 300.0
+RENDER_TIMEOUT_S = 30.0  # one figure in a live browser; one that runs over is drawn again
+_STOP_WAIT_S = 10.0  # how long a stopped export may take to close its browser session
+
+
+def export_deadline_s(figures: int) -> float:
+    """The seconds an export of ``figures`` figures may take, both tries and the browser's
+    start included: ``EDGETWIN_STATIC_TIMEOUT_S`` if set, else 30 s and 10 s a figure, at
+    most 300 s. A value that is not a number of seconds above 0 is an InputError."""
+    given = os.environ.get(DEADLINE_ENV)
+    if given is None:
+        return min(DEADLINE_BASE_S + DEADLINE_PER_FIGURE_S * figures, DEADLINE_MAX_S)
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        problem = f"a number of seconds above 0, not {given!r}"
+        raise InputError(None, f"{DEADLINE_ENV} (environment)", problem)
+    return seconds
 
 
 def browser_path() -> str:
@@ -51,12 +80,25 @@ def browser_path() -> str:
     return path
 
 
-def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list[Path]:
+def export_ready() -> str:
+    """The Chromium to draw with, looked for before the work whose figures it draws, and the
+    deadline's setting checked then too (an InputError for either)."""
+    export_deadline_s(1)
+    return browser_path()
+
+
+def write_figures(
+    figures: Sequence[go.Figure], out_dir: Path, fmt: str, *, deadline_s: float | None = None
+) -> list[Path]:
     """Each figure as ``out_dir/<name>.<fmt>``, in one Chromium session; the figures it
-    failed to draw are drawn once more in a new one, and a figure that fails again is a
-    RunFailed. (On a busy machine kaleido 1.5 may call its page's script before the page
-    has loaded it, "kaleido_scopes is not defined": it reports the figure's error and
-    writes no file.)"""
+    failed to draw (an error, or over ``RENDER_TIMEOUT_S``) are drawn once more in a new
+    one, and a figure that fails again is a RunFailed. (On a busy machine kaleido 1.5 may
+    call its page's script before the page has loaded it, "kaleido_scopes is not defined":
+    it reports the figure's error and writes no file.)
+
+    Both tries share one deadline, ``deadline_s`` (default ``export_deadline_s``): past it
+    the browser is killed and the export is a RunFailed, whatever it drew left in
+    ``out_dir`` (a staging folder: callers publish it whole or not at all)."""
     if fmt not in STATIC_FORMATS:
         raise InputError(None, "--static", f"unknown format {fmt!r}: {', '.join(STATIC_FORMATS)}")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -71,14 +113,22 @@ def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list
     if not jobs:  # a page without a figure: no browser to start
         return []
     browser = browser_path()
+    limit_s = export_deadline_s(len(jobs)) if deadline_s is None else deadline_s
+    ends_at = time.monotonic() + limit_s
     failed = jobs
     for _ in range(2):
-        errors = _draw(failed, browser)
+        session = _Session(failed, browser)
+        if not session.finished_by(ends_at):
+            problem = (
+                f"not drawn within {limit_s:g} s ({len(jobs)} figures; {DEADLINE_ENV} sets the "
+                "limit in seconds): the browser was stopped"
+            )
+            raise RunFailed(f"static figures: {problem}")
         failed = [job for job in failed if not job["path"].is_file()]
         if not failed:
             break
     else:
-        problem = f"{errors[0]}" if errors else "no file written"
+        problem = f"{session.errors[0]}" if session.errors else "no file written"
         names = ", ".join(job["path"].name for job in failed)
         raise RunFailed(f"static figures: {browser} did not draw {names}: {problem}")
     for index, job in enumerate(jobs, start=1):
@@ -90,24 +140,76 @@ def write_figures(figures: Sequence[go.Figure], out_dir: Path, fmt: str) -> list
     return [job["path"] for job in jobs]
 
 
-def _draw(jobs: list[dict[str, Any]], browser: str) -> tuple[Exception, ...]:
-    """Draw ``jobs`` in one Chromium session; the errors of the figures it failed to draw.
-    A stop (Ctrl-C) waits for kaleido's export thread, which closes the browser and removes
-    its profile folder: left to run past the command's end, it left that folder in /tmp."""
-    import kaleido  # deferred: only a static export starts a browser
-    from choreographer.errors import BrowserClosedError, BrowserFailedError, ChannelClosedError
+class _Session:
+    """One kaleido session drawing ``jobs`` in a thread of its own, so that it can be
+    stopped: at the deadline, and on Ctrl-C, every process of its browser is killed."""
 
-    kopts = {"path": browser, "plotlyjs": str(_PLOTLY_JS), "mathjax": False}
-    started = set(threading.enumerate())
-    try:
-        errors = kaleido.write_fig_from_object_sync(jobs, kopts=kopts)
-    except KeyboardInterrupt:
-        for thread in set(threading.enumerate()) - started:
-            thread.join()
-        raise
-    except (BrowserFailedError, BrowserClosedError, ChannelClosedError) as exc:
-        raise RunFailed(f"static figures: the browser {browser} failed: {exc.args[0]}") from None
-    return tuple(errors or ())
+    def __init__(self, jobs: list[dict[str, Any]], browser: str) -> None:
+        self.jobs, self.browser = jobs, browser
+        self.errors: tuple[Exception, ...] = ()
+        self._failure: BaseException | None = None
+        self._kaleido: Any = None
+        self._killed: set[int] = set()
+
+    def finished_by(self, ends_at: float) -> bool:
+        """Draw the jobs; False (the browser killed) if they were not drawn by ``ends_at``
+        (``time.monotonic``). A browser that failed is a RunFailed."""
+        from choreographer.errors import BrowserClosedError, BrowserFailedError, ChannelClosedError
+
+        thread = threading.Thread(target=self._run, name="edgetwin-static", daemon=True)
+        thread.start()
+        try:
+            thread.join(max(ends_at - time.monotonic(), 0.0))
+        except KeyboardInterrupt:
+            self._stop(thread)
+            raise
+        if thread.is_alive():
+            self._stop(thread)
+            return False
+        failure = self._failure
+        if isinstance(failure, BrowserFailedError | BrowserClosedError | ChannelClosedError):
+            raise RunFailed(
+                f"static figures: the browser {self.browser} failed: {failure.args[0]}"
+            ) from None
+        if failure is not None:
+            raise failure
+        return True
+
+    def _run(self) -> None:
+        try:
+            self.errors = tuple(asyncio.run(self._draw()) or ())
+        except BaseException as exc:  # raised in the caller's thread
+            self._failure = exc
+
+    async def _draw(self) -> Any:
+        import kaleido  # deferred: only a static export starts a browser
+
+        self._kaleido = kaleido.Kaleido(
+            path=self.browser, plotlyjs=str(_PLOTLY_JS), mathjax=False, timeout=RENDER_TIMEOUT_S
+        )
+        async with self._kaleido as drawing:
+            return await drawing.write_fig_from_object(self.jobs)
+
+    def _stop(self, thread: threading.Thread) -> None:
+        """Kill the browser's process group (Chromium and its helpers: choreographer starts
+        it in a session of its own) until the thread has closed the session (its profile
+        folder removed), one started meanwhile too; give up waiting after ``_STOP_WAIT_S``."""
+        gives_up_at = time.monotonic() + _STOP_WAIT_S
+        while True:
+            process = getattr(self._kaleido, "subprocess", None)
+            if process is not None:
+                self._kill(process)
+            if not thread.is_alive() or time.monotonic() > gives_up_at:
+                return
+            thread.join(0.1)
+
+    def _kill(self, process: subprocess.Popen[bytes]) -> None:
+        """SIGKILL ``process``'s group, once (its id is not reused while the group lives)."""
+        if process.pid in self._killed:
+            return
+        self._killed.add(process.pid)
+        with contextlib.suppress(ProcessLookupError):  # the group is gone already
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def numbered_svg(svg: str, index: int) -> str:

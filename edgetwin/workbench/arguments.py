@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from edgetwin.errors import InputError, option_named, shown
 from edgetwin.progress import Advance, Steps, naming, no_progress
-from edgetwin.reports.static import STATIC_FORMATS, StaticFormat, browser_path
+from edgetwin.reports.static import STATIC_FORMATS, StaticFormat, export_ready
 
 STATIC_OPTION = option_named("--static", "static=")
 
@@ -87,7 +87,7 @@ def static_argument(value: Any, out_dir: Path | None) -> StaticFormat | None:
         raise InputError(
             None, STATIC_OPTION, "the figures are written into the output folder: give one"
         )
-    browser_path()
+    export_ready()
     return cast(StaticFormat, value)
 
 

@@ -20,8 +20,8 @@ from edgetwin.reports.plan import PLAN_REPORT, plan_figures, write_plan_report
 from edgetwin.reports.static import (
     STATIC_FORMATS,
     StaticFormat,
-    browser_path,
     check_figures_folder,
+    export_ready,
     write_static_figures,
 )
 from edgetwin.reports.validation import VALIDATION_PAGE
@@ -104,7 +104,7 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
         check_reference(reference, reference, None)
     if static is not None:  # before the page is written
         check_figures_folder(run_dir)
-        browser_path()
+        export_ready()
     data = read_run(run_dir)
     with _writing_into(run_dir):
         page = write_run_page(run_dir, data)
@@ -117,7 +117,7 @@ def _report_plan(plan_dir: Path, static: StaticFormat | None) -> Report:
     loaded = swept_question(plan_dir)
     if static is not None:  # before the page is written
         check_figures_folder(plan_dir)
-        browser_path()
+        export_ready()
     with _writing_into(plan_dir):
         result = answer_table(loaded, plan_dir, write_plan_report)
         figures = (
