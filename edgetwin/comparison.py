@@ -90,6 +90,26 @@ class Comparison:
             f"{len(self.unmatched_keys)} unmatched, {len(self.unmeasured_keys)} unmeasured)"
         )
 
+    def describe(self) -> list[str]:
+        """The lines ``edgetwin compare`` prints after its warnings: the median |error| of
+        each metric over its points, whether ``bytes_sent`` agree (``bytes_summary``), and
+        how many rows of each side had no counterpart, where some had none."""
+        lines = []
+        for metric, median_pct in self.median_abs_error_pct.items():
+            count = sum(p["metric"] == metric and p["error_pct"] is not None for p in self.points)
+            lines.append(
+                f"{metric}: median |error| {median_pct:.1f} % over {counted(count, 'point')}"
+            )
+        agreement = bytes_summary(self)
+        if agreement is not None:
+            lines.append(agreement)
+        if self.unmatched_keys or self.unmeasured_keys:
+            lines.append(
+                f"not compared: {len(self.unmatched_keys)} measured rows with no prediction, "
+                f"{len(self.unmeasured_keys)} predicted rows with no measured row"
+            )
+        return lines
+
 
 def relative_pct(value: float, reference: float) -> float:
     """How far ``value`` lies above ``reference``, in % of ``reference`` (negative below)."""

@@ -15,11 +15,10 @@ import pytest
 
 from edgetwin.calibration.fit_emu import calibrate_from_emu
 from edgetwin.cli import main as cli_main
-from edgetwin.cli.evaluate import skipped_line
 from edgetwin.errors import InputError
 from edgetwin.evaluate.adaptive import evaluate
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
-from edgetwin.evaluate.adaptive_results import Evaluation
+from edgetwin.evaluate.adaptive_results import Evaluation, skipped_line
 from edgetwin.evaluate.adaptive_scores import regret_pct
 from edgetwin.evaluate.measured import SkippedCell
 from edgetwin.profile import load_profile

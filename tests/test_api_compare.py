@@ -48,6 +48,26 @@ def test_compare_returns_what_the_command_writes(
 
 
 @pytest.mark.timeout(120)
+def test_describe_gives_the_lines_the_command_prints(
+    two_runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Comparison had no ``describe()``: how many points each median is over, whether
+    ``bytes_sent`` agree and the rows left out were what ``edgetwin compare`` printed and
+    a notebook had to work out from ``points`` and ``bytes_points``."""
+    a, _ = two_runs
+    fewer = tmp_path / "fewer"
+    edgetwin.run(JETSON, overrides=["sweeps=[{batch: [1]}]"], out=fewer)
+    assert main(["compare", str(a), str(fewer)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    lines = edgetwin.compare(a, fewer).describe()
+    assert lines == printed
+    assert "total_ms: median |error| 0.0 % over 5 points" in lines
+    assert "bytes_sent: equal in 5 configurations" in lines
+    not_compared = "not compared: 0 measured rows with no prediction, 5 predicted rows with no"
+    assert lines[-1] == f"{not_compared} measured row"
+
+
+@pytest.mark.timeout(120)
 def test_the_page_warns_as_the_console_does(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
     """Two runs on other devices: the console warned that the errors include the devices'
     difference, the page showed the errors without a word of it."""

@@ -19,8 +19,11 @@ AFFINITY = SCENARIOS / "affinity_small.eval.yaml"
 
 
 @pytest.mark.timeout(300)
-def test_evaluate_scores_the_policies_as_the_command_does(tmp_path: Path) -> None:
+def test_evaluate_scores_the_policies_as_the_command_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["evaluate", str(ADAPTIVE), "--out", str(tmp_path / "cli"), "--quiet"]) == 0
+    printed = capsys.readouterr().out.splitlines()
     steps: list[tuple[str, int]] = []
 
     def shown(label: str, total: int):  # type: ignore[no-untyped-def]
@@ -33,6 +36,9 @@ def test_evaluate_scores_the_policies_as_the_command_does(tmp_path: Path) -> Non
     cli = json.loads((tmp_path / "cli" / "evaluation.json").read_text())
     api = json.loads((tmp_path / "api" / "evaluation.json").read_text())
     assert api == cli == json.loads(json.dumps(result.to_json()))
+    # an Evaluation had no describe(): the ground truth's line was the command's alone
+    assert result.describe() == printed[:-1]  # the last: the files written
+    assert result.describe()[0] == "ground truth: twin, 40 conditions"
     assert steps and steps[0][0] == "evaluate adaptive_prism.eval.yaml, twin sweeps"
     recorded = json.loads((tmp_path / "api" / "provenance.json").read_text())
     assert recorded["command"] == ["edgetwin.evaluate_adaptive", str(ADAPTIVE)]
@@ -40,12 +46,18 @@ def test_evaluate_scores_the_policies_as_the_command_does(tmp_path: Path) -> Non
 
 
 @pytest.mark.timeout(300)
-def test_evaluate_affinity_scores_the_schedulers_as_the_command_does(tmp_path: Path) -> None:
+def test_evaluate_affinity_scores_the_schedulers_as_the_command_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["evaluate-affinity", str(AFFINITY), "--out", str(tmp_path / "cli")]) == 0
+    printed = capsys.readouterr().out.splitlines()
     result = edgetwin.evaluate_affinity(AFFINITY, out=tmp_path / "api")
     cli = json.loads((tmp_path / "cli" / "affinity.json").read_text())
     assert json.loads((tmp_path / "api" / "affinity.json").read_text()) == cli
     assert [i.name for i in result.instances] == [i["instance"] for i in cli["instances"]]
+    # the optimum's makespan and each scheduler's regret were the command's lines alone
+    assert result.describe() == printed[:-1]  # the last: the files written
+    assert len(printed) == len(result.instances) + 1
     for instance in result.instances:  # no scheduler beats the offline optimum
         assert all(s.regret_pct >= -1e-6 for s in instance.schedulers.values())
     recorded = json.loads((tmp_path / "api" / "provenance.json").read_text())

@@ -17,10 +17,8 @@ from edgetwin.cli.inputs import (
     report_checked,
 )
 from edgetwin.cli.progress import progress_bar
-from edgetwin.errors import counted
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
 from edgetwin.evaluate.affinity import AFFINITY_MODES, load_affinity_settings
-from edgetwin.evaluate.measured import SkippedCell
 from edgetwin.workbench import evaluating
 
 
@@ -48,29 +46,10 @@ def evaluate_command(args: argparse.Namespace) -> int:
         command=args.command,
     )
     print_warnings(result.warnings)
-    print(f"ground truth: {result.truth_source}, {counted(len(result.conditions), 'condition')}")
-    if result.infeasible:
-        infeasible = counted(len(result.infeasible), "condition")
-        print(f"not scored: {infeasible} where every candidate fails")
-    for cell in result.skipped:
-        print(skipped_line(cell))
-    for name, score in result.scores.items():
-        print(
-            f"{name}: accuracy {score.decision_accuracy:.3f}, regret mean "
-            f"{score.mean_regret_pct:.2f} % max {score.max_regret_pct:.2f} %"
-        )
+    for line in result.describe():
+        print(line)
     print(f"-> {written(args.out)}")
     return 0
-
-
-def skipped_line(cell: SkippedCell) -> str:
-    """A measured cell the evaluation could not score, and which candidates it lacks (a
-    decoder's cell: its prompt and output tokens)."""
-    tokens = f"{cell.tokens} tokens"
-    if cell.output_tokens is not None:
-        tokens = f"{cell.tokens} prompt and {cell.output_tokens} output tokens"
-    where = f"batch {cell.batch}, {cell.bandwidth_mbps:g} Mbps, {tokens}"
-    return f"skipped {where}: not measured for {', '.join(cell.missing)}"
 
 
 def add_affinity_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,14 +81,8 @@ def affinity_command(args: argparse.Namespace) -> int:
         command=args.command,
     )
     print_warnings(result.warnings)
-    for instance in result.instances:
-        optimum_s = instance.optimum.schedule.makespan_ms / 1e3
-        proved = "" if instance.optimum.proved else " (not proved within node_limit)"
-        regrets = ", ".join(f"{n} {s.regret_pct:.1f} %" for n, s in instance.schedulers.items())
-        print(
-            f"{instance.name} ({instance.strategy}): optimum makespan {optimum_s:.4g} s{proved}; "
-            f"regret (makespan over the optimum's): {regrets}"
-        )
+    for line in result.describe():
+        print(line)
     print(f"-> {written(args.out)}")
     return 0
 

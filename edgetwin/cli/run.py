@@ -19,7 +19,6 @@ from edgetwin.cli.inputs import (
     report_checked,
 )
 from edgetwin.cli.progress import progress_bar
-from edgetwin.comparison import bytes_summary
 from edgetwin.configuration import crowd_runs
 from edgetwin.errors import counted
 from edgetwin.links import within_tolerance
@@ -123,18 +122,8 @@ def compare_command(args: argparse.Namespace) -> int:
         command=args.command,
     )
     print_warnings(comparison.warnings)
-    for metric, median in comparison.median_abs_error_pct.items():
-        count = sum(p["metric"] == metric and p["error_pct"] is not None for p in comparison.points)
-        print(f"{metric}: median |error| {median:.1f} % over {counted(count, 'point')}")
-    agreement = bytes_summary(comparison)
-    if agreement is not None:
-        print(agreement)
-    no_prediction, no_measurement = comparison.unmatched_keys, comparison.unmeasured_keys
-    if no_prediction or no_measurement:
-        print(
-            f"not compared: {len(no_prediction)} measured rows with no prediction, "
-            f"{len(no_measurement)} predicted rows with no measured row"
-        )
+    for line in comparison.describe():
+        print(line)
     return 0
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from edgetwin.errors import counted
 from edgetwin.evaluate.adaptive_inputs import EvalSettings
 from edgetwin.evaluate.adaptive_scores import (
     Choice,
@@ -49,6 +50,22 @@ class Evaluation:
             f"Evaluation({self.scenario}: {len(self.conditions)} conditions; "
             f"accuracy / mean regret: {scores})"
         )
+
+    def describe(self) -> list[str]:
+        """The lines ``edgetwin evaluate`` prints after its warnings: the ground truth and
+        how many conditions it scored, those where every candidate failed, the measured
+        cells it skipped, then each policy's accuracy and regret."""
+        lines = [f"ground truth: {self.truth_source}, {counted(len(self.conditions), 'condition')}"]
+        if self.infeasible:
+            infeasible = counted(len(self.infeasible), "condition")
+            lines.append(f"not scored: {infeasible} where every candidate fails")
+        lines += [skipped_line(cell) for cell in self.skipped]
+        lines += [
+            f"{name}: accuracy {score.decision_accuracy:.3f}, regret mean "
+            f"{score.mean_regret_pct:.2f} % max {score.max_regret_pct:.2f} %"
+            for name, score in self.scores.items()
+        ]
+        return lines
 
     def crossover_batch(self) -> list[dict[str, Any]]:
         """Per bandwidth, device count and tokens (a decoder's: and output tokens): the
@@ -207,3 +224,13 @@ def _finite_or_null(value: Any) -> Any:
 
 def _num(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 6)
+
+
+def skipped_line(cell: SkippedCell) -> str:
+    """A measured cell the evaluation could not score, and which candidates it lacks (a
+    decoder's cell: its prompt and output tokens)."""
+    tokens = f"{cell.tokens} tokens"
+    if cell.output_tokens is not None:
+        tokens = f"{cell.tokens} prompt and {cell.output_tokens} output tokens"
+    where = f"batch {cell.batch}, {cell.bandwidth_mbps:g} Mbps, {tokens}"
+    return f"skipped {where}: not measured for {', '.join(cell.missing)}"

@@ -89,6 +89,20 @@ class AffinityEvaluation:
         """A line a notebook can show (the instances are ``instances``)."""
         return f"AffinityEvaluation({len(self.instances)} instances, {self.settings.mode})"
 
+    def describe(self) -> list[str]:
+        """The lines ``edgetwin evaluate-affinity`` prints after its warnings: per instance
+        the optimum's makespan and each scheduler's regret over it."""
+        lines = []
+        for instance in self.instances:
+            optimum_s = instance.optimum.schedule.makespan_ms / 1e3
+            proved = "" if instance.optimum.proved else " (not proved within node_limit)"
+            regrets = ", ".join(f"{n} {s.regret_pct:.1f} %" for n, s in instance.schedulers.items())
+            lines.append(
+                f"{instance.name} ({instance.strategy}): optimum makespan {optimum_s:.4g} s"
+                f"{proved}; regret (makespan over the optimum's): {regrets}"
+            )
+        return lines
+
     def to_json(self) -> dict[str, Any]:
         return {
             "mode": self.settings.mode,
