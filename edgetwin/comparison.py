@@ -13,7 +13,7 @@ from statistics import median
 from typing import TypedDict
 
 from edgetwin.device_names import profile_name, profile_refs, read_device_names
-from edgetwin.errors import InputError, counted, shown
+from edgetwin.errors import InputError, counted, shown, warnings_note
 from edgetwin.resolved_scenario import RESOLVED_FILE
 from edgetwin.result_cells import CellError, check_cells, parse_number, record_place
 from edgetwin.results import COLUMNS, STATUS_OK, ResultRow
@@ -83,11 +83,12 @@ class Comparison:
     warnings: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
-        """A line a notebook can show (the points are ``points``)."""
+        """A line a notebook can show (the points are ``points``), with how many warnings."""
         medians = ", ".join(f"{m} {v:.2f}" for m, v in self.median_abs_error_pct.items())
         return (
             f"Comparison({len(self.points)} points; median |error| %: {medians or 'none'}; "
-            f"{len(self.unmatched_keys)} unmatched, {len(self.unmeasured_keys)} unmeasured)"
+            f"{len(self.unmatched_keys)} unmatched, {len(self.unmeasured_keys)} unmeasured"
+            f"{warnings_note(self.warnings)})"
         )
 
     def describe(self) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -83,6 +83,12 @@ def shown_text(text: str, limit: int = SHOWN_VALUE_CHARS) -> str:
 def counted(count: int, noun: str) -> str:
     """``"1 run"``, ``"2 runs"``: a count and its noun, for what a command prints."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def warnings_note(warnings: Sequence[str]) -> str:
+    """``"; 2 warnings in .warnings"`` (empty without one): the end of a result's line in a
+    notebook, where the command prints each warning on stderr."""
+    return f"; {counted(len(warnings), 'warning')} in .warnings" if warnings else ""
 
 
 def shown(value: object, limit: int = SHOWN_VALUE_CHARS) -> str:

@@ -236,6 +236,32 @@ def test_results_line_says_why_rows_failed() -> None:
     assert repr(results) == shown
 
 
+@pytest.mark.timeout(120)
+def test_the_lines_a_notebook_shows_say_the_run_warned(tmp_path: Path) -> None:
+    """``edgetwin run`` and ``compare`` print each warning on stderr; the line a notebook
+    shows said nothing of them, so a twin run with packet loss (which it does not play)
+    looked like any other unless ``.warnings`` was read."""
+    lossy = ["network.loss_pct=1", "sweeps=[{batch: [1]}]"]
+    results = edgetwin.run(JETSON, overrides=lossy, out=tmp_path / "lossy")
+    (warning,) = results.warnings
+    assert "a twin run has no loss" in warning
+    shown = "Results(5 rows of prism_jetson: single, voltage, prism; 1 warning in .warnings)"
+    assert repr(results) == shown
+    assert repr(edgetwin.load_results(tmp_path / "lossy")) == shown
+    other = ["sweeps=[{batch: [1]}]", "devices=[{name: jetson, profile: h200_netns, count: 2}]"]
+    edgetwin.run(JETSON, overrides=other, out=tmp_path / "h200")
+    comparison = edgetwin.compare(tmp_path / "lossy", tmp_path / "h200")
+    assert len(comparison.warnings) == 1  # the sides ran on other devices
+    assert repr(comparison).endswith("; 0 unmatched, 0 unmeasured; 1 warning in .warnings)")
+    plan = edgetwin.run_plan(
+        ROOT / "scenarios" / "plan_crossover.plan.yaml",
+        out=tmp_path / "plan",
+        overrides=["axes.batch=[8]", "axes.devices=[2]", "set=[network.loss_pct=1]"],
+        workers=1,
+    )
+    assert len(plan.warnings) == 1 and repr(plan).endswith("; 1 warning in .warnings)")
+
+
 def test_a_failure_summary_names_the_commonest_reasons_then_dots() -> None:
     """Statuses say where (a device, a token, a job's counts); the summary counts the
     reason without them, the commonest three first."""

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from edgetwin.errors import counted
+from edgetwin.errors import counted, warnings_note
 from edgetwin.evaluate.adaptive_inputs import EvalSettings
 from edgetwin.evaluate.adaptive_scores import (
     Choice,
@@ -41,14 +41,15 @@ class Evaluation:
     infeasible: tuple[ConditionKey, ...] = ()  # every candidate failed there: not scored
 
     def __repr__(self) -> str:
-        """A line a notebook can show: each policy's accuracy and mean regret."""
+        """A line a notebook can show: each policy's accuracy and mean regret, and how many
+        warnings."""
         scores = ", ".join(
             f"{name} {s.decision_accuracy:.3f} / {s.mean_regret_pct:.2f} %"
             for name, s in self.scores.items()
         )
         return (
             f"Evaluation({self.scenario}: {len(self.conditions)} conditions; "
-            f"accuracy / mean regret: {scores})"
+            f"accuracy / mean regret: {scores}{warnings_note(self.warnings)})"
         )
 
     def describe(self) -> list[str]:

@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from edgetwin.configuration import CrowdRun
 from edgetwin.crowd_fleet import PhoneClass
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, warnings_note
 from edgetwin.evaluate.affinity_results import (
     AssignmentReplay,
     InstanceResult,
@@ -86,8 +86,10 @@ class AffinityEvaluation:
     warnings: tuple[str, ...] = ()  # the emulator's, each naming its instance
 
     def __repr__(self) -> str:
-        """A line a notebook can show (the instances are ``instances``)."""
-        return f"AffinityEvaluation({len(self.instances)} instances, {self.settings.mode})"
+        """A line a notebook can show (the instances are ``instances``), with how many
+        warnings."""
+        shown = f"{len(self.instances)} instances, {self.settings.mode}"
+        return f"AffinityEvaluation({shown}{warnings_note(self.warnings)})"
 
     def describe(self) -> list[str]:
         """The lines ``edgetwin evaluate-affinity`` prints after its warnings: per instance

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgetwin.errors import OUT_OPTION, InputError, counted
+from edgetwin.errors import OUT_OPTION, InputError, counted, warnings_note
 from edgetwin.plan.answer_text import describe
 from edgetwin.plan.executors import Executor
 from edgetwin.plan.folder import (
@@ -43,10 +43,10 @@ class PlanOutcome:
         return describe(self.answer)
 
     def __repr__(self) -> str:
-        """A line a notebook can show (the answer is ``answer``)."""
+        """A line a notebook can show (the answer is ``answer``), with how many warnings."""
         return (
             f"PlanOutcome({len(self.rows)} rows of {self.configurations} configurations, "
-            f"{self.ran_now} run now)"
+            f"{self.ran_now} run now{warnings_note(self.warnings)})"
         )
 
 

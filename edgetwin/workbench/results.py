@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from edgetwin.comparison import REFERENCE_FILE, check_reference
 from edgetwin.device_names import DEVICES_FILE, read_device_names, write_device_names
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, warnings_note
 from edgetwin.provenance import read_provenance, write_provenance, write_provenance_record
 from edgetwin.reports import write_report
 from edgetwin.reports.html import page_warnings
@@ -68,11 +68,12 @@ class Results:
 
     def __repr__(self) -> str:
         """A line a notebook can show (the rows are ``to_pandas()``'s), with why rows failed
-        when some did."""
+        when some did and how many warnings the run gave."""
         name = "" if self.scenario is None else f" of {self.scenario.name}"
         strategies = ", ".join(dict.fromkeys(row.strategy for row in self.rows))
         failed = f"; {failed_summary(self.rows)}" if not all(r.ok for r in self.rows) else ""
-        return f"Results({len(self.rows)} rows{name}: {strategies or 'none'}{failed})"
+        listed = f"{strategies or 'none'}{failed}{warnings_note(self.warnings)}"
+        return f"Results({len(self.rows)} rows{name}: {listed})"
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per configuration and repetition; the columns of ``results.csv`` in its
