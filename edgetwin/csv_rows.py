@@ -145,7 +145,8 @@ def read_rows(
     already read).
 
     Columns beyond ``required`` and ``optional`` are kept in ``Row.cells`` but not checked.
-    Blank lines are skipped; a file with no data row is an error if ``rows_needed``.
+    Blank lines (nothing but spaces or empty cells) are skipped; a file with no data row is
+    an error if ``rows_needed``.
     """
     text = read_text(path) if text is None else text
     if not text.strip():
@@ -158,7 +159,7 @@ def read_rows(
         _check_header(path, header, required)
         rows = []
         for cells in reader:
-            if not cells:
+            if not any(cell.strip() for cell in cells):  # spaces, or a spreadsheet's ",,,"
                 continue
             if len(cells) != len(header):
                 raise InputError(

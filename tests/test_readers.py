@@ -524,6 +524,19 @@ def test_a_vit_latency_kernel_is_one_the_fit_knows(tmp_path: Path) -> None:
     _rejects(read_vit_latency, path, "field 'kernel'", "line 3", "'vit-full'", "vit_full")
 
 
+def test_lines_of_nothing_but_spaces_or_empty_cells_are_blank(tmp_path: Path) -> None:
+    """A line of spaces (an editor's) or of empty cells (a spreadsheet's export of rows it
+    once formatted) was "1 cells, the header has 5" or an empty ``kernel``: the rules say
+    blank lines are skipped."""
+    header = "kernel,batch,tokens,rep,latency_ms\n"
+    path = tmp_path / "vit_latency.csv"
+    for blank in ("   \n", ",,,,\n", " , ,,,\t\r\n"):
+        path.write_text(f"{header}vit_full,1,197,0,4.029\n{blank}vit_full,1,197,1,3.9\n{blank}")
+        assert [r.rep for r in read_vit_latency(path)] == [0, 1]
+        path.write_text(header + blank)
+        _rejects(read_vit_latency, path, "no data rows")
+
+
 def test_folder_recognises_files_by_header_and_lists_the_rest(tmp_path: Path) -> None:
     for name in ("worker_log.csv", "jtop_log.csv", "tiny.trace.json"):
         shutil.copy(FIXTURES / name, tmp_path / f"my_{name}")
