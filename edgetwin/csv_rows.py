@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,9 @@ def read_header(path: Path) -> list[str]:
     return [name.strip() for name in first]
 
 
+_DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")  # 4,029: a number as a spreadsheet in a comma locale
+
+
 @dataclass(frozen=True)
 class Row:
     """One data row: cells by column name, with typed, checked accessors."""
@@ -84,7 +88,8 @@ class Row:
         try:
             value = float(text)
         except ValueError:
-            raise self.error(column, f"{shown(text)} is not a number") from None
+            comma = " (a decimal comma? write '.')" if _DECIMAL_COMMA.fullmatch(text) else ""
+            raise self.error(column, f"{shown(text)} is not a number{comma}") from None
         if not math.isfinite(value):
             raise self.error(column, f"{shown(text)} is not a finite number")
         if minimum is not None and value < minimum:
@@ -183,4 +188,31 @@ def _check_header(path: Path, header: list[str], required: Sequence[str]) -> Non
         seen.add(name)
     for name in required:
         if name not in seen:
-            raise InputError(path, name, f"line 1: missing column (header: {', '.join(header)})")
+            problem = f"line 1: missing column (header: {', '.join(header)})"
+            raise InputError(path, name, problem + header_hint(header, name))
+
+
+def header_hint(header: Sequence[str], name: str) -> str:
+    """What to change in a header that lacks column ``name``: the separator of a
+    spreadsheet's export, or a column that is ``name`` in other letters or with its unit
+    written out (``Latency (ms)``); empty where neither is seen (or ``name`` is there)."""
+    if name in header:
+        return ""
+    if len(header) == 1:
+        for separator, called in ((";", "';'"), ("\t", "tabs")):
+            if separator in header[0]:
+                return (
+                    f"; the file is separated by {called}: edgetwin reads comma-separated "
+                    "values with '.' decimals (save it as CSV, UTF-8, in an English locale)"
+                )
+    for column in header:
+        if _plain_name(column) == name:
+            return f"; {column!r} in the header: name it {name}"
+    return ""
+
+
+def _plain_name(column: str) -> str:
+    """A column name in lower case, its unit in brackets as a suffix: ``latency_ms`` of
+    ``Latency (ms)`` and ``latency [ms]``."""
+    words = re.sub(r"[\s()\[\]-]+", " ", column.lower()).split()
+    return "_".join(words)

@@ -557,6 +557,21 @@ def test_measured_table_without_a_component_column(
 
 
 @pytest.mark.timeout(60)
+def test_measured_table_with_a_unit_written_out_in_its_header(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``compute (ms)``, as a spreadsheet's column title, is an extra column: the message
+    named ``compute_ms`` and listed the header, and the fix was left to be spotted."""
+    shipped = (REPO / "data" / "reference" / "prism-jetson" / "measurements.csv").read_text()
+    table = tmp_path / "measurements.csv"
+    table.write_text(shipped.replace("compute_ms", "compute (ms)", 1))
+    spec = _spec("jetson_orin_nano", tmp_path, _set("reference", str(table)))
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "p.yaml")]
+    expect = ("field 'compute_ms'", "'compute (ms)' in the header: name it compute_ms")
+    assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("key", "column", "cell", "expect"),
     [

@@ -537,6 +537,33 @@ def test_lines_of_nothing_but_spaces_or_empty_cells_are_blank(tmp_path: Path) ->
         _rejects(read_vit_latency, path, "no data rows")
 
 
+@pytest.mark.parametrize(
+    ("header", "hint"),
+    [
+        ("kernel;batch;tokens;rep;latency_ms", "separated by ';'"),
+        ("kernel\tbatch\ttokens\trep\tlatency_ms", "separated by tabs"),
+        ("kernel,batch,tokens,rep,latency (ms)", "'latency (ms)' in the header: name it"),
+        ("kernel,batch,tokens,rep,Latency [ms]", "'Latency [ms]' in the header: name it"),
+        ("Kernel,batch,tokens,rep,latency_ms", "'Kernel' in the header: name it kernel"),
+    ],
+)
+def test_a_header_a_spreadsheet_wrote_says_what_to_change(
+    tmp_path: Path, header: str, hint: str
+) -> None:
+    """A ';'-separated export (where a comma is the decimal separator), a tab-separated one
+    and a column with its unit written out were only "missing column": the fix was left to
+    be spotted in the header the message lists."""
+    path = tmp_path / "vit_latency.csv"
+    path.write_text(f"{header}\n" + header.replace("latency", "1").replace("ms", "2") + "\n")
+    _rejects(read_vit_latency, path, "missing column", hint)
+
+
+def test_a_decimal_comma_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "vit_latency.csv"
+    path.write_text('kernel,batch,tokens,rep,latency_ms\nvit_full,1,197,0,"4,029"\n')
+    _rejects(read_vit_latency, path, "'4,029' is not a number", "a decimal comma?")
+
+
 def test_folder_recognises_files_by_header_and_lists_the_rest(tmp_path: Path) -> None:
     for name in ("worker_log.csv", "jtop_log.csv", "tiny.trace.json"):
         shutil.copy(FIXTURES / name, tmp_path / f"my_{name}")

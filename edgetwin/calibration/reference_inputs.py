@@ -17,7 +17,7 @@ from pydantic import Field
 
 from edgetwin.calibration.fit_check import TooFewPoints
 from edgetwin.calibration.profile_io import FIXABLE_SECTIONS, ProfileFacts, check_fixed
-from edgetwin.csv_rows import Row, read_header, read_rows
+from edgetwin.csv_rows import Row, header_hint, read_header, read_rows
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.device_spec import MAX_DEVICES
 from edgetwin.errors import InputError
@@ -135,10 +135,11 @@ def check_fittable(
     unfitted = unfitted_by_column(measured, fixed)
     if unfitted:
         column, params = next(iter(unfitted.items()))
+        header = read_header(reference)
         problem = (
             f"no row has a value above 0, so nothing fits {', '.join(params)} "
-            f"(header: {', '.join(read_header(reference))}); measure it, or set them in "
-            f"the spec's fixed"
+            f"(header: {', '.join(header)}){header_hint(header, column)}; measure it, or "
+            f"set them in the spec's fixed"
         )
         raise InputError(reference, column, problem)
 
