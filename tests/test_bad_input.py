@@ -824,6 +824,28 @@ def test_a_group_timed_at_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert_clean_failure(argv, capsys, tmp_path, *expect)
 
 
+@pytest.mark.timeout(60)
+def test_a_whole_model_timed_on_another_model_than_the_specs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``vit_full`` rows of 257 tokens (a ViT at patch 14) under a spec's ViT-B/16 (197):
+    the fit took the patch embedding of one model and the blocks of the other and wrote a
+    profile with a median error of a few percent, without a word."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shipped = REPO / "data" / "traces" / "h200-loopback-2026-11" / "vit_latency.csv"
+    text = shipped.read_text().replace(",197,", ",257,")
+    (traces / "vit_latency.csv").write_text(text)
+
+    def compute_only(raw: dict[str, Any]) -> None:
+        raw.update(traces=str(traces), fit=["compute"], bootstrap=0, base="jetson_orin_nano")
+
+    spec = _spec("h200_loopback", tmp_path, compute_only)
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "p.yaml")]
+    expect = ("vit_latency.csv: field 'tokens'", "vit_full, batch 1, 257 tokens", "197 tokens")
+    assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
 # ---------------------------------------------------------------- results tables
 
 

@@ -30,6 +30,7 @@ from edgetwin.calibration.readers.decoder_latency import (
 from edgetwin.calibration.readers.folder import power_logs
 from edgetwin.calibration.readers.gpu_bench import (
     STAGING_COPY_FILE,
+    VIT_FULL,
     VIT_LATENCY_FILE,
     StagingCopy,
     VitLatency,
@@ -44,8 +45,9 @@ from edgetwin.calibration.readers.staged_exchange import (
     read_staged_allgather,
     read_staged_allgather_bw,
 )
+from edgetwin.calibration.trace_groups import compute_label
 from edgetwin.decoder_spec import DecoderSpec, positions_problem
-from edgetwin.errors import InputError, shown
+from edgetwin.errors import InputError, counted, shown
 from edgetwin.model_spec import ModelSpec
 from edgetwin.profile import DeviceProfile, load_profile, profile_path
 from edgetwin.schema import Seed, Strict, load_yaml_model
@@ -213,6 +215,20 @@ def _check_decoder(spec: TraceCalibrationSpec, spec_path: Path, data: TraceData)
             raise InputError(data.folder / DECODER_LATENCY_FILE, "prompt_tokens", why)
 
 
+def _check_model(spec: TraceCalibrationSpec, data: TraceData) -> None:
+    """A whole-model forward (``vit_full``) runs the spec's model over its tokens: other
+    tokens were timed on another model (the fit took this one's embedding and the other's
+    blocks, and wrote a profile without a word)."""
+    for row in data.latencies:
+        if row.kernel == VIT_FULL and row.tokens != spec.model.tokens:
+            label = compute_label((row.kernel, row.batch, row.tokens))
+            problem = (
+                f"{label}, where a whole forward of the spec's model runs "
+                f"{counted(spec.model.tokens, 'token')}: the spec's model is not the one measured"
+            )
+            raise InputError(data.folder / VIT_LATENCY_FILE, "tokens", problem)
+
+
 # the trace files each section is fitted from (any one of them)
 SECTION_FILES: dict[Section, tuple[str, ...]] = {
     "compute": (VIT_LATENCY_FILE,),
@@ -258,4 +274,5 @@ def read_inputs(spec_path: Path) -> TraceInputs:
     spec = load_trace_spec(spec_path)
     data = _trace_data(spec, spec_path)
     _check_decoder(spec, spec_path, data)
+    _check_model(spec, data)
     return TraceInputs(spec, data, _base(spec, spec_path))
