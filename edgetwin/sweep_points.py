@@ -1,20 +1,23 @@
 """The points of a scenario's sweeps: each a ``Configuration``, what one results row
-describes (its labels and columns: ``configuration``)."""
+describes (its labels and columns: ``configuration``); and the scenario keys the sweeps
+stand in for, which no run then reads (an override of one is refused)."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
 from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.errors import InputError, shown
 from edgetwin.models import registry
 from edgetwin.models.layout import resolved_segments
 from edgetwin.scenario import Scenario
 from edgetwin.strategy_spec import StrategySpec
-from edgetwin.sweep_spec import SweepSpec
+from edgetwin.sweep_spec import SWEPT_SCENARIO_KEYS, SweepSpec
 
 
 class Configuration(BaseModel):
@@ -35,6 +38,66 @@ class Configuration(BaseModel):
 def swept_bandwidths(scenario: Scenario) -> list[float]:
     """The bandwidths the sweeps name, in file order, each once (none: empty)."""
     return list(dict.fromkeys(bw for sweep in scenario.sweeps for bw in sweep.bandwidth_mbps))
+
+
+class SweptKey(NamedTuple):
+    """What stands in for a scenario key that no run reads: the sweeps' list ``swept``
+    (``bandwidth_mbps``), given by the sweeps ``sweeps`` (their indices)."""
+
+    swept: str
+    sweeps: tuple[int, ...]
+
+    @property
+    def fields(self) -> str:
+        """The sweeps' fields that give the values: ``sweeps.0.bandwidth_mbps, ...``."""
+        return ", ".join(f"sweeps.{i}.{self.swept}" for i in self.sweeps)
+
+
+def swept_keys(scenario: Scenario) -> dict[str, SweptKey]:
+    """The scenario keys of ``SWEPT_SCENARIO_KEYS`` that no run of ``scenario`` reads, each
+    with what stands in for it: the key is a sweep's default, so it is unread when every
+    sweep gives its list (``configurations``), and a crowd's bandwidth when one sweep does
+    (``configuration.crowd_bandwidths``: the sweeps' bandwidths, else the network's)."""
+    unread = {}
+    for swept, key in SWEPT_SCENARIO_KEYS.items():
+        giving = tuple(i for i, sweep in enumerate(scenario.sweeps) if getattr(sweep, swept))
+        crowd = scenario.crowd is not None and bool(giving)
+        if crowd or len(giving) == len(scenario.sweeps):
+            unread[key] = SweptKey(swept, giving)
+    return unread
+
+
+def unread_override(scenario: Scenario, overrides: Sequence[str]) -> tuple[int, SweptKey] | None:
+    """The first of ``overrides`` (``key=value`` or ``~key``, as applied to make
+    ``scenario``) that sets or removes a key no run reads (``swept_keys``): its index and
+    what stands in for the key; None when every override is read."""
+    unread = swept_keys(scenario)
+    for index, item in enumerate(overrides):
+        key = override_key(item)
+        if key in unread:
+            return index, unread[key]
+    return None
+
+
+def override_key(item: str) -> str:
+    """The dotted key an override sets (``key=value``) or removes (``~key``)."""
+    key, sep, _value = item.partition("=")
+    return key if sep else key.removeprefix("~")
+
+
+def check_overrides_read(scenario: Scenario, overrides: Sequence[str], path: Path) -> None:
+    """Refuse an override that no run reads, naming the key and the sweeps that stand in for
+    it: ``--set network.bandwidth_mbps=200`` where every sweep gives its bandwidths ran and
+    labelled nothing at 200 Mbps, and a comparison with a measurement at 200 said 0 %."""
+    found = unread_override(scenario, overrides)
+    if found is None:
+        return
+    index, swept = found
+    item = overrides[index]
+    every = len(swept.sweeps) == len(scenario.sweeps)
+    gives = f"every sweep gives its own {swept.swept}" if every else "a crowd runs its sweeps'"
+    problem = f"override {shown(item)} has no effect: {gives} ({swept.fields}); set those instead"
+    raise InputError(path, override_key(item), problem)
 
 
 def configurations(scenario: Scenario) -> list[Configuration]:

@@ -25,6 +25,13 @@ class SweepSpec(StrictSweep):
 
 # the lists a sweep may leave out (optional_values: their default is empty)
 SWEEP_OPTIONAL_LISTS = tuple(n for n, f in SweepSpec.model_fields.items() if f.default == ())
+# the scenario key each of them stands in for: a sweep that leaves the list out runs the
+# key's one value, a sweep that gives it runs its own values and never reads the key
+SWEPT_SCENARIO_KEYS = {
+    "bandwidth_mbps": "network.bandwidth_mbps",
+    "prompt_tokens": "workload.prompt_tokens",
+    "output_tokens": "workload.output_tokens",
+}
 
 
 DECODER_SWEEP_KEYS = ("prompt_tokens", "output_tokens")  # a decoder's workload axes

@@ -43,6 +43,7 @@ from edgetwin.schema import (
 )
 from edgetwin.sim.crowd.runner import prepare_crowd
 from edgetwin.sim.fleet import build_fleet
+from edgetwin.sweep_points import override_key, unread_override
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
         scenario = Scenario.model_validate(scenario_raw)
     except ValidationError as exc:
         raise _as_swept(validation_error(exc, path, Scenario), question.scenario) from None
+    _check_set_read(question, scenario, path)
     if question.crowd:
         _check_crowd(scenario, path)
         prepare_crowd(scenario, scenario_path)  # profiles and trace: errors before any run
@@ -148,6 +150,20 @@ def _as_crowd_sweep(scenario_raw: dict[str, Any], question: PlanQuestion, path: 
     crowd["schedulers"] = [question.question.scheduler]
     if question.axes.bandwidth_mbps:
         scenario_raw["sweeps"] = [{"bandwidth_mbps": list(question.axes.bandwidth_mbps)}]
+
+
+def _check_set_read(question: PlanQuestion, scenario: Scenario, path: Path) -> None:
+    """Refuse a ``set`` item that no run of the sweep reads (``unread_override``): the axes
+    give their own bandwidths (``set: [network.bandwidth_mbps=200]`` ran none at 200)."""
+    found = unread_override(scenario, question.set)
+    if found is None:
+        return
+    index, swept = found
+    axes = not isinstance(question.axes, CrowdAxes) or bool(question.axes.bandwidth_mbps)
+    gives = f"the axes give {swept.swept}" if axes else f"the scenario's {swept.fields} give it"
+    key = override_key(question.set[index])
+    problem = f"{key} has no effect: {gives}; sweep its values there instead"
+    raise InputError(path, f"set.{index}", problem)
 
 
 def _check_decoder_metrics(question: PlanQuestion, scenario: Scenario, path: Path) -> None:

@@ -21,6 +21,7 @@ from edgetwin.scenario_paths import with_absolute_paths
 from edgetwin.schema import apply_override, referenced_file, validate_model
 from edgetwin.sim.crowd.runner import prepare_crowd
 from edgetwin.sim.fleet import build_fleet
+from edgetwin.sweep_points import check_overrides_read
 from edgetwin.workbench.arguments import overrides_argument, path_argument
 
 
@@ -45,7 +46,9 @@ def load_run_inputs(path: Path, overrides: Sequence[str] = ()) -> RunInputs:
     error is an ``InputError`` naming the file and the field."""
     check_kind(path, "scenario")  # an evaluation or a plan names the command it belongs to
     with recording_reads() as files:
-        return _checked(scenario_file.load_scenario(path, overrides), path, files)
+        scenario = scenario_file.load_scenario(path, overrides)
+        check_overrides_read(scenario, overrides, path)
+        return _checked(scenario, path, files)
 
 
 def scenario_run_inputs(scenario: Scenario, overrides: Sequence[str] = ()) -> RunInputs:
@@ -61,6 +64,7 @@ def scenario_run_inputs(scenario: Scenario, overrides: Sequence[str] = ()) -> Ru
     for item in overrides:
         apply_override(raw, item, label)
     scenario = validate_model(Scenario, raw, label)
+    check_overrides_read(scenario, overrides, label)
     with recording_reads() as files:
         return _checked(scenario, None, files)
 

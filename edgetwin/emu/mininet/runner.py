@@ -65,7 +65,7 @@ from edgetwin.progress import Step, Steps, no_progress
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import EMU, run_folder
 from edgetwin.scenario import Scenario
-from edgetwin.sweep_points import Configuration, configurations
+from edgetwin.sweep_points import Configuration, configurations, swept_keys
 
 MASTER_PORT = 29500
 
@@ -129,7 +129,7 @@ def _link_rates(scenario: Scenario) -> Iterator[tuple[str, float]]:
     for i, sweep in enumerate(scenario.sweeps):
         for j, mbps in enumerate(sweep.bandwidth_mbps):
             yield f"sweeps.{i}.bandwidth_mbps.{j}", mbps
-    if not scenario.sweeps or not all(sweep.bandwidth_mbps for sweep in scenario.sweeps):
+    if "network.bandwidth_mbps" not in swept_keys(scenario):
         yield "network.bandwidth_mbps", scenario.network.bandwidth_mbps
     for k, step in enumerate(scenario.network.schedule):
         yield f"network.schedule.{k}.bandwidth_mbps", step.bandwidth_mbps
