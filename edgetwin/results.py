@@ -16,9 +16,13 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.scenario import RUN_MODES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MEASURED_MODE = "measured"  # a published or hardware table's rows
 MODES = (*RUN_MODES, MEASURED_MODE)
@@ -147,3 +151,26 @@ def table_columns(records: Sequence[Mapping[str, object]]) -> list[str]:
     that some row has a value in."""
     used = [c for c in OPTIONAL_COLUMNS if any(r[c] is not None for r in records)]
     return [*REQUIRED_COLUMNS, *used]
+
+
+# pandas dtype of a ResultRow field's type; missing values are NaN (floats) or <NA>
+_DTYPE_OF_TYPE = {
+    "str": "string",
+    "str | None": "string",
+    "int": "int64",
+    "int | None": "Int64",
+    "float": "float64",
+    "float | None": "float64",
+}
+DTYPES: dict[str, str] = {f.name: _DTYPE_OF_TYPE[str(f.type)] for f in fields(ResultRow)}
+
+
+def results_frame(rows: Iterable[ResultRow]) -> pd.DataFrame:
+    """``rows`` as a DataFrame: the columns of ``results.csv`` in its order, typed by
+    ``DTYPES`` (what every result object's ``to_pandas()`` returns)."""
+    import pandas as pd
+
+    records = [asdict(row) for row in rows]
+    columns = table_columns(records)
+    data = {c: pd.Series([r[c] for r in records], dtype=DTYPES[c]) for c in columns}
+    return pd.DataFrame(data, columns=columns)

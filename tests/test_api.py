@@ -20,9 +20,9 @@ import edgetwin
 from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.provenance import write_provenance
+from edgetwin.results import DTYPES
 from edgetwin.scenario import load_scenario
 from edgetwin.unplayed_settings import unplayed_settings
-from edgetwin.workbench.results import DTYPES
 
 ROOT = Path(__file__).resolve().parents[1]
 JETSON = ROOT / "scenarios" / "prism_jetson.yaml"

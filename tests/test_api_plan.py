@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import edgetwin
@@ -42,6 +43,17 @@ def test_run_plan_answers_as_the_command_does(
         edgetwin.run_plan(QUESTION, out=tmp_path / "api", overrides=SMALL, workers=1)
     again = edgetwin.run_plan(QUESTION, out=tmp_path / "api", overrides=SMALL, force=True)
     assert again.answer == outcome.answer  # a fresh sweep (a pool now), the same answer
+
+
+@pytest.mark.timeout(120)
+def test_a_plan_outcome_s_rows_are_a_data_frame_as_a_run_s(tmp_path: Path) -> None:
+    """A notebook had to wrap the rows: ``edgetwin.Results(tuple(outcome.rows))``."""
+    outcome = edgetwin.run_plan(QUESTION, out=tmp_path / "out", overrides=SMALL, workers=1)
+    frame = outcome.to_pandas()
+    pd.testing.assert_frame_equal(frame, edgetwin.Results(tuple(outcome.rows)).to_pandas())
+    header = (tmp_path / "out" / "results.csv").read_text().splitlines()[0]
+    assert list(frame.columns) == header.split(",") and len(frame) == len(outcome.rows) > 0
+    assert str(frame.dtypes["strategy"]) == "string"
 
 
 @pytest.mark.timeout(300)

@@ -57,7 +57,7 @@ def test_the_readme_documents_every_results_column() -> None:
 
 
 def test_api_md_gives_every_column_its_dtype() -> None:
-    from edgetwin.workbench.results import DTYPES
+    from edgetwin.results import DTYPES
 
     text = (ROOT / "docs/api.md").read_text().split("## Columns and dtypes", 1)[1]
     cells = [re.split(r"(?<!\\)\|", line) for line in text.splitlines() if "| `" in line]

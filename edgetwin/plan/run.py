@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgetwin.errors import OUT_OPTION, InputError, counted, warnings_note
 from edgetwin.plan.answer_text import describe
@@ -20,11 +20,14 @@ from edgetwin.plan.question_file import LoadedQuestion
 from edgetwin.plan.sweep import ConfigResult, files_digest, payload_for
 from edgetwin.progress import Steps, no_progress
 from edgetwin.provenance import code_digest
-from edgetwin.results import ResultRow, write_results
+from edgetwin.results import ResultRow, results_frame, write_results
 from edgetwin.sim.fleet import unplayed_in_twin
 from edgetwin.sim.network import unplayed_schedule
 from edgetwin.sim.runner import warms_up
 from edgetwin.table_files import RESULTS_CSV
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,10 @@ class PlanOutcome:
     def describe(self) -> list[str]:
         """The answer in a few lines of text, as ``edgetwin plan`` prints it."""
         return describe(self.answer)
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The sweep's rows as a DataFrame, as ``Results.to_pandas()`` gives a run's."""
+        return results_frame(self.rows)
 
     def __repr__(self) -> str:
         """A line a notebook can show (the answer is ``answer``), with how many warnings."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -18,7 +18,7 @@ from edgetwin.reports import write_report
 from edgetwin.reports.html import page_warnings
 from edgetwin.resolved_scenario import RESOLVED_FILE, dump_resolved, load_resolved
 from edgetwin.result_cells import read_results
-from edgetwin.results import ResultRow, table_columns, write_results
+from edgetwin.results import ResultRow, results_frame, write_results
 from edgetwin.run_failures import failed_summary
 from edgetwin.scenario import Scenario
 from edgetwin.table_files import RESULTS_CSV, RESULTS_PARQUET, results_file
@@ -37,17 +37,6 @@ if TYPE_CHECKING:
 
 Format = Literal["csv", "parquet", "both"]
 FORMATS: tuple[Format, ...] = ("csv", "parquet", "both")
-
-# pandas dtype of a ResultRow field's type; missing values are NaN (floats) or <NA>
-_DTYPE_OF_TYPE = {
-    "str": "string",
-    "str | None": "string",
-    "int": "int64",
-    "int | None": "Int64",
-    "float": "float64",
-    "float | None": "float64",
-}
-DTYPES: dict[str, str] = {f.name: _DTYPE_OF_TYPE[str(f.type)] for f in fields(ResultRow)}
 
 
 @dataclass(frozen=True)
@@ -77,13 +66,8 @@ class Results:
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per configuration and repetition; the columns of ``results.csv`` in its
-        order, typed by ``DTYPES``."""
-        import pandas as pd
-
-        records = [asdict(row) for row in self.rows]
-        columns = table_columns(records)
-        data = {c: pd.Series([r[c] for r in records], dtype=DTYPES[c]) for c in columns}
-        return pd.DataFrame(data, columns=columns)
+        order, typed by ``DTYPES`` (``edgetwin.results.results_frame``)."""
+        return results_frame(self.rows)
 
     def write(self, out: str | Path, *, format: Format = "csv", force: bool = False) -> Path:
         """Write ``results.csv`` (and/or ``results.parquet``), ``scenario.resolved.yaml``,
