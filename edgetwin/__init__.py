@@ -20,6 +20,7 @@ __all__ = [
     "DeviceProfile",
     "EmulatorNotCleaned",
     "Evaluation",
+    "FiguresNotDrawn",
     "InputError",
     "Leftovers",
     "PhoneProfile",

@@ -203,3 +203,92 @@ def test_the_default_deadline_grows_with_the_figures_up_to_a_bound(
     monkeypatch.delenv(DEADLINE_ENV, raising=False)
     assert export_deadline_s(1) < export_deadline_s(7) < export_deadline_s(1000)
     assert export_deadline_s(1000) == export_deadline_s(2000)
+
+
+def _hidden(folder: Path) -> list[str]:
+    """What an export or a publish left behind in ``folder``: its hidden entries."""
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("argv", "page"),
+    [
+        (["run", str(SCENARIOS / "prism_jetson.yaml"), "--quiet"], "report.html"),
+        (
+            [
+                "plan",
+                str(SCENARIOS / "plan_fleet.plan.yaml"),
+                "--set",
+                "axes.devices=[2]",
+                "--workers",
+                "1",
+                "--quiet",
+            ],
+            "plan.html",
+        ),
+    ],
+    ids=["run", "plan"],
+)
+def test_a_failed_export_publishes_the_folder_without_figures(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    page: str,
+) -> None:
+    """An export past its deadline (1 ms, a real Chromium stopped) cost the command its
+    whole folder (a 20-minute emulator run, a plan): now the folder is published without
+    ``figures/``, and the command fails (exit 1) saying so and how to draw them later. A
+    forced run over an earlier folder leaves none of that folder's figures beside the new
+    results."""
+    _needs_chromium()
+    out = tmp_path / "out"
+    assert main([*argv, "--out", str(out)]) == 0
+    (out / "figures").mkdir()
+    (out / "figures" / "01_old.png").write_bytes(b"an earlier run's")
+    monkeypatch.setenv(DEADLINE_ENV, "0.001")
+    capsys.readouterr()
+    assert main([*argv, "--out", str(out), "--force", "--static", "png"]) == 1
+    error = capsys.readouterr().err
+    assert "static figures: not drawn within 0.001 s" in error
+    assert f"{out} was written without figures/" in error
+    assert f"edgetwin report {out} --static png" in error
+    assert (out / "results.csv").is_file() and (out / page).is_file()
+    assert (out / "provenance.json").is_file()
+    assert not (out / "figures").exists()
+    assert _hidden(out) == [] and _hidden(tmp_path) == []
+    monkeypatch.delenv(DEADLINE_ENV)  # what the message says draws them
+    assert main(["report", str(out), "--static", "png"]) == 0
+    drawn = (out / page).read_text(encoding="utf-8").count('class="plotly-graph-div"')
+    assert len(list((out / "figures").glob("*.png"))) == drawn >= 1
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(120)
+def test_a_failed_export_raises_in_python_after_publishing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In Python too the folder is published, then the export's failure raised (an
+    ``edgetwin.FiguresNotDrawn``, a RunFailed whose ``folder`` is the output folder); for a
+    page ``report`` cannot redraw (compare's) it says to run the command again."""
+    _needs_chromium()
+    argv = _compare_argv(tmp_path)
+    monkeypatch.setenv(DEADLINE_ENV, "0.001")
+    out = tmp_path / "api"
+    with pytest.raises(edgetwin.FiguresNotDrawn, match=r"not drawn within 0\.001 s") as raised:
+        edgetwin.run(SCENARIOS / "prism_jetson.yaml", out=out, static="svg")
+    assert isinstance(raised.value, RunFailed) and raised.value.folder == out
+    assert f"{out} was written without figures/" in str(raised.value)
+    assert len(edgetwin.load_results(out).rows) == 65
+    assert not (out / "figures").exists()
+    out = tmp_path / "comparison"
+    with pytest.raises(edgetwin.FiguresNotDrawn) as raised:
+        edgetwin.compare(argv[1], argv[2], out=out, static="svg")
+    message = str(raised.value)
+    assert f"{out} was written without figures/" in message
+    assert "edgetwin report cannot draw them" in message
+    assert "run edgetwin compare again with --force (force=True in Python)" in message
+    assert (out / "comparison.csv").is_file() and (out / "comparison.html").is_file()
+    assert not (out / "figures").exists()

@@ -33,6 +33,7 @@ from edgetwin.workbench.reporting import Report, report
 from edgetwin.workbench.results import Results, load_results
 from edgetwin.workbench.running import run
 from edgetwin.workbench.starting import init
+from edgetwin.workbench.static_figures import FiguresNotDrawn
 from edgetwin.workbench.validating import Validation, validate
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "DeviceProfile",
     "EmulatorNotCleaned",
     "Evaluation",
+    "FiguresNotDrawn",
     "InputError",
     "Leftovers",
     "PhoneProfile",

@@ -27,7 +27,7 @@ from edgetwin.errors import InputError
 from edgetwin.output_folder import check_out_folder
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.html import comparison_figures, write_comparison_report
-from edgetwin.reports.static import StaticFormat, write_static_figures
+from edgetwin.reports.static import StaticFormat
 from edgetwin.result_cells import read_results
 from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.row_keys import row_key
@@ -40,6 +40,7 @@ from edgetwin.workbench.arguments import (
     static_argument,
 )
 from edgetwin.workbench.output import output_folder_if
+from edgetwin.workbench.static_figures import static_export
 
 
 def compare(
@@ -60,8 +61,9 @@ def compare(
     With ``out``, the folder gets ``comparison.csv``, ``comparison.html`` and
     ``provenance.json``, all or nothing (a non-empty ``out`` only with ``force``); with
     ``static`` (``"svg"``, ``"pdf"``, ``"png"``), the page's figure too, as
-    ``out/figures/<name>.<static>``. ``command``: what ``provenance.json`` records (the
-    command line; ``None``: this call).
+    ``out/figures/<name>.<static>`` (a failed export: ``out`` without them, then a
+    FiguresNotDrawn). ``command``: what ``provenance.json`` records (the command line;
+    ``None``: this call).
     """
     predicted_dir = path_argument(predicted, "predicted")
     measured_dir = path_argument(measured, "measured")
@@ -71,13 +73,12 @@ def compare(
     static = static_argument(static, out_dir)
     with recording_reads() as reads:
         comparison = _compared(predicted_dir, measured_dir, out_dir, force)
-        with output_folder_if(out_dir, force) as staging:
+        with static_export(out_dir, static) as export, output_folder_if(out_dir, force) as staging:
             if staging is not None:
                 write_comparison_csv(staging / COMPARISON_CSV, comparison)
                 title = f"edgetwin: {predicted_dir.name} vs {measured_dir.name}"
                 write_comparison_report(staging, title, comparison)
-                if static is not None:
-                    write_static_figures(staging, static, comparison_figures(comparison))
+                export.draw(staging, lambda: comparison_figures(comparison))
                 write_provenance(staging, command=call, seed=None, inputs=reads)
     return comparison
 

@@ -23,7 +23,7 @@ from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import recording_reads, write_provenance
 from edgetwin.reports.adaptive import evaluation_figures, write_evaluation
 from edgetwin.reports.affinity import affinity_figures, write_affinity_report
-from edgetwin.reports.static import StaticFormat, write_static_figures
+from edgetwin.reports.static import StaticFormat
 from edgetwin.workbench.arguments import (
     choice_argument,
     flag_argument,
@@ -35,6 +35,7 @@ from edgetwin.workbench.arguments import (
     static_argument,
 )
 from edgetwin.workbench.output import output_folder_if
+from edgetwin.workbench.static_figures import static_export
 
 
 def evaluate_adaptive(
@@ -54,7 +55,8 @@ def evaluate_adaptive(
     folder gets what ``edgetwin evaluate --out`` writes (``evaluation.json``, the map, the
     page, ``provenance.json``), all or nothing; a non-empty ``out`` only with ``force``;
     with ``static`` (``"svg"``, ``"pdf"``, ``"png"``), the page's figures too, as
-    ``out/figures/<name>.<static>``. ``progress`` and ``command`` as for ``run``.
+    ``out/figures/<name>.<static>`` (a failed export: ``out`` without them, then a
+    FiguresNotDrawn). ``progress`` and ``command`` as for ``run``.
     """
     spec_path = path_argument(spec, "spec")
     items = tuple(overrides_argument(overrides))
@@ -66,6 +68,7 @@ def evaluate_adaptive(
         inputs = load_eval_inputs(spec_path, items)
         steps = evaluation_steps(inputs.scenario, inputs.settings, inputs.map_table)
         with (
+            static_export(out_dir, static) as export,
             output_folder_if(out_dir, force) as staging,
             shows(f"evaluate {spec_path.name}, twin sweeps", steps) as advance,
         ):
@@ -81,8 +84,7 @@ def evaluate_adaptive(
             )
             if staging is not None:
                 write_evaluation(staging, result)
-                if static is not None:
-                    write_static_figures(staging, static, evaluation_figures(result))
+                export.draw(staging, lambda: evaluation_figures(result))
                 write_provenance(staging, command=call, seed=inputs.scenario.seed, inputs=reads)
     return result
 
@@ -101,7 +103,8 @@ def evaluate_affinity(
     (in the crowd twin, or the emulator as root) and score it against the instance's
     offline optimum. ``mode`` overrides the file's. With ``out``, what
     ``edgetwin evaluate-affinity --out`` writes, all or nothing (with ``static``, the
-    page's figures too, as ``out/figures/<name>.<static>``). ``progress`` and
+    page's figures too, as ``out/figures/<name>.<static>``; a failed export: ``out``
+    without them, then a FiguresNotDrawn). ``progress`` and
     ``command`` as for ``run``.
     """
     spec_path = path_argument(spec, "spec")
@@ -117,12 +120,11 @@ def evaluate_affinity(
         seeds = {scenario.seed for scenario, _ in scenarios}
         seed = seeds.pop() if len(seeds) == 1 else None  # None: the instances differ
         label = f"evaluate-affinity {spec_path.name} ({settings.mode}), instances"
-        with output_folder_if(out_dir, force) as staging:
+        with static_export(out_dir, static) as export, output_folder_if(out_dir, force) as staging:
             with shows(label, len(scenarios)) as advance:
                 result = evaluate_schedulers(settings, scenarios, advance)
             if staging is not None:
                 write_affinity_report(staging, result)
-                if static is not None:
-                    write_static_figures(staging, static, affinity_figures(result))
+                export.draw(staging, lambda: affinity_figures(result))
                 write_provenance(staging, command=call, seed=seed, inputs=reads)
     return result

@@ -27,7 +27,7 @@ from edgetwin.plan.run import run_plan as sweep_and_answer
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.plan import plan_figures, write_plan_report
-from edgetwin.reports.static import StaticFormat, write_static_figures
+from edgetwin.reports.static import StaticFormat
 from edgetwin.workbench.arguments import (
     flag_argument,
     overrides_argument,
@@ -38,6 +38,7 @@ from edgetwin.workbench.arguments import (
     whole_number,
 )
 from edgetwin.workbench.output import output_folder
+from edgetwin.workbench.static_figures import static_export
 
 WORKERS = option_named("--workers", "workers=")  # how an error names the pool's size
 
@@ -64,8 +65,9 @@ def run_plan(
     ``workers``: local processes (default: the CPU count; 1 runs in this process);
     ``scheduler``: a Dask scheduler's address (or a ``distributed.Client``) instead (not
     with ``workers``). With ``static`` (``"svg"``, ``"pdf"``, ``"png"``), the page's
-    figures too, as ``out/figures/<name>.<static>``. ``overrides`` are ``--set``-style
-    items on the question; ``progress`` and ``command`` as for ``run``.
+    figures too, as ``out/figures/<name>.<static>`` (a failed export: ``out`` without
+    them, then a FiguresNotDrawn). ``overrides`` are ``--set``-style items on the
+    question; ``progress`` and ``command`` as for ``run``.
     """
     question_path = path_argument(question, "question")
     out_dir = path_argument(out, "out")
@@ -77,10 +79,9 @@ def run_plan(
     with recording_reads() as reads:
         loaded = load_question(question_path, items)
         executor = executor_for(workers, scheduler)
-        with plan_folder(out_dir, force) as folder:
+        with static_export(out_dir, static) as export, plan_folder(out_dir, force) as folder:
             outcome = sweep_and_answer(loaded, folder, executor, write_plan_report, shows)
-            if static is not None:
-                write_static_figures(folder, static, plan_figures(outcome.answer))
+            export.draw(folder, lambda: plan_figures(outcome.answer))
             write_provenance(folder, command=call, seed=loaded.scenario.seed, inputs=reads)
     return outcome
 

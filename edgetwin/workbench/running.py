@@ -17,7 +17,7 @@ from edgetwin.links import LINK_CHECK_FILE
 from edgetwin.network_spec import BandwidthStep
 from edgetwin.progress import Progress, Steps, no_progress
 from edgetwin.provenance import write_provenance
-from edgetwin.reports.static import StaticFormat, write_static_figures
+from edgetwin.reports.static import StaticFormat
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import LOCAL, remove_leftovers
 from edgetwin.run_warnings import WARNINGS_FILE, warnings_json
@@ -46,6 +46,7 @@ from edgetwin.workbench.inputs import RunInputs, load_run_inputs, scenario_run_i
 from edgetwin.workbench.output import output_folder, removed_if_killed, scratch_folder
 from edgetwin.workbench.results import FORMATS, Format, Results
 from edgetwin.workbench.run_files import FAULTS_FILE, TRACE_FILE, TRACES_DIR, read_run_files
+from edgetwin.workbench.static_figures import static_export
 
 _LOG = logging.getLogger(__name__)  # notices: what killed local runs left, removed
 
@@ -83,10 +84,10 @@ def run(
     what ``edgetwin run`` writes, all or nothing, with ``provenance.json`` (``command``: the
     command line, else this call); a non-empty ``out`` only with ``force`` (replaced whole).
     With ``trace``, the runs' timelines too; with ``static`` (``"svg"``, ``"pdf"``,
-    ``"png"``), the report's figures as ``out/figures/<name>.<static>``; ``format``: the
-    table as ``"csv"``, ``"parquet"`` or ``"both"``. ``progress(label, total)`` is told each
-    run as it ends (``edgetwin.progress``; docs/api.md); ``None`` or the default shows
-    nothing.
+    ``"png"``), the report's figures as ``out/figures/<name>.<static>`` (a failed export:
+    ``out`` without them, then a FiguresNotDrawn); ``format``: the table as ``"csv"``,
+    ``"parquet"`` or ``"both"``. ``progress(label, total)`` is told each run as it ends
+    (``edgetwin.progress``; docs/api.md); ``None`` or the default shows nothing.
     """
     if mode is not None:
         choice_argument(mode, "mode", RUN_MODES)
@@ -112,7 +113,7 @@ def run(
         if folder_out is None
         else output_folder(folder_out, force, tracked, inputs=inputs.files)
     )
-    with folder as staging:
+    with static_export(folder_out, static) as export, folder as staging:
         context = _Run(
             inputs, staging, trace, shows, warnings=unplayed_settings(chosen, chosen.mode)
         )
@@ -130,8 +131,7 @@ def run(
         )
         if out is not None:
             results.write_into(staging, format, runner_wrote=True)  # run_files are there
-            if static is not None:
-                write_static_figures(staging, static)
+            export.draw(staging)
         # recorded without out too: Results.write then writes it, and a folder it wrote is
         # known as an edgetwin output (replaceable with force)
         recorded = write_provenance(staging, command=call, seed=chosen.seed, inputs=inputs.files)

@@ -16,7 +16,7 @@ from edgetwin.errors import InputError, option_named
 from edgetwin.output_folder import check_out_folder
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import files_read, recording_reads, write_provenance
-from edgetwin.reports.static import StaticFormat, write_static_figures
+from edgetwin.reports.static import StaticFormat
 from edgetwin.reports.validation import summarise, validation_figures, write_validation_report
 from edgetwin.workbench.arguments import (
     choice_argument,
@@ -29,6 +29,7 @@ from edgetwin.workbench.arguments import (
 )
 from edgetwin.workbench.calibrating import spec_kind
 from edgetwin.workbench.output import output_folder_if
+from edgetwin.workbench.static_figures import static_export
 
 BY = option_named("--by", "by=")  # how an error names what is left out
 VALIDATION_COLUMNS = ("metric", "point", "held_out", "measured", "predicted", "error_pct")
@@ -62,9 +63,10 @@ def validate(
     only; traces: batch, bandwidth or prompt) and predict it. With ``out``, the folder gets
     ``validation.csv``, ``validation.json``, ``validation.html`` and ``provenance.json``,
     all or nothing (a non-empty ``out`` only with ``force``); with ``static`` (``"svg"``,
-    ``"pdf"``, ``"png"``), the page's figure too, as ``out/figures/<name>.<static>``.
-    ``progress`` (``edgetwin.progress``) counts the refits. ``command``: what ``provenance.json``
-    records (the command line; ``None``: this call)."""
+    ``"pdf"``, ``"png"``), the page's figure too, as ``out/figures/<name>.<static>`` (a
+    failed export: ``out`` without them, then a FiguresNotDrawn). ``progress``
+    (``edgetwin.progress``) counts the refits. ``command``: what ``provenance.json`` records
+    (the command line; ``None``: this call)."""
     from edgetwin.calibration.held_out import nested_coverage, with_coverage
     from edgetwin.calibration.reference_holdout import leave_one_batch_out_table
     from edgetwin.calibration.trace_holdout import leave_one_out
@@ -95,11 +97,10 @@ def validate(
         if not points:
             raise InputError(spec_path, BY, f"no data to leave out by {by}")
         validation = Validation(points, with_coverage(summarise(points), nested_coverage(points)))
-        with output_folder_if(out_dir, force) as staging:
+        with static_export(out_dir, static) as export, output_folder_if(out_dir, force) as staging:
             if staging is not None:
                 _write(staging, validation, f"edgetwin validation: {spec_path.name}", by)
-                if static is not None:
-                    write_static_figures(staging, static, validation_figures(validation.points))
+                export.draw(staging, lambda: validation_figures(validation.points))
                 write_provenance(staging, command=call, seed=None, inputs=reads)
     return validation
 

@@ -1,0 +1,75 @@
+"""A command's page's figures as files (``--static``), drawn into its staging folder: an
+export that fails does not cost the command its folder, which is published without
+``figures/``; the failure is raised after, naming the folder and how to draw them later."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+from edgetwin.errors import FORCE_OPTION, RunFailed, option_named
+from edgetwin.reports.static import FIGURES_DIR, StaticFormat, write_static_figures
+from edgetwin.workbench.reporting import other_command_page
+
+Figures = Callable[[], Sequence[go.Figure]]  # a page's figures, built only to be drawn
+
+
+class FiguresNotDrawn(RunFailed):
+    """Only the static export failed (the browser failed or ran past its deadline): the
+    command's folder, ``folder``, was published without its ``figures/``."""
+
+    def __init__(self, folder: Path, problem: str) -> None:
+        self.folder = folder
+        super().__init__(problem)
+
+
+@dataclass
+class StaticExport:
+    """A command's ``--static`` export into its staging folder (none without ``fmt``), and
+    how it failed, if it did."""
+
+    fmt: StaticFormat | None
+    failure: RunFailed | None = None
+
+    def draw(self, staging: Path, figures: Figures | None = None) -> None:
+        """``figures()`` (``None``: the run report's of ``staging``) as
+        ``staging/figures/<name>.<fmt>``; a failed export is kept in ``failure`` and leaves
+        no ``figures/`` (it is written whole or not at all)."""
+        if self.fmt is None:
+            return
+        try:
+            write_static_figures(staging, self.fmt, None if figures is None else figures())
+        except RunFailed as exc:
+            self.failure = exc
+
+
+@contextmanager
+def static_export(out: Path | None, fmt: StaticFormat | None) -> Iterator[StaticExport]:
+    """The export of a command that writes ``out`` (nothing without ``out``). Entered
+    before the output folder, so that a failed export lets the folder be published,
+    without ``figures/``, and is raised after it as a FiguresNotDrawn naming ``out``."""
+    export = StaticExport(None if out is None else fmt)
+    yield export
+    if export.failure is not None and out is not None and fmt is not None:  # failed: both given
+        raise FiguresNotDrawn(out, f"{export.failure}; {_written_without(out, fmt)}")
+
+
+def _written_without(out: Path, fmt: StaticFormat) -> str:
+    """That ``out`` was written without its figures, and how to draw them: ``edgetwin
+    report`` for a run's or a plan's folder, else the command again."""
+    written = f"{out} was written without {FIGURES_DIR}/"
+    other = other_command_page(out)
+    if other is None:
+        redraw = option_named(
+            f"edgetwin report {out} --static {fmt}", f"edgetwin.report(folder, static={fmt!r})"
+        )
+        return f"{written}: draw them with {redraw}"
+    again = option_named(f"--static {fmt}", f"static={fmt!r}")
+    return (
+        f"{written}, and edgetwin report cannot draw them from its {other[0]}: run "
+        f"edgetwin {other[1]} again with {FORCE_OPTION} and {again} for them"
+    )
