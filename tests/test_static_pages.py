@@ -253,6 +253,7 @@ def test_a_failed_export_publishes_the_folder_without_figures(
     assert main([*argv, "--out", str(out), "--force", "--static", "png"]) == 1
     error = capsys.readouterr().err
     assert "static figures: not drawn within 0.001 s" in error
+    assert f"({'5 figures' if argv[0] == 'run' else '1 figure'}; {DEADLINE_ENV}" in error
     assert f"{out} was written without figures/" in error
     assert f"edgetwin report {out} --static png" in error
     assert (out / "results.csv").is_file() and (out / page).is_file()

@@ -27,7 +27,7 @@ import plotly
 import plotly.graph_objects as go
 
 from edgetwin.atomic import publish_folder, staged_folder
-from edgetwin.errors import InputError, RunFailed
+from edgetwin.errors import InputError, RunFailed, counted
 from edgetwin.output_folder import output_kind
 from edgetwin.reports.html import figure_names, read_run, run_figures
 from edgetwin.reports.style import WIDTH_PX, styled
@@ -120,8 +120,8 @@ def write_figures(
         session = _Session(failed, browser)
         if not session.finished_by(ends_at):
             problem = (
-                f"not drawn within {limit_s:g} s ({len(jobs)} figures; {DEADLINE_ENV} sets the "
-                "limit in seconds): the browser was stopped"
+                f"not drawn within {limit_s:g} s ({counted(len(jobs), 'figure')}; {DEADLINE_ENV} "
+                "sets the limit in seconds): the browser was stopped"
             )
             raise RunFailed(f"static figures: {problem}")
         failed = [job for job in failed if not job["path"].is_file()]
