@@ -16,7 +16,7 @@ from edgetwin.progress import Advance
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
 from edgetwin.sim.fleet import build_fleet
-from edgetwin.sim.runner import RunOutcome, run_scenario
+from edgetwin.sim.runner import RunOutcome, run_scenario, unplayed_of_ran
 from edgetwin.split_problems import split_problem
 from edgetwin.sweep_points import configurations
 from edgetwin.sweep_spec import SweepSpec
@@ -37,7 +37,7 @@ def rows_at_tokens(
     many tokens); every row carries its ``tokens`` and the CR requested (not the one its
     segments give at that length). Empty ``tokens``: the model's own. ``on_step`` is told
     each sequence length as it ends, within ``part``: ``map, 197 tokens``. ``unplayed``,
-    if given, gets each run's ``RunOutcome.unplayed_steps``, one per run."""
+    if given, gets each run's ``RunOutcome.unplayed_steps``, one per run that ran."""
     fleet = build_fleet(scenario, scenario_path)
     rows = []
     for count in tokens or (scenario.encoder.tokens,):
@@ -104,10 +104,11 @@ def decoder_rows(
 
 
 def _noting_unplayed(outcomes: Iterable[RunOutcome], unplayed: Unplayed | None) -> list[RunOutcome]:
-    """``outcomes``, each run's unplayed steps appended to ``unplayed`` if given."""
+    """``outcomes``, each run's unplayed steps appended to ``unplayed`` if given (of the
+    runs that ran: ``unplayed_of_ran``)."""
     ran = list(outcomes)
     if unplayed is not None:
-        unplayed += [o.unplayed_steps for o in ran]
+        unplayed += unplayed_of_ran(ran)
     return ran
 
 

@@ -26,7 +26,7 @@ from edgetwin.scenario import Scenario
 from edgetwin.scenario_paths import files_of_runs
 from edgetwin.sim.crowd.runner import prepare_crowd, simulate_crowd
 from edgetwin.sim.fleet import FleetMember, build_fleet
-from edgetwin.sim.runner import decoder_memory_status, simulate
+from edgetwin.sim.runner import decoder_memory_status, simulate, unplayed_of_ran
 from edgetwin.sweep_points import Configuration, configurations
 
 
@@ -99,7 +99,7 @@ class SweepPayload:
                     for config in memory_edge_configs(scenario, fleet, search)
                 ]
             rows = tuple(o.row for o in outcomes)
-            results.append(ConfigResult(index, rows, tuple(o.unplayed_steps for o in outcomes)))
+            results.append(ConfigResult(index, rows, tuple(unplayed_of_ran(outcomes))))
         return results
 
     def label(self, index: int) -> str:

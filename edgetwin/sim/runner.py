@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -52,8 +52,15 @@ class RunOutcome:
     # what the network brought the devices in the measured batch, a ring's forwarding
     # included (row.bytes_sent counts each rank's pieces once); 0 for a lost run, as it
     bytes_received: float
-    # network.schedule steps it ended before; none for a failed run (no times to change)
+    # network.schedule steps it ended before (a failed run's count for nothing: unplayed_of_ran)
     unplayed_steps: tuple[BandwidthStep, ...] = ()
+
+
+def unplayed_of_ran(outcomes: Iterable[RunOutcome]) -> list[tuple[BandwidthStep, ...]]:
+    """Each run's network.schedule steps it ended before, for ``unplayed_schedule``, of the
+    runs that ran: a failed run (out of memory, a device lost) has no times a step could
+    change, so it is neither a run a step did not play in nor one of the runs counted."""
+    return [outcome.unplayed_steps for outcome in outcomes if outcome.row.ok]
 
 
 @dataclass(frozen=True)
@@ -153,7 +160,7 @@ def simulate(
         energy_by_state_j={d.name: dict(d.energy_j) for d in devices},
         time_by_state_ms={d.name: dict(d.time_ms) for d in devices},
         bytes_received=sum(network.bytes_received.values()) if row.ok else 0.0,
-        unplayed_steps=network.unplayed_steps() if row.ok else (),
+        unplayed_steps=network.unplayed_steps(),
     )
 
 

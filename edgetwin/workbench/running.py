@@ -27,7 +27,7 @@ from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.crowd.records import TIMELINE_FILE
 from edgetwin.sim.fleet import build_fleet, unplayed_by_fleet
 from edgetwin.sim.network import unplayed_schedule
-from edgetwin.sim.runner import run_scenario, warms_up
+from edgetwin.sim.runner import run_scenario, unplayed_of_ran, warms_up
 from edgetwin.sim.trace import chrome_trace
 from edgetwin.sweep_points import configurations
 from edgetwin.unplayed_settings import unplayed_settings
@@ -217,7 +217,7 @@ def _run_twin(run: _Run) -> list[ResultRow]:
             if exc.path is not None or run.inputs.path is None:
                 raise
             raise InputError(run.inputs.path, exc.field, exc.problem) from None
-    run.warnings += unplayed_schedule([o.unplayed_steps for o in outcomes], warms_up(scenario))
+    run.warnings += unplayed_schedule(unplayed_of_ran(outcomes), warms_up(scenario))
     if run.trace:
         (run.staging / TRACE_FILE).write_text(json.dumps(chrome_trace(outcomes)))
     return [o.row for o in outcomes]

@@ -204,7 +204,9 @@ def run_crowd_emu(
                     rows[run] = replace(row, link_error_pct=link_error)
                     advance(run_label(run))
     result.summaries.extend(played[run] for run in runs)
-    result.warnings.extend(unplayed_warnings(jobs.missed, "job"))
+    # a failed job (no summary's times a step could change) is none of the jobs counted
+    ran = [jobs.missed[run] for run in runs if rows[run].ok]
+    result.warnings.extend(unplayed_warnings(ran, "job"))
     result.rows.extend(rows[run] for run in runs)
     return result
 
@@ -219,7 +221,7 @@ class _JobRunner:
         scenario = jobs.scenario
         self._actions = timeline(net.topology, scenario.network, scenario.emulator.faults)
         self._timeout_s = timeout_s
-        self.missed: list[list[Action]] = []  # each job's faults and steps it ended before
+        self.missed: dict[CrowdRun, list[Action]] = {}  # by job: faults and steps it ended before
 
     def run(self, run: CrowdRun) -> tuple[PipelineSummary, list[FaultRecord]]:
         clocks: list[FaultClock] = []
@@ -258,7 +260,7 @@ class _JobRunner:
             )
         finally:
             records = clocks[0].stop() if clocks else []
-            self.missed.append(clocks[0].unplayed() if clocks else [])
+            self.missed[run] = clocks[0].unplayed() if clocks else []
             if records:
                 self._restore(run.bandwidth_mbps)
         return summary, [
