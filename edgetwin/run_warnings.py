@@ -1,8 +1,8 @@
-"""What a run warned about, kept in its folder: ``warnings.json``, a JSON list of the lines
-the console printed (a setting its mode does not play, a schedule step no run reached, a
-link short of its rate), so that its page, ``load_results`` and ``edgetwin report`` show
-them wherever the folder is read. A run that warned of nothing writes none (nor did an
-older edgetwin)."""
+"""What a run, a plan or an evaluation warned about, kept in its folder: ``warnings.json``,
+a JSON list of the lines the console printed (a setting its mode does not play, a schedule
+step no run reached, a link short of its rate, a weight its objective does not read), so
+that its page, ``load_results`` and ``edgetwin report`` show them wherever the folder is
+read. A command that warned of nothing writes none (nor did an older edgetwin)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from edgetwin.atomic import write_text_atomic
+from edgetwin.csv_rows import read_bytes
 from edgetwin.errors import InputError
 from edgetwin.schema import utf8_text
 
@@ -34,6 +36,22 @@ def read_run_warnings(path: Path, data: bytes) -> tuple[str, ...]:
         if not isinstance(warning, str) or not warning:
             raise InputError(path, str(index), "not a warning (a line of text)")
     return tuple(warnings)
+
+
+def write_warnings_file(folder: Path, warnings: Sequence[str]) -> None:
+    """``folder/warnings.json`` written atomically; none (an older one removed) without
+    warnings."""
+    path = folder / WARNINGS_FILE
+    if warnings:
+        write_text_atomic(path, warnings_json(warnings))
+    else:
+        path.unlink(missing_ok=True)
+
+
+def read_warnings_file(folder: Path) -> tuple[str, ...]:
+    """The warnings of ``folder/warnings.json``; none without the file."""
+    path = folder / WARNINGS_FILE
+    return read_run_warnings(path, read_bytes(path)) if path.exists() else ()
 
 
 def shown_once(*lists: Iterable[str]) -> list[str]:

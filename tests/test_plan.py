@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import numpy as np
 import pytest
 import yaml
 
+import edgetwin
 from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.plan.answer_text import describe
@@ -304,10 +306,14 @@ def test_a_plan_warns_that_its_twin_sweeps_drop_no_packets(
     assert answer == json.loads((tmp_path / "plain" / "answer.json").read_text())
 
 
-def test_a_plan_warns_of_a_schedule_step_its_runs_ended_before(tmp_path: Path) -> None:
+def test_a_plan_warns_of_a_schedule_step_its_runs_ended_before(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Every run ends within a second, before a step at 1000 s: ``edgetwin run`` said so
-    and a plan, which warned before its sweep ran, did not. A resumed plan counts the runs
-    it ran now: the journal keeps rows, not what each run's network reached."""
+    and a plan, which warned before its sweep ran, did not. A resumed plan counts every run
+    once, the journal's too (it keeps what each run's network reached): it said "18 of 18
+    runs this plan ran now (1 unit resumed from its journal not counted)". The folder keeps
+    the warning (warnings.json), its page shows it and ``edgetwin report`` says it again."""
     question = question_file(
         tmp_path,
         set=["devices.0.count=2", "repetitions=2", _LATE_STEP],
@@ -318,7 +324,8 @@ def test_a_plan_warns_of_a_schedule_step_its_runs_ended_before(tmp_path: Path) -
     whole = run_plan(loaded, tmp_path / "whole", SerialExecutor(), write_plan_report)
     runs = len(whole.rows)  # one row per run
     assert all(row.total_ms < 1e6 for row in whole.rows)
-    assert whole.warnings == (_late_warning(f"{runs} of {runs} runs"),)
+    (warning,) = whole.warnings
+    assert warning == _late_warning(f"{runs} of {runs} runs")
     out = tmp_path / "resumed"
 
     def interrupt_after_one() -> None:
@@ -327,10 +334,57 @@ def test_a_plan_warns_of_a_schedule_step_its_runs_ended_before(tmp_path: Path) -
     with pytest.raises(KeyboardInterrupt):
         run_plan(loaded, out, SerialExecutor(), write_plan_report, stepping(interrupt_after_one))
     resumed = run_plan(loaded, out, SerialExecutor(), write_plan_report)
-    now = 2 * resumed.ran_now  # each unit: both repetitions of a configuration
     assert resumed.ran_now == whole.configurations - 1 and resumed.rows == whole.rows
-    counted_now = f"{now} of {now} runs this plan ran now (1 unit resumed from its journal "
-    assert resumed.warnings == (_late_warning(counted_now + "not counted)"),)
+    assert resumed.warnings == whole.warnings
+    for folder in (tmp_path / "whole", out):
+        assert json.loads((folder / "warnings.json").read_text()) == [warning]
+        page = (folder / "plan.html").read_text()
+        assert page.count(f"<p class='warning'><b>Warning:</b> {escape(warning)}</p>") == 1
+    (out / "plan.html").unlink()
+    assert main(["report", str(out)]) == 0
+    assert f"edgetwin: warning: {warning}\n" in capsys.readouterr().err
+    assert (out / "plan.html").read_text() == page
+    assert edgetwin.report(out).warnings == (warning,)
+    (out / "warnings.json").write_text(json.dumps([warning, 3]))  # broken: nothing written
+    answer = (out / "answer.json").stat().st_mtime_ns
+    assert main(["report", str(out)]) == 2
+    assert f"{out / 'warnings.json'}: field '1'" in capsys.readouterr().err
+    assert (out / "answer.json").stat().st_mtime_ns == answer
+
+
+def test_a_plans_failed_runs_are_not_counted_among_the_runs_a_step_did_not_play_in(
+    tmp_path: Path,
+) -> None:
+    """On 250 MB boards most of llm_smoke's runs are out of memory; the plan's warning
+    counted them among its runs (a memory-edge search's run at T + 1 too), as if they had
+    run. A plan without a warning writes no warnings.json and its page has no warning."""
+    question = question_file(
+        tmp_path,
+        scenario=str(SCENARIO.parent / "llm_smoke.yaml"),
+        set=["devices.0.ram_mb=250", _LATE_STEP],
+        axes={"batch": [1], "bandwidth_mbps": [400], "devices": [2]},
+        question={"kind": "best_mode"},
+    )
+    outcome = run_plan(
+        load_question(question), tmp_path / "out", SerialExecutor(), write_plan_report
+    )
+    ran = [row.ok for row in outcome.rows].count(True)
+    assert 0 < ran < len(outcome.rows)
+    step = "network.schedule step to 5 Mbps at 1000 s"
+    assert outcome.warnings == (
+        f"{step} did not play in {ran} of {ran} runs: each ended before it (times count from "
+        "each run's start)",
+    )
+    quiet = question_file(
+        tmp_path,
+        set=["devices.0.count=2"],
+        axes={"batch": [1], "bandwidth_mbps": [400], "devices": [2]},
+        question={"kind": "best_mode"},
+    )
+    plain = run_plan(load_question(quiet), tmp_path / "plain", SerialExecutor(), write_plan_report)
+    assert plain.warnings == () and not (tmp_path / "plain" / "warnings.json").exists()
+    assert "<b>Warning:</b>" not in (tmp_path / "plain" / "plan.html").read_text()
+    assert edgetwin.report(tmp_path / "plain").warnings == ()
 
 
 _LATE_STEP = "network.schedule=[{at_ms: 1000000, bandwidth_mbps: 5}]"
@@ -587,8 +641,8 @@ def test_a_best_mode_cell_where_nothing_ran_says_so(tmp_path: Path) -> None:
 
 def test_pool_and_serial_rows_are_identical(tmp_path: Path) -> None:
     loaded = load_question(question_file(tmp_path))
-    serial, _ = sweep_rows(loaded, journal_for(loaded, tmp_path / "s"), SerialExecutor())
-    pooled, _ = sweep_rows(loaded, journal_for(loaded, tmp_path / "p"), PoolExecutor(2))
+    serial, *_ = sweep_rows(loaded, journal_for(loaded, tmp_path / "s"), SerialExecutor())
+    pooled, *_ = sweep_rows(loaded, journal_for(loaded, tmp_path / "p"), PoolExecutor(2))
     assert table_bytes(serial, tmp_path / "s.csv") == table_bytes(pooled, tmp_path / "p.csv")
 
 
@@ -597,12 +651,14 @@ def test_dask_rows_equal_local_rows(tmp_path: Path) -> None:
     from edgetwin.plan.executors import DaskExecutor
 
     loaded = load_question(question_file(tmp_path))
-    serial, _ = sweep_rows(loaded, journal_for(loaded, tmp_path / "s"), SerialExecutor())
+    serial, *_ = sweep_rows(loaded, journal_for(loaded, tmp_path / "s"), SerialExecutor())
     with (
         distributed.LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster,
         distributed.Client(cluster) as client,
     ):
-        dask_rows, _ = sweep_rows(loaded, journal_for(loaded, tmp_path / "d"), DaskExecutor(client))
+        dask_rows, *_ = sweep_rows(
+            loaded, journal_for(loaded, tmp_path / "d"), DaskExecutor(client)
+        )
     assert table_bytes(serial, tmp_path / "s.csv") == table_bytes(dask_rows, tmp_path / "d.csv")
 
 

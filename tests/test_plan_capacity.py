@@ -222,8 +222,8 @@ def test_a_run_that_finished_no_job_is_said_so() -> None:
 
 def test_crowd_sweep_is_the_same_on_a_pool(tmp_path: Path) -> None:
     loaded = load_question(capacity_question(tmp_path, axes={"fleet_size": [2, 4]}))
-    serial, _ = sweep_rows(loaded, journal_for(loaded, tmp_path / "s"), SerialExecutor())
-    pooled, _ = sweep_rows(loaded, journal_for(loaded, tmp_path / "p"), PoolExecutor(2))
+    serial, *_ = sweep_rows(loaded, journal_for(loaded, tmp_path / "s"), SerialExecutor())
+    pooled, *_ = sweep_rows(loaded, journal_for(loaded, tmp_path / "p"), PoolExecutor(2))
     assert serial == pooled
 
 

@@ -32,7 +32,7 @@ from edgetwin.table_files import RESULTS_CSV
 
 QUESTION_FILE = "question.resolved.yaml"
 ANSWER_FILE = "answer.json"
-ReportWriter = Callable[[Path, PlanQuestion, dict[str, Any]], object]
+ReportWriter = Callable[[Path, PlanQuestion, dict[str, Any], Sequence[str]], object]
 # the columns that say which unit of the sweep a row is of (a crowd row is a job of a run)
 DEVICE_KEY = ("strategy", "devices", "batch", "bandwidth_mbps", "prompt_tokens", "output_tokens")
 CROWD_KEY = ("strategy", "scheduler", "devices", "bandwidth_mbps")
@@ -66,17 +66,18 @@ def swept_question(folder: Path) -> LoadedQuestion:
 
 
 def answer_table(
-    loaded: LoadedQuestion, folder: Path, write_report: ReportWriter
+    loaded: LoadedQuestion, folder: Path, write_report: ReportWriter, warnings: Sequence[str]
 ) -> dict[str, Any]:
     """The answer to ``loaded`` from ``folder/results.csv``, written as ``answer.json`` and
-    the page (``write_report``), once the table's rows are checked to be the sweep's."""
+    the page (``write_report``, its ``warnings`` on top: those of ``warnings.json``), once
+    the table's rows are checked to be the sweep's."""
     table = folder / RESULTS_CSV
     rows = read_results(table)
     loaded = _as_swept_then(loaded, rows)
     check_sweep_rows(loaded, rows, table)
     result = answer(loaded, rows)
     write_text_atomic(folder / ANSWER_FILE, json.dumps(result, indent=2) + "\n")
-    write_report(folder, loaded.question, result)
+    write_report(folder, loaded.question, result, warnings)
     return result
 
 

@@ -1,6 +1,7 @@
 """Resumable sweeps: finished configurations appended to ``DIR/partial/rows.jsonl``.
 
-One line per finished configuration (all its repetitions), flushed as it
+One line per finished configuration (all its repetitions, and the network.schedule
+steps each of its runs that ran ended before, for the plan's warning), flushed as it
 arrives; a line is the configuration's completion marker, and a torn last
 line (a run killed mid-write) is dropped on reading. ``sweep.json`` holds a
 fingerprint of the swept scenario and a digest of edgetwin's code, so that a
@@ -23,6 +24,7 @@ from typing import IO
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import OUT_OPTION, InputError
+from edgetwin.network_spec import BandwidthStep
 from edgetwin.output_folder import why_not_written
 from edgetwin.plan.sweep import ConfigResult
 from edgetwin.result_cells import check_row
@@ -127,7 +129,11 @@ class Journal:
                 self._handle = self.rows_path.open("a", encoding="utf-8")
             except OSError as exc:
                 raise _unusable(self.rows_path, exc) from None
-        record = {"index": result.index, "rows": [asdict(row) for row in result.rows]}
+        record = {
+            "index": result.index,
+            "rows": [asdict(row) for row in result.rows],
+            "unplayed": [[step.model_dump() for step in steps] for steps in result.unplayed],
+        }
         self._handle.write(json.dumps(record) + "\n")
         self._handle.flush()
 
@@ -196,15 +202,18 @@ def _locked(out: Path, lock: Path) -> int | None:
 def _journaled(line: bytes) -> ConfigResult:
     """The finished configuration a journal line records; ``ValueError``, ``KeyError`` or
     ``TypeError`` if it is torn (no line end) or not a journal line: not JSON of an index
-    and rows, or a row that would not read back from ``results.csv`` (a time below 0, not
-    a number)."""
+    and rows (and its runs' unplayed steps), or a row that would not read back from
+    ``results.csv`` (a time below 0, not a number)."""
     if not line.endswith(b"\n"):
         raise ValueError("a torn line")
     record = json.loads(line)
     rows = tuple(ResultRow(**row) for row in record["rows"])
     for row in rows:
         check_row(row)
-    return ConfigResult(int(record["index"]), rows)
+    unplayed = tuple(
+        tuple(BandwidthStep.model_validate(step) for step in steps) for steps in record["unplayed"]
+    )
+    return ConfigResult(int(record["index"]), rows, unplayed)
 
 
 def _marked(marker: Path) -> dict[str, object]:

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edgetwin.errors import OUT_OPTION, InputError, counted, warnings_note
+from edgetwin.errors import OUT_OPTION, InputError, warnings_note
+from edgetwin.network_spec import BandwidthStep
 from edgetwin.plan.answer_text import describe
 from edgetwin.plan.executors import Executor
 from edgetwin.plan.folder import (
@@ -21,6 +22,7 @@ from edgetwin.plan.sweep import ConfigResult, files_digest, payload_for
 from edgetwin.progress import Steps, no_progress
 from edgetwin.provenance import code_digest
 from edgetwin.results import ResultRow, results_frame, write_results
+from edgetwin.run_warnings import write_warnings_file
 from edgetwin.sim.fleet import unplayed_in_twin
 from edgetwin.sim.network import unplayed_schedule
 from edgetwin.sim.runner import warms_up
@@ -71,9 +73,10 @@ def sweep_rows(
     executor: Executor,
     steps: Steps | None = None,
     label: str = "sweep",
-) -> tuple[list[ResultRow], list[ConfigResult]]:
+) -> tuple[list[ResultRow], list[ConfigResult], list[tuple[BandwidthStep, ...]]]:
     """Rows of every unit of the sweep in index order (device sweeps: ``run_scenario``
-    order), and the units that ran now (the others came from the journal).
+    order), the units that ran now (the others came from the journal), and the unplayed
+    steps of every unit's runs that ran, the journal's too (``unplayed_schedule``'s).
     ``steps(label, units to run)`` is told each unit as it ends, by the payload's
     ``label``; a resumed sweep's label says so once (``plan q, resumed 40 of 120 units``)."""
     payload = payload_for(loaded)
@@ -98,7 +101,7 @@ def sweep_rows(
     finally:
         journal.close()
     rows = [row for i in range(total) for row in done[i].rows]
-    return rows, ran_now
+    return rows, ran_now, [steps for i in range(total) for steps in done[i].unplayed]
 
 
 def check_journaled(loaded: LoadedQuestion, rows: list[ResultRow], journal: Journal) -> None:
@@ -121,7 +124,8 @@ def run_plan(
     steps: Steps | None = None,
 ) -> PlanOutcome:
     """Sweep (resuming; ``steps`` as ``sweep_rows``', labelled ``plan <question>``), then
-    write ``results.csv``, ``scenario.resolved.yaml`` and ``question.resolved.yaml``, and
+    write ``results.csv``, ``scenario.resolved.yaml``, ``question.resolved.yaml`` and
+    ``warnings.json`` (what the plan warned about, the journal's runs counted too), and
     answer from that table: ``answer.json`` and the report (``write_report``, e.g.
     reports' ``plan.html``) in ``out``; the journal is removed at the end."""
     if out.exists() and not out.is_dir():
@@ -129,30 +133,17 @@ def run_plan(
     journal = journal_for(loaded, out)
     try:
         label = f"plan {loaded.question.name}"
-        rows, ran_now = sweep_rows(loaded, journal, executor, steps, label)
+        rows, ran_now, unplayed = sweep_rows(loaded, journal, executor, steps, label)
         check_journaled(loaded, rows, journal)  # before anything is written into out
+        warnings = (
+            *unplayed_in_twin(loaded.scenario, loaded.scenario_path),
+            *unplayed_schedule(unplayed, warms_up(loaded.scenario)),  # resumed units too
+        )
         write_results(out / RESULTS_CSV, rows)
         write_swept_question(loaded, out)
-        result = answer_table(loaded, out, write_report)  # as edgetwin report answers it
+        write_warnings_file(out, warnings)  # for the page and edgetwin report
+        result = answer_table(loaded, out, write_report, warnings)  # as report answers it
         journal.remove()
     finally:
         journal.unlock()
-    units = payload_for(loaded).units()
-    warnings = (
-        *unplayed_in_twin(loaded.scenario, loaded.scenario_path),
-        *_unplayed_steps(loaded, ran_now, units - len(ran_now)),
-    )
-    return PlanOutcome(rows, result, units, len(ran_now), warnings)
-
-
-def _unplayed_steps(loaded: LoadedQuestion, ran_now: list[ConfigResult], resumed: int) -> list[str]:
-    """A warning per schedule step that some runs of the units in ``ran_now`` ended before,
-    as ``edgetwin run`` says it; the ``resumed`` units are not counted (the journal keeps
-    their rows, not what their runs reached)."""
-    unplayed = [steps for result in ran_now for steps in result.unplayed]
-    noun = "runs"
-    if resumed:
-        noun += (
-            f" this plan ran now ({counted(resumed, 'unit')} resumed from its journal not counted)"
-        )
-    return unplayed_schedule(unplayed, warms_up(loaded.scenario), noun)
+    return PlanOutcome(rows, result, payload_for(loaded).units(), len(ran_now), warnings)

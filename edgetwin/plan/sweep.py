@@ -33,8 +33,8 @@ from edgetwin.sweep_points import Configuration, configurations
 @dataclass(frozen=True)
 class ConfigResult:
     """Every row of one unit of the sweep, by its index; ``unplayed``: each of its runs'
-    network.schedule steps it ended before, one per run (empty when read back from the
-    journal, which keeps rows only)."""
+    network.schedule steps it ended before, one per run that ran (``unplayed_of_ran``; the
+    journal keeps them beside the rows)."""
 
     index: int
     rows: tuple[ResultRow, ...]

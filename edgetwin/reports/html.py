@@ -20,7 +20,6 @@ from edgetwin.comparison import (
     compare_to_reference,
     key_label,
 )
-from edgetwin.csv_rows import read_bytes
 from edgetwin.links import LINK_CHECK_FILE, CheckedLink, link_warnings, read_link_checks
 from edgetwin.reports.crowd import Records, crowd_figures, is_crowd, read_timeline
 from edgetwin.reports.figures import comparison_figure, report_figures
@@ -33,7 +32,7 @@ from edgetwin.result_cells import read_results
 from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.row_keys import RowKey, row_key
 from edgetwin.run_failures import failed_summary
-from edgetwin.run_warnings import WARNINGS_FILE, read_run_warnings, shown_once
+from edgetwin.run_warnings import read_warnings_file, shown_once
 from edgetwin.scenario import Scenario
 from edgetwin.sim.crowd.records import TIMELINE_FILE
 from edgetwin.table_files import read_table, results_file
@@ -57,9 +56,9 @@ def _values(rows: Sequence[ResultRow], attr: str) -> str:
     return ", ".join(sorted({str(getattr(row, attr)) for row in rows})) or "none"
 
 
-def _warnings_html(warnings: Sequence[str]) -> str:
+def warnings_html(warnings: Sequence[str]) -> str:
     """One highlighted line per warning (a step that did not play, links that fell short of
-    their rate, a RAM line left out)."""
+    their rate, a RAM line left out), the block every page shows its warnings in on top."""
     return "".join(f"<p class='warning'><b>Warning:</b> {escape(w)}</p>" for w in warnings)
 
 
@@ -289,7 +288,7 @@ def write_comparison_report(out_dir: Path, title: str, comparison: Comparison) -
     """``comparison.html``: the comparison's warnings on top (other devices, a loopback
     side, another split), then predicted vs measured, the figure and every point's error."""
     body = (
-        _warnings_html(comparison.warnings)
+        warnings_html(comparison.warnings)
         + figures_html(comparison_figures(comparison))
         + _comparison_html(comparison, COMPARE_WORDING)
     )
@@ -342,11 +341,6 @@ def _link_checks(run_dir: Path) -> list[CheckedLink]:
     return read_link_checks(path) if path.exists() else []
 
 
-def _run_warnings(run_dir: Path) -> tuple[str, ...]:
-    path = run_dir / WARNINGS_FILE
-    return read_run_warnings(path, read_bytes(path)) if path.exists() else ()
-
-
 def _ram(run_dir: Path, rows: Sequence[ResultRow]) -> tuple[dict[str, float], list[str]]:
     """A decoder run's RAM per device class and the warnings of the classes left out."""
     return device_ram_mb(run_dir) if is_decoder(rows) else ({}, [])
@@ -364,7 +358,7 @@ def read_run(run_dir: Path) -> RunData:
     timeline_path = run_dir / TIMELINE_FILE
     records = read_timeline(timeline_path) if timeline_path.exists() else None
     checks, ram = _link_checks(run_dir), _ram(run_dir, rows)
-    return RunData(rows, comparison, records, checks, *ram, _run_warnings(run_dir))
+    return RunData(rows, comparison, records, checks, *ram, read_warnings_file(run_dir))
 
 
 def run_figures(data: RunData) -> list[go.Figure]:
@@ -390,7 +384,7 @@ def render_report(data: RunData, title: str) -> str:
     top."""
     compared = "" if data.comparison is None else _comparison_html(data.comparison, RUN_WORDING)
     shown = _no_rows_html(data.rows) + figures_html(run_figures(data))
-    warnings = _warnings_html(data.warnings)
+    warnings = warnings_html(data.warnings)
     failed = _failed_html(data.rows)
     return page(title, f"{warnings}{_summary(data.rows)}{failed}{shown}{compared}")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from edgetwin.plan.questions import (
     PlanQuestion,
 )
 from edgetwin.reports.figures import candidate_colors, strategy_color
-from edgetwin.reports.html import figures_html, page
+from edgetwin.reports.html import figures_html, page, warnings_html
 from edgetwin.reports.style import (
     categories,
     color,
@@ -416,16 +417,21 @@ def plan_figures(result: dict[str, Any]) -> list[go.Figure]:
     return FIGURES[result["kind"]](result)
 
 
-def render_plan(question: PlanQuestion, result: dict[str, Any]) -> str:
-    """The page as one HTML string."""
+def render_plan(
+    question: PlanQuestion, result: dict[str, Any], warnings: Sequence[str] = ()
+) -> str:
+    """The page as one HTML string: what the plan warned about on top."""
     lines = "".join(f"<li>{escape(line)}</li>" for line in describe(result))
     intro = f"<p>{escape(question.description)}</p>" if question.description else ""
     figures = figures_html(plan_figures(result))
-    return page(f"edgetwin plan: {question.name}", f"{intro}<ul>{lines}</ul>{figures}")
+    body = f"{warnings_html(warnings)}{intro}<ul>{lines}</ul>{figures}"
+    return page(f"edgetwin plan: {question.name}", body)
 
 
-def write_plan_report(out: Path, question: PlanQuestion, result: dict[str, Any]) -> Path:
-    """Write ``out/plan.html``."""
+def write_plan_report(
+    out: Path, question: PlanQuestion, result: dict[str, Any], warnings: Sequence[str] = ()
+) -> Path:
+    """Write ``out/plan.html``, ``warnings`` (the plan's) on top."""
     path = out / PLAN_REPORT
-    write_text_atomic(path, render_plan(question, result))
+    write_text_atomic(path, render_plan(question, result, warnings))
     return path

@@ -26,6 +26,7 @@ from edgetwin.reports.static import (
 )
 from edgetwin.reports.validation import VALIDATION_PAGE
 from edgetwin.result_cells import read_results
+from edgetwin.run_warnings import read_warnings_file
 from edgetwin.table_files import RESULTS_CSV, results_file
 from edgetwin.workbench.arguments import STATIC_OPTION, choice_argument, path_argument
 
@@ -55,8 +56,9 @@ def other_command_page(folder: Path) -> tuple[str, str] | None:
 @dataclass(frozen=True)
 class Report:
     """What ``report`` wrote: the page, the static figures (none unless asked), for a
-    plan's folder its answer, and every warning the page shows on top (a link short of its
-    rate, a RAM line whose profile is gone), which ``edgetwin report`` prints."""
+    plan's folder its answer, and every warning the page shows on top (what the run or plan
+    warned about, a link short of its rate, a RAM line whose profile is gone), which
+    ``edgetwin report`` prints."""
 
     page: Path
     figures: tuple[Path, ...] = ()
@@ -115,15 +117,16 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
 def _report_plan(plan_dir: Path, static: StaticFormat | None) -> Report:
     """A plan's ``answer.json`` and ``plan.html`` from its table, and its static figures."""
     loaded = swept_question(plan_dir)
+    warnings = read_warnings_file(plan_dir)  # the plan's, kept: before anything is written
     if static is not None:  # before the page is written
         check_figures_folder(plan_dir)
         export_ready()
     with _writing_into(plan_dir):
-        result = answer_table(loaded, plan_dir, write_plan_report)
+        result = answer_table(loaded, plan_dir, write_plan_report, warnings)
         figures = (
             () if static is None else write_static_figures(plan_dir, static, plan_figures(result))
         )
-    return Report(plan_dir / PLAN_REPORT, tuple(figures), plan_dir / ANSWER_FILE)
+    return Report(plan_dir / PLAN_REPORT, tuple(figures), plan_dir / ANSWER_FILE, warnings)
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from edgetwin.provenance import write_provenance
 from edgetwin.reports.static import StaticFormat
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import LOCAL, remove_leftovers
-from edgetwin.run_warnings import WARNINGS_FILE, warnings_json
+from edgetwin.run_warnings import write_warnings_file
 from edgetwin.scenario import RUN_MODES, RunMode, Scenario
 from edgetwin.scenario_paths import with_absolute_paths
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
@@ -118,8 +118,7 @@ def run(
             inputs, staging, trace, shows, warnings=unplayed_settings(chosen, chosen.mode)
         )
         rows = _runner(chosen)(context)
-        if context.warnings:  # kept for the page, load_results and edgetwin report
-            (staging / WARNINGS_FILE).write_text(warnings_json(context.warnings))
+        write_warnings_file(staging, context.warnings)  # for the page, load_results, report
         resolved = with_absolute_paths(chosen, inputs.named_from)  # re-runs from anywhere
         results = Results(
             tuple(rows),
