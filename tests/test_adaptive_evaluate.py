@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -352,6 +353,33 @@ def test_an_evaluation_warns_of_a_schedule_step_its_runs_ended_before(
     from_table = evaluate(late, inputs.scenario_path, settings, table)
     counted = f"{held_out_runs} of {held_out_runs} held-out runs"
     assert from_table.warnings == (_late_warning(counted),)
+
+
+def test_an_evaluations_warnings_are_kept_in_its_folder_and_shown_on_its_page(
+    tmp_path: Path,
+) -> None:
+    """adaptive_prism with a step at 1000 s that no run reaches: evaluate printed the
+    warning and returned it, but its folder kept none of it and its page had no warning."""
+    scenario = yaml.safe_load((REPO / "scenarios" / "adaptive_prism.yaml").read_text())
+    scenario["network"]["schedule"] = [{"at_ms": 1e6, "bandwidth_mbps": 5}]
+    scenario["sweeps"] = [{"batch": [1, 8], "bandwidth_mbps": [400], "devices": [2]}]
+    (tmp_path / "late.yaml").write_text(yaml.safe_dump(scenario))
+    spec = yaml.safe_load(EVAL.read_text())
+    spec.update(
+        scenario="late.yaml", held_out={"batch": [4], "bandwidth_mbps": [400], "devices": [2]}
+    )
+    (tmp_path / "late.eval.yaml").write_text(yaml.safe_dump(spec))
+    out = tmp_path / "out"
+    result = evaluate_adaptive(tmp_path / "late.eval.yaml", out=out)
+    (warning,) = result.warnings
+    # 5 candidates (single, voltage, prism at 3 CRs) at 2 map batches and 1 held-out batch
+    assert warning == _late_warning("15 of 15 map and held-out runs")
+    assert json.loads((out / "warnings.json").read_text()) == [warning]
+    page = (out / "evaluation.html").read_text()
+    assert page.count(f"<p class='warning'><b>Warning:</b> {escape(warning)}</p>") == 1
+    quiet = evaluate_adaptive(EVAL, overrides=["held_out.batch=[4]"], out=tmp_path / "quiet")
+    assert quiet.warnings == () and not (tmp_path / "quiet" / "warnings.json").exists()
+    assert "<b>Warning:</b>" not in (tmp_path / "quiet" / "evaluation.html").read_text()
 
 
 def _late_warning(missed: str) -> str:

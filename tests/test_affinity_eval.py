@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -228,3 +230,19 @@ def test_evaluate_affinity_command_writes_json_and_page(tmp_path: Path) -> None:
     assert main(["evaluate-affinity", str(spec), "--out", str(tmp_path / "a")]) == 0
     assert (tmp_path / "a" / "affinity.json").is_file()
     assert (tmp_path / "a" / "affinity.html").is_file()
+    assert not (tmp_path / "a" / "warnings.json").exists()  # it warned of nothing
+
+
+def test_an_affinity_evaluations_warnings_are_kept_and_shown_on_its_page(tmp_path: Path) -> None:
+    """An emulator evaluation's warning (hosts' CPU quotas past this machine's cores) was
+    printed and returned, but neither kept in the folder nor shown on affinity.html."""
+    settings, scenarios = load_affinity_settings(EVAL)
+    evaluation = evaluate_affinity(settings, scenarios)
+    cores = (
+        "instance p3_n2_s3: emulator.host_cpu_cores add up to 8 cores, more than this machine's 2"
+    )
+    warned = dataclasses.replace(evaluation, warnings=(cores,))
+    write_affinity_report(tmp_path, warned)
+    assert json.loads((tmp_path / "warnings.json").read_text()) == [cores]
+    page = (tmp_path / "affinity.html").read_text()
+    assert page.count(f"<p class='warning'><b>Warning:</b> {escape(cores)}</p>") == 1

@@ -17,7 +17,7 @@ from edgetwin.evaluate.adaptive_scores import ConditionResult
 from edgetwin.policies.adaptive import POLICY_LABELS, WEIGHTED
 from edgetwin.policies.perf_map_io import write_map
 from edgetwin.reports.figures import candidate_colors
-from edgetwin.reports.html import figures_html, page
+from edgetwin.reports.html import figures_html, page, warnings_html
 from edgetwin.reports.style import (
     color,
     dash,
@@ -28,14 +28,17 @@ from edgetwin.reports.style import (
     symbol,
     title_text,
 )
+from edgetwin.run_warnings import write_warnings_file
 
 BANDWIDTH_AXIS = "Bandwidth (Mbit/s)"
 EVALUATION_PAGE = "evaluation.html"
 
 
 def write_evaluation(out_dir: Path, evaluation: Evaluation) -> list[Path]:
-    """Write evaluation.json, evaluation.html and performance_map.json into ``out_dir``."""
+    """Write evaluation.json, evaluation.html, performance_map.json and, where the
+    evaluation warned, warnings.json into ``out_dir``."""
     paths = [out_dir / n for n in ("evaluation.json", EVALUATION_PAGE, "performance_map.json")]
+    write_warnings_file(out_dir, evaluation.warnings)
     write_text_atomic(paths[0], json.dumps(evaluation.to_json(), indent=1, allow_nan=False) + "\n")
     write_text_atomic(paths[1], render_evaluation(evaluation))
     write_map(paths[2], evaluation.perf_map)
@@ -55,10 +58,12 @@ def evaluation_figures(evaluation: Evaluation) -> list[go.Figure]:
 
 
 def render_evaluation(evaluation: Evaluation) -> str:
-    """The evaluation page: scores, best mode vs chosen, regret, crossover batch."""
+    """The evaluation page: its warnings on top, scores, best mode vs chosen, regret,
+    crossover batch."""
     figures = evaluation_figures(evaluation)
     body = (
-        _settings_html(evaluation)
+        warnings_html(evaluation.warnings)
+        + _settings_html(evaluation)
         + _scores_html(evaluation)
         + _by_axis_html(evaluation, "adaptive")
         + figures_html(figures)

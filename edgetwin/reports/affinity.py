@@ -15,15 +15,18 @@ from edgetwin.atomic import write_text_atomic
 from edgetwin.evaluate.affinity import AffinityEvaluation
 from edgetwin.evaluate.affinity_results import InstanceResult, SchedulerResult
 from edgetwin.evaluate.optimum import Schedule
-from edgetwin.reports.html import figures_html, page
+from edgetwin.reports.html import figures_html, page, warnings_html
 from edgetwin.reports.style import color, styled, title_text
+from edgetwin.run_warnings import write_warnings_file
 
 AFFINITY_PAGE = "affinity.html"
 
 
 def write_affinity_report(out_dir: Path, evaluation: AffinityEvaluation) -> list[Path]:
-    """Write affinity.json and affinity.html into ``out_dir``."""
+    """Write affinity.json, affinity.html and, where the evaluation warned, warnings.json
+    into ``out_dir``."""
     paths = [out_dir / "affinity.json", out_dir / AFFINITY_PAGE]
+    write_warnings_file(out_dir, evaluation.warnings)
     write_text_atomic(paths[0], json.dumps(evaluation.to_json(), indent=1) + "\n")
     write_text_atomic(paths[1], render_affinity(evaluation))
     return paths
@@ -39,8 +42,10 @@ def affinity_figures(evaluation: AffinityEvaluation) -> list[go.Figure]:
 
 
 def render_affinity(evaluation: AffinityEvaluation) -> str:
-    """Makespan and cold loads per scheduler, the optimum marked, per instance; a table."""
-    body = _table_html(evaluation) + figures_html(affinity_figures(evaluation))
+    """Its warnings on top, then makespan and cold loads per scheduler, the optimum marked,
+    per instance; a table."""
+    figures = figures_html(affinity_figures(evaluation))
+    body = warnings_html(evaluation.warnings) + _table_html(evaluation) + figures
     return page("edgetwin schedulers vs the offline optimum", body)
 
 
