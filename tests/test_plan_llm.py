@@ -174,6 +174,30 @@ def test_longest_context_keeps_a_prism_candidate_whole(
     assert entry["stopped_by"].startswith("out of memory on jetson-0 at token ")
 
 
+@pytest.mark.timeout(120)
+def test_best_mode_names_a_prism_candidate_as_asked_at_every_prompt(tmp_path: Path) -> None:
+    """Its grids named a split by segments by the CR of each prompt's rows (4 segments on 2
+    boards: T / 8): 'prism cr 16 x2' at 128 tokens and 'prism cr 64 x2' at 512, one
+    candidate looking like two, in the grids, the front and ``strategy_of``."""
+    question = llm_question(
+        tmp_path,
+        set=[
+            f"workload.output_tokens={OUTPUT_TOKENS}",
+            "strategies=[{name: prism, segments: [4]}]",
+        ],
+        axes={"batch": [1], "bandwidth_mbps": [900], "devices": [2], "prompt_tokens": [128, 512]},
+        question={"kind": "best_mode"},
+    )
+    outcome = run_plan(
+        load_question(question), tmp_path / "out", SerialExecutor(), write_plan_report
+    )
+    answer = outcome.answer
+    assert {row.cr for row in outcome.rows} == {16, 64}  # the CR its rows say
+    assert [grid["best"] for grid in answer["grids"]] == [[["prism L4 x2"]]] * 2
+    assert {point["candidate"] for point in answer["pareto"]} == {"prism L4 x2"}
+    assert answer["strategy_of"] == {"prism L4 x2": "prism"}
+
+
 def test_longest_context_ends_where_the_scenario_check_does() -> None:
     """At batch 1 the model's positions end before a board's RAM: the search's prompt fills
     them (prompt + output - 1 positions; it stopped one short), which the scenario takes

@@ -14,16 +14,20 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from edgetwin.models.registry import CandidateKey
+from edgetwin.plan.candidates import candidate_of
 from edgetwin.results import ResultRow
+from edgetwin.scenario import Scenario
 
 Cell = tuple[int, float]  # batch, bandwidth_mbps
 
 
-def group(rows: Iterable[ResultRow]) -> dict[CandidateKey, dict[Cell, list[ResultRow]]]:
-    """Rows by candidate (strategy, devices, cr, segments), then by (batch, bandwidth)."""
+def group(
+    rows: Iterable[ResultRow], scenario: Scenario
+) -> dict[CandidateKey, dict[Cell, list[ResultRow]]]:
+    """Rows by candidate (``candidate_of``), then by (batch, bandwidth)."""
     grouped: dict[CandidateKey, dict[Cell, list[ResultRow]]] = defaultdict(dict)
     for row in rows:
-        key = CandidateKey(row.strategy, row.devices, row.cr, row.segments)
+        key = candidate_of(row, scenario)
         grouped[key].setdefault((row.batch, row.bandwidth_mbps), []).append(row)
     return dict(grouped)
 

@@ -53,8 +53,8 @@ def _answer_one(loaded: LoadedQuestion, kind: AnyKind, rows: Sequence[ResultRow]
     # answers and their figures go up each axis, whatever order the question lists it in
     batches, bandwidths = sorted(axes.batch), sorted(axes.bandwidth_mbps)
     if isinstance(kind, BestMode):
-        return best_mode(grid, batches, bandwidths, kind.metrics)
-    grouped = group(grid)
+        return best_mode(grid, loaded.scenario, batches, bandwidths, kind.metrics)
+    grouped = group(grid, loaded.scenario)
     if isinstance(kind, SmallestFleet):
         return smallest_fleet(kind, grouped, batches, bandwidths)
     assert isinstance(kind, Crossover)

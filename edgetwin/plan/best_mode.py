@@ -9,10 +9,12 @@ from typing import Any
 from edgetwin.models.registry import CandidateKey
 from edgetwin.plan.answer_stats import Cell, best_variant, group, mean_of
 from edgetwin.results import ResultRow
+from edgetwin.scenario import Scenario
 
 
 def best_mode(
     rows: Sequence[ResultRow],
+    scenario: Scenario,
     batches: Sequence[int],
     bandwidths: Sequence[float],
     metrics: Sequence[str] = ("total_ms",),
@@ -21,12 +23,14 @@ def best_mode(
     the candidate with the lowest mean per (batch, bandwidth), under ``grids`` (``best`` and
     ``best_ms``: the first grid's, as before decoders); per workload, the Pareto front of
     batch latency vs J/sample over its swept configurations (``pareto``, each point naming
-    its workload); ``strategy_of``: each candidate's strategy (its colour in figures)."""
+    its workload); ``strategy_of``: each candidate's strategy (its colour in figures).
+    Candidates are named by ``candidate_of``: a decoder's Prism as the scenario asks for it."""
     workloads = list(dict.fromkeys((r.prompt_tokens, r.output_tokens) for r in rows))
     grids = []
     fronts = []
     for prompt, output in workloads:
-        mine = group(r for r in rows if (r.prompt_tokens, r.output_tokens) == (prompt, output))
+        this_workload = (r for r in rows if (r.prompt_tokens, r.output_tokens) == (prompt, output))
+        mine = group(this_workload, scenario)
         for metric in metrics:
             best = [[best_variant(mine, (b, bw), metric) for bw in bandwidths] for b in batches]
             grids.append(
@@ -46,7 +50,9 @@ def best_mode(
         "best": grids[0]["best"],
         "best_ms": grids[0]["best_value"],
         "pareto": fronts,
-        "strategy_of": {k.label: k.strategy for k in sorted(group(rows), key=lambda k: k.order)},
+        "strategy_of": {
+            k.label: k.strategy for k in sorted(group(rows, scenario), key=lambda k: k.order)
+        },
     }
 
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from edgetwin.decoder_spec import DecoderSpec
-from edgetwin.models.layout import resolved_segments
 from edgetwin.models.registry import CandidateKey
+from edgetwin.plan.candidates import candidate_of
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
 
@@ -23,7 +23,7 @@ def longest_context(rows: Sequence[ResultRow], scenario: Scenario) -> dict[str, 
     assert isinstance(model, DecoderSpec)
     searches: dict[tuple[CandidateKey, int, int | None], list[ResultRow]] = defaultdict(list)
     for row in rows:
-        searches[(_asked(row, scenario), row.batch, row.output_tokens)].append(row)
+        searches[(candidate_of(row, scenario), row.batch, row.output_tokens)].append(row)
     entries = []
     for (key, batch, output), found in searches.items():
         fits = [r for r in found if r.ok]
@@ -45,18 +45,3 @@ def longest_context(rows: Sequence[ResultRow], scenario: Scenario) -> dict[str, 
             }
         )
     return {"max_positions": model.max_positions, "candidates": entries}
-
-
-def _asked(row: ResultRow, scenario: Scenario) -> CandidateKey:
-    """The candidate a row ran as the scenario asks for it: a split by segments by the L or
-    CR asked (the first that gives the row's L at its prompt), not by the CR its row says,
-    which changes with the prompt (L 4 over 2 devices: T / 8)."""
-    if row.segments is None:
-        return CandidateKey(row.strategy, row.devices)
-    assert row.prompt_tokens is not None
-    for strategy in (s for s in scenario.strategies if s.name == row.strategy):
-        asked = [(cr, None) for cr in strategy.cr] + [(None, n) for n in strategy.segments]
-        for cr, segments in asked:
-            if resolved_segments(row.prompt_tokens, row.devices, segments, cr) == row.segments:
-                return CandidateKey(row.strategy, row.devices, cr, segments)
-    return CandidateKey(row.strategy, row.devices, row.cr, row.segments)
