@@ -68,8 +68,8 @@ def link_errors_pct(duration_s: float) -> dict[int, list[float]]:
 
 def compute_ms(cores: float) -> float:
     """Median single-device compute on a host at ``cores``."""
-    raw = {**SINGLE, "emulator": {"host_cpu_cores": [cores]}}
-    run = run_emu(validate_scenario(raw, Path("bench_emu_load.yaml")), warmup=1, link_check_s=0)
+    raw = {**SINGLE, "real_warmups": 1, "emulator": {"host_cpu_cores": [cores]}}
+    run = run_emu(validate_scenario(raw, Path("bench_emu_load.yaml")), link_check_s=0)
     return statistics.median(row.compute_ms for row in run.rows)
 
 

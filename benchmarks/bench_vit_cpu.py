@@ -32,6 +32,7 @@ def scenario(batches: list[int], reps: int, devices: int) -> Scenario:
             "name": "bench_vit_cpu",
             "mode": "local",
             "repetitions": reps,
+            "real_warmups": 1,
             "model": {"preset": "vit_b16"},
             "devices": [{"name": "cpu-rank", "profile": "jetson_orin_nano", "count": devices}],
             "strategies": [
@@ -84,7 +85,7 @@ def main() -> None:
     started = time.perf_counter()
     bench = scenario(args.batch, args.reps, args.devices)
     threads = args.threads or device_threads(bench)
-    rows = run_local(bench, warmup=1, threads=threads)
+    rows = run_local(bench, threads=threads)
     wall_s = time.perf_counter() - started
     print(f"{available_cores()} cores, {threads} thread(s) per rank, {wall_s:.0f} s wall\n")
     print(table(rows))

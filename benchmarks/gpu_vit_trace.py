@@ -113,7 +113,6 @@ def main() -> int:
         for run in measure_local(
             scenario,
             device=args.device,
-            warmup=settings.warmup,
             trace_dir=Path(traces),
             trace_batch=settings.trace_batch,
             echo_rank0=True,
@@ -133,6 +132,7 @@ def _scenario(settings: Settings) -> Scenario:
             "name": "gpu_vit_trace",
             "mode": "local",
             "repetitions": settings.reps,
+            "real_warmups": settings.warmup,
             "model": settings.model,
             "devices": [{"name": "gpu-rank", "profile": "jetson_orin_nano", "count": 2}],
             "strategies": [

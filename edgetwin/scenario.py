@@ -53,7 +53,9 @@ class Scenario(Strict):
     repetitions: Annotated[int, Field(gt=0, le=MAX_REPETITIONS)] = 1
     noise_cv: Annotated[float, Field(ge=0, le=1)] = 0
     input_source: Literal["terminal", "replicated"] = "terminal"
-    warmup_batches: Annotated[int, Field(ge=0, le=100)] = 0
+    warmup_batches: Annotated[int, Field(ge=0, le=100)] = 0  # the twin's (docs/twin.md)
+    # untimed forwards (a decoder: generations) of a real run's configuration (docs/real_vit.md)
+    real_warmups: Annotated[int, Field(ge=0, le=100)] = 2
     sample_profiles: bool = False  # repetition r runs with bootstrap sample r of each profile
     # prediction intervals at this level on every twin row (docs/calibration.md)
     intervals: Annotated[float, Field(gt=0, lt=1)] | None = None

@@ -27,7 +27,8 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     real crowd run is one job; a real run's RAM, battery and memory bandwidth are its
     machine's, and only a decoder's runs use a memory bandwidth; loopback (``local``) has
     no latency, schedule or medium; only the emulator takes down links, kills workers and
-    caps a host's cores."""
+    caps a host's cores; a real run's warm-ups (``real_warmups``) are not the twin's
+    (``warmup_batches``), and a real crowd run has none."""
     network, warnings = scenario.network, []
     if mode != "emu" and network.loss_pct > 0:
         warnings.append(
@@ -41,6 +42,15 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
         }
         emu_only = f"only {MODE_EMU} plays it: a {mode} run has none"
         warnings += [f"{field} is set, but {emu_only}" for field, on in emulated.items() if on]
+    warmups = scenario.real_warmups
+    if warmups != Scenario.model_fields["real_warmups"].default:
+        if mode == "twin":
+            warnings.append(
+                f"real_warmups is {warmups}, but only a local or emu run plays it: a twin run "
+                f"plays warmup_batches ({scenario.warmup_batches})"
+            )
+        elif scenario.crowd is not None:
+            warnings.append(f"real_warmups is {warmups}, but a {mode} crowd run has no warm-ups")
     decoder = isinstance(scenario.model, DecoderSpec)
     overrides = _DEVICE_OVERRIDES if decoder else _ENCODER_OVERRIDES
     warnings += [

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 import edgetwin
 from edgetwin.cli import main
@@ -660,3 +661,21 @@ def test_results_written_elsewhere_keep_the_link_check(tmp_path: Path) -> None:
     shutil.rmtree(run)  # the results carry the checks, not the path they were read from
     edgetwin.load_results(again).write(tmp_path / "third")
     assert (tmp_path / "third" / "link_check.csv").read_bytes() == checks
+
+
+def test_a_real_runs_warmups_are_in_its_resolved_scenario_and_a_twin_run_says_it_plays_none(
+    tmp_path: Path,
+) -> None:
+    """``real_warmups`` (2 where left out) is written with every default, so a run folder
+    says how many untimed forwards its real runs had; the twin plays ``warmup_batches``
+    instead, its rows the same, and says so."""
+    plain = edgetwin.run(JETSON, overrides=SMALL, out=tmp_path / "plain")
+    resolved = yaml.safe_load((tmp_path / "plain" / "scenario.resolved.yaml").read_text())
+    assert resolved["real_warmups"] == 2 and plain.warnings == ()
+    ten = edgetwin.run(JETSON, overrides=[*SMALL, "real_warmups=10"], out=tmp_path / "ten")
+    resolved = yaml.safe_load((tmp_path / "ten" / "scenario.resolved.yaml").read_text())
+    assert resolved["real_warmups"] == 10 and ten.rows == plain.rows
+    assert ten.warnings == (
+        "real_warmups is 10, but only a local or emu run plays it: a twin run plays "
+        "warmup_batches (0)",
+    )

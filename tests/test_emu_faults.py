@@ -179,10 +179,11 @@ def test_a_bandwidth_schedule_plays_during_a_vit_launch() -> None:
         },
         "strategies": [{"name": "voltage"}],
         "sweeps": [{"batch": [4], "bandwidth_mbps": [800], "devices": [2]}],
+        "real_warmups": 1,
     }
     scenario = validate_scenario(raw, Path("emu_schedule.yaml"))
     with teardown_checked() as teardown:
-        run = run_emu(scenario, warmup=1, link_check_s=0)
+        run = run_emu(scenario, link_check_s=0)
     teardown.assert_clean()
     (row,) = run.rows
     assert row.status == "ok" and row.bandwidth_mbps == 800
@@ -227,10 +228,11 @@ def test_the_loops_emulator_run_passes_on_what_never_played(tmp_path: Path) -> N
         "network": {"schedule": [{"at_ms": 500e3, "bandwidth_mbps": 5}]},
         "strategies": [{"name": "voltage"}],
         "sweeps": [{"batch": [1], "bandwidth_mbps": [800], "devices": [2]}],
+        "real_warmups": 1,
     }
     path = tmp_path / "loop_schedule.yaml"
     scenario = validate_scenario(raw, path)
-    settings = LoopSettings(warmup=1, link_check_s=0)
+    settings = LoopSettings(link_check_s=0)
     with teardown_checked() as teardown:
         warnings = run_emulator(scenario, path, tmp_path / "emu_fit", settings)
     teardown.assert_clean()

@@ -21,7 +21,7 @@ SMOKE = Path(__file__).resolve().parents[1] / "scenarios/llm_smoke.yaml"
 # llm_smoke cut down (1024-token vocabulary, prompt 16, 4 tokens, batch 2) at 20 Mbps
 SMALL = [
     *("model.vocab=1024", "workload.prompt_tokens=16", "workload.output_tokens=4"),
-    *("sweeps.0.batch=[2]", "network.bandwidth_mbps=20", "mode=emu"),
+    *("sweeps.0.batch=[2]", "network.bandwidth_mbps=20", "mode=emu", "real_warmups=1"),
     'strategies=[{"name": "pipeline"}, {"name": "voltage"}]',
 ]
 
@@ -29,7 +29,7 @@ SMALL = [
 @pytest.mark.timeout(600)
 def test_decoder_ranks_run_on_hosts_over_the_shaped_link() -> None:
     scenario = load_scenario(SMOKE, SMALL)
-    result = run_emu(scenario, SMOKE, warmup=1, link_check_s=1)
+    result = run_emu(scenario, SMOKE, link_check_s=1)
     assert not leftover_links() and not leftover_processes()
     twin = {
         o.row.strategy: o.row.bytes_sent

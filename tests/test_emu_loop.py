@@ -28,6 +28,7 @@ SWEEP = {
     "name": "loop",
     "repetitions": 2,
     "model": MODEL,
+    "real_warmups": 1,
     "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 2}],
     "strategies": [{"name": "single"}, {"name": "voltage"}, {"name": "prism", "cr": 9.9}],
 }
@@ -44,7 +45,7 @@ def _scenario(path: Path, sweeps: list[dict[str, list[int]]]) -> Path:
 def loop(tmp_path_factory: pytest.TempPathFactory) -> tuple[LoopResult, Path]:
     folder = tmp_path_factory.mktemp("loop")
     fit, check = _scenario(folder / "fit.yaml", FIT), _scenario(folder / "check.yaml", CHECK)
-    result = close_loop(fit, check, folder / "out", LoopSettings(warmup=1, link_check_s=1))
+    result = close_loop(fit, check, folder / "out", LoopSettings(link_check_s=1))
     return result, folder / "out"
 
 

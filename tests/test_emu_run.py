@@ -67,7 +67,8 @@ def told() -> list[str]:
 @pytest.fixture(scope="module")
 def run(small: Scenario, steps: RecordedSteps, told: list[str]) -> EmuRun:
     before = _links()
-    result = run_emu(small, on_progress=told.append, warmup=1, link_check_s=1, steps=steps)
+    one_warmup = small.model_copy(update={"real_warmups": 1})
+    result = run_emu(one_warmup, on_progress=told.append, link_check_s=1, steps=steps)
     assert _links() == before and not leftover_links() and not leftover_processes()
     return result
 
@@ -130,7 +131,7 @@ def test_torn_down_after_an_error_mid_run(error: type[BaseException], medium: st
         raise error
 
     with pytest.raises(error):
-        run_emu(scenario, on_progress=fail, warmup=0, link_check_s=1)
+        run_emu(scenario.model_copy(update={"real_warmups": 0}), on_progress=fail, link_check_s=1)
     assert (MEDIUM_DEVICE in during) == (medium == "shared")  # there to be left behind
     assert _links() == before and not leftover_links() and not leftover_processes()
 
@@ -163,7 +164,7 @@ def test_a_link_too_slow_for_its_check_is_a_clear_failure(monkeypatch: pytest.Mo
     slow = validate_scenario({**SMALL, "sweeps": [sweep]}, Path("emu_slow.yaml"))
     before = _links()
     with pytest.raises(EmuError, match=r"did not finish in .* too slow, lossy or delayed"):
-        run_emu(slow, warmup=0, link_check_s=1)
+        run_emu(slow.model_copy(update={"real_warmups": 0}), link_check_s=1)
     assert _links() == before and not leftover_links() and not leftover_processes()
 
 

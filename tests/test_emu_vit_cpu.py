@@ -77,12 +77,13 @@ def _median_compute_ms(host_cpu_cores: float) -> float:
     raw = _limited(
         [host_cpu_cores],
         repetitions=5,
+        real_warmups=1,
         strategies=[{"name": "single"}],  # on host 0
         sweeps=[{"batch": [4], "bandwidth_mbps": [100], "devices": [2]}],
     )
     scenario = validate_scenario(raw, Path("emu_vit_cpu.yaml"))
     with teardown_checked() as teardown:
-        run = run_emu(scenario, warmup=1, link_check_s=0)
+        run = run_emu(scenario, link_check_s=0)
     teardown.assert_clean()
     assert all(row.status == "ok" for row in run.rows)
     return statistics.median(row.compute_ms for row in run.rows)

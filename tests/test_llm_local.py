@@ -11,11 +11,16 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from edgetwin.cli import main
 from edgetwin.comparison import compare_to_reference
+from edgetwin.emu.llm.launcher import launch_decoder
+from edgetwin.emu.llm.local_rows import decoder_rows
+from edgetwin.emu.llm.records import RankRecord
+from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.local import check_runnable, run_local
 from edgetwin.errors import InputError, LaunchError
 from edgetwin.result_cells import read_results
@@ -184,6 +189,28 @@ def test_the_longest_prompt_runs_for_real_and_one_more_is_refused(
 
 def _set_flags(settings: list[str]) -> list[str]:
     return [flag for setting in settings for flag in ("--set", setting)]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("warmups", [1, None])
+def test_each_launch_runs_the_scenarios_warmup_generations(warmups: int | None) -> None:
+    """``real_warmups`` untimed generations per configuration, 2 where the scenario leaves
+    it out: every rank times each (its record's ``warmup_ms``) before its timed ones. The
+    count was 2 whatever the scenario said."""
+    sets = [*EDGE, "repetitions=1", *([] if warmups is None else [f"real_warmups={warmups}"])]
+    scenario = load_scenario(SMOKE, [*sets, "workload.prompt_tokens=8"])
+    launched: list[RankRecord] = []
+
+    def launch(run: DecoderRun, *how: Any) -> list[RankRecord]:
+        records = launch_decoder(run, *how)
+        launched.extend(records)
+        return records
+
+    ((config, rows),) = decoder_rows(scenario, 1, launch=launch)
+    assert len(rows) == 1 and len(launched) == config.devices == 2
+    for record in launched:
+        assert len(record.warmup_ms) == (2 if warmups is None else warmups)
+        assert all(ms > 0 for ms in record.warmup_ms) and len(record.reps) == 1
 
 
 @pytest.mark.timeout(60)

@@ -212,12 +212,13 @@ def test_three_ranks_send_the_layouts_rows_and_the_twin_counts_the_same(smoke: S
             **smoke.model_dump(),
             "model": model,
             "repetitions": 1,
+            "real_warmups": 0,
             "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 3}],
             "strategies": strategies,
             "sweeps": [{"batch": [3], "devices": [3]}],
         }
     )
-    local = {row.strategy: row for row in run_local(tiny, warmup=0)}
+    local = {row.strategy: row for row in run_local(tiny)}
     twin = {o.row.strategy: o.row for o in run_scenario(tiny, build_fleet(tiny, SMOKE))}
     row_bytes = 3 * 32 * 4  # batch 3, fp32
     scatter = (6 + 5) * row_bytes
@@ -240,16 +241,41 @@ def test_progress_is_told_each_repetition_as_rank_0_ends_it(smoke: Scenario) -> 
         {
             **smoke.model_dump(),
             "model": model,
+            "real_warmups": 0,
             "strategies": [{"name": "voltage"}],
             "sweeps": [{"batch": [1, 2], "devices": [2]}],
         }
     )
     events: list[tuple[int, int | str]] = []
-    for run in measure_local(
-        tiny, warmup=0, on_rep=lambda config, rep: events.append((config.batch, rep))
-    ):
+    for run in measure_local(tiny, on_rep=lambda config, rep: events.append((config.batch, rep))):
         events.append((run.config.batch, "measured"))
     assert events == [(1, 0), (1, 1), (2, 0), (2, 1), (1, "measured"), (2, "measured")]
     named: list[str] = []
-    run_local(tiny, on_progress=named.append, warmup=0)
+    run_local(tiny, on_progress=named.append)
     assert named == [f"voltage x2, batch {b}, 400 Mbps, rep {r}" for b in (1, 2) for r in (0, 1)]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("warmups", [0, 3, None])
+def test_each_configuration_runs_the_scenarios_warmups(
+    smoke: Scenario, warmups: int | None
+) -> None:
+    """``real_warmups`` untimed forwards per configuration, 2 where the scenario leaves it
+    out: every rank times each (its record's ``warmup_ms``) before its timed ones. The
+    count was 2 whatever the scenario said (only ``run_local(..., warmup=)`` changed it)."""
+    model = {"tokens": 17, "width": 32, "blocks": 1, "heads": 4, "patch_size": 2, "classes": 5}
+    raw = {
+        **smoke.model_dump(exclude={"real_warmups"}),
+        "model": model,
+        "repetitions": 1,
+        "strategies": [{"name": "single"}, {"name": "prism", "segments": [2]}],
+        "sweeps": [{"batch": [1, 2], "devices": [2]}],
+    }
+    tiny = Scenario.model_validate(raw if warmups is None else {**raw, "real_warmups": warmups})
+    runs = list(measure_local(tiny))
+    assert len(runs) == 4
+    for run in runs:
+        for rank in run.ranks:
+            assert len(rank.warmup_ms) == (2 if warmups is None else warmups), run.config
+            assert all(ms > 0 for ms in rank.warmup_ms)
+            assert len(rank.reps) == 1

@@ -41,7 +41,6 @@ from edgetwin.table_files import RESULTS_CSV, read_table
 class LoopSettings:
     """Emulator settings of both sweeps (see ``run_emu``)."""
 
-    warmup: int = 2
     link_check_s: int | None = None  # None: each scenario's emulator.link_check_s
 
 
@@ -100,7 +99,7 @@ def run_emulator(scenario: Scenario, path: Path, out: Path, settings: LoopSettin
     from edgetwin.emu.mininet.checks import write_link_checks
     from edgetwin.emu.mininet.runner import run_emu
 
-    run = run_emu(scenario, path, warmup=settings.warmup, link_check_s=settings.link_check_s)
+    run = run_emu(scenario, path, link_check_s=settings.link_check_s)
     _write_run(out, scenario, run.rows)
     write_link_checks(out / LINK_CHECK_FILE, run.links)
     return [f"{out.name}: {warning}" for warning in run.warnings]

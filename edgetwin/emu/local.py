@@ -114,12 +114,12 @@ def run_local(
     *,
     weights: Path | None = None,
     device: Device = "cpu",
-    warmup: int = 2,
     timeout_s: float | None = None,
     trace_dir: Path | None = None,
     threads: int | None = None,
 ) -> list[ResultRow]:
-    """Every configuration x repetition as real processes; rows in configuration order.
+    """Every configuration x repetition as real processes, each configuration after the
+    scenario's ``real_warmups`` untimed forwards; rows in configuration order.
 
     ``on_progress``: told each repetition as it ends (its ``step_label`` if it takes one).
 
@@ -139,7 +139,7 @@ def run_local(
             raise InputError(weights, None, "weights file not found")
         threads = threads or device_threads(scenario)
         measured = decoder_rows(
-            scenario, threads, weights=weights, device=device, warmup=warmup, timeout_s=timeout_s
+            scenario, threads, weights=weights, device=device, timeout_s=timeout_s
         )
         for config, rows in measured:
             rows_by_config[config] = rows
@@ -151,7 +151,6 @@ def run_local(
             scenario,
             weights,
             device,
-            warmup,
             timeout_s,
             trace_dir,
             threads=threads,
@@ -174,7 +173,6 @@ def measure_local(
     scenario: Scenario,
     weights: Path | None = None,
     device: Device = "cpu",
-    warmup: int = 2,
     timeout_s: float | None = None,
     trace_dir: Path | None = None,
     trace_batch: int | None = None,
@@ -200,7 +198,7 @@ def measure_local(
         args = [
             *("--strategy", group.strategy, "--batch", *map(str, group.batches)),
             *(("--segments", *map(str, group.segments)) if group.segments != (None,) else ()),
-            *("--reps", str(scenario.repetitions), "--warmup", str(warmup)),
+            *("--reps", str(scenario.repetitions), "--warmup", str(scenario.real_warmups)),
             *("--seed", str(scenario.seed), "--input-source", scenario.input_source),
             *("--device", device),
             *(() if weights is None else ("--weights", str(weights))),
@@ -208,7 +206,7 @@ def measure_local(
             *(() if trace_batch is None else ("--trace-batch", str(trace_batch))),
             *model_args(scenario.encoder),
         ]
-        deadline_s = timeout_s or _deadline_s(scenario, group, warmup)
+        deadline_s = timeout_s or _deadline_s(scenario, group)
         told = None if on_rep is None else _by_configuration(group, on_rep)
         records = launch(args, group.devices, deadline_s, threads, echo_rank0, told)
         for index, config in enumerate(group.configs):
@@ -291,14 +289,14 @@ def _launches(scenario: Scenario, configs: Sequence[Configuration] | None = None
     ]
 
 
-def _deadline_s(scenario: Scenario, launch: _Launch, warmup: int) -> float:
+def _deadline_s(scenario: Scenario, launch: _Launch) -> float:
     """Start-up allowance plus every forward of the launch (and rank 0's single reference)
     at the speed of a slow host."""
     model = scenario.encoder
     single = registry.cost_plan(model, registry.baseline().name, 1).flops_per_sample(
         0, model.blocks
     )
-    forwards = warmup + scenario.repetitions + 1  # + one traced forward
+    forwards = scenario.real_warmups + scenario.repetitions + 1  # + one traced forward
     flops = 0.0
     for config in launch.configs:
         segments, _ = resolve_segments(scenario, config)

@@ -1,11 +1,12 @@
 """A decoder scenario as real processes (mode ``local``; the emulator's hosts too).
 
-Each configuration is one launch of the real decoder (``launcher``): ``warmup`` untimed
-generations, then one timed generation per repetition, one row each. A row carries rank
-0's TTFT, TPOT, total and phases (the terminal holds every token; waiting for peers is
-comm), every rank's bytes (docs/llm.md's convention, as the twin's), and the last rank's
-comparison with one device. ``weights_mb`` and ``kv_cache_mb`` are the contract's
-figures for the split that ran (the plan of that run), the same the twin reports.
+Each configuration is one launch of the real decoder (``launcher``): the scenario's
+``real_warmups`` untimed generations, then one timed generation per repetition, one row
+each. A row carries rank 0's TTFT, TPOT, total and phases (the terminal holds every
+token; waiting for peers is comm), every rank's bytes (docs/llm.md's convention, as the
+twin's), and the last rank's comparison with one device. ``weights_mb`` and
+``kv_cache_mb`` are the contract's figures for the split that ran (the plan of that
+run), the same the twin reports.
 Pipeline runs the scenario's ``layers`` if it gives them, else equal stages (the twin
 balances unsized stages on the profiles; local ranks are equal). Local mode does not
 shape the network: ``bandwidth_mbps`` is the scenario's nominal value.
@@ -122,7 +123,6 @@ def decoder_rows(
     *,
     weights: Path | None = None,
     device: str = "cpu",
-    warmup: int = 2,
     timeout_s: float | None = None,
     configs: Sequence[Configuration] | None = None,
     launch: DecoderLauncher = launch_decoder,
@@ -133,12 +133,19 @@ def decoder_rows(
     (loopback, or the emulator's hosts). Raises ``LaunchError`` if a rank fails or a
     launch's deadline (default: from its FLOPs) passes.
     """
-    extra = ["--warmup", str(warmup), "--reps", str(scenario.repetitions), "--device", device]
+    extra = [
+        "--warmup",
+        str(scenario.real_warmups),
+        "--reps",
+        str(scenario.repetitions),
+        "--device",
+        device,
+    ]
     if weights is not None:
         extra += ["--weights", str(weights)]
     for config in configurations(scenario) if configs is None else configs:
         run = decoder_run(scenario, config)
-        deadline_s = timeout_s or _deadline_s(scenario, config, run, warmup)
+        deadline_s = timeout_s or _deadline_s(scenario, config, run)
         records = launch(run, deadline_s, threads, extra)
         yield config, result_rows(scenario, config, run, records)
 
@@ -183,12 +190,12 @@ def _stages(run: DecoderRun) -> tuple[int, ...] | None:
     return run.stage_layers if registry.strategy(run.strategy).splits_layers else None
 
 
-def _deadline_s(scenario: Scenario, config: Configuration, run: DecoderRun, warmup: int) -> float:
+def _deadline_s(scenario: Scenario, config: Configuration, run: DecoderRun) -> float:
     """Every generation of the launch, every rank's FLOPs, and the last rank's
     single-device reference."""
     assert config.output_tokens is not None
     phases = decoder_plan(scenario, config, _stages(run)).phases(config.output_tokens)
-    generations = warmup + scenario.repetitions
+    generations = scenario.real_warmups + scenario.repetitions
     flops = generations * sum(phase_flops(phases, r) for r in range(config.devices))
     if config.devices > 1:
         alone = DecoderWorkload(run.spec, 1, run.batch, run.prompt_tokens)

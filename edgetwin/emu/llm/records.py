@@ -49,7 +49,8 @@ class GenerationTiming:
 
 @dataclass(frozen=True)
 class RankRecord:
-    """Everything one rank did in one launch: the timed generations, the bytes it put
+    """Everything one rank did in one launch: the timed generations (and the wall time of
+    each untimed warm-up generation before them), the bytes it put
     into sends and collectives per part of one generation, the tokens it holds [B][O],
     the bytes of the KV cache its strategy made it keep, and (last rank of a distributed
     run) how its logits and tokens compare with one device's."""
@@ -63,6 +64,7 @@ class RankRecord:
     bytes_sent: dict[str, int]
     tokens: tuple[tuple[int, ...], ...] | None = None
     kv_cache_bytes: int = 0
+    warmup_ms: tuple[float, ...] = ()
     max_abs_diff_vs_single: float | None = None
     prefix_agreement_vs_single: float | None = None
 
@@ -116,4 +118,4 @@ def read_record(path: Path) -> RankRecord:
     )
     tokens = raw.pop("tokens")
     held = None if tokens is None else tuple(tuple(row) for row in tokens)
-    return RankRecord(reps=reps, tokens=held, **raw)
+    return RankRecord(reps=reps, tokens=held, warmup_ms=tuple(raw.pop("warmup_ms")), **raw)

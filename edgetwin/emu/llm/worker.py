@@ -78,6 +78,7 @@ def run_rank(args: argparse.Namespace, run: DecoderRun, model: Decoder) -> RankR
         generator = rank_generator(RankSetup(run, model, args.rank, clock, exchange))
         prompt = make_prompt(run.spec, run.batch, run.prompt_tokens, run.seed).to(device)
         reps: list[GenerationTiming] = []
+        warmup_ms: list[float] = []
         for rep in range(args.warmup + args.reps):
             rank_process.barrier(run.world)
             if exchange is not None:
@@ -87,6 +88,8 @@ def run_rank(args: argparse.Namespace, run: DecoderRun, model: Decoder) -> RankR
             timing = clock.stop_generation()
             if rep >= args.warmup:
                 reps.append(timing)
+            else:
+                warmup_ms.append(timing.total_ms)
         rank_process.barrier(run.world)
     record = RankRecord(
         args.rank,
@@ -98,6 +101,7 @@ def run_rank(args: argparse.Namespace, run: DecoderRun, model: Decoder) -> RankR
         dict(exchange.bytes_sent) if exchange is not None else {PREFILL: 0, DECODE: 0},
         None if generation.tokens is None else tuple(map(tuple, generation.tokens.tolist())),
         generator.kv_cache_bytes,
+        tuple(warmup_ms),
     )
     if args.rank == run.world - 1 and run.world > 1:
         record = _compare_with_single(record, run, model, prompt, generation)

@@ -199,7 +199,6 @@ def run_emu(
     on_progress: Step | None = None,
     *,
     steps: Steps = no_progress,
-    warmup: int = 2,
     link_check_s: int | None = None,
     timeout_s: float | None = None,
 ) -> EmuRun:
@@ -239,7 +238,7 @@ def run_emu(
                 checks = measure_links(net, bandwidth_mbps, range(1, hosts), link_check_s, steps)
                 links += checks
             link_error = worst_error_pct(c.error_pct for c in checks)
-            measured = _measured(scenario, group, launch, warmup, timeout_s, on_progress)
+            measured = _measured(scenario, group, launch, timeout_s, on_progress)
             for config, config_rows in measured:
                 rows[config] = [
                     replace(r, mode="emu", link_error_pct=link_error) for r in config_rows
@@ -253,7 +252,6 @@ def _measured(
     scenario: Scenario,
     configs: Sequence[Configuration],
     launch: _HostLauncher,
-    warmup: int,
     timeout_s: float | None,
     on_progress: Step | None,
 ) -> Iterator[tuple[Configuration, list[ResultRow]]]:
@@ -263,7 +261,7 @@ def _measured(
     tell = told_repetitions(on_progress)
     if decoder_model(scenario) is not None:
         threads = device_threads(scenario)
-        decoded = decoder_rows(scenario, threads, warmup=warmup, timeout_s=timeout_s,
+        decoded = decoder_rows(scenario, threads, timeout_s=timeout_s,
                                configs=configs, launch=launch.decoder)  # fmt: skip
         for config, rows in decoded:
             for row in rows:
@@ -271,7 +269,7 @@ def _measured(
                     tell(config, row.rep)
             yield config, rows
         return
-    runs = measure_local(scenario, warmup=warmup, timeout_s=timeout_s, configs=configs,
+    runs = measure_local(scenario, timeout_s=timeout_s, configs=configs,
                          launch=launch, on_rep=tell)  # fmt: skip
     for run in runs:
         yield run.config, result_rows(scenario, run)

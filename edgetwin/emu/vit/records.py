@@ -13,13 +13,15 @@ from edgetwin.emu.vit.phases import ForwardTiming
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One (batch, segments) run: its timed forwards and, at rank 0, how it compares
-    with the single-device output on the same input and weights."""
+    """One (batch, segments) run: its timed forwards, the wall time of each untimed
+    warm-up forward before them and, at rank 0, how it compares with the single-device
+    output on the same input and weights."""
 
     batch: int
     segments: int | None
     reps: tuple[ForwardTiming, ...]
     bytes_sent_per_forward: int
+    warmup_ms: tuple[float, ...] = ()
     logits: tuple[tuple[float, ...], ...] | None = None
     max_abs_diff_vs_single: float | None = None
     top1_agreement_vs_single: float | None = None
@@ -51,4 +53,4 @@ def _run(raw: dict[str, Any]) -> RunRecord:
     reps = tuple(ForwardTiming(**rep) for rep in raw.pop("reps"))
     logits = raw.pop("logits")
     rows = None if logits is None else tuple(tuple(row) for row in logits)
-    return RunRecord(reps=reps, logits=rows, **raw)
+    return RunRecord(reps=reps, warmup_ms=tuple(raw.pop("warmup_ms")), logits=rows, **raw)

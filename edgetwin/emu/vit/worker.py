@@ -195,8 +195,11 @@ def _run(
     forward = RankForward(model, layout, args.rank, batch, clock, args.input_source)
     embeds_here = args.rank == 0 or args.input_source == "replicated"
     images = make_images(model.spec, batch, args.seed).to(device) if embeds_here else None
+    warmup_ms = []
     for _ in range(args.warmup):
+        clock.start()
         forward(images)
+        warmup_ms.append(clock.stop().total_ms)
         rank_process.barrier(args.world)
     reps: list[ForwardTiming] = []
     logits = None
@@ -209,7 +212,7 @@ def _run(
         rank_process.barrier(args.world)
     if args.trace_dir is not None and args.trace_batch in (None, batch):
         _trace(args, forward, clock, images, segments)
-    record = RunRecord(batch, segments, tuple(reps), forward.bytes_sent)
+    record = RunRecord(batch, segments, tuple(reps), forward.bytes_sent, tuple(warmup_ms))
     if logits is None:
         return record
     record = _compare_with_single(record, model, images, logits, args.world)
