@@ -62,8 +62,11 @@ def test_a_killed_worker_loses_nothing_and_the_record_says_so(
     assert record.applied_s >= 0.6 and "low disconnected" in record.effect
 
 
+DOWN_FOR_A_WHILE = {"kind": "link_down", "host": 2, "at_s": 0.5, "for_s": 1.5}
+
+
 def test_a_downed_link_stalls_its_worker_and_loses_nothing() -> None:
-    fault = {"kind": "link_down", "host": 2, "at_s": 0.5, "for_s": 1.5}
+    fault = DOWN_FOR_A_WHILE
     run, summary = _run_once(_streaming([fault]))
     assert not any(w.disconnected for w in summary.workers)
     down, up = run.faults
@@ -72,6 +75,18 @@ def test_a_downed_link_stalls_its_worker_and_loses_nothing() -> None:
     # the mid phone's task in flight waited for its link: longer than the outage
     slowest = max(t.done_ms - t.dispatch_ms for t in summary.tasks if t.worker == "mid")
     assert slowest > 1000 and "slowest task on mid" in down.effect
+
+
+def test_each_fault_counts_the_tasks_its_own_worker_lost() -> None:
+    """A killed worker's re-dispatched task is its fault's, not a downed link's beside it
+    (every fault's effect read the job's re-dispatches until 2026-12-07)."""
+    kill = {"kind": "kill_worker", "host": 1, "at_s": 0.6}
+    run, summary = _run_once(_streaming([kill, DOWN_FOR_A_WHILE]))
+    assert summary.tasks_redispatched >= 1
+    effects = {(r.kind, r.host): r.effect for r in run.faults}
+    lost = sum(1 for e in summary.events if e.kind == "requeue" and e.worker == "low")
+    assert effects[("kill_worker", 1)].endswith(f"tasks re-dispatched: {lost}") and lost >= 1
+    assert effects[("link_down", 2)].endswith("tasks re-dispatched: 0")
 
 
 def test_a_link_down_for_good_loses_its_worker_and_nothing_else() -> None:

@@ -300,7 +300,8 @@ def _track_cut_off(
 
 
 def _effect(record: FaultRecord, summary: PipelineSummary, workers: Sequence[WorkerSpec]) -> str:
-    """What the foreman's records show of a fault."""
+    """What the foreman's records show of a fault: for a phone's, the tasks its worker
+    lost (re-dispatched), not the job's, which other faults may have cost too."""
     if record.kind == "bandwidth":
         return f"links at {record.detail}"
     if record.host is None or record.kind == "link_up":
@@ -308,7 +309,7 @@ def _effect(record: FaultRecord, summary: PipelineSummary, workers: Sequence[Wor
     if record.host == 0:
         return f"foreman's link; job done in {summary.pipeline_latency_ms:.0f} ms"
     worker = workers[record.host - 1].name
-    requeued = sum(1 for e in summary.events if e.kind == "requeue")
+    requeued = sum(1 for e in summary.events if e.kind == "requeue" and e.worker == worker)
     lost = [e for e in summary.events if e.kind == "disconnect" and e.worker == worker]
     if lost:
         why = f" ({lost[0].detail}: declared lost)" if lost[0].detail else ""
