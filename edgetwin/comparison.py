@@ -37,6 +37,8 @@ BYTES_METRIC = "bytes_sent"
 KEY_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps")  # what row_key joins on
 # a resolved model's keys that no run uses: its preset's name, the authors' parameter count
 _NOT_SIZES = ("preset", "published_params")
+# a run's network settings that its rows do not say (the swept rate is in every row's key)
+_NOT_IN_ROWS = ("bandwidth_mbps",)
 REFERENCE_FILE = "reference.csv"  # a run's copy of the table it is compared with
 COMPARISON_CSV = "comparison.csv"
 
@@ -338,13 +340,15 @@ class RunSide:
     run, ``this machine (mode emu)`` for a real one; ``unread``, the profile files it
     names that neither ``devices.yaml`` names nor can be read (their devices are not
     known); ``model``, the model's sizes as (field, value) pairs, its preset's name and
-    published parameter count left out (empty without the file)."""
+    published parameter count left out (empty without the file); ``network``, the
+    network's settings but the rate as (field, value) pairs (empty without the file)."""
 
     folder: Path
     mode: str | None = None
     devices: str | None = None
     unread: tuple[str, ...] = ()
     model: tuple[tuple[str, str], ...] = ()
+    network: tuple[tuple[str, str], ...] = ()
 
 
 def run_side(folder: Path) -> RunSide:
@@ -363,8 +367,14 @@ def run_side(folder: Path) -> RunSide:
         for k, v in (model.items() if isinstance(model, dict) else ())
         if k not in _NOT_SIZES
     )
+    network = raw.get("network")
+    settings = tuple(
+        (str(k), _setting_text(v))
+        for k, v in (network.items() if isinstance(network, dict) else ())
+        if k not in _NOT_IN_ROWS
+    )
     if mode != "twin":
-        return RunSide(folder, mode, f"this machine (mode {mode})", model=sizes)
+        return RunSide(folder, mode, f"this machine (mode {mode})", model=sizes, network=settings)
     recorded = read_device_names(folder)
     names, unread = set(), set()
     for name, ref in profile_refs(raw):
@@ -373,7 +383,22 @@ def run_side(folder: Path) -> RunSide:
             unread.add(str(ref))
         names.add(profile or str(ref))
     devices = "profile " + ", ".join(sorted(names))
-    return RunSide(folder, mode, devices, tuple(sorted(unread)), sizes)
+    return RunSide(folder, mode, devices, tuple(sorted(unread)), sizes, settings)
+
+
+def _setting_text(value: object) -> str:
+    """A network setting as a warning names it: a schedule as its steps (``5 Mbps at 0
+    ms``, ``none``), None as ``none``."""
+    if isinstance(value, list):
+        steps = [
+            f"{_setting_text(s.get('bandwidth_mbps'))} Mbps at {_setting_text(s.get('at_ms'))} ms"
+            for s in value
+            if isinstance(s, dict)
+        ]
+        return ", ".join(steps) or "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "none" if value is None else str(value)
 
 
 def devices_warning(predicted: RunSide, measured: RunSide) -> str | None:
@@ -418,6 +443,26 @@ def model_warning(predicted: RunSide, measured: RunSide) -> str | None:
         f"{predicted.folder} and {measured.folder} ran other models ({sizes}): the errors "
         f"include the models' difference; run both with the same model (--set "
         f"model.{min(differ)}=...)"
+    )
+
+
+def network_warning(predicted: RunSide, measured: RunSide) -> str | None:
+    """A warning when two run folders ran other networks than their rows say (a latency,
+    loss, medium, burst or bandwidth schedule on one side only): both rows read the same
+    ``bandwidth_mbps``, so they were joined, and the errors are mostly the networks'
+    difference. A loopback side shapes nothing (``loopback_warning`` says so); a key one
+    side lacks (an older edgetwin's folder) is no difference."""
+    if "local" in (predicted.mode, measured.mode):
+        return None
+    ours, theirs = dict(predicted.network), dict(measured.network)
+    differ = sorted(k for k in ours.keys() & theirs.keys() if ours[k] != theirs[k])
+    if not differ:
+        return None
+    settings = "; ".join(f"{k} {ours[k]} vs {theirs[k]}" for k in differ)
+    return (
+        f"{predicted.folder} and {measured.folder} ran other networks ({settings}) at the "
+        "bandwidth_mbps their rows give: the errors include the networks' difference; run "
+        f"both with the same network.{differ[0]}"
     )
 
 

@@ -24,7 +24,13 @@ import edgetwin
 from edgetwin.cli import _parser, main
 from edgetwin.cli.progress import _LIVE as LIVE_BARS
 from edgetwin.cli.progress import progress
-from edgetwin.comparison import devices_warning, loopback_warning, model_warning, run_side
+from edgetwin.comparison import (
+    devices_warning,
+    loopback_warning,
+    model_warning,
+    network_warning,
+    run_side,
+)
 from edgetwin.configuration import step_label
 from edgetwin.evaluate.adaptive_inputs import load_eval_inputs
 from edgetwin.plan.question_file import load_question
@@ -405,6 +411,46 @@ def test_compare_warns_when_the_sides_ran_other_models(
     assert str(whole) in warning and str(cut) in warning and "model.blocks" in warning
     assert main(["compare", str(whole), str(written)]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+@pytest.mark.timeout(120)
+def test_compare_warns_when_the_sides_ran_other_networks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A twin run at a constant rate against a run whose links a schedule took to 50 Mbps:
+    both rows read the same bandwidth_mbps, so they were joined without a word and the
+    errors were the networks' difference."""
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL)
+    plain, stepped, again = tmp_path / "plain", tmp_path / "stepped", tmp_path / "again"
+    step = "network.schedule=[{at_ms: 0, bandwidth_mbps: 50}]"
+    for out, network in ((plain, None), (stepped, step), (again, None)):
+        extra = [] if network is None else ["--set", network]
+        assert main(["run", str(scenario), "--out", str(out), "--quiet", *extra]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(plain), str(stepped)]) == 0
+    (warning,) = capsys.readouterr().err.strip().splitlines()
+    assert "other networks (schedule none vs 50 Mbps at 0 ms)" in warning
+    assert str(plain) in warning and str(stepped) in warning and "network.schedule" in warning
+    assert main(["compare", str(plain), str(again)]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_loopback_side_is_no_other_network(tmp_path: Path) -> None:
+    """A local run shapes nothing whatever its network says: the loopback warning covers it,
+    and a latency on one side only is a network difference elsewhere."""
+    folders = {}
+    for name, mode, latency in (("local", "local", 0), ("twin", "twin", 2), ("emu", "emu", 0)):
+        scenario = load_scenario(
+            SCENARIOS / "emu_smoke.yaml", [f"mode={mode}", f"network.latency_ms={latency}"]
+        )
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        (folders[name] / "scenario.resolved.yaml").write_text(dump_resolved(scenario))
+    local, twin, emu = (run_side(folders[name]) for name in ("local", "twin", "emu"))
+    assert network_warning(twin, local) is None and loopback_warning(twin, local) is not None
+    warning = network_warning(twin, emu)
+    assert warning is not None and "(latency_ms 2 vs 0)" in warning
 
 
 def test_a_preset_figure_or_a_newer_key_is_no_other_model(tmp_path: Path) -> None:

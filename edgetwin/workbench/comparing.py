@@ -19,6 +19,7 @@ from edgetwin.comparison import (
     key_label,
     loopback_warning,
     model_warning,
+    network_warning,
     run_side,
     split_warning,
     write_comparison_csv,
@@ -55,8 +56,8 @@ def compare(
     """Join two runs' folders (their ``results.csv``, or ``results.parquet``) on the
     configuration (``measured`` may also be a results table itself, a published
     ``measurements.csv`` say): the points, the median |error| per metric, the rows of each side left
-    unmatched, and warnings (the sides ran on different devices or models, one is loopback,
-    one runs a stream of jobs).
+    unmatched, and warnings (the sides ran on different devices, models or networks, one is
+    loopback, one runs a stream of jobs).
 
     With ``out``, the folder gets ``comparison.csv``, ``comparison.html`` and
     ``provenance.json``, all or nothing (a non-empty ``out`` only with ``force``); with
@@ -96,6 +97,7 @@ def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) ->
     warnings = (
         devices_warning(*sides),
         model_warning(*sides),
+        network_warning(*sides),
         loopback_warning(*sides),
         split_warning(predicted, (asdict(row) for row in predicted_rows), measured, measured_rows),
         jobs_warning(predicted, predicted_jobs, measured, jobs_per_run(measured_rows)),
