@@ -935,3 +935,26 @@ def test_check_needs_no_out_and_a_run_still_does(
         "question.plan.yaml",
         "scenario.yaml",
     ]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("mode", "setting", "warned"),
+    [
+        ("emu", "network.schedule=[{at_ms: 700000, bandwidth_mbps: 5}]", "the step never plays"),
+        ("twin", "emulator.faults=[{kind: kill_worker, host: 1, at_s: 0.5}]", "only --mode emu"),
+        ("local", "network.latency_ms=5", "nothing shapes loopback"),
+    ],
+)
+def test_check_warns_of_what_the_run_would_not_play(
+    capsys: pytest.CaptureFixture[str], mode: str, setting: str, warned: str
+) -> None:
+    """--check said 'ok' and nothing else of a setting the run then warns it does not play
+    (a crowd job's schedule step past its 600 s deadline, a fault in the twin): the run's
+    warnings, on stderr, before it."""
+    scenario = str(SCENARIOS / "emu_crowdio.yaml")
+    assert main(["run", scenario, "--check", "--mode", mode, "--set", setting]) == 0
+    captured = capsys.readouterr()
+    (warning,) = captured.err.strip().splitlines()
+    assert warning.startswith("edgetwin: warning: ") and warned in warning
+    assert "nothing run" in captured.out

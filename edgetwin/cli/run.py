@@ -65,7 +65,7 @@ def run_command(args: argparse.Namespace) -> int:
     """``edgetwin.run`` with the command line's options, a progress bar and a summary."""
     if args.check:
         items = running.run_overrides(args.set, args.seed, args.mode)
-        running.check_mode(load_run_inputs(args.scenario, items), trace=args.trace)
+        print_warnings(running.check_mode(load_run_inputs(args.scenario, items), args.trace))
         return report_checked(args.scenario, checked_out(args))
     results = running.run(
         args.scenario,

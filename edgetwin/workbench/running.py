@@ -170,11 +170,12 @@ def run_overrides(overrides: Sequence[str], seed: int | None, mode: RunMode | No
     return items
 
 
-def check_mode(inputs: RunInputs, trace: bool = False) -> None:
+def check_mode(inputs: RunInputs, trace: bool = False) -> list[str]:
     """What the scenario's mode asks of the scenario itself (with a timeline if
     ``trace``), as its run checks when it starts (``--check``): not what it asks of this
     machine (root, Mininet, free memory). A crowd scenario in emu or local mode has its
-    stages exported (seconds for the full model) and checked as its run checks them."""
+    stages exported (seconds for the full model) and checked as its run checks them.
+    Returns the warnings the run starts with: the settings its mode does not play."""
     scenario, path = inputs.scenario, inputs.path
     if scenario.mode == "emu":
         from edgetwin.emu.mininet.runner import check_emulatable
@@ -192,6 +193,7 @@ def check_mode(inputs: RunInputs, trace: bool = False) -> None:
         from edgetwin.emu.crowd_jobs import check_exported_stages_fit
 
         check_exported_stages_fit(scenario, path)
+    return unplayed_settings(scenario, scenario.mode)
 
 
 def _runner(scenario: Scenario) -> Callable[[_Run], list[ResultRow]]:
