@@ -10,11 +10,11 @@ import csv
 import io
 import math
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.errors import InputError, shown
+from edgetwin.errors import InputError, shown, shown_text
 from edgetwin.provenance import note_read
 from edgetwin.schema import check_regular_file, utf8_text
 
@@ -178,6 +178,30 @@ def read_rows(
     if not rows and rows_needed:
         raise InputError(path, None, "no data rows after the header")
     return rows
+
+
+def check_once(rows: Sequence[Row], columns: Sequence[str], keys: Sequence[Hashable]) -> None:
+    """An InputError at the first row whose key (its values of ``columns`` as read,
+    ``keys``: one a row) an earlier row has, naming both lines and the key's cells: a
+    measurement given twice was weighed twice without a word, and two that disagree were
+    averaged."""
+    first_lines: dict[Hashable, int] = {}
+    for row, key in zip(rows, keys, strict=True):
+        first = first_lines.setdefault(key, row.line)
+        if first != row.line:
+            cells = ", ".join(f"{column} {_key_cell(row, column)}" for column in columns)
+            fix = (
+                "each repetition is one row, with its own rep"
+                if "rep" in columns
+                else "give each once"
+            )
+            problem = f"line {row.line} repeats line {first}: {cells}; {fix}"
+            raise InputError(row.path, columns[0] if len(columns) == 1 else None, problem)
+
+
+def _key_cell(row: Row, column: str) -> str:
+    """A key's cell as the row has it, ``(empty)`` where it has none."""
+    return shown_text(row.optional_text(column) or "(empty)")
 
 
 def _check_header(path: Path, header: list[str], required: Sequence[str]) -> None:

@@ -67,7 +67,9 @@ def test_a_compute_fit_from_one_point_is_refused(
     """One row of vit_latency.csv, or 20 repetitions of it: one point for throughput,
     launch floor and rows_half_util."""
     header, first = _lines(LOOPBACK / "vit_latency.csv")[:2]
-    spec = _trace_spec(tmp_path, {"vit_latency.csv": [header, *[first] * copies]}, fit=["compute"])
+    kernel, batch, tokens, _rep, latency = first.split(",")
+    reps = [f"{kernel},{batch},{tokens},{rep},{latency}" for rep in range(copies)]
+    spec = _trace_spec(tmp_path, {"vit_latency.csv": [header, *reps]}, fit=["compute"])
     argv = ["calibrate", str(spec), "--out", str(tmp_path / "p.yaml")]
     expected = ("vit_latency.csv: 1 distinct point", "compute fit's 3 free parameters")
     _refused(argv, capsys, *expected, "rows_half_util", "measure more batch sizes")

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from edgetwin.csv_rows import read_rows
+from edgetwin.csv_rows import check_once, read_rows
 from edgetwin.errors import InputError, shown
 from edgetwin.scenario import Scenario
 from edgetwin.schema import (
@@ -100,13 +100,11 @@ def read_reference(path: Path) -> dict[str, Measure]:
     second row of it, in the same unit or not, had silently replaced the first)."""
     if not path.is_file():
         raise InputError(path, None, "file not found")
+    rows = read_rows(path, ("metric", "mean", "std", "unit"))
+    check_once(rows, ("metric",), [row.text("metric") for row in rows])
     measures = {}
-    lines: dict[str, int] = {}
-    for row in read_rows(path, ("metric", "mean", "std", "unit")):
+    for row in rows:
         metric, unit = row.text("metric"), row.optional_text("unit") or ""
-        if metric in lines:
-            raise row.error("metric", f"{metric} is given again (first on line {lines[metric]})")
-        lines[metric] = row.line
         wanted = METRIC_UNITS.get(metric)
         if wanted is not None and unit != wanted:
             raise row.error("unit", f"{unit!r}: {metric} is read in {wanted}")

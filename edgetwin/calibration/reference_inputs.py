@@ -17,7 +17,7 @@ from pydantic import Field
 
 from edgetwin.calibration.fit_check import TooFewPoints
 from edgetwin.calibration.profile_io import FIXABLE_SECTIONS, ProfileFacts, check_fixed
-from edgetwin.csv_rows import Row, header_hint, read_header, read_rows
+from edgetwin.csv_rows import Row, check_once, header_hint, read_header, read_rows
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.device_spec import MAX_DEVICES
 from edgetwin.errors import InputError
@@ -83,11 +83,19 @@ SECTION_COLUMNS = {"compute": "compute_ms", "staging": "staging_ms", "network": 
 FIT_COLUMNS = {**SECTION_COLUMNS, "power": "energy_j"}
 
 
+MEASURED_KEY = (*MEASURED_KEY_COLUMNS, "segments", "rep")  # a row of each measurement
+
+
 def read_measured(path: Path) -> list[MeasuredRow]:
-    """Rows of a measured table; a malformed cell names file, column and line."""
+    """Rows of a measured table, each configuration and rep (the column may be left out)
+    once; a malformed cell names file, column and line."""
     if not path.is_file():
         raise InputError(path, None, "file not found")
-    return [_measured_row(row) for row in read_rows(path, MEASURED_KEY_COLUMNS)]
+    rows = read_rows(path, MEASURED_KEY_COLUMNS)
+    measured = [_measured_row(row) for row in rows]
+    keys = [(m.config, row.optional_integer("rep")) for m, row in zip(measured, rows, strict=True)]
+    check_once(rows, MEASURED_KEY, keys)
+    return measured
 
 
 def _measured_row(row: Row) -> MeasuredRow:

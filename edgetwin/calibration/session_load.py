@@ -32,7 +32,7 @@ from statistics import fmean, pstdev
 import numpy as np
 
 from edgetwin.comparison import relative_pct
-from edgetwin.csv_rows import Row, read_rows
+from edgetwin.csv_rows import Row, check_once, read_rows
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import MMAP_CEILING_MB
 
@@ -152,10 +152,13 @@ def fit_session_load(samples: Sequence[LoadSample], per_node: bool = False) -> S
 
 
 def read_session_loads(path: Path) -> list[LoadSample]:
-    """The measurements file; a bad cell names the file, its column and the line."""
+    """The measurements file, each (cut, stage, rep) once; a bad cell names the file, its
+    column and the line."""
     if not path.is_file():
         raise InputError(path, None, "file not found")
-    samples = [_load_sample(row) for row in read_rows(path, COLUMNS)]
+    rows = read_rows(path, COLUMNS)
+    samples = [_load_sample(row) for row in rows]
+    check_once(rows, ("cut", "stage", "rep"), [(s.cut, s.stage, s.rep) for s in samples])
     stages = len({(s.cut, s.stage) for s in samples})
     if stages < 3:
         raise InputError(path, None, f"{stages} stage(s): the load model needs three or more")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.csv_rows import read_rows
+from edgetwin.csv_rows import check_once, read_rows
 from edgetwin.schema import MAX_BATCH
 
 DECODER_LATENCY_FILE = "decoder_latency.csv"
@@ -25,6 +25,7 @@ DECODER_LATENCY_COLUMNS = (
     "ttft_ms",
     "tpot_ms",
 )
+DECODER_LATENCY_KEY = DECODER_LATENCY_COLUMNS[:5]  # one generation: a row of each
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,10 @@ class DecoderLatency:
 
 
 def read_decoder_latency(path: Path) -> list[DecoderLatency]:
-    """Rows of a ``decoder_latency.csv`` (at least two output tokens: a TPOT)."""
-    return [
+    """Rows of a ``decoder_latency.csv`` (at least two output tokens: a TPOT), each
+    generation (layers, batch, prompt_tokens, output_tokens, rep) once."""
+    rows = read_rows(path, DECODER_LATENCY_COLUMNS)
+    records = [
         DecoderLatency(
             layers=row.integer("layers", minimum=1),
             batch=row.integer("batch", minimum=1, maximum=MAX_BATCH),
@@ -52,5 +55,8 @@ def read_decoder_latency(path: Path) -> list[DecoderLatency]:
             ttft_ms=row.positive("ttft_ms"),
             tpot_ms=row.positive("tpot_ms"),
         )
-        for row in read_rows(path, DECODER_LATENCY_COLUMNS)
+        for row in rows
     ]
+    keys = [(r.layers, r.batch, r.prompt_tokens, r.output_tokens, r.rep) for r in records]
+    check_once(rows, DECODER_LATENCY_KEY, keys)
+    return records

@@ -14,17 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
 
-from edgetwin.csv_rows import read_rows
+from edgetwin.csv_rows import check_once, read_rows
 from edgetwin.schema import MAX_BATCH, MAX_TENSOR_BYTES, MAX_TOKENS
 
 VIT_LATENCY_FILE = "vit_latency.csv"
 STAGING_COPY_FILE = "staging_copy.csv"
 VIT_ENERGY_FILE = "vit_energy.csv"
 VIT_LATENCY_COLUMNS = ("kernel", "batch", "tokens", "rep", "latency_ms")
+VIT_LATENCY_KEY = VIT_LATENCY_COLUMNS[:-1]  # one timed forward: a row of each
 # what a timed forward ran: the whole model, or the encoder blocks over ``tokens`` rows
 VIT_FULL, ENCODER_TOKENS = "vit_full", "encoder_tokens"
 VIT_LATENCY_KERNELS = (VIT_FULL, ENCODER_TOKENS)
 STAGING_COPY_COLUMNS = ("direction", "pinned", "batch", "rows", "bytes", "rep", "latency_ms")
+STAGING_COPY_KEY = STAGING_COPY_COLUMNS[:-1]
 VIT_ENERGY_COLUMNS = ("kernel", "batch", "reps", "wall_s", "energy_mj")
 
 
@@ -64,8 +66,9 @@ class CounterEnergy:
 
 
 def read_vit_latency(path: Path) -> list[VitLatency]:
-    """Rows of a ``vit_latency.csv``."""
-    return [
+    """Rows of a ``vit_latency.csv``: each forward (kernel, batch, tokens, rep) once."""
+    rows = read_rows(path, VIT_LATENCY_COLUMNS)
+    records = [
         VitLatency(
             kernel=row.choice("kernel", VIT_LATENCY_KERNELS),
             batch=row.integer("batch", minimum=1, maximum=MAX_BATCH),
@@ -73,13 +76,17 @@ def read_vit_latency(path: Path) -> list[VitLatency]:
             rep=row.integer("rep", minimum=0),
             latency_ms=row.number("latency_ms", minimum=0.0),
         )
-        for row in read_rows(path, VIT_LATENCY_COLUMNS)
+        for row in rows
     ]
+    check_once(rows, VIT_LATENCY_KEY, [(r.kernel, r.batch, r.tokens, r.rep) for r in records])
+    return records
 
 
 def read_staging_copy(path: Path) -> list[StagingCopy]:
-    """Rows of a ``staging_copy.csv``."""
-    return [
+    """Rows of a ``staging_copy.csv``: each copy (direction, pinned, batch, rows, bytes,
+    rep) once."""
+    rows = read_rows(path, STAGING_COPY_COLUMNS)
+    records = [
         StagingCopy(
             direction=cast(Literal["d2h", "h2d"], row.choice("direction", ("d2h", "h2d"))),
             pinned=row.choice("pinned", ("0", "1")) == "1",
@@ -89,8 +96,11 @@ def read_staging_copy(path: Path) -> list[StagingCopy]:
             rep=row.integer("rep", minimum=0),
             latency_ms=row.number("latency_ms", minimum=0.0),
         )
-        for row in read_rows(path, STAGING_COPY_COLUMNS)
+        for row in rows
     ]
+    keys = [(r.direction, r.pinned, r.batch, r.rows, r.size_bytes, r.rep) for r in records]
+    check_once(rows, STAGING_COPY_KEY, keys)
+    return records
 
 
 def read_vit_energy(path: Path) -> list[CounterEnergy]:

@@ -8,6 +8,8 @@ and copy back (``h2d_ms``), summed over the blocks; ``total_ms`` is their wall t
   rep, d2h_ms, comm_ms, h2d_ms, total_ms.
 - shaped link (``gloo_staged_allgather_bw.csv``): bandwidth_mbps instead of rank
   (rank 0's timings).
+
+Each forward (rank or link, batch, rows, bytes_per_rank, blocks, rep) is one row.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.csv_rows import Row, read_rows
+from edgetwin.csv_rows import Row, check_once, read_rows
 from edgetwin.decoder_spec import MAX_LAYERS
 from edgetwin.schema import MAX_BATCH, MAX_TENSOR_BYTES
 
@@ -47,13 +49,29 @@ class StagedExchange:
 def read_staged_allgather(path: Path) -> list[StagedExchange]:
     """Rows of a loopback ``gloo_staged_allgather.csv``."""
     rows = read_rows(path, LOOPBACK_COLUMNS)
-    return _one_loop(rows, [_exchange(row, row.integer("rank", minimum=0), None) for row in rows])
+    exchanges = [_exchange(row, row.integer("rank", minimum=0), None) for row in rows]
+    check_once(rows, ("rank", *TIMING_COLUMNS), [(e.rank, *_timing_key(e)) for e in exchanges])
+    return _one_loop(rows, exchanges)
 
 
 def read_staged_allgather_bw(path: Path) -> list[StagedExchange]:
     """Rows of a shaped-link ``gloo_staged_allgather_bw.csv`` (rank 0)."""
     rows = read_rows(path, BANDWIDTH_COLUMNS)
-    return _one_loop(rows, [_exchange(row, 0, row.positive("bandwidth_mbps")) for row in rows])
+    exchanges = [_exchange(row, 0, row.positive("bandwidth_mbps")) for row in rows]
+    keys = [(e.bandwidth_mbps, *_timing_key(e)) for e in exchanges]
+    check_once(rows, ("bandwidth_mbps", *TIMING_COLUMNS), keys)
+    return _one_loop(rows, exchanges)
+
+
+def _timing_key(exchange: StagedExchange) -> tuple[int, ...]:
+    """An exchange's ``TIMING_COLUMNS``: with its rank or link, the forward a row times."""
+    return (
+        exchange.batch,
+        exchange.rows,
+        exchange.bytes_per_rank,
+        exchange.blocks,
+        exchange.rep,
+    )
 
 
 def _one_loop(rows: list[Row], exchanges: list[StagedExchange]) -> list[StagedExchange]:
