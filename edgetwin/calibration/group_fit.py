@@ -77,14 +77,6 @@ class PredictionOverflow(ValueError):
         self.section = section
 
 
-class NotPositiveTime(ValueError):
-    """A group's measured time is 0 ms or less: a fit on log errors cannot use it."""
-
-    def __init__(self, section: str, where: str) -> None:
-        super().__init__(f"{section} at {where}: the measured time is 0 ms or less")
-        self.section = section
-
-
 def fit_groups(
     section: str,
     groups: Mapping[GroupKey, Sequence[float]],
@@ -100,10 +92,10 @@ def fit_groups(
 ) -> ComponentFit:
     """Least squares on group means (or another ``center``: ``np.min`` for the fastest
     rep), then a bootstrap over the reps of each group; a residual names its group's metric
-    and point (``describe``). ``NotPositiveTime`` when a group's center is not above 0,
-    ``TooFewPoints`` when the groups are too few distinct points for the free parameters
-    (``point_of``: the configuration measured that a group's key is one metric or phase
-    of; by default the key itself). ``on_solve`` is called after each of the 1 +
+    and point (``describe``; the readers refuse a time of 0 ms or less, which a log error
+    cannot take). ``TooFewPoints`` when the groups are too few distinct points for the
+    free parameters (``point_of``: the configuration measured that a group's key is one
+    metric or phase of; by default the key itself). ``on_solve`` is called after each of the 1 +
     ``bootstrap`` solves (progress). The parameters at a bound after the fit are
     ``at_bound``, and the share of the resamples a bound stopped ``resamples_at_bound``."""
     names = [n for n in bounds if n not in fixed]
@@ -127,9 +119,6 @@ def fit_groups(
         return {**fixed, **{n: float(v) for n, v in zip(names, result.x, strict=True)}}
 
     means = {k: float(center(np.asarray(groups[k]))) for k in keys}
-    for key, mean in means.items():
-        if not mean > 0:
-            raise NotPositiveTime(section, _where(describe, key))
     params = solve(means)
     limits = {n: bounds[n][:2] for n in names}
     samples, reached = [], []

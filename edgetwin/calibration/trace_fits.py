@@ -22,7 +22,6 @@ from edgetwin.calibration.group_fit import (
     Bounds,
     ComponentFit,
     GroupKey,
-    NotPositiveTime,
     PredictionOverflow,
     fit_groups,
 )
@@ -205,8 +204,7 @@ def run_fits(
     """Each planned fit, in order. A section with too few distinct points for its
     parameters is an InputError naming the file it is fitted from; in a held-out refit it
     is left out instead (its held-out records get no point, and ``trace_holdout`` says
-    so). A measured time of 0 ms or less is bad input in the traces folder. ``progress``
-    counts the solves (each fit's and its bootstrap resamples')."""
+    so). ``progress`` counts the solves (each fit's and its bootstrap resamples')."""
     fits: dict[str, ComponentFit] = {}
     solves = len(plan) * (1 + spec.bootstrap)
     try:
@@ -218,9 +216,6 @@ def run_fits(
                 except TooFewPoints:
                     if holdout is None:
                         raise
-    except NotPositiveTime as error:
-        problem = f"{error}; a fit on log errors needs times above 0 (drop the section from fit)"
-        raise InputError(spec_path.parent / spec.traces, error.section, problem) from None
     except TooFewPoints as error:
         raise InputError(_file_of(data, error.section), None, error.problem) from None
     except PredictionOverflow as error:

@@ -66,7 +66,8 @@ class CounterEnergy:
 
 
 def read_vit_latency(path: Path) -> list[VitLatency]:
-    """Rows of a ``vit_latency.csv``: each forward (kernel, batch, tokens, rep) once."""
+    """Rows of a ``vit_latency.csv``: each forward (kernel, batch, tokens, rep) once, timed
+    above 0 ms."""
     rows = read_rows(path, VIT_LATENCY_COLUMNS)
     records = [
         VitLatency(
@@ -74,7 +75,7 @@ def read_vit_latency(path: Path) -> list[VitLatency]:
             batch=row.integer("batch", minimum=1, maximum=MAX_BATCH),
             tokens=row.integer("tokens", minimum=1, maximum=MAX_TOKENS),
             rep=row.integer("rep", minimum=0),
-            latency_ms=row.number("latency_ms", minimum=0.0),
+            latency_ms=row.positive("latency_ms"),
         )
         for row in rows
     ]
@@ -84,7 +85,7 @@ def read_vit_latency(path: Path) -> list[VitLatency]:
 
 def read_staging_copy(path: Path) -> list[StagingCopy]:
     """Rows of a ``staging_copy.csv``: each copy (direction, pinned, batch, rows, bytes,
-    rep) once."""
+    rep) once, timed above 0 ms."""
     rows = read_rows(path, STAGING_COPY_COLUMNS)
     records = [
         StagingCopy(
@@ -94,7 +95,7 @@ def read_staging_copy(path: Path) -> list[StagingCopy]:
             rows=row.integer("rows", minimum=1),
             size_bytes=row.integer("bytes", minimum=0, maximum=MAX_TENSOR_BYTES),
             rep=row.integer("rep", minimum=0),
-            latency_ms=row.number("latency_ms", minimum=0.0),
+            latency_ms=row.positive("latency_ms"),
         )
         for row in rows
     ]

@@ -9,7 +9,8 @@ and copy back (``h2d_ms``), summed over the blocks; ``total_ms`` is their wall t
 - shaped link (``gloo_staged_allgather_bw.csv``): bandwidth_mbps instead of rank
   (rank 0's timings).
 
-Each forward (rank or link, batch, rows, bytes_per_rank, blocks, rep) is one row.
+Each forward (rank or link, batch, rows, bytes_per_rank, blocks, rep) is one row, and each
+time is above 0 ms.
 """
 
 from __future__ import annotations
@@ -96,8 +97,8 @@ def _exchange(row: Row, rank: int, bandwidth_mbps: float | None) -> StagedExchan
         # the network fit replays each exchange: 10^300 blocks ran until killed
         blocks=row.integer("blocks", minimum=1, maximum=MAX_LAYERS),
         rep=row.integer("rep", minimum=0),
-        d2h_ms=row.number("d2h_ms", minimum=0.0),
-        comm_ms=row.number("comm_ms", minimum=0.0),
-        h2d_ms=row.number("h2d_ms", minimum=0.0),
-        total_ms=row.number("total_ms", minimum=0.0),
+        d2h_ms=row.positive("d2h_ms"),
+        comm_ms=row.positive("comm_ms"),
+        h2d_ms=row.positive("h2d_ms"),
+        total_ms=row.positive("total_ms"),
     )
