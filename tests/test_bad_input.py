@@ -820,6 +820,31 @@ def test_power_samples_without_the_phases(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("others", [(), ("gloo_staged_allgather.csv",)], ids=["alone", "beside"])
+def test_a_trace_file_under_another_name_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], others: tuple[str, ...]
+) -> None:
+    """Trace files are found by exact name: a folder of ``vit_latency_jetson.csv`` gave only
+    "no trace file in '...'", and beside another trace, "holds no vit_latency.csv"."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shipped = REPO / "data" / "traces" / "h200-loopback-2026-11"
+    shutil.copy(shipped / "vit_latency.csv", traces / "vit_latency_jetson.csv")
+    for name in others:
+        shutil.copy(shipped / name, traces / name)
+
+    def compute(raw: dict[str, Any]) -> None:
+        raw.update(traces=str(traces), fit=["compute"], bootstrap=0, base="jetson_orin_nano")
+
+    spec = _spec("h200_loopback", tmp_path, compute)
+    argv = ["calibrate", str(spec), "--out", str(tmp_path / "p.yaml")]
+    near = "vit_latency_jetson.csv is not read: trace files are found by name (rename it "
+    line = assert_clean_failure(argv, capsys, tmp_path, near + "vit_latency.csv)")
+    if not others:
+        assert "it reads vit_latency.csv, gloo_staged_allgather.csv, " in line
+
+
+@pytest.mark.timeout(60)
 def test_a_group_timed_at_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A group whose every repetition is 0 ms was a ZeroDivisionError traceback in the fit
     on log errors; the reader refuses its first 0 (a single one: test_hand_made_traces)."""

@@ -10,6 +10,7 @@ bandwidth, from real decoder generations, ``fit_decoder``).
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -198,8 +199,24 @@ def _trace_data(spec: TraceCalibrationSpec, spec_path: Path) -> TraceData:
         raise InputError(spec_path, "traces", f"no trace folder at {shown(str(folder))}")
     data = TraceData(folder)
     if not data.files:
-        raise InputError(spec_path, "traces", f"no trace file in {shown(str(folder))}")
+        names = ", ".join(TRACE_FILES)
+        problem = f"no trace file in {shown(str(folder))}: it reads {names} or a jtop log"
+        raise InputError(spec_path, "traces", problem + _near_miss(data, TRACE_FILES))
     return data
+
+
+def _near_miss(data: TraceData, names: tuple[str, ...]) -> str:
+    """``; vit_latency_jetson.csv is not read: ...`` for the first file of the folder not
+    read whose name is close to one of ``names`` (files are found by exact name); empty
+    where none is."""
+    read = {path.name for path in data.files}
+    for file in sorted(data.folder.iterdir()):
+        close = difflib.get_close_matches(file.name.lower(), names, n=1, cutoff=0.6)
+        if close and file.name not in read and file.is_file():
+            return (
+                f"; {file.name} is not read: trace files are found by name (rename it {close[0]})"
+            )
+    return ""
 
 
 def _check_decoder(spec: TraceCalibrationSpec, spec_path: Path, data: TraceData) -> None:
@@ -229,6 +246,15 @@ def _check_model(spec: TraceCalibrationSpec, data: TraceData) -> None:
             raise InputError(data.folder / VIT_LATENCY_FILE, "tokens", problem)
 
 
+# the files a trace folder is read from, found by name (a jtop log: by its header)
+TRACE_FILES = (
+    VIT_LATENCY_FILE,
+    LOOPBACK_FILE,
+    BANDWIDTH_FILE,
+    NVML_POWER_FILE,
+    STAGING_COPY_FILE,
+    DECODER_LATENCY_FILE,
+)
 # the trace files each section is fitted from (any one of them)
 SECTION_FILES: dict[Section, tuple[str, ...]] = {
     "compute": (VIT_LATENCY_FILE,),
@@ -256,7 +282,7 @@ def check_requested_data(spec: TraceCalibrationSpec, spec_path: Path, data: Trac
         found = data.power_file is not None if section == "power" else bool(held & set(files))
         if not found:
             problem = f"asks for {section}, but {data.folder} holds no {' or '.join(files)}"
-            raise InputError(spec_path, f"fit.{i}", problem)
+            raise InputError(spec_path, f"fit.{i}", problem + _near_miss(data, files))
 
 
 @dataclass(frozen=True)
