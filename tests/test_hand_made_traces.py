@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from edgetwin.calibration.android_inputs import read_reference
 from edgetwin.calibration.readers import (
@@ -20,9 +21,11 @@ from edgetwin.calibration.readers import (
 )
 from edgetwin.calibration.reference_inputs import read_measured
 from edgetwin.calibration.session_load import read_session_loads
+from edgetwin.cli import main
 from edgetwin.errors import InputError
 
 REPO = Path(__file__).resolve().parents[1]
+SPECS = REPO / "edgetwin" / "calibration" / "specs"
 DATA = REPO / "data"
 LOOPBACK = DATA / "traces" / "h200-loopback-2026-11"
 DECODER_CSV = (
@@ -168,3 +171,26 @@ def test_a_single_repetition_timed_at_zero_is_refused(
     with pytest.raises(InputError) as caught:
         reader(path)
     assert str(caught.value) == f"{path}: field '{column}': line 4: 0 must be above 0"
+
+
+@pytest.mark.timeout(120)
+def test_a_table_spec_fits_without_total_ms(tmp_path: Path) -> None:
+    """docs/traces.md listed total_ms as required of a measured table: a table spec reads
+    it as optional, fits the components alone, and total_ms only adds its residuals."""
+    raw = yaml.safe_load((SPECS / "jetson_orin_nano.yaml").read_text())
+    header, *rows = [line.split(",") for line in (SPECS / raw["reference"]).read_text().split()]
+    kept = [i for i, column in enumerate(header) if column != "total_ms"]
+    table = tmp_path / "measurements.csv"
+    table.write_text("".join(",".join(row[i] for i in kept) + "\n" for row in [header, *rows]))
+    profiles = {}
+    for name, reference in (("with", SPECS / raw["reference"]), ("without", table)):
+        spec = tmp_path / f"{name}.yaml"
+        changed = {**raw, "reference": str(reference), "scenario": str(SPECS / raw["scenario"])}
+        spec.write_text(yaml.safe_dump(changed))
+        assert main(["calibrate", str(spec), "--out", str(tmp_path / f"{name}_p.yaml")]) == 0
+        profiles[name] = yaml.safe_load((tmp_path / f"{name}_p.yaml").read_text())
+    with_total, without = profiles["with"], profiles["without"]
+    for section in ("compute", "staging", "network", "power"):
+        assert without[section] == with_total[section]
+    assert "total_ms" in with_total["fit"]["median_abs_error_pct"]
+    assert "total_ms" not in without["fit"]["median_abs_error_pct"]
