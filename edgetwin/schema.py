@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import re
 import stat
@@ -299,14 +300,27 @@ def dump_yaml(data: Any, width: int = 80) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=width)
 
 
+_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # FF FE, FE FF
+_SAVE_AS_UTF8 = "save it as UTF-8 (a spreadsheet: 'CSV UTF-8')"
+
+
 def utf8_text(path: Path, data: bytes) -> str:
     """``data``, read from ``path``, as UTF-8 text (optional BOM); other bytes are an
-    InputError with the line."""
+    InputError that says how to re-save the file: UTF-16 (a spreadsheet's "Unicode text")
+    by its byte-order mark, else the line and the first byte not UTF-8, as Latin-1 reads
+    it."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        if data.startswith(_UTF16_BOMS):
+            bom = data[:2].hex(" ").upper()
+            problem = f"UTF-16 text (byte-order mark {bom}, a spreadsheet's 'Unicode text')"
+            raise InputError(path, None, f"{problem}; {_SAVE_AS_UTF8}") from None
         line = data[: exc.start].count(b"\n") + 1
-        raise InputError(path, None, f"line {line}: not UTF-8 text") from None
+        byte = data[exc.start : exc.start + 1]
+        latin = f"byte 0x{byte.hex().upper()}, {byte.decode('latin-1')!r} in Latin-1"
+        problem = f"line {line}: not UTF-8 text ({latin}); {_SAVE_AS_UTF8}"
+        raise InputError(path, None, problem) from None
 
 
 def check_nesting(data: Any, path: Path | str, field: str | None) -> None:

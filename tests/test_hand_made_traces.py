@@ -194,3 +194,28 @@ def test_a_table_spec_fits_without_total_ms(tmp_path: Path) -> None:
         assert without[section] == with_total[section]
     assert "total_ms" in with_total["fit"]["median_abs_error_pct"]
     assert "total_ms" not in without["fit"]["median_abs_error_pct"]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("encoding", "expect"),
+    [
+        ("utf-16", "UTF-16 text (byte-order mark FF FE, a spreadsheet's 'Unicode text'); "),
+        ("utf-16-be", "UTF-16 text (byte-order mark FE FF, a spreadsheet's 'Unicode text'); "),
+        ("latin-1", "line 3: not UTF-8 text (byte 0xE9, 'é' in Latin-1); "),
+    ],
+)
+def test_a_table_saved_in_another_encoding_says_how_to_save_it(
+    tmp_path: Path, encoding: str, expect: str
+) -> None:
+    """A file not in UTF-8 was only 'not UTF-8 text': UTF-16 (Excel's 'Unicode text') and
+    Latin-1 are named, with how to re-save."""
+    text = "metric,mean,std,unit,notes\ncold_load,48,4,s,\ninfer,1.2,0.1,s,mesuré\n"
+    data = text.encode(encoding)
+    if encoding == "utf-16-be":
+        data = b"\xfe\xff" + data
+    path = tmp_path / "measurements.csv"
+    path.write_bytes(data)
+    with pytest.raises(InputError) as caught:
+        read_reference(path)
+    assert str(caught.value) == f"{path}: {expect}save it as UTF-8 (a spreadsheet: 'CSV UTF-8')"
