@@ -18,6 +18,7 @@ from edgetwin.resolved_scenario import RESOLVED_FILE
 from edgetwin.result_cells import CellError, check_cells, parse_number, record_place
 from edgetwin.results import COLUMNS, STATUS_OK, ResultRow
 from edgetwin.row_keys import RowKey, is_crowd_key, row_key
+from edgetwin.run_warnings import read_warnings_file
 from edgetwin.schema import read_yaml_mapping
 from edgetwin.table_files import TABLE_READ_ERRORS, table_records
 
@@ -39,6 +40,12 @@ KEY_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps")  # what row_key
 _NOT_SIZES = ("preset", "published_params")
 # a run's network settings that its rows do not say (the swept rate is in every row's key)
 _NOT_IN_ROWS = ("bandwidth_mbps",)
+# what only real runs play of the emulator section: the modes that play it, and what a
+# run of another mode played instead (none)
+_PLAYED_BY: dict[str, tuple[tuple[str, ...], object]] = {
+    "faults": (("emu",), []),
+    "task_delay_ms": (("local", "emu"), 0.0),
+}
 REFERENCE_FILE = "reference.csv"  # a run's copy of the table it is compared with
 COMPARISON_CSV = "comparison.csv"
 
@@ -95,14 +102,26 @@ class Comparison:
 
     def describe(self) -> list[str]:
         """The lines ``edgetwin compare`` prints after its warnings: the median |error| of
-        each metric over its points, whether ``bytes_sent`` agree (``bytes_summary``), and
-        how many rows of each side had no counterpart, where some had none."""
+        each metric over its points (and how many more measured 0, where it is undefined),
+        whether ``bytes_sent`` agree (``bytes_summary``), and how many rows of each side
+        had no counterpart, where some had none."""
         lines = []
-        for metric, median_pct in self.median_abs_error_pct.items():
-            count = sum(p["metric"] == metric and p["error_pct"] is not None for p in self.points)
-            lines.append(
-                f"{metric}: median |error| {median_pct:.1f} % over {counted(count, 'point')}"
-            )
+        for metric in METRICS:
+            of_it = [p for p in self.points if p["metric"] == metric]
+            undefined = sum(p["error_pct"] is None for p in of_it)
+            if metric in self.median_abs_error_pct:
+                line = (
+                    f"{metric}: median |error| {self.median_abs_error_pct[metric]:.1f} % over "
+                    f"{counted(len(of_it) - undefined, 'point')}"
+                )
+                if undefined:
+                    line += f"; {undefined} more measured 0, where the error is undefined"
+                lines.append(line)
+            elif undefined:
+                lines.append(
+                    f"{metric}: no error: measured 0 at {counted(undefined, 'point')}, where "
+                    "the error is undefined"
+                )
         agreement = bytes_summary(self)
         if agreement is not None:
             lines.append(agreement)
@@ -341,7 +360,10 @@ class RunSide:
     names that neither ``devices.yaml`` names nor can be read (their devices are not
     known); ``model``, the model's sizes as (field, value) pairs, its preset's name and
     published parameter count left out (empty without the file); ``network``, the
-    network's settings but the rate as (field, value) pairs (empty without the file)."""
+    network's settings but the rate as (field, value) pairs (empty without the file);
+    ``emulator``, what it played of the emulator's faults and task delay (none where its
+    mode plays them not: the twin's, whatever its file says); ``warnings``, what the
+    run warned about (its ``warnings.json``; none without it)."""
 
     folder: Path
     mode: str | None = None
@@ -349,6 +371,8 @@ class RunSide:
     unread: tuple[str, ...] = ()
     model: tuple[tuple[str, str], ...] = ()
     network: tuple[tuple[str, str], ...] = ()
+    emulator: tuple[tuple[str, str], ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 def run_side(folder: Path) -> RunSide:
@@ -357,8 +381,9 @@ def run_side(folder: Path) -> RunSide:
     the profile name its run recorded, else by its profile file's, else by that file's
     path."""
     resolved = folder / RESOLVED_FILE
+    warned = read_warnings_file(folder) if folder.is_dir() else ()
     if not resolved.exists():
-        return RunSide(folder)
+        return RunSide(folder, warnings=warned)
     raw = read_yaml_mapping(resolved)
     mode = str(raw.get("mode", "twin"))
     model = raw.get("model")
@@ -373,8 +398,15 @@ def run_side(folder: Path) -> RunSide:
         for k, v in (network.items() if isinstance(network, dict) else ())
         if k not in _NOT_IN_ROWS
     )
+    emulator = raw.get("emulator")
+    played = tuple(
+        (key, _setting_text(emulator[key] if mode in modes else unplayed))
+        for key, (modes, unplayed) in _PLAYED_BY.items()
+        if isinstance(emulator, dict) and key in emulator
+    )
     if mode != "twin":
-        return RunSide(folder, mode, f"this machine (mode {mode})", model=sizes, network=settings)
+        real = f"this machine (mode {mode})"
+        return RunSide(folder, mode, real, (), sizes, settings, played, warned)
     recorded = read_device_names(folder)
     names, unread = set(), set()
     for name, ref in profile_refs(raw):
@@ -383,22 +415,29 @@ def run_side(folder: Path) -> RunSide:
             unread.add(str(ref))
         names.add(profile or str(ref))
     devices = "profile " + ", ".join(sorted(names))
-    return RunSide(folder, mode, devices, tuple(sorted(unread)), sizes, settings)
+    return RunSide(folder, mode, devices, tuple(sorted(unread)), sizes, settings, played, warned)
 
 
 def _setting_text(value: object) -> str:
-    """A network setting as a warning names it: a schedule as its steps (``5 Mbps at 0
-    ms``, ``none``), None as ``none``."""
+    """A setting as a warning names it: a schedule as its steps (``5 Mbps at 0 ms``), faults
+    as theirs (``kill_worker host 1 at 0.6 s``), an empty list or None as ``none``."""
     if isinstance(value, list):
-        steps = [
-            f"{_setting_text(s.get('bandwidth_mbps'))} Mbps at {_setting_text(s.get('at_ms'))} ms"
-            for s in value
-            if isinstance(s, dict)
-        ]
-        return ", ".join(steps) or "none"
+        items = [_step_or_fault_text(item) for item in value if isinstance(item, dict)]
+        return ", ".join(items) or "none"
     if isinstance(value, float):
         return f"{value:g}"
     return "none" if value is None else str(value)
+
+
+def _step_or_fault_text(item: Mapping[str, object]) -> str:
+    """A schedule's step or an emulator's fault, as ``_setting_text`` names it."""
+    if "kind" not in item:
+        bandwidth, at_ms = (_setting_text(item.get(k)) for k in ("bandwidth_mbps", "at_ms"))
+        return f"{bandwidth} Mbps at {at_ms} ms"
+    text = f"{item['kind']} host {item.get('host')} at {_setting_text(item.get('at_s'))} s"
+    if item.get("for_s") is not None:
+        text += f" for {_setting_text(item['for_s'])} s"
+    return text
 
 
 def devices_warning(predicted: RunSide, measured: RunSide) -> str | None:
@@ -454,15 +493,78 @@ def network_warning(predicted: RunSide, measured: RunSide) -> str | None:
     side lacks (an older edgetwin's folder) is no difference."""
     if "local" in (predicted.mode, measured.mode):
         return None
-    ours, theirs = dict(predicted.network), dict(measured.network)
-    differ = sorted(k for k in ours.keys() & theirs.keys() if ours[k] != theirs[k])
-    if not differ:
+    differ = _differing(predicted.network, measured.network)
+    if differ is None:
         return None
-    settings = "; ".join(f"{k} {ours[k]} vs {theirs[k]}" for k in differ)
+    settings, first = differ
     return (
         f"{predicted.folder} and {measured.folder} ran other networks ({settings}) at the "
         "bandwidth_mbps their rows give: the errors include the networks' difference; run "
-        f"both with the same network.{differ[0]}"
+        f"both with the same network.{first}"
+    )
+
+
+def emulator_warning(predicted: RunSide, measured: RunSide) -> str | None:
+    """A warning when two run folders played other faults or task delays (an emulator run
+    that killed a worker against a twin, which plays none): the errors include their
+    effect. A key one side lacks (an older edgetwin's folder) is no difference."""
+    differ = _differing(predicted.emulator, measured.emulator)
+    if differ is None:
+        return None
+    settings, first = differ
+    played_by = " or ".join(_PLAYED_BY[first][0])
+    return (
+        f"{predicted.folder} and {measured.folder} played other faults or task delays "
+        f"({settings}): the errors include their effect; only a {played_by} run plays "
+        f"emulator.{first}, so compare runs that played the same"
+    )
+
+
+def _differing(
+    ours: Sequence[tuple[str, str]], theirs: Sequence[tuple[str, str]]
+) -> tuple[str, str] | None:
+    """The settings both sides have and that differ, as a warning names them (``latency_ms 2
+    vs 0; ...``), and the first of them; None where none differs."""
+    mine, other = dict(ours), dict(theirs)
+    differ = sorted(k for k in mine.keys() & other.keys() if mine[k] != other[k])
+    if not differ:
+        return None
+    return "; ".join(f"{k} {mine[k]} vs {other[k]}" for k in differ), differ[0]
+
+
+def passed_on_warnings(predicted: RunSide, measured: RunSide) -> list[str]:
+    """Each side's own warnings (its ``warnings.json``: a schedule step that did not play, a
+    link short of its rate, a setting its mode does not play), named by side and folder:
+    a comparison built on such a run says so."""
+    return [
+        f"{name} {side.folder} warned: {warning}"
+        for name, side in (("predicted", predicted), ("measured", measured))
+        for warning in side.warnings
+    ]
+
+
+def crowd_load_warning(comparison: Comparison) -> str | None:
+    """A warning where a crowd configuration's ``load_ms`` is 0 on one side and not on the
+    other. The column is the loads along the input whose result came last, each counted
+    from when its task was ready (docs/crowd.md, "Results rows"): a load that another
+    input's task took first is queueing for it. So a side whose last input found every
+    stage resident reads 0 however long the loads took (the twin's emu_crowdio jobs: 5
+    inputs on 3 phones, the last one second on every phone), and the error says which
+    input came last, not how well loads are predicted."""
+    points = [p for p in comparison.points if p["metric"] == "load_ms"]
+    zero = {
+        "predicted": sum(p["predicted"] == 0 and p["measured"] != 0 for p in points),
+        "measured": sum(p["measured"] == 0 and p["predicted"] != 0 for p in points),
+    }
+    if not any(zero.values()):
+        return None
+    at = "; ".join(f"{side} 0 at {n} of {len(points)} points" for side, n in zero.items() if n)
+    return (
+        f"load_ms is 0 on one side only ({at}): a crowd row's load_ms is the loads along the "
+        "input whose result came last, from when each of its tasks was ready, and a load "
+        "another input's task took first counts as queueing, so a side whose last input "
+        "found every stage resident reads 0; that error says which input came last, not how "
+        "long the loads took (compare total_ms, cold_loads, warm_loads)"
     )
 
 

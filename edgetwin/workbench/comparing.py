@@ -13,13 +13,16 @@ from edgetwin.comparison import (
     Comparison,
     check_reference,
     compare_to_reference,
+    crowd_load_warning,
     devices_warning,
+    emulator_warning,
     jobs_per_run,
     jobs_warning,
     key_label,
     loopback_warning,
     model_warning,
     network_warning,
+    passed_on_warnings,
     run_side,
     split_warning,
     write_comparison_csv,
@@ -32,6 +35,7 @@ from edgetwin.reports.static import StaticFormat
 from edgetwin.result_cells import read_results
 from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.row_keys import row_key
+from edgetwin.run_warnings import shown_once
 from edgetwin.table_files import results_file
 from edgetwin.workbench.arguments import (
     flag_argument,
@@ -56,8 +60,9 @@ def compare(
     """Join two runs' folders (their ``results.csv``, or ``results.parquet``) on the
     configuration (``measured`` may also be a results table itself, a published
     ``measurements.csv`` say): the points, the median |error| per metric, the rows of each side left
-    unmatched, and warnings (the sides ran on different devices, models or networks, one is
-    loopback, one runs a stream of jobs).
+    unmatched, and warnings (the sides ran on different devices, models or networks, played
+    other faults, one is loopback, one runs a stream of jobs, a crowd ``load_ms`` is 0 on
+    one side only), then each side's own (its ``warnings.json``), named by side and folder.
 
     With ``out``, the folder gets ``comparison.csv``, ``comparison.html`` and
     ``provenance.json``, all or nothing (a non-empty ``out`` only with ``force``); with
@@ -98,13 +103,16 @@ def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) ->
         devices_warning(*sides),
         model_warning(*sides),
         network_warning(*sides),
+        emulator_warning(*sides),
         loopback_warning(*sides),
         split_warning(predicted, (asdict(row) for row in predicted_rows), measured, measured_rows),
         jobs_warning(predicted, predicted_jobs, measured, jobs_per_run(measured_rows)),
+        crowd_load_warning(comparison),
     )
     if not comparison.points:
         raise _nothing_in_common(predicted_table, predicted_rows, measured_table, measured_rows)
-    return replace(comparison, warnings=tuple(w for w in warnings if w is not None))
+    ours = (w for w in warnings if w is not None)
+    return replace(comparison, warnings=tuple(shown_once(ours, passed_on_warnings(*sides))))
 
 
 def _is_table(path: Path) -> bool:
