@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ import edgetwin
 from edgetwin.cli import main
 from edgetwin.errors import InputError
 
-SPECS = Path(__file__).resolve().parents[1] / "edgetwin" / "calibration" / "specs"
+REPO = Path(__file__).resolve().parents[1]
+SPECS = REPO / "edgetwin" / "calibration" / "specs"
 JETSON_SPEC = SPECS / "jetson_orin_nano.yaml"
 
 
@@ -62,3 +64,43 @@ def test_a_trace_validation_names_each_point_by_what_was_measured() -> None:
     labels = {p["point"] for p in netns.points if p["held_out"] == 200}
     assert "batch 1, 10 rows a rank (30720 bytes), 200 Mbit/s" in labels
     assert all(p["point"].count(", ") >= 2 for p in [*loopback.points, *netns.points])
+
+
+def _exchanges_at_batch_8_only(tmp_path: Path) -> Path:
+    """The loopback spec on its traces with the staged exchanges at batch 8 alone:
+    leaving batch 8 out leaves staging no record to refit from."""
+    traces = tmp_path / "traces"
+    shutil.copytree(REPO / "data/traces/h200-loopback-2026-11", traces)
+    exchanges = traces / "gloo_staged_allgather.csv"
+    header, *rows = exchanges.read_text().splitlines()
+    batch = header.split(",").index("batch")
+    exchanges.write_text("\n".join([header, *(r for r in rows if r.split(",")[batch] == "8")]))
+    spec = tmp_path / "spec.yaml"
+    shipped = (SPECS / "h200_loopback.yaml").read_text()
+    spec.write_text(shipped.replace("../../../data/traces/h200-loopback-2026-11", str(traces)))
+    return spec
+
+
+@pytest.mark.timeout(300)
+def test_a_validations_warnings_and_lines_are_the_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A held-out value that gives a section no points was a notice on the logger alone,
+    and the lines edgetwin validate prints were the command's: in Python they are
+    ``warnings`` (counted in the one line) and ``describe()``, and the command prints
+    them from there, each warning once."""
+    spec = _exchanges_at_batch_8_only(tmp_path)
+    validation = edgetwin.validate(spec)
+    notice = (
+        "validation: batch 8 gives no held-out exchange points: without it,"
+        " gloo_staged_allgather.csv or gloo_staged_allgather_bw.csv holds no record to refit"
+        " staging from"
+    )
+    assert validation.warnings == (notice,)
+    assert repr(validation).endswith("; 1 warning in .warnings)")
+    capsys.readouterr()
+    assert main(["validate", str(spec), "--out", str(tmp_path / "v"), "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [f"edgetwin: warning: {notice}"]
+    assert out.splitlines()[:-1] == validation.describe()
+    assert validation.describe()[0].startswith("vit_full_ms: ")

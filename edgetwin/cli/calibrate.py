@@ -157,9 +157,7 @@ def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def validate_command(args: argparse.Namespace) -> int:
-    from edgetwin.calibration.held_out import coverage_text
-
-    summary = validating.validate(
+    validation = validating.validate(
         args.spec,
         by=args.by,
         out=args.out,
@@ -167,13 +165,10 @@ def validate_command(args: argparse.Namespace) -> int:
         static=args.static,
         progress=progress_bar(args.quiet),
         command=args.command,
-    ).summary
-    for metric, stats in summary.items():
-        print(
-            f"{metric}: {stats['points']:.0f} held-out points, MAPE {stats['mape_pct']:.1f} %, "
-            f"median {stats['median_abs_error_pct']:.1f} %, max {stats['max_abs_error_pct']:.1f} %"
-            f"{coverage_text(stats)}"
-        )
+    )
+    print_warnings(validation.warnings)
+    for line in validation.describe():
+        print(line)
     print(f"-> {written(args.out)}")
     return 0
 

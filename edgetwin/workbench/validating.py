@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgetwin.calibration.held_out import HOLDOUT_NAMES, HoldoutBy
-from edgetwin.errors import InputError, option_named
+from edgetwin.calibration.held_out import HOLDOUT_NAMES, HoldoutBy, coverage_text
+from edgetwin.errors import InputError, option_named, warnings_note
 from edgetwin.output_folder import check_out_folder
 from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import files_read, recording_reads, write_provenance
@@ -43,10 +45,28 @@ class Validation:
 
     points: list[dict[str, Any]]
     summary: dict[str, dict[str, float]]
+    # the held-out values that gave a section no points, and why (``edgetwin validate``
+    # prints them on stderr)
+    warnings: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
-        """A line a notebook can show (the per-metric figures are ``summary``)."""
-        return f"Validation({len(self.points)} held-out points; metrics: {', '.join(self.summary)})"
+        """A line a notebook can show (the per-metric figures are ``summary``), with how
+        many warnings."""
+        metrics = ", ".join(self.summary)
+        return (
+            f"Validation({len(self.points)} held-out points; metrics: {metrics}"
+            f"{warnings_note(self.warnings)})"
+        )
+
+    def describe(self) -> list[str]:
+        """The lines ``edgetwin validate`` prints after its warnings: per metric, the
+        held-out points, MAPE, median and max |error| and the intervals' coverage."""
+        return [
+            f"{metric}: {stats['points']:.0f} held-out points, MAPE {stats['mape_pct']:.1f} %, "
+            f"median {stats['median_abs_error_pct']:.1f} %, max {stats['max_abs_error_pct']:.1f} %"
+            f"{coverage_text(stats)}"
+            for metric, stats in self.summary.items()
+        ]
 
 
 def validate(
@@ -88,21 +108,53 @@ def validate(
             raise InputError(spec_path, "kind", problem)
         if out_dir is not None:  # before seconds of refitting
             check_out_folder(out_dir, force, files_read())
-        if kind == "traces":
-            points = leave_one_out(spec_path, by, progress_argument(progress))
-        elif by == "batch":
-            points = leave_one_batch_out_table(spec_path, progress_argument(progress))
-        else:
+        if kind != "traces" and by != "batch":
             raise InputError(spec_path, BY, "a measured table is validated by batch only")
+        with _refit_notices() as notices:
+            if kind == "traces":
+                points = leave_one_out(spec_path, by, progress_argument(progress))
+            else:
+                points = leave_one_batch_out_table(spec_path, progress_argument(progress))
         if not points:
             raise InputError(spec_path, BY, f"no data to leave out by {by}")
-        validation = Validation(points, with_coverage(summarise(points), nested_coverage(points)))
+        summary = with_coverage(summarise(points), nested_coverage(points))
+        validation = Validation(points, summary, tuple(notices))
         with static_export(out_dir, static) as export, output_folder_if(out_dir, force) as staging:
             if staging is not None:
                 _write(staging, validation, f"edgetwin validation: {spec_path.name}", by)
                 export.draw(staging, lambda: validation_figures(validation.points))
                 write_provenance(staging, command=call, seed=None, inputs=reads)
     return validation
+
+
+class _Collected(logging.Handler):
+    """Keeps each record's message."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextmanager
+def _refit_notices() -> Iterator[list[str]]:
+    """The notices the held-out refits log within the block (``validation: batch 8 gives
+    no held-out exchange points: ...``), kept rather than passed on: a validation's
+    warnings, which the command prints from ``Validation.warnings``; kept whatever level
+    the caller's logging set for ``edgetwin``."""
+    logger, collected = logging.getLogger("edgetwin.calibration"), _Collected()
+    passed_on, level = logger.propagate, logger.level
+    logger.addHandler(collected)
+    logger.propagate = False
+    logger.setLevel(logging.WARNING)
+    try:
+        yield collected.messages
+    finally:
+        logger.removeHandler(collected)
+        logger.propagate = passed_on
+        logger.setLevel(level)
 
 
 def _write(folder: Path, validation: Validation, title: str, by: HoldoutBy) -> None:
