@@ -14,6 +14,8 @@ from edgetwin.provenance import note_read
 from edgetwin.schema import first_repeated
 
 RESULTS_CSV, RESULTS_PARQUET = "results.csv", "results.parquet"
+# the suffixes of a table file (``table_records`` reads either)
+TABLE_SUFFIXES = (".csv", ".parquet")
 # what reading a table file may raise besides an InputError (pyarrow's errors are ValueErrors)
 TABLE_READ_ERRORS = (OSError, UnicodeDecodeError, csv.Error, ValueError)
 
@@ -38,6 +40,12 @@ def results_file(folder: Path) -> Path:
     if csv_path.exists():  # a folder, a FIFO, a link to a device
         raise InputError(csv_path, None, f"not a regular file (nor is {RESULTS_PARQUET} one)")
     raise InputError(csv_path, None, f"file not found (nor {RESULTS_PARQUET})")
+
+
+def is_table_file(path: Path) -> bool:
+    """Whether ``path`` is a table file (a CSV or a ``.parquet`` file), given where a run
+    folder may be: a results table read as the folder's would be."""
+    return path.suffix in TABLE_SUFFIXES and path.is_file()
 
 
 def table_records(

@@ -175,6 +175,22 @@ def test_a_parquet_only_folder_compares_as_its_csv_does(
 
 
 @pytest.mark.timeout(120)
+def test_a_parquet_table_may_stand_for_the_measured_folder(
+    two_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A results table given in place of the measured folder had to be a .csv: a run
+    folder's results.parquet (format="parquet") was refused, 'give its folder'. Either
+    table compares as its folder does."""
+    a, _ = two_runs
+    edgetwin.run(JETSON, overrides=[*SMALL, "noise_cv=0.1"], out=tmp_path / "pq", format="parquet")
+    table = tmp_path / "pq" / "results.parquet"
+    from_folder, from_table = edgetwin.compare(a, tmp_path / "pq"), edgetwin.compare(a, table)
+    assert from_table.points == from_folder.points
+    assert from_table.median_abs_error_pct == from_folder.median_abs_error_pct
+    assert main(["compare", str(a), str(table)]) == 0
+
+
+@pytest.mark.timeout(120)
 def test_a_side_with_no_rows_is_named(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
     """A predicted table with a header and no rows was blamed on the measured folder ('no
     configuration in common'); a measured one compared as if it had rows."""

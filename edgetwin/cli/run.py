@@ -104,7 +104,9 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``edgetwin compare``."""
     parser.add_argument("predicted", type=Path, help="run folder taken as the prediction")
     parser.add_argument(
-        "measured", type=Path, help="run folder (or a results table, .csv) taken as the measurement"
+        "measured",
+        type=Path,
+        help="run folder (or a results table, .csv or .parquet) taken as the measurement",
     )
     parser.add_argument("--out", type=Path, help="also write DIR/comparison.html and .csv")
     add_static_argument(parser)

@@ -36,7 +36,7 @@ from edgetwin.result_cells import read_results
 from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.row_keys import row_key
 from edgetwin.run_warnings import shown_once
-from edgetwin.table_files import results_file
+from edgetwin.table_files import is_table_file, results_file
 from edgetwin.workbench.arguments import (
     flag_argument,
     out_argument,
@@ -58,11 +58,12 @@ def compare(
     command: Sequence[str] | None = None,
 ) -> Comparison:
     """Join two runs' folders (their ``results.csv``, or ``results.parquet``) on the
-    configuration (``measured`` may also be a results table itself, a published
-    ``measurements.csv`` say): the points, the median |error| per metric, the rows of each side left
-    unmatched, and warnings (the sides ran on different devices, models or networks, played
-    other faults, one is loopback, one runs a stream of jobs, a crowd ``load_ms`` is 0 on
-    one side only), then each side's own (its ``warnings.json``), named by side and folder.
+    configuration (``measured`` may also be a results table itself, a CSV or a parquet
+    file: a published ``measurements.csv``, a run folder's ``results.parquet``): the
+    points, the median |error| per metric, the rows of each side left unmatched, and
+    warnings (the sides ran on different devices, models or networks, played other faults,
+    one is loopback, one runs a stream of jobs, a crowd ``load_ms`` is 0 on one side only),
+    then each side's own (its ``warnings.json``), named by side and folder.
 
     With ``out``, the folder gets ``comparison.csv``, ``comparison.html`` and
     ``provenance.json``, all or nothing (a non-empty ``out`` only with ``force``); with
@@ -91,7 +92,7 @@ def compare(
 
 def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) -> Comparison:
     predicted_table = results_file(predicted)
-    measured_table = measured if _is_table(measured) else results_file(measured)
+    measured_table = measured if is_table_file(measured) else results_file(measured)
     predicted_rows = read_results(predicted_table)
     measured_rows = check_reference(measured_table, measured_table, None)
     if out is not None:  # refused before comparing, not after
@@ -113,11 +114,6 @@ def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) ->
         raise _nothing_in_common(predicted_table, predicted_rows, measured_table, measured_rows)
     ours = (w for w in warnings if w is not None)
     return replace(comparison, warnings=tuple(shown_once(ours, passed_on_warnings(*sides))))
-
-
-def _is_table(path: Path) -> bool:
-    """Whether ``path`` is a results table given in place of a run folder."""
-    return path.suffix == ".csv" and path.is_file()
 
 
 def _nothing_in_common(
