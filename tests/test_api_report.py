@@ -123,3 +123,34 @@ def test_a_folder_without_write_permission_is_an_input_error(run_dir: Path) -> N
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert done.stdout.startswith(f"{run_dir}: cannot write into it: "), done.stdout
     assert sorted(p.name for p in run_dir.iterdir()) == before
+
+
+@pytest.mark.timeout(120)
+def test_a_broken_context_file_is_refused_by_every_reader_of_the_folder(run_dir: Path) -> None:
+    """load_results refused a provenance.json, devices.yaml or scenario.resolved.yaml that
+    does not read, where report (and compare, for provenance.json and a resolved file of
+    an unknown key) passed over it: one folder could be reported but not loaded. Each
+    reader now refuses it, naming the file, and writes nothing."""
+    page = (run_dir / "report.html").read_bytes()
+    other = run_dir.parent / "other"
+    shutil.copytree(run_dir, other)
+    broken = {
+        "provenance.json": "[1, 2",
+        "devices.yaml": "jetson: [1, 2]\n",
+        "scenario.resolved.yaml": "name: x\nnot_a_field: 1\n",
+    }
+    for name, text in broken.items():
+        kept = (run_dir / name).read_bytes()
+        (run_dir / name).write_text(text)
+        readers = {
+            "load_results": lambda: edgetwin.load_results(run_dir),
+            "report": lambda: edgetwin.report(run_dir),
+            "compare, predicted": lambda: edgetwin.compare(run_dir, other),
+            "compare, measured": lambda: edgetwin.compare(other, run_dir),
+        }
+        for reader, call in readers.items():
+            with pytest.raises(InputError) as raised:
+                call()
+            assert raised.value.path == str(run_dir / name), (name, reader)
+        assert (run_dir / "report.html").read_bytes() == page
+        (run_dir / name).write_bytes(kept)

@@ -45,6 +45,7 @@ from edgetwin.workbench.arguments import (
     static_argument,
 )
 from edgetwin.workbench.output import output_folder_if
+from edgetwin.workbench.run_context import read_run_context
 from edgetwin.workbench.static_figures import static_export
 
 
@@ -95,6 +96,8 @@ def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) ->
     measured_table = measured if is_table_file(measured) else results_file(measured)
     predicted_rows = read_results(predicted_table)
     measured_rows = check_reference(measured_table, measured_table, None)
+    for folder in (predicted, measured) if measured_table != measured else (predicted,):
+        read_run_context(folder)  # as load_results refuses a broken one
     if out is not None:  # refused before comparing, not after
         check_out_folder(out, force, files_read())
     comparison = compare_to_reference(predicted_rows, measured_rows)

@@ -29,6 +29,7 @@ from edgetwin.result_cells import read_results
 from edgetwin.run_warnings import read_warnings_file
 from edgetwin.table_files import RESULTS_CSV, results_file
 from edgetwin.workbench.arguments import STATIC_OPTION, choice_argument, path_argument
+from edgetwin.workbench.run_context import read_run_context
 
 # the pages ``report`` does not redraw (their folders keep no table to draw them from),
 # and the command that writes each, with ``--static`` for its figures as files
@@ -104,6 +105,7 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
     reference = run_dir / REFERENCE_FILE
     if reference.exists():
         check_reference(reference, reference, None)
+    read_run_context(run_dir)  # the files load_results reads, refused alike where broken
     if static is not None:  # before the page is written
         check_figures_folder(run_dir)
         export_ready()

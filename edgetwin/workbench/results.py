@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from edgetwin.comparison import REFERENCE_FILE, check_reference
-from edgetwin.device_names import DEVICES_FILE, read_device_names, write_device_names
+from edgetwin.device_names import DEVICES_FILE, write_device_names
 from edgetwin.errors import InputError, warnings_note
-from edgetwin.provenance import read_provenance, write_provenance, write_provenance_record
+from edgetwin.provenance import write_provenance, write_provenance_record
 from edgetwin.reports import write_report
 from edgetwin.reports.html import page_warnings
-from edgetwin.resolved_scenario import RESOLVED_FILE, dump_resolved, load_resolved
+from edgetwin.resolved_scenario import RESOLVED_FILE, dump_resolved
 from edgetwin.result_cells import read_results
 from edgetwin.results import ResultRow, results_frame, write_results
 from edgetwin.run_failures import failed_summary
@@ -25,6 +25,7 @@ from edgetwin.table_files import RESULTS_CSV, RESULTS_PARQUET, results_file
 from edgetwin.workbench.arguments import choice_argument, flag_argument, path_argument
 from edgetwin.workbench.output import output_folder
 from edgetwin.workbench.reporting import other_command_page
+from edgetwin.workbench.run_context import read_run_context
 from edgetwin.workbench.run_files import (
     link_checks,
     read_run_files,
@@ -119,29 +120,33 @@ def load_results(folder: str | Path) -> Results:
     """A run's output folder: ``results.csv`` (or ``results.parquet``), the scenario in
     ``scenario.resolved.yaml``, ``devices.yaml``, ``provenance.json`` and the runner's files
     (``run_files``) when they are there, and the warnings its page shows (those ``edgetwin
-    report`` prints); each file read once."""
+    report`` prints); each file read once, and one that does not read refused, as
+    ``report`` and ``compare`` refuse it (``read_run_context``)."""
     folder = path_argument(folder, "folder")
     other = other_command_page(folder)
     if other is not None:
         problem = f"holds {other[0]}, which edgetwin {other[1]} writes, and no run's results"
         raise InputError(folder, None, problem)
     rows = read_results(results_file(folder))
-    resolved = folder / RESOLVED_FILE
     reference = folder / REFERENCE_FILE
     if reference.is_file():  # as edgetwin report checks it: write() draws the comparison
         check_reference(reference, reference, None)
-    scenario = load_resolved(resolved) if resolved.is_file() else None
+    context = read_run_context(folder)
     files = read_run_files(folder)
     return Results(
         rows=tuple(rows),
-        scenario=scenario,
-        provenance=read_provenance(folder),
+        scenario=context.scenario,
+        provenance=context.provenance,
         reference=reference.absolute() if reference.is_file() else None,  # write() from anywhere
         warnings=tuple(
             page_warnings(
-                rows, link_checks(folder, files), scenario, resolved, run_warnings(folder, files)
+                rows,
+                link_checks(folder, files),
+                context.scenario,
+                folder / RESOLVED_FILE,
+                run_warnings(folder, files),
             )
         ),
         run_files=files,
-        device_names=read_device_names(folder),
+        device_names=context.device_names,
     )
