@@ -10,17 +10,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from statistics import median
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from edgetwin.device_names import profile_name, profile_refs, read_device_names
 from edgetwin.errors import InputError, counted, shown, warnings_note
 from edgetwin.resolved_scenario import RESOLVED_FILE
 from edgetwin.result_cells import CellError, check_cells, parse_number, record_place
-from edgetwin.results import COLUMNS, STATUS_OK, ResultRow
-from edgetwin.row_keys import RowKey, is_crowd_key, row_key
+from edgetwin.results import COLUMNS, DTYPES, STATUS_OK, ResultRow, typed_frame
+from edgetwin.row_keys import (
+    CROWD_KEY_FIELDS,
+    DECODER_KEY_FIELDS,
+    RowKey,
+    is_crowd_key,
+    key_fields,
+    row_key,
+)
 from edgetwin.run_warnings import read_warnings_file
 from edgetwin.schema import read_yaml_mapping
 from edgetwin.table_files import TABLE_READ_ERRORS, table_records
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 METRICS: tuple[str, ...] = (
     "total_ms",
@@ -131,6 +141,18 @@ class Comparison:
                 f"{len(self.unmeasured_keys)} predicted rows with no measured row"
             )
         return lines
+
+    def to_pandas(self) -> pd.DataFrame:
+        """``points`` as a DataFrame: the key's parts as the results columns they come
+        from, typed as ``Results.to_pandas()`` types them (a crowd's ``scheduler``, a
+        decoder's ``prompt_tokens`` and ``output_tokens`` where a key has them), then
+        ``metric``, ``measured``, ``predicted`` and ``error_pct`` (NaN where measured is
+        0)."""
+        records = [{**key_fields(p["key"]), **p} for p in self.points]
+        keys = [c for c in (*CROWD_KEY_FIELDS, *DECODER_KEY_FIELDS) if any(c in r for r in records)]
+        dtypes = {c: DTYPES[c] for c in dict.fromkeys(keys)}
+        numbers = dict.fromkeys(("measured", "predicted", "error_pct"), "float64")
+        return typed_frame(records, {**dtypes, "metric": "string", **numbers})
 
 
 def relative_pct(value: float, reference: float) -> float:

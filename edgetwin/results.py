@@ -167,10 +167,16 @@ DTYPES: dict[str, str] = {f.name: _DTYPE_OF_TYPE[str(f.type)] for f in fields(Re
 
 def results_frame(rows: Iterable[ResultRow]) -> pd.DataFrame:
     """``rows`` as a DataFrame: the columns of ``results.csv`` in its order, typed by
-    ``DTYPES`` (what every result object's ``to_pandas()`` returns)."""
+    ``DTYPES`` (what ``Results`` and ``PlanOutcome``'s ``to_pandas()`` return)."""
+    records = [asdict(row) for row in rows]
+    return typed_frame(records, {c: DTYPES[c] for c in table_columns(records)})
+
+
+def typed_frame(records: Sequence[Mapping[str, object]], dtypes: Mapping[str, str]) -> pd.DataFrame:
+    """``records`` as a DataFrame of the columns of ``dtypes``, in its order, each of its
+    dtype (a value a record lacks, or None: missing, ``<NA>`` or NaN): every result
+    object's ``to_pandas()``."""
     import pandas as pd
 
-    records = [asdict(row) for row in rows]
-    columns = table_columns(records)
-    data = {c: pd.Series([r[c] for r in records], dtype=DTYPES[c]) for c in columns}
-    return pd.DataFrame(data, columns=columns)
+    data = {c: pd.Series([r.get(c) for r in records], dtype=d) for c, d in dtypes.items()}
+    return pd.DataFrame(data, columns=list(dtypes))

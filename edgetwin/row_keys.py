@@ -12,6 +12,10 @@ EncoderKey = tuple[str, int, int, float, str]
 CrowdKey = tuple[str, int, int, float, str, str]  # ..., the scheduler
 DecoderKey = tuple[str, int, int, float, str, int, int]  # ..., prompt and output tokens
 RowKey = EncoderKey | CrowdKey | DecoderKey
+# the results columns of a key's parts, in its order (a crowd key's sixth: the scheduler)
+KEY_FIELDS = ("strategy", "devices", "batch", "bandwidth_mbps", "segments")
+CROWD_KEY_FIELDS = (*KEY_FIELDS, "scheduler")
+DECODER_KEY_FIELDS = (*KEY_FIELDS, "prompt_tokens", "output_tokens")
 
 
 def row_key(row: Mapping[str, object]) -> RowKey:
@@ -39,3 +43,11 @@ def row_key(row: Mapping[str, object]) -> RowKey:
 def is_crowd_key(key: RowKey) -> TypeGuard[CrowdKey]:
     """A crowd row's key (phones, inputs, a scheduler)."""
     return len(key) == 6
+
+
+def key_fields(key: RowKey) -> dict[str, object]:
+    """A key's parts by their results column (``segments`` a number, or None)."""
+    names = CROWD_KEY_FIELDS if is_crowd_key(key) else DECODER_KEY_FIELDS[: len(key)]
+    parts = dict(zip(names, key, strict=True))
+    parts["segments"] = int(key[4]) if key[4] else None
+    return parts

@@ -221,3 +221,29 @@ def test_runs_with_nothing_in_common_show_a_configuration_of_each(
         "no configuration in common: predicted rows are e.g. [single, 1 dev, batch 1, 400 "
         "Mbit/s], measured rows e.g. [single, 1 dev, batch 1, 500 Mbit/s]"
     )
+
+
+@pytest.mark.timeout(120)
+def test_to_pandas_gives_the_points_typed_as_results_are(two_runs: tuple[Path, Path]) -> None:
+    """A Comparison's points were dicts to wrap in a DataFrame (the key a tuple in one
+    column): ``to_pandas()`` gives the key's parts as the results columns they come from,
+    typed as ``Results.to_pandas()`` types them, then the metric and its values."""
+    a, b = two_runs
+    comparison = edgetwin.compare(a, b)
+    frame = comparison.to_pandas()
+    assert list(frame.columns) == [
+        *("strategy", "devices", "batch", "bandwidth_mbps", "segments"),
+        *("metric", "measured", "predicted", "error_pct"),
+    ]
+    typed = edgetwin.load_results(a).to_pandas().dtypes
+    assert all(frame.dtypes[c] == typed[c] for c in frame.columns[:5])
+    assert str(frame.dtypes["metric"]) == "string" and str(frame.dtypes["error_pct"]) == "float64"
+    assert len(frame) == len(comparison.points)
+    first = comparison.points[0]
+    assert tuple(frame.iloc[0][["measured", "predicted", "error_pct"]]) == (
+        first["measured"],
+        first["predicted"],
+        first["error_pct"],
+    )
+    prism = frame[frame.strategy == "prism"]
+    assert set(prism.segments) == {10, 20, 30} and set(frame.batch) == {1, 2}

@@ -104,3 +104,18 @@ def test_a_validations_warnings_and_lines_are_the_commands(
     assert err.splitlines() == [f"edgetwin: warning: {notice}"]
     assert out.splitlines()[:-1] == validation.describe()
     assert validation.describe()[0].startswith("vit_full_ms: ")
+
+
+@pytest.mark.timeout(300)
+def test_to_pandas_gives_the_points_as_validation_csv_holds_them(tmp_path: Path) -> None:
+    """A Validation's points were dicts to wrap in a DataFrame (with each point's list of
+    repetitions): ``to_pandas()`` gives validation.csv's columns, typed."""
+    spec = _exchanges_at_batch_8_only(tmp_path)
+    validation = edgetwin.validate(spec, out=tmp_path / "v")
+    frame = validation.to_pandas()
+    header = (tmp_path / "v" / "validation.csv").read_text().splitlines()[0]
+    assert list(frame.columns) == header.split(",")
+    assert [str(t) for t in frame.dtypes] == ["string", "string", *["float64"] * 4]
+    assert len(frame) == len(validation.points)
+    assert list(frame.error_pct) == [p["error_pct"] for p in validation.points]
+    assert set(frame.held_out) == {p["held_out"] for p in validation.points}

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgetwin.calibration.held_out import HOLDOUT_NAMES, HoldoutBy, coverage_text
 from edgetwin.errors import InputError, option_named, warnings_note
@@ -20,6 +20,7 @@ from edgetwin.progress import Progress, no_progress
 from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.static import StaticFormat
 from edgetwin.reports.validation import summarise, validation_figures, write_validation_report
+from edgetwin.results import typed_frame
 from edgetwin.workbench.arguments import (
     choice_argument,
     flag_argument,
@@ -33,8 +34,20 @@ from edgetwin.workbench.calibrating import spec_kind
 from edgetwin.workbench.output import output_folder_if
 from edgetwin.workbench.static_figures import static_export
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 BY = option_named("--by", "by=")  # how an error names what is left out
-VALIDATION_COLUMNS = ("metric", "point", "held_out", "measured", "predicted", "error_pct")
+# validation.csv's columns and their dtypes in a DataFrame (``held_out``: a batch size, a
+# bandwidth or a prompt length, a number either way)
+VALIDATION_DTYPES = {
+    "metric": "string",
+    "point": "string",
+    "held_out": "float64",
+    "measured": "float64",
+    "predicted": "float64",
+    "error_pct": "float64",
+}
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,11 @@ class Validation:
             f"{coverage_text(stats)}"
             for metric, stats in self.summary.items()
         ]
+
+    def to_pandas(self) -> pd.DataFrame:
+        """``points`` as a DataFrame: the columns of ``validation.csv`` (not ``reps``),
+        ``metric`` and ``point`` as ``string``, the numbers as ``float64``."""
+        return typed_frame(self.points, VALIDATION_DTYPES)
 
 
 def validate(
@@ -160,7 +178,7 @@ def _refit_notices() -> Iterator[list[str]]:
 def _write(folder: Path, validation: Validation, title: str, by: HoldoutBy) -> None:
     with (folder / "validation.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(
-            handle, VALIDATION_COLUMNS, lineterminator="\n", extrasaction="ignore"
+            handle, list(VALIDATION_DTYPES), lineterminator="\n", extrasaction="ignore"
         )
         writer.writeheader()
         writer.writerows(validation.points)
