@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from statistics import median
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from edgetwin.device_names import profile_name, profile_refs, read_device_names
 from edgetwin.errors import InputError, counted, shown, warnings_note
@@ -398,15 +398,22 @@ class RunSide:
 
 
 def run_side(folder: Path) -> RunSide:
-    """``RunSide`` of ``folder``; an InputError naming a file of it that does not read (it
-    was skipped unsaid, and the warning that depends on it with it). A device is named by
-    the profile name its run recorded, else by its profile file's, else by that file's
-    path."""
+    """``RunSide`` of ``folder``, its files read here (``side_of``); an InputError naming a
+    file of it that does not read (it was skipped unsaid, and the warning that depends on it
+    with it)."""
     resolved = folder / RESOLVED_FILE
+    raw = read_yaml_mapping(resolved) if resolved.exists() else None
+    return side_of(folder, raw, read_device_names(folder))
+
+
+def side_of(folder: Path, raw: Mapping[str, Any] | None, recorded: Mapping[str, str]) -> RunSide:
+    """``RunSide`` of ``folder`` from its ``scenario.resolved.yaml`` as read (``raw``; None
+    without one) and the profile names its ``devices.yaml`` recorded (``recorded``). A
+    device is named by the profile name its run recorded, else by its profile file's, else
+    by that file's path."""
     warned = read_warnings_file(folder) if folder.is_dir() else ()
-    if not resolved.exists():
+    if raw is None:
         return RunSide(folder, warnings=warned)
-    raw = read_yaml_mapping(resolved)
     mode = str(raw.get("mode", "twin"))
     model = raw.get("model")
     sizes = tuple(
@@ -429,7 +436,6 @@ def run_side(folder: Path) -> RunSide:
     if mode != "twin":
         real = f"this machine (mode {mode})"
         return RunSide(folder, mode, real, (), sizes, settings, played, warned)
-    recorded = read_device_names(folder)
     names, unread = set(), set()
     for name, ref in profile_refs(raw):
         profile = recorded.get(name) or profile_name(ref, folder)

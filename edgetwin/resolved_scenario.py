@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.scenario import Scenario, validate_scenario
@@ -13,10 +16,16 @@ RESOLVED_FILE = "scenario.resolved.yaml"  # an output folder's scenario as it ra
 
 
 def load_resolved(path: Path) -> Scenario:
-    """A run folder's ``scenario.resolved.yaml``. One written before an empty sweep list
-    was refused holds ``[]`` where the sweep left the list out (every crowd run's
-    ``bandwidth_mbps``): read as left out, so that older folders still load."""
-    raw = read_yaml_mapping(path)
+    """A run folder's ``scenario.resolved.yaml`` (``resolved_scenario``)."""
+    return resolved_scenario(read_yaml_mapping(path), path)
+
+
+def resolved_scenario(read: Mapping[str, Any], path: Path) -> Scenario:
+    """The scenario of ``path``, a run folder's ``scenario.resolved.yaml``, from its mapping
+    as read (``read``, left as it is). One written before an empty sweep list was refused
+    holds ``[]`` where the sweep left the list out (every crowd run's ``bandwidth_mbps``):
+    read as left out, so that older folders still load."""
+    raw = copy.deepcopy(dict(read))
     sweeps = raw.get("sweeps")
     for sweep in sweeps if isinstance(sweeps, list) else ():
         if isinstance(sweep, dict):

@@ -11,6 +11,7 @@ from pathlib import Path
 from edgetwin.comparison import (
     COMPARISON_CSV,
     Comparison,
+    RunSide,
     check_reference,
     compare_to_reference,
     crowd_load_warning,
@@ -23,7 +24,7 @@ from edgetwin.comparison import (
     model_warning,
     network_warning,
     passed_on_warnings,
-    run_side,
+    side_of,
     split_warning,
     write_comparison_csv,
 )
@@ -45,7 +46,7 @@ from edgetwin.workbench.arguments import (
     static_argument,
 )
 from edgetwin.workbench.output import output_folder_if
-from edgetwin.workbench.run_context import read_run_context
+from edgetwin.workbench.run_context import RunContext, read_run_context
 from edgetwin.workbench.static_figures import static_export
 
 
@@ -96,13 +97,16 @@ def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) ->
     measured_table = measured if is_table_file(measured) else results_file(measured)
     predicted_rows = read_results(predicted_table)
     measured_rows = check_reference(measured_table, measured_table, None)
-    for folder in (predicted, measured) if measured_table != measured else (predicted,):
-        read_run_context(folder)  # as load_results refuses a broken one
+    # each folder's context files, refused where broken as load_results refuses them
+    contexts = {
+        folder: read_run_context(folder)
+        for folder in ((predicted, measured) if measured_table != measured else (predicted,))
+    }
     if out is not None:  # refused before comparing, not after
         check_out_folder(out, force, files_read())
     comparison = compare_to_reference(predicted_rows, measured_rows)
     predicted_jobs = jobs_per_run(asdict(row) for row in predicted_rows)
-    sides = run_side(predicted), run_side(measured)
+    sides = _side(predicted, contexts), _side(measured, contexts)
     warnings = (
         devices_warning(*sides),
         model_warning(*sides),
@@ -117,6 +121,15 @@ def _compared(predicted: Path, measured: Path, out: Path | None, force: bool) ->
         raise _nothing_in_common(predicted_table, predicted_rows, measured_table, measured_rows)
     ours = (w for w in warnings if w is not None)
     return replace(comparison, warnings=tuple(shown_once(ours, passed_on_warnings(*sides))))
+
+
+def _side(folder: Path, contexts: Mapping[Path, RunContext]) -> RunSide:
+    """What ``compare`` warns about of ``folder`` from its context files as read (a table
+    given in place of a folder has none)."""
+    context = contexts.get(folder)
+    if context is None:
+        return side_of(folder, None, {})
+    return side_of(folder, context.resolved, context.device_names)
 
 
 def _nothing_in_common(

@@ -11,8 +11,9 @@ from typing import Any
 
 from edgetwin.device_names import read_device_names
 from edgetwin.provenance import read_provenance
-from edgetwin.resolved_scenario import RESOLVED_FILE, load_resolved
+from edgetwin.resolved_scenario import RESOLVED_FILE, resolved_scenario
 from edgetwin.scenario import Scenario
+from edgetwin.schema import read_yaml_mapping
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class RunContext:
     """What a run folder's context files hold; None (or empty) for one it does not have."""
 
     scenario: Scenario | None
+    resolved: dict[str, Any] | None  # scenario.resolved.yaml's mapping as read
     provenance: dict[str, Any] | None
     device_names: dict[str, str]
 
@@ -27,6 +29,7 @@ class RunContext:
 def read_run_context(folder: Path) -> RunContext:
     """``folder``'s ``scenario.resolved.yaml``, ``provenance.json`` and ``devices.yaml``,
     each checked (an InputError naming the file, and the field where one is wrong)."""
-    resolved = folder / RESOLVED_FILE
-    scenario = load_resolved(resolved) if resolved.exists() else None
-    return RunContext(scenario, read_provenance(folder), read_device_names(folder))
+    path = folder / RESOLVED_FILE
+    raw = read_yaml_mapping(path) if path.exists() else None
+    scenario = None if raw is None else resolved_scenario(raw, path)
+    return RunContext(scenario, raw, read_provenance(folder), read_device_names(folder))
