@@ -50,9 +50,10 @@ KEY_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps")  # what row_key
 _NOT_SIZES = ("preset", "published_params")
 # a run's network settings that its rows do not say (the swept rate is in every row's key)
 _NOT_IN_ROWS = ("bandwidth_mbps",)
-# what only real runs play of the emulator section: the modes that play it, and what a
-# run of another mode played instead (none)
-_PLAYED_BY: dict[str, tuple[tuple[str, ...], object]] = {
+# what only some modes play: the modes that play it, and what a run of another mode played
+# instead (none); of the network, only the emulator drops packets (unplayed_settings)
+_NETWORK_PLAYED_BY: dict[str, tuple[tuple[str, ...], object]] = {"loss_pct": (("emu",), 0.0)}
+_PLAYED_BY: dict[str, tuple[tuple[str, ...], object]] = {  # of the emulator section
     "faults": (("emu",), []),
     "task_delay_ms": (("local", "emu"), 0.0),
 }
@@ -423,14 +424,14 @@ def side_of(folder: Path, raw: Mapping[str, Any] | None, recorded: Mapping[str, 
     )
     network = raw.get("network")
     settings = tuple(
-        (str(k), _setting_text(v))
+        (str(k), _setting_text(_played(mode, _NETWORK_PLAYED_BY.get(k), v)))
         for k, v in (network.items() if isinstance(network, dict) else ())
         if k not in _NOT_IN_ROWS
     )
     emulator = raw.get("emulator")
     played = tuple(
-        (key, _setting_text(emulator[key] if mode in modes else unplayed))
-        for key, (modes, unplayed) in _PLAYED_BY.items()
+        (key, _setting_text(_played(mode, _PLAYED_BY[key], emulator[key])))
+        for key in _PLAYED_BY
         if isinstance(emulator, dict) and key in emulator
     )
     if mode != "twin":
@@ -444,6 +445,15 @@ def side_of(folder: Path, raw: Mapping[str, Any] | None, recorded: Mapping[str, 
         names.add(profile or str(ref))
     devices = "profile " + ", ".join(sorted(names))
     return RunSide(folder, mode, devices, tuple(sorted(unread)), sizes, settings, played, warned)
+
+
+def _played(mode: str, played_by: tuple[tuple[str, ...], object] | None, value: object) -> object:
+    """What a run of ``mode`` played of a setting given as ``value``: the value where its
+    modes (``played_by``: the modes that play it, and what another mode plays; None: every
+    mode) play it, else the other modes' (a twin's loss is none, whatever its file says)."""
+    if played_by is None or mode in played_by[0]:
+        return value
+    return played_by[1]
 
 
 def _setting_text(value: object) -> str:
@@ -515,7 +525,8 @@ def model_warning(predicted: RunSide, measured: RunSide) -> str | None:
 
 def network_warning(predicted: RunSide, measured: RunSide) -> str | None:
     """A warning when two run folders ran other networks than their rows say (a latency,
-    loss, medium, burst or bandwidth schedule on one side only): both rows read the same
+    loss, medium, burst or bandwidth schedule on one side only; a loss only where the
+    emulator played it, as a twin drops no packet): both rows read the same
     ``bandwidth_mbps``, so they were joined, and the errors are mostly the networks'
     difference. A loopback side shapes nothing (``loopback_warning`` says so); a key one
     side lacks (an older edgetwin's folder) is no difference."""

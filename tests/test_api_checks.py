@@ -251,8 +251,10 @@ def test_the_lines_a_notebook_shows_say_the_run_warned(tmp_path: Path) -> None:
     other = ["sweeps=[{batch: [1]}]", "devices=[{name: jetson, profile: h200_netns, count: 2}]"]
     edgetwin.run(JETSON, overrides=other, out=tmp_path / "h200")
     comparison = edgetwin.compare(tmp_path / "lossy", tmp_path / "h200")
-    assert len(comparison.warnings) == 1  # the sides ran on other devices
-    assert repr(comparison).endswith("; 0 unmatched, 0 unmeasured; 1 warning in .warnings)")
+    # the sides ran on other devices, and the lossy side's own warning is passed on
+    devices, passed_on = comparison.warnings
+    assert "ran on profile jetson_orin_nano" in devices and "warned: " in passed_on
+    assert repr(comparison).endswith("; 0 unmatched, 0 unmeasured; 2 warnings in .warnings)")
     plan = edgetwin.run_plan(
         ROOT / "scenarios" / "plan_crossover.plan.yaml",
         out=tmp_path / "plan",

@@ -18,6 +18,7 @@ from edgetwin.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 CROWD = ROOT / "scenarios" / "emu_crowdio.yaml"
+JETSON = ROOT / "scenarios" / "prism_jetson.yaml"
 KILL = "emulator.faults=[{kind: kill_worker, host: 1, at_s: 0.6}]"
 
 
@@ -106,3 +107,19 @@ def test_a_crowd_load_ms_read_as_0_on_one_side_is_said_and_a_measured_0_counted(
     assert "over 3 points" in line and "1 more measured 0" in line
     (warning,) = [w for w in comparison.warnings if "load_ms" in w]
     assert "predicted 0 at 3 of 4 points" in warning and "came last" in warning
+
+
+@pytest.mark.timeout(120)
+def test_a_loss_only_the_emulator_plays_is_no_other_network_between_twin_runs(
+    tmp_path: Path,
+) -> None:
+    """Two twin runs, one with ``loss_pct`` set, played the same network (a twin drops no
+    packet): compare said they ran other networks (``loss_pct 1 vs 0``)."""
+    small = ["sweeps=[{batch: [1]}]"]
+    edgetwin.run(JETSON, overrides=[*small, "network.loss_pct=1"], out=tmp_path / "lossy")
+    edgetwin.run(JETSON, overrides=small, out=tmp_path / "plain")
+    comparison = edgetwin.compare(tmp_path / "lossy", tmp_path / "plain")
+    assert not any("other networks" in w for w in comparison.warnings)
+    emulated = _as_emulator_run(_twin(tmp_path / "crowd"), tmp_path / "emu", "network.loss_pct=1")
+    warnings = edgetwin.compare(tmp_path / "crowd", emulated).warnings
+    assert any("other networks (loss_pct 0 vs 1)" in w for w in warnings)
