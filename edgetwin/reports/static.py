@@ -142,7 +142,8 @@ def write_figures(
 
 class _Session:
     """One kaleido session drawing ``jobs`` in a thread of its own, so that it can be
-    stopped: at the deadline, and on Ctrl-C, every process of its browser is killed."""
+    stopped: at the deadline (and at a second Ctrl-C) every process of its browser is
+    killed."""
 
     def __init__(self, jobs: list[dict[str, Any]], browser: str) -> None:
         self.jobs, self.browser = jobs, browser
@@ -150,18 +151,20 @@ class _Session:
         self._failure: BaseException | None = None
         self._kaleido: Any = None
         self._killed: set[int] = set()
+        self._before: set[threading.Thread] = set()  # the threads before the session's
 
     def finished_by(self, ends_at: float) -> bool:
         """Draw the jobs; False (the browser killed) if they were not drawn by ``ends_at``
         (``time.monotonic``). A browser that failed is a RunFailed."""
         from choreographer.errors import BrowserClosedError, BrowserFailedError, ChannelClosedError
 
+        self._before = set(threading.enumerate())
         thread = threading.Thread(target=self._run, name="edgetwin-static", daemon=True)
         thread.start()
         try:
             thread.join(max(ends_at - time.monotonic(), 0.0))
         except KeyboardInterrupt:
-            self._stop(thread)
+            self._finish_or_stop(thread, ends_at)
             raise
         if thread.is_alive():
             self._stop(thread)
@@ -189,6 +192,18 @@ class _Session:
         )
         async with self._kaleido as drawing:
             return await drawing.write_fig_from_object(self.jobs)
+
+    def _finish_or_stop(self, thread: threading.Thread, ends_at: float) -> None:
+        """After Ctrl-C: let the browser draw its last figures and close as it does when
+        done, its session's threads (which wait for Chromium to exit) included, so that
+        Chromium removes its temporary folders (killed, it leaves them); a second Ctrl-C,
+        or the deadline, stops it."""
+        with contextlib.suppress(KeyboardInterrupt):
+            thread.join(max(ends_at - time.monotonic(), 0.0))
+            for other in set(threading.enumerate()) - self._before:
+                other.join(max(ends_at - time.monotonic(), 0.0))
+        if thread.is_alive():
+            self._stop(thread)
 
     def _stop(self, thread: threading.Thread) -> None:
         """Kill the browser's process group (Chromium and its helpers: choreographer starts
