@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -152,3 +153,33 @@ def test_the_written_spec_refits_to_the_same_profile(tmp_path: Path) -> None:
     for profile in (first, again):
         del profile["fit"]["command"]
     assert again == first
+
+
+EMU_LOOP_FIT = Path(__file__).resolve().parents[1] / "data/traces/emu-vit-loop-2026-12/fit"
+
+
+@pytest.mark.parametrize("edit", ["empty cell", "no column"])
+def test_a_run_without_a_rows_total_names_the_file_column_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: str
+) -> None:
+    """Each configuration is represented by its fastest repetition, by ``total_ms``: a
+    hand-edited results.csv of a real emulator run (two repetitions a configuration)
+    without it, an empty cell or the column gone, ended in a KeyError traceback."""
+    run = tmp_path / "run"
+    shutil.copytree(EMU_LOOP_FIT, run)
+    results = run / "results.csv"
+    rows = list(csv.reader(results.open(newline="")))
+    column = rows[0].index("total_ms")
+    if edit == "empty cell":
+        rows[2][column] = ""  # line 3: the second repetition of line 2's configuration
+    else:
+        rows = [row[:column] + row[column + 1 :] for row in rows]
+    with results.open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    line = "line 3: empty cell" if edit == "empty cell" else "line 1: missing column"
+    with pytest.raises(InputError, match=line) as raised:
+        calibrate_from_emu(spec_for(run), "test")
+    assert (raised.value.path, raised.value.field) == (str(results), "total_ms")
+    assert main(["calibrate", str(spec_for(run)), "--out", str(tmp_path / "p.yaml")]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+    assert not (tmp_path / "p.yaml").exists()

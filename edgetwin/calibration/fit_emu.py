@@ -47,6 +47,7 @@ from edgetwin.calibration.reference_inputs import (
     read_measured,
     too_few_points_error,
 )
+from edgetwin.csv_rows import read_rows
 from edgetwin.errors import InputError, option_named, shown_text
 from edgetwin.links import LINK_CHECK_FILE, link_warnings, read_link_checks
 from edgetwin.profile import POWER_STATES, DeviceProfile
@@ -55,7 +56,7 @@ from edgetwin.results import STATUS_OK
 from edgetwin.scenario import Scenario
 from edgetwin.schema import Strict, dump_yaml, load_yaml_model
 from edgetwin.sweep_points import Configuration
-from edgetwin.table_files import RESULTS_CSV, read_table
+from edgetwin.table_files import RESULTS_CSV
 
 RUN_FILES = (RESULTS_CSV, LINK_CHECK_FILE, RESOLVED_FILE)
 EFFICIENCY = "network.bandwidth_efficiency"  # measured by the link checks, not fitted
@@ -185,13 +186,19 @@ def machine_emu_spec(run: Path) -> dict[str, Any]:
 
 
 def read_emu_rows(path: Path) -> list[MeasuredRow]:
-    """The rows of an emulator run; a row of another mode or a failed one is an error."""
-    for line, row in enumerate(read_table(path), start=2):
-        if row.get("mode") != "emu":
-            problem = f"line {line}: mode {row.get('mode')!r}; an emu fit reads emulator rows only"
+    """The rows of an emulator run; a row of another mode or a failed one is an error, and
+    so is one without its total (``fastest_per_configuration`` picks a repetition by it)."""
+    for row in read_rows(path, ("total_ms",)):
+        mode = row.cells.get("mode")
+        if mode != "emu":
+            problem = f"line {row.line}: mode {mode!r}; an emu fit reads emulator rows only"
             raise InputError(path, "mode", problem)
-        if row.get("status", STATUS_OK) != STATUS_OK:
-            raise InputError(path, "status", f"line {line}: a failed run: {row['status']}")
+        status = row.cells.get("status", STATUS_OK)
+        if status != STATUS_OK:
+            raise row.error("status", f"a failed run: {status}")
+        if row.optional_text("total_ms") is None:
+            why = "empty cell: a configuration is fitted from its repetition of least total_ms"
+            raise row.error("total_ms", why)
     return read_measured(path)
 
 
