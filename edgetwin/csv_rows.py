@@ -49,7 +49,24 @@ def read_header(path: Path) -> list[str]:
     return [name.strip() for name in first]
 
 
-_DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")  # 4,029: a number as a spreadsheet in a comma locale
+# a number as a spreadsheet in a comma locale writes it (4,5), or with its thousands
+# separated (1,234,567; 1,234.5); one comma before exactly three digits may be either
+_DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")
+_THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(,\d{3})+(\.\d+)?")
+
+
+def _comma_hint(text: str) -> str:
+    """What a number with a comma that float() refuses was likely meant to be, as a hint
+    to add to the error: a decimal comma, a thousands separator, or either (1,234)."""
+    thousands = _THOUSANDS.fullmatch(text) is not None
+    decimal = _DECIMAL_COMMA.fullmatch(text) is not None
+    whole = text.replace(",", "")
+    if thousands and decimal:
+        point = text.replace(",", ".")
+        return f" (a decimal comma or a thousands separator? write {point} or {whole})"
+    if thousands:
+        return f" (a thousands separator? write {whole})"
+    return " (a decimal comma? write '.')" if decimal else ""
 
 
 @dataclass(frozen=True)
@@ -88,8 +105,7 @@ class Row:
         try:
             value = float(text)
         except ValueError:
-            comma = " (a decimal comma? write '.')" if _DECIMAL_COMMA.fullmatch(text) else ""
-            raise self.error(column, f"{shown(text)} is not a number{comma}") from None
+            raise self.error(column, f"{shown(text)} is not a number{_comma_hint(text)}") from None
         if not math.isfinite(value):
             raise self.error(column, f"{shown(text)} is not a finite number")
         if minimum is not None and value < minimum:

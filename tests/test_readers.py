@@ -558,10 +558,23 @@ def test_a_header_a_spreadsheet_wrote_says_what_to_change(
     _rejects(read_vit_latency, path, "missing column", hint)
 
 
-def test_a_decimal_comma_is_named(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("cell", "hint"),
+    [
+        ("4,5", "(a decimal comma? write '.')"),
+        ("0,125", "(a decimal comma? write '.')"),  # no thousands start with 0
+        ("4,029", "(a decimal comma or a thousands separator? write 4.029 or 4029)"),
+        ("-1,234", "(a decimal comma or a thousands separator? write -1.234 or -1234)"),
+        ("1,234,567", "(a thousands separator? write 1234567)"),
+        ("1,234.5", "(a thousands separator? write 1234.5)"),
+    ],
+)
+def test_a_comma_in_a_number_is_named(tmp_path: Path, cell: str, hint: str) -> None:
+    """Three digits after one comma may be a decimal comma or a thousands separator: the
+    hint said 'a decimal comma?' of 1,234 too."""
     path = tmp_path / "vit_latency.csv"
-    path.write_text('kernel,batch,tokens,rep,latency_ms\nvit_full,1,197,0,"4,029"\n')
-    _rejects(read_vit_latency, path, "'4,029' is not a number", "a decimal comma?")
+    path.write_text(f'kernel,batch,tokens,rep,latency_ms\nvit_full,1,197,0,"{cell}"\n')
+    _rejects(read_vit_latency, path, f"'{cell}' is not a number {hint}")
 
 
 def test_folder_recognises_files_by_header_and_lists_the_rest(tmp_path: Path) -> None:
