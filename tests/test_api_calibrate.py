@@ -15,7 +15,7 @@ from edgetwin.calibration.fit_check import AtBoundWarning
 from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import PhoneProfile
-from edgetwin.profile import DeviceProfile
+from edgetwin.profile import DeviceProfile, load_profile
 
 SPECS = Path(__file__).resolve().parents[1] / "edgetwin" / "calibration" / "specs"
 JETSON_SPEC = SPECS / "jetson_orin_nano.yaml"
@@ -92,3 +92,44 @@ def test_a_progress_that_takes_a_name_is_told_each_step_of_a_fit() -> None:
     held_out = [done for label, done in named if label == "held-out refits (by batch)"]
     assert held_out and all(done.startswith("batch ") for done in held_out), named
     assert held_out[0].endswith(" held out")
+
+
+LOOPBACK = SPECS.parents[2] / "data" / "traces" / "h200-loopback-2026-11"
+
+
+@pytest.mark.timeout(60)
+def test_a_fit_from_one_batch_size_warns_that_its_intervals_are_not_known(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Held-out errors come from refits that leave each batch size out: ViT latencies of
+    batch 1 alone give compute none, so a twin run with intervals gives compute_ms the
+    not-known band; the only notice was the validation's line about batch 1."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    header, *rows = (LOOPBACK / "vit_latency.csv").read_text().splitlines()
+    batch = header.split(",").index("batch")
+    kept = [row for row in rows if row.split(",")[batch] == "1"]
+    (traces / "vit_latency.csv").write_text("\n".join([header, *kept]) + "\n")
+    spec = tmp_path / "spec.yaml"
+    base = SPECS.parent / "profiles" / "h200_loopback.yaml"
+    spec.write_text(
+        f"kind: traces\nprofile: {{name: b1, ram_mb: 1000}}\ntraces: traces\nbase: {base}\n"
+        "model: {preset: vit_b16}\nfit: [compute]\nbootstrap: 0\n"
+    )
+    assert main(["calibrate", str(spec), "--out", str(tmp_path / "cli.yaml"), "--quiet"]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "no held-out errors" in line]
+    assert len(warned) == 1
+    assert warned[0].startswith(
+        "edgetwin: warning: the profile has no held-out errors for compute_ms"
+    )
+    assert "[m / 10, m x 10]" in warned[0] and "measure a second batch size" in warned[0]
+    with pytest.warns(edgetwin.NoHeldOutWarning) as caught:
+        profile = edgetwin.calibrate(spec)
+    assert [str(w.message) for w in caught] == [warned[0].removeprefix("edgetwin: warning: ")]
+    assert isinstance(profile, DeviceProfile)
+    assert edgetwin.not_held_out(profile) == ["compute_ms"]  # staging and comm: the base's
+
+
+@pytest.mark.parametrize("name", ["h200_loopback", "h200_netns", "jetson_orin_nano"])
+def test_every_shipped_fit_has_held_out_errors_for_what_it_fitted(name: str) -> None:
+    assert edgetwin.not_held_out(load_profile(name)) == []

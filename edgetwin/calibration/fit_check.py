@@ -2,7 +2,8 @@
 own measurements by more than half (median |error|) was fitted to timings that disagree
 with each other or with the twin's model, and predicts nothing with it; one fitted from
 fewer distinct points than parameters matches any data, and is not fitted at all; a
-parameter left at a bound of its fit was stopped there by the bound, not by the data."""
+parameter left at a bound of its fit was stopped there by the bound, not by the data; a
+fitted metric its held-out refits give no errors for has no prediction interval."""
 
 from __future__ import annotations
 
@@ -10,6 +11,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from edgetwin.profile import DeviceProfile
+from edgetwin.results import INTERVAL_METRICS
+from edgetwin.sim.intervals import (
+    MIN_RESIDUALS,
+    NOT_KNOWN_FACTOR,
+    SECTION_OF_METRIC,
+    held_out_residuals,
+)
 
 POOR_FIT_PCT = 50.0  # in-sample median |error| above which a section is named
 # a fitted value within this share of its bounds' range of one of them is at that bound
@@ -167,3 +175,41 @@ def at_bound_warnings(profile: DeviceProfile) -> list[str]:
         "goes in the spec's fixed)"
         for r in at_bound(profile)
     ]
+
+
+class NoHeldOutWarning(UserWarning):
+    """``edgetwin.calibrate`` fitted a profile whose held-out refits give a fitted metric no
+    errors: the twin's prediction interval for it is the not-known band."""
+
+
+def not_held_out(profile: DeviceProfile) -> list[str]:
+    """The twin metrics the fit fitted (``fit.median_abs_error_pct``: a table's metrics, a
+    trace fit's sections) that its held-out refits (``fit.held_out``) left with too few
+    residuals for a band (``sim.intervals``); none for a fit that makes no refits (an
+    emulator run's)."""
+    if "held_out" not in profile.fit:
+        return []
+    metric_of = {section: metric for metric, section in SECTION_OF_METRIC.items()}
+    fitted = {metric_of.get(name, name) for name in profile.fit.get("median_abs_error_pct", {})}
+    return [
+        metric
+        for metric in INTERVAL_METRICS
+        if metric in fitted and len(held_out_residuals(profile, metric)) < MIN_RESIDUALS
+    ]
+
+
+def not_held_out_warning(profile: DeviceProfile) -> str | None:
+    """One line naming the fitted metrics without held-out errors, what that leaves the
+    twin's intervals and what to measure; None when every one has them."""
+    metrics = not_held_out(profile)
+    if not metrics:
+        return None
+    them = "it" if len(metrics) == 1 else "them"
+    factor = f"{NOT_KNOWN_FACTOR:g}"
+    return (
+        f"the profile has no held-out errors for {', '.join(metrics)} (fit.held_out): a "
+        f"twin run with intervals gives {them} the not-known band, [m / {factor}, m x "
+        f"{factor}]. Held-out errors come from refits that leave out each batch size and "
+        "predict it from the others, and no refit had data left to fit (the validation "
+        "notices say which): measure a second batch size and fit again"
+    )

@@ -13,8 +13,10 @@ from pathlib import Path
 from edgetwin.calibration.fit_check import (
     TRACES_CAUSE,
     AtBoundWarning,
+    NoHeldOutWarning,
     PoorFitWarning,
     at_bound_warnings,
+    not_held_out_warning,
     poor_fit_warning,
 )
 from edgetwin.calibration.held_out import HOLDOUT_NAMES
@@ -53,6 +55,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():  # the API's warnings of the fit: the command's, below
         warnings.simplefilter("ignore", PoorFitWarning)
         warnings.simplefilter("ignore", AtBoundWarning)
+        warnings.simplefilter("ignore", NoHeldOutWarning)
         fitted = calibrate(
             args.spec,
             out=args.out,
@@ -76,10 +79,13 @@ def calibrate_command(args: argparse.Namespace) -> int:
 def _warn_of_the_fit(profile: DeviceProfile, cause: str | None = None) -> None:
     """A warning when a fitted section misses its own data (``fit_check``; ``cause``: why,
     when known, by default that the measurements disagree), and one for each parameter a
-    bound of its fit stopped."""
+    bound of its fit stopped, and one when its held-out refits give a fitted metric no
+    errors."""
     warning = poor_fit_warning(profile, cause or TRACES_CAUSE)
     print_warnings([warning] if warning is not None else [])
     print_warnings(at_bound_warnings(profile))
+    no_held_out = not_held_out_warning(profile)
+    print_warnings([no_held_out] if no_held_out is not None else [])
 
 
 def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -112,6 +118,7 @@ def machine_command(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as warned:  # the fit's: printed below
         warnings.simplefilter("always", PoorFitWarning)
         warnings.simplefilter("always", AtBoundWarning)
+        warnings.simplefilter("always", NoHeldOutWarning)
         profile = profile_machine(
             args.out,
             quick=args.quick,
@@ -135,7 +142,7 @@ def machine_command(args: argparse.Namespace) -> int:
             + ", ".join(f"{k} {v}" for k, v in medians.items())
             + f"), spec in {args.out}/spec.yaml"
         )
-    fit_warnings = (PoorFitWarning, AtBoundWarning)
+    fit_warnings = (PoorFitWarning, AtBoundWarning, NoHeldOutWarning)
     print_warnings(str(w.message) for w in warned if issubclass(w.category, fit_warnings))
     return 0
 

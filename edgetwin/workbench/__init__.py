@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from edgetwin.calibration.fit_check import (
     AtBoundWarning,
+    NoHeldOutWarning,
     PoorFitWarning,
     at_bound,
+    not_held_out,
     poorly_fitted,
 )
 from edgetwin.comparison import Comparison
@@ -46,6 +48,7 @@ __all__ = [
     "FiguresNotDrawn",
     "InputError",
     "Leftovers",
+    "NoHeldOutWarning",
     "PhoneProfile",
     "PlanOutcome",
     "PoorFitWarning",
@@ -65,6 +68,7 @@ __all__ = [
     "init",
     "load_results",
     "load_scenario",
+    "not_held_out",
     "poorly_fitted",
     "report",
     "run",

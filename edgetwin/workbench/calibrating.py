@@ -39,7 +39,7 @@ def calibrate(
     read; a profile already there is refused unless ``force``. ``command`` is what the
     profile's header and ``fit.command`` record (the CLI passes its command line; ``None``
     records this call). A profile that misses its own measurements by more than half is
-    returned with a ``PoorFitWarning``. ``progress``
+    returned with a ``PoorFitWarning`` (and the other warnings of ``warn_of_the_fit``). ``progress``
     (``edgetwin.progress``) counts a trace or table fit's fits and held-out refits, the
     seconds-long part (an emulator run's or an Android spec's fit takes about a second).
     """
@@ -70,14 +70,17 @@ def calibrate(
 
 def warn_of_the_fit(profile: DeviceProfile, cause: str | None = None, stacklevel: int = 3) -> None:
     """A ``PoorFitWarning`` when a fitted section misses its own data (``cause``: why, when
-    known; by default that the measurements disagree), and an ``AtBoundWarning`` for each
-    parameter a bound of its fit stopped (``fit_check``), as ``edgetwin calibrate`` warns;
+    known; by default that the measurements disagree), an ``AtBoundWarning`` for each
+    parameter a bound of its fit stopped, and a ``NoHeldOutWarning`` when its held-out
+    refits give a fitted metric no errors (``fit_check``), as ``edgetwin calibrate`` warns;
     ``stacklevel`` points them at the API's caller."""
     from edgetwin.calibration.fit_check import (
         TRACES_CAUSE,
         AtBoundWarning,
+        NoHeldOutWarning,
         PoorFitWarning,
         at_bound_warnings,
+        not_held_out_warning,
         poor_fit_warning,
     )
 
@@ -86,6 +89,9 @@ def warn_of_the_fit(profile: DeviceProfile, cause: str | None = None, stacklevel
         warnings.warn(warning, PoorFitWarning, stacklevel=stacklevel)
     for line in at_bound_warnings(profile):
         warnings.warn(line, AtBoundWarning, stacklevel=stacklevel)
+    no_held_out = not_held_out_warning(profile)
+    if no_held_out is not None:
+        warnings.warn(no_held_out, NoHeldOutWarning, stacklevel=stacklevel)
 
 
 def _fit_and_write(
