@@ -1,7 +1,7 @@
 """Progress of a command over a known number of steps: a bar on a terminal, a line per
-step on stderr otherwise (a log, a pipe, CI), nothing with ``--quiet``. A progress
-opened within a step (an emulator run's link checks) is a second bar below the first
-for as long as it lasts, or lines of its own."""
+step on stderr otherwise (a log, a pipe, CI; ``edgetwin.progress.text_progress``'s lines),
+nothing with ``--quiet``. A progress opened within a step (an emulator run's link checks)
+is a second bar below the first for as long as it lasts, or lines of its own."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from edgetwin.progress import Advance, Steps
+from edgetwin.progress import Advance, Steps, text_progress
 
 
 @contextmanager
@@ -34,18 +34,8 @@ def progress(
         with _bar(label, total, out) as advance:
             yield advance
     else:
-        yield _lines(label, total, out)
-
-
-def _lines(label: str, total: int, out: TextIO) -> Advance:
-    count = 0
-
-    def advance(done: str = "") -> None:
-        nonlocal count
-        count += 1
-        print(f"{label}: {count}/{total}{f' ({done})' if done else ''}", file=out, flush=True)
-
-    return advance
+        with text_progress(out, in_place=False)(label, total) as advance:
+            yield advance
 
 
 _LIVE: list[Progress] = []  # the bar on screen: a progress opened within a step joins it
