@@ -28,7 +28,7 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     machine's, and only a decoder's runs use a memory bandwidth; loopback (``local``) has
     no latency, schedule or medium; only the emulator takes down links, kills workers and
     caps a host's cores; a real run's warm-ups (``real_warmups``) are not the twin's
-    (``warmup_batches``), and a real crowd run has none."""
+    (``warmup_batches``), nor the other way round, and a real crowd run has none."""
     network, warnings = scenario.network, []
     if mode != "emu" and network.loss_pct > 0:
         warnings.append(
@@ -51,6 +51,11 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
             )
         elif scenario.crowd is not None:
             warnings.append(f"real_warmups is {warmups}, but a {mode} crowd run has no warm-ups")
+    if mode != "twin" and scenario.crowd is None and scenario.warmup_batches > 0:
+        warnings.append(
+            f"warmup_batches is {scenario.warmup_batches}, but only a twin run plays it: a "
+            f"{mode} run plays real_warmups ({warmups})"
+        )
     decoder = isinstance(scenario.model, DecoderSpec)
     overrides = _DEVICE_OVERRIDES if decoder else _ENCODER_OVERRIDES
     warnings += [

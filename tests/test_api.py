@@ -506,6 +506,23 @@ def test_a_crowd_twin_run_warns_of_a_schedule_step_its_runs_ended_before() -> No
     assert all(e.total_ms > p.total_ms for e, p in zip(early.rows, plain.rows, strict=True))
 
 
+def test_a_real_run_says_it_does_not_play_the_twins_warmup_batches(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``warmup_batches`` is the twin's: a local or emulator run plays ``real_warmups``
+    instead, and said nothing of it (a twin run that sets ``real_warmups`` does)."""
+    scenario = load_scenario(JETSON, ["warmup_batches=3"])
+    assert unplayed_settings(scenario, "twin") == []
+    for mode in ("local", "emu"):
+        assert unplayed_settings(scenario, mode) == [
+            f"warmup_batches is 3, but only a twin run plays it: a {mode} run plays "
+            "real_warmups (2)"
+        ]
+    argv = ["run", str(JETSON), "--check", "--mode", "local", "--set", "warmup_batches=3"]
+    assert main(argv) == 0
+    assert "edgetwin: warning: warmup_batches is 3, but only a twin run" in capsys.readouterr().err
+
+
 def test_an_encoders_memory_bandwidth_override_is_a_warning_in_every_mode() -> None:
     """Only a decoder's pieces move bytes through memory: a ViT twin run on Jetsons at
     0.001 GB/s gave the rows of their profile without a word, and a local run said only
