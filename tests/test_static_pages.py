@@ -215,7 +215,11 @@ def _hidden(folder: Path) -> list[str]:
 @pytest.mark.parametrize(
     ("argv", "page"),
     [
-        (["run", str(SCENARIOS / "prism_jetson.yaml"), "--quiet"], "report.html"),
+        (
+            # real_warmups 3: a warning (a twin run does not play it)
+            ["run", str(SCENARIOS / "prism_jetson.yaml"), "--set", "real_warmups=3", "--quiet"],
+            "report.html",
+        ),
         (
             [
                 "plan",
@@ -242,16 +246,23 @@ def test_a_failed_export_publishes_the_folder_without_figures(
     whole folder (a 20-minute emulator run, a plan): now the folder is published without
     ``figures/``, and the command fails (exit 1) saying so and how to draw them later. A
     forced run over an earlier folder leaves none of that folder's figures beside the new
-    results."""
+    results. The command first says what it would have said (run's warnings and summary
+    line, plan's answer): it said only the error."""
     _needs_chromium()
     out = tmp_path / "out"
+    capsys.readouterr()
     assert main([*argv, "--out", str(out)]) == 0
+    drawn = capsys.readouterr()
+    assert drawn.out and (argv[0] == "plan" or drawn.err.startswith("edgetwin: warning: "))
     (out / "figures").mkdir()
     (out / "figures" / "01_old.png").write_bytes(b"an earlier run's")
     monkeypatch.setenv(DEADLINE_ENV, "0.001")
-    capsys.readouterr()
     assert main([*argv, "--out", str(out), "--force", "--static", "png"]) == 1
-    error = capsys.readouterr().err
+    failed = capsys.readouterr()
+    assert failed.out == drawn.out
+    assert failed.err.startswith(drawn.err)
+    (error,) = failed.err.removeprefix(drawn.err).splitlines()
+    assert error.startswith("edgetwin: error: ")
     assert "static figures: not drawn within 0.001 s" in error
     assert f"({'5 figures' if argv[0] == 'run' else '1 figure'}; {DEADLINE_ENV}" in error
     assert f"{out} was written without figures/" in error
@@ -283,12 +294,17 @@ def test_a_failed_export_raises_in_python_after_publishing(
     assert isinstance(raised.value, RunFailed) and raised.value.folder == out
     assert f"{out} was written without figures/" in str(raised.value)
     assert len(edgetwin.load_results(out).rows) == 65
+    ran = raised.value.result  # what the call would have returned, its folder's
+    assert isinstance(ran, edgetwin.Results) and len(ran.rows) == 65
+    assert ran.provenance == edgetwin.load_results(out).provenance
     assert not (out / "figures").exists()
     out = tmp_path / "comparison"
     with pytest.raises(edgetwin.FiguresNotDrawn) as raised:
         edgetwin.compare(argv[1], argv[2], out=out, static="svg")
     message = str(raised.value)
     assert f"{out} was written without figures/" in message
+    assert isinstance(raised.value.result, edgetwin.Comparison)
+    assert raised.value.result.describe() == edgetwin.compare(argv[1], argv[2]).describe()
     assert "edgetwin report cannot draw them" in message
     assert "run edgetwin compare again with --force (force=True in Python)" in message
     assert (out / "comparison.csv").is_file() and (out / "comparison.html").is_file()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import warnings
+from functools import partial
 from pathlib import Path
 
 from edgetwin.calibration.fit_check import (
@@ -21,7 +22,7 @@ from edgetwin.calibration.fit_check import (
 )
 from edgetwin.calibration.held_out import HOLDOUT_NAMES
 from edgetwin.cli.command import Command
-from edgetwin.cli.console import print_warnings, written
+from edgetwin.cli.console import print_described, print_warnings, result_printed
 from edgetwin.cli.inputs import (
     add_force_argument,
     add_out_argument,
@@ -164,7 +165,8 @@ def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def validate_command(args: argparse.Namespace) -> int:
-    validation = validating.validate(
+    validated = partial(
+        validating.validate,
         args.spec,
         by=args.by,
         out=args.out,
@@ -173,11 +175,7 @@ def validate_command(args: argparse.Namespace) -> int:
         progress=progress_bar(args.quiet),
         command=args.command,
     )
-    print_warnings(validation.warnings)
-    for line in validation.describe():
-        print(line)
-    print(f"-> {written(args.out)}")
-    return 0
+    return result_printed(validated, partial(print_described, out=args.out))
 
 
 CALIBRATE = Command(

@@ -1,13 +1,49 @@
-"""What a command says besides its result: warnings and the notices edgetwin's modules log,
-on stderr (stdout carries the result lines a script may read)."""
+"""What a command says: its result's lines on stdout (which a script may read), and on
+stderr its warnings and the notices edgetwin's modules log."""
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol, TypeVar, cast
+
+from edgetwin.workbench.static_figures import FiguresNotDrawn
+
+Result = TypeVar("Result")
+
+
+def result_printed(call: Callable[[], Result], print_result: Callable[[Result], None]) -> int:
+    """Exit status 0 once ``print_result`` printed what ``call`` returned. Where only the
+    static figures failed (a FiguresNotDrawn: the folder was published), it prints the
+    result the failure carries, then raises it (the command's error, exit 1)."""
+    try:
+        result = call()
+    except FiguresNotDrawn as failed:
+        print_result(cast(Result, failed.result))
+        raise
+    print_result(result)
+    return 0
+
+
+class Described(Protocol):
+    """A result that says itself (an evaluation, a validation, a comparison)."""
+
+    @property
+    def warnings(self) -> Sequence[str]: ...
+
+    def describe(self) -> list[str]: ...
+
+
+def print_described(result: Described, out: Path | None = None) -> None:
+    """``result``'s warnings on stderr, its lines, then what the command wrote to ``out``."""
+    print_warnings(result.warnings)
+    for line in result.describe():
+        print(line)
+    if out is not None:
+        print(f"-> {written(out)}")
 
 
 def print_warnings(warnings: Iterable[str]) -> None:

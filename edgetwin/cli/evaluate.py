@@ -4,10 +4,11 @@ held-out conditions, and the crowd schedulers against the offline optimum."""
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 from edgetwin.cli.command import Command
-from edgetwin.cli.console import print_warnings, written
+from edgetwin.cli.console import print_described, result_printed
 from edgetwin.cli.inputs import (
     add_out_argument,
     add_output_options,
@@ -36,7 +37,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
     if args.check:
         load_eval_inputs(args.spec, tuple(args.set))
         return report_checked(args.spec, checked_out(args))
-    result = evaluating.evaluate_adaptive(
+    evaluated = partial(
+        evaluating.evaluate_adaptive,
         args.spec,
         overrides=args.set,
         out=args.out,
@@ -45,11 +47,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
         progress=progress_bar(args.quiet),
         command=args.command,
     )
-    print_warnings(result.warnings)
-    for line in result.describe():
-        print(line)
-    print(f"-> {written(args.out)}")
-    return 0
+    return result_printed(evaluated, partial(print_described, out=args.out))
 
 
 def add_affinity_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,7 +69,8 @@ def affinity_command(args: argparse.Namespace) -> int:
     if args.check:
         load_affinity_settings(args.spec, args.mode, machine=False)
         return report_checked(args.spec, checked_out(args))
-    result = evaluating.evaluate_affinity(
+    evaluated = partial(
+        evaluating.evaluate_affinity,
         args.spec,
         mode=args.mode,
         out=args.out,
@@ -80,11 +79,7 @@ def affinity_command(args: argparse.Namespace) -> int:
         progress=progress_bar(args.quiet),
         command=args.command,
     )
-    print_warnings(result.warnings)
-    for line in result.describe():
-        print(line)
-    print(f"-> {written(args.out)}")
-    return 0
+    return result_printed(evaluated, partial(print_described, out=args.out))
 
 
 EVALUATE = Command(

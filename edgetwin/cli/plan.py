@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 from edgetwin.cli import inputs
 from edgetwin.cli.command import Command
-from edgetwin.cli.console import print_warnings, written
+from edgetwin.cli.console import print_warnings, result_printed, written
 from edgetwin.cli.progress import progress_bar
 from edgetwin.errors import counted
 from edgetwin.plan.question_file import load_question
+from edgetwin.plan.run import PlanOutcome
 from edgetwin.workbench.planning import check_plan_out, run_plan
 
 
@@ -40,7 +42,8 @@ def plan_command(args: argparse.Namespace) -> int:
         if args.out is not None:
             check_plan_out(args.out, args.force)
         return inputs.report_checked(args.question, args.out)
-    outcome = run_plan(
+    planned = partial(
+        run_plan,
         args.question,
         out=args.out,
         overrides=args.set,
@@ -51,14 +54,18 @@ def plan_command(args: argparse.Namespace) -> int:
         progress=progress_bar(args.quiet),
         command=args.command,
     )
+    return result_printed(planned, partial(_print_plan, out=args.out))
+
+
+def _print_plan(outcome: PlanOutcome, out: Path) -> None:
+    """A plan's warnings, its answer's lines, then what it ran and where it went."""
     print_warnings(outcome.warnings)
     for line in outcome.describe():
         print(line)
     print(
         f"{counted(outcome.configurations, 'sweep unit')} ({outcome.ran_now} run now, "
-        f"{outcome.configurations - outcome.ran_now} resumed) -> {written(args.out)}"
+        f"{outcome.configurations - outcome.ran_now} resumed) -> {written(out)}"
     )
-    return 0
 
 
 PLAN = Command(

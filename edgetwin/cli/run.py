@@ -4,10 +4,11 @@ folders' rows side by side, and a folder's pages written again from its table.""
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 from edgetwin.cli.command import Command
-from edgetwin.cli.console import print_warnings, written
+from edgetwin.cli.console import print_described, print_warnings, result_printed, written
 from edgetwin.cli.inputs import (
     add_force_argument,
     add_out_argument,
@@ -67,7 +68,8 @@ def run_command(args: argparse.Namespace) -> int:
         items = running.run_overrides(args.set, args.seed, args.mode)
         print_warnings(running.check_mode(load_run_inputs(args.scenario, items), args.trace))
         return report_checked(args.scenario, checked_out(args))
-    results = running.run(
+    ran = partial(
+        running.run,
         args.scenario,
         mode=args.mode,
         seed=args.seed,
@@ -80,6 +82,11 @@ def run_command(args: argparse.Namespace) -> int:
         static=args.static,
         progress=progress_bar(args.quiet),
     )
+    return result_printed(ran, partial(_print_run, out=args.out))
+
+
+def _print_run(results: Results, out: Path) -> None:
+    """A run's warnings, then its summary line: what ran, what failed, where it went."""
     rows = results.rows
     print_warnings(results.warnings)
     short = sum(
@@ -87,8 +94,7 @@ def run_command(args: argparse.Namespace) -> int:
     )
     on_short_links = f", {short} on links short of their rate" if short else ""
     ran = _what_ran(results)
-    print(f"{ran} ({failed_summary(rows)}{on_short_links}) -> {written(args.out)}")
-    return 0
+    print(f"{ran} ({failed_summary(rows)}{on_short_links}) -> {written(out)}")
 
 
 def _what_ran(results: Results) -> str:
@@ -115,7 +121,8 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 def compare_command(args: argparse.Namespace) -> int:
     """Join two runs on the configuration; error of the first relative to the second."""
-    comparison = compare(
+    compared = partial(
+        compare,
         args.predicted,
         args.measured,
         out=args.out,
@@ -123,10 +130,7 @@ def compare_command(args: argparse.Namespace) -> int:
         static=args.static,
         command=args.command,
     )
-    print_warnings(comparison.warnings)
-    for line in comparison.describe():
-        print(line)
-    return 0
+    return result_printed(compared, print_described)
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:

@@ -83,6 +83,7 @@ def compare(
     with recording_reads() as reads:
         comparison = _compared(predicted_dir, measured_dir, out_dir, force)
         with static_export(out_dir, static) as export, output_folder_if(out_dir, force) as staging:
+            export.result = comparison
             if staging is not None:
                 write_comparison_csv(staging / COMPARISON_CSV, comparison)
                 title = f"edgetwin: {predicted_dir.name} vs {measured_dir.name}"

@@ -82,6 +82,7 @@ def evaluate_adaptive(
                 truth_table=inputs.truth_table,
                 settings_path=spec_path,
             )
+            export.result = result
             if staging is not None:
                 write_evaluation(staging, result)
                 export.draw(staging, lambda: evaluation_figures(result))
@@ -123,6 +124,7 @@ def evaluate_affinity(
         with static_export(out_dir, static) as export, output_folder_if(out_dir, force) as staging:
             with shows(label, len(scenarios)) as advance:
                 result = evaluate_schedulers(settings, scenarios, advance)
+            export.result = result
             if staging is not None:
                 write_affinity_report(staging, result)
                 export.draw(staging, lambda: affinity_figures(result))

@@ -81,6 +81,7 @@ def run_plan(
         executor = executor_for(workers, scheduler)
         with static_export(out_dir, static) as export, plan_folder(out_dir, force) as folder:
             outcome = sweep_and_answer(loaded, folder, executor, write_plan_report, shows)
+            export.result = outcome
             export.draw(folder, lambda: plan_figures(outcome.answer))
             write_provenance(folder, command=call, seed=loaded.scenario.seed, inputs=reads)
     return outcome

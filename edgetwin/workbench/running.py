@@ -134,7 +134,9 @@ def run(
         # recorded without out too: Results.write then writes it, and a folder it wrote is
         # known as an edgetwin output (replaceable with force)
         recorded = write_provenance(staging, command=call, seed=chosen.seed, inputs=inputs.files)
-    return replace(results, provenance=recorded)
+        recorded_results = replace(results, provenance=recorded)
+        export.result = recorded_results  # carried by a FiguresNotDrawn
+    return recorded_results
 
 
 def _remove_killed_local_runs() -> None:

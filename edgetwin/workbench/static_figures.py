@@ -20,20 +20,23 @@ Figures = Callable[[], Sequence[go.Figure]]  # a page's figures, built only to b
 
 class FiguresNotDrawn(RunFailed):
     """Only the static export failed (the browser failed or ran past its deadline): the
-    command's folder, ``folder``, was published without its ``figures/``."""
+    command's folder, ``folder``, was published without its ``figures/``; ``result`` is
+    what the call would have returned (its ``Results``, ``PlanOutcome``, ...)."""
 
-    def __init__(self, folder: Path, problem: str) -> None:
+    def __init__(self, folder: Path, problem: str, result: object) -> None:
         self.folder = folder
+        self.result = result
         super().__init__(problem)
 
 
 @dataclass
 class StaticExport:
-    """A command's ``--static`` export into its staging folder (none without ``fmt``), and
-    how it failed, if it did."""
+    """A command's ``--static`` export into its staging folder (none without ``fmt``), how
+    it failed, if it did, and what the command returns (set by it: a failure carries it)."""
 
     fmt: StaticFormat | None
     failure: RunFailed | None = None
+    result: object = None
 
     def draw(self, staging: Path, figures: Figures | None = None) -> None:
         """``figures()`` (``None``: the run report's of ``staging``) as
@@ -51,11 +54,13 @@ class StaticExport:
 def static_export(out: Path | None, fmt: StaticFormat | None) -> Iterator[StaticExport]:
     """The export of a command that writes ``out`` (nothing without ``out``). Entered
     before the output folder, so that a failed export lets the folder be published,
-    without ``figures/``, and is raised after it as a FiguresNotDrawn naming ``out``."""
+    without ``figures/``, and is raised after it as a FiguresNotDrawn naming ``out`` and
+    carrying the export's ``result``."""
     export = StaticExport(None if out is None else fmt)
     yield export
     if export.failure is not None and out is not None and fmt is not None:  # failed: both given
-        raise FiguresNotDrawn(out, f"{export.failure}; {_written_without(out, fmt)}")
+        problem = f"{export.failure}; {_written_without(out, fmt)}"
+        raise FiguresNotDrawn(out, problem, export.result)
 
 
 def _written_without(out: Path, fmt: StaticFormat) -> str:

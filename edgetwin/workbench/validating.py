@@ -138,6 +138,7 @@ def validate(
         summary = with_coverage(summarise(points), nested_coverage(points))
         validation = Validation(points, summary, tuple(notices))
         with static_export(out_dir, static) as export, output_folder_if(out_dir, force) as staging:
+            export.result = validation
             if staging is not None:
                 _write(staging, validation, f"edgetwin validation: {spec_path.name}", by)
                 export.draw(staging, lambda: validation_figures(validation.points))
