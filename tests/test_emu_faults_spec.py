@@ -105,6 +105,68 @@ def test_a_clock_sets_the_rate_due_at_start_before_the_run_and_plays_the_rest() 
     assert (records[0].kind, records[0].applied_s) == ("bandwidth", 0.0)
 
 
+def test_a_fault_due_with_a_rate_change_is_not_queued_behind_it() -> None:
+    """A schedule step and a link down both at 0.2 s: the step's tc commands on every link
+    took ~100 ms, and the link went down only after them (0.301 s in ``faults.csv``). Here
+    the step cannot finish until the link is down: played one after another, it waits."""
+    network = NetworkSpec(schedule=(BandwidthStep(at_ms=200, bandwidth_mbps=5),))
+    spec = EmulatorSpec.model_validate({"faults": [{"kind": "link_down", "host": 1, "at_s": 0.2}]})
+    actions = timeline(build_topology(3), network, spec.faults)
+    assert [a.kind for a in actions] == ["bandwidth", "link_down"]  # the step comes first
+    link_down, rated = threading.Event(), threading.Event()
+    down_while_rating: list[bool] = []
+
+    def apply(action: Action) -> None:
+        if action.kind == "bandwidth":  # a slow rate change, done once the link is down
+            down_while_rating.append(link_down.wait(30))
+            rated.set()
+        else:
+            link_down.set()
+
+    clock = FaultClock("job", actions, apply)
+    clock.start()
+    assert rated.wait(60)
+    records = clock.stop()
+    assert down_while_rating == [True]
+    step, down = records  # in timeline order, whichever was applied first
+    assert (step.kind, down.kind) == ("bandwidth", "link_down")
+    # each says when it started and when it was done: the link was down before the step
+    assert down.applied_s <= step.applied_s
+    assert all(0.2 <= r.started_s <= r.applied_s for r in records)  # never early
+
+
+def test_actions_on_one_thing_play_in_order_however_slow() -> None:
+    """Actions on different things start together, but a link's return never overtakes its
+    going down, nor a later rate change an earlier one (the tc commands of two steps
+    interleaved would leave some links at either rate)."""
+    network = NetworkSpec(schedule=(BandwidthStep(at_ms=0, bandwidth_mbps=5),
+                                    BandwidthStep(at_ms=10, bandwidth_mbps=50)))  # fmt: skip
+    spec = EmulatorSpec.model_validate(
+        {"faults": [{"kind": "link_down", "host": 1, "at_s": 0, "for_s": 0.01}]}
+    )
+    seen: list[tuple[str, str]] = []
+    lock = threading.Lock()
+    all_done = threading.Event()
+
+    def apply(action: Action) -> None:
+        with lock:
+            seen.append((f"{action.kind} {action.detail}".strip(), "starts"))
+        if action.at_s == 0:  # slower than the 10 ms to the next action on the same thing
+            threading.Event().wait(0.3)
+        with lock:
+            seen.append((f"{action.kind} {action.detail}".strip(), "done"))
+            if len(seen) == 8:
+                all_done.set()
+
+    clock = FaultClock("job", timeline(build_topology(2), network, spec.faults), apply)
+    clock.start()
+    assert all_done.wait(60)
+    clock.stop()
+    for first, then in [("bandwidth 5 Mbps", "bandwidth 50 Mbps"),
+                        ("link_down for 0.01 s", "link_up")]:  # fmt: skip
+        assert seen.index((first, "done")) < seen.index((then, "starts"))
+
+
 def test_what_a_run_ended_before_is_said() -> None:
     """A ViT launch of a few seconds never reached a schedule step at 100 s: no faults.csv
     row and no word of it, as if the step had not been asked for."""

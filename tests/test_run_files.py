@@ -99,7 +99,7 @@ def test_an_emulator_runs_faults_and_a_local_runs_traces_survive_write(tmp_path:
     profiler traces) were lost; the results carry them, not the folder they came from."""
     run = tmp_path / "run"
     shutil.copytree(EMU_RUN, run)
-    record = FaultRecord("prism b8 400 Mbps rep 0", "bandwidth", None, "200 Mbit/s", 0.5, 0.51)
+    record = FaultRecord("prism b8 400 Mbps rep 0", "bandwidth", None, "200 Mbit/s", 0.5, 0.5, 0.51)
     write_faults(run / "faults.csv", [record])
     (run / "traces").mkdir()
     (run / "traces" / "trace_prism_b8_rank0.json").write_text('{"traceEvents": []}')

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import groupby
@@ -226,6 +227,7 @@ class _JobRunner:
     def run(self, run: CrowdRun) -> tuple[PipelineSummary, list[FaultRecord]]:
         clocks: list[FaultClock] = []
         cut_off: dict[str, tuple[int, str]] = {}  # worker -> (the host whose link, how)
+        cutting = threading.Lock()  # the clock applies faults on other hosts at once
         workers = self.jobs.workers
 
         def watch(processes: Processes) -> Callable[[Event], None]:
@@ -233,7 +235,8 @@ class _JobRunner:
                 for command in action.commands:
                     self._net.run(command)
                 if action.host is not None:
-                    _track_cut_off(action, workers, processes, cut_off)
+                    with cutting:
+                        _track_cut_off(action, workers, processes, cut_off)
 
             clock = FaultClock(run_label(run), self._actions, apply)
             clocks.append(clock)
@@ -255,7 +258,7 @@ class _JobRunner:
                 self._placement,
                 self._timeout_s,
                 watch=watch if self._actions else None,
-                unreachable=lambda: {name: how for name, (_, how) in dict(cut_off).items()},
+                unreachable=lambda: _unreachable(cut_off, cutting),
                 ended=ended,
             )
         finally:
@@ -272,6 +275,12 @@ class _JobRunner:
         for rank in range(len(self._net.topology.hosts)):
             self._net.run(link_state_command(self._net.topology, rank, up=True))
         self._net.set_bandwidth(bandwidth_mbps)
+
+
+def _unreachable(cut_off: dict[str, tuple[int, str]], cutting: threading.Lock) -> dict[str, str]:
+    """The workers cut off from the foreman now, and how."""
+    with cutting:
+        return {name: how for name, (_, how) in cut_off.items()}
 
 
 def _track_cut_off(

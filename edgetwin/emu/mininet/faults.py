@@ -1,5 +1,5 @@
 """Faults and bandwidth changes during a run: a timeline built from the scenario (pure),
-played by a clock thread, recorded as ``faults.csv``.
+played by a clock (a thread per thing its actions act on), recorded as ``faults.csv``.
 
 Times count from the start of what runs: a CROWDio job's first event, a ViT launch.
 A ``bandwidth`` step at 0 s is the rate the run meets from its first byte: a clock set
@@ -46,14 +46,15 @@ class Action:
 
 @dataclass(frozen=True)
 class FaultRecord:
-    """What was done, when (planned and applied, s from the run's start), and its effect;
-    a row of ``faults.csv``."""
+    """What was done, when (s from the run's start: planned, started, and applied: when
+    its commands had all run), and its effect; a row of ``faults.csv``."""
 
     run: str
     kind: ActionKind
     host: int | None
     detail: str
     at_s: float
+    started_s: float
     applied_s: float
     effect: str = ""
 
@@ -88,21 +89,36 @@ def timeline(
     return sorted(actions, key=lambda action: action.at_s)
 
 
-class FaultClock:
-    """Plays a timeline in a thread from ``start()``; ``stop()`` ends it and returns what ran.
+def target_of(action: Action) -> tuple[str, int | None]:
+    """What ``action`` acts on: the rates (every ``bandwidth`` step), a host's link
+    (``link_down``, ``link_up``) or a host's worker (``kill_worker``)."""
+    if action.kind == "bandwidth":
+        return ("rates", None)
+    if action.kind == "kill_worker":
+        return ("worker", action.host)
+    return ("link", action.host)
 
-    ``apply`` does one action (runs its commands, kills its worker); an action that fails
-    is recorded with its error as the effect, and the run goes on."""
+
+class FaultClock:
+    """Plays a timeline from ``start()``; ``stop()`` ends it and returns what ran.
+
+    Each thing actions act on (``target_of``) has a thread of its own that plays its
+    actions in time order, so actions due together start together and a slow one (a rate
+    change runs tc on every link) delays only later ones on the same thing, never another
+    host's fault. ``apply`` does one action (runs its commands, kills its worker), and may
+    be called from several threads at once; an action that fails is recorded with its
+    error as the effect, and the run goes on."""
 
     def __init__(self, run: str, actions: Sequence[Action], apply: Callable[[Action], None]):
         self._run = run
         self._actions = list(actions)
         self._apply = apply
         self._stopped = threading.Event()
-        self._records: list[FaultRecord] = []
-        self._thread = threading.Thread(target=self._play, name="edgetwin-faults", daemon=True)
-        self._start = 0.0
-        self._played = 0  # of the actions, in time order
+        self._lock = threading.Lock()  # the records and what played, written by every thread
+        self._at_start: list[FaultRecord] = []  # apply_rates_at_start's
+        self._records: dict[int, FaultRecord] = {}  # by the action's place in the timeline
+        self._threads: list[threading.Thread] = []
+        self._start: float | None = None  # time.monotonic() at start()
 
     def apply_rates_at_start(self) -> None:
         """Apply now the ``bandwidth`` steps due at 0 s, before the run starts: a CROWDio
@@ -111,46 +127,66 @@ class FaultClock:
         Rates, not link faults: a link down before the job would keep its worker out."""
         now = [a for a in self._actions if a.kind == "bandwidth" and a.at_s == 0]
         self._actions = [a for a in self._actions if a not in now]
-        for action in now:
-            self._do(action, 0.0)
+        self._at_start += [self._do(action, 0.0) for action in now]
 
     @property
     def started(self) -> bool:
-        return self._thread.ident is not None
+        return self._start is not None
 
     def start(self) -> None:
-        self._start = time.monotonic()
-        self._thread.start()
+        self._start = start = time.monotonic()
+        by_target: dict[tuple[str, int | None], list[int]] = {}
+        for index, action in enumerate(self._actions):
+            by_target.setdefault(target_of(action), []).append(index)
+        for target, indices in by_target.items():
+            name = f"edgetwin-faults-{target[0]}-{target[1]}"
+            play = (start, indices)
+            thread = threading.Thread(target=self._play, args=play, name=name, daemon=True)
+            self._threads.append(thread)
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> list[FaultRecord]:
-        """Stop playing (actions not due yet are dropped); the records of those that ran."""
+        """Stop playing (actions not due yet are dropped); the records of those that ran, in
+        timeline order."""
         self._stopped.set()
-        if self._thread.is_alive():
-            self._thread.join()
-        return list(self._records)
+        for thread in self._threads:
+            thread.join()
+        with self._lock:
+            return [*self._at_start, *(self._records[i] for i in sorted(self._records))]
 
-    def _play(self) -> None:
-        for action in self._actions:
-            if self._stopped.wait(max(self._start + action.at_s - time.monotonic(), 0.0)):
+    def _play(self, start: float, indices: Sequence[int]) -> None:
+        for index in indices:
+            action = self._actions[index]
+            if self._stopped.wait(max(start + action.at_s - time.monotonic(), 0.0)):
                 return
-            self._do(action, time.monotonic() - self._start)
-            self._played += 1
+            record = self._do(action, time.monotonic() - start)
+            with self._lock:
+                self._records[index] = record
 
     def unplayed(self) -> list[Action]:
         """After ``stop()``: the actions the run ended before (a link's return left out:
         every link is up again after a run)."""
-        return [a for a in self._actions[self._played :] if a.kind != "link_up"]
+        with self._lock:
+            return [
+                action
+                for index, action in enumerate(self._actions)
+                if index not in self._records and action.kind != "link_up"
+            ]
 
-    def _do(self, action: Action, applied_s: float) -> None:
+    def _do(self, action: Action, started_s: float) -> FaultRecord:
+        """Apply ``action`` and record it: ``started_s`` as given, ``applied_s`` as it
+        returned (both 0 before ``start()``)."""
         effect = ""
         try:
             self._apply(action)
         except Exception as exc:  # recorded, not raised: a fault must not stop the run
             effect = f"failed: {exc}"
-        record = FaultRecord(
-            self._run, action.kind, action.host, action.detail, action.at_s, applied_s, effect
-        )
-        self._records.append(record)
+        applied_s = 0.0 if self._start is None else time.monotonic() - self._start
+        return FaultRecord(
+            self._run, action.kind, action.host, action.detail, action.at_s, started_s,
+            applied_s, effect,
+        )  # fmt: skip
 
 
 def unplayed_warnings(per_run: Sequence[Sequence[Action]], noun: RunNoun) -> list[str]:
