@@ -81,13 +81,16 @@ def teardown_checked() -> Iterator[Teardown]:
 
 class RecordedSteps:
     """A ``progress`` (edgetwin.progress.Progress) that records, for each context opened,
-    its label, its total and how many steps were done in it."""
+    its label, its total and how many steps were done in it, and the steps' names by
+    label."""
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, int, int]] = []
+        self.names: dict[str, list[str]] = {}
 
     @contextmanager
-    def __call__(self, label: str, total: int) -> Iterator[Callable[[], None]]:
-        done: list[None] = []
-        yield lambda: done.append(None)
+    def __call__(self, label: str, total: int) -> Iterator[Callable[[str], None]]:
+        done: list[str] = []
+        yield lambda name="": done.append(name)
         self.seen.append((label, total, len(done)))
+        self.names.setdefault(label, []).extend(done)

@@ -76,7 +76,13 @@ def run(small: Scenario, steps: RecordedSteps, told: list[str]) -> EmuRun:
 def test_link_checks_show_their_progress(run: EmuRun, steps: RecordedSteps) -> None:
     """Each bandwidth's link checks (a few seconds a direction) ran without a word: an
     emulator run said nothing for its first 15-30 s and between bandwidths."""
-    assert steps.seen == [("link checks at 200 Mbps", 2, 2), ("link checks at 800 Mbps", 2, 2)]
+    assert steps.seen[1:] == [("link checks at 200 Mbps", 2, 2), ("link checks at 800 Mbps", 2, 2)]
+
+
+def test_the_start_up_shows_its_steps(run: EmuRun, steps: RecordedSteps) -> None:
+    """The network's building is told as done, before the first link check."""
+    assert steps.seen[0] == ("emu start-up", 1, 1)
+    assert steps.names["emu start-up"] == ["network up"]
 
 
 def test_each_repetition_is_told_as_rank_0_ends_it(run: EmuRun, told: list[str]) -> None:

@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from itertools import groupby
 from operator import attrgetter
@@ -43,7 +44,7 @@ from edgetwin.emu.mininet.faults import (
     timeline,
     unplayed_warnings,
 )
-from edgetwin.emu.mininet.net import EmuNetwork, emulated_network
+from edgetwin.emu.mininet.net import NETWORK_UP, START_UP, EmuNetwork, emulated_network
 from edgetwin.emu.mininet.topology import (
     MAX_HOSTS,
     HostLimits,
@@ -169,41 +170,51 @@ def run_crowd_emu(
     """Every bandwidth x run of a crowd scenario in the emulator; always torn down.
 
     ``on_progress`` is told each run as it ends (its ``run_label`` if it takes one);
-    ``steps`` shows the link checks' progress. ``link_check_s`` (None: the scenario's
-    ``emulator.link_check_s``) 0 skips the iperf3 link checks."""
+    ``steps`` shows the start-up's progress (``START_UP``: the worker's interpreter
+    measured, the stages exported, the network up) and the link checks'.
+    ``link_check_s`` (None: the scenario's ``emulator.link_check_s``) 0 skips the iperf3
+    link checks."""
     if link_check_s is None:
         link_check_s = scenario.emulator.link_check_s
     phones = crowd_phones(scenario, scenario_path)
-    worker_mb = interpreter(WORKER).bytes_for(1) / 2**20  # before any session
-    limits = phone_limits(phones, scenario.emulator, os.cpu_count() or 1, worker_mb)
     runs = crowd_runs(scenario)
     topology = build_topology(len(phones) + 1)
     result = CrowdEmuRun([], [], [], [])
     played: dict[CrowdRun, PipelineSummary] = {}  # by run, in the order they played
     rows: dict[CrowdRun, ResultRow] = {}
     advance = naming(on_progress)
-    with run_folder(EMU, "crowd") as scratch:  # the stages' export, the jobs' folders and caches
-        # exported, and checked to fit a phone class, before the network starts
-        prepared = CrowdJobs.prepare(scenario, scenario_path, Path(scratch))
-        with emulated_network(topology, scenario.network, runs[0].bandwidth_mbps, limits) as net:
-            jobs = _JobRunner(net, prepared, timeout_s)
-            for bandwidth_mbps, runs_at_bandwidth in groupby(
-                in_turn(runs), attrgetter("bandwidth_mbps")
-            ):
-                net.set_bandwidth(bandwidth_mbps)
-                checks = []
-                if link_check_s > 0:
-                    phone_hosts = range(1, len(phones) + 1)
-                    checks = measure_links(net, bandwidth_mbps, phone_hosts, link_check_s, steps)
-                    result.links.extend(checks)
-                link_error = worst_error_pct(c.error_pct for c in checks)
-                for run in runs_at_bandwidth:
-                    summary, records = jobs.run(run)
-                    played[run] = summary
-                    result.faults.extend(records)
-                    row = prepared.row(run, summary, "emu")
-                    rows[run] = replace(row, link_error_pct=link_error)
-                    advance(run_label(run))
+    # the scratch folder: the stages' export, the jobs' folders and caches
+    with run_folder(EMU, "crowd") as scratch, ExitStack() as network:
+        with steps(START_UP, 3) as started:
+            worker_mb = interpreter(WORKER).bytes_for(1) / 2**20  # before any session
+            limits = phone_limits(phones, scenario.emulator, os.cpu_count() or 1, worker_mb)
+            started("worker interpreter measured")
+            # exported, and checked to fit a phone class, before the network starts
+            prepared = CrowdJobs.prepare(scenario, scenario_path, Path(scratch))
+            started("stages exported to ONNX")
+            first_mbps = runs[0].bandwidth_mbps
+            net = network.enter_context(
+                emulated_network(topology, scenario.network, first_mbps, limits)
+            )
+            started(NETWORK_UP)
+        jobs = _JobRunner(net, prepared, timeout_s)
+        for bandwidth_mbps, runs_at_bandwidth in groupby(
+            in_turn(runs), attrgetter("bandwidth_mbps")
+        ):
+            net.set_bandwidth(bandwidth_mbps)
+            checks = []
+            if link_check_s > 0:
+                phone_hosts = range(1, len(phones) + 1)
+                checks = measure_links(net, bandwidth_mbps, phone_hosts, link_check_s, steps)
+                result.links.extend(checks)
+            link_error = worst_error_pct(c.error_pct for c in checks)
+            for run in runs_at_bandwidth:
+                summary, records = jobs.run(run)
+                played[run] = summary
+                result.faults.extend(records)
+                row = prepared.row(run, summary, "emu")
+                rows[run] = replace(row, link_error_pct=link_error)
+                advance(run_label(run))
     result.summaries.extend(played[run] for run in runs)
     # a failed job (no summary's times a step could change) is none of the jobs counted
     ran = [jobs.missed[run] for run in runs if rows[run].ok]

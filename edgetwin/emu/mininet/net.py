@@ -51,6 +51,8 @@ from edgetwin.network_spec import NetworkSpec
 from edgetwin.run_folders import EMU
 
 MARKER_ENV = "EDGETWIN_EMU"  # set to PREFIX on every process started in a host
+START_UP = "emu start-up"  # the progress of what a run does before its first link check
+NETWORK_UP = "network up"  # its last step: emulated_network has built and shaped the links
 _EXIT_WAIT_S = 2.0
 _DELAY_LINE_READY_S = 30.0  # a fresh interpreter on a busy machine
 _LOG = logging.getLogger(__name__)  # notices: what a killed run left, the delay lines

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
@@ -46,7 +47,7 @@ from edgetwin.emu.mininet.faults import (
     unplayed_warnings,
 )
 from edgetwin.emu.mininet.mn import missing_requirements
-from edgetwin.emu.mininet.net import EmuNetwork, emulated_network
+from edgetwin.emu.mininet.net import NETWORK_UP, START_UP, EmuNetwork, emulated_network
 from edgetwin.emu.mininet.topology import (
     MAX_HOSTS,
     TC_RATE_RANGE_MBPS,
@@ -205,8 +206,9 @@ def run_emu(
     """Every configuration x repetition in the emulator; the network is always torn down.
 
     ``on_progress`` is told each row as it ends (its configuration's and repetition's
-    label if it takes one: ``edgetwin.progress``); ``steps`` shows the link checks' progress
-    (seconds a direction) in between. ``link_check_s`` (None: the scenario's
+    label if it takes one: ``edgetwin.progress``); ``steps`` shows the start-up's progress
+    (``START_UP``: the network up; a crowd's also its worker and stages) and the link
+    checks' (seconds a direction) in between. ``link_check_s`` (None: the scenario's
     ``emulator.link_check_s``) 0 skips the iperf3 link checks.
     Raises ``InputError`` for what the emulator cannot run, ``LaunchError`` if a rank
     fails and ``EmuError`` if the network cannot be built.
@@ -227,7 +229,11 @@ def run_emu(
     links: list[LinkCheck] = []
     first = next(iter(by_bandwidth))
     limits = vit_host_limits(scenario, os.cpu_count() or 1)
-    with emulated_network(build_topology(most), scenario.network, first, limits) as net:
+    with ExitStack() as network:
+        with steps(START_UP, 1) as started:
+            topology = build_topology(most)
+            net = network.enter_context(emulated_network(topology, scenario.network, first, limits))
+            started(NETWORK_UP)
         launch = _HostLauncher(net)
         for bandwidth_mbps, group in by_bandwidth.items():
             net.set_bandwidth(bandwidth_mbps)
