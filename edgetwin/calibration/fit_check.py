@@ -213,3 +213,24 @@ def not_held_out_warning(profile: DeviceProfile) -> str | None:
         "predict it from the others, and no refit had data left to fit (the validation "
         "notices say which): measure a second batch size and fit again"
     )
+
+
+FitWarning = tuple[type[UserWarning], str]  # a warning of a fit: its category and its line
+FIT_WARNINGS = (PoorFitWarning, AtBoundWarning, NoHeldOutWarning)  # their categories
+
+
+def fit_warnings(profile: DeviceProfile, cause: str | None = None) -> list[FitWarning]:
+    """Every warning of a fitted profile, in the order ``edgetwin calibrate`` prints them:
+    a ``PoorFitWarning`` when a fitted section misses its own data (``cause``: why, when
+    known; by default that the measurements disagree), an ``AtBoundWarning`` for each
+    parameter a bound of its fit stopped, and a ``NoHeldOutWarning`` when its held-out
+    refits give a fitted metric no errors. The API warns them, the commands print them."""
+    found: list[FitWarning] = []
+    poor = poor_fit_warning(profile, cause or TRACES_CAUSE)
+    if poor is not None:
+        found.append((PoorFitWarning, poor))
+    found += [(AtBoundWarning, line) for line in at_bound_warnings(profile)]
+    no_held_out = not_held_out_warning(profile)
+    if no_held_out is not None:
+        found.append((NoHeldOutWarning, no_held_out))
+    return found

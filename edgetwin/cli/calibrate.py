@@ -11,15 +11,7 @@ import warnings
 from functools import partial
 from pathlib import Path
 
-from edgetwin.calibration.fit_check import (
-    TRACES_CAUSE,
-    AtBoundWarning,
-    NoHeldOutWarning,
-    PoorFitWarning,
-    at_bound_warnings,
-    not_held_out_warning,
-    poor_fit_warning,
-)
+from edgetwin.calibration.fit_check import FIT_WARNINGS, fit_warnings
 from edgetwin.calibration.held_out import HOLDOUT_NAMES
 from edgetwin.cli.command import Command
 from edgetwin.cli.console import print_described, print_warnings, result_printed
@@ -30,7 +22,6 @@ from edgetwin.cli.inputs import (
     add_static_argument,
 )
 from edgetwin.cli.progress import progress, progress_bar
-from edgetwin.profile import DeviceProfile
 from edgetwin.workbench import validating
 from edgetwin.workbench.calibrating import calibrate
 from edgetwin.workbench.machine import profile_machine
@@ -54,9 +45,8 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
 def calibrate_command(args: argparse.Namespace) -> int:
     command = f"edgetwin calibrate {args.spec} --out {args.out}"
     with warnings.catch_warnings():  # the API's warnings of the fit: the command's, below
-        warnings.simplefilter("ignore", PoorFitWarning)
-        warnings.simplefilter("ignore", AtBoundWarning)
-        warnings.simplefilter("ignore", NoHeldOutWarning)
+        for category in FIT_WARNINGS:
+            warnings.simplefilter("ignore", category)
         fitted = calibrate(
             args.spec,
             out=args.out,
@@ -73,20 +63,8 @@ def calibrate_command(args: argparse.Namespace) -> int:
     print(
         f"wrote {args.out}; median |error| %: " + ", ".join(f"{k} {v}" for k, v in medians.items())
     )
-    _warn_of_the_fit(fitted)
+    print_warnings(line for _category, line in fit_warnings(fitted))
     return 0
-
-
-def _warn_of_the_fit(profile: DeviceProfile, cause: str | None = None) -> None:
-    """A warning when a fitted section misses its own data (``fit_check``; ``cause``: why,
-    when known, by default that the measurements disagree), and one for each parameter a
-    bound of its fit stopped, and one when its held-out refits give a fitted metric no
-    errors."""
-    warning = poor_fit_warning(profile, cause or TRACES_CAUSE)
-    print_warnings([warning] if warning is not None else [])
-    print_warnings(at_bound_warnings(profile))
-    no_held_out = not_held_out_warning(profile)
-    print_warnings([no_held_out] if no_held_out is not None else [])
 
 
 def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -117,9 +95,8 @@ def machine_command(args: argparse.Namespace) -> int:
     """Traces, spec and profile of this machine in ``--out`` (torch is imported only then);
     with ``--emu``, spec and profile fitted from an emulator run: ``calibrate_machine``."""
     with warnings.catch_warnings(record=True) as warned:  # the fit's: printed below
-        warnings.simplefilter("always", PoorFitWarning)
-        warnings.simplefilter("always", AtBoundWarning)
-        warnings.simplefilter("always", NoHeldOutWarning)
+        for category in FIT_WARNINGS:
+            warnings.simplefilter("always", category)
         profile = profile_machine(
             args.out,
             quick=args.quick,
@@ -143,8 +120,7 @@ def machine_command(args: argparse.Namespace) -> int:
             + ", ".join(f"{k} {v}" for k, v in medians.items())
             + f"), spec in {args.out}/spec.yaml"
         )
-    fit_warnings = (PoorFitWarning, AtBoundWarning, NoHeldOutWarning)
-    print_warnings(str(w.message) for w in warned if issubclass(w.category, fit_warnings))
+    print_warnings(str(w.message) for w in warned if issubclass(w.category, FIT_WARNINGS))
     return 0
 
 

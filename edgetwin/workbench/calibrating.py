@@ -69,29 +69,13 @@ def calibrate(
 
 
 def warn_of_the_fit(profile: DeviceProfile, cause: str | None = None, stacklevel: int = 3) -> None:
-    """A ``PoorFitWarning`` when a fitted section misses its own data (``cause``: why, when
-    known; by default that the measurements disagree), an ``AtBoundWarning`` for each
-    parameter a bound of its fit stopped, and a ``NoHeldOutWarning`` when its held-out
-    refits give a fitted metric no errors (``fit_check``), as ``edgetwin calibrate`` warns;
+    """Warn each of ``fit_check.fit_warnings`` (``cause``: why a poor fit's measurements
+    disagree, when known) with its category, as ``edgetwin calibrate`` prints them;
     ``stacklevel`` points them at the API's caller."""
-    from edgetwin.calibration.fit_check import (
-        TRACES_CAUSE,
-        AtBoundWarning,
-        NoHeldOutWarning,
-        PoorFitWarning,
-        at_bound_warnings,
-        not_held_out_warning,
-        poor_fit_warning,
-    )
+    from edgetwin.calibration.fit_check import fit_warnings
 
-    warning = poor_fit_warning(profile, cause or TRACES_CAUSE)
-    if warning is not None:
-        warnings.warn(warning, PoorFitWarning, stacklevel=stacklevel)
-    for line in at_bound_warnings(profile):
-        warnings.warn(line, AtBoundWarning, stacklevel=stacklevel)
-    no_held_out = not_held_out_warning(profile)
-    if no_held_out is not None:
-        warnings.warn(no_held_out, NoHeldOutWarning, stacklevel=stacklevel)
+    for category, line in fit_warnings(profile, cause):
+        warnings.warn(line, category, stacklevel=stacklevel)
 
 
 def _fit_and_write(
