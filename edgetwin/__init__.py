@@ -32,6 +32,7 @@ __all__ = [
     "Results",
     "RunFailed",
     "Scenario",
+    "SkippedRefitWarning",
     "Validation",
     "at_bound",
     "calibrate",

@@ -117,7 +117,8 @@ def test_a_fit_from_one_batch_size_warns_that_its_intervals_are_not_known(
         "model: {preset: vit_b16}\nfit: [compute]\nbootstrap: 0\n"
     )
     assert main(["calibrate", str(spec), "--out", str(tmp_path / "cli.yaml"), "--quiet"]) == 0
-    warned = [line for line in capsys.readouterr().err.splitlines() if "no held-out errors" in line]
+    said = capsys.readouterr().err.splitlines()
+    warned = [line for line in said if "no held-out errors" in line]
     assert len(warned) == 1
     assert warned[0].startswith(
         "edgetwin: warning: the profile has no held-out errors for compute_ms"
@@ -125,7 +126,9 @@ def test_a_fit_from_one_batch_size_warns_that_its_intervals_are_not_known(
     assert "[m / 10, m x 10]" in warned[0] and "measure a second batch size" in warned[0]
     with pytest.warns(edgetwin.NoHeldOutWarning) as caught:
         profile = edgetwin.calibrate(spec)
-    assert [str(w.message) for w in caught] == [warned[0].removeprefix("edgetwin: warning: ")]
+    # after the refit's warning of batch 1, as the command says them
+    assert [str(w.message) for w in caught] == [x.removeprefix("edgetwin: warning: ") for x in said]
+    assert [w.category for w in caught] == [edgetwin.SkippedRefitWarning, edgetwin.NoHeldOutWarning]
     assert isinstance(profile, DeviceProfile)
     assert edgetwin.not_held_out(profile) == ["compute_ms"]  # staging and comm: the base's
 

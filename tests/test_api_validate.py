@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
+import warnings
 from pathlib import Path
 
 import pytest
+import yaml
 
 import edgetwin
 from edgetwin.cli import main
 from edgetwin.errors import InputError
+from edgetwin.profile import load_profile
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "edgetwin" / "calibration" / "specs"
@@ -104,6 +108,61 @@ def test_a_validations_warnings_and_lines_are_the_commands(
     assert err.splitlines() == [f"edgetwin: warning: {notice}"]
     assert out.splitlines()[:-1] == validation.describe()
     assert validation.describe()[0].startswith("vit_full_ms: ")
+
+
+def _fittable_with_exchanges_at_batch_8_only(tmp_path: Path) -> Path:
+    """``_exchanges_at_batch_8_only`` with no bootstrap and two staging and two network
+    parameters fixed at the shipped profile's values (its four exchange shapes are too few
+    for five), so that it can be fitted as well as validated."""
+    spec = _exchanges_at_batch_8_only(tmp_path)
+    shipped = load_profile("h200_loopback")
+    kept = {
+        "staging": ("size_exponent", "gathered_factor"),
+        "network": ("loss_window_kb", "loss_goodput"),
+    }
+    read = yaml.safe_load(spec.read_text())
+    fixed = read["fixed"] | {
+        f"{section}.{name}": getattr(getattr(shipped, section), name)
+        for section, names in kept.items()
+        for name in names
+    }
+    spec.write_text(yaml.safe_dump(read | {"bootstrap": 0, "fixed": fixed}))
+    return spec
+
+
+@pytest.mark.timeout(300)
+def test_calibrate_says_the_refit_warnings_as_validate_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The refits of a profile's fit.held_out are validate's: a held-out value that gives a
+    section no points was logged on edgetwin.calibration, which validate took over for its
+    warnings and calibrate printed as 'edgetwin: validation: ...'. Both commands print it
+    as a warning, once (calibrate before the warning it explains); edgetwin.calibrate warns
+    it (SkippedRefitWarning), logs nothing, and the profile keeps it in
+    fit.held_out.warnings."""
+    spec = _fittable_with_exchanges_at_batch_8_only(tmp_path)
+    notices = edgetwin.validate(spec).warnings
+    assert len(notices) == 1 and notices[0].startswith("validation: batch 8 gives no held-out")
+    said = f"edgetwin: warning: {notices[0]}"
+    capsys.readouterr()
+    assert main(["validate", str(spec), "--out", str(tmp_path / "v"), "--quiet"]) == 0
+    assert capsys.readouterr().err.splitlines() == [said]
+    assert main(["calibrate", str(spec), "--out", str(tmp_path / "p.yaml"), "--quiet"]) == 0
+    first, then = capsys.readouterr().err.splitlines()
+    assert first == said
+    assert then.startswith("edgetwin: warning: the profile has no held-out errors for staging_ms")
+    assert load_profile(str(tmp_path / "p.yaml")).fit["held_out"]["warnings"] == list(notices)
+    with (
+        caplog.at_level(logging.DEBUG, logger="edgetwin"),
+        warnings.catch_warnings(record=True) as caught,
+    ):
+        warnings.simplefilter("always")
+        profile = edgetwin.calibrate(spec)
+    assert [r.getMessage() for r in caplog.records] == []
+    skipped = [w for w in caught if issubclass(w.category, edgetwin.SkippedRefitWarning)]
+    assert [str(w.message) for w in skipped] == list(notices)
+    assert isinstance(profile, edgetwin.DeviceProfile)
+    assert profile.fit["held_out"]["warnings"] == list(notices)
 
 
 @pytest.mark.timeout(300)

@@ -151,7 +151,7 @@ def test_coverage_never_uses_the_points_own_residual() -> None:
 
 @pytest.mark.timeout(120)
 def test_jetson_coverage_from_its_leave_one_batch_out_fits() -> None:
-    points = leave_one_batch_out_table(JETSON_SPEC)
+    points = leave_one_batch_out_table(JETSON_SPEC).points
     coverage = nested_coverage(points)
     residuals = residuals_by_group(points)
     for metric in INTERVAL_METRICS:

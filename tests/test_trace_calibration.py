@@ -47,13 +47,13 @@ def test_each_residual_names_its_trace_column_and_what_was_measured() -> None:
     assert {("d2h_ms", piece), ("h2d_ms", piece)} <= named["staging"]
     assert ("comm_ms", piece) in named["network"]
     assert ("latency_ms", "h2d, 245760 bytes") in named["copy_pinned"]
-    validated = {p["point"] for p in leave_one_out(SPEC, "batch")}
+    validated = {p["point"] for p in leave_one_out(SPEC, "batch").points}
     fitted = {point for name in ("compute", "staging", "network") for _, point in named[name]}
     assert fitted <= validated
 
 
 def test_unseen_batches_are_predicted_within_ten_percent() -> None:
-    points = leave_one_out(SPEC, "batch")
+    points = leave_one_out(SPEC, "batch").points
     for metric, count in (("vit_full_ms", 4), ("exchange_total_ms", 16)):
         errors = [abs(p["error_pct"]) for p in points if p["metric"] == metric]
         assert len(errors) == count
@@ -61,11 +61,9 @@ def test_unseen_batches_are_predicted_within_ten_percent() -> None:
 
 
 @pytest.mark.timeout(120)
-def test_a_held_out_batch_that_leaves_a_section_no_record_says_so(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_held_out_batch_that_leaves_a_section_no_record_says_so(tmp_path: Path) -> None:
     """Exchanges measured at batch 8 alone: leaving batch 8 out leaves staging and network
-    nothing to refit, so it has no exchange points (and a notice), while its compute
+    nothing to refit, so it has no exchange points (and a warning), while its compute
     points stay."""
     traces = tmp_path / "traces"
     shutil.copytree(REPO / "data/traces/h200-loopback-2026-11", traces)
@@ -76,11 +74,10 @@ def test_a_held_out_batch_that_leaves_a_section_no_record_says_so(
     spec = tmp_path / "spec.yaml"
     shipped_traces = "../../../data/traces/h200-loopback-2026-11"
     spec.write_text(SPEC.read_text().replace(shipped_traces, str(traces)))
-    points = leave_one_out(spec, "batch")
-    held_at_8 = {p["metric"] for p in points if p["held_out"] == 8}
+    refits = leave_one_out(spec, "batch")
+    held_at_8 = {p["metric"] for p in refits.points if p["held_out"] == 8}
     assert "compute_ms" in held_at_8 and "exchange_total_ms" not in held_at_8
-    notices = [r.getMessage() for r in caplog.records if r.name.startswith("edgetwin.")]
-    assert notices == [
+    assert refits.warnings == [
         "validation: batch 8 gives no held-out exchange points: without it,"
         " gloo_staged_allgather.csv or gloo_staged_allgather_bw.csv holds no record to refit"
         " staging from"
@@ -255,7 +252,7 @@ def test_a_held_out_exchange_is_predicted_without_its_own_copy_times(tmp_path: P
     def batch_8_predictions(folder: Path) -> dict[tuple[str, str], float]:
         spec = folder.parent / f"{folder.name}.yaml"
         spec.write_text(netns.read_text().replace(shipped_traces, str(folder)))
-        points = leave_one_out(spec, "batch")
+        points = leave_one_out(spec, "batch").points
         return {(p["metric"], p["point"]): p["predicted"] for p in points if p["held_out"] == 8}
 
     traces = tmp_path / "slow_copies"
@@ -347,7 +344,7 @@ def test_each_exchange_file_is_replayed_with_its_own_blocks(tmp_path: Path) -> N
         _write_rows(traces / BANDWIDTH_FILE, shaped)
         spec = tmp_path / f"{blocks}_blocks.yaml"
         spec.write_text(netns.read_text().replace(shipped, str(traces)))
-        points = leave_one_out(spec, "bandwidth")
+        points = leave_one_out(spec, "bandwidth").points
         return {p["point"]: p["predicted"] for p in points if p["metric"] == "staging_ms"}
 
     whole, half = staging_predictions(12), staging_predictions(6)

@@ -211,25 +211,39 @@ def not_held_out_warning(profile: DeviceProfile) -> str | None:
         f"twin run with intervals gives {them} the not-known band, [m / {factor}, m x "
         f"{factor}]. Held-out errors come from refits that leave out each batch size and "
         "predict it from the others, and no refit had data left to fit (the validation "
-        "notices say which): measure a second batch size and fit again"
+        "warnings say which): measure a second batch size and fit again"
     )
 
 
+class SkippedRefitWarning(UserWarning):
+    """``edgetwin.calibrate``'s held-out refits (``fit.held_out``) left a held-out value a
+    section too few points to refit, so it gives that section no held-out points."""
+
+
+def skipped_refits(profile: DeviceProfile) -> list[str]:
+    """The warnings of the held-out refits of ``profile`` (``fit.held_out.warnings``), as
+    ``validate`` gives them: ``validation: batch 8 gives no held-out exchange points: ...``."""
+    warnings: list[str] = profile.fit.get("held_out", {}).get("warnings", [])
+    return warnings
+
+
 FitWarning = tuple[type[UserWarning], str]  # a warning of a fit: its category and its line
-FIT_WARNINGS = (PoorFitWarning, AtBoundWarning, NoHeldOutWarning)  # their categories
+FIT_WARNINGS = (PoorFitWarning, AtBoundWarning, SkippedRefitWarning, NoHeldOutWarning)
 
 
 def fit_warnings(profile: DeviceProfile, cause: str | None = None) -> list[FitWarning]:
     """Every warning of a fitted profile, in the order ``edgetwin calibrate`` prints them:
     a ``PoorFitWarning`` when a fitted section misses its own data (``cause``: why, when
     known; by default that the measurements disagree), an ``AtBoundWarning`` for each
-    parameter a bound of its fit stopped, and a ``NoHeldOutWarning`` when its held-out
-    refits give a fitted metric no errors. The API warns them, the commands print them."""
+    parameter a bound of its fit stopped, a ``SkippedRefitWarning`` for each section a
+    held-out refit could not refit, and a ``NoHeldOutWarning`` when its held-out refits give
+    a fitted metric no errors. The API warns them, the commands print them."""
     found: list[FitWarning] = []
     poor = poor_fit_warning(profile, cause or TRACES_CAUSE)
     if poor is not None:
         found.append((PoorFitWarning, poor))
     found += [(AtBoundWarning, line) for line in at_bound_warnings(profile)]
+    found += [(SkippedRefitWarning, line) for line in skipped_refits(profile)]
     no_held_out = not_held_out_warning(profile)
     if no_held_out is not None:
         found.append((NoHeldOutWarning, no_held_out))

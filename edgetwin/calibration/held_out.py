@@ -1,7 +1,8 @@
 """Held-out residuals for the twin's prediction intervals, and their nested coverage.
 
 The points are those of a leave-one-out validation (``trace_holdout.leave_one_out``,
-``reference_holdout.leave_one_batch_out_table``): each predicted by a fit without the value it
+``reference_holdout.leave_one_batch_out_table``, which return them as ``HeldOutRefits``
+with their warnings): each predicted by a fit without the value it
 was ``held_out`` by, with its measured repetitions (``reps``). A residual is
 log(repetition / prediction), so run-to-run noise is inside it.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from edgetwin.profile import DeviceProfile
@@ -29,6 +31,17 @@ COVERAGE_LEVEL = 0.9  # the level validate checks (coverage_90_pct)
 Residuals = dict[str, dict[float, list[float]]]  # metric -> held-out value -> residuals
 
 
+@dataclass(frozen=True)
+class HeldOutRefits:
+    """What the leave-one-out refits give: the held-out ``points``, and a warning for each
+    held-out value that gave a section no points, saying why (``validation: batch 8 gives
+    no held-out exchange points: ...``): ``validate``'s warnings, and ``calibrate``'s
+    through ``fit.held_out``."""
+
+    points: list[dict[str, Any]]
+    warnings: list[str]
+
+
 def residuals_by_group(points: Sequence[Mapping[str, Any]]) -> Residuals:
     """Log residuals of every repetition of the points of each twin metric, by the value
     their fit held out."""
@@ -42,9 +55,10 @@ def residuals_by_group(points: Sequence[Mapping[str, Any]]) -> Residuals:
     return residuals
 
 
-def held_out_block(points: Sequence[Mapping[str, Any]], by: str) -> dict[str, Any]:
-    """What a profile's ``fit.held_out`` keeps: the residuals by held-out value."""
-    residuals = residuals_by_group(points)
+def held_out_block(refits: HeldOutRefits, by: str) -> dict[str, Any]:
+    """What a profile's ``fit.held_out`` keeps: the residuals by held-out value, and the
+    refits' warnings (no key where there are none)."""
+    residuals = residuals_by_group(refits.points)
     return {
         "by": by,
         "method": "log(measured repetition / leave-one-out prediction)",
@@ -52,6 +66,7 @@ def held_out_block(points: Sequence[Mapping[str, Any]], by: str) -> dict[str, An
             metric: {_label(v): [round(r, 5) for r in rs] for v, rs in sorted(groups.items())}
             for metric, groups in residuals.items()
         },
+        **({"warnings": list(refits.warnings)} if refits.warnings else {}),
     }
 
 

@@ -1,17 +1,17 @@
 """Leave one batch size out: refit a table without each batch size and predict its rows.
 
 A batch whose removal leaves a section nothing, or too little, to refit from gives no
-held-out points, and a notice names the batch and the column.
+held-out points, and a warning names the batch and the column.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from edgetwin.calibration.fit_check import TooFewPoints
+from edgetwin.calibration.held_out import HeldOutRefits
 from edgetwin.calibration.reference_fitter import fit_by_component
 from edgetwin.calibration.reference_inputs import (
     FIT_COLUMNS,
@@ -33,16 +33,12 @@ from edgetwin.row_keys import row_key
 from edgetwin.scenario import Scenario
 from edgetwin.schema import referenced_file
 
-_LOG = logging.getLogger(__name__)  # notices: a held-out batch that leaves nothing to refit
 
-
-def leave_one_batch_out_table(
-    spec_path: Path, progress: Steps = no_progress
-) -> list[dict[str, Any]]:
+def leave_one_batch_out_table(spec_path: Path, progress: Steps = no_progress) -> HeldOutRefits:
     """Refit without each batch size of the measured table and predict that batch's rows
     (none when the table has one batch size, or a section's only rows, or all but too few
     for its parameters, are that batch's: a refit on no rows is its starting point, on too
-    few any law; a notice names the batch and the column). ``progress`` counts the
+    few any law; a warning names the batch and the column). ``progress`` counts the
     batch sizes."""
     spec = load_spec(spec_path)
     base = spec_path.parent
@@ -53,11 +49,14 @@ def leave_one_batch_out_table(
     check_fittable(reference, measured, spec.fixed)
     batches = sorted({row.config.batch for row in measured})
     points: list[dict[str, Any]] = []
+    warnings: list[str] = []
     with progress("held-out refits (by batch)", len(batches)) as advance:
         for batch in batches:
-            points += _held_out_points(spec, scenario, measured, batch, spec_path)
+            refits = _held_out_points(spec, scenario, measured, batch, spec_path)
+            points += refits.points
+            warnings += refits.warnings
             advance(f"batch {batch} held out")
-    return points
+    return HeldOutRefits(points, warnings)
 
 
 def _held_out_points(
@@ -66,25 +65,23 @@ def _held_out_points(
     measured: Sequence[MeasuredRow],
     batch: int,
     spec_path: Path,
-) -> list[dict[str, Any]]:
-    """The rows of ``batch`` predicted by a refit without them (none, with a notice, when
+) -> HeldOutRefits:
+    """The rows of ``batch`` predicted by a refit without them (none, with a warning, when
     the rest cannot be refitted)."""
     kept = [row for row in measured if row.config.batch != batch]
     if not kept:  # one batch size: nothing to leave out (validate says so)
-        return []
+        return HeldOutRefits([], [])
     unfitted = unfitted_by_column(kept, spec.fixed)
     if unfitted:  # a section refitted on no row would be its starting point
         columns = " or ".join(sorted(unfitted))
-        _LOG.warning(
-            "validation: batch %d gives no held-out points: without it, no row has a"
-            " value of %s to refit from",
-            batch,
-            columns,
+        warning = (
+            f"validation: batch {batch} gives no held-out points: without it, no row has a"
+            f" value of {columns} to refit from"
         )
-        return []
-    profile, metrics = _refit(spec, scenario, kept, batch, spec_path)
+        return HeldOutRefits([], [warning])
+    profile, metrics, warnings = _refit(spec, scenario, kept, batch, spec_path)
     if profile is None:
-        return []
+        return HeldOutRefits([], warnings)
     points = []
     for row in measured:
         if row.config.batch != batch:
@@ -105,7 +102,7 @@ def _held_out_points(
                         "reps": [value],  # a published mean: no repetitions
                     }
                 )
-    return points
+    return HeldOutRefits(points, warnings)
 
 
 def _refit(
@@ -114,31 +111,26 @@ def _refit(
     kept: Sequence[MeasuredRow],
     batch: int,
     spec_path: Path,
-) -> tuple[DeviceProfile | None, tuple[str, ...]]:
-    """The refit on ``kept`` and the metrics it predicts: every one, or the times alone
-    where the rows left are too few to refit the watts from (its energy gets no point), or
-    none where a timing section cannot be refitted; a notice says which."""
+) -> tuple[DeviceProfile | None, tuple[str, ...], list[str]]:
+    """The refit on ``kept``, the metrics it predicts and a warning of those it does not:
+    every one, or the times alone where the rows left are too few to refit the watts from
+    (its energy gets no point), or none where a timing section cannot be refitted."""
     try:
         timing = fit_by_component(spec, scenario, kept, spec_path, power=False)
     except TooFewPoints as error:
-        _note_too_few(batch, error)
-        return None, ()
+        return None, (), [_too_few_warning(batch, error)]
     try:
         fitted = with_fitted_watts(scenario, timing, kept, spec.fixed)
     except TooFewPoints as error:
-        _note_too_few(batch, error)
-        return timing, TIMING_METRICS
-    return fitted, (*TIMING_METRICS, "energy_j")
+        return timing, TIMING_METRICS, [_too_few_warning(batch, error)]
+    return fitted, (*TIMING_METRICS, "energy_j"), []
 
 
-def _note_too_few(batch: int, error: TooFewPoints) -> None:
-    """The notice of a held-out batch whose rows left are too few to refit a section."""
-    _LOG.warning(
-        "validation: batch %d gives no held-out %spoints: without it, %s has %d"
-        " distinct points to refit %d parameters from",
-        batch,
-        "energy_j " if error.section == "power" else "",
-        FIT_COLUMNS[error.section],
-        error.points,
-        len(error.parameters),
+def _too_few_warning(batch: int, error: TooFewPoints) -> str:
+    """The warning of a held-out batch whose rows left are too few to refit a section."""
+    return (
+        f"validation: batch {batch} gives no held-out "
+        f"{'energy_j ' if error.section == 'power' else ''}points: without it, "
+        f"{FIT_COLUMNS[error.section]} has {error.points} distinct points to refit "
+        f"{len(error.parameters)} parameters from"
     )

@@ -3,7 +3,6 @@ bandwidth, or prompt length) and predict what was left out."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from edgetwin.calibration.fit_decoder import (
     single_device_ms,
 )
 from edgetwin.calibration.group_fit import ComponentFit, GroupKey
-from edgetwin.calibration.held_out import HoldoutBy
+from edgetwin.calibration.held_out import HeldOutRefits, HoldoutBy
 from edgetwin.calibration.readers.decoder_latency import DecoderLatency
 from edgetwin.calibration.readers.gpu_bench import VIT_FULL, VitLatency
 from edgetwin.calibration.readers.staged_exchange import StagedExchange
@@ -41,15 +40,12 @@ from edgetwin.comparison import relative_pct
 from edgetwin.profile import DeviceProfile, MemoryParams
 from edgetwin.progress import Steps, no_progress
 
-_LOG = logging.getLogger(__name__)  # notices: a held-out value that leaves nothing to refit
 
-
-def leave_one_out(
-    spec_path: Path, by: HoldoutBy, progress: Steps = no_progress
-) -> list[dict[str, Any]]:
+def leave_one_out(spec_path: Path, by: HoldoutBy, progress: Steps = no_progress) -> HeldOutRefits:
     """Refit without each batch size (or bandwidth, or prompt length) and predict what was
     left out: the whole-model latency, the staged exchange total of a forward, and a
-    decoder generation's TTFT and TPOT. ``progress`` counts the refits."""
+    decoder generation's TTFT and TPOT; a warning for each section a value leaves too little
+    to refit. ``progress`` counts the refits."""
     inputs = read_inputs(spec_path)
     spec = inputs.spec.model_copy(update={"bootstrap": 0})
     data, base = inputs.data, inputs.base
@@ -62,12 +58,13 @@ def leave_one_out(
     else:
         values = {r.bandwidth_mbps for r in data.exchanges if r.bandwidth_mbps is not None}
     points: list[dict[str, Any]] = []
+    warnings: list[str] = []
     with progress(f"held-out refits (by {by})", len(values)) as advance:
         for value in sorted(values):
             holdout = Holdout(by, value)
             plan = plan_fits(spec, data, holdout, base)
             fits = run_fits(spec_path, spec, data, plan, holdout)
-            _note_unrefitted(spec, data, fits, holdout)
+            warnings += _unrefitted_warnings(spec, data, fits, holdout)
             if "compute" in fits:
                 points += _compute_points(spec, data, fits["compute"], holdout)
             if {"staging", "network"} <= fits.keys():
@@ -75,7 +72,7 @@ def leave_one_out(
             if "memory" in fits:
                 points += _decoder_points(spec, data, fits, holdout, base)
             advance(f"{by} {value:g} held out")
-    return points
+    return HeldOutRefits(points, warnings)
 
 
 def _compute_points(
@@ -93,12 +90,12 @@ def _compute_points(
     return points
 
 
-def _note_unrefitted(
+def _unrefitted_warnings(
     spec: TraceCalibrationSpec, data: TraceData, fits: dict[str, ComponentFit], holdout: Holdout
-) -> None:
-    """Log (a notice on the command's stderr) each section the held-out value leaves with
-    no record, or too few distinct points, to refit: its held-out records get no point,
-    where they would otherwise be left out without a word."""
+) -> list[str]:
+    """A warning for each section the held-out value leaves with no record, or too few
+    distinct points, to refit: its held-out records get no point, where they would
+    otherwise be left out without a word."""
     held: list[
         tuple[tuple[Section, ...], str, Sequence[VitLatency | StagedExchange | DecoderLatency]]
     ] = [
@@ -106,20 +103,18 @@ def _note_unrefitted(
         (("staging", "network"), "exchange", data.exchanges),
         (("memory",), "decoder", data.decoder),
     ]
+    warnings = []
     for sections, points, records in held:
         unrefitted = [s for s in sections if s in spec.fit and s not in fits]
         if unrefitted and any(map(holdout.covers, records)):
             kept = any(not holdout.covers(record) for record in records)
-            _LOG.warning(
-                "validation: %s %g gives no held-out %s points: without it, %s holds %s to"
-                " refit %s from",
-                holdout.by,
-                holdout.value,
-                points,
-                " or ".join(SECTION_FILES[unrefitted[0]]),
-                "too few distinct points" if kept else "no record",
-                unrefitted[0],
+            warnings.append(
+                f"validation: {holdout.by} {holdout.value:g} gives no held-out {points} points:"
+                f" without it, {' or '.join(SECTION_FILES[unrefitted[0]])} holds"
+                f" {'too few distinct points' if kept else 'no record'} to refit"
+                f" {unrefitted[0]} from"
             )
+    return warnings
 
 
 def _decoder_points(

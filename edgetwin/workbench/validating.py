@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -128,15 +126,15 @@ def validate(
             check_out_folder(out_dir, force, files_read())
         if kind != "traces" and by != "batch":
             raise InputError(spec_path, BY, "a measured table is validated by batch only")
-        with _refit_notices() as notices:
-            if kind == "traces":
-                points = leave_one_out(spec_path, by, progress_argument(progress))
-            else:
-                points = leave_one_batch_out_table(spec_path, progress_argument(progress))
+        if kind == "traces":
+            refits = leave_one_out(spec_path, by, progress_argument(progress))
+        else:
+            refits = leave_one_batch_out_table(spec_path, progress_argument(progress))
+        points = refits.points
         if not points:
             raise InputError(spec_path, BY, f"no data to leave out by {by}")
         summary = with_coverage(summarise(points), nested_coverage(points))
-        validation = Validation(points, summary, tuple(notices))
+        validation = Validation(points, summary, tuple(refits.warnings))
         with static_export(out_dir, static) as export, output_folder_if(out_dir, force) as staging:
             export.result = validation
             if staging is not None:
@@ -144,36 +142,6 @@ def validate(
                 export.draw(staging, lambda: validation_figures(validation.points))
                 write_provenance(staging, command=call, seed=None, inputs=reads)
     return validation
-
-
-class _Collected(logging.Handler):
-    """Keeps each record's message."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-@contextmanager
-def _refit_notices() -> Iterator[list[str]]:
-    """The notices the held-out refits log within the block (``validation: batch 8 gives
-    no held-out exchange points: ...``), kept rather than passed on: a validation's
-    warnings, which the command prints from ``Validation.warnings``; kept whatever level
-    the caller's logging set for ``edgetwin``."""
-    logger, collected = logging.getLogger("edgetwin.calibration"), _Collected()
-    passed_on, level = logger.propagate, logger.level
-    logger.addHandler(collected)
-    logger.propagate = False
-    logger.setLevel(logging.WARNING)
-    try:
-        yield collected.messages
-    finally:
-        logger.removeHandler(collected)
-        logger.propagate = passed_on
-        logger.setLevel(level)
 
 
 def _write(folder: Path, validation: Validation, title: str, by: HoldoutBy) -> None:
