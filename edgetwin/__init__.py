@@ -37,6 +37,7 @@ __all__ = [
     "at_bound",
     "calibrate",
     "calibrate_machine",
+    "check",
     "compare",
     "emu_cleanup",
     "evaluate_adaptive",

@@ -523,6 +523,39 @@ def test_a_real_run_says_it_does_not_play_the_twins_warmup_batches(
     assert "edgetwin: warning: warmup_batches is 3, but only a twin run" in capsys.readouterr().err
 
 
+def test_check_is_run_check_in_python(capsys: pytest.CaptureFixture[str]) -> None:
+    """``edgetwin run --check`` checks a scenario for its mode (and says the warnings the run
+    would start with) without running it; Python had ``load_scenario``, which checks nothing
+    of what a local or emulator run needs. ``edgetwin.check`` returns the warnings the
+    command prints, and raises what it refuses, naming the same file and field."""
+    slow_warmup = ["warmup_batches=3"]
+    warned = edgetwin.check(JETSON, overrides=slow_warmup, mode="local")
+    assert warned == [
+        "warmup_batches is 3, but only a twin run plays it: a local run plays real_warmups (2)"
+    ]
+    in_memory = edgetwin.load_scenario(JETSON)  # its files by absolute path
+    assert edgetwin.check(in_memory, overrides=slow_warmup, mode="local") == warned
+    assert edgetwin.check(JETSON, overrides=slow_warmup) == []  # its own mode, the twin
+    capsys.readouterr()
+    assert main(["run", str(JETSON), "--check", "--mode", "local", "--set", *slow_warmup]) == 0
+    assert capsys.readouterr().err.splitlines() == [f"edgetwin: warning: {w}" for w in warned]
+    decoder = ROOT / "scenarios" / "llm_smoke.yaml"
+    assert edgetwin.check(decoder, mode="local") == []
+    with pytest.raises(InputError) as raised:  # the real decoder writes no profiler trace
+        edgetwin.check(decoder, mode="local", trace=True)
+    assert raised.value.path == str(decoder)
+    assert "--trace (trace=True in Python): the real decoder writes no" in raised.value.message
+    for bad, field in (
+        ({"mode": "cloud"}, "mode"),
+        ({"overrides": "seed=1"}, "overrides"),
+        ({"seed": 2**32}, "seed"),
+        ({"trace": "yes"}, "trace"),
+    ):
+        with pytest.raises(InputError) as raised:
+            edgetwin.check(JETSON, **bad)  # type: ignore[arg-type]
+        assert raised.value.field == field
+
+
 def test_an_encoders_memory_bandwidth_override_is_a_warning_in_every_mode() -> None:
     """Only a decoder's pieces move bytes through memory: a ViT twin run on Jetsons at
     0.001 GB/s gave the rows of their profile without a word, and a local run said only

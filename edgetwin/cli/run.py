@@ -27,7 +27,6 @@ from edgetwin.run_failures import failed_summary
 from edgetwin.scenario import RUN_MODES
 from edgetwin.workbench import reporting, running
 from edgetwin.workbench.comparing import compare
-from edgetwin.workbench.inputs import load_run_inputs
 from edgetwin.workbench.results import FORMATS, Results
 
 
@@ -65,8 +64,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def run_command(args: argparse.Namespace) -> int:
     """``edgetwin.run`` with the command line's options, a progress bar and a summary."""
     if args.check:
-        items = running.run_overrides(args.set, args.seed, args.mode)
-        print_warnings(running.check_mode(load_run_inputs(args.scenario, items), args.trace))
+        checked = running.check(
+            args.scenario, mode=args.mode, seed=args.seed, overrides=args.set, trace=args.trace
+        )
+        print_warnings(checked)
         return report_checked(args.scenario, checked_out(args))
     ran = partial(
         running.run,

@@ -34,7 +34,7 @@ from edgetwin.workbench.machine import calibrate_machine
 from edgetwin.workbench.planning import run_plan
 from edgetwin.workbench.reporting import Report, report
 from edgetwin.workbench.results import Results, load_results
-from edgetwin.workbench.running import run
+from edgetwin.workbench.running import check, run
 from edgetwin.workbench.starting import init
 from edgetwin.workbench.static_figures import FiguresNotDrawn
 from edgetwin.workbench.validating import Validation, validate
@@ -63,6 +63,7 @@ __all__ = [
     "at_bound",
     "calibrate",
     "calibrate_machine",
+    "check",
     "compare",
     "emu_cleanup",
     "evaluate_adaptive",

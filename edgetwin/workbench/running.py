@@ -91,7 +91,7 @@ def run(
     """
     if mode is not None:
         choice_argument(mode, "mode", RUN_MODES)
-    items = run_overrides(overrides_argument(overrides), seed_argument(seed), mode)
+    items = _run_overrides(overrides_argument(overrides), seed_argument(seed), mode)
     choice_argument(format, "format", FORMATS)
     force, trace = flag_argument(force, "force"), flag_argument(trace, "trace")
     if trace and out is None:  # the timelines are files in out: without it they were lost
@@ -100,10 +100,7 @@ def run(
     shows = progress_argument(progress)
     folder_out = out_argument(out)
     static = static_argument(static, folder_out)
-    if isinstance(scenario, Scenario):
-        inputs = scenario_run_inputs(scenario, items)
-    else:
-        inputs = load_run_inputs(path_argument(scenario, "scenario"), items)
+    inputs = _run_inputs(scenario, items)
     chosen = inputs.scenario
     if chosen.mode == "local":
         _remove_killed_local_runs()
@@ -162,7 +159,14 @@ def _api_call(scenario: str | Path | Scenario, items: Sequence[str]) -> list[str
     return ["edgetwin.run", named, *items]
 
 
-def run_overrides(overrides: Sequence[str], seed: int | None, mode: RunMode | None) -> list[str]:
+def _run_inputs(scenario: str | Path | Scenario, items: Sequence[str]) -> RunInputs:
+    """A scenario file or a Scenario, overridden by ``items`` and checked with its files."""
+    if isinstance(scenario, Scenario):
+        return scenario_run_inputs(scenario, items)
+    return load_run_inputs(path_argument(scenario, "scenario"), items)
+
+
+def _run_overrides(overrides: Sequence[str], seed: int | None, mode: RunMode | None) -> list[str]:
     """``overrides``, then the seed's and the mode's when given (the last one wins)."""
     items = [*overrides]
     if seed is not None:
@@ -172,12 +176,33 @@ def run_overrides(overrides: Sequence[str], seed: int | None, mode: RunMode | No
     return items
 
 
-def check_mode(inputs: RunInputs, trace: bool = False) -> list[str]:
-    """What the scenario's mode asks of the scenario itself (with a timeline if
-    ``trace``), as its run checks when it starts (``--check``): not what it asks of this
-    machine (root, Mininet, free memory). A crowd scenario in emu or local mode has its
-    stages exported (seconds for the full model) and checked as its run checks them.
-    Returns the warnings the run starts with: the settings its mode does not play."""
+def check(
+    scenario: str | Path | Scenario,
+    *,
+    mode: RunMode | None = None,
+    seed: int | None = None,
+    overrides: Sequence[str] = (),
+    trace: bool = False,
+) -> list[str]:
+    """Check ``scenario`` (a file or a Scenario) for a run in ``mode`` without running it,
+    as ``edgetwin run --check`` does: the scenario with ``overrides`` and ``seed`` (as for
+    ``run``) and every file it names, then what the mode asks of the scenario itself (with
+    a timeline if ``trace``), as its run checks when it starts; not what it asks of this
+    machine (root, Mininet, free memory). ``mode=None`` (the default, unlike ``run``'s):
+    the scenario's own. A crowd scenario in emu or local mode has its stages exported
+    (seconds for the full model) and checked as its run checks them. Returns the warnings
+    the run starts with (the settings its mode does not play); what the run would refuse
+    is an ``InputError``."""
+    if mode is not None:
+        choice_argument(mode, "mode", RUN_MODES)
+    items = _run_overrides(overrides_argument(overrides), seed_argument(seed), mode)
+    inputs = _run_inputs(scenario, items)
+    return _check_mode(inputs, flag_argument(trace, "trace"))
+
+
+def _check_mode(inputs: RunInputs, trace: bool) -> list[str]:
+    """What the scenario's mode asks of the scenario itself (``check``), and the warnings
+    its run starts with."""
     scenario, path = inputs.scenario, inputs.path
     if scenario.mode == "emu":
         from edgetwin.emu.mininet.runner import check_emulatable
