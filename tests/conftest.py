@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,22 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return EMULATOR_GROUP if "emu" in Path(file).stem.split("_") else file
 
     return FilesAndEmulator(config, log)
+
+
+def loopback_spec_with_exchanges_at_batch_8_only(tmp_path: Path) -> Path:
+    """The H200 loopback trace spec on a copy of its traces whose staged exchanges are
+    batch 8's alone: leaving batch 8 out leaves staging no record to refit from."""
+    traces = tmp_path / "traces"
+    shipped = REPO / "data/traces/h200-loopback-2026-11"
+    shutil.copytree(shipped, traces)
+    exchanges = traces / "gloo_staged_allgather.csv"
+    header, *rows = exchanges.read_text().splitlines()
+    batch = header.split(",").index("batch")
+    exchanges.write_text("\n".join([header, *(r for r in rows if r.split(",")[batch] == "8")]))
+    spec = tmp_path / "spec.yaml"
+    text = (REPO / "edgetwin/calibration/specs/h200_loopback.yaml").read_text()
+    spec.write_text(text.replace("../../../data/traces/h200-loopback-2026-11", str(traces)))
+    return spec
 
 
 def ctrl_c_reaches() -> None:

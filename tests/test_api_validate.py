@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import warnings
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import edgetwin
 from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.profile import load_profile
+from tests.conftest import loopback_spec_with_exchanges_at_batch_8_only
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "edgetwin" / "calibration" / "specs"
@@ -70,21 +70,6 @@ def test_a_trace_validation_names_each_point_by_what_was_measured() -> None:
     assert all(p["point"].count(", ") >= 2 for p in [*loopback.points, *netns.points])
 
 
-def _exchanges_at_batch_8_only(tmp_path: Path) -> Path:
-    """The loopback spec on its traces with the staged exchanges at batch 8 alone:
-    leaving batch 8 out leaves staging no record to refit from."""
-    traces = tmp_path / "traces"
-    shutil.copytree(REPO / "data/traces/h200-loopback-2026-11", traces)
-    exchanges = traces / "gloo_staged_allgather.csv"
-    header, *rows = exchanges.read_text().splitlines()
-    batch = header.split(",").index("batch")
-    exchanges.write_text("\n".join([header, *(r for r in rows if r.split(",")[batch] == "8")]))
-    spec = tmp_path / "spec.yaml"
-    shipped = (SPECS / "h200_loopback.yaml").read_text()
-    spec.write_text(shipped.replace("../../../data/traces/h200-loopback-2026-11", str(traces)))
-    return spec
-
-
 @pytest.mark.timeout(300)
 def test_a_validations_warnings_and_lines_are_the_commands(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -93,7 +78,7 @@ def test_a_validations_warnings_and_lines_are_the_commands(
     and the lines edgetwin validate prints were the command's: in Python they are
     ``warnings`` (counted in the one line) and ``describe()``, and the command prints
     them from there, each warning once."""
-    spec = _exchanges_at_batch_8_only(tmp_path)
+    spec = loopback_spec_with_exchanges_at_batch_8_only(tmp_path)
     validation = edgetwin.validate(spec)
     notice = (
         "validation: batch 8 gives no held-out exchange points: without it,"
@@ -111,10 +96,10 @@ def test_a_validations_warnings_and_lines_are_the_commands(
 
 
 def _fittable_with_exchanges_at_batch_8_only(tmp_path: Path) -> Path:
-    """``_exchanges_at_batch_8_only`` with no bootstrap and two staging and two network
-    parameters fixed at the shipped profile's values (its four exchange shapes are too few
-    for five), so that it can be fitted as well as validated."""
-    spec = _exchanges_at_batch_8_only(tmp_path)
+    """``loopback_spec_with_exchanges_at_batch_8_only`` with no bootstrap and two staging
+    and two network parameters fixed at the shipped profile's values (its four exchange
+    shapes are too few for five), so that it can be fitted as well as validated."""
+    spec = loopback_spec_with_exchanges_at_batch_8_only(tmp_path)
     shipped = load_profile("h200_loopback")
     kept = {
         "staging": ("size_exponent", "gathered_factor"),
@@ -169,7 +154,7 @@ def test_calibrate_says_the_refit_warnings_as_validate_does(
 def test_to_pandas_gives_the_points_as_validation_csv_holds_them(tmp_path: Path) -> None:
     """A Validation's points were dicts to wrap in a DataFrame (with each point's list of
     repetitions): ``to_pandas()`` gives validation.csv's columns, typed."""
-    spec = _exchanges_at_batch_8_only(tmp_path)
+    spec = loopback_spec_with_exchanges_at_batch_8_only(tmp_path)
     validation = edgetwin.validate(spec, out=tmp_path / "v")
     frame = validation.to_pandas()
     header = (tmp_path / "v" / "validation.csv").read_text().splitlines()[0]

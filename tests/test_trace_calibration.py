@@ -19,7 +19,7 @@ from edgetwin.calibration.trace_inputs import read_inputs
 from edgetwin.calibration.trace_profile import calibrate_from_traces
 from edgetwin.errors import InputError
 from edgetwin.profile import load_profile
-from tests.conftest import REPO
+from tests.conftest import REPO, loopback_spec_with_exchanges_at_batch_8_only
 
 SPEC = REPO / "edgetwin/calibration/specs/h200_loopback.yaml"
 LOOPBACK = REPO / "data/traces/h200-loopback-2026-11"
@@ -65,15 +65,7 @@ def test_a_held_out_batch_that_leaves_a_section_no_record_says_so(tmp_path: Path
     """Exchanges measured at batch 8 alone: leaving batch 8 out leaves staging and network
     nothing to refit, so it has no exchange points (and a warning), while its compute
     points stay."""
-    traces = tmp_path / "traces"
-    shutil.copytree(REPO / "data/traces/h200-loopback-2026-11", traces)
-    exchanges = traces / "gloo_staged_allgather.csv"
-    header, *rows = exchanges.read_text().splitlines()
-    batch = header.split(",").index("batch")
-    exchanges.write_text("\n".join([header, *(r for r in rows if r.split(",")[batch] == "8")]))
-    spec = tmp_path / "spec.yaml"
-    shipped_traces = "../../../data/traces/h200-loopback-2026-11"
-    spec.write_text(SPEC.read_text().replace(shipped_traces, str(traces)))
+    spec = loopback_spec_with_exchanges_at_batch_8_only(tmp_path)
     refits = leave_one_out(spec, "batch")
     held_at_8 = {p["metric"] for p in refits.points if p["held_out"] == 8}
     assert "compute_ms" in held_at_8 and "exchange_total_ms" not in held_at_8
