@@ -16,7 +16,6 @@ from edgetwin.errors import InputError, shown
 from edgetwin.models import registry
 from edgetwin.models.layout import resolved_segments
 from edgetwin.scenario import Scenario
-from edgetwin.schema import load_yaml
 from edgetwin.strategy_spec import StrategySpec
 from edgetwin.sweep_spec import SWEPT_SCENARIO_KEYS, SweepSpec
 
@@ -68,25 +67,15 @@ def swept_keys(scenario: Scenario) -> dict[str, SweptKey]:
     return unread
 
 
-class UnreadOverride(NamedTuple):
-    """An override that sets or removes a key no run reads: its position in the overrides,
-    that key (the override's own, or one inside a section it sets whole) and what stands
-    in for it."""
-
-    position: int
-    key: str
-    swept: SweptKey
-
-
-def unread_override(scenario: Scenario, overrides: Sequence[str]) -> UnreadOverride | None:
+def unread_override(scenario: Scenario, overrides: Sequence[str]) -> tuple[int, SweptKey] | None:
     """The first of ``overrides`` (``key=value`` or ``~key``, as applied to make
-    ``scenario``) that sets or removes a key no run reads (``swept_keys``), itself or inside
-    the section it sets (``network={bandwidth_mbps: 200}``); None when every one is read."""
+    ``scenario``) that sets or removes a key no run reads (``swept_keys``): its index and
+    what stands in for the key; None when every override is read."""
     unread = swept_keys(scenario)
     for index, item in enumerate(overrides):
-        for key in override_keys(item):
-            if key in unread:
-                return UnreadOverride(index, key, unread[key])
+        key = override_key(item)
+        if key in unread:
+            return index, unread[key]
     return None
 
 
@@ -96,39 +85,19 @@ def override_key(item: str) -> str:
     return key if sep else key.removeprefix("~")
 
 
-def override_keys(item: str) -> list[str]:
-    """The dotted keys an override sets or removes: its own, and where it sets a mapping,
-    every key inside it (``network={bandwidth_mbps: 200}``: ``network.bandwidth_mbps``)."""
-    key, sep, text = item.partition("=")
-    return [key, *_inner_keys(key, load_yaml(text))] if sep else [key.removeprefix("~")]
-
-
-def _inner_keys(prefix: str, value: Any) -> Iterator[str]:
-    """The dotted keys inside a mapping ``value`` set at ``prefix``, at every depth."""
-    if isinstance(value, dict):
-        for name, inner in value.items():
-            yield f"{prefix}.{name}"
-            yield from _inner_keys(f"{prefix}.{name}", inner)
-
-
 def check_overrides_read(scenario: Scenario, overrides: Sequence[str], path: Path) -> None:
     """Refuse an override that no run reads, naming the key and the sweeps that stand in for
     it: ``--set network.bandwidth_mbps=200`` where every sweep gives its bandwidths ran and
-    labelled nothing at 200 Mbps, and a comparison with a measurement at 200 said 0 %; so
-    did ``--set 'network={bandwidth_mbps: 200, ...}'``."""
+    labelled nothing at 200 Mbps, and a comparison with a measurement at 200 said 0 %."""
     found = unread_override(scenario, overrides)
     if found is None:
         return
-    item, swept = overrides[found.position], found.swept
+    index, swept = found
+    item = overrides[index]
     every = len(swept.sweeps) == len(scenario.sweeps)
     gives = f"every sweep gives its own {swept.swept}" if every else "a crowd runs its sweeps'"
-    if found.key == override_key(item):
-        problem = f"override {shown(item)} has no effect"
-        instead = "set those instead"
-    else:
-        problem = f"override {shown(item)} sets {found.key}, which has no effect"
-        instead = f"leave {found.key.rsplit('.', 1)[-1]} out of it and set those instead"
-    raise InputError(path, found.key, f"{problem}: {gives} ({swept.fields}); {instead}")
+    problem = f"override {shown(item)} has no effect: {gives} ({swept.fields}); set those instead"
+    raise InputError(path, override_key(item), problem)
 
 
 def configurations(scenario: Scenario) -> list[Configuration]:

@@ -93,31 +93,3 @@ def test_a_plan_refuses_a_set_item_its_axes_replace(tmp_path: Path) -> None:
     assert caught.value.field == "set.1"
     assert "network.bandwidth_mbps has no effect: the axes give bandwidth_mbps" in str(caught.value)
     assert not out.exists()
-
-
-@pytest.mark.timeout(60)
-def test_a_section_override_that_sets_a_replaced_key_is_refused_naming_it() -> None:
-    """``network={...}`` sets the network's bandwidth as ``network.bandwidth_mbps=...``
-    does: where every sweep gives its bandwidths, its 200 ran nowhere, without a word."""
-    item = "network={bandwidth_mbps: 200, latency_ms: 5}"
-    with pytest.raises(InputError) as caught:
-        edgetwin.run(JETSON, overrides=[item])
-    assert caught.value.field == "network.bandwidth_mbps"
-    assert f"{item!r} sets network.bandwidth_mbps, which has no effect" in caught.value.problem
-    assert "sweeps.0.bandwidth_mbps" in caught.value.problem
-    edgetwin.load_scenario(JETSON, ["network={latency_ms: 5}"])  # no key a sweep replaces
-    with pytest.raises(InputError, match=r"sets workload\.prompt_tokens"):
-        edgetwin.load_scenario(
-            LLM, ["sweeps=[{prompt_tokens: [16]}]", "workload={prompt_tokens: 8}"]
-        )
-
-
-@pytest.mark.timeout(60)
-def test_a_plan_refuses_a_section_set_item_naming_the_inner_key(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    item = "set=[devices.0.count=4, 'network={bandwidth_mbps: 200}']"  # the axes: 4 devices
-    with pytest.raises(InputError) as caught:
-        edgetwin.run_plan(PLAN, out=out, overrides=[item])
-    assert caught.value.field == "set.1"
-    assert "network.bandwidth_mbps has no effect: the axes give bandwidth_mbps" in str(caught.value)
-    assert not out.exists()

@@ -43,7 +43,7 @@ from edgetwin.schema import (
 )
 from edgetwin.sim.crowd.runner import prepare_crowd
 from edgetwin.sim.fleet import build_fleet
-from edgetwin.sweep_points import unread_override
+from edgetwin.sweep_points import override_key, unread_override
 
 
 @dataclass(frozen=True)
@@ -158,11 +158,12 @@ def _check_set_read(question: PlanQuestion, scenario: Scenario, path: Path) -> N
     found = unread_override(scenario, question.set)
     if found is None:
         return
+    index, swept = found
     axes = not isinstance(question.axes, CrowdAxes) or bool(question.axes.bandwidth_mbps)
-    swept = found.swept
     gives = f"the axes give {swept.swept}" if axes else f"the scenario's {swept.fields} give it"
-    problem = f"{found.key} has no effect: {gives}; sweep its values there instead"
-    raise InputError(path, f"set.{found.position}", problem)
+    key = override_key(question.set[index])
+    problem = f"{key} has no effect: {gives}; sweep its values there instead"
+    raise InputError(path, f"set.{index}", problem)
 
 
 def _check_decoder_metrics(question: PlanQuestion, scenario: Scenario, path: Path) -> None:
