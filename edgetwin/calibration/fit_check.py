@@ -206,12 +206,19 @@ def not_held_out_warning(profile: DeviceProfile) -> str | None:
         return None
     them = "it" if len(metrics) == 1 else "them"
     factor = f"{NOT_KNOWN_FACTOR:g}"
+    why = (
+        "no refit had data left to fit (the validation warnings say which): measure a second "
+        "batch size and fit again"
+        if skipped_refits(profile)
+        else "the refits made no points for it: a metric's held-out points need every "
+        "section it is predicted from refitted (an exchange's: staging and network), none "
+        "taken from a base profile"
+    )
     return (
         f"the profile has no held-out errors for {', '.join(metrics)} (fit.held_out): a "
         f"twin run with intervals gives {them} the not-known band, [m / {factor}, m x "
         f"{factor}]. Held-out errors come from refits that leave out each batch size and "
-        "predict it from the others, and no refit had data left to fit (the validation "
-        "warnings say which): measure a second batch size and fit again"
+        f"predict it from the others, and {why}"
     )
 
 
