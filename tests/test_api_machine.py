@@ -8,12 +8,14 @@ import json
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 import edgetwin
-from edgetwin.calibration.fit_check import AtBoundWarning, PoorFitWarning
+from edgetwin.calibration.fit_check import FIT_WARNINGS, AtBoundWarning, PoorFitWarning
 from edgetwin.cli import main
+from edgetwin.cli.console import warnings_recorded
 from edgetwin.errors import InputError
 from edgetwin.profile import DeviceProfile
 
@@ -62,3 +64,33 @@ def test_bad_calibrate_machine_arguments_are_named(tmp_path: Path) -> None:
     assert "not an emulator run's folder" in raised.value.message
     assert raised.value.field == "--emu (emu= in Python)"  # was '--emu' alone
     assert not (tmp_path / "m").exists()
+
+
+def test_the_command_prints_the_fits_warnings_and_passes_the_others_on() -> None:
+    """``calibrate-machine`` records the fit's warnings to print them as its own lines;
+    it recorded every other warning too and dropped it (a numpy RuntimeWarning, a
+    FutureWarning raised during the fit were never shown)."""
+
+    def fit() -> None:
+        warnings.warn("the fit misses", PoorFitWarning, stacklevel=1)
+        np.log(np.zeros(1))  # numpy's own RuntimeWarning: divide by zero
+        warnings.warn("a keyword goes", FutureWarning, stacklevel=1)
+        warnings.warn("the fit misses", PoorFitWarning, stacklevel=1)  # each time, as said
+
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        with warnings_recorded(FIT_WARNINGS) as recorded:
+            fit()
+    assert recorded == ["the fit misses", "the fit misses"]
+    assert [w.category for w in shown] == [RuntimeWarning, FutureWarning]
+    assert "divide by zero" in str(shown[0].message)
+    assert shown[0].filename == __file__  # where it was raised, as without the recording
+    assert not any(issubclass(w.category, FIT_WARNINGS) for w in shown)
+
+
+def test_other_warnings_keep_the_callers_filters() -> None:
+    """A warning the caller's filters make an error is still one within the recording."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with warnings_recorded(FIT_WARNINGS), pytest.raises(RuntimeWarning):
+            np.log(np.zeros(1))

@@ -14,7 +14,12 @@ from pathlib import Path
 from edgetwin.calibration.fit_check import FIT_WARNINGS, fit_warnings
 from edgetwin.calibration.held_out import HOLDOUT_NAMES
 from edgetwin.cli.command import Command
-from edgetwin.cli.console import print_described, print_warnings, result_printed
+from edgetwin.cli.console import (
+    print_described,
+    print_warnings,
+    result_printed,
+    warnings_recorded,
+)
 from edgetwin.cli.inputs import (
     add_force_argument,
     add_out_argument,
@@ -94,9 +99,7 @@ def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
 def machine_command(args: argparse.Namespace) -> int:
     """Traces, spec and profile of this machine in ``--out`` (torch is imported only then);
     with ``--emu``, spec and profile fitted from an emulator run: ``calibrate_machine``."""
-    with warnings.catch_warnings(record=True) as warned:  # the fit's: printed below
-        for category in FIT_WARNINGS:
-            warnings.simplefilter("always", category)
+    with warnings_recorded(FIT_WARNINGS) as fit_warned:  # printed below; others pass on
         profile = profile_machine(
             args.out,
             quick=args.quick,
@@ -120,7 +123,7 @@ def machine_command(args: argparse.Namespace) -> int:
             + ", ".join(f"{k} {v}" for k, v in medians.items())
             + f"), spec in {args.out}/spec.yaml"
         )
-    print_warnings(str(w.message) for w in warned if issubclass(w.category, FIT_WARNINGS))
+    print_warnings(fit_warned)
     return 0
 
 

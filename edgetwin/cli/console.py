@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol, TypeVar, cast
+from typing import Protocol, TextIO, TypeVar, cast
 
 from edgetwin.workbench.static_figures import FiguresNotDrawn
 
@@ -50,6 +51,35 @@ def print_warnings(warnings: Iterable[str]) -> None:
     """Each warning as a line ``edgetwin: warning: ...`` on stderr."""
     for warning in warnings:
         print(f"edgetwin: warning: {warning}", file=sys.stderr)
+
+
+@contextmanager
+def warnings_recorded(categories: tuple[type[Warning], ...]) -> Iterator[list[str]]:
+    """Within the block, each warning of ``categories`` is recorded, every time it is
+    raised, and its line yielded for the command to print as its own; any other warning
+    (a numpy RuntimeWarning, a pandas FutureWarning) is shown, or raised, as it would be
+    without the block, where it was raised."""
+    recorded: list[str] = []
+    with warnings.catch_warnings():
+        for category in categories:
+            warnings.simplefilter("always", category)
+        show = warnings.showwarning  # the caller's: the default, pytest's, a notebook's
+
+        def record_or_show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
+            if issubclass(category, categories):
+                recorded.append(str(message))
+            else:
+                show(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = record_or_show
+        yield recorded
 
 
 class _StderrNotices(logging.Handler):

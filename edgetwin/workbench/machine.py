@@ -43,8 +43,10 @@ def calibrate_machine(
     memory bandwidth in the profile). ``emu``: fit an ``edgetwin run --mode emu`` folder
     instead of measuring (then ``out`` gets ``spec.yaml`` and ``profile.yaml``).
     ``progress`` counts the measurements and the fit; ``command`` as for ``run``. The fit's
-    warnings are a ``PoorFitWarning`` and an ``AtBoundWarning`` per parameter a bound
-    stopped, as for ``calibrate``.
+    warnings are ``calibrate``'s (``fit_check.FIT_WARNINGS``): a ``PoorFitWarning`` (on a
+    busy machine naming its load as the cause), an ``AtBoundWarning`` per parameter a bound
+    stopped, a ``SkippedRefitWarning`` per section a held-out refit could not refit, and a
+    ``NoHeldOutWarning`` when that leaves a fitted metric no held-out errors.
     """
     out_dir = out_argument(out)
     if out_dir is None:
