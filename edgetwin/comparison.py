@@ -16,7 +16,7 @@ from edgetwin.device_names import profile_name, profile_refs, read_device_names
 from edgetwin.errors import InputError, counted, shown, warnings_note
 from edgetwin.resolved_scenario import RESOLVED_FILE
 from edgetwin.result_cells import CellError, check_cells, parse_number, record_place
-from edgetwin.results import COLUMNS, DTYPES, STATUS_OK, ResultRow, typed_frame
+from edgetwin.results import COLUMNS, DTYPES, STATUS_OK, ResultRow, read_status, typed_frame
 from edgetwin.row_keys import (
     CROWD_KEY_FIELDS,
     DECODER_KEY_FIELDS,
@@ -214,7 +214,7 @@ def compare_to_reference(
     predicted = configuration_medians(asdict(row) for row in results if row.ok)
     reference = list(reference_rows)
     points = _points(METRICS, configuration_medians(reference), predicted)
-    ok = [r for r in reference if (r.get("status") or STATUS_OK) == STATUS_OK]
+    ok = [r for r in reference if read_status(r.get("status")) == STATUS_OK]
     bytes_points = _points(
         (BYTES_METRIC,),
         configuration_medians(ok, (BYTES_METRIC,)),
@@ -356,7 +356,7 @@ def _check_reference_row(
     except (TypeError, ValueError):
         raise InputError(named_by, field, f"{where}: a key is not a number") from None
     total = parse_number(record.get("total_ms"))
-    if total is not None and (record.get("status") or STATUS_OK) == STATUS_OK and total <= 0:
+    if total is not None and read_status(record.get("status")) == STATUS_OK and total <= 0:
         problem = f"{where}: total_ms {total:g}: a run that finished took some time (above 0)"
         raise InputError(named_by, "total_ms" if field is None else field, problem)
 

@@ -14,17 +14,13 @@ from typing import Any
 from edgetwin.crowd_spec import MAX_PHONES
 from edgetwin.errors import InputError, shown
 from edgetwin.models import registry
-from edgetwin.results import COLUMNS, MODES, STATUS_OK, TIMING_COLUMNS, ResultRow, format_cell
+from edgetwin.results import COLUMNS, MODES, TIMING_COLUMNS, ResultRow, format_cell, read_status
 from edgetwin.schema import MAX_BATCH
 from edgetwin.table_files import read_table
 
 _FIELD_TYPES = {f.name: str(f.type) for f in fields(ResultRow)}
 _KEYED_COLUMNS = ("scenario", "mode", "strategy", "devices", "batch", "bandwidth_mbps", "rep")
-_EMPTY: dict[str, Any] = {
-    **dict.fromkeys(TIMING_COLUMNS, math.nan),
-    "status": STATUS_OK,
-    "bytes_sent": 0,
-}
+_EMPTY: dict[str, Any] = {**dict.fromkeys(TIMING_COLUMNS, math.nan), "bytes_sent": 0}
 # numbers that are counts or sizes of something that runs (more than 0); every other number
 # is a time, an energy, a size or a count of what happened (0 or more), but for one
 _POSITIVE_COLUMNS = frozenset(
@@ -203,16 +199,18 @@ def check_cells(record: Mapping[str, str | None], columns: Iterable[str]) -> Non
 
 @cache
 def _cell_parser(column: str) -> Callable[[Any], Any]:
-    """How a cell of ``column`` is read: the keyed columns are required, the others typed
-    as their ResultRow field (``_typed``); made once per column, not per cell."""
-    keyed: dict[str, Callable[[Any], Any]] = {
+    """How a cell of ``column`` is read: the keyed columns are required, a status is
+    ``read_status``'s, the others typed as their ResultRow field (``_typed``); made once per
+    column, not per cell."""
+    own: dict[str, Callable[[Any], Any]] = {
         "scenario": str,
         "mode": _mode,
         "strategy": _strategy_name,
         "bandwidth_mbps": partial(_in_range, "bandwidth_mbps", required_number),
+        "status": read_status,
     }
-    if column in keyed:
-        return keyed[column]
+    if column in own:
+        return own[column]
     if column in _KEYED_COLUMNS:  # devices, batch, rep
         return partial(_in_range, column, whole_number)
     return partial(_typed, column)
@@ -220,7 +218,7 @@ def _cell_parser(column: str) -> Callable[[Any], Any]:
 
 def _typed(column: str, text: str | None) -> Any:
     """A cell of a column that may be empty, typed as the ResultRow field says: an empty
-    timing is NaN (a failed run), an empty status ``ok``, empty bytes 0, else None."""
+    timing is NaN (a failed run), empty bytes 0, else None (a status: ``read_status``)."""
     if text is None or text.strip() == "":
         return _EMPTY.get(column)
     kind = _FIELD_TYPES[column]

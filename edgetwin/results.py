@@ -29,6 +29,12 @@ MODES = (*RUN_MODES, MEASURED_MODE)
 STATUS_OK = "ok"  # a run that finished; any other status says why it did not
 
 
+def read_status(cell: str | None) -> str:
+    """A table's status cell as a status: an empty or blank one (or none) is ``ok``. edgetwin
+    writes every row's; a hand-made or hand-edited table may leave a finished run's empty."""
+    return cell if cell is not None and cell.strip() else STATUS_OK
+
+
 @dataclass(frozen=True)
 class ResultRow:
     """One configuration run; units are in the field names."""

@@ -18,6 +18,7 @@ from edgetwin.cli import main
 from edgetwin.device_spec import DeviceSpec
 from edgetwin.errors import InputError
 from edgetwin.resolved_scenario import dump_resolved
+from edgetwin.result_cells import read_results
 from edgetwin.results import write_results
 from edgetwin.scenario import validate_scenario
 from edgetwin.sim.fleet import build_fleet
@@ -183,3 +184,31 @@ def test_a_run_without_a_rows_total_names_the_file_column_and_line(
     assert main(["calibrate", str(spec_for(run)), "--out", str(tmp_path / "p.yaml")]) == 2
     assert "Traceback" not in capsys.readouterr().err
     assert not (tmp_path / "p.yaml").exists()
+
+
+@pytest.mark.parametrize("blank", ["", "  "], ids=["empty", "spaces"])
+def test_an_empty_status_reads_as_ok_as_every_results_reader_reads_it(
+    tmp_path: Path, blank: str
+) -> None:
+    """edgetwin writes every row's status (``ok`` or why the run failed); a hand-made or
+    hand-edited table may leave a finished run's empty, which ``load_results``, ``report``,
+    ``compare`` and a measured table's reader read as ``ok``. The emu fit refused it as
+    ``a failed run: `` with nothing after the colon."""
+    run, shipped_run = tmp_path / "edited" / "run", tmp_path / "shipped" / "run"
+    shutil.copytree(EMU_LOOP_FIT, run)
+    shutil.copytree(EMU_LOOP_FIT, shipped_run)
+    results = run / "results.csv"
+    rows = list(csv.reader(results.open(newline="")))
+    rows[2][rows[0].index("status")] = blank
+    with results.open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    edited = calibrate_from_emu(spec_for(run), "test")
+    shipped = calibrate_from_emu(spec_for(shipped_run), "test")
+    assert edited.compute == shipped.compute and edited.network == shipped.network
+    assert edited.fit["median_abs_error_pct"] == shipped.fit["median_abs_error_pct"]
+    assert all(row.ok for row in read_results(results))  # as the run's folder reads
+    rows[2][rows[0].index("status")] = "out of memory on etwh1"  # a failed run is refused
+    with results.open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    with pytest.raises(InputError, match="line 3: a failed run: out of memory on etwh1"):
+        calibrate_from_emu(spec_for(run), "test")

@@ -52,7 +52,7 @@ from edgetwin.errors import InputError, option_named, shown_text
 from edgetwin.links import LINK_CHECK_FILE, link_warnings, read_link_checks
 from edgetwin.profile import POWER_STATES, DeviceProfile
 from edgetwin.resolved_scenario import RESOLVED_FILE, load_resolved
-from edgetwin.results import STATUS_OK
+from edgetwin.results import STATUS_OK, read_status
 from edgetwin.scenario import Scenario
 from edgetwin.schema import Strict, dump_yaml, load_yaml_model
 from edgetwin.sweep_points import Configuration
@@ -193,7 +193,7 @@ def read_emu_rows(path: Path) -> list[MeasuredRow]:
         if mode != "emu":
             problem = f"line {row.line}: mode {mode!r}; an emu fit reads emulator rows only"
             raise InputError(path, "mode", problem)
-        status = row.cells.get("status", STATUS_OK)
+        status = read_status(row.cells.get("status"))
         if status != STATUS_OK:
             raise row.error("status", f"a failed run: {status}")
         if row.optional_text("total_ms") is None:

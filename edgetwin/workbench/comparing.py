@@ -34,7 +34,7 @@ from edgetwin.provenance import files_read, recording_reads, write_provenance
 from edgetwin.reports.html import comparison_figures, write_comparison_report
 from edgetwin.reports.static import StaticFormat
 from edgetwin.result_cells import read_results
-from edgetwin.results import STATUS_OK, ResultRow
+from edgetwin.results import STATUS_OK, ResultRow, read_status
 from edgetwin.row_keys import row_key
 from edgetwin.run_warnings import shown_once
 from edgetwin.table_files import is_table_file, results_file
@@ -146,9 +146,7 @@ def _nothing_in_common(
     failed = "every row failed (its status says why): nothing to compare"
     if predicted_rows and all(not row.ok for row in predicted_rows):
         return InputError(predicted_table, None, failed)
-    if measured_rows and all(
-        (row.get("status") or STATUS_OK) != STATUS_OK for row in measured_rows
-    ):
+    if measured_rows and all(read_status(row.get("status")) != STATUS_OK for row in measured_rows):
         return InputError(measured_table, None, failed)
     return InputError(
         measured_table,

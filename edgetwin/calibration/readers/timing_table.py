@@ -13,7 +13,7 @@ from pathlib import Path
 
 from edgetwin.csv_rows import Row, read_rows
 from edgetwin.models import registry
-from edgetwin.results import MODES, STATUS_OK
+from edgetwin.results import MODES, read_status
 from edgetwin.row_keys import RowKey, row_key
 from edgetwin.schema import MAX_BATCH
 
@@ -86,7 +86,7 @@ def _record(row: Row) -> TimingRecord:
         scenario=row.optional_text("scenario"),
         mode=None if row.optional_text("mode") is None else row.choice("mode", MODES),
         rep=row.optional_integer("rep", minimum=0),
-        status=row.optional_text("status") or STATUS_OK,
+        status=read_status(row.optional_text("status")),
         compute_ms=metrics["compute_ms"],
         staging_ms=metrics["staging_ms"],
         comm_ms=metrics["comm_ms"],
