@@ -59,5 +59,7 @@ def test_the_tutorial_runs_from_top_to_bottom(
     assert (tmp_path / "jetson" / "report.html").is_file()
     assert not (tmp_path / "jetson_refit.yaml").read_text().startswith("# an earlier run's")
     outputs = [text_of(c) for c in notebook.cells if c.cell_type == "code"]
+    assert "twin prism_jetson: 65/65" in outputs[1]  # the run's progress (text_progress)
+    assert "held-out refits (by batch): 4/4" in outputs[-3]  # the calibration's
     assert "total_ms" in outputs[-3]  # the calibration's median errors
     assert "'single, -'" in outputs[-1] and "'prism, CR 9.85'" in outputs[-1]  # traces; the CR used
