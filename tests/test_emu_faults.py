@@ -17,8 +17,11 @@ from edgetwin import cli
 from edgetwin.calibration.emu_loop import LoopSettings, run_emulator
 from edgetwin.emu.crowd_jobs import CrowdJobFailed
 from edgetwin.emu.crowdio.records import PipelineSummary
+from edgetwin.emu.local import measure_local
 from edgetwin.emu.mininet.crowd import CrowdEmuRun, run_crowd_emu
-from edgetwin.emu.mininet.runner import run_emu
+from edgetwin.emu.mininet.net import emulated_network
+from edgetwin.emu.mininet.runner import _HostLauncher, run_emu
+from edgetwin.emu.mininet.topology import build_topology
 from edgetwin.scenario import validate_scenario
 
 pytestmark = needs_emulator
@@ -207,6 +210,37 @@ def test_a_bandwidth_schedule_plays_during_a_vit_launch() -> None:
     assert [(r.kind, r.detail) for r in run.faults] == [("bandwidth", "100 Mbps")]
     (warning,) = run.warnings
     assert "step to 5 Mbps at 500 s did not play in 1 of 1 launches" in warning
+
+
+def test_a_vit_launchs_schedule_counts_from_its_timed_forwards() -> None:
+    """The links start at 2 Mbps and a step at 1 ms raises them to 800. Until 2026-12-07
+    the step counted from the launch's start and played while the ranks were still
+    starting, so the warm-up forward crossed at 800 Mbps; now it counts from rank 0's first
+    timed forward, as the twin counts from its run's start, so it plays after the warm-up,
+    which crossed every byte at 2 Mbps: no slower than those bytes take at that rate."""
+    raw = {
+        "name": "emu_schedule_start",
+        "repetitions": 1,
+        "model": {"tokens": 197, "width": 384, "heads": 6, "blocks": 1},
+        "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 2}],
+        "network": {"schedule": [{"at_ms": 1, "bandwidth_mbps": 800}]},
+        "strategies": [{"name": "voltage"}],
+        "sweeps": [{"batch": [1], "bandwidth_mbps": [2], "devices": [2]}],
+        "real_warmups": 1,
+    }
+    scenario = validate_scenario(raw, Path("emu_schedule_start.yaml"))
+    topology = build_topology(2)
+    with teardown_checked() as teardown, emulated_network(topology, scenario.network, 2) as net:
+        launch = _HostLauncher(net)
+        launch.bandwidth_mbps = 2
+        (run,) = measure_local(scenario, launch=launch)
+    teardown.assert_clean()
+    (record,) = launch.faults
+    assert (record.kind, record.detail) == ("bandwidth", "800 Mbps")  # it played, in the launch
+    # rank 0's warm-up waited for rank 1's half of the exchange, crossing rank 1's link
+    received_bits = run.ranks[1].bytes_sent_per_forward * 8
+    (warmup_ms,) = run.ranks[0].warmup_ms
+    assert warmup_ms > 0.8 * received_bits / 2e3
 
 
 def test_a_fault_after_the_jobs_end_is_said_not_played() -> None:

@@ -187,9 +187,11 @@ def test_what_a_run_ended_before_is_said() -> None:
     ] * 3
     assert unplayed_warnings([*missed, []], "launch") == [  # a fourth launch reached both
         "emulator.faults kill_worker on host 1 at 90 s did not play in 3 of 4 launches: each "
-        "ended before it (times count from each launch's start)",
+        "ended before it (times count from each launch's first timed forward, its warm-ups "
+        "left out)",
         "network.schedule step to 20 Mbps at 100 s did not play in 3 of 4 launches: each "
-        "ended before it (times count from each launch's start)",
+        "ended before it (times count from each launch's first timed forward, its warm-ups "
+        "left out)",
     ]
     assert unplayed_warnings([[]] * 4, "job") == []
 

@@ -47,10 +47,16 @@ def check_rank_and_reps(cli: argparse.ArgumentParser, args: argparse.Namespace, 
 
 
 def add_execution_flags(group: argparse._ArgumentGroup) -> None:
-    """``--device``, ``--threads`` and ``--result``, in ``group``."""
+    """``--device``, ``--threads``, ``--result`` and ``--timed-start``, in ``group``."""
     group.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     group.add_argument("--threads", type=int, help="torch intra-op threads of this rank")
     group.add_argument("--result", type=Path, help="write this rank's measurements here (JSON)")
+    group.add_argument(
+        "--timed-start",
+        type=Path,
+        help="rank 0 writes its monotonic clock (s) here as its timed work starts, after the "
+        "warm-ups (the emulator's schedule counts from it)",
+    )
 
 
 def apply_execution_flags(cli: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -9,7 +9,8 @@ Every rank builds the same weights (seeded, or ``--weights``) and prompt (seeded
 token ids) and keeps what its strategy needs. Each of ``--warmup`` untimed and ``--reps``
 timed generations starts after a barrier. The last rank then compares its logits and
 tokens with the whole model generating in its own process, up to their first different
-token (``compare_generations``). With ``--parent-pid`` the rank exits as soon as its
+token (``compare_generations``). With ``--timed-start`` rank 0 writes when its first timed
+generation starts (``emu.timed_start``). With ``--parent-pid`` the rank exits as soon as its
 launcher is gone.
 """
 
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from edgetwin.emu import rank_process
+from edgetwin.emu import rank_process, timed_start
 from edgetwin.emu.llm.exchange import Exchange
 from edgetwin.emu.llm.generation import Generation, RankSetup, SingleRank
 from edgetwin.emu.llm.model import Decoder, build_decoder, make_prompt
@@ -81,6 +82,8 @@ def run_rank(args: argparse.Namespace, run: DecoderRun, model: Decoder) -> RankR
         warmup_ms: list[float] = []
         for rep in range(args.warmup + args.reps):
             rank_process.barrier(run.world)
+            if rep == args.warmup and args.rank == 0 and args.timed_start is not None:
+                timed_start.announce(args.timed_start)
             if exchange is not None:
                 exchange.reset()
             clock.start()

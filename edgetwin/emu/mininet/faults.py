@@ -1,7 +1,8 @@
 """Faults and bandwidth changes during a run: a timeline built from the scenario (pure),
 played by a clock (a thread per thing its actions act on), recorded as ``faults.csv``.
 
-Times count from the start of what runs: a CROWDio job's first event, a ViT launch.
+Times count from the start of what runs: a CROWDio job's first event, a ViT or decoder
+launch's first timed forward or generation (``emu.timed_start``), its warm-ups done.
 A ``bandwidth`` step at 0 s is the rate the run meets from its first byte: a clock set
 before the run (``apply_rates_at_start``) applies it at once; the rest play from ``start()``.
 ``link_down`` takes a host's link down at the bridge (both directions) and up again
@@ -29,6 +30,10 @@ from edgetwin.network_spec import NetworkSpec, did_not_play
 ActionKind = Literal["link_down", "link_up", "kill_worker", "bandwidth"]
 RunNoun = Literal["launch", "job"]  # what a timeline plays in: a ViT launch, a CROWDio job
 _PLURAL: dict[RunNoun, str] = {"launch": "launches", "job": "jobs"}
+_START: dict[RunNoun, str] = {  # where its times count from
+    "launch": "each launch's first timed forward, its warm-ups left out",
+    "job": "each job's start",
+}
 
 
 @dataclass(frozen=True)
@@ -133,8 +138,10 @@ class FaultClock:
     def started(self) -> bool:
         return self._start is not None
 
-    def start(self) -> None:
-        self._start = start = time.monotonic()
+    def start(self, at: float | None = None) -> None:
+        """Play the timeline from ``at`` (a ``time.monotonic()`` instant, now if None);
+        actions already due then start at once."""
+        self._start = start = time.monotonic() if at is None else at
         by_target: dict[tuple[str, int | None], list[int]] = {}
         for index, action in enumerate(self._actions):
             by_target.setdefault(target_of(action), []).append(index)
@@ -202,7 +209,7 @@ def unplayed_warnings(per_run: Sequence[Sequence[Action]], noun: RunNoun) -> lis
             if action.kind == "bandwidth"
             else f"emulator.faults {action.kind} on host {action.host}"
         )
-        start = f"each {noun}'s start"
+        start = _START[noun]
         warnings.append(did_not_play(what, action.at_s, counts[action], runs, _PLURAL[noun], start))
     return warnings
 

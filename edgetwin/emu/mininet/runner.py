@@ -7,8 +7,10 @@ rate, iperf3 checks what they carry, then the configurations at that rate run as
 local mode (``emu.local``), rank r on host r, GLOO bound to the host's shaped
 interface, rank 0's address as the master. Single runs on host 0 alone. Rows are
 local mode's with ``mode`` = ``emu``; ``bandwidth_mbps`` is the links' set rate.
-A ``network.schedule`` plays during every launch (from its start; the links go back
-to the configuration's rate after it) and is recorded in ``EmuRun.faults``.
+A ``network.schedule`` plays during every launch, counted from its first timed forward
+(``emu.timed_start``: rank 0 says when, its warm-ups done; a step at 0 ms is set before
+the ranks start), the links back at the configuration's rate after it, and is recorded
+in ``EmuRun.faults``.
 ``emulator.host_cpu_cores`` gives host r a CFS quota of that many cores (heterogeneous
 devices); without it no ViT host is limited.
 """
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from edgetwin.configuration import crowd_runs
+from edgetwin.emu import timed_start
 from edgetwin.emu.child_env import package_env
 from edgetwin.emu.crowd_jobs import check_phones_fit, crowd_phones
 from edgetwin.emu.llm import records as llm_records
@@ -286,7 +289,7 @@ Record = TypeVar("Record")
 
 class _HostLauncher:
     """Starts the ranks of one launch on the hosts (rank r on host r), the bandwidth
-    schedule playing from their start; a ``Launcher`` (ViT) and, by ``decoder``, a
+    schedule playing from their timed work's start; a ``Launcher`` (ViT) and, by ``decoder``, a
     ``DecoderLauncher``."""
 
     def __init__(self, net: EmuNetwork) -> None:
@@ -356,20 +359,33 @@ class _HostLauncher:
     ) -> list[Record]:
         """Rank r's ``command`` on host r, waited for with the deadline (with ``on_rep``, the
         ranks asked for their reports, told the forwards rank 0 reports meanwhile); their
-        records."""
+        records. The schedule's steps at 0 ms are set before the ranks start, the rest play
+        from the instant rank 0 announces its timed work (seen at the next look)."""
         label = f"launch {self._launches} at {self.bandwidth_mbps:g} Mbps"
         clock = FaultClock(label, self._schedule, self._apply)
         with run_folder(EMU, "ranks") as tmp:
             folder = Path(tmp)
             reports = RepReports(folder, on_rep)
+            announced = folder / timed_start.FILE
+
+            def poll() -> None:
+                reports.poll()
+                at = None if clock.started else timed_start.announced_s(announced)
+                if at is not None:
+                    clock.start(at)
+
             ranks = []
             try:
-                clock.start()
+                clock.apply_rates_at_start()
                 for rank in range(world):
-                    argv = [*command(rank, folder / f"rank{rank}.json"), *reports.worker_args()]
+                    argv = [
+                        *command(rank, folder / f"rank{rank}.json"),
+                        *reports.worker_args(),
+                        *("--timed-start", str(announced)),
+                    ]
                     log = folder / f"rank{rank}.log"
                     ranks.append(self._net.popen(rank, argv, log, package_env()))
-                wait_ranks(ranks, folder, timeout_s, reports.poll)
+                wait_ranks(ranks, folder, timeout_s, poll)
             finally:
                 stop_ranks(ranks)
                 applied = clock.stop()

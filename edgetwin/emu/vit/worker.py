@@ -9,8 +9,10 @@ has ``--warmup`` untimed forwards, then ``--reps`` timed ones, with a barrier
 between forwards. Rank 0 then compares its last logits with the whole model
 run in its own process on the same input, and prints one line per run. With
 ``--progress``, rank 0 also appends a line to that file as it ends each timed forward
-(its launcher's progress). With ``--parent-pid`` the rank exits as soon as that process
-(its launcher) is no longer its parent: a launcher killed outright leaves no rank running.
+(its launcher's progress), and with ``--timed-start`` it writes when the launch's first
+timed forward starts (``emu.timed_start``). With ``--parent-pid`` the rank exits as soon
+as that process (its launcher) is no longer its parent: a launcher killed outright leaves
+no rank running.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import torch
 from pydantic import ValidationError
 from torch import Tensor
 
-from edgetwin.emu import rank_process
+from edgetwin.emu import rank_process, timed_start
 from edgetwin.emu.vit.forward import RankForward
 from edgetwin.emu.vit.model import ViT, build_vit, image_side, make_images
 from edgetwin.emu.vit.phases import ForwardTiming, PhaseClock
@@ -201,6 +203,8 @@ def _run(
         forward(images)
         warmup_ms.append(clock.stop().total_ms)
         rank_process.barrier(args.world)
+    if args.rank == 0 and args.timed_start is not None and index == 0:
+        timed_start.announce(args.timed_start)  # the launch's first timed forward
     reps: list[ForwardTiming] = []
     logits = None
     for rep in range(args.reps):
