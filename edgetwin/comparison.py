@@ -28,6 +28,7 @@ from edgetwin.row_keys import (
 from edgetwin.run_warnings import read_warnings_file
 from edgetwin.schema import read_yaml_mapping
 from edgetwin.table_files import TABLE_READ_ERRORS, table_records
+from edgetwin.unplayed_settings import PLAYED_ONLY_IN, plays
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,13 +51,8 @@ KEY_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps")  # what row_key
 _NOT_SIZES = ("preset", "published_params")
 # a run's network settings that its rows do not say (the swept rate is in every row's key)
 _NOT_IN_ROWS = ("bandwidth_mbps",)
-# what only some modes play: the modes that play it, and what a run of another mode played
-# instead (none); of the network, only the emulator drops packets (unplayed_settings)
-_NETWORK_PLAYED_BY: dict[str, tuple[tuple[str, ...], object]] = {"loss_pct": (("emu",), 0.0)}
-_PLAYED_BY: dict[str, tuple[tuple[str, ...], object]] = {  # of the emulator section
-    "faults": (("emu",), []),
-    "task_delay_ms": (("local", "emu"), 0.0),
-}
+# what a side played of the emulator section that compare tells apart
+_COMPARED_EMULATOR = ("faults", "task_delay_ms")
 REFERENCE_FILE = "reference.csv"  # a run's copy of the table it is compared with
 COMPARISON_CSV = "comparison.csv"
 
@@ -424,14 +420,14 @@ def side_of(folder: Path, raw: Mapping[str, Any] | None, recorded: Mapping[str, 
     )
     network = raw.get("network")
     settings = tuple(
-        (str(k), _setting_text(_played(mode, _NETWORK_PLAYED_BY.get(k), v)))
+        (str(k), _setting_text(_played(mode, f"network.{k}", v)))
         for k, v in (network.items() if isinstance(network, dict) else ())
         if k not in _NOT_IN_ROWS
     )
     emulator = raw.get("emulator")
     played = tuple(
-        (key, _setting_text(_played(mode, _PLAYED_BY[key], emulator[key])))
-        for key in _PLAYED_BY
+        (key, _setting_text(_played(mode, f"emulator.{key}", emulator[key])))
+        for key in _COMPARED_EMULATOR
         if isinstance(emulator, dict) and key in emulator
     )
     if mode != "twin":
@@ -447,13 +443,11 @@ def side_of(folder: Path, raw: Mapping[str, Any] | None, recorded: Mapping[str, 
     return RunSide(folder, mode, devices, tuple(sorted(unread)), sizes, settings, played, warned)
 
 
-def _played(mode: str, played_by: tuple[tuple[str, ...], object] | None, value: object) -> object:
-    """What a run of ``mode`` played of a setting given as ``value``: the value where its
-    modes (``played_by``: the modes that play it, and what another mode plays; None: every
-    mode) play it, else the other modes' (a twin's loss is none, whatever its file says)."""
-    if played_by is None or mode in played_by[0]:
-        return value
-    return played_by[1]
+def _played(mode: str, key: str, value: object) -> object:
+    """What a run of ``mode`` played of the setting ``key`` given as ``value``: the value
+    where its mode plays it, else what another mode plays (``PLAYED_ONLY_IN``: a twin's
+    loss is none, whatever its file says)."""
+    return value if plays(mode, key) else PLAYED_ONLY_IN[key][1]
 
 
 def _setting_text(value: object) -> str:
@@ -551,7 +545,7 @@ def emulator_warning(predicted: RunSide, measured: RunSide) -> str | None:
     if differ is None:
         return None
     settings, first = differ
-    played_by = " or ".join(_PLAYED_BY[first][0])
+    played_by = " or ".join(PLAYED_ONLY_IN[f"emulator.{first}"][0])
     return (
         f"{predicted.folder} and {measured.folder} played other faults or task delays "
         f"({settings}): the errors include their effect; only a {played_by} run plays "

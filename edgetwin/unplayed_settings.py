@@ -18,6 +18,20 @@ _DEVICE_OVERRIDES = {
 }
 # those an encoder's twin runs play (its pieces take their FLOP time, whatever the memory)
 _ENCODER_OVERRIDES = {k: v for k, v in _DEVICE_OVERRIDES.items() if k != "memory_bandwidth_gbps"}
+# what only some modes play, by key: the modes that play it, and what a run of another
+# mode plays instead (none); the warnings below and compare's sides (comparison.py) read it
+PLAYED_ONLY_IN: dict[str, tuple[tuple[str, ...], object]] = {
+    "network.loss_pct": (("emu",), 0.0),
+    "emulator.faults": (("emu",), []),
+    "emulator.host_cpu_cores": (("emu",), []),
+    "emulator.task_delay_ms": (("local", "emu"), 0.0),
+}
+
+
+def plays(mode: str, key: str) -> bool:
+    """Whether a run of ``mode`` plays the setting ``key`` (every mode plays one that
+    ``PLAYED_ONLY_IN`` does not name)."""
+    return key not in PLAYED_ONLY_IN or mode in PLAYED_ONLY_IN[key][0]
 
 
 def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
@@ -30,18 +44,21 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     caps a host's cores; a real run's warm-ups (``real_warmups``) are not the twin's
     (``warmup_batches``), nor the other way round, and a real crowd run has none."""
     network, warnings = scenario.network, []
-    if mode != "emu" and network.loss_pct > 0:
+    if not plays(mode, "network.loss_pct") and network.loss_pct > 0:
         warnings.append(
             f"network.loss_pct is {network.loss_pct:g} %, but only {MODE_EMU} drops packets: "
             f"a {mode} run has no loss"
         )
-    if mode != "emu":
-        emulated = {
-            "emulator.faults": bool(scenario.emulator.faults),
-            "emulator.host_cpu_cores": bool(scenario.emulator.host_cpu_cores),
-        }
-        emu_only = f"only {MODE_EMU} plays it: a {mode} run has none"
-        warnings += [f"{field} is set, but {emu_only}" for field, on in emulated.items() if on]
+    emulated = {
+        "emulator.faults": bool(scenario.emulator.faults),
+        "emulator.host_cpu_cores": bool(scenario.emulator.host_cpu_cores),
+    }
+    emu_only = f"only {MODE_EMU} plays it: a {mode} run has none"
+    warnings += [
+        f"{field} is set, but {emu_only}"
+        for field, on in emulated.items()
+        if on and not plays(mode, field)
+    ]
     warmups = scenario.real_warmups
     if warmups != Scenario.model_fields["real_warmups"].default:
         if mode == "twin":
