@@ -654,6 +654,32 @@ def test_a_configuration_measured_twice_is_named(
     )
 
 
+@pytest.mark.timeout(60)
+def test_a_repetition_given_twice_in_a_truth_table_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """evaluate's measured ground truth is the median of a configuration's rows: the
+    published Jetson table with its prism row at batch 1 again (total_ms 999) was scored,
+    that row weighed twice, while calibrate refuses the same table."""
+    shipped = REPO / "data" / "reference" / "prism-jetson" / "measurements.csv"
+    lines = shipped.read_text().splitlines()
+    cells = lines[5].split(",")
+    cells[lines[0].split(",").index("total_ms")] = "999"
+    table = tmp_path / "measured.csv"
+    table.write_text("\n".join([*lines, ",".join(cells)]) + "\n")
+    evaluation = tmp_path / "jetson.eval.yaml"
+    raw = yaml.safe_load((REPO / "scenarios" / "adaptive_jetson_measured.eval.yaml").read_text())
+    raw["scenario"] = str(REPO / "scenarios" / raw["scenario"])
+    evaluation.write_text(yaml.safe_dump({**raw, "truth_table": str(table)}))
+    argv = ["evaluate", str(evaluation), "--out", str(tmp_path / "out")]
+    expect = (
+        f"{evaluation}: field 'truth_table': measured.csv line {len(lines) + 1} repeats line 6: "
+        "strategy prism, devices 2, cr 9.9, segments 10, batch 1, bandwidth_mbps 400, "
+        "rep (empty); each repetition is one row, with its own rep"
+    )
+    assert_clean_failure(argv, capsys, tmp_path, expect)
+
+
 @pytest.mark.timeout(120)
 def test_measurements_no_phone_profile_fits_name_the_spec(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

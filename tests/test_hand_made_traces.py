@@ -14,9 +14,12 @@ import yaml
 from edgetwin.calibration.android_inputs import read_reference
 from edgetwin.calibration.readers import (
     read_decoder_latency,
+    read_model_costs,
+    read_published_metrics,
     read_staged_allgather,
     read_staged_allgather_bw,
     read_staging_copy,
+    read_vit_energy,
     read_vit_latency,
 )
 from edgetwin.calibration.reference_inputs import read_measured
@@ -75,7 +78,21 @@ KEYED_FILES: dict[str, tuple[Reader, Callable[[], str], tuple[str, ...]]] = {
         lambda: (DATA / "reference" / "prism-jetson" / "measurements.csv").read_text(),
         ("strategy", "devices", "batch", "bandwidth_mbps", "segments", "rep"),
     ),
+    "vit_energy.csv": (
+        read_vit_energy,
+        lambda: (LOOPBACK / "vit_energy.csv").read_text(),
+        ("kernel", "batch"),
+    ),
+    "model_costs.csv": (  # its last column a top-1 share: the copy's 999 is another's
+        read_model_costs,
+        lambda: _without_last_column(DATA / "reference" / "prism-jetson" / "model_costs.csv"),
+        ("strategy", "devices", "cr", "segments"),
+    ),
 }
+
+
+def _without_last_column(path: Path) -> str:
+    return "".join(line.rpartition(",")[0] + "\n" for line in path.read_text().splitlines())
 
 
 def _repeated(text: str) -> tuple[str, int]:
@@ -93,7 +110,8 @@ def _repeated(text: str) -> tuple[str, int]:
 def test_a_row_given_twice_names_both_lines_and_its_key(tmp_path: Path, name: str) -> None:
     """A repeated (group, rep) reweighted its group's mean, the held-out residuals and the
     bootstrap; a measured table's repeated configuration moved the table fit's median
-    error from 1.6 % to 6.6 %; both without a word."""
+    error from 1.6 % to 6.6 %; both without a word. A file of one reading a key (a
+    counter's energy, a published cost) kept both, each reader of it one of them."""
     reader, text, key = KEYED_FILES[name]
     path = tmp_path / name
     changed, line = _repeated(text())
@@ -104,7 +122,8 @@ def test_a_row_given_twice_names_both_lines_and_its_key(tmp_path: Path, name: st
     assert message.startswith(f"{path}: line {line} repeats line 2: ")
     for column in key:
         assert f"{column} " in message
-    assert "each repetition is one row, with its own rep" in message
+    fix = "each repetition is one row, with its own rep" if "rep" in key else "give each once"
+    assert message.endswith(fix)
 
 
 @pytest.mark.timeout(30)
@@ -123,7 +142,10 @@ def test_a_measured_table_may_repeat_a_configuration_by_rep(tmp_path: Path) -> N
 
 
 @pytest.mark.timeout(30)
-def test_a_metric_given_twice_names_both_lines(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", [read_reference, read_published_metrics])
+def test_a_metric_given_twice_names_both_lines(tmp_path: Path, reader: Reader) -> None:
+    """An Android spec's reader and the generic one of a published table: the generic one
+    returned both rows."""
     shipped = DATA / "reference" / "crowdio-android" / "measurements.csv"
     header, *rows = shipped.read_text().strip().splitlines()
     path = tmp_path / "measurements.csv"
@@ -131,7 +153,7 @@ def test_a_metric_given_twice_names_both_lines(tmp_path: Path) -> None:
     metric = rows[0].split(",")[0]
     expect = f"field 'metric': line {len(rows) + 2} repeats line 2: metric {metric}; give each once"
     with pytest.raises(InputError, match=expect):
-        read_reference(path)
+        reader(path)
 
 
 # a file of each trace reader, and the columns of its times

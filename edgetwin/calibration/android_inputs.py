@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from edgetwin.csv_rows import check_once, read_rows
+from edgetwin.calibration.readers.reference import read_metric_rows
 from edgetwin.errors import InputError, shown
 from edgetwin.scenario import Scenario
 from edgetwin.schema import (
@@ -100,10 +100,8 @@ def read_reference(path: Path) -> dict[str, Measure]:
     second row of it, in the same unit or not, had silently replaced the first)."""
     if not path.is_file():
         raise InputError(path, None, "file not found")
-    rows = read_rows(path, ("metric", "mean", "std", "unit"))
-    check_once(rows, ("metric",), [row.text("metric") for row in rows])
     measures = {}
-    for row in rows:
+    for row in read_metric_rows(path):
         metric, unit = row.text("metric"), row.optional_text("unit") or ""
         wanted = METRIC_UNITS.get(metric)
         if wanted is not None and unit != wanted:

@@ -7,7 +7,9 @@ decoder's ``prompt_tokens`` and ``output_tokens``, ``ttft_ms`` and ``tpot_ms``).
 be a ``results.csv`` of ``--mode local`` or ``--mode emu`` runs, or a hardware table.
 A configuration measured several times (``rep``) counts with the median of its
 successful repetitions: one slow repetition, disturbed by other work on the machine,
-does not move it.
+does not move it. Each repetition is one row: a run's (scenario, mode), configuration
+and ``rep`` given twice is an error, as a table without ``rep`` giving a configuration
+twice is (the median had weighed the row twice).
 
 At each measured cell (batch, bandwidth, tokens, a decoder's output tokens) the devices
 up are the set-up's: the most devices any row of the table used. Policies choose among
@@ -24,6 +26,7 @@ from pathlib import Path
 from statistics import median
 
 from edgetwin.comparison import check_reference
+from edgetwin.csv_rows import Row, check_once
 from edgetwin.errors import InputError
 from edgetwin.result_cells import parse_result
 from edgetwin.results import MEASURED_MODE, ResultRow
@@ -32,6 +35,13 @@ from edgetwin.table_files import read_table
 # what a map or a ground truth reads of every row: the latency (without the column every
 # cell read as a failed run, and a map of nothing but failures was scored)
 SCORED_COLUMNS = ("total_ms",)
+# a repetition: a configuration of ``median_per_configuration`` (a decoder's tokens its
+# prompt's; a pipeline's layer split) in a run (scenario, mode: a table without them is
+# one run), and its rep
+REPETITION_KEY = (
+    *("scenario", "mode", "strategy", "devices", "cr", "segments", "batch"),
+    *("bandwidth_mbps", "tokens", "prompt_tokens", "output_tokens", "layer_split", "rep"),
+)
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,7 @@ def read_measured(path: Path, named_by: Path, default_tokens: int) -> list[Resul
     and the line if it is not one); a row with no ``tokens`` ran at ``default_tokens``, a
     decoder's row at its ``prompt_tokens``."""
     check_reference(path, named_by, "truth_table", SCORED_COLUMNS)
-    rows = []
+    rows, lines = [], []
     for line, record in enumerate(read_table(path), start=2):
         filled = {"scenario": path.stem, "mode": MEASURED_MODE, "rep": "0", **record}
         try:
@@ -62,7 +72,19 @@ def read_measured(path: Path, named_by: Path, default_tokens: int) -> list[Resul
             tokens = default_tokens if row.prompt_tokens is None else row.prompt_tokens
             row = replace(row, tokens=tokens)
         rows.append(row)
+        lines.append(Row(path, line, record))
+    header = lines[0].cells  # check_reference refuses a table of no row
+    columns = [c for c in REPETITION_KEY if c in header or c == "rep"]  # those it has
+    try:
+        check_once(lines, columns, [_repetition(row) for row in rows])
+    except InputError as exc:  # named as the rows' other errors are
+        raise InputError(named_by, "truth_table", f"{path.name} {exc.problem}") from None
     return rows
+
+
+def _repetition(row: ResultRow) -> tuple[object, ...]:
+    """A row's ``REPETITION_KEY``."""
+    return (row.scenario, row.mode, *_configuration(row), row.layer_split, row.rep)
 
 
 def median_per_configuration(rows: Iterable[ResultRow]) -> list[ResultRow]:
@@ -70,9 +92,7 @@ def median_per_configuration(rows: Iterable[ResultRow]) -> list[ResultRow]:
     TPOT) of its successful repetitions (a configuration with none keeps its first row, failed)."""
     groups: dict[tuple[object, ...], list[ResultRow]] = {}
     for row in rows:
-        key = (row.strategy, row.devices, row.cr, row.segments, row.batch)
-        where = (row.bandwidth_mbps, row.tokens, row.output_tokens)
-        groups.setdefault((*key, *where), []).append(row)
+        groups.setdefault(_configuration(row), []).append(row)
     merged = []
     for group in groups.values():
         ok = [r for r in group if r.ok and math.isfinite(r.total_ms)]
@@ -89,6 +109,12 @@ def median_per_configuration(rows: Iterable[ResultRow]) -> list[ResultRow]:
             )
         )
     return merged
+
+
+def _configuration(row: ResultRow) -> tuple[object, ...]:
+    """What ``median_per_configuration`` takes the median over the repetitions of."""
+    key = (row.strategy, row.devices, row.cr, row.segments, row.batch)
+    return (*key, row.bandwidth_mbps, row.tokens, row.output_tokens)
 
 
 def _median(rows: Sequence[ResultRow], column: str) -> float | None:

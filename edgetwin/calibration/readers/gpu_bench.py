@@ -5,7 +5,8 @@
 - ``staging_copy.csv``: direction (d2h|h2d), pinned (0|1), batch, rows, bytes, rep,
   latency_ms (one [batch, rows, 768] fp32 copy, wall clock with synchronize).
 - ``vit_energy.csv``: kernel, batch, reps, wall_s, energy_mj (NVML energy counter
-  over ``reps`` forwards; coarse, prefer integrating power samples).
+  over ``reps`` forwards; coarse, prefer integrating power samples); one row a kernel
+  and batch.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ VIT_LATENCY_KERNELS = (VIT_FULL, ENCODER_TOKENS)
 STAGING_COPY_COLUMNS = ("direction", "pinned", "batch", "rows", "bytes", "rep", "latency_ms")
 STAGING_COPY_KEY = STAGING_COPY_COLUMNS[:-1]
 VIT_ENERGY_COLUMNS = ("kernel", "batch", "reps", "wall_s", "energy_mj")
+# one counter reading, its reps summed in it: a row of each (a second was a copy, or a
+# reading of the same forwards that no reader can tell from it)
+VIT_ENERGY_KEY = VIT_ENERGY_COLUMNS[:2]
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,9 @@ def read_staging_copy(path: Path) -> list[StagingCopy]:
 
 
 def read_vit_energy(path: Path) -> list[CounterEnergy]:
-    """Rows of a ``vit_energy.csv``."""
-    return [
+    """Rows of a ``vit_energy.csv``: each counter reading (kernel, batch) once."""
+    rows = read_rows(path, VIT_ENERGY_COLUMNS)
+    records = [
         CounterEnergy(
             kernel=row.text("kernel"),
             batch=row.integer("batch", minimum=1, maximum=MAX_BATCH),
@@ -114,5 +119,7 @@ def read_vit_energy(path: Path) -> list[CounterEnergy]:
             wall_s=row.number("wall_s", minimum=0.0),
             energy_mj=row.number("energy_mj", minimum=0.0),
         )
-        for row in read_rows(path, VIT_ENERGY_COLUMNS)
+        for row in rows
     ]
+    check_once(rows, VIT_ENERGY_KEY, [(r.kernel, r.batch) for r in records])
+    return records

@@ -1,10 +1,10 @@
 """Published reference tables that are not timing tables.
 
 - CROWDio Android ``measurements.csv``: metric, mean, std, unit, notes (one aggregate
-  per row, mean +- std over runs; std and notes may be empty).
+  per row, mean +- std over runs; std and notes may be empty); each metric once.
 - Prism Jetson ``model_costs.csv``: strategy, devices, gflops_per_device,
   compute_speedup_pct (required); cr, segments, comm_reduction_pct, cifar10_top1_pct
-  (optional, may be empty).
+  (optional, may be empty); each configuration (strategy, devices, cr, segments) once.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.csv_rows import read_rows
+from edgetwin.csv_rows import Row, check_once, read_rows
 from edgetwin.models import registry
 
 MODEL_COSTS_FILE = "model_costs.csv"
 METRIC_COLUMNS = ("metric", "mean", "std", "unit")
 MODEL_COST_COLUMNS = ("strategy", "devices", "gflops_per_device", "compute_speedup_pct")
 MODEL_COST_OPTIONAL = ("cr", "segments", "comm_reduction_pct", "cifar10_top1_pct")
+MODEL_COST_KEY = ("strategy", "devices", "cr", "segments")  # one configuration: a row of each
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,16 @@ class ModelCost:
     cifar10_top1_pct: float | None
 
 
+def read_metric_rows(path: Path) -> list[Row]:
+    """The rows of a metric/mean/std/unit table, each metric once (a second row of it had
+    replaced the first, or stood beside it, unsaid)."""
+    rows = read_rows(path, METRIC_COLUMNS, optional=("notes",))
+    check_once(rows, ("metric",), [row.text("metric") for row in rows])
+    return rows
+
+
 def read_published_metrics(path: Path) -> list[PublishedMetric]:
-    """Rows of a metric/mean/std/unit table."""
+    """Rows of a metric/mean/std/unit table (``read_metric_rows``)."""
     return [
         PublishedMetric(
             metric=row.text("metric"),
@@ -56,13 +65,15 @@ def read_published_metrics(path: Path) -> list[PublishedMetric]:
             unit=row.text("unit"),
             notes=row.optional_text("notes"),
         )
-        for row in read_rows(path, METRIC_COLUMNS, optional=("notes",))
+        for row in read_metric_rows(path)
     ]
 
 
 def read_model_costs(path: Path) -> list[ModelCost]:
-    """Rows of a ``model_costs.csv``."""
-    return [
+    """Rows of a ``model_costs.csv``, each configuration (strategy, devices, cr, segments)
+    once: a published table gives one figure of each."""
+    rows = read_rows(path, MODEL_COST_COLUMNS, MODEL_COST_OPTIONAL)
+    costs = [
         ModelCost(
             strategy=row.choice("strategy", registry.names()),
             devices=row.integer("devices", minimum=1),
@@ -73,5 +84,7 @@ def read_model_costs(path: Path) -> list[ModelCost]:
             comm_reduction_pct=row.optional_number("comm_reduction_pct"),
             cifar10_top1_pct=row.optional_number("cifar10_top1_pct", 0.0, 100.0),
         )
-        for row in read_rows(path, MODEL_COST_COLUMNS, MODEL_COST_OPTIONAL)
+        for row in rows
     ]
+    check_once(rows, MODEL_COST_KEY, [(c.strategy, c.devices, c.cr, c.segments) for c in costs])
+    return costs

@@ -4,6 +4,8 @@ Required columns: strategy, devices, batch, bandwidth_mbps, total_ms. Optional (
 present): scenario, mode, cr, segments, rep, status, compute_ms, staging_ms, comm_ms,
 per_sample_ms, energy_j, bytes_sent, gflops_per_device; other columns are ignored. Metric
 cells may be empty (not published, or a failed run); a filled one must be a number >= 0.
+Rows are not keyed: a crowd run writes a row for each job, its configuration and rep the
+same.
 """
 
 from __future__ import annotations
