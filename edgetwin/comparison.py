@@ -12,6 +12,7 @@ from pathlib import Path
 from statistics import median
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from edgetwin.csv_rows import other_unit, unit_problem
 from edgetwin.device_names import profile_name, profile_refs, read_device_names
 from edgetwin.errors import InputError, counted, shown, warnings_note
 from edgetwin.resolved_scenario import RESOLVED_FILE
@@ -313,6 +314,9 @@ def check_reference(
     of_it = "" if named_by == path else f"{where}: "  # the file is named once
 
     def is_a_results_table(header: list[str]) -> None:
+        in_other_unit = _column_in_other_unit(header)
+        if in_other_unit is not None:
+            raise InputError(named_by, field, f"{of_it}{in_other_unit}")
         missing = [c for c in (*KEY_COLUMNS, *needs) if c not in header]
         if missing or not set(header) & set(METRICS):
             wanted = ", ".join(missing) if missing else "one of " + ", ".join(METRICS)
@@ -355,6 +359,18 @@ def _check_reference_row(
     if total is not None and read_status(record.get("status")) == STATUS_OK and total <= 0:
         problem = f"{where}: total_ms {total:g}: a run that finished took some time (above 0)"
         raise InputError(named_by, "total_ms" if field is None else field, problem)
+
+
+def _column_in_other_unit(header: Sequence[str]) -> str | None:
+    """What is wrong with the first column of ``header`` that is a results column it lacks
+    in another unit (``total_us``: its values were left out, or taken for a misspelling);
+    None where none is."""
+    for name in COLUMNS:
+        in_other = None if name in header else other_unit(header, name)
+        if in_other is not None:
+            column, unit = in_other
+            return f"column {column!r} is {unit_problem(name, unit)}"
+    return None
 
 
 def _misspelt_column(header: Sequence[str]) -> tuple[str, str] | None:

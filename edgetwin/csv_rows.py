@@ -165,9 +165,10 @@ def read_rows(
     """Data rows of a CSV whose header has every ``required`` column (``text``: the file's,
     already read).
 
-    Columns beyond ``required`` and ``optional`` are kept in ``Row.cells`` but not checked.
-    Blank lines (nothing but spaces or empty cells) are skipped; a file with no data row is
-    an error if ``rows_needed``.
+    Columns beyond ``required`` and ``optional`` are kept in ``Row.cells`` but not checked;
+    one that is a column of these in another unit (``latency_us`` for ``latency_ms``) is
+    an error where that column is absent (``other_unit``). Blank lines (nothing but spaces
+    or empty cells) are skipped; a file with no data row is an error if ``rows_needed``.
     """
     text = read_text(path) if text is None else text
     if not text.strip():
@@ -177,7 +178,7 @@ def read_rows(
         header = [name.strip() for name in next(reader, [])]
         if not any(header):
             raise InputError(path, None, f"line 1: no header; expected {', '.join(required)}")
-        _check_header(path, header, required)
+        _check_header(path, header, required, optional)
         rows = []
         for cells in reader:
             if not any(cell.strip() for cell in cells):  # spaces, or a spreadsheet's ",,,"
@@ -220,16 +221,51 @@ def _key_cell(row: Row, column: str) -> str:
     return shown_text(row.optional_text(column) or "(empty)")
 
 
-def _check_header(path: Path, header: list[str], required: Sequence[str]) -> None:
+def _check_header(
+    path: Path, header: list[str], required: Sequence[str], optional: Sequence[str]
+) -> None:
     seen: set[str] = set()
     for name in header:
         if name in seen:
             raise InputError(path, name, "line 1: column appears twice in the header")
         seen.add(name)
-    for name in required:
-        if name not in seen:
+    for name in (*required, *optional):
+        if name in seen:
+            continue
+        in_other = other_unit(header, name)
+        if in_other is not None:
+            column, unit = in_other
+            raise InputError(path, column, f"line 1: the column is {unit_problem(name, unit)}")
+        if name in required:
             problem = f"line 1: missing column (header: {', '.join(header)})"
             raise InputError(path, name, problem + header_hint(header, name))
+
+
+# the units a column's name may end in, by quantity (a name's plain form, ``_plain_name``)
+_UNITS = (("ns", "us", "µs", "ms", "s"), ("mj", "j"), ("mw", "w"))
+
+
+def other_unit(header: Sequence[str], name: str) -> tuple[str, str] | None:
+    """The column of ``header`` that is column ``name`` in another unit of its quantity
+    (``latency_us`` or ``Latency (s)`` for ``latency_ms``) and that unit; None where none
+    is. Units are told by names alone, never guessed from values."""
+    stem, _, unit = name.rpartition("_")
+    units = next((units for units in _UNITS if unit in units), ())
+    for column in header:
+        its_stem, _, its_unit = _plain_name(column).rpartition("_")
+        if its_stem == stem and its_unit != unit and its_unit in units:
+            return column, its_unit
+    return None
+
+
+def unit_problem(name: str, unit: str) -> str:
+    """What to do with a column in ``unit`` where column ``name`` is read: ``in us, where
+    latency_ms is read in ms (...)``."""
+    wanted = name.rpartition("_")[2]
+    return (
+        f"in {unit}, where {name} is read in {wanted} (edgetwin converts no unit): give "
+        f"the values in {wanted} and name the column {name}"
+    )
 
 
 def header_hint(header: Sequence[str], name: str) -> str:

@@ -138,12 +138,14 @@ def test_bad_ground_truth(tmp_path: Path) -> None:
 def test_a_table_without_its_latency_column_is_refused(field: str, tmp_path: Path) -> None:
     """A table with the latency in another unit (``total_s``) and no ``total_ms`` read every
     cell as a failed run: as a map, every candidate was infeasible everywhere and the
-    policies were scored on it (exit 0); as the truth, 'every candidate fails'."""
+    policies were scored on it (exit 0); as the truth, 'every candidate fails'. The column
+    is named with the unit read."""
     rows = JETSON_ROWS.read_text().splitlines()
     table = tmp_path / "in_seconds.csv"
     table.write_text("\n".join([rows[0].replace("total_ms", "total_s"), *rows[1:]]) + "\n")
     evaluation = JETSON_EVAL if field == "truth_table" else TWIN_EVAL
-    with pytest.raises(InputError, match=r"in_seconds\.csv .*no column total_ms") as exc:
+    expect = r"in_seconds\.csv: column 'total_s' is in s, where total_ms is read in ms"
+    with pytest.raises(InputError, match=expect) as exc:
         load_eval_inputs(evaluation, (f"{field}={table}",))
     assert exc.value.field == field
 

@@ -541,18 +541,28 @@ def test_measured_table_without_a_component_column(
     """A component column misnamed in a table spec's measured table (``comm_s``) is an
     extra column, ignored: the fit left that section's parameters where it started, or
     wherever the other columns pushed them (the network at 14.5 ms a message), and wrote
-    the profile (exit 0). Now the column and the parameters it fits are named."""
+    the profile (exit 0). Now the column and the parameters it fits are named; a column
+    in another unit (``comm_s``) with the unit it is read in."""
     shipped = (REPO / "data" / "reference" / "prism-jetson" / "measurements.csv").read_text()
     table = tmp_path / "measurements.csv"
-    table.write_text(shipped.replace(column, column.removesuffix("ms") + "s", 1))
+    stem = column.removesuffix("_ms")
+    table.write_text(shipped.replace(column, f"{stem}_time", 1))
     spec = _spec("jetson_orin_nano", tmp_path, _set("reference", str(table)))
     _calibrate_and_validate_refuse(
         spec,
         capsys,
         tmp_path,
         f"measurements.csv: field '{column}': no row has a value above 0",
-        f"{column.removesuffix('ms')}s, ",
+        f"{stem}_time, ",
         "set them in the spec's fixed",
+    )
+    table.write_text(shipped.replace(column, f"{stem}_s", 1))
+    _calibrate_and_validate_refuse(
+        spec,
+        capsys,
+        tmp_path,
+        f"measurements.csv: field '{stem}_s': line 1: the column is in s, where {column} is "
+        "read in ms (edgetwin converts no unit)",
     )
 
 

@@ -40,6 +40,8 @@ from edgetwin.calibration.readers import (
     summarize_trace,
     union_ms,
 )
+from edgetwin.calibration.reference_inputs import read_measured
+from edgetwin.comparison import check_reference
 from edgetwin.errors import InputError
 from edgetwin.results import ResultRow, write_results
 from edgetwin.row_keys import row_key
@@ -556,6 +558,77 @@ def test_a_header_a_spreadsheet_wrote_says_what_to_change(
     path = tmp_path / "vit_latency.csv"
     path.write_text(f"{header}\n" + header.replace("latency", "1").replace("ms", "2") + "\n")
     _rejects(read_vit_latency, path, "missing column", hint)
+
+
+UNIT_CASES: list[tuple[Reader, str, str, str]] = [
+    (
+        read_vit_latency,
+        "kernel,batch,tokens,rep,latency_us\nvit_full,1,197,0,4029\n",
+        "latency_us",
+        "ms",
+    ),
+    (
+        read_vit_latency,
+        "kernel,batch,tokens,rep,Latency (s)\nvit_full,1,197,0,0.004\n",
+        "Latency (s)",
+        "ms",
+    ),
+    (read_nvml_power, "t_s,phase,power_mw\n0,idle,90000\n", "power_mw", "w"),
+    (
+        read_vit_energy,
+        "kernel,batch,reps,wall_s,energy_j\nvit_full,1,20,0.08,24\n",
+        "energy_j",
+        "mj",
+    ),
+    (
+        read_timing_table,  # compute_ms optional: compute_us was left out unsaid
+        "strategy,devices,batch,bandwidth_mbps,total_ms,compute_us\nsingle,1,1,400,80.6,80600\n",
+        "compute_us",
+        "ms",
+    ),
+    (
+        read_measured,  # a table spec's: its total_ms optional too
+        "strategy,devices,batch,bandwidth_mbps,compute_ms,total_s\nsingle,1,1,400,80.6,0.0806\n",
+        "total_s",
+        "ms",
+    ),
+]
+
+
+@pytest.mark.parametrize(("reader", "text", "column", "unit"), UNIT_CASES)
+def test_a_column_in_another_unit_is_named_with_the_unit_read(
+    tmp_path: Path, reader: Reader, text: str, column: str, unit: str
+) -> None:
+    """A column in another unit than the one read (``latency_us``) was a missing column
+    where the column read is required, and left out unsaid where it is optional (a timing
+    table's ``compute_us``: no compute time). The unit is told by the header alone."""
+    path = tmp_path / "table.csv"
+    path.write_text(text)
+    with pytest.raises(InputError) as caught:
+        reader(path)
+    assert caught.value.field == column
+    message = str(caught.value)
+    assert "line 1: the column is in " in message
+    assert f"is read in {unit} (edgetwin converts no unit): give the values in {unit}" in message
+
+
+def test_a_column_in_another_unit_beside_the_one_read_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "vit_latency.csv"
+    path.write_text("kernel,batch,tokens,rep,latency_ms,latency_us\nvit_full,1,197,0,4.029,4029\n")
+    assert [r.latency_ms for r in read_vit_latency(path)] == [4.029]
+
+
+def test_a_reference_table_in_another_unit_is_named_with_the_unit_read(tmp_path: Path) -> None:
+    """compare's and evaluate's reader of a measured table took ``total_us`` for a
+    misspelling (did you mean 'total_ms'?)."""
+    path = tmp_path / "measured.csv"
+    path.write_text("strategy,devices,batch,bandwidth_mbps,total_us\nsingle,1,1,400,80600\n")
+    with pytest.raises(InputError) as caught:
+        check_reference(path, path, None)
+    assert caught.value.problem == (
+        "column 'total_us' is in us, where total_ms is read in ms (edgetwin converts no "
+        "unit): give the values in ms and name the column total_ms"
+    )
 
 
 @pytest.mark.parametrize(

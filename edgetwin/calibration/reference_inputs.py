@@ -84,6 +84,7 @@ FIT_COLUMNS = {**SECTION_COLUMNS, "power": "energy_j"}
 
 
 MEASURED_KEY = (*MEASURED_KEY_COLUMNS, "segments", "rep")  # a row of each measurement
+MEASURED_METRICS = (*TIMING_METRICS, "energy_j")  # what a row may have measured
 
 
 def read_measured(path: Path) -> list[MeasuredRow]:
@@ -91,7 +92,7 @@ def read_measured(path: Path) -> list[MeasuredRow]:
     once; a malformed cell names file, column and line."""
     if not path.is_file():
         raise InputError(path, None, "file not found")
-    rows = read_rows(path, MEASURED_KEY_COLUMNS)
+    rows = read_rows(path, MEASURED_KEY_COLUMNS, MEASURED_METRICS)
     measured = [_measured_row(row) for row in rows]
     keys = [(m.config, row.optional_integer("rep")) for m, row in zip(measured, rows, strict=True)]
     check_once(rows, MEASURED_KEY, keys)
@@ -108,7 +109,7 @@ def _measured_row(row: Row) -> MeasuredRow:
     it has reads as in a results table (a CR of 'abc' was let through unread)."""
     values = {
         metric: value
-        for metric in (*TIMING_METRICS, "energy_j")
+        for metric in MEASURED_METRICS
         if (value := row.optional_number(metric, minimum=0.0)) is not None
     }
     config = Configuration(
