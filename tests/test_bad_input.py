@@ -690,6 +690,39 @@ def test_a_repetition_given_twice_in_a_truth_table_is_named(
     assert_clean_failure(argv, capsys, tmp_path, expect)
 
 
+def test_a_crowd_scenario_is_refused_by_evaluate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """evaluate ranks a model's split strategies; a crowd scenario's have no cost plan: with a
+    truth_table its --check said ok and the run was a ValueError traceback from the strategy
+    registry, with held_out it said the scenario had 0 devices."""
+    table = tmp_path / "measured.csv"
+    table.write_text(
+        "strategy,devices,batch,bandwidth_mbps,total_ms\ncrowdio_streaming,10,1,10,500\n"
+    )
+    evaluation = tmp_path / "crowd.eval.yaml"
+    evaluation.write_text(
+        yaml.safe_dump(
+            {
+                "scenario": str(REPO / "scenarios" / "crowd_city.yaml"),
+                "truth_table": str(table),
+                "objective": "latency",
+                "policies": ["adaptive"],
+            }
+        )
+    )
+    expect = (
+        f"{evaluation}: field 'scenario': crowd_city.yaml is a crowd scenario: evaluate scores "
+        "the choice among a model's split strategies; a crowd's schedulers are scored by "
+        "evaluate-affinity"
+    )
+    for argv in (
+        ["evaluate", str(evaluation), "--check"],
+        ["evaluate", str(evaluation), "--out", str(tmp_path / "out")],
+    ):
+        assert_clean_failure(argv, capsys, tmp_path, expect)
+
+
 @pytest.mark.timeout(120)
 def test_measurements_no_phone_profile_fits_name_the_spec(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

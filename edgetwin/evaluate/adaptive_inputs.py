@@ -106,6 +106,12 @@ def load_eval_inputs(path: Path, overrides: tuple[str, ...] = ()) -> EvalInputs:
         check_reference(table, path, "map_table", SCORED_COLUMNS)
     check_named_scenario(read_yaml_mapping(scenario_path), scenario_path, path, "scenario")
     scenario = load_scenario(scenario_path)
+    if scenario.crowd is not None:  # its strategies have no cost plan for the map to sample
+        problem = (
+            f"{scenario_path.name} is a crowd scenario: evaluate scores the choice among a "
+            "model's split strategies; a crowd's schedulers are scored by evaluate-affinity"
+        )
+        raise InputError(path, "scenario", problem)
     _check_model_kind(settings, scenario, scenario_path, path)
     _check_sequence_lengths(settings, scenario, path)
     build_fleet(scenario, scenario_path)  # its device profiles
