@@ -136,8 +136,10 @@ def test_a_bandwidth_schedule_plays_during_a_crowdio_job() -> None:
     raw["network"]["schedule"] = [{"at_ms": 0, "bandwidth_mbps": 5}]
     run, summary = _run_once(raw)
     assert run.rows[0].bandwidth_mbps == 100
-    # every stage's blob left the foreman's host at the scheduled 5 Mbps, not at 100
-    assert summary.pipeline_latency_ms > 0.8 * summary.model_bytes_sent * 8 / 5e3
+    # every stage's blob crossed its phone's link at the scheduled 5 Mbps, not at 100: the
+    # phone that loaded the most got at least its share of the bytes
+    share_bytes = summary.model_bytes_sent / len(summary.workers)
+    assert summary.pipeline_latency_ms > 0.8 * share_bytes * 8 / 5e3
     assert [(r.kind, r.effect) for r in run.faults] == [("bandwidth", "links at 5 Mbps")]
 
 

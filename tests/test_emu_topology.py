@@ -16,8 +16,13 @@ import pytest
 from edgetwin import cli
 from edgetwin.emu.mininet import mn
 from edgetwin.emu.mininet.checks import client_argv, goodput_mbps, link_check, write_link_checks
+from edgetwin.emu.mininet.crowd import crowd_topology
+from edgetwin.emu.mininet.faults import timeline
+from edgetwin.emu.mininet.medium import rate_commands_of, shaping_commands_of
 from edgetwin.emu.mininet.net import Leftovers, leftover_processes
 from edgetwin.emu.mininet.topology import (
+    EmuTopology,
+    TcCommand,
     build_topology,
     class_show_command,
     is_leftover_link,
@@ -28,8 +33,9 @@ from edgetwin.emu.mininet.topology import (
     rate_commands,
     shaping_commands,
 )
+from edgetwin.emulator_spec import EmulatorSpec
 from edgetwin.links import link_warnings, read_link_checks, worst_error_pct
-from edgetwin.network_spec import NetworkSpec
+from edgetwin.network_spec import BandwidthStep, NetworkSpec
 from edgetwin.reports import write_report
 from edgetwin.result_cells import read_results
 from edgetwin.results import ResultRow, write_results
@@ -115,6 +121,48 @@ def test_rate_change() -> None:
     change = rate_commands(topology, 800)
     assert len(change) == 4 and all(c.argv[:3] == ("tc", "class", "change") for c in change)
     assert all("800mbit" in c.argv for c in change)
+
+
+def test_a_crowds_foreman_is_a_server_its_link_not_shaped() -> None:
+    """A crowd's foreman (host 0) had its link shaped like every phone's, so its broadcasts
+    to several phones shared one shaped link, which the twin does not have. Now the
+    shaping, every rate change (sweeps, schedule steps) and the link check's queues leave
+    its interface and bridge port alone; a ViT run's rank 0 is a device, shaped as before."""
+    host_0 = {("etwh0", "etwh0-eth0"), ("etws0", "etws0-eth1")}
+    network = NetworkSpec(schedule=(BandwidthStep(at_ms=100, bandwidth_mbps=2),))
+
+    def queues(commands: list[TcCommand]) -> set[tuple[str, str]]:
+        return {(c.node, c.argv[c.argv.index("dev") + 1]) for c in commands}
+
+    def every_rate_command(topology: EmuTopology) -> list[TcCommand]:
+        steps = [c for action in timeline(topology, network) for c in action.commands]
+        return [*shaping_commands_of(topology, network, 10, False),
+                *rate_commands_of(topology, network, 5), *steps]  # fmt: skip
+
+    crowd, vit = crowd_topology(3), build_topology(4)
+    phones = {q for host in crowd.hosts[1:] for q in [(host.name, host.iface),
+                                                      ("etws0", host.bridge_port)]}  # fmt: skip
+    assert queues(every_rate_command(crowd)) == phones
+    assert queues(every_rate_command(vit)) == phones | host_0
+    assert path_queues(crowd, 0, 2) == [("etws0", "etws0-eth3")]  # the phone's end alone
+    assert path_queues(crowd, 2, 0) == [("etwh2", "etwh2-eth0")]
+    assert path_queues(vit, 2, 0) == [("etwh2", "etwh2-eth0"), ("etws0", "etws0-eth1")]
+    # its queues still add their half of the latency: foreman to phone is latency_ms
+    delayed = NetworkSpec(latency_ms=4)
+    on_host_0 = [c for c in shaping_commands_of(crowd, delayed, 10, True) if queues([c]) <= host_0]
+    assert {" ".join(c.argv[4:]) for c in on_host_0} == {
+        f"{iface} root netem delay 2ms" for iface in ("etwh0-eth0", "etws0-eth1")
+    }
+    # the shared medium is as it was: the foreman's host is a station on it
+    shared = NetworkSpec(medium="shared")
+    assert shaping_commands_of(crowd, shared, 10, False) == shaping_commands_of(
+        vit, shared, 10, False
+    )
+    assert rate_commands_of(crowd, shared, 5) == rate_commands_of(vit, shared, 5)
+    # the foreman's link down still cuts every worker off
+    faults = EmulatorSpec.model_validate({"faults": [{"kind": "link_down", "host": 0, "at_s": 1}]})
+    (down,) = timeline(crowd, NetworkSpec(), faults.faults)
+    assert [" ".join(c.argv) for c in down.commands] == ["ip link set dev etws0-eth1 down"]
 
 
 def test_link_check_compares_the_wire_rate() -> None:

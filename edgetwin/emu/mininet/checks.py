@@ -4,8 +4,9 @@ htb shapes whole Ethernet frames; iperf3 reports TCP goodput. With a 1500-byte M
 full frame (1514 bytes on the wire) carries 1448 bytes of payload (TCP timestamps on),
 so goodput is ~4.4 % under the set rate by construction; ``wire_mbps`` adds the headers
 back and is what is compared with the set rate (tolerance and why: ``edgetwin.links``).
-``shaped_mbps`` is the rate tc reports for the queues the direction crosses (the lower
-of the two; the shared medium's one class): what the shaper was told, read back.
+``shaped_mbps`` is the rate tc reports for the shaped queues the direction crosses (the
+lower of the two; one where the other end is a crowd's foreman, whose link is not shaped;
+the shared medium's one class): what the shaper was told, read back.
 With latency emulated, ping measures it (``latency_measured_ms``: half the mean round
 trip); with loss, iperf3's UDP probes measure it (``loss_measured_pct``, its binomial
 tolerance: ``edgetwin.emu.mininet.loss``).

@@ -1,7 +1,10 @@
 """A crowd scenario in the emulator: the real CROWDio foreman and workers on Mininet hosts.
 
 The foreman runs on host 0, phone i's worker on host i + 1 (phones in fleet order,
-named as in the twin), each link shaped to the bandwidth as for ViT. A phone's host
+named as in the twin). The foreman is a server, as in a CROWDio deployment: on dedicated
+links each phone's link is shaped to the bandwidth as for ViT and the foreman's is not,
+so the phones' links are the bottlenecks, as in the twin (``crowd_topology``; on the
+shared medium the foreman's host is a station like the others). A phone's host
 is CPU-limited by its class's speed and memory-limited to its session budget and its
 worker's interpreter (``HostLimits`` from ``phone_limits``); its worker reports battery
 and free RAM with its profile's power model and budget. This process submits every job
@@ -47,6 +50,7 @@ from edgetwin.emu.mininet.faults import (
 from edgetwin.emu.mininet.net import NETWORK_UP, START_UP, EmuNetwork, emulated_network
 from edgetwin.emu.mininet.topology import (
     MAX_HOSTS,
+    EmuTopology,
     HostLimits,
     build_topology,
     link_state_command,
@@ -72,6 +76,15 @@ class CrowdEmuRun:
     warnings: list[str] = field(default_factory=list)
 
 
+FOREMAN_HOST = 0
+
+
+def crowd_topology(phones: int) -> EmuTopology:
+    """The foreman's host (0) and one host per phone; the foreman's is the server, whose
+    link is not shaped: the phones' links are the bottlenecks the scenario describes."""
+    return build_topology(phones + 1, server=FOREMAN_HOST)
+
+
 @dataclass(frozen=True)
 class HostPlacement:
     """The foreman on host 0, worker i on host i + 1 of an emulated network."""
@@ -80,7 +93,7 @@ class HostPlacement:
 
     @property
     def foreman_address(self) -> str:
-        return self.net.topology.hosts[0].ip
+        return self.net.topology.hosts[FOREMAN_HOST].ip
 
     @property
     def store_over_network(self) -> bool:
@@ -178,7 +191,7 @@ def run_crowd_emu(
         link_check_s = scenario.emulator.link_check_s
     phones = crowd_phones(scenario, scenario_path)
     runs = crowd_runs(scenario)
-    topology = build_topology(len(phones) + 1)
+    topology = crowd_topology(len(phones))
     result = CrowdEmuRun([], [], [], [])
     played: dict[CrowdRun, PipelineSummary] = {}  # by run, in the order they played
     rows: dict[CrowdRun, ResultRow] = {}

@@ -1,10 +1,13 @@
 """Topology and traffic-control commands from a scenario: pure data, testable without root.
 
-One host per device (rank r on host r), all on one Linux bridge. Every host's link
+One host per device (rank r on host r), all on one Linux bridge. Every device's link
 is shaped in both directions by an htb class at the configuration's bandwidth: on
 the host's interface (host -> bridge) and on the bridge's port (bridge -> host).
-A packet between two hosts crosses two shaped queues, so each adds half the
-scenario's one-way ``latency_ms`` (netem, only where the kernel has it).
+A topology may name a server (a crowd's foreman), a host that is no device: its link
+is not shaped, so what it sends to several devices at once crosses each device's link
+alone. A packet between two hosts crosses two queues, so each adds half the
+scenario's one-way ``latency_ms`` (netem, only where the kernel has it; on the
+server's queues without a shaper above it).
 """
 
 from __future__ import annotations
@@ -50,10 +53,18 @@ class EmuHost:
 
 @dataclass(frozen=True)
 class EmuTopology:
-    """Hosts in rank order, all on ``bridge``."""
+    """Hosts in rank order, all on ``bridge``; ``server``: the rank of the host that serves
+    the others (a crowd's foreman), whose link is not shaped (None: every host is a device)."""
 
     bridge: str
     hosts: tuple[EmuHost, ...]
+    server: int | None = None
+
+    def shaped(self, rank: int) -> bool:
+        """Whether host ``rank``'s link is shaped (on dedicated links): every device's, not
+        the server's. The one place that says which links the shaping and every rate change
+        act on."""
+        return rank != self.server
 
 
 @dataclass(frozen=True)
@@ -64,10 +75,13 @@ class TcCommand:
     argv: tuple[str, ...]
 
 
-def build_topology(devices: int) -> EmuTopology:
-    """``devices`` hosts on one bridge; host r is ``etwh{r}`` at SUBNET.(r+1)."""
+def build_topology(devices: int, server: int | None = None) -> EmuTopology:
+    """``devices`` hosts on one bridge; host r is ``etwh{r}`` at SUBNET.(r+1); host
+    ``server``'s link is not shaped (``EmuTopology.server``)."""
     if not 1 <= devices <= MAX_HOSTS:
         raise ValueError(f"the emulator builds 1 to {MAX_HOSTS} hosts, not {devices}")
+    if server is not None and not 0 <= server < devices:
+        raise ValueError(f"no host {server} among {devices} to be the server")
     bridge = f"{PREFIX}s0"
     hosts = tuple(
         EmuHost(
@@ -79,7 +93,7 @@ def build_topology(devices: int) -> EmuTopology:
         )
         for rank in range(devices)
     )
-    return EmuTopology(bridge, hosts)
+    return EmuTopology(bridge, hosts, server)
 
 
 def is_leftover_link(name: str) -> bool:
@@ -95,12 +109,21 @@ def is_node_shell(argv: Sequence[str]) -> bool:
     return tuple(shell) == _NODE_SHELL and bool(_NODE_SHELL_NAME.match(name))
 
 
-def _queues(topology: EmuTopology) -> list[tuple[str, str]]:
-    """(node, interface) of every shaped egress queue: both ends of every host's link."""
-    queues = []
-    for host in topology.hosts:
-        queues += [(host.name, host.iface), (topology.bridge, host.bridge_port)]
-    return queues
+def _link_queues(topology: EmuTopology, host: EmuHost) -> list[tuple[str, str]]:
+    """(node, interface) of both egress queues of ``host``'s link: its interface, the
+    bridge's port facing it."""
+    return [(host.name, host.iface), (topology.bridge, host.bridge_port)]
+
+
+def _queues(topology: EmuTopology, shaped: bool = True) -> list[tuple[str, str]]:
+    """(node, interface) of the egress queues at both ends of every shaped link (or, with
+    ``shaped`` False, of the server's link, which is not)."""
+    return [
+        queue
+        for host in topology.hosts
+        if topology.shaped(host.rank) == shaped
+        for queue in _link_queues(topology, host)
+    ]
 
 
 def _rate(bandwidth_mbps: float, burst_kb: float | None) -> tuple[str, ...]:
@@ -130,9 +153,16 @@ def burst_problem(burst_kb: float, rate_mbps: float | None = None) -> str | None
 def shaping_commands(
     topology: EmuTopology, network: NetworkSpec, bandwidth_mbps: float, netem: bool
 ) -> list[TcCommand]:
-    """Set up every queue: an htb root with one class at ``bandwidth_mbps`` (and the
-    scenario's ``burst_kb``), then half the latency on it if ``netem`` (the kernel has it)."""
+    """Set up every shaped queue: an htb root with one class at ``bandwidth_mbps`` (and the
+    scenario's ``burst_kb``), then half the latency on it if ``netem`` (the kernel has it);
+    the server's queues get the half latency alone (a netem root), no shaper."""
+    half_latency = ("netem", "delay", f"{network.latency_ms / 2:g}ms")
     commands = []
+    if netem and network.latency_ms > 0:
+        commands += [
+            TcCommand(node, ("tc", "qdisc", "replace", "dev", iface, "root", *half_latency))
+            for node, iface in _queues(topology, shaped=False)
+        ]
     for node, iface in _queues(topology):
         dev = ("dev", iface)
         commands += [
@@ -168,7 +198,6 @@ def shaping_commands(
             ),
         ]
         if netem and network.latency_ms > 0:
-            delay = f"{network.latency_ms / 2:g}ms"
             commands.append(
                 TcCommand(
                     node,
@@ -181,9 +210,7 @@ def shaping_commands(
                         HTB_CLASS,
                         "handle",
                         NETEM_HANDLE,
-                        "netem",
-                        "delay",
-                        delay,
+                        *half_latency,
                     ),
                 )
             )
@@ -193,7 +220,8 @@ def shaping_commands(
 def rate_commands(
     topology: EmuTopology, bandwidth_mbps: float, burst_kb: float | None = None
 ) -> list[TcCommand]:
-    """Change every queue's rate in place (the htb root stays; traffic is not interrupted)."""
+    """Change every shaped queue's rate in place (the htb root stays; traffic is not
+    interrupted)."""
     return [
         TcCommand(
             node,
@@ -233,12 +261,13 @@ def parse_class_rate_mbps(listing: str) -> float:
 
 
 def path_queues(topology: EmuTopology, sender: int, receiver: int) -> list[tuple[str, str]]:
-    """(node, interface) of the two shaped queues a packet from ``sender`` to ``receiver``
-    crosses: the sender's interface, then the bridge's port facing the receiver."""
-    hosts = topology.hosts
+    """(node, interface) of the shaped queues a packet from ``sender`` to ``receiver``
+    crosses: the sender's interface, then the bridge's port facing the receiver (either
+    left out where it is the server's: not shaped)."""
+    outgoing = _link_queues(topology, topology.hosts[sender])[0]
+    incoming = _link_queues(topology, topology.hosts[receiver])[1]
     return [
-        (hosts[sender].name, hosts[sender].iface),
-        (topology.bridge, hosts[receiver].bridge_port),
+        queue for rank, queue in ((sender, outgoing), (receiver, incoming)) if topology.shaped(rank)
     ]
 
 
