@@ -25,8 +25,14 @@ class FiguresNotDrawn(RunFailed):
 
     def __init__(self, folder: Path, problem: str, result: object) -> None:
         self.folder = folder
+        self.problem = problem
         self.result = result
         super().__init__(problem)
+
+    def __reduce__(self) -> tuple[type[FiguresNotDrawn], tuple[Path, str, object]]:
+        """Pickles with its fields, so that it crosses from a process pool's worker intact
+        (an exception pickles its ``args`` alone by default: the problem, not the folder)."""
+        return (type(self), (self.folder, self.problem, self.result))
 
 
 @dataclass
