@@ -143,6 +143,21 @@ def test_load_results_and_compare_read_each_file_once(tmp_path: Path) -> None:
     }
 
 
+def test_report_reads_each_file_once(tmp_path: Path) -> None:
+    """edgetwin report read a decoder run's scenario.resolved.yaml twice (checked, then
+    for the RAM lines), and every run's results.csv and reference.csv twice (checked,
+    then for the page)."""
+    decoder, encoder = tmp_path / "decoder", tmp_path / "encoder"
+    edgetwin.run(LLM, out=decoder)
+    edgetwin.run(JETSON, overrides=["sweeps=[{batch: [1, 8]}]"], out=encoder)
+    for folder in (decoder, encoder):
+        read = sorted(p.name for p in folder.iterdir() if p.name != "report.html")
+        with _opened() as opens:
+            assert main(["report", str(folder)]) == 0
+        assert {name: opens[str(folder / name)] for name in read} == dict.fromkeys(read, 1)
+    assert "reference.csv" in read  # the encoder's, read as the decoder's context files
+
+
 def test_a_runs_warnings_are_kept_in_its_folder_and_shown_on_its_page(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -17,6 +17,7 @@ from edgetwin.comparison import (
     REFERENCE_FILE,
     Comparison,
     bytes_summary,
+    check_reference,
     compare_to_reference,
     key_label,
 )
@@ -28,6 +29,7 @@ from edgetwin.reports.llm import device_ram_mb, is_decoder, llm_figures, scenari
 from edgetwin.reports.plotly_js import deferred, plotly_js_html
 from edgetwin.reports.rows import average_reps
 from edgetwin.reports.style import FONT, styled
+from edgetwin.resolved_scenario import RESOLVED_FILE
 from edgetwin.result_cells import read_results
 from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.row_keys import RowKey, row_key
@@ -35,7 +37,7 @@ from edgetwin.run_failures import failed_summary
 from edgetwin.run_warnings import read_warnings_file, shown_once
 from edgetwin.scenario import Scenario
 from edgetwin.sim.crowd.records import TIMELINE_FILE
-from edgetwin.table_files import read_table, results_file
+from edgetwin.table_files import results_file
 
 REPORT_NAME = "report.html"
 COMPARISON_PAGE = "comparison.html"
@@ -341,23 +343,40 @@ def _link_checks(run_dir: Path) -> list[CheckedLink]:
     return read_link_checks(path) if path.exists() else []
 
 
-def _ram(run_dir: Path, rows: Sequence[ResultRow]) -> tuple[dict[str, float], list[str]]:
-    """A decoder run's RAM per device class and the warnings of the classes left out."""
-    return device_ram_mb(run_dir) if is_decoder(rows) else ({}, [])
+def _ram(
+    run_dir: Path, rows: Sequence[ResultRow], scenario: Scenario | None
+) -> tuple[dict[str, float], list[str]]:
+    """A decoder run's RAM per device class and the warnings of the classes left out, from
+    ``scenario`` (``None``: read from the folder's ``scenario.resolved.yaml``, if there)."""
+    if not is_decoder(rows):
+        return {}, []
+    if scenario is None:
+        return device_ram_mb(run_dir)
+    return scenario_ram_mb(scenario, run_dir / RESOLVED_FILE)
 
 
-def read_run(run_dir: Path) -> RunData:
-    """``results.csv`` (or ``results.parquet``) and, where present, ``reference.csv``,
-    ``timeline.json`` (crowd runs), ``link_check.csv`` (emulator runs), the devices' RAM
-    (decoder runs) and ``warnings.json`` (runs that warned)."""
-    rows = read_results(results_file(run_dir))
+def read_run(
+    run_dir: Path,
+    *,
+    rows: Sequence[ResultRow] | None = None,
+    scenario: Scenario | None = None,
+) -> RunData:
+    """``results.csv`` (or ``results.parquet``) and, where present, ``reference.csv``
+    (checked: ``check_reference``), ``timeline.json`` (crowd runs), ``link_check.csv``
+    (emulator runs), the devices' RAM (decoder runs) and ``warnings.json`` (runs that
+    warned). ``rows`` and ``scenario``: the run's, when its results table and its
+    ``scenario.resolved.yaml`` were read already (``edgetwin report`` checks them first),
+    so that each file is read once."""
+    rows = read_results(results_file(run_dir)) if rows is None else list(rows)
     reference_path = run_dir / REFERENCE_FILE
     comparison = (
-        compare_to_reference(rows, read_table(reference_path)) if reference_path.exists() else None
+        compare_to_reference(rows, check_reference(reference_path, reference_path, None))
+        if reference_path.exists()
+        else None
     )
     timeline_path = run_dir / TIMELINE_FILE
     records = read_timeline(timeline_path) if timeline_path.exists() else None
-    checks, ram = _link_checks(run_dir), _ram(run_dir, rows)
+    checks, ram = _link_checks(run_dir), _ram(run_dir, rows, scenario)
     return RunData(rows, comparison, records, checks, *ram, read_warnings_file(run_dir))
 
 

@@ -8,14 +8,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.comparison import REFERENCE_FILE, check_reference
 from edgetwin.errors import InputError
 from edgetwin.output_folder import why_not_written
 from edgetwin.plan.folder import ANSWER_FILE, answer_table, is_plan_folder, swept_question
 from edgetwin.plan.journal import PARTIAL
 from edgetwin.reports.adaptive import EVALUATION_PAGE
 from edgetwin.reports.affinity import AFFINITY_PAGE
-from edgetwin.reports.html import COMPARISON_PAGE, read_run, write_run_page
+from edgetwin.reports.html import COMPARISON_PAGE, read_run, run_figures, write_run_page
 from edgetwin.reports.plan import PLAN_REPORT, plan_figures, write_plan_report
 from edgetwin.reports.static import (
     STATIC_FORMATS,
@@ -100,20 +99,18 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
         )
         raise InputError(run_dir, None, problem)
     results = results_file(run_dir)
-    if not read_results(results):
+    rows = read_results(results)
+    if not rows:
         raise InputError(results, None, "no rows: no run to report")
-    reference = run_dir / REFERENCE_FILE
-    if reference.exists():
-        check_reference(reference, reference, None)
-    read_run_context(run_dir)  # the files load_results reads, refused alike where broken
+    context = read_run_context(run_dir)  # the files load_results reads, refused alike
+    data = read_run(run_dir, rows=rows, scenario=context.scenario)  # each file read once
     if static is not None:  # before the page is written
         check_figures_folder(run_dir)
         export_ready()
-    data = read_run(run_dir)
     with _writing_into(run_dir):
         page = write_run_page(run_dir, data)
-        figures = () if static is None else tuple(write_static_figures(run_dir, static))
-    return Report(page, figures, warnings=tuple(data.warnings))
+        drawn = () if static is None else write_static_figures(run_dir, static, run_figures(data))
+    return Report(page, tuple(drawn), warnings=tuple(data.warnings))
 
 
 def _report_plan(plan_dir: Path, static: StaticFormat | None) -> Report:
