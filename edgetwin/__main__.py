@@ -2,14 +2,14 @@
 
 The command line's modules take most of a second to import (plotly, pandas, pydantic);
 a Ctrl-C or SIGTERM meanwhile stops it as it stops a running command: one line, exit
-130, not a traceback of the import."""
+128 + the signal's number (130, 143), not a traceback of the import."""
 
 import gc
 import io
 import os
 import sys
 
-from edgetwin.errors import INTERRUPTED_EXIT, sigterm_interrupts
+from edgetwin.errors import sigterm_interrupts, stopped_exit_code
 
 SIGPIPE_EXIT = 141  # a command that writes to a closed pipe: 128 + SIGPIPE, as the shell says
 
@@ -21,7 +21,7 @@ def main() -> int:
             from edgetwin.cli import main as command_line
     except KeyboardInterrupt:
         print("edgetwin: interrupted while starting; nothing was written", file=sys.stderr)
-        return INTERRUPTED_EXIT
+        return stopped_exit_code()
     if isinstance(sys.stdout, io.TextIOWrapper):  # a path an ASCII locale cannot print
         sys.stdout.reconfigure(errors="backslashreplace")
     try:

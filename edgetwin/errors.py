@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-INTERRUPTED_EXIT = 130  # a command stopped by Ctrl-C or SIGTERM: 128 + SIGINT, as the shell says
 SHOWN_VALUE_CHARS = 80  # an echoed value (a path, a bad value) is cut to this many characters
 _PATH_CHARS = 160
 _FIELD_CHARS = 80
@@ -97,9 +96,11 @@ def shown(value: object, limit: int = SHOWN_VALUE_CHARS) -> str:
 
 
 class _Stop:
-    """Whether a stop (SIGTERM or Ctrl-C) was asked for within ``sigterm_interrupts``."""
+    """Whether a stop (SIGTERM or Ctrl-C) was asked for within ``sigterm_interrupts``, and
+    by which signal."""
 
     asked = False
+    signum: int | None = None  # the last stop's, kept after the block for its exit status
     depth = 0  # sigterm_interrupts blocks entered and not yet left
 
 
@@ -109,6 +110,14 @@ def stop_asked() -> bool:
     dropped generator's ``finally``, a ``__del__``) raises there, where Python prints
     "Exception ignored" and carries on."""
     return _Stop.asked
+
+
+def stopped_exit_code() -> int:
+    """The exit status of a command stopped by a signal, as the shell gives it: 128 + the
+    signal's number (130 for Ctrl-C, 143 for SIGTERM), that of the last stop asked for
+    within the outermost ``sigterm_interrupts`` block, left or not (130 without one: a
+    KeyboardInterrupt that no handler of ours raised is Ctrl-C's)."""
+    return 128 + (signal.SIGINT if _Stop.signum is None else _Stop.signum)
 
 
 def raise_if_stop_asked() -> None:
@@ -121,19 +130,22 @@ def raise_if_stop_asked() -> None:
 def sigterm_interrupts() -> Iterator[None]:
     """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so that
     ``finally`` clauses remove staging folders and stop processes; both are also noted
-    (``stop_asked``), for an interrupt that a finalizer swallowed. The old handlers come
-    back after. Off the main thread (where no handler can be set) nothing changes."""
+    (``stop_asked``), for an interrupt that a finalizer swallowed, with the signal
+    (``stopped_exit_code``). The old handlers come back after. Off the main thread (where
+    no handler can be set) nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def interrupt(_signum: int, _frame: FrameType | None) -> None:
-        _Stop.asked = True
+    def interrupt(signum: int, _frame: FrameType | None) -> None:
+        _Stop.asked, _Stop.signum = True, signum
         raise KeyboardInterrupt
 
     caught = [signal.SIGTERM]
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not if ignored
         caught.append(signal.SIGINT)
+    if _Stop.depth == 0:  # a new command: the last one's stop is not its own
+        _Stop.signum = None
     previous = {sig: signal.signal(sig, interrupt) for sig in caught}
     _Stop.depth += 1
     try:

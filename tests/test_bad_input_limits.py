@@ -455,7 +455,7 @@ def test_sigterm_removes_the_staging_folder(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=60)
     # what to look at if it ever fails again (once, in a full suite beside a busy loop)
     seen = f"signal sent {sent_s:.2f} s after start, staging {staging}; stdout {out!r}"
-    assert proc.returncode == 130, f"{seen}; stderr {err!r}"
+    assert proc.returncode == 128 + signal.SIGTERM, f"{seen}; stderr {err!r}"
     assert "interrupted; no output was published" in err
     assert list(tmp_path.iterdir()) == []
 
@@ -478,7 +478,8 @@ runpy.run_module("edgetwin", run_name="__main__", alter_sys=True)
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_stop_while_the_command_starts(tmp_path: Path, stop: signal.Signals) -> None:
     """Ctrl-C while the command line's modules were imported was a traceback of the
-    import, SIGTERM a silent death; both are now the one line and exit 130 of a stop."""
+    import, SIGTERM a silent death; both are now the one line of a stop, and its exit
+    status: 128 + the signal's number."""
     held = tmp_path / "held"
     argv = [sys.executable, "-c", _HELD_START, str(held), "run", str(TEMPLATE)]
     argv += ["--out", str(tmp_path / "out")]
@@ -490,7 +491,7 @@ def test_a_stop_while_the_command_starts(tmp_path: Path, stop: signal.Signals) -
         time.sleep(0.02)
     proc.send_signal(stop)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + stop, err
     assert err == "edgetwin: interrupted while starting; nothing was written\n"
     assert [p.name for p in tmp_path.iterdir()] == ["held"]
 
@@ -825,3 +826,32 @@ def test_a_seed_is_one_32_bit_word(capsys: pytest.CaptureFixture[str], tmp_path:
     assert main(["calibrate", str(path), "--out", str(tmp_path / "p.yaml")]) == 2
     assert "field 'seed'" in capsys.readouterr().err
     assert not (tmp_path / "p.yaml").exists()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stopped_run_exits_128_plus_the_signal_and_keeps_the_old_folder(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """SIGTERM exited 130, Ctrl-C's status (128 + SIGINT), where the convention is 128 + the
+    signal's number (143): a script or a scheduler could not tell them apart. A run with
+    --force over a finished folder, stopped after its first step, leaves that folder as it
+    was, says one line and leaves no staging folder."""
+    out = tmp_path / "out"
+    edgetwin.run(SCENARIOS / "prism_jetson.yaml", overrides=["sweeps=[{batch: [1]}]"], out=out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    argv = [sys.executable, "-m", "edgetwin", "run", str(SCENARIOS / "prism_jetson.yaml")]
+    argv += ["--out", str(out), "--force", "--set", "repetitions=200"]  # 13,000 steps
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches
+    )
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # a line per step: stderr is no terminal
+    assert first.startswith("twin prism_jetson: 1/13000 "), first
+    proc.send_signal(stop)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + stop, err
+    assert err.splitlines()[-1] == "edgetwin: interrupted; no output was published", err
+    assert "Traceback" not in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]

@@ -23,12 +23,12 @@ from edgetwin.cli.inputs import require_out
 from edgetwin.cli.plan import PLAN
 from edgetwin.cli.run import COMPARE, REPORT, RUN
 from edgetwin.errors import (
-    INTERRUPTED_EXIT,
     InputError,
     RunFailed,
     raise_if_stop_asked,
     shown_text,
     sigterm_interrupts,
+    stopped_exit_code,
 )
 from edgetwin.provenance import edgetwin_version, recording_reads
 from edgetwin.workbench.planning import interrupted_note
@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         kept = interrupted_note(args.out) if args.subcommand == "plan" else ""
         print(f"edgetwin: interrupted; no output was published{kept}", file=sys.stderr)
-        return INTERRUPTED_EXIT
+        return stopped_exit_code()
 
 
 ARGPARSE_MESSAGE_CHARS = 300  # a usage error's message, its middle cut beyond
