@@ -32,7 +32,7 @@ from edgetwin.plan.run import journal_for, run_plan, sweep_rows
 from edgetwin.profile import PROFILE_DIR
 from edgetwin.progress import Steps, naming
 from edgetwin.provenance import code_digest, modules_digest
-from edgetwin.reports.plan import write_plan_report
+from edgetwin.reports.plan import fleet_figures, write_plan_report
 from edgetwin.result_cells import read_results
 from edgetwin.results import ResultRow, write_results
 from edgetwin.sim.fleet import build_fleet
@@ -466,12 +466,70 @@ def test_smallest_fleet_says_whether_one_device_meets_the_target(tmp_path: Path)
     p95_4, p95_16 = (f"{b['p95_ms']:.4g}" for b in baselines[:2])
     assert lines[0].endswith(f"; one device (single) p95 {p95_4} ms: meets it")
     assert lines[1].endswith(f"; one device (single) p95 {p95_16} ms: misses it")
-    assert lines[2] == (
-        "batch 32, p95 <= 600 ms with prism cr 9.9: not met anywhere in the sweep; "
-        "one device (single): misses it (out of memory on jetson-0)"
+    assert lines[2].startswith(
+        "batch 32, p95 <= 600 ms with prism cr 9.9: no swept fleet (2-4 devices, 100-1000 "
+        "Mbit/s) meets it, the lowest p95 "
     )
+    assert lines[2].endswith("; one device (single): misses it (out of memory on jetson-0)")
     page = (tmp_path / "out" / "plan.html").read_text()
     assert f"one device (single) p95 {p95_4} ms: meets it" in page
+
+
+def test_a_target_no_fleet_meets_is_answered_with_how_near_the_sweep_came(
+    tmp_path: Path,
+) -> None:
+    """A target out of reach said "not met anywhere in the sweep", and the heatmap's title
+    "framed: the least bandwidth ..." over a grid with no frame: the answer now names what
+    was swept and the lowest p95 in it, the configuration a direct run gives it for."""
+    question = question_file(
+        tmp_path,
+        question={
+            "kind": "smallest_fleet",
+            "target_p95_ms": 100,
+            "strategy": {"name": "prism", "cr": 9.9},
+        },
+    )
+    loaded = load_question(question)
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor(), write_plan_report)
+    write_results(tmp_path / "direct.csv", direct_rows(loaded))
+    direct = read_results(tmp_path / "direct.csv")  # an answer is its table's, to 7 digits
+    lines = describe(outcome.answer)
+    for entry, line in zip(outcome.answer["per_batch"], lines, strict=True):
+        p95 = {
+            (d, bw): float(np.percentile(reps, 95))
+            for d in (2, 4)
+            for bw in (100.0, 400.0, 900.0)
+            if (
+                reps := [
+                    r.total_ms
+                    for r in direct
+                    if r.batch == entry["batch"]
+                    and r.devices == d
+                    and r.bandwidth_mbps == bw
+                    and r.strategy == "prism"
+                ]
+            )
+        }
+        (d, bw), lowest = min(p95.items(), key=lambda item: item[1])
+        assert lowest > 100 and entry["smallest_fleet"] is None
+        assert entry["lowest_p95"] == {"devices": d, "bandwidth_mbps": bw, "p95_ms": lowest}
+        unmet = (
+            f"no swept fleet (2-4 devices, 100-900 Mbit/s) meets it, the lowest p95 "
+            f"{lowest:.4g} ms with {d} devices at {bw:g} Mbit/s"
+        )
+        assert line.startswith(
+            f"batch {entry['batch']}, p95 <= 100 ms with prism cr 9.9: {unmet} (sweep more "
+            "devices or bandwidth in axes, or ask less: question.target_p95_ms); one device"
+        )
+        heat = fleet_figures(outcome.answer)[outcome.answer["per_batch"].index(entry)]
+        title = heat.layout.title.text.replace("<br>", " ")  # the subtitle is wrapped
+        assert f"nothing framed, p95 ≤ 100 ms: {unmet}; one device" in title
+    # every configuration failed (out of memory): nothing to come near with
+    entry = {**outcome.answer["per_batch"][0], "smallest_fleet": None, "lowest_p95": None}
+    assert describe({**outcome.answer, "per_batch": [entry]})[0].startswith(
+        "batch 4, p95 <= 100 ms with prism cr 9.9: no swept fleet (2-4 devices, 100-900 "
+        "Mbit/s) meets it: a repetition of each failed (sweep more devices"
+    )
 
 
 def test_smallest_fleet_says_where_it_misses_above_its_least_bandwidth() -> None:

@@ -30,7 +30,7 @@ def describe(result: dict[str, Any]) -> list[str]:
             head = f"batch {entry['batch']}, p95 <= {target:g} ms with {result['strategy']}: "
             one = one_device_text(entry)
             if fleet is None:
-                lines.append(head + "not met anywhere in the sweep" + one)
+                lines.append(head + unmet_text(result, entry) + _ASK_OTHERWISE + one)
                 continue
             lines.append(
                 head + f"smallest fleet {fleet['devices']} devices "
@@ -54,6 +54,31 @@ def describe(result: dict[str, Any]) -> list[str]:
         return lines
     lines = [f"{grid_title(grid)} per cell: {_best_cells(grid)}" for grid in result["grids"]]
     return [*lines, *_describe_fronts(result["pareto"])]
+
+
+# what to change where no swept fleet meets the target
+_ASK_OTHERWISE = " (sweep more devices or bandwidth in axes, or ask less: question.target_p95_ms)"
+
+
+def unmet_text(result: dict[str, Any], entry: dict[str, Any]) -> str:
+    """Where no swept fleet meets the target, what was swept and how near it came: ``no
+    swept fleet (2-8 devices, 100-1000 Mbit/s) meets it, the lowest p95 463.6 ms with 8
+    devices at 1000 Mbit/s``, or that every configuration had a failed repetition."""
+    devices, bandwidths = result["devices"], result["bandwidths_mbps"]
+    swept = f"{_range(devices)} devices, {_range(bandwidths)} Mbit/s"
+    lowest = entry["lowest_p95"]
+    if lowest is None:
+        return f"no swept fleet ({swept}) meets it: a repetition of each failed"
+    return (
+        f"no swept fleet ({swept}) meets it, the lowest p95 {_figure(lowest['p95_ms'])} ms "
+        f"with {lowest['devices']} devices at {lowest['bandwidth_mbps']:g} Mbit/s"
+    )
+
+
+def _range(values: Sequence[float]) -> str:
+    """``2-8`` (the lowest and highest swept), or ``2`` where one value was swept."""
+    low, high = min(values), max(values)
+    return f"{low:g}" if low == high else f"{low:g}-{high:g}"
 
 
 def one_device_text(entry: dict[str, Any]) -> str:

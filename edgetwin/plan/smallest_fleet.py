@@ -1,6 +1,7 @@
 """The smallest fleet question: per batch, the p95 latency over fleet size x bandwidth and
-the smallest fleet, and the least bandwidth, that meet the target; and whether one device
-(the baseline) meets it already."""
+the smallest fleet, and the least bandwidth, that meet the target; the lowest p95 swept
+(how far a target nothing meets is out of reach); and whether one device (the baseline)
+meets it already."""
 
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ def smallest_fleet(
             ],
             "smallest_fleet": _point(fleet),
             "smallest_bandwidth": _point(link),
+            "lowest_p95": _lowest(devices, bandwidths, grid),
         }
         if baseline is not None:  # a table swept before the question ran it has none
             rows = [row for bw in bandwidths for row in baseline[(batch, bw)]]
@@ -82,6 +84,23 @@ def _one_device(name: str, rows: Sequence[ResultRow], target_p95_ms: float) -> d
 def meets_target(p95_ms: float | None, target_p95_ms: float) -> bool:
     """Whether a configuration's p95 meets the target (None: a repetition failed)."""
     return p95_ms is not None and p95_ms <= target_p95_ms
+
+
+def _lowest(
+    devices: Sequence[int], bandwidths: Sequence[float], grid: Sequence[Sequence[float | None]]
+) -> dict[str, float] | None:
+    """The configuration with the lowest p95 (the fewest devices, then the least bandwidth,
+    among equals) and that p95; None where every configuration had a failed repetition."""
+    ran = [
+        (value, d, bw)
+        for d, row in zip(devices, grid, strict=True)
+        for bw, value in zip(bandwidths, row, strict=True)
+        if value is not None
+    ]
+    if not ran:
+        return None
+    value, d, bw = min(ran)
+    return {"devices": d, "bandwidth_mbps": bw, "p95_ms": value}
 
 
 def _point(point: tuple[int, float] | None) -> dict[str, float] | None:

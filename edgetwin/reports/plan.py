@@ -19,6 +19,7 @@ from edgetwin.plan.answer_text import (
     grid_title,
     one_device_text,
     pareto_workloads,
+    unmet_text,
 )
 from edgetwin.plan.answers import QUESTIONS
 from edgetwin.plan.questions import (
@@ -80,11 +81,16 @@ def fleet_figures(result: dict[str, Any]) -> list[go.Figure]:
                 showlegend=False,  # said in the title: a white frame is blank in a legend
             )
         )
+        target = f"p95 ≤ {result['target_p95_ms']:g} ms"
+        framed = (
+            f"framed: the least bandwidth with {target} for each fleet size"
+            if entry["smallest_fleet"] is not None
+            else f"nothing framed, {target}: {unmet_text(result, entry)}"
+        )
         fig.update_layout(
             title=title_text(
                 f"p95 latency, batch {entry['batch']}, {result['strategy']}",
-                f"framed: the least bandwidth with p95 ≤ {result['target_p95_ms']:g} ms "
-                f"for each fleet size{one_device_text(entry)}",
+                framed + one_device_text(entry),
             ),
             xaxis={"title": "Bandwidth (Mbit/s)", "type": "category", "categoryarray": bandwidths},
             yaxis={"title": "Fleet size (devices)", "type": "category", "categoryarray": devices},
