@@ -524,11 +524,55 @@ def test_a_target_no_fleet_meets_is_answered_with_how_near_the_sweep_came(
         heat = fleet_figures(outcome.answer)[outcome.answer["per_batch"].index(entry)]
         title = heat.layout.title.text.replace("<br>", " ")  # the subtitle is wrapped
         assert f"nothing framed, p95 ≤ 100 ms: {unmet}; one device" in title
-    # every configuration failed (out of memory): nothing to come near with
-    entry = {**outcome.answer["per_batch"][0], "smallest_fleet": None, "lowest_p95": None}
-    assert describe({**outcome.answer, "per_batch": [entry]})[0].startswith(
-        "batch 4, p95 <= 100 ms with prism cr 9.9: no swept fleet (2-4 devices, 100-900 "
-        "Mbit/s) meets it: a repetition of each failed (sweep more devices"
+
+
+def test_a_fleet_that_failed_says_why_in_the_answer_and_its_heatmap_cell(tmp_path: Path) -> None:
+    """A configuration with a failed repetition (out of memory) has no p95: its heatmap
+    cell was blank, why unsaid (answer.json had null); a batch every configuration failed
+    at was "not met anywhere in the sweep". Boards of 420 MB: batch 48 runs on 4 of them,
+    not on 2; batch 256 on neither."""
+    question = question_file(
+        tmp_path,
+        set=["devices.0.count=4", "devices.0.ram_mb=420", "repetitions=2"],
+        axes={"batch": [48, 256], "bandwidth_mbps": [100, 1000], "devices": [2, 4]},
+        question={
+            "kind": "smallest_fleet",
+            "target_p95_ms": 600,
+            "strategy": {"name": "prism", "cr": 9.9},
+        },
+    )
+    loaded = load_question(question)
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor(), write_plan_report)
+    direct = [r for r in direct_rows(loaded) if r.strategy == "prism"]
+    heats = fleet_figures(outcome.answer)
+    for entry, heat in zip(outcome.answer["per_batch"], heats, strict=True):
+        statuses = [
+            [
+                [r.status for r in direct if (r.batch, r.devices, r.bandwidth_mbps) == key]
+                for key in ((entry["batch"], d, bw) for bw in (100, 1000))
+            ]
+            for d in (2, 4)
+        ]
+        failed = [[next((s for s in reps if s != "ok"), None) for reps in row] for row in statuses]
+        assert entry["failed"] == failed
+        text = [list(row) for row in heat.data[0].text]
+        hover = [list(row) for row in heat.data[0].customdata]
+        for d, row in enumerate(failed):
+            for bw, status in enumerate(row):
+                p95 = entry["p95_ms"][d][bw]
+                assert (p95 is None) == (status is not None)
+                if status is None:
+                    assert (text[d][bw], hover[d][bw]) == (f"{p95:.0f}", f"p95 {p95:.1f} ms")
+                else:
+                    assert (text[d][bw], hover[d][bw]) == ("out of memory", status)
+    assert outcome.answer["per_batch"][0]["failed"][0] == ["out of memory on jetson-0"] * 2
+    assert outcome.answer["per_batch"][0]["failed"][1] == [None, None]
+    assert outcome.answer["per_batch"][1]["lowest_p95"] is None
+    assert describe(outcome.answer)[1] == (
+        "batch 256, p95 <= 600 ms with prism cr 9.9: no swept fleet (2-4 devices, 100-1000 "
+        "Mbit/s) meets it: each failed, out of memory (sweep more devices or bandwidth in "
+        "axes, or ask less: question.target_p95_ms); one device (single): misses it (out of "
+        "memory on jetson-0)"
     )
 
 

@@ -12,6 +12,7 @@ from edgetwin.plan.answers import QUESTIONS
 from edgetwin.plan.capacity import describe_capacity
 from edgetwin.plan.questions import CROSSOVER, CROWD_CAPACITY, LONGEST_CONTEXT, SMALLEST_FLEET
 from edgetwin.plan.smallest_fleet import meets_target
+from edgetwin.run_failures import failure_reason
 
 
 def describe(result: dict[str, Any]) -> list[str]:
@@ -63,12 +64,13 @@ _ASK_OTHERWISE = " (sweep more devices or bandwidth in axes, or ask less: questi
 def unmet_text(result: dict[str, Any], entry: dict[str, Any]) -> str:
     """Where no swept fleet meets the target, what was swept and how near it came: ``no
     swept fleet (2-8 devices, 100-1000 Mbit/s) meets it, the lowest p95 463.6 ms with 8
-    devices at 1000 Mbit/s``, or that every configuration had a failed repetition."""
+    devices at 1000 Mbit/s``, or why every configuration failed (``out of memory``)."""
     devices, bandwidths = result["devices"], result["bandwidths_mbps"]
     swept = f"{_range(devices)} devices, {_range(bandwidths)} Mbit/s"
     lowest = entry["lowest_p95"]
     if lowest is None:
-        return f"no swept fleet ({swept}) meets it: a repetition of each failed"
+        reasons = sorted({failure_reason(f) for row in entry["failed"] for f in row if f})
+        return f"no swept fleet ({swept}) meets it: each failed, {', '.join(reasons)}"
     return (
         f"no swept fleet ({swept}) meets it, the lowest p95 {_figure(lowest['p95_ms'])} ms "
         f"with {lowest['devices']} devices at {lowest['bandwidth_mbps']:g} Mbit/s"

@@ -1,5 +1,6 @@
 """The smallest fleet question: per batch, the p95 latency over fleet size x bandwidth and
-the smallest fleet, and the least bandwidth, that meet the target; the lowest p95 swept
+the smallest fleet, and the least bandwidth, that meet the target (a configuration with a
+failed repetition has no p95: ``failed`` says why); the lowest p95 swept
 (how far a target nothing meets is out of reach); and whether one device (the baseline)
 meets it already."""
 
@@ -45,6 +46,7 @@ def smallest_fleet(
         entry: dict[str, Any] = {
             "batch": batch,
             "p95_ms": grid,
+            "failed": [[_failed(by_devices[d][(batch, bw)]) for bw in bandwidths] for d in devices],
             "min_bandwidth_mbps_by_devices": [
                 min((bw for dd, bw in meets if dd == d), default=None) for d in devices
             ],
@@ -77,8 +79,14 @@ def _one_device(name: str, rows: Sequence[ResultRow], target_p95_ms: float) -> d
         "strategy": name,
         "p95_ms": p95,
         "meets_target": meets_target(p95, target_p95_ms),
-        "failed": next((row.status for row in rows if not row.ok), None),
+        "failed": _failed(rows),
     }
+
+
+def _failed(rows: Sequence[ResultRow]) -> str | None:
+    """The status of the first repetition that failed (``out of memory on jetson-0``): the
+    configuration has no p95 and meets nothing; None where every repetition ran."""
+    return next((row.status for row in rows if not row.ok), None)
 
 
 def meets_target(p95_ms: float | None, target_p95_ms: float) -> bool:

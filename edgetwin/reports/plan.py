@@ -45,6 +45,7 @@ from edgetwin.reports.style import (
     symbol,
     title_text,
 )
+from edgetwin.run_failures import failure_reason
 
 PLAN_REPORT = "plan.html"
 NOTHING_RAN_COLOR = "#dddddd"  # a heatmap cell where every candidate failed
@@ -60,14 +61,23 @@ def fleet_figures(result: dict[str, Any]) -> list[go.Figure]:
     devices = [str(n) for n in result["devices"]]
     for entry in result["per_batch"]:
         frontier = entry["min_bandwidth_mbps_by_devices"]
+        cells = [
+            list(zip(p95s, failed, strict=True))
+            for p95s, failed in zip(entry["p95_ms"], entry["failed"], strict=True)
+        ]
         fig = go.Figure(
             go.Heatmap(
                 x=bandwidths,
                 y=devices,
                 z=entry["p95_ms"],
-                texttemplate="%{z:.0f}",
+                # a configuration with a failed repetition has no p95: its cell says why
+                text=[[_fleet_cell(p95, failed) for p95, failed in row] for row in cells],
+                texttemplate="%{text}",
+                customdata=[
+                    [failed or f"p95 {p95:.1f} ms" for p95, failed in row] for row in cells
+                ],
                 colorbar={"title": "p95 (ms)"},
-                hovertemplate="%{y} devices, %{x} Mbit/s: p95 %{z:.1f} ms<extra></extra>",
+                hovertemplate="%{y} devices, %{x} Mbit/s: %{customdata}<extra></extra>",
             )
         )
         fig.add_trace(
@@ -98,6 +108,12 @@ def fleet_figures(result: dict[str, Any]) -> list[go.Figure]:
         )
         figures.append(fig)
     return figures
+
+
+def _fleet_cell(p95_ms: float | None, failed: str | None) -> str:
+    """A fleet heatmap cell's text: its p95 in whole ms, or why a repetition failed
+    (``out of memory``)."""
+    return f"{p95_ms:.0f}" if failed is None else failure_reason(failed)
 
 
 def crossover_figures(result: dict[str, Any]) -> list[go.Figure]:
