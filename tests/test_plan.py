@@ -32,7 +32,7 @@ from edgetwin.plan.run import journal_for, run_plan, sweep_rows
 from edgetwin.profile import PROFILE_DIR
 from edgetwin.progress import Steps, naming
 from edgetwin.provenance import code_digest, modules_digest
-from edgetwin.reports.plan import fleet_figures, write_plan_report
+from edgetwin.reports.plan import best_mode_figures, fleet_figures, write_plan_report
 from edgetwin.result_cells import read_results
 from edgetwin.results import ResultRow, write_results
 from edgetwin.sim.fleet import build_fleet
@@ -724,6 +724,38 @@ def test_the_best_mode_line_gives_each_winner_s_cells_and_values(tmp_path: Path)
         span = f"{low} ms" if low == high else f"{low}-{high} ms"  # 1,793 ms; 79.82 ms
         cells = "1 cell" if len(won) == 1 else f"{len(won)} cells"
         assert f"{winner}: {cells} ({span})" in line, line
+
+
+def test_best_mode_answers_the_lowest_energy_per_batch(tmp_path: Path) -> None:
+    """A battery's budget: best_mode minimised latency, and energy only per token, a
+    decoder's (``metrics: [energy_j]`` exited 2, "unknown metric"): an encoder's lowest
+    energy per batch was no question. Its grid is each cell's lowest mean energy_j."""
+    question = question_file(
+        tmp_path,
+        axes={"batch": [4, 16], "bandwidth_mbps": [100, 900], "devices": [2, 4]},
+        question={"kind": "best_mode", "metrics": ["total_ms", "energy_j"]},
+    )
+    loaded = load_question(question)
+    outcome = run_plan(loaded, tmp_path / "out", SerialExecutor(), write_plan_report)
+    write_results(tmp_path / "direct.csv", direct_rows(loaded))
+    direct = read_results(tmp_path / "direct.csv")  # an answer is its table's, to 7 digits
+    grid = outcome.answer["grids"][1]
+    assert grid["metric"] == "energy_j"
+    for b, batch in enumerate((4, 16)):
+        for w, bandwidth in enumerate((100, 900)):
+            cell = [r for r in direct if (r.batch, r.bandwidth_mbps) == (batch, bandwidth)]
+            means = {}
+            for row in cell:
+                name = f"{row.strategy}" if row.devices == 1 else f"{row.strategy} x{row.devices}"
+                means.setdefault((name, row.cr), []).append(row.energy_j)
+            (name, _), reps = min(means.items(), key=lambda item: np.mean(item[1]))
+            assert grid["best_value"][b][w] == pytest.approx(float(np.mean(reps)), rel=1e-6)
+            assert grid["best"][b][w].split(" ")[0] == name.split(" ")[0]
+    line = describe(outcome.answer)[1]
+    assert line.startswith("lowest energy_j per cell: single: 4 cells (") and line.endswith(" J)")
+    heat = best_mode_figures(outcome.answer)[1]
+    assert heat.layout.title.text == "Lowest energy per batch (J)"
+    assert heat.data[0].hovertemplate.endswith("(%{customdata:.4g} J)<extra></extra>")
 
 
 def test_a_best_mode_cell_where_nothing_ran_says_so(tmp_path: Path) -> None:

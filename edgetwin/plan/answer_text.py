@@ -134,11 +134,16 @@ def _best_cells(grid: dict[str, Any]) -> str:
     for names, row_values in zip(grid["best"], grid["best_value"], strict=True):
         for name, value in zip(names, row_values, strict=True):
             values[cell_label(name)].append(value)
-    unit = "J" if grid["metric"].endswith("_j") else "ms"
+    unit = metric_unit(grid["metric"])
     ranked = sorted(values.items(), key=lambda item: -len(item[1]))
     return ", ".join(
         f"{name}: {counted(len(won), 'cell')}{_span(won, unit)}" for name, won in ranked
     )
+
+
+def metric_unit(metric: str) -> str:
+    """A best_mode metric's unit: ``J`` for an energy (``energy_j``), else ``ms``."""
+    return "J" if metric.endswith("_j") else "ms"
 
 
 def _span(values: Sequence[float | None], unit: str) -> str:

@@ -110,6 +110,7 @@ BEST_METRICS = {
     "ttft_ms": "time to first token (ms)",
     "tpot_ms": "time per output token (ms)",
     "energy_per_token_j": "energy per token (J)",
+    "energy_j": "energy per batch (J)",  # every model's rows: a battery's budget
 }
 # the metrics only a decoder's rows carry (an encoder's rows leave them empty)
 DECODER_METRICS = ("ttft_ms", "tpot_ms", "energy_per_token_j")

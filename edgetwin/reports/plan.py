@@ -17,6 +17,7 @@ from edgetwin.plan.answer_text import (
     cell_label,
     describe,
     grid_title,
+    metric_unit,
     one_device_text,
     pareto_workloads,
     unmet_text,
@@ -255,7 +256,8 @@ def _best_heatmap(
             zmax=len(here) - 0.5,
             colorscale=discrete_colorscale([colors[name] for name in here]),
             showscale=False,
-            hovertemplate="batch %{y}, %{x} Mbit/s: %{text} (%{customdata:.4g})<extra></extra>",
+            hovertemplate=f"batch %{{y}}, %{{x}} Mbit/s: %{{text}} (%{{customdata:.4g}} "
+            f"{metric_unit(grid['metric'])})<extra></extra>",
         )
     )
     title = "Fastest mode"
