@@ -233,6 +233,35 @@ def test_evaluate_affinity_command_writes_json_and_page(tmp_path: Path) -> None:
     assert not (tmp_path / "a" / "warnings.json").exists()  # it warned of nothing
 
 
+def test_evaluate_affinity_takes_set_as_evaluate_and_plan_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``edgetwin evaluate-affinity ... --set repetitions=2`` was an argparse error (exit 2,
+    "unrecognized arguments"): a student varying an evaluation had to copy and edit its file.
+    The overrides evaluate as that edited copy does; a misspelt one names the field."""
+    items = ["repetitions=2", "instances=[{name: p2, set: [crowd.job.inputs=2]}]"]
+    edited = tmp_path / "edited.eval.yaml"
+    edited.write_text(
+        f"scenario: {SCENARIO}\nschedulers: [affinity, fifo, random, least_loaded]\n"
+        "repetitions: 2\ndeterministic: true\nnode_limit: 2000000\n"
+        "instances: [{name: p2, set: [crowd.job.inputs=2]}]\n"
+    )
+    sets = [arg for item in items for arg in ("--set", item)]
+    assert main(["evaluate-affinity", str(EVAL), "--out", str(tmp_path / "set"), *sets]) == 0
+    assert main(["evaluate-affinity", str(edited), "--out", str(tmp_path / "copy")]) == 0
+    given, copied = (
+        json.loads((tmp_path / f / "affinity.json").read_text()) for f in ("set", "copy")
+    )
+    assert given == copied and [i["instance"] for i in given["instances"]] == ["p2"]
+    assert given["repetitions"] == 2 and given["instances"][0]["inputs"] == 2
+    provenance = json.loads((tmp_path / "set" / "provenance.json").read_text())
+    assert provenance["command"][-4:] == sets
+    capsys.readouterr()
+    assert main(["evaluate-affinity", str(EVAL), "--check", "--set", "repetitons=2"]) == 2
+    error = capsys.readouterr().err
+    assert f"{EVAL}: field 'repetitons': unknown key (did you mean 'repetitions'?)" in error
+
+
 def test_an_affinity_evaluations_warnings_are_kept_and_shown_on_its_page(tmp_path: Path) -> None:
     """An emulator evaluation's warning (hosts' CPU quotas past this machine's cores) was
     printed and returned, but neither kept in the folder nor shown on affinity.html."""

@@ -60,6 +60,7 @@ def add_affinity_arguments(parser: argparse.ArgumentParser) -> None:
         help="run in this mode instead of the file's mode: (default: the file's, twin where "
         "it has none; emu needs Mininet and root)",
     )
+    add_set_argument(parser, "override an evaluation field, e.g. --set repetitions=2")
     add_quiet_argument(parser)
     add_output_options(parser)
 
@@ -67,11 +68,12 @@ def add_affinity_arguments(parser: argparse.ArgumentParser) -> None:
 def affinity_command(args: argparse.Namespace) -> int:
     """Schedulers in the crowd twin or the emulator vs the offline optimum, per instance."""
     if args.check:
-        load_affinity_settings(args.spec, args.mode, machine=False)
+        load_affinity_settings(args.spec, args.mode, machine=False, overrides=args.set)
         return report_checked(args.spec, checked_out(args))
     evaluated = partial(
         evaluating.evaluate_affinity,
         args.spec,
+        overrides=args.set,
         mode=args.mode,
         out=args.out,
         force=args.force,

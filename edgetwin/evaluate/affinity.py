@@ -11,6 +11,7 @@ emulator and the optimum's costs are measured in them
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -35,6 +36,7 @@ from edgetwin.schema import (
     FileName,
     Strict,
     apply_listed_override,
+    apply_override,
     as_scenario_problem,
     check_known_once,
     first_repeated,
@@ -115,13 +117,20 @@ class AffinityEvaluation:
 
 
 def load_affinity_settings(
-    path: Path, mode: AffinityMode | None = None, *, machine: bool = True
+    path: Path,
+    mode: AffinityMode | None = None,
+    *,
+    machine: bool = True,
+    overrides: Sequence[str] = (),
 ) -> tuple[AffinitySettings, list[tuple[Scenario, Path]]]:
-    """Read an evaluation file (``mode`` overrides its own) and build each instance's
-    scenario; errors name the field. ``machine`` False leaves out what the emulator needs
-    of this machine (root, Mininet, free memory: ``--check``)."""
+    """Read an evaluation file (``--set``-style ``overrides`` on it, then ``mode`` over its
+    own) and build each instance's scenario; errors name the field. ``machine`` False
+    leaves out what the emulator needs of this machine (root, Mininet, free memory:
+    ``--check``)."""
     check_kind(path, "affinity")
     raw = read_yaml_mapping(path)
+    for item in overrides:
+        apply_override(raw, item, path)
     if mode is not None:
         raw["mode"] = mode
     try:

@@ -93,6 +93,7 @@ def evaluate_adaptive(
 def evaluate_affinity(
     spec: str | Path,
     *,
+    overrides: Sequence[str] = (),
     mode: AffinityMode | None = None,
     out: str | Path | None = None,
     force: bool = False,
@@ -102,22 +103,24 @@ def evaluate_affinity(
 ) -> AffinityEvaluation:
     """Run every crowd scheduler of an affinity evaluation file on each of its instances
     (in the crowd twin, or the emulator as root) and score it against the instance's
-    offline optimum. ``mode`` overrides the file's. With ``out``, what
+    offline optimum. ``overrides`` are ``--set``-style items on the evaluation file;
+    ``mode`` overrides the file's. With ``out``, what
     ``edgetwin evaluate-affinity --out`` writes, all or nothing (with ``static``, the
     page's figures too, as ``out/figures/<name>.<static>``; a failed export: ``out``
     without them, then a FiguresNotDrawn). ``progress`` and
     ``command`` as for ``run``.
     """
     spec_path = path_argument(spec, "spec")
+    items = tuple(overrides_argument(overrides))
     if mode is not None:
         choice_argument(mode, "mode", AFFINITY_MODES)
     given = () if mode is None else (f"mode={mode}",)
-    call = recorded_command(command, "edgetwin.evaluate_affinity", str(spec_path), *given)
+    call = recorded_command(command, "edgetwin.evaluate_affinity", str(spec_path), *items, *given)
     out_dir, force = out_argument(out), flag_argument(force, "force")
     static = static_argument(static, out_dir)
     shows = progress_argument(progress)
     with recording_reads() as reads:
-        settings, scenarios = load_affinity_settings(spec_path, mode)
+        settings, scenarios = load_affinity_settings(spec_path, mode, overrides=items)
         seeds = {scenario.seed for scenario, _ in scenarios}
         seed = seeds.pop() if len(seeds) == 1 else None  # None: the instances differ
         label = f"evaluate-affinity {spec_path.name} ({settings.mode}), instances"
