@@ -38,7 +38,7 @@ from edgetwin.sim.device import Device
 from edgetwin.sim.fleet import build_fleet
 from edgetwin.sim.generation import Generation
 from edgetwin.sim.network import Network
-from edgetwin.sim.runner import run_scenario, simulate
+from edgetwin.sim.runner import decoder_memory_status, run_scenario, simulate
 from edgetwin.sweep_points import Configuration, configurations
 from edgetwin.unplayed_settings import unplayed_settings
 from tests.conftest import REPO
@@ -325,6 +325,38 @@ def test_balanced_layers_make_the_slowest_stage_fastest() -> None:
     assert sum(with_head) == 16 and max(times) == 5 and with_head[3] < min(with_head[:3])
     with pytest.raises(ValueError, match="cannot be split"):
         balanced_layers(2, [1.0, 1.0, 1.0])
+
+
+def test_balanced_layers_stay_within_what_each_stage_holds() -> None:
+    assert balanced_layers(12, [1.0, 2.0], most=[6, 12]) == (6, 6)
+    assert balanced_layers(12, [1.0, 2.0], most=[12, 12]) == (8, 4)
+    with pytest.raises(ValueError, match="do not fit"):
+        balanced_layers(12, [1.0, 2.0], most=[5, 6])
+
+
+@pytest.mark.timeout(60)
+def test_the_twin_splits_a_pipeline_where_it_fits_if_a_split_does(tmp_path: Path) -> None:
+    """Llama-3.2-3B in fp32 (12.9 GB) on two 8 GB boards, a 6000-token prompt: the stages
+    balanced on time alone (15 + 13, the first also embedding) need 8.35 GB on the first
+    board, so the run said out of memory though 14 + 14 fits both; and a longer prompt's
+    status named a token that a shorter prompt's generation holds."""
+    raw = yaml.safe_load(SMOKE.read_text())
+    raw["model"] = {"preset": "llama3_2_3b"}
+    raw["workload"] = {"prompt_tokens": 6000, "output_tokens": 2}
+    raw["strategies"] = [{"name": "pipeline"}]
+    raw["sweeps"] = [{"batch": [1], "devices": [2]}]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    scenario = load_scenario(tmp_path / "s.yaml")
+    fleet = build_fleet(scenario, tmp_path / "s.yaml")
+    config = next(iter(configurations(scenario)))
+    assert decoder_memory_status(scenario, fleet, config) == "ok"
+    devices = [Device(simpy.Environment(), m.name, m.profile) for m in fleet]
+    assert decoder_run.plan_for(scenario, config, devices).kv_layers == (14, 14)
+    # no split holds 60,000 positions: the one that holds the most stops past 6001
+    # (balanced on time alone, it said token 4687, short of a prompt that fits)
+    longer = load_scenario(tmp_path / "s.yaml", ["workload.prompt_tokens=60000"])
+    status = decoder_memory_status(longer, fleet, next(iter(configurations(longer))))
+    assert status.startswith("out of memory on jetson") and int(status.split()[-1]) > 6001
 
 
 @pytest.mark.timeout(60)

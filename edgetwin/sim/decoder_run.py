@@ -17,7 +17,7 @@ from edgetwin.models.decoder_costs import (
     ffn_work,
     head_work,
 )
-from edgetwin.models.strategies.pipeline import balanced_layers
+from edgetwin.models.strategies.pipeline import balanced_layers, layers_that_fit
 from edgetwin.profile import MB
 from edgetwin.results import STATUS_OK
 from edgetwin.run_failures import OUT_OF_MEMORY
@@ -30,9 +30,12 @@ from edgetwin.sweep_points import Configuration
 def plan_for(scenario: Scenario, config: Configuration, devices: list[Device]) -> DecoderPlan:
     """The configuration's plan; a layer split the scenario does not size is balanced on
     the devices' times for a decode step at the prompt's context: one layer each, and
-    the embedding on the first, the LM head on the last."""
+    the embedding on the first, the LM head on the last, each device holding no more
+    layers than its RAM takes with their peak KV cache (where no split holds the peak,
+    the longest context one holds: the run then stops where it must)."""
     model = scenario.model
-    assert isinstance(model, DecoderSpec) and config.prompt_tokens is not None
+    assert isinstance(model, DecoderSpec)
+    assert config.prompt_tokens is not None and config.output_tokens is not None
     given = next(s.layers for s in scenario.strategies if s.name == config.strategy)
     stages = None
     if registry.strategy(config.strategy).splits_layers and not given:
@@ -43,7 +46,10 @@ def plan_for(scenario: Scenario, config: Configuration, devices: list[Device]) -
         fixed_ms = [0.0] * len(devices)
         fixed_ms[0] += _ms(devices[0], embed_work(model, batch))
         fixed_ms[-1] += _ms(devices[-1], head_work(model, batch))
-        stages = balanced_layers(model.layers, layer_ms, fixed_ms)
+        free = [(d.ram_mb - d.resident_mb) * MB for d in devices]
+        kept = kept_positions(config.prompt_tokens, config.output_tokens)
+        most = layers_that_fit(model, free, batch, kept)
+        stages = balanced_layers(model.layers, layer_ms, fixed_ms, most)
     return decoder_plan(scenario, config, stages)
 
 

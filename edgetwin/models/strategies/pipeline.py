@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
-from edgetwin.decoder_spec import layer_params
+from edgetwin.decoder_spec import DecoderSpec, kv_bytes_per_token, layer_params, norm_params
 from edgetwin.models.decoder_costs import (
     DecoderPlan,
     DecoderWorkload,
@@ -26,23 +27,76 @@ NAME = "pipeline"
 
 
 def balanced_layers(
-    layers: int, layer_ms: Sequence[float], fixed_ms: Sequence[float] | None = None
+    layers: int,
+    layer_ms: Sequence[float],
+    fixed_ms: Sequence[float] | None = None,
+    most: Sequence[int] | None = None,
 ) -> tuple[int, ...]:
     """Layers per device that make the slowest stage as fast as whole layers allow.
 
     ``layer_ms``: one layer's time on each device; ``fixed_ms``: what each stage does
-    besides its layers (rank 0 the embedding, the last rank the LM head). Every device
-    takes one layer, then each further layer goes to the stage that stays fastest with
-    it (ties: the earlier one), which minimises the largest stage time.
+    besides its layers (rank 0 the embedding, the last rank the LM head); ``most``: the
+    most layers each device holds (``layers_that_fit``). Every device takes one layer,
+    then each further layer goes to the stage that stays fastest with it (ties: the
+    earlier one) among those with room, which minimises the largest stage time of the
+    splits that fit.
     """
-    if layers < len(layer_ms):
-        raise ValueError(f"{layers} layers cannot be split over {len(layer_ms)} devices")
-    fixed = list(fixed_ms) if fixed_ms is not None else [0.0] * len(layer_ms)
-    sizes = [1] * len(layer_ms)
-    for _ in range(layers - len(layer_ms)):
-        after = [fixed[i] + (sizes[i] + 1) * layer_ms[i] for i in range(len(sizes))]
+    world = len(layer_ms)
+    if layers < world:
+        raise ValueError(f"{layers} layers cannot be split over {world} devices")
+    room = list(most) if most is not None else [layers] * world
+    if min(room) < 1 or sum(room) < layers:
+        raise ValueError(f"{layers} layers do not fit devices holding at most {room}")
+    fixed = list(fixed_ms) if fixed_ms is not None else [0.0] * world
+    sizes = [1] * world
+    for _ in range(layers - world):
+        after = [
+            fixed[i] + (sizes[i] + 1) * layer_ms[i] if sizes[i] < room[i] else math.inf
+            for i in range(world)
+        ]
         sizes[after.index(min(after))] += 1
     return tuple(sizes)
+
+
+def layers_that_fit(
+    model: DecoderSpec, free_bytes: Sequence[float], batch: int, positions: int
+) -> tuple[int, ...] | None:
+    """The most layers each stage holds in its ``free_bytes`` (what it holds besides its
+    layers, then per layer its weights and KV cache) with ``batch`` sequences of
+    ``positions`` positions, or of the most positions below that some split holds;
+    None where the weights alone fit no split."""
+
+    def most(kept: int) -> tuple[int, ...]:
+        per_layer = weights(model, layer_params(model))
+        per_layer += kv_bytes_per_token(model, 1) * kept * batch
+        extra = _extra_params(model, len(free_bytes))
+        return tuple(
+            max(0, math.floor((free - weights(model, params)) / per_layer))
+            for free, params in zip(free_bytes, extra, strict=True)
+        )
+
+    def holds(kept: int) -> bool:
+        room = most(kept)
+        return min(room) >= 1 and sum(room) >= model.layers
+
+    if not holds(0):
+        return None
+    low, high = 0, positions  # the room shrinks as the positions grow: bisect
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if holds(middle) else (low, middle - 1)
+    return most(low)
+
+
+def _extra_params(model: DecoderSpec, world: int) -> list[int]:
+    """Parameters each stage holds besides its layers: the first the embedding (and a
+    learned position table), the last the final norm and the LM head (tied: a copy)."""
+    table = model.vocab * model.width
+    positions = model.max_positions * model.width if model.positions == "learned" else 0
+    extra = [0] * world
+    extra[0] += table + positions
+    extra[-1] += table + norm_params(model)
+    return extra
 
 
 def _decoder_plan(work: DecoderWorkload) -> DecoderPlan:
@@ -101,11 +155,8 @@ def _decoder_plan(work: DecoderWorkload) -> DecoderPlan:
 
     ids_back = tuple(token_ids(world, last, size, "send", 0) for size in micro)
     finish: Ops = (ids_back, *(((),) * last))
-    table = model.vocab * model.width
-    positions = model.max_positions * model.width if model.positions == "learned" else 0
-    own = [layer_params(model) * size for size in sizes]
-    own[0] += table + positions
-    own[last] += table + (2 if model.norm == "layernorm" else 1) * model.width
+    extra = _extra_params(model, world)
+    own = [layer_params(model) * size + extra[rank] for rank, size in enumerate(sizes)]
     return DecoderPlan(
         NAME,
         work,
