@@ -60,7 +60,7 @@ class ResultRow:
     # sequence length, when a profile varies it (performance maps)
     tokens: int | None = None
     # decoder LLMs (docs/llm.md): the workload, time to first token, mean time per later
-    # token, throughput, and the largest per-device weights and peak KV cache
+    # token, throughput, and the weights and peak KV cache of the fullest device
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     ttft_ms: float | None = None

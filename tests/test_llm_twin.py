@@ -359,6 +359,28 @@ def test_the_twin_splits_a_pipeline_where_it_fits_if_a_split_does(tmp_path: Path
     assert status.startswith("out of memory on jetson") and int(status.split()[-1]) > 6001
 
 
+@pytest.mark.timeout(120)
+def test_a_rows_weights_and_kv_cache_are_one_devices(tmp_path: Path) -> None:
+    """Llama-3.2-3B fp32 on four 8 GB boards, a 75,830-token prompt: the stages 6+8+8+6
+    fit (the first and last also hold the 1.6 GB table), but the row gave the largest
+    weights (the first board's, 3992 MB) and the largest KV cache (an 8-layer board's,
+    4971 MB), 8963 MB together, above the RAM its own status said it fit, and the
+    report's memory figure, which plots their sum, drew it over the RAM line."""
+    raw = yaml.safe_load(SMOKE.read_text())
+    raw["model"] = {"preset": "llama3_2_3b"}
+    raw["workload"] = {"prompt_tokens": 75830, "output_tokens": 16}
+    raw["strategies"] = [{"name": "pipeline"}]
+    raw["sweeps"] = [{"batch": [1], "devices": [4]}]
+    raw["devices"][0]["count"] = 4
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    (row,) = read_results(tmp_path / "o" / "results.csv")
+    assert row.status == "ok" and row.layer_split == "6+8+8+6"
+    assert row.weights_mb is not None and row.kv_cache_mb is not None
+    ram_mb = load_profile("jetson_orin_nano").ram_mb
+    assert row.weights_mb + row.kv_cache_mb <= ram_mb
+
+
 @pytest.mark.timeout(60)
 def test_a_decoder_without_kv_heads_has_one_per_query_head() -> None:
     """Left out, ``kv_heads`` took GPT-2's 12 whatever the heads: 8 heads were refused

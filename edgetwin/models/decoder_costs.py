@@ -116,6 +116,13 @@ class DecoderPlan:
         per_row = 2 * self.kv_layers[rank] * self.kv_width[rank] * DTYPE_BYTES[model.kv_dtype]
         return per_row * rows * batch
 
+    def fullest(self, tokens: int) -> tuple[float, float]:
+        """The weight and KV-cache bytes of the device that holds the most of both once
+        the sequences hold ``tokens`` positions (a row's ``weights_mb`` and
+        ``kv_cache_mb``: their sum is what the fullest device needs)."""
+        held = [(self.weight_bytes[r], self.kv_bytes(r, tokens)) for r in range(self.devices)]
+        return max(held, key=sum)
+
     def phases(self, output_tokens: int) -> list[Ops]:
         """Prefill, the ``output_tokens - 1`` decode steps, then what follows the last."""
         steps = [self.decode(step) for step in range(output_tokens - 1)]

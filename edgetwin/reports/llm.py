@@ -163,8 +163,8 @@ def tokens_per_s_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
 
 
 def _memory_mb(reps: list[ResultRow]) -> float | None:
-    """The largest weights plus the largest peak KV cache on a device (any status: a run
-    that does not fit still says how much it needed)."""
+    """The fullest device's weights plus its peak KV cache (any status: a run that does
+    not fit still says how much it needed)."""
     row = reps[0]
     if row.weights_mb is None or row.kv_cache_mb is None:
         return None

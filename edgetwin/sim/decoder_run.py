@@ -99,10 +99,12 @@ def generation_columns(
     """The row's timing and memory columns; times NaN unless the run finished. TTFT and
     total: when rank 0 holds the first and the last token."""
     assert config.prompt_tokens is not None and config.output_tokens is not None
-    kept = kept_positions(config.prompt_tokens, config.output_tokens)
+    weight_bytes, kv_bytes = plan.fullest(
+        kept_positions(config.prompt_tokens, config.output_tokens)
+    )
     memory = {
-        "weights_mb": max(plan.weight_bytes) / MB,
-        "kv_cache_mb": max(plan.kv_bytes(r, kept) for r in range(plan.devices)) / MB,
+        "weights_mb": weight_bytes / MB,
+        "kv_cache_mb": kv_bytes / MB,
         "layer_split": layer_split(plan),
     }
     terminal = generation.times[0]

@@ -6,7 +6,7 @@ each. A row carries rank 0's TTFT, TPOT, total and phases (the terminal holds ev
 token; waiting for peers is comm), every rank's bytes (docs/llm.md's convention, as the
 twin's), and the last rank's comparison with one device. ``weights_mb`` and
 ``kv_cache_mb`` are the contract's figures for the split that ran (the plan of that
-run), the same the twin reports.
+run: the fullest device's), the same the twin reports.
 Pipeline runs the scenario's ``layers`` if it gives them, else equal stages (the twin
 balances unsized stages on the profiles; local ranks are equal). Local mode does not
 shape the network: ``bandwidth_mbps`` is the scenario's nominal value.
@@ -156,7 +156,7 @@ def result_rows(
     """One row per timed generation of a launch (records in rank order)."""
     assert config.output_tokens is not None
     plan = decoder_plan(scenario, config, _stages(run))
-    kept = kept_positions(run.prompt_tokens, run.output_tokens)
+    fullest = plan.fullest(kept_positions(run.prompt_tokens, run.output_tokens))
     tokens = config.batch * config.output_tokens
     rows = []
     for rep, got in enumerate(measured(records)):
@@ -175,8 +175,8 @@ def result_rows(
                 ttft_ms=got.ttft_ms,
                 tpot_ms=got.tpot_ms,
                 tokens_per_s=tokens / (got.total_ms / 1e3),
-                weights_mb=max(plan.weight_bytes) / MB,
-                kv_cache_mb=max(plan.kv_bytes(r, kept) for r in range(plan.devices)) / MB,
+                weights_mb=fullest[0] / MB,
+                kv_cache_mb=fullest[1] / MB,
                 layer_split=layer_split(plan),
                 max_abs_diff_vs_single=got.max_abs_diff_vs_single,
                 prefix_agreement_vs_single=got.prefix_agreement_vs_single,
