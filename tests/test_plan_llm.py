@@ -198,6 +198,26 @@ def test_best_mode_names_a_prism_candidate_as_asked_at_every_prompt(tmp_path: Pa
     assert answer["strategy_of"] == {"prism L4 x2": "prism"}
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("strategy", ["single", "voltage"])
+def test_longest_context_searches_below_a_swept_prompt_that_does_not_fit(
+    strategy: str,
+) -> None:
+    """The search started at the shortest swept prompt: 50,000 tokens at batch 8, more
+    than one board (or two by positions) holds, and the answer said 'no prompt fits'
+    though every prompt up to 21,818 (43,638) does."""
+    sets = [f"workload.output_tokens={OUTPUT_TOKENS}", "sweeps=[{batch: [8], devices: [2]}]"]
+    scenario = load_scenario(SCENARIO, sets)
+    fleet = build_fleet(scenario, SCENARIO)
+    search = next(c for c in configurations(scenario) if c.strategy == strategy)
+    edges = memory_edge_configs(scenario, fleet, search)  # from the workload's 512 tokens
+    too_long = search.model_copy(update={"prompt_tokens": 50000})
+    assert decoder_memory_status(scenario, fleet, too_long) != "ok"
+    assert memory_edge_configs(scenario, fleet, too_long) == edges
+    fits, fails = (e.prompt_tokens for e in edges)
+    assert fits is not None and fails == fits + 1 and fits < 50000
+
+
 def test_longest_context_ends_where_the_scenario_check_does() -> None:
     """At batch 1 the model's positions end before a board's RAM: the search's prompt fills
     them (prompt + output - 1 positions; it stopped one short), which the scenario takes

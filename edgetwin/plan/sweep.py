@@ -17,6 +17,7 @@ from typing import Protocol
 
 from edgetwin.configuration import CrowdRun, configuration_label, crowd_runs, run_label
 from edgetwin.decoder_spec import DecoderSpec, longest_prompt_tokens
+from edgetwin.models import registry
 from edgetwin.network_spec import BandwidthStep
 from edgetwin.plan.question_file import LoadedQuestion
 from edgetwin.plan.questions import CrowdAxes
@@ -138,10 +139,11 @@ def context_searches(configs: Sequence[Configuration]) -> list[Configuration]:
 def memory_edge_configs(
     scenario: Scenario, fleet: list[FleetMember], search: Configuration
 ) -> list[Configuration]:
-    """The configurations at the edge of what fits: the longest prompt T, from the search's
-    own, that runs without running out of memory (bisected on the twin's memory check,
-    which grows with T) and T + 1, which does not; T alone when the model's positions end
-    first; the search's own prompt alone when even it does not fit."""
+    """The configurations at the edge of what fits: the longest prompt T that runs without
+    running out of memory (bisected on the twin's memory check, which grows with T, from
+    the search's own prompt, or below it when even that does not fit) and T + 1, which
+    does not; T alone when the model's positions end first; the shortest prompt the
+    candidate takes alone when not even it fits."""
     assert isinstance(scenario.model, DecoderSpec)
     assert search.prompt_tokens is not None and search.output_tokens is not None
     at = functools.partial(_with_prompt, search)
@@ -150,7 +152,9 @@ def memory_edge_configs(
         return [at(highest)]
     fits, fails = search.prompt_tokens, highest  # invariant: fits fits, fails does not
     if decoder_memory_status(scenario, fleet, at(fits)) != STATUS_OK:
-        return [at(fits)]
+        fits, fails = _shortest_prompt_tokens(search), fits
+        if decoder_memory_status(scenario, fleet, at(fits)) != STATUS_OK:
+            return [at(fits)]
     while fails - fits > 1:
         middle = (fits + fails) // 2
         if decoder_memory_status(scenario, fleet, at(middle)) == STATUS_OK:
@@ -158,6 +162,13 @@ def memory_edge_configs(
         else:
             fails = middle
     return [at(fits), at(fails)]
+
+
+def _shortest_prompt_tokens(config: Configuration) -> int:
+    """The shortest prompt a candidate runs: a position-wise split gives each device one."""
+    definition = registry.strategy(config.strategy)
+    splits_positions = definition.layout is not None and not definition.one_device
+    return config.devices if splits_positions else 1
 
 
 def _with_prompt(config: Configuration, prompt_tokens: int) -> Configuration:
