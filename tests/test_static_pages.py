@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -161,16 +162,32 @@ def test_a_figure_the_browser_cannot_draw_is_a_clean_failure(tmp_path: Path) -> 
         write_figures(figures, tmp_path, "svg")
 
 
-def _processes_with(marker: str) -> list[int]:
-    """The live processes whose environment holds ``marker`` (Chromium inherits it)."""
+def _processes_with(marker: str) -> list[tuple[int, bytes]]:
+    """The live processes whose environment holds ``marker`` (Chromium inherits it), with
+    their command lines."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
             if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
+                found.append((int(entry.name), (entry / "cmdline").read_bytes()))
         except OSError:  # gone, or another user's
             continue
-    return [pid for pid in found if pid != os.getpid()]
+    return [(pid, command) for pid, command in found if pid != os.getpid()]
+
+
+CRASH_HANDLER = b"chrome_crashpad_handler"
+CRASH_HANDLER_EXIT_S = 10.0  # generous: it exits about 0.1 s after its browser
+
+
+def _assert_browser_stopped(marker: str) -> None:
+    """Every process of the browser with ``marker`` is gone at once (killed), but Chromium's
+    crash handlers: they start in a session of their own, out of the killed process group,
+    and exit as their browser is gone, which they get ``CRASH_HANDLER_EXIT_S`` to do."""
+    assert [pid for pid, command in _processes_with(marker) if CRASH_HANDLER not in command] == []
+    gives_up_at = time.monotonic() + CRASH_HANDLER_EXIT_S
+    while _processes_with(marker) and time.monotonic() < gives_up_at:
+        time.sleep(0.05)
+    assert _processes_with(marker) == []
 
 
 @pytest.mark.browser
@@ -180,18 +197,22 @@ def test_an_export_past_its_deadline_stops_its_browser(
 ) -> None:
     """An export that could take many minutes on a loaded machine (two tries, 90 s a
     figure) has one deadline: past it every browser process is killed and the export is a
-    RunFailed naming the limit and how to set it (a deadline of 1 ms always passes)."""
+    RunFailed naming the limit and how to set it (a deadline of 1 ms always passes). Killed
+    as it starts, the browser draws nothing (a browser let run draws every figure before
+    its session ends, and its processes end with it)."""
     _needs_chromium()
     marker = f"EDGETWIN_TEST_EXPORT={uuid.uuid4().hex}"
     monkeypatch.setenv(*marker.split("="))
     figures = [go.Figure(go.Scatter(x=[1, 2], y=[3, k])) for k in range(3)]
     with pytest.raises(RunFailed, match=r"not drawn within 0\.001 s \(3 figures; "):
         write_figures(figures, tmp_path, "svg", deadline_s=0.001)
-    assert _processes_with(marker) == []
+    _assert_browser_stopped(marker)
+    assert list(tmp_path.iterdir()) == []
     monkeypatch.setenv(DEADLINE_ENV, "0.001")
     with pytest.raises(RunFailed, match=rf"{DEADLINE_ENV} sets the limit"):
         write_figures(figures, tmp_path, "svg")
-    assert _processes_with(marker) == []
+    _assert_browser_stopped(marker)
+    assert list(tmp_path.iterdir()) == []
     monkeypatch.setenv(DEADLINE_ENV, "soon")
     with pytest.raises(InputError, match=rf"{DEADLINE_ENV} \(environment\).*not 'soon'"):
         write_figures(figures, tmp_path, "svg")
