@@ -211,7 +211,40 @@ def test_a_bandwidth_schedule_plays_during_a_vit_launch() -> None:
     assert row.comm_ms > 0.8 * row.bytes_sent / 2 * 8 / 100e3
     assert [(r.kind, r.detail) for r in run.faults] == [("bandwidth", "100 Mbps")]
     (warning,) = run.warnings
-    assert "step to 5 Mbps at 500 s did not play in 1 of 1 launches" in warning
+    assert "step to 5 Mbps at 500 s did not play in 1 of 1 runs" in warning
+
+
+def test_every_repetition_meets_a_vit_launchs_schedule_from_its_start() -> None:
+    """A step at 0 ms puts the links at 2 Mbps, and one at 1 s raises them to 800, about as
+    a forward's exchange at 2 Mbps ends. Until 2026-12-07 one clock ran across the launch's
+    three repetitions: the first crossed at 2 Mbps, the later ones, started after the step,
+    at 800 (1213, 15 and 4 ms of comm), and the 0 ms step was applied once. Now each
+    repetition is a run of its own, as in the twin: the links go back and the schedule
+    starts again from 0 ms before each, so each crosses the same way."""
+    raw = {
+        "name": "emu_schedule_reps",
+        "repetitions": 3,
+        "model": {"tokens": 197, "width": 384, "heads": 6, "blocks": 1},
+        "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 2}],
+        "network": {
+            "schedule": [{"at_ms": 0, "bandwidth_mbps": 2}, {"at_ms": 1000, "bandwidth_mbps": 800}]
+        },
+        "strategies": [{"name": "voltage"}],
+        "sweeps": [{"batch": [1], "bandwidth_mbps": [800], "devices": [2]}],
+        "real_warmups": 1,
+    }
+    scenario = validate_scenario(raw, Path("emu_schedule_reps.yaml"))
+    with teardown_checked() as teardown:
+        run = run_emu(scenario, link_check_s=0)
+    teardown.assert_clean()
+    first, _, last = run.rows
+    assert last.comm_ms > 0.5 * first.comm_ms
+    at_start = [record.run for record in run.faults if record.at_s == 0]
+    assert at_start == [f"launch 1 at 800 Mbps, timed run {rep}" for rep in range(3)]
+    # the step at 1 s played in a run, or that run said it did not: 3 runs in all
+    raised = [record for record in run.faults if record.at_s == 1]
+    said = [f"did not play in {3 - len(raised)} of 3 runs" in w for w in run.warnings]
+    assert said == ([] if len(raised) == 3 else [True])
 
 
 def test_a_vit_launchs_schedule_counts_from_its_timed_forwards() -> None:

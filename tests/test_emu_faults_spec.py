@@ -168,8 +168,9 @@ def test_actions_on_one_thing_play_in_order_however_slow() -> None:
 
 
 def test_what_a_run_ended_before_is_said() -> None:
-    """A ViT launch of a few seconds never reached a schedule step at 100 s: no faults.csv
-    row and no word of it, as if the step had not been asked for."""
+    """A ViT's timed forward of a few seconds never reached a schedule step at 100 s: no
+    faults.csv row and no word of it, as if the step had not been asked for. Each timed
+    forward is a run, as each repetition is one of the twin's."""
     network = NetworkSpec(schedule=(BandwidthStep(at_ms=0, bandwidth_mbps=50),
                                     BandwidthStep(at_ms=100_000, bandwidth_mbps=20)))  # fmt: skip
     spec = EmulatorSpec.model_validate({"faults": [{"kind": "kill_worker", "host": 1, "at_s": 90}]})
@@ -177,21 +178,19 @@ def test_what_a_run_ended_before_is_said() -> None:
     missed: list[list[Action]] = []
     for _ in range(3):
         played = threading.Event()
-        clock = FaultClock("launch", actions, lambda action, played=played: played.set())
+        clock = FaultClock("run", actions, lambda action, played=played: played.set())
         clock.start()
-        assert played.wait(30)  # the step at 0 s, then the launch ends
+        assert played.wait(30)  # the step at 0 s, then the run ends
         clock.stop()
         missed.append(clock.unplayed())
     assert [[(a.kind, a.at_s) for a in run] for run in missed] == [
         [("kill_worker", 90.0), ("bandwidth", 100.0)]
     ] * 3
-    assert unplayed_warnings([*missed, []], "launch") == [  # a fourth launch reached both
-        "emulator.faults kill_worker on host 1 at 90 s did not play in 3 of 4 launches: each "
-        "ended before it (times count from each launch's first timed forward, its warm-ups "
-        "left out)",
-        "network.schedule step to 20 Mbps at 100 s did not play in 3 of 4 launches: each "
-        "ended before it (times count from each launch's first timed forward, its warm-ups "
-        "left out)",
+    assert unplayed_warnings([*missed, []], "run") == [  # a fourth run reached both
+        "emulator.faults kill_worker on host 1 at 90 s did not play in 3 of 4 runs: each "
+        "ended before it (times count from each run's start, its warm-ups left out)",
+        "network.schedule step to 20 Mbps at 100 s did not play in 3 of 4 runs: each "
+        "ended before it (times count from each run's start, its warm-ups left out)",
     ]
     assert unplayed_warnings([[]] * 4, "job") == []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
@@ -13,7 +14,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from edgetwin.emu.timed_start import TimedRuns
 from edgetwin.parent_watch import exit_with_parent
+
+STARTED_AT = time.monotonic()  # about when this rank process started (its imports)
 
 
 def add_process_group_flags(parser: argparse.ArgumentParser, *, world: bool) -> None:
@@ -54,8 +58,9 @@ def add_execution_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--timed-start",
         type=Path,
-        help="rank 0 writes its monotonic clock (s) here as its timed work starts, after the "
-        "warm-ups (the emulator's schedule counts from it)",
+        help="rank 0 writes here as each timed run starts and ends, and waits for the "
+        "launcher's go before each after the first (emu.timed_start: the emulator's "
+        "schedule plays from 0 ms in each)",
     )
 
 
@@ -94,3 +99,32 @@ def barrier(world: int) -> None:
     """Wait for every rank (nothing to wait for with one)."""
     if world > 1:
         dist.barrier()
+
+
+class TimedGate:
+    """Each timed run's start and end told to the launcher (``--timed-start``; nothing
+    without it): rank 0 waits for its go before every run after the first, the other
+    ranks at a barrier behind it, all outside the timed work."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._on = args.timed_start is not None
+        deadline = STARTED_AT + args.timeout_s  # the launch's: no lost launcher hangs a rank
+        told = self._on and args.rank == 0
+        self._runs = TimedRuns(args.timed_start, deadline) if told else None
+
+    def wait_go(self, run: int) -> bool:
+        """Rank 0 waits for run ``run``'s go; whether the run needed one (then every rank
+        must pass a barrier before it)."""
+        if not self._on or run == 0:
+            return False
+        if self._runs is not None:
+            self._runs.wait_go(run)
+        return True
+
+    def started(self, run: int) -> None:
+        if self._runs is not None:
+            self._runs.started(run)
+
+    def ended(self, run: int) -> None:
+        if self._runs is not None:
+            self._runs.ended(run)

@@ -9,8 +9,9 @@ Every rank builds the same weights (seeded, or ``--weights``) and prompt (seeded
 token ids) and keeps what its strategy needs. Each of ``--warmup`` untimed and ``--reps``
 timed generations starts after a barrier. The last rank then compares its logits and
 tokens with the whole model generating in its own process, up to their first different
-token (``compare_generations``). With ``--timed-start`` rank 0 writes when its first timed
-generation starts (``emu.timed_start``). With ``--parent-pid`` the rank exits as soon as its
+token (``compare_generations``). With ``--timed-start`` rank 0 writes when each timed
+generation starts and ends, and waits for the launcher's go before each after the first,
+before the barrier (``emu.timed_start``). With ``--parent-pid`` the rank exits as soon as its
 launcher is gone.
 """
 
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from edgetwin.emu import rank_process, timed_start
+from edgetwin.emu import rank_process
 from edgetwin.emu.llm.exchange import Exchange
 from edgetwin.emu.llm.generation import Generation, RankSetup, SingleRank
 from edgetwin.emu.llm.model import Decoder, build_decoder, make_prompt
@@ -80,16 +81,21 @@ def run_rank(args: argparse.Namespace, run: DecoderRun, model: Decoder) -> RankR
         prompt = make_prompt(run.spec, run.batch, run.prompt_tokens, run.seed).to(device)
         reps: list[GenerationTiming] = []
         warmup_ms: list[float] = []
+        gate = rank_process.TimedGate(args)
         for rep in range(args.warmup + args.reps):
+            timed_run = rep - args.warmup  # the timed generations, counted from 0
+            if timed_run >= 0:
+                gate.wait_go(timed_run)  # rank 0 alone; the others wait at the barrier
             rank_process.barrier(run.world)
-            if rep == args.warmup and args.rank == 0 and args.timed_start is not None:
-                timed_start.announce(args.timed_start)
+            if timed_run >= 0:
+                gate.started(timed_run)
             if exchange is not None:
                 exchange.reset()
             clock.start()
             generation = generator.generate(prompt)
             timing = clock.stop_generation()
-            if rep >= args.warmup:
+            if timed_run >= 0:
+                gate.ended(timed_run)
                 reps.append(timing)
             else:
                 warmup_ms.append(timing.total_ms)

@@ -1,8 +1,9 @@
 """Faults and bandwidth changes during a run: a timeline built from the scenario (pure),
 played by a clock (a thread per thing its actions act on), recorded as ``faults.csv``.
 
-Times count from the start of what runs: a CROWDio job's first event, a ViT or decoder
-launch's first timed forward or generation (``emu.timed_start``), its warm-ups done.
+Times count from the start of what runs: a CROWDio job's first event, each timed forward or
+generation of a ViT or decoder launch (``emu.timed_start``, ``run_clocks``), its warm-ups
+done.
 A ``bandwidth`` step at 0 s is the rate the run meets from its first byte: a clock set
 before the run (``apply_rates_at_start``) applies it at once; the rest play from ``start()``.
 ``link_down`` takes a host's link down at the bridge (both directions) and up again
@@ -28,10 +29,10 @@ from edgetwin.emulator_spec import Fault
 from edgetwin.network_spec import NetworkSpec, did_not_play
 
 ActionKind = Literal["link_down", "link_up", "kill_worker", "bandwidth"]
-RunNoun = Literal["launch", "job"]  # what a timeline plays in: a ViT launch, a CROWDio job
-_PLURAL: dict[RunNoun, str] = {"launch": "launches", "job": "jobs"}
-_START: dict[RunNoun, str] = {  # where its times count from
-    "launch": "each launch's first timed forward, its warm-ups left out",
+RunNoun = Literal["run", "job"]  # what a timeline plays in: a ViT's or decoder's timed run
+_PLURAL: dict[RunNoun, str] = {"run": "runs", "job": "jobs"}  # (a forward, a generation), a job
+_START: dict[RunNoun, str] = {  # where its times count from (as the twin says it of its runs)
+    "run": "each run's start, its warm-ups left out",
     "job": "each job's start",
 }
 
@@ -197,9 +198,10 @@ class FaultClock:
 
 
 def unplayed_warnings(per_run: Sequence[Sequence[Action]], noun: RunNoun) -> list[str]:
-    """A warning per fault or schedule step that some runs (a ViT ``launch``, a CROWDio
-    ``job``) ended before, from each run's ``FaultClock.unplayed`` (``per_run``, one entry
-    per run, as the twin's ``sim.network.unplayed_schedule``): they wrote nothing."""
+    """A warning per fault or schedule step that some runs (a ViT's or decoder's timed
+    ``run``, a CROWDio ``job``) ended before, from each run's ``FaultClock.unplayed``
+    (``per_run``, one entry per run, as the twin's ``sim.network.unplayed_schedule``): they
+    wrote nothing."""
     counts = Counter(action for actions in per_run for action in actions)
     runs = len(per_run)
     warnings = []

@@ -7,10 +7,11 @@ rate, iperf3 checks what they carry, then the configurations at that rate run as
 local mode (``emu.local``), rank r on host r, GLOO bound to the host's shaped
 interface, rank 0's address as the master. Single runs on host 0 alone. Rows are
 local mode's with ``mode`` = ``emu``; ``bandwidth_mbps`` is the links' set rate.
-A ``network.schedule`` plays during every launch, counted from its first timed forward
-(``emu.timed_start``: rank 0 says when, its warm-ups done; a step at 0 ms is set before
-the ranks start), the links back at the configuration's rate after it, and is recorded
-in ``EmuRun.faults``.
+A ``network.schedule`` plays in every timed run of a launch (a timed forward or generation:
+a configuration's repetition), counted from its start (``emu.timed_start``: rank 0 says
+when, its warm-ups done; a step at 0 ms is set before the ranks start and again before
+each run after the first, the links back at the configuration's rate first), and is
+recorded in ``EmuRun.faults``.
 ``emulator.host_cpu_cores`` gives host r a CFS quota of that many cores (heterogeneous
 devices); without it no ViT host is limited.
 """
@@ -22,6 +23,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -42,15 +44,10 @@ from edgetwin.emu.local import (
 )
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.crowd import check_crowd_emulatable, phone_limits, run_crowd_emu
-from edgetwin.emu.mininet.faults import (
-    Action,
-    FaultClock,
-    FaultRecord,
-    timeline,
-    unplayed_warnings,
-)
+from edgetwin.emu.mininet.faults import Action, FaultRecord, timeline, unplayed_warnings
 from edgetwin.emu.mininet.mn import missing_requirements
 from edgetwin.emu.mininet.net import NETWORK_UP, START_UP, EmuNetwork, emulated_network
+from edgetwin.emu.mininet.run_clocks import RunClocks
 from edgetwin.emu.mininet.topology import (
     MAX_HOSTS,
     TC_RATE_RANGE_MBPS,
@@ -253,7 +250,7 @@ def run_emu(
                     replace(r, mode="emu", link_error_pct=link_error) for r in config_rows
                 ]
     ordered = [row for config in configurations(scenario) for row in rows[config]]
-    warnings = unplayed_warnings(launch.missed, "launch")
+    warnings = unplayed_warnings(launch.missed, "run")
     return EmuRun(ordered, links, launch.faults, warnings)
 
 
@@ -289,7 +286,7 @@ Record = TypeVar("Record")
 
 class _HostLauncher:
     """Starts the ranks of one launch on the hosts (rank r on host r), the bandwidth
-    schedule playing from their timed work's start; a ``Launcher`` (ViT) and, by ``decoder``, a
+    schedule playing in each of their timed runs; a ``Launcher`` (ViT) and, by ``decoder``, a
     ``DecoderLauncher``."""
 
     def __init__(self, net: EmuNetwork) -> None:
@@ -298,7 +295,7 @@ class _HostLauncher:
         self._schedule = timeline(net.topology, net.network)
         self.bandwidth_mbps = 0.0  # the rate of the configurations launched now
         self.faults: list[FaultRecord] = []
-        self.missed: list[list[Action]] = []  # each launch's schedule steps it ended before
+        self.missed: list[list[Action]] = []  # each timed run's schedule steps it ended before
 
     def __call__(
         self,
@@ -359,40 +356,39 @@ class _HostLauncher:
     ) -> list[Record]:
         """Rank r's ``command`` on host r, waited for with the deadline (with ``on_rep``, the
         ranks asked for their reports, told the forwards rank 0 reports meanwhile); their
-        records. The schedule's steps at 0 ms are set before the ranks start, the rest play
-        from the instant rank 0 announces its timed work (seen at the next look)."""
+        records. With a schedule, it plays in every timed run (``RunClocks``): its steps at
+        0 ms set before the ranks start, the rest from the instant rank 0 announces the run
+        (seen at the next look)."""
         label = f"launch {self._launches} at {self.bandwidth_mbps:g} Mbps"
-        clock = FaultClock(label, self._schedule, self._apply)
+        restore = partial(self._net.set_bandwidth, self.bandwidth_mbps)
+        clocks = RunClocks(label, self._schedule, self._apply, restore)
         with run_folder(EMU, "ranks") as tmp:
             folder = Path(tmp)
             reports = RepReports(folder, on_rep)
             announced = folder / timed_start.FILE
+            timed = ["--timed-start", str(announced)] if self._schedule else []
 
             def poll() -> None:
                 reports.poll()
-                at = None if clock.started else timed_start.announced_s(announced)
-                if at is not None:
-                    clock.start(at)
+                clocks.look(announced)
 
             ranks = []
             try:
-                clock.apply_rates_at_start()
+                clocks.begin()
                 for rank in range(world):
                     argv = [
                         *command(rank, folder / f"rank{rank}.json"),
                         *reports.worker_args(),
-                        *("--timed-start", str(announced)),
+                        *timed,
                     ]
                     log = folder / f"rank{rank}.log"
                     ranks.append(self._net.popen(rank, argv, log, package_env()))
                 wait_ranks(ranks, folder, timeout_s, poll)
             finally:
                 stop_ranks(ranks)
-                applied = clock.stop()
-                if applied:
-                    self._net.set_bandwidth(self.bandwidth_mbps)
-                self.faults += applied
-                self.missed.append(clock.unplayed())
+                clocks.finish()
+                self.faults += clocks.records
+                self.missed += clocks.unplayed
             return [read(folder / f"rank{rank}.json") for rank in range(world)]
 
     def _apply(self, action: Action) -> None:

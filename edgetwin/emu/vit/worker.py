@@ -9,10 +9,11 @@ has ``--warmup`` untimed forwards, then ``--reps`` timed ones, with a barrier
 between forwards. Rank 0 then compares its last logits with the whole model
 run in its own process on the same input, and prints one line per run. With
 ``--progress``, rank 0 also appends a line to that file as it ends each timed forward
-(its launcher's progress), and with ``--timed-start`` it writes when the launch's first
-timed forward starts (``emu.timed_start``). With ``--parent-pid`` the rank exits as soon
-as that process (its launcher) is no longer its parent: a launcher killed outright leaves
-no rank running.
+(its launcher's progress), and with ``--timed-start`` it writes when each timed forward
+starts and ends, and waits for the launcher's go before each after the first, the other
+ranks at a barrier (``emu.timed_start``; the forwards are numbered across runs). With
+``--parent-pid`` the rank exits as soon as that process (its launcher) is no longer its
+parent: a launcher killed outright leaves no rank running.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import torch
 from pydantic import ValidationError
 from torch import Tensor
 
-from edgetwin.emu import rank_process, timed_start
+from edgetwin.emu import rank_process
 from edgetwin.emu.vit.forward import RankForward
 from edgetwin.emu.vit.model import ViT, build_vit, image_side, make_images
 from edgetwin.emu.vit.phases import ForwardTiming, PhaseClock
@@ -173,10 +174,11 @@ def _decide(cli: argparse.ArgumentParser, args: argparse.Namespace, tokens: int)
 def run_rank(args: argparse.Namespace, model: ViT, segment_values: list[int | None]) -> RankRecord:
     """Join the process group, do every run (segments x batch), leave the group."""
     device = torch.device(args.device)
+    gate = rank_process.TimedGate(args)
     with rank_process.process_group(args, args.world), torch.inference_mode():
         plan = [(segments, batch) for segments in segment_values for batch in args.batch]
         runs = tuple(
-            _run(args, model, device, batch, segments, index)
+            _run(args, model, device, batch, segments, index, gate)
             for index, (segments, batch) in enumerate(plan)
         )
     return RankRecord(
@@ -191,6 +193,7 @@ def _run(
     batch: int,
     segments: int | None,
     index: int,
+    gate: rank_process.TimedGate,
 ) -> RunRecord:
     layout = registry.layout(args.strategy, model.spec.tokens, args.world, segments)
     clock = PhaseClock(device)
@@ -203,14 +206,17 @@ def _run(
         forward(images)
         warmup_ms.append(clock.stop().total_ms)
         rank_process.barrier(args.world)
-    if args.rank == 0 and args.timed_start is not None and index == 0:
-        timed_start.announce(args.timed_start)  # the launch's first timed forward
     reps: list[ForwardTiming] = []
     logits = None
     for rep in range(args.reps):
+        timed_run = index * args.reps + rep  # the launch's timed forwards, counted from 0
+        if gate.wait_go(timed_run):
+            rank_process.barrier(args.world)
+        gate.started(timed_run)
         clock.start()
         logits = forward(images)
         reps.append(clock.stop())
+        gate.ended(timed_run)
         if args.rank == 0 and args.progress is not None:  # before the barrier: it waits
             _report_rep(args.progress, index, rep)  # for the write, the next forward not
         rank_process.barrier(args.world)
