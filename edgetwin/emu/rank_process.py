@@ -17,8 +17,6 @@ import torch.distributed as dist
 from edgetwin.emu.timed_start import TimedRuns
 from edgetwin.parent_watch import exit_with_parent
 
-STARTED_AT = time.monotonic()  # about when this rank process started (its imports)
-
 
 def add_process_group_flags(parser: argparse.ArgumentParser, *, world: bool) -> None:
     """The group "process group": rank, ``--world`` where ``world``, rank 0's address,
@@ -108,7 +106,10 @@ class TimedGate:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self._on = args.timed_start is not None
-        deadline = STARTED_AT + args.timeout_s  # the launch's: no lost launcher hangs a rank
+        # at most the launch's deadline after the rank's work begins: no lost launcher hangs
+        # a rank (not from the module's import: a process that runs ranks in turn, as a
+        # test does, imported it long before)
+        deadline = time.monotonic() + args.timeout_s
         told = self._on and args.rank == 0
         self._runs = TimedRuns(args.timed_start, deadline) if told else None
 
