@@ -287,8 +287,14 @@ def test_out_of_memory_at_the_token_the_kv_cache_stops_fitting() -> None:
     path = REPO / "scenarios/llm_jetson.yaml"
     weights_mb = 2 * 1_235_814_400 / MB
     per_token = kv_bytes_per_token(model)  # one sequence, every layer
-    batch, fits = 4, 3000  # RAM for the weights and 3000 positions of 4 sequences, not 3001
-    ram_mb = weights_mb + batch * (fits + 0.5) * per_token / MB
+    # a decode step after K - 1 positions also holds a layer's keys and values repeated to
+    # the 32 query heads (K x D each, fp16) and 5 rows of D (docs/llm.md's Memory)
+    width, a = model.width, 2
+    per_token += 2 * width * a
+    # RAM for the weights and 6000 positions of 4 sequences, not 6001 (the 2048-token
+    # prefill's activations fit: they need what about 5400 positions do)
+    batch, fits = 4, 6000
+    ram_mb = (weights_mb * MB + batch * (fits + 0.5) * per_token + a * batch * 5 * width) / MB
     scenario = load_scenario(path, [f"devices.0.ram_mb={ram_mb}", "strategies=[{name: single}]"])
     config = Configuration(
         strategy="single",
@@ -296,7 +302,7 @@ def test_out_of_memory_at_the_token_the_kv_cache_stops_fitting() -> None:
         batch=batch,
         bandwidth_mbps=400,
         prompt_tokens=2048,
-        output_tokens=1200,
+        output_tokens=4200,
     )
     row = simulate(scenario, build_fleet(scenario, path), config, 0).row
     assert row.status == f"out of memory on jetson-0 at token {fits + 1}"
@@ -336,13 +342,14 @@ def test_balanced_layers_stay_within_what_each_stage_holds() -> None:
 
 @pytest.mark.timeout(60)
 def test_the_twin_splits_a_pipeline_where_it_fits_if_a_split_does(tmp_path: Path) -> None:
-    """Llama-3.2-3B in fp32 (12.9 GB) on two 8 GB boards, a 6000-token prompt: the stages
-    balanced on time alone (15 + 13, the first also embedding) need 8.35 GB on the first
-    board, so the run said out of memory though 14 + 14 fits both; and a longer prompt's
-    status named a token that a shorter prompt's generation holds."""
+    """Llama-3.2-3B in fp32 (12.9 GB) on two 8 GB boards, a 3000-token prompt: the stages
+    balanced on time alone (15 + 13, the first also embedding) need more than the first
+    board's RAM, so the run said out of memory though 14 + 14 fits both; and a longer
+    generation's status named a token that a shorter one holds. (A 6000-token prompt
+    did until 2026-12-07; its prefill's activations no longer fit either split.)"""
     raw = yaml.safe_load(SMOKE.read_text())
     raw["model"] = {"preset": "llama3_2_3b"}
-    raw["workload"] = {"prompt_tokens": 6000, "output_tokens": 2}
+    raw["workload"] = {"prompt_tokens": 3000, "output_tokens": 2}
     raw["strategies"] = [{"name": "pipeline"}]
     raw["sweeps"] = [{"batch": [1], "devices": [2]}]
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
@@ -352,23 +359,28 @@ def test_the_twin_splits_a_pipeline_where_it_fits_if_a_split_does(tmp_path: Path
     assert decoder_memory_status(scenario, fleet, config) == "ok"
     devices = [Device(simpy.Environment(), m.name, m.profile) for m in fleet]
     assert decoder_run.plan_for(scenario, config, devices).kv_layers == (14, 14)
-    # no split holds 60,000 positions: the one that holds the most stops past 6001
-    # (balanced on time alone, it said token 4687, short of a prompt that fits)
-    longer = load_scenario(tmp_path / "s.yaml", ["workload.prompt_tokens=60000"])
+    # no split holds 63,000 positions: the one that holds the most stops past 3001
+    # (balanced on time alone, it named a token short of a prompt that fits)
+    longer = load_scenario(tmp_path / "s.yaml", ["workload.output_tokens=60000"])
     status = decoder_memory_status(longer, fleet, next(iter(configurations(longer))))
-    assert status.startswith("out of memory on jetson") and int(status.split()[-1]) > 6001
+    assert status.startswith("out of memory on jetson") and int(status.split()[-1]) > 3001
+    prefill = load_scenario(tmp_path / "s.yaml", ["workload.prompt_tokens=6000"])
+    status = decoder_memory_status(prefill, fleet, next(iter(configurations(prefill))))
+    assert status == "out of memory on jetson-0 (prefill)"
 
 
 @pytest.mark.timeout(120)
 def test_a_rows_weights_and_kv_cache_are_one_devices(tmp_path: Path) -> None:
-    """Llama-3.2-3B fp32 on four 8 GB boards, a 75,830-token prompt: the stages 6+8+8+6
-    fit (the first and last also hold the 1.6 GB table), but the row gave the largest
-    weights (the first board's, 3992 MB) and the largest KV cache (an 8-layer board's,
-    4971 MB), 8963 MB together, above the RAM its own status said it fit, and the
-    report's memory figure, which plots their sum, drew it over the RAM line."""
+    """Llama-3.2-3B fp32 on four 8 GB boards, a 14,000-token prompt: the stages 6+8+8+6
+    fit (the first and last also hold the 1.6 GB table), and the row gives the first
+    board's weights and KV cache, the fullest device's. At a 75,830-token prompt (which
+    until 2026-12-07's prefill activations fitted) the row gave the largest weights (the
+    first board's, 3992 MB) and the largest KV cache (an 8-layer board's, 4971 MB), 8963
+    MB together, above the RAM its own status said it fit, and the report's memory
+    figure, which plots their sum, drew it over the RAM line."""
     raw = yaml.safe_load(SMOKE.read_text())
     raw["model"] = {"preset": "llama3_2_3b"}
-    raw["workload"] = {"prompt_tokens": 75830, "output_tokens": 16}
+    raw["workload"] = {"prompt_tokens": 14000, "output_tokens": 16}
     raw["strategies"] = [{"name": "pipeline"}]
     raw["sweeps"] = [{"batch": [1], "devices": [4]}]
     raw["devices"][0]["count"] = 4
@@ -377,8 +389,11 @@ def test_a_rows_weights_and_kv_cache_are_one_devices(tmp_path: Path) -> None:
     (row,) = read_results(tmp_path / "o" / "results.csv")
     assert row.status == "ok" and row.layer_split == "6+8+8+6"
     assert row.weights_mb is not None and row.kv_cache_mb is not None
-    ram_mb = load_profile("jetson_orin_nano").ram_mb
-    assert row.weights_mb + row.kv_cache_mb <= ram_mb
+    model = load_scenario(tmp_path / "s.yaml").model
+    assert isinstance(model, DecoderSpec)
+    first_kv = 6 * kv_bytes_per_token(model, 1) * (14000 + 15)  # 6 layers, T + O - 1
+    assert row.kv_cache_mb == pytest.approx(first_kv / MB)
+    assert row.weights_mb + row.kv_cache_mb <= load_profile("jetson_orin_nano").ram_mb
 
 
 @pytest.mark.timeout(60)

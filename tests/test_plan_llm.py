@@ -4,7 +4,6 @@ and the longest context that fits from the memory arithmetic (docs/llm.md, Memor
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -119,15 +118,24 @@ def test_longest_context_is_the_memory_arithmetic(planned: Any) -> None:
     assert isinstance(model, DecoderSpec)
     ram_mb = build_fleet(loaded.scenario, loaded.scenario_path)[0].profile.ram_mb
     by_candidate = {e["candidate"]: e for e in longest["candidates"]}
-    # one board, and tensor parallel (every rank holds a P-th of the KV heads of every
-    # layer and the same weights): positions kept = free RAM / KV per position, and the
-    # peak KV holds prompt + output - 1 positions
-    for label, share in (("single", 1), ("tensor_parallel x2", 2)):
+    # one board, and tensor parallel (every rank holds a P-th of the heads and the FFN
+    # columns of every layer): the prefill's KV cache of T positions and its activations
+    # at the FFN (docs/llm.md's Memory: 5 hidden rows of D, tensor parallel's summed
+    # output a sixth; the attention's output; the T x T mask; silu(gate), up and their
+    # product) fill the free RAM first, before the decode's longer cache
+    width, ffn, batch, a = model.width, model.ffn_size, 8, DTYPE_BYTES["fp16"]
+    for label, share, hidden in (("single", 1, 5), ("tensor_parallel x2", 2, 6)):
         entry = by_candidate[label]
-        per_position = 8 * kv_bytes_per_token(model) / share  # batch 8
-        kept = math.floor((ram_mb - entry["weights_mb"]) * MB / per_position)
-        assert entry["longest_prompt_tokens"] == kept - OUTPUT_TOKENS + 1
-        assert entry["stopped_by"] == f"out of memory on jetson-0 at token {kept + 1}"
+        free = (ram_mb - entry["weights_mb"]) * MB
+
+        def prefill(t: int, share: int = share, hidden: int = hidden) -> float:
+            rows = batch * t
+            activations = (hidden + 1 / share) * rows * width + 3 * rows * ffn / share + t * t
+            return rows * kv_bytes_per_token(model) / share + a * activations
+
+        fits = entry["longest_prompt_tokens"]
+        assert prefill(fits) <= free < prefill(fits + 1)
+        assert entry["stopped_by"] == "out of memory on jetson-0 (prefill)"
     assert kv_bytes_per_token(model) == 2 * 16 * 512 * DTYPE_BYTES["fp16"]
     # every candidate: its longest prompt fits, one more does not (the twin's own check),
     # and a split over two boards holds a longer context than one board
@@ -171,7 +179,8 @@ def test_longest_context_keeps_a_prism_candidate_whole(
     (entry,) = outcome.answer["candidates"]
     assert entry["candidate"] == label
     assert entry["longest_prompt_tokens"] is not None and entry["longest_prompt_tokens"] > 128
-    assert entry["stopped_by"].startswith("out of memory on jetson-0 at token ")
+    assert entry["stopped_by"].startswith("out of memory on jetson-")
+    assert entry["stopped_by"].endswith("(prefill)")  # rank 1 attends over the most keys
 
 
 @pytest.mark.timeout(120)
@@ -219,10 +228,15 @@ def test_longest_context_searches_below_a_swept_prompt_that_does_not_fit(
 
 
 def test_longest_context_ends_where_the_scenario_check_does() -> None:
-    """At batch 1 the model's positions end before a board's RAM: the search's prompt fills
-    them (prompt + output - 1 positions; it stopped one short), which the scenario takes
-    and one more it refuses, naming the field."""
-    sets = [f"workload.output_tokens={OUTPUT_TOKENS}", "sweeps=[{batch: [1], devices: [2]}]"]
+    """At batch 1 a model of 16,384 positions ends before a board's RAM: the search's
+    prompt fills them (prompt + output - 1 positions; it stopped one short), which the
+    scenario takes and one more it refuses, naming the field. (The model's own 131,072
+    did until 2026-12-07: a prefill that long holds a 34 GB attention mask.)"""
+    sets = [
+        f"workload.output_tokens={OUTPUT_TOKENS}",
+        "sweeps=[{batch: [1], devices: [2]}]",
+        "model.max_positions=16384",
+    ]
     scenario = load_scenario(SCENARIO, sets)
     model = scenario.model
     assert isinstance(model, DecoderSpec)
@@ -230,7 +244,7 @@ def test_longest_context_ends_where_the_scenario_check_does() -> None:
     (edge,) = memory_edge_configs(scenario, build_fleet(scenario, SCENARIO), search)
     assert edge.prompt_tokens == model.max_positions - OUTPUT_TOKENS + 1
     load_scenario(SCENARIO, [*sets, f"workload.prompt_tokens={edge.prompt_tokens}"])
-    with pytest.raises(InputError, match="feed 131073 positions") as error:
+    with pytest.raises(InputError, match="feed 16385 positions") as error:
         load_scenario(SCENARIO, [*sets, f"workload.prompt_tokens={edge.prompt_tokens + 1}"])
     assert error.value.field == "workload.prompt_tokens"
 

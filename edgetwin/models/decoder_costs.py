@@ -28,6 +28,7 @@ from edgetwin.decoder_spec import (
 from edgetwin.models.layout import Layout
 
 ID_BYTES = 8  # token ids cross the wire as int64
+FFN_TENSORS = {"swiglu": 3, "gelu": 2}  # [rows, F] tensors alive at once: silu(gate), up, product
 Kind = Literal["allgather", "allreduce", "broadcast", "send"]
 
 
@@ -84,6 +85,53 @@ class DecoderWorkload:
 
 
 @dataclass(frozen=True)
+class LayerPass:
+    """What one rank holds at once while one layer runs (docs/llm.md's Memory): ``batch``
+    sequences of ``rows`` new positions attending over ``keys`` positions, with ``heads``
+    query heads, ``kv_heads`` KV heads and ``ffn_columns`` FFN columns. ``before`` and
+    ``during``: the [rows, D] hidden tensors alive at the attention and at the FFN (the
+    stage's input, the layer's input, the normalised rows...). ``context``: position-wise
+    prefill's gathered rows per sequence (0 elsewhere): it then also holds the assembled
+    context rows and their keys and values (not cache views). ``masked``: an additive
+    mask [rows, keys] exists (a pass of more than one row)."""
+
+    batch: int
+    rows: int
+    keys: int
+    heads: int
+    kv_heads: int
+    ffn_columns: int
+    before: int
+    during: int
+    context: int = 0
+
+    @property
+    def masked(self) -> bool:
+        return self.rows > 1
+
+
+def transient_bytes(model: DecoderSpec, step: LayerPass) -> float:
+    """The activations ``step`` holds at its peak, the larger of two moments. At the
+    attention: its hidden tensors, the queries and the output ([B, t, h, d_h] each), keys
+    and values repeated to the query heads (grouped-query attention; otherwise cache
+    views), the mask. At the FFN: its hidden tensors, the attention's output, the mask and
+    the FFN's [B, t, F] tensors. A position-wise prefill holds its context at both."""
+    d, dh, batch = model.width, model.head_dim, step.batch
+    hidden = batch * step.rows * d
+    queries = batch * step.rows * step.heads * dh
+    grouped = 2 * batch * step.keys * step.heads * dh if step.heads > step.kv_heads else 0
+    context = 0
+    if step.context:
+        context = batch * (step.context + step.keys) * d
+        context += 2 * batch * step.keys * step.kv_heads * dh
+    mask = step.rows * step.keys if step.masked else 0
+    ffn = FFN_TENSORS[model.ffn] * batch * step.rows * step.ffn_columns
+    attention = hidden * step.before + 2 * queries + grouped + context + mask
+    feed_forward = hidden * step.during + queries + context + mask + ffn
+    return act_bytes(model) * max(attention, feed_forward)
+
+
+@dataclass(frozen=True)
 class DecoderPlan:
     """The phases of one generation and what each device holds.
 
@@ -92,7 +140,9 @@ class DecoderPlan:
     token ids a pipeline sends back). ``kv_rows(rank, tokens)``: the positions of a
     sequence holding ``tokens`` positions whose keys and values ``rank`` keeps.
     ``kv_layers`` and ``kv_width``: the layers and the KV width (per position) each
-    rank keeps them for.
+    rank keeps them for. ``layer_pass(rank, context)``: what ``rank`` holds at once in a
+    layer of the prefill (``context`` None) or of a decode step after ``context``
+    positions.
     """
 
     strategy: str
@@ -103,6 +153,7 @@ class DecoderPlan:
     prefill: Ops
     decode: Callable[[int], Ops]
     kv_rows: Callable[[int, int], int]
+    layer_pass: Callable[[int, int | None], LayerPass]
     finish: Ops = ()
 
     @property
@@ -115,6 +166,18 @@ class DecoderPlan:
         rows = self.kv_rows(rank, tokens)
         per_row = 2 * self.kv_layers[rank] * self.kv_width[rank] * DTYPE_BYTES[model.kv_dtype]
         return per_row * rows * batch
+
+    def transient_bytes(self, rank: int, context: int | None = None) -> float:
+        """Activation bytes ``rank`` holds at once in the prefill (``context`` None) or in
+        the decode step after ``context`` positions."""
+        return transient_bytes(self.workload.model, self.layer_pass(rank, context))
+
+    def need_bytes(self, rank: int, tokens: int) -> float:
+        """KV cache and activations ``rank`` holds once the sequences hold ``tokens``
+        positions: the prefill's (its KV at T) up to the prompt, a decode step's after."""
+        prompt = self.workload.prompt_tokens
+        context = None if tokens <= prompt else tokens - 1
+        return self.kv_bytes(rank, max(tokens, prompt)) + self.transient_bytes(rank, context)
 
     def fullest(self, tokens: int) -> tuple[float, float]:
         """The weight and KV-cache bytes of the device that holds the most of both once
@@ -291,6 +354,18 @@ def decoder_position_wise(strategy: str, work: DecoderWorkload, layout: Layout) 
             ops.append(tuple(rank_ops))
         return tuple(ops)
 
+    def layer_pass(rank: int, context: int | None) -> LayerPass:
+        if world == 1:  # single: a layer over the cache (greedy_loop, cached_layer)
+            return cached_pass(model, batch, prompt, context)
+        if context is None:  # its rows, and the context they attend over, gathered
+            start, stop = layout.bounds(rank)
+            keys = _position_wise_keys(layout, rank)
+            gathered = world * layout.padded_rows
+            heads = model.heads, model.kv_heads
+            return LayerPass(batch, stop - start, keys, *heads, model.ffn_size, 2, 3, gathered)
+        kept = kv_rows(rank, context + 1)  # its share of the keys, the new one included
+        return LayerPass(batch, 1, kept, model.heads, model.kv_heads, model.ffn_size, 2, 3)
+
     every = full_weight_bytes(model)
     return DecoderPlan(
         strategy,
@@ -301,7 +376,45 @@ def decoder_position_wise(strategy: str, work: DecoderWorkload, layout: Layout) 
         prefill,
         decode,
         kv_rows,
+        layer_pass,
     )
+
+
+def cached_pass(
+    model: DecoderSpec,
+    batch: int,
+    prompt: int,
+    context: int | None,
+    heads: int | None = None,
+    kv_heads: int | None = None,
+    ffn_columns: int | None = None,
+    partial: int = 0,
+) -> LayerPass:
+    """A layer over the KV cache (single, pipeline, tensor parallel: a rank's ``heads``,
+    ``kv_heads`` and ``ffn_columns``), in the prefill (``context`` None) or a decode step:
+    at the attention it holds the stage's input, the layer's and its normalised rows; at
+    the FFN also the attention's sum and its normalised rows, and ``partial`` more
+    (tensor parallel: the summed output projection)."""
+    rows, keys = (prompt, prompt) if context is None else (1, context + 1)
+    return LayerPass(
+        batch,
+        rows,
+        keys,
+        model.heads if heads is None else heads,
+        model.kv_heads if kv_heads is None else kv_heads,
+        model.ffn_size if ffn_columns is None else ffn_columns,
+        3,
+        5 + partial,
+    )
+
+
+def _position_wise_keys(layout: Layout, rank: int) -> int:
+    """The positions ``rank``'s prefill attends over: every one up to its last (voltage),
+    or the earlier ranks' segment means and its own rows (prism)."""
+    start, stop = layout.bounds(rank)
+    if layout.segment_rows is None:
+        return layout.tokens
+    return stop - start + sum(layout.sent_rows(q) for q in range(rank))
 
 
 def _position_wise_prefill(
@@ -312,12 +425,11 @@ def _position_wise_prefill(
     model, batch = work.model, work.batch
     start, stop = layout.bounds(rank)
     own = stop - start
+    kv_proj = _position_wise_keys(layout, rank)
     if layout.segment_rows is None:
-        kv_proj, pairs, means = layout.tokens, causal_pairs(start, stop), 0.0
+        pairs, means = causal_pairs(start, stop), 0.0
     else:
-        earlier = sum(layout.sent_rows(q) for q in range(rank))
-        kv_proj = own + earlier
-        pairs = causal_pairs(0, own) + own * earlier
+        pairs = causal_pairs(0, own) + own * (kv_proj - own)
         means = float((own - layout.sent_rows(rank)) * model.width)
     rows = batch * own
     attention = attention_work(model, rows, batch * kv_proj, batch * pairs, batch * kv_proj, rows)

@@ -48,7 +48,7 @@ def plan_for(scenario: Scenario, config: Configuration, devices: list[Device]) -
         fixed_ms[-1] += _ms(devices[-1], head_work(model, batch))
         free = [(d.ram_mb - d.resident_mb) * MB for d in devices]
         kept = kept_positions(config.prompt_tokens, config.output_tokens)
-        most = layers_that_fit(model, free, batch, kept)
+        most = layers_that_fit(model, free, batch, config.prompt_tokens, kept)
         stages = balanced_layers(model.layers, layer_ms, fixed_ms, most)
     return decoder_plan(scenario, config, stages)
 
@@ -58,11 +58,17 @@ def _ms(device: Device, work: Work) -> float:
 
 
 def memory_status(plan: DecoderPlan, devices: list[Device], tokens: int) -> str:
-    """Load each device's weights; ``ok`` if they and the KV cache of ``tokens`` positions
-    fit every device, else the out-of-memory status at the first position that does not."""
+    """Load each device's weights; ``ok`` if they, the KV cache and the activations at
+    their peak fit every device up to ``tokens`` positions (``DecoderPlan.need_bytes``),
+    else the out-of-memory status: in the prefill, or at the first decode position that
+    does not fit."""
     for rank, device in enumerate(devices):
         if not device.load(plan.weight_bytes[rank] / MB):
             return f"{OUT_OF_MEMORY} on {device.name} (weights)"
+    prompt = plan.workload.prompt_tokens
+    for rank, device in enumerate(devices):
+        if plan.need_bytes(rank, prompt) > _free_bytes(device):
+            return f"{OUT_OF_MEMORY} on {device.name} (prefill)"
     stops = [
         (position, device.name)
         for rank, device in enumerate(devices)
@@ -74,15 +80,20 @@ def memory_status(plan: DecoderPlan, devices: list[Device], tokens: int) -> str:
     return f"{OUT_OF_MEMORY} on {name} at token {position}"
 
 
+def _free_bytes(device: Device) -> float:
+    return (device.ram_mb - device.resident_mb) * MB
+
+
 def _first_overflow(plan: DecoderPlan, rank: int, device: Device, tokens: int) -> int | None:
-    """The first sequence position (1-based) whose KV no longer fits the device's free RAM."""
-    free_bytes = (device.ram_mb - device.resident_mb) * MB
-    if plan.kv_bytes(rank, tokens) <= free_bytes:
+    """The first decode position (1-based, after the prompt) whose KV cache and
+    activations no longer fit the device's free RAM (the prefill's fit)."""
+    free_bytes = _free_bytes(device)
+    if plan.need_bytes(rank, tokens) <= free_bytes:
         return None
-    low, high = 1, tokens  # the KV grows with the positions: bisect
+    low, high = plan.workload.prompt_tokens + 1, tokens  # grows with the positions: bisect
     while low < high:
         middle = (low + high) // 2
-        if plan.kv_bytes(rank, middle) > free_bytes:
+        if plan.need_bytes(rank, middle) > free_bytes:
             high = middle
         else:
             low = middle + 1

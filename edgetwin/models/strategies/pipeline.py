@@ -9,15 +9,18 @@ from edgetwin.decoder_spec import DecoderSpec, kv_bytes_per_token, layer_params,
 from edgetwin.models.decoder_costs import (
     DecoderPlan,
     DecoderWorkload,
+    LayerPass,
     Op,
     Ops,
     attention_work,
+    cached_pass,
     causal_pairs,
     embed_work,
     ffn_work,
     head_work,
     send,
     token_ids,
+    transient_bytes,
     weights,
 )
 from edgetwin.models.layout import partition_sizes
@@ -59,19 +62,26 @@ def balanced_layers(
 
 
 def layers_that_fit(
-    model: DecoderSpec, free_bytes: Sequence[float], batch: int, positions: int
+    model: DecoderSpec, free_bytes: Sequence[float], batch: int, prompt: int, positions: int
 ) -> tuple[int, ...] | None:
     """The most layers each stage holds in its ``free_bytes`` (what it holds besides its
-    layers, then per layer its weights and KV cache) with ``batch`` sequences of
-    ``positions`` positions, or of the most positions below that some split holds;
-    None where the weights alone fit no split."""
+    layers and one layer's activations at their peak, then per layer its weights and KV
+    cache) with ``batch`` sequences of a ``prompt``-token prompt and ``positions``
+    positions, or of the most positions below that some split holds; None where the
+    weights alone fit no split."""
+    world = len(free_bytes)
 
     def most(kept: int) -> tuple[int, ...]:
         per_layer = weights(model, layer_params(model))
         per_layer += kv_bytes_per_token(model, 1) * kept * batch
-        extra = _extra_params(model, len(free_bytes))
+        tokens = min(prompt, kept)
+        steps = [_stage_pass(model, batch, tokens, None, world)]
+        if kept > tokens:
+            steps.append(_stage_pass(model, batch, tokens, kept - 1, world))
+        held = max(transient_bytes(model, step) for step in steps) if kept else 0.0
+        extra = _extra_params(model, world)
         return tuple(
-            max(0, math.floor((free - weights(model, params)) / per_layer))
+            max(0, math.floor((free - held - weights(model, params)) / per_layer))
             for free, params in zip(free_bytes, extra, strict=True)
         )
 
@@ -86,6 +96,14 @@ def layers_that_fit(
         middle = (low + high + 1) // 2
         low, high = (middle, high) if holds(middle) else (low, middle - 1)
     return most(low)
+
+
+def _stage_pass(
+    model: DecoderSpec, batch: int, prompt: int, context: int | None, world: int
+) -> LayerPass:
+    """A stage's layer: the whole batch in the prefill, a micro-batch in a decode step."""
+    rows = batch if context is None else max(partition_sizes(batch, min(batch, world)))
+    return cached_pass(model, rows, prompt, context)
 
 
 def _extra_params(model: DecoderSpec, world: int) -> list[int]:
@@ -166,6 +184,7 @@ def _decoder_plan(work: DecoderWorkload) -> DecoderPlan:
         tuple(prefill),
         decode,
         lambda rank, tokens: tokens,
+        lambda rank, context: _stage_pass(model, batch, prompt, context, world),
         finish,
     )
 

@@ -17,10 +17,12 @@ from edgetwin.models.costs import (
 from edgetwin.models.decoder_costs import (
     DecoderPlan,
     DecoderWorkload,
+    LayerPass,
     Op,
     Ops,
     allreduce,
     attention_work,
+    cached_pass,
     causal_pairs,
     embed_work,
     ffn_work,
@@ -96,6 +98,11 @@ def _decoder_plan(work: DecoderWorkload) -> DecoderPlan:
         ops = (embed_work(model, batch * tokens), *layer_ops(tokens, context) * model.layers)
         return ((*ops, head_work(model, batch)),) * world
 
+    def layer_pass(rank: int, context: int | None) -> LayerPass:
+        heads, kv_heads = model.heads // world, model.kv_heads // world
+        columns = partition_sizes(model.ffn_size, world)[rank]
+        return cached_pass(model, batch, prompt, context, heads, kv_heads, columns, partial=1)
+
     own = [
         model.layers * rank_layer_params(model, rank, world) + embedding_params(model)
         for rank in range(world)
@@ -109,6 +116,7 @@ def _decoder_plan(work: DecoderWorkload) -> DecoderPlan:
         phase(prompt, None),
         lambda step: phase(1, prompt + step),
         lambda rank, tokens: tokens,
+        layer_pass,
     )
 
 

@@ -1,0 +1,143 @@
+"""A prefill's activations: the plan's count against the real decoder's peak memory, and
+the twin's memory check and pipeline stages that count them (docs/llm.md's Memory)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgetwin.decoder_spec import DTYPE_BYTES, DecoderSpec, kept_positions, layer_params
+from edgetwin.models import registry
+from edgetwin.models.decoder_costs import DecoderWorkload
+from edgetwin.models.strategies.pipeline import layers_that_fit
+from edgetwin.profile import MB
+from edgetwin.scenario import load_scenario
+from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.runner import decoder_memory_status
+from edgetwin.sweep_points import Configuration
+from tests.conftest import REPO
+
+SWIGLU = DecoderSpec(
+    layers=2, width=256, heads=8, kv_heads=2, ffn_size=2048, ffn="swiglu", norm="rmsnorm",
+    positions="rope", vocab=500, max_positions=4096, bias="qkv", tied_embeddings=False,
+)  # fmt: skip
+GELU = DecoderSpec(layers=2, width=256, heads=8, kv_heads=8, ffn_size=2048, vocab=500,
+                   max_positions=4096)  # fmt: skip
+BATCH = 2
+PROMPTS = (256, 512, 1024)
+
+# In a fresh process (nothing else allocated), one thread, large blocks always mapped
+# (so a freed tensor leaves the resident set): per prompt length, the peak resident
+# bytes a prefill adds (VmHWM reset by clear_refs), less its KV cache.
+MEASURE = """
+import json, re, sys, torch
+from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.emu.llm.generation import RankSetup, SingleRank
+from edgetwin.emu.llm.model import build_decoder, make_prompt
+from edgetwin.emu.llm.runs import DecoderRun
+from edgetwin.emu.llm.timing import GenerationClock
+
+def status(key):
+    text = open("/proc/self/status").read()
+    return int(re.search(key + r":\\s+(\\d+)", text).group(1)) * 1024
+
+torch.set_num_threads(1)
+spec = DecoderSpec.model_validate_json(sys.argv[1])
+batch, got = int(sys.argv[2]), []
+with torch.inference_mode():
+    model = build_decoder(spec, 1)
+    for prompt_tokens in map(int, sys.argv[3:]):
+        run = DecoderRun(spec, "single", 1, prompt_tokens, 1, batch)
+        rank = SingleRank(RankSetup(run, model, 0, GenerationClock(torch.device("cpu")), None))
+        prompt = make_prompt(spec, batch, prompt_tokens)
+        rank.generate(make_prompt(spec, batch, 4))  # warm: kernels, thread pools
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+        before = status("VmRSS")
+        rank.generate(prompt)
+        got.append(status("VmHWM") - before - rank.kv_cache_bytes)
+print(json.dumps(got))
+"""
+
+
+def _measured(spec: DecoderSpec) -> list[float]:
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
+    args = [spec.model_dump_json(), str(BATCH), *map(str, PROMPTS)]
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, *args], env=env, capture_output=True, text=True, check=True
+    )
+    return [float(x) for x in json.loads(done.stdout.splitlines()[-1])]
+
+
+def _predicted(spec: DecoderSpec, prompt_tokens: int) -> float:
+    plan = registry.decoder_plan("single", DecoderWorkload(spec, 1, BATCH, prompt_tokens))
+    return plan.transient_bytes(0)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc")
+@pytest.mark.parametrize("spec", [SWIGLU, GELU], ids=["swiglu", "gelu"])
+def test_a_prefills_peak_grows_with_the_prompt_as_the_plan_counts(spec: DecoderSpec) -> None:
+    measured = _measured(spec)
+    predicted = [_predicted(spec, t) for t in PROMPTS]
+    # the FFN's B x T x F tensors dominate: several MB per doubling of T, far above noise
+    assert measured[-1] - measured[0] > 0.5 * spec.ffn_size * BATCH * PROMPTS[-1] * 4
+    for i in range(1, len(PROMPTS)):
+        slope = (measured[i] - measured[i - 1]) / (predicted[i] - predicted[i - 1])
+        assert 0.85 < slope < 1.15, (measured, predicted)
+    for got, want in zip(measured, predicted, strict=True):
+        assert 0.85 < got / want < 1.15, (measured, predicted)
+
+
+def test_the_ffn_holds_three_rows_by_columns_tensors_at_once_with_swiglu_two_with_gelu() -> None:
+    for spec, tensors in ((SWIGLU, 3), (GELU, 2)):  # silu(gate), up, product; up, gelu(up)
+        wider = DecoderSpec(**{**spec.model_dump(), "ffn_size": 2 * spec.ffn_size})
+        grown = _predicted(wider, 1024) - _predicted(spec, 1024)
+        assert grown == tensors * BATCH * 1024 * spec.ffn_size * 4  # fp32
+
+
+def test_the_twin_runs_out_of_memory_in_a_prefill_whose_activations_do_not_fit() -> None:
+    """Llama-3.2-1B at batch 8, a 4096-token prompt: its weights and KV cache fit a board
+    with room for the FFN's three [B, T, F] tensors, but not the rest of the layer's:
+    it fits with twice that."""
+    path = REPO / "scenarios/llm_jetson.yaml"
+    config = Configuration(
+        strategy="single", devices=1, batch=8, bandwidth_mbps=400, prompt_tokens=4096,
+        output_tokens=2,
+    )  # fmt: skip
+    scenario = load_scenario(path, ["strategies=[{name: single}]"])
+    model = scenario.model
+    assert isinstance(model, DecoderSpec)
+    work = registry.decoder_plan("single", DecoderWorkload(model, 1, 8, 4096))
+    held = work.weight_bytes[0] + work.kv_bytes(0, kept_positions(4096, 2))
+    ffn = 3 * 8 * 4096 * model.ffn_size * DTYPE_BYTES[model.activation_dtype]
+    assert ffn < work.transient_bytes(0) < 2 * ffn  # the FFN's tensors, the hidden rows
+
+    def status(ram_bytes: float) -> str:
+        board = load_scenario(
+            path, ["strategies=[{name: single}]", f"devices.0.ram_mb={ram_bytes / MB}"]
+        )
+        return decoder_memory_status(board, build_fleet(board, path), config)
+
+    assert status(held + ffn) == "out of memory on jetson-0 (prefill)"
+    assert status(held + 2 * ffn) == "ok"
+
+
+def test_a_pipeline_stage_holds_its_layers_next_to_one_layers_activations() -> None:
+    """Four layers over two stages: the first has room for its two layers, one more and a
+    prefill's activations; the second for its two and the activations less half a layer:
+    it holds one."""
+    model = DecoderSpec(**{**SWIGLU.model_dump(), "layers": 4})
+    batch, prompt, kept = 2, 1024, 1030
+    work = registry.decoder_plan("pipeline", DecoderWorkload(model, 2, batch, prompt))
+    peak = work.transient_bytes(0)
+    assert peak == work.transient_bytes(1) > work.transient_bytes(0, kept - 1)
+    layer = layer_params(model) * 4 + work.kv_bytes(0, kept) / 2  # fp32
+    held = [work.weight_bytes[r] + work.kv_bytes(r, kept) for r in range(2)]
+    free = [held[0] + peak + layer + 1, held[1] + peak - layer / 2]
+    assert layers_that_fit(model, free, batch, prompt, kept) == (3, 1)
