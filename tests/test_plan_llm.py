@@ -214,7 +214,7 @@ def test_longest_context_searches_below_a_swept_prompt_that_does_not_fit(
 ) -> None:
     """The search started at the shortest swept prompt: 50,000 tokens at batch 8, more
     than one board (or two by positions) holds, and the answer said 'no prompt fits'
-    though every prompt up to 21,818 (43,638) does."""
+    though every prompt up to 6,611 (11,748) does."""
     sets = [f"workload.output_tokens={OUTPUT_TOKENS}", "sweeps=[{batch: [8], devices: [2]}]"]
     scenario = load_scenario(SCENARIO, sets)
     fleet = build_fleet(scenario, SCENARIO)

@@ -136,8 +136,9 @@ class BestMode(Strict):
 
 
 class LongestContext(Strict):
-    """The longest prompt each decoder candidate fits (weights and peak KV cache against
-    every device's RAM), per batch and output length: a search over ``prompt_tokens``."""
+    """The longest prompt each decoder candidate fits (weights, KV cache and a layer's
+    activations against every device's RAM), per batch and output length: a search over
+    ``prompt_tokens``."""
 
     kind: Literal["longest_context"]
 

@@ -1,5 +1,6 @@
 """What the twin's runner does for a decoder: the plan (pipeline stages balanced by the
-devices' speed), weights and KV cache against RAM, the phases, and the row's columns."""
+devices' speed), weights, KV cache and activations against RAM, the phases, and the
+row's columns."""
 
 from __future__ import annotations
 
@@ -31,8 +32,9 @@ def plan_for(scenario: Scenario, config: Configuration, devices: list[Device]) -
     """The configuration's plan; a layer split the scenario does not size is balanced on
     the devices' times for a decode step at the prompt's context: one layer each, and
     the embedding on the first, the LM head on the last, each device holding no more
-    layers than its RAM takes with their peak KV cache (where no split holds the peak,
-    the longest context one holds: the run then stops where it must)."""
+    layers than its RAM takes with their peak KV cache and a layer's activations (where
+    no split holds the peak, the longest context one holds: the run then stops where it
+    must)."""
     model = scenario.model
     assert isinstance(model, DecoderSpec)
     assert config.prompt_tokens is not None and config.output_tokens is not None

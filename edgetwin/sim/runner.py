@@ -218,7 +218,8 @@ def _forward(scenario: Scenario, config: Configuration, rep: int, world: _World)
 
 
 def _generate(scenario: Scenario, config: Configuration, rep: int, world: _World) -> ResultRow:
-    """A decoder's prefill and decode steps, unless its weights and KV do not fit."""
+    """A decoder's prefill and decode steps, unless its weights, KV cache and
+    activations do not fit."""
     assert config.prompt_tokens is not None and config.output_tokens is not None
     plan = decoder_run.plan_for(scenario, config, world.devices)
     kept = kept_positions(config.prompt_tokens, config.output_tokens)
@@ -363,8 +364,8 @@ def decoder_memory_status(
     scenario: Scenario, fleet: list[FleetMember], config: Configuration
 ) -> str:
     """The status a decoder run of ``config`` starts with, without simulating it: ``ok``, or
-    out of memory (its weights and peak KV cache against each device's RAM, as ``simulate``
-    checks them)."""
+    out of memory (its weights, KV cache and activations against each device's RAM, as
+    ``simulate`` checks them)."""
     assert config.prompt_tokens is not None and config.output_tokens is not None
     env = simpy.Environment()
     members = fleet[: config.devices]
