@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from edgetwin.decoder_spec import DTYPE_BYTES, DecoderSpec, kept_positions, layer_params
+from edgetwin.decoder_spec import (
+    DTYPE_BYTES,
+    DecoderSpec,
+    kept_positions,
+    kv_bytes_per_token,
+    layer_params,
+)
+from edgetwin.emu.llm.local_rows import largest_cache_memory
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderWorkload
 from edgetwin.models.strategies.pipeline import layers_that_fit
@@ -141,3 +148,16 @@ def test_a_pipeline_stage_holds_its_layers_next_to_one_layers_activations() -> N
     held = [work.weight_bytes[r] + work.kv_bytes(r, kept) for r in range(2)]
     free = [held[0] + peak + layer + 1, held[1] + peak - layer / 2]
     assert layers_that_fit(model, free, batch, prompt, kept) == (3, 1)
+
+
+def test_a_local_runs_memory_check_counts_a_prefills_activations() -> None:
+    """This machine's check before a local run counted the KV cache alone."""
+    scenario = load_scenario(REPO / "scenarios/llm_smoke.yaml", ["workload.prompt_tokens=512"])
+    model = scenario.model
+    assert isinstance(model, DecoderSpec)
+    memory = largest_cache_memory(scenario, model)
+    work = registry.decoder_plan("single", DecoderWorkload(model, 1, 2, 512))
+    cache = kv_bytes_per_token(model) * kept_positions(512, 16) * 2  # batch 2, allocated whole
+    assert work.transient_bytes(0) > cache  # the FFN's [B, T, 4D] tensors
+    assert memory.activation_bytes == cache + work.transient_bytes(0)
+    assert memory.what == "its KV cache and a layer's activations"

@@ -85,15 +85,21 @@ def check_decoder_runnable(
 
 
 def largest_cache_memory(scenario: Scenario, model: DecoderSpec) -> BatchMemory:
-    """The largest KV cache of one device (single's, which the comparison runs too): its
-    sweep's largest batch at its longest prompt + output, every layer's keys and values."""
+    """The largest KV cache and activations of one device (single's, which the comparison
+    runs too): its sweep's largest batch at its longest prompt + output, every layer's
+    keys and values (allocated before the prefill) and a layer's activations at their
+    peak (the prefill's or the last decode step's, docs/llm.md's Memory)."""
     workload, caches = scenario.decoder_workload, []
     for index, sweep in enumerate(scenario.sweeps):
         prompt, output = longest_generation(sweep, workload)
-        cache_bytes = kv_bytes_per_token(model) * kept_positions(prompt, output) * max(sweep.batch)
-        caches.append(
-            BatchMemory(f"sweeps.{index}.batch", max(sweep.batch), cache_bytes, "its KV cache")
+        batch, kept = max(sweep.batch), kept_positions(prompt, output)
+        alone = registry.decoder_plan(
+            registry.baseline().name, DecoderWorkload(model, 1, batch, prompt)
         )
+        held = max(alone.transient_bytes(0), alone.transient_bytes(0, kept - 1))
+        held += kv_bytes_per_token(model) * kept * batch
+        what = "its KV cache and a layer's activations"
+        caches.append(BatchMemory(f"sweeps.{index}.batch", batch, held, what))
     return max(caches, key=attrgetter("activation_bytes"))
 
 
