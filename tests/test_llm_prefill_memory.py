@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,47 @@ print(json.dumps(got))
 """
 
 
+# One rank of a two-rank run (GLOO over loopback), measured as above per prompt length.
+MEASURE_RANK = """
+import json, re, sys, torch, torch.distributed as dist
+from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.emu.llm.exchange import Exchange
+from edgetwin.emu.llm.generation import RankSetup
+from edgetwin.emu.llm.model import build_decoder, make_prompt
+from edgetwin.emu.llm.runs import DecoderRun
+from edgetwin.emu.llm.strategies import rank_generator
+from edgetwin.emu.llm.timing import GenerationClock
+
+def status(key):
+    text = open("/proc/self/status").read()
+    return int(re.search(key + r":\\s+(\\d+)", text).group(1)) * 1024
+
+torch.set_num_threads(1)
+spec = DecoderSpec.model_validate_json(sys.argv[1])
+strategy, rank, port, batch, got = sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), []
+segments = 4 if strategy == "prism" else None
+cpu = torch.device("cpu")
+dist.init_process_group("gloo", f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+with torch.inference_mode():
+    model = build_decoder(spec, 1)
+    for prompt_tokens in map(int, sys.argv[6:]):
+        run = DecoderRun(spec, strategy, 2, prompt_tokens, 1, batch, segments)
+        clock = GenerationClock(cpu)
+        generator = rank_generator(RankSetup(run, model, rank, clock, Exchange(clock, cpu)))
+        prompt = make_prompt(spec, batch, prompt_tokens)
+        generator.generate(prompt)  # warm: kernels, thread pools, the GLOO pairs
+        dist.barrier()
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+        before = status("VmRSS")
+        generator.generate(prompt)
+        got.append(status("VmHWM") - before - generator.kv_cache_bytes)
+        dist.barrier()
+dist.destroy_process_group()
+print(json.dumps(got))
+"""
+
+
 def _measured(spec: DecoderSpec) -> list[float]:
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
     args = [spec.model_dump_json(), str(BATCH), *map(str, PROMPTS)]
@@ -84,6 +126,49 @@ def _measured(spec: DecoderSpec) -> list[float]:
 def _predicted(spec: DecoderSpec, prompt_tokens: int) -> float:
     plan = registry.decoder_plan("single", DecoderWorkload(spec, 1, BATCH, prompt_tokens))
     return plan.transient_bytes(0)
+
+
+def _measured_ranks(strategy: str) -> list[list[float]]:
+    """Each rank's measurements of a two-rank run of ``SWIGLU``."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
+    common = [SWIGLU.model_dump_json(), strategy]
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", MEASURE_RANK, *common, str(rank), str(port), str(BATCH)]
+            + [str(t) for t in PROMPTS[1:]],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    outs = [rank.communicate(timeout=240)[0] for rank in ranks]
+    assert all(rank.returncode == 0 for rank in ranks)
+    return [[float(x) for x in json.loads(out.splitlines()[-1])] for out in outs]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc")
+@pytest.mark.parametrize("strategy", ["tensor_parallel", "voltage", "prism"])
+def test_each_ranks_prefill_peak_is_what_the_plan_counts(strategy: str) -> None:
+    """Each rank's share: its heads and FFN columns, or its rows and their context."""
+    measured = _measured_ranks(strategy)
+    segments = 4 if strategy == "prism" else None
+    for rank, got in enumerate(measured):
+        predicted = [
+            registry.decoder_plan(
+                strategy, DecoderWorkload(SWIGLU, 2, BATCH, t, segments)
+            ).transient_bytes(rank)
+            for t in PROMPTS[1:]
+        ]
+        slope = (got[1] - got[0]) / (predicted[1] - predicted[0])
+        assert 0.85 < slope < 1.15, (rank, got, predicted)
+        for value, want in zip(got, predicted, strict=True):
+            assert 0.85 < value / want < 1.15, (rank, got, predicted)
 
 
 @pytest.mark.slow
