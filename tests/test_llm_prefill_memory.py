@@ -150,7 +150,6 @@ def _measured_ranks(strategy: str) -> list[list[float]]:
     return [[float(x) for x in json.loads(out.splitlines()[-1])] for out in outs]
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc")
 @pytest.mark.parametrize("strategy", ["tensor_parallel", "voltage", "prism"])
@@ -171,7 +170,6 @@ def test_each_ranks_prefill_peak_is_what_the_plan_counts(strategy: str) -> None:
             assert 0.85 < value / want < 1.15, (rank, got, predicted)
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc")
 @pytest.mark.parametrize("spec", [SWIGLU, GELU], ids=["swiglu", "gelu"])
 def test_a_prefills_peak_grows_with_the_prompt_as_the_plan_counts(spec: DecoderSpec) -> None:
