@@ -12,7 +12,10 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderPlan, DecoderWorkload, Ops, phase_flops
 from edgetwin.models.layout import resolved_segments
+from edgetwin.models.strategies.pipeline import device_layers
+from edgetwin.profile import MB, DeviceProfile, with_memory_bandwidth
 from edgetwin.scenario import Scenario
+from edgetwin.scenario_paths import device_profile
 from edgetwin.sweep_points import Configuration, split_tokens, swept_bandwidths
 
 
@@ -67,6 +70,48 @@ def layer_split(plan: DecoderPlan) -> str | None:
     if not registry.strategy(plan.strategy).splits_layers:
         return None
     return "+".join(str(layers) for layers in plan.kv_layers)
+
+
+def planned_layers(
+    scenario: Scenario,
+    config: Configuration,
+    profiles: Sequence[DeviceProfile],
+    free_bytes: Sequence[float],
+) -> tuple[int, ...] | None:
+    """The layer split a configuration runs on devices of ``profiles`` with ``free_bytes``
+    of RAM (rank order): balanced on them (``pipeline.device_layers``); None where the
+    scenario sizes it (its ``layers``) or the strategy splits no layers."""
+    assert isinstance(scenario.model, DecoderSpec)
+    assert config.prompt_tokens is not None and config.output_tokens is not None
+    given = next(s.layers for s in scenario.strategies if s.name == config.strategy)
+    if given or not registry.strategy(config.strategy).splits_layers:
+        return None
+    return device_layers(
+        scenario.model,
+        profiles,
+        free_bytes,
+        config.batch,
+        config.prompt_tokens,
+        config.output_tokens,
+    )
+
+
+def fleet_layers(scenario: Scenario, config: Configuration) -> tuple[int, ...] | None:
+    """``planned_layers`` on the scenario's first ``config.devices`` devices as the twin
+    builds them before a run: each class's profile (not ``sample_profiles``' variants;
+    paths absolute or shipped names) with its memory bandwidth and RAM overrides, all its
+    RAM free. The layer split a real run gets from its launcher; None also where a
+    profile has no memory bandwidth (the twin runs no decoder on it)."""
+    members = [
+        (spec, with_memory_bandwidth(device_profile(spec, index, None), spec.memory_bandwidth_gbps))
+        for index, spec in enumerate(scenario.devices)
+        for _ in range(spec.count)
+    ][: config.devices]
+    profiles = [profile for _, profile in members]
+    if any(profile.memory is None for profile in profiles):
+        return None
+    free = [(spec.ram_mb or profile.ram_mb) * MB for spec, profile in members]
+    return planned_layers(scenario, config, profiles, free)
 
 
 def decoder_plan(

@@ -1,24 +1,15 @@
 """What the twin's runner does for a decoder: the plan (pipeline stages balanced by the
-devices' speed), weights, KV cache and activations against RAM, the phases, and the
-row's columns."""
+devices' speed and RAM, as the real runs split them), weights, KV cache and activations
+against RAM, the phases, and the row's columns."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from edgetwin.configuration import decoder_plan, layer_split
-from edgetwin.decoder_spec import DecoderSpec, kept_positions
-from edgetwin.models import registry
-from edgetwin.models.decoder_costs import (
-    DecoderPlan,
-    Work,
-    attention_work,
-    embed_work,
-    ffn_work,
-    head_work,
-)
-from edgetwin.models.strategies.pipeline import balanced_layers, layers_that_fit
+from edgetwin.configuration import decoder_plan, layer_split, planned_layers
+from edgetwin.decoder_spec import kept_positions
+from edgetwin.models.decoder_costs import DecoderPlan
 from edgetwin.profile import MB
 from edgetwin.results import STATUS_OK
 from edgetwin.run_failures import OUT_OF_MEMORY
@@ -30,33 +21,10 @@ from edgetwin.sweep_points import Configuration
 
 def plan_for(scenario: Scenario, config: Configuration, devices: list[Device]) -> DecoderPlan:
     """The configuration's plan; a layer split the scenario does not size is balanced on
-    the devices' times for a decode step at the prompt's context: one layer each, and
-    the embedding on the first, the LM head on the last, each device holding no more
-    layers than its RAM takes with their peak KV cache and a layer's activations (where
-    no split holds the peak, the longest context one holds: the run then stops where it
-    must)."""
-    model = scenario.model
-    assert isinstance(model, DecoderSpec)
-    assert config.prompt_tokens is not None and config.output_tokens is not None
-    given = next(s.layers for s in scenario.strategies if s.name == config.strategy)
-    stages = None
-    if registry.strategy(config.strategy).splits_layers and not given:
-        batch, context = config.batch, config.prompt_tokens
-        layer = attention_work(model, batch, batch, batch * (context + 1), batch * context, batch)
-        layer += ffn_work(model, batch)
-        layer_ms = [_ms(d, layer) for d in devices]
-        fixed_ms = [0.0] * len(devices)
-        fixed_ms[0] += _ms(devices[0], embed_work(model, batch))
-        fixed_ms[-1] += _ms(devices[-1], head_work(model, batch))
-        free = [(d.ram_mb - d.resident_mb) * MB for d in devices]
-        kept = kept_positions(config.prompt_tokens, config.output_tokens)
-        most = layers_that_fit(model, free, batch, config.prompt_tokens, kept)
-        stages = balanced_layers(model.layers, layer_ms, fixed_ms, most)
+    the devices' profiles and free RAM (``configuration.planned_layers``)."""
+    free = [_free_bytes(device) for device in devices]
+    stages = planned_layers(scenario, config, [d.profile for d in devices], free)
     return decoder_plan(scenario, config, stages)
-
-
-def _ms(device: Device, work: Work) -> float:
-    return device.profile.work_ms(work.flops, work.memory_bytes, work.rows)
 
 
 def memory_status(plan: DecoderPlan, devices: list[Device], tokens: int) -> str:

@@ -5,13 +5,20 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from edgetwin.decoder_spec import DecoderSpec, kv_bytes_per_token, layer_params, norm_params
+from edgetwin.decoder_spec import (
+    DecoderSpec,
+    kept_positions,
+    kv_bytes_per_token,
+    layer_params,
+    norm_params,
+)
 from edgetwin.models.decoder_costs import (
     DecoderPlan,
     DecoderWorkload,
     LayerPass,
     Op,
     Ops,
+    Work,
     attention_work,
     cached_pass,
     causal_pairs,
@@ -25,6 +32,7 @@ from edgetwin.models.decoder_costs import (
 )
 from edgetwin.models.layout import partition_sizes
 from edgetwin.models.strategy import Strategy
+from edgetwin.profile import DeviceProfile
 
 NAME = "pipeline"
 
@@ -59,6 +67,37 @@ def balanced_layers(
         ]
         sizes[after.index(min(after))] += 1
     return tuple(sizes)
+
+
+def device_layers(
+    model: DecoderSpec,
+    profiles: Sequence[DeviceProfile],
+    free_bytes: Sequence[float],
+    batch: int,
+    prompt_tokens: int,
+    output_tokens: int,
+) -> tuple[int, ...]:
+    """Layers per device (``profiles`` in rank order, ``free_bytes`` their free RAM) balanced
+    on their times for a decode step at the prompt's context: one layer each, and the
+    embedding on the first, the LM head on the last, each device holding no more layers
+    than its RAM takes with their peak KV cache and a layer's activations (where no split
+    holds the peak, the longest context one holds: the run then stops where it must).
+    The twin plans with it and the real runs run it."""
+    context = prompt_tokens
+    layer = attention_work(
+        model, batch, batch, batch * (context + 1), batch * context, batch
+    ) + ffn_work(model, batch)
+
+    def ms(profile: DeviceProfile, work: Work) -> float:
+        return profile.work_ms(work.flops, work.memory_bytes, work.rows)
+
+    layer_ms = [ms(p, layer) for p in profiles]
+    fixed_ms = [0.0] * len(profiles)
+    fixed_ms[0] += ms(profiles[0], embed_work(model, batch))
+    fixed_ms[-1] += ms(profiles[-1], head_work(model, batch))
+    kept = kept_positions(prompt_tokens, output_tokens)
+    most = layers_that_fit(model, free_bytes, batch, prompt_tokens, kept)
+    return balanced_layers(model.layers, layer_ms, fixed_ms, most)
 
 
 def layers_that_fit(
