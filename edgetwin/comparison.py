@@ -624,8 +624,9 @@ def split_warning(
     measured_rows: Iterable[Mapping[str, object]],
 ) -> str | None:
     """A warning when configurations of both sides ran different layer splits
-    (``layer_split``: the twin balances an unsized pipeline on the profiles, a local or
-    emulator run splits it equally), so their errors include the split's difference."""
+    (``layer_split``: runs of a scenario run one split, but folders of another
+    scenario, of profiles since refitted or of ``sample_profiles`` may not), so their
+    errors include the split's difference."""
 
     def splits(rows: Iterable[Mapping[str, object]]) -> dict[RowKey, str]:
         return {row_key(r): str(r["layer_split"]) for r in rows if r.get("layer_split")}

@@ -14,7 +14,8 @@ from edgetwin.schema import PositiveInt, Strict
 class StrategySpec(Strict):
     """A registered strategy and the parameters its definition takes (prism: ``cr`` or
     ``segments``; lists sweep). ``layers``: layers per device of a strategy that splits
-    them (pipeline; empty: the twin balances them by the devices' speed)."""
+    them (pipeline; empty: balanced on the devices' speed and RAM, in the twin and the real
+    runs alike)."""
 
     name: str
     # CR = N / (L P) is at least 1: a partition of N / P rows has at most that many segments

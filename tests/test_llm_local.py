@@ -18,7 +18,7 @@ import pytest
 from edgetwin.cli import main
 from edgetwin.comparison import compare_to_reference
 from edgetwin.emu.llm.launcher import launch_decoder
-from edgetwin.emu.llm.local_rows import decoder_rows
+from edgetwin.emu.llm.local_rows import decoder_rows, decoder_run
 from edgetwin.emu.llm.records import RankRecord
 from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.local import check_runnable, run_local
@@ -221,6 +221,39 @@ def test_a_launch_past_its_deadline_stops_every_rank(tmp_path: Path) -> None:
     assert main(["run", str(SMOKE), "--mode", "local", "--set", "model.vocab=0",
                  "--out", str(tmp_path / "out"), "--quiet"]) == 2  # fmt: skip
     assert not (tmp_path / "out").exists()
+
+
+UNEQUAL = [
+    *("model.layers=6", "model.width=64", "model.heads=2", "model.kv_heads=2"),
+    *("model.ffn_size=128", "model.vocab=1024", "workload.prompt_tokens=8"),
+    *("workload.output_tokens=2", "repetitions=1", "real_warmups=0"),
+    "devices=[{name: fast, profile: h200_loopback}, {name: slow, profile: jetson_orin_nano}]",
+    *("strategies=[{name: pipeline}]", "sweeps=[{batch: [1], devices: [2]}]"),
+]
+
+
+@pytest.mark.timeout(300)
+def test_a_local_pipeline_runs_the_split_the_twin_runs(tmp_path: Path) -> None:
+    """An unsized pipeline over devices of different speeds: the twin balanced it on
+    their profiles, a local run split it equally, and compare warned that the two ran
+    other splits. Now the launcher gives the ranks the twin's split."""
+    import edgetwin
+
+    for mode in ("twin", "local"):
+        run(SMOKE, mode=mode, overrides=UNEQUAL, out=tmp_path / mode)
+    warnings = edgetwin.compare(tmp_path / "twin", tmp_path / "local").warnings
+    assert not any("layer splits" in w for w in warnings), warnings
+    twin, local = _rows(tmp_path / "twin"), _rows(tmp_path / "local")
+    assert [r.layer_split for r in twin] == ["5+1"]  # the H200 is the faster: not 3+3
+    assert [(r.mode, r.status, r.layer_split) for r in local] == [("local", "ok", "5+1")]
+    assert local[0].prefix_agreement_vs_single == 1.0
+
+
+def test_a_pipelines_given_layers_still_run_for_real() -> None:
+    """The scenario's ``layers`` take precedence over the twin's split."""
+    scenario = load_scenario(SMOKE, [*UNEQUAL, "strategies=[{name: pipeline, layers: [2, 4]}]"])
+    (config,) = configurations(scenario)
+    assert decoder_run(scenario, config).stage_layers == (2, 4)
 
 
 @pytest.mark.slow

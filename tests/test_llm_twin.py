@@ -770,7 +770,7 @@ def test_a_table_fit_refuses_a_decoder(  # the adaptive evaluation takes one: te
 @pytest.mark.timeout(120)
 def test_rows_say_the_layer_split_and_compare_warns_of_another(tmp_path: Path) -> None:
     """A row did not say which layers each device held: the twin balances an unsized
-    pipeline on the profiles, a local run splits it equally, and a comparison of the two
+    pipeline on the profiles, a local run split it equally, and a comparison of the two
     mixed the split's difference into the error unsaid."""
     import edgetwin
 
@@ -795,7 +795,7 @@ def test_rows_say_the_layer_split_and_compare_warns_of_another(tmp_path: Path) -
     assert {r.layer_split for r in given.rows} == {"8+8"}
     table = tmp_path / "equal.csv"
     text = (tmp_path / "twin/results.csv").read_text()
-    table.write_text(text.replace("9+7", "8+8"))  # the equal split a local run makes
+    table.write_text(text.replace("9+7", "8+8"))  # another split (other profiles, say)
     warnings = edgetwin.compare(tmp_path / "twin", table).warnings
     assert any("layer splits" in w and "9+7 vs 8+8" in w for w in warnings), warnings
     assert not any(

@@ -7,9 +7,10 @@ token; waiting for peers is comm), every rank's bytes (docs/llm.md's convention,
 twin's), and the last rank's comparison with one device. ``weights_mb`` and
 ``kv_cache_mb`` are the contract's figures for the split that ran (the plan of that
 run: the fullest device's), the same the twin reports.
-Pipeline runs the scenario's ``layers`` if it gives them, else equal stages (the twin
-balances unsized stages on the profiles; local ranks are equal). Local mode does not
-shape the network: ``bandwidth_mbps`` is the scenario's nominal value.
+Pipeline runs the scenario's ``layers`` if it gives them, else the split the twin
+balances on the devices' profiles and RAM (``configuration.fleet_layers``), decided here
+and passed to the ranks. Local mode does not shape the network: ``bandwidth_mbps`` is
+the scenario's nominal value.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from edgetwin.configuration import (
     configuration_columns,
     decoder_plan,
+    fleet_layers,
     layer_split,
     resolve_segments,
 )
@@ -104,7 +106,8 @@ def largest_cache_memory(scenario: Scenario, model: DecoderSpec) -> BatchMemory:
 
 
 def decoder_run(scenario: Scenario, config: Configuration) -> DecoderRun:
-    """The real run of a configuration; ``ValueError`` if it cannot be done."""
+    """The real run of a configuration (a pipeline's layers: the scenario's, else the
+    twin's split, ``fleet_layers``); ``ValueError`` if it cannot be done."""
     model = decoder_model(scenario)
     assert model is not None and config.prompt_tokens is not None
     assert config.output_tokens is not None
@@ -118,7 +121,7 @@ def decoder_run(scenario: Scenario, config: Configuration) -> DecoderRun:
         config.output_tokens,
         config.batch,
         segments,
-        tuple(layers) if layers else None,
+        tuple(layers) if layers else fleet_layers(scenario, config),
         scenario.seed,
     )
 
