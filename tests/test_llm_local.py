@@ -9,6 +9,7 @@ the full scenario is behind ``slow``.
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from edgetwin.emu.llm.records import RankRecord
 from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.local import check_runnable, run_local
 from edgetwin.errors import InputError, LaunchError
+from edgetwin.profile import PROFILE_DIR
 from edgetwin.result_cells import read_results
 from edgetwin.results import ResultRow, write_results
 from edgetwin.row_keys import row_key
@@ -247,6 +249,27 @@ def test_a_local_pipeline_runs_the_split_the_twin_runs(tmp_path: Path) -> None:
     assert [r.layer_split for r in twin] == ["5+1"]  # the H200 is the faster: not 3+3
     assert [(r.mode, r.status, r.layer_split) for r in local] == [("local", "ok", "5+1")]
     assert local[0].prefix_agreement_vs_single == 1.0
+
+
+def test_a_local_pipeline_finds_a_profile_named_relative_to_its_scenario(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The launcher reads the devices' profiles for the split; a profile named relative to
+    the scenario's folder, run from another folder, was 'does not exist' (exit 2)."""
+    (tmp_path / "boards").mkdir()
+    shutil.copy(PROFILE_DIR / "h200_loopback.yaml", tmp_path / "boards" / "fast.yaml")
+    shutil.copy(SMOKE, tmp_path / "smoke.yaml")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    devices = (
+        "devices=[{name: fast, profile: boards/fast.yaml}, {name: slow, profile: jetson_orin_nano}]"
+    )
+    items = [
+        item for given in UNEQUAL if not given.startswith("devices=") for item in ("--set", given)
+    ]
+    argv = ["run", "../smoke.yaml", "--mode", "local", "--out", "out", "--quiet"]
+    assert main([*argv, *items, "--set", devices]) == 0, capsys.readouterr().err
+    assert [(r.status, r.layer_split) for r in _rows(Path("out"))] == [("ok", "5+1")]
 
 
 def test_a_pipelines_given_layers_still_run_for_real() -> None:

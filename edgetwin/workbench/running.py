@@ -251,11 +251,19 @@ def _run_twin(run: _Run) -> list[ResultRow]:
     return [o.row for o in outcomes]
 
 
+def _files_absolute(inputs: RunInputs) -> Scenario:
+    """The scenario with the files it names absolute: a real run reads its devices'
+    profiles (a decoder pipeline's split) where it no longer knows the scenario's folder."""
+    if inputs.path is None:  # given in Python: its paths are as given
+        return inputs.scenario
+    return with_absolute_paths(inputs.scenario, inputs.path)
+
+
 def _run_local(run: _Run) -> list[ResultRow]:
     """Real code paths as local processes on loopback (torch is imported only here)."""
     from edgetwin.emu.local import check_runnable, run_local
 
-    scenario = run.inputs.scenario
+    scenario = _files_absolute(run.inputs)
     check_runnable(scenario, run.inputs.path, trace=run.trace)
     trace_dir = run.staging / TRACES_DIR if run.trace else None
     total = len(configurations(scenario)) * scenario.repetitions
@@ -283,7 +291,7 @@ def _run_emu(run: _Run) -> list[ResultRow]:
     from edgetwin.emu.mininet.faults import write_faults
     from edgetwin.emu.mininet.runner import check_emulatable, emu_runs, host_cpu_warning, run_emu
 
-    scenario, path = run.inputs.scenario, run.inputs.path
+    scenario, path = _files_absolute(run.inputs), run.inputs.path
     check_emulatable(scenario, path)
     cpu_warning = host_cpu_warning(scenario, path, os.cpu_count() or 1)
     if cpu_warning is not None:
