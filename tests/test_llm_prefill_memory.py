@@ -40,12 +40,12 @@ BATCH = 2
 PROMPTS = (256, 512, 1024)
 
 # In a fresh process (nothing else allocated), one thread, large blocks always mapped
-# (so a freed tensor leaves the resident set): per prompt length, the peak resident
-# bytes a prefill adds (VmHWM reset by clear_refs), less its KV cache.
-MEASURE = """
+# (so a freed tensor leaves the resident set): the peak resident bytes a prefill adds
+# (VmHWM reset by clear_refs), less its KV cache. Each script below starts with it.
+PREFILL_PEAK = """
 import json, re, sys, torch
 from edgetwin.decoder_spec import DecoderSpec
-from edgetwin.emu.llm.generation import RankSetup, SingleRank
+from edgetwin.emu.llm.generation import RankSetup
 from edgetwin.emu.llm.model import build_decoder, make_prompt
 from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.llm.timing import GenerationClock
@@ -54,42 +54,44 @@ def status(key):
     text = open("/proc/self/status").read()
     return int(re.search(key + r":\\s+(\\d+)", text).group(1)) * 1024
 
+def prefill_peak(generator, prompt):
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+    before = status("VmRSS")
+    generator.generate(prompt)
+    return status("VmHWM") - before - generator.kv_cache_bytes
+
 torch.set_num_threads(1)
 spec = DecoderSpec.model_validate_json(sys.argv[1])
+"""
+
+# One device, per prompt length.
+MEASURE = (
+    PREFILL_PEAK
+    + """
+from edgetwin.emu.llm.generation import SingleRank
+
 batch, got = int(sys.argv[2]), []
 with torch.inference_mode():
     model = build_decoder(spec, 1)
     for prompt_tokens in map(int, sys.argv[3:]):
         run = DecoderRun(spec, "single", 1, prompt_tokens, 1, batch)
         rank = SingleRank(RankSetup(run, model, 0, GenerationClock(torch.device("cpu")), None))
-        prompt = make_prompt(spec, batch, prompt_tokens)
         rank.generate(make_prompt(spec, batch, 4))  # warm: kernels, thread pools
-        with open("/proc/self/clear_refs", "w") as refs:
-            refs.write("5")
-        before = status("VmRSS")
-        rank.generate(prompt)
-        got.append(status("VmHWM") - before - rank.kv_cache_bytes)
+        got.append(prefill_peak(rank, make_prompt(spec, batch, prompt_tokens)))
 print(json.dumps(got))
 """
+)
 
 
-# One rank of a two-rank run (GLOO over loopback), measured as above per prompt length.
-MEASURE_RANK = """
-import json, re, sys, torch, torch.distributed as dist
-from edgetwin.decoder_spec import DecoderSpec
+# One rank of a two-rank run (GLOO over loopback), per prompt length.
+MEASURE_RANK = (
+    PREFILL_PEAK
+    + """
+import torch.distributed as dist
 from edgetwin.emu.llm.exchange import Exchange
-from edgetwin.emu.llm.generation import RankSetup
-from edgetwin.emu.llm.model import build_decoder, make_prompt
-from edgetwin.emu.llm.runs import DecoderRun
 from edgetwin.emu.llm.strategies import rank_generator
-from edgetwin.emu.llm.timing import GenerationClock
 
-def status(key):
-    text = open("/proc/self/status").read()
-    return int(re.search(key + r":\\s+(\\d+)", text).group(1)) * 1024
-
-torch.set_num_threads(1)
-spec = DecoderSpec.model_validate_json(sys.argv[1])
 strategy, rank, port, batch, got = sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), []
 segments = 4 if strategy == "prism" else None
 cpu = torch.device("cpu")
@@ -103,15 +105,12 @@ with torch.inference_mode():
         prompt = make_prompt(spec, batch, prompt_tokens)
         generator.generate(prompt)  # warm: kernels, thread pools, the GLOO pairs
         dist.barrier()
-        with open("/proc/self/clear_refs", "w") as refs:
-            refs.write("5")
-        before = status("VmRSS")
-        generator.generate(prompt)
-        got.append(status("VmHWM") - before - generator.kv_cache_bytes)
+        got.append(prefill_peak(generator, prompt))
         dist.barrier()
 dist.destroy_process_group()
 print(json.dumps(got))
 """
+)
 
 
 def _measured(spec: DecoderSpec) -> list[float]:
