@@ -11,6 +11,7 @@ worker process, which imports only what it runs) stays light::
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 __all__ = [
@@ -55,13 +56,17 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``edgetwin.run`` and the rest of the API, imported from ``edgetwin.workbench`` (by
+    """``edgetwin.run`` and the rest of the API, imported from ``edgetwin.workbench``, and
+    a module of the package, ``edgetwin.progress`` or ``edgetwin.errors`` (as docs/api.md
+    names them), imported on its first use as ``import edgetwin.progress`` would; both by
     name, not by an import statement: the workers import this package, and the layering
-    contract sees every import statement)."""
+    contract sees every import statement."""
     if name in __all__:
         return getattr(importlib.import_module("edgetwin.workbench"), name)
     if name == "__version__":  # the installed package's, as ``edgetwin --version`` says
         return importlib.import_module("edgetwin.provenance").edgetwin_version()
+    if name.isidentifier() and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'edgetwin' has no attribute {name!r}")
 
 

@@ -3,6 +3,7 @@ is, and a user's type checker sees the API's types (an installed edgetwin is typ
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -183,6 +184,51 @@ def test_the_api_names_are_the_workbenchs() -> None:
     assert dir(edgetwin) == sorted(edgetwin.__all__)  # a notebook's completion offers them
     for name in edgetwin.__all__:
         assert getattr(edgetwin, name) is getattr(workbench, name)
+
+
+# what ``import edgetwin`` must not load: the API's own imports, on first use
+HEAVY = ("torch", "plotly", "simpy", "pandas", "scipy", "pydantic")
+DOCUMENTED = re.compile(r"\bedgetwin((?:\.[A-Za-z_]\w*)+)")
+
+
+def test_every_documented_name_is_reached_from_a_bare_import() -> None:
+    """``import edgetwin; edgetwin.progress.Progress`` was an AttributeError: the package
+    reached the API's names, not its modules, which docs/api.md names the same way
+    (``edgetwin.errors.InputError``, ``edgetwin.results.DTYPES``). Each ``edgetwin.X`` and
+    ``edgetwin.X.Y`` of the README and docs/api.md resolves in a fresh interpreter after
+    ``import edgetwin`` alone (a module path deeper than that, ``edgetwin.emu.vit.worker``,
+    is imported as such), which loaded nothing heavy, nor did the light modules."""
+    text = (ROOT / "README.md").read_text() + (ROOT / "docs" / "api.md").read_text()
+    chains = [m.group(1)[1:].split(".") for m in DOCUMENTED.finditer(text)]
+    names = sorted({".".join(chain if len(chain) <= 2 else chain[:1]) for chain in chains})
+    assert "progress.Progress" in names and "errors.InputError" in names
+    code = f"""
+import functools, json, sys
+import edgetwin
+heavy = {HEAVY!r}
+loaded = lambda: sorted(m for m in sys.modules if m.split(".")[0] in heavy)
+bare = loaded()
+edgetwin.progress.text_progress, edgetwin.errors.InputError
+light = loaded()
+missing = []
+for name in {names!r}:
+    try:
+        functools.reduce(getattr, name.split("."), edgetwin)
+    except AttributeError as exc:
+        missing.append(f"{{name}}: {{exc}}")
+print(json.dumps([bare, light, missing]))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    bare, light, missing = json.loads(done.stdout)
+    assert (bare, light, missing) == ([], [], [])
+
+
+def test_an_unknown_name_is_still_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'not_a_module'"):
+        _ = edgetwin.not_a_module  # type: ignore[attr-defined]
+    assert not hasattr(edgetwin, "sim.runner")  # a dotted name imports nothing
 
 
 def test_the_version_is_the_commands() -> None:
