@@ -392,3 +392,28 @@ def test_a_decoder_sweep_error_names_the_axes(case: str, tmp_path: Path) -> None
         load_question(path)
     assert error.value.field == field
     assert "sweeps" not in error.value.problem
+
+
+@pytest.mark.timeout(120)
+def test_longest_context_alone_runs_without_bandwidths(tmp_path: Path) -> None:
+    """A longest_context question needed axes.bandwidth_mbps though memory does not depend
+    on it: left out, the sweep runs at the scenario's network.bandwidth_mbps and answers
+    what a sweep over two bandwidths answers (its TTFT and TPOT at the first swept
+    bandwidth: 200 Mbit/s there, 400 here). A question answered per bandwidth still needs
+    them, and the error says why."""
+    axes = {"batch": [8], "devices": [2], "prompt_tokens": [128]}
+    alone = {"kind": "longest_context"}
+    without = load_question(llm_question(tmp_path, axes=axes, question=alone))
+    answered = run_plan(without, tmp_path / "without", SerialExecutor(), write_plan_report)
+    assert {row.bandwidth_mbps for row in answered.rows} == {400.0}  # llm_jetson's network
+    swept = llm_question(tmp_path, axes={**axes, "bandwidth_mbps": [200, 900]}, question=alone)
+    both = run_plan(load_question(swept), tmp_path / "both", SerialExecutor(), write_plan_report)
+    memory = ("candidate", "longest_prompt_tokens", "stopped_by", "weights_mb", "kv_cache_mb")
+    fits = [[c[k] for k in memory] for c in answered.answer["candidates"]]
+    assert fits == [[c[k] for k in memory] for c in both.answer["candidates"]]
+    assert len(fits) == 5  # llm_jetson's strategies: single, pipeline, tensor_parallel, ...
+    assert None not in [fit[1] for fit in fits]
+    shared = llm_question(tmp_path, axes=axes)  # best_mode answers per bandwidth
+    with pytest.raises(InputError, match="best_mode answers per bandwidth") as error:
+        load_question(shared)
+    assert error.value.field == "axes.bandwidth_mbps"

@@ -19,6 +19,7 @@ from edgetwin.file_kinds import check_kind, check_named_scenario
 from edgetwin.models import registry
 from edgetwin.plan.questions import (
     AXES_TAGS,
+    BANDWIDTH_FREE,
     DECODER_METRICS,
     KINDS,
     QUESTION_TAGS,
@@ -129,6 +130,13 @@ def _check_axes_fit_the_question(question: PlanQuestion, path: Path) -> None:
     if several and single_workload:
         problem = f"{single_workload[0]} takes one prompt and output length"
         raise InputError(path, "axes", problem)
+    by_bandwidth = [k.kind for k in kinds if k.kind not in BANDWIDTH_FREE]
+    if isinstance(axes, Axes) and not axes.bandwidth_mbps and by_bandwidth:
+        problem = (
+            f"required key is missing: {by_bandwidth[0]} answers per bandwidth (only "
+            f"{', '.join(BANDWIDTH_FREE)}, whose answer no bandwidth changes, runs without it)"
+        )
+        raise InputError(path, "axes.bandwidth_mbps", problem)
 
 
 _BY_SHARE = (

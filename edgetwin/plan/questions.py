@@ -39,10 +39,12 @@ from edgetwin.strategy_spec import StrategySpec
 
 class Axes(StrictSweep):
     """The sweep: a cartesian product of batch x bandwidth x devices (distributed only),
-    and for a decoder x prompt x output lengths (left out: the scenario's workload)."""
+    and for a decoder x prompt x output lengths (left out: the scenario's workload). A
+    question whose answer no bandwidth changes (``BANDWIDTH_FREE``) may leave the
+    bandwidths out: the scenario's ``network.bandwidth_mbps``."""
 
     batch: tuple[Batch, ...] = Field(min_length=1)
-    bandwidth_mbps: tuple[BandwidthMbps, ...] = Field(min_length=1)
+    bandwidth_mbps: tuple[BandwidthMbps, ...] = optional_values()
     devices: tuple[Annotated[int, Field(ge=2)], ...] = Field((2,), min_length=1)
     prompt_tokens: tuple[PositiveInt, ...] = optional_values()
     output_tokens: tuple[PositiveInt, ...] = optional_values()
@@ -182,6 +184,9 @@ KINDS = tuple(_kind_name(kind) for kind in get_args(AnyKind))
 QuestionKind = Annotated[AnyKind, Field(discriminator="kind")]
 # questions that may share one sweep of the scenario's own strategies (a list in one file)
 SHARED_SWEEP = (BEST_MODE, LONGEST_CONTEXT)
+# questions whose answer does not depend on the bandwidth (memory against RAM): their axes
+# may leave bandwidth_mbps out
+BANDWIDTH_FREE = (LONGEST_CONTEXT,)
 
 
 AXES_TAGS = ("devices", "crowd")
