@@ -7,9 +7,10 @@ a Ctrl-C or SIGTERM meanwhile stops it as it stops a running command: one line, 
 import gc
 import io
 import os
+import signal
 import sys
 
-from edgetwin.errors import sigterm_interrupts, stopped_exit_code
+from edgetwin.errors import sigterm_interrupts, stopped, stopped_exit_code
 
 SIGPIPE_EXIT = 141  # a command that writes to a closed pipe: 128 + SIGPIPE, as the shell says
 
@@ -30,6 +31,9 @@ def main() -> int:
     except BrokenPipeError:  # the reader of the output left (`| head`); the work is done
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error
         code = SIGPIPE_EXIT
+    if stopped():  # it said so and exits with the stop's status: another stop killed it
+        for stop in (signal.SIGINT, signal.SIGTERM):  # (SIGTERM) without a word meanwhile
+            signal.signal(stop, signal.SIG_IGN)
     # Leave what the command made to the exit, not to a last pass of the cyclic collector:
     # the objects of a 300,000-phone crowd run took that pass 20 s after the command had
     # finished (or been stopped). atexit handlers and file flushes run as before.

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import FrameType
 
@@ -102,6 +104,43 @@ class _Stop:
     asked = False
     signum: int | None = None  # the last stop's, kept after the block for its exit status
     depth = 0  # sigterm_interrupts blocks entered and not yet left
+    command = False  # the outermost block is a command's: a second stop says what it does
+    said = False  # that second stop's line is out (a third says nothing more)
+
+
+def stop_name(signum: int) -> str:
+    """How a message names a stop's signal: ``Ctrl-C`` (SIGINT), ``SIGTERM``."""
+    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+
+
+def second_stop_note(signum: int) -> str:
+    """What a command says when a second stop cuts the first one's clean-up short: what
+    that can leave and what removes it (``--out`` is never half-written: it is published
+    whole by a rename or not at all, and a plan's journal keeps what it finished)."""
+    return (
+        f"edgetwin: {stop_name(signum)} again: stopping now, cutting the clean-up short; no "
+        "output was published (a plan keeps its finished configurations for a rerun); the "
+        "next edgetwin command that writes there removes a staging folder left beside the "
+        "output, edgetwin emu-cleanup what a local or emulator run left"
+    )
+
+
+def _say_second_stop(signum: int) -> None:
+    """``second_stop_note`` on stderr, from a signal handler: one write of the descriptor
+    (the stream may be halfway through a line of the main code's)."""
+    with suppress(OSError, ValueError):
+        fd = sys.stderr.fileno()
+        after_bar = "\n" if os.isatty(fd) else ""  # a progress bar's line, on a terminal
+        os.write(fd, f"{after_bar}{second_stop_note(signum)}\n".encode())
+
+
+def ignore_stops() -> None:
+    """Within a command's ``sigterm_interrupts`` block, once it has cleaned up and says it
+    stopped: a further stop changes nothing (it raised out of that last line, a traceback);
+    the block's end puts the old handlers back."""
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(stop) is _interrupt:
+            signal.signal(stop, signal.SIG_IGN)
 
 
 def stop_asked() -> bool:
@@ -120,33 +159,49 @@ def stopped_exit_code() -> int:
     return 128 + (signal.SIGINT if _Stop.signum is None else _Stop.signum)
 
 
+def stopped() -> bool:
+    """Whether the last command (the outermost ``sigterm_interrupts`` block, left or not)
+    was stopped by a signal."""
+    return _Stop.signum is not None
+
+
 def raise_if_stop_asked() -> None:
     """KeyboardInterrupt if a stop was asked for: called before anything is published."""
     if _Stop.asked:
         raise KeyboardInterrupt
 
 
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    """``sigterm_interrupts``' handler of both stops."""
+    if _Stop.asked and _Stop.command and not _Stop.said:
+        _Stop.said = True
+        _say_second_stop(signum)
+    _Stop.asked, _Stop.signum = True, signum
+    raise KeyboardInterrupt
+
+
 @contextmanager
-def sigterm_interrupts() -> Iterator[None]:
+def sigterm_interrupts(*, command: bool = False) -> Iterator[None]:
     """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so that
     ``finally`` clauses remove staging folders and stop processes; both are also noted
     (``stop_asked``), for an interrupt that a finalizer swallowed, with the signal
     (``stopped_exit_code``). The old handlers come back after. Off the main thread (where
-    no handler can be set) nothing changes."""
+    no handler can be set) nothing changes.
+
+    A second stop, during the first one's clean-up, raises again: the clean-up is cut short
+    where it stands (a browser drawing its last figures is killed). In a ``command``'s block
+    (the command line's, around the whole command; blocks within it follow it) it also says
+    so, once, on stderr (``second_stop_note``): it said nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def interrupt(signum: int, _frame: FrameType | None) -> None:
-        _Stop.asked, _Stop.signum = True, signum
-        raise KeyboardInterrupt
 
     caught = [signal.SIGTERM]
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not if ignored
         caught.append(signal.SIGINT)
     if _Stop.depth == 0:  # a new command: the last one's stop is not its own
-        _Stop.signum = None
-    previous = {sig: signal.signal(sig, interrupt) for sig in caught}
+        _Stop.signum, _Stop.command = None, command
+    previous = {sig: signal.signal(sig, _interrupt) for sig in caught}
     _Stop.depth += 1
     try:
         yield
@@ -155,4 +210,4 @@ def sigterm_interrupts() -> Iterator[None]:
             signal.signal(sig, handler)
         _Stop.depth -= 1
         if _Stop.depth == 0:
-            _Stop.asked = False
+            _Stop.asked = _Stop.command = _Stop.said = False

@@ -25,6 +25,7 @@ from edgetwin.cli.run import COMPARE, REPORT, RUN
 from edgetwin.errors import (
     InputError,
     RunFailed,
+    ignore_stops,
     raise_if_stop_asked,
     shown_text,
     sigterm_interrupts,
@@ -50,11 +51,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     require_out(_subcommand(parser, args.subcommand), args)
     args.command = ["edgetwin", *(sys.argv[1:] if argv is None else argv)]
     try:
-        # every file the command reads: its SHA-256; SIGTERM cleans up as Ctrl-C does
-        with sigterm_interrupts(), recording_reads() as args.reads, notices_on_stderr():
-            code = int(args.handler(args))
-            raise_if_stop_asked()  # an interrupt a finalizer swallowed still stops the command
-            return code
+        # SIGTERM cleans up as Ctrl-C does, and a second stop meanwhile cuts that short
+        # (saying so) up to the command's last line; every file it reads: its SHA-256
+        with sigterm_interrupts(command=True):
+            try:
+                with recording_reads() as args.reads, notices_on_stderr():
+                    code = int(args.handler(args))
+                    raise_if_stop_asked()  # an interrupt a finalizer swallowed still stops it
+                    return code
+            except KeyboardInterrupt:
+                ignore_stops()  # cleaned up: another stop would cut this line short
+                kept = interrupted_note(args.out) if args.subcommand == "plan" else ""
+                print(f"edgetwin: interrupted; no output was published{kept}", file=sys.stderr)
+                return stopped_exit_code()
     except InputError as exc:
         print(f"edgetwin: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
@@ -67,10 +76,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"edgetwin: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        kept = interrupted_note(args.out) if args.subcommand == "plan" else ""
-        print(f"edgetwin: interrupted; no output was published{kept}", file=sys.stderr)
-        return stopped_exit_code()
 
 
 ARGPARSE_MESSAGE_CHARS = 300  # a usage error's message, its middle cut beyond
