@@ -54,6 +54,7 @@ _LOCK = "lock"  # in a staging folder: flocked by its writer; this machine's nam
 _LOCKING = "locking"  # the lock file before it is locked
 _NEW = "new"  # in a staging folder: the folder that publish_folder puts in place
 _ASIDE = "old"  # in a staging folder: holds the folder publish_folder replaces, until removed
+_GONE = "gone"  # in a staging folder: the folder remove_whole removes
 _HELD: set[int] = set()  # this process's descriptors of its staging folders' locks
 _LOG = logging.getLogger(__name__)  # what remove_stale_staging removed
 
@@ -127,6 +128,15 @@ def staged_folder(out: Path) -> Iterator[Path]:
         new.mkdir()
         new.chmod(0o755)  # mkdir's mode is cut by the umask
         yield new
+
+
+def remove_whole(folder: Path) -> None:
+    """Remove ``folder`` at once as others see it: renamed into a staging folder beside it
+    (one rename), which is then removed with it; a process killed meanwhile leaves that
+    staging folder to the next command, never ``folder`` half-removed (some of its files
+    gone, the others looking like a whole output)."""
+    with _staging_folder(folder) as staging:
+        folder.rename(staging / _GONE)
 
 
 def remove_stale_staging(parent: Path) -> list[Path]:

@@ -1,5 +1,5 @@
 """A second Ctrl-C or SIGTERM while a stopped command cleans up, or once it has said it
-stopped (README, "Provenance").
+stopped, and what a plan stopped in its last steps leaves (README, "Provenance").
 
 The subprocesses get real signals, each sent once the process has printed that it got
 where the signal is meant to land: no clock decides."""
@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
+import edgetwin
+from edgetwin.atomic import remove_whole
 from edgetwin.errors import second_stop_note
+from edgetwin.plan.executors import SerialExecutor
+from edgetwin.plan.question_file import load_question
+from edgetwin.plan.run import PlanOutcome, run_plan
+from edgetwin.reports.plan import write_plan_report
 from tests.conftest import REPO, ctrl_c_reaches
 
 STOPS = pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -101,4 +107,36 @@ def test_a_stop_after_the_command_said_it_stopped_does_not_kill_it(tmp_path: Pat
     _, err = proc.communicate("\n", timeout=30)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert err.splitlines()[-1] == "edgetwin: interrupted; no output was published", err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.timeout(120)
+def test_a_plan_stopped_in_its_last_steps_keeps_its_journal(tmp_path: Path) -> None:
+    """A plan writing into its own new folder removed its journal before its caller's last
+    files (its figures, provenance.json): stopped there, it left a folder with answer.json
+    and plan.html that looked finished, without the journal that says it is not (and a new
+    folder, so that its clean-up removed it all). The journal now goes last: a rerun
+    resumes it and ends the folder."""
+    question = REPO / "scenarios" / "plan_crossover.plan.yaml"
+    overrides = ("axes.batch=[8]", "axes.bandwidth_mbps=[200, 400]")
+    out = tmp_path / "out"
+
+    def stopped(_outcome: PlanOutcome) -> None:
+        raise KeyboardInterrupt  # a stop while the figures are drawn
+
+    loaded = load_question(question, overrides)
+    with pytest.raises(KeyboardInterrupt):
+        run_plan(loaded, out, SerialExecutor(), write_plan_report, finish=stopped)
+    assert (out / "partial" / "rows.jsonl").stat().st_size > 0
+    assert not (out / "provenance.json").exists()
+    again = edgetwin.run_plan(question, out=out, overrides=overrides)
+    assert again.ran_now == 0 and again.configurations > 0
+    assert (out / "provenance.json").is_file() and not (out / "partial").exists()
+
+
+def test_a_folder_removed_whole_leaves_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "out"
+    (folder / "figures").mkdir(parents=True)
+    (folder / "results.csv").write_text("a\n")
+    remove_whole(folder)
     assert list(tmp_path.iterdir()) == []

@@ -15,14 +15,13 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO
 
-from edgetwin.atomic import write_text_atomic
+from edgetwin.atomic import remove_whole, write_text_atomic
 from edgetwin.errors import OUT_OPTION, InputError
 from edgetwin.network_spec import BandwidthStep
 from edgetwin.output_folder import why_not_written
@@ -144,9 +143,10 @@ class Journal:
             self._handle = None
 
     def remove(self) -> None:
-        """Delete the journal once the sweep's results are written."""
+        """Delete the journal once the sweep's folder is written (whole: ``remove_whole``)."""
         self.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        with suppress(OSError):  # as before: a journal left is refused or resumed later
+            remove_whole(self.folder)
         self.unlock()
 
 

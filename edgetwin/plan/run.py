@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -122,12 +123,15 @@ def run_plan(
     executor: Executor,
     write_report: ReportWriter,
     steps: Steps | None = None,
+    finish: Callable[[PlanOutcome], None] | None = None,
 ) -> PlanOutcome:
     """Sweep (resuming; ``steps`` as ``sweep_rows``', labelled ``plan <question>``), then
     write ``results.csv``, ``scenario.resolved.yaml``, ``question.resolved.yaml`` and
     ``warnings.json`` (what the plan warned about, the journal's runs counted too), and
     answer from that table: ``answer.json`` and the report (``write_report``, e.g.
-    reports' ``plan.html``) in ``out``; the journal is removed at the end."""
+    reports' ``plan.html``) in ``out``, then ``finish`` the caller's last files (its
+    figures, ``provenance.json``); the journal is removed at the end, so that a plan
+    stopped before it is done leaves a folder that says so (its journal: a rerun ends it)."""
     if out.exists() and not out.is_dir():
         raise InputError(out, None, f"{OUT_OPTION} exists and is not a folder")
     journal = journal_for(loaded, out)
@@ -143,7 +147,10 @@ def run_plan(
         write_swept_question(loaded, out)
         write_warnings_file(out, warnings)  # for the page and edgetwin report
         result = answer_table(loaded, out, write_report, warnings)  # as report answers it
+        outcome = PlanOutcome(rows, result, payload_for(loaded).units(), len(ran_now), warnings)
+        if finish is not None:
+            finish(outcome)
         journal.remove()
     finally:
         journal.unlock()
-    return PlanOutcome(rows, result, payload_for(loaded).units(), len(ran_now), warnings)
+    return outcome

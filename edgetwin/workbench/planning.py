@@ -5,12 +5,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal
 
+from edgetwin.atomic import remove_whole
 from edgetwin.errors import InputError, option_named, shown
 from edgetwin.output_folder import check_out_folder, output_kind
 from edgetwin.plan.executors import (
@@ -80,10 +80,13 @@ def run_plan(
         loaded = load_question(question_path, items)
         executor = executor_for(workers, scheduler)
         with static_export(out_dir, static) as export, plan_folder(out_dir, force) as folder:
-            outcome = sweep_and_answer(loaded, folder, executor, write_plan_report, shows)
-            export.result = outcome
-            export.draw(folder, lambda: plan_figures(outcome.answer))
-            write_provenance(folder, command=call, seed=loaded.scenario.seed, inputs=reads)
+
+            def finish(outcome: PlanOutcome) -> None:  # before the journal goes
+                export.result = outcome
+                export.draw(folder, lambda: plan_figures(outcome.answer))
+                write_provenance(folder, command=call, seed=loaded.scenario.seed, inputs=reads)
+
+            outcome = sweep_and_answer(loaded, folder, executor, write_plan_report, shows, finish)
     return outcome
 
 
@@ -139,7 +142,8 @@ def plan_folder(out: Path, force: bool) -> Iterator[Path]:
             raise
         except BaseException:
             if new and not _finished_any(out):  # nothing to resume: leave no folder
-                shutil.rmtree(out, ignore_errors=True)
+                with suppress(OSError):
+                    remove_whole(out)  # a second stop meanwhile: no folder half-removed
             raise
         return
     with journal_held(out), output_folder(out, force, also_ours=PLAN_MARKERS) as staging:
