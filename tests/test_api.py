@@ -556,6 +556,49 @@ def test_check_is_run_check_in_python(capsys: pytest.CaptureFixture[str]) -> Non
         assert raised.value.field == field
 
 
+# every command with --check: its input file and a --set that it refuses
+CHECKED_COMMANDS = {
+    "run": ("prism_jetson.yaml", "repetitions=0"),  # its out was not checked
+    "plan": ("plan_crossover.plan.yaml", "axes.batch=[0]"),
+    "evaluate": ("adaptive_prism.eval.yaml", "objective=speed"),
+    "evaluate-affinity": ("affinity_small.eval.yaml", "repetitions=0"),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", CHECKED_COMMANDS)
+def test_check_checks_what_every_command_checks(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``edgetwin plan``, ``evaluate`` and ``evaluate-affinity`` take ``--check`` too, but
+    ``edgetwin.check`` took a scenario alone (a plan question: 'this is a plan question,
+    not a scenario'), and no ``out``: Python could not check a file without running it.
+    It now checks each as its command does, the file's kind telling which, ``out`` too,
+    with the command's errors."""
+    name, refused = CHECKED_COMMANDS[command]
+    spec = ROOT / "scenarios" / name
+    assert edgetwin.check(spec) == []
+    assert main([command, str(spec), "--check"]) == 0
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "mine.txt").write_text("a folder of my own\n")
+    for call, argv in (
+        ({"overrides": [refused]}, ["--set", refused]),
+        ({"out": full}, ["--out", str(full)]),
+        ({"out": full, "force": True}, ["--out", str(full), "--force"]),
+    ):
+        with pytest.raises(InputError) as raised:
+            edgetwin.check(spec, **call)  # type: ignore[arg-type]
+        capsys.readouterr()
+        assert main([command, str(spec), "--check", *argv]) == 2
+        assert capsys.readouterr().err == f"edgetwin: error: {raised.value.message}\n"
+    assert (full / "mine.txt").exists() and not list(tmp_path.glob(".*"))
+    if command != "run":
+        with pytest.raises(InputError) as raised:  # a scenario's run takes a seed, not this
+            edgetwin.check(spec, seed=1)
+        assert raised.value.field == "seed"
+
+
 def test_an_encoders_memory_bandwidth_override_is_a_warning_in_every_mode() -> None:
     """Only a decoder's pieces move bytes through memory: a ViT twin run on Jetsons at
     0.001 GB/s gave the rows of their profile without a word, and a local run said only

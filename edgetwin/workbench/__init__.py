@@ -26,6 +26,7 @@ from edgetwin.profile import DeviceProfile
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
 from edgetwin.workbench.calibrating import calibrate
+from edgetwin.workbench.checking import check
 from edgetwin.workbench.cleaning import EmulatorNotCleaned, emu_cleanup
 from edgetwin.workbench.comparing import compare
 from edgetwin.workbench.evaluating import evaluate_adaptive, evaluate_affinity
@@ -34,7 +35,7 @@ from edgetwin.workbench.machine import calibrate_machine
 from edgetwin.workbench.planning import run_plan
 from edgetwin.workbench.reporting import Report, report
 from edgetwin.workbench.results import Results, load_results
-from edgetwin.workbench.running import check, run
+from edgetwin.workbench.running import run
 from edgetwin.workbench.starting import init
 from edgetwin.workbench.static_figures import FiguresNotDrawn
 from edgetwin.workbench.validating import Validation, validate
