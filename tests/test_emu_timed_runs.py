@@ -17,7 +17,7 @@ import pytest
 
 from edgetwin.emu import timed_start
 from edgetwin.emu.llm.worker import main as decoder_main
-from edgetwin.emu.mininet.faults import Action, timeline, unplayed_warnings
+from edgetwin.emu.mininet.faults import Action, FaultClock, timeline, unplayed_warnings
 from edgetwin.emu.mininet.run_clocks import RunClocks
 from edgetwin.emu.mininet.topology import build_topology
 from edgetwin.emu.vit.worker import main as vit_main
@@ -55,14 +55,14 @@ class _Links:
 
 
 @contextmanager
-def _launcher(clocks: RunClocks, path: Path) -> Iterator[None]:
+def _launcher(clocks: RunClocks) -> Iterator[None]:
     """The launcher's looks at rank 0's events while the block runs (``RunClocks.look``
     every 10 ms), then its last look and ``finish``."""
     done = threading.Event()
 
     def look() -> None:
         while not done.wait(0.01):
-            clocks.look(path)
+            clocks.look()
 
     thread = threading.Thread(target=look, daemon=True)
     thread.start()
@@ -71,7 +71,7 @@ def _launcher(clocks: RunClocks, path: Path) -> Iterator[None]:
     finally:
         done.set()
         thread.join()
-        clocks.look(path)
+        clocks.look()
         clocks.finish()
 
 
@@ -80,9 +80,9 @@ def _run_worker(main: Callable[[list[str]], int], args: list[str], tmp_path: Pat
     no forward reaches."""
     path = tmp_path / timed_start.FILE
     links = _Links()
-    clocks = RunClocks("launch 1 at 100 Mbps", _actions(100e3), links.apply, links.restore)
+    clocks = RunClocks("launch 1 at 100 Mbps", path, _actions(100e3), links.apply, links.restore)
     clocks.begin()
-    with _launcher(clocks, path):
+    with _launcher(clocks):
         assert main([*args, "--timed-start", str(path)]) == 0
     assert links.done == [f"{SLOW:g} Mbps"] * len(clocks.unplayed) + ["restore"]
     return clocks
@@ -137,13 +137,13 @@ def test_the_links_go_back_before_the_next_runs_go(tmp_path: Path) -> None:
     again; run 1 ends before its step at 100 s."""
     path = tmp_path / timed_start.FILE
     links = _Links()
-    clocks = RunClocks("launch", _actions(100e3), links.apply, links.restore)
+    clocks = RunClocks("launch", path, _actions(100e3), links.apply, links.restore)
     clocks.begin()
 
     def rank0(*lines: str) -> None:
         with path.open("a") as out:
             out.writelines(line + "\n" for line in lines)
-        clocks.look(path)
+        clocks.look()
 
     rank0(f"start 0 {time.monotonic() - 200!r}")
     assert links.fast.wait(30)
@@ -171,3 +171,50 @@ def test_a_rank_without_its_go_fails_by_the_deadline(tmp_path: Path) -> None:
     with pytest.raises(timed_start.NoGo, match="no go for timed run 1 from the launcher"):
         runs.wait_go(1)
     assert _kinds(path) == [("ready", 1)]
+
+
+def test_a_step_due_after_the_runs_announced_end_does_not_play(tmp_path: Path) -> None:
+    """Run 0 ends 0.1 s in and says so at once; a step is due at 1 s, and the launcher's
+    next look comes after it (it looks every 50 ms; here at 1.2 s). Until 2026-12-07 the
+    run's clock ran to that look: the step was applied after the run's end, recorded as
+    played in it, and its warning left the run out."""
+    path = tmp_path / timed_start.FILE
+    links = _Links()
+    clocks = RunClocks("launch", path, _actions(1000), links.apply, links.restore)
+    clocks.begin()
+    start = time.monotonic()
+    with path.open("a") as out:
+        out.write(f"start 0 {start!r}\n")
+    clocks.look()
+    time.sleep(max(start + 0.1 - time.monotonic(), 0.0))
+    with path.open("a") as out:
+        out.write(f"end 0 {time.monotonic()!r}\n")
+    time.sleep(max(start + 1.2 - time.monotonic(), 0.0))
+    clocks.look()
+    clocks.finish()
+    assert links.done == ["5 Mbps", "restore"]  # the step at 0 ms alone, then undone
+    assert [(r.run, r.detail) for r in clocks.records] == [("launch, timed run 0", "5 Mbps")]
+    assert [[a.detail for a in run] for run in clocks.unplayed] == [["800 Mbps"]]
+
+
+def test_a_step_started_as_the_run_was_ending_did_not_play_in_it() -> None:
+    """Rank 0 ended its run just before a step started, and wrote so just after the clock
+    had looked for the end: the step was applied, after the run, so it did not play in it
+    (no record; unplayed), and the launcher still puts the links back (``late``)."""
+    ended: list[float] = []
+    start = time.monotonic()
+
+    def apply(action: Action) -> None:
+        if action.at_s > 0:  # rank 0's end, written as tc runs
+            ended.append(start + action.at_s - 0.001)
+
+    clock = FaultClock("run", _actions(50), apply, lambda: ended[0] if ended else None)
+    clock.apply_rates_at_start()
+    clock.start(start)
+    deadline = time.monotonic() + 30
+    while not ended and time.monotonic() < deadline:
+        time.sleep(0.01)
+    records = clock.stop()
+    assert [r.detail for r in records] == ["5 Mbps"]  # the step at 0 ms, before the run
+    assert [r.detail for r in clock.late] == ["800 Mbps"]
+    assert [a.detail for a in clock.unplayed()] == ["800 Mbps"]

@@ -87,6 +87,11 @@ def events(path: Path) -> list[Event]:
     return parsed
 
 
+def ended_at(path: Path, run: int) -> float | None:
+    """When run ``run`` ended, once rank 0 has said so in ``path`` (else None)."""
+    return next((e.at for e in events(path) if e.kind == "end" and e.run == run), None)
+
+
 def give_go(path: Path, run: int) -> None:
     """The launcher: run ``run`` may start (``path``: rank 0's ``FILE``)."""
     with path.with_name(GO_FILE).open("a") as out:

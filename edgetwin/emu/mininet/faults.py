@@ -107,6 +107,9 @@ def target_of(action: Action) -> tuple[str, int | None]:
 
 class FaultClock:
     """Plays a timeline from ``start()``; ``stop()`` ends it and returns what ran.
+    ``ended_at`` says when the run ended once that is known (a ``time.monotonic()``
+    instant; a ViT's or decoder's rank 0 announces it): nothing starts after it, even
+    before ``stop()`` comes.
 
     Each thing actions act on (``target_of``) has a thread of its own that plays its
     actions in time order, so actions due together start together and a slow one (a rate
@@ -115,16 +118,24 @@ class FaultClock:
     be called from several threads at once; an action that fails is recorded with its
     error as the effect, and the run goes on."""
 
-    def __init__(self, run: str, actions: Sequence[Action], apply: Callable[[Action], None]):
+    def __init__(
+        self,
+        run: str,
+        actions: Sequence[Action],
+        apply: Callable[[Action], None],
+        ended_at: Callable[[], float | None] = lambda: None,
+    ):
         self._run = run
         self._actions = list(actions)
         self._apply = apply
+        self._ended_at = ended_at
         self._stopped = threading.Event()
         self._lock = threading.Lock()  # the records and what played, written by every thread
         self._at_start: list[FaultRecord] = []  # apply_rates_at_start's
         self._records: dict[int, FaultRecord] = {}  # by the action's place in the timeline
         self._threads: list[threading.Thread] = []
         self._start: float | None = None  # time.monotonic() at start()
+        self.late: list[FaultRecord] = []  # after stop(): started after the run's end
 
     def apply_rates_at_start(self) -> None:
         """Apply now the ``bandwidth`` steps due at 0 s, before the run starts: a CROWDio
@@ -155,18 +166,26 @@ class FaultClock:
             thread.start()
 
     def stop(self) -> list[FaultRecord]:
-        """Stop playing (actions not due yet are dropped); the records of those that ran, in
-        timeline order."""
+        """Stop playing (actions not due yet are dropped); the records of those that ran in
+        the run, in timeline order. One started after the run's end (``ended_at``; a step
+        the thread applied as rank 0 was writing its end) did not play in it: it goes to
+        ``late`` and counts as unplayed."""
         self._stopped.set()
         for thread in self._threads:
             thread.join()
+        ended = self._ended_at()
         with self._lock:
+            if ended is not None and self._start is not None:
+                late = [i for i, r in self._records.items() if self._start + r.started_s >= ended]
+                self.late = [self._records.pop(i) for i in sorted(late)]
             return [*self._at_start, *(self._records[i] for i in sorted(self._records))]
 
     def _play(self, start: float, indices: Sequence[int]) -> None:
         for index in indices:
             action = self._actions[index]
             if self._stopped.wait(max(start + action.at_s - time.monotonic(), 0.0)):
+                return
+            if self._ended_at() is not None:  # the run has ended, before its look stops us
                 return
             record = self._do(action, time.monotonic() - start)
             with self._lock:

@@ -1,12 +1,14 @@
 """A ViT or decoder launch's schedule played once per timed run, each from 0 ms, as the
-twin plays it in each of its runs: a ``FaultClock`` per run, started and stopped as rank 0
-announces the run's start and end (``emu.timed_start``); before the next run, outside the
-timed work, the links go back to the launch's rate, its 0 ms steps are applied again, and
-only then does rank 0 get its go."""
+twin plays it in each of its runs: a ``FaultClock`` per run, started as rank 0 announces
+the run's start (``emu.timed_start``) and ended at the end it announces, not at the
+launcher's next look; before the next run, outside the timed work, the links go back to
+the launch's rate, its 0 ms steps are applied again, and only then does rank 0 get its
+go."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 from edgetwin.emu import timed_start
@@ -15,18 +17,21 @@ from edgetwin.emu.mininet.faults import Action, FaultClock, FaultRecord
 
 class RunClocks:
     """Plays ``actions`` in every timed run of one launch (``label``: its name in
-    ``faults.csv``, each run's row adding ``timed run K``); ``apply`` does an action,
-    ``restore`` puts every link back at the launch's rate. ``records`` and ``unplayed``
-    (one entry per run that started: the actions it ended before) grow as runs end."""
+    ``faults.csv``, each run's row adding ``timed run K``) as rank 0 announces its runs in
+    ``path``; ``apply`` does an action, ``restore`` puts every link back at the launch's
+    rate. ``records`` and ``unplayed`` (one entry per run that started: the actions it
+    ended before) grow as runs end."""
 
     def __init__(
         self,
         label: str,
+        path: Path,
         actions: Sequence[Action],
         apply: Callable[[Action], None],
         restore: Callable[[], None],
     ) -> None:
         self._label = label
+        self._path = path
         self._actions = actions
         self._apply = apply
         self._restore = restore
@@ -41,8 +46,9 @@ class RunClocks:
         byte (its warm-ups too)."""
         self._next(0)
 
-    def look(self, path: Path) -> None:
-        """Act on the events rank 0 has written to ``path`` since the last look."""
+    def look(self) -> None:
+        """Act on the events rank 0 has written since the last look."""
+        path = self._path
         new = timed_start.events(path)[self._seen :]
         self._seen += len(new)
         for event in new:
@@ -67,7 +73,9 @@ class RunClocks:
 
     def _next(self, run: int) -> None:
         """Run ``run``'s clock, its 0 ms steps applied."""
-        self._clock = FaultClock(f"{self._label}, timed run {run}", self._actions, self._apply)
+        ended_at = partial(timed_start.ended_at, self._path, run)
+        label = f"{self._label}, timed run {run}"
+        self._clock = FaultClock(label, self._actions, self._apply, ended_at)
         self._clock.apply_rates_at_start()
 
     def _stop(self) -> None:
@@ -76,6 +84,6 @@ class RunClocks:
             return
         records = clock.stop()
         self.records += records
-        self._stepped |= any(record.at_s > 0 for record in records)
+        self._stepped |= any(record.at_s > 0 for record in [*records, *clock.late])
         if clock.started:
             self.unplayed.append(clock.unplayed())

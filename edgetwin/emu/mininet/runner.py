@@ -358,19 +358,19 @@ class _HostLauncher:
         ranks asked for their reports, told the forwards rank 0 reports meanwhile); their
         records. With a schedule, it plays in every timed run (``RunClocks``): its steps at
         0 ms set before the ranks start, the rest from the instant rank 0 announces the run
-        (seen at the next look)."""
+        (seen at the next look) to the instant it announces its end."""
         label = f"launch {self._launches} at {self.bandwidth_mbps:g} Mbps"
         restore = partial(self._net.set_bandwidth, self.bandwidth_mbps)
-        clocks = RunClocks(label, self._schedule, self._apply, restore)
         with run_folder(EMU, "ranks") as tmp:
             folder = Path(tmp)
             reports = RepReports(folder, on_rep)
             announced = folder / timed_start.FILE
+            clocks = RunClocks(label, announced, self._schedule, self._apply, restore)
             timed = ["--timed-start", str(announced)] if self._schedule else []
 
             def poll() -> None:
                 reports.poll()
-                clocks.look(announced)
+                clocks.look()
 
             ranks = []
             try:
