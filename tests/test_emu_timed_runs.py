@@ -20,6 +20,7 @@ from edgetwin.emu.llm.worker import main as decoder_main
 from edgetwin.emu.mininet.faults import Action, FaultClock, timeline, unplayed_warnings
 from edgetwin.emu.mininet.run_clocks import RunClocks
 from edgetwin.emu.mininet.topology import build_topology
+from edgetwin.emu.vit.records import read_record
 from edgetwin.emu.vit.worker import main as vit_main
 from edgetwin.emu.vit.worker import model_args
 from edgetwin.model_spec import ModelSpec
@@ -43,15 +44,20 @@ class _Links:
 
     def __init__(self) -> None:
         self.done: list[str] = []
+        self.done_at: list[float] = []  # time.monotonic() as each was done
         self.fast = threading.Event()
 
     def apply(self, action: Action) -> None:
-        self.done.append(action.detail)
+        self._did(action.detail)
         if action.detail == f"{FAST:g} Mbps":
             self.fast.set()
 
     def restore(self) -> None:
-        self.done.append("restore")
+        self._did("restore")
+
+    def _did(self, what: str) -> None:
+        self.done.append(what)
+        self.done_at.append(time.monotonic())
 
 
 @contextmanager
@@ -75,11 +81,13 @@ def _launcher(clocks: RunClocks) -> Iterator[None]:
         clocks.finish()
 
 
-def _run_worker(main: Callable[[list[str]], int], args: list[str], tmp_path: Path) -> RunClocks:
+def _run_worker(
+    main: Callable[[list[str]], int], args: list[str], tmp_path: Path, links: _Links | None = None
+) -> RunClocks:
     """One rank run as the emulator's launcher runs it, a schedule playing: a step at 100 s
     no forward reaches."""
     path = tmp_path / timed_start.FILE
-    links = _Links()
+    links = links or _Links()
     clocks = RunClocks("launch 1 at 100 Mbps", path, _actions(100e3), links.apply, links.restore)
     clocks.begin()
     with _launcher(clocks):
@@ -120,6 +128,27 @@ def test_every_timed_forward_meets_the_schedule_from_its_start(tmp_path: Path) -
         f"network.schedule step to {FAST:g} Mbps at 100 s did not play in 4 of 4 runs: each "
         "ended before it (times count from each run's start, its warm-ups left out)"
     ]
+
+
+def test_a_later_configurations_warm_ups_meet_the_launchs_rate(tmp_path: Path) -> None:
+    """Two batches, one repetition each: the second configuration's warm-ups come after
+    the launcher has set the links for its first timed run (back at the launch's rate, the
+    0 ms step applied), as the first configuration's met them before the ranks started.
+    Until 2026-12-07 rank 0 asked for that go after the warm-ups, which crossed the links
+    at whatever rate the previous configuration's schedule had left."""
+    model = ModelSpec(tokens=65, width=128, blocks=2, heads=4, patch_size=4, classes=5)
+    args = ["--rank", "0", "--world", "1", "--strategy", "single", *model_args(model)]
+    args += ["--batch", "1", "2", "--reps", "1", "--warmup", "5", "--threads", "1"]
+    args += ["--result", str(tmp_path / "rank0.json")]
+    links = _Links()
+    _run_worker(vit_main, args, tmp_path, links)
+    (record,) = [read_record(tmp_path / "rank0.json")]
+    assert links.done == ["5 Mbps", "5 Mbps", "restore"]
+    set_for_run_1 = links.done_at[1]
+    (start_1,) = [e.at for e in timed_start.events(tmp_path / timed_start.FILE)
+                  if e.kind == "start" and e.run == 1]  # fmt: skip
+    assert start_1 is not None
+    assert (start_1 - set_for_run_1) * 1e3 >= sum(record.runs[1].warmup_ms)
 
 
 def test_every_timed_generation_meets_the_schedule_from_its_start(tmp_path: Path) -> None:

@@ -7,10 +7,11 @@ Rank 0 appends to ``FILE`` in the launch's folder (worker ``--timed-start``) one
 per event, ``K`` counting the launch's timed runs from 0 and ``T`` its
 ``time.monotonic()`` in seconds (every process of a machine, one in a Mininet host too,
 reads the same clock): ``start K T`` as run K is about to start (its warm-ups done),
-``end K T`` as it has ended, and ``ready K`` once it wants to start run K (K >= 1). Before
-each run after the first it waits for the launcher's go, a line ``K`` in ``GO_FILE``: the
-launcher has stopped run K-1's clock and put the links back at the launch's rate by then,
-outside the timed work. A rank waits for a go until its launch's deadline at most.
+``end K T`` as it has ended, and ``ready K`` once it wants to start run K (K >= 1; for a
+configuration's first run, before its warm-ups). Before each run after the first it waits
+for the launcher's go, a line ``K`` in ``GO_FILE``: the launcher has stopped run K-1's
+clock and put the links back at the launch's rate by then, outside the timed work. A rank
+waits for a go until its launch's deadline at most.
 """
 
 from __future__ import annotations

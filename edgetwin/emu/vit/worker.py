@@ -10,8 +10,9 @@ between forwards. Rank 0 then compares its last logits with the whole model
 run in its own process on the same input, and prints one line per run. With
 ``--progress``, rank 0 also appends a line to that file as it ends each timed forward
 (its launcher's progress), and with ``--timed-start`` it writes when each timed forward
-starts and ends, and waits for the launcher's go before each after the first, the other
-ranks at a barrier (``emu.timed_start``; the forwards are numbered across runs). With
+starts and ends, and waits for the launcher's go before each after the first (before a
+run's first, ahead of its warm-ups: they meet the links as set for it), the other ranks
+at a barrier (``emu.timed_start``; the forwards are numbered across runs). With
 ``--parent-pid`` the rank exits as soon as that process (its launcher) is no longer its
 parent: a launcher killed outright leaves no rank running.
 """
@@ -200,6 +201,9 @@ def _run(
     forward = RankForward(model, layout, args.rank, batch, clock, args.input_source)
     embeds_here = args.rank == 0 or args.input_source == "replicated"
     images = make_images(model.spec, batch, args.seed).to(device) if embeds_here else None
+    first_run = index * args.reps  # the launch's timed forwards, counted from 0
+    if gate.wait_go(first_run):  # the links set for it before its warm-ups, not after
+        rank_process.barrier(args.world)
     warmup_ms = []
     for _ in range(args.warmup):
         clock.start()
@@ -209,8 +213,8 @@ def _run(
     reps: list[ForwardTiming] = []
     logits = None
     for rep in range(args.reps):
-        timed_run = index * args.reps + rep  # the launch's timed forwards, counted from 0
-        if gate.wait_go(timed_run):
+        timed_run = first_run + rep
+        if rep > 0 and gate.wait_go(timed_run):
             rank_process.barrier(args.world)
         gate.started(timed_run)
         clock.start()
