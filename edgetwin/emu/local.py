@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from edgetwin.configuration import configuration_columns, resolve_segments, step_label
-from edgetwin.emu.launch_deadline import launch_deadline_s
+from edgetwin.emu.launch_deadline import launch_deadline_s, wire_s
 from edgetwin.emu.llm.local_rows import check_decoder_runnable, decoder_model, decoder_rows
 from edgetwin.emu.memory_check import BatchMemory, check_weights_fit
 from edgetwin.emu.vit.launcher import OnRep, launch_local
@@ -182,6 +182,7 @@ def measure_local(
     configs: Sequence[Configuration] | None = None,
     launch: Launcher = launch_local,
     on_rep: Callable[[Configuration, int], None] | None = None,
+    shaped: bool = False,
 ) -> Iterator[LocalRun]:
     """The measurements behind ``run_local``, launch by launch.
 
@@ -189,6 +190,8 @@ def measure_local(
     prints one line per configuration to stdout (progress). ``configs``: only these of the
     scenario's configurations. ``launch``: what starts the ranks (the emulator's hosts).
     ``on_rep``: told each configuration's repetition as rank 0 ends it, during its launch.
+    ``shaped``: the links run at the configurations' rates (the emulator's), and each
+    launch's default deadline allows for its bytes at them.
     """
     check_runnable(scenario)
     if weights is not None and not weights.is_file():
@@ -206,7 +209,7 @@ def measure_local(
             *(() if trace_batch is None else ("--trace-batch", str(trace_batch))),
             *model_args(scenario.encoder),
         ]
-        deadline_s = timeout_s or _deadline_s(scenario, group)
+        deadline_s = timeout_s or _deadline_s(scenario, group, shaped)
         told = None if on_rep is None else _by_configuration(group, on_rep)
         records = launch(args, group.devices, deadline_s, threads, echo_rank0, told)
         for index, config in enumerate(group.configs):
@@ -289,15 +292,16 @@ def _launches(scenario: Scenario, configs: Sequence[Configuration] | None = None
     ]
 
 
-def _deadline_s(scenario: Scenario, launch: _Launch) -> float:
+def _deadline_s(scenario: Scenario, launch: _Launch, shaped: bool) -> float:
     """Start-up allowance plus every forward of the launch (and rank 0's single reference)
-    at the speed of a slow host."""
+    at the speed of a slow host; with ``shaped`` links, their bytes at the links' rate."""
     model = scenario.encoder
     single = registry.cost_plan(model, registry.baseline().name, 1).flops_per_sample(
         0, model.blocks
     )
     forwards = scenario.real_warmups + scenario.repetitions + 1  # + one traced forward
-    flops = 0.0
+    row_bytes = model.width * ELEMENT_BYTES
+    flops = on_the_wire_s = 0.0
     for config in launch.configs:
         segments, _ = resolve_segments(scenario, config)
         work = registry.cost_plan(
@@ -305,4 +309,6 @@ def _deadline_s(scenario: Scenario, launch: _Launch) -> float:
         )
         per_sample = sum(work.flops_per_sample(r, model.blocks) for r in range(config.devices))
         flops += config.batch * (forwards * per_sample + single)
-    return launch_deadline_s(flops)
+        sent = forwards * work.contributed_bytes(config.batch, model.blocks, row_bytes)
+        on_the_wire_s += wire_s(scenario, config, sent) if shaped else 0.0
+    return launch_deadline_s(flops, on_the_wire_s)

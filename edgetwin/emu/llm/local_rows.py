@@ -27,7 +27,7 @@ from edgetwin.configuration import (
     resolve_segments,
 )
 from edgetwin.decoder_spec import DecoderSpec, kept_positions, kv_bytes_per_token
-from edgetwin.emu.launch_deadline import launch_deadline_s
+from edgetwin.emu.launch_deadline import launch_deadline_s, wire_s
 from edgetwin.emu.llm.launcher import WORKER, launch_decoder
 from edgetwin.emu.llm.records import RankRecord, measured
 from edgetwin.emu.llm.runs import DECODER_STRATEGIES, DecoderRun, model_problem
@@ -36,6 +36,7 @@ from edgetwin.errors import MODE_TWIN, InputError
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import (
     DecoderWorkload,
+    contributed_bytes,
     full_weight_bytes,
     phase_flops,
 )
@@ -135,12 +136,14 @@ def decoder_rows(
     timeout_s: float | None = None,
     configs: Sequence[Configuration] | None = None,
     launch: DecoderLauncher = launch_decoder,
+    shaped: bool = False,
 ) -> Iterator[tuple[Configuration, list[ResultRow]]]:
     """Each configuration (default: all the scenario's) launched, with its rows.
 
     ``threads``: torch threads of every rank. ``launch``: what starts the ranks
     (loopback, or the emulator's hosts). Raises ``LaunchError`` if a rank fails or a
-    launch's deadline (default: from its FLOPs) passes.
+    launch's deadline (default: from its FLOPs, and with ``shaped`` links, the emulator's,
+    its bytes at their rate) passes.
     """
     extra = [
         "--warmup",
@@ -154,7 +157,7 @@ def decoder_rows(
         extra += ["--weights", str(weights)]
     for config in configurations(scenario) if configs is None else configs:
         run = decoder_run(scenario, config)
-        deadline_s = timeout_s or _deadline_s(scenario, config, run)
+        deadline_s = timeout_s or _deadline_s(scenario, config, run, shaped)
         records = launch(run, deadline_s, threads, extra)
         yield config, result_rows(scenario, config, run, records)
 
@@ -199,9 +202,9 @@ def _stages(run: DecoderRun) -> tuple[int, ...] | None:
     return run.stage_layers if registry.strategy(run.strategy).splits_layers else None
 
 
-def _deadline_s(scenario: Scenario, config: Configuration, run: DecoderRun) -> float:
+def _deadline_s(scenario: Scenario, config: Configuration, run: DecoderRun, shaped: bool) -> float:
     """Every generation of the launch, every rank's FLOPs, and the last rank's
-    single-device reference."""
+    single-device reference; with ``shaped`` links, their bytes at the links' rate."""
     assert config.output_tokens is not None
     phases = decoder_plan(scenario, config, _stages(run)).phases(config.output_tokens)
     generations = scenario.real_warmups + scenario.repetitions
@@ -210,4 +213,5 @@ def _deadline_s(scenario: Scenario, config: Configuration, run: DecoderRun) -> f
         alone = DecoderWorkload(run.spec, 1, run.batch, run.prompt_tokens)
         reference = registry.decoder_plan(registry.baseline().name, alone)
         flops += phase_flops(reference.phases(config.output_tokens), 0)
-    return launch_deadline_s(flops)
+    sent = generations * contributed_bytes(phases)
+    return launch_deadline_s(flops, wire_s(scenario, config, sent) if shaped else 0.0)

@@ -268,7 +268,7 @@ def _measured(
     if decoder_model(scenario) is not None:
         threads = device_threads(scenario)
         decoded = decoder_rows(scenario, threads, timeout_s=timeout_s,
-                               configs=configs, launch=launch.decoder)  # fmt: skip
+                               configs=configs, launch=launch.decoder, shaped=True)  # fmt: skip
         for config, rows in decoded:
             for row in rows:
                 if tell is not None:
@@ -276,7 +276,7 @@ def _measured(
             yield config, rows
         return
     runs = measure_local(scenario, timeout_s=timeout_s, configs=configs,
-                         launch=launch, on_rep=tell)  # fmt: skip
+                         launch=launch, on_rep=tell, shaped=True)  # fmt: skip
     for run in runs:
         yield run.config, result_rows(scenario, run)
 
