@@ -42,7 +42,8 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     machine's, and only a decoder's runs use a memory bandwidth; loopback (``local``) has
     no latency, schedule or medium; only the emulator takes down links, kills workers and
     caps a host's cores; a real run's warm-ups (``real_warmups``) are not the twin's
-    (``warmup_batches``), nor the other way round, and a real crowd run has none."""
+    (``warmup_batches``), nor the other way round, and a real crowd run has none; so an
+    emulator run's schedule leaves out the warm-up batches a twin run's counts from."""
     network, warnings = scenario.network, []
     if not plays(mode, "network.loss_pct") and network.loss_pct > 0:
         warnings.append(
@@ -73,6 +74,8 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
             f"warmup_batches is {scenario.warmup_batches}, but only a twin run plays it: a "
             f"{mode} run plays real_warmups ({warmups})"
         )
+        if mode == "emu":
+            warnings += _schedule_from_other_starts(scenario)
     decoder = isinstance(scenario.model, DecoderSpec)
     overrides = _DEVICE_OVERRIDES if decoder else _ENCODER_OVERRIDES
     warnings += [
@@ -130,3 +133,20 @@ def _availability_fields(scenario: Scenario) -> list[str]:
         trace = scenario.crowd.availability_trace
     fields = [f"{group}.{k}.availability" for k, (group, a) in enumerate(classes) if a]
     return fields + (["crowd.availability_trace"] if trace is not None else [])
+
+
+def _schedule_from_other_starts(scenario: Scenario) -> list[str]:
+    """The schedule's steps past 0 ms, which a twin run with ``warmup_batches`` counts from
+    its first warm-up batch and an emulator run from each timed forward (docs/emulator.md):
+    the same step meets the two at other points of their work."""
+    later = [step.at_ms / 1e3 for step in scenario.network.schedule if step.at_ms > 0]
+    if not later:
+        return []
+    at = ", ".join(f"{at_s:g} s" for at_s in later)
+    return [
+        "network.schedule counts from each run's start: a twin run's first warm-up batch "
+        f"(warmup_batches {scenario.warmup_batches}), an emu run's timed forward (its "
+        f"real_warmups come before a configuration's first, in no run): its "
+        f"{'step' if len(later) == 1 else 'steps'} at {at} meets the two at other points "
+        "of their work"
+    ]

@@ -523,6 +523,27 @@ def test_a_real_run_says_it_does_not_play_the_twins_warmup_batches(
     assert "edgetwin: warning: warmup_batches is 3, but only a twin run" in capsys.readouterr().err
 
 
+def test_an_emulator_run_says_its_schedule_leaves_the_twins_warmup_batches_out() -> None:
+    """A twin run's schedule counts from its first warm-up batch, an emulator run's from
+    each timed forward (its real warm-ups, before a configuration's first, are in no run):
+    with ``warmup_batches`` and a step past 0 ms the two meet the step at other points of
+    their work, and the emulator run said nothing of it. A step at 0 ms meets both alike."""
+    steps = "[{at_ms: 0, bandwidth_mbps: 5}, {at_ms: 100, bandwidth_mbps: 50}]"
+    scenario = load_scenario(JETSON, ["warmup_batches=3", f"network.schedule={steps}"])
+    differ = (
+        "network.schedule counts from each run's start: a twin run's first warm-up batch "
+        "(warmup_batches 3), an emu run's timed forward (its real_warmups come before a "
+        "configuration's first, in no run): its step at 0.1 s meets the two at other "
+        "points of their work"
+    )
+    assert differ in unplayed_settings(scenario, "emu")
+    assert differ not in unplayed_settings(scenario, "twin")
+    at_start = "network.schedule=[{at_ms: 0, bandwidth_mbps: 5}]"
+    for alike in (["warmup_batches=3", at_start], [f"network.schedule={steps}"]):
+        warned = unplayed_settings(load_scenario(JETSON, alike), "emu")
+        assert not any(w.startswith("network.schedule counts") for w in warned)
+
+
 def test_check_is_run_check_in_python(capsys: pytest.CaptureFixture[str]) -> None:
     """``edgetwin run --check`` checks a scenario for its mode (and says the warnings the run
     would start with) without running it; Python had ``load_scenario``, which checks nothing
