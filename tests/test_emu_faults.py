@@ -279,6 +279,35 @@ def test_a_vit_launchs_schedule_counts_from_its_timed_forwards() -> None:
     assert warmup_ms > 0.8 * received_bits / 2e3
 
 
+def test_a_later_configurations_warm_up_meets_the_launchs_rate() -> None:
+    """The links start at 2 Mbps and a step at 1 ms raises them to 800 in every timed run.
+    Until 2026-12-07 the second batch's warm-up followed the first batch's timed run with
+    the links still at 800 (rank 0 asked for its go after its warm-ups); now the links go
+    back to 2 Mbps before it, as before the first batch's: every byte of it at 2 Mbps."""
+    raw = {
+        "name": "emu_schedule_warmups",
+        "repetitions": 1,
+        "model": {"tokens": 197, "width": 384, "heads": 6, "blocks": 1},
+        "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 2}],
+        "network": {"schedule": [{"at_ms": 1, "bandwidth_mbps": 800}]},
+        "strategies": [{"name": "voltage"}],
+        "sweeps": [{"batch": [1, 2], "bandwidth_mbps": [2], "devices": [2]}],
+        "real_warmups": 1,
+    }
+    scenario = validate_scenario(raw, Path("emu_schedule_warmups.yaml"))
+    topology = build_topology(2)
+    with teardown_checked() as teardown, emulated_network(topology, scenario.network, 2) as net:
+        launch = _HostLauncher(net)
+        launch.bandwidth_mbps = 2
+        first, second = measure_local(scenario, launch=launch)
+    teardown.assert_clean()
+    # the first batch's timed run left the links at 800: its step played in it
+    assert ("launch 1 at 2 Mbps, timed run 0", 0.001) in [(r.run, r.at_s) for r in launch.faults]
+    for run in (first, second):  # each warm-up waited for rank 1's half, across its link
+        (warmup_ms,) = run.ranks[0].warmup_ms
+        assert warmup_ms > 0.8 * run.ranks[1].bytes_sent_per_forward * 8 / 2e3
+
+
 def test_a_fault_after_the_jobs_end_is_said_not_played() -> None:
     """This job ends in ~0.2 s, and stopping its processes took over 0.3 s more: a kill due
     at 0.5 s fell in that wind-down, was applied and recorded as played ("low not seen to
