@@ -359,3 +359,27 @@ def test_an_exchange_file_of_two_loops_names_the_first_other_blocks(tmp_path: Pa
     assert (
         raised.value.problem == f"line {line}: 6 blocks where line 2 has 12: a file times one loop"
     )
+
+
+@pytest.mark.timeout(120)
+def test_staging_fitted_with_the_network_from_a_base_has_held_out_errors(tmp_path: Path) -> None:
+    """A spec that fits staging and takes its network from a base profile: the refits
+    predicted no staged exchange (its points needed both sections), so the profile had no
+    held-out staging errors and a twin run with intervals the not-known band, [m / 10,
+    m x 10]. The copies need the staging refit alone; comm stays the base's."""
+    import yaml
+
+    from edgetwin.calibration.fit_check import not_held_out
+
+    spec = yaml.safe_load(SPEC.read_text())
+    spec |= {"traces": str(LOOPBACK), "fit": ["staging"], "base": "h200_loopback"}
+    spec |= {"bootstrap": 0}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    profile = calibrate_from_traces(path, "test")
+    held_out = profile.fit["held_out"]
+    assert sorted(held_out["log_residuals"]["staging_ms"]) == ["1", "2", "32", "8"]
+    assert len(held_out["log_residuals"]["staging_ms"]["8"]) == 4 * 20  # 4 shapes, 20 reps
+    assert "warnings" not in held_out and not_held_out(profile) == []
+    metrics = {p["metric"] for p in leave_one_out(path, "batch").points}
+    assert metrics == {"staging_ms"}  # no comm, no exchange total: the network is the base's

@@ -211,7 +211,7 @@ def not_held_out_warning(profile: DeviceProfile) -> str | None:
         "batch size and fit again"
         if skipped_refits(profile)
         else "the refits made no points for it: a metric's held-out points need every "
-        "section it is predicted from refitted (an exchange's: staging and network), none "
+        "section it is predicted from refitted (an exchange's comm: staging and network), none "
         "taken from a base profile"
     )
     return (

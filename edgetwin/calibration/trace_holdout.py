@@ -67,7 +67,7 @@ def leave_one_out(spec_path: Path, by: HoldoutBy, progress: Steps = no_progress)
             warnings += _unrefitted_warnings(spec, data, fits, holdout)
             if "compute" in fits:
                 points += _compute_points(spec, data, fits["compute"], holdout)
-            if {"staging", "network"} <= fits.keys():
+            if "staging" in fits:
                 points += _exchange_points(spec, data, fits, holdout)
             if "memory" in fits:
                 points += _decoder_points(spec, data, fits, holdout, base)
@@ -108,6 +108,8 @@ def _unrefitted_warnings(
         unrefitted = [s for s in sections if s in spec.fit and s not in fits]
         if unrefitted and any(map(holdout.covers, records)):
             kept = any(not holdout.covers(record) for record in records)
+            if unrefitted[0] == "network":  # its copies are the staging refit's points
+                points = "comm"
             warnings.append(
                 f"validation: {holdout.by} {holdout.value:g} gives no held-out {points} points:"
                 f" without it, {' or '.join(SECTION_FILES[unrefitted[0]])} holds"
@@ -151,32 +153,32 @@ def _exchange_points(
     fits: dict[str, ComponentFit],
     holdout: Holdout,
 ) -> list[dict[str, Any]]:
-    """The held-out staged exchanges against the refit's staging and network. The loop is
-    replayed with the refit's copy times as the gaps between messages (in which a token
-    bucket refills), not the held-out records' measured ones: those are what is
-    predicted, and the twin has only its own."""
+    """The held-out staged exchanges against the refit's staging (their copies) and, where
+    the network was refitted too, its comm and their total. The loop is replayed with the
+    refit's copy times as the gaps between messages (in which a token bucket refills), not
+    the held-out records' measured ones: those are what is predicted, and the twin has only
+    its own. The copies need the staging refit alone: a network taken from a base profile
+    left them without held-out points, and the twin's staging band not known."""
     d2h, h2d = staging_predictor("d2h_ms"), staging_predictor("h2d_ms")
     held: dict[GroupKey, list[StagedExchange]] = {}
     for record in data.exchanges:
         if holdout.covers(record):
             held.setdefault(exchange_key(record), []).append(record)
-    staging, network = fits["staging"].params, fits["network"].params
+    staging = fits["staging"].params
     copies_ms = {key: d2h(staging, key) + h2d(staging, key) for key in held}
     comm = network_predictor(copies_ms, spec.burst_kb)
     points = []
     for key, records in held.items():
         blocks = key[-1]  # the loop its records ran (exchange_key)
-        parts = {
-            "staging_ms": blocks * copies_ms[key],
-            "comm_ms": blocks * comm(network, key),
-        }
-        measured = {
-            "staging_ms": [r.d2h_ms + r.h2d_ms for r in records],
-            "comm_ms": [r.comm_ms for r in records],
-        }
-        total, label = [r.total_ms for r in records], exchange_label(key)
-        point = _point("exchange_total_ms", label, total, sum(parts.values()), holdout.value)
-        points.append({**point, "parts": parts})
+        label = exchange_label(key)
+        parts = {"staging_ms": blocks * copies_ms[key]}
+        measured = {"staging_ms": [r.d2h_ms + r.h2d_ms for r in records]}
+        if "network" in fits:
+            parts["comm_ms"] = blocks * comm(fits["network"].params, key)
+            measured["comm_ms"] = [r.comm_ms for r in records]
+            total = [r.total_ms for r in records]
+            point = _point("exchange_total_ms", label, total, sum(parts.values()), holdout.value)
+            points.append({**point, "parts": parts})
         for metric, predicted in parts.items():
             points.append(_point(metric, label, measured[metric], predicted, holdout.value))
     return points
