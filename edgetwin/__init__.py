@@ -34,6 +34,7 @@ __all__ = [
     "RunFailed",
     "Scenario",
     "SkippedRefitWarning",
+    "UnitWarning",
     "Validation",
     "at_bound",
     "calibrate",

@@ -33,6 +33,7 @@ def _examples() -> dict[str, BaseException]:
         "PoorFitWarning": edgetwin.PoorFitWarning("misses its measurements"),
         "RunFailed": edgetwin.RunFailed("rank 1 stopped"),
         "SkippedRefitWarning": edgetwin.SkippedRefitWarning("batch 8: no points"),
+        "UnitWarning": edgetwin.UnitWarning("vit_latency.csv: field 'latency_ms': slow"),
     }
 
 

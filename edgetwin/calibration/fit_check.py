@@ -234,18 +234,38 @@ def skipped_refits(profile: DeviceProfile) -> list[str]:
     return warnings
 
 
+class UnitWarning(UserWarning):
+    """``edgetwin.calibrate`` read a trace column whose times no device takes (values 1000x
+    too large: microseconds, by the look of them, in a column read in ms)."""
+
+
+def slow_columns(profile: DeviceProfile) -> list[str]:
+    """The trace columns of ``profile``'s fit slower than any device (``fit.slow_columns``,
+    ``calibration.unit_check``): ``FILE: field 'COLUMN': ...``."""
+    lines: list[str] = profile.fit.get("slow_columns", [])
+    return lines
+
+
 FitWarning = tuple[type[UserWarning], str]  # a warning of a fit: its category and its line
-FIT_WARNINGS = (PoorFitWarning, AtBoundWarning, SkippedRefitWarning, NoHeldOutWarning)
+FIT_WARNINGS = (
+    UnitWarning,
+    PoorFitWarning,
+    AtBoundWarning,
+    SkippedRefitWarning,
+    NoHeldOutWarning,
+)
 
 
 def fit_warnings(profile: DeviceProfile, cause: str | None = None) -> list[FitWarning]:
     """Every warning of a fitted profile, in the order ``edgetwin calibrate`` prints them:
-    a ``PoorFitWarning`` when a fitted section misses its own data (``cause``: why, when
-    known; by default that the measurements disagree), an ``AtBoundWarning`` for each
-    parameter a bound of its fit stopped, a ``SkippedRefitWarning`` for each section a
-    held-out refit could not refit, and a ``NoHeldOutWarning`` when its held-out refits give
-    a fitted metric no errors. The API warns them, the commands print them."""
-    found: list[FitWarning] = []
+    a ``UnitWarning`` for each trace column slower than any device (the likely cause of
+    those after it), a ``PoorFitWarning`` when a fitted section misses its own data
+    (``cause``: why, when known; by default that the measurements disagree), an
+    ``AtBoundWarning`` for each parameter a bound of its fit stopped, a
+    ``SkippedRefitWarning`` for each section a held-out refit could not refit, and a
+    ``NoHeldOutWarning`` when its held-out refits give a fitted metric no errors. The API
+    warns them, the commands print them."""
+    found: list[FitWarning] = [(UnitWarning, line) for line in slow_columns(profile)]
     poor = poor_fit_warning(profile, cause or TRACES_CAUSE)
     if poor is not None:
         found.append((PoorFitWarning, poor))

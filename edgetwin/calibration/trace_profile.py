@@ -26,6 +26,7 @@ from edgetwin.calibration.trace_inputs import (
     not_fitted_values,
     read_inputs,
 )
+from edgetwin.calibration.unit_check import slow_columns
 from edgetwin.errors import InputError
 from edgetwin.profile import DeviceProfile
 from edgetwin.progress import Steps, no_progress
@@ -104,6 +105,7 @@ def calibrate_from_traces(
         "sources": [source_record(p) for p in data.files],
         "command": command,
         "blas_kernel": blas_kernel(),
+        **_listed("slow_columns", slow_columns(data, spec.model)),
         **at_bound_block(
             bound_record(f"{name}.{param}", fit.params[param], reached, name)
             for name, fit in fits.items()
@@ -124,6 +126,11 @@ def calibrate_from_traces(
         )
     except ValidationError as exc:
         raise validation_error(exc, spec_path, DeviceProfile) from None
+
+
+def _listed(key: str, lines: list[str]) -> dict[str, list[str]]:
+    """``{key: lines}`` for a profile's ``fit``; nothing when there are none (no key)."""
+    return {key: lines} if lines else {}
 
 
 SHOWN_UNSET = 3  # parameters an error names before counting the rest
