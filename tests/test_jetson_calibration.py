@@ -288,5 +288,5 @@ def test_a_batch_whose_rows_leave_too_few_to_refit_the_watts_keeps_its_times(
     assert "energy_j" not in {p["metric"] for p in points}
     assert (
         "validation: batch 1 gives no held-out energy_j points: without it, energy_j has 2"
-        " distinct points to refit 3 parameters from"
+        " distinct points, too few to refit 3 parameters from"
     ) in refits.warnings

@@ -383,3 +383,35 @@ def test_staging_fitted_with_the_network_from_a_base_has_held_out_errors(tmp_pat
     assert "warnings" not in held_out and not_held_out(profile) == []
     metrics = {p["metric"] for p in leave_one_out(path, "batch").points}
     assert metrics == {"staging_ms"}  # no comm, no exchange total: the network is the base's
+
+
+@pytest.mark.timeout(180)
+def test_too_few_points_left_by_each_batch_is_not_told_to_measure_a_second_batch(
+    tmp_path: Path,
+) -> None:
+    """Exchanges at batches 1 and 8: each refit keeps the other batch's four shapes, too few
+    for staging's five parameters. The warning of the metric left without held-out errors
+    said to measure a second batch size (calibrate-machine --quick said so of its three);
+    it says to measure more batch sizes or shapes, or to fix parameters."""
+    import yaml
+
+    from edgetwin.calibration.fit_check import not_held_out_warning
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    exchanges = (LOOPBACK / "gloo_staged_allgather.csv").read_text().splitlines()
+    kept = [row for row in exchanges[1:] if row.split(",")[1] in {"1", "8"}]
+    (traces / "gloo_staged_allgather.csv").write_text("\n".join([exchanges[0], *kept]) + "\n")
+    spec = yaml.safe_load(SPEC.read_text())
+    spec |= {"traces": str(traces), "fit": ["staging"], "base": "h200_loopback", "bootstrap": 0}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    profile = calibrate_from_traces(path, "test")
+    assert all("too few distinct points" in line for line in profile.fit["held_out"]["warnings"])
+    said = not_held_out_warning(profile)
+    assert said is not None and said.startswith("the profile has no held-out errors for staging_ms")
+    assert "a second batch size" not in said
+    assert said.endswith(
+        "measure more batch sizes or shapes, or set some of its parameters in "
+        "the spec's fixed, and fit again"
+    )

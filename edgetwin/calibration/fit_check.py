@@ -177,6 +177,11 @@ def at_bound_warnings(profile: DeviceProfile) -> list[str]:
     ]
 
 
+# what a held-out refit's warning says where the rest of the data has points, but fewer
+# than the section's parameters (else it had none: the section's data was at that value)
+TOO_FEW_LEFT = "too few"
+
+
 class NoHeldOutWarning(UserWarning):
     """``edgetwin.calibrate`` fitted a profile whose held-out refits give a fitted metric no
     errors: the twin's prediction interval for it is the not-known band."""
@@ -206,10 +211,15 @@ def not_held_out_warning(profile: DeviceProfile) -> str | None:
         return None
     them = "it" if len(metrics) == 1 else "them"
     factor = f"{NOT_KNOWN_FACTOR:g}"
+    skipped = skipped_refits(profile)
     why = (
-        "no refit had data left to fit (the validation warnings say which): measure a second "
-        "batch size and fit again"
-        if skipped_refits(profile)
+        "without some batch size too few distinct points were left to refit a section (the "
+        "validation warnings say which): measure more batch sizes or shapes, or set some of "
+        "its parameters in the spec's fixed, and fit again"
+        if any(TOO_FEW_LEFT in line for line in skipped)
+        else "no refit had data left to fit (the validation warnings say which): measure a "
+        "second batch size and fit again"
+        if skipped
         else "the refits made no points for it: a metric's held-out points need every "
         "section it is predicted from refitted (an exchange's comm: staging and network), none "
         "taken from a base profile"

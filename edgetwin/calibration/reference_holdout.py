@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from edgetwin.calibration.fit_check import TooFewPoints
+from edgetwin.calibration.fit_check import TOO_FEW_LEFT, TooFewPoints
 from edgetwin.calibration.held_out import HeldOutRefits
 from edgetwin.calibration.reference_fitter import fit_by_component
 from edgetwin.calibration.reference_inputs import (
@@ -131,6 +131,6 @@ def _too_few_warning(batch: int, error: TooFewPoints) -> str:
     return (
         f"validation: batch {batch} gives no held-out "
         f"{'energy_j ' if error.section == 'power' else ''}points: without it, "
-        f"{FIT_COLUMNS[error.section]} has {error.points} distinct points to refit "
-        f"{len(error.parameters)} parameters from"
+        f"{FIT_COLUMNS[error.section]} has {error.points} distinct points, {TOO_FEW_LEFT} to "
+        f"refit {len(error.parameters)} parameters from"
     )

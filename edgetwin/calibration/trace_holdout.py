@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from edgetwin.calibration.exchange_replay import network_predictor
+from edgetwin.calibration.fit_check import TOO_FEW_LEFT
 from edgetwin.calibration.fit_decoder import (
     METRICS,
     decoder_key,
@@ -113,7 +114,7 @@ def _unrefitted_warnings(
             warnings.append(
                 f"validation: {holdout.by} {holdout.value:g} gives no held-out {points} points:"
                 f" without it, {' or '.join(SECTION_FILES[unrefitted[0]])} holds"
-                f" {'too few distinct points' if kept else 'no record'} to refit"
+                f" {f'{TOO_FEW_LEFT} distinct points' if kept else 'no record'} to refit"
                 f" {unrefitted[0]} from"
             )
     return warnings
