@@ -149,6 +149,28 @@ def test_coverage_never_uses_the_points_own_residual() -> None:
     assert coverage["coverage_pct"] == pytest.approx(75.0)
 
 
+def test_coverage_says_where_its_band_misses() -> None:
+    """A coverage near 90 % hid where the band missed: h200_loopback's staging was 86.6 %
+    over its four batches, and 50 % with batch 1 held out (the rest 96-100 %). Validate's
+    line and page say how many repetitions fell below and above their band, and the value
+    held out whose repetitions it covers least."""
+    from edgetwin.calibration.held_out import coverage_text, with_coverage
+
+    def point(group: float, reps: list[float]) -> dict[str, object]:
+        return {"metric": "staging_ms", "held_out": group, "predicted": 10.0, "reps": reps}
+
+    good = [10.1, 9.9, 10.2, 9.8, 10.05]
+    points = [point(g, good) for g in (1, 2, 8)] + [point(32, [20.0, 21.0, 19.0, 20.5, 22.0])]
+    coverage = nested_coverage(points, level=0.9)["staging_ms"]
+    assert (coverage["below"], coverage["above"]) == (0, 5)
+    assert (coverage["least_pct"], coverage["least_held_out"]) == (0.0, 32.0)
+    stats = with_coverage({"staging_ms": {"points": 4}}, {"staging_ms": coverage})["staging_ms"]
+    assert coverage_text(stats, "batch") == (
+        ", 90 % interval covers 75.0 % of 20 held-out repetitions (0 below, 5 above; least"
+        " 0.0 % with batch size 32 held out)"
+    )
+
+
 @pytest.mark.timeout(120)
 def test_jetson_coverage_from_its_leave_one_batch_out_fits() -> None:
     points = leave_one_batch_out_table(JETSON_SPEC).points
@@ -185,7 +207,7 @@ def test_validate_prints_and_writes_coverage(
     for metric in INTERVAL_METRICS:  # a share of the held-out runs, not "90.0 of 10"
         stats = summary[metric]
         covered = f"{stats['coverage_90_pct']:.1f} % of {stats['coverage_repetitions']} repetitions"
-        assert f"<td>{covered}</td>" in page
+        assert f"<td>{covered} (" in page  # then where it misses
 
 
 SPECS = REPO / "edgetwin" / "calibration" / "specs"

@@ -90,7 +90,8 @@ def nested_coverage(
         others = [r for v, rs in residuals.get(metric, {}).items() if v != held_out for r in rs]
         return log_half_width(others, level)
 
-    inside: dict[str, list[bool]] = defaultdict(list)
+    # per metric and held-out value, each repetition's side of its band: -1 below, 0 in, 1 above
+    sides: dict[str, dict[float, list[int]]] = defaultdict(lambda: defaultdict(list))
     unknown: dict[str, int] = defaultdict(int)
     for point in points:
         metric, held_out = str(point["metric"]), float(point["held_out"])
@@ -99,19 +100,31 @@ def nested_coverage(
             if metric in INTERVAL_METRICS or "parts" in point:
                 unknown[metric] += len(point["reps"])
             continue
-        inside[metric] += [band[0] <= r <= band[1] for r in point["reps"]]
-    summary = {
-        metric: {
-            "coverage_pct": round(100.0 * sum(flags) / len(flags), 1),
-            "repetitions": len(flags),
-            "groups": len({float(p["held_out"]) for p in points if p["metric"] == metric}),
-        }
-        for metric, flags in inside.items()
-    }
+        sides[metric][held_out] += [(r > band[1]) - (r < band[0]) for r in point["reps"]]
+    summary = {metric: _coverage(by_value) for metric, by_value in sides.items()}
     for metric, count in unknown.items():
         summary.setdefault(metric, {"coverage_pct": math.nan, "repetitions": 0, "groups": 0})
         summary[metric]["not_known"] = count
     return summary
+
+
+def _coverage(sides: Mapping[float, Sequence[int]]) -> dict[str, float]:
+    """A metric's coverage from each held-out value's repetitions' sides of their bands (-1
+    below, 0 inside, 1 above): the share inside, the repetitions, the held-out values, how
+    many fell below and above, and the value held out whose repetitions it covers least
+    (a share that the whole hides: a band right for most values and wrong for one)."""
+    every = [side for group in sides.values() for side in group]
+    share = {v: 100.0 * group.count(0) / len(group) for v, group in sides.items()}
+    least = min(share, key=lambda v: (share[v], v))
+    return {
+        "coverage_pct": round(100.0 * every.count(0) / len(every), 1),
+        "repetitions": len(every),
+        "groups": len(sides),
+        "below": every.count(-1),
+        "above": every.count(1),
+        "least_pct": round(share[least], 1),
+        "least_held_out": least,
+    }
 
 
 def _band(point: Mapping[str, Any], width: Any) -> tuple[float, float] | None:
@@ -162,12 +175,15 @@ def with_coverage(
     for metric, stats in coverage.items():
         merged[metric]["coverage_90_pct"] = stats["coverage_pct"]
         merged[metric]["coverage_repetitions"] = stats["repetitions"]
+        for key in ("below", "above", "least_pct", "least_held_out"):
+            if key in stats:
+                merged[metric][f"coverage_{key}"] = stats[key]
         if "not_known" in stats:
             merged[metric]["coverage_not_known"] = stats["not_known"]
     return merged
 
 
-def coverage_text(stats: Mapping[str, float]) -> str:
+def coverage_text(stats: Mapping[str, float], by: HoldoutBy = "batch") -> str:
     """The coverage part of a validation line ('' when the metric has no band)."""
     if "coverage_90_pct" not in stats:
         return ""
@@ -175,5 +191,15 @@ def coverage_text(stats: Mapping[str, float]) -> str:
         return ", 90 % interval: not known (too few held-out residuals)"
     return (
         f", 90 % interval covers {stats['coverage_90_pct']:.1f} % of "
-        f"{stats['coverage_repetitions']:.0f} held-out repetitions"
+        f"{stats['coverage_repetitions']:.0f} held-out repetitions ({coverage_detail(stats, by)})"
+    )
+
+
+def coverage_detail(stats: Mapping[str, float], by: HoldoutBy) -> str:
+    """Where a metric's band misses: how many repetitions fell below and above it, and the
+    value held out whose repetitions it covers least."""
+    return (
+        f"{stats['coverage_below']:.0f} below, {stats['coverage_above']:.0f} above; least "
+        f"{stats['coverage_least_pct']:.1f} % with {HOLDOUT_NAMES[by]} "
+        f"{stats['coverage_least_held_out']:g} held out"
     )

@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.calibration.held_out import HOLDOUT_NAMES, HoldoutBy
+from edgetwin.calibration.held_out import HOLDOUT_NAMES, HoldoutBy, coverage_detail
 from edgetwin.reports.html import figures_html, page
 from edgetwin.reports.parity import ParityPoint, parity_figure
 
@@ -35,12 +35,13 @@ def summarise(points: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]
     }
 
 
-def _coverage_cell(stats: Mapping[str, float]) -> str:
-    """Held-out coverage of the metric's 90 % band ('' without one, 'not known')."""
+def _coverage_cell(stats: Mapping[str, float], by: HoldoutBy) -> str:
+    """Held-out coverage of the metric's 90 % band ('' without one, 'not known'), and where
+    it misses."""
     if not stats.get("coverage_repetitions"):
         return "not known" if "coverage_90_pct" in stats else ""
     covered, held_out = stats["coverage_90_pct"], stats["coverage_repetitions"]
-    return f"{covered:.1f} % of {held_out:.0f} repetitions"
+    return f"{covered:.1f} % of {held_out:.0f} repetitions ({coverage_detail(stats, by)})"
 
 
 def validation_figures(points: Sequence[Mapping[str, Any]]) -> list[go.Figure]:
@@ -78,7 +79,7 @@ def write_validation_report(
     rows = "".join(
         f"<tr><td>{escape(m)}</td><td>{s['points']:.0f}</td><td>{s['mape_pct']:.1f}</td>"
         f"<td>{s['median_abs_error_pct']:.1f}</td><td>{s['max_abs_error_pct']:.1f}</td>"
-        f"<td>{_coverage_cell(s)}</td></tr>"
+        f"<td>{escape(_coverage_cell(s, held_out_by))}</td></tr>"
         for m, s in summary.items()
     )
     detail = "".join(

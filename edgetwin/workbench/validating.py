@@ -59,6 +59,7 @@ class Validation:
     # the held-out values that gave a section no points, and why (``edgetwin validate``
     # prints them on stderr)
     warnings: tuple[str, ...] = ()
+    by: HoldoutBy = "batch"  # what each refit left out
 
     def __repr__(self) -> str:
         """A line a notebook can show (the per-metric figures are ``summary``), with how
@@ -75,7 +76,7 @@ class Validation:
         return [
             f"{metric}: {stats['points']:.0f} held-out points, MAPE {stats['mape_pct']:.1f} %, "
             f"median {stats['median_abs_error_pct']:.1f} %, max {stats['max_abs_error_pct']:.1f} %"
-            f"{coverage_text(stats)}"
+            f"{coverage_text(stats, self.by)}"
             for metric, stats in self.summary.items()
         ]
 
@@ -134,7 +135,7 @@ def validate(
         if not points:
             raise InputError(spec_path, BY, f"no data to leave out by {by}")
         summary = with_coverage(summarise(points), nested_coverage(points))
-        validation = Validation(points, summary, tuple(refits.warnings))
+        validation = Validation(points, summary, tuple(refits.warnings), by)
         with static_export(out_dir, static) as export, output_folder_if(out_dir, force) as staging:
             export.result = validation
             if staging is not None:
