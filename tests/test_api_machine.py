@@ -13,11 +13,16 @@ import pytest
 import yaml
 
 import edgetwin
-from edgetwin.calibration.fit_check import FIT_WARNINGS, AtBoundWarning, PoorFitWarning
+from edgetwin.calibration.fit_check import (
+    FIT_WARNINGS,
+    AtBoundWarning,
+    PoorFitWarning,
+    median_errors,
+)
 from edgetwin.cli import main
 from edgetwin.cli.console import warnings_recorded
 from edgetwin.errors import InputError
-from edgetwin.profile import DeviceProfile
+from edgetwin.profile import DeviceProfile, load_profile
 
 EMU_RUN = Path(__file__).resolve().parents[1] / "data" / "traces" / "emu-vit-loop-2026-12" / "fit"
 
@@ -50,6 +55,25 @@ def test_calibrate_machine_from_an_emu_run_writes_what_the_command_writes(
     with pytest.raises(InputError) as raised:  # a non-empty out, as the command refuses it
         edgetwin.calibrate_machine(api_out, emu=EMU_RUN)
     assert "force=True" in raised.value.message
+
+
+@pytest.mark.timeout(120)
+def test_calibrate_and_calibrate_machine_say_a_fits_errors_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same fit's errors were said three ways: 'median |error| %: compute 1.23' by
+    calibrate, 'in-sample median |error| %: ...' by calibrate-machine --emu and 'median
+    |error|: compute 1.2 %' by calibrate-machine. One line says them (fit_check)."""
+    machine = tmp_path / "m"
+    assert main(["calibrate-machine", "--emu", str(EMU_RUN), "--out", str(machine)]) == 0
+    by_machine = capsys.readouterr().out
+    refit = tmp_path / "refit.yaml"
+    assert main(["calibrate", str(machine / "spec.yaml"), "--out", str(refit)]) == 0
+    by_calibrate = capsys.readouterr().out
+    said = median_errors(load_profile(str(refit)))
+    assert said.startswith("in-sample median |error|: total_ms ") and said.endswith(" %")
+    assert by_calibrate == f"wrote {refit}; {said}\n"
+    assert by_machine == f"wrote {machine}/profile.yaml ({said}), spec in {machine}/spec.yaml\n"
 
 
 def test_bad_calibrate_machine_arguments_are_named(tmp_path: Path) -> None:

@@ -28,6 +28,15 @@ class PoorFitWarning(UserWarning):
     """``edgetwin.calibrate`` fitted a profile that misses its own measurements."""
 
 
+def median_errors(profile: DeviceProfile) -> str:
+    """What a fitted profile's ``wrote`` line says of its fit (``calibrate``,
+    ``calibrate-machine`` and ``--emu`` alike): each fitted section's in-sample median
+    |error|, ``in-sample median |error|: compute 4.1 %, staging 8.9 %``."""
+    medians = profile.fit.get("median_abs_error_pct", {})
+    errors = ", ".join(f"{name} {float(pct):.1f} %" for name, pct in medians.items())
+    return f"in-sample median |error|: {errors or 'no fit'}"
+
+
 def poorly_fitted(profile: DeviceProfile) -> dict[str, float]:
     """The fitted sections whose in-sample median |error| (%) is above ``POOR_FIT_PCT``."""
     medians = profile.fit.get("median_abs_error_pct", {})

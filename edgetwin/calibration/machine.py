@@ -130,9 +130,3 @@ def machine_spec(plan: MeasurementPlan) -> dict[str, Any]:
         "bootstrap": 10,
         "seed": 0,
     }
-
-
-def summary(profile: DeviceProfile) -> str:
-    """One line per fitted section: its median error."""
-    medians = profile.fit.get("median_abs_error_pct", {})
-    return ", ".join(f"{name} {value:.1f} %" for name, value in medians.items()) or "no fit"

@@ -11,7 +11,7 @@ import warnings
 from functools import partial
 from pathlib import Path
 
-from edgetwin.calibration.fit_check import FIT_WARNINGS, fit_warnings
+from edgetwin.calibration.fit_check import FIT_WARNINGS, fit_warnings, median_errors
 from edgetwin.calibration.held_out import HOLDOUT_NAMES
 from edgetwin.cli.command import Command
 from edgetwin.cli.console import (
@@ -64,10 +64,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
 
         print("wrote " + ", ".join(str(android_profile_path(args.out, p)) for p in fitted))
         return 0
-    medians = fitted.fit.get("median_abs_error_pct", {})
-    print(
-        f"wrote {args.out}; median |error| %: " + ", ".join(f"{k} {v}" for k, v in medians.items())
-    )
+    print(f"wrote {args.out}; {median_errors(fitted)}")
     print_warnings(line for _category, line in fit_warnings(fitted))
     return 0
 
@@ -109,20 +106,11 @@ def machine_command(args: argparse.Namespace) -> int:
             steps=lambda label, total: progress(label, total, args.quiet),
             command=args.command,
         )
-    medians = profile.fit.get("median_abs_error_pct", {})
-    if args.emu is None:
-        from edgetwin.calibration.machine import summary
-
-        print(
-            f"wrote {args.out}/profile.yaml (median |error|: {summary(profile)}), "
-            f"traces in {args.out}/traces, spec in {args.out}/spec.yaml"
-        )
-    else:
-        print(
-            f"wrote {args.out}/profile.yaml (in-sample median |error| %: "
-            + ", ".join(f"{k} {v}" for k, v in medians.items())
-            + f"), spec in {args.out}/spec.yaml"
-        )
+    traces = "" if args.emu is not None else f"traces in {args.out}/traces, "
+    print(
+        f"wrote {args.out}/profile.yaml ({median_errors(profile)}), {traces}"
+        f"spec in {args.out}/spec.yaml"
+    )
     print_warnings(fit_warned)
     return 0
 
