@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.device_fleet import fleet_members
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderPlan, DecoderWorkload, Ops, phase_flops
 from edgetwin.models.layout import resolved_segments
 from edgetwin.models.strategies.pipeline import device_layers
-from edgetwin.profile import MB, DeviceProfile, with_memory_bandwidth
+from edgetwin.profile import MB, DeviceProfile
 from edgetwin.scenario import Scenario
-from edgetwin.scenario_paths import device_profile
 from edgetwin.sweep_points import Configuration, split_tokens, swept_bandwidths
 
 
@@ -97,20 +97,16 @@ def planned_layers(
 
 
 def fleet_layers(scenario: Scenario, config: Configuration) -> tuple[int, ...] | None:
-    """``planned_layers`` on the scenario's first ``config.devices`` devices as the twin
-    builds them before a run: each class's profile (not ``sample_profiles``' variants;
-    paths absolute or shipped names) with its memory bandwidth and RAM overrides, all its
-    RAM free. The layer split a real run gets from its launcher; None also where a
-    profile has no memory bandwidth (the twin runs no decoder on it)."""
-    members = [
-        (spec, with_memory_bandwidth(device_profile(spec, index, None), spec.memory_bandwidth_gbps))
-        for index, spec in enumerate(scenario.devices)
-        for _ in range(spec.count)
-    ][: config.devices]
-    profiles = [profile for _, profile in members]
+    """``planned_layers`` on the scenario's first ``config.devices`` members as the twin
+    builds them before a run (``device_fleet.fleet_members``: each class's profile, not
+    ``sample_profiles``' variants, paths absolute or shipped names), all their RAM free.
+    The layer split a real run gets from its launcher; None also where a profile has no
+    memory bandwidth (the twin runs no decoder on it)."""
+    members = fleet_members(scenario, None)[: config.devices]
+    profiles = [member.profile for member in members]
     if any(profile.memory is None for profile in profiles):
         return None
-    free = [(spec.ram_mb or profile.ram_mb) * MB for spec, profile in members]
+    free = [member.ram_mb * MB for member in members]
     return planned_layers(scenario, config, profiles, free)
 
 

@@ -357,7 +357,7 @@ def test_the_twin_splits_a_pipeline_where_it_fits_if_a_split_does(tmp_path: Path
     fleet = build_fleet(scenario, tmp_path / "s.yaml")
     config = next(iter(configurations(scenario)))
     assert decoder_memory_status(scenario, fleet, config) == "ok"
-    devices = [Device(simpy.Environment(), m.name, m.profile) for m in fleet]
+    devices = [Device(simpy.Environment(), m.name, m.profile, m.ram_mb) for m in fleet]
     assert decoder_run.plan_for(scenario, config, devices).kv_layers == (14, 14)
     # no split holds 63,000 positions: the one that holds the most stops past 3001
     # (balanced on time alone, it named a token short of a prompt that fits)
@@ -430,7 +430,7 @@ def test_the_twin_gives_a_faster_board_more_layers(tmp_path: Path) -> None:
     fleet = build_fleet(scenario, tmp_path / "s.yaml")
     config = next(c for c in configurations(scenario) if c.strategy == "pipeline")
     env = simpy.Environment()
-    devices = [Device(env, m.name, m.profile) for m in fleet]
+    devices = [Device(env, m.name, m.profile, m.ram_mb) for m in fleet]
     work = decoder_run.plan_for(scenario, config, devices)
     assert work.kv_layers[1] > work.kv_layers[0]
     given = load_scenario(tmp_path / "s.yaml", ["strategies.1.layers=[6, 2]"])
@@ -490,9 +490,8 @@ def _host_bound_prefill_ms(strategy: str, devices: int, per_mb: float) -> float:
     for member in build_fleet(scenario, SMOKE)[:devices]:
         host = {"sync_host_ms": 1000.0, "sync_host_ms_per_mb": per_mb}
         compute = member.profile.compute.model_copy(update=host)
-        boards.append(
-            Device(env, member.name, member.profile.model_copy(update={"compute": compute}))
-        )
+        profile = member.profile.model_copy(update={"compute": compute})
+        boards.append(Device(env, member.name, profile, member.ram_mb))
     network = Network(env, scenario.network, 400, {d.name: d.profile.network for d in boards})
     run = Generation(env, decoder_run.plan_for(scenario, config, boards).phases(2), boards, network)
     env.run(env.all_of([env.process(run.rank_process(r)) for r in range(devices)]))
@@ -528,7 +527,7 @@ def test_replayed_collectives_and_booked_ahead_phases_give_the_same_generation()
     for config in configurations(scenario):
         for shortcuts in (False, True):
             env = simpy.Environment()
-            devices = [Device(env, m.name, m.profile) for m in fleet[: config.devices]]
+            devices = [Device(env, m.name, m.profile, m.ram_mb) for m in fleet[: config.devices]]
             stacks = {d.name: d.profile.network for d in devices}
             network = Network(env, scenario.network, 400, stacks)
             work = decoder_run.plan_for(scenario, config, devices)

@@ -221,7 +221,7 @@ def test_no_battery_timer_past_the_end_of_the_run(toy_profile: DeviceProfile) ->
     """3.6 J at 1 W of idle empties at 3.6 s: a run over by 3 s schedules no timer for it."""
     for until_ms, empties in ((3000.0, False), (4000.0, True)):
         env = simpy.Environment()
-        device = Device(env, "dev", toy_profile, battery_wh=1e-3, drain_until_ms=until_ms)
+        device = Device(env, "dev", toy_profile, toy_profile.ram_mb, 1e-3, drain_until_ms=until_ms)
         env.run()
         assert device.up is not empties
         assert env.now == pytest.approx(3600.0 if empties else 0.0)
@@ -236,7 +236,7 @@ def test_the_battery_empties_on_time_through_many_state_changes_with_one_timer(
     standing for it (a replaced one waits out its time), so SimPy's queue holds a few
     events, not one per change (92 here when every change set a timer)."""
     env = simpy.Environment()
-    device = Device(env, "dev", toy_profile, battery_wh=36.1 / 3600)
+    device = Device(env, "dev", toy_profile, toy_profile.ram_mb, 36.1 / 3600)
     left: list[tuple[float, float | None]] = []  # (when, battery joules left)
     device.on_leave.append(lambda _cause: left.append((env.now, device.battery_j)))
     queue_lengths: list[int] = []
@@ -277,7 +277,7 @@ def test_channel_shares_capacity_between_concurrent_flows() -> None:
 
 def test_device_books_idle_time_and_energy(toy_profile: DeviceProfile) -> None:
     env = simpy.Environment()
-    device = Device(env, "d", toy_profile)
+    device = Device(env, "d", toy_profile, toy_profile.ram_mb)
 
     def work() -> simpy.events.ProcessGenerator:
         yield env.timeout(2)

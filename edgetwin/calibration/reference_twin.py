@@ -3,10 +3,10 @@ the table fit, its residuals and its held-out refits predict for a row."""
 
 from __future__ import annotations
 
+from edgetwin.device_fleet import FleetMember
 from edgetwin.device_spec import DeviceSpec
 from edgetwin.profile import DeviceProfile
 from edgetwin.scenario import Scenario
-from edgetwin.sim.fleet import FleetMember
 from edgetwin.sim.runner import RunOutcome, simulate
 from edgetwin.sweep_points import Configuration
 

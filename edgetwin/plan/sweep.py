@@ -17,6 +17,7 @@ from typing import Protocol
 
 from edgetwin.configuration import CrowdRun, configuration_label, crowd_runs, run_label
 from edgetwin.decoder_spec import DecoderSpec, longest_prompt_tokens
+from edgetwin.device_fleet import FleetMember
 from edgetwin.models import registry
 from edgetwin.network_spec import BandwidthStep
 from edgetwin.plan.question_file import LoadedQuestion
@@ -26,7 +27,7 @@ from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.scenario import Scenario
 from edgetwin.scenario_paths import files_of_runs
 from edgetwin.sim.crowd.runner import prepare_crowd, simulate_crowd
-from edgetwin.sim.fleet import FleetMember, build_fleet
+from edgetwin.sim.fleet import build_fleet
 from edgetwin.sim.runner import decoder_memory_status, simulate, unplayed_of_ran
 from edgetwin.sweep_points import Configuration, configurations
 

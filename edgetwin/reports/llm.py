@@ -12,6 +12,7 @@ from statistics import fmean
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from edgetwin.device_fleet import class_ram_mb
 from edgetwin.errors import InputError
 from edgetwin.reports.figures import looks
 from edgetwin.reports.rows import Config, config_labels, config_of, config_order
@@ -45,7 +46,7 @@ def scenario_ram_mb(scenario: Scenario, resolved: Path) -> tuple[dict[str, float
     warnings = []
     for index, spec in enumerate(scenario.devices):
         try:
-            ram_mb[spec.name] = spec.ram_mb or device_profile(spec, index, resolved).ram_mb
+            ram_mb[spec.name] = class_ram_mb(spec, device_profile(spec, index, resolved))
         except InputError as exc:
             own = exc.path == str(resolved)  # named as the page's folder holds it
             named = InputError(RESOLVED_FILE, exc.field, exc.problem) if own else exc

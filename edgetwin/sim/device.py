@@ -25,7 +25,7 @@ from edgetwin.availability_spec import (
     LognormalDist,
     WeibullDist,
 )
-from edgetwin.profile import J_PER_WH, POWER_STATES, DeviceProfile, with_memory_bandwidth
+from edgetwin.profile import J_PER_WH, POWER_STATES, DeviceProfile
 from edgetwin.sim.host import Host
 
 
@@ -50,24 +50,24 @@ class DeviceLeft(Exception):
 
 
 class Device:
-    """One simulated device, driven by the processes that use it."""
+    """One simulated device, driven by the processes that use it: a fleet member's profile
+    and RAM (``device_fleet.FleetMember``), or a phone's."""
 
     def __init__(
         self,
         env: simpy.Environment,
         name: str,
         profile: DeviceProfile,
-        ram_mb: float | None = None,
+        ram_mb: float,
         battery_wh: float | None = None,
-        memory_bandwidth_gbps: float | None = None,
         drain_until_ms: float = math.inf,
         host: Host | None = None,
     ) -> None:
         self.env = env
         self.name = name
-        self.profile = with_memory_bandwidth(profile, memory_bandwidth_gbps)
+        self.profile = profile
         self._power_w = {state: profile.power.of(state) for state in POWER_STATES}
-        self.ram_mb = ram_mb or profile.ram_mb
+        self.ram_mb = ram_mb
         capacity_wh = battery_wh or profile.battery_wh
         self.battery_j: float | None = None if capacity_wh is None else capacity_wh * J_PER_WH
         self.resident_mb = 0.0

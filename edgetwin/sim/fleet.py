@@ -1,45 +1,33 @@
-"""The twin's fleet: device classes expanded into members with their profiles, and what a
-twin run does not play for want of them."""
+"""The twin's fleet: the scenario's members (``device_fleet``) checked for what a twin run
+needs of their profiles, and what a twin run does not play for want of them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.crowd_spec import member_names
 from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.device_fleet import FleetMember, class_members, class_profile
 from edgetwin.device_spec import DeviceSpec
 from edgetwin.errors import InputError, shown
 from edgetwin.profile import DeviceProfile, bootstrap_count
 from edgetwin.scenario import Scenario
-from edgetwin.scenario_paths import device_profile
 from edgetwin.unplayed_settings import unplayed_settings
 
 
-@dataclass(frozen=True)
-class FleetMember:
-    """One device of the expanded fleet (a device class with count n gives n members)."""
-
-    name: str
-    spec: DeviceSpec
-    profile: DeviceProfile
-
-
 def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMember]:
-    """Expand device classes into members; profile paths are relative to the scenario file."""
+    """Expand device classes into members (``device_fleet``); profile paths are relative
+    to the scenario file. A decoder's device needs a memory bandwidth; a device on a
+    shared host no battery of its own."""
     members = []
     for i, spec in enumerate(scenario.devices):
-        profile = device_profile(spec, i, scenario_path)
-        unknown = profile.memory is None and spec.memory_bandwidth_gbps is None
-        if isinstance(scenario.model, DecoderSpec) and unknown:
+        profile = class_profile(spec, i, scenario_path)
+        if isinstance(scenario.model, DecoderSpec) and profile.memory is None:
             problem = _no_bandwidth(spec, i, profile)
             raise InputError(scenario_path, f"devices.{i}.profile", problem)
         if spec.host is not None and profile.battery_wh is not None:
             problem = f"profile {profile.name} has a battery (a shared host's is not modelled)"
             raise InputError(scenario_path, f"devices.{i}.host", problem)
-        members += [
-            FleetMember(name, spec, profile) for name in member_names(spec.name, spec.count)
-        ]
+        members += class_members(spec, profile)
     return members
 
 

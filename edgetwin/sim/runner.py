@@ -12,19 +12,19 @@ import simpy
 
 from edgetwin.configuration import configuration_columns, resolve_segments, step_label
 from edgetwin.decoder_spec import DecoderSpec, kept_positions
+from edgetwin.device_fleet import FleetMember
 from edgetwin.errors import InputError, counted
 from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
 from edgetwin.models.decoder_costs import contributed_bytes
 from edgetwin.network_spec import BandwidthStep
-from edgetwin.profile import MB, DeviceProfile, bootstrap_count, bootstrap_variant
+from edgetwin.profile import MB, bootstrap_count
 from edgetwin.progress import Step, naming
 from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.run_failures import DEVICE_LOST, OUT_OF_MEMORY
 from edgetwin.scenario import Scenario
 from edgetwin.sim import decoder_run
 from edgetwin.sim.device import Device, DeviceLeft, Interval
-from edgetwin.sim.fleet import FleetMember
 from edgetwin.sim.forward import Forward
 from edgetwin.sim.generation import Generation
 from edgetwin.sim.host import Host
@@ -119,7 +119,7 @@ def configuration_words(config: Configuration) -> list[int]:
 
 
 def _variant_fleet(members: list[FleetMember], index: int) -> list[FleetMember]:
-    return [FleetMember(m.name, m.spec, bootstrap_variant(m.profile, index)) for m in members]
+    return [member.variant(index) for member in members]
 
 
 def simulate(
@@ -261,22 +261,10 @@ def _device(
     battery: bool = True,
 ) -> Device:
     """The member's device in repetition ``rep``: its profile (a bootstrap variant when
-    ``sample_profiles``) with its class's overrides (RAM, battery unless not ``battery``,
-    memory bandwidth)."""
-    spec = member.spec
-    return Device(
-        env,
-        member.name,
-        _profile_for_rep(scenario, member.profile, rep),
-        spec.ram_mb,
-        spec.battery_wh if battery else None,
-        spec.memory_bandwidth_gbps,
-        host=host,
-    )
-
-
-def _profile_for_rep(scenario: Scenario, profile: DeviceProfile, rep: int) -> DeviceProfile:
-    return bootstrap_variant(profile, rep) if scenario.sample_profiles else profile
+    ``sample_profiles``) and RAM, and its class's battery unless not ``battery``."""
+    played = member.variant(rep) if scenario.sample_profiles else member
+    battery_wh = member.spec.battery_wh if battery else None
+    return Device(env, member.name, played.profile, played.ram_mb, battery_wh, host=host)
 
 
 def _load_model(devices: list[Device], work: CostPlan, batch: int, row_bytes: int) -> str:

@@ -41,7 +41,7 @@ class PhoneDevice(Device):
     def __init__(
         self, env: simpy.Environment, name: str, profile: DeviceProfile, end_ms: float
     ) -> None:
-        super().__init__(env, name, profile, drain_until_ms=end_ms)
+        super().__init__(env, name, profile, profile.ram_mb, drain_until_ms=end_ms)
         self.on_rejoin: list[Callable[[], None]] = []
 
     def rejoin(self) -> None:
