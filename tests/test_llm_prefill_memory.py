@@ -113,6 +113,43 @@ print(json.dumps(got))
 )
 
 
+# One device, one generation of O output tokens: the peak resident bytes when its first
+# token is held (the prefill's peak; the decode steps after it hold less), the KV cache
+# the run allocates included.
+MEASURE_FIRST_TOKEN = (
+    PREFILL_PEAK
+    + """
+from edgetwin.emu.llm.generation import SingleRank
+
+class FirstToken(GenerationClock):
+    peak = None
+
+    def token_held(self):
+        if self.peak is None:
+            self.peak = status("VmHWM")
+        super().token_held()
+
+batch, prompt_tokens, output_tokens = map(int, sys.argv[2:5])
+cpu = torch.device("cpu")
+with torch.inference_mode():
+    model = build_decoder(spec, 1)
+    warm = DecoderRun(spec, "single", 1, 4, 1, batch)
+    SingleRank(RankSetup(warm, model, 0, GenerationClock(cpu), None)).generate(
+        make_prompt(spec, batch, 4)
+    )  # kernels, thread pools
+    clock = FirstToken(cpu)
+    run = DecoderRun(spec, "single", 1, prompt_tokens, output_tokens, batch)
+    rank = SingleRank(RankSetup(run, model, 0, clock, None))
+    prompt = make_prompt(spec, batch, prompt_tokens)
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+    before = status("VmRSS")
+    rank.generate(prompt)
+print(json.dumps(clock.peak - before))
+"""
+)
+
+
 def _measured(spec: DecoderSpec) -> list[float]:
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
     args = [spec.model_dump_json(), str(BATCH), *map(str, PROMPTS)]
@@ -181,6 +218,43 @@ def test_a_prefills_peak_grows_with_the_prompt_as_the_plan_counts(spec: DecoderS
         assert 0.85 < slope < 1.15, (measured, predicted)
     for got, want in zip(measured, predicted, strict=True):
         assert 0.85 < got / want < 1.15, (measured, predicted)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc")
+def test_a_prefill_holds_the_whole_kv_cache_that_the_real_code_allocates_before_it() -> None:
+    """The real code allocates (and zeroes) the cache of all T + O - 1 positions before its
+    prefill. A 256-token prompt and 1024 output tokens: a board with 15 % less free RAM
+    than the real prefill's peak is out of memory in the twin's prefill, one with 15 %
+    more holds the generation. The twin counted the cache of T positions, 1.7 times under
+    the peak, and ran the first board."""
+    batch, prompt, output = BATCH, 256, 1024
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
+    args = [GELU.model_dump_json(), str(batch), str(prompt), str(output)]
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE_FIRST_TOKEN, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    peak = float(json.loads(done.stdout.splitlines()[-1]))
+    work = registry.decoder_plan("single", DecoderWorkload(GELU, 1, batch, prompt))
+    assert peak > 1.3 * (work.transient_bytes(0) + work.kv_bytes(0, prompt))  # far above
+    config = Configuration(
+        strategy="single", devices=1, batch=batch, bandwidth_mbps=400, prompt_tokens=prompt,
+        output_tokens=output,
+    )  # fmt: skip
+    path = REPO / "scenarios/llm_smoke.yaml"
+
+    def status(free_bytes: float) -> str:
+        ram_mb = (work.weight_bytes[0] + free_bytes) / MB
+        sets = [f"model={GELU.model_dump_json(exclude_none=True)}", f"devices.0.ram_mb={ram_mb}"]
+        board = load_scenario(path, [*sets, "strategies=[{name: single}]"])
+        return decoder_memory_status(board, build_fleet(board, path), config)
+
+    assert status(0.85 * peak) == "out of memory on jetson-0 (prefill)", peak
+    assert status(1.15 * peak) == "ok", peak
 
 
 def test_the_ffn_holds_three_rows_by_columns_tensors_at_once_with_swiglu_two_with_gelu() -> None:

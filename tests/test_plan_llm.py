@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from edgetwin.decoder_spec import DTYPE_BYTES, DecoderSpec, kv_bytes_per_token
+from edgetwin.decoder_spec import DTYPE_BYTES, DecoderSpec, kept_positions, kv_bytes_per_token
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.plan.answer_text import describe
@@ -119,19 +119,24 @@ def test_longest_context_is_the_memory_arithmetic(planned: Any) -> None:
     ram_mb = build_fleet(loaded.scenario, loaded.scenario_path)[0].profile.ram_mb
     by_candidate = {e["candidate"]: e for e in longest["candidates"]}
     # one board, and tensor parallel (every rank holds a P-th of the heads and the FFN
-    # columns of every layer): the prefill's KV cache of T positions and its activations
-    # at the FFN (docs/llm.md's Memory: 5 hidden rows of D, tensor parallel's summed
-    # output a sixth; the attention's output; the T x T mask; silu(gate), up and their
-    # product) fill the free RAM first, before the decode's longer cache
+    # columns of every layer): the whole KV cache, T + O - 1 positions (the real code
+    # allocates it before the prefill), and the prefill's activations at the FFN
+    # (docs/llm.md's Memory: 5 hidden rows of D, tensor parallel's summed output a sixth;
+    # the attention's output; the T x T mask; silu(gate), up and their product) fill the
+    # free RAM first, before a decode step's
     width, ffn, batch, a = model.width, model.ffn_size, 8, DTYPE_BYTES["fp16"]
     for label, share, hidden in (("single", 1, 5), ("tensor_parallel x2", 2, 6)):
         entry = by_candidate[label]
         free = (ram_mb - entry["weights_mb"]) * MB
 
-        def prefill(t: int, share: int = share, hidden: int = hidden) -> float:
-            rows = batch * t
+        output = entry["output_tokens"]
+
+        def prefill(
+            t: int, share: int = share, hidden: int = hidden, output: int = output
+        ) -> float:
+            rows, kept = batch * t, kept_positions(t, output)
             activations = (hidden + 1 / share) * rows * width + 3 * rows * ffn / share + t * t
-            return rows * kv_bytes_per_token(model) / share + a * activations
+            return batch * kept * kv_bytes_per_token(model) / share + a * activations
 
         fits = entry["longest_prompt_tokens"]
         assert prefill(fits) <= free < prefill(fits + 1)
@@ -214,7 +219,7 @@ def test_longest_context_searches_below_a_swept_prompt_that_does_not_fit(
 ) -> None:
     """The search started at the shortest swept prompt: 50,000 tokens at batch 8, more
     than one board (or two by positions) holds, and the answer said 'no prompt fits'
-    though every prompt up to 6,611 (11,748) does."""
+    though every prompt up to 6,610 (11,746) does."""
     sets = [f"workload.output_tokens={OUTPUT_TOKENS}", "sweeps=[{batch: [8], devices: [2]}]"]
     scenario = load_scenario(SCENARIO, sets)
     fleet = build_fleet(scenario, SCENARIO)

@@ -172,12 +172,12 @@ class DecoderPlan:
         the decode step after ``context`` positions."""
         return transient_bytes(self.workload.model, self.layer_pass(rank, context))
 
-    def need_bytes(self, rank: int, tokens: int) -> float:
-        """KV cache and activations ``rank`` holds once the sequences hold ``tokens``
-        positions: the prefill's (its KV at T) up to the prompt, a decode step's after."""
-        prompt = self.workload.prompt_tokens
-        context = None if tokens <= prompt else tokens - 1
-        return self.kv_bytes(rank, max(tokens, prompt)) + self.transient_bytes(rank, context)
+    def need_bytes(self, rank: int, kept: int, context: int | None = None) -> float:
+        """KV cache and activations ``rank`` holds in the prefill (``context`` None) or in
+        the decode step after ``context`` positions of a generation that keeps ``kept``
+        positions: the real code allocates the whole cache (``kv_bytes`` at ``kept``)
+        before its prefill, so every moment holds all of it (docs/llm.md's Memory)."""
+        return self.kv_bytes(rank, kept) + self.transient_bytes(rank, context)
 
     def fullest(self, tokens: int) -> tuple[float, float]:
         """The weight and KV-cache bytes of the device that holds the most of both once

@@ -28,16 +28,15 @@ def plan_for(scenario: Scenario, config: Configuration, devices: list[Device]) -
 
 
 def memory_status(plan: DecoderPlan, devices: list[Device], tokens: int) -> str:
-    """Load each device's weights; ``ok`` if they, the KV cache and the activations at
-    their peak fit every device up to ``tokens`` positions (``DecoderPlan.need_bytes``),
-    else the out-of-memory status: in the prefill, or at the first decode position that
-    does not fit."""
+    """Load each device's weights; ``ok`` if they, the KV cache of all ``tokens`` positions
+    (the real code allocates it before the prefill) and the activations at their peak fit
+    every device (``DecoderPlan.need_bytes``), else the out-of-memory status: in the
+    prefill, or at the first decode position whose step's activations do not fit."""
     for rank, device in enumerate(devices):
         if not device.load(plan.weight_bytes[rank] / MB):
             return f"{OUT_OF_MEMORY} on {device.name} (weights)"
-    prompt = plan.workload.prompt_tokens
     for rank, device in enumerate(devices):
-        if plan.need_bytes(rank, prompt) > _free_bytes(device):
+        if plan.need_bytes(rank, tokens) > _free_bytes(device):
             return f"{OUT_OF_MEMORY} on {device.name} (prefill)"
     stops = [
         (position, device.name)
@@ -55,15 +54,17 @@ def _free_bytes(device: Device) -> float:
 
 
 def _first_overflow(plan: DecoderPlan, rank: int, device: Device, tokens: int) -> int | None:
-    """The first decode position (1-based, after the prompt) whose KV cache and
-    activations no longer fit the device's free RAM (the prefill's fit)."""
+    """The first decode position (1-based, after the prompt) whose step's activations no
+    longer fit the device's free RAM next to the whole KV cache (the prefill's fit): they
+    grow with the context through the keys and values repeated to the query heads."""
     free_bytes = _free_bytes(device)
-    if plan.need_bytes(rank, tokens) <= free_bytes:
+    prompt = plan.workload.prompt_tokens
+    if tokens <= prompt or plan.need_bytes(rank, tokens, tokens - 1) <= free_bytes:
         return None
-    low, high = plan.workload.prompt_tokens + 1, tokens  # grows with the positions: bisect
+    low, high = prompt + 1, tokens  # grows with the positions: bisect
     while low < high:
         middle = (low + high) // 2
-        if plan.need_bytes(rank, middle) > free_bytes:
+        if plan.need_bytes(rank, tokens, middle - 1) > free_bytes:
             high = middle
         else:
             low = middle + 1
