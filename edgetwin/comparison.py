@@ -55,6 +55,7 @@ _NOT_IN_ROWS = ("bandwidth_mbps",)
 # what a side played of the emulator section that compare tells apart
 _COMPARED_EMULATOR = ("faults", "task_delay_ms")
 REFERENCE_FILE = "reference.csv"  # a run's copy of the table it is compared with
+SHOWN_SPLITS = 3  # differing layer splits a warning names (then how many more)
 COMPARISON_CSV = "comparison.csv"
 
 
@@ -626,20 +627,32 @@ def split_warning(
     """A warning when configurations of both sides ran different layer splits
     (``layer_split``: runs of a scenario run one split, but folders of another
     scenario, of profiles since refitted or of ``sample_profiles`` may not), so their
-    errors include the split's difference."""
+    errors include the split's difference. It names each pair of splits that differ (the
+    first ``SHOWN_SPLITS``, then how many more), how many configurations ran it and the
+    first of them."""
 
     def splits(rows: Iterable[Mapping[str, object]]) -> dict[RowKey, str]:
         return {row_key(r): str(r["layer_split"]) for r in rows if r.get("layer_split")}
 
     ours, theirs = splits(predicted_rows), splits(measured_rows)
-    differ = [key for key in ours if key in theirs and ours[key] != theirs[key]]
-    if not differ:
+    pairs: dict[tuple[str, str], list[RowKey]] = defaultdict(list)
+    for key in ours:
+        if key in theirs and ours[key] != theirs[key]:
+            pairs[(ours[key], theirs[key])].append(key)
+    if not pairs:
         return None
-    first = differ[0]
+    named = [
+        f"{mine} vs {other} in {len(keys)} ({key_label(keys[0])}"
+        + (f", and {len(keys) - 1} more)" if len(keys) > 1 else ")")
+        for (mine, other), keys in list(pairs.items())[:SHOWN_SPLITS]
+    ]
+    if len(pairs) > SHOWN_SPLITS:
+        named.append(f"and {counted(len(pairs) - SHOWN_SPLITS, 'more split')}")
+    differ = sum(len(keys) for keys in pairs.values())
     return (
-        f"{counted(len(differ), 'configuration')} ran other layer splits in {predicted} than "
-        f"in {measured} ({key_label(first)}: {ours[first]} vs {theirs[first]}): the errors "
-        "include the split's difference; the scenario's pipeline layers run one split in both"
+        f"{counted(differ, 'configuration')} ran other layer splits in {predicted} than "
+        f"in {measured}: {'; '.join(named)}; the errors include the split's difference; the "
+        "scenario's pipeline layers run one split in both"
     )
 
 

@@ -123,3 +123,56 @@ def test_a_loss_only_the_emulator_plays_is_no_other_network_between_twin_runs(
     emulated = _as_emulator_run(_twin(tmp_path / "crowd"), tmp_path / "emu", "network.loss_pct=1")
     warnings = edgetwin.compare(tmp_path / "crowd", emulated).warnings
     assert any("other networks (loss_pct 0 vs 1)" in w for w in warnings)
+
+
+def _pipeline_row(devices: int, batch: int, prompt: int, split: str) -> dict[str, object]:
+    """A decoder pipeline row as ``compare`` reads it (the columns its key joins on)."""
+    return {
+        "strategy": "pipeline",
+        "devices": devices,
+        "batch": batch,
+        "bandwidth_mbps": 400,
+        "segments": None,
+        "prompt_tokens": prompt,
+        "output_tokens": 8,
+        "layer_split": split,
+    }
+
+
+@pytest.mark.timeout(10)
+def test_compare_names_every_layer_split_that_differs() -> None:
+    """The warning named the first configuration's splits only: runs whose 2- and 4-board
+    pipelines both ran other splits read as if only the 2-board one did."""
+    from edgetwin.comparison import split_warning
+
+    twin = [
+        _pipeline_row(2, 1, 128, "9+7"),
+        _pipeline_row(2, 8, 128, "9+7"),
+        _pipeline_row(4, 1, 128, "4+5+5+2"),
+        _pipeline_row(4, 1, 512, "4+4+4+4"),  # the same split on both sides
+    ]
+    local = [
+        {**twin[0], "layer_split": "8+8"},
+        {**twin[1], "layer_split": "8+8"},
+        {**twin[2], "layer_split": "4+4+4+4"},
+        twin[3],
+    ]
+    warning = split_warning(Path("twin"), twin, Path("local"), local)
+    assert warning is not None
+    assert warning.startswith("3 configurations ran other layer splits in twin than in local")
+    assert "9+7 vs 8+8 in 2 (pipeline, 2 dev, batch 1, 400 Mbit/s, prompt 128, 8 out" in warning
+    assert "4+5+5+2 vs 4+4+4+4 in 1 (pipeline, 4 dev, batch 1" in warning
+    assert "prompt 512" not in warning
+
+
+@pytest.mark.timeout(10)
+def test_compare_counts_the_layer_splits_it_does_not_name() -> None:
+    """More differing splits than a warning lists: the first few, then how many more."""
+    from edgetwin.comparison import SHOWN_SPLITS, split_warning
+
+    twin = [_pipeline_row(2, 1, 100 + n, f"{n + 1}+{16 - n - 1}") for n in range(SHOWN_SPLITS + 2)]
+    local = [{**row, "layer_split": "8+8"} for row in twin]
+    warning = split_warning(Path("twin"), twin, Path("local"), local)
+    assert warning is not None
+    assert warning.count(" vs 8+8 in 1 (") == SHOWN_SPLITS
+    assert "and 2 more splits" in warning
