@@ -13,7 +13,6 @@ from edgetwin.cli import main
 from edgetwin.models import registry
 from edgetwin.profile import load_profile
 from edgetwin.reports.html import read_run, run_figures
-from edgetwin.reports.llm import device_ram_mb
 from tests.conftest import REPO
 
 SMOKE = REPO / "scenarios" / "llm_smoke.yaml"
@@ -60,7 +59,7 @@ def test_decoder_page_has_its_figures_with_a_line_per_strategy(tmp_path: Path) -
     ram = [t for t in memory.data if t.legendgroup == "RAM"]
     profile_ram_mb = load_profile("jetson_orin_nano").ram_mb
     assert len(ram) == 1 and set(ram[0].y) == {profile_ram_mb}
-    assert device_ram_mb(tmp_path / "run") == ({"jetson": profile_ram_mb}, [])
+    assert (data.device_ram_mb, data.ram_warnings) == ({"jetson": profile_ram_mb}, [])
     # a hover names what x is, with its unit (it gave a bare "64: 19.2 ms")
     assert line.hovertemplate.startswith("prompt %{x:g} tokens: ")
     assert rate.hovertemplate.startswith("%{x:g} Mbit/s: ")
@@ -160,3 +159,69 @@ def test_one_output_token_has_no_tpot_and_still_a_page(tmp_path: Path) -> None:
     data = read_run(out)
     assert data.rows and all(row.tpot_ms is None for row in data.rows)
     assert run_figures(data)
+
+
+@pytest.mark.timeout(120)
+def test_the_memory_figure_shows_the_peak_that_ran_out(tmp_path: Path) -> None:
+    """A row out of memory in its prefill drew its weights + KV cache under the RAM line:
+    the prefill's activations, what ran out, were not on the figure. Each point now has its
+    peak with them, above the RAM line where the row ran out and under it where it fit."""
+    out = tmp_path / "run"
+    sets = [
+        "strategies=[{name: single}, {name: voltage}]",
+        "workload.output_tokens=2",
+        "sweeps=[{batch: [1], prompt_tokens: [8192, 40000], devices: [2]}]",
+    ]
+    argv = ["run", str(REPO / "scenarios/llm_jetson.yaml"), "--out", str(out), "--quiet"]
+    assert main([*argv, *(a for s in sets for a in ("--set", s))]) == 0
+    data = read_run(out)
+    failed = next(r for r in data.rows if not r.ok)
+    assert (failed.strategy, failed.prompt_tokens) == ("single", 40000)
+    assert failed.status.endswith("(prefill)")
+    memory = run_figures(data)[-1]
+    (ram,) = [t.y[0] for t in memory.data if t.legendgroup == "RAM"]
+    single = next(t for t in memory.data if t.name == "single")
+    assert max(single.y) < ram  # weights + KV cache alone: under the line
+    peaks = {t.name: t for t in memory.data if t.name.endswith(" peak")}
+    assert set(peaks) == {"single peak", "voltage peak"}
+    assert peaks["single peak"].y[1] > ram > peaks["single peak"].y[0] > single.y[0]
+    assert max(peaks["voltage peak"].y) < ram  # voltage splits the rows: it fit
+    assert list(peaks["single peak"].customdata) == ["prefill", "prefill"]
+    assert "activations" in memory.layout.title.text
+    # the page's other runs draw a peak for each point too
+    smoke = run_figures(read_run(llm_run(tmp_path / "smoke")))[-1]
+    lines = [t for t in smoke.data if t.legendgroup != "RAM" and not t.name.endswith(" peak")]
+    for line in lines:
+        peak = next(t for t in smoke.data if t.name == f"{line.name} peak")
+        assert list(peak.x) == list(line.x)
+        assert all(p > m for p, m in zip(peak.y, line.y, strict=True))
+
+
+@pytest.mark.timeout(120)
+def test_a_layer_split_the_scenario_cannot_run_has_no_peak_and_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An edited table's layer split that the model cannot run (or that is not one) leaves
+    its points without a peak marker, said once per split; the page is still drawn."""
+    out = tmp_path / "run"
+    assert main(["run", str(SMOKE), "--out", str(out), "--quiet"]) == 0
+    table = out / "results.csv"
+    text = table.read_text()
+    assert text.count(",3+1\n") == 2  # the pipeline's rows (batch 1 and 2)
+    table.write_text(text.replace(",3+1\n", ",3+3\n", 1).replace(",3+1\n", ",a+b\n", 1))
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0
+    warnings = capsys.readouterr().err.strip().splitlines()
+    assert warnings == [
+        "edgetwin: warning: no memory peak for pipeline x2 (1 point): its layer_split '3+3' "
+        "does not run on scenario.resolved.yaml's model: its layers [3, 3] are not 2 sizes "
+        "adding up to 4",
+        "edgetwin: warning: no memory peak for pipeline x2 (1 point): its layer_split 'a+b' "
+        "does not run on scenario.resolved.yaml's model: not whole numbers of layers joined "
+        "by '+'",
+    ]
+    said = [w.removeprefix("edgetwin: warning: ") for w in warnings]
+    assert list(edgetwin.load_results(out).warnings) == said
+    memory = run_figures(read_run(out))[-1]
+    peaks = {t.name for t in memory.data if t.name.endswith(" peak")}
+    assert "single peak" in peaks and "pipeline peak" not in peaks

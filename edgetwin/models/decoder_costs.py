@@ -179,6 +179,19 @@ class DecoderPlan:
         before its prefill, so every moment holds all of it (docs/llm.md's Memory)."""
         return self.kv_bytes(rank, kept) + self.transient_bytes(rank, context)
 
+    def peak_bytes(self, rank: int, tokens: int) -> tuple[float, str]:
+        """Weights, KV cache and activations ``rank`` holds at its peak over a generation
+        whose sequences reach ``tokens`` positions, and the phase it peaks in: ``prefill``,
+        or ``decode`` (the last step's: its activations grow with the context; the whole
+        cache is held throughout, ``need_bytes``). What the twin's memory check holds
+        against the device's RAM."""
+        prompt = self.workload.prompt_tokens
+        need = {"prefill": self.need_bytes(rank, tokens)}
+        if tokens > prompt:
+            need["decode"] = self.need_bytes(rank, tokens, tokens - 1)
+        phase = max(need, key=need.__getitem__)
+        return self.weight_bytes[rank] + need[phase], phase
+
     def fullest(self, tokens: int) -> tuple[float, float]:
         """The weight and KV-cache bytes of the device that holds the most of both once
         the sequences hold ``tokens`` positions (a row's ``weights_mb`` and

@@ -25,7 +25,14 @@ from edgetwin.links import LINK_CHECK_FILE, CheckedLink, link_warnings, read_lin
 from edgetwin.reports.crowd import Records, crowd_figures, is_crowd, read_timeline
 from edgetwin.reports.figures import comparison_figure, report_figures
 from edgetwin.reports.link_check import link_check_figure
-from edgetwin.reports.llm import device_ram_mb, is_decoder, llm_figures, scenario_ram_mb
+from edgetwin.reports.llm import (
+    Peaks,
+    is_decoder,
+    llm_figures,
+    memory_peaks,
+    run_scenario,
+    scenario_ram_mb,
+)
 from edgetwin.reports.plotly_js import deferred, plotly_js_html
 from edgetwin.reports.rows import average_reps
 from edgetwin.reports.style import FONT, styled
@@ -308,8 +315,9 @@ class RunData:
     crowd_records: Records | None
     link_checks: list[CheckedLink]
     device_ram_mb: dict[str, float] = field(default_factory=dict)  # decoders' RAM line
-    ram_warnings: list[str] = field(default_factory=list)  # the RAM lines left out, and why
+    ram_warnings: list[str] = field(default_factory=list)  # RAM lines, memory peaks left out
     run_warnings: Sequence[str] = ()  # what the run warned about (warnings.json)
+    memory_peaks: Peaks = field(default_factory=dict)  # decoders' peaks with activations
 
     @property
     def link_warnings(self) -> list[str]:
@@ -334,8 +342,10 @@ def page_warnings(
     None: no such file) and warnings (``warned``) are read, without the files only its
     figures need (a crowd run's timeline, the reference)."""
     decoder = scenario if is_decoder(rows) else None
-    ram = ({}, []) if decoder is None else scenario_ram_mb(decoder, resolved)
-    return RunData(list(rows), None, None, list(link_checks), *ram, warned).warnings
+    ram_mb, left_out = ({}, []) if decoder is None else scenario_ram_mb(decoder, resolved)
+    if decoder is not None:
+        left_out += memory_peaks(decoder, rows)[1]
+    return RunData(list(rows), None, None, list(link_checks), ram_mb, left_out, warned).warnings
 
 
 def _link_checks(run_dir: Path) -> list[CheckedLink]:
@@ -343,16 +353,20 @@ def _link_checks(run_dir: Path) -> list[CheckedLink]:
     return read_link_checks(path) if path.exists() else []
 
 
-def _ram(
+def _decoder_memory(
     run_dir: Path, rows: Sequence[ResultRow], scenario: Scenario | None
-) -> tuple[dict[str, float], list[str]]:
-    """A decoder run's RAM per device class and the warnings of the classes left out, from
-    ``scenario`` (``None``: read from the folder's ``scenario.resolved.yaml``, if there)."""
+) -> tuple[dict[str, float], list[str], Peaks]:
+    """A decoder run's RAM per device class, the warnings of the classes and the peaks left
+    out, and its configurations' peaks with the activations (``memory_peaks``), from ``scenario``
+    (``None``: read from the folder's ``scenario.resolved.yaml``; none without it)."""
     if not is_decoder(rows):
-        return {}, []
+        return {}, [], {}
+    scenario = run_scenario(run_dir) if scenario is None else scenario
     if scenario is None:
-        return device_ram_mb(run_dir)
-    return scenario_ram_mb(scenario, run_dir / RESOLVED_FILE)
+        return {}, [], {}
+    ram_mb, warnings = scenario_ram_mb(scenario, run_dir / RESOLVED_FILE)
+    peaks, not_drawn = memory_peaks(scenario, rows)
+    return ram_mb, [*warnings, *not_drawn], peaks
 
 
 def read_run(
@@ -376,8 +390,10 @@ def read_run(
     )
     timeline_path = run_dir / TIMELINE_FILE
     records = read_timeline(timeline_path) if timeline_path.exists() else None
-    checks, ram = _link_checks(run_dir), _ram(run_dir, rows, scenario)
-    return RunData(rows, comparison, records, checks, *ram, read_warnings_file(run_dir))
+    checks = _link_checks(run_dir)
+    ram_mb, ram_warnings, peaks = _decoder_memory(run_dir, rows, scenario)
+    warned = read_warnings_file(run_dir)
+    return RunData(rows, comparison, records, checks, ram_mb, ram_warnings, warned, peaks)
 
 
 def run_figures(data: RunData) -> list[go.Figure]:
@@ -385,7 +401,7 @@ def run_figures(data: RunData) -> list[go.Figure]:
     if is_crowd(data.rows):
         figures = crowd_figures(data.rows, data.crowd_records)
     elif is_decoder(data.rows):
-        figures = llm_figures(data.rows, data.device_ram_mb)
+        figures = llm_figures(data.rows, data.device_ram_mb, data.memory_peaks)
     else:
         figures = report_figures(average_reps(data.rows), data.comparison)
     link_figure = link_check_figure(data.link_checks)

@@ -1,5 +1,6 @@
 """Figures of a decoder run (docs/llm.md): TTFT and TPOT against the prompt length, tokens/s
-against the bandwidth, and each device's memory against the context with its RAM."""
+against the bandwidth, and each device's memory against the context with its RAM and its
+peak with the activations."""
 
 from __future__ import annotations
 
@@ -12,36 +13,40 @@ from statistics import fmean
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from edgetwin.configuration import decoder_plan
+from edgetwin.decoder_spec import DecoderSpec, kept_positions
 from edgetwin.device_fleet import class_ram_mb
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, counted
+from edgetwin.profile import MB
 from edgetwin.reports.figures import looks
 from edgetwin.reports.rows import Config, config_labels, config_of, config_order
-from edgetwin.reports.style import log_ticks, reference_line, styled
+from edgetwin.reports.style import log_ticks, reference_line, styled, title_text
 from edgetwin.resolved_scenario import RESOLVED_FILE, load_resolved
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
 from edgetwin.scenario_paths import device_profile
+from edgetwin.sweep_points import Configuration
 
 RAM_SPAN = 1.5  # a RAM line over one context reaches this factor either side of it
 
 Slice = tuple[object, ...]  # the values a figure holds fixed (batch, bandwidth, ...)
+PeakKey = tuple[Config, int, int, int]  # a configuration, its batch, prompt and output tokens
+Peaks = Mapping[PeakKey, tuple[float, str]]  # the fullest device's peak (MB) and its phase
 
 
-def device_ram_mb(run_dir: Path) -> tuple[dict[str, float], list[str]]:
-    """Each device class's RAM (MB), from the run's ``scenario.resolved.yaml`` and the
-    profiles it names (none when the folder has no such file; an InputError naming it if
-    it does not load), and a warning for each class left out as its profile does not
-    load (gone with a folder copied from another machine), naming ``scenario.resolved.yaml``
-    without its folder: the page is the same wherever it is drawn (``Results.write``
-    draws it in a staging folder)."""
+def run_scenario(run_dir: Path) -> Scenario | None:
+    """The scenario of a run's folder, from its ``scenario.resolved.yaml`` (None without
+    one; an InputError naming it if it does not load)."""
     resolved = run_dir / RESOLVED_FILE
-    if not resolved.exists():
-        return {}, []
-    return scenario_ram_mb(load_resolved(resolved), resolved)
+    return load_resolved(resolved) if resolved.exists() else None
 
 
 def scenario_ram_mb(scenario: Scenario, resolved: Path) -> tuple[dict[str, float], list[str]]:
-    """``device_ram_mb`` of the scenario read from ``resolved``."""
+    """Each device class's RAM (MB) in the scenario read from ``resolved`` (a run's
+    ``scenario.resolved.yaml``) and the profiles it names, and a warning for each class left
+    out as its profile does not load (gone with a folder copied from another machine),
+    naming ``scenario.resolved.yaml`` without its folder: the page is the same wherever it
+    is drawn (``Results.write`` draws it in a staging folder)."""
     ram_mb: dict[str, float] = {}
     warnings = []
     for index, spec in enumerate(scenario.devices):
@@ -172,9 +177,76 @@ def _memory_mb(reps: list[ResultRow]) -> float | None:
     return row.weights_mb + row.kv_cache_mb
 
 
-def memory_figure(rows: Sequence[ResultRow], ram_mb: Mapping[str, float]) -> go.Figure | None:
+def _peak_key(row: ResultRow) -> PeakKey:
+    return config_of(row), row.batch, row.prompt_tokens or 0, row.output_tokens or 0
+
+
+def memory_peaks(
+    scenario: Scenario, rows: Sequence[ResultRow]
+) -> tuple[dict[PeakKey, tuple[float, str]], list[str]]:
+    """Per decoder configuration of ``rows``, the device that holds the most at its peak:
+    its weights, KV cache and a layer's activations then (MB), and the phase, ``prefill``
+    or ``decode`` (``DecoderPlan.peak_bytes``: what the twin holds against its RAM), from
+    the scenario the rows ran (the layer split the row says). A row of a strategy the
+    scenario does not run (a table of another folder) has none; one whose layer split the
+    scenario cannot run (an edited table) has none and a warning naming it."""
+    if not isinstance(scenario.model, DecoderSpec):
+        return {}, []
+    run = {strategy.name for strategy in scenario.strategies}
+    peaks: dict[PeakKey, tuple[float, str]] = {}
+    failed: dict[tuple[str, int, str | None], tuple[str, int]] = {}  # problem, points
+    seen: set[PeakKey] = set()
+    for row in rows:
+        key = _peak_key(row)
+        if key in seen or row.strategy not in run or row.prompt_tokens is None:
+            continue
+        seen.add(key)
+        assert row.output_tokens is not None
+        config = Configuration(
+            strategy=row.strategy,
+            devices=row.devices,
+            batch=row.batch,
+            bandwidth_mbps=row.bandwidth_mbps,
+            cr=row.cr,
+            segments=row.segments,
+            prompt_tokens=row.prompt_tokens,
+            output_tokens=row.output_tokens,
+        )
+        split = row.layer_split
+        try:
+            plan = decoder_plan(scenario, config, _stages(split))
+        except ValueError as exc:
+            where = (row.strategy, row.devices, split)
+            problem, points = failed.get(where, (str(exc), 0))
+            failed[where] = problem, points + 1
+            continue
+        tokens = kept_positions(row.prompt_tokens, row.output_tokens)
+        held = max(plan.peak_bytes(rank, tokens) for rank in range(plan.devices))
+        peaks[key] = held[0] / MB, held[1]
+    warnings = [
+        f"no memory peak for {strategy} x{devices} ({counted(points, 'point')}): its "
+        f"layer_split {split!r} does not run on {RESOLVED_FILE}'s model: {problem}"
+        for (strategy, devices, split), (problem, points) in failed.items()
+    ]
+    return peaks, warnings
+
+
+def _stages(split: str | None) -> tuple[int, ...] | None:
+    """A row's ``layer_split`` ("9+7") as layers per stage; a ValueError where it is not."""
+    if not split:
+        return None
+    parts = split.split("+")
+    if not all(part.isdigit() for part in parts):
+        raise ValueError("not whole numbers of layers joined by '+'")
+    return tuple(int(part) for part in parts)
+
+
+def memory_figure(
+    rows: Sequence[ResultRow], ram_mb: Mapping[str, float], peaks: Peaks | None = None
+) -> go.Figure | None:
     """Weights + peak KV cache per device against the context (prompt + output tokens), one
-    line per configuration, and each device class's RAM as a dashed line."""
+    line per configuration, each point's peak with a layer's activations (``peaks``:
+    ``memory_peaks``) as an open marker, and each device class's RAM as a dashed line."""
     found = _lines(
         rows,
         lambda r: (r.batch,),
@@ -183,10 +255,15 @@ def memory_figure(rows: Sequence[ResultRow], ram_mb: Mapping[str, float]) -> go.
     if found is None:
         return None
     (batch,), lines = found
-    fig = styled(go.Figure()).update_layout(
-        title=f"Memory per device vs context at batch {batch}: weights + peak KV cache"
+    main = f"Memory per device vs context at batch {batch}: weights + peak KV cache"
+    detail = (
+        "open markers: the device that holds the most at its peak, with a layer's "
+        "activations (the prefill's, or the last decode step's): what its RAM must hold"
     )
+    fig = styled(go.Figure()).update_layout(title=title_text(main, detail if peaks else None))
     _add_lines(fig, lines, _memory_mb, "context %{x:g} tokens: %{y:.4g} MB")
+    if peaks:
+        _add_peaks(fig, lines, peaks)
     contexts = [x for points in lines.values() for x in points]
     for name, ram in ram_mb.items():
         label = f"RAM of {name} ({ram:g} MB)"
@@ -197,6 +274,35 @@ def memory_figure(rows: Sequence[ResultRow], ram_mb: Mapping[str, float]) -> go.
     return fig
 
 
+def _add_peaks(
+    fig: go.Figure, lines: dict[Config, dict[float, list[ResultRow]]], peaks: Peaks
+) -> None:
+    """Each configuration's peaks, an open marker of its look per point it has one for
+    (``label peak``; toggled with its strategy's legend group, no entry of its own)."""
+    labels = config_labels(lines)
+    look = looks(labels)
+    for config, points in lines.items():
+        held = {x: peaks[key] for x, reps in points.items() if (key := _peak_key(reps[0])) in peaks}
+        if not held:
+            continue
+        fig.add_scatter(
+            x=list(held),
+            y=[mb for mb, _ in held.values()],
+            customdata=[phase for _, phase in held.values()],
+            name=f"{labels[config]} peak",
+            legendgroup=config.strategy,
+            showlegend=False,
+            mode="markers",
+            marker={
+                "symbol": f"{look[config].symbol}-open",
+                "color": look[config].color,
+                "size": 9,
+            },
+            hovertemplate="context %{x:g} tokens: %{y:.4g} MB at its peak, in the "
+            f"%{{customdata}}, activations included<extra>{labels[config]}</extra>",
+        )
+
+
 def _ram_span(contexts: Sequence[float]) -> list[float]:
     """Where a RAM line runs: over the contexts, or around the one context (a line from it
     to itself was drawn as nothing, its key in the legend)."""
@@ -204,7 +310,10 @@ def _ram_span(contexts: Sequence[float]) -> list[float]:
     return [low, high] if low < high else [low / RAM_SPAN, high * RAM_SPAN]
 
 
-def llm_figures(rows: Sequence[ResultRow], ram_mb: Mapping[str, float]) -> list[go.Figure]:
+def llm_figures(
+    rows: Sequence[ResultRow], ram_mb: Mapping[str, float], peaks: Peaks | None = None
+) -> list[go.Figure]:
     """Every decoder figure the rows allow, in page order."""
-    figures = [ttft_tpot_figure(rows), tokens_per_s_figure(rows), memory_figure(rows, ram_mb)]
+    memory = memory_figure(rows, ram_mb, peaks)
+    figures = [ttft_tpot_figure(rows), tokens_per_s_figure(rows), memory]
     return [fig for fig in figures if fig is not None]
