@@ -330,3 +330,75 @@ def test_a_failed_export_raises_in_python_after_publishing(
     assert "run edgetwin compare again with --force (force=True in Python)" in message
     assert (out / "comparison.csv").is_file() and (out / "comparison.html").is_file()
     assert not (out / "figures").exists()
+
+
+def _png_size_px(path: Path) -> tuple[int, int]:
+    """A PNG's width and height in pixels, from its IHDR chunk."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def _pdf_width_pt(path: Path) -> float:
+    """A one-page PDF's width in points, from its MediaBox."""
+    import re
+
+    found = re.search(rb"/MediaBox\s*\[\s*0\s+0\s+([0-9.]+)\s+([0-9.]+)\s*\]", path.read_bytes())
+    assert found is not None, path
+    return float(found.group(1))
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(240)
+def test_report_draws_static_figures_a_paper_s_column_wide(tmp_path: Path) -> None:
+    """A paper's figure is a column (3.5 in) or a page (7 in) wide; every static figure was
+    1000 px, and scaling it down shrank its text. ``--width`` lays it out at the width:
+    an SVG that many CSS pixels (96 an inch), a PDF that many points (72 an inch), a PNG at
+    300 dpi, a narrow one with its legend under the plot."""
+    _needs_chromium()
+    out = tmp_path / "run"
+    assert main(["run", str(SCENARIOS / "llm_smoke.yaml"), "--out", str(out), "--quiet"]) == 0
+    assert main(["report", str(out), "--static", "svg", "--width", "3.5in"]) == 0
+    svgs = sorted((out / "figures").glob("*.svg"))
+    assert svgs
+    for path in svgs:
+        root = ET.parse(path).getroot()
+        assert root.get("width") == "336"  # 3.5 x 96
+        legend = root.find(".//{http://www.w3.org/2000/svg}g[@class='legend']")
+        assert legend is not None  # under the plot, from its left edge (not beside it)
+        x, y = (float(v) for v in str(legend.get("transform"))[10:-1].split(","))
+        assert x < 100 and y > float(str(root.get("height"))) / 2
+    assert main(["report", str(out), "--static", "pdf", "--width", "7in"]) == 0
+    for path in sorted((out / "figures").glob("*.pdf")):
+        assert _pdf_width_pt(path) == pytest.approx(7 * 72, abs=1)
+    written = edgetwin.report(out, static="png", width="3.5in")
+    assert written.figures
+    for path in written.figures:
+        assert _png_size_px(path)[0] == 3.5 * 300
+    # the default is the width it was: 1000 px, the same bytes as without the option
+    default = {p.name: p.read_bytes() for p in edgetwin.report(out, static="svg").figures}
+    again = edgetwin.report(out, static="svg", width="1000px").figures
+    assert {p.name: p.read_bytes() for p in again} == default
+    assert all(ET.parse(p).getroot().get("width") == "1000" for p in again)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["--width", "3.5in"], "sets the width of static figures: give --static FORMAT"),
+        (["--static", "svg", "--width", "3.5"], "a width with its unit"),
+        (["--static", "svg", "--width", "0.5in"], "'0.5in' is 48 px wide; a figure is 150"),
+    ],
+)
+def test_a_bad_width_is_named_before_anything_is_written(
+    tmp_path: Path, args: list[str], problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert main(["run", str(SCENARIOS / "llm_smoke.yaml"), "--out", str(out), "--quiet"]) == 0
+    page = (out / "report.html").stat().st_mtime_ns
+    capsys.readouterr()
+    assert main(["report", str(out), *args]) == 2
+    error = capsys.readouterr().err
+    assert "field '--width (width= in Python)': " in error and problem in error, error
+    assert (out / "report.html").stat().st_mtime_ns == page and not (out / "figures").exists()

@@ -140,10 +140,16 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         "dir", type=Path, help="a run's or a plan's output folder (results.csv or .parquet)"
     )
     add_static_argument(parser, "DIR")
+    parser.add_argument(
+        "--width",
+        metavar="WIDTH",
+        help="draw the --static figures this wide, with its unit: 3.5in or 7in (a paper's "
+        "column or page), 88mm, 1000px (the default); a length draws a PNG at 300 dpi",
+    )
 
 
 def report_command(args: argparse.Namespace) -> int:
-    written = reporting.report(args.dir, static=args.static)
+    written = reporting.report(args.dir, static=args.static, width=args.width)
     print_warnings(written.warnings)
     answered = f"{written.answer} and " if written.answer is not None else ""
     print(f"wrote {answered}{written.page}")

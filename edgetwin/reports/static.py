@@ -20,6 +20,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -30,7 +31,7 @@ from edgetwin.atomic import publish_folder, staged_folder
 from edgetwin.errors import InputError, RunFailed, counted
 from edgetwin.output_folder import output_kind
 from edgetwin.reports.html import figure_names, read_run, run_figures
-from edgetwin.reports.style import WIDTH_PX, styled
+from edgetwin.reports.style import WIDTH_PX, at_width, styled
 
 StaticFormat = Literal["svg", "pdf", "png"]
 STATIC_FORMATS: tuple[StaticFormat, ...] = get_args(StaticFormat)
@@ -46,6 +47,37 @@ DEADLINE_PER_FIGURE_S = 10.0  # a figure takes about 1 s on an idle machine
 DEADLINE_MAX_S = 300.0
 RENDER_TIMEOUT_S = 30.0  # one figure in a live browser; one that runs over is drawn again
 _STOP_WAIT_S = 10.0  # how long a stopped export may take to close its browser session
+PX_PER_UNIT = {"in": 96.0, "cm": 96 / 2.54, "mm": 96 / 25.4, "pt": 96 / 72, "px": 1.0}  # CSS
+PNG_DPI = 300  # a PNG of a width in a length unit is drawn at this resolution
+WIDTH_RANGE_PX = (150.0, 4000.0)  # the widths a figure is drawn at (1.6 to 42 in)
+_WIDTH = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]+)\s*")
+
+
+@dataclass(frozen=True)
+class FigureWidth:
+    """How wide static figures are drawn: ``px`` CSS pixels (96 an inch: an SVG's width,
+    0.75 pt each in a PDF), a PNG at ``png_scale`` device pixels each."""
+
+    px: float = WIDTH_PX
+    png_scale: float = 1.0
+
+
+def figure_width(text: str, option: str = "--width") -> FigureWidth:
+    """A width given with its unit, ``3.5in``, ``7in``, ``88mm``, ``8.9cm``, ``252pt`` or
+    ``1000px``; a length unit draws a PNG at ``PNG_DPI``. Anything else, or a width outside
+    ``WIDTH_RANGE_PX``, is an InputError naming ``option``."""
+    found = _WIDTH.fullmatch(text.lower()) if isinstance(text, str) else None
+    units = ", ".join(PX_PER_UNIT)
+    if found is None or found.group(2) not in PX_PER_UNIT:
+        problem = f"a width with its unit ({units}: 3.5in, 88mm, 1000px), not {text!r}"
+        raise InputError(None, option, problem)
+    unit = found.group(2)
+    px = float(found.group(1)) * PX_PER_UNIT[unit]
+    low, high = WIDTH_RANGE_PX
+    if not low <= px <= high:
+        problem = f"{text!r} is {px:g} px wide; a figure is {low:g} to {high:g} px (96 an inch)"
+        raise InputError(None, option, problem)
+    return FigureWidth(px, 1.0 if unit == "px" else PNG_DPI / PX_PER_UNIT["in"])
 
 
 def export_deadline_s(figures: int) -> float:
@@ -88,9 +120,15 @@ def export_ready() -> str:
 
 
 def write_figures(
-    figures: Sequence[go.Figure], out_dir: Path, fmt: str, *, deadline_s: float | None = None
+    figures: Sequence[go.Figure],
+    out_dir: Path,
+    fmt: str,
+    *,
+    deadline_s: float | None = None,
+    width: FigureWidth = FigureWidth(),
 ) -> list[Path]:
-    """Each figure as ``out_dir/<name>.<fmt>``, in one Chromium session; the figures it
+    """Each figure as ``out_dir/<name>.<fmt>``, ``width`` wide (``style.at_width``: a
+    narrow one has its legend under the plot), in one Chromium session; the figures it
     failed to draw (an error, or over ``RENDER_TIMEOUT_S``) are drawn once more in a new
     one, and a figure that fails again is a RunFailed. (On a busy machine kaleido 1.5 may
     call its page's script before the page has loaded it, "kaleido_scopes is not defined":
@@ -104,11 +142,13 @@ def write_figures(
     out_dir.mkdir(parents=True, exist_ok=True)
     jobs = []
     for fig, name in zip(figures, figure_names(figures), strict=True):
-        fig = styled(fig)
+        fig = styled(fig) if width.px == WIDTH_PX else at_width(fig, width.px)
         for number, trace in enumerate(fig.data):  # else plotly.js draws random ones
             trace.uid = str(number)
         path = out_dir / f"{name}.{fmt}"
-        opts = {"format": fmt, "width": WIDTH_PX, "height": fig.layout.height}
+        opts = {"format": fmt, "width": width.px, "height": fig.layout.height}
+        if fmt == "png" and width.png_scale != 1.0:
+            opts["scale"] = width.png_scale
         jobs.append({"fig": fig, "path": path, "opts": opts})
     if not jobs:  # a page without a figure: no browser to start
         return []
@@ -267,16 +307,20 @@ def _keep_other_files(old: Path, new: Path, fmt: str) -> None:
 
 
 def write_static_figures(
-    run_dir: Path, fmt: str, figures: Sequence[go.Figure] | None = None
+    run_dir: Path,
+    fmt: str,
+    figures: Sequence[go.Figure] | None = None,
+    width: FigureWidth = FigureWidth(),
 ) -> list[Path]:
     """``figures`` (default: those of ``run_dir``'s run report) as
-    ``run_dir/figures/<name>.<fmt>``, in place of the folder's ``.<fmt>`` files, once every
-    file is written; its other files (another format's figures, a user's) are kept."""
+    ``run_dir/figures/<name>.<fmt>``, ``width`` wide, in place of the folder's ``.<fmt>``
+    files, once every file is written; its other files (another format's figures, a user's)
+    are kept."""
     if figures is None:
         figures = run_figures(read_run(run_dir))
     final = check_figures_folder(run_dir)
     with staged_folder(final) as staging:
-        names = [path.name for path in write_figures(figures, staging, fmt)]
+        names = [path.name for path in write_figures(figures, staging, fmt, width=width)]
         _keep_other_files(final, staging, fmt)
         publish_folder(staging, final)  # the old figures stay if this fails
     return [final / name for name in names]

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, option_named
 from edgetwin.output_folder import why_not_written
 from edgetwin.plan.folder import ANSWER_FILE, answer_table, is_plan_folder, swept_question
 from edgetwin.plan.journal import PARTIAL
@@ -18,9 +18,11 @@ from edgetwin.reports.html import COMPARISON_PAGE, read_run, run_figures, write_
 from edgetwin.reports.plan import PLAN_REPORT, plan_figures, write_plan_report
 from edgetwin.reports.static import (
     STATIC_FORMATS,
+    FigureWidth,
     StaticFormat,
     check_figures_folder,
     export_ready,
+    figure_width,
     write_static_figures,
 )
 from edgetwin.reports.validation import VALIDATION_PAGE
@@ -38,6 +40,7 @@ PAGE_COMMANDS = {
     VALIDATION_PAGE: "validate",
     COMPARISON_PAGE: "compare",
 }
+WIDTH_OPTION = option_named("--width", "width=")
 
 
 def other_command_page(folder: Path) -> tuple[str, str] | None:
@@ -66,12 +69,15 @@ class Report:
     warnings: tuple[str, ...] = ()
 
 
-def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
+def report(
+    folder: str | Path, *, static: StaticFormat | None = None, width: str | None = None
+) -> Report:
     """Write ``folder/report.html`` again from the run's files (``results.csv`` or
     ``results.parquet``, and
     ``reference.csv`` and ``scenario.resolved.yaml`` when there), the bytes ``run`` wrote;
     with ``static``, also every figure as ``folder/figures/<name>.<static>`` (headless
-    Chromium draws them).
+    Chromium draws them), ``width`` wide (``3.5in``, ``7in``, ``88mm``, ``1000px``; the
+    default 1000 px: ``static.figure_width``).
 
     A plan's folder is answered again from its ``results.csv`` and the question it swept
     (``question.resolved.yaml``): ``answer.json`` and ``plan.html``, the bytes ``plan``
@@ -79,12 +85,13 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
     run_dir = path_argument(folder, "folder")
     if static is not None:
         choice_argument(static, "static", STATIC_FORMATS)
+    drawn_at = _width_argument(width, static)
     try:
         plan, unfinished = is_plan_folder(run_dir), (run_dir / PARTIAL).is_dir()
     except OSError as exc:  # a name too long, say
         raise InputError(run_dir, None, f"cannot be read: {exc.strerror}") from None
     if plan:
-        return _report_plan(run_dir, static)
+        return _report_plan(run_dir, static, drawn_at)
     if unfinished:
         problem = (
             "a plan's unfinished sweep: run the same edgetwin plan command (or "
@@ -109,11 +116,28 @@ def report(folder: str | Path, *, static: StaticFormat | None = None) -> Report:
         export_ready()
     with _writing_into(run_dir):
         page = write_run_page(run_dir, data)
-        drawn = () if static is None else write_static_figures(run_dir, static, run_figures(data))
+        drawn = (
+            ()
+            if static is None
+            else write_static_figures(run_dir, static, run_figures(data), drawn_at)
+        )
     return Report(page, tuple(drawn), warnings=tuple(data.warnings))
 
 
-def _report_plan(plan_dir: Path, static: StaticFormat | None) -> Report:
+def _width_argument(width: object, static: StaticFormat | None) -> FigureWidth:
+    """``width`` (a width with its unit; None: the default) as the static figures' width;
+    an InputError naming the option where it is not one, or where no figure is drawn."""
+    if width is None:
+        return FigureWidth()
+    if static is None:
+        problem = "sets the width of static figures: give --static FORMAT (static= in Python)"
+        raise InputError(None, WIDTH_OPTION, problem)
+    if not isinstance(width, str):
+        raise InputError(None, WIDTH_OPTION, f"a width with its unit (3.5in), not {width!r}")
+    return figure_width(width, WIDTH_OPTION)
+
+
+def _report_plan(plan_dir: Path, static: StaticFormat | None, width: FigureWidth) -> Report:
     """A plan's ``answer.json`` and ``plan.html`` from its table, and its static figures."""
     loaded = swept_question(plan_dir)
     warnings = read_warnings_file(plan_dir)  # the plan's, kept: before anything is written
@@ -123,7 +147,9 @@ def _report_plan(plan_dir: Path, static: StaticFormat | None) -> Report:
     with _writing_into(plan_dir):
         result = answer_table(loaded, plan_dir, write_plan_report, warnings)
         figures = (
-            () if static is None else write_static_figures(plan_dir, static, plan_figures(result))
+            ()
+            if static is None
+            else write_static_figures(plan_dir, static, plan_figures(result), width)
         )
     return Report(plan_dir / PLAN_REPORT, tuple(figures), plan_dir / ANSWER_FILE, warnings)
 
