@@ -802,3 +802,31 @@ def test_rows_say_the_layer_split_and_compare_warns_of_another(tmp_path: Path) -
     assert not any(
         "layer splits" in w for w in edgetwin.compare(tmp_path / "twin", tmp_path / "twin").warnings
     )
+
+
+@pytest.mark.timeout(120)
+def test_prism_rows_equal_voltage_s_where_docs_llm_says() -> None:
+    """Voltage and prism gave equal TPOT in every row, and equal TTFT at CR 1: by design
+    (docs/llm.md, "Where voltage and prism rows agree"). Decode is voltage's in both; with
+    segments of one token prism's exchange is voltage's and its last rank, which paces the
+    prefill, attends over the same positions; its earlier ranks skip later rows' keys."""
+    import edgetwin
+
+    sets = [
+        "workload.prompt_tokens=2048",
+        "workload.output_tokens=4",
+        "sweeps=[{batch: [1], devices: [2]}]",
+        "strategies=[{name: voltage}, {name: prism, cr: [1, 4]}]",
+    ]
+    rows = edgetwin.run(REPO / "scenarios/llm_jetson.yaml", overrides=sets).rows
+    voltage, prism_1, prism_4 = sorted(rows, key=lambda r: (r.strategy != "voltage", r.cr or 0))
+    assert (prism_1.segments, prism_1.cr, prism_4.cr) == (1024, 1.0, 4.0)
+    for prism in (prism_1, prism_4):
+        assert prism.tpot_ms == pytest.approx(voltage.tpot_ms, rel=1e-12)  # (total - TTFT) / 3
+        assert (prism.weights_mb, prism.kv_cache_mb) == (voltage.weights_mb, voltage.kv_cache_mb)
+    assert prism_1.ttft_ms == voltage.ttft_ms and prism_1.total_ms == voltage.total_ms
+    assert prism_1.bytes_sent == voltage.bytes_sent
+    assert prism_1.energy_j is not None and voltage.energy_j is not None
+    assert prism_1.energy_j < voltage.energy_j and prism_1.compute_ms < voltage.compute_ms
+    assert prism_4.ttft_ms is not None and voltage.ttft_ms is not None
+    assert prism_4.ttft_ms < voltage.ttft_ms and prism_4.bytes_sent < voltage.bytes_sent
