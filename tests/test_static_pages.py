@@ -386,7 +386,7 @@ def test_report_draws_static_figures_a_paper_s_column_wide(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("args", "problem"),
     [
-        (["--width", "3.5in"], "sets the width of static figures: give --static FORMAT"),
+        (["--width", "3.5in"], "sets the width of static figures: give --static (static="),
         (["--static", "svg", "--width", "3.5"], "a width with its unit"),
         (["--static", "svg", "--width", "0.5in"], "'0.5in' is 48 px wide; a figure is 150"),
     ],
@@ -402,3 +402,52 @@ def test_a_bad_width_is_named_before_anything_is_written(
     error = capsys.readouterr().err
     assert "field '--width (width= in Python)': " in error and problem in error, error
     assert (out / "report.html").stat().st_mtime_ns == page and not (out / "figures").exists()
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(300)
+def test_every_command_with_static_takes_a_width(tmp_path: Path) -> None:
+    """``--width`` on ``report`` only left the pages ``report`` cannot redraw (evaluate,
+    validate, compare ...) at 1000 px: every command that writes ``--static`` figures takes
+    it, ``run``'s files those ``report`` writes at the width."""
+    _needs_chromium()
+    out = tmp_path / "run"
+    run = ["run", str(SCENARIOS / "llm_smoke.yaml"), "--out", str(out), "--quiet"]
+    assert main([*run, "--static", "svg", "--width", "3.5in"]) == 0
+    written = {p.name: p.read_bytes() for p in (out / "figures").iterdir()}
+    assert written and all(b'width="336"' in svg[:400] for svg in written.values())
+    shutil.rmtree(out / "figures")
+    assert main(["report", str(out), "--static", "svg", "--width", "3.5in"]) == 0
+    assert {p.name: p.read_bytes() for p in (out / "figures").iterdir()} == written
+    checked = edgetwin.validate(JETSON_SPEC, out=tmp_path / "validation", static="pdf", width="7in")
+    assert checked is not None
+    (pdf,) = (tmp_path / "validation" / "figures").glob("*.pdf")
+    assert _pdf_width_pt(pdf) == pytest.approx(7 * 72, abs=1)
+
+
+@pytest.mark.timeout(60)
+def test_a_width_without_static_figures_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    run = ["run", str(SCENARIOS / "llm_smoke.yaml"), "--out", str(out), "--quiet"]
+    assert main([*run, "--width", "7in"]) == 2
+    error = capsys.readouterr().err
+    assert "field '--width (width= in Python)': sets the width of static figures" in error
+    assert not out.exists()
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(120)
+def test_a_failed_export_at_a_width_names_it_in_what_to_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command a failed export suggests draws the figures at the width asked for."""
+    _needs_chromium()
+    out = tmp_path / "out"
+    monkeypatch.setenv(DEADLINE_ENV, "0.001")
+    run = ["run", str(SCENARIOS / "llm_smoke.yaml"), "--out", str(out), "--quiet"]
+    assert main([*run, "--static", "svg", "--width", "3.5in"]) == 1
+    error = capsys.readouterr().err
+    assert f"draw them with edgetwin report {out} --static svg --width 3.5in (" in error
+    assert "edgetwin.report(folder, static='svg', width='3.5in') in Python" in error

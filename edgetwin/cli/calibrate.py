@@ -139,6 +139,7 @@ def validate_command(args: argparse.Namespace) -> int:
         out=args.out,
         force=args.force,
         static=args.static,
+        width=args.width,
         progress=progress_bar(args.quiet),
         command=args.command,
     )

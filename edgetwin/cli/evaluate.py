@@ -44,6 +44,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
         out=args.out,
         force=args.force,
         static=args.static,
+        width=args.width,
         progress=progress_bar(args.quiet),
         command=args.command,
     )
@@ -78,6 +79,7 @@ def affinity_command(args: argparse.Namespace) -> int:
         out=args.out,
         force=args.force,
         static=args.static,
+        width=args.width,
         progress=progress_bar(args.quiet),
         command=args.command,
     )

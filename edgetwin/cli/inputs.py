@@ -78,12 +78,19 @@ def add_force_argument(
 
 
 def add_static_argument(parser: argparse.ArgumentParser, folder: str = "--out") -> None:
-    """``--static FORMAT``: also write each figure of the command's page as a file."""
+    """``--static FORMAT``: also write each figure of the command's page as a file, and
+    ``--width``: how wide."""
     parser.add_argument(
         "--static",
         choices=STATIC_FORMATS,
         help=f"also write each figure of the page as {folder}/figures/<name>.FORMAT "
         "(headless Chromium draws them)",
+    )
+    parser.add_argument(
+        "--width",
+        metavar="WIDTH",
+        help="draw the --static figures this wide, with its unit: 3.5in or 7in (a paper's "
+        "column or page), 88mm, 1000px (the default); a length draws a PNG at 300 dpi",
     )
 
 

@@ -51,6 +51,7 @@ def plan_command(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         force=args.force,
         static=args.static,
+        width=args.width,
         progress=progress_bar(args.quiet),
         command=args.command,
     )

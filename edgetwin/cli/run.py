@@ -81,6 +81,7 @@ def run_command(args: argparse.Namespace) -> int:
         trace=args.trace,
         format=args.format,
         static=args.static,
+        width=args.width,
         progress=progress_bar(args.quiet),
     )
     return result_printed(ran, partial(_print_run, out=args.out))
@@ -129,6 +130,7 @@ def compare_command(args: argparse.Namespace) -> int:
         out=args.out,
         force=args.force,
         static=args.static,
+        width=args.width,
         command=args.command,
     )
     return result_printed(compared, print_described)
@@ -140,12 +142,6 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         "dir", type=Path, help="a run's or a plan's output folder (results.csv or .parquet)"
     )
     add_static_argument(parser, "DIR")
-    parser.add_argument(
-        "--width",
-        metavar="WIDTH",
-        help="draw the --static figures this wide, with its unit: 3.5in or 7in (a paper's "
-        "column or page), 88mm, 1000px (the default); a length draws a PNG at 300 dpi",
-    )
 
 
 def report_command(args: argparse.Namespace) -> int:

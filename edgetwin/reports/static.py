@@ -60,6 +60,7 @@ class FigureWidth:
 
     px: float = WIDTH_PX
     png_scale: float = 1.0
+    given: str = ""  # as the user gave it (``3.5in``); empty: the default
 
 
 def figure_width(text: str, option: str = "--width") -> FigureWidth:
@@ -77,7 +78,10 @@ def figure_width(text: str, option: str = "--width") -> FigureWidth:
     if not low <= px <= high:
         problem = f"{text!r} is {px:g} px wide; a figure is {low:g} to {high:g} px (96 an inch)"
         raise InputError(None, option, problem)
-    return FigureWidth(px, 1.0 if unit == "px" else PNG_DPI / PX_PER_UNIT["in"])
+    return FigureWidth(px, 1.0 if unit == "px" else PNG_DPI / PX_PER_UNIT["in"], text.strip())
+
+
+DEFAULT_WIDTH = FigureWidth()  # 1000 px, as a page's figures
 
 
 def export_deadline_s(figures: int) -> float:
@@ -125,7 +129,7 @@ def write_figures(
     fmt: str,
     *,
     deadline_s: float | None = None,
-    width: FigureWidth = FigureWidth(),
+    width: FigureWidth = DEFAULT_WIDTH,
 ) -> list[Path]:
     """Each figure as ``out_dir/<name>.<fmt>``, ``width`` wide (``style.at_width``: a
     narrow one has its legend under the plot), in one Chromium session; the figures it
@@ -310,7 +314,7 @@ def write_static_figures(
     run_dir: Path,
     fmt: str,
     figures: Sequence[go.Figure] | None = None,
-    width: FigureWidth = FigureWidth(),
+    width: FigureWidth = DEFAULT_WIDTH,
 ) -> list[Path]:
     """``figures`` (default: those of ``run_dir``'s run report) as
     ``run_dir/figures/<name>.<fmt>``, ``width`` wide, in place of the folder's ``.<fmt>``

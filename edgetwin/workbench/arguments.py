@@ -12,9 +12,17 @@ from typing import Any, cast
 
 from edgetwin.errors import InputError, option_named, shown
 from edgetwin.progress import Advance, Steps, naming, no_progress
-from edgetwin.reports.static import STATIC_FORMATS, StaticFormat, export_ready
+from edgetwin.reports.static import (
+    DEFAULT_WIDTH,
+    STATIC_FORMATS,
+    FigureWidth,
+    StaticFormat,
+    export_ready,
+    figure_width,
+)
 
 STATIC_OPTION = option_named("--static", "static=")
+WIDTH_OPTION = option_named("--width", "width=")
 
 
 def path_argument(value: Any, name: str) -> Path:
@@ -89,6 +97,20 @@ def static_argument(value: Any, out_dir: Path | None) -> StaticFormat | None:
         )
     export_ready()
     return cast(StaticFormat, value)
+
+
+def width_argument(width: Any, static: StaticFormat | None) -> FigureWidth:
+    """``width`` (a width with its unit, ``"3.5in"``; None: the default) as the static
+    figures' width; an InputError naming the option where it is not one, or where no
+    figure is drawn (no ``static``)."""
+    if width is None:
+        return DEFAULT_WIDTH
+    if static is None:
+        problem = f"sets the width of static figures: give {STATIC_OPTION} too"
+        raise InputError(None, WIDTH_OPTION, problem)
+    if not isinstance(width, str):
+        raise InputError(None, WIDTH_OPTION, f"a width with its unit (3.5in), not {shown(width)}")
+    return figure_width(width, WIDTH_OPTION)
 
 
 def progress_argument(value: Any, name: str = "progress") -> Steps:

@@ -44,6 +44,7 @@ from edgetwin.workbench.arguments import (
     path_argument,
     recorded_command,
     static_argument,
+    width_argument,
 )
 from edgetwin.workbench.output import output_folder_if
 from edgetwin.workbench.run_context import RunContext, read_run_context
@@ -57,6 +58,7 @@ def compare(
     out: str | Path | None = None,
     force: bool = False,
     static: StaticFormat | None = None,
+    width: str | None = None,
     command: Sequence[str] | None = None,
 ) -> Comparison:
     """Join two runs' folders (their ``results.csv``, or ``results.parquet``) on the
@@ -70,8 +72,8 @@ def compare(
     With ``out``, the folder gets ``comparison.csv``, ``comparison.html`` and
     ``provenance.json``, all or nothing (a non-empty ``out`` only with ``force``); with
     ``static`` (``"svg"``, ``"pdf"``, ``"png"``), the page's figure too, as
-    ``out/figures/<name>.<static>`` (a failed export: ``out`` without them, then a
-    FiguresNotDrawn). ``command``: what ``provenance.json`` records (the command line;
+    ``out/figures/<name>.<static>``, ``width`` wide (a failed export: ``out`` without
+    them, then a FiguresNotDrawn). ``command``: what ``provenance.json`` records (the command line;
     ``None``: this call).
     """
     predicted_dir = path_argument(predicted, "predicted")
@@ -80,9 +82,13 @@ def compare(
     call = recorded_command(command, "edgetwin.compare", str(predicted_dir), str(measured_dir))
     out_dir = out_argument(out)
     static = static_argument(static, out_dir)
+    drawn_at = width_argument(width, static)
     with recording_reads() as reads:
         comparison = _compared(predicted_dir, measured_dir, out_dir, force)
-        with static_export(out_dir, static) as export, output_folder_if(out_dir, force) as staging:
+        with (
+            static_export(out_dir, static, drawn_at) as export,
+            output_folder_if(out_dir, force) as staging,
+        ):
             export.result = comparison
             if staging is not None:
                 write_comparison_csv(staging / COMPARISON_CSV, comparison)

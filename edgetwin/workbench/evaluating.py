@@ -33,6 +33,7 @@ from edgetwin.workbench.arguments import (
     progress_argument,
     recorded_command,
     static_argument,
+    width_argument,
 )
 from edgetwin.workbench.output import output_folder_if
 from edgetwin.workbench.static_figures import static_export
@@ -45,6 +46,7 @@ def evaluate_adaptive(
     out: str | Path | None = None,
     force: bool = False,
     static: StaticFormat | None = None,
+    width: str | None = None,
     progress: Progress | None = no_progress,
     command: Sequence[str] | None = None,
 ) -> Evaluation:
@@ -55,7 +57,7 @@ def evaluate_adaptive(
     folder gets what ``edgetwin evaluate --out`` writes (``evaluation.json``, the map, the
     page, ``provenance.json``), all or nothing; a non-empty ``out`` only with ``force``;
     with ``static`` (``"svg"``, ``"pdf"``, ``"png"``), the page's figures too, as
-    ``out/figures/<name>.<static>`` (a failed export: ``out`` without them, then a
+    ``out/figures/<name>.<static>`` (``width`` wide) (a failed export: ``out`` without them, then a
     FiguresNotDrawn). ``progress`` and ``command`` as for ``run``.
     """
     spec_path = path_argument(spec, "spec")
@@ -63,12 +65,13 @@ def evaluate_adaptive(
     call = recorded_command(command, "edgetwin.evaluate_adaptive", str(spec_path), *items)
     out_dir, force = out_argument(out), flag_argument(force, "force")
     static = static_argument(static, out_dir)
+    drawn_at = width_argument(width, static)
     shows = progress_argument(progress)
     with recording_reads() as reads:
         inputs = load_eval_inputs(spec_path, items)
         steps = evaluation_steps(inputs.scenario, inputs.settings, inputs.map_table)
         with (
-            static_export(out_dir, static) as export,
+            static_export(out_dir, static, drawn_at) as export,
             output_folder_if(out_dir, force) as staging,
             shows(f"evaluate {spec_path.name}, twin sweeps", steps) as advance,
         ):
@@ -98,6 +101,7 @@ def evaluate_affinity(
     out: str | Path | None = None,
     force: bool = False,
     static: StaticFormat | None = None,
+    width: str | None = None,
     progress: Progress | None = no_progress,
     command: Sequence[str] | None = None,
 ) -> AffinityEvaluation:
@@ -106,8 +110,8 @@ def evaluate_affinity(
     offline optimum. ``overrides`` are ``--set``-style items on the evaluation file;
     ``mode`` overrides the file's. With ``out``, what
     ``edgetwin evaluate-affinity --out`` writes, all or nothing (with ``static``, the
-    page's figures too, as ``out/figures/<name>.<static>``; a failed export: ``out``
-    without them, then a FiguresNotDrawn). ``progress`` and
+    page's figures too, as ``out/figures/<name>.<static>`` (``width`` wide); a failed
+    export: ``out`` without them, then a FiguresNotDrawn). ``progress`` and
     ``command`` as for ``run``.
     """
     spec_path = path_argument(spec, "spec")
@@ -118,13 +122,17 @@ def evaluate_affinity(
     call = recorded_command(command, "edgetwin.evaluate_affinity", str(spec_path), *items, *given)
     out_dir, force = out_argument(out), flag_argument(force, "force")
     static = static_argument(static, out_dir)
+    drawn_at = width_argument(width, static)
     shows = progress_argument(progress)
     with recording_reads() as reads:
         settings, scenarios = load_affinity_settings(spec_path, mode, overrides=items)
         seeds = {scenario.seed for scenario, _ in scenarios}
         seed = seeds.pop() if len(seeds) == 1 else None  # None: the instances differ
         label = f"evaluate-affinity {spec_path.name} ({settings.mode}), instances"
-        with static_export(out_dir, static) as export, output_folder_if(out_dir, force) as staging:
+        with (
+            static_export(out_dir, static, drawn_at) as export,
+            output_folder_if(out_dir, force) as staging,
+        ):
             with shows(label, len(scenarios)) as advance:
                 result = evaluate_schedulers(settings, scenarios, advance)
             export.result = result

@@ -36,6 +36,7 @@ from edgetwin.workbench.arguments import (
     recorded_command,
     static_argument,
     whole_number,
+    width_argument,
 )
 from edgetwin.workbench.output import output_folder
 from edgetwin.workbench.static_figures import static_export
@@ -52,6 +53,7 @@ def run_plan(
     scheduler: str | Any | None = None,
     force: bool = False,
     static: StaticFormat | None = None,
+    width: str | None = None,
     progress: Progress | None = no_progress,
     command: Sequence[str] | None = None,
 ) -> PlanOutcome:
@@ -65,8 +67,8 @@ def run_plan(
     ``workers``: local processes (default: the CPU count; 1 runs in this process);
     ``scheduler``: a Dask scheduler's address (or a ``distributed.Client``) instead (not
     with ``workers``). With ``static`` (``"svg"``, ``"pdf"``, ``"png"``), the page's
-    figures too, as ``out/figures/<name>.<static>`` (a failed export: ``out`` without
-    them, then a FiguresNotDrawn). ``overrides`` are ``--set``-style items on the
+    figures too, as ``out/figures/<name>.<static>``, ``width`` wide (a failed export:
+    ``out`` without them, then a FiguresNotDrawn). ``overrides`` are ``--set``-style items on the
     question; ``progress`` and ``command`` as for ``run``.
     """
     question_path = path_argument(question, "question")
@@ -76,10 +78,14 @@ def run_plan(
     call = recorded_command(command, "edgetwin.run_plan", str(question_path), *items)
     shows = progress_argument(progress)
     static = static_argument(static, out_dir)
+    drawn_at = width_argument(width, static)
     with recording_reads() as reads:
         loaded = load_question(question_path, items)
         executor = executor_for(workers, scheduler)
-        with static_export(out_dir, static) as export, plan_folder(out_dir, force) as folder:
+        with (
+            static_export(out_dir, static, drawn_at) as export,
+            plan_folder(out_dir, force) as folder,
+        ):
 
             def finish(outcome: PlanOutcome) -> None:  # before the journal goes
                 export.result = outcome

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgetwin.errors import InputError, option_named
+from edgetwin.errors import InputError
 from edgetwin.output_folder import why_not_written
 from edgetwin.plan.folder import ANSWER_FILE, answer_table, is_plan_folder, swept_question
 from edgetwin.plan.journal import PARTIAL
@@ -22,14 +22,18 @@ from edgetwin.reports.static import (
     StaticFormat,
     check_figures_folder,
     export_ready,
-    figure_width,
     write_static_figures,
 )
 from edgetwin.reports.validation import VALIDATION_PAGE
 from edgetwin.result_cells import read_results
 from edgetwin.run_warnings import read_warnings_file
 from edgetwin.table_files import RESULTS_CSV, results_file
-from edgetwin.workbench.arguments import STATIC_OPTION, choice_argument, path_argument
+from edgetwin.workbench.arguments import (
+    STATIC_OPTION,
+    choice_argument,
+    path_argument,
+    width_argument,
+)
 from edgetwin.workbench.run_context import read_run_context
 
 # the pages ``report`` does not redraw (their folders keep no table to draw them from),
@@ -40,7 +44,6 @@ PAGE_COMMANDS = {
     VALIDATION_PAGE: "validate",
     COMPARISON_PAGE: "compare",
 }
-WIDTH_OPTION = option_named("--width", "width=")
 
 
 def other_command_page(folder: Path) -> tuple[str, str] | None:
@@ -85,7 +88,7 @@ def report(
     run_dir = path_argument(folder, "folder")
     if static is not None:
         choice_argument(static, "static", STATIC_FORMATS)
-    drawn_at = _width_argument(width, static)
+    drawn_at = width_argument(width, static)
     try:
         plan, unfinished = is_plan_folder(run_dir), (run_dir / PARTIAL).is_dir()
     except OSError as exc:  # a name too long, say
@@ -122,19 +125,6 @@ def report(
             else write_static_figures(run_dir, static, run_figures(data), drawn_at)
         )
     return Report(page, tuple(drawn), warnings=tuple(data.warnings))
-
-
-def _width_argument(width: object, static: StaticFormat | None) -> FigureWidth:
-    """``width`` (a width with its unit; None: the default) as the static figures' width;
-    an InputError naming the option where it is not one, or where no figure is drawn."""
-    if width is None:
-        return FigureWidth()
-    if static is None:
-        problem = "sets the width of static figures: give --static FORMAT (static= in Python)"
-        raise InputError(None, WIDTH_OPTION, problem)
-    if not isinstance(width, str):
-        raise InputError(None, WIDTH_OPTION, f"a width with its unit (3.5in), not {width!r}")
-    return figure_width(width, WIDTH_OPTION)
 
 
 def _report_plan(plan_dir: Path, static: StaticFormat | None, width: FigureWidth) -> Report:

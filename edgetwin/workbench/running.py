@@ -41,6 +41,7 @@ from edgetwin.workbench.arguments import (
     recorded_command,
     seed_argument,
     static_argument,
+    width_argument,
 )
 from edgetwin.workbench.inputs import RunInputs, load_run_inputs, scenario_run_inputs
 from edgetwin.workbench.output import output_folder, removed_if_killed, scratch_folder
@@ -73,6 +74,7 @@ def run(
     trace: bool = False,
     format: Format = "csv",
     static: StaticFormat | None = None,
+    width: str | None = None,
     progress: Progress | None = no_progress,
     command: Sequence[str] | None = None,
 ) -> Results:
@@ -84,10 +86,10 @@ def run(
     what ``edgetwin run`` writes, all or nothing, with ``provenance.json`` (``command``: the
     command line, else this call); a non-empty ``out`` only with ``force`` (replaced whole).
     With ``trace``, the runs' timelines too; with ``static`` (``"svg"``, ``"pdf"``,
-    ``"png"``), the report's figures as ``out/figures/<name>.<static>`` (a failed export:
-    ``out`` without them, then a FiguresNotDrawn); ``format``: the table as ``"csv"``,
-    ``"parquet"`` or ``"both"``. ``progress(label, total)`` is told each run as it ends
-    (``edgetwin.progress``; docs/api.md); ``None`` or the default shows nothing.
+    ``"png"``), the report's figures as ``out/figures/<name>.<static>``, ``width`` wide
+    (a failed export: ``out`` without them, then a FiguresNotDrawn); ``format``: the table
+    as ``"csv"``, ``"parquet"`` or ``"both"``. ``progress(label, total)`` is told each run
+    as it ends (``edgetwin.progress``; docs/api.md); ``None`` or the default shows nothing.
     """
     if mode is not None:
         choice_argument(mode, "mode", RUN_MODES)
@@ -100,6 +102,7 @@ def run(
     shows = progress_argument(progress)
     folder_out = out_argument(out)
     static = static_argument(static, folder_out)
+    drawn_at = width_argument(width, static)
     inputs = _run_inputs(scenario, items)
     chosen = inputs.scenario
     if chosen.mode == "local":
@@ -110,7 +113,7 @@ def run(
         if folder_out is None
         else output_folder(folder_out, force, tracked, inputs=inputs.files)
     )
-    with static_export(folder_out, static) as export, folder as staging:
+    with static_export(folder_out, static, drawn_at) as export, folder as staging:
         context = _Run(
             inputs, staging, trace, shows, warnings=unplayed_settings(chosen, chosen.mode)
         )

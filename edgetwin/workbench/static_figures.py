@@ -12,7 +12,13 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from edgetwin.errors import FORCE_OPTION, RunFailed, option_named
-from edgetwin.reports.static import FIGURES_DIR, StaticFormat, write_static_figures
+from edgetwin.reports.static import (
+    DEFAULT_WIDTH,
+    FIGURES_DIR,
+    FigureWidth,
+    StaticFormat,
+    write_static_figures,
+)
 from edgetwin.workbench.reporting import other_command_page
 
 Figures = Callable[[], Sequence[go.Figure]]  # a page's figures, built only to be drawn
@@ -41,6 +47,7 @@ class StaticExport:
     it failed, if it did, and what the command returns (set by it: a failure carries it)."""
 
     fmt: StaticFormat | None
+    width: FigureWidth = DEFAULT_WIDTH
     failure: RunFailed | None = None
     result: object = None
 
@@ -51,35 +58,42 @@ class StaticExport:
         if self.fmt is None:
             return
         try:
-            write_static_figures(staging, self.fmt, None if figures is None else figures())
+            drawn = None if figures is None else figures()
+            write_static_figures(staging, self.fmt, drawn, self.width)
         except RunFailed as exc:
             self.failure = exc
 
 
 @contextmanager
-def static_export(out: Path | None, fmt: StaticFormat | None) -> Iterator[StaticExport]:
-    """The export of a command that writes ``out`` (nothing without ``out``). Entered
+def static_export(
+    out: Path | None, fmt: StaticFormat | None, width: FigureWidth = DEFAULT_WIDTH
+) -> Iterator[StaticExport]:
+    """The export of a command that writes ``out`` (nothing without ``out``), its figures
+    ``width`` wide. Entered
     before the output folder, so that a failed export lets the folder be published,
     without ``figures/``, and is raised after it as a FiguresNotDrawn naming ``out`` and
     carrying the export's ``result``."""
-    export = StaticExport(None if out is None else fmt)
+    export = StaticExport(None if out is None else fmt, width)
     yield export
     if export.failure is not None and out is not None and fmt is not None:  # failed: both given
-        problem = f"{export.failure}; {_written_without(out, fmt)}"
+        problem = f"{export.failure}; {_written_without(out, fmt, width.given)}"
         raise FiguresNotDrawn(out, problem, export.result)
 
 
-def _written_without(out: Path, fmt: StaticFormat) -> str:
-    """That ``out`` was written without its figures, and how to draw them: ``edgetwin
-    report`` for a run's or a plan's folder, else the command again."""
+def _written_without(out: Path, fmt: StaticFormat, width: str = "") -> str:
+    """That ``out`` was written without its figures, and how to draw them (``width`` wide, as
+    given; empty: the default): ``edgetwin report`` for a run's or a plan's folder, else the
+    command again."""
     written = f"{out} was written without {FIGURES_DIR}/"
     other = other_command_page(out)
+    option = f"--static {fmt}" + (f" --width {width}" if width else "")
+    argument = f"static={fmt!r}" + (f", width={width!r}" if width else "")
     if other is None:
         redraw = option_named(
-            f"edgetwin report {out} --static {fmt}", f"edgetwin.report(folder, static={fmt!r})"
+            f"edgetwin report {out} {option}", f"edgetwin.report(folder, {argument})"
         )
         return f"{written}: draw them with {redraw}"
-    again = option_named(f"--static {fmt}", f"static={fmt!r}")
+    again = option_named(option, argument)
     return (
         f"{written}, and edgetwin report cannot draw them from its {other[0]}: run "
         f"edgetwin {other[1]} again with {FORCE_OPTION} and {again} for them"

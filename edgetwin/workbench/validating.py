@@ -27,6 +27,7 @@ from edgetwin.workbench.arguments import (
     progress_argument,
     recorded_command,
     static_argument,
+    width_argument,
 )
 from edgetwin.workbench.calibrating import spec_kind
 from edgetwin.workbench.output import output_folder_if
@@ -93,6 +94,7 @@ def validate(
     out: str | Path | None = None,
     force: bool = False,
     static: StaticFormat | None = None,
+    width: str | None = None,
     progress: Progress | None = no_progress,
     command: Sequence[str] | None = None,
 ) -> Validation:
@@ -100,8 +102,8 @@ def validate(
     only; traces: batch, bandwidth or prompt) and predict it. With ``out``, the folder gets
     ``validation.csv``, ``validation.json``, ``validation.html`` and ``provenance.json``,
     all or nothing (a non-empty ``out`` only with ``force``); with ``static`` (``"svg"``,
-    ``"pdf"``, ``"png"``), the page's figure too, as ``out/figures/<name>.<static>`` (a
-    failed export: ``out`` without them, then a FiguresNotDrawn). ``progress``
+    ``"pdf"``, ``"png"``), the page's figure too, as ``out/figures/<name>.<static>``,
+    ``width`` wide (a failed export: ``out`` without them, then a FiguresNotDrawn). ``progress``
     (``edgetwin.progress``) counts the refits. ``command``: what ``provenance.json`` records
     (the command line; ``None``: this call)."""
     from edgetwin.calibration.held_out import nested_coverage, with_coverage
@@ -114,6 +116,7 @@ def validate(
     call = recorded_command(command, "edgetwin.validate", str(spec_path), f"by={by}")
     out_dir = out_argument(out)
     static = static_argument(static, out_dir)
+    drawn_at = width_argument(width, static)
     with recording_reads() as reads:
         kind = spec_kind(spec_path)
         if kind == "android":
@@ -136,7 +139,10 @@ def validate(
             raise InputError(spec_path, BY, f"no data to leave out by {by}")
         summary = with_coverage(summarise(points), nested_coverage(points))
         validation = Validation(points, summary, tuple(refits.warnings), by)
-        with static_export(out_dir, static) as export, output_folder_if(out_dir, force) as staging:
+        with (
+            static_export(out_dir, static, drawn_at) as export,
+            output_folder_if(out_dir, force) as staging,
+        ):
             export.result = validation
             if staging is not None:
                 _write(staging, validation, f"edgetwin validation: {spec_path.name}", by)
