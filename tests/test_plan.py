@@ -195,6 +195,20 @@ def test_a_set_on_the_question_is_named_as_given(
     assert not out.exists()
 
 
+def test_a_scenario_key_indexed_on_the_question_says_to_use_its_set_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--set devices.0.count=3`` on a plan said "the file has no list 'devices' to index;
+    set the whole list (devices=[...])", and ``--set devices=[...]`` was an unknown key."""
+    question = REPO / "scenarios" / "plan_fleet.plan.yaml"
+    out = tmp_path / "o"
+    assert main(["plan", str(question), "--out", str(out), "--set", "devices.0.count=3"]) == 2
+    err = capsys.readouterr().err
+    assert "field 'devices.0': unknown key of the question ('devices' is the scenario's" in err
+    assert 'set list, --set "set.N=KEY=VALUE"' in err and "devices=[" not in err
+    assert not out.exists()
+
+
 def test_cli_exits_2_on_bad_question(tmp_path: Path) -> None:
     path = question_file(tmp_path, axes={"batch": [1]})
     done = subprocess.run(

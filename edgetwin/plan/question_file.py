@@ -202,10 +202,12 @@ def _check_crowd(scenario: Scenario, path: Path) -> None:
 
 
 def _scenario_key_hint(error: InputError) -> InputError:
-    """An unknown key of the question that is a scenario's (``--set crowd.job...`` on a
-    plan) says how the scenario is changed: through the question's ``set`` list."""
+    """An error under a key of the scenario's that the question lacks (``--set
+    crowd.job...`` on a plan: an unknown key; ``--set devices.0.count=3``: an index into a
+    list the question has none of) says how the scenario is changed: through the
+    question's ``set`` list."""
     first = (error.field or "").split(".")[0]
-    if not error.problem.startswith("unknown key") or first not in Scenario.model_fields:
+    if first not in Scenario.model_fields or first in PlanQuestion.model_fields:
         return error
     problem = (
         f"unknown key of the question ({first!r} is the scenario's: change it through the "
