@@ -209,6 +209,77 @@ def test_a_scenario_key_indexed_on_the_question_says_to_use_its_set_list(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("plan", "item", "problem"),
+    [
+        ("plan_crowd_capacity", "set.0=crowd.fleet_size=3", "the axes give fleet_size"),
+        ("plan_crowd_capacity", "set.0=crowd.schedulers=[fifo]", "question.scheduler"),
+        ("plan_fleet", "set.0=strategies.0.name=voltage", "question.strategy"),
+        ("plan_best_mode", "set=[sweeps.0.batch=1]", "the axes replace the scenario's sweeps"),
+        ("plan_best_mode", "set=[mode=emu]", "a plan sweeps in the twin"),
+    ],
+)
+def test_a_set_item_of_a_key_the_plan_sets_itself_is_refused(
+    plan: str, item: str, problem: str
+) -> None:
+    """The sweep replaced these without a word: ``crowd.fleet_size=3`` swept the axes' fleet
+    sizes, ``mode=emu`` swept the twin."""
+    with pytest.raises(InputError) as caught:
+        load_question(REPO / "scenarios" / f"{plan}.plan.yaml", (item,))
+    key = item.split("=")[1].removeprefix("[")
+    assert caught.value.field == "set.0"
+    assert caught.value.problem.startswith(f"{key} has no effect: ") and problem in str(
+        caught.value
+    )
+
+
+def test_a_best_mode_set_item_of_the_strategies_is_read() -> None:
+    """best_mode sweeps the scenario's own strategies: a set item of them is no error."""
+    loaded = load_question(
+        REPO / "scenarios" / "plan_best_mode.plan.yaml", ("set=[~strategies.1]",)
+    )
+    assert [s.name for s in loaded.scenario.strategies] == ["single", "prism"]
+
+
+@pytest.mark.parametrize(
+    ("items", "warning"),
+    [
+        (["devices.0.count=2"], None),
+        (
+            ["devices.0.count=3"],
+            "devices.0.count=3 (set.0) sizes a fleet of 3, but a run takes its first devices, "
+            "as many as axes.devices gives, at most 2: 1 device of devices.0 never runs "
+            "(sweep 3 in axes.devices to run it)",
+        ),
+        (
+            [
+                "devices=[{name: a, profile: jetson_orin_nano}, {name: b, profile: "
+                "jetson_orin_nano}]",
+                "devices.1.count=3",
+            ],
+            "devices.1.count=3 (set.1) sizes a fleet of 4, but a run takes its first devices, "
+            "as many as axes.devices gives, at most 2: 2 devices of devices.1 never run "
+            "(sweep 4 in axes.devices to run them)",
+        ),
+    ],
+)
+def test_a_plan_warns_of_a_set_count_past_the_devices_its_runs_take(
+    tmp_path: Path, items: list[str], warning: str | None
+) -> None:
+    """``devices.0.count=3`` on axes ``devices: [2]`` ran 2 boards without a word."""
+    question = question_file(
+        tmp_path,
+        set=[*items, "repetitions=1"],
+        axes={"batch": [1], "bandwidth_mbps": [400], "devices": [2]},
+        question={"kind": "best_mode"},
+    )
+    outcome = run_plan(
+        load_question(question), tmp_path / "out", SerialExecutor(), write_plan_report
+    )
+    assert {row.devices for row in outcome.rows} == {1, 2}
+    assert outcome.warnings == (() if warning is None else (warning,))
+
+
 def test_cli_exits_2_on_bad_question(tmp_path: Path) -> None:
     path = question_file(tmp_path, axes={"batch": [1]})
     done = subprocess.run(

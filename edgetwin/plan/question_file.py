@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from edgetwin.availability_spec import ConstantDist
 from edgetwin.decoder_spec import DecoderSpec
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, counted
 from edgetwin.file_kinds import check_kind, check_named_scenario
 from edgetwin.models import registry
 from edgetwin.plan.questions import (
@@ -65,6 +65,7 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
     except InputError as exc:
         raise _scenario_key_hint(_without_tags(exc)) from None
     _check_axes_fit_the_question(question, path)
+    _check_set_kept(question, path)
     scenario_path = referenced_file(question.scenario, path.resolve().parent, path, "scenario")
     scenario_raw = read_yaml_mapping(scenario_path)
     check_named_scenario(scenario_raw, scenario_path, path, "scenario")
@@ -158,6 +159,62 @@ def _as_crowd_sweep(scenario_raw: dict[str, Any], question: PlanQuestion, path: 
     crowd["schedulers"] = [question.question.scheduler]
     if question.axes.bandwidth_mbps:
         scenario_raw["sweeps"] = [{"bandwidth_mbps": list(question.axes.bandwidth_mbps)}]
+
+
+def _replaced_keys(question: PlanQuestion) -> dict[str, str]:
+    """The scenario keys the plan sets itself, whatever the scenario says, each with what
+    sets it and where to say it instead."""
+    replaced = {"mode": "a plan sweeps in the twin (edgetwin run --mode runs the others)"}
+    if isinstance(question.axes, CrowdAxes):
+        replaced["crowd.fleet_size"] = "the axes give fleet_size; sweep its values there instead"
+        replaced["crowd.schedulers"] = "the question gives it: question.scheduler"
+        if question.axes.bandwidth_mbps:
+            replaced["sweeps"] = "the axes give bandwidth_mbps; sweep its values there instead"
+    else:
+        replaced["sweeps"] = "the axes replace the scenario's sweeps; sweep there instead"
+    if _strategies(question.kinds[0]) is not None:
+        replaced["strategies"] = "the question gives them: question.strategy"
+    return replaced
+
+
+def _check_set_kept(question: PlanQuestion, path: Path) -> None:
+    """Refuse a ``set`` item of a key the plan sets itself (``_replaced_keys``): the sweep
+    replaced it without a word (``crowd.fleet_size=3`` swept the axes' fleet sizes)."""
+    replaced = _replaced_keys(question)
+    for index, item in enumerate(question.set):
+        key = override_key(item)
+        for name, why in replaced.items():
+            if key == name or key.startswith(f"{name}."):
+                raise InputError(path, f"set.{index}", f"{key} has no effect: {why}")
+
+
+def unrun_devices(question: PlanQuestion, scenario: Scenario) -> list[str]:
+    """Warnings for the ``set`` items ``devices.N.count=K`` that size devices no run takes:
+    a run takes the fleet's first devices, as many as its configuration has, at most the
+    largest of ``axes.devices`` (``devices.0.count=3`` swept on ``devices: [2]`` ran 2)."""
+    if not isinstance(question.axes, Axes):
+        return []
+    most = max(question.axes.devices)
+    warnings = []
+    for index, item in enumerate(question.set):
+        parts = override_key(item).split(".")
+        if len(parts) != 3 or parts[0] != "devices" or parts[2] != "count":
+            continue
+        group = int(parts[1])  # an index the scenario has: it validated
+        first = sum(d.count for d in scenario.devices[:group])
+        end = first + scenario.devices[group].count
+        if end <= most:
+            continue
+        unused = end - max(first, most)
+        fleet = sum(d.count for d in scenario.devices)
+        them = "it" if unused == 1 else "them"
+        warnings.append(
+            f"{item} (set.{index}) sizes a fleet of {fleet}, but a run takes its first devices, "
+            f"as many as axes.devices gives, at most {most}: {counted(unused, 'device')} of "
+            f"devices.{group} never {'runs' if unused == 1 else 'run'} (sweep {end} in "
+            f"axes.devices to run {them})"
+        )
+    return warnings
 
 
 def _check_set_read(question: PlanQuestion, scenario: Scenario, path: Path) -> None:

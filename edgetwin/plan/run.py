@@ -18,7 +18,7 @@ from edgetwin.plan.folder import (
     write_swept_question,
 )
 from edgetwin.plan.journal import Journal, fingerprint
-from edgetwin.plan.question_file import LoadedQuestion
+from edgetwin.plan.question_file import LoadedQuestion, unrun_devices
 from edgetwin.plan.sweep import ConfigResult, files_digest, payload_for
 from edgetwin.progress import Steps, no_progress
 from edgetwin.provenance import code_digest
@@ -140,6 +140,7 @@ def run_plan(
         rows, ran_now, unplayed = sweep_rows(loaded, journal, executor, steps, label)
         check_journaled(loaded, rows, journal)  # before anything is written into out
         warnings = (
+            *unrun_devices(loaded.question, loaded.scenario),
             *unplayed_in_twin(loaded.scenario, loaded.scenario_path),
             *unplayed_schedule(unplayed, warms_up(loaded.scenario)),  # resumed units too
         )
