@@ -24,7 +24,7 @@ import yaml
 import edgetwin
 from edgetwin.cli import main
 from edgetwin.errors import InputError
-from edgetwin.plan.answer_text import describe
+from edgetwin.plan.answer_text import describe, unmet_text
 from edgetwin.plan.crossover import crossing
 from edgetwin.plan.executors import PoolExecutor, SerialExecutor, stop_workers
 from edgetwin.plan.question_file import LoadedQuestion, load_question
@@ -506,10 +506,13 @@ def test_smallest_fleet_matches_direct_p95(tmp_path: Path) -> None:
                 if p95 <= 600:
                     meets.append((d, bw))
         expected = min(meets, default=None)
-        got = entry["smallest_fleet"]
+        got = entry["smallest_split"]
         assert (None if got is None else (got["devices"], got["bandwidth_mbps"])) == expected
     answer = json.loads((tmp_path / "out" / "answer.json").read_text())
-    assert answer["per_batch"][0]["smallest_fleet"] == {"devices": 2, "bandwidth_mbps": 100.0}
+    assert answer["per_batch"][0]["smallest_split"] == {"devices": 2, "bandwidth_mbps": 100.0}
+    assert answer["per_batch"][1]["smallest_split"] == {"devices": 4, "bandwidth_mbps": 400.0}
+    # one board meets 600 ms at batch 4, not at 16
+    assert answer["per_batch"][0]["smallest_fleet"] == {"devices": 1, "bandwidth_mbps": None}
     assert answer["per_batch"][1]["smallest_fleet"] == {"devices": 4, "bandwidth_mbps": 400.0}
 
 
@@ -549,7 +552,10 @@ def test_smallest_fleet_says_whether_one_device_meets_the_target(tmp_path: Path)
     assert outcome.answer["devices"] == [2, 4]  # one board is no row of the fleet's grid
     lines = describe(outcome.answer)
     p95_4, p95_16 = (f"{b['p95_ms']:.4g}" for b in baselines[:2])
-    assert lines[0].endswith(f"; one device (single) p95 {p95_4} ms: meets it")
+    assert lines[0].startswith(
+        f"batch 4, p95 <= 600 ms: smallest fleet 1 device (single, p95 {p95_4} ms); split with "
+        "prism cr 9.9: "
+    )
     assert lines[1].endswith(f"; one device (single) p95 {p95_16} ms: misses it")
     assert lines[2].startswith(
         "batch 32, p95 <= 600 ms with prism cr 9.9: no swept fleet (2-4 devices, 100-1000 "
@@ -557,7 +563,54 @@ def test_smallest_fleet_says_whether_one_device_meets_the_target(tmp_path: Path)
     )
     assert lines[2].endswith("; one device (single): misses it (out of memory on jetson-0)")
     page = (tmp_path / "out" / "plan.html").read_text()
-    assert f"one device (single) p95 {p95_4} ms: meets it" in page
+    assert f"smallest fleet 1 device (single, p95 {p95_4} ms)" in page
+
+
+def test_one_device_that_meets_the_target_is_the_smallest_fleet(tmp_path: Path) -> None:
+    """The answer led with a split fleet (``smallest fleet 2 devices``) where one board
+    alone meets the target: that board is the smallest fleet (``devices`` 1, no bandwidth
+    to need), the split's answer follows it (``smallest_split``), and a split that meets
+    nothing asks for no more devices or bandwidth."""
+    strategy = {"name": "prism", "cr": 9.9}
+    question = question_file(
+        tmp_path,
+        set=["devices.0.count=4", "repetitions=3", "noise_cv=0.05"],
+        axes={"batch": [1, 4, 16], "bandwidth_mbps": [100, 1000], "devices": [2, 4]},
+        question={"kind": "smallest_fleet", "target_p95_ms": 150, "strategy": strategy},
+    )
+    outcome = run_plan(
+        load_question(question), tmp_path / "out", SerialExecutor(), write_plan_report
+    )
+    answer = json.loads((tmp_path / "out" / "answer.json").read_text())
+    one, four, sixteen = answer["per_batch"]
+    assert [e["baseline"]["meets_target"] for e in answer["per_batch"]] == [True, False, False]
+    assert one["smallest_fleet"] == {"devices": 1, "bandwidth_mbps": None}
+    assert one["smallest_split"] is None  # no split meets 150 ms at batch 1
+    lines = describe(outcome.answer)
+    p95 = f"{one['baseline']['p95_ms']:.4g}"
+    assert lines[0] == (
+        f"batch 1, p95 <= 150 ms: smallest fleet 1 device (single, p95 {p95} ms); split with "
+        f"prism cr 9.9: {unmet_text(answer, one)}"
+    )
+    assert four["smallest_fleet"] == four["smallest_split"]  # one board misses: as before
+    at_600 = ["--set", "question.target_p95_ms=600"]
+    assert main(["plan", str(question), "--out", str(tmp_path / "o600"), *at_600, "--quiet"]) == 0
+    answer = json.loads((tmp_path / "o600" / "answer.json").read_text())
+    one, four, sixteen = answer["per_batch"]
+    assert [e["baseline"]["meets_target"] for e in answer["per_batch"]] == [True, True, False]
+    assert four["smallest_fleet"] == {"devices": 1, "bandwidth_mbps": None}
+    split = four["smallest_split"]
+    assert split is not None and split["devices"] == 2
+    assert describe(answer)[1].startswith(
+        "batch 4, p95 <= 600 ms: smallest fleet 1 device (single, p95 "
+    )
+    assert describe(answer)[1].endswith(
+        f"; split with prism cr 9.9: smallest fleet 2 devices (from "
+        f"{split['bandwidth_mbps']:g} Mbit/s); smallest bandwidth "
+        f"{four['smallest_bandwidth']['bandwidth_mbps']:g} Mbit/s (with "
+        f"{four['smallest_bandwidth']['devices']} devices)"
+    )
+    assert sixteen["smallest_fleet"] == sixteen["smallest_split"]
 
 
 def test_a_target_no_fleet_meets_is_answered_with_how_near_the_sweep_came(
@@ -667,7 +720,7 @@ def test_smallest_fleet_says_where_it_misses_above_its_least_bandwidth() -> None
     entry = {
         "batch": 16,
         "p95_ms": [[700.0, 630.0, 650.0, 620.0, 660.0], [600.0, 590.0, 580.0, 570.0, 560.0]],
-        "smallest_fleet": {"devices": 3, "bandwidth_mbps": 600.0},
+        "smallest_split": {"devices": 3, "bandwidth_mbps": 600.0},
         "smallest_bandwidth": {"devices": 4, "bandwidth_mbps": 550.0},
     }
     result = {

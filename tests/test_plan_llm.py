@@ -346,7 +346,8 @@ def test_smallest_fleet_and_crossover_take_a_pipeline(tmp_path: Path) -> None:
     assert [s.name for s in loaded.scenario.strategies] == ["single", "pipeline"]
     outcome = run_plan(loaded, tmp_path / "fleet", SerialExecutor(), write_plan_report)
     entry = outcome.answer["per_batch"][0]
-    assert entry["smallest_fleet"] == {"devices": 2, "bandwidth_mbps": 400}
+    assert entry["smallest_split"] == {"devices": 2, "bandwidth_mbps": 400}
+    assert entry["smallest_fleet"] == {"devices": 1, "bandwidth_mbps": None}  # one board meets it
     assert entry["baseline"]["strategy"] == "single" and entry["baseline"]["meets_target"]
     crossover = llm_question(
         tmp_path,

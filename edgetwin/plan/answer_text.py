@@ -27,18 +27,16 @@ def describe(result: dict[str, Any]) -> list[str]:
         target = result["target_p95_ms"]
         lines = []
         for entry in result["per_batch"]:
-            fleet, link = entry["smallest_fleet"], entry["smallest_bandwidth"]
-            head = f"batch {entry['batch']}, p95 <= {target:g} ms with {result['strategy']}: "
-            one = one_device_text(entry)
-            if fleet is None:
-                lines.append(head + unmet_text(result, entry) + _ASK_OTHERWISE + one)
+            head = f"batch {entry['batch']}, p95 <= {target:g} ms"
+            one = entry.get("baseline")
+            if one is not None and one["meets_target"]:  # the smallest fleet: lead with it
+                p95 = _figure(one["p95_ms"])
+                alone = f"smallest fleet 1 device ({one['strategy']}, p95 {p95} ms)"
+                split = _split_text(result, entry, ask=False)
+                lines.append(f"{head}: {alone}; split with {result['strategy']}: {split}")
                 continue
-            lines.append(
-                head + f"smallest fleet {fleet['devices']} devices "
-                f"(from {fleet['bandwidth_mbps']:g} Mbit/s{_except(result, entry, fleet)}); "
-                f"smallest bandwidth {link['bandwidth_mbps']:g} Mbit/s "
-                f"(with {link['devices']} devices){one}"
-            )
+            split = _split_text(result, entry, ask=True)
+            lines.append(f"{head} with {result['strategy']}: {split}{one_device_text(entry)}")
         return lines
     if result["kind"] == CROSSOVER:
         lines = []
@@ -55,6 +53,19 @@ def describe(result: dict[str, Any]) -> list[str]:
         return lines
     lines = [f"{grid_title(grid)} per cell: {_best_cells(grid)}" for grid in result["grids"]]
     return [*lines, *_describe_fronts(result["pareto"])]
+
+
+def _split_text(result: dict[str, Any], entry: dict[str, Any], ask: bool) -> str:
+    """The smallest split fleet and the least bandwidth meeting the target, or how near the
+    sweep came (and, with ``ask``, what to change: one device that meets it asks nothing)."""
+    fleet, link = entry["smallest_split"], entry["smallest_bandwidth"]
+    if fleet is None:
+        return unmet_text(result, entry) + (_ASK_OTHERWISE if ask else "")
+    return (
+        f"smallest fleet {fleet['devices']} devices "
+        f"(from {fleet['bandwidth_mbps']:g} Mbit/s{_except(result, entry, fleet)}); "
+        f"smallest bandwidth {link['bandwidth_mbps']:g} Mbit/s (with {link['devices']} devices)"
+    )
 
 
 # what to change where no swept fleet meets the target

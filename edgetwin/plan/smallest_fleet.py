@@ -1,8 +1,8 @@
 """The smallest fleet question: per batch, the p95 latency over fleet size x bandwidth and
-the smallest fleet, and the least bandwidth, that meet the target (a configuration with a
-failed repetition has no p95: ``failed`` says why); the lowest p95 swept
-(how far a target nothing meets is out of reach); and whether one device (the baseline)
-meets it already."""
+the smallest split fleet, and the least bandwidth, that meet the target (a configuration
+with a failed repetition has no p95: ``failed`` says why); the lowest p95 swept (how far a
+target nothing meets is out of reach); and whether one device (the baseline) meets it
+already, which makes it the smallest fleet."""
 
 from __future__ import annotations
 
@@ -41,8 +41,13 @@ def smallest_fleet(
             for bw, value in zip(bandwidths, row, strict=True)
             if meets_target(value, target)
         ]
-        fleet = min(meets, key=lambda m: (m[0], m[1]), default=None)
+        split = _point(min(meets, key=lambda m: (m[0], m[1]), default=None))
         link = min(meets, key=lambda m: (m[1], m[0]), default=None)
+        # a table swept before the question ran one device has no baseline
+        alone = None
+        if baseline is not None:
+            pooled = [row for bw in bandwidths for row in baseline[(batch, bw)]]
+            alone = _one_device(one, pooled, target)
         entry: dict[str, Any] = {
             "batch": batch,
             "p95_ms": grid,
@@ -50,13 +55,14 @@ def smallest_fleet(
             "min_bandwidth_mbps_by_devices": [
                 min((bw for dd, bw in meets if dd == d), default=None) for d in devices
             ],
-            "smallest_fleet": _point(fleet),
+            # one device that meets the target is the smallest fleet (it needs no link)
+            "smallest_fleet": _point((1, None)) if alone and alone["meets_target"] else split,
+            "smallest_split": split,
             "smallest_bandwidth": _point(link),
             "lowest_p95": _lowest(devices, bandwidths, grid),
         }
-        if baseline is not None:  # a table swept before the question ran it has none
-            rows = [row for bw in bandwidths for row in baseline[(batch, bw)]]
-            entry["baseline"] = _one_device(one, rows, target)
+        if alone is not None:
+            entry["baseline"] = alone
         per_batch.append(entry)
     strategy = kind.strategy
     cr = strategy.cr[0] if strategy.cr else None
@@ -111,5 +117,5 @@ def _lowest(
     return {"devices": d, "bandwidth_mbps": bw, "p95_ms": value}
 
 
-def _point(point: tuple[int, float] | None) -> dict[str, float] | None:
+def _point(point: tuple[int, float | None] | None) -> dict[str, float | None] | None:
     return None if point is None else {"devices": point[0], "bandwidth_mbps": point[1]}

@@ -95,7 +95,7 @@ def fleet_figures(result: dict[str, Any]) -> list[go.Figure]:
         target = f"p95 ≤ {result['target_p95_ms']:g} ms"
         framed = (
             f"framed: the least bandwidth with {target} for each fleet size"
-            if entry["smallest_fleet"] is not None
+            if entry["smallest_split"] is not None
             else f"nothing framed, {target}: {unmet_text(result, entry)}"
         )
         fig.update_layout(
