@@ -330,8 +330,8 @@ def test_a_crossover_is_said_to_three_digits() -> None:
     assert lines == [
         "batch 4, 2 devices: prism beats one device from 368 Mbit/s "
         "(interpolated between 300 and 400 Mbit/s)",
-        "batch 1, 2 devices: prism beats one device from 1230 Mbit/s "
-        "(interpolated between 1000 and 1500 Mbit/s)",
+        "batch 1, 2 devices: prism beats one device from 1,230 Mbit/s "
+        "(interpolated between 1,000 and 1,500 Mbit/s)",
     ]
 
 
@@ -558,7 +558,7 @@ def test_smallest_fleet_says_whether_one_device_meets_the_target(tmp_path: Path)
     )
     assert lines[1].endswith(f"; one device (single) p95 {p95_16} ms: misses it")
     assert lines[2].startswith(
-        "batch 32, p95 <= 600 ms with prism cr 9.9: no swept fleet (2-4 devices, 100-1000 "
+        "batch 32, p95 <= 600 ms with prism cr 9.9: no swept fleet (2-4 devices, 100-1,000 "
         "Mbit/s) meets it, the lowest p95 "
     )
     assert lines[2].endswith("; one device (single): misses it (out of memory on jetson-0)")
@@ -707,7 +707,7 @@ def test_a_fleet_that_failed_says_why_in_the_answer_and_its_heatmap_cell(tmp_pat
     assert outcome.answer["per_batch"][0]["failed"][1] == [None, None]
     assert outcome.answer["per_batch"][1]["lowest_p95"] is None
     assert describe(outcome.answer)[1] == (
-        "batch 256, p95 <= 600 ms with prism cr 9.9: no swept fleet (2-4 devices, 100-1000 "
+        "batch 256, p95 <= 600 ms with prism cr 9.9: no swept fleet (2-4 devices, 100-1,000 "
         "Mbit/s) meets it: each failed, out of memory (sweep more devices or bandwidth in "
         "axes, or ask less: question.target_p95_ms); one device (single): misses it (out of "
         "memory on jetson-0)"
@@ -737,6 +737,58 @@ def test_smallest_fleet_says_where_it_misses_above_its_least_bandwidth() -> None
     ]
     entry["p95_ms"][0] = [700.0, 630.0, 620.0, 610.0, 600.0]  # meets from 600 on: said so
     assert "(from 600 Mbit/s); smallest bandwidth" in describe(result)[0]
+
+
+def test_an_answer_prints_its_numbers_without_an_exponent() -> None:
+    """A 1,000,000 ms target read ``p95 <= 1e+06 ms`` (printed with ``:g``), a 2,000,000
+    Mbit/s bandwidth ``2e+06``, a crowd's 1,000,000 s interval ``a job every 1e+06 s``; a
+    token count ``21694 tokens``."""
+    fleet = {
+        "kind": "smallest_fleet",
+        "target_p95_ms": 1e6,
+        "strategy": "prism cr 9.9",
+        "devices": [2],
+        "bandwidths_mbps": [1e5, 2e6],
+        "per_batch": [
+            {
+                "batch": 16,
+                "p95_ms": [[2e6, 1.5e6]],
+                "failed": [[None, None]],
+                "smallest_split": None,
+                "smallest_bandwidth": None,
+                "lowest_p95": {"devices": 2, "bandwidth_mbps": 2e6, "p95_ms": 1.5e6},
+            }
+        ],
+    }
+    assert describe(fleet) == [
+        "batch 16, p95 <= 1,000,000 ms with prism cr 9.9: no swept fleet (2 devices, "
+        "100,000-2,000,000 Mbit/s) meets it, the lowest p95 1,500,000 ms with 2 devices at "
+        "2,000,000 Mbit/s (sweep more devices or bandwidth in axes, or ask less: "
+        "question.target_p95_ms)"
+    ]
+    capacity = {
+        "kind": "crowd_capacity",
+        "interarrival_s": 1e6,
+        "strategy": "crowdio_streaming",
+        "scheduler": "affinity",
+        "target_p95_s": 1234.5,
+        "repetitions": 1,
+        "by_bandwidth": [{"bandwidth_mbps": 50, "fleets": [], "smallest_fleet": 3}],
+    }
+    assert describe(capacity)[0].startswith(
+        "a job every 1,000,000 s (crowdio_streaming, affinity), p95 <= 1,234.5 s, "
+    )
+    longest = {
+        "kind": "longest_context",
+        "candidates": [
+            {"batch": 1, "output_tokens": 1024, "candidate": "single",
+             "longest_prompt_tokens": 21694, "stopped_by": "out of memory on jetson-0"},
+        ],
+    }  # fmt: skip
+    assert describe(longest) == [
+        "batch 1, 1,024 output tokens, single: longest prompt 21,694 tokens (one more: out "
+        "of memory on jetson-0)"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -79,7 +79,7 @@ def _legend_entries(fig: go.Figure) -> list[str]:
 def test_crossover_legend_is_grouped_and_no_two_curves_look_alike(tmp_path: Path) -> None:
     crossing, curves = crossover_figures(_plan_answer(tmp_path, "plan_crossover"))
     # batches 1 and 2 have no point: the title says why
-    assert "no point: prism loses even at 1000 Mbit/s" in crossing.layout.title.text
+    assert "no point: prism loses even at 1,000 Mbit/s" in crossing.layout.title.text
     drawn = [t for t in curves.data if t.x != (None,)]
     assert len(drawn) == 18  # 6 batches x (2 fleet sizes + single)
     looks = {(t.line.color, t.line.dash) for t in drawn}
@@ -697,7 +697,7 @@ def test_best_mode_colours_a_candidate_once_and_names_the_pareto_points() -> Non
     # a front per workload (one over both prompts averaged runs no one made); a static
     # file has no hover: the points are numbered and named in the title
     assert "prompt 128, 16 output tokens" in short_prompt.layout.title.text
-    assert "prompt 2048, 16 output tokens" in long_prompt.layout.title.text
+    assert "prompt 2,048, 16 output tokens" in long_prompt.layout.title.text
     assert list(short_prompt.data[0].text) == ["1"]
     for figure, named in (
         (short_prompt, "1 = single, batch 1"),  # the same at every bandwidth: none named

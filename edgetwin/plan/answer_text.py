@@ -10,6 +10,7 @@ from typing import Any
 from edgetwin.errors import counted
 from edgetwin.plan.answers import QUESTIONS
 from edgetwin.plan.capacity import describe_capacity
+from edgetwin.plan.number_text import exact_text, figure_text
 from edgetwin.plan.questions import CROSSOVER, CROWD_CAPACITY, LONGEST_CONTEXT, SMALLEST_FLEET
 from edgetwin.plan.smallest_fleet import meets_target
 from edgetwin.run_failures import failure_reason
@@ -27,10 +28,10 @@ def describe(result: dict[str, Any]) -> list[str]:
         target = result["target_p95_ms"]
         lines = []
         for entry in result["per_batch"]:
-            head = f"batch {entry['batch']}, p95 <= {target:g} ms"
+            head = f"batch {entry['batch']}, p95 <= {exact_text(target)} ms"
             one = entry.get("baseline")
             if one is not None and one["meets_target"]:  # the smallest fleet: lead with it
-                p95 = _figure(one["p95_ms"])
+                p95 = figure_text(one["p95_ms"])
                 alone = f"smallest fleet 1 device ({one['strategy']}, p95 {p95} ms)"
                 split = _split_text(result, entry, ask=False)
                 lines.append(f"{head}: {alone}; split with {result['strategy']}: {split}")
@@ -44,8 +45,8 @@ def describe(result: dict[str, Any]) -> list[str]:
             head = f"batch {curve['batch']}, {curve['devices']} devices: {result['strategy']} "
             if curve["status"] == "crossover":
                 # interpolated between grid points: three digits (374, not 373.728)
-                at = float(f"{curve['crossover_mbps']:.3g}")
-                lines.append(head + f"beats one device from {at:g} Mbit/s ({_how_found(curve)})")
+                at = exact_text(float(f"{curve['crossover_mbps']:.3g}"))
+                lines.append(head + f"beats one device from {at} Mbit/s ({_how_found(curve)})")
             elif curve["status"] == "always":
                 lines.append(head + "beats one device at every swept bandwidth")
             else:
@@ -63,8 +64,9 @@ def _split_text(result: dict[str, Any], entry: dict[str, Any], ask: bool) -> str
         return unmet_text(result, entry) + (_ASK_OTHERWISE if ask else "")
     return (
         f"smallest fleet {fleet['devices']} devices "
-        f"(from {fleet['bandwidth_mbps']:g} Mbit/s{_except(result, entry, fleet)}); "
-        f"smallest bandwidth {link['bandwidth_mbps']:g} Mbit/s (with {link['devices']} devices)"
+        f"(from {exact_text(fleet['bandwidth_mbps'])} Mbit/s{_except(result, entry, fleet)}); "
+        f"smallest bandwidth {exact_text(link['bandwidth_mbps'])} Mbit/s "
+        f"(with {link['devices']} devices)"
     )
 
 
@@ -83,15 +85,15 @@ def unmet_text(result: dict[str, Any], entry: dict[str, Any]) -> str:
         reasons = sorted({failure_reason(f) for row in entry["failed"] for f in row if f})
         return f"no swept fleet ({swept}) meets it: each failed, {', '.join(reasons)}"
     return (
-        f"no swept fleet ({swept}) meets it, the lowest p95 {_figure(lowest['p95_ms'])} ms "
-        f"with {lowest['devices']} devices at {lowest['bandwidth_mbps']:g} Mbit/s"
+        f"no swept fleet ({swept}) meets it, the lowest p95 {figure_text(lowest['p95_ms'])} ms "
+        f"with {lowest['devices']} devices at {exact_text(lowest['bandwidth_mbps'])} Mbit/s"
     )
 
 
 def _range(values: Sequence[float]) -> str:
     """``2-8`` (the lowest and highest swept), or ``2`` where one value was swept."""
     low, high = min(values), max(values)
-    return f"{low:g}" if low == high else f"{low:g}-{high:g}"
+    return exact_text(low) if low == high else f"{exact_text(low)}-{exact_text(high)}"
 
 
 def one_device_text(entry: dict[str, Any]) -> str:
@@ -105,7 +107,7 @@ def one_device_text(entry: dict[str, Any]) -> str:
     if one["failed"] is not None:
         return f"{head}: misses it ({one['failed']})"
     verdict = "meets it" if one["meets_target"] else "misses it"
-    return f"{head} p95 {_figure(one['p95_ms'])} ms: {verdict}"
+    return f"{head} p95 {figure_text(one['p95_ms'])} ms: {verdict}"
 
 
 def _except(result: dict[str, Any], entry: dict[str, Any], fleet: dict[str, Any]) -> str:
@@ -114,7 +116,7 @@ def _except(result: dict[str, Any], entry: dict[str, Any], fleet: dict[str, Any]
     missed = _missed_above(result, entry, fleet)
     if not missed:
         return ""
-    return ", but not at " + ", ".join(f"{bw:g}" for bw in missed) + " Mbit/s"
+    return ", but not at " + ", ".join(exact_text(bw) for bw in missed) + " Mbit/s"
 
 
 def _missed_above(
@@ -134,8 +136,9 @@ def _how_found(curve: dict[str, Any]) -> str:
     """How a crossover was placed between the two swept bandwidths around it."""
     low, high = curve["between_mbps"]
     if curve["interpolated"]:
-        return f"interpolated between {low:g} and {high:g} Mbit/s"
-    return f"the swept {high:g} Mbit/s: a run failed at {low:g} or {high:g}, not interpolated"
+        return f"interpolated between {exact_text(low)} and {exact_text(high)} Mbit/s"
+    low, high = exact_text(low), exact_text(high)
+    return f"the swept {high} Mbit/s: a run failed at {low} or {high}, not interpolated"
 
 
 def _best_cells(grid: dict[str, Any]) -> str:
@@ -162,13 +165,8 @@ def _span(values: Sequence[float | None], unit: str) -> str:
     known = [v for v in values if v is not None]
     if not known:
         return ""
-    low, high = _figure(min(known)), _figure(max(known))
+    low, high = figure_text(min(known)), figure_text(max(known))
     return f" ({low} {unit})" if low == high else f" ({low}-{high} {unit})"
-
-
-def _figure(value: float) -> str:
-    """Four significant digits, a large value whole: ``67.04``, ``21,500``."""
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
 def pareto_workloads(front: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -177,7 +175,7 @@ def pareto_workloads(front: Sequence[dict[str, Any]]) -> dict[str, list[dict[str
     fronts: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for point in front:
         prompt, output = point.get("prompt_tokens"), point.get("output_tokens")
-        workload = "" if prompt is None else workload_text(prompt, output)
+        workload = "" if prompt is None or output is None else workload_text(prompt, output)
         fronts[workload].append(point)
     return dict(fronts)
 
@@ -208,26 +206,26 @@ def grid_title(grid: dict[str, Any]) -> str:
     return f"lowest {grid['metric']}, {workload_text(grid['prompt_tokens'], grid['output_tokens'])}"
 
 
-def workload_text(prompt_tokens: int, output_tokens: int | None) -> str:
-    """A decoder's workload as a title names it: ``prompt 512, 128 output tokens``."""
-    return f"prompt {prompt_tokens}, {output_tokens} output tokens"
+def workload_text(prompt_tokens: int, output_tokens: int) -> str:
+    """A decoder's workload as a title names it: ``prompt 2,048, 128 output tokens``."""
+    return f"prompt {prompt_tokens:,}, {output_tokens:,} output tokens"
 
 
 def describe_longest(result: dict[str, Any]) -> list[str]:
     """One line per candidate, batch and output length: the longest prompt and its limit."""
     lines = []
     for entry in result["candidates"]:
-        tokens = f"{entry['output_tokens']} output tokens"
+        tokens = f"{entry['output_tokens']:,} output tokens"
         head = f"batch {entry['batch']}, {tokens}, {entry['candidate']}: "
         longest = entry["longest_prompt_tokens"]
         if longest is None:
             lines.append(head + f"no prompt fits ({entry['stopped_by']})")
         elif entry["stopped_by"] == "positions":
             lines.append(
-                head + f"every prompt fits, up to {longest} tokens (the model's positions)"
+                head + f"every prompt fits, up to {longest:,} tokens (the model's positions)"
             )
         else:
             lines.append(
-                head + f"longest prompt {longest} tokens (one more: {entry['stopped_by']})"
+                head + f"longest prompt {longest:,} tokens (one more: {entry['stopped_by']})"
             )
     return lines

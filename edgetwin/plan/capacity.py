@@ -29,6 +29,7 @@ import numpy as np
 from edgetwin.availability_spec import ConstantDist
 from edgetwin.configuration import crowd_bandwidths
 from edgetwin.errors import counted
+from edgetwin.plan.number_text import exact_text
 from edgetwin.plan.questions import CrowdCapacity
 from edgetwin.results import ResultRow
 from edgetwin.scenario import Scenario
@@ -185,19 +186,21 @@ def describe_capacity(result: dict[str, Any]) -> list[str]:
     repetitions = result["repetitions"]
     every = f"in all {repetitions} runs" if repetitions > 1 else "in its 1 run"
     head = (
-        f"a job every {result['interarrival_s']:g} s ({result['strategy']}, "
-        f"{result['scheduler']}), p95 <= {result['target_p95_s']:g} s, no backlog growth, "
+        f"a job every {exact_text(result['interarrival_s'])} s ({result['strategy']}, "
+        f"{result['scheduler']}), p95 <= {exact_text(result['target_p95_s'])} s, no backlog "
+        "growth, "
         f"{every}: "
     )
     lines = []
     for at in result["by_bandwidth"]:
         smallest = at["smallest_fleet"]
-        link = f"at {at['bandwidth_mbps']:g} Mbit/s, " if len(result["by_bandwidth"]) > 1 else ""
+        several = len(result["by_bandwidth"]) > 1
+        link = f"at {exact_text(at['bandwidth_mbps'])} Mbit/s, " if several else ""
         found = _none_for_good(at["fleets"]) if smallest is None else counted(smallest, "phone")
         lines.append(head + link + found)
         for fleet in at["fleets"]:
             p95 = fleet["worst_p95_s"]
-            shown = "no job finished in a run" if p95 is None else f"worst p95 {p95:.1f} s"
+            shown = "no job finished in a run" if p95 is None else f"worst p95 {p95:,.1f} s"
             keeping, runs = fleet["runs_keeping_up"], len(fleet["runs"])
             keep = "keeps up" if 1 in (keeping, runs) else "keep up"
             lines.append(

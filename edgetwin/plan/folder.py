@@ -19,6 +19,7 @@ from edgetwin.configuration import crowd_runs
 from edgetwin.errors import InputError, counted
 from edgetwin.models import registry
 from edgetwin.plan.answers import answer
+from edgetwin.plan.number_text import exact_text
 from edgetwin.plan.question_file import LoadedQuestion, dump_question, load_question
 from edgetwin.plan.questions import CrowdAxes, PlanQuestion, SmallestFleet
 from edgetwin.plan.sweep import context_searches, memory_edge_configs
@@ -139,7 +140,7 @@ def _crowd_key(row: ResultRow) -> Key:
 
 def _said(key: Key) -> str:
     return ", ".join(
-        f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
+        f"{name} {exact_text(value)}" if isinstance(value, float) else f"{name} {value}"
         for name, value in key
         if value is not None
     )

@@ -167,9 +167,10 @@ def _title_parts(fig: go.Figure) -> list[str]:
 
 
 def _slug(text: str) -> str:
-    """``text`` in lower-case words joined by ``_``, cut at a word's end to _NAME_CHARS
-    (``_kv_cach`` read as a typo)."""
-    slug = re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+    """``text`` in lower-case words joined by ``_``, a number whole (``prompt 2,048``:
+    ``prompt_2048``), cut at a word's end to _NAME_CHARS (``_kv_cach`` read as a typo)."""
+    whole = re.sub(r"(?<=\d),(?=\d{3})", "", text)
+    slug = re.sub(r"[^a-z0-9]+", "_", whole.lower()).strip("_")
     if len(slug) > _NAME_CHARS:
         slug = slug[: _NAME_CHARS + 1].rpartition("_")[0] or slug[:_NAME_CHARS]
     return slug

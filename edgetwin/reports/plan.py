@@ -23,6 +23,7 @@ from edgetwin.plan.answer_text import (
     unmet_text,
 )
 from edgetwin.plan.answers import QUESTIONS
+from edgetwin.plan.number_text import exact_text
 from edgetwin.plan.questions import (
     BEST_METRICS,
     BEST_MODE,
@@ -86,13 +87,13 @@ def fleet_figures(result: dict[str, Any]) -> list[go.Figure]:
                 x=[None if bw is None else f"{bw:g}" for bw in frontier],
                 y=devices,
                 mode="markers",  # a frame around the cell: a dot or a line hid its number
-                name=f"least bandwidth with p95 ≤ {result['target_p95_ms']:g} ms",
+                name=f"least bandwidth with p95 ≤ {exact_text(result['target_p95_ms'])} ms",
                 marker={"symbol": "square-open", "size": 34, "color": "white", "line_width": 3},
                 hovertemplate="%{y} devices: from %{x} Mbit/s<extra></extra>",
                 showlegend=False,  # said in the title: a white frame is blank in a legend
             )
         )
-        target = f"p95 ≤ {result['target_p95_ms']:g} ms"
+        target = f"p95 ≤ {exact_text(result['target_p95_ms'])} ms"
         framed = (
             f"framed: the least bandwidth with {target} for each fleet size"
             if entry["smallest_split"] is not None
@@ -212,8 +213,8 @@ def _crossover_gaps(result: dict[str, Any]) -> str | None:
     statuses = {c["status"] for c in result["curves"] if c["crossover_mbps"] is None}
     bandwidths = [bw for c in result["curves"] for bw in c["bandwidths_mbps"]]
     meaning = {
-        "never": f"loses even at {max(bandwidths):g} Mbit/s",
-        "always": f"wins already at {min(bandwidths):g} Mbit/s",
+        "never": f"loses even at {exact_text(max(bandwidths))} Mbit/s",
+        "always": f"wins already at {exact_text(min(bandwidths))} Mbit/s",
     }
     said = [meaning.get(status, status) for status in sorted(statuses, reverse=True)]
     return f"no point: {result['strategy']} " + " or ".join(said) if said else None
@@ -311,7 +312,7 @@ def _pareto_name(point: dict[str, Any]) -> str:
     name = f"{point['candidate']}, batch {point['batch']}"
     if registry.strategy(point["strategy"]).one_device:
         return name
-    return f"{name}, {point['bandwidth_mbps']:g} Mbit/s"
+    return f"{name}, {exact_text(point['bandwidth_mbps'])} Mbit/s"
 
 
 def longest_context_figures(result: dict[str, Any]) -> list[go.Figure]:
@@ -367,7 +368,7 @@ def capacity_figures(result: dict[str, Any]) -> list[go.Figure]:
     several = len(result["by_bandwidth"]) > 1
     figures = []
     for at in result["by_bandwidth"]:
-        link = f" at {at['bandwidth_mbps']:g} Mbit/s" if several else ""
+        link = f" at {exact_text(at['bandwidth_mbps'])} Mbit/s" if several else ""
         figures += _capacity_at(result, at["fleets"], at["smallest_fleet"], link)
     return figures
 
@@ -403,13 +404,13 @@ def _capacity_at(
             )
         )
     sizes = [fleet["fleet_size"] for fleet in fleets]
-    target_s = result["target_p95_s"]
-    name, hover = f"target p95 ({target_s:g} s)", f"target p95: {target_s:g} s"
-    latency.add_trace(reference_line([sizes[0], sizes[-1]], target_s, name, hover))
+    target, every = exact_text(result["target_p95_s"]), exact_text(result["interarrival_s"])
+    name, hover = f"target p95 ({target} s)", f"target p95: {target} s"
+    latency.add_trace(reference_line([sizes[0], sizes[-1]], result["target_p95_s"], name, hover))
     if smallest is not None:
         latency.add_vline(x=smallest, line_dash="dot", annotation_text="smallest fleet")
     latency.update_layout(
-        title=f"p95 job latency per run, a job every {result['interarrival_s']:g} s{link}",
+        title=f"p95 job latency per run, a job every {every} s{link}",
         xaxis_title="Fleet size (phones)",
         yaxis={
             "title": "p95 job latency (s)",
