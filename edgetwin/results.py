@@ -128,13 +128,22 @@ INTERVAL_METRICS: tuple[str, ...] = ("total_ms", "compute_ms", "staging_ms", "co
 assert all(f"{m}_{end}" in COLUMNS for m in INTERVAL_METRICS for end in ("lo", "hi"))
 
 
+TABLE_FLOAT = ".7g"  # how the table writes a float: 7 significant digits
+
+
 def format_cell(value: object) -> str:
     """A cell as the table writes it: empty for None and NaN, a float to 7 digits."""
     if value is None:
         return ""
     if isinstance(value, float):
-        return "" if math.isnan(value) else format(value, ".7g")
+        return "" if math.isnan(value) else format(value, TABLE_FLOAT)
     return str(value)
+
+
+def as_in_table(value: float) -> float:
+    """``value`` to the table's 7 significant digits: a figure worked out from its rows (a
+    mean, a percentile) holds no more digits than they do (``785.6680200000001``: 785.668)."""
+    return float(format(value, TABLE_FLOAT))
 
 
 def write_results(path: Path, rows: Iterable[ResultRow]) -> None:

@@ -501,7 +501,7 @@ def test_smallest_fleet_matches_direct_p95(tmp_path: Path) -> None:
                     for r in direct
                     if r.batch == entry["batch"] and r.devices == d and r.bandwidth_mbps == bw
                 ]
-                p95 = float(np.percentile(reps, 95))
+                p95 = float(f"{np.percentile(reps, 95):.7g}")  # the table's digits
                 assert entry["p95_ms"][(2, 4).index(d)][(100, 400, 900).index(bw)] == p95
                 if p95 <= 600:
                     meets.append((d, bw))
@@ -634,7 +634,7 @@ def test_a_target_no_fleet_meets_is_answered_with_how_near_the_sweep_came(
     lines = describe(outcome.answer)
     for entry, line in zip(outcome.answer["per_batch"], lines, strict=True):
         p95 = {
-            (d, bw): float(np.percentile(reps, 95))
+            (d, bw): float(f"{np.percentile(reps, 95):.7g}")  # the table's digits
             for d in (2, 4)
             for bw in (100.0, 400.0, 900.0)
             if (
@@ -737,6 +737,30 @@ def test_smallest_fleet_says_where_it_misses_above_its_least_bandwidth() -> None
     ]
     entry["p95_ms"][0] = [700.0, 630.0, 620.0, 610.0, 600.0]  # meets from 600 on: said so
     assert "(from 600 Mbit/s); smallest bandwidth" in describe(result)[0]
+
+
+def _floats(value: Any) -> list[float]:
+    """Every float in a JSON value."""
+    if isinstance(value, dict):
+        return [f for v in value.values() for f in _floats(v)]
+    if isinstance(value, list):
+        return [f for v in value for f in _floats(v)]
+    return [value] if isinstance(value, float) else []
+
+
+def test_an_answer_holds_no_more_digits_than_its_table(tmp_path: Path) -> None:
+    """answer.json said 785.6680200000001 ms (a p95 between two rows of 7 digits) and
+    0.382934625 J per sample: its figures have the table's 7 significant digits, the
+    figures its verdicts are made on."""
+    fleet = {"kind": "smallest_fleet", "target_p95_ms": 600, "strategy": {"name": "voltage"}}
+    for name, question in (("fleet", fleet), ("best", {"kind": "best_mode"})):
+        (tmp_path / name).mkdir()
+        path = question_file(tmp_path / name, question=question)
+        run_plan(load_question(path), tmp_path / name / "out", SerialExecutor(), write_plan_report)
+        answer = json.loads((tmp_path / name / "out" / "answer.json").read_text())
+        figures = _floats(answer)
+        assert len(figures) > 20
+        assert [f for f in figures if float(f"{f:.7g}") != f] == []
 
 
 def test_an_answer_prints_its_numbers_without_an_exponent() -> None:

@@ -67,6 +67,14 @@ def test_backlog_counts_jobs_still_in_the_system() -> None:
     assert 0 < backlog_growth([0, 1] * 10) < 0.5  # alternating: no trend
 
 
+def test_a_run_s_figures_hold_no_more_digits_than_its_table() -> None:
+    """A p95 of jobs of 7-digit latencies read 33.456779999999995 s in answer.json."""
+    judged = judge_run([job(12.34567), job(23.45679), job(34.56789)], 60, 0, 60)
+    assert (judged["p95_s"], judged["median_s"]) == (33.45678, 23.45679)
+    judged = judge_run([job(1.234567), job(2.345678)], 60, 0, 60)
+    assert judged["median_s"] == 1.790122  # 1.7901224999999998
+
+
 def test_each_condition_of_keeping_up_can_fail() -> None:
     steady = [job(30) for _ in range(20)]
     assert judge_run(steady, 60, 0, 60)["keeps_up"]

@@ -2,7 +2,8 @@
 configuration's repetitions.
 
 The mean for crossover and best mode, the 95th percentile (numpy's linear method) for
-the fleet question. A configuration with any failed repetition (out of memory, a device
+the fleet question, each to the table's 7 significant digits: an answer compares and
+shows one figure. A configuration with any failed repetition (out of memory, a device
 lost) counts as not meeting anything.
 """
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from edgetwin.models.registry import CandidateKey
 from edgetwin.plan.candidates import candidate_of
-from edgetwin.results import ResultRow
+from edgetwin.results import ResultRow, as_in_table
 from edgetwin.scenario import Scenario
 
 Cell = tuple[int, float]  # batch, bandwidth_mbps
@@ -36,14 +37,14 @@ def mean_of(rows: Sequence[ResultRow], column: str) -> float | None:
     """Mean of a column over repetitions; None if a repetition failed."""
     if any(not r.ok for r in rows):
         return None
-    return float(np.mean([getattr(r, column) for r in rows]))
+    return as_in_table(float(np.mean([getattr(r, column) for r in rows])))
 
 
 def p95_ms(rows: Sequence[ResultRow]) -> float | None:
     """95th percentile of total_ms over repetitions; None if a repetition failed."""
     if any(not r.ok for r in rows):
         return None
-    return float(np.percentile([r.total_ms for r in rows], 95))
+    return as_in_table(float(np.percentile([r.total_ms for r in rows], 95)))
 
 
 def best_variant(

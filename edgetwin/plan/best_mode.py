@@ -8,7 +8,7 @@ from typing import Any
 
 from edgetwin.models.registry import CandidateKey
 from edgetwin.plan.answer_stats import Cell, best_variant, group, mean_of
-from edgetwin.results import ResultRow
+from edgetwin.results import ResultRow, as_in_table
 from edgetwin.scenario import Scenario
 
 
@@ -77,7 +77,7 @@ def _pareto_points(
                         "prompt_tokens": prompt_tokens,
                         "output_tokens": output_tokens,
                         "latency_ms": latency,
-                        "energy_j_per_sample": energy / batch,
+                        "energy_j_per_sample": as_in_table(energy / batch),
                     }
                 )
     return points

@@ -31,7 +31,7 @@ from edgetwin.configuration import crowd_bandwidths
 from edgetwin.errors import counted
 from edgetwin.plan.number_text import exact_text
 from edgetwin.plan.questions import CrowdCapacity
-from edgetwin.results import ResultRow
+from edgetwin.results import ResultRow, as_in_table
 from edgetwin.scenario import Scenario
 
 GROWTH_JOBS = 1.0  # tolerated rise of the backlog over a run (one job: noise, not a trend)
@@ -60,7 +60,7 @@ def judge_run(
     submitted = [first_s + k * interval_s for k in range(len(rows))]
     waiting = backlog(submitted, [s + lat for s, lat in zip(submitted, latency_s, strict=True)])
     finished = [lat for lat in latency_s if lat != float("inf")]
-    p95_s = float(np.percentile(finished, 95)) if finished else None
+    p95_s = as_in_table(float(np.percentile(finished, 95))) if finished else None
     unfinished = len(rows) - len(finished)
     growth = backlog_growth(waiting)
     growing = growth > GROWTH_JOBS
@@ -70,7 +70,7 @@ def judge_run(
         "jobs": len(rows),
         "unfinished": unfinished,
         "p95_s": p95_s,
-        "median_s": float(np.median(finished)) if finished else None,
+        "median_s": as_in_table(float(np.median(finished))) if finished else None,
         "max_backlog": max(waiting),
         "backlog_growth_jobs": round(growth, 3),
         "backlog_grows": growing,
