@@ -280,6 +280,29 @@ def test_a_plan_warns_of_a_set_count_past_the_devices_its_runs_take(
     assert outcome.warnings == (() if warning is None else (warning,))
 
 
+@pytest.mark.parametrize(
+    ("plan", "axis", "value"),
+    [
+        ("plan_fleet", "batch", 16),
+        ("plan_fleet", "bandwidth_mbps", 300),
+        ("plan_fleet", "devices", 4),
+        ("plan_llm", "prompt_tokens", 512),
+        ("plan_llm", "output_tokens", 8),
+        ("plan_crowd_capacity", "fleet_size", 8),
+        ("plan_crowd_capacity", "bandwidth_mbps", 50),
+    ],
+)
+def test_one_number_on_an_axis_is_a_sweep_of_it(plan: str, axis: str, value: float) -> None:
+    """One number stands for a list of it on every axis, as in a scenario's sweeps: a
+    crowd's ``fleet_size: 8`` was refused ("Input should be a valid tuple") where a device
+    question's ``batch: 16`` ran as ``[16]``."""
+    path = REPO / "scenarios" / f"{plan}.plan.yaml"
+    one = load_question(path, (f"axes.{axis}={value}",))
+    listed = load_question(path, (f"axes.{axis}=[{value}]",))
+    assert getattr(one.question.axes, axis) == (value,)
+    assert one.question == listed.question and one.scenario == listed.scenario
+
+
 def test_cli_exits_2_on_bad_question(tmp_path: Path) -> None:
     path = question_file(tmp_path, axes={"batch": [1]})
     done = subprocess.run(

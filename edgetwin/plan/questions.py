@@ -50,10 +50,11 @@ class Axes(StrictSweep):
     output_tokens: tuple[PositiveInt, ...] = optional_values()
 
 
-class CrowdAxes(Strict):
+class CrowdAxes(StrictSweep):
     """The sweep of a crowd question: fleet sizes (phones; the classes keep their shares) at
     each bandwidth of the phones' links (left out: the scenario's, as ``crowd_runs``
-    has them: its sweeps' bandwidths, else ``network.bandwidth_mbps``)."""
+    has them: its sweeps' bandwidths, else ``network.bandwidth_mbps``); one number stands
+    for a list of it, as on a device question's axes."""
 
     fleet_size: tuple[PositiveInt, ...] = Field(min_length=1)
     bandwidth_mbps: tuple[BandwidthMbps, ...] = optional_values()
