@@ -414,6 +414,22 @@ def test_a_plan_warns_that_its_twin_sweeps_drop_no_packets(
     assert answer == json.loads((tmp_path / "plain" / "answer.json").read_text())
 
 
+def test_a_checked_plan_prints_the_warnings_it_would_start_with(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``run --check`` printed a scenario's unplayed settings; ``plan --check`` said "ok"
+    alone of a question whose twin sweep drops no packets."""
+    question = REPO / "scenarios" / "plan_fleet.plan.yaml"
+    lossy = ["--set", "set=[devices.0.count=8, network.loss_pct=2]"]
+    assert main(["plan", str(question), "--check", *lossy]) == 0
+    printed = capsys.readouterr()
+    assert printed.err == (
+        "edgetwin: warning: network.loss_pct is 2 %, but only --mode emu (mode='emu' in "
+        "Python) drops packets: a twin run has no loss\n"
+    )
+    assert printed.out.startswith(f"{question}: ok")
+
+
 def test_a_plan_warns_of_a_schedule_step_its_runs_ended_before(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,7 +12,7 @@ from edgetwin.cli.console import print_warnings, result_printed, written
 from edgetwin.cli.progress import progress_bar
 from edgetwin.errors import counted
 from edgetwin.plan.question_file import load_question
-from edgetwin.plan.run import PlanOutcome
+from edgetwin.plan.run import PlanOutcome, start_warnings
 from edgetwin.workbench.planning import check_plan_out, run_plan
 
 
@@ -37,8 +37,8 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 def plan_command(args: argparse.Namespace) -> int:
     """Handler of ``edgetwin plan``."""
-    if args.check:
-        load_question(args.question, tuple(args.set))
+    if args.check:  # warns as the plan would start
+        print_warnings(start_warnings(load_question(args.question, tuple(args.set))))
         if args.out is not None:
             check_plan_out(args.out, args.force)
         return inputs.report_checked(args.question, args.out)

@@ -117,6 +117,16 @@ def check_journaled(loaded: LoadedQuestion, rows: list[ResultRow], journal: Jour
         raise InputError(journal.rows_path, None, problem)
 
 
+def start_warnings(loaded: LoadedQuestion) -> list[str]:
+    """What a plan warns of before it sweeps (``edgetwin plan --check`` prints them too): a
+    ``set`` count that sizes devices no run takes, and the settings the twin does not play
+    (``network.loss_pct``, a token bucket no board bursts from)."""
+    return [
+        *unrun_devices(loaded.question, loaded.scenario),
+        *unplayed_in_twin(loaded.scenario, loaded.scenario_path),
+    ]
+
+
 def run_plan(
     loaded: LoadedQuestion,
     out: Path,
@@ -140,8 +150,7 @@ def run_plan(
         rows, ran_now, unplayed = sweep_rows(loaded, journal, executor, steps, label)
         check_journaled(loaded, rows, journal)  # before anything is written into out
         warnings = (
-            *unrun_devices(loaded.question, loaded.scenario),
-            *unplayed_in_twin(loaded.scenario, loaded.scenario_path),
+            *start_warnings(loaded),
             *unplayed_schedule(unplayed, warms_up(loaded.scenario)),  # resumed units too
         )
         write_results(out / RESULTS_CSV, rows)
