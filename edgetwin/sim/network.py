@@ -1,7 +1,11 @@
 """The network of the twin: fluid processor-sharing channels and transfers.
 
 A channel serves bits at its link rate, split equally among the flows active
-on it (WiFi airtime on a shared medium, a NIC's uplink on a dedicated link).
+on it (a NIC's uplink on a dedicated link), or, on a shared medium (WiFi
+airtime), equally among the stations sending on it and each station's share
+equally among its own flows, as WiFi's DCF gives each contending station equal
+turns (a foreman sending to three phones gets the half beside one phone's upload,
+not three quarters).
 The rate may change during a run (a bandwidth schedule). Three optional
 pieces of real links and stacks shape it further:
 
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Hashable, Sequence
 from dataclasses import dataclass
 from itertools import count
 
@@ -43,10 +47,13 @@ class _Flow:
     window_bits: float
     loss_goodput: float
     done: simpy.Event
+    station: Hashable  # who sends it: on a shared medium, whose airtime it takes
 
 
 class Channel:
-    """A link or a shared medium: link time split equally among active flows."""
+    """A link or a shared medium: link time split equally among active flows, or with
+    ``per_station`` (the shared medium) equally among the stations sending and each
+    station's part equally among its flows."""
 
     def __init__(
         self,
@@ -55,8 +62,10 @@ class Channel:
         name: str = "channel",
         burst_bytes: float | None = None,
         stack_mbps: float | None = None,
+        per_station: bool = False,
     ) -> None:
         self.env = env
+        self.per_station = per_station
         self.capacity_mbps = capacity_mbps
         self.name = name
         self.burst_bits = 0.0 if burst_bytes is None else burst_bytes * BITS_PER_BYTE
@@ -65,6 +74,7 @@ class Channel:
         self.bits_delivered = 0.0
         self._set_rates()
         self._flows: dict[int, _Flow] = {}
+        self._station_flows: Counter[Hashable] = Counter()  # active flows per station
         self._ids = count()
         self._last_update_ms = env.now
         self._wakeup: simpy.Timeout | None = None  # the one standing wake-up
@@ -75,13 +85,16 @@ class Channel:
         efficiency: float = 1.0,
         window_bytes: float = math.inf,
         loss_goodput: float = 1.0,
+        station: Hashable = None,
     ) -> simpy.Event:
-        """An event that fires when ``nbytes`` have crossed the channel."""
+        """An event that fires when ``nbytes`` have crossed the channel; ``station``: who
+        sends them (a per-station channel's flows without one are each a station)."""
         done = self.env.event()
         if nbytes <= 0:
             done.succeed()
             return done
         self._advance()
+        key = next(self._ids)
         flow = _Flow(
             nbytes * BITS_PER_BYTE,
             0.0,
@@ -89,8 +102,10 @@ class Channel:
             window_bytes * BITS_PER_BYTE,
             loss_goodput,
             done,
+            (station if station is not None else ("flow", key)) if self.per_station else None,
         )
-        self._flows[next(self._ids)] = flow
+        self._flows[key] = flow
+        self._station_flows[flow.station] += 1
         self._reschedule()
         return done
 
@@ -101,7 +116,7 @@ class Channel:
         self._advance()
         for key, flow in self._flows.items():
             if flow.done is done:
-                del self._flows[key]
+                self._remove(key)
                 self._reschedule()
                 return
 
@@ -113,6 +128,22 @@ class Channel:
 
     @property
     def active_flows(self) -> int:
+        return len(self._flows)
+
+    def _remove(self, key: int) -> _Flow:
+        flow = self._flows.pop(key)
+        station_flows = self._station_flows
+        station_flows[flow.station] -= 1
+        if not station_flows[flow.station]:
+            del station_flows[flow.station]
+        return flow
+
+    def _ways(self, flow: _Flow) -> int:
+        """Into how many parts the link time in use is split for ``flow``: the active flows,
+        or on a per-station channel the stations sending times its station's flows."""
+        if self.per_station:
+            station_flows = self._station_flows
+            return len(station_flows) * station_flows[flow.station]
         return len(self._flows)
 
     # ------------------------------------------------------------ rates
@@ -130,7 +161,7 @@ class Channel:
         return self._steady_bits_per_ms
 
     # ------------------------------------------------------------ fluid steps
-    # A flow's goodput is the link time in use, split equally among the flows, times its
+    # A flow's goodput is the link time in use, split ``_ways`` ways, times its
     # efficiency, and times loss_goodput once it has sent window_bits (written out in each
     # fluid step: the hot path of every transfer); tokens refill at ``_refill_bits_per_ms``;
     # an event closer than TOLERANCE_MS is now.
@@ -144,8 +175,11 @@ class Channel:
         if flows:
             used_bits_per_ms = self._link_bits_per_ms()
             share = used_bits_per_ms / len(flows)
+            per_station = self.per_station
             delivered = self.bits_delivered
             for flow in flows.values():
+                if per_station:
+                    share = used_bits_per_ms / self._ways(flow)
                 factor = flow.efficiency * (
                     1.0 if flow.sent_bits < flow.window_bits else flow.loss_goodput
                 )
@@ -176,8 +210,11 @@ class Channel:
         """Time to the next state change: a flow ends or leaves its window, tokens run out."""
         link = self._link_bits_per_ms()
         share = link / len(flows)
+        per_station = self.per_station
         soonest = math.inf
         for flow in flows.values():
+            if per_station:
+                share = link / self._ways(flow)
             inside = flow.sent_bits < flow.window_bits
             rate = share * (flow.efficiency * (1.0 if inside else flow.loss_goodput))
             ends = flow.remaining_bits / rate
@@ -206,14 +243,15 @@ class Channel:
         for key in list(flows):
             flow = flows[key]
             inside = flow.sent_bits < flow.window_bits
-            rate = link / len(flows) * (flow.efficiency * (1.0 if inside else flow.loss_goodput))
+            factor = flow.efficiency * (1.0 if inside else flow.loss_goodput)
+            rate = link / self._ways(flow) * factor
             if inside:
                 wait_ms = (flow.window_bits - flow.sent_bits) / rate
                 if wait_ms <= TOLERANCE_MS or now + wait_ms == now:
                     flow.sent_bits = flow.window_bits
             wait_ms = flow.remaining_bits / rate
             if wait_ms <= TOLERANCE_MS or now + wait_ms == now:
-                del flows[key]
+                self._remove(key)
                 self.bits_delivered += flow.remaining_bits
                 flow.done.succeed()
 
@@ -239,7 +277,9 @@ class Network:
         burst_bytes = None if spec.burst_kb is None else spec.burst_kb * 1024
         if spec.medium == "shared":
             slowest = min((s.stack_mbps or math.inf) for s in stacks.values())
-            shared = Channel(env, bandwidth_mbps, "wifi", burst_bytes, _finite(slowest))
+            shared = Channel(
+                env, bandwidth_mbps, "wifi", burst_bytes, _finite(slowest), per_station=True
+            )
             self.channels = {name: shared for name in stacks}
         else:
             self.channels = {
@@ -275,7 +315,9 @@ class Network:
         yield self.env.timeout(self.spec.latency_ms + stack.overhead_ms(nbytes))
         window_bytes = math.inf if stack.loss_window_kb is None else stack.loss_window_kb * 1024
         efficiency = stack.bandwidth_efficiency * (stack.duplex_efficiency if duplex else 1.0)
-        yield self.channels[src].send(nbytes, efficiency, window_bytes, stack.loss_goodput)
+        yield self.channels[src].send(
+            nbytes, efficiency, window_bytes, stack.loss_goodput, station=src
+        )
         self.bytes_sent[src] += nbytes
         self.bytes_received[dst] += nbytes
 

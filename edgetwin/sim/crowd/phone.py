@@ -80,6 +80,9 @@ class RunTask(NamedTuple):
 Instruction = LoadStage | RunTask
 
 
+FOREMAN_STATION = "foreman"  # whose airtime the foreman's sends take on a shared medium
+
+
 @dataclass(frozen=True)
 class Link:
     """The phone's path to the foreman: its channel, latency and network stack."""
@@ -189,7 +192,7 @@ class Phone:
         try:
             if cold:
                 yield self.env.timeout(self.link.latency_ms + self.link.overhead_ms)
-                yield from self._send(blob_bytes(stage))
+                yield from self._send(blob_bytes(stage), FOREMAN_STATION)
                 self._cache(stage)
             else:
                 self.cached.move_to_end(stage.name)
@@ -242,17 +245,17 @@ class Phone:
         self.device.enter("comm", direction)
         try:
             yield env.timeout((link.latency_ms + link.overhead_ms) * self.noise())
-            yield from self._send(nbytes)
+            yield from self._send(nbytes, self.name if direction == "out" else FOREMAN_STATION)
         finally:
             if recorder.enabled:
                 recorder.end(self.name, "transfer")
         return self.env.now - start
 
-    def _send(self, nbytes: float) -> Generator[simpy.Event, object, None]:
-        """Move ``nbytes`` over the phone's link; a phone that leaves meanwhile stops
-        sending at that instant, and its share of the link (or of the shared medium's
-        airtime) goes to the other flows."""
-        sent = self.link.channel.send(nbytes, self.link.efficiency)
+    def _send(self, nbytes: float, station: str) -> Generator[simpy.Event, object, None]:
+        """Move ``nbytes`` over the phone's link, sent by ``station`` (the phone or the
+        foreman); a phone that leaves meanwhile stops the transfer at that instant, and
+        its share of the link (or of the shared medium's airtime) goes to the other flows."""
+        sent = self.link.channel.send(nbytes, self.link.efficiency, station=station)
         try:
             yield sent
         except simpy.Interrupt:
