@@ -17,7 +17,7 @@ from edgetwin import cli
 from edgetwin.calibration.emu_loop import LoopSettings, run_emulator
 from edgetwin.emu.crowd_jobs import CrowdJobFailed
 from edgetwin.emu.crowdio.records import PipelineSummary
-from edgetwin.emu.local import measure_local
+from edgetwin.emu.local import LocalRun, measure_local
 from edgetwin.emu.mininet.crowd import CrowdEmuRun, run_crowd_emu
 from edgetwin.emu.mininet.net import emulated_network
 from edgetwin.emu.mininet.runner import _HostLauncher, run_emu
@@ -248,29 +248,39 @@ def test_every_repetition_meets_a_vit_launchs_schedule_from_its_start() -> None:
     assert said == ([] if len(raised) == 3 else [True])
 
 
+def _stepped_voltage_launch(name: str, batches: list[int]) -> tuple[_HostLauncher, list[LocalRun]]:
+    """One emulated voltage launch on 2 hosts whose links start at 2 Mbps, a step at 1 ms
+    raising them to 800 in every timed run, one warm-up forward per batch size: its
+    launcher (with the faults it played) and its runs."""
+    raw = {
+        "name": name,
+        "repetitions": 1,
+        "model": {"tokens": 197, "width": 384, "heads": 6, "blocks": 1},
+        "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 2}],
+        "network": {"schedule": [{"at_ms": 1, "bandwidth_mbps": 800}]},
+        "strategies": [{"name": "voltage"}],
+        "sweeps": [{"batch": batches, "bandwidth_mbps": [2], "devices": [2]}],
+        "real_warmups": 1,
+    }
+    scenario = validate_scenario(raw, Path(f"{name}.yaml"))
+    with (
+        teardown_checked() as teardown,
+        emulated_network(build_topology(2), scenario.network, 2) as net,
+    ):
+        launch = _HostLauncher(net)
+        launch.bandwidth_mbps = 2
+        runs = list(measure_local(scenario, launch=launch))
+    teardown.assert_clean()
+    return launch, runs
+
+
 def test_a_vit_launchs_schedule_counts_from_its_timed_forwards() -> None:
     """The links start at 2 Mbps and a step at 1 ms raises them to 800. Until 2026-12-07
     the step counted from the launch's start and played while the ranks were still
     starting, so the warm-up forward crossed at 800 Mbps; now it counts from rank 0's first
     timed forward, as the twin counts from its run's start, so it plays after the warm-up,
     which crossed every byte at 2 Mbps: no slower than those bytes take at that rate."""
-    raw = {
-        "name": "emu_schedule_start",
-        "repetitions": 1,
-        "model": {"tokens": 197, "width": 384, "heads": 6, "blocks": 1},
-        "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 2}],
-        "network": {"schedule": [{"at_ms": 1, "bandwidth_mbps": 800}]},
-        "strategies": [{"name": "voltage"}],
-        "sweeps": [{"batch": [1], "bandwidth_mbps": [2], "devices": [2]}],
-        "real_warmups": 1,
-    }
-    scenario = validate_scenario(raw, Path("emu_schedule_start.yaml"))
-    topology = build_topology(2)
-    with teardown_checked() as teardown, emulated_network(topology, scenario.network, 2) as net:
-        launch = _HostLauncher(net)
-        launch.bandwidth_mbps = 2
-        (run,) = measure_local(scenario, launch=launch)
-    teardown.assert_clean()
+    launch, (run,) = _stepped_voltage_launch("emu_schedule_start", [1])
     (record,) = launch.faults
     assert (record.kind, record.detail) == ("bandwidth", "800 Mbps")  # it played, in the launch
     # rank 0's warm-up waited for rank 1's half of the exchange, crossing rank 1's link
@@ -284,23 +294,7 @@ def test_a_later_configurations_warm_up_meets_the_launchs_rate() -> None:
     Until 2026-12-07 the second batch's warm-up followed the first batch's timed run with
     the links still at 800 (rank 0 asked for its go after its warm-ups); now the links go
     back to 2 Mbps before it, as before the first batch's: every byte of it at 2 Mbps."""
-    raw = {
-        "name": "emu_schedule_warmups",
-        "repetitions": 1,
-        "model": {"tokens": 197, "width": 384, "heads": 6, "blocks": 1},
-        "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 2}],
-        "network": {"schedule": [{"at_ms": 1, "bandwidth_mbps": 800}]},
-        "strategies": [{"name": "voltage"}],
-        "sweeps": [{"batch": [1, 2], "bandwidth_mbps": [2], "devices": [2]}],
-        "real_warmups": 1,
-    }
-    scenario = validate_scenario(raw, Path("emu_schedule_warmups.yaml"))
-    topology = build_topology(2)
-    with teardown_checked() as teardown, emulated_network(topology, scenario.network, 2) as net:
-        launch = _HostLauncher(net)
-        launch.bandwidth_mbps = 2
-        first, second = measure_local(scenario, launch=launch)
-    teardown.assert_clean()
+    launch, (first, second) = _stepped_voltage_launch("emu_schedule_warmups", [1, 2])
     # the first batch's timed run left the links at 800: its step played in it
     assert ("launch 1 at 2 Mbps, timed run 0", 0.001) in [(r.run, r.at_s) for r in launch.faults]
     for run in (first, second):  # each warm-up waited for rank 1's half, across its link
