@@ -55,6 +55,14 @@ def text_progress(stream: TextIO | None = None, *, in_place: bool | None = None)
     return shown
 
 
+def write_line(out: TextIO, text: str) -> None:
+    """``text`` and its newline in one write, flushed: ``print`` writes them in two, and a
+    stop (Ctrl-C, SIGTERM) that lands between leaves the line open, so that the command's
+    last line (``edgetwin: interrupted; ...``) ends it instead of standing on its own."""
+    out.write(f"{text}\n")
+    out.flush()
+
+
 def _step_text(label: str, count: int, total: int, done: str = "") -> str:
     """What a text progress shows after ``count`` of ``total`` steps, the last named ``done``."""
     return f"{label}: {count}/{total}{f' ({done})' if done else ''}"
@@ -66,7 +74,7 @@ def _lines(label: str, total: int, out: TextIO) -> Advance:
     def advance(done: str = "") -> None:
         nonlocal count
         count += 1
-        print(_step_text(label, count, total, done), file=out, flush=True)
+        write_line(out, _step_text(label, count, total, done))
 
     return advance
 
@@ -104,7 +112,7 @@ class _Line:
         if self.texts:
             self._draw()
         else:
-            print(file=self.out, flush=True)
+            write_line(self.out, "")
 
     def _draw(self) -> None:
         text = self.texts[-1]

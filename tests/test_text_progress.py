@@ -14,6 +14,7 @@ from ipykernel.kernelspec import write_kernel_spec
 from nbclient import NotebookClient
 
 import edgetwin
+from edgetwin.cli.console import print_warnings
 from edgetwin.progress import text_progress
 
 JETSON = Path(__file__).resolve().parents[1] / "scenarios" / "prism_jetson.yaml"
@@ -51,6 +52,34 @@ def test_off_a_terminal_it_writes_a_line_per_step() -> None:
         "twin x: 2/3",
         "twin x: 3/3",
     ]
+
+
+class _Writes(io.StringIO):
+    """A stream that keeps each ``write`` call's text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.calls.append(text)
+        return super().write(text)
+
+
+def test_each_line_is_one_write_so_a_stop_cannot_leave_it_open() -> None:
+    """CI saw ``twin prism_jetson: 3/13000 (...)edgetwin: interrupted; ...``: ``print``
+    wrote the step's text and its newline in two writes, and the Ctrl-C landed between.
+    Each line a step writes, and each warning line a command prints, is one write."""
+    stream = _Writes()
+    with text_progress(stream, in_place=False)("twin x", 2) as advance:
+        advance("single, rep 0")
+        advance()
+    assert stream.calls == ["twin x: 1/2 (single, rep 0)\n", "twin x: 2/2\n"]
+    errors = _Writes()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sys.stderr", errors)
+        print_warnings(["one", "two"])
+    assert errors.calls == ["edgetwin: warning: one\n", "edgetwin: warning: two\n"]
 
 
 def test_a_step_s_own_steps_take_the_line_for_as_long_as_they_last() -> None:

@@ -31,6 +31,7 @@ from edgetwin.errors import (
     sigterm_interrupts,
     stopped_exit_code,
 )
+from edgetwin.progress import write_line
 from edgetwin.provenance import edgetwin_version, recording_reads
 from edgetwin.workbench.planning import interrupted_note
 
@@ -62,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except KeyboardInterrupt:
                 ignore_stops()  # cleaned up: another stop would cut this line short
                 kept = interrupted_note(args.out) if args.subcommand == "plan" else ""
-                print(f"edgetwin: interrupted; no output was published{kept}", file=sys.stderr)
+                write_line(sys.stderr, f"edgetwin: interrupted; no output was published{kept}")
                 return stopped_exit_code()
     except InputError as exc:
         print(f"edgetwin: error: {exc.message}", file=sys.stderr)

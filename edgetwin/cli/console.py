@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol, TextIO, TypeVar, cast
 
+from edgetwin.progress import write_line
 from edgetwin.workbench.static_figures import FiguresNotDrawn
 
 Result = TypeVar("Result")
@@ -50,7 +51,7 @@ def print_described(result: Described, out: Path | None = None) -> None:
 def print_warnings(warnings: Iterable[str]) -> None:
     """Each warning as a line ``edgetwin: warning: ...`` on stderr."""
     for warning in warnings:
-        print(f"edgetwin: warning: {warning}", file=sys.stderr)
+        write_line(sys.stderr, f"edgetwin: warning: {warning}")
 
 
 @contextmanager
@@ -89,7 +90,7 @@ class _StderrNotices(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            print(f"edgetwin: {record.getMessage()}", file=sys.stderr, flush=True)
+            write_line(sys.stderr, f"edgetwin: {record.getMessage()}")
         except Exception:
             self.handleError(record)
 
