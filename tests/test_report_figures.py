@@ -4,16 +4,19 @@ heights that grow, heatmaps on the swept values, the link check, error bars, sta
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import gzip
 import json
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from html import escape
@@ -577,6 +580,20 @@ def test_report_static_takes_only_figure_formats(
     assert "choose from svg, pdf, png" in capsys.readouterr().err.replace("'", "")
 
 
+def _stopped_export(run: Path, scratch: Path) -> subprocess.Popen[str]:
+    """``edgetwin report RUN --static svg`` with ``scratch`` as its temporary folder, once
+    the browser has started on its profile there."""
+    command = [sys.executable, "-m", "edgetwin", "report", str(run), "--static", "svg"]
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    proc = subprocess.Popen(
+        command, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=ctrl_c_reaches
+    )
+    while not list(scratch.glob("**/Default")):  # the browser has started on its profile
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    return proc
+
+
 @pytest.mark.browser
 @pytest.mark.timeout(240)
 def test_a_stopped_static_export_leaves_no_browser_profile(tmp_path: Path) -> None:
@@ -584,20 +601,46 @@ def test_a_stopped_static_export_leaves_no_browser_profile(tmp_path: Path) -> No
     temporary folder: the export thread outlived the command's clean-up. The command
     now waits for that thread, which closes the browser and removes its folder."""
     run = _static_run(tmp_path)
-    command = [sys.executable, "-m", "edgetwin", "report", str(run), "--static", "svg"]
     # a short TMPDIR: Chromium's sockets in it must fit a socket address (108 bytes)
     with tempfile.TemporaryDirectory(prefix="et-", dir="/tmp") as name:
         scratch = Path(name)
-        env = {**os.environ, "TMPDIR": name}
-        proc = subprocess.Popen(
-            command, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=ctrl_c_reaches
-        )
-        while not list(scratch.glob("*/Default")):  # the browser has started on its profile
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.02)
+        proc = _stopped_export(run, scratch)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 130, err
+        assert list(scratch.iterdir()) == []
+    assert not (run / "figures").exists()
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(240)
+def test_a_second_ctrl_c_during_a_static_export_leaves_nothing_behind(tmp_path: Path) -> None:
+    """A second Ctrl-C, while the first let Chromium draw its last figures, killed the
+    browser, which left its folders in the temporary folder; on Python 3.11 (whose
+    interrupted Thread.join marks the thread ended) the browser was not even killed: the
+    command ended with Chromium still writing its profile, which stayed, and a traceback
+    from the interpreter's exit. Ctrl-C is sent again until the command says so: one sent
+    before the first was handled would be taken for it."""
+    run = _static_run(tmp_path)
+    # (a Chromium left running writes on in its profile as the folder is removed)
+    with tempfile.TemporaryDirectory(prefix="et-", dir="/tmp", ignore_cleanup_errors=True) as name:
+        scratch = Path(name)
+        proc = _stopped_export(run, scratch)
+        assert proc.stderr is not None
+        lines: queue.Queue[str] = queue.Queue()
+        reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr])
+        reader.start()
+        said: list[str] = []
+        while proc.poll() is None and not any("Ctrl-C again" in line for line in said):
+            proc.send_signal(signal.SIGINT)
+            with contextlib.suppress(queue.Empty):
+                said.append(lines.get(timeout=0.05))
+        proc.wait(timeout=120)
+        reader.join()
+        said.extend(lines.queue)
+        err = "".join(said)
+        assert "Ctrl-C again" in err and proc.returncode == 130, err
+        assert err.endswith("edgetwin: interrupted; no output was published\n"), err
         assert list(scratch.iterdir()) == []
     assert not (run / "figures").exists()
 

@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -187,7 +188,9 @@ def write_figures(
 class _Session:
     """One kaleido session drawing ``jobs`` in a thread of its own, so that it can be
     stopped: at the deadline (and at a second Ctrl-C) every process of its browser is
-    killed."""
+    killed. Everything the browser writes goes into a folder of the session's, removed
+    when it ends, however it ends (a Chromium killed leaves its profile, and its folder in
+    the temporary folder, behind)."""
 
     def __init__(self, jobs: list[dict[str, Any]], browser: str) -> None:
         self.jobs, self.browser = jobs, browser
@@ -195,23 +198,29 @@ class _Session:
         self._failure: BaseException | None = None
         self._kaleido: Any = None
         self._killed: set[int] = set()
-        self._before: set[threading.Thread] = set()  # the threads before the session's
+        # the thread's end (drawn, failed, its browser closed): Thread.join interrupted by
+        # Ctrl-C marks a thread that runs on as ended (Python 3.11), an Event is not fooled
+        self._ended = threading.Event()
 
     def finished_by(self, ends_at: float) -> bool:
         """Draw the jobs; False (the browser killed) if they were not drawn by ``ends_at``
         (``time.monotonic``). A browser that failed is a RunFailed."""
         from choreographer.errors import BrowserClosedError, BrowserFailedError, ChannelClosedError
 
-        self._before = set(threading.enumerate())
-        thread = threading.Thread(target=self._run, name="edgetwin-static", daemon=True)
-        thread.start()
+        folder = Path(tempfile.mkdtemp(prefix="edgetwin-browser-"))
+        thread = threading.Thread(
+            target=self._run, args=(folder,), name="edgetwin-static", daemon=True
+        )
         try:
-            thread.join(max(ends_at - time.monotonic(), 0.0))
-        except KeyboardInterrupt:
-            self._finish_or_stop(thread, ends_at)
-            raise
-        if thread.is_alive():
-            self._stop(thread)
+            thread.start()
+            try:
+                ended = self._ended.wait(max(ends_at - time.monotonic(), 0.0))
+            except KeyboardInterrupt:
+                self._finish(ends_at)
+                raise
+        finally:
+            self._end(folder)
+        if not ended:
             return False
         failure = self._failure
         if isinstance(failure, BrowserFailedError | BrowserClosedError | ChannelClosedError):
@@ -222,45 +231,54 @@ class _Session:
             raise failure
         return True
 
-    def _run(self) -> None:
+    def _run(self, folder: Path) -> None:
         try:
-            self.errors = tuple(asyncio.run(self._draw()) or ())
+            self.errors = tuple(asyncio.run(self._draw(folder)) or ())
         except BaseException as exc:  # raised in the caller's thread
             self._failure = exc
+        finally:
+            self._ended.set()
 
-    async def _draw(self) -> Any:
-        import kaleido  # deferred: only a static export starts a browser
+    async def _draw(self, folder: Path) -> Any:
+        # deferred: only a static export starts a browser
+        from edgetwin.reports.kaleido_browser import kaleido_in
 
-        self._kaleido = kaleido.Kaleido(
-            path=self.browser, plotlyjs=str(_PLOTLY_JS), mathjax=False, timeout=RENDER_TIMEOUT_S
-        )
+        self._kaleido = kaleido_in(folder, self.browser, _PLOTLY_JS, RENDER_TIMEOUT_S)
         async with self._kaleido as drawing:
             return await drawing.write_fig_from_object(self.jobs)
 
-    def _finish_or_stop(self, thread: threading.Thread, ends_at: float) -> None:
+    def _finish(self, ends_at: float) -> None:
         """After Ctrl-C: let the browser draw its last figures and close as it does when
-        done, its session's threads (which wait for Chromium to exit) included, so that
-        Chromium removes its temporary folders (killed, it leaves them); a second Ctrl-C,
-        or the deadline, stops it."""
+        done, up to the deadline; a second Ctrl-C cuts that short (``_end`` kills it)."""
         with contextlib.suppress(KeyboardInterrupt):
-            thread.join(max(ends_at - time.monotonic(), 0.0))
-            for other in set(threading.enumerate()) - self._before:
-                other.join(max(ends_at - time.monotonic(), 0.0))
-        if thread.is_alive():
-            self._stop(thread)
+            self._ended.wait(max(ends_at - time.monotonic(), 0.0))
 
-    def _stop(self, thread: threading.Thread) -> None:
-        """Kill the browser's process group (Chromium and its helpers: choreographer starts
-        it in a session of its own) until the thread has closed the session (its profile
-        folder removed), one started meanwhile too; give up waiting after ``_STOP_WAIT_S``."""
+    def _end(self, folder: Path) -> None:
+        """Kill the browser's processes unless the session ended, wait (up to
+        ``_STOP_WAIT_S``) for the thread to close it, then remove ``folder``, all the
+        browser wrote. A stop meanwhile waits until that is done (a kill and a removal, with
+        nothing to cut short), then is raised."""
         gives_up_at = time.monotonic() + _STOP_WAIT_S
+        stopped = False
         while True:
+            try:
+                self._stop(gives_up_at)
+                _remove(folder, gives_up_at)
+                break
+            except KeyboardInterrupt:
+                stopped = True
+        if stopped:
+            raise KeyboardInterrupt
+
+    def _stop(self, gives_up_at: float) -> None:
+        """Kill the browser's process group (Chromium and its helpers: choreographer starts
+        it in a session of its own) until the thread has closed the session, one started
+        meanwhile too; give up waiting at ``gives_up_at``."""
+        while not self._ended.is_set() and time.monotonic() < gives_up_at:
             process = getattr(self._kaleido, "subprocess", None)
             if process is not None:
                 self._kill(process)
-            if not thread.is_alive() or time.monotonic() > gives_up_at:
-                return
-            thread.join(0.1)
+            self._ended.wait(0.1)
 
     def _kill(self, process: subprocess.Popen[bytes]) -> None:
         """SIGKILL ``process``'s group, once (its id is not reused while the group lives)."""
@@ -269,6 +287,15 @@ class _Session:
         self._killed.add(process.pid)
         with contextlib.suppress(ProcessLookupError):  # the group is gone already
             os.killpg(process.pid, signal.SIGKILL)
+
+
+def _remove(folder: Path, gives_up_at: float) -> None:
+    """``folder`` removed, again while a browser process that is ending writes into it; given
+    up at ``gives_up_at``."""
+    shutil.rmtree(folder, ignore_errors=True)
+    while folder.exists() and time.monotonic() < gives_up_at:
+        time.sleep(0.05)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def numbered_svg(svg: str, index: int) -> str:
