@@ -28,7 +28,7 @@ from edgetwin.plan.answer_text import describe, unmet_text
 from edgetwin.plan.crossover import crossing
 from edgetwin.plan.executors import PoolExecutor, SerialExecutor, stop_workers
 from edgetwin.plan.question_file import LoadedQuestion, load_question
-from edgetwin.plan.run import journal_for, run_plan, sweep_rows
+from edgetwin.plan.run import journal_for, run_plan, start_warnings, sweep_rows
 from edgetwin.profile import PROFILE_DIR
 from edgetwin.progress import Steps, naming
 from edgetwin.provenance import code_digest, modules_digest
@@ -278,6 +278,33 @@ def test_a_plan_warns_of_a_set_count_past_the_devices_its_runs_take(
     )
     assert {row.devices for row in outcome.rows} == {1, 2}
     assert outcome.warnings == (() if warning is None else (warning,))
+
+
+_PAST_TWO = (
+    "devices.0.count=6 (set.0) sizes a fleet of 6, but a run takes its first devices, as many "
+    "as axes.devices gives, at most 2: 4 devices of devices.0 never run (sweep 6 in "
+    "axes.devices to run them)"
+)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "warning"),
+    [
+        (("axes.devices=[2]",), None),
+        (("axes={batch: [4], bandwidth_mbps: [400], devices: [2]}",), None),
+        (("~axes.devices",), None),  # the default, [2]
+        (("set.0=devices.0.count=6", "axes.devices=[2]"), _PAST_TWO),
+        (("set.0=devices.0.count=6",), _PAST_TWO.replace("at most 2: 4", "at most 4: 2")),
+    ],
+)
+def test_axes_narrowed_by_the_caller_warn_of_no_device_the_file_runs(
+    tmp_path: Path, overrides: tuple[str, ...], warning: str | None
+) -> None:
+    """A question whose devices.0.count=4 its axes sweep up to 4, narrowed with --set
+    "axes.devices=[2]" for a quick look, warned that 2 devices never run: the user chose
+    that. A count past the file's own axes (set there or by --set) is still warned of."""
+    loaded = load_question(question_file(tmp_path), overrides)
+    assert start_warnings(loaded) == ([] if warning is None else [warning])
 
 
 @pytest.mark.parametrize(

@@ -55,6 +55,9 @@ class LoadedQuestion:
     question: PlanQuestion
     scenario: Scenario
     scenario_path: Path
+    # the most devices the file's own axes run, before the caller's overrides (--set): a
+    # narrower sweep of theirs is on purpose (0: a crowd question, which has no devices)
+    devices_in_file: int
 
 
 def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion:
@@ -95,7 +98,24 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
     else:
         _check_decoder_metrics(question, scenario, path)
         build_fleet(scenario, scenario_path)  # its device profiles: errors before any run
-    return LoadedQuestion(path, question, scenario, scenario_path)
+    devices = _devices_in_file(path, question, overrides)
+    return LoadedQuestion(path, question, scenario, scenario_path, devices)
+
+
+def _devices_in_file(path: Path, question: PlanQuestion, overrides: tuple[str, ...]) -> int:
+    """The largest of ``axes.devices`` as the question file gives it, without
+    ``overrides`` (those of ``question``, where none changes the axes or the file alone is
+    no question: the overrides mend it); 0 for a crowd question."""
+    if not isinstance(question.axes, Axes):
+        return 0
+    if any(override_key(item).split(".")[0] == "axes" for item in overrides):
+        try:
+            own = load_yaml_model(path, PlanQuestion)
+        except InputError:
+            own = question
+        if isinstance(own.axes, Axes):
+            return max(own.axes.devices)
+    return max(question.axes.devices)
 
 
 def dump_question(question: PlanQuestion, scenario_file: str) -> str:
@@ -188,10 +208,13 @@ def _check_set_kept(question: PlanQuestion, path: Path) -> None:
                 raise InputError(path, f"set.{index}", f"{key} has no effect: {why}")
 
 
-def unrun_devices(question: PlanQuestion, scenario: Scenario) -> list[str]:
+def unrun_devices(loaded: LoadedQuestion) -> list[str]:
     """Warnings for the ``set`` items ``devices.N.count=K`` that size devices no run takes:
     a run takes the fleet's first devices, as many as its configuration has, at most the
-    largest of ``axes.devices`` (``devices.0.count=3`` swept on ``devices: [2]`` ran 2)."""
+    largest of ``axes.devices`` (``devices.0.count=3`` swept on ``devices: [2]`` ran 2).
+    Devices that the file's own axes run are not warned of: the caller narrowed the axes
+    on purpose (``--set "axes.devices=[2]"`` for a quick look at an 8-board plan)."""
+    question, scenario = loaded.question, loaded.scenario
     if not isinstance(question.axes, Axes):
         return []
     most = max(question.axes.devices)
@@ -203,7 +226,7 @@ def unrun_devices(question: PlanQuestion, scenario: Scenario) -> list[str]:
         group = int(parts[1])  # an index the scenario has: it validated
         first = sum(d.count for d in scenario.devices[:group])
         end = first + scenario.devices[group].count
-        if end <= most:
+        if end <= max(most, loaded.devices_in_file):
             continue
         unused = end - max(first, most)
         fleet = sum(d.count for d in scenario.devices)

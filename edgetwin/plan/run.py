@@ -119,10 +119,11 @@ def check_journaled(loaded: LoadedQuestion, rows: list[ResultRow], journal: Jour
 
 def start_warnings(loaded: LoadedQuestion) -> list[str]:
     """What a plan warns of before it sweeps (``edgetwin plan --check`` prints them too): a
-    ``set`` count that sizes devices no run takes, and the settings the twin does not play
+    ``set`` count that sizes devices no run takes (unless the file's own axes run them:
+    narrowed by the caller), and the settings the twin does not play
     (``network.loss_pct``, a token bucket no board bursts from)."""
     return [
-        *unrun_devices(loaded.question, loaded.scenario),
+        *unrun_devices(loaded),
         *unplayed_in_twin(loaded.scenario, loaded.scenario_path),
     ]
 
