@@ -24,7 +24,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from edgetwin.errors import InputError, shown, shown_text
+from edgetwin.errors import InputError, counted, shown, shown_text
 from edgetwin.provenance import note_read
 
 MAX_YAML_BYTES = 16 * 2**20  # a scenario, evaluation, plan or profile file
@@ -378,6 +378,15 @@ def _reason(exc: BaseException) -> str:
 _EMPTY_LIST = (
     "an empty list: give at least one value, or leave the key out for its default if it has one"
 )
+# pydantic's words for a value of the wrong container ("Input should be a valid tuple",
+# "... a valid dictionary or instance of DeviceSpec"), in the file's terms
+_CONTAINER_TYPES = {
+    "tuple_type": "should be a list: [a, b], or one '- item' a line",
+    "list_type": "should be a list: [a, b], or one '- item' a line",
+    "dict_type": "should be a mapping: one 'key: value' a line, or {key: value}",
+    "model_type": "should be a mapping: one 'key: value' a line, or {key: value}",
+    "model_attributes_type": "should be a mapping: one 'key: value' a line, or {key: value}",
+}
 
 
 def validation_error(exc: ValidationError, path: Path | str, model: type[BaseModel]) -> InputError:
@@ -385,10 +394,14 @@ def validation_error(exc: ValidationError, path: Path | str, model: type[BaseMod
     but an unknown key that misspells a missing one is named first (``_reported``). An
     unknown key close to a key of its place, or another tool's name for one (a model's
     ``KEY_HINTS``), is said to mean that one."""
-    error, meant = _reported(exc.errors())
+    errors = exc.errors()
+    error, meant = _reported(errors)
     if meant is None and error["type"] == "extra_forbidden":
         meant = _meant_key(model, error["loc"][:-1], str(error["loc"][-1]))
     loc = [str(part) for part in error["loc"] if not _is_union_tag(part)]
+    short = _short_list(error, errors)
+    if short is not None:  # a fixed-length list (a [low, high] pair), an item missing
+        return InputError(path, ".".join(loc[:-1]), short)
     if error["type"] == BOOLEAN_NUMBER:  # raised by the model, about one of its fields
         loc.append(error["ctx"]["field"])
     message = error["msg"].removeprefix("Value error, ")
@@ -404,6 +417,14 @@ def validation_error(exc: ValidationError, path: Path | str, model: type[BaseMod
         message = "required key is missing"
     elif kind == "too_short" and not error.get("input"):
         message = _EMPTY_LIST
+    elif kind in _CONTAINER_TYPES:
+        message = _CONTAINER_TYPES[kind] + _got(error)
+    elif kind in ("too_short", "too_long") and isinstance(error.get("input"), list | tuple):
+        context = error["ctx"]  # pydantic says "Tuple should have ... after validation"
+        most = "least" if kind == "too_short" else "most"
+        bound = context.get("min_length" if kind == "too_short" else "max_length")
+        count = context["actual_length"]
+        message = f"should have at {most} {counted(bound, 'item')}, not {count}{_got(error)}"
     elif kind == "union_tag_invalid":  # pydantic's words name neither the key nor its place
         context = error["ctx"]
         key = context["discriminator"].strip("'")
@@ -430,6 +451,19 @@ def _named_field(
     if match is None or match.group(1).split(".")[0] not in keys_at(model, place):
         return loc, message
     return [*loc, *match.group(1).split(".")], match.group(2)
+
+
+def _short_list(error: Any, errors: Sequence[Any]) -> str | None:
+    """What is wrong with a fixed-length list given too few items, which pydantic reports
+    as a "missing" key at each place left (``battery_start_pct.1``); None for another
+    error."""
+    loc, given = error["loc"], error.get("input")
+    if error["type"] != "missing" or not loc or not isinstance(loc[-1], int):
+        return None
+    if not isinstance(given, list | tuple):
+        return None
+    left = sum(1 for e in errors if e["type"] == "missing" and e["loc"][:-1] == loc[:-1])
+    return f"should have {counted(len(given) + left, 'item')}, not {len(given)}{_got(error)}"
 
 
 def _reported(errors: Sequence[Any]) -> tuple[Any, str | None]:

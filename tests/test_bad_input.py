@@ -271,6 +271,63 @@ def test_bad_crowd_question_axes(
     assert_clean_failure(argv, capsys, tmp_path, "q.plan.yaml", *expect)
 
 
+_LIST = "should be a list: [a, b], or one '- item' a line"
+_MAPPING = "should be a mapping: one 'key: value' a line, or {key: value}"
+
+
+@pytest.mark.parametrize(
+    ("command", "file", "item", "expect"),
+    [
+        ("run", "prism_jetson.yaml", "devices=jetson", ("'devices'", _LIST, "(got 'jetson')")),
+        ("run", "prism_jetson.yaml", "strategies.1.cr={a: 1}", ("'strategies.1.cr'", _LIST)),
+        ("run", "prism_jetson.yaml", "sweeps.0.batch=abc", ("'sweeps.0.batch'", _LIST)),
+        ("run", "prism_jetson.yaml", "network.schedule=5", ("'network.schedule'", _LIST)),
+        ("run", "crowd_city.yaml", "crowd.schedulers=affinity", ("'crowd.schedulers'", _LIST)),
+        ("run", "emu_smoke.yaml", "emulator.host_cpu_cores=2", ("'emulator.host_cpu_cores'",)),
+        (
+            "run",
+            "crowd_city.yaml",
+            "crowd.fleet.0.battery_start_pct=[50]",
+            ("'crowd.fleet.0.battery_start_pct'", "should have 2 items, not 1 (got [50])"),
+        ),
+        (
+            "run",
+            "crowd_city.yaml",
+            "crowd.fleet.0.battery_start_pct=[1, 2, 3]",
+            ("'crowd.fleet.0.battery_start_pct'", "should have at most 2 items, not 3"),
+        ),
+        ("run", "prism_jetson.yaml", "devices=[5]", ("'devices.0'", _MAPPING, "(got 5)")),
+        ("plan", "plan_fleet.plan.yaml", "set=devices.0.count=8", ("'set'", _LIST)),
+        ("plan", "plan_best_mode.plan.yaml", "question.metrics=total_ms", ("'question.metrics'",)),
+        ("plan", "plan_fleet.plan.yaml", "axes.batch={a: 1}", ("'axes.batch'", _LIST)),
+        ("plan", "plan_fleet.plan.yaml", "axes=5", ("'axes'", _MAPPING)),
+        ("evaluate", "adaptive_prism.eval.yaml", "policies=adaptive", ("'policies'", _LIST)),
+        ("evaluate", "adaptive_prism.eval.yaml", "held_out.batch=abc", ("'held_out.batch'",)),
+        ("evaluate", "adaptive_prism.eval.yaml", "held_out=5", ("'held_out'", _MAPPING)),
+    ],
+    ids=[
+        *("devices", "cr", "sweep-batch", "schedule", "schedulers", "host-cores", "pair-short"),
+        *("pair-long", "a-device", "plan-set", "plan-metrics", "plan-axis", "plan-axes"),
+        *("eval-policies", "eval-held-out-batch", "eval-held-out"),
+    ],
+)
+def test_a_value_of_the_wrong_kind_of_container_in_plain_words(
+    command: str,
+    file: str,
+    item: str,
+    expect: tuple[str, ...],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A list field given one value or a mapping said pydantic's "Input should be a valid
+    tuple", a mapping field given a value "Input should be a valid dictionary or instance
+    of DeviceSpec", a [low, high] pair given one number "field '....battery_start_pct.1':
+    required key is missing" (scenario, plan and evaluation files alike)."""
+    argv = [command, str(REPO / "scenarios" / file), "--out", str(tmp_path / "out")]
+    line = assert_clean_failure([*argv, "--set", item], capsys, tmp_path, file, *expect)
+    assert "valid tuple" not in line and "instance of" not in line and "Tuple" not in line
+
+
 # ---------------------------------------------------------------- calibration specs
 
 

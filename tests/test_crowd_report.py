@@ -220,7 +220,7 @@ def test_a_large_crowd_draws_its_phones_by_class() -> None:
     [
         ("{", "not a timeline: Expecting property name"),
         ("[]", "the top level must be a mapping of keys to values"),
-        ('{"activities": 5}', "field 'activities': Input should be a valid tuple"),
+        ('{"activities": 5}', "field 'activities': should be a list"),
         ('{"activities": [{"phone": "a"}]}', "field 'activities.0.kind': required key is missing"),
         (
             '{"activities": [{"phone": "a", "kind": "nap", "start_s": 0, "end_s": 1}]}',

@@ -175,7 +175,7 @@ CASES = [
     Case(
         "wrong-type-container",
         scenario_text(devices="jetson"),
-        ("'devices'", "valid tuple"),
+        ("'devices'", "should be a list", "(got 'jetson')"),
     ),
     Case(
         "negative-bandwidth",
