@@ -3,8 +3,10 @@ what a real decoder run's launcher splits the layers on (``configuration.fleet_l
 
 from __future__ import annotations
 
+from edgetwin.calibration.reference_twin import simulate_config
 from edgetwin.configuration import fleet_layers
 from edgetwin.device_fleet import fleet_members
+from edgetwin.device_spec import DeviceSpec
 from edgetwin.profile import load_profile
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.sim.fleet import build_fleet
@@ -71,3 +73,18 @@ def test_a_bootstrap_variant_keeps_the_class_s_memory_bandwidth() -> None:
         members = fleet_members(scenario.model_copy(update={"devices": (spec,)}), None)
         variants = [member.variant(1).profile.memory for member in members]
         assert [m.bandwidth_gbps for m in variants if m] == [want] * spec.count
+
+
+def test_a_reference_fit_s_twin_runs_on_the_members_a_scenario_s_class_gives() -> None:
+    """A measured table's configuration through the twin (``reference_twin``, what a
+    reference fit and its held-out refits predict) ran on members built by hand,
+    ``dev-0``, ``dev-1``, ...: one board was ``dev-0`` where a class of one is ``dev``."""
+    scenario = load_scenario(REPO / "scenarios/prism_jetson.yaml")
+    profile = load_profile("jetson_orin_nano")
+    by_devices = {config.devices: config for config in configurations(scenario)}
+    assert set(by_devices) == {1, 2}
+    for devices, config in by_devices.items():
+        spec = DeviceSpec(name="dev", profile=profile, count=devices)
+        members = fleet_members(scenario.model_copy(update={"devices": (spec,)}), None)
+        outcome = simulate_config(scenario, profile, config)
+        assert list(outcome.energy_by_state_j) == [member.name for member in members]
