@@ -82,7 +82,7 @@ def test_a_validations_warnings_and_lines_are_the_commands(
     validation = edgetwin.validate(spec)
     notice = (
         "validation: batch 8 gives no held-out exchange points: without it,"
-        " gloo_staged_allgather.csv or gloo_staged_allgather_bw.csv holds no record to refit"
+        " gloo_staged_allgather.csv holds no record to refit"
         " staging from"
     )
     assert validation.warnings == (notice,)

@@ -71,8 +71,48 @@ def test_a_held_out_batch_that_leaves_a_section_no_record_says_so(tmp_path: Path
     assert "compute_ms" in held_at_8 and "exchange_total_ms" not in held_at_8
     assert refits.warnings == [
         "validation: batch 8 gives no held-out exchange points: without it,"
-        " gloo_staged_allgather.csv or gloo_staged_allgather_bw.csv holds no record to refit"
+        " gloo_staged_allgather.csv holds no record to refit"
         " staging from"
+    ]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("folders", "named"),
+    [
+        (("h200-loopback-2026-11",), "gloo_staged_allgather.csv holds"),
+        (("h200-netns-bw-2026-11",), "gloo_staged_allgather_bw.csv holds"),
+        (
+            ("h200-loopback-2026-11", "h200-netns-bw-2026-11"),
+            "gloo_staged_allgather.csv and gloo_staged_allgather_bw.csv hold",
+        ),
+    ],
+    ids=["loopback", "shaped", "both"],
+)
+def test_a_skipped_refit_names_the_exchange_files_the_folder_holds(
+    tmp_path: Path, folders: tuple[str, ...], named: str
+) -> None:
+    """Exchanges at batch 8 alone, in the loopback file, the shaped-link file or both: the
+    warning of the refit without batch 8 named both files whatever the folder held
+    ('gloo_staged_allgather.csv or gloo_staged_allgather_bw.csv holds no record'); it
+    names those the folder holds, which are the ones left without a record."""
+    import yaml
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for folder in folders:
+        for shipped in (REPO / "data/traces" / folder).glob("gloo_staged_allgather*.csv"):
+            header, *rows = shipped.read_text().splitlines()
+            batch = header.split(",").index("batch")
+            kept = [row for row in rows if row.split(",")[batch] == "8"]
+            (traces / shipped.name).write_text("\n".join([header, *kept]) + "\n")
+    spec = yaml.safe_load(SPEC.read_text())
+    spec |= {"traces": str(traces), "fit": ["staging"], "base": "h200_loopback", "bootstrap": 0}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert leave_one_out(path, "batch").warnings == [
+        f"validation: batch 8 gives no held-out exchange points: without it, {named} no"
+        " record to refit staging from"
     ]
 
 

@@ -95,8 +95,9 @@ def _unrefitted_warnings(
     spec: TraceCalibrationSpec, data: TraceData, fits: dict[str, ComponentFit], holdout: Holdout
 ) -> list[str]:
     """A warning for each section the held-out value leaves with no record, or too few
-    distinct points, to refit: its held-out records get no point, where they would
-    otherwise be left out without a word."""
+    distinct points, to refit, naming the trace files of the folder it is refitted from
+    (not those absent): its held-out records get no point, where they would otherwise be
+    left out without a word."""
     held: list[
         tuple[tuple[Section, ...], str, Sequence[VitLatency | StagedExchange | DecoderLatency]]
     ] = [
@@ -105,15 +106,18 @@ def _unrefitted_warnings(
         (("memory",), "decoder", data.decoder),
     ]
     warnings = []
+    read = {path.name for path in data.files}
     for sections, points, records in held:
         unrefitted = [s for s in sections if s in spec.fit and s not in fits]
         if unrefitted and any(map(holdout.covers, records)):
             kept = any(not holdout.covers(record) for record in records)
             if unrefitted[0] == "network":  # its copies are the staging refit's points
                 points = "comm"
+            # the files of the folder it reads (an exchange's: loopback, shaped or both)
+            files = [name for name in SECTION_FILES[unrefitted[0]] if name in read]
             warnings.append(
                 f"validation: {holdout.by} {holdout.value:g} gives no held-out {points} points:"
-                f" without it, {' or '.join(SECTION_FILES[unrefitted[0]])} holds"
+                f" without it, {' and '.join(files)} hold{'s' * (len(files) == 1)}"
                 f" {f'{TOO_FEW_LEFT} distinct points' if kept else 'no record'} to refit"
                 f" {unrefitted[0]} from"
             )
