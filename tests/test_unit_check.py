@@ -1,9 +1,12 @@
-"""A trace column whose times no device the fit takes reaches (microseconds in a column
-read in ms: values 1000x too large) is named with a warning: its file and its column."""
+"""A trace column whose times no device the fit takes reaches, or that the power log's clock
+or another column of its file contradicts (microseconds in a column read in ms: values
+1000x too large) is named with a warning: its file and its column."""
 
 from __future__ import annotations
 
 import csv
+import itertools
+import shutil
 import warnings
 from pathlib import Path
 
@@ -18,13 +21,16 @@ from edgetwin.profile import load_profile
 from tests.conftest import REPO
 
 LOOPBACK = REPO / "data/traces/h200-loopback-2026-11"
+NETNS = REPO / "data/traces/h200-netns-bw-2026-11"
+EXCHANGE_TIMES = ("d2h_ms", "comm_ms", "h2d_ms", "total_ms")
 H200 = REPO / "edgetwin/calibration/profiles/h200_loopback.yaml"
 JETSON_SLOWER = 60  # a Jetson Orin Nano's ViT-B/16 forward against the H200's (~570 ms at 8)
 
 
-def _scaled(name: str, folder: Path, columns: dict[str, float]) -> Path:
-    """The H200 loopback trace ``name`` in ``folder``, each of ``columns`` times its factor."""
-    with (LOOPBACK / name).open() as handle:
+def _scaled(name: str, folder: Path, columns: dict[str, float], source: Path = LOOPBACK) -> Path:
+    """The trace ``name`` of ``source`` (the H200 loopback's) in ``folder``, each of
+    ``columns`` times its factor."""
+    with (source / name).open() as handle:
         rows = list(csv.DictReader(handle))
     folder.mkdir(exist_ok=True)
     with (folder / name).open("w", newline="") as handle:
@@ -70,9 +76,10 @@ def test_a_jetsons_latencies_in_microseconds_are_named(
 @pytest.mark.parametrize("unit_ms", [1.0, 0.001], ids=["ms", "us"])
 def test_copies_in_microseconds_are_named_by_their_column(tmp_path: Path, unit_ms: float) -> None:
     """A board's GPU->host copies (3x the H200's pageable ones) in microseconds: the d2h_ms
-    column of the staged exchange is named; the rest of the file (comm_ms, a link's rate,
-    which any value may be) is not checked."""
-    times = {column: 3 / unit_ms for column in ("d2h_ms", "h2d_ms", "comm_ms", "total_ms")}
+    column of the staged exchange is named; its host->GPU copies, up to 20x a copy for the
+    concatenation, and comm_ms (a link's rate, which any value may be) are within a fit's
+    bounds, and the file has no power log to time them by."""
+    times = {column: 3 / unit_ms for column in EXCHANGE_TIMES}
     trace = _scaled("gloo_staged_allgather.csv", tmp_path, times)
     named = slow_columns(TraceData(tmp_path), ModelSpec())
     if unit_ms == 1.0:
@@ -80,3 +87,76 @@ def test_copies_in_microseconds_are_named_by_their_column(tmp_path: Path, unit_m
         return
     assert len(named) == 1 and named[0].startswith(f"{trace}: field 'd2h_ms': even the fastest")
     assert "20 ms + 100 ms/MB a copy" in named[0] and ", a block: " in named[0]
+
+
+def test_gathered_copies_in_microseconds_are_named(tmp_path: Path) -> None:
+    """A Jetson's staged exchange (60x the H200's) in microseconds: its host->GPU copies of
+    the gathered tensor, up to 20x a copy for the concatenation, are still past the slowest
+    device; h2d_ms was not checked. (The whole file scaled: no column contradicts another.)"""
+    times = {column: JETSON_SLOWER / 0.001 for column in EXCHANGE_TIMES}
+    _scaled("gloo_staged_allgather.csv", tmp_path, times)
+    named = slow_columns(TraceData(tmp_path), ModelSpec())
+    assert _columns(named) == {("gloo_staged_allgather.csv", c) for c in ("d2h_ms", "h2d_ms")}
+    assert "20x (20 ms + 100 ms/MB a copy) for the gathered tensor" in named[1]
+
+
+def _columns(lines: list[str]) -> set[tuple[str, str]]:
+    """(file name, column) of each line of ``slow_columns``."""
+    return {(Path(line.split(": field '")[0]).name, line.split("'")[1]) for line in lines}
+
+
+@pytest.mark.parametrize(
+    "folder",
+    sorted([*(REPO / "data/traces").iterdir(), *(REPO / "data/reference").iterdir()]),
+    ids=lambda p: p.name,
+)
+def test_no_shipped_trace_is_named(folder: Path) -> None:
+    """Every trace and reference folder shipped (ViT-B/16 where a ViT is timed): no column
+    is named, by the fits' bounds, the power log's clock or another column."""
+    assert slow_columns(TraceData(folder), ModelSpec()) == []
+
+
+def test_a_fast_gpus_microseconds_are_named_by_the_power_logs_clock(tmp_path: Path) -> None:
+    """The H200 folder with its ViT latencies and exchange times in microseconds: a fast GPU's
+    microseconds read as a CPU of 43 GFLOP/s, within every bound of a fit, and nothing was
+    named. The power log's clock (t_s) says each phase lasted a thousandth of what its
+    repetitions add up to: each column is named but the plain copies (no phase of the log)."""
+    shutil.copytree(LOOPBACK, tmp_path / "traces")
+    _scaled("vit_latency.csv", tmp_path / "traces", {"latency_ms": 1000.0})
+    exchange = {column: 1000.0 for column in EXCHANGE_TIMES}
+    _scaled("gloo_staged_allgather.csv", tmp_path / "traces", exchange)
+    named = slow_columns(TraceData(tmp_path / "traces"), ModelSpec())
+    assert _columns(named) == {
+        ("vit_latency.csv", "latency_ms"),
+        *(("gloo_staged_allgather.csv", column) for column in EXCHANGE_TIMES),
+    }
+    assert "power log's vit_b" in named[0] and "x as long as the phase lasted" in named[0]
+
+
+@pytest.mark.parametrize("column", ["comm_ms", "h2d_ms"])
+def test_a_phase_in_microseconds_beside_its_total_in_ms_is_named(
+    tmp_path: Path, column: str
+) -> None:
+    """The shaped-link exchanges (no power log) with one phase in microseconds: a loop's
+    phase took 1000x the loop's wall time (total_ms), and nothing was named (comm_ms was not
+    checked, h2d_ms within a fit's bounds); it is, and only it."""
+    _scaled("gloo_staged_allgather_bw.csv", tmp_path, {column: 1000.0}, NETNS)
+    named = slow_columns(TraceData(tmp_path), ModelSpec())
+    assert _columns(named) == {("gloo_staged_allgather_bw.csv", column)}
+    assert "as long as the loop it is a phase of (total_ms)" in named[0]
+
+
+@pytest.mark.parametrize("column", ["", "ttft_ms", "tpot_ms"], ids=["ms", "ttft_us", "tpot_us"])
+def test_decoder_times_in_microseconds_are_named(tmp_path: Path, column: str) -> None:
+    """A decoder trace (calibrate-machine's shapes) with TTFT or TPOT in microseconds: a later
+    token's step 1000x the prefill, or a prefill 1000x a step per prompt token; neither was
+    checked. The column is named; in ms, nothing is."""
+    rows = ["layers,batch,prompt_tokens,output_tokens,rep,ttft_ms,tpot_ms"]
+    for layers, batch, prompt, rep in itertools.product((2, 4), (1, 4), (16, 64), range(2)):
+        ttft, tpot = 3.0 * layers * batch * prompt / 16, 10.0 * layers
+        scale = {"ttft_ms": 1.0, "tpot_ms": 1.0, column: 1000.0}
+        ttft, tpot = ttft * scale["ttft_ms"], tpot * scale["tpot_ms"]
+        rows.append(f"{layers},{batch},{prompt},8,{rep},{ttft:g},{tpot:g}")
+    (tmp_path / "decoder_latency.csv").write_text("\n".join(rows) + "\n")
+    named = slow_columns(TraceData(tmp_path), ModelSpec())
+    assert _columns(named) == ({("decoder_latency.csv", column)} if column else set())

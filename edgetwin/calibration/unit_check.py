@@ -7,10 +7,12 @@ a Jetson at 100,000 ms). The unit is told by the header alone and nothing is con
 The slowest device is the one at the bounds of the fits (``trace_predictors``): compute
 at the least throughput and the longest launch floor (10 GFLOP/s, 20 ms a kernel group),
 a GPU<->host copy at the longest fixed time and the most ms per MB (20 ms + 100 ms/MB,
-10 MB/s). A column is named when even the fastest repetition of its fastest group, for
-its FLOPs or its bytes, takes longer than that device (load only ever slows a
-repetition). A fast GPU's compute trace in microseconds is within them (an H200's reads
-as a CPU of 43 GFLOP/s, the fit's launch floor at its bound, which is warned of)."""
+10 MB/s), and the host->GPU copy of a gathered tensor at the most copies its
+concatenation takes (20x). A column is named when even the fastest repetition of its
+fastest group, for its FLOPs or its bytes, takes longer than that device (load only ever
+slows a repetition). A fast GPU's trace in microseconds is within them (an H200's compute
+reads as a CPU of 43 GFLOP/s): ``unit_consistency`` names its columns by the power log's
+clock or another column of the file, where the folder has them."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from edgetwin.calibration.trace_predictors import (
     STAGING_BOUNDS,
     compute_predictor,
 )
+from edgetwin.calibration.unit_consistency import MICROSECONDS, Found, contradicted_columns
 from edgetwin.model_spec import ModelSpec
 from edgetwin.profile import StagingParams
 
@@ -51,12 +54,16 @@ COMPUTE_DEVICE = (
     f"{SLOWEST_COMPUTE['launch_floor_ms']:g} ms a kernel group"
 )
 COPY_DEVICE = f"{SLOWEST_COPY.fixed_ms:g} ms + {SLOWEST_COPY.ms_per_mb:g} ms/MB a copy"
+# h2d concatenates the gathered pieces before it copies them back: up to this many copies
+MOST_GATHERED = STAGING_BOUNDS["gathered_factor"][1]
+GATHERED_DEVICE = f"{MOST_GATHERED:g}x ({COPY_DEVICE}) for the gathered tensor"
 
 
 def slow_columns(data: TraceData, model: ModelSpec) -> list[str]:
-    """One line per trace column of ``data`` slower than the slowest device a fit takes
-    (``FILE: field 'COLUMN': ...``), saying what that suggests; none when no column is."""
-    lines = []
+    """One line per trace column of ``data`` slower than the slowest device a fit takes, or
+    that the power log's clock or another column contradicts (``unit_consistency``):
+    ``FILE: field 'COLUMN': ...``, saying what that suggests; none when no column is."""
+    found: list[Found] = []
     predict = compute_predictor(model)
     slowest_compute = _slowest(
         compute_groups(data.latencies),
@@ -65,7 +72,7 @@ def slow_columns(data: TraceData, model: ModelSpec) -> list[str]:
         COMPUTE_DEVICE,
     )
     if slowest_compute is not None:
-        lines.append(_named(data, VIT_LATENCY_FILE, LATENCY_MS, slowest_compute))
+        found.append((VIT_LATENCY_FILE, LATENCY_MS, slowest_compute))
     slowest_copy = _slowest(
         copy_groups(data.copies),
         lambda key: SLOWEST_COPY.copy_ms(key[1]),
@@ -73,19 +80,30 @@ def slow_columns(data: TraceData, model: ModelSpec) -> list[str]:
         COPY_DEVICE,
     )
     if slowest_copy is not None:
-        lines.append(_named(data, STAGING_COPY_FILE, LATENCY_MS, slowest_copy))
+        found.append((STAGING_COPY_FILE, LATENCY_MS, slowest_copy))
     for name, shaped in ((LOOPBACK_FILE, False), (BANDWIDTH_FILE, True)):
         records = [r for r in data.exchanges if (r.bandwidth_mbps is not None) == shaped]
-        # the copy of the piece sent (h2d concatenates too: a fit takes it up to 20x slower)
-        slowest_d2h = _slowest(
-            exchange_groups(records, "d2h_ms"),
-            lambda key: SLOWEST_COPY.copy_ms(key[3]),
-            lambda key: f"{exchange_label(key)}, a block",  # the loop's time / its blocks
-            COPY_DEVICE,
-        )
-        if slowest_d2h is not None:
-            lines.append(_named(data, name, "d2h_ms", slowest_d2h))
-    return lines
+        # the copy of the piece sent, and the gathered tensor's (two ranks' pieces)
+        for phase, slowest_ms, device in (
+            ("d2h_ms", lambda key: SLOWEST_COPY.copy_ms(key[3]), COPY_DEVICE),
+            (
+                "h2d_ms",
+                lambda key: MOST_GATHERED * SLOWEST_COPY.copy_ms(2 * key[3]),
+                GATHERED_DEVICE,
+            ),
+        ):
+            slowest = _slowest(
+                exchange_groups(records, phase),
+                slowest_ms,
+                lambda key: f"{exchange_label(key)}, a block",  # the loop's time / its blocks
+                device,
+            )
+            if slowest is not None:
+                found.append((name, phase, slowest))
+    lines: dict[tuple[str, str], str] = {}  # a column once, by the first check naming it
+    for name, column, problem in [*found, *contradicted_columns(data)]:
+        lines.setdefault((name, column), _named(data, name, column, problem))
+    return list(lines.values())
 
 
 def _slowest(
@@ -105,9 +123,7 @@ def _slowest(
     return (
         f"even the fastest group ({label(fastest)}: {min(groups[fastest]):,.0f} ms at best) "
         f"takes {1 / share[fastest]:.0f}x as long as the slowest device a fit takes "
-        f"({device}): are these microseconds (values 1000x too large)? The column is read "
-        "in ms and no unit is converted (docs/traces.md): if so, give the values in ms and "
-        "fit again"
+        f"({device}): {MICROSECONDS}"
     )
 
 
