@@ -182,6 +182,9 @@ def test_calibrate_machine_profiles_this_machine(
     assert {"compute", "staging", "network", "memory"} <= set(profile.fit["median_abs_error_pct"])
     assert profile.memory is not None and profile.memory.fitted  # from the real decoder
     assert profile.fit["method"].endswith("power fixed in the spec")  # no power meter here
+    # each batch left out leaves the staging and network refits enough exchange shapes
+    assert "warnings" not in profile.fit["held_out"]
+    assert {"staging_ms", "comm_ms"} <= set(profile.fit["held_out"]["log_residuals"])
     traces = out / "traces"
     assert (traces / "vit_latency.csv").read_text().startswith("kernel,batch,tokens,rep,")
     assert (traces / "decoder_latency.csv").read_text().startswith("layers,batch,prompt_tokens,")
@@ -195,6 +198,34 @@ def test_calibrate_machine_profiles_this_machine(
     scenario = load_scenario(scenario_path)
     rows = [o.row for o in run_scenario(scenario, build_fleet(scenario, scenario_path))]
     assert all(r.status == "ok" and r.total_ms > 0 for r in rows)
+
+
+@pytest.mark.parametrize("quick", [True, False], ids=["quick", "full"])
+def test_calibrate_machine_measures_the_exchange_shapes_its_fits_need(quick: bool) -> None:
+    """--quick exchanged 4 and 32 rows at batches 1, 2 and 4: pieces of 3-96 KiB, and its
+    spec gave no size above which a copy or a message pays an extra, so large_copy_ms and
+    large_message_ms changed no prediction and kept their fits' start (0.05 ms); and each
+    batch left out left 4 shapes for 5 parameters, so the profile had no held-out staging
+    or comm errors. The spec sets the size (128 KiB), pieces and gathered tensors lie on
+    both sides of it, and each batch left out leaves as many shapes as either fit has
+    parameters."""
+    from edgetwin.calibration.machine import FULL, QUICK, machine_spec
+    from edgetwin.calibration.trace_predictors import NETWORK_BOUNDS, STAGING_BOUNDS
+
+    plan = QUICK if quick else FULL
+    fixed = machine_spec(plan)["fixed"]
+    element = plan.model.width * plan.model.bytes_per_element
+    pieces = {(b, rows): b * rows * element for b in plan.batches for rows in plan.exchange_rows}
+    for section, bounds in (("staging", STAGING_BOUNDS), ("network", NETWORK_BOUNDS)):
+        free = [name for name in bounds if f"{section}.{name}" not in fixed]
+        for left_out in plan.batches:
+            assert sum(b != left_out for b, _rows in pieces) >= len(free), (section, left_out)
+    copies = [*pieces.values(), *(2 * piece for piece in pieces.values())]  # d2h, h2d
+    for key, sizes in (
+        ("staging.large_copy_kb", copies),
+        ("network.large_message_kb", pieces.values()),
+    ):
+        assert min(sizes) <= fixed[key] * 1024 < max(sizes), key
 
 
 def _jtop_copy_of_the_nvml_log(folder: Path) -> Path:
