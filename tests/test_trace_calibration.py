@@ -228,6 +228,32 @@ def test_calibrate_machine_measures_the_exchange_shapes_its_fits_need(quick: boo
         assert min(sizes) <= fixed[key] * 1024 < max(sizes), key
 
 
+@pytest.mark.timeout(120)
+def test_a_size_step_extra_is_fitted_with_the_size_the_profile_keeps(tmp_path: Path) -> None:
+    """A staging fit from the H200 loopback trace on a base profile, without the size of the
+    large-copy extra in its spec: the fit ran without a size, so large_copy_ms changed no
+    prediction and was written at its start (0.05 ms) beside the base's 128 KiB. It is
+    fitted with the base's size, as if the spec fixed it; a base without one has no extra
+    (0), not a parameter the data must pin."""
+    import yaml
+
+    def staging(base: str, fixed: dict[str, float]) -> dict[str, Any]:
+        spec = {"kind": "traces", "profile": {"name": "b", "ram_mb": 1000}}
+        spec |= {"traces": str(LOOPBACK), "base": base, "fit": ["staging"], "bootstrap": 0}
+        path = tmp_path / "spec.yaml"
+        path.write_text(yaml.safe_dump({**spec, "fixed": fixed}))
+        return calibrate_from_traces(path, "test").staging.model_dump()
+
+    assert staging("h200_loopback", {}) == staging("h200_loopback", {"staging.large_copy_kb": 128})
+    no_size = yaml.safe_load(
+        (REPO / "edgetwin/calibration/profiles/h200_loopback.yaml").read_text()
+    )
+    no_size["staging"]["large_copy_kb"] = None
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(no_size))
+    fitted = staging(str(tmp_path / "base.yaml"), {})
+    assert (fitted["large_copy_kb"], fitted["large_copy_ms"]) == (None, 0.0)
+
+
 def _jtop_copy_of_the_nvml_log(folder: Path) -> Path:
     """The H200 NVML log as a jtop log: time in s, ``Power TOT`` in mW, the same phases."""
     rows = list(csv.DictReader((LOOPBACK / "power_samples.csv").open()))

@@ -93,7 +93,8 @@ def plan_fits(
 
     def fixed(section: str) -> dict[str, float]:
         prefix = f"{section}."
-        return {k.removeprefix(prefix): v for k, v in not_fitted.items() if k.startswith(prefix)}
+        values = {k.removeprefix(prefix): v for k, v in not_fitted.items() if k.startswith(prefix)}
+        return values | _step_size(section, values, base)
 
     planned: list[PlannedFit] = []
 
@@ -181,6 +182,30 @@ def plan_fits(
     if with_decoder and not with_compute and base is not None:  # on the base's compute
         fit_into(("memory",), fit_memory, decoder, spec.decoder, base.compute, spec.bootstrap, rng)
     return planned
+
+
+# a section's extra above a size, and that size (None: no extra)
+SIZE_STEPS = {
+    "staging": ("large_copy_kb", "large_copy_ms"),
+    "network": ("large_message_kb", "large_message_ms"),
+}
+
+
+def _step_size(
+    section: str, fixed: dict[str, float], base: DeviceProfile | None
+) -> dict[str, float]:
+    """What a fit of ``section`` takes of the size above which its extra is paid, where the
+    spec does not fix it: the base profile's (which the profile keeps), or, where that has
+    none, no extra (0, not fitted). The fit ran without the size, so the extra changed no
+    prediction: it kept its start (0.05 ms) beside the base's size, or alone, counted as a
+    parameter the data had to pin."""
+    if section not in SIZE_STEPS or SIZE_STEPS[section][0] in fixed:
+        return {}
+    size_name, extra_name = SIZE_STEPS[section]
+    size = None if base is None else getattr(getattr(base, section), size_name)
+    if size is not None:
+        return {size_name: size}
+    return {} if extra_name in fixed else {extra_name: 0.0}
 
 
 def planned_parameters(plan: list[PlannedFit]) -> dict[str, set[str]]:
