@@ -15,6 +15,7 @@ import importlib.util
 from typing import Any
 
 __all__ = [
+    "FIT_WARNINGS",
     "AffinityEvaluation",
     "AtBoundWarning",
     "Comparison",

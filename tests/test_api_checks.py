@@ -3,6 +3,7 @@ is, and a user's type checker sees the API's types (an installed edgetwin is typ
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -97,6 +98,10 @@ def test_the_api_md_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert isinstance(outcome, edgetwin.PlanOutcome)
     assert outcome.describe()[0].startswith("batch 8, 2 devices: prism beats one device from ")
     assert isinstance(namespace["refit"], edgetwin.Results)
+    # the calibrate example's fit warnings, picked out by edgetwin.FIT_WARNINGS
+    fit_lines = namespace["fit_lines"]
+    assert isinstance(fit_lines, list)
+    assert [line.split(" = ")[0] for line in fit_lines] == ["power.idle_w", "power.staging_w"]
 
 
 @pytest.mark.timeout(240)
@@ -196,12 +201,26 @@ def test_every_documented_name_is_reached_from_a_bare_import() -> None:
     reached the API's names, not its modules, which docs/api.md names the same way
     (``edgetwin.errors.InputError``, ``edgetwin.results.DTYPES``). Each ``edgetwin.X`` and
     ``edgetwin.X.Y`` of the README and docs/api.md resolves in a fresh interpreter after
-    ``import edgetwin`` alone (a module path deeper than that, ``edgetwin.emu.vit.worker``,
-    is imported as such), which loaded nothing heavy, nor did the light modules."""
+    ``import edgetwin`` alone, and so does a deeper name unless it is a module's path, which
+    a reader imports or runs as such (``edgetwin.emu.vit.worker``): api.md named
+    ``edgetwin.calibration.fit_check.FIT_WARNINGS``, an AttributeError without an import it
+    did not show. The import loaded nothing heavy, nor did the light modules."""
     text = (ROOT / "README.md").read_text() + (ROOT / "docs" / "api.md").read_text()
     chains = [m.group(1)[1:].split(".") for m in DOCUMENTED.finditer(text)]
-    names = sorted({".".join(chain if len(chain) <= 2 else chain[:1]) for chain in chains})
+    names = sorted({".".join(chain[:1] if _is_module(chain) else chain) for chain in chains})
     assert "progress.Progress" in names and "errors.InputError" in names
+    deep = [name for name in names if name.count(".") > 1]
+    assert "workbench.run_files.RUN_FILES" in deep
+    bare, light, missing = _reached(names)
+    assert (bare, light, missing) == ([], [], [])
+    # each in an interpreter of its own: one reached before it (edgetwin.calibrate, which
+    # imports the API) may have imported the module a reader has not
+    assert [problem for name in deep for problem in _reached([name])[2]] == []
+
+
+def _reached(names: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """In a fresh interpreter: what ``import edgetwin`` loaded of ``HEAVY``, what it had
+    loaded after two light modules were named, and each of ``names`` not reached from it."""
     code = f"""
 import functools, json, sys
 import edgetwin
@@ -222,7 +241,18 @@ print(json.dumps([bare, light, missing]))
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     bare, light, missing = json.loads(done.stdout)
-    assert (bare, light, missing) == ([], [], [])
+    return bare, light, missing
+
+
+def _is_module(chain: list[str]) -> bool:
+    """Whether ``edgetwin.<chain>`` is a module deeper than the package's own
+    (``emu.vit.worker``), found without importing it."""
+    if len(chain) <= 2:
+        return False
+    try:
+        return importlib.util.find_spec(".".join(["edgetwin", *chain])) is not None
+    except ModuleNotFoundError:  # a module's attribute: its "parent" has no __path__
+        return False
 
 
 def test_an_unknown_name_is_still_an_attribute_error() -> None:
@@ -336,12 +366,13 @@ def test_what_the_api_raises_and_warns_is_in_its_namespace() -> None:
     """A caller catches a failed run and filters the fit's warnings without importing
     edgetwin's internals (docs/api.md named ``edgetwin.errors.RunFailed`` and
     ``edgetwin.calibration.fit_check``)."""
-    from edgetwin.calibration.fit_check import AtBoundWarning, PoorFitWarning
+    from edgetwin.calibration.fit_check import FIT_WARNINGS, AtBoundWarning, PoorFitWarning
     from edgetwin.errors import RunFailed
 
     assert edgetwin.RunFailed is RunFailed
     assert edgetwin.PoorFitWarning is PoorFitWarning
     assert edgetwin.AtBoundWarning is AtBoundWarning
+    assert edgetwin.FIT_WARNINGS is FIT_WARNINGS
 
 
 def test_what_a_fit_check_needs_is_in_its_namespace() -> None:

@@ -7,6 +7,7 @@ template, clean up after killed runs; and the types they return.
 from __future__ import annotations
 
 from edgetwin.calibration.fit_check import (
+    FIT_WARNINGS,
     AtBoundWarning,
     NoHeldOutWarning,
     PoorFitWarning,
@@ -42,6 +43,7 @@ from edgetwin.workbench.static_figures import FiguresNotDrawn
 from edgetwin.workbench.validating import Validation, validate
 
 __all__ = [
+    "FIT_WARNINGS",
     "AffinityEvaluation",
     "AtBoundWarning",
     "Comparison",
