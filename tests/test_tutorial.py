@@ -3,6 +3,7 @@ running the tests: the venv's, with ipykernel), so it never rots."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -60,6 +61,23 @@ def test_the_tutorial_runs_from_top_to_bottom(
     assert not (tmp_path / "jetson_refit.yaml").read_text().startswith("# an earlier run's")
     outputs = [text_of(c) for c in notebook.cells if c.cell_type == "code"]
     assert "twin prism_jetson: 65/65" in outputs[1]  # the run's progress (text_progress)
-    assert "held-out refits (by batch): 4/4" in outputs[-3]  # the calibration's
-    assert "total_ms" in outputs[-3]  # the calibration's median errors
-    assert "'single, -'" in outputs[-1] and "'prism, CR 9.85'" in outputs[-1]  # traces; the CR used
+    calibration = output_of(notebook, "edgetwin.calibrate(")
+    assert "held-out refits (by batch): 4/4" in calibration
+    assert "total_ms" in calibration  # the calibration's median errors
+    traces = output_of(notebook, "px.line(")
+    assert "'single, -'" in traces and "'prism, CR 9.85'" in traces  # the CR used
+    # the decoder section: what its text says of prefill, decode and memory
+    decoder = output_of(notebook, "llm_jetson.yaml")
+    assert "twin llm_jetson: 6/6" in decoder
+    memory = output_of(notebook, '"status"')
+    assert re.search(r"^\d+ +single x1 .* out of memory on jetson-0 \(prefill\)$", memory, re.M)
+    assert re.search(r"^\d+ +pipeline x2 .* ok$", memory, re.M)
+    assert re.search(r"^\d+ +prism x2 .* ok$", memory, re.M)
+    fastest = output_of(notebook, "px.bar(")
+    assert "'tpot_ms': 'single x1'" in fastest and "'ttft_ms': 'prism x2'" in fastest
+
+
+def output_of(notebook: nbformat.NotebookNode, marker: str) -> str:
+    """What the one code cell whose source holds ``marker`` printed or returned."""
+    (cell,) = (c for c in notebook.cells if c.cell_type == "code" and marker in c.source)
+    return text_of(cell)
