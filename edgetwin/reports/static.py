@@ -32,7 +32,8 @@ from edgetwin.atomic import publish_folder, staged_folder
 from edgetwin.errors import InputError, RunFailed, counted
 from edgetwin.output_folder import output_kind
 from edgetwin.reports.html import figure_names, read_run, run_figures
-from edgetwin.reports.style import WIDTH_PX, at_width, styled
+from edgetwin.reports.narrow import at_width
+from edgetwin.reports.style import WIDTH_PX, styled
 
 StaticFormat = Literal["svg", "pdf", "png"]
 STATIC_FORMATS: tuple[StaticFormat, ...] = get_args(StaticFormat)
@@ -132,7 +133,7 @@ def write_figures(
     deadline_s: float | None = None,
     width: FigureWidth = DEFAULT_WIDTH,
 ) -> list[Path]:
-    """Each figure as ``out_dir/<name>.<fmt>``, ``width`` wide (``style.at_width``: a
+    """Each figure as ``out_dir/<name>.<fmt>``, ``width`` wide (``narrow.at_width``: a
     narrow one has its legend under the plot), in one Chromium session; the figures it
     failed to draw (an error, or over ``RENDER_TIMEOUT_S``) are drawn once more in a new
     one, and a figure that fails again is a RunFailed. (On a busy machine kaleido 1.5 may

@@ -7,7 +7,6 @@ figures through ``styled``, so fonts, colours and margins are the same everywher
 from __future__ import annotations
 
 import math
-import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from textwrap import wrap
@@ -17,6 +16,7 @@ import plotly.io as pio
 
 TEMPLATE = "edgetwin"
 HEIGHT_PX = 460
+FONT_PX = 13  # the template's text (a legend's entries, tick labels)
 WIDTH_PX = 1000  # the width of a static figure; pages let the figure fill the column
 ROW_PX = 22  # height per category row of a horizontal bar chart or a heatmap
 FONT = "Arial, Helvetica, sans-serif"
@@ -44,13 +44,7 @@ TITLE_PAD_PX = 14  # from the figure's top edge to its title's first line
 LEGEND_LINE_PX = 21  # a legend entry or group title at the template's font size
 LEGEND_GROUP_GAP_PX = 6  # the template's tracegroupgap
 LEGEND_PAD_PX = 20
-NARROW_PX = 600  # a figure narrower than this (a 3.5 in column) has its legend under its plot
-TITLE_CHAR_PX = 8.5  # the width of a title's character, on average (16 px Arial)
-DETAIL_CHAR_PX = 6.5  # of a title's detail line's (12 px)
-NARROW_MARGIN_PX = {"l": 55, "r": 10}  # axes grow it for their labels (automargin)
-NARROW_PAD_PX = 10  # between a narrow figure's left edge and its title and legend
-_DETAIL = re.compile(r"<br><span style='font-size:12px'>(.*)</span>$", re.S)  # title_text's
-
+MARGIN_B_PX = 60  # below the plot: the x axis, its labels and title
 # a results metric as a figure names it, and its colour in every figure that draws
 # metrics apart (the latency breakdown, predicted vs measured): compute is one colour
 METRIC_LOOKS = {
@@ -70,7 +64,7 @@ METRIC_LOOKS = {
 
 _template = go.layout.Template(pio.templates["plotly_white"])
 _template.layout.update(
-    font={"family": FONT, "size": 13, "color": "#222"},
+    font={"family": FONT, "size": FONT_PX, "color": "#222"},
     title={
         "x": 0.0,
         "xanchor": "left",
@@ -83,7 +77,7 @@ _template.layout.update(
     },
     colorway=PALETTE,
     legend={"tracegroupgap": LEGEND_GROUP_GAP_PX, "groupclick": "toggleitem"},
-    margin={"t": TITLE_LINE_PX * 2 + 30, "l": 70, "r": 30, "b": 60},
+    margin={"t": TITLE_LINE_PX * 2 + 30, "l": 70, "r": 30, "b": MARGIN_B_PX},
     hovermode="closest",
 )
 pio.templates[TEMPLATE] = _template
@@ -100,7 +94,7 @@ def styled(fig: go.Figure) -> go.Figure:
     if lines > 1:  # plotly.js draws such a title higher: its first line touched the edge
         fig.update_layout(title_pad_t=2 * TITLE_PAD_PX)
     bottom = fig.layout.margin.b
-    legend_room = top + (_template.layout.margin.b if bottom is None else bottom)
+    legend_room = top + (MARGIN_B_PX if bottom is None else bottom)
     legend_room += legend_height_px(fig)
     fig.update_layout(height=max(fig.layout.height or HEIGHT_PX, legend_room))
     return fig
@@ -127,42 +121,6 @@ def title_text(main: str, detail: str | None = None, chars: int = TITLE_CHARS) -
         return main
     lines = "<br>".join(wrap(detail, chars))
     return f"{main}<br><span style='font-size:12px'>{lines}</span>"
-
-
-def at_width(fig: go.Figure, width_px: float) -> go.Figure:
-    """A styled copy of ``fig`` laid out ``width_px`` wide. Narrower than ``NARROW_PX`` (a
-    paper's 3.5 in column) its title is wrapped to the width and its legend goes under the
-    plot, one entry a line (beside it, it took most of the width), the figure growing by
-    its height; the plot keeps its height."""
-    fig = styled(go.Figure(fig))
-    if width_px >= NARROW_PX:
-        return fig
-    bottom = fig.layout.margin.b
-    bottom_px = _template.layout.margin.b if bottom is None else bottom
-    plot_px = fig.layout.height - fig.layout.margin.t - bottom_px
-    title = fig.layout.title.text
-    if title:  # from the figure's left edge: a plot's axis labels may push the plot right
-        where = {"xref": "container", "x": 0, "pad_l": NARROW_PAD_PX}
-        fig.update_layout(title=where, title_text=_wrapped_title(title, width_px))
-    fig = styled(fig.update_layout(margin=NARROW_MARGIN_PX))
-    legend_px = legend_height_px(fig)
-    if legend_px:
-        # at the plot's left edge: in the figure's (xref container) it pushed the plot right
-        where = {"yref": "container", "y": 0, "yanchor": "bottom", "x": 0, "xanchor": "left"}
-        fig.update_layout(legend=where, margin_b=bottom_px + legend_px)
-    height = fig.layout.margin.t + plot_px + bottom_px + legend_px
-    return fig.update_layout(height=height)
-
-
-def _wrapped_title(title: str, width_px: float) -> str:
-    """A ``title_text`` title wrapped again for a figure ``width_px`` wide."""
-    room_px = width_px - 2 * NARROW_PAD_PX
-    found = _DETAIL.search(title)
-    main = title if found is None else title[: found.start()]
-    chars = int(room_px / TITLE_CHAR_PX)
-    lines = [line for part in main.split("<br>") for line in wrap(part, chars)]
-    detail = None if found is None else found.group(1).replace("<br>", " ")
-    return title_text("<br>".join(lines), detail, int(room_px / DETAIL_CHAR_PX))
 
 
 def color(index: int) -> str:
