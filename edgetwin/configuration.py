@@ -14,6 +14,7 @@ from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderPlan, DecoderWorkload, Ops, phase_flops
 from edgetwin.models.layout import resolved_segments
 from edgetwin.models.strategies.pipeline import device_layers
+from edgetwin.number_text import exact_text
 from edgetwin.profile import MB, DeviceProfile
 from edgetwin.scenario import Scenario
 from edgetwin.sweep_points import Configuration, split_tokens, swept_bandwidths
@@ -142,11 +143,12 @@ class CrowdRun:
 
 def configuration_label(config: Configuration) -> str:
     """How progress names a configuration: its candidate label (the registry's), batch,
-    bandwidth, a decoder's tokens: ``prism cr 9.9 x2, batch 8, 400 Mbps``."""
+    bandwidth, a decoder's tokens: ``prism cr 9.9 x2, batch 8, 1,000 Mbps, prompt 2,048``
+    (``exact_text``: ``g`` wrote 1,000,000 Mbps as ``1e+06``)."""
     label = registry.candidate_label(config.strategy, config.devices, config.cr, config.segments)
-    tokens = "" if config.prompt_tokens is None else f", prompt {config.prompt_tokens}"
+    tokens = "" if config.prompt_tokens is None else f", prompt {exact_text(config.prompt_tokens)}"
     tokens += "" if config.output_tokens is None else f", {config.output_tokens} out"
-    return f"{label}, batch {config.batch}, {config.bandwidth_mbps:g} Mbps{tokens}"
+    return f"{label}, batch {config.batch}, {exact_text(config.bandwidth_mbps)} Mbps{tokens}"
 
 
 def step_label(config: Configuration, rep: int) -> str:

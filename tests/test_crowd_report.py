@@ -158,8 +158,8 @@ def test_crowd_timelines_hover_with_units() -> None:
     assert gantt is not None and ram is not None and battery is not None
     (bar,) = gantt.data
     assert list(bar.customdata[0][:2]) == [1.0, 2.5] and " s<br>" in bar.hovertemplate
-    assert ram.data[0].hovertemplate.startswith("%{x:.2f} s: %{y:.4g} MB")
-    assert battery.data[0].hovertemplate.startswith("%{x:.2f} s: %{y:.4g} %")
+    assert ram.data[0].hovertemplate.startswith("%{x:.2f} s: %{y:,.4~r} MB")
+    assert battery.data[0].hovertemplate.startswith("%{x:.2f} s: %{y:,.4~r} %")
 
 
 def test_memory_and_battery_lines_last_to_the_end_of_the_run() -> None:

@@ -1035,7 +1035,7 @@ def test_best_mode_answers_the_lowest_energy_per_batch(tmp_path: Path) -> None:
     assert line.startswith("lowest energy_j per cell: single: 4 cells (") and line.endswith(" J)")
     heat = best_mode_figures(outcome.answer)[1]
     assert heat.layout.title.text == "Lowest energy per batch (J)"
-    assert heat.data[0].hovertemplate.endswith("(%{customdata:.4g} J)<extra></extra>")
+    assert heat.data[0].hovertemplate.endswith("(%{customdata:,.4~r} J)<extra></extra>")
 
 
 def test_a_best_mode_cell_where_nothing_ran_says_so(tmp_path: Path) -> None:

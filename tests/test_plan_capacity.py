@@ -110,7 +110,7 @@ def test_capacity_answer_from_the_crowd_twin(tmp_path: Path) -> None:
     page = (tmp_path / "out" / "plan.html").read_text()
     assert "p95 job latency per run" in page and "Largest backlog" in page
     latency, backlog_figure = capacity_figures(answer)  # hovers give phones, s and jobs
-    assert latency.data[0].hovertemplate.startswith("%{x} phones: p95 %{y:.3g} s")
+    assert latency.data[0].hovertemplate.startswith("%{x} phones: p95 %{y:,.4~r} s")
     assert backlog_figure.data[0].hovertemplate.startswith("%{x} phones: %{y} jobs")
     # a run that falls behind looks the same in both figures, keyed (it was blue, unkeyed)
     looks = [[(t.name, t.marker.color, t.marker.symbol) for t in fig.data[:2]]

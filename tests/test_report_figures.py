@@ -30,6 +30,7 @@ from plotly.subplots import make_subplots
 
 from edgetwin.cli import main
 from edgetwin.comparison import compare_to_reference
+from edgetwin.number_text import exact_text
 from edgetwin.reports import write_report
 from edgetwin.reports.figures import (
     bandwidth_figure,
@@ -87,7 +88,7 @@ def test_crossover_legend_is_grouped_and_no_two_curves_look_alike(tmp_path: Path
     assert len(drawn) == 18  # 6 batches x (2 fleet sizes + single)
     looks = {(t.line.color, t.line.dash) for t in drawn}
     assert len(looks) == len(drawn)
-    assert all(t.hovertemplate.startswith("%{x:g} Mbit/s: %{y:.4g} ms") for t in drawn)
+    assert all(t.hovertemplate.startswith("%{x:,} Mbit/s: %{y:,.4~r} ms") for t in drawn)
     # a key per batch colour and per deployment dash, not one per curve
     assert len(_legend_entries(curves)) == 6 + 3
     assert curves.layout.xaxis.tickvals and curves.layout.yaxis.tickvals
@@ -98,7 +99,7 @@ def test_fleet_heatmap_cells_are_the_swept_values_only(tmp_path: Path) -> None:
     answer = _plan_answer(tmp_path, "plan_fleet")
     heat = fleet_figures(answer)[0]
     assert heat.layout.xaxis.type == "category" and heat.layout.yaxis.type == "category"
-    assert list(heat.data[0].x) == [f"{bw:g}" for bw in answer["bandwidths_mbps"]]
+    assert list(heat.data[0].x) == [exact_text(bw) for bw in answer["bandwidths_mbps"]]
     assert list(heat.data[0].y) == [str(n) for n in answer["devices"]]
     frontier = heat.data[1]  # frames around the cells: a line or a dot hid their numbers
     assert frontier.mode == "markers" and frontier.marker.symbol == "square-open"
@@ -107,16 +108,16 @@ def test_fleet_heatmap_cells_are_the_swept_values_only(tmp_path: Path) -> None:
 
 def test_log_ticks_are_few_and_plain() -> None:
     ticks = log_ticks([15.5, 80.0, 4903.0])
-    assert ticks["ticktext"] == ["15.5", "100", "1000", "4900"]
+    assert ticks["ticktext"] == ["15.5", "100", "1,000", "4,900"]
     # a narrow axis with one 1-2-3-5 step in it: its ends too (it read "10000" alone)
-    assert log_ticks([8953, 11922])["ticktext"] == ["8950", "10000", "11900"]
+    assert log_ticks([8953, 11922])["ticktext"] == ["8,950", "10,000", "11,900"]
     assert log_ticks([25, 50, 100, 200, 300, 400, 600, 800, 1000])["ticktext"] == [
         "25",
         "50",
         "100",
         "200",
         "500",
-        "1000",
+        "1,000",
     ]
     assert log_ticks([1, 2, 4, 8, 16, 32], swept=True)["ticktext"] == [
         "1",
@@ -647,7 +648,7 @@ def test_a_second_ctrl_c_during_a_static_export_leaves_nothing_behind(tmp_path: 
 
 def test_swept_log_ticks_name_the_values_swept() -> None:
     ticks = log_ticks([128, 512, 2048, 131072], swept=True)
-    assert ticks["ticktext"] == ["128", "512", "2048", "131072"]  # not 2050 or 131000
+    assert ticks["ticktext"] == ["128", "512", "2,048", "131,072"]  # not 2,050 or 131,000
 
 
 def test_a_long_legend_makes_room_for_itself() -> None:

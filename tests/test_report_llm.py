@@ -11,6 +11,7 @@ import pytest
 import edgetwin
 from edgetwin.cli import main
 from edgetwin.models import registry
+from edgetwin.number_text import exact_text
 from edgetwin.profile import load_profile
 from edgetwin.reports.html import read_run, run_figures
 from tests.conftest import REPO
@@ -61,9 +62,9 @@ def test_decoder_page_has_its_figures_with_a_line_per_strategy(tmp_path: Path) -
     assert len(ram) == 1 and set(ram[0].y) == {profile_ram_mb}
     assert (data.device_ram_mb, data.ram_warnings) == ({"jetson": profile_ram_mb}, [])
     # a hover names what x is, with its unit (it gave a bare "64: 19.2 ms")
-    assert line.hovertemplate.startswith("prompt %{x:g} tokens: ")
-    assert rate.hovertemplate.startswith("%{x:g} Mbit/s: ")
-    assert memory_line.hovertemplate.startswith("context %{x:g} tokens: ")
+    assert line.hovertemplate.startswith("prompt %{x:,} tokens: ")
+    assert rate.hovertemplate.startswith("%{x:,} Mbit/s: ")
+    assert memory_line.hovertemplate.startswith("context %{x:,} tokens: ")
 
 
 @pytest.mark.timeout(120)
@@ -118,7 +119,7 @@ def test_report_names_a_profile_it_cannot_read_and_draws_the_rest(
     assert (copies[0] / "report.html").read_bytes() == (copies[1] / "report.html").read_bytes()
     memory = run_figures(read_run(out))[-1]
     ram = [t.name for t in memory.data if t.legendgroup == "RAM"]
-    assert ram == [f"RAM of gpu ({load_profile('h200_loopback').ram_mb:g} MB)"]
+    assert ram == [f"RAM of gpu ({exact_text(load_profile('h200_loopback').ram_mb)} MB)"]
     gone.parent.mkdir()
     gone.write_text("name: jetson\nram_mb: -1\n")  # there, but not a profile: it names itself
     assert main(["report", str(out)]) == 0

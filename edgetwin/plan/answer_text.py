@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from edgetwin.errors import counted
+from edgetwin.number_text import exact_text, figure_text
 from edgetwin.plan.answers import QUESTIONS
 from edgetwin.plan.capacity import describe_capacity
-from edgetwin.plan.number_text import exact_text, figure_text
 from edgetwin.plan.questions import CROSSOVER, CROWD_CAPACITY, LONGEST_CONTEXT, SMALLEST_FLEET
 from edgetwin.plan.smallest_fleet import meets_target
 from edgetwin.run_failures import failure_reason

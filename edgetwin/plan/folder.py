@@ -18,8 +18,8 @@ from edgetwin.atomic import write_text_atomic
 from edgetwin.configuration import crowd_runs
 from edgetwin.errors import InputError, counted
 from edgetwin.models import registry
+from edgetwin.number_text import exact_text
 from edgetwin.plan.answers import answer
-from edgetwin.plan.number_text import exact_text
 from edgetwin.plan.question_file import LoadedQuestion, dump_question, load_question
 from edgetwin.plan.questions import CrowdAxes, PlanQuestion, SmallestFleet
 from edgetwin.plan.sweep import context_searches, memory_edge_configs

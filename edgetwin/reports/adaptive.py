@@ -14,6 +14,7 @@ from edgetwin.atomic import write_text_atomic
 from edgetwin.errors import counted
 from edgetwin.evaluate.adaptive_results import Evaluation
 from edgetwin.evaluate.adaptive_scores import ConditionResult
+from edgetwin.number_text import exact_text, hover_number
 from edgetwin.policies.adaptive import POLICY_LABELS, WEIGHTED
 from edgetwin.policies.perf_map_io import write_map
 from edgetwin.reports.figures import candidate_colors
@@ -123,7 +124,8 @@ def _truth_summary(evaluation: Evaluation) -> str:
         tokens = f"prompt {tokens}; output tokens {_join(outputs)}"
     if held_out is None:
         cells = "; ".join(
-            f"batch {c.batch}, {c.bandwidth_mbps:g} Mbit/s, {c.devices} up" for c in conditions
+            f"batch {c.batch}, {exact_text(c.bandwidth_mbps)} Mbit/s, {c.devices} up"
+            for c in conditions
         )
         skipped = len(evaluation.skipped)
         skipped_text = f"; {counted(skipped, 'cell')} skipped" if skipped else ""
@@ -135,7 +137,7 @@ def _truth_summary(evaluation: Evaluation) -> str:
 
 
 def _join(values: Sequence[float]) -> str:
-    return ", ".join(f"{v:g}" for v in values)
+    return ", ".join(exact_text(v) for v in values)
 
 
 def _scores_html(evaluation: Evaluation) -> str:
@@ -239,7 +241,7 @@ def _mode_heatmaps(evaluation: Evaluation, group: Group) -> go.Figure:
         fig.add_trace(
             go.Heatmap(
                 x=[str(b) for b in batches],
-                y=[f"{bw:g}" for bw in bandwidths],
+                y=[exact_text(bw) for bw in bandwidths],
                 z=[[labels.index(t) if t else None for t in row] for row in text],
                 text=[[short.get(t, "") for t in row] for row in text],
                 texttemplate="%{text}",
@@ -291,7 +293,7 @@ def _regret_figure(evaluation: Evaluation) -> go.Figure:
     name on hover), the box of their spread."""
     fig = go.Figure()
     where = [
-        f"batch {c.batch}, {c.bandwidth_mbps:g} Mbit/s, {c.devices} devices, "
+        f"batch {c.batch}, {exact_text(c.bandwidth_mbps)} Mbit/s, {c.devices} devices, "
         + _tokens_text(c.tokens, c.output_tokens)
         for c in evaluation.conditions
     ]
@@ -364,7 +366,8 @@ def _crossover_figure(evaluation: Evaluation) -> go.Figure:
                     showlegend=False,
                     line={"color": colors[who], "dash": dash(at), "width": widths[who]},
                     marker_symbol=symbol(at),
-                    hovertemplate=f"%{{customdata:g}} Mbit/s: batch %{{y}}<extra>{names[who]}, "
+                    hovertemplate=f"{hover_number('customdata', exact=True)} Mbit/s: batch %{{y}}"
+                    f"<extra>{names[who]}, "
                     f"{condition}</extra>",
                 )
             )

@@ -15,6 +15,7 @@ from edgetwin.atomic import write_text_atomic
 from edgetwin.evaluate.affinity import AffinityEvaluation
 from edgetwin.evaluate.affinity_results import InstanceResult, SchedulerResult
 from edgetwin.evaluate.optimum import Schedule
+from edgetwin.number_text import hover_number
 from edgetwin.reports.html import figures_html, page, warnings_html
 from edgetwin.reports.style import color, styled, title_text
 from edgetwin.run_warnings import write_warnings_file
@@ -77,7 +78,7 @@ def _panels(emu: bool) -> list[Panel]:
         Panel(
             "Cold loads",
             "Cold loads",
-            "%{x}: %{y:.3g} cold loads",
+            f"%{{x}}: {hover_number('y')} cold loads",
             lambda s: s.cold_loads,
             lambda o: o.cold_loads,
         ),

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from edgetwin.errors import InputError
 from edgetwin.models import registry
+from edgetwin.number_text import exact_text, hover_number
 from edgetwin.reports.style import METRIC_LOOKS, color, styled, title_text
 from edgetwin.results import ResultRow
 from edgetwin.schema import check_regular_file, validation_error
@@ -133,7 +134,7 @@ def _by_mode(rows: Sequence[ResultRow]) -> tuple[dict[str, list[ResultRow]], str
         if row.ok and label is not None:
             name = f"{label} / {row.scheduler}" if row.scheduler else label
             if several_bandwidths:
-                name += f" / {row.bandwidth_mbps:g} Mbit/s"
+                name += f" / {exact_text(row.bandwidth_mbps)} Mbit/s"
             groups[name].append(row)
     x = "Mode / scheduler / bandwidth" if several_bandwidths else "Mode / scheduler"
     return dict(groups), x
@@ -205,7 +206,7 @@ def _traced_run(records: Records) -> str:
     row = rows[0]
     mode = _pipeline(str(row["strategy"])) or str(row["strategy"])
     scheduler = f" / {row['scheduler']}" if row.get("scheduler") else ""
-    return f"first run: {mode}{scheduler}, {float(row['bandwidth_mbps']):g} Mbit/s"
+    return f"first run: {mode}{scheduler}, {exact_text(float(row['bandwidth_mbps']))} Mbit/s"
 
 
 def gantt_figure(records: Records) -> go.Figure | None:
@@ -292,7 +293,7 @@ def _per_phone_lines(
                 y=y,
                 mode="lines",
                 line=line,
-                hovertemplate=f"%{{x:.2f}} s: %{{y:.4g}} {unit}<extra>{phone}</extra>",
+                hovertemplate=f"%{{x:.2f}} s: {hover_number('y')} {unit}<extra>{phone}</extra>",
                 **look,
             )
         )
@@ -329,7 +330,8 @@ def _class_means(
                 name=f"{group} ({seen[group]} phones)",
                 mode="lines",
                 line={"shape": "hv", "color": color(at)},
-                hovertemplate=f"%{{x:.2f}} s: mean %{{y:.4g}} {unit}<extra>{group}</extra>",
+                hovertemplate=f"%{{x:.2f}} s: mean {hover_number('y')} {unit}"
+                f"<extra>{group}</extra>",
             )
             for at, (group, (times, means)) in enumerate(lines.items())
         ]

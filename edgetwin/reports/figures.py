@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 
 from edgetwin.comparison import Comparison, key_label
 from edgetwin.models import registry
+from edgetwin.number_text import exact_text, hover_number
 from edgetwin.reports.parity import ParityPoint, parity_figure
 from edgetwin.reports.rows import Config, Point, config_labels, most_common_bandwidth
 from edgetwin.reports.style import (
@@ -138,7 +139,7 @@ def latency_breakdown_figure(points: Sequence[Point]) -> go.Figure | None:
     bandwidth_mbps, chosen = common
     labels = config_labels(p.config for p in points)
     y = [[labels[p.config] for p in chosen], [f"batch {p.batch}" for p in chosen]]
-    fig = _figure(f"Latency breakdown per batch at {bandwidth_mbps:,g} Mbit/s")
+    fig = _figure(f"Latency breakdown per batch at {exact_text(bandwidth_mbps)} Mbit/s")
     for attr in LATENCY_PARTS:  # stacked
         name = metric_label(attr)
         fig.add_bar(
@@ -187,7 +188,7 @@ def per_sample_figure(points: Sequence[Point]) -> go.Figure | None:
     look = looks(labels)
     note = _bars_note([p.total_band_ms for p in chosen], [p.per_sample_sd_ms for p in chosen])
     fig = _figure(
-        title_text(f"Per-sample latency vs batch size at {bandwidth_mbps:,g} Mbit/s", note)
+        title_text(f"Per-sample latency vs batch size at {exact_text(bandwidth_mbps)} Mbit/s", note)
     )
     for config, line in _by_config(chosen).items():
         fig.add_scatter(
@@ -218,7 +219,7 @@ def energy_figure(points: Sequence[Point]) -> go.Figure | None:
     look = looks(labels)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Per batch", "Per sample"))
     note = _bars_note([p.energy_band_j for p in chosen])
-    _figure(title_text(f"Energy vs batch size at {bandwidth_mbps:,g} Mbit/s", note), fig)
+    _figure(title_text(f"Energy vs batch size at {exact_text(bandwidth_mbps)} Mbit/s", note), fig)
     for config, line in _by_config(chosen).items():
         for col, values in (
             (1, [p.energy_j for p in line]),
@@ -241,7 +242,7 @@ def energy_figure(points: Sequence[Point]) -> go.Figure | None:
                 mode="lines+markers",
                 line=look[config].line(),
                 marker_symbol=look[config].symbol,
-                hovertemplate="batch %{x}: %{y:.3g} J<extra>" + labels[config] + "</extra>",
+                hovertemplate=f"batch %{{x}}: {hover_number('y')} J<extra>{labels[config]}</extra>",
                 row=1,
                 col=col,
             )
@@ -278,7 +279,8 @@ def bandwidth_figure(points: Sequence[Point]) -> go.Figure | None:
             mode="lines+markers",
             line=look[config].line(),
             marker_symbol=symbol(batches.index(batch)),
-            hovertemplate="%{x:g} Mbit/s: %{y:.1f} ms<extra>" + name + "</extra>",
+            hovertemplate=f"{hover_number('x', exact=True)} Mbit/s: %{{y:.1f}} ms"
+            f"<extra>{name}</extra>",
         )
     for config, label in labels.items():
         legend_key(fig, label, group=config.strategy, line=look[config].line())

@@ -22,6 +22,7 @@ from edgetwin.comparison import (
     key_label,
 )
 from edgetwin.links import LINK_CHECK_FILE, CheckedLink, link_warnings, read_link_checks
+from edgetwin.number_text import figure_text
 from edgetwin.reports.crowd import Records, crowd_figures, is_crowd, read_timeline
 from edgetwin.reports.figures import comparison_figure, report_figures
 from edgetwin.reports.link_check import link_check_figure
@@ -253,7 +254,7 @@ def _comparison_html(comparison: Comparison, wording: Wording) -> str:
     )
     points = "".join(
         f"<tr><td>{escape(p['metric'])}</td><td class='text'>{escape(key_label(p['key']))}</td>"
-        f"<td>{p['measured']:.4g}</td><td>{p['predicted']:.4g}</td>"
+        f"<td>{figure_text(p['measured'])}</td><td>{figure_text(p['predicted'])}</td>"
         f"<td>{'n/a' if p['error_pct'] is None else format(p['error_pct'], '+.1f')}</td></tr>"
         for p in comparison.points
     )

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from edgetwin.links import TOLERANCE_PCT, CheckedLink
+from edgetwin.number_text import exact_text
 from edgetwin.reports.style import categories, color, styled, title_text
 
 
@@ -23,7 +24,7 @@ def link_check_figure(checks: Sequence[CheckedLink]) -> go.Figure | None:
         rows = [c for c in checks if (c.warning() is None) is inside]
         fig.add_trace(
             go.Scatter(
-                x=[f"{c.bandwidth_mbps:g}" for c in rows],
+                x=[exact_text(c.bandwidth_mbps) for c in rows],
                 y=[c.error_pct for c in rows],
                 text=[_direction(c) for c in rows],
                 customdata=[c.wire_mbps for c in rows],

@@ -17,6 +17,7 @@ from edgetwin.configuration import decoder_plan
 from edgetwin.decoder_spec import DecoderSpec, kept_positions
 from edgetwin.device_fleet import class_ram_mb
 from edgetwin.errors import InputError, counted
+from edgetwin.number_text import exact_text, hover_number
 from edgetwin.profile import MB
 from edgetwin.reports.figures import looks
 from edgetwin.reports.rows import Config, config_labels, config_of, config_order
@@ -103,7 +104,7 @@ def _add_lines(
     col: int | None = None,
 ) -> None:
     """One line per configuration, named by its label, coloured by its strategy; ``hover``:
-    a point's text with its units (``prompt %{x:g} tokens: %{y:.4g} ms``)."""
+    a point's text with its units (``hover_number``'s: ``prompt %{x:,} tokens: %{y:,.4~r} ms``)."""
     labels = config_labels(lines)
     look = looks(labels)
     for config, points in lines.items():
@@ -132,14 +133,15 @@ def ttft_tpot_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
     if found is None:
         return None
     (batch, bandwidth_mbps, output), lines = found
+    assert isinstance(bandwidth_mbps, float)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Time to first token", "Time per token"))
     styled(fig).update_layout(
-        title=f"TTFT and TPOT vs prompt length at batch {batch}, {bandwidth_mbps:,g} Mbit/s, "
-        f"{output} output tokens"
+        title=f"TTFT and TPOT vs prompt length at batch {batch}, "
+        f"{exact_text(bandwidth_mbps)} Mbit/s, {output} output tokens"
     )
     prompts = [x for points in lines.values() for x in points]
     for col, column, name in ((1, "ttft_ms", "TTFT"), (2, "tpot_ms", "TPOT")):
-        hover = "prompt %{x:g} tokens: %{y:.4g} ms"
+        hover = f"prompt {hover_number('x', exact=True)} tokens: {hover_number('y')} ms"
         _add_lines(fig, lines, lambda reps, c=column: _mean(reps, c), hover, col)  # type: ignore[misc]
         values = [_mean(reps, column) for points in lines.values() for reps in points.values()]
         fig.update_xaxes(title="Prompt tokens", **log_ticks(prompts, swept=True), row=1, col=col)
@@ -160,7 +162,7 @@ def tokens_per_s_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
     fig = styled(go.Figure()).update_layout(
         title=f"Tokens/s vs bandwidth at batch {batch}, prompt {prompt}, {output} output tokens"
     )
-    hover = "%{x:g} Mbit/s: %{y:.4g} tokens/s"
+    hover = f"{hover_number('x', exact=True)} Mbit/s: {hover_number('y')} tokens/s"
     _add_lines(fig, lines, lambda reps: _mean(reps, "tokens_per_s"), hover)
     bandwidths = [x for points in lines.values() for x in points]
     fig.update_xaxes(title="Bandwidth (Mbit/s)", **log_ticks(bandwidths, swept=True))
@@ -261,13 +263,16 @@ def memory_figure(
         "activations (the prefill's, or the last decode step's): what its RAM must hold"
     )
     fig = styled(go.Figure()).update_layout(title=title_text(main, detail if peaks else None))
-    _add_lines(fig, lines, _memory_mb, "context %{x:g} tokens: %{y:.4g} MB")
+    hover = f"context {hover_number('x', exact=True)} tokens: {hover_number('y')} MB"
+    _add_lines(fig, lines, _memory_mb, hover)
     if peaks:
         _add_peaks(fig, lines, peaks)
     contexts = [x for points in lines.values() for x in points]
     for name, ram in ram_mb.items():
-        label = f"RAM of {name} ({ram:g} MB)"
-        line = reference_line(_ram_span(contexts), ram, label, f"RAM of {name}: {ram:g} MB")
+        label = f"RAM of {name} ({exact_text(ram)} MB)"
+        line = reference_line(
+            _ram_span(contexts), ram, label, f"RAM of {name}: {exact_text(ram)} MB"
+        )
         fig.add_trace(line.update(legendgroup="RAM"))
     fig.update_xaxes(title="Context (prompt + output tokens)", **log_ticks(contexts, swept=True))
     fig.update_yaxes(title="Memory per device (MB)", rangemode="tozero")
@@ -298,7 +303,8 @@ def _add_peaks(
                 "color": look[config].color,
                 "size": 9,
             },
-            hovertemplate="context %{x:g} tokens: %{y:.4g} MB at its peak, in the "
+            hovertemplate=f"context {hover_number('x', exact=True)} tokens: "
+            f"{hover_number('y')} MB at its peak, in the "
             f"%{{customdata}}, activations included<extra>{labels[config]}</extra>",
         )
 

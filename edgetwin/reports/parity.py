@@ -9,6 +9,7 @@ from typing import NamedTuple
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from edgetwin.number_text import hover_number
 from edgetwin.reports.style import log_ticks, metric_color, metric_label, styled
 
 # unit, metric-name suffix, panel title: a metric's unit is the end of its name
@@ -39,7 +40,8 @@ def _add_panel(fig: go.Figure, points: list[ParityPoint], unit: str, col: int) -
             legendgroup=metric,
             mode="markers",
             marker={"size": 9, "color": metric_color(metric)},
-            hovertemplate=f"%{{text}}<br>measured %{{x:.3g}} {unit}, predicted %{{y:.3g}} "
+            hovertemplate=f"%{{text}}<br>measured {hover_number('x')} {unit}, predicted "
+            f"{hover_number('y')} "
             f"{unit}<br>error %{{customdata:+.1f}}%<extra>{metric_label(metric)}</extra>",
             row=1,
             col=col,

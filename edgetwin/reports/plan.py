@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from edgetwin.atomic import write_text_atomic
 from edgetwin.decoder_spec import longest_prompt_tokens
 from edgetwin.models import registry
+from edgetwin.number_text import exact_text, hover_number
 from edgetwin.plan.answer_text import (
     NOTHING_RAN,
     cell_label,
@@ -23,7 +24,6 @@ from edgetwin.plan.answer_text import (
     unmet_text,
 )
 from edgetwin.plan.answers import QUESTIONS
-from edgetwin.plan.number_text import exact_text
 from edgetwin.plan.questions import (
     BEST_METRICS,
     BEST_MODE,
@@ -52,7 +52,8 @@ from edgetwin.run_failures import failure_reason
 PLAN_REPORT = "plan.html"
 NOTHING_RAN_COLOR = "#dddddd"  # a heatmap cell where every candidate failed
 FRONT_LINE_COLOR = "#888888"  # a Pareto front's steps; its points in their strategies' colours
-CURVE_HOVER = "%{x:g} Mbit/s: %{y:.4g} ms per batch"  # the trace's name beside it
+# the trace's name beside it
+CURVE_HOVER = f"{hover_number('x', exact=True)} Mbit/s: {hover_number('y')} ms per batch"
 
 
 def fleet_figures(result: dict[str, Any]) -> list[go.Figure]:
@@ -84,7 +85,7 @@ def fleet_figures(result: dict[str, Any]) -> list[go.Figure]:
         )
         fig.add_trace(
             go.Scatter(
-                x=[None if bw is None else f"{bw:g}" for bw in frontier],
+                x=[None if bw is None else exact_text(bw) for bw in frontier],
                 y=devices,
                 mode="markers",  # a frame around the cell: a dot or a line hid its number
                 name=f"least bandwidth with p95 ≤ {exact_text(result['target_p95_ms'])} ms",
@@ -257,7 +258,7 @@ def _best_heatmap(
             zmax=len(here) - 0.5,
             colorscale=discrete_colorscale([colors[name] for name in here]),
             showscale=False,
-            hovertemplate=f"batch %{{y}}, %{{x}} Mbit/s: %{{text}} (%{{customdata:.4g}} "
+            hovertemplate=f"batch %{{y}}, %{{x}} Mbit/s: %{{text}} ({hover_number('customdata')} "
             f"{metric_unit(grid['metric'])})<extra></extra>",
         )
     )
@@ -286,7 +287,8 @@ def _pareto(points: list[dict[str, Any]], workload: str) -> go.Figure:
             y=[p["energy_j_per_sample"] for p in points],
             text=[str(number) for number in range(1, len(points) + 1)],
             customdata=names,
-            hovertemplate="%{customdata}<br>%{x:.4g} ms per batch, %{y:.3g} J per sample"
+            hovertemplate=f"%{{customdata}}<br>{hover_number('x')} ms per batch, "
+            f"{hover_number('y')} J per sample"
             "<extra></extra>",
             mode="lines+markers+text",
             textposition="top right",
@@ -387,7 +389,7 @@ def _capacity_at(
                 x=[n for n, _ in mine],
                 y=[run["p95_s"] for _, run in mine],
                 text=[f"rep {run['rep']}, {run['unfinished']} unfinished" for _, run in mine],
-                hovertemplate="%{x} phones: p95 %{y:.3g} s<br>%{text}",
+                hovertemplate=f"%{{x}} phones: p95 {hover_number('y')} s<br>%{{text}}",
                 mode="markers",
                 marker=look,
                 name=f"run: {what}",

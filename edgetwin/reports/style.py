@@ -14,6 +14,8 @@ from textwrap import wrap
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from edgetwin.number_text import exact_text
+
 TEMPLATE = "edgetwin"
 HEIGHT_PX = 460
 FONT_PX = 13  # the template's text (a legend's entries, tick labels)
@@ -189,13 +191,14 @@ def log_ticks(values: Iterable[float | None], *, swept: bool = False) -> dict[st
 
 
 def tick_label(value: float) -> str:
-    """``0.51``, ``17.7``, ``4090``: three significant digits, no exponent."""
-    return f"{value:.3g}" if value < 1000 else f"{round(float(f'{value:.3g}'))}"
+    """``0.51``, ``17.7``, ``4,090``, ``0.0000123``: three significant digits, thousands
+    separated, no exponent (``exact_text``)."""
+    return exact_text(float(f"{value:.3g}"))
 
 
 def exact_label(value: float) -> str:
-    """A swept value as it was swept: ``2048``, ``0.5``, ``130944`` (no rounding)."""
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+    """A swept value as it was swept: ``2,048``, ``0.5``, ``130,944`` (no rounding)."""
+    return exact_text(value)
 
 
 def rows_height(rows: int, minimum_px: int = HEIGHT_PX) -> int:
@@ -247,4 +250,4 @@ def reference_line(x: Sequence[float | str], y: float, name: str, hover: str) ->
 
 def categories(values: Sequence[float]) -> list[str]:
     """Swept values as category labels (a heatmap's cells on those values only)."""
-    return [f"{v:g}" for v in values]
+    return [exact_text(v) for v in values]

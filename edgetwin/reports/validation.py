@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.calibration.held_out import HOLDOUT_NAMES, HoldoutBy, coverage_detail
+from edgetwin.number_text import figure_text
 from edgetwin.reports.html import figures_html, page
 from edgetwin.reports.parity import ParityPoint, parity_figure
 
@@ -84,7 +85,7 @@ def write_validation_report(
     )
     detail = "".join(
         f"<tr><td>{escape(str(p['metric']))}</td><td class='text'>{escape(str(p['point']))}</td>"
-        f"<td>{p['measured']:.4g}</td><td>{p['predicted']:.4g}</td>"
+        f"<td>{figure_text(p['measured'])}</td><td>{figure_text(p['predicted'])}</td>"
         f"<td>{p['error_pct']:+.1f}</td></tr>"
         for p in points
     )

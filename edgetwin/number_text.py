@@ -1,0 +1,32 @@
+"""Numbers as a person reads them, on every page, answer and progress line: thousands
+separated, never with an exponent (a 1,000,000 ms target printed ``1e+06``, a TTFT of
+13,200 ms hovered ``1.320e+4``). ``exact_text`` and ``figure_text`` write them in Python;
+``hover_number`` asks plotly.js (d3-format) for the same in a figure's hover."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+HOVER_EXACT = ","  # d3-format: every digit (up to 12), separated, no exponent
+HOVER_FIGURE = ",.4~r"  # four significant digits, separated, no exponent
+
+
+def exact_text(value: float) -> str:
+    """A value as the question or the sweep gave it, every digit: ``600``, ``1,000,000``,
+    ``0.5``, ``1,234.5``, ``0.00001``."""
+    return f"{Decimal(repr(float(value))).normalize():,f}"
+
+
+def figure_text(value: float) -> str:
+    """A measured figure to four significant digits, a large one whole: ``67.04``,
+    ``21,500``, ``0.0001235``."""
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return exact_text(float(f"{value:.4g}"))
+
+
+def hover_number(field: str, *, exact: bool = False) -> str:
+    """``field`` (``x``, ``y``, ``customdata``) in a plotly hovertemplate, written as
+    ``exact_text`` writes a swept value (``exact``) or as ``figure_text`` a measured one,
+    but that d3-format keeps a large one's four significant digits too (21,540)."""
+    return "%{" + field + ":" + (HOVER_EXACT if exact else HOVER_FIGURE) + "}"
