@@ -202,6 +202,32 @@ def test_a_rank_without_its_go_fails_by_the_deadline(tmp_path: Path) -> None:
     assert _kinds(path) == [("ready", 1)]
 
 
+def test_a_step_due_before_the_launchers_next_look_starts_when_due(tmp_path: Path) -> None:
+    """Rank 0 announces run 0's start and a step is due 10 ms in; the launcher does not
+    look again before the step has been applied (it looks every 50 ms; here not at all).
+    Until 2026-12-07 the run's clock started at the launcher's next look after rank 0's
+    announcement, so a step due before that look started late, at the look (in the
+    emulator over 20 runs of a step at 10 ms, a median 38 ms into the run); now the clock
+    looks for the start itself, and the step starts at 10 ms of the run's clock, no
+    sooner."""
+    path = tmp_path / timed_start.FILE
+    links = _Links()
+    clocks = RunClocks("launch", path, _actions(10), links.apply, links.restore)
+    clocks.begin()
+    rank0 = timed_start.TimedRuns(path, deadline=time.monotonic() + 60)
+    rank0.started(0)
+    assert links.fast.wait(30)  # no look yet
+    rank0.ended(0)
+    clocks.look()
+    clocks.finish()
+    (started,) = [e.at for e in timed_start.events(path) if e.kind == "start"]
+    assert started is not None and links.done_at[1] >= started + 0.01
+    assert links.done == ["5 Mbps", "800 Mbps", "restore"]
+    assert [(r.detail, r.at_s) for r in clocks.records] == [("5 Mbps", 0), ("800 Mbps", 0.01)]
+    assert clocks.records[1].started_s >= 0.01
+    assert clocks.unplayed == [[]]
+
+
 def test_a_step_due_after_the_runs_announced_end_does_not_play(tmp_path: Path) -> None:
     """Run 0 ends 0.1 s in and says so at once; a step is due at 1 s, and the launcher's
     next look comes after it (it looks every 50 ms; here at 1.2 s). Until 2026-12-07 the

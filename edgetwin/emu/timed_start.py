@@ -17,6 +17,7 @@ waits for a go until its launch's deadline at most.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -78,19 +79,57 @@ class TimedRuns:
 
 def events(path: Path) -> list[Event]:
     """The events rank 0 has written to ``path`` so far, whole lines only, in order."""
-    parsed = []
-    for line in _whole_lines(path):
-        word, run, *at = line.split()
-        kind = next((kind for kind in KINDS if kind == word), None)
-        if kind is None:
-            raise ValueError(f"{path}: not an event: {line!r}")
-        parsed.append(Event(kind, int(run), float(at[0]) if at else None))
-    return parsed
+    return Tail(path).new()
+
+
+class Tail:
+    """``FILE`` as rank 0 appends to it: each ``new()`` reads only what was appended since
+    the last, so a launcher may look every millisecond (a long launch's file holds three
+    lines a run)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._offset = 0  # bytes of whole lines read so far
+
+    def new(self) -> list[Event]:
+        """The events written since the last call, whole lines only, in order."""
+        try:
+            with self._path.open("rb") as file:
+                file.seek(self._offset)
+                text = file.read()
+        except FileNotFoundError:
+            return []
+        whole = text[: text.rfind(b"\n") + 1]  # a line still being written is left out
+        self._offset += len(whole)
+        return [_event(self._path, line) for line in whole.decode().splitlines()]
+
+
+def _event(path: Path, line: str) -> Event:
+    word, run, *at = line.split()
+    kind = next((kind for kind in KINDS if kind == word), None)
+    if kind is None:
+        raise ValueError(f"{path}: not an event: {line!r}")
+    return Event(kind, int(run), float(at[0]) if at else None)
 
 
 def ended_at(path: Path, run: int) -> float | None:
     """When run ``run`` ended, once rank 0 has said so in ``path`` (else None)."""
     return next((e.at for e in events(path) if e.kind == "end" and e.run == run), None)
+
+
+def start_watch(path: Path, run: int) -> Callable[[], float | None]:
+    """When run ``run`` started, once rank 0 has said so in ``path`` (else None); each call
+    reads only what rank 0 appended since the last (``Tail``)."""
+    tail = Tail(path)
+    seen: list[float] = []
+
+    def started_at() -> float | None:
+        for event in [] if seen else tail.new():
+            if event.kind == "start" and event.run == run and event.at is not None:
+                seen.append(event.at)
+        return seen[0] if seen else None
+
+    return started_at
 
 
 def give_go(path: Path, run: int) -> None:

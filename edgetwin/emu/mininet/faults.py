@@ -5,7 +5,9 @@ Times count from the start of what runs: a CROWDio job's first event, each timed
 generation of a ViT or decoder launch (``emu.timed_start``, ``run_clocks``), its warm-ups
 done.
 A ``bandwidth`` step at 0 s is the rate the run meets from its first byte: a clock set
-before the run (``apply_rates_at_start``) applies it at once; the rest play from ``start()``.
+before the run (``apply_rates_at_start``) applies it at once; the rest play from ``start()``,
+or, for a run whose start another process announces, from the instant it announces
+(``start_when``).
 ``link_down`` takes a host's link down at the bridge (both directions) and up again
 ``for_s`` later (without ``for_s`` it stays down until the run ends); ``kill_worker``
 SIGKILLs the worker process on a host; ``bandwidth`` is a ``network.schedule`` step
@@ -29,6 +31,7 @@ from edgetwin.emulator_spec import Fault
 from edgetwin.network_spec import NetworkSpec, did_not_play
 
 ActionKind = Literal["link_down", "link_up", "kill_worker", "bandwidth"]
+START_POLL_S = 0.001  # how often a clock waiting for its run's announced start looks
 RunNoun = Literal["run", "job"]  # what a timeline plays in: a ViT's or decoder's timed run
 _PLURAL: dict[RunNoun, str] = {"run": "runs", "job": "jobs"}  # (a forward, a generation), a job
 _START: dict[RunNoun, str] = {  # where its times count from (as the twin says it of its runs)
@@ -135,6 +138,8 @@ class FaultClock:
         self._records: dict[int, FaultRecord] = {}  # by the action's place in the timeline
         self._threads: list[threading.Thread] = []
         self._start: float | None = None  # time.monotonic() at start()
+        self._started_at: Callable[[], float | None] = lambda: None  # start_when's
+        self._watch: threading.Thread | None = None  # start_when's, until it starts the clock
         self.late: list[FaultRecord] = []  # after stop(): started after the run's end
 
     def apply_rates_at_start(self) -> None:
@@ -165,14 +170,39 @@ class FaultClock:
         for thread in self._threads:
             thread.start()
 
+    def start_when(self, started_at: Callable[[], float | None]) -> None:
+        """Play the timeline from the instant ``started_at`` says once it says one (a
+        ``time.monotonic()`` instant; a ViT's or decoder's rank 0 announces its run's
+        start), asked every ``START_POLL_S`` from now: a step due a few ms into the run
+        starts when due, not when the launcher next looks (every 50 ms). With nothing left
+        to play it does not look: ``stop()`` asks once."""
+        self._started_at = started_at
+        if not self._actions:
+            return
+        self._watch = threading.Thread(
+            target=self._await_start, name="edgetwin-faults-start", daemon=True
+        )
+        self._watch.start()
+
+    def _await_start(self) -> None:
+        while not self._stopped.wait(START_POLL_S):
+            at = self._started_at()
+            if at is not None:
+                self.start(at)
+                return
+
     def stop(self) -> list[FaultRecord]:
         """Stop playing (actions not due yet are dropped); the records of those that ran in
         the run, in timeline order. One started after the run's end (``ended_at``; a step
         the thread applied as rank 0 was writing its end) did not play in it: it goes to
         ``late`` and counts as unplayed."""
         self._stopped.set()
+        if self._watch is not None:  # first: it may still be starting the clock's threads
+            self._watch.join()
         for thread in self._threads:
             thread.join()
+        if self._start is None:  # the run started and ended between two of its looks
+            self._start = self._started_at()
         ended = self._ended_at()
         with self._lock:
             if ended is not None and self._start is not None:

@@ -1,9 +1,9 @@
 """A ViT or decoder launch's schedule played once per timed run, each from 0 ms, as the
-twin plays it in each of its runs: a ``FaultClock`` per run, started as rank 0 announces
-the run's start (``emu.timed_start``) and ended at the end it announces, not at the
-launcher's next look; before the next run, outside the timed work, the links go back to
-the launch's rate, its 0 ms steps are applied again, and only then does rank 0 get its
-go."""
+twin plays it in each of its runs: a ``FaultClock`` per run, started at the instant rank 0
+announces for the run's start (``emu.timed_start``; the clock looks for it every
+millisecond) and ended at the end it announces, neither at the launcher's next look;
+before the next run, outside the timed work, the links go back to the launch's rate, its
+0 ms steps are applied again, and only then does rank 0 get its go."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class RunClocks:
         self._actions = actions
         self._apply = apply
         self._restore = restore
-        self._seen = 0  # events handled
+        self._events = timed_start.Tail(path)  # what rank 0 writes, as the looks read it
         self._clock: FaultClock | None = None  # the run's that is next or running
         self._stepped = False  # a step past 0 ms played since the links were last restored
         self.records: list[FaultRecord] = []
@@ -47,14 +47,10 @@ class RunClocks:
         self._next(0)
 
     def look(self) -> None:
-        """Act on the events rank 0 has written since the last look."""
-        path = self._path
-        new = timed_start.events(path)[self._seen :]
-        self._seen += len(new)
-        for event in new:
-            if event.kind == "start" and self._clock is not None:
-                self._clock.start(event.at)
-            elif event.kind == "end":
+        """Act on the events rank 0 has written since the last look (a run's start is its
+        clock's to see)."""
+        for event in self._events.new():
+            if event.kind == "end":
                 self._stop()
             elif event.kind == "ready":
                 self._stop()  # none running: the previous run's ended, and was stopped
@@ -62,7 +58,7 @@ class RunClocks:
                     self._restore()
                     self._stepped = False
                 self._next(event.run)
-                timed_start.give_go(path, event.run)
+                timed_start.give_go(self._path, event.run)
 
     def finish(self) -> None:
         """The launch has ended: stop a clock still running; every link back at the
@@ -72,11 +68,12 @@ class RunClocks:
             self._restore()
 
     def _next(self, run: int) -> None:
-        """Run ``run``'s clock, its 0 ms steps applied."""
+        """Run ``run``'s clock, its 0 ms steps applied, waiting for the run's start."""
         ended_at = partial(timed_start.ended_at, self._path, run)
         label = f"{self._label}, timed run {run}"
         self._clock = FaultClock(label, self._actions, self._apply, ended_at)
         self._clock.apply_rates_at_start()
+        self._clock.start_when(timed_start.start_watch(self._path, run))
 
     def _stop(self) -> None:
         clock, self._clock = self._clock, None

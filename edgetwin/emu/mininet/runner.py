@@ -358,7 +358,7 @@ class _HostLauncher:
         ranks asked for their reports, told the forwards rank 0 reports meanwhile); their
         records. With a schedule, it plays in every timed run (``RunClocks``): its steps at
         0 ms set before the ranks start, the rest from the instant rank 0 announces the run
-        (seen at the next look) to the instant it announces its end."""
+        (its clock looks for it every millisecond) to the instant it announces its end."""
         label = f"launch {self._launches} at {self.bandwidth_mbps:g} Mbps"
         restore = partial(self._net.set_bandwidth, self.bandwidth_mbps)
         with run_folder(EMU, "ranks") as tmp:
