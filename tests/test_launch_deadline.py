@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from edgetwin.configuration import decoder_plan
+from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.emu.llm.local_rows import decoder_rows
 from edgetwin.emu.local import ELEMENT_BYTES, measure_local
 from edgetwin.models import registry
@@ -31,13 +32,19 @@ class _Handed(Exception):
 
 
 def _scenario(
-    name: str, strategy: dict[str, Any], sweep: dict[str, Any], schedule: list[Any] | None = None
+    name: str,
+    strategy: dict[str, Any],
+    sweep: dict[str, Any],
+    schedule: list[Any] | None = None,
+    latency_ms: float = 0.0,
 ) -> Scenario:
-    """Shipped scenario ``name`` with one strategy, one sweep and a ``network.schedule``."""
+    """Shipped scenario ``name`` with one strategy, one sweep, a ``network.schedule`` and
+    a ``network.latency_ms``."""
     raw: dict[str, Any] = yaml.safe_load((SCENARIOS / name).read_text())
     raw["strategies"] = [strategy]
     raw["sweeps"] = [sweep]
     raw.setdefault("network", {})["schedule"] = schedule or []
+    raw["network"]["latency_ms"] = latency_ms
     return validate_scenario(raw, SCENARIOS / name)
 
 
@@ -101,3 +108,27 @@ def test_a_decoder_launch_on_shaped_links_has_time_for_its_bytes() -> None:
     on_the_wire_s = generations * contributed_bytes(phases) * 8 / (RATE_MBPS * 1e6)
     assert _decoder_deadline_s(scenario, shaped=True) > on_the_wire_s
     assert _decoder_deadline_s(scenario, shaped=False) < on_the_wire_s
+
+
+def test_a_decoder_launch_over_a_high_latency_link_has_time_for_its_messages() -> None:
+    """Tensor parallelism's decode steps are small messages the ranks wait for in turn:
+    two all-reduces a layer (the attention's, the FFN's), each two ring steps on two ranks,
+    in the prefill and in each decode step, and GLOO's ring step takes a round trip (its
+    data, then the receiver's notification back). Over links of 250 ms one way,
+    llm_smoke's three generations (two warm-ups, a repetition) wait 384 s on latency alone,
+    where their bytes take a tenth of a second at 400 Mbps. Until 2026-12-07 the deadline
+    counted the bytes alone: 134 s, and the launch failed past it in the emulator (where
+    a generation took 135 s, 0.53 s a ring step)."""
+    latency_ms = 250.0
+    sweep = {"batch": [1], "devices": [2]}
+    scenario = _scenario(
+        "llm_smoke.yaml", {"name": "tensor_parallel"}, sweep, latency_ms=latency_ms
+    )
+    (config,) = configurations(scenario)
+    assert config.output_tokens is not None and isinstance(scenario.model, DecoderSpec)
+    passes = config.output_tokens  # the prefill and output_tokens - 1 decode steps
+    steps = passes * scenario.model.layers * 2 * 2
+    generations = scenario.real_warmups + scenario.repetitions
+    waited_s = generations * steps * 2 * latency_ms / 1e3
+    assert _decoder_deadline_s(scenario, shaped=True) > waited_s
+    assert _decoder_deadline_s(scenario, shaped=False) < waited_s  # loopback: no latency

@@ -294,7 +294,8 @@ def _launches(scenario: Scenario, configs: Sequence[Configuration] | None = None
 
 def _deadline_s(scenario: Scenario, launch: _Launch, shaped: bool) -> float:
     """Start-up allowance plus every forward of the launch (and rank 0's single reference)
-    at the speed of a slow host; with ``shaped`` links, their bytes at the links' rate."""
+    at the speed of a slow host; with ``shaped`` links, their bytes at the links' rate and
+    their messages at the links' latency."""
     model = scenario.encoder
     single = registry.cost_plan(model, registry.baseline().name, 1).flops_per_sample(
         0, model.blocks
@@ -310,5 +311,6 @@ def _deadline_s(scenario: Scenario, launch: _Launch, shaped: bool) -> float:
         per_sample = sum(work.flops_per_sample(r, model.blocks) for r in range(config.devices))
         flops += config.batch * (forwards * per_sample + single)
         sent = forwards * work.contributed_bytes(config.batch, model.blocks, row_bytes)
-        on_the_wire_s += wire_s(scenario, config, sent) if shaped else 0.0
+        messages = forwards * work.messages(model.blocks)
+        on_the_wire_s += wire_s(scenario, config, sent, messages) if shaped else 0.0
     return launch_deadline_s(flops, on_the_wire_s)

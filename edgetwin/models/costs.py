@@ -14,6 +14,7 @@ from typing import Literal
 
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models.layout import Layout
+from edgetwin.models.ring_steps import ring_steps
 
 Collective = Literal["allgather", "allreduce", "scatter"]
 InputSource = Literal["terminal", "replicated"]
@@ -85,6 +86,14 @@ class CostPlan:
         if self.scatter is not None:
             rows += self.scatter.contributed_rows()
         return rows * batch * row_bytes
+
+    def messages(self, blocks: int) -> int:
+        """Messages of one forward the ranks wait for in turn: the scatter's and each
+        block's collectives' ring steps (``ring_steps``), whatever the batch."""
+        per_block = [self.exchange_before_block] + [s.exchange_after for s in self.block_steps[0]]
+        steps = sum(ring_steps(e.collective, self.devices) for e in per_block if e is not None)
+        scatter = 0 if self.scatter is None else ring_steps("scatter", self.devices)
+        return blocks * steps + scatter
 
     def flops_per_sample(self, rank: int, blocks: int) -> float:
         """All FLOPs of one sample's forward on one device."""

@@ -26,6 +26,7 @@ from edgetwin.decoder_spec import (
     norm_params,
 )
 from edgetwin.models.layout import Layout
+from edgetwin.models.ring_steps import ring_steps
 
 ID_BYTES = 8  # token ids cross the wire as int64
 FFN_TENSORS = {"swiglu": 3, "gelu": 2}  # [rows, F] tensors alive at once: silu(gate), up, product
@@ -227,6 +228,18 @@ def contributed_bytes(phases: Sequence[Ops]) -> float:
         for rank, rank_ops in enumerate(ops)
         for op in rank_ops
         if isinstance(op, Transfer)
+    )
+
+
+def messages(phases: Sequence[Ops]) -> int:
+    """Messages ``phases`` wait for in turn: each collective's ring steps and each send
+    (``ring_steps``), counted once, at its root."""
+    return sum(
+        ring_steps(op.kind, len(op.piece_bytes))
+        for ops in phases
+        for rank, rank_ops in enumerate(ops)
+        for op in rank_ops
+        if isinstance(op, Transfer) and op.root == rank
     )
 
 

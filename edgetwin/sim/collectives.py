@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import simpy
 
+from edgetwin.models.ring_steps import ring_steps
 from edgetwin.sim.device import Device
 from edgetwin.sim.network import Network
 
@@ -131,9 +132,12 @@ def _steps(kind: str, piece_bytes: Sequence[float]) -> list[list[tuple[int, int,
     if kind == "allgather":
         return [
             [(i, (i + 1) % ranks, piece_bytes[(i - k) % ranks]) for i in range(ranks)]
-            for k in range(ranks - 1)
+            for k in range(ring_steps(kind, ranks))
         ]
     if kind == "allreduce":
         chunk = piece_bytes[0] / ranks
-        return [[(i, (i + 1) % ranks, chunk) for i in range(ranks)] for _ in range(2 * (ranks - 1))]
+        return [
+            [(i, (i + 1) % ranks, chunk) for i in range(ranks)]
+            for _ in range(ring_steps(kind, ranks))
+        ]
     raise ValueError(f"unknown collective {kind!r}")

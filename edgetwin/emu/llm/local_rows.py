@@ -38,6 +38,7 @@ from edgetwin.models.decoder_costs import (
     DecoderWorkload,
     contributed_bytes,
     full_weight_bytes,
+    messages,
     phase_flops,
 )
 from edgetwin.profile import MB
@@ -204,7 +205,8 @@ def _stages(run: DecoderRun) -> tuple[int, ...] | None:
 
 def _deadline_s(scenario: Scenario, config: Configuration, run: DecoderRun, shaped: bool) -> float:
     """Every generation of the launch, every rank's FLOPs, and the last rank's
-    single-device reference; with ``shaped`` links, their bytes at the links' rate."""
+    single-device reference; with ``shaped`` links, their bytes at the links' rate and
+    their messages at the links' latency."""
     assert config.output_tokens is not None
     phases = decoder_plan(scenario, config, _stages(run)).phases(config.output_tokens)
     generations = scenario.real_warmups + scenario.repetitions
@@ -214,4 +216,5 @@ def _deadline_s(scenario: Scenario, config: Configuration, run: DecoderRun, shap
         reference = registry.decoder_plan(registry.baseline().name, alone)
         flops += phase_flops(reference.phases(config.output_tokens), 0)
     sent = generations * contributed_bytes(phases)
-    return launch_deadline_s(flops, wire_s(scenario, config, sent) if shaped else 0.0)
+    on_the_wire_s = wire_s(scenario, config, sent, generations * messages(phases))
+    return launch_deadline_s(flops, on_the_wire_s if shaped else 0.0)
