@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -129,3 +133,56 @@ def toy_scenario(profile_path: Path, **overrides: Any) -> Scenario:
     }
     raw.update(overrides)
     return Scenario.model_validate(raw)
+
+
+def piped_stderr(cwd: Path, *argv: str) -> str:
+    """``python -m edgetwin ARGV`` in ``cwd`` with its output piped (no terminal): stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "edgetwin", *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=cwd,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+@dataclass(frozen=True)
+class PipedRun:
+    """A command run once for the tests that each check a different thing of it: the
+    folder it ran in (its output lies there) and its stderr."""
+
+    folder: Path
+    stderr: str
+
+
+@pytest.fixture(scope="session")
+def quick_machine_calibration(tmp_path_factory: pytest.TempPathFactory) -> PipedRun:
+    """``calibrate-machine --quick --out machine``, piped: its ViT, exchange and decoder
+    launches take most of a minute, and one run serves its progress lines and its profile."""
+    folder = tmp_path_factory.mktemp("quick_machine")
+    return PipedRun(
+        folder, piped_stderr(folder, "calibrate-machine", "--quick", "--out", "machine")
+    )
+
+
+@pytest.fixture(scope="session")
+def jetson_table_calibration(tmp_path_factory: pytest.TempPathFactory) -> PipedRun:
+    """The Jetson table spec (its paths made absolute) as ``spec.yaml`` and ``calibrate
+    spec.yaml --out loud.yaml``, piped: its progress lines and the profile it wrote."""
+    folder = tmp_path_factory.mktemp("jetson_table")
+    specs = REPO / "edgetwin/calibration/specs"
+    spec = yaml.safe_load((specs / "jetson_orin_nano.yaml").read_text())
+    for field in ("reference", "scenario"):
+        spec[field] = str((specs / spec[field]).resolve())
+    (folder / "spec.yaml").write_text(yaml.safe_dump(spec))
+    return PipedRun(folder, piped_stderr(folder, "calibrate", "spec.yaml", "--out", "loud.yaml"))
+
+
+@pytest.fixture(scope="session")
+def jetson_table_validation(jetson_table_calibration: PipedRun) -> PipedRun:
+    """``validate spec.yaml --out held_out`` of the Jetson table spec, piped: its refit lines
+    and the validation files it wrote."""
+    folder = jetson_table_calibration.folder
+    return PipedRun(folder, piped_stderr(folder, "validate", "spec.yaml", "--out", "held_out"))

@@ -19,7 +19,7 @@ from edgetwin.calibration.trace_inputs import read_inputs
 from edgetwin.calibration.trace_profile import calibrate_from_traces
 from edgetwin.errors import InputError
 from edgetwin.profile import load_profile
-from tests.conftest import REPO, loopback_spec_with_exchanges_at_batch_8_only
+from tests.conftest import REPO, PipedRun, loopback_spec_with_exchanges_at_batch_8_only
 
 SPEC = REPO / "edgetwin/calibration/specs/h200_loopback.yaml"
 LOOPBACK = REPO / "data/traces/h200-loopback-2026-11"
@@ -126,18 +126,17 @@ def test_missing_trace_folder_is_a_clear_error(tmp_path: Path) -> None:
     assert (raised.value.path, raised.value.field) == (str(spec), "traces")
 
 
-def test_validate_command_writes_held_out_errors(tmp_path: Path) -> None:
+def test_validate_command_writes_held_out_errors(jetson_table_validation: PipedRun) -> None:
+    """``validate`` of the Jetson table spec: the session's run (tests/test_cli_guide.py
+    checks its progress lines)."""
     import json
 
-    from edgetwin.cli import main
-
-    spec = REPO / "edgetwin/calibration/specs/jetson_orin_nano.yaml"
-    assert main(["validate", str(spec), "--out", str(tmp_path / "v")]) == 0
-    summary = json.loads((tmp_path / "v" / "validation.json").read_text())
+    out = jetson_table_validation.folder / "held_out"
+    summary = json.loads((out / "validation.json").read_text())
     assert summary["total_ms"]["points"] == 10  # every reference row predicted once, unseen
     assert summary["total_ms"]["median_abs_error_pct"] < 5.0
-    assert (tmp_path / "v" / "validation.html").stat().st_size > 100_000  # plotly inlined
-    assert (tmp_path / "v" / "validation.csv").read_text().startswith("metric,point,")
+    assert (out / "validation.html").stat().st_size > 100_000  # plotly inlined
+    assert (out / "validation.csv").read_text().startswith("metric,point,")
 
 
 def test_sampling_the_bootstrap_gives_prediction_intervals() -> None:
@@ -160,17 +159,18 @@ def test_sampling_the_bootstrap_gives_prediction_intervals() -> None:
 
 
 def test_calibrate_machine_profiles_this_machine(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, quick_machine_calibration: PipedRun
 ) -> None:
+    """``calibrate-machine --quick`` measures this machine and fits a profile the twin runs.
+    The session's one run (tests/test_cli_guide.py checks its progress lines' names)."""
     from edgetwin.calibration.machine import QUICK, calibration_steps
-    from edgetwin.cli import main
     from edgetwin.scenario import load_scenario
     from edgetwin.sim.fleet import build_fleet
     from edgetwin.sim.runner import run_scenario
 
-    out = tmp_path / "machine"
-    assert main(["calibrate-machine", "--quick", "--out", str(out)]) == 0
-    steps = [line for line in capsys.readouterr().err.splitlines() if "calibrate-machine" in line]
+    out = quick_machine_calibration.folder / "machine"
+    err = quick_machine_calibration.stderr
+    steps = [line for line in err.splitlines() if "calibrate-machine" in line]
     total = calibration_steps(QUICK)
     assert len(steps) == total and steps[-1] == f"calibrate-machine: {total}/{total} (fit)"
     assert sum("(decoder: " in line for line in steps) == total - 3  # a line per launch
@@ -192,7 +192,7 @@ def test_calibrate_machine_profiles_this_machine(
     scenario_path = tmp_path / "here.yaml"
     scenario_path.write_text(
         "name: here\nmodel: {tokens: 65, width: 192, blocks: 4, heads: 3}\n"
-        "devices: [{name: me, profile: machine/profile.yaml, count: 2}]\n"
+        f"devices: [{{name: me, profile: {out}/profile.yaml, count: 2}}]\n"
         "strategies: [{name: single}, {name: prism, segments: [4]}]\n"
     )
     scenario = load_scenario(scenario_path)
