@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 import edgetwin
+from edgetwin.calibration.machine import QUICK, calibration_steps
 from edgetwin.cli import _parser, main
 from edgetwin.cli.progress import _LIVE as LIVE_BARS
 from edgetwin.cli.progress import progress
@@ -39,6 +40,7 @@ from edgetwin.result_cells import read_results
 from edgetwin.scenario import load_scenario
 from edgetwin.sweep_points import Configuration
 from edgetwin.workbench.inputs import load_run_inputs
+from tests.conftest import PipedRun, piped_stderr
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
@@ -800,22 +802,9 @@ def test_an_evaluation_takes_its_map_from_a_run_that_writes_the_cr_used(
     assert "adaptive: accuracy" in capsys.readouterr().out
 
 
-def _piped(cwd: Path, *argv: str) -> str:
-    """``python -m edgetwin ARGV`` in ``cwd`` with its output piped (no terminal): stderr."""
-    done = subprocess.run(
-        [sys.executable, "-m", "edgetwin", *argv],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        cwd=cwd,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stderr
-
-
 @pytest.mark.timeout(180)
 def test_piped_plan_and_affinity_evaluations_print_their_progress(tmp_path: Path) -> None:
-    piped = partial(_piped, tmp_path)
+    piped = partial(piped_stderr, tmp_path)
     piped("init", "scenario")
     piped("init", "plan")
     err = piped("plan", "question.plan.yaml", "--out", "p", "--workers=1")
@@ -828,14 +817,40 @@ def test_piped_plan_and_affinity_evaluations_print_their_progress(tmp_path: Path
 
 
 @pytest.mark.timeout(300)
-def test_piped_evaluate_and_calibrate_machine_print_their_progress(tmp_path: Path) -> None:
-    piped = partial(_piped, tmp_path)
+def test_piped_evaluate_and_calibrate_machine_print_their_progress(
+    tmp_path: Path, quick_machine_calibration: PipedRun
+) -> None:
+    """Each step a line, named. ``calibrate-machine --quick`` is the session's one run
+    (tests/test_trace_calibration.py checks its profile): its lines name each decoder
+    launch, counted in the total."""
+    piped = partial(piped_stderr, tmp_path)
     spec = str(SCENARIOS / "adaptive_prism.eval.yaml")
     lines = [line for line in piped("evaluate", spec, "--out", "e").splitlines() if line]
     steps = [line.split("twin sweeps: ", 1)[1] for line in lines if "twin sweeps" in line]
     assert steps == ["1/2 (map, 197 tokens)", "2/2 (held-out, 197 tokens)"]  # a line per sweep
     assert "twin sweeps" not in piped("evaluate", spec, "--out", "q", "--quiet")
-    err = piped("calibrate-machine", "--quick", "--no-decoder", "--out", "m")
+    err = quick_machine_calibration.stderr
+    lines = [line for line in err.splitlines() if line.startswith("calibrate-machine: ")]
+    total = calibration_steps(QUICK)
+    assert len(lines) == total and total > 3
+    assert lines[:2] == [
+        f"calibrate-machine: 1/{total} (ViT latencies)",
+        f"calibrate-machine: 2/{total} (staged exchange)",
+    ]
+    for k, line in enumerate(lines[2:-1], start=3):  # each decoder launch named
+        assert line.startswith(f"calibrate-machine: {k}/{total} (decoder: "), line
+    assert lines[-1] == f"calibrate-machine: {total}/{total} (fit)"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_piped_calibrate_machine_without_the_decoder_has_no_decoder_step(
+    tmp_path: Path,
+) -> None:
+    """A second full calibrate-machine run (the bounded check of its progress lines, above,
+    shares the session's run with the decoder): ``--no-decoder`` drops its launches from
+    the steps and the total."""
+    err = piped_stderr(tmp_path, "calibrate-machine", "--quick", "--no-decoder", "--out", "m")
     lines = [line for line in err.splitlines() if line.startswith("calibrate-machine: ")]
     assert lines == [  # each step named; no decoder step without the decoder
         "calibrate-machine: 1/3 (ViT latencies)",
@@ -857,7 +872,7 @@ def test_piped_calibrate_and_validate_print_their_fits_and_refits(tmp_path: Path
     # the same loop as the others', so its parameters come from the shipped profile here
     spec["fit"], spec["base"] = ["compute", "staging", "power"], "h200_loopback"
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
-    err = _piped(tmp_path, "calibrate", "spec.yaml", "--out", "loud.yaml")
+    err = piped_stderr(tmp_path, "calibrate", "spec.yaml", "--out", "loud.yaml")
     fits = [line.rsplit(": ", 1)[1] for line in err.splitlines() if "fits with" in line]
     counts = [fit.split(" (")[0] for fit in fits]  # each solve named by its fit's sections
     total = int(counts[-1].split("/")[1])
@@ -865,7 +880,7 @@ def test_piped_calibrate_and_validate_print_their_fits_and_refits(tmp_path: Path
     assert fits[0].endswith(" (compute)"), fits[0]
     refits = [line for line in err.splitlines() if line.startswith("held-out refits")]
     assert refits and f"{len(refits)}/{len(refits)} (" in refits[-1]
-    quiet = _piped(tmp_path, "calibrate", "spec.yaml", "--out", "quiet.yaml", "--quiet")
+    quiet = piped_stderr(tmp_path, "calibrate", "spec.yaml", "--out", "quiet.yaml", "--quiet")
     assert "fits with" not in quiet and "held-out refits" not in quiet
     # staging fitted, network from the base: the refits predict its copies (held out)
     assert "no held-out errors" not in quiet
@@ -878,36 +893,36 @@ def test_piped_calibrate_and_validate_print_their_fits_and_refits(tmp_path: Path
         ]
 
     assert body("loud.yaml") == body("quiet.yaml")
-    err = _piped(tmp_path, "validate", "spec.yaml", "--out", "held_out")
+    err = piped_stderr(tmp_path, "validate", "spec.yaml", "--out", "held_out")
     refits = [line for line in err.splitlines() if line.startswith("held-out refits (by batch)")]
     assert refits and refits[-1].endswith(f"{len(refits)}/{len(refits)} (batch 32 held out)")
-    quiet = _piped(tmp_path, "validate", "spec.yaml", "--out", "held_out_q", "--quiet")
+    quiet = piped_stderr(tmp_path, "validate", "spec.yaml", "--out", "held_out_q", "--quiet")
     assert "held-out refits" not in quiet
 
 
 @pytest.mark.timeout(180)
-def test_piped_table_calibrate_and_validate_print_their_fit_and_refits(tmp_path: Path) -> None:
+def test_piped_table_calibrate_and_validate_print_their_fit_and_refits(
+    jetson_table_calibration: PipedRun, jetson_table_validation: PipedRun
+) -> None:
     """A measured table's fit (no ``kind``) runs the twin for every row at each step of the
     solver: a 9-row table of a board's own took 25 s on 2 busy cores in silence. The fit is
-    a line, then each held-out refit (one a batch size); ``--quiet`` prints none."""
-    specs = ROOT / "edgetwin/calibration/specs"
-    spec = yaml.safe_load((specs / "jetson_orin_nano.yaml").read_text())
-    for field in ("reference", "scenario"):
-        spec[field] = str((specs / spec[field]).resolve())
-    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    a line, then each held-out refit (one a batch size); ``--quiet`` prints none. The loud
+    fit and validation are the session's runs (tests/test_hand_made_traces.py and
+    tests/test_trace_calibration.py check what they wrote)."""
     batches = (1, 2, 4, 32)  # data/reference/prism-jetson/measurements.csv
     refits = [
         f"held-out refits (by batch): {k}/{len(batches)} (batch {batch} held out)"
         for k, batch in enumerate(batches, start=1)
     ]
-    err = _piped(tmp_path, "calibrate", "spec.yaml", "--out", "loud.yaml")
+    err = jetson_table_calibration.stderr
     assert [line for line in err.splitlines() if line.startswith(("fit:", "held-out"))] == [
         "fit: 1/1 (timing and power)",
         *refits,
     ]
-    quiet = _piped(tmp_path, "calibrate", "spec.yaml", "--out", "quiet.yaml", "--quiet")
+    folder = jetson_table_calibration.folder
+    quiet = piped_stderr(folder, "calibrate", "spec.yaml", "--out", "quiet.yaml", "--quiet")
     assert not [line for line in quiet.splitlines() if line.startswith(("fit:", "held-out"))]
-    err = _piped(tmp_path, "validate", "spec.yaml", "--out", "held_out")
+    err = jetson_table_validation.stderr
     assert [line for line in err.splitlines() if line.startswith("held-out")] == refits
 
 
