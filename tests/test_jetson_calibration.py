@@ -19,7 +19,7 @@ from edgetwin.scenario import load_scenario
 from edgetwin.sim.fleet import build_fleet
 from edgetwin.sim.runner import run_scenario
 from edgetwin.table_files import read_table
-from tests.conftest import REPO
+from tests.conftest import REPO, PipedRun
 
 SPEC = REPO / "edgetwin/calibration/specs/jetson_orin_nano.yaml"
 SCENARIO = REPO / "scenarios/prism_jetson.yaml"
@@ -112,12 +112,10 @@ def test_unmeasured_batches_and_more_boards_come_from_the_model() -> None:
     assert prism[2].bytes_sent < prism[4].bytes_sent < prism[8].bytes_sent
 
 
-def test_calibrate_cli_writes_a_loadable_profile(tmp_path: Path) -> None:
-    from edgetwin.cli import main
-
-    out = tmp_path / "jetson.yaml"
-    assert main(["calibrate", str(SPEC), "--out", str(out)]) == 0
-    profile = load_profile(str(out))
+def test_calibrate_cli_writes_a_loadable_profile(jetson_table_calibration: PipedRun) -> None:
+    """``calibrate`` of the Jetson spec: the session's run (tests/test_cli_guide.py checks
+    its progress lines)."""
+    profile = load_profile(str(jetson_table_calibration.folder / "loud.yaml"))
     assert profile.fit["median_abs_error_pct"]["total_ms"] < 5.0
     assert {p["metric"] for p in profile.fit["residuals"]} >= {"total_ms", "energy_j"}
 
