@@ -239,7 +239,11 @@ def test_held_out_coverage_of_every_trace_fitted_profile_is_80_to_97_pct(
 
 @pytest.mark.timeout(120)
 def test_the_report_draws_the_bands_as_error_bars() -> None:
-    scenario = load_scenario(REPO / "scenarios" / "h200_bw.yaml", ["intervals=0.9"])
+    """The bandwidth figure draws each point's band as its error bar. Two batches at two
+    bandwidths of h200_bw's sweep (it has 4 x 8) draw a line per configuration and batch as
+    the whole sweep does: each point's bar comes from its own band."""
+    sweep = "sweeps=[{batch: [1, 8], bandwidth_mbps: [200, 800]}]"
+    scenario = load_scenario(REPO / "scenarios" / "h200_bw.yaml", ["intervals=0.9", sweep])
     rows = twin_rows(scenario, REPO / "scenarios" / "h200_bw.yaml")
     points = average_reps(rows)
     figure = bandwidth_figure(points)
