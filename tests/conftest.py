@@ -15,6 +15,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, settings
 
+from edgetwin.evaluate.adaptive_results import Evaluation
 from edgetwin.profile import DeviceProfile
 from edgetwin.scenario import Scenario
 
@@ -186,3 +187,22 @@ def jetson_table_validation(jetson_table_calibration: PipedRun) -> PipedRun:
     and the validation files it wrote."""
     folder = jetson_table_calibration.folder
     return PipedRun(folder, piped_stderr(folder, "validate", "spec.yaml", "--out", "held_out"))
+
+
+@dataclass(frozen=True)
+class SavedEvaluation:
+    """An evaluation and the folder ``evaluate --out`` wrote for it."""
+
+    folder: Path
+    evaluation: Evaluation
+
+
+@pytest.fixture(scope="session")
+def adaptive_devices_evaluation(tmp_path_factory: pytest.TempPathFactory) -> SavedEvaluation:
+    """``scenarios/adaptive_devices.eval.yaml`` evaluated with ``--out``: its twin sweeps
+    take most of the evaluation, and one serves its scores and its page."""
+    from edgetwin import evaluate_adaptive
+
+    out = tmp_path_factory.mktemp("adaptive_devices") / "evaluate"
+    evaluation = evaluate_adaptive(REPO / "scenarios/adaptive_devices.eval.yaml", out=out)
+    return SavedEvaluation(out, evaluation)

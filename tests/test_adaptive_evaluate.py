@@ -28,6 +28,7 @@ from edgetwin.scenario import load_scenario
 from edgetwin.sim.fleet import build_fleet
 from edgetwin.sim.runner import run_scenario
 from edgetwin.sweep_points import configurations
+from tests.conftest import SavedEvaluation
 
 REPO = Path(__file__).resolve().parents[1]
 EVAL = REPO / "scenarios" / "adaptive_prism.eval.yaml"
@@ -293,9 +294,12 @@ def test_the_oracle_at_n_up_is_the_best_run_on_at_most_n_devices() -> None:
     assert all(_devices(c.choices["adaptive"].label) <= 2 for c in three)
 
 
-def test_shipped_devices_evaluation_scores_each_device_count(tmp_path: Path) -> None:
-    inputs = load_eval_inputs(DEVICES_EVAL)
-    result = evaluate(inputs.scenario, inputs.scenario_path, inputs.settings)
+def test_shipped_devices_evaluation_scores_each_device_count(
+    adaptive_devices_evaluation: SavedEvaluation,
+) -> None:
+    """The session's evaluation of the shipped file (tests/test_report_figures.py checks
+    its page's figures)."""
+    result = adaptive_devices_evaluation.evaluation
     assert result.perf_map.devices == (1, 2, 4)
     devices = result.by_axis("adaptive")["devices"]
     assert [(d["devices"], d["in_map"], d["conditions"]) for d in devices] == [
@@ -309,10 +313,10 @@ def test_shipped_devices_evaluation_scores_each_device_count(tmp_path: Path) -> 
     adaptive = result.scores["adaptive"]
     for baseline in ("always_single", "always_distributed", "flop_heuristic"):
         assert result.scores[baseline].mean_regret_pct > adaptive.mean_regret_pct
-    write_evaluation(tmp_path, result)
-    data = json.loads((tmp_path / "evaluation.json").read_text())
+    out = adaptive_devices_evaluation.folder
+    data = json.loads((out / "evaluation.json").read_text())
     assert data["map"]["devices"] == [1, 2, 4] and data["by_axis"]["devices"] == devices
-    assert "P9.9x3" in (tmp_path / "evaluation.html").read_text()  # an unprofiled best
+    assert "P9.9x3" in (out / "evaluation.html").read_text()  # an unprofiled best
 
 
 def test_an_evaluation_warns_that_its_twin_sweeps_drop_no_packets(evaluation: Evaluation) -> None:
