@@ -54,7 +54,7 @@ from edgetwin.reports.style import (
 )
 from edgetwin.reports.validation import write_validation_report
 from edgetwin.results import write_results
-from tests.conftest import REPO, ctrl_c_reaches
+from tests.conftest import REPO, PipedRun, SavedEvaluation, ctrl_c_reaches
 from tests.test_plan_capacity import capacity_question
 from tests.test_plan_llm import llm_question
 from tests.test_report import _results, _row
@@ -306,19 +306,13 @@ def _figure_specs(page: str) -> list[dict[str, Any]]:
     return specs
 
 
-PAGES = {"evaluate": "evaluation.html", "validate": "validation.html"}
-
-
-def _page_of(command: str, spec: Path, tmp_path: Path) -> str:
-    """The page ``edgetwin evaluate`` or ``validate`` writes for ``spec``."""
-    out = tmp_path / command
-    assert main([command, str(spec), "--out", str(out)]) == 0
-    return (out / PAGES[command]).read_text()
-
-
 @pytest.mark.timeout(120)
-def test_adaptive_page_titles_fit_and_every_figure_has_the_template(tmp_path: Path) -> None:
-    page = _page_of("evaluate", SCENARIOS / "adaptive_devices.eval.yaml", tmp_path)
+def test_adaptive_page_titles_fit_and_every_figure_has_the_template(
+    adaptive_devices_evaluation: SavedEvaluation,
+) -> None:
+    """The page of the session's evaluation of adaptive_devices.eval.yaml
+    (tests/test_adaptive_evaluate.py checks its scores)."""
+    page = (adaptive_devices_evaluation.folder / "evaluation.html").read_text()
     packed = re.findall(r"<script id='plotly-js-gzip'[^>]*>([^<]*)</script>", page)
     assert len(packed) == 1  # plotly.js inlined once per page, and whole
     assert gzip.decompress(base64.b64decode(packed[0])).decode() == get_plotlyjs()
@@ -385,8 +379,12 @@ def _axis_units(fig: go.Figure) -> dict[str, set[str]]:
 
 
 @pytest.mark.timeout(120)
-def test_validation_page_draws_times_and_energy_on_their_own_axes(tmp_path: Path) -> None:
-    page = _page_of("validate", REPO / "edgetwin/calibration/specs/jetson_orin_nano.yaml", tmp_path)
+def test_validation_page_draws_times_and_energy_on_their_own_axes(
+    jetson_table_validation: PipedRun,
+) -> None:
+    """The page of the session's ``validate`` of the Jetson table spec
+    (tests/test_cli_guide.py checks its progress lines)."""
+    page = (jetson_table_validation.folder / "held_out" / "validation.html").read_text()
     (fig,) = [go.Figure(spec) for spec in _figure_specs(page)]
     assert _axis_units(fig) == {"x": {"ms"}, "x2": {"j"}}
     titles = [(fig.layout[f"{a}axis"].title.text, fig.layout[f"{a}axis2"].title.text) for a in "xy"]
