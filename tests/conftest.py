@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,13 +160,32 @@ class PipedRun:
     stderr: str
 
 
+def shared_run(
+    tmp_path_factory: pytest.TempPathFactory, name: str, run: Callable[[Path], str]
+) -> PipedRun:
+    """``run`` (in a folder ``name``, returning its stderr) once for the whole session, all
+    xdist workers together: the first to get here runs it under a lock; the others wait
+    for it and read what it left (a session fixture alone runs once per worker)."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, stderr_file = root / name, root / f"{name}.stderr"
+    with (root / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not stderr_file.exists():  # not run yet, or a run that failed left a folder
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            stderr_file.write_text(run(folder))
+    return PipedRun(folder, stderr_file.read_text())
+
+
 @pytest.fixture(scope="session")
 def quick_machine_calibration(tmp_path_factory: pytest.TempPathFactory) -> PipedRun:
     """``calibrate-machine --quick --out machine``, piped: its ViT, exchange and decoder
     launches take most of a minute, and one run serves its progress lines and its profile."""
-    folder = tmp_path_factory.mktemp("quick_machine")
-    return PipedRun(
-        folder, piped_stderr(folder, "calibrate-machine", "--quick", "--out", "machine")
+    return shared_run(
+        tmp_path_factory,
+        "quick_machine",
+        lambda folder: piped_stderr(folder, "calibrate-machine", "--quick", "--out", "machine"),
     )
 
 
@@ -172,21 +193,30 @@ def quick_machine_calibration(tmp_path_factory: pytest.TempPathFactory) -> Piped
 def jetson_table_calibration(tmp_path_factory: pytest.TempPathFactory) -> PipedRun:
     """The Jetson table spec (its paths made absolute) as ``spec.yaml`` and ``calibrate
     spec.yaml --out loud.yaml``, piped: its progress lines and the profile it wrote."""
-    folder = tmp_path_factory.mktemp("jetson_table")
-    specs = REPO / "edgetwin/calibration/specs"
-    spec = yaml.safe_load((specs / "jetson_orin_nano.yaml").read_text())
-    for field in ("reference", "scenario"):
-        spec[field] = str((specs / spec[field]).resolve())
-    (folder / "spec.yaml").write_text(yaml.safe_dump(spec))
-    return PipedRun(folder, piped_stderr(folder, "calibrate", "spec.yaml", "--out", "loud.yaml"))
+
+    def calibrated(folder: Path) -> str:
+        specs = REPO / "edgetwin/calibration/specs"
+        spec = yaml.safe_load((specs / "jetson_orin_nano.yaml").read_text())
+        for field in ("reference", "scenario"):
+            spec[field] = str((specs / spec[field]).resolve())
+        (folder / "spec.yaml").write_text(yaml.safe_dump(spec))
+        return piped_stderr(folder, "calibrate", "spec.yaml", "--out", "loud.yaml")
+
+    return shared_run(tmp_path_factory, "jetson_table", calibrated)
 
 
 @pytest.fixture(scope="session")
-def jetson_table_validation(jetson_table_calibration: PipedRun) -> PipedRun:
+def jetson_table_validation(
+    tmp_path_factory: pytest.TempPathFactory, jetson_table_calibration: PipedRun
+) -> PipedRun:
     """``validate spec.yaml --out held_out`` of the Jetson table spec, piped: its refit lines
     and the validation files it wrote."""
-    folder = jetson_table_calibration.folder
-    return PipedRun(folder, piped_stderr(folder, "validate", "spec.yaml", "--out", "held_out"))
+    spec = str(jetson_table_calibration.folder / "spec.yaml")
+    return shared_run(
+        tmp_path_factory,
+        "jetson_table_validation",
+        lambda folder: piped_stderr(folder, "validate", spec, "--out", "held_out"),
+    )
 
 
 @dataclass(frozen=True)
