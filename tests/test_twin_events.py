@@ -75,9 +75,13 @@ def test_prism_one_segment_exchanges_means_only(toy_profile_path: Path) -> None:
     assert outcome.row.bytes_sent == 64
 
 
-def test_latency_and_message_overhead_add_per_message(toy_profile_path: Path) -> None:
+def test_a_ring_step_waits_for_the_notice_then_latency_and_overhead(toy_profile_path: Path) -> None:
+    """The all-gather's one ring step: the receiver's ready-to-receive notice crosses
+    (2 ms: GLOO sends no data before it, and both ranks post at once), then the message
+    waits the latency (2 ms) and its overhead (1 ms) and moves its 512 bits (1 ms). It took
+    4 ms without the notice; the emulator's one-segment step takes 2.05 latencies."""
     outcome = run_toy(toy_profile_path, network={"bandwidth_mbps": 0.512, "latency_ms": 2.0})
-    assert timeline(outcome, "dev-1")[1] == ("comm", 0.5, 4.5)
+    assert timeline(outcome, "dev-1")[1] == ("comm", 0.5, 6.5)
 
 
 def test_bandwidth_schedule_applies_during_the_transfer(toy_profile_path: Path) -> None:

@@ -6,6 +6,7 @@
 - broadcast: the one rank with a piece sends it to every other rank at once.
 Within a step all transfers run concurrently and share their channels; a transfer
 whose receiver also sends in that step is duplex (``NetworkParams.duplex_efficiency``).
+A ring step waits one latency for the receivers' ready-to-receive notices first.
 """
 
 from __future__ import annotations
@@ -18,6 +19,13 @@ import simpy
 from edgetwin.models.ring_steps import ring_steps
 from edgetwin.sim.device import Device
 from edgetwin.sim.network import Network
+
+# GLOO's TCP pair sends no data before the receiver's ready-to-receive notice has crossed,
+# and in a ring step every rank posts its receive as it posts its send, so each step's data
+# leaves one latency after the step starts (a one-segment piece's step took 2.05 one-way
+# latencies in the emulator, docs/twin.md). A scatter's or a broadcast's receivers may
+# have posted earlier, which the rendezvous does not record: no notice is counted there.
+NOTICE_KINDS = ("allgather", "allreduce")
 
 
 @dataclass
@@ -99,8 +107,12 @@ def run_collective(
     kind: str,
     piece_bytes: Sequence[float],
 ) -> Generator[simpy.Event, object, None]:
-    """Run one collective to completion over ``devices`` (rank order)."""
+    """Run one collective to completion over ``devices`` (rank order). A ring step's data
+    waits for its receiver's ready-to-receive notice (``NOTICE_KINDS``): one latency more."""
+    notice_ms = network.spec.latency_ms if kind in NOTICE_KINDS else 0.0
     for step in _steps(kind, piece_bytes):
+        if notice_ms > 0:
+            yield env.timeout(notice_ms)
         senders = {src for src, _dst, nbytes in step if nbytes > 0}
         transfers = [
             env.process(
