@@ -21,7 +21,6 @@ from pathlib import Path
 
 from edgetwin.calibration.group_fit import GroupKey
 from edgetwin.calibration.readers.gpu_bench import STAGING_COPY_FILE, VIT_LATENCY_FILE
-from edgetwin.calibration.readers.staged_exchange import BANDWIDTH_FILE, LOOPBACK_FILE
 from edgetwin.calibration.trace_groups import (
     LATENCY_MS,
     compute_groups,
@@ -37,7 +36,12 @@ from edgetwin.calibration.trace_predictors import (
     STAGING_BOUNDS,
     compute_predictor,
 )
-from edgetwin.calibration.unit_consistency import MICROSECONDS, Found, contradicted_columns
+from edgetwin.calibration.unit_consistency import (
+    MICROSECONDS,
+    Found,
+    contradicted_columns,
+    exchange_files,
+)
 from edgetwin.model_spec import ModelSpec
 from edgetwin.profile import StagingParams
 
@@ -81,8 +85,7 @@ def slow_columns(data: TraceData, model: ModelSpec) -> list[str]:
     )
     if slowest_copy is not None:
         found.append((STAGING_COPY_FILE, LATENCY_MS, slowest_copy))
-    for name, shaped in ((LOOPBACK_FILE, False), (BANDWIDTH_FILE, True)):
-        records = [r for r in data.exchanges if (r.bandwidth_mbps is not None) == shaped]
+    for name, records in exchange_files(data):
         # the copy of the piece sent, and the gathered tensor's (two ranks' pieces)
         for phase, slowest_ms, device in (
             ("d2h_ms", lambda key: SLOWEST_COPY.copy_ms(key[3]), COPY_DEVICE),

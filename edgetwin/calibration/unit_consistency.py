@@ -48,7 +48,7 @@ def contradicted_columns(data: TraceData) -> list[Found]:
     """The time columns of ``data`` that its power log's clock or another column of their
     file contradicts: file name, column and what is wrong; none where none is."""
     found = _over_the_clock(data)
-    for name, records in _exchange_files(data):
+    for name, records in exchange_files(data):
         found += _longer_than_the_loop(name, records)
     found += _decoder_steps(data.decoder)
     return [(name, column, f"{why}: {MICROSECONDS}") for name, column, why in found]
@@ -72,7 +72,7 @@ def _over_the_clock(data: TraceData) -> list[Found]:
         found.append((VIT_LATENCY_FILE, LATENCY_MS, _clock_line(phase, timed_ms[phase], lasted_s)))
     if "gloo" not in lasted_s:
         return found
-    for name, records in _exchange_files(data):
+    for name, records in exchange_files(data):
         for column in (*EXCHANGE_PARTS, "total_ms"):
             total_ms = sum(getattr(record, column) for record in records)
             if total_ms / 1e3 > FACTOR * lasted_s["gloo"]:
@@ -131,7 +131,7 @@ def _decoder_steps(records: Sequence[DecoderLatency]) -> list[Found]:
     return found
 
 
-def _exchange_files(data: TraceData) -> list[tuple[str, list[StagedExchange]]]:
+def exchange_files(data: TraceData) -> list[tuple[str, list[StagedExchange]]]:
     """Each exchange file of ``data`` with its records (rank 0's: the loopback file's)."""
     files = [
         (LOOPBACK_FILE, [r for r in data.exchanges if r.bandwidth_mbps is None]),
