@@ -111,6 +111,13 @@ def fleet_layers(scenario: Scenario, config: Configuration) -> tuple[int, ...] |
     return planned_layers(scenario, config, profiles, free)
 
 
+def fleet_ram_bytes(scenario: Scenario, devices: int) -> list[float]:
+    """The RAM (bytes) of the scenario's first ``devices`` members, in rank order, as the
+    twin builds them (``device_fleet.fleet_members``): what a real run's rows hold each
+    rank's memory against."""
+    return [member.ram_mb * MB for member in fleet_members(scenario, None)[:devices]]
+
+
 def decoder_plan(
     scenario: Scenario, config: Configuration, stage_layers: tuple[int, ...] | None = None
 ) -> DecoderPlan:

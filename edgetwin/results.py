@@ -60,7 +60,8 @@ class ResultRow:
     # sequence length, when a profile varies it (performance maps)
     tokens: int | None = None
     # decoder LLMs (docs/llm.md): the workload, time to first token, mean time per later
-    # token, throughput, and the weights and peak KV cache of the fullest device
+    # token, throughput, and the weights and peak KV cache of the device they fill most
+    # (the largest share of its own RAM; with one RAM on every device, the fullest)
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     ttft_ms: float | None = None

@@ -10,10 +10,13 @@ import pytest
 
 import edgetwin
 from edgetwin.cli import main
+from edgetwin.configuration import decoder_plan
 from edgetwin.models import registry
 from edgetwin.number_text import exact_text
-from edgetwin.profile import load_profile
+from edgetwin.profile import MB, load_profile
 from edgetwin.reports.html import read_run, run_figures
+from edgetwin.resolved_scenario import RESOLVED_FILE, load_resolved
+from edgetwin.sweep_points import configurations
 from tests.conftest import REPO
 
 SMOKE = REPO / "scenarios" / "llm_smoke.yaml"
@@ -187,7 +190,7 @@ def test_the_memory_figure_shows_the_peak_that_ran_out(tmp_path: Path) -> None:
     assert set(peaks) == {"single peak", "voltage peak"}
     assert peaks["single peak"].y[1] > ram > peaks["single peak"].y[0] > single.y[0]
     assert max(peaks["voltage peak"].y) < ram  # voltage splits the rows: it fit
-    assert list(peaks["single peak"].customdata) == ["prefill", "prefill"]
+    assert [words[1] for words in peaks["single peak"].customdata] == ["prefill", "prefill"]
     assert "activations" in memory.layout.title.text
     # the page's other runs draw a peak for each point too
     smoke = run_figures(read_run(llm_run(tmp_path / "smoke")))[-1]
@@ -226,3 +229,43 @@ def test_a_layer_split_the_scenario_cannot_run_has_no_peak_and_a_warning(
     memory = run_figures(read_run(out))[-1]
     peaks = {t.name for t in memory.data if t.name.endswith(" peak")}
     assert "single peak" in peaks and "pipeline peak" not in peaks
+
+
+@pytest.mark.timeout(120)
+def test_a_mixed_fleets_memory_is_the_device_closest_to_its_own_ram(tmp_path: Path) -> None:
+    """Llama-3.2-1B fp16 on an 8 GB board and a 3 GB one (a pipeline). The rows gave the
+    fullest device's weights + KV cache and the peak marker the largest peak: at a
+    16,000-token prompt the run fit, yet the marker (the 8 GB board's, 3916 MB) stood over
+    the 3 GB board's RAM line; at 30,000 the small board ran out, yet the marker (7284 MB)
+    stood under the 8 GB line. Both now are the device whose memory takes the largest
+    share of its own RAM, the marker naming it with its room or shortfall."""
+    out = tmp_path / "run"
+    sets = [
+        "devices=[{name: big, profile: jetson_orin_nano, count: 1}, "
+        "{name: small, profile: jetson_orin_nano, ram_mb: 3000, count: 1}]",
+        "strategies=[{name: pipeline}]",
+        "workload.output_tokens=16",
+        "sweeps=[{batch: [1], prompt_tokens: [16000, 30000], devices: [2]}]",
+    ]
+    argv = ["run", str(REPO / "scenarios/llm_jetson.yaml"), "--out", str(out), "--quiet"]
+    assert main([*argv, *(a for s in sets for a in ("--set", s))]) == 0
+    data = read_run(out)
+    fit, short = sorted(data.rows, key=lambda r: r.prompt_tokens or 0)
+    assert (fit.status, short.status) == ("ok", "out of memory on small (prefill)")
+    assert fit.layer_split == "11+5"
+    assert fit.weights_mb is not None and fit.kv_cache_mb is not None
+    scenario = load_resolved(out / RESOLVED_FILE)
+    config = next(c for c in configurations(scenario) if c.prompt_tokens == 16000)
+    plan = decoder_plan(scenario, config, (11, 5))
+    small = plan.weight_bytes[1] + plan.kv_bytes(1, 16000 + 15)
+    big = plan.weight_bytes[0] + plan.kv_bytes(0, 16000 + 15)
+    assert small / 3000 < big / 3000 and small / 3000 > big / 8192  # the 3 GB board's
+    assert fit.weights_mb + fit.kv_cache_mb == pytest.approx(small / MB)
+    memory = run_figures(data)[-1]
+    (peak,) = [t for t in memory.data if t.name == "pipeline peak"]
+    assert [words[0] for words in peak.customdata] == ["small", "small"]
+    assert peak.y[0] < 3000 < peak.y[1]  # it fit, then it ran out, on the 3 GB board
+    assert peak.customdata[0][2].startswith("its RAM 3,000 MB, ")
+    assert peak.customdata[0][2].endswith(" MB left")
+    assert peak.customdata[1][2].endswith(" MB short")
+    assert "closest to its own RAM" in memory.layout.title.text

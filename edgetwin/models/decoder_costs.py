@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 from edgetwin.decoder_spec import (
@@ -193,17 +194,29 @@ class DecoderPlan:
         phase = max(need, key=need.__getitem__)
         return self.weight_bytes[rank] + need[phase], phase
 
-    def fullest(self, tokens: int) -> tuple[float, float]:
-        """The weight and KV-cache bytes of the device that holds the most of both once
-        the sequences hold ``tokens`` positions (a row's ``weights_mb`` and
-        ``kv_cache_mb``: their sum is what the fullest device needs)."""
+    def tightest(self, tokens: int, ram_bytes: Sequence[float]) -> tuple[float, float]:
+        """The weight and KV-cache bytes of the device whose weights and KV cache take the
+        largest share of its own RAM (``ram_bytes``, rank order) once the sequences hold
+        ``tokens`` positions (a row's ``weights_mb`` and ``kv_cache_mb``: with one RAM on
+        every device, the device that holds the most)."""
         held = [(self.weight_bytes[r], self.kv_bytes(r, tokens)) for r in range(self.devices)]
-        return max(held, key=sum)
+        return held[tightest_rank([sum(h) for h in held], ram_bytes)]
 
     def phases(self, output_tokens: int) -> list[Ops]:
         """Prefill, the ``output_tokens - 1`` decode steps, then what follows the last."""
         steps = [self.decode(step) for step in range(output_tokens - 1)]
         return [self.prefill, *steps, *([self.finish] if steps and self.finish else [])]
+
+
+def tightest_rank(held_bytes: Sequence[float], ram_bytes: Sequence[float | None]) -> int:
+    """The rank whose ``held_bytes`` are the largest share of its RAM (the first of equal
+    shares, compared exactly); where a rank's RAM is not known (None), the rank that holds
+    the most."""
+    ranks = range(len(held_bytes))
+    known = [ram for ram in ram_bytes if ram is not None]
+    if len(known) < len(held_bytes):
+        return max(ranks, key=lambda r: held_bytes[r])
+    return max(ranks, key=lambda r: Fraction(held_bytes[r]) / Fraction(known[r]))
 
 
 def kept_decode_rows(rank: int, world: int, generated: int) -> int:

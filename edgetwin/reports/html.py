@@ -346,7 +346,7 @@ def page_warnings(
     decoder = scenario if is_decoder(rows) else None
     ram_mb, left_out = ({}, []) if decoder is None else scenario_ram_mb(decoder, resolved)
     if decoder is not None:
-        left_out += memory_peaks(decoder, rows)[1]
+        left_out += memory_peaks(decoder, rows, ram_mb)[1]
     return RunData(list(rows), None, None, list(link_checks), ram_mb, left_out, warned).warnings
 
 
@@ -367,7 +367,7 @@ def _decoder_memory(
     if scenario is None:
         return {}, [], {}
     ram_mb, warnings = scenario_ram_mb(scenario, run_dir / RESOLVED_FILE)
-    peaks, not_drawn = memory_peaks(scenario, rows)
+    peaks, not_drawn = memory_peaks(scenario, rows, ram_mb)
     return ram_mb, [*warnings, *not_drawn], peaks
 
 

@@ -9,14 +9,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from statistics import fmean
+from typing import NamedTuple
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from edgetwin.configuration import decoder_plan
+from edgetwin.crowd_spec import member_names
 from edgetwin.decoder_spec import DecoderSpec, kept_positions
 from edgetwin.device_fleet import class_ram_mb
 from edgetwin.errors import InputError, counted
+from edgetwin.models.decoder_costs import tightest_rank
 from edgetwin.number_text import exact_text, hover_number
 from edgetwin.profile import MB
 from edgetwin.reports.figures import looks
@@ -32,7 +35,19 @@ RAM_SPAN = 1.5  # a RAM line over one context reaches this factor either side of
 
 Slice = tuple[object, ...]  # the values a figure holds fixed (batch, bandwidth, ...)
 PeakKey = tuple[Config, int, int, int]  # a configuration, its batch, prompt and output tokens
-Peaks = Mapping[PeakKey, tuple[float, str]]  # the fullest device's peak (MB) and its phase
+
+
+class Peak(NamedTuple):
+    """A configuration's tightest device at its peak (``memory_peaks``): what it holds (MB),
+    the phase, its name and its RAM (MB; None where its class's profile did not load)."""
+
+    mb: float
+    phase: str
+    device: str
+    ram_mb: float | None
+
+
+Peaks = Mapping[PeakKey, Peak]
 
 
 def run_scenario(run_dir: Path) -> Scenario | None:
@@ -171,7 +186,7 @@ def tokens_per_s_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
 
 
 def _memory_mb(reps: list[ResultRow]) -> float | None:
-    """The fullest device's weights plus its peak KV cache (any status: a run that does
+    """The row's device's weights plus its peak KV cache (any status: a run that does
     not fit still says how much it needed)."""
     row = reps[0]
     if row.weights_mb is None or row.kv_cache_mb is None:
@@ -184,18 +199,24 @@ def _peak_key(row: ResultRow) -> PeakKey:
 
 
 def memory_peaks(
-    scenario: Scenario, rows: Sequence[ResultRow]
-) -> tuple[dict[PeakKey, tuple[float, str]], list[str]]:
-    """Per decoder configuration of ``rows``, the device that holds the most at its peak:
-    its weights, KV cache and a layer's activations then (MB), and the phase, ``prefill``
-    or ``decode`` (``DecoderPlan.peak_bytes``: what the twin holds against its RAM), from
-    the scenario the rows ran (the layer split the row says). A row of a strategy the
-    scenario does not run (a table of another folder) has none; one whose layer split the
-    scenario cannot run (an edited table) has none and a warning naming it."""
+    scenario: Scenario, rows: Sequence[ResultRow], ram_mb: Mapping[str, float]
+) -> tuple[dict[PeakKey, Peak], list[str]]:
+    """Per decoder configuration of ``rows``, the device whose peak is the largest share
+    of its own RAM (``ram_mb``: per device class; ``tightest_rank``): its weights, KV
+    cache and a layer's activations then (MB), and the phase, ``prefill`` or ``decode``
+    (``DecoderPlan.peak_bytes``: what the twin holds against its RAM), from the scenario
+    the rows ran (the layer split the row says). A row of a strategy the scenario does not
+    run (a table of another folder) has none; one whose layer split the scenario cannot
+    run (an edited table) has none and a warning naming it."""
     if not isinstance(scenario.model, DecoderSpec):
         return {}, []
     run = {strategy.name for strategy in scenario.strategies}
-    peaks: dict[PeakKey, tuple[float, str]] = {}
+    members = [
+        (name, ram_mb.get(spec.name))
+        for spec in scenario.devices
+        for name in member_names(spec.name, spec.count)
+    ]
+    peaks: dict[PeakKey, Peak] = {}
     failed: dict[tuple[str, int, str | None], tuple[str, int]] = {}  # problem, points
     seen: set[PeakKey] = set()
     for row in rows:
@@ -223,8 +244,11 @@ def memory_peaks(
             failed[where] = problem, points + 1
             continue
         tokens = kept_positions(row.prompt_tokens, row.output_tokens)
-        held = max(plan.peak_bytes(rank, tokens) for rank in range(plan.devices))
-        peaks[key] = held[0] / MB, held[1]
+        held = [plan.peak_bytes(rank, tokens) for rank in range(plan.devices)]
+        ram = [None if mb is None else mb * MB for _, mb in members[: plan.devices]]
+        rank = tightest_rank([peak for peak, _ in held], ram)
+        name, device_ram_mb = members[rank]
+        peaks[key] = Peak(held[rank][0] / MB, held[rank][1], name, device_ram_mb)
     warnings = [
         f"no memory peak for {strategy} x{devices} ({counted(points, 'point')}): its "
         f"layer_split {split!r} does not run on {RESOLVED_FILE}'s model: {problem}"
@@ -259,7 +283,7 @@ def memory_figure(
     (batch,), lines = found
     main = f"Memory per device vs context at batch {batch}: weights + peak KV cache"
     detail = (
-        "open markers: the device that holds the most at its peak, with a layer's "
+        "open markers: the device closest to its own RAM at its peak, with a layer's "
         "activations (the prefill's, or the last decode step's): what its RAM must hold"
     )
     fig = styled(go.Figure()).update_layout(title=title_text(main, detail if peaks else None))
@@ -292,8 +316,8 @@ def _add_peaks(
             continue
         fig.add_scatter(
             x=list(held),
-            y=[mb for mb, _ in held.values()],
-            customdata=[phase for _, phase in held.values()],
+            y=[peak.mb for peak in held.values()],
+            customdata=[_peak_words(peak) for peak in held.values()],
             name=f"{labels[config]} peak",
             legendgroup=config.strategy,
             showlegend=False,
@@ -304,9 +328,24 @@ def _add_peaks(
                 "size": 9,
             },
             hovertemplate=f"context {hover_number('x', exact=True)} tokens: "
-            f"{hover_number('y')} MB at its peak, in the "
-            f"%{{customdata}}, activations included<extra>{labels[config]}</extra>",
+            f"%{{customdata[0]}} holds {hover_number('y')} MB at its peak, in the "
+            f"%{{customdata[1]}}, activations included; %{{customdata[2]}}"
+            f"<extra>{labels[config]}</extra>",
         )
+
+
+def _peak_words(peak: Peak) -> list[str]:
+    """A peak marker's hover parts: the device, the phase, and its RAM with the room left
+    or what it is short by."""
+    if peak.ram_mb is None:
+        return [peak.device, peak.phase, "its RAM is not known"]
+    room = peak.ram_mb - peak.mb
+    said = (
+        f"{exact_text(round(room))} MB left"
+        if room >= 0
+        else f"{exact_text(round(-room))} MB short"
+    )
+    return [peak.device, peak.phase, f"its RAM {exact_text(peak.ram_mb)} MB, {said}"]
 
 
 def _ram_span(contexts: Sequence[float]) -> list[float]:

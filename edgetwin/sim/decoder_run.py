@@ -81,9 +81,8 @@ def generation_columns(
     """The row's timing and memory columns; times NaN unless the run finished. TTFT and
     total: when rank 0 holds the first and the last token."""
     assert config.prompt_tokens is not None and config.output_tokens is not None
-    weight_bytes, kv_bytes = plan.fullest(
-        kept_positions(config.prompt_tokens, config.output_tokens)
-    )
+    kept = kept_positions(config.prompt_tokens, config.output_tokens)
+    weight_bytes, kv_bytes = plan.tightest(kept, [d.ram_mb * MB for d in devices])
     memory = {
         "weights_mb": weight_bytes / MB,
         "kv_cache_mb": kv_bytes / MB,

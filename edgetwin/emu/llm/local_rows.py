@@ -6,7 +6,8 @@ each. A row carries rank 0's TTFT, TPOT, total and phases (the terminal holds ev
 token; waiting for peers is comm), every rank's bytes (docs/llm.md's convention, as the
 twin's), and the last rank's comparison with one device. ``weights_mb`` and
 ``kv_cache_mb`` are the contract's figures for the split that ran (the plan of that
-run: the fullest device's), the same the twin reports.
+run: the device whose weights and KV cache take the largest share of its scenario RAM),
+the same the twin reports.
 Pipeline runs the scenario's ``layers`` if it gives them, else the split the twin
 balances on the devices' profiles and RAM (``configuration.fleet_layers``), decided here
 and passed to the ranks. Local mode does not shape the network: ``bandwidth_mbps`` is
@@ -23,6 +24,7 @@ from edgetwin.configuration import (
     configuration_columns,
     decoder_plan,
     fleet_layers,
+    fleet_ram_bytes,
     layer_split,
     resolve_segments,
 )
@@ -169,7 +171,8 @@ def result_rows(
     """One row per timed generation of a launch (records in rank order)."""
     assert config.output_tokens is not None
     plan = decoder_plan(scenario, config, _stages(run))
-    fullest = plan.fullest(kept_positions(run.prompt_tokens, run.output_tokens))
+    kept = kept_positions(run.prompt_tokens, run.output_tokens)
+    tightest = plan.tightest(kept, fleet_ram_bytes(scenario, config.devices))
     tokens = config.batch * config.output_tokens
     rows = []
     for rep, got in enumerate(measured(records)):
@@ -188,8 +191,8 @@ def result_rows(
                 ttft_ms=got.ttft_ms,
                 tpot_ms=got.tpot_ms,
                 tokens_per_s=tokens / (got.total_ms / 1e3),
-                weights_mb=fullest[0] / MB,
-                kv_cache_mb=fullest[1] / MB,
+                weights_mb=tightest[0] / MB,
+                kv_cache_mb=tightest[1] / MB,
                 layer_split=layer_split(plan),
                 max_abs_diff_vs_single=got.max_abs_diff_vs_single,
                 prefix_agreement_vs_single=got.prefix_agreement_vs_single,
