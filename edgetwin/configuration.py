@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.decoder_spec import DecoderSpec, kept_positions
 from edgetwin.device_fleet import fleet_members
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderPlan, DecoderWorkload, Ops, phase_flops
 from edgetwin.models.layout import resolved_segments
-from edgetwin.models.strategies.pipeline import device_layers
+from edgetwin.models.strategies.pipeline import device_layers, positions_held
 from edgetwin.number_text import exact_text
 from edgetwin.profile import MB, DeviceProfile
 from edgetwin.scenario import Scenario
@@ -94,6 +94,32 @@ def planned_layers(
         config.batch,
         config.prompt_tokens,
         config.output_tokens,
+    )
+
+
+def split_shortfall(
+    scenario: Scenario, config: Configuration, free_bytes: Sequence[float]
+) -> str | None:
+    """Where a configuration's layer split is balanced (``planned_layers``) and no split of
+    its layers over devices with ``free_bytes`` holds the generation, what its status says
+    of it: the positions kept (prompt + output - 1) and the most any split holds
+    (``pipeline.positions_held``), or that none holds the weights; None where one holds
+    it or the split is the scenario's."""
+    model = scenario.model
+    assert isinstance(model, DecoderSpec)
+    assert config.prompt_tokens is not None and config.output_tokens is not None
+    given = next(s.layers for s in scenario.strategies if s.name == config.strategy)
+    if given or not registry.strategy(config.strategy).splits_layers:
+        return None
+    kept = kept_positions(config.prompt_tokens, config.output_tokens)
+    held = positions_held(model, free_bytes, config.batch, config.prompt_tokens, kept)
+    if held is None:
+        return "no layer split holds the weights"
+    if held >= kept:
+        return None
+    return (
+        f"no layer split holds its {kept} positions (prompt + output - 1); "
+        f"the most one holds, {held}, is the row's layer_split"
     )
 
 

@@ -13,7 +13,7 @@ import simpy
 import yaml
 
 from edgetwin.cli import main
-from edgetwin.configuration import decoder_plan
+from edgetwin.configuration import decoder_plan, split_shortfall
 from edgetwin.decoder_spec import (
     DecoderSpec,
     attention_params,
@@ -28,7 +28,7 @@ from edgetwin.models.decoder_costs import (
     Transfer,
     Work,
 )
-from edgetwin.models.strategies.pipeline import balanced_layers
+from edgetwin.models.strategies.pipeline import balanced_layers, positions_held
 from edgetwin.models.strategy import Strategy
 from edgetwin.profile import MB, load_profile
 from edgetwin.result_cells import read_results
@@ -362,13 +362,25 @@ def test_the_twin_splits_a_pipeline_where_it_fits_if_a_split_does(tmp_path: Path
     devices = [Device(simpy.Environment(), m.name, m.profile, m.ram_mb) for m in fleet]
     assert decoder_run.plan_for(scenario, config, devices).kv_layers == (14, 14)
     # no split holds the cache of 63,000 positions, which the real code allocates before
-    # the prefill (until 2026-12-07 the twin grew it: the split stopped past token 3001)
+    # the prefill (until 2026-12-07 the twin grew it: the split stopped past token 3001);
+    # the row runs the split that holds the most, and its status says that none holds
+    # them all, and how many that one does (it said only "out of memory on jetson-0
+    # (prefill)", as if the twin had found no split that fits where one might)
     longer = load_scenario(tmp_path / "s.yaml", ["workload.output_tokens=60000"])
     status = decoder_memory_status(longer, fleet, next(iter(configurations(longer))))
-    assert status.startswith("out of memory on jetson") and status.endswith("(prefill)")
+    assert status == (
+        "out of memory on jetson-0 (prefill): no layer split holds its 62999 positions "
+        "(prompt + output - 1); the most one holds, 3717, is the row's layer_split"
+    )
     prefill = load_scenario(tmp_path / "s.yaml", ["workload.prompt_tokens=6000"])
     status = decoder_memory_status(prefill, fleet, next(iter(configurations(prefill))))
-    assert status == "out of memory on jetson-0 (prefill)"
+    assert status.startswith("out of memory on jetson-0 (prefill): no layer split holds its 6001")
+    assert status.endswith("the most one holds, 3264, is the row's layer_split")
+    free = [m.ram_mb * MB for m in fleet]
+    model = prefill.model
+    assert isinstance(model, DecoderSpec)
+    assert positions_held(model, free, 1, 6000, 6001) == 3264
+    assert split_shortfall(scenario, config, free) is None  # 3000 + 1 positions: one holds
 
 
 @pytest.mark.timeout(120)

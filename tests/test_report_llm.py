@@ -251,7 +251,7 @@ def test_a_mixed_fleets_memory_is_the_device_closest_to_its_own_ram(tmp_path: Pa
     assert main([*argv, *(a for s in sets for a in ("--set", s))]) == 0
     data = read_run(out)
     fit, short = sorted(data.rows, key=lambda r: r.prompt_tokens or 0)
-    assert (fit.status, short.status) == ("ok", "out of memory on small (prefill)")
+    assert fit.status == "ok" and short.status.startswith("out of memory on small (prefill)")
     assert fit.layer_split == "11+5"
     assert fit.weights_mb is not None and fit.kv_cache_mb is not None
     scenario = load_resolved(out / RESOLVED_FILE)

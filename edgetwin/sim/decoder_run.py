@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from edgetwin import configuration
 from edgetwin.configuration import decoder_plan, layer_split, planned_layers
 from edgetwin.decoder_spec import kept_positions
 from edgetwin.models.decoder_costs import DecoderPlan
@@ -27,11 +28,25 @@ def plan_for(scenario: Scenario, config: Configuration, devices: list[Device]) -
     return decoder_plan(scenario, config, stages)
 
 
-def memory_status(plan: DecoderPlan, devices: list[Device], tokens: int) -> str:
+def split_shortfall(scenario: Scenario, config: Configuration, devices: list[Device]) -> str | None:
+    """Why no layer split holds the generation on ``devices`` as ``plan_for`` finds them
+    (``configuration.split_shortfall``); None where one does, or none is balanced."""
+    return configuration.split_shortfall(scenario, config, [_free_bytes(d) for d in devices])
+
+
+def memory_status(
+    plan: DecoderPlan, devices: list[Device], tokens: int, shortfall: str | None = None
+) -> str:
     """Load each device's weights; ``ok`` if they, the KV cache of all ``tokens`` positions
     (the real code allocates it before the prefill) and the activations at their peak fit
     every device (``DecoderPlan.need_bytes``), else the out-of-memory status: in the
-    prefill, or at the first decode position whose step's activations do not fit."""
+    prefill, or at the first decode position whose step's activations do not fit; with
+    ``shortfall`` (``split_shortfall``) after it."""
+    status = _memory_status(plan, devices, tokens)
+    return status if status == STATUS_OK or shortfall is None else f"{status}: {shortfall}"
+
+
+def _memory_status(plan: DecoderPlan, devices: list[Device], tokens: int) -> str:
     for rank, device in enumerate(devices):
         if not device.load(plan.weight_bytes[rank] / MB):
             return f"{OUT_OF_MEMORY} on {device.name} (weights)"

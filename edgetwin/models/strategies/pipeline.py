@@ -106,26 +106,21 @@ def layers_that_fit(
     """The most layers each stage holds in its ``free_bytes`` (what it holds besides its
     layers and one layer's activations at their peak, then per layer its weights and KV
     cache) with ``batch`` sequences of a ``prompt``-token prompt and ``positions``
-    positions, or of the most positions below that some split holds; None where the
-    weights alone fit no split."""
-    world = len(free_bytes)
+    positions, or of the most positions below that some split holds
+    (``positions_held``); None where the weights alone fit no split."""
+    held = positions_held(model, free_bytes, batch, prompt, positions)
+    return None if held is None else _room(model, free_bytes, batch, prompt, held)
 
-    def most(kept: int) -> tuple[int, ...]:
-        per_layer = weights(model, layer_params(model))
-        per_layer += kv_bytes_per_token(model, 1) * kept * batch
-        tokens = min(prompt, kept)
-        steps = [_stage_pass(model, batch, tokens, None, world)]
-        if kept > tokens:
-            steps.append(_stage_pass(model, batch, tokens, kept - 1, world))
-        held = max(transient_bytes(model, step) for step in steps) if kept else 0.0
-        extra = _extra_params(model, world)
-        return tuple(
-            max(0, math.floor((free - held - weights(model, params)) / per_layer))
-            for free, params in zip(free_bytes, extra, strict=True)
-        )
+
+def positions_held(
+    model: DecoderSpec, free_bytes: Sequence[float], batch: int, prompt: int, positions: int
+) -> int | None:
+    """The most positions, up to ``positions``, whose weights, KV cache and activations
+    some layer split holds in ``free_bytes`` (``layers_that_fit``); None where the
+    weights alone fit no split."""
 
     def holds(kept: int) -> bool:
-        room = most(kept)
+        room = _room(model, free_bytes, batch, prompt, kept)
         return min(room) >= 1 and sum(room) >= model.layers
 
     if not holds(0):
@@ -134,7 +129,26 @@ def layers_that_fit(
     while low < high:
         middle = (low + high + 1) // 2
         low, high = (middle, high) if holds(middle) else (low, middle - 1)
-    return most(low)
+    return low
+
+
+def _room(
+    model: DecoderSpec, free_bytes: Sequence[float], batch: int, prompt: int, kept: int
+) -> tuple[int, ...]:
+    """The most layers each stage holds with ``kept`` positions (``layers_that_fit``)."""
+    per_layer = weights(model, layer_params(model))
+    per_layer += kv_bytes_per_token(model, 1) * kept * batch
+    tokens = min(prompt, kept)
+    world = len(free_bytes)
+    steps = [_stage_pass(model, batch, tokens, None, world)]
+    if kept > tokens:
+        steps.append(_stage_pass(model, batch, tokens, kept - 1, world))
+    held = max(transient_bytes(model, step) for step in steps) if kept else 0.0
+    extra = _extra_params(model, world)
+    return tuple(
+        max(0, math.floor((free - held - weights(model, params)) / per_layer))
+        for free, params in zip(free_bytes, extra, strict=True)
+    )
 
 
 def _stage_pass(
