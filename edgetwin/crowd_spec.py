@@ -118,6 +118,9 @@ class CrowdSpec(Strict):
     availability_trace: str | None = None
     horizon_s: Annotated[float, Field(gt=0, le=MAX_HORIZON_S)] = 3600
     drain_s: NonNegativeFloat = 600
+    # a task not answered this long after its dispatch: its phone is cut off and the task
+    # queued again (the decision core's ``task_deadline_ms``; docs/crowd.md); None: never
+    task_deadline_s: Annotated[float, Field(gt=0, le=MAX_HORIZON_S)] | None = None
 
     def class_counts(self) -> list[int]:
         """Phones per class: ``count``, or ``share`` of ``fleet_size`` by largest remainder."""

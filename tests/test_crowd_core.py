@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgetwin.models.crowd.core import CrowdCore, Load, Order, Run
+from edgetwin.models.crowd.events import Decision
 from edgetwin.models.crowd.index import make_index
 from edgetwin.models.crowd.table import Mode, Stage
 from edgetwin.models.crowd.views import TaskView, WorkerView
@@ -75,6 +76,47 @@ def test_a_forgotten_worker_leaves_nothing_behind_in_the_indexes() -> None:
     core.complete("w1", 1.0)
     assert _runs(core.dispatch(1.0)) == [("w1", 0, 0)]  # the requeued task, oldest first
     assert "w0" not in core.workers and core.idle == set()
+
+
+def test_a_task_past_its_deadline_goes_back_and_its_worker_leaves() -> None:
+    """A worker that keeps its heartbeat but never answers (a hung inference) held its task
+    for ever: the core requeued a task only when its worker left. With a per-task deadline
+    the task is overdue that long after its dispatch: the worker leaves, the task is queued
+    again in its place, and the next worker free takes it."""
+    decisions: list[Decision] = []
+    core = CrowdCore(lambda _: Facts(frozenset(), 100.0, None, False), decisions.append, 500.0)
+    for k in range(2):
+        core.join(f"w{k}")
+    rng = np.random.default_rng(0)
+    _, orders = core.submit("j", STAGES[:1], 3, "streaming", make_scheduler("fifo"), rng, 0.0)
+    assert _runs(orders) == [("w0", 0, 0), ("w1", 1, 0)]
+    running = core.workers["w0"].task
+    assert running is not None and core.due_ms(running) == 500.0
+    core.complete("w1", 100.0)
+    assert _runs(core.dispatch(100.0)) == [("w1", 2, 0)]  # dispatched at 100 ms
+    assert core.expire(499.0) == []
+    assert core.expire(500.0) == ["w0"]  # w1's task is due at 600 ms
+    requeue = decisions[-1]
+    assert (requeue.kind, requeue.worker, requeue.item, requeue.detail) == (
+        "requeue",
+        "w0",
+        0,
+        "overdue",
+    )
+    assert not core.workers["w0"].connected and core.workers["w0"].task is None
+    assert _runs(core.dispatch(500.0)) == []  # w1 is busy, w0 gone
+    core.complete("w1", 550.0)
+    assert _runs(core.dispatch(550.0)) == [("w1", 0, 0)]
+    core.join("w0")  # it enrols again, holding nothing: a worker like any other
+    assert core.expire(1000.0) == []  # w1's retry is due at 1050 ms
+    assert core.expire(1050.0) == ["w1"]
+
+
+def test_without_a_deadline_no_task_is_ever_overdue() -> None:
+    core = _core(1)
+    (task,) = [o.task for o in _submit(core, 1, 1, "streaming") if isinstance(o, Run)]
+    assert core.due_ms(task) is None and core.expire(1e12) == []
+    assert core.workers["w0"].task is task
 
 
 def test_broadcast_and_jit_load_a_released_stage_on_an_idle_worker() -> None:

@@ -32,7 +32,7 @@ def assert_exactly_once(outcome: CrowdOutcome) -> None:
     assert Counter(e.job for e in events(outcome, "finished")) == {
         j.job_id: 1 for j in outcome.jobs
     }
-    lost = len(events(outcome, "lost", "rescheduled"))
+    lost = len(events(outcome, "lost", "rescheduled", "overdue"))
     assert sum(row.tasks_redispatched or 0 for row in outcome.rows) == lost
     assert all(row.status == "ok" for row in outcome.rows)
 
@@ -355,3 +355,38 @@ def test_a_missing_trace_file_is_named(tmp_path: Path) -> None:
     assert caught.value.field == "crowd.availability_trace"
     assert caught.value.problem.startswith("file not found: ")
     assert caught.value.problem.endswith("nowhere.csv")
+
+
+def test_a_task_past_the_deadline_is_queued_again_and_its_phone_cut_off(
+    tmp_path: Path,
+) -> None:
+    """A phone a thousand times slower (100 s a task) held each task it was given until it
+    finished: the twin, as the real foreman, had no per-task deadline. With
+    ``crowd.task_deadline_s`` a task still running then is queued again (``overdue``), its
+    phone cut off (its session lost) and enrolled again at once, the same core rule as the
+    real foreman's; the job ends long before the slow phone would have."""
+    fast = toy_phone_file(tmp_path, "fast")
+    slow = toy_phone_file(tmp_path, "slow", cpu_gflops=0.001)
+    fleet = [
+        {"name": "fast", "profile": fast, "count": 1},
+        {"name": "slow", "profile": slow, "count": 1},
+    ]
+    held = simulate(toy_crowd(fleet), scheduler="fifo")
+    assert held.rows[0].tasks_redispatched == 0
+    assert {e.phone for e in events(held, "done")} == {"fast", "slow"}
+    raw = toy_crowd(fleet)
+    raw["crowd"]["task_deadline_s"] = 5
+    outcome = simulate(raw, scheduler="fifo")
+    cuts = events(outcome, "cut_off")
+    assert cuts and {e.phone for e in cuts} == {"slow"}
+    overdue = events(outcome, "overdue")
+    assert [(e.phone, e.job, e.item, e.stage) for e in overdue] == [
+        (e.phone, e.job, e.item, e.stage) for e in cuts
+    ]
+    for cut in cuts:  # at the deadline after the attempt's dispatch, to the millisecond
+        given = [e for e in events(outcome, "assign") if e.phone == "slow" and e.t_s <= cut.t_s]
+        assert cut.t_s - given[-1].t_s == pytest.approx(5.0)
+    assert {e.phone for e in events(outcome, "done")} == {"fast"}
+    assert outcome.rows[0].tasks_redispatched == len(cuts)
+    assert outcome.rows[0].total_ms < held.rows[0].total_ms / 5
+    assert_exactly_once(outcome)

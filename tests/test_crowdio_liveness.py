@@ -54,3 +54,10 @@ def test_a_rule_that_would_lose_live_workers_is_refused(
 ) -> None:
     with pytest.raises(ValueError, match="heartbeat_s"):
         LivenessRule(heartbeat_s, timeout_s)
+
+
+def test_a_task_deadline_is_looked_for_four_times_within_it() -> None:
+    assert LivenessRule(1.0, 4.0).check_every_s == 1.0
+    assert LivenessRule(1.0, 4.0, task_deadline_s=2.0).check_every_s == 0.5
+    with pytest.raises(ValueError, match="task_deadline_s"):
+        LivenessRule(1.0, 4.0, task_deadline_s=0.0)

@@ -267,6 +267,35 @@ def test_a_silent_worker_is_lost_and_comes_back_as_a_fresh_one() -> None:
     assert row.battery_mah == pytest.approx(sum(w.battery_mah for w in summary.workers) / 3)
 
 
+def test_a_worker_that_beats_but_never_answers_loses_its_task_at_the_deadline() -> None:
+    """worker-2 takes a minute per task but keeps beating (its inference runs in a thread):
+    the silence rule never loses it, and a task given to it was held until the job's own
+    timeout. With a 2 s per-task deadline the foreman declares it lost that long after the
+    dispatch, queues the task again, and the job finishes on the other two; the hung
+    worker enrols again under a fresh id and is cut off again each time it hangs."""
+    inputs, stages = 6, 3
+    job = distilbert_job(TINY, inputs=inputs, stages=stages, mode="streaming", seed=5)
+    rule = LivenessRule(heartbeat_s=0.2, silence_timeout_s=1.0, task_deadline_s=2.0)
+    delays_ms = [0.0, 0.0, 60_000.0]
+    summary = run_pipeline_local(job, workers=3, task_delay_ms=delays_ms, liveness=rule)
+    _assert_reference_result(summary, job)
+    assert _completions(summary) == Counter(
+        {(i, s): 1 for i in range(inputs) for s in range(stages)}
+    )
+    assert {t.worker for t in summary.tasks} <= {"worker-0", "worker-1"}
+    lost = [e for e in summary.events if e.kind == "disconnect"]
+    assert lost and all(str(e.worker).startswith("worker-2") for e in lost)
+    assert all(e.detail == "no answer to its task within 2 s" for e in lost)
+    overdue = [e for e in summary.events if e.kind == "requeue"]
+    assert [e.worker for e in overdue] == [e.worker for e in lost]
+    assert summary.tasks_redispatched == len(lost)
+    for cut in lost:  # never sooner than the deadline after its task's dispatch
+        given = [e for e in summary.events if e.kind == "dispatch" and e.worker == cut.worker]
+        assert cut.t_ms - given[-1].t_ms >= 2000.0
+    by_name = {w.worker: w for w in summary.workers}
+    assert by_name["worker-2"].disconnected and by_name["worker-2"].tasks_done == 0
+
+
 def _victim(summary: PipelineSummary) -> str:
     first: Event = next(e for e in summary.events if e.kind == "dispatch" and e.stage_index == 1)
     return str(first.worker)

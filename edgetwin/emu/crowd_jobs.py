@@ -198,7 +198,9 @@ class CrowdJobs:
         cache_root = work_root / "cache" if crowd.cache == "warm" else None
         if cache_root is not None:
             fill_caches(stages, workers, cache_root)
-        liveness = LivenessRule(emulator.heartbeat_s, emulator.silence_timeout_s)
+        liveness = LivenessRule(
+            emulator.heartbeat_s, emulator.silence_timeout_s, crowd.task_deadline_s
+        )
         return cls(scenario, workers, stages, inputs, cache_root, liveness, work_root)
 
     def run(

@@ -58,6 +58,7 @@ class Crew:
         store: FileStore | None,
         clock: Callable[[], float] = time.monotonic,
         limits: Limits = DEFAULT_LIMITS,
+        task_deadline_s: float | None = None,
     ):
         self.store = store
         self.limits = limits
@@ -67,7 +68,9 @@ class Crew:
         self.by_label: dict[str, Job] = {}
         self.keys_of: dict[str, set[str]] = {}  # the stage keys of each blob's SHA-256
         self.core = CrowdCore(
-            lambda worker_id: self.workers[worker_id].facts(self.keys_of), self._decided
+            lambda worker_id: self.workers[worker_id].facts(self.keys_of),
+            self._decided,
+            None if task_deadline_s is None else task_deadline_s * 1e3,
         )
 
     def now_ms(self) -> float:
@@ -96,6 +99,11 @@ class Crew:
         self.core.forget(worker_id)  # ids are never reused: one that comes back is new
         del self.workers[worker_id]
         return self.dispatch()
+
+    def overdue(self) -> list[WorkerState]:
+        """The workers whose task ran past the per-task deadline (``CrowdCore.expire``):
+        their tasks are queued again; the foreman cuts them off (``lose_worker``)."""
+        return [self.workers[worker_id] for worker_id in self.core.expire(self.now_ms())]
 
     def on_reply(self, worker: WorkerState, message: Reply) -> Outbox:
         """A worker's reply: what it says of its disk and status, then what it answers."""

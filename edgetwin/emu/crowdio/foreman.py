@@ -7,10 +7,13 @@ that sends an oversized or malformed frame, or a reply that does not fit what it
 was asked, gets an ERROR and is disconnected; a worker's tasks are re-dispatched.
 A worker silent for longer than the liveness rule's timeout (``liveness.py``) is
 declared lost: its connection is dropped and its tasks re-dispatched as on a
-disconnect; whatever it sends later is never read. The foreman beats too: a HEARTBEAT to
-every worker each ``heartbeat_s``, so that a worker can tell a frozen foreman from a
-quiet one. A client that sends nothing for ``read_timeout_s`` before its submission is
-complete gets an ERROR and is disconnected. Blobs and tensors over the deployment's
+disconnect; whatever it sends later is never read. With a per-task deadline
+(``--task-deadline-s``, the decision core's ``task_deadline_ms``; none by default) so is
+a worker that beats but has not answered a task that long after its dispatch (a hung
+inference): its task is queued again first (``requeue``, ``overdue``). The foreman beats
+too: a HEARTBEAT to every worker each ``heartbeat_s``, so that a worker can tell a frozen
+foreman from a quiet one. A client that sends nothing for ``read_timeout_s`` before its
+submission is complete gets an ERROR and is disconnected. Blobs and tensors over the deployment's
 ``Limits`` (``codec.py``) are refused before they are decoded. With a certificate and
 key it speaks TLS (``tls.py``). With ``--serve-store`` it serves its store folder over
 HTTP to workers that share no disk with it (``netstore.py``). Worker ids are never reused, so a
@@ -176,7 +179,8 @@ class Foreman:
     def __init__(self, config: ForemanConfig) -> None:
         self.config = config
         self.store = None if config.store_dir is None else FileStore(config.store_dir, "foreman")
-        self.crew = Crew(self.store, limits=config.limits)
+        deadline_s = config.liveness.task_deadline_s
+        self.crew = Crew(self.store, limits=config.limits, task_deadline_s=deadline_s)
         self.workers = self.crew.workers  # enrolled, by id
         self.peers: dict[str, Peer] = {}
         self.pending: dict[str, PendingJob] = {}  # submitted and not over, by job id
@@ -330,13 +334,23 @@ class Foreman:
         self._settle()
 
     async def _watch_silence(self) -> None:
-        """Declare workers lost that have been silent for longer than the timeout."""
+        """Declare workers lost that have been silent for longer than the timeout, or that
+        have not answered a task within the per-task deadline (the rule's
+        ``task_deadline_s``: a worker that beats but hangs in its inference)."""
+        rule = self.config.liveness
+        deadline_s = rule.task_deadline_s
         while True:
-            await asyncio.sleep(self.config.liveness.check_every_s)
+            await asyncio.sleep(rule.check_every_s)
             for worker_id, silence_s in self.silence.silent():
-                worker, peer = self.workers[worker_id], self.peers[worker_id]
-                self._forget(worker, f"silent for {silence_s:.1f} s")
-                _reset(peer.writer)
+                self._cut_off(self.workers[worker_id], f"silent for {silence_s:.1f} s")
+            for worker in self.crew.overdue():
+                self._cut_off(worker, f"no answer to its task within {deadline_s:g} s")
+
+    def _cut_off(self, worker: WorkerState, detail: str) -> None:
+        """Declare ``worker`` lost (``detail``: why) and reset its connection."""
+        peer = self.peers[worker.worker_id]
+        self._forget(worker, detail)
+        _reset(peer.writer)
 
     async def _beat(self) -> None:
         """A HEARTBEAT to every worker each ``heartbeat_s`` (to those with nothing queued:
@@ -514,6 +528,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a worker silent for longer is declared lost",
     )
     parser.add_argument(
+        "--task-deadline-s",
+        type=positive_float,
+        help="a worker that has not answered a task this long after its dispatch is "
+        "declared lost and the task re-dispatched (default: no deadline)",
+    )
+    parser.add_argument(
         "--read-timeout-s",
         type=positive_float,
         default=ForemanConfig.read_timeout_s,
@@ -530,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve_store and args.store is None:
         parser.error("--serve-store serves the --store folder: give it too")
     try:
-        liveness = LivenessRule(args.heartbeat_s, args.silence_timeout_s)
+        liveness = LivenessRule(args.heartbeat_s, args.silence_timeout_s, args.task_deadline_s)
         limits = limits_from_arguments(args)
         if args.tls_cert is not None:
             server_context(args.tls_cert, args.tls_key)  # refuse bad files before listening

@@ -317,6 +317,8 @@ def _start_foreman(
         *("--silence-timeout-s", str(liveness.silence_timeout_s)),
         *("--parent-pid", str(os.getpid())),  # nor the foreman
     ]
+    if liveness.task_deadline_s is not None:
+        command += ["--task-deadline-s", str(liveness.task_deadline_s)]
     if placement.store_over_network:
         command.append("--serve-store")
     foreman = placement.spawn(0, command, env, root / "foreman.log")

@@ -1,4 +1,7 @@
-"""Worker liveness on the foreman: a worker heard from within the silence timeout is alive.
+"""Worker liveness on the foreman: a worker heard from within the silence timeout is alive;
+with a per-task deadline, one that has not answered a task that long after its dispatch
+is lost too (the decision core's rule, ``CrowdCore.expire``: a worker that beats but
+hangs in its inference).
 
 A worker sends a HEARTBEAT every ``heartbeat_s`` (the foreman tells it how often in its
 WELCOME); any frame from it counts as heard. One silent for longer than
@@ -18,12 +21,16 @@ from edgetwin.emulator_spec import MIN_HEARTBEATS_PER_TIMEOUT
 
 @dataclass(frozen=True)
 class LivenessRule:
-    """How often workers beat, and how long a silence makes a worker lost."""
+    """How often workers beat, how long a silence makes a worker lost, and how long an
+    unanswered task does (``task_deadline_s``; None: no deadline)."""
 
     heartbeat_s: float = 1.0
     silence_timeout_s: float = 15.0
+    task_deadline_s: float | None = None
 
     def __post_init__(self) -> None:
+        if self.task_deadline_s is not None and not self.task_deadline_s > 0:
+            raise ValueError(f"task_deadline_s must be positive, not {self.task_deadline_s:g}")
         if self.heartbeat_s <= 0:
             raise ValueError(f"heartbeat_s must be positive, not {self.heartbeat_s:g}")
         if self.silence_timeout_s < MIN_HEARTBEATS_PER_TIMEOUT * self.heartbeat_s:
@@ -34,8 +41,9 @@ class LivenessRule:
 
     @property
     def check_every_s(self) -> float:
-        """How often the foreman looks for silent workers."""
-        return min(self.heartbeat_s, self.silence_timeout_s / 4)
+        """How often the foreman looks for silent workers and overdue tasks."""
+        every_s = min(self.heartbeat_s, self.silence_timeout_s / 4)
+        return every_s if self.task_deadline_s is None else min(every_s, self.task_deadline_s / 4)
 
 
 class SilenceWatch:

@@ -20,6 +20,10 @@ order, each worker handling its own in order. The core decides:
   worker that keeps failing one task cannot push that task ahead of the rest.
 - a worker whose load of a stage failed lastingly (it does not fit) is not
   offered that stage again.
+- the per-task deadline (``task_deadline_ms``; None, the default: none): a task still
+  running that long after its dispatch is overdue; its worker leaves (a worker that
+  beats but never answers, a hung inference, held its task for ever) and the task goes
+  back to the queue (why ``overdue``). The runtime cuts the worker off (``expire``).
 
 Several jobs may be in flight, each with its scheduler and random stream;
 their tasks share one queue (oldest first) and the JIT counts are summed by
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import count
 from typing import NamedTuple
 
@@ -73,9 +77,11 @@ class CrowdCore:
         self,
         facts: Callable[[str], Facts],
         on_decision: Callable[[Decision], None] | None = None,
+        task_deadline_ms: float | None = None,
     ) -> None:
         self.facts = facts
         self.on_decision = on_decision
+        self.task_deadline_ms = task_deadline_ms
         self.workers: dict[str, Worker] = {}
         self.idle: set[str] = set()  # connected workers without a task
         self.indexes: dict[str, CandidateIndex] = {}  # per scheduler name
@@ -253,6 +259,34 @@ class CrowdCore:
         self._enqueue(task, task.ready_ms)
         self.refresh(worker_id)
         return task
+
+    def due_ms(self, task: Task) -> float | None:
+        """When a running ``task`` becomes overdue (``task_deadline_ms`` after its dispatch);
+        None without a deadline."""
+        if self.task_deadline_ms is None:
+            return None
+        return task.dispatch_ms + self.task_deadline_ms
+
+    def expire(self, now_ms: float, worker_ids: Iterable[str] | None = None) -> list[str]:
+        """Of ``worker_ids`` (None: every worker), those whose task is overdue at ``now_ms``
+        (``due_ms`` reached), in join order: each leaves (``leave``) and its task goes back
+        to the queue (why ``overdue``). The runtime cuts each off; one that enrols again
+        ``join``s as a worker holding nothing."""
+        named = self.workers.values() if worker_ids is None else map(self.workers.get, worker_ids)
+        late = [
+            worker
+            for worker in named
+            if worker is not None
+            and worker.task is not None
+            and (due_ms := self.due_ms(worker.task)) is not None
+            and now_ms >= due_ms
+        ]
+        expired = []
+        for worker in sorted(late, key=lambda w: w.joined_order):
+            self.leave(worker.worker_id)
+            self.requeue(worker.worker_id, "overdue")
+            expired.append(worker.worker_id)
+        return expired
 
     def drop(self, job: Job) -> None:
         """Forget an unfinished job: its queued tasks go, its workers are free."""

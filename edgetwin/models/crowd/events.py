@@ -12,7 +12,7 @@ from typing import Literal
 
 Kind = Literal["submit", "load", "assign", "release", "done", "requeue", "aggregate"]
 LoadWhy = Literal["task", "broadcast", "deferred_load"]
-RequeueWhy = Literal["lost", "rescheduled", "failed"]
+RequeueWhy = Literal["lost", "rescheduled", "failed", "overdue"]
 
 
 @dataclass(frozen=True, slots=True)

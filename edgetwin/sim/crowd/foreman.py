@@ -7,7 +7,11 @@ handles its instructions (``LoadStage``: UNLOAD + LOAD, ``RunTask``) in order,
 in one SimPy process, as a worker handles its connection; a phone that is
 still loading is seen as holding the stage it loads. A phone that leaves loses
 its task, which the core queues again; a task whose session does not fit a
-phone is queued again and that phone is not offered the stage again. When the
+phone is queued again and that phone is not offered the stage again. With a
+per-task deadline (the core's ``task_deadline_ms``, the scenario's
+``crowd.task_deadline_s``) a phone whose task is still running then is cut off, as
+the real foreman cuts off a worker: its task is queued again, its session and its
+instructions are lost, and it enrols again at once, holding nothing. When the
 last stage of every input is done the foreman aggregates the logits (its cost
 is modelled) and the job is finished.
 """
@@ -41,6 +45,10 @@ from edgetwin.sim.device import DeviceLeft
 TRACE_NAMES = {"submit": "submit", "assign": "assign", "release": "release", "done": "done"}
 
 
+class CutOff:
+    """Why a phone's work was interrupted: its task ran past the deadline (``Foreman``)."""
+
+
 def trace_name(d: Decision) -> tuple[str, str] | None:
     """(phone or "foreman", trace event name) a decision is recorded under; None: not recorded
     (a task's own load is seen in the phone's load events; aggregation when it starts)."""
@@ -64,6 +72,7 @@ class Foreman:
         rng: np.random.Generator,
         recorder: Recorder,
         on_job_finished: Callable[[Job], None],
+        task_deadline_ms: float | None = None,
     ) -> None:
         self.env = env
         self.spec = spec
@@ -76,7 +85,7 @@ class Foreman:
         self.stages = tuple(Stage(s.name, s.name, s.ram_mb) for s in spec.stages)
         trace = self._trace if recorder.enabled else None
         self.scheduler, self.rng = scheduler, rng
-        self.core = CrowdCore(self._facts, trace)
+        self.core = CrowdCore(self._facts, trace, task_deadline_ms)
         self.core.register(self.stages)
         self.core.add_scheduler(scheduler)
         for phone in phones:
@@ -113,6 +122,9 @@ class Foreman:
                 self._send(phone, job, LoadStage(spec, job, order.item, order.why))
             else:
                 self._send(phone, self.jobs[order.task.job.job_id], RunTask(order.task))
+                due_ms = self.core.due_ms(order.task)
+                if due_ms is not None:
+                    self.env.process(self._deadline(phone, order.task, due_ms))
 
     def _send(self, phone: Phone, job: Job, instruction: LoadStage | RunTask) -> None:
         """Put an instruction in the phone's inbox; start handling it if the phone is idle."""
@@ -154,12 +166,14 @@ class Foreman:
                     yield from self._load(phone, instruction)
                 else:
                     yield from self._run(phone, instruction.task)
-        except simpy.Interrupt:
+        except simpy.Interrupt as stop:
             phone.inbox.clear()
             phone.device.enter("idle")
             phone.process = None
             if self.core.workers[phone.name].task is not None:
                 self._requeue(phone, "lost")
+            if isinstance(stop.cause, CutOff):
+                self._phone_joined(phone)
             return
         phone.device.enter("idle")
         phone.process = None
@@ -226,6 +240,22 @@ class Foreman:
             job.energy_j[name] = self.phones[name].energy_j() - start_j
         self.recorder.event("foreman", "finished", job.job_id)
         self.on_job_finished(job)
+
+    def _deadline(
+        self, phone: Phone, task: Task, due_ms: float
+    ) -> Generator[simpy.Event, object, None]:
+        """At ``due_ms``, cut the phone off if its task is overdue then (``CrowdCore.expire``:
+        the task it holds then, this one unless it finished or was lost)."""
+        yield self.env.timeout(due_ms - self.env.now)
+        if not self.core.expire(self.env.now, [phone.name]):
+            return
+        phone.lose_session()
+        self.recorder.event(phone.name, "cut_off", task.job.job_id, task.item, task.stage.name)
+        process = phone.process
+        if process is not None and process.is_alive:
+            process.interrupt(CutOff())
+        else:  # nothing to interrupt: it enrols again now
+            self._phone_joined(phone)
 
     # ------------------------------------------------------------ churn
     def _phone_left(self, phone: Phone, cause: DeviceLeft) -> None:

@@ -222,6 +222,7 @@ def simulate_crowd(
         dynamics,
         recorder,
         job_finished,
+        None if crowd.task_deadline_s is None else crowd.task_deadline_s * 1e3,
     )
     for k, (phone, phone_setup) in enumerate(zip(phones, setups, strict=True)):
         availability = phone_setup.phone_class.spec.availability
