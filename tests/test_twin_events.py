@@ -5,9 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import simpy
 import yaml
 
+from edgetwin.network_spec import NetworkSpec
+from edgetwin.profile import DeviceProfile
+from edgetwin.sim.collectives import Rendezvous
+from edgetwin.sim.device import Device
 from edgetwin.sim.fleet import build_fleet
+from edgetwin.sim.network import Network
 from edgetwin.sim.runner import RunOutcome, simulate
 from edgetwin.sweep_points import configurations
 from tests.conftest import TOY_MODEL, toy_scenario
@@ -82,6 +88,54 @@ def test_a_ring_step_waits_for_the_notice_then_latency_and_overhead(toy_profile_
     4 ms without the notice; the emulator's one-segment step takes 2.05 latencies."""
     outcome = run_toy(toy_profile_path, network={"bandwidth_mbps": 0.512, "latency_ms": 2.0})
     assert timeline(outcome, "dev-1")[1] == ("comm", 0.5, 6.5)
+
+
+def test_a_scatter_waits_for_the_notice_of_a_receiver_that_posted_first(
+    toy_profile_path: Path,
+) -> None:
+    """The terminal's scatter: dev-1 embeds nothing and posts its receive at 0; its notice
+    crosses by 2 ms, after the terminal's 0.5 ms copy, so the rows leave at 2 ms, not 0.5,
+    then wait the latency (2 ms) and overhead (1 ms) and move 512 bits (1 ms): 6.0, was 4.5.
+    The all-gather's step waits for the notice of dev-1, the last to arrive (7.0 + 2 ms)."""
+    outcome = run_toy(
+        toy_profile_path,
+        input_source="terminal",
+        network={"bandwidth_mbps": 0.512, "latency_ms": 2.0},
+    )
+    assert timeline(outcome, "dev-1")[:4] == [
+        ("comm", 0.0, 6.0),
+        ("staging", 6.0, 6.5),
+        ("staging", 6.5, 7.0),
+        ("comm", 7.0, 13.0),
+    ]
+    assert outcome.row.comm_ms == pytest.approx(5.5 + 6.5)
+
+
+def test_each_receiver_of_a_broadcast_waits_for_its_own_notice(
+    toy_profile: DeviceProfile,
+) -> None:
+    """A broadcast of 512 bits from rank 2 (0.512 Mbps, latency 2 ms, overhead 1 ms): rank 1
+    posted at 0, its notice is back by 2, so its copy leaves as the root comes, at 3.5; rank
+    0 posted at 3, its copy leaves at 5. The root's uplink carries rank 1's copy alone from
+    6.5 to 7.5, rank 0's from 8 to 9: the broadcast ends at 9. Without notices both copies
+    left at 3.5 and shared the uplink to 8.5; a whole latency for each would end it at 10.5."""
+    env = simpy.Environment()
+    devices = [Device(env, f"dev-{rank}", toy_profile, 1000) for rank in range(3)]
+    stacks = {device.name: toy_profile.network for device in devices}
+    network = Network(env, NetworkSpec(bandwidth_mbps=0.512, latency_ms=2), 0.512, stacks)
+    rendezvous = Rendezvous(env, network, devices)
+    ended: dict[int, float] = {}
+
+    def rank(index: int, arrives_ms: float) -> simpy.events.ProcessGenerator:
+        yield env.timeout(arrives_ms)
+        yield rendezvous.join("broadcast", index, "broadcast", [0, 0, 64])
+        ended[index] = env.now
+
+    for index, arrives_ms in enumerate((3.0, 0.0, 3.5)):
+        env.process(rank(index, arrives_ms))
+    env.run()
+    assert ended == {0: pytest.approx(9.0), 1: pytest.approx(9.0), 2: pytest.approx(9.0)}
+    assert network.bytes_received == {"dev-0": 64, "dev-1": 64, "dev-2": 0}
 
 
 def test_bandwidth_schedule_applies_during_the_transfer(toy_profile_path: Path) -> None:

@@ -6,7 +6,8 @@
 - broadcast: the one rank with a piece sends it to every other rank at once.
 Within a step all transfers run concurrently and share their channels; a transfer
 whose receiver also sends in that step is duplex (``NetworkParams.duplex_efficiency``).
-A ring step waits one latency for the receivers' ready-to-receive notices first.
+No data leaves before its receiver's ready-to-receive notice has crossed (one latency
+after the receiver posted its receive: as it arrived, or as its last ring step ended).
 """
 
 from __future__ import annotations
@@ -20,17 +21,10 @@ from edgetwin.models.ring_steps import ring_steps
 from edgetwin.sim.device import Device
 from edgetwin.sim.network import Network
 
-# GLOO's TCP pair sends no data before the receiver's ready-to-receive notice has crossed,
-# and in a ring step every rank posts its receive as it posts its send, so each step's data
-# leaves one latency after the step starts (a one-segment piece's step took 2.05 one-way
-# latencies in the emulator, docs/twin.md). A scatter's or a broadcast's receivers may
-# have posted earlier, which the rendezvous does not record: no notice is counted there.
-NOTICE_KINDS = ("allgather", "allreduce")
-
 
 @dataclass
 class _Meeting:
-    arrived: int
+    arrived_ms: dict[int, float]  # rank -> when it joined (posted its receive)
     done: simpy.Event
 
 
@@ -43,11 +37,13 @@ class _Replay:
 
 class Rendezvous:
     """Ranks meeting at collectives: the last to arrive at ``key`` starts the collective,
-    every rank waits for the event ``join`` returns.
+    every rank waits for the event ``join`` returns. Each rank's arrival is when it posted
+    its receive, so its ready-to-receive notice may have crossed before the last arrived.
 
     ``replay``: a collective that starts on a memoryless network (``Network.memoryless``)
-    with the same kind and pieces as one run before takes what that one took, so it is
-    replayed (one timeout, the same bytes booked) instead of run transfer by transfer.
+    with the same kind, pieces and notices still to cross as one run before takes what
+    that one took, so it is replayed (one timeout, the same bytes booked) instead of run
+    transfer by transfer.
     Every rank waits inside it, so nothing else moves meanwhile; the result is the same.
     """
 
@@ -61,25 +57,33 @@ class Rendezvous:
         self.env, self.network, self.devices = env, network, devices
         self.replay = replay
         self._open: dict[Hashable, _Meeting] = {}
-        self._replays: dict[tuple[str, tuple[float, ...]], _Replay] = {}
+        self._replays: dict[tuple[str, tuple[float, ...], tuple[float, ...]], _Replay] = {}
 
-    def join(self, key: Hashable, kind: str, piece_bytes: Sequence[float]) -> simpy.Event:
-        meeting = self._open.setdefault(key, _Meeting(0, self.env.event()))
-        meeting.arrived += 1
-        if meeting.arrived == len(self.devices):
+    def join(
+        self, key: Hashable, rank: int, kind: str, piece_bytes: Sequence[float]
+    ) -> simpy.Event:
+        meeting = self._open.setdefault(key, _Meeting({}, self.env.event()))
+        meeting.arrived_ms[rank] = self.env.now
+        if len(meeting.arrived_ms) == len(self.devices):
             del self._open[key]
-            finished = self.env.process(self._run(kind, tuple(piece_bytes)))
+            latency_ms = self.network.spec.latency_ms
+            notice_ms = tuple(
+                max(0.0, meeting.arrived_ms[rank] + latency_ms - self.env.now)
+                for rank in range(len(self.devices))
+            )
+            finished = self.env.process(self._run(kind, tuple(piece_bytes), notice_ms))
             finished.callbacks.append(lambda _event: _succeed(meeting.done))
         return meeting.done
 
     def _run(
-        self, kind: str, piece_bytes: tuple[float, ...]
+        self, kind: str, piece_bytes: tuple[float, ...], notice_ms: tuple[float, ...]
     ) -> Generator[simpy.Event, object, None]:
         network = self.network
+        run = run_collective(self.env, network, self.devices, kind, piece_bytes, notice_ms)
         if not (self.replay and network.memoryless()):
-            yield from run_collective(self.env, network, self.devices, kind, piece_bytes)
+            yield from run
             return
-        seen = self._replays.get((kind, piece_bytes))
+        seen = self._replays.get((kind, piece_bytes, notice_ms))
         if seen is not None:
             yield self.env.timeout(seen.duration_ms)
             for name, nbytes in seen.bytes_sent.items():
@@ -88,8 +92,8 @@ class Rendezvous:
                 network.bytes_received[name] += nbytes
             return
         start, sent, received = self.env.now, dict(network.bytes_sent), dict(network.bytes_received)
-        yield from run_collective(self.env, network, self.devices, kind, piece_bytes)
-        self._replays[kind, piece_bytes] = _Replay(
+        yield from run
+        self._replays[kind, piece_bytes, notice_ms] = _Replay(
             self.env.now - start,
             {name: network.bytes_sent[name] - before for name, before in sent.items()},
             {name: network.bytes_received[name] - before for name, before in received.items()},
@@ -106,22 +110,41 @@ def run_collective(
     devices: Sequence[Device],
     kind: str,
     piece_bytes: Sequence[float],
+    notice_ms: Sequence[float],
 ) -> Generator[simpy.Event, object, None]:
-    """Run one collective to completion over ``devices`` (rank order). A ring step's data
-    waits for its receiver's ready-to-receive notice (``NOTICE_KINDS``): one latency more."""
-    notice_ms = network.spec.latency_ms if kind in NOTICE_KINDS else 0.0
+    """Run one collective to completion over ``devices`` (rank order), from the instant
+    every rank is there (every sender ready).
+
+    GLOO's TCP pair sends no data before the receiver's ready-to-receive notice has
+    crossed, one latency after the receiver posted its receive: a transfer to rank r of
+    the first step waits ``notice_ms[r]`` (what is left of that latency: 0 where r arrived
+    a latency or more before the last); every later ring step's receivers post as the step
+    before ends, so its data waits the whole latency (a one-segment ring step took 2.05
+    one-way latencies in the emulator, docs/twin.md)."""
     for step in _steps(kind, piece_bytes):
-        if notice_ms > 0:
-            yield env.timeout(notice_ms)
         senders = {src for src, _dst, nbytes in step if nbytes > 0}
         transfers = [
             env.process(
-                network.transfer(devices[src].name, devices[dst].name, nbytes, dst in senders)
+                _after_notice(
+                    env,
+                    notice_ms[dst],
+                    network.transfer(devices[src].name, devices[dst].name, nbytes, dst in senders),
+                )
             )
             for src, dst, nbytes in step
             if nbytes > 0
         ]
         yield env.all_of(transfers)
+        notice_ms = [network.spec.latency_ms] * len(devices)
+
+
+def _after_notice(
+    env: simpy.Environment, notice_ms: float, transfer: Generator[simpy.Event, object, None]
+) -> Generator[simpy.Event, object, None]:
+    """``transfer`` once the receiver's notice has crossed, ``notice_ms`` from now."""
+    if notice_ms > 0:
+        yield env.timeout(notice_ms)
+    yield from transfer
 
 
 def received_bytes(kind: str, piece_bytes: Sequence[float], rank: int) -> float:

@@ -162,7 +162,7 @@ class Forward:
             exchange.wire_rows(piece) * self.batch * self.row_bytes
             for piece in range(len(self.devices))
         ]
-        yield self._rendezvous.join(key, exchange.collective, piece_bytes)
+        yield self._rendezvous.join(key, rank, exchange.collective, piece_bytes)
         device.enter("idle")
         self.times[rank].add("comm", self.env.now - start)
 

@@ -76,7 +76,9 @@ class Generation:
                         received = op.piece_bytes[op.root] if rank != op.root else None
                     else:
                         device.enter("comm", op.kind)
-                        yield self._rendezvous.join((index, collectives), op.kind, op.piece_bytes)
+                        yield self._rendezvous.join(
+                            (index, collectives), rank, op.kind, op.piece_bytes
+                        )
                         collectives += 1
                         received = received_bytes(op.kind, op.piece_bytes, rank)
                     device.enter("idle")
