@@ -19,9 +19,18 @@ from edgetwin.emu.crowd_jobs import CrowdJobFailed
 from edgetwin.emu.crowdio.records import PipelineSummary
 from edgetwin.emu.local import LocalRun, measure_local
 from edgetwin.emu.mininet.crowd import CrowdEmuRun, run_crowd_emu
-from edgetwin.emu.mininet.net import emulated_network
+from edgetwin.emu.mininet.faults import timeline
+from edgetwin.emu.mininet.mn import mininet_module
+from edgetwin.emu.mininet.net import EmuNetwork, emulated_network
 from edgetwin.emu.mininet.runner import _HostLauncher, run_emu
-from edgetwin.emu.mininet.topology import build_topology
+from edgetwin.emu.mininet.topology import (
+    EmuTopology,
+    TcCommand,
+    build_topology,
+    class_show_command,
+    parse_class_rate_mbps,
+)
+from edgetwin.network_spec import BandwidthStep, NetworkSpec
 from edgetwin.scenario import validate_scenario
 
 pytestmark = needs_emulator
@@ -212,6 +221,49 @@ def test_a_bandwidth_schedule_plays_during_a_vit_launch() -> None:
     assert [(r.kind, r.detail) for r in run.faults] == [("bandwidth", "100 Mbps")]
     (warning,) = run.warnings
     assert "step to 5 Mbps at 500 s did not play in 1 of 1 runs" in warning
+
+
+def test_a_rate_change_is_one_tc_batch_per_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rate change (the launch's rate put back, ``set_bandwidth``; a schedule step's
+    commands, ``run_all``) starts one ``tc -batch`` in each node (both hosts and the bridge's
+    root namespace) before it waits for any. Until 2026-12-07 it ran the 4 tc commands of 2
+    hosts one after another (a step's ``applied_s`` came 11-25 ms after its ``started_s``).
+    Every shaped queue then reads back the new rate."""
+    node_class = mininet_module("node").Node
+    popen = node_class.popen
+    started: list[tuple[str, list[str]]] = []
+
+    def watched(node: Any, *args: Any, **kwargs: Any) -> Any:
+        started.append((node.name, list(args[0])))
+        return popen(node, *args, **kwargs)
+
+    def step(topology: EmuTopology, rate_mbps: float) -> tuple[TcCommand, ...]:
+        """A schedule step's commands to ``rate_mbps``, as the launchers apply them."""
+        schedule = (BandwidthStep(at_ms=0, bandwidth_mbps=rate_mbps),)
+        (action,) = timeline(topology, NetworkSpec(schedule=schedule))
+        return action.commands
+
+    rates: dict[float, list[float]] = {}
+    with (
+        teardown_checked() as teardown,
+        emulated_network(build_topology(2), NetworkSpec(), 100) as net,
+    ):
+        changes = ((net.set_bandwidth, 300.0), (lambda r: net.run_all(step(net.topology, r)), 50.0))
+        for change, rate in changes:
+            with monkeypatch.context() as patch:
+                patch.setattr(node_class, "popen", watched)
+                change(rate)
+            rates[rate] = [_rate_read_back(net, command) for command in step(net.topology, rate)]
+    teardown.assert_clean()
+    nodes = ["etwh0", "etws0", "etwh1"]
+    assert sorted({c.node for c in step(build_topology(2), 1)}) == sorted(nodes)
+    assert sorted(started) == sorted((node, ["tc", "-batch", "-"]) for node in nodes * 2)
+    assert rates == {300.0: [300.0] * 4, 50.0: [50.0] * 4}
+
+
+def _rate_read_back(net: EmuNetwork, command: TcCommand) -> float:
+    """The rate of the queue a rate change's ``command`` set (its ``dev``), read back."""
+    return parse_class_rate_mbps(net.output(class_show_command(command.node, command.argv[4])))
 
 
 def test_every_repetition_meets_a_vit_launchs_schedule_from_its_start() -> None:

@@ -256,8 +256,7 @@ class _JobRunner:
 
         def watch(processes: Processes) -> Callable[[Event], None]:
             def apply(action: Action) -> None:
-                for command in action.commands:
-                    self._net.run(command)
+                self._net.run_all(action.commands)
                 if action.host is not None:
                     with cutting:
                         _track_cut_off(action, workers, processes, cut_off)

@@ -392,5 +392,4 @@ class _HostLauncher:
             return [read(folder / f"rank{rank}.json") for rank in range(world)]
 
     def _apply(self, action: Action) -> None:
-        for command in action.commands:
-            self._net.run(command)
+        self._net.run_all(action.commands)
