@@ -3,7 +3,9 @@ documented, and every link between the docs lands on a file and a heading that e
 
 from __future__ import annotations
 
+import ast
 import re
+import textwrap
 from collections import Counter
 from pathlib import Path
 
@@ -80,3 +82,47 @@ def test_every_table_has_its_header(doc: Path) -> None:
         if not re.match(r"\|[^\n]*\n\|\s*:?-", block)
     ]
     assert not headless, f"{doc.name}: {headless}"
+
+
+def _documented_outputs() -> list[tuple[str, str, bool]]:
+    """(where, output folder, replaces it) of every command the README, docs/*.md and
+    scripts/demo.sh show: a bash line's ``--out`` (``--force``), a python call's ``out=``
+    (``force=True``). Placeholders (``DIR``, ``$OUT``) are no folder."""
+    found: list[tuple[str, str, bool]] = []
+    for doc in [ROOT / "scripts" / "demo.sh", ROOT / "README.md", *sorted(ROOT.glob("docs/*.md"))]:
+        text = doc.read_text()
+        bash = [text] if doc.suffix == ".sh" else re.findall(r"```bash\n(.*?)```", text, re.S)
+        for block in bash:
+            for line in block.replace("\\\n", " ").splitlines():
+                command = line.split("#", 1)[0]
+                out = re.search(r"--out[ =](\S+)", command)
+                if "edgetwin" in command and out and re.fullmatch(r"[a-z0-9_./-]+", out[1]):
+                    found.append((f"{doc.name}: {command.strip()}", out[1], "--force" in command))
+        for block in re.findall(r"```python\n(.*?)```", text, re.S):
+            for node in ast.walk(ast.parse(textwrap.dedent(block))):
+                keywords = {k.arg: k.value for k in getattr(node, "keywords", [])}
+                out_node = keywords.get("out")
+                if isinstance(node, ast.Call) and isinstance(out_node, ast.Constant):
+                    force = keywords.get("force")
+                    forced = isinstance(force, ast.Constant) and force.value is True
+                    found.append((f"{doc.name}: {ast.unparse(node)}", str(out_node.value), forced))
+    return found
+
+
+def test_a_folder_two_documented_commands_write_is_replaced_by_each() -> None:
+    """A reader runs the commands as the docs show them, in the order they read them: where
+    two write the same folder, the second was refused (exit 2, --out not empty). The
+    tutorial's first command wrote ``out/prism_jetson``, which ``./scripts/demo.sh``, the
+    README's first, had written; README and tutorial both wrote ``out/crowdio``; adaptive.md
+    showed its evaluations at its top and again in their sections."""
+    writers: dict[str, list[tuple[str, bool]]] = {}
+    for where, out, forced in _documented_outputs():
+        writers.setdefault(out.removesuffix("/"), []).append((where, forced))
+    refused = [
+        where
+        for shared in writers.values()
+        if len(shared) > 1
+        for where, forced in shared
+        if not forced
+    ]
+    assert not refused, "\n".join(refused)
