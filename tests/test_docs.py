@@ -126,3 +126,21 @@ def test_a_folder_two_documented_commands_write_is_replaced_by_each() -> None:
         if not forced
     ]
     assert not refused, "\n".join(refused)
+
+
+def test_the_inline_profile_of_profiles_md_runs(tmp_path: Path) -> None:
+    """docs/profiles.md's fleet with a profile given inline runs as the docs show it (the
+    README said a profile may be inline; no doc showed how)."""
+    import yaml
+
+    import edgetwin
+
+    block = (ROOT / "docs" / "profiles.md").read_text().split("```yaml\n", 1)[1].split("```")[0]
+    scenario = yaml.safe_load((ROOT / "scenarios" / "prism_jetson.yaml").read_text())
+    scenario |= yaml.safe_load(block)
+    scenario.pop("reference")
+    scenario["sweeps"] = [{"batch": [1]}]
+    (tmp_path / "pair.yaml").write_text(yaml.safe_dump(scenario))
+    results = edgetwin.run(tmp_path / "pair.yaml")
+    assert results.device_names == {"jetson": "jetson_orin_nano", "pi5": "rpi5"}
+    assert {row.status for row in results.rows} == {"ok"}
