@@ -26,6 +26,7 @@ __all__ = [
     "InputError",
     "Leftovers",
     "NoHeldOutWarning",
+    "NotPinnedWarning",
     "PhoneProfile",
     "PlanOutcome",
     "PoorFitWarning",

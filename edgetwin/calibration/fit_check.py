@@ -2,7 +2,8 @@
 own measurements by more than half (median |error|) was fitted to timings that disagree
 with each other or with the twin's model, and predicts nothing with it; one fitted from
 fewer distinct points than parameters matches any data, and is not fitted at all; a
-parameter left at a bound of its fit was stopped there by the bound, not by the data; a
+parameter left at a bound of its fit was stopped there by the bound, not by the data, and
+one left where its fit started, no measurement changing with it, is not fitted either; a
 fitted metric its held-out refits give no errors for has no prediction interval."""
 
 from __future__ import annotations
@@ -186,6 +187,50 @@ def at_bound_warnings(profile: DeviceProfile) -> list[str]:
     ]
 
 
+class NotPinnedWarning(UserWarning):
+    """``edgetwin.calibrate`` left a parameter where its fit started: no measurement
+    changes with it."""
+
+
+def not_pinned_record(parameter: str, value: float, fit: str) -> dict[str, Any]:
+    """What a profile's ``fit.not_pinned`` keeps of a parameter the data does not pin: its
+    ``section.name``, the value it kept (the fit's start) and the fit it came from."""
+    return {"parameter": parameter, "value": value, "fit": fit}
+
+
+def not_pinned(profile: DeviceProfile) -> list[dict[str, Any]]:
+    """The parameters of ``profile`` that no measurement of their fit changed with, left
+    at the fit's start (``fit.not_pinned``)."""
+    records: list[dict[str, Any]] = profile.fit.get("not_pinned", [])
+    return records
+
+
+def with_not_pinned(profile: DeviceProfile, records: Sequence[Mapping[str, Any]]) -> DeviceProfile:
+    """``profile`` with ``records`` (``not_pinned_record``) added to its ``fit.not_pinned``
+    (no key where there are none)."""
+    kept = not_pinned_block([*not_pinned(profile), *records])
+    return profile.model_copy(update={"fit": {**profile.fit, **kept}})
+
+
+def not_pinned_block(records: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """``{"not_pinned": records}`` to add to a profile's ``fit``; nothing when there are
+    none."""
+    kept = [dict(record) for record in records]
+    return {"not_pinned": kept} if kept else {}
+
+
+def not_pinned_warnings(profile: DeviceProfile) -> list[str]:
+    """One line per parameter of ``profile`` that its data does not pin: its value, the
+    fit, and what to do."""
+    return [
+        f"{r['parameter']} = {r['value']:g} is where the {r['fit']} fit started: no measured "
+        "row changes with it, so the data does not pin it (a host time a slower GPU always "
+        "outlasts, say) and the profile keeps the start (fit.not_pinned; a value you know "
+        "goes in the spec's fixed)"
+        for r in not_pinned(profile)
+    ]
+
+
 # what a held-out refit's warning says where the rest of the data has points, but fewer
 # than the section's parameters (else it had none: the section's data was at that value)
 TOO_FEW_LEFT = "too few"
@@ -270,6 +315,7 @@ FIT_WARNINGS = (
     UnitWarning,
     PoorFitWarning,
     AtBoundWarning,
+    NotPinnedWarning,
     SkippedRefitWarning,
     NoHeldOutWarning,
 )
@@ -280,15 +326,16 @@ def fit_warnings(profile: DeviceProfile, cause: str | None = None) -> list[FitWa
     a ``UnitWarning`` for each trace column slower than any device (the likely cause of
     those after it), a ``PoorFitWarning`` when a fitted section misses its own data
     (``cause``: why, when known; by default that the measurements disagree), an
-    ``AtBoundWarning`` for each parameter a bound of its fit stopped, a
-    ``SkippedRefitWarning`` for each section a held-out refit could not refit, and a
-    ``NoHeldOutWarning`` when its held-out refits give a fitted metric no errors. The API
-    warns them, the commands print them."""
+    ``AtBoundWarning`` for each parameter a bound of its fit stopped, a ``NotPinnedWarning``
+    for each that no measurement changes with, a ``SkippedRefitWarning`` for each section a
+    held-out refit could not refit, and a ``NoHeldOutWarning`` when its held-out refits
+    give a fitted metric no errors. The API warns them, the commands print them."""
     found: list[FitWarning] = [(UnitWarning, line) for line in slow_columns(profile)]
     poor = poor_fit_warning(profile, cause or TRACES_CAUSE)
     if poor is not None:
         found.append((PoorFitWarning, poor))
     found += [(AtBoundWarning, line) for line in at_bound_warnings(profile)]
+    found += [(NotPinnedWarning, line) for line in not_pinned_warnings(profile)]
     found += [(SkippedRefitWarning, line) for line in skipped_refits(profile)]
     no_held_out = not_held_out_warning(profile)
     if no_held_out is not None:

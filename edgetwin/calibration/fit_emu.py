@@ -28,7 +28,13 @@ from typing import Any, Literal
 from pydantic import Field
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.calibration.fit_check import TooFewPoints, at_bound, at_bound_block
+from edgetwin.calibration.fit_check import (
+    TooFewPoints,
+    at_bound,
+    at_bound_block,
+    not_pinned,
+    not_pinned_block,
+)
 from edgetwin.calibration.fit_reference import residual_report
 from edgetwin.calibration.profile_io import (
     FIXABLE_SECTIONS,
@@ -129,6 +135,7 @@ def _fit_run(spec: EmuCalibrationSpec, spec_path: Path, run: Path, command: str)
         "rows": {"mode": "emu", "count": len(measured)},
         "fixed": fixed,
         **at_bound_block(at_bound(profile)),
+        **not_pinned_block(not_pinned(profile)),
         **report,
     }
     return profile.model_copy(update={"fit": fit})

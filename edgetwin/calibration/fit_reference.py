@@ -18,7 +18,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from edgetwin.calibration.fit_check import TooFewPoints, at_bound, at_bound_block
+from edgetwin.calibration.fit_check import (
+    TooFewPoints,
+    at_bound,
+    at_bound_block,
+    not_pinned,
+    not_pinned_block,
+)
 from edgetwin.calibration.held_out import held_out_block
 from edgetwin.calibration.profile_io import source_record
 from edgetwin.calibration.reference_fitter import fit_by_component
@@ -74,6 +80,7 @@ def fit_profile(
                 "command": command,
                 "fixed": spec.fixed,
                 **at_bound_block(at_bound(profile)),
+                **not_pinned_block(not_pinned(profile)),
                 **report,
                 "held_out": held_out_block(held_out, "batch"),
             }

@@ -22,7 +22,11 @@ from edgetwin.calibration.fit_check import (
     bound_record,
     bounds_reached,
     check_enough_points,
+    not_pinned,
+    not_pinned_block,
+    not_pinned_record,
     with_at_bound,
+    with_not_pinned,
 )
 from edgetwin.calibration.profile_io import ProfileFacts
 from edgetwin.calibration.reference_inputs import (
@@ -59,11 +63,12 @@ def fit_by_component(
     ``TABLE_PARAMETERS`` from the compute, staging and comm columns of every row, then (with
     ``power``) the watts from the energy column (``spec_path``: the file an error names).
     The profile's ``fit.at_bound`` names the parameters a bound stopped, in the ``gpu``,
-    ``timing`` or ``power`` fit."""
+    ``timing`` or ``power`` fit, and ``fit.not_pinned`` those no row changed with."""
     fixed = dict(spec.fixed)
     alone = [row for row in measured if row.config.devices == 1]
     gpu_free = [p for p in GPU_PARAMETERS if p[0] not in fixed]
     gpu_at_bound: list[dict[str, Any]] = []
+    gpu_not_pinned: list[dict[str, Any]] = []
     if alone and gpu_free:
         gpu_paths = {path for path, *_ in gpu_free}
         others = {path: start for path, _, _, start in TABLE_PARAMETERS if path not in gpu_paths}
@@ -79,6 +84,7 @@ def fit_by_component(
         )
         fixed |= {path: _value(gpu, path) for path, *_ in gpu_free}
         gpu_at_bound = at_bound(gpu)
+        gpu_not_pinned = not_pinned(gpu)
     profile = fit_measured(
         spec.profile,
         scenario,
@@ -90,7 +96,8 @@ def fit_by_component(
         spec_path=spec_path,
     )
     records = [*gpu_at_bound, *at_bound(profile)]
-    return profile.model_copy(update={"fit": {**profile.fit, **at_bound_block(records)}})
+    unmoved = not_pinned_block([*gpu_not_pinned, *not_pinned(profile)])
+    return profile.model_copy(update={"fit": {**profile.fit, **at_bound_block(records), **unmoved}})
 
 
 def _value(profile: DeviceProfile, path: str) -> float:
@@ -115,7 +122,8 @@ def fit_measured(
     the total weighted ``total_weight`` against each component's 1; then, if ``power``,
     the watts when the rows have energy (``with_fitted_watts``; else 1 W per state, unless
     ``fixed``). The profile's ``fit.at_bound`` names the parameters a bound stopped (the
-    fit named ``fit_name``).
+    fit named ``fit_name``), and ``fit.not_pinned`` those left at their start, no row
+    changing with them (not at a bound: ``fit.at_bound`` names those).
 
     ``expectile`` below 0.5: asymmetric least squares, a measurement slower than the
     prediction weighs ``expectile``, a faster one ``1 - expectile``; where other load only
@@ -156,6 +164,12 @@ def fit_measured(
     )
     records = [bound_record(p, _value(timing_only, p), r, fit_name) for p, r in reached.items()]
     timing_only = with_at_bound(timing_only, records)
+    unmoved = [
+        not_pinned_record(path, float(x), fit_name)
+        for (path, *_, begin), x, slopes in zip(free, fit.x, fit.jac.T, strict=True)
+        if x == begin and not np.any(slopes) and path not in reached
+    ]
+    timing_only = with_not_pinned(timing_only, unmoved)
     return with_fitted_watts(scenario, timing_only, measured, fixed) if power else timing_only
 
 

@@ -45,7 +45,8 @@ def calibrate_machine(
     ``progress`` counts the measurements and the fit; ``command`` as for ``run``. The fit's
     warnings are ``calibrate``'s (``fit_check.FIT_WARNINGS``): a ``PoorFitWarning`` (on a
     busy machine naming its load as the cause), an ``AtBoundWarning`` per parameter a bound
-    stopped, a ``SkippedRefitWarning`` per section a held-out refit could not refit, and a
+    stopped, a ``NotPinnedWarning`` per parameter no row changes with (``emu``), a
+    ``SkippedRefitWarning`` per section a held-out refit could not refit, and a
     ``NoHeldOutWarning`` when that leaves a fitted metric no held-out errors.
     """
     out_dir = out_argument(out)
