@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from edgetwin.csv_rows import other_unit, unit_problem
 from edgetwin.device_names import profile_name, profile_refs, read_device_names
 from edgetwin.errors import InputError, counted, shown, warnings_note
+from edgetwin.number_text import exact_text
 from edgetwin.resolved_scenario import RESOLVED_FILE
 from edgetwin.result_cells import CellError, check_cells, parse_number, record_place
 from edgetwin.results import COLUMNS, DTYPES, STATUS_OK, ResultRow, read_status, typed_frame
@@ -281,11 +282,12 @@ def key_label(key: RowKey) -> str:
     ``crowdio_streaming, 3 phones, 5 inputs, 10 Mbit/s, affinity``."""
     strategy, devices, batch, bandwidth_mbps, segments = key[:5]
     if is_crowd_key(key):
-        return f"{strategy}, {devices} phones, {batch} inputs, {bandwidth_mbps:g} Mbit/s, {key[5]}"
+        mbps = exact_text(bandwidth_mbps)
+        return f"{strategy}, {devices} phones, {batch} inputs, {mbps} Mbit/s, {key[5]}"
     parts = [str(strategy), f"{devices} dev"]
     if segments:
         parts.append(f"{segments} seg")
-    parts += [f"batch {batch}", f"{bandwidth_mbps:g} Mbit/s"]
+    parts += [f"batch {batch}", f"{exact_text(bandwidth_mbps)} Mbit/s"]
     if len(key) == 7:
         parts.append(f"prompt {key[5]}, {key[6]} out")
     return ", ".join(parts)
@@ -358,7 +360,9 @@ def _check_reference_row(
         raise InputError(named_by, field, f"{where}: a key is not a number") from None
     total = parse_number(record.get("total_ms"))
     if total is not None and read_status(record.get("status")) == STATUS_OK and total <= 0:
-        problem = f"{where}: total_ms {total:g}: a run that finished took some time (above 0)"
+        problem = (
+            f"{where}: total_ms {exact_text(total)}: a run that finished took some time (above 0)"
+        )
         raise InputError(named_by, "total_ms" if field is None else field, problem)
 
 
@@ -474,7 +478,7 @@ def _setting_text(value: object) -> str:
         items = [_step_or_fault_text(item) for item in value if isinstance(item, dict)]
         return ", ".join(items) or "none"
     if isinstance(value, float):
-        return f"{value:g}"
+        return f"{exact_text(value)}"
     return "none" if value is None else str(value)
 
 

@@ -193,7 +193,7 @@ def step_label(config: Configuration, rep: int) -> str:
 def run_label(run: CrowdRun) -> str:
     """How progress, errors and fault records name a crowd run:
     ``crowdio_streaming affinity 10 Mbps rep 0``."""
-    return f"{run.strategy} {run.scheduler} {run.bandwidth_mbps:g} Mbps rep {run.rep}"
+    return f"{run.strategy} {run.scheduler} {exact_text(run.bandwidth_mbps)} Mbps rep {run.rep}"
 
 
 def crowd_bandwidths(scenario: Scenario) -> list[float]:

@@ -14,6 +14,7 @@ import numpy as np
 from edgetwin.crowd_spec import CrowdSpec, PhoneClassSpec, StageSpec, member_names
 from edgetwin.errors import InputError
 from edgetwin.models.crowd.views import session_fits
+from edgetwin.number_text import exact_text, figure_text
 from edgetwin.phone_profile import PhoneProfile, load_phone_profile
 
 
@@ -64,9 +65,10 @@ def resolve_classes(crowd: CrowdSpec, scenario_path: Path | None) -> list[PhoneC
             raise InputError(scenario_path, f"crowd.fleet.{i}.profile", exc.problem) from None
         phone_class = PhoneClass(spec, profile)
         if phone_class.session_budget_mb <= 0:  # the profile's own RAM is above its reserve
+            ram_mb = spec.ram_mb or profile.ram_mb
             problem = (
-                f"{spec.ram_mb:g} MB leaves the app no memory after the "
-                f"{profile.os_reserved_mb:g} MB Android keeps ({profile.name})"
+                f"{exact_text(ram_mb)} MB leaves the app no memory after the "
+                f"{exact_text(profile.os_reserved_mb)} MB Android keeps ({profile.name})"
             )
             raise InputError(scenario_path, f"crowd.fleet.{i}.ram_mb", problem)
         classes.append(phone_class)
@@ -94,7 +96,8 @@ def check_stages_fit(
             continue
         key = "ram_mb" if stage.load_peak_mb is None else "load_peak_mb"
         problem = (
-            f"stage {stage.name}'s session needs {stage.peak_mb:g} MB and fits no phone class:"
+            f"stage {stage.name}'s session needs {exact_text(stage.peak_mb)} MB and fits no phone "
+            "class:"
             f" {largest_budget(classes)}"
         )
         raise InputError(scenario_path, f"crowd.job.stages.{i}.{key}", problem)
@@ -108,8 +111,9 @@ def largest_budget(classes: Sequence[PhoneClass]) -> str:
     profile = largest.profile
     ram_mb = largest.spec.ram_mb or profile.ram_mb
     return (
-        f"the largest session budget is {largest.session_budget_mb:g} MB (class"
-        f" {largest.spec.name}: {ram_mb:g} MB of RAM less the {profile.os_reserved_mb:g} MB"
+        f"the largest session budget is {figure_text(largest.session_budget_mb)} MB (class"
+        f" {largest.spec.name}: {exact_text(ram_mb)} MB of RAM less the "
+        f"{exact_text(profile.os_reserved_mb)} MB"
         " Android keeps)"
     )
 

@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 
 from edgetwin.availability_spec import Availability, ConstantDist, Distribution
 from edgetwin.models import registry
+from edgetwin.number_text import figure_text
 from edgetwin.schema import FileName, NonNegativeFloat, PositiveFloat, PositiveInt, Strict
 
 # Upper bounds past which a crowd run would not fit one machine's memory or a day: a value
@@ -149,7 +150,7 @@ class CrowdSpec(Strict):
         if self.fleet_size is not None and not shares:
             raise ValueError("crowd.fleet_size sizes the classes given by 'share'; none has one")
         if sum(shares) > 1 + 1e-9:
-            raise ValueError(f"phone class shares add up to {sum(shares):g} (at most 1)")
+            raise ValueError(f"phone class shares add up to {figure_text(sum(shares))} (at most 1)")
         if self.job.first_at_s >= self.horizon_s:
             raise ValueError("the first job arrives after horizon_s")
         phones = sum(c.count or 0 for c in self.fleet) + (self.fleet_size or 0)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgetwin.errors import InputError, shown, shown_text
+from edgetwin.number_text import exact_text
 from edgetwin.provenance import note_read
 from edgetwin.schema import check_regular_file, utf8_text
 
@@ -109,10 +110,12 @@ class Row:
         if not math.isfinite(value):
             raise self.error(column, f"{shown(text)} is not a finite number")
         if minimum is not None and value < minimum:
-            raise self.error(column, f"{value:g} is below the minimum {minimum:g}")
+            raise self.error(
+                column, f"{exact_text(value)} is below the minimum {exact_text(minimum)}"
+            )
         if maximum is not None and value > maximum:  # an int's every digit (2^24: 16777216)
-            limit = maximum if isinstance(maximum, int) else f"{maximum:g}"
-            raise self.error(column, f"{value:g} is above the maximum {limit}")
+            limit = maximum if isinstance(maximum, int) else f"{exact_text(maximum)}"
+            raise self.error(column, f"{exact_text(value)} is above the maximum {limit}")
         return value
 
     def number(
@@ -126,7 +129,7 @@ class Row:
     def optional_positive(self, column: str) -> float | None:
         value = self.optional_number(column)
         if value is not None and value <= 0:
-            raise self.error(column, f"{value:g} must be above 0")
+            raise self.error(column, f"{exact_text(value)} must be above 0")
         return value
 
     def positive(self, column: str) -> float:
@@ -142,7 +145,7 @@ class Row:
         if value is None:
             return None
         if not value.is_integer():
-            raise self.error(column, f"{value:g} is not a whole number")
+            raise self.error(column, f"{exact_text(value)} is not a whole number")
         try:
             return int(self.cells[column])  # exact for large integers
         except ValueError:

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from edgetwin.number_text import exact_text, figure_text
 from edgetwin.schema import PositiveFloat, Strict
 
 # an emulator host's least CPU quota: Mininet sets a quota under 1 ms of a 100 ms period
@@ -40,13 +41,15 @@ CROWD_ONLY_FIELDS = (
 def _before_the_deadline(value_s: float) -> float:
     if value_s >= JOB_TIMEOUT_S:
         problem = "the real pipeline fails a job then, so nothing at or after it plays"
-        raise ValueError(f"not before a job's {JOB_TIMEOUT_S:g} s deadline: {problem}")
+        raise ValueError(f"not before a job's {exact_text(JOB_TIMEOUT_S)} s deadline: {problem}")
     return value_s
 
 
 def _a_task_within_a_job(value_ms: float) -> float:
     if value_ms >= JOB_TIMEOUT_S * 1e3:
-        raise ValueError(f"a task this slow never finishes within a job's {JOB_TIMEOUT_S:g} s")
+        raise ValueError(
+            f"a task this slow never finishes within a job's {exact_text(JOB_TIMEOUT_S)} s"
+        )
     return value_ms
 
 
@@ -67,7 +70,8 @@ class LinkDownFault(Strict):
     def _up_within_the_job(self) -> LinkDownFault:
         if self.for_s is not None and self.at_s + self.for_s >= JOB_TIMEOUT_S:
             problem = (
-                f"up at {self.at_s + self.for_s:g} s, not before a job's {JOB_TIMEOUT_S:g} s "
+                f"up at {figure_text(self.at_s + self.for_s)} s, not before a job's "
+                f"{exact_text(JOB_TIMEOUT_S)} s "
                 "deadline: leave for_s out for a link down for the rest of the job"
             )
             raise ValueError(f"for_s: {problem}")
@@ -115,6 +119,10 @@ class EmulatorSpec(Strict):
     def _check_liveness(self) -> EmulatorSpec:
         least_s = MIN_HEARTBEATS_PER_TIMEOUT * self.heartbeat_s
         if self.silence_timeout_s < least_s:
-            problem = f"at least {MIN_HEARTBEATS_PER_TIMEOUT} x heartbeat_s ({least_s:g} s)"
-            raise ValueError(f"silence_timeout_s: {self.silence_timeout_s:g} s is not {problem}")
+            problem = (
+                f"at least {MIN_HEARTBEATS_PER_TIMEOUT} x heartbeat_s ({exact_text(least_s)} s)"
+            )
+            raise ValueError(
+                f"silence_timeout_s: {exact_text(self.silence_timeout_s)} s is not {problem}"
+            )
         return self

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgetwin.csv_rows import Row, read_rows
+from edgetwin.number_text import exact_text, figure_text
 
 TOLERANCE_PCT = 5.0
 LINK_CHECK_FILE = "link_check.csv"  # an emulator run's checks of its links
@@ -40,12 +41,15 @@ def link_warning(
     """The warning for one direction outside the tolerance (one of ``flows`` senders at once
     on a shared medium: against its share)."""
     share = (
-        "" if flows == 1 else f", one of {flows} senders at once (share {bandwidth_mbps / flows:g})"
+        ""
+        if flows == 1
+        else f", one of {flows} senders at once (share {figure_text(bandwidth_mbps / flows)})"
     )
     return (
-        f"link {sender} -> {receiver} set to {bandwidth_mbps:g} Mbps{share} carried "
+        f"link {sender} -> {receiver} set to {exact_text(bandwidth_mbps)} Mbps{share} carried "
         f"{wire_mbps:.1f} Mbps on the wire ({error_pct:+.1f} %, tolerance "
-        f"{TOLERANCE_PCT:g} %): times at {bandwidth_mbps:g} Mbps are not the link's alone"
+        f"{exact_text(TOLERANCE_PCT)} %): times at {exact_text(bandwidth_mbps)} Mbps are not the "
+        "link's alone"
     )
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator
 
 from edgetwin.crowd_spec import MAX_HORIZON_S
+from edgetwin.number_text import exact_text
 from edgetwin.schema import BandwidthMbps, NonNegativeFloat, PositiveFloat, Strict, first_repeated
 
 # the latest a bandwidth step may come: a crowd run's longest horizon, a month of simulated
@@ -18,7 +19,8 @@ MAX_STEP_AT_MS = MAX_HORIZON_S * 1e3
 
 def _within_the_longest_run(at_ms: float) -> float:
     if at_ms > MAX_STEP_AT_MS:
-        limit = f"a month of simulated time, {MAX_STEP_AT_MS:g} ms (crowd.horizon_s's maximum)"
+        most = exact_text(MAX_STEP_AT_MS)
+        limit = f"a month of simulated time, {most} ms (crowd.horizon_s's maximum)"
         raise ValueError(f"after the longest run, {limit}: the step would never play")
     return at_ms
 
@@ -47,7 +49,7 @@ class NetworkSpec(Strict):
         if repeated is not None:
             index, at_ms = repeated
             first = [step.at_ms for step in steps].index(at_ms)
-            problem = f"steps {first} and {index} are both at at_ms {at_ms:g}"
+            problem = f"steps {first} and {index} are both at at_ms {exact_text(at_ms)}"
             raise ValueError(f"{problem}: give an instant one rate")
         return steps
 
@@ -57,6 +59,7 @@ def did_not_play(what: str, at_s: float, missed: int, runs: int, runs_noun: str,
     ``missed`` of ``runs`` runs (``runs_noun``: launches, jobs, runs) ended before; times
     count from ``start``."""
     return (
-        f"{what} at {at_s:g} s did not play in {missed} of {runs} {runs_noun}: each ended "
+        f"{what} at {exact_text(at_s)} s did not play in {missed} of {runs} {runs_noun}: each "
+        "ended "
         f"before it (times count from {start})"
     )

@@ -5,24 +5,40 @@ separated, never with an exponent (a 1,000,000 ms target printed ``1e+06``, a TT
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 
+# a number's digits are read from one in a billion to a thousand million million; one
+# outside (a value given as 1e300 in a file, an infinity) is written as Python writes it:
+# 300 zeros would hide it, and cut to fit a message, misstate it
+READABLE_MAGNITUDES = (1e-9, 1e15)
 HOVER_EXACT = ","  # d3-format: every digit (up to 12), separated, no exponent
 HOVER_FIGURE = ",.4~r"  # four significant digits, separated, no exponent
 
 
 def exact_text(value: float) -> str:
     """A value as the question or the sweep gave it, every digit: ``600``, ``1,000,000``,
-    ``0.5``, ``1,234.5``, ``0.00001``."""
-    return f"{Decimal(repr(float(value))).normalize():,f}"
+    ``0.5``, ``1,234.5``, ``0.00001``, to 15 significant digits (a sum's last bit of float
+    noise, 0.30000000000000004, left out); one past reading (``READABLE_MAGNITUDES``) as
+    Python writes it: ``1e+300``, ``inf``."""
+    if not _readable(value):
+        return repr(float(value))
+    return f"{Decimal(f'{value:.15g}').normalize():,f}"
 
 
 def figure_text(value: float) -> str:
     """A measured figure to four significant digits, a large one whole: ``67.04``,
     ``21,500``, ``0.0001235``."""
+    if not _readable(value):
+        return f"{value:.4g}"
     if abs(value) >= 1000:
         return f"{value:,.0f}"
     return exact_text(float(f"{value:.4g}"))
+
+
+def _readable(value: float) -> bool:
+    low, high = READABLE_MAGNITUDES
+    return value == 0 or (math.isfinite(value) and low <= abs(value) < high)
 
 
 def hover_number(field: str, *, exact: bool = False) -> str:

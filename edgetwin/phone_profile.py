@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
+from edgetwin.number_text import exact_text
 from edgetwin.profile import (
     LI_ION_NOMINAL_V,
     DeviceProfile,
@@ -92,8 +93,8 @@ class PhoneProfile(Strict):
     def _check_reserve(self) -> PhoneProfile:
         if self.os_reserved_mb >= self.ram_mb:
             raise ValueError(
-                f"os_reserved_mb: {self.os_reserved_mb:g} MB is all of ram_mb "
-                f"({self.ram_mb:g} MB) or more: Android would leave the app no memory"
+                f"os_reserved_mb: {exact_text(self.os_reserved_mb)} MB is all of ram_mb "
+                f"({exact_text(self.ram_mb)} MB) or more: Android would leave the app no memory"
             )
         return self
 

@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from edgetwin.errors import InputError, counted, shown, shown_text
+from edgetwin.number_text import exact_text
 from edgetwin.provenance import note_read
 
 MAX_YAML_BYTES = 16 * 2**20  # a scenario, evaluation, plan or profile file
@@ -52,7 +53,8 @@ MIN_BANDWIDTH_MBPS = 1e-6
 
 def _at_least_a_bit_per_s(value: float) -> float:
     if value < MIN_BANDWIDTH_MBPS:
-        raise ValueError("below the least rate a link may have, 1 bit/s (1e-06 Mbit/s)")
+        least = f"1 bit/s ({exact_text(MIN_BANDWIDTH_MBPS)} Mbit/s)"
+        raise ValueError(f"below the least rate a link may have, {least}")
     return value
 
 
@@ -155,7 +157,7 @@ class StrictSweep(Strict):
         curve or a cell of an answer) twice."""
         repeated = first_repeated(values)
         if repeated is not None:
-            raise ValueError(f"{repeated[1]:g} is given twice; give each value once")
+            raise ValueError(f"{exact_text(repeated[1])} is given twice; give each value once")
         return values
 
 

@@ -8,6 +8,7 @@ from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.emulator_spec import JOB_TIMEOUT_S
 from edgetwin.errors import MODE_EMU
 from edgetwin.network_spec import BandwidthStep
+from edgetwin.number_text import exact_text
 from edgetwin.scenario import Scenario
 
 # a device class's overrides of its profile, which real hardware has of its own
@@ -47,7 +48,8 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     network, warnings = scenario.network, []
     if not plays(mode, "network.loss_pct") and network.loss_pct > 0:
         warnings.append(
-            f"network.loss_pct is {network.loss_pct:g} %, but only {MODE_EMU} drops packets: "
+            f"network.loss_pct is {exact_text(network.loss_pct)} %, but only {MODE_EMU} drops "
+            "packets: "
             f"a {mode} run has no loss"
         )
     emulated = {
@@ -116,8 +118,9 @@ def _steps_after_the_job(schedule: Sequence[BandwidthStep]) -> list[str]:
     plays them over ``crowd.horizon_s``)."""
     deadline_ms = JOB_TIMEOUT_S * 1e3
     return [
-        f"network.schedule.{k}.at_ms is {step.at_ms:g} ms, but the emulator runs one crowd "
-        f"job, which its {JOB_TIMEOUT_S:g} s deadline ends: the step never plays"
+        f"network.schedule.{k}.at_ms is {exact_text(step.at_ms)} ms, but the emulator runs one "
+        "crowd "
+        f"job, which its {exact_text(JOB_TIMEOUT_S)} s deadline ends: the step never plays"
         for k, step in enumerate(schedule)
         if step.at_ms >= deadline_ms
     ]
@@ -142,7 +145,7 @@ def _schedule_from_other_starts(scenario: Scenario) -> list[str]:
     later = [step.at_ms / 1e3 for step in scenario.network.schedule if step.at_ms > 0]
     if not later:
         return []
-    at = ", ".join(f"{at_s:g} s" for at_s in later)
+    at = ", ".join(f"{exact_text(at_s)} s" for at_s in later)
     return [
         "network.schedule counts from each run's start: a twin run's first warm-up batch "
         f"(warmup_batches {scenario.warmup_batches}), an emu run's timed forward (its "

@@ -388,7 +388,7 @@ def test_an_evaluations_warnings_are_kept_in_its_folder_and_shown_on_its_page(
 
 def _late_warning(missed: str) -> str:
     return (
-        f"network.schedule step to 5 Mbps at 1000 s did not play in {missed}: each ended "
+        f"network.schedule step to 5 Mbps at 1,000 s did not play in {missed}: each ended "
         "before it (times count from each run's start)"
     )
 

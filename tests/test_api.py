@@ -482,7 +482,7 @@ def test_a_failed_twin_run_is_not_counted_among_the_runs_either() -> None:
     run = _with_step(JETSON.parent / "llm_smoke.yaml", ["devices.0.ram_mb=250"], 1e6, 50)
     assert [row.ok for row in run.rows].count(True) == 4 < len(run.rows)
     assert run.warnings == (
-        "network.schedule step to 50 Mbps at 1000 s did not play in 4 of 4 runs: each ended "
+        "network.schedule step to 50 Mbps at 1,000 s did not play in 4 of 4 runs: each ended "
         "before it (times count from each run's start)",
     )
 

@@ -159,7 +159,7 @@ def test_a_string_that_reads_as_a_number_is_written_quoted() -> None:
         # ran, the step never played; the emulator's clock thread died of an OverflowError
         (
             "network.schedule=[{at_ms: 1.0e+300, bandwidth_mbps: 100}]",
-            ("'network.schedule.0.at_ms'", "after the longest run", "2.6784e+09 ms"),
+            ("'network.schedule.0.at_ms'", "after the longest run", "2,678,400,000 ms"),
         ),
     ],
     ids=[

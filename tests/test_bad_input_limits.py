@@ -731,7 +731,7 @@ def test_the_real_pipeline_refuses_a_stage_no_phone_class_holds(mode: str) -> No
     items = ["crowd.job.stages.1.ram_mb=3000"]  # only the high class (4608 MB) holds it
     check(load_scenario(path, items), path)
     items.append("crowd.fleet.2.profile=android_mid")  # 2560 MB
-    with pytest.raises(InputError, match="largest session budget is 2560 MB") as raised:
+    with pytest.raises(InputError, match="largest session budget is 2,560 MB") as raised:
         check(load_scenario(path, items), path)
     assert raised.value.field == "crowd.job.stages.1.ram_mb"
 

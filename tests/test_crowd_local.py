@@ -26,6 +26,7 @@ from edgetwin.emu.crowdio.sdk import pipeline_job, submit_message
 from edgetwin.emu.memory_check import interpreter
 from edgetwin.errors import InputError
 from edgetwin.models.strategy import CROWDIO_FOREMAN
+from edgetwin.number_text import exact_text
 from edgetwin.phone_profile import load_phone_profile
 from edgetwin.result_cells import read_results
 from edgetwin.run_folders import LOCAL, leftover_folders
@@ -155,7 +156,7 @@ def test_a_bandwidth_step_after_a_real_crowd_jobs_deadline_is_said() -> None:
     city = load_scenario(REPO / "scenarios/crowd_city.yaml", [steps])
     late = [w for w in unplayed_settings(city, "emu") if w.startswith("network.schedule")]
     assert late == [
-        "network.schedule.1.at_ms is 600000 ms, but the emulator runs one crowd job, which its "
+        "network.schedule.1.at_ms is 600,000 ms, but the emulator runs one crowd job, which its "
         "600 s deadline ends: the step never plays"
     ], late
     assert unplayed_settings(city, "twin") == []
@@ -254,8 +255,8 @@ def test_a_real_stage_that_fits_no_phone_class_is_refused_before_any_process_sta
     needs = re.search(r"needs a ([0-9.]+) MB session \(2 x its [0-9,]+-byte ONNX blob;", error)
     assert needs is not None and float(needs.group(1)) > 0.2, error
     assert "the twin reads ram_mb, 0.1 MB) and fits no phone class: the largest session" in error
-    budget = f"budget is 0.2 MB (class low: {reserved_mb + 0.2:g} MB of RAM less the"
-    assert f"{budget} {reserved_mb:g} MB Android keeps)" in error
+    budget = f"budget is 0.2 MB (class low: {exact_text(reserved_mb + 0.2)} MB of RAM less the"
+    assert f"{budget} {exact_text(reserved_mb)} MB Android keeps)" in error
     assert "Traceback" not in error, error
     assert not out.exists()
     assert _pipeline_pids(tmp_path) == set()  # no foreman, no worker started

@@ -304,10 +304,10 @@ def test_a_link_check_time_iperf3_cannot_take_is_refused(seconds: float, words: 
 @pytest.mark.parametrize(
     ("network", "sweep_mbps", "field", "words"),
     [
-        ({}, [200, 5e-6], "sweeps.0.bandwidth_mbps.1", "5e-06 Mbps: tc sets"),  # 5 bit/s
-        ({"medium": "shared"}, [1e-5], "sweeps.0.bandwidth_mbps.0", "3.33333e-06 Mbps each"),
+        ({}, [200, 5e-6], "sweeps.0.bandwidth_mbps.1", "0.000005 Mbps: tc sets"),  # 5 bit/s
+        ({"medium": "shared"}, [1e-5], "sweeps.0.bandwidth_mbps.0", "0.000003333 Mbps each"),
         ({"schedule": [{"at_ms": 10, "bandwidth_mbps": 2e14}]}, [200],
-         "network.schedule.0.bandwidth_mbps", "to 1e+13 Mbps"),
+         "network.schedule.0.bandwidth_mbps", "to 10,000,000,000,000 Mbps"),
     ],
 )  # fmt: skip
 def test_a_rate_tc_cannot_set_is_refused_naming_the_field(

@@ -119,7 +119,7 @@ def test_a_link_faster_than_the_machine_carries_is_reported(
     warnings = [line for line in console.splitlines() if "warning: link" in line]
     assert len(warnings) == 2, console  # both directions
     for sender, receiver in (("etwh0", "etwh1"), ("etwh1", "etwh0")):
-        assert any(f"{sender} -> {receiver} set to 1e+06 Mbps carried" in w for w in warnings)
+        assert any(f"{sender} -> {receiver} set to 1,000,000 Mbps carried" in w for w in warnings)
     (row,) = read_results(out / "results.csv")
     assert row.link_error_pct is not None and row.link_error_pct < -TOLERANCE_PCT
     report = (out / "report.html").read_text()

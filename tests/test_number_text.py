@@ -6,14 +6,21 @@ with an exponent. Python's ``g`` wrote a 1,000,000 Mbit/s sweep as ``1e+06`` and
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import edgetwin
-from edgetwin.configuration import configuration_label
+from edgetwin import cli
+from edgetwin.configuration import CrowdRun, configuration_label, run_label
+from edgetwin.emu.mininet.faults import timeline
+from edgetwin.emu.mininet.medium import rate_commands_of
+from edgetwin.emu.mininet.topology import build_topology
+from edgetwin.network_spec import NetworkSpec
 from edgetwin.number_text import exact_text, figure_text, hover_number
 from edgetwin.reports.html import read_run, run_figures
+from edgetwin.reports.llm import tokens_per_s_figure
 from edgetwin.reports.style import categories, log_ticks, tick_label
 from edgetwin.sweep_points import Configuration
 from tests.conftest import REPO
@@ -50,3 +57,64 @@ def test_no_figure_hovers_a_number_in_g_format(tmp_path: Path) -> None:
     assert hovers and not [h for h in hovers if G_FORMAT.search(h)]
     assert any(hover_number("y") in h for h in hovers)
     assert any(hover_number("x", exact=True) in h for h in hovers)
+
+
+def test_a_crowd_run_a_fault_and_a_launch_are_named_without_an_exponent() -> None:
+    """``g`` named a crowd run at 1,000,000 Mbit/s ``... 1e+06 Mbps rep 0`` on its progress
+    line, in its errors and in ``faults.csv``'s ``run`` column, and a step to 0.000025
+    Mbit/s ``2.5e-05 Mbps`` in its ``detail``."""
+    assert run_label(CrowdRun("crowdio_streaming", "affinity", 0, 1e6)) == (
+        "crowdio_streaming affinity 1,000,000 Mbps rep 0"
+    )
+    network = NetworkSpec(schedule=[{"at_ms": 0, "bandwidth_mbps": 2.5e-5}])
+    (step,) = timeline(build_topology(2), network)
+    assert step.detail == "0.000025 Mbps"
+
+
+def test_a_tc_command_line_is_shown_without_an_exponent() -> None:
+    """A failed command is shown to the user (``EmuError``) as its ``line``; its argument
+    stays the one tc reads."""
+    network = NetworkSpec(bandwidth_mbps=2e6)
+    (command, *_) = rate_commands_of(build_topology(2), network, 2e6)
+    assert "2e+06mbit" in command.argv
+    assert "rate 2000000mbit ceil 2000000mbit" in command.line
+    assert "e+" not in command.line
+
+
+@pytest.mark.parametrize(
+    ("item", "expect"),
+    [
+        (  # a month in ms: 2.6784e+09
+            "network.schedule=[{at_ms: 1e10, bandwidth_mbps: 5}]",
+            "a month of simulated time, 2,678,400,000 ms",
+        ),
+        (
+            "sweeps.0.bandwidth_mbps=[0.000001]",
+            "from 0.000008 Mbps (8 bit/s) to 10,000,000,000,000",
+        ),
+    ],
+    ids=["schedule-month", "tc-rates"],
+)
+def test_an_error_writes_its_limits_without_an_exponent(
+    item: str, expect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = "crowd_city" if "schedule" in item else "emu_smoke"
+    argv = ["run", str(SCENARIOS / f"{name}.yaml"), "--mode", "emu", "--set", item]
+    assert cli.main([*argv, "--out", "/nonexistent/out"]) == 2
+    err = capsys.readouterr().err
+    assert expect in err and "e+" not in err and "e-0" not in err, err
+
+
+@pytest.mark.timeout(120)
+def test_the_tokens_per_s_title_writes_a_long_prompt_as_the_answers_do(tmp_path: Path) -> None:
+    edgetwin.run(SCENARIOS / "llm_smoke.yaml", out=tmp_path / "run")
+    rows = [replace(row, prompt_tokens=2048) for row in read_run(tmp_path / "run").rows]
+    figure = tokens_per_s_figure(rows)
+    assert figure is not None and ", prompt 2,048, " in figure.layout.title.text
+
+
+def test_exact_text_leaves_out_float_noise_and_writes_a_number_past_reading_as_python() -> None:
+    """A sum's last bit (0.1 + 0.2) is not a digit anyone gave; 1e300's 301 digits, cut to
+    fit a message, would misstate it."""
+    assert [exact_text(v) for v in (0.1 + 0.2, 1e300, 1e-300)] == ["0.3", "1e+300", "1e-300"]
+    assert [exact_text(float("inf")), figure_text(1e300)] == ["inf", "1e+300"]

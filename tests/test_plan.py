@@ -521,7 +521,7 @@ def test_a_plans_failed_runs_are_not_counted_among_the_runs_a_step_did_not_play_
     )
     ran = [row.ok for row in outcome.rows].count(True)
     assert 0 < ran < len(outcome.rows)
-    step = "network.schedule step to 5 Mbps at 1000 s"
+    step = "network.schedule step to 5 Mbps at 1,000 s"
     assert outcome.warnings == (
         f"{step} did not play in {ran} of {ran} runs: each ended before it (times count from "
         "each run's start)",
@@ -543,7 +543,7 @@ _LATE_STEP = "network.schedule=[{at_ms: 1000000, bandwidth_mbps: 5}]"
 
 def _late_warning(missed: str) -> str:
     return (
-        f"network.schedule step to 5 Mbps at 1000 s did not play in {missed}: each ended "
+        f"network.schedule step to 5 Mbps at 1,000 s did not play in {missed}: each ended "
         "before it (times count from each run's start)"
     )
 

@@ -76,7 +76,7 @@ CROWD: dict[str, Any] = {  # budgets: low 1764 MB, high 4608 MB (6144 less 1536)
 MISSPELT_PROFILE = (
     (PROFILE_DIR / "jetson_orin_nano.yaml").read_text().replace("\nram_mb:", "\nram_mbb:")
 )
-TOO_BIG = "fits no phone class: the largest session budget is 4608 MB (class high"
+TOO_BIG = "fits no phone class: the largest session budget is 4,608 MB (class high"
 
 
 def scenario_text(**changes: Any) -> str:
@@ -696,23 +696,23 @@ CASES = [
     Case(
         "crowd-stage-fits-no-phone",
         crowd_text(crowd__job__stages__2__ram_mb=5000),
-        ("'crowd.job.stages.2.ram_mb'", "stage cell_c's session needs 5000 MB", TOO_BIG),
+        ("'crowd.job.stages.2.ram_mb'", "stage cell_c's session needs 5,000 MB", TOO_BIG),
     ),
     Case(
         "crowd-stage-peak-fits-no-phone",  # its ram_mb fits; its load's peak does not
         crowd_text(crowd__job__stages__0__load_peak_mb=4608.5),
-        ("'crowd.job.stages.0.load_peak_mb'", "needs 4608.5 MB", TOO_BIG),
+        ("'crowd.job.stages.0.load_peak_mb'", "needs 4,608.5 MB", TOO_BIG),
     ),
     Case(
         "crowd-stage-fits-no-phone-set",
         crowd_text(crowd__job__stages__1__ram_mb=3000),  # only high holds it
-        ("'crowd.job.stages.1.ram_mb'", "budget is 2464 MB (class high: 4000 MB of RAM less"),
+        ("'crowd.job.stages.1.ram_mb'", "budget is 2,464 MB (class high: 4,000 MB of RAM less"),
         ("--set", "crowd.fleet.1.ram_mb=4000"),
     ),
     Case(
         "crowd-stage-fits-no-phone-profile",
         crowd_text(crowd__job__stages__1__ram_mb=3000),
-        ("'crowd.job.stages.1.ram_mb'", "largest session budget is 1764 MB (class low"),
+        ("'crowd.job.stages.1.ram_mb'", "largest session budget is 1,764 MB (class low"),
         ("--set", "crowd.fleet.1.profile=android_low"),
     ),
     Case(

@@ -11,6 +11,7 @@ from typing import Any
 from edgetwin.calibration.android_inputs import AndroidSpec, Measure, crowd_section
 from edgetwin.calibration.android_twin import device_mean_loads_s, run_once, warm_loads_s
 from edgetwin.models.strategies.crowdio import CROWDIO_BARRIER, CROWDIO_STREAMING
+from edgetwin.number_text import exact_text
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import mah_from_joules
 from edgetwin.scenario import Scenario
@@ -97,7 +98,7 @@ def compare_to_reference(
             [s.peak_session_mb for o in warm_streaming for s in o.phones],
             "MB",
             f"input: the session RAM of the scenario's largest stage ({largest.name}, "
-            f"{largest.peak_mb:g} MB), the twin's peak_session_mb",
+            f"{exact_text(largest.peak_mb)} MB), the twin's peak_session_mb",
         ),
         "battery_per_run": (battery(cold_streaming), "mAh", "fitted on a cold run"),
         "battery_per_warm_run": (battery(warm_streaming), "mAh", "prediction"),
@@ -113,7 +114,8 @@ def compare_to_reference(
                 for d in ds
             ],
             "s",
-            f"prediction: one warm load of {stage.name} ({stage.size_mb:g} MB), any phone",
+            f"prediction: one warm load of {stage.name} ({exact_text(stage.size_mb)} MB), any "
+            "phone",
         )
     for facts in spec.phone_classes:
         for cache, outcomes in (("cold", cold_streaming), ("warm", warm_streaming)):

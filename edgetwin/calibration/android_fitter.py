@@ -14,6 +14,7 @@ from scipy.optimize import brentq
 from edgetwin.calibration.android_inputs import AndroidSpec
 from edgetwin.calibration.android_twin import broadcast_load_s, device_mean_loads_s, run_once
 from edgetwin.calibration.session_load import SessionLoadFit
+from edgetwin.number_text import exact_text
 from edgetwin.phone_profile import MMAP_CEILING_MB, PhoneProfile
 from edgetwin.scenario import Scenario
 
@@ -91,8 +92,10 @@ class Fitter:
             means = [d for o in outcomes for d in device_mean_loads_s(o)]
             if not means:  # every load outlasted the runs: none to compare
                 raise ValueError(
-                    f"at a load scale of {scale:g} the scenario's runs finish no warm load to "
-                    f"compare with the measured {warm_mean_s:g} s (warm_load): check that figure"
+                    f"at a load scale of {exact_text(scale)} the scenario's runs finish no warm "
+                    "load to "
+                    f"compare with the measured {exact_text(warm_mean_s)} s (warm_load): check "
+                    "that figure"
                 )
             return fmean(means) - warm_mean_s
 
@@ -135,7 +138,8 @@ def _root(
         side = "longer" if at_low > 0 else "shorter"
         closest = min(abs(at_low), abs(at_high))
         raise ValueError(
-            f"no {solved} from {low:g} to {high:g} makes the twin's {matched} the measured "
+            f"no {solved} from {exact_text(low)} to {exact_text(high)} makes the twin's {matched} "
+            "the measured "
             f"one: it stays {side} (by {closest:.4g} s at the closest); check that figure"
         )
     return float(brentq(gap, low, high, xtol=xtol))

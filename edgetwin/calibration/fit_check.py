@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from edgetwin.number_text import exact_text, figure_text
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import INTERVAL_METRICS
 from edgetwin.sim.intervals import (
@@ -52,7 +53,7 @@ def poor_fit_warning(profile: DeviceProfile, cause: str) -> str | None:
         return None
     named = ", ".join(f"{name} {pct:.1f} %" for name, pct in poor.items())
     return (
-        f"the fitted profile misses its own measurements by more than {POOR_FIT_PCT:g} % "
+        f"the fitted profile misses its own measurements by more than {exact_text(POOR_FIT_PCT)} % "
         f"(median |error|: {named}); {cause}"
     )
 
@@ -179,7 +180,8 @@ def at_bound_warnings(profile: DeviceProfile) -> list[str]:
     """One line per parameter of ``profile`` at a bound of its fit: its value, the bound,
     the fit, and what that says."""
     return [
-        f"{r['parameter']} = {r['value']:g} is at its {r['side']} bound ({r['bound']:g}) in "
+        f"{r['parameter']} = {figure_text(r['value'])} is at its {r['side']} bound "
+        f"({exact_text(r['bound'])}) in "
         f"the {r['fit']} fit: the bound stopped it, not the data. The data does not pin it, "
         "or the twin's model lacks a cause the data shows (fit.at_bound; a value you know "
         "goes in the spec's fixed)"
@@ -264,7 +266,7 @@ def not_held_out_warning(profile: DeviceProfile) -> str | None:
     if not metrics:
         return None
     them = "it" if len(metrics) == 1 else "them"
-    factor = f"{NOT_KNOWN_FACTOR:g}"
+    factor = f"{exact_text(NOT_KNOWN_FACTOR)}"
     skipped = skipped_refits(profile)
     why = (
         "without some batch size too few distinct points were left to refit a section (the "

@@ -56,6 +56,7 @@ from edgetwin.calibration.reference_inputs import (
 from edgetwin.csv_rows import read_rows
 from edgetwin.errors import InputError, option_named, shown_text
 from edgetwin.links import LINK_CHECK_FILE, link_warnings, read_link_checks
+from edgetwin.number_text import exact_text, figure_text
 from edgetwin.profile import POWER_STATES, DeviceProfile
 from edgetwin.resolved_scenario import RESOLVED_FILE, load_resolved
 from edgetwin.results import STATUS_OK, read_status
@@ -247,8 +248,9 @@ def goodput_share(path: Path) -> float:
     for check in checks:
         senders = "" if check.flows == 1 else f", one of {check.flows} senders at once"
         carried = (
-            f"line {check.line}: a goodput of {check.goodput_mbps:g} Mbps over a link set "
-            f"to {check.bandwidth_mbps:g} Mbps{senders}"
+            f"line {check.line}: a goodput of {figure_text(check.goodput_mbps)} Mbps over a link "
+            "set "
+            f"to {exact_text(check.bandwidth_mbps)} Mbps{senders}"
         )
         check_measured(path, "goodput_mbps", EFFICIENCY, check.goodput_share, carried)
     for warning in link_warnings(checks):

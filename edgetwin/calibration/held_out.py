@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from edgetwin.number_text import exact_text
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import INTERVAL_METRICS
 from edgetwin.sim.intervals import SECTION_OF_METRIC, log_half_width
@@ -201,5 +202,5 @@ def coverage_detail(stats: Mapping[str, float], by: HoldoutBy) -> str:
     return (
         f"{stats['coverage_below']:.0f} below, {stats['coverage_above']:.0f} above; least "
         f"{stats['coverage_least_pct']:.1f} % with {HOLDOUT_NAMES[by]} "
-        f"{stats['coverage_least_held_out']:g} held out"
+        f"{exact_text(stats['coverage_least_held_out'])} held out"
     )

@@ -14,6 +14,7 @@ from edgetwin.calibration.group_fit import GroupKey
 from edgetwin.calibration.readers.gpu_bench import StagingCopy, VitLatency
 from edgetwin.calibration.readers.staged_exchange import StagedExchange
 from edgetwin.errors import counted
+from edgetwin.number_text import exact_text
 
 LOOPBACK_MBPS = 100_000.0  # nominal rate of an unshaped loopback/veth link: the stack limits
 LATENCY_MS = "latency_ms"  # the column a compute or plain copy group times
@@ -50,7 +51,7 @@ def exchange_label(key: GroupKey) -> str:
     """An exchange group (``exchange_key``) as its trace rows say it: ``batch 8, 98 rows a
     rank (2408448 bytes), 200 Mbit/s``, or ``loopback`` for an unshaped link."""
     bandwidth_mbps, batch, rows, piece_bytes, _blocks = key  # one count a trace file
-    link = "loopback" if bandwidth_mbps == LOOPBACK_MBPS else f"{bandwidth_mbps:g} Mbit/s"
+    link = "loopback" if bandwidth_mbps == LOOPBACK_MBPS else f"{exact_text(bandwidth_mbps)} Mbit/s"
     return f"batch {batch}, {counted(rows, 'row')} a rank ({piece_bytes} bytes), {link}"
 
 

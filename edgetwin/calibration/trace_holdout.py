@@ -38,6 +38,7 @@ from edgetwin.calibration.trace_inputs import (
 )
 from edgetwin.calibration.trace_predictors import compute_predictor, staging_predictor
 from edgetwin.comparison import relative_pct
+from edgetwin.number_text import exact_text
 from edgetwin.profile import DeviceProfile, MemoryParams
 from edgetwin.progress import Steps, no_progress
 
@@ -72,7 +73,7 @@ def leave_one_out(spec_path: Path, by: HoldoutBy, progress: Steps = no_progress)
                 points += _exchange_points(spec, data, fits, holdout)
             if "memory" in fits:
                 points += _decoder_points(spec, data, fits, holdout, base)
-            advance(f"{by} {value:g} held out")
+            advance(f"{by} {exact_text(value)} held out")
     return HeldOutRefits(points, warnings)
 
 
@@ -116,7 +117,8 @@ def _unrefitted_warnings(
             # the files of the folder it reads (an exchange's: loopback, shaped or both)
             files = [name for name in SECTION_FILES[unrefitted[0]] if name in read]
             warnings.append(
-                f"validation: {holdout.by} {holdout.value:g} gives no held-out {points} points:"
+                f"validation: {holdout.by} {exact_text(holdout.value)} gives no held-out {points} "
+                "points:"
                 f" without it, {' and '.join(files)} hold{'s' * (len(files) == 1)}"
                 f" {f'{TOO_FEW_LEFT} distinct points' if kept else 'no record'} to refit"
                 f" {unrefitted[0]} from"

@@ -43,6 +43,7 @@ from edgetwin.calibration.unit_consistency import (
     exchange_files,
 )
 from edgetwin.model_spec import ModelSpec
+from edgetwin.number_text import exact_text
 from edgetwin.profile import StagingParams
 
 SLOWEST_COMPUTE = {
@@ -54,13 +55,15 @@ SLOWEST_COPY = StagingParams(
     fixed_ms=STAGING_BOUNDS["fixed_ms"][1], ms_per_mb=STAGING_BOUNDS["ms_per_mb"][1]
 )
 COMPUTE_DEVICE = (
-    f"{SLOWEST_COMPUTE['throughput_gflops']:g} GFLOP/s and "
-    f"{SLOWEST_COMPUTE['launch_floor_ms']:g} ms a kernel group"
+    f"{exact_text(SLOWEST_COMPUTE['throughput_gflops'])} GFLOP/s and "
+    f"{exact_text(SLOWEST_COMPUTE['launch_floor_ms'])} ms a kernel group"
 )
-COPY_DEVICE = f"{SLOWEST_COPY.fixed_ms:g} ms + {SLOWEST_COPY.ms_per_mb:g} ms/MB a copy"
+COPY_DEVICE = (
+    f"{exact_text(SLOWEST_COPY.fixed_ms)} ms + {exact_text(SLOWEST_COPY.ms_per_mb)} ms/MB a copy"
+)
 # h2d concatenates the gathered pieces before it copies them back: up to this many copies
 MOST_GATHERED = STAGING_BOUNDS["gathered_factor"][1]
-GATHERED_DEVICE = f"{MOST_GATHERED:g}x ({COPY_DEVICE}) for the gathered tensor"
+GATHERED_DEVICE = f"{exact_text(MOST_GATHERED)}x ({COPY_DEVICE}) for the gathered tensor"
 
 
 def slow_columns(data: TraceData, model: ModelSpec) -> list[str]:

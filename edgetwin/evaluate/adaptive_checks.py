@@ -13,6 +13,7 @@ from typing import Any
 from edgetwin.errors import InputError
 from edgetwin.evaluate.adaptive_inputs import EvalSettings
 from edgetwin.evaluate.adaptive_scores import ConditionKey, baseline_label, condition_text
+from edgetwin.number_text import exact_text
 from edgetwin.policies.adaptive import WEIGHTED, Objective, ObjectiveKind
 from edgetwin.policies.perf_map import Estimate, PerformanceMap
 from edgetwin.results import ResultRow
@@ -129,7 +130,8 @@ def unread_weight(settings: EvalSettings, path: Path | None) -> list[str]:
     if "weight" not in settings.model_fields_set or settings.objective == WEIGHTED:
         return []
     problem = (
-        f"{settings.weight:g} is read by objective weighted only: {settings.objective} ignores it"
+        f"{exact_text(settings.weight)} is read by objective weighted only: "
+        f"{settings.objective} ignores it"
     )
     return [InputError(path, "weight", problem).message]
 

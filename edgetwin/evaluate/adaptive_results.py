@@ -21,6 +21,7 @@ from edgetwin.evaluate.adaptive_scores import (
 )
 from edgetwin.evaluate.measured import SkippedCell
 from edgetwin.models.registry import CandidateKey
+from edgetwin.number_text import exact_text
 from edgetwin.policies.adaptive import WEIGHTED
 from edgetwin.policies.perf_map import Estimate, PerformanceMap
 
@@ -233,5 +234,5 @@ def skipped_line(cell: SkippedCell) -> str:
     tokens = f"{cell.tokens} tokens"
     if cell.output_tokens is not None:
         tokens = f"{cell.tokens} prompt and {cell.output_tokens} output tokens"
-    where = f"batch {cell.batch}, {cell.bandwidth_mbps:g} Mbps, {tokens}"
+    where = f"batch {cell.batch}, {exact_text(cell.bandwidth_mbps)} Mbps, {tokens}"
     return f"skipped {where}: not measured for {', '.join(cell.missing)}"

@@ -11,6 +11,7 @@ from pathlib import Path
 from edgetwin.comparison import relative_pct
 from edgetwin.errors import InputError
 from edgetwin.models import registry
+from edgetwin.number_text import exact_text
 from edgetwin.policies.adaptive import Objective, SelectionPolicy
 from edgetwin.policies.perf_map import Estimate, PerformanceMap
 
@@ -72,7 +73,7 @@ def condition_text(key: ConditionKey) -> str:
     """``batch 8, 600 Mbit/s, 4 devices up, 197 tokens`` (and ``, 32 output tokens``)."""
     batch, bw, devices, tokens, output = key
     outputs = "" if output is None else f", {output} output tokens"
-    return f"batch {batch}, {bw:g} Mbit/s, {devices} devices up, {tokens} tokens{outputs}"
+    return f"batch {batch}, {exact_text(bw)} Mbit/s, {devices} devices up, {tokens} tokens{outputs}"
 
 
 def regret_pct(cost: float, oracle_cost: float) -> float:

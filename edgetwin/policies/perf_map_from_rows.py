@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from edgetwin.errors import InputError
 from edgetwin.models import registry
+from edgetwin.number_text import exact_text
 from edgetwin.policies.perf_map import PerformanceMap
 from edgetwin.policies.perf_map_candidates import CANDIDATES_BY_CR, DECODER_GRIDS
 from edgetwin.policies.perf_map_io import validate_map
@@ -104,9 +105,14 @@ def _candidate(
     tokens, outputs, batches, bandwidths = axes
     for cell in itertools.product(tokens, outputs or (None,), batches, bandwidths):
         if cell not in grid:
-            field = f"{strategy} devices={devices}" + ("" if cr is None else f" cr={cr:g}")
-            output = "" if cell[1] is None else f", output tokens {cell[1]:g}"
-            where = f"tokens {cell[0]:g}{output}, batch {cell[2]:g}, bandwidth {cell[3]:g} Mbps"
+            field = f"{strategy} devices={devices}" + (
+                "" if cr is None else f" cr={exact_text(cr)}"
+            )
+            output = "" if cell[1] is None else f", output tokens {exact_text(cell[1])}"
+            where = (
+                f"tokens {exact_text(cell[0])}{output}, batch {exact_text(cell[2])}, "
+                f"bandwidth {exact_text(cell[3])} Mbps"
+            )
             raise InputError(path, field, f"no row at {where}")
 
     def over_grid(column: str, t: int, o: int | None) -> list[list[float | None]]:

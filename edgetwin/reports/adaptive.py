@@ -96,7 +96,7 @@ def _settings_html(evaluation: Evaluation) -> str:
     s = evaluation.settings
     m = evaluation.perf_map
     objective = s.objective + (
-        f" (weight {s.weight:g} on latency)" if s.objective == WEIGHTED else ""
+        f" (weight {exact_text(s.weight)} on latency)" if s.objective == WEIGHTED else ""
     )
     tokens = f"tokens {_join(m.tokens)}"
     if m.output_tokens is not None:
@@ -167,7 +167,7 @@ def _truth_heading(evaluation: Evaluation) -> str:
 
 def _by_axis_html(evaluation: Evaluation, policy: str) -> str:
     rows = "".join(
-        f"<tr><td>{escape(axis)}</td><td>{entry[axis]:g}</td>"
+        f"<tr><td>{escape(axis)}</td><td>{exact_text(entry[axis])}</td>"
         f"<td>{'yes' if entry['in_map'] else 'no'}</td><td>{entry['conditions']}</td>"
         f"<td>{entry['decision_accuracy']:.3f}</td><td>{entry['mean_regret_pct']:.2f}</td>"
         f"<td>{entry['max_regret_pct']:.2f}</td><td>{entry['map_gap_mean_pct']:.2f}</td>"

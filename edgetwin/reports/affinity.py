@@ -15,7 +15,7 @@ from edgetwin.atomic import write_text_atomic
 from edgetwin.evaluate.affinity import AffinityEvaluation
 from edgetwin.evaluate.affinity_results import InstanceResult, SchedulerResult
 from edgetwin.evaluate.optimum import Schedule
-from edgetwin.number_text import hover_number
+from edgetwin.number_text import figure_text, hover_number
 from edgetwin.reports.html import figures_html, page, warnings_html
 from edgetwin.reports.style import color, styled, title_text
 from edgetwin.run_warnings import write_warnings_file
@@ -160,7 +160,7 @@ def _table_html(evaluation: AffinityEvaluation) -> str:
             model = "" if s.replay is None else f"<td>{s.replay.pooled_s:.4f}</td>"
             rows.append(
                 f"<tr><td>{escape(_label(r))}</td><td>{escape(name)}</td>"
-                f"<td>{s.makespan_s:.4f}</td><td>{s.cold_loads:g}</td><td>{s.evictions:g}</td>"
+                f"<td>{s.makespan_s:.4f}</td><td>{figure_text(s.cold_loads)}</td><td>{figure_text(s.evictions)}</td>"
                 f"<td>{s.regret_pct:.1f}</td><td>{s.regret_dispatch_pct:.1f}</td>{model}</tr>"
             )
     costs = (

@@ -39,7 +39,7 @@ def link_check_figure(checks: Sequence[CheckedLink]) -> go.Figure | None:
         fig.add_hline(y=bound, line={"dash": "dash", "color": "#888"})
     title = title_text(
         "Link check: wire rate against set rate, each direction (iperf3)",
-        f"dashed: the {TOLERANCE_PCT:g} % tolerance; outside it the emulator's times at "
+        f"dashed: the {exact_text(TOLERANCE_PCT)} % tolerance; outside it the emulator's times at "
         "that rate are not the link's alone",
     )
     fig.update_layout(title=title)

@@ -174,8 +174,10 @@ def tokens_per_s_figure(rows: Sequence[ResultRow]) -> go.Figure | None:
     if found is None:
         return None
     (batch, prompt, output), lines = found
+    prompt_text = exact_text(prompt) if isinstance(prompt, int) else prompt  # a table's None
     fig = styled(go.Figure()).update_layout(
-        title=f"Tokens/s vs bandwidth at batch {batch}, prompt {prompt}, {output} output tokens"
+        title=f"Tokens/s vs bandwidth at batch {batch}, prompt {prompt_text}, "
+        f"{output} output tokens"
     )
     hover = f"{hover_number('x', exact=True)} Mbit/s: {hover_number('y')} tokens/s"
     _add_lines(fig, lines, lambda reps: _mean(reps, "tokens_per_s"), hover)

@@ -30,6 +30,7 @@ import plotly.graph_objects as go
 
 from edgetwin.atomic import publish_folder, staged_folder
 from edgetwin.errors import InputError, RunFailed, counted
+from edgetwin.number_text import exact_text
 from edgetwin.output_folder import output_kind
 from edgetwin.reports.html import figure_names, read_run, run_figures
 from edgetwin.reports.narrow import at_width
@@ -78,7 +79,10 @@ def figure_width(text: str, option: str = "--width") -> FigureWidth:
     px = float(found.group(1)) * PX_PER_UNIT[unit]
     low, high = WIDTH_RANGE_PX
     if not low <= px <= high:
-        problem = f"{text!r} is {px:g} px wide; a figure is {low:g} to {high:g} px (96 an inch)"
+        problem = (
+            f"{text!r} is {exact_text(px)} px wide; a figure is {exact_text(low)} to "
+            f"{exact_text(high)} px (96 an inch)"
+        )
         raise InputError(None, option, problem)
     return FigureWidth(px, 1.0 if unit == "px" else PNG_DPI / PX_PER_UNIT["in"], text.strip())
 
@@ -166,7 +170,8 @@ def write_figures(
         session = _Session(failed, browser)
         if not session.finished_by(ends_at):
             problem = (
-                f"not drawn within {limit_s:g} s ({counted(len(jobs), 'figure')}; {DEADLINE_ENV} "
+                f"not drawn within {exact_text(limit_s)} s ({counted(len(jobs), 'figure')}; "
+                f"{DEADLINE_ENV} "
                 "sets the limit in seconds): the browser was stopped"
             )
             raise RunFailed(f"static figures: {problem}")

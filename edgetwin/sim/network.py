@@ -33,6 +33,7 @@ from itertools import count
 import simpy
 
 from edgetwin.network_spec import BandwidthStep, NetworkSpec, did_not_play
+from edgetwin.number_text import exact_text
 from edgetwin.profile import NetworkParams
 
 BITS_PER_BYTE = 8
@@ -345,7 +346,7 @@ def unplayed_schedule(
     start = "each run's start" + (", its warm-up batches included" if warmup else "")
     return [
         did_not_play(
-            f"network.schedule step to {step.bandwidth_mbps:g} Mbps",
+            f"network.schedule step to {exact_text(step.bandwidth_mbps)} Mbps",
             step.at_ms / 1e3,
             counts[step],
             len(per_run),

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from edgetwin.models.registry import candidate_label
+from edgetwin.number_text import exact_text
 from edgetwin.sim.runner import RunOutcome
 
 PHASE_OF_STATE = {
@@ -27,7 +28,7 @@ def chrome_trace(outcomes: Iterable[RunOutcome]) -> dict[str, Any]:
     for pid, outcome in enumerate(outcomes):
         row = outcome.row
         candidate = candidate_label(row.strategy, row.devices, row.cr, row.segments)
-        label = f"{candidate} b={row.batch} {row.bandwidth_mbps:g} Mbps"
+        label = f"{candidate} b={row.batch} {exact_text(row.bandwidth_mbps)} Mbps"
         events.append(
             {
                 "ph": "M",

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import cast
 
 from edgetwin.csv_rows import Row, read_rows
+from edgetwin.number_text import exact_text
 from edgetwin.worker_log import COLUMNS, EVENTS, TASK_EVENTS, Event
 
 
@@ -42,7 +43,10 @@ def _event(row: Row) -> WorkerEvent:
     start_s = row.number("start_s", minimum=0.0)
     end_s = row.number("end_s", minimum=0.0)
     if end_s < start_s:
-        raise row.error("end_s", f"negative duration: ends at {end_s:g} s, before {start_s:g} s")
+        raise row.error(
+            "end_s",
+            f"negative duration: ends at {exact_text(end_s)} s, before {exact_text(start_s)} s",
+        )
     task_event = event in TASK_EVENTS
     return WorkerEvent(
         worker_id=row.text("worker_id"),

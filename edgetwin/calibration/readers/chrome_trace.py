@@ -43,6 +43,7 @@ from typing import Any
 
 from edgetwin.csv_rows import read_bytes
 from edgetwin.errors import InputError, shown_text
+from edgetwin.number_text import exact_text
 
 
 class Phase(StrEnum):
@@ -212,7 +213,7 @@ def _complete_events(path: Path, document: Any) -> list[_Raw]:
         start = _number(path, f"{field}.ts", event.get("ts"))
         duration = _number(path, f"{field}.dur", event.get("dur"))
         if duration < 0:
-            raise InputError(path, f"{field}.dur", f"negative duration {duration:g} µs")
+            raise InputError(path, f"{field}.dur", f"negative duration {exact_text(duration)} µs")
         kind = CATEGORY_KINDS.get(str(event.get("cat")))
         if kind is None:
             continue

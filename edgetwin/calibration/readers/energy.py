@@ -14,6 +14,7 @@ from itertools import pairwise
 import numpy as np
 
 from edgetwin.calibration.readers.power import PowerSample
+from edgetwin.number_text import exact_text
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,9 @@ def energy_j(
     hi = times_s[-1] if end_s is None else end_s
     if not times_s[0] <= lo <= hi <= times_s[-1]:
         raise ValueError(
-            f"window [{lo:g}, {hi:g}] s is not inside the samples' [{times_s[0]:g}, "
-            f"{times_s[-1]:g}] s"
+            f"window [{exact_text(lo)}, {exact_text(hi)}] s is not inside the samples' "
+            f"[{exact_text(times_s[0])}, "
+            f"{exact_text(times_s[-1])}] s"
         )
     inside = (times_s > lo) & (times_s < hi)
     t = np.concatenate(([lo], times_s[inside], [hi]))

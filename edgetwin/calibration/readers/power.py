@@ -12,6 +12,7 @@ from pathlib import Path
 
 from edgetwin.csv_rows import Row, read_rows
 from edgetwin.errors import InputError
+from edgetwin.number_text import exact_text
 
 NVML_POWER_FILE = "power_samples.csv"
 NVML_COLUMNS = ("t_s", "phase", "power_w")
@@ -48,5 +49,6 @@ def check_time_order(row: Row, column: str, earlier: list[PowerSample], t_s: flo
         raise InputError(
             row.path,
             column,
-            f"line {row.line}: time goes back ({t_s:g} s after {earlier[-1].t_s:g} s)",
+            f"line {row.line}: time goes back ({exact_text(t_s)} s after "
+            f"{exact_text(earlier[-1].t_s)} s)",
         )

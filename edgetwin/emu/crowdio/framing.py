@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
+from edgetwin.number_text import exact_text
+
 HEADER_BYTES = 4
 MAX_FRAME_LIMIT_BYTES = 2 ** (8 * HEADER_BYTES) - 1
 CHUNK_BYTES = 1 << 20  # a body is read in chunks this large when there is an idle timeout
@@ -22,7 +24,7 @@ class PeerSilent(ConnectionError):
     """The peer sent nothing for longer than the reader's idle timeout."""
 
     def __init__(self, idle_timeout_s: float) -> None:
-        super().__init__(f"nothing received for {idle_timeout_s:g} s")
+        super().__init__(f"nothing received for {exact_text(idle_timeout_s)} s")
         self.idle_timeout_s = idle_timeout_s
 
 

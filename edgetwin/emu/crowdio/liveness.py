@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from edgetwin.emulator_spec import MIN_HEARTBEATS_PER_TIMEOUT
+from edgetwin.number_text import exact_text
 
 
 @dataclass(frozen=True)
@@ -32,11 +33,11 @@ class LivenessRule:
         if self.task_deadline_s is not None and not self.task_deadline_s > 0:
             raise ValueError(f"task_deadline_s must be positive, not {self.task_deadline_s:g}")
         if self.heartbeat_s <= 0:
-            raise ValueError(f"heartbeat_s must be positive, not {self.heartbeat_s:g}")
+            raise ValueError(f"heartbeat_s must be positive, not {exact_text(self.heartbeat_s)}")
         if self.silence_timeout_s < MIN_HEARTBEATS_PER_TIMEOUT * self.heartbeat_s:
             raise ValueError(
-                f"silence_timeout_s ({self.silence_timeout_s:g}) must be at least "
-                f"{MIN_HEARTBEATS_PER_TIMEOUT} x heartbeat_s ({self.heartbeat_s:g})"
+                f"silence_timeout_s ({exact_text(self.silence_timeout_s)}) must be at least "
+                f"{MIN_HEARTBEATS_PER_TIMEOUT} x heartbeat_s ({exact_text(self.heartbeat_s)})"
             )
 
     @property

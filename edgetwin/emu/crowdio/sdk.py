@@ -47,6 +47,7 @@ from edgetwin.emu.crowdio.protocol import (
 )
 from edgetwin.emu.crowdio.records import Event, Mode, PipelineSummary, TensorSpec
 from edgetwin.emu.crowdio.tls import client_context
+from edgetwin.number_text import exact_text
 from edgetwin.policies.scheduling import SCHEDULERS
 
 StageSource = bytes | Path | tuple[str, bytes | Path]
@@ -219,7 +220,7 @@ async def submit_job(
     except TimeoutError:
         raise TimeoutError(
             f"job {job_id}: no result from the foreman at {host}:{port} within "
-            f"{timeout_s:g} s (submit_job's timeout_s)"
+            f"{exact_text(timeout_s)} s (submit_job's timeout_s)"
         ) from None
 
 

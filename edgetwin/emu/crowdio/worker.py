@@ -103,6 +103,7 @@ from edgetwin.emu.crowdio.telemetry import (
 from edgetwin.emu.crowdio.tls import client_context
 from edgetwin.emulator_spec import MIN_HEARTBEATS_PER_TIMEOUT
 from edgetwin.models.crowd.table import task_id
+from edgetwin.number_text import exact_text
 from edgetwin.parent_watch import exit_with_parent
 from edgetwin.worker_log import Event as LogEvent
 
@@ -237,7 +238,7 @@ class Worker:
         except PeerSilent as exc:
             raise ConnectionError(
                 f"the foreman at {config.host}:{config.port} sent nothing, not even a "
-                f"heartbeat, for {exc.idle_timeout_s:g} s: it is frozen or cut off"
+                f"heartbeat, for {exact_text(exc.idle_timeout_s)} s: it is frozen or cut off"
             ) from None
         except (ProtocolError, FrameError) as exc:
             with contextlib.suppress(ConnectionError):

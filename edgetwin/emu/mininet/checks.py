@@ -41,6 +41,7 @@ from edgetwin.emu.mininet.medium import FRAME_BYTES, queues_of
 from edgetwin.emu.mininet.net import EmuError, EmuNetwork
 from edgetwin.emu.mininet.topology import EmuHost, class_show_command, parse_class_rate_mbps
 from edgetwin.links import link_warning, within_tolerance
+from edgetwin.number_text import exact_text, figure_text
 from edgetwin.progress import Steps, no_progress
 from edgetwin.run_folders import EMU, run_folder
 
@@ -88,7 +89,7 @@ class LinkCheck:
         if self.loss_within_tolerance is not False:
             return None
         return (
-            f"link {self.sender} -> {self.receiver} set to {self.loss_pct:g} % loss lost "
+            f"link {self.sender} -> {self.receiver} set to {exact_text(self.loss_pct)} % loss lost "
             f"{self.loss_measured_pct:.2f} % of its probes (tolerance "
             f"{self.loss_tolerance_pct:.2f} points)"
         )
@@ -165,7 +166,9 @@ def measure_links(
     direction takes its ``duration_s`` and a few seconds of probes)."""
     pairs = sharing_pairs(len(net.topology.hosts)) if net.network.medium == "shared" else []
     checks = []
-    with steps(f"link checks at {bandwidth_mbps:g} Mbps", 2 * len(ranks) + bool(pairs)) as done:
+    with steps(
+        f"link checks at {exact_text(bandwidth_mbps)} Mbps", 2 * len(ranks) + bool(pairs)
+    ) as done:
         for rank in ranks:
             for ends in ((rank, 0), (0, rank)):
                 checks += _measure_flows(net, bandwidth_mbps, [ends], duration_s)
@@ -286,7 +289,8 @@ def _clients(net: EmuNetwork, pairs: list[tuple[int, int]], duration_s: float) -
                     client.wait()
                 problem = "the link is too slow, lossy or delayed for the link check"
                 raise EmuError(
-                    f"iperf3 between hosts {pairs} did not finish in {timeout_s:g} s: {problem}"
+                    f"iperf3 between hosts {pairs} did not finish in {exact_text(timeout_s)} s: "
+                    f"{problem}"
                 ) from None
         try:
             return [goodput_mbps(out.decode()) for out in outs]
@@ -329,7 +333,7 @@ def _iperf3(
             except subprocess.TimeoutExpired:
                 client.kill()
                 client.communicate()
-                error = f"no report {duration_s + setup_s:g} s after it started"
+                error = f"no report {figure_text(duration_s + setup_s)} s after it started"
             else:
                 report = out.decode()
                 try:

@@ -29,6 +29,7 @@ from edgetwin.emu.mininet.medium import rate_commands_of
 from edgetwin.emu.mininet.topology import EmuTopology, TcCommand, link_state_command
 from edgetwin.emulator_spec import Fault
 from edgetwin.network_spec import NetworkSpec, did_not_play
+from edgetwin.number_text import exact_text
 
 ActionKind = Literal["link_down", "link_up", "kill_worker", "bandwidth"]
 START_POLL_S = 0.001  # how often a clock waiting for its run's announced start looks
@@ -79,7 +80,7 @@ def timeline(
             step.at_ms / 1e3,
             "bandwidth",
             None,
-            f"{step.bandwidth_mbps:g} Mbps",
+            f"{exact_text(step.bandwidth_mbps)} Mbps",
             tuple(rate_commands_of(topology, network, step.bandwidth_mbps)),
         )
         for step in network.schedule
@@ -93,7 +94,9 @@ def timeline(
             actions.append(Action(fault.at_s, "link_down", fault.host, "for good", down, True))
             continue
         up = (link_state_command(topology, fault.host, up=True),)
-        actions.append(Action(fault.at_s, "link_down", fault.host, f"for {fault.for_s:g} s", down))
+        actions.append(
+            Action(fault.at_s, "link_down", fault.host, f"for {exact_text(fault.for_s)} s", down)
+        )
         actions.append(Action(fault.at_s + fault.for_s, "link_up", fault.host, "", up))
     return sorted(actions, key=lambda action: action.at_s)
 

@@ -88,7 +88,7 @@ class EmuNetwork:
         if it fails."""
         out, err, code = self._mininet.get(command.node).pexec(list(command.argv))
         if code != 0:
-            raise EmuError(f"{' '.join(command.argv)} on {command.node} failed: {err.strip()}")
+            raise EmuError(f"{command.line} on {command.node} failed: {err.strip()}")
         return str(out)
 
     def set_bandwidth(self, bandwidth_mbps: float) -> None:

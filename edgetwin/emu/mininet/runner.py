@@ -62,6 +62,7 @@ from edgetwin.emulator_spec import JOB_TIMEOUT_S
 from edgetwin.errors import InputError
 from edgetwin.links import worst_error_pct
 from edgetwin.models.strategy import VIT_WORKER
+from edgetwin.number_text import exact_text, figure_text
 from edgetwin.progress import Step, Steps, no_progress
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import EMU, run_folder
@@ -111,17 +112,20 @@ def _check_link_rates(scenario: Scenario, path: Path | None) -> None:
     if burst is not None:
         raise InputError(path, "network.burst_kb", burst)
     for name, mbps in _link_rates(scenario):
-        each = f": {mbps / stations:g} Mbps each" if stations > 1 else ""
+        each = f": {figure_text(mbps / stations)} Mbps each" if stations > 1 else ""
         share = f" ({stations} stations share it{each})" if stations > 1 else ""
         if not low_mbps * stations <= mbps <= high_mbps:
             problem = (
-                f"{mbps:g} Mbps{share}: tc sets a link's rate from {low_mbps:g} Mbps (8 bit/s) "
-                f"to {high_mbps:g} Mbps"
+                f"{exact_text(mbps)} Mbps{share}: tc sets a link's rate from "
+                f"{exact_text(low_mbps)} Mbps (8 bit/s) "
+                f"to {exact_text(high_mbps)} Mbps"
             )
             raise InputError(path, name, problem)
         burst = None if burst_kb is None else burst_problem(burst_kb, mbps / stations)
         if burst is not None:
-            shared = f": {mbps:g} Mbps shared by {stations} stations" if stations > 1 else ""
+            shared = (
+                f": {exact_text(mbps)} Mbps shared by {stations} stations" if stations > 1 else ""
+            )
             raise InputError(path, "network.burst_kb", f"{burst} ({name}{shared})")
 
 
@@ -165,7 +169,7 @@ def _check_host_cores(scenario: Scenario, path: Path | None, machine: bool) -> N
     machine_cores = os.cpu_count() or 1
     for index, host_cores in enumerate(cores if machine else ()):
         if host_cores > machine_cores:
-            problem = f"{host_cores:g} cores on a machine with {machine_cores}"
+            problem = f"{exact_text(host_cores)} cores on a machine with {machine_cores}"
             raise InputError(path, f"emulator.host_cpu_cores.{index}", problem)
 
 
@@ -359,7 +363,7 @@ class _HostLauncher:
         records. With a schedule, it plays in every timed run (``RunClocks``): its steps at
         0 ms set before the ranks start, the rest from the instant rank 0 announces the run
         (its clock looks for it every millisecond) to the instant it announces its end."""
-        label = f"launch {self._launches} at {self.bandwidth_mbps:g} Mbps"
+        label = f"launch {self._launches} at {exact_text(self.bandwidth_mbps)} Mbps"
         restore = partial(self._net.set_bandwidth, self.bandwidth_mbps)
         with run_folder(EMU, "ranks") as tmp:
             folder = Path(tmp)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from edgetwin.network_spec import NetworkSpec
+from edgetwin.number_text import exact_text, figure_text
 
 PREFIX = "etw"  # every host, bridge and interface name starts with it (cleanup finds them)
 SUBNET = "10.77.0"  # hosts are SUBNET.1, SUBNET.2, ...
@@ -73,6 +74,19 @@ class TcCommand:
 
     node: str
     argv: tuple[str, ...]
+
+    @property
+    def line(self) -> str:
+        """The command as a person reads it: its numbers without an exponent (``rate
+        2000000mbit``; its argument, ``2e+06mbit``, is tc's to read), else its argv."""
+        return " ".join(_EXPONENT_NUMBER.sub(_plain_number, arg) for arg in self.argv)
+
+
+_EXPONENT_NUMBER = re.compile(r"^(-?[0-9.]+e[-+][0-9]+)([a-z]*)$")  # "2e+06mbit", "2.5e-05ms"
+
+
+def _plain_number(match: re.Match[str]) -> str:
+    return exact_text(float(match.group(1))).replace(",", "") + match.group(2)
 
 
 def build_topology(devices: int, server: int | None = None) -> EmuTopology:
@@ -138,13 +152,15 @@ def burst_problem(burst_kb: float, rate_mbps: float | None = None) -> str | None
     its bytes alone), else None."""
     burst_bytes = burst_kb * TC_KB
     if burst_bytes > TC_BURST_MAX_BYTES:
-        return f"{burst_kb:g} kb: tc sets a burst of at most {TC_BURST_MAX_BYTES // TC_KB} kb"
+        most = TC_BURST_MAX_BYTES // TC_KB
+        return f"{exact_text(burst_kb)} kb: tc sets a burst of at most {most} kb"
     if rate_mbps is None:
         return None
     burst_s = burst_bytes * 8 / (rate_mbps * 1e6)
     if burst_s > TC_BURST_MAX_S:
         return (
-            f"{burst_kb:g} kb takes {burst_s:.4g} s at {rate_mbps:g} Mbps: tc sets a burst of "
+            f"{exact_text(burst_kb)} kb takes {burst_s:.4g} s at {figure_text(rate_mbps)} Mbps: tc "
+            "sets a burst of "
             f"at most {TC_BURST_MAX_S:.4g} s of its class's rate (a longer one wraps around)"
         )
     return None
@@ -302,7 +318,8 @@ def cpu_quota_warning(limits: Sequence[HostLimits], machine_cores: int, field: s
     if quota_cores <= machine_cores + 1e-9:  # a fraction's rounding is not sharing
         return None
     return (
-        f"{field} gives the hosts CPU quotas of {quota_cores:g} cores in all, more than this "
+        f"{field} gives the hosts CPU quotas of {figure_text(quota_cores)} cores in all, more than "
+        "this "
         f"machine's {machine_cores}: hosts busy at once share its cores, so compute and load "
         "times come out longer than on devices with a CPU each"
     )

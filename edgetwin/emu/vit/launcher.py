@@ -21,6 +21,7 @@ from edgetwin.emu.process_exit import describe_exit, killed_hint
 from edgetwin.emu.vit.records import RankRecord, read_record
 from edgetwin.errors import LaunchError
 from edgetwin.models.strategy import VIT_WORKER
+from edgetwin.number_text import exact_text
 from edgetwin.run_folders import LOCAL, run_folder
 from edgetwin.this_machine import available_cores
 
@@ -170,7 +171,7 @@ def wait_ranks(
         if time.monotonic() > deadline:
             running = [rank for rank, code in enumerate(codes) if code is None]
             raise LaunchError(
-                f"rank(s) {running} still running after {timeout_s:g} s (hung, or the "
+                f"rank(s) {running} still running after {exact_text(timeout_s)} s (hung, or the "
                 f"timeout is too short); all ranks killed.{_log_tails(running, folder)}"
             )
         time.sleep(POLL_S)

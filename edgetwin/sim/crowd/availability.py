@@ -17,6 +17,7 @@ import simpy
 
 from edgetwin.csv_rows import Row, read_rows
 from edgetwin.errors import InputError
+from edgetwin.number_text import exact_text
 from edgetwin.sim.device import Device
 
 COLUMNS = ("device", "t_leave_s", "t_return_s")
@@ -54,7 +55,9 @@ def _absence(row: Row, phones: set[str]) -> tuple[str, Absence]:
     leave_s = row.number("t_leave_s", minimum=0)
     return_s = row.optional_number("t_return_s")
     if return_s is not None and return_s <= leave_s:
-        raise row.error("t_return_s", f"{return_s:g} is not after t_leave_s ({leave_s:g})")
+        raise row.error(
+            "t_return_s", f"{exact_text(return_s)} is not after t_leave_s ({exact_text(leave_s)})"
+        )
     return name, Absence(leave_s * 1e3, None if return_s is None else return_s * 1e3)
 
 

@@ -28,6 +28,7 @@ from edgetwin.crowd_spec import CROWD_STRATEGIES
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.network_spec import BandwidthStep
+from edgetwin.number_text import exact_text
 from edgetwin.phone_profile import device_profile
 from edgetwin.policies.scheduling import SCHEDULERS, check_schedulers, make_scheduler
 from edgetwin.profile import NetworkParams, mah_from_joules
@@ -401,7 +402,7 @@ def crowd_timelines(
         and r.rep == rep
     ]
     if not chosen:
-        at = "" if bandwidth_mbps is None else f" / {bandwidth_mbps:g} Mbps"
+        at = "" if bandwidth_mbps is None else f" / {exact_text(bandwidth_mbps)} Mbps"
         raise InputError(
             scenario_path, "strategies", f"no run {strategy} / {scheduler}{at} / rep {rep}"
         )
