@@ -91,7 +91,7 @@ class Strict(BaseModel):
                 if where is not None:
                     index, given = where
                     raise PydanticCustomError(
-                        BOOLEAN_NUMBER, "must be a number, not {given}",
+                        BOOLEAN_NUMBER, "should be a number, not {given}",
                         {"field": ".".join((name, *index)), "given": str(given).lower()},
                     )  # fmt: skip
         return data
@@ -390,6 +390,28 @@ _CONTAINER_TYPES = {
     "model_attributes_type": "should be a mapping: one 'key: value' a line, or {key: value}",
 }
 
+# pydantic's words for one value of the wrong kind ("Input should be a valid number, unable
+# to parse string as a number"), in the file's terms
+_VALUE_TYPES = {
+    "float_parsing": "should be a number",
+    "float_type": "should be a number",
+    "int_parsing": "should be a whole number",
+    "int_type": "should be a whole number",
+    "int_from_float": "should be a whole number",
+    "int_parsing_size": "should be a smaller whole number",
+    "string_type": "should be text",
+    "bool_parsing": "should be true or false",
+    "bool_type": "should be true or false",
+    "finite_number": "should be a finite number",
+}
+# a value past a bound, by the bound's key in pydantic's context
+_BOUNDS = {
+    "greater_than": ("gt", "greater than"),
+    "greater_than_equal": ("ge", "greater than or equal to"),
+    "less_than": ("lt", "less than"),
+    "less_than_equal": ("le", "less than or equal to"),
+}
+
 
 def validation_error(exc: ValidationError, path: Path | str, model: type[BaseModel]) -> InputError:
     """The first pydantic error of validating ``model`` as an InputError naming its field;
@@ -421,6 +443,8 @@ def validation_error(exc: ValidationError, path: Path | str, model: type[BaseMod
         message = _EMPTY_LIST
     elif kind in _CONTAINER_TYPES:
         message = _CONTAINER_TYPES[kind] + _got(error)
+    elif message.startswith("Input should be ") or kind in _VALUE_TYPES:
+        message = _value_words(error) + _not(error)
     elif kind in ("too_short", "too_long") and isinstance(error.get("input"), list | tuple):
         context = error["ctx"]  # pydantic says "Tuple should have ... after validation"
         most = "least" if kind == "too_short" else "most"
@@ -548,14 +572,47 @@ def _tagged(model: type[BaseModel], tag: str | None, part: str) -> bool:
     return tag == part or any(part in get_args(f.annotation) or f.default == part for f in fields)
 
 
+def _value_words(error: Any) -> str:
+    """What a single value should be, in plain words: ``should be a number``, ``should be
+    greater than 0``, ``should be 'dedicated' or 'shared'``."""
+    kind, context = error["type"], error.get("ctx", {})
+    if kind in _VALUE_TYPES:
+        return _VALUE_TYPES[kind]
+    bound = _BOUNDS.get(kind)
+    if bound is not None and isinstance(context.get(bound[0]), int | float):
+        return f"should be {bound[1]} {exact_text(context[bound[0]])}"
+    return "s" + str(error["msg"]).removeprefix("Input s")  # a literal's, an enum's: its choices
+
+
+def _not(error: Any) -> str:
+    """``, not VALUE`` for a pydantic error's input, if it has one short enough to show."""
+    given = _given(error)
+    return "" if given is None else f", not {given}"
+
+
 def _got(error: Any) -> str:
     """`` (got VALUE)`` for a pydantic error's input, if it has one short enough to show."""
+    given = _given(error)
+    return "" if given is None else f" (got {given})"
+
+
+def _given(error: Any) -> str | None:
+    """A pydantic error's input as ``given_text`` writes it; None without one, or for a
+    list or mapping too long to show."""
     if "input" not in error:
-        return ""
+        return None
     given = error["input"]
     if isinstance(given, dict | list) and len(repr(given)) > 60:
-        return ""
-    return f" (got {shown(given)})"
+        return None
+    return given_text(given)
+
+
+def given_text(given: Any) -> str:
+    """A value of a file as its error shows it: as YAML writes it (``'fast'``, ``true``,
+    ``null``), a number as a reader reads it (``10,000,000,000``)."""
+    if given is None or isinstance(given, bool):
+        return "null" if given is None else str(given).lower()
+    return exact_text(given) if isinstance(given, int | float) else shown(given)
 
 
 def _is_union_tag(part: object) -> bool:

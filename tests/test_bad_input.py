@@ -155,7 +155,7 @@ def test_a_string_that_reads_as_a_number_is_written_quoted() -> None:
             ("field 'sweeps.0.prompt_tokens'", "give at least one value"),
         ),
         # ran, a row out of memory, which a results table's reader refuses (MAX_BATCH)
-        ("sweeps=[{batch: [2000000]}]", ("'sweeps.0.batch.0'", "less than or equal to 1048576")),
+        ("sweeps=[{batch: [2000000]}]", ("'sweeps.0.batch.0'", "less than or equal to 1,048,576")),
         # ran, the step never played; the emulator's clock thread died of an OverflowError
         (
             "network.schedule=[{at_ms: 1.0e+300, bandwidth_mbps: 100}]",
@@ -326,6 +326,60 @@ def test_a_value_of_the_wrong_kind_of_container_in_plain_words(
     argv = [command, str(REPO / "scenarios" / file), "--out", str(tmp_path / "out")]
     line = assert_clean_failure([*argv, "--set", item], capsys, tmp_path, file, *expect)
     assert "valid tuple" not in line and "instance of" not in line and "Tuple" not in line
+
+
+@pytest.mark.parametrize(
+    ("command", "file", "item", "expect"),
+    [
+        (
+            "run",
+            "prism_jetson.yaml",
+            "network.bandwidth_mbps=fast",
+            "should be a number, not 'fast'",
+        ),
+        ("run", "prism_jetson.yaml", "network.bandwidth_mbps=true", "should be a number, not true"),
+        ("run", "prism_jetson.yaml", "repetitions=2.5", "should be a whole number, not 2.5"),
+        ("run", "prism_jetson.yaml", "sweeps.0.batch=[x]", "should be a whole number, not 'x'"),
+        ("run", "prism_jetson.yaml", "name=[1, 2]", "should be text, not [1, 2]"),
+        ("run", "prism_jetson.yaml", "description=", "should be text, not null"),
+        (
+            "run",
+            "prism_jetson.yaml",
+            "network.medium=wifi",
+            "should be 'dedicated' or 'shared', not 'wifi'",
+        ),
+        ("run", "prism_jetson.yaml", "devices.0.count=-1", "should be greater than 0, not -1"),
+        (
+            "run",
+            "crowd_city.yaml",
+            "crowd.horizon_s=1e10",
+            "should be less than or equal to 2,678,400, not 10,000,000,000",
+        ),
+        ("plan", "plan_fleet.plan.yaml", "axes.batch=[x]", "should be a whole number, not 'x'"),
+        ("plan", "plan_fleet.plan.yaml", "question.target_p95_ms=-1", "greater than 0, not -1"),
+        ("evaluate", "adaptive_prism.eval.yaml", "weight=heavy", "should be a number, not 'heavy'"),
+        ("evaluate", "adaptive_prism.eval.yaml", "objective=fast", ", not 'fast'"),
+    ],
+    ids=[
+        *("number", "boolean", "whole", "sweep-batch", "text", "empty", "choice", "bound"),
+        *("large-bound", "plan-axis", "plan-target", "eval-weight", "eval-objective"),
+    ],
+)
+def test_a_single_value_of_the_wrong_kind_in_plain_words(
+    command: str,
+    file: str,
+    item: str,
+    expect: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """pydantic's words for one value reached the user: "Input should be a valid number,
+    unable to parse string as a number (got 'fast')", "Input should be less than or equal
+    to 2678400 (got 10000000000.0)" (scenario, plan and evaluation files alike)."""
+    field = item.split("=")[0]
+    argv = [command, str(REPO / "scenarios" / file), "--out", str(tmp_path / "out")]
+    line = assert_clean_failure([*argv, "--set", item], capsys, tmp_path, file, f"'{field}")
+    assert expect in line and "Input" not in line and "valid" not in line and "(got" not in line
 
 
 # ---------------------------------------------------------------- calibration specs

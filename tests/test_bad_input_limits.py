@@ -294,9 +294,13 @@ def _stale_folder(out: Path) -> dict[str, str]:
         (
             "prism_jetson",
             "devices.0.count=10000000",
-            ("'devices.0.count'", "less than or equal to 1024"),
+            ("'devices.0.count'", "less than or equal to 1,024"),
         ),
-        ("prism_jetson", "repetitions=100000000", ("'repetitions'", "less than or equal to 10000")),
+        (
+            "prism_jetson",
+            "repetitions=100000000",
+            ("'repetitions'", "less than or equal to 10,000"),
+        ),
     ],
     ids=[
         "fleet",
@@ -344,7 +348,7 @@ def test_a_sequence_longer_than_any_model_takes(
     argv = ["run", str(SCENARIOS / f"{scenario}.yaml"), "--out", str(tmp_path / "out")]
     for item in items:
         argv += ["--set", item]
-    expect = (f"field '{field}'", "less than or equal to 16777216")
+    expect = (f"field '{field}'", "less than or equal to 16,777,216")
     assert_clean_failure(argv, capsys, tmp_path, *expect)
 
 

@@ -290,7 +290,7 @@ def test_bad_host_cores_are_refused_naming_the_field(
 @pytest.mark.parametrize(
     ("seconds", "words"),
     [
-        (0.5, "valid integer"),  # iperf3 reads whole seconds; 0.5 would be 0, no end
+        (0.5, "should be a whole number"),  # iperf3 reads whole seconds; 0.5 would be 0, no end
         (-1, "greater than or equal to 0"),
         (61, "less than or equal to 60"),
     ],

@@ -704,13 +704,13 @@ ERRORS = {
         _decoder_raw(
             devices=[{"name": "j", "profile": "jetson_orin_nano", "memory_bandwidth_gbps": 0}],
         ),
-        "field 'devices.0.memory_bandwidth_gbps': Input should be greater than 0 (got 0)",
+        "field 'devices.0.memory_bandwidth_gbps': should be greater than 0, not 0",
     ),
     "memory-bandwidth-text": (
         _decoder_raw(
             devices=[{"name": "j", "profile": "jetson_orin_nano", "memory_bandwidth_gbps": "x"}],
         ),
-        "field 'devices.0.memory_bandwidth_gbps': Input should be a valid number",
+        "field 'devices.0.memory_bandwidth_gbps': should be a number",
     ),
     "workload-on-encoder": (
         {

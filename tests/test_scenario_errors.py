@@ -171,7 +171,11 @@ CASES = [
         ("'devices.0.profile'", "required key is missing"),
     ),
     # ------------------------------------------------------------ types and ranges
-    Case("wrong-type", scenario_text(repetitions="many"), ("'repetitions'", "valid integer")),
+    Case(
+        "wrong-type",
+        scenario_text(repetitions="many"),
+        ("'repetitions'", "should be a whole number"),
+    ),
     Case(
         "wrong-type-container",
         scenario_text(devices="jetson"),
@@ -313,7 +317,7 @@ CASES = [
     Case(  # its generation was built layer by layer for minutes before anything failed
         "a-million-decoder-layers",
         scenario_text(model={"kind": "decoder", "preset": "gpt2_small", "layers": 1_000_000}),
-        ("'model.layers'", "less than or equal to 10000"),
+        ("'model.layers'", "less than or equal to 10,000"),
     ),
     Case(  # was "field 'model.layers': unknown key": read as an encoder
         "decoder-keys-without-kind",
@@ -476,7 +480,7 @@ CASES = [
     Case(
         "set-wrong-type",
         scenario_text(),
-        ("'network.bandwidth_mbps'", "valid number"),
+        ("'network.bandwidth_mbps'", "should be a number"),
         ("--set", "network.bandwidth_mbps=fast"),
     ),
     Case(
