@@ -43,6 +43,7 @@ def _readable(value: float) -> bool:
 
 def hover_number(field: str, *, exact: bool = False) -> str:
     """``field`` (``x``, ``y``, ``customdata``) in a plotly hovertemplate, written as
-    ``exact_text`` writes a swept value (``exact``) or as ``figure_text`` a measured one,
-    but that d3-format keeps a large one's four significant digits too (21,540)."""
+    ``exact_text`` writes a swept value (``exact``) or as ``figure_text`` a measured one:
+    d3-format keeps a large one's four significant digits (21,540), so a page puts each
+    point's ``figure_text`` in its place (``reports.hover_text``: 21,537)."""
     return "%{" + field + ":" + (HOVER_EXACT if exact else HOVER_FIGURE) + "}"

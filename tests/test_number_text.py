@@ -5,10 +5,13 @@ with an exponent. Python's ``g`` wrote a 1,000,000 Mbit/s sweep as ``1e+06`` and
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import plotly.graph_objects as go
 import pytest
 
 import edgetwin
@@ -19,7 +22,7 @@ from edgetwin.emu.mininet.medium import rate_commands_of
 from edgetwin.emu.mininet.topology import build_topology
 from edgetwin.network_spec import NetworkSpec
 from edgetwin.number_text import exact_text, figure_text, hover_number
-from edgetwin.reports.html import read_run, run_figures
+from edgetwin.reports.html import figures_html, read_run, run_figures
 from edgetwin.reports.llm import tokens_per_s_figure
 from edgetwin.reports.style import categories, log_ticks, tick_label
 from edgetwin.sweep_points import Configuration
@@ -118,3 +121,35 @@ def test_exact_text_leaves_out_float_noise_and_writes_a_number_past_reading_as_p
     fit a message, would misstate it."""
     assert [exact_text(v) for v in (0.1 + 0.2, 1e300, 1e-300)] == ["0.3", "1e+300", "1e-300"]
     assert [exact_text(float("inf")), figure_text(1e300)] == ["inf", "1e+300"]
+
+
+def _page_traces(html: str) -> list[dict[str, Any]]:
+    """The traces of the one figure of ``html``, as its page gives plotly.js them."""
+    start = html.index("Plotly.newPlot(")
+    data = html[html.index("[", start) :]
+    traces, _ = json.JSONDecoder().raw_decode(data)
+    assert isinstance(traces, list)
+    return traces
+
+
+def test_a_page_hovers_a_measured_number_with_the_digits_of_the_text_beside_it() -> None:
+    """d3's ``~r`` hovered 13,215.4 ms as 13,220 where the answers' text says 13,215 (and a
+    heatmap cell's lowest latency likewise): the page's figure JSON now carries each
+    point's number as ``figure_text`` writes it, a small one to four digits as before."""
+    line = go.Scatter(
+        x=[1, 2, 3], y=[13215.4, 67.04, None], hovertemplate=f"{hover_number('y')} ms"
+    )
+    best = go.Heatmap(
+        x=["100", "200"],
+        y=["8"],
+        z=[[0, 1]],
+        customdata=[[21537.2, 0.0001234567]],
+        hovertemplate=f"%{{x}} Mbit/s: {hover_number('customdata')} ms",
+    )
+    line_json, best_json = (
+        _page_traces(figures_html([go.Figure(trace)]))[0] for trace in (line, best)
+    )
+    assert line_json["hovertemplate"] == ["13,215 ms", "67.04 ms", " ms"]
+    assert best_json["hovertemplate"] == "%{x} Mbit/s: %{customdata} ms"
+    assert best_json["customdata"] == [["21,537", "0.0001235"]]
+    assert figure_text(13215.4) == "13,215" and figure_text(21537.2) == "21,537"

@@ -25,6 +25,7 @@ from edgetwin.links import LINK_CHECK_FILE, CheckedLink, link_warnings, read_lin
 from edgetwin.number_text import figure_text
 from edgetwin.reports.crowd import Records, crowd_figures, is_crowd, read_timeline
 from edgetwin.reports.figures import comparison_figure, report_figures
+from edgetwin.reports.hover_text import hovers_as_text
 from edgetwin.reports.link_check import link_check_figure
 from edgetwin.reports.llm import (
     Peaks,
@@ -181,7 +182,7 @@ def _figure_html(fig: go.Figure, name: str) -> str:
     """A figure in the edgetwin template, as an HTML section (plotly.js is inlined once by
     ``page``). Its div's id is its name, not plotly's random uuid4: the same figures give
     the same page, byte for byte."""
-    fig = styled(fig)
+    fig = hovers_as_text(styled(fig))
     body = pio.to_html(
         fig,
         full_html=False,
