@@ -382,12 +382,14 @@ _EMPTY_LIST = (
 )
 # pydantic's words for a value of the wrong container ("Input should be a valid tuple",
 # "... a valid dictionary or instance of DeviceSpec"), in the file's terms
+LIST_WORDS = "a list: [a, b], or one '- item' a line"
+MAPPING_WORDS = "a mapping: one 'key: value' a line, or {key: value}"
 _CONTAINER_TYPES = {
-    "tuple_type": "should be a list: [a, b], or one '- item' a line",
-    "list_type": "should be a list: [a, b], or one '- item' a line",
-    "dict_type": "should be a mapping: one 'key: value' a line, or {key: value}",
-    "model_type": "should be a mapping: one 'key: value' a line, or {key: value}",
-    "model_attributes_type": "should be a mapping: one 'key: value' a line, or {key: value}",
+    "tuple_type": f"should be {LIST_WORDS}",
+    "list_type": f"should be {LIST_WORDS}",
+    "dict_type": f"should be {MAPPING_WORDS}",
+    "model_type": f"should be {MAPPING_WORDS}",
+    "model_attributes_type": f"should be {MAPPING_WORDS}",
 }
 
 # pydantic's words for one value of the wrong kind ("Input should be a valid number, unable

@@ -382,6 +382,18 @@ def test_a_single_value_of_the_wrong_kind_in_plain_words(
     assert expect in line and "Input" not in line and "valid" not in line and "(got" not in line
 
 
+@pytest.mark.parametrize("value", ["5", "fast", ""], ids=["number", "text", "empty"])
+def test_a_question_that_is_neither_a_mapping_nor_a_list_says_both_are_taken(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``question: 5`` said "should be a mapping", though a list of questions is taken
+    too."""
+    question = REPO / "scenarios" / "plan_fleet.plan.yaml"
+    argv = ["plan", str(question), "--out", str(tmp_path / "out"), "--set", f"question={value}"]
+    expect = ("field 'question': should be a mapping", "or a list of questions")
+    assert_clean_failure(argv, capsys, tmp_path, "plan_fleet.plan.yaml", *expect)
+
+
 # ---------------------------------------------------------------- calibration specs
 
 

@@ -24,6 +24,7 @@ from edgetwin.models import registry
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
 from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.schema import (
+    MAPPING_WORDS,
     BandwidthMbps,
     Batch,
     FileName,
@@ -32,6 +33,7 @@ from edgetwin.schema import (
     Strict,
     StrictSweep,
     first_repeated,
+    given_text,
     optional_values,
 )
 from edgetwin.strategy_spec import StrategySpec
@@ -258,6 +260,17 @@ class PlanQuestion(Strict):
             if isinstance(question, dict) and question.get("kind") == CROWD_CAPACITY:
                 problem = f"a {CROWD_CAPACITY} question sweeps fleet sizes (and bandwidth_mbps)"
                 raise ValueError(f"axes.fleet_size: required key is missing: {problem}")
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_question_or_a_list(cls, data: Any) -> Any:
+        """A question given neither a mapping nor a list was said to be no mapping, as if a
+        list of questions were not taken too."""
+        given = data.get("question", {}) if isinstance(data, dict) else {}
+        if not isinstance(given, dict | list | tuple | BaseModel):
+            listed = f"or a list of questions, one '- kind: ...' a line (got {given_text(given)})"
+            raise ValueError(f"question: should be {MAPPING_WORDS}; {listed}")
         return data
 
     @property
