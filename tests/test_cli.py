@@ -524,6 +524,13 @@ def test_version_names_the_installed_package(capsys: pytest.CaptureFixture[str])
             ["run", "s.yaml", "--out", "o", "--set", "sweeps=[{batch:", "[1]}]"],
             'unrecognized arguments: [1]}]; a --set value with spaces needs quotes: --set "',
         ),
+        (  # --out "$OUT", OUT unset: it said '.: --out is the current folder or holds it'
+            ["run", str(SCENARIOS / "prism_jetson.yaml"), "--out", ""],
+            "argument --out: an empty path (a shell variable not set?)",
+        ),
+        (["run", "", "--out", "o"], "argument scenario: an empty path"),  # 'a folder'
+        (["plan", " ", "--out", "o"], "argument question: an empty path"),
+        (["report", ""], "argument dir: an empty path"),
     ],
 )
 def test_a_usage_error_is_one_line(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import warnings
 from functools import partial
-from pathlib import Path
 
 from edgetwin.calibration.fit_check import FIT_WARNINGS, fit_warnings, median_errors
 from edgetwin.calibration.held_out import HOLDOUT_NAMES
@@ -25,6 +24,7 @@ from edgetwin.cli.inputs import (
     add_out_argument,
     add_quiet_argument,
     add_static_argument,
+    given_path,
 )
 from edgetwin.cli.progress import progress, progress_bar
 from edgetwin.workbench import validating
@@ -34,7 +34,7 @@ from edgetwin.workbench.machine import profile_machine
 
 def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``edgetwin calibrate``."""
-    parser.add_argument("spec", type=Path, help="calibration spec (YAML)")
+    parser.add_argument("spec", type=given_path, help="calibration spec (YAML)")
     add_out_argument(
         parser,
         "profile file to write (an Android spec's: the folder its phone classes' files go into)",
@@ -85,7 +85,7 @@ def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--emu",
-        type=Path,
+        type=given_path,
         metavar="RUN_DIR",
         help="fit from this 'edgetwin run --mode emu' folder instead of measuring",
     )
@@ -117,7 +117,7 @@ def machine_command(args: argparse.Namespace) -> int:
 
 def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``edgetwin validate``."""
-    parser.add_argument("spec", type=Path, help="calibration spec (YAML)")
+    parser.add_argument("spec", type=given_path, help="calibration spec (YAML)")
     add_out_argument(parser)
     parser.add_argument(
         "--by",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 from functools import partial
-from pathlib import Path
 
 from edgetwin.cli.command import Command
 from edgetwin.cli.console import print_described, result_printed
@@ -15,6 +14,7 @@ from edgetwin.cli.inputs import (
     add_quiet_argument,
     add_set_argument,
     checked_out,
+    given_path,
     report_checked,
 )
 from edgetwin.cli.progress import progress_bar
@@ -25,7 +25,7 @@ from edgetwin.workbench import evaluating
 
 def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``edgetwin evaluate``."""
-    parser.add_argument("spec", type=Path, help="evaluation file (YAML), e.g. *.eval.yaml")
+    parser.add_argument("spec", type=given_path, help="evaluation file (YAML), e.g. *.eval.yaml")
     add_out_argument(parser)
     add_set_argument(parser, "override an evaluation field, e.g. --set objective=energy")
     add_output_options(parser)
@@ -53,7 +53,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
 
 def add_affinity_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``edgetwin evaluate-affinity``."""
-    parser.add_argument("spec", type=Path, help="evaluation file, e.g. *.eval.yaml")
+    parser.add_argument("spec", type=given_path, help="evaluation file, e.g. *.eval.yaml")
     add_out_argument(parser)
     parser.add_argument(
         "--mode",

@@ -12,10 +12,19 @@ from edgetwin.provenance import files_read
 from edgetwin.reports.static import STATIC_FORMATS
 
 
+def given_path(text: str) -> Path:
+    """A path argument; an empty one is refused: ``Path("")`` is the current folder, so
+    ``--out "$OUT"`` with OUT unset was said to be 'the current folder or holds it', and an
+    empty scenario 'a folder, not a file', naming '.'."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path (a shell variable not set?)")
+    return Path(text)
+
+
 def add_out_argument(parser: argparse.ArgumentParser, help_text: str = "output folder") -> None:
     """``--out`` (required; optional with ``--check``, added after it): where the command
     writes."""
-    parser.add_argument("--out", type=Path, required=True, help=help_text)
+    parser.add_argument("--out", type=given_path, required=True, help=help_text)
 
 
 def add_set_argument(parser: argparse.ArgumentParser, help_text: str) -> None:

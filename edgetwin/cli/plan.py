@@ -9,6 +9,7 @@ from pathlib import Path
 from edgetwin.cli import inputs
 from edgetwin.cli.command import Command
 from edgetwin.cli.console import print_warnings, result_printed, written
+from edgetwin.cli.inputs import given_path
 from edgetwin.cli.progress import progress_bar
 from edgetwin.errors import counted
 from edgetwin.plan.question_file import load_question
@@ -18,7 +19,7 @@ from edgetwin.workbench.planning import check_plan_out, run_plan
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of the ``plan`` subcommand."""
-    parser.add_argument("question", type=Path, help="question file (YAML), e.g. *.plan.yaml")
+    parser.add_argument("question", type=given_path, help="question file (YAML), e.g. *.plan.yaml")
     inputs.add_out_argument(parser, "output folder; the same command again resumes its sweep")
     parser.add_argument(
         "--workers", type=int, default=None, help="local worker processes (default: CPU count)"

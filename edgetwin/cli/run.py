@@ -17,6 +17,7 @@ from edgetwin.cli.inputs import (
     add_set_argument,
     add_static_argument,
     checked_out,
+    given_path,
     report_checked,
 )
 from edgetwin.cli.progress import progress_bar
@@ -32,7 +33,9 @@ from edgetwin.workbench.results import FORMATS, Results
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``edgetwin run``."""
-    parser.add_argument("scenario", type=Path, help="scenario file (YAML), e.g. scenarios/*.yaml")
+    parser.add_argument(
+        "scenario", type=given_path, help="scenario file (YAML), e.g. scenarios/*.yaml"
+    )
     add_out_argument(parser)
     parser.add_argument("--seed", type=int, help="override the scenario's seed")
     add_set_argument(parser, "override a scenario field, e.g. --set network.latency_ms=2")
@@ -110,13 +113,13 @@ def _what_ran(results: Results) -> str:
 
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``edgetwin compare``."""
-    parser.add_argument("predicted", type=Path, help="run folder taken as the prediction")
+    parser.add_argument("predicted", type=given_path, help="run folder taken as the prediction")
     parser.add_argument(
         "measured",
-        type=Path,
+        type=given_path,
         help="run folder (or a results table, .csv or .parquet) taken as the measurement",
     )
-    parser.add_argument("--out", type=Path, help="also write DIR/comparison.html and .csv")
+    parser.add_argument("--out", type=given_path, help="also write DIR/comparison.html and .csv")
     add_static_argument(parser)
     add_force_argument(parser)
 
@@ -139,7 +142,7 @@ def compare_command(args: argparse.Namespace) -> int:
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``edgetwin report``."""
     parser.add_argument(
-        "dir", type=Path, help="a run's or a plan's output folder (results.csv or .parquet)"
+        "dir", type=given_path, help="a run's or a plan's output folder (results.csv or .parquet)"
     )
     add_static_argument(parser, "DIR")
 
