@@ -48,7 +48,8 @@ class ModelSpec(Strict):
     @model_validator(mode="before")
     @classmethod
     def _apply_preset(cls, data: Any) -> Any:
-        known = f"known: {sorted(MODEL_PRESETS)}, decoders {sorted(DECODER_PRESETS)}"
+        decoders = ", ".join(sorted(DECODER_PRESETS))
+        known = f"known: {', '.join(sorted(MODEL_PRESETS))}; decoders: {decoders}"
         return with_preset(data, MODEL_PRESETS, lambda name: f"unknown preset {name}; {known}")
 
     @model_validator(mode="after")

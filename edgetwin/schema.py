@@ -214,7 +214,7 @@ def check_known_once(names: Sequence[str], known: Iterable[str], noun: str) -> N
     choices = sorted(known)
     unknown = [n for n in names if n not in choices]
     if unknown:
-        raise ValueError(f"unknown {noun} {unknown[0]!r}; known: {choices}")
+        raise ValueError(f"unknown {noun} {unknown[0]!r}; known: {', '.join(choices)}")
     check_given_once(names, noun)
 
 
@@ -461,7 +461,7 @@ def validation_error(exc: ValidationError, path: Path | str, model: type[BaseMod
     elif kind == "union_tag_not_found":
         discriminator = error["ctx"]["discriminator"]
         message = f"needs a {discriminator} key: it says which form this takes{_got(error)}"
-    elif kind != BOOLEAN_NUMBER and not named:
+    elif kind != BOOLEAN_NUMBER and not named and not _says_its_value(message, error):
         message += _got(error)
     return InputError(path, field, message)
 
@@ -596,6 +596,15 @@ def _got(error: Any) -> str:
     """`` (got VALUE)`` for a pydantic error's input, if it has one short enough to show."""
     given = _given(error)
     return "" if given is None else f" (got {given})"
+
+
+def _says_its_value(message: str, error: Any) -> bool:
+    """Whether a model's check already quotes the value it refuses (``unknown strategy
+    'magic'; known: ...``): `` (got 'magic')`` after it said it twice."""
+    given = error.get("input")
+    values = [*given.values()] if isinstance(given, dict) else given
+    values = values if isinstance(values, list | tuple) else [given]
+    return any(isinstance(v, str) and repr(v) in message for v in values)
 
 
 def _given(error: Any) -> str | None:

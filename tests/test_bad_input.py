@@ -394,6 +394,41 @@ def test_a_question_that_is_neither_a_mapping_nor_a_list_says_both_are_taken(
     assert_clean_failure(argv, capsys, tmp_path, "plan_fleet.plan.yaml", *expect)
 
 
+@pytest.mark.parametrize(
+    ("command", "file", "item", "expect"),
+    [
+        ("run", "prism_jetson.yaml", "strategies.0.name=magic", "'magic'; known: single, voltage"),
+        (
+            "run",
+            "prism_jetson.yaml",
+            "model.preset=x",
+            "known: bert_base, vit_b16, vit_l16; decoders:",
+        ),
+        (
+            "run",
+            "crowd_city.yaml",
+            "crowd.schedulers=[magic]",
+            "known: affinity, fifo, least_loaded",
+        ),
+        ("evaluate", "adaptive_prism.eval.yaml", "policies=[magic]", "known: adaptive, always_"),
+    ],
+    ids=["strategy", "preset", "scheduler", "policy"],
+)
+def test_an_unknown_name_is_said_once_with_the_known_ones_as_words(
+    command: str,
+    file: str,
+    item: str,
+    expect: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``unknown policy 'magic'; known: ['adaptive', ...] (got ['magic'])``: a Python list,
+    and the value said a second time."""
+    argv = [command, str(REPO / "scenarios" / file), "--out", str(tmp_path / "out")]
+    line = assert_clean_failure([*argv, "--set", item], capsys, tmp_path, file, expect)
+    assert "(got" not in line and "['" not in line
+
+
 # ---------------------------------------------------------------- calibration specs
 
 

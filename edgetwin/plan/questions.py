@@ -168,7 +168,7 @@ class CrowdCapacity(Strict):
     @classmethod
     def _known(cls, name: str) -> str:
         if name not in SCHEDULERS:
-            raise ValueError(f"unknown scheduler {name!r}; known: {sorted(SCHEDULERS)}")
+            raise ValueError(f"unknown scheduler {name!r}; known: {', '.join(sorted(SCHEDULERS))}")
         return name
 
 

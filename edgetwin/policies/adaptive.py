@@ -54,7 +54,7 @@ class Objective:
 
     def __post_init__(self) -> None:
         if self.kind not in OBJECTIVES:  # cost() would take it as weighted
-            raise ValueError(f"unknown objective {self.kind!r}; known: {list(OBJECTIVES)}")
+            raise ValueError(f"unknown objective {self.kind!r}; known: {', '.join(OBJECTIVES)}")
         if not 0 <= self.weight <= 1:
             raise ValueError(f"weight must be in [0, 1], got {self.weight}")
 
@@ -314,5 +314,5 @@ def make_policy(
 ) -> SelectionPolicy:
     """A selection policy by its registered name (KeyError names the known ones)."""
     if name not in POLICIES:
-        raise KeyError(f"unknown policy {name!r}; known: {sorted(POLICIES)}")
+        raise KeyError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}")
     return POLICIES[name](perf_map, objective)

@@ -116,7 +116,7 @@ SCHEDULERS: dict[str, Callable[[], Scheduler]] = {
 def make_scheduler(name: str) -> Scheduler:
     """A scheduler by its registered name (KeyError names the known ones)."""
     if name not in SCHEDULERS:
-        raise KeyError(f"unknown scheduler {name!r}; known: {sorted(SCHEDULERS)}")
+        raise KeyError(f"unknown scheduler {name!r}; known: {', '.join(sorted(SCHEDULERS))}")
     return SCHEDULERS[name]()
 
 
@@ -124,5 +124,5 @@ def check_schedulers(names: Sequence[str], scenario_path: Path | None) -> None:
     """``InputError`` naming ``crowd.schedulers.I`` for the first unknown scheduler."""
     for i, name in enumerate(names):
         if name not in SCHEDULERS:
-            problem = f"unknown scheduler {name!r}; known: {sorted(SCHEDULERS)}"
+            problem = f"unknown scheduler {name!r}; known: {', '.join(sorted(SCHEDULERS))}"
             raise InputError(scenario_path, f"crowd.schedulers.{i}", problem)

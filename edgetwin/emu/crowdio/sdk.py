@@ -148,7 +148,7 @@ def pipeline_job(
     dag = linear_dag(names) if edges is None else Dag(tuple(names), tuple(edges))
     check_linear(dag, names)
     if scheduler not in SCHEDULERS:
-        raise ValueError(f"unknown scheduler {scheduler!r}; known: {sorted(SCHEDULERS)}")
+        raise ValueError(f"unknown scheduler {scheduler!r}; known: {', '.join(sorted(SCHEDULERS))}")
     if seed < 0:
         raise ValueError(f"seed must be >= 0, not {seed}")
     if len(inputs) > MAX_JOB_INPUTS:

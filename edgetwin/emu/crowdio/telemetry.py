@@ -60,7 +60,9 @@ class PowerModel:
         for item in filter(None, (part.strip() for part in text.split(","))):
             name, _, value = item.partition("=")
             if name not in known:
-                raise ValueError(f"unknown power-model field {name!r}; known: {sorted(known)}")
+                raise ValueError(
+                    f"unknown power-model field {name!r}; known: {', '.join(sorted(known))}"
+                )
             values[name] = float(value)
         return replace(cls(), **values)
 
