@@ -237,7 +237,8 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(path, None, f"cannot read: {_reason(exc)}") from None
     if not isinstance(data, dict):
-        raise InputError(path, None, "the top level must be a mapping of keys to values")
+        given = "the file is empty" if data is None else f"not {_kind_of(data)}"
+        raise InputError(path, None, f"the top level must be a mapping of keys to values: {given}")
     check_nesting(data, path, None)
     return data
 
@@ -290,6 +291,11 @@ for _reads_numbers in (_UniqueKeyLoader, _Dumper):
     _reads_numbers.add_implicit_resolver(
         "tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789.")
     )
+
+
+def _kind_of(data: Any) -> str:
+    """What a file's top level is instead of a mapping: ``a list``, ``a value ('x')``."""
+    return "a list" if isinstance(data, list) else f"a value ({given_text(data)})"
 
 
 def load_yaml(text: str) -> Any:

@@ -134,9 +134,11 @@ CASES = [
     # ------------------------------------------------------------ the file itself
     Case("malformed-yaml", MALFORMED, ("malformed YAML", "line 6")),
     Case("unclosed-flow", "name: tiny\nstrategies: [{name: single}\ndevices: []\n", ("line 3",)),
-    Case("top-level-list", "- name: tiny\n- seed: 1\n", ("top level must be a mapping",)),
-    Case("top-level-scalar", "just words\n", ("top level must be a mapping",)),
-    Case("empty-file", "", ("top level must be a mapping",)),
+    Case(
+        "top-level-list", "- name: tiny\n- seed: 1\n", ("top level must be a mapping", "not a list")
+    ),
+    Case("top-level-scalar", "just words\n", ("must be a mapping", "not a value ('just words')")),
+    Case("empty-file", "", ("top level must be a mapping of keys to values: the file is empty",)),
     Case("missing-file", None, ("file not found",)),
     # ------------------------------------------------------------ keys
     Case("unknown-top-key", scenario_text(colour="red"), ("'colour'", "unknown key")),
