@@ -452,7 +452,7 @@ def validation_error(exc: ValidationError, path: Path | str, model: type[BaseMod
     elif kind in _CONTAINER_TYPES:
         message = _CONTAINER_TYPES[kind] + _got(error)
     elif message.startswith("Input should be ") or kind in _VALUE_TYPES:
-        message = _value_words(error) + _not(error)
+        message = _value_words(error) + _not(error) + _number_hint(error)
     elif kind in ("too_short", "too_long") and isinstance(error.get("input"), list | tuple):
         context = error["ctx"]  # pydantic says "Tuple should have ... after validation"
         most = "least" if kind == "too_short" else "most"
@@ -590,6 +590,27 @@ def _value_words(error: Any) -> str:
     if bound is not None and isinstance(context.get(bound[0]), int | float):
         return f"should be {bound[1]} {exact_text(context[bound[0]])}"
     return "s" + str(error["msg"]).removeprefix("Input s")  # a literal's, an enum's: its choices
+
+
+# a number as edgetwin writes one (1,000) or with its unit (5 Mbps), given where a number goes
+_SEPARATED = re.compile(r"^\s*[-+]?\d{1,3}(,\d{3})+(\.\d*)?\s*$")
+_WITH_UNIT = re.compile(r"^\s*[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*[a-zA-Z/%µ]+\s*$")
+
+
+def _number_hint(error: Any) -> str:
+    """How to write a number a file gave as edgetwin writes one (``1,000``: YAML reads it
+    as text) or with its unit (``5 Mbps``: the unit is the key's, ``bandwidth_mbps``)."""
+    given = error.get("input")
+    if error["type"] not in ("float_parsing", "int_parsing") or not isinstance(given, str):
+        return ""
+    if _SEPARATED.match(given):
+        return f": write it without separators, {given.replace(',', '').strip()}"
+    unit = _WITH_UNIT.match(given)
+    keys = [part for part in error["loc"] if isinstance(part, str)]
+    if unit is not None and keys:
+        number = unit.group(1) + (unit.group(2) or "")
+        return f": a number alone, in the unit its key names ({keys[-1]}: {number})"
+    return ""
 
 
 def _not(error: Any) -> str:

@@ -382,6 +382,27 @@ def test_a_single_value_of_the_wrong_kind_in_plain_words(
     assert expect in line and "Input" not in line and "valid" not in line and "(got" not in line
 
 
+@pytest.mark.parametrize(
+    ("item", "expect"),
+    [
+        ("repetitions=1,000", "not '1,000': write it without separators, 1000"),
+        (
+            "network.latency_ms=5ms",
+            "not '5ms': a number alone, in the unit its key names (latency_ms: 5)",
+        ),
+        ("sweeps.0.bandwidth_mbps=[400 Mbps]", "unit its key names (bandwidth_mbps: 400)"),
+    ],
+    ids=["separators", "unit", "unit-in-a-list"],
+)
+def test_a_number_written_as_edgetwin_writes_it_or_with_its_unit_says_how_to_write_it(
+    item: str, expect: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """edgetwin writes 1,000 Mbps on every page; given back in a file (YAML reads it as
+    text) or with its unit, a number was only 'should be a number'."""
+    argv = ["run", str(REPO / "scenarios" / "prism_jetson.yaml"), "--out", str(tmp_path / "o")]
+    assert_clean_failure([*argv, "--set", item], capsys, tmp_path, "should be a", expect)
+
+
 @pytest.mark.parametrize("value", ["5", "fast", ""], ids=["number", "text", "empty"])
 def test_a_question_that_is_neither_a_mapping_nor_a_list_says_both_are_taken(
     value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
