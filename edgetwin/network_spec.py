@@ -15,6 +15,8 @@ from edgetwin.schema import BandwidthMbps, NonNegativeFloat, PositiveFloat, Stri
 # time. No run lasts longer, so a later step never plays; and the emulator's clock, which
 # waits for each step, died of an OverflowError past threading.TIMEOUT_MAX (292 years)
 MAX_STEP_AT_MS = MAX_HORIZON_S * 1e3
+# a kernel's name for a TCP congestion control (TCP_CA_NAME_MAX: 16 bytes with its NUL)
+CONGESTION_CONTROL_NAME = r"^[a-z0-9_]{1,15}$"
 
 
 def _within_the_longest_run(at_ms: float) -> float:
@@ -39,6 +41,9 @@ class NetworkSpec(Strict):
     medium: Literal["dedicated", "shared"] = "dedicated"
     burst_kb: PositiveFloat | None = None  # htb token bucket; None: tc's (one packet)
     schedule: tuple[BandwidthStep, ...] = ()
+    # TCP's on every emulator host's route (a kernel's name: cubic, bbr, reno); None: the
+    # machine's net.ipv4.tcp_congestion_control (the emulator's only: docs/emulator.md)
+    congestion_control: str | None = Field(None, pattern=CONGESTION_CONTROL_NAME)
 
     @field_validator("schedule")
     @classmethod

@@ -41,8 +41,9 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
     come and go and a stream of crowd jobs are the twin's, a real run's devices stay and a
     real crowd run is one job; a real run's RAM, battery and memory bandwidth are its
     machine's, and only a decoder's runs use a memory bandwidth; loopback (``local``) has
-    no latency, schedule or medium; only the emulator takes down links, kills workers and
-    caps a host's cores; a real run's warm-ups (``real_warmups``) are not the twin's
+    no latency, schedule or medium; only the emulator takes down links, kills workers,
+    caps a host's cores and sets a congestion control (the twin's network is fitted per
+    profile: it warns of none); a real run's warm-ups (``real_warmups``) are not the twin's
     (``warmup_batches``), nor the other way round, and a real crowd run has none; so an
     emulator run's schedule leaves out the warm-up batches a twin run's counts from."""
     network, warnings = scenario.network, []
@@ -110,6 +111,11 @@ def unplayed_settings(scenario: Scenario, mode: str) -> list[str]:
         }
         unshaped = f"nothing shapes loopback: only {MODE_EMU} plays it"
         warnings += [f"{field} is set, but {unshaped}" for field, on in shaped.items() if on]
+        if network.congestion_control is not None:
+            warnings.append(
+                f"network.congestion_control is {network.congestion_control}, but only "
+                f"{MODE_EMU} sets it: a local run's connections use the machine's"
+            )
     return warnings
 
 

@@ -961,6 +961,7 @@ def test_check_needs_no_out_and_a_run_still_does(
         ("emu", "network.schedule=[{at_ms: 700000, bandwidth_mbps: 5}]", "the step never plays"),
         ("twin", "emulator.faults=[{kind: kill_worker, host: 1, at_s: 0.5}]", "only --mode emu"),
         ("local", "network.latency_ms=5", "nothing shapes loopback"),
+        ("local", "network.congestion_control=cubic", "connections use the machine's"),
     ],
 )
 def test_check_warns_of_what_the_run_would_not_play(

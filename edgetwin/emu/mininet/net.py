@@ -29,6 +29,7 @@ from typing import Any
 
 from edgetwin import run_folders
 from edgetwin.emu.child_env import package_env
+from edgetwin.emu.mininet import congestion
 from edgetwin.emu.mininet.cgroups import join, leftover_groups, limit_memory, remove_groups
 from edgetwin.emu.mininet.delay import delay_line_argv, delay_rule_command
 from edgetwin.emu.mininet.lock import emulator_lock
@@ -73,6 +74,7 @@ class EmuNetwork:
     _memory_groups: dict[int, Path] = field(default_factory=dict)
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     delay_line: bool = False  # latency by the hosts' delay lines (no netem)
+    congestion_control: str = ""  # what the hosts' TCP connections use, read in them
 
     @property
     def latency_emulated(self) -> bool:
@@ -211,6 +213,7 @@ def _network_of(
             emu.run(command)
         if network.latency_ms > 0 and not emu.netem:
             _start_delay_lines(emu)
+        emu.congestion_control = _congestion_control(emu)
         emu.run(client_address_command(topology))
         yield emu
     finally:
@@ -315,6 +318,28 @@ def _has_netem(net: Any, topology: EmuTopology, network: NetworkSpec) -> bool:
     if code == 0:
         net.get(remove.node).pexec(list(remove.argv))
     return int(code) == 0
+
+
+def _congestion_control(emu: EmuNetwork) -> str:
+    """Set ``network.congestion_control`` on every host's route where given (``EmuError``
+    if a route does not read it back), and return what the hosts' connections use: that,
+    else the machine's, as each host has it."""
+    wanted = emu.network.congestion_control
+    used = set()
+    for host in emu.topology.hosts:
+        if wanted is None:
+            used.add(emu.output(congestion.default_command(host)).strip())
+            continue
+        emu.run(congestion.route_command(host, wanted))
+        route = emu.output(congestion.route_show_command(host))
+        got = congestion.route_congctl(route)
+        if got != wanted:
+            problem = f"congestion control {got or 'none'}, not {wanted}: {route.strip()}"
+            raise EmuError(f"the route of {host.name} has {problem}")
+        used.add(got)
+    if len(used) != 1:
+        raise EmuError(f"the hosts' connections use {', '.join(sorted(used))}, not one")
+    return used.pop()
 
 
 def _start_delay_lines(emu: EmuNetwork) -> None:

@@ -42,6 +42,7 @@ from edgetwin.emu.local import (
     result_rows,
     told_repetitions,
 )
+from edgetwin.emu.mininet import congestion
 from edgetwin.emu.mininet.checks import LinkCheck, measure_links
 from edgetwin.emu.mininet.crowd import check_crowd_emulatable, phone_limits, run_crowd_emu
 from edgetwin.emu.mininet.faults import Action, FaultRecord, timeline, unplayed_warnings
@@ -86,7 +87,8 @@ class EmuRun:
 
 def check_emulatable(scenario: Scenario, path: Path | None = None, *, machine: bool = True) -> None:
     """``InputError`` naming the field if the emulator cannot run ``scenario`` here;
-    ``machine`` False checks the scenario only (not root, Mininet or free memory)."""
+    ``machine`` False checks the scenario only (not root, Mininet, free memory or the
+    kernel's congestion controls)."""
     _check_link_rates(scenario, path)
     if scenario.crowd is not None:
         check_crowd_emulatable(scenario, path)
@@ -99,6 +101,21 @@ def check_emulatable(scenario: Scenario, path: Path | None = None, *, machine: b
     missing = missing_requirements() if machine else []
     if missing:
         raise InputError(path, "mode", "mode 'emu' needs " + "; ".join(missing))
+    if machine:
+        _check_congestion_control(scenario, path)
+
+
+def _check_congestion_control(scenario: Scenario, path: Path | None) -> None:
+    """``network.congestion_control`` is one this kernel has (its module loaded where it
+    was not): a route set to another is refused mid-start."""
+    name = scenario.network.congestion_control
+    if name is not None and not congestion.load(name):
+        have = " ".join(congestion.available())
+        problem = (
+            f"{name}: this kernel has {have} ({congestion.AVAILABLE}), and modprobe "
+            f"tcp_{name} loaded no other"
+        )
+        raise InputError(path, "network.congestion_control", problem)
 
 
 def _check_link_rates(scenario: Scenario, path: Path | None) -> None:
