@@ -53,6 +53,9 @@ KEY_COLUMNS = ("strategy", "devices", "batch", "bandwidth_mbps")  # what row_key
 _NOT_SIZES = ("preset", "published_params")
 # a run's network settings that its rows do not say (the swept rate is in every row's key)
 _NOT_IN_ROWS = ("bandwidth_mbps",)
+# network settings a twin run ignores, its network fitted per profile (no value of theirs is
+# played, nor one instead): no difference from a side that set them
+_TWIN_IGNORES = ("congestion_control",)
 # what a side played of the emulator section that compare tells apart
 _COMPARED_EMULATOR = ("faults", "task_delay_ms")
 REFERENCE_FILE = "reference.csv"  # a run's copy of the table it is compared with
@@ -443,7 +446,7 @@ def side_of(folder: Path, raw: Mapping[str, Any] | None, recorded: Mapping[str, 
     settings = tuple(
         (str(k), _setting_text(_played(mode, f"network.{k}", v)))
         for k, v in (network.items() if isinstance(network, dict) else ())
-        if k not in _NOT_IN_ROWS
+        if k not in _NOT_IN_ROWS and not (mode == "twin" and k in _TWIN_IGNORES)
     )
     emulator = raw.get("emulator")
     played = tuple(

@@ -125,6 +125,22 @@ def test_a_loss_only_the_emulator_plays_is_no_other_network_between_twin_runs(
     assert any("other networks (loss_pct 0 vs 1)" in w for w in warnings)
 
 
+@pytest.mark.timeout(60)
+def test_a_congestion_control_is_another_network_between_emulator_runs_alone(
+    tmp_path: Path,
+) -> None:
+    """An emulator run records the congestion control its hosts used, which a twin run
+    ignores: compared with a twin it is no other network (it was: ``congestion_control
+    none vs bbr`` on every such comparison); two emulator runs with other ones ran other
+    networks."""
+    twin = _twin(tmp_path / "twin")
+    bbr = _as_emulator_run(twin, tmp_path / "bbr", "network.congestion_control=bbr")
+    cubic = _as_emulator_run(twin, tmp_path / "cubic", "network.congestion_control=cubic")
+    assert not any("other networks" in w for w in edgetwin.compare(twin, bbr).warnings)
+    warnings = edgetwin.compare(bbr, cubic).warnings
+    assert any("other networks (congestion_control bbr vs cubic)" in w for w in warnings)
+
+
 def _pipeline_row(devices: int, batch: int, prompt: int, split: str) -> dict[str, object]:
     """A decoder pipeline row as ``compare`` reads it (the columns its key joins on)."""
     return {

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from emu_checks import needs_emulator
 
+import edgetwin
 from edgetwin.cli import main
 from edgetwin.emu.mininet import congestion
 from edgetwin.emu.mininet.net import EmuNetwork, emulated_network
@@ -62,18 +63,38 @@ def test_the_named_congestion_control_is_every_connections() -> None:
         assert _connection_uses(net) == (other, other)
 
 
+# a ViT of one block at half ViT-B/16's width, batch 1, on 2 hosts: a few seconds
+SMALL = {
+    "name": "cc",
+    "mode": "emu",
+    "repetitions": 1,
+    "real_warmups": 0,
+    "model": {"tokens": 197, "width": 384, "heads": 6, "blocks": 1},
+    "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 2}],
+    "strategies": [{"name": "voltage"}],
+    "sweeps": [{"batch": [1], "devices": [2]}],
+    "emulator": {"link_check_s": 1},
+}
+
+
+@pytest.mark.timeout(120)
+def test_a_run_records_the_congestion_control_its_hosts_used(tmp_path: Path) -> None:
+    """Nothing a run wrote said which congestion control its hosts had: the resolved
+    scenario names the one they used where the scenario left it to the machine."""
+    path = tmp_path / "cc.yaml"
+    path.write_text(yaml.safe_dump(SMALL))
+    results = edgetwin.run(path, mode=None, out=tmp_path / "out")
+    assert results.scenario is not None
+    assert results.scenario.network.congestion_control == _machines()
+    resolved = yaml.safe_load((tmp_path / "out" / "scenario.resolved.yaml").read_text())
+    assert resolved["network"]["congestion_control"] == _machines()
+
+
 def test_a_congestion_control_the_kernel_lacks_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Refused before anything starts, naming the file and the field (exit 2)."""
-    scenario = {
-        "name": "cc",
-        "mode": "emu",
-        "model": {"tokens": 197, "width": 384, "heads": 6, "blocks": 1},
-        "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 2}],
-        "network": {"congestion_control": "nosuchcc"},
-        "strategies": [{"name": "voltage"}],
-    }
+    scenario = {**SMALL, "network": {"congestion_control": "nosuchcc"}}
     path = tmp_path / "cc.yaml"
     path.write_text(yaml.safe_dump(scenario))
     assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2

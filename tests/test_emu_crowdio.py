@@ -25,6 +25,7 @@ from edgetwin.emu.crowdio.model import (
     reference_logits,
 )
 from edgetwin.emu.crowdio.records import PipelineSummary
+from edgetwin.emu.mininet import congestion
 from edgetwin.emu.mininet.cgroups import leftover_groups, memory_parent
 from edgetwin.emu.mininet.crowd import CrowdEmuRun, HostPlacement, crowd_topology, run_crowd_emu
 from edgetwin.emu.mininet.lock import emulator_lock
@@ -107,6 +108,11 @@ def test_rows_are_the_crowd_rows_with_mode_emu(run: CrowdEmuRun) -> None:
         assert row.total_ms == summary.pipeline_latency_ms and row.cold_loads >= 3
         assert row.energy_j is not None and row.energy_j > 0 and row.peak_session_mb is not None
         assert_exactly_once(summary)
+
+
+def test_the_run_names_the_congestion_control_its_hosts_used(run: CrowdEmuRun) -> None:
+    """The machine's (the scenario names none), as the resolved scenario records it."""
+    assert run.congestion_control == Path(congestion.DEFAULT).read_text().strip()
 
 
 def test_the_stages_cross_the_shaped_links(run: CrowdEmuRun) -> None:

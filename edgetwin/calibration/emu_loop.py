@@ -95,12 +95,13 @@ def close_loop(
 
 def run_emulator(scenario: Scenario, path: Path, out: Path, settings: LoopSettings) -> list[str]:
     """What ``edgetwin run --mode emu`` writes, without the report: results, link check,
-    resolved scenario; its warnings of what never played, each after ``out``'s name."""
+    resolved scenario (as played: ``EmuRun.played``); its warnings of what never played,
+    each after ``out``'s name."""
     from edgetwin.emu.mininet.checks import write_link_checks
     from edgetwin.emu.mininet.runner import run_emu
 
     run = run_emu(scenario, path, link_check_s=settings.link_check_s)
-    _write_run(out, scenario, run.rows)
+    _write_run(out, run.played(scenario), run.rows)
     write_link_checks(out / LINK_CHECK_FILE, run.links)
     return [f"{out.name}: {warning}" for warning in run.warnings]
 

@@ -61,6 +61,7 @@ class _Run:
     trace: bool
     progress: Steps
     warnings: list[str] = field(default_factory=list)
+    played: Scenario | None = None  # the scenario as an emulator run played it (EmuRun.played)
 
 
 def run(
@@ -119,7 +120,8 @@ def run(
         )
         rows = _runner(chosen)(context)
         write_warnings_file(staging, context.warnings)  # for the page, load_results, report
-        resolved = with_absolute_paths(chosen, inputs.named_from)  # re-runs from anywhere
+        played = context.played or chosen  # an emulator's congestion control named
+        resolved = with_absolute_paths(played, inputs.named_from)  # re-runs from anywhere
         results = Results(
             tuple(rows),
             resolved,
@@ -287,7 +289,8 @@ def _run_crowd_local(run: _Run) -> list[ResultRow]:
 
 def _run_emu(run: _Run) -> list[ResultRow]:
     """Real code paths on Mininet hosts over shaped links; ``link_check.csv`` beside, and
-    ``faults.csv`` when faults or a bandwidth schedule played. Warns when the hosts' CPU
+    ``faults.csv`` when faults or a bandwidth schedule played; the scenario as played (the
+    hosts' congestion control) for the resolved one. Warns when the hosts' CPU
     quotas add up to more than this machine's cores, and of faults and steps that never
     played."""
     from edgetwin.emu.mininet.checks import write_link_checks
@@ -305,6 +308,7 @@ def _run_emu(run: _Run) -> list[ResultRow]:
     if result.faults:
         write_faults(run.staging / FAULTS_FILE, result.faults)
     run.warnings.extend(result.warnings)
+    run.played = result.played(run.inputs.scenario)
     if scenario.network.latency_ms > 0 and not all(c.latency_emulated for c in result.links):
         run.warnings.append("this kernel has no netem; latency_ms was not emulated")
     for check in result.links:

@@ -67,14 +67,15 @@ from edgetwin.scenario import Scenario
 
 @dataclass(frozen=True)
 class CrowdEmuRun:
-    """Rows in run order, the link checks, what the faults did, every job's summary, and
-    the faults and schedule steps the jobs ended before."""
+    """Rows in run order, the link checks, what the faults did, every job's summary, the
+    faults and schedule steps the jobs ended before, and the hosts' congestion control."""
 
     rows: list[ResultRow]
     links: list[LinkCheck]
     faults: list[FaultRecord]
     summaries: list[PipelineSummary]
     warnings: list[str] = field(default_factory=list)
+    congestion_control: str = ""  # what the hosts' TCP connections used, read in them
 
 
 FOREMAN_HOST = 0
@@ -234,7 +235,7 @@ def run_crowd_emu(
     ran = [jobs.missed[run] for run in runs if rows[run].ok]
     result.warnings.extend(unplayed_warnings(ran, "job"))
     result.rows.extend(rows[run] for run in runs)
-    return result
+    return replace(result, congestion_control=net.congestion_control)
 
 
 class _JobRunner:

@@ -75,14 +75,23 @@ MASTER_PORT = 29500
 
 @dataclass(frozen=True)
 class EmuRun:
-    """Rows in configuration order, the link checks (per bandwidth, per direction), and
-    the faults and bandwidth changes applied during the runs (and those the runs ended
-    before, said in ``warnings``)."""
+    """Rows in configuration order, the link checks (per bandwidth, per direction), the
+    faults and bandwidth changes applied during the runs (and those the runs ended before,
+    said in ``warnings``), and the hosts' congestion control."""
 
     rows: list[ResultRow]
     links: list[LinkCheck]
     faults: list[FaultRecord] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # faults and steps that never played
+    congestion_control: str = ""  # what the hosts' TCP connections used, read in them
+
+    def played(self, scenario: Scenario) -> Scenario:
+        """``scenario`` as this run played it: with the congestion control its hosts used
+        (the machine's where the scenario left it null), for its resolved scenario."""
+        network = scenario.network.model_copy(
+            update={"congestion_control": self.congestion_control}
+        )
+        return scenario.model_copy(update={"network": network})
 
 
 def check_emulatable(scenario: Scenario, path: Path | None = None, *, machine: bool = True) -> None:
@@ -241,7 +250,9 @@ def run_emu(
         timeout_s = timeout_s or JOB_TIMEOUT_S
         crowd = run_crowd_emu(scenario, scenario_path, on_progress, steps=steps,
                               link_check_s=link_check_s, timeout_s=timeout_s)  # fmt: skip
-        return EmuRun(crowd.rows, crowd.links, crowd.faults, crowd.warnings)
+        return EmuRun(
+            crowd.rows, crowd.links, crowd.faults, crowd.warnings, crowd.congestion_control
+        )
     by_bandwidth: dict[float, list[Configuration]] = {}
     for config in configurations(scenario):
         by_bandwidth.setdefault(config.bandwidth_mbps, []).append(config)
@@ -272,7 +283,7 @@ def run_emu(
                 ]
     ordered = [row for config in configurations(scenario) for row in rows[config]]
     warnings = unplayed_warnings(launch.missed, "run")
-    return EmuRun(ordered, links, launch.faults, warnings)
+    return EmuRun(ordered, links, launch.faults, warnings, net.congestion_control)
 
 
 def _measured(
