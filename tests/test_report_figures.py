@@ -437,18 +437,30 @@ def test_styled_keeps_a_figure_height() -> None:
     assert styled(go.Figure()).layout.height == 460
 
 
-def _static_run(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def prism_jetson_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``run scenarios/prism_jetson.yaml --out``, once for the static export tests: each
+    exports from a copy of its own."""
+    run = tmp_path_factory.mktemp("prism_jetson") / "run"
+    assert main(["run", str(SCENARIOS / "prism_jetson.yaml"), "--out", str(run), "--quiet"]) == 0
+    return run
+
+
+def _static_run(tmp_path: Path, prism_jetson_run: Path) -> Path:
+    """A copy of the shared prism_jetson run in ``tmp_path`` (no figures yet)."""
     if shutil.which("chromium") is None:
         pytest.skip("chromium is not installed (CI installs it)")
     run = tmp_path / "run"
-    assert main(["run", str(SCENARIOS / "prism_jetson.yaml"), "--out", str(run), "--quiet"]) == 0
+    shutil.copytree(prism_jetson_run, run)
     return run
 
 
 @pytest.mark.browser
 @pytest.mark.timeout(240)
-def test_report_static_svg_writes_one_parsable_file_per_figure(tmp_path: Path) -> None:
-    run = _static_run(tmp_path)
+def test_report_static_svg_writes_one_parsable_file_per_figure(
+    tmp_path: Path, prism_jetson_run: Path
+) -> None:
+    run = _static_run(tmp_path, prism_jetson_run)
     assert main(["report", str(run), "--static", "svg"]) == 0
     files = sorted((run / "figures").glob("*.svg"))
     titles = [fig.layout.title.text.split("<br>")[0] for fig in run_figures(read_run(run))]
@@ -467,8 +479,10 @@ def test_report_static_svg_writes_one_parsable_file_per_figure(tmp_path: Path) -
 @pytest.mark.browser
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("fmt, magic", [("png", b"\x89PNG\r\n\x1a\n"), ("pdf", b"%PDF-")])
-def test_report_static_png_and_pdf(tmp_path: Path, fmt: str, magic: bytes) -> None:
-    run = _static_run(tmp_path)
+def test_report_static_png_and_pdf(
+    tmp_path: Path, prism_jetson_run: Path, fmt: str, magic: bytes
+) -> None:
+    run = _static_run(tmp_path, prism_jetson_run)
     assert main(["report", str(run), "--static", fmt]) == 0
     files = sorted((run / "figures").glob(f"*.{fmt}"))
     assert len(files) == 5
@@ -595,11 +609,13 @@ def _stopped_export(run: Path, scratch: Path) -> subprocess.Popen[str]:
 
 @pytest.mark.browser
 @pytest.mark.timeout(240)
-def test_a_stopped_static_export_leaves_no_browser_profile(tmp_path: Path) -> None:
+def test_a_stopped_static_export_leaves_no_browser_profile(
+    tmp_path: Path, prism_jetson_run: Path
+) -> None:
     """Ctrl-C while Chromium drew the figures left its profile folder (2 MB) in the
     temporary folder: the export thread outlived the command's clean-up. The command
     now waits for that thread, which closes the browser and removes its folder."""
-    run = _static_run(tmp_path)
+    run = _static_run(tmp_path, prism_jetson_run)
     # a short TMPDIR: Chromium's sockets in it must fit a socket address (108 bytes)
     with tempfile.TemporaryDirectory(prefix="et-", dir="/tmp") as name:
         scratch = Path(name)
@@ -613,14 +629,16 @@ def test_a_stopped_static_export_leaves_no_browser_profile(tmp_path: Path) -> No
 
 @pytest.mark.browser
 @pytest.mark.timeout(240)
-def test_a_second_ctrl_c_during_a_static_export_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_a_second_ctrl_c_during_a_static_export_leaves_nothing_behind(
+    tmp_path: Path, prism_jetson_run: Path
+) -> None:
     """A second Ctrl-C, while the first let Chromium draw its last figures, killed the
     browser, which left its folders in the temporary folder; on Python 3.11 (whose
     interrupted Thread.join marks the thread ended) the browser was not even killed: the
     command ended with Chromium still writing its profile, which stayed, and a traceback
     from the interpreter's exit. Ctrl-C is sent again until the command says so: one sent
     before the first was handled would be taken for it."""
-    run = _static_run(tmp_path)
+    run = _static_run(tmp_path, prism_jetson_run)
     # (a Chromium left running writes on in its profile as the folder is removed)
     with tempfile.TemporaryDirectory(prefix="et-", dir="/tmp", ignore_cleanup_errors=True) as name:
         scratch = Path(name)
