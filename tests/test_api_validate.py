@@ -15,7 +15,7 @@ import edgetwin
 from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.profile import load_profile
-from tests.conftest import loopback_spec_with_exchanges_at_batch_8_only
+from tests.conftest import PipedRun, loopback_spec_with_exchanges_at_batch_8_only
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "edgetwin" / "calibration" / "specs"
@@ -23,14 +23,18 @@ JETSON_SPEC = SPECS / "jetson_orin_nano.yaml"
 
 
 @pytest.mark.timeout(300)
-def test_validate_returns_what_the_command_writes(tmp_path: Path) -> None:
-    assert main(["validate", str(JETSON_SPEC), "--out", str(tmp_path / "cli")]) == 0
+def test_validate_returns_what_the_command_writes(
+    tmp_path: Path, jetson_table_validation: PipedRun
+) -> None:
+    """The command's files are those of the session's ``edgetwin validate`` of the Jetson
+    table spec (a copy with its paths made absolute: the same spec)."""
+    cli = jetson_table_validation.folder / "held_out"
     validation = edgetwin.validate(JETSON_SPEC, out=tmp_path / "api")
     for name in ("validation.csv", "validation.json"):
-        assert (tmp_path / "api" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes()
+        assert (tmp_path / "api" / name).read_bytes() == (cli / name).read_bytes()
     written = json.loads((tmp_path / "api" / "validation.json").read_text())
     assert validation.summary == written
-    rows = (tmp_path / "cli" / "validation.csv").read_text().splitlines()[1:]
+    rows = (cli / "validation.csv").read_text().splitlines()[1:]
     assert len(validation.points) == len(rows) > 0  # a point a row of validation.csv
     recorded = json.loads((tmp_path / "api" / "provenance.json").read_text())
     assert recorded["command"] == ["edgetwin.validate", str(JETSON_SPEC), "by=batch"]
