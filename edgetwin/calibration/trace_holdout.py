@@ -34,6 +34,7 @@ from edgetwin.calibration.trace_inputs import (
     Section,
     TraceCalibrationSpec,
     TraceData,
+    TraceInputs,
     read_inputs,
 )
 from edgetwin.calibration.trace_predictors import compute_predictor, staging_predictor
@@ -49,8 +50,7 @@ def leave_one_out(spec_path: Path, by: HoldoutBy, progress: Steps = no_progress)
     decoder generation's TTFT and TPOT; a warning for each section a value leaves too little
     to refit. ``progress`` counts the refits."""
     inputs = read_inputs(spec_path)
-    spec = inputs.spec.model_copy(update={"bootstrap": 0})
-    data, base = inputs.data, inputs.base
+    data = inputs.data
     values: set[float]
     if by == "batch":
         values = {r.batch for r in data.latencies} | {r.batch for r in data.exchanges}
@@ -63,18 +63,28 @@ def leave_one_out(spec_path: Path, by: HoldoutBy, progress: Steps = no_progress)
     warnings: list[str] = []
     with progress(f"held-out refits (by {by})", len(values)) as advance:
         for value in sorted(values):
-            holdout = Holdout(by, value)
-            plan = plan_fits(spec, data, holdout, base)
-            fits = run_fits(spec_path, spec, data, plan, holdout)
-            warnings += _unrefitted_warnings(spec, data, fits, holdout)
-            if "compute" in fits:
-                points += _compute_points(spec, data, fits["compute"], holdout)
-            if "staging" in fits:
-                points += _exchange_points(spec, data, fits, holdout)
-            if "memory" in fits:
-                points += _decoder_points(spec, data, fits, holdout, base)
+            refit = refit_without(spec_path, inputs, Holdout(by, value))
+            points += refit.points
+            warnings += refit.warnings
             advance(f"{by} {exact_text(value)} held out")
     return HeldOutRefits(points, warnings)
+
+
+def refit_without(spec_path: Path, inputs: TraceInputs, holdout: Holdout) -> HeldOutRefits:
+    """One refit of ``leave_one_out``: the spec at ``spec_path`` (read as ``inputs``) fitted
+    without the records ``holdout`` covers (no bootstrap), and its predictions of them."""
+    spec = inputs.spec.model_copy(update={"bootstrap": 0})
+    data, base = inputs.data, inputs.base
+    plan = plan_fits(spec, data, holdout, base)
+    fits = run_fits(spec_path, spec, data, plan, holdout)
+    points: list[dict[str, Any]] = []
+    if "compute" in fits:
+        points += _compute_points(spec, data, fits["compute"], holdout)
+    if "staging" in fits:
+        points += _exchange_points(spec, data, fits, holdout)
+    if "memory" in fits:
+        points += _decoder_points(spec, data, fits, holdout, base)
+    return HeldOutRefits(points, _unrefitted_warnings(spec, data, fits, holdout))
 
 
 def _compute_points(
