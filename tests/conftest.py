@@ -219,6 +219,19 @@ def jetson_table_validation(
     )
 
 
+@pytest.fixture(scope="session")
+def netns_bandwidth_validation(tmp_path_factory: pytest.TempPathFactory) -> PipedRun:
+    """``validate`` of the shaped-link trace spec (h200_netns) ``--by bandwidth --out v``,
+    piped: its refits (a network fit a bandwidth) take most of half a minute, and one run
+    serves its coverage and its points' labels."""
+    argv = ("validate", str(REPO / "edgetwin/calibration/specs/h200_netns.yaml"))
+    return shared_run(
+        tmp_path_factory,
+        "netns_bandwidth_validation",
+        lambda folder: piped_stderr(folder, *argv, "--by", "bandwidth", "--out", "v"),
+    )
+
+
 @dataclass(frozen=True)
 class SavedEvaluation:
     """An evaluation and the folder ``evaluate --out`` wrote for it."""
