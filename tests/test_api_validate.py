@@ -15,6 +15,7 @@ import edgetwin
 from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.profile import load_profile
+from edgetwin.table_files import read_table
 from tests.conftest import PipedRun, loopback_spec_with_exchanges_at_batch_8_only
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,11 +56,15 @@ def test_bad_validate_arguments_name_the_argument_or_the_spec(tmp_path: Path) ->
 
 
 @pytest.mark.timeout(300)
-def test_a_trace_validation_names_each_point_by_what_was_measured() -> None:
+def test_a_trace_validation_names_each_point_by_what_was_measured(
+    netns_bandwidth_validation: PipedRun,
+) -> None:
     """A trace fit's held-out points were labelled by their internal group keys: ``8 98
     2408448`` behind a nominal ``100000.0`` Mbit/s for a loopback exchange, ``vit_full 8
     197`` for a ViT timing. Each says what its trace row measured, in that file's columns
-    (the table fit's already read ``prism, 2 dev, 10 seg, batch 32, 400 Mbit/s``)."""
+    (the table fit's already read ``prism, 2 dev, 10 seg, batch 32, 400 Mbit/s``). The
+    shaped link's points by bandwidth are the session's ``edgetwin validate`` of it (its
+    validation.csv: a row a point, as the API returns them)."""
     loopback = edgetwin.validate(SPECS / "h200_loopback.yaml")
     labels = {(p["metric"], p["point"]) for p in loopback.points if p["held_out"] == 8}
     assert {
@@ -68,10 +73,11 @@ def test_a_trace_validation_names_each_point_by_what_was_measured() -> None:
         ("exchange_total_ms", "batch 8, 98 rows a rank (2408448 bytes), loopback"),
         ("staging_ms", "batch 8, 10 rows a rank (245760 bytes), loopback"),
     } <= labels
-    netns = edgetwin.validate(SPECS / "h200_netns.yaml", by="bandwidth")
-    labels = {p["point"] for p in netns.points if p["held_out"] == 200}
+    netns = read_table(netns_bandwidth_validation.folder / "v" / "validation.csv")
+    assert netns
+    labels = {p["point"] for p in netns if float(p["held_out"]) == 200}
     assert "batch 1, 10 rows a rank (30720 bytes), 200 Mbit/s" in labels
-    assert all(p["point"].count(", ") >= 2 for p in [*loopback.points, *netns.points])
+    assert all(p["point"].count(", ") >= 2 for p in [*loopback.points, *netns])
 
 
 @pytest.mark.timeout(300)
