@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from edgetwin.calibration.held_out import HeldOutRefits
 from edgetwin.calibration.readers.staged_exchange import BANDWIDTH_FILE, read_staged_allgather
 from edgetwin.calibration.trace_fits import Holdout, plan_fits, run_fits
 from edgetwin.calibration.trace_holdout import leave_one_out, refit_without
@@ -32,8 +33,17 @@ def test_the_shipped_h200_profile_keeps_its_uncertainty() -> None:
     assert len(shipped.fit["bootstrap_samples"]["network"]) == 30
 
 
+@pytest.fixture(scope="module")
+def loopback_refits() -> HeldOutRefits:
+    """The H200 loopback spec's leave-one-batch-out refits, for the tests that each read a
+    different thing of them."""
+    return leave_one_out(SPEC, "batch")
+
+
 @pytest.mark.timeout(120)
-def test_each_residual_names_its_trace_column_and_what_was_measured() -> None:
+def test_each_residual_names_its_trace_column_and_what_was_measured(
+    loopback_refits: HeldOutRefits,
+) -> None:
     """A residual's point was its group's internal key (``d2h 100000.0 8 98 2408448``: a
     loopback link at a nominal 100000.0 Mbit/s), which the decoder fit parsed back for
     its metric. Each names the trace column it fits (``metric``) and what its rows
@@ -47,13 +57,13 @@ def test_each_residual_names_its_trace_column_and_what_was_measured() -> None:
     assert {("d2h_ms", piece), ("h2d_ms", piece)} <= named["staging"]
     assert ("comm_ms", piece) in named["network"]
     assert ("latency_ms", "h2d, 245760 bytes") in named["copy_pinned"]
-    validated = {p["point"] for p in leave_one_out(SPEC, "batch").points}
+    validated = {p["point"] for p in loopback_refits.points}
     fitted = {point for name in ("compute", "staging", "network") for _, point in named[name]}
     assert fitted <= validated
 
 
-def test_unseen_batches_are_predicted_within_ten_percent() -> None:
-    points = leave_one_out(SPEC, "batch").points
+def test_unseen_batches_are_predicted_within_ten_percent(loopback_refits: HeldOutRefits) -> None:
+    points = loopback_refits.points
     for metric, count in (("vit_full_ms", 4), ("exchange_total_ms", 16)):
         errors = [abs(p["error_pct"]) for p in points if p["metric"] == metric]
         assert len(errors) == count
