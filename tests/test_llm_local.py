@@ -234,33 +234,17 @@ UNEQUAL = [
 ]
 
 
-@pytest.mark.timeout(300)
-def test_a_local_pipeline_runs_the_split_the_twin_runs(tmp_path: Path) -> None:
-    """An unsized pipeline over devices of different speeds: the twin balanced it on
-    their profiles, a local run split it equally, and compare warned that the two ran
-    other splits. Now the launcher gives the ranks the twin's split."""
-    import edgetwin
-
-    for mode in ("twin", "local"):
-        run(SMOKE, mode=mode, overrides=UNEQUAL, out=tmp_path / mode)
-    warnings = edgetwin.compare(tmp_path / "twin", tmp_path / "local").warnings
-    assert not any("layer splits" in w for w in warnings), warnings
-    twin, local = _rows(tmp_path / "twin"), _rows(tmp_path / "local")
-    assert [r.layer_split for r in twin] == ["5+1"]  # the H200 is the faster: not 3+3
-    assert [(r.mode, r.status, r.layer_split) for r in local] == [("local", "ok", "5+1")]
-    assert local[0].prefix_agreement_vs_single == 1.0
-
-
-def test_a_local_pipeline_finds_a_profile_named_relative_to_its_scenario(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The launcher reads the devices' profiles for the split; a profile named relative to
-    the scenario's folder, run from another folder, was 'does not exist' (exit 2)."""
-    (tmp_path / "boards").mkdir()
-    shutil.copy(PROFILE_DIR / "h200_loopback.yaml", tmp_path / "boards" / "fast.yaml")
-    shutil.copy(SMOKE, tmp_path / "smoke.yaml")
-    (tmp_path / "elsewhere").mkdir()
-    monkeypatch.chdir(tmp_path / "elsewhere")
+@pytest.fixture(scope="module")
+def unequal_local(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``edgetwin run --mode local`` of the unequal pipeline, run from another folder than
+    its scenario's, the fast device's profile named relative to the scenario's folder (a
+    copy of h200_loopback): the folder it wrote, for the tests that each check a
+    different thing of it."""
+    root = tmp_path_factory.mktemp("unequal")
+    (root / "boards").mkdir()
+    shutil.copy(PROFILE_DIR / "h200_loopback.yaml", root / "boards" / "fast.yaml")
+    shutil.copy(SMOKE, root / "smoke.yaml")
+    (root / "elsewhere").mkdir()
     devices = (
         "devices=[{name: fast, profile: boards/fast.yaml}, {name: slow, profile: jetson_orin_nano}]"
     )
@@ -268,8 +252,34 @@ def test_a_local_pipeline_finds_a_profile_named_relative_to_its_scenario(
         item for given in UNEQUAL if not given.startswith("devices=") for item in ("--set", given)
     ]
     argv = ["run", "../smoke.yaml", "--mode", "local", "--out", "out", "--quiet"]
-    assert main([*argv, *items, "--set", devices]) == 0, capsys.readouterr().err
-    assert [(r.status, r.layer_split) for r in _rows(Path("out"))] == [("ok", "5+1")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root / "elsewhere")
+        assert main([*argv, *items, "--set", devices]) == 0
+    return root / "elsewhere" / "out"
+
+
+@pytest.mark.timeout(300)
+def test_a_local_pipeline_runs_the_split_the_twin_runs(tmp_path: Path, unequal_local: Path) -> None:
+    """An unsized pipeline over devices of different speeds: the twin balanced it on
+    their profiles, a local run split it equally, and compare warned that the two ran
+    other splits. Now the launcher gives the ranks the twin's split."""
+    import edgetwin
+
+    run(SMOKE, mode="twin", overrides=UNEQUAL, out=tmp_path / "twin")
+    warnings = edgetwin.compare(tmp_path / "twin", unequal_local).warnings
+    assert not any("layer splits" in w for w in warnings), warnings
+    twin, local = _rows(tmp_path / "twin"), _rows(unequal_local)
+    assert [r.layer_split for r in twin] == ["5+1"]  # the H200 is the faster: not 3+3
+    assert [(r.mode, r.status, r.layer_split) for r in local] == [("local", "ok", "5+1")]
+    assert local[0].prefix_agreement_vs_single == 1.0
+
+
+def test_a_local_pipeline_finds_a_profile_named_relative_to_its_scenario(
+    unequal_local: Path,
+) -> None:
+    """The launcher reads the devices' profiles for the split; a profile named relative to
+    the scenario's folder, run from another folder, was 'does not exist' (exit 2)."""
+    assert [(r.status, r.layer_split) for r in _rows(unequal_local)] == [("ok", "5+1")]
 
 
 def test_a_pipelines_given_layers_still_run_for_real() -> None:
