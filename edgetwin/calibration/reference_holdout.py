@@ -7,6 +7,7 @@ held-out points, and a warning names the batch and the column.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,19 @@ from edgetwin.scenario import Scenario
 from edgetwin.schema import referenced_file
 
 
-def leave_one_batch_out_table(spec_path: Path, progress: Steps = no_progress) -> HeldOutRefits:
-    """Refit without each batch size of the measured table and predict that batch's rows
-    (none when the table has one batch size, or a section's only rows, or all but too few
-    for its parameters, are that batch's: a refit on no rows is its starting point, on too
-    few any law; a warning names the batch and the column). ``progress`` counts the
-    batch sizes."""
+@dataclass(frozen=True)
+class TableInputs:
+    """What a measured table's refits read: the spec at ``spec_path``, its scenario and its
+    rows."""
+
+    spec_path: Path
+    spec: CalibrationSpec
+    scenario: Scenario
+    measured: Sequence[MeasuredRow]
+
+
+def read_table_inputs(spec_path: Path) -> TableInputs:
+    """The spec at ``spec_path``, the scenario and the table it names (checked fittable)."""
     spec = load_spec(spec_path)
     base = spec_path.parent
     scenario_path = referenced_file(spec.scenario, base, spec_path, "scenario").resolve()
@@ -47,27 +55,32 @@ def leave_one_batch_out_table(spec_path: Path, progress: Steps = no_progress) ->
     reference = referenced_file(spec.reference, base, spec_path, "reference").resolve()
     measured = read_measured(reference)
     check_fittable(reference, measured, spec.fixed)
-    batches = sorted({row.config.batch for row in measured})
+    return TableInputs(spec_path, spec, scenario, measured)
+
+
+def leave_one_batch_out_table(spec_path: Path, progress: Steps = no_progress) -> HeldOutRefits:
+    """Refit without each batch size of the measured table and predict that batch's rows
+    (none when the table has one batch size, or a section's only rows, or all but too few
+    for its parameters, are that batch's: a refit on no rows is its starting point, on too
+    few any law; a warning names the batch and the column). ``progress`` counts the
+    batch sizes."""
+    inputs = read_table_inputs(spec_path)
+    batches = sorted({row.config.batch for row in inputs.measured})
     points: list[dict[str, Any]] = []
     warnings: list[str] = []
     with progress("held-out refits (by batch)", len(batches)) as advance:
         for batch in batches:
-            refits = _held_out_points(spec, scenario, measured, batch, spec_path)
+            refits = refit_without_batch(inputs, batch)
             points += refits.points
             warnings += refits.warnings
             advance(f"batch {batch} held out")
     return HeldOutRefits(points, warnings)
 
 
-def _held_out_points(
-    spec: CalibrationSpec,
-    scenario: Scenario,
-    measured: Sequence[MeasuredRow],
-    batch: int,
-    spec_path: Path,
-) -> HeldOutRefits:
-    """The rows of ``batch`` predicted by a refit without them (none, with a warning, when
-    the rest cannot be refitted)."""
+def refit_without_batch(inputs: TableInputs, batch: int) -> HeldOutRefits:
+    """One refit of ``leave_one_batch_out_table``: the rows of ``batch`` predicted by a
+    refit without them (none, with a warning, when the rest cannot be refitted)."""
+    spec, scenario, measured = inputs.spec, inputs.scenario, inputs.measured
     kept = [row for row in measured if row.config.batch != batch]
     if not kept:  # one batch size: nothing to leave out (validate says so)
         return HeldOutRefits([], [])
@@ -79,7 +92,7 @@ def _held_out_points(
             f" value of {columns} to refit from"
         )
         return HeldOutRefits([], [warning])
-    profile, metrics, warnings = _refit(spec, scenario, kept, batch, spec_path)
+    profile, metrics, warnings = _refit(spec, scenario, kept, batch, inputs.spec_path)
     if profile is None:
         return HeldOutRefits([], warnings)
     points = []
