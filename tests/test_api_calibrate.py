@@ -16,17 +16,22 @@ from edgetwin.cli import main
 from edgetwin.errors import InputError
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.profile import DeviceProfile, load_profile
+from tests.conftest import PipedRun
 
 SPECS = Path(__file__).resolve().parents[1] / "edgetwin" / "calibration" / "specs"
 JETSON_SPEC = SPECS / "jetson_orin_nano.yaml"
 
 
 @pytest.mark.timeout(120)
-def test_calibrate_fits_and_writes_what_the_command_writes(tmp_path: Path) -> None:
-    cli_out = tmp_path / "cli.yaml"
-    assert main(["calibrate", str(JETSON_SPEC), "--out", str(cli_out)]) == 0
+def test_calibrate_fits_and_writes_what_the_command_writes(
+    tmp_path: Path, jetson_table_calibration: PipedRun
+) -> None:
+    """The command's profile is the session's ``edgetwin calibrate`` of the Jetson table
+    spec (a copy with its paths made absolute: the same spec; a profile names its sources
+    by file name and hash)."""
+    cli_out = jetson_table_calibration.folder / "loud.yaml"
     api_out = tmp_path / "api.yaml"
-    command = f"edgetwin calibrate {JETSON_SPEC} --out {cli_out}"
+    command = "edgetwin calibrate spec.yaml --out loud.yaml"  # as the session ran it
     with pytest.warns(AtBoundWarning) as warned:  # as the command warns
         profile = edgetwin.calibrate(JETSON_SPEC, out=api_out, command=command)
     at_zero = [str(w.message).split(" = ")[0] for w in warned]
