@@ -17,6 +17,7 @@ from edgetwin.calibration.fit_check import AtBoundWarning, at_bound, bound_recor
 from edgetwin.calibration.group_fit import fit_groups
 from edgetwin.cli import main
 from edgetwin.profile import DeviceProfile, load_profile
+from tests.conftest import PipedRun
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "edgetwin" / "calibration" / "specs"
@@ -99,13 +100,13 @@ def test_a_trace_fit_names_its_parameter_at_a_bound_and_one_without_none(
 
 @pytest.mark.timeout(120)
 def test_a_table_fit_names_a_power_state_it_leaves_at_0_watts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    jetson_table_calibration: PipedRun,
 ) -> None:
     """The Jetson table's energies put the idle and staging powers at 0 W (non-negative
-    least squares' bound) although its rows spend time in both."""
-    out = tmp_path / "profile.yaml"
-    assert main(["calibrate", str(SPECS / "jetson_orin_nano.yaml"), "--out", str(out)]) == 0
-    warned = [line for line in capsys.readouterr().err.splitlines() if "bound" in line]
+    least squares' bound) although its rows spend time in both. The calibrate is the
+    session's of the Jetson table spec (its stderr and the profile it wrote)."""
+    out = jetson_table_calibration.folder / "loud.yaml"
+    warned = [line for line in jetson_table_calibration.stderr.splitlines() if "bound" in line]
     assert [line.split(" = ")[0] for line in warned] == [
         "edgetwin: warning: power.idle_w",
         "edgetwin: warning: power.staging_w",
