@@ -451,8 +451,8 @@ def validation_error(exc: ValidationError, path: Path | str, model: type[BaseMod
         message = _EMPTY_LIST
     elif kind in _CONTAINER_TYPES:
         message = _CONTAINER_TYPES[kind] + _got(error)
-    elif message.startswith("Input should be ") or kind in _VALUE_TYPES:
-        message = _value_words(error) + _not(error) + _number_hint(error)
+    elif (words := single_value_words(error)) is not None:
+        message = words
     elif kind in ("too_short", "too_long") and isinstance(error.get("input"), list | tuple):
         context = error["ctx"]  # pydantic says "Tuple should have ... after validation"
         most = "least" if kind == "too_short" else "most"
@@ -578,6 +578,14 @@ def _tagged(model: type[BaseModel], tag: str | None, part: str) -> bool:
     (a ``kind`` whose literal or default it is)."""
     fields = model.model_fields.values()
     return tag == part or any(part in get_args(f.annotation) or f.default == part for f in fields)
+
+
+def single_value_words(error: Any) -> str | None:
+    """A pydantic error about one value in plain words, with the value: ``should be a
+    number, not 'fast'``, ``should be greater than 0, not -5``; None for another error."""
+    if not (str(error["msg"]).startswith("Input should be ") or error["type"] in _VALUE_TYPES):
+        return None
+    return _value_words(error) + _not(error) + _number_hint(error)
 
 
 def _value_words(error: Any) -> str:

@@ -25,7 +25,7 @@ from edgetwin.profile import (
     StagingParams,
 )
 from edgetwin.provenance import files_read, sha256_file
-from edgetwin.schema import PositiveFloat, Strict, dump_yaml
+from edgetwin.schema import PositiveFloat, Strict, dump_yaml, single_value_words
 
 # the profile sections a spec's ``fixed`` may set, as ``section.parameter: value``
 FIXABLE_SECTIONS: dict[str, type[BaseModel]] = {
@@ -66,7 +66,7 @@ def check_fixed(
         params = parameter_section(path, f"fixed.{key}", key, sections)
         problem = out_of_range(params, key.partition(".")[2], value)
         if problem is not None:
-            raise InputError(path, f"fixed.{key}", f"{problem} (got {shown(value)})")
+            raise InputError(path, f"fixed.{key}", problem)
 
 
 def check_measured(path: Path, field: str, key: str, value: float, measured: str) -> None:
@@ -78,17 +78,18 @@ def check_measured(path: Path, field: str, key: str, value: float, measured: str
     section, _, name = key.partition(".")
     problem = out_of_range(FIXABLE_SECTIONS[section], name, value)
     if problem is not None:
-        problem = f"{measured} gives {key} = {value:.6g}, which a profile does not take: {problem}"
+        problem = f"{measured} gives {key} a value a profile does not take: {problem}"
         raise InputError(path, field, problem)
 
 
 def out_of_range(params: type[BaseModel], name: str, value: float) -> str | None:
-    """Why ``params`` does not take ``value`` as its parameter ``name`` (the schema's
-    words), or None when it does."""
+    """Why ``params`` does not take ``value`` as its parameter ``name``, the value said
+    (the schema's words: ``should be greater than 0, not -5``), or None when it does."""
     try:
         params.__pydantic_validator__.validate_assignment(params.model_construct(), name, value)
     except ValidationError as exc:
-        return str(exc.errors()[0]["msg"])
+        error = exc.errors()[0]
+        return single_value_words(error) or f"{error['msg']} (got {shown(value)})"
     return None
 
 
