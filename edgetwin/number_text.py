@@ -9,7 +9,7 @@ import math
 from decimal import Decimal
 
 # a number's digits are read from one in a billion to a thousand million million; one
-# outside (a value given as 1e300 in a file, an infinity) is written as Python writes it:
+# outside (a value given as 1e300 in a file, an infinity) is written with its exponent:
 # 300 zeros would hide it, and cut to fit a message, misstate it
 READABLE_MAGNITUDES = (1e-9, 1e15)
 HOVER_EXACT = ","  # d3-format: every digit (up to 12), separated, no exponent
@@ -19,10 +19,10 @@ HOVER_FIGURE = ",.4~r"  # four significant digits, separated, no exponent
 def exact_text(value: float) -> str:
     """A value as the question or the sweep gave it, every digit: ``600``, ``1,000,000``,
     ``0.5``, ``1,234.5``, ``0.00001``, to 15 significant digits (a sum's last bit of float
-    noise, 0.30000000000000004, left out); one past reading (``READABLE_MAGNITUDES``) as
-    Python writes it: ``1e+300``, ``inf``."""
+    noise, 0.30000000000000004, left out); one past reading (``READABLE_MAGNITUDES``) with
+    its exponent: ``1e+15``, ``1e+300``, ``inf``."""
     if not _readable(value):
-        return repr(float(value))
+        return f"{value:.15g}"
     return f"{Decimal(f'{value:.15g}').normalize():,f}"
 
 

@@ -172,9 +172,24 @@ def test_an_empty_token_list_is_refused_not_read_as_the_default(field: str) -> N
 @pytest.mark.parametrize(
     ("spec", "item", "field", "expect"),
     [
-        (DEVICES_EVAL, f"held_out.devices=[2, {HUGE}]", "held_out.devices.1", "or equal to 1024"),
-        (TOKENS_EVAL, f"map_tokens=[101, {HUGE}]", "map_tokens.1", "or equal to 16777216"),
-        (TOKENS_EVAL, f"held_out.tokens=[{HUGE}]", "held_out.tokens.0", "or equal to 16777216"),
+        (
+            DEVICES_EVAL,
+            f"held_out.devices=[2, {HUGE}]",
+            "held_out.devices.1",
+            "or equal to 1,024, not 1e\\+15",
+        ),
+        (
+            TOKENS_EVAL,
+            f"map_tokens=[101, {HUGE}]",
+            "map_tokens.1",
+            "or equal to 16,777,216, not 1e\\+15",
+        ),
+        (
+            TOKENS_EVAL,
+            f"held_out.tokens=[{HUGE}]",
+            "held_out.tokens.0",
+            "or equal to 16,777,216, not 1e\\+15",
+        ),
         (LLM_EVAL, f"held_out.prompt_tokens=[{HUGE}]", "held_out", "the model.s 131072"),
         (LLM_EVAL, f"held_out.output_tokens=[{HUGE}]", "held_out", "the model.s 131072"),
     ],
