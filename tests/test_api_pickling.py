@@ -30,6 +30,7 @@ def _examples() -> dict[str, BaseException]:
         "FiguresNotDrawn": edgetwin.FiguresNotDrawn(Path("out"), "not drawn", results),
         "InputError": edgetwin.InputError("q.yaml", "axes.batch", "bad"),
         "NoHeldOutWarning": edgetwin.NoHeldOutWarning("no held-out errors"),
+        "NotPinnedWarning": edgetwin.NotPinnedWarning("x = 5 is where its fit started"),
         "PoorFitWarning": edgetwin.PoorFitWarning("misses its measurements"),
         "RunFailed": edgetwin.RunFailed("rank 1 stopped"),
         "SkippedRefitWarning": edgetwin.SkippedRefitWarning("batch 8: no points"),
