@@ -15,10 +15,12 @@ from edgetwin.calibration.fit_check import (
     TRACES_CAUSE,
     PoorFitWarning,
     busy_machine_cause,
+    median_errors,
     poor_fit_warning,
     poorly_fitted,
 )
 from edgetwin.cli import main
+from edgetwin.number_text import figure_text
 from edgetwin.profile import load_profile
 from tests.conftest import REPO
 
@@ -61,7 +63,7 @@ def test_calibrate_warns_when_the_fit_misses_its_own_traces(
     assert (compute_pct > POOR_FIT_PCT) is warned
     assert err.count(WARNING) == int(warned)  # once: the API's warning is not said again
     if warned:
-        assert f"compute {compute_pct:.1f} %" in err and "quiet machine" in err
+        assert f"compute {figure_text(compute_pct)} %" in err and "quiet machine" in err
 
 
 @pytest.mark.parametrize(("slowed", "warned"), [(set(), False), ({"1", "8"}, True)])
@@ -84,6 +86,16 @@ def test_every_shipped_fit_describes_its_own_data(name: str) -> None:
     assert poorly_fitted(shipped) == {} and poor_fit_warning(shipped, "why") is None
 
 
+def test_the_fit_line_says_each_error_as_the_profile_keeps_it() -> None:
+    """The line rounded the kept two decimals again: the Jetson's staging 0.25 % read 0.2 %
+    and its comm 3.95 % read 4.0 %."""
+    shipped = load_profile("jetson_orin_nano")
+    kept = shipped.fit["median_abs_error_pct"]
+    said = median_errors(shipped)
+    assert (kept["staging_ms"], kept["comm_ms"]) == (0.25, 3.95)
+    assert "staging_ms 0.25 %" in said and "comm_ms 3.95 %" in said
+
+
 def test_the_warning_names_only_the_poor_sections_and_the_machine_load() -> None:
     shipped = load_profile(str(H200))
     fit = shipped.fit | {"median_abs_error_pct": {"compute": 66.44, "staging": 1.7}}
@@ -91,5 +103,5 @@ def test_the_warning_names_only_the_poor_sections_and_the_machine_load() -> None
     assert poorly_fitted(uneven) == {"compute": 66.44}
     warning = poor_fit_warning(uneven, busy_machine_cause(2.37, 2))
     assert warning is not None
-    assert "compute 66.4 %" in warning and "staging" not in warning
+    assert "compute 66.44 %" in warning and "staging" not in warning
     assert "load average 2.4 on 2 cores" in warning

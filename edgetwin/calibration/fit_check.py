@@ -33,9 +33,11 @@ class PoorFitWarning(UserWarning):
 def median_errors(profile: DeviceProfile) -> str:
     """What a fitted profile's ``wrote`` line says of its fit (``calibrate``,
     ``calibrate-machine`` and ``--emu`` alike): each fitted section's in-sample median
-    |error|, ``in-sample median |error|: compute 4.1 %, staging 8.9 %``."""
+    |error| as the profile keeps it (``fit.median_abs_error_pct``, not rounded again: 0.25
+    said 0.2 beside a report's 0.3), ``in-sample median |error|: compute 4.06 %, staging
+    8.94 %``."""
     medians = profile.fit.get("median_abs_error_pct", {})
-    errors = ", ".join(f"{name} {float(pct):.1f} %" for name, pct in medians.items())
+    errors = ", ".join(f"{name} {figure_text(float(pct))} %" for name, pct in medians.items())
     return f"in-sample median |error|: {errors or 'no fit'}"
 
 
@@ -51,7 +53,7 @@ def poor_fit_warning(profile: DeviceProfile, cause: str) -> str | None:
     poor = poorly_fitted(profile)
     if not poor:
         return None
-    named = ", ".join(f"{name} {pct:.1f} %" for name, pct in poor.items())
+    named = ", ".join(f"{name} {figure_text(pct)} %" for name, pct in poor.items())
     return (
         f"the fitted profile misses its own measurements by more than {exact_text(POOR_FIT_PCT)} % "
         f"(median |error|: {named}); {cause}"
