@@ -28,22 +28,25 @@ def plan_for(scenario: Scenario, config: Configuration, devices: list[Device]) -
     return decoder_plan(scenario, config, stages)
 
 
-def split_shortfall(scenario: Scenario, config: Configuration, devices: list[Device]) -> str | None:
-    """Why no layer split holds the generation on ``devices`` as ``plan_for`` finds them
-    (``configuration.split_shortfall``); None where one does, or none is balanced."""
-    return configuration.split_shortfall(scenario, config, [_free_bytes(d) for d in devices])
-
-
 def memory_status(
-    plan: DecoderPlan, devices: list[Device], tokens: int, shortfall: str | None = None
+    scenario: Scenario,
+    config: Configuration,
+    plan: DecoderPlan,
+    devices: list[Device],
+    tokens: int,
 ) -> str:
     """Load each device's weights; ``ok`` if they, the KV cache of all ``tokens`` positions
     (the real code allocates it before the prefill) and the activations at their peak fit
     every device (``DecoderPlan.need_bytes``), else the out-of-memory status: in the
-    prefill, or at the first decode position whose step's activations do not fit; with
-    ``shortfall`` (``split_shortfall``) after it."""
+    prefill, or at the first decode position whose step's activations do not fit; where
+    the layer split was balanced and none holds the generation, why after it
+    (``configuration.split_shortfall``, on the RAM ``plan_for`` split)."""
+    free = [_free_bytes(device) for device in devices]  # before the weights are loaded
     status = _memory_status(plan, devices, tokens)
-    return status if status == STATUS_OK or shortfall is None else f"{status}: {shortfall}"
+    if status == STATUS_OK:
+        return status
+    shortfall = configuration.split_shortfall(scenario, config, free)
+    return status if shortfall is None else f"{status}: {shortfall}"
 
 
 def _memory_status(plan: DecoderPlan, devices: list[Device], tokens: int) -> str:

@@ -223,8 +223,7 @@ def _generate(scenario: Scenario, config: Configuration, rep: int, world: _World
     assert config.prompt_tokens is not None and config.output_tokens is not None
     plan = decoder_run.plan_for(scenario, config, world.devices)
     kept = kept_positions(config.prompt_tokens, config.output_tokens)
-    shortfall = decoder_run.split_shortfall(scenario, config, world.devices)
-    status = decoder_run.memory_status(plan, world.devices, kept, shortfall)
+    status = decoder_run.memory_status(scenario, config, plan, world.devices, kept)
     phases = plan.phases(config.output_tokens)
     quiet = all(d.battery_j is None for d in world.devices) and all(
         m.spec.availability is None for m in world.members
@@ -361,5 +360,4 @@ def decoder_memory_status(
     devices = [_device(env, scenario, m, 0, battery=False) for m in members]
     plan = decoder_run.plan_for(scenario, config, devices)
     kept = kept_positions(config.prompt_tokens, config.output_tokens)
-    shortfall = decoder_run.split_shortfall(scenario, config, devices)
-    return decoder_run.memory_status(plan, devices, kept, shortfall)
+    return decoder_run.memory_status(scenario, config, plan, devices, kept)

@@ -101,6 +101,7 @@ from edgetwin.emu.crowdio.protocol import (
 )
 from edgetwin.emu.crowdio.records import Event
 from edgetwin.emu.crowdio.tls import TlsError, server_context
+from edgetwin.number_text import exact_text
 from edgetwin.parent_watch import exit_with_parent
 
 PEER_ERRORS = (ProtocolError, FrameError, StoreError, PayloadError)
@@ -338,13 +339,13 @@ class Foreman:
         have not answered a task within the per-task deadline (the rule's
         ``task_deadline_s``: a worker that beats but hangs in its inference)."""
         rule = self.config.liveness
-        deadline_s = rule.task_deadline_s
+        deadline = "" if rule.task_deadline_s is None else exact_text(rule.task_deadline_s)
         while True:
             await asyncio.sleep(rule.check_every_s)
             for worker_id, silence_s in self.silence.silent():
                 self._cut_off(self.workers[worker_id], f"silent for {silence_s:.1f} s")
             for worker in self.crew.overdue():
-                self._cut_off(worker, f"no answer to its task within {deadline_s:g} s")
+                self._cut_off(worker, f"no answer to its task within {deadline} s")
 
     def _cut_off(self, worker: WorkerState, detail: str) -> None:
         """Declare ``worker`` lost (``detail``: why) and reset its connection."""

@@ -31,7 +31,9 @@ class LivenessRule:
 
     def __post_init__(self) -> None:
         if self.task_deadline_s is not None and not self.task_deadline_s > 0:
-            raise ValueError(f"task_deadline_s must be positive, not {self.task_deadline_s:g}")
+            raise ValueError(
+                f"task_deadline_s must be positive, not {exact_text(self.task_deadline_s)}"
+            )
         if self.heartbeat_s <= 0:
             raise ValueError(f"heartbeat_s must be positive, not {exact_text(self.heartbeat_s)}")
         if self.silence_timeout_s < MIN_HEARTBEATS_PER_TIMEOUT * self.heartbeat_s:
