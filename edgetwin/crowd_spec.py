@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from edgetwin.availability_spec import Availability, ConstantDist, Distribution
 from edgetwin.models import registry
-from edgetwin.number_text import figure_text
+from edgetwin.number_text import count_text, figure_text
 from edgetwin.schema import FileName, NonNegativeFloat, PositiveFloat, PositiveInt, Strict
 
 # Upper bounds past which a crowd run would not fit one machine's memory or a day: a value
@@ -155,13 +155,13 @@ class CrowdSpec(Strict):
             raise ValueError("the first job arrives after horizon_s")
         phones = sum(c.count or 0 for c in self.fleet) + (self.fleet_size or 0)
         if phones > MAX_PHONES:
-            raise ValueError(f"the fleet has {phones} phones (at most {MAX_PHONES})")
+            raise ValueError(f"the fleet has {phones:,} phones (at most {MAX_PHONES:,})")
         self._check_churn()
         every = self.job.interarrival
         if every is not None and self.horizon_s / every.expected_s > MAX_JOBS:
-            jobs = f"{self.horizon_s / every.expected_s:.3g}"
+            jobs = count_text(self.horizon_s / every.expected_s)
             raise ValueError(
-                f"job.interarrival brings {jobs} jobs in horizon_s (at most {MAX_JOBS})"
+                f"job.interarrival brings {jobs} jobs in horizon_s (at most {MAX_JOBS:,})"
             )
         return self
 
@@ -180,8 +180,8 @@ class CrowdSpec(Strict):
             most = cycles.index(max(cycles))
             raise ValueError(
                 f"fleet.{most}.availability: the fleet's phones go away and come back "
-                f"{sum(cycles):.3g} times in horizon_s + drain_s (at most {MAX_CHURN_CYCLES}; "
-                f"this class's {cycles[most]:.3g})"
+                f"{count_text(sum(cycles))} times in horizon_s + drain_s (at most "
+                f"{MAX_CHURN_CYCLES:,}; this class's {count_text(cycles[most])})"
             )
 
 

@@ -1,7 +1,8 @@
 """Numbers as a person reads them, on every page, answer and progress line: thousands
 separated, never with an exponent (a 1,000,000 ms target printed ``1e+06``, a TTFT of
-13,200 ms hovered ``1.320e+4``). ``exact_text`` and ``figure_text`` write them in Python;
-``hover_number`` asks plotly.js (d3-format) for the same in a figure's hover."""
+13,200 ms hovered ``1.320e+4``). ``exact_text``, ``figure_text`` and ``count_text`` write
+them in Python; ``hover_number`` asks plotly.js (d3-format) for the same in a figure's
+hover."""
 
 from __future__ import annotations
 
@@ -34,6 +35,15 @@ def figure_text(value: float) -> str:
     if abs(value) >= 1000:
         return f"{value:,.0f}"
     return exact_text(float(f"{value:.4g}"))
+
+
+def count_text(value: float) -> str:
+    """A count worked out as a float (the jobs a horizon brings at a mean interarrival), whole:
+    ``86,400,000``; one past reading (``READABLE_MAGNITUDES``) as ``figure_text`` writes it:
+    ``8.64e+304``."""
+    if abs(value) >= READABLE_MAGNITUDES[1] or not math.isfinite(value):
+        return figure_text(value)
+    return f"{value:,.0f}"
 
 
 def _readable(value: float) -> bool:

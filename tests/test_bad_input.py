@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -1037,6 +1038,9 @@ def test_an_android_figure_no_profile_reaches_is_said_in_the_fits_words(
     head = "no phone profile fits measurements.csv"
     line = assert_clean_failure(argv, capsys, tmp_path, head, *expect)
     assert not_said not in line
+    if "stays" in expect[-1]:  # by how much: .4g wrote 2,783 s "2783", 27,830 "2.783e+04"
+        closest = re.search(r"\(by ([0-9,]+) s at the closest\)", line)
+        assert closest is not None and re.fullmatch(r"[0-9]{1,3}(,[0-9]{3})+", closest[1]), line
 
 
 @pytest.mark.timeout(60)

@@ -283,13 +283,22 @@ def _stale_folder(out: Path) -> dict[str, str]:
         (
             "crowd_city",
             "crowd.job.interarrival={kind: exponential, mean_s: 0.001}",
-            ("field 'crowd'", "job.interarrival brings", "jobs in horizon_s"),
+            ("field 'crowd'", "brings 86,400,000 jobs in horizon_s (at most 100,000)"),
+        ),
+        (
+            "crowd_city",
+            "crowd.fleet.0={name: low, profile: android_low, count: 1000000}",
+            ("field 'crowd'", "the fleet has 1,001,000 phones (at most 1,000,000)"),
         ),
         (
             "crowd_city",
             "crowd.fleet.1.availability={up: {kind: constant, value_s: 0.001}, "
             "down: {kind: exponential, mean_s: 0.001}}",
-            ("field 'crowd.fleet.1.availability'", "come back 1.74e+10 times", "at most"),
+            (
+                "field 'crowd.fleet.1.availability'",
+                "come back 17,400,0",  # and the other classes' few thousand
+                "times in horizon_s + drain_s (at most 10,000,000; this class's 17,400,000,000)",
+            ),
         ),
         (
             "prism_jetson",
@@ -308,6 +317,7 @@ def _stale_folder(out: Path) -> dict[str, str]:
         "inputs",
         "horizon",
         "interarrival",
+        "phones",
         "churn",
         "devices",
         "repetitions",
@@ -322,7 +332,8 @@ def test_more_than_one_machine_runs(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Each ran until killed: 10^7 phones or devices hung building the fleet, a job every
-    millisecond for a day, phones away and back every 2 ms for a day, 10^8 repetitions."""
+    millisecond for a day, phones away and back every 2 ms for a day, 10^8 repetitions. The
+    counts are written whole with separators (``g`` wrote 86,400,000 jobs ``8.64e+07``)."""
     argv = ["run", str(SCENARIOS / f"{scenario}.yaml"), "--out", str(tmp_path / "out")]
     assert_clean_failure([*argv, "--set", item], capsys, tmp_path, *expect)
 
@@ -702,6 +713,23 @@ def test_a_phone_host_the_emulator_cannot_give(item: str, field: str, problem: s
     with pytest.raises(InputError, match=problem) as raised:
         check_crowd_emulatable(load_scenario(path, [item]), path)
     assert raised.value.field == field
+
+
+@pytest.mark.timeout(60)
+def test_a_phone_hosts_quota_is_said_without_an_exponent(tmp_path: Path) -> None:
+    """``.3g`` said a class at a thousandth of the fastest's GFLOPS would get ``1e-05
+    cores``; it is written as the reports write a figure."""
+    from edgetwin.emu.mininet.crowd import check_crowd_emulatable
+
+    shipped = (REPO / "edgetwin/calibration/profiles/android_low.yaml").read_text()
+    slow = tmp_path / "slow.yaml"
+    slow.write_text(re.sub(r"(?m)^cpu_gflops: .*$", "cpu_gflops: 0.016", shipped))
+    path = SCENARIOS / "emu_crowdio.yaml"
+    items = [f"crowd.fleet.0.profile={slow}", "emulator.cpu_cores_fastest=0.01"]
+    with pytest.raises(InputError) as raised:
+        check_crowd_emulatable(load_scenario(path, items), path)
+    assert raised.value.field == "emulator.cpu_cores_fastest"
+    assert "class low would get 0.00001 cores (at least 0.01: " in raised.value.problem
 
 
 @pytest.mark.timeout(60)

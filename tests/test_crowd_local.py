@@ -26,7 +26,7 @@ from edgetwin.emu.crowdio.sdk import pipeline_job, submit_message
 from edgetwin.emu.memory_check import interpreter
 from edgetwin.errors import InputError
 from edgetwin.models.strategy import CROWDIO_FOREMAN
-from edgetwin.number_text import exact_text
+from edgetwin.number_text import exact_text, figure_text
 from edgetwin.phone_profile import load_phone_profile
 from edgetwin.result_cells import read_results
 from edgetwin.run_folders import LOCAL, leftover_folders
@@ -319,7 +319,24 @@ def test_the_real_stages_are_checked_by_the_session_the_job_declares() -> None:
     with pytest.raises(InputError) as raised:
         check(1.5 * blob_mb)  # the blob fits, its session does not
     assert raised.value.path == str(SCENARIO) and raised.value.field == "crowd.job.stages.0"
-    assert f"needs a {declared_mb[0]:.3g} MB session" in raised.value.problem
+    assert f"needs a {figure_text(declared_mb[0])} MB session" in raised.value.problem
+
+
+def test_a_stage_no_class_holds_is_said_with_the_session_to_four_digits() -> None:
+    """``.3g`` wrote the session of the first of two tiny stages (0.4255 MB) as 0.425 MB, a
+    digit short of the reports' figures; it is said as they round it (``figure_text``)."""
+    stages = export_stages(TINY, 2, seed=0)
+    reserved_mb = load_phone_profile("android_low").os_reserved_mb
+    two = "crowd.job.stages=[{name: cell_a, size_mb: 0.2, ram_mb: 0.1, gflops: 0.0006},"
+    two += " {name: cell_b, size_mb: 0.005, ram_mb: 0.1, gflops: 0.00001}]"
+    scenario = load_scenario(SCENARIO, [_one_class(reserved_mb + 0.2), two])
+    assert scenario.crowd is not None
+    classes = resolve_classes(scenario.crowd, SCENARIO)
+    with pytest.raises(InputError) as raised:
+        check_real_stages_fit(scenario.crowd, stages, classes, "tiny", SCENARIO)
+    said = re.search(r"needs a ([0-9.]+) MB session \(2 x its", raised.value.problem)
+    assert said is not None, raised.value.problem
+    assert float(said.group(1)) == float(f"{stages[0].ram_mb:.4g}")  # four digits, not three
 
 
 def test_each_repetition_of_a_real_crowd_job_has_its_own_seed() -> None:

@@ -325,6 +325,13 @@ def test_a_rate_tc_cannot_set_is_refused_naming_the_field(
     [
         ({"burst_kb": 4194304}, [200], "at most 4194303 kb"),  # 2**32 bytes: "Illegal burst"
         ({"burst_kb": 33555}, [200, 1], "takes 274.9 s at 1 Mbps"),  # read back as 581 b
+        # .4g wrote the 1,024,000 s "1.024e+06"
+        (
+            {"burst_kb": 1000},
+            [8e-6],
+            "1,000 kb takes 1,024,000 s at 0.000008 Mbps: tc sets a"
+            " burst of at most 274.9 s of its class's rate (a longer one wraps around)",
+        ),
         # 3 stations share 1 Mbps: a leaf's burst at 0.333 Mbps
         ({"burst_kb": 11200, "medium": "shared"}, [1], "1 Mbps shared by 3 stations"),
     ],

@@ -13,7 +13,9 @@ import pytest
 import yaml
 
 import edgetwin
+from edgetwin.calibration.fit_check import not_pinned_record, not_pinned_warnings, with_not_pinned
 from edgetwin.cli import main
+from edgetwin.profile import load_profile
 from tests.conftest import REPO
 
 BOARD = {  # a CPU board: its blocks take far longer than its host's part of them
@@ -92,3 +94,27 @@ def test_a_parameter_no_row_changes_with_is_named_not_fitted(
     assert "edgetwin: warning: compute.sync_host_ms_per_mb = 5 is where the timing fit" in stderr
     written = yaml.safe_load((tmp_path / "fit.yaml").read_text())
     assert [r["parameter"] for r in written["fit"]["not_pinned"]] == list(named)
+
+
+def test_the_kept_start_is_said_with_every_digit_and_no_exponent() -> None:
+    """``g`` said a start of 1,234,567 GFLOP/s ``1.23457e+06`` (six digits, an exponent) and
+    one of 0.00002 ms/MB ``2e-05``: the line says the value the profile keeps, as given.
+    (The fits' own starts, 500 and 5 or less, read the same either way.)"""
+    profile = with_not_pinned(
+        load_profile("jetson_orin_nano"),
+        [
+            not_pinned_record("compute.throughput_gflops", 1_234_567.0, "timing"),
+            not_pinned_record("compute.sync_host_ms_per_mb", 0.00002, "timing"),
+        ],
+    )
+    lines = not_pinned_warnings(profile)
+    assert [line.split(" is where ")[0] for line in lines] == [
+        "compute.throughput_gflops = 1,234,567",
+        "compute.sync_host_ms_per_mb = 0.00002",
+    ]
+    assert lines[0].endswith(
+        "the timing fit started: no measured row changes with it, so the"
+        " data does not pin it (a host time a slower GPU always outlasts,"
+        " say) and the profile keeps the start (fit.not_pinned; a value you"
+        " know goes in the spec's fixed)"
+    )

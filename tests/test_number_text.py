@@ -21,7 +21,7 @@ from edgetwin.emu.mininet.faults import timeline
 from edgetwin.emu.mininet.medium import rate_commands_of
 from edgetwin.emu.mininet.topology import build_topology
 from edgetwin.network_spec import NetworkSpec
-from edgetwin.number_text import exact_text, figure_text, hover_number
+from edgetwin.number_text import count_text, exact_text, figure_text, hover_number
 from edgetwin.reports.html import figures_html, read_run, run_figures
 from edgetwin.reports.llm import tokens_per_s_figure
 from edgetwin.reports.style import categories, log_ticks, tick_label
@@ -121,6 +121,14 @@ def test_exact_text_leaves_out_float_noise_and_writes_a_number_past_reading_as_p
     fit a message, would misstate it."""
     assert [exact_text(v) for v in (0.1 + 0.2, 1e300, 1e-300)] == ["0.3", "1e+300", "1e-300"]
     assert [exact_text(float("inf")), figure_text(1e300)] == ["inf", "1e+300"]
+
+
+def test_a_count_worked_out_as_a_float_is_written_whole() -> None:
+    """The jobs a horizon brings (``.3g``: ``8.64e+07``) and the cycles a fleet goes through
+    are whole, thousands separated; one past reading keeps its exponent."""
+    counts = (86_400_000.0, 17_400_004_833.4, 123.6, 0.4)
+    assert [count_text(v) for v in counts] == ["86,400,000", "17,400,004,833", "124", "0"]
+    assert [count_text(8.64e304), count_text(float("inf"))] == ["8.64e+304", "inf"]
 
 
 def _page_traces(html: str) -> list[dict[str, Any]]:

@@ -133,6 +133,20 @@ def test_a_fast_gpus_microseconds_are_named_by_the_power_logs_clock(tmp_path: Pa
     assert "power log's vit_b" in named[0] and "x as long as the phase lasted" in named[0]
 
 
+def test_the_power_logs_phase_is_said_as_the_reports_write_a_figure(tmp_path: Path) -> None:
+    """``.3g`` said a gloo phase of 2,148 s on the power log's clock ``2.15e+03 s``: the
+    loopback's log with its clock (t_s) 100x as long and its exchange times 100,000x."""
+    shutil.copytree(LOOPBACK, tmp_path / "traces")
+    _scaled("power_samples.csv", tmp_path / "traces", {"t_s": 100.0})
+    _scaled("gloo_staged_allgather.csv", tmp_path / "traces", dict.fromkeys(EXCHANGE_TIMES, 1e5))
+    named = slow_columns(TraceData(tmp_path / "traces"), ModelSpec())
+    by_clock = [line for line in named if "lasted on the log's clock" in line]
+    assert _columns(by_clock) == {("gloo_staged_allgather.csv", c) for c in ("comm_ms", "total_ms")}
+    assert all(
+        "as long as the phase lasted on the log's clock (2,148 s, t_s)" in line for line in by_clock
+    )
+
+
 @pytest.mark.parametrize("column", ["comm_ms", "h2d_ms"])
 def test_a_phase_in_microseconds_beside_its_total_in_ms_is_named(
     tmp_path: Path, column: str

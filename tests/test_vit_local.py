@@ -11,7 +11,9 @@ import pytest
 from edgetwin.cli import main
 from edgetwin.configuration import resolve_segments
 from edgetwin.emu.local import check_runnable, measure_local, run_local
-from edgetwin.emu.vit.worker import real_strategies
+from edgetwin.emu.vit.phases import ForwardTiming
+from edgetwin.emu.vit.records import RunRecord
+from edgetwin.emu.vit.worker import real_strategies, summary_line
 from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.reports.html import LOCAL_NOTE, RunData, render_report
@@ -156,6 +158,18 @@ def test_comparison_with_single_device(smoke_rows: list[ResultRow]) -> None:
     print(
         f"prism CR 9.9 vs single (ViT-B/16 width, 2 blocks, batch 2): max |logit diff| "
         f"{prism.max_abs_diff_vs_single:.3g}, top-1 agreement {prism.top1_agreement_vs_single}"
+    )
+
+
+def test_rank_0s_line_writes_a_small_logit_difference_without_an_exponent() -> None:
+    """``.3g`` printed Voltage's max |logit diff| of 3.05e-06 so; rank 0's line writes it as
+    the reports write a figure (an exponent only under READABLE_MAGNITUDES' 1e-9)."""
+    rep = ForwardTiming(total_ms=12.5, steps_ms={"block0": {"compute": 10.0, "comm": 2.5}})
+    record = RunRecord(2, None, (rep,), 1024, max_abs_diff_vs_single=3.0517578125e-06)
+    line = summary_line("voltage", 2, replace(record, top1_agreement_vs_single=1.0))
+    assert line == (
+        "voltage P=2 batch 2: total 12.5 ms (compute 10.0, staging 0.0, comm 2.5; median of 1)"
+        "; vs single: max |logit diff| 0.000003052, top-1 agreement 1.00"
     )
 
 

@@ -14,7 +14,7 @@ from scipy.optimize import brentq
 from edgetwin.calibration.android_inputs import AndroidSpec
 from edgetwin.calibration.android_twin import broadcast_load_s, device_mean_loads_s, run_once
 from edgetwin.calibration.session_load import SessionLoadFit
-from edgetwin.number_text import exact_text
+from edgetwin.number_text import exact_text, figure_text
 from edgetwin.phone_profile import MMAP_CEILING_MB, PhoneProfile
 from edgetwin.scenario import Scenario
 
@@ -140,7 +140,7 @@ def _root(
         raise ValueError(
             f"no {solved} from {exact_text(low)} to {exact_text(high)} makes the twin's {matched} "
             "the measured "
-            f"one: it stays {side} (by {closest:.4g} s at the closest); check that figure"
+            f"one: it stays {side} (by {figure_text(closest)} s at the closest); check that figure"
         )
     return float(brentq(gap, low, high, xtol=xtol))
 

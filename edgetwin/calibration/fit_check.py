@@ -227,10 +227,10 @@ def not_pinned_warnings(profile: DeviceProfile) -> list[str]:
     """One line per parameter of ``profile`` that its data does not pin: its value, the
     fit, and what to do."""
     return [
-        f"{r['parameter']} = {r['value']:g} is where the {r['fit']} fit started: no measured "
-        "row changes with it, so the data does not pin it (a host time a slower GPU always "
-        "outlasts, say) and the profile keeps the start (fit.not_pinned; a value you know "
-        "goes in the spec's fixed)"
+        f"{r['parameter']} = {exact_text(r['value'])} is where the {r['fit']} fit started: no "
+        "measured row changes with it, so the data does not pin it (a host time a slower GPU "
+        "always outlasts, say) and the profile keeps the start (fit.not_pinned; a value you "
+        "know goes in the spec's fixed)"
         for r in not_pinned(profile)
     ]
 

@@ -33,6 +33,7 @@ from edgetwin.calibration.readers.staged_exchange import (
 )
 from edgetwin.calibration.trace_groups import LATENCY_MS
 from edgetwin.calibration.trace_inputs import TraceData
+from edgetwin.number_text import figure_text
 
 FACTOR = 10.0  # how far past what the other clock or column allows a column is named
 EXCHANGE_PARTS = ("d2h_ms", "comm_ms", "h2d_ms")  # the phases of a loop's total_ms
@@ -84,7 +85,7 @@ def _clock_line(phase: str, timed_ms: float, lasted_s: dict[str | None, float]) 
     return (
         f"its repetitions of the power log's {phase} phase add up to {timed_ms / 1e3:,.1f} s,"
         f" {timed_ms / 1e3 / lasted_s[phase]:,.0f}x as long as the phase lasted on the log's"
-        f" clock ({lasted_s[phase]:.3g} s, t_s)"
+        f" clock ({figure_text(lasted_s[phase])} s, t_s)"
     )
 
 

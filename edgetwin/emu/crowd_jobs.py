@@ -42,7 +42,7 @@ from edgetwin.emu.memory_check import check_fits, interpreter
 from edgetwin.errors import InputError, LaunchError, RunFailed
 from edgetwin.models.crowd.views import session_fits
 from edgetwin.models.strategies.crowdio import CROWDIO_STREAMING
-from edgetwin.number_text import exact_text
+from edgetwin.number_text import exact_text, figure_text
 from edgetwin.policies.scheduling import check_schedulers
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import LOCAL, run_folder
@@ -94,7 +94,7 @@ def check_real_stages_fit(
             continue
         problem = (
             f"stage {spec.name} as the {model} DistilBERT exports it needs a"
-            f" {stage.ram_mb:.3g} MB session ({exact_text(STAGE_RAM_FACTOR)} x its"
+            f" {figure_text(stage.ram_mb)} MB session ({exact_text(STAGE_RAM_FACTOR)} x its"
             f" {len(stage.blob):,}-byte ONNX blob; the twin reads ram_mb,"
             f" {exact_text(spec.ram_mb)} MB) and fits no phone class:"
         )

@@ -29,6 +29,7 @@ from edgetwin.evaluate.affinity_results import (
 )
 from edgetwin.evaluate.optimum import Assignment, Optimum, build_instance, optimum
 from edgetwin.file_kinds import check_kind, check_named_scenario
+from edgetwin.number_text import figure_text
 from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.progress import Advance
 from edgetwin.scenario import Scenario, validate_scenario
@@ -101,9 +102,10 @@ class AffinityEvaluation:
             optimum_s = instance.optimum.schedule.makespan_ms / 1e3
             proved = "" if instance.optimum.proved else " (not proved within node_limit)"
             regrets = ", ".join(f"{n} {s.regret_pct:.1f} %" for n, s in instance.schedulers.items())
+            makespan = f"optimum makespan {figure_text(optimum_s)} s{proved}"
             lines.append(
-                f"{instance.name} ({instance.strategy}): optimum makespan {optimum_s:.4g} s"
-                f"{proved}; regret (makespan over the optimum's): {regrets}"
+                f"{instance.name} ({instance.strategy}): {makespan}; regret (makespan over the"
+                f" optimum's): {regrets}"
             )
         return lines
 

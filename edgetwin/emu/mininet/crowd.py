@@ -58,7 +58,7 @@ from edgetwin.emu.mininet.topology import (
 from edgetwin.emulator_spec import JOB_TIMEOUT_S, MIN_HOST_CPU_CORES, EmulatorSpec
 from edgetwin.errors import InputError
 from edgetwin.links import worst_error_pct
-from edgetwin.number_text import exact_text
+from edgetwin.number_text import exact_text, figure_text
 from edgetwin.progress import Step, Steps, naming, no_progress
 from edgetwin.results import ResultRow
 from edgetwin.run_folders import EMU, run_folder
@@ -140,7 +140,9 @@ def _check_phone_hosts(
     for phone_class in classes:
         cores = _phone_cores(emulator, phone_class, fastest)
         if emulator.cpu_limits and cores < MIN_HOST_CPU_CORES:
-            problem = f"class {phone_class.spec.name} would get {cores:.3g} cores (at least"
+            problem = (
+                f"class {phone_class.spec.name} would get {figure_text(cores)} cores (at least"
+            )
             problem += f" {exact_text(MIN_HOST_CPU_CORES)}: a CFS quota cannot be smaller)"
             raise InputError(scenario_path, "emulator.cpu_cores_fastest", problem)
 

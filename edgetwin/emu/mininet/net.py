@@ -49,6 +49,7 @@ from edgetwin.emu.mininet.topology import (
 )
 from edgetwin.errors import RunFailed, sigterm_interrupts
 from edgetwin.network_spec import NetworkSpec
+from edgetwin.number_text import exact_text
 from edgetwin.run_folders import EMU
 
 MARKER_ENV = "EDGETWIN_EMU"  # set to PREFIX on every process started in a host
@@ -357,7 +358,7 @@ def _start_delay_lines(emu: EmuNetwork) -> None:
         emu.run(delay_rule_command(host))
     emu.delay_line = True
     _LOG.warning(
-        "no netem here: latency_ms %g is added by a userspace delay line in every host "
+        "no netem here: latency_ms %s is added by a userspace delay line in every host "
         "(docs/emulator.md)",
-        emu.network.latency_ms,
+        exact_text(emu.network.latency_ms),
     )

@@ -159,9 +159,9 @@ def burst_problem(burst_kb: float, rate_mbps: float | None = None) -> str | None
     burst_s = burst_bytes * 8 / (rate_mbps * 1e6)
     if burst_s > TC_BURST_MAX_S:
         return (
-            f"{exact_text(burst_kb)} kb takes {burst_s:.4g} s at {figure_text(rate_mbps)} Mbps: tc "
-            "sets a burst of "
-            f"at most {TC_BURST_MAX_S:.4g} s of its class's rate (a longer one wraps around)"
+            f"{exact_text(burst_kb)} kb takes {figure_text(burst_s)} s at {figure_text(rate_mbps)}"
+            f" Mbps: tc sets a burst of at most {figure_text(TC_BURST_MAX_S)} s of its class's"
+            " rate (a longer one wraps around)"
         )
     return None
 

@@ -41,6 +41,7 @@ from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.layout import resolved_segments
 from edgetwin.models.strategy import VIT_WORKER
+from edgetwin.number_text import figure_text
 from edgetwin.policies.adaptive import AdaptivePolicy
 
 MODEL_FLAGS = {
@@ -230,7 +231,7 @@ def _run(
     if logits is None:
         return record
     record = _compare_with_single(record, model, images, logits, args.world)
-    _print_summary(args, record)
+    print(summary_line(args.strategy, args.world, record), flush=True)
     return record
 
 
@@ -279,25 +280,29 @@ def _compare_with_single(
     )
 
 
-def _print_summary(args: argparse.Namespace, record: RunRecord) -> None:
+def summary_line(strategy: str, world: int, record: RunRecord) -> str:
+    """What rank 0 prints after a run: its medians and, if distributed, how its logits
+    compare with the whole model's (``figure_text``: a difference of 3e-06 reads
+    ``0.000003``)."""
+
     def median(values: list[float]) -> float:
         return statistics.median(values) if values else float("nan")
 
-    name = args.strategy + ("" if record.segments is None else f" L={record.segments}")
+    name = strategy + ("" if record.segments is None else f" L={record.segments}")
     total = median([rep.total_ms for rep in record.reps])
     compute = median([rep.phase_ms("compute") for rep in record.reps])
     staging = median([rep.staging_ms for rep in record.reps])
     comm = median([rep.phase_ms("comm") for rep in record.reps])
     line = (
-        f"{name} P={args.world} batch {record.batch}: total {total:.1f} ms (compute {compute:.1f}"
+        f"{name} P={world} batch {record.batch}: total {total:.1f} ms (compute {compute:.1f}"
         f", staging {staging:.1f}, comm {comm:.1f}; median of {len(record.reps)})"
     )
     if record.max_abs_diff_vs_single is not None:
         line += (
-            f"; vs single: max |logit diff| {record.max_abs_diff_vs_single:.3g}"
+            f"; vs single: max |logit diff| {figure_text(record.max_abs_diff_vs_single)}"
             f", top-1 agreement {record.top1_agreement_vs_single:.2f}"
         )
-    print(line, flush=True)
+    return line
 
 
 if __name__ == "__main__":
