@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from html import escape
 from pathlib import Path
+from statistics import fmean
 
 import pytest
 
@@ -15,6 +16,7 @@ from edgetwin.models import registry
 from edgetwin.number_text import exact_text
 from edgetwin.profile import MB, load_profile
 from edgetwin.reports.html import read_run, run_figures
+from edgetwin.reports.llm import ttft_tpot_figure
 from edgetwin.resolved_scenario import RESOLVED_FILE, load_resolved
 from edgetwin.sweep_points import configurations
 from tests.conftest import REPO
@@ -68,6 +70,32 @@ def test_decoder_page_has_its_figures_with_a_line_per_strategy(tmp_path: Path) -
     assert line.hovertemplate.startswith("prompt %{x:,} tokens: ")
     assert rate.hovertemplate.startswith("%{x:,} Mbit/s: ")
     assert memory_line.hovertemplate.startswith("context %{x:,} tokens: ")
+
+
+@pytest.mark.timeout(120)
+def test_the_ttft_figure_draws_the_highest_bandwidth_of_a_tie(tmp_path: Path) -> None:
+    """Two bandwidths with two prompt lengths each: the TTFT and TPOT figure drew the first
+    slice in the table (200 Mbit/s, or 400 with the rows reversed) where the ViT page draws
+    the highest bandwidth of a tie; it draws 400 Mbit/s either way, and its title says so."""
+    rows = read_run(llm_run(tmp_path / "run")).rows
+    assert {(r.bandwidth_mbps, r.prompt_tokens) for r in rows} == {
+        (bw, prompt) for bw in (200, 400) for prompt in (32, 64)
+    }
+    for ordered in (rows, rows[::-1]):
+        figure = ttft_tpot_figure(ordered)
+        assert figure is not None
+        assert ", 400 Mbit/s, 16 output tokens" in figure.layout.title.text
+        for strategy in ("pipeline", "tensor_parallel"):  # their TTFT moves with the link
+            line = next(t for t in figure.data if t.name == strategy and t.xaxis == "x")
+            at_400 = [
+                fmean(
+                    r.ttft_ms
+                    for r in rows
+                    if (r.strategy, r.prompt_tokens, r.bandwidth_mbps) == (strategy, prompt, 400)
+                )
+                for prompt in (32, 64)
+            ]
+            assert list(line.x) == [32, 64] and list(line.y) == pytest.approx(at_400)
 
 
 @pytest.mark.timeout(120)

@@ -23,7 +23,7 @@ from edgetwin.models.decoder_costs import tightest_rank
 from edgetwin.number_text import exact_text, hover_number
 from edgetwin.profile import MB
 from edgetwin.reports.figures import looks
-from edgetwin.reports.rows import Config, config_labels, config_of, config_order
+from edgetwin.reports.rows import Config, config_labels, config_of, config_order, fullest
 from edgetwin.reports.style import log_ticks, reference_line, styled, title_text
 from edgetwin.resolved_scenario import RESOLVED_FILE, load_resolved
 from edgetwin.results import ResultRow
@@ -98,7 +98,9 @@ def _lines(
     swept: Callable[[ResultRow], float],
 ) -> tuple[Slice, dict[Config, dict[float, list[ResultRow]]]] | None:
     """The rows of the slice (``fixed``) with the most ``swept`` values, by configuration
-    and swept value (the first such slice on a tie)."""
+    and swept value; on a tie the slice whose rows reach the highest bandwidth (its own,
+    where it holds one: as the ViT run page picks its bandwidth, ``fullest``), then the
+    first."""
     slices: dict[Slice, dict[Config, dict[float, list[ResultRow]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list))
     )
@@ -106,9 +108,15 @@ def _lines(
         slices[fixed(row)][_line_config(row)][swept(row)].append(row)
     if not slices:
         return None
-    chosen = max(slices, key=lambda s: len({x for line in slices[s].values() for x in line}))
+    counts = {s: len({x for line in held.values() for x in line}) for s, held in slices.items()}
+    chosen = fullest(counts, lambda s: max(_bandwidths(slices[s])))
     lines = slices[chosen]
     return chosen, {c: dict(sorted(lines[c].items())) for c in sorted(lines, key=config_order)}
+
+
+def _bandwidths(lines: dict[Config, dict[float, list[ResultRow]]]) -> list[float]:
+    """The bandwidth of each row of ``lines``."""
+    return [r.bandwidth_mbps for points in lines.values() for reps in points.values() for r in reps]
 
 
 def _add_lines(

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean, stdev
+from typing import TypeVar
 
 from edgetwin.models import registry
 from edgetwin.results import ResultRow
+
+Fixed = TypeVar("Fixed")  # what a figure holds fixed: a bandwidth, a (batch, bandwidth, ...)
 
 
 @dataclass(frozen=True)
@@ -117,9 +120,14 @@ def config_labels(configs: Iterable[Config]) -> dict[Config, str]:
     }
 
 
+def fullest(counts: Mapping[Fixed, int], bandwidth_mbps: Callable[[Fixed], float]) -> Fixed:
+    """The slice of a figure (what it holds fixed) with the most points, on a tie the one at
+    the highest bandwidth (``bandwidth_mbps``), then the first: how every run page picks
+    the slice it draws."""
+    return max(counts, key=lambda fixed: (counts[fixed], bandwidth_mbps(fixed)))
+
+
 def most_common_bandwidth(points: Sequence[Point]) -> float | None:
-    """The bandwidth with the most points (the highest on a tie), or None."""
+    """The bandwidth with the most points (the highest on a tie: ``fullest``), or None."""
     counts = Counter(p.bandwidth_mbps for p in points)
-    if not counts:
-        return None
-    return max(counts, key=lambda bw: (counts[bw], bw))
+    return fullest(counts, lambda bandwidth_mbps: bandwidth_mbps) if counts else None
