@@ -172,6 +172,35 @@ def test_evaluate_affinity_says_a_long_optimum_with_separators(
     )
 
 
+@pytest.mark.parametrize(
+    ("drain", "field", "said"),
+    [
+        ("", "crowd.drain_s", "not finished by horizon_s + drain_s (4,200 s; the optimum's "),
+        (', "crowd.drain_s=20000"', "crowd", "no phone connected (3 of 3 with an empty battery)"),
+    ],
+)
+def test_a_scheduler_run_that_leaves_its_job_unfinished_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], drain: str, field: str, said: str
+) -> None:
+    """Cold loads over 0.5 Mbit/s outlast the run (the optimum takes 15,795 s): the
+    evaluation scored the unfinished job's NaN makespan, 'regret ... affinity nan %', and
+    wrote NaN into affinity.json. It says why the run did not finish and writes nothing."""
+    spec = tmp_path / "slow.eval.yaml"
+    sets = f'["crowd.cache=cold", "network.bandwidth_mbps=0.5"{drain}]'
+    spec.write_text(
+        f"scenario: {SCENARIO}\nschedulers: [affinity]\nrepetitions: 1\n"
+        f"instances: [{{name: p3, set: {sets}}}]\n"
+    )
+    out = tmp_path / "out"
+    assert main(["evaluate-affinity", str(spec), "--out", str(out), "--quiet"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"edgetwin: error: {SCENARIO}: field '{field}': instance p3: ")
+    assert "affinity's run ended with its job incomplete: 0 of 3 inputs done; " in lines[0]
+    assert said in lines[0]
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("scheduler", ["affinity", "fifo", "least_loaded", "random"])
 def test_offline_agrees_with_twin_for_its_plan(scheduler: str) -> None:
     inst, (scenario, setup) = _instance("crowd.job.inputs=3")

@@ -29,9 +29,10 @@ from edgetwin.evaluate.affinity_results import (
 )
 from edgetwin.evaluate.optimum import Assignment, Optimum, build_instance, optimum
 from edgetwin.file_kinds import check_kind, check_named_scenario
-from edgetwin.number_text import figure_text
+from edgetwin.number_text import exact_text, figure_text
 from edgetwin.policies.scheduling import SCHEDULERS
 from edgetwin.progress import Advance
+from edgetwin.results import STATUS_OK, ResultRow
 from edgetwin.scenario import Scenario, validate_scenario
 from edgetwin.schema import (
     FileName,
@@ -45,6 +46,7 @@ from edgetwin.schema import (
     referenced_file,
     validation_error,
 )
+from edgetwin.sim.crowd.foreman import OUT_OF_TIME
 from edgetwin.sim.crowd.runner import CrowdSetup, prepare_crowd, simulate_crowd
 from edgetwin.sweep_points import swept_bandwidths
 
@@ -264,7 +266,10 @@ def _evaluate_instance_twin(
                 CrowdRun(strategy, scheduler, rep, scenario.network.bandwidth_mbps)
                 for rep in range(settings.repetitions)
             ]
-            figures = [RunFigures.of_row(simulate_crowd(scenario, setup, r).rows[0]) for r in runs]
+            rows = [simulate_crowd(scenario, setup, r).rows[0] for r in runs]
+            for row in rows:
+                _check_finished(row, name, (scenario, path), best)
+            figures = [RunFigures.of_row(row) for row in rows]
             per_scheduler[scheduler] = scheduler_result(figures, best, dispatch)
         results.append(
             InstanceResult(
@@ -280,6 +285,27 @@ def _evaluate_instance_twin(
             )
         )
     return results
+
+
+def _check_finished(
+    row: ResultRow, name: str, scenario: tuple[Scenario, Path], best: Optimum
+) -> None:
+    """A scheduler's run finished its job, else an error naming the instance, how long the
+    run had and the optimum's makespan: an unfinished job has no makespan to score."""
+    if row.status == STATUS_OK:
+        return
+    spec, path = scenario
+    crowd = spec.crowd
+    assert crowd is not None
+    problem = f"instance {name}: {row.scheduler}'s run ended with its job {row.status}"
+    if not row.status.endswith(OUT_OF_TIME):
+        raise InputError(path, "crowd", problem)
+    run_s, optimum_s = crowd.horizon_s + crowd.drain_s, best.schedule.makespan_ms / 1e3
+    problem += (
+        f" ({exact_text(run_s)} s; the optimum's makespan is {figure_text(optimum_s)} s):"
+        " give the instance more in its set (crowd.drain_s=...)"
+    )
+    raise InputError(path, "crowd.drain_s", problem)
 
 
 def _optimum_json(found: Optimum, phones: tuple[str, ...]) -> dict[str, Any]:

@@ -45,6 +45,9 @@ from edgetwin.sim.device import DeviceLeft
 TRACE_NAMES = {"submit": "submit", "assign": "assign", "release": "release", "done": "done"}
 
 
+OUT_OF_TIME = "not finished by horizon_s + drain_s"  # why a job the run ended on was not done
+
+
 class CutOff:
     """Why a phone's work was interrupted: its task ran past the deadline (``Foreman``)."""
 
@@ -280,4 +283,4 @@ def _unfinished_reason(job: Job, unfit: set[str]) -> str:
     for s, stage in enumerate(core.stages):
         if core.done_per_stage[s] < core.inputs and stage.key in unfit:
             return f"stage {stage.name} did not fit any connected phone's RAM"
-    return "not finished by horizon_s + drain_s"
+    return OUT_OF_TIME
