@@ -28,7 +28,7 @@ def write_affinity_report(out_dir: Path, evaluation: AffinityEvaluation) -> list
     into ``out_dir``."""
     paths = [out_dir / "affinity.json", out_dir / AFFINITY_PAGE]
     write_warnings_file(out_dir, evaluation.warnings)
-    write_text_atomic(paths[0], json.dumps(evaluation.to_json(), indent=1) + "\n")
+    write_text_atomic(paths[0], json.dumps(evaluation.to_json(), indent=1, allow_nan=False) + "\n")
     write_text_atomic(paths[1], render_affinity(evaluation))
     return paths
 
