@@ -323,7 +323,7 @@ def test_a_rate_tc_cannot_set_is_refused_naming_the_field(
 @pytest.mark.parametrize(
     ("network", "sweep_mbps", "words"),
     [
-        ({"burst_kb": 4194304}, [200], "at most 4194303 kb"),  # 2**32 bytes: "Illegal burst"
+        ({"burst_kb": 4194304}, [200], "at most 4,194,303 kb"),  # 2**32 bytes: "Illegal burst"
         ({"burst_kb": 33555}, [200, 1], "takes 274.9 s at 1 Mbps"),  # read back as 581 b
         # .4g wrote the 1,024,000 s "1.024e+06"
         (

@@ -153,7 +153,7 @@ def burst_problem(burst_kb: float, rate_mbps: float | None = None) -> str | None
     burst_bytes = burst_kb * TC_KB
     if burst_bytes > TC_BURST_MAX_BYTES:
         most = TC_BURST_MAX_BYTES // TC_KB
-        return f"{exact_text(burst_kb)} kb: tc sets a burst of at most {most} kb"
+        return f"{exact_text(burst_kb)} kb: tc sets a burst of at most {most:,} kb"
     if rate_mbps is None:
         return None
     burst_s = burst_bytes * 8 / (rate_mbps * 1e6)
