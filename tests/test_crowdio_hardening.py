@@ -173,7 +173,7 @@ BAD_SUBMISSIONS = {
     "input 0: shape (1, 3) is not the declared": _set(("inputs", 0, "shape"), [1, 3]),
     # 100,000 tiny inputs took a foreman 250 MiB (16x the frame): the frame limit alone
     # let one submission take gigabytes
-    f"at most {MAX_JOB_INPUTS} items": lambda body: body.update(
+    f"at most {MAX_JOB_INPUTS:,} items": lambda body: body.update(
         inputs=body["inputs"][:1] * (MAX_JOB_INPUTS + 1)
     ),
 }
