@@ -383,3 +383,18 @@ def test_what_a_fit_check_needs_is_in_its_namespace() -> None:
     assert edgetwin.poorly_fitted is poorly_fitted
     assert edgetwin.at_bound is at_bound
     assert "from edgetwin." not in api_md_examples()
+
+
+@pytest.mark.parametrize("check", ["poorly_fitted", "at_bound", "not_held_out"])
+@pytest.mark.parametrize(
+    "given",
+    ["edgetwin/calibration/profiles/jetson_orin_nano.yaml", [], None],
+    ids=["profile-file", "android-list", "none"],
+)
+def test_a_fit_check_of_no_profile_names_the_argument(check: str, given: object) -> None:
+    """A fit check given a profile file's path (or the list an Android spec's calibrate
+    returns) raised an AttributeError ("'str' object has no attribute 'fit'")."""
+    with pytest.raises(InputError) as raised:
+        getattr(edgetwin, check)(given)
+    assert (raised.value.path, raised.value.field) == (None, "profile")
+    assert "DeviceProfile" in raised.value.problem

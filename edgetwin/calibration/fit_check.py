@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from edgetwin.errors import InputError, shown
 from edgetwin.number_text import exact_text, figure_text
 from edgetwin.profile import DeviceProfile
 from edgetwin.results import INTERVAL_METRICS
@@ -41,9 +42,18 @@ def median_errors(profile: DeviceProfile) -> str:
     return f"in-sample median |error|: {errors or 'no fit'}"
 
 
+def fit_of(profile: DeviceProfile) -> dict[str, Any]:
+    """``profile.fit``; anything but a DeviceProfile (a profile file's path, the list an
+    Android spec's calibrate returns) is an InputError naming the argument ``profile``."""
+    if not isinstance(profile, DeviceProfile):
+        problem = f"a DeviceProfile (what edgetwin.calibrate returns), not {shown(profile)}"
+        raise InputError(None, "profile", problem)
+    return profile.fit
+
+
 def poorly_fitted(profile: DeviceProfile) -> dict[str, float]:
     """The fitted sections whose in-sample median |error| (%) is above ``POOR_FIT_PCT``."""
-    medians = profile.fit.get("median_abs_error_pct", {})
+    medians = fit_of(profile).get("median_abs_error_pct", {})
     return {name: float(pct) for name, pct in medians.items() if float(pct) > POOR_FIT_PCT}
 
 
@@ -168,7 +178,7 @@ def at_bound_block(records: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[
 def at_bound(profile: DeviceProfile) -> list[dict[str, Any]]:
     """The fitted parameters of ``profile`` that a bound of their fit stopped
     (``fit.at_bound``)."""
-    records: list[dict[str, Any]] = profile.fit.get("at_bound", [])
+    records: list[dict[str, Any]] = fit_of(profile).get("at_bound", [])
     return records
 
 
@@ -250,10 +260,11 @@ def not_held_out(profile: DeviceProfile) -> list[str]:
     trace fit's sections) that its held-out refits (``fit.held_out``) left with too few
     residuals for a band (``sim.intervals``); none for a fit that makes no refits (an
     emulator run's)."""
-    if "held_out" not in profile.fit:
+    fit = fit_of(profile)
+    if "held_out" not in fit:
         return []
     metric_of = {section: metric for metric, section in SECTION_OF_METRIC.items()}
-    fitted = {metric_of.get(name, name) for name in profile.fit.get("median_abs_error_pct", {})}
+    fitted = {metric_of.get(name, name) for name in fit.get("median_abs_error_pct", {})}
     return [
         metric
         for metric in INTERVAL_METRICS
