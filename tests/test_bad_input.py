@@ -1567,7 +1567,8 @@ def test_plan_out_below_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_profile_targets_that_cannot_be_written(tmp_path: Path) -> None:
-    """A profile file below a file, or where a folder is; Android profiles into a file."""
+    """A profile file below a file, or where a folder is; Android profiles into a file (its
+    error named field '--out' alone, where every other names out= in Python too)."""
     (tmp_path / "blocker").write_text("a file\n")
     (tmp_path / "folder").mkdir()
     profile = load_profile("jetson_orin_nano")
@@ -1577,8 +1578,9 @@ def test_profile_targets_that_cannot_be_written(tmp_path: Path) -> None:
         assert caught.value.field == "--out (out= in Python)"
         assert caught.value.path == str(target)
     phones = [load_phone_profile("android_low")]
-    with pytest.raises(InputError, match="not a folder"):
+    with pytest.raises(InputError, match="not a folder") as caught:
         write_android_profiles(phones, tmp_path / "blocker")
+    assert caught.value.field == "--out (out= in Python)"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker", "folder"]
     assert not any((tmp_path / "folder").iterdir())
 

@@ -63,7 +63,7 @@ from edgetwin.calibration.session_load import (
     fit_session_load,
     read_session_loads,
 )
-from edgetwin.errors import InputError
+from edgetwin.errors import OUT_OPTION, InputError
 from edgetwin.output_folder import output_kind
 from edgetwin.phone_profile import PhoneProfile
 from edgetwin.scenario import load_scenario
@@ -163,7 +163,7 @@ def write_android_profiles(
     if output_kind(out_dir) not in (None, "folder"):
         raise InputError(
             out_dir,
-            "--out",
+            OUT_OPTION,
             "exists and is not a folder (an Android spec writes one profile per phone class)",
         )
     by_path = {android_profile_path(out_dir, profile): profile for profile in profiles}
