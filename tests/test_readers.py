@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from edgetwin.calibration import readers
 from edgetwin.calibration.readers import (
     EventKind,
     Phase,
@@ -749,3 +750,22 @@ def test_a_trace_batch_past_the_largest_is_named(
     path = tmp_path / "trace.csv"
     path.write_text(f"{header}\n{row.format(MAX_BATCH)}\n{row.format(MAX_BATCH + 1)}\n")
     _rejects(reader, path, "'batch'", "line 3", f"above the maximum {MAX_BATCH}")
+
+
+READERS = sorted(name for name in readers.__all__ if name.startswith("read_"))  # all exported
+
+
+@pytest.mark.parametrize("name", READERS)
+def test_every_reader_takes_a_path_as_text(name: str, tmp_path: Path) -> None:
+    """A str, as ``edgetwin.run`` takes: it stopped every reader with an AttributeError
+    ('str' object has no attribute 'exists'), a traceback; a missing file is now named."""
+    missing = tmp_path / "missing.csv"
+    with pytest.raises(InputError) as caught:
+        getattr(readers, name)(str(missing))
+    assert "missing.csv" in caught.value.message
+
+
+def test_a_reader_reads_the_same_from_text_as_from_a_path(tmp_path: Path) -> None:
+    header, row = BATCH_CSVS[0][1:]
+    path = _write_rows(tmp_path / "vit_latency.csv", [header.split(","), row.format(2).split(",")])
+    assert read_vit_latency(str(path)) == read_vit_latency(path)

@@ -33,8 +33,9 @@ class WorkerEvent:
         return self.end_s - self.start_s
 
 
-def read_worker_log(path: Path) -> list[WorkerEvent]:
+def read_worker_log(path: str | Path) -> list[WorkerEvent]:
     """Rows of a CROWDio worker log."""
+    path = Path(path)
     return [_event(row) for row in read_rows(path, COLUMNS)]
 
 

@@ -141,8 +141,9 @@ class _Raw:
     correlation: int | None
 
 
-def read_chrome_trace(path: Path) -> ChromeTrace:
+def read_chrome_trace(path: str | Path) -> ChromeTrace:
     """Read and classify a profiler trace; a malformed file is an InputError."""
+    path = Path(path)
     document = _load_json(path)
     raw = _complete_events(path, document)
     if not raw:

@@ -41,9 +41,10 @@ class DecoderLatency:
     tpot_ms: float
 
 
-def read_decoder_latency(path: Path) -> list[DecoderLatency]:
+def read_decoder_latency(path: str | Path) -> list[DecoderLatency]:
     """Rows of a ``decoder_latency.csv`` (at least two output tokens: a TPOT), each
     generation (layers, batch, prompt_tokens, output_tokens, rep) once."""
+    path = Path(path)
     rows = read_rows(path, DECODER_LATENCY_COLUMNS)
     records = [
         DecoderLatency(

@@ -130,8 +130,9 @@ CSV_KINDS = (
 FIELDS = tuple(dict.fromkeys(["chrome_traces", *(kind.field for kind in CSV_KINDS)]))
 
 
-def read_trace_folder(path: Path) -> TraceFolder:
+def read_trace_folder(path: str | Path) -> TraceFolder:
     """Read the known files of ``path``; list the others as skipped."""
+    path = Path(path)
     if not path.is_dir():
         raise InputError(path, None, "not a folder")
     found: dict[str, dict[str, Any]] = {field: {} for field in FIELDS}

@@ -69,9 +69,10 @@ class CounterEnergy:
     energy_mj: float
 
 
-def read_vit_latency(path: Path) -> list[VitLatency]:
+def read_vit_latency(path: str | Path) -> list[VitLatency]:
     """Rows of a ``vit_latency.csv``: each forward (kernel, batch, tokens, rep) once, timed
     above 0 ms."""
+    path = Path(path)
     rows = read_rows(path, VIT_LATENCY_COLUMNS)
     records = [
         VitLatency(
@@ -87,9 +88,10 @@ def read_vit_latency(path: Path) -> list[VitLatency]:
     return records
 
 
-def read_staging_copy(path: Path) -> list[StagingCopy]:
+def read_staging_copy(path: str | Path) -> list[StagingCopy]:
     """Rows of a ``staging_copy.csv``: each copy (direction, pinned, batch, rows, bytes,
     rep) once, timed above 0 ms."""
+    path = Path(path)
     rows = read_rows(path, STAGING_COPY_COLUMNS)
     records = [
         StagingCopy(
@@ -108,8 +110,9 @@ def read_staging_copy(path: Path) -> list[StagingCopy]:
     return records
 
 
-def read_vit_energy(path: Path) -> list[CounterEnergy]:
+def read_vit_energy(path: str | Path) -> list[CounterEnergy]:
     """Rows of a ``vit_energy.csv``: each counter reading (kernel, batch) once."""
+    path = Path(path)
     rows = read_rows(path, VIT_ENERGY_COLUMNS)
     records = [
         CounterEnergy(

@@ -33,8 +33,9 @@ def jtop_power_column(header: list[str]) -> str | None:
     return next((c for c in POWER_COLUMNS_MW if c in header), None)
 
 
-def read_jtop_power(path: Path) -> list[PowerSample]:
+def read_jtop_power(path: str | Path) -> list[PowerSample]:
     """Power samples (W) of a jtop CSV log."""
+    path = Path(path)
     power_column = jtop_power_column(read_header(path))
     if power_column is None:
         expected = ", ".join(POWER_COLUMNS_MW)

@@ -28,8 +28,9 @@ class PowerSample:
     sm_clock_mhz: float | None = None
 
 
-def read_nvml_power(path: Path) -> list[PowerSample]:
+def read_nvml_power(path: str | Path) -> list[PowerSample]:
     """Samples of an NVML ``power_samples.csv``."""
+    path = Path(path)
     samples: list[PowerSample] = []
     for row in read_rows(path, NVML_COLUMNS, optional=("sm_clock_mhz",)):
         sample = PowerSample(

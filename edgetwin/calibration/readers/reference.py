@@ -47,16 +47,18 @@ class ModelCost:
     cifar10_top1_pct: float | None
 
 
-def read_metric_rows(path: Path) -> list[Row]:
+def read_metric_rows(path: str | Path) -> list[Row]:
     """The rows of a metric/mean/std/unit table, each metric once (a second row of it had
     replaced the first, or stood beside it, unsaid)."""
+    path = Path(path)
     rows = read_rows(path, METRIC_COLUMNS, optional=("notes",))
     check_once(rows, ("metric",), [row.text("metric") for row in rows])
     return rows
 
 
-def read_published_metrics(path: Path) -> list[PublishedMetric]:
+def read_published_metrics(path: str | Path) -> list[PublishedMetric]:
     """Rows of a metric/mean/std/unit table (``read_metric_rows``)."""
+    path = Path(path)
     return [
         PublishedMetric(
             metric=row.text("metric"),
@@ -69,9 +71,10 @@ def read_published_metrics(path: Path) -> list[PublishedMetric]:
     ]
 
 
-def read_model_costs(path: Path) -> list[ModelCost]:
+def read_model_costs(path: str | Path) -> list[ModelCost]:
     """Rows of a ``model_costs.csv``, each configuration (strategy, devices, cr, segments)
     once: a published table gives one figure of each."""
+    path = Path(path)
     rows = read_rows(path, MODEL_COST_COLUMNS, MODEL_COST_OPTIONAL)
     costs = [
         ModelCost(

@@ -47,16 +47,18 @@ class StagedExchange:
     total_ms: float
 
 
-def read_staged_allgather(path: Path) -> list[StagedExchange]:
+def read_staged_allgather(path: str | Path) -> list[StagedExchange]:
     """Rows of a loopback ``gloo_staged_allgather.csv``."""
+    path = Path(path)
     rows = read_rows(path, LOOPBACK_COLUMNS)
     exchanges = [_exchange(row, row.integer("rank", minimum=0), None) for row in rows]
     check_once(rows, ("rank", *TIMING_COLUMNS), [(e.rank, *_timing_key(e)) for e in exchanges])
     return _one_loop(rows, exchanges)
 
 
-def read_staged_allgather_bw(path: Path) -> list[StagedExchange]:
+def read_staged_allgather_bw(path: str | Path) -> list[StagedExchange]:
     """Rows of a shaped-link ``gloo_staged_allgather_bw.csv`` (rank 0)."""
+    path = Path(path)
     rows = read_rows(path, BANDWIDTH_COLUMNS)
     exchanges = [_exchange(row, 0, row.positive("bandwidth_mbps")) for row in rows]
     keys = [(e.bandwidth_mbps, *_timing_key(e)) for e in exchanges]

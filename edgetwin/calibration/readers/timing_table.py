@@ -71,8 +71,9 @@ class TimingRecord:
         )
 
 
-def read_timing_table(path: Path) -> list[TimingRecord]:
+def read_timing_table(path: str | Path) -> list[TimingRecord]:
     """Rows of a results-schema table."""
+    path = Path(path)
     return [_record(row) for row in read_rows(path, REQUIRED_COLUMNS, OPTIONAL_COLUMNS)]
 
 
