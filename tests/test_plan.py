@@ -180,18 +180,28 @@ def test_question_errors_name_file_and_field(
 
 
 @pytest.mark.parametrize(
-    "item", ["question.target_p95=500", "question.target_p95_ms=-1", "question.strategy=prism"]
+    "item",
+    [
+        "question.target_p95=500",
+        "question.target_p95_ms=-1",
+        "question.strategy=prism",
+        "axes.devices.7=3",
+        "~axes.devices.9",
+    ],
 )
 def test_a_set_on_the_question_is_named_as_given(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], item: str
 ) -> None:
     """The field is the key the --set gave: it said 'question.smallest_fleet.target_p95',
-    and that key given back was 'question.smallest_fleet.smallest_fleet: unknown key'."""
+    and that key given back was 'question.smallest_fleet.smallest_fleet: unknown key'; an
+    index past the axes' devices said 'axes.7' (the device axes' tag, 'devices', was taken
+    out of the key)."""
     question = REPO / "scenarios" / "plan_fleet.plan.yaml"
     out = tmp_path / "o"
     assert main(["plan", str(question), "--out", str(out), "--set", item]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"field '{item.partition('=')[0]}'" in err, err
+    key = item.partition("=")[0].removeprefix("~")
+    assert err.count("\n") == 1 and f"field '{key}'" in err, err
     assert not out.exists()
 
 

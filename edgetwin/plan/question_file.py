@@ -35,11 +35,13 @@ from edgetwin.plan.questions import (
 from edgetwin.scenario import Scenario
 from edgetwin.schema import (
     apply_listed_override,
+    apply_override,
     dump_yaml,
     first_repeated,
     load_yaml_model,
     read_yaml_mapping,
     referenced_file,
+    validate_model,
     validation_error,
 )
 from edgetwin.sim.crowd.runner import prepare_crowd
@@ -63,10 +65,7 @@ class LoadedQuestion:
 def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion:
     """Read and validate a question file and build the scenario it sweeps."""
     check_kind(path, "plan")
-    try:
-        question = load_yaml_model(path, PlanQuestion, overrides)
-    except InputError as exc:
-        raise _scenario_key_hint(_without_tags(exc)) from None
+    question = _read_question(path, overrides)
     _check_axes_fit_the_question(question, path)
     _check_set_kept(question, path)
     scenario_path = referenced_file(question.scenario, path.resolve().parent, path, "scenario")
@@ -100,6 +99,22 @@ def load_question(path: Path, overrides: tuple[str, ...] = ()) -> LoadedQuestion
         build_fleet(scenario, scenario_path)  # its device profiles: errors before any run
     devices = _devices_in_file(path, question, overrides)
     return LoadedQuestion(path, question, scenario, scenario_path, devices)
+
+
+def _read_question(path: Path, overrides: tuple[str, ...]) -> PlanQuestion:
+    """The question file with ``overrides`` applied, validated. An override's error names
+    its key as given (``axes.devices.7``); a validation error's field leaves the model's
+    tags out (``_without_tags``), which an override's key has none of."""
+    raw = read_yaml_mapping(path)
+    try:
+        for item in overrides:
+            apply_override(raw, item, path)
+    except InputError as exc:
+        raise _scenario_key_hint(exc) from None
+    try:
+        return validate_model(PlanQuestion, raw, path)
+    except InputError as exc:
+        raise _scenario_key_hint(_without_tags(exc)) from None
 
 
 def _devices_in_file(path: Path, question: PlanQuestion, overrides: tuple[str, ...]) -> int:
