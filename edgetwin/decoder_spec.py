@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from edgetwin.number_text import exact_text
 from edgetwin.schema import PositiveInt, Strict, Tokens, with_preset
 
 Dtype = Literal["fp32", "fp16", "int8", "int4"]
@@ -174,14 +175,17 @@ def longest_prompt_tokens(max_positions: int, output_tokens: int) -> int:
 
 
 def positions_problem(model: DecoderSpec, prompt_tokens: int, output_tokens: int) -> str:
-    """Why a generation does not fit the model's positions ('' when it does)."""
+    """Why a generation does not fit the model's positions ('' when it does), its numbers
+    as a reader reads them (``exact_text``: ``131,127 positions``)."""
     fed = kept_positions(prompt_tokens, output_tokens)
     if fed <= model.max_positions:
         return ""
+    prompt, output, positions = (exact_text(n) for n in (prompt_tokens, output_tokens, fed))
+    most = exact_text(longest_prompt_tokens(model.max_positions, output_tokens))
     return (
-        f"{prompt_tokens} prompt and {output_tokens} output tokens feed {fed} positions (the "
-        f"last output is never fed back): more than the model's {model.max_positions} "
-        f"(at most {longest_prompt_tokens(model.max_positions, output_tokens)} prompt tokens)"
+        f"{prompt} prompt and {output} output tokens feed {positions} positions (the last "
+        f"output is never fed back): more than the model's {exact_text(model.max_positions)} "
+        f"(at most {most} prompt tokens)"
     )
 
 

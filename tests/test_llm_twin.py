@@ -657,12 +657,12 @@ ERRORS = {
     ),
     "too-long": (
         _decoder_raw(workload={"prompt_tokens": 1000, "output_tokens": 100}),
-        "field 'workload.prompt_tokens': 1000 prompt and 100 output tokens feed 1099 positions",
+        "field 'workload.prompt_tokens': 1,000 prompt and 100 output tokens feed 1,099 positions",
     ),
     "one-position-too-long": (  # 1009 + 16 - 1 = 1024 runs
         _decoder_raw(sweeps=[{"devices": [2], "prompt_tokens": [8, 1010]}]),
-        "field 'sweeps.0.prompt_tokens': 1010 prompt and 16 output tokens feed 1025 positions "
-        "(the last output is never fed back): more than the model's 1024 (at most 1009",
+        "field 'sweeps.0.prompt_tokens': 1,010 prompt and 16 output tokens feed 1,025 positions "
+        "(the last output is never fed back): more than the model's 1,024 (at most 1,009",
     ),
     "more-stages-than-layers": (
         _decoder_raw(

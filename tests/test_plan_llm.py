@@ -249,7 +249,7 @@ def test_longest_context_ends_where_the_scenario_check_does() -> None:
     (edge,) = memory_edge_configs(scenario, build_fleet(scenario, SCENARIO), search)
     assert edge.prompt_tokens == model.max_positions - OUTPUT_TOKENS + 1
     load_scenario(SCENARIO, [*sets, f"workload.prompt_tokens={edge.prompt_tokens}"])
-    with pytest.raises(InputError, match="feed 16385 positions") as error:
+    with pytest.raises(InputError, match="feed 16,385 positions") as error:
         load_scenario(SCENARIO, [*sets, f"workload.prompt_tokens={edge.prompt_tokens + 1}"])
     assert error.value.field == "workload.prompt_tokens"
 
@@ -378,7 +378,7 @@ SWEEP_ERRORS = {  # axes -> the field and message a decoder's sweep error gives
         {"prompt_tokens": [131000]},
         [],
         "axes.prompt_tokens",
-        "131000 prompt and 128 output tokens feed 131127 positions",
+        "131,000 prompt and 128 output tokens feed 131,127 positions",
     ),
 }
 
