@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
@@ -10,11 +11,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 SHOWN_VALUE_CHARS = 80  # an echoed value (a path, a bad value) is cut to this many characters
 _PATH_CHARS = 160
 _FIELD_CHARS = 80
 _PROBLEM_CHARS = 300
+ARGPARSE_MESSAGE_CHARS = 300  # a usage error's message, its middle cut beyond
 
 
 def option_named(option: str, argument: str) -> str:
@@ -79,6 +82,16 @@ def shown_text(text: str, limit: int = SHOWN_VALUE_CHARS) -> str:
         return line
     head = (limit - 1) * 2 // 3
     return line[:head] + "…" + line[len(line) - (limit - 1 - head) :]
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line, as bad input's are (it printed its usage first):
+    the ``edgetwin`` command's, and each real-code process's (a rank, a phone, a foreman)."""
+
+    def error(self, message: str) -> NoReturn:
+        """One line, however long the value argparse quotes (a --seed of 5,000 digits)."""
+        shown_message = shown_text(message, ARGPARSE_MESSAGE_CHARS)
+        self.exit(2, f"{self.prog}: error: {shown_message} (see {self.prog} --help)\n")
 
 
 def counted(count: int, noun: str) -> str:

@@ -236,7 +236,8 @@ def test_worker_refuses_bad_arguments(
     with pytest.raises(SystemExit) as exit_:
         worker_main([*base, *args])
     assert exit_.value.code == 2
-    assert problem in capsys.readouterr().err
+    err = capsys.readouterr().err  # one line: argparse's usage came first
+    assert problem in err and err.count("\n") == 1, err
 
 
 # ---------------------------------------------------------------- failures

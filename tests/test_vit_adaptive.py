@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +92,20 @@ def test_adaptive_at_batch_0_is_refused(
         worker_main(["--rank", "0", "--world", "2", *adaptive_args(policy_map, 0)])
     assert stop.value.code == 2
     assert "the observed batch must be a positive number" in capsys.readouterr().err
+
+
+def test_a_map_the_worker_cannot_read_is_one_line(
+    policy_map: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A version-1 map's line (docs/adaptive.md) came after argparse's usage, 28 lines."""
+    old = tmp_path / "v1.json"
+    old.write_text(json.dumps(json.loads(policy_map.read_text()) | {"version": 1}))
+    with pytest.raises(SystemExit) as stop:
+        worker_main(["--rank", "0", "--world", "2", *adaptive_args(old, 1)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "usage" not in err, err
+    assert f"{old}: field 'version': version 1 maps are not read" in err, err
 
 
 def test_three_up_runs_on_the_two_the_map_profiled(policy_map: Path, tmp_path: Path) -> None:

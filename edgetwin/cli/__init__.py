@@ -12,7 +12,6 @@ import argparse
 import difflib
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 from edgetwin.cli.calibrate import CALIBRATE, CALIBRATE_MACHINE, VALIDATE
 from edgetwin.cli.cleanup import EMU_CLEANUP
@@ -24,10 +23,10 @@ from edgetwin.cli.plan import PLAN
 from edgetwin.cli.run import COMPARE, REPORT, RUN
 from edgetwin.errors import (
     InputError,
+    OneLineParser,
     RunFailed,
     ignore_stops,
     raise_if_stop_asked,
-    shown_text,
     sigterm_interrupts,
     stopped_exit_code,
 )
@@ -79,18 +78,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-ARGPARSE_MESSAGE_CHARS = 300  # a usage error's message, its middle cut beyond
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line, as bad input's are (it printed the usage first)."""
-
-    def error(self, message: str) -> NoReturn:
-        """One line, however long the value argparse quotes (a --seed of 5,000 digits)."""
-        shown_message = shown_text(message, ARGPARSE_MESSAGE_CHARS)
-        self.exit(2, f"{self.prog}: error: {shown_message} (see {self.prog} --help)\n")
-
-
 def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     command: argparse.ArgumentParser = action.choices[name]
@@ -127,7 +114,7 @@ COMMANDS = (
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="edgetwin",
         description=_DESCRIPTION,
         epilog="example:\n  edgetwin run scenarios/prism_jetson.yaml --out out/prism_jetson",

@@ -31,7 +31,6 @@ interface.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import hmac
@@ -101,6 +100,7 @@ from edgetwin.emu.crowdio.protocol import (
 )
 from edgetwin.emu.crowdio.records import Event
 from edgetwin.emu.crowdio.tls import TlsError, server_context
+from edgetwin.errors import OneLineParser
 from edgetwin.number_text import exact_text
 from edgetwin.parent_watch import exit_with_parent
 
@@ -505,7 +505,7 @@ async def serve(config: ForemanConfig, port_file: Path | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m edgetwin.emu.crowdio.foreman", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--host", default="127.0.0.1", help="0.0.0.0: every interface")

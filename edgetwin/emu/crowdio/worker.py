@@ -32,7 +32,6 @@ uses the store its foreman serves over the network, if the WELCOME names its por
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
@@ -102,6 +101,7 @@ from edgetwin.emu.crowdio.telemetry import (
 )
 from edgetwin.emu.crowdio.tls import client_context
 from edgetwin.emulator_spec import MIN_HEARTBEATS_PER_TIMEOUT
+from edgetwin.errors import OneLineParser
 from edgetwin.models.crowd.table import task_id
 from edgetwin.number_text import exact_text
 from edgetwin.parent_watch import exit_with_parent
@@ -481,7 +481,7 @@ def default_name() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m edgetwin.emu.crowdio.worker", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--foreman", required=True, metavar="HOST:PORT")

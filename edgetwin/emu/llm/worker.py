@@ -33,11 +33,12 @@ from edgetwin.emu.llm.records import GenerationTiming, RankRecord, write_record
 from edgetwin.emu.llm.runs import DecoderRun, add_run_flags, run_from_args
 from edgetwin.emu.llm.strategies import rank_generator
 from edgetwin.emu.llm.timing import DECODE, PREFILL, GenerationClock
+from edgetwin.errors import OneLineParser
 from edgetwin.models.strategies import single
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m edgetwin.emu.llm.worker", description=__doc__.split("\n\n")[0]
     )
     rank_process.add_process_group_flags(parser, world=False)

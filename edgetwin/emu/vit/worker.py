@@ -36,7 +36,7 @@ from edgetwin.emu.vit.forward import RankForward
 from edgetwin.emu.vit.model import ViT, build_vit, image_side, make_images
 from edgetwin.emu.vit.phases import ForwardTiming, PhaseClock
 from edgetwin.emu.vit.records import RankRecord, RunRecord, write_record
-from edgetwin.errors import InputError
+from edgetwin.errors import InputError, OneLineParser
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.layout import resolved_segments
@@ -70,7 +70,7 @@ def real_strategies() -> tuple[str, ...]:
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m edgetwin.emu.vit.worker", description=__doc__.split("\n\n")[0]
     )
     rank_process.add_process_group_flags(parser, world=True)
