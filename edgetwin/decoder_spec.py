@@ -181,11 +181,12 @@ def positions_problem(model: DecoderSpec, prompt_tokens: int, output_tokens: int
     if fed <= model.max_positions:
         return ""
     prompt, output, positions = (exact_text(n) for n in (prompt_tokens, output_tokens, fed))
-    most = exact_text(longest_prompt_tokens(model.max_positions, output_tokens))
+    longest = longest_prompt_tokens(model.max_positions, output_tokens)
+    most = f"{exact_text(longest)} prompt {'token' if longest == 1 else 'tokens'}"
     return (
         f"{prompt} prompt and {output} output tokens feed {positions} positions (the last "
         f"output is never fed back): more than the model's {exact_text(model.max_positions)} "
-        f"(at most {most} prompt tokens)"
+        f"(at most {most})"
     )
 
 

@@ -155,7 +155,7 @@ def test_bad_evaluation_files(tmp_path: Path) -> None:
 def test_a_sequence_length_a_split_cannot_share_is_refused(field: str) -> None:
     """1 token over Voltage's 2 devices was a ValueError traceback from the twin's layout
     (the scenario's own check saw its model's 197 tokens only)."""
-    with pytest.raises(InputError, match="voltage: 1 tokens cannot be split over 2") as exc:
+    with pytest.raises(InputError, match="voltage: 1 token cannot be split over 2") as exc:
         load_eval_inputs(EVAL, (f"{field}=[197, 1]",))
     assert (exc.value.path, exc.value.field) == (str(EVAL), f"{field}.1")
 
@@ -190,8 +190,8 @@ def test_an_empty_token_list_is_refused_not_read_as_the_default(field: str) -> N
             "held_out.tokens.0",
             "or equal to 16,777,216, not 1e\\+15",
         ),
-        (LLM_EVAL, f"held_out.prompt_tokens=[{HUGE}]", "held_out", "the model.s 131072"),
-        (LLM_EVAL, f"held_out.output_tokens=[{HUGE}]", "held_out", "the model.s 131072"),
+        (LLM_EVAL, f"held_out.prompt_tokens=[{HUGE}]", "held_out", "the model.s 131,072"),
+        (LLM_EVAL, f"held_out.output_tokens=[{HUGE}]", "held_out", "the model.s 131,072"),
     ],
     ids=["devices", "map_tokens", "held_out_tokens", "prompt_tokens", "output_tokens"],
 )

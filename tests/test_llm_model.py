@@ -150,7 +150,7 @@ def test_every_decoder_strategy_has_real_code() -> None:
         ({"strategy": "prism"}, "segments are for prism"),
         ({"strategy": "single"}, "single cannot run on 2 rank(s)"),
         ({"strategy": "voltage", "prompt_tokens": 60, "output_tokens": 8}, "feed 67 positions"),
-        ({"strategy": "voltage", "prompt_tokens": 1}, "1 tokens cannot be split over 2"),
+        ({"strategy": "voltage", "prompt_tokens": 1}, "1 token cannot be split over 2"),
         ({"strategy": "beam"}, "unknown decoder strategy 'beam'"),
     ],
 )

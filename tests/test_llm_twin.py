@@ -674,7 +674,7 @@ ERRORS = {
     ),
     "more-ranks-than-prompt": (
         _decoder_raw(workload={"prompt_tokens": 1}, strategies=[{"name": "voltage"}]),
-        "voltage on 2: 1 tokens cannot be split over 2 ranks",
+        "voltage on 2: 1 token cannot be split over 2 ranks",
     ),
     "local-fp16": (
         _decoder_raw(mode="local", model={**_decoder_raw()["model"], "weight_dtype": "fp16"}),

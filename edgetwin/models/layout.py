@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from edgetwin.number_text import exact_text
+
 
 def partition_sizes(tokens: int, devices: int) -> tuple[int, ...]:
     """Contiguous partitions; the first ones (the terminal first) take the remainder."""
@@ -92,7 +94,8 @@ class Layout:
 def full_rows(tokens: int, world: int) -> Layout:
     """Every rank sends its whole partition (full exchange; one rank: nothing is sent)."""
     if world > tokens:
-        raise ValueError(f"{tokens} tokens cannot be split over {world} ranks")
+        held = "1 token" if tokens == 1 else f"{exact_text(tokens)} tokens"
+        raise ValueError(f"{held} cannot be split over {world} ranks")
     return Layout(partition_sizes(tokens, world))
 
 
