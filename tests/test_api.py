@@ -663,6 +663,22 @@ def test_sampling_a_profile_without_bootstrap_samples_is_a_warning() -> None:
     assert resampled.warnings == ()  # its fit kept samples: each repetition draws one
 
 
+@pytest.mark.parametrize("setting", ["network.burst_kb=100000", "sample_profiles=true"])
+def test_run_check_says_what_the_twins_fleet_does_not_play(
+    setting: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A twin run starts by warning of what its devices' profiles cannot play (a token
+    bucket with no stack rate to burst at, sampling a fit that kept no samples), and `plan
+    --check` said the first; `run --check` and ``edgetwin.check`` said "ok" alone."""
+    ran = edgetwin.run(JETSON, overrides=[*SMALL, setting])
+    assert len(ran.warnings) == 1
+    assert edgetwin.check(JETSON, overrides=[*SMALL, setting]) == list(ran.warnings)
+    capsys.readouterr()
+    assert main(["run", str(JETSON), "--check", "--set", *SMALL, "--set", setting]) == 0
+    said = [f"edgetwin: warning: {w}" for w in ran.warnings]
+    assert capsys.readouterr().err.splitlines() == said
+
+
 @pytest.mark.timeout(60)
 def test_a_crowd_twin_run_plays_the_swept_bandwidths_as_the_emulator_does() -> None:
     """The crowd twin ran at network.bandwidth_mbps alone while the emulator played the

@@ -25,7 +25,7 @@ from edgetwin.scenario import RUN_MODES, RunMode, Scenario
 from edgetwin.scenario_paths import with_absolute_paths
 from edgetwin.sim.crowd import crowd_runs, crowd_timelines, run_crowd
 from edgetwin.sim.crowd.records import TIMELINE_FILE
-from edgetwin.sim.fleet import build_fleet, unplayed_by_fleet
+from edgetwin.sim.fleet import build_fleet, unplayed_by_fleet, unplayed_in_twin
 from edgetwin.sim.network import unplayed_schedule
 from edgetwin.sim.runner import run_scenario, unplayed_of_ran, warms_up
 from edgetwin.sim.trace import chrome_trace
@@ -196,8 +196,9 @@ def check(
     machine (root, Mininet, free memory). ``mode=None`` (the default, unlike ``run``'s):
     the scenario's own. A crowd scenario in emu or local mode has its stages exported
     (seconds for the full model) and checked as its run checks them. Returns the warnings
-    the run starts with (the settings its mode does not play); what the run would refuse
-    is an ``InputError``."""
+    the run starts with (the settings its mode does not play; in the twin also those its
+    devices' profiles cannot, a token bucket or ``sample_profiles``); what the run would
+    refuse is an ``InputError``."""
     if mode is not None:
         choice_argument(mode, "mode", RUN_MODES)
     items = _run_overrides(overrides_argument(overrides), seed_argument(seed), mode)
@@ -225,6 +226,8 @@ def _check_mode(inputs: RunInputs, trace: bool) -> list[str]:
         from edgetwin.emu.crowd_jobs import check_exported_stages_fit
 
         check_exported_stages_fit(scenario, path)
+    if scenario.mode == "twin":  # and what its fleet's profiles cannot play, as _run_twin
+        return unplayed_in_twin(scenario, path)
     return unplayed_settings(scenario, scenario.mode)
 
 
