@@ -141,13 +141,14 @@ def _takes_a_number_not_a_boolean(annotation: Any) -> bool:
 
 class StrictSweep(Strict):
     """Base of the sweeps: every field is a list of values; one number stands for a list of
-    it; a value given twice is an error."""
+    it (one written with separators or its unit too, ``1,000`` or ``400 Mbps``, so that its
+    error says how to write it); a value given twice is an error."""
 
     @model_validator(mode="before")
     @classmethod
     def _one_value_as_list(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            return {k: [v] if isinstance(v, int | float) else v for k, v in data.items()}
+            return {k: [v] if _one_number(v) else v for k, v in data.items()}
         return data
 
     @field_validator("*")
@@ -603,6 +604,14 @@ def _value_words(error: Any) -> str:
 # a number as edgetwin writes one (1,000) or with its unit (5 Mbps), given where a number goes
 _SEPARATED = re.compile(r"^\s*[-+]?\d{1,3}(,\d{3})+(\.\d*)?\s*$")
 _WITH_UNIT = re.compile(r"^\s*[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*[a-zA-Z/%µ]+\s*$")
+
+
+def _one_number(value: Any) -> bool:
+    """Whether ``value`` is one number, or one written as edgetwin writes it or with its
+    unit (text to YAML)."""
+    if isinstance(value, str):
+        return bool(_SEPARATED.match(value) or _WITH_UNIT.match(value))
+    return isinstance(value, int | float)
 
 
 def _number_hint(error: Any) -> str:

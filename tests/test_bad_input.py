@@ -392,8 +392,11 @@ def test_a_single_value_of_the_wrong_kind_in_plain_words(
             "not '5ms': a number alone, in the unit its key names (latency_ms: 5)",
         ),
         ("sweeps.0.bandwidth_mbps=[400 Mbps]", "unit its key names (bandwidth_mbps: 400)"),
+        # one value stands for a list of it: said as one, not "should be a list"
+        ("sweeps.0.bandwidth_mbps=400 Mbps", "unit its key names (bandwidth_mbps: 400)"),
+        ("sweeps.0.batch=1,000", "not '1,000': write it without separators, 1000"),
     ],
-    ids=["separators", "unit", "unit-in-a-list"],
+    ids=["separators", "unit", "unit-in-a-list", "unit-for-a-list", "separators-for-a-list"],
 )
 def test_a_number_written_as_edgetwin_writes_it_or_with_its_unit_says_how_to_write_it(
     item: str, expect: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
