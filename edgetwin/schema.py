@@ -387,6 +387,9 @@ def _reason(exc: BaseException) -> str:
 _EMPTY_LIST = (
     "an empty list: give at least one value, or leave the key out for its default if it has one"
 )
+# where a key that is a whole number most likely comes from: YAML reads "{a: 1,000}" as a: 1
+# and a key 000
+_KEY_HINT = " (in {...}, 1,000 reads as 1 and a key 000: write 1000)"
 # pydantic's words for a value of the wrong container ("Input should be a valid tuple",
 # "... a valid dictionary or instance of DeviceSpec"), in the file's terms
 LIST_WORDS = "a list: [a, b], or one '- item' a line"
@@ -448,6 +451,10 @@ def validation_error(exc: ValidationError, path: Path | str, model: type[BaseMod
         message = "unknown key" if meant is None else f"unknown key (did you mean {meant!r}?)"
     elif kind == "missing":
         message = "required key is missing"
+    elif kind == "invalid_key":  # pydantic: "Keys should be strings"
+        key = error["input"]
+        number = isinstance(key, int) and not isinstance(key, bool)
+        message = f"unknown key {given_text(key)}: a key is text{_KEY_HINT if number else ''}"
     elif kind == "too_short" and not error.get("input"):
         message = _EMPTY_LIST
     elif kind in _CONTAINER_TYPES:

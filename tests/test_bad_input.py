@@ -407,6 +407,28 @@ def test_a_number_written_as_edgetwin_writes_it_or_with_its_unit_says_how_to_wri
     assert_clean_failure([*argv, "--set", item], capsys, tmp_path, "should be a", expect)
 
 
+@pytest.mark.parametrize(
+    ("item", "expect"),
+    [
+        (
+            "network={bandwidth_mbps: 1,000}",
+            ("'network.0': unknown key 0: a key is text", "write 1000"),
+        ),
+        ("network={5: 1}", ("'network.5': unknown key 5: a key is text",)),
+        ("network={true: 1}", ("unknown key true: a key is text",)),
+    ],
+    ids=["separators-in-braces", "number-key", "boolean-key"],
+)
+def test_a_key_that_is_not_text_is_an_unknown_key_in_plain_words(
+    item: str, expect: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pydantic's words reached the user, "Keys should be strings (got 0)", where 1,000 in
+    a {...} mapping reads as 1 and a key 000."""
+    argv = ["run", str(REPO / "scenarios" / "prism_jetson.yaml"), "--out", str(tmp_path / "o")]
+    line = assert_clean_failure([*argv, "--set", item], capsys, tmp_path, *expect)
+    assert "Keys should be" not in line
+
+
 @pytest.mark.parametrize("value", ["5", "fast", ""], ids=["number", "text", "empty"])
 def test_a_question_that_is_neither_a_mapping_nor_a_list_says_both_are_taken(
     value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
