@@ -216,7 +216,10 @@ def _check_decoder(scenario: Scenario, model: DecoderSpec) -> None:
     model's shape does not allow, prompts longer than its positions (what only the real
     decoder cannot run, local mode checks: ``emu.local.check_runnable``)."""
     if scenario.input_source != "terminal":
-        raise ValueError("input_source: a decoder's token ids are on every device already")
+        raise ValueError(
+            "input_source: an encoder's setting (a decoder's token ids are on every device "
+            "already): leave the key out"
+        )
     if scenario.warmup_batches:
         raise ValueError("warmup_batches: a decoder's warm-up generations are not modelled")
     workload = scenario.decoder_workload

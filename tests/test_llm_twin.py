@@ -700,6 +700,11 @@ ERRORS = {
         "field 'model.kv_heads': 32 heads are not divisible by 3 kv_heads",
     ),
     "warm-up": (_decoder_raw(warmup_batches=1), "warm-up generations are not modelled"),
+    "replicated-input": (  # prism_jetson.yaml's, kept where a user turns it decoder
+        _decoder_raw(input_source="replicated"),
+        "field 'input_source': an encoder's setting (a decoder's token ids are on every "
+        "device already): leave the key out",
+    ),
     "memory-bandwidth-zero": (
         _decoder_raw(
             devices=[{"name": "j", "profile": "jetson_orin_nano", "memory_bandwidth_gbps": 0}],
