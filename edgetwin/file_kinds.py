@@ -49,6 +49,8 @@ KINDS: dict[Kind, KindInfo] = {
 }
 
 _SCENARIO_KEYS = frozenset({"strategies", "model", "devices", "network", "crowd", "sweeps"})
+# a scenario's keys that no profile has (a profile has a network section too)
+_SCENARIO_ONLY_KEYS = _SCENARIO_KEYS - {"network"}
 # a device's (compute) or a phone's (cpu_gflops) profile: its facts at the top level
 _PROFILE_KEYS = frozenset(PROFILE_KIND_KEYS.values())
 
@@ -89,12 +91,14 @@ def kind_of_file(path: Path) -> Kind | None:
 
 
 def refuse_a_command_file(raw: dict[str, Any], path: Path, kind: ProfileKind) -> None:
-    """A command's input file read where a ``kind`` profile is (a calibration spec, a plan
-    question, an evaluation) is one line naming its command, not a profile's missing key
-    (``ram_mb``). Not a scenario: a profile written by hand and missing keys may look like
-    one (its ``network`` section)."""
+    """A command's input file read where a ``kind`` profile is (a scenario, a calibration
+    spec, a plan question, an evaluation) is one line naming its command, not a profile's
+    missing key (``ram_mb``). A scenario by a key no profile has: a profile written by hand
+    and missing keys may look like one by its ``network`` section alone."""
     found = kind_of_mapping(raw, path)
-    if found not in (None, "scenario", "profile"):
+    scenario = found == "scenario" and bool(raw.keys() & _SCENARIO_ONLY_KEYS)
+    if found not in (None, "scenario", "profile") or scenario:
+        assert found is not None
         raise InputError(path, None, _this_is(path, found, f", not a {kind} profile"))
 
 

@@ -128,8 +128,10 @@ def test_a_device_profile_given_to_a_command_says_a_scenario_names_it(
         ("scenarios/plan_fleet.plan.yaml", "a plan question", "plan"),
         ("scenarios/adaptive_prism.eval.yaml", "an evaluation of the adaptive", "evaluate"),
         ("scenarios/affinity_small.eval.yaml", "an evaluation of crowd", "evaluate-affinity"),
+        # said 'prism_jetson.yaml: field 'ram_mb': required key is missing'
+        ("scenarios/prism_jetson.yaml", "a scenario", "run"),
     ],
-    ids=["spec", "plan", "evaluation", "affinity"],
+    ids=["spec", "plan", "evaluation", "affinity", "scenario"],
 )
 def test_a_command_file_named_as_a_profile_says_its_command(
     named: str, noun: str, command: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
