@@ -10,11 +10,12 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from edgetwin.configuration import CrowdRun
+from edgetwin.configuration import CrowdRun, crowd_runs
 from edgetwin.errors import InputError
 from edgetwin.models.crowd.table import TaskState
-from edgetwin.scenario import Scenario
+from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.sim.crowd.runner import CrowdOutcome, prepare_crowd, simulate_crowd
+from tests.conftest import REPO
 from tests.test_crowd_events import STAGE, events, gantt, simulate, toy_crowd, toy_phone_file
 
 
@@ -390,3 +391,41 @@ def test_a_task_past_the_deadline_is_queued_again_and_its_phone_cut_off(
     assert outcome.rows[0].tasks_redispatched == len(cuts)
     assert outcome.rows[0].total_ms < held.rows[0].total_ms / 5
     assert_exactly_once(outcome)
+
+
+def test_the_counts_add_up_when_batteries_empty_and_jobs_are_left_unfinished() -> None:
+    """Churn, batteries that empty and jobs the run ends on: one row per job submitted
+    before the horizon, an unfinished job's status counts the inputs it finished, and
+    the phones' own summaries (tasks done, loads) add up to the jobs', phones that left
+    and came back included."""
+    path = REPO / "scenarios/crowd_city.yaml"
+    churn = "{up: {kind: exponential, mean_s: 300}, down: {kind: exponential, mean_s: 100}}"
+    fleet = [
+        setting
+        for k in range(3)
+        for setting in (
+            f"crowd.fleet.{k}.battery_start_pct=[0.5, 5]",
+            f"crowd.fleet.{k}.availability={churn}",
+        )
+    ]
+    scenario = load_scenario(
+        path,
+        [*fleet, "crowd.fleet_size=15", "crowd.horizon_s=1800", "crowd.drain_s=100"],
+    )
+    run = crowd_runs(scenario)[0]
+    outcome = simulate_crowd(scenario, prepare_crowd(scenario, path), run)
+    assert len(outcome.jobs) == len(outcome.rows) == 1800 // 30  # a job every 30 s
+    finished = [job for job in outcome.jobs if job.finished]
+    assert 0 < len(finished) < len(outcome.jobs)
+    assert any(summary.battery_empty for summary in outcome.phones)
+    for job, row in zip(outcome.jobs, outcome.rows, strict=True):
+        done = sum(job.core.done_per_stage)
+        if job.finished:
+            assert row.status == "ok" and done == job.spec.inputs * job.stages
+        else:
+            assert row.status.startswith(f"incomplete: {job.items_done} of 5 inputs done; ")
+            assert done < job.spec.inputs * job.stages
+    tasks = sum(sum(job.core.done_per_stage) for job in outcome.jobs)
+    assert sum(summary.tasks_done for summary in outcome.phones) == tasks
+    loads = sum(job.cold_loads + job.warm_loads for job in outcome.jobs)
+    assert sum(s.cold_loads + s.warm_loads for s in outcome.phones) == loads

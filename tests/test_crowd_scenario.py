@@ -408,3 +408,28 @@ def test_what_ifs_by_override_more_phones_more_inputs_a_2_gb_phone() -> None:
     assert {r.devices for r in rows} == {20 + 2 + 1} and {r.inputs for r in rows} == {20}
     assert all(r.status == "ok" for r in rows)
     assert {r.peak_session_mb for r in rows} == {43.0}  # a 2 GB phone still holds cell_a
+
+
+@pytest.mark.parametrize("medium", ["shared", "dedicated"])
+def test_more_bandwidth_never_lengthens_a_crowd_job(medium: str) -> None:
+    """The same phones, job and cold caches on a faster link: each mode's mean makespan
+    falls as the bandwidth rises (the broadcast's downloads, then every transfer)."""
+    scenario = load_scenario(
+        ANDROID,
+        [
+            "repetitions=2",
+            "crowd.cache=cold",
+            f"network.medium={medium}",
+            "sweeps=[{bandwidth_mbps: [20, 50, 100, 300, 1000]}]",
+        ],
+    )
+    rows = run_crowd(scenario, ANDROID)
+    assert all(r.status == "ok" for r in rows)
+    for strategy in ("crowdio_streaming", "crowdio_barrier"):
+        means = [
+            sum(r.total_ms for r in at) / len(at)
+            for bandwidth in (20, 50, 100, 300, 1000)
+            if (at := [r for r in rows if (r.strategy, r.bandwidth_mbps) == (strategy, bandwidth)])
+        ]
+        assert len(means) == 5
+        assert all(slower > faster for slower, faster in pairwise(means)), (strategy, means)
