@@ -249,7 +249,9 @@ class _Session:
         # deferred: only a static export starts a browser
         from edgetwin.reports.kaleido_browser import kaleido_in
 
-        self._kaleido = kaleido_in(folder, self.browser, _PLOTLY_JS, RENDER_TIMEOUT_S)
+        self._kaleido = kaleido_in(
+            folder, self.browser, _PLOTLY_JS, RENDER_TIMEOUT_S, len(self.jobs)
+        )
         async with self._kaleido as drawing:
             return await drawing.write_fig_from_object(self.jobs)
 
