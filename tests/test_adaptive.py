@@ -364,8 +364,9 @@ def test_bad_map_files_name_the_file_and_field(tmp_path: Path) -> None:
 
     raw = hand_map()
     raw["candidates"][0]["energy_j"] = [[[1, 1]]]
-    with pytest.raises(InputError, match=r"candidates\.0\.energy_j must be 1 x 2 x 2"):
+    with pytest.raises(InputError, match=r": must be 1 x 2 x 2 \(tokens x batch") as exc:
         read_map(_write(tmp_path, raw))
+    assert exc.value.field == "candidates.0.energy_j"
 
     raw = hand_map()
     raw["version"] = 1
@@ -375,13 +376,21 @@ def test_bad_map_files_name_the_file_and_field(tmp_path: Path) -> None:
 
     raw = hand_map()
     del raw["candidates"][0]
-    with pytest.raises(InputError, match="needs a 'single' candidate"):
+    with pytest.raises(InputError, match="needs a 'single' candidate") as exc:
         read_map(_write(tmp_path, raw))
+    assert exc.value.field == "candidates"  # the docs promise the field (it named none)
+
+    raw = hand_map()
+    raw["candidates"].append(raw["candidates"][1])
+    with pytest.raises(InputError, match="must be unique") as exc:
+        read_map(_write(tmp_path, raw))
+    assert exc.value.field == "candidates"
 
     raw = hand_map()
     raw["bandwidths_mbps"] = [300, 100]
-    with pytest.raises(InputError, match="strictly increasing"):
+    with pytest.raises(InputError, match="strictly increasing") as exc:
         read_map(_write(tmp_path, raw))
+    assert exc.value.field == "bandwidths_mbps"
 
     raw = hand_map()
     raw["candidates"][1]["power_w"] = 3

@@ -120,8 +120,9 @@ def test_decoder_objectives_need_a_decoder_map() -> None:
         AdaptivePolicy(encoder_map, Objective("tpot"))
     raw = hand_decoder_map()
     del raw["output_tokens"]  # decoder grids on an encoder's axes
-    with pytest.raises(InputError, match=r"candidates\.0 does not have the grids of an encoder"):
+    with pytest.raises(InputError, match=r"does not have the grids of an encoder") as exc:
         validate_map(raw, None)
+    assert exc.value.field == "candidates.0"
     raw = hand_decoder_map()
     raw["candidates"][1]["tpot_ms"][0][1][0][0] = "slow"
     with pytest.raises(InputError) as exc:

@@ -68,7 +68,7 @@ class PerformanceMap(Strict):
         }
         for name, axis in axes.items():
             if list(axis) != sorted(set(axis)):
-                raise ValueError(f"{name} must be strictly increasing")
+                raise ValueError(f"{name}: must be strictly increasing")
         shape = tuple(len(axis) for axis in axes.values())
         kind = "decoder" if self.decoder else "encoder"
         grids = DECODER_GRIDS if self.decoder else ("latency_ms", "energy_j")
@@ -76,17 +76,17 @@ class PerformanceMap(Strict):
         for i, c in enumerate(self.candidates):
             if candidate_kind(c) != kind:
                 article = "an" if kind == "encoder" else "a"
-                raise ValueError(f"candidates.{i} does not have the grids of {article} {kind} map")
+                raise ValueError(f"candidates.{i}: does not have the grids of {article} {kind} map")
             for key, dims in (("bytes_sent", shape[:-1]), *((g, shape) for g in grids)):
                 if not _has_shape(getattr(c, key), dims):
                     size = " x ".join(map(str, dims))
                     raise ValueError(
-                        f"candidates.{i}.{key} must be {size} ({axes_names} x batch ...)"
+                        f"candidates.{i}.{key}: must be {size} ({axes_names} x batch ...)"
                     )
         if not any(c.one_device for c in self.candidates):
-            raise ValueError(f"the map needs a '{registry.baseline().name}' candidate")
+            raise ValueError(f"candidates: the map needs a '{registry.baseline().name}' candidate")
         if len({c.label for c in self.candidates}) != len(self.candidates):
-            raise ValueError("candidates must be unique (strategy, cr, devices)")
+            raise ValueError("candidates: must be unique (strategy, cr, devices)")
         return self
 
     @property
