@@ -46,6 +46,12 @@ def count_text(value: float) -> str:
     return f"{value:,.0f}"
 
 
+def counted_text(count: int, noun: str) -> str:
+    """A count with separators and its noun, singular for one: ``1 token``,
+    ``1,000 tokens``."""
+    return f"{exact_text(count)} {noun}" if count == 1 else f"{exact_text(count)} {noun}s"
+
+
 def _readable(value: float) -> bool:
     low, high = READABLE_MAGNITUDES
     return value == 0 or (math.isfinite(value) and low <= abs(value) < high)
