@@ -41,6 +41,10 @@ from tests.conftest import ctrl_c_reaches
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios" / "prism_jetson.yaml"
+# a board that holds ViT-B/16's weights and one device's forward at batch 16 (469 MB) but
+# not at 32 (595 MB); Prism cr 9.9 holds 504 MB at batch 32 on 2 boards, 584 MB at batch
+# 48 (446 and 496 MB on 4 boards; docs/twin.md's RAM)
+BOARD_RAM_MB = 560
 
 
 def question_file(tmp_path: Path, **changes: Any) -> Path:
@@ -598,7 +602,7 @@ def test_smallest_fleet_says_whether_one_device_meets_the_target(tmp_path: Path)
     repetitions (bandwidth does not touch it); a failed one (out of memory) misses it."""
     question = question_file(
         tmp_path,
-        set=["devices.0.count=4", "devices.0.ram_mb=420", "repetitions=3", "noise_cv=0.05"],
+        set=["devices.0.count=4", f"devices.0.ram_mb={BOARD_RAM_MB}", "repetitions=3", "noise_cv=0.05"],
         axes={"batch": [4, 16, 32], "bandwidth_mbps": [100, 1000], "devices": [2, 4]},
         question={
             "kind": "smallest_fleet",
@@ -743,11 +747,11 @@ def test_a_target_no_fleet_meets_is_answered_with_how_near_the_sweep_came(
 def test_a_fleet_that_failed_says_why_in_the_answer_and_its_heatmap_cell(tmp_path: Path) -> None:
     """A configuration with a failed repetition (out of memory) has no p95: its heatmap
     cell was blank, why unsaid (answer.json had null); a batch every configuration failed
-    at was "not met anywhere in the sweep". Boards of 420 MB: batch 48 runs on 4 of them,
+    at was "not met anywhere in the sweep". Boards of 560 MB: batch 48 runs on 4 of them,
     not on 2; batch 256 on neither."""
     question = question_file(
         tmp_path,
-        set=["devices.0.count=4", "devices.0.ram_mb=420", "repetitions=2"],
+        set=["devices.0.count=4", f"devices.0.ram_mb={BOARD_RAM_MB}", "repetitions=2"],
         axes={"batch": [48, 256], "bandwidth_mbps": [100, 1000], "devices": [2, 4]},
         question={
             "kind": "smallest_fleet",
@@ -937,7 +941,7 @@ def test_a_distributed_run_beats_one_device_that_runs_out_of_memory(tmp_path: Pa
     beat one device', as if the failed run were the faster one."""
     question = question_file(
         tmp_path,
-        set=["devices.0.count=4", "devices.0.ram_mb=420"],
+        set=["devices.0.count=4", f"devices.0.ram_mb={BOARD_RAM_MB}"],
         axes={"batch": [1, 32], "bandwidth_mbps": [100, 1000], "devices": [2, 4]},
         question={"kind": "crossover", "strategy": {"name": "prism", "cr": 9.9}},
     )

@@ -31,6 +31,7 @@ from edgetwin.emu.vit.worker import model_args, real_strategies
 from edgetwin.errors import MODE_TWIN, TRACE_ASKED, InputError
 from edgetwin.models import registry
 from edgetwin.models.costs import weight_bytes
+from edgetwin.models.strategies import single
 from edgetwin.models.strategy import VIT_WORKER
 from edgetwin.progress import Step, naming
 from edgetwin.results import ResultRow
@@ -96,16 +97,15 @@ def check_runnable(
 
 
 def largest_batch_memory(scenario: Scenario) -> BatchMemory:
-    """What rank 0 holds at once for the scenario's largest batch, at least: the input
-    images and, in one block's MLP (its single-device reference included), every token's
-    row and hidden row, fp32."""
+    """What the ranks of a run hold at once for the scenario's largest batch, at least: what
+    one device holds at the peak of the whole forward (the twin's count,
+    ``models/encoder_memory.py``), which the ranks of a split hold more than together."""
     model = scenario.encoder
     index, batch = max(enumerate(max(sweep.batch) for sweep in scenario.sweeps), key=itemgetter(1))
-    image_floats = model.channels * image_side(model) ** 2
-    mlp_floats = model.tokens * (model.width + round(model.width * model.mlp_ratio))
-    per_sample_bytes = (image_floats + mlp_floats) * ELEMENT_BYTES
-    what = "the input images and one block's token and MLP rows"
-    return BatchMemory(f"sweeps.{index}.batch", batch, batch * per_sample_bytes, what)
+    one_device = registry.cost_plan(model, single.NAME, 1)
+    what = "the input images and a whole forward's peak"
+    activations = one_device.activation_bytes(0, batch, ELEMENT_BYTES)
+    return BatchMemory(f"sweeps.{index}.batch", batch, activations, what)
 
 
 def run_local(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from edgetwin.model_spec import ModelSpec
+from edgetwin.models.encoder_memory import RankRows, peak_floats
 from edgetwin.models.layout import Layout
 from edgetwin.models.ring_steps import ring_steps
 
@@ -67,6 +68,8 @@ class CostPlan:
     exchange_before_block: Exchange | None
     weight_bytes_per_device: float
     scatter_rows: tuple[int, ...] | None  # rows the terminal sends each device, if it does
+    # per device: elements one sample makes it hold at its peak (models/encoder_memory.py)
+    peak_floats_per_sample: tuple[float, ...]
 
     @property
     def devices(self) -> int:
@@ -100,6 +103,10 @@ class CostPlan:
         per_block = sum(step.flops_per_sample for step in self.block_steps[rank])
         head = self.head_flops_per_sample if rank == 0 else 0.0
         return blocks * per_block + self.embed_flops_per_sample[rank] + head
+
+    def activation_bytes(self, rank: int, batch: int, bytes_per_element: int) -> float:
+        """Bytes beyond the weights ``rank`` holds at its peak in a forward of ``batch``."""
+        return self.peak_floats_per_sample[rank] * batch * bytes_per_element
 
 
 def block_flops(model: ModelSpec, q_tokens: float, kv_tokens: float) -> float:
@@ -162,6 +169,17 @@ def position_wise_plan(
         else:
             embed = tuple(embed_flops(model) * own / n for own in sizes)
             embed_rows = sizes
+    held = tuple(
+        RankRows(
+            own,
+            kv[p],
+            gathered=exchange is not None,
+            extra=_held_beside_blocks(layout, p, terminal_scatters=scatter is not None),
+            embedded=embed_rows[p],
+            buffers=0 if exchange is None else (layout.world + 1) * layout.padded_rows,
+        )
+        for p, own in enumerate(sizes)
+    )
     return CostPlan(
         strategy,
         sizes,
@@ -174,7 +192,17 @@ def position_wise_plan(
         exchange,
         weight_bytes(model),
         scatter,
+        tuple(peak_floats(model, rows) for rows in held),
     )
+
+
+def _held_beside_blocks(layout: Layout, rank: int, terminal_scatters: bool) -> int:
+    """Rows ``rank`` holds beside a block's own (``RankRows.extra``): its segment means,
+    and on a terminal that scatters, the rest of the embedded sequence its rows are a
+    view of (until block 0 replaces them)."""
+    means = 0 if layout.segment_rows is None else layout.sent_rows(rank)
+    rest = layout.tokens - layout.partition_rows[0] if terminal_scatters and rank == 0 else 0
+    return means + rest
 
 
 def _mean_flops(model: ModelSpec, own: int, segments: int) -> float:

@@ -193,7 +193,7 @@ def _forward(scenario: Scenario, config: Configuration, rep: int, world: _World)
         model, config.strategy, config.devices, segments, scenario.input_source
     )
     row_bytes = model.width * model.bytes_per_element
-    status = _load_model(world.devices, work, config.batch, row_bytes)
+    status = _load_model(world.devices, work, config.batch, model.bytes_per_element)
     jitter = _jitter(world.rng, scenario.noise_cv)
     forwards = [
         Forward(
@@ -267,11 +267,11 @@ def _device(
     return Device(env, member.name, played.profile, played.ram_mb, battery_wh, host=host)
 
 
-def _load_model(devices: list[Device], work: CostPlan, batch: int, row_bytes: int) -> str:
-    """Make weights and activations resident; a device they do not fit fails the run."""
+def _load_model(devices: list[Device], work: CostPlan, batch: int, element_bytes: int) -> str:
+    """Make weights and the forward's peak activations resident; a device they do not fit
+    fails the run."""
     for rank, device in enumerate(devices):
-        own = work.partition_tokens[rank]
-        activations = batch * row_bytes * (2 * work.kv_tokens[rank] + 4 * own)
+        activations = work.activation_bytes(rank, batch, element_bytes)
         if not device.load((work.weight_bytes_per_device + activations) / MB):
             return f"{OUT_OF_MEMORY} on {device.name}"
     return STATUS_OK

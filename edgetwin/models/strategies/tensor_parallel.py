@@ -29,6 +29,7 @@ from edgetwin.models.decoder_costs import (
     head_work,
     weights,
 )
+from edgetwin.models.encoder_memory import RankRows, peak_floats
 from edgetwin.models.layout import partition_sizes
 from edgetwin.models.strategy import Strategy
 
@@ -47,6 +48,8 @@ def _cost_plan(
     rows = (n,) * devices
     terminal = input_source == "terminal"
     embed = (embed_flops(model),) + ((0.0,) if terminal else (embed_flops(model),)) * (devices - 1)
+    embeds = (True,) + (not terminal,) * (devices - 1)  # the others receive the rows
+    held = [RankRows(n, n, head_share=1 / devices, embedded=n if e else 0) for e in embeds]
     return CostPlan(
         NAME,
         rows,
@@ -59,6 +62,7 @@ def _cost_plan(
         None,
         weight_bytes(model, devices),
         rows if terminal else None,
+        tuple(peak_floats(model, rows) for rows in held),
     )
 
 
