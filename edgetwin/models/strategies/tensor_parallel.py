@@ -48,8 +48,8 @@ def _cost_plan(
     rows = (n,) * devices
     terminal = input_source == "terminal"
     embed = (embed_flops(model),) + ((0.0,) if terminal else (embed_flops(model),)) * (devices - 1)
-    embeds = (True,) + (not terminal,) * (devices - 1)  # the others receive the rows
-    held = [RankRows(n, n, head_share=1 / devices, embedded=n if e else 0) for e in embeds]
+    embedded = (n,) + (0 if terminal else n,) * (devices - 1)  # the others receive the rows
+    held = [RankRows(n, n, head_share=1 / devices, embedded=rows_in) for rows_in in embedded]
     return CostPlan(
         NAME,
         rows,
@@ -62,7 +62,7 @@ def _cost_plan(
         None,
         weight_bytes(model, devices),
         rows if terminal else None,
-        tuple(peak_floats(model, rows) for rows in held),
+        tuple(peak_floats(model, rank_rows) for rank_rows in held),
     )
 
 
