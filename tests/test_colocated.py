@@ -15,11 +15,13 @@ import yaml
 
 from edgetwin.cli import main
 from edgetwin.device_spec import HostSpec
+from edgetwin.models import registry
+from edgetwin.profile import MB
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.sim.fleet import build_fleet
 from edgetwin.sim.host import Host
 from edgetwin.sim.runner import run_scenario, simulate
-from edgetwin.sweep_points import configurations
+from edgetwin.sweep_points import Configuration, configurations
 from tests.conftest import REPO, toy_scenario
 from tests.test_twin_events import HEAD_MS, timeline
 
@@ -209,4 +211,50 @@ def test_a_profile_with_a_battery_on_a_shared_host_exits_2(
     err = capsys.readouterr().err
     assert code == 2 and str(scenario) in err
     assert "devices.0.host" in err and "profile toy has a battery" in err
+    assert not (tmp_path / "out").exists()
+
+
+def _h200_status(ram_mb: float, strategy: str, sets: tuple[str, ...] = ()) -> str:
+    """h200_loopback's two ranks on one GPU of ``ram_mb``, batch 32."""
+    path = REPO / "scenarios" / "h200_loopback.yaml"
+    scenario = load_scenario(path, [f"devices.0.ram_mb={ram_mb}", *sets])
+    devices = 1 if strategy == "single" else 2
+    config = Configuration(strategy=strategy, devices=devices, batch=32, bandwidth_mbps=100000)
+    return simulate(scenario, build_fleet(scenario, path), config, 0).row.status
+
+
+def test_ranks_on_one_host_hold_their_memory_in_its_one_memory() -> None:
+    """Each rank of Voltage holds the whole model's weights and its activations: on one GPU
+    they hold them in its one memory. A GPU that holds one rank's (and single's) but not
+    two ranks' is out of memory for Voltage on the second rank to load; each rank was
+    held against the whole GPU's memory, and the run was ok. Ranks on hosts of their own
+    each have their own."""
+    model = load_scenario(REPO / "scenarios" / "h200_loopback.yaml").encoder
+    plan = registry.cost_plan(model, "voltage", 2)
+    weights = plan.weight_bytes_per_device
+    need_mb = [(weights + plan.activation_bytes(rank, 32, 4)) / MB for rank in (0, 1)]
+    ram_mb = max(need_mb) + 0.5 * min(need_mb)
+    assert _h200_status(ram_mb, "single") == "ok"
+    assert _h200_status(ram_mb, "voltage") == "out of memory on rank-1"
+    assert _h200_status(sum(need_mb) * 1.001, "voltage") == "ok"
+    gpu = f"profile: h200_loopback, ram_mb: {ram_mb}"
+    apart = ("hosts=[]", f"devices=[{{name: a, {gpu}}}, {{name: b, {gpu}}}]")
+    assert _h200_status(ram_mb, "voltage", apart) == "ok"
+
+
+def test_classes_of_different_ram_on_one_host_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = yaml.safe_load((REPO / "scenarios" / "h200_loopback.yaml").read_text())
+    raw["devices"] = [
+        {"name": "a", "profile": "h200_loopback", "host": "h200"},
+        {"name": "b", "profile": "h200_loopback", "host": "h200", "ram_mb": 80000},
+    ]
+    scenario = tmp_path / "two_rams.yaml"
+    scenario.write_text(yaml.safe_dump(raw))
+    code = main(["run", str(scenario), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"{scenario}: field 'devices.1.ram_mb': 80,000 MB, where devices.0 on the same " in err
+    assert "host 'h200' has 143,360 MB: ranks on one host share its memory" in err
     assert not (tmp_path / "out").exists()

@@ -602,7 +602,12 @@ def test_smallest_fleet_says_whether_one_device_meets_the_target(tmp_path: Path)
     repetitions (bandwidth does not touch it); a failed one (out of memory) misses it."""
     question = question_file(
         tmp_path,
-        set=["devices.0.count=4", f"devices.0.ram_mb={BOARD_RAM_MB}", "repetitions=3", "noise_cv=0.05"],
+        set=[
+            "devices.0.count=4",
+            f"devices.0.ram_mb={BOARD_RAM_MB}",
+            "repetitions=3",
+            "noise_cv=0.05",
+        ],
         axes={"batch": [4, 16, 32], "bandwidth_mbps": [100, 1000], "devices": [2, 4]},
         question={
             "kind": "smallest_fleet",

@@ -88,7 +88,7 @@ class Device:
         self.on_empty: list[Callable[[], None]] = []  # the battery ran empty (up or away)
         self.host = host
         if host is not None:
-            host.join(name, self._book, self._power_w["idle"])
+            host.join(name, self._book, self._power_w["idle"], ram_mb)
         self._schedule_drain()
 
     # ------------------------------------------------------------ states
@@ -221,14 +221,19 @@ class Device:
 
     # ------------------------------------------------------------ RAM
     def load(self, size_mb: float) -> bool:
-        """Make ``size_mb`` resident; False (nothing changes) when it does not fit."""
+        """Make ``size_mb`` resident; False (nothing changes) when it does not fit, on a
+        shared host beside what its other ranks hold."""
         if self.resident_mb + size_mb > self.ram_mb:
+            return False
+        if self.host is not None and not self.host.load(size_mb):
             return False
         self.resident_mb += size_mb
         self.peak_resident_mb = max(self.peak_resident_mb, self.resident_mb)
         return True
 
     def unload(self, size_mb: float) -> None:
+        if self.host is not None:
+            self.host.unload(min(size_mb, self.resident_mb))
         self.resident_mb = max(0.0, self.resident_mb - size_mb)
 
     # ------------------------------------------------------------ leaving

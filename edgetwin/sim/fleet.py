@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgetwin.decoder_spec import DecoderSpec
-from edgetwin.device_fleet import FleetMember, class_members, class_profile
+from edgetwin.device_fleet import FleetMember, class_members, class_profile, class_ram_mb
 from edgetwin.device_spec import DeviceSpec
 from edgetwin.errors import InputError, shown
+from edgetwin.number_text import exact_text
 from edgetwin.profile import DeviceProfile, bootstrap_count
 from edgetwin.scenario import Scenario
 from edgetwin.unplayed_settings import unplayed_settings
@@ -17,8 +18,9 @@ from edgetwin.unplayed_settings import unplayed_settings
 def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMember]:
     """Expand device classes into members (``device_fleet``); profile paths are relative
     to the scenario file. A decoder's device needs a memory bandwidth; a device on a
-    shared host no battery of its own."""
+    shared host no battery of its own, and the RAM of the host's other classes."""
     members = []
+    host_ram: dict[str, tuple[int, float]] = {}  # host -> its first class and RAM
     for i, spec in enumerate(scenario.devices):
         profile = class_profile(spec, i, scenario_path)
         if isinstance(scenario.model, DecoderSpec) and profile.memory is None:
@@ -27,8 +29,24 @@ def build_fleet(scenario: Scenario, scenario_path: Path | None) -> list[FleetMem
         if spec.host is not None and profile.battery_wh is not None:
             problem = f"profile {profile.name} has a battery (a shared host's is not modelled)"
             raise InputError(scenario_path, f"devices.{i}.host", problem)
+        if spec.host is not None:
+            _check_host_ram(host_ram, spec.host, i, class_ram_mb(spec, profile), scenario_path)
         members += class_members(spec, profile)
     return members
+
+
+def _check_host_ram(
+    seen: dict[str, tuple[int, float]], host: str, index: int, ram_mb: float, path: Path | None
+) -> None:
+    """Ranks on one host share its memory: every class on it must have the same RAM."""
+    first, first_ram_mb = seen.setdefault(host, (index, ram_mb))
+    if ram_mb != first_ram_mb:
+        problem = (
+            f"{exact_text(ram_mb)} MB, where devices.{first} on the same host '{host}' has "
+            f"{exact_text(first_ram_mb)} MB: ranks on one host share its memory; give its "
+            "classes one ram_mb"
+        )
+        raise InputError(path, f"devices.{index}.ram_mb", problem)
 
 
 def _no_bandwidth(spec: DeviceSpec, index: int, profile: DeviceProfile) -> str:

@@ -8,6 +8,9 @@ work as busy as ``other_load`` ranks, each progresses at
 min(1, slots / (k + other_load)) / min(1, slots) of its alone rate (fair time-slicing),
 and the shares are recomputed whenever a piece starts or ends.
 
+Memory: the ranks hold their weights and activations in the device's one memory (its
+ranks' ``ram_mb``, which the fleet checks they agree on).
+
 Power: the board is powered once. It draws the power of its most active rank's state
 (the largest of the ranks' state powers: a time-sliced GPU busy for two ranks draws
 what it draws busy for one), booked to the ranks in that state in equal parts.
@@ -15,6 +18,7 @@ what it draws busy for one), booked to the ranks in that state in equal parts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import count
@@ -107,10 +111,24 @@ class Host:
         self.accelerator = SharedAccelerator(env, spec.compute_slots, spec.other_load)
         self._power_w: dict[str, float] = {}
         self._bookers: list[Callable[[], None]] = []
+        self.ram_mb = math.inf  # its ranks' (the first to join sets it)
+        self.resident_mb = 0.0
 
-    def join(self, rank: str, book: Callable[[], None], power_w: float) -> None:
+    def join(self, rank: str, book: Callable[[], None], power_w: float, ram_mb: float) -> None:
         self._power_w[rank] = power_w
         self._bookers.append(book)
+        self.ram_mb = min(self.ram_mb, ram_mb)
+
+    def load(self, size_mb: float) -> bool:
+        """Make ``size_mb`` resident in the memory its ranks share; False (nothing changes)
+        when it does not fit beside what the others hold."""
+        if self.resident_mb + size_mb > self.ram_mb:
+            return False
+        self.resident_mb += size_mb
+        return True
+
+    def unload(self, size_mb: float) -> None:
+        self.resident_mb = max(0.0, self.resident_mb - size_mb)
 
     def book_all(self) -> None:
         for book in self._bookers:
