@@ -16,6 +16,7 @@ import yaml
 from edgetwin.cli import main
 from edgetwin.device_spec import HostSpec
 from edgetwin.models import registry
+from edgetwin.number_text import exact_text
 from edgetwin.profile import MB
 from edgetwin.scenario import Scenario, load_scenario
 from edgetwin.sim.fleet import build_fleet
@@ -235,7 +236,10 @@ def test_ranks_on_one_host_hold_their_memory_in_its_one_memory() -> None:
     need_mb = [(weights + plan.activation_bytes(rank, 32, 4)) / MB for rank in (0, 1)]
     ram_mb = max(need_mb) + 0.5 * min(need_mb)
     assert _h200_status(ram_mb, "single") == "ok"
-    assert _h200_status(ram_mb, "voltage") == "out of memory on rank-1"
+    assert _h200_status(ram_mb, "voltage") == (
+        f"out of memory on rank-1: weights and activations need {need_mb[1]:,.1f} MB beside "
+        f"the {need_mb[0]:,.1f} MB its host's other ranks hold, of {exact_text(ram_mb)} MB"
+    )
     assert _h200_status(sum(need_mb) * 1.001, "voltage") == "ok"
     gpu = f"profile: h200_loopback, ram_mb: {ram_mb}"
     apart = ("hosts=[]", f"devices=[{{name: a, {gpu}}}, {{name: b, {gpu}}}]")

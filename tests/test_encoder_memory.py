@@ -13,6 +13,7 @@ import pytest
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.encoder_memory import RankRows, block_peak_rows
+from edgetwin.number_text import exact_text
 from edgetwin.profile import MB
 from edgetwin.scenario import load_scenario
 from edgetwin.sim.fleet import build_fleet
@@ -163,7 +164,12 @@ def test_a_board_with_less_ram_than_the_real_forward_holds_is_out_of_memory() ->
         board = load_scenario(path, [f"devices.0.ram_mb={ram_bytes / MB}"])
         return simulate(board, build_fleet(board, path), config, 0).row.status
 
-    assert status(weights + 0.95 * activations) == "out of memory on jetson-0"
+    need_mb = (weights + activations) / MB
+    ram_mb = (weights + 0.95 * activations) / MB
+    assert status(weights + 0.95 * activations) == (
+        f"out of memory on jetson-0: weights and activations need {need_mb:,.1f} MB of its "
+        f"{exact_text(ram_mb)} MB"
+    )
     assert status(weights + 1.05 * activations) == "ok"
     before = 8 * row_bytes * (2 * plan.kv_tokens[0] + 4 * plan.partition_tokens[0])
-    assert status(weights + before) == "out of memory on jetson-0"
+    assert status(weights + before).startswith("out of memory on jetson-0: ")

@@ -24,12 +24,14 @@ import yaml
 import edgetwin
 from edgetwin.cli import main
 from edgetwin.errors import InputError
+from edgetwin.models import registry
+from edgetwin.models.layout import resolved_segments
 from edgetwin.plan.answer_text import describe, unmet_text
 from edgetwin.plan.crossover import crossing
 from edgetwin.plan.executors import PoolExecutor, SerialExecutor, stop_workers
 from edgetwin.plan.question_file import LoadedQuestion, load_question
 from edgetwin.plan.run import journal_for, run_plan, start_warnings, sweep_rows
-from edgetwin.profile import PROFILE_DIR
+from edgetwin.profile import MB, PROFILE_DIR
 from edgetwin.progress import Steps, naming
 from edgetwin.provenance import code_digest, modules_digest
 from edgetwin.reports.plan import best_mode_figures, fleet_figures, write_plan_report
@@ -45,6 +47,23 @@ SCENARIO = REPO / "scenarios" / "prism_jetson.yaml"
 # not at 32 (595 MB); Prism cr 9.9 holds 504 MB at batch 32 on 2 boards, 584 MB at batch
 # 48 (446 and 496 MB on 4 boards; docs/twin.md's RAM)
 BOARD_RAM_MB = 560
+
+
+def out_of_board(batch: int, devices: int = 1) -> str:
+    """The status of single (1 device) or Prism cr 9.9 at ``batch`` on BOARD_RAM_MB boards
+    whose first board's weights and activations do not fit."""
+    scenario = edgetwin.load_scenario(SCENARIO)
+    model, source = scenario.encoder, scenario.input_source
+    if devices == 1:
+        plan = registry.cost_plan(model, "single", 1, None, source)
+    else:
+        segments = resolved_segments(model.tokens, devices, None, 9.9)
+        plan = registry.cost_plan(model, "prism", devices, segments, source)
+    need_mb = (plan.weight_bytes_per_device + plan.activation_bytes(0, batch, 4)) / MB
+    return (
+        f"out of memory on jetson-0: weights and activations need {need_mb:,.1f} MB of its "
+        f"{BOARD_RAM_MB} MB"
+    )
 
 
 def question_file(tmp_path: Path, **changes: Any) -> Path:
@@ -632,7 +651,7 @@ def test_smallest_fleet_says_whether_one_device_meets_the_target(tmp_path: Path)
         "strategy": "single",
         "p95_ms": None,
         "meets_target": False,
-        "failed": "out of memory on jetson-0",
+        "failed": out_of_board(32),
     }
     assert outcome.answer["devices"] == [2, 4]  # one board is no row of the fleet's grid
     lines = describe(outcome.answer)
@@ -646,7 +665,7 @@ def test_smallest_fleet_says_whether_one_device_meets_the_target(tmp_path: Path)
         "batch 32, p95 <= 600 ms with prism cr 9.9: no swept fleet (2-4 devices, 100-1,000 "
         "Mbit/s) meets it, the lowest p95 "
     )
-    assert lines[2].endswith("; one device (single): misses it (out of memory on jetson-0)")
+    assert lines[2].endswith(f"; one device (single): misses it ({out_of_board(32)})")
     page = (tmp_path / "out" / "plan.html").read_text()
     assert f"smallest fleet 1 device (single, p95 {p95_4} ms)" in page
 
@@ -788,14 +807,14 @@ def test_a_fleet_that_failed_says_why_in_the_answer_and_its_heatmap_cell(tmp_pat
                     assert (text[d][bw], hover[d][bw]) == (f"{p95:.0f}", f"p95 {p95:.1f} ms")
                 else:
                     assert (text[d][bw], hover[d][bw]) == ("out of memory", status)
-    assert outcome.answer["per_batch"][0]["failed"][0] == ["out of memory on jetson-0"] * 2
+    assert outcome.answer["per_batch"][0]["failed"][0] == [out_of_board(48, 2)] * 2
     assert outcome.answer["per_batch"][0]["failed"][1] == [None, None]
     assert outcome.answer["per_batch"][1]["lowest_p95"] is None
     assert describe(outcome.answer)[1] == (
         "batch 256, p95 <= 600 ms with prism cr 9.9: no swept fleet (2-4 devices, 100-1,000 "
         "Mbit/s) meets it: each failed, out of memory (sweep more devices or bandwidth in "
-        "axes, or ask less: question.target_p95_ms); one device (single): misses it (out of "
-        "memory on jetson-0)"
+        f"axes, or ask less: question.target_p95_ms); one device (single): misses it "
+        f"({out_of_board(256)})"
     )
 
 
@@ -953,7 +972,7 @@ def test_a_distributed_run_beats_one_device_that_runs_out_of_memory(tmp_path: Pa
     loaded = load_question(question)
     outcome = run_plan(loaded, tmp_path / "out", SerialExecutor(), write_plan_report)
     status = {r.strategy: r.status for r in outcome.rows if r.batch == 32}
-    assert status == {"single": "out of memory on jetson-0", "prism": "ok"}
+    assert status == {"single": out_of_board(32), "prism": "ok"}
     curves = {(c["batch"], c["devices"]): c["status"] for c in outcome.answer["curves"]}
     assert curves == {(1, 2): "never", (1, 4): "never", (32, 2): "always", (32, 4): "always"}
     assert "batch 32, 4 devices: prism beats one device at every" in describe(outcome.answer)[3]

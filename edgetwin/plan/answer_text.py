@@ -98,7 +98,7 @@ def _range(values: Sequence[float]) -> str:
 
 def one_device_text(entry: dict[str, Any]) -> str:
     """``; one device (single) p95 251.2 ms: meets it`` (or ``misses it``; ``: misses it
-    (out of memory on jetson-0)`` where a repetition failed); nothing for a batch answered
+    (out of memory on jetson-0: ...)`` where a repetition failed); nothing for a batch answered
     from a table swept before the question ran one device."""
     one = entry.get("baseline")
     if one is None:

@@ -79,7 +79,7 @@ def smallest_fleet(
 def _one_device(name: str, rows: Sequence[ResultRow], target_p95_ms: float) -> dict[str, Any]:
     """The baseline's p95 over all its rows, every swept bandwidth's repetitions (bandwidth
     does not touch one device: its rows differ by their noise draws only), whether it meets
-    the target, and why not where a repetition failed (``out of memory on jetson-0``)."""
+    the target, and why not where a repetition failed (``out of memory on jetson-0: ...``)."""
     p95 = p95_ms(rows)
     return {
         "strategy": name,
@@ -90,7 +90,7 @@ def _one_device(name: str, rows: Sequence[ResultRow], target_p95_ms: float) -> d
 
 
 def _failed(rows: Sequence[ResultRow]) -> str | None:
-    """The status of the first repetition that failed (``out of memory on jetson-0``): the
+    """The status of the first repetition that failed (``out of memory on jetson-0: ...``): the
     configuration has no p95 and meets nothing; None where every repetition ran."""
     return next((row.status for row in rows if not row.ok), None)
 

@@ -18,6 +18,7 @@ from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
 from edgetwin.models.decoder_costs import contributed_bytes
 from edgetwin.network_spec import BandwidthStep
+from edgetwin.number_text import exact_text
 from edgetwin.profile import MB, bootstrap_count
 from edgetwin.progress import Step, naming
 from edgetwin.results import STATUS_OK, ResultRow
@@ -272,9 +273,20 @@ def _load_model(devices: list[Device], work: CostPlan, batch: int, element_bytes
     fails the run."""
     for rank, device in enumerate(devices):
         activations = work.activation_bytes(rank, batch, element_bytes)
-        if not device.load((work.weight_bytes_per_device + activations) / MB):
-            return f"{OUT_OF_MEMORY} on {device.name}"
+        need_mb = (work.weight_bytes_per_device + activations) / MB
+        if not device.load(need_mb):
+            return f"{OUT_OF_MEMORY} on {device.name}: {_shortfall(device, need_mb)}"
     return STATUS_OK
+
+
+def _shortfall(device: Device, need_mb: float) -> str:
+    """Why ``need_mb`` did not fit ``device``: its RAM, or its host's beside its other ranks."""
+    need = f"weights and activations need {need_mb:,.1f} MB"
+    host = device.host
+    if host is None or need_mb > device.ram_mb:
+        return f"{need} of its {exact_text(device.ram_mb)} MB"
+    others = f"{host.resident_mb:,.1f} MB its host's other ranks hold"
+    return f"{need} beside the {others}, of {exact_text(host.ram_mb)} MB"
 
 
 def _run_batches(world: _World, forwards: list[Forward] | list[Generation]) -> str:
