@@ -111,7 +111,7 @@ class Host:
         self.accelerator = SharedAccelerator(env, spec.compute_slots, spec.other_load)
         self._power_w: dict[str, float] = {}
         self._bookers: list[Callable[[], None]] = []
-        self.ram_mb = math.inf  # its ranks' (the first to join sets it)
+        self.ram_mb = math.inf  # its ranks' (one figure: the fleet checks they agree)
         self.resident_mb = 0.0
 
     def join(self, rank: str, book: Callable[[], None], power_w: float, ram_mb: float) -> None:
