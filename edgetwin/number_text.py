@@ -49,7 +49,7 @@ def count_text(value: float) -> str:
 def counted_text(count: int, noun: str) -> str:
     """A count with separators and its noun, singular for one: ``1 token``,
     ``1,000 tokens``."""
-    return f"{exact_text(count)} {noun}" if count == 1 else f"{exact_text(count)} {noun}s"
+    return f"{exact_text(count)} {noun}{'' if count == 1 else 's'}"
 
 
 def _readable(value: float) -> bool:
