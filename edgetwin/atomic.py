@@ -44,7 +44,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
-from edgetwin.errors import FORCE_OPTION, OUT_OPTION, InputError, counted, raise_if_stop_asked
+from edgetwin.errors import FORCE_OPTION, OUT_OPTION, InputError, raise_if_stop_asked
+from edgetwin.number_text import counted
 from edgetwin.output_folder import output_kind
 
 STAGING_SUFFIX = ".edgetwin"  # a staging folder's name: .NAME-RANDOM.edgetwin

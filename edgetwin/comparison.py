@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from edgetwin.csv_rows import other_unit, unit_problem
 from edgetwin.device_names import profile_name, profile_refs, read_device_names
-from edgetwin.errors import InputError, counted, shown, warnings_note
-from edgetwin.number_text import exact_text
+from edgetwin.errors import InputError, shown, warnings_note
+from edgetwin.number_text import counted, exact_text
 from edgetwin.resolved_scenario import RESOLVED_FILE
 from edgetwin.result_cells import CellError, check_cells, parse_number, record_place
 from edgetwin.results import COLUMNS, DTYPES, STATUS_OK, ResultRow, read_status, typed_frame

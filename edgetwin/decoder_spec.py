@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from edgetwin.number_text import counted_text, exact_text
+from edgetwin.number_text import counted, exact_text
 from edgetwin.schema import PositiveInt, Strict, Tokens, with_preset
 
 Dtype = Literal["fp32", "fp16", "int8", "int4"]
@@ -182,7 +182,7 @@ def positions_problem(model: DecoderSpec, prompt_tokens: int, output_tokens: int
         return ""
     prompt, output, positions = (exact_text(n) for n in (prompt_tokens, output_tokens, fed))
     longest = longest_prompt_tokens(model.max_positions, output_tokens)
-    most = counted_text(longest, "prompt token")
+    most = counted(longest, "prompt token")
     return (
         f"{prompt} prompt and {output} output tokens feed {positions} positions (the last "
         f"output is never fed back): more than the model's {exact_text(model.max_positions)} "

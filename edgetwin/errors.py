@@ -13,6 +13,8 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
+from edgetwin.number_text import counted
+
 SHOWN_VALUE_CHARS = 80  # an echoed value (a path, a bad value) is cut to this many characters
 _PATH_CHARS = 160
 _FIELD_CHARS = 80
@@ -92,11 +94,6 @@ class OneLineParser(argparse.ArgumentParser):
         """One line, however long the value argparse quotes (a --seed of 5,000 digits)."""
         shown_message = shown_text(message, ARGPARSE_MESSAGE_CHARS)
         self.exit(2, f"{self.prog}: error: {shown_message} (see {self.prog} --help)\n")
-
-
-def counted(count: int, noun: str) -> str:
-    """``"1 run"``, ``"2 runs"``: a count and its noun, for what a command prints."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def warnings_note(warnings: Sequence[str]) -> str:

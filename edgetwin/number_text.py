@@ -1,8 +1,8 @@
 """Numbers as a person reads them, on every page, answer and progress line: thousands
 separated, never with an exponent (a 1,000,000 ms target printed ``1e+06``, a TTFT of
-13,200 ms hovered ``1.320e+4``). ``exact_text``, ``figure_text`` and ``count_text`` write
-them in Python; ``hover_number`` asks plotly.js (d3-format) for the same in a figure's
-hover."""
+13,200 ms hovered ``1.320e+4``). ``exact_text``, ``figure_text``, ``count_text`` and
+``counted`` (a count and its noun) write them in Python; ``hover_number`` asks plotly.js
+(d3-format) for the same in a figure's hover."""
 
 from __future__ import annotations
 
@@ -46,9 +46,9 @@ def count_text(value: float) -> str:
     return f"{value:,.0f}"
 
 
-def counted_text(count: int, noun: str) -> str:
+def counted(count: int, noun: str) -> str:
     """A count with separators and its noun, singular for one: ``1 token``,
-    ``1,000 tokens``."""
+    ``1,000 tokens``; what every message, status and progress line says of a count."""
     return f"{exact_text(count)} {noun}{'' if count == 1 else 's'}"
 
 

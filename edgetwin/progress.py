@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol, TextIO, cast
 
+from edgetwin.number_text import exact_text
+
 
 class Advance(Protocol):
     """Marks one step done; ``done`` (optional) names it."""
@@ -65,7 +67,7 @@ def write_line(out: TextIO, text: str) -> None:
 
 def _step_text(label: str, count: int, total: int, done: str = "") -> str:
     """What a text progress shows after ``count`` of ``total`` steps, the last named ``done``."""
-    return f"{label}: {count}/{total}{f' ({done})' if done else ''}"
+    return f"{label}: {exact_text(count)}/{exact_text(total)}{f' ({done})' if done else ''}"
 
 
 def _lines(label: str, total: int, out: TextIO) -> Advance:

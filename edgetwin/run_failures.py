@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from edgetwin.number_text import exact_text
 from edgetwin.results import ResultRow
 
 # the twin's reasons a run fails, each status one of them and where: "out of memory on
@@ -35,6 +36,7 @@ def failed_summary(rows: Iterable[ResultRow]) -> str:
     reasons = Counter(failure_reason(row.status) for row in rows if not row.ok)
     if not reasons:
         return "0 failed"
-    common = ", ".join(f"{why} {count}" for why, count in reasons.most_common(SHOWN_REASONS))
+    shown = reasons.most_common(SHOWN_REASONS)
+    common = ", ".join(f"{why} {exact_text(count)}" for why, count in shown)
     more = ", ..." if len(reasons) > SHOWN_REASONS else ""
-    return f"{reasons.total()} failed: {common}{more}"
+    return f"{exact_text(reasons.total())} failed: {common}{more}"

@@ -24,8 +24,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from edgetwin.errors import InputError, counted, shown, shown_text
-from edgetwin.number_text import exact_text
+from edgetwin.errors import InputError, shown, shown_text
+from edgetwin.number_text import counted, exact_text
 from edgetwin.provenance import note_read
 
 MAX_YAML_BYTES = 16 * 2**20  # a scenario, evaluation, plan or profile file

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from edgetwin.decoder_spec import DecoderSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderWorkload
-from edgetwin.number_text import counted_text
+from edgetwin.number_text import counted
 from edgetwin.strategy_spec import StrategySpec
 from edgetwin.sweep_spec import SweepSpec
 
@@ -24,7 +24,7 @@ def positions_split_problem(
             continue
         for j, sweep in enumerate(sweeps):
             if max(sweep.devices) > tokens:
-                held = counted_text(tokens, "token")
+                held = counted(tokens, "token")
                 problem = f"{held} cannot be split over {max(sweep.devices)} devices"
                 return j, f"{strategy.name}: {problem}"
     return None

@@ -124,6 +124,24 @@ def test_a_crowd_runs_summary_counts_its_jobs_and_its_runs(
     assert f"{summary} -> " in capsys.readouterr().out
 
 
+@pytest.mark.timeout(60)
+def test_a_summary_of_thousands_of_jobs_separates_their_thousands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job a second for 1,100 s on five phones, most unfinished: every count of the
+    summary is written as a reader reads it (it said "1100 jobs in 1 run (1071 failed: not
+    finished by horizon_s + drain_s 1071)")."""
+    sets = ["repetitions=1", "strategies=[{name: crowdio_streaming}]", "crowd.horizon_s=1100"]
+    sets += ["crowd.drain_s=0", "crowd.job.interarrival={kind: constant, value_s: 1}"]
+    options = [arg for item in sets for arg in ("--set", item)]
+    scenario = str(SCENARIOS / "crowdio_android.yaml")
+    assert main(["run", scenario, "--quiet", "--out", str(tmp_path / "out"), *options]) == 0
+    summary = capsys.readouterr().out
+    failed = re.search(r"^1,100 jobs in 1 run \(([0-9,]+) failed: [^)]* ([0-9,]+)\) -> ", summary)
+    assert failed is not None, summary
+    assert failed.group(1) == failed.group(2) and re.fullmatch(r"1,[0-9]{3}", failed.group(1))
+
+
 def test_run_as_a_subprocess(tiny: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run(

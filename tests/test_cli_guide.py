@@ -680,6 +680,17 @@ def test_progress_off_a_terminal_is_a_line_per_step() -> None:
     assert quiet.getvalue() == ""
 
 
+def test_a_step_count_in_the_thousands_is_separated() -> None:
+    """Lines of a progress of 1,200 steps count as a reader reads them (``1,200/1,200``)."""
+    stream = io.StringIO()
+    with progress("plan x", 1200, quiet=False, stream=stream) as advance:
+        for _ in range(1200):
+            advance()
+    lines = stream.getvalue().splitlines()
+    assert lines[998:1000] == ["plan x: 999/1,200", "plan x: 1,000/1,200"]
+    assert lines[-1] == "plan x: 1,200/1,200"
+
+
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True

@@ -21,7 +21,7 @@ from edgetwin.emu.mininet.faults import timeline
 from edgetwin.emu.mininet.medium import rate_commands_of
 from edgetwin.emu.mininet.topology import build_topology
 from edgetwin.network_spec import NetworkSpec
-from edgetwin.number_text import count_text, counted_text, exact_text, figure_text, hover_number
+from edgetwin.number_text import count_text, counted, exact_text, figure_text, hover_number
 from edgetwin.reports.html import figures_html, read_run, run_figures
 from edgetwin.reports.llm import tokens_per_s_figure
 from edgetwin.reports.style import categories, log_ticks, tick_label
@@ -132,7 +132,7 @@ def test_a_count_worked_out_as_a_float_is_written_whole() -> None:
 
 
 def test_a_count_and_its_noun_are_singular_for_one_and_separated_past_a_thousand() -> None:
-    counts = [counted_text(n, "prompt token") for n in (1, 2, 131_127)]
+    counts = [counted(n, "prompt token") for n in (1, 2, 131_127)]
     assert counts == ["1 prompt token", "2 prompt tokens", "131,127 prompt tokens"]
 
 

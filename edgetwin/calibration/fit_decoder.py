@@ -31,9 +31,9 @@ from edgetwin.calibration.readers.decoder_latency import DECODER_LATENCY_FILE, D
 from edgetwin.calibration.trace_groups import describe_compute
 from edgetwin.calibration.trace_predictors import COMPUTE_BOUNDS
 from edgetwin.decoder_spec import DecoderSpec
-from edgetwin.errors import counted
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderWorkload, Ops, Work
+from edgetwin.number_text import counted
 from edgetwin.profile import ComputeParams, MemoryParams, work_ms
 
 MEMORY_BOUNDS: Bounds = {"bandwidth_gbps": (0.01, 1e5, 10.0)}

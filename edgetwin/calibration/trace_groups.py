@@ -13,8 +13,7 @@ import numpy as np
 from edgetwin.calibration.group_fit import GroupKey
 from edgetwin.calibration.readers.gpu_bench import StagingCopy, VitLatency
 from edgetwin.calibration.readers.staged_exchange import StagedExchange
-from edgetwin.errors import counted
-from edgetwin.number_text import exact_text
+from edgetwin.number_text import counted, exact_text
 
 LOOPBACK_MBPS = 100_000.0  # nominal rate of an unshaped loopback/veth link: the stack limits
 LATENCY_MS = "latency_ms"  # the column a compute or plain copy group times

@@ -48,8 +48,9 @@ from edgetwin.calibration.readers.staged_exchange import (
 )
 from edgetwin.calibration.trace_groups import compute_label
 from edgetwin.decoder_spec import DecoderSpec, positions_problem
-from edgetwin.errors import InputError, counted, shown
+from edgetwin.errors import InputError, shown
 from edgetwin.model_spec import ModelSpec
+from edgetwin.number_text import counted
 from edgetwin.profile import DeviceProfile, load_profile, profile_path
 from edgetwin.schema import Seed, Strict, load_yaml_model
 

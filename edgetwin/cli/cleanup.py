@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from edgetwin.cli.command import Command
-from edgetwin.errors import counted
+from edgetwin.number_text import counted
 from edgetwin.workbench.cleaning import EmulatorNotCleaned, emu_cleanup
 
 

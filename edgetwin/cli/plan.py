@@ -11,7 +11,7 @@ from edgetwin.cli.command import Command
 from edgetwin.cli.console import print_warnings, result_printed, written
 from edgetwin.cli.inputs import given_path
 from edgetwin.cli.progress import progress_bar
-from edgetwin.errors import counted
+from edgetwin.number_text import counted, exact_text
 from edgetwin.plan.question_file import load_question
 from edgetwin.plan.run import PlanOutcome, start_warnings
 from edgetwin.workbench.planning import check_plan_out, run_plan
@@ -65,8 +65,8 @@ def _print_plan(outcome: PlanOutcome, out: Path) -> None:
     for line in outcome.describe():
         print(line)
     print(
-        f"{counted(outcome.configurations, 'sweep unit')} ({outcome.ran_now} run now, "
-        f"{outcome.configurations - outcome.ran_now} resumed) -> {written(out)}"
+        f"{counted(outcome.configurations, 'sweep unit')} ({exact_text(outcome.ran_now)} run "
+        f"now, {exact_text(outcome.configurations - outcome.ran_now)} resumed) -> {written(out)}"
     )
 
 

@@ -22,8 +22,8 @@ from edgetwin.cli.inputs import (
 )
 from edgetwin.cli.progress import progress_bar
 from edgetwin.configuration import crowd_runs
-from edgetwin.errors import counted
 from edgetwin.links import within_tolerance
+from edgetwin.number_text import counted
 from edgetwin.run_failures import failed_summary
 from edgetwin.scenario import RUN_MODES
 from edgetwin.workbench import reporting, running

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from edgetwin.errors import counted, warnings_note
+from edgetwin.errors import warnings_note
 from edgetwin.evaluate.adaptive_inputs import EvalSettings
 from edgetwin.evaluate.adaptive_scores import (
     Choice,
@@ -21,7 +21,7 @@ from edgetwin.evaluate.adaptive_scores import (
 )
 from edgetwin.evaluate.measured import SkippedCell
 from edgetwin.models.registry import CandidateKey
-from edgetwin.number_text import exact_text
+from edgetwin.number_text import counted, exact_text
 from edgetwin.policies.adaptive import WEIGHTED
 from edgetwin.policies.perf_map import Estimate, PerformanceMap
 

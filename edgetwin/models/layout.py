@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from edgetwin.number_text import counted_text
+from edgetwin.number_text import counted
 
 
 def partition_sizes(tokens: int, devices: int) -> tuple[int, ...]:
@@ -94,7 +94,7 @@ class Layout:
 def full_rows(tokens: int, world: int) -> Layout:
     """Every rank sends its whole partition (full exchange; one rank: nothing is sent)."""
     if world > tokens:
-        raise ValueError(f"{counted_text(tokens, 'token')} cannot be split over {world} ranks")
+        raise ValueError(f"{counted(tokens, 'token')} cannot be split over {world} ranks")
     return Layout(partition_sizes(tokens, world))
 
 

@@ -7,8 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from edgetwin.errors import counted
-from edgetwin.number_text import exact_text, figure_text
+from edgetwin.number_text import counted, exact_text, figure_text
 from edgetwin.plan.answers import QUESTIONS
 from edgetwin.plan.capacity import describe_capacity
 from edgetwin.plan.questions import CROSSOVER, CROWD_CAPACITY, LONGEST_CONTEXT, SMALLEST_FLEET

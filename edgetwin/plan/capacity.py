@@ -28,8 +28,7 @@ import numpy as np
 
 from edgetwin.availability_spec import ConstantDist
 from edgetwin.configuration import crowd_bandwidths
-from edgetwin.errors import counted
-from edgetwin.number_text import exact_text
+from edgetwin.number_text import counted, exact_text
 from edgetwin.plan.questions import CrowdCapacity
 from edgetwin.results import ResultRow, as_in_table
 from edgetwin.scenario import Scenario

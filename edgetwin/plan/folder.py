@@ -16,9 +16,9 @@ from typing import Any
 
 from edgetwin.atomic import write_text_atomic
 from edgetwin.configuration import crowd_runs
-from edgetwin.errors import InputError, counted
+from edgetwin.errors import InputError
 from edgetwin.models import registry
-from edgetwin.number_text import exact_text
+from edgetwin.number_text import counted, exact_text
 from edgetwin.plan.answers import answer
 from edgetwin.plan.question_file import LoadedQuestion, dump_question, load_question
 from edgetwin.plan.questions import CrowdAxes, PlanQuestion, SmallestFleet

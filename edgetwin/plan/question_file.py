@@ -14,9 +14,10 @@ from pydantic import ValidationError
 
 from edgetwin.availability_spec import ConstantDist
 from edgetwin.decoder_spec import DecoderSpec
-from edgetwin.errors import InputError, counted
+from edgetwin.errors import InputError
 from edgetwin.file_kinds import check_kind, check_named_scenario
 from edgetwin.models import registry
+from edgetwin.number_text import counted
 from edgetwin.plan.questions import (
     AXES_TAGS,
     BANDWIDTH_FREE,

@@ -11,10 +11,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from edgetwin.atomic import write_text_atomic
-from edgetwin.errors import counted
 from edgetwin.evaluate.adaptive_results import Evaluation
 from edgetwin.evaluate.adaptive_scores import ConditionResult
-from edgetwin.number_text import exact_text, hover_number
+from edgetwin.number_text import counted, exact_text, hover_number
 from edgetwin.policies.adaptive import POLICY_LABELS, WEIGHTED
 from edgetwin.policies.perf_map_io import write_map
 from edgetwin.reports.figures import candidate_colors

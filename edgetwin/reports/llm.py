@@ -18,9 +18,9 @@ from edgetwin.configuration import decoder_plan
 from edgetwin.crowd_spec import member_names
 from edgetwin.decoder_spec import DecoderSpec, kept_positions
 from edgetwin.device_fleet import class_ram_mb
-from edgetwin.errors import InputError, counted
+from edgetwin.errors import InputError
 from edgetwin.models.decoder_costs import tightest_rank
-from edgetwin.number_text import exact_text, hover_number
+from edgetwin.number_text import counted, exact_text, hover_number
 from edgetwin.profile import MB
 from edgetwin.reports.figures import looks
 from edgetwin.reports.rows import Config, config_labels, config_of, config_order, fullest

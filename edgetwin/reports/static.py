@@ -29,8 +29,8 @@ import plotly
 import plotly.graph_objects as go
 
 from edgetwin.atomic import publish_folder, staged_folder
-from edgetwin.errors import InputError, RunFailed, counted
-from edgetwin.number_text import exact_text
+from edgetwin.errors import InputError, RunFailed
+from edgetwin.number_text import counted, exact_text
 from edgetwin.output_folder import output_kind
 from edgetwin.reports.html import figure_names, read_run, run_figures
 from edgetwin.reports.narrow import at_width

@@ -13,12 +13,12 @@ import simpy
 from edgetwin.configuration import configuration_columns, resolve_segments, step_label
 from edgetwin.decoder_spec import DecoderSpec, kept_positions
 from edgetwin.device_fleet import FleetMember
-from edgetwin.errors import InputError, counted
+from edgetwin.errors import InputError
 from edgetwin.models import registry
 from edgetwin.models.costs import CostPlan
 from edgetwin.models.decoder_costs import contributed_bytes
 from edgetwin.network_spec import BandwidthStep
-from edgetwin.number_text import exact_text
+from edgetwin.number_text import counted, exact_text
 from edgetwin.profile import MB, bootstrap_count
 from edgetwin.progress import Step, naming
 from edgetwin.results import STATUS_OK, ResultRow

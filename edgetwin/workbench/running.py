@@ -12,9 +12,10 @@ from pathlib import Path
 from tempfile import gettempdir
 
 from edgetwin.device_names import device_names
-from edgetwin.errors import InputError, counted
+from edgetwin.errors import InputError
 from edgetwin.links import LINK_CHECK_FILE
 from edgetwin.network_spec import BandwidthStep
+from edgetwin.number_text import counted
 from edgetwin.progress import Progress, Steps, no_progress
 from edgetwin.provenance import write_provenance
 from edgetwin.reports.static import StaticFormat
