@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rich.console import Console
 
 import edgetwin
 from edgetwin.calibration.machine import QUICK, calibration_steps
@@ -680,8 +681,14 @@ def test_progress_off_a_terminal_is_a_line_per_step() -> None:
     assert quiet.getvalue() == ""
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
 def test_a_step_count_in_the_thousands_is_separated() -> None:
-    """Lines of a progress of 1,200 steps count as a reader reads them (``1,200/1,200``)."""
+    """Lines of a progress of 1,200 steps count as a reader reads them (``1,200/1,200``),
+    and so does the bar on a terminal (it showed ``1000/1200``)."""
     stream = io.StringIO()
     with progress("plan x", 1200, quiet=False, stream=stream) as advance:
         for _ in range(1200):
@@ -689,11 +696,13 @@ def test_a_step_count_in_the_thousands_is_separated() -> None:
     lines = stream.getvalue().splitlines()
     assert lines[998:1000] == ["plan x: 999/1,200", "plan x: 1,000/1,200"]
     assert lines[-1] == "plan x: 1,200/1,200"
-
-
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
+    with progress("plan x", 1200, quiet=False, stream=_Terminal()) as advance:
+        for _ in range(1000):
+            advance()
+        (bar,) = LIVE_BARS
+        drawn = Console(file=io.StringIO(), width=100)
+        drawn.print(bar.get_renderable())
+    assert " 1,000/1,200 " in drawn.file.getvalue()
 
 
 @pytest.mark.parametrize("stream", [io.StringIO(), _Terminal()], ids=["lines", "bar"])

@@ -12,7 +12,6 @@ from typing import TextIO
 
 from rich.progress import (
     BarColumn,
-    MofNCompleteColumn,
     Progress,
     TaskID,
     TextColumn,
@@ -56,7 +55,7 @@ def _bar(label: str, total: int, out: TextIO) -> Iterator[Advance]:
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        TextColumn("{task.completed:,.0f}/{task.total:,.0f}", justify="right"),  # 1,200/1,200
         TimeRemainingColumn(),
     )
     with Progress(*columns, transient=True, console=Console(file=out)) as bar:
