@@ -45,6 +45,11 @@ class ModelSpec(Strict):
     classes: PositiveInt = 10
     bytes_per_element: PositiveInt = 4
 
+    @property
+    def mlp_hidden(self) -> int:
+        """Columns of a block's MLP (fc1's outputs): ``width x mlp_ratio``, rounded."""
+        return round(self.width * self.mlp_ratio)
+
     @model_validator(mode="before")
     @classmethod
     def _apply_preset(cls, data: Any) -> Any:

@@ -25,16 +25,18 @@ from tests.conftest import REPO
 SMALL = {"tokens": 65, "width": 64, "heads": 4, "blocks": 2, "patch_size": 4, "classes": 10}
 BATCH = 4
 
-# One rank's real forward (emu/vit/forward.py's RankForward, as the worker runs it: one
-# thread, inference mode): the most bytes the allocator's log holds live at once from
-# before the input images are made to after the forward of a new RankForward, whose
-# exchange buffers it makes (torch.profiler's allocation events). Prints [[label, bytes]].
+# One rank's real forward (emu/vit/forward.py's RankForward or tensor_parallel.py's
+# TensorParallelForward, as the worker runs it: one thread, inference mode): the most bytes
+# the allocator's log holds live at once from before the input images are made to after
+# the forward of a new one, whose exchange buffers it makes (torch.profiler's allocation
+# events; a tensor-parallel rank's weight shards are made before). Prints [[label, bytes]].
 PEAK = """
 import json, sys, torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile
 from torch._C._profiler import _EventType
 from edgetwin.emu.vit.forward import RankForward
+from edgetwin.emu.vit.tensor_parallel import TensorParallelForward
 from edgetwin.emu.vit.model import build_vit, make_images
 from edgetwin.emu.vit.phases import PhaseClock
 from edgetwin.model_spec import ModelSpec
@@ -85,6 +87,9 @@ with torch.inference_mode():
         layout = registry.layout(strategy, spec.tokens, 2, segments)
         split = lambda: RankForward(model, layout, rank, batch, PhaseClock(torch.device("cpu")))
         got.append([strategy, peak_bytes(split, rank, spec, batch)])
+    clock = PhaseClock(torch.device("cpu"))
+    parallel = lambda: TensorParallelForward(model, rank, 2, batch, clock)
+    got.append(["tensor_parallel", peak_bytes(parallel, rank, spec, batch)])
     dist.destroy_process_group()
 print(json.dumps(got))
 """
@@ -127,11 +132,13 @@ def test_the_plan_counts_every_byte_the_real_forward_holds_at_its_peak(
 ) -> None:
     """Input images, exchange buffers and the block's tensors at its peak, per rank: the
     count the twin's RAM check uses equals the real code's peak. The count before
-    (2 x context + 4 x own rows) was half of it."""
+    (2 x context + 4 x own rows) was half of it. Tensor parallel's block lets its input
+    and normalised rows go before the MLP: two rows of N a sample fewer than a
+    position-wise block holds there (the count held them until 2026-12-07)."""
     assert real_peaks[0]["single 4.0"] == _counted("single", 0, 1)
     assert real_peaks[0]["single 2.0"] == _counted("single", 0, 1, mlp_ratio=2.0)
     for rank, peaks in enumerate(real_peaks):
-        for strategy in ("voltage", "prism"):
+        for strategy in ("voltage", "prism", "tensor_parallel"):
             assert peaks[strategy] == _counted(strategy, rank, 2), (strategy, rank)
     plan = registry.cost_plan(ModelSpec(**SMALL), "single", 1)
     before = BATCH * SMALL["width"] * 4 * (2 * plan.kv_tokens[0] + 4 * plan.partition_tokens[0])
@@ -141,13 +148,15 @@ def test_the_plan_counts_every_byte_the_real_forward_holds_at_its_peak(
 def test_a_block_peaks_at_the_attention_when_its_mlp_is_narrow() -> None:
     """One device: 7 rows per token at the attention (input, normalised rows, Q, K, V,
     output, projection), 4 + 2 x mlp_ratio at the MLP; a rank's gathered context adds
-    its rows to both, and tensor parallel's share divides the heads and the MLP."""
+    its rows to both; tensor parallel's shares divide the heads and the MLP's columns,
+    and its block holds neither its input nor its normalised rows at the MLP."""
     alone = RankRows(10, 10)
     assert block_peak_rows(alone, 4.0) == 120 and block_peak_rows(alone, 1.0) == 70
     split = RankRows(5, 10, gathered=True)
     assert block_peak_rows(split, 4.0) == 10 + 12 * 5
     assert block_peak_rows(split, 1.0) == 10 + 20 + 25
-    assert block_peak_rows(RankRows(10, 10, head_share=0.5), 4.0) == 40 + 40
+    parallel = RankRows(10, 10, head_share=0.5, column_share=0.5, keeps_block_input=False)
+    assert block_peak_rows(parallel, 4.0) == 20 + 40 and block_peak_rows(parallel, 1.0) == 50
 
 
 def test_a_board_with_less_ram_than_the_real_forward_holds_is_out_of_memory() -> None:

@@ -114,6 +114,18 @@ def _toy_scenario(tmp_path: Path) -> Path:
     return path
 
 
+def test_a_registered_toy_without_real_code_is_refused_by_local_mode(
+    toy: Strategy, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real code's strategies are the registry's with the ViT worker as their entry
+    point: a strategy without one is named before anything runs."""
+    scenario_path = _toy_scenario(tmp_path)
+    argv = ["run", str(scenario_path), "--mode", "local", "--check"]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert "field 'strategies.2.name': one_mean has no real code path; mode 'local' runs" in error
+
+
 def test_a_registered_toy_runs_in_the_twin_a_plan_and_a_report(
     toy: Strategy, tmp_path: Path
 ) -> None:

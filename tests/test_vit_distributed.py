@@ -117,6 +117,24 @@ def test_bytes_sent_are_scatter_plus_padded_all_gathers(voltage_p3: list[RankRec
     assert sent == [scatter + gathers, gathers, gathers]
 
 
+@pytest.mark.parametrize(("world", "source"), [(2, "terminal"), (3, "terminal"), (4, "replicated")])
+def test_tensor_parallel_equals_single(
+    world: int, source: str, single_logits: torch.Tensor
+) -> None:
+    """4 heads and 128 MLP columns over 2, 3 (2, 1, 1 heads; 43, 43, 42 columns) and 4
+    ranks, each block's two partial sums all-reduced: the whole model's logits. Each rank
+    sends its two [B, N, D] partial sums a block; the terminal also every row to each
+    other rank, where the input is only there."""
+    records = launch(world, "--strategy", "tensor_parallel", "--input-source", source)
+    torch.testing.assert_close(logits(records[0]), single_logits, **TIGHT)
+    assert [r.runs[0].logits for r in records[1:]] == [None] * (world - 1)
+    whole = BATCH * TINY.tokens * TINY.width * 4
+    reduces = TINY.blocks * 2 * whole
+    terminal = reduces + (world - 1) * whole if source == "terminal" else reduces
+    sent = [r.runs[0].bytes_sent_per_forward for r in records]
+    assert sent == [terminal] + [reduces] * (world - 1)
+
+
 def test_prism_with_segment_size_one_is_voltage(
     prism_p3: list[RankRecord], voltage_p3: list[RankRecord]
 ) -> None:
@@ -269,6 +287,11 @@ def test_a_hung_rank_times_out_and_every_rank_is_killed() -> None:
         (["--world", "2", "--strategy", "prism", "--cr", "9.9", "0.5"], "--cr must be"),
         (["--world", "1", "--strategy", "single", "--threads", "-1"], "--threads must be >= 1"),
         (["--world", "2", "--strategy", "voltage", "--threads", "0"], "--threads must be >= 1"),
+        (
+            ["--world", "13", "--strategy", "tensor_parallel"],  # ViT-B/16's 12 heads
+            "tensor_parallel splits 12 heads over 2 to 12 ranks, not 13",
+        ),
+        (["--world", "2", "--strategy", "tensor_parallel", "--segments", "2"], "takes no segments"),
     ],
 )
 @pytest.mark.timeout(120)

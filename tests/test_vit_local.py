@@ -191,9 +191,13 @@ def test_the_report_says_a_local_runs_bandwidth_is_nominal(smoke_rows: list[Resu
             "fp32",
         ),
         (
-            {"strategies": [{"name": "single"}, {"name": "tensor_parallel"}]},
-            "strategies.1.name",
-            "no real code path",
+            {
+                "strategies": [{"name": "single"}, {"name": "tensor_parallel"}],
+                "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 13}],
+                "sweeps": [{"batch": [2], "devices": [2, 13]}],
+            },
+            "sweeps.0.devices",
+            "tensor_parallel splits 12 heads over 2 to 12 ranks, not 13",
         ),
     ],
 )
@@ -213,7 +217,8 @@ def test_three_ranks_send_the_layouts_rows_and_the_twin_counts_the_same(smoke: S
     and Prism at L 4 (segments of 2, 2, 1, 1 rows and 2, 1, 1, 1). The real ranks send the
     terminal's scatter and one padded piece per rank and block, as the layout says; the
     twin counts the same pieces, though its ring all-gather forwards each P - 1 times
-    (docs/real_vit.md, "What is measured")."""
+    (docs/real_vit.md, "What is measured"). Tensor parallel: the terminal sends every row
+    to each other rank, and each rank its two partial sums of every row a block."""
     model = {"tokens": 17, "width": 32, "blocks": 2, "heads": 4, "patch_size": 2, "classes": 5}
     split = [registry.strategy(name) for name in real_strategies()]
     strategies = [
@@ -236,14 +241,20 @@ def test_three_ranks_send_the_layouts_rows_and_the_twin_counts_the_same(smoke: S
     twin = {o.row.strategy: o.row for o in run_scenario(tiny, build_fleet(tiny, SMOKE))}
     row_bytes = 3 * 32 * 4  # batch 3, fp32
     scatter = (6 + 5) * row_bytes
-    assert {"voltage", "prism"} <= set(local)
+    assert {"voltage", "prism", "tensor_parallel"} <= set(local)
     for strategy in local:
-        segments = 4 if registry.strategy(strategy).params else None
-        piece = registry.layout(strategy, 17, 3, segments).padded_rows * row_bytes
-        assert local[strategy].bytes_sent == scatter + 2 * 3 * piece
+        definition = registry.strategy(strategy)
+        if definition.layout is None:  # tensor_parallel
+            sent = 2 * 17 * row_bytes + 2 * 2 * 3 * 17 * row_bytes
+        else:
+            segments = 4 if definition.params else None
+            piece = registry.layout(strategy, 17, 3, segments).padded_rows * row_bytes
+            sent = scatter + 2 * 3 * piece
+        assert local[strategy].bytes_sent == sent, strategy
         assert twin[strategy].bytes_sent == local[strategy].bytes_sent, strategy
-    assert local["voltage"].max_abs_diff_vs_single is not None
-    assert local["voltage"].max_abs_diff_vs_single < 1e-5
+    for exact in ("voltage", "tensor_parallel"):
+        difference = local[exact].max_abs_diff_vs_single
+        assert difference is not None and difference < 1e-5, exact
 
 
 def test_progress_is_told_each_repetition_as_rank_0_ends_it(smoke: Scenario) -> None:

@@ -22,7 +22,7 @@ LayoutFn = Callable[[int, int, "int | None"], Layout]
 # a decoder workload -> the prefill and decode steps the twin runs (docs/llm.md)
 DecoderPlanFn = Callable[["DecoderWorkload"], "DecoderPlan"]
 
-VIT_WORKER = "edgetwin.emu.vit.worker"  # real code of the position-wise strategies
+VIT_WORKER = "edgetwin.emu.vit.worker"  # real code of the encoder strategies
 CROWDIO_FOREMAN = "edgetwin.emu.crowdio.foreman"  # real code of the crowd pipelines
 
 

@@ -132,9 +132,8 @@ class ViT(nn.Module):
         self.patch_embed = PatchEmbed(spec.channels, width, patch)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, width))
         self.pos_embed = nn.Parameter(torch.zeros(1, spec.tokens, width))
-        hidden = round(width * spec.mlp_ratio)
         self.blocks = nn.ModuleList(
-            EncoderBlock(width, spec.heads, hidden) for _ in range(spec.blocks)
+            EncoderBlock(width, spec.heads, spec.mlp_hidden) for _ in range(spec.blocks)
         )
         self.norm = nn.LayerNorm(width, eps=LAYER_NORM_EPS)
         self.head = nn.Linear(width, spec.classes)

@@ -32,10 +32,10 @@ from pydantic import ValidationError
 from torch import Tensor
 
 from edgetwin.emu import rank_process
-from edgetwin.emu.vit.forward import RankForward
 from edgetwin.emu.vit.model import ViT, build_vit, image_side, make_images
 from edgetwin.emu.vit.phases import ForwardTiming, PhaseClock
 from edgetwin.emu.vit.records import RankRecord, RunRecord, write_record
+from edgetwin.emu.vit.strategies import Forward, check_split, rank_forward
 from edgetwin.errors import InputError, OneLineParser
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         image_side(spec)
         for segments in segment_values:
-            registry.layout(args.strategy, spec.tokens, args.world, segments)
+            check_split(args.strategy, spec, args.world, segments)
     except ValueError as exc:
         cli.error(str(exc))
     rank_process.apply_execution_flags(cli, args)
@@ -197,9 +197,10 @@ def _run(
     index: int,
     gate: rank_process.TimedGate,
 ) -> RunRecord:
-    layout = registry.layout(args.strategy, model.spec.tokens, args.world, segments)
     clock = PhaseClock(device)
-    forward = RankForward(model, layout, args.rank, batch, clock, args.input_source)
+    forward = rank_forward(
+        args.strategy, model, args.rank, args.world, segments, batch, clock, args.input_source
+    )
     embeds_here = args.rank == 0 or args.input_source == "replicated"
     images = make_images(model.spec, batch, args.seed).to(device) if embeds_here else None
     first_run = index * args.reps  # the launch's timed forwards, counted from 0
@@ -243,7 +244,7 @@ def _report_rep(path: Path, run_index: int, rep: int) -> None:
 
 def _trace(
     args: argparse.Namespace,
-    forward: RankForward,
+    forward: Forward,
     clock: PhaseClock,
     images: Tensor | None,
     segments: int | None,

@@ -31,7 +31,7 @@ from edgetwin.models.decoder_costs import (
 )
 from edgetwin.models.encoder_memory import RankRows, peak_floats
 from edgetwin.models.layout import partition_sizes
-from edgetwin.models.strategy import Strategy
+from edgetwin.models.strategy import VIT_WORKER, Strategy
 
 NAME = "tensor_parallel"
 
@@ -49,7 +49,18 @@ def _cost_plan(
     terminal = input_source == "terminal"
     embed = (embed_flops(model),) + ((0.0,) if terminal else (embed_flops(model),)) * (devices - 1)
     embedded = (n,) + (0 if terminal else n,) * (devices - 1)  # the others receive the rows
-    held = [RankRows(n, n, head_share=1 / devices, embedded=rows_in) for rows_in in embedded]
+    heads, columns = (partition_sizes(total, devices) for total in (model.heads, model.mlp_hidden))
+    held = [
+        RankRows(
+            n,
+            n,
+            head_share=heads[rank] / model.heads,
+            column_share=columns[rank] / model.mlp_hidden,
+            keeps_block_input=False,
+            embedded=rows_in,
+        )
+        for rank, rows_in in enumerate(embedded)
+    ]
     return CostPlan(
         NAME,
         rows,
@@ -125,5 +136,10 @@ def _decoder_plan(work: DecoderWorkload) -> DecoderPlan:
 
 
 TENSOR_PARALLEL = Strategy(
-    NAME, "TP", cost_plan=_cost_plan, selectable=True, decoder_plan=_decoder_plan
+    NAME,
+    "TP",
+    cost_plan=_cost_plan,
+    entry_point=VIT_WORKER,
+    selectable=True,
+    decoder_plan=_decoder_plan,
 )
