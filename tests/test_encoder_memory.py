@@ -4,12 +4,12 @@ twin's RAM check that holds it against a device (docs/twin.md's RAM)."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 
 import pytest
 
+from edgetwin.emu.vit.launcher import free_port
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.encoder_memory import RankRows, block_peak_rows
@@ -97,9 +97,7 @@ print(json.dumps(got))
 
 def _real_peaks() -> list[dict[str, int]]:
     """Per rank of a two-rank GLOO run, the real forward's peak bytes by what ran."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # kept from other binders until rank 0 listens on it
     spec = ModelSpec(**SMALL).model_dump_json()
     ranks = [
         subprocess.Popen(

@@ -39,17 +39,25 @@ NAME = "tensor_parallel"
 def _cost_plan(
     model: ModelSpec, devices: int, segments: int | None, input_source: InputSource
 ) -> CostPlan:
-    """Every device holds all N rows; each block all-reduces [N, D] twice."""
+    """Every device holds all N rows and its share of the heads and of the MLP's columns
+    (``partition_sizes``: 12 heads on 8 devices are 2, 2, 2, 2, 1, 1, 1, 1, as the real
+    code splits them); each block all-reduces [N, D] twice."""
     n, d = model.tokens, model.width
-    attention = 2 * (4 * d * d * n + 2 * n * n * d) / devices
-    mlp = 2 * (2 * model.mlp_ratio * d * d * n) / devices
+    attention = 2 * (4 * d * d * n + 2 * n * n * d)
+    mlp = 2 * (2 * model.mlp_ratio * d * d * n)
+    heads, columns = (partition_sizes(total, devices) for total in (model.heads, model.mlp_hidden))
     reduce = Exchange("allreduce", (n,) * devices)
-    step = (BlockStep(attention, reduce), BlockStep(mlp, reduce))
+    steps = tuple(
+        (
+            BlockStep(attention * heads[rank] / model.heads, reduce),
+            BlockStep(mlp * columns[rank] / model.mlp_hidden, reduce),
+        )
+        for rank in range(devices)
+    )
     rows = (n,) * devices
     terminal = input_source == "terminal"
     embed = (embed_flops(model),) + ((0.0,) if terminal else (embed_flops(model),)) * (devices - 1)
     embedded = (n,) + (0 if terminal else n,) * (devices - 1)  # the others receive the rows
-    heads, columns = (partition_sizes(total, devices) for total in (model.heads, model.mlp_hidden))
     held = [
         RankRows(
             n,
@@ -66,7 +74,7 @@ def _cost_plan(
         rows,
         rows,
         None,
-        (step,) * devices,
+        steps,
         embed,
         rows,
         head_flops(model),
