@@ -28,7 +28,12 @@ from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.network_spec import NetworkSpec
 from edgetwin.schema import FileName, Seed, Strict, load_yaml_model, validate_model
-from edgetwin.split_problems import check_one_split, positions_split_problem, split_problem
+from edgetwin.split_problems import (
+    check_one_split,
+    encoder_plan_problem,
+    positions_split_problem,
+    split_problem,
+)
 from edgetwin.strategy_spec import StrategySpec
 from edgetwin.sweep_spec import DECODER_SWEEP_KEYS, SweepSpec, WorkloadSpec, longest_generation
 
@@ -129,6 +134,7 @@ class Scenario(Strict):
             if registry.strategy(strategy.name).splits_layers:
                 raise ValueError(f"strategies.{i}.name: {strategy.name} runs decoder models only")
         split = positions_split_problem(self.strategies, self.sweeps, self.model.tokens)
+        split = split or encoder_plan_problem(self.strategies, self.sweeps, self.model)
         if split is not None:
             raise ValueError(f"sweeps.{split[0]}.devices: {split[1]}")
         decoder_only = "'workload', prompt_tokens and output_tokens are for decoder models"

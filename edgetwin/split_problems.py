@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from edgetwin.decoder_spec import DecoderSpec
+from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.decoder_costs import DecoderWorkload
 from edgetwin.number_text import counted
@@ -27,6 +28,26 @@ def positions_split_problem(
                 held = counted(tokens, "token")
                 problem = f"{held} cannot be split over {max(sweep.devices)} devices"
                 return j, f"{strategy.name}: {problem}"
+    return None
+
+
+def encoder_plan_problem(
+    strategies: Sequence[StrategySpec], sweeps: Sequence[SweepSpec], model: ModelSpec
+) -> tuple[int, str] | None:
+    """The first sweep (its index) in which a split that is not by position cannot split
+    ``model`` over its devices, as its cost plan says (tensor parallel: a head for each
+    device), and why (``STRATEGY: PROBLEM``); None if none."""
+    for strategy in strategies:
+        definition = registry.strategy(strategy.name)
+        if definition.layout is not None or definition.one_device or definition.params:
+            continue
+        if definition.cost_plan is None:
+            continue
+        for j, sweep in enumerate(sweeps):
+            try:
+                registry.cost_plan(model, strategy.name, max(sweep.devices))
+            except ValueError as exc:
+                return j, f"{strategy.name}: {exc}"
     return None
 
 

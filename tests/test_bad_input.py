@@ -186,6 +186,20 @@ def test_bad_set_value(
     assert_clean_failure(argv, capsys, tmp_path, *expect)
 
 
+def test_tensor_parallel_on_more_devices_than_heads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ViT-B/16's 12 heads on 13 boards: one would hold no head (the twin ran it, its
+    ranks' shares summing to 13/12 of the model; the real code splits heads)."""
+    scenario = REPO / "scenarios" / "prism_jetson.yaml"
+    sets = ["devices.0.count=13", "sweeps=[{batch: [1], devices: [2, 13]}]"]
+    sets += ["strategies=[{name: single}, {name: tensor_parallel}]"]
+    argv = ["run", str(scenario), "--out", str(tmp_path / "out")]
+    argv += [arg for item in sets for arg in ("--set", item)]
+    expect = "field 'sweeps.0.devices'", "tensor_parallel: 12 heads cannot be split over 13"
+    assert_clean_failure(argv, capsys, tmp_path, *expect)
+
+
 def test_a_sweep_list_left_out_stays_out_of_a_dump() -> None:
     """``[]`` is refused, so a dump (a resolved scenario, a plan's payload) must not write
     one for a list left out."""

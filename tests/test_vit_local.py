@@ -190,15 +190,6 @@ def test_the_report_says_a_local_runs_bandwidth_is_nominal(smoke_rows: list[Resu
             "model.bytes_per_element",
             "fp32",
         ),
-        (
-            {
-                "strategies": [{"name": "single"}, {"name": "tensor_parallel"}],
-                "devices": [{"name": "board", "profile": "jetson_orin_nano", "count": 13}],
-                "sweeps": [{"batch": [2], "devices": [2, 13]}],
-            },
-            "sweeps.0.devices",
-            "tensor_parallel splits 12 heads over 2 to 12 ranks, not 13",
-        ),
     ],
 )
 def test_what_local_mode_cannot_run_is_named(

@@ -27,7 +27,6 @@ from edgetwin.emu.memory_check import BatchMemory, check_weights_fit
 from edgetwin.emu.vit.launcher import OnRep, launch_local
 from edgetwin.emu.vit.model import image_side
 from edgetwin.emu.vit.records import RankRecord, RunRecord
-from edgetwin.emu.vit.strategies import check_split
 from edgetwin.emu.vit.worker import model_args, real_strategies
 from edgetwin.errors import MODE_TWIN, TRACE_ASKED, InputError
 from edgetwin.models import registry
@@ -91,26 +90,10 @@ def check_runnable(
         if max(sweep.devices) > scenario.encoder.tokens:
             problem = f"{max(sweep.devices)} devices for {scenario.encoder.tokens} tokens"
             raise InputError(path, f"sweeps.{index}.devices", problem)
-        _check_splits(scenario, index, path)
     if machine:
         ranks = max(config.devices for config in configurations(scenario))
         batch = largest_batch_memory(scenario)
         check_weights_fit(weight_bytes(scenario.encoder), ranks, path, VIT_WORKER, batch)
-
-
-def _check_splits(scenario: Scenario, index: int, path: Path | None) -> None:
-    """An InputError naming ``sweeps.<index>.devices`` if the real code cannot split the
-    model over one of its device counts with a strategy that takes no parameter (a
-    tensor_parallel rank needs a head of its own)."""
-    for strategy in scenario.strategies:
-        definition = registry.strategy(strategy.name)
-        if definition.one_device or definition.params:
-            continue
-        for devices in scenario.sweeps[index].devices:
-            try:
-                check_split(strategy.name, scenario.encoder, devices, None)
-            except ValueError as exc:
-                raise InputError(path, f"sweeps.{index}.devices", str(exc)) from None
 
 
 def largest_batch_memory(scenario: Scenario) -> BatchMemory:

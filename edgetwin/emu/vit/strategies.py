@@ -6,7 +6,7 @@ from __future__ import annotations
 from edgetwin.emu.vit.forward import InputSource, RankForward
 from edgetwin.emu.vit.model import ViT
 from edgetwin.emu.vit.phases import PhaseClock
-from edgetwin.emu.vit.tensor_parallel import TensorParallelForward, check_ranks
+from edgetwin.emu.vit.tensor_parallel import TensorParallelForward
 from edgetwin.model_spec import ModelSpec
 from edgetwin.models import registry
 from edgetwin.models.strategies import tensor_parallel
@@ -15,13 +15,16 @@ Forward = RankForward | TensorParallelForward
 
 
 def check_split(strategy: str, spec: ModelSpec, world: int, segments: int | None) -> None:
-    """A ValueError if ``strategy`` cannot split ``spec`` over ``world`` ranks."""
+    """A ValueError if ``strategy`` cannot split ``spec`` over ``world`` ranks: its layout
+    says so, or, for tensor parallel, its cost plan (a head for each rank)."""
     if strategy != tensor_parallel.NAME:
         registry.layout(strategy, spec.tokens, world, segments)
     elif segments is not None:
         raise ValueError(f"{strategy} takes no segments")
+    elif world < 2:
+        raise ValueError(f"{strategy} cannot run on {world} rank(s)")
     else:
-        check_ranks(spec.heads, world)
+        registry.cost_plan(spec, strategy, world)
 
 
 def rank_forward(

@@ -26,14 +26,6 @@ from edgetwin.emu.vit.phases import PhaseClock
 from edgetwin.models.layout import partition_sizes
 
 
-def check_ranks(heads: int, world: int) -> None:
-    """A ValueError unless ``heads`` split over ``world`` ranks gives each at least one."""
-    if not 2 <= world <= heads:
-        raise ValueError(
-            f"tensor_parallel splits {heads} heads over 2 to {heads} ranks, not {world}"
-        )
-
-
 def _share(sizes: Sequence[int], rank: int) -> tuple[int, int]:
     start = sum(sizes[:rank])
     return start, start + sizes[rank]
@@ -90,7 +82,6 @@ class TensorParallelForward:
         clock: PhaseClock,
         input_source: InputSource = "terminal",
     ) -> None:
-        check_ranks(model.spec.heads, world)
         self.model = model
         self.rank = rank
         self.world = world

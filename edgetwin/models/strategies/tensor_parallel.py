@@ -42,6 +42,8 @@ def _cost_plan(
     """Every device holds all N rows and its share of the heads and of the MLP's columns
     (``partition_sizes``: 12 heads on 8 devices are 2, 2, 2, 2, 1, 1, 1, 1, as the real
     code splits them); each block all-reduces [N, D] twice."""
+    if devices > model.heads:
+        raise ValueError(f"{model.heads} heads cannot be split over {devices} devices")
     n, d = model.tokens, model.width
     attention = 2 * (4 * d * d * n + 2 * n * n * d)
     mlp = 2 * (2 * model.mlp_ratio * d * d * n)
