@@ -39,9 +39,8 @@ def encoder_plan_problem(
     device), and why (``STRATEGY: PROBLEM``); None if none."""
     for strategy in strategies:
         definition = registry.strategy(strategy.name)
-        if definition.layout is not None or definition.one_device or definition.params:
-            continue
-        if definition.cost_plan is None:
+        by_position = definition.layout is not None or definition.params
+        if by_position or definition.one_device or definition.cost_plan is None:
             continue
         for j, sweep in enumerate(sweeps):
             try:

@@ -27,6 +27,7 @@ from edgetwin.models.layout import partition_sizes
 
 
 def _share(sizes: Sequence[int], rank: int) -> tuple[int, int]:
+    """Where ``rank``'s share starts and stops, the ranks' ``sizes`` laid end to end."""
     start = sum(sizes[:rank])
     return start, start + sizes[rank]
 
@@ -38,8 +39,9 @@ class BlockShard:
         attn, mlp = block.attn, block.mlp
         width = attn.proj.weight.shape[0]
         head_size = width // attn.heads
-        self.heads = partition_sizes(attn.heads, world)[rank]
-        h0, h1 = (head * head_size for head in _share(partition_sizes(attn.heads, world), rank))
+        heads = partition_sizes(attn.heads, world)
+        self.heads = heads[rank]
+        h0, h1 = (head * head_size for head in _share(heads, rank))
         f0, f1 = _share(partition_sizes(mlp.fc1.weight.shape[0], world), rank)
         rows = torch.cat([torch.arange(h0, h1) + part * width for part in range(3)])
         rows = rows.to(attn.qkv.weight.device)
