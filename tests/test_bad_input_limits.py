@@ -880,7 +880,7 @@ def test_a_stopped_run_exits_128_plus_the_signal_and_keeps_the_old_folder(
     )
     assert proc.stderr is not None
     first = proc.stderr.readline()  # a line per step: stderr is no terminal
-    assert first.startswith("twin prism_jetson: 1/13000 "), first
+    assert first.startswith("twin prism_jetson: 1/13,000 "), first
     proc.send_signal(stop)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + stop, err

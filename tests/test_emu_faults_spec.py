@@ -521,7 +521,7 @@ def test_faults_need_a_crowd_scenario() -> None:
         ("emu_smoke", "emu", ["emulator.faults=[{kind: kill_worker, host: 1, at_s: 1}]"],
          "emulator.faults"),
         ("emu_smoke", "emu", ["emulator.host_cpu_cores=[1, 1, 1]"], "emulator.host_cpu_cores"),
-        ("emu_smoke", "local", ["strategies.0.name=tensor_parallel"], "strategies.0.name"),
+        ("emu_smoke", "local", ["model.bytes_per_element=2"], "model.bytes_per_element"),
         ("emu_crowdio", "emu", ["emulator.faults=[{kind: kill_worker, host: 9, at_s: 1}]"],
          "emulator.faults.0.host"),
         ("emu_crowdio", "emu", ["crowd.fleet.0.count=300"], "crowd.fleet"),

@@ -100,7 +100,7 @@ def test_a_stop_after_the_command_said_it_stopped_does_not_kill_it(tmp_path: Pat
     proc = _started([*argv, "--out", str(tmp_path / "out"), "--set", "repetitions=200"])
     assert proc.stderr is not None and proc.stdin is not None
     first = proc.stderr.readline()  # a line per step: stderr is no terminal
-    assert first.startswith("twin prism_jetson: 1/13000 "), first
+    assert first.startswith("twin prism_jetson: 1/13,000 "), first
     proc.send_signal(signal.SIGTERM)
     _wait_for(proc.stdout, "ended\n")
     proc.send_signal(signal.SIGTERM)
